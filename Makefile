@@ -1,0 +1,41 @@
+# Two commands for a new user:  make bench   (set up + run the benchmarks)
+#                                make test    (set up + run the tests)
+# Variables (CI and GPU runners override them; the commands stay the same):
+#   TORCH        pip requirement for torch (default: plain "torch"; CPU CI: TORCH=torch==2.13.0)
+#   VENV         virtual environment folder (default .venv)
+#   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
+#   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json)
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch
+PYTEST_ARGS ?=
+RUN_JSON ?= out/bench.json
+GATE_ARGS ?=
+PY := $(VENV)/bin/python
+
+.PHONY: bench test gpu-gate clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $@
+
+# Benchmarks (GPU): eager vs graph replay etc.; on a machine without CUDA every benchmark skips with the reason.
+bench: $(VENV)/.installed
+	@mkdir -p $(dir $(RUN_JSON))
+	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs $(PYTEST_ARGS); \
+	rc=$$?; if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; exit $$rc
+
+# Tests: CPU unit tests of the harness + GPU correctness tests (skipped without CUDA). Benchmarks are not timed here.
+test: $(VENV)/.installed
+	$(PY) -m pytest tests perf_tests --benchmark-skip -rs $(PYTEST_ARGS); \
+	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): check PYTEST_ARGS (-k filters)"; exit 1; fi; exit $$rc
+
+# The GPU CI gate, runnable locally: benchmarks -> JSON -> gate against baselines/<gpu>.json (picked from the run's GPU).
+gpu-gate: bench
+	$(PY) -m cudagraph_bench gate $(RUN_JSON) $(GATE_ARGS)
+
+clean:
+	rm -rf $(VENV) out .benchmarks .pytest_cache

@@ -1,0 +1,51 @@
+"""The ``cudagraph-bench`` command: thin argparse front-end over library functions.
+
+Each sub-command lives in its own module, which provides ``configure_parser(parser)`` and
+``main(args) -> int``. Modules for ``gate``, ``compare``, ``baseline`` and ``report`` import no
+torch, so a CPU-only machine can gate a run. Errors of type
+:class:`~cudagraph_bench.errors.UsageError` print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from cudagraph_bench import __version__
+from cudagraph_bench.errors import UsageError
+
+#: sub-command -> (module, one-line help)
+COMMANDS = {
+    "run": ("cudagraph_bench.runcmd", "measure eager vs graph (and compile variants) for one model; table, JSON, PNGs"),
+    "gate": ("cudagraph_bench.gate", "fail (exit 1) when graph replay cuts median latency by less than the threshold"),
+    "compare": ("cudagraph_bench.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
+    "baseline": ("cudagraph_bench.baseline", "write a versioned per-GPU baseline file from a run JSON (atomically)"),
+    "report": ("cudagraph_bench.report", "render the markdown table and PNG plots of a run JSON"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cudagraph-bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.configure_parser(p)
+        p.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point. Returns the exit code: 0 ok, 1 gate/compare failure, 2 usage error."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._main(args) or 0)
+    except UsageError as exc:
+        print(f"cudagraph-bench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cudagraph-bench: interrupted", file=sys.stderr)
+        return 130

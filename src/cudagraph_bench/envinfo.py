@@ -1,0 +1,58 @@
+"""Environment fingerprint of a GPU run (GPU, driver, CUDA, torch, transformers).
+
+The plugin stores it in pytest-benchmark's ``machine_info["cuda"]``; baselines are keyed by
+:func:`gpu_slug` of its ``gpu_name``. Only :func:`cuda_fingerprint` imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+
+def gpu_slug(gpu_name: str) -> str:
+    """File-name key of a GPU model: ``"NVIDIA H200"`` -> ``"nvidia-h200"``,
+    ``"NVIDIA GeForce RTX 4090"`` -> ``"nvidia-geforce-rtx-4090"``."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    return slug or "unknown-gpu"
+
+
+def _nvidia_smi_driver() -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def cuda_fingerprint() -> dict | None:
+    """``machine_info["cuda"]`` for the current process, or ``None`` without a CUDA GPU.
+
+    Keys: ``gpu_name``, ``gpu_slug``, ``compute_capability``, ``gpu_memory_gib``, ``device_count``,
+    ``driver`` (from nvidia-smi, may be None), ``cuda_runtime`` (``torch.version.cuda``), ``cudnn``,
+    ``torch``, ``transformers``.
+    """
+    import torch
+    import transformers
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "gpu_name": props.name,
+        "gpu_slug": gpu_slug(props.name),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+        "device_count": torch.cuda.device_count(),
+        "driver": _nvidia_smi_driver(),
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }

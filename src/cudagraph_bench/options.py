@@ -1,0 +1,143 @@
+"""Options defined once, shared by the pytest plugin (``pytest --models ...``) and the CLI
+(``cudagraph-bench run --models ...``). No torch import: option parsing must work anywhere.
+
+Each parser raises ``argparse.ArgumentTypeError`` with a message that says what to do; argparse
+turns that into exit code 2 for the CLI, pytest into a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cudagraph_bench.cases import DTYPES
+
+#: Preset names (their configs live in :mod:`cudagraph_bench.presets`).
+PRESET_NAMES = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b")
+DEFAULT_MODELS = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b")
+DEFAULT_PROMPT_LENGTHS = (16, 50, 128, 512, 1024)
+DEFAULT_DTYPES = ("float32", "bfloat16")
+#: Bucket lengths (tokens) for bucketed graphs, like serving engines' capture sizes.
+DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def _split(text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"empty item in {text!r}: give a comma-separated list such as 'a,b'")
+    return items
+
+
+def parse_models(text: str) -> tuple[str, ...]:
+    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``. Each name must be a preset or an existing
+    local directory (loaded with ``from_pretrained``, offline)."""
+    names = _split(text)
+    for name in names:
+        if name not in PRESET_NAMES and not os.path.isdir(name):
+            raise argparse.ArgumentTypeError(
+                f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
+                f"or a local directory saved with save_pretrained()")
+    return tuple(dict.fromkeys(names))
+
+
+def _positive_ints(text: str, what: str) -> tuple[int, ...]:
+    out = []
+    for item in _split(text):
+        try:
+            value = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be whole numbers, got {item!r}: e.g. '16,50,128'") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{what} must be positive, got {value}")
+        out.append(value)
+    return tuple(sorted(set(out)))
+
+
+def parse_prompt_lengths(text: str) -> tuple[int, ...]:
+    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each > 0 tokens)."""
+    return _positive_ints(text, "prompt lengths")
+
+
+def parse_buckets(text: str) -> tuple[int, ...]:
+    """``"16,32,64"`` -> ``(16, 32, 64)`` bucket lengths in tokens."""
+    return _positive_ints(text, "bucket lengths")
+
+
+def parse_dtypes(text: str) -> tuple[str, ...]:
+    """``"float32,bf16"`` -> ``("float32", "bfloat16")``; aliases fp32/bf16/fp16/half."""
+    aliases = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+    out = []
+    for item in _split(text):
+        name = aliases.get(item.lower(), item.lower())
+        if name not in DTYPES:
+            raise argparse.ArgumentTypeError(f"unknown dtype {item!r}: use one of {', '.join(DTYPES)}")
+        out.append(name)
+    return tuple(dict.fromkeys(out))
+
+
+def parse_count(text: str) -> int:
+    """A whole number >= 1 (rounds, iterations)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def parse_nonneg(text: str) -> int:
+    """A whole number >= 0 (warmup rounds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option shared by pytest and the CLI. ``dest`` is the attribute name in both."""
+
+    flag: str
+    dest: str
+    type: Callable[[str], Any]
+    default: Any
+    help: str
+
+
+#: Options of the benchmark matrix, in the order they are shown in ``--help``.
+MATRIX_OPTIONS = (
+    Option("--models", "models", parse_models, DEFAULT_MODELS,
+           "comma-separated presets or local model dirs (default: %(default)s)"),
+    Option("--prompt-lengths", "prompt_lengths", parse_prompt_lengths, DEFAULT_PROMPT_LENGTHS,
+           "comma-separated prompt lengths in tokens (default: %(default)s)"),
+    Option("--dtypes", "dtypes", parse_dtypes, DEFAULT_DTYPES,
+           "comma-separated dtypes: float32,bfloat16,float16 (default: %(default)s)"),
+    Option("--rounds", "rounds", parse_count, 100,
+           "measured rounds per benchmark (default: %(default)s)"),
+    Option("--warmup-rounds", "warmup_rounds", parse_nonneg, 10,
+           "unmeasured warmup rounds per benchmark (default: %(default)s)"),
+    Option("--pad-to", "pad_to", parse_count, 1024,
+           "length (tokens) that the padded graph pads every prompt to, capped at the model's positions "
+           "(default: %(default)s)"),
+    Option("--buckets", "buckets", parse_buckets, DEFAULT_BUCKETS,
+           "bucket lengths in tokens for bucketed graphs (default: %(default)s)"),
+)
+
+
+def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options=MATRIX_OPTIONS) -> None:
+    """Add options to an ``argparse`` parser (the CLI)."""
+    for opt in options:
+        parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help)
+
+
+def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
+    """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI."""
+    for opt in options:
+        group.addoption(opt.flag, dest=opt.dest, type=opt.type, default=opt.default,
+                        help=opt.help.replace("%(default)s", str(opt.default)))
