@@ -1,0 +1,54 @@
+"""Benchmarks: one forward pass at batch 1, eager vs CUDA graph replay (and, with --with-compile,
+torch.compile variants), per model x dtype x prompt length.
+
+Eager and graph of one case share a pytest-benchmark group, so they print side by side. Every timed
+call ends with a synchronize; CUDA-event ms of each round are in extra_info["cuda_event_ms"].
+"""
+
+import itertools
+
+import pytest
+
+from cudagraph_bench.plugin import benchmark_call
+
+pytestmark = pytest.mark.gpu
+
+
+def _runner(cgb, model, case):
+    """-> (callable(input_ids) -> output, close(), extra_info)"""
+    from cudagraph_bench.presets import model_forward
+    from cudagraph_bench.runner import GraphedForward
+
+    if case.variant == "eager":
+        return (lambda ids: model_forward(model, ids)), (lambda: None), {}
+    if case.variant == "graph":
+        graph = GraphedForward(model, case.seq_len, check_data_ptrs=cgb.option("check_data_ptrs"))
+        return graph, graph.close, {"capture_ms": graph.capture_ms}
+    from cudagraph_bench.variants import build_variant
+
+    variant = build_variant(model, case.variant, case.seq_len, dtype=case.dtype)
+    return variant, variant.close, {"compile_ms": getattr(variant, "compile_ms", None)}
+
+
+def test_forward(benchmark, cgb, fwd_case):
+    case = fwd_case
+    cgb.skip_if_too_long(case.model, case.seq_len)
+    model = cgb.model(case.model, case.dtype)
+    inputs = itertools.cycle(cgb.inputs(model, case.seq_len, n=8))
+    before = cgb.ledger.reserved_mib()
+    run, close, info = _runner(cgb, model, case)
+    try:
+        benchmark_call(benchmark, cgb, lambda: run(next(inputs)), group=case.group,
+                       extra_info={**case.extra_info(), **info})
+        if case.variant == "eager":
+            from cudagraph_bench.launch import count_kernel_launches
+            from cudagraph_bench.presets import model_forward
+
+            ids = next(inputs)
+            benchmark.extra_info["n_kernels"] = count_kernel_launches(lambda: model_forward(model, ids))
+    finally:
+        close()
+        run = close = None
+        cgb.release()
+    if case.variant != "eager":
+        cgb.ledger.record(case.test_id, before, cgb.ledger.reserved_mib())

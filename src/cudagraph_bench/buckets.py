@@ -1,0 +1,141 @@
+"""Padding to a fixed length and per-length bucket graphs sharing one graph memory pool.
+
+A graph replays fixed shapes only. Two ways to serve prompts of any length L with graphs:
+
+- padding: one graph at ``pad_to`` tokens (default 1024); every prompt is right-padded, with an
+  attention mask of 1 on real tokens and 0 on padding (:func:`pad_prompt`);
+- buckets: one graph per bucket length (like the capture sizes of serving engines, e.g. vLLM's
+  ``cudagraph_capture_sizes``); a prompt replays the smallest bucket >= L (:func:`select_bucket`).
+
+Graphs are captured largest first into one shared pool (``torch.cuda.graph_pool_handle()``), as vLLM
+does, so the smaller graphs reuse the largest one's intermediate memory.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from cudagraph_bench.errors import RequestTooLongError, UsageError
+
+
+def select_bucket(seq_len: int, buckets) -> int:
+    """Smallest bucket length >= ``seq_len`` (tokens).
+
+    Raises:
+        RequestTooLongError: ``seq_len`` is above the largest bucket (before any GPU work).
+        UsageError: ``seq_len < 1`` or no buckets.
+    """
+    if not buckets:
+        raise UsageError("no bucket lengths given: pass e.g. --buckets 16,32,64")
+    if seq_len < 1:
+        raise UsageError(f"prompt length must be >= 1 token, got {seq_len}")
+    for bucket in sorted(buckets):
+        if bucket >= seq_len:
+            return bucket
+    raise RequestTooLongError(f"prompt of {seq_len} tokens is longer than the largest bucket ({max(buckets)}): "
+                              f"add a bucket >= {seq_len} or truncate the prompt")
+
+
+def cap_buckets(buckets, max_positions: int) -> tuple[int, ...]:
+    """Bucket lengths that fit the model's position limit (sorted, unique); ``max_positions`` itself
+    becomes the largest bucket when some requested bucket was above it."""
+    if max_positions < 1 or not buckets or min(buckets) < 1:
+        raise UsageError(f"need bucket lengths >= 1 and a position limit >= 1 (got {tuple(buckets)}, {max_positions})")
+    kept = sorted({b for b in buckets if b <= max_positions})
+    if any(b > max_positions for b in buckets) and max_positions not in kept:
+        kept.append(max_positions)
+    return tuple(kept)
+
+
+def pad_prompt(input_ids, pad_to: int, pad_token_id: int = 0):
+    """Right-pad a prompt to ``pad_to`` tokens and build its attention mask.
+
+    Args:
+        input_ids: ``[batch, L]`` int64 with ``L <= pad_to``.
+    Returns:
+        ``(padded_ids [batch, pad_to] int64, attention_mask [batch, pad_to] int64)``; the mask is 1 on
+        the L real tokens and 0 on padding.
+    Raises:
+        RequestTooLongError: ``L > pad_to``.
+    """
+    import torch
+
+    batch, length = input_ids.shape
+    if length > pad_to:
+        raise RequestTooLongError(f"prompt of {length} tokens does not fit the padded length {pad_to}: "
+                                  f"raise --pad-to or truncate the prompt")
+    ids = torch.full((batch, pad_to), pad_token_id, dtype=torch.int64, device=input_ids.device)
+    ids[:, :length] = input_ids
+    mask = torch.zeros((batch, pad_to), dtype=torch.int64, device=input_ids.device)
+    mask[:, :length] = 1
+    return ids, mask
+
+
+@dataclass(frozen=True)
+class BucketCapture:
+    """What capturing one bucket cost: ``capture_ms`` (warmup + capture wall ms) and the growth of
+    reserved GPU memory in MiB while capturing it (``pool_mib``; the first, largest bucket pays for
+    the shared pool, the smaller ones reuse it)."""
+
+    bucket: int
+    capture_ms: float
+    pool_mib: float
+
+
+class BucketedGraphs:
+    """One :class:`~cudagraph_bench.runner.GraphedForward` (with a static attention mask) per bucket
+    length, captured largest first into one shared graph pool.
+
+    ``__call__(input_ids [1, L])`` pads to the smallest bucket >= L and replays that bucket's graph.
+    It returns a view ``[1, L, ...]`` of the static output at the real positions; the next replay of
+    ANY bucket may overwrite it (the buckets share one pool): ``.clone()`` to keep it.
+
+    ``BucketedGraphs(model, (1024,))`` is the single padded graph ("pad to 1024").
+
+    Args:
+        model: causal LM or encoder on a CUDA device.
+        buckets: bucket lengths in tokens; capped at the model's positions (:func:`cap_buckets`).
+        warmup_iters: side-stream warmup passes per bucket before capture.
+        pad_token_id: id written to padding positions (masked out).
+
+    Raises:
+        RequestTooLongError: (on call) L is above the largest bucket, before any GPU work.
+    """
+
+    def __init__(self, model, buckets, *, warmup_iters: int = 3, pad_token_id: int = 0):
+        import torch
+
+        from cudagraph_bench.presets import max_positions
+        from cudagraph_bench.runner import GraphedForward
+
+        self.buckets = cap_buckets(buckets, max_positions(model))
+        self.pad_token_id = pad_token_id
+        self.pool = torch.cuda.graph_pool_handle()
+        self.graphs: dict[int, GraphedForward] = {}
+        self.captures: list[BucketCapture] = []
+        for bucket in sorted(self.buckets, reverse=True):
+            before = torch.cuda.memory_reserved()
+            t0 = time.perf_counter()
+            self.graphs[bucket] = GraphedForward(model, bucket, with_attention_mask=True,
+                                                 warmup_iters=warmup_iters, pool=self.pool)
+            self.captures.append(BucketCapture(bucket, (time.perf_counter() - t0) * 1e3,
+                                               (torch.cuda.memory_reserved() - before) / 2**20))
+
+    def bucket_for(self, seq_len: int) -> int:
+        """The bucket a prompt of ``seq_len`` tokens replays (see :func:`select_bucket`)."""
+        return select_bucket(seq_len, self.buckets)
+
+    def __call__(self, input_ids):
+        """Replay for ``input_ids`` ``[1, L]`` int64; returns ``[1, L, ...]`` (a view of the static output)."""
+        length = input_ids.shape[1]
+        bucket = self.bucket_for(length)
+        ids, mask = pad_prompt(input_ids, bucket, self.pad_token_id)
+        return self.graphs[bucket](ids, mask)[:, :length]
+
+    def close(self) -> None:
+        """Drop every graph and the pool reference (then ``torch.cuda.empty_cache()`` frees the pool)."""
+        for graph in self.graphs.values():
+            graph.close()
+        self.graphs.clear()
+        self.pool = None

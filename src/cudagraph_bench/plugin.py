@@ -1,0 +1,228 @@
+"""pytest plugin of cudagraph-bench (loaded by the repo's root ``conftest.py``).
+
+- options: the benchmark matrix (:data:`cudagraph_bench.options.MATRIX_OPTIONS`, shared with the
+  CLI) plus ``--with-compile``, ``--check-data-ptrs``, ``--new-tokens``, ``--decode-dtypes``,
+  ``--decode-rounds``;
+- GPU tests (marker ``gpu``) skip with one reason on machines without CUDA;
+- ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions
+  (pytest-benchmark's ``pytest_benchmark_update_machine_info`` hook);
+- the ``cgb`` session fixture: models built once per session and dtype, random inputs, a
+  per-case memory ledger that checks graph pools are released (reported at the end and stored in
+  the JSON under ``"cudagraph_bench"``);
+- parametrization: ``fwd_case`` (benchmarks), ``corr_case`` (correctness), ``pad_case``
+  (padded/bucketed benchmarks), ``decode_case`` (decode benchmarks) from the options.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cudagraph_bench.cases import Case
+from cudagraph_bench.options import add_to_pytest, parse_count, parse_dtypes, parse_prompt_lengths
+
+GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
+DECODE_MODELS = ("gpt2", "tinyllama-1.1b")
+DECODE_PROMPT_LEN = 50
+PAD_LENGTHS = (16, 50, 128, 512)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
+    add_to_pytest(group)
+    group.addoption("--with-compile", action="store_true", default=False,
+                    help="also benchmark torch.compile variants (compile, compile+graph); slow, off by default")
+    group.addoption("--check-data-ptrs", action="store_true", default=False,
+                    help="debug: before every replay check that the static buffers' data_ptr() never changed")
+    group.addoption("--new-tokens", dest="new_tokens", type=parse_prompt_lengths, default=(64, 128),
+                    help="decode benchmarks: new tokens per request (default: 64,128)")
+    group.addoption("--decode-dtypes", dest="decode_dtypes", type=parse_dtypes, default=("bfloat16",),
+                    help="decode benchmarks: dtypes (default: bfloat16)")
+    group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
+                    help="decode benchmarks: measured requests per variant (default: 8)")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    from cudagraph_bench.envinfo import cuda_fingerprint
+
+    machine_info["cuda"] = cuda_fingerprint()
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    ledger = getattr(config, "_cgb_ledger", None)
+    if ledger is not None:
+        output_json["cudagraph_bench"] = ledger.summary()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    ledger = getattr(config, "_cgb_ledger", None)
+    if ledger is None or ledger.start_mib is None:
+        return
+    s = ledger.summary()
+    terminalreporter.write_sep("-", "cudagraph-bench GPU memory")
+    terminalreporter.write_line(
+        f"reserved at start {s['memory_reserved_start_mib']:.0f} MiB, at end {s['memory_reserved_end_mib']:.0f} MiB; "
+        f"{s['graph_cases']} graph cases, largest growth left behind by one case "
+        f"{s['max_case_growth_mib']:.0f} MiB (0 = every graph pool was released)")
+
+
+def _forward_variants(config) -> tuple[str, ...]:
+    return ("eager", "graph") + (("compile", "compile+graph") if config.getoption("with_compile") else ())
+
+
+def pytest_generate_tests(metafunc):
+    opt = metafunc.config.getoption
+    models, lengths, dtypes = opt("models"), opt("prompt_lengths"), opt("dtypes")
+    if "fwd_case" in metafunc.fixturenames:
+        cases = [Case(m, d, n, v) for m in models for d in dtypes for n in lengths
+                 for v in _forward_variants(metafunc.config)]
+        metafunc.parametrize("fwd_case", cases, ids=[c.test_id for c in cases])
+    if "corr_case" in metafunc.fixturenames:
+        cases = [Case(m, d, n, "graph") for m in models for d in dtypes for n in lengths]
+        metafunc.parametrize("corr_case", cases, ids=[c.test_id for c in cases])
+    if "pad_case" in metafunc.fixturenames:
+        pad_lengths = [n for n in lengths if n in PAD_LENGTHS] or [n for n in lengths if n < opt("pad_to")]
+        cases = [Case(m, d, n, v) for m in models for d in dtypes for n in pad_lengths for v in ("padded", "bucketed")]
+        metafunc.parametrize("pad_case", cases, ids=[c.test_id for c in cases])
+    if "decode_case" in metafunc.fixturenames:
+        cases = [(m, d, k, v) for m in models if m in DECODE_MODELS for d in opt("decode_dtypes")
+                 for k in opt("new_tokens") for v in ("generate", "static-eager", "graph")]
+        metafunc.parametrize("decode_case", cases, ids=[f"{m}-{d}-L{DECODE_PROMPT_LEN}-new{k}-{v}" for m, d, k, v in cases])
+
+
+class MemoryLedger:
+    """Reserved GPU memory at the start and end of the session and around each graph case."""
+
+    def __init__(self):
+        self.start_mib = None
+        self.end_mib = None
+        self.cases: list[tuple[str, float, float]] = []   # (case id, reserved before, after release) MiB
+
+    @staticmethod
+    def reserved_mib() -> float:
+        import torch
+
+        return torch.cuda.memory_reserved() / 2**20
+
+    def record(self, case_id: str, before_mib: float, after_mib: float) -> None:
+        self.cases.append((case_id, before_mib, after_mib))
+
+    def summary(self) -> dict:
+        growth = [after - before for _, before, after in self.cases]
+        return {"memory_reserved_start_mib": self.start_mib,
+                "memory_reserved_end_mib": self.end_mib if self.end_mib is not None else self.start_mib,
+                "graph_cases": len(self.cases),
+                "max_case_growth_mib": max(growth, default=0.0),
+                "cases": [{"case": c, "reserved_before_mib": b, "reserved_after_mib": a} for c, b, a in self.cases]}
+
+
+class Session:
+    """The ``cgb`` fixture: options, a model cache (one build per model and dtype), inputs, memory ledger."""
+
+    def __init__(self, config):
+        self.config = config
+        self._models = {}
+        self.ledger = MemoryLedger()
+        config._cgb_ledger = self.ledger
+        self.ledger.start_mib = self.ledger.reserved_mib()
+
+    def option(self, name: str):
+        return self.config.getoption(name)
+
+    def position_limit(self, model_name: str) -> int:
+        """The model's position limit (tokens), read from its config without building the model."""
+        from cudagraph_bench.presets import max_positions, preset_config
+
+        if model_name in self._models_by_name():
+            return max_positions(self._models_by_name()[model_name])
+        if os.path.isdir(model_name):
+            import transformers
+
+            config = transformers.AutoConfig.from_pretrained(model_name, local_files_only=True)
+        else:
+            config = preset_config(model_name)
+        return int(getattr(config, "n_positions", None) or config.max_position_embeddings)
+
+    def _models_by_name(self) -> dict:
+        return {name: m for (name, _), m in self._models.items()}
+
+    def skip_if_too_long(self, model_name: str, seq_len: int) -> None:
+        limit = self.position_limit(model_name)
+        if seq_len > limit:
+            pytest.skip(f"{model_name} has {limit} positions: a {seq_len}-token prompt does not fit")
+
+    def model(self, name: str, dtype: str):
+        """The model ``name`` in ``dtype`` on cuda:0, built once per session."""
+        from cudagraph_bench.presets import load_model
+
+        key = (name, dtype)
+        if key not in self._models:
+            self._models[key] = load_model(name, dtype, "cuda")
+        return self._models[key]
+
+    def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
+        """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the GPU (fixed seed)."""
+        import torch
+
+        from cudagraph_bench.presets import random_input_ids
+
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        return [random_input_ids(model, seq_len, device="cuda", generator=gen) for _ in range(n)]
+
+    def release(self) -> None:
+        """Free cached blocks (after a case's graph and pool were dropped)."""
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+    def close(self) -> None:
+        self.release()
+        self.ledger.end_mib = self.ledger.reserved_mib()
+
+
+@pytest.fixture(scope="session")
+def cgb(request):
+    session = Session(request.config)
+    yield session
+    session.close()
+
+
+def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, rounds: int | None = None,
+                   warmup: int | None = None):
+    """Time ``fn`` with ``benchmark.pedantic``: every call ends with a synchronize (wall time includes the
+    GPU work) and CUDA-event ms of each measured round go to ``extra_info["cuda_event_ms"]``."""
+    import numpy as np
+    import torch
+
+    from cudagraph_bench.timing import CallTimer
+
+    rounds = rounds or cgb.option("rounds")
+    warmup = cgb.option("warmup_rounds") if warmup is None else warmup
+    timer = CallTimer(fn, capacity=rounds + warmup)
+    benchmark.group = group
+    benchmark.extra_info.update(extra_info)
+    with torch.inference_mode():
+        benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    events = timer.event_ms(last=rounds)
+    benchmark.extra_info["cuda_event_ms"] = events
+    benchmark.extra_info["event_median_ms"] = float(np.median(events))
+    return events
+
+
+__all__ = ["Session", "MemoryLedger", "benchmark_call", "GPU_SKIP_REASON"]

@@ -1,0 +1,86 @@
+"""Greedy static-cache decode on the CPU (eager loop): equals HF generate, with and without padded prefill,
+also on the code path HF takes while a CUDA stream is capturing (emulated)."""
+
+import pytest
+import torch
+
+from cudagraph_bench.decode import GreedyDecoder, check_request
+from cudagraph_bench.errors import RequestTooLongError, UsageError
+from cudagraph_bench.presets import load_model
+
+MODELS = {
+    "gpt2": dict(n_layer=2, n_embd=128, n_head=4, initializer_range=0.2),
+    "tinyllama-1.1b": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
+                           intermediate_size=256, initializer_range=0.2),
+}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def model(request):
+    return load_model(request.param, "float32", "cpu", overrides=MODELS[request.param])
+
+
+def _reference(model, ids, n):
+    with torch.inference_mode():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n)
+    return out[:, ids.shape[1]:]
+
+
+def test_check_request():
+    check_request(50, 14, 64)
+    with pytest.raises(RequestTooLongError, match="50\\) \\+ new tokens \\(15\\) = 65 exceeds the static KV cache"):
+        check_request(50, 15, 64)
+    with pytest.raises(RequestTooLongError, match="positions"):
+        check_request(10, 10, 64, max_positions=16)
+    with pytest.raises(UsageError):
+        check_request(0, 5, 64)
+
+
+@pytest.mark.parametrize("prefill_buckets", [None, (16, 32)])
+@pytest.mark.parametrize("length", [5, 16, 17])
+def test_eager_static_loop_equals_generate(model, length, prefill_buckets):
+    gen = torch.Generator().manual_seed(length)
+    ids = torch.randint(0, 1000, (1, length), generator=gen)
+    ref = _reference(model, ids, 20)
+    assert len(set(ref[0].tolist())) > 3, "degenerate reference"
+    decoder = GreedyDecoder(model, 64, use_graph=False, prefill_buckets=prefill_buckets)
+    assert torch.equal(decoder.generate(ids, 20), ref)
+    assert torch.equal(decoder.generate(ids, 20), ref)   # reset between requests
+
+
+def test_capture_code_path_equals_generate(model, monkeypatch):
+    """While a stream captures, HF builds explicit masks instead of skipping them; emulate that path."""
+    import transformers.masking_utils as masking_utils
+
+    ids = torch.randint(0, 1000, (1, 13), generator=torch.Generator().manual_seed(0))
+    ref = _reference(model, ids, 16)
+    monkeypatch.setattr(masking_utils, "is_tracing", lambda *a, **k: True)
+    for buckets in (None, (16,)):
+        decoder = GreedyDecoder(model, 48, use_graph=False, prefill_buckets=buckets)
+        assert torch.equal(decoder.generate(ids, 16), ref)
+
+
+def test_cache_length_does_not_change_tokens(model):
+    ids = torch.randint(0, 1000, (1, 8), generator=torch.Generator().manual_seed(1))
+    runs = [GreedyDecoder(model, n, use_graph=False).generate(ids, n - 8)[0].tolist() for n in (16, 32, 64)]
+    assert runs[0] == runs[1][:8] == runs[2][:8]
+    assert runs[1] == runs[2][:24]
+
+
+def test_request_errors(model):
+    decoder = GreedyDecoder(model, 32, use_graph=False)
+    with pytest.raises(RequestTooLongError, match="max_cache_len=32"):
+        decoder.generate(torch.ones(1, 30, dtype=torch.int64), 3)
+    with pytest.raises(UsageError, match="batch 1"):
+        decoder.generate(torch.ones(2, 3, dtype=torch.int64), 3)
+    bucketed = GreedyDecoder(model, 64, use_graph=False, prefill_buckets=(16,))
+    with pytest.raises(RequestTooLongError, match="largest bucket"):
+        bucketed.generate(torch.ones(1, 17, dtype=torch.int64), 3)
+
+
+def test_encoder_is_refused():
+    bert = load_model("bert-tiny", "float32", "cpu")
+    with pytest.raises(UsageError, match="causal LM"):
+        GreedyDecoder(bert, 64, use_graph=False)
+    with pytest.raises(UsageError, match="positions"):
+        GreedyDecoder(load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"]), 2048, use_graph=False)

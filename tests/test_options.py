@@ -1,0 +1,65 @@
+import argparse
+
+import pytest
+
+from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
+                                     parse_models, parse_nonneg, parse_prompt_lengths)
+
+
+def test_models_presets_and_dirs(tmp_path):
+    assert parse_models("gpt2, bert-tiny,gpt2") == ("gpt2", "bert-tiny")
+    assert parse_models(str(tmp_path)) == (str(tmp_path),)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("gpt3", "unknown model 'gpt3': use a preset (gpt2, distilgpt2, bert-tiny, tinyllama-1.1b)"),
+    ("gpt2,,bert-tiny", "empty item"),
+    ("", "empty item"),
+])
+def test_models_errors(text, message):
+    with pytest.raises(argparse.ArgumentTypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_models(text)
+
+
+def test_lengths_sorted_unique():
+    assert parse_prompt_lengths("128,16,50,16") == (16, 50, 128)
+    assert parse_buckets("32,16") == (16, 32)
+
+
+@pytest.mark.parametrize("text", ["16,abc", "0", "-4", "1.5"])
+def test_lengths_errors(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_prompt_lengths(text)
+
+
+def test_dtypes_aliases_and_errors():
+    assert parse_dtypes("fp32,BF16,half,float32") == ("float32", "bfloat16", "float16")
+    with pytest.raises(argparse.ArgumentTypeError, match="use one of float32, bfloat16, float16"):
+        parse_dtypes("int8")
+
+
+def test_counts():
+    assert parse_count("100") == 100 and parse_nonneg("0") == 0
+    for bad in ("0", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_count(bad)
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_nonneg("-1")
+
+
+def test_cli_parser_shares_the_definitions():
+    parser = argparse.ArgumentParser()
+    add_to_argparse(parser)
+    args = parser.parse_args(["--models", "gpt2", "--dtypes", "bf16", "--prompt-lengths", "50"])
+    assert (args.models, args.dtypes, args.prompt_lengths, args.rounds, args.warmup_rounds) == \
+        (("gpt2",), ("bfloat16",), (50,), 100, 10)
+    assert {o.dest for o in MATRIX_OPTIONS} <= set(vars(args))
+
+
+def test_cli_parser_bad_value_exits_2(capsys):
+    parser = argparse.ArgumentParser(prog="x")
+    add_to_argparse(parser)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--models", "llama9"])
+    assert exc.value.code == 2
+    assert "unknown model 'llama9'" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""The pytest plugin, driven through pytester (as pytest-benchmark tests its own plugin)."""
+
+import json
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+CASES_TEST = """
+def test_fwd(fwd_case):
+    pass
+
+def test_corr(corr_case):
+    pass
+
+def test_dec(decode_case):
+    pass
+"""
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
+
+
+def test_matrix_parametrization(pytester):
+    pytester.makepyfile(CASES_TEST)
+    result = run(pytester, "--collect-only", "-q", "--models", "gpt2,bert-tiny", "--prompt-lengths", "50,16",
+                 "--dtypes", "bf16")
+    out = result.stdout.str()
+    for case in ("gpt2-bfloat16-L16-eager", "gpt2-bfloat16-L50-graph", "bert-tiny-bfloat16-L50-eager"):
+        assert f"test_fwd[{case}]" in out
+    assert "test_corr[gpt2-bfloat16-L16-graph]" in out
+    # 2 models x 1 dtype x 2 lengths x 2 variants + 4 correctness + decode: gpt2 only, 2 token counts x 3 variants
+    assert "18 tests collected" in out
+    assert "test_dec[gpt2-bfloat16-L50-new64-generate]" in out and "bert-tiny-bfloat16-L50-new" not in out
+
+
+def test_with_compile_adds_variants(pytester):
+    pytester.makepyfile(CASES_TEST)
+    out = run(pytester, "--collect-only", "-q", "--models", "gpt2", "--prompt-lengths", "50", "--dtypes", "fp32",
+              "--with-compile", "-k", "fwd").stdout.str()
+    assert "4/7 tests collected (3 deselected)" in out   # eager, graph, compile, compile+graph
+    assert "test_fwd[gpt2-float32-L50-compile+graph]" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--models", "gpt3"), "unknown model 'gpt3': use a preset (gpt2, distilgpt2, bert-tiny, tinyllama-1.1b)"),
+    (("--prompt-lengths", "16,x"), "prompt lengths must be whole numbers"),
+    (("--dtypes", "int8"), "unknown dtype 'int8'"),
+    (("--rounds", "0"), "expected a number >= 1"),
+])
+def test_bad_options_are_usage_errors(pytester, args, message):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_gpu_tests_skip_with_one_reason_on_cpu(pytester):
+    pytester.makepyfile("""
+        import pytest
+        pytestmark = pytest.mark.gpu
+        def test_a(): raise AssertionError("must not run without CUDA")
+        def test_b(benchmark): raise AssertionError("must not run without CUDA")
+    """)
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a CUDA GPU\n")
+    result = run(pytester, "-rs")
+    result.assert_outcomes(skipped=2)
+    assert "needs a CUDA GPU: torch.cuda.is_available() is False on this machine" in result.stdout.str()
+
+
+def test_machine_info_has_cuda_key(pytester, tmp_path):
+    pytester.makepyfile("def test_b(benchmark):\n    benchmark(lambda: None)\n")
+    out = tmp_path / "run.json"
+    result = run(pytester, "--benchmark-only", f"--benchmark-json={out}")
+    assert result.ret == 0
+    data = json.loads(out.read_text())
+    assert "cuda" in data["machine_info"] and data["machine_info"]["cuda"] is None

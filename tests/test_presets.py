@@ -1,0 +1,97 @@
+"""Presets build offline from configs; local directories load with from_pretrained; bad names fail clearly."""
+
+import pytest
+import torch
+
+from cudagraph_bench.errors import UnknownModelError, UsageError
+from cudagraph_bench.presets import (PRESETS, load_model, max_positions, model_forward, model_kind, preset_config,
+                                     random_input_ids)
+
+TINY = {
+    "gpt2": dict(n_layer=1, n_embd=32, n_head=2),
+    "distilgpt2": dict(n_layer=1, n_embd=32, n_head=2),
+    "bert-tiny": {},
+    "tinyllama-1.1b": dict(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                           intermediate_size=128),
+}
+
+
+def _n_params_meta(name):
+    import transformers
+
+    config = preset_config(name)
+    auto = transformers.AutoModelForCausalLM if PRESETS[name]["kind"] == "causal" else transformers.AutoModel
+    with torch.device("meta"):
+        model = auto.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name, low, high", [
+    ("gpt2", 124e6, 125e6),            # 124,439,808
+    ("distilgpt2", 81e6, 83e6),        # 81,912,576
+    ("bert-tiny", 4.3e6, 4.5e6),       # 4,385,920 (with pooler)
+    ("tinyllama-1.1b", 1.09e9, 1.11e9),  # 1,100,048,384
+])
+def test_preset_sizes_match_the_published_models(name, low, high):
+    assert low <= _n_params_meta(name) <= high
+
+
+def test_tinyllama_shape():
+    c = preset_config("tinyllama-1.1b")
+    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+            c.intermediate_size, c.vocab_size) == (2048, 22, 32, 4, 5632, 32000)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_tiny_presets_run_on_cpu(name):
+    model = load_model(name, "float32", "cpu", overrides=TINY[name])
+    ids = random_input_ids(model, 9, device="cpu")
+    assert ids.shape == (1, 9) and ids.dtype == torch.int64
+    with torch.inference_mode():
+        out = model_forward(model, ids)
+    if PRESETS[name]["kind"] == "causal":
+        assert model_kind(model) == "causal"
+        assert out.shape == (1, 9, model.config.vocab_size)
+    else:
+        assert model_kind(model) == "encoder"
+        assert out.shape == (1, 9, model.config.hidden_size)
+    assert not model.training
+
+
+def test_same_seed_same_weights_and_bfloat16():
+    a = load_model("gpt2", "bfloat16", "cpu", overrides=TINY["gpt2"], seed=1)
+    b = load_model("gpt2", "bfloat16", "cpu", overrides=TINY["gpt2"], seed=1)
+    c = load_model("gpt2", "bfloat16", "cpu", overrides=TINY["gpt2"], seed=2)
+    wa, wb, wc = (m.transformer.h[0].attn.c_attn.weight for m in (a, b, c))
+    assert wa.dtype == torch.bfloat16
+    assert torch.equal(wa, wb) and not torch.equal(wa, wc)
+
+
+def test_positions():
+    assert max_positions(load_model("bert-tiny", "float32", "cpu")) == 512
+    assert max_positions(load_model("gpt2", "float32", "cpu", overrides=TINY["gpt2"])) == 1024
+
+
+def test_local_directory_loads_offline(tmp_path):
+    model = load_model("gpt2", "float32", "cpu", overrides=TINY["gpt2"])
+    model.save_pretrained(tmp_path)
+    again = load_model(str(tmp_path), "float32", "cpu")
+    ids = random_input_ids(model, 5, device="cpu")
+    with torch.inference_mode():
+        torch.testing.assert_close(model_forward(again, ids), model_forward(model, ids))
+
+
+def test_local_directory_without_weights_says_what_to_do(tmp_path):
+    preset_config("gpt2").save_pretrained(tmp_path)  # config.json only
+    with pytest.raises(UnknownModelError, match="save_pretrained"):
+        load_model(str(tmp_path), "float32", "cpu")
+
+
+def test_unknown_model_lists_presets():
+    with pytest.raises(UnknownModelError, match="gpt2, distilgpt2, bert-tiny, tinyllama-1.1b"):
+        load_model("gpt-5", "float32", "cpu")
+
+
+def test_unknown_dtype():
+    with pytest.raises(UsageError, match="float32, bfloat16, float16"):
+        load_model("bert-tiny", "float8", "cpu")

@@ -1,0 +1,63 @@
+"""What the runner, timing and correctness helpers do without CUDA."""
+
+import pytest
+import torch
+
+from cudagraph_bench.correctness import TOLERANCES, assert_matches_eager, max_abs_diff, tolerance
+from cudagraph_bench.envinfo import cuda_fingerprint, gpu_slug
+from cudagraph_bench.errors import CudaUnavailableError, UsageError
+from cudagraph_bench.presets import load_model
+from cudagraph_bench.runner import GraphedForward
+from cudagraph_bench.timing import time_call
+
+
+def test_graphed_forward_needs_cuda():
+    model = load_model("bert-tiny", "float32", "cpu")
+    with pytest.raises(CudaUnavailableError, match="CUDA device"):
+        GraphedForward(model, 16)
+
+
+def test_graphed_forward_argument_checks():
+    model = load_model("bert-tiny", "float32", "cpu")
+    with pytest.raises(ValueError, match="warmup_iters must be >= 3"):
+        GraphedForward(model, 16, warmup_iters=2)
+    with pytest.raises(ValueError, match="seq_len"):
+        GraphedForward(model, 0)
+
+
+def test_static_buffers_are_read_only_properties():
+    for name in ("static_input_ids", "static_attention_mask", "static_output", "graph"):
+        assert isinstance(getattr(GraphedForward, name), property)
+        assert getattr(GraphedForward, name).fset is None
+
+
+def test_tolerances():
+    assert tolerance("float32") == {"atol": 1e-5, "rtol": 1.3e-6}
+    assert tolerance(torch.bfloat16) == TOLERANCES["bfloat16"]
+    a = torch.ones(4)
+    assert_matches_eager(a + 5e-6, a, "float32")
+    with pytest.raises(AssertionError):
+        assert_matches_eager(a + 5e-5, a, "float32")
+    with pytest.raises(AssertionError):
+        assert_matches_eager(torch.full((4,), float("nan")), a, "float32")
+    assert max_abs_diff(a + 0.25, a) == 0.25
+    assert max_abs_diff(torch.tensor([float("nan")]), torch.tensor([1.0])) == float("inf")
+
+
+def test_time_call_validates():
+    with pytest.raises(ValueError):
+        time_call(lambda: None, rounds=0, warmup=1)
+
+
+def test_gpu_slug():
+    assert gpu_slug("NVIDIA H200") == "nvidia-h200"
+    assert gpu_slug("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090"
+    assert gpu_slug("  ") == "unknown-gpu"
+
+
+def test_fingerprint_is_none_without_cuda():
+    assert cuda_fingerprint() is None
+
+
+def test_usage_errors_are_value_errors():
+    assert issubclass(UsageError, ValueError)
