@@ -13,7 +13,7 @@ RUN_JSON ?= out/bench.json
 GATE_ARGS ?=
 PY := $(VENV)/bin/python
 
-.PHONY: bench test gpu-gate clean
+.PHONY: setup bench test gpu-gate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $@
+
+setup: $(VENV)/.installed
 
 # Benchmarks (GPU): eager vs graph replay etc.; on a machine without CUDA every benchmark skips with the reason.
 bench: $(VENV)/.installed

@@ -1,0 +1,217 @@
+"""``cudagraph-bench baseline RUN -o baselines/<gpu>.json``: the versioned per-GPU baseline file.
+
+A baseline (schema_version 1) is JSON with::
+
+    schema_version: 1, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
+    environment: {cuda: machine_info["cuda"], python, python_implementation, cpu, system, release,
+                  machine, pytest_benchmark, commit_info, run_datetime},
+    source: {file: run file name, sha256: of the run file},
+    thresholds: {min_reduction_pct, max_regression_pct, max_gated_len},
+    cases: [{model, dtype, seq_len, gated, min_reduction_pct,
+             eager: {median_ms, p95_ms, n}, graph: {median_ms, p95_ms, n},
+             reduction_pct, reduction_ci95_pct: [low, high] | null}, ...]
+
+``gate`` reads it to check graph-median regressions and per-case thresholds (edit a case's ``gated`` or
+``min_reduction_pct`` by hand to tune it). No torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudagraph_bench import stats
+from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.runfile import Measurement, Run, forward_groups, load_run, write_text_atomic
+from cudagraph_bench.table import Column, render_table
+
+SCHEMA_VERSION = 1
+KIND = "cudagraph-bench-baseline"
+DEFAULT_MIN_REDUCTION_PCT = 30.0
+DEFAULT_MAX_REGRESSION_PCT = 10.0
+#: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
+DEFAULT_MAX_GATED_LEN = 128
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A loaded baseline. ``cases`` maps ``(model, dtype, seq_len)`` to the case dict of the file."""
+
+    path: Path
+    gpu_slug: str
+    thresholds: dict
+    cases: dict[tuple[str, str, int], dict]
+    data: dict
+
+
+def pct(fraction: float) -> float:
+    """Fraction -> percent (0.4 -> 40.0)."""
+    return 100.0 * fraction
+
+
+def pair_reduction(eager: Measurement, graph: Measurement) -> tuple[float, tuple[float, float] | None]:
+    """Median latency reduction of ``graph`` vs ``eager`` in percent, and its 95% bootstrap interval
+    in percent (None when either run kept no per-round data)."""
+    red = pct(stats.reduction(eager.summary.median_ms, graph.summary.median_ms))
+    if not (eager.has_data and graph.has_data):
+        return red, None
+    low, high = stats.reduction_ci(eager.samples_ms, graph.samples_ms)
+    return red, (pct(low), pct(high))
+
+
+def _environment(run: Run) -> dict:
+    mi = run.machine_info
+    return {
+        "cuda": run.cuda,
+        "python": mi.get("python_version"),
+        "python_implementation": mi.get("python_implementation"),
+        "cpu": (mi.get("cpu") or {}).get("brand_raw"),
+        "system": mi.get("system"),
+        "release": mi.get("release"),
+        "machine": mi.get("machine"),
+        "pytest_benchmark": run.data.get("version"),
+        "commit_info": run.data.get("commit_info"),
+        "run_datetime": run.data.get("datetime"),
+    }
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _point(m: Measurement) -> dict:
+    """Median and p95 in ms, rounded to the ns (6 decimals of a ms)."""
+    return {"median_ms": _round(m.summary.median_ms, 6), "p95_ms": _round(m.summary.p95_ms, 6), "n": m.summary.n}
+
+
+def build_baseline(run: Run, *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION_PCT,
+                   max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+                   max_gated_len: int = DEFAULT_MAX_GATED_LEN) -> dict:
+    """Baseline document (schema_version 1) from a run's forward-suite eager/graph pairs.
+
+    Raises InputFileError when the run has no GPU fingerprint (``machine_info["cuda"]["gpu_slug"]``),
+    no forward benchmarks, or a case with eager but no graph.
+    """
+    if run.gpu_slug is None:
+        raise InputFileError(f"{run.path} has no machine_info.cuda.gpu_slug: baselines are per GPU; "
+                             "record the run on a GPU with the cudagraph-bench plugin")
+    cases = []
+    for (model, dtype, seq_len), variants in forward_groups(run).items():
+        eager, graph = variants["eager"], variants["graph"]
+        red, ci = pair_reduction(eager, graph)
+        cases.append({
+            "model": model, "dtype": dtype, "seq_len": seq_len,
+            "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct,
+            "eager": _point(eager), "graph": _point(graph),
+            "reduction_pct": round(red, 3), "reduction_ci95_pct": [round(v, 3) for v in ci] if ci else None,
+        })
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": KIND,
+        "gpu_slug": run.gpu_slug,
+        "environment": _environment(run),
+        "source": {"file": run.path.name, "sha256": run.sha256},
+        "thresholds": {"min_reduction_pct": min_reduction_pct, "max_regression_pct": max_regression_pct,
+                       "max_gated_len": max_gated_len},
+        "cases": cases,
+    }
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    """Load and validate a baseline file.
+
+    Raises InputFileError for a missing, empty or invalid file, and for a schema_version other than
+    :data:`SCHEMA_VERSION`.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"no such baseline file: {path}: write one with "
+                             "cudagraph-bench baseline RUN -o baselines/<gpu>.json")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise InputFileError(f"baseline {path} is empty: rewrite it with cudagraph-bench baseline RUN -o {path}")
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputFileError(f"baseline {path} is not valid JSON (truncated?): rewrite it with "
+                             f"cudagraph-bench baseline RUN -o {path}") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise InputFileError(f"{path} is not a cudagraph-bench baseline (no schema_version): "
+                             f"write one with cudagraph-bench baseline RUN -o {path}")
+    if data["schema_version"] != SCHEMA_VERSION:
+        raise InputFileError(f"baseline {path} has unknown schema_version {data['schema_version']!r} "
+                             f"(this cudagraph-bench reads {SCHEMA_VERSION}): regenerate it with "
+                             f"cudagraph-bench baseline RUN -o {path}")
+    try:
+        cases = {(str(c["model"]), str(c["dtype"]), int(c["seq_len"])): c for c in data["cases"]}
+        for c in cases.values():
+            if not float(c["graph"]["median_ms"]) > 0:
+                raise ValueError("a graph median_ms is not > 0")
+            if c.get("min_reduction_pct") is not None:
+                float(c["min_reduction_pct"])
+        gpu = str(data["gpu_slug"])
+        thresholds = {k: float(v) for k, v in (data.get("thresholds") or {}).items()
+                      if k in ("min_reduction_pct", "max_regression_pct", "max_gated_len")}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
+                             f"regenerate it with cudagraph-bench baseline RUN -o {path}") from None
+    return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
+
+
+BASELINE_COLUMNS = [
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"),
+    Column("eager_ms", "eager ms", ".3f"), Column("eager_p95_ms", "eager p95", ".3f"),
+    Column("graph_ms", "graph ms", ".3f"), Column("graph_p95_ms", "graph p95", ".3f"),
+    Column("reduction_pct", "reduction %", ".1f"), Column("ci", "95% CI"), Column("gated", "gated"),
+]
+
+
+def baseline_rows(doc: dict) -> list[dict]:
+    """Table rows (for :data:`BASELINE_COLUMNS`) of a baseline document."""
+    rows = []
+    for c in doc["cases"]:
+        ci = c.get("reduction_ci95_pct")
+        rows.append({"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"],
+                     "eager_ms": c["eager"]["median_ms"], "eager_p95_ms": c["eager"]["p95_ms"],
+                     "graph_ms": c["graph"]["median_ms"], "graph_p95_ms": c["graph"]["p95_ms"],
+                     "reduction_pct": c["reduction_pct"],
+                     "ci": f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci else None,
+                     "gated": "yes" if c["gated"] else "no"})
+    return rows
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``cudagraph-bench baseline RUN -o FILE``."""
+    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON of a GPU run (path or saved-run id)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="baseline file to write, by convention baselines/<gpu_slug>.json")
+    parser.add_argument("--min-reduction", type=float, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
+                        help="per-case minimum median latency reduction stored for gated cases "
+                             "(default: %(default)s)")
+    parser.add_argument("--max-regression", type=float, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
+                        help="allowed graph-median slow-down vs this baseline (default: %(default)s)")
+    parser.add_argument("--max-gated-len", type=int, default=DEFAULT_MAX_GATED_LEN, metavar="TOKENS",
+                        help="cases with prompt length <= this are gated (default: %(default)s)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``cudagraph-bench baseline RUN -o FILE``. Returns 0; bad input raises
+    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    run = load_run(args.run)
+    doc = build_baseline(run, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
+                         max_gated_len=args.max_gated_len)
+    out = Path(args.output)
+    if out.parent.name == "baselines" and out.stem != doc["gpu_slug"]:
+        print(f"cudagraph-bench baseline: warning: {out} is named for another GPU; gate looks up "
+              f"baselines/{doc['gpu_slug']}.json for this run", file=sys.stderr)
+    if out.is_dir():
+        raise UsageError(f"-o {out} is a directory: give a file such as {out / (doc['gpu_slug'] + '.json')}")
+    print(render_table(BASELINE_COLUMNS, baseline_rows(doc)))
+    write_text_atomic(out, json.dumps(doc, indent=2) + "\n")
+    n_gated = sum(c["gated"] for c in doc["cases"])
+    print(f"wrote {out}: {len(doc['cases'])} cases ({n_gated} gated), GPU {doc['gpu_slug']}, "
+          f"from {run.path.name} (sha256 {run.sha256[:12]})")
+    return 0

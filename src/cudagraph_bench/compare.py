@@ -1,0 +1,151 @@
+"""``cudagraph-bench compare OLD NEW``: per-benchmark change of the median between two runs; exit 1 on a
+regression beyond ``--max-regression`` percent (no torch).
+
+OLD and NEW are pytest-benchmark JSON paths or saved-run ids under ``.benchmarks/`` (``0001`` or the
+file stem, as ``--benchmark-autosave`` names them). Benchmarks are matched by their cudagraph-bench key
+(forward: model, dtype, seq_len, variant; decode: + new_tokens; launch: n_launches, variant), other
+benchmarks by full test name. The change is ``new median / old median - 1`` with a 95% percentile-bootstrap
+interval (:func:`cudagraph_bench.stats.relative_change_ci`). pytest-benchmark's own ``compare`` cannot
+fail a build (ionelmc/pytest-benchmark#273); this command can.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from cudagraph_bench import stats
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.runfile import DEFAULT_STORAGE, Measurement, Run, load_run, measurements, write_text_atomic
+from cudagraph_bench.table import Column, render_table
+
+DEFAULT_MAX_REGRESSION_PCT = 10.0
+
+
+@dataclass(frozen=True)
+class Change:
+    """Change of one benchmark's median from OLD to NEW (ms; percent)."""
+
+    suite: str
+    label: str
+    old_median_ms: float
+    new_median_ms: float
+    change_pct: float
+    ci_pct: tuple[float, float] | None
+    max_regression_pct: float
+
+    @property
+    def regressed(self) -> bool:
+        """NEW's median is slower than OLD's by more than the allowed percent."""
+        return self.change_pct > self.max_regression_pct
+
+    @property
+    def status(self) -> str:
+        if self.regressed:
+            return "REGRESSION"
+        if self.ci_pct and self.ci_pct[0] > 0:
+            return "slower"
+        if self.ci_pct and self.ci_pct[1] < 0:
+            return "faster"
+        return "ok"
+
+
+def change(old: Measurement, new: Measurement, max_regression_pct: float) -> Change:
+    """:class:`Change` of ``new`` vs ``old``; the interval is None when either kept no per-round data."""
+    ci = None
+    if old.has_data and new.has_data:
+        low, high = stats.relative_change_ci(old.samples_ms, new.samples_ms)
+        ci = (100.0 * low, 100.0 * high)
+    return Change(suite=new.suite, label=new.label, old_median_ms=old.summary.median_ms,
+                  new_median_ms=new.summary.median_ms,
+                  change_pct=100.0 * stats.relative_change(old.summary.median_ms, new.summary.median_ms),
+                  ci_pct=ci, max_regression_pct=max_regression_pct)
+
+
+def _sorted_keys(keys: set) -> list:
+    try:
+        return sorted(keys)
+    except TypeError:
+        return sorted(keys, key=repr)
+
+
+def compare_runs(old: Run, new: Run, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT
+                 ) -> tuple[list[Change], list[str], list[str]]:
+    """``(changes of benchmarks in both runs, labels only in OLD, labels only in NEW)``.
+
+    Raises UsageError when the runs share no benchmark.
+    """
+    a, b = measurements(old), measurements(new)
+    common = _sorted_keys(set(a) & set(b))
+    if not common:
+        raise UsageError(f"{old.path} and {new.path} share no benchmark: compare runs of the same suite "
+                         "and cases")
+    changes = [change(a[k], b[k], max_regression_pct) for k in common]
+    only_old = [a[k].label for k in _sorted_keys(set(a) - set(b))]
+    only_new = [b[k].label for k in _sorted_keys(set(b) - set(a))]
+    return changes, only_old, only_new
+
+
+COLUMNS = [
+    Column("suite", "suite"), Column("label", "benchmark"),
+    Column("old_median_ms", "old ms", ".3f"), Column("new_median_ms", "new ms", ".3f"),
+    Column("change_pct", "change %", "+.1f"), Column("ci", "95% CI", align="right"), Column("status", "status"),
+]
+
+
+def rows(changes: list[Change]) -> list[dict]:
+    """Table rows for :data:`COLUMNS`."""
+    return [{"suite": c.suite, "label": c.label, "old_median_ms": c.old_median_ms,
+             "new_median_ms": c.new_median_ms, "change_pct": c.change_pct,
+             "ci": f"[{c.ci_pct[0]:+.1f}, {c.ci_pct[1]:+.1f}]" if c.ci_pct else None, "status": c.status}
+            for c in changes]
+
+
+def summary(changes: list[Change], only_old: list[str], only_new: list[str], max_regression_pct: float
+            ) -> tuple[bool, str]:
+    """``(passed, one-line summary)`` naming every regressed benchmark."""
+    bad = [c for c in changes if c.regressed]
+    if bad:
+        text = (f"compare FAIL: {len(bad)} of {len(changes)} benchmarks slower by more than "
+                f"{max_regression_pct:g}%: " + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in bad))
+    else:
+        worst = max(changes, key=lambda c: c.change_pct)
+        text = (f"compare PASS: {len(changes)} benchmarks in both runs, none slower by more than "
+                f"{max_regression_pct:g}% (largest change {worst.change_pct:+.1f}%: {worst.label})")
+    if only_old:
+        text += f"; {len(only_old)} only in OLD"
+    if only_new:
+        text += f"; {len(only_new)} only in NEW"
+    return not bad, text
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``cudagraph-bench compare OLD NEW``."""
+    parser.add_argument("old", metavar="OLD", help="reference run: JSON path or saved-run id (e.g. 0001)")
+    parser.add_argument("new", metavar="NEW", help="run to check: JSON path or saved-run id")
+    parser.add_argument("--max-regression", type=float, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
+                        help="fail when a median is slower by more than PCT percent (default: %(default)s)")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
+                        help="where saved-run ids are looked up (default: %(default)s)")
+    parser.add_argument("--markdown", metavar="FILE", help="also write a markdown report")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``cudagraph-bench compare OLD NEW``. Returns the exit code (0 pass, 1 fail); bad input raises
+    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    if args.max_regression < 0:
+        raise UsageError(f"--max-regression must be >= 0 percent, got {args.max_regression:g}")
+    old, new = load_run(args.old, args.storage), load_run(args.new, args.storage)
+    changes, only_old, only_new = compare_runs(old, new, args.max_regression)
+    passed, line = summary(changes, only_old, only_new, args.max_regression)
+    head = f"OLD {old.path} ({old.gpu_slug or 'no GPU'})  NEW {new.path} ({new.gpu_slug or 'no GPU'})"
+    if old.gpu_slug != new.gpu_slug:
+        head += "  note: the runs are from different GPUs"
+    if args.markdown:
+        text = "\n".join([f"## cudagraph-bench compare: {'PASS' if passed else 'FAIL'}", "", head, "",
+                          render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
+        write_text_atomic(args.markdown, text)
+    print(head)
+    print(render_table(COLUMNS, rows(changes)))
+    print(line)
+    return 0 if passed else 1

@@ -1,0 +1,262 @@
+"""Reading pytest-benchmark JSON runs (files or saved-run ids) and writing result files atomically.
+
+No torch. A run is what ``pytest --benchmark-json=FILE`` writes, or a run saved by
+``--benchmark-autosave`` under ``.benchmarks/<machine-id>/<NNNN>_<commit>_<date>_<time>.json``, named
+by its id (``0001``) or file stem. Per-round data (``stats.data``, seconds, present with
+``--benchmark-save-data`` or ``--benchmark-json``) is converted to milliseconds.
+
+Every problem with an input file raises :class:`~cudagraph_bench.errors.InputFileError` with one line
+that names the file and the fix (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import astuple, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cudagraph_bench.cases import FORWARD_VARIANTS, Case
+from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.stats import Summary, summarize
+
+#: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
+DEFAULT_STORAGE = ".benchmarks"
+#: ``extra_info`` fields that key a measurement, per suite (see :mod:`cudagraph_bench.cases`).
+SUITE_KEYS = {
+    "forward": ("model", "dtype", "seq_len", "variant"),
+    "decode": ("model", "dtype", "seq_len", "new_tokens", "variant"),
+    "launch": ("n_launches", "variant"),
+}
+_STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One benchmark of a run.
+
+    Attributes:
+        suite: ``"forward"``, ``"decode"``, ``"launch"``, or ``"other"`` (no cudagraph-bench extra_info).
+        key: the suite's key fields (:data:`SUITE_KEYS`) in order, or ``(fullname,)`` for ``"other"``.
+        label: readable key, e.g. ``"gpt2 float32 L=16 graph"``.
+        name: pytest-benchmark ``fullname``.
+        samples_ms: per-round latencies ``[rounds]`` float64 ms, or ``None`` when the run kept no data.
+        summary: statistics in ms (from ``samples_ms``, else from the run's ``stats``; then ``p95_ms`` is None).
+        extra_info: the benchmark's ``extra_info``.
+    """
+
+    suite: str
+    key: tuple
+    label: str
+    name: str
+    samples_ms: np.ndarray | None
+    summary: Summary
+    extra_info: dict
+
+    @property
+    def has_data(self) -> bool:
+        return self.samples_ms is not None
+
+
+@dataclass(frozen=True)
+class Run:
+    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the file's bytes."""
+
+    path: Path
+    data: dict
+    sha256: str
+
+    @property
+    def machine_info(self) -> dict:
+        return self.data.get("machine_info") or {}
+
+    @property
+    def cuda(self) -> dict | None:
+        """``machine_info["cuda"]`` written by the cudagraph-bench plugin (None for CPU runs)."""
+        cuda = self.machine_info.get("cuda")
+        return cuda if isinstance(cuda, dict) else None
+
+    @property
+    def gpu_slug(self) -> str | None:
+        """GPU key of the run, e.g. ``"nvidia-h200"``; None when the run has no CUDA fingerprint."""
+        return (self.cuda or {}).get("gpu_slug") or None
+
+    @property
+    def benchmarks(self) -> list[dict]:
+        return self.data["benchmarks"]
+
+
+def _ids_in(storage: Path) -> list[Path]:
+    return sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_*.json")) if storage.is_dir() else []
+
+
+def resolve_run_path(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Path:
+    """Path of a run given as a file path or a saved-run id (``"0001"`` or a file stem under ``storage``).
+
+    Raises InputFileError for a missing file, an unknown id (listing the ids found) or an ambiguous id.
+    """
+    path = Path(ref)
+    if path.exists():
+        return path
+    looks_like_path = ref.endswith(".json") or os.sep in ref or "/" in ref
+    saved = _ids_in(Path(storage))
+    matches = [p for p in saved if p.stem == ref or p.stem.split("_", 1)[0] == ref]
+    if matches and not looks_like_path:
+        if len(matches) > 1:
+            raise InputFileError(f"saved-run id {ref!r} is ambiguous: {', '.join(str(p) for p in matches)}; "
+                                 "give the file path")
+        return matches[0]
+    if looks_like_path:
+        raise InputFileError(f"no such file: {ref}: give the path of a pytest-benchmark JSON "
+                             "(pytest --benchmark-json=FILE) or a saved-run id")
+    if not saved:
+        raise InputFileError(f"no file or saved-run id {ref!r}: {storage}/ holds no saved runs "
+                             "(save one with pytest --benchmark-autosave)")
+    ids = [p.stem.split("_", 1)[0] for p in saved]
+    shown = ", ".join(ids[:20]) + (f", ... ({len(ids)} in all)" if len(ids) > 20 else "")
+    raise InputFileError(f"unknown saved-run id {ref!r}: ids in {storage}/ are {shown}")
+
+
+def load_run(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Run:
+    """Load and validate a pytest-benchmark JSON run (path or saved-run id).
+
+    Raises InputFileError (one line) when the file is missing, empty, truncated/invalid JSON, not
+    pytest-benchmark output, or holds no benchmarks.
+    """
+    path = resolve_run_path(ref, storage)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not raw.strip():
+        raise InputFileError(f"{path} is empty: rerun the benchmarks with --benchmark-json={path}")
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise InputFileError(f"{path} is not valid JSON{where}: truncated or corrupt? "
+                             "rerun the benchmarks to rewrite it") from None
+    if not (isinstance(data, dict) and isinstance(data.get("benchmarks"), list)
+            and isinstance(data.get("machine_info"), dict)):
+        raise InputFileError(f"{path} is not pytest-benchmark output (needs 'machine_info' and a "
+                             "'benchmarks' list): give a file written by pytest --benchmark-json")
+    if not data["benchmarks"]:
+        raise InputFileError(f"{path} holds no benchmarks: did every benchmark skip (no CUDA GPU)? "
+                             "see why with pytest perf_tests --benchmark-only -rs")
+    for i, bench in enumerate(data["benchmarks"]):
+        stats = bench.get("stats") if isinstance(bench, dict) else None
+        if not (isinstance(stats, dict) and all(isinstance(stats.get(f), (int, float)) for f in _STAT_FIELDS)):
+            raise InputFileError(f"{path}: benchmarks[{i}] has no numeric stats "
+                                 f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
+    return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _label(suite: str, info: dict, key: tuple) -> str:
+    if suite == "forward":
+        return f"{info['model']} {info['dtype']} L={info['seq_len']} {info['variant']}"
+    if suite == "decode":
+        return f"{info['model']} {info['dtype']} L={info['seq_len']} +{info['new_tokens']} {info['variant']}"
+    if suite == "launch":
+        return f"launch n={info['n_launches']} {info['variant']}"
+    return str(key[0])
+
+
+def _measurement(run: Run, index: int, bench: dict) -> Measurement:
+    info = bench.get("extra_info") or {}
+    suite = info.get("suite") if info.get("suite") in SUITE_KEYS else "other"
+    name = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{index}]")
+    if suite == "other":
+        key: tuple = (name,)
+    else:
+        missing = [f for f in SUITE_KEYS[suite] if f not in info]
+        if missing:
+            raise InputFileError(f"{run.path}: {name} (suite {suite!r}) lacks extra_info "
+                                 f"{', '.join(missing)}: was the run written by the cudagraph-bench plugin?")
+        key = tuple(info[f] for f in SUITE_KEYS[suite])
+        if suite == "forward":
+            try:
+                key = astuple(Case.from_extra_info(info))
+            except (TypeError, ValueError):
+                raise InputFileError(f"{run.path}: {name} has a malformed forward key {key!r}") from None
+    stats = bench["stats"]
+    data = stats.get("data")
+    if isinstance(data, list) and data:
+        try:
+            samples = np.asarray(data, dtype=np.float64) * 1000.0
+        except (TypeError, ValueError):
+            raise InputFileError(f"{run.path}: {name} has non-numeric stats.data") from None
+        summary = summarize(samples)
+    else:
+        samples = None
+        summary = Summary(n=int(stats["rounds"]), mean_ms=stats["mean"] * 1e3, median_ms=stats["median"] * 1e3,
+                          p95_ms=None, min_ms=stats["min"] * 1e3, max_ms=stats["max"] * 1e3,
+                          stddev_ms=float(stats.get("stddev") or 0.0) * 1e3)
+    return Measurement(suite=suite, key=key, label=_label(suite, info, key), name=name,
+                       samples_ms=samples, summary=summary, extra_info=dict(info))
+
+
+def measurements(run: Run) -> dict[tuple, Measurement]:
+    """All benchmarks of a run keyed by ``(suite, *key)``. Raises InputFileError on a duplicate key."""
+    out: dict[tuple, Measurement] = {}
+    for i, bench in enumerate(run.benchmarks):
+        m = _measurement(run, i, bench)
+        full_key = (m.suite, *m.key)
+        if full_key in out:
+            raise InputFileError(f"{run.path}: {m.label!r} appears twice ({out[full_key].name}, {m.name}): "
+                                 "gate one run per file")
+        out[full_key] = m
+    return out
+
+
+def forward_cases(run: Run) -> dict[Case, Measurement]:
+    """Forward-suite benchmarks of a run keyed by :class:`~cudagraph_bench.cases.Case`."""
+    return {Case(*k[1:]): m for k, m in measurements(run).items() if k[0] == "forward"}
+
+
+def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement]]:
+    """Forward-suite benchmarks grouped by ``(model, dtype, seq_len)`` -> ``{variant: Measurement}``,
+    sorted by key, variants in :data:`~cudagraph_bench.cases.FORWARD_VARIANTS` order.
+
+    Raises InputFileError when the run has no forward-suite benchmarks, or when a group lacks the
+    ``eager`` or the ``graph`` variant (the pair every reduction is computed from).
+    """
+    def order(item):
+        case = item[0]
+        rank = FORWARD_VARIANTS.index(case.variant) if case.variant in FORWARD_VARIANTS else len(FORWARD_VARIANTS)
+        return case.without_variant(), rank, case.variant
+
+    groups: dict[tuple[str, str, int], dict[str, Measurement]] = {}
+    for case, m in sorted(forward_cases(run).items(), key=order):
+        groups.setdefault(case.without_variant(), {})[case.variant] = m
+    if not groups:
+        raise InputFileError(f"{run.path} has no forward-suite benchmarks (extra_info suite 'forward'): "
+                             "run pytest perf_tests --benchmark-only with the cudagraph-bench plugin")
+    for (model, dtype, seq_len), variants in groups.items():
+        for need, other in (("graph", "eager"), ("eager", "graph")):
+            if other in variants and need not in variants:
+                raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has {other} but no {need} "
+                                     f"benchmark: rerun without filtering out the {need} variant")
+        if "eager" not in variants:
+            raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has no eager or graph benchmark "
+                                 f"(only {', '.join(variants)}): rerun with the eager and graph variants")
+    return groups
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace`` (never a
+    half-written file). Creates missing parent folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

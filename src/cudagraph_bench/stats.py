@@ -1,0 +1,147 @@
+"""Statistics of per-round latency samples: summaries, latency reduction, bootstrap intervals.
+
+numpy only (no torch), so a CPU machine can gate a GPU run. All latencies are in milliseconds.
+
+The confidence intervals are percentile-bootstrap intervals of a statistic of two *independent*
+samples (eager vs graph rounds, or an old vs a new run): each sample is resampled with replacement on
+its own, the statistic is recomputed from the two resampled medians, and the interval is the
+``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of those bootstrap statistics.
+Source: B. Efron and R. J. Tibshirani, *An Introduction to the Bootstrap*, Chapman & Hall, 1993,
+ch. 13 (the percentile interval) and sec. 8.3 (two-sample problems).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+#: Bootstrap resamples per interval. Efron & Tibshirani (1993) advise on the order of 1000 or more
+#: resamples for percentile intervals (far more than the ~200 needed for a standard error).
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Summary of one benchmark's per-round latencies (all in ms; ``n`` rounds).
+
+    ``p95_ms`` is None only when built from a run's aggregate stats without per-round data."""
+
+    n: int
+    mean_ms: float
+    median_ms: float
+    p95_ms: float | None
+    min_ms: float
+    max_ms: float
+    stddev_ms: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _as_samples(samples_ms: Sequence[float] | np.ndarray, what: str = "samples") -> np.ndarray:
+    x = np.asarray(samples_ms, dtype=np.float64).ravel()
+    if x.size == 0:
+        raise ValueError(f"{what}: need at least one round, got none")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{what}: rounds must be finite numbers")
+    return x
+
+
+def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
+    """Summary of per-round latencies ``samples_ms: [rounds]`` in ms.
+
+    ``p95_ms`` is numpy's default (linear-interpolation) 95th percentile; ``stddev_ms`` is the sample
+    standard deviation (``ddof=1``, like pytest-benchmark), 0 for a single round.
+    Raises ``ValueError`` for an empty sample or a non-finite value.
+    """
+    x = _as_samples(samples_ms)
+    return Summary(
+        n=int(x.size),
+        mean_ms=float(x.mean()),
+        median_ms=float(np.median(x)),
+        p95_ms=float(np.percentile(x, 95)),
+        min_ms=float(x.min()),
+        max_ms=float(x.max()),
+        stddev_ms=float(x.std(ddof=1)) if x.size > 1 else 0.0,
+    )
+
+
+def reduction(eager_median_ms: float, graph_median_ms: float) -> float:
+    """Latency reduction as a fraction: ``(eager - graph) / eager`` (0.4 means 40% less time).
+
+    Negative when the graph is slower. Raises ``ValueError`` when ``eager_median_ms <= 0``.
+    """
+    if not eager_median_ms > 0:
+        raise ValueError(f"eager median must be > 0 ms, got {eager_median_ms}")
+    return (eager_median_ms - graph_median_ms) / eager_median_ms
+
+
+def relative_change(old_median_ms: float, new_median_ms: float) -> float:
+    """Relative change of a median as a fraction: ``new / old - 1`` (0.15 means 15% slower).
+
+    Raises ``ValueError`` when ``old_median_ms <= 0``.
+    """
+    if not old_median_ms > 0:
+        raise ValueError(f"old median must be > 0 ms, got {old_median_ms}")
+    return new_median_ms / old_median_ms - 1.0
+
+
+def bootstrap_medians(samples_ms: Sequence[float] | np.ndarray, rng: np.random.Generator,
+                      n_resamples: int = DEFAULT_RESAMPLES) -> np.ndarray:
+    """Medians of ``n_resamples`` resamples (with replacement, same size) of ``samples_ms: [rounds]``.
+
+    Returns ``[n_resamples]`` float64 ms.
+    """
+    x = _as_samples(samples_ms)
+    idx = rng.integers(0, x.size, size=(n_resamples, x.size))
+    return np.median(x[idx], axis=1)
+
+
+def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.ndarray,
+                 statistic: Callable[[np.ndarray, np.ndarray], np.ndarray], *,
+                 confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES,
+                 seed: int = DEFAULT_SEED) -> tuple[float, float]:
+    """Percentile-bootstrap interval of ``statistic(median(a), median(b))`` for two independent samples.
+
+    Args:
+        a_ms, b_ms: per-round latencies ``[rounds_a]`` and ``[rounds_b]`` in ms.
+        statistic: vectorised function of the two arrays of bootstrap medians ``[n_resamples]``.
+        confidence: e.g. 0.95 for a 95% interval.
+        n_resamples: bootstrap resamples; seed: seed of ``numpy.random.default_rng`` (same inputs and
+            seed give the same interval).
+
+    Returns ``(low, high)``. Raises ``ValueError`` for an empty sample or a confidence outside (0, 1).
+    Source: Efron & Tibshirani (1993), *An Introduction to the Bootstrap*, ch. 13, percentile method.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    rng = np.random.default_rng(seed)
+    med_a = bootstrap_medians(a_ms, rng, n_resamples)
+    med_b = bootstrap_medians(b_ms, rng, n_resamples)
+    values = statistic(med_a, med_b)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(values, [alpha / 2, 1.0 - alpha / 2])
+    return float(low), float(high)
+
+
+def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[float] | np.ndarray,
+                 **kwargs) -> tuple[float, float]:
+    """Bootstrap interval (fractions) of the median latency reduction ``(eager - graph) / eager``.
+
+    ``eager_ms: [rounds]``, ``graph_ms: [rounds]`` per-round latencies in ms; keyword arguments as
+    :func:`bootstrap_ci` (95% percentile interval, fixed seed by default).
+    """
+    return bootstrap_ci(eager_ms, graph_ms, lambda e, g: (e - g) / e, **kwargs)
+
+
+def relative_change_ci(old_ms: Sequence[float] | np.ndarray, new_ms: Sequence[float] | np.ndarray,
+                       **kwargs) -> tuple[float, float]:
+    """Bootstrap interval (fractions) of the relative change of medians ``new / old - 1``.
+
+    ``old_ms: [rounds]``, ``new_ms: [rounds]`` per-round latencies in ms; keyword arguments as
+    :func:`bootstrap_ci`.
+    """
+    return bootstrap_ci(old_ms, new_ms, lambda o, n: n / o - 1.0, **kwargs)

@@ -1,0 +1,152 @@
+"""``cudagraph-bench baseline``: the versioned per-GPU baseline file, written atomically."""
+
+import copy
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cudagraph_bench import cli
+from cudagraph_bench.baseline import SCHEMA_VERSION, load_baseline
+from cudagraph_bench.errors import InputFileError
+
+FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+DOC = json.loads(FIXTURE.read_text())
+
+
+def run_cli(capsys, *argv):
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def write(doc, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def rounds_ms(model, dtype, seq_len, variant):
+    for b in DOC["benchmarks"]:
+        i = b["extra_info"]
+        if i.get("suite") == "forward" and (i["model"], i["dtype"], i["seq_len"], i["variant"]) == (
+                model, dtype, seq_len, variant):
+            return np.asarray(b["stats"]["data"]) * 1000.0
+    raise KeyError((model, dtype, seq_len, variant))
+
+
+def test_baseline_records_cases_environment_source_and_thresholds(tmp_path, capsys):
+    out_path = tmp_path / "baselines" / "nvidia-h200.json"
+    rc, out, err = run_cli(capsys, "baseline", FIXTURE, "-o", out_path, "--min-reduction", 35)
+    assert rc == 0, err
+    doc = json.loads(out_path.read_text())
+    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["gpu_slug"] == DOC["machine_info"]["cuda"]["gpu_slug"]
+    assert doc["source"] == {"file": FIXTURE.name, "sha256": hashlib.sha256(FIXTURE.read_bytes()).hexdigest()}
+    assert doc["thresholds"] == {"min_reduction_pct": 35.0, "max_regression_pct": 10.0, "max_gated_len": 128}
+    env = doc["environment"]
+    assert env["cuda"] == DOC["machine_info"]["cuda"]
+    assert env["commit_info"] == DOC["commit_info"] and env["run_datetime"] == DOC["datetime"]
+    assert env["python"] == DOC["machine_info"]["python_version"]
+    groups = {(b["extra_info"]["model"], b["extra_info"]["dtype"], b["extra_info"]["seq_len"])
+              for b in DOC["benchmarks"] if b["extra_info"].get("suite") == "forward"}
+    assert {(c["model"], c["dtype"], c["seq_len"]) for c in doc["cases"]} == groups
+    for c in doc["cases"]:
+        key = (c["model"], c["dtype"], c["seq_len"])
+        eager, graph = rounds_ms(*key, "eager"), rounds_ms(*key, "graph")
+        assert c["eager"]["median_ms"] == pytest.approx(np.median(eager), abs=1e-6)
+        assert c["graph"]["p95_ms"] == pytest.approx(np.percentile(graph, 95), abs=1e-6)
+        assert c["graph"]["n"] == graph.size
+        red = 100 * (np.median(eager) - np.median(graph)) / np.median(eager)
+        assert c["reduction_pct"] == pytest.approx(red, abs=1e-3)
+        low, high = c["reduction_ci95_pct"]
+        assert low <= c["reduction_pct"] <= high
+        assert c["gated"] == (c["seq_len"] <= 128) and c["min_reduction_pct"] == 35.0
+    assert f"wrote {out_path}: {len(groups)} cases" in out
+    assert os.listdir(out_path.parent) == ["nvidia-h200.json"]  # no temp file left behind
+
+
+def test_max_gated_len_sets_the_gated_flags_and_load_round_trips(tmp_path, capsys):
+    out_path = tmp_path / "b.json"
+    rc, _, _ = run_cli(capsys, "baseline", FIXTURE, "-o", out_path, "--max-gated-len", 50)
+    assert rc == 0
+    b = load_baseline(out_path)
+    assert b.gpu_slug == DOC["machine_info"]["cuda"]["gpu_slug"]
+    assert b.cases and all(c["gated"] == (key[2] <= 50) for key, c in b.cases.items())
+
+
+def test_same_run_gives_the_same_baseline(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert run_cli(capsys, "baseline", FIXTURE, "-o", a)[0] == 0
+    assert run_cli(capsys, "baseline", FIXTURE, "-o", b)[0] == 0
+    assert a.read_text() == b.read_text()
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(schema_version=2), "unknown schema_version 2"),
+    (lambda d: d.pop("schema_version"), "not a cudagraph-bench baseline"),
+    (lambda d: d["cases"][0].pop("graph"), "malformed"),
+    (lambda d: d["cases"][0]["graph"].update(median_ms=0), "malformed"),
+    (lambda d: d["thresholds"].update(max_gated_len="lots"), "malformed"),
+])
+def test_loader_refuses_unknown_schema_and_malformed_files(tmp_path, capsys, mutate, message):
+    good = tmp_path / "good.json"
+    assert run_cli(capsys, "baseline", FIXTURE, "-o", good)[0] == 0
+    doc = json.loads(good.read_text())
+    mutate(doc)
+    with pytest.raises(InputFileError, match=message):
+        load_baseline(write(doc, tmp_path / "bad.json"))
+
+
+def test_loader_errors_for_missing_empty_and_truncated(tmp_path):
+    with pytest.raises(InputFileError, match="no such baseline file"):
+        load_baseline(tmp_path / "missing.json")
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(InputFileError, match="is empty"):
+        load_baseline(tmp_path / "empty.json")
+    (tmp_path / "trunc.json").write_text('{"schema_version": 1, "cases": [')
+    with pytest.raises(InputFileError, match="not valid JSON"):
+        load_baseline(tmp_path / "trunc.json")
+
+
+def _bad_run(tmp_path, case):
+    if case == "missing file":
+        return tmp_path / "missing.json", "no such file"
+    if case == "empty file":
+        (tmp_path / "empty.json").write_text("")
+        return tmp_path / "empty.json", "is empty"
+    if case == "truncated JSON":
+        (tmp_path / "trunc.json").write_bytes(FIXTURE.read_bytes()[:777])
+        return tmp_path / "trunc.json", "not valid JSON"
+    if case == "not pytest-benchmark":
+        return write({"name": "x"}, tmp_path / "x.json"), "not pytest-benchmark output"
+    doc = copy.deepcopy(DOC)
+    if case == "no benchmarks":
+        doc["benchmarks"] = []
+        return write(doc, tmp_path / "none.json"), "holds no benchmarks"
+    if case == "no GPU fingerprint":
+        doc["machine_info"]["cuda"] = None
+        return write(doc, tmp_path / "cpu.json"), "baselines are per GPU"
+    assert case == "eager without graph"
+    doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"].get("variant") != "graph"]
+    return write(doc, tmp_path / "eager.json"), "has eager but no graph"
+
+
+@pytest.mark.parametrize("case", ["missing file", "empty file", "truncated JSON", "not pytest-benchmark",
+                                  "no benchmarks", "no GPU fingerprint", "eager without graph"])
+def test_bad_runs_exit_2_and_write_nothing(tmp_path, capsys, case):
+    path, message = _bad_run(tmp_path, case)
+    out_path = tmp_path / "baselines" / "nvidia-h200.json"
+    rc, out, err = run_cli(capsys, "baseline", path, "-o", out_path)
+    assert rc == 2 and out == ""
+    assert message in err and len(err.splitlines()) == 1
+    assert not out_path.parent.exists()
+
+
+def test_output_that_is_a_directory_is_refused(tmp_path, capsys):
+    rc, _, err = run_cli(capsys, "baseline", FIXTURE, "-o", tmp_path)
+    assert rc == 2 and "is a directory" in err
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,166 @@
+"""``cudagraph-bench compare OLD NEW``: per-benchmark median change with an interval; exit 1 on regression."""
+
+import copy
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from cudagraph_bench import cli
+
+FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+DOC = json.loads(FIXTURE.read_text())
+TIME_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
+
+
+def run_cli(capsys, *argv):
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def write(doc, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def scale(b, factor):
+    s = b["stats"]
+    s["data"] = [x * factor for x in s["data"]]
+    for f in TIME_FIELDS:
+        if isinstance(s.get(f), (int, float)):
+            s[f] *= factor
+
+
+def forward_label(b):
+    i = b["extra_info"]
+    return f"{i['model']} {i['dtype']} L={i['seq_len']} {i['variant']}"
+
+
+def row_of(out, label):
+    """The table line of one benchmark (labels like 'gpt2 ...' are substrings of 'distilgpt2 ...')."""
+    return next(line for line in out.splitlines() if f" {label} " in line)
+
+
+def forward(doc):
+    return [b for b in doc["benchmarks"] if b["extra_info"].get("suite") == "forward"]
+
+
+def n_benchmarks(doc):
+    return len(doc["benchmarks"])
+
+
+def test_identical_runs_pass(tmp_path, capsys):
+    md = tmp_path / "cmp.md"
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, FIXTURE, "--markdown", md)
+    assert rc == 0
+    assert f"compare PASS: {n_benchmarks(DOC)} benchmarks in both runs" in out
+    assert "REGRESSION" not in out
+    text = md.read_text()
+    assert text.startswith("## cudagraph-bench compare: PASS") and "| suite | benchmark |" in text
+
+
+def test_regression_beyond_threshold_fails_and_names_the_benchmark(tmp_path, capsys):
+    new = copy.deepcopy(DOC)
+    victim = random.Random(0).choice(forward(new))
+    scale(victim, 1.15)
+    path = write(new, tmp_path / "new.json")
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, path)
+    assert rc == 1
+    assert f"compare FAIL: 1 of {n_benchmarks(DOC)} benchmarks slower by more than 10%: " \
+           f"{forward_label(victim)} (+15.0%)" in out
+    row = row_of(out, forward_label(victim))
+    assert "+15.0" in row and row.rstrip().endswith("REGRESSION")
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, path, "--max-regression", 16)
+    assert rc == 0 and "+15.0%" in out
+
+
+def test_faster_and_noise_are_not_failures(tmp_path, capsys):
+    new = copy.deepcopy(DOC)
+    faster = forward(new)[0]
+    scale(faster, 0.7)
+    rng = random.Random(1)
+    for b in new["benchmarks"]:
+        if b is not faster:
+            rng.shuffle(b["stats"]["data"])
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, write(new, tmp_path / "new.json"))
+    assert rc == 0
+    row = row_of(out, forward_label(faster))
+    assert "-30.0" in row and row.rstrip().endswith("faster")
+
+
+def test_saved_run_ids_from_storage(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    slower = copy.deepcopy(DOC)
+    for b in slower["benchmarks"]:
+        scale(b, 1.2)
+    machine = tmp_path / ".benchmarks" / "Linux-CPython-3.12-64bit"
+    write(DOC, machine / "0001_aaaa_20260101_000000.json")
+    write(slower, machine / "0002_bbbb_20260102_000000.json")
+    rc, out, _ = run_cli(capsys, "compare", "0001", "0002_bbbb_20260102_000000")
+    assert rc == 1 and f"{n_benchmarks(DOC)} of {n_benchmarks(DOC)} benchmarks slower" in out
+    rc, _, _ = run_cli(capsys, "compare", "0002", "0001")
+    assert rc == 0
+    md = tmp_path / "cmp.md"
+    rc, out, err = run_cli(capsys, "compare", "0001", "0003", "--markdown", md)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert "unknown saved-run id '0003'" in err and "0001, 0002" in err
+    assert not md.exists()
+    rc, _, _ = run_cli(capsys, "compare", "0001", "0002", "--storage", tmp_path / "elsewhere")
+    assert rc == 2
+
+
+def _suites_doc():
+    """A run with decode, launch and plain (non-cudagraph-bench) benchmarks, built from real rounds."""
+    doc = copy.deepcopy(DOC)
+    src = doc["benchmarks"][:3]
+    decode, launch, plain = (copy.deepcopy(b) for b in src)
+    decode["extra_info"] = {"suite": "decode", "model": "gpt2", "dtype": "float32", "seq_len": 3,
+                            "new_tokens": 7, "variant": "graph", "ms_per_token": 1.0, "tokens_per_s": 1000.0}
+    launch["extra_info"] = {"suite": "launch", "n_launches": 7, "variant": "loop", "us_per_launch": 5.0}
+    plain["extra_info"] = {}
+    plain["fullname"] = "perf_tests/test_misc.py::test_something"
+    doc["benchmarks"] = [decode, launch, plain]
+    return doc
+
+
+def test_decode_launch_and_plain_benchmarks_are_keyed(tmp_path, capsys):
+    old = _suites_doc()
+    new = copy.deepcopy(old)
+    scale(new["benchmarks"][0], 1.5)
+    rc, out, _ = run_cli(capsys, "compare", write(old, tmp_path / "old.json"), write(new, tmp_path / "new.json"))
+    assert rc == 1
+    assert "gpt2 float32 L=3 +7 graph (+50.0%)" in out
+    assert "launch n=7 loop" in out and "perf_tests/test_misc.py::test_something" in out
+    assert "compare FAIL: 1 of 3 benchmarks" in out
+
+
+def test_only_in_one_run_is_reported_and_disjoint_runs_are_an_error(tmp_path, capsys):
+    new = copy.deepcopy(DOC)
+    new["benchmarks"].pop()
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, write(new, tmp_path / "new.json"))
+    assert rc == 0 and "; 1 only in OLD" in out
+    other = _suites_doc()
+    rc, _, err = run_cli(capsys, "compare", FIXTURE, write(other, tmp_path / "other.json"))
+    assert rc == 2 and "share no benchmark" in err
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ("", "is empty"),
+    ('{"machine_info": {"cpu": {}}, "benchmarks": [', "not valid JSON"),
+    ('{"version": "5.3.1"}', "not pytest-benchmark output"),
+    ('{"machine_info": {}, "benchmarks": [], "version": "5.3.1"}', "holds no benchmarks"),
+])
+def test_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys, content, message):
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    md = tmp_path / "cmp.md"
+    for argv in ((FIXTURE, bad), (bad, FIXTURE)):
+        rc, out, err = run_cli(capsys, "compare", *argv, "--markdown", md)
+        assert rc == 2 and out == ""
+        assert message in err and len(err.splitlines()) == 1
+        assert not md.exists()

@@ -1,0 +1,136 @@
+"""Reading pytest-benchmark runs: validation errors, saved-run ids, per-round data in ms."""
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cudagraph_bench.cases import Case
+from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.runfile import (forward_cases, forward_groups, load_run, measurements,
+                                     resolve_run_path, write_text_atomic)
+
+FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+DOC = json.loads(FIXTURE.read_text())
+
+
+def first_forward(doc):
+    return next(b for b in doc["benchmarks"] if b["extra_info"].get("suite") == "forward")
+
+
+def write(doc, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_fixture_loads_with_gpu_slug_and_every_forward_benchmark():
+    run = load_run(str(FIXTURE))
+    assert run.gpu_slug == DOC["machine_info"]["cuda"]["gpu_slug"]
+    cases = forward_cases(run)
+    expected = {Case.from_extra_info(b["extra_info"]) for b in DOC["benchmarks"]
+                if b["extra_info"].get("suite") == "forward"}
+    assert set(cases) == expected
+    b = first_forward(DOC)
+    m = cases[Case.from_extra_info(b["extra_info"])]
+    np.testing.assert_allclose(m.samples_ms, np.asarray(b["stats"]["data"]) * 1000.0)
+    assert m.summary.n == len(b["stats"]["data"])
+    assert m.summary.median_ms == pytest.approx(b["stats"]["median"] * 1000.0)
+    assert m.summary.min_ms == pytest.approx(b["stats"]["min"] * 1000.0)
+
+
+def test_run_without_per_round_data_falls_back_to_stats(tmp_path):
+    doc = copy.deepcopy(DOC)
+    for b in doc["benchmarks"]:
+        del b["stats"]["data"]
+    cases = forward_cases(load_run(str(write(doc, tmp_path / "run.json"))))
+    b = first_forward(doc)
+    m = cases[Case.from_extra_info(b["extra_info"])]
+    assert not m.has_data and m.samples_ms is None and m.summary.p95_ms is None
+    assert m.summary.median_ms == pytest.approx(b["stats"]["median"] * 1000.0)
+    assert m.summary.n == b["stats"]["rounds"]
+
+
+def test_saved_run_ids_resolve_by_number_and_stem(tmp_path):
+    storage = tmp_path / ".benchmarks"
+    first = write(DOC, storage / "Linux-CPython-3.12-64bit" / "0001_abc123_20260101_000000.json")
+    second = write(DOC, storage / "Linux-CPython-3.12-64bit" / "0002_def456_20260102_000000.json")
+    assert resolve_run_path("0001", storage) == first
+    assert resolve_run_path("0002_def456_20260102_000000", storage) == second
+    assert load_run("0002", storage).path == second
+    with pytest.raises(InputFileError, match=r"unknown saved-run id '0007'.*0001, 0002"):
+        resolve_run_path("0007", storage)
+
+
+def test_ambiguous_id_and_empty_storage(tmp_path):
+    storage = tmp_path / ".benchmarks"
+    write(DOC, storage / "Linux-CPython-3.11-64bit" / "0001_a_20260101_000000.json")
+    write(DOC, storage / "Linux-CPython-3.12-64bit" / "0001_b_20260101_000000.json")
+    with pytest.raises(InputFileError, match="ambiguous"):
+        resolve_run_path("0001", storage)
+    with pytest.raises(InputFileError, match="holds no saved runs"):
+        resolve_run_path("0001", tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ("", "is empty"),
+    ("\n  \n", "is empty"),
+    ('{"machine_info": {}, "benchmarks": [{"name": "x", ', "not valid JSON"),
+    ('{"hello": "world"}', "not pytest-benchmark output"),
+    ('[1, 2, 3]', "not pytest-benchmark output"),
+    ('{"machine_info": {}, "benchmarks": []}', "holds no benchmarks"),
+    ('{"machine_info": {}, "benchmarks": [{"name": "x", "stats": {"median": "fast"}}]}', "no numeric stats"),
+])
+def test_bad_run_files_give_one_line_errors(tmp_path, content, message):
+    path = tmp_path / "run.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(InputFileError, match=message) as info:
+        load_run(str(path))
+    assert "\n" not in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_truncated_copy_of_the_real_run_is_invalid_json(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_bytes(FIXTURE.read_bytes()[: FIXTURE.stat().st_size // 2])
+    with pytest.raises(InputFileError, match="not valid JSON"):
+        load_run(str(path))
+
+
+def test_eager_without_graph_and_duplicates_are_errors(tmp_path):
+    doc = copy.deepcopy(DOC)
+    graph = next(b for b in doc["benchmarks"]
+                 if b["extra_info"].get("suite") == "forward" and b["extra_info"]["variant"] == "graph")
+    doc["benchmarks"].remove(graph)
+    run = load_run(str(write(doc, tmp_path / "a.json")))
+    info = graph["extra_info"]
+    with pytest.raises(InputFileError, match=f"{info['model']} {info['dtype']} L={info['seq_len']} has eager but no graph"):
+        forward_groups(run)
+    doc = copy.deepcopy(DOC)
+    doc["benchmarks"].append(copy.deepcopy(doc["benchmarks"][0]))
+    with pytest.raises(InputFileError, match="appears twice"):
+        measurements(load_run(str(write(doc, tmp_path / "b.json"))))
+
+
+def test_run_without_forward_suite_has_no_groups(tmp_path):
+    doc = copy.deepcopy(DOC)
+    for b in doc["benchmarks"]:
+        b["extra_info"] = {}
+    run = load_run(str(write(doc, tmp_path / "plain.json")))
+    assert {m.suite for m in measurements(run).values()} == {"other"}
+    with pytest.raises(InputFileError, match="no forward-suite benchmarks"):
+        forward_groups(run)
+
+
+def test_write_text_atomic_replaces_and_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "sub" / "report.md"
+    write_text_atomic(target, "one\n")
+    write_text_atomic(target, "two\n")
+    assert target.read_text() == "two\n"
+    assert os.listdir(target.parent) == ["report.md"]
+    assert (target.stat().st_mode & 0o777) == 0o644

@@ -1,0 +1,100 @@
+"""The GitHub workflows: valid against the workflow schema, audited by zizmor, and shaped as documented.
+
+check-jsonschema and zizmor come with the project's ``[dev]`` extra and run offline.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = [ROOT / ".github" / "workflows" / "ci.yml", ROOT / ".github" / "workflows" / "gpu-perf.yml"]
+
+
+def tool(name):
+    """Path of a console script: next to this interpreter (the venv) or on PATH; skip when absent."""
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (pip install -e '.[dev]')")
+    return found
+
+
+def load(path):
+    return yaml.safe_load(path.read_text())
+
+
+def steps(doc):
+    return [s for job in doc["jobs"].values() for s in job["steps"]]
+
+
+def test_workflows_match_the_github_workflow_schema():
+    proc = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+                           *map(str, WORKFLOWS)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_zizmor_offline_has_no_high_findings():
+    proc = subprocess.run([tool("zizmor"), "--offline", "--format", "json", *map(str, WORKFLOWS)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 10, 11, 12, 13, 14), proc.stderr  # 1x: findings of some severity
+    findings = json.loads(proc.stdout)
+    high = [f for f in findings if f["determinations"]["severity"].lower() == "high"]
+    assert high == [], json.dumps(high, indent=1)[:3000]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_actions_are_pinned_and_credentials_not_persisted(path):
+    doc = load(path)
+    assert doc["permissions"] == {"contents": "read"}
+    for step in steps(doc):
+        if "uses" in step:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step["with"]["persist-credentials"] is False
+    # every `uses:` line says which release its SHA is
+    for line in path.read_text().splitlines():
+        if "uses:" in line:
+            assert re.search(r"@[0-9a-f]{40} # v\d+\.\d+\.\d+$", line), line
+    # no ${{ }} expression inside shell scripts (template injection): values go through env
+    for step in steps(doc):
+        assert "${{" not in step.get("run", ""), step["run"]
+
+
+def test_gpu_perf_matrix_runners_concurrency_gate_and_artifacts():
+    doc = load(WORKFLOWS[1])
+    (job,) = doc["jobs"].values()
+    gpus = job["strategy"]["matrix"]["gpu"]
+    assert gpus and job["strategy"]["fail-fast"] is False
+    assert job["runs-on"][:3] == ["self-hosted", "linux", "gpu"] and job["runs-on"][3] == "${{ matrix.gpu }}"
+    assert "${{ matrix.gpu }}" in job["concurrency"]["group"] and job["concurrency"]["cancel-in-progress"] is False
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert any(r.strip() == "nvidia-smi" for r in runs)
+    gate = next(r for r in runs if "make gpu-gate" in r)
+    assert "--baseline baselines/$GPU.json" in gate and "--markdown $REPORT" in gate
+    assert job["env"]["GPU"] == "${{ matrix.gpu }}"
+    summary = next(s for s in job["steps"] if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert summary["if"] == "always()" and upload["if"] == "always()"
+    assert "out/" in upload["with"]["path"] and ".benchmarks/" in upload["with"]["path"]
+    for gpu in gpus:
+        assert re.fullmatch(r"[a-z0-9-]+", gpu), "matrix entries are GPU slugs (envinfo.gpu_slug)"
+
+
+def test_ci_runs_the_cpu_tests_on_a_hosted_runner():
+    doc = load(WORKFLOWS[0])
+    (job,) = doc["jobs"].values()
+    assert job["runs-on"] == "ubuntu-latest"
+    assert any(s.get("run", "").strip() == "bash .ci/run" for s in job["steps"])
+
+
+def test_make_gpu_gate_target_exists():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^gpu-gate:", makefile, re.M) and "--benchmark-json" in makefile
+    assert re.search(r"^setup: \$\(VENV\)/\.installed", makefile, re.M)  # the workflow's set-up step `make setup`
