@@ -120,23 +120,26 @@ def test_memory_flat_after_buckets_and_512_decode_steps(cgb, record_property):
     assert after_more == after_first
 
 
-def test_request_longer_than_cache_fails_before_gpu_work(cgb):
+def test_request_longer_than_cache_fails_before_gpu_work(cgb, monkeypatch):
+    """The request is refused before the cache, the static buffers or the model are touched (no
+    device-side assert from an out-of-range cache write)."""
     import torch
 
     from cudagraph_bench.decode import GreedyDecoder
     from cudagraph_bench.errors import RequestTooLongError
-    from cudagraph_bench.launch import count_kernel_launches
 
     model = cgb.model("gpt2", "float32")
     decoder = GreedyDecoder(model, 64)
     try:
         ids = torch.ones(1, 50, dtype=torch.int64, device="cuda")
-
-        def call():
+        calls = []
+        with monkeypatch.context() as patch:
+            patch.setattr(decoder.cache, "reset", lambda: calls.append("cache.reset"))
+            patch.setattr(decoder, "_prefill_logits", lambda *a: calls.append("prefill"))
+            mask_before = decoder._mask.clone()
             with pytest.raises(RequestTooLongError, match="max_cache_len=64"):
                 decoder.generate(ids, 15)
-
-        assert count_kernel_launches(call) == 0
+            assert calls == [] and torch.equal(decoder._mask, mask_before)
         assert decoder.generate(ids, 14).shape == (1, 14)   # 50 + 14 = 64 fits exactly
     finally:
         decoder.close()

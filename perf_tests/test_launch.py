@@ -1,0 +1,297 @@
+"""Launch-overhead benchmarks and GPU tests (issue 5), torch implementation.
+
+Benchmarks (``pytest perf_tests/test_launch.py --benchmark-only``): N in {8, 64, 512, 4096} tiny
+launches (``counter.add_(1.0)`` on a ``[1]`` float32 tensor) on a non-default stream, as an eager loop
+and as one replay of a graph of the same N launches. Loop and graph of one N share the group
+``launch N=...`` so pytest-benchmark prints them side by side. Every round ends with a stream
+synchronize. ``extra_info``: ``suite="launch"``, ``n_launches``, ``variant``, ``cuda_event_ms`` (the
+measured rounds), ``event_median_ms``, ``us_per_launch`` (CUDA-event median / N, µs), and the three
+clocks of :func:`cudagraph_bench.launch.measure_clocks` (medians, ms).
+
+Tests (``--benchmark-skip`` or no flag): exact counter check, clock ordering, the baked-pointer
+hazard, GraphedForward refusing misuse, and kernel counting with torch.profiler.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cudagraph_bench import launch
+from cudagraph_bench.cases import LAUNCH_VARIANTS
+
+ROUNDS = 50            # at least this many measured rounds (more with --rounds)
+WARMUP_ROUNDS = 5      # at least this many warmup rounds (more with --warmup-rounds)
+
+
+@pytest.fixture
+def rounds(request) -> tuple[int, int]:
+    """``(rounds, warmup_rounds)``: the suite's ``--rounds`` / ``--warmup-rounds``, at least 50 and 5."""
+    opt = request.config.getoption
+    return max(ROUNDS, int(opt("rounds", default=ROUNDS))), max(WARMUP_ROUNDS, int(opt("warmup_rounds", default=WARMUP_ROUNDS)))
+
+
+@pytest.fixture
+def make_sequence():
+    """Factory of :class:`~cudagraph_bench.launch.TinyKernelSequence`; closes every sequence (drops its
+    graph) at teardown."""
+    made = []
+
+    def make(n_launches: int) -> launch.TinyKernelSequence:
+        seq = launch.TinyKernelSequence(n_launches)
+        made.append(seq)
+        return seq
+
+    yield make
+    for seq in made:
+        seq.close()
+
+
+# ------------------------------------------------------------------------------------- benchmarks
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", LAUNCH_VARIANTS)
+@pytest.mark.parametrize("n_launches", launch.SWEEP_N)
+def test_launch_overhead(benchmark, make_sequence, rounds, n_launches, variant):
+    n_rounds, n_warmup = rounds
+    seq = make_sequence(n_launches)
+    event_ms: list[float] = []
+
+    def one_sequence():
+        # N launches (loop) or one replay of N kernels (graph), CUDA events on the stream, then
+        # stream.synchronize(): pytest-benchmark's wall clock includes the device work.
+        event_ms.append(seq.timed(variant))
+
+    benchmark.group = f"launch N={n_launches}"
+    benchmark.pedantic(one_sequence, rounds=n_rounds, warmup_rounds=n_warmup, iterations=1)
+
+    # Every call (warmup included) ran all of its N kernels: the counter counts them exactly.
+    assert seq.value() == float(launch.expected_count(n_launches, len(event_ms)))
+
+    measured = event_ms[-n_rounds:]
+    event_median = launch.median_ms(measured)
+    clocks = launch.measure_clocks(n_launches, variant, repeats=n_rounds, warmup=n_warmup, seq=seq)
+    info = {
+        "suite": "launch",
+        "n_launches": n_launches,
+        "variant": variant,
+        "cuda_event_ms": measured,
+        "event_median_ms": event_median,
+        "us_per_launch": launch.us_per_launch(event_median, n_launches),
+        **{f"clock_{k}": v for k, v in clocks.medians().items()},
+    }
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    if stats is not None:
+        info["us_per_launch_wall"] = launch.us_per_launch(stats.median * 1e3, n_launches)
+    benchmark.extra_info.update(info)
+
+
+# ------------------------------------------------------------------------------------------ tests
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_launches", launch.SWEEP_N)
+@pytest.mark.parametrize("loops, replays", [(0, 1), (1, 0), (3, 5)], ids=["replay", "loop", "3loops+5replays"])
+def test_counter_counts_every_launch(make_sequence, n_launches, loops, replays):
+    seq = make_sequence(n_launches)
+    observed, expected = launch.check_count(seq, loops=loops, replays=replays)
+    # Integers below 2**24 are exact in float32, so the comparison is exact.
+    assert expected == n_launches * (loops + replays)
+    assert observed == float(expected)
+
+
+@pytest.mark.gpu
+def test_loop_vs_graph_sweep_counts_and_speedup():
+    result = launch.measure_loop_vs_graph(512, repeats=ROUNDS, warmup=WARMUP_ROUNDS)
+    assert result.count_ok, (result.count_observed, result.count_expected)
+    assert len(result.loop_event_ms) == len(result.graph_event_ms) == ROUNDS
+    # 512 PyTorch dispatches + CUDA launches vs one cudaGraphLaunch: the replay must be faster.
+    assert result.speedup > 1.0, result.as_dict()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", LAUNCH_VARIANTS)
+def test_clock_ordering(variant, record_property):
+    result = launch.measure_clocks(512, variant, repeats=ROUNDS, warmup=WARMUP_ROUNDS)
+    medians = result.medians()
+    record_property("clock_medians_ms", medians)
+    # Guaranteed per repeat, hence for the medians too:
+    # - issue <= synced wall: one monotonic clock (perf_counter), same start t0, issue stops at t1
+    #   before the synchronize, synced wall stops at t2 after it.
+    # - events <= synced wall (+ timer resolution): the start event is queued after t0 and the end
+    #   event has completed when synchronize returns at t2; the GPU clock and the host clock are
+    #   different oscillators, hence the small tolerance.
+    # Not asserted: issue vs events (launch-bound loops make them close; a replay issues in one call
+    # while its kernels run afterwards, so there issue < events; neither order is guaranteed).
+    assert result.violations() == []
+    assert medians["issue_ms"] <= medians["synced_wall_ms"]
+
+
+@pytest.mark.gpu
+def test_graph_issues_faster_than_loop():
+    # The point of a graph: 512 launches are submitted by one host call. Host issue time of the
+    # replay must be below that of 512 eager launches (each pays dispatcher + launch).
+    loop = launch.measure_clocks(512, "loop", repeats=ROUNDS, warmup=WARMUP_ROUNDS).medians()
+    graph = launch.measure_clocks(512, "graph", repeats=ROUNDS, warmup=WARMUP_ROUNDS).medians()
+    assert graph["issue_ms"] < loop["issue_ms"], (graph, loop)
+
+
+@pytest.mark.gpu
+def test_baked_pointer_hazard(record_property):
+    result = launch.baked_pointer_demo(n_launches=8)
+    record_property("baked_pointer", result.as_dict())
+    # Rebinding: the old buffer is alive, so the new one must live at another address...
+    assert result.new_ptr != result.old_ptr
+    # ...and the graph wrote the captured (old) address twice, never the new buffer.
+    assert result.old_value == 16.0
+    assert result.new_value == 0.0
+    # Free then allocate: the caching allocator may return the freed block. Either way the replay
+    # wrote the captured address: into the new tensor if it got that block, else nowhere visible.
+    if result.same_address:
+        assert result.realloc_value == 8.0, "replay must hit the tensor that reuses the captured address"
+    else:
+        assert result.realloc_value == 0.0, "replay must not touch a tensor at another address"
+
+
+# ---------------------------------------------------------------- GraphedForward cannot be misused
+
+def _tiny_forward(model, input_ids, attention_mask=None):
+    """``input_ids: [batch, seq_len]`` int64 -> ``[batch, seq_len, 16]`` float32."""
+    return model(input_ids)
+
+
+@pytest.fixture
+def tiny_model():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(128, 32), torch.nn.Linear(32, 16)).cuda().eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+@pytest.fixture
+def graphed(tiny_model):
+    from cudagraph_bench.runner import GraphedForward
+
+    made = []
+
+    def make(**kwargs):
+        gf = GraphedForward(tiny_model, 16, forward=_tiny_forward, **kwargs)
+        made.append(gf)
+        return gf
+
+    yield make
+    for gf in made:
+        gf.close()
+
+
+@pytest.mark.gpu
+def test_graphed_forward_copies_fresh_inputs(graphed, tiny_model):
+    """A new input tensor per call (a new address each time) is copied into the static buffer, so the
+    replay reads it: no baked-pointer hazard through inputs."""
+    import torch
+
+    from cudagraph_bench.correctness import assert_matches_eager
+
+    gf = graphed(check_data_ptrs=True)
+    static_ptr = gf.static_input_ids.data_ptr()
+    for seed in (1, 2, 3):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        ids = torch.randint(0, 128, (1, 16), device="cuda", generator=g)
+        out = gf(ids).clone()
+        torch.cuda.synchronize()
+        assert gf.static_input_ids.data_ptr() == static_ptr
+        assert ids.data_ptr() != static_ptr
+        assert torch.equal(gf.static_input_ids, ids)
+        with torch.inference_mode():
+            expected = tiny_model(ids)
+        assert_matches_eager(out, expected, "float32")
+
+
+@pytest.mark.gpu
+def test_graphed_forward_static_buffers_are_read_only(graphed):
+    import torch
+
+    gf = graphed()
+    for name in ("static_input_ids", "static_output"):
+        with pytest.raises(AttributeError):
+            setattr(gf, name, torch.zeros_like(getattr(gf, name)))
+
+
+@pytest.mark.gpu
+def test_graphed_forward_refuses_repointed_buffer_set(graphed):
+    import torch
+
+    from cudagraph_bench.errors import StaticBufferError
+
+    gf = graphed(check_data_ptrs=True)
+    ids = torch.randint(0, 128, (1, 16), device="cuda")
+    gf(ids)
+    gf.static_input_ids.set_(torch.zeros_like(gf.static_input_ids))   # re-points the storage
+    with pytest.raises(StaticBufferError):
+        gf(ids)
+
+
+@pytest.mark.gpu
+def test_graphed_forward_refuses_repointed_buffer_resize(graphed):
+    import torch
+
+    from cudagraph_bench.errors import StaticBufferError
+
+    gf = graphed(check_data_ptrs=True)
+    ids = torch.randint(0, 128, (1, 16), device="cuda")
+    buf = gf.static_input_ids
+    old_ptr = buf.data_ptr()
+    buf.resize_(1, 1 << 20)        # grows the storage: reallocated at a new address
+    buf.resize_(1, 16)             # same shape again, still the new storage
+    assert buf.data_ptr() != old_ptr
+    with pytest.raises(StaticBufferError):
+        gf(ids)
+
+
+# ------------------------------------------------------------------------------- kernel counting
+
+_COUNT_SCRIPT = textwrap.dedent("""
+    import json, torch
+    from cudagraph_bench.launch import TinyKernelSequence, count_kernel_launches
+    N = 37
+    x = torch.zeros(1, device="cuda")
+    host = torch.ones(1024)                  # pageable host tensor: copy_ is a memcpy, not a kernel
+    y = torch.empty(1024, device="cuda")
+    def eager():
+        for _ in range(N):
+            x.add_(1.0)
+    def eager_with_memcpy():
+        y.copy_(host)
+        eager()
+    seq = TinyKernelSequence(N)
+    print(json.dumps({
+        "eager": count_kernel_launches(eager),
+        "eager_with_memcpy": count_kernel_launches(eager_with_memcpy),
+        "graph_replay": count_kernel_launches(seq.replay),
+    }))
+""")
+
+
+@pytest.mark.gpu
+def test_count_kernel_launches(record_property):
+    # In a child process: profiling can leave CUPTI active in the process (pytorch/pytorch#144455),
+    # which must not slow the benchmarks of this session.
+    import json
+
+    env = dict(os.environ)
+    src = str(Path(launch.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.run([sys.executable, "-c", _COUNT_SCRIPT], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    record_property("kernel_counts", counts)
+    assert counts["eager"] == 37
+    assert counts["eager_with_memcpy"] == 37, "a memcpy is not a kernel launch"
+    assert counts["graph_replay"] == 37, "kernels replayed from a graph are still kernels"

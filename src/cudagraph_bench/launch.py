@@ -1,0 +1,599 @@
+"""Launch-overhead microbenchmarks: tiny-kernel loop vs one graph replay, host vs device clocks,
+the baked-pointer hazard, and kernel counting for the launch-overhead model.
+
+The exercises follow the CUDA-graphs practice set of the source course (``shared/seeds/004_*``):
+a one-element kernel launched N times on a non-default stream, eagerly and as one replay of a graph
+that captured the same N launches. The kernel does (almost) no work, so the time measured is launch
+overhead: per launch on the host for the loop, one submission for the graph.
+
+Here the "tiny kernel" is ``counter.add_(1.0)`` on a ``[1]`` float32 CUDA tensor. In the eager loop
+every launch pays PyTorch's dispatcher and Python overhead as well as the CUDA launch, so the torch
+numbers are an upper bound of the raw ``cudaLaunchKernel`` cost that ``perf_tests/cuda/graphs.cu``
+measures.
+
+torch is imported inside functions only; the arithmetic helpers (:func:`us_per_launch`,
+:func:`predicted_saving_ms`, :func:`clock_ordering_violations`, :func:`is_kernel_event`) need no GPU
+and are unit-tested on CPU.
+
+What each clock measures (asserted by :func:`clock_ordering_violations`):
+
+- ``issue_ms``: host ``time.perf_counter`` around the launches, **no** synchronize. Only the time the
+  host took to queue the work (issue overhead); the GPU may still be running when it stops.
+- ``synced_wall_ms``: the same clock started at the same instant, stopped after
+  ``stream.synchronize()``: issue time plus waiting for the device to finish.
+- ``event_ms``: CUDA events recorded on the stream before and after the launches: device-side time
+  from when the stream reached the start event to when it reached the end event.
+
+Guaranteed: ``issue_ms <= synced_wall_ms`` (same start, later stop, monotonic clock) and
+``event_ms <= synced_wall_ms`` up to the event timer resolution (the start event is queued after the
+wall clock started and the end event completes before the synchronize returns). Not guaranteed either
+way: ``issue_ms`` vs ``event_ms``. For a launch-bound loop they are close (the GPU waits for each
+launch); for a graph replay the issue time is one call while the event time covers all N kernels.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from cudagraph_bench.errors import CudaUnavailableError, UsageError
+
+#: Default sequence lengths of the N sweep (kernel launches per sequence).
+SWEEP_N = (8, 64, 512, 4096)
+#: Largest count a float32 holds exactly: every integer <= 2**24 is representable, 2**24 + 1 is not.
+FLOAT32_EXACT_LIMIT = 2**24
+#: CUDA event timer resolution is about 0.5 µs (CUDA Runtime API, ``cudaEventElapsedTime``); the
+#: tolerance of ``event_ms <= synced_wall_ms`` also allows for the GPU timer and the host clock being
+#: different oscillators.
+EVENT_TOLERANCE_MS = 0.02
+EVENT_TOLERANCE_REL = 0.02
+#: Names of device events that are not kernels (used only when the profiler gives no activity type).
+_NON_KERNEL_PREFIXES = ("memcpy", "memset", "stream sync", "event sync", "context sync",
+                        "device sync", "stream wait event", "cuda sync", "profilerstep")
+
+
+# --------------------------------------------------------------------------------------------------
+# arithmetic (no GPU)
+# --------------------------------------------------------------------------------------------------
+
+def us_per_launch(total_ms: float, n_launches: int) -> float:
+    """µs per launch of a sequence that took ``total_ms`` milliseconds for ``n_launches`` launches.
+
+    Raises ``ValueError`` when ``n_launches < 1`` or ``total_ms`` is negative or not finite.
+    """
+    if n_launches < 1:
+        raise ValueError(f"n_launches must be >= 1, got {n_launches}")
+    if not (math.isfinite(total_ms) and total_ms >= 0):
+        raise ValueError(f"total_ms must be a finite number >= 0, got {total_ms}")
+    return total_ms * 1000.0 / n_launches
+
+
+def speedup(loop_ms: float, graph_ms: float) -> float:
+    """``loop_ms / graph_ms`` (2.0 means the replay takes half the time). Raises ``ValueError`` when
+    ``graph_ms <= 0``."""
+    if not graph_ms > 0:
+        raise ValueError(f"graph time must be > 0 ms, got {graph_ms}")
+    return loop_ms / graph_ms
+
+
+def predicted_saving_ms(n_kernels: int, loop_us_per_launch: float, graph_us_per_launch: float) -> float:
+    """Launch-overhead model: milliseconds a graph should save on a forward of ``n_kernels`` kernels.
+
+    ``n_kernels * (loop_us_per_launch - graph_us_per_launch) / 1000``: every kernel launched eagerly
+    costs ``loop_us_per_launch`` µs of host issue (measured with the tiny-kernel loop), while inside a
+    replayed graph it costs ``graph_us_per_launch`` µs. The model assumes the eager forward is
+    launch-bound (the GPU waits for the host) and that each kernel of the forward costs as much host
+    time as one tiny-kernel launch; real forwards also run Python module code and ops without kernels,
+    so the measured saving can exceed the prediction. Negative when the graph is slower per launch.
+
+    Raises ``ValueError`` for ``n_kernels < 0`` or a non-finite µs value.
+    """
+    if n_kernels < 0:
+        raise ValueError(f"n_kernels must be >= 0, got {n_kernels}")
+    for name, value in (("loop_us_per_launch", loop_us_per_launch), ("graph_us_per_launch", graph_us_per_launch)):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number of µs, got {value}")
+    return n_kernels * (loop_us_per_launch - graph_us_per_launch) / 1000.0
+
+
+def median_ms(values_ms: Sequence[float]) -> float:
+    """Median (numpy's, the mean of the two middle values for an even count) of ``values_ms``.
+    Raises ``ValueError`` for an empty sequence."""
+    if len(values_ms) == 0:
+        raise ValueError("need at least one time to take a median")
+    return float(np.median(np.asarray(values_ms, dtype=np.float64)))
+
+
+def expected_count(n_launches: int, n_calls: int) -> int:
+    """Value of the counter after ``n_calls`` sequences (loops or replays) of ``n_launches`` ``+1`` launches
+    from zero. Raises :class:`UsageError` when the count would not be exact in float32 (> 2**24)."""
+    count = n_launches * n_calls
+    if count > FLOAT32_EXACT_LIMIT:
+        raise UsageError(f"{n_calls} calls x {n_launches} launches = {count} is above 2**24, where float32 "
+                         "stops counting exactly: use fewer repeats")
+    return count
+
+
+def clock_ordering_violations(issue_ms: Sequence[float], synced_wall_ms: Sequence[float],
+                              event_ms: Sequence[float], *, tol_ms: float = EVENT_TOLERANCE_MS,
+                              tol_rel: float = EVENT_TOLERANCE_REL) -> list[str]:
+    """Check the guaranteed clock orderings per repeat; returns one message per violation (empty = ok).
+
+    Inputs are per-repeat times ``[repeats]`` in ms of the same calls, measured as in
+    :meth:`TinyKernelSequence.clocked`. Checked: ``issue <= synced_wall`` exactly (same clock, same
+    start, later stop) and ``event <= synced_wall * (1 + tol_rel) + tol_ms`` (different clocks; the
+    event pair lies inside the synchronized wall interval). If every repeat satisfies an ordering, so
+    do the medians (the k-th smallest of the smaller sample is <= the k-th smallest of the larger).
+    ``issue`` vs ``event`` is not checked: neither order is guaranteed.
+
+    Raises ``ValueError`` when the three sequences differ in length or are empty.
+    """
+    n = len(issue_ms)
+    if n == 0 or len(synced_wall_ms) != n or len(event_ms) != n:
+        raise ValueError(f"need the same, non-zero number of repeats per clock, got "
+                         f"{len(issue_ms)}, {len(synced_wall_ms)}, {len(event_ms)}")
+    out = []
+    for i, (issue, wall, event) in enumerate(zip(issue_ms, synced_wall_ms, event_ms)):
+        if issue > wall:
+            out.append(f"repeat {i}: issue {issue:.6f} ms > synced wall {wall:.6f} ms")
+        if event > wall * (1.0 + tol_rel) + tol_ms:
+            out.append(f"repeat {i}: CUDA events {event:.6f} ms > synced wall {wall:.6f} ms (+ tolerance)")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# kernel counting (torch.profiler)
+# --------------------------------------------------------------------------------------------------
+
+def _device_type_name(device_type) -> str:
+    """``DeviceType.CUDA`` -> ``"cuda"`` (also accepts plain strings, for tests)."""
+    name = getattr(device_type, "name", None) or str(device_type)
+    return name.rsplit(".", 1)[-1].lower()
+
+
+def is_kernel_event(*, device_type, activity_type: str | None, name: str, is_user_annotation: bool = False) -> bool:
+    """Whether one profiler event is a device kernel execution.
+
+    A CUDA-device event of the profiler (``FunctionEvent.device_type == DeviceType.CUDA``) is one of:
+    a kernel (kineto activity type ``"kernel"``), a memcpy (``"gpu_memcpy"``, names ``Memcpy HtoD ...``),
+    a memset (``"gpu_memset"``, ``Memset (Device)``), a GPU-side user annotation
+    (``"gpu_user_annotation"``, the device span of a ``record_function`` range) or, with newer kineto, a
+    synchronization record (``"cuda_sync"``). Only kernels count. Host-side runtime calls
+    (``cudaLaunchKernel``, ``cudaGraphLaunch``) are CPU events and never count.
+
+    When the profiler gives the activity type (``FunctionEvent.activity_type`` of recent torch) it decides;
+    otherwise a CUDA event counts unless it is a user annotation or its name starts with one of the
+    non-kernel prefixes (memcpy, memset, sync records, the ``ProfilerStep#`` span of a schedule).
+    """
+    if _device_type_name(device_type) != "cuda":
+        return False
+    if activity_type:
+        return activity_type.lower() == "kernel"
+    if is_user_annotation:
+        return False
+    return not name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
+
+
+def count_kernel_events(events: Iterable) -> int:
+    """Number of kernel events (:func:`is_kernel_event`) among profiler ``FunctionEvent``-like objects
+    (attributes ``device_type``, ``name``, optional ``activity_type`` and ``is_user_annotation``)."""
+    return sum(1 for e in events
+               if is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
+                                  name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False))))
+
+
+def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
+    """Device kernels that one call of ``fn`` launches, counted with ``torch.profiler``.
+
+    ``fn`` is called ``warmup`` times unprofiled (lazy initialisation, cuBLAS handles), then twice under
+    ``torch.profiler.profile(activities=[CPU, CUDA], schedule=schedule(wait=0, warmup=1, active=1))``:
+    the first profiled call only warms up CUPTI (kineto may drop device records at the start of a
+    session), the second is recorded. Each call ends with ``torch.cuda.synchronize()`` so its kernels
+    are complete before the step ends. Kernels are counted by :func:`count_kernel_events`
+    (memcpy/memset/annotation/sync device records excluded). Kernels replayed from a CUDA graph are
+    counted too.
+
+    Use it on the eager forward, e.g. ``count_kernel_launches(lambda: model_forward(model, ids))``.
+    Profiling can leave CUPTI attached after the session on some torch/CUDA versions (kineto's
+    ``TEARDOWN_CUPTI``, pytorch/pytorch#144455), which adds host cost to every later launch: count
+    kernels after timing, or in a separate process, so the profiler cannot slow later benchmarks.
+    If CUPTI is unavailable (e.g. profiling restricted to admin users) no device records arrive and
+    the count is 0.
+
+    Raises:
+        CudaUnavailableError: no CUDA GPU.
+        ValueError: ``warmup < 0``.
+    """
+    torch = _require_cuda()
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
+        for _ in range(2):
+            fn()
+            torch.cuda.synchronize()
+            prof.step()
+    return count_kernel_events(prof.events())
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU measurements
+# --------------------------------------------------------------------------------------------------
+
+def _require_cuda():
+    import torch
+
+    if not torch.cuda.is_available():
+        raise CudaUnavailableError("launch-overhead benchmarks need a CUDA GPU (torch.cuda.is_available() is "
+                                   "False): run them on a GPU machine")
+    return torch
+
+
+class TinyKernelSequence:
+    """N launches of a one-element kernel on a non-default stream: eagerly, and as one CUDA graph.
+
+    The kernel is ``counter.add_(1.0)`` on ``counter: [1] float32`` (one element, negligible device
+    work). At construction the sequence is run once eagerly on the stream (warmup: kernel loading
+    happens outside capture), then the same ``n_launches`` launches are captured with
+    ``torch.cuda.graph(graph, stream=stream)`` (capture needs a non-default stream), and the counter
+    is reset to 0. Capture does not execute the kernels.
+
+    Every method issues work on :attr:`stream`; :meth:`value` synchronizes it before reading.
+
+    Args:
+        n_launches: launches per sequence (>= 1).
+        device: CUDA device.
+
+    Raises:
+        CudaUnavailableError: no CUDA GPU.
+        UsageError: ``n_launches < 1``.
+    """
+
+    def __init__(self, n_launches: int, *, device="cuda"):
+        torch = _require_cuda()
+        if n_launches < 1:
+            raise UsageError(f"n_launches must be >= 1, got {n_launches}")
+        self._torch = torch
+        self.n_launches = int(n_launches)
+        self.device = torch.device(device)
+        self.stream = torch.cuda.Stream(device=self.device)
+        self.counter = torch.zeros(1, dtype=torch.float32, device=self.device)
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        # The zeros kernel ran on the current stream; order the side stream after it.
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        self.graph = None
+        self.run_loop()
+        self.stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=self.stream):
+            counter = self.counter
+            for _ in range(self.n_launches):
+                counter.add_(1.0)
+        self.graph = graph
+        self.reset()
+
+    def run_loop(self) -> None:
+        """Issue the ``n_launches`` launches one by one on :attr:`stream` (no synchronize)."""
+        counter = self.counter
+        with self._torch.cuda.stream(self.stream):
+            for _ in range(self.n_launches):
+                counter.add_(1.0)
+
+    def replay(self) -> None:
+        """Issue one replay of the captured graph (all ``n_launches`` kernels) on :attr:`stream`."""
+        if self.graph is None:
+            raise RuntimeError("this TinyKernelSequence was closed")
+        with self._torch.cuda.stream(self.stream):
+            self.graph.replay()
+
+    def _fn(self, variant: str) -> Callable[[], None]:
+        if variant == "loop":
+            return self.run_loop
+        if variant == "graph":
+            return self.replay
+        raise UsageError(f"unknown launch variant {variant!r}: use 'loop' or 'graph'")
+
+    def timed(self, variant: str) -> float:
+        """Run one sequence (``"loop"`` or ``"graph"``) bracketed by CUDA events on :attr:`stream`,
+        synchronize the stream, return the event time in ms."""
+        fn = self._fn(variant)
+        self._start.record(self.stream)
+        fn()
+        self._end.record(self.stream)
+        self.stream.synchronize()
+        return self._start.elapsed_time(self._end)
+
+    def clocked(self, variant: str) -> tuple[float, float, float]:
+        """One sequence timed by three clocks: ``(issue_ms, synced_wall_ms, event_ms)``.
+
+        The stream is drained first, then ``t0 = perf_counter()``; start event; launches; end event;
+        ``t1`` (issue: no synchronize); ``stream.synchronize()``; ``t2`` (synced wall). The events give
+        the device-side time. See the module docstring for what is guaranteed.
+        """
+        fn = self._fn(variant)
+        self.stream.synchronize()
+        t0 = time.perf_counter()
+        self._start.record(self.stream)
+        fn()
+        self._end.record(self.stream)
+        t1 = time.perf_counter()
+        self.stream.synchronize()
+        t2 = time.perf_counter()
+        return (t1 - t0) * 1e3, (t2 - t0) * 1e3, self._start.elapsed_time(self._end)
+
+    def reset(self) -> None:
+        """Set the counter to 0 (on :attr:`stream`) and wait for it."""
+        with self._torch.cuda.stream(self.stream):
+            self.counter.zero_()
+        self.stream.synchronize()
+
+    def value(self) -> float:
+        """Synchronize :attr:`stream` and return the counter as a Python float."""
+        self.stream.synchronize()
+        return float(self.counter.item())
+
+    def close(self) -> None:
+        """Drop the graph (its baked pointer refers to :attr:`counter`)."""
+        if self.graph is not None:
+            self.graph.reset()
+        self.graph = None
+
+    def __enter__(self) -> "TinyKernelSequence":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Loop vs graph for one N: per-repeat CUDA-event ms ``[repeats]`` and the counter check.
+
+    ``count_observed == count_expected`` checks that every timed loop and replay ran all its kernels
+    (the counter started at 0 before warmup; both are exact integers in float32 below 2**24).
+    """
+
+    n_launches: int
+    loop_event_ms: tuple[float, ...]
+    graph_event_ms: tuple[float, ...]
+    count_expected: int
+    count_observed: float
+
+    @property
+    def loop_ms(self) -> float:
+        return median_ms(self.loop_event_ms)
+
+    @property
+    def graph_ms(self) -> float:
+        return median_ms(self.graph_event_ms)
+
+    @property
+    def speedup(self) -> float:
+        return speedup(self.loop_ms, self.graph_ms)
+
+    @property
+    def us_per_launch_loop(self) -> float:
+        return us_per_launch(self.loop_ms, self.n_launches)
+
+    @property
+    def us_per_launch_graph(self) -> float:
+        return us_per_launch(self.graph_ms, self.n_launches)
+
+    @property
+    def count_ok(self) -> bool:
+        return self.count_observed == float(self.count_expected)
+
+    def as_dict(self) -> dict:
+        """Medians and derived numbers (ms, µs) plus the per-repeat lists, JSON-ready."""
+        return {"n_launches": self.n_launches, "loop_ms": self.loop_ms, "graph_ms": self.graph_ms,
+                "speedup": self.speedup, "us_per_launch_loop": self.us_per_launch_loop,
+                "us_per_launch_graph": self.us_per_launch_graph, "count_ok": self.count_ok,
+                "count_expected": self.count_expected, "count_observed": self.count_observed,
+                "loop_event_ms": list(self.loop_event_ms), "graph_event_ms": list(self.graph_event_ms)}
+
+
+def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5, device="cuda") -> SweepResult:
+    """Time ``n_launches`` tiny launches as an eager loop and as one graph replay (CUDA events on the
+    non-default stream, stream synchronized after each call). Loop and replay alternate per repeat, so
+    clock or power drift affects both alike. Medians over ``repeats`` after ``warmup`` calls of each.
+
+    Raises:
+        CudaUnavailableError: no CUDA GPU.
+        UsageError: ``repeats < 1``, ``warmup < 0``, or a count above 2**24.
+    """
+    if repeats < 1 or warmup < 0:
+        raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
+    expected = expected_count(n_launches, 2 * (warmup + repeats))
+    with TinyKernelSequence(n_launches, device=device) as seq:
+        for _ in range(warmup):
+            seq.timed("loop")
+            seq.timed("graph")
+        loop_ms, graph_ms = [], []
+        for _ in range(repeats):
+            loop_ms.append(seq.timed("loop"))
+            graph_ms.append(seq.timed("graph"))
+        observed = seq.value()
+    return SweepResult(n_launches=n_launches, loop_event_ms=tuple(loop_ms), graph_event_ms=tuple(graph_ms),
+                       count_expected=expected, count_observed=observed)
+
+
+def check_count(seq: TinyKernelSequence, *, loops: int, replays: int) -> tuple[float, int]:
+    """Reset the counter, run ``loops`` eager sequences and ``replays`` graph replays, and return
+    ``(observed, expected)``: the counter value and ``n_launches * (loops + replays)``.
+
+    Raises :class:`UsageError` when the expected count is above 2**24 (not exact in float32)."""
+    expected = expected_count(seq.n_launches, loops + replays)
+    seq.reset()
+    for _ in range(loops):
+        seq.run_loop()
+    for _ in range(replays):
+        seq.replay()
+    return seq.value(), expected
+
+
+@dataclass(frozen=True)
+class ClockResult:
+    """Per-repeat times ``[repeats]`` (ms) of one variant by three clocks; see :meth:`TinyKernelSequence.clocked`."""
+
+    n_launches: int
+    variant: str
+    issue_ms: tuple[float, ...]
+    synced_wall_ms: tuple[float, ...]
+    event_ms: tuple[float, ...]
+
+    def medians(self) -> dict:
+        """``{"issue_ms", "synced_wall_ms", "event_ms"}`` medians in ms."""
+        return {"issue_ms": median_ms(self.issue_ms), "synced_wall_ms": median_ms(self.synced_wall_ms),
+                "event_ms": median_ms(self.event_ms)}
+
+    def violations(self) -> list[str]:
+        """Guaranteed orderings that failed (see :func:`clock_ordering_violations`); empty when fine."""
+        return clock_ordering_violations(self.issue_ms, self.synced_wall_ms, self.event_ms)
+
+
+def measure_clocks(n_launches: int, variant: str = "loop", *, repeats: int = 50, warmup: int = 5,
+                   seq: TinyKernelSequence | None = None, device="cuda") -> ClockResult:
+    """Time one variant (``"loop"`` or ``"graph"``) of ``n_launches`` tiny launches by the host clock
+    without synchronize (issue time), with synchronize (synced wall) and by CUDA events (device time).
+    Uses ``seq`` when given (its counter keeps counting), else a new :class:`TinyKernelSequence`.
+
+    Raises:
+        CudaUnavailableError: no CUDA GPU.
+        UsageError: unknown variant, ``repeats < 1`` or ``warmup < 0``.
+    """
+    if repeats < 1 or warmup < 0:
+        raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
+    own = seq is None
+    seq = TinyKernelSequence(n_launches, device=device) if own else seq
+    try:
+        for _ in range(warmup):
+            seq.clocked(variant)
+        rows = [seq.clocked(variant) for _ in range(repeats)]
+    finally:
+        if own:
+            seq.close()
+    issue, wall, event = (tuple(col) for col in zip(*rows))
+    return ClockResult(n_launches=seq.n_launches, variant=variant, issue_ms=issue, synced_wall_ms=wall,
+                       event_ms=event)
+
+
+@dataclass(frozen=True)
+class BakedPointerResult:
+    """What a replay writes after the captured buffer was replaced (all values are counter floats).
+
+    Case "rebind" (old buffer kept alive): the graph captured ``n_launches`` ``+1`` launches on ``old``;
+    after one replay ``new`` is allocated and the name is re-pointed to it, then a second replay runs.
+    The graph still writes ``old`` (``old_value == 2 * n_launches``) and never ``new`` (``new_value == 0``).
+
+    Case "free then allocate": another graph captured launches on ``freed``; that tensor is deleted
+    (its block returns to PyTorch's caching allocator, still mapped), ``realloc`` of the same size is
+    allocated, then the graph is replayed. If the allocator handed back the same address
+    (``same_address``) the replay silently writes into ``realloc``, a tensor it never saw
+    (``realloc_value == n_launches``); otherwise ``realloc`` stays 0 and the write lands in a free
+    cached block. Which one happens is the allocator's choice; it is reported, not assumed.
+    """
+
+    n_launches: int
+    old_ptr: int
+    new_ptr: int
+    old_value: float
+    new_value: float
+    freed_ptr: int
+    realloc_ptr: int
+    realloc_value: float
+
+    @property
+    def same_address(self) -> bool:
+        return self.freed_ptr == self.realloc_ptr
+
+    @property
+    def rebind_ok(self) -> bool:
+        """The graph updated the old buffer (twice) and not the new one."""
+        return self.old_value == 2.0 * self.n_launches and self.new_value == 0.0
+
+    @property
+    def realloc_expected_value(self) -> float:
+        """What ``realloc`` must hold after the replay, given where the allocator put it."""
+        return float(self.n_launches) if self.same_address else 0.0
+
+    def as_dict(self) -> dict:
+        return {"n_launches": self.n_launches, "old_ptr": self.old_ptr, "new_ptr": self.new_ptr,
+                "old_value": self.old_value, "new_value": self.new_value, "rebind_ok": self.rebind_ok,
+                "freed_ptr": self.freed_ptr, "realloc_ptr": self.realloc_ptr,
+                "same_address": self.same_address, "realloc_value": self.realloc_value}
+
+
+def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerResult:
+    """Show that a graph keeps writing the address it captured (see :class:`BakedPointerResult`).
+
+    The free-then-allocate case never calls ``torch.cuda.empty_cache()`` (nor captures another graph,
+    which empties the cache) between the free and the replay: the freed block stays mapped in the
+    caching allocator, so the stray write cannot fault and poison the process's CUDA context. The
+    graph is destroyed before returning, so its dangling pointer can never be replayed again. The
+    real ``cudaFree`` case runs in ``perf_tests/cuda/graphs.cu`` under compute-sanitizer.
+
+    Raises:
+        CudaUnavailableError: no CUDA GPU.
+        UsageError: ``n_launches < 1``.
+    """
+    torch = _require_cuda()
+    if n_launches < 1:
+        raise UsageError(f"n_launches must be >= 1, got {n_launches}")
+    dev = torch.device(device)
+    stream = torch.cuda.Stream(device=dev)
+
+    def capture(buf):
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(stream):          # warm up outside capture
+            buf.add_(1.0)
+        stream.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for _ in range(n_launches):
+                buf.add_(1.0)                    # the address of buf is baked into each kernel node
+        buf.zero_()                              # current stream; capture() synchronized the device
+        torch.cuda.synchronize(dev)
+        return g
+
+    def replay(g):
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(stream):
+            g.replay()
+        stream.synchronize()
+
+    # Case 1: re-point the name, keep the old buffer alive.
+    d = torch.zeros(1, dtype=torch.float32, device=dev)
+    g1 = capture(d)
+    replay(g1)
+    old = d
+    d = torch.zeros(1, dtype=torch.float32, device=dev)      # "d = new buffer": the graph never sees it
+    replay(g1)
+    torch.cuda.synchronize(dev)
+    result_old = (old.data_ptr(), d.data_ptr(), float(old.item()), float(d.item()))
+    g1.reset()
+    del old, d, g1
+
+    # Case 2: free the captured buffer, allocate another of the same size, replay.
+    e = torch.zeros(1, dtype=torch.float32, device=dev)
+    g2 = capture(e)
+    freed_ptr = e.data_ptr()
+    del e                                      # the last reference: the block goes back to the cache
+    realloc = torch.zeros(1, dtype=torch.float32, device=dev)
+    replay(g2)
+    torch.cuda.synchronize(dev)
+    realloc_value = float(realloc.item())
+    g2.reset()
+    del g2
+    return BakedPointerResult(n_launches=n_launches, old_ptr=result_old[0], new_ptr=result_old[1],
+                              old_value=result_old[2], new_value=result_old[3], freed_ptr=freed_ptr,
+                              realloc_ptr=realloc.data_ptr(), realloc_value=realloc_value)

@@ -1,0 +1,290 @@
+"""Launch-overhead report: N-sweep table, plot, predicted vs measured saving, docs page (CPU only).
+
+Every run here is a small synthetic pytest-benchmark dict built in the test; expected numbers are
+worked out by hand from it.
+"""
+
+import json
+
+import pytest
+
+from cudagraph_bench import launch_report as lr
+from cudagraph_bench.errors import InputFileError, UsageError
+
+
+def bench(median_s=0.001, rounds=50, data=None, **info):
+    """One pytest-benchmark entry (stats in seconds) with ``extra_info=info``."""
+    stats = {"min": median_s, "max": median_s, "mean": median_s, "median": median_s, "stddev": 0.0,
+             "rounds": rounds, "iterations": 1}
+    if data is not None:
+        stats["data"] = data
+    name = "test_" + "-".join(f"{v}" for v in info.values() if not isinstance(v, list))
+    return {"group": None, "name": name, "fullname": f"perf_tests/x.py::{name}", "stats": stats,
+            "extra_info": info}
+
+
+def launch_bench(n, variant, event_median_ms, **extra):
+    return bench(suite="launch", n_launches=n, variant=variant, event_median_ms=event_median_ms, **extra)
+
+
+def fwd(model, seq_len, variant, event_median_ms, **extra):
+    return bench(suite="forward", model=model, dtype="float32", seq_len=seq_len, variant=variant, batch=1,
+                 event_median_ms=event_median_ms, **extra)
+
+
+def make_run(benchmarks):
+    return {"machine_info": {"node": "test", "cuda": {"gpu_name": "Test GPU", "torch": "2.11.0+cu130",
+                                                       "cuda_runtime": "13.0", "driver": "580.00"}},
+            "commit_info": {}, "benchmarks": benchmarks, "datetime": "2026-01-01T00:00:00", "version": "5.3.1"}
+
+
+CLOCKS_512_LOOP = {"clock_issue_ms": 1.0, "clock_synced_wall_ms": 1.1, "clock_event_ms": 1.05}
+
+LAUNCH = [
+    launch_bench(8, "loop", 0.016), launch_bench(8, "graph", 0.016),
+    launch_bench(512, "loop", 1.024, **CLOCKS_512_LOOP), launch_bench(512, "graph", 0.256),
+    launch_bench(4096, "loop", 8.192), launch_bench(4096, "graph", 1.024),
+    launch_bench(64, "loop", 0.128),                                   # graph variant missing
+]
+FORWARD = [
+    fwd("gpt2", 50, "eager", 10.0, n_kernels=400), fwd("gpt2", 50, "graph", 4.0),
+    fwd("gpt2", 16, "eager", 8.0), fwd("gpt2", 16, "graph", 3.0),       # no n_kernels: not modelled
+    fwd("bert-tiny", 16, "eager", 2.0, n_kernels=100),                  # no graph: not modelled
+    fwd("bert-tiny", 128, "eager", 1.0, n_kernels=1000), fwd("bert-tiny", 128, "graph", 0.5),
+    fwd("gpt2", 50, "padded", 5.0),
+]
+
+
+def test_launch_rows_values_and_missing_variant():
+    rows = lr.launch_rows(make_run(LAUNCH + FORWARD))
+    assert [r.n_launches for r in rows] == [8, 64, 512, 4096]
+    r512 = rows[2]
+    assert (r512.loop_ms, r512.graph_ms) == (1.024, 0.256)
+    assert r512.speedup == 4.0
+    assert r512.us_per_launch_loop == pytest.approx(2.0)
+    assert r512.us_per_launch_graph == pytest.approx(0.5)
+    assert r512.loop_clocks == {"issue_ms": 1.0, "synced_wall_ms": 1.1, "event_ms": 1.05}
+    assert r512.graph_clocks is None
+    assert r512.rounds == 50
+    r64 = rows[1]
+    assert r64.graph_ms is None and r64.speedup is None and r64.us_per_launch_graph is None
+    assert not r64.complete
+
+
+def test_median_falls_back_from_event_median_to_event_list_to_wall_stats():
+    b1 = bench(median_s=0.5, suite="launch", n_launches=8, variant="loop", cuda_event_ms=[3.0, 1.0, 2.0, 10.0])
+    assert lr.bench_median_ms(b1) == (2.5, "cuda-event")
+    b2 = bench(median_s=0.004, suite="launch", n_launches=8, variant="graph")
+    assert lr.bench_median_ms(b2) == (4.0, "wall")
+    rows = lr.launch_rows(make_run([b1, b2]))
+    assert rows[0].clock == "cuda-event+wall"
+    with pytest.raises(InputFileError, match="no median"):
+        lr.bench_median_ms({"name": "x", "extra_info": {}, "stats": {}})
+
+
+def test_launch_rows_reject_bad_and_duplicate_entries():
+    assert lr.launch_rows(make_run(FORWARD)) == []                     # no launch suite: no rows
+    with pytest.raises(InputFileError, match="twice"):
+        lr.launch_rows(make_run([launch_bench(8, "loop", 1.0), launch_bench(8, "loop", 2.0)]))
+    with pytest.raises(InputFileError, match="n_launches"):
+        lr.launch_rows(make_run([bench(suite="launch", variant="loop")]))
+    with pytest.raises(InputFileError, match="variant"):
+        lr.launch_rows(make_run([launch_bench(8, "eager", 1.0)]))
+    with pytest.raises(InputFileError, match="benchmarks"):
+        lr.launch_rows({"not": "a run"})
+
+
+def test_launch_table_markdown_literal():
+    table = lr.launch_table_markdown(lr.launch_rows(make_run(LAUNCH)))
+    assert table.splitlines() == [
+        "| N | loop ms | graph ms | speedup × | µs/launch loop | µs/launch graph |",
+        "|---:|---:|---:|---:|---:|---:|",
+        "| 8 | 0.0160 | 0.0160 | 1.00 | 2.000 | 2.000 |",
+        "| 64 | 0.1280 | - | - | 2.000 | - |",
+        "| 512 | 1.0240 | 0.2560 | 4.00 | 2.000 | 0.500 |",
+        "| 4096 | 8.1920 | 1.0240 | 8.00 | 2.000 | 0.250 |",
+    ]
+
+
+def test_clocks_table_only_when_clock_fields_exist():
+    rows = lr.launch_rows(make_run(LAUNCH))
+    table = lr.clocks_table_markdown(rows)
+    assert table.splitlines()[2] == "| 512 | loop | 1.0000 | 1.1000 | 1.0500 |"
+    assert len(table.splitlines()) == 3
+    assert lr.clocks_table_markdown(lr.launch_rows(make_run(LAUNCH[:2]))) is None
+
+
+def test_reference_row_prefers_512_else_largest_complete():
+    rows = lr.launch_rows(make_run(LAUNCH))
+    assert lr.reference_row(rows).n_launches == 512
+    assert lr.reference_row(rows, reference_n=64).n_launches == 4096     # 64 lacks the graph variant
+    assert lr.reference_row([r for r in rows if r.n_launches != 512]).n_launches == 4096
+    assert lr.reference_row(lr.launch_rows(make_run([launch_bench(8, "loop", 1.0)]))) is None
+
+
+def test_saving_rows_predicted_vs_measured_literal():
+    run = make_run(LAUNCH + FORWARD)
+    ref = lr.reference_row(lr.launch_rows(run))          # N=512: loop 2.0 µs, graph 0.5 µs per launch
+    rows = lr.saving_rows(run, ref)
+    assert [(r["model"], r["seq_len"]) for r in rows] == [("bert-tiny", 128), ("gpt2", 50)]
+    bert, gpt2 = rows
+    # gpt2 L=50: 400 kernels x 1.5 µs = 0.6 ms predicted; 10.0 - 4.0 = 6.0 ms measured
+    assert gpt2["predicted_saving_ms"] == pytest.approx(0.6)
+    assert gpt2["measured_saving_ms"] == pytest.approx(6.0)
+    assert gpt2["measured_over_predicted"] == pytest.approx(10.0)
+    # bert-tiny L=128: 1000 x 1.5 µs = 1.5 ms predicted; 0.5 ms measured
+    assert bert["predicted_saving_ms"] == pytest.approx(1.5)
+    assert bert["measured_saving_ms"] == pytest.approx(0.5)
+    assert bert["clock"] == "cuda-event"
+    table = lr.saving_table_markdown(rows).splitlines()
+    assert table[0] == ("| model | dtype | tokens | kernels | eager ms | graph ms | measured saving ms | "
+                        "predicted saving ms | measured / predicted |")
+    assert table[3] == "| gpt2 | float32 | 50 | 400 | 10.000 | 4.000 | 6.000 | 0.600 | 10.00 |"
+
+
+def test_render_section_handles_missing_suites():
+    no_launch = lr.render_launch_section(make_run(FORWARD))
+    assert "No launch-suite benchmarks" in no_launch
+    no_forward = lr.render_launch_section(make_run(LAUNCH))
+    assert "| 512 | 1.0240 | 0.2560 | 4.00 | 2.000 | 0.500 |" in no_forward
+    assert "No forward-suite case" in no_forward
+    both = lr.render_launch_section(make_run(LAUNCH + FORWARD))
+    assert "| gpt2 | float32 | 50 | 400 |" in both
+    assert "(2.000 − 0.500) µs" in both
+    only_loop = lr.render_launch_section(make_run([launch_bench(8, "loop", 1.0)]))
+    assert "no model" in only_loop
+
+
+def test_speedup_figure_axes_are_log_x_and_labelled_with_units():
+    rows = lr.launch_rows(make_run(LAUNCH))
+    fig = lr.speedup_figure({"torch": rows})
+    ax_s, ax_us = fig.axes
+    for ax in (ax_s, ax_us):
+        assert ax.get_xscale() == "log"
+        assert ax.get_xlabel() == "launches per sequence N (log scale)"
+    assert "(×)" in ax_s.get_ylabel() and "µs" in ax_us.get_ylabel()
+    speedup_line = ax_s.get_lines()[0]
+    assert list(speedup_line.get_xdata()) == [8, 512, 4096]          # N=64 has no graph: not plotted
+    assert list(speedup_line.get_ydata()) == [1.0, 4.0, 8.0]
+    with pytest.raises(UsageError, match="nothing to plot"):
+        lr.speedup_figure({"torch": [r for r in rows if not r.complete]})
+
+
+def test_save_speedup_plot_writes_png_atomically(tmp_path):
+    path = lr.save_speedup_plot(lr.launch_rows(make_run(LAUNCH)), tmp_path / "sub" / "plot.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in path.parent.iterdir()] == ["plot.png"]
+
+
+GRAPHS_CU = {
+    "program": "graphs.cu", "mode": "full", "repeats": 50, "warmup": 1,
+    "device": {"name": "Test GPU", "compute_capability": "9.0", "cuda_runtime": 13000, "cuda_driver": 13000},
+    "sweep": [
+        {"n_launches": 512, "loop_ms": 1.28, "graph_ms": 0.64, "clocks": {
+            "loop": {"issue_ms": 1.2, "synced_wall_ms": 1.3, "event_ms": 1.28},
+            "graph": {"issue_ms": 0.01, "synced_wall_ms": 0.7, "event_ms": 0.64}}},
+        {"n_launches": 8, "loop_ms": 0.02, "graph_ms": 0.02},
+    ],
+    "baked_pointer_keep_alive": {"old_value": 16, "expected_old_value": 16, "d2_value": 0},
+    "baked_pointer": {"chain_ptrs": [1, 2, 3, 4, 5], "aliased_index": 0, "aliased_value": 8, "d2_value": 0,
+                      "launch_error": "cudaSuccess", "sync_error": "cudaSuccess"},
+}
+
+
+def test_graphs_cu_rows_and_bad_input():
+    rows = lr.graphs_cu_rows(GRAPHS_CU)
+    assert [r.n_launches for r in rows] == [8, 512]
+    assert rows[1].speedup == 2.0 and rows[1].us_per_launch_loop == pytest.approx(2.5)
+    assert rows[1].graph_clocks == {"issue_ms": 0.01, "synced_wall_ms": 0.7, "event_ms": 0.64}
+    with pytest.raises(InputFileError, match="sweep"):
+        lr.graphs_cu_rows({"mode": "baked-pointer-only"})
+    with pytest.raises(InputFileError, match="n_launches"):
+        lr.graphs_cu_rows({"sweep": [{"loop_ms": 1.0}]})
+
+
+SANITIZER_LOG = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at tiny(float *)+0x70 in graphs.cu:55
+=========     by thread (0,0,0) in block (0,0,0)
+=========     Address 0x7f3a00000000 is out of bounds
+=========     and is 8,388,609 bytes after the nearest allocation at 0x7f39ff800000 of size 4 bytes
+=========
+========= Invalid __global__ write of size 4 bytes
+=========     at tiny(float *)+0x70 in graphs.cu:55
+=========     Address 0x7f3a00000000 is out of bounds
+========= ERROR SUMMARY: 2 errors
+"""
+
+
+def test_parse_sanitizer_log():
+    assert lr.parse_sanitizer_log(SANITIZER_LOG) == {
+        "invalid_global_writes": 2, "invalid_global_reads": 0, "error_summary": 2,
+        "first_address": "0x7f3a00000000", "first_address_note": "is out of bounds"}
+    clean = lr.parse_sanitizer_log("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")
+    assert clean["invalid_global_writes"] == 0 and clean["error_summary"] == 0
+    assert lr.parse_sanitizer_log("")["error_summary"] is None
+
+
+def test_baked_pointer_outcome_branches():
+    assert "allocation #0" in lr.baked_pointer_outcome(GRAPHS_CU["baked_pointer"])
+    fault = {"launch_error": "cudaSuccess", "sync_error": "cudaErrorIllegalAddress", "aliased_index": -1}
+    assert "cudaErrorIllegalAddress" in lr.baked_pointer_outcome(fault)
+    silent = {"launch_error": "cudaSuccess", "sync_error": "cudaSuccess", "aliased_index": -1, "d2_value": 0}
+    assert "without a fault" in lr.baked_pointer_outcome(silent)
+
+
+def test_write_launch_page_from_json_only(tmp_path):
+    run = make_run(LAUNCH + FORWARD)
+    page, plot = lr.write_launch_page(run, tmp_path / "docs", source="baselines/test/run.json",
+                                      graphs_cu=GRAPHS_CU, sanitizer={"d4.log": SANITIZER_LOG})
+    assert page.name == "launch-overhead.md" and plot.name == "launch_speedup_vs_n.png"
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    text = page.read_text()
+    assert "baselines/test/run.json" in text and "GPU Test GPU" in text
+    assert "| 4096 | 8.1920 | 1.0240 | 8.00 | 2.000 | 0.250 |" in text
+    assert "![graph replay speedup and µs per launch vs N](launch_speedup_vs_n.png)" in text
+    assert "At N=512 the eager loop costs 2.000 µs per launch and the graph replay 0.500 µs" in text
+    assert "| gpt2 | float32 | 50 | 400 | 10.000 | 4.000 | 6.000 | 0.600 | 10.00 |" in text
+    assert "| 512 | 1.2800 | 0.6400 | 2.00 | 2.500 | 1.250 |" in text          # graphs.cu table
+    assert "| 512 | graph | 0.0100 | 0.7000 | 0.6400 |" not in text            # clocks table is the torch run's
+    assert "| 512 | loop | 1.0000 | 1.1000 | 1.0500 |" in text
+    assert "2 invalid global write(s)" in text
+    for topic in ("## Why the speedup grows with N", "## Host issue time vs device time", "## Baked pointers",
+                  "cudaGraphExecUpdate", "recapture"):
+        assert topic in text
+    assert "Medians of 50 rounds" in text
+
+
+def test_write_launch_page_without_launch_suite_raises_and_writes_nothing(tmp_path):
+    with pytest.raises(InputFileError, match="no launch-suite"):
+        lr.write_launch_page(make_run(FORWARD), tmp_path, source="x.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
+    run_path = tmp_path / "run.json"
+    run_path.write_text(json.dumps(make_run(LAUNCH)))
+    gcu = tmp_path / "graphs_cu.json"
+    gcu.write_text(json.dumps(GRAPHS_CU))
+    log = tmp_path / "compute_sanitizer_d4.log"
+    log.write_text(SANITIZER_LOG)
+    # the program's stdout saved next to the log: diagnostics, then the JSON object line
+    bp = dict(GRAPHS_CU["baked_pointer"], d_bytes=4)
+    (tmp_path / "compute_sanitizer_d4.json").write_text("noise\n" + json.dumps({"baked_pointer": bp}) + "\n")
+    out = tmp_path / "docs"
+    assert lr.main([str(run_path), "-o", str(out), "--graphs-cu", str(gcu), "--sanitizer", str(log)]) == 0
+    assert (out / "launch_speedup_vs_n.png").is_file()
+    text = (out / "launch-overhead.md").read_text()
+    assert "`compute_sanitizer_d4.log`: 2 invalid global write(s)" in text
+    assert "Program: captured buffer of 4 bytes; allocation #0 made after the free" in text
+
+    fwd_only = tmp_path / "fwd.json"
+    fwd_only.write_text(json.dumps(make_run(FORWARD)))
+    assert lr.main([str(fwd_only), "-o", str(tmp_path / "d2")]) == 2
+    assert "no launch-suite benchmarks" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert lr.main([str(run_path), "-o", str(out), "--graphs-cu", str(bad)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert lr.main([str(tmp_path / "missing.json"), "-o", str(out)]) == 2
