@@ -1,0 +1,204 @@
+"""Plots of forward-pass latency (matplotlib, Agg; no torch, no pyplot global state).
+
+- :func:`latency_comparison`: the latency distribution of every variant, one panel per
+  (model, dtype): a histogram per variant when the panel has one prompt length (the source spec's
+  ``latency_comparison.png``), box plots per variant and prompt length otherwise;
+- :func:`speedup_vs_length`: speedup of each variant over eager (median eager / median variant)
+  against the prompt length (log2 axis), one line per variant, with the 30%-reduction target.
+
+Functions return a ``matplotlib.figure.Figure`` (inspect it in tests) and :func:`save_figure` writes
+it atomically. Inputs are plain mappings keyed by :class:`~cudagraph_bench.cases.Case`, so run files
+of any origin (``cudagraph-bench run``, ``pytest --benchmark-json``) plot the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from cudagraph_bench.cases import FORWARD_VARIANTS, Case
+
+#: One fixed colour per variant, so every plot uses the same legend.
+VARIANT_COLORS = {"eager": "tab:gray", "graph": "tab:blue", "padded": "tab:orange", "bucketed": "tab:purple",
+                  "compile": "tab:green", "compile+graph": "tab:red"}
+#: The gate's default target: graph replay cuts median latency by >= 30%, i.e. a speedup of 1/0.7.
+DEFAULT_TARGET_REDUCTION = 0.30
+LATENCY_LABEL = "latency per forward pass (ms)"
+LENGTH_LABEL = "prompt length (tokens)"
+SPEEDUP_LABEL = "speedup vs eager (x, ratio of medians)"
+
+
+def _variant_order(variants) -> list[str]:
+    known = [v for v in FORWARD_VARIANTS if v in variants]
+    return known + sorted(v for v in variants if v not in FORWARD_VARIANTS)
+
+
+def _panels(cases) -> list[tuple[str, str]]:
+    return sorted({(c.model, c.dtype) for c in cases})
+
+
+def _new_figure(n_panels: int, width: float = 7.0, height: float = 4.2):
+    """A figure with ``n_panels`` axes in a grid of up to 2 columns (unused cells hidden)."""
+    from matplotlib.figure import Figure
+
+    ncols = 1 if n_panels == 1 else 2
+    nrows = -(-n_panels // ncols)
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    grid = list(fig.subplots(nrows, ncols, squeeze=False).ravel())
+    for ax in grid[n_panels:]:
+        ax.set_visible(False)
+    return fig, grid[:n_panels]
+
+
+def _plain_log_ticks(axis) -> None:
+    """Tick labels like ``0.5``, ``2``, ``10`` instead of ``5x10^-1`` on a log axis."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
+
+
+def _suptitle(fig, what: str, gpu: str | None) -> None:
+    fig.suptitle(f"{what}, batch 1" + (f", {gpu}" if gpu else ""))
+
+
+def latency_comparison(samples_ms: Mapping[Case, Sequence[float]], *, gpu: str | None = None):
+    """Latency distribution per variant.
+
+    Args:
+        samples_ms: per-round latencies ``[rounds]`` in ms of each forward case.
+        gpu: GPU name for the title (e.g. ``"NVIDIA H200"``), or None.
+
+    Returns:
+        a Figure with one axes per (model, dtype), titled ``"<model> <dtype>"``; each axes has one
+        legend entry per variant. Raises ``ValueError`` when ``samples_ms`` is empty.
+    """
+    if not samples_ms:
+        raise ValueError("no forward measurements to plot")
+    panels = _panels(samples_ms)
+    fig, axes = _new_figure(len(panels))
+    for ax, (model, dtype) in zip(axes, panels):
+        cases = {c: np.asarray(v, dtype=float) for c, v in samples_ms.items() if (c.model, c.dtype) == (model, dtype)}
+        variants = _variant_order({c.variant for c in cases})
+        lengths = sorted({c.seq_len for c in cases})
+        if len(lengths) == 1:
+            _histograms(ax, cases, variants)
+            ax.set_title(f"{model} {dtype}, prompt {lengths[0]} tokens")
+        else:
+            _boxes(ax, cases, variants, lengths)
+            ax.set_title(f"{model} {dtype}")
+    _suptitle(fig, "Forward-pass latency distribution", gpu)
+    return fig
+
+
+def _histograms(ax, cases: dict, variants: list[str]) -> None:
+    values = np.concatenate(list(cases.values()))
+    lo, hi = float(values.min()), float(values.max())
+    log = hi / max(lo, 1e-9) > 8
+    bins = np.geomspace(lo, hi, 60) if log and lo > 0 else np.linspace(lo, hi if hi > lo else lo + 1e-3, 60)
+    for variant in variants:
+        data = np.concatenate([v for c, v in cases.items() if c.variant == variant])
+        ax.hist(data, bins=bins, alpha=0.6, color=VARIANT_COLORS.get(variant), label=variant)
+    if log:
+        ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis)
+    ax.set_xlabel(LATENCY_LABEL)
+    ax.set_ylabel("rounds (count)")
+    ax.legend(title="variant")
+
+
+def _boxes(ax, cases: dict, variants: list[str], lengths: list[int]) -> None:
+    from matplotlib.patches import Patch
+
+    by_key = {(c.seq_len, c.variant): v for c, v in cases.items()}
+    width = 0.8 / len(variants)
+    for j, variant in enumerate(variants):
+        positions, data = [], []
+        for i, length in enumerate(lengths):
+            sample = by_key.get((length, variant))
+            if sample is not None:
+                positions.append(i - 0.4 + width * (j + 0.5))
+                data.append(sample)
+        if not data:
+            continue
+        color = VARIANT_COLORS.get(variant, "black")
+        ax.boxplot(data, positions=positions, widths=width * 0.9, patch_artist=True, showfliers=True,
+                   boxprops={"facecolor": color, "alpha": 0.6},
+                   medianprops={"color": "black", "gid": f"median:{variant}"},
+                   flierprops={"markersize": 2, "markeredgecolor": color})
+    ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
+    ax.set_xlim(-0.6, len(lengths) - 0.4)
+    ax.set_yscale("log")
+    _plain_log_ticks(ax.yaxis)
+    ax.grid(True, axis="y", which="major", alpha=0.3)
+    ax.set_xlabel(LENGTH_LABEL)
+    ax.set_ylabel(LATENCY_LABEL)
+    ax.legend(handles=[Patch(facecolor=VARIANT_COLORS.get(v, "black"), alpha=0.6, label=v) for v in variants],
+              title="variant", fontsize="small")
+
+
+def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = None,
+                      target_reduction: float | None = DEFAULT_TARGET_REDUCTION):
+    """Speedup over eager (``eager median / variant median``) against prompt length.
+
+    Args:
+        medians_ms: median latency in ms of each forward case; cases whose (model, dtype, seq_len) has
+            no eager median are left out.
+        gpu: GPU name for the title, or None.
+        target_reduction: draw the speedup ``1 / (1 - target_reduction)`` as a dashed line (None: no line).
+
+    Returns:
+        a Figure with one axes per (model, dtype) that has eager medians; x: prompt length in tokens on
+        a log2 axis, y: speedup; one line per variant (eager is the line at 1). Raises ``ValueError``
+        when no case has an eager median.
+    """
+    eager = {c.without_variant(): m for c, m in medians_ms.items() if c.variant == "eager"}
+    usable = {c: m for c, m in medians_ms.items() if c.without_variant() in eager and m > 0}
+    if not eager:
+        raise ValueError("no eager medians: the speedup plot needs the eager variant")
+    panels = _panels(usable)
+    fig, axes = _new_figure(len(panels))
+    for ax, (model, dtype) in zip(axes, panels):
+        cases = {c: m for c, m in usable.items() if (c.model, c.dtype) == (model, dtype)}
+        lengths = sorted({c.seq_len for c in cases})
+        for variant in _variant_order({c.variant for c in cases}):
+            points = sorted((c.seq_len, eager[c.without_variant()] / m) for c, m in cases.items() if c.variant == variant)
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", color=VARIANT_COLORS.get(variant), label=variant,
+                    linestyle="--" if variant == "eager" else "-")
+        if target_reduction is not None:
+            ax.axhline(1.0 / (1.0 - target_reduction), color="black", linewidth=0.8, linestyle=":",
+                       label=f"target: {target_reduction:.0%} lower median latency")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.minorticks_off()
+        ax.set_xlabel(LENGTH_LABEL)
+        ax.set_ylabel(SPEEDUP_LABEL)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"{model} {dtype}")
+        ax.legend(fontsize="small")
+    _suptitle(fig, "Speedup over eager vs prompt length", gpu)
+    return fig
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Write ``fig`` as PNG to ``path`` atomically (temporary file in the same folder, then
+    ``os.replace``). Creates missing folders. Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=dpi)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

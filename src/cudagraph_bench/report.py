@@ -1,0 +1,422 @@
+"""``cudagraph-bench report RUN [RUN ...] -o docs/ [--readme README.md]``: the markdown results and the
+PNG plots of committed run JSONs, so README and docs are regenerated from data, never typed in.
+
+Reads any pytest-benchmark JSON with cudagraph-bench ``extra_info`` (``cudagraph-bench run``'s
+``run.json`` or ``pytest --benchmark-json``); several runs (e.g. one per model, measured in separate
+calls) are merged, a case measured twice is an error. Writes to the output folder:
+
+- ``results.md``: per forward case the eager and graph medians, the latency reduction, the p95s and
+  every other variant present (median and reduction), the fastest variant; all measurements
+  (mean, median, p95, min, max, compile time, correctness); cases that failed with their reasons;
+  the decode suite (ms/token, tokens/s, speedup over ``generate``); the launch suite;
+- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.plots`).
+
+With ``--readme``, the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` is
+replaced by the summary table and links to the plots and ``results.md`` (atomic write). No torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cudagraph_bench.cases import FORWARD_VARIANTS, Case
+from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.runfile import DEFAULT_STORAGE, Measurement, Run, load_run, measurements, write_text_atomic
+from cudagraph_bench.stats import reduction
+from cudagraph_bench.table import Column, render_table
+
+MARKER_START = "<!-- results:start -->"
+MARKER_END = "<!-- results:end -->"
+RESULTS_MD = "results.md"
+LATENCY_PNG = "latency_comparison.png"
+SPEEDUP_PNG = "speedup_vs_length.png"
+
+
+# --------------------------------------------------------------------------------------------------
+# loading
+
+
+def load_runs(refs: list[str], storage: str = DEFAULT_STORAGE) -> list[Run]:
+    """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file."""
+    return [load_run(ref, storage) for ref in refs]
+
+
+def merged(runs: list[Run]) -> dict[tuple, Measurement]:
+    """All benchmarks of ``runs`` keyed by ``(suite, *key)`` (see :func:`runfile.measurements`).
+
+    Raises InputFileError when two runs hold the same case."""
+    out: dict[tuple, Measurement] = {}
+    origin: dict[tuple, Path] = {}
+    for run in runs:
+        for key, m in measurements(run).items():
+            if key in out:
+                raise InputFileError(f"{m.label!r} is in both {origin[key]} and {run.path}: "
+                                     "report each case from one run")
+            out[key], origin[key] = m, run.path
+    return out
+
+
+def not_measured(runs: list[Run]) -> list[dict]:
+    """Cases a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``)."""
+    out = []
+    for run in runs:
+        section = run.data.get("cudagraph_bench") or {}
+        for f in section.get("failures") or []:
+            if isinstance(f, dict) and {"model", "dtype", "seq_len", "variant"} <= f.keys():
+                out.append(dict(f))
+    return out
+
+
+def gpu_name(runs: list[Run]) -> str | None:
+    """The GPU of the runs (``machine_info["cuda"]["gpu_name"]``), joined with "/" when they differ."""
+    names = list(dict.fromkeys((r.cuda or {}).get("gpu_name") for r in runs if r.cuda))
+    return " / ".join(n for n in names if n) or None
+
+
+def _variant_index(variant: str) -> int:
+    return FORWARD_VARIANTS.index(variant) if variant in FORWARD_VARIANTS else len(FORWARD_VARIANTS)
+
+
+# --------------------------------------------------------------------------------------------------
+# forward suite
+
+
+def _status(info: dict) -> str:
+    if info.get("status"):
+        return str(info["status"])
+    return "ok" if info.get("correct", True) else "mismatch"
+
+
+def _note(info: dict) -> str | None:
+    parts = []
+    if info.get("reason"):
+        parts.append(str(info["reason"]))
+    parts += [str(n) for n in info.get("notes") or []]
+    return "; ".join(parts) or None
+
+
+def forward_rows(runs: list[Run]) -> list[dict]:
+    """One row per forward case (measured or not), sorted by model, dtype, prompt length, variant.
+
+    Keys: ``model, dtype, seq_len, variant, status`` (ok / mismatch / failed / skipped),
+    ``mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round), ``event_median_ms``,
+    ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
+    (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``note``.
+    """
+    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == "eager"}
+    rows = []
+    for case, m in ms.items():
+        info, s = m.extra_info, m.summary
+        base = eager.get(case.without_variant())
+        rows.append({
+            "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
+            "status": _status(info), "mean_ms": s.mean_ms, "median_ms": s.median_ms, "p95_ms": s.p95_ms,
+            "min_ms": s.min_ms, "max_ms": s.max_ms, "event_median_ms": info.get("event_median_ms"),
+            "reduction_pct": 100.0 * reduction(base, s.median_ms) if base else None,
+            "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
+            "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
+            "capture_ms": info.get("capture_ms"), "max_abs_diff": info.get("max_abs_diff"),
+            "note": _note(info),
+        })
+    seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
+    for f in not_measured(runs):
+        key = (f["model"], f["dtype"], int(f["seq_len"]), f["variant"])
+        if key in seen:
+            continue
+        rows.append({**dict.fromkeys(("mean_ms", "median_ms", "p95_ms", "min_ms", "max_ms", "event_median_ms",
+                                      "reduction_pct", "speedup", "capture_ms")),
+                     "model": key[0], "dtype": key[1], "seq_len": key[2], "variant": key[3],
+                     "status": f.get("status") or "failed",
+                     "compile_s": f["compile_ms"] / 1e3 if f.get("compile_ms") is not None else None,
+                     "max_abs_diff": f.get("max_abs_diff"), "note": f.get("reason")})
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], _variant_index(r["variant"]), r["variant"]))
+    return rows
+
+
+LONG_COLUMNS = [
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d"),
+    Column("variant", "variant"), Column("mean_ms", "mean ms", ".3f"), Column("median_ms", "median ms", ".3f"),
+    Column("p95_ms", "p95 ms", ".3f"), Column("min_ms", "min ms", ".3f"), Column("max_ms", "max ms", ".3f"),
+    Column("reduction_pct", "vs eager %", "+.1f"), Column("compile_s", "compile s", ".1f"),
+    Column("status", "correct", lambda s: {"ok": "yes", "mismatch": "NO"}.get(s, s), "left"),
+    Column("max_abs_diff", "max abs diff", ".1e"),
+]
+
+
+def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | None = None) -> str:
+    """All forward measurements (:func:`forward_rows`): mean, median, p95, min, max ms, latency
+    reduction vs eager in percent (positive = faster than eager), compile seconds, correctness, the
+    max abs difference from eager over the check inputs, and a note (the reason of a failure; cut to ``note_width`` characters in text tables)."""
+    width = note_width if note_width is not None else (70 if fmt == "text" else None)
+
+    def cut(text: str) -> str:
+        return text if width is None or len(text) <= width else text[: width - 3] + "..."
+
+    return render_table([*LONG_COLUMNS, Column("note", "note", cut, "left")], rows, fmt=fmt)
+
+
+def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """One row per (model, dtype, seq_len) from :func:`forward_rows`: ``eager_median_ms``,
+    ``eager_p95_ms``, and per other variant ``<v>_median_ms``, ``<v>_p95_ms``, ``<v>_reduction_pct``;
+    ``fastest``: the variant with the lowest median among the correct ones (status ok).
+
+    Returns ``(rows, variants)`` with the variants present, eager first."""
+    variants = sorted({r["variant"] for r in rows}, key=lambda v: (_variant_index(v), v))
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["model"], r["dtype"], r["seq_len"])
+        row = out.setdefault(key, {"model": key[0], "dtype": key[1], "seq_len": key[2], "_ok": {}})
+        v = r["variant"]
+        if r.get("median_ms") is None:
+            row[f"{v}_median_ms"] = None
+            continue
+        row[f"{v}_median_ms"] = r["median_ms"]
+        row[f"{v}_p95_ms"] = r.get("p95_ms")
+        row[f"{v}_reduction_pct"] = r.get("reduction_pct")
+        if r["status"] == "ok":
+            row["_ok"][v] = r["median_ms"]
+    for row in out.values():
+        ok = row.pop("_ok")
+        row["fastest"] = min(ok, key=ok.get) if ok else None
+    return list(out.values()), variants
+
+
+def summary_columns(variants: list[str]) -> list[Column]:
+    """Columns of the summary table: eager and graph median, graph reduction, their p95s, then the
+    median and reduction of every other variant present, and the fastest variant."""
+    cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
+    if "eager" in variants:
+        cols.append(Column("eager_median_ms", "eager median ms", ".3f"))
+    if "graph" in variants:
+        cols += [Column("graph_median_ms", "graph median ms", ".3f"),
+                 Column("graph_reduction_pct", "graph reduction %", "+.1f")]
+    if "eager" in variants:
+        cols.append(Column("eager_p95_ms", "eager p95 ms", ".3f"))
+    if "graph" in variants:
+        cols.append(Column("graph_p95_ms", "graph p95 ms", ".3f"))
+    for v in variants:
+        if v not in ("eager", "graph"):
+            cols += [Column(f"{v}_median_ms", f"{v} median ms", ".3f"),
+                     Column(f"{v}_reduction_pct", f"{v} reduction %", "+.1f")]
+    cols.append(Column("fastest", "fastest", None, "left"))
+    return cols
+
+
+def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
+    """The per-case summary (see :func:`summary_rows`) of forward rows."""
+    wide, variants = summary_rows(rows)
+    return render_table(summary_columns(variants), wide, fmt=fmt)
+
+
+def problem_lines(rows: list[dict]) -> list[str]:
+    """``"<case> <variant>: <status>: <reason>"`` for every forward row whose status is not ok."""
+    return [f"{r['model']} {r['dtype']} L={r['seq_len']} {r['variant']}: {r['status']}"
+            + (f": {r['note']}" if r.get("note") else "") for r in rows if r["status"] != "ok"]
+
+
+# --------------------------------------------------------------------------------------------------
+# decode and launch suites
+
+
+def decode_rows(runs: list[Run]) -> list[dict]:
+    """One row per decode benchmark: ``model, dtype, seq_len, new_tokens, variant, ms_per_token,
+    tokens_per_s`` and ``speedup_vs_generate`` (generate ms/token / variant ms/token)."""
+    rows = []
+    for key, m in merged(runs).items():
+        if key[0] != "decode":
+            continue
+        info = m.extra_info
+        new_tokens = int(info["new_tokens"])
+        ms_per_token = info.get("ms_per_token")
+        if ms_per_token is None:
+            ms_per_token = m.summary.median_ms / new_tokens
+        tokens_per_s = info.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
+        rows.append({"model": info["model"], "dtype": info["dtype"], "seq_len": int(info["seq_len"]),
+                     "new_tokens": new_tokens, "variant": info["variant"], "ms_per_token": float(ms_per_token),
+                     "tokens_per_s": tokens_per_s})
+    generate = {(r["model"], r["dtype"], r["seq_len"], r["new_tokens"]): r["ms_per_token"]
+                for r in rows if r["variant"] == "generate"}
+    for r in rows:
+        base = generate.get((r["model"], r["dtype"], r["seq_len"], r["new_tokens"]))
+        r["speedup_vs_generate"] = base / r["ms_per_token"] if base and r["ms_per_token"] else None
+    order = {"generate": 0, "static-eager": 1, "graph": 2}
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], r["new_tokens"], order.get(r["variant"], 9)))
+    return rows
+
+
+DECODE_COLUMNS = [
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
+    Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
+    Column("ms_per_token", "ms/token", ".3f"), Column("tokens_per_s", "tokens/s", ".1f"),
+    Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"),
+]
+
+
+def launch_markdown(runs: list[Run]) -> str | None:
+    """The launch-suite section of every run that has launch benchmarks, rendered by
+    :func:`cudagraph_bench.launch_report.render_launch_section`; None when no run has any."""
+    from cudagraph_bench import launch_report
+
+    parts = [launch_report.render_launch_section(run, heading_level=2) for run in runs
+             if launch_report.launch_rows(run)]
+    return "\n".join(parts) if parts else None
+
+
+def _launch_plot(runs: list[Run], outdir: Path) -> Path | None:
+    from cudagraph_bench import launch_report
+
+    series = {run.path.stem: rows for run in runs if (rows := launch_report.launch_rows(run))}
+    series = {k: v for k, v in series.items() if any(r.complete for r in v)}
+    if not series:
+        return None
+    if len(series) == 1:
+        series = {"torch": next(iter(series.values()))}
+    return launch_report.save_speedup_plot(series, outdir / launch_report.PLOT_NAME)
+
+
+# --------------------------------------------------------------------------------------------------
+# plots and documents
+
+
+def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, float]]:
+    """``(per-round samples in ms, medians in ms)`` of the forward cases of ``runs``."""
+    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    samples = {c: m.samples_ms for c, m in ms.items() if m.samples_ms is not None}
+    medians = {c: m.summary.median_ms for c, m in ms.items()}
+    return samples, medians
+
+
+def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
+    """Write ``latency_comparison.png`` (when per-round data exists), ``speedup_vs_length.png``
+    (when eager was measured) and the launch suite's plot (:mod:`cudagraph_bench.launch_report`,
+    when a run has launch benchmarks) into ``outdir``. Returns the paths written."""
+    from cudagraph_bench import plots
+
+    samples, medians = forward_samples(runs)
+    gpu = gpu_name(runs)
+    written = []
+    if samples:
+        written.append(plots.save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
+    if any(c.variant == "eager" for c in medians):
+        written.append(plots.save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
+    launch_png = _launch_plot(runs, Path(outdir))
+    if launch_png is not None:
+        written.append(launch_png)
+    return written
+
+
+def _provenance(runs: list[Run]) -> list[str]:
+    lines = []
+    for run in runs:
+        cuda = run.cuda or {}
+        commit = (run.data.get("commit_info") or {}).get("id") or "unknown"
+        env = ", ".join(f"{k} {cuda[k]}" for k in ("torch", "cuda_runtime", "driver", "transformers") if cuda.get(k))
+        lines.append(f"- `{run.path.name}` (sha256 `{run.sha256[:12]}`): {cuda.get('gpu_name') or 'no CUDA GPU'}"
+                     + (f", {env}" if env else "") + f"; {run.data.get('datetime', 'unknown date')}; commit `{commit[:12]}`")
+        if run.machine_info.get("synthetic_standin"):
+            lines.append(f"  - **`{run.path.name}` is a synthetic stand-in, not a measurement.**")
+    return lines
+
+
+REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured rounds (synchronized wall time). "
+                  "Reduction % = (eager median - variant median) / eager median; positive means faster than eager. "
+                  "\"fastest\" is the variant with the lowest median among those whose output matched eager.")
+
+
+def _link(target: Path, base_dir: Path) -> str:
+    return Path(os.path.relpath(target, base_dir)).as_posix()
+
+
+def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[Path]) -> str:
+    """The full ``results.md`` text (links relative to ``outdir``)."""
+    out = ["# Results", "", "<!-- generated by `cudagraph-bench report`; edit the data, not this file -->", "",
+           "Source runs:", "", *_provenance(runs), ""]
+    rows = forward_rows(runs)
+    if rows:
+        out += ["## Forward pass", "", REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
+        out += [f"![{p.stem.replace('_', ' ')}]({_link(p, outdir)})" for p in plots_written
+                if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
+        out += ["### All measurements", "", render_long_table(rows, "markdown"), ""]
+        problems = problem_lines(rows)
+        if problems:
+            out += ["### Not measured or not matching eager", "", *[f"- {p}" for p in problems], ""]
+    decode = decode_rows(runs)
+    if decode:
+        out += ["## Decode (greedy, static KV cache)", "", render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+    launch = launch_markdown(runs)
+    if launch:
+        out += [launch, ""]
+        out += [f"![launch speedup vs N]({_link(p, outdir)})" for p in plots_written
+                if p.name not in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path]) -> str:
+    """The README block between the markers: summary table, plot links, link to ``results.md``."""
+    out = [""]
+    synthetic = [r.path.name for r in runs if r.machine_info.get("synthetic_standin")]
+    if synthetic:
+        out += [f"**Synthetic stand-in data, not a measurement: {', '.join(synthetic)}.**", ""]
+    rows = forward_rows(runs)
+    if rows:
+        out += [REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
+        out += [f"![{p.stem.replace('_', ' ')}]({_link(p, readme_dir)})" for p in plots_written
+                if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
+    decode = decode_rows(runs)
+    if decode:
+        out += [render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+    gpu = gpu_name(runs)
+    out += [f"All measurements{f' ({gpu})' if gpu else ''}, failures and provenance: "
+            f"[{_link(outdir / RESULTS_MD, readme_dir)}]({_link(outdir / RESULTS_MD, readme_dir)}).", ""]
+    return "\n".join(out)
+
+
+def replace_between_markers(text: str, content: str, *, where: str = "README") -> str:
+    """``text`` with everything between :data:`MARKER_START` and :data:`MARKER_END` replaced by
+    ``content`` (the markers stay). Raises :class:`UsageError` when a marker is missing or they are
+    out of order."""
+    start, end = text.find(MARKER_START), text.find(MARKER_END)
+    if start < 0 or end < 0 or end < start:
+        raise UsageError(f"{where} has no '{MARKER_START}' ... '{MARKER_END}' block: add both marker lines "
+                         "where the results should go")
+    return text[: start + len(MARKER_START)] + "\n" + content.strip("\n") + "\n" + text[end:]
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help="pytest-benchmark JSON files or saved-run ids (several are merged)")
+    parser.add_argument("-o", "--output-dir", dest="outdir", default="docs",
+                        help="folder for results.md and the PNGs (default: %(default)s)")
+    parser.add_argument("--readme", default=None,
+                        help="also replace the block between <!-- results:start --> and <!-- results:end --> "
+                             "in this file")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help="pytest-benchmark storage folder for saved-run ids (default: %(default)s)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Write results.md and the PNGs (and the README block). Returns 0; bad input raises UsageError."""
+    runs = load_runs(args.runs, args.storage)
+    outdir = Path(args.outdir)
+    readme_text = None
+    if args.readme:
+        try:
+            readme_text = Path(args.readme).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.readme}: {exc.strerror or exc}") from None
+        replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
+    written = write_plots(runs, outdir)
+    results_md = outdir / RESULTS_MD
+    write_text_atomic(results_md, render_results_markdown(runs, outdir, written))
+    for path in [*written, results_md]:
+        print(f"wrote {path}", file=sys.stderr)
+    if readme_text is not None:
+        readme = Path(args.readme)
+        section = render_readme_section(runs, outdir, readme.resolve().parent, [p.resolve() for p in written])
+        write_text_atomic(readme, replace_between_markers(readme_text, section, where=args.readme))
+        print(f"updated {readme}", file=sys.stderr)
+    return 0

@@ -1,0 +1,656 @@
+"""``cudagraph-bench run``: measure eager vs CUDA graph replay (and padded, bucketed, torch.compile
+variants) for a matrix of models x dtypes x prompt lengths, by hand, without pytest.
+
+The standalone form of the source spec's ``cuda_graph_benchmark.py``::
+
+    cudagraph-bench run --model gpt2 --prompt-lengths 50,128 --dtype float32 --iters 100 --warmup 10 \\
+        --variants eager,graph,padded,compile,compile+graph -o out/run
+
+For each case it builds the variant (:func:`cudagraph_bench.variants.build_variant`), checks it
+against eager on fresh random inputs (static output poisoned with NaN first), times ``--rounds``
+calls on new random inputs (synchronized wall time and CUDA events), and writes to ``OUTDIR``:
+
+- ``run.json``: pytest-benchmark JSON, the same format ``pytest --benchmark-json`` writes and
+  ``gate``/``compare``/``report`` read (per-round data in ``stats.data``, seconds); cases that failed
+  or were skipped are listed under ``"cudagraph_bench"]["failures"]`` with their reason;
+- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.plots`);
+- ``workers.log``: stderr of the isolated workers (torch.compile logs, crash traces).
+
+``run.json`` is rewritten (atomically) after every case, so a run stopped half-way keeps its data.
+Risky variants (``--isolate``, default compile,compile+graph) run in worker subprocesses
+(:func:`cudagraph_bench.variants.run_isolated`): a crash or a hang fails that case only.
+
+Matrix from a TOML file (``--config``; flags given on the command line win)::
+
+    models = ["gpt2", "tinyllama-1.1b"]
+    prompt_lengths = [16, 32, 64, 128, 256, 512, 1024]
+    dtypes = ["float32"]
+    variants = ["eager", "graph", "compile", "compile+graph"]
+    rounds = 100
+    [[sweep]]                       # optional: extra sub-matrices, each inheriting the keys above
+    models = ["bert-tiny"]
+    prompt_lengths = [16, 128, 512]
+
+Exit codes: 0 every case measured and correct (or skipped up front), 1 some case failed or differs
+from eager (all results are still written), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+from cudagraph_bench.cases import Case
+from cudagraph_bench.errors import UnknownModelError, UsageError
+from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
+                                     parse_models, parse_nonneg, parse_prompt_lengths)
+from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, DEFAULT_ISOLATED, RUN_VARIANTS,
+                                      CaseResult, CaseSpec)
+
+#: Defaults of ``run`` that differ from the shared matrix defaults: the source spec's script measures
+#: one model (gpt2) at one prompt length (50 tokens) in float32.
+RUN_DEFAULTS = {"models": ("gpt2",), "prompt_lengths": (50,), "dtypes": ("float32",)}
+DEFAULT_VARIANTS = ("eager", "graph", "padded")
+DEFAULT_OUTDIR = "out/run"
+RUN_JSON = "run.json"
+LATENCY_PNG = "latency_comparison.png"
+SPEEDUP_PNG = "speedup_vs_length.png"
+#: Aliases named in the source spec / issue -> dest of the shared option.
+ALIASES = (("--model", "models"), ("--dtype", "dtypes"), ("--iters", "rounds"), ("--warmup", "warmup_rounds"))
+#: Keys of a sub-matrix (top level or ``[[sweep]]``) -> parser of a comma-separated string.
+MATRIX_KEYS = {"models": parse_models, "prompt_lengths": parse_prompt_lengths, "dtypes": parse_dtypes}
+#: Top-level keys of the TOML config that are not matrix keys.
+SETTING_KEYS = ("rounds", "warmup_rounds", "pad_to", "buckets", "isolate", "case_timeout_s", "check_inputs",
+                "seed", "time_budget_s")
+
+
+def parse_variants(text: str) -> tuple[str, ...]:
+    """``"eager,graph"`` -> ``("eager", "graph")`` (each one of :data:`~cudagraph_bench.variants.RUN_VARIANTS`)."""
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"empty item in {text!r}: give e.g. 'eager,graph'")
+    for item in items:
+        if item not in RUN_VARIANTS:
+            raise argparse.ArgumentTypeError(f"unknown variant {item!r}: use {', '.join(RUN_VARIANTS)}")
+    return tuple(dict.fromkeys(items))
+
+
+def parse_isolate(text: str) -> tuple[str, ...]:
+    """Variants to run in worker subprocesses; ``"none"`` for none."""
+    return () if text.strip().lower() == "none" else parse_variants(text)
+
+
+def parse_seconds(text: str) -> float:
+    """A positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def parse_overrides(text: str) -> dict:
+    """JSON object of preset config fields (testing: tiny models on CPU)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--model-overrides is not JSON ({exc.msg}): give e.g. "
+                                         "'{\"n_layer\": 1}'") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--model-overrides must be a JSON object such as '{\"n_layer\": 1}'")
+    return value
+
+
+#: Parsers of the non-matrix settings (config values go through the same parsers as the flags).
+SETTING_PARSERS = {"rounds": parse_count, "warmup_rounds": parse_nonneg, "pad_to": parse_count,
+                   "buckets": parse_buckets, "isolate": parse_isolate, "case_timeout_s": parse_seconds,
+                   "check_inputs": parse_count, "seed": parse_nonneg, "time_budget_s": parse_seconds,
+                   "variants": parse_variants}
+
+
+@dataclass(frozen=True)
+class Given:
+    """A value given on the command line (not a default): such values win over ``--config``."""
+
+    value: object
+
+
+def _given(parse):
+    def wrapped(text: str) -> Given:
+        return Given(parse(text))
+
+    wrapped.__name__ = getattr(parse, "__name__", "value")
+    return wrapped
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    add_to_argparse(parser, MATRIX_OPTIONS)
+    parser.set_defaults(**RUN_DEFAULTS)
+    by_dest = {o.dest: o for o in MATRIX_OPTIONS}
+    for flag, dest in ALIASES:  # same dest and parser as the shared option; no default of their own
+        parser.add_argument(flag, dest=dest, type=by_dest[dest].type, default=argparse.SUPPRESS,
+                            help=f"alias of {by_dest[dest].flag}")
+    parser.add_argument("--variants", type=parse_variants, default=DEFAULT_VARIANTS,
+                        help=f"comma-separated variants: {', '.join(RUN_VARIANTS)} (default: %(default)s)")
+    parser.add_argument("--config", metavar="TOML", default=None,
+                        help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
+                             "flags given on the command line win")
+    parser.add_argument("-o", "--output-dir", dest="outdir", default=DEFAULT_OUTDIR,
+                        help="folder for run.json and the PNGs (default: %(default)s)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cuda (default), or cpu: eager only, to try the pipeline without a GPU")
+    parser.add_argument("--isolate", type=parse_isolate, default=DEFAULT_ISOLATED,
+                        help="variants run in a worker subprocess, so a crash fails one case only "
+                             "(default: %(default)s; 'none' for none)")
+    parser.add_argument("--case-timeout", dest="case_timeout_s", type=parse_seconds, default=DEFAULT_CASE_TIMEOUT_S,
+                        help="seconds an isolated case may take (compile included) before its worker is killed "
+                             "(default: %(default)s)")
+    parser.add_argument("--time-budget", dest="time_budget_s", type=parse_seconds, default=None,
+                        help="stop starting cases after this many seconds; the rest are recorded as skipped "
+                             "(bound a run to a time slot); an isolated case still running then is stopped")
+    parser.add_argument("--check-inputs", dest="check_inputs", type=parse_count, default=3,
+                        help="fresh random inputs of the correctness check against eager (default: %(default)s)")
+    parser.add_argument("--seed", type=parse_nonneg, default=0, help="seed of weights and inputs (default: 0)")
+    parser.add_argument("--model-overrides", dest="overrides", type=parse_overrides, default=None,
+                        help=argparse.SUPPRESS)  # testing: JSON of preset config fields (tiny models on CPU)
+    for action in parser._actions:  # mark command-line values, so that they win over --config
+        if action.type is not None and action.dest != "overrides":
+            action.type = _given(action.type)
+
+
+# --------------------------------------------------------------------------------------------------
+# settings: command line + TOML config
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One sub-matrix: every model x dtype x prompt length x variant."""
+
+    models: tuple[str, ...]
+    prompt_lengths: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    variants: tuple[str, ...]
+
+
+@dataclass
+class RunSettings:
+    """Resolved settings of a run (command line over config over defaults)."""
+
+    matrices: list[Matrix]
+    rounds: int = 100
+    warmup_rounds: int = 10
+    pad_to: int = 1024
+    buckets: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
+    isolate: tuple[str, ...] = DEFAULT_ISOLATED
+    case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S
+    check_inputs: int = 3
+    seed: int = 0
+    time_budget_s: float | None = None
+    device: str = "cuda"
+    outdir: str = DEFAULT_OUTDIR
+    overrides: dict | None = None
+    config: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v for m in self.matrices for v in m.variants))
+
+    def as_dict(self) -> dict:
+        return {"matrices": [asdict(m) for m in self.matrices], "rounds": self.rounds,
+                "warmup_rounds": self.warmup_rounds, "pad_to": self.pad_to, "buckets": list(self.buckets),
+                "isolate": list(self.isolate), "case_timeout_s": self.case_timeout_s,
+                "check_inputs": self.check_inputs, "seed": self.seed, "time_budget_s": self.time_budget_s,
+                "device": self.device, "overrides": self.overrides, "config": self.config}
+
+
+def _as_text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        raise argparse.ArgumentTypeError(f"expected a value, got a boolean ({value})")
+    return str(value)
+
+
+def _parse_config_value(path: str, where: str, key: str, value, parser):
+    try:
+        return parser(_as_text(value))
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"{path}: {where}key '{key}': {exc}") from None
+
+
+def load_config(path: str) -> tuple[dict, list[dict]]:
+    """Read a TOML matrix config. Returns ``(top-level settings, [sweep dicts])`` with every value
+    parsed by the same parser as its command-line flag.
+
+    Raises:
+        UsageError: missing/unreadable file, invalid TOML, an unknown key or a bad value (the message
+            names the file and the key).
+    """
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    matrix_parsers = {**MATRIX_KEYS, "variants": parse_variants}
+    known = sorted([*matrix_parsers, *SETTING_KEYS, "sweep"])
+    top: dict = {}
+    for key, value in doc.items():
+        if key == "sweep":
+            continue
+        parser = matrix_parsers.get(key) or SETTING_PARSERS.get(key)
+        if parser is None:
+            raise UsageError(f"{path}: unknown key '{key}': use one of {', '.join(known)}")
+        top[key] = _parse_config_value(path, "", key, value, parser)
+    sweeps = []
+    raw_sweeps = doc.get("sweep", [])
+    if not isinstance(raw_sweeps, list) or not all(isinstance(s, dict) for s in raw_sweeps):
+        raise UsageError(f"{path}: key 'sweep' must be an array of tables ([[sweep]] sections)")
+    for i, raw in enumerate(raw_sweeps):
+        sweep = {}
+        for key, value in raw.items():
+            if key not in matrix_parsers:
+                raise UsageError(f"{path}: [[sweep]] #{i + 1}: unknown key '{key}': use one of "
+                                 f"{', '.join(matrix_parsers)}")
+            sweep[key] = _parse_config_value(path, f"[[sweep]] #{i + 1}: ", key, value, matrix_parsers[key])
+        sweeps.append(sweep)
+    return top, sweeps
+
+
+def resolve_settings(args: argparse.Namespace) -> RunSettings:
+    """:func:`merge_settings`, then :func:`check_device`. Raises :class:`UsageError`."""
+    settings = merge_settings(args)
+    check_device(settings)
+    return settings
+
+
+def merge_settings(args: argparse.Namespace) -> RunSettings:
+    """Merge the command line, ``--config`` and the defaults (flags given on the command line win over
+    the config, which wins over the defaults). Raises :class:`UsageError` for a bad config.
+
+    With ``[[sweep]]`` tables the cases are the union of the sweeps; each sweep takes the keys it
+    does not set from the top level (config, then command line defaults). Matrix flags given on the
+    command line override every sweep.
+    """
+    names = ("models", "prompt_lengths", "dtypes", "variants", *SETTING_KEYS)
+    values, explicit = {}, set()
+    for key in names:
+        if hasattr(args, key):
+            value = getattr(args, key)
+            if isinstance(value, Given):
+                explicit.add(key)
+                value = value.value
+            values[key] = value
+    sweeps: list[dict] = [{}]
+    if args.config:
+        top, config_sweeps = load_config(args.config)
+        values.update({k: v for k, v in top.items() if k not in explicit})
+        sweeps = config_sweeps or [{}]
+    base = {k: values[k] for k in ("models", "prompt_lengths", "dtypes", "variants")}
+    matrices = [Matrix(**{**base, **{k: v for k, v in s.items() if k not in explicit}}) for s in sweeps]
+    return RunSettings(matrices=matrices, device=args.device, outdir=args.outdir,
+                       overrides=_plain(args.overrides), config=args.config,
+                       **{k: values[k] for k in SETTING_KEYS if k in values})
+
+
+def _plain(value):
+    return value.value if isinstance(value, Given) else value
+
+
+def check_device(settings: RunSettings) -> None:
+    """Refuse graph/compile variants without a CUDA GPU, before any model is built.
+
+    Raises:
+        UsageError: "graph variants need a CUDA GPU ..." (``--device cpu`` with a non-eager variant, or
+            ``--device cuda`` on a machine where ``torch.cuda.is_available()`` is False).
+    """
+    needs_cuda = [v for v in settings.variants if v in CUDA_VARIANTS]
+    if settings.device == "cpu":
+        if needs_cuda:
+            raise UsageError(f"graph variants need a CUDA GPU: --device cpu runs only --variants eager "
+                             f"(drop {', '.join(needs_cuda)})")
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        if needs_cuda:
+            raise UsageError(f"graph variants need a CUDA GPU ({', '.join(needs_cuda)}); torch.cuda.is_available() "
+                             "is False here: run on a GPU machine, or try the pipeline with --device cpu --variants eager")
+        raise UsageError("no CUDA GPU (torch.cuda.is_available() is False): use --device cpu")
+
+
+# --------------------------------------------------------------------------------------------------
+# planning
+
+
+def position_limit(model: str, overrides: dict | None) -> int:
+    """Position limit (tokens) of a preset or a local model dir, from its config (no weights built)."""
+    from cudagraph_bench.presets import PRESETS, max_positions, preset_config
+
+    if model in PRESETS:
+        config = preset_config(model, overrides)
+    else:
+        import transformers
+
+        try:
+            config = transformers.AutoConfig.from_pretrained(model, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise UnknownModelError(f"{model}: no usable config.json ({type(exc).__name__}); write the "
+                                    "directory with save_pretrained()") from None
+    return max_positions(SimpleNamespace(config=config))
+
+
+def _skip_reason(spec: CaseSpec, positions: int) -> str | None:
+    from cudagraph_bench.buckets import cap_buckets
+
+    if spec.seq_len > positions:
+        return f"prompt of {spec.seq_len} tokens exceeds the model's {positions} positions"
+    if spec.variant == "padded" and spec.seq_len > min(spec.pad_to, positions):
+        return f"prompt of {spec.seq_len} tokens is longer than the padded length {min(spec.pad_to, positions)}"
+    if spec.variant == "bucketed" and spec.seq_len > max(cap_buckets(spec.buckets, positions)):
+        return f"prompt of {spec.seq_len} tokens is longer than the largest bucket"
+    return None
+
+
+@dataclass
+class Plan:
+    """Cases in execution order, grouped by (model, dtype): in-process cases first, then one queue per
+    isolated variant. ``skipped`` are recorded up front with their reason."""
+
+    groups: list[tuple[tuple[str, str], list[CaseSpec], dict[str, list[CaseSpec]]]]
+    skipped: list[CaseResult]
+
+    @property
+    def n_cases(self) -> int:
+        return sum(len(inproc) + sum(len(q) for q in iso.values()) for _, inproc, iso in self.groups)
+
+
+def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
+    """Expand the matrices into :class:`CaseSpec` s (unique, in a stable order) and split off the
+    cases that cannot run (prompt longer than the model's positions or the padded length)."""
+    specs: dict[tuple, CaseSpec] = {}
+    for m in settings.matrices:
+        for model in m.models:
+            for dtype in m.dtypes:
+                for seq_len in m.prompt_lengths:
+                    for variant in m.variants:
+                        spec = CaseSpec(model=model, dtype=dtype, seq_len=seq_len, variant=variant,
+                                        rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
+                                        pad_to=settings.pad_to, buckets=tuple(settings.buckets),
+                                        check_inputs=settings.check_inputs, device=settings.device,
+                                        seed=settings.seed, overrides=settings.overrides)
+                        specs.setdefault((model, dtype, seq_len, variant), spec)
+    order = {v: i for i, v in enumerate(RUN_VARIANTS)}
+    limits: dict[str, int] = {}
+    skipped: list[CaseResult] = []
+    grouped: dict[tuple[str, str], tuple[list, dict]] = {}
+    for key in sorted(specs, key=lambda k: (k[0], k[1], order[k[3]], k[2])):
+        spec = specs[key]
+        if spec.model not in limits:
+            limits[spec.model] = positions(spec.model, settings.overrides)
+        reason = _skip_reason(spec, limits[spec.model])
+        if reason:
+            skipped.append(CaseResult.of(spec, "skipped", reason, "plan"))
+            continue
+        inproc, iso = grouped.setdefault((spec.model, spec.dtype), ([], {}))
+        if spec.variant in settings.isolate:
+            iso.setdefault(spec.variant, []).append(spec)
+        else:
+            inproc.append(spec)
+    ordered = sorted(grouped.items(), key=lambda kv: ([m for mx in settings.matrices for m in mx.models].index(kv[0][0]),
+                                                      kv[0][1]))
+    return Plan(groups=[(k, inproc, iso) for k, (inproc, iso) in ordered], skipped=skipped)
+
+
+# --------------------------------------------------------------------------------------------------
+# run JSON (pytest-benchmark format)
+
+
+def benchmark_entry(result: CaseResult, settings: RunSettings) -> dict:
+    """One ``benchmarks[]`` entry, shaped like pytest-benchmark's ``Metadata.as_dict(include_data=True)``:
+    stats from ``pytest_benchmark.stats.Stats`` over the per-round wall times (seconds)."""
+    from pytest_benchmark.stats import Stats
+
+    case = Case(result.model, result.dtype, result.seq_len, result.variant)
+    stats = Stats()
+    for ms in result.wall_ms:
+        stats.update(ms / 1e3)
+    stats_dict = stats.as_dict()
+    stats_dict["data"] = list(stats.data)
+    stats_dict["iterations"] = 1
+    extra = case.extra_info()
+    extra.update(device=result.device, correct=result.status == "ok", max_abs_diff=result.max_abs_diff,
+                 isolated=result.isolated, rounds=len(result.wall_ms), warmup_rounds=settings.warmup_rounds)
+    if result.event_ms:
+        import numpy as np
+
+        extra["cuda_event_ms"] = [round(x, 6) for x in result.event_ms]
+        extra["event_median_ms"] = float(np.median(result.event_ms))
+    for key in ("compile_ms", "capture_ms", "pad_to"):
+        if getattr(result, key) is not None:
+            extra[key] = getattr(result, key)
+    if result.variant == "bucketed" and result.pad_to is not None:
+        extra["bucket"] = result.pad_to
+    if result.status != "ok":
+        extra["status"], extra["reason"] = result.status, result.reason
+    if result.notes:
+        extra["notes"] = list(result.notes)
+    return {
+        "group": case.group,
+        "name": f"run_forward[{case.test_id}]",
+        "fullname": f"cudagraph-bench run::run_forward[{case.test_id}]",
+        "params": {"case": case.test_id},
+        "param": case.test_id,
+        "extra_info": extra,
+        "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": settings.rounds,
+                    "max_time": None, "min_time": None, "warmup": settings.warmup_rounds > 0},
+        "stats": stats_dict,
+    }
+
+
+def failure_entry(result: CaseResult) -> dict:
+    """A case with no measurement (failed or skipped), as listed under ``cudagraph_bench.failures``."""
+    return {k: getattr(result, k) for k in ("model", "dtype", "seq_len", "variant", "status", "reason", "phase",
+                                            "isolated", "max_abs_diff", "compile_ms")}
+
+
+def machine_and_commit_info() -> tuple[dict, dict]:
+    """pytest-benchmark's ``machine_info`` plus ``["cuda"]`` (:func:`envinfo.cuda_fingerprint`), and
+    its ``commit_info`` (git; ``id: "unknown"`` outside a repository)."""
+    from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+    from pytest_benchmark.utils import get_commit_info
+
+    from cudagraph_bench.envinfo import cuda_fingerprint
+
+    machine_info = pytest_benchmark_generate_machine_info()
+    machine_info["cuda"] = cuda_fingerprint()
+    try:
+        commit_info = get_commit_info("cudagraph-bench")
+    except Exception as exc:  # git missing or broken: the run is still valid
+        commit_info = {"id": "unknown", "error": f"{type(exc).__name__}: {exc}", "project": "cudagraph-bench"}
+    return machine_info, commit_info
+
+
+def build_run_json(results: list[CaseResult], settings: RunSettings, *, machine_info: dict, commit_info: dict,
+                   started: str, extra: dict | None = None) -> dict:
+    """The run as pytest-benchmark JSON (see the module docstring). Measured cases (``ok`` and
+    ``mismatch``; the latter with ``extra_info.correct = false``) are benchmarks; the others are
+    listed with their reasons under ``["cudagraph_bench"]["failures"]``."""
+    import pytest_benchmark
+
+    measured = [r for r in results if r.status in ("ok", "mismatch") and r.wall_ms]
+    failures = [r for r in results if not (r.status in ("ok", "mismatch") and r.wall_ms)]
+    return {
+        "machine_info": machine_info,
+        "commit_info": commit_info,
+        "benchmarks": [benchmark_entry(r, settings) for r in measured],
+        "datetime": started,
+        "version": pytest_benchmark.__version__,
+        "cudagraph_bench": {"tool": "cudagraph-bench run", "settings": settings.as_dict(),
+                            "failures": [failure_entry(r) for r in failures], **(extra or {})},
+    }
+
+
+def write_json_atomic(path: Path, doc: dict) -> None:
+    from cudagraph_bench.runfile import write_text_atomic
+
+    write_text_atomic(path, json.dumps(doc, indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# execution
+
+
+def _label(r) -> str:
+    return f"{r.model} {r.dtype} L={r.seq_len} {r.variant}"
+
+
+def _one_line(r: CaseResult) -> str:
+    if r.wall_ms:
+        import numpy as np
+
+        text = f"{_label(r)}: median {float(np.median(r.wall_ms)):.3f} ms"
+        if r.compile_ms is not None:
+            text += f", compile {r.compile_ms / 1e3:.1f} s"
+        return text + ("" if r.status == "ok" else f" [{r.status}: {r.reason}]")
+    return f"{_label(r)}: {r.status}: {r.reason}"
+
+
+def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None) -> None:
+    """Run every planned case, calling ``record(CaseResult)`` after each. In-process cases of a
+    (model, dtype) share one model; after a sticky CUDA error in-process, the remaining in-process
+    cases are failed without running (isolated variants still run in fresh workers)."""
+    from cudagraph_bench.variants import (IsolationStats, ModelCache, is_fatal_cuda_error, measure_with_cache,
+                                          run_isolated)
+
+    deadline = time.monotonic() + settings.time_budget_s if settings.time_budget_s else None
+    broken: str | None = None
+    log_path = str(Path(settings.outdir) / "workers.log")
+    for (model, dtype), inproc, isolated in plan.groups:
+        models = ModelCache()
+        for spec in inproc:
+            if deadline is not None and time.monotonic() >= deadline:
+                record(CaseResult.of(spec, "skipped", "time budget exhausted", "budget"))
+                continue
+            if broken is not None:
+                record(CaseResult.of(spec, "failed", f"not run: the CUDA context was broken earlier ({broken})",
+                                     "context"))
+                continue
+            result = measure_with_cache(spec, models)
+            if result.status == "failed" and is_fatal_cuda_error(result.reason):
+                broken = f"{_label(result)}: {result.reason}"
+            record(result)
+        models.clear()
+        for variant, specs in isolated.items():
+            stats = IsolationStats()
+            run_isolated([s.to_dict() for s in specs], timeout_s=settings.case_timeout_s, worker_cmd=worker_cmd,
+                         deadline=deadline, log_path=log_path, stats=stats,
+                         on_result=lambda i, d: record(CaseResult.from_dict(d)))
+
+
+class _NoBar:
+    """Stand-in for a tqdm bar when tqdm is not installed: per-case lines only."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def write(self, text: str, file=None) -> None:
+        print(text, file=file or sys.stderr)
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int):
+    """A tqdm progress bar over the cases on stderr (hidden when stderr is not a terminal)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, desc="cases", unit="case", file=sys.stderr, disable=None)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the matrix; write run.json and the PNGs; print the table. Returns 0, 1 (a case failed or
+    differs from eager) or raises :class:`UsageError` (exit 2)."""
+    from datetime import datetime, timezone
+
+    settings = resolve_settings(args)
+    plan = plan_cases(settings)
+    outdir = Path(settings.outdir)
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {outdir}: {exc.strerror or exc}") from None
+    started = datetime.now(timezone.utc).isoformat()
+    machine_info, commit_info = machine_and_commit_info()
+    extra: dict = {}
+    if settings.device == "cuda":
+        import torch
+
+        extra["memory_reserved_start_mib"] = torch.cuda.memory_reserved() / 2**20
+    results: list[CaseResult] = list(plan.skipped)
+    json_path = outdir / RUN_JSON
+
+    bar = progress_bar(plan.n_cases)
+
+    def record(result: CaseResult) -> None:
+        results.append(result)
+        bar.update(1)
+        bar.write(_one_line(result), file=sys.stderr)
+        write_json_atomic(json_path, build_run_json(results, settings, machine_info=machine_info,
+                                                    commit_info=commit_info, started=started, extra=extra))
+
+    for r in plan.skipped:
+        print(_one_line(r), file=sys.stderr)
+    try:
+        execute(plan, settings, record=record)
+    finally:
+        bar.close()
+    doc = build_run_json(results, settings, machine_info=machine_info, commit_info=commit_info,
+                         started=started, extra=extra)
+    write_json_atomic(json_path, doc)
+    return finish(json_path, outdir, results)
+
+
+def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
+    """Print the table of ``json_path``, write the PNGs next to it; exit code 1 when a case failed."""
+    from cudagraph_bench import report
+    from cudagraph_bench.runfile import load_run
+
+    measured = any(r.wall_ms for r in results)
+    if measured:
+        run = load_run(str(json_path))
+        rows = report.forward_rows([run])
+        print(report.render_long_table(rows, fmt="text"))
+        print()
+        print(report.render_summary_table(rows, fmt="text"))
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(f"matplotlib is not installed: no PNGs; render them on another machine with "
+                  f"`cudagraph-bench report {json_path} -o DIR`", file=sys.stderr)
+        else:
+            for path in report.write_plots([run], outdir):
+                print(f"wrote {path}", file=sys.stderr)
+    else:
+        print("no case was measured: see the reasons above", file=sys.stderr)
+    print(f"wrote {json_path}", file=sys.stderr)
+    bad = [r for r in results if r.status in ("failed", "mismatch")]
+    if bad:
+        print(f"{len(bad)} case(s) failed or differ from eager: see the table and {json_path}", file=sys.stderr)
+        return 1
+    return 0 if measured else 1

@@ -1,0 +1,245 @@
+"""``cudagraph-bench report``: tables match the numbers in the JSON, failures and the fastest variant,
+decode rows, README markers, merged runs, one-line errors."""
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from cudagraph_bench import report
+from cudagraph_bench.cli import main as cli_main
+from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.runfile import load_run
+
+FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(data_ms, **info):
+    """A pytest-benchmark entry with per-round data (seconds) and the given extra_info."""
+    data = [x / 1e3 for x in data_ms]
+    key = "-".join(str(info.get(k)) for k in ("model", "dtype", "seq_len", "variant", "new_tokens"))
+    return {"group": "g", "name": f"t[{key}]", "fullname": f"t.py::t[{key}]", "params": {}, "param": key,
+            "extra_info": info, "options": {},
+            "stats": {"min": min(data), "max": max(data), "mean": statistics.mean(data),
+                      "median": statistics.median(data), "rounds": len(data), "stddev": 0.0, "data": data,
+                      "iterations": 1}}
+
+
+def fwd(model, dtype, seq_len, variant, data_ms, **extra):
+    return bench(data_ms, suite="forward", model=model, dtype=dtype, seq_len=seq_len, variant=variant,
+                 batch=1, **extra)
+
+
+def run_doc(benchmarks, failures=(), gpu="Test GPU"):
+    return {"machine_info": {"cuda": {"gpu_name": gpu, "gpu_slug": "test-gpu", "torch": "t"}},
+            "commit_info": {"id": "abc"}, "benchmarks": list(benchmarks), "datetime": "2026-01-01", "version": "5",
+            "cudagraph_bench": {"failures": list(failures)}}
+
+
+def write(tmp_path, name, doc):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def parse_markdown_table(text, first_header):
+    """Rows (dicts header -> cell) of the markdown table whose first header cell is ``first_header``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (c.strip() for c in line.strip("|").split("|")))))
+    return rows
+
+
+def fixture_medians():
+    doc = json.loads(FIXTURE.read_text())
+    return {(b["extra_info"]["model"], b["extra_info"]["dtype"], b["extra_info"]["seq_len"], b["extra_info"]["variant"]):
+            statistics.median(b["stats"]["data"]) * 1e3 for b in doc["benchmarks"]}
+
+
+# ---------------------------------------------------------------------------- tables match the JSON
+
+
+def test_forward_rows_carry_the_medians_and_reductions_of_the_json():
+    medians = fixture_medians()
+    rows = report.forward_rows([load_run(str(FIXTURE))])
+    assert len(rows) == len(medians)
+    for r in rows:
+        key = (r["model"], r["dtype"], r["seq_len"], r["variant"])
+        assert r["median_ms"] == pytest.approx(medians[key])
+        eager = medians[key[:3] + ("eager",)]
+        assert r["reduction_pct"] == pytest.approx(100 * (eager - medians[key]) / eager)
+        assert r["status"] == "ok"
+
+
+def test_summary_markdown_matches_the_json_numbers():
+    medians = fixture_medians()
+    text = report.render_summary_table(report.forward_rows([load_run(str(FIXTURE))]), "markdown")
+    rows = parse_markdown_table(text, "model")
+    assert len(rows) == len({k[:3] for k in medians})
+    for row in rows:
+        key = (row["model"], row["dtype"], int(row["L (tokens)"]))
+        eager, graph = medians[key + ("eager",)], medians[key + ("graph",)]
+        assert row["eager median ms"] == f"{eager:.3f}"
+        assert row["graph median ms"] == f"{graph:.3f}"
+        assert row["graph reduction %"] == f"{100 * (eager - graph) / eager:+.1f}"
+        assert row["fastest"] == ("graph" if graph < eager else "eager")
+
+
+def test_other_variants_failures_and_fastest(tmp_path):
+    doc = run_doc([
+        fwd("gpt2", "float32", 50, "eager", [10, 11, 12]),
+        fwd("gpt2", "float32", 50, "graph", [2, 2, 2]),
+        fwd("gpt2", "float32", 50, "compile", [1.5, 1.6, 1.4], compile_ms=12000.0, correct=True),
+        fwd("gpt2", "float32", 50, "compile+graph", [1.0, 1.1, 0.9], correct=False, status="mismatch",
+            reason="outputs differ from eager: AssertionError: Tensor-likes are not close!"),
+    ], failures=[{"model": "gpt2", "dtype": "float32", "seq_len": 1024, "variant": "compile", "status": "failed",
+                  "reason": "worker killed by SIGABRT; stderr: device-side assert"}])
+    runs = [load_run(str(write(tmp_path, "run.json", doc)))]
+    rows = report.forward_rows(runs)
+    by = {(r["seq_len"], r["variant"]): r for r in rows}
+    assert by[(50, "compile")]["compile_s"] == pytest.approx(12.0)
+    assert by[(50, "compile")]["reduction_pct"] == pytest.approx(100 * (11 - 1.5) / 11)
+    assert by[(50, "compile+graph")]["status"] == "mismatch"
+    assert by[(1024, "compile")]["status"] == "failed" and by[(1024, "compile")]["median_ms"] is None
+    wide = {r["seq_len"]: r for r in report.summary_rows(rows)[0]}
+    assert wide[50]["fastest"] == "compile"  # compile+graph is faster but does not match eager
+    assert wide[1024]["fastest"] is None
+    md = report.render_summary_table(rows, "markdown")
+    header = md.splitlines()[0]
+    assert "compile median ms" in header and "compile+graph reduction %" in header
+    problems = report.problem_lines(rows)
+    assert any("L=1024 compile: failed: worker killed by SIGABRT" in p for p in problems)
+    assert any("compile+graph: mismatch" in p for p in problems)
+    text = report.render_long_table(rows, "text")
+    assert "NO" in text and "12.0" in text
+
+
+def test_decode_rows_compute_speedup_vs_generate(tmp_path):
+    common = dict(suite="decode", model="gpt2", dtype="bfloat16", seq_len=50, new_tokens=64)
+    doc = run_doc([bench([380.0], variant="generate", ms_per_token=6.0, tokens_per_s=166.7, **common),
+                   bench([60.0], variant="graph", ms_per_token=1.5, tokens_per_s=666.7, **common),
+                   bench([128.0], variant="static-eager", **common)])
+    rows = report.decode_rows([load_run(str(write(tmp_path, "d.json", doc)))])
+    assert [r["variant"] for r in rows] == ["generate", "static-eager", "graph"]
+    assert rows[2]["speedup_vs_generate"] == pytest.approx(4.0)
+    assert rows[1]["ms_per_token"] == pytest.approx(2.0)  # from the median when extra_info has none
+    assert rows[1]["tokens_per_s"] == pytest.approx(500.0)
+    assert rows[1]["speedup_vs_generate"] == pytest.approx(3.0)
+
+
+def test_merging_runs_and_refusing_duplicates(tmp_path):
+    a = write(tmp_path, "a.json", run_doc([fwd("gpt2", "float32", 16, "eager", [5.0]),
+                                          fwd("gpt2", "float32", 16, "graph", [1.0])]))
+    b = write(tmp_path, "b.json", run_doc([fwd("tinyllama-1.1b", "float32", 16, "eager", [9.0]),
+                                          fwd("tinyllama-1.1b", "float32", 16, "graph", [3.0])]))
+    rows = report.forward_rows([load_run(str(a)), load_run(str(b))])
+    assert {r["model"] for r in rows} == {"gpt2", "tinyllama-1.1b"}
+    with pytest.raises(InputFileError, match="is in both"):
+        report.forward_rows([load_run(str(a)), load_run(str(a))])
+
+
+# ---------------------------------------------------------------------------- documents
+
+
+README = """# Project
+
+Intro text.
+
+<!-- results:start -->
+old numbers
+<!-- results:end -->
+
+Footer text.
+"""
+
+
+def test_report_cli_writes_results_pngs_and_readme_block(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    docs = tmp_path / "docs"
+    assert cli_main(["report", str(FIXTURE), "-o", str(docs), "--readme", str(readme)]) == 0
+    for name in ("latency_comparison.png", "speedup_vs_length.png"):
+        assert (docs / name).read_bytes()[:8] == PNG_MAGIC
+    results = (docs / "results.md").read_text()
+    assert "synthetic stand-in" in results
+    assert "](latency_comparison.png)" in results
+    text = readme.read_text()
+    assert text.startswith("# Project\n\nIntro text.\n\n<!-- results:start -->\n")
+    assert text.endswith("<!-- results:end -->\n\nFooter text.\n")
+    assert "old numbers" not in text
+    assert "Synthetic stand-in data, not a measurement: h200-forward.json" in text
+    assert "](docs/speedup_vs_length.png)" in text and "(docs/results.md)" in text
+    medians = fixture_medians()
+    rows = parse_markdown_table(text, "model")
+    row = next(r for r in rows if (r["model"], r["dtype"], r["L (tokens)"]) == ("gpt2", "float32", "50"))
+    assert row["graph median ms"] == f"{medians[('gpt2', 'float32', 50, 'graph')]:.3f}"
+    # regenerating gives the same README
+    assert cli_main(["report", str(FIXTURE), "-o", str(docs), "--readme", str(readme)]) == 0
+    assert readme.read_text() == text
+
+
+def test_readme_without_markers_is_a_usage_error_and_nothing_is_written(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    docs = tmp_path / "docs"
+    assert cli_main(["report", str(FIXTURE), "-o", str(docs), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "<!-- results:start -->" in err
+    assert readme.read_text() == "# no markers\n"
+    assert not docs.exists()
+
+
+def test_replace_between_markers_rejects_reversed_markers():
+    with pytest.raises(UsageError):
+        report.replace_between_markers("<!-- results:end -->\n<!-- results:start -->\n", "x")
+    assert report.replace_between_markers("a\n<!-- results:start -->\nb\n<!-- results:end -->\nc", "NEW") == \
+        "a\n<!-- results:start -->\nNEW\n<!-- results:end -->\nc"
+
+
+def test_missing_or_broken_run_file_is_one_line_exit_2(tmp_path, capsys):
+    assert cli_main(["report", str(tmp_path / "nope.json"), "-o", str(tmp_path)]) == 2
+    assert "no such file" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"benchmarks": [')
+    assert cli_main(["report", str(bad), "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not valid JSON" in err
+
+
+def test_report_of_a_run_with_failures_lists_them(tmp_path):
+    doc = run_doc([fwd("gpt2", "float32", 16, "eager", [5.0, 6.0]), fwd("gpt2", "float32", 16, "graph", [1.0, 1.2])],
+                  failures=[{"model": "gpt2", "dtype": "float32", "seq_len": 16, "variant": "compile+graph",
+                             "status": "failed", "reason": "timed out after 300 s (per-case limit); worker killed"}])
+    path = write(tmp_path, "run.json", doc)
+    assert cli_main(["report", str(path), "-o", str(tmp_path / "docs")]) == 0
+    results = (tmp_path / "docs" / "results.md").read_text()
+    assert "### Not measured or not matching eager" in results
+    assert re.search(r"gpt2 float32 L=16 compile\+graph: failed: timed out after 300 s", results)
+
+
+def test_launch_suite_is_rendered_by_launch_report(tmp_path):
+    def launch(n, variant, ms):
+        return bench([ms, ms], suite="launch", n_launches=n, variant=variant, event_median_ms=ms,
+                     us_per_launch=ms * 1e3 / n)
+
+    doc = run_doc([fwd("gpt2", "float32", 16, "eager", [5.0]), fwd("gpt2", "float32", 16, "graph", [1.0]),
+                   launch(64, "loop", 0.448), launch(64, "graph", 0.064),
+                   launch(512, "loop", 3.584), launch(512, "graph", 0.512)])
+    path = write(tmp_path, "run.json", doc)
+    docs = tmp_path / "docs"
+    assert cli_main(["report", str(path), "-o", str(docs)]) == 0
+    results = (docs / "results.md").read_text()
+    assert "Launch overhead" in results
+    assert "](launch_speedup_vs_n.png)" in results
+    assert (docs / "launch_speedup_vs_n.png").read_bytes()[:8] == PNG_MAGIC
+    # the launch plot is not listed among the forward plots
+    forward_part = results.split("### All measurements")[0]
+    assert "launch_speedup_vs_n" not in forward_part

@@ -1,0 +1,284 @@
+"""``cudagraph-bench run`` on CPU: options and aliases, the TOML matrix, planning, the pytest-benchmark
+JSON it writes (read back by runfile), the PNGs, one-line usage errors, and isolation end to end."""
+
+import json
+import statistics
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cudagraph_bench import runcmd, variants
+from cudagraph_bench.cases import Case
+from cudagraph_bench.cli import build_parser
+from cudagraph_bench.cli import main as cli_main
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.runfile import forward_cases, load_run
+
+TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
+TINY_JSON = json.dumps(TINY)
+MATRIX_TOML = Path(__file__).parent / "data" / "run-matrix.toml"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def parse(*argv):
+    return build_parser().parse_args(["run", *argv])
+
+
+def settings(*argv):
+    return runcmd.resolve_settings(parse("--device", "cpu", "--variants", "eager", *argv))
+
+
+def write_toml(tmp_path, text):
+    path = tmp_path / "matrix.toml"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+# ---------------------------------------------------------------------------- options
+
+
+def test_defaults_follow_the_source_script():
+    s = settings()
+    assert s.matrices == [runcmd.Matrix(("gpt2",), (50,), ("float32",), ("eager",))]
+    assert (s.rounds, s.warmup_rounds, s.pad_to) == (100, 10, 1024)
+    assert s.isolate == ("compile", "compile+graph")
+
+
+def test_issue_aliases_share_the_shared_options():
+    a = settings("--model", "distilgpt2", "--dtype", "bf16", "--iters", "7", "--warmup", "2")
+    b = settings("--models", "distilgpt2", "--dtypes", "bfloat16", "--rounds", "7", "--warmup-rounds", "2")
+    assert a.matrices == b.matrices
+    assert a.matrices[0].models == ("distilgpt2",) and a.matrices[0].dtypes == ("bfloat16",)
+    assert (a.rounds, a.warmup_rounds) == (b.rounds, b.warmup_rounds) == (7, 2)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--variants", "eager,graphs"], "unknown variant 'graphs'"),
+    (["--iters", "0"], "expected a number >= 1"),
+    (["--model", "gpt3"], "unknown model 'gpt3'"),
+    (["--prompt-lengths", "16,,32"], "empty item"),
+    (["--model-overrides", "[1]"], "must be a JSON object"),
+])
+def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["run", "--device", "cpu", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1]
+
+
+def test_graph_variants_on_cpu_are_a_usage_error(capsys, tmp_path):
+    assert cli_main(["run", "--device", "cpu", "--variants", "eager,graph,compile", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "graph variants need a CUDA GPU" in err and "graph, compile" in err
+    assert not (tmp_path / "run.json").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message without a GPU")
+def test_graph_variants_without_cuda_are_a_usage_error(capsys, tmp_path):
+    assert cli_main(["run", "--variants", "eager,graph", "-o", str(tmp_path)]) == 2
+    assert "graph variants need a CUDA GPU" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def test_example_config_expands_its_sweeps():
+    s = runcmd.merge_settings(parse("--config", str(MATRIX_TOML)))
+    assert [m.models for m in s.matrices] == [("gpt2",), ("bert-tiny",)]
+    assert s.matrices[0].prompt_lengths == (16, 64, 256, 1024)
+    assert s.matrices[0].variants == ("eager", "graph", "padded")  # inherited from the top level
+    assert s.matrices[1].variants == ("eager", "graph")
+    assert s.matrices[1].dtypes == ("float32",)
+    assert (s.rounds, s.warmup_rounds, s.case_timeout_s) == (50, 5, 240.0)
+
+
+def test_command_line_wins_over_config(tmp_path):
+    path = write_toml(tmp_path, """
+        models = ["gpt2", "bert-tiny"]
+        prompt_lengths = [16, 32]
+        rounds = 7
+        variants = ["eager"]
+    """)
+    s = settings("--config", path)
+    assert s.matrices[0].models == ("gpt2", "bert-tiny") and s.rounds == 7
+    # given explicitly, even when equal to the default, a flag wins
+    s = settings("--config", path, "--model", "gpt2", "--iters", "100")
+    assert s.matrices[0].models == ("gpt2",) and s.rounds == 100
+    assert s.matrices[0].prompt_lengths == (16, 32)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('modles = ["gpt2"]', "unknown key 'modles'"),
+    ("prompt_lengths = [16, 0]", "key 'prompt_lengths': prompt lengths must be positive"),
+    ('variants = ["eager", "fast"]', "key 'variants': unknown variant 'fast'"),
+    ("rounds = 0", "key 'rounds'"),
+    ('[[sweep]]\nmodels = ["gpt2"]\nlengths = [1]', "[[sweep]] #1: unknown key 'lengths'"),
+    ("models = [", "is not valid TOML"),
+])
+def test_bad_config_is_one_line_naming_the_key(tmp_path, capsys, text, message):
+    path = write_toml(tmp_path, text)
+    with pytest.raises(UsageError, match="matrix.toml") as exc:
+        settings("--config", path)
+    assert message in str(exc.value)
+    assert cli_main(["run", "--device", "cpu", "--variants", "eager", "--config", path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(UsageError, match="config file not found"):
+        settings("--config", str(tmp_path / "nope.toml"))
+
+
+# ---------------------------------------------------------------------------- planning
+
+
+def make_settings(**kw):
+    base = dict(matrices=[runcmd.Matrix(("gpt2", "bert-tiny"), (16, 1024), ("float32",),
+                                        ("eager", "graph", "padded", "compile"))])
+    return runcmd.RunSettings(**{**base, **kw})
+
+
+def test_plan_skips_prompts_beyond_the_model_positions_up_front():
+    plan = runcmd.plan_cases(make_settings())
+    skipped = {(r.model, r.seq_len, r.variant): r.reason for r in plan.skipped}
+    assert set(skipped) == {("bert-tiny", 1024, v) for v in ("eager", "graph", "padded", "compile")}
+    assert all("exceeds the model's 512 positions" in reason for reason in skipped.values())
+    assert plan.n_cases == 2 * 4 + 4  # gpt2: 2 lengths x 4 variants; bert-tiny: 1 length x 4 variants
+
+
+def test_plan_runs_risky_variants_isolated_after_the_in_process_ones():
+    plan = runcmd.plan_cases(make_settings())
+    (key, inproc, iso), _ = plan.groups
+    assert key == ("gpt2", "float32")
+    assert [(s.variant, s.seq_len) for s in inproc] == [("eager", 16), ("eager", 1024), ("graph", 16),
+                                                        ("graph", 1024), ("padded", 16), ("padded", 1024)]
+    assert list(iso) == ["compile"] and [s.seq_len for s in iso["compile"]] == [16, 1024]
+    plan = runcmd.plan_cases(make_settings(isolate=()))
+    assert all(not iso for _, _, iso in plan.groups)
+
+
+def test_plan_skips_padded_prompts_longer_than_pad_to():
+    plan = runcmd.plan_cases(make_settings(pad_to=512))
+    reasons = {(r.model, r.seq_len, r.variant): r.reason for r in plan.skipped}
+    assert "longer than the padded length 512" in reasons[("gpt2", 1024, "padded")]
+    assert ("gpt2", 1024, "graph") not in reasons
+
+
+# ---------------------------------------------------------------------------- end to end on CPU
+
+
+def run_cpu(tmp_path, *extra):
+    out = tmp_path / "out"
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--model-overrides", TINY_JSON,
+                   "--prompt-lengths", "8,16,32", "--iters", "6", "--warmup", "1", "-o", str(out), *extra])
+    return rc, out
+
+
+def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, capsys):
+    rc, out = run_cpu(tmp_path)
+    assert rc == 0
+    stdout = capsys.readouterr().out
+    run = load_run(str(out / "run.json"))
+    cases = forward_cases(run)
+    assert set(cases) == {Case("gpt2", "float32", n, "eager") for n in (8, 16, 32)}
+    raw = json.loads((out / "run.json").read_text())
+    assert raw["machine_info"]["cuda"] is None and "python_version" in raw["machine_info"]
+    assert {"id", "dirty"} <= set(raw["commit_info"])
+    for bench in raw["benchmarks"]:
+        st = bench["stats"]
+        assert len(st["data"]) == st["rounds"] == 6 and st["iterations"] == 1
+        assert st["median"] == pytest.approx(statistics.median(st["data"]))
+        assert st["min"] == min(st["data"]) and st["max"] == max(st["data"])
+        assert {"q1", "q3", "iqr", "ops", "total", "stddev", "outliers"} <= set(st)
+        info = bench["extra_info"]
+        assert info["suite"] == "forward" and info["correct"] is True and info["device"] == "cpu"
+        assert bench["group"] == Case.from_extra_info(info).group
+        # the printed table carries each median (ms, 3 decimals)
+        assert f"{statistics.median(st['data']) * 1e3:.3f}" in stdout
+    assert raw["cudagraph_bench"]["failures"] == []
+    for name in ("latency_comparison.png", "speedup_vs_length.png"):
+        assert (out / name).read_bytes()[:8] == PNG_MAGIC
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_run_cpu_isolated_eager_goes_through_the_real_worker(tmp_path):
+    rc, out = run_cpu(tmp_path, "--isolate", "eager", "--prompt-lengths", "8,16")
+    assert rc == 0
+    raw = json.loads((out / "run.json").read_text())
+    assert sorted(b["extra_info"]["seq_len"] for b in raw["benchmarks"]) == [8, 16]
+    assert all(b["extra_info"]["isolated"] for b in raw["benchmarks"])
+
+
+FAKE = textwrap.dedent("""
+    import json, os, sys
+    job = json.load(sys.stdin)
+    print(json.dumps({"cgb": "ready"}), flush=True)
+    for i, spec in enumerate(job["cases"]):
+        print(json.dumps({"cgb": "start", "index": i}), flush=True)
+        if spec["seq_len"] == 16:
+            os.abort()
+        result = {"model": spec["model"], "dtype": spec["dtype"], "seq_len": spec["seq_len"],
+                  "variant": spec["variant"], "status": "ok", "device": "cpu",
+                  "wall_ms": [2.0, 1.0, 3.0], "event_ms": []}
+        print(json.dumps({"cgb": "result", "index": i, "result": result}), flush=True)
+""")
+
+
+def test_run_records_a_crashed_case_and_keeps_the_others(tmp_path, monkeypatch, capsys):
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE)
+    monkeypatch.setattr(variants, "worker_command", lambda: [sys.executable, str(script)])
+    rc, out = run_cpu(tmp_path, "--isolate", "eager")
+    assert rc == 1  # a case failed; everything else is still written
+    raw = json.loads((out / "run.json").read_text())
+    assert sorted(b["extra_info"]["seq_len"] for b in raw["benchmarks"]) == [8, 32]
+    (failure,) = raw["cudagraph_bench"]["failures"]
+    assert failure["seq_len"] == 16 and failure["status"] == "failed" and "SIGABRT" in failure["reason"]
+    assert "gpt2 float32 L=16 eager: failed: worker killed by SIGABRT" in capsys.readouterr().err
+    assert (out / "speedup_vs_length.png").exists()
+
+
+def test_time_budget_skips_the_remaining_cases(tmp_path, capsys):
+    rc, out = run_cpu(tmp_path, "--time-budget", "0.000001")
+    raw = json.loads((out / "run.json").read_text())
+    assert raw["benchmarks"] == []
+    assert {f["reason"] for f in raw["cudagraph_bench"]["failures"]} == {"time budget exhausted"}
+    assert rc == 1
+    assert "no case was measured" in capsys.readouterr().err
+
+
+def test_unwritable_output_dir_is_a_usage_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "-o", str(blocker / "sub")])
+    assert rc == 2
+    assert "cannot create output folder" in capsys.readouterr().err
+
+
+def test_issue6_config_with_a_model_flag_plans_compile_variants_at_four_lengths():
+    s = runcmd.merge_settings(parse("--config", str(MATRIX_TOML.with_name("run-issue6.toml")),
+                                    "--model", "tinyllama-1.1b"))
+    plan = runcmd.plan_cases(s)
+    assert plan.skipped == []
+    ((key, inproc, iso),) = plan.groups
+    assert key == ("tinyllama-1.1b", "float32")
+    assert sorted({s.seq_len for s in inproc}) == [16, 32, 64, 128, 256, 512, 1024]
+    assert {s.variant for s in inproc} == {"eager", "graph", "padded"}
+    assert {v: [s.seq_len for s in q] for v, q in iso.items()} == {"compile": [16, 64, 256, 1024],
+                                                                  "compile+graph": [16, 64, 256, 1024]}
+    assert plan.n_cases == 3 * 7 + 2 * 4
+
+
+def test_model_dir_without_config_is_a_usage_error(tmp_path, capsys):
+    empty = tmp_path / "model"
+    empty.mkdir()
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--model", str(empty), "-o", str(tmp_path / "o")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no usable config.json" in err
+    assert not (tmp_path / "o").exists()
