@@ -40,11 +40,12 @@ def test_padded_graph_matches_unpadded_eager(cgb, model_name, dtype, record_prop
             worst = max(worst, max_abs_diff(got, expected))
             if model_kind(model) == "causal":
                 assert torch.equal(got[:, -1].argmax(-1), expected[:, -1].argmax(-1))
-            else:  # bidirectional: without the mask, real tokens attend to the padding and the result moves
+            elif dtype == "float32":  # bidirectional: without the mask, real tokens attend to the padding
                 with torch.inference_mode():
                     unmasked = model_forward(model, pad_prompt(ids, pad_to)[0])[:, :length]
-                assert max_abs_diff(unmasked, expected) > 100 * tolerance_of(dtype), \
-                    "bert-tiny without the mask should differ from the unpadded prompt"
+                moved = max_abs_diff(unmasked, expected)
+                print(f"bert-tiny L={length}: without the mask max |diff| = {moved:.3g}")
+                assert moved > 100 * tolerance_of(dtype), "bert-tiny without the mask should differ"
     finally:
         padded.close()
         cgb.release()
@@ -74,21 +75,27 @@ def test_bucket_edges_match_eager(cgb, model_name, record_property):
             print(f"{model_name} bucket {c.bucket:5d}: capture {c.capture_ms:8.1f} ms, pool +{c.pool_mib:7.1f} MiB")
         record_property("captures", [(c.bucket, round(c.capture_ms, 1), round(c.pool_mib, 1)) for c in graphs.captures])
         after_capture = cgb.ledger.reserved_mib()
-        for length in (15, 16, 17, 31, 32, 33):
+        for length in (15, 16, 17, 31, 32, 33):   # eager references allocate too: memory is checked below
             for ids in cgb.inputs(model, length, n=2, seed=length):
                 with torch.inference_mode():
                     expected = model_forward(model, ids).clone()
                 got = graphs(ids)
                 assert graphs.bucket_for(length) == (16 if length <= 16 else 32 if length <= 32 else 64)
                 assert_matches_eager(got, expected, "float32")
-        for bucket in graphs.buckets:  # replay every bucket: no new memory
-            (ids,) = cgb.inputs(model, bucket, n=1)
+        prompts = [cgb.inputs(model, bucket, n=1)[0] for bucket in graphs.buckets]
+        for ids in prompts:          # first replay of every bucket
             graphs(ids)
+        torch.cuda.synchronize()
+        after_first = cgb.ledger.reserved_mib()
+        for _ in range(5):           # more replays of every bucket: no new memory
+            for ids in prompts:
+                graphs(ids)
         torch.cuda.synchronize()
         after_replays = cgb.ledger.reserved_mib()
         print(f"{model_name}: reserved before capture {before:.0f} MiB, after capturing all buckets "
-              f"{after_capture:.0f} MiB, after replaying them {after_replays:.0f} MiB")
-        assert after_replays == after_capture
+              f"{after_capture:.0f} MiB, after one replay of each {after_first:.0f} MiB, after 5 more rounds "
+              f"{after_replays:.0f} MiB")
+        assert after_replays == after_first
     finally:
         graphs.close()
         cgb.release()

@@ -61,3 +61,56 @@ def test_fingerprint_is_none_without_cuda():
 
 def test_usage_errors_are_value_errors():
     assert issubclass(UsageError, ValueError)
+
+
+def test_capture_keeps_eager_sdpa_dispatch(monkeypatch):
+    """While a stream captures, HF builds explicit masks; the runner's capture context restores the
+    eager dispatch (no mask: is_causal for causal LMs, no mask for encoders) when there is no padding
+    mask, and leaves a real padding mask alone. Capture is emulated by forcing is_tracing() True."""
+    import torch.nn.functional as F
+    import transformers.masking_utils as mu
+
+    from cudagraph_bench.presets import model_forward
+    from cudagraph_bench.runner import eager_sdpa_dispatch_during_capture
+
+    seen = []
+    real_sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs.get("attn_mask") is None, bool(kwargs.get("is_causal"))))
+        return real_sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    for name, overrides, causal in (("gpt2", dict(n_layer=1, n_embd=64, n_head=2), True), ("bert-tiny", {}, False)):
+        model = load_model(name, "float32", "cpu", overrides=overrides)
+        ids = torch.randint(0, 1000, (1, 12))
+        with torch.inference_mode():
+            seen.clear()
+            eager_out = model_forward(model, ids)
+            eager = set(seen)
+            assert eager == {(True, causal)}
+            with monkeypatch.context() as capturing:
+                capturing.setattr(mu, "is_tracing", lambda *a, **k: True)
+                seen.clear()
+                model_forward(model, ids)
+                assert set(seen) == {(False, False)}          # what a plain capture would run
+                with eager_sdpa_dispatch_during_capture():
+                    seen.clear()
+                    out = model_forward(model, ids)
+                    assert set(seen) == eager
+                    seen.clear()
+                    model_forward(model, ids, torch.ones_like(ids))
+                    assert set(seen) == {(False, False)}      # padding mask: library path untouched
+        assert torch.equal(out, eager_out)
+        assert mu.find_packed_sequence_indices.__name__ == "find_packed_sequence_indices"   # restored
+
+
+def test_capture_dispatch_can_be_turned_off(monkeypatch):
+    import transformers.masking_utils as mu
+
+    from cudagraph_bench.runner import eager_sdpa_dispatch_during_capture
+
+    monkeypatch.setenv("CGB_HF_SDPA_SKIP", "0")
+    before = mu._ignore_causal_mask_sdpa
+    with eager_sdpa_dispatch_during_capture():
+        assert mu._ignore_causal_mask_sdpa is before

@@ -62,8 +62,15 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     ledger = getattr(config, "_cgb_ledger", None)
-    if ledger is not None:
-        output_json["cudagraph_bench"] = ledger.summary()
+    if ledger is None:
+        return
+    output_json["cudagraph_bench"] = ledger.summary()
+    for bench in output_json.get("benchmarks", []):   # kernel counts were taken after all timing
+        info = bench.get("extra_info", {})
+        if info.get("suite") == "forward" and info.get("variant") == "eager":
+            key = (info.get("model"), info.get("dtype"), info.get("seq_len"))
+            if key in ledger.kernel_counts:
+                info["n_kernels"] = ledger.kernel_counts[key]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -92,6 +99,9 @@ def pytest_generate_tests(metafunc):
     if "corr_case" in metafunc.fixturenames:
         cases = [Case(m, d, n, "graph") for m in models for d in dtypes for n in lengths]
         metafunc.parametrize("corr_case", cases, ids=[c.test_id for c in cases])
+    if "count_case" in metafunc.fixturenames:
+        cases = [Case(m, d, n, "eager") for m in models for d in dtypes for n in lengths]
+        metafunc.parametrize("count_case", cases, ids=[c.test_id for c in cases])
     if "pad_case" in metafunc.fixturenames:
         pad_lengths = [n for n in lengths if n in PAD_LENGTHS] or [n for n in lengths if n < opt("pad_to")]
         cases = [Case(m, d, n, v) for m in models for d in dtypes for n in pad_lengths for v in ("padded", "bucketed")]
@@ -109,6 +119,7 @@ class MemoryLedger:
         self.start_mib = None
         self.end_mib = None
         self.cases: list[tuple[str, float, float]] = []   # (case id, reserved before, after release) MiB
+        self.kernel_counts: dict[tuple[str, str, int], int] = {}   # (model, dtype, seq_len) -> kernels
 
     @staticmethod
     def reserved_mib() -> float:
@@ -125,6 +136,8 @@ class MemoryLedger:
                 "memory_reserved_end_mib": self.end_mib if self.end_mib is not None else self.start_mib,
                 "graph_cases": len(self.cases),
                 "max_case_growth_mib": max(growth, default=0.0),
+                "kernel_counts": [{"model": m, "dtype": d, "seq_len": n, "n_kernels": k}
+                                  for (m, d, n), k in sorted(self.kernel_counts.items())],
                 "cases": [{"case": c, "reserved_before_mib": b, "reserved_after_mib": a} for c, b, a in self.cases]}
 
 

@@ -6,11 +6,66 @@ and vLLM's ``compilation/cuda_graph.py`` wrapper.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from typing import Callable
 
 from cudagraph_bench.errors import CudaUnavailableError, ShapeMismatchError, StaticBufferError
 from cudagraph_bench.presets import model_forward
+
+
+#: transformers.masking_utils functions that decide whether SDPA may skip the attention mask.
+_HF_SKIP_DECIDERS = ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa")
+
+
+@contextlib.contextmanager
+def eager_sdpa_dispatch_during_capture():
+    """Let HF transformers take its eager SDPA path (``is_causal`` / no mask) while a stream captures.
+
+    transformers' ``is_tracing()`` is True while a CUDA stream is capturing, and then its mask
+    helpers always build an explicit attention mask, so a captured forward would run other SDPA
+    kernels than the same forward in eager mode (different rounding; slower attention). When no
+    padding mask is given, the skip decision depends only on shapes (no device sync), so during
+    capture this context answers it as in eager mode. Likewise the packed-sequence detection that
+    HF runs on ``position_ids`` when there is neither a mask nor a cache: eager mode finds one
+    sequence for the ``arange`` positions the model builds itself (after a host sync, which a
+    capture forbids), so during capture it answers "not packed" directly. With a padding mask or a
+    KV cache, the library's own capture-safe path is left untouched. ``CGB_HF_SDPA_SKIP=0`` turns
+    this off. Only for forwards whose positions are ``arange(seq_len)`` (what GraphedForward runs).
+    """
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        yield
+        return
+    if os.environ.get("CGB_HF_SDPA_SKIP", "1") == "0" or not hasattr(mu, "is_tracing"):
+        yield
+        return
+    originals = {name: getattr(mu, name) for name in _HF_SKIP_DECIDERS if hasattr(mu, name)}
+
+    def wrap(original):
+        def decide(padding_mask, *args, **kwargs):
+            if padding_mask is not None:
+                return original(padding_mask, *args, **kwargs)
+            is_tracing = mu.is_tracing
+            mu.is_tracing = lambda *a, **k: False
+            try:
+                return original(padding_mask, *args, **kwargs)
+            finally:
+                mu.is_tracing = is_tracing
+        return decide
+
+    for name, original in originals.items():
+        setattr(mu, name, wrap(original))
+    if hasattr(mu, "find_packed_sequence_indices"):
+        originals["find_packed_sequence_indices"] = mu.find_packed_sequence_indices
+        mu.find_packed_sequence_indices = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(mu, name, original)
 
 
 class GraphedForward:
@@ -24,7 +79,8 @@ class GraphedForward:
        cuBLAS handles and autotuning happen outside the capture;
     3. capture one forward pass with ``torch.cuda.graph`` (into ``pool`` if given, so several graphs
        can share one graph memory pool); the output tensor allocated during capture becomes the
-       static output buffer;
+       static output buffer. Without a padding mask, HF's SDPA dispatch is kept as in eager mode
+       (:func:`eager_sdpa_dispatch_during_capture`), so replay runs the same kernels as eager;
     4. ``__call__``: ``copy_`` the new inputs into the static buffers, ``graph.replay()``, return the
        static output.
 
@@ -46,6 +102,8 @@ class GraphedForward:
             (``data_ptr()`` changed, e.g. by ``.set_()``); raise :class:`StaticBufferError` if so.
         forward: ``forward(model, input_ids, attention_mask) -> Tensor``; default
             :func:`~cudagraph_bench.presets.model_forward`.
+        eager_sdpa_dispatch: capture inside :func:`eager_sdpa_dispatch_during_capture` (default). Pass
+            False for a ``torch.compile``-d model: patching module globals could trip dynamo's guards.
 
     Raises:
         CudaUnavailableError: CUDA is not available or the model is not on a CUDA device.
@@ -54,7 +112,7 @@ class GraphedForward:
 
     def __init__(self, model, seq_len: int, *, batch: int = 1, with_attention_mask: bool = False,
                  warmup_iters: int = 3, pool=None, check_data_ptrs: bool = False,
-                 forward: Callable = model_forward):
+                 forward: Callable = model_forward, eager_sdpa_dispatch: bool = True):
         import torch
 
         if warmup_iters < 3:
@@ -84,7 +142,8 @@ class GraphedForward:
                     self._run()
             torch.cuda.current_stream(device).wait_stream(side)
             torch.cuda.synchronize(device)
-            with torch.cuda.graph(self._graph, pool=pool):
+            dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
+            with dispatch, torch.cuda.graph(self._graph, pool=pool):
                 self._output = self._run()
         torch.cuda.synchronize(device)
         self.capture_ms = (time.perf_counter() - start) * 1e3

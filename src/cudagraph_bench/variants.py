@@ -148,7 +148,8 @@ class GraphVariant(ForwardVariant):
         super().__init__(seq_len)
         from cudagraph_bench.runner import GraphedForward
 
-        kwargs = {"forward": forward} if forward is not None else {}
+        # a compiled forward (compile+graph) must not see patched HF globals: dynamo guards on them
+        kwargs = {"forward": forward, "eager_sdpa_dispatch": False} if forward is not None else {}
         self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, **kwargs)
         self.capture_ms = self._graph.capture_ms
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# H200 run B (one device call, < 10 min): launch-overhead benchmarks (issue 5), padded/bucketed
+# benchmarks (issue 4), then the standalone `run` command with torch.compile variants (issue 6).
+# Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/run_b.sh [gpt2 tinyllama-1.1b]
+set -u
+export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
+OUT="${OUT:-out/run-b}"; W=/tmp/cgb-b; rm -rf "$W"; mkdir -p "$W" "$OUT"
+start=$(date +%s); deadline=$((start + 575))
+left() { local l=$((deadline - $(date +%s))); [ "$l" -gt "$1" ] && echo "$1" || echo "$((l > 5 ? l : 5))"; }
+say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$W/steps.log"; }
+PT="python3 -m pytest -p no:cacheprovider -q -rs"
+MODELS="${*:-gpt2}"
+
+say "launch-overhead benchmarks"
+timeout "$(left 90)" $PT perf_tests/test_launch.py --benchmark-only --benchmark-json "$OUT/launch.json" \
+  --benchmark-columns=median,min,max,rounds > "$W/launch.log" 2>&1
+tail -1 "$W/launch.log"
+say "padded vs bucketed benchmarks"
+timeout "$(left 170)" $PT perf_tests/test_padding_bench.py --benchmark-only --models gpt2,tinyllama-1.1b --benchmark-json "$OUT/padding.json" \
+  --benchmark-columns=median,min,max,rounds --benchmark-group-by=group > "$W/padding.log" 2>&1
+tail -1 "$W/padding.log"
+for m in $MODELS; do
+  budget=$(( (deadline - $(date +%s)) - 25 ))
+  say "cudagraph-bench run --model $m (time budget $budget s)"
+  timeout "$((budget + 20))" python3 -m cudagraph_bench run --config scripts/device/issue6.toml --model "$m" \
+    --time-budget "$budget" -o "$W/run-$m" > "$W/run-$m.log" 2>&1; echo "run rc=$?"
+  cp "$W/run-$m/run.json" "$OUT/run-$m.json" 2>/dev/null
+  grep -A 40 "fastest" "$W/run-$m.log" | head -30
+done
+say "done"
+(cd "$W" && tar czf "$OUT/logs-b.tgz" .)
