@@ -169,13 +169,14 @@ def test_report_cli_writes_results_pngs_and_readme_block(tmp_path):
     for name in ("latency_comparison.png", "speedup_vs_length.png"):
         assert (docs / name).read_bytes()[:8] == PNG_MAGIC
     results = (docs / "results.md").read_text()
-    assert "synthetic stand-in" in results
+    assert "synthetic" not in results.lower()          # the fixture is the real H200 run
+    assert "NVIDIA H200" in results                      # provenance names the GPU of the run
     assert "](latency_comparison.png)" in results
     text = readme.read_text()
     assert text.startswith("# Project\n\nIntro text.\n\n<!-- results:start -->\n")
     assert text.endswith("<!-- results:end -->\n\nFooter text.\n")
     assert "old numbers" not in text
-    assert "Synthetic stand-in data, not a measurement: h200-forward.json" in text
+    assert "NVIDIA H200" in text
     assert "](docs/speedup_vs_length.png)" in text and "(docs/results.md)" in text
     medians = fixture_medians()
     rows = parse_markdown_table(text, "model")

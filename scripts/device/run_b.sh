@@ -19,8 +19,9 @@ say "padded vs bucketed benchmarks"
 timeout "$(left 170)" $PT perf_tests/test_padding_bench.py --benchmark-only --models gpt2,tinyllama-1.1b --benchmark-json "$OUT/padding.json" \
   --benchmark-columns=median,min,max,rounds --benchmark-group-by=group > "$W/padding.log" 2>&1
 tail -1 "$W/padding.log"
+n_left=$(echo $MODELS | wc -w)
 for m in $MODELS; do
-  budget=$(( (deadline - $(date +%s)) - 25 ))
+  budget=$(( ((deadline - $(date +%s)) - 25) / n_left )); n_left=$((n_left - 1))
   say "cudagraph-bench run --model $m (time budget $budget s)"
   timeout "$((budget + 20))" python3 -m cudagraph_bench run --config scripts/device/issue6.toml --model "$m" \
     --time-budget "$budget" -o "$W/run-$m" > "$W/run-$m.log" 2>&1; echo "run rc=$?"
