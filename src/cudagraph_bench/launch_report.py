@@ -689,6 +689,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
                         help="compute-sanitizer log of graphs --baked-pointer-only (repeatable); the program's "
                         "stdout, if saved next to it as the same name with .json, adds the outcome")
+    parser.add_argument("--forward", metavar="RUN", action="append", default=[],
+                        help="another run whose forward benchmarks (eager with n_kernels, graph) feed the "
+                        "predicted-vs-measured table (repeatable)")
     parser.add_argument("--reference-n", type=int, default=REFERENCE_N,
                         help="N whose µs/launch feeds the model (default: %(default)s, else the largest N)")
 
@@ -697,6 +700,14 @@ def run_command(args: argparse.Namespace) -> int:
     from cudagraph_bench.runfile import load_run
 
     run = load_run(args.run)
+    source = args.run
+    if args.forward:
+        from dataclasses import replace
+
+        extra = [load_run(ref) for ref in args.forward]
+        forward = [b for r in extra for b in r.benchmarks if (b.get("extra_info") or {}).get("suite") == "forward"]
+        run = replace(run, data={**run.data, "benchmarks": run.benchmarks + forward})
+        source = " + ".join([args.run, *args.forward])
     graphs_cu = _load_json(args.graphs_cu, "graphs.cu output") if args.graphs_cu else None
     logs, outcomes = {}, {}
     for path in map(Path, args.sanitizer):
@@ -709,7 +720,7 @@ def run_command(args: argparse.Namespace) -> int:
             bp = _last_json_object(stdout).get("baked_pointer")
             if isinstance(bp, dict):
                 outcomes[path.name] = bp
-    page, plot = write_launch_page(run, args.out_dir, source=args.run, reference_n=args.reference_n,
+    page, plot = write_launch_page(run, args.out_dir, source=source, reference_n=args.reference_n,
                                    graphs_cu=graphs_cu, sanitizer=logs, sanitizer_outcomes=outcomes)
     print(f"wrote {page} and {plot}")
     return 0
