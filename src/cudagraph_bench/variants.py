@@ -573,7 +573,8 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     so a replay that did not write it fails.
 
     Returns the max abs difference over the inputs. Raises AssertionError (from
-    :func:`~cudagraph_bench.correctness.assert_matches_eager`) on a mismatch.
+    :func:`~cudagraph_bench.correctness.assert_matches_eager`) on a mismatch; its ``max_abs_diff``
+    attribute holds the largest difference seen so far, so the result can still report it.
     """
     import torch
 
@@ -594,7 +595,11 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
             raise AssertionError("output holds NaN after the call: the replay did not write the (NaN-poisoned) "
                                  "static output")
         worst = max(worst, max_abs_diff(actual, expected))
-        assert_matches_eager(actual, expected, spec.dtype)
+        try:
+            assert_matches_eager(actual, expected, spec.dtype)
+        except AssertionError as exc:
+            exc.max_abs_diff = worst
+            raise
     return worst
 
 
@@ -625,6 +630,7 @@ def measure_case(spec: CaseSpec, model) -> CaseResult:
             try:
                 diff = check_against_eager(variant, model, spec, generator)
             except AssertionError as exc:
+                diff = getattr(exc, "max_abs_diff", None)
                 status, reason = "mismatch", "outputs differ from eager: " + describe_exception(exc, 240)
         else:
             diff = 0.0
