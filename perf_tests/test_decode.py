@@ -46,8 +46,6 @@ def test_graphed_decode_equals_generate(cgb, model_name, dtype):
 
 
 def test_tokens_do_not_depend_on_cache_length(cgb):
-    import torch
-
     from cudagraph_bench.decode import GreedyDecoder
 
     model = cgb.model("gpt2", "float32")

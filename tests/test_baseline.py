@@ -4,29 +4,14 @@ import copy
 import hashlib
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cudagraph_bench import cli
 from cudagraph_bench.baseline import SCHEMA_VERSION, load_baseline
 from cudagraph_bench.errors import InputFileError
 
-FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
-DOC = json.loads(FIXTURE.read_text())
-
-
-def run_cli(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def write(doc, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path
+from h200_fixture import DOC, FIXTURE, run_cli, write  # noqa: E402
 
 
 def rounds_ms(model, dtype, seq_len, variant):

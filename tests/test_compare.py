@@ -1,29 +1,12 @@
 """``cudagraph-bench compare OLD NEW``: per-benchmark median change with an interval; exit 1 on regression."""
 
 import copy
-import json
 import random
-from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import cli
 
-FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
-DOC = json.loads(FIXTURE.read_text())
-TIME_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
-
-
-def run_cli(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def write(doc, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path
+from h200_fixture import DOC, FIXTURE, TIME_FIELDS, run_cli, write  # noqa: E402
 
 
 def scale(b, factor):
