@@ -4,7 +4,9 @@
 #   TORCH        pip requirement for torch (default: plain "torch"; CPU CI: TORCH=torch==2.13.0)
 #   VENV         virtual environment folder (default .venv)
 #   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
-#   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json)
+#   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json; removed first,
+#                and not written when every benchmark was skipped)
+#   GATE_ARGS    extra `cudagraph-bench gate` arguments for `make gpu-gate`, e.g. "--baseline baselines/x.json"
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch
@@ -26,7 +28,7 @@ setup: $(VENV)/.installed
 
 # Benchmarks (GPU): eager vs graph replay etc.; on a machine without CUDA every benchmark skips with the reason.
 bench: $(VENV)/.installed
-	@mkdir -p $(dir $(RUN_JSON))
+	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
 	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; exit $$rc
 
@@ -37,6 +39,7 @@ test: $(VENV)/.installed
 
 # The GPU CI gate, runnable locally: benchmarks -> JSON -> gate against baselines/<gpu>.json (picked from the run's GPU).
 gpu-gate: bench
+	@test -s $(RUN_JSON) || { echo "make gpu-gate: no benchmark ran, so there is no $(RUN_JSON) to gate (no CUDA GPU?)"; exit 2; }
 	$(PY) -m cudagraph_bench gate $(RUN_JSON) $(GATE_ARGS)
 
 clean:

@@ -83,7 +83,7 @@ def test_saved_run_ids_from_storage(tmp_path, capsys, monkeypatch):
     write(DOC, machine / "0001_aaaa_20260101_000000.json")
     write(slower, machine / "0002_bbbb_20260102_000000.json")
     rc, out, _ = run_cli(capsys, "compare", "0001", "0002_bbbb_20260102_000000")
-    assert rc == 1 and f"{n_benchmarks(DOC)} of {n_benchmarks(DOC)} benchmarks slower" in out
+    assert rc == 1 and f"of {n_benchmarks(DOC)} benchmarks slower by more than 10%" in out
     rc, _, _ = run_cli(capsys, "compare", "0002", "0001")
     assert rc == 0
     md = tmp_path / "cmp.md"
@@ -147,3 +147,18 @@ def test_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys, content, message)
         assert rc == 2 and out == ""
         assert message in err and len(err.splitlines()) == 1
         assert not md.exists()
+
+
+def test_two_real_h200_runs_fail_only_on_significant_regressions(capsys):
+    """forward-2 vs forward-3 (two committed H200 runs): a change beyond the threshold fails only when its
+    bootstrap interval lies above zero; the others are labelled marginal."""
+    root = FIXTURE.parent.parent.parent / "baselines" / "nvidia-h200"
+    rc, out, _ = run_cli(capsys, "compare", root / "forward-2.json", root / "forward-3.json")
+    rows = [line for line in out.splitlines() if line.startswith("forward ")]
+    assert rows
+    regressions = [r for r in rows if r.rstrip().endswith("REGRESSION")]
+    marginal = [r for r in rows if r.rstrip().endswith("marginal")]
+    for row in regressions + marginal:
+        low = float(row.split("[")[1].split(",")[0])
+        assert (low > 0) == (row in regressions), row
+    assert rc == (1 if regressions else 0)

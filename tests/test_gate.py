@@ -15,6 +15,8 @@ import pytest
 
 from h200_fixture import DOC, FIXTURE, TIME_FIELDS, run_cli, write  # noqa: E402
 
+from cudagraph_bench.cli import main as cli_main
+
 
 def bench(doc, model, dtype, seq_len, variant):
     for b in doc["benchmarks"]:
@@ -285,3 +287,26 @@ def test_gate_compare_baseline_import_no_torch():
             "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--min-reduction", "nan", "expected a finite number"),
+    ("--min-reduction", "150", "a reduction threshold is a percent in [0, 100)"),
+    ("--min-reduction", "-5", "a reduction threshold is a percent in [0, 100)"),
+    ("--max-regression", "-1", "an allowed regression is a percent >= 0"),
+    ("--max-regression", "inf", "expected a finite number"),
+    ("--max-gated-len", "0", "expected a number >= 1"),
+])
+def test_bad_thresholds_are_usage_errors(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["gate", str(FIXTURE), flag, value])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unwritable_markdown_path_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc, out, err = run_cli(capsys, "gate", FIXTURE, "--markdown", blocker / "report.md")
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "cannot access" in err and "writable folder" in err and "Traceback" not in err

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudagraph_bench import stats
+from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.runfile import Measurement, Run, forward_groups, load_run, write_text_atomic
 from cudagraph_bench.table import Column, render_table
@@ -188,12 +189,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON of a GPU run (path or saved-run id)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="baseline file to write, by convention baselines/<gpu_slug>.json")
-    parser.add_argument("--min-reduction", type=float, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
+    parser.add_argument("--min-reduction", type=parse_reduction_pct, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
                         help="per-case minimum median latency reduction stored for gated cases "
                              "(default: %(default)s)")
-    parser.add_argument("--max-regression", type=float, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
+    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
                         help="allowed graph-median slow-down vs this baseline (default: %(default)s)")
-    parser.add_argument("--max-gated-len", type=int, default=DEFAULT_MAX_GATED_LEN, metavar="TOKENS",
+    parser.add_argument("--max-gated-len", type=parse_count, default=DEFAULT_MAX_GATED_LEN, metavar="TOKENS",
                         help="cases with prompt length <= this are gated (default: %(default)s)")
 
 

@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"cudagraph-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # an output path that cannot be written (or an input that cannot be read)
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"cudagraph-bench {args.command}: error: cannot access{where}: {exc.strerror or exc}: "
+              f"choose a path in a writable folder", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("cudagraph-bench: interrupted", file=sys.stderr)
         return 130

@@ -15,6 +15,7 @@ import argparse
 from dataclasses import dataclass
 
 from cudagraph_bench import stats
+from cudagraph_bench.options import parse_regression_pct
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.runfile import DEFAULT_STORAGE, Measurement, Run, load_run, measurements, write_text_atomic
 from cudagraph_bench.table import Column, render_table
@@ -36,13 +37,24 @@ class Change:
 
     @property
     def regressed(self) -> bool:
-        """NEW's median is slower than OLD's by more than the allowed percent."""
-        return self.change_pct > self.max_regression_pct
+        """NEW's median is slower than OLD's by more than the allowed percent and, when both runs kept
+        per-round data, the bootstrap 95% interval of the change lies above zero (noise alone, e.g. a
+        host-bound eager median moving between runs, does not fail the build)."""
+        if not self.change_pct > self.max_regression_pct:
+            return False
+        return self.ci_pct is None or self.ci_pct[0] > 0
+
+    @property
+    def marginal(self) -> bool:
+        """Median beyond the threshold, but the interval of the change includes zero."""
+        return self.change_pct > self.max_regression_pct and not self.regressed
 
     @property
     def status(self) -> str:
         if self.regressed:
             return "REGRESSION"
+        if self.marginal:
+            return "marginal"
         if self.ci_pct and self.ci_pct[0] > 0:
             return "slower"
         if self.ci_pct and self.ci_pct[1] < 0:
@@ -123,7 +135,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench compare OLD NEW``."""
     parser.add_argument("old", metavar="OLD", help="reference run: JSON path or saved-run id (e.g. 0001)")
     parser.add_argument("new", metavar="NEW", help="run to check: JSON path or saved-run id")
-    parser.add_argument("--max-regression", type=float, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
+    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
                         help="fail when a median is slower by more than PCT percent (default: %(default)s)")
     parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
                         help="where saved-run ids are looked up (default: %(default)s)")
@@ -133,8 +145,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench compare OLD NEW``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    if args.max_regression < 0:
-        raise UsageError(f"--max-regression must be >= 0 percent, got {args.max_regression:g}")
     old, new = load_run(args.old, args.storage), load_run(args.new, args.storage)
     changes, only_old, only_new = compare_runs(old, new, args.max_regression)
     passed, line = summary(changes, only_old, only_new, args.max_regression)

@@ -20,6 +20,7 @@ import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESSION_PCT,
                                       DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline, pair_reduction)
 from cudagraph_bench.errors import UsageError
@@ -216,13 +217,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON (path or .benchmarks saved-run id)")
     parser.add_argument("--baseline", metavar="FILE",
                         help="baseline file (default: baselines/<gpu_slug>.json when it exists)")
-    parser.add_argument("--min-reduction", type=float, metavar="PCT",
+    parser.add_argument("--min-reduction", type=parse_reduction_pct, metavar="PCT",
                         help=f"minimum median latency reduction of gated cases in percent, overriding the "
                              f"baseline's per-case values (default: baseline's, else {DEFAULT_MIN_REDUCTION_PCT:g})")
-    parser.add_argument("--max-regression", type=float, metavar="PCT",
+    parser.add_argument("--max-regression", type=parse_regression_pct, metavar="PCT",
                         help="allowed graph-median slow-down vs the baseline in percent "
                              f"(default: baseline's, else {DEFAULT_MAX_REGRESSION_PCT:g})")
-    parser.add_argument("--max-gated-len", type=int, metavar="TOKENS",
+    parser.add_argument("--max-gated-len", type=parse_count, metavar="TOKENS",
                         help="gate cases with prompt length <= TOKENS, overriding the baseline's gated flags "
                              f"(default: baseline's, else {DEFAULT_MAX_GATED_LEN})")
     parser.add_argument("--allow-gpu-mismatch", action="store_true",
@@ -233,8 +234,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench gate RUN``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    if args.max_regression is not None and args.max_regression < 0:
-        raise UsageError(f"--max-regression must be >= 0 percent, got {args.max_regression:g}")
     run = load_run(args.run)
     baseline = find_baseline(run, args.baseline, args.allow_gpu_mismatch)
     results = evaluate(run, baseline, min_reduction_pct=args.min_reduction,

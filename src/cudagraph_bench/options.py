@@ -77,6 +77,37 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def parse_token_counts(text: str) -> tuple[int, ...]:
+    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request (each > 0)."""
+    return _positive_ints(text, "token counts")
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def parse_reduction_pct(text: str) -> float:
+    """A latency-reduction threshold in percent, 0 <= pct < 100 (e.g. ``30``)."""
+    value = _finite(text)
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"a reduction threshold is a percent in [0, 100), got {value:g}")
+    return value
+
+
+def parse_regression_pct(text: str) -> float:
+    """An allowed slowdown in percent, >= 0 (e.g. ``10``)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"an allowed regression is a percent >= 0, got {value:g}")
+    return value
+
+
 def parse_count(text: str) -> int:
     """A whole number >= 1 (rounds, iterations)."""
     try:

@@ -20,7 +20,7 @@ import os
 import pytest
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.options import add_to_pytest, parse_count, parse_dtypes, parse_prompt_lengths
+from cudagraph_bench.options import add_to_pytest, parse_count, parse_dtypes, parse_token_counts
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 DECODE_MODELS = ("gpt2", "tinyllama-1.1b")
@@ -35,7 +35,7 @@ def pytest_addoption(parser):
                     help="also benchmark torch.compile variants (compile, compile+graph); slow, off by default")
     group.addoption("--check-data-ptrs", action="store_true", default=False,
                     help="debug: before every replay check that the static buffers' data_ptr() never changed")
-    group.addoption("--new-tokens", dest="new_tokens", type=parse_prompt_lengths, default=(64, 128),
+    group.addoption("--new-tokens", dest="new_tokens", type=parse_token_counts, default=(64, 128),
                     help="decode benchmarks: new tokens per request (default: 64,128)")
     group.addoption("--decode-dtypes", dest="decode_dtypes", type=parse_dtypes, default=("bfloat16",),
                     help="decode benchmarks: dtypes (default: bfloat16)")

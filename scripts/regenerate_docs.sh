@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Regenerate README.md's results block and every page under docs/ from the committed raw H200 runs.
+# Needs no GPU (and no torch import): run it after committing new JSON under baselines/nvidia-h200/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CG="${CG:-python3 -m cudagraph_bench}"
+B=baselines/nvidia-h200
+$CG report $B/forward.json $B/padding.json $B/launch.json -o docs --readme README.md
+$CG report $B/run-gpt2.json $B/run-tinyllama-1.1b.json $B/run-tinyllama-1.1b-compile-graph.json -o docs/compile
+$CG report $B/smoke.json -o docs/smoke
+python3 -m cudagraph_bench.launch_report $B/launch.json --forward $B/forward.json -o docs \
+  --graphs-cu $B/graphs_cu.json --sanitizer $B/logs/compute_sanitizer_d4.log --sanitizer $B/logs/compute_sanitizer_d8388608.log
