@@ -26,7 +26,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -338,26 +337,14 @@ def speedup_figure(series: dict[str, list[LaunchRow]]):
     return fig
 
 
-def _save_figure_atomic(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path: str | os.PathLike) -> Path:
     """Write :func:`speedup_figure` as a PNG at ``path`` (atomically). A plain list of rows is plotted
     as the series ``"torch"``. Returns the path."""
     if isinstance(series, list):
         series = {"torch": series}
-    return _save_figure_atomic(speedup_figure(series), Path(path))
+    from cudagraph_bench.plots import save_figure
+
+    return save_figure(speedup_figure(series), Path(path))
 
 
 # ------------------------------------------------------------------------------- sanitizer logs
