@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CG="${CG:-python3 -m cudagraph_bench}"
 B=baselines/nvidia-h200
-$CG report $B/forward.json $B/padding.json $B/launch.json -o docs --readme README.md
+$CG report $B/forward.json $B/padding.json $B/launch.json $B/decode.json -o docs --readme README.md
 $CG report $B/run-gpt2.json $B/run-tinyllama-1.1b.json $B/run-tinyllama-1.1b-compile-graph.json -o docs/compile
 $CG report $B/smoke.json -o docs/smoke
 python3 -m cudagraph_bench.launch_report $B/launch.json --forward $B/forward.json -o docs \

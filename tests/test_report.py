@@ -97,7 +97,8 @@ def test_other_variants_failures_and_fastest(tmp_path):
     doc = run_doc([
         fwd("gpt2", "float32", 50, "eager", [10, 11, 12]),
         fwd("gpt2", "float32", 50, "graph", [2, 2, 2]),
-        fwd("gpt2", "float32", 50, "compile", [1.5, 1.6, 1.4], compile_ms=12000.0, correct=True),
+        fwd("gpt2", "float32", 50, "compile", [1.5, 1.6, 1.4], compile_ms=12000.0, correct=True,
+            check="fp64-rmse", fp64_rmse_ratio=1.234),
         fwd("gpt2", "float32", 50, "compile+graph", [1.0, 1.1, 0.9], correct=False, status="mismatch",
             reason="outputs differ from eager: AssertionError: Tensor-likes are not close!"),
     ], failures=[{"model": "gpt2", "dtype": "float32", "seq_len": 1024, "variant": "compile", "status": "failed",
@@ -120,6 +121,10 @@ def test_other_variants_failures_and_fastest(tmp_path):
     assert any("compile+graph: mismatch" in p for p in problems)
     text = report.render_long_table(rows, "text")
     assert "NO" in text and "12.0" in text
+    long_rows = {r["variant"]: r for r in parse_markdown_table(report.render_long_table(rows, "markdown"), "model")
+                 if r["L (tokens)"] == "50"}
+    assert long_rows["compile"]["check"] == "fp64-rmse" and long_rows["compile"]["RMSE vs fp64 / eager's"] == "1.23"
+    assert long_rows["graph"]["check"] == "-"      # a run without the field: shown as missing, not invented
 
 
 def test_decode_rows_compute_speedup_vs_generate(tmp_path):

@@ -197,6 +197,7 @@ def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, cap
         assert {"q1", "q3", "iqr", "ops", "total", "stddev", "outliers"} <= set(st)
         info = bench["extra_info"]
         assert info["suite"] == "forward" and info["correct"] is True and info["device"] == "cpu"
+        assert info["check"] == "strict" and "fp64_rmse_ratio" not in info
         assert bench["group"] == Case.from_extra_info(info).group
         # the printed table carries each median (ms, 3 decimals)
         assert f"{statistics.median(st['data']) * 1e3:.3f}" in stdout

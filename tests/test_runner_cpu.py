@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from cudagraph_bench.correctness import TOLERANCES, assert_matches_eager, max_abs_diff, tolerance
+from cudagraph_bench.correctness import (TOLERANCES, assert_matches_eager, fp64_rmse_check, max_abs_diff, rmse,
+                                         tolerance)
 from cudagraph_bench.envinfo import cuda_fingerprint, gpu_slug
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 from cudagraph_bench.presets import load_model
@@ -42,6 +43,30 @@ def test_tolerances():
         assert_matches_eager(torch.full((4,), float("nan")), a, "float32")
     assert max_abs_diff(a + 0.25, a) == 0.25
     assert max_abs_diff(torch.tensor([float("nan")]), torch.tensor([1.0])) == float("inf")
+
+
+def test_rmse_with_literal_numbers():
+    assert rmse(torch.tensor([3.0, -3.0, 3.0, -3.0]), torch.zeros(4)) == 3.0
+    assert rmse(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 0.0])) == pytest.approx(0.5 ** 0.5)
+
+
+def test_fp64_rmse_check_with_literal_numbers():
+    ref = torch.zeros(4, dtype=torch.float64)
+    eager = torch.tensor([1e-3, -1e-3, 1e-3, -1e-3])            # eager RMSE vs fp64: 1e-3
+    # float32: limit = 2 * 1e-3 + 1e-5 / 10 = 2.001e-3
+    c = fp64_rmse_check(torch.tensor([2e-3, 2e-3, 2e-3, -2e-3]), eager, ref)
+    assert (c.rmse, c.eager_rmse) == (pytest.approx(2e-3), pytest.approx(1e-3))
+    assert c.limit == pytest.approx(2.001e-3) and c.passed and c.ratio == pytest.approx(2.0)
+    c = fp64_rmse_check(torch.tensor([3e-3, 3e-3, 3e-3, 3e-3]), eager, ref)
+    assert not c.passed and c.ratio == pytest.approx(3.0)
+    # bfloat16: multiplier 3, atol 5e-2 -> limit = 3 * 1e-3 + 5e-3 = 8e-3
+    c = fp64_rmse_check(torch.full((4,), 7e-3), eager, ref, "bfloat16")
+    assert c.limit == pytest.approx(8e-3) and c.passed
+    # eager exact: only atol / 10 of slack; NaN never passes
+    assert fp64_rmse_check(torch.full((4,), 5e-7), ref.float(), ref).passed
+    assert fp64_rmse_check(torch.full((4,), 5e-7), ref.float(), ref).ratio == float("inf")
+    assert not fp64_rmse_check(torch.full((4,), 2e-6), ref.float(), ref).passed
+    assert not fp64_rmse_check(torch.tensor([float("nan"), 0, 0, 0]), eager, ref).passed
 
 
 def test_time_call_validates():

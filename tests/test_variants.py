@@ -138,24 +138,73 @@ class StaticFake(V.ForwardVariant):
 
 
 def test_check_passes_when_the_call_writes_the_static_output(tiny):
-    diff = V.check_against_eager(StaticFake(tiny, 8), tiny, spec(variant="graph"), torch.Generator().manual_seed(1))
-    assert diff == 0.0
+    out = V.check_against_eager(StaticFake(tiny, 8), tiny, spec(variant="graph"), torch.Generator().manual_seed(1))
+    assert out == V.CheckOutcome(max_abs_diff=0.0, method="strict", passed=True)
 
 
 def test_check_fails_when_the_static_output_is_not_written(tiny):
-    with pytest.raises(AssertionError, match="NaN-poisoned"):
-        V.check_against_eager(StaticFake(tiny, 8, write=False), tiny, spec(variant="graph"),
-                              torch.Generator().manual_seed(1))
+    out = V.check_against_eager(StaticFake(tiny, 8, write=False), tiny, spec(variant="graph"),
+                                torch.Generator().manual_seed(1))
+    assert not out.passed and "NaN-poisoned" in out.reason and out.max_abs_diff is None
+    # a cross-kernel variant gets no fp64 second chance for NaN either
+    out = V.check_against_eager(StaticFake(tiny, 8, write=False), tiny, spec(variant="compile"),
+                                torch.Generator().manual_seed(1))
+    assert not out.passed and "NaN-poisoned" in out.reason
 
 
 def test_check_fails_beyond_the_float32_tolerance(tiny):
-    with pytest.raises(AssertionError):
-        V.check_against_eager(StaticFake(tiny, 8, offset=1e-3), tiny, spec(variant="graph"),
-                              torch.Generator().manual_seed(1))
+    out = V.check_against_eager(StaticFake(tiny, 8, offset=1e-3), tiny, spec(variant="graph"),
+                                torch.Generator().manual_seed(1))
+    assert not out.passed and out.method == "strict"
+    assert out.reason.startswith("outputs differ from eager: AssertionError")
+    assert out.max_abs_diff == pytest.approx(1e-3, rel=1e-3)
     # within atol 1e-5 it passes and reports the difference
-    diff = V.check_against_eager(StaticFake(tiny, 8, offset=2e-6), tiny, spec(variant="graph"),
-                                 torch.Generator().manual_seed(1))
-    assert 1e-6 < diff < 1e-5
+    out = V.check_against_eager(StaticFake(tiny, 8, offset=2e-6), tiny, spec(variant="graph"),
+                                torch.Generator().manual_seed(1))
+    assert out.passed and 1e-6 < out.max_abs_diff < 1e-5
+
+
+class Float64Fake(StaticFake):
+    """A "variant that runs other kernels": returns the float64 forward rounded to float32, which is at
+    least as close to float64 as eager but not bit-identical to eager."""
+
+    def __init__(self, model, seq_len, *, offset=0.0):
+        super().__init__(model, seq_len)
+        self.model64, self.offset = V.fp64_reference_model(model), offset
+
+    def __call__(self, input_ids):
+        with torch.inference_mode():
+            self._out.copy_(model_forward(self.model64, input_ids).float() + self.offset)
+        return self._out
+
+
+@pytest.fixture()
+def exact_float32(monkeypatch):
+    """Strict check with zero tolerance, so any difference in rounding fails it."""
+    from cudagraph_bench import correctness
+
+    monkeypatch.setitem(correctness.TOLERANCES, "float32", {"atol": 0.0, "rtol": 0.0})
+
+
+def test_cross_kernel_variant_outside_strict_tolerance_passes_the_fp64_check(tiny, exact_float32):
+    out = V.check_against_eager(Float64Fake(tiny, 8), tiny, spec(variant="compile+graph"),
+                                torch.Generator().manual_seed(1))
+    assert out.passed and out.method == "fp64-rmse" and out.reason is None
+    assert 0 < out.max_abs_diff < 1e-5        # rounding differences only
+    assert out.fp64_rmse_ratio < 1.0          # float64 rounded to float32 is closer to float64 than eager
+
+
+def test_graph_variant_gets_no_fp64_second_chance(tiny, exact_float32):
+    out = V.check_against_eager(Float64Fake(tiny, 8), tiny, spec(variant="graph"), torch.Generator().manual_seed(1))
+    assert not out.passed and out.method == "strict" and out.fp64_rmse_ratio is None
+
+
+def test_cross_kernel_variant_farther_from_float64_than_eager_fails(tiny, exact_float32):
+    out = V.check_against_eager(Float64Fake(tiny, 8, offset=1e-4), tiny, spec(variant="padded"),
+                                torch.Generator().manual_seed(1))
+    assert not out.passed and out.method == "fp64-rmse"
+    assert out.fp64_rmse_ratio > 2.0
+    assert "from float64 more than eager does" in out.reason and "RMSE" in out.reason
 
 
 # ---------------------------------------------------------------------------- measure_case
@@ -184,6 +233,16 @@ def test_measure_mismatch_is_measured_but_flagged(tiny, monkeypatch):
     assert r.max_abs_diff == pytest.approx(1e-2, rel=1e-3)   # the fake adds 1e-2 to every logit
     assert len(r.wall_ms) == 3
     assert fake.closed
+
+
+def test_measure_records_how_correctness_was_decided(tiny, monkeypatch, exact_float32):
+    monkeypatch.setattr(V, "build_variant", lambda *a, **k: Float64Fake(tiny, 8))
+    r = V.measure_case(spec(variant="padded", rounds=3), tiny)
+    assert r.status == "ok" and r.check == "fp64-rmse" and r.fp64_rmse_ratio < 1.0
+    back = V.CaseResult.from_dict(json.loads(json.dumps(r.to_dict())))   # crosses the worker pipe
+    assert (back.check, back.fp64_rmse_ratio) == (r.check, r.fp64_rmse_ratio)
+    r = V.measure_case(spec(rounds=3), tiny)
+    assert r.status == "ok" and r.check == "strict" and r.fp64_rmse_ratio is None
 
 
 def test_measure_exception_while_called_is_a_failed_result(tiny, monkeypatch):

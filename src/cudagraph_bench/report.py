@@ -104,7 +104,8 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     Keys: ``model, dtype, seq_len, variant, status`` (ok / mismatch / failed / skipped),
     ``mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round), ``event_median_ms``,
     ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
-    (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``note``.
+    (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``check``
+    (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``.
     """
     ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == "eager"}
@@ -120,6 +121,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
             "capture_ms": info.get("capture_ms"), "max_abs_diff": info.get("max_abs_diff"),
+            "check": info.get("check"), "fp64_rmse_ratio": info.get("fp64_rmse_ratio"),
             "note": _note(info),
         })
     seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
@@ -132,7 +134,8 @@ def forward_rows(runs: list[Run]) -> list[dict]:
                      "model": key[0], "dtype": key[1], "seq_len": key[2], "variant": key[3],
                      "status": f.get("status") or "failed",
                      "compile_s": f["compile_ms"] / 1e3 if f.get("compile_ms") is not None else None,
-                     "max_abs_diff": f.get("max_abs_diff"), "note": f.get("reason")})
+                     "max_abs_diff": f.get("max_abs_diff"), "check": f.get("check"),
+                     "fp64_rmse_ratio": f.get("fp64_rmse_ratio"), "note": f.get("reason")})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], _variant_index(r["variant"]), r["variant"]))
     return rows
 
@@ -144,6 +147,8 @@ LONG_COLUMNS = [
     Column("reduction_pct", "vs eager %", "+.1f"), Column("compile_s", "compile s", ".1f"),
     Column("status", "correct", lambda s: {"ok": "yes", "mismatch": "NO"}.get(s, s), "left"),
     Column("max_abs_diff", "max abs diff", ".1e"),
+    Column("check", "check", None, "left"),
+    Column("fp64_rmse_ratio", "RMSE vs fp64 / eager's", ".2f"),
 ]
 
 
@@ -325,6 +330,19 @@ def _provenance(runs: list[Run]) -> list[str]:
 REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured rounds (synchronized wall time). "
                   "Reduction % = (eager median - variant median) / eager median; positive means faster than eager. "
                   "\"fastest\" is the variant with the lowest median among those whose output matched eager.")
+#: How the "correct" / "check" columns of the long table were decided.
+CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_close` tolerance of eager "
+              "(float32 atol 1e-5, rtol 1.3e-6); `fp64-rmse` = a variant that runs other kernels (padded, bucketed, "
+              "compile, compile+graph) outside that tolerance, judged instead by its RMSE against a float64 run of "
+              "the same weights: at most 2x eager's own RMSE (3x in bfloat16/float16), the accuracy check of "
+              "PyTorch's inductor benchmarks (`torch._dynamo.utils.same` with `fp64_ref`). The last column is that "
+              "ratio. `-` = a run recorded before this check existed (strict only).")
+
+#: What the decode table's numbers mean (shown above it in results.md and the README).
+DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
+               "step); ms/token = median request time / new tokens, tokens/s = its inverse. `generate` is HF "
+               "`generate(do_sample=False)` with its default dynamic cache, `static-eager` a StaticCache loop without "
+               "graphs, `graph` the same loop replaying one captured decode step per token.")
 
 
 def _link(target: Path, base_dir: Path) -> str:
@@ -340,13 +358,14 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
         out += ["## Forward pass", "", REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
         out += [f"![{p.stem.replace('_', ' ')}]({_link(p, outdir)})" for p in plots_written
                 if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
-        out += ["### All measurements", "", render_long_table(rows, "markdown"), ""]
+        out += ["### All measurements", "", CHECK_NOTE, "", render_long_table(rows, "markdown"), ""]
         problems = problem_lines(rows)
         if problems:
             out += ["### Not measured or not matching eager", "", *[f"- {p}" for p in problems], ""]
     decode = decode_rows(runs)
     if decode:
-        out += ["## Decode (greedy, static KV cache)", "", render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+        out += ["## Decode (greedy, static KV cache)", "", DECODE_NOTE, "",
+                render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
     launch = launch_markdown(runs)
     if launch:
         out += [launch, ""]
@@ -368,7 +387,7 @@ def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots
                 if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
     decode = decode_rows(runs)
     if decode:
-        out += [render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+        out += [DECODE_NOTE, "", render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
     gpu = gpu_name(runs)
     out += [f"All measurements{f' ({gpu})' if gpu else ''}, failures and provenance: "
             f"[{_link(outdir / RESULTS_MD, readme_dir)}]({_link(outdir / RESULTS_MD, readme_dir)}).", ""]

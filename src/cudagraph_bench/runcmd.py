@@ -439,7 +439,7 @@ def benchmark_entry(result: CaseResult, settings: RunSettings) -> dict:
 
         extra["cuda_event_ms"] = [round(x, 6) for x in result.event_ms]
         extra["event_median_ms"] = float(np.median(result.event_ms))
-    for key in ("compile_ms", "capture_ms", "pad_to"):
+    for key in ("compile_ms", "capture_ms", "pad_to", "check", "fp64_rmse_ratio"):
         if getattr(result, key) is not None:
             extra[key] = getattr(result, key)
     if result.variant == "bucketed" and result.pad_to is not None:
@@ -464,7 +464,8 @@ def benchmark_entry(result: CaseResult, settings: RunSettings) -> dict:
 def failure_entry(result: CaseResult) -> dict:
     """A case with no measurement (failed or skipped), as listed under ``cudagraph_bench.failures``."""
     return {k: getattr(result, k) for k in ("model", "dtype", "seq_len", "variant", "status", "reason", "phase",
-                                            "isolated", "max_abs_diff", "compile_ms")}
+                                            "isolated", "max_abs_diff", "check", "fp64_rmse_ratio",
+                                            "compile_ms")}
 
 
 def machine_and_commit_info() -> tuple[dict, dict]:
