@@ -2,7 +2,8 @@
 # H200 run D (one device call, < 10 min): the issue-6 matrix, all four variants (eager, graph, padded
 # to 1024, compile, compile+graph) at given prompt lengths, one `cudagraph-bench run` per job, each
 # job with every variant of its lengths (so each reduction compares variants measured side by side).
-# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_d.sh MODEL:L1,L2 [MODEL:L3 ...]
+# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_d.sh MODEL:L1,L2[:BUDGET_S] [MODEL:L3 ...]
+# A job without BUDGET_S shares the time left equally with the other jobs without one.
 # Writes $OUT/run-<model>-L<lengths>.json and $OUT/run-<model>-L<lengths>.log per job.
 set -u
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
@@ -11,10 +12,11 @@ start=$(date +%s); deadline=$((start + 575))
 say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$OUT/steps.log"; }
 n_left=$#
 for job in "$@"; do
-  m="${job%%:*}"; lens="${job#*:}"; tag="run-$m-L${lens//,/-}"
-  budget=$(( ((deadline - $(date +%s)) - 15) / n_left )); n_left=$((n_left - 1))
+  IFS=: read -r m lens want <<< "$job"; tag="run-$m-L${lens//,/-}"
+  budget=$(( ((deadline - $(date +%s)) - 45) / n_left )); n_left=$((n_left - 1))
+  if [ -n "${want:-}" ] && [ "$want" -lt "$budget" ]; then budget=$want; fi
   say "$tag: cudagraph-bench run (time budget $budget s)"
-  timeout "$((budget + 15))" python3 -m cudagraph_bench run --models "$m" --prompt-lengths "$lens" --dtypes float32 \
+  timeout "$((budget + 40))" python3 -m cudagraph_bench run --models "$m" --prompt-lengths "$lens" --dtypes float32 \
     --variants eager,graph,padded,compile,compile+graph --pad-to 1024 --rounds 100 --warmup-rounds 10 \
     --isolate compile,compile+graph --case-timeout 240 --time-budget "$budget" -o "$W/$tag" > "$OUT/$tag.log" 2>&1
   say "$tag: rc=$?"

@@ -153,8 +153,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="seconds an isolated case may take (compile included) before its worker is killed "
                              "(default: %(default)s)")
     parser.add_argument("--time-budget", dest="time_budget_s", type=parse_seconds, default=None,
-                        help="stop starting cases after this many seconds; the rest are recorded as skipped "
-                             "(bound a run to a time slot); an isolated case still running then is stopped")
+                        help="stop starting cases this many seconds after the command started; the rest are "
+                             "recorded as skipped (bound a run to a time slot); an isolated case still running then "
+                             "is stopped (its CUDA teardown and the PNGs take some seconds more)")
     parser.add_argument("--check-inputs", dest="check_inputs", type=parse_count, default=3,
                         help="fresh random inputs of the correctness check against eager (default: %(default)s)")
     parser.add_argument("--seed", type=parse_nonneg, default=0, help="seed of weights and inputs (default: 0)")
@@ -530,14 +531,18 @@ def _one_line(r: CaseResult) -> str:
     return f"{_label(r)}: {r.status}: {r.reason}"
 
 
-def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None) -> None:
+def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None, started_at: float | None = None) -> None:
     """Run every planned case, calling ``record(CaseResult)`` after each. In-process cases of a
     (model, dtype) share one model; after a sticky CUDA error in-process, the remaining in-process
-    cases are failed without running (isolated variants still run in fresh workers)."""
+    cases are failed without running (isolated variants still run in fresh workers).
+
+    ``settings.time_budget_s`` counts from ``started_at`` (a ``time.monotonic()`` value; default: now),
+    so that the command's start-up (importing torch, reading the GPU) is inside the budget."""
     from cudagraph_bench.variants import (IsolationStats, ModelCache, is_fatal_cuda_error, measure_with_cache,
                                           run_isolated)
 
-    deadline = time.monotonic() + settings.time_budget_s if settings.time_budget_s else None
+    t0 = time.monotonic() if started_at is None else started_at
+    deadline = t0 + settings.time_budget_s if settings.time_budget_s else None
     broken: str | None = None
     log_path = str(Path(settings.outdir) / "workers.log")
     for (model, dtype), inproc, isolated in plan.groups:
@@ -589,6 +594,7 @@ def main(args: argparse.Namespace) -> int:
     differs from eager) or raises :class:`UsageError` (exit 2)."""
     from datetime import datetime, timezone
 
+    t0 = time.monotonic()
     settings = resolve_settings(args)
     plan = plan_cases(settings)
     outdir = Path(settings.outdir)
@@ -618,7 +624,7 @@ def main(args: argparse.Namespace) -> int:
     for r in plan.skipped:
         print(_one_line(r), file=sys.stderr)
     try:
-        execute(plan, settings, record=record)
+        execute(plan, settings, record=record, started_at=t0)
     finally:
         bar.close()
     doc = build_run_json(results, settings, machine_info=machine_info, commit_info=commit_info,
