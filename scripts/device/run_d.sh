@@ -3,7 +3,7 @@
 # to 1024, compile, compile+graph) at given prompt lengths, one `cudagraph-bench run` per job, each
 # job with every variant of its lengths (so each reduction compares variants measured side by side).
 # Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_d.sh MODEL:L1,L2[:BUDGET_S] [MODEL:L3 ...]
-# A job without BUDGET_S shares the time left equally with the other jobs without one.
+# A job without BUDGET_S gets an equal share of the time left (call it last).
 # Writes $OUT/run-<model>-L<lengths>.json and $OUT/run-<model>-L<lengths>.log per job.
 set -u
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
@@ -13,8 +13,9 @@ say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$OUT/steps.log"; }
 n_left=$#
 for job in "$@"; do
   IFS=: read -r m lens want <<< "$job"; tag="run-$m-L${lens//,/-}"
-  budget=$(( ((deadline - $(date +%s)) - 45) / n_left )); n_left=$((n_left - 1))
-  if [ -n "${want:-}" ] && [ "$want" -lt "$budget" ]; then budget=$want; fi
+  left=$(( deadline - $(date +%s) - 45 ))
+  budget=$(( left / n_left )); n_left=$((n_left - 1))
+  if [ -n "${want:-}" ]; then budget=$(( want < left ? want : left )); fi
   say "$tag: cudagraph-bench run (time budget $budget s)"
   timeout "$((budget + 40))" python3 -m cudagraph_bench run --models "$m" --prompt-lengths "$lens" --dtypes float32 \
     --variants eager,graph,padded,compile,compile+graph --pad-to 1024 --rounds 100 --warmup-rounds 10 \
