@@ -151,6 +151,33 @@ def test_merging_runs_and_refusing_duplicates(tmp_path):
         report.forward_rows([load_run(str(a)), load_run(str(a))])
 
 
+def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
+    old = run_doc([fwd("gpt2", "float32", 16, "eager", [5.0]), fwd("gpt2", "float32", 16, "graph", [1.0]),
+                   fwd("gpt2", "float32", 50, "eager", [6.0]), fwd("gpt2", "float32", 50, "graph", [2.0]),
+                   fwd("gpt2", "float32", 50, "padded", [9.0])],
+                  failures=[{"model": "gpt2", "dtype": "float32", "seq_len": 50, "variant": "compile",
+                             "status": "skipped", "reason": "time budget exhausted"}])
+    old["datetime"] = "2026-11-29T11:00:00+00:00"
+    new = run_doc([fwd("gpt2", "float32", 50, "eager", [4.0]), fwd("gpt2", "float32", 50, "graph", [1.5]),
+                   fwd("gpt2", "float32", 50, "compile", [1.0])])
+    new["datetime"] = "2026-11-29T13:00:00+00:00"
+    # the newer file first on the command line: order of arguments does not matter, datetime does
+    runs = [load_run(str(write(tmp_path, "new.json", new))), load_run(str(write(tmp_path, "old.json", old)))]
+    kept, lines = report.supersede(runs)
+    assert lines == ["gpt2 float32 L=50: old.json -> new.json"]
+    rows = {(r["seq_len"], r["variant"]): r for r in report.forward_rows(kept)}
+    assert set(rows) == {(16, "eager"), (16, "graph"), (50, "eager"), (50, "graph"), (50, "compile")}
+    assert rows[(50, "eager")]["median_ms"] == pytest.approx(4.0)      # eager of the newer run ...
+    assert rows[(50, "graph")]["reduction_pct"] == pytest.approx(100 * (4.0 - 1.5) / 4.0)   # ... in every reduction
+    assert rows[(16, "graph")]["reduction_pct"] == pytest.approx(80.0)
+    docs = tmp_path / "docs"
+    assert cli_main(["report", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "-o", str(docs)]) == 2
+    assert "--newest-wins" in capsys.readouterr().err
+    assert cli_main(["report", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "-o", str(docs),
+                     "--newest-wins"]) == 0
+    assert "- gpt2 float32 L=50: old.json -> new.json" in (docs / "results.md").read_text()
+
+
 # ---------------------------------------------------------------------------- documents
 
 
