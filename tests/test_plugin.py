@@ -76,3 +76,18 @@ def test_machine_info_has_cuda_key(pytester, tmp_path):
     assert result.ret == 0
     data = json.loads(out.read_text())
     assert "cuda" in data["machine_info"] and data["machine_info"]["cuda"] is None
+
+
+def test_memory_ledger_summary_separates_the_first_graph_case():
+    from cudagraph_bench.plugin import MemoryLedger
+
+    ledger = MemoryLedger()
+    ledger.start_mib = 0.0
+    ledger.record("gpt2-float32-L16-graph", 678.0, 746.0)     # first case: + the side stream's workspace
+    ledger.record("gpt2-float32-L50-graph", 746.0, 746.0)
+    ledger.record("gpt2-float32-L128-graph", 746.0, 750.0)
+    s = ledger.summary()
+    assert s["graph_cases"] == 3
+    assert s["max_case_growth_mib"] == 68.0 and s["max_case_growth_after_first_mib"] == 4.0
+    assert s["memory_reserved_end_mib"] == 0.0        # no end recorded: the start is reported
+    assert MemoryLedger().summary()["max_case_growth_after_first_mib"] == 0.0
