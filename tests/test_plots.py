@@ -100,6 +100,16 @@ def test_speedup_has_one_series_per_variant_plus_the_target():
     assert len(target) == 1 and target[0].get_ydata()[0] == pytest.approx(1 / 0.7)
 
 
+def test_speedup_line_breaks_where_a_variant_has_no_median():
+    medians = {Case("gpt2", "float32", n, "eager"): 10.0 for n in (16, 50, 128)}
+    medians.update({Case("gpt2", "float32", 16, "compile+graph"): 2.0, Case("gpt2", "float32", 128, "compile+graph"): 5.0})
+    (ax,) = visible_axes(plots.speedup_vs_length(medians))
+    (line,) = [ln for ln in ax.lines if ln.get_label() == "compile+graph"]
+    assert list(line.get_xdata()) == [16, 50, 128]
+    ys = list(line.get_ydata())
+    assert ys[0] == pytest.approx(5.0) and np.isnan(ys[1]) and ys[2] == pytest.approx(2.0)
+
+
 def test_speedup_needs_eager_and_latency_needs_data():
     with pytest.raises(ValueError, match="eager"):
         plots.speedup_vs_length({Case("gpt2", "float32", 16, "graph"): 1.0})

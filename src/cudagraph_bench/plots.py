@@ -154,7 +154,8 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
 
     Returns:
         a Figure with one axes per (model, dtype) that has eager medians; x: prompt length in tokens on
-        a log2 axis, y: speedup; one line per variant (eager is the line at 1). Raises ``ValueError``
+        a log2 axis, y: speedup; one line per variant (eager is the line at 1), broken where the variant
+        has no median at a length of the panel (a marker alone stays visible). Raises ``ValueError``
         when no case has an eager median.
     """
     eager = {c.without_variant(): m for c, m in medians_ms.items() if c.variant == "eager"}
@@ -167,8 +168,10 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
         cases = {c: m for c, m in usable.items() if (c.model, c.dtype) == (model, dtype)}
         lengths = sorted({c.seq_len for c in cases})
         for variant in _variant_order({c.variant for c in cases}):
-            points = sorted((c.seq_len, eager[c.without_variant()] / m) for c, m in cases.items() if c.variant == variant)
-            xs, ys = zip(*points)
+            speedup = {c.seq_len: eager[c.without_variant()] / m for c, m in cases.items() if c.variant == variant}
+            # a length this variant lacks (failed, skipped) breaks its line instead of being bridged
+            xs = lengths
+            ys = [speedup.get(n, float("nan")) for n in lengths]
             ax.plot(xs, ys, marker="o", color=VARIANT_COLORS.get(variant), label=variant,
                     linestyle="--" if variant == "eager" else "-")
         if target_reduction is not None:
