@@ -3,13 +3,8 @@
 # two more gated runs of the gated lengths (issue 3), every plain GPU test (correctness, padding,
 # buckets, decode, launch, graphs.cu + compute-sanitizer), then the decode benchmarks (issue 4).
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/run_a.sh
-set -u
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
-OUT="${OUT:-out/run-a}"; W=/tmp/cgb-a; rm -rf "$W"; mkdir -p "$W/artifacts" "$OUT"
-start=$(date +%s); deadline=$((start + 570))
-left() { local l=$((deadline - $(date +%s))); [ "$l" -gt "$1" ] && echo "$1" || echo "$((l > 5 ? l : 5))"; }
-say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$W/steps.log"; }
-PT="python3 -m pytest -p no:cacheprovider -q -rs"
+. "$(dirname "$0")/common.sh"; device_run run-a 570
+mkdir -p "$W/artifacts"
 CG="python3 -m cudagraph_bench"
 { nvidia-smi; python3 -c "import torch, transformers; print('torch', torch.__version__, torch.version.cuda, 'transformers', transformers.__version__)"; } > "$W/env.txt" 2>&1
 head -12 "$W/env.txt" | tail -4

@@ -2,13 +2,7 @@
 # H200 run B (one device call, < 10 min): launch-overhead benchmarks (issue 5), padded/bucketed
 # benchmarks (issue 4), then the standalone `run` command with torch.compile variants (issue 6).
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/run_b.sh [gpt2 tinyllama-1.1b]
-set -u
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
-OUT="${OUT:-out/run-b}"; W=/tmp/cgb-b; rm -rf "$W"; mkdir -p "$W" "$OUT"
-start=$(date +%s); deadline=$((start + 575))
-left() { local l=$((deadline - $(date +%s))); [ "$l" -gt "$1" ] && echo "$1" || echo "$((l > 5 ? l : 5))"; }
-say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$W/steps.log"; }
-PT="python3 -m pytest -p no:cacheprovider -q -rs"
+. "$(dirname "$0")/common.sh"; device_run run-b 575
 MODELS="${*:-gpt2}"
 
 say "launch-overhead benchmarks"

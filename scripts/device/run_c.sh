@@ -3,13 +3,7 @@
 # 64 and 128 new tokens, 8 requests per variant) and a short forward run that checks the per-case
 # memory ledger after the one-side-stream-per-device fix (max_case_growth_mib should be ~0).
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/run_c.sh
-set -u
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
-OUT="${OUT:-out/run-c}"; W=/tmp/cgb-c; rm -rf "$W"; mkdir -p "$W" "$OUT"
-start=$(date +%s); deadline=$((start + 570))
-left() { local l=$((deadline - $(date +%s))); [ "$l" -gt "$1" ] && echo "$1" || echo "$((l > 5 ? l : 5))"; }
-say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$W/steps.log"; }
-PT="python3 -m pytest -p no:cacheprovider -q -rs"
+. "$(dirname "$0")/common.sh"; device_run run-c 570
 { nvidia-smi; python3 -c "import torch, transformers; print('torch', torch.__version__, torch.version.cuda, 'transformers', transformers.__version__)"; } > "$W/env.txt" 2>&1
 
 say "decode benchmarks (bfloat16, 50-token prompt, 64/128 new tokens, 8 requests)"

@@ -5,17 +5,13 @@
 # Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_d.sh MODEL:L1,L2[:BUDGET_S] [MODEL:L3 ...]
 # A job without BUDGET_S gets an equal share of the time left (call it last).
 # Writes $OUT/run-<model>-L<lengths>.json and $OUT/run-<model>-L<lengths>.log per job.
-set -u
-export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
-OUT="${OUT:-out/run-d}"; W=/tmp/cgb-d; rm -rf "$W"; mkdir -p "$W" "$OUT"
-start=$(date +%s); deadline=$((start + 575))
-say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$OUT/steps.log"; }
+. "$(dirname "$0")/common.sh"; device_run run-d 575
 n_left=$#
 for job in "$@"; do
   IFS=: read -r m lens want <<< "$job"; tag="run-$m-L${lens//,/-}"
-  left=$(( deadline - $(date +%s) - 45 ))
-  budget=$(( left / n_left )); n_left=$((n_left - 1))
-  if [ -n "${want:-}" ]; then budget=$(( want < left ? want : left )); fi
+  avail=$(( deadline - $(date +%s) - 45 ))
+  budget=$(( avail / n_left )); n_left=$((n_left - 1))
+  if [ -n "${want:-}" ]; then budget=$(( want < avail ? want : avail )); fi
   say "$tag: cudagraph-bench run (time budget $budget s)"
   timeout "$((budget + 40))" python3 -m cudagraph_bench run --models "$m" --prompt-lengths "$lens" --dtypes float32 \
     --variants eager,graph,padded,compile,compile+graph --pad-to 1024 --rounds 100 --warmup-rounds 10 \
@@ -25,3 +21,4 @@ for job in "$@"; do
   grep -E "^ *(model|$m) " "$OUT/$tag.log" | cut -c1-220 | head -40
 done
 say "done"
+cp "$W/steps.log" "$OUT/"
