@@ -40,6 +40,8 @@ def test_forward(benchmark, cgb, fwd_case):
     before = cgb.ledger.reserved_mib()
     run, close, info = _runner(cgb, model, case)
     try:
+        if case.variant != "eager":  # record whether what is timed matches eager (extra_info["correct"])
+            info.update(cgb.check(model, case, run, static_output=getattr(run, "static_output", None)))
         benchmark_call(benchmark, cgb, lambda: run(next(inputs)), group=case.group,
                        extra_info={**case.extra_info(), **info})
     finally:

@@ -26,7 +26,9 @@ def test_padded_and_bucketed(benchmark, cgb, pad_case):
     before = cgb.ledger.reserved_mib()
     graphs = BucketedGraphs(model, buckets)
     try:
-        info = {**case.extra_info(), "bucket": graphs.bucket_for(case.seq_len),
+        bucket = graphs.bucket_for(case.seq_len)
+        checked = cgb.check(model, case, graphs, static_output=graphs.graphs[bucket].static_output)
+        info = {**case.extra_info(), **checked, "bucket": bucket,
                 "buckets": list(graphs.buckets),
                 "capture_ms": {str(c.bucket): c.capture_ms for c in graphs.captures},
                 "pool_mib": {str(c.bucket): c.pool_mib for c in graphs.captures}}

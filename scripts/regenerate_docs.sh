@@ -3,7 +3,8 @@
 # Needs no GPU (and no torch import): run it after committing new JSON under baselines/nvidia-h200/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CG="${CG:-python3 -m cudagraph_bench}"
+if [ -z "${PY:-}" ]; then PY=python3; [ -x .venv/bin/python ] && PY=.venv/bin/python; fi   # `make setup`'s venv
+CG="${CG:-$PY -m cudagraph_bench}"
 B=baselines/nvidia-h200
 $CG report $B/forward.json $B/padding.json $B/launch.json $B/decode.json -o docs --readme README.md
 # The torch.compile sweep: the second-session runs (one prompt-length range per run, all variants of a
@@ -13,5 +14,5 @@ $CG report $B/run-gpt2.json $B/run-tinyllama-1.1b.json $B/run-tinyllama-1.1b-com
   $B/run-tinyllama-1.1b-L16-50-128.json $B/run-tinyllama-1.1b-L512-1024.json $B/run-gpt2-L50-128.json \
   $B/run-gpt2-L512-1024.json --newest-wins -o docs/compile
 $CG report $B/smoke.json -o docs/smoke
-python3 -m cudagraph_bench.launch_report $B/launch.json --forward $B/forward.json -o docs \
+$PY -m cudagraph_bench.launch_report $B/launch.json --forward $B/forward.json -o docs \
   --graphs-cu $B/graphs_cu.json --sanitizer $B/logs/compute_sanitizer_d4.log --sanitizer $B/logs/compute_sanitizer_d8388608.log

@@ -91,3 +91,30 @@ def test_memory_ledger_summary_separates_the_first_graph_case():
     assert s["max_case_growth_mib"] == 68.0 and s["max_case_growth_after_first_mib"] == 4.0
     assert s["memory_reserved_end_mib"] == 0.0        # no end recorded: the start is reported
     assert MemoryLedger().summary()["max_case_growth_after_first_mib"] == 0.0
+
+
+def test_session_check_records_correctness_fields_for_the_run_json():
+    import torch
+
+    from cudagraph_bench.cases import Case
+    from cudagraph_bench.plugin import Session
+    from cudagraph_bench.presets import load_model, model_forward
+
+    tiny = load_model("gpt2", "float32", "cpu", overrides={"n_layer": 1, "n_embd": 32, "n_head": 2,
+                                                           "vocab_size": 128})
+    case = Case("gpt2", "float32", 8, "graph")
+    static = torch.zeros(1, 8, 128)
+
+    def replay(ids, offset=0.0):
+        with torch.inference_mode():
+            static.copy_(model_forward(tiny, ids) + offset)
+        return static
+
+    info = Session.check(None, tiny, case, replay, static_output=static)
+    assert info == {"correct": True, "check": "strict", "max_abs_diff": 0.0}
+    info = Session.check(None, tiny, case, lambda ids: replay(ids, 1e-3), static_output=static)
+    assert info["correct"] is False and info["status"] == "mismatch"
+    assert info["max_abs_diff"] == pytest.approx(1e-3, rel=1e-3) and "differ from eager" in info["reason"]
+    # a replay that never writes its static output is caught by the NaN poisoning
+    info = Session.check(None, tiny, case, lambda ids: static, static_output=static)
+    assert info["correct"] is False and "NaN" in info["reason"]

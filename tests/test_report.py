@@ -76,7 +76,9 @@ def test_forward_rows_carry_the_medians_and_reductions_of_the_json():
         assert r["median_ms"] == pytest.approx(medians[key])
         eager = medians[key[:3] + ("eager",)]
         assert r["reduction_pct"] == pytest.approx(100 * (eager - medians[key]) / eager)
-        assert r["status"] == "ok"
+        # the H200 forward run of the first session recorded no check per benchmark: graph is
+        # "unchecked", never silently "ok"; eager is the reference
+        assert r["status"] == ("ok" if r["variant"] == "eager" else "unchecked")
 
 
 def test_summary_markdown_matches_the_json_numbers():
@@ -90,7 +92,7 @@ def test_summary_markdown_matches_the_json_numbers():
         assert row["eager median ms"] == f"{eager:.3f}"
         assert row["graph median ms"] == f"{graph:.3f}"
         assert row["graph reduction %"] == f"{100 * (eager - graph) / eager:+.1f}"
-        assert row["fastest"] == ("graph" if graph < eager else "eager")
+        assert row["fastest"] == ("graph (unchecked)" if graph < eager else "eager")
 
 
 def test_other_variants_failures_and_fastest(tmp_path):
@@ -151,6 +153,26 @@ def test_merging_runs_and_refusing_duplicates(tmp_path):
         report.forward_rows([load_run(str(a)), load_run(str(a))])
 
 
+def test_a_variant_without_a_recorded_check_is_unchecked_not_correct(tmp_path):
+    doc = run_doc([fwd("tinyllama-1.1b", "float32", 16, "eager", [20.0]),
+                   fwd("tinyllama-1.1b", "float32", 16, "graph", [7.0], correct=True),
+                   fwd("tinyllama-1.1b", "float32", 16, "bucketed", [6.9]),           # no check recorded
+                   fwd("tinyllama-1.1b", "float32", 50, "eager", [20.0]),
+                   fwd("tinyllama-1.1b", "float32", 50, "graph", [7.0]),              # no check recorded
+                   fwd("tinyllama-1.1b", "float32", 50, "padded", [6.0], correct=False, status="mismatch")])
+    rows = report.forward_rows([load_run(str(write(tmp_path, "run.json", doc)))])
+    by = {(r["seq_len"], r["variant"]): r["status"] for r in rows}
+    assert by == {(16, "eager"): "ok", (16, "graph"): "ok", (16, "bucketed"): "unchecked",
+                  (50, "eager"): "ok", (50, "graph"): "unchecked", (50, "padded"): "mismatch"}
+    wide = {r["seq_len"]: r["fastest"] for r in report.summary_rows(rows)[0]}
+    assert wide == {16: "bucketed (unchecked)", 50: "graph (unchecked)"}   # the mismatched padded never wins
+    long_rows = parse_markdown_table(report.render_long_table(rows, "markdown"), "model")
+    assert [r["correct"] for r in long_rows if r["variant"] == "bucketed"] == ["not recorded"]
+    problems = report.problem_lines(rows)
+    assert problems[0].startswith("tinyllama-1.1b float32 L=50 padded: mismatch")
+    assert problems[-1].startswith("2 measured case(s) of bucketed, graph carry no correctness check")
+
+
 def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
     old = run_doc([fwd("gpt2", "float32", 16, "eager", [5.0]), fwd("gpt2", "float32", 16, "graph", [1.0]),
                    fwd("gpt2", "float32", 50, "eager", [6.0]), fwd("gpt2", "float32", 50, "graph", [2.0]),
@@ -176,6 +198,29 @@ def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
     assert cli_main(["report", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "-o", str(docs),
                      "--newest-wins"]) == 0
     assert "- gpt2 float32 L=50: old.json -> new.json" in (docs / "results.md").read_text()
+
+
+def test_newest_wins_compares_times_in_utc_and_refuses_what_it_cannot_order(tmp_path, capsys):
+    def doc(when, ms):
+        d = run_doc([fwd("gpt2", "float32", n, v, [ms]) for n in (16, 128) for v in ("eager", "graph")])
+        d["datetime"] = when
+        return d
+
+    # 13:00 at +02:00 is 11:00 UTC: older than 12:23 UTC
+    a = load_run(str(write(tmp_path, "a.json", doc("2026-11-29T13:00:00+02:00", 5.0))))
+    b = load_run(str(write(tmp_path, "b.json", doc("2026-11-29T12:23:00+00:00", 4.0))))
+    kept, lines = report.supersede([a, b])
+    assert lines == ["gpt2 float32 L=16: a.json -> b.json", "gpt2 float32 L=128: a.json -> b.json"]  # 16 before 128
+    assert [len(r.benchmarks) for r in kept] == [0, 4]
+    bad = write(tmp_path, "bad.json", doc("garbage", 3.0))
+    same_time = write(tmp_path, "same.json", doc("2026-11-29T12:23:00Z", 3.0))
+    for other, message in ((bad, "not an ISO 8601 time"), (same_time, "cannot tell which is newer"),
+                           (tmp_path / "b.json", "are the same run")):
+        assert cli_main(["report", str(tmp_path / "b.json"), str(other), "-o", str(tmp_path / "d"),
+                         "--newest-wins"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "d").exists()
 
 
 # ---------------------------------------------------------------------------- documents

@@ -60,6 +60,10 @@ def test_issue_aliases_share_the_shared_options():
     (["--model", "gpt3"], "unknown model 'gpt3'"),
     (["--prompt-lengths", "16,,32"], "empty item"),
     (["--model-overrides", "[1]"], "must be a JSON object"),
+    (["--time-budget", "abc"], "expected a positive number of seconds (e.g. 600), got 'abc'"),
+    (["--time-budget", "inf"], "expected a positive number of seconds (e.g. 600), got 'inf'"),
+    (["--time-budget", "0"], "expected a positive number of seconds (e.g. 600), got '0'"),
+    (["--case-timeout", "nan"], "expected a positive number of seconds (e.g. 600), got 'nan'"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -118,6 +122,8 @@ def test_command_line_wins_over_config(tmp_path):
     ("rounds = 0", "key 'rounds'"),
     ('[[sweep]]\nmodels = ["gpt2"]\nlengths = [1]', "[[sweep]] #1: unknown key 'lengths'"),
     ("models = [", "is not valid TOML"),
+    ("time_budget_s = [1]", "key 'time_budget_s': expected one value, got a list"),
+    ("time_budget_s = inf", "key 'time_budget_s': expected a positive number of seconds"),
 ])
 def test_bad_config_is_one_line_naming_the_key(tmp_path, capsys, text, message):
     path = write_toml(tmp_path, text)
@@ -245,12 +251,21 @@ def test_run_records_a_crashed_case_and_keeps_the_others(tmp_path, monkeypatch, 
 
 
 def test_time_budget_skips_the_remaining_cases(tmp_path, capsys):
+    rc, out = run_cpu(tmp_path)                                 # an earlier run leaves its PNGs
+    assert rc == 0 and (out / "speedup_vs_length.png").exists()
+    capsys.readouterr()
     rc, out = run_cpu(tmp_path, "--time-budget", "0.000001")
     raw = json.loads((out / "run.json").read_text())
     assert raw["benchmarks"] == []
     assert {f["reason"] for f in raw["cudagraph_bench"]["failures"]} == {"time budget exhausted"}
     assert rc == 1
     assert "no case was measured" in capsys.readouterr().err
+    assert not (out / "speedup_vs_length.png").exists() and not (out / "latency_comparison.png").exists()
+    # report and gate name what happened instead of guessing "no CUDA GPU"
+    assert cli_main(["report", str(out / "run.json"), "-o", str(tmp_path / "docs")]) == 2
+    err = capsys.readouterr().err
+    assert "all 3 case(s) of this `cudagraph-bench run` failed or were skipped" in err
+    assert "time budget exhausted" in err
 
 
 def test_unwritable_output_dir_is_a_usage_error(tmp_path, capsys):

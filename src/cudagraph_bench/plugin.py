@@ -198,6 +198,44 @@ class Session:
         gen = torch.Generator(device="cuda").manual_seed(seed)
         return [random_input_ids(model, seq_len, device="cuda", generator=gen) for _ in range(n)]
 
+    def check(self, model, case, fn, *, static_output=None, check_inputs: int = 2) -> dict:
+        """Correctness of a benchmarked callable against eager, as ``extra_info`` fields, so that the
+        run JSON says whether what was timed is right (the report only calls a variant fastest when
+        it passed). Same rules as ``cudagraph-bench run``:
+        :func:`~cudagraph_bench.variants.check_against_eager` (strict, then the fp64 RMSE check for
+        cross-kernel variants), on ``check_inputs`` fresh inputs ``[1, case.seq_len]``, with
+        ``static_output`` (if given) poisoned with NaN before each call.
+
+        Returns ``{"correct", "check", "max_abs_diff"}`` plus ``fp64_rmse_ratio`` when that check ran and
+        ``status="mismatch"``/``reason`` when it failed. Never raises for a numerical mismatch (the
+        correctness tests in ``perf_tests/`` are the ones that fail on it)."""
+        import torch
+
+        from cudagraph_bench.variants import CaseSpec, ForwardVariant, check_against_eager
+
+        class _Timed(ForwardVariant):
+            def __init__(self):
+                super().__init__(case.seq_len)
+
+            @property
+            def static_output(self):
+                return static_output
+
+            def __call__(self, input_ids):
+                return fn(input_ids)
+
+        device = next(model.parameters()).device
+        spec = CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
+                        check_inputs=check_inputs, device=device.type)
+        gen = torch.Generator(device=device).manual_seed(1_000_003 + case.seq_len)
+        out = check_against_eager(_Timed(), model, spec, gen)
+        info = {"correct": out.passed, "check": out.method, "max_abs_diff": out.max_abs_diff}
+        if out.fp64_rmse_ratio is not None:
+            info["fp64_rmse_ratio"] = out.fp64_rmse_ratio
+        if not out.passed:
+            info.update(status="mismatch", reason=out.reason)
+        return info
+
     def release(self) -> None:
         """Free cached blocks (after a case's graph and pool were dropped)."""
         import gc

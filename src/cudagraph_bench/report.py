@@ -41,8 +41,30 @@ SPEEDUP_PNG = "speedup_vs_length.png"
 
 
 def load_runs(refs: list[str], storage: str = DEFAULT_STORAGE) -> list[Run]:
-    """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file."""
-    return [load_run(ref, storage) for ref in refs]
+    """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or
+    for the same run given twice (same bytes)."""
+    runs = [load_run(ref, storage) for ref in refs]
+    seen: dict[str, Run] = {}
+    for run in runs:
+        if run.sha256 in seen:
+            raise InputFileError(f"{seen[run.sha256].path} and {run.path} are the same run (sha256 "
+                                 f"{run.sha256[:12]}): give each run once")
+        seen[run.sha256] = run
+    return runs
+
+
+def run_time(run: Run):
+    """The run's ``datetime`` as an aware UTC datetime (a naive one is taken as UTC, as
+    pytest-benchmark writes UTC). Raises InputFileError when it is missing or not ISO 8601."""
+    from datetime import datetime, timezone
+
+    raw = run.data.get("datetime")
+    try:
+        when = datetime.fromisoformat(str(raw))
+    except ValueError:
+        raise InputFileError(f"{run.path}: 'datetime' is {raw!r}, not an ISO 8601 time: --newest-wins needs "
+                             "the time each run was made") from None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
 
 
 def merged(runs: list[Run]) -> dict[tuple, Measurement]:
@@ -81,7 +103,8 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     one line per replaced length/benchmark: "<what>: <older file> -> <newer file>")``."""
     import copy
 
-    order = sorted(range(len(runs)), key=lambda i: (str(runs[i].data.get("datetime") or ""), i))
+    times = [run_time(run) for run in runs]
+    order = sorted(range(len(runs)), key=lambda i: times[i])
     owner: dict[tuple, int] = {}
     lost: dict[tuple, list[int]] = {}
     for i in order:
@@ -91,6 +114,9 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
                    if isinstance(f, dict)}
         for g in groups:
             if g in owner:
+                if times[owner[g]] == times[i]:
+                    raise InputFileError(f"{runs[owner[g]].path} and {run.path} overlap and have the same datetime "
+                                         f"{times[i].isoformat()}: cannot tell which is newer; leave one out")
                 lost.setdefault(g, []).append(owner[g])
             owner[g] = i
     out = []
@@ -104,7 +130,10 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
             data["cudagraph_bench"] = section
         out.append(Run(path=run.path, data=data, sha256=run.sha256))
     lines = []
-    for g, olds in sorted(lost.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+    def order_key(g: tuple) -> tuple:
+        return tuple((0, x, "") if isinstance(x, int) else (1, 0, str(x)) for x in g)
+
+    for g, olds in sorted(lost.items(), key=lambda kv: order_key(kv[0])):
         what = f"{g[1]} {g[2]} L={g[3]}" if g[0] == "forward" else f"{g[0]} {g[1]}"
         lines.append(f"{what}: {', '.join(sorted({runs[j].path.name for j in olds}))} -> {runs[owner[g]].path.name}")
     return out, lines
@@ -136,9 +165,13 @@ def _variant_index(variant: str) -> int:
 
 
 def _status(info: dict) -> str:
+    """``ok`` / ``mismatch`` / ``failed`` / ``skipped`` as recorded; eager is the reference (``ok``);
+    any other variant whose run recorded no check is ``unchecked``, never assumed correct."""
     if info.get("status"):
         return str(info["status"])
-    return "ok" if info.get("correct", True) else "mismatch"
+    if "correct" in info:
+        return "ok" if info["correct"] else "mismatch"
+    return "ok" if info.get("variant") == "eager" else "unchecked"
 
 
 def _note(info: dict) -> str | None:
@@ -196,7 +229,8 @@ LONG_COLUMNS = [
     Column("variant", "variant"), Column("mean_ms", "mean ms", ".3f"), Column("median_ms", "median ms", ".3f"),
     Column("p95_ms", "p95 ms", ".3f"), Column("min_ms", "min ms", ".3f"), Column("max_ms", "max ms", ".3f"),
     Column("reduction_pct", "vs eager %", "+.1f"), Column("compile_s", "compile s", ".1f"),
-    Column("status", "correct", lambda s: {"ok": "yes", "mismatch": "NO"}.get(s, s), "left"),
+    Column("status", "correct", lambda s: {"ok": "yes", "mismatch": "NO", "unchecked": "not recorded"}.get(s, s),
+           "left"),
     Column("max_abs_diff", "max abs diff", ".1e"),
     Column("check", "check", None, "left"),
     Column("fp64_rmse_ratio", "RMSE vs fp64 / eager's", ".2f"),
@@ -218,7 +252,9 @@ def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | 
 def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
     """One row per (model, dtype, seq_len) from :func:`forward_rows`: ``eager_median_ms``,
     ``eager_p95_ms``, and per other variant ``<v>_median_ms``, ``<v>_p95_ms``, ``<v>_reduction_pct``;
-    ``fastest``: the variant with the lowest median among the correct ones (status ok).
+    ``fastest``: the variant with the lowest median among those not known to be wrong: status ``ok``
+    (passed its recorded check) or ``unchecked`` (its run recorded no check; the name then gets
+    " (unchecked)"), so a variant that failed its check is never the fastest.
 
     Returns ``(rows, variants)`` with the variants present, eager first."""
     variants = sorted({r["variant"] for r in rows}, key=lambda v: (_variant_index(v), v))
@@ -233,11 +269,12 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
         row[f"{v}_median_ms"] = r["median_ms"]
         row[f"{v}_p95_ms"] = r.get("p95_ms")
         row[f"{v}_reduction_pct"] = r.get("reduction_pct")
-        if r["status"] == "ok":
-            row["_ok"][v] = r["median_ms"]
+        if r["status"] in ("ok", "unchecked"):
+            row["_ok"][v] = (r["median_ms"], r["status"])
     for row in out.values():
         ok = row.pop("_ok")
-        row["fastest"] = min(ok, key=ok.get) if ok else None
+        best = min(ok, key=lambda v: ok[v][0]) if ok else None
+        row["fastest"] = best if best is None or ok[best][1] == "ok" else f"{best} (unchecked)"
     return list(out.values()), variants
 
 
@@ -269,9 +306,23 @@ def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
 
 
 def problem_lines(rows: list[dict]) -> list[str]:
-    """``"<case> <variant>: <status>: <reason>"`` for every forward row whose status is not ok."""
-    return [f"{r['model']} {r['dtype']} L={r['seq_len']} {r['variant']}: {r['status']}"
-            + (f": {r['note']}" if r.get("note") else "") for r in rows if r["status"] != "ok"]
+    """``"<case> <variant>: <status>: <reason>"`` for every forward row that failed, was skipped or
+    differs from eager, then one line counting the rows whose run recorded no correctness check."""
+    lines = [f"{r['model']} {r['dtype']} L={r['seq_len']} {r['variant']}: {r['status']}"
+             + (f": {r['note']}" if r.get("note") else "") for r in rows if r["status"] not in ("ok", "unchecked")]
+    unchecked = unchecked_line(rows)
+    return lines + ([unchecked] if unchecked else [])
+
+
+def unchecked_line(rows: list[dict]) -> str | None:
+    """One line counting the forward rows whose run recorded no correctness check, or None."""
+    unchecked = sorted({r["variant"] for r in rows if r["status"] == "unchecked"})
+    if not unchecked:
+        return None
+    n = sum(r["status"] == "unchecked" for r in rows)
+    return (f"{n} measured case(s) of {', '.join(unchecked)} carry no correctness check in their run JSON "
+            "(benchmark runs recorded before the benchmarks checked against eager; the correctness "
+            "tests in perf_tests/ check graph replays separately)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -380,14 +431,17 @@ def _provenance(runs: list[Run]) -> list[str]:
 
 REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured rounds (synchronized wall time). "
                   "Reduction % = (eager median - variant median) / eager median; positive means faster than eager. "
-                  "\"fastest\" is the variant with the lowest median among those whose output matched eager.")
+                  "\"fastest\" is the variant with the lowest median among those that passed the correctness check "
+                  "recorded in the run (strict or fp64-rmse); \"(unchecked)\" marks a winner whose run recorded no "
+                  "check.")
 #: How the "correct" / "check" columns of the long table were decided.
 CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_close` tolerance of eager "
               "(float32 atol 1e-5, rtol 1.3e-6); `fp64-rmse` = a variant that runs other kernels (padded, bucketed, "
               "compile, compile+graph) outside that tolerance, judged instead by its RMSE against a float64 run of "
-              "the same weights: at most 2x eager's own RMSE (3x in bfloat16/float16), the accuracy check of "
-              "PyTorch's inductor benchmarks (`torch._dynamo.utils.same` with `fp64_ref`). The last column is that "
-              "ratio. `-` = a run recorded before this check existed (strict only).")
+              "the same weights: RMSE <= 2 x eager's own RMSE + atol/10 (3x in bfloat16/float16), the accuracy "
+              "check of PyTorch's inductor benchmarks (`torch._dynamo.utils.same` with `fp64_ref`). The last column "
+              "is RMSE / eager's RMSE. `-` = a run recorded before this check existed (strict only); "
+              "correct = `not recorded`: the run recorded no check for that case.")
 
 #: What the decode table's numbers mean (shown above it in results.md and the README).
 DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
@@ -439,6 +493,9 @@ def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots
     rows = forward_rows(runs)
     if rows:
         out += [REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
+        unchecked = unchecked_line(rows)
+        if unchecked:
+            out += [f"(unchecked): {unchecked}.", ""]
         out += [f"![{p.stem.replace('_', ' ')}]({_link(p, readme_dir)})" for p in plots_written
                 if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
     decode = decode_rows(runs)

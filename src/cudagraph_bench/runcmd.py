@@ -86,13 +86,13 @@ def parse_isolate(text: str) -> tuple[str, ...]:
 
 
 def parse_seconds(text: str) -> float:
-    """A positive number of seconds."""
+    """A positive, finite number of seconds."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds (e.g. 600), got {text!r}")
     return value
 
 
@@ -220,7 +220,13 @@ def _as_text(value) -> str:
     return str(value)
 
 
+#: Config keys whose value is a list (the others take one value).
+LIST_KEYS = frozenset({"models", "prompt_lengths", "dtypes", "variants", "buckets", "isolate"})
+
+
 def _parse_config_value(path: str, where: str, key: str, value, parser):
+    if isinstance(value, (list, tuple)) and key not in LIST_KEYS:
+        raise UsageError(f"{path}: {where}key '{key}': expected one value, got a list ({value!r})")
     try:
         return parser(_as_text(value))
     except argparse.ArgumentTypeError as exc:
@@ -654,8 +660,14 @@ def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
             for path in report.write_plots([run], outdir):
                 print(f"wrote {path}", file=sys.stderr)
     else:
+        for name in (report.LATENCY_PNG, report.SPEEDUP_PNG):   # PNGs of an earlier run would not match
+            (outdir / name).unlink(missing_ok=True)
         print("no case was measured: see the reasons above", file=sys.stderr)
     print(f"wrote {json_path}", file=sys.stderr)
+    skipped = [r for r in results if r.status == "skipped"]
+    if skipped:
+        reasons = sorted({str(r.reason) for r in skipped})
+        print(f"{len(skipped)} of {len(results)} case(s) skipped: {'; '.join(reasons)}", file=sys.stderr)
     bad = [r for r in results if r.status in ("failed", "mismatch")]
     if bad:
         print(f"{len(bad)} case(s) failed or differ from eager: see the table and {json_path}", file=sys.stderr)

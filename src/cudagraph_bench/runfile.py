@@ -145,6 +145,15 @@ def load_run(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Run:
         raise InputFileError(f"{path} is not pytest-benchmark output (needs 'machine_info' and a "
                              "'benchmarks' list): give a file written by pytest --benchmark-json")
     if not data["benchmarks"]:
+        failures = (data.get("cudagraph_bench") or {}).get("failures") if isinstance(data.get("cudagraph_bench"),
+                                                                                     dict) else None
+        if isinstance(failures, list) and failures and isinstance(failures[0], dict):
+            f = failures[0]
+            first = (f"{f.get('model')} {f.get('dtype')} L={f.get('seq_len')} {f.get('variant')}: "
+                     f"{f.get('status')}: {f.get('reason')}")
+            raise InputFileError(f"{path} holds no measured benchmark: all {len(failures)} case(s) of this "
+                                 f"`cudagraph-bench run` failed or were skipped (first: {first}); see its "
+                                 "cudagraph_bench.failures and rerun")
         raise InputFileError(f"{path} holds no benchmarks: did every benchmark skip (no CUDA GPU)? "
                              "see why with pytest perf_tests --benchmark-only -rs")
     for i, bench in enumerate(data["benchmarks"]):
