@@ -40,6 +40,7 @@ def test_identical_runs_pass(tmp_path, capsys):
     rc, out, _ = run_cli(capsys, "compare", FIXTURE, FIXTURE, "--markdown", md)
     assert rc == 0
     assert f"compare PASS: {n_benchmarks(DOC)} benchmarks in both runs" in out
+    assert "note: OLD and NEW are the same run" in out
     assert "REGRESSION" not in out
     text = md.read_text()
     assert text.startswith("## cudagraph-bench compare: PASS") and "| suite | benchmark |" in text
@@ -162,3 +163,17 @@ def test_two_real_h200_runs_fail_only_on_significant_regressions(capsys):
         low = float(row.split("[")[1].split(",")[0])
         assert (low > 0) == (row in regressions), row
     assert rc == (1 if regressions else 0)
+
+
+def test_an_output_never_replaces_an_input(tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run.json"
+    shutil.copy(FIXTURE, run)
+    before = run.read_bytes()
+    for argv in (["compare", FIXTURE, run, "--markdown", run], ["baseline", run, "-o", run],
+                 ["gate", run, "--baseline", run, "--markdown", run]):
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert "write the output somewhere else" in err or "--baseline" in err
+    assert run.read_bytes() == before

@@ -168,6 +168,7 @@ def test_a_variant_without_a_recorded_check_is_unchecked_not_correct(tmp_path):
     assert wide == {16: "bucketed (unchecked)", 50: "graph (unchecked)"}   # the mismatched padded never wins
     long_rows = parse_markdown_table(report.render_long_table(rows, "markdown"), "model")
     assert [r["correct"] for r in long_rows if r["variant"] == "bucketed"] == ["not recorded"]
+    assert {r["check"] for r in long_rows if r["variant"] == "eager"} == {"reference"}
     problems = report.problem_lines(rows)
     assert problems[0].startswith("tinyllama-1.1b float32 L=50 padded: mismatch")
     assert problems[-1].startswith("2 measured case(s) of bucketed, graph carry no correctness check")

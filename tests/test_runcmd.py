@@ -203,7 +203,7 @@ def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, cap
         assert {"q1", "q3", "iqr", "ops", "total", "stddev", "outliers"} <= set(st)
         info = bench["extra_info"]
         assert info["suite"] == "forward" and info["correct"] is True and info["device"] == "cpu"
-        assert info["check"] == "strict" and "fp64_rmse_ratio" not in info
+        assert info["check"] == "reference" and "fp64_rmse_ratio" not in info   # eager only in this run
         assert bench["group"] == Case.from_extra_info(info).group
         # the printed table carries each median (ms, 3 decimals)
         assert f"{statistics.median(st['data']) * 1e3:.3f}" in stdout
@@ -273,7 +273,20 @@ def test_unwritable_output_dir_is_a_usage_error(tmp_path, capsys):
     blocker.write_text("x")
     rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "-o", str(blocker / "sub")])
     assert rc == 2
-    assert "cannot create output folder" in capsys.readouterr().err
+    assert "cannot write to output folder" in capsys.readouterr().err
+    assert cli_main(["run", "--device", "cpu", "--variants", "eager", "-o", str(blocker)]) == 2
+    assert "is a file: give a folder" in capsys.readouterr().err
+    (tmp_path / "out" / "run.json").mkdir(parents=True)
+    assert cli_main(["run", "--device", "cpu", "--variants", "eager", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "run.json is a folder" in err and "gpt2 float32" not in err   # refused before measuring
+
+
+def test_non_utf8_config_is_a_usage_error(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_bytes(b"models = ['gpt2']\n# \xff\xfe\n")
+    with pytest.raises(UsageError, match="is not UTF-8 text"):
+        settings("--config", str(path))
 
 
 def test_issue6_config_with_a_model_flag_plans_compile_variants_at_four_lengths():

@@ -134,3 +134,39 @@ def test_write_text_atomic_replaces_and_leaves_no_temp_files(tmp_path):
     assert target.read_text() == "two\n"
     assert os.listdir(target.parent) == ["report.md"]
     assert (target.stat().st_mode & 0o777) == 0o644
+
+
+def _corrupt(doc, how):
+    doc = copy.deepcopy(doc)
+    bench = doc["benchmarks"][0]
+    if how == "extra_info":
+        bench["extra_info"] = "oops"
+    elif how == "correct":
+        bench["extra_info"]["correct"] = "no"
+    elif how == "nan":
+        bench["stats"]["data"][0] = float("nan")
+    elif how == "negative":
+        bench["stats"]["data"] = [-x for x in bench["stats"]["data"]]
+        bench["stats"]["median"] = -bench["stats"]["median"]
+    elif how == "nested":
+        bench["stats"]["data"] = [[1, 2]]
+    elif how == "cudagraph_bench":
+        doc["cudagraph_bench"] = "oops"
+    elif how == "commit_info":
+        doc["commit_info"] = "oops"
+    return doc
+
+
+@pytest.mark.parametrize("how, message", [
+    ("extra_info", "extra_info of type str"), ("correct", "extra_info.correct = 'no'"),
+    ("nan", "stats.data that is not a list of positive finite seconds"),
+    ("negative", "negative, zero or not finite"),
+    ("nested", "stats.data that is not a list of positive finite seconds"),
+    ("cudagraph_bench", "'cudagraph_bench' must be an object"), ("commit_info", "'commit_info' must be an object"),
+])
+def test_corrupted_values_are_one_line_errors(tmp_path, how, message):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(_corrupt(DOC, how)))
+    with pytest.raises(InputFileError) as exc:
+        load_run(str(path))
+    assert message in str(exc.value) and len(str(exc.value).splitlines()) == 1

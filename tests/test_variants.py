@@ -242,7 +242,7 @@ def test_measure_records_how_correctness_was_decided(tiny, monkeypatch, exact_fl
     back = V.CaseResult.from_dict(json.loads(json.dumps(r.to_dict())))   # crosses the worker pipe
     assert (back.check, back.fp64_rmse_ratio) == (r.check, r.fp64_rmse_ratio)
     r = V.measure_case(spec(rounds=3), tiny)
-    assert r.status == "ok" and r.check == "strict" and r.fp64_rmse_ratio is None
+    assert r.status == "ok" and r.check == "reference" and r.fp64_rmse_ratio is None   # eager: the reference
 
 
 def test_measure_exception_while_called_is_a_failed_result(tiny, monkeypatch):

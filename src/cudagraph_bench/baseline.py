@@ -26,7 +26,8 @@ from pathlib import Path
 from cudagraph_bench import stats
 from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import Measurement, Run, forward_groups, load_run, write_text_atomic
+from cudagraph_bench.runfile import (Measurement, Run, forward_groups, load_run, refuse_overwriting_inputs,
+                                     write_text_atomic)
 from cudagraph_bench.table import Column, render_table
 
 SCHEMA_VERSION = 1
@@ -140,8 +141,11 @@ def load_baseline(path: str | Path) -> Baseline:
         raise InputFileError(f"baseline {path} is not valid JSON (truncated?): rewrite it with "
                              f"cudagraph-bench baseline RUN -o {path}") from None
     if not isinstance(data, dict) or "schema_version" not in data:
-        raise InputFileError(f"{path} is not a cudagraph-bench baseline (no schema_version): "
-                             f"write one with cudagraph-bench baseline RUN -o {path}")
+        hint = ("it looks like a pytest-benchmark run: pass it as RUN and this file as --baseline, or write "
+                "a baseline from it with cudagraph-bench baseline RUN -o baselines/<gpu>.json"
+                if isinstance(data, dict) and "benchmarks" in data else
+                "write one with cudagraph-bench baseline RUN -o baselines/<gpu>.json")
+        raise InputFileError(f"{path} is not a cudagraph-bench baseline (no schema_version): {hint}")
     if data["schema_version"] != SCHEMA_VERSION:
         raise InputFileError(f"baseline {path} has unknown schema_version {data['schema_version']!r} "
                              f"(this cudagraph-bench reads {SCHEMA_VERSION}): regenerate it with "
@@ -153,9 +157,26 @@ def load_baseline(path: str | Path) -> Baseline:
                 raise ValueError("a graph median_ms is not > 0")
             if c.get("min_reduction_pct") is not None:
                 float(c["min_reduction_pct"])
+        if not cases:
+            raise ValueError("it holds no cases")
         gpu = str(data["gpu_slug"])
-        thresholds = {k: float(v) for k, v in (data.get("thresholds") or {}).items()
-                      if k in ("min_reduction_pct", "max_regression_pct", "max_gated_len")}
+        raw_thresholds = data.get("thresholds", {})
+        if not isinstance(raw_thresholds, dict):
+            raise TypeError(f"thresholds must be an object, got {raw_thresholds!r}")
+        thresholds = {}
+        for key, parse in (("min_reduction_pct", parse_reduction_pct), ("max_regression_pct", parse_regression_pct),
+                           ("max_gated_len", parse_count)):
+            value = raw_thresholds.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"thresholds.{key} must be a number, got {value!r}")
+            if isinstance(value, float) and value.is_integer() and key == "max_gated_len":
+                value = int(value)
+            try:
+                thresholds[key] = float(parse(str(value)))
+            except argparse.ArgumentTypeError as exc:
+                raise ValueError(f"thresholds.{key}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
                              f"regenerate it with cudagraph-bench baseline RUN -o {path}") from None
@@ -202,6 +223,7 @@ def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench baseline RUN -o FILE``. Returns 0; bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     run = load_run(args.run)
+    refuse_overwriting_inputs(args.output, "-o", [run.path])
     doc = build_baseline(run, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                          max_gated_len=args.max_gated_len)
     out = Path(args.output)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from cudagraph_bench import stats
 from cudagraph_bench.options import parse_regression_pct
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.runfile import DEFAULT_STORAGE, Measurement, Run, load_run, measurements, write_text_atomic
+from cudagraph_bench.runfile import (DEFAULT_STORAGE, Measurement, Run, load_run, measurements,
+                                     refuse_overwriting_inputs, write_text_atomic)
 from cudagraph_bench.table import Column, render_table
 
 DEFAULT_MAX_REGRESSION_PCT = 10.0
@@ -146,11 +147,14 @@ def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench compare OLD NEW``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     old, new = load_run(args.old, args.storage), load_run(args.new, args.storage)
+    refuse_overwriting_inputs(args.markdown, "--markdown", [old.path, new.path])
     changes, only_old, only_new = compare_runs(old, new, args.max_regression)
     passed, line = summary(changes, only_old, only_new, args.max_regression)
     head = f"OLD {old.path} ({old.gpu_slug or 'no GPU'})  NEW {new.path} ({new.gpu_slug or 'no GPU'})"
     if old.gpu_slug != new.gpu_slug:
         head += "  note: the runs are from different GPUs"
+    if old.sha256 == new.sha256:
+        head += f"  note: OLD and NEW are the same run (sha256 {old.sha256[:12]}), so nothing can change"
     if args.markdown:
         text = "\n".join([f"## cudagraph-bench compare: {'PASS' if passed else 'FAIL'}", "", head, "",
                           render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])

@@ -24,7 +24,7 @@ from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regr
 from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESSION_PCT,
                                       DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline, pair_reduction)
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.runfile import Run, forward_groups, load_run, write_text_atomic
+from cudagraph_bench.runfile import Run, forward_groups, load_run, refuse_overwriting_inputs, write_text_atomic
 from cudagraph_bench.stats import relative_change
 from cudagraph_bench.table import Column, render_table
 
@@ -236,6 +236,8 @@ def main(args: argparse.Namespace) -> int:
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     run = load_run(args.run)
     baseline = find_baseline(run, args.baseline, args.allow_gpu_mismatch)
+    refuse_overwriting_inputs(args.markdown, "--markdown", [run.path, args.baseline,
+                                                            baseline.path if baseline is not None else None])
     results = evaluate(run, baseline, min_reduction_pct=args.min_reduction,
                        max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len)
     passed, line = summary(results, baseline)

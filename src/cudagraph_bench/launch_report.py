@@ -396,10 +396,12 @@ def _fmt(value: float, spec: str) -> str:
     return format(value, spec)
 
 
-def render_launch_section(run, *, reference_n: int = REFERENCE_N, heading_level: int = 2) -> str:
+def render_launch_section(run, *, reference_n: int = REFERENCE_N, heading_level: int = 2,
+                          forward_runs: list | None = None) -> str:
     """Markdown of the torch N-sweep table and the predicted-vs-measured table (no plot, no prose
-    beyond captions) for embedding in a general report. Says so in one line when the run holds no
-    launch-suite benchmarks or no forward cases with kernel counts."""
+    beyond captions) for embedding in a general report. ``forward_runs``: the runs whose forward
+    cases (eager with ``n_kernels`` + graph) the model is checked on (default: ``run`` itself). Says
+    so in one line when the run holds no launch-suite benchmarks or no forward cases with kernel counts."""
     h = "#" * heading_level
     rows = launch_rows(run)
     if not rows:
@@ -407,7 +409,7 @@ def render_launch_section(run, *, reference_n: int = REFERENCE_N, heading_level:
                 "(run `pytest perf_tests/test_launch.py --benchmark-only --benchmark-json=RUN.json`).\n")
     parts = [f"{h} Launch overhead: N tiny launches, eager loop vs one graph replay\n",
              f"Medians ({_clock_caption(rows)}); µs/launch = median / N.\n", launch_table_markdown(rows), ""]
-    parts.append(_saving_section(run, rows, reference_n, h + "#"))
+    parts.append(_saving_section(forward_runs or [run], rows, reference_n, h + "#"))
     return "\n".join(parts)
 
 
@@ -417,17 +419,18 @@ def _clock_caption(rows: list[LaunchRow]) -> str:
     return ", ".join(names.get(c, c) for c in clocks)
 
 
-def _saving_section(run, rows: list[LaunchRow], reference_n: int, h: str) -> str:
+def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int, h: str) -> str:
     ref = reference_row(rows, reference_n)
     if ref is None:
         return f"{h} Launch-overhead model\n\nNo N was measured with both loop and graph: no model.\n"
-    savings = saving_rows(run, ref)
+    savings = sorted((r for fr in forward_runs for r in saving_rows(fr, ref)),
+                     key=lambda r: (r["model"], r["dtype"], r["seq_len"]))
     head = (f"{h} Launch-overhead model: predicted vs measured saving\n\n"
             f"predicted saving = kernels of one eager forward × (loop − graph µs/launch at N={ref.n_launches}) "
             f"= kernels × ({_fmt(ref.us_per_launch_loop, '.3f')} − {_fmt(ref.us_per_launch_graph, '.3f')}) µs; "
             "measured saving = eager median − graph median.\n")
     if not savings:
-        return head + "\nNo forward-suite case in this run has an eager benchmark with `n_kernels` and a graph " \
+        return head + "\nNo forward-suite case in these runs has an eager benchmark with `n_kernels` and a graph " \
                       "benchmark.\n"
     return head + "\n" + saving_table_markdown(savings) + "\n"
 
@@ -565,7 +568,7 @@ def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, referenc
     clocks = clocks_table_markdown(rows)
     if clocks:
         out += ["Medians per (N, variant) of the torch run:", "", clocks, ""]
-    out += [_saving_section(run, rows, reference_n, "##").rstrip("\n"), "",
+    out += [_saving_section([run], rows, reference_n, "##").rstrip("\n"), "",
             "The model treats every kernel of an eager forward as one tiny-kernel launch. A real forward "
             "also runs Python module code and ops that launch no kernel, and some kernels take longer on "
             "the device than the host needs to issue the next one, so measured and predicted savings "

@@ -205,7 +205,8 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
             "capture_ms": info.get("capture_ms"), "max_abs_diff": info.get("max_abs_diff"),
-            "check": info.get("check"), "fp64_rmse_ratio": info.get("fp64_rmse_ratio"),
+            "check": "reference" if case.variant == "eager" else info.get("check"),
+            "fp64_rmse_ratio": info.get("fp64_rmse_ratio"),
             "note": _note(info),
         })
     seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
@@ -368,7 +369,7 @@ def launch_markdown(runs: list[Run]) -> str | None:
     :func:`cudagraph_bench.launch_report.render_launch_section`; None when no run has any."""
     from cudagraph_bench import launch_report
 
-    parts = [launch_report.render_launch_section(run, heading_level=2) for run in runs
+    parts = [launch_report.render_launch_section(run, heading_level=2, forward_runs=runs) for run in runs
              if launch_report.launch_rows(run)]
     return "\n".join(parts) if parts else None
 
@@ -440,8 +441,9 @@ CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_cl
               "compile, compile+graph) outside that tolerance, judged instead by its RMSE against a float64 run of "
               "the same weights: RMSE <= 2 x eager's own RMSE + atol/10 (3x in bfloat16/float16), the accuracy "
               "check of PyTorch's inductor benchmarks (`torch._dynamo.utils.same` with `fp64_ref`). The last column "
-              "is RMSE / eager's RMSE. `-` = a run recorded before this check existed (strict only); "
-              "correct = `not recorded`: the run recorded no check for that case.")
+              "is RMSE / eager's RMSE. `reference` = eager itself, what every variant is compared with. `-` with "
+              "correct = `yes`: a run recorded before this column existed (strict check only); `-` with correct = "
+              "`not recorded`: the run recorded no check for that case.")
 
 #: What the decode table's numbers mean (shown above it in results.md and the README).
 DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
@@ -548,8 +550,14 @@ def main(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot read {args.readme}: {exc.strerror or exc}") from None
         replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
-    written = write_plots(runs, outdir)
     results_md = outdir / RESULTS_MD
+    if results_md.is_dir():
+        raise UsageError(f"{results_md} is a folder: remove it or give another -o folder")
+    # render every text once before writing anything: bad data fails here, with nothing half-written
+    render_results_markdown(runs, outdir, [], superseded)
+    if readme_text is not None:
+        render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [])
+    written = write_plots(runs, outdir)
     write_text_atomic(results_md, render_results_markdown(runs, outdir, written, superseded))
     for path in [*written, results_md]:
         print(f"wrote {path}", file=sys.stderr)

@@ -252,6 +252,8 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
         raise UsageError(f"cannot read config {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text: save the TOML config as UTF-8") from None
     matrix_parsers = {**MATRIX_KEYS, "variants": parse_variants}
     known = sorted([*matrix_parsers, *SETTING_KEYS, "sweep"])
     top: dict = {}
@@ -604,10 +606,7 @@ def main(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
     plan = plan_cases(settings)
     outdir = Path(settings.outdir)
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create output folder {outdir}: {exc.strerror or exc}") from None
+    ensure_writable_outdir(outdir)
     started = datetime.now(timezone.utc).isoformat()
     machine_info, commit_info = machine_and_commit_info()
     extra: dict = {}
@@ -637,6 +636,24 @@ def main(args: argparse.Namespace) -> int:
                          started=started, extra=extra)
     write_json_atomic(json_path, doc)
     return finish(json_path, outdir, results)
+
+
+def ensure_writable_outdir(outdir: Path) -> None:
+    """Create ``outdir`` and prove a file can be written there *before* any case is measured (a sweep
+    can take many minutes of GPU time). Raises :class:`UsageError` naming the fix."""
+    import tempfile
+
+    if outdir.exists() and not outdir.is_dir():
+        raise UsageError(f"-o {outdir} is a file: give a folder for run.json and the PNGs")
+    if (outdir / RUN_JSON).is_dir():
+        raise UsageError(f"{outdir / RUN_JSON} is a folder: remove it or give another -o folder")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=outdir):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write to output folder {outdir}: {exc.strerror or exc}: give a writable -o "
+                         "folder") from None
 
 
 def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:

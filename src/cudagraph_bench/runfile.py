@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import astuple, dataclass
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
-from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.stats import Summary, summarize
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
@@ -156,12 +157,36 @@ def load_run(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Run:
                                  "cudagraph_bench.failures and rerun")
         raise InputFileError(f"{path} holds no benchmarks: did every benchmark skip (no CUDA GPU)? "
                              "see why with pytest perf_tests --benchmark-only -rs")
+    for key in ("commit_info", "cudagraph_bench"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise InputFileError(f"{path}: '{key}' must be an object, got {type(data[key]).__name__}: "
+                                 "rerun the benchmarks to rewrite the file")
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None
         if not (isinstance(stats, dict) and all(isinstance(stats.get(f), (int, float)) for f in _STAT_FIELDS)):
             raise InputFileError(f"{path}: benchmarks[{i}] has no numeric stats "
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
+        _check_benchmark(path, i, bench, stats)
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
+    """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files)."""
+    def bad(what: str):
+        return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
+
+    info = bench.get("extra_info")
+    if info is not None and not isinstance(info, dict):
+        raise bad(f"has extra_info of type {type(info).__name__}, not an object")
+    if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
+        raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
+    if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
+        raise bad("has stats that are negative, zero or not finite")
+    data = stats.get("data")
+    if data is not None:
+        if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                 and math.isfinite(x) and x > 0 for x in data):
+            raise bad("has stats.data that is not a list of positive finite seconds")
 
 
 def _label(suite: str, info: dict, key: tuple) -> str:
@@ -253,6 +278,21 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
             raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has no eager or graph benchmark "
                                  f"(only {', '.join(variants)}): rerun with the eager and graph variants")
     return groups
+
+
+def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, inputs: list) -> None:
+    """Raise :class:`UsageError` when ``output`` (given with ``flag``) is one of the ``inputs`` files:
+    an output option must never replace a run or baseline it reads."""
+    if not output:
+        return
+    out = Path(output)
+    for src in inputs:
+        if src is None:
+            continue
+        src = Path(src)
+        same = out.exists() and src.exists() and os.path.samefile(out, src)
+        if same or out.resolve() == src.resolve():
+            raise UsageError(f"{flag} {output} is the input file {src}: write the output somewhere else")
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -696,7 +696,7 @@ def measure_case(spec: CaseSpec, model) -> CaseResult:
                 status, reason = "mismatch", check.reason
         else:
             diff = 0.0
-        extra.update(check=check.method if check else "strict",
+        extra.update(check=check.method if check else "reference",
                      fp64_rmse_ratio=check.fp64_rmse_ratio if check else None)
         phase = "timing"
         counters_before = _compile_counters() if spec.variant in COMPILE_VARIANTS else None
