@@ -76,6 +76,11 @@ def test_same_run_gives_the_same_baseline(tmp_path, capsys):
     (lambda d: d["cases"][0].pop("graph"), "malformed"),
     (lambda d: d["cases"][0]["graph"].update(median_ms=0), "malformed"),
     (lambda d: d["thresholds"].update(max_gated_len="lots"), "malformed"),
+    (lambda d: d["thresholds"].update(min_reduction_pct=float("nan")), "thresholds.min_reduction_pct: .*finite"),
+    (lambda d: d["thresholds"].update(max_regression_pct=-5), "thresholds.max_regression_pct: an allowed regression"),
+    (lambda d: d["thresholds"].update(min_reduction_pct="30"), "thresholds.min_reduction_pct must be a number"),
+    (lambda d: d.update(thresholds=None), "thresholds must be an object"),
+    (lambda d: d.update(cases=[]), "holds no cases"),
 ])
 def test_loader_refuses_unknown_schema_and_malformed_files(tmp_path, capsys, mutate, message):
     good = tmp_path / "good.json"
