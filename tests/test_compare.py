@@ -48,7 +48,7 @@ def test_identical_runs_pass(tmp_path, capsys):
 
 def test_regression_beyond_threshold_fails_and_names_the_benchmark(tmp_path, capsys):
     new = copy.deepcopy(DOC)
-    victim = random.Random(0).choice(forward(new))
+    victim = random.Random(0).choice([b for b in forward(new) if b["extra_info"]["variant"] == "graph"])
     scale(victim, 1.15)
     path = write(new, tmp_path / "new.json")
     rc, out, _ = run_cli(capsys, "compare", FIXTURE, path)
@@ -59,6 +59,17 @@ def test_regression_beyond_threshold_fails_and_names_the_benchmark(tmp_path, cap
     assert "+15.0" in row and row.rstrip().endswith("REGRESSION")
     rc, out, _ = run_cli(capsys, "compare", FIXTURE, path, "--max-regression", 16)
     assert rc == 0 and "+15.0%" in out
+
+
+def test_a_slower_reference_variant_is_reported_not_failed(tmp_path, capsys):
+    new = copy.deepcopy(DOC)
+    eager = next(b for b in forward(new) if b["extra_info"]["variant"] == "eager")
+    scale(eager, 1.5)
+    path = write(new, tmp_path / "new.json")
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, path)
+    assert rc == 0 and row_of(out, forward_label(eager)).rstrip().endswith("slower (reference)")
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, path, "--gate-references")
+    assert rc == 1 and row_of(out, forward_label(eager)).rstrip().endswith("REGRESSION")
 
 
 def test_faster_and_noise_are_not_failures(tmp_path, capsys):
@@ -158,10 +169,12 @@ def test_two_real_h200_runs_fail_only_on_significant_regressions(capsys):
     rows = [line for line in out.splitlines() if line.startswith("forward ")]
     assert rows
     regressions = [r for r in rows if r.rstrip().endswith("REGRESSION")]
+    reference = [r for r in rows if r.rstrip().endswith("slower (reference)")]
     marginal = [r for r in rows if r.rstrip().endswith("marginal")]
-    for row in regressions + marginal:
+    for row in regressions + reference + marginal:
         low = float(row.split("[")[1].split(",")[0])
-        assert (low > 0) == (row in regressions), row
+        assert (low > 0) == (row in regressions + reference), row
+    assert all(" eager " in r for r in reference) and not any(" eager " in r for r in regressions)
     assert rc == (1 if regressions else 0)
 
 

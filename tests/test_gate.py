@@ -309,4 +309,6 @@ def test_unwritable_markdown_path_is_a_one_line_error(tmp_path, capsys):
     blocker.write_text("x")
     rc, out, err = run_cli(capsys, "gate", FIXTURE, "--markdown", blocker / "report.md")
     assert rc == 2 and len(err.splitlines()) == 1
-    assert "cannot access" in err and "writable folder" in err and "Traceback" not in err
+    assert "is a file, not a folder" in err and "Traceback" not in err
+    rc, out, err = run_cli(capsys, "gate", FIXTURE, "--markdown", tmp_path)
+    assert rc == 2 and len(err.splitlines()) == 1 and "is a folder: give a file path" in err

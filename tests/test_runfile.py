@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.runfile import (forward_cases, forward_groups, load_run, measurements,
                                      resolve_run_path, write_text_atomic)
 
@@ -63,6 +63,8 @@ def test_saved_run_ids_resolve_by_number_and_stem(tmp_path):
     assert load_run("0002", storage).path == second
     with pytest.raises(InputFileError, match=r"unknown saved-run id '0007'.*0001, 0002"):
         resolve_run_path("0007", storage)
+    # the machine folder that holds the files works as --storage too
+    assert resolve_run_path("0002", storage / "Linux-CPython-3.12-64bit") == second
 
 
 def test_ambiguous_id_and_empty_storage(tmp_path):
@@ -134,6 +136,11 @@ def test_write_text_atomic_replaces_and_leaves_no_temp_files(tmp_path):
     assert target.read_text() == "two\n"
     assert os.listdir(target.parent) == ["report.md"]
     assert (target.stat().st_mode & 0o777) == 0o644
+    with pytest.raises(UsageError, match="is a folder: give a file path"):
+        write_text_atomic(target.parent, "x")
+    with pytest.raises(UsageError, match="report.md is a file, not a folder"):
+        write_text_atomic(target / "deeper" / "x.md", "x")
+    assert target.read_text() == "two\n"
 
 
 def _corrupt(doc, how):

@@ -92,7 +92,10 @@ class Run:
 
 
 def _ids_in(storage: Path) -> list[Path]:
-    return sorted(storage.glob("*/[0-9][0-9][0-9][0-9]_*.json")) if storage.is_dir() else []
+    if not storage.is_dir():
+        return []
+    # pytest-benchmark saves under <storage>/<machine id>/NNNN_*.json; the machine folder itself works too
+    return sorted({*storage.glob("*/[0-9][0-9][0-9][0-9]_*.json"), *storage.glob("[0-9][0-9][0-9][0-9]_*.json")})
 
 
 def resolve_run_path(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Path:
@@ -117,7 +120,7 @@ def resolve_run_path(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> 
     if not saved:
         raise InputFileError(f"no file or saved-run id {ref!r}: {storage}/ holds no saved runs "
                              "(save one with pytest --benchmark-autosave)")
-    ids = [p.stem.split("_", 1)[0] for p in saved]
+    ids = sorted({p.stem.split("_", 1)[0] for p in saved})
     shown = ", ".join(ids[:20]) + (f", ... ({len(ids)} in all)" if len(ids) > 20 else "")
     raise InputFileError(f"unknown saved-run id {ref!r}: ids in {storage}/ are {shown}")
 
@@ -297,8 +300,16 @@ def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, input
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace`` (never a
-    half-written file). Creates missing parent folders."""
+    half-written file). Creates missing parent folders. Raises :class:`UsageError` when ``path`` is a
+    folder or one of its parents is a file."""
     path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder: give a file path to write")
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise UsageError(f"{folder} is a file, not a folder: choose another path for {path.name}")
+            break
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
