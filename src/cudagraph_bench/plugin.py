@@ -211,24 +211,13 @@ class Session:
         correctness tests in ``perf_tests/`` are the ones that fail on it)."""
         import torch
 
-        from cudagraph_bench.variants import CaseSpec, ForwardVariant, check_against_eager
-
-        class _Timed(ForwardVariant):
-            def __init__(self):
-                super().__init__(case.seq_len)
-
-            @property
-            def static_output(self):
-                return static_output
-
-            def __call__(self, input_ids):
-                return fn(input_ids)
+        from cudagraph_bench.variants import CallableVariant, CaseSpec, check_against_eager
 
         device = next(model.parameters()).device
         spec = CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
                         check_inputs=check_inputs, device=device.type)
         gen = torch.Generator(device=device).manual_seed(1_000_003 + case.seq_len)
-        out = check_against_eager(_Timed(), model, spec, gen)
+        out = check_against_eager(CallableVariant(case.variant, fn, case.seq_len, static_output), model, spec, gen)
         info = {"correct": out.passed, "check": out.method, "max_abs_diff": out.max_abs_diff}
         if out.fp64_rmse_ratio is not None:
             info["fp64_rmse_ratio"] = out.fp64_rmse_ratio

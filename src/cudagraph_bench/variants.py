@@ -122,6 +122,24 @@ class ForwardVariant:
         self.close()
 
 
+class CallableVariant(ForwardVariant):
+    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` (e.g. a :class:`~cudagraph_bench.runner.GraphedForward`
+    or :class:`~cudagraph_bench.buckets.BucketedGraphs` timed by the pytest benchmarks) seen as a
+    variant, so :func:`check_against_eager` can check it; ``static_output``: the buffer its replays
+    write (poisoned with NaN by the check), or None."""
+
+    def __init__(self, name: str, fn, seq_len: int, static_output=None):
+        super().__init__(seq_len)
+        self.name, self._fn, self._static = name, fn, static_output
+
+    @property
+    def static_output(self):
+        return self._static
+
+    def __call__(self, input_ids):
+        return self._fn(input_ids)
+
+
 class EagerVariant(ForwardVariant):
     """The eager forward (no graph, no compile); the reference of every correctness check."""
 
