@@ -322,3 +322,14 @@ def test_launch_suite_is_rendered_by_launch_report(tmp_path):
     # the launch plot is not listed among the forward plots
     forward_part = results.split("### All measurements")[0]
     assert "launch_speedup_vs_n" not in forward_part
+
+
+def test_source_runs_name_the_host_because_eager_is_host_bound(tmp_path):
+    assert report._host({"cpu": {"brand_raw": "Intel(R) Xeon(R) Processor", "count": 32}}) == \
+        ", host Intel(R) Xeon(R) Processor (32 cores)"
+    assert report._host({"cpu": {"count": 16}}) == ", host (16 cores)"
+    assert report._host({"cpu": "garbage"}) == ""
+    assert report._host({}) == ""
+    run = load_run(FIXTURE)  # the real H200 run: pytest-benchmark's cpuinfo is in its machine_info
+    line = report._provenance([run])[0]
+    assert f"host {run.machine_info['cpu']['brand_raw']} ({run.machine_info['cpu']['count']} cores)" in line

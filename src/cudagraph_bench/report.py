@@ -424,10 +424,22 @@ def _provenance(runs: list[Run]) -> list[str]:
         commit = (run.data.get("commit_info") or {}).get("id") or "unknown"
         env = ", ".join(f"{k} {cuda[k]}" for k in ("torch", "cuda_runtime", "driver", "transformers") if cuda.get(k))
         lines.append(f"- `{run.path.name}` (sha256 `{run.sha256[:12]}`): {cuda.get('gpu_name') or 'no CUDA GPU'}"
-                     + (f", {env}" if env else "") + f"; {run.data.get('datetime', 'unknown date')}; commit `{commit[:12]}`")
+                     + (f", {env}" if env else "") + _host(run.machine_info)
+                     + f"; {run.data.get('datetime', 'unknown date')}; commit `{commit[:12]}`")
         if run.machine_info.get("synthetic_standin"):
             lines.append(f"  - **`{run.path.name}` is a synthetic stand-in, not a measurement.**")
     return lines
+
+
+def _host(machine_info: dict) -> str:
+    """", host <cpu brand> (<n> cores)" from pytest-benchmark's ``machine_info["cpu"]``, or "" when absent:
+    eager latency is host-bound, so the host is part of what a number means."""
+    cpu = machine_info.get("cpu") if isinstance(machine_info.get("cpu"), dict) else {}
+    brand, count = cpu.get("brand_raw"), cpu.get("count")
+    if not brand and not isinstance(count, int):
+        return ""
+    return ", host " + " ".join(p for p in (str(brand) if brand else "",
+                                           f"({count} cores)" if isinstance(count, int) else "") if p)
 
 
 REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured rounds (synchronized wall time). "
@@ -443,7 +455,10 @@ CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_cl
               "check of PyTorch's inductor benchmarks (`torch._dynamo.utils.same` with `fp64_ref`). The last column "
               "is RMSE / eager's RMSE. `reference` = eager itself, what every variant is compared with. `-` with "
               "correct = `yes`: a run recorded before this column existed (strict check only); `-` with correct = "
-              "`not recorded`: the run recorded no check for that case.")
+              "`not recorded`: the run recorded no check for that case. compile s = wall time of the first call, "
+              "which compiles (and for compile+graph autotunes) before anything is timed; it depends on the host's "
+              "cores and on inductor's on-disk cache (`/tmp/torchinductor_$USER`), so a second run on the same "
+              "machine compiles faster.")
 
 #: What the decode table's numbers mean (shown above it in results.md and the README).
 DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
