@@ -301,7 +301,8 @@ def test_bad_thresholds_are_usage_errors(capsys, flag, value, message):
     with pytest.raises(SystemExit) as exc:
         cli_main(["gate", str(FIXTURE), flag, value])
     assert exc.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
 
 
 def test_unwritable_markdown_path_is_a_one_line_error(tmp_path, capsys):

@@ -333,3 +333,34 @@ def test_source_runs_name_the_host_because_eager_is_host_bound(tmp_path):
     run = load_run(FIXTURE)  # the real H200 run: pytest-benchmark's cpuinfo is in its machine_info
     line = report._provenance([run])[0]
     assert f"host {run.machine_info['cpu']['brand_raw']} ({run.machine_info['cpu']['count']} cores)" in line
+
+
+def test_summary_carries_eager_spread_per_case():
+    rows = [{"model": "m", "dtype": "float32", "seq_len": 16, "variant": "eager", "status": "ok", "median_ms": 4.0,
+             "p95_ms": 6.0, "reduction_pct": 0.0, "spread_pct": 80.0},
+            {"model": "m", "dtype": "float32", "seq_len": 16, "variant": "graph", "status": "ok", "median_ms": 1.0,
+             "p95_ms": 1.1, "reduction_pct": 75.0, "spread_pct": 3.0}]
+    wide, variants = report.summary_rows(rows)
+    assert wide[0]["eager_spread_pct"] == 80.0 and wide[0]["fastest"] == "graph"
+    table = report.render_summary_table(rows, "markdown").splitlines()
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    cells = [c.strip() for c in table[2].strip("|").split("|")]
+    assert cells[header.index("eager spread %")] == "80"
+
+
+def test_spread_of_each_row_is_recomputed_from_the_rounds_of_the_json():
+    raw = json.loads(FIXTURE.read_text())
+    rows = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in report.forward_rows([load_run(FIXTURE)])}
+    for bench in raw["benchmarks"]:
+        e = bench["extra_info"]
+        data = sorted(bench["stats"]["data"])
+        n = len(data)
+
+        def pct(q):  # numpy's default linear interpolation, written out
+            pos = q * (n - 1)
+            lo = int(pos)
+            return data[lo] + (pos - lo) * (data[min(lo + 1, n - 1)] - data[lo])
+
+        median = statistics.median(data)
+        row = rows[(e["model"], e["dtype"], e["seq_len"], e["variant"])]
+        assert row["spread_pct"] == pytest.approx(100 * (pct(0.95) - pct(0.05)) / median)

@@ -70,7 +70,19 @@ def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
         cli_main(["run", "--device", "cpu", *argv])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert message in err[-1]
+    assert len(err) == 1 and message in err[0] and err[0].endswith("(see cudagraph-bench run --help)")
+
+
+def test_device_cpu_without_variants_runs_eager_only_and_a_chosen_graph_variant_is_refused(tmp_path):
+    assert runcmd.resolve_settings(parse("--device", "cpu")).variants == ("eager",)
+    assert runcmd.merge_settings(parse()).variants == runcmd.DEFAULT_VARIANTS  # cuda keeps the default
+    with pytest.raises(UsageError, match="drop graph"):
+        runcmd.resolve_settings(parse("--device", "cpu", "--variants", "eager,graph"))
+    path = write_toml(tmp_path, """
+        variants = ["eager", "padded"]
+    """)
+    with pytest.raises(UsageError, match="drop padded"):  # the config chose variants: checked, not replaced
+        runcmd.resolve_settings(parse("--device", "cpu", "--config", path))
 
 
 def test_graph_variants_on_cpu_are_a_usage_error(capsys, tmp_path):

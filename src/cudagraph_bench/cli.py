@@ -25,8 +25,17 @@ COMMANDS = {
 }
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line (``PROG: error: MESSAGE (see PROG --help)``)
+    and exit code 2, like every other usage error of the tool, instead of the usage block first.
+    Sub-command parsers inherit it (``add_subparsers`` uses the parent's class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cudagraph-bench", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="cudagraph-bench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():

@@ -718,9 +718,11 @@ def run_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m cudagraph_bench.launch_report RUN.json -o docs/``. Exit 0, or 2 on bad input."""
-    parser = argparse.ArgumentParser(prog="python -m cudagraph_bench.launch_report",
-                                     description="write docs/launch-overhead.md and its speedup-vs-N plot "
-                                                 "from a run JSON")
+    from cudagraph_bench.cli import OneLineErrorParser
+
+    parser = OneLineErrorParser(prog="python -m cudagraph_bench.launch_report",
+                                description="write docs/launch-overhead.md and its speedup-vs-N plot "
+                                            "from a run JSON")
     configure_parser(parser)
     args = parser.parse_args(argv)
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.runfile import DEFAULT_STORAGE, Measurement, Run, load_run, measurements, write_text_atomic
-from cudagraph_bench.stats import reduction
+from cudagraph_bench.stats import reduction, spread_pct
 from cudagraph_bench.table import Column, render_table
 
 MARKER_START = "<!-- results:start -->"
@@ -189,7 +189,8 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     ``mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round), ``event_median_ms``,
     ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
     (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``check``
-    (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``.
+    (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
+    ``spread_pct`` (:func:`~cudagraph_bench.stats.spread_pct` of the rounds; None without per-round data).
     """
     ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == "eager"}
@@ -208,6 +209,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "check": "reference" if case.variant == "eager" else info.get("check"),
             "fp64_rmse_ratio": info.get("fp64_rmse_ratio"),
             "note": _note(info),
+            "spread_pct": _spread(m.samples_ms),
         })
     seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
     for f in not_measured(runs):
@@ -220,9 +222,18 @@ def forward_rows(runs: list[Run]) -> list[dict]:
                      "status": f.get("status") or "failed",
                      "compile_s": f["compile_ms"] / 1e3 if f.get("compile_ms") is not None else None,
                      "max_abs_diff": f.get("max_abs_diff"), "check": f.get("check"),
-                     "fp64_rmse_ratio": f.get("fp64_rmse_ratio"), "note": f.get("reason")})
+                     "fp64_rmse_ratio": f.get("fp64_rmse_ratio"), "note": f.get("reason"), "spread_pct": None})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], _variant_index(r["variant"]), r["variant"]))
     return rows
+
+
+def _spread(samples_ms) -> float | None:
+    if samples_ms is None:
+        return None
+    try:
+        return spread_pct(samples_ms)
+    except ValueError:  # a median of 0 ms: no spread relative to it
+        return None
 
 
 LONG_COLUMNS = [
@@ -252,7 +263,8 @@ def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | 
 
 def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
     """One row per (model, dtype, seq_len) from :func:`forward_rows`: ``eager_median_ms``,
-    ``eager_p95_ms``, and per other variant ``<v>_median_ms``, ``<v>_p95_ms``, ``<v>_reduction_pct``;
+    ``eager_p95_ms``, ``eager_spread_pct``, and per other variant ``<v>_median_ms``, ``<v>_p95_ms``,
+    ``<v>_spread_pct``, ``<v>_reduction_pct``;
     ``fastest``: the variant with the lowest median among those not known to be wrong: status ``ok``
     (passed its recorded check) or ``unchecked`` (its run recorded no check; the name then gets
     " (unchecked)"), so a variant that failed its check is never the fastest.
@@ -269,6 +281,7 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
             continue
         row[f"{v}_median_ms"] = r["median_ms"]
         row[f"{v}_p95_ms"] = r.get("p95_ms")
+        row[f"{v}_spread_pct"] = r.get("spread_pct")
         row[f"{v}_reduction_pct"] = r.get("reduction_pct")
         if r["status"] in ("ok", "unchecked"):
             row["_ok"][v] = (r["median_ms"], r["status"])
@@ -280,7 +293,8 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 
 def summary_columns(variants: list[str]) -> list[Column]:
-    """Columns of the summary table: eager and graph median, graph reduction, their p95s, then the
+    """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's
+    spread (:func:`~cudagraph_bench.stats.spread_pct`), then the
     median and reduction of every other variant present, and the fastest variant."""
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
     if "eager" in variants:
@@ -289,7 +303,7 @@ def summary_columns(variants: list[str]) -> list[Column]:
         cols += [Column("graph_median_ms", "graph median ms", ".3f"),
                  Column("graph_reduction_pct", "graph reduction %", "+.1f")]
     if "eager" in variants:
-        cols.append(Column("eager_p95_ms", "eager p95 ms", ".3f"))
+        cols += [Column("eager_p95_ms", "eager p95 ms", ".3f"), Column("eager_spread_pct", "eager spread %", ".0f")]
     if "graph" in variants:
         cols.append(Column("graph_p95_ms", "graph p95 ms", ".3f"))
     for v in variants:
@@ -446,7 +460,8 @@ REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured r
                   "Reduction % = (eager median - variant median) / eager median; positive means faster than eager. "
                   "\"fastest\" is the variant with the lowest median among those that passed the correctness check "
                   "recorded in the run (strict or fp64-rmse); \"(unchecked)\" marks a winner whose run recorded no "
-                  "check.")
+                  "check. Eager spread % = (p95 - p5) / median of the eager rounds: eager is host-bound, and where its "
+                  "spread is wide the reductions against its median move between runs and machines.")
 #: How the "correct" / "check" columns of the long table were decided.
 CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_close` tolerance of eager "
               "(float32 atol 1e-5, rtol 1.3e-6); `fp64-rmse` = a variant that runs other kernels (padded, bucketed, "

@@ -56,6 +56,8 @@ from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, DEF
 #: one model (gpt2) at one prompt length (50 tokens) in float32.
 RUN_DEFAULTS = {"models": ("gpt2",), "prompt_lengths": (50,), "dtypes": ("float32",)}
 DEFAULT_VARIANTS = ("eager", "graph", "padded")
+#: What ``--device cpu`` runs when no variants are given: graph replay needs a CUDA GPU.
+CPU_VARIANTS = ("eager",)
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
 LATENCY_PNG = "latency_comparison.png"
@@ -145,7 +147,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output-dir", dest="outdir", default=DEFAULT_OUTDIR,
                         help="folder for run.json and the PNGs (default: %(default)s)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                        help="cuda (default), or cpu: eager only, to try the pipeline without a GPU")
+                        help="cuda (default), or cpu: eager only (its default variants), to try the pipeline "
+                             "without a GPU")
     parser.add_argument("--isolate", type=parse_isolate, default=DEFAULT_ISOLATED,
                         help="variants run in a worker subprocess, so a crash fails one case only "
                              "(default: %(default)s; 'none' for none)")
@@ -304,10 +307,14 @@ def merge_settings(args: argparse.Namespace) -> RunSettings:
                 value = value.value
             values[key] = value
     sweeps: list[dict] = [{}]
+    chosen = "variants" in explicit
     if args.config:
         top, config_sweeps = load_config(args.config)
         values.update({k: v for k, v in top.items() if k not in explicit})
         sweeps = config_sweeps or [{}]
+        chosen = chosen or "variants" in top
+    if args.device == "cpu" and not chosen:
+        values["variants"] = CPU_VARIANTS  # the default variants need a GPU; a chosen one is checked
     base = {k: values[k] for k in ("models", "prompt_lengths", "dtypes", "variants")}
     matrices = [Matrix(**{**base, **{k: v for k, v in s.items() if k not in explicit}}) for s in sweeps]
     return RunSettings(matrices=matrices, device=args.device, outdir=args.outdir,

@@ -69,6 +69,22 @@ def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
     )
 
 
+def spread_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
+    """Width of the middle 90% of the rounds relative to their median, in percent:
+    ``100 * (p95 - p5) / median`` of ``samples_ms: [rounds]`` (numpy's linear-interpolation
+    percentiles). A GPU-bound graph replay is a few percent wide; a host-bound eager forward can be
+    tens of percent, and then a reduction against its median moves between runs.
+
+    Raises ``ValueError`` for an empty sample, a non-finite value or a median <= 0.
+    """
+    x = _as_samples(samples_ms)
+    median = float(np.median(x))
+    if median <= 0:
+        raise ValueError(f"samples: the median must be > 0 ms to relate a spread to it, got {median}")
+    p5, p95 = np.percentile(x, [5, 95])
+    return float(100.0 * (p95 - p5) / median)
+
+
 def reduction(eager_median_ms: float, graph_median_ms: float) -> float:
     """Latency reduction as a fraction: ``(eager - graph) / eager`` (0.4 means 40% less time).
 
