@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # H200 run F (one device call, < 10 min): the GPU CI job's own step, `make gpu-gate`, end to end on a
 # real GPU: benchmarks -> pytest-benchmark JSON (+ autosave) -> gate against baselines/nvidia-h200.json.
-# The machine has no package index, so `make setup` is replaced by a venv over the image's packages
-# with this project installed by `pip install --no-deps -e .` (what `make setup` does, minus downloads).
+# The machine has no package index, so `make setup` is replaced by `pip install --no-deps -e .` into the
+# image's python3 (what `make setup` does, minus downloads) and a VENV whose bin/python runs that python3.
 # Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_f.sh ["PYTEST_ARGS"]
 . "$(dirname "$0")/common.sh"; device_run run-f 570
 ARGS="${1:---models gpt2,bert-tiny --prompt-lengths 16,50,128}"
-say "venv (system site packages) + pip install --no-deps -e ."
-python3 -m venv --system-site-packages "$W/venv"
-"$W/venv/bin/python" -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$W/pip.log" 2>&1
-say "pip rc=$?"; touch "$W/venv/.installed"
+say "pip install --no-deps -e . into the image's python3 (itself a venv); VENV's python runs it"
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$W/pip.log" 2>&1
+say "pip rc=$?"; mkdir -p "$W/venv/bin"; printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "$W/venv/bin/python"
+chmod +x "$W/venv/bin/python"; touch "$W/venv/.installed"
 say "make gpu-gate PYTEST_ARGS=\"$ARGS\""
 timeout "$(left 520)" make gpu-gate VENV="$W/venv" RUN_JSON="$OUT/gpu-gate.json" PYTEST_ARGS="$ARGS" \
   GATE_ARGS="--baseline baselines/nvidia-h200.json --markdown $OUT/gpu-gate.md" > "$W/make.log" 2>&1
