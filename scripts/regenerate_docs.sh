@@ -19,4 +19,5 @@ $CG report $B/run-gpt2.json $B/run-tinyllama-1.1b.json $B/run-tinyllama-1.1b-com
   $B/run-gpt2-L16.json --newest-wins -o docs/compile
 $CG report $B/smoke.json -o docs/smoke
 $PY -m cudagraph_bench.launch_report $B/launch.json --forward $B/forward.json -o docs \
-  --graphs-cu $B/graphs_cu.json --sanitizer $B/logs/compute_sanitizer_d4.log --sanitizer $B/logs/compute_sanitizer_d8388608.log
+  --graphs-cu $B/graphs_cu.json --sanitizer $B/logs/compute_sanitizer_d4.log --sanitizer $B/logs/compute_sanitizer_d8388608.log \
+  --sanitizer $B/logs/compute_sanitizer_d4_alloc_before_free.log

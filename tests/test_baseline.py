@@ -140,3 +140,32 @@ def test_output_that_is_a_directory_is_refused(tmp_path, capsys):
     rc, _, err = run_cli(capsys, "baseline", FIXTURE, "-o", tmp_path)
     assert rc == 2 and "is a directory" in err
     assert os.listdir(tmp_path) == []
+
+
+def test_printed_values_are_rounded_once_like_gate_and_report(tmp_path, capsys):
+    """forward-checked.json (committed H200 run): gpt2 float32 L=50 reduces latency by 78.7495%; the file
+    stores 78.75, but the table prints 78.7 as gate and the README do (not 78.8 from rounding twice)."""
+    run = FIXTURE.parent.parent.parent / "baselines" / "nvidia-h200" / "forward-checked.json"
+    out_path = tmp_path / "b.json"
+    rc, out, _ = run_cli(capsys, "baseline", run, "-o", out_path)
+    assert rc == 0
+    row = next(line.split() for line in out.splitlines() if line.split()[:3] == ["gpt2", "float32", "50"])
+    assert row[3:9] == ["8.379", "12.976", "1.781", "1.904", "78.7", "[77.4,"]
+    case = next(c for c in json.loads(out_path.read_text())["cases"]
+                if (c["model"], c["dtype"], c["seq_len"]) == ("gpt2", "float32", 50))
+    assert case["reduction_pct"] == 78.75  # stored to 3 decimals, as before
+    rc, out, _ = run_cli(capsys, "gate", run, "--baseline", out_path)
+    gate_row = next(line.split() for line in out.splitlines() if line.split()[:4] == ["gpt2", "float32", "50", "graph"])
+    assert gate_row[6] == "78.7"
+
+
+def test_the_committed_baseline_is_reproduced_byte_for_byte(tmp_path, capsys):
+    root = FIXTURE.parent.parent.parent / "baselines"
+    out_path = tmp_path / "nvidia-h200.json"
+    assert run_cli(capsys, "baseline", root / "nvidia-h200" / "forward.json", "-o", out_path)[0] == 0
+    assert out_path.read_bytes() == (root / "nvidia-h200.json").read_bytes()
+
+
+def test_loader_names_a_folder(tmp_path):
+    with pytest.raises(InputFileError, match=r"is a folder: give a baseline file such as .*<gpu-slug>\.json"):
+        load_baseline(tmp_path)

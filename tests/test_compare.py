@@ -190,3 +190,48 @@ def test_an_output_never_replaces_an_input(tmp_path, capsys):
         assert rc == 2 and len(err.strip().splitlines()) == 1, err
         assert "write the output somewhere else" in err or "--baseline" in err
     assert run.read_bytes() == before
+
+
+H200 = FIXTURE.parent.parent.parent / "baselines" / "nvidia-h200"
+
+
+def test_pass_line_takes_the_largest_change_among_gated_benchmarks(capsys):
+    """forward vs forward-checked (two committed H200 runs): an eager median +94.8% is a reference, not the
+    largest change of what is gated; the slower references are named apart."""
+    rc, out, _ = run_cli(capsys, "compare", H200 / "forward.json", H200 / "forward-checked.json")
+    assert rc == 0
+    line = out.splitlines()[-1]
+    assert line.startswith("compare PASS: 76 benchmarks in both runs, no gated one slower by more than 10% "
+                           "(largest gated change +8.2%: gpt2 bfloat16 L=128 graph); 13 reference variants "
+                           "slower by more than 10%, not gated: ")
+    assert "+94.8" in row_of(out, "gpt2 float32 L=50 eager") and "gpt2 float32 L=50 eager" not in line
+
+
+def test_changes_within_the_tolerance_are_not_shown_as_slower(capsys):
+    rc, out, _ = run_cli(capsys, "compare", H200 / "forward-2.json", H200 / "forward-3.json")
+    row = row_of(out, "tinyllama-1.1b bfloat16 L=50 graph")
+    assert "+0.3" in row and "[+0.2, +0.3]" in row and row.rstrip().endswith("within tolerance")
+    statuses = {line.rsplit("]", 1)[-1].strip() for line in out.splitlines() if line.startswith("forward ")}
+    assert statuses == {"ok", "faster", "within tolerance", "marginal", "slower (reference)", "REGRESSION"}
+
+
+def test_one_benchmark_is_singular_and_a_reference_only_pass_says_so(tmp_path, capsys):
+    doc = copy.deepcopy(DOC)
+    doc["benchmarks"] = [next(b for b in forward(doc) if b["extra_info"]["variant"] == "eager")]
+    old = write(doc, tmp_path / "old.json")
+    rc, out, _ = run_cli(capsys, "compare", old, old)
+    assert rc == 0
+    assert (f"compare PASS: 1 benchmark in both runs, all reference variants, none gated (largest change +0.0%: "
+            f"{forward_label(doc['benchmarks'][0])}, a reference; --gate-references gates them)") in out
+    scale(doc["benchmarks"][0], 1.5)
+    rc, out, _ = run_cli(capsys, "compare", old, write(doc, tmp_path / "new.json"), "--gate-references")
+    assert rc == 1 and "compare FAIL: 1 of 1 benchmark slower by more than 10%" in out
+
+
+def test_a_tiny_speed_up_reads_plus_zero_not_minus_zero(tmp_path, capsys):
+    new = copy.deepcopy(DOC)
+    victim = forward(new)[0]
+    scale(victim, 0.9999)  # -0.01%
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, write(new, tmp_path / "new.json"))
+    assert rc == 0
+    assert row_of(out, forward_label(victim)).split()[-4] == "+0.0" and " -0.0 " not in out

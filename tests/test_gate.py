@@ -313,3 +313,97 @@ def test_unwritable_markdown_path_is_a_one_line_error(tmp_path, capsys):
     assert "is a file, not a folder" in err and "Traceback" not in err
     rc, out, err = run_cli(capsys, "gate", FIXTURE, "--markdown", tmp_path)
     assert rc == 2 and len(err.splitlines()) == 1 and "is a folder: give a file path" in err
+
+
+def _relabel(doc, keep, dtype):
+    """Copy of ``doc`` with the forward benchmarks of dtype ``keep`` only, relabelled as ``dtype``."""
+    doc = copy.deepcopy(doc)
+    doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"].get("dtype") == keep]
+    for b in doc["benchmarks"]:
+        b["extra_info"]["dtype"] = dtype
+        b["fullname"] = b["fullname"].replace(keep, dtype)
+    return doc
+
+
+def test_a_baseline_holding_no_case_of_the_run_is_a_usage_error(tmp_path, capsys, baseline, monkeypatch):
+    run = write(_relabel(DOC, "bfloat16", "float16"), tmp_path / "fp16.json")  # baseline: float32 + bfloat16
+    md = tmp_path / "report.md"
+    rc, out, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--markdown", md)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and not md.exists()
+    assert (f"no case of {run} (19 cases, first bert-tiny float16 L=16) is in baseline {baseline}: regenerate "
+            f"the baseline from a run of this matrix (cudagraph-bench baseline {run} -o {baseline}) "
+            "or drop --baseline") in err
+    monkeypatch.chdir(tmp_path)  # baselines/nvidia-h200.json picked from the run's GPU
+    rc, out, err = run_cli(capsys, "gate", run)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert "is in baseline baselines/nvidia-h200.json (picked from the run's GPU): pass --baseline FILE" in err
+
+
+def test_run_cases_without_a_baseline_entry_are_named_in_the_summary(tmp_path, capsys, baseline):
+    doc = json.loads(baseline.read_text())
+    doc["cases"] = [c for c in doc["cases"] if (c["model"], c["dtype"]) != ("gpt2", "bfloat16")]
+    write(doc, baseline)
+    rc, out, _ = run_cli(capsys, "gate", FIXTURE, "--baseline", baseline)
+    assert rc == 0
+    assert out.splitlines()[-1].endswith(
+        f"no graph median regressed vs {baseline}; 5 cases of this run have no baseline entry, not checked for "
+        "regression: gpt2 bfloat16 L=16, gpt2 bfloat16 L=50, gpt2 bfloat16 L=128, ...")
+    run = copy.deepcopy(DOC)
+    run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["model"] != "bert-tiny"]
+    rc, out, _ = run_cli(capsys, "gate", write(run, tmp_path / "no-bert.json"), "--baseline", baseline)
+    assert rc == 0
+    assert (f"no graph median regressed vs {baseline} (8 baseline cases not in this run); 5 cases of this run "
+            "have no baseline entry") in out.splitlines()[-1]
+
+
+def test_a_single_gated_case_is_singular(tmp_path, capsys):
+    doc = copy.deepcopy(DOC)
+    doc["benchmarks"] = [bench(doc, "gpt2", "float32", 16, v) for v in ("eager", "graph")]
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "one.json"))
+    assert rc == 0
+    assert f"gate PASS: 1 gated case reaches its threshold (lowest {RED[('gpt2', 'float32', 16)]:.1f}%" in out
+
+
+def test_unchanged_graph_medians_show_plus_zero_not_minus_zero(capsys, baseline):
+    # the baseline stores medians rounded to the ns: tiny changes either way, e.g. -0.00001% for gpt2 float32 L=50
+    rc, out, _ = run_cli(capsys, "gate", FIXTURE, "--baseline", baseline)
+    assert rc == 0
+    rows = [line.split() for line in out.splitlines() if len(line.split()) > 3 and line.split()[3] == "graph"]
+    assert len(rows) == len(RED) == 38
+    assert [r[-2] for r in rows] == ["+0.0"] * 38
+
+
+def test_a_folder_as_baseline_or_run_names_the_file_to_give(tmp_path, capsys, baseline):
+    rc, out, err = run_cli(capsys, "gate", FIXTURE, "--baseline", baseline.parent)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert f"--baseline {baseline.parent} is a folder: give a baseline file such as {baseline}" in err
+    rc, out, err = run_cli(capsys, "gate", tmp_path)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert f"{tmp_path} is a folder, not a run JSON: give a run file, e.g. a file written by pytest " \
+           "--benchmark-json=FILE" in err
+    write(DOC, tmp_path / "out" / "run.json")
+    rc, _, err = run_cli(capsys, "gate", tmp_path / "out")
+    assert rc == 2 and f"give a run file, e.g. {tmp_path / 'out' / 'run.json'}?" in err
+
+
+def test_saved_run_id_from_another_storage(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(DOC, tmp_path / "elsewhere" / "Linux-CPython-3.12-64bit" / "0007_abc_20260101_000000.json")
+    rc, _, err = run_cli(capsys, "gate", "0007")
+    assert rc == 2 and ".benchmarks/ holds no saved runs" in err
+    rc, out, _ = run_cli(capsys, "gate", "0007", "--storage", tmp_path / "elsewhere")
+    assert rc == 0 and "0007_abc_20260101_000000.json" in out.splitlines()[0]
+
+
+def test_an_eager_only_cpu_run_says_gating_needs_a_gpu_run(tmp_path, capsys):
+    doc = copy.deepcopy(DOC)  # what cudagraph-bench run --device cpu writes: eager only, no cuda fingerprint
+    doc["machine_info"]["cuda"] = None
+    doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"]["variant"] == "eager"]
+    for b in doc["benchmarks"]:
+        b["extra_info"]["device"] = "cpu"
+    run = write(doc, tmp_path / "cpu" / "run.json")
+    rc, out, err = run_cli(capsys, "gate", run)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert (f"{run} has no graph variant (it is a CPU run, and cudagraph-bench run --device cpu measures eager "
+            "only); gating needs a GPU run with eager and graph") in err
+    assert "filtering" not in err

@@ -1,10 +1,13 @@
 """Launch-overhead report: N-sweep table, plot, predicted vs measured saving, docs page (CPU only).
 
-Every run here is a small synthetic pytest-benchmark dict built in the test; expected numbers are
-worked out by hand from it.
+Most runs here are small synthetic pytest-benchmark dicts built in the test; expected numbers are
+worked out by hand from them. The tests of the data-driven sentences (speedup vs N, sanitizer cases)
+also read the committed H200 files under ``baselines/nvidia-h200`` and check the sentences against
+numbers computed from them.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -250,7 +253,7 @@ def test_write_launch_page_from_json_only(tmp_path):
     assert "| 512 | graph | 0.0100 | 0.7000 | 0.6400 |" not in text            # clocks table is the torch run's
     assert "| 512 | loop | 1.0000 | 1.1000 | 1.0500 |" in text
     assert "2 invalid global write(s)" in text
-    for topic in ("## Why the speedup grows with N", "## Host issue time vs device time", "## Baked pointers",
+    for topic in ("## How the speedup depends on N", "## Host issue time vs device time", "## Baked pointers",
                   "cudaGraphExecUpdate", "recapture"):
         assert topic in text
     assert "Medians of 50 rounds" in text
@@ -276,7 +279,7 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
     assert lr.main([str(run_path), "-o", str(out), "--graphs-cu", str(gcu), "--sanitizer", str(log)]) == 0
     assert (out / "launch_speedup_vs_n.png").is_file()
     text = (out / "launch-overhead.md").read_text()
-    assert "`compute_sanitizer_d4.log`: 2 invalid global write(s)" in text
+    assert "`compute_sanitizer_d4.log`: 0 invalid global read(s) and 2 invalid global write(s)" in text
     assert "Program: captured buffer of 4 bytes; allocation #0 made after the free" in text
 
     fwd_only = tmp_path / "fwd.json"
@@ -288,3 +291,153 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
     assert lr.main([str(run_path), "-o", str(out), "--graphs-cu", str(bad)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
     assert lr.main([str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+
+
+# ------------------------------------------------------------- data-driven sentences (committed H200 JSON)
+
+H200 = Path(__file__).resolve().parents[1] / "baselines" / "nvidia-h200"
+
+
+def h200_series():
+    run = json.loads((H200 / "launch.json").read_text())
+    graphs_cu = json.loads((H200 / "graphs_cu.json").read_text())
+    return {"torch": lr.launch_rows(run), "CUDA C++": lr.graphs_cu_rows(graphs_cu)}, run, graphs_cu
+
+
+def test_speedup_summary_matches_committed_h200_tables():
+    series, _, _ = h200_series()
+    text = lr.speedup_vs_n_summary(series)
+    shown = {label: [(r.n_launches, format(r.speedup, ".2f")) for r in rows if r.speedup is not None]
+             for label, rows in series.items()}
+    torch, cpp = shown["torch"], shown["CUDA C++"]
+    assert torch[0][0] == cpp[0][0] and torch[-1][0] == cpp[-1][0]      # same smallest / largest N
+    assert (f"at the smallest N measured (N={torch[0][0]}) was {torch[0][1]}× (torch) / {cpp[0][1]}× (CUDA C++) "
+            f"and at the largest (N={torch[-1][0]}) {torch[-1][1]}× / {cpp[-1][1]}×.") in text
+    # every speedup the table prints is named in the path, with its N
+    for label, points in shown.items():
+        for n, x in points:
+            assert f"{x}× at N={n}" in text, (label, n, x)
+    # monotonic / not monotonic as the printed values say
+    for label, points in shown.items():
+        values = [float(x) for _, x in points]
+        steps = [b - a for a, b in zip(values, values[1:])]
+        monotonic = all(d >= 0 for d in steps) or all(d <= 0 for d in steps)
+        assert f"The {label} speedup is {'monotonic' if monotonic else 'not monotonic'} in N:" in text
+    # the committed run, literally (derived from the tables of docs/launch-overhead.md)
+    assert torch == [(8, "2.99"), (64, "5.57"), (512, "6.12"), (4096, "7.29")]
+    assert cpp == [(8, "4.11"), (64, "5.69"), (512, "5.07"), (4096, "5.02")]
+    assert ("The torch speedup is monotonic in N: from 2.99× at N=8 it rises to 5.57× at N=64, 6.12× at N=512 "
+            "and 7.29× at N=4096.") in text
+    assert ("The CUDA C++ speedup is not monotonic in N: from 4.11× at N=8 it rises to 5.69× at N=64, then "
+            "falls to 5.07× at N=512 and 5.02× at N=4096.") in text
+
+
+def test_speedup_summary_explains_each_fall_from_the_per_launch_columns():
+    series, _, _ = h200_series()
+    text = lr.speedup_vs_n_summary(series)
+    cpp = [r for r in series["CUDA C++"] if r.speedup is not None]
+    falls = [(a, b) for a, b in zip(cpp, cpp[1:]) if float(format(b.speedup, ".2f")) < float(format(a.speedup, ".2f"))]
+    assert [(a.n_launches, b.n_launches) for a, b in falls] == [(64, 512), (512, 4096)]
+    for a, b in falls:
+        loop_f = b.us_per_launch_loop / a.us_per_launch_loop
+        graph_f = b.us_per_launch_graph / a.us_per_launch_graph
+        assert loop_f < graph_f                       # why the speedup falls, by construction
+        assert (f"N={a.n_launches} → {b.n_launches}: loop {a.us_per_launch_loop:.3f} → {b.us_per_launch_loop:.3f} µs "
+                f"(×{loop_f:.3f}), graph {a.us_per_launch_graph:.3f} → {b.us_per_launch_graph:.3f} µs "
+                f"(×{graph_f:.3f})") in text
+    assert "N=64 → 512: loop 4.494 → 3.692 µs (×0.822), graph 0.789 → 0.728 µs (×0.923)" in text
+    assert "The torch speedup falls" not in text      # torch never falls: no such sentence
+
+
+def test_speedup_summary_synthetic_cases():
+    rows = lr.launch_rows(make_run(LAUNCH))            # 1.00, 4.00, 8.00 (N=64 has no graph: skipped)
+    one = lr.speedup_vs_n_summary({"torch": rows})
+    assert one.startswith("On this GPU the torch speedup was 1.00× at the smallest N measured (N=8) and 8.00× "
+                          "at the largest (N=4096); it is monotonic in N: from 1.00× at N=8 it rises to 4.00× "
+                          "at N=512 and 8.00× at N=4096.")
+    assert "falls" not in one
+    # series with different N ranges get one sentence each; a flat step "stays"
+    flat = lr.launch_rows(make_run([launch_bench(8, "loop", 0.02), launch_bench(8, "graph", 0.01),
+                                    launch_bench(16, "loop", 0.04), launch_bench(16, "graph", 0.02)]))
+    both = lr.speedup_vs_n_summary({"torch": rows, "CUDA C++": flat})
+    assert "The CUDA C++ speedup was 2.00× at the smallest N measured (N=8) and 2.00× at the largest (N=16); " \
+           "it is monotonic in N: from 2.00× at N=8 it stays at 2.00× at N=16." in both
+    single = lr.speedup_vs_n_summary({"torch": [r for r in rows if r.n_launches == 512]})
+    assert single == "On this GPU the torch speedup was measured at one N only: 4.00× at N=512."
+    assert lr.speedup_vs_n_summary({"torch": [r for r in rows if not r.complete]}) == ""
+
+
+def test_why_n_prose_claims_nothing_the_tables_can_contradict():
+    prose = lr._PROSE_WHY_N
+    assert "gains little or nothing" not in prose
+    assert "rises with N towards" not in prose
+    assert "need not rise at every step of N" in prose
+    assert not any(ch.isdigit() for ch in prose)       # numbers come from the data only
+
+
+def committed_sanitizer_inputs():
+    logs, outcomes = {}, {}
+    for log in sorted(H200.glob("logs/compute_sanitizer_d*.log")):
+        logs[log.name] = log.read_text()
+        outcomes[log.name] = lr._last_json_object(log.with_suffix(".json"))["baked_pointer"]
+    return logs, outcomes
+
+
+def test_sanitizer_section_states_which_case_each_committed_log_hit():
+    logs, outcomes = committed_sanitizer_inputs()
+    assert sorted(logs) == ["compute_sanitizer_d4.log", "compute_sanitizer_d4_alloc_before_free.log",
+                            "compute_sanitizer_d8388608.log"]
+    text = "\n".join(lr._sanitizer_section(logs, outcomes))
+    reused = 0
+    for name, log in logs.items():
+        findings = lr.parse_sanitizer_log(log)
+        bp = outcomes[name]
+        line = next(l for l in text.splitlines() if l.startswith(f"- `{name}`"))
+        assert (f"{findings['invalid_global_reads']} invalid global read(s) and "
+                f"{findings['invalid_global_writes']} invalid global write(s) reported") in line
+        if bp["aliased_index"] >= 0:
+            reused += 1
+            assert (f"Case observed: the captured address was reused by allocation #{bp['aliased_index']} made "
+                    "after the free, so the replay wrote live memory: memcheck has nothing to flag") in line
+        else:
+            assert "no allocation reused the captured address" in line
+    # the committed H200 runs: without --alloc-before-free both sizes were reused by allocation #0 and memcheck
+    # reported 0 errors; with it nothing could reuse the address and memcheck stopped the kernel at its read
+    names = sorted(logs)
+    assert [outcomes[n]["aliased_index"] for n in names] == [0, -1, 0]
+    assert [outcomes[n]["alloc_before_free"] for n in names if "alloc_before_free" in outcomes[n]] == [True]
+    assert [lr.parse_sanitizer_log(logs[n])["error_summary"] for n in names] == [0, 2, 0]
+    assert lr.parse_sanitizer_log(logs["compute_sanitizer_d4_alloc_before_free.log"])["invalid_global_reads"] == 1
+    assert reused == 2
+    assert text.count("memcheck reported no invalid access, as expected in this case") == 2
+    assert "memcheck flagged it (1 invalid global access(es)), as expected" in text
+    assert ("Address reused by a new allocation (memcheck cannot flag the access): 2 of 3 run(s); no reuse "
+            "(memcheck should flag the access): 1 of 3. memcheck flagged the access in 1 of the 1 run(s) "
+            "without reuse.") in text
+
+
+def test_sanitizer_case_branches():
+    clean = lr.parse_sanitizer_log("========= ERROR SUMMARY: 0 errors\n")
+    flagged = lr.parse_sanitizer_log(SANITIZER_LOG)
+    ok = {"launch_error": "cudaSuccess", "sync_error": "cudaSuccess"}
+    assert lr.sanitizer_case(clean, dict(ok, aliased_index=2))[0] == "reused"
+    assert "allocation #2" in lr.sanitizer_case(clean, dict(ok, aliased_index=2))[1]
+    case, sentence = lr.sanitizer_case(flagged, dict(ok, aliased_index=-1))
+    assert case == "not-reused" and "memcheck flagged it (2 invalid global access(es)), as expected" in sentence
+    case, sentence = lr.sanitizer_case(clean, dict(ok, aliased_index=-1))
+    assert case == "not-reused" and "against what this case predicts" in sentence
+    assert "does not explain" in lr.sanitizer_case(flagged, dict(ok, aliased_index=0))[1]
+    assert lr.sanitizer_case(clean, None)[0] == "unknown"
+    # a run without reuse where memcheck flagged the write: the summary says the case was observed
+    text = "\n".join(lr._sanitizer_section({"a.log": SANITIZER_LOG}, {"a.log": dict(ok, aliased_index=-1)}))
+    assert "no reuse (memcheck should flag the access): 1 of 1. memcheck flagged the access in 1 of the 1" in text
+    assert "was not observed" not in text
+    missing = "\n".join(lr._sanitizer_section({"b.log": SANITIZER_LOG}))
+    assert "not known (program output missing): 1 of 1" in missing
+
+
+def test_baked_prose_states_the_memcheck_case_as_expected_not_as_fact():
+    prose = " ".join(lr._PROSE_BAKED.split())
+    assert "which compute-sanitizer's memcheck reports as an invalid global write" not in prose
+    assert "that is the case memcheck is expected to report as an invalid global write" in prose
+    assert "memcheck sees a write into live memory and reports nothing" in prose

@@ -187,7 +187,9 @@ def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
     # the newer file first on the command line: order of arguments does not matter, datetime does
     runs = [load_run(str(write(tmp_path, "new.json", new))), load_run(str(write(tmp_path, "old.json", old)))]
     kept, lines = report.supersede(runs)
-    assert lines == ["gpt2 float32 L=50: old.json -> new.json"]
+    # old L=50 held padded (and a skipped compile); the newer L=50 has compile but no padded
+    assert lines == ["gpt2 float32 L=50: old.json -> new.json (drops padded: the newer run does not hold them at "
+                     "this length; leave it out or rerun the length whole)"]
     rows = {(r["seq_len"], r["variant"]): r for r in report.forward_rows(kept)}
     assert set(rows) == {(16, "eager"), (16, "graph"), (50, "eager"), (50, "graph"), (50, "compile")}
     assert rows[(50, "eager")]["median_ms"] == pytest.approx(4.0)      # eager of the newer run ...
@@ -198,7 +200,8 @@ def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
     assert "--newest-wins" in capsys.readouterr().err
     assert cli_main(["report", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "-o", str(docs),
                      "--newest-wins"]) == 0
-    assert "- gpt2 float32 L=50: old.json -> new.json" in (docs / "results.md").read_text()
+    assert "- gpt2 float32 L=50: old.json -> new.json (drops padded" in (docs / "results.md").read_text()
+    assert "warning: gpt2 float32 L=50: old.json -> new.json (drops padded" in capsys.readouterr().err
 
 
 def test_newest_wins_compares_times_in_utc_and_refuses_what_it_cannot_order(tmp_path, capsys):
@@ -364,3 +367,9 @@ def test_spread_of_each_row_is_recomputed_from_the_rounds_of_the_json():
         median = statistics.median(data)
         row = rows[(e["model"], e["dtype"], e["seq_len"], e["variant"])]
         assert row["spread_pct"] == pytest.approx(100 * (pct(0.95) - pct(0.05)) / median)
+
+
+def test_report_without_o_writes_out_report_not_the_committed_docs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["report", str(FIXTURE)]) == 0
+    assert (tmp_path / "out" / "report" / "results.md").is_file() and not (tmp_path / "docs").exists()

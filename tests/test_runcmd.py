@@ -323,3 +323,28 @@ def test_model_dir_without_config_is_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no usable config.json" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--rounds", "5", "--iters", "7"], "--rounds and --iters are the same option: give one of them"),
+    (["--model", "gpt2", "--models", "bert-tiny"], "--model and --models are the same option: give one of them"),
+    (["--rounds", "100001"], "expected at most 100000 rounds, got 100001"),
+    (["--warmup", "100001"], "expected at most 100000 warmup rounds, got 100001"),
+    (["-o", ""], "expected a path, got an empty string"),
+])
+def test_conflicting_aliases_huge_rounds_and_empty_paths_are_one_line_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["run", "--device", "cpu", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and message in err[0]
+
+
+def test_an_option_repeated_under_one_name_keeps_the_last_value_like_argparse():
+    assert runcmd.merge_settings(parse("--rounds", "5", "--rounds", "7")).rounds == 7
+
+
+def test_help_shows_list_defaults_as_typed(capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 16,32,64,128,256,512,1024)" in out and "('" not in out

@@ -161,6 +161,12 @@ def _corrupt(doc, how):
         doc["cudagraph_bench"] = "oops"
     elif how == "commit_info":
         doc["commit_info"] = "oops"
+    elif how == "empty-data":
+        bench["stats"]["data"] = []
+    elif how == "seq_len":
+        bench["extra_info"]["seq_len"] = -5
+    elif how == "seq_len-str":
+        bench["extra_info"]["seq_len"] = "16"
     return doc
 
 
@@ -170,6 +176,9 @@ def _corrupt(doc, how):
     ("negative", "negative, zero or not finite"),
     ("nested", "stats.data that is not a list of positive finite seconds"),
     ("cudagraph_bench", "'cudagraph_bench' must be an object"), ("commit_info", "'commit_info' must be an object"),
+    ("empty-data", "has an empty stats.data (no rounds)"),
+    ("seq_len", "extra_info.seq_len = -5, not a whole number of tokens >= 1"),
+    ("seq_len-str", "extra_info.seq_len = '16', not a whole number of tokens >= 1"),
 ])
 def test_corrupted_values_are_one_line_errors(tmp_path, how, message):
     path = tmp_path / "run.json"
@@ -177,3 +186,11 @@ def test_corrupted_values_are_one_line_errors(tmp_path, how, message):
     with pytest.raises(InputFileError) as exc:
         load_run(str(path))
     assert message in str(exc.value) and len(str(exc.value).splitlines()) == 1
+
+
+def test_a_folder_is_not_a_run_and_the_message_names_the_file(tmp_path):
+    with pytest.raises(InputFileError, match="is a folder, not a run JSON: give a run file, e.g. a file written"):
+        load_run(str(tmp_path))
+    write(DOC, tmp_path / "run.json")
+    with pytest.raises(InputFileError, match=r"give a run file, e\.g\. .*run\.json\?"):
+        load_run(str(tmp_path))

@@ -6,6 +6,7 @@
 //                                         compute-sanitizer --tool memcheck ./graphs --baked-pointer-only)
 // Options: --repeats R (50)  --sizes 8,64,512,4096  --d-bytes B (4: size of the captured buffer)
 //          --chain K (4: allocations made after the free; the last one is d2)  --baked-n N (8)
+//          --alloc-before-free (make the chain before the free, so no allocation can take the freed address)
 //
 // Prints ONE JSON object to stdout (diagnostics go to stderr). Times are milliseconds, medians of
 // R repeats after one warmup; per-launch overheads are microseconds.
@@ -20,9 +21,10 @@
 //  * baked pointers: a graph captured on d keeps writing d's address after d is replaced:
 //    (a) keep-alive: d2 allocated while d lives -> replay updates d, never d2;
 //    (b) cudaFree(d) then a chain of cudaMalloc -> the replay writes the freed address: into
-//        whichever new allocation reuses it (silent corruption), or into freed memory (memcheck
-//        reports an invalid __global__ write; without the sanitizer it may fault with
-//        cudaErrorIllegalAddress, which is recorded and ends the program).
+//        whichever new allocation reuses it (silent corruption), or into freed memory (which memcheck
+//        reports as an invalid __global__ access, the read of d[0] += 1 first; without the sanitizer
+//        it may fault, which is recorded and ends the program). With --alloc-before-free the chain
+//        is allocated while d lives, so the second case is forced.
 //    The right fix is to update the instantiated graph with the new pointer (cudaGraphExecUpdate
 //    from a recaptured graph, or cudaGraphExecKernelNodeSetParams) or to recapture.
 
@@ -102,6 +104,7 @@ struct Options {
     size_t d_bytes = sizeof(float);
     int chain = 4;
     int baked_n = 8;
+    bool alloc_before_free = false;
 };
 
 static bool parse_int(const char* text, long long lo, long long hi, long long* out) {
@@ -114,7 +117,7 @@ static bool parse_int(const char* text, long long lo, long long hi, long long* o
 
 static int usage(const char* msg) {
     fprintf(stderr, "graphs: %s\nusage: graphs [--baked-pointer-only] [--repeats R] [--sizes 8,64,512,4096] "
-                    "[--d-bytes B] [--chain K] [--baked-n N]\n", msg);
+                    "[--d-bytes B] [--chain K] [--baked-n N] [--alloc-before-free]\n", msg);
     return 2;
 }
 
@@ -124,6 +127,8 @@ static int parse_args(int argc, char** argv, Options* o) {
         long long v = 0;
         if (!strcmp(a, "--baked-pointer-only")) {
             o->baked_only = true;
+        } else if (!strcmp(a, "--alloc-before-free")) {
+            o->alloc_before_free = true;
         } else if (i + 1 < argc && !strcmp(a, "--repeats")) {
             if (!parse_int(argv[++i], 1, 100000, &v)) return usage("--repeats needs a whole number >= 1");
             o->repeats = static_cast<int>(v);
@@ -313,8 +318,10 @@ static std::string baked_keep_alive(int n, cudaStream_t s) {
 }
 
 // (b) cudaFree(d), then `chain` + 1 allocations of one float (the last is d2), then replay.
+// alloc_before_free: the allocations are made while d lives (none can reuse its address).
 // Must run last: a fault here (cudaErrorIllegalAddress) is sticky and ends all CUDA work.
-static std::string baked_free_chain(int n, size_t d_bytes, int chain, cudaStream_t s, bool* sticky) {
+static std::string baked_free_chain(int n, size_t d_bytes, int chain, bool alloc_before_free, cudaStream_t s,
+                                    bool* sticky) {
     float* d = nullptr;
     CUDA_CHECK(cudaMalloc(&d, d_bytes));
     CUDA_CHECK(cudaMemset(d, 0, d_bytes));
@@ -325,13 +332,16 @@ static std::string baked_free_chain(int n, size_t d_bytes, int chain, cudaStream
     CUDA_CHECK(cudaStreamSynchronize(s));
     const float before = read_float(d);
     const uintptr_t old = reinterpret_cast<uintptr_t>(d);
-    CUDA_CHECK(cudaFree(d));                       // the graph still holds this address
-
     std::vector<float*> bufs(static_cast<size_t>(chain) + 1, nullptr);
-    for (float*& p : bufs) {
-        CUDA_CHECK(cudaMalloc(&p, sizeof(float)));
-        CUDA_CHECK(cudaMemset(p, 0, sizeof(float)));
-    }
+    auto allocate = [&bufs]() {
+        for (float*& p : bufs) {
+            CUDA_CHECK(cudaMalloc(&p, sizeof(float)));
+            CUDA_CHECK(cudaMemset(p, 0, sizeof(float)));
+        }
+    };
+    if (alloc_before_free) allocate();
+    CUDA_CHECK(cudaFree(d));                       // the graph still holds this address
+    if (!alloc_before_free) allocate();
     CUDA_CHECK(cudaDeviceSynchronize());
     float* d2 = bufs.back();
     int aliased = -1;                              // a live buffer containing the old address
@@ -359,7 +369,8 @@ static std::string baked_free_chain(int n, size_t d_bytes, int chain, cudaStream
     std::string ptrs = "[";
     for (size_t i = 0; i < bufs.size(); ++i) ptrs += (i ? "," : "") + ptr_num(bufs[i]);
     ptrs += "]";
-    std::string out = "{\"d_bytes\":" + std::to_string(d_bytes) + ",\"old_ptr\":" + ptr_num(d) +
+    std::string out = "{\"d_bytes\":" + std::to_string(d_bytes) +
+                      ",\"alloc_before_free\":" + boolean(alloc_before_free) + ",\"old_ptr\":" + ptr_num(d) +
                       ",\"value_before_free\":" + num(before) + ",\"chain_ptrs\":" + ptrs +
                       ",\"d2_ptr\":" + ptr_num(d2) + ",\"aliased_index\":" + std::to_string(aliased) +
                       ",\"d2_same_address_as_old\":" + boolean(reinterpret_cast<uintptr_t>(d2) == old) +
@@ -418,7 +429,7 @@ int main(int argc, char** argv) {
     }
 
     bool sticky = false;
-    json += ",\"baked_pointer\":" + baked_free_chain(o.baked_n, o.d_bytes, o.chain, s, &sticky);
+    json += ",\"baked_pointer\":" + baked_free_chain(o.baked_n, o.d_bytes, o.chain, o.alloc_before_free, s, &sticky);
     json += ",\"baked_n\":" + std::to_string(o.baked_n) + ",\"chain\":" + std::to_string(o.chain) + "}";
     printf("%s\n", json.c_str());
     fflush(stdout);

@@ -85,14 +85,26 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 def _point(m: Measurement) -> dict:
-    """Median and p95 in ms, rounded to the ns (6 decimals of a ms)."""
-    return {"median_ms": _round(m.summary.median_ms, 6), "p95_ms": _round(m.summary.p95_ms, 6), "n": m.summary.n}
+    """Median and p95 in ms (unrounded) and the number of rounds."""
+    return {"median_ms": m.summary.median_ms, "p95_ms": m.summary.p95_ms, "n": m.summary.n}
+
+
+def stored_case(case: dict) -> dict:
+    """A case as the file stores it: median and p95 rounded to the ns (6 decimals of a ms), the
+    reduction and its interval to 3 decimals of a percent."""
+    ci = case["reduction_ci95_pct"]
+    return {**case, **{v: {**case[v], "median_ms": _round(case[v]["median_ms"], 6),
+                           "p95_ms": _round(case[v]["p95_ms"], 6)} for v in ("eager", "graph")},
+            "reduction_pct": _round(case["reduction_pct"], 3),
+            "reduction_ci95_pct": [_round(x, 3) for x in ci] if ci else None}
 
 
 def build_baseline(run: Run, *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION_PCT,
                    max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT,
-                   max_gated_len: int = DEFAULT_MAX_GATED_LEN) -> dict:
-    """Baseline document (schema_version 1) from a run's forward-suite eager/graph pairs.
+                   max_gated_len: int = DEFAULT_MAX_GATED_LEN, rounded: bool = True) -> dict:
+    """Baseline document (schema_version 1) from a run's forward-suite eager/graph pairs, its cases as
+    stored (:func:`stored_case`); ``rounded=False`` keeps the exact values, to print the same one-decimal
+    numbers as ``gate`` and ``report`` (rounding twice moves a digit: 78.7495 -> 78.75 -> 78.8).
 
     Raises InputFileError when the run has no GPU fingerprint (``machine_info["cuda"]["gpu_slug"]``),
     no forward benchmarks, or a case with eager but no graph.
@@ -104,12 +116,13 @@ def build_baseline(run: Run, *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION
     for (model, dtype, seq_len), variants in forward_groups(run).items():
         eager, graph = variants["eager"], variants["graph"]
         red, ci = pair_reduction(eager, graph)
-        cases.append({
+        case = {
             "model": model, "dtype": dtype, "seq_len": seq_len,
             "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct,
             "eager": _point(eager), "graph": _point(graph),
-            "reduction_pct": round(red, 3), "reduction_ci95_pct": [round(v, 3) for v in ci] if ci else None,
-        })
+            "reduction_pct": red, "reduction_ci95_pct": list(ci) if ci else None,
+        }
+        cases.append(stored_case(case) if rounded else case)
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
@@ -125,10 +138,12 @@ def build_baseline(run: Run, *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION
 def load_baseline(path: str | Path) -> Baseline:
     """Load and validate a baseline file.
 
-    Raises InputFileError for a missing, empty or invalid file, and for a schema_version other than
+    Raises InputFileError for a missing, empty or invalid file or a folder, and for a schema_version other than
     :data:`SCHEMA_VERSION`.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
     if not path.is_file():
         raise InputFileError(f"no such baseline file: {path}: write one with "
                              "cudagraph-bench baseline RUN -o baselines/<gpu>.json")
@@ -224,15 +239,16 @@ def main(args: argparse.Namespace) -> int:
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     run = load_run(args.run)
     refuse_overwriting_inputs(args.output, "-o", [run.path])
-    doc = build_baseline(run, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
-                         max_gated_len=args.max_gated_len)
+    exact = build_baseline(run, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
+                           max_gated_len=args.max_gated_len, rounded=False)
+    doc = {**exact, "cases": [stored_case(c) for c in exact["cases"]]}
     out = Path(args.output)
     if out.parent.name == "baselines" and out.stem != doc["gpu_slug"]:
         print(f"cudagraph-bench baseline: warning: {out} is named for another GPU; gate looks up "
               f"baselines/{doc['gpu_slug']}.json for this run", file=sys.stderr)
     if out.is_dir():
         raise UsageError(f"-o {out} is a directory: give a file such as {out / (doc['gpu_slug'] + '.json')}")
-    print(render_table(BASELINE_COLUMNS, baseline_rows(doc)))
+    print(render_table(BASELINE_COLUMNS, baseline_rows(exact)))  # exact values: printed as gate prints them
     write_text_atomic(out, json.dumps(doc, indent=2) + "\n")
     n_gated = sum(c["gated"] for c in doc["cases"])
     print(f"wrote {out}: {len(doc['cases'])} cases ({n_gated} gated), GPU {doc['gpu_slug']}, "

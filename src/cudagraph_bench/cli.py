@@ -9,11 +9,13 @@ torch, so a CPU-only machine can gate a run. Errors of type
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 import sys
 
 from cudagraph_bench import __version__
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.options import show_default
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
@@ -25,10 +27,24 @@ COMMANDS = {
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows tuple/list defaults as the user types them (``gpt2,bert-tiny``), not as Python tuples."""
+
+    def _expand_help(self, action):
+        if isinstance(action.default, (tuple, list)):
+            action = copy.copy(action)
+            action.default = show_default(action.default)
+        return super()._expand_help(action)
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line (``PROG: error: MESSAGE (see PROG --help)``)
     and exit code 2, like every other usage error of the tool, instead of the usage block first.
     Sub-command parsers inherit it (``add_subparsers`` uses the parent's class)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -11,7 +11,8 @@ fail a build (ionelmc/pytest-benchmark#273); this command can.
 Only what the suite guards can fail it: the reference variants (:data:`REFERENCE_VARIANTS`: eager,
 HF ``generate``, the static-cache eager loop, the launch loop) are host-bound and move between machines
 and runs, so a slower reference is reported (``slower (reference)``) but fails only with
-``--gate-references``.
+``--gate-references``. A change within ``--max-regression`` is ``ok`` (``within tolerance`` when its
+interval lies above zero), one whose interval lies below zero ``faster``.
 """
 
 from __future__ import annotations
@@ -70,10 +71,10 @@ class Change:
             return "slower (reference)"
         if self.marginal:
             return "marginal"
-        if self.ci_pct and self.ci_pct[0] > 0:
-            return "slower"
         if self.ci_pct and self.ci_pct[1] < 0:
             return "faster"
+        if self.ci_pct and self.ci_pct[0] > 0:
+            return "within tolerance"  # slower, but by no more than max_regression_pct
         return "ok"
 
 
@@ -118,7 +119,7 @@ def compare_runs(old: Run, new: Run, max_regression_pct: float = DEFAULT_MAX_REG
 COLUMNS = [
     Column("suite", "suite"), Column("label", "benchmark"),
     Column("old_median_ms", "old ms", ".3f"), Column("new_median_ms", "new ms", ".3f"),
-    Column("change_pct", "change %", "+.1f"), Column("ci", "95% CI", align="right"), Column("status", "status"),
+    Column("change_pct", "change %", "+z.1f"), Column("ci", "95% CI", align="right"), Column("status", "status"),
 ]
 
 
@@ -126,21 +127,36 @@ def rows(changes: list[Change]) -> list[dict]:
     """Table rows for :data:`COLUMNS`."""
     return [{"suite": c.suite, "label": c.label, "old_median_ms": c.old_median_ms,
              "new_median_ms": c.new_median_ms, "change_pct": c.change_pct,
-             "ci": f"[{c.ci_pct[0]:+.1f}, {c.ci_pct[1]:+.1f}]" if c.ci_pct else None, "status": c.status}
+             "ci": f"[{c.ci_pct[0]:+z.1f}, {c.ci_pct[1]:+z.1f}]" if c.ci_pct else None, "status": c.status}
             for c in changes]
 
 
 def summary(changes: list[Change], only_old: list[str], only_new: list[str], max_regression_pct: float
             ) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every regressed benchmark."""
+    """``(passed, one-line summary)`` naming every regressed benchmark. On a pass, the largest change is
+    that of a gated benchmark, and reference variants slower beyond the threshold are named apart."""
     bad = [c for c in changes if c.regressed]
+    n = f"{len(changes)} benchmark{'' if len(changes) == 1 else 's'}"
     if bad:
-        text = (f"compare FAIL: {len(bad)} of {len(changes)} benchmarks slower by more than "
+        text = (f"compare FAIL: {len(bad)} of {n} slower by more than "
                 f"{max_regression_pct:g}%: " + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in bad))
     else:
-        worst = max(changes, key=lambda c: c.change_pct)
-        text = (f"compare PASS: {len(changes)} benchmarks in both runs, none slower by more than "
-                f"{max_regression_pct:g}% (largest change {worst.change_pct:+.1f}%: {worst.label})")
+        gated = [c for c in changes if c.gated]
+        if gated:
+            worst = max(gated, key=lambda c: c.change_pct)
+            text = (f"compare PASS: {n} in both runs, no gated one slower by more than {max_regression_pct:g}% "
+                    f"(largest gated change {worst.change_pct:+z.1f}%: {worst.label})")
+        else:
+            worst = max(changes, key=lambda c: c.change_pct)
+            text = (f"compare PASS: {n} in both runs, all reference variants, none gated "
+                    f"(largest change {worst.change_pct:+z.1f}%: {worst.label}, a reference; "
+                    "--gate-references gates them)")
+        slower_refs = [c for c in changes if not c.gated and c.slower_beyond_threshold]
+        if slower_refs and gated:
+            text += (f"; {len(slower_refs)} reference variant{'' if len(slower_refs) == 1 else 's'} slower by more "
+                     f"than {max_regression_pct:g}%, not gated: "
+                     + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs[:3])
+                     + (", ..." if len(slower_refs) > 3 else ""))
     if only_old:
         text += f"; {len(only_old)} only in OLD"
     if only_new:

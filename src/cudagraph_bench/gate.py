@@ -11,7 +11,8 @@ percentile-bootstrap interval (:mod:`cudagraph_bench.stats`). Exit 1 when
 A case is *marginal* when its interval straddles the threshold (the verdict still follows the median).
 Other variants (padded, bucketed, compile, compile+graph) are shown against eager but never gated.
 Without ``--baseline`` the gate uses ``baselines/<gpu_slug>.json`` when it exists. Gating a run against
-another GPU's baseline is refused unless ``--allow-gpu-mismatch``.
+another GPU's baseline is refused unless ``--allow-gpu-mismatch``, and so is a baseline that holds none
+of the run's cases (it would check nothing).
 """
 
 from __future__ import annotations
@@ -23,12 +24,24 @@ from pathlib import Path
 from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESSION_PCT,
                                       DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline, pair_reduction)
-from cudagraph_bench.errors import UsageError
-from cudagraph_bench.runfile import Run, forward_groups, load_run, refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.runfile import (DEFAULT_STORAGE, Run, forward_cases, forward_groups, load_run,
+                                     refuse_overwriting_inputs, write_text_atomic)
 from cudagraph_bench.stats import relative_change
 from cudagraph_bench.table import Column, render_table
 
 BASELINE_DIR = "baselines"
+#: Labels named in a summary line before "..." (the table shows every case).
+SHOWN_LABELS = 3
+
+
+def plural(n: int, noun: str) -> str:
+    """``"1 case"``, ``"2 cases"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _first_labels(labels: list[str]) -> str:
+    return ", ".join(labels[:SHOWN_LABELS]) + (", ..." if len(labels) > SHOWN_LABELS else "")
 
 
 @dataclass(frozen=True)
@@ -82,20 +95,47 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
     """The baseline to gate ``run`` against: ``explicit`` if given, else ``baselines/<gpu_slug>.json``
     (relative to the working directory) if it exists, else None.
 
-    Raises UsageError when the baseline is for another GPU and not ``allow_gpu_mismatch``;
-    InputFileError when the baseline file is missing or invalid.
+    Raises UsageError when the baseline is for another GPU and not ``allow_gpu_mismatch``, or when it
+    holds none of the run's forward cases (the regression check would compare nothing);
+    InputFileError when the baseline file is missing, a folder or invalid.
     """
+    picked = explicit is None
     if explicit is None:
         auto = Path(BASELINE_DIR) / f"{run.gpu_slug}.json" if run.gpu_slug else None
         if auto is None or not auto.is_file():
             return None
         explicit = str(auto)
+    if Path(explicit).is_dir():
+        raise InputFileError(f"--baseline {explicit} is a folder: give a baseline file such as "
+                             f"{Path(explicit) / ((run.gpu_slug or '<gpu-slug>') + '.json')}")
     baseline = load_baseline(explicit)
     if baseline.gpu_slug != run.gpu_slug and not allow_gpu_mismatch:
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
                          f"{run.gpu_slug or 'no GPU'}: gate against baselines/{run.gpu_slug}.json, "
                          "or pass --allow-gpu-mismatch to compare anyway")
+    keys = list(forward_groups(run))
+    if not set(keys) & set(baseline.cases):
+        fix = ("pass --baseline FILE written from a run of this matrix (cudagraph-bench baseline RUN -o FILE)"
+               if picked else f"regenerate the baseline from a run of this matrix (cudagraph-bench baseline "
+                              f"{run.path} -o {baseline.path}) or drop --baseline")
+        where = f"baseline {baseline.path}" + (" (picked from the run's GPU)" if picked else "")
+        first = "{} {} L={}".format(*keys[0])
+        raise UsageError(f"no case of {run.path} ({plural(len(keys), 'case')}, first {first}) is in {where}: {fix}")
     return baseline
+
+
+def require_graph_variant(run: Run) -> None:
+    """Raise InputFileError when the run's forward benchmarks hold no ``graph`` variant at all (an
+    eager-only run, e.g. ``cudagraph-bench run --device cpu``): there is nothing to gate."""
+    cases = forward_cases(run)
+    if not cases or any(case.variant == "graph" for case in cases):
+        return
+    cpu = run.gpu_slug is None or any(m.extra_info.get("device") == "cpu" for m in cases.values())
+    what = ("it is a CPU run, and cudagraph-bench run --device cpu measures eager only" if cpu else
+            f"only {', '.join(sorted({c.variant for c in cases}))}")
+    raise InputFileError(f"{run.path} has no graph variant ({what}); gating needs a GPU run with eager and "
+                         "graph (cudagraph-bench run --variants eager,graph, or pytest perf_tests --benchmark-only "
+                         "on a GPU)")
 
 
 def evaluate(run: Run, baseline: Baseline | None = None, *, min_reduction_pct: float | None = None,
@@ -147,18 +187,19 @@ COLUMNS = [
     Column("eager_median_ms", "eager ms", ".3f"), Column("median_ms", "median ms", ".3f"),
     Column("reduction_pct", "reduction %", ".1f"), Column("ci", "95% CI", align="right"),
     Column("min_reduction_pct", "min %", "g"), Column("baseline_median_ms", "baseline ms", ".3f"),
-    Column("change_pct", "vs baseline %", "+.1f"), Column("status", "status"),
+    Column("change_pct", "vs baseline %", "+z.1f"), Column("status", "status"),  # z: never "-0.0"
 ]
 
 
 def rows(results: list[CaseResult]) -> list[dict]:
     """Table rows of gate results for :data:`COLUMNS`."""
-    return [{**asdict(r), "ci": f"[{r.ci_pct[0]:.1f}, {r.ci_pct[1]:.1f}]" if r.ci_pct else None,
+    return [{**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
              "status": r.status} for r in results]
 
 
 def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every failing case."""
+    """``(passed, one-line summary)`` naming every failing case, and with a baseline, the run's cases it
+    lacks (not checked for regression) and how many of its cases are not in the run."""
     gated = [r for r in results if r.gated]
     below = [r for r in results if r.below]
     regressed = [r for r in results if r.regressed]
@@ -173,12 +214,23 @@ def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool,
     if not failed:
         if gated:
             low = min(gated, key=lambda r: r.reduction_pct)
-            parts.append(f"{len(gated)} gated cases reach their threshold (lowest {low.reduction_pct:.1f}%: "
+            verb = "reaches its" if len(gated) == 1 else "reach their"
+            parts.append(f"{plural(len(gated), 'gated case')} {verb} threshold (lowest {low.reduction_pct:.1f}%: "
                          f"{low.label})")
         else:
             parts.append("no gated cases in this run (nothing checked against the threshold)")
-        if baseline is not None:
-            parts.append(f"no graph median regressed vs {baseline.path}")
+    if baseline is not None:
+        in_run = {(r.model, r.dtype, r.seq_len) for r in results}
+        not_in_run = len(set(baseline.cases) - in_run)
+        note = f" ({plural(not_in_run, 'baseline case')} not in this run)" if not_in_run else ""
+        if not failed:
+            parts.append(f"no graph median regressed vs {baseline.path}{note}")
+        elif note:
+            parts.append(note.strip(" ()"))
+        unchecked = [r.label for r in results if r.variant == "graph" and r.baseline_median_ms is None]
+        if unchecked:
+            parts.append(f"{plural(len(unchecked), 'case')} of this run {'has' if len(unchecked) == 1 else 'have'} "
+                         f"no baseline entry, not checked for regression: {_first_labels(unchecked)}")
     if marginal:
         parts.append(f"{len(marginal)} marginal ({', '.join(r.label for r in marginal)})")
     if baseline is None:
@@ -214,7 +266,7 @@ def render_markdown(run: Run, baseline: Baseline | None, results: list[CaseResul
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench gate RUN``."""
-    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON (path or .benchmarks saved-run id)")
+    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON file (path or saved-run id, e.g. 0001)")
     parser.add_argument("--baseline", metavar="FILE",
                         help="baseline file (default: baselines/<gpu_slug>.json when it exists)")
     parser.add_argument("--min-reduction", type=parse_reduction_pct, metavar="PCT",
@@ -226,6 +278,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-gated-len", type=parse_count, metavar="TOKENS",
                         help="gate cases with prompt length <= TOKENS, overriding the baseline's gated flags "
                              f"(default: baseline's, else {DEFAULT_MAX_GATED_LEN})")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
+                        help="where saved-run ids are looked up (default: %(default)s)")
     parser.add_argument("--allow-gpu-mismatch", action="store_true",
                         help="gate against a baseline recorded on another GPU")
     parser.add_argument("--markdown", metavar="FILE", help="also write a markdown report (for a CI job summary)")
@@ -234,17 +288,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench gate RUN``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    run = load_run(args.run)
+    run = load_run(args.run, args.storage)  # a folder as RUN is refused there, with the file to give
+    require_graph_variant(run)
     baseline = find_baseline(run, args.baseline, args.allow_gpu_mismatch)
     refuse_overwriting_inputs(args.markdown, "--markdown", [run.path, args.baseline,
                                                             baseline.path if baseline is not None else None])
     results = evaluate(run, baseline, min_reduction_pct=args.min_reduction,
                        max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len)
     passed, line = summary(results, baseline)
-    if baseline is not None:
-        missing = sorted(set(baseline.cases) - {(r.model, r.dtype, r.seq_len) for r in results})
-        if missing:
-            line += f" ({len(missing)} baseline cases not in this run)"
     if args.markdown:
         write_text_atomic(args.markdown, render_markdown(run, baseline, results, line, passed))
     print("\n".join(_header(run, baseline, results)))

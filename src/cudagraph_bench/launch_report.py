@@ -380,7 +380,7 @@ def parse_sanitizer_log(text: str) -> dict:
 def baked_pointer_outcome(bp: dict) -> str:
     """One sentence on what the replay after ``cudaFree`` did, from graphs.cu's ``baked_pointer`` object."""
     if bp.get("launch_error") != "cudaSuccess" or bp.get("sync_error") != "cudaSuccess":
-        return (f"the replay failed with {bp.get('launch_error')}/{bp.get('sync_error')}: it wrote the freed "
+        return (f"the replay failed with {bp.get('launch_error')}/{bp.get('sync_error')}: it accessed the freed "
                 f"address, which no allocation owned any more")
     aliased = bp.get("aliased_index", -1)
     if isinstance(aliased, int) and aliased >= 0:
@@ -435,16 +435,104 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
     return head + "\n" + saving_table_markdown(savings) + "\n"
 
 
+def _shown_speedup(row: LaunchRow) -> float:
+    """The speedup as the tables print it (``.2f``): comparisons in prose use it, so a sentence
+    never calls a step a rise or a fall that the table shows as equal."""
+    return float(format(row.speedup, ".2f"))
+
+
+def _step_direction(a: LaunchRow, b: LaunchRow) -> int:
+    """+1 when the printed speedup rises from row ``a`` to row ``b``, -1 when it falls, 0 when equal."""
+    sa, sb = _shown_speedup(a), _shown_speedup(b)
+    return (sb > sa) - (sb < sa)
+
+
+def _x(row: LaunchRow) -> str:
+    return f"{_fmt(row.speedup, '.2f')}× at N={row.n_launches}"
+
+
+def _speedup_path(points: list[LaunchRow]) -> str:
+    """``"from 2.99× at N=8 it rises to 5.57× at N=64, then falls to ..."`` over ``points`` (>= 2)."""
+    verbs = {1: "rises to", -1: "falls to", 0: "stays at"}
+    segments: list[tuple[int, list[LaunchRow]]] = []
+    for a, b in zip(points, points[1:]):
+        d = _step_direction(a, b)
+        if segments and segments[-1][0] == d:
+            segments[-1][1].append(b)
+        else:
+            segments.append((d, [b]))
+    parts = []
+    for d, rows in segments:
+        items = [_x(r) for r in rows]
+        listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+        parts.append(f"{verbs[d]} {listed}")
+    return f"from {_x(points[0])} it " + ", then ".join(parts)
+
+
+def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
+    """Sentences on how the measured speedup depends on N, written from the rows themselves (so the
+    page never states a trend that its tables contradict). ``series`` maps a label (``"torch"``,
+    ``"CUDA C++"``) to its rows; only rows with a speedup count. Empty string when no series has one.
+
+    Says the speedup at the smallest and the largest N measured (one sentence for all series when
+    they share both N), then per series whether it is monotonic in N with the path of its values,
+    and for every step where the speedup falls (the model of the prose predicts a rise) by what
+    factor loop and graph µs/launch changed there. Values are compared as printed (``.2f``).
+    """
+    points = {label: [r for r in rows if r.speedup is not None] for label, rows in series.items()}
+    points = {label: rows for label, rows in points.items() if rows}
+    if not points:
+        return ""
+    out = []
+    labels = list(points)
+    ends = {(rows[0].n_launches, rows[-1].n_launches) for rows in points.values()}
+    if len(labels) > 1 and len(ends) == 1 and all(len(rows) > 1 for rows in points.values()):
+        (lo, hi), = ends
+        out.append(f"On this GPU the speedup at the smallest N measured (N={lo}) was "
+                   + " / ".join(f"{_fmt(points[k][0].speedup, '.2f')}× ({k})" for k in labels)
+                   + f" and at the largest (N={hi}) "
+                   + " / ".join(f"{_fmt(points[k][-1].speedup, '.2f')}×" for k in labels) + ".")
+        shared = True
+    else:
+        shared = False
+    for i, (label, rows) in enumerate(points.items()):
+        lead = "On this GPU the" if i == 0 and not shared else "The"
+        if len(rows) == 1:
+            out.append(f"{lead} {label} speedup was measured at one N only: {_x(rows[0])}.")
+            continue
+        kinds = {_step_direction(a, b) for a, b in zip(rows, rows[1:])}
+        shape = "not monotonic in N" if (1 in kinds and -1 in kinds) else "monotonic in N"
+        if shared:
+            out.append(f"{lead} {label} speedup is {shape}: {_speedup_path(rows)}.")
+        else:
+            out.append(f"{lead} {label} speedup was {_fmt(rows[0].speedup, '.2f')}× at the smallest N measured "
+                       f"(N={rows[0].n_launches}) and {_fmt(rows[-1].speedup, '.2f')}× at the largest "
+                       f"(N={rows[-1].n_launches}); it is {shape}: {_speedup_path(rows)}.")
+        falls = [(a, b) for a, b in zip(rows, rows[1:]) if _step_direction(a, b) < 0]
+        if falls:
+            steps = "; ".join(
+                f"N={a.n_launches} → {b.n_launches}: loop {_fmt(a.us_per_launch_loop, '.3f')} → "
+                f"{_fmt(b.us_per_launch_loop, '.3f')} µs (×{_fmt(b.us_per_launch_loop / a.us_per_launch_loop, '.3f')}), "
+                f"graph {_fmt(a.us_per_launch_graph, '.3f')} → {_fmt(b.us_per_launch_graph, '.3f')} µs "
+                f"(×{_fmt(b.us_per_launch_graph / a.us_per_launch_graph, '.3f')})" for a, b in falls)
+            out.append(f"The {label} speedup falls where loop µs/launch changed by a smaller factor than graph "
+                       f"µs/launch: {steps}. In the model loop µs/launch is constant and graph µs/launch only "
+                       "falls with N, so the speedup only rises; these steps are where this run departs from it.")
+    return " ".join(out)
+
+
 _PROSE_WHY_N = """\
-The loop pays the host cost of every launch: Python and the PyTorch dispatcher (torch version) or
-just the CUDA runtime (C++ version), then `cudaLaunchKernel`. Its time grows linearly with N. A graph
-replay is one `cudaGraphLaunch` whatever N is; what still grows with N is the device executing N
-kernel nodes back to back, which for a one-element kernel typically costs less than a host launch
-(the tables above show by how much on this GPU). So the
-replay time is a constant host cost plus a small per-kernel device cost, the loop time is a large
-per-kernel host cost, and their ratio rises with N towards (loop µs/launch) / (graph µs/launch).
-At small N the constant cost of the replay call and of the synchronization dominates both, and the
-graph gains little or nothing.
+The eager loop pays the host cost of every launch: Python and the PyTorch dispatcher (torch version)
+or just the CUDA runtime (C++ version), then `cudaLaunchKernel`; its time is about N × (host cost per
+launch). A graph replay is one `cudaGraphLaunch` whatever N is; what still grows with N is the device
+executing N kernel nodes back to back, which for a one-element kernel typically costs less than a
+host launch. So the replay time is about a constant (the replay call and the synchronization) plus
+N × (device cost per node). In this model the speedup, loop time / replay time, approaches
+(host cost per launch) / (device cost per node) as N grows, which the µs/launch columns at the
+largest N estimate; at small N the replay's constant weighs more against the few kernels it runs,
+which keeps the speedup below that limit. The model only approximates a real run: the measured
+per-launch costs can themselves vary with N, so a measured speedup need not rise at every step of N,
+nor be lowest at the smallest N.
 """
 
 _PROSE_CLOCKS = """\
@@ -475,11 +563,15 @@ Python name, or a C pointer variable, now refers to another buffer.
   keeps updating the old buffer and never the new one (asserted by `test_baked_pointer_hazard` and
   the keep-alive case of `graphs.cu`).
 - **Freeing the captured buffer**: the replay writes the freed address. If a later allocation got
-  that address, the graph silently corrupts a buffer it never saw; if none did, it writes freed
-  memory, which compute-sanitizer's memcheck reports as an invalid global write (and which may fault
-  with an illegal-address error without the sanitizer). PyTorch's caching allocator keeps freed
-  blocks and may hand the same block to the next tensor of that size, which makes the silent case
-  easy to hit; the tests record which case occurred instead of assuming one.
+  that address, the graph silently corrupts a buffer it never saw, and no tool can tell that write
+  from a legitimate one: compute-sanitizer's memcheck sees a write into live memory and reports
+  nothing. If none did, the replay writes freed memory: that is the case memcheck is expected to
+  report as an invalid global write (without the sanitizer the write may fault with an
+  illegal-address error, or go unnoticed). Which case occurs is up to the allocator: the CUDA
+  allocator may give the freed address to the next allocation, even a smaller one, and PyTorch's
+  caching allocator keeps freed blocks and may hand the same block to the next tensor of that size,
+  so the silent case is easy to hit. The programs record which case occurred instead of assuming
+  one.
 
 **The right fix** when a buffer must change is to give the graph the new address, not to hope:
 recapture the graph with the new buffer, or capture a new graph and apply it to the instantiated one
@@ -563,7 +655,12 @@ def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, referenc
                 f"(speedup {_fmt(ref.speedup, '.2f')}×).", ""]
     if graphs_cu is not None:
         out += _graphs_cu_section(graphs_cu)
-    out += ["## Why the speedup grows with N", "", _PROSE_WHY_N]
+    series = {"torch": rows}
+    if graphs_cu is not None:
+        series["CUDA C++"] = graphs_cu_rows(graphs_cu)
+    out += ["## How the speedup depends on N", "", _PROSE_WHY_N]
+    summary = speedup_vs_n_summary(series)
+    out += [summary or "No N was measured with both loop and graph variants.", ""]
     out += ["## Host issue time vs device time", "", _PROSE_CLOCKS]
     clocks = clocks_table_markdown(rows)
     if clocks:
@@ -598,25 +695,79 @@ def _graphs_cu_section(data: dict) -> list[str]:
     return out
 
 
+def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
+    """Which baked-pointer case one compute-sanitizer run hit, and whether memcheck agreed.
+
+    ``findings``: :func:`parse_sanitizer_log` of the log; ``bp``: the program's ``baked_pointer``
+    object of the same run (None when its stdout was not saved). Returns ``(case, sentence)`` with
+    ``case`` one of ``"reused"`` (a new allocation got the captured address: the write lands in
+    live memory, memcheck has nothing to flag), ``"not-reused"`` (the write lands in freed memory:
+    memcheck should flag it) or ``"unknown"`` (no program output or no ``aliased_index``).
+    """
+    # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
+    writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
+    summary = findings["error_summary"]
+    aliased = bp.get("aliased_index") if isinstance(bp, dict) else None
+    if not isinstance(aliased, int):
+        return "unknown", ("the program's `aliased_index` is not available (its output was not saved next to "
+                           "the log), so whether a new allocation reused the captured address, and so whether "
+                           "memcheck should flag the write, is not known")
+    if summary is None and not writes:
+        verdict = "memcheck's verdict is missing (no summary in the log)"
+    elif aliased >= 0:
+        verdict = ("memcheck reported no invalid access, as expected in this case"
+                   if writes == 0 else
+                   f"yet memcheck reported {writes} invalid global access(es), which this case does not "
+                   "explain: read the log")
+    else:
+        verdict = (f"memcheck flagged it ({writes} invalid global access(es)), as expected" if writes else
+                   "but memcheck reported no invalid access, against what this case predicts: read the log")
+    if aliased >= 0:
+        return "reused", (f"case observed: the captured address was reused by allocation #{aliased} made after "
+                          "the free, so the replay wrote live memory: memcheck has nothing to flag, and only the "
+                          f"program's own check sees the corruption; {verdict}")
+    return "not-reused", ("case observed: no allocation reused the captured address, so "
+                          f"the replay wrote freed memory, which memcheck should flag; {verdict}")
+
+
 def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = None) -> list[str]:
     out = ["### compute-sanitizer on the baked-pointer mode", "",
-           "`compute-sanitizer --tool memcheck graphs --baked-pointer-only --d-bytes B`: memcheck can only flag "
-           "the replay's write when no live allocation holds the captured address.", ""]
+           "`compute-sanitizer --tool memcheck graphs --baked-pointer-only --d-bytes B [--alloc-before-free]`: "
+           "memcheck can only flag the replay's access when no live allocation holds the captured address "
+           "(`--alloc-before-free` makes every allocation while d lives, so none can). The kernel does "
+           "`d[0] += 1`, so memcheck, which stops the kernel at its first invalid access, may report the read "
+           "rather than the write. Each run below says, from the program's own output (`aliased_index`), which "
+           "case it hit.", ""]
     outcomes = outcomes or {}
+    cases = []
     for name, text in sorted(logs.items()):
         f = parse_sanitizer_log(text)
-        if f["error_summary"] is None and not f["invalid_global_writes"]:
+        invalid = f["invalid_global_writes"] + f["invalid_global_reads"]
+        if f["error_summary"] is None and not invalid:
             line = f"- `{name}`: no memcheck summary in the log (the tool did not finish)"
         else:
-            line = (f"- `{name}`: {f['invalid_global_writes']} invalid global write(s) reported, "
+            line = (f"- `{name}`: {f['invalid_global_reads']} invalid global read(s) and "
+                    f"{f['invalid_global_writes']} invalid global write(s) reported, "
                     f"ERROR SUMMARY {f['error_summary']} error(s)")
             if f["first_address"]:
                 line += f"; first address {f['first_address']} {f['first_address_note']}"
         bp = outcomes.get(name)
         if isinstance(bp, dict):
             line += f". Program: captured buffer of {bp.get('d_bytes')} bytes; {baked_pointer_outcome(bp)}"
-        out.append(line + ".")
-    return out + [""]
+        case, sentence = sanitizer_case(f, bp)
+        cases.append((case, invalid))
+        out.append(f"{line}. {sentence[0].upper()}{sentence[1:]}.")
+    n = len(cases)
+    reused, free, unknown = (sum(c == k for c, _ in cases) for k in ("reused", "not-reused", "unknown"))
+    flagged = sum(c == "not-reused" and w > 0 for c, w in cases)
+    summary = (f"Address reused by a new allocation (memcheck cannot flag the access): {reused} of {n} run(s); "
+               f"no reuse (memcheck should flag the access): {free} of {n}")
+    summary += f"; not known (program output missing): {unknown} of {n}." if unknown else "."
+    if free == 0:
+        summary += " The case where memcheck flags the access was not observed in these runs."
+    else:
+        summary += f" memcheck flagged the access in {flagged} of the {free} run(s) without reuse."
+    return out + ["", summary, ""]
 
 
 def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference_n: int = REFERENCE_N,

@@ -119,6 +119,35 @@ def parse_count(text: str) -> int:
     return value
 
 
+def parse_path(text: str) -> str:
+    """A file or folder path that is not empty (an empty ``-o ""`` would write into the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string: name a folder, e.g. out/report")
+    return text
+
+
+#: Upper bound of --rounds / --warmup-rounds: beyond it a run would not finish in any CI slot.
+MAX_ROUNDS = 100_000
+
+
+def parse_rounds(text: str) -> int:
+    """Measured rounds: a whole number in [1, :data:`MAX_ROUNDS`]."""
+    value = parse_count(text)
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} rounds, got {value}: a run that long "
+                                         "never finishes; 100 is the default")
+    return value
+
+
+def parse_warmup_rounds(text: str) -> int:
+    """Unmeasured warmup rounds: a whole number in [0, :data:`MAX_ROUNDS`]."""
+    value = parse_nonneg(text)
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} warmup rounds, got {value}; 10 is the "
+                                         "default")
+    return value
+
+
 def parse_nonneg(text: str) -> int:
     """A whole number >= 0 (warmup rounds)."""
     try:
@@ -149,9 +178,9 @@ MATRIX_OPTIONS = (
            "comma-separated prompt lengths in tokens (default: %(default)s)"),
     Option("--dtypes", "dtypes", parse_dtypes, DEFAULT_DTYPES,
            "comma-separated dtypes: float32,bfloat16,float16 (default: %(default)s)"),
-    Option("--rounds", "rounds", parse_count, 100,
+    Option("--rounds", "rounds", parse_rounds, 100,
            "measured rounds per benchmark (default: %(default)s)"),
-    Option("--warmup-rounds", "warmup_rounds", parse_nonneg, 10,
+    Option("--warmup-rounds", "warmup_rounds", parse_warmup_rounds, 10,
            "unmeasured warmup rounds per benchmark (default: %(default)s)"),
     Option("--pad-to", "pad_to", parse_count, 1024,
            "length (tokens) that the padded graph pads every prompt to, capped at the model's positions "
@@ -161,14 +190,22 @@ MATRIX_OPTIONS = (
 )
 
 
-def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options=MATRIX_OPTIONS) -> None:
-    """Add options to an ``argparse`` parser (the CLI)."""
+def show_default(value: Any) -> str:
+    """A default as a user types it: tuples and lists comma-separated (``gpt2,bert-tiny``)."""
+    return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options=MATRIX_OPTIONS,
+                    action: type[argparse.Action] | None = None) -> None:
+    """Add options to an ``argparse`` parser (the CLI); ``action``: an ``argparse.Action`` class to store
+    them with (default: argparse's plain store)."""
     for opt in options:
-        parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help)
+        extra = {"action": action} if action is not None else {}
+        parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help, **extra)
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
     """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI."""
     for opt in options:
         group.addoption(opt.flag, dest=opt.dest, type=opt.type, default=opt.default,
-                        help=opt.help.replace("%(default)s", str(opt.default)))
+                        help=opt.help.replace("%(default)s", show_default(opt.default)))

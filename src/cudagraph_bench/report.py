@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.options import parse_path
 from cudagraph_bench.runfile import DEFAULT_STORAGE, Measurement, Run, load_run, measurements, write_text_atomic
 from cudagraph_bench.stats import reduction, spread_pct
 from cudagraph_bench.table import Column, render_table
@@ -100,18 +101,22 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
 
     A length is replaced whole, measured and failed cases alike, so every reduction still compares
     variants measured side by side in one run. Returns ``(runs with the replaced entries removed,
-    one line per replaced length/benchmark: "<what>: <older file> -> <newer file>")``."""
+    one line per replaced length/benchmark: "<what>: <older file> -> <newer file>")``; a line also
+    names the variants that only the older runs held at that length ("(drops eager, graph: ...)")."""
     import copy
 
     times = [run_time(run) for run in runs]
     order = sorted(range(len(runs)), key=lambda i: times[i])
     owner: dict[tuple, int] = {}
     lost: dict[tuple, list[int]] = {}
+    variants: dict[tuple, set] = {}  # (run index, group) -> forward variants it holds
     for i in order:
         run = runs[i]
-        groups = {_group_of(b) for b in run.benchmarks}
-        groups |= {_group_of(f, failure=True) for f in (run.data.get("cudagraph_bench") or {}).get("failures") or []
-                   if isinstance(f, dict)}
+        failures = [f for f in (run.data.get("cudagraph_bench") or {}).get("failures") or [] if isinstance(f, dict)]
+        for g, v in [(_group_of(b), (b.get("extra_info") or {}).get("variant")) for b in run.benchmarks] + \
+                    [(_group_of(f, failure=True), f.get("variant")) for f in failures]:
+            variants.setdefault((i, g), set()).add(str(v))
+        groups = {g for (j, g) in variants if j == i}
         for g in groups:
             if g in owner:
                 if times[owner[g]] == times[i]:
@@ -135,7 +140,12 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
 
     for g, olds in sorted(lost.items(), key=lambda kv: order_key(kv[0])):
         what = f"{g[1]} {g[2]} L={g[3]}" if g[0] == "forward" else f"{g[0]} {g[1]}"
-        lines.append(f"{what}: {', '.join(sorted({runs[j].path.name for j in olds}))} -> {runs[owner[g]].path.name}")
+        line = f"{what}: {', '.join(sorted({runs[j].path.name for j in olds}))} -> {runs[owner[g]].path.name}"
+        dropped = set().union(*(variants[(j, g)] for j in olds)) - variants[(owner[g], g)]
+        if g[0] == "forward" and dropped:
+            line += (f" (drops {', '.join(sorted(dropped, key=lambda v: (_variant_index(v), v)))}: the newer run "
+                     "does not hold them at this length; leave it out or rerun the length whole)")
+        lines.append(line)
     return out, lines
 
 
@@ -550,12 +560,17 @@ def replace_between_markers(text: str, content: str, *, where: str = "README") -
     return text[: start + len(MARKER_START)] + "\n" + content.strip("\n") + "\n" + text[end:]
 
 
+#: Where ``report`` writes without ``-o``: not ``docs/``, which holds the committed H200 pages.
+DEFAULT_REPORT_DIR = "out/report"
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="pytest-benchmark JSON files or saved-run ids (several are merged)")
-    parser.add_argument("-o", "--output-dir", dest="outdir", default="docs",
-                        help="folder for results.md and the PNGs (default: %(default)s)")
-    parser.add_argument("--readme", default=None,
+    parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_REPORT_DIR,
+                        help="folder for results.md and the PNGs (default: %(default)s; the committed docs/ "
+                             "are written by scripts/regenerate_docs.sh)")
+    parser.add_argument("--readme", type=parse_path, default=None,
                         help="also replace the block between <!-- results:start --> and <!-- results:end --> "
                              "in this file")
     parser.add_argument("--storage", default=DEFAULT_STORAGE,
@@ -572,6 +587,9 @@ def main(args: argparse.Namespace) -> int:
     superseded: list[str] = []
     if args.newest_wins:
         runs, superseded = supersede(runs)
+        for line in superseded:
+            if "(drops " in line:
+                print(f"warning: {line}", file=sys.stderr)
     outdir = Path(args.outdir)
     readme_text = None
     if args.readme:

@@ -48,7 +48,8 @@ from types import SimpleNamespace
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
-                                     parse_models, parse_nonneg, parse_prompt_lengths)
+                                     parse_models, parse_nonneg, parse_path, parse_prompt_lengths, parse_rounds,
+                                     parse_warmup_rounds)
 from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, DEFAULT_ISOLATED, RUN_VARIANTS,
                                       CaseResult, CaseSpec)
 
@@ -111,7 +112,7 @@ def parse_overrides(text: str) -> dict:
 
 
 #: Parsers of the non-matrix settings (config values go through the same parsers as the flags).
-SETTING_PARSERS = {"rounds": parse_count, "warmup_rounds": parse_nonneg, "pad_to": parse_count,
+SETTING_PARSERS = {"rounds": parse_rounds, "warmup_rounds": parse_warmup_rounds, "pad_to": parse_count,
                    "buckets": parse_buckets, "isolate": parse_isolate, "case_timeout_s": parse_seconds,
                    "check_inputs": parse_count, "seed": parse_nonneg, "time_budget_s": parse_seconds,
                    "variants": parse_variants}
@@ -132,19 +133,31 @@ def _given(parse):
     return wrapped
 
 
+class StoreOneName(argparse.Action):
+    """argparse's store, except that an option given under two names (``--rounds 5 --iters 7``, an
+    alias and its option) is a usage error instead of the last one silently winning."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        names = namespace.__dict__.setdefault("_option_names", {})
+        first = names.setdefault(self.dest, option_string)
+        if first != option_string:
+            parser.error(f"{first} and {option_string} are the same option: give one of them")
+        setattr(namespace, self.dest, values)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    add_to_argparse(parser, MATRIX_OPTIONS)
+    add_to_argparse(parser, MATRIX_OPTIONS, action=StoreOneName)
     parser.set_defaults(**RUN_DEFAULTS)
     by_dest = {o.dest: o for o in MATRIX_OPTIONS}
     for flag, dest in ALIASES:  # same dest and parser as the shared option; no default of their own
         parser.add_argument(flag, dest=dest, type=by_dest[dest].type, default=argparse.SUPPRESS,
-                            help=f"alias of {by_dest[dest].flag}")
+                            action=StoreOneName, help=f"alias of {by_dest[dest].flag}")
     parser.add_argument("--variants", type=parse_variants, default=DEFAULT_VARIANTS,
                         help=f"comma-separated variants: {', '.join(RUN_VARIANTS)} (default: %(default)s)")
     parser.add_argument("--config", metavar="TOML", default=None,
                         help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
                              "flags given on the command line win")
-    parser.add_argument("-o", "--output-dir", dest="outdir", default=DEFAULT_OUTDIR,
+    parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_OUTDIR,
                         help="folder for run.json and the PNGs (default: %(default)s)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cuda (default), or cpu: eager only (its default variants), to try the pipeline "
@@ -317,7 +330,7 @@ def merge_settings(args: argparse.Namespace) -> RunSettings:
         values["variants"] = CPU_VARIANTS  # the default variants need a GPU; a chosen one is checked
     base = {k: values[k] for k in ("models", "prompt_lengths", "dtypes", "variants")}
     matrices = [Matrix(**{**base, **{k: v for k, v in s.items() if k not in explicit}}) for s in sweeps]
-    return RunSettings(matrices=matrices, device=args.device, outdir=args.outdir,
+    return RunSettings(matrices=matrices, device=args.device, outdir=_plain(args.outdir),
                        overrides=_plain(args.overrides), config=args.config,
                        **{k: values[k] for k in SETTING_KEYS if k in values})
 

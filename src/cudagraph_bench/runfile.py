@@ -132,6 +132,11 @@ def load_run(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Run:
     pytest-benchmark output, or holds no benchmarks.
     """
     path = resolve_run_path(ref, storage)
+    if path.is_dir():
+        inside = path / "run.json"
+        hint = f"{inside}?" if inside.is_file() else ("a file written by pytest --benchmark-json=FILE or "
+                                                      "cudagraph-bench run -o DIR (DIR/run.json)")
+        raise InputFileError(f"{path} is a folder, not a run JSON: give a run file, e.g. {hint}")
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -185,8 +190,13 @@ def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
     if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
         raise bad("has stats that are negative, zero or not finite")
+    seq_len = info.get("seq_len") if isinstance(info, dict) else None
+    if seq_len is not None and not (isinstance(seq_len, int) and not isinstance(seq_len, bool) and seq_len >= 1):
+        raise bad(f"has extra_info.seq_len = {seq_len!r}, not a whole number of tokens >= 1")
     data = stats.get("data")
     if data is not None:
+        if isinstance(data, list) and not data:
+            raise bad("has an empty stats.data (no rounds)")
         if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                  and math.isfinite(x) and x > 0 for x in data):
             raise bad("has stats.data that is not a list of positive finite seconds")
