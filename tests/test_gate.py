@@ -16,6 +16,7 @@ import pytest
 from h200_fixture import DOC, FIXTURE, TIME_FIELDS, run_cli, write  # noqa: E402
 
 from cudagraph_bench.cli import main as cli_main
+from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS
 
 
 def bench(doc, model, dtype, seq_len, variant):
@@ -407,3 +408,15 @@ def test_an_eager_only_cpu_run_says_gating_needs_a_gpu_run(tmp_path, capsys):
     assert (f"{run} has no graph variant (it is a CPU run, and cudagraph-bench run --device cpu measures eager "
             "only); gating needs a GPU run with eager and graph") in err
     assert "filtering" not in err
+
+
+def test_no_interval_from_fewer_rounds_than_the_bootstrap_minimum(tmp_path, capsys):
+    doc = json.loads(FIXTURE.read_text())
+    for bench in doc["benchmarks"]:
+        if bench["extra_info"]["variant"] == "graph":
+            bench["stats"]["data"] = bench["stats"]["data"][:MIN_BOOTSTRAP_ROUNDS - 1]
+    path = tmp_path / "few.json"
+    path.write_text(json.dumps(doc))
+    rc, out, _ = run_cli(capsys, "gate", path)
+    rows = [line.split() for line in out.splitlines() if len(line.split()) > 3 and line.split()[3] == "graph"]
+    assert rows and all("[" not in " ".join(r) for r in rows)  # no "[low, high]" interval on any graph row

@@ -140,6 +140,7 @@ def test_decode_rows_compute_speedup_vs_generate(tmp_path):
     assert rows[1]["ms_per_token"] == pytest.approx(2.0)  # from the median when extra_info has none
     assert rows[1]["tokens_per_s"] == pytest.approx(500.0)
     assert rows[1]["speedup_vs_generate"] == pytest.approx(3.0)
+    assert [r["rounds"] for r in rows] == [1, 1, 1]  # one measured request each in this run
 
 
 def test_merging_runs_and_refusing_duplicates(tmp_path):
@@ -277,6 +278,12 @@ def test_readme_without_markers_is_a_usage_error_and_nothing_is_written(tmp_path
     assert len(err.splitlines()) == 1 and "<!-- results:start -->" in err
     assert readme.read_text() == "# no markers\n"
     assert not docs.exists()
+
+
+def test_replace_between_markers_rejects_two_blocks():
+    block = f"{report.MARKER_START}\nold\n{report.MARKER_END}\n"
+    with pytest.raises(UsageError, match="more than one"):
+        report.replace_between_markers(block + block, "new")
 
 
 def test_replace_between_markers_rejects_reversed_markers():

@@ -56,9 +56,10 @@ def pct(fraction: float) -> float:
 
 def pair_reduction(eager: Measurement, graph: Measurement) -> tuple[float, tuple[float, float] | None]:
     """Median latency reduction of ``graph`` vs ``eager`` in percent, and its 95% bootstrap interval
-    in percent (None when either run kept no per-round data)."""
+    in percent (None when either run kept no per-round data or fewer than
+    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds)."""
     red = pct(stats.reduction(eager.summary.median_ms, graph.summary.median_ms))
-    if not (eager.has_data and graph.has_data):
+    if not (eager.can_bootstrap and graph.can_bootstrap):
         return red, None
     low, high = stats.reduction_ci(eager.samples_ms, graph.samples_ms)
     return red, (pct(low), pct(high))

@@ -79,10 +79,11 @@ class Change:
 
 
 def change(old: Measurement, new: Measurement, max_regression_pct: float, gate_references: bool = False) -> Change:
-    """:class:`Change` of ``new`` vs ``old``; the interval is None when either kept no per-round data.
+    """:class:`Change` of ``new`` vs ``old``; the interval is None when either kept no per-round data
+    or fewer than :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds.
     A reference variant (:data:`REFERENCE_VARIANTS`) is not gated unless ``gate_references``."""
     ci = None
-    if old.has_data and new.has_data:
+    if old.can_bootstrap and new.can_bootstrap:
         low, high = stats.relative_change_ci(old.samples_ms, new.samples_ms)
         ci = (100.0 * low, 100.0 * high)
     return Change(suite=new.suite, label=new.label, old_median_ms=old.summary.median_ms,

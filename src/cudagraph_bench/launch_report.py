@@ -430,8 +430,11 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
             f"= kernels × ({_fmt(ref.us_per_launch_loop, '.3f')} − {_fmt(ref.us_per_launch_graph, '.3f')}) µs; "
             "measured saving = eager median − graph median.\n")
     if not savings:
-        return head + "\nNo forward-suite case in these runs has an eager benchmark with `n_kernels` and a graph " \
-                      "benchmark.\n"
+        return (f"{h} Launch-overhead model\n\nNot checked here: no forward case of these runs has an eager "
+                "benchmark with kernel counts (`extra_info[\"n_kernels\"]`, recorded by "
+                "`perf_tests/test_zz_kernel_counts.py`) and a graph benchmark; `python -m "
+                "cudagraph_bench.launch_report LAUNCH.json --forward RUN.json` checks the model on a run that "
+                "has them.\n")
     return head + "\n" + saving_table_markdown(savings) + "\n"
 
 

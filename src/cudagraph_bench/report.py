@@ -356,7 +356,8 @@ def unchecked_line(rows: list[dict]) -> str | None:
 
 def decode_rows(runs: list[Run]) -> list[dict]:
     """One row per decode benchmark: ``model, dtype, seq_len, new_tokens, variant, ms_per_token,
-    tokens_per_s`` and ``speedup_vs_generate`` (generate ms/token / variant ms/token)."""
+    tokens_per_s``, ``speedup_vs_generate`` (generate ms/token / variant ms/token) and ``rounds``
+    (measured requests)."""
     rows = []
     for key, m in merged(runs).items():
         if key[0] != "decode":
@@ -369,7 +370,7 @@ def decode_rows(runs: list[Run]) -> list[dict]:
         tokens_per_s = info.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
         rows.append({"model": info["model"], "dtype": info["dtype"], "seq_len": int(info["seq_len"]),
                      "new_tokens": new_tokens, "variant": info["variant"], "ms_per_token": float(ms_per_token),
-                     "tokens_per_s": tokens_per_s})
+                     "tokens_per_s": tokens_per_s, "rounds": m.summary.n})
     generate = {(r["model"], r["dtype"], r["seq_len"], r["new_tokens"]): r["ms_per_token"]
                 for r in rows if r["variant"] == "generate"}
     for r in rows:
@@ -384,7 +385,7 @@ DECODE_COLUMNS = [
     Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
     Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
     Column("ms_per_token", "ms/token", ".3f"), Column("tokens_per_s", "tokens/s", ".1f"),
-    Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"),
+    Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"), Column("rounds", "requests", "d"),
 ]
 
 
@@ -553,6 +554,8 @@ def replace_between_markers(text: str, content: str, *, where: str = "README") -
     """``text`` with everything between :data:`MARKER_START` and :data:`MARKER_END` replaced by
     ``content`` (the markers stay). Raises :class:`UsageError` when a marker is missing or they are
     out of order."""
+    if text.count(MARKER_START) > 1 or text.count(MARKER_END) > 1:
+        raise UsageError(f"{where} has more than one '{MARKER_START}' ... '{MARKER_END}' block: keep one")
     start, end = text.find(MARKER_START), text.find(MARKER_END)
     if start < 0 or end < 0 or end < start:
         raise UsageError(f"{where} has no '{MARKER_START}' ... '{MARKER_END}' block: add both marker lines "

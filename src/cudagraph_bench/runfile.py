@@ -23,7 +23,7 @@ import numpy as np
 
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.stats import Summary, summarize
+from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
@@ -61,6 +61,11 @@ class Measurement:
     @property
     def has_data(self) -> bool:
         return self.samples_ms is not None
+
+    @property
+    def can_bootstrap(self) -> bool:
+        """Per-round data of at least :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
+        return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
 
 
 @dataclass(frozen=True)

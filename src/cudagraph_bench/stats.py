@@ -21,6 +21,9 @@ import numpy as np
 #: resamples for percentile intervals (far more than the ~200 needed for a standard error).
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
+#: Fewest rounds per sample for which the tools report a bootstrap interval: resampling a handful of
+#: values only restates them (pytest-benchmark's own default minimum is 5 rounds).
+MIN_BOOTSTRAP_ROUNDS = 5
 
 
 @dataclass(frozen=True)
