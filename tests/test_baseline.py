@@ -169,3 +169,130 @@ def test_the_committed_baseline_is_reproduced_byte_for_byte(tmp_path, capsys):
 def test_loader_names_a_folder(tmp_path):
     with pytest.raises(InputFileError, match=r"is a folder: give a baseline file such as .*<gpu-slug>\.json"):
         load_baseline(tmp_path)
+
+
+def _case(doc, model, dtype, seq_len):
+    return next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == (model, dtype, seq_len))
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: _case(d, "gpt2", "float32", 50).update(min_reduction_pct=150),
+     r"case gpt2 float32 L=50: min_reduction_pct: a reduction threshold is a percent in \[0, 100\), got 150: "
+     r"write a percent in \[0, 100\) such as 30"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(min_reduction_pct=100),
+     r"case gpt2 float32 L=50: min_reduction_pct: .*got 100: write a percent"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(min_reduction_pct=-1),
+     r"case gpt2 float32 L=50: min_reduction_pct: .*got -1: write a percent"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(min_reduction_pct="30"),
+     r"case gpt2 float32 L=50: min_reduction_pct must be a number, got \"30\": write a percent"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(min_reduction_pct=True),
+     r"case gpt2 float32 L=50: min_reduction_pct must be a number, got true"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(gated="no"),
+     r"case gpt2 float32 L=50: gated is \"no\", not true or false: write \"gated\": true or \"gated\": false"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(gated=0),
+     r"case gpt2 float32 L=50: gated is 0, not true or false"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(gated=None),
+     r"case gpt2 float32 L=50: gated is null, not true or false"),
+    (lambda d: d["cases"].append(copy.deepcopy(_case(d, "gpt2", "float32", 50))),
+     r"lists case gpt2 float32 L=50 twice \(cases\[\d+\] and cases\[\d+\]\): delete one of them"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(seq_len=16),  # now equal to the L=16 entry
+     r"lists case gpt2 float32 L=16 twice .*: delete one of them"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(seq_len="50"),
+     r"cases\[\d+\] has seq_len \"50\": a prompt length is a whole number of tokens >= 1"),
+    (lambda d: _case(d, "gpt2", "float32", 50).update(seq_len=0), r"has seq_len 0: a prompt length"),
+])
+def test_hand_edited_cases_are_validated_like_the_cli_flags(tmp_path, capsys, mutate, message):
+    """A case's gated/min_reduction_pct are checked as --max-gated-len/--min-reduction are; a case listed
+    twice is refused. The error is one line naming the file, the case and the fix, and gate exits 2."""
+    good = tmp_path / "good.json"
+    assert run_cli(capsys, "baseline", FIXTURE, "-o", good)[0] == 0
+    doc = json.loads(good.read_text())
+    mutate(doc)
+    bad = write(doc, tmp_path / "bad.json")
+    with pytest.raises(InputFileError, match=message) as info:
+        load_baseline(bad)
+    assert str(info.value).startswith(f"baseline {bad}") and "\n" not in str(info.value)
+    rc, out, err = run_cli(capsys, "gate", FIXTURE, "--baseline", bad)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and str(bad) in err
+
+
+def test_valid_hand_edits_still_load(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    assert run_cli(capsys, "baseline", FIXTURE, "-o", good)[0] == 0
+    doc = json.loads(good.read_text())
+    case = _case(doc, "gpt2", "float32", 50)
+    case.update(gated=False, min_reduction_pct=0)
+    _case(doc, "gpt2", "float32", 16).update(min_reduction_pct=None)  # null: the file's threshold
+    _case(doc, "gpt2", "float32", 128).update(min_reduction_pct=99.5)
+    b = load_baseline(write(doc, tmp_path / "edited.json"))
+    assert b.cases[("gpt2", "float32", 50)]["gated"] is False
+    assert len(b.cases) == len(doc["cases"])
+
+
+def test_the_committed_baseline_loads():
+    path = FIXTURE.parent.parent.parent / "baselines" / "nvidia-h200.json"
+    b = load_baseline(path)
+    assert b.gpu_slug == "nvidia-h200" and len(b.cases) == len(json.loads(path.read_text())["cases"]) == 38
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_output_path_is_refused(tmp_path, capsys, monkeypatch, empty):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:  # an argparse usage error
+        run_cli(capsys, "baseline", FIXTURE, "-o", empty)
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "argument -o/--output: expected a path, got an empty string" in err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_an_unwritable_output_fails_before_the_table_is_printed(capsys):
+    rc, out, err = run_cli(capsys, "baseline", FIXTURE, "-o", "/proc/x/y.json")
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert "-o /proc/x/y.json cannot be written: /proc does not take new files" in err
+    assert "choose a path in a writable folder" in err
+
+
+def test_a_folder_that_refuses_new_files_fails_before_printing(tmp_path, capsys, monkeypatch):
+    """A read-only folder, simulated (root may write anywhere): nothing printed, nothing created."""
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    out_path = tmp_path / "baselines" / "nvidia-h200.json"
+    rc, out, err = run_cli(capsys, "baseline", FIXTURE, "-o", out_path)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert f"-o {out_path} cannot be written: {tmp_path} does not take new files (Permission denied)" in err
+    assert os.listdir(tmp_path) == []  # the missing baselines/ folder was not created
+
+
+def test_a_parent_that_is_a_file_fails_before_printing(tmp_path, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    rc, out, err = run_cli(capsys, "baseline", FIXTURE, "-o", blocker / "b.json")
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert f"{blocker} is a file, not a folder" in err
+
+
+def test_the_output_check_leaves_no_probe_file(tmp_path, capsys):
+    out_path = tmp_path / "b.json"
+    assert run_cli(capsys, "baseline", FIXTURE, "-o", out_path)[0] == 0
+    assert os.listdir(tmp_path) == ["b.json"]
+
+
+def test_run_as_a_saved_run_id_from_storage(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    storage = tmp_path / "elsewhere"
+    write(DOC, storage / "Linux-CPython-3.12-64bit" / "0007_abcd_20260101_000000.json")
+    by_path, by_id = tmp_path / "a.json", tmp_path / "b.json"
+    assert run_cli(capsys, "baseline", FIXTURE, "-o", by_path)[0] == 0
+    rc, _, err = run_cli(capsys, "baseline", "0007", "--storage", storage, "-o", by_id)
+    assert rc == 0, err
+    a, b = json.loads(by_path.read_text()), json.loads(by_id.read_text())
+    assert b["source"]["file"] == "0007_abcd_20260101_000000.json"
+    assert {**a, "source": None} == {**b, "source": None}
+    rc, out, err = run_cli(capsys, "baseline", "0007", "-o", tmp_path / "c.json")  # default .benchmarks: none
+    assert rc == 2 and out == "" and "holds no saved runs" in err and not (tmp_path / "c.json").exists()

@@ -134,9 +134,10 @@ def test_decode_launch_and_plain_benchmarks_are_keyed(tmp_path, capsys):
 
 def test_only_in_one_run_is_reported_and_disjoint_runs_are_an_error(tmp_path, capsys):
     new = copy.deepcopy(DOC)
-    new["benchmarks"].pop()
+    lost = new["benchmarks"].pop()
     rc, out, _ = run_cli(capsys, "compare", FIXTURE, write(new, tmp_path / "new.json"))
     assert rc == 0 and "; 1 only in OLD" in out
+    assert f"; 1 gated benchmark of OLD missing in NEW, not compared: {forward_label(lost)}; " in out
     other = _suites_doc()
     rc, _, err = run_cli(capsys, "compare", FIXTURE, write(other, tmp_path / "other.json"))
     assert rc == 2 and "share no benchmark" in err
@@ -235,3 +236,62 @@ def test_a_tiny_speed_up_reads_plus_zero_not_minus_zero(tmp_path, capsys):
     rc, out, _ = run_cli(capsys, "compare", FIXTURE, write(new, tmp_path / "new.json"))
     assert rc == 0
     assert row_of(out, forward_label(victim)).split()[-4] == "+0.0" and " -0.0 " not in out
+
+
+def _without(doc, label):
+    out = copy.deepcopy(doc)
+    out["benchmarks"] = [b for b in out["benchmarks"]
+                         if not (b["extra_info"].get("suite") == "forward" and forward_label(b) == label)]
+    assert len(out["benchmarks"]) == len(doc["benchmarks"]) - 1
+    return out
+
+
+def test_a_gated_benchmark_missing_in_new_is_named_not_silent(tmp_path, capsys):
+    """NEW lost its gpt2 float32 L=50 graph benchmark and gained another: the summary names the lost one
+    (the README defines failure as a regression only, so the exit code stays 0), in the markdown too."""
+    new = _without(DOC, "gpt2 float32 L=50 graph")
+    extra = copy.deepcopy(next(b for b in forward(new) if forward_label(b) == "gpt2 float32 L=50 eager"))
+    extra["extra_info"]["seq_len"] = 77
+    new["benchmarks"].append(extra)
+    md = tmp_path / "cmp.md"
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, write(new, tmp_path / "new.json"), "--markdown", md)
+    assert rc == 0
+    line = out.splitlines()[-1]
+    assert line.startswith("compare PASS: ")
+    assert line.endswith("; 1 gated benchmark of OLD missing in NEW, not compared: gpt2 float32 L=50 graph; "
+                         "1 only in OLD; 1 only in NEW")
+    assert "missing in NEW, not compared: gpt2 float32 L=50 graph" in md.read_text()
+
+
+def test_several_missing_gated_benchmarks_are_each_named_and_a_failure_still_fails(tmp_path, capsys):
+    new = _without(_without(DOC, "gpt2 float32 L=50 graph"), "bert-tiny float32 L=16 graph")
+    scale(next(b for b in forward(new) if forward_label(b) == "gpt2 float32 L=16 graph"), 1.5)
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, write(new, tmp_path / "new.json"))
+    assert rc == 1
+    line = out.splitlines()[-1]
+    assert line.startswith("compare FAIL: 1 of 74 benchmarks slower by more than 10%: gpt2 float32 L=16 graph")
+    assert ("; 2 gated benchmarks of OLD missing in NEW, not compared: bert-tiny float32 L=16 graph, "
+            "gpt2 float32 L=50 graph; 2 only in OLD") in line
+
+
+def test_a_missing_reference_is_counted_and_named_only_with_gate_references(tmp_path, capsys):
+    path = write(_without(DOC, "gpt2 float32 L=50 eager"), tmp_path / "new.json")
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, path)
+    assert rc == 0 and out.splitlines()[-1].endswith("; 1 only in OLD") and "missing in NEW" not in out
+    rc, out, _ = run_cli(capsys, "compare", FIXTURE, path, "--gate-references")
+    assert rc == 0
+    assert out.splitlines()[-1].endswith("; 1 gated benchmark of OLD missing in NEW, not compared: "
+                                         "gpt2 float32 L=50 eager; 1 only in OLD")
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_markdown_path_is_a_usage_error(tmp_path, capsys, monkeypatch, empty):
+    from cudagraph_bench.cli import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["compare", str(FIXTURE), str(FIXTURE), "--markdown", empty])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "argument --markdown: expected a path, got an empty string" in err
+    assert list(tmp_path.iterdir()) == []

@@ -366,7 +366,7 @@ def test_a_single_gated_case_is_singular(tmp_path, capsys):
 
 
 def test_unchanged_graph_medians_show_plus_zero_not_minus_zero(capsys, baseline):
-    # the baseline stores medians rounded to the ns: tiny changes either way, e.g. -0.00001% for gpt2 float32 L=50
+    # the baseline stores medians rounded to the ns and the gate rounds the run's the same way: exactly 0
     rc, out, _ = run_cli(capsys, "gate", FIXTURE, "--baseline", baseline)
     assert rc == 0
     rows = [line.split() for line in out.splitlines() if len(line.split()) > 3 and line.split()[3] == "graph"]
@@ -420,3 +420,49 @@ def test_no_interval_from_fewer_rounds_than_the_bootstrap_minimum(tmp_path, caps
     rc, out, _ = run_cli(capsys, "gate", path)
     rows = [line.split() for line in out.splitlines() if len(line.split()) > 3 and line.split()[3] == "graph"]
     assert rows and all("[" not in " ".join(r) for r in rows)  # no "[low, high]" interval on any graph row
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_committed_run_never_regresses_against_its_own_baseline(capsys, monkeypatch):
+    """baselines/nvidia-h200.json was written from forward.json, with medians rounded to the ns: gating that
+    run against it with no tolerance at all must pass (the run's medians are compared at the same precision)."""
+    monkeypatch.chdir(ROOT)
+    rc, out, err = run_cli(capsys, "gate", "baselines/nvidia-h200/forward.json",
+                           "--baseline", "baselines/nvidia-h200.json", "--max-regression", "0")
+    assert rc == 0, out + err
+    assert "REGRESSION" not in out and "no graph median regressed vs baselines/nvidia-h200.json" in out
+
+
+def test_a_run_gated_against_the_baseline_written_from_it_changes_by_exactly_zero(tmp_path, capsys, baseline):
+    from cudagraph_bench.baseline import load_baseline
+    from cudagraph_bench.gate import evaluate
+    from cudagraph_bench.runfile import load_run
+
+    rc, out, _ = run_cli(capsys, "gate", FIXTURE, "--baseline", baseline, "--max-regression", "0")
+    assert rc == 0 and "REGRESSION" not in out
+    changes = [r.change_pct for r in evaluate(load_run(str(FIXTURE)), load_baseline(baseline),
+                                              max_regression_pct=0.0) if r.variant == "graph"]
+    assert len(changes) == len(RED) and set(changes) == {0.0}
+
+
+def test_a_slowdown_above_the_stored_precision_still_regresses_at_zero_tolerance(tmp_path, capsys, baseline):
+    doc = copy.deepcopy(DOC)
+    key = ("gpt2", "float32", 50)
+    scale(bench(doc, *key, "graph"), 1.0001)  # +0.01%: ~0.2 us, far above the ns the baseline keeps
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", baseline,
+                         "--max-regression", "0")
+    assert rc == 1
+    assert out.splitlines()[-1] == f"gate FAIL: {label(key)} graph median +0.0% vs baseline (> 0%)"
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_markdown_path_is_a_usage_error(tmp_path, capsys, monkeypatch, empty):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["gate", str(FIXTURE), "--markdown", empty])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "argument --markdown: expected a path, got an empty string" in err
+    assert list(tmp_path.iterdir()) == []

@@ -442,3 +442,171 @@ def test_baked_prose_states_the_memcheck_case_as_expected_not_as_fact():
     assert "which compute-sanitizer's memcheck reports as an invalid global write" not in prose
     assert "that is the case memcheck is expected to report as an invalid global write" in prose
     assert "memcheck sees a write into live memory and reports nothing" in prose
+
+
+# --------------------------------------------------------------- command line: inputs, -o, --reference-n
+
+def write_run(path, benchmarks, when="2026-01-01T00:00:00"):
+    doc = make_run(benchmarks)
+    doc["datetime"] = when
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_forward_case_in_two_runs_is_an_error_in_either_order(tmp_path, capsys):
+    launch = write_run(tmp_path / "launch.json", LAUNCH)
+    counted = write_run(tmp_path / "counted.json", FORWARD)                  # eager with n_kernels
+    uncounted = [dict(b, extra_info={k: v for k, v in b["extra_info"].items() if k != "n_kernels"})
+                 for b in FORWARD]
+    checked = write_run(tmp_path / "checked.json", uncounted, when="2026-01-02T00:00:00")
+    for first, second in ((counted, checked), (checked, counted)):
+        out = tmp_path / f"out-{first.stem}"
+        assert lr.main([str(launch), "--forward", str(first), "--forward", str(second), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert f"is in both {first} and {second}: give each forward case once" in err
+        assert not out.exists()                                              # nothing written
+    # the main run counts as a forward run too
+    both = write_run(tmp_path / "both.json", LAUNCH + FORWARD)
+    assert lr.main([str(both), "--forward", str(counted), "-o", str(tmp_path / "o2")]) == 2
+    assert f"is in both {both} and {counted}" in capsys.readouterr().err
+    assert lr.main([str(launch), "--forward", str(counted), "--forward", str(counted), "-o", str(tmp_path / "o3")]) == 2
+    assert "given twice" in capsys.readouterr().err
+    # disjoint forward runs: the model table holds the cases of both, each once
+    gpt2 = write_run(tmp_path / "gpt2.json", [b for b in FORWARD if b["extra_info"]["model"] == "gpt2"])
+    bert = write_run(tmp_path / "bert.json", [b for b in FORWARD if b["extra_info"]["model"] == "bert-tiny"])
+    out = tmp_path / "ok"
+    assert lr.main([str(launch), "--forward", str(gpt2), "--forward", str(bert), "-o", str(out)]) == 0
+    text = (out / "launch-overhead.md").read_text()
+    assert text.count("| gpt2 | float32 | 50 | 400 |") == 1 and text.count("| bert-tiny | float32 | 128 | 1000 |") == 1
+    assert f"source run `{launch} + {gpt2} + {bert}`" in text
+
+
+def test_committed_forward_runs_overlap_is_refused(tmp_path, capsys):
+    """The user-test finding: forward.json (kernel counts) then forward-checked.json (none) gave 0 model rows."""
+    argv = [str(H200 / "launch.json"), "--forward", str(H200 / "forward.json"),
+            "--forward", str(H200 / "forward-checked.json"), "-o", str(tmp_path / "out")]
+    assert lr.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"is in both {H200 / 'forward.json'} and {H200 / 'forward-checked.json'}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_library_refuses_a_modelled_case_from_two_forward_runs():
+    with pytest.raises(InputFileError, match="bert-tiny float32 L=128 is in both forward run #1 and forward run #2"):
+        lr.render_launch_page(make_run(LAUNCH), source="x", forward_runs=[make_run(FORWARD), make_run(FORWARD)])
+
+
+def test_out_dir_default_empty_file_and_unwritable(tmp_path, monkeypatch, capsys):
+    run = write_run(tmp_path / "run.json", LAUNCH)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    assert lr.main([str(run)]) == 0                                       # default: out/launch, not docs/
+    assert (tmp_path / "out" / "launch" / "launch-overhead.md").is_file()
+    assert (tmp_path / "out" / "launch" / "launch_speedup_vs_n.png").is_file()
+    assert list((tmp_path / "docs").iterdir()) == []
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:                                # -o "" would write into ./
+        lr.main([str(run), "-o", ""])
+    assert exc.value.code == 2 and "expected a path" in capsys.readouterr().err
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    for bad in (afile, afile / "sub"):
+        assert lr.main([str(run), "-o", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{afile} is a file, not a folder" in err
+    assert afile.read_text() == "keep"
+    if Path("/proc/self").is_dir():
+        assert lr.main([str(run), "-o", "/proc/x"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "cannot write launch-overhead.md" in err and "/proc/x" in err
+        assert "choose a writable folder with -o" in err
+
+
+def test_failed_write_leaves_nothing_half_written(tmp_path, monkeypatch, capsys):
+    run = write_run(tmp_path / "run.json", LAUNCH)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "launch-overhead.md").write_text("old page")
+    real_chmod, calls = lr.os.chmod, []
+
+    def full_disk(path, mode):                                          # the second file fails to write
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(path))
+        return real_chmod(path, mode)
+
+    monkeypatch.setattr(lr.os, "chmod", full_disk)
+    assert lr.main([str(run), "-o", str(out)]) == 2
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and "no file was written" in err
+    assert sorted(p.name for p in out.iterdir()) == ["launch-overhead.md"]   # no PNG, no temporary files
+    assert (out / "launch-overhead.md").read_text() == "old page"
+    (out / "launch_speedup_vs_n.png").mkdir()                               # a target that is a folder
+    assert lr.main([str(run), "-o", str(out)]) == 2
+    assert "launch_speedup_vs_n.png is a folder" in capsys.readouterr().err
+    assert (out / "launch-overhead.md").read_text() == "old page"
+
+
+def test_reference_n_must_be_a_measured_n(tmp_path, capsys):
+    run = write_run(tmp_path / "run.json", LAUNCH + FORWARD)               # N 8, 512, 4096 complete; 64 loop only
+    out = tmp_path / "out"
+    for bad in ("0", "-1", "x", "7.5"):
+        with pytest.raises(SystemExit) as exc:
+            lr.main([str(run), "-o", str(out), "--reference-n", bad])
+        assert exc.value.code == 2 and "--reference-n" in capsys.readouterr().err
+    assert lr.main([str(run), "-o", str(out), "--reference-n", "7"]) == 2
+    assert "--reference-n 7 was not measured: use one of 8, 512, 4096\n" in capsys.readouterr().err
+    assert lr.main([str(run), "-o", str(out), "--reference-n", "64"]) == 2
+    assert ("--reference-n 64 was measured with the loop variant only (the model needs loop and graph): "
+            "use one of 8, 512, 4096") in capsys.readouterr().err
+    assert not out.exists()
+    assert lr.main([str(run), "-o", str(out), "--reference-n", "4096"]) == 0
+    assert "loop − graph µs/launch at N=4096" in (out / "launch-overhead.md").read_text()
+    no512 = write_run(tmp_path / "no512.json", [b for b in LAUNCH if b["extra_info"]["n_launches"] != 512])
+    assert lr.main([str(no512), "-o", str(tmp_path / "o2")]) == 0           # the default still falls back
+    assert "at N=4096" in (tmp_path / "o2" / "launch-overhead.md").read_text()
+
+
+def test_model_caption_names_the_clock_of_its_medians():
+    event = lr.render_launch_section(make_run(LAUNCH + FORWARD))
+    assert ("measured saving = eager median − graph median, both CUDA-event medians (time between CUDA events "
+            "recorded on the stream before and after each timed call") in event
+    assert "not pytest-benchmark's wall-time `stats.median`" in event
+    assert "| clock |" not in event
+    wall_fwd = [dict(b, extra_info={k: v for k, v in b["extra_info"].items() if k != "event_median_ms"})
+                for b in FORWARD]
+    wall = lr.render_launch_section(make_run(LAUNCH + wall_fwd))
+    assert "both synchronized host wall-time medians (pytest-benchmark `stats.median`)" in wall
+    assert "| gpt2 | float32 | 50 | 400 | 1.000 | 1.000 | 0.000 |" in wall     # bench() stats.median is 1 ms
+    mixed = lr.render_launch_section(make_run(LAUNCH + wall_fwd[:2] + FORWARD[2:]))
+    assert "1 of 2 case(s) use CUDA events for both" in mixed
+    assert "| measured / predicted | clock |" in mixed and "| 10.00 | wall |" not in mixed
+    assert "| cuda-event |" in mixed and "| wall |" in mixed
+
+
+def test_baked_pointer_outcome_names_the_call_that_failed():
+    sync_fail = {"launch_error": "cudaSuccess", "sync_error": "cudaErrorLaunchFailure", "aliased_index": -1}
+    text = lr.baked_pointer_outcome(sync_fail)
+    assert text.startswith("the replay's launch (`cudaGraphLaunch`) returned cudaSuccess and its synchronize "
+                           "(`cudaStreamSynchronize`) cudaErrorLaunchFailure: ")
+    assert "cudaSuccess/" not in text and "failed with" not in text
+    launch_fail = lr.baked_pointer_outcome({"launch_error": "cudaErrorInvalidValue", "sync_error": "cudaSuccess"})
+    assert launch_fail.startswith("the replay's launch (`cudaGraphLaunch`) returned cudaErrorInvalidValue,")
+    assert "synchronize" not in launch_fail
+
+
+def test_storage_resolves_saved_run_ids(tmp_path, capsys):
+    storage = tmp_path / "bench-store"
+    (storage / "Linux-CPython-3.12-64bit").mkdir(parents=True)
+    saved = write_run(storage / "Linux-CPython-3.12-64bit" / "0001_abc_20260101_000000.json", LAUNCH)
+    fwd_saved = write_run(storage / "Linux-CPython-3.12-64bit" / "0002_def_20260102_000000.json", FORWARD)
+    out = tmp_path / "out"
+    assert lr.main(["0001", "--forward", "0002", "--storage", str(storage), "-o", str(out)]) == 0
+    text = (out / "launch-overhead.md").read_text()
+    assert f"source run `{saved} + {fwd_saved}`" in text and "| gpt2 | float32 | 50 | 400 |" in text
+    assert lr.main(["0003", "--storage", str(storage), "-o", str(out)]) == 2
+    assert "0003" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        lr.main(["0001", "--storage", "", "-o", str(out)])

@@ -167,6 +167,14 @@ def _corrupt(doc, how):
         bench["extra_info"]["seq_len"] = -5
     elif how == "seq_len-str":
         bench["extra_info"]["seq_len"] = "16"
+    elif how == "huge-round":
+        bench["stats"]["data"][0] = 1e300
+    elif how == "huge-median":
+        bench["stats"]["median"] = 7200.0
+    elif how == "variant":
+        bench["extra_info"]["variant"] = "grph"
+    elif how == "dtype":
+        bench["extra_info"]["dtype"] = "fp8"
     return doc
 
 
@@ -179,6 +187,10 @@ def _corrupt(doc, how):
     ("empty-data", "has an empty stats.data (no rounds)"),
     ("seq_len", "extra_info.seq_len = -5, not a whole number of tokens >= 1"),
     ("seq_len-str", "extra_info.seq_len = '16', not a whole number of tokens >= 1"),
+    ("huge-round", "has a round of 1e+300 s in stats.data, above 3600 s"),
+    ("huge-median", "has a round time above 3600 s"),
+    ("variant", "has forward variant 'grph', not one of eager, graph"),
+    ("dtype", "has dtype 'fp8', not one of float32, bfloat16, float16"),
 ])
 def test_corrupted_values_are_one_line_errors(tmp_path, how, message):
     path = tmp_path / "run.json"
@@ -194,3 +206,12 @@ def test_a_folder_is_not_a_run_and_the_message_names_the_file(tmp_path):
     write(DOC, tmp_path / "run.json")
     with pytest.raises(InputFileError, match=r"give a run file, e\.g\. .*run\.json\?"):
         load_run(str(tmp_path))
+
+
+def test_storage_that_is_empty_or_a_file_is_named(tmp_path):
+    with pytest.raises(InputFileError, match="--storage is empty"):
+        load_run("0001", storage="")
+    f = tmp_path / "f.json"
+    f.write_text("{}")
+    with pytest.raises(InputFileError, match="is a file: give the folder"):
+        load_run("0001", storage=str(f))

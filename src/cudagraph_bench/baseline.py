@@ -12,22 +12,27 @@ A baseline (schema_version 1) is JSON with::
              reduction_pct, reduction_ci95_pct: [low, high] | null}, ...]
 
 ``gate`` reads it to check graph-median regressions and per-case thresholds (edit a case's ``gated`` or
-``min_reduction_pct`` by hand to tune it). No torch.
+``min_reduction_pct`` by hand to tune it; :func:`load_baseline` validates them as the CLI flags are
+validated: ``gated`` true/false, ``min_reduction_pct`` a percent in [0, 100), one entry per case). Medians are
+stored rounded to :data:`MEDIAN_DECIMALS` decimals of a ms; ``gate`` rounds a run's median the same way
+(:func:`stored_ms`) before comparing, so a run gated against its own baseline never regresses. No torch.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cudagraph_bench import stats
-from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
+from cudagraph_bench.options import parse_count, parse_path, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import (Measurement, Run, forward_groups, load_run, refuse_overwriting_inputs,
-                                     write_text_atomic)
+from cudagraph_bench.runfile import (DEFAULT_STORAGE, Measurement, Run, forward_groups, load_run,
+                                     refuse_overwriting_inputs, write_text_atomic)
 from cudagraph_bench.table import Column, render_table
 
 SCHEMA_VERSION = 1
@@ -36,6 +41,8 @@ DEFAULT_MIN_REDUCTION_PCT = 30.0
 DEFAULT_MAX_REGRESSION_PCT = 10.0
 #: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
 DEFAULT_MAX_GATED_LEN = 128
+#: Decimals of a ms that a baseline file keeps of each median and p95 (6: the ns).
+MEDIAN_DECIMALS = 6
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,12 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def stored_ms(value: float) -> float:
+    """A latency in ms rounded as a baseline file stores it (:data:`MEDIAN_DECIMALS` decimals of a ms).
+    ``gate`` compares a run's median at this precision with the baseline's stored median."""
+    return round(value, MEDIAN_DECIMALS)
+
+
 def _point(m: Measurement) -> dict:
     """Median and p95 in ms (unrounded) and the number of rounds."""
     return {"median_ms": m.summary.median_ms, "p95_ms": m.summary.p95_ms, "n": m.summary.n}
@@ -94,8 +107,8 @@ def stored_case(case: dict) -> dict:
     """A case as the file stores it: median and p95 rounded to the ns (6 decimals of a ms), the
     reduction and its interval to 3 decimals of a percent."""
     ci = case["reduction_ci95_pct"]
-    return {**case, **{v: {**case[v], "median_ms": _round(case[v]["median_ms"], 6),
-                           "p95_ms": _round(case[v]["p95_ms"], 6)} for v in ("eager", "graph")},
+    return {**case, **{v: {**case[v], "median_ms": _round(case[v]["median_ms"], MEDIAN_DECIMALS),
+                           "p95_ms": _round(case[v]["p95_ms"], MEDIAN_DECIMALS)} for v in ("eager", "graph")},
             "reduction_pct": _round(case["reduction_pct"], 3),
             "reduction_ci95_pct": [_round(x, 3) for x in ci] if ci else None}
 
@@ -139,8 +152,10 @@ def build_baseline(run: Run, *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION
 def load_baseline(path: str | Path) -> Baseline:
     """Load and validate a baseline file.
 
-    Raises InputFileError for a missing, empty or invalid file or a folder, and for a schema_version other than
-    :data:`SCHEMA_VERSION`.
+    Raises InputFileError for a missing, empty or invalid file or a folder, for a schema_version other than
+    :data:`SCHEMA_VERSION`, and (naming the case and the fix) for a case whose ``seq_len`` is not a whole
+    number >= 1 token, whose ``gated`` is not true/false, whose ``min_reduction_pct`` is not a percent in
+    [0, 100) (what ``--min-reduction`` accepts; null means the file's threshold), or that is listed twice.
     """
     path = Path(path)
     if path.is_dir():
@@ -167,12 +182,20 @@ def load_baseline(path: str | Path) -> Baseline:
                              f"(this cudagraph-bench reads {SCHEMA_VERSION}): regenerate it with "
                              f"cudagraph-bench baseline RUN -o {path}")
     try:
-        cases = {(str(c["model"]), str(c["dtype"]), int(c["seq_len"])): c for c in data["cases"]}
-        for c in cases.values():
+        if not isinstance(data["cases"], list):
+            raise TypeError(f"cases must be a list, got {type(data['cases']).__name__}")
+        cases = {}
+        for index, c in enumerate(data["cases"]):
+            key = (str(c["model"]), str(c["dtype"]), _case_seq_len(path, index, c["seq_len"]))
+            if key in cases:
+                first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
+                raise InputFileError(f"baseline {path} lists case {_case_name(key)} twice (cases[{first}] and "
+                                     f"cases[{index}]): delete one of them, or regenerate the file with "
+                                     f"cudagraph-bench baseline RUN -o {path}")
+            _check_case(path, key, c)
+            cases[key] = c
             if not float(c["graph"]["median_ms"]) > 0:
                 raise ValueError("a graph median_ms is not > 0")
-            if c.get("min_reduction_pct") is not None:
-                float(c["min_reduction_pct"])
         if not cases:
             raise ValueError("it holds no cases")
         gpu = str(data["gpu_slug"])
@@ -193,10 +216,47 @@ def load_baseline(path: str | Path) -> Baseline:
                 thresholds[key] = float(parse(str(value)))
             except argparse.ArgumentTypeError as exc:
                 raise ValueError(f"thresholds.{key}: {exc}") from None
+    except InputFileError:
+        raise  # already one line naming the case and the fix (InputFileError is a ValueError)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
                              f"regenerate it with cudagraph-bench baseline RUN -o {path}") from None
     return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
+
+
+def _case_name(key: tuple[str, str, int]) -> str:
+    return "{} {} L={}".format(*key)
+
+
+def _case_seq_len(path: Path, index: int, value) -> int:
+    """A case's prompt length in tokens: a whole number >= 1 (``50.0`` is read as 50)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
+                             f"is a whole number of tokens >= 1; fix it, or regenerate the file with "
+                             f"cudagraph-bench baseline RUN -o {path}")
+    return value
+
+
+def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
+    """Raise InputFileError (naming the file, the case and the fix) for a hand-edited ``gated`` that is not
+    a JSON boolean or a ``min_reduction_pct`` that ``--min-reduction`` would refuse."""
+    where = f"baseline {path}, case {_case_name(key)}"
+    if "gated" in case and not isinstance(case["gated"], bool):
+        raise InputFileError(f"{where}: gated is {json.dumps(case['gated'])}, not true or false: write "
+                             '"gated": true or "gated": false (a JSON boolean, no quotes)')
+    value = case.get("min_reduction_pct")
+    if value is None:
+        return
+    fix = ("write a percent in [0, 100) such as 30, as --min-reduction takes, or null to use "
+           "thresholds.min_reduction_pct")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputFileError(f"{where}: min_reduction_pct must be a number, got {json.dumps(value)}: {fix}")
+    try:
+        parse_reduction_pct(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise InputFileError(f"{where}: min_reduction_pct: {exc}: {fix}") from None
 
 
 BASELINE_COLUMNS = [
@@ -223,9 +283,12 @@ def baseline_rows(doc: dict) -> list[dict]:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench baseline RUN -o FILE``."""
-    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON of a GPU run (path or saved-run id)")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON of a GPU run (path or saved-run id, "
+                                                   "e.g. 0001)")
+    parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
                         help="baseline file to write, by convention baselines/<gpu_slug>.json")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
+                        help="where saved-run ids are looked up (default: %(default)s)")
     parser.add_argument("--min-reduction", type=parse_reduction_pct, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
                         help="per-case minimum median latency reduction stored for gated cases "
                              "(default: %(default)s)")
@@ -235,20 +298,41 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="cases with prompt length <= this are gated (default: %(default)s)")
 
 
+def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
+    """Raise :class:`UsageError` (one line, before anything is printed or written) when ``path`` cannot be
+    written by :func:`~cudagraph_bench.runfile.write_text_atomic`: it is a folder, a parent is a file, or
+    the nearest existing folder (missing ones are created on write) refuses a new file. Probes by creating
+    and removing a hidden temporary file there (``os.access`` says yes to root even on ``/proc``).
+    ``example``: a file name to suggest inside a folder."""
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
+    folder = next(p for p in (out.parent, *out.parent.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".probe")
+    except OSError as exc:
+        raise UsageError(f"{flag} {out} cannot be written: {folder} does not take new files "
+                         f"({exc.strerror or exc}): choose a path in a writable folder") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench baseline RUN -o FILE``. Returns 0; bad input raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    run = load_run(args.run)
+    """Run ``cudagraph-bench baseline RUN -o FILE``. Returns 0; bad input or an output path that cannot be
+    written raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is printed or
+    written."""
+    run = load_run(args.run, args.storage)
     refuse_overwriting_inputs(args.output, "-o", [run.path])
     exact = build_baseline(run, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                            max_gated_len=args.max_gated_len, rounded=False)
     doc = {**exact, "cases": [stored_case(c) for c in exact["cases"]]}
     out = Path(args.output)
+    check_output_file(out, "-o", doc["gpu_slug"] + ".json")
     if out.parent.name == "baselines" and out.stem != doc["gpu_slug"]:
         print(f"cudagraph-bench baseline: warning: {out} is named for another GPU; gate looks up "
               f"baselines/{doc['gpu_slug']}.json for this run", file=sys.stderr)
-    if out.is_dir():
-        raise UsageError(f"-o {out} is a directory: give a file such as {out / (doc['gpu_slug'] + '.json')}")
     print(render_table(BASELINE_COLUMNS, baseline_rows(exact)))  # exact values: printed as gate prints them
     write_text_atomic(out, json.dumps(doc, indent=2) + "\n")
     n_gated = sum(c["gated"] for c in doc["cases"])

@@ -13,6 +13,10 @@ HF ``generate``, the static-cache eager loop, the launch loop) are host-bound an
 and runs, so a slower reference is reported (``slower (reference)``) but fails only with
 ``--gate-references``. A change within ``--max-regression`` is ``ok`` (``within tolerance`` when its
 interval lies above zero), one whose interval lies below zero ``faster``.
+
+A benchmark in only one run cannot be compared. The summary counts them, and names every gated benchmark
+of OLD (not a reference variant) that NEW lacks, e.g. a lost graph benchmark; that does not change the exit
+code (only a regression fails), but it is never silent.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import argparse
 from dataclasses import dataclass
 
 from cudagraph_bench import stats
-from cudagraph_bench.options import parse_regression_pct
+from cudagraph_bench.options import parse_path, parse_regression_pct
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.runfile import (DEFAULT_STORAGE, Measurement, Run, load_run, measurements,
                                      refuse_overwriting_inputs, write_text_atomic)
@@ -78,6 +82,12 @@ class Change:
         return "ok"
 
 
+def is_gated(m: Measurement, gate_references: bool = False) -> bool:
+    """Whether a change of ``m`` can fail the comparison: not a reference variant
+    (:data:`REFERENCE_VARIANTS`), or ``gate_references``."""
+    return gate_references or m.extra_info.get("variant") not in REFERENCE_VARIANTS
+
+
 def change(old: Measurement, new: Measurement, max_regression_pct: float, gate_references: bool = False) -> Change:
     """:class:`Change` of ``new`` vs ``old``; the interval is None when either kept no per-round data
     or fewer than :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds.
@@ -90,7 +100,7 @@ def change(old: Measurement, new: Measurement, max_regression_pct: float, gate_r
                   new_median_ms=new.summary.median_ms,
                   change_pct=100.0 * stats.relative_change(old.summary.median_ms, new.summary.median_ms),
                   ci_pct=ci, max_regression_pct=max_regression_pct,
-                  gated=gate_references or new.extra_info.get("variant") not in REFERENCE_VARIANTS)
+                  gated=is_gated(new, gate_references))
 
 
 def _sorted_keys(keys: set) -> list:
@@ -117,6 +127,13 @@ def compare_runs(old: Run, new: Run, max_regression_pct: float = DEFAULT_MAX_REG
     return changes, only_old, only_new
 
 
+def gated_missing_in_new(old: Run, new: Run, gate_references: bool = False) -> list[str]:
+    """Labels of OLD's gated benchmarks (:func:`is_gated`) that NEW lacks: they were guarded and are now
+    not compared at all (e.g. NEW lost its graph benchmark)."""
+    a, b = measurements(old), measurements(new)
+    return [a[k].label for k in _sorted_keys(set(a) - set(b)) if is_gated(a[k], gate_references)]
+
+
 COLUMNS = [
     Column("suite", "suite"), Column("label", "benchmark"),
     Column("old_median_ms", "old ms", ".3f"), Column("new_median_ms", "new ms", ".3f"),
@@ -132,10 +149,11 @@ def rows(changes: list[Change]) -> list[dict]:
             for c in changes]
 
 
-def summary(changes: list[Change], only_old: list[str], only_new: list[str], max_regression_pct: float
-            ) -> tuple[bool, str]:
+def summary(changes: list[Change], only_old: list[str], only_new: list[str], max_regression_pct: float,
+            missing_gated: list[str] = ()) -> tuple[bool, str]:
     """``(passed, one-line summary)`` naming every regressed benchmark. On a pass, the largest change is
-    that of a gated benchmark, and reference variants slower beyond the threshold are named apart."""
+    that of a gated benchmark, and reference variants slower beyond the threshold are named apart.
+    ``missing_gated`` (:func:`gated_missing_in_new`) are named, each one; they do not fail the comparison."""
     bad = [c for c in changes if c.regressed]
     n = f"{len(changes)} benchmark{'' if len(changes) == 1 else 's'}"
     if bad:
@@ -158,6 +176,9 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], max
                      f"than {max_regression_pct:g}%, not gated: "
                      + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs[:3])
                      + (", ..." if len(slower_refs) > 3 else ""))
+    if missing_gated:
+        text += (f"; {len(missing_gated)} gated benchmark{'' if len(missing_gated) == 1 else 's'} of OLD "
+                 f"missing in NEW, not compared: " + ", ".join(missing_gated))
     if only_old:
         text += f"; {len(only_old)} only in OLD"
     if only_new:
@@ -173,7 +194,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="fail when a median is slower by more than PCT percent (default: %(default)s)")
     parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
                         help="where saved-run ids are looked up (default: %(default)s)")
-    parser.add_argument("--markdown", metavar="FILE", help="also write a markdown report")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write a markdown report")
     parser.add_argument("--gate-references", action="store_true",
                         help="also fail when a reference variant (eager, generate, static-eager, loop) is slower; "
                              "by default they are reported only")
@@ -185,7 +206,8 @@ def main(args: argparse.Namespace) -> int:
     old, new = load_run(args.old, args.storage), load_run(args.new, args.storage)
     refuse_overwriting_inputs(args.markdown, "--markdown", [old.path, new.path])
     changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references)
-    passed, line = summary(changes, only_old, only_new, args.max_regression)
+    passed, line = summary(changes, only_old, only_new, args.max_regression,
+                           gated_missing_in_new(old, new, args.gate_references))
     head = f"OLD {old.path} ({old.gpu_slug or 'no GPU'})  NEW {new.path} ({new.gpu_slug or 'no GPU'})"
     if old.gpu_slug != new.gpu_slug:
         head += "  note: the runs are from different GPUs"

@@ -6,7 +6,9 @@ percentile-bootstrap interval (:mod:`cudagraph_bench.stats`). Exit 1 when
 
 - a gated case (default: prompt length <= 128 tokens) reduces latency by less than its threshold
   (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline), or
-- a case's graph median is slower than the baseline's by more than ``--max-regression`` percent.
+- a case's graph median is slower than the baseline's by more than ``--max-regression`` percent (the run's
+  median is first rounded as the baseline file stores medians, :func:`~cudagraph_bench.baseline.stored_ms`,
+  so a run gated against the baseline written from it changes by exactly 0%).
 
 A case is *marginal* when its interval straddles the threshold (the verdict still follows the median).
 Other variants (padded, bucketed, compile, compile+graph) are shown against eager but never gated.
@@ -21,9 +23,10 @@ import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
+from cudagraph_bench.options import parse_count, parse_path, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESSION_PCT,
-                                      DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline, pair_reduction)
+                                      DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline, pair_reduction,
+                                      stored_ms)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.runfile import (DEFAULT_STORAGE, Run, forward_cases, forward_groups, load_run,
                                      refuse_overwriting_inputs, write_text_atomic)
@@ -144,7 +147,10 @@ def evaluate(run: Run, baseline: Baseline | None = None, *, min_reduction_pct: f
 
     A threshold given here overrides the baseline's; one left None comes from the baseline's case
     (``gated``, ``min_reduction_pct``), then the baseline's thresholds, then the defaults (30%, 10%,
-    128 tokens). Raises InputFileError for a run without forward benchmarks or with eager but no graph.
+    128 tokens). The change vs the baseline (percent) compares the baseline's stored graph median with
+    the run's graph median rounded the same way (:func:`~cudagraph_bench.baseline.stored_ms`, 6 decimals
+    of a ms); the ``median_ms`` shown stays exact. Raises InputFileError for a run without forward
+    benchmarks or with eager but no graph.
     """
     th = baseline.thresholds if baseline else {}
     max_reg = max_regression_pct if max_regression_pct is not None else float(
@@ -172,7 +178,7 @@ def evaluate(run: Run, baseline: Baseline | None = None, *, min_reduction_pct: f
             base_ms = change = None
             if variant == "graph" and base_case is not None:
                 base_ms = float(base_case["graph"]["median_ms"])
-                change = 100.0 * relative_change(base_ms, m.summary.median_ms)
+                change = 100.0 * relative_change(base_ms, stored_ms(m.summary.median_ms))
             is_graph = variant == "graph"
             results.append(CaseResult(
                 *key, variant, eager_median_ms=eager.summary.median_ms, median_ms=m.summary.median_ms,
@@ -282,7 +288,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="where saved-run ids are looked up (default: %(default)s)")
     parser.add_argument("--allow-gpu-mismatch", action="store_true",
                         help="gate against a baseline recorded on another GPU")
-    parser.add_argument("--markdown", metavar="FILE", help="also write a markdown report (for a CI job summary)")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE",
+                        help="also write a markdown report (for a CI job summary)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -11,8 +11,12 @@ Every number on the page comes from these files; the prose around them contains 
 
 Command line::
 
-    python -m cudagraph_bench.launch_report RUN.json -o docs/ [--graphs-cu graphs_cu.json]
-        [--sanitizer compute_sanitizer_d4.log ...]
+    python -m cudagraph_bench.launch_report RUN.json [-o docs/] [--forward FORWARD.json ...]
+        [--graphs-cu graphs_cu.json] [--sanitizer compute_sanitizer_d4.log ...] [--reference-n 512]
+        [--storage .benchmarks]
+
+``-o`` defaults to ``out/launch`` (``scripts/regenerate_docs.sh`` passes ``-o docs``); each forward
+case (model, dtype, tokens, variant) must come from one run only.
 
 The general ``cudagraph-bench report`` command can call :func:`render_launch_section` and
 :func:`save_speedup_plot`.
@@ -21,11 +25,13 @@ The general ``cudagraph-bench report`` command can call :func:`render_launch_sec
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
 import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +45,10 @@ from cudagraph_bench.table import Column, render_table
 REFERENCE_N = 512
 PAGE_NAME = "launch-overhead.md"
 PLOT_NAME = "launch_speedup_vs_n.png"
+#: Where the command writes the page and its plot without ``-o`` (never the committed ``docs/``).
+DEFAULT_OUT_DIR = "out/launch"
+#: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.plots.save_figure` writes it.
+PLOT_DPI = 120
 CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
 
 
@@ -198,13 +208,33 @@ def reference_row(rows: list[LaunchRow], reference_n: int = REFERENCE_N) -> Laun
     return max(complete, key=lambda r: r.n_launches) if complete else None
 
 
+def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
+    """Raise UsageError unless ``reference_n`` launches were measured with both loop and graph
+    (an explicit ``--reference-n`` must not silently fall back to another N). The message lists the
+    N values that can be used."""
+    usable = [r.n_launches for r in rows if r.complete]
+    choices = (f"use one of {', '.join(map(str, usable))}" if usable else
+               "no N of this run was measured with both loop and graph, so no N can feed the model")
+    measured = {r.n_launches: r for r in rows}
+    if reference_n not in measured:
+        raise UsageError(f"--reference-n {reference_n} was not measured: {choices}")
+    row = measured[reference_n]
+    if not row.complete:
+        only = "loop" if row.loop_ms is not None else "graph"
+        raise UsageError(f"--reference-n {reference_n} was measured with the {only} variant only (the model "
+                         f"needs loop and graph): {choices}")
+
+
 def saving_rows(run, ref: LaunchRow) -> list[dict]:
     """Predicted vs measured eager-minus-graph saving per forward case (model, dtype, seq_len).
 
     Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark are
     listed. ``predicted_saving_ms = n_kernels * (loop - graph µs/launch at ref.n_launches) / 1000``
     (:func:`cudagraph_bench.launch.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
-    median (:func:`bench_median_ms`). Sorted by (model, dtype, seq_len).
+    median in ms, each from :func:`bench_median_ms`: the CUDA-event median (``extra_info["event_median_ms"]``,
+    else the median of ``extra_info["cuda_event_ms"]``), and only for a benchmark without either the
+    synchronized wall median ``stats.median``; ``clock`` says which (``"cuda-event"``, ``"wall"``, or
+    ``"eager clock/graph clock"`` when they differ). Sorted by (model, dtype, seq_len).
     """
     cases: dict[tuple, dict[str, dict]] = {}
     for bench in _benchmarks(run):
@@ -284,8 +314,15 @@ def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:
 
 
 def saving_table_markdown(rows: list[dict]) -> str:
-    """Markdown predicted-vs-measured table of :func:`saving_rows`."""
-    return render_table(SAVING_COLUMNS, rows, fmt="markdown")
+    """Markdown predicted-vs-measured table of :func:`saving_rows` (times in ms), with a ``clock``
+    column only when the rows' medians are not all of one clock (all CUDA events or all wall)."""
+    extra = [Column("clock", "clock")] if _mixed_clocks(rows) else []
+    return render_table(SAVING_COLUMNS + extra, rows, fmt="markdown")
+
+
+def _mixed_clocks(rows: list[dict]) -> bool:
+    """True when the medians of :func:`saving_rows` are not all of one clock (all CUDA events or all wall)."""
+    return bool(rows) and {r.get("clock") for r in rows} not in ({"cuda-event"}, {"wall"})
 
 
 # --------------------------------------------------------------------------------------- plots
@@ -379,9 +416,16 @@ def parse_sanitizer_log(text: str) -> dict:
 
 def baked_pointer_outcome(bp: dict) -> str:
     """One sentence on what the replay after ``cudaFree`` did, from graphs.cu's ``baked_pointer`` object."""
-    if bp.get("launch_error") != "cudaSuccess" or bp.get("sync_error") != "cudaSuccess":
-        return (f"the replay failed with {bp.get('launch_error')}/{bp.get('sync_error')}: it accessed the freed "
-                f"address, which no allocation owned any more")
+    launch, sync = bp.get("launch_error"), bp.get("sync_error")
+    if launch != "cudaSuccess":
+        # graphs.cu synchronizes only after a successful cudaGraphLaunch (sync_error is then cudaSuccess)
+        synced = "" if sync == "cudaSuccess" else f" and its synchronize (`cudaStreamSynchronize`) {sync}"
+        return (f"the replay's launch (`cudaGraphLaunch`) returned {launch}{synced}, so the graph did not run "
+                "as captured")
+    if sync != "cudaSuccess":
+        return (f"the replay's launch (`cudaGraphLaunch`) returned cudaSuccess and its synchronize "
+                f"(`cudaStreamSynchronize`) {sync}: the kernel accessed the freed address, which no allocation "
+                "owned any more")
     aliased = bp.get("aliased_index", -1)
     if isinstance(aliased, int) and aliased >= 0:
         return (f"allocation #{aliased} made after the free got the captured address and was silently "
@@ -423,12 +467,21 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
     ref = reference_row(rows, reference_n)
     if ref is None:
         return f"{h} Launch-overhead model\n\nNo N was measured with both loop and graph: no model.\n"
-    savings = sorted((r for fr in forward_runs for r in saving_rows(fr, ref)),
-                     key=lambda r: (r["model"], r["dtype"], r["seq_len"]))
+    savings, origin = [], {}
+    for i, fr in enumerate(forward_runs):
+        name = getattr(fr, "path", None) or f"forward run #{i + 1}"
+        for r in saving_rows(fr, ref):
+            key = (r["model"], r["dtype"], r["seq_len"])
+            if key in origin:
+                raise InputFileError(f"{key[0]} {key[1]} L={key[2]} is in both {origin[key]} and {name}: "
+                                     "give each forward case once")
+            origin[key] = name
+            savings.append(r)
+    savings.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"]))
     head = (f"{h} Launch-overhead model: predicted vs measured saving\n\n"
             f"predicted saving = kernels of one eager forward × (loop − graph µs/launch at N={ref.n_launches}) "
             f"= kernels × ({_fmt(ref.us_per_launch_loop, '.3f')} − {_fmt(ref.us_per_launch_graph, '.3f')}) µs; "
-            "measured saving = eager median − graph median.\n")
+            f"{_measured_saving_caption(savings)}.\n")
     if not savings:
         return (f"{h} Launch-overhead model\n\nNot checked here: no forward case of these runs has an eager "
                 "benchmark with kernel counts (`extra_info[\"n_kernels\"]`, recorded by "
@@ -436,6 +489,22 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
                 "cudagraph_bench.launch_report LAUNCH.json --forward RUN.json` checks the model on a run that "
                 "has them.\n")
     return head + "\n" + saving_table_markdown(savings) + "\n"
+
+
+def _measured_saving_caption(savings: list[dict]) -> str:
+    """How ``measured saving`` of :func:`saving_rows` was computed, naming the clock of its medians."""
+    event = ("CUDA-event medians (time between CUDA events recorded on the stream before and after each timed call: "
+             "`extra_info[\"event_median_ms\"]`, else the median of `extra_info[\"cuda_event_ms\"]`)")
+    wall = "synchronized host wall-time medians (pytest-benchmark `stats.median`)"
+    clocks = {r["clock"] for r in savings}
+    if clocks == {"cuda-event"}:
+        return (f"measured saving = eager median − graph median, both {event}, not pytest-benchmark's "
+                "wall-time `stats.median`")
+    if clocks == {"wall"}:
+        return f"measured saving = eager median − graph median, both {wall}: these benchmarks have no CUDA-event times"
+    both = sum(r["clock"] == "cuda-event" for r in savings)
+    return (f"measured saving = eager median − graph median, each of {event} where the benchmark has them, else "
+            f"of {wall}; {both} of {len(savings)} case(s) use CUDA events for both (the clock column says which)")
 
 
 def _shown_speedup(row: LaunchRow) -> float:
@@ -612,7 +681,7 @@ def _run_header(run, source: str) -> str:
 
 def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, reference_n: int = REFERENCE_N,
                        graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
-                       sanitizer_outcomes: dict[str, dict] | None = None) -> str:
+                       sanitizer_outcomes: dict[str, dict] | None = None, forward_runs: list | None = None) -> str:
     """The whole ``docs/launch-overhead.md`` as a string.
 
     Args:
@@ -623,8 +692,11 @@ def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, referenc
         graphs_cu: parsed JSON of a full ``graphs.cu`` run, or None.
         sanitizer: ``{log name: log text}`` of compute-sanitizer runs of the baked-pointer mode.
         sanitizer_outcomes: ``{log name: graphs.cu "baked_pointer" object}`` of the same runs.
+        forward_runs: the runs whose forward cases (eager with ``n_kernels`` + graph, both from one
+            run) the model is checked on (default: ``run`` itself).
 
-    Raises InputFileError when the run has no launch-suite benchmarks.
+    Raises InputFileError when the run has no launch-suite benchmarks, or when two forward runs
+    both give a checked case (model, dtype, tokens).
     """
     rows = launch_rows(run)
     if not rows:
@@ -668,7 +740,7 @@ def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, referenc
     clocks = clocks_table_markdown(rows)
     if clocks:
         out += ["Medians per (N, variant) of the torch run:", "", clocks, ""]
-    out += [_saving_section([run], rows, reference_n, "##").rstrip("\n"), "",
+    out += [_saving_section(forward_runs or [run], rows, reference_n, "##").rstrip("\n"), "",
             "The model treats every kernel of an eager forward as one tiny-kernel launch. A real forward "
             "also runs Python module code and ops that launch no kernel, and some kernels take longer on "
             "the device than the host needs to issue the next one, so measured and predicted savings "
@@ -775,21 +847,59 @@ def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = 
 
 def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference_n: int = REFERENCE_N,
                       graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
-                      sanitizer_outcomes: dict[str, dict] | None = None) -> tuple[Path, Path]:
-    """Write ``out_dir/launch-overhead.md`` and ``out_dir/launch_speedup_vs_n.png`` (each atomically).
-    Returns ``(page_path, plot_path)``. Raises InputFileError when the run has no launch benchmarks."""
-    from cudagraph_bench.runfile import write_text_atomic
+                      sanitizer_outcomes: dict[str, dict] | None = None,
+                      forward_runs: list | None = None) -> tuple[Path, Path]:
+    """Write ``out_dir/launch-overhead.md`` and ``out_dir/launch_speedup_vs_n.png``, all or nothing:
+    both are rendered and written to temporary files in ``out_dir`` first, then moved into place.
+    Returns ``(page_path, plot_path)``. ``forward_runs``: see :func:`render_launch_page`.
 
+    Raises InputFileError when the run has no launch benchmarks (nothing is written), UsageError when
+    ``out_dir`` (or a parent) is a file or the page/plot path is a folder, OSError when the folder
+    cannot be written (no file is left half-written and no existing page is replaced).
+    """
     out_dir = Path(out_dir)
     page = render_launch_page(run, source=source, reference_n=reference_n, graphs_cu=graphs_cu,
-                              sanitizer=sanitizer, sanitizer_outcomes=sanitizer_outcomes)
+                              sanitizer=sanitizer, sanitizer_outcomes=sanitizer_outcomes,
+                              forward_runs=forward_runs)
     series = {"torch": launch_rows(run)}
     if graphs_cu is not None:
         series["CUDA C++"] = graphs_cu_rows(graphs_cu)
-    plot = save_speedup_plot(series, out_dir / PLOT_NAME)
-    page_path = out_dir / PAGE_NAME
-    write_text_atomic(page_path, page)
-    return page_path, plot
+    png = io.BytesIO()
+    speedup_figure(series).savefig(png, format="png", dpi=PLOT_DPI)
+    page_path, plot_path = out_dir / PAGE_NAME, out_dir / PLOT_NAME
+    _write_files_atomic(out_dir, {PLOT_NAME: png.getvalue(), PAGE_NAME: page.encode("utf-8")})
+    return page_path, plot_path
+
+
+def _write_files_atomic(out_dir: Path, files: dict[str, bytes]) -> None:
+    """Write ``{file name: bytes}`` into ``out_dir`` (created when missing): every file goes to a
+    temporary file in ``out_dir`` first, and only when all are written are they moved into place with
+    ``os.replace``, so an error leaves no half-written file and replaces nothing. Raises UsageError
+    when ``out_dir`` or one of its parents is a file, or a target is a folder; OSError otherwise."""
+    for folder in (out_dir, *out_dir.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UsageError(f"{folder} is a file, not a folder: give -o a folder for "
+                                 f"{' and '.join(sorted(files))}")
+            break
+    for name in files:
+        if (out_dir / name).is_dir():
+            raise UsageError(f"{out_dir / name} is a folder: remove it or choose another -o folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    temps: list[tuple[str, Path]] = []
+    try:
+        for name, data in files.items():
+            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
+            temps.append((tmp, out_dir / name))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o644)
+        for tmp, target in temps:
+            os.replace(tmp, target)
+    except BaseException:
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 # ----------------------------------------------------------------------------------------- CLI
@@ -826,32 +936,69 @@ def _last_json_object(path: Path) -> dict:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", help="pytest-benchmark JSON with launch-suite benchmarks (path or saved-run id)")
-    parser.add_argument("-o", "--out-dir", default="docs", help="folder for launch-overhead.md and the PNG "
-                        "(default: %(default)s)")
+    from cudagraph_bench.options import parse_count, parse_path
+    from cudagraph_bench.runfile import DEFAULT_STORAGE
+
+    parser.add_argument("run", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
+                        "id such as 0001 under --storage)")
+    parser.add_argument("-o", "--out-dir", type=parse_path, default=DEFAULT_OUT_DIR,
+                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing; both are written "
+                        "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
     parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
     parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
                         help="compute-sanitizer log of graphs --baked-pointer-only (repeatable); the program's "
                         "stdout, if saved next to it as the same name with .json, adds the outcome")
     parser.add_argument("--forward", metavar="RUN", action="append", default=[],
                         help="another run whose forward benchmarks (eager with n_kernels, graph) feed the "
-                        "predicted-vs-measured table (repeatable)")
-    parser.add_argument("--reference-n", type=int, default=REFERENCE_N,
-                        help="N whose µs/launch feeds the model (default: %(default)s, else the largest N)")
+                        "predicted-vs-measured table (repeatable; RUN's own forward benchmarks count too). "
+                        "Each forward case (model, dtype, tokens, variant) must be in one run only")
+    parser.add_argument("--reference-n", type=parse_count, default=None, metavar="N",
+                        help=f"N (launches, a whole number >= 1) whose µs/launch feeds the model; it must be "
+                        f"measured with loop and graph (default: {REFERENCE_N}, else the largest such N)")
+    parser.add_argument("--storage", type=parse_path, default=DEFAULT_STORAGE,
+                        help="pytest-benchmark storage folder where saved-run ids of RUN and --forward are "
+                        "looked up (default: %(default)s)")
+
+
+def check_forward_runs(runs: list) -> None:
+    """Raise InputFileError when the same run file is given twice, or when two runs hold the same
+    forward case (model, dtype, tokens, variant): the model table must not silently keep one of them.
+    ``runs``: :class:`~cudagraph_bench.runfile.Run` objects, in the order given (RUN, then --forward)."""
+    from cudagraph_bench.runfile import measurements
+
+    seen: dict[Path, Path] = {}
+    for run in runs:
+        real = Path(run.path).resolve()
+        if real in seen:
+            raise InputFileError(f"{run.path} is given twice (as RUN or --forward): give each forward run once")
+        seen[real] = run.path
+    origin: dict[tuple, Path] = {}
+    for run in runs:
+        for key, m in measurements(run).items():
+            if key[0] != "forward":
+                continue
+            if key in origin:
+                raise InputFileError(f"forward case {m.label!r} is in both {origin[key]} and {run.path}: "
+                                     "give each forward case once (drop one of the files, or pass runs that "
+                                     "measured different cases)")
+            origin[key] = run.path
 
 
 def run_command(args: argparse.Namespace) -> int:
+    """Load the inputs named by ``args``, check them, and write the page and plot into ``args.out_dir``.
+    Returns 0; raises UsageError (exit 2) on bad input or an output folder that cannot be written."""
     from cudagraph_bench.runfile import load_run
 
-    run = load_run(args.run)
-    source = args.run
-    if args.forward:
-        from dataclasses import replace
-
-        extra = [load_run(ref) for ref in args.forward]
-        forward = [b for r in extra for b in r.benchmarks if (b.get("extra_info") or {}).get("suite") == "forward"]
-        run = replace(run, data={**run.data, "benchmarks": run.benchmarks + forward})
-        source = " + ".join([args.run, *args.forward])
+    run = load_run(args.run, args.storage)
+    forward_runs = [run, *(load_run(ref, args.storage) for ref in args.forward)]
+    check_forward_runs(forward_runs)
+    source = " + ".join(str(r.path) for r in forward_runs)
+    reference_n = REFERENCE_N
+    if args.reference_n is not None:
+        rows = launch_rows(run)
+        if rows:                                   # without any, the page reports the missing launch suite
+            check_reference_n(rows, args.reference_n)
+        reference_n = args.reference_n
     graphs_cu = _load_json(args.graphs_cu, "graphs.cu output") if args.graphs_cu else None
     logs, outcomes = {}, {}
     for path in map(Path, args.sanitizer):
@@ -864,25 +1011,37 @@ def run_command(args: argparse.Namespace) -> int:
             bp = _last_json_object(stdout).get("baked_pointer")
             if isinstance(bp, dict):
                 outcomes[path.name] = bp
-    page, plot = write_launch_page(run, args.out_dir, source=source, reference_n=args.reference_n,
-                                   graphs_cu=graphs_cu, sanitizer=logs, sanitizer_outcomes=outcomes)
+    try:
+        page, plot = write_launch_page(run, args.out_dir, source=source, reference_n=reference_n,
+                                       graphs_cu=graphs_cu, sanitizer=logs, sanitizer_outcomes=outcomes,
+                                       forward_runs=forward_runs)
+    except OSError as exc:
+        where = exc.filename or args.out_dir
+        raise UsageError(f"cannot write {PAGE_NAME} and {PLOT_NAME} into {args.out_dir} ({where}: "
+                         f"{exc.strerror or exc}); no file was written: choose a writable folder with -o") from None
     print(f"wrote {page} and {plot}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m cudagraph_bench.launch_report RUN.json -o docs/``. Exit 0, or 2 on bad input."""
+    """``python -m cudagraph_bench.launch_report RUN.json [-o out/launch]``. Exit 0, or 2 on bad input
+    or an output folder that cannot be written (one line on stderr, no traceback)."""
     from cudagraph_bench.cli import OneLineErrorParser
 
     parser = OneLineErrorParser(prog="python -m cudagraph_bench.launch_report",
-                                description="write docs/launch-overhead.md and its speedup-vs-N plot "
-                                            "from a run JSON")
+                                description=f"write {PAGE_NAME} and its speedup-vs-N plot from a run JSON "
+                                            f"into -o (default {DEFAULT_OUT_DIR})")
     configure_parser(parser)
     args = parser.parse_args(argv)
     try:
         return run_command(args)
     except UsageError as exc:
         print(f"launch_report: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # an input that vanished while being read, or any other file-system error
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"launch_report: error: cannot access{where}: {exc.strerror or exc}: check the path "
+              "(inputs must be readable, -o a writable folder)", file=sys.stderr)
         return 2
 
 

@@ -122,7 +122,8 @@ def parse_count(text: str) -> int:
 def parse_path(text: str) -> str:
     """A file or folder path that is not empty (an empty ``-o ""`` would write into the current folder)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a path, got an empty string: name a folder, e.g. out/report")
+        raise argparse.ArgumentTypeError("expected a path, got an empty string: name a file or folder, e.g. "
+                                         "out/report")
     return text
 
 

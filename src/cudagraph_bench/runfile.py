@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cudagraph_bench.cases import FORWARD_VARIANTS, Case
+from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
 
@@ -34,6 +34,10 @@ SUITE_KEYS = {
     "launch": ("n_launches", "variant"),
 }
 _STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
+#: Longest plausible round, in seconds: a larger value is a corrupted file, not a latency.
+MAX_ROUND_S = 3600.0
+#: Variants each suite's benchmarks may carry (a renamed variant would silently escape the gate).
+SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launch": LAUNCH_VARIANTS}
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,12 @@ def resolve_run_path(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> 
     path = Path(ref)
     if path.exists():
         return path
+    if not str(storage).strip():
+        raise InputFileError("--storage is empty: give the folder pytest-benchmark saves runs in (default "
+                             f"{DEFAULT_STORAGE})")
+    if Path(storage).is_file():
+        raise InputFileError(f"--storage {storage} is a file: give the folder pytest-benchmark saves runs in "
+                             f"(default {DEFAULT_STORAGE}), or pass the run file itself as RUN")
     looks_like_path = ref.endswith(".json") or os.sep in ref or "/" in ref
     saved = _ids_in(Path(storage))
     matches = [p for p in saved if p.stem == ref or p.stem.split("_", 1)[0] == ref]
@@ -195,6 +205,13 @@ def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
     if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
         raise bad("has stats that are negative, zero or not finite")
+    if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
+        raise bad(f"has a round time above {MAX_ROUND_S:g} s")
+    suite = info.get("suite") if isinstance(info, dict) else None
+    if suite in SUITE_VARIANTS and "variant" in info and info["variant"] not in SUITE_VARIANTS[suite]:
+        raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
+    if suite in ("forward", "decode") and "dtype" in info and info["dtype"] not in DTYPES:
+        raise bad(f"has dtype {info['dtype']!r}, not one of {', '.join(DTYPES)}")
     seq_len = info.get("seq_len") if isinstance(info, dict) else None
     if seq_len is not None and not (isinstance(seq_len, int) and not isinstance(seq_len, bool) and seq_len >= 1):
         raise bad(f"has extra_info.seq_len = {seq_len!r}, not a whole number of tokens >= 1")
@@ -205,6 +222,8 @@ def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                  and math.isfinite(x) and x > 0 for x in data):
             raise bad("has stats.data that is not a list of positive finite seconds")
+        if max(data) > MAX_ROUND_S:
+            raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")
 
 
 def _label(suite: str, info: dict, key: tuple) -> str:
