@@ -131,22 +131,21 @@ def parse_path(text: str) -> str:
 MAX_ROUNDS = 100_000
 
 
+def _rounds_at_most_max(value: int, what: str, default: int) -> int:
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} {what}, got {value}: a run that long "
+                                         f"never finishes; {default} is the default")
+    return value
+
+
 def parse_rounds(text: str) -> int:
     """Measured rounds: a whole number in [1, :data:`MAX_ROUNDS`]."""
-    value = parse_count(text)
-    if value > MAX_ROUNDS:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} rounds, got {value}: a run that long "
-                                         "never finishes; 100 is the default")
-    return value
+    return _rounds_at_most_max(parse_count(text), "rounds", 100)
 
 
 def parse_warmup_rounds(text: str) -> int:
     """Unmeasured warmup rounds: a whole number in [0, :data:`MAX_ROUNDS`]."""
-    value = parse_nonneg(text)
-    if value > MAX_ROUNDS:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} warmup rounds, got {value}; 10 is the "
-                                         "default")
-    return value
+    return _rounds_at_most_max(parse_nonneg(text), "warmup rounds", 10)
 
 
 def parse_nonneg(text: str) -> int:
