@@ -32,7 +32,8 @@ bench: $(VENV)/.installed
 	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs \
 	  -W "ignore:Not saving anything" $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; \
-	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above): $(RUN_JSON) not written"; fi; exit $$rc
+	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above): $(RUN_JSON) not written"; \
+	  find .benchmarks -depth -type d -empty -delete 2>/dev/null; fi; exit $$rc
 
 # Tests: CPU unit tests of the harness + GPU correctness tests (skipped without CUDA). Benchmarks are not timed here.
 test: $(VENV)/.installed

@@ -420,6 +420,18 @@ def test_no_interval_from_fewer_rounds_than_the_bootstrap_minimum(tmp_path, caps
     rc, out, _ = run_cli(capsys, "gate", path)
     rows = [line.split() for line in out.splitlines() if len(line.split()) > 3 and line.split()[3] == "graph"]
     assert rows and all("[" not in " ".join(r) for r in rows)  # no "[low, high]" interval on any graph row
+    # the 24 gated cases (prompt length <= 128) are counted and named in the summary
+    assert "24 gated cases without a 95% interval (fewer than 5 rounds of per-round data" in out.splitlines()[-1]
+
+
+def test_a_run_without_per_round_data_says_so(tmp_path, capsys):
+    doc = json.loads(FIXTURE.read_text())
+    for bench in doc["benchmarks"]:
+        del bench["stats"]["data"]
+    path = tmp_path / "nodata.json"
+    path.write_text(json.dumps(doc))
+    rc, out, _ = run_cli(capsys, "gate", path)
+    assert rc == 0 and "24 gated cases without a 95% interval" in out.splitlines()[-1]
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESS
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.runfile import (DEFAULT_STORAGE, Run, forward_cases, forward_groups, load_run,
                                      refuse_overwriting_inputs, write_text_atomic)
-from cudagraph_bench.stats import relative_change
+from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, relative_change
 from cudagraph_bench.table import Column, render_table
 
 BASELINE_DIR = "baselines"
@@ -205,7 +205,8 @@ def rows(results: list[CaseResult]) -> list[dict]:
 
 def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool, str]:
     """``(passed, one-line summary)`` naming every failing case, and with a baseline, the run's cases it
-    lacks (not checked for regression) and how many of its cases are not in the run."""
+    lacks (not checked for regression) and how many of its cases are not in the run; gated cases
+    without a bootstrap interval (no per-round data) are named too."""
     gated = [r for r in results if r.gated]
     below = [r for r in results if r.below]
     regressed = [r for r in results if r.regressed]
@@ -239,6 +240,11 @@ def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool,
                          f"no baseline entry, not checked for regression: {_first_labels(unchecked)}")
     if marginal:
         parts.append(f"{len(marginal)} marginal ({', '.join(r.label for r in marginal)})")
+    no_interval = [r.label for r in gated if r.ci_pct is None]
+    if no_interval:
+        parts.append(f"{plural(len(no_interval), 'gated case')} without a 95% interval (fewer than "
+                     f"{MIN_BOOTSTRAP_ROUNDS} rounds of per-round data: pytest --benchmark-json keeps them), so "
+                     f"'marginal' cannot be judged: {_first_labels(no_interval)}")
     if baseline is None:
         parts.append("no baseline: regression check skipped")
     return not failed, f"gate {'FAIL' if failed else 'PASS'}: " + "; ".join(parts)
