@@ -6,7 +6,7 @@
 #   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
 #   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json; removed first,
 #                and not written when every benchmark was skipped)
-#   GATE_ARGS    extra `cudagraph-bench gate` arguments for `make gpu-gate`, e.g. "--baseline baselines/x.json"
+#   GATE_ARGS    extra `cudagraph-bench gate` arguments for `make gpu-gate`, e.g. "--markdown out/gate.md"
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch
@@ -40,10 +40,17 @@ test: $(VENV)/.installed
 	$(PY) -m pytest tests perf_tests --benchmark-skip -rs $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): check PYTEST_ARGS (-k filters)"; exit 1; fi; exit $$rc
 
-# The GPU CI gate, runnable locally: benchmarks -> JSON -> gate against baselines/<gpu>.json (picked from the run's GPU).
-gpu-gate: bench
-	@test -s $(RUN_JSON) || { echo "make gpu-gate: no benchmark ran, so there is no $(RUN_JSON) to gate (no CUDA GPU?)"; exit 2; }
-	$(PY) -m cudagraph_bench gate $(RUN_JSON) $(GATE_ARGS)
+# The GPU CI job, runnable locally: ONE pytest session runs the GPU correctness tests and every benchmark
+# (each benchmark records its own check against eager in the JSON), then the gate against the GPU's
+# baseline (found in the checkout's baselines/, whatever the working directory). Fails (exit 1) on a
+# failed test, a wrong graph, a reduction below the threshold or a regression; exit 2 when nothing ran.
+gpu-gate: $(VENV)/.installed
+	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
+	$(PY) -m pytest perf_tests --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs \
+	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); rc=$$?; \
+	if [ ! -s $(RUN_JSON) ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
+	$(PY) -m cudagraph_bench gate $(RUN_JSON) $(GATE_ARGS); grc=$$?; \
+	if [ $$rc -ne 0 ] && [ $$grc -ne 2 ]; then echo "make gpu-gate: pytest failed (exit $$rc): see the failed tests above"; exit 1; fi; exit $$grc
 
 clean:
 	rm -rf $(VENV) out .benchmarks .pytest_cache

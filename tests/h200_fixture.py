@@ -22,3 +22,82 @@ def write(doc, path):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
     return path
+
+
+def bench(doc, model, dtype, seq_len, variant):
+    """The forward benchmark ``(model, dtype, seq_len, variant)`` of a run document."""
+    for b in doc["benchmarks"]:
+        i = b["extra_info"]
+        if (i.get("suite"), i.get("model"), i.get("dtype"), i.get("seq_len"), i.get("variant")) == (
+                "forward", model, dtype, seq_len, variant):
+            return b
+    raise KeyError((model, dtype, seq_len, variant))
+
+
+def scale(b, factor):
+    """Scale every time of one benchmark (rounds, stats, CUDA-event ms) by ``factor``."""
+    s = b["stats"]
+    if "data" in s:
+        s["data"] = [x * factor for x in s["data"]]
+    for f in TIME_FIELDS:
+        if isinstance(s.get(f), (int, float)):
+            s[f] *= factor
+    if s.get("ops"):
+        s["ops"] = s["ops"] / factor
+    if "cuda_event_ms" in (b.get("extra_info") or {}):
+        b["extra_info"]["cuda_event_ms"] = [x * factor for x in b["extra_info"]["cuda_event_ms"]]
+
+
+def forward_benches(doc, variant=None):
+    return [b for b in doc["benchmarks"] if b["extra_info"].get("suite") == "forward"
+            and (variant is None or b["extra_info"]["variant"] == variant)]
+
+
+def case_key(b):
+    i = b["extra_info"]
+    return i["model"], i["dtype"], i["seq_len"]
+
+
+def median_ms(b):
+    """Median of the raw rounds of one benchmark, in ms."""
+    import numpy as np
+
+    return float(np.median(b["stats"]["data"])) * 1000.0
+
+
+def checked(doc):
+    """Copy of ``doc`` whose graph benchmarks record a passed strict correctness check."""
+    import copy
+
+    doc = copy.deepcopy(doc)
+    for b in forward_benches(doc, "graph"):
+        b["extra_info"].update(correct=True, check="strict", max_abs_diff=0.0)
+    return doc
+
+
+def scaled(doc, factor, variants=None):
+    """Copy of ``doc`` with every time of the forward benchmarks (of ``variants``, default all) scaled."""
+    import copy
+
+    doc = copy.deepcopy(doc)
+    for b in forward_benches(doc):
+        if variants is None or b["extra_info"]["variant"] in variants:
+            scale(b, factor)
+    return doc
+
+
+def write_runs(folder, factors, doc=None, prefix="run", variants=None):
+    """One run file per factor: ``doc`` (default: the fixture with recorded checks) scaled by it."""
+    doc = checked(DOC) if doc is None else doc
+    return [write(scaled(doc, f, variants), folder / f"{prefix}-{i + 1}.json") for i, f in enumerate(factors)]
+
+
+def no_default_baseline_fixture(tmp_path, monkeypatch):
+    """Point every default baseline lookup at an empty folder: no test picks a committed baseline."""
+    from cudagraph_bench import paths
+
+    empty = tmp_path / "no-baselines"
+    empty.mkdir()
+    monkeypatch.setenv(paths.BASELINES_ENV, str(empty))
+    monkeypatch.setattr(paths, "checkout_root", lambda: None)
+    return empty

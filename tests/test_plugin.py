@@ -56,7 +56,8 @@ def test_bad_options_are_usage_errors(pytester, args, message):
     assert message in result.stderr.str()
 
 
-def test_gpu_tests_skip_with_one_reason_on_cpu(pytester):
+def test_gpu_tests_skip_with_one_reason_on_cpu(pytester, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")   # the subprocess sees no GPU, also on a GPU machine
     pytester.makepyfile("""
         import pytest
         pytestmark = pytest.mark.gpu
@@ -69,13 +70,45 @@ def test_gpu_tests_skip_with_one_reason_on_cpu(pytester):
     assert "needs a CUDA GPU: torch.cuda.is_available() is False on this machine" in result.stdout.str()
 
 
-def test_machine_info_has_cuda_key(pytester, tmp_path):
+def test_machine_info_has_cuda_key(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")   # the subprocess sees no GPU, also on a GPU machine
     pytester.makepyfile("def test_b(benchmark):\n    benchmark(lambda: None)\n")
     out = tmp_path / "run.json"
     result = run(pytester, "--benchmark-only", f"--benchmark-json={out}")
     assert result.ret == 0
     data = json.loads(out.read_text())
     assert "cuda" in data["machine_info"] and data["machine_info"]["cuda"] is None
+    assert data["machine_info"]["cpu_affinity"]                   # e.g. "0-7"
+    (bench,) = data["benchmarks"]
+    assert bench["options"]["disable_gc"] is True                 # gc off while timing, by default
+
+
+def test_keep_gc_leaves_the_garbage_collector_on_while_timing(pytester, tmp_path):
+    pytester.makepyfile("def test_b(benchmark):\n    benchmark(lambda: None)\n")
+    out = tmp_path / "run.json"
+    assert run(pytester, "--benchmark-only", f"--benchmark-json={out}", "--keep-gc").ret == 0
+    assert json.loads(out.read_text())["benchmarks"][0]["options"]["disable_gc"] is False
+
+
+def test_cpus_pins_the_test_process(pytester):
+    import os
+
+    cpu = min(os.sched_getaffinity(0))
+    pytester.makepyfile(f"import os\ndef test_pinned():\n    assert os.sched_getaffinity(0) == {{{cpu}}}\n")
+    run(pytester, "--cpus", str(cpu)).assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--cpus", "3-1"), "bad CPU range '3-1'"),
+    (("--cpus", "x"), "bad CPU list item 'x'"),
+    (("--cpus", "100000"), "not available to this process: choose among"),
+    (("--min-time-ms", "-1"), "expected milliseconds >= 0"),
+])
+def test_bad_timing_options_are_usage_errors(pytester, args, message):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
 
 
 def test_memory_ledger_summary_separates_the_first_graph_case():

@@ -98,8 +98,10 @@ def test_graph_variants_on_cpu_are_a_usage_error(capsys, tmp_path):
     assert not (tmp_path / "run.json").exists()
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message without a GPU")
-def test_graph_variants_without_cuda_are_a_usage_error(capsys, tmp_path):
+def test_graph_variants_without_cuda_are_a_usage_error(capsys, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli_main(["run", "--variants", "eager,graph", "-o", str(tmp_path)]) == 2
     assert "graph variants need a CUDA GPU" in capsys.readouterr().err
 
@@ -202,7 +204,10 @@ def run_cpu(tmp_path, *extra):
     return rc, out
 
 
-def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, capsys):
+def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     rc, out = run_cpu(tmp_path)
     assert rc == 0
     stdout = capsys.readouterr().out
@@ -228,6 +233,49 @@ def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, cap
     for name in ("latency_comparison.png", "speedup_vs_length.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_cpu_run_on_a_gpu_machine_records_no_cuda_fingerprint(tmp_path, monkeypatch):
+    """A --device cpu run measured no GPU: machine_info["cuda"] is None even where CUDA is available, so
+    the run is never gated as a GPU run."""
+    import torch
+
+    from cudagraph_bench import envinfo
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(envinfo, "cuda_fingerprint", lambda: pytest.fail("a CPU run read the GPU fingerprint"))
+    rc, out = run_cpu(tmp_path, "--prompt-lengths", "8")
+    assert rc == 0
+    assert json.loads((out / "run.json").read_text())["machine_info"]["cuda"] is None
+
+
+def test_run_cpus_pins_the_run_and_records_the_cpu_set(tmp_path):
+    import os
+
+    allowed = os.sched_getaffinity(0)
+    cpu = min(allowed)
+    try:
+        rc, out = run_cpu(tmp_path, "--prompt-lengths", "8", "--cpus", str(cpu))
+        assert os.sched_getaffinity(0) == {cpu}
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert rc == 0
+    raw = json.loads((out / "run.json").read_text())
+    assert raw["machine_info"]["cpu_affinity"] == str(cpu)
+    assert raw["benchmarks"][0]["options"]["disable_gc"] is True
+
+
+def test_run_cpus_outside_the_allowed_set_is_a_usage_error(tmp_path, capsys):
+    from cudagraph_bench.envinfo import format_cpus
+
+    import os
+
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--cpus", "0,100000", "-o", str(tmp_path / "o")])
+    assert rc == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert f"--cpus: CPU(s) 100000 not available to this process: choose among {format_cpus(os.sched_getaffinity(0))}" \
+        in err
+    assert not (tmp_path / "o").exists()
 
 
 def test_run_cpu_isolated_eager_goes_through_the_real_worker(tmp_path):

@@ -80,7 +80,8 @@ def test_gpu_slug():
     assert gpu_slug("  ") == "unknown-gpu"
 
 
-def test_fingerprint_is_none_without_cuda():
+def test_fingerprint_is_none_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cuda_fingerprint() is None
 
 

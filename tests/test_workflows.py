@@ -69,7 +69,7 @@ def test_actions_are_pinned_and_credentials_not_persisted(path):
 
 def test_gpu_perf_matrix_runners_concurrency_gate_and_artifacts():
     doc = load(WORKFLOWS[1])
-    (job,) = doc["jobs"].values()
+    job = doc["jobs"]["perf"]
     gpus = job["strategy"]["matrix"]["gpu"]
     assert gpus and job["strategy"]["fail-fast"] is False
     assert job["runs-on"][:3] == ["self-hosted", "linux", "gpu"] and job["runs-on"][3] == "${{ matrix.gpu }}"
@@ -85,6 +85,18 @@ def test_gpu_perf_matrix_runners_concurrency_gate_and_artifacts():
     assert "out/" in upload["with"]["path"] and ".benchmarks/" in upload["with"]["path"]
     for gpu in gpus:
         assert re.fullmatch(r"[a-z0-9-]+", gpu), "matrix entries are GPU slugs (envinfo.gpu_slug)"
+
+
+def test_gpu_ab_job_compares_base_and_head_on_the_perf_jobs_gpu():
+    doc = load(WORKFLOWS[1])
+    perf, ab = doc["jobs"]["perf"], doc["jobs"]["ab"]
+    assert "pull_request" in ab["if"] and ab["needs"] == "perf"
+    assert ab["runs-on"] == perf["runs-on"] and ab["strategy"]["matrix"] == perf["strategy"]["matrix"]
+    assert ab["concurrency"]["group"] == perf["concurrency"]["group"]  # never two perf jobs on one GPU
+    checkout = next(s for s in ab["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 0  # the base commit must be there for `git worktree add`
+    run = next(s["run"] for s in ab["steps"] if "cudagraph-bench ab" in s.get("run", ""))
+    assert '--base "$BASE_SHA"' in run and "--head HEAD" in run and "-k 5" in run
 
 
 def test_ci_runs_the_cpu_tests_on_a_hosted_runner():

@@ -1,21 +1,28 @@
-"""``cudagraph-bench baseline RUN -o baselines/<gpu>.json``: the versioned per-GPU baseline file.
+"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the versioned per-GPU baseline file.
 
-A baseline (schema_version 1) is JSON with::
+A baseline is built from k >= :data:`~cudagraph_bench.noise.MIN_BASELINE_RUNS` separate runs of the
+same code on one GPU type (separate processes: what moves between runs is the noise a gate must
+tolerate, :mod:`cudagraph_bench.noise`). Schema 2::
 
-    schema_version: 1, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
-    environment: {cuda: machine_info["cuda"], python, python_implementation, cpu, system, release,
-                  machine, pytest_benchmark, commit_info, run_datetime},
-    source: {file: run file name, sha256: of the run file},
-    thresholds: {min_reduction_pct, max_regression_pct, max_gated_len},
-    cases: [{model, dtype, seq_len, gated, min_reduction_pct,
-             eager: {median_ms, p95_ms, n}, graph: {median_ms, p95_ms, n},
-             reduction_pct, reduction_ci95_pct: [low, high] | null}, ...]
+    schema_version: 2, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
+    environment: {cuda: machine_info["cuda"] of the newest run, python, ..., run_datetime},
+    sources: [{file, sha256, run_datetime, node}, ...]           (one per run)
+    thresholds: {min_reduction_pct, max_gated_len, regression_floor_pct, noise_multiplier, alpha},
+    cases: [{model, dtype, seq_len, gated, min_reduction_pct, n_runs,
+             eager: {median_ms, p95_ms, run_medians_ms: [...]},
+             graph: {median_ms, p95_ms, run_medians_ms: [...], spread_pct},
+             reduction_pct, reduction_range_pct: [low, high]}, ...]
 
-``gate`` reads it to check graph-median regressions and per-case thresholds (edit a case's ``gated`` or
-``min_reduction_pct`` by hand to tune it; :func:`load_baseline` validates them as the CLI flags are
-validated: ``gated`` true/false, ``min_reduction_pct`` a percent in [0, 100), one entry per case). Medians are
-stored rounded to :data:`MEDIAN_DECIMALS` decimals of a ms; ``gate`` rounds a run's median the same way
-(:func:`stored_ms`) before comparing, so a run gated against its own baseline never regresses. No torch.
+``median_ms`` is the median of the run medians, ``p95_ms`` the median of the runs' p95s, ``spread_pct``
+the between-run spread of the graph medians (:func:`cudagraph_bench.noise.spread_pct`);
+``reduction_range_pct`` the lowest and highest per-run latency reduction. ``gate`` allows a graph
+median to be slower than ``median_ms`` by the case's tolerance,
+``max(regression_floor_pct, m * spread_pct * sqrt(1/k + 1/n))`` for n gated runs, where m is
+``noise_multiplier`` or, when null (the default), Student's t quantile of k - 1 degrees of freedom
+(:func:`cudagraph_bench.noise.spread_multiplier`).
+Edit a case's ``gated`` or ``min_reduction_pct`` by hand to tune it (:func:`load_baseline` validates them
+as the CLI flags are validated). A case whose recorded correctness check failed is never stored, nor is
+one without a recorded check unless ``--allow-unchecked``. No torch.
 """
 
 from __future__ import annotations
@@ -28,17 +35,21 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudagraph_bench import stats
-from cudagraph_bench.options import parse_count, parse_path, parse_reduction_pct, parse_regression_pct
+import numpy as np
+
+from cudagraph_bench import noise, stats
+from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
+                                     parse_regression_pct)
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import (DEFAULT_STORAGE, Measurement, Run, forward_groups, load_run,
+from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups,
                                      refuse_overwriting_inputs, write_text_atomic)
 from cudagraph_bench.table import Column, render_table
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KIND = "cudagraph-bench-baseline"
 DEFAULT_MIN_REDUCTION_PCT = 30.0
-DEFAULT_MAX_REGRESSION_PCT = 10.0
+#: Floor of the per-case regression tolerance (percent), see :mod:`cudagraph_bench.noise`.
+DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
 DEFAULT_MAX_GATED_LEN = 128
 #: Decimals of a ms that a baseline file keeps of each median and p95 (6: the ns).
@@ -55,6 +66,11 @@ class Baseline:
     cases: dict[tuple[str, str, int], dict]
     data: dict
 
+    @property
+    def n_runs(self) -> int:
+        """Runs the baseline was built from."""
+        return len(self.data.get("sources") or [])
+
 
 def pct(fraction: float) -> float:
     """Fraction -> percent (0.4 -> 40.0)."""
@@ -64,7 +80,8 @@ def pct(fraction: float) -> float:
 def pair_reduction(eager: Measurement, graph: Measurement) -> tuple[float, tuple[float, float] | None]:
     """Median latency reduction of ``graph`` vs ``eager`` in percent, and its 95% bootstrap interval
     in percent (None when either run kept no per-round data or fewer than
-    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds)."""
+    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds). The interval covers one run's rounds
+    only; it says how well that run pins its medians, not where another run lands."""
     red = pct(stats.reduction(eager.summary.median_ms, graph.summary.median_ms))
     if not (eager.can_bootstrap and graph.can_bootstrap):
         return red, None
@@ -93,94 +110,152 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 def stored_ms(value: float) -> float:
-    """A latency in ms rounded as a baseline file stores it (:data:`MEDIAN_DECIMALS` decimals of a ms).
-    ``gate`` compares a run's median at this precision with the baseline's stored median."""
+    """A latency in ms rounded as a baseline file stores it (:data:`MEDIAN_DECIMALS` decimals of a ms)."""
     return round(value, MEDIAN_DECIMALS)
 
 
-def _point(m: Measurement) -> dict:
-    """Median and p95 in ms (unrounded) and the number of rounds."""
-    return {"median_ms": m.summary.median_ms, "p95_ms": m.summary.p95_ms, "n": m.summary.n}
+def _point(ms: list[Measurement]) -> dict:
+    """Median of the run medians, median of the runs' p95s (None without per-round data), and the run
+    medians, in ms."""
+    p95s = [m.summary.p95_ms for m in ms if m.summary.p95_ms is not None]
+    return {"median_ms": float(np.median([m.summary.median_ms for m in ms])),
+            "p95_ms": float(np.median(p95s)) if p95s else None,
+            "run_medians_ms": [m.summary.median_ms for m in ms]}
 
 
 def stored_case(case: dict) -> dict:
-    """A case as the file stores it: median and p95 rounded to the ns (6 decimals of a ms), the
-    reduction and its interval to 3 decimals of a percent."""
-    ci = case["reduction_ci95_pct"]
-    return {**case, **{v: {**case[v], "median_ms": _round(case[v]["median_ms"], MEDIAN_DECIMALS),
-                           "p95_ms": _round(case[v]["p95_ms"], MEDIAN_DECIMALS)} for v in ("eager", "graph")},
+    """A case as the file stores it: times rounded to the ns (6 decimals of a ms), percents to 3 decimals."""
+    def point(p: dict) -> dict:
+        return {**p, "median_ms": _round(p["median_ms"], MEDIAN_DECIMALS), "p95_ms": _round(p["p95_ms"], MEDIAN_DECIMALS),
+                "run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["run_medians_ms"]],
+                **({"spread_pct": _round(p["spread_pct"], 3)} if "spread_pct" in p else {})}
+    return {**case, "eager": point(case["eager"]), "graph": point(case["graph"]),
             "reduction_pct": _round(case["reduction_pct"], 3),
-            "reduction_ci95_pct": [_round(x, 3) for x in ci] if ci else None}
+            "reduction_range_pct": [_round(x, 3) for x in case["reduction_range_pct"]]}
 
 
-def build_baseline(run: Run, *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION_PCT,
-                   max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT,
-                   max_gated_len: int = DEFAULT_MAX_GATED_LEN, rounded: bool = True) -> dict:
-    """Baseline document (schema_version 1) from a run's forward-suite eager/graph pairs, its cases as
-    stored (:func:`stored_case`); ``rounded=False`` keeps the exact values, to print the same one-decimal
-    numbers as ``gate`` and ``report`` (rounding twice moves a digit: 78.7495 -> 78.75 -> 78.8).
+def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: str = "baseline") -> None:
+    """Raise :class:`UsageError` naming the run, the case and its check when a graph benchmark of
+    ``runs`` recorded a failed correctness check (a fast wrong graph must never become the reference),
+    or recorded none (unless ``allow_unchecked``: runs written before checks were recorded)."""
+    for run in runs:
+        for key, variants in forward_groups(run).items():
+            m = variants.get("graph")
+            if m is None:
+                continue
+            label = "{} {} L={} graph".format(*key)
+            if m.check_status == "fail":
+                raise UsageError(f"{what}: {label} of {run.path} failed its correctness check ({m.check_detail}): "
+                                 "a wrong graph is never stored; fix the capture and rerun")
+            if m.check_status == "unchecked" and not allow_unchecked:
+                raise UsageError(f"{what}: {label} of {run.path} recorded no correctness check: rerun with the "
+                                 "current plugin, or pass --allow-unchecked for runs recorded before checks existed")
 
-    Raises InputFileError when the run has no GPU fingerprint (``machine_info["cuda"]["gpu_slug"]``),
-    no forward benchmarks, or a case with eager but no graph.
+
+def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION_PCT,
+                   regression_floor_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+                   noise_multiplier: float = noise.DEFAULT_MULTIPLIER, alpha: float = noise.DEFAULT_ALPHA,
+                   max_gated_len: int = DEFAULT_MAX_GATED_LEN, min_runs: int = noise.MIN_BASELINE_RUNS,
+                   allow_unchecked: bool = False, rounded: bool = True) -> dict:
+    """Baseline document (schema 2) from ``runs``: separate runs of the same forward matrix on one GPU
+    type. A case is stored when at least ``min_runs`` runs measured its eager and graph variants;
+    ``rounded=False`` keeps the exact values (what ``baseline`` prints).
+
+    Raises UsageError when fewer than ``min_runs`` runs are given, a file is given twice, the runs
+    are of different GPUs or of none (no ``machine_info["cuda"]["gpu_slug"]``), no case is in
+    ``min_runs`` runs, or a graph benchmark failed (or, unless ``allow_unchecked``, lacks) its check.
     """
-    if run.gpu_slug is None:
-        raise InputFileError(f"{run.path} has no machine_info.cuda.gpu_slug: baselines are per GPU; "
+    if len(runs) < min_runs:
+        raise UsageError(f"a baseline needs at least {min_runs} separate runs of the same matrix, got {len(runs)}: "
+                         "run the benchmarks again (a new process each time) and pass every JSON")
+    distinct_runs(runs, "baseline")
+    slugs = {r.gpu_slug for r in runs}
+    if None in slugs:
+        cpu = next(r for r in runs if r.gpu_slug is None)
+        raise InputFileError(f"{cpu.path} has no machine_info.cuda.gpu_slug: baselines are per GPU; "
                              "record the run on a GPU with the cudagraph-bench plugin")
+    if len(slugs) > 1:
+        raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(slugs))}): a baseline is per GPU "
+                         "type; build one per GPU")
+    refuse_wrong_cases(runs, allow_unchecked=allow_unchecked)
     cases = []
-    for (model, dtype, seq_len), variants in forward_groups(run).items():
-        eager, graph = variants["eager"], variants["graph"]
-        red, ci = pair_reduction(eager, graph)
+    for (model, dtype, seq_len), variants in merged_forward_groups(runs).items():
+        eager, graph = variants.get("eager", []), variants.get("graph", [])
+        if min(len(eager), len(graph)) < min_runs:
+            print(f"cudagraph-bench baseline: warning: {model} {dtype} L={seq_len} is in "
+                  f"{min(len(eager), len(graph))} of {len(runs)} runs (< {min_runs}): not stored", file=sys.stderr)
+            continue
+        per_run = [pct(stats.reduction(e.summary.median_ms, g.summary.median_ms)) for e, g in zip(eager, graph)]
+        e_point, g_point = _point(eager), _point(graph)
+        g_point["spread_pct"] = noise.spread_pct(g_point["run_medians_ms"])
         case = {
             "model": model, "dtype": dtype, "seq_len": seq_len,
-            "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct,
-            "eager": _point(eager), "graph": _point(graph),
-            "reduction_pct": red, "reduction_ci95_pct": list(ci) if ci else None,
+            "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct, "n_runs": len(graph),
+            "eager": e_point, "graph": g_point,
+            "reduction_pct": pct(stats.reduction(e_point["median_ms"], g_point["median_ms"])),
+            "reduction_range_pct": [min(per_run), max(per_run)],
         }
         cases.append(stored_case(case) if rounded else case)
+    if not cases:
+        raise UsageError(f"no forward case was measured in {min_runs} of the {len(runs)} runs: give runs of the "
+                         "same matrix")
+    newest = max(runs, key=lambda r: str(r.data.get("datetime") or ""))
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
-        "gpu_slug": run.gpu_slug,
-        "environment": _environment(run),
-        "source": {"file": run.path.name, "sha256": run.sha256},
-        "thresholds": {"min_reduction_pct": min_reduction_pct, "max_regression_pct": max_regression_pct,
-                       "max_gated_len": max_gated_len},
+        "gpu_slug": newest.gpu_slug,
+        "environment": _environment(newest),
+        "sources": [{"file": r.path.name, "sha256": r.sha256, "run_datetime": r.data.get("datetime"),
+                     "node": r.machine_info.get("node")} for r in runs],
+        "thresholds": {"min_reduction_pct": min_reduction_pct, "max_gated_len": max_gated_len,
+                       "regression_floor_pct": regression_floor_pct, "noise_multiplier": noise_multiplier,
+                       "alpha": alpha},
         "cases": cases,
     }
+
+
+#: Threshold keys of a baseline file and the parser that validates each (as its CLI flag).
+THRESHOLD_PARSERS = {"min_reduction_pct": parse_reduction_pct, "regression_floor_pct": parse_regression_pct,
+                     "max_gated_len": parse_count}
 
 
 def load_baseline(path: str | Path) -> Baseline:
     """Load and validate a baseline file.
 
     Raises InputFileError for a missing, empty or invalid file or a folder, for a schema_version other than
-    :data:`SCHEMA_VERSION`, and (naming the case and the fix) for a case whose ``seq_len`` is not a whole
-    number >= 1 token, whose ``gated`` is not true/false, whose ``min_reduction_pct`` is not a percent in
-    [0, 100) (what ``--min-reduction`` accepts; null means the file's threshold), or that is listed twice.
+    :data:`SCHEMA_VERSION` (a schema-1 file was built from one run: rebuild it from k runs), and (naming
+    the case and the fix) for a case whose ``seq_len`` is not a whole number >= 1 token, whose ``gated``
+    is not true/false, whose ``min_reduction_pct`` is not a percent in [0, 100) (what ``--min-reduction``
+    accepts; null means the file's threshold), whose graph run medians are not positive, or that is
+    listed twice.
     """
     path = Path(path)
     if path.is_dir():
         raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
     if not path.is_file():
         raise InputFileError(f"no such baseline file: {path}: write one with "
-                             "cudagraph-bench baseline RUN -o baselines/<gpu>.json")
+                             "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
     raw = path.read_bytes()
     if not raw.strip():
-        raise InputFileError(f"baseline {path} is empty: rewrite it with cudagraph-bench baseline RUN -o {path}")
+        raise InputFileError(f"baseline {path} is empty: rewrite it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise InputFileError(f"baseline {path} is not valid JSON (truncated?): rewrite it with "
-                             f"cudagraph-bench baseline RUN -o {path}") from None
+                             f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         hint = ("it looks like a pytest-benchmark run: pass it as RUN and this file as --baseline, or write "
-                "a baseline from it with cudagraph-bench baseline RUN -o baselines/<gpu>.json"
+                "a baseline from 5 such runs with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json"
                 if isinstance(data, dict) and "benchmarks" in data else
-                "write one with cudagraph-bench baseline RUN -o baselines/<gpu>.json")
+                "write one with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
         raise InputFileError(f"{path} is not a cudagraph-bench baseline (no schema_version): {hint}")
+    if data["schema_version"] == 1:
+        raise InputFileError(f"baseline {path} is schema 1, built from a single run (no between-run noise model): "
+                             f"rebuild it from 5 or more separate runs with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     if data["schema_version"] != SCHEMA_VERSION:
         raise InputFileError(f"baseline {path} has unknown schema_version {data['schema_version']!r} "
                              f"(this cudagraph-bench reads {SCHEMA_VERSION}): regenerate it with "
-                             f"cudagraph-bench baseline RUN -o {path}")
+                             f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     try:
         if not isinstance(data["cases"], list):
             raise TypeError(f"cases must be a list, got {type(data['cases']).__name__}")
@@ -191,11 +266,21 @@ def load_baseline(path: str | Path) -> Baseline:
                 first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
                 raise InputFileError(f"baseline {path} lists case {_case_name(key)} twice (cases[{first}] and "
                                      f"cases[{index}]): delete one of them, or regenerate the file with "
-                                     f"cudagraph-bench baseline RUN -o {path}")
+                                     f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
             _check_case(path, key, c)
             cases[key] = c
             if not float(c["graph"]["median_ms"]) > 0:
                 raise ValueError("a graph median_ms is not > 0")
+            for variant in ("eager", "graph"):
+                medians = c[variant]["run_medians_ms"]
+                if not (isinstance(medians, list) and medians and all(
+                        isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in medians)):
+                    raise ValueError(f"case {_case_name(key)}: {variant}.run_medians_ms must be a list of positive ms")
+            spread = c["graph"].get("spread_pct")
+            if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread < 0
+                                       or len(c["graph"]["run_medians_ms"]) < 2):
+                raise ValueError(f"case {_case_name(key)}: graph.spread_pct must be a percent >= 0 from 2 or more "
+                                 "run medians, or null")
         if not cases:
             raise ValueError("it holds no cases")
         gpu = str(data["gpu_slug"])
@@ -203,8 +288,8 @@ def load_baseline(path: str | Path) -> Baseline:
         if not isinstance(raw_thresholds, dict):
             raise TypeError(f"thresholds must be an object, got {raw_thresholds!r}")
         thresholds = {}
-        for key, parse in (("min_reduction_pct", parse_reduction_pct), ("max_regression_pct", parse_regression_pct),
-                           ("max_gated_len", parse_count)):
+        for key, parse in (*THRESHOLD_PARSERS.items(), ("noise_multiplier", parse_regression_pct),
+                           ("alpha", _parse_alpha)):
             value = raw_thresholds.get(key)
             if value is None:
                 continue
@@ -220,8 +305,19 @@ def load_baseline(path: str | Path) -> Baseline:
         raise  # already one line naming the case and the fix (InputFileError is a ValueError)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
-                             f"regenerate it with cudagraph-bench baseline RUN -o {path}") from None
+                             f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
     return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
+
+
+def _parse_alpha(text: str) -> float:
+    """A significance level in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"a significance level is in (0, 1), got {value:g}")
+    return value
 
 
 def _case_name(key: tuple[str, str, int]) -> str:
@@ -235,7 +331,7 @@ def _case_seq_len(path: Path, index: int, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
                              f"is a whole number of tokens >= 1; fix it, or regenerate the file with "
-                             f"cudagraph-bench baseline RUN -o {path}")
+                             f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     return value
 
 
@@ -260,42 +356,56 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
 
 
 BASELINE_COLUMNS = [
-    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"),
-    Column("eager_ms", "eager ms", ".3f"), Column("eager_p95_ms", "eager p95", ".3f"),
-    Column("graph_ms", "graph ms", ".3f"), Column("graph_p95_ms", "graph p95", ".3f"),
-    Column("reduction_pct", "reduction %", ".1f"), Column("ci", "95% CI"), Column("gated", "gated"),
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"), Column("n_runs", "runs", "d"),
+    Column("eager_ms", "eager ms", ".3f"), Column("graph_ms", "graph ms", ".3f"),
+    Column("graph_p95_ms", "graph p95", ".3f"), Column("spread_pct", "graph spread %", ".1f"),
+    Column("tolerance_pct", "tolerance %", ".1f"), Column("reduction_pct", "reduction %", ".1f"),
+    Column("range", "per-run reduction %"), Column("gated", "gated"),
 ]
 
 
 def baseline_rows(doc: dict) -> list[dict]:
-    """Table rows (for :data:`BASELINE_COLUMNS`) of a baseline document."""
+    """Table rows (for :data:`BASELINE_COLUMNS`) of a baseline document; ``tolerance_pct`` is the
+    allowed graph slow-down of one gated run against this baseline."""
+    th = doc["thresholds"]
     rows = []
     for c in doc["cases"]:
-        ci = c.get("reduction_ci95_pct")
-        rows.append({"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"],
-                     "eager_ms": c["eager"]["median_ms"], "eager_p95_ms": c["eager"]["p95_ms"],
-                     "graph_ms": c["graph"]["median_ms"], "graph_p95_ms": c["graph"]["p95_ms"],
-                     "reduction_pct": c["reduction_pct"],
-                     "ci": f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci else None,
+        low, high = c["reduction_range_pct"]
+        spread = c["graph"].get("spread_pct")
+        rows.append({"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"], "n_runs": c["n_runs"],
+                     "eager_ms": c["eager"]["median_ms"], "graph_ms": c["graph"]["median_ms"],
+                     "graph_p95_ms": c["graph"]["p95_ms"], "spread_pct": spread,
+                     "tolerance_pct": noise.tolerance_pct(spread, c["n_runs"], 1, floor_pct=th["regression_floor_pct"],
+                                                          multiplier=th.get("noise_multiplier")),
+                     "reduction_pct": c["reduction_pct"], "range": f"[{low:.1f}, {high:.1f}]",
                      "gated": "yes" if c["gated"] else "no"})
     return rows
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``cudagraph-bench baseline RUN -o FILE``."""
-    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON of a GPU run (path or saved-run id, "
-                                                   "e.g. 0001)")
+    """Arguments of ``cudagraph-bench baseline RUN... -o FILE``."""
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help=f"pytest-benchmark JSON of separate GPU runs of the same matrix, at least "
+                             f"{noise.MIN_BASELINE_RUNS} (paths or saved-run ids, e.g. 0001)")
     parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
                         help="baseline file to write, by convention baselines/<gpu_slug>.json")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
-                        help="where saved-run ids are looked up (default: %(default)s)")
+    add_storage_option(parser)
     parser.add_argument("--min-reduction", type=parse_reduction_pct, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
                         help="per-case minimum median latency reduction stored for gated cases "
                              "(default: %(default)s)")
     parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
-                        help="allowed graph-median slow-down vs this baseline (default: %(default)s)")
+                        help="floor of every case's regression tolerance in percent; a noisier case gets "
+                             "a multiple of its between-run spread (default: %(default)s)")
+    parser.add_argument("--noise-multiplier", type=parse_regression_pct, default=noise.DEFAULT_MULTIPLIER, metavar="X",
+                        help="a change must exceed X between-run spreads (default: Student's t quantile at "
+                             f"{1 - noise.DEFAULT_TAIL:g} with k-1 degrees of freedom)")
     parser.add_argument("--max-gated-len", type=parse_count, default=DEFAULT_MAX_GATED_LEN, metavar="TOKENS",
                         help="cases with prompt length <= this are gated (default: %(default)s)")
+    parser.add_argument("--min-runs", type=parse_count, default=noise.MIN_BASELINE_RUNS, metavar="K",
+                        help="fewest runs a case must be measured in (default: %(default)s)")
+    parser.add_argument("--allow-unchecked", action="store_true",
+                        help="store graph cases whose run recorded no correctness check (runs recorded before "
+                             "checks existed); a failed check is always refused")
 
 
 def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
@@ -320,13 +430,14 @@ def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench baseline RUN -o FILE``. Returns 0; bad input or an output path that cannot be
-    written raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is printed or
-    written."""
-    run = load_run(args.run, args.storage)
-    refuse_overwriting_inputs(args.output, "-o", [run.path])
-    exact = build_baseline(run, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
-                           max_gated_len=args.max_gated_len, rounded=False)
+    """Run ``cudagraph-bench baseline RUN... -o FILE``. Returns 0; bad input (too few runs, a failed or
+    missing check, runs of different GPUs) or an output path that cannot be written raises
+    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is printed or written."""
+    runs = [load_run(ref, args.storage) for ref in args.runs]
+    refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
+    exact = build_baseline(runs, min_reduction_pct=args.min_reduction, regression_floor_pct=args.max_regression,
+                           noise_multiplier=args.noise_multiplier, max_gated_len=args.max_gated_len,
+                           min_runs=args.min_runs, allow_unchecked=args.allow_unchecked, rounded=False)
     doc = {**exact, "cases": [stored_case(c) for c in exact["cases"]]}
     out = Path(args.output)
     check_output_file(out, "-o", doc["gpu_slug"] + ".json")
@@ -337,5 +448,5 @@ def main(args: argparse.Namespace) -> int:
     write_text_atomic(out, json.dumps(doc, indent=2) + "\n")
     n_gated = sum(c["gated"] for c in doc["cases"])
     print(f"wrote {out}: {len(doc['cases'])} cases ({n_gated} gated), GPU {doc['gpu_slug']}, "
-          f"from {run.path.name} (sha256 {run.sha256[:12]})")
+          f"from {len(runs)} runs ({', '.join(r.path.name for r in runs)})")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib
+import os
 import sys
 
 from cudagraph_bench import __version__
@@ -20,10 +21,13 @@ from cudagraph_bench.options import show_default
 #: sub-command -> (module, one-line help)
 COMMANDS = {
     "run": ("cudagraph_bench.runcmd", "measure eager vs graph (and compile variants) for one model; table, JSON, PNGs"),
-    "gate": ("cudagraph_bench.gate", "fail (exit 1) when graph replay cuts median latency by less than the threshold"),
+    "gate": ("cudagraph_bench.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
+                                     "threshold, or regressed vs the GPU's baseline"),
     "compare": ("cudagraph_bench.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
-    "baseline": ("cudagraph_bench.baseline", "write a versioned per-GPU baseline file from a run JSON (atomically)"),
+    "baseline": ("cudagraph_bench.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
     "report": ("cudagraph_bench.report", "render the markdown table and PNG plots of a run JSON"),
+    "calibrate": ("cudagraph_bench.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
+    "ab": ("cudagraph_bench.ab", "measure base and head commits interleaved, k runs each, and compare them"),
 }
 
 
@@ -62,8 +66,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class PipeSafeStdout:
+    """Stands in for ``sys.stdout`` while a command runs, so that the exit code never depends on where
+    stdout goes: when the reader of a pipe has gone (``cudagraph-bench compare A B | head -1``), the
+    first write or flush that hits the closed pipe points file descriptor 1 at ``os.devnull`` and the
+    rest of the output is dropped (the Python docs' SIGPIPE recipe), instead of a ``BrokenPipeError``
+    turning the command's verdict into exit code 2. Everything else is delegated to ``stream``."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop_output()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop_output()
+
+    def _drop_output(self) -> None:
+        # from here on, writes (and the interpreter's flush at exit) go to /dev/null: no second
+        # BrokenPipeError, no "Exception ignored" message, no changed exit status
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # a stream without a file descriptor
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Returns the exit code: 0 ok, 1 gate/compare failure, 2 usage error."""
+    """Entry point. Returns the exit code: 0 ok, 1 gate/compare failure, 2 usage error; the same
+    whether stdout is a terminal, a file or a pipe closed early (:class:`PipeSafeStdout`)."""
+    stdout = sys.stdout
+    if stdout is None:  # pythonw, or a closed stdout: nothing to guard
+        return _main(argv)
+    guard = PipeSafeStdout(stdout)
+    sys.stdout = guard
+    try:
+        return _main(argv)
+    finally:
+        guard.flush()
+        sys.stdout = stdout
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -1,22 +1,25 @@
-"""``cudagraph-bench compare OLD NEW``: per-benchmark change of the median between two runs; exit 1 on a
-regression beyond ``--max-regression`` percent (no torch).
+"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``): per-benchmark change of the
+median between runs; exit 1 on a regression or a correctness check that went from pass to fail (no torch).
 
-OLD and NEW are pytest-benchmark JSON paths or saved-run ids under ``.benchmarks/`` (``0001`` or the
-file stem, as ``--benchmark-autosave`` names them). Benchmarks are matched by their cudagraph-bench key
-(forward: model, dtype, seq_len, variant; decode: + new_tokens; launch: n_launches, variant), other
-benchmarks by full test name. The change is ``new median / old median - 1`` with a 95% percentile-bootstrap
-interval (:func:`cudagraph_bench.stats.relative_change_ci`). pytest-benchmark's own ``compare`` cannot
-fail a build (ionelmc/pytest-benchmark#273); this command can.
+OLD and NEW are pytest-benchmark JSON paths or saved-run ids (``0001`` or the file stem, as
+``--benchmark-autosave`` names them); with ``--old``/``--new`` each side is several separate runs of
+the same code (e.g. an A/B job that measured base and head k times each, interleaved). Benchmarks are
+matched by their cudagraph-bench key (forward: model, dtype, seq_len, variant; decode: + new_tokens;
+launch: n_launches, variant), other benchmarks by full test name. pytest-benchmark's own ``compare``
+cannot fail a build (ionelmc/pytest-benchmark#273); this command can.
+
+The verdict of a benchmark is :func:`cudagraph_bench.noise.check_regression` on the run medians of
+each side: the change of the median of run medians must exceed a tolerance calibrated on between-run
+noise (the spread of the GPU's baseline for forward eager/graph cases, else the spread of the given
+runs when a side has 2+ runs, else the floor ``--max-regression``) and, where the sample sizes allow,
+a one-sided Mann-Whitney U test must agree. The within-run bootstrap interval is not used: rounds of
+one run say nothing about the next run.
 
 Only what the suite guards can fail it: the reference variants (:data:`REFERENCE_VARIANTS`: eager,
 HF ``generate``, the static-cache eager loop, the launch loop) are host-bound and move between machines
 and runs, so a slower reference is reported (``slower (reference)``) but fails only with
-``--gate-references``. A change within ``--max-regression`` is ``ok`` (``within tolerance`` when its
-interval lies above zero), one whose interval lies below zero ``faster``.
-
-A benchmark in only one run cannot be compared. The summary counts them, and names every gated benchmark
-of OLD (not a reference variant) that NEW lacks, e.g. a lost graph benchmark; that does not change the exit
-code (only a regression fails), but it is never silent.
+``--gate-references``. A gated benchmark of OLD missing in NEW fails the comparison (exit 1) unless
+``--allow-missing``; runs with no benchmark in common are a usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -24,38 +27,49 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from cudagraph_bench import stats
-from cudagraph_bench.options import parse_path, parse_regression_pct
+from cudagraph_bench import noise
+from cudagraph_bench.baseline import Baseline, load_baseline
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.runfile import (DEFAULT_STORAGE, Measurement, Run, load_run, measurements,
+from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
+from cudagraph_bench.paths import default_baseline
+from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, load_run, measurements,
                                      refuse_overwriting_inputs, write_text_atomic)
 from cudagraph_bench.table import Column, render_table
 
-DEFAULT_MAX_REGRESSION_PCT = 10.0
+DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Variants that are the baselines of comparison rather than what the suite guards.
 REFERENCE_VARIANTS = frozenset({"eager", "generate", "static-eager", "loop"})
 
 
 @dataclass(frozen=True)
 class Change:
-    """Change of one benchmark's median from OLD to NEW (ms; percent)."""
+    """Change of one benchmark from OLD to NEW: the regression check of its run medians and the
+    correctness checks recorded on each side (``pass``/``fail``/``unchecked``/``reference``)."""
 
     suite: str
     label: str
-    old_median_ms: float
-    new_median_ms: float
-    change_pct: float
-    ci_pct: tuple[float, float] | None
-    max_regression_pct: float
+    check: noise.RegressionCheck
     gated: bool = True
+    old_check: str = "unchecked"
+    new_check: str = "unchecked"
+    new_check_detail: str | None = None
+
+    @property
+    def old_median_ms(self) -> float:
+        return self.check.old_median_ms
+
+    @property
+    def new_median_ms(self) -> float:
+        return self.check.new_median_ms
+
+    @property
+    def change_pct(self) -> float:
+        return self.check.change_pct
 
     @property
     def slower_beyond_threshold(self) -> bool:
-        """Slower by more than the allowed percent and, when both runs kept per-round data, with the
-        bootstrap 95% interval of the change above zero (noise alone is not a regression)."""
-        if not self.change_pct > self.max_regression_pct:
-            return False
-        return self.ci_pct is None or self.ci_pct[0] > 0
+        """Slower than the tolerance allows and, where the rank test applies, significantly so."""
+        return self.check.regressed
 
     @property
     def regressed(self) -> bool:
@@ -63,23 +77,33 @@ class Change:
         return self.gated and self.slower_beyond_threshold
 
     @property
+    def broke(self) -> bool:
+        """NEW recorded a failed correctness check where OLD did not: fails the build."""
+        return self.new_check == "fail" and self.old_check != "fail"
+
+    @property
     def marginal(self) -> bool:
-        """Median beyond the threshold, but the interval of the change includes zero."""
-        return self.change_pct > self.max_regression_pct and not self.slower_beyond_threshold
+        """Median beyond the tolerance, but the rank test does not call it significant."""
+        return self.check.beyond_tolerance and not self.slower_beyond_threshold
 
     @property
     def status(self) -> str:
+        parts = []
+        if self.broke:
+            parts.append(f"WRONG (check {self.old_check} -> fail)")
+        elif self.new_check == "fail":
+            parts.append("wrong in OLD and NEW")
         if self.regressed:
-            return "REGRESSION"
-        if self.slower_beyond_threshold:
-            return "slower (reference)"
-        if self.marginal:
-            return "marginal"
-        if self.ci_pct and self.ci_pct[1] < 0:
-            return "faster"
-        if self.ci_pct and self.ci_pct[0] > 0:
-            return "within tolerance"  # slower, but by no more than max_regression_pct
-        return "ok"
+            parts.append("REGRESSION")
+        elif self.slower_beyond_threshold:
+            parts.append("slower (reference)")
+        elif self.marginal:
+            parts.append("marginal")
+        elif self.change_pct < -self.check.tolerance_pct:
+            parts.append("faster")
+        elif not parts:
+            parts.append("ok")
+        return ", ".join(parts)
 
 
 def is_gated(m: Measurement, gate_references: bool = False) -> bool:
@@ -88,19 +112,38 @@ def is_gated(m: Measurement, gate_references: bool = False) -> bool:
     return gate_references or m.extra_info.get("variant") not in REFERENCE_VARIANTS
 
 
-def change(old: Measurement, new: Measurement, max_regression_pct: float, gate_references: bool = False) -> Change:
-    """:class:`Change` of ``new`` vs ``old``; the interval is None when either kept no per-round data
-    or fewer than :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds.
-    A reference variant (:data:`REFERENCE_VARIANTS`) is not gated unless ``gate_references``."""
-    ci = None
-    if old.can_bootstrap and new.can_bootstrap:
-        low, high = stats.relative_change_ci(old.samples_ms, new.samples_ms)
-        ci = (100.0 * low, 100.0 * high)
-    return Change(suite=new.suite, label=new.label, old_median_ms=old.summary.median_ms,
-                  new_median_ms=new.summary.median_ms,
-                  change_pct=100.0 * stats.relative_change(old.summary.median_ms, new.summary.median_ms),
-                  ci_pct=ci, max_regression_pct=max_regression_pct,
-                  gated=is_gated(new, gate_references))
+def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | None, int | None]:
+    """``(spread percent, degrees of freedom)`` of ``m``'s case in ``baseline``: the stored graph spread,
+    or the spread of the stored eager run medians, with k - 1 degrees of freedom for k runs; ``(None,
+    None)`` for other suites and variants, without a case, or with medians that are not positive."""
+    if baseline is None or m.suite != "forward" or m.key[3] not in ("eager", "graph"):
+        return None, None
+    case = baseline.cases.get(tuple(m.key[:3]))
+    if case is None:
+        return None, None
+    medians = case[m.key[3]].get("run_medians_ms") or []
+    if m.key[3] == "graph" and case["graph"].get("spread_pct") is not None:
+        return float(case["graph"]["spread_pct"]), len(medians) - 1
+    try:
+        return (noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (None, None)
+    except ValueError:
+        return None, None
+
+
+def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+           gate_references: bool = False, baseline: Baseline | None = None) -> Change:
+    """:class:`Change` of one benchmark measured in the runs ``new`` against ``old`` (one Measurement
+    per run). A reference variant (:data:`REFERENCE_VARIANTS`) is not gated unless ``gate_references``."""
+    spread, df = baseline_spread(baseline, new[0])
+    th = baseline.thresholds if baseline else {}
+    check = noise.check_regression([m.summary.median_ms for m in old], [m.summary.median_ms for m in new],
+                                   spread=spread, floor_pct=floor_pct,
+                                   multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
+                                   alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)), df=df)
+    worst_new = next((m for m in new if m.check_status == "fail"), new[0])
+    old_status = "fail" if any(m.check_status == "fail" for m in old) else old[0].check_status
+    return Change(suite=new[0].suite, label=new[0].label, check=check, gated=is_gated(new[0], gate_references),
+                  old_check=old_status, new_check=worst_new.check_status, new_check_detail=worst_new.check_detail)
 
 
 def _sorted_keys(keys: set) -> list:
@@ -110,109 +153,162 @@ def _sorted_keys(keys: set) -> list:
         return sorted(keys, key=repr)
 
 
-def compare_runs(old: Run, new: Run, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT,
-                 gate_references: bool = False) -> tuple[list[Change], list[str], list[str]]:
-    """``(changes of benchmarks in both runs, labels only in OLD, labels only in NEW)``.
+def _merged(runs: list[Run]) -> dict[tuple, list[Measurement]]:
+    out: dict[tuple, list[Measurement]] = {}
+    for run in runs:
+        for key, m in measurements(run).items():
+            out.setdefault(key, []).append(m)
+    return out
 
-    Raises UsageError when the runs share no benchmark.
+
+def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+                 gate_references: bool = False, baseline: Baseline | None = None
+                 ) -> tuple[list[Change], list[str], list[str]]:
+    """``(changes of benchmarks in both sides, labels only in OLD, labels only in NEW)``; each side is
+    one run or several separate runs of the same code.
+
+    Raises UsageError when the sides share no benchmark.
     """
-    a, b = measurements(old), measurements(new)
+    old_runs = [old] if isinstance(old, Run) else old
+    new_runs = [new] if isinstance(new, Run) else new
+    a, b = _merged(old_runs), _merged(new_runs)
     common = _sorted_keys(set(a) & set(b))
     if not common:
-        raise UsageError(f"{old.path} and {new.path} share no benchmark: compare runs of the same suite "
-                         "and cases")
-    changes = [change(a[k], b[k], max_regression_pct, gate_references) for k in common]
-    only_old = [a[k].label for k in _sorted_keys(set(a) - set(b))]
-    only_new = [b[k].label for k in _sorted_keys(set(b) - set(a))]
+        raise UsageError(f"{old_runs[0].path} and {new_runs[0].path} share no benchmark: compare runs of the same "
+                         "suite and cases")
+    changes = [change(a[k], b[k], floor_pct=floor_pct, gate_references=gate_references, baseline=baseline)
+               for k in common]
+    only_old = [a[k][0].label for k in _sorted_keys(set(a) - set(b))]
+    only_new = [b[k][0].label for k in _sorted_keys(set(b) - set(a))]
     return changes, only_old, only_new
 
 
-def gated_missing_in_new(old: Run, new: Run, gate_references: bool = False) -> list[str]:
+def gated_missing_in_new(old: Run | list[Run], new: Run | list[Run], gate_references: bool = False) -> list[str]:
     """Labels of OLD's gated benchmarks (:func:`is_gated`) that NEW lacks: they were guarded and are now
     not compared at all (e.g. NEW lost its graph benchmark)."""
-    a, b = measurements(old), measurements(new)
-    return [a[k].label for k in _sorted_keys(set(a) - set(b)) if is_gated(a[k], gate_references)]
+    a = _merged([old] if isinstance(old, Run) else old)
+    b = _merged([new] if isinstance(new, Run) else new)
+    return [a[k][0].label for k in _sorted_keys(set(a) - set(b)) if is_gated(a[k][0], gate_references)]
 
 
 COLUMNS = [
-    Column("suite", "suite"), Column("label", "benchmark"),
+    Column("suite", "suite"), Column("label", "benchmark"), Column("runs", "runs"),
     Column("old_median_ms", "old ms", ".3f"), Column("new_median_ms", "new ms", ".3f"),
-    Column("change_pct", "change %", "+z.1f"), Column("ci", "95% CI", align="right"), Column("status", "status"),
+    Column("change_pct", "change %", "+z.1f"), Column("tolerance_pct", "tolerance %", ".1f"),
+    Column("p_value", "rank p", ".3f"), Column("checks", "check old -> new"), Column("status", "status"),
 ]
 
 
 def rows(changes: list[Change]) -> list[dict]:
     """Table rows for :data:`COLUMNS`."""
-    return [{"suite": c.suite, "label": c.label, "old_median_ms": c.old_median_ms,
-             "new_median_ms": c.new_median_ms, "change_pct": c.change_pct,
-             "ci": f"[{c.ci_pct[0]:+z.1f}, {c.ci_pct[1]:+z.1f}]" if c.ci_pct else None, "status": c.status}
+    return [{"suite": c.suite, "label": c.label, "runs": f"{c.check.n_old} -> {c.check.n_new}",
+             "old_median_ms": c.old_median_ms, "new_median_ms": c.new_median_ms, "change_pct": c.change_pct,
+             "tolerance_pct": c.check.tolerance_pct, "p_value": c.check.p_value,
+             "checks": f"{c.old_check} -> {c.new_check}", "status": c.status}
             for c in changes]
 
 
-def summary(changes: list[Change], only_old: list[str], only_new: list[str], max_regression_pct: float,
-            missing_gated: list[str] = ()) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every regressed benchmark. On a pass, the largest change is
-    that of a gated benchmark, and reference variants slower beyond the threshold are named apart.
-    ``missing_gated`` (:func:`gated_missing_in_new`) are named, each one; they do not fail the comparison."""
+def summary(changes: list[Change], only_old: list[str], only_new: list[str], missing_gated: list[str] = (),
+            allow_missing: bool = False) -> tuple[bool, str]:
+    """``(passed, one-line summary)`` naming every regressed benchmark, every benchmark whose check went
+    to fail, and (failing unless ``allow_missing``) every gated benchmark of OLD missing in NEW. On a
+    pass, the largest change is that of a gated benchmark, and reference variants slower beyond their
+    tolerance are named apart."""
     bad = [c for c in changes if c.regressed]
+    broke = [c for c in changes if c.broke]
+    missing_fails = bool(missing_gated) and not allow_missing
     n = f"{len(changes)} benchmark{'' if len(changes) == 1 else 's'}"
+    parts = []
+    if broke:
+        parts.append(f"{len(broke)} benchmark{'' if len(broke) == 1 else 's'} failed a correctness check that passed "
+                     "before: " + ", ".join(f"{c.label} ({c.new_check_detail})" for c in broke))
     if bad:
-        text = (f"compare FAIL: {len(bad)} of {n} slower by more than "
-                f"{max_regression_pct:g}%: " + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in bad))
-    else:
+        parts.append(f"{len(bad)} of {n} slower beyond their tolerance: "
+                     + ", ".join(f"{c.label} ({c.change_pct:+.1f}% > {c.check.tolerance_pct:.1f}%)" for c in bad))
+    if missing_gated:
+        parts.append(f"{len(missing_gated)} gated benchmark{'' if len(missing_gated) == 1 else 's'} of OLD missing in "
+                     f"NEW{', allowed by --allow-missing' if allow_missing else ' (--allow-missing to accept)'}: "
+                     + ", ".join(missing_gated))
+    failed = bool(bad or broke or missing_fails)
+    if not (bad or broke):
         gated = [c for c in changes if c.gated]
         if gated:
-            worst = max(gated, key=lambda c: c.change_pct)
-            text = (f"compare PASS: {n} in both runs, no gated one slower by more than {max_regression_pct:g}% "
-                    f"(largest gated change {worst.change_pct:+z.1f}%: {worst.label})")
+            worst = max(gated, key=lambda c: c.change_pct - c.check.tolerance_pct)
+            parts.insert(0, f"{n} in both, no gated one slower beyond its tolerance (closest: {worst.label} "
+                            f"{worst.change_pct:+z.1f}% of {worst.check.tolerance_pct:.1f}%)")
         else:
             worst = max(changes, key=lambda c: c.change_pct)
-            text = (f"compare PASS: {n} in both runs, all reference variants, none gated "
-                    f"(largest change {worst.change_pct:+z.1f}%: {worst.label}, a reference; "
-                    "--gate-references gates them)")
+            parts.insert(0, f"{n} in both, all reference variants, none gated (largest change "
+                            f"{worst.change_pct:+z.1f}%: {worst.label}, a reference; --gate-references gates them)")
         slower_refs = [c for c in changes if not c.gated and c.slower_beyond_threshold]
         if slower_refs and gated:
-            text += (f"; {len(slower_refs)} reference variant{'' if len(slower_refs) == 1 else 's'} slower by more "
-                     f"than {max_regression_pct:g}%, not gated: "
-                     + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs[:3])
-                     + (", ..." if len(slower_refs) > 3 else ""))
-    if missing_gated:
-        text += (f"; {len(missing_gated)} gated benchmark{'' if len(missing_gated) == 1 else 's'} of OLD "
-                 f"missing in NEW, not compared: " + ", ".join(missing_gated))
+            parts.append(f"{len(slower_refs)} reference variant{'' if len(slower_refs) == 1 else 's'} slower beyond "
+                         "tolerance, not gated: " + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs[:3])
+                         + (", ..." if len(slower_refs) > 3 else ""))
     if only_old:
-        text += f"; {len(only_old)} only in OLD"
+        parts.append(f"{len(only_old)} only in OLD")
     if only_new:
-        text += f"; {len(only_new)} only in NEW"
-    return not bad, text
+        parts.append(f"{len(only_new)} only in NEW")
+    return not failed, f"compare {'FAIL' if failed else 'PASS'}: " + "; ".join(parts)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``cudagraph-bench compare OLD NEW``."""
-    parser.add_argument("old", metavar="OLD", help="reference run: JSON path or saved-run id (e.g. 0001)")
-    parser.add_argument("new", metavar="NEW", help="run to check: JSON path or saved-run id")
+    """Arguments of ``cudagraph-bench compare OLD NEW`` / ``--old RUN... --new RUN...``."""
+    parser.add_argument("runs", nargs="*", metavar="OLD NEW",
+                        help="reference run and run to check: JSON paths or saved-run ids (e.g. 0001 0002)")
+    parser.add_argument("--old", nargs="+", metavar="RUN", help="several separate reference runs (instead of OLD)")
+    parser.add_argument("--new", nargs="+", metavar="RUN", help="several separate runs to check (instead of NEW)")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="baseline whose between-run spread sets the tolerance of forward eager/graph cases "
+                             "(default: the GPU's baseline where one is found, as for gate)")
     parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
-                        help="fail when a median is slower by more than PCT percent (default: %(default)s)")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
-                        help="where saved-run ids are looked up (default: %(default)s)")
+                        help="floor of every benchmark's tolerance in percent (default: %(default)s)")
+    add_storage_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write a markdown report")
     parser.add_argument("--gate-references", action="store_true",
                         help="also fail when a reference variant (eager, generate, static-eager, loop) is slower; "
                              "by default they are reported only")
+    parser.add_argument("--allow-missing", action="store_true",
+                        help="do not fail when a gated benchmark of OLD is missing in NEW (it is still named)")
+
+
+def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    if args.old or args.new:
+        if args.runs or not (args.old and args.new):
+            raise UsageError("give either OLD NEW, or --old RUN... and --new RUN... (not both forms)")
+        return args.old, args.new
+    if len(args.runs) != 2:
+        raise UsageError(f"expected OLD NEW (two runs), got {len(args.runs)}: for several runs per side use "
+                         "--old RUN... --new RUN...")
+    return [args.runs[0]], [args.runs[1]]
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench compare OLD NEW``. Returns the exit code (0 pass, 1 fail); bad input raises
+    """Run ``cudagraph-bench compare``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    old, new = load_run(args.old, args.storage), load_run(args.new, args.storage)
-    refuse_overwriting_inputs(args.markdown, "--markdown", [old.path, new.path])
-    changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references)
-    passed, line = summary(changes, only_old, only_new, args.max_regression,
-                           gated_missing_in_new(old, new, args.gate_references))
-    head = f"OLD {old.path} ({old.gpu_slug or 'no GPU'})  NEW {new.path} ({new.gpu_slug or 'no GPU'})"
-    if old.gpu_slug != new.gpu_slug:
+    old_refs, new_refs = _sides(args)
+    old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
+    new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
+    baseline = None
+    if args.baseline:
+        baseline = load_baseline(args.baseline)
+    elif new[0].gpu_slug:
+        found, _ = default_baseline(new[0].gpu_slug)
+        baseline = load_baseline(found) if found else None
+    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in (*old, *new)]
+                              + [baseline.path if baseline else None])
+    changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
+    passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, args.gate_references),
+                           args.allow_missing)
+    def names(runs):
+        return ", ".join(str(r.path) for r in runs)
+    head = f"OLD {names(old)} ({old[0].gpu_slug or 'no GPU'})  NEW {names(new)} ({new[0].gpu_slug or 'no GPU'})"
+    head += (f"  noise model: {baseline.path}" if baseline else
+             "  noise model: the runs' own spread where a side has 2+ runs, else the flat floor")
+    if old[0].gpu_slug != new[0].gpu_slug:
         head += "  note: the runs are from different GPUs"
-    if old.sha256 == new.sha256:
-        head += f"  note: OLD and NEW are the same run (sha256 {old.sha256[:12]}), so nothing can change"
+    if {r.sha256 for r in old} & {r.sha256 for r in new}:
+        head += "  note: OLD and NEW share a run, so it cannot change"
     if args.markdown:
         text = "\n".join([f"## cudagraph-bench compare: {'PASS' if passed else 'FAIL'}", "", head, "",
                           render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])

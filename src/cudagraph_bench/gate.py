@@ -1,18 +1,24 @@
-"""``cudagraph-bench gate RUN``: the regression gate (no torch; runs on any machine).
+"""``cudagraph-bench gate RUN...``: the regression gate (no torch; runs on any machine).
 
-For each forward case ``(model, dtype, seq_len)`` of a pytest-benchmark run it pairs the ``eager`` and
-``graph`` benchmarks and computes the median latency reduction ``(eager - graph) / eager`` with a 95%
-percentile-bootstrap interval (:mod:`cudagraph_bench.stats`). Exit 1 when
+For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmark runs of the same code
+(separate processes) it pairs the ``eager`` and ``graph`` benchmarks. Exit 1 when
 
-- a gated case (default: prompt length <= 128 tokens) reduces latency by less than its threshold
-  (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline), or
-- a case's graph median is slower than the baseline's by more than ``--max-regression`` percent (the run's
-  median is first rounded as the baseline file stores medians, :func:`~cudagraph_bench.baseline.stored_ms`,
-  so a run gated against the baseline written from it changes by exactly 0%).
+- the graph variant of any case recorded a failed correctness check (``extra_info.correct`` false: a
+  fast wrong graph is the worst result a gate can pass), or a gated case recorded no check at all
+  (unless ``--allow-unchecked``, for runs recorded before checks existed);
+- a gated case (default: prompt length <= 128 tokens) reduces the median latency by less than its
+  threshold (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline);
+- a case's graph median (the median of the runs' medians) is slower than the baseline's by more than
+  the case's tolerance, calibrated on between-run noise, and, where enough runs are given, a one-sided
+  Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.noise`).
 
-A case is *marginal* when its interval straddles the threshold (the verdict still follows the median).
+A case is *marginal* when its 95% interval (one run: percentile bootstrap of its rounds; several runs:
+the range of the per-run reductions) straddles the threshold; the verdict still follows the median.
 Other variants (padded, bucketed, compile, compile+graph) are shown against eager but never gated.
-Without ``--baseline`` the gate uses ``baselines/<gpu_slug>.json`` when it exists. Gating a run against
+
+The baseline is ``--baseline FILE``, else ``<gpu_slug>.json`` found by :func:`cudagraph_bench.paths.default_baseline`
+(``$CUDAGRAPH_BENCH_BASELINES``, then the checkout's ``baselines/``), never looked up in the working
+directory; when there is none the gate stops with exit 2 unless ``--no-baseline``. Gating against
 another GPU's baseline is refused unless ``--allow-gpu-mismatch``, and so is a baseline that holds none
 of the run's cases (it would check nothing).
 """
@@ -21,19 +27,21 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from cudagraph_bench.options import parse_count, parse_path, parse_reduction_pct, parse_regression_pct
-from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESSION_PCT,
-                                      DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline, pair_reduction,
-                                      stored_ms)
+import numpy as np
+
+from cudagraph_bench import noise
+from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline,
+                                      pair_reduction, pct)
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import (DEFAULT_STORAGE, Run, forward_cases, forward_groups, load_run,
-                                     refuse_overwriting_inputs, write_text_atomic)
-from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, relative_change
+from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
+                                     parse_regression_pct)
+from cudagraph_bench.paths import default_baseline
+from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
+                                     merged_forward_groups, refuse_overwriting_inputs, write_text_atomic)
+from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, reduction
 from cudagraph_bench.table import Column, render_table
 
-BASELINE_DIR = "baselines"
 #: Labels named in a summary line before "..." (the table shows every case).
 SHOWN_LABELS = 3
 
@@ -47,23 +55,40 @@ def _first_labels(labels: list[str]) -> str:
     return ", ".join(labels[:SHOWN_LABELS]) + (", ..." if len(labels) > SHOWN_LABELS else "")
 
 
+def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
+    """``(status, detail)`` of one variant over several runs: ``"fail"`` when any run's check failed
+    (with that run's detail), else ``"unchecked"`` when any run recorded none, else the common status."""
+    for status in ("fail", "unchecked"):
+        bad = [m for m in ms if m.check_status == status]
+        if bad:
+            return status, bad[0].check_detail
+    return ms[0].check_status, ms[0].check_detail
+
+
 @dataclass(frozen=True)
 class CaseResult:
-    """Gate verdict of one variant of one case (times in ms, reductions and changes in percent)."""
+    """Gate verdict of one variant of one case over ``n_runs`` runs (times in ms, percents).
+
+    ``median_ms`` / ``eager_median_ms`` are medians of the run medians; ``ci_pct`` the 95% bootstrap
+    interval of one run's reduction, or the range of the per-run reductions of several runs;
+    ``check`` the recorded correctness (``pass``/``fail``/``unchecked``); ``regression`` the check
+    against the baseline (graph variant with a baseline case only)."""
 
     model: str
     dtype: str
     seq_len: int
     variant: str
+    n_runs: int
     eager_median_ms: float
     median_ms: float
     reduction_pct: float
     ci_pct: tuple[float, float] | None
     gated: bool
     min_reduction_pct: float | None
-    baseline_median_ms: float | None = None
-    change_pct: float | None = None
-    max_regression_pct: float | None = None
+    check: str
+    check_detail: str | None = None
+    allow_unchecked: bool = False
+    regression: noise.RegressionCheck | None = None
 
     @property
     def label(self) -> str:
@@ -75,18 +100,36 @@ class CaseResult:
         return self.gated and self.reduction_pct < self.min_reduction_pct
 
     @property
+    def wrong(self) -> bool:
+        """The graph variant recorded a failed correctness check (fails the gate, gated or not)."""
+        return self.variant == "graph" and self.check == "fail"
+
+    @property
+    def unchecked(self) -> bool:
+        """Gated, no correctness check recorded, and not ``--allow-unchecked`` (fails the gate)."""
+        return self.gated and self.check == "unchecked" and not self.allow_unchecked
+
+    @property
     def marginal(self) -> bool:
         """Gated and the 95% interval straddles the threshold."""
         return bool(self.gated and self.ci_pct and self.ci_pct[0] < self.min_reduction_pct < self.ci_pct[1])
 
     @property
     def regressed(self) -> bool:
-        """The median is slower than the baseline's by more than the allowed percent (fails the gate)."""
-        return self.change_pct is not None and self.change_pct > self.max_regression_pct
+        """Slower than the baseline by more than the case's tolerance, the rank test agreeing where it applies."""
+        return self.regression is not None and self.regression.regressed
+
+    @property
+    def failed(self) -> bool:
+        return self.below or self.wrong or self.unchecked or self.regressed
 
     @property
     def status(self) -> str:
-        parts = [("FAIL" if self.below else "pass") if self.gated else "info"]
+        parts = [("FAIL" if self.failed else "pass") if self.gated or self.wrong else "info"]
+        if self.wrong:
+            parts.append("WRONG")
+        elif self.check == "unchecked" and self.variant != "eager":
+            parts.append("UNCHECKED" if self.unchecked else "unchecked")
         if self.marginal:
             parts.append("marginal")
         if self.regressed:
@@ -94,33 +137,46 @@ class CaseResult:
         return ", ".join(parts)
 
 
-def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = False) -> Baseline | None:
-    """The baseline to gate ``run`` against: ``explicit`` if given, else ``baselines/<gpu_slug>.json``
-    (relative to the working directory) if it exists, else None.
+def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = False,
+                  no_baseline: bool = False) -> Baseline | None:
+    """The baseline to gate ``run`` against: None with ``no_baseline``; ``explicit`` if given; else
+    ``<gpu_slug>.json`` from :func:`cudagraph_bench.paths.default_baseline` (independent of the working
+    directory).
 
-    Raises UsageError when the baseline is for another GPU and not ``allow_gpu_mismatch``, or when it
-    holds none of the run's forward cases (the regression check would compare nothing);
-    InputFileError when the baseline file is missing, a folder or invalid.
+    Raises UsageError when no baseline is found (naming where it looked and the fix), when both
+    ``explicit`` and ``no_baseline`` are given, when the baseline is for another GPU and not
+    ``allow_gpu_mismatch``, or when it holds none of the run's forward cases (the regression check
+    would compare nothing); InputFileError when the baseline file is missing, a folder or invalid.
     """
+    if no_baseline:
+        if explicit is not None:
+            raise UsageError("--baseline and --no-baseline contradict each other: give one")
+        return None
     picked = explicit is None
     if explicit is None:
-        auto = Path(BASELINE_DIR) / f"{run.gpu_slug}.json" if run.gpu_slug else None
-        if auto is None or not auto.is_file():
-            return None
-        explicit = str(auto)
+        slug = run.gpu_slug or "<gpu>"
+        found, tried = default_baseline(slug)
+        if found is None:
+            where = ", ".join(str(p) for p in tried) or "nowhere (an installed copy has no baselines/ folder)"
+            raise UsageError(f"no baseline for GPU {slug}: looked in {where}; pass --baseline FILE, set "
+                             f"$CUDAGRAPH_BENCH_BASELINES to a folder holding {slug}.json, or --no-baseline "
+                             "to check correctness and the reduction threshold only")
+        explicit = str(found)
+    from pathlib import Path
+
     if Path(explicit).is_dir():
         raise InputFileError(f"--baseline {explicit} is a folder: give a baseline file such as "
                              f"{Path(explicit) / ((run.gpu_slug or '<gpu-slug>') + '.json')}")
     baseline = load_baseline(explicit)
     if baseline.gpu_slug != run.gpu_slug and not allow_gpu_mismatch:
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
-                         f"{run.gpu_slug or 'no GPU'}: gate against baselines/{run.gpu_slug}.json, "
+                         f"{run.gpu_slug or 'no GPU'}: gate against a baseline of {run.gpu_slug}, "
                          "or pass --allow-gpu-mismatch to compare anyway")
     keys = list(forward_groups(run))
     if not set(keys) & set(baseline.cases):
-        fix = ("pass --baseline FILE written from a run of this matrix (cudagraph-bench baseline RUN -o FILE)"
-               if picked else f"regenerate the baseline from a run of this matrix (cudagraph-bench baseline "
-                              f"{run.path} -o {baseline.path}) or drop --baseline")
+        fix = ("pass --baseline FILE written from runs of this matrix (cudagraph-bench baseline RUN... -o FILE)"
+               if picked else f"regenerate the baseline from runs of this matrix (cudagraph-bench baseline "
+                              f"RUN... -o {baseline.path}) or drop --baseline")
         where = f"baseline {baseline.path}" + (" (picked from the run's GPU)" if picked else "")
         first = "{} {} L={}".format(*keys[0])
         raise UsageError(f"no case of {run.path} ({plural(len(keys), 'case')}, first {first}) is in {where}: {fix}")
@@ -141,23 +197,36 @@ def require_graph_variant(run: Run) -> None:
                          "on a GPU)")
 
 
-def evaluate(run: Run, baseline: Baseline | None = None, *, min_reduction_pct: float | None = None,
-             max_regression_pct: float | None = None, max_gated_len: int | None = None) -> list[CaseResult]:
-    """Gate results of every non-eager forward variant of ``run``, sorted by case.
+def _reduction(pairs: list[tuple[Measurement, Measurement]]) -> tuple[float, tuple[float, float] | None]:
+    """Reduction (percent) of the medians of run medians of ``(eager, other)`` pairs (one per run that
+    measured both), and the one-run bootstrap interval or the range of the per-run reductions."""
+    if len(pairs) == 1:
+        return pair_reduction(*pairs[0])
+    red = pct(reduction(float(np.median([e.summary.median_ms for e, _ in pairs])),
+                        float(np.median([o.summary.median_ms for _, o in pairs]))))
+    per_run = [pct(reduction(e.summary.median_ms, o.summary.median_ms)) for e, o in pairs]
+    return red, (min(per_run), max(per_run))
+
+
+def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_reduction_pct: float | None = None,
+             max_regression_pct: float | None = None, max_gated_len: int | None = None,
+             allow_unchecked: bool = False) -> list[CaseResult]:
+    """Gate results of every non-eager forward variant of ``runs`` (one run or several separate runs of
+    the same code), sorted by case.
 
     A threshold given here overrides the baseline's; one left None comes from the baseline's case
-    (``gated``, ``min_reduction_pct``), then the baseline's thresholds, then the defaults (30%, 10%,
-    128 tokens). The change vs the baseline (percent) compares the baseline's stored graph median with
-    the run's graph median rounded the same way (:func:`~cudagraph_bench.baseline.stored_ms`, 6 decimals
-    of a ms); the ``median_ms`` shown stays exact. Raises InputFileError for a run without forward
+    (``gated``, ``min_reduction_pct``), then the baseline's thresholds, then the defaults (30%, 128
+    tokens). ``max_regression_pct`` overrides the floor of the regression tolerance
+    (:func:`cudagraph_bench.noise.tolerance_pct`). Raises InputFileError for a run without forward
     benchmarks or with eager but no graph.
     """
+    runs = [runs] if isinstance(runs, Run) else runs
     th = baseline.thresholds if baseline else {}
-    max_reg = max_regression_pct if max_regression_pct is not None else float(
-        th.get("max_regression_pct", DEFAULT_MAX_REGRESSION_PCT))
+    floor = max_regression_pct if max_regression_pct is not None else float(
+        th.get("regression_floor_pct", noise.DEFAULT_FLOOR_PCT))
     results = []
-    for key, variants in forward_groups(run).items():
-        eager = variants["eager"]
+    per_run = [forward_groups(run) for run in runs]
+    for key, variants in merged_forward_groups(runs).items():
         base_case = baseline.cases.get(key) if baseline else None
         if max_gated_len is not None:
             gated = key[2] <= max_gated_len
@@ -171,59 +240,83 @@ def evaluate(run: Run, baseline: Baseline | None = None, *, min_reduction_pct: f
             threshold = float(base_case["min_reduction_pct"])
         else:
             threshold = float(th.get("min_reduction_pct", DEFAULT_MIN_REDUCTION_PCT))
-        for variant, m in variants.items():
+        for variant, ms in variants.items():
             if variant == "eager":
                 continue
-            red, ci = pair_reduction(eager, m)
-            base_ms = change = None
+            pairs = [(g[key]["eager"], g[key][variant]) for g in per_run if variant in g.get(key, {})]
+            red, ci = _reduction(pairs)
+            regression = None
             if variant == "graph" and base_case is not None:
-                base_ms = float(base_case["graph"]["median_ms"])
-                change = 100.0 * relative_change(base_ms, stored_ms(m.summary.median_ms))
+                regression = noise.check_regression(
+                    base_case["graph"]["run_medians_ms"], [m.summary.median_ms for m in ms],
+                    spread=base_case["graph"].get("spread_pct"), noise_source="baseline", floor_pct=floor,
+                    multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
+                    alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)))
             is_graph = variant == "graph"
+            check, detail = combined_check(ms)
             results.append(CaseResult(
-                *key, variant, eager_median_ms=eager.summary.median_ms, median_ms=m.summary.median_ms,
-                reduction_pct=red, ci_pct=ci, gated=is_graph and gated,
-                min_reduction_pct=threshold if is_graph and gated else None,
-                baseline_median_ms=base_ms, change_pct=change, max_regression_pct=max_reg))
+                *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
+                median_ms=float(np.median([m.summary.median_ms for m in ms])), reduction_pct=red, ci_pct=ci,
+                gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
+                check=check, check_detail=detail, allow_unchecked=allow_unchecked, regression=regression))
     return results
 
 
 COLUMNS = [
     Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"), Column("variant", "variant"),
+    Column("n_runs", "runs", "d"),
     Column("eager_median_ms", "eager ms", ".3f"), Column("median_ms", "median ms", ".3f"),
-    Column("reduction_pct", "reduction %", ".1f"), Column("ci", "95% CI", align="right"),
-    Column("min_reduction_pct", "min %", "g"), Column("baseline_median_ms", "baseline ms", ".3f"),
-    Column("change_pct", "vs baseline %", "+z.1f"), Column("status", "status"),  # z: never "-0.0"
+    Column("reduction_pct", "reduction %", ".1f"), Column("ci", "95% CI / run range", align="right"),
+    Column("min_reduction_pct", "min %", "g"), Column("check", "check"),
+    Column("baseline_median_ms", "baseline ms", ".3f"),
+    Column("change_pct", "vs baseline %", "+z.1f"), Column("tolerance_pct", "tolerance %", ".1f"),
+    Column("p_value", "rank p", ".3f"), Column("status", "status"),  # z: never "-0.0"
 ]
 
 
 def rows(results: list[CaseResult]) -> list[dict]:
     """Table rows of gate results for :data:`COLUMNS`."""
-    return [{**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
-             "status": r.status} for r in results]
+    out = []
+    for r in results:
+        reg = r.regression
+        row = {**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
+               "status": r.status, "baseline_median_ms": reg.old_median_ms if reg else None,
+               "change_pct": reg.change_pct if reg else None, "tolerance_pct": reg.tolerance_pct if reg else None,
+               "p_value": reg.p_value if reg else None}
+        out.append(row)
+    return out
 
 
 def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every failing case, and with a baseline, the run's cases it
-    lacks (not checked for regression) and how many of its cases are not in the run; gated cases
-    without a bootstrap interval (no per-round data) are named too."""
+    """``(passed, one-line summary)`` naming every failing case: a failed or missing correctness check,
+    a reduction below its threshold, a regression against the baseline; then, with a baseline, the run's
+    cases it lacks (not checked for regression) and how many of its cases are not in the run; gated
+    cases without a bootstrap interval (no per-round data) are named too."""
     gated = [r for r in results if r.gated]
+    wrong = [r for r in results if r.wrong]
+    unchecked = [r for r in results if r.unchecked]
     below = [r for r in results if r.below]
     regressed = [r for r in results if r.regressed]
     marginal = [r for r in results if r.marginal]
-    failed = bool(below or regressed)
+    failed = bool(wrong or unchecked or below or regressed)
     parts = []
-    if below:
-        parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
-    if regressed:
-        parts += [f"{r.label} {r.variant} median {r.change_pct:+.1f}% vs baseline (> {r.max_regression_pct:g}%)"
-                  for r in regressed]
+    parts += [f"{r.label} graph failed its correctness check ({r.check_detail})" for r in wrong]
+    if unchecked:
+        parts.append(f"{plural(len(unchecked), 'gated case')} recorded no correctness check "
+                     f"({_first_labels([r.label for r in unchecked])}): rerun with the current plugin, or "
+                     "--allow-unchecked for runs recorded before checks existed")
+    parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
+    for r in regressed:
+        reg = r.regression
+        p = f", rank p={reg.p_value:.3f} < {reg.alpha:g}" if reg.p_value is not None else ""
+        parts.append(f"{r.label} {r.variant} median {reg.change_pct:+.1f}% vs baseline "
+                     f"(tolerance {reg.tolerance_pct:.1f}%{p})")
     if not failed:
         if gated:
             low = min(gated, key=lambda r: r.reduction_pct)
-            verb = "reaches its" if len(gated) == 1 else "reach their"
-            parts.append(f"{plural(len(gated), 'gated case')} {verb} threshold (lowest {low.reduction_pct:.1f}%: "
-                         f"{low.label})")
+            verb = "reaches its threshold and matches" if len(gated) == 1 else "reach their threshold and match"
+            parts.append(f"{plural(len(gated), 'gated case')} {verb} eager (lowest reduction "
+                         f"{low.reduction_pct:.1f}%: {low.label})")
         else:
             parts.append("no gated cases in this run (nothing checked against the threshold)")
     if baseline is not None:
@@ -231,13 +324,13 @@ def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool,
         not_in_run = len(set(baseline.cases) - in_run)
         note = f" ({plural(not_in_run, 'baseline case')} not in this run)" if not_in_run else ""
         if not failed:
-            parts.append(f"no graph median regressed vs {baseline.path}{note}")
+            parts.append(f"no graph median regressed beyond its tolerance vs {baseline.path}{note}")
         elif note:
             parts.append(note.strip(" ()"))
-        unchecked = [r.label for r in results if r.variant == "graph" and r.baseline_median_ms is None]
-        if unchecked:
-            parts.append(f"{plural(len(unchecked), 'case')} of this run {'has' if len(unchecked) == 1 else 'have'} "
-                         f"no baseline entry, not checked for regression: {_first_labels(unchecked)}")
+        no_entry = [r.label for r in results if r.variant == "graph" and r.regression is None]
+        if no_entry:
+            parts.append(f"{plural(len(no_entry), 'case')} of this run {'has' if len(no_entry) == 1 else 'have'} "
+                         f"no baseline entry, not checked for regression: {_first_labels(no_entry)}")
     if marginal:
         parts.append(f"{len(marginal)} marginal ({', '.join(r.label for r in marginal)})")
     no_interval = [r.label for r in gated if r.ci_pct is None]
@@ -246,72 +339,98 @@ def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool,
                      f"{MIN_BOOTSTRAP_ROUNDS} rounds of per-round data: pytest --benchmark-json keeps them), so "
                      f"'marginal' cannot be judged: {_first_labels(no_interval)}")
     if baseline is None:
-        parts.append("no baseline: regression check skipped")
+        parts.append("--no-baseline: regression check skipped")
     return not failed, f"gate {'FAIL' if failed else 'PASS'}: " + "; ".join(parts)
 
 
-def _header(run: Run, baseline: Baseline | None, results: list[CaseResult]) -> list[str]:
+def _header(runs: list[Run], baseline: Baseline | None, results: list[CaseResult]) -> list[str]:
+    run = runs[0]
     cuda = run.cuda or {}
     commit = run.data.get("commit_info") or {}
-    what = [f"run {run.path}", f"GPU {cuda.get('gpu_name') or run.gpu_slug or 'none'}"]
+    names = ", ".join(str(r.path) for r in runs)
+    what = [f"run{'s' if len(runs) > 1 else ''} {names}", f"GPU {cuda.get('gpu_name') or run.gpu_slug or 'none'}"]
     what += [f"{k} {cuda[k]}" for k in ("torch", "cuda_runtime") if cuda.get(k)]
     if commit.get("id"):
         what.append(f"commit {str(commit['id'])[:12]}{' (dirty)' if commit.get('dirty') else ''}")
-    if run.machine_info.get("synthetic_standin"):
-        what.append("SYNTHETIC STAND-IN DATA")
-    base = (f"baseline {baseline.path} (GPU {baseline.gpu_slug}, max graph regression "
-            f"{results[0].max_regression_pct:g}%)" if baseline else "no baseline (regression check skipped)")
+    if baseline is None:
+        return [", ".join(what), "no baseline (--no-baseline: regression check skipped)"]
+    reg = next((r.regression for r in results if r.regression is not None), None)
+    rule = reg.rule_text if reg else "no case in common"
+    base = f"baseline {baseline.path} (GPU {baseline.gpu_slug}, {plural(baseline.n_runs, 'run')}; {rule})"
     return [", ".join(what), base]
 
 
-def render_markdown(run: Run, baseline: Baseline | None, results: list[CaseResult], line: str, passed: bool) -> str:
+def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[CaseResult], line: str,
+                    passed: bool) -> str:
     """Markdown report for a CI job summary."""
-    head = _header(run, baseline, results)
+    head = _header(runs, baseline, results)
     return "\n".join([
         f"## cudagraph-bench gate: {'PASS' if passed else 'FAIL'}", "",
         f"- {head[0]}", f"- {head[1]}", "",
         render_table(COLUMNS, rows(results), fmt="markdown"), "",
         f"**{line}**", "",
-        "Reduction = (eager median - median) / eager median; 95% CI: percentile bootstrap of the medians. "
-        "marginal: the interval straddles the threshold. Only the graph variant of gated cases is gated.", ""])
+        "Reduction = (eager median - median) / eager median; 95% CI: percentile bootstrap of one run's rounds "
+        "(several runs: the range of the per-run reductions). marginal: the interval straddles the threshold. "
+        "check: the correctness check recorded in the run (a failed one fails the gate). vs baseline: change "
+        "of the median of run medians; tolerance: calibrated on between-run noise; rank p: one-sided "
+        "Mann-Whitney U of the run medians. Only the graph variant of gated cases is gated.", ""])
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``cudagraph-bench gate RUN``."""
-    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON file (path or saved-run id, e.g. 0001)")
+    """Arguments of ``cudagraph-bench gate RUN...``."""
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help="pytest-benchmark JSON of one run, or of several separate runs of the same code "
+                             "(paths or saved-run ids, e.g. 0001)")
     parser.add_argument("--baseline", metavar="FILE",
-                        help="baseline file (default: baselines/<gpu_slug>.json when it exists)")
+                        help="baseline file (default: <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES, else in the "
+                             "checkout's baselines/, whatever the working directory)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="gate correctness and the reduction threshold only, without a regression check")
     parser.add_argument("--min-reduction", type=parse_reduction_pct, metavar="PCT",
                         help=f"minimum median latency reduction of gated cases in percent, overriding the "
                              f"baseline's per-case values (default: baseline's, else {DEFAULT_MIN_REDUCTION_PCT:g})")
     parser.add_argument("--max-regression", type=parse_regression_pct, metavar="PCT",
-                        help="allowed graph-median slow-down vs the baseline in percent "
-                             f"(default: baseline's, else {DEFAULT_MAX_REGRESSION_PCT:g})")
+                        help="floor of the per-case regression tolerance in percent, overriding the baseline's "
+                             f"(default: baseline's, else {noise.DEFAULT_FLOOR_PCT:g})")
     parser.add_argument("--max-gated-len", type=parse_count, metavar="TOKENS",
                         help="gate cases with prompt length <= TOKENS, overriding the baseline's gated flags "
                              f"(default: baseline's, else {DEFAULT_MAX_GATED_LEN})")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="DIR",
-                        help="where saved-run ids are looked up (default: %(default)s)")
+    parser.add_argument("--allow-unchecked", action="store_true",
+                        help="do not fail gated cases whose run recorded no correctness check (runs recorded "
+                             "before checks existed); a failed check always fails")
+    add_storage_option(parser)
     parser.add_argument("--allow-gpu-mismatch", action="store_true",
                         help="gate against a baseline recorded on another GPU")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE",
                         help="also write a markdown report (for a CI job summary)")
 
 
+def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
+    """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice or
+    the runs are from different GPUs."""
+    runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")
+    slugs = {r.gpu_slug for r in runs}
+    if len(slugs) > 1:
+        raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(str(s) for s in slugs))}): gate "
+                         "runs of one GPU type at a time")
+    return runs
+
+
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench gate RUN``. Returns the exit code (0 pass, 1 fail); bad input raises
+    """Run ``cudagraph-bench gate RUN...``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    run = load_run(args.run, args.storage)  # a folder as RUN is refused there, with the file to give
-    require_graph_variant(run)
-    baseline = find_baseline(run, args.baseline, args.allow_gpu_mismatch)
-    refuse_overwriting_inputs(args.markdown, "--markdown", [run.path, args.baseline,
+    runs = load_runs_of_one_gpu(args.runs, args.storage)  # a folder as RUN is refused there, with the file to give
+    for run in runs:
+        require_graph_variant(run)
+    baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
+    refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,
                                                             baseline.path if baseline is not None else None])
-    results = evaluate(run, baseline, min_reduction_pct=args.min_reduction,
-                       max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len)
+    results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
+                       max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
     passed, line = summary(results, baseline)
     if args.markdown:
-        write_text_atomic(args.markdown, render_markdown(run, baseline, results, line, passed))
-    print("\n".join(_header(run, baseline, results)))
+        write_text_atomic(args.markdown, render_markdown(runs, baseline, results, line, passed))
+    print("\n".join(_header(runs, baseline, results)))
     print(render_table(COLUMNS, rows(results)))
     print(line)
     return 0 if passed else 1

@@ -937,7 +937,7 @@ def _last_json_object(path: Path) -> dict:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     from cudagraph_bench.options import parse_count, parse_path
-    from cudagraph_bench.runfile import DEFAULT_STORAGE
+    from cudagraph_bench.options import add_storage_option
 
     parser.add_argument("run", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
                         "id such as 0001 under --storage)")
@@ -955,9 +955,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference-n", type=parse_count, default=None, metavar="N",
                         help=f"N (launches, a whole number >= 1) whose µs/launch feeds the model; it must be "
                         f"measured with loop and graph (default: {REFERENCE_N}, else the largest such N)")
-    parser.add_argument("--storage", type=parse_path, default=DEFAULT_STORAGE,
-                        help="pytest-benchmark storage folder where saved-run ids of RUN and --forward are "
-                        "looked up (default: %(default)s)")
+    add_storage_option(parser)
 
 
 def check_forward_runs(runs: list) -> None:

@@ -159,6 +159,32 @@ def parse_nonneg(text: str) -> int:
     return value
 
 
+def parse_ms(text: str) -> float:
+    """A duration in milliseconds, finite and >= 0 (e.g. ``100``; ``0`` turns the time floor off)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {value:g}")
+    return value
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers.
+    Only the syntax is checked here; :func:`cudagraph_bench.envinfo.pin_cpus` checks that the CPUs exist."""
+    cpus = set()
+    for item in _split(text):
+        first, sep, last = item.partition("-")
+        try:
+            lo, hi = int(first), int(last if sep else first)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad CPU list item {item!r}: give CPU numbers and ranges such as "
+                                             "'0-7' or '0,2,4-6'") from None
+        if lo < 0 or hi < lo:
+            raise argparse.ArgumentTypeError(f"bad CPU range {item!r}: give FIRST-LAST with 0 <= FIRST <= LAST, "
+                                             "e.g. '0-7'")
+        cpus.update(range(lo, hi + 1))
+    return tuple(sorted(cpus))
+
+
 @dataclass(frozen=True)
 class Option:
     """One option shared by pytest and the CLI. ``dest`` is the attribute name in both."""
@@ -188,6 +214,14 @@ MATRIX_OPTIONS = (
     Option("--buckets", "buckets", parse_buckets, DEFAULT_BUCKETS,
            "bucket lengths in tokens for bucketed graphs (default: %(default)s)"),
 )
+
+
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    """``--storage DIR``: where saved-run ids (``0001``) are looked up. The default (None) is resolved by
+    :func:`cudagraph_bench.paths.default_storage`, never against the working directory of a checkout."""
+    parser.add_argument("--storage", type=parse_path, default=None, metavar="DIR",
+                        help="pytest-benchmark storage folder where saved-run ids are looked up (default: "
+                             "$CUDAGRAPH_BENCH_STORAGE, else the checkout's .benchmarks/, else ./.benchmarks)")
 
 
 def show_default(value: Any) -> str:

@@ -2,9 +2,15 @@
 
 - options: the benchmark matrix (:data:`cudagraph_bench.options.MATRIX_OPTIONS`, shared with the
   CLI) plus ``--with-compile``, ``--check-data-ptrs``, ``--new-tokens``, ``--decode-dtypes``,
-  ``--decode-rounds``;
+  ``--decode-rounds``, the timing floors ``--warmup-ms`` / ``--min-time-ms``, ``--cpus`` (CPU pinning,
+  also a ``cudagraph-bench run`` option) and ``--keep-gc``;
+- timing hygiene: the garbage collector is off while timing (pytest-benchmark's
+  ``--benchmark-disable-gc``, on by default here; ``--keep-gc`` turns it back on), the process is
+  pinned to ``--cpus`` at configure time, and every benchmark records the GPU's clocks, temperature,
+  power and throttle reasons before and after (:mod:`cudagraph_bench.gpustate`);
 - GPU tests (marker ``gpu``) skip with one reason on machines without CUDA;
-- ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions
+- ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions, and one
+  NVML reading ``gpu_state_at_start``; ``machine_info["cpu_affinity"]``: the CPUs the process may run on
   (pytest-benchmark's ``pytest_benchmark_update_machine_info`` hook);
 - the ``cgb`` session fixture: models built once per session and dtype, random inputs, a
   per-case memory ledger that checks graph pools are released (reported at the end and stored in
@@ -20,9 +26,14 @@ import os
 import pytest
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.options import add_to_pytest, parse_count, parse_dtypes, parse_token_counts
+from cudagraph_bench.timing import MAX_TIMED_ROUNDS
+from cudagraph_bench.options import (add_to_pytest, parse_count, parse_cpus, parse_dtypes, parse_ms,
+                                     parse_token_counts)
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
+#: Defaults of --warmup-ms / --min-time-ms (ms).
+DEFAULT_WARMUP_MS = 100.0
+DEFAULT_MIN_TIME_MS = 200.0
 DECODE_MODELS = ("gpt2", "tinyllama-1.1b")
 DECODE_PROMPT_LEN = 50
 PAD_LENGTHS = (16, 50, 128, 512)
@@ -41,6 +52,31 @@ def pytest_addoption(parser):
                     help="decode benchmarks: dtypes (default: bfloat16)")
     group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
                     help="decode benchmarks: measured requests per variant (default: 8)")
+    group.addoption("--warmup-ms", dest="warmup_ms", type=parse_ms, default=DEFAULT_WARMUP_MS,
+                    help=f"warm up each benchmark for at least this many ms, and at least --warmup-rounds rounds "
+                         f"(default: {DEFAULT_WARMUP_MS:g}; rounds this adds stop at {MAX_TIMED_ROUNDS})")
+    group.addoption("--min-time-ms", dest="min_time_ms", type=parse_ms, default=DEFAULT_MIN_TIME_MS,
+                    help=f"measure each benchmark for at least this many ms, and at least --rounds rounds "
+                         f"(default: {DEFAULT_MIN_TIME_MS:g}; rounds this adds stop at {MAX_TIMED_ROUNDS})")
+    group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
+                    help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
+    group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
+                    help="keep Python's garbage collector on while timing (default: off while timing, "
+                         "as with --benchmark-disable-gc)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Garbage collector off while timing (before pytest-benchmark reads its option) and CPU pinning."""
+    from cudagraph_bench.envinfo import pin_cpus
+    from cudagraph_bench.errors import UsageError
+
+    if not config.getoption("keep_gc", False) and hasattr(config.option, "benchmark_disable_gc"):
+        config.option.benchmark_disable_gc = True
+    try:
+        pin_cpus(config.getoption("cpus", None))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -55,9 +91,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    from cudagraph_bench.envinfo import cuda_fingerprint
+    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint
+    from cudagraph_bench.gpustate import read_gpu_state
 
     machine_info["cuda"] = cuda_fingerprint()
+    if machine_info["cuda"] is not None:
+        machine_info["cuda"]["gpu_state_at_start"] = read_gpu_state(0)
+    machine_info["cpu_affinity"] = cpu_affinity()
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
@@ -250,22 +290,49 @@ def cgb(request):
 def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, rounds: int | None = None,
                    warmup: int | None = None):
     """Time ``fn`` with ``benchmark.pedantic``: every call ends with a synchronize (wall time includes the
-    GPU work) and CUDA-event ms of each measured round go to ``extra_info["cuda_event_ms"]``."""
+    GPU work) and CUDA-event ms of each measured round go to ``extra_info["cuda_event_ms"]``.
+
+    Rounds: at least ``rounds`` (default ``--rounds``) measured and ``warmup`` (default
+    ``--warmup-rounds``) warmup rounds, and enough of them to last ``--min-time-ms`` / ``--warmup-ms``
+    (:func:`~cudagraph_bench.timing.plan_rounds`, at most
+    :data:`~cudagraph_bench.timing.MAX_TIMED_ROUNDS` added), from the per-call ms that a few untimed
+    calls first estimate (:func:`~cudagraph_bench.timing.estimate_call_ms`). The garbage collector is
+    off while timing unless ``--keep-gc``.
+
+    ``extra_info`` also gets ``warmup_rounds`` (used), ``estimated_call_ms``, ``gpu_state``
+    (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.gpustate.read_gpu_state`; None
+    without NVML) and, when either reading has a throttling reason, ``throttled`` (reason names) plus a
+    :class:`~cudagraph_bench.gpustate.GpuThrottledWarning`.
+
+    Returns the CUDA-event ms of the measured rounds.
+    """
     import numpy as np
     import torch
 
-    from cudagraph_bench.timing import CallTimer
+    from cudagraph_bench.gpustate import read_gpu_state, warn_if_throttled
+    from cudagraph_bench.timing import CallTimer, estimate_call_ms, plan_rounds
 
     rounds = rounds or cgb.option("rounds")
     warmup = cgb.option("warmup_rounds") if warmup is None else warmup
-    timer = CallTimer(fn, capacity=rounds + warmup)
     benchmark.group = group
     benchmark.extra_info.update(extra_info)
+    before = read_gpu_state()
     with torch.inference_mode():
+        per_call_ms = estimate_call_ms(fn, torch.cuda.synchronize)
+        rounds, warmup = plan_rounds(per_call_ms, rounds=rounds, warmup=warmup, warmup_ms=cgb.option("warmup_ms"),
+                                     min_time_ms=cgb.option("min_time_ms"))
+        timer = CallTimer(fn, capacity=rounds + warmup)
         benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    after = read_gpu_state()
     events = timer.event_ms(last=rounds)
     benchmark.extra_info["cuda_event_ms"] = events
     benchmark.extra_info["event_median_ms"] = float(np.median(events))
+    benchmark.extra_info["warmup_rounds"] = warmup
+    benchmark.extra_info["estimated_call_ms"] = per_call_ms
+    benchmark.extra_info["gpu_state"] = {"before": before, "after": after}
+    throttled = warn_if_throttled(getattr(benchmark, "name", None) or group, before, after)
+    if throttled:
+        benchmark.extra_info["throttled"] = throttled
     return events
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.options import parse_path
-from cudagraph_bench.runfile import DEFAULT_STORAGE, Measurement, Run, load_run, measurements, write_text_atomic
+from cudagraph_bench.options import add_storage_option, parse_path
+from cudagraph_bench.runfile import Measurement, Run, load_run, measurements, write_text_atomic
 from cudagraph_bench.stats import reduction, spread_pct
 from cudagraph_bench.table import Column, render_table
 
@@ -41,7 +41,7 @@ SPEEDUP_PNG = "speedup_vs_length.png"
 # loading
 
 
-def load_runs(refs: list[str], storage: str = DEFAULT_STORAGE) -> list[Run]:
+def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
     """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or
     for the same run given twice (same bytes)."""
     runs = [load_run(ref, storage) for ref in refs]
@@ -576,8 +576,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--readme", type=parse_path, default=None,
                         help="also replace the block between <!-- results:start --> and <!-- results:end --> "
                              "in this file")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE,
-                        help="pytest-benchmark storage folder for saved-run ids (default: %(default)s)")
+    add_storage_option(parser)
     parser.add_argument("--newest-wins", action="store_true",
                         help="when runs overlap, take each forward prompt length (all its variants) and each "
                              "other benchmark from the newest run, and list what was replaced (default: an "

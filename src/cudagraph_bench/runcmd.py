@@ -8,7 +8,8 @@ The standalone form of the source spec's ``cuda_graph_benchmark.py``::
 
 For each case it builds the variant (:func:`cudagraph_bench.variants.build_variant`), checks it
 against eager on fresh random inputs (static output poisoned with NaN first), times ``--rounds``
-calls on new random inputs (synchronized wall time and CUDA events), and writes to ``OUTDIR``:
+calls on new random inputs (synchronized wall time and CUDA events, garbage collector off; the
+process pinned to ``--cpus`` when given), and writes to ``OUTDIR``:
 
 - ``run.json``: pytest-benchmark JSON, the same format ``pytest --benchmark-json`` writes and
   ``gate``/``compare``/``report`` read (per-round data in ``stats.data``, seconds); cases that failed
@@ -47,9 +48,9 @@ from types import SimpleNamespace
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UnknownModelError, UsageError
-from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
-                                     parse_models, parse_nonneg, parse_path, parse_prompt_lengths, parse_rounds,
-                                     parse_warmup_rounds)
+from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
+                                     parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
+                                     parse_rounds, parse_warmup_rounds)
 from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, DEFAULT_ISOLATED, RUN_VARIANTS,
                                       CaseResult, CaseSpec)
 
@@ -175,6 +176,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-inputs", dest="check_inputs", type=parse_count, default=3,
                         help="fresh random inputs of the correctness check against eager (default: %(default)s)")
     parser.add_argument("--seed", type=parse_nonneg, default=0, help="seed of weights and inputs (default: 0)")
+    parser.add_argument("--cpus", type=parse_cpus, default=None, metavar="LIST",
+                        help="pin the run (and its workers) to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     parser.add_argument("--model-overrides", dest="overrides", type=parse_overrides, default=None,
                         help=argparse.SUPPRESS)  # testing: JSON of preset config fields (tiny models on CPU)
     for action in parser._actions:  # mark command-line values, so that they win over --config
@@ -484,7 +487,7 @@ def benchmark_entry(result: CaseResult, settings: RunSettings) -> dict:
         "params": {"case": case.test_id},
         "param": case.test_id,
         "extra_info": extra,
-        "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": settings.rounds,
+        "options": {"disable_gc": True, "timer": "perf_counter", "min_rounds": settings.rounds,
                     "max_time": None, "min_time": None, "warmup": settings.warmup_rounds > 0},
         "stats": stats_dict,
     }
@@ -497,16 +500,19 @@ def failure_entry(result: CaseResult) -> dict:
                                             "compile_ms")}
 
 
-def machine_and_commit_info() -> tuple[dict, dict]:
-    """pytest-benchmark's ``machine_info`` plus ``["cuda"]`` (:func:`envinfo.cuda_fingerprint`), and
-    its ``commit_info`` (git; ``id: "unknown"`` outside a repository)."""
+def machine_and_commit_info(device: str = "cuda") -> tuple[dict, dict]:
+    """pytest-benchmark's ``machine_info`` plus ``["cuda"]`` (:func:`envinfo.cuda_fingerprint`; None for a
+    ``--device cpu`` run, even on a GPU machine: it measured no GPU, so it is never gated as a GPU run)
+    and ``["cpu_affinity"]`` (the CPUs the run may use), and its ``commit_info`` (git; ``id: "unknown"``
+    outside a repository)."""
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
     from pytest_benchmark.utils import get_commit_info
 
-    from cudagraph_bench.envinfo import cuda_fingerprint
+    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint
 
     machine_info = pytest_benchmark_generate_machine_info()
-    machine_info["cuda"] = cuda_fingerprint()
+    machine_info["cuda"] = cuda_fingerprint() if device == "cuda" else None
+    machine_info["cpu_affinity"] = cpu_affinity()
     try:
         commit_info = get_commit_info("cudagraph-bench")
     except Exception as exc:  # git missing or broken: the run is still valid
@@ -622,13 +628,16 @@ def main(args: argparse.Namespace) -> int:
     differs from eager) or raises :class:`UsageError` (exit 2)."""
     from datetime import datetime, timezone
 
+    from cudagraph_bench.envinfo import pin_cpus
+
     t0 = time.monotonic()
     settings = resolve_settings(args)
+    pin_cpus(_plain(getattr(args, "cpus", None)))
     plan = plan_cases(settings)
     outdir = Path(settings.outdir)
     ensure_writable_outdir(outdir)
     started = datetime.now(timezone.utc).isoformat()
-    machine_info, commit_info = machine_and_commit_info()
+    machine_info, commit_info = machine_and_commit_info(settings.device)
     extra: dict = {}
     if settings.device == "cuda":
         import torch

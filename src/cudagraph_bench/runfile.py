@@ -23,6 +23,7 @@ import numpy as np
 
 from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.paths import default_storage
 from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
@@ -67,6 +68,29 @@ class Measurement:
         return self.samples_ms is not None
 
     @property
+    def check_status(self) -> str:
+        """Correctness recorded in the run for this benchmark: ``"reference"`` (the eager variant, what
+        others are checked against), ``"pass"`` (``extra_info.correct`` true), ``"fail"`` (``correct``
+        false, or ``status`` ``mismatch``/``failed``) or ``"unchecked"`` (the run recorded no check)."""
+        info = self.extra_info
+        if info.get("correct") is False or info.get("status") in ("mismatch", "failed"):
+            return "fail"
+        if info.get("correct") is True:
+            return "pass"
+        return "reference" if info.get("variant") == "eager" else "unchecked"
+
+    @property
+    def check_detail(self) -> str:
+        """The recorded check in words, e.g. ``"check strict, max |diff| 3.5"``, for error messages."""
+        info = self.extra_info
+        parts = [f"check {info.get('check') or 'not recorded'}"]
+        if info.get("max_abs_diff") is not None:
+            parts.append(f"max |diff| {info['max_abs_diff']:.3g}")
+        if info.get("reason"):
+            parts.append(str(info["reason"]))
+        return ", ".join(parts)
+
+    @property
     def can_bootstrap(self) -> bool:
         """Per-round data of at least :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
         return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
@@ -107,14 +131,17 @@ def _ids_in(storage: Path) -> list[Path]:
     return sorted({*storage.glob("*/[0-9][0-9][0-9][0-9]_*.json"), *storage.glob("[0-9][0-9][0-9][0-9]_*.json")})
 
 
-def resolve_run_path(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Path:
-    """Path of a run given as a file path or a saved-run id (``"0001"`` or a file stem under ``storage``).
+def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path:
+    """Path of a run given as a file path or a saved-run id (``"0001"`` or a file stem under ``storage``;
+    None: :func:`cudagraph_bench.paths.default_storage`, which does not depend on the working directory).
 
     Raises InputFileError for a missing file, an unknown id (listing the ids found) or an ambiguous id.
     """
     path = Path(ref)
     if path.exists():
         return path
+    if storage is None:
+        storage = default_storage()
     if not str(storage).strip():
         raise InputFileError("--storage is empty: give the folder pytest-benchmark saves runs in (default "
                              f"{DEFAULT_STORAGE})")
@@ -140,7 +167,7 @@ def resolve_run_path(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> 
     raise InputFileError(f"unknown saved-run id {ref!r}: ids in {storage}/ are {shown}")
 
 
-def load_run(ref: str, storage: str | os.PathLike = DEFAULT_STORAGE) -> Run:
+def load_run(ref: str, storage: str | os.PathLike | None = None) -> Run:
     """Load and validate a pytest-benchmark JSON run (path or saved-run id).
 
     Raises InputFileError (one line) when the file is missing, empty, truncated/invalid JSON, not
@@ -315,6 +342,31 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
             raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has no eager or graph benchmark "
                                  f"(only {', '.join(variants)}): rerun with the eager and graph variants")
     return groups
+
+
+def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[str, list[Measurement]]]:
+    """Forward groups of several runs of the same code (separate processes): ``(model, dtype, seq_len)``
+    -> ``{variant: [Measurement of each run that has it]}``, sorted by key. Each run is validated as
+    :func:`forward_groups` does (raises InputFileError the same way)."""
+    merged: dict[tuple[str, str, int], dict[str, list[Measurement]]] = {}
+    for run in runs:
+        for key, variants in forward_groups(run).items():
+            slot = merged.setdefault(key, {})
+            for variant, m in variants.items():
+                slot.setdefault(variant, []).append(m)
+    return dict(sorted(merged.items()))
+
+
+def distinct_runs(runs: list[Run], what: str) -> list[Run]:
+    """``runs`` unchanged; raises :class:`UsageError` when one file is given twice (same sha256): a
+    repeated run would count as two independent runs and narrow the noise model."""
+    seen: dict[str, Path] = {}
+    for run in runs:
+        if run.sha256 in seen:
+            raise UsageError(f"{what}: {run.path} and {seen[run.sha256]} are the same run (sha256 "
+                             f"{run.sha256[:12]}): give each separate run once")
+        seen[run.sha256] = run.path
+    return runs
 
 
 def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, inputs: list) -> None:

@@ -579,16 +579,18 @@ def describe_exception(exc: BaseException, limit: int = 300) -> str:
 
 
 def _time_cpu(fn: Callable[[], object], *, rounds: int, warmup: int):
-    """Wall-clock timing without CUDA (``--device cpu``): same shape as ``timing.time_call``."""
-    from cudagraph_bench.timing import Timing
+    """Wall-clock timing without CUDA (``--device cpu``): same shape as ``timing.time_call`` (garbage
+    collector off too)."""
+    from cudagraph_bench.timing import Timing, gc_disabled
 
-    for _ in range(warmup):
-        fn()
     wall = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        wall.append((time.perf_counter() - t0) * 1e3)
+    with gc_disabled():
+        for _ in range(warmup):
+            fn()
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            fn()
+            wall.append((time.perf_counter() - t0) * 1e3)
     return Timing(wall_ms=wall, event_ms=[])
 
 

@@ -1,0 +1,157 @@
+"""GPU state through NVML (``nvidia-ml-py``, imported as ``pynvml``): clocks, temperature, power and
+the clocks-event (throttle) reasons of the CUDA device a benchmark runs on.
+
+The plugin reads it before and after every benchmark (``extra_info["gpu_state"]``) so that a run
+measured on a throttled GPU says so. Nothing here raises: without NVML, without a GPU, or when a
+query is not supported, :func:`read_gpu_state` returns None (or None for that one field).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+#: NVML clocks-event / throttle reason bits -> names (``nvmlClocksEventReason*`` /
+#: ``nvmlClocksThrottleReason*``; both APIs use the same bits).
+REASON_BITS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"),
+    (0x100, "display_clocks"),
+    (0x200, "board_limit"),
+    (0x400, "reliability"),
+)
+#: Reasons that do not slow a busy GPU down: idle, clocks set by the user, clocks synced with other GPUs.
+BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks", "sync_boost", "none"})
+
+_nvml = None          # the pynvml module once nvmlInit succeeded, False when it failed
+_handles: dict = {}   # torch device index -> (NVML handle, how it was matched)
+
+
+class GpuThrottledWarning(UserWarning):
+    """A benchmark ran while NVML reported a throttling clocks-event reason (power cap, thermal ...)."""
+
+
+def reason_names(mask: int) -> list[str]:
+    """NVML reason bit mask -> names in bit order, e.g. ``0x24`` -> ``["sw_power_cap", "sw_thermal"]``;
+    ``0`` -> ``["none"]``; unknown bits -> ``"unknown_0x..."``."""
+    mask = int(mask)
+    if mask == 0:
+        return ["none"]
+    names = [name for bit, name in REASON_BITS if mask & bit]
+    known = 0
+    for bit, _ in REASON_BITS:
+        known |= bit
+    if mask & ~known:
+        names.append(f"unknown_{mask & ~known:#x}")
+    return names
+
+
+def throttle_reasons(*states: dict | None) -> list[str]:
+    """The throttling reasons (anything but :data:`BENIGN_REASONS`) in one or more readings of
+    :func:`read_gpu_state`, sorted and unique; ``[]`` when there are none or no readings."""
+    found = set()
+    for state in states:
+        if state:
+            found.update(r for r in state.get("clocks_event_reasons") or () if r not in BENIGN_REASONS)
+    return sorted(found)
+
+
+def _init():
+    global _nvml
+    if _nvml is None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            _nvml = pynvml
+        except Exception:  # not installed, no driver, no GPU
+            _nvml = False
+    return _nvml or None
+
+
+def _handle(nvml, index: int):
+    """NVML handle of torch's ``cuda:index``: by UUID, else by PCI bus id, else NVML index ``index``."""
+    if index in _handles:
+        return _handles[index]
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    found = None
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        try:
+            found = (nvml.nvmlDeviceGetHandleByUUID("GPU-" + str(uuid)), "uuid")
+        except Exception:
+            pass
+    if found is None and hasattr(props, "pci_bus_id"):
+        bus_id = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        try:
+            found = (nvml.nvmlDeviceGetHandleByPciBusId(bus_id), "pci")
+        except Exception:
+            pass
+    if found is None:
+        found = (nvml.nvmlDeviceGetHandleByIndex(index), "index")
+    _handles[index] = found
+    return found
+
+
+def _query(fn, *args, scale: float = 1.0):
+    try:
+        value = fn(*args)
+    except Exception:  # not supported on this GPU / driver
+        return None
+    return value * scale if scale != 1.0 else value
+
+
+def read_gpu_state(device=None) -> dict | None:
+    """One NVML reading of the CUDA device ``device`` (torch device, index or None: the current device).
+
+    Returns ``{"sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "clocks_event_reasons",
+    "nvml_match"}``: SM and memory clocks in MHz, GPU temperature in degrees C, power draw in W, the
+    active clocks-event reasons as names (:func:`reason_names`), and how the NVML device was matched to
+    torch's (``uuid``, ``pci`` or ``index``). A field NVML does not support is None. Returns None (never
+    raises) without NVML or without a CUDA GPU.
+    """
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        nvml = _init()
+        if nvml is None:
+            return None
+        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
+        handle, match = _handle(nvml, torch.cuda.current_device() if index is None else index)
+        reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = _query(reasons_fn, handle)
+        return {
+            "sm_clock_mhz": _query(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": _query(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_MEM),
+            "temperature_c": _query(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
+            "power_w": _query(nvml.nvmlDeviceGetPowerUsage, handle, scale=1e-3),   # NVML reports mW
+            "clocks_event_reasons": None if mask is None else reason_names(mask),
+            "nvml_match": match,
+        }
+    except Exception:  # a GPU-state reading must never fail a benchmark
+        return None
+
+
+def warn_if_throttled(case: str, before: dict | None, after: dict | None) -> list[str]:
+    """Emit a :class:`GpuThrottledWarning` naming ``case`` when either reading has a throttling reason;
+    returns those reasons (``[]`` when none)."""
+    reasons = throttle_reasons(before, after)
+    if reasons:
+        warnings.warn(f"{case}: GPU clocks were limited while timing ({', '.join(reasons)}): its times may be "
+                      "slower than the GPU's; let it cool down or check its power limit, then rerun",
+                      GpuThrottledWarning, stacklevel=3)
+    return reasons
+
+
+__all__ = ["REASON_BITS", "BENIGN_REASONS", "GpuThrottledWarning", "reason_names", "throttle_reasons",
+           "read_gpu_state", "warn_if_throttled"]

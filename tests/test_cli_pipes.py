@@ -1,0 +1,92 @@
+"""Exit codes never depend on where stdout goes: a reader that closes the pipe early (``| head -1``)
+must not turn a command's verdict into a ``BrokenPipeError`` exit code 2."""
+
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from h200_fixture import DOC, FIXTURE, TIME_FIELDS, write  # noqa: E402
+
+SCRIPT = Path(sys.executable).parent / "cudagraph-bench"
+PIPE_NOISE = ("Broken pipe", "BrokenPipeError", "Exception ignored", "cannot access")
+
+
+def slower_graphs(tmp_path, factor=1.5):
+    """The fixture run with every graph benchmark's times scaled by ``factor`` (a regression)."""
+    doc = copy.deepcopy(DOC)
+    for b in doc["benchmarks"]:
+        if b["extra_info"].get("variant") == "graph":
+            s = b["stats"]
+            s["data"] = [x * factor for x in s["data"]]
+            for f in TIME_FIELDS:
+                if isinstance(s.get(f), (int, float)):
+                    s[f] *= factor
+    return write(doc, tmp_path / "slower.json")
+
+
+def run_with_closed_stdout(argv):
+    """``python -m cudagraph_bench ARGV`` whose stdout is a pipe closed before the first write
+    -> (exit code, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "cudagraph_bench", *map(str, argv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()   # the reader is gone: every write to stdout hits a broken pipe
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    return proc.wait(timeout=120), err
+
+
+@pytest.mark.parametrize("verdict, expected", [("PASS", 0), ("FAIL", 1)])
+def test_compare_exit_code_is_its_verdict_when_the_reader_closes_the_pipe(tmp_path, verdict, expected):
+    new = FIXTURE if verdict == "PASS" else slower_graphs(tmp_path)
+    rc, err = run_with_closed_stdout(["compare", FIXTURE, new])
+    assert rc == expected, err
+    assert not [n for n in PIPE_NOISE if n in err], err
+
+
+def test_usage_errors_stay_exit_code_2_with_a_closed_pipe(tmp_path):
+    rc, err = run_with_closed_stdout(["compare", FIXTURE, tmp_path / "missing.json"])
+    assert rc == 2 and "Broken pipe" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or not SCRIPT.exists(), reason="needs bash and the console script")
+@pytest.mark.parametrize("verdict, expected", [("PASS", 0), ("FAIL", 1)])
+def test_console_script_piped_into_head_keeps_its_exit_code(tmp_path, verdict, expected):
+    new = FIXTURE if verdict == "PASS" else slower_graphs(tmp_path)
+    # head exits after one byte; the rest of the table (several KiB) hits the closed pipe
+    proc = subprocess.run(["bash", "-c", 'set -o pipefail; "$0" compare "$1" "$2" | head -c1 >/dev/null',
+                           str(SCRIPT), str(FIXTURE), str(new)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == expected, proc.stderr
+    assert not [n for n in PIPE_NOISE if n in proc.stderr], proc.stderr
+
+
+def test_pipe_safe_stdout_drops_output_after_a_broken_pipe():
+    from cudagraph_bench.cli import PipeSafeStdout
+
+    class Closed:
+        def __init__(self):
+            self.calls = 0
+
+        def write(self, text):
+            self.calls += 1
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            raise ValueError("no file descriptor")
+
+    stream = Closed()
+    out = PipeSafeStdout(stream)
+    assert out.write("abc") == 3 and out.broken
+    assert out.write("more") == 4 and stream.calls == 1   # nothing reaches the closed stream again
+    out.flush()
+
+
+def test_help_into_a_closed_pipe_exits_0_quietly():
+    rc, err = run_with_closed_stdout(["run", "--help"])
+    assert rc == 0 and not [n for n in PIPE_NOISE if n in err], err

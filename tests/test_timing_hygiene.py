@@ -1,0 +1,252 @@
+"""Timing hygiene without a GPU: time-based warmup and minimum measured time, garbage collector off
+while timing, the --cpus parser and CPU pinning, and the NVML GPU-state reading (mapped bit masks, None
+without NVML)."""
+
+import argparse
+import gc
+import os
+import sys
+import types
+
+import pytest
+import torch
+
+from cudagraph_bench import envinfo, gpustate
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.options import parse_cpus, parse_ms
+from cudagraph_bench.timing import MAX_TIMED_ROUNDS, estimate_call_ms, gc_disabled, plan_rounds
+
+
+# ---------------------------------------------------------------------------- rounds from time floors
+
+
+def test_plan_rounds_fills_the_time_floors_with_literal_numbers():
+    # 0.1 ms graph replay: 200 ms of measurement = 2000 rounds, 100 ms of warmup = 1000 rounds
+    assert plan_rounds(0.1, rounds=100, warmup=10, warmup_ms=100, min_time_ms=200) == (2000, 1000)
+    # 50 ms call: the round counts already last longer than the floors
+    assert plan_rounds(50.0, rounds=100, warmup=10, warmup_ms=100, min_time_ms=200) == (100, 10)
+    # floors off
+    assert plan_rounds(0.1, rounds=7, warmup=0, warmup_ms=0, min_time_ms=0) == (7, 0)
+
+
+def test_plan_rounds_caps_what_the_time_floors_add():
+    assert plan_rounds(0.0, rounds=100, warmup=10, warmup_ms=100, min_time_ms=200) == (MAX_TIMED_ROUNDS,) * 2
+    assert plan_rounds(1e-3, rounds=30_000, warmup=5, warmup_ms=100, min_time_ms=200, max_rounds=1000) == \
+        (30_000, 1000)   # never fewer than asked for
+
+
+def test_estimate_call_ms_calls_cold_once_then_stops_at_its_budget():
+    calls = []
+
+    def fn():
+        calls.append(1)
+
+    syncs = []
+    assert estimate_call_ms(fn, lambda: syncs.append(1), calls=3) >= 0.0
+    assert len(calls) == len(syncs) == 4                         # 1 cold + 3 timed, each synchronized
+    calls.clear()
+    slow = estimate_call_ms(lambda: (calls.append(1), __import__("time").sleep(0.02)), calls=5, budget_ms=10)
+    assert len(calls) == 2 and slow >= 15                        # a slow call is not repeated
+
+
+def test_gc_is_off_while_timing_and_restored_after():
+    from cudagraph_bench.timing import time_call
+    from cudagraph_bench.variants import _time_cpu
+
+    states = []
+    assert gc.isenabled()
+    timing = _time_cpu(lambda: states.append(gc.isenabled()), rounds=3, warmup=1)
+    assert len(timing.wall_ms) == 3 and states == [False] * 4 and gc.isenabled()
+    gc.disable()
+    try:
+        with gc_disabled():
+            pass
+        assert not gc.isenabled()                                 # a disabled collector stays disabled
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError):
+        time_call(lambda: None, rounds=0, warmup=0)
+
+
+def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatch):
+    """The pytest path with a fake benchmark fixture and a CPU stand-in for CallTimer."""
+    from cudagraph_bench import plugin, timing
+
+    class FakeTimer:
+        def __init__(self, fn, capacity):
+            self.fn, self.capacity, self.calls = fn, capacity, 0
+
+        def __call__(self):
+            self.calls += 1
+            return self.fn()
+
+        def event_ms(self, last=None):
+            return [0.1] * last
+
+    class FakeBenchmark:
+        name = "test_forward[gpt2-float32-L16-graph]"
+
+        def __init__(self):
+            self.extra_info = {}
+
+        def pedantic(self, target, rounds, warmup_rounds, iterations):
+            self.args = (rounds, warmup_rounds, iterations)
+            for _ in range(rounds + warmup_rounds):
+                target()
+
+    class FakeSession:
+        opts = {"rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0}
+
+        def option(self, name):
+            return self.opts[name]
+
+    readings = iter([{"clocks_event_reasons": ["gpu_idle"]}, {"clocks_event_reasons": ["sw_thermal"]}])
+    monkeypatch.setattr(timing, "CallTimer", FakeTimer)
+    monkeypatch.setattr(timing, "estimate_call_ms", lambda fn, sync: 1.0)
+    monkeypatch.setattr(gpustate, "read_gpu_state", lambda: next(readings))
+    bench = FakeBenchmark()
+    with pytest.warns(gpustate.GpuThrottledWarning, match=r"test_forward\[gpt2-float32-L16-graph\]: .*sw_thermal"):
+        events = plugin.benchmark_call(bench, FakeSession(), lambda: None, group="g", extra_info={"model": "gpt2"})
+    assert bench.args == (200, 100, 1) and len(events) == 200    # 1 ms calls: 200 ms / 100 ms floors
+    info = bench.extra_info
+    assert info["warmup_rounds"] == 100 and info["estimated_call_ms"] == 1.0 and info["model"] == "gpt2"
+    assert info["gpu_state"]["after"] == {"clocks_event_reasons": ["sw_thermal"]}
+    assert info["throttled"] == ["sw_thermal"]
+
+
+# ---------------------------------------------------------------------------- --cpus
+
+
+def test_parse_cpus():
+    assert parse_cpus("0-3") == (0, 1, 2, 3)
+    assert parse_cpus("0,2,4-6") == (0, 2, 4, 5, 6)
+    assert parse_cpus(" 5 , 1 ") == (1, 5)
+    for bad, message in (("3-1", "bad CPU range '3-1'"), ("a", "bad CPU list item 'a'"), ("", "empty item"),
+                         ("-1", "bad CPU list item '-1'"), ("1,", "empty item")):
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            parse_cpus(bad)
+
+
+def test_parse_ms():
+    assert parse_ms("0") == 0.0 and parse_ms("12.5") == 12.5
+    for bad in ("-1", "inf", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_ms(bad)
+
+
+def test_format_cpus():
+    assert envinfo.format_cpus({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert envinfo.format_cpus([3]) == "3" and envinfo.format_cpus([]) == ""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
+def test_pin_cpus_pins_and_refuses_cpus_it_may_not_use():
+    allowed = os.sched_getaffinity(0)
+    assert envinfo.pin_cpus(None) == sorted(allowed)               # no pinning
+    cpu = min(allowed)
+    try:
+        assert envinfo.pin_cpus((cpu,)) == [cpu] and os.sched_getaffinity(0) == {cpu}
+    finally:
+        os.sched_setaffinity(0, allowed)
+    with pytest.raises(UsageError, match=rf"--cpus: CPU\(s\) 99999 not available to this process: choose among "
+                                         rf"{envinfo.format_cpus(allowed)}$"):
+        envinfo.pin_cpus((cpu, 99999))
+    assert os.sched_getaffinity(0) == allowed
+
+
+# ---------------------------------------------------------------------------- NVML GPU state
+
+
+def test_reason_names_map_nvml_bits():
+    assert gpustate.reason_names(0) == ["none"]
+    assert gpustate.reason_names(0x1) == ["gpu_idle"]
+    assert gpustate.reason_names(0x4 | 0x20) == ["sw_power_cap", "sw_thermal"]
+    assert gpustate.reason_names(0x2 | 0x8 | 0x10 | 0x40 | 0x80) == [
+        "applications_clocks", "hw_slowdown", "sync_boost", "hw_thermal", "hw_power_brake"]
+    assert gpustate.reason_names(0x1 | 0x10000) == ["gpu_idle", "unknown_0x10000"]
+
+
+def test_reason_bits_match_pynvml_constants():
+    pynvml = pytest.importorskip("pynvml")
+    names = {"gpu_idle": "GpuIdle", "applications_clocks": "ApplicationsClocksSetting", "sw_power_cap": "SwPowerCap",
+             "hw_slowdown": "HwSlowdown", "sync_boost": "SyncBoost", "sw_thermal": "SwThermalSlowdown",
+             "hw_thermal": "HwThermalSlowdown", "hw_power_brake": "HwPowerBrakeSlowdown"}
+    for bit, name in gpustate.REASON_BITS:
+        if name in names:
+            assert getattr(pynvml, "nvmlClocksThrottleReason" + names[name]) == bit
+
+
+def test_throttle_reasons_ignore_benign_reasons_and_missing_readings():
+    idle = {"clocks_event_reasons": ["gpu_idle", "applications_clocks"]}
+    hot = {"clocks_event_reasons": ["sw_thermal", "sync_boost"]}
+    capped = {"clocks_event_reasons": ["sw_power_cap", "sw_thermal"]}
+    assert gpustate.throttle_reasons(idle, None, {"clocks_event_reasons": None}) == []
+    assert gpustate.throttle_reasons(idle, hot, capped) == ["sw_power_cap", "sw_thermal"]
+    assert gpustate.warn_if_throttled("case", idle, None) == []
+    with pytest.warns(gpustate.GpuThrottledWarning, match="case: GPU clocks were limited while timing"):
+        assert gpustate.warn_if_throttled("case", idle, hot) == ["sw_thermal"]
+
+
+@pytest.fixture
+def fresh_nvml(monkeypatch):
+    monkeypatch.setattr(gpustate, "_nvml", None)
+    monkeypatch.setattr(gpustate, "_handles", {})
+
+
+def test_gpu_state_is_none_without_a_gpu(monkeypatch, fresh_nvml):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpustate.read_gpu_state() is None
+
+
+def test_gpu_state_is_none_without_nvml(monkeypatch, fresh_nvml):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "pynvml", None)             # import pynvml raises ImportError
+    assert gpustate.read_gpu_state(0) is None
+
+
+def test_gpu_state_is_none_when_nvml_init_fails(monkeypatch, fresh_nvml):
+    def fail():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(nvmlInit=fail))
+    assert gpustate.read_gpu_state(0) is None
+
+
+def fake_nvml(uuid_ok=True):
+    def by_uuid(uuid):
+        if not uuid_ok:
+            raise RuntimeError("not found")
+        assert uuid == "GPU-12345678-1234-5678-1234-567812345678"
+        return "h-uuid"
+
+    def power(handle):
+        raise RuntimeError("Not Supported")
+
+    return types.SimpleNamespace(
+        nvmlInit=lambda: None, NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetHandleByUUID=by_uuid,
+        nvmlDeviceGetHandleByPciBusId=lambda bus: ("h-pci", bus),
+        nvmlDeviceGetHandleByIndex=lambda i: "h-index",
+        nvmlDeviceGetClockInfo=lambda h, clock: {1: 1980, 2: 3201}[clock],
+        nvmlDeviceGetTemperature=lambda h, sensor: 41,
+        nvmlDeviceGetPowerUsage=power,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4 | 0x1)
+
+
+def test_gpu_state_reads_the_torch_device_by_uuid_then_pci_bus_id(monkeypatch, fresh_nvml):
+    import uuid
+
+    props = types.SimpleNamespace(uuid=uuid.UUID("12345678-1234-5678-1234-567812345678"), pci_domain_id=0,
+                                  pci_bus_id=0x1b, pci_device_id=0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
+    state = gpustate.read_gpu_state()
+    assert state == {"sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "temperature_c": 41, "power_w": None,
+                     "clocks_event_reasons": ["gpu_idle", "sw_power_cap"], "nvml_match": "uuid"}
+    monkeypatch.setattr(gpustate, "_nvml", None)
+    monkeypatch.setattr(gpustate, "_handles", {})
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(uuid_ok=False))
+    assert gpustate.read_gpu_state("cuda:0")["nvml_match"] == "pci"
