@@ -7,12 +7,14 @@
 #   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json; removed first,
 #                and not written when every benchmark was skipped)
 #   GATE_ARGS    extra `cudagraph-bench gate` arguments for `make gpu-gate`, e.g. "--markdown out/gate.md"
+#   CONFIRM      reruns that must confirm a regression the gate finds in the run (default 4; 0: none)
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch
 PYTEST_ARGS ?=
 RUN_JSON ?= out/bench.json
 GATE_ARGS ?=
+CONFIRM ?= 4
 PY := $(VENV)/bin/python
 
 .PHONY: setup bench test gpu-gate clean
@@ -42,14 +44,16 @@ test: $(VENV)/.installed
 
 # The GPU CI job, runnable locally: ONE pytest session runs the GPU correctness tests and every benchmark
 # (each benchmark records its own check against eager in the JSON), then the gate against the GPU's
-# baseline (found in the checkout's baselines/, whatever the working directory). Fails (exit 1) on a
-# failed test, a wrong graph, a reduction below the threshold or a regression; exit 2 when nothing ran.
+# baseline (found in the checkout's baselines/, whatever the working directory); a regression found in the
+# one run is rerun CONFIRM times in separate processes and must show there too (rank test). Fails (exit 1)
+# on a failed test, a wrong graph, a reduction below the threshold or a confirmed regression; exit 2
+# when nothing ran.
 gpu-gate: $(VENV)/.installed
-	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
+	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON) $(basename $(RUN_JSON)).confirm-*.json
 	$(PY) -m pytest perf_tests --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs \
 	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); rc=$$?; \
 	if [ ! -s $(RUN_JSON) ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
-	$(PY) -m cudagraph_bench gate $(RUN_JSON) $(GATE_ARGS); grc=$$?; \
+	$(PY) -m cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM) $(GATE_ARGS); grc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$grc -ne 2 ]; then echo "make gpu-gate: pytest failed (exit $$rc): see the failed tests above"; exit 1; fi; exit $$grc
 
 clean:

@@ -1,5 +1,5 @@
 """``cudagraph-bench ab --base REF --head REF``: interleaved A/B runs in git worktrees, then compare. The
-benchmark process (ab.run_one) is replaced by one that writes copies of the H200 fixture."""
+benchmark process (benchrun.run_one) is replaced by one that writes copies of the H200 fixture."""
 
 import re
 import shutil
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import ab
+from cudagraph_bench import ab, benchrun
 
 from h200_fixture import checked, DOC, no_default_baseline_fixture, run_cli, scaled, write
 
@@ -58,14 +58,14 @@ def repo(tmp_path):
 
 
 def fake_runs(monkeypatch, head_graph_factor=1.0, fail_side=None):
-    """Replace ab.run_one with a writer of fixture copies; returns the list of (side, i, checked-out side)."""
+    """Replace benchrun.run_one with a writer of fixture copies; returns the list of (side, i, checked-out side)."""
     calls = []
 
     def run_one(cmd, cwd, env, log):
         json_path = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--benchmark-json=")))
         side, i = re.fullmatch(r"(base|head)-(\d+)\.json", json_path.name).groups()
         calls.append((side, int(i), (Path(cwd) / "side.txt").read_text(), env["PYTHONPATH"] == str(Path(cwd) / "src"),
-                      ab.BENCH_TARGET in cmd))
+                      benchrun.BENCH_TARGET in cmd))
         log.write_text("fake run\n")
         if side == fail_side:
             return 1
@@ -75,7 +75,7 @@ def fake_runs(monkeypatch, head_graph_factor=1.0, fail_side=None):
         write(doc, json_path)
         return 0
 
-    monkeypatch.setattr(ab, "run_one", run_one)
+    monkeypatch.setattr(benchrun, "run_one", run_one)
     return calls
 
 
@@ -129,7 +129,7 @@ def test_a_side_without_a_successful_run_is_a_usage_error(tmp_path, capsys, monk
     out_dir = tmp_path / "ab-out"
     rc, out, err = run_cli(capsys, "ab", "--repo", repo, "--base", "base", "--head", "head", "-k", 2, "-o", out_dir)
     assert rc == 2 and "no head run succeeded" in err
-    assert "ab: head run 1/2: FAILED (exit 1)" in out
+    assert "ab: head run 1/2: FAILED" in out and "head-1.json FAILED (exit 1)" in err
 
 
 def test_a_folder_that_is_not_a_git_repository_is_a_usage_error(tmp_path, capsys):

@@ -691,3 +691,69 @@ def test_an_empty_markdown_path_is_a_usage_error(tmp_path, capsys, monkeypatch, 
     assert exc.value.code == 2 and out == "" and len(err.splitlines()) == 1
     assert "argument --markdown: expected a path, got an empty string" in err
     assert list(p.name for p in tmp_path.iterdir()) == ["no-baselines"]
+
+
+def fake_confirm_runs(monkeypatch, factor):
+    """Replace benchrun.run_one with a writer of the fixture's selected benchmarks, graph scaled by
+    ``factor``; returns the list of (selected node ids, cwd) of each call."""
+    from cudagraph_bench import benchrun
+
+    calls = []
+
+    def run_one(cmd, cwd, env, log):
+        json_path = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--benchmark-json=")))
+        selected = [a for a in cmd if "::" in a]
+        calls.append((selected, Path(cwd)))
+        doc = scaled(CHECKED, factor, {"graph"})
+        doc["benchmarks"] = [b for b in doc["benchmarks"] if b["fullname"] in selected]
+        write(doc, json_path)
+        log.write_text("fake run\n")
+        return 0
+
+    monkeypatch.setattr(benchrun, "run_one", run_one)
+    return calls
+
+
+@pytest.mark.parametrize("rerun_factor, expect_rc", [(1.0, 0), (None, 1)])
+def test_confirm_reruns_only_the_regressed_cases_and_judges_all_runs(tmp_path, capsys, baseline, monkeypatch,
+                                                                     rerun_factor, expect_rc):
+    key = max(GATED, key=lambda k: GATED[k])  # any gated case; the one with the most room above 30%
+    tol = file_tolerances(baseline)[key]
+    slow = 1.0 + 2.0 * tol / 100.0  # twice the tolerance: one run regresses on the ratio alone
+    doc = copy.deepcopy(CHECKED)
+    scale(bench(doc, *key, "graph"), slow)
+    run = write(doc, tmp_path / "ci" / "run.json")
+    calls = fake_confirm_runs(monkeypatch, rerun_factor or slow)
+    rc, out, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 4)
+    assert rc == expect_rc, out + err
+    names = {bench(doc, *key, v)["fullname"] for v in ("eager", "graph")}
+    assert len(calls) == 4 and all(set(sel) == names for sel, _ in calls)  # eager and graph of that case only
+    assert all((tmp_path / "ci" / f"run.confirm-{i}.json").is_file() for i in range(1, 5))
+    verdict = "regression confirmed" if expect_rc else "not confirmed"
+    assert f"after 4 of 4 confirmation reruns of the regressed cases: {verdict}" in out
+    if expect_rc:  # five slow runs against five baseline runs: the rank test took part and agrees
+        p = mannwhitneyu([median_ms(bench(doc, *key, "graph"))] * 5,
+                         median_ms(bench(DOC, *key, "graph")) * np.asarray(FACTORS), alternative="greater").pvalue
+        assert p < 0.05 and f"{label(key)} graph median" in out
+
+
+def test_confirm_never_overwrites_earlier_confirmation_runs(tmp_path, capsys, baseline, monkeypatch):
+    key = next(iter(GATED))
+    doc = copy.deepcopy(CHECKED)
+    scale(bench(doc, *key, "graph"), 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
+    run = write(doc, tmp_path / "run.json")
+    (tmp_path / "run.confirm-2.json").write_text("{}")
+    calls = fake_confirm_runs(monkeypatch, 1.0)
+    rc, _, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 3)
+    assert rc == 2 and "run.confirm-2.json exists" in err and not calls
+
+
+def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, monkeypatch):
+    key = next(iter(GATED))
+    doc = copy.deepcopy(CHECKED)
+    b = bench(doc, *key, "graph")
+    scale(b, 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
+    b["extra_info"].update(correct=False, max_abs_diff=3.5)
+    calls = fake_confirm_runs(monkeypatch, 1.0)
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", baseline, "--confirm", 3)
+    assert rc == 1 and not calls and "failed its correctness check" in out

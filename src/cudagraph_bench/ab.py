@@ -22,21 +22,18 @@ no successful run.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from cudagraph_bench import compare
+from cudagraph_bench import benchrun, compare
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.paths import checkout_root
 
 DEFAULT_RUNS = 5
 DEFAULT_OUT = "out/ab"
-BENCH_TARGET = "perf_tests/test_forward_bench.py"
 
 
 def schedule(k: int) -> list[tuple[str, int]]:
@@ -64,24 +61,13 @@ def resolve_commit(repo: Path, ref: str, flag: str) -> str:
     return proc.stdout.strip()
 
 
-def run_one(cmd: list[str], cwd: Path, env: dict, log: Path) -> int:
-    """Run one benchmark process, its output into ``log``; returns its exit code."""
-    with open(log, "w", encoding="utf-8") as fh:
-        return subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
-
-
 def measure(trees: dict[str, Path], out: Path, k: int, pytest_args: list[str]) -> dict[str, list[Path]]:
     """Run the :func:`schedule` of ``k`` runs per side; returns the JSON files each side produced."""
     done: dict[str, list[Path]] = {"base": [], "head": []}
     for side, i in schedule(k):
-        tree = trees[side]
-        json_path, log = out / f"{side}-{i}.json", out / f"{side}-{i}.log"
-        cmd = [sys.executable, "-m", "pytest", BENCH_TARGET, "--benchmark-only", f"--benchmark-json={json_path}",
-               "-p", "no:cacheprovider", "-q", *pytest_args]
-        env = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONUNBUFFERED": "1"}
-        rc = run_one(cmd, tree, env, log)
-        ok = rc == 0 and json_path.is_file() and json_path.stat().st_size > 0
-        print(f"ab: {side} run {i}/{k}: {'ok' if ok else f'FAILED (exit {rc}), see {log}'}", flush=True)
+        json_path = out / f"{side}-{i}.json"
+        ok = benchrun.run_forward(trees[side], json_path, pytest_args=pytest_args)
+        print(f"ab: {side} run {i}/{k}: {'ok' if ok else 'FAILED'}", flush=True)
         if ok:
             done[side].append(json_path)
     return done

@@ -16,6 +16,12 @@ A case is *marginal* when its 95% interval (one run: percentile bootstrap of its
 the range of the per-run reductions) straddles the threshold; the verdict still follows the median.
 Other variants (padded, bucketed, compile, compile+graph) are shown against eager but never gated.
 
+One run can only be judged by the ratio, and a single run's median can land far out (another process
+on the host, a different memory layout). With ``--confirm K``, when regressions are the only failures,
+the regressed cases (eager and graph) are run K more times, each a separate pytest process in the
+checkout (:mod:`cudagraph_bench.benchrun`), and judged again on all runs, where the rank test then takes
+part: a regression must show in the repeated runs too.
+
 The baseline is ``--baseline FILE``, else ``<gpu_slug>.json`` found by :func:`cudagraph_bench.paths.default_baseline`
 (``$CUDAGRAPH_BENCH_BASELINES``, then the checkout's ``baselines/``), never looked up in the working
 directory; when there is none the gate stops with exit 2 unless ``--no-baseline``. Gating against
@@ -27,16 +33,17 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
-from cudagraph_bench import noise
+from cudagraph_bench import benchrun, noise
 from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline,
                                       pair_reduction, pct)
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
-                                     parse_regression_pct)
-from cudagraph_bench.paths import default_baseline
+from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
+                                     parse_reduction_pct, parse_regression_pct)
+from cudagraph_bench.paths import checkout_root, default_baseline
 from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, refuse_overwriting_inputs, write_text_atomic)
 from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, reduction
@@ -162,8 +169,6 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
                              f"$CUDAGRAPH_BENCH_BASELINES to a folder holding {slug}.json, or --no-baseline "
                              "to check correctness and the reduction threshold only")
         explicit = str(found)
-    from pathlib import Path
-
     if Path(explicit).is_dir():
         raise InputFileError(f"--baseline {explicit} is a folder: give a baseline file such as "
                              f"{Path(explicit) / ((run.gpu_slug or '<gpu-slug>') + '.json')}")
@@ -398,6 +403,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-unchecked", action="store_true",
                         help="do not fail gated cases whose run recorded no correctness check (runs recorded "
                              "before checks existed); a failed check always fails")
+    parser.add_argument("--confirm", type=parse_nonneg, default=0, metavar="K",
+                        help="when regressions are the only failures, rerun the regressed cases K times (separate "
+                             "pytest processes in the checkout, GPU needed) and judge them on all runs with the rank "
+                             "test; the runs are written next to RUN as <RUN>.confirm-<i>.json (default: 0, off)")
     add_storage_option(parser)
     parser.add_argument("--allow-gpu-mismatch", action="store_true",
                         help="gate against a baseline recorded on another GPU")
@@ -416,6 +425,28 @@ def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
     return runs
 
 
+def confirm_regressions(runs: list[Run], results: list[CaseResult], k: int) -> list[Run]:
+    """Rerun the eager and graph benchmarks of every regressed case of ``results`` ``k`` times, each a
+    separate pytest process in the checkout (else the working directory), written next to the first
+    run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is reported on
+    stderr). Raises UsageError when one of those files exists already (never overwritten)."""
+    first = runs[0]
+    groups = forward_groups(first)
+    cases = [(r.model, r.dtype, r.seq_len) for r in results if r.regressed]
+    selection = [groups[c][v].name for c in cases for v in ("eager", "graph") if c in groups]
+    paths = [first.path.with_name(f"{first.path.stem}.confirm-{i}.json") for i in range(1, k + 1)]
+    taken = [p for p in paths if p.exists()]
+    if taken:
+        raise UsageError(f"{taken[0]} exists: move the earlier confirmation runs away (they are never overwritten)")
+    matrix = ["--models", ",".join(dict.fromkeys(c[0] for c in cases)),
+              "--dtypes", ",".join(dict.fromkeys(c[1] for c in cases)),
+              "--prompt-lengths", ",".join(str(n) for n in dict.fromkeys(c[2] for c in cases))]
+    tree = checkout_root() or Path.cwd()
+    print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {k} separate reruns "
+          f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)
+    return [load_run(str(p)) for p in paths if benchrun.run_forward(tree, p, selection, matrix)]
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench gate RUN...``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
@@ -428,6 +459,16 @@ def main(args: argparse.Namespace) -> int:
     results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                        max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
     passed, line = summary(results, baseline)
+    only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results)
+    if args.confirm and only_regressions:
+        extra = confirm_regressions(runs, results, args.confirm)
+        runs = runs + extra
+        results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction,
+                           max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
+                           allow_unchecked=args.allow_unchecked)
+        passed, line = summary(results, baseline)
+        line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
+                 f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
     if args.markdown:
         write_text_atomic(args.markdown, render_markdown(runs, baseline, results, line, passed))
     print("\n".join(_header(runs, baseline, results)))

@@ -1,0 +1,37 @@
+"""Running the forward benchmarks in separate processes (no torch in this process): the building block
+of ``cudagraph-bench ab`` and of ``gate --confirm``. A separate process is what makes two runs
+independent samples of the between-run noise (:mod:`cudagraph_bench.noise`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH_TARGET = "perf_tests/test_forward_bench.py"
+
+
+def forward_command(json_path: Path, selection: list[str] | None = None, pytest_args: list[str] = ()) -> list[str]:
+    """The pytest command line of one forward-benchmark run writing ``json_path``; ``selection``: node
+    ids (default: the whole file)."""
+    return [sys.executable, "-m", "pytest", *(selection or [BENCH_TARGET]), "--benchmark-only",
+            f"--benchmark-json={json_path}", "-p", "no:cacheprovider", "-q", *pytest_args]
+
+
+def run_one(cmd: list[str], cwd: Path, env: dict, log: Path) -> int:
+    """Run one benchmark process, its output into ``log``; returns its exit code."""
+    with open(log, "w", encoding="utf-8") as fh:
+        return subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+
+
+def run_forward(tree: Path, json_path: Path, selection: list[str] | None = None, pytest_args: list[str] = ()) -> bool:
+    """One forward-benchmark run in the checkout ``tree`` (its ``src`` on PYTHONPATH), output and log
+    next to ``json_path``; True when it exited 0 and wrote the JSON."""
+    log = json_path.with_suffix(".log")
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONUNBUFFERED": "1"}
+    rc = run_one(forward_command(json_path, selection, pytest_args), tree, env, log)
+    ok = rc == 0 and json_path.is_file() and json_path.stat().st_size > 0
+    if not ok:
+        print(f"run {json_path.name} FAILED (exit {rc}), see {log}", file=sys.stderr, flush=True)
+    return ok
