@@ -139,3 +139,17 @@ def test_a_folder_that_is_not_a_git_repository_is_a_usage_error(tmp_path, capsys
     plain.mkdir()
     rc, out, err = run_cli(capsys, "ab", "--repo", plain, "--base", "a", "--head", "b", "-o", tmp_path / "o")
     assert rc == 2 and out == "" and "rev-parse" in err
+
+
+@needs_git
+@pytest.mark.parametrize("bad", ["unclosed quote", "bad baseline", "markdown into a folder"])
+def test_bad_options_are_refused_before_any_run_and_leave_no_output_folder(tmp_path, capsys, monkeypatch, repo, bad):
+    calls = fake_runs(monkeypatch)
+    out_dir = tmp_path / "ab-out"
+    extra = {"unclosed quote": ["--pytest-args", '"--models gpt2'],
+             "bad baseline": ["--baseline", tmp_path / "missing.json"],
+             "markdown into a folder": ["--markdown", tmp_path]}[bad]
+    rc, out, err = run_cli(capsys, "ab", "--repo", repo, "--base", "base", "--head", "head", "-k", 2, "-o", out_dir,
+                           *extra)
+    assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not calls and not out_dir.exists()

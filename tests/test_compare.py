@@ -319,6 +319,8 @@ def test_malformed_argument_forms_are_usage_errors(tmp_path, capsys, old, form):
     rc, out, err = run_cli(capsys, "compare", *argv)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
     assert ("OLD NEW" in err) or ("--old" in err)
+    if form in ("old only", "new only"):  # the message names the side that is missing
+        assert f"{'--new' if form == 'old only' else '--old'} is missing" in err
 
 
 def test_a_run_given_twice_on_one_side_is_a_usage_error(tmp_path, capsys, old):

@@ -757,3 +757,21 @@ def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, 
     calls = fake_confirm_runs(monkeypatch, 1.0)
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", baseline, "--confirm", 3)
     assert rc == 1 and not calls and "failed its correctness check" in out
+
+
+def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_path, capsys, baseline, monkeypatch):
+    from cudagraph_bench import benchrun
+
+    key = next(iter(GATED))
+    doc = copy.deepcopy(CHECKED)
+    scale(bench(doc, *key, "graph"), 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
+    run = write(doc, tmp_path / "run.json")
+
+    def run_one(cmd, cwd, env, log):  # pytest on a machine without a GPU: every benchmark skipped, no JSON
+        log.write_text("2 skipped\n")
+        return 0
+
+    monkeypatch.setattr(benchrun, "run_one", run_one)
+    rc, out, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 2)
+    assert rc == 1 and "none of the 2 confirmation reruns produced a run" in out and "unconfirmed" in out
+    assert "regression confirmed" not in out and "no JSON written" in err

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from cudagraph_bench import benchrun, compare
+from cudagraph_bench.baseline import check_output_file, load_baseline
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.paths import checkout_root
@@ -48,7 +49,8 @@ def schedule(k: int) -> list[tuple[str, int]]:
 def _git(repo: Path, *args: str) -> str:
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip().splitlines()[-1:] or ['?']}")
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise UsageError(f"git {' '.join(args)} failed in {repo}: {last}: give --repo a git checkout")
     return proc.stdout.strip()
 
 
@@ -78,8 +80,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", required=True, metavar="REF", help="commit the pull request goes into")
     parser.add_argument("--head", required=True, metavar="REF", help="commit to check")
     parser.add_argument("-k", "--runs", type=parse_count, default=DEFAULT_RUNS, metavar="K",
-                        help="separate runs per side (default: %(default)s; the rank test needs 3+ per side "
-                             "to reach alpha 0.05)")
+                        help="separate runs per side (default: %(default)s; the rank test needs 4+ per side "
+                             "to get below alpha 0.05)")
     parser.add_argument("-o", "--out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the run JSONs and logs; must be new or empty (default: %(default)s)")
     parser.add_argument("--repo", type=parse_path, metavar="DIR",
@@ -102,8 +104,15 @@ def main(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never "
                          "overwritten)")
+    try:
+        pytest_args = shlex.split(args.pytest_args)
+    except ValueError as exc:
+        raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
+    if args.baseline:
+        load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown", "ab.md")
     out.mkdir(parents=True, exist_ok=True)
-    pytest_args = shlex.split(args.pytest_args)
     with tempfile.TemporaryDirectory(prefix="cgb-ab-") as tmp:
         trees = {side: Path(tmp) / side for side in commits}
         try:

@@ -33,5 +33,7 @@ def run_forward(tree: Path, json_path: Path, selection: list[str] | None = None,
     rc = run_one(forward_command(json_path, selection, pytest_args), tree, env, log)
     ok = rc == 0 and json_path.is_file() and json_path.stat().st_size > 0
     if not ok:
-        print(f"run {json_path.name} FAILED (exit {rc}), see {log}", file=sys.stderr, flush=True)
+        why = (f"exit {rc}" if rc != 0 else
+               "no JSON written: every benchmark was skipped (no CUDA GPU?) or deselected")
+        print(f"run {json_path.name} FAILED ({why}), see {log}", file=sys.stderr, flush=True)
     return ok

@@ -274,8 +274,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     if args.old or args.new:
-        if args.runs or not (args.old and args.new):
+        if args.runs:
             raise UsageError("give either OLD NEW, or --old RUN... and --new RUN... (not both forms)")
+        if not (args.old and args.new):
+            raise UsageError(f"{'--new' if args.old else '--old'} is missing: give --old RUN... and --new RUN...")
         return args.old, args.new
     if len(args.runs) != 2:
         raise UsageError(f"expected OLD NEW (two runs), got {len(args.runs)}: for several runs per side use "

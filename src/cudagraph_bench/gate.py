@@ -467,8 +467,12 @@ def main(args: argparse.Namespace) -> int:
                            max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
                            allow_unchecked=args.allow_unchecked)
         passed, line = summary(results, baseline)
-        line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
-                 f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
+        if not extra:
+            line += (f" (none of the {args.confirm} confirmation reruns produced a run, see the logs next to "
+                     f"{runs[0].path}: the regression stands, unconfirmed)")
+        else:
+            line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
+                     f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
     if args.markdown:
         write_text_atomic(args.markdown, render_markdown(runs, baseline, results, line, passed))
     print("\n".join(_header(runs, baseline, results)))
