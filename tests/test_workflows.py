@@ -110,3 +110,16 @@ def test_make_gpu_gate_target_exists():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^gpu-gate:", makefile, re.M) and "--benchmark-json" in makefile
     assert re.search(r"^setup: \$\(VENV\)/\.installed", makefile, re.M)  # the workflow's set-up step `make setup`
+
+
+def test_make_gpu_gate_runs_correctness_tests_and_benchmarks_in_one_session_then_a_confirmed_gate():
+    """The GPU CI command: one pytest session over perf_tests without --benchmark-only (so the plain
+    correctness tests run next to the benchmarks), then the gate with confirmation reruns; a failed
+    pytest fails the target even when the gate passes."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^gpu-gate:.*?(?=^\S)", makefile, re.M | re.S).group(0)
+    pytest_line = next(line for line in recipe.splitlines() if "-m pytest" in line)
+    assert "perf_tests" in pytest_line and "--benchmark-json" in pytest_line
+    assert "--benchmark-only" not in recipe and "--benchmark-skip" not in recipe
+    assert "cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM)" in recipe
+    assert re.search(r"if \[ \$\$rc -ne 0 \].*exit 1", recipe)
