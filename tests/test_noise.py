@@ -92,7 +92,7 @@ def test_t_multiplier_shrinks_as_the_spread_gets_more_degrees_of_freedom_and_a_g
     assert noise.tolerance_pct(3.0, 5, 1, floor_pct=0.0, multiplier=2.5) == pytest.approx(
         2.5 * 3.0 * math.sqrt(1 / 5 + 1), rel=1e-12)
     c = noise.check_regression([1.0, 1.02, 0.98, 1.01, 0.99], [1.5], spread=3.0, multiplier=2.5, df=4)
-    assert c.multiplier == 2.5 and c.tolerance_pct == pytest.approx(max(5.0, 2.5 * 3.0 * math.sqrt(1 / 5 + 1)))
+    assert c.multiplier == 2.5 and c.tolerance_pct == pytest.approx(max(noise.DEFAULT_FLOOR_PCT, 2.5 * 3.0 * math.sqrt(1 / 5 + 1)))
     c = noise.check_regression([1.0, 1.02, 0.98, 1.01, 0.99], [1.5], spread=3.0, df=29)
     assert c.multiplier == pytest.approx(t_multiplier(29))
 
@@ -162,11 +162,13 @@ def test_check_regression_pools_the_spread_of_the_runs_without_a_baseline():
     assert c.noise_source == "runs" and c.spread_pct == pytest.approx(expected)
     m = t_multiplier((5 - 1) + (5 - 1))  # the pooled spread's degrees of freedom
     assert c.multiplier == pytest.approx(m)
-    assert c.tolerance_pct == pytest.approx(max(5.0, m * expected * math.sqrt(2 / 5)))
-    single = noise.check_regression([1.0], [1.04])
-    assert single.noise_source == "none" and single.spread_pct is None and single.tolerance_pct == 5.0
+    floor = noise.DEFAULT_FLOOR_PCT
+    assert c.tolerance_pct == pytest.approx(max(floor, m * expected * math.sqrt(2 / 5)))
+    below, above = 1.0 + (floor - 1.0) / 100.0, 1.0 + (floor + 1.0) / 100.0
+    single = noise.check_regression([1.0], [below])
+    assert single.noise_source == "none" and single.spread_pct is None and single.tolerance_pct == floor
     assert single.multiplier is None
-    assert not single.regressed and noise.check_regression([1.0], [1.06]).regressed
+    assert not single.regressed and noise.check_regression([1.0], [above]).regressed
 
 
 @pytest.mark.parametrize("old, new", [([], [1.0]), ([1.0], []), ([1.0, 0.0], [1.0]), ([1.0], [-1.0])])

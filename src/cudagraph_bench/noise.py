@@ -37,8 +37,11 @@ from typing import Sequence
 
 import numpy as np
 
-#: Smallest tolerance of a regression check, in percent: below it a change is never a regression.
-DEFAULT_FLOOR_PCT = 5.0
+#: Smallest tolerance of a regression check, in percent: below it a change is never a regression. It
+#: covers what a baseline's spread cannot see, the offset between hosts: on two H200 hosts the graph
+#: medians of otherwise stable cases (gpt2, distilgpt2) differed by up to ~6%
+#: (``results/nvidia-h200/forward-repeats``, host h1 against h2); see docs/gate-noise.md.
+DEFAULT_FLOOR_PCT = 8.0
 #: Fixed multiplier of the spread; None: Student's t quantile (:data:`DEFAULT_TAIL`, the spread's
 #: degrees of freedom).
 DEFAULT_MULTIPLIER = None
