@@ -141,7 +141,7 @@ def test_a_case_in_fewer_than_min_runs_runs_is_left_out_with_a_warning(tmp_path,
     out_path = tmp_path / "b.json"
     rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path)
     assert rc == 0
-    assert f"gpt2 float32 L=16 is in 4 of 5 runs (< 5): not stored" in err
+    assert "gpt2 float32 L=16 is in 4 of 5 runs (< 5): not stored" in err
     keys = {(c["model"], c["dtype"], c["seq_len"]) for c in json.loads(out_path.read_text())["cases"]}
     assert key not in keys and len(keys) == len(forward_benches(DOC, "graph")) - 1
 
