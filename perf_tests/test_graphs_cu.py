@@ -1,4 +1,4 @@
-"""The CUDA C++ launch-overhead program ``perf_tests/cuda/graphs.cu`` (issue 5), built and checked.
+"""The CUDA C++ launch-overhead program ``perf_tests/cuda/graphs.cu``, built and checked.
 
 The program is compiled with ``nvcc`` for the GPU's architecture into a temporary folder, run once,
 and its one JSON object on stdout is parsed (see the program's header comment for the fields).

@@ -1,4 +1,4 @@
-"""Launch-overhead benchmarks and GPU tests (issue 5), torch implementation.
+"""Launch-overhead benchmarks and GPU tests, torch implementation.
 
 Benchmarks (``pytest perf_tests/test_launch.py --benchmark-only``): N in {8, 64, 512, 4096} tiny
 launches (``counter.add_(1.0)`` on a ``[1]`` float32 tensor) on a non-default stream, as an eager loop

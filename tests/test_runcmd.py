@@ -354,8 +354,8 @@ def test_non_utf8_config_is_a_usage_error(tmp_path):
         settings("--config", str(path))
 
 
-def test_issue6_config_with_a_model_flag_plans_compile_variants_at_four_lengths():
-    s = runcmd.merge_settings(parse("--config", str(MATRIX_TOML.with_name("run-issue6.toml")),
+def test_compile_sweep_config_with_a_model_flag_plans_compile_variants_at_four_lengths():
+    s = runcmd.merge_settings(parse("--config", str(MATRIX_TOML.with_name("run-compile-sweep.toml")),
                                     "--model", "tinyllama-1.1b"))
     plan = runcmd.plan_cases(s)
     assert plan.skipped == []

@@ -1,4 +1,4 @@
-// graphs.cu - CUDA graphs vs a launch loop of tiny kernels (issue 5; exercises of shared/seeds/004_*).
+// graphs.cu - CUDA graphs vs a launch loop of tiny kernels.
 //
 // Build:  nvcc -O2 -arch=sm_90 -o graphs graphs.cu      (sm_90 = H100/H200; use your GPU's arch)
 // Run:    ./graphs                        N sweep (loop vs graph), counter check, clocks, baked pointers

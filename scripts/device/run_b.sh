@@ -17,7 +17,7 @@ n_left=$(echo $MODELS | wc -w)
 for m in $MODELS; do
   budget=$(( ((deadline - $(date +%s)) - 25) / n_left )); n_left=$((n_left - 1))
   say "cudagraph-bench run --model $m (time budget $budget s)"
-  timeout "$((budget + 20))" python3 -m cudagraph_bench run --config scripts/device/issue6.toml --model "$m" \
+  timeout "$((budget + 20))" python3 -m cudagraph_bench run --config scripts/device/compile-sweep.toml --model "$m" \
     --time-budget "$budget" -o "$W/run-$m" > "$W/run-$m.log" 2>&1; echo "run rc=$?"
   cp "$W/run-$m/run.json" "$OUT/run-$m.json" 2>/dev/null
   grep -A 40 "fastest" "$W/run-$m.log" | head -30
