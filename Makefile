@@ -2,6 +2,8 @@
 #                                make test    (set up + run the tests)
 # Variables (CI and GPU runners override them; the commands stay the same):
 #   TORCH        pip requirement for torch (default: plain "torch"; CPU CI: TORCH=torch==2.13.0)
+#   TRANSFORMERS pip requirement that pins transformers inside the supported range (default: the newest
+#                release pip finds; CI also runs TRANSFORMERS=transformers==5.17.0, the oldest)
 #   VENV         virtual environment folder (default .venv)
 #   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
 #   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json; removed first,
@@ -11,6 +13,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch
+TRANSFORMERS ?=
 PYTEST_ARGS ?=
 RUN_JSON ?= out/bench.json
 GATE_ARGS ?=
@@ -23,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev]" $(TRANSFORMERS)
 	@touch $@
 
 setup: $(VENV)/.installed
@@ -57,4 +60,4 @@ gpu-gate: $(VENV)/.installed
 	if [ $$rc -ne 0 ] && [ $$grc -ne 2 ]; then echo "make gpu-gate: pytest failed (exit $$rc): see the failed tests above"; exit 1; fi; exit $$grc
 
 clean:
-	rm -rf $(VENV) out .benchmarks .pytest_cache
+	rm -rf $(VENV) .venv-transformers-oldest out .benchmarks .pytest_cache

@@ -9,39 +9,203 @@ PROMPT = 50
 
 
 def _generate_ref(model, ids, new_tokens):
-    import torch
+    from cudagraph_bench.plugin import generate_reference
 
-    with torch.inference_mode():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                             max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
-    return out[:, ids.shape[1]:]
+    return generate_reference(model, ids, new_tokens)[0]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("model_name", ["gpt2", "tinyllama-1.1b"])
-def test_graphed_decode_equals_generate(cgb, model_name, dtype):
+def _assert_matches_generate(got, ref, ref_logits, dtype, what):
+    """Tokens identical to ``generate``'s, or (bfloat16 only) differing first where generate's own logits
+    rate both tokens within rounding (a static and a dynamic cache attend over different lengths)."""
+    from cudagraph_bench.correctness import check_greedy_tokens
+
+    result = check_greedy_tokens(got, ref, ref_logits, dtype)
+    print(f"{what} {dtype}: {result.summary}")
+    assert result.identical or (dtype == "bfloat16" and result.near_tie), \
+        f"{what}: {result.summary}; ours {got[0].tolist()}, generate {ref[0].tolist()}"
+
+
+@pytest.mark.parametrize("bucketed", [False, True], ids=["unpadded-prefill", "bucketed-prefill"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_graphed_decode_equals_generate(cgb, causal_model, dtype, bucketed):
+    """Every causal model of ``--models``: graphed decode (and the eager static-cache loop) give the tokens
+    of HF ``generate(do_sample=False)``, with an unpadded or a bucketed prefill, twice in a row."""
     import torch
 
     from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.errors import NotGraphableError
 
-    model = cgb.model(model_name, dtype)
+    cgb.skip_if_too_long(causal_model, 128)
+    model = cgb.model(causal_model, dtype)
     (ids,) = cgb.inputs(model, PROMPT, n=1, seed=7)
-    ref = _generate_ref(model, ids, 48)
+    ref, ref_logits = cgb.generate_tokens(causal_model, dtype, ids, 48)
     assert len(set(ref[0].tolist())) >= 2, "reference generation is constant: the comparison would prove little"
-    graphed = GreedyDecoder(model, 128, use_graph=True)
-    eager = GreedyDecoder(model, 128, use_graph=False)
+    buckets = (16, 64) if bucketed else None
+    try:
+        graphed = GreedyDecoder(model, 128, use_graph=True, prefill_buckets=buckets)
+    except NotGraphableError as exc:
+        pytest.skip(f"{causal_model} cannot be graphed: {exc}")
+    eager = GreedyDecoder(model, 128, use_graph=False, prefill_buckets=buckets)
     try:
         got = graphed.generate(ids, 48)
         got_again = graphed.generate(ids, 48)        # the graph is reused across requests
         got_eager = eager.generate(ids, 48)
         torch.cuda.synchronize()
-        print(f"{model_name} {dtype}: generate {ref[0, :12].tolist()}...")
-        assert torch.equal(got, ref), f"graphed {got[0].tolist()} != generate {ref[0].tolist()}"
-        assert torch.equal(got_again, ref)
-        assert torch.equal(got_eager, ref)
+        print(f"{causal_model} {dtype}: generate {ref[0, :12].tolist()}...")
+        assert torch.equal(got, got_eager), f"graphed {got[0].tolist()} != eager static loop {got_eager[0].tolist()}"
+        assert torch.equal(got_again, got)
+        _assert_matches_generate(got, ref, ref_logits, dtype, causal_model)
     finally:
         graphed.close()
         eager.close()
+        cgb.release()
+
+
+#: Small configs of the architectures with sliding-window attention (window 16 tokens) and of
+#: mixture-of-experts models, built from the presets' config classes with fewer, smaller layers.
+SMALL = dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+             intermediate_size=512, vocab_size=1024, max_position_embeddings=512, initializer_range=0.1)
+SLIDING_CONFIGS = {
+    "mistral": ("mistral-7b", dict(SMALL, sliding_window=16)),
+    "gemma2": ("gemma-2-2b", dict(SMALL, head_dim=64, query_pre_attn_scalar=64, sliding_window=16)),
+    "phi3-longrope": ("phi-3.5-mini", dict(SMALL, num_key_value_heads=4, sliding_window=16,
+                                            original_max_position_embeddings=256,
+                                            rope_scaling={"rope_type": "longrope", "long_factor": [2.0] * 32,
+                                                          "short_factor": [1.5] * 32},
+                                            eos_token_id=1, pad_token_id=0)),
+}
+MOE_CONFIGS = {
+    "olmoe": ("olmoe-1b-7b", dict(SMALL, num_experts=8, num_experts_per_tok=2, pad_token_id=0, eos_token_id=1)),
+}
+#: (prompt tokens, new tokens) around a 16-token window: inside it, prompt inside and decode past it,
+#: prompt longer than it.
+WINDOW_REQUESTS = ((5, 8), (10, 40), (40, 30))
+
+
+def _small_model(preset, overrides, dtype):
+    from cudagraph_bench.presets import load_model
+
+    return load_model(preset, dtype, "cuda", overrides=overrides, seed=5)
+
+
+@pytest.mark.parametrize("bucketed", [False, True], ids=["unpadded-prefill", "bucketed-prefill"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("arch", list(SLIDING_CONFIGS) + list(MOE_CONFIGS))
+def test_sliding_window_and_moe_decode_equal_generate(cgb, arch, dtype, bucketed):
+    """Graphed decode across a 16-token sliding window (prompt inside it, decode past it, prompt longer
+    than it) and on a mixture-of-experts model: the tokens of HF ``generate(do_sample=False)``."""
+    import torch
+
+    from cudagraph_bench.correctness import check_greedy_tokens
+    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.plugin import generate_reference
+
+    preset, overrides = {**SLIDING_CONFIGS, **MOE_CONFIGS}[arch]
+    model = _small_model(preset, overrides, dtype)
+    buckets = (16, 64) if bucketed else None
+    decoder = GreedyDecoder(model, 128, use_graph=True, prefill_buckets=buckets)
+    eager = GreedyDecoder(model, 128, use_graph=False, prefill_buckets=buckets)
+    try:
+        distinct = set()
+        for prompt, new in WINDOW_REQUESTS:
+            gen = torch.Generator(device="cuda").manual_seed(prompt)
+            ids = torch.randint(1, model.config.vocab_size, (1, prompt), device="cuda", generator=gen)
+            ref, ref_logits = generate_reference(model, ids, new)
+            got = decoder.generate(ids, new)
+            assert torch.equal(got, eager.generate(ids, new)), f"{arch} prompt {prompt} + {new}: graph != eager loop"
+            distinct |= set(ref[0].tolist())
+            if arch in MOE_CONFIGS and dtype == "bfloat16":
+                # top-k routing turns a bfloat16 rounding difference between a static and a dynamic cache
+                # (other attention lengths) into another expert: only graph == eager loop is exact here
+                print(f"{arch} {dtype} prompt {prompt}: {check_greedy_tokens(got, ref, ref_logits, dtype).summary}")
+                continue
+            _assert_matches_generate(got, ref, ref_logits, dtype, f"{arch} prompt {prompt} + {new}")
+        assert len(distinct) >= 3, "reference generations are nearly constant: the comparison would prove little"
+    finally:
+        decoder.close()
+        eager.close()
+        del model
+        cgb.release()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_moe_forward_replay_equals_eager(cgb, dtype):
+    """A mixture-of-experts forward is captured with the graph-safe experts implementation and its
+    replay equals eager exactly (same kernels)."""
+    import torch
+
+    from cudagraph_bench.presets import experts_implementation, graph_safe_experts_implementation, model_forward
+    from cudagraph_bench.runner import GraphedForward
+
+    preset, overrides = MOE_CONFIGS["olmoe"]
+    model = _small_model(preset, overrides, dtype)
+    assert experts_implementation(model) == graph_safe_experts_implementation(dtype)
+    graph = GraphedForward(model, 50)
+    try:
+        for seed in (1, 2):
+            gen = torch.Generator(device="cuda").manual_seed(seed)
+            ids = torch.randint(0, model.config.vocab_size, (1, 50), device="cuda", generator=gen)
+            with torch.inference_mode():
+                expected = model_forward(model, ids)
+            assert torch.equal(graph(ids), expected)
+    finally:
+        graph.close()
+        del model
+        cgb.release()
+
+
+def test_failed_capture_fails_one_case_and_the_next_capture_works(cgb):
+    """A forward that reads a GPU value on the host cannot be captured: CaptureError names the operation,
+    the CUDA state is restored, and a graph of another model captured right after equals eager."""
+    import torch
+
+    from cudagraph_bench.errors import CaptureError
+    from cudagraph_bench.presets import model_forward
+    from cudagraph_bench.runner import GraphedForward, cuda_context_usable
+
+    model = cgb.model("gpt2", "float32")
+
+    def host_read(m, ids, mask):
+        logits = model_forward(m, ids, mask)
+        return logits * float(logits.abs().max())     # .item() on a GPU value: forbidden while capturing
+
+    with pytest.raises(CaptureError, match="capture failed") as info:
+        GraphedForward(model, 16, forward=host_read)
+    assert info.value.context_usable and cuda_context_usable()
+    graph = GraphedForward(model, 16)
+    try:
+        (ids,) = cgb.inputs(model, 16, n=1, seed=4)
+        with torch.inference_mode():
+            expected = model_forward(model, ids)
+        assert torch.equal(graph(ids), expected)
+    finally:
+        graph.close()
+        cgb.release()
+
+
+def test_dynamic_rope_past_its_positions_is_refused_before_capture(cgb):
+    """``dynamic`` RoPE runs as plain RoPE inside its original positions (graph equals eager) and is
+    refused with a one-line reason past them, before any warmup."""
+    import torch
+
+    from cudagraph_bench.errors import NotGraphableError
+    from cudagraph_bench.presets import load_model, model_forward
+    from cudagraph_bench.runner import GraphedForward
+
+    model = load_model("tinyllama-1.1b", "float32", "cuda", overrides=dict(
+        num_hidden_layers=2, hidden_size=256, num_attention_heads=4, num_key_value_heads=2, intermediate_size=512,
+        vocab_size=1024, max_position_embeddings=64, rope_scaling={"rope_type": "dynamic", "factor": 2.0}))
+    try:
+        with pytest.raises(NotGraphableError, match="dynamic RoPE"):
+            GraphedForward(model, 16, max_positions=128)
+        graph = GraphedForward(model, 32)
+        ids = torch.randint(0, 1024, (1, 32), device="cuda")
+        with torch.inference_mode():
+            expected = model_forward(model, ids)
+        assert torch.equal(graph(ids), expected)
+        graph.close()
+    finally:
+        del model
         cgb.release()
 
 

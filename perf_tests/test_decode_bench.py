@@ -1,13 +1,19 @@
-"""Benchmarks: greedy decode of a 50-token prompt, 64 and 128 new tokens, batch 1.
+"""Benchmarks: greedy decode, batch 1, for every causal model in ``--models``: prompts of
+``--decode-prompt-lengths`` tokens (default 50), ``--new-tokens`` new tokens (default 64 and 128).
 
-Variants: ``generate`` (HF generate, default dynamic cache), ``static-eager`` (StaticCache, eager
-loop), ``graph`` (StaticCache, every decode step a graph replay). Each round is one whole request
-(prefill + decode); extra_info has ms_per_token and tokens_per_s from the median.
+Variants: ``generate`` (HF generate, default dynamic cache), ``static-eager`` (static KV cache, eager
+loop), ``graph`` (static KV cache, every decode step a graph replay). Each round is one whole request
+(prefill + decode); extra_info has ms_per_token and tokens_per_s from the median. Checks:
+``graph`` must give the tokens of ``static-eager`` (same kernels, same cache: ``correct``,
+``check="tokens == static-eager"``); both record ``matches_generate`` and ``generate_check`` (tokens
+identical to HF ``generate``'s, or where the first one differs and whether that is a near tie,
+:func:`~cudagraph_bench.correctness.check_greedy_tokens`). A model that cannot be graphed is skipped
+with the reason; a capture that fails fails its case only.
 """
 
 import pytest
 
-from cudagraph_bench.plugin import DECODE_PROMPT_LEN, benchmark_call
+from cudagraph_bench.plugin import benchmark_call, decode_cache_len
 
 pytestmark = pytest.mark.gpu
 
@@ -15,11 +21,16 @@ pytestmark = pytest.mark.gpu
 def test_decode(benchmark, cgb, decode_case):
     import torch
 
+    from cudagraph_bench.correctness import check_greedy_tokens
     from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.errors import NotGraphableError
+    from cudagraph_bench.presets import experts_implementation, max_positions
 
-    model_name, dtype, new_tokens, variant = decode_case
+    model_name, dtype, prompt_len, new_tokens, variant = decode_case
+    cgb.skip_if_too_long(model_name, prompt_len + new_tokens)
     model = cgb.model(model_name, dtype)
-    (ids,) = cgb.inputs(model, DECODE_PROMPT_LEN, n=1, seed=11)
+    (ids,) = cgb.inputs(model, prompt_len, n=1, seed=11)
+    reference, reference_logits = cgb.generate_tokens(model_name, dtype, ids, new_tokens)   # [1, new_tokens]
     decoder = None
     if variant == "generate":
         mask = torch.ones_like(ids)
@@ -28,14 +39,33 @@ def test_decode(benchmark, cgb, decode_case):
             return model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens,
                                   eos_token_id=None, pad_token_id=0)
     else:
-        decoder = GreedyDecoder(model, 256, use_graph=(variant == "graph"))
+        cache_len = decode_cache_len(prompt_len, cgb.option("new_tokens"), max_positions(model))
+        try:
+            decoder = GreedyDecoder(model, cache_len, use_graph=(variant == "graph"))
+        except NotGraphableError as exc:
+            pytest.skip(f"{model_name} cannot be graphed: {exc}")
 
         def request():
             return decoder.generate(ids, new_tokens)
     try:
-        info = {"suite": "decode", "model": model_name, "dtype": dtype, "seq_len": DECODE_PROMPT_LEN,
+        info = {"suite": "decode", "model": model_name, "dtype": dtype, "seq_len": prompt_len,
                 "new_tokens": new_tokens, "variant": variant, "batch": 1}
-        benchmark_call(benchmark, cgb, request, group=f"decode {model_name} {dtype} new={new_tokens}",
+        if experts_implementation(model) is not None:
+            info["experts_implementation"] = experts_implementation(model)
+        if decoder is not None:
+            tokens = request()
+            vs_generate = check_greedy_tokens(tokens, reference, reference_logits, dtype)
+            info.update(matches_generate=vs_generate.identical, generate_check=vs_generate.summary,
+                        max_cache_len=decoder.max_cache_len)
+            if variant == "graph":
+                eager = GreedyDecoder(model, decoder.max_cache_len, use_graph=False)
+                same = bool(torch.equal(tokens, eager.generate(ids, new_tokens)))
+                eager.close()
+                info.update(correct=same, check="tokens == static-eager")
+                if not same:
+                    info.update(status="mismatch", reason="graphed decode tokens differ from the eager static-cache "
+                                                          "loop's")
+        benchmark_call(benchmark, cgb, request, group=f"decode {model_name} {dtype} L={prompt_len} new={new_tokens}",
                        extra_info=info, rounds=cgb.option("decode_rounds"), warmup=1)
         median_ms = benchmark.stats.stats.median * 1e3
         benchmark.extra_info["ms_per_token"] = median_ms / new_tokens

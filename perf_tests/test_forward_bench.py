@@ -33,12 +33,20 @@ def _runner(cgb, model, case):
 
 
 def test_forward(benchmark, cgb, fwd_case):
+    from cudagraph_bench.errors import NotGraphableError
+    from cudagraph_bench.presets import experts_implementation
+
     case = fwd_case
     cgb.skip_if_too_long(case.model, case.seq_len)
     model = cgb.model(case.model, case.dtype)
     inputs = itertools.cycle(cgb.inputs(model, case.seq_len, n=8))
     before = cgb.ledger.reserved_mib()
-    run, close, info = _runner(cgb, model, case)
+    try:
+        run, close, info = _runner(cgb, model, case)
+    except NotGraphableError as exc:
+        pytest.skip(f"{case.model} cannot be graphed: {exc}")
+    if experts_implementation(model) is not None:
+        info["experts_implementation"] = experts_implementation(model)
     try:
         if case.variant != "eager":  # record whether what is timed matches eager (extra_info["correct"])
             info.update(cgb.check(model, case, run, static_output=getattr(run, "static_output", None)))

@@ -18,6 +18,10 @@ $CG report $B/run-gpt2.json $B/run-tinyllama-1.1b.json $B/run-tinyllama-1.1b-com
   $B/run-tinyllama-1.1b-L512.json $B/run-tinyllama-1.1b-L1024.json $B/run-tinyllama-1.1b-L128.json \
   $B/run-gpt2-L16.json --newest-wins -o docs/compile
 $CG report $B/smoke.json -o docs/smoke
+# Current small LLMs (presets), bfloat16 forward: gemma-2-2b was measured again once it ran eager attention
+# (its soft-capping; SDPA cannot) with a capture-safe mask, so its prompt lengths come from that run.
+P=results/nvidia-h200/presets
+$CG report $P/forward-bfloat16.json $P/forward-bfloat16-gemma-2-2b.json --newest-wins -o docs/presets
 $PY -m cudagraph_bench.launch_report $B/launch.json --forward $B/forward.json -o docs \
   --graphs-cu $B/graphs_cu.json --sanitizer $B/logs/compute_sanitizer_d4.log --sanitizer $B/logs/compute_sanitizer_d8388608.log \
   --sanitizer $B/logs/compute_sanitizer_d4_alloc_before_free.log

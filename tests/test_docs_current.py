@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "docs/results.md", "docs/launch-overhead.md", "docs/compile/results.md", "docs/smoke/results.md",
-         "docs/gate-noise.md"]
+         "docs/gate-noise.md", "docs/presets/results.md"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

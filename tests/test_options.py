@@ -2,17 +2,28 @@ import argparse
 
 import pytest
 
-from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
+from cudagraph_bench.options import (MATRIX_OPTIONS, PRESET_NAMES, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
                                      parse_models, parse_nonneg, parse_prompt_lengths)
 
 
 def test_models_presets_and_dirs(tmp_path):
     assert parse_models("gpt2, bert-tiny,gpt2") == ("gpt2", "bert-tiny")
+    (tmp_path / "config.json").write_text("{}")
     assert parse_models(str(tmp_path)) == (str(tmp_path),)
 
 
+def test_a_directory_without_config_json_is_refused_when_parsed(tmp_path):
+    with pytest.raises(argparse.ArgumentTypeError, match="has no config.json: give a directory written by "
+                                                         "save_pretrained"):
+        parse_models(str(tmp_path))
+
+
+def test_every_preset_is_a_model_name():
+    assert parse_models(",".join(PRESET_NAMES)) == PRESET_NAMES
+
+
 @pytest.mark.parametrize("text, message", [
-    ("gpt3", "unknown model 'gpt3': use a preset (gpt2, distilgpt2, bert-tiny, tinyllama-1.1b)"),
+    ("gpt3", f"unknown model 'gpt3': use a preset ({', '.join(PRESET_NAMES)})"),
     ("gpt2,,bert-tiny", "empty item"),
     ("", "empty item"),
 ])

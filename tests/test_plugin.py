@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from cudagraph_bench.options import PRESET_NAMES
+
 pytest_plugins = ["pytester"]
 
 CASES_TEST = """
@@ -44,7 +46,7 @@ def test_with_compile_adds_variants(pytester):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--models", "gpt3"), "unknown model 'gpt3': use a preset (gpt2, distilgpt2, bert-tiny, tinyllama-1.1b)"),
+    (("--models", "gpt3"), f"unknown model 'gpt3': use a preset ({', '.join(PRESET_NAMES)})"),
     (("--prompt-lengths", "16,x"), "prompt lengths must be whole numbers"),
     (("--dtypes", "int8"), "unknown dtype 'int8'"),
     (("--rounds", "0"), "expected a number >= 1"),

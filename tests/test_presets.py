@@ -14,6 +14,18 @@ TINY = {
     "tinyllama-1.1b": dict(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                            intermediate_size=128),
 }
+_SMALL_LLM = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=128, vocab_size=512)
+TINY.update({
+    "smollm2-360m": _SMALL_LLM,
+    "qwen2.5-0.5b": _SMALL_LLM,
+    "llama-3.2-1b": dict(_SMALL_LLM, head_dim=16),
+    "gemma-2-2b": dict(_SMALL_LLM, head_dim=16, query_pre_attn_scalar=16, sliding_window=4),
+    "phi-3.5-mini": dict(_SMALL_LLM, num_key_value_heads=4, pad_token_id=0, eos_token_id=1,
+                         rope_scaling={"rope_type": "longrope", "long_factor": [2.0] * 8, "short_factor": [1.5] * 8}),
+    "mistral-7b": dict(_SMALL_LLM, sliding_window=4),
+    "olmoe-1b-7b": dict(_SMALL_LLM, num_experts=4, num_experts_per_tok=2, pad_token_id=0, eos_token_id=1),
+})
 
 
 def _n_params_meta(name):
@@ -95,3 +107,32 @@ def test_unknown_model_lists_presets():
 def test_unknown_dtype():
     with pytest.raises(UsageError, match="float32, bfloat16, float16"):
         load_model("bert-tiny", "float8", "cpu")
+
+
+def _docstring_rows():
+    """name -> (params text, positions) from the table in the presets module docstring."""
+    import re
+
+    import cudagraph_bench.presets as presets
+
+    rows = {}
+    for line in presets.__doc__.splitlines():
+        m = re.match(r"``([\w.\-]+)``\s+(causal|encoder)\s+.*?\s(\d+(?:\.\d+)?[MB])\s+(\d+)\s+\S+$", line)
+        if m:
+            rows[m.group(1)] = (m.group(3), int(m.group(4)))
+    return rows
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_docstring_row_gives_the_built_models_parameters_and_positions(name):
+    text, positions = _docstring_rows()[name]
+    value = float(text[:-1]) * (1e9 if text.endswith("B") else 1e6)
+    n = _n_params_meta(name)
+    digits = len(text[:-1].replace(".", "").lstrip("0"))          # significant digits shown
+    assert abs(n - value) <= 0.5 * 10 ** (len(str(int(value))) - digits) + 1, f"{name}: docstring {text}, built {n:,}"
+    config = preset_config(name)
+    assert positions == (getattr(config, "n_positions", None) or config.max_position_embeddings)
+
+
+def test_every_preset_names_its_source_config():
+    assert all(spec.get("source", "").count("/") == 1 for spec in PRESETS.values())

@@ -371,10 +371,11 @@ def test_compile_sweep_config_with_a_model_flag_plans_compile_variants_at_four_l
 def test_model_dir_without_config_is_a_usage_error(tmp_path, capsys):
     empty = tmp_path / "model"
     empty.mkdir()
-    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--model", str(empty), "-o", str(tmp_path / "o")])
-    assert rc == 2
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["run", "--device", "cpu", "--variants", "eager", "--model", str(empty), "-o", str(tmp_path / "o")])
+    assert exited.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no usable config.json" in err
+    assert "has no config.json" in err.splitlines()[-1]
     assert not (tmp_path / "o").exists()
 
 
@@ -387,3 +388,41 @@ def test_help_shows_list_defaults_as_typed(capsys):
         cli_main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "(default: 16,32,64,128,256,512,1024)" in out and "('" not in out
+
+
+def test_a_case_that_breaks_the_cuda_context_sends_the_rest_of_the_run_to_workers(monkeypatch, tmp_path):
+    """After a failure that leaves the CUDA context unusable, no remaining case is dropped: the rest of
+    that model's cases and every later model's run in worker processes; a failure the context survives
+    (a capture that failed and was recovered) changes nothing."""
+    import cudagraph_bench.variants as variants
+
+    s = runcmd.resolve_settings(parse("--device", "cpu", "--variants", "eager", "--models", "gpt2,distilgpt2",
+                                      "--prompt-lengths", "16,50", "--dtypes", "float32",
+                                      "-o", str(tmp_path / "o")))
+    plan = runcmd.plan_cases(s, positions=lambda model, overrides: 1024)
+    first = plan.groups[0][1][0]
+    in_workers = []
+
+    def measure(spec, models):
+        if spec is first:
+            return variants.CaseResult.of(spec, "failed", "AcceleratorError: CUDA error: an illegal memory access",
+                                          "timing")
+        return variants.CaseResult.of(spec, "ok", wall_ms=[1.0])
+
+    def isolated(specs, **kwargs):
+        for i, d in enumerate(specs):
+            in_workers.append((d["model"], d["seq_len"]))
+            kwargs["on_result"](i, variants.CaseResult.of(variants.CaseSpec.from_dict(d), "ok", wall_ms=[1.0]).to_dict())
+
+    monkeypatch.setattr(variants, "measure_with_cache", measure)
+    monkeypatch.setattr(variants, "run_isolated", isolated)
+    in_order = [(spec.model, spec.seq_len) for _, inproc, _ in plan.groups for spec in inproc]
+    assert len(in_order) == 4 and len(plan.groups) == 2
+    for usable, expected_in_workers in ((False, in_order[1:]), (True, [])):
+        monkeypatch.setattr(runcmd, "_context_usable", lambda spec, usable=usable: usable)
+        recorded, in_workers[:] = [], []
+        runcmd.execute(plan, s, record=recorded.append)
+        assert sorted((r.model, r.seq_len) for r in recorded) == sorted(
+            (spec.model, spec.seq_len) for _, inproc, _ in plan.groups for spec in inproc)
+        assert [r.status for r in recorded].count("failed") == 1
+        assert sorted(in_workers) == sorted(expected_in_workers)

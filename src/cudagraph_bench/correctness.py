@@ -115,3 +115,59 @@ def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
     eager_rmse = rmse(eager, fp64_ref)
     limit = FP64_RMSE_MULTIPLIER[name] * eager_rmse + TOLERANCES[name]["atol"] / 10.0
     return Fp64Check(rmse=rmse(actual, fp64_ref), eager_rmse=eager_rmse, limit=limit)
+
+
+#: A greedy token that differs from the reference's is a near tie when the reference's own logits rate
+#: both within this many units of the dtype's rounding (``eps x max |logit|``) of each other.
+NEAR_TIE_EPS = 2.0
+
+
+@dataclass(frozen=True)
+class TokenCheck:
+    """Greedy tokens of a decoder against a reference (HF ``generate``).
+
+    ``identical``: every token equal. Otherwise ``first_diff`` is the index of the first differing token,
+    ``logit_gap`` the reference's logit of its own token minus its logit of ours at that step, and
+    ``near_tie`` whether that gap is within :data:`NEAR_TIE_EPS` roundings of the dtype (a static and a
+    dynamic KV cache attend over different lengths, so in bfloat16 an exact tie can break either way).
+    """
+
+    identical: bool
+    first_diff: int | None = None
+    logit_gap: float | None = None
+    near_tie: bool = False
+
+    @property
+    def summary(self) -> str:
+        if self.identical:
+            return "tokens identical to generate"
+        tie = "a near tie" if self.near_tie else "not a near tie"
+        return f"token {self.first_diff} differs from generate's (logit gap {self.logit_gap:.4g}: {tie})"
+
+
+def check_greedy_tokens(got, reference, reference_logits=None, dtype=None) -> TokenCheck:
+    """Compare greedy tokens ``got`` with ``reference`` (both ``[1, new_tokens]`` int64).
+
+    ``reference_logits``: the reference's per-step logits (``generate(..., output_logits=True).logits``,
+    a sequence of ``[1, vocab]`` tensors), used to tell a near tie from a real difference at the first
+    differing token; without them a difference is never called a near tie. Method: the greedy-output
+    comparison of vLLM's model tests (``check_logprobs_close``: a divergence is accepted only where
+    the reference rates both tokens alike), with a rounding-based bound instead of top-k logprobs.
+    ``dtype``: the model's dtype (name or ``torch.dtype``), whose rounding bounds the tie (default: the
+    logits' dtype).
+    """
+    import torch
+
+    if got.shape == reference.shape and torch.equal(got.cpu(), reference.cpu()):
+        return TokenCheck(True)
+    n = min(got.shape[-1], reference.shape[-1])
+    diff = (got[..., :n].cpu() != reference[..., :n].cpu()).nonzero()
+    first = int(diff[0, -1]) if len(diff) else n
+    if reference_logits is None or first >= len(reference_logits) or first >= n:
+        return TokenCheck(False, first)
+    logits = reference_logits[first][0].float().cpu()
+    ours, theirs = int(got[0, first]), int(reference[0, first])
+    gap = float(logits[theirs] - logits[ours])
+    eps = torch.finfo(getattr(torch, _name(dtype)) if dtype is not None else reference_logits[first].dtype).eps
+    near = gap <= NEAR_TIE_EPS * eps * float(logits.abs().max())
+    return TokenCheck(False, first, gap, bool(near))

@@ -1,8 +1,12 @@
 """Greedy autoregressive decode with a static KV cache: an eager loop, or one captured decode step
 replayed per token.
 
-The KV cache is transformers' ``StaticCache`` (fixed ``max_cache_len``), so every decode step has
-the same shapes and the same buffer addresses, which is what a CUDA graph needs. The pattern is the
+The KV cache holds transformers' ``StaticLayer`` s (fixed ``max_cache_len``) for every attention
+layer (:func:`cudagraph_bench.hf_internals.static_cache_for_graphs`), so every decode step has the
+same shapes and the same buffer addresses, which is what a CUDA graph needs. Sliding-window layers
+get a full-length layer too: the model's sliding-window mask, built on the device, keeps attention
+inside the window (transformers' own sliding static layer changes its write path with a host-side
+branch once the window is full, which a captured step cannot follow). The pattern is the
 one of gpt-fast (``decode_one_token`` under ``torch.compile(mode="reduce-overhead")``) and of vLLM's
 decode graphs, written here with plain ``torch.cuda.graph``.
 
@@ -11,9 +15,10 @@ Static buffers of a :class:`GreedyDecoder`:
 - ``input_ids [1, 1]`` int64 (the previous token) — the step graph's static input,
 - ``cache_position [1]`` int64 (its position) — updated in place with ``add_(1)``; passed to the
   model as ``position_ids [1, 1]``. transformers 5 removed the ``cache_position`` argument: a
-  ``StaticCache`` layer writes at its own device-side counter (``cumulative_length``), which every
+  ``StaticLayer`` writes at its own device-side counter (``cumulative_length``), which every
   update (also a replayed one) advances in place. The decoder keeps the two equal and sets the
-  counter to the real prompt length after a padded prefill (:meth:`GreedyDecoder._set_cache_length`),
+  counter to the real prompt length after a padded prefill
+  (:func:`cudagraph_bench.hf_internals.set_cache_write_position`),
 - ``attention_mask [1, max_cache_len]`` int64 — 1 on every position written so far; the step sets
   its own position to 1 (inside the graph). It keeps padding written by a bucketed prefill and
   stale cache slots out of attention: eager HF code skips the causal mask for a 1-token query.
@@ -45,7 +50,7 @@ def check_request(prompt_len: int, max_new_tokens: int, max_cache_len: int, max_
 
 
 class GreedyDecoder:
-    """Greedy generation with a ``StaticCache``; with ``use_graph`` every decode step is a replay.
+    """Greedy generation with a static KV cache; with ``use_graph`` every decode step is a replay.
 
     Workflow: construction allocates the cache and the static buffers, initialises the cache with
     one eager step, and (``use_graph``) captures the decode step and the bucketed prefill graphs.
@@ -69,25 +74,31 @@ class GreedyDecoder:
     Raises:
         UsageError: the model is not a causal LM, or ``max_cache_len`` is above its positions.
         CudaUnavailableError: ``use_graph`` without CUDA.
+        NotGraphableError: the model has attention layers a static cache cannot hold (chunked,
+            recurrent), or RoPE that changes past ``max_cache_len`` positions (before any capture).
+        CaptureError: a capture failed (the message names the operation).
     """
 
     def __init__(self, model, max_cache_len: int, *, use_graph: bool = True, prefill_buckets=None,
                  warmup_iters: int = 3):
         import torch
-        from transformers import StaticCache
 
         from cudagraph_bench.buckets import cap_buckets
+        from cudagraph_bench.hf_internals import static_cache_for_graphs
         from cudagraph_bench.presets import max_positions, model_kind
 
         if model_kind(model) != "causal":
-            raise UsageError("decode needs a causal LM (got an encoder): use gpt2, distilgpt2 or tinyllama-1.1b")
+            raise UsageError("decode needs a causal LM (got an encoder): use a causal preset or checkpoint")
         self.max_positions = max_positions(model)
         if max_cache_len > self.max_positions:
             raise UsageError(f"max_cache_len={max_cache_len} is above the model's {self.max_positions} positions")
+        from cudagraph_bench.hf_internals import cache_keyword
+
         self.model = model
+        self._cache_kw = cache_keyword(model)
         self.max_cache_len = max_cache_len
         self.device = next(model.parameters()).device
-        self.cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+        self.cache = static_cache_for_graphs(model, max_cache_len)
         self._pos = torch.zeros(1, dtype=torch.int64, device=self.device)                    # [1]
         self._mask = torch.zeros(1, max_cache_len, dtype=torch.int64, device=self.device)    # [1, max_cache_len]
         with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph
@@ -104,9 +115,10 @@ class GreedyDecoder:
             self.pool = torch.cuda.graph_pool_handle()
             for bucket in sorted(self.buckets, reverse=True):
                 self._prefill_graphs[bucket] = GraphedForward(
-                    model, bucket, warmup_iters=warmup_iters, pool=self.pool,
+                    model, bucket, warmup_iters=warmup_iters, pool=self.pool, max_positions=bucket,
                     forward=lambda m, ids, _mask, b=bucket: self._prefill_logits(ids, self._prefill_pos[b]))
             self._step_graph = GraphedForward(model, 1, warmup_iters=warmup_iters, pool=self.pool,
+                                              max_positions=max_cache_len,
                                               forward=lambda m, ids, _mask: self._step(ids))
         self.use_graph = use_graph
 
@@ -116,24 +128,21 @@ class GreedyDecoder:
         Starts by pointing the cache's write counter at 0, so a captured prefill is idempotent (its
         warmup passes cannot run the counter past the cache)."""
         self._set_cache_length(0)
-        return self.model(input_ids=input_ids, attention_mask=self._mask, past_key_values=self.cache,
-                          position_ids=cache_position.view(1, -1), use_cache=True).logits
+        return self.model(input_ids=input_ids, attention_mask=self._mask, position_ids=cache_position.view(1, -1),
+                          use_cache=True, **{self._cache_kw: self.cache}).logits
 
     def _step(self, input_ids):
         """One decode step for ``input_ids [1, 1]`` at ``self._pos``; returns the next token ``[1, 1]`` int64."""
         self._mask.index_fill_(1, self._pos, 1)
-        logits = self.model(input_ids=input_ids, attention_mask=self._mask, past_key_values=self.cache,
-                            position_ids=self._pos.view(1, 1), use_cache=True).logits
+        logits = self.model(input_ids=input_ids, attention_mask=self._mask, position_ids=self._pos.view(1, 1),
+                            use_cache=True, **{self._cache_kw: self.cache}).logits
         return logits[:, -1].argmax(-1, keepdim=True)
 
     def _set_cache_length(self, length: int) -> None:
-        """Point every cache layer's write counter at ``length`` (after a prefill padded past it)."""
-        for layer in self.cache.layers:
-            counter = getattr(layer, "cumulative_length", None)
-            if counter is None or isinstance(counter, int):
-                raise RuntimeError(f"{type(layer).__name__} has no device-side cumulative_length: this transformers "
-                                   f"version's StaticCache is not supported by GreedyDecoder")
-            counter.fill_(length)
+        """Point every cache layer's write counter at ``length`` tokens (after a prefill padded past it)."""
+        from cudagraph_bench.hf_internals import set_cache_write_position
+
+        set_cache_write_position(self.cache, length)
 
     def generate(self, input_ids, max_new_tokens: int):
         """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids`` ``[1, L]`` int64.

@@ -34,3 +34,18 @@ class StaticBufferError(RuntimeError, CudagraphBenchError):
 
 class CudaUnavailableError(CudagraphBenchError, RuntimeError):
     """The operation needs a CUDA GPU and ``torch.cuda.is_available()`` is False."""
+
+
+class NotGraphableError(CudagraphBenchError, RuntimeError):
+    """The model (or this case of it) cannot be captured correctly; the message gives the reason in one
+    line. Raised up front, before any capture: the case is recorded as failed and the run goes on."""
+
+
+class CaptureError(CudagraphBenchError, RuntimeError):
+    """A CUDA graph capture failed (an operation the capture forbids: a host read of a GPU value, a copy
+    from pageable memory, a synchronisation). The process's CUDA state was restored
+    (:func:`cudagraph_bench.runner.recover_after_failed_capture`) unless ``context_usable`` is False."""
+
+    def __init__(self, message: str, *, context_usable: bool = True):
+        super().__init__(message)
+        self.context_usable = context_usable

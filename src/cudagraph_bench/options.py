@@ -15,12 +15,16 @@ from typing import Any, Callable
 from cudagraph_bench.cases import DTYPES
 
 #: Preset names (their configs live in :mod:`cudagraph_bench.presets`).
-PRESET_NAMES = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b")
+PRESET_NAMES = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b", "smollm2-360m", "qwen2.5-0.5b", "llama-3.2-1b",
+                "gemma-2-2b", "phi-3.5-mini", "mistral-7b", "olmoe-1b-7b")
 DEFAULT_MODELS = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b")
 DEFAULT_PROMPT_LENGTHS = (16, 50, 128, 512, 1024)
 DEFAULT_DTYPES = ("float32", "bfloat16")
 #: Bucket lengths (tokens) for bucketed graphs, like serving engines' capture sizes.
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024)
+#: Decode benchmarks: prompt lengths (tokens) and new tokens per request.
+DEFAULT_DECODE_PROMPT_LENGTHS = (50,)
+DEFAULT_NEW_TOKENS = (64, 128)
 
 
 def _split(text: str) -> list[str]:
@@ -39,6 +43,10 @@ def parse_models(text: str) -> tuple[str, ...]:
             raise argparse.ArgumentTypeError(
                 f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
                 f"or a local directory saved with save_pretrained()")
+        if name not in PRESET_NAMES and not os.path.isfile(os.path.join(name, "config.json")):
+            raise argparse.ArgumentTypeError(
+                f"{name!r} has no config.json: give a directory written by save_pretrained() (config.json and "
+                f"weights) or a preset")
     return tuple(dict.fromkeys(names))
 
 

@@ -27,15 +27,17 @@ import pytest
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.timing import MAX_TIMED_ROUNDS
-from cudagraph_bench.options import (add_to_pytest, parse_count, parse_cpus, parse_dtypes, parse_ms,
-                                     parse_token_counts)
+from cudagraph_bench.options import (DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_NEW_TOKENS, add_to_pytest, parse_count,
+                                     parse_cpus, parse_dtypes, parse_ms, parse_prompt_lengths, parse_token_counts)
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 #: Defaults of --warmup-ms / --min-time-ms (ms).
 DEFAULT_WARMUP_MS = 100.0
 DEFAULT_MIN_TIME_MS = 200.0
-DECODE_MODELS = ("gpt2", "tinyllama-1.1b")
-DECODE_PROMPT_LEN = 50
+#: Largest share of GPU memory that the session's cached models may hold before the oldest is dropped.
+MODEL_CACHE_SHARE = 0.3
+#: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
+DECODE_CACHE_STEP = 256
 PAD_LENGTHS = (16, 50, 128, 512)
 
 
@@ -46,8 +48,12 @@ def pytest_addoption(parser):
                     help="also benchmark torch.compile variants (compile, compile+graph); slow, off by default")
     group.addoption("--check-data-ptrs", action="store_true", default=False,
                     help="debug: before every replay check that the static buffers' data_ptr() never changed")
-    group.addoption("--new-tokens", dest="new_tokens", type=parse_token_counts, default=(64, 128),
+    group.addoption("--new-tokens", dest="new_tokens", type=parse_token_counts, default=DEFAULT_NEW_TOKENS,
                     help="decode benchmarks: new tokens per request (default: 64,128)")
+    group.addoption("--decode-prompt-lengths", dest="decode_prompt_lengths", type=parse_prompt_lengths,
+                    default=DEFAULT_DECODE_PROMPT_LENGTHS,
+                    help="decode benchmarks: prompt lengths in tokens (default: 50); every causal model in "
+                         "--models gets decode benchmarks")
     group.addoption("--decode-dtypes", dest="decode_dtypes", type=parse_dtypes, default=("bfloat16",),
                     help="decode benchmarks: dtypes (default: bfloat16)")
     group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
@@ -148,9 +154,18 @@ def pytest_generate_tests(metafunc):
         cases = [Case(m, d, n, v) for m in models for d in dtypes for n in pad_lengths for v in ("padded", "bucketed")]
         metafunc.parametrize("pad_case", cases, ids=[c.test_id for c in cases])
     if "decode_case" in metafunc.fixturenames:
-        cases = [(m, d, k, v) for m in models if m in DECODE_MODELS for d in opt("decode_dtypes")
-                 for k in opt("new_tokens") for v in ("generate", "static-eager", "graph")]
-        metafunc.parametrize("decode_case", cases, ids=[f"{m}-{d}-L{DECODE_PROMPT_LEN}-new{k}-{v}" for m, d, k, v in cases])
+        from cudagraph_bench.cases import DECODE_VARIANTS
+        from cudagraph_bench.presets import kind_of
+
+        causal = [m for m in models if kind_of(m) == "causal"]
+        cases = [(m, d, n, k, v) for m in causal for d in opt("decode_dtypes") for n in opt("decode_prompt_lengths")
+                 for k in opt("new_tokens") for v in DECODE_VARIANTS]
+        metafunc.parametrize("decode_case", cases, ids=[f"{m}-{d}-L{n}-new{k}-{v}" for m, d, n, k, v in cases])
+    if "causal_model" in metafunc.fixturenames:
+        from cudagraph_bench.presets import kind_of
+
+        causal = [m for m in models if kind_of(m) == "causal"]
+        metafunc.parametrize("causal_model", causal)
 
 
 class MemoryLedger:
@@ -191,6 +206,7 @@ class Session:
     def __init__(self, config):
         self.config = config
         self._models = {}
+        self._generated = {}
         self.ledger = MemoryLedger()
         config._cgb_ledger = self.ledger
         self.ledger.start_mib = self.ledger.reserved_mib()
@@ -226,8 +242,35 @@ class Session:
 
         key = (name, dtype)
         if key not in self._models:
+            self._evict_for(name)
             self._models[key] = load_model(name, dtype, "cuda")
+        self._models[key] = self._models.pop(key)   # most recently used last
         return self._models[key]
+
+    def _evict_for(self, name: str, share: float = MODEL_CACHE_SHARE) -> None:
+        """Drop the least recently used models (never ``name``'s other dtypes first) while the cached
+        weights take more than ``share`` of the GPU's memory, so that large presets (7B in float32 is
+        29 GB) fit one after another in one session."""
+        import torch
+
+        total = torch.cuda.get_device_properties(0).total_memory
+
+        def cached_bytes():
+            return sum(p.numel() * p.element_size() for m in self._models.values() for p in m.parameters())
+
+        while self._models and cached_bytes() > share * total:
+            victim = next((k for k in self._models if k[0] != name), next(iter(self._models)))
+            del self._models[victim]
+            self.release()
+
+    def generate_tokens(self, model_name: str, dtype: str, input_ids, new_tokens: int):
+        """HF ``generate(do_sample=False)`` after ``input_ids`` ``[1, L]``: its tokens ``[1, new_tokens]`` int64
+        and per-step logits (``new_tokens`` tensors ``[1, vocab]``), computed once per (model, dtype, prompt,
+        new tokens): the reference of the decode checks."""
+        key = (model_name, dtype, tuple(input_ids.shape), int(input_ids.sum()), new_tokens)
+        if key not in self._generated:
+            self._generated[key] = generate_reference(self.model(model_name, dtype), input_ids, new_tokens)
+        return self._generated[key]
 
     def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
         """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the GPU (fixed seed)."""
@@ -287,6 +330,25 @@ def cgb(request):
     session.close()
 
 
+def generate_reference(model, input_ids, new_tokens: int):
+    """HF ``generate(do_sample=False, eos_token_id=None)``: tokens ``[1, new_tokens]`` int64 after
+    ``input_ids`` ``[1, L]`` and the per-step logits (a tuple of ``[1, vocab]``)."""
+    import torch
+
+    with torch.inference_mode():
+        out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                             max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0,
+                             return_dict_in_generate=True, output_logits=True)
+    return out.sequences[:, input_ids.shape[1]:], out.logits
+
+
+def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
+    """Static KV cache length (tokens) of the decode benchmarks: prompt + the most new tokens, rounded up
+    to a multiple of :data:`DECODE_CACHE_STEP`, at most the model's ``positions``."""
+    need = prompt_len + max(new_tokens)
+    return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
+
+
 def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, rounds: int | None = None,
                    warmup: int | None = None):
     """Time ``fn`` with ``benchmark.pedantic``: every call ends with a synchronize (wall time includes the
@@ -336,4 +398,4 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     return events
 
 
-__all__ = ["Session", "MemoryLedger", "benchmark_call", "GPU_SKIP_REASON"]
+__all__ = ["Session", "MemoryLedger", "benchmark_call", "decode_cache_len", "generate_reference", "GPU_SKIP_REASON"]

@@ -2,17 +2,36 @@
 configs). Latency does not depend on weight values, so random init measures the same kernels as a
 trained checkpoint. Any local directory written by ``save_pretrained()`` also loads, offline.
 
-Presets (``PRESETS``):
+Presets (``PRESETS``; parameters counted from the built model, ``tests/test_presets.py`` checks them):
 
-==================  ========  ======================================================  ==========
-name                kind      shape                                                   positions
-==================  ========  ======================================================  ==========
-``gpt2``            causal    12 layers, hidden 768, 12 heads, vocab 50257 (124M)     1024
-``distilgpt2``      causal    6 layers, hidden 768, 12 heads, vocab 50257 (82M)       1024
-``bert-tiny``       encoder   2 layers, hidden 128, 2 heads, intermediate 512         512
-``tinyllama-1.1b``  causal    Llama: 22 layers, hidden 2048, 32 heads, 4 KV heads,    2048
-                              intermediate 5632, vocab 32000 (1.1B)
-==================  ========  ======================================================  ==========
+==================  ========  =====================================================  ======  =========  ====================
+name                kind      shape                                                  params  positions  source config
+==================  ========  =====================================================  ======  =========  ====================
+``gpt2``            causal    12 layers, hidden 768, 12 heads, vocab 50257          124M    1024       openai-community/gpt2
+``distilgpt2``      causal    6 layers, hidden 768, 12 heads, vocab 50257           82M     1024       distilbert/distilgpt2
+``bert-tiny``       encoder   2 layers, hidden 128, 2 heads, intermediate 512        4.4M    512        prajjwal1/bert-tiny
+``tinyllama-1.1b``  causal    Llama: 22 layers, hidden 2048, 32 heads, 4 KV heads    1.10B   2048       TinyLlama/TinyLlama-1.1B-Chat-v1.0
+``smollm2-360m``    causal    Llama: 32 layers, hidden 960, 15 heads, 5 KV heads     362M    8192       HuggingFaceTB/SmolLM2-360M
+``qwen2.5-0.5b``    causal    Qwen2: 24 layers, hidden 896, 14 heads, 2 KV heads,    494M    32768      Qwen/Qwen2.5-0.5B
+                              QKV bias, vocab 151936, tied embeddings
+``llama-3.2-1b``    causal    Llama: 16 layers, hidden 2048, 32 heads, 8 KV heads,   1.24B   131072     meta-llama/Llama-3.2-1B
+                              llama3 RoPE scaling (factor 32), vocab 128256
+``gemma-2-2b``      causal    Gemma2: 26 layers, hidden 2304, 8 heads, 4 KV heads,   2.61B   8192       google/gemma-2-2b
+                              sliding window 4096 on alternating layers, attention
+                              and final logit soft-capping, vocab 256000
+``phi-3.5-mini``    causal    Phi3: 32 layers, hidden 3072, 32 heads, LongRoPE       3.82B   131072     microsoft/Phi-3.5-mini-instruct
+                              (short/long factors, 4096 original positions)
+``mistral-7b``      causal    Mistral: 32 layers, hidden 4096, 32 heads, 8 KV       7.24B   32768      mistralai/Mistral-7B-v0.1
+                              heads, sliding window 4096
+``olmoe-1b-7b``     causal    OLMoE mixture of experts: 16 layers, hidden 2048,      6.92B   4096       allenai/OLMoE-1B-7B-0924
+                              64 experts, top-8 routing (1.3B active)
+==================  ========  =====================================================  ======  =========  ====================
+
+Every model runs SDPA attention, except models with attention logit soft-capping (Gemma 2), which
+SDPA cannot do: they run transformers' eager attention (:func:`attention_implementation`).
+Mixture-of-experts models are built with a graph-safe experts implementation
+(:func:`graph_safe_experts_implementation`): transformers' default grouped GEMM reads its group
+offsets on the host outside bfloat16, which a capture forbids; the choice is recorded per case.
 
 Causal LMs return logits ``[batch, seq_len, vocab]``; encoders return ``last_hidden_state``
 ``[batch, seq_len, hidden]`` (see :func:`model_forward`).
@@ -29,21 +48,88 @@ from cudagraph_bench.options import PRESET_NAMES
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-#: name -> kind + config class (in ``transformers``) + config fields. Sources: the configs of
-#: openai-community/gpt2, distilbert/distilgpt2, prajjwal1/bert-tiny, TinyLlama/TinyLlama-1.1B-Chat-v1.0.
+#: Phi-3.5-mini-instruct's LongRoPE rescaling factors (48 per table: head_dim 96 / 2), from its config.json.
+_PHI35_LONG_FACTOR = [
+    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
+    1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863, 3.2300000190734863,
+    4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789, 12.199999809265137,
+    17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
+    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992, 50.340003967285156,
+    50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992, 60.1400032043457,
+    62.61000442504883, 62.62000274658203, 62.71000289916992, 63.1400032043457, 63.1400032043457,
+    63.77000427246094, 63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
+    64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938, 64.4800033569336,
+    64.51000213623047, 64.52999877929688, 64.83999633789062]
+_PHI35_SHORT_FACTOR = [
+    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842, 1.0499999523162842,
+    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979, 1.0999999046325684,
+    1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
+    1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
+    1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745, 2.0199997425079346,
+    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
+    2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
+    2.749999523162842, 2.8399994373321533]
+
+#: name -> kind + config class (in ``transformers``) + config fields (+ ``source``: the published config
+#: on the Hugging Face hub that the fields were copied from; weights are random).
 PRESETS: dict[str, dict[str, Any]] = {
-    "gpt2": {"kind": "causal", "config_class": "GPT2Config",
+    "gpt2": {"kind": "causal", "config_class": "GPT2Config", "source": "openai-community/gpt2",
              "config": dict(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)},
-    "distilgpt2": {"kind": "causal", "config_class": "GPT2Config",
+    "distilgpt2": {"kind": "causal", "config_class": "GPT2Config", "source": "distilbert/distilgpt2",
                    "config": dict(n_layer=6, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)},
-    "bert-tiny": {"kind": "encoder", "config_class": "BertConfig",
+    "bert-tiny": {"kind": "encoder", "config_class": "BertConfig", "source": "prajjwal1/bert-tiny",
                   "config": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2,
                                  intermediate_size=512, max_position_embeddings=512, vocab_size=30522)},
     "tinyllama-1.1b": {"kind": "causal", "config_class": "LlamaConfig",
+                       "source": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
                        "config": dict(num_hidden_layers=22, hidden_size=2048, num_attention_heads=32,
                                       num_key_value_heads=4, intermediate_size=5632, vocab_size=32000,
                                       max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0,
                                       bos_token_id=1, eos_token_id=2)},
+    "smollm2-360m": {"kind": "causal", "config_class": "LlamaConfig", "source": "HuggingFaceTB/SmolLM2-360M",
+                     "config": dict(num_hidden_layers=32, hidden_size=960, num_attention_heads=15, num_key_value_heads=5,
+                                    intermediate_size=2560, vocab_size=49152, max_position_embeddings=8192,
+                                    rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True,
+                                    bos_token_id=0, eos_token_id=0)},
+    "qwen2.5-0.5b": {"kind": "causal", "config_class": "Qwen2Config", "source": "Qwen/Qwen2.5-0.5B",
+                     "config": dict(num_hidden_layers=24, hidden_size=896, num_attention_heads=14, num_key_value_heads=2,
+                                    intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
+                                    rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
+                                    use_sliding_window=False, bos_token_id=151643, eos_token_id=151643)},
+    "llama-3.2-1b": {"kind": "causal", "config_class": "LlamaConfig", "source": "meta-llama/Llama-3.2-1B",
+                     "config": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
+                                    head_dim=64, intermediate_size=8192, vocab_size=128256,
+                                    max_position_embeddings=131072, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                                    rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+                                                  "rope_theta": 500000.0},
+                                    rope_theta=500000.0, bos_token_id=128000, eos_token_id=128001)},
+    "gemma-2-2b": {"kind": "causal", "config_class": "Gemma2Config", "source": "google/gemma-2-2b",
+                   "config": dict(num_hidden_layers=26, hidden_size=2304, num_attention_heads=8, num_key_value_heads=4,
+                                  head_dim=256, intermediate_size=9216, vocab_size=256000, max_position_embeddings=8192,
+                                  sliding_window=4096, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                                  query_pre_attn_scalar=256, rms_norm_eps=1e-6, rope_theta=10000.0,
+                                  hidden_activation="gelu_pytorch_tanh", bos_token_id=2, eos_token_id=1, pad_token_id=0)},
+    "phi-3.5-mini": {"kind": "causal", "config_class": "Phi3Config", "source": "microsoft/Phi-3.5-mini-instruct",
+                     "config": dict(num_hidden_layers=32, hidden_size=3072, num_attention_heads=32, num_key_value_heads=32,
+                                    intermediate_size=8192, vocab_size=32064, max_position_embeddings=131072,
+                                    original_max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+                                    rope_scaling={"rope_type": "longrope", "long_factor": _PHI35_LONG_FACTOR,
+                                                  "short_factor": _PHI35_SHORT_FACTOR},
+                                    sliding_window=262144, tie_word_embeddings=False,
+                                    bos_token_id=1, eos_token_id=32000, pad_token_id=32000)},
+    "mistral-7b": {"kind": "causal", "config_class": "MistralConfig", "source": "mistralai/Mistral-7B-v0.1",
+                   "config": dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+                                  intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
+                                  sliding_window=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+                                  bos_token_id=1, eos_token_id=2)},
+    "olmoe-1b-7b": {"kind": "causal", "config_class": "OlmoeConfig", "source": "allenai/OLMoE-1B-7B-0924",
+                    "config": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=16, num_key_value_heads=16,
+                                   intermediate_size=1024, num_experts=64, num_experts_per_tok=8, norm_topk_prob=False,
+                                   vocab_size=50304, max_position_embeddings=4096, rms_norm_eps=1e-5,
+                                   rope_theta=10000.0, bos_token_id=None, eos_token_id=50279, pad_token_id=1)},
 }
 assert tuple(PRESETS) == PRESET_NAMES  # options.py lists the names without importing transformers
 
@@ -70,7 +156,7 @@ def preset_config(name: str, overrides: dict | None = None):
     spec = PRESETS[name]
     fields = {**spec["config"], **(overrides or {})}
     config = getattr(transformers, spec["config_class"])(**fields)
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = attention_implementation(config)
     return config
 
 
@@ -98,7 +184,7 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
                 else transformers.AutoModel)
         torch.manual_seed(seed)
         with torch.device(device):
-            model = auto.from_config(config, dtype=tdtype, attn_implementation="sdpa")
+            model = auto.from_config(config, dtype=tdtype, attn_implementation=attention_implementation(config))
     elif os.path.isdir(name_or_path):
         if overrides:
             raise UsageError("config overrides apply to presets only, not to a checkpoint directory")
@@ -107,10 +193,68 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
         raise UnknownModelError(
             f"unknown model {name_or_path!r}: use a preset ({', '.join(PRESETS)}) or a local directory "
             f"written by save_pretrained() (no model hub is reachable)")
+    use_graph_safe_experts(model, tdtype)
     if model_kind(model) == "causal" and model.generation_config is not None:
         model.generation_config.eos_token_id = None
         model.generation_config.pad_token_id = 0
     return model.eval()
+
+
+def attention_implementation(config) -> str:
+    """``"sdpa"``, or ``"eager"`` for a model with attention logit soft-capping (Gemma 2): SDPA cannot
+    soft-cap (transformers 5.17 silently skips it under SDPA, 5.24 refuses SDPA for such models). Eager
+    attention gets a mask that a CUDA graph can capture
+    (:func:`~cudagraph_bench.hf_internals.use_capture_safe_eager_mask`)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if getattr(text, "attn_logit_softcapping", None):
+        from cudagraph_bench.hf_internals import use_capture_safe_eager_mask
+
+        use_capture_safe_eager_mask()
+        return "eager"
+    return "sdpa"
+
+
+def is_mixture_of_experts(model_or_config) -> bool:
+    """True for a mixture-of-experts model (its config counts experts)."""
+    config = getattr(model_or_config, "config", model_or_config)
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return any(getattr(config, f, None) for f in ("num_experts", "num_local_experts", "n_routed_experts"))
+
+
+def graph_safe_experts_implementation(dtype: "str | torch.dtype") -> str:
+    """The transformers experts implementation a CUDA graph can capture, for ``dtype``.
+
+    ``grouped_mm`` (transformers' default) is one grouped GEMM over the tokens sorted by expert,
+    with the group offsets on the device; torch runs it natively in bfloat16 only, and in other
+    dtypes falls back to a loop that reads the offsets on the host (``Cannot copy between CPU and
+    CUDA tensors during CUDA graph capture``). ``batched_mm`` gathers each (token, expert) pair's
+    weights and runs one batched GEMM: no host read in any dtype, but it reads
+    ``tokens x top_k`` expert matrices, so it is the choice only outside bfloat16.
+    """
+    import torch
+
+    return "grouped_mm" if torch_dtype(dtype) == torch.bfloat16 else "batched_mm"
+
+
+def use_graph_safe_experts(model, dtype) -> None:
+    """Switch a mixture-of-experts model to :func:`graph_safe_experts_implementation` (public
+    ``set_experts_implementation``); other models are left as they are. The same model serves eager
+    and graph variants, so both run the same experts code."""
+    if not is_mixture_of_experts(model) or not hasattr(model, "set_experts_implementation"):
+        return
+    try:
+        model.set_experts_implementation(graph_safe_experts_implementation(dtype))
+    except (ValueError, KeyError, ImportError):   # an architecture without switchable experts: keep its own
+        pass
+
+
+def experts_implementation(model) -> str | None:
+    """The experts implementation a mixture-of-experts model runs (``"grouped_mm"``, ``"batched_mm"``,
+    ``"eager"``), or None for a dense model."""
+    if not is_mixture_of_experts(model):
+        return None
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return getattr(config, "_experts_implementation", None) or "eager"
 
 
 def _load_directory(path: str, tdtype, device):
@@ -124,11 +268,28 @@ def _load_directory(path: str, tdtype, device):
     has_lm_head = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
     auto = transformers.AutoModelForCausalLM if has_lm_head else transformers.AutoModel
     try:
-        model = auto.from_pretrained(path, dtype=tdtype, local_files_only=True, attn_implementation="sdpa")
+        model = auto.from_pretrained(path, dtype=tdtype, local_files_only=True,
+                                     attn_implementation=attention_implementation(config))
     except OSError as exc:
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
     return model.to(device)
+
+
+def kind_of(name_or_path: str) -> str:
+    """``"causal"`` or ``"encoder"`` for a preset or a ``save_pretrained`` directory, read from its config
+    (no model is built). Raises :class:`UnknownModelError` for anything else."""
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]["kind"]
+    import transformers
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(name_or_path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UnknownModelError(f"{name_or_path}: no usable config.json ({exc.__class__.__name__}); "
+                                f"write the directory with save_pretrained()") from None
+    causal = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
+    return "causal" if causal else "encoder"
 
 
 def model_kind(model) -> str:

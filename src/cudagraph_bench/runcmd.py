@@ -466,6 +466,8 @@ def benchmark_entry(result: CaseResult, settings: RunSettings) -> dict:
     extra = case.extra_info()
     extra.update(device=result.device, correct=result.status == "ok", max_abs_diff=result.max_abs_diff,
                  isolated=result.isolated, rounds=len(result.wall_ms), warmup_rounds=settings.warmup_rounds)
+    if result.experts_implementation is not None:
+        extra["experts_implementation"] = result.experts_implementation
     if result.event_ms:
         import numpy as np
 
@@ -567,8 +569,11 @@ def _one_line(r: CaseResult) -> str:
 
 def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None, started_at: float | None = None) -> None:
     """Run every planned case, calling ``record(CaseResult)`` after each. In-process cases of a
-    (model, dtype) share one model; after a sticky CUDA error in-process, the remaining in-process
-    cases are failed without running (isolated variants still run in fresh workers).
+    (model, dtype) share one model. A case that fails (a capture that fails included) is that case's
+    result; when a failure leaves the process's CUDA context unusable
+    (:func:`~cudagraph_bench.runner.cuda_context_usable` is False after it), every remaining case,
+    of this model and the next ones, runs in worker processes (:func:`~cudagraph_bench.variants.run_isolated`),
+    so one broken case never stops the run.
 
     ``settings.time_budget_s`` counts from ``started_at`` (a ``time.monotonic()`` value; default: now),
     so that the command's start-up (importing torch, reading the GPU) is inside the budget."""
@@ -577,28 +582,41 @@ def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None, start
 
     t0 = time.monotonic() if started_at is None else started_at
     deadline = t0 + settings.time_budget_s if settings.time_budget_s else None
-    broken: str | None = None
+    broken = False
     log_path = str(Path(settings.outdir) / "workers.log")
+
+    def in_workers(specs) -> None:
+        if specs:
+            run_isolated([s.to_dict() for s in specs], timeout_s=settings.case_timeout_s, worker_cmd=worker_cmd,
+                         deadline=deadline, log_path=log_path, stats=IsolationStats(),
+                         on_result=lambda i, d: record(CaseResult.from_dict(d)))
+
     for (model, dtype), inproc, isolated in plan.groups:
         models = ModelCache()
-        for spec in inproc:
+        pending = list(inproc)
+        while pending and not broken:
+            spec = pending.pop(0)
             if deadline is not None and time.monotonic() >= deadline:
                 record(CaseResult.of(spec, "skipped", "time budget exhausted", "budget"))
                 continue
-            if broken is not None:
-                record(CaseResult.of(spec, "failed", f"not run: the CUDA context was broken earlier ({broken})",
-                                     "context"))
-                continue
             result = measure_with_cache(spec, models)
-            if result.status == "failed" and is_fatal_cuda_error(result.reason):
-                broken = f"{_label(result)}: {result.reason}"
             record(result)
+            if result.status == "failed" and is_fatal_cuda_error(result.reason) and not _context_usable(spec):
+                broken = True
         models.clear()
+        if broken:   # this process can no longer run CUDA work: the rest of this model in fresh workers
+            in_workers(pending)
         for variant, specs in isolated.items():
-            stats = IsolationStats()
-            run_isolated([s.to_dict() for s in specs], timeout_s=settings.case_timeout_s, worker_cmd=worker_cmd,
-                         deadline=deadline, log_path=log_path, stats=stats,
-                         on_result=lambda i, d: record(CaseResult.from_dict(d)))
+            in_workers(specs)
+
+
+def _context_usable(spec: CaseSpec) -> bool:
+    """Whether the CUDA context survived a failed case (always True for a CPU case)."""
+    if spec.device != "cuda":
+        return True
+    from cudagraph_bench.runner import cuda_context_usable
+
+    return cuda_context_usable()
 
 
 class _NoBar:

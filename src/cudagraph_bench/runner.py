@@ -7,11 +7,12 @@ and vLLM's ``compilation/cuda_graph.py`` wrapper.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from typing import Callable
 
-from cudagraph_bench.errors import CudaUnavailableError, ShapeMismatchError, StaticBufferError
+from cudagraph_bench.errors import (CaptureError, CudaUnavailableError, NotGraphableError, ShapeMismatchError,
+                                     StaticBufferError)
+from cudagraph_bench.hf_internals import eager_sdpa_dispatch_during_capture, static_rope_during_capture
 from cudagraph_bench.presets import model_forward
 
 
@@ -30,57 +31,59 @@ def _side_stream(device):
     return _SIDE_STREAMS[key]
 
 
-#: transformers.masking_utils functions that decide whether SDPA may skip the attention mask.
-_HF_SKIP_DECIDERS = ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa")
+def root_cause(exc: BaseException, limit: int = 300) -> str:
+    """The first line of the exception that started a chain (``torch.cuda.graph``'s exit raises its own
+    "capture invalidated" error on top of the operation that broke the capture)."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    text = (str(exc).strip().splitlines() or [""])[0]
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@contextlib.contextmanager
-def eager_sdpa_dispatch_during_capture():
-    """Let HF transformers take its eager SDPA path (``is_causal`` / no mask) while a stream captures.
+def cuda_context_usable(device=None) -> bool:
+    """True when the process can still run CUDA work and capture graphs: a random draw on the default
+    generator, a captured add, its replay and a synchronize all succeed with the right result."""
+    import torch
 
-    transformers' ``is_tracing()`` is True while a CUDA stream is capturing, and then its mask
-    helpers always build an explicit attention mask, so a captured forward would run other SDPA
-    kernels than the same forward in eager mode (different rounding; slower attention). When no
-    padding mask is given, the skip decision depends only on shapes (no device sync), so during
-    capture this context answers it as in eager mode. Likewise the packed-sequence detection that
-    HF runs on ``position_ids`` when there is neither a mask nor a cache: eager mode finds one
-    sequence for the ``arange`` positions the model builds itself (after a host sync, which a
-    capture forbids), so during capture it answers "not packed" directly. With a padding mask or a
-    KV cache, the library's own capture-safe path is left untouched. ``CGB_HF_SDPA_SKIP=0`` turns
-    this off. Only for forwards whose positions are ``arange(seq_len)`` (what GraphedForward runs).
-    """
     try:
-        import transformers.masking_utils as mu
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        yield
-        return
-    if os.environ.get("CGB_HF_SDPA_SKIP", "1") == "0" or not hasattr(mu, "is_tracing"):
-        yield
-        return
-    originals = {name: getattr(mu, name) for name in _HF_SKIP_DECIDERS if hasattr(mu, name)}
+        torch.cuda.synchronize(device)
+        x = torch.randint(0, 100, (8,), device=device)
+        graph = torch.cuda.CUDAGraph()
+        side = _side_stream(device if device is not None else torch.cuda.current_device())
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            y = x + 1
+        torch.cuda.current_stream(device).wait_stream(side)
+        with torch.cuda.graph(graph):
+            y = x + 1
+        graph.replay()
+        torch.cuda.synchronize(device)
+        return bool(torch.equal(y, x + 1))
+    except Exception:   # noqa: BLE001 - any failure means "not usable"
+        return False
 
-    def wrap(original):
-        def decide(padding_mask, *args, **kwargs):
-            if padding_mask is not None:
-                return original(padding_mask, *args, **kwargs)
-            is_tracing = mu.is_tracing
-            mu.is_tracing = lambda *a, **k: False
-            try:
-                return original(padding_mask, *args, **kwargs)
-            finally:
-                mu.is_tracing = is_tracing
-        return decide
 
-    for name, original in originals.items():
-        setattr(mu, name, wrap(original))
-    if hasattr(mu, "find_packed_sequence_indices"):
-        originals["find_packed_sequence_indices"] = mu.find_packed_sequence_indices
-        mu.find_packed_sequence_indices = lambda *args, **kwargs: None
+def recover_after_failed_capture(device=None) -> bool:
+    """Restore the process's CUDA state after a failed capture; returns :func:`cuda_context_usable`.
+
+    A capture that fails on an operation CUDA forbids (a host read of a GPU value, a sync) is ended
+    by ``torch.cuda.graph``'s exit with an error, before the default CUDA generator leaves capture
+    mode; every later random draw then fails ("Offset increment outside graph capture encountered
+    unexpectedly"). The generator gets a fresh copy of its own state (same seed and offset, not
+    capturing) through the public ``graphsafe_set_state``/``clone_state`` pair."""
+    import torch
+
+    index = torch.device(device).index if device is not None else None
+    index = torch.cuda.current_device() if index is None else index
     try:
-        yield
-    finally:
-        for name, original in originals.items():
-            setattr(mu, name, original)
+        generator = torch.cuda.default_generators[index]
+        generator.graphsafe_set_state(generator.clone_state())
+    except Exception:   # noqa: BLE001 - recovery is best effort; the probe below decides
+        pass
+    return cuda_context_usable(device)
 
 
 class GraphedForward:
@@ -98,6 +101,12 @@ class GraphedForward:
        (:func:`eager_sdpa_dispatch_during_capture`), so replay runs the same kernels as eager;
     4. ``__call__``: ``copy_`` the new inputs into the static buffers, ``graph.replay()``, return the
        static output.
+
+    Before the warmup, a model whose RoPE picks its frequencies on the host (``dynamic``,
+    ``longrope``) is checked against ``max_positions`` and runs as plain RoPE during the capture
+    (:func:`~cudagraph_bench.hf_internals.static_rope_during_capture`). A capture that fails raises
+    :class:`CaptureError` after restoring the process's CUDA state
+    (:func:`recover_after_failed_capture`), so that later captures of other cases still work.
 
     The returned tensor IS the static output buffer: the next replay overwrites it. ``.clone()`` it to
     keep it. Runs under ``torch.inference_mode()``.
@@ -117,17 +126,23 @@ class GraphedForward:
             (``data_ptr()`` changed, e.g. by ``.set_()``); raise :class:`StaticBufferError` if so.
         forward: ``forward(model, input_ids, attention_mask) -> Tensor``; default
             :func:`~cudagraph_bench.presets.model_forward`.
-        eager_sdpa_dispatch: capture inside :func:`eager_sdpa_dispatch_during_capture` (default). Pass
-            False for a ``torch.compile``-d model: patching module globals could trip dynamo's guards.
+        eager_sdpa_dispatch: capture inside
+            :func:`~cudagraph_bench.hf_internals.eager_sdpa_dispatch_during_capture` (default). Pass False
+            for a ``torch.compile``-d model: patching module globals could trip dynamo's guards.
+        max_positions: the largest position + 1 (tokens) the graph is replayed for (default ``seq_len``;
+            a decode step replayed up to a cache of N tokens passes N).
 
     Raises:
         CudaUnavailableError: CUDA is not available or the model is not on a CUDA device.
+        NotGraphableError: the model cannot be captured correctly for ``max_positions`` (before any GPU work).
+        CaptureError: the capture failed; the message names the operation that broke it.
         ValueError: ``warmup_iters < 3``, ``seq_len < 1`` or ``batch < 1``.
     """
 
     def __init__(self, model, seq_len: int, *, batch: int = 1, with_attention_mask: bool = False,
                  warmup_iters: int = 3, pool=None, check_data_ptrs: bool = False,
-                 forward: Callable = model_forward, eager_sdpa_dispatch: bool = True):
+                 forward: Callable = model_forward, eager_sdpa_dispatch: bool = True,
+                 max_positions: int | None = None):
         import torch
 
         if warmup_iters < 3:
@@ -148,6 +163,7 @@ class GraphedForward:
         self._attention_mask = (torch.ones(self.shape, dtype=torch.int64, device=device)
                                 if with_attention_mask else None)
         self._graph = torch.cuda.CUDAGraph()
+        rope = static_rope_during_capture(model, max_positions or seq_len)   # NotGraphableError up front
         start = time.perf_counter()
         with torch.inference_mode():
             side = _side_stream(device)
@@ -158,8 +174,17 @@ class GraphedForward:
             torch.cuda.current_stream(device).wait_stream(side)
             torch.cuda.synchronize(device)
             dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
-            with dispatch, torch.cuda.graph(self._graph, pool=pool):
-                self._output = self._run()
+            try:
+                with rope, dispatch, torch.cuda.graph(self._graph, pool=pool):
+                    self._output = self._run()
+            except NotGraphableError:
+                raise
+            except Exception as exc:
+                self._graph = None
+                usable = recover_after_failed_capture(device)
+                raise CaptureError(f"CUDA graph capture failed: {root_cause(exc)}"
+                                   + ("" if usable else " (the CUDA context is no longer usable)"),
+                                   context_usable=usable) from exc
         torch.cuda.synchronize(device)
         self.capture_ms = (time.perf_counter() - start) * 1e3
         self._ptrs = self._data_ptrs()

@@ -551,6 +551,7 @@ class CaseResult:
     isolated: bool = False
     device: str = "cuda"
     notes: list[str] = field(default_factory=list)
+    experts_implementation: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -696,17 +697,18 @@ def measure_case(spec: CaseSpec, model) -> CaseResult:
     """
     import torch
 
-    from cudagraph_bench.presets import random_input_ids
+    from cudagraph_bench.presets import experts_implementation, random_input_ids
     from cudagraph_bench.timing import time_call
 
     device = next(model.parameters()).device
+    experts = {"experts_implementation": experts_implementation(model)}
     generator = torch.Generator(device=device).manual_seed(spec.seed * 1_000_003 + spec.seq_len)
     try:
         variant = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
                                 buckets=spec.buckets)
     except Exception as exc:  # a variant's failure is its result, never a crash of the run
-        return CaseResult.of(spec, "failed", describe_exception(exc), "build")
-    extra = dict(compile_ms=variant.compile_ms, capture_ms=variant.capture_ms, pad_to=variant.pad_to)
+        return CaseResult.of(spec, "failed", describe_exception(exc), "build", **experts)
+    extra = dict(compile_ms=variant.compile_ms, capture_ms=variant.capture_ms, pad_to=variant.pad_to, **experts)
     status, reason, diff, phase, check = "ok", None, None, "check", None
     try:
         if spec.variant != "eager":

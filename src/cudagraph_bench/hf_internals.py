@@ -1,0 +1,282 @@
+"""Every place where cudagraph-bench touches a transformers internal, in one module.
+
+The suite captures Hugging Face models in CUDA graphs. Where transformers offers a public
+extension point it is used elsewhere (``Cache(layers=...)``, ``StaticLayer``, ``position_ids``,
+``set_experts_implementation``); what remains is listed in :data:`INTERNALS` and reached only
+through the functions of this module:
+
+======================================  ==============================================================
+internal                                why
+======================================  ==============================================================
+``masking_utils._ignore_causal_mask_    while a stream captures, ``is_tracing()`` is True and the mask
+sdpa`` / ``_ignore_bidirectional_mask_  helpers always build an explicit mask; answering the shape-only
+sdpa`` / ``find_packed_sequence_        "may SDPA skip the mask?" question as in eager mode keeps the
+indices`` / ``is_tracing``              captured kernels equal to eager (:func:`eager_sdpa_dispatch_
+                                        during_capture`)
+``cache_utils.StaticLayer.cumulative_   the device-side write counter of a static cache layer: set after
+length``                                a right-padded prefill (:func:`set_cache_write_position`)
+``cache_utils.get_layer_types_and_      which attention each layer runs, to refuse layer types that a
+kwargs``                                full static cache cannot hold (:func:`static_cache_for_graphs`)
+``AttentionMaskInterface`` "eager"      transformers' eager-attention mask (Gemma 2's soft-capping needs
+entry (public ``register``)             eager attention) turns its bool mask into 0/-inf through a host
+                                        scalar copied to the GPU, which a capture forbids; the same mask
+                                        is registered built on the device (:func:`use_capture_safe_
+                                        eager_mask`)
+rotary embedding ``rope_type``          ``dynamic`` and ``longrope`` RoPE choose their frequencies with a
+attribute                               host-side branch on ``max(position_ids)``; below the original
+                                        positions the branch is the identity, so during a capture the
+                                        module runs as ``default`` (:func:`static_rope_during_capture`)
+======================================  ==============================================================
+
+:func:`check_internals` lists what the installed transformers lacks; ``tests/test_hf_internals.py``
+fails with its message on a release outside :data:`TESTED_RANGE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from cudagraph_bench.errors import NotGraphableError
+
+#: transformers releases the suite is tested with (CPU CI runs the oldest and the newest).
+TESTED_RANGE = ">=5.17,<6"
+
+#: (module, attribute) pairs this module reaches into.
+INTERNALS = (
+    ("transformers.masking_utils", "_ignore_causal_mask_sdpa"),
+    ("transformers.masking_utils", "_ignore_bidirectional_mask_sdpa"),
+    ("transformers.masking_utils", "find_packed_sequence_indices"),
+    ("transformers.masking_utils", "is_tracing"),
+    ("transformers.cache_utils", "StaticLayer"),
+    ("transformers.cache_utils", "get_layer_types_and_kwargs"),
+    ("transformers.modeling_rope_utils", "dynamic_rope_update"),
+    ("transformers.masking_utils", "sdpa_mask"),
+    ("transformers.masking_utils", "AttentionMaskInterface"),
+)
+
+#: Layer types a full-length static cache holds (sliding windows are applied by the attention mask).
+GRAPHABLE_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
+#: RoPE types whose frequencies depend on a host-side branch on the largest position.
+HOST_BRANCH_ROPE_TYPES = ("dynamic", "longrope")
+
+
+def check_internals() -> list[str]:
+    """What the installed transformers lacks of :data:`INTERNALS` and of ``StaticLayer``'s device-side
+    counter, one line each naming the fix (empty when everything is there)."""
+    import importlib
+
+    problems = []
+    for module_name, attr in INTERNALS:
+        module = importlib.import_module(module_name)
+        if not hasattr(module, attr):
+            problems.append(f"{module_name}.{attr} is missing")
+    cache_utils = importlib.import_module("transformers.cache_utils")
+    if hasattr(cache_utils, "StaticLayer"):
+        counter = getattr(cache_utils.StaticLayer(max_cache_len=4), "cumulative_length", None)
+        if counter is None or isinstance(counter, int):
+            problems.append("transformers.cache_utils.StaticLayer has no device-side cumulative_length tensor")
+    if problems:
+        import transformers
+
+        problems = [f"{p} in transformers {transformers.__version__}: install a release in {TESTED_RANGE}"
+                    for p in problems]
+    return problems
+
+
+# --- attention masks during capture -------------------------------------------------------------
+
+_HF_SKIP_DECIDERS = ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa")
+
+
+@contextlib.contextmanager
+def eager_sdpa_dispatch_during_capture():
+    """Let HF transformers take its eager SDPA path (``is_causal`` / no mask) while a stream captures.
+
+    transformers' ``is_tracing()`` is True while a CUDA stream is capturing, and then its mask
+    helpers always build an explicit attention mask, so a captured forward would run other SDPA
+    kernels than the same forward in eager mode (different rounding; slower attention). When no
+    padding mask is given, the skip decision depends only on shapes (no device sync), so during
+    capture this context answers it as in eager mode. Likewise the packed-sequence detection that
+    HF runs on ``position_ids`` when there is neither a mask nor a cache: eager mode finds one
+    sequence for the ``arange`` positions the model builds itself (after a host sync, which a
+    capture forbids), so during capture it answers "not packed" directly. With a padding mask or a
+    KV cache, the library's own capture-safe path is left untouched. ``CGB_HF_SDPA_SKIP=0`` turns
+    this off. Only for forwards whose positions are ``arange(seq_len)`` (what GraphedForward runs).
+    """
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        yield
+        return
+    if os.environ.get("CGB_HF_SDPA_SKIP", "1") == "0" or not hasattr(mu, "is_tracing"):
+        yield
+        return
+    originals = {name: getattr(mu, name) for name in _HF_SKIP_DECIDERS if hasattr(mu, name)}
+
+    def wrap(original):
+        def decide(padding_mask, *args, **kwargs):
+            if padding_mask is not None:
+                return original(padding_mask, *args, **kwargs)
+            is_tracing = mu.is_tracing
+            mu.is_tracing = lambda *a, **k: False
+            try:
+                return original(padding_mask, *args, **kwargs)
+            finally:
+                mu.is_tracing = is_tracing
+        return decide
+
+    for name, original in originals.items():
+        setattr(mu, name, wrap(original))
+    if hasattr(mu, "find_packed_sequence_indices"):
+        originals["find_packed_sequence_indices"] = mu.find_packed_sequence_indices
+        mu.find_packed_sequence_indices = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(mu, name, original)
+
+
+def capture_safe_eager_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
+                            attention_mask=None, dtype=None, allow_is_bidirectional_skip=False, use_vmap=False,
+                            device="cpu", **kwargs):
+    """transformers' ``eager_mask`` (``[batch, 1, q_length, kv_length]`` float: 0 where attended, the dtype's
+    minimum elsewhere, or None when a bidirectional mask can be skipped), built without a host-to-device
+    copy: the library's version converts through ``torch.tensor(0.0, device=...)``, which a CUDA graph
+    capture refuses ("Cannot copy between CPU and CUDA tensors during CUDA graph capture")."""
+    import torch
+    from transformers.masking_utils import causal_mask_function, sdpa_mask
+
+    kwargs.pop("allow_is_causal_skip", None)
+    mask = sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
+                     kv_offset=kv_offset, mask_function=mask_function or causal_mask_function,
+                     attention_mask=attention_mask, allow_is_causal_skip=False,
+                     allow_is_bidirectional_skip=allow_is_bidirectional_skip, use_vmap=use_vmap, device=device,
+                     **kwargs)
+    if mask is None:
+        return None
+    dtype = dtype or torch.float32
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
+
+
+def use_capture_safe_eager_mask() -> None:
+    """Register :func:`capture_safe_eager_mask` as the mask of eager attention (public
+    ``AttentionMaskInterface.register``), so that eager-attention models can be captured. Same values as
+    the library's mask; idempotent."""
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionMaskInterface.register("eager", capture_safe_eager_mask)
+
+
+# --- static KV cache -----------------------------------------------------------------------------
+
+def static_cache_for_graphs(model, max_cache_len: int):
+    """A ``Cache`` of full-length ``StaticLayer`` s (``[1, kv_heads, max_cache_len, head_dim]`` per layer)
+    for every attention layer of ``model``, sliding-window layers included.
+
+    transformers' ``StaticSlidingWindowLayer`` keeps only the last ``sliding_window`` positions and
+    picks its write path with a Python-int branch (not full / becoming full / full, then a roll), so a
+    step captured before the window fills writes out of bounds once it is full (a device-side
+    assert). With a full-length layer the write is one ``index_copy_`` at the device-side counter for
+    every position, and the model's sliding-window mask (built on the device from the same counter)
+    keeps attention inside the window: the keys attended are the ones of HF's sliding cache.
+
+    Raises:
+        NotGraphableError: a layer type other than full or sliding-window attention (chunked,
+            linear/recurrent, compressed), or ``max_cache_len`` above the positions.
+    """
+    from transformers.cache_utils import Cache, StaticLayer, get_layer_types_and_kwargs
+
+    config = model.config.get_text_config(decoder=True)
+    layer_types, _ = get_layer_types_and_kwargs(config)
+    unsupported = sorted(set(layer_types) - GRAPHABLE_LAYER_TYPES)
+    if unsupported:
+        raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: graphed decode "
+                                f"supports full and sliding-window attention only")
+    return Cache(layers=[StaticLayer(max_cache_len=max_cache_len) for _ in layer_types])
+
+
+def set_cache_write_position(cache, length: int) -> None:
+    """Point every static cache layer's device-side write counter (``cumulative_length``) at ``length``
+    tokens, in place (e.g. after a prefill right-padded past the prompt).
+
+    Raises:
+        NotGraphableError: a layer has no device-side counter (unsupported transformers release)."""
+    for layer in cache.layers:
+        counter = getattr(layer, "cumulative_length", None)
+        if counter is None or isinstance(counter, int):
+            raise NotGraphableError(f"{type(layer).__name__} has no device-side cumulative_length: install "
+                                    f"transformers{TESTED_RANGE}")
+        counter.fill_(length)
+
+
+def cache_keyword(model) -> str:
+    """The forward keyword that takes the KV cache: ``cache`` (transformers >= 5.24, where
+    ``past_key_values`` is deprecated) or ``past_key_values`` (older releases, which would silently
+    swallow ``cache=`` in ``**kwargs`` and never write the cache)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+# --- RoPE ---------------------------------------------------------------------------------------
+
+def _rope_modules(model):
+    for module in model.modules():
+        if isinstance(getattr(module, "rope_type", None), str) and hasattr(module, "inv_freq"):
+            yield module
+
+
+def original_rope_positions(module, rope_type: str) -> int | None:
+    """The positions below which a ``dynamic``/``longrope`` RoPE module keeps its original frequencies."""
+    config = getattr(module, "config", None)
+    params = getattr(config, "rope_parameters", None) or {}
+    if isinstance(params, dict) and isinstance(params.get("rope_type"), str):
+        value = params.get("original_max_position_embeddings")
+    else:
+        value = None
+    value = value or getattr(config, "original_max_position_embeddings", None)
+    if rope_type.startswith("dynamic"):
+        value = getattr(module, "original_max_seq_len", None) or value
+    return int(value) if value else None
+
+
+def static_rope_during_capture(model, max_position: int):
+    """A context in which ``dynamic``/``longrope`` RoPE modules run as ``default`` RoPE (for a capture).
+
+    Both choose their frequencies with ``if max(position_ids) + 1 > original_positions`` on the host
+    (``transformers.modeling_rope_utils.dynamic_rope_update``), a device-to-host read that a capture
+    forbids. Below the original positions the branch keeps the original frequencies, which the
+    module already holds after an eager warmup; so when every position the graph will ever see is
+    below that limit, skipping the branch is exact. ``max_position``: the largest position + 1 the
+    graph is used for (tokens). The check runs when this function is called, before any GPU work.
+
+    Raises:
+        NotGraphableError: ``max_position`` is past a module's original positions (the frequencies
+            would have to change between replays).
+    """
+    changed = []
+    for module in _rope_modules(model):
+        rope_type = module.rope_type
+        if not any(rope_type.startswith(t) for t in HOST_BRANCH_ROPE_TYPES):
+            continue
+        limit = original_rope_positions(module, rope_type)
+        if limit is None or max_position > limit:
+            raise NotGraphableError(f"{rope_type} RoPE changes its frequencies past {limit} positions on the host; "
+                                    f"a graph for {max_position} positions cannot be captured: use at most {limit}")
+        changed.append(module)
+    return _rope_as_default(changed)
+
+
+@contextlib.contextmanager
+def _rope_as_default(modules):
+    saved = [(module, module.rope_type) for module in modules]
+    try:
+        for module in modules:
+            module.rope_type = "default"
+        yield [rope for _, rope in saved]
+    finally:
+        for module, rope_type in saved:
+            module.rope_type = rope_type
