@@ -426,3 +426,18 @@ def test_a_case_that_breaks_the_cuda_context_sends_the_rest_of_the_run_to_worker
             (spec.model, spec.seq_len) for _, inproc, _ in plan.groups for spec in inproc)
         assert [r.status for r in recorded].count("failed") == 1
         assert sorted(in_workers) == sorted(expected_in_workers)
+
+
+def test_an_encoder_decoder_checkpoint_is_refused_with_its_reason(tmp_path, capsys):
+    import transformers
+
+    model_dir = tmp_path / "t5"
+    config = transformers.T5Config(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, vocab_size=64)
+    transformers.T5Model(config).save_pretrained(model_dir)
+    capsys.readouterr()                       # save_pretrained's progress bars
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--models", str(model_dir),
+                   "--prompt-lengths", "8", "-o", str(tmp_path / "o")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "T5Config is an encoder-decoder model" in err[0]
+    assert not (tmp_path / "o").exists()

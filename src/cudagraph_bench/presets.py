@@ -260,11 +260,7 @@ def experts_implementation(model) -> str | None:
 def _load_directory(path: str, tdtype, device):
     import transformers
 
-    try:
-        config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise UnknownModelError(f"{path}: no usable config.json ({exc.__class__.__name__}); "
-                                f"write the directory with save_pretrained()") from None
+    config = directory_config(path)
     has_lm_head = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
     auto = transformers.AutoModelForCausalLM if has_lm_head else transformers.AutoModel
     try:
@@ -276,18 +272,31 @@ def _load_directory(path: str, tdtype, device):
     return model.to(device)
 
 
+def directory_config(path: str):
+    """The transformers config of a ``save_pretrained`` directory (offline).
+
+    Raises:
+        UnknownModelError: no usable ``config.json``, or an encoder-decoder model (T5, BART): the suite
+            measures decoder-only causal LMs and encoders."""
+    import transformers
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UnknownModelError(f"{path}: no usable config.json ({exc.__class__.__name__}); "
+                                f"write the directory with save_pretrained()") from None
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
+                                f"does not measure: use a decoder-only causal LM or an encoder")
+    return config
+
+
 def kind_of(name_or_path: str) -> str:
     """``"causal"`` or ``"encoder"`` for a preset or a ``save_pretrained`` directory, read from its config
     (no model is built). Raises :class:`UnknownModelError` for anything else."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]["kind"]
-    import transformers
-
-    try:
-        config = transformers.AutoConfig.from_pretrained(name_or_path, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise UnknownModelError(f"{name_or_path}: no usable config.json ({exc.__class__.__name__}); "
-                                f"write the directory with save_pretrained()") from None
+    config = directory_config(name_or_path)
     causal = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
     return "causal" if causal else "encoder"
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.errors import UnknownModelError, UsageError
+from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
                                      parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
                                      parse_rounds, parse_warmup_rounds)
@@ -370,18 +370,9 @@ def check_device(settings: RunSettings) -> None:
 
 def position_limit(model: str, overrides: dict | None) -> int:
     """Position limit (tokens) of a preset or a local model dir, from its config (no weights built)."""
-    from cudagraph_bench.presets import PRESETS, max_positions, preset_config
+    from cudagraph_bench.presets import PRESETS, directory_config, max_positions, preset_config
 
-    if model in PRESETS:
-        config = preset_config(model, overrides)
-    else:
-        import transformers
-
-        try:
-            config = transformers.AutoConfig.from_pretrained(model, local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise UnknownModelError(f"{model}: no usable config.json ({type(exc).__name__}); write the "
-                                    "directory with save_pretrained()") from None
+    config = preset_config(model, overrides) if model in PRESETS else directory_config(model)
     return max_positions(SimpleNamespace(config=config))
 
 
