@@ -1,11 +1,32 @@
-"""Shared by the CLI tests: the real H200 run fixture and small helpers around ``cli.main``."""
+"""Shared by the CLI tests: the committed H200 runs (``results/nvidia-h200/``) and small helpers around
+``cli.main``."""
 
 import json
 from pathlib import Path
 
 from cudagraph_bench import cli
 
-FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+#: The committed raw H200 runs (pytest-benchmark JSON) that tests read, by what they are.
+H200_RESULTS = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200"
+COMMITTED_RUNS = {
+    "forward": "forward/forward.json",                 # the default forward matrix, with kernel counts
+    "forward-2": "forward/forward-2.json",             # separate runs of the same code (no check recorded)
+    "forward-3": "forward/forward-3.json",
+    "forward-checked": "forward/forward-checked.json",  # the same matrix with each graph's check recorded
+    "gpu-gate": "gpu-gate-end-to-end/gpu-gate.json",    # `make gpu-gate`'s run
+    "forward-short": "tree-check/forward-short.json",   # gpt2, 16 and 50 tokens, 20 rounds
+    "launch": "launch/launch.json",
+    "graphs_cu": "launch/graphs_cu.json",
+}
+
+
+def committed_run(name: str) -> Path:
+    """Path of a committed H200 run by its name in :data:`COMMITTED_RUNS`."""
+    return H200_RESULTS / COMMITTED_RUNS[name]
+
+
+#: The real H200 run of the default forward matrix: tests derive every expectation from it.
+FIXTURE = committed_run("forward")
 DOC = json.loads(FIXTURE.read_text())
 TIME_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
 

@@ -6,7 +6,6 @@ import copy
 import hashlib
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,14 +15,13 @@ from cudagraph_bench import noise
 from cudagraph_bench.baseline import SCHEMA_VERSION, load_baseline
 from cudagraph_bench.errors import InputFileError
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, forward_benches, no_default_baseline_fixture, run_cli,
+from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, no_default_baseline_fixture, run_cli,
                           scaled, write, write_runs)
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
 EAGER_FACTORS = (1.0, 1.02, 0.97, 1.05, 0.99)
 GRAPH_FACTORS = (1.01, 0.96, 1.0, 1.04, 0.98)
-H200 = Path(__file__).resolve().parents[1] / "baselines" / GPU
 
 
 @pytest.fixture(autouse=True)
@@ -185,8 +183,8 @@ def test_unchecked_runs_are_refused_unless_allowed(tmp_path, capsys):
 
 def test_the_committed_repeated_h200_runs_make_a_baseline(tmp_path, capsys):
     """Real separate runs of the same code on one H200; the older ones recorded no check."""
-    names = ("forward", "forward-2", "forward-3", "forward-checked", "gpu-gate", "final-forward")
-    runs = [H200 / f"{n}.json" for n in names]
+    names = ("forward", "forward-2", "forward-3", "forward-checked", "gpu-gate", "forward-short")
+    runs = [committed_run(n) for n in names]
     out_path = tmp_path / "b.json"
     rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path)
     assert rc == 2 and "recorded no correctness check" in err
@@ -317,7 +315,7 @@ def test_output_that_is_a_directory_is_refused(tmp_path, capsys, runs):
 def test_printed_values_are_rounded_once_like_gate(tmp_path, capsys):
     """Copies of forward-checked.json (a committed H200 run with checks): the table prints the reduction
     rounded once from the exact value, as gate does, and the file stores it to 3 decimals."""
-    src = json.loads((H200 / "forward-checked.json").read_text())
+    src = json.loads(committed_run("forward-checked").read_text())
     runs = write_runs(tmp_path / "runs", (1.0, 1.0 + 1e-9, 1.0 - 1e-9, 1.0 + 2e-9, 1.0 - 2e-9), doc=src)
     key = ("gpt2", "float32", 50)
     e, g = np.median(rounds_ms(src, key, "eager")), np.median(rounds_ms(src, key, "graph"))

@@ -14,13 +14,12 @@ from scipy.stats import mannwhitneyu, median_abs_deviation, t
 
 from cudagraph_bench import noise, paths
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, forward_benches, median_ms, no_default_baseline_fixture,
+from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms, no_default_baseline_fixture,
                           run_cli, scale, scaled, write, write_runs)
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
 FLOOR = noise.DEFAULT_FLOOR_PCT
-H200 = Path(__file__).resolve().parents[1] / "baselines" / GPU
 
 
 @pytest.fixture(autouse=True)
@@ -382,7 +381,7 @@ def _raw_changes(old_path, new_path):
 def test_two_real_h200_runs_fail_only_on_gated_changes_beyond_the_floor(capsys, pair):
     """Two committed single H200 runs of the same code: one run per side and no baseline, so the ratio
     decides against the floor; eager changes are references and never fail."""
-    old_path, new_path = (H200 / f"{n}.json" for n in pair)
+    old_path, new_path = (committed_run(n) for n in pair)
     changes = _raw_changes(old_path, new_path)
     regressed = {k for k, (c, v) in changes.items() if c > FLOOR and v != "eager"}
     slower_refs = {k for k, (c, v) in changes.items() if c > FLOOR and v == "eager"}

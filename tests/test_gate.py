@@ -1,4 +1,4 @@
-"""The gate on the real H200 run (tests/data/h200-forward.json), copied and scaled where a test needs a
+"""The gate on the real H200 run (results/nvidia-h200/forward/forward.json), copied and scaled where a test needs a
 failure, and on sets of separate runs made from it with per-run factors the tests choose. Expectations are
 derived from the fixture's rounds, from the factors, or from scipy/numpy written out here."""
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu, median_abs_deviation, t
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, forward_benches, median_ms, no_default_baseline_fixture,
+from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms, no_default_baseline_fixture,
                           run_cli, scale, scaled, write, write_runs)
 
 from cudagraph_bench import noise, paths
@@ -661,8 +661,7 @@ def test_a_run_without_per_round_data_says_so(tmp_path, capsys):
 def test_the_committed_repeated_runs_gate_with_allow_unchecked(capsys):
     """Real repeated H200 runs of the same code: the older ones recorded no check. The verdict follows the
     reduction of the medians of run medians, computed here from the raw rounds."""
-    root = Path(__file__).resolve().parents[1] / "baselines" / GPU
-    runs = [root / f"{n}.json" for n in ("forward", "forward-2", "forward-3")]
+    runs = [committed_run(n) for n in ("forward", "forward-2", "forward-3")]
     docs = [json.loads(r.read_text()) for r in runs]
     medians = {}
     for doc in docs:

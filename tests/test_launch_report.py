@@ -2,7 +2,7 @@
 
 Most runs here are small synthetic pytest-benchmark dicts built in the test; expected numbers are
 worked out by hand from them. The tests of the data-driven sentences (speedup vs N, sanitizer cases)
-also read the committed H200 files under ``baselines/nvidia-h200`` and check the sentences against
+also read the committed H200 files under ``results/nvidia-h200/launch`` and check the sentences against
 numbers computed from them.
 """
 
@@ -296,7 +296,7 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
 
 # ------------------------------------------------------------- data-driven sentences (committed H200 JSON)
 
-H200 = Path(__file__).resolve().parents[1] / "baselines" / "nvidia-h200"
+H200 = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "launch"
 
 
 def h200_series():
@@ -378,7 +378,7 @@ def test_why_n_prose_claims_nothing_the_tables_can_contradict():
 
 def committed_sanitizer_inputs():
     logs, outcomes = {}, {}
-    for log in sorted(H200.glob("logs/compute_sanitizer_d*.log")):
+    for log in sorted(H200.glob("compute_sanitizer_d*.log")):
         logs[log.name] = log.read_text()
         outcomes[log.name] = lr._last_json_object(log.with_suffix(".json"))["baked_pointer"]
     return logs, outcomes
@@ -484,11 +484,11 @@ def test_forward_case_in_two_runs_is_an_error_in_either_order(tmp_path, capsys):
 
 def test_committed_forward_runs_overlap_is_refused(tmp_path, capsys):
     """The user-test finding: forward.json (kernel counts) then forward-checked.json (none) gave 0 model rows."""
-    argv = [str(H200 / "launch.json"), "--forward", str(H200 / "forward.json"),
-            "--forward", str(H200 / "forward-checked.json"), "-o", str(tmp_path / "out")]
+    forward, checked = (H200.parent / "forward" / f"{n}.json" for n in ("forward", "forward-checked"))
+    argv = [str(H200 / "launch.json"), "--forward", str(forward), "--forward", str(checked), "-o", str(tmp_path / "out")]
     assert lr.main(argv) == 2
     err = capsys.readouterr().err
-    assert f"is in both {H200 / 'forward.json'} and {H200 / 'forward-checked.json'}" in err
+    assert f"is in both {forward} and {checked}" in err
     assert not (tmp_path / "out").exists()
 
 

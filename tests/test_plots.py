@@ -10,7 +10,7 @@ import pytest
 from cudagraph_bench import plots
 from cudagraph_bench.cases import Case
 
-FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

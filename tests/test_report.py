@@ -13,7 +13,7 @@ from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.runfile import load_run
 
-FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -13,7 +13,7 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.runfile import (forward_cases, forward_groups, load_run, measurements,
                                      resolve_run_path, write_text_atomic)
 
-FIXTURE = Path(__file__).parent / "data" / "h200-forward.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
 DOC = json.loads(FIXTURE.read_text())
 
 

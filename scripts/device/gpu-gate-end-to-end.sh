@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# H200 run F (one device call, < 10 min): the GPU CI job's own step, `make gpu-gate`, end to end on a
+# The GPU CI job end to end on a GPU machine (one 10-minute slot): the GPU CI job's own step, `make gpu-gate`, end to end on a
 # real GPU: benchmarks -> pytest-benchmark JSON (+ autosave) -> gate against baselines/nvidia-h200.json.
 # The machine has no package index, so `make setup` is replaced by `pip install --no-deps -e .` into the
 # image's python3 (what `make setup` does, minus downloads) and a VENV whose bin/python runs that python3.
-# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_f.sh ["PYTEST_ARGS"]
+# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/gpu-gate-end-to-end.sh ["PYTEST_ARGS"]
 . "$(dirname "$0")/common.sh"; device_run run-f 570
 ARGS="${1:---models gpt2,bert-tiny --prompt-lengths 16,50,128}"
 say "pip install --no-deps -e . into the image's python3 (itself a venv); VENV's python runs it"

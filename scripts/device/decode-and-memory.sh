@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# H200 run C (one device call, < 10 min): the decode benchmarks of issue 4 (bfloat16, 50-token prompt,
+# Decode benchmarks and the memory ledger on a GPU machine (one 10-minute slot): decode (bfloat16, 50-token prompt,
 # 64 and 128 new tokens, 8 requests per variant) and a short forward run that checks the per-case
 # memory ledger after the one-side-stream-per-device fix (max_case_growth_mib should be ~0).
-# Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/run_c.sh
+# Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/decode-and-memory.sh
 . "$(dirname "$0")/common.sh"; device_run run-c 570
 { nvidia-smi; python3 -c "import torch, transformers; print('torch', torch.__version__, torch.version.cuda, 'transformers', transformers.__version__)"; } > "$W/env.txt" 2>&1
 
@@ -15,7 +15,7 @@ python3 -m cudagraph_bench report "$OUT/decode.json" -o "$W/decode-report" > "$W
 
 say "memory ledger check: forward bench, gpt2 + tinyllama, float32, L 16/50, 20 rounds"
 timeout "$(left 150)" $PT perf_tests/test_forward_bench.py --benchmark-only --models gpt2,tinyllama-1.1b --dtypes float32 \
-  --prompt-lengths 16,50 --rounds 20 --warmup-rounds 3 --benchmark-json "$OUT/memcheck.json" > "$W/memcheck.log" 2>&1
-echo "memcheck rc=$?"; grep -iE "passed|failed|reserved|MiB" "$W/memcheck.log" | tail -5
+  --prompt-lengths 16,50 --rounds 20 --warmup-rounds 3 --benchmark-json "$OUT/forward-memory-ledger.json" > "$W/forward-memory-ledger.log" 2>&1
+echo "memory ledger rc=$?"; grep -iE "passed|failed|reserved|MiB" "$W/forward-memory-ledger.log" | tail -5
 say "done"
-cp "$W/decode-bench.log" "$W/memcheck.log" "$W/steps.log" "$W/env.txt" "$OUT/" 2>/dev/null
+cp "$W/decode-bench.log" "$W/forward-memory-ledger.log" "$W/steps.log" "$W/env.txt" "$OUT/" 2>/dev/null

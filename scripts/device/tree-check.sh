@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# H200 run H (one device call, ~2 min): a check of the final tree on the GPU: a short forward benchmark
+# A short check of a tree on a GPU machine (~2 min): a short forward benchmark
 # (gpt2, 16 and 50 tokens, 20 rounds) through pytest, the standalone run (eager, graph, padded, bucketed),
 # then gate (against the committed baseline) and report on both outputs.
-# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_h.sh
+# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/tree-check.sh
 . "$(dirname "$0")/common.sh"; device_run run-h 300
 CG="python3 -m cudagraph_bench"
 say "pytest forward benchmarks (gpt2, 16/50 tokens, 20 rounds)"
 timeout "$(left 120)" $PT perf_tests/test_forward_bench.py --benchmark-only --models gpt2 --prompt-lengths 16,50 \
-  --rounds 20 --benchmark-json "$OUT/final-forward.json" > "$W/pytest.log" 2>&1
+  --rounds 20 --benchmark-json "$OUT/forward-short.json" > "$W/pytest.log" 2>&1
 say "pytest rc=$?: $(tail -1 "$W/pytest.log")"
-$CG gate "$OUT/final-forward.json" --baseline baselines/nvidia-h200.json > "$W/gate.log" 2>&1
+$CG gate "$OUT/forward-short.json" --baseline baselines/nvidia-h200.json > "$W/gate.log" 2>&1
 say "gate rc=$?: $(tail -1 "$W/gate.log")"
 say "cudagraph-bench run (gpt2, 50 tokens: eager, graph, padded, bucketed)"
 timeout "$(left 120)" $CG run --models gpt2 --prompt-lengths 50 --variants eager,graph,padded,bucketed -o "$W/run" \
   > "$W/run.log" 2>&1
 say "run rc=$?"
 grep -E "^gpt2 " "$W/run.log" | cut -c1-170
-cp "$W/run/run.json" "$OUT/final-run.json" 2>/dev/null
+cp "$W/run/run.json" "$OUT/run-short.json" 2>/dev/null
 $CG report "$W/run/run.json" -o "$W/report" > "$W/report.log" 2>&1
 say "report rc=$?: $(tail -1 "$W/report.log")"
 say "done"

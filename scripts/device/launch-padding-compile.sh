@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# H200 run B (one device call, < 10 min): launch-overhead benchmarks (issue 5), padded/bucketed
-# benchmarks (issue 4), then the standalone `run` command with torch.compile variants (issue 6).
-# Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/run_b.sh [gpt2 tinyllama-1.1b]
+# Launch, padding and compile runs on a GPU machine (one 10-minute slot): launch-overhead benchmarks, padded/bucketed
+# benchmarks, then the standalone `run` command with torch.compile variants.
+# Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/launch-padding-compile.sh [gpt2 tinyllama-1.1b]
 . "$(dirname "$0")/common.sh"; device_run run-b 575
 MODELS="${*:-gpt2}"
 

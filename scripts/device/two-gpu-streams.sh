@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# H200 x2 run E (one device call, < 10 min): two job streams in parallel, stream i on GPU i
+# Two job streams on a 2-GPU machine (one 10-minute slot): two job streams in parallel, stream i on GPU i
 # (CUDA_VISIBLE_DEVICES=i) and pinned to its own half of the host's cores (taskset), so one stream's
 # torch.compile workers do not steal the other's host time. Each job is one of
-#   MODEL:L1,L2[:BUDGET_S]  run_d's job: `cudagraph-bench run`, every variant of those lengths side by side
+#   MODEL:L1,L2[:BUDGET_S]  compile-sweep.sh's job: `cudagraph-bench run`, every variant of those lengths side by side
 #                           (no BUDGET_S: an equal share of the stream's time left; call it last)
 #   bench                   the forward and padding pytest benchmarks with each benchmark's check against
 #                           eager recorded, then the 30% gate on the forward run against baselines/nvidia-h200.json
-# Usage (repo root, 2-GPU machine): OUT=<dir> bash scripts/device/run_e.sh "JOB [JOB ...]" "JOB [JOB ...]"
+# Usage (repo root, 2-GPU machine): OUT=<dir> bash scripts/device/two-gpu-streams.sh "JOB [JOB ...]" "JOB [JOB ...]"
 # Writes $OUT/run-<model>-L<lengths>.json, $OUT/forward-checked.json, $OUT/padding-checked.json,
 # $OUT/steps.log and $OUT/logs-e.tgz (every job's log and the compile workers' logs).
 . "$(dirname "$0")/common.sh"; device_run run-e 575

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# H200 run A (one device call, < 10 min): the default forward matrix (issue 2) and its kernel counts,
-# two more gated runs of the gated lengths (issue 3), every plain GPU test (correctness, padding,
-# buckets, decode, launch, graphs.cu + compute-sanitizer), then the decode benchmarks (issue 4).
-# Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/run_a.sh
+# The default suite on a GPU machine (one 10-minute slot): the default forward matrix and its kernel counts,
+# two more gated runs of the gated lengths, every plain GPU test (correctness, padding,
+# buckets, decode, launch, graphs.cu + compute-sanitizer), then the decode benchmarks.
+# Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/default-suite.sh
 . "$(dirname "$0")/common.sh"; device_run run-a 570
 mkdir -p "$W/artifacts"
 CG="python3 -m cudagraph_bench"

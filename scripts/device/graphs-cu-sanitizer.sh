@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# H200 run G (one device call, ~2 min): perf_tests/test_graphs_cu.py (graphs.cu built with nvcc for this GPU:
+# graphs.cu under compute-sanitizer on a GPU machine (~2 min): perf_tests/test_graphs_cu.py (graphs.cu built with nvcc for this GPU:
 # N sweep, clocks, baked pointers) with compute-sanitizer memcheck on the baked-pointer mode, including
 # --alloc-before-free, where no allocation can take the freed address and memcheck must flag the write.
-# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_g.sh
+# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/graphs-cu-sanitizer.sh
 # Writes $OUT/graphs-cu-tests.log, $OUT/steps.log and $OUT/artifacts-g.tgz (graphs.cu JSON, sanitizer logs).
 . "$(dirname "$0")/common.sh"; device_run run-g 300
 mkdir -p "$W/artifacts"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# H200 run D (one device call, < 10 min): the issue-6 matrix, all four variants (eager, graph, padded
+# Compile sweep on a GPU machine (fits one 10-minute slot): the `run` matrix with all four variants (eager, graph, padded
 # to 1024, compile, compile+graph) at given prompt lengths, one `cudagraph-bench run` per job, each
 # job with every variant of its lengths (so each reduction compares variants measured side by side).
-# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/run_d.sh MODEL:L1,L2[:BUDGET_S] [MODEL:L3 ...]
+# Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/compile-sweep.sh MODEL:L1,L2[:BUDGET_S] [MODEL:L3 ...]
 # A job without BUDGET_S gets an equal share of the time left (call it last).
 # Writes $OUT/run-<model>-L<lengths>.json and $OUT/run-<model>-L<lengths>.log per job.
 . "$(dirname "$0")/common.sh"; device_run run-d 575
