@@ -267,7 +267,7 @@ class Session:
         """HF ``generate(do_sample=False)`` after ``input_ids`` ``[1, L]``: its tokens ``[1, new_tokens]`` int64
         and per-step logits (``new_tokens`` tensors ``[1, vocab]``), computed once per (model, dtype, prompt,
         new tokens): the reference of the decode checks."""
-        key = (model_name, dtype, tuple(input_ids.shape), int(input_ids.sum()), new_tokens)
+        key = (model_name, dtype, tuple(input_ids.flatten().tolist()), new_tokens)
         if key not in self._generated:
             self._generated[key] = generate_reference(self.model(model_name, dtype), input_ids, new_tokens)
         return self._generated[key]
