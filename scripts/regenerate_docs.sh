@@ -27,7 +27,7 @@ $CG report $R/smoke/smoke.json -o docs/smoke
 P=$R/presets
 $CG report $P/forward-bfloat16.json $P/forward-bfloat16-gemma-2-2b.json --newest-wins -o docs/presets
 L=$R/launch
-$PY -m cudagraph_bench.launch_report $L/launch.json --forward $R/forward/forward.json -o docs \
+$CG launch-report $L/launch.json --forward $R/forward/forward.json -o docs \
   --graphs-cu $L/graphs_cu.json --sanitizer $L/compute_sanitizer_d4.log --sanitizer $L/compute_sanitizer_d8388608.log \
   --sanitizer $L/compute_sanitizer_d4_alloc_before_free.log
 # The gate's regression rule measured on the separate runs of the default forward matrix (the repeats and

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import launch_report as lr
+from cudagraph_bench import cli, launch_report as lr
 from cudagraph_bench.errors import InputFileError, UsageError
 
 
@@ -277,7 +277,7 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
     bp = dict(GRAPHS_CU["baked_pointer"], d_bytes=4)
     (tmp_path / "compute_sanitizer_d4.json").write_text("noise\n" + json.dumps({"baked_pointer": bp}) + "\n")
     out = tmp_path / "docs"
-    assert lr.main([str(run_path), "-o", str(out), "--graphs-cu", str(gcu), "--sanitizer", str(log)]) == 0
+    assert cli.main(["launch-report", str(run_path), "-o", str(out), "--graphs-cu", str(gcu), "--sanitizer", str(log)]) == 0
     assert (out / "launch_speedup_vs_n.png").is_file()
     text = (out / "launch-overhead.md").read_text()
     assert "`compute_sanitizer_d4.log`: 0 invalid global read(s) and 2 invalid global write(s)" in text
@@ -285,13 +285,13 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
 
     fwd_only = tmp_path / "fwd.json"
     fwd_only.write_text(json.dumps(make_run(FORWARD)))
-    assert lr.main([str(fwd_only), "-o", str(tmp_path / "d2")]) == 2
+    assert cli.main(["launch-report", str(fwd_only), "-o", str(tmp_path / "d2")]) == 2
     assert "no launch-suite benchmarks" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert lr.main([str(run_path), "-o", str(out), "--graphs-cu", str(bad)]) == 2
+    assert cli.main(["launch-report", str(run_path), "-o", str(out), "--graphs-cu", str(bad)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
-    assert lr.main([str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+    assert cli.main(["launch-report", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
 
 
 # ------------------------------------------------------------- data-driven sentences (committed H200 JSON)
@@ -461,22 +461,22 @@ def test_forward_case_in_two_runs_is_an_error_in_either_order(tmp_path, capsys):
     checked = write_run(tmp_path / "checked.json", uncounted, when="2026-01-02T00:00:00")
     for first, second in ((counted, checked), (checked, counted)):
         out = tmp_path / f"out-{first.stem}"
-        assert lr.main([str(launch), "--forward", str(first), "--forward", str(second), "-o", str(out)]) == 2
+        assert cli.main(["launch-report", str(launch), "--forward", str(first), "--forward", str(second), "-o", str(out)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err
         assert f"is in both {first} and {second}: give each forward case once" in err
         assert not out.exists()                                              # nothing written
     # the main run counts as a forward run too
     both = write_run(tmp_path / "both.json", LAUNCH + FORWARD)
-    assert lr.main([str(both), "--forward", str(counted), "-o", str(tmp_path / "o2")]) == 2
+    assert cli.main(["launch-report", str(both), "--forward", str(counted), "-o", str(tmp_path / "o2")]) == 2
     assert f"is in both {both} and {counted}" in capsys.readouterr().err
-    assert lr.main([str(launch), "--forward", str(counted), "--forward", str(counted), "-o", str(tmp_path / "o3")]) == 2
+    assert cli.main(["launch-report", str(launch), "--forward", str(counted), "--forward", str(counted), "-o", str(tmp_path / "o3")]) == 2
     assert "given twice" in capsys.readouterr().err
     # disjoint forward runs: the model table holds the cases of both, each once
     gpt2 = write_run(tmp_path / "gpt2.json", [b for b in FORWARD if b["extra_info"]["model"] == "gpt2"])
     bert = write_run(tmp_path / "bert.json", [b for b in FORWARD if b["extra_info"]["model"] == "bert-tiny"])
     out = tmp_path / "ok"
-    assert lr.main([str(launch), "--forward", str(gpt2), "--forward", str(bert), "-o", str(out)]) == 0
+    assert cli.main(["launch-report", str(launch), "--forward", str(gpt2), "--forward", str(bert), "-o", str(out)]) == 0
     text = (out / "launch-overhead.md").read_text()
     assert text.count("| gpt2 | float32 | 50 | 400 |") == 1 and text.count("| bert-tiny | float32 | 128 | 1000 |") == 1
     assert f"source run `{launch} + {gpt2} + {bert}`" in text
@@ -486,7 +486,7 @@ def test_committed_forward_runs_overlap_is_refused(tmp_path, capsys):
     """The user-test finding: forward.json (kernel counts) then forward-checked.json (none) gave 0 model rows."""
     forward, checked = (H200.parent / "forward" / f"{n}.json" for n in ("forward", "forward-checked"))
     argv = [str(H200 / "launch.json"), "--forward", str(forward), "--forward", str(checked), "-o", str(tmp_path / "out")]
-    assert lr.main(argv) == 2
+    assert cli.main(["launch-report", *argv]) == 2
     err = capsys.readouterr().err
     assert f"is in both {forward} and {checked}" in err
     assert not (tmp_path / "out").exists()
@@ -501,23 +501,23 @@ def test_out_dir_default_empty_file_and_unwritable(tmp_path, monkeypatch, capsys
     run = write_run(tmp_path / "run.json", LAUNCH)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "docs").mkdir()
-    assert lr.main([str(run)]) == 0                                       # default: out/launch, not docs/
+    assert cli.main(["launch-report", str(run)]) == 0                                       # default: out/launch, not docs/
     assert (tmp_path / "out" / "launch" / "launch-overhead.md").is_file()
     assert (tmp_path / "out" / "launch" / "launch_speedup_vs_n.png").is_file()
     assert list((tmp_path / "docs").iterdir()) == []
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:                                # -o "" would write into ./
-        lr.main([str(run), "-o", ""])
+        cli.main(["launch-report", str(run), "-o", ""])
     assert exc.value.code == 2 and "expected a path" in capsys.readouterr().err
     afile = tmp_path / "afile"
     afile.write_text("keep")
     for bad in (afile, afile / "sub"):
-        assert lr.main([str(run), "-o", str(bad)]) == 2
+        assert cli.main(["launch-report", str(run), "-o", str(bad)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{afile} is a file, not a folder" in err
     assert afile.read_text() == "keep"
     if Path("/proc/self").is_dir():
-        assert lr.main([str(run), "-o", "/proc/x"]) == 2
+        assert cli.main(["launch-report", str(run), "-o", "/proc/x"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "cannot write launch-overhead.md" in err and "/proc/x" in err
         assert "choose a writable folder with -o" in err
@@ -537,14 +537,14 @@ def test_failed_write_leaves_nothing_half_written(tmp_path, monkeypatch, capsys)
         return real_chmod(path, mode)
 
     monkeypatch.setattr(lr.os, "chmod", full_disk)
-    assert lr.main([str(run), "-o", str(out)]) == 2
+    assert cli.main(["launch-report", str(run), "-o", str(out)]) == 2
     monkeypatch.undo()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err and "no file was written" in err
     assert sorted(p.name for p in out.iterdir()) == ["launch-overhead.md"]   # no PNG, no temporary files
     assert (out / "launch-overhead.md").read_text() == "old page"
     (out / "launch_speedup_vs_n.png").mkdir()                               # a target that is a folder
-    assert lr.main([str(run), "-o", str(out)]) == 2
+    assert cli.main(["launch-report", str(run), "-o", str(out)]) == 2
     assert "launch_speedup_vs_n.png is a folder" in capsys.readouterr().err
     assert (out / "launch-overhead.md").read_text() == "old page"
 
@@ -554,18 +554,18 @@ def test_reference_n_must_be_a_measured_n(tmp_path, capsys):
     out = tmp_path / "out"
     for bad in ("0", "-1", "x", "7.5"):
         with pytest.raises(SystemExit) as exc:
-            lr.main([str(run), "-o", str(out), "--reference-n", bad])
+            cli.main(["launch-report", str(run), "-o", str(out), "--reference-n", bad])
         assert exc.value.code == 2 and "--reference-n" in capsys.readouterr().err
-    assert lr.main([str(run), "-o", str(out), "--reference-n", "7"]) == 2
+    assert cli.main(["launch-report", str(run), "-o", str(out), "--reference-n", "7"]) == 2
     assert "--reference-n 7 was not measured: use one of 8, 512, 4096\n" in capsys.readouterr().err
-    assert lr.main([str(run), "-o", str(out), "--reference-n", "64"]) == 2
+    assert cli.main(["launch-report", str(run), "-o", str(out), "--reference-n", "64"]) == 2
     assert ("--reference-n 64 was measured with the loop variant only (the model needs loop and graph): "
             "use one of 8, 512, 4096") in capsys.readouterr().err
     assert not out.exists()
-    assert lr.main([str(run), "-o", str(out), "--reference-n", "4096"]) == 0
+    assert cli.main(["launch-report", str(run), "-o", str(out), "--reference-n", "4096"]) == 0
     assert "loop − graph µs/launch at N=4096" in (out / "launch-overhead.md").read_text()
     no512 = write_run(tmp_path / "no512.json", [b for b in LAUNCH if b["extra_info"]["n_launches"] != 512])
-    assert lr.main([str(no512), "-o", str(tmp_path / "o2")]) == 0           # the default still falls back
+    assert cli.main(["launch-report", str(no512), "-o", str(tmp_path / "o2")]) == 0           # the default still falls back
     assert "at N=4096" in (tmp_path / "o2" / "launch-overhead.md").read_text()
 
 
@@ -603,10 +603,10 @@ def test_storage_resolves_saved_run_ids(tmp_path, capsys):
     saved = write_run(storage / "Linux-CPython-3.12-64bit" / "0001_abc_20260101_000000.json", LAUNCH)
     fwd_saved = write_run(storage / "Linux-CPython-3.12-64bit" / "0002_def_20260102_000000.json", FORWARD)
     out = tmp_path / "out"
-    assert lr.main(["0001", "--forward", "0002", "--storage", str(storage), "-o", str(out)]) == 0
+    assert cli.main(["launch-report", "0001", "--forward", "0002", "--storage", str(storage), "-o", str(out)]) == 0
     text = (out / "launch-overhead.md").read_text()
     assert f"source run `{saved} + {fwd_saved}`" in text and "| gpt2 | float32 | 50 | 400 |" in text
-    assert lr.main(["0003", "--storage", str(storage), "-o", str(out)]) == 2
+    assert cli.main(["launch-report", "0003", "--storage", str(storage), "-o", str(out)]) == 2
     assert "0003" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        lr.main(["0001", "--storage", "", "-o", str(out)])
+        cli.main(["launch-report", "0001", "--storage", "", "-o", str(out)])

@@ -28,6 +28,8 @@ COMMANDS = {
     "report": ("cudagraph_bench.report", "render the markdown table and PNG plots of a run JSON"),
     "calibrate": ("cudagraph_bench.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
     "ab": ("cudagraph_bench.ab", "measure base and head commits interleaved, k runs each, and compare them"),
+    "launch-report": ("cudagraph_bench.launch_report", "write the launch-overhead page (N sweep, host vs device "
+                                                       "time, predicted vs measured saving) and its plot"),
 }
 
 

