@@ -5,9 +5,11 @@ Variants: ``generate`` (HF generate, default dynamic cache), ``static-eager`` (s
 loop), ``graph`` (static KV cache, every decode step a graph replay). Each round is one whole request
 (prefill + decode); extra_info has ms_per_token and tokens_per_s from the median. Checks:
 ``graph`` must give the tokens of ``static-eager`` (same kernels, same cache: ``correct``,
-``check="tokens == static-eager"``); both record ``matches_generate`` and ``generate_check`` (tokens
-identical to HF ``generate``'s, or where the first one differs and whether that is a near tie,
-:func:`~cudagraph_bench.correctness.check_greedy_tokens`). A model that cannot be graphed is skipped
+``check="tokens == static-eager"``); both record the comparison with HF ``generate``
+(:func:`~cudagraph_bench.correctness.check_decode_against_generate`: tokens identical, or a rounding tie,
+with each step's logits as close to a float64 run as ``generate``'s): ``matches_generate`` (tokens
+identical), ``generate_check_passed``, ``generate_check`` (the sentence) and
+``distinct_reference_tokens``. A model that cannot be graphed is skipped
 with the reason; a capture that fails fails its case only.
 """
 
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.gpu
 def test_decode(benchmark, cgb, decode_case):
     import torch
 
-    from cudagraph_bench.correctness import check_greedy_tokens
+    from cudagraph_bench.correctness import check_decode_against_generate
     from cudagraph_bench.decode import GreedyDecoder
     from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.presets import experts_implementation, max_positions
@@ -53,9 +55,13 @@ def test_decode(benchmark, cgb, decode_case):
         if experts_implementation(model) is not None:
             info["experts_implementation"] = experts_implementation(model)
         if decoder is not None:
-            tokens = request()
-            vs_generate = check_greedy_tokens(tokens, reference, reference_logits, dtype)
-            info.update(matches_generate=vs_generate.identical, generate_check=vs_generate.summary,
+            tokens, logits = decoder.generate(ids, new_tokens, return_logits=True)
+            vs_generate = check_decode_against_generate(tokens, logits, reference, reference_logits,
+                                                        cgb.fp64_decode_logits(model_name, dtype, ids, reference),
+                                                        dtype)
+            info.update(matches_generate=vs_generate.identical, generate_check_passed=vs_generate.passed,
+                        generate_check=vs_generate.summary,
+                        distinct_reference_tokens=vs_generate.distinct_reference_tokens,
                         max_cache_len=decoder.max_cache_len)
             if variant == "graph":
                 eager = GreedyDecoder(model, decoder.max_cache_len, use_graph=False)

@@ -23,9 +23,11 @@ $CG report $C/run-gpt2.json $C/run-tinyllama-1.1b.json $C/run-tinyllama-1.1b-com
   $C/run-gpt2-L16.json --newest-wins -o docs/compile
 $CG report $R/smoke/smoke.json -o docs/smoke
 # Current small LLMs (presets), bfloat16 forward: gemma-2-2b was measured again once it ran eager attention
-# (its soft-capping; SDPA cannot) with a capture-safe mask, so its prompt lengths come from that run.
+# (its soft-capping; SDPA cannot) with a capture-safe mask, so its prompt lengths come from that run. Decode:
+# one run per preset (2-GPU host), each graph case checked against generate and a float64 run.
 P=$R/presets
-$CG report $P/forward-bfloat16.json $P/forward-bfloat16-gemma-2-2b.json --newest-wins -o docs/presets
+$CG report $P/forward-bfloat16.json $P/forward-bfloat16-gemma-2-2b.json $P/decode-bfloat16-*.json --newest-wins \
+  -o docs/presets
 L=$R/launch
 $CG launch-report $L/launch.json --forward $R/forward/forward.json -o docs \
   --graphs-cu $L/graphs_cu.json --sanitizer $L/compute_sanitizer_d4.log --sanitizer $L/compute_sanitizer_d8388608.log \

@@ -84,3 +84,65 @@ def test_encoder_is_refused():
         GreedyDecoder(bert, 64, use_graph=False)
     with pytest.raises(UsageError, match="positions"):
         GreedyDecoder(load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"]), 2048, use_graph=False)
+
+
+def _generate_with_logits(model, ids, n):
+    from cudagraph_bench.plugin import generate_reference
+
+    return generate_reference(model, ids, n)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_decode_check_passes_our_loop_and_judges_every_step(dtype):
+    """Our static-cache loop against generate: the logits it returns are the ones its tokens were chosen
+    from, and the float64 judge accepts every step."""
+    from cudagraph_bench.correctness import check_decode_against_generate, fp64_decode_logits
+
+    model = load_model("tinyllama-1.1b", dtype, "cpu", overrides=MODELS["tinyllama-1.1b"])
+    ids = torch.randint(0, 1000, (1, 11), generator=torch.Generator().manual_seed(3))
+    ref, ref_logits = _generate_with_logits(model, ids, 12)
+    tokens, logits = GreedyDecoder(model, 32, use_graph=False).generate(ids, 12, return_logits=True)
+    assert len(logits) == 12 and logits[0].shape == (1, model.config.vocab_size)
+    assert torch.equal(torch.cat([x.argmax(-1, keepdim=True) for x in logits], dim=1), tokens)
+    fp64 = fp64_decode_logits(model, ids, ref)
+    assert fp64.dtype == torch.float64 and fp64.shape == (12, model.config.vocab_size)
+    check = check_decode_against_generate(tokens, logits, ref, ref_logits, fp64, dtype)
+    assert check.passed, check.summary
+    assert check.identical == torch.equal(tokens, ref)
+    assert check.steps == (12 if check.identical else check.first_diff + 1)
+    assert check.distinct_reference_tokens == len(set(ref[0].tolist()))
+
+
+def test_decode_check_fails_logits_of_another_context():
+    """A decoder that attends to the wrong context (here: the logits of another prompt, as a stale or
+    misplaced KV cache would give) fails at the first step, even when a token happens to agree."""
+    from cudagraph_bench.correctness import check_decode_against_generate, fp64_decode_logits
+
+    model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
+    gen = torch.Generator().manual_seed(4)
+    ids, other = torch.randint(0, 1000, (2, 1, 9), generator=gen)
+    ref, ref_logits = _generate_with_logits(model, ids, 6)
+    _, wrong_logits = GreedyDecoder(model, 32, use_graph=False).generate(other, 6, return_logits=True)
+    check = check_decode_against_generate(ref, wrong_logits, ref, ref_logits, fp64_decode_logits(model, ids, ref),
+                                          "float32")
+    assert check.identical and not check.passed
+    assert "farther from float64" in check.summary
+
+
+def test_decode_check_calls_a_divergence_at_equal_logits_a_tie():
+    """Two decoders with the same logits that broke a tie differently: the first differing token is
+    accepted, and only the steps up to it are compared (the contexts differ after it)."""
+    from cudagraph_bench.correctness import check_decode_against_generate, fp64_decode_logits
+
+    model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
+    ids = torch.randint(0, 1000, (1, 7), generator=torch.Generator().manual_seed(5))
+    ref, ref_logits = _generate_with_logits(model, ids, 8)
+    ours = ref.clone()
+    ours[0, 3:] = (ref[0, 3:] + 1) % model.config.vocab_size            # diverge at token 3
+    check = check_decode_against_generate(ours, ref_logits, ref, ref_logits, fp64_decode_logits(model, ids, ref),
+                                          "float32")
+    assert check.passed and not check.identical
+    assert (check.first_diff, check.steps) == (3, 4)
+    assert "token 3 differs" in check.summary and "rounding tie" in check.summary
+    with pytest.raises(ValueError, match="lengths differ"):
+        check_decode_against_generate(ours[:, :5], ref_logits, ref, ref_logits, fp64_decode_logits(model, ids, ref))

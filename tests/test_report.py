@@ -380,3 +380,33 @@ def test_report_without_o_writes_out_report_not_the_committed_docs(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     assert cli_main(["report", str(FIXTURE)]) == 0
     assert (tmp_path / "out" / "report" / "results.md").is_file() and not (tmp_path / "docs").exists()
+
+
+PRESET_DECODE_RUNS = sorted((Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "presets")
+                            .glob("decode-bfloat16-*.json"))
+
+
+@pytest.mark.parametrize("path", PRESET_DECODE_RUNS, ids=lambda p: p.stem)
+def test_decode_table_shows_each_committed_check_against_generate(path):
+    """The committed preset decode runs: every decoder row's "tokens vs generate" cell says what its
+    recorded check says, with generate's distinct-token count, and generate is the reference."""
+    doc = json.loads(path.read_text())
+    infos = {b["extra_info"]["variant"]: b["extra_info"] for b in doc["benchmarks"]}
+    assert set(infos) == {"generate", "static-eager", "graph"}
+    rows = {r["variant"]: r for r in report.decode_rows([load_run(str(path))])}
+    assert rows["generate"]["vs_generate"] == "reference"
+    for variant in ("static-eager", "graph"):
+        info, cell = infos[variant], rows[variant]["vs_generate"]
+        assert cell.endswith(f"({info['distinct_reference_tokens']} distinct)")
+        assert (cell != "FAILS") == info["generate_check_passed"]
+        assert cell.startswith("identical") == (info["matches_generate"] and info["generate_check_passed"])
+
+
+def test_decode_cell_names_the_token_of_a_rounding_tie():
+    summary = ("token 9 differs from generate's, a rounding tie: logits of the 10 steps up to it as close to "
+               "float64 as generate's")
+    info = dict(variant="graph", matches_generate=False, generate_check_passed=True, generate_check=summary,
+                distinct_reference_tokens=48)
+    assert report.vs_generate(info) == "tie at token 9 (48 distinct)"
+    assert report.vs_generate({**info, "generate_check_passed": False}) == "FAILS"
+    assert report.vs_generate({"variant": "graph"}) == "-"

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from cudagraph_bench import variants as V
+from cudagraph_bench.correctness import fp64_reference_model
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 from cudagraph_bench.presets import load_model, model_forward
 
@@ -170,7 +171,7 @@ class Float64Fake(StaticFake):
 
     def __init__(self, model, seq_len, *, offset=0.0):
         super().__init__(model, seq_len)
-        self.model64, self.offset = V.fp64_reference_model(model), offset
+        self.model64, self.offset = fp64_reference_model(model), offset
 
     def __call__(self, input_ids):
         with torch.inference_mode():

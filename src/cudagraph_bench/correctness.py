@@ -117,57 +117,120 @@ def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
     return Fp64Check(rmse=rmse(actual, fp64_ref), eager_rmse=eager_rmse, limit=limit)
 
 
-#: A greedy token that differs from the reference's is a near tie when the reference's own logits rate
-#: both within this many units of the dtype's rounding (``eps x max |logit|``) of each other.
-NEAR_TIE_EPS = 2.0
+def fp64_reference_model(model):
+    """A float64 copy of ``model`` (same weights upcast, same device) for the fp64 RMSE checks.
+
+    A mixture-of-experts copy gets the experts implementation that runs in float64. Costs 8 bytes per
+    parameter of device memory until it is dropped."""
+    import copy
+
+    import torch
+
+    from cudagraph_bench.presets import use_graph_safe_experts
+
+    model64 = copy.deepcopy(model).to(torch.float64)
+    use_graph_safe_experts(model64, torch.float64)
+    return model64
 
 
-@dataclass(frozen=True)
-class TokenCheck:
-    """Greedy tokens of a decoder against a reference (HF ``generate``).
+def fp64_decode_logits(model, input_ids, tokens):
+    """Logits of a float64 copy of ``model`` for every greedy step, teacher-forced on ``tokens``.
 
-    ``identical``: every token equal. Otherwise ``first_diff`` is the index of the first differing token,
-    ``logit_gap`` the reference's logit of its own token minus its logit of ours at that step, and
-    ``near_tie`` whether that gap is within :data:`NEAR_TIE_EPS` roundings of the dtype (a static and a
-    dynamic KV cache attend over different lengths, so in bfloat16 an exact tie can break either way).
-    """
+    Args:
+        model: a causal LM (any dtype, any device).
+        input_ids: the prompt ``[1, L]`` int64.
+        tokens: the reference's generated tokens ``[1, n]`` int64 (HF ``generate``).
 
-    identical: bool
-    first_diff: int | None = None
-    logit_gap: float | None = None
-    near_tie: bool = False
-
-    @property
-    def summary(self) -> str:
-        if self.identical:
-            return "tokens identical to generate"
-        tie = "a near tie" if self.near_tie else "not a near tie"
-        return f"token {self.first_diff} differs from generate's (logit gap {self.logit_gap:.4g}: {tie})"
-
-
-def check_greedy_tokens(got, reference, reference_logits=None, dtype=None) -> TokenCheck:
-    """Compare greedy tokens ``got`` with ``reference`` (both ``[1, new_tokens]`` int64).
-
-    ``reference_logits``: the reference's per-step logits (``generate(..., output_logits=True).logits``,
-    a sequence of ``[1, vocab]`` tensors), used to tell a near tie from a real difference at the first
-    differing token; without them a difference is never called a near tie. Method: the greedy-output
-    comparison of vLLM's model tests (``check_logprobs_close``: a divergence is accepted only where
-    the reference rates both tokens alike), with a rounding-based bound instead of top-k logprobs.
-    ``dtype``: the model's dtype (name or ``torch.dtype``), whose rounding bounds the tie (default: the
-    logits' dtype).
+    Returns:
+        ``[n, vocab]`` float64 on the CPU: row ``s`` is what a float64 model predicts after the prompt and
+        ``tokens[:, :s]``, i.e. the context of greedy step ``s``. The copy is dropped before returning.
     """
     import torch
 
-    if got.shape == reference.shape and torch.equal(got.cpu(), reference.cpu()):
-        return TokenCheck(True)
-    n = min(got.shape[-1], reference.shape[-1])
-    diff = (got[..., :n].cpu() != reference[..., :n].cpu()).nonzero()
-    first = int(diff[0, -1]) if len(diff) else n
-    if reference_logits is None or first >= len(reference_logits) or first >= n:
-        return TokenCheck(False, first)
-    logits = reference_logits[first][0].float().cpu()
-    ours, theirs = int(got[0, first]), int(reference[0, first])
-    gap = float(logits[theirs] - logits[ours])
-    eps = torch.finfo(getattr(torch, _name(dtype)) if dtype is not None else reference_logits[first].dtype).eps
-    near = gap <= NEAR_TIE_EPS * eps * float(logits.abs().max())
-    return TokenCheck(False, first, gap, bool(near))
+    device = next(model.parameters()).device
+    context = torch.cat([input_ids, tokens[:, :-1]], dim=1).to(device)            # [1, L + n - 1]
+    model64 = fp64_reference_model(model)
+    try:
+        with torch.inference_mode():
+            logits = model64(input_ids=context, attention_mask=torch.ones_like(context)).logits
+        return logits[0, input_ids.shape[1] - 1:].cpu()                              # [n, vocab]
+    finally:
+        del model64
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class DecodeCheck:
+    """Greedy decode against HF ``generate``, judged step by step by a float64 run of the same weights.
+
+    ``identical``: every token equal. ``first_diff``: index of the first differing token (None when
+    identical). ``steps``: how many steps had their logits compared: every step up to and including
+    ``first_diff``, where both decoders saw the same context. ``worst_step``/``worst``: the step whose
+    :class:`Fp64Check` (ours vs ``generate``'s logits, both against float64) has the largest ratio.
+    ``distinct_reference_tokens``: distinct tokens in ``generate``'s output (random weights can make a
+    model repeat one token; the logits comparison still covers every step then).
+    """
+
+    identical: bool
+    first_diff: int | None
+    steps: int
+    worst_step: int
+    worst: Fp64Check
+    distinct_reference_tokens: int
+
+    @property
+    def passed(self) -> bool:
+        """Every compared step's logits are as close to float64 as ``generate``'s (see
+        :func:`fp64_rmse_check`). A differing token at such a step is a rounding tie: both decoders
+        computed the same values to within their dtype's rounding and broke the tie differently."""
+        return self.worst.passed
+
+    @property
+    def summary(self) -> str:
+        ratio = f"worst RMSE ratio to float64 {self.worst.ratio:.2f} of generate's at step {self.worst_step}"
+        if not self.passed:
+            where = "tokens identical" if self.identical else f"token {self.first_diff} differs"
+            return (f"logits at step {self.worst_step} are farther from float64 than generate's "
+                    f"(RMSE {self.worst.rmse:.4g} > limit {self.worst.limit:.4g}); {where}")
+        if self.identical:
+            return f"tokens identical to generate; logits of all {self.steps} steps checked ({ratio})"
+        return (f"token {self.first_diff} differs from generate's, a rounding tie: logits of the "
+                f"{self.steps} steps up to it as close to float64 as generate's ({ratio})")
+
+
+def check_decode_against_generate(got, got_logits, reference, reference_logits, fp64_logits,
+                                  dtype=None) -> DecodeCheck:
+    """Compare a greedy decoder with HF ``generate(do_sample=False)``.
+
+    Args:
+        got: our tokens ``[1, n]`` int64; ``got_logits``: the ``n`` logits ``[1, vocab]`` they were chosen from
+            (:meth:`~cudagraph_bench.decode.GreedyDecoder.generate` with ``return_logits=True``).
+        reference, reference_logits: the same from ``generate(..., output_logits=True)``.
+        fp64_logits: ``[n, vocab]`` from :func:`fp64_decode_logits` on ``reference``.
+        dtype: the model dtype (name or ``torch.dtype``); default: the logits' dtype.
+
+    Method: at every step up to and including the first differing token (the contexts are identical
+    there), our logits must not be farther from float64 than ``generate``'s own (:func:`fp64_rmse_check`).
+    This is the inductor accuracy rule applied per step, and the stopping rule of vLLM's greedy-output
+    comparison (``check_logprobs_close``: after the first divergence the contexts differ). A static and a
+    dynamic KV cache attend over different lengths with other kernels, so in bfloat16/float16 a token can
+    differ at a tie; a wrong cache, mask or position moves the logits far beyond rounding and fails.
+
+    Returns:
+        :class:`DecodeCheck`. Raises ``ValueError`` when the inputs have different lengths.
+    """
+    import torch
+
+    n = got.shape[-1]
+    if reference.shape[-1] != n or len(got_logits) != n or len(reference_logits) != n or fp64_logits.shape[0] != n:
+        raise ValueError(f"lengths differ: tokens {n} and {reference.shape[-1]}, logits {len(got_logits)}, "
+                         f"{len(reference_logits)} and {fp64_logits.shape[0]}")
+    diff = (got.cpu() != reference.cpu()).nonzero()
+    first = int(diff[0, -1]) if len(diff) else None
+    steps = n if first is None else first + 1
+    checks = [fp64_rmse_check(got_logits[s][0].cpu(), reference_logits[s][0].cpu(), fp64_logits[s],
+                              dtype or reference_logits[s].dtype) for s in range(steps)]
+    worst_step = max(range(steps), key=lambda s: (not checks[s].passed, checks[s].ratio))
+    return DecodeCheck(first is None, first, steps, worst_step, checks[worst_step],
+                       len(set(reference[0].tolist())))

@@ -136,7 +136,8 @@ class GreedyDecoder:
         self._mask.index_fill_(1, self._pos, 1)
         logits = self.model(input_ids=input_ids, attention_mask=self._mask, position_ids=self._pos.view(1, 1),
                             use_cache=True, **{self._cache_kw: self.cache}).logits
-        return logits[:, -1].argmax(-1, keepdim=True)
+        self._step_logits = logits[:, -1]          # [1, vocab]; when captured, a static output in the graph pool
+        return self._step_logits.argmax(-1, keepdim=True)
 
     def _set_cache_length(self, length: int) -> None:
         """Point every cache layer's write counter at ``length`` tokens (after a prefill padded past it)."""
@@ -144,11 +145,14 @@ class GreedyDecoder:
 
         set_cache_write_position(self.cache, length)
 
-    def generate(self, input_ids, max_new_tokens: int):
+    def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids`` ``[1, L]`` int64.
 
         Returns:
-            ``[1, max_new_tokens]`` int64 on the model's device (not synchronised).
+            ``[1, max_new_tokens]`` int64 on the model's device (not synchronised); with ``return_logits``,
+            ``(tokens, logits)`` where ``logits`` is a tuple of ``max_new_tokens`` tensors ``[1, vocab]``
+            in the model dtype, the logits each token was chosen from (copied out of the graph's static
+            output after every replay: for checks, not for timing).
         Raises:
             RequestTooLongError: L + max_new_tokens exceeds the cache or the positions (before GPU work),
                 or L is above the largest prefill bucket.
@@ -180,12 +184,15 @@ class GreedyDecoder:
             token = logits.argmax(-1, keepdim=True)                       # [1, 1]
             out = torch.empty(1, max_new_tokens, dtype=torch.int64, device=self.device)
             out[:, :1] = token
+            kept = [logits.clone()] if return_logits else None
             self._pos.fill_(length)
             for i in range(1, max_new_tokens):
                 token = self._step_graph(token) if self._step_graph is not None else self._step(token)
                 out[:, i:i + 1] = token       # clone out of the static output before the next replay
+                if kept is not None:
+                    kept.append(self._step_logits.clone())
                 self._pos.add_(1)
-        return out
+        return (out, tuple(kept)) if return_logits else out
 
     def close(self) -> None:
         """Drop the graphs (their pool is freed by ``torch.cuda.empty_cache()``) and the cache."""

@@ -207,6 +207,7 @@ class Session:
         self.config = config
         self._models = {}
         self._generated = {}
+        self._fp64_logits = {}
         self.ledger = MemoryLedger()
         config._cgb_ledger = self.ledger
         self.ledger.start_mib = self.ledger.reserved_mib()
@@ -271,6 +272,17 @@ class Session:
         if key not in self._generated:
             self._generated[key] = generate_reference(self.model(model_name, dtype), input_ids, new_tokens)
         return self._generated[key]
+
+    def fp64_decode_logits(self, model_name: str, dtype: str, input_ids, tokens):
+        """:func:`~cudagraph_bench.correctness.fp64_decode_logits` of the session's model: ``[n, vocab]``
+        float64 on the CPU for the greedy steps of ``tokens`` ``[1, n]`` after ``input_ids`` ``[1, L]``,
+        computed once per (model, dtype, prompt, tokens)."""
+        from cudagraph_bench.correctness import fp64_decode_logits
+
+        key = (model_name, dtype, tuple(input_ids.flatten().tolist()), tuple(tokens.flatten().tolist()))
+        if key not in self._fp64_logits:
+            self._fp64_logits[key] = fp64_decode_logits(self.model(model_name, dtype), input_ids, tokens)
+        return self._fp64_logits[key]
 
     def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
         """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the GPU (fixed seed)."""

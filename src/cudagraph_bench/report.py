@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -370,7 +371,7 @@ def decode_rows(runs: list[Run]) -> list[dict]:
         tokens_per_s = info.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
         rows.append({"model": info["model"], "dtype": info["dtype"], "seq_len": int(info["seq_len"]),
                      "new_tokens": new_tokens, "variant": info["variant"], "ms_per_token": float(ms_per_token),
-                     "tokens_per_s": tokens_per_s, "rounds": m.summary.n})
+                     "tokens_per_s": tokens_per_s, "rounds": m.summary.n, "vs_generate": vs_generate(info)})
     generate = {(r["model"], r["dtype"], r["seq_len"], r["new_tokens"]): r["ms_per_token"]
                 for r in rows if r["variant"] == "generate"}
     for r in rows:
@@ -381,11 +382,33 @@ def decode_rows(runs: list[Run]) -> list[dict]:
     return rows
 
 
+def vs_generate(info: dict) -> str:
+    """The decode table's "tokens vs generate" cell of one benchmark's ``extra_info``: ``reference`` for
+    ``generate`` itself; ``identical``, ``tie at token K`` (a rounding tie, logits as close to float64 as
+    generate's) or ``FAILS`` from ``generate_check_passed``/``matches_generate``/``generate_check``, with
+    the number of distinct tokens generate produced when recorded; ``-`` when the run recorded no check."""
+    if info.get("variant") == "generate":
+        return "reference"
+    if "matches_generate" not in info:
+        return "-"
+    passed = info.get("generate_check_passed", info["matches_generate"])
+    if not passed:
+        return "FAILS"
+    if info["matches_generate"]:
+        text = "identical"
+    else:
+        match = re.search(r"token (\d+) differs", info.get("generate_check", ""))
+        text = f"tie at token {match.group(1)}" if match else "tie"
+    distinct = info.get("distinct_reference_tokens")
+    return f"{text} ({distinct} distinct)" if distinct is not None else text
+
+
 DECODE_COLUMNS = [
     Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
     Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
     Column("ms_per_token", "ms/token", ".3f"), Column("tokens_per_s", "tokens/s", ".1f"),
-    Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"), Column("rounds", "requests", "d"),
+    Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"), Column("vs_generate", "tokens vs generate"),
+    Column("rounds", "requests", "d"),
 ]
 
 
@@ -488,7 +511,11 @@ CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_cl
 DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
                "step); ms/token = median request time / new tokens, tokens/s = its inverse. `generate` is HF "
                "`generate(do_sample=False)` with its default dynamic cache, `static-eager` a StaticCache loop without "
-               "graphs, `graph` the same loop replaying one captured decode step per token.")
+               "graphs, `graph` the same loop replaying one captured decode step per token. tokens vs generate: `identical`, "
+               "or `tie at token K` where the first differing token's step has logits as close to a float64 run "
+               "of the same weights as generate's (a rounding tie), with how many distinct tokens generate "
+               "produced (random weights can repeat one token; every step's logits are checked then too); "
+               "`-`: the run recorded no check.")
 
 
 def _link(target: Path, base_dir: Path) -> str:

@@ -614,16 +614,6 @@ class CheckOutcome:
     reason: str | None = None
 
 
-def fp64_reference_model(model):
-    """A float64 copy of ``model`` (same weights upcast, same device) for the fp64 RMSE check.
-    Costs 8 bytes per parameter of device memory until it is dropped."""
-    import copy
-
-    import torch
-
-    return copy.deepcopy(model).to(torch.float64)
-
-
 def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generator) -> CheckOutcome:
     """Correctness of ``variant`` against the eager forward on ``spec.check_inputs`` fresh random
     inputs ``[1, seq_len]``. Before each call the variant's static output (if any) is filled with NaN,
@@ -640,7 +630,8 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     """
     import torch
 
-    from cudagraph_bench.correctness import assert_matches_eager, fp64_rmse_check, max_abs_diff
+    from cudagraph_bench.correctness import (assert_matches_eager, fp64_reference_model, fp64_rmse_check,
+                                             max_abs_diff)
     from cudagraph_bench.presets import model_forward, random_input_ids
 
     device = next(model.parameters()).device
