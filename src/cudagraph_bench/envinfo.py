@@ -1,7 +1,8 @@
 """Environment fingerprint of a GPU run (GPU, driver, CUDA, torch, transformers).
 
-The plugin stores it in pytest-benchmark's ``machine_info["cuda"]``; baselines are keyed by
-:func:`gpu_slug` of its ``gpu_name``. Only :func:`cuda_fingerprint` imports torch.
+The plugin stores it in pytest-benchmark's ``machine_info["cuda"]`` and the GPU's name also in
+``machine_info["gpu"]`` (:func:`machine_gpu`); baselines are keyed by :func:`gpu_slug` of its
+``gpu_name``. Only :func:`cuda_fingerprint` imports torch.
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ def cuda_fingerprint() -> dict | None:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }
+
+
+def machine_gpu(machine_info: dict | None) -> str | None:
+    """The GPU of a run's ``machine_info``: its top-level ``"gpu"`` (e.g. ``"NVIDIA H200"``), else
+    ``["cuda"]["gpu_name"]`` (runs saved before ``"gpu"`` existed); None for a run without a GPU."""
+    machine_info = machine_info or {}
+    if machine_info.get("gpu"):
+        return str(machine_info["gpu"])
+    cuda = machine_info.get("cuda")
+    return str(cuda["gpu_name"]) if isinstance(cuda, dict) and cuda.get("gpu_name") else None
 
 
 def format_cpus(cpus) -> str:

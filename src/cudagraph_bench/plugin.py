@@ -10,13 +10,33 @@
   power and throttle reasons before and after (:mod:`cudagraph_bench.gpustate`);
 - GPU tests (marker ``gpu``) skip with one reason on machines without CUDA;
 - ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions, and one
-  NVML reading ``gpu_state_at_start``; ``machine_info["cpu_affinity"]``: the CPUs the process may run on
+  NVML reading ``gpu_state_at_start``; ``machine_info["gpu"]``: the GPU's name (``"NVIDIA H200"``, None
+  without one); ``machine_info["cpu_affinity"]``: the CPUs the process may run on
   (pytest-benchmark's ``pytest_benchmark_update_machine_info`` hook);
+- runs of different GPUs: pytest-benchmark saves (``--benchmark-save``/``--benchmark-autosave``) under
+  ``<storage>/<machine id>/``, and its machine id (``utils.get_machine_id``: OS, Python implementation
+  and version, word size, e.g. ``Linux-CPython-3.11-64bit``) is computed in ``BenchmarkSession``
+  without any hook, so every GPU's runs share that folder. ``--benchmark-compare`` against a saved run
+  of another GPU is therefore a usage error (``pytest_benchmark_compare_machine_info``, on
+  ``machine_info["gpu"]``, falling back to ``["cuda"]["gpu_name"]`` for older runs); to keep the files
+  apart too, give each GPU its own ``--benchmark-storage`` (e.g. ``.benchmarks/nvidia-h200``; the
+  ``cudagraph-bench`` commands take the same folder as ``--storage``). ``cudagraph-bench gate`` and
+  ``baseline`` refuse runs of mixed GPUs, ``gate`` another GPU's baseline, and ``compare`` notes it;
+- ``--benchmark-group-by=param:NAME`` also for benchmarks without that parameter (the launch suite has
+  no ``model``): they group under ``NAME=None`` (``pytest_benchmark_group_stats``);
 - the ``cgb`` session fixture: models built once per session and dtype, random inputs, a
   per-case memory ledger that checks graph pools are released (reported at the end and stored in
   the JSON under ``"cudagraph_bench"``);
-- parametrization: ``fwd_case`` (benchmarks), ``corr_case`` (correctness), ``pad_case``
-  (padded/bucketed benchmarks), ``decode_case`` (decode benchmarks) from the options.
+- parametrization from the options, with plain values so that pytest-benchmark's JSON ``params`` are
+  plain JSON (``{"model": "gpt2", "dtype": "float32", "seq_len": 16, "variant": "graph"}``, test id
+  ``gpt2-float32-L16-graph``): the tests ask for a case fixture, whose arguments
+  :func:`pytest_generate_tests` parametrizes: ``fwd_case`` (forward benchmarks; ``model, dtype,
+  seq_len, variant``), ``corr_case`` (correctness; ``model, dtype, seq_len``, variant graph),
+  ``count_case`` (kernel counts; ``model, dtype, seq_len``, variant eager), ``pad_case``
+  (padded/bucketed benchmarks; ``model, dtype, seq_len, variant``), ``decode_case`` (decode
+  benchmarks; ``model, dtype, seq_len`` = prompt tokens, ``new_tokens, variant``) and ``causal_model``
+  (a causal model's name). Tools that read the JSON use ``extra_info`` (:mod:`cudagraph_bench.cases`),
+  so runs saved with the older object-valued ``params`` still load.
 """
 
 from __future__ import annotations
@@ -97,13 +117,42 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint
+    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
     from cudagraph_bench.gpustate import read_gpu_state
 
     machine_info["cuda"] = cuda_fingerprint()
     if machine_info["cuda"] is not None:
         machine_info["cuda"]["gpu_state_at_start"] = read_gpu_state(0)
+    machine_info["gpu"] = machine_gpu({"cuda": machine_info["cuda"]})
     machine_info["cpu_affinity"] = cpu_affinity()
+
+
+def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):
+    """``--benchmark-compare`` against a saved run of another GPU (or of none when this one has one, and
+    the reverse) is a usage error: pytest-benchmark saves every GPU's runs in one machine-id folder, so
+    its latest run may be another GPU's. pytest-benchmark's own hook still warns about any other
+    ``machine_info`` difference."""
+    from cudagraph_bench.envinfo import machine_gpu
+
+    ours, theirs = machine_gpu(machine_info), machine_gpu(compared_benchmark.get("machine_info"))
+    if ours != theirs:
+        raise pytest.UsageError(
+            f"--benchmark-compare: the saved run was on GPU {theirs or 'none'}, this session runs on "
+            f"{ours or 'none'}: compare against a run of this GPU (--benchmark-compare=NNNN), or keep each "
+            f"GPU's runs in its own --benchmark-storage")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_benchmark_group_stats(config, benchmarks, group_by):
+    """``--benchmark-group-by=param:NAME`` for benchmarks without that parameter (the launch benchmarks
+    have no ``model``): they get ``NAME=None`` instead of pytest-benchmark's KeyError. Fills the flat
+    result dicts (new ``params`` dicts, the tests' own are untouched) and lets pytest-benchmark group."""
+    names = [g[len("param:"):] for g in group_by.split(",") if g.startswith("param:")]
+    for bench in benchmarks if names else ():
+        params = bench.get("params") or {}
+        if any(name not in params for name in names):
+            bench["params"] = {**{name: None for name in names}, **params}
+    return None
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
@@ -136,23 +185,42 @@ def _forward_variants(config) -> tuple[str, ...]:
     return ("eager", "graph") + (("compile", "compile+graph") if config.getoption("with_compile") else ())
 
 
+#: Parameter names of the forward, correctness, kernel-count and padding tests (pytest-benchmark's
+#: ``params``); the case fixtures build a :class:`~cudagraph_bench.cases.Case` from them.
+CASE_ARGNAMES = ("model", "dtype", "seq_len", "variant")
+#: Parameter names of the decode benchmarks (``seq_len``: prompt tokens).
+DECODE_ARGNAMES = ("model", "dtype", "seq_len", "new_tokens", "variant")
+
+
+def _parametrize_cases(metafunc, argnames, cases: list[Case]) -> None:
+    """Parametrize ``argnames`` (a prefix of ``model, dtype, seq_len, variant``) with plain str/int values,
+    one parameter set per case, ids ``Case.test_id`` (``gpt2-float32-L16-graph``)."""
+    metafunc.parametrize(argnames, [tuple(getattr(c, name) for name in argnames) for c in cases],
+                         ids=[c.test_id for c in cases])
+
+
 def pytest_generate_tests(metafunc):
+    """The benchmark matrix from the options, as plain parameters (str and int), so that
+    pytest-benchmark stores JSON ``params`` such as ``{"model": "gpt2", "dtype": "float32", "seq_len": 16,
+    "variant": "graph"}`` and ``--benchmark-group-by=param:model`` works. A test asks for one case fixture;
+    asking for two, or also parametrizing ``model``/``dtype``/``seq_len``/``variant`` itself, is a
+    duplicate parametrization error."""
     opt = metafunc.config.getoption
     models, lengths, dtypes = opt("models"), opt("prompt_lengths"), opt("dtypes")
     if "fwd_case" in metafunc.fixturenames:
         cases = [Case(m, d, n, v) for m in models for d in dtypes for n in lengths
                  for v in _forward_variants(metafunc.config)]
-        metafunc.parametrize("fwd_case", cases, ids=[c.test_id for c in cases])
+        _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
     if "corr_case" in metafunc.fixturenames:
         cases = [Case(m, d, n, "graph") for m in models for d in dtypes for n in lengths]
-        metafunc.parametrize("corr_case", cases, ids=[c.test_id for c in cases])
+        _parametrize_cases(metafunc, CASE_ARGNAMES[:3], cases)
     if "count_case" in metafunc.fixturenames:
         cases = [Case(m, d, n, "eager") for m in models for d in dtypes for n in lengths]
-        metafunc.parametrize("count_case", cases, ids=[c.test_id for c in cases])
+        _parametrize_cases(metafunc, CASE_ARGNAMES[:3], cases)
     if "pad_case" in metafunc.fixturenames:
         pad_lengths = [n for n in lengths if n in PAD_LENGTHS] or [n for n in lengths if n < opt("pad_to")]
         cases = [Case(m, d, n, v) for m in models for d in dtypes for n in pad_lengths for v in ("padded", "bucketed")]
-        metafunc.parametrize("pad_case", cases, ids=[c.test_id for c in cases])
+        _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
     if "decode_case" in metafunc.fixturenames:
         from cudagraph_bench.cases import DECODE_VARIANTS
         from cudagraph_bench.presets import kind_of
@@ -160,12 +228,44 @@ def pytest_generate_tests(metafunc):
         causal = [m for m in models if kind_of(m) == "causal"]
         cases = [(m, d, n, k, v) for m in causal for d in opt("decode_dtypes") for n in opt("decode_prompt_lengths")
                  for k in opt("new_tokens") for v in DECODE_VARIANTS]
-        metafunc.parametrize("decode_case", cases, ids=[f"{m}-{d}-L{n}-new{k}-{v}" for m, d, n, k, v in cases])
+        metafunc.parametrize(DECODE_ARGNAMES, cases, ids=[f"{m}-{d}-L{n}-new{k}-{v}" for m, d, n, k, v in cases])
     if "causal_model" in metafunc.fixturenames:
         from cudagraph_bench.presets import kind_of
 
         causal = [m for m in models if kind_of(m) == "causal"]
         metafunc.parametrize("causal_model", causal)
+
+
+# The case fixtures: their arguments are parametrized directly by pytest_generate_tests (no fixture of
+# those names exists), so pytest-benchmark's ``params`` hold the plain values, not these objects.
+@pytest.fixture
+def fwd_case(model, dtype, seq_len, variant) -> Case:
+    """A forward benchmark's :class:`~cudagraph_bench.cases.Case` (variant eager, graph, [compile, compile+graph])."""
+    return Case(model, dtype, seq_len, variant)
+
+
+@pytest.fixture
+def corr_case(model, dtype, seq_len) -> Case:
+    """A correctness test's case: variant ``graph``."""
+    return Case(model, dtype, seq_len, "graph")
+
+
+@pytest.fixture
+def count_case(model, dtype, seq_len) -> Case:
+    """A kernel-count test's case: variant ``eager``."""
+    return Case(model, dtype, seq_len, "eager")
+
+
+@pytest.fixture
+def pad_case(model, dtype, seq_len, variant) -> Case:
+    """A padding benchmark's case: variant ``padded`` or ``bucketed``."""
+    return Case(model, dtype, seq_len, variant)
+
+
+@pytest.fixture
+def decode_case(model, dtype, seq_len, new_tokens, variant) -> tuple[str, str, int, int, str]:
+    """A decode benchmark's ``(model, dtype, prompt tokens, new tokens, variant)``."""
+    return (model, dtype, seq_len, new_tokens, variant)
 
 
 class MemoryLedger:

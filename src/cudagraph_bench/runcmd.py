@@ -477,7 +477,7 @@ def benchmark_entry(result: CaseResult, settings: RunSettings) -> dict:
         "group": case.group,
         "name": f"run_forward[{case.test_id}]",
         "fullname": f"cudagraph-bench run::run_forward[{case.test_id}]",
-        "params": {"case": case.test_id},
+        "params": {"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant},
         "param": case.test_id,
         "extra_info": extra,
         "options": {"disable_gc": True, "timer": "perf_counter", "min_rounds": settings.rounds,
@@ -495,16 +495,17 @@ def failure_entry(result: CaseResult) -> dict:
 
 def machine_and_commit_info(device: str = "cuda") -> tuple[dict, dict]:
     """pytest-benchmark's ``machine_info`` plus ``["cuda"]`` (:func:`envinfo.cuda_fingerprint`; None for a
-    ``--device cpu`` run, even on a GPU machine: it measured no GPU, so it is never gated as a GPU run)
-    and ``["cpu_affinity"]`` (the CPUs the run may use), and its ``commit_info`` (git; ``id: "unknown"``
-    outside a repository)."""
+    ``--device cpu`` run, even on a GPU machine: it measured no GPU, so it is never gated as a GPU run),
+    ``["gpu"]`` (the GPU's name, :func:`envinfo.machine_gpu`) and ``["cpu_affinity"]`` (the CPUs the run
+    may use), and its ``commit_info`` (git; ``id: "unknown"`` outside a repository)."""
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
     from pytest_benchmark.utils import get_commit_info
 
-    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint
+    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
 
     machine_info = pytest_benchmark_generate_machine_info()
     machine_info["cuda"] = cuda_fingerprint() if device == "cuda" else None
+    machine_info["gpu"] = machine_gpu({"cuda": machine_info["cuda"]})
     machine_info["cpu_affinity"] = cpu_affinity()
     try:
         commit_info = get_commit_info("cudagraph-bench")
