@@ -211,21 +211,20 @@ def test_tokens_do_not_depend_on_cache_length(cgb):
     from cudagraph_bench.decode import GreedyDecoder
 
     model = cgb.model("gpt2", "float32")
-    (ids,) = cgb.inputs(model, 16, n=1, seed=3)
+    prompt = 16
+    (ids,) = cgb.inputs(model, prompt, n=1, seed=3)
     runs = {}
-    for max_cache_len in (32, 64, 128, 256):
+    for max_cache_len in (32, 64, 128, 256):   # each cache filled: prompt + (max_cache_len - prompt) new tokens
         decoder = GreedyDecoder(model, max_cache_len)
         try:
-            runs[max_cache_len] = decoder.generate(ids, max_cache_len - 16)[0].tolist()
+            runs[max_cache_len] = decoder.generate(ids, max_cache_len - prompt)[0].tolist()
         finally:
             decoder.close()
     cgb.release()
-    common = min(len(v) for v in runs.values())
-    assert common == 16
-    prefixes = {k: v[:common] for k, v in runs.items()}
-    assert all(p == prefixes[32] for p in prefixes.values()), prefixes
-    longest = runs[256]
-    assert runs[128] == longest[:112] and runs[64] == longest[:48]
+    assert {k: len(v) for k, v in runs.items()} == {k: k - prompt for k in runs}
+    longest = runs[max(runs)]
+    for k, tokens in runs.items():
+        assert tokens == longest[:k - prompt], f"{k}-token cache: {tokens} is not a prefix of {longest}"
 
 
 def test_padded_prompt_gives_same_tokens(cgb):

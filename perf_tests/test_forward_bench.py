@@ -3,8 +3,8 @@ torch.compile variants), per model x dtype x prompt length.
 
 Eager and graph of one case share a pytest-benchmark group, so they print side by side. Every timed
 call ends with a synchronize; CUDA-event ms of each round are in extra_info["cuda_event_ms"].
-Kernel launches per eager forward (extra_info["n_kernels"]) are counted after all timing, by
-test_zz_kernel_counts.py: a profiler session can leave CUPTI attached and slow later eager launches.
+Kernel launches per eager forward (extra_info["n_kernels"]) are counted by test_kernel_counts.py in
+worker processes: a profiler session can leave CUPTI attached and slow later eager launches.
 """
 
 import itertools

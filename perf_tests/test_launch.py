@@ -142,17 +142,18 @@ def test_graph_issues_faster_than_loop():
 
 @pytest.mark.gpu
 def test_baked_pointer_hazard(record_property):
-    result = launch.baked_pointer_demo(n_launches=8)
+    n = 8
+    result = launch.baked_pointer_demo(n_launches=n)
     record_property("baked_pointer", result.as_dict())
     # Rebinding: the old buffer is alive, so the new one must live at another address...
     assert result.new_ptr != result.old_ptr
-    # ...and the graph wrote the captured (old) address twice, never the new buffer.
-    assert result.old_value == 16.0
+    # ...and the graph wrote the captured (old) address twice (two replays of n "+1"), never the new buffer.
+    assert result.old_value == 2 * n
     assert result.new_value == 0.0
     # Free then allocate: the caching allocator may return the freed block. Either way the replay
     # wrote the captured address: into the new tensor if it got that block, else nowhere visible.
     if result.same_address:
-        assert result.realloc_value == 8.0, "replay must hit the tensor that reuses the captured address"
+        assert result.realloc_value == n, "replay must hit the tensor that reuses the captured address"
     else:
         assert result.realloc_value == 0.0, "replay must not touch a tensor at another address"
 
@@ -257,9 +258,9 @@ def test_graphed_forward_refuses_repointed_buffer_resize(graphed):
 # ------------------------------------------------------------------------------- kernel counting
 
 _COUNT_SCRIPT = textwrap.dedent("""
-    import json, torch
+    import json, sys, torch
     from cudagraph_bench.launch import TinyKernelSequence, count_kernel_launches
-    N = 37
+    N = int(sys.argv[1])
     x = torch.zeros(1, device="cuda")
     host = torch.ones(1024)                  # pageable host tensor: copy_ is a memcpy, not a kernel
     y = torch.empty(1024, device="cuda")
@@ -287,11 +288,12 @@ def test_count_kernel_launches(record_property):
     env = dict(os.environ)
     src = str(Path(launch.__file__).resolve().parents[1])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-c", _COUNT_SCRIPT], capture_output=True, text=True,
+    n = 37                                   # add_ launches of the counted sequences
+    proc = subprocess.run([sys.executable, "-c", _COUNT_SCRIPT, str(n)], capture_output=True, text=True,
                           timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     counts = json.loads(proc.stdout.strip().splitlines()[-1])
     record_property("kernel_counts", counts)
-    assert counts["eager"] == 37
-    assert counts["eager_with_memcpy"] == 37, "a memcpy is not a kernel launch"
-    assert counts["graph_replay"] == 37, "kernels replayed from a graph are still kernels"
+    assert counts["eager"] == n
+    assert counts["eager_with_memcpy"] == n, "a memcpy is not a kernel launch"
+    assert counts["graph_replay"] == n, "kernels replayed from a graph are still kernels"

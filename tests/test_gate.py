@@ -238,7 +238,7 @@ def test_baseline_from_the_environment_folder_whatever_the_cwd(tmp_path, capsys,
     run = write(scaled(CHECKED, factor, {"graph"}), tmp_path / "slow.json")
     rc, out, err = run_cli(capsys, "gate", run, "--min-reduction", 0)
     assert rc == 1, out + err
-    assert f"baseline {baseline} (GPU {GPU}, 5 runs" in out
+    assert f"baseline {baseline} (GPU {GPU}, {len(FACTORS)} runs" in out
     summary = out.splitlines()[-1]
     assert all(f"{label(k)} graph median" in summary for k in RED)
     assert sum("REGRESSION" in " ".join(r) for r in graph_rows(out)) == len(RED)

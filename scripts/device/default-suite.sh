@@ -19,8 +19,8 @@ if ! timeout "$(left 90)" $PT perf_tests/test_forward_correctness.py --models gp
 fi
 tail -1 "$W/probe.log"
 
-say "forward run 1: default matrix, 100 rounds (+ kernel counts after all timing)"
-timeout "$(left 270)" $PT perf_tests/test_forward_bench.py perf_tests/test_zz_kernel_counts.py --benchmark-only \
+say "forward run 1: default matrix, 100 rounds (+ kernel counts, counted in worker processes)"
+timeout "$(left 270)" $PT perf_tests/test_forward_bench.py perf_tests/test_kernel_counts.py --benchmark-only \
   --benchmark-json "$OUT/forward.json" --benchmark-columns=median,min,max,rounds --benchmark-group-by=group > "$W/forward-1.log" 2>&1
 tail -2 "$W/forward-1.log"
 $CG baseline "$OUT/forward.json" -o "$W/artifacts/baseline.json" | tail -3

@@ -1,7 +1,8 @@
 """The ``cudagraph-bench`` command: thin argparse front-end over library functions.
 
 Each sub-command lives in its own module, which provides ``configure_parser(parser)`` and
-``main(args) -> int``. Modules for ``gate``, ``compare``, ``baseline`` and ``report`` import no
+``main(args) -> int``; what its ``--help`` tells users (what it does, reads, writes, exit codes) is in
+:data:`DESCRIPTIONS` here. Modules for ``gate``, ``compare``, ``baseline`` and ``report`` import no
 torch, so a CPU-only machine can gate a run. Errors of type
 :class:`~cudagraph_bench.errors.UsageError` print one line and exit with code 2.
 """
@@ -13,6 +14,7 @@ import copy
 import importlib
 import os
 import sys
+import textwrap
 
 from cudagraph_bench import __version__
 from cudagraph_bench.errors import UsageError
@@ -20,16 +22,124 @@ from cudagraph_bench.options import show_default
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
-    "run": ("cudagraph_bench.runcmd", "measure eager vs graph (and compile variants) for one model; table, JSON, PNGs"),
+    "run": ("cudagraph_bench.runcmd", "measure eager vs graph (and padded, bucketed, compile variants) over models x dtypes x "
+                                     "prompt lengths; table, JSON, PNGs"),
     "gate": ("cudagraph_bench.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
                                      "threshold, or regressed vs the GPU's baseline"),
     "compare": ("cudagraph_bench.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
     "baseline": ("cudagraph_bench.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
-    "report": ("cudagraph_bench.report", "render the markdown table and PNG plots of a run JSON"),
+    "report": ("cudagraph_bench.report", "render the markdown results and PNG plots of one or more run JSONs"),
     "calibrate": ("cudagraph_bench.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
     "ab": ("cudagraph_bench.ab", "measure base and head commits interleaved, k runs each, and compare them"),
     "launch-report": ("cudagraph_bench.launch_report", "write the launch-overhead page (N sweep, host vs device "
                                                        "time, predicted vs measured saving) and its plot"),
+}
+
+
+#: What ``cudagraph-bench --help`` says above the list of commands, and below it.
+DESCRIPTION = (
+    "Measure what CUDA graph capture/replay buys over eager PyTorch / Hugging Face transformers inference "
+    "at batch 1, and guard it: measure runs, gate them against a per-GPU baseline, compare runs, and "
+    "render reports from the run JSON.")
+EPILOG = (
+    "Run `cudagraph-bench COMMAND --help` for what a command reads, writes and exits with. The pytest "
+    "suite measures the same things: `pytest perf_tests --benchmark-only --benchmark-json RUN.json`.\n\n"
+    "Exit codes: 0 success; 1 the command's check failed (run, gate, compare, calibrate, ab: see each); "
+    "2 usage error or unreadable input (one line on stderr saying what to fix).")
+
+#: sub-command -> what its ``--help`` says: what it does, what it reads, what it writes, its exit codes.
+DESCRIPTIONS = {
+    "run": (
+        "Measure eager vs CUDA graph replay (and padded, bucketed, torch.compile variants with --variants) "
+        "for a matrix of models x dtypes x prompt lengths, without pytest. Each case is checked against "
+        "eager on fresh random inputs, then timed on new random inputs (synchronized wall time and CUDA "
+        "events). torch.compile variants run in worker processes by default (--isolate): a crash or hang "
+        "fails only that case.\n\n"
+        "Input: the options below, or a TOML file (--config) whose keys are the option names; options given "
+        "on the command line win. Needs a CUDA GPU unless --device cpu (eager only).\n\n"
+        "Output, in OUTDIR (default out/run): run.json (pytest-benchmark JSON, rewritten after every case; "
+        "failed or skipped cases with their reason under its cudagraph_bench key), "
+        "latency_comparison.png, speedup_vs_length.png, workers.log; a table on stdout.\n\n"
+        "Exit codes: 0 every case measured and correct (or skipped up front); 1 some case failed or "
+        "differs from eager (all results are still written); 2 usage error."),
+    "gate": (
+        "The regression gate (no GPU needed). For each forward case it pairs the eager and graph "
+        "benchmarks of one or more runs of the same code and fails when a graph recorded a failed "
+        "correctness check (or, without --allow-unchecked, none), when a gated case (prompt length <= "
+        "--max-gated-len tokens) cuts median latency by less than --min-reduction percent, or when a "
+        "graph median is slower than the GPU's baseline by more than its noise-calibrated tolerance.\n\n"
+        "Input: RUN, pytest-benchmark JSON paths or saved-run ids (several = separate runs of the same "
+        "code); the baseline from --baseline, else <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES or the "
+        "checkout's baselines/.\n\n"
+        "Output: a table per case and a last line `gate PASS: ...` or `gate FAIL: ...` on stdout; "
+        "--markdown FILE also writes it as a page.\n\n"
+        "Exit codes: 0 pass; 1 fail; 2 usage error, unreadable run, or no baseline found (give --baseline "
+        "FILE or --no-baseline)."),
+    "compare": (
+        "Compare two runs, or two groups of separate runs (--old/--new), benchmark by benchmark (no GPU "
+        "needed). A benchmark regressed when the change of its median exceeds a tolerance calibrated on "
+        "between-run noise (the GPU's baseline, the runs' own spread, or the --max-regression floor) and, "
+        "where there are enough runs, a rank test agrees. Reference variants (eager, generate, the launch "
+        "loop) are reported but fail only with --gate-references.\n\n"
+        "Input: OLD and NEW, pytest-benchmark JSON paths or saved-run ids (e.g. 0001 0002).\n\n"
+        "Output: a table of changes and a last line `compare PASS: ...` or `compare FAIL: ...` on stdout; "
+        "--markdown FILE also writes it as a page.\n\n"
+        "Exit codes: 0 no gated benchmark slower beyond its tolerance; 1 a regression, a correctness check "
+        "that went from pass to fail, or a gated benchmark of OLD missing in NEW (unless --allow-missing); "
+        "2 usage error or runs with no benchmark in common."),
+    "baseline": (
+        "Build the per-GPU baseline file that gate and compare read: for every forward case, the eager "
+        "and graph medians of k >= 5 separate runs of the same code on one GPU type, the between-run "
+        "spread of the graph median (its tolerance) and the thresholds. A case whose correctness check "
+        "failed, or that was measured in fewer than --min-runs runs, is left out.\n\n"
+        "Input: RUN, pytest-benchmark JSON paths or saved-run ids.\n\n"
+        "Output: the baseline JSON at -o FILE (by convention baselines/<gpu_slug>.json, written "
+        "atomically) and a table of its cases on stdout.\n\n"
+        "Exit codes: 0 written; 2 usage error (fewer than --min-runs runs, runs of different GPUs, a graph "
+        "without a recorded check unless --allow-unchecked, an unwritable output)."),
+    "report": (
+        "Render the results of one or more runs as markdown and plots: per forward case the eager and "
+        "graph medians, latency reduction, p95s and every other variant, failed cases with their reasons, "
+        "and the decode and launch suites when present. Runs are merged; a case measured in two runs is "
+        "an error unless --newest-wins.\n\n"
+        "Input: RUN, pytest-benchmark JSON paths (run.json of `cudagraph-bench run`, or pytest "
+        "--benchmark-json) or saved-run ids.\n\n"
+        "Output, in OUTDIR (default out/report): results.md, latency_comparison.png, "
+        "speedup_vs_length.png; with --readme FILE, the block between its results markers is replaced.\n\n"
+        "Exit codes: 0 written; 2 usage error or unreadable run."),
+    "calibrate": (
+        "Measure how often the regression rule raises false alarms, and which slow-downs it detects, on "
+        "separate runs of the same code: gate (each run against a baseline of the others), compare (every "
+        "ordered pair) and A/B (k against k), with graph slow-downs planted at --plant percent.\n\n"
+        "Input: RUN, at least 6 pytest-benchmark JSON runs of the same forward matrix on one GPU type "
+        "(paths or saved-run ids).\n\n"
+        "Output: a table per case and a summary line on stdout; --markdown FILE also writes it as a "
+        "page.\n\n"
+        "Exit codes: 0 no false alarm; 1 some mode raised a false alarm on the unchanged runs; 2 usage "
+        "error."),
+    "ab": (
+        "A/B comparison of two commits on one GPU, for pull requests: checks out --base and --head into "
+        "temporary git worktrees, runs the forward benchmarks k times for each side interleaved (base, "
+        "head, head, base, ...), each run a separate pytest process, then compares the two groups as "
+        "`compare --old BASE-RUNS --new HEAD-RUNS` does.\n\n"
+        "Input: two commits of the git repository (--repo, default this checkout); --pytest-args are "
+        "added to every run. Needs a CUDA GPU.\n\n"
+        "Output, in DIR (default out/ab, must be new or empty): base-<i>.json, head-<i>.json and a log per "
+        "run; the comparison table and verdict on stdout (--markdown FILE also writes it).\n\n"
+        "Exit codes: 0 pass; 1 a regression or a check that went from pass to fail; 2 usage error or a "
+        "side without any successful run."),
+    "launch-report": (
+        "Write the launch-overhead page: the N-sweep table (tiny-kernel eager loop vs one graph replay), "
+        "host vs device time, the speedup-vs-N plot, and, with --forward runs whose eager benchmarks carry "
+        "kernel counts, the predicted vs measured saving of a graph on real forwards. Every number comes "
+        "from the input files.\n\n"
+        "Input: RUN, a pytest-benchmark JSON with launch-suite benchmarks (perf_tests/test_launch.py), a "
+        "path or saved-run id; optionally --forward runs, the JSON of perf_tests/cuda/graphs.cu "
+        "(--graphs-cu) and compute-sanitizer logs (--sanitizer).\n\n"
+        "Output, in OUT_DIR (default out/launch): launch-overhead.md and launch_speedup_vs_n.png, both "
+        "written or neither.\n\n"
+        "Exit codes: 0 written; 2 usage error, a run without launch benchmarks, or a forward case found "
+        "in two --forward runs."),
 }
 
 
@@ -41,6 +151,12 @@ class _HelpFormatter(argparse.HelpFormatter):
             action = copy.copy(action)
             action.default = show_default(action.default)
         return super()._expand_help(action)
+
+    def _fill_text(self, text, width, indent):
+        """Descriptions and epilogs keep their paragraphs (blank-line separated); each is wrapped."""
+        wrapper = textwrap.TextWrapper(width, initial_indent=indent, subsequent_indent=indent,
+                                       break_on_hyphens=False, break_long_words=False)
+        return "\n\n".join(wrapper.fill(" ".join(p.split())) for p in text.split("\n\n"))
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -57,12 +173,12 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="cudagraph-bench", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="cudagraph-bench", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name])
         module.configure_parser(p)
         p.set_defaults(_main=module.main)
     return parser

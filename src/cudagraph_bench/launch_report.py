@@ -484,7 +484,7 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
     if not savings:
         return (f"{h} Launch-overhead model\n\nNot checked here: no forward case of these runs has an eager "
                 "benchmark with kernel counts (`extra_info[\"n_kernels\"]`, recorded by "
-                "`perf_tests/test_zz_kernel_counts.py`) and a graph benchmark; `cudagraph-bench "
+                "`perf_tests/test_kernel_counts.py`) and a graph benchmark; `cudagraph-bench "
                 "launch-report LAUNCH.json --forward RUN.json` checks the model on a run that "
                 "has them.\n")
     return head + "\n" + saving_table_markdown(savings) + "\n"

@@ -160,7 +160,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     if ledger is None:
         return
     output_json["cudagraph_bench"] = ledger.summary()
-    for bench in output_json.get("benchmarks", []):   # kernel counts were taken after all timing
+    for bench in output_json.get("benchmarks", []):   # counted in worker processes (kernel_counts.py)
         info = bench.get("extra_info", {})
         if info.get("suite") == "forward" and info.get("variant") == "eager":
             key = (info.get("model"), info.get("dtype"), info.get("seq_len"))

@@ -818,14 +818,16 @@ def _worker_env() -> dict:
     return env
 
 
-def worker_main(stdin=None) -> int:
-    """Body of ``python -m cudagraph_bench.variants --worker``.
+def worker_main(stdin=None, measure: Callable[[CaseSpec, ModelCache], object] = measure_with_cache) -> int:
+    """Body of ``python -m cudagraph_bench.variants --worker`` (and of other workers that speak the same
+    protocol, e.g. ``python -m cudagraph_bench.kernel_counts --worker``).
 
     Reads ``{"cases": [CaseSpec dicts]}`` from stdin, then writes JSON lines to its original stdout:
     ``{"cgb": "ready"}`` once, and per case ``{"cgb": "start", "index": i}`` before and
-    ``{"cgb": "result", "index": i, "result": CaseResult}`` after measuring it. Everything else the
-    process prints goes to stderr (file descriptor 1 is redirected), so library output never
-    corrupts the protocol.
+    ``{"cgb": "result", "index": i, "result": ...}`` after ``measure(spec, models)`` (default
+    :func:`measure_with_cache`; any result object with ``status``, ``reason``, ``isolated`` and
+    ``to_dict()`` like :class:`CaseResult`). Everything else the process prints goes to stderr (file
+    descriptor 1 is redirected), so library output never corrupts the protocol.
     """
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -841,7 +843,7 @@ def worker_main(stdin=None) -> int:
     for i, raw in enumerate(job["cases"]):
         emit(event="start", index=i)
         spec = CaseSpec.from_dict(raw)
-        result = measure_with_cache(spec, models)
+        result = measure(spec, models)
         result.isolated = True
         emit(event="result", index=i, result=result.to_dict())
         if result.status == "failed" and is_fatal_cuda_error(result.reason) and i + 1 < len(job["cases"]):

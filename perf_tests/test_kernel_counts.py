@@ -1,0 +1,63 @@
+"""Kernel launches of one eager forward per case (torch.profiler), for the launch-overhead model.
+
+The profiler never runs in this process: a profiler session can leave CUPTI attached and add host cost
+to every later launch (pytorch/pytorch#144455), so the counting happens in worker processes
+(:func:`cudagraph_bench.kernel_counts.count_in_workers`) and this file may run before, between or after
+the benchmarks. The first test of the module sends every selected case to one worker (a crash or hang
+fails only the case in flight); each test then records its case's count in the session ledger, and the
+plugin writes it into the matching eager benchmark's extra_info["n_kernels"] when it writes the JSON.
+The test takes the ``benchmark`` fixture only so that it runs under ``--benchmark-only``; it times nothing.
+"""
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")]
+
+
+class _Counts:
+    """Kernel counts of the cases of this module, counted in workers in one batch when first asked."""
+
+    def __init__(self, request, cgb):
+        self._request, self._cgb = request, cgb
+        self._done: dict = {}
+
+    def _selected(self) -> list:
+        """(model, dtype, seq_len) of every case of this module that pytest selected and that fits the model."""
+        keys = []
+        for item in self._request.session.items:
+            callspec = getattr(item, "callspec", None)
+            case = callspec.params.get("count_case") if callspec is not None else None
+            if getattr(item, "module", None) is not self._request.module or case is None:
+                continue
+            key = (case.model, case.dtype, case.seq_len)
+            if key not in keys and self._fits(case):
+                keys.append(key)
+        return keys
+
+    def _fits(self, case) -> bool:
+        try:
+            return case.seq_len <= self._cgb.position_limit(case.model)
+        except Exception:   # an unknown model: its own test reports it (skip or worker failure), not this one
+            return False
+
+    def get(self, key):
+        from cudagraph_bench.kernel_counts import count_in_workers, count_spec
+
+        if key not in self._done:
+            batch = [key] + [k for k in self._selected() if k != key and k not in self._done]
+            self._done.update(count_in_workers([count_spec(*k) for k in batch]))
+        return self._done[key]
+
+
+@pytest.fixture(scope="module")
+def kernel_counts(request, cgb):
+    return _Counts(request, cgb)
+
+
+def test_kernel_launches_per_eager_forward(benchmark, cgb, count_case, kernel_counts):
+    case = count_case
+    cgb.skip_if_too_long(case.model, case.seq_len)
+    got = kernel_counts.get((case.model, case.dtype, case.seq_len))
+    assert got.status == "ok", f"{case.test_id}: kernels not counted ({got.phase}): {got.reason}"
+    cgb.ledger.kernel_counts[got.key] = got.n_kernels
+    print(f"{case.test_id}: {got.n_kernels} kernels per eager forward")

@@ -1,0 +1,185 @@
+"""Kernel launches of one eager forward per case, counted with ``torch.profiler`` in worker processes.
+
+The launch-overhead model (:func:`cudagraph_bench.launch.predicted_saving_ms`) needs the number of
+device kernels that one eager forward launches. Counting needs a profiler session, and a profiler
+session can leave CUPTI attached to the process and add host cost to every later launch (on the H200
+eager gpt2 at 50 tokens went from 6.1 to 7.6 ms after one profiled call; pytorch/pytorch#144455). So
+the counting never happens in the process that times benchmarks: :func:`count_in_workers` sends the
+cases to ``python -m cudagraph_bench.kernel_counts --worker``, which speaks the worker protocol of
+:mod:`cudagraph_bench.variants` (:func:`~cudagraph_bench.variants.worker_main`) and is driven by
+:func:`~cudagraph_bench.variants.run_isolated`: a worker that crashes or hangs fails the case in flight
+(its reason names the exit code or signal and the last stderr lines) and a fresh worker counts the rest.
+
+The pytest suite records the counts (``perf_tests/test_kernel_counts.py``) in the session's ledger; the
+plugin writes each one into the matching eager forward benchmark's ``extra_info["n_kernels"]`` and into
+the benchmark JSON's ``["cudagraph_bench"]["kernel_counts"]``, in whatever order the tests ran.
+
+Only :func:`count_case` (run inside the worker) imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+#: Per-case limit of a counting worker in seconds (model build included; a 7B preset takes a while).
+DEFAULT_COUNT_TIMEOUT_S = 300.0
+#: The ``variant`` every count spec carries: the counted call is the eager forward.
+COUNTED_VARIANT = "eager"
+
+Key = tuple[str, str, int]   # (model, dtype, seq_len in tokens)
+
+
+@dataclass
+class KernelCount:
+    """The kernel count of one case, as a worker reports it (JSON-serialisable).
+
+    ``status``: ``ok`` (``n_kernels`` is the count, > 0), ``failed`` (not counted: ``reason`` says why,
+    ``phase`` where: ``load``, ``count``, ``worker``, ``timeout``, ``protocol``) or ``skipped`` (not
+    run, e.g. time budget exhausted).
+    """
+
+    model: str
+    dtype: str
+    seq_len: int
+    status: str
+    n_kernels: int | None = None
+    reason: str | None = None
+    phase: str | None = None
+    variant: str = COUNTED_VARIANT
+    device: str = "cuda"
+    isolated: bool = False
+
+    @property
+    def key(self) -> Key:
+        return (self.model, self.dtype, self.seq_len)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_result(cls, result: dict) -> "KernelCount":
+        """Parse one result dict of :func:`~cudagraph_bench.variants.run_isolated` (a worker's
+        ``result`` line, or the failure that ``run_isolated`` made up for a crashed or hung worker).
+
+        A result that says ``ok`` without a positive integer ``n_kernels`` becomes ``failed`` (phase
+        ``protocol``): a count that cannot be used is never recorded.
+
+        Raises:
+            KeyError: the result has no ``model``, ``dtype``, ``seq_len`` or ``status``.
+        """
+        base = dict(model=result["model"], dtype=result["dtype"], seq_len=int(result["seq_len"]),
+                    device=result.get("device") or "cuda", isolated=bool(result.get("isolated", False)))
+        status, n = result["status"], result.get("n_kernels")
+        if status == "ok":
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                return cls(**base, status="failed", phase="protocol",
+                           reason=f"the worker reported ok without a positive kernel count (n_kernels={n!r})")
+            return cls(**base, status="ok", n_kernels=n)
+        return cls(**base, status=status, reason=result.get("reason") or f"{status} without a reason",
+                   phase=result.get("phase"))
+
+
+def count_spec(model: str, dtype: str, seq_len: int, *, device: str = "cuda", seed: int = 0,
+               overrides: dict | None = None) -> dict:
+    """The JSON spec of one case for a counting worker (a :class:`~cudagraph_bench.variants.CaseSpec`
+    dict of the eager variant): ``seq_len`` in tokens, ``overrides`` preset config fields."""
+    from cudagraph_bench.variants import CaseSpec
+
+    return CaseSpec(model=model, dtype=dtype, seq_len=int(seq_len), variant=COUNTED_VARIANT, device=device,
+                    seed=seed, overrides=overrides).to_dict()
+
+
+def worker_command() -> list[str]:
+    """The command of a real counting worker: this interpreter running ``-m cudagraph_bench.kernel_counts --worker``."""
+    return [sys.executable, "-m", "cudagraph_bench.kernel_counts", "--worker"]
+
+
+def count_in_workers(specs: Iterable[dict], *, timeout_s: float = DEFAULT_COUNT_TIMEOUT_S,
+                     worker_cmd: list[str] | None = None, log_path: str | None = None) -> dict[Key, KernelCount]:
+    """Count the kernels of each spec (:func:`count_spec`) in worker processes, never in this one.
+
+    One worker counts the cases one after another (a model is built once for its consecutive cases);
+    when it dies or sends nothing for ``timeout_s`` seconds, the case in flight becomes ``failed`` with
+    the reason and a new worker takes the remaining cases (:func:`~cudagraph_bench.variants.run_isolated`).
+
+    Args:
+        specs: case dicts from :func:`count_spec`.
+        timeout_s: per-case limit in seconds.
+        worker_cmd: argv of the worker (default :func:`worker_command`; tests pass a fake one).
+        log_path: file that collects the workers' stderr (appended); a temporary file if None.
+
+    Returns:
+        ``{(model, dtype, seq_len): KernelCount}``, one entry per spec.
+    """
+    from cudagraph_bench.variants import run_isolated
+
+    specs = list(specs)
+    if not specs:
+        return {}
+    results = run_isolated(specs, timeout_s=timeout_s, worker_cmd=worker_cmd or worker_command(),
+                           log_path=log_path)
+    counts = [KernelCount.from_result(r) for r in results]
+    return {c.key: c for c in counts}
+
+
+def count_case(spec, models) -> KernelCount:
+    """Run inside the worker: kernels launched by one eager forward of ``spec.model`` on random
+    ``input_ids [1, spec.seq_len]``, counted twice with :func:`~cudagraph_bench.launch.count_kernel_launches`.
+
+    Never raises: a failure to build the model (phase ``load``), a profiler or CUDA error (``count``,
+    e.g. no CUDA GPU), no kernel seen (CUPTI unavailable) or two counts that differ (``count``) are a
+    ``failed`` :class:`KernelCount` with the reason.
+    """
+    from cudagraph_bench.variants import describe_exception
+
+    def failed(reason: str, phase: str) -> KernelCount:
+        return KernelCount(spec.model, spec.dtype, spec.seq_len, "failed", reason=reason, phase=phase,
+                           device=spec.device)
+
+    try:
+        model = models.get(spec)
+    except Exception as exc:
+        return failed(describe_exception(exc), "load")
+    try:
+        import torch
+
+        from cudagraph_bench.launch import count_kernel_launches
+        from cudagraph_bench.presets import model_forward, random_input_ids
+
+        generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
+        ids = random_input_ids(model, spec.seq_len, device=spec.device, generator=generator)
+        first = count_kernel_launches(lambda: model_forward(model, ids))
+        second = count_kernel_launches(lambda: model_forward(model, ids))
+    except Exception as exc:  # includes CUDA errors: the worker exits after a sticky one
+        return failed(describe_exception(exc), "count")
+    if first <= 0:
+        return failed("the profiler saw no kernels (CUPTI unavailable, or GPU profiling restricted to admin "
+                      "users: allow it with the NVreg_RestrictProfilingToAdminUsers=0 driver option)", "count")
+    if first != second:
+        return failed(f"the same eager forward launched {first} kernels, then {second}: the count is not stable",
+                      "count")
+    return KernelCount(spec.model, spec.dtype, spec.seq_len, "ok", n_kernels=first, device=spec.device)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from cudagraph_bench.variants import worker_main
+
+    parser = argparse.ArgumentParser(
+        prog="python -m cudagraph_bench.kernel_counts",
+        description="Kernel-counting worker of the pytest suite: reads {\"cases\": [case specs]} as JSON on "
+                    "stdin, counts the kernels of one eager forward per case with torch.profiler and writes "
+                    "one JSON line per case to stdout. Exit code 0 when every case was handled (a case that "
+                    "could not be counted is a failed result, not an error), 70 after a CUDA error that "
+                    "broke the process.")
+    parser.add_argument("--worker", action="store_true", required=True,
+                        help="count the cases given as JSON on stdin; stream JSON lines to stdout")
+    parser.parse_args(argv)
+    return worker_main(measure=count_case)
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

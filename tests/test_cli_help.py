@@ -1,0 +1,56 @@
+"""``cudagraph-bench --help`` and every sub-command's ``--help``: exit 0 and describe, for users, what the
+command does, what it reads, what it writes and its exit codes (not a module docstring)."""
+
+import re
+
+import pytest
+
+from cudagraph_bench import cli
+
+
+def help_text(capsys, *argv) -> str:
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, "--help"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0 and err == ""
+    return out
+
+
+def description(text: str) -> str:
+    """The text between the usage block and the first argument section of a help page, unwrapped."""
+    body = text.split("\n\n", 1)[1]
+    body = re.split(r"\n(?:positional arguments|options):\n", body, maxsplit=1)[0]
+    return " ".join(body.split())
+
+
+def test_every_command_has_a_description():
+    assert set(cli.DESCRIPTIONS) == set(cli.COMMANDS)
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_command_help_describes_what_it_reads_writes_and_exits_with(capsys, command):
+    text = help_text(capsys, command)
+    assert text.startswith(f"usage: cudagraph-bench {command} ")
+    desc = description(text)
+    assert desc == " ".join(cli.DESCRIPTIONS[command].split())
+    for part in ("Input:", "Output", "Exit codes: 0 "):
+        assert part in desc, f"{command} --help says nothing after {part!r}"
+    assert "2 usage error" in desc
+    # written for users: no reST markup, module paths or Python names pasted from a docstring
+    assert not re.search(r"``|:func:|:mod:|:data:|cudagraph_bench\.", desc), desc
+
+
+def test_top_level_help_lists_every_command_and_the_exit_codes(capsys):
+    text = help_text(capsys)
+    for command in cli.COMMANDS:
+        assert re.search(rf"^\s+{re.escape(command)}\b", text, re.M), command
+    flat = " ".join(text.split())
+    assert " ".join(cli.DESCRIPTION.split()) in flat
+    assert "Exit codes: 0 success" in flat and "2 usage error" in flat
+    assert "front-end" not in flat and "``" not in flat
+
+
+def test_paragraphs_of_a_description_stay_apart(capsys):
+    text = help_text(capsys, "gate")
+    paragraphs = [p for p in text.split("\n\n") if p.startswith(("Input:", "Output:", "Exit codes:"))]
+    assert [p.split(":", 1)[0] for p in paragraphs] == ["Input", "Output", "Exit codes"]
