@@ -2,7 +2,7 @@
 # The README's test command and the default forward benchmarks side by side on a 2-GPU machine: GPU 0
 # (first half of the cores) runs `make test` through ci-suite.sh; GPU 1 (second half) runs the forward
 # benchmarks of the default matrix with each graph's check recorded, then reads that run with
-# pytest-benchmark's own `compare --group-by=param:model --histogram` and with `cudagraph-bench gate`.
+# pytest-benchmark's own `compare --group-by=param:model` and with `cudagraph-bench gate`.
 # Usage (repo root, 2-GPU machine): OUT=<dir> bash scripts/device/tests-and-forward-two-gpus.sh
 # Writes $OUT/make-test.log, $OUT/steps-ci.log, $OUT/forward-plain-params.json and $OUT/forward-plain-params.log
 # (pytest, then pytest-benchmark compare, then the gate), $OUT/steps.log.
