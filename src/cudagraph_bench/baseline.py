@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +40,8 @@ from cudagraph_bench import noise, stats
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
                                      parse_regression_pct)
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups,
-                                     refuse_overwriting_inputs, write_text_atomic)
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.runfile import Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups
 from cudagraph_bench.table import Column, render_table
 
 SCHEMA_VERSION = 2
@@ -406,27 +405,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-unchecked", action="store_true",
                         help="store graph cases whose run recorded no correctness check (runs recorded before "
                              "checks existed); a failed check is always refused")
-
-
-def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
-    """Raise :class:`UsageError` (one line, before anything is printed or written) when ``path`` cannot be
-    written by :func:`~cudagraph_bench.runfile.write_text_atomic`: it is a folder, a parent is a file, or
-    the nearest existing folder (missing ones are created on write) refuses a new file. Probes by creating
-    and removing a hidden temporary file there (``os.access`` says yes to root even on ``/proc``).
-    ``example``: a file name to suggest inside a folder."""
-    out = Path(path)
-    if out.is_dir():
-        raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
-    folder = next(p for p in (out.parent, *out.parent.parents) if p.exists() or p == Path(p.anchor or "."))
-    if not folder.is_dir():
-        raise UsageError(f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}")
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".probe")
-    except OSError as exc:
-        raise UsageError(f"{flag} {out} cannot be written: {folder} does not take new files "
-                         f"({exc.strerror or exc}): choose a path in a writable folder") from None
-    os.close(fd)
-    os.unlink(probe)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -32,8 +32,8 @@ from cudagraph_bench.baseline import Baseline, load_baseline
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
 from cudagraph_bench.paths import default_baseline
-from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, load_run, measurements,
-                                     refuse_overwriting_inputs, write_text_atomic)
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.runfile import Measurement, Run, distinct_runs, load_run, measurements
 from cudagraph_bench.table import Column, render_table
 
 DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT

@@ -44,8 +44,9 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.paths import checkout_root, default_baseline
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
 from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
-                                     merged_forward_groups, refuse_overwriting_inputs, write_text_atomic)
+                                     merged_forward_groups)
 from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, reduction
 from cudagraph_bench.table import Column, render_table
 

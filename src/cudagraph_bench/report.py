@@ -27,7 +27,8 @@ from pathlib import Path
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import add_storage_option, parse_path
-from cudagraph_bench.runfile import Measurement, Run, load_run, measurements, write_text_atomic
+from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
+from cudagraph_bench.runfile import Measurement, Run, load_run, measurements
 from cudagraph_bench.stats import reduction, spread_pct
 from cudagraph_bench.table import Column, render_table
 
@@ -456,9 +457,9 @@ def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     gpu = gpu_name(runs)
     written = []
     if samples:
-        written.append(plots.save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
+        written.append(save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
     if any(c.variant == "eager" for c in medians):
-        written.append(plots.save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
+        written.append(save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
     launch_png = _launch_plot(runs, Path(outdir))
     if launch_png is not None:
         written.append(launch_png)
@@ -622,9 +623,7 @@ def main(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot read {args.readme}: {exc.strerror or exc}") from None
         replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
-    results_md = outdir / RESULTS_MD
-    if results_md.is_dir():
-        raise UsageError(f"{results_md} is a folder: remove it or give another -o folder")
+    results_md = check_output_folder(outdir, [RESULTS_MD, LATENCY_PNG, SPEEDUP_PNG]) / RESULTS_MD
     # render every text once before writing anything: bad data fails here, with nothing half-written
     render_results_markdown(runs, outdir, [], superseded)
     if readme_text is not None:

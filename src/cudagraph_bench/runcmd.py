@@ -48,6 +48,7 @@ from types import SimpleNamespace
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import check_output_folder, write_text_atomic
 from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
                                      parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
                                      parse_rounds, parse_warmup_rounds)
@@ -534,8 +535,7 @@ def build_run_json(results: list[CaseResult], settings: RunSettings, *, machine_
 
 
 def write_json_atomic(path: Path, doc: dict) -> None:
-    from cudagraph_bench.runfile import write_text_atomic
-
+    """Write the run document ``doc`` as JSON to ``path`` atomically (:func:`cudagraph_bench.fsio.write_text_atomic`)."""
     write_text_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
@@ -644,7 +644,7 @@ def main(args: argparse.Namespace) -> int:
     pin_cpus(_plain(getattr(args, "cpus", None)))
     plan = plan_cases(settings)
     outdir = Path(settings.outdir)
-    ensure_writable_outdir(outdir)
+    check_output_folder(outdir, [RUN_JSON], create=True)  # before any case is measured
     started = datetime.now(timezone.utc).isoformat()
     machine_info, commit_info = machine_and_commit_info(settings.device)
     extra: dict = {}
@@ -674,24 +674,6 @@ def main(args: argparse.Namespace) -> int:
                          started=started, extra=extra)
     write_json_atomic(json_path, doc)
     return finish(json_path, outdir, results)
-
-
-def ensure_writable_outdir(outdir: Path) -> None:
-    """Create ``outdir`` and prove a file can be written there *before* any case is measured (a sweep
-    can take many minutes of GPU time). Raises :class:`UsageError` naming the fix."""
-    import tempfile
-
-    if outdir.exists() and not outdir.is_dir():
-        raise UsageError(f"-o {outdir} is a file: give a folder for run.json and the PNGs")
-    if (outdir / RUN_JSON).is_dir():
-        raise UsageError(f"{outdir / RUN_JSON} is a folder: remove it or give another -o folder")
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=outdir):
-            pass
-    except OSError as exc:
-        raise UsageError(f"cannot write to output folder {outdir}: {exc.strerror or exc}: give a writable -o "
-                         "folder") from None
 
 
 def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:

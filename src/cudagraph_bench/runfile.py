@@ -1,4 +1,4 @@
-"""Reading pytest-benchmark JSON runs (files or saved-run ids) and writing result files atomically.
+"""Reading pytest-benchmark JSON runs (files or saved-run ids); files are written by :mod:`cudagraph_bench.fsio`.
 
 No torch. A run is what ``pytest --benchmark-json=FILE`` writes, or a run saved by
 ``--benchmark-autosave`` under ``.benchmarks/<machine-id>/<NNNN>_<commit>_<date>_<time>.json``, named
@@ -15,7 +15,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
@@ -367,42 +366,3 @@ def distinct_runs(runs: list[Run], what: str) -> list[Run]:
                              f"{run.sha256[:12]}): give each separate run once")
         seen[run.sha256] = run.path
     return runs
-
-
-def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, inputs: list) -> None:
-    """Raise :class:`UsageError` when ``output`` (given with ``flag``) is one of the ``inputs`` files:
-    an output option must never replace a run or baseline it reads."""
-    if not output:
-        return
-    out = Path(output)
-    for src in inputs:
-        if src is None:
-            continue
-        src = Path(src)
-        same = out.exists() and src.exists() and os.path.samefile(out, src)
-        if same or out.resolve() == src.resolve():
-            raise UsageError(f"{flag} {output} is the input file {src}: write the output somewhere else")
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace`` (never a
-    half-written file). Creates missing parent folders. Raises :class:`UsageError` when ``path`` is a
-    folder or one of its parents is a file."""
-    path = Path(path)
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder: give a file path to write")
-    for folder in path.parents:
-        if folder.exists():
-            if not folder.is_dir():
-                raise UsageError(f"{folder} is a file, not a folder: choose another path for {path.name}")
-            break
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
