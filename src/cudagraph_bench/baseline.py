@@ -71,23 +71,6 @@ class Baseline:
         return len(self.data.get("sources") or [])
 
 
-def pct(fraction: float) -> float:
-    """Fraction -> percent (0.4 -> 40.0)."""
-    return 100.0 * fraction
-
-
-def pair_reduction(eager: Measurement, graph: Measurement) -> tuple[float, tuple[float, float] | None]:
-    """Median latency reduction of ``graph`` vs ``eager`` in percent, and its 95% bootstrap interval
-    in percent (None when either run kept no per-round data or fewer than
-    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds). The interval covers one run's rounds
-    only; it says how well that run pins its medians, not where another run lands."""
-    red = pct(stats.reduction(eager.summary.median_ms, graph.summary.median_ms))
-    if not (eager.can_bootstrap and graph.can_bootstrap):
-        return red, None
-    low, high = stats.reduction_ci(eager.samples_ms, graph.samples_ms)
-    return red, (pct(low), pct(high))
-
-
 def _environment(run: Run) -> dict:
     mi = run.machine_info
     return {
@@ -184,15 +167,15 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
             print(f"cudagraph-bench baseline: warning: {model} {dtype} L={seq_len} is in "
                   f"{min(len(eager), len(graph))} of {len(runs)} runs (< {min_runs}): not stored", file=sys.stderr)
             continue
-        per_run = [pct(stats.reduction(e.summary.median_ms, g.summary.median_ms)) for e, g in zip(eager, graph)]
         e_point, g_point = _point(eager), _point(graph)
+        red, per_run_range = stats.runs_reduction_pct(e_point["run_medians_ms"], g_point["run_medians_ms"])
         g_point["spread_pct"] = noise.spread_pct(g_point["run_medians_ms"])
         case = {
             "model": model, "dtype": dtype, "seq_len": seq_len,
             "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct, "n_runs": len(graph),
             "eager": e_point, "graph": g_point,
-            "reduction_pct": pct(stats.reduction(e_point["median_ms"], g_point["median_ms"])),
-            "reduction_range_pct": [min(per_run), max(per_run)],
+            "reduction_pct": red,
+            "reduction_range_pct": list(per_run_range),
         }
         cases.append(stored_case(case) if rounded else case)
     if not cases:

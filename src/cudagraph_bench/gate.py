@@ -38,16 +38,15 @@ from pathlib import Path
 import numpy as np
 
 from cudagraph_bench import benchrun, noise
-from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline,
-                                      pair_reduction, pct)
+from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.paths import checkout_root, default_baseline
 from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
 from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
-                                     merged_forward_groups)
-from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, reduction
+                                     merged_forward_groups, pairs_reduction_pct)
+from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, render_table
 
 #: Labels named in a summary line before "..." (the table shows every case).
@@ -74,7 +73,7 @@ def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
 
 
 @dataclass(frozen=True)
-class CaseResult:
+class GateVerdict:
     """Gate verdict of one variant of one case over ``n_runs`` runs (times in ms, percents).
 
     ``median_ms`` / ``eager_median_ms`` are medians of the run medians; ``ci_pct`` the 95% bootstrap
@@ -203,20 +202,9 @@ def require_graph_variant(run: Run) -> None:
                          "on a GPU)")
 
 
-def _reduction(pairs: list[tuple[Measurement, Measurement]]) -> tuple[float, tuple[float, float] | None]:
-    """Reduction (percent) of the medians of run medians of ``(eager, other)`` pairs (one per run that
-    measured both), and the one-run bootstrap interval or the range of the per-run reductions."""
-    if len(pairs) == 1:
-        return pair_reduction(*pairs[0])
-    red = pct(reduction(float(np.median([e.summary.median_ms for e, _ in pairs])),
-                        float(np.median([o.summary.median_ms for _, o in pairs]))))
-    per_run = [pct(reduction(e.summary.median_ms, o.summary.median_ms)) for e, o in pairs]
-    return red, (min(per_run), max(per_run))
-
-
 def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_reduction_pct: float | None = None,
              max_regression_pct: float | None = None, max_gated_len: int | None = None,
-             allow_unchecked: bool = False) -> list[CaseResult]:
+             allow_unchecked: bool = False) -> list[GateVerdict]:
     """Gate results of every non-eager forward variant of ``runs`` (one run or several separate runs of
     the same code), sorted by case.
 
@@ -250,7 +238,7 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
             if variant == "eager":
                 continue
             pairs = [(g[key]["eager"], g[key][variant]) for g in per_run if variant in g.get(key, {})]
-            red, ci = _reduction(pairs)
+            red, ci = pairs_reduction_pct(pairs)
             regression = None
             if variant == "graph" and base_case is not None:
                 regression = noise.check_regression(
@@ -260,7 +248,7 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
                     alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)))
             is_graph = variant == "graph"
             check, detail = combined_check(ms)
-            results.append(CaseResult(
+            results.append(GateVerdict(
                 *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
                 median_ms=float(np.median([m.summary.median_ms for m in ms])), reduction_pct=red, ci_pct=ci,
                 gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
@@ -280,7 +268,7 @@ COLUMNS = [
 ]
 
 
-def rows(results: list[CaseResult]) -> list[dict]:
+def rows(results: list[GateVerdict]) -> list[dict]:
     """Table rows of gate results for :data:`COLUMNS`."""
     out = []
     for r in results:
@@ -293,7 +281,7 @@ def rows(results: list[CaseResult]) -> list[dict]:
     return out
 
 
-def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool, str]:
+def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool, str]:
     """``(passed, one-line summary)`` naming every failing case: a failed or missing correctness check,
     a reduction below its threshold, a regression against the baseline; then, with a baseline, the run's
     cases it lacks (not checked for regression) and how many of its cases are not in the run; gated
@@ -349,7 +337,7 @@ def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool,
     return not failed, f"gate {'FAIL' if failed else 'PASS'}: " + "; ".join(parts)
 
 
-def _header(runs: list[Run], baseline: Baseline | None, results: list[CaseResult]) -> list[str]:
+def _header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict]) -> list[str]:
     run = runs[0]
     cuda = run.cuda or {}
     commit = run.data.get("commit_info") or {}
@@ -366,7 +354,7 @@ def _header(runs: list[Run], baseline: Baseline | None, results: list[CaseResult
     return [", ".join(what), base]
 
 
-def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[CaseResult], line: str,
+def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict], line: str,
                     passed: bool) -> str:
     """Markdown report for a CI job summary."""
     head = _header(runs, baseline, results)
@@ -426,7 +414,7 @@ def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
     return runs
 
 
-def confirm_regressions(runs: list[Run], results: list[CaseResult], k: int) -> list[Run]:
+def confirm_regressions(runs: list[Run], results: list[GateVerdict], k: int) -> list[Run]:
     """Rerun the eager and graph benchmarks of every regressed case of ``results`` ``k`` times, each a
     separate pytest process in the checkout (else the working directory), written next to the first
     run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is reported on

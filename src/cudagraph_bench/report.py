@@ -29,7 +29,7 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
 from cudagraph_bench.runfile import Measurement, Run, load_run, measurements
-from cudagraph_bench.stats import reduction, spread_pct
+from cudagraph_bench.stats import reduction_pct, spread_pct
 from cudagraph_bench.table import Column, render_table
 
 MARKER_START = "<!-- results:start -->"
@@ -214,7 +214,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
             "status": _status(info), "mean_ms": s.mean_ms, "median_ms": s.median_ms, "p95_ms": s.p95_ms,
             "min_ms": s.min_ms, "max_ms": s.max_ms, "event_median_ms": info.get("event_median_ms"),
-            "reduction_pct": 100.0 * reduction(base, s.median_ms) if base else None,
+            "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
             "capture_ms": info.get("capture_ms"), "max_abs_diff": info.get("max_abs_diff"),

@@ -23,7 +23,8 @@ import numpy as np
 from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import default_storage
-from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
+from cudagraph_bench.stats import (MIN_BOOTSTRAP_ROUNDS, Summary, pct, reduction_ci, reduction_pct, runs_reduction_pct,
+                                   summarize)
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
@@ -354,6 +355,28 @@ def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[st
             for variant, m in variants.items():
                 slot.setdefault(variant, []).append(m)
     return dict(sorted(merged.items()))
+
+
+def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
+                        ) -> tuple[float, tuple[float, float] | None]:
+    """Median latency reduction of the variant vs eager in percent, from ``(eager, variant)`` pairs of one
+    case, one pair per run that measured both, and an interval in percent.
+
+    One pair: the reduction of the two medians and its 95% percentile-bootstrap interval over that run's
+    rounds (None when either side kept no per-round data or fewer than
+    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds); it says how well that run pins its
+    medians, not where another run lands. Several pairs: the reduction of the medians of the run medians
+    and the range (lowest, highest) of the per-run reductions (:func:`~cudagraph_bench.stats.runs_reduction_pct`).
+    Raises ``ValueError`` for no pairs.
+    """
+    if len(pairs) == 1:
+        eager, other = pairs[0]
+        red = reduction_pct(eager.summary.median_ms, other.summary.median_ms)
+        if not (eager.can_bootstrap and other.can_bootstrap):
+            return red, None
+        low, high = reduction_ci(eager.samples_ms, other.samples_ms)
+        return red, (pct(low), pct(high))
+    return runs_reduction_pct([e.summary.median_ms for e, _ in pairs], [o.summary.median_ms for _, o in pairs])
 
 
 def distinct_runs(runs: list[Run], what: str) -> list[Run]:
