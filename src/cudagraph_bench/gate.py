@@ -44,23 +44,10 @@ from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonn
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.paths import checkout_root, default_baseline
 from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
+from cudagraph_bench.runfile import (Measurement, Run, cuda_versions, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS
-from cudagraph_bench.table import Column, render_table
-
-#: Labels named in a summary line before "..." (the table shows every case).
-SHOWN_LABELS = 3
-
-
-def plural(n: int, noun: str) -> str:
-    """``"1 case"``, ``"2 cases"``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _first_labels(labels: list[str]) -> str:
-    return ", ".join(labels[:SHOWN_LABELS]) + (", ..." if len(labels) > SHOWN_LABELS else "")
-
+from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
 
 def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
     """``(status, detail)`` of one variant over several runs: ``"fail"`` when any run's check failed
@@ -297,7 +284,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool
     parts += [f"{r.label} graph failed its correctness check ({r.check_detail})" for r in wrong]
     if unchecked:
         parts.append(f"{plural(len(unchecked), 'gated case')} recorded no correctness check "
-                     f"({_first_labels([r.label for r in unchecked])}): rerun with the current plugin, or "
+                     f"({first_items([r.label for r in unchecked])}): rerun with the current plugin, or "
                      "--allow-unchecked for runs recorded before checks existed")
     parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
     for r in regressed:
@@ -324,17 +311,17 @@ def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool
         no_entry = [r.label for r in results if r.variant == "graph" and r.regression is None]
         if no_entry:
             parts.append(f"{plural(len(no_entry), 'case')} of this run {'has' if len(no_entry) == 1 else 'have'} "
-                         f"no baseline entry, not checked for regression: {_first_labels(no_entry)}")
+                         f"no baseline entry, not checked for regression: {first_items(no_entry)}")
     if marginal:
         parts.append(f"{len(marginal)} marginal ({', '.join(r.label for r in marginal)})")
     no_interval = [r.label for r in gated if r.ci_pct is None]
     if no_interval:
         parts.append(f"{plural(len(no_interval), 'gated case')} without a 95% interval (fewer than "
                      f"{MIN_BOOTSTRAP_ROUNDS} rounds of per-round data: pytest --benchmark-json keeps them), so "
-                     f"'marginal' cannot be judged: {_first_labels(no_interval)}")
+                     f"'marginal' cannot be judged: {first_items(no_interval)}")
     if baseline is None:
         parts.append("--no-baseline: regression check skipped")
-    return not failed, f"gate {'FAIL' if failed else 'PASS'}: " + "; ".join(parts)
+    return not failed, verdict_line("gate", not failed, parts)
 
 
 def _header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict]) -> list[str]:
@@ -343,7 +330,7 @@ def _header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdic
     commit = run.data.get("commit_info") or {}
     names = ", ".join(str(r.path) for r in runs)
     what = [f"run{'s' if len(runs) > 1 else ''} {names}", f"GPU {cuda.get('gpu_name') or run.gpu_slug or 'none'}"]
-    what += [f"{k} {cuda[k]}" for k in ("torch", "cuda_runtime") if cuda.get(k)]
+    what += cuda_versions(cuda, ("torch", "cuda_runtime"))
     if commit.get("id"):
         what.append(f"commit {str(commit['id'])[:12]}{' (dirty)' if commit.get('dirty') else ''}")
     if baseline is None:
@@ -359,7 +346,7 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
     """Markdown report for a CI job summary."""
     head = _header(runs, baseline, results)
     return "\n".join([
-        f"## cudagraph-bench gate: {'PASS' if passed else 'FAIL'}", "",
+        verdict_heading("gate", passed), "",
         f"- {head[0]}", f"- {head[1]}", "",
         render_table(COLUMNS, rows(results), fmt="markdown"), "",
         f"**{line}**", "",

@@ -37,6 +37,7 @@ import numpy as np
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import check_output_folder, figure_png, save_figure, write_files_atomic
 from cudagraph_bench.launch import predicted_saving_ms
+from cudagraph_bench.runfile import cuda_versions
 from cudagraph_bench.table import Column, render_table
 
 #: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
@@ -665,9 +666,7 @@ def _run_header(run, source: str) -> str:
     bits = [f"source run `{source}`"]
     if cuda.get("gpu_name"):
         bits.append(f"GPU {cuda['gpu_name']}")
-    for key, label in (("torch", "torch"), ("cuda_runtime", "CUDA"), ("driver", "driver")):
-        if cuda.get(key):
-            bits.append(f"{label} {cuda[key]}")
+    bits += cuda_versions(cuda, ("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"})
     if data.get("datetime"):
         bits.append(f"run at {data['datetime']}")
     return "; ".join(bits)

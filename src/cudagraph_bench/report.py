@@ -28,7 +28,7 @@ from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
-from cudagraph_bench.runfile import Measurement, Run, load_run, measurements
+from cudagraph_bench.runfile import Measurement, Run, cuda_versions, load_run, measurements
 from cudagraph_bench.stats import reduction_pct, spread_pct
 from cudagraph_bench.table import Column, render_table
 
@@ -471,7 +471,7 @@ def _provenance(runs: list[Run]) -> list[str]:
     for run in runs:
         cuda = run.cuda or {}
         commit = (run.data.get("commit_info") or {}).get("id") or "unknown"
-        env = ", ".join(f"{k} {cuda[k]}" for k in ("torch", "cuda_runtime", "driver", "transformers") if cuda.get(k))
+        env = ", ".join(cuda_versions(cuda))
         lines.append(f"- `{run.path.name}` (sha256 `{run.sha256[:12]}`): {cuda.get('gpu_name') or 'no CUDA GPU'}"
                      + (f", {env}" if env else "") + _host(run.machine_info)
                      + f"; {run.data.get('datetime', 'unknown date')}; commit `{commit[:12]}`")

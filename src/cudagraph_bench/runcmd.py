@@ -49,10 +49,11 @@ from types import SimpleNamespace
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder, write_text_atomic
-from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_ISOLATED, DEFAULT_PAD_TO, DEFAULT_ROUNDS,
+                                     DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
                                      parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
                                      parse_rounds, parse_warmup_rounds)
-from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, DEFAULT_ISOLATED, RUN_VARIANTS,
+from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, RUN_VARIANTS,
                                       CaseResult, CaseSpec)
 
 #: Defaults of ``run`` that differ from the shared matrix defaults: the source spec's script measures
@@ -205,10 +206,10 @@ class RunSettings:
     """Resolved settings of a run (command line over config over defaults)."""
 
     matrices: list[Matrix]
-    rounds: int = 100
-    warmup_rounds: int = 10
-    pad_to: int = 1024
-    buckets: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
+    rounds: int = DEFAULT_ROUNDS
+    warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
+    pad_to: int = DEFAULT_PAD_TO
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
     isolate: tuple[str, ...] = DEFAULT_ISOLATED
     case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S
     check_inputs: int = 3

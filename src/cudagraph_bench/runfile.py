@@ -124,6 +124,19 @@ class Run:
         return self.data["benchmarks"]
 
 
+#: Software versions a run's ``machine_info["cuda"]`` records, in the order run headers name them.
+VERSION_KEYS = ("torch", "cuda_runtime", "driver", "transformers")
+
+
+def cuda_versions(cuda: dict | None, keys: tuple[str, ...] = VERSION_KEYS,
+                  labels: dict[str, str] | None = None) -> list[str]:
+    """The software versions of a run header, e.g. ``["torch 2.13.0", "cuda_runtime 12.8"]``: each of
+    ``keys`` that ``cuda`` (a run's ``machine_info["cuda"]``, None for a CPU run) records, named by
+    ``labels`` (default: the key itself)."""
+    cuda, labels = cuda or {}, labels or {}
+    return [f"{labels.get(k, k)} {cuda[k]}" for k in keys if cuda.get(k)]
+
+
 def _ids_in(storage: Path) -> list[Path]:
     if not storage.is_dir():
         return []
