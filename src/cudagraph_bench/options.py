@@ -131,15 +131,20 @@ def parse_regression_pct(text: str) -> float:
     return value
 
 
-def parse_count(text: str) -> int:
-    """A whole number >= 1 (rounds, iterations)."""
+def _whole_number_at_least(text: str, lowest: int) -> int:
+    """``int(text)`` when it is a whole number >= ``lowest``; else ``argparse.ArgumentTypeError``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"expected a number >= {lowest}, got {value}")
     return value
+
+
+def parse_count(text: str) -> int:
+    """A whole number >= 1 (rounds, iterations)."""
+    return _whole_number_at_least(text, 1)
 
 
 def parse_path(text: str) -> str:
@@ -173,13 +178,7 @@ def parse_warmup_rounds(text: str) -> int:
 
 def parse_nonneg(text: str) -> int:
     """A whole number >= 0 (warmup rounds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+    return _whole_number_at_least(text, 0)
 
 
 def parse_ms(text: str) -> float:
