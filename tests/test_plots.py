@@ -9,6 +9,7 @@ import pytest
 
 from cudagraph_bench import plots
 from cudagraph_bench.cases import Case
+from cudagraph_bench.fsio import save_figure
 
 FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -119,6 +120,6 @@ def test_speedup_needs_eager_and_latency_needs_data():
 
 def test_save_figure_writes_a_png_atomically(tmp_path):
     fig = plots.latency_comparison(synthetic())
-    path = plots.save_figure(fig, tmp_path / "sub" / "latency.png")
+    path = save_figure(fig, tmp_path / "sub" / "latency.png")
     assert path.read_bytes()[:8] == PNG_MAGIC
     assert [p.name for p in path.parent.iterdir()] == ["latency.png"]

@@ -338,9 +338,9 @@ def test_unwritable_output_dir_is_a_usage_error(tmp_path, capsys):
     blocker.write_text("x")
     rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "-o", str(blocker / "sub")])
     assert rc == 2
-    assert "cannot write to output folder" in capsys.readouterr().err
+    assert f"{blocker} is a file, not a folder" in capsys.readouterr().err
     assert cli_main(["run", "--device", "cpu", "--variants", "eager", "-o", str(blocker)]) == 2
-    assert "is a file: give a folder" in capsys.readouterr().err
+    assert f"{blocker} is a file, not a folder: give -o a folder for run.json" in capsys.readouterr().err
     (tmp_path / "out" / "run.json").mkdir(parents=True)
     assert cli_main(["run", "--device", "cpu", "--variants", "eager", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err

@@ -10,8 +10,7 @@ import pytest
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import (forward_cases, forward_groups, load_run, measurements,
-                                     resolve_run_path, write_text_atomic)
+from cudagraph_bench.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
 
 FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
 DOC = json.loads(FIXTURE.read_text())
@@ -127,20 +126,6 @@ def test_run_without_forward_suite_has_no_groups(tmp_path):
     assert {m.suite for m in measurements(run).values()} == {"other"}
     with pytest.raises(InputFileError, match="no forward-suite benchmarks"):
         forward_groups(run)
-
-
-def test_write_text_atomic_replaces_and_leaves_no_temp_files(tmp_path):
-    target = tmp_path / "sub" / "report.md"
-    write_text_atomic(target, "one\n")
-    write_text_atomic(target, "two\n")
-    assert target.read_text() == "two\n"
-    assert os.listdir(target.parent) == ["report.md"]
-    assert (target.stat().st_mode & 0o777) == 0o644
-    with pytest.raises(UsageError, match="is a folder: give a file path"):
-        write_text_atomic(target.parent, "x")
-    with pytest.raises(UsageError, match="report.md is a file, not a folder"):
-        write_text_atomic(target / "deeper" / "x.md", "x")
-    assert target.read_text() == "two\n"
 
 
 def _corrupt(doc, how):

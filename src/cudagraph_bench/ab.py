@@ -28,8 +28,9 @@ import tempfile
 from pathlib import Path
 
 from cudagraph_bench import benchrun, compare
-from cudagraph_bench.baseline import check_output_file, load_baseline
+from cudagraph_bench.baseline import load_baseline
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import check_output_file
 from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.paths import checkout_root
 

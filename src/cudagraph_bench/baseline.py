@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +40,8 @@ from cudagraph_bench import noise, stats
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
                                      parse_regression_pct)
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups,
-                                     refuse_overwriting_inputs, write_text_atomic)
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.runfile import Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups
 from cudagraph_bench.table import Column, render_table
 
 SCHEMA_VERSION = 2
@@ -70,23 +69,6 @@ class Baseline:
     def n_runs(self) -> int:
         """Runs the baseline was built from."""
         return len(self.data.get("sources") or [])
-
-
-def pct(fraction: float) -> float:
-    """Fraction -> percent (0.4 -> 40.0)."""
-    return 100.0 * fraction
-
-
-def pair_reduction(eager: Measurement, graph: Measurement) -> tuple[float, tuple[float, float] | None]:
-    """Median latency reduction of ``graph`` vs ``eager`` in percent, and its 95% bootstrap interval
-    in percent (None when either run kept no per-round data or fewer than
-    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds). The interval covers one run's rounds
-    only; it says how well that run pins its medians, not where another run lands."""
-    red = pct(stats.reduction(eager.summary.median_ms, graph.summary.median_ms))
-    if not (eager.can_bootstrap and graph.can_bootstrap):
-        return red, None
-    low, high = stats.reduction_ci(eager.samples_ms, graph.samples_ms)
-    return red, (pct(low), pct(high))
 
 
 def _environment(run: Run) -> dict:
@@ -185,15 +167,15 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
             print(f"cudagraph-bench baseline: warning: {model} {dtype} L={seq_len} is in "
                   f"{min(len(eager), len(graph))} of {len(runs)} runs (< {min_runs}): not stored", file=sys.stderr)
             continue
-        per_run = [pct(stats.reduction(e.summary.median_ms, g.summary.median_ms)) for e, g in zip(eager, graph)]
         e_point, g_point = _point(eager), _point(graph)
+        red, per_run_range = stats.runs_reduction_pct(e_point["run_medians_ms"], g_point["run_medians_ms"])
         g_point["spread_pct"] = noise.spread_pct(g_point["run_medians_ms"])
         case = {
             "model": model, "dtype": dtype, "seq_len": seq_len,
             "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct, "n_runs": len(graph),
             "eager": e_point, "graph": g_point,
-            "reduction_pct": pct(stats.reduction(e_point["median_ms"], g_point["median_ms"])),
-            "reduction_range_pct": [min(per_run), max(per_run)],
+            "reduction_pct": red,
+            "reduction_range_pct": list(per_run_range),
         }
         cases.append(stored_case(case) if rounded else case)
     if not cases:
@@ -406,27 +388,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-unchecked", action="store_true",
                         help="store graph cases whose run recorded no correctness check (runs recorded before "
                              "checks existed); a failed check is always refused")
-
-
-def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
-    """Raise :class:`UsageError` (one line, before anything is printed or written) when ``path`` cannot be
-    written by :func:`~cudagraph_bench.runfile.write_text_atomic`: it is a folder, a parent is a file, or
-    the nearest existing folder (missing ones are created on write) refuses a new file. Probes by creating
-    and removing a hidden temporary file there (``os.access`` says yes to root even on ``/proc``).
-    ``example``: a file name to suggest inside a folder."""
-    out = Path(path)
-    if out.is_dir():
-        raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
-    folder = next(p for p in (out.parent, *out.parent.parents) if p.exists() or p == Path(p.anchor or "."))
-    if not folder.is_dir():
-        raise UsageError(f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}")
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".probe")
-    except OSError as exc:
-        raise UsageError(f"{flag} {out} cannot be written: {folder} does not take new files "
-                         f"({exc.strerror or exc}): choose a path in a writable folder") from None
-    os.close(fd)
-    os.unlink(probe)
 
 
 def main(args: argparse.Namespace) -> int:

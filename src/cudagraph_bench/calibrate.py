@@ -31,7 +31,8 @@ from cudagraph_bench import noise
 from cudagraph_bench.baseline import DEFAULT_MAX_GATED_LEN, refuse_wrong_cases
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import add_storage_option, parse_count, parse_path, parse_regression_pct
-from cudagraph_bench.runfile import Run, distinct_runs, load_run, merged_forward_groups, refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.runfile import Run, distinct_runs, load_run, merged_forward_groups
 from cudagraph_bench.table import Column, render_table
 
 DEFAULT_PLANTS_PCT = (5.0, 10.0, 15.0, 30.0)

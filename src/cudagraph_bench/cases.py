@@ -12,13 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Forward-pass variants. ``eager`` is the reference every other one is compared with.
-FORWARD_VARIANTS = ("eager", "graph", "padded", "bucketed", "compile", "compile+graph")
-#: Decode variants: HF ``generate`` (default dynamic cache), eager static-cache loop, graphed decode step.
-DECODE_VARIANTS = ("generate", "static-eager", "graph")
-#: Launch microbenchmark variants.
-LAUNCH_VARIANTS = ("loop", "graph")
-DTYPES = ("float32", "bfloat16", "float16")
+# The names are defined in :mod:`cudagraph_bench.options`; importable from here as the key's vocabulary.
+from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401
 
 
 @dataclass(frozen=True, order=True)

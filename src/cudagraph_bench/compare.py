@@ -32,9 +32,9 @@ from cudagraph_bench.baseline import Baseline, load_baseline
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
 from cudagraph_bench.paths import default_baseline
-from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, load_run, measurements,
-                                     refuse_overwriting_inputs, write_text_atomic)
-from cudagraph_bench.table import Column, render_table
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.runfile import Measurement, Run, distinct_runs, load_run, measurements
+from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
 
 DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Variants that are the baselines of comparison rather than what the suite guards.
@@ -217,16 +217,16 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
     bad = [c for c in changes if c.regressed]
     broke = [c for c in changes if c.broke]
     missing_fails = bool(missing_gated) and not allow_missing
-    n = f"{len(changes)} benchmark{'' if len(changes) == 1 else 's'}"
+    n = plural(len(changes), "benchmark")
     parts = []
     if broke:
-        parts.append(f"{len(broke)} benchmark{'' if len(broke) == 1 else 's'} failed a correctness check that passed "
+        parts.append(f"{plural(len(broke), 'benchmark')} failed a correctness check that passed "
                      "before: " + ", ".join(f"{c.label} ({c.new_check_detail})" for c in broke))
     if bad:
         parts.append(f"{len(bad)} of {n} slower beyond their tolerance: "
                      + ", ".join(f"{c.label} ({c.change_pct:+.1f}% > {c.check.tolerance_pct:.1f}%)" for c in bad))
     if missing_gated:
-        parts.append(f"{len(missing_gated)} gated benchmark{'' if len(missing_gated) == 1 else 's'} of OLD missing in "
+        parts.append(f"{plural(len(missing_gated), 'gated benchmark')} of OLD missing in "
                      f"NEW{', allowed by --allow-missing' if allow_missing else ' (--allow-missing to accept)'}: "
                      + ", ".join(missing_gated))
     failed = bool(bad or broke or missing_fails)
@@ -242,14 +242,13 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
                             f"{worst.change_pct:+z.1f}%: {worst.label}, a reference; --gate-references gates them)")
         slower_refs = [c for c in changes if not c.gated and c.slower_beyond_threshold]
         if slower_refs and gated:
-            parts.append(f"{len(slower_refs)} reference variant{'' if len(slower_refs) == 1 else 's'} slower beyond "
-                         "tolerance, not gated: " + ", ".join(f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs[:3])
-                         + (", ..." if len(slower_refs) > 3 else ""))
+            parts.append(f"{plural(len(slower_refs), 'reference variant')} slower beyond tolerance, not gated: "
+                         + first_items([f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs]))
     if only_old:
         parts.append(f"{len(only_old)} only in OLD")
     if only_new:
         parts.append(f"{len(only_new)} only in NEW")
-    return not failed, f"compare {'FAIL' if failed else 'PASS'}: " + "; ".join(parts)
+    return not failed, verdict_line("compare", not failed, parts)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -312,7 +311,7 @@ def main(args: argparse.Namespace) -> int:
     if {r.sha256 for r in old} & {r.sha256 for r in new}:
         head += "  note: OLD and NEW share a run, so it cannot change"
     if args.markdown:
-        text = "\n".join([f"## cudagraph-bench compare: {'PASS' if passed else 'FAIL'}", "", head, "",
+        text = "\n".join([verdict_heading("compare", passed), "", head, "",
                           render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
         write_text_atomic(args.markdown, text)
     print(head)

@@ -38,29 +38,16 @@ from pathlib import Path
 import numpy as np
 
 from cudagraph_bench import benchrun, noise
-from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline,
-                                      pair_reduction, pct)
+from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.paths import checkout_root, default_baseline
-from cudagraph_bench.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
-                                     merged_forward_groups, refuse_overwriting_inputs, write_text_atomic)
-from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, reduction
-from cudagraph_bench.table import Column, render_table
-
-#: Labels named in a summary line before "..." (the table shows every case).
-SHOWN_LABELS = 3
-
-
-def plural(n: int, noun: str) -> str:
-    """``"1 case"``, ``"2 cases"``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _first_labels(labels: list[str]) -> str:
-    return ", ".join(labels[:SHOWN_LABELS]) + (", ..." if len(labels) > SHOWN_LABELS else "")
-
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.runfile import (Measurement, Run, cuda_versions, distinct_runs, forward_cases, forward_groups, load_run,
+                                     merged_forward_groups, pairs_reduction_pct)
+from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS
+from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
 
 def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
     """``(status, detail)`` of one variant over several runs: ``"fail"`` when any run's check failed
@@ -73,7 +60,7 @@ def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
 
 
 @dataclass(frozen=True)
-class CaseResult:
+class GateVerdict:
     """Gate verdict of one variant of one case over ``n_runs`` runs (times in ms, percents).
 
     ``median_ms`` / ``eager_median_ms`` are medians of the run medians; ``ci_pct`` the 95% bootstrap
@@ -202,20 +189,9 @@ def require_graph_variant(run: Run) -> None:
                          "on a GPU)")
 
 
-def _reduction(pairs: list[tuple[Measurement, Measurement]]) -> tuple[float, tuple[float, float] | None]:
-    """Reduction (percent) of the medians of run medians of ``(eager, other)`` pairs (one per run that
-    measured both), and the one-run bootstrap interval or the range of the per-run reductions."""
-    if len(pairs) == 1:
-        return pair_reduction(*pairs[0])
-    red = pct(reduction(float(np.median([e.summary.median_ms for e, _ in pairs])),
-                        float(np.median([o.summary.median_ms for _, o in pairs]))))
-    per_run = [pct(reduction(e.summary.median_ms, o.summary.median_ms)) for e, o in pairs]
-    return red, (min(per_run), max(per_run))
-
-
 def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_reduction_pct: float | None = None,
              max_regression_pct: float | None = None, max_gated_len: int | None = None,
-             allow_unchecked: bool = False) -> list[CaseResult]:
+             allow_unchecked: bool = False) -> list[GateVerdict]:
     """Gate results of every non-eager forward variant of ``runs`` (one run or several separate runs of
     the same code), sorted by case.
 
@@ -249,7 +225,7 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
             if variant == "eager":
                 continue
             pairs = [(g[key]["eager"], g[key][variant]) for g in per_run if variant in g.get(key, {})]
-            red, ci = _reduction(pairs)
+            red, ci = pairs_reduction_pct(pairs)
             regression = None
             if variant == "graph" and base_case is not None:
                 regression = noise.check_regression(
@@ -259,7 +235,7 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
                     alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)))
             is_graph = variant == "graph"
             check, detail = combined_check(ms)
-            results.append(CaseResult(
+            results.append(GateVerdict(
                 *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
                 median_ms=float(np.median([m.summary.median_ms for m in ms])), reduction_pct=red, ci_pct=ci,
                 gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
@@ -279,7 +255,7 @@ COLUMNS = [
 ]
 
 
-def rows(results: list[CaseResult]) -> list[dict]:
+def rows(results: list[GateVerdict]) -> list[dict]:
     """Table rows of gate results for :data:`COLUMNS`."""
     out = []
     for r in results:
@@ -292,7 +268,7 @@ def rows(results: list[CaseResult]) -> list[dict]:
     return out
 
 
-def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool, str]:
+def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool, str]:
     """``(passed, one-line summary)`` naming every failing case: a failed or missing correctness check,
     a reduction below its threshold, a regression against the baseline; then, with a baseline, the run's
     cases it lacks (not checked for regression) and how many of its cases are not in the run; gated
@@ -308,7 +284,7 @@ def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool,
     parts += [f"{r.label} graph failed its correctness check ({r.check_detail})" for r in wrong]
     if unchecked:
         parts.append(f"{plural(len(unchecked), 'gated case')} recorded no correctness check "
-                     f"({_first_labels([r.label for r in unchecked])}): rerun with the current plugin, or "
+                     f"({first_items([r.label for r in unchecked])}): rerun with the current plugin, or "
                      "--allow-unchecked for runs recorded before checks existed")
     parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
     for r in regressed:
@@ -335,26 +311,26 @@ def summary(results: list[CaseResult], baseline: Baseline | None) -> tuple[bool,
         no_entry = [r.label for r in results if r.variant == "graph" and r.regression is None]
         if no_entry:
             parts.append(f"{plural(len(no_entry), 'case')} of this run {'has' if len(no_entry) == 1 else 'have'} "
-                         f"no baseline entry, not checked for regression: {_first_labels(no_entry)}")
+                         f"no baseline entry, not checked for regression: {first_items(no_entry)}")
     if marginal:
         parts.append(f"{len(marginal)} marginal ({', '.join(r.label for r in marginal)})")
     no_interval = [r.label for r in gated if r.ci_pct is None]
     if no_interval:
         parts.append(f"{plural(len(no_interval), 'gated case')} without a 95% interval (fewer than "
                      f"{MIN_BOOTSTRAP_ROUNDS} rounds of per-round data: pytest --benchmark-json keeps them), so "
-                     f"'marginal' cannot be judged: {_first_labels(no_interval)}")
+                     f"'marginal' cannot be judged: {first_items(no_interval)}")
     if baseline is None:
         parts.append("--no-baseline: regression check skipped")
-    return not failed, f"gate {'FAIL' if failed else 'PASS'}: " + "; ".join(parts)
+    return not failed, verdict_line("gate", not failed, parts)
 
 
-def _header(runs: list[Run], baseline: Baseline | None, results: list[CaseResult]) -> list[str]:
+def _header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict]) -> list[str]:
     run = runs[0]
     cuda = run.cuda or {}
     commit = run.data.get("commit_info") or {}
     names = ", ".join(str(r.path) for r in runs)
     what = [f"run{'s' if len(runs) > 1 else ''} {names}", f"GPU {cuda.get('gpu_name') or run.gpu_slug or 'none'}"]
-    what += [f"{k} {cuda[k]}" for k in ("torch", "cuda_runtime") if cuda.get(k)]
+    what += cuda_versions(cuda, ("torch", "cuda_runtime"))
     if commit.get("id"):
         what.append(f"commit {str(commit['id'])[:12]}{' (dirty)' if commit.get('dirty') else ''}")
     if baseline is None:
@@ -365,12 +341,12 @@ def _header(runs: list[Run], baseline: Baseline | None, results: list[CaseResult
     return [", ".join(what), base]
 
 
-def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[CaseResult], line: str,
+def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict], line: str,
                     passed: bool) -> str:
     """Markdown report for a CI job summary."""
     head = _header(runs, baseline, results)
     return "\n".join([
-        f"## cudagraph-bench gate: {'PASS' if passed else 'FAIL'}", "",
+        verdict_heading("gate", passed), "",
         f"- {head[0]}", f"- {head[1]}", "",
         render_table(COLUMNS, rows(results), fmt="markdown"), "",
         f"**{line}**", "",
@@ -425,7 +401,7 @@ def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
     return runs
 
 
-def confirm_regressions(runs: list[Run], results: list[CaseResult], k: int) -> list[Run]:
+def confirm_regressions(runs: list[Run], results: list[GateVerdict], k: int) -> list[Run]:
     """Rerun the eager and graph benchmarks of every regressed case of ``results`` ``k`` times, each a
     separate pytest process in the checkout (else the working directory), written next to the first
     run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is reported on

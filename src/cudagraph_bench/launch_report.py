@@ -25,19 +25,19 @@ The general ``cudagraph-bench report`` command can call :func:`render_launch_sec
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import check_output_folder, figure_png, save_figure, write_files_atomic
 from cudagraph_bench.launch import predicted_saving_ms
+from cudagraph_bench.runfile import cuda_versions
 from cudagraph_bench.table import Column, render_table
 
 #: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
@@ -46,7 +46,7 @@ PAGE_NAME = "launch-overhead.md"
 PLOT_NAME = "launch_speedup_vs_n.png"
 #: Where the command writes the page and its plot without ``-o`` (never the committed ``docs/``).
 DEFAULT_OUT_DIR = "out/launch"
-#: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.plots.save_figure` writes it.
+#: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
 PLOT_DPI = 120
 CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
 
@@ -378,9 +378,7 @@ def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path
     as the series ``"torch"``. Returns the path."""
     if isinstance(series, list):
         series = {"torch": series}
-    from cudagraph_bench.plots import save_figure
-
-    return save_figure(speedup_figure(series), Path(path))
+    return save_figure(speedup_figure(series), Path(path), dpi=PLOT_DPI)
 
 
 # ------------------------------------------------------------------------------- sanitizer logs
@@ -668,9 +666,7 @@ def _run_header(run, source: str) -> str:
     bits = [f"source run `{source}`"]
     if cuda.get("gpu_name"):
         bits.append(f"GPU {cuda['gpu_name']}")
-    for key, label in (("torch", "torch"), ("cuda_runtime", "CUDA"), ("driver", "driver")):
-        if cuda.get(key):
-            bits.append(f"{label} {cuda[key]}")
+    bits += cuda_versions(cuda, ("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"})
     if data.get("datetime"):
         bits.append(f"run at {data['datetime']}")
     return "; ".join(bits)
@@ -861,42 +857,11 @@ def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference
     series = {"torch": launch_rows(run)}
     if graphs_cu is not None:
         series["CUDA C++"] = graphs_cu_rows(graphs_cu)
-    png = io.BytesIO()
-    speedup_figure(series).savefig(png, format="png", dpi=PLOT_DPI)
+    png = figure_png(speedup_figure(series), PLOT_DPI)
     page_path, plot_path = out_dir / PAGE_NAME, out_dir / PLOT_NAME
-    _write_files_atomic(out_dir, {PLOT_NAME: png.getvalue(), PAGE_NAME: page.encode("utf-8")})
+    check_output_folder(out_dir, [PAGE_NAME, PLOT_NAME])
+    write_files_atomic({plot_path: png, page_path: page})
     return page_path, plot_path
-
-
-def _write_files_atomic(out_dir: Path, files: dict[str, bytes]) -> None:
-    """Write ``{file name: bytes}`` into ``out_dir`` (created when missing): every file goes to a
-    temporary file in ``out_dir`` first, and only when all are written are they moved into place with
-    ``os.replace``, so an error leaves no half-written file and replaces nothing. Raises UsageError
-    when ``out_dir`` or one of its parents is a file, or a target is a folder; OSError otherwise."""
-    for folder in (out_dir, *out_dir.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise UsageError(f"{folder} is a file, not a folder: give -o a folder for "
-                                 f"{' and '.join(sorted(files))}")
-            break
-    for name in files:
-        if (out_dir / name).is_dir():
-            raise UsageError(f"{out_dir / name} is a folder: remove it or choose another -o folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    temps: list[tuple[str, Path]] = []
-    try:
-        for name, data in files.items():
-            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
-            temps.append((tmp, out_dir / name))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o644)
-        for tmp, target in temps:
-            os.replace(tmp, target)
-    except BaseException:
-        for tmp, _ in temps:
-            Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ----------------------------------------------------------------------------------------- CLI

@@ -1,5 +1,7 @@
 """Options defined once, shared by the pytest plugin (``pytest --models ...``) and the CLI
-(``cudagraph-bench run --models ...``). No torch import: option parsing must work anywhere.
+(``cudagraph-bench run --models ...``), and the names and defaults every module takes from here:
+variant, dtype and preset names, default models, prompt lengths, dtypes, buckets, rounds. No torch
+import: option parsing must work anywhere.
 
 Each parser raises ``argparse.ArgumentTypeError`` with a message that says what to do; argparse
 turns that into exit code 2 for the CLI, pytest into a usage error.
@@ -12,7 +14,15 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cudagraph_bench.cases import DTYPES
+#: Forward-pass variants, in display order. ``eager`` is the reference every other one is compared with.
+FORWARD_VARIANTS = ("eager", "graph", "padded", "bucketed", "compile", "compile+graph")
+#: Decode variants: HF ``generate`` (default dynamic cache), eager static-cache loop, graphed decode step.
+DECODE_VARIANTS = ("generate", "static-eager", "graph")
+#: Launch microbenchmark variants.
+LAUNCH_VARIANTS = ("loop", "graph")
+#: Forward variants run in a worker subprocess by default (they may break the CUDA context).
+DEFAULT_ISOLATED = ("compile", "compile+graph")
+DTYPES = ("float32", "bfloat16", "float16")
 
 #: Preset names (their configs live in :mod:`cudagraph_bench.presets`).
 PRESET_NAMES = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b", "smollm2-360m", "qwen2.5-0.5b", "llama-3.2-1b",
@@ -25,6 +35,11 @@ DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024)
 #: Decode benchmarks: prompt lengths (tokens) and new tokens per request.
 DEFAULT_DECODE_PROMPT_LENGTHS = (50,)
 DEFAULT_NEW_TOKENS = (64, 128)
+#: Measured and unmeasured (warmup) rounds per benchmark.
+DEFAULT_ROUNDS = 100
+DEFAULT_WARMUP_ROUNDS = 10
+#: Length (tokens) the padded graph pads every prompt to, capped at the model's positions.
+DEFAULT_PAD_TO = 1024
 
 
 def _split(text: str) -> list[str]:
@@ -116,15 +131,20 @@ def parse_regression_pct(text: str) -> float:
     return value
 
 
-def parse_count(text: str) -> int:
-    """A whole number >= 1 (rounds, iterations)."""
+def _whole_number_at_least(text: str, lowest: int) -> int:
+    """``int(text)`` when it is a whole number >= ``lowest``; else ``argparse.ArgumentTypeError``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"expected a number >= {lowest}, got {value}")
     return value
+
+
+def parse_count(text: str) -> int:
+    """A whole number >= 1 (rounds, iterations)."""
+    return _whole_number_at_least(text, 1)
 
 
 def parse_path(text: str) -> str:
@@ -148,23 +168,17 @@ def _rounds_at_most_max(value: int, what: str, default: int) -> int:
 
 def parse_rounds(text: str) -> int:
     """Measured rounds: a whole number in [1, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_count(text), "rounds", 100)
+    return _rounds_at_most_max(parse_count(text), "rounds", DEFAULT_ROUNDS)
 
 
 def parse_warmup_rounds(text: str) -> int:
     """Unmeasured warmup rounds: a whole number in [0, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_nonneg(text), "warmup rounds", 10)
+    return _rounds_at_most_max(parse_nonneg(text), "warmup rounds", DEFAULT_WARMUP_ROUNDS)
 
 
 def parse_nonneg(text: str) -> int:
     """A whole number >= 0 (warmup rounds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+    return _whole_number_at_least(text, 0)
 
 
 def parse_ms(text: str) -> float:
@@ -212,11 +226,11 @@ MATRIX_OPTIONS = (
            "comma-separated prompt lengths in tokens (default: %(default)s)"),
     Option("--dtypes", "dtypes", parse_dtypes, DEFAULT_DTYPES,
            "comma-separated dtypes: float32,bfloat16,float16 (default: %(default)s)"),
-    Option("--rounds", "rounds", parse_rounds, 100,
+    Option("--rounds", "rounds", parse_rounds, DEFAULT_ROUNDS,
            "measured rounds per benchmark (default: %(default)s)"),
-    Option("--warmup-rounds", "warmup_rounds", parse_warmup_rounds, 10,
+    Option("--warmup-rounds", "warmup_rounds", parse_warmup_rounds, DEFAULT_WARMUP_ROUNDS,
            "unmeasured warmup rounds per benchmark (default: %(default)s)"),
-    Option("--pad-to", "pad_to", parse_count, 1024,
+    Option("--pad-to", "pad_to", parse_count, DEFAULT_PAD_TO,
            "length (tokens) that the padded graph pads every prompt to, capped at the model's positions "
            "(default: %(default)s)"),
     Option("--buckets", "buckets", parse_buckets, DEFAULT_BUCKETS,

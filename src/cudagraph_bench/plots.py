@@ -6,16 +6,13 @@
 - :func:`speedup_vs_length`: speedup of each variant over eager (median eager / median variant)
   against the prompt length (log2 axis), one line per variant, with the 30%-reduction target.
 
-Functions return a ``matplotlib.figure.Figure`` (inspect it in tests) and :func:`save_figure` writes
-it atomically. Inputs are plain mappings keyed by :class:`~cudagraph_bench.cases.Case`, so run files
+Functions return a ``matplotlib.figure.Figure`` (inspect it in tests) and :func:`cudagraph_bench.fsio.save_figure`
+writes it atomically. Inputs are plain mappings keyed by :class:`~cudagraph_bench.cases.Case`, so run files
 of any origin (``cudagraph-bench run``, ``pytest --benchmark-json``) plot the same way.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -188,20 +185,3 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
         ax.legend(fontsize="small")
     _suptitle(fig, "Speedup over eager vs prompt length", gpu)
     return fig
-
-
-def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Write ``fig`` as PNG to ``path`` atomically (temporary file in the same folder, then
-    ``os.replace``). Creates missing folders. Returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png", dpi=dpi)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

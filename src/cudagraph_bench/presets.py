@@ -43,7 +43,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
-from cudagraph_bench.options import PRESET_NAMES
+from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -133,8 +133,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 assert tuple(PRESETS) == PRESET_NAMES  # options.py lists the names without importing transformers
 
-_DTYPES = ("float32", "bfloat16", "float16")
-
 
 def torch_dtype(dtype: "str | torch.dtype") -> "torch.dtype":
     """``"bfloat16"`` -> ``torch.bfloat16``. Raises :class:`UsageError` for other names."""
@@ -142,8 +140,8 @@ def torch_dtype(dtype: "str | torch.dtype") -> "torch.dtype":
 
     if isinstance(dtype, torch.dtype):
         return dtype
-    if dtype not in _DTYPES:
-        raise UsageError(f"unknown dtype {dtype!r}: use one of {', '.join(_DTYPES)}")
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     return getattr(torch, dtype)
 
 

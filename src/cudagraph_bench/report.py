@@ -27,8 +27,9 @@ from pathlib import Path
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import add_storage_option, parse_path
-from cudagraph_bench.runfile import Measurement, Run, load_run, measurements, write_text_atomic
-from cudagraph_bench.stats import reduction, spread_pct
+from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
+from cudagraph_bench.runfile import Measurement, Run, cuda_versions, load_run, measurements
+from cudagraph_bench.stats import reduction_pct, spread_pct
 from cudagraph_bench.table import Column, render_table
 
 MARKER_START = "<!-- results:start -->"
@@ -213,7 +214,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
             "status": _status(info), "mean_ms": s.mean_ms, "median_ms": s.median_ms, "p95_ms": s.p95_ms,
             "min_ms": s.min_ms, "max_ms": s.max_ms, "event_median_ms": info.get("event_median_ms"),
-            "reduction_pct": 100.0 * reduction(base, s.median_ms) if base else None,
+            "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
             "capture_ms": info.get("capture_ms"), "max_abs_diff": info.get("max_abs_diff"),
@@ -456,9 +457,9 @@ def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     gpu = gpu_name(runs)
     written = []
     if samples:
-        written.append(plots.save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
+        written.append(save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
     if any(c.variant == "eager" for c in medians):
-        written.append(plots.save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
+        written.append(save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
     launch_png = _launch_plot(runs, Path(outdir))
     if launch_png is not None:
         written.append(launch_png)
@@ -470,7 +471,7 @@ def _provenance(runs: list[Run]) -> list[str]:
     for run in runs:
         cuda = run.cuda or {}
         commit = (run.data.get("commit_info") or {}).get("id") or "unknown"
-        env = ", ".join(f"{k} {cuda[k]}" for k in ("torch", "cuda_runtime", "driver", "transformers") if cuda.get(k))
+        env = ", ".join(cuda_versions(cuda))
         lines.append(f"- `{run.path.name}` (sha256 `{run.sha256[:12]}`): {cuda.get('gpu_name') or 'no CUDA GPU'}"
                      + (f", {env}" if env else "") + _host(run.machine_info)
                      + f"; {run.data.get('datetime', 'unknown date')}; commit `{commit[:12]}`")
@@ -622,9 +623,7 @@ def main(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot read {args.readme}: {exc.strerror or exc}") from None
         replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
-    results_md = outdir / RESULTS_MD
-    if results_md.is_dir():
-        raise UsageError(f"{results_md} is a folder: remove it or give another -o folder")
+    results_md = check_output_folder(outdir, [RESULTS_MD, LATENCY_PNG, SPEEDUP_PNG]) / RESULTS_MD
     # render every text once before writing anything: bad data fails here, with nothing half-written
     render_results_markdown(runs, outdir, [], superseded)
     if readme_text is not None:

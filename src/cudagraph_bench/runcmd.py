@@ -48,10 +48,12 @@ from types import SimpleNamespace
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
+from cudagraph_bench.fsio import check_output_folder, write_text_atomic
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_ISOLATED, DEFAULT_PAD_TO, DEFAULT_ROUNDS,
+                                     DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
                                      parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
                                      parse_rounds, parse_warmup_rounds)
-from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, DEFAULT_ISOLATED, RUN_VARIANTS,
+from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, RUN_VARIANTS,
                                       CaseResult, CaseSpec)
 
 #: Defaults of ``run`` that differ from the shared matrix defaults: the source spec's script measures
@@ -204,10 +206,10 @@ class RunSettings:
     """Resolved settings of a run (command line over config over defaults)."""
 
     matrices: list[Matrix]
-    rounds: int = 100
-    warmup_rounds: int = 10
-    pad_to: int = 1024
-    buckets: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
+    rounds: int = DEFAULT_ROUNDS
+    warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
+    pad_to: int = DEFAULT_PAD_TO
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
     isolate: tuple[str, ...] = DEFAULT_ISOLATED
     case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S
     check_inputs: int = 3
@@ -535,8 +537,7 @@ def build_run_json(results: list[CaseResult], settings: RunSettings, *, machine_
 
 
 def write_json_atomic(path: Path, doc: dict) -> None:
-    from cudagraph_bench.runfile import write_text_atomic
-
+    """Write the run document ``doc`` as JSON to ``path`` atomically (:func:`cudagraph_bench.fsio.write_text_atomic`)."""
     write_text_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
@@ -645,7 +646,7 @@ def main(args: argparse.Namespace) -> int:
     pin_cpus(_plain(getattr(args, "cpus", None)))
     plan = plan_cases(settings)
     outdir = Path(settings.outdir)
-    ensure_writable_outdir(outdir)
+    check_output_folder(outdir, [RUN_JSON], create=True)  # before any case is measured
     started = datetime.now(timezone.utc).isoformat()
     machine_info, commit_info = machine_and_commit_info(settings.device)
     extra: dict = {}
@@ -675,24 +676,6 @@ def main(args: argparse.Namespace) -> int:
                          started=started, extra=extra)
     write_json_atomic(json_path, doc)
     return finish(json_path, outdir, results)
-
-
-def ensure_writable_outdir(outdir: Path) -> None:
-    """Create ``outdir`` and prove a file can be written there *before* any case is measured (a sweep
-    can take many minutes of GPU time). Raises :class:`UsageError` naming the fix."""
-    import tempfile
-
-    if outdir.exists() and not outdir.is_dir():
-        raise UsageError(f"-o {outdir} is a file: give a folder for run.json and the PNGs")
-    if (outdir / RUN_JSON).is_dir():
-        raise UsageError(f"{outdir / RUN_JSON} is a folder: remove it or give another -o folder")
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=outdir):
-            pass
-    except OSError as exc:
-        raise UsageError(f"cannot write to output folder {outdir}: {exc.strerror or exc}: give a writable -o "
-                         "folder") from None
 
 
 def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:

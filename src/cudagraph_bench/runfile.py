@@ -1,4 +1,4 @@
-"""Reading pytest-benchmark JSON runs (files or saved-run ids) and writing result files atomically.
+"""Reading pytest-benchmark JSON runs (files or saved-run ids); files are written by :mod:`cudagraph_bench.fsio`.
 
 No torch. A run is what ``pytest --benchmark-json=FILE`` writes, or a run saved by
 ``--benchmark-autosave`` under ``.benchmarks/<machine-id>/<NNNN>_<commit>_<date>_<time>.json``, named
@@ -15,7 +15,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
@@ -24,7 +23,8 @@ import numpy as np
 from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import default_storage
-from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
+from cudagraph_bench.stats import (MIN_BOOTSTRAP_ROUNDS, Summary, pct, reduction_ci, reduction_pct, runs_reduction_pct,
+                                   summarize)
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
@@ -122,6 +122,19 @@ class Run:
     @property
     def benchmarks(self) -> list[dict]:
         return self.data["benchmarks"]
+
+
+#: Software versions a run's ``machine_info["cuda"]`` records, in the order run headers name them.
+VERSION_KEYS = ("torch", "cuda_runtime", "driver", "transformers")
+
+
+def cuda_versions(cuda: dict | None, keys: tuple[str, ...] = VERSION_KEYS,
+                  labels: dict[str, str] | None = None) -> list[str]:
+    """The software versions of a run header, e.g. ``["torch 2.13.0", "cuda_runtime 12.8"]``: each of
+    ``keys`` that ``cuda`` (a run's ``machine_info["cuda"]``, None for a CPU run) records, named by
+    ``labels`` (default: the key itself)."""
+    cuda, labels = cuda or {}, labels or {}
+    return [f"{labels.get(k, k)} {cuda[k]}" for k in keys if cuda.get(k)]
 
 
 def _ids_in(storage: Path) -> list[Path]:
@@ -357,6 +370,28 @@ def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[st
     return dict(sorted(merged.items()))
 
 
+def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
+                        ) -> tuple[float, tuple[float, float] | None]:
+    """Median latency reduction of the variant vs eager in percent, from ``(eager, variant)`` pairs of one
+    case, one pair per run that measured both, and an interval in percent.
+
+    One pair: the reduction of the two medians and its 95% percentile-bootstrap interval over that run's
+    rounds (None when either side kept no per-round data or fewer than
+    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds); it says how well that run pins its
+    medians, not where another run lands. Several pairs: the reduction of the medians of the run medians
+    and the range (lowest, highest) of the per-run reductions (:func:`~cudagraph_bench.stats.runs_reduction_pct`).
+    Raises ``ValueError`` for no pairs.
+    """
+    if len(pairs) == 1:
+        eager, other = pairs[0]
+        red = reduction_pct(eager.summary.median_ms, other.summary.median_ms)
+        if not (eager.can_bootstrap and other.can_bootstrap):
+            return red, None
+        low, high = reduction_ci(eager.samples_ms, other.samples_ms)
+        return red, (pct(low), pct(high))
+    return runs_reduction_pct([e.summary.median_ms for e, _ in pairs], [o.summary.median_ms for _, o in pairs])
+
+
 def distinct_runs(runs: list[Run], what: str) -> list[Run]:
     """``runs`` unchanged; raises :class:`UsageError` when one file is given twice (same sha256): a
     repeated run would count as two independent runs and narrow the noise model."""
@@ -367,42 +402,3 @@ def distinct_runs(runs: list[Run], what: str) -> list[Run]:
                              f"{run.sha256[:12]}): give each separate run once")
         seen[run.sha256] = run.path
     return runs
-
-
-def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, inputs: list) -> None:
-    """Raise :class:`UsageError` when ``output`` (given with ``flag``) is one of the ``inputs`` files:
-    an output option must never replace a run or baseline it reads."""
-    if not output:
-        return
-    out = Path(output)
-    for src in inputs:
-        if src is None:
-            continue
-        src = Path(src)
-        same = out.exists() and src.exists() and os.path.samefile(out, src)
-        if same or out.resolve() == src.resolve():
-            raise UsageError(f"{flag} {output} is the input file {src}: write the output somewhere else")
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace`` (never a
-    half-written file). Creates missing parent folders. Raises :class:`UsageError` when ``path`` is a
-    folder or one of its parents is a file."""
-    path = Path(path)
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder: give a file path to write")
-    for folder in path.parents:
-        if folder.exists():
-            if not folder.is_dir():
-                raise UsageError(f"{folder} is a file, not a folder: choose another path for {path.name}")
-            break
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -98,6 +98,33 @@ def reduction(eager_median_ms: float, graph_median_ms: float) -> float:
     return (eager_median_ms - graph_median_ms) / eager_median_ms
 
 
+def pct(fraction: float) -> float:
+    """Fraction -> percent (0.4 -> 40.0)."""
+    return 100.0 * fraction
+
+
+def reduction_pct(eager_median_ms: float, graph_median_ms: float) -> float:
+    """Latency reduction in percent: ``100 * (eager - graph) / eager`` (40.0 means 40% less time).
+
+    Raises ``ValueError`` when ``eager_median_ms <= 0``."""
+    return pct(reduction(eager_median_ms, graph_median_ms))
+
+
+def runs_reduction_pct(eager_medians_ms: Sequence[float], graph_medians_ms: Sequence[float]
+                       ) -> tuple[float, tuple[float, float]]:
+    """Reduction over several separate runs: ``(percent reduction of the median of the eager run medians
+    vs the median of the graph run medians, (lowest, highest) per-run reduction in percent)``, the
+    per-run reductions pairing the i-th eager median with the i-th graph median (up to the shorter list).
+
+    All values in ms. Raises ``ValueError`` for an empty list or an eager median <= 0.
+    """
+    if not len(eager_medians_ms) or not len(graph_medians_ms):
+        raise ValueError("runs_reduction_pct needs at least one eager and one graph run median")
+    overall = reduction_pct(float(np.median(eager_medians_ms)), float(np.median(graph_medians_ms)))
+    per_run = [reduction_pct(e, g) for e, g in zip(eager_medians_ms, graph_medians_ms)]
+    return overall, (min(per_run), max(per_run))
+
+
 def relative_change(old_median_ms: float, new_median_ms: float) -> float:
     """Relative change of a median as a fraction: ``new / old - 1`` (0.15 means 15% slower).
 

@@ -1,4 +1,5 @@
-"""Aligned terminal tables and GitHub markdown tables from rows of dicts (no torch).
+"""Aligned terminal tables and GitHub markdown tables from rows of dicts, and the wording shared by the
+verdict lines of ``gate`` and ``compare`` (no torch).
 
 Used by ``gate``, ``compare``, ``baseline`` and ``report``::
 
@@ -79,3 +80,32 @@ def render_table(columns: Sequence[Column | tuple | str], rows: Iterable[dict], 
         return "  ".join(parts).rstrip()
 
     return "\n".join([line([c.title for c in cols]), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+#: Items named in a summary line before "..." (the table shows every one).
+SHOWN_ITEMS = 3
+
+
+def plural(n: int, noun: str) -> str:
+    """``"1 case"``, ``"2 cases"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def first_items(items: Sequence[str], shown: int = SHOWN_ITEMS) -> str:
+    """The first ``shown`` items joined with ", ", then ", ..." when there are more."""
+    return ", ".join(items[:shown]) + (", ..." if len(items) > shown else "")
+
+
+def verdict_word(passed: bool) -> str:
+    """``"PASS"`` or ``"FAIL"``."""
+    return "PASS" if passed else "FAIL"
+
+
+def verdict_line(command: str, passed: bool, parts: Iterable[str]) -> str:
+    """One-line verdict of a command, e.g. ``"gate PASS: 3 gated cases ...; ..."`` (parts joined by "; ")."""
+    return f"{command} {verdict_word(passed)}: " + "; ".join(parts)
+
+
+def verdict_heading(command: str, passed: bool) -> str:
+    """Markdown heading of a command's report, e.g. ``"## cudagraph-bench gate: PASS"``."""
+    return f"## cudagraph-bench {command}: {verdict_word(passed)}"

@@ -49,9 +49,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_PAD_TO, DEFAULT_ROUNDS, DEFAULT_WARMUP_ROUNDS,
+                                     FORWARD_VARIANTS)
 
 #: Variants that :func:`build_variant` and ``cudagraph-bench run`` know, in display order.
-RUN_VARIANTS = ("eager", "graph", "padded", "bucketed", "compile", "compile+graph")
+RUN_VARIANTS = FORWARD_VARIANTS
 #: Variants that need a CUDA GPU.
 CUDA_VARIANTS = frozenset(RUN_VARIANTS) - {"eager"}
 #: Variants that use torch.compile (compile time is reported separately from latency).
@@ -60,8 +62,6 @@ COMPILE_VARIANTS = frozenset({"compile", "compile+graph"})
 #: float64-reference RMSE check (:func:`cudagraph_bench.correctness.fp64_rmse_check`). ``graph`` is not
 #: here: its replay runs the eager kernels, so any difference from eager is a bug.
 CROSS_KERNEL_VARIANTS = frozenset({"padded", "bucketed", "compile", "compile+graph"})
-#: Variants run in a worker subprocess by default (they may break the CUDA context).
-DEFAULT_ISOLATED = ("compile", "compile+graph")
 #: Default per-case timeout of an isolated worker, in seconds (a max-autotune compile can take minutes).
 DEFAULT_CASE_TIMEOUT_S = 300.0
 #: A timing is "stable" when two consecutive warm-up calls differ by less than this factor.
@@ -455,7 +455,6 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         VariantFailure: inductor skipped its CUDA graphs (``compile``).
         Exception: anything torch.compile or the capture raises (the caller reports it).
     """
-    from cudagraph_bench.options import DEFAULT_BUCKETS
 
     if variant not in RUN_VARIANTS:
         raise UsageError(f"unknown variant {variant!r}: use one of {', '.join(RUN_VARIANTS)}")
@@ -496,10 +495,10 @@ class CaseSpec:
     dtype: str
     seq_len: int
     variant: str
-    rounds: int = 100
-    warmup_rounds: int = 10
-    pad_to: int = 1024
-    buckets: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024)
+    rounds: int = DEFAULT_ROUNDS
+    warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
+    pad_to: int = DEFAULT_PAD_TO
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
     check_inputs: int = 3
     device: str = "cuda"
     seed: int = 0

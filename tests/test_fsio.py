@@ -1,0 +1,116 @@
+"""Atomic file writing and output-path checks (cudagraph_bench.fsio)."""
+
+import os
+
+import pytest
+
+from cudagraph_bench import fsio
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import (check_output_file, check_output_folder, refuse_overwriting_inputs,
+                                  write_files_atomic, write_text_atomic)
+
+
+def test_write_text_atomic_replaces_and_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "sub" / "report.md"
+    write_text_atomic(target, "one\n")
+    write_text_atomic(target, "two\n")
+    assert target.read_text() == "two\n"
+    assert os.listdir(target.parent) == ["report.md"]
+    assert (target.stat().st_mode & 0o777) == 0o644
+    with pytest.raises(UsageError, match="is a folder: give a file path"):
+        write_text_atomic(target.parent, "x")
+    with pytest.raises(UsageError, match="report.md is a file, not a folder"):
+        write_text_atomic(target / "deeper" / "x.md", "x")
+    assert target.read_text() == "two\n"
+
+
+def test_a_failing_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    target = tmp_path / "run.json"
+    target.write_text("old\n")
+
+    class Unencodable(str):                      # a serializer that fails half-way through writing
+        def encode(self, *args, **kwargs):
+            raise ValueError("cannot serialize")
+
+    with pytest.raises(ValueError, match="cannot serialize"):
+        write_text_atomic(target, Unencodable("new\n"))
+    assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["run.json"]
+
+    def full_disk(path, mode):                   # the bytes cannot be finished on disk
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(fsio.os, "chmod", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_text_atomic(target, "new\n")
+    monkeypatch.undo()
+    assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["run.json"]
+
+
+def test_several_files_are_written_all_or_nothing(tmp_path, monkeypatch):
+    page, plot = tmp_path / "page.md", tmp_path / "plot.png"
+    page.write_text("old page")
+    real_chmod, calls = os.chmod, []
+
+    def second_fails(path, mode):                # the first file is written, the second is not
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(path))
+        return real_chmod(path, mode)
+
+    monkeypatch.setattr(fsio.os, "chmod", second_fails)
+    with pytest.raises(OSError, match="No space left"):
+        write_files_atomic({plot: b"png", page: "new page"})
+    monkeypatch.undo()
+    assert page.read_text() == "old page" and sorted(os.listdir(tmp_path)) == ["page.md"]
+    write_files_atomic({plot: b"png", page: "new page"})
+    assert page.read_text() == "new page" and plot.read_bytes() == b"png"
+
+
+def test_refuse_overwriting_inputs(tmp_path):
+    run = tmp_path / "run.json"
+    run.write_text("{}")
+    refuse_overwriting_inputs(None, "-o", [run])
+    refuse_overwriting_inputs(tmp_path / "other.md", "--markdown", [run, None])
+    with pytest.raises(UsageError, match=r"--markdown .*run.json is the input file .*: write the output somewhere"):
+        refuse_overwriting_inputs(run, "--markdown", [None, run])
+    os.link(run, tmp_path / "alias.json")                     # the same file by another name
+    with pytest.raises(UsageError, match="is the input file"):
+        refuse_overwriting_inputs(tmp_path / "alias.json", "-o", [run])
+    with pytest.raises(UsageError, match="is the input file"):
+        refuse_overwriting_inputs(tmp_path / "missing" / ".." / "run.json", "-o", [run])
+
+
+def test_check_output_file_refuses_folders_files_as_parents_and_unwritable_folders(tmp_path, monkeypatch):
+    check_output_file(tmp_path / "new" / "deeper" / "b.json", "-o", "b.json")    # missing folders: fine
+    assert os.listdir(tmp_path) == []                                             # nothing created, no probe left
+    with pytest.raises(UsageError, match=r"-o .* is a directory: give a file such as .*b\.json"):
+        check_output_file(tmp_path, "-o", "b.json")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match=f"{blocker} is a file, not a folder: choose another path for b.json"):
+        check_output_file(blocker / "sub" / "b.json", "-o", "b.json")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(fsio.tempfile, "mkstemp", refuse)
+    with pytest.raises(UsageError, match=r"cannot be written: .* does not take new files \(Permission denied\)"):
+        check_output_file(tmp_path / "b.json", "--markdown", "b.md")
+
+
+def test_check_output_folder(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    assert check_output_folder(out, ["results.md"]) == out and not out.exists()   # created on write only
+    assert check_output_folder(out, ["run.json"], create=True) == out and os.listdir(out) == []
+    (out / "run.json").mkdir()
+    with pytest.raises(UsageError, match=r"run.json is a folder: remove it or give another -o folder"):
+        check_output_folder(out, ["run.json"])
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    for bad in (blocker, blocker / "sub"):
+        with pytest.raises(UsageError, match=f"{blocker} is a file, not a folder: give -o a folder for a.md and b.png"):
+            check_output_folder(bad, ["a.md", "b.png"], create=True)
+    assert blocker.read_text() == "x"
+    monkeypatch.setattr(fsio.tempfile, "mkstemp", lambda **kw: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    with pytest.raises(UsageError, match="cannot write to output folder .*: denied: give a writable -o folder"):
+        check_output_folder(tmp_path / "new", ["run.json"], create=True)
