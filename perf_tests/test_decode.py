@@ -17,8 +17,8 @@ def _generate_ref(model, ids, new_tokens):
 def _assert_matches_generate(model, ids, got, ref, ref_logits, dtype, what, fp64_logits=None):
     """``got`` = ``(tokens [1, n], logits)`` of a greedy decoder: the tokens of ``generate`` (``ref``,
     ``ref_logits``), or a rounding tie, with every compared step's logits as close to float64 as
-    ``generate``'s (:func:`~cudagraph_bench.correctness.check_decode_against_generate`)."""
-    from cudagraph_bench.correctness import check_decode_against_generate, fp64_decode_logits
+    ``generate``'s (:func:`~cudagraph_bench.measure.correctness.check_decode_against_generate`)."""
+    from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
 
     if fp64_logits is None:
         fp64_logits = fp64_decode_logits(model, ids, ref)
@@ -35,7 +35,7 @@ def test_graphed_decode_equals_generate(cgb, causal_model, dtype, bucketed):
     of HF ``generate(do_sample=False)``, with an unpadded or a bucketed prefill, twice in a row."""
     import torch
 
-    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.errors import NotGraphableError
 
     cgb.skip_if_too_long(causal_model, 128)
@@ -86,7 +86,7 @@ WINDOW_REQUESTS = ((5, 8), (10, 40), (40, 30))
 
 
 def _small_model(preset, overrides, dtype):
-    from cudagraph_bench.presets import load_model
+    from cudagraph_bench.models.presets import load_model
 
     return load_model(preset, dtype, "cuda", overrides=overrides, seed=5)
 
@@ -99,7 +99,7 @@ def test_sliding_window_and_moe_decode_equal_generate(cgb, arch, dtype, bucketed
     than it) and on a mixture-of-experts model: the tokens of HF ``generate(do_sample=False)``."""
     import torch
 
-    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.plugin import generate_reference
 
     preset, overrides = {**SLIDING_CONFIGS, **MOE_CONFIGS}[arch]
@@ -132,8 +132,8 @@ def test_moe_forward_replay_equals_eager(cgb, dtype):
     replay equals eager exactly (same kernels)."""
     import torch
 
-    from cudagraph_bench.presets import experts_implementation, graph_safe_experts_implementation, model_forward
-    from cudagraph_bench.runner import GraphedForward
+    from cudagraph_bench.models.presets import experts_implementation, graph_safe_experts_implementation, model_forward
+    from cudagraph_bench.capture.graphed import GraphedForward
 
     preset, overrides = MOE_CONFIGS["olmoe"]
     model = _small_model(preset, overrides, dtype)
@@ -158,8 +158,8 @@ def test_failed_capture_fails_one_case_and_the_next_capture_works(cgb):
     import torch
 
     from cudagraph_bench.errors import CaptureError
-    from cudagraph_bench.presets import model_forward
-    from cudagraph_bench.runner import GraphedForward, cuda_context_usable
+    from cudagraph_bench.models.presets import model_forward
+    from cudagraph_bench.capture.graphed import GraphedForward, cuda_context_usable
 
     model = cgb.model("gpt2", "float32")
 
@@ -187,8 +187,8 @@ def test_dynamic_rope_past_its_positions_is_refused_before_capture(cgb):
     import torch
 
     from cudagraph_bench.errors import NotGraphableError
-    from cudagraph_bench.presets import load_model, model_forward
-    from cudagraph_bench.runner import GraphedForward
+    from cudagraph_bench.models.presets import load_model, model_forward
+    from cudagraph_bench.capture.graphed import GraphedForward
 
     model = load_model("tinyllama-1.1b", "float32", "cuda", overrides=dict(
         num_hidden_layers=2, hidden_size=256, num_attention_heads=4, num_key_value_heads=2, intermediate_size=512,
@@ -208,7 +208,7 @@ def test_dynamic_rope_past_its_positions_is_refused_before_capture(cgb):
 
 
 def test_tokens_do_not_depend_on_cache_length(cgb):
-    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.capture.decode import GreedyDecoder
 
     model = cgb.model("gpt2", "float32")
     prompt = 16
@@ -232,7 +232,7 @@ def test_padded_prompt_gives_same_tokens(cgb):
     unpadded prompt, also right at bucket edges."""
     import torch
 
-    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.capture.decode import GreedyDecoder
 
     model = cgb.model("gpt2", "float32")
     padded = GreedyDecoder(model, 160, prefill_buckets=(16, 32, 64))
@@ -249,8 +249,8 @@ def test_padded_prompt_gives_same_tokens(cgb):
 def test_memory_flat_after_buckets_and_512_decode_steps(cgb, record_property):
     import torch
 
-    from cudagraph_bench.buckets import BucketedGraphs
-    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.capture.buckets import BucketedGraphs
+    from cudagraph_bench.capture.decode import GreedyDecoder
 
     model = cgb.model("gpt2", "float32")
     start = cgb.ledger.reserved_mib()
@@ -284,7 +284,7 @@ def test_request_longer_than_cache_fails_before_gpu_work(cgb, monkeypatch):
     device-side assert from an out-of-range cache write)."""
     import torch
 
-    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.errors import RequestTooLongError
 
     model = cgb.model("gpt2", "float32")

@@ -6,7 +6,7 @@ loop), ``graph`` (static KV cache, every decode step a graph replay). Each round
 (prefill + decode); extra_info has ms_per_token and tokens_per_s from the median. Checks:
 ``graph`` must give the tokens of ``static-eager`` (same kernels, same cache: ``correct``,
 ``check="tokens == static-eager"``); both record the comparison with HF ``generate``
-(:func:`~cudagraph_bench.correctness.check_decode_against_generate`: tokens identical, or a rounding tie,
+(:func:`~cudagraph_bench.measure.correctness.check_decode_against_generate`: tokens identical, or a rounding tie,
 with each step's logits as close to a float64 run as ``generate``'s): ``matches_generate`` (tokens
 identical), ``generate_check_passed``, ``generate_check`` (the sentence) and
 ``distinct_reference_tokens``. A model that cannot be graphed is skipped
@@ -23,10 +23,10 @@ pytestmark = pytest.mark.gpu
 def test_decode(benchmark, cgb, decode_case):
     import torch
 
-    from cudagraph_bench.correctness import check_decode_against_generate
-    from cudagraph_bench.decode import GreedyDecoder
+    from cudagraph_bench.measure.correctness import check_decode_against_generate
+    from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.errors import NotGraphableError
-    from cudagraph_bench.presets import experts_implementation, max_positions
+    from cudagraph_bench.models.presets import experts_implementation, max_positions
 
     model_name, dtype, prompt_len, new_tokens, variant = decode_case
     cgb.skip_if_too_long(model_name, prompt_len + new_tokens)

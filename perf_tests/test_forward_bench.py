@@ -18,15 +18,15 @@ pytestmark = pytest.mark.gpu
 
 def _runner(cgb, model, case):
     """-> (callable(input_ids) -> output, close(), extra_info)"""
-    from cudagraph_bench.presets import model_forward
-    from cudagraph_bench.runner import GraphedForward
+    from cudagraph_bench.models.presets import model_forward
+    from cudagraph_bench.capture.graphed import GraphedForward
 
     if case.variant == "eager":
         return (lambda ids: model_forward(model, ids)), (lambda: None), {}
     if case.variant == "graph":
         graph = GraphedForward(model, case.seq_len, check_data_ptrs=cgb.option("check_data_ptrs"))
         return graph, graph.close, {"capture_ms": graph.capture_ms}
-    from cudagraph_bench.variants import build_variant
+    from cudagraph_bench.measure.variants import build_variant
 
     variant = build_variant(model, case.variant, case.seq_len, dtype=case.dtype)
     return variant, variant.close, {"compile_ms": getattr(variant, "compile_ms", None)}
@@ -34,7 +34,7 @@ def _runner(cgb, model, case):
 
 def test_forward(benchmark, cgb, fwd_case):
     from cudagraph_bench.errors import NotGraphableError
-    from cudagraph_bench.presets import experts_implementation
+    from cudagraph_bench.models.presets import experts_implementation
 
     case = fwd_case
     cgb.skip_if_too_long(case.model, case.seq_len)

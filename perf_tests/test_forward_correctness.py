@@ -2,7 +2,7 @@
 
 Capture with the runner's own random input, then replay 3 fresh random inputs; before each replay the
 static output is poisoned with NaN, so a replay that did not write it cannot pass. Tolerance:
-cudagraph_bench.correctness.TOLERANCES (float32: atol 1e-5, rtol 1.3e-6).
+cudagraph_bench.measure.correctness.TOLERANCES (float32: atol 1e-5, rtol 1.3e-6).
 """
 
 import pytest
@@ -13,9 +13,9 @@ pytestmark = pytest.mark.gpu
 def test_graph_replay_matches_eager(cgb, corr_case, record_property):
     import torch
 
-    from cudagraph_bench.correctness import assert_matches_eager, max_abs_diff
-    from cudagraph_bench.presets import model_forward
-    from cudagraph_bench.runner import GraphedForward
+    from cudagraph_bench.measure.correctness import assert_matches_eager, max_abs_diff
+    from cudagraph_bench.models.presets import model_forward
+    from cudagraph_bench.capture.graphed import GraphedForward
 
     case = corr_case
     cgb.skip_if_too_long(case.model, case.seq_len)
@@ -45,7 +45,7 @@ def test_refuses_other_shapes_and_dtypes(cgb):
     import torch
 
     from cudagraph_bench.errors import ShapeMismatchError
-    from cudagraph_bench.runner import GraphedForward
+    from cudagraph_bench.capture.graphed import GraphedForward
 
     model = cgb.model(cgb.option("models")[0], "float32")
     graph = GraphedForward(model, 16)
@@ -63,7 +63,7 @@ def test_refuses_other_shapes_and_dtypes(cgb):
 
 def test_graph_pools_are_released(cgb):
     """Capturing and closing the same graph 4 times leaves reserved memory where the first left it."""
-    from cudagraph_bench.runner import GraphedForward
+    from cudagraph_bench.capture.graphed import GraphedForward
 
     model = cgb.model(cgb.option("models")[0], "float32")
     levels = []

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import launch
-from cudagraph_bench.launch_report import parse_sanitizer_log
+from cudagraph_bench.measure import launch
+from cudagraph_bench.report.launch_page import parse_sanitizer_log
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
 

@@ -2,7 +2,7 @@
 
 The profiler never runs in this process: a profiler session can leave CUPTI attached and add host cost
 to every later launch (pytorch/pytorch#144455), so the counting happens in worker processes
-(:func:`cudagraph_bench.kernel_counts.count_in_workers`) and this file may run before, between or after
+(:func:`cudagraph_bench.measure.kernel_counts.count_in_workers`) and this file may run before, between or after
 the benchmarks. The first test of the module sends every selected case to one worker (a crash or hang
 fails only the case in flight); each test then records its case's count in the session ledger, and the
 plugin writes it into the matching eager benchmark's extra_info["n_kernels"] when it writes the JSON.
@@ -40,7 +40,7 @@ class _Counts:
             return False
 
     def get(self, key):
-        from cudagraph_bench.kernel_counts import count_in_workers, count_spec
+        from cudagraph_bench.measure.kernel_counts import count_in_workers, count_spec
 
         if key not in self._done:
             batch = [key] + [k for k in self._selected() if k != key and k not in self._done]

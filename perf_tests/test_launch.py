@@ -6,7 +6,7 @@ and as one replay of a graph of the same N launches. Loop and graph of one N sha
 ``launch N=...`` so pytest-benchmark prints them side by side. Every round ends with a stream
 synchronize. ``extra_info``: ``suite="launch"``, ``n_launches``, ``variant``, ``cuda_event_ms`` (the
 measured rounds), ``event_median_ms``, ``us_per_launch`` (CUDA-event median / N, µs), and the three
-clocks of :func:`cudagraph_bench.launch.measure_clocks` (medians, ms).
+clocks of :func:`cudagraph_bench.measure.launch.measure_clocks` (medians, ms).
 
 Tests (``--benchmark-skip`` or no flag): exact counter check, clock ordering, the baked-pointer
 hazard, GraphedForward refusing misuse, and kernel counting with torch.profiler.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import launch
+from cudagraph_bench.measure import launch
 from cudagraph_bench.cases import LAUNCH_VARIANTS
 
 ROUNDS = 50            # at least this many measured rounds (more with --rounds)
@@ -38,7 +38,7 @@ def rounds(request) -> tuple[int, int]:
 
 @pytest.fixture
 def make_sequence():
-    """Factory of :class:`~cudagraph_bench.launch.TinyKernelSequence`; closes every sequence (drops its
+    """Factory of :class:`~cudagraph_bench.measure.launch.TinyKernelSequence`; closes every sequence (drops its
     graph) at teardown."""
     made = []
 
@@ -177,7 +177,7 @@ def tiny_model():
 
 @pytest.fixture
 def graphed(tiny_model):
-    from cudagraph_bench.runner import GraphedForward
+    from cudagraph_bench.capture.graphed import GraphedForward
 
     made = []
 
@@ -197,7 +197,7 @@ def test_graphed_forward_copies_fresh_inputs(graphed, tiny_model):
     replay reads it: no baked-pointer hazard through inputs."""
     import torch
 
-    from cudagraph_bench.correctness import assert_matches_eager
+    from cudagraph_bench.measure.correctness import assert_matches_eager
 
     gf = graphed(check_data_ptrs=True)
     static_ptr = gf.static_input_ids.data_ptr()
@@ -259,7 +259,7 @@ def test_graphed_forward_refuses_repointed_buffer_resize(graphed):
 
 _COUNT_SCRIPT = textwrap.dedent("""
     import json, sys, torch
-    from cudagraph_bench.launch import TinyKernelSequence, count_kernel_launches
+    from cudagraph_bench.measure.launch import TinyKernelSequence, count_kernel_launches
     N = int(sys.argv[1])
     x = torch.zeros(1, device="cuda")
     host = torch.ones(1024)                  # pageable host tensor: copy_ is a memcpy, not a kernel

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_padded_and_bucketed(benchmark, cgb, pad_case):
-    from cudagraph_bench.buckets import BucketedGraphs
+    from cudagraph_bench.capture.buckets import BucketedGraphs
 
     case = pad_case
     cgb.skip_if_too_long(case.model, case.seq_len)

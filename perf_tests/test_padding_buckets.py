@@ -20,9 +20,9 @@ DTYPES = ("float32", "bfloat16")
 def test_padded_graph_matches_unpadded_eager(cgb, model_name, dtype, record_property):
     import torch
 
-    from cudagraph_bench.buckets import BucketedGraphs, pad_prompt
-    from cudagraph_bench.correctness import assert_matches_eager, max_abs_diff
-    from cudagraph_bench.presets import model_forward, model_kind
+    from cudagraph_bench.capture.buckets import BucketedGraphs, pad_prompt
+    from cudagraph_bench.measure.correctness import assert_matches_eager, max_abs_diff
+    from cudagraph_bench.models.presets import model_forward, model_kind
 
     model = cgb.model(model_name, dtype)
     pad_to = min(cgb.option("pad_to"), cgb.position_limit(model_name))
@@ -54,7 +54,7 @@ def test_padded_graph_matches_unpadded_eager(cgb, model_name, dtype, record_prop
 
 
 def tolerance_of(dtype) -> float:
-    from cudagraph_bench.correctness import tolerance
+    from cudagraph_bench.measure.correctness import tolerance
 
     return tolerance(dtype)["atol"]
 
@@ -63,9 +63,9 @@ def tolerance_of(dtype) -> float:
 def test_bucket_edges_match_eager(cgb, model_name, record_property):
     import torch
 
-    from cudagraph_bench.buckets import BucketedGraphs
-    from cudagraph_bench.correctness import assert_matches_eager
-    from cudagraph_bench.presets import model_forward
+    from cudagraph_bench.capture.buckets import BucketedGraphs
+    from cudagraph_bench.measure.correctness import assert_matches_eager
+    from cudagraph_bench.models.presets import model_forward
 
     model = cgb.model(model_name, "float32")
     before = cgb.ledger.reserved_mib()
@@ -104,8 +104,8 @@ def test_bucket_edges_match_eager(cgb, model_name, record_property):
 def test_prompt_above_largest_bucket_is_refused_before_gpu_work(cgb, monkeypatch):
     import torch
 
-    import cudagraph_bench.buckets as buckets_mod
-    from cudagraph_bench.buckets import BucketedGraphs
+    import cudagraph_bench.capture.buckets as buckets_mod
+    from cudagraph_bench.capture.buckets import BucketedGraphs
     from cudagraph_bench.errors import RequestTooLongError
 
     model = cgb.model("gpt2", "float32")

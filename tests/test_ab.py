@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import ab, benchrun
+from cudagraph_bench.results import ab, benchrun
 
 from h200_fixture import checked, DOC, no_default_baseline_fixture, run_cli, scaled, write
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import median_abs_deviation, t
 
-from cudagraph_bench import noise
-from cudagraph_bench.baseline import SCHEMA_VERSION, load_baseline
+from cudagraph_bench.results import noise
+from cudagraph_bench.results.baseline import SCHEMA_VERSION, load_baseline
 from cudagraph_bench.errors import InputFileError
 
 from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, no_default_baseline_fixture, run_cli,

@@ -190,7 +190,7 @@ def test_launch(benchmark, n_launches):
 
 def test_machine_info_carries_the_gpu_at_top_level(monkeypatch):
     import cudagraph_bench.envinfo as envinfo
-    import cudagraph_bench.gpustate as gpustate
+    import cudagraph_bench.measure.gpustate as gpustate
 
     monkeypatch.setattr(envinfo, "cuda_fingerprint", lambda: {"gpu_name": "NVIDIA H200", "gpu_slug": "nvidia-h200"})
     monkeypatch.setattr(gpustate, "read_gpu_state", lambda index=0: None)

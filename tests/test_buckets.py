@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from cudagraph_bench.buckets import cap_buckets, pad_prompt, select_bucket
+from cudagraph_bench.capture.buckets import cap_buckets, pad_prompt, select_bucket
 from cudagraph_bench.errors import RequestTooLongError, UsageError
 from cudagraph_bench.options import DEFAULT_BUCKETS
-from cudagraph_bench.presets import load_model, model_forward, random_input_ids
+from cudagraph_bench.models.presets import load_model, model_forward, random_input_ids
 
 
 @pytest.mark.parametrize("length, bucket", [(1, 16), (15, 16), (16, 16), (17, 32), (31, 32), (32, 32), (33, 64),

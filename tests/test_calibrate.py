@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import median_abs_deviation, t
 
-from cudagraph_bench import noise
+from cudagraph_bench.results import noise
 
 from h200_fixture import DOC, bench, checked, median_ms, no_default_baseline_fixture, run_cli, write, write_runs
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu, median_abs_deviation, t
 
-from cudagraph_bench import noise, paths
+from cudagraph_bench.results import noise
+from cudagraph_bench import paths
 
 from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms, no_default_baseline_fixture,
                           run_cli, scale, scaled, write, write_runs)

@@ -4,9 +4,9 @@ also on the code path HF takes while a CUDA stream is capturing (emulated)."""
 import pytest
 import torch
 
-from cudagraph_bench.decode import GreedyDecoder, check_request
+from cudagraph_bench.capture.decode import GreedyDecoder, check_request
 from cudagraph_bench.errors import RequestTooLongError, UsageError
-from cudagraph_bench.presets import load_model
+from cudagraph_bench.models.presets import load_model
 
 MODELS = {
     "gpt2": dict(n_layer=2, n_embd=128, n_head=4, initializer_range=0.2),
@@ -96,7 +96,7 @@ def _generate_with_logits(model, ids, n):
 def test_decode_check_passes_our_loop_and_judges_every_step(dtype):
     """Our static-cache loop against generate: the logits it returns are the ones its tokens were chosen
     from, and the float64 judge accepts every step."""
-    from cudagraph_bench.correctness import check_decode_against_generate, fp64_decode_logits
+    from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
 
     model = load_model("tinyllama-1.1b", dtype, "cpu", overrides=MODELS["tinyllama-1.1b"])
     ids = torch.randint(0, 1000, (1, 11), generator=torch.Generator().manual_seed(3))
@@ -116,7 +116,7 @@ def test_decode_check_passes_our_loop_and_judges_every_step(dtype):
 def test_decode_check_fails_logits_of_another_context():
     """A decoder that attends to the wrong context (here: the logits of another prompt, as a stale or
     misplaced KV cache would give) fails at the first step, even when a token happens to agree."""
-    from cudagraph_bench.correctness import check_decode_against_generate, fp64_decode_logits
+    from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
 
     model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
     gen = torch.Generator().manual_seed(4)
@@ -132,7 +132,7 @@ def test_decode_check_fails_logits_of_another_context():
 def test_decode_check_calls_a_divergence_at_equal_logits_a_tie():
     """Two decoders with the same logits that broke a tie differently: the first differing token is
     accepted, and only the steps up to it are compared (the contexts differ after it)."""
-    from cudagraph_bench.correctness import check_decode_against_generate, fp64_decode_logits
+    from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
 
     model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
     ids = torch.randint(0, 1000, (1, 7), generator=torch.Generator().manual_seed(5))

@@ -17,9 +17,10 @@ from scipy.stats import mannwhitneyu, median_abs_deviation, t
 from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms, no_default_baseline_fixture,
                           run_cli, scale, scaled, write, write_runs)
 
-from cudagraph_bench import noise, paths
+from cudagraph_bench.results import noise
+from cudagraph_bench import paths
 from cudagraph_bench.cli import main as cli_main
-from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS
+from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 #: per-run factors of the runs a baseline is built from (median 1.0: the baseline's medians are the fixture's)
@@ -196,7 +197,7 @@ def test_the_unchecked_fixture_fails_and_passes_with_allow_unchecked(capsys):
 # --- thresholds --------------------------------------------------------------------------------------------
 
 def test_threshold_override_and_marginal_label(tmp_path, capsys, checked_run):
-    from cudagraph_bench import stats
+    from cudagraph_bench.results import stats
     key = min(GATED, key=GATED.get)
     eager, graph = bench(DOC, *key, "eager"), bench(DOC, *key, "graph")
     lo, hi = stats.reduction_ci(np.asarray(eager["stats"]["data"]) * 1e3, np.asarray(graph["stats"]["data"]) * 1e3)
@@ -512,8 +513,8 @@ def test_unknown_schema_version_and_unknown_saved_run_id(tmp_path, capsys, basel
 
 
 def test_gate_compare_baseline_import_no_torch():
-    code = ("import sys, cudagraph_bench.gate, cudagraph_bench.compare, cudagraph_bench.baseline, "
-            "cudagraph_bench.noise, cudagraph_bench.calibrate, cudagraph_bench.ab; "
+    code = ("import sys, cudagraph_bench.results.gate, cudagraph_bench.results.compare, cudagraph_bench.results.baseline, "
+            "cudagraph_bench.results.noise, cudagraph_bench.results.calibrate, cudagraph_bench.results.ab; "
             "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -695,7 +696,7 @@ def test_an_empty_markdown_path_is_a_usage_error(tmp_path, capsys, monkeypatch, 
 def fake_confirm_runs(monkeypatch, factor):
     """Replace benchrun.run_one with a writer of the fixture's selected benchmarks, graph scaled by
     ``factor``; returns the list of (selected node ids, cwd) of each call."""
-    from cudagraph_bench import benchrun
+    from cudagraph_bench.results import benchrun
 
     calls = []
 
@@ -759,7 +760,7 @@ def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, 
 
 
 def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_path, capsys, baseline, monkeypatch):
-    from cudagraph_bench import benchrun
+    from cudagraph_bench.results import benchrun
 
     key = next(iter(GATED))
     doc = copy.deepcopy(CHECKED)

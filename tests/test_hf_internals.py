@@ -1,13 +1,13 @@
-"""The transformers internals the suite touches (cudagraph_bench.hf_internals) exist in the installed release,
+"""The transformers internals the suite touches (cudagraph_bench.models.hf_internals) exist in the installed release,
 and the helpers built on them behave as documented."""
 
 import pytest
 import torch
 
 from cudagraph_bench.errors import NotGraphableError
-from cudagraph_bench.hf_internals import (TESTED_RANGE, cache_keyword, check_internals, set_cache_write_position,
+from cudagraph_bench.models.hf_internals import (TESTED_RANGE, cache_keyword, check_internals, set_cache_write_position,
                                           static_cache_for_graphs, static_rope_during_capture)
-from cudagraph_bench.presets import load_model
+from cudagraph_bench.models.presets import load_model
 
 
 def test_installed_transformers_has_every_internal_the_suite_touches():
@@ -69,7 +69,7 @@ def test_rope_without_a_host_branch_is_left_alone():
 def test_capture_safe_eager_mask_equals_the_librarys(padding):
     from transformers.masking_utils import causal_mask_function, eager_mask
 
-    from cudagraph_bench.hf_internals import capture_safe_eager_mask
+    from cudagraph_bench.models.hf_internals import capture_safe_eager_mask
 
     attention_mask = torch.tensor([[1, 1, 1, 0, 1, 1]]).bool() if padding else None
     args = dict(batch_size=1, q_length=6, kv_length=6, mask_function=causal_mask_function,
@@ -82,7 +82,7 @@ def test_capture_safe_eager_mask_equals_the_librarys(padding):
 def test_gemma2_runs_eager_attention_with_the_capture_safe_mask():
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
-    from cudagraph_bench.hf_internals import capture_safe_eager_mask
+    from cudagraph_bench.models.hf_internals import capture_safe_eager_mask
 
     model = _small("gemma-2-2b", head_dim=16, query_pre_attn_scalar=16, sliding_window=4)
     assert model.config._attn_implementation == "eager"

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from cudagraph_bench import kernel_counts as K
-from cudagraph_bench import launch
+from cudagraph_bench.measure import kernel_counts as K
+from cudagraph_bench.measure import launch
 from cudagraph_bench.plugin import MemoryLedger, pytest_benchmark_update_json
-from cudagraph_bench.variants import CaseSpec, ModelCache
+from cudagraph_bench.measure.variants import CaseSpec, ModelCache
 
 TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
 
@@ -113,14 +113,14 @@ def test_count_spec_is_an_eager_case_spec():
     assert (spec.model, spec.dtype, spec.seq_len, spec.variant, spec.device) == (
         "tinyllama-1.1b", "bfloat16", 128, "eager", "cuda")
     assert spec.overrides == {"num_hidden_layers": 1}
-    assert K.worker_command()[-3:] == ["-m", "cudagraph_bench.kernel_counts", "--worker"]
+    assert K.worker_command()[-3:] == ["-m", "cudagraph_bench.measure.kernel_counts", "--worker"]
 
 
 # ---------------------------------------------------------------------------- the worker side
 
 
 def test_real_worker_reports_load_and_cuda_failures_per_case_on_cpu():
-    """The real ``python -m cudagraph_bench.kernel_counts --worker``: a model that does not exist fails
+    """The real ``python -m cudagraph_bench.measure.kernel_counts --worker``: a model that does not exist fails
     at load, a CPU case fails at count (the profiler count needs CUDA), and both are reported."""
     specs = [K.count_spec("no-such-model", "float32", 8, device="cpu"),
              K.count_spec("gpt2", "float32", 8, device="cpu", overrides=TINY)]

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cudagraph_bench import launch
+from cudagraph_bench.measure import launch
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 
 

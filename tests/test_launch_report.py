@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import cli, launch_report as lr
+from cudagraph_bench import cli
+from cudagraph_bench.report import launch_page as lr
 from cudagraph_bench.errors import InputFileError, UsageError
 
 

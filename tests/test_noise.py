@@ -1,4 +1,4 @@
-"""The between-run noise model (cudagraph_bench.noise), checked against scipy/numpy written out here."""
+"""The between-run noise model (cudagraph_bench.results.noise), checked against scipy/numpy written out here."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu, median_abs_deviation, t
 
-from cudagraph_bench import noise
+from cudagraph_bench.results import noise
 
 MEDIANS = [1.00, 1.03, 0.98, 1.10, 1.01, 0.97]
 TAIL = 0.001  # one-sided probability of an unchanged run beyond the tolerance

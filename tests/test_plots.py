@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudagraph_bench import plots
+from cudagraph_bench.report import plots
 from cudagraph_bench.cases import Case
 from cudagraph_bench.fsio import save_figure
 

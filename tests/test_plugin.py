@@ -133,7 +133,7 @@ def test_session_check_records_correctness_fields_for_the_run_json():
 
     from cudagraph_bench.cases import Case
     from cudagraph_bench.plugin import Session
-    from cudagraph_bench.presets import load_model, model_forward
+    from cudagraph_bench.models.presets import load_model, model_forward
 
     tiny = load_model("gpt2", "float32", "cpu", overrides={"n_layer": 1, "n_embd": 32, "n_head": 2,
                                                            "vocab_size": 128})

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
-from cudagraph_bench.presets import (PRESETS, load_model, max_positions, model_forward, model_kind, preset_config,
+from cudagraph_bench.models.presets import (PRESETS, load_model, max_positions, model_forward, model_kind, preset_config,
                                      random_input_ids)
 
 TINY = {
@@ -113,7 +113,7 @@ def _docstring_rows():
     """name -> (params text, positions) from the table in the presets module docstring."""
     import re
 
-    import cudagraph_bench.presets as presets
+    import cudagraph_bench.models.presets as presets
 
     rows = {}
     for line in presets.__doc__.splitlines():

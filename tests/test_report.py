@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import report
+from cudagraph_bench.report import pages as report
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import load_run
+from cudagraph_bench.results.runfile import load_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

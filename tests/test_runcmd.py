@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import runcmd, variants
+from cudagraph_bench.commands import run as runcmd
+from cudagraph_bench.measure import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.cli import build_parser
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.runfile import forward_cases, load_run
+from cudagraph_bench.results.runfile import forward_cases, load_run
 
 TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
 TINY_JSON = json.dumps(TINY)
@@ -394,7 +395,7 @@ def test_a_case_that_breaks_the_cuda_context_sends_the_rest_of_the_run_to_worker
     """After a failure that leaves the CUDA context unusable, no remaining case is dropped: the rest of
     that model's cases and every later model's run in worker processes; a failure the context survives
     (a capture that failed and was recovered) changes nothing."""
-    import cudagraph_bench.variants as variants
+    import cudagraph_bench.measure.variants as variants
 
     s = runcmd.resolve_settings(parse("--device", "cpu", "--variants", "eager", "--models", "gpt2,distilgpt2",
                                       "--prompt-lengths", "16,50", "--dtypes", "float32",

@@ -10,7 +10,7 @@ import pytest
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
+from cudagraph_bench.results.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
 
 FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
 DOC = json.loads(FIXTURE.read_text())

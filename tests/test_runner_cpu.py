@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from cudagraph_bench.correctness import (TOLERANCES, assert_matches_eager, fp64_rmse_check, max_abs_diff, rmse,
+from cudagraph_bench.measure.correctness import (TOLERANCES, assert_matches_eager, fp64_rmse_check, max_abs_diff, rmse,
                                          tolerance)
 from cudagraph_bench.envinfo import cuda_fingerprint, gpu_slug
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
-from cudagraph_bench.presets import load_model
-from cudagraph_bench.runner import GraphedForward
-from cudagraph_bench.timing import time_call
+from cudagraph_bench.models.presets import load_model
+from cudagraph_bench.capture.graphed import GraphedForward
+from cudagraph_bench.measure.timing import time_call
 
 
 def test_graphed_forward_needs_cuda():
@@ -96,8 +96,8 @@ def test_capture_keeps_eager_sdpa_dispatch(monkeypatch):
     import torch.nn.functional as F
     import transformers.masking_utils as mu
 
-    from cudagraph_bench.presets import model_forward
-    from cudagraph_bench.hf_internals import eager_sdpa_dispatch_during_capture
+    from cudagraph_bench.models.presets import model_forward
+    from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_capture
 
     seen = []
     real_sdpa = F.scaled_dot_product_attention
@@ -136,7 +136,7 @@ def test_capture_keeps_eager_sdpa_dispatch(monkeypatch):
 def test_capture_dispatch_can_be_turned_off(monkeypatch):
     import transformers.masking_utils as mu
 
-    from cudagraph_bench.hf_internals import eager_sdpa_dispatch_during_capture
+    from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_capture
 
     monkeypatch.setenv("CGB_HF_SDPA_SKIP", "0")
     before = mu._ignore_causal_mask_sdpa

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from cudagraph_bench import stats
+from cudagraph_bench.results import stats
 
 
 def test_summarize_literal_numbers():

@@ -11,10 +11,11 @@ import types
 import pytest
 import torch
 
-from cudagraph_bench import envinfo, gpustate
+from cudagraph_bench import envinfo
+from cudagraph_bench.measure import gpustate
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import parse_cpus, parse_ms
-from cudagraph_bench.timing import MAX_TIMED_ROUNDS, estimate_call_ms, gc_disabled, plan_rounds
+from cudagraph_bench.measure.timing import MAX_TIMED_ROUNDS, estimate_call_ms, gc_disabled, plan_rounds
 
 
 # ---------------------------------------------------------------------------- rounds from time floors
@@ -50,8 +51,8 @@ def test_estimate_call_ms_calls_cold_once_then_stops_at_its_budget():
 
 
 def test_gc_is_off_while_timing_and_restored_after():
-    from cudagraph_bench.timing import time_call
-    from cudagraph_bench.variants import _time_cpu
+    from cudagraph_bench.measure.timing import time_call
+    from cudagraph_bench.measure.variants import _time_cpu
 
     states = []
     assert gc.isenabled()
@@ -70,7 +71,8 @@ def test_gc_is_off_while_timing_and_restored_after():
 
 def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatch):
     """The pytest path with a fake benchmark fixture and a CPU stand-in for CallTimer."""
-    from cudagraph_bench import plugin, timing
+    from cudagraph_bench import plugin
+    from cudagraph_bench.measure import timing
 
     class FakeTimer:
         def __init__(self, fn, capacity):

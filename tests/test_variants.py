@@ -10,10 +10,10 @@ import time
 import pytest
 import torch
 
-from cudagraph_bench import variants as V
-from cudagraph_bench.correctness import fp64_reference_model
+from cudagraph_bench.measure import variants as V
+from cudagraph_bench.measure.correctness import fp64_reference_model
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
-from cudagraph_bench.presets import load_model, model_forward
+from cudagraph_bench.models.presets import load_model, model_forward
 
 TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
 
@@ -182,7 +182,7 @@ class Float64Fake(StaticFake):
 @pytest.fixture()
 def exact_float32(monkeypatch):
     """Strict check with zero tolerance, so any difference in rounding fails it."""
-    from cudagraph_bench import correctness
+    from cudagraph_bench.measure import correctness
 
     monkeypatch.setitem(correctness.TOLERANCES, "float32", {"atol": 0.0, "rtol": 0.0})
 

@@ -5,9 +5,9 @@ Times gpt2 float32 eager at 50 tokens before and after one torch.profiler sessio
 import numpy as np
 import torch
 
-from cudagraph_bench.launch import count_kernel_launches
-from cudagraph_bench.presets import load_model, model_forward, random_input_ids
-from cudagraph_bench.timing import time_call
+from cudagraph_bench.measure.launch import count_kernel_launches
+from cudagraph_bench.models.presets import load_model, model_forward, random_input_ids
+from cudagraph_bench.measure.timing import time_call
 
 model = load_model("gpt2", "float32", "cuda")
 ids = random_input_ids(model, 50)

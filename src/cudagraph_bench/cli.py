@@ -22,16 +22,16 @@ from cudagraph_bench.options import show_default
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
-    "run": ("cudagraph_bench.runcmd", "measure eager vs graph (and padded, bucketed, compile variants) over models x dtypes x "
+    "run": ("cudagraph_bench.commands.run", "measure eager vs graph (and padded, bucketed, compile variants) over models x dtypes x "
                                      "prompt lengths; table, JSON, PNGs"),
-    "gate": ("cudagraph_bench.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
+    "gate": ("cudagraph_bench.results.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
                                      "threshold, or regressed vs the GPU's baseline"),
-    "compare": ("cudagraph_bench.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
-    "baseline": ("cudagraph_bench.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
-    "report": ("cudagraph_bench.report", "render the markdown results and PNG plots of one or more run JSONs"),
-    "calibrate": ("cudagraph_bench.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
-    "ab": ("cudagraph_bench.ab", "measure base and head commits interleaved, k runs each, and compare them"),
-    "launch-report": ("cudagraph_bench.launch_report", "write the launch-overhead page (N sweep, host vs device "
+    "compare": ("cudagraph_bench.results.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
+    "baseline": ("cudagraph_bench.results.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
+    "report": ("cudagraph_bench.report.pages", "render the markdown results and PNG plots of one or more run JSONs"),
+    "calibrate": ("cudagraph_bench.results.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
+    "ab": ("cudagraph_bench.results.ab", "measure base and head commits interleaved, k runs each, and compare them"),
+    "launch-report": ("cudagraph_bench.report.launch_page", "write the launch-overhead page (N sweep, host vs device "
                                                        "time, predicted vs measured saving) and its plot"),
 }
 

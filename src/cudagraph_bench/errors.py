@@ -44,7 +44,7 @@ class NotGraphableError(CudagraphBenchError, RuntimeError):
 class CaptureError(CudagraphBenchError, RuntimeError):
     """A CUDA graph capture failed (an operation the capture forbids: a host read of a GPU value, a copy
     from pageable memory, a synchronisation). The process's CUDA state was restored
-    (:func:`cudagraph_bench.runner.recover_after_failed_capture`) unless ``context_usable`` is False."""
+    (:func:`cudagraph_bench.capture.graphed.recover_after_failed_capture`) unless ``context_usable`` is False."""
 
     def __init__(self, message: str, *, context_usable: bool = True):
         super().__init__(message)

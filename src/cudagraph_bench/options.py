@@ -24,7 +24,7 @@ LAUNCH_VARIANTS = ("loop", "graph")
 DEFAULT_ISOLATED = ("compile", "compile+graph")
 DTYPES = ("float32", "bfloat16", "float16")
 
-#: Preset names (their configs live in :mod:`cudagraph_bench.presets`).
+#: Preset names (their configs live in :mod:`cudagraph_bench.models.presets`).
 PRESET_NAMES = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b", "smollm2-360m", "qwen2.5-0.5b", "llama-3.2-1b",
                 "gemma-2-2b", "phi-3.5-mini", "mistral-7b", "olmoe-1b-7b")
 DEFAULT_MODELS = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b")

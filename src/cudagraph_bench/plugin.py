@@ -7,7 +7,7 @@
 - timing hygiene: the garbage collector is off while timing (pytest-benchmark's
   ``--benchmark-disable-gc``, on by default here; ``--keep-gc`` turns it back on), the process is
   pinned to ``--cpus`` at configure time, and every benchmark records the GPU's clocks, temperature,
-  power and throttle reasons before and after (:mod:`cudagraph_bench.gpustate`);
+  power and throttle reasons before and after (:mod:`cudagraph_bench.measure.gpustate`);
 - GPU tests (marker ``gpu``) skip with one reason on machines without CUDA;
 - ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions, and one
   NVML reading ``gpu_state_at_start``; ``machine_info["gpu"]``: the GPU's name (``"NVIDIA H200"``, None
@@ -46,7 +46,7 @@ import os
 import pytest
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.timing import MAX_TIMED_ROUNDS
+from cudagraph_bench.measure.timing import MAX_TIMED_ROUNDS
 from cudagraph_bench.options import (DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_NEW_TOKENS, add_to_pytest, parse_count,
                                      parse_cpus, parse_dtypes, parse_ms, parse_prompt_lengths, parse_token_counts)
 
@@ -118,7 +118,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_benchmark_update_machine_info(config, machine_info):
     from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
-    from cudagraph_bench.gpustate import read_gpu_state
+    from cudagraph_bench.measure.gpustate import read_gpu_state
 
     machine_info["cuda"] = cuda_fingerprint()
     if machine_info["cuda"] is not None:
@@ -223,14 +223,14 @@ def pytest_generate_tests(metafunc):
         _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
     if "decode_case" in metafunc.fixturenames:
         from cudagraph_bench.cases import DECODE_VARIANTS
-        from cudagraph_bench.presets import kind_of
+        from cudagraph_bench.models.presets import kind_of
 
         causal = [m for m in models if kind_of(m) == "causal"]
         cases = [(m, d, n, k, v) for m in causal for d in opt("decode_dtypes") for n in opt("decode_prompt_lengths")
                  for k in opt("new_tokens") for v in DECODE_VARIANTS]
         metafunc.parametrize(DECODE_ARGNAMES, cases, ids=[f"{m}-{d}-L{n}-new{k}-{v}" for m, d, n, k, v in cases])
     if "causal_model" in metafunc.fixturenames:
-        from cudagraph_bench.presets import kind_of
+        from cudagraph_bench.models.presets import kind_of
 
         causal = [m for m in models if kind_of(m) == "causal"]
         metafunc.parametrize("causal_model", causal)
@@ -317,7 +317,7 @@ class Session:
 
     def position_limit(self, model_name: str) -> int:
         """The model's position limit (tokens), read from its config without building the model."""
-        from cudagraph_bench.presets import max_positions, preset_config
+        from cudagraph_bench.models.presets import max_positions, preset_config
 
         if model_name in self._models_by_name():
             return max_positions(self._models_by_name()[model_name])
@@ -339,7 +339,7 @@ class Session:
 
     def model(self, name: str, dtype: str):
         """The model ``name`` in ``dtype`` on cuda:0, built once per session."""
-        from cudagraph_bench.presets import load_model
+        from cudagraph_bench.models.presets import load_model
 
         key = (name, dtype)
         if key not in self._models:
@@ -374,10 +374,10 @@ class Session:
         return self._generated[key]
 
     def fp64_decode_logits(self, model_name: str, dtype: str, input_ids, tokens):
-        """:func:`~cudagraph_bench.correctness.fp64_decode_logits` of the session's model: ``[n, vocab]``
+        """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of the session's model: ``[n, vocab]``
         float64 on the CPU for the greedy steps of ``tokens`` ``[1, n]`` after ``input_ids`` ``[1, L]``,
         computed once per (model, dtype, prompt, tokens)."""
-        from cudagraph_bench.correctness import fp64_decode_logits
+        from cudagraph_bench.measure.correctness import fp64_decode_logits
 
         key = (model_name, dtype, tuple(input_ids.flatten().tolist()), tuple(tokens.flatten().tolist()))
         if key not in self._fp64_logits:
@@ -388,7 +388,7 @@ class Session:
         """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the GPU (fixed seed)."""
         import torch
 
-        from cudagraph_bench.presets import random_input_ids
+        from cudagraph_bench.models.presets import random_input_ids
 
         gen = torch.Generator(device="cuda").manual_seed(seed)
         return [random_input_ids(model, seq_len, device="cuda", generator=gen) for _ in range(n)]
@@ -397,7 +397,7 @@ class Session:
         """Correctness of a benchmarked callable against eager, as ``extra_info`` fields, so that the
         run JSON says whether what was timed is right (the report only calls a variant fastest when
         it passed). Same rules as ``cudagraph-bench run``:
-        :func:`~cudagraph_bench.variants.check_against_eager` (strict, then the fp64 RMSE check for
+        :func:`~cudagraph_bench.measure.variants.check_against_eager` (strict, then the fp64 RMSE check for
         cross-kernel variants), on ``check_inputs`` fresh inputs ``[1, case.seq_len]``, with
         ``static_output`` (if given) poisoned with NaN before each call.
 
@@ -406,7 +406,7 @@ class Session:
         correctness tests in ``perf_tests/`` are the ones that fail on it)."""
         import torch
 
-        from cudagraph_bench.variants import CallableVariant, CaseSpec, check_against_eager
+        from cudagraph_bench.measure.variants import CallableVariant, CaseSpec, check_against_eager
 
         device = next(model.parameters()).device
         spec = CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
@@ -468,23 +468,23 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
 
     Rounds: at least ``rounds`` (default ``--rounds``) measured and ``warmup`` (default
     ``--warmup-rounds``) warmup rounds, and enough of them to last ``--min-time-ms`` / ``--warmup-ms``
-    (:func:`~cudagraph_bench.timing.plan_rounds`, at most
-    :data:`~cudagraph_bench.timing.MAX_TIMED_ROUNDS` added), from the per-call ms that a few untimed
-    calls first estimate (:func:`~cudagraph_bench.timing.estimate_call_ms`). The garbage collector is
+    (:func:`~cudagraph_bench.measure.timing.plan_rounds`, at most
+    :data:`~cudagraph_bench.measure.timing.MAX_TIMED_ROUNDS` added), from the per-call ms that a few untimed
+    calls first estimate (:func:`~cudagraph_bench.measure.timing.estimate_call_ms`). The garbage collector is
     off while timing unless ``--keep-gc``.
 
     ``extra_info`` also gets ``warmup_rounds`` (used), ``estimated_call_ms``, ``gpu_state``
-    (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.gpustate.read_gpu_state`; None
+    (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.measure.gpustate.read_gpu_state`; None
     without NVML) and, when either reading has a throttling reason, ``throttled`` (reason names) plus a
-    :class:`~cudagraph_bench.gpustate.GpuThrottledWarning`.
+    :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`.
 
     Returns the CUDA-event ms of the measured rounds.
     """
     import numpy as np
     import torch
 
-    from cudagraph_bench.gpustate import read_gpu_state, warn_if_throttled
-    from cudagraph_bench.timing import CallTimer, estimate_call_ms, plan_rounds
+    from cudagraph_bench.measure.gpustate import read_gpu_state, warn_if_throttled
+    from cudagraph_bench.measure.timing import CallTimer, estimate_call_ms, plan_rounds
 
     rounds = rounds or cgb.option("rounds")
     warmup = cgb.option("warmup_rounds") if warmup is None else warmup

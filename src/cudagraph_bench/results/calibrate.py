@@ -5,7 +5,7 @@ Given N >= 6 separate runs of the same forward matrix on one GPU type (nothing c
 so every regression the rule reports is a false alarm), for every gated case's graph median:
 
 - **gate, leave one out**: each run in turn is gated against a baseline built from the other N-1 runs
-  (:func:`cudagraph_bench.noise.check_regression` with that baseline's spread): false alarms out of N;
+  (:func:`cudagraph_bench.results.noise.check_regression` with that baseline's spread): false alarms out of N;
   then the held-out run's graph median is planted ``+p%`` slower (``--plant``): detection rate;
 - **compare, every ordered pair** of single runs (OLD, NEW), with the noise model of a baseline built
   from the other N-2 runs: false alarms out of N(N-1), detection of ``+p%`` planted on NEW;
@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cudagraph_bench import noise
-from cudagraph_bench.baseline import DEFAULT_MAX_GATED_LEN, refuse_wrong_cases
+from cudagraph_bench.results import noise
+from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, refuse_wrong_cases
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import add_storage_option, parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.runfile import Run, distinct_runs, load_run, merged_forward_groups
+from cudagraph_bench.results.runfile import Run, distinct_runs, load_run, merged_forward_groups
 from cudagraph_bench.table import Column, render_table
 
 DEFAULT_PLANTS_PCT = (5.0, 10.0, 15.0, 30.0)

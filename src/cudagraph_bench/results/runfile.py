@@ -23,7 +23,7 @@ import numpy as np
 from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import default_storage
-from cudagraph_bench.stats import (MIN_BOOTSTRAP_ROUNDS, Summary, pct, reduction_ci, reduction_pct, runs_reduction_pct,
+from cudagraph_bench.results.stats import (MIN_BOOTSTRAP_ROUNDS, Summary, pct, reduction_ci, reduction_pct, runs_reduction_pct,
                                    summarize)
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
@@ -92,7 +92,7 @@ class Measurement:
 
     @property
     def can_bootstrap(self) -> bool:
-        """Per-round data of at least :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
+        """Per-round data of at least :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
         return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
 
 
@@ -377,9 +377,9 @@ def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
 
     One pair: the reduction of the two medians and its 95% percentile-bootstrap interval over that run's
     rounds (None when either side kept no per-round data or fewer than
-    :data:`~cudagraph_bench.stats.MIN_BOOTSTRAP_ROUNDS` rounds); it says how well that run pins its
+    :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds); it says how well that run pins its
     medians, not where another run lands. Several pairs: the reduction of the medians of the run medians
-    and the range (lowest, highest) of the per-run reductions (:func:`~cudagraph_bench.stats.runs_reduction_pct`).
+    and the range (lowest, highest) of the per-run reductions (:func:`~cudagraph_bench.results.stats.runs_reduction_pct`).
     Raises ``ValueError`` for no pairs.
     """
     if len(pairs) == 1:

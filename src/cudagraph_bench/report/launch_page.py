@@ -2,7 +2,7 @@
 and the docs page ``docs/launch-overhead.md`` generated from a committed run JSON.
 
 Input is a pytest-benchmark run (the dict of ``--benchmark-json``, or a
-:class:`~cudagraph_bench.runfile.Run`) holding launch-suite benchmarks
+:class:`~cudagraph_bench.results.runfile.Run`) holding launch-suite benchmarks
 (``extra_info.suite == "launch"``, written by ``perf_tests/test_launch.py``) and optionally
 forward-suite ones whose eager variant carries ``extra_info["n_kernels"]``. Optionally also the JSON
 printed by ``perf_tests/cuda/graphs.cu`` and compute-sanitizer logs of its baked-pointer mode.
@@ -36,8 +36,8 @@ import numpy as np
 
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import check_output_folder, figure_png, save_figure, write_files_atomic
-from cudagraph_bench.launch import predicted_saving_ms
-from cudagraph_bench.runfile import cuda_versions
+from cudagraph_bench.measure.launch import predicted_saving_ms
+from cudagraph_bench.results.runfile import cuda_versions
 from cudagraph_bench.table import Column, render_table
 
 #: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
@@ -229,7 +229,7 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
 
     Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark are
     listed. ``predicted_saving_ms = n_kernels * (loop - graph µs/launch at ref.n_launches) / 1000``
-    (:func:`cudagraph_bench.launch.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
+    (:func:`cudagraph_bench.measure.launch.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
     median in ms, each from :func:`bench_median_ms`: the CUDA-event median (``extra_info["event_median_ms"]``,
     else the median of ``extra_info["cuda_event_ms"]``), and only for a benchmark without either the
     synchronized wall median ``stats.median``; ``clock`` says which (``"cuda-event"``, ``"wall"``, or
@@ -678,7 +678,7 @@ def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, referenc
     """The whole ``docs/launch-overhead.md`` as a string.
 
     Args:
-        run: pytest-benchmark run (dict or :class:`~cudagraph_bench.runfile.Run`) with launch-suite
+        run: pytest-benchmark run (dict or :class:`~cudagraph_bench.results.runfile.Run`) with launch-suite
             benchmarks (and optionally forward ones with ``n_kernels``).
         source: how the page names the run file (a repository path).
         plot_name: file name of the PNG next to the page.
@@ -923,8 +923,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def check_forward_runs(runs: list) -> None:
     """Raise InputFileError when the same run file is given twice, or when two runs hold the same
     forward case (model, dtype, tokens, variant): the model table must not silently keep one of them.
-    ``runs``: :class:`~cudagraph_bench.runfile.Run` objects, in the order given (RUN, then --forward)."""
-    from cudagraph_bench.runfile import measurements
+    ``runs``: :class:`~cudagraph_bench.results.runfile.Run` objects, in the order given (RUN, then --forward)."""
+    from cudagraph_bench.results.runfile import measurements
 
     seen: dict[Path, Path] = {}
     for run in runs:
@@ -947,7 +947,7 @@ def check_forward_runs(runs: list) -> None:
 def main(args: argparse.Namespace) -> int:
     """Load the inputs named by ``args``, check them, and write the page and plot into ``args.out_dir``.
     Returns 0; raises UsageError (exit 2) on bad input or an output folder that cannot be written."""
-    from cudagraph_bench.runfile import load_run
+    from cudagraph_bench.results.runfile import load_run
 
     run = load_run(args.run, args.storage)
     forward_runs = [run, *(load_run(ref, args.storage) for ref in args.forward)]

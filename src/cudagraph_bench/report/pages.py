@@ -10,7 +10,7 @@ prompt length, all its variants, comes from the newest run that has it). Writes 
   every other variant present (median and reduction), the fastest variant; all measurements
   (mean, median, p95, min, max, compile time, correctness); cases that failed with their reasons;
   the decode suite (ms/token, tokens/s, speedup over ``generate``); the launch suite;
-- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.plots`).
+- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`).
 
 With ``--readme``, the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` is
 replaced by the summary table and links to the plots and ``results.md`` (atomic write). No torch.
@@ -28,8 +28,8 @@ from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
-from cudagraph_bench.runfile import Measurement, Run, cuda_versions, load_run, measurements
-from cudagraph_bench.stats import reduction_pct, spread_pct
+from cudagraph_bench.results.runfile import Measurement, Run, cuda_versions, load_run, measurements
+from cudagraph_bench.results.stats import reduction_pct, spread_pct
 from cudagraph_bench.table import Column, render_table
 
 MARKER_START = "<!-- results:start -->"
@@ -202,7 +202,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
     (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``check``
     (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
-    ``spread_pct`` (:func:`~cudagraph_bench.stats.spread_pct` of the rounds; None without per-round data).
+    ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data).
     """
     ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == "eager"}
@@ -306,7 +306,7 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 def summary_columns(variants: list[str]) -> list[Column]:
     """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's
-    spread (:func:`~cudagraph_bench.stats.spread_pct`), then the
+    spread (:func:`~cudagraph_bench.results.stats.spread_pct`), then the
     median and reduction of every other variant present, and the fastest variant."""
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
     if "eager" in variants:
@@ -415,8 +415,8 @@ DECODE_COLUMNS = [
 
 def launch_markdown(runs: list[Run]) -> str | None:
     """The launch-suite section of every run that has launch benchmarks, rendered by
-    :func:`cudagraph_bench.launch_report.render_launch_section`; None when no run has any."""
-    from cudagraph_bench import launch_report
+    :func:`cudagraph_bench.report.launch_page.render_launch_section`; None when no run has any."""
+    from cudagraph_bench.report import launch_page as launch_report
 
     parts = [launch_report.render_launch_section(run, heading_level=2, forward_runs=runs) for run in runs
              if launch_report.launch_rows(run)]
@@ -424,7 +424,7 @@ def launch_markdown(runs: list[Run]) -> str | None:
 
 
 def _launch_plot(runs: list[Run], outdir: Path) -> Path | None:
-    from cudagraph_bench import launch_report
+    from cudagraph_bench.report import launch_page as launch_report
 
     series = {run.path.stem: rows for run in runs if (rows := launch_report.launch_rows(run))}
     series = {k: v for k, v in series.items() if any(r.complete for r in v)}
@@ -449,9 +449,9 @@ def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, flo
 
 def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     """Write ``latency_comparison.png`` (when per-round data exists), ``speedup_vs_length.png``
-    (when eager was measured) and the launch suite's plot (:mod:`cudagraph_bench.launch_report`,
+    (when eager was measured) and the launch suite's plot (:mod:`cudagraph_bench.report.launch_page`,
     when a run has launch benchmarks) into ``outdir``. Returns the paths written."""
-    from cudagraph_bench import plots
+    from cudagraph_bench.report import plots
 
     samples, medians = forward_samples(runs)
     gpu = gpu_name(runs)

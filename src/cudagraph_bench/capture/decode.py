@@ -2,7 +2,7 @@
 replayed per token.
 
 The KV cache holds transformers' ``StaticLayer`` s (fixed ``max_cache_len``) for every attention
-layer (:func:`cudagraph_bench.hf_internals.static_cache_for_graphs`), so every decode step has the
+layer (:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`), so every decode step has the
 same shapes and the same buffer addresses, which is what a CUDA graph needs. Sliding-window layers
 get a full-length layer too: the model's sliding-window mask, built on the device, keeps attention
 inside the window (transformers' own sliding static layer changes its write path with a host-side
@@ -18,7 +18,7 @@ Static buffers of a :class:`GreedyDecoder`:
   ``StaticLayer`` writes at its own device-side counter (``cumulative_length``), which every
   update (also a replayed one) advances in place. The decoder keeps the two equal and sets the
   counter to the real prompt length after a padded prefill
-  (:func:`cudagraph_bench.hf_internals.set_cache_write_position`),
+  (:func:`cudagraph_bench.models.hf_internals.set_cache_write_position`),
 - ``attention_mask [1, max_cache_len]`` int64 — 1 on every position written so far; the step sets
   its own position to 1 (inside the graph). It keeps padding written by a bucketed prefill and
   stale cache slots out of attention: eager HF code skips the causal mask for a 1-token query.
@@ -83,16 +83,16 @@ class GreedyDecoder:
                  warmup_iters: int = 3):
         import torch
 
-        from cudagraph_bench.buckets import cap_buckets
-        from cudagraph_bench.hf_internals import static_cache_for_graphs
-        from cudagraph_bench.presets import max_positions, model_kind
+        from cudagraph_bench.capture.buckets import cap_buckets
+        from cudagraph_bench.models.hf_internals import static_cache_for_graphs
+        from cudagraph_bench.models.presets import max_positions, model_kind
 
         if model_kind(model) != "causal":
             raise UsageError("decode needs a causal LM (got an encoder): use a causal preset or checkpoint")
         self.max_positions = max_positions(model)
         if max_cache_len > self.max_positions:
             raise UsageError(f"max_cache_len={max_cache_len} is above the model's {self.max_positions} positions")
-        from cudagraph_bench.hf_internals import cache_keyword
+        from cudagraph_bench.models.hf_internals import cache_keyword
 
         self.model = model
         self._cache_kw = cache_keyword(model)
@@ -110,7 +110,7 @@ class GreedyDecoder:
         for bucket in self.buckets:
             self._prefill_pos[bucket] = torch.arange(bucket, device=self.device)
         if use_graph:
-            from cudagraph_bench.runner import GraphedForward
+            from cudagraph_bench.capture.graphed import GraphedForward
 
             self.pool = torch.cuda.graph_pool_handle()
             for bucket in sorted(self.buckets, reverse=True):
@@ -141,7 +141,7 @@ class GreedyDecoder:
 
     def _set_cache_length(self, length: int) -> None:
         """Point every cache layer's write counter at ``length`` tokens (after a prefill padded past it)."""
-        from cudagraph_bench.hf_internals import set_cache_write_position
+        from cudagraph_bench.models.hf_internals import set_cache_write_position
 
         set_cache_write_position(self.cache, length)
 
@@ -160,7 +160,7 @@ class GreedyDecoder:
         """
         import torch
 
-        from cudagraph_bench.buckets import pad_prompt, select_bucket
+        from cudagraph_bench.capture.buckets import pad_prompt, select_bucket
 
         if input_ids.dim() != 2 or input_ids.shape[0] != 1:
             raise UsageError(f"input_ids must be [1, L] (batch 1), got {list(input_ids.shape)}")

@@ -6,7 +6,7 @@ The standalone form of the source spec's ``cuda_graph_benchmark.py``::
     cudagraph-bench run --model gpt2 --prompt-lengths 50,128 --dtype float32 --iters 100 --warmup 10 \\
         --variants eager,graph,padded,compile,compile+graph -o out/run
 
-For each case it builds the variant (:func:`cudagraph_bench.variants.build_variant`), checks it
+For each case it builds the variant (:func:`cudagraph_bench.measure.variants.build_variant`), checks it
 against eager on fresh random inputs (static output poisoned with NaN first), times ``--rounds``
 calls on new random inputs (synchronized wall time and CUDA events, garbage collector off; the
 process pinned to ``--cpus`` when given), and writes to ``OUTDIR``:
@@ -14,12 +14,12 @@ process pinned to ``--cpus`` when given), and writes to ``OUTDIR``:
 - ``run.json``: pytest-benchmark JSON, the same format ``pytest --benchmark-json`` writes and
   ``gate``/``compare``/``report`` read (per-round data in ``stats.data``, seconds); cases that failed
   or were skipped are listed under ``"cudagraph_bench"]["failures"]`` with their reason;
-- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.plots`);
+- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`);
 - ``workers.log``: stderr of the isolated workers (torch.compile logs, crash traces).
 
 ``run.json`` is rewritten (atomically) after every case, so a run stopped half-way keeps its data.
 Risky variants (``--isolate``, default compile,compile+graph) run in worker subprocesses
-(:func:`cudagraph_bench.variants.run_isolated`): a crash or a hang fails that case only.
+(:func:`cudagraph_bench.measure.variants.run_isolated`): a crash or a hang fails that case only.
 
 Matrix from a TOML file (``--config``; flags given on the command line win)::
 
@@ -53,7 +53,7 @@ from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_ISOLATED, DEFAULT_
                                      DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
                                      parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
                                      parse_rounds, parse_warmup_rounds)
-from cudagraph_bench.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, RUN_VARIANTS,
+from cudagraph_bench.measure.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, RUN_VARIANTS,
                                       CaseResult, CaseSpec)
 
 #: Defaults of ``run`` that differ from the shared matrix defaults: the source spec's script measures
@@ -76,7 +76,7 @@ SETTING_KEYS = ("rounds", "warmup_rounds", "pad_to", "buckets", "isolate", "case
 
 
 def parse_variants(text: str) -> tuple[str, ...]:
-    """``"eager,graph"`` -> ``("eager", "graph")`` (each one of :data:`~cudagraph_bench.variants.RUN_VARIANTS`)."""
+    """``"eager,graph"`` -> ``("eager", "graph")`` (each one of :data:`~cudagraph_bench.measure.variants.RUN_VARIANTS`)."""
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
         raise argparse.ArgumentTypeError(f"empty item in {text!r}: give e.g. 'eager,graph'")
@@ -372,14 +372,14 @@ def check_device(settings: RunSettings) -> None:
 
 def position_limit(model: str, overrides: dict | None) -> int:
     """Position limit (tokens) of a preset or a local model dir, from its config (no weights built)."""
-    from cudagraph_bench.presets import PRESETS, directory_config, max_positions, preset_config
+    from cudagraph_bench.models.presets import PRESETS, directory_config, max_positions, preset_config
 
     config = preset_config(model, overrides) if model in PRESETS else directory_config(model)
     return max_positions(SimpleNamespace(config=config))
 
 
 def _skip_reason(spec: CaseSpec, positions: int) -> str | None:
-    from cudagraph_bench.buckets import cap_buckets
+    from cudagraph_bench.capture.buckets import cap_buckets
 
     if spec.seq_len > positions:
         return f"prompt of {spec.seq_len} tokens exceeds the model's {positions} positions"
@@ -564,13 +564,13 @@ def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None, start
     """Run every planned case, calling ``record(CaseResult)`` after each. In-process cases of a
     (model, dtype) share one model. A case that fails (a capture that fails included) is that case's
     result; when a failure leaves the process's CUDA context unusable
-    (:func:`~cudagraph_bench.runner.cuda_context_usable` is False after it), every remaining case,
-    of this model and the next ones, runs in worker processes (:func:`~cudagraph_bench.variants.run_isolated`),
+    (:func:`~cudagraph_bench.capture.graphed.cuda_context_usable` is False after it), every remaining case,
+    of this model and the next ones, runs in worker processes (:func:`~cudagraph_bench.measure.variants.run_isolated`),
     so one broken case never stops the run.
 
     ``settings.time_budget_s`` counts from ``started_at`` (a ``time.monotonic()`` value; default: now),
     so that the command's start-up (importing torch, reading the GPU) is inside the budget."""
-    from cudagraph_bench.variants import (IsolationStats, ModelCache, is_fatal_cuda_error, measure_with_cache,
+    from cudagraph_bench.measure.variants import (IsolationStats, ModelCache, is_fatal_cuda_error, measure_with_cache,
                                           run_isolated)
 
     t0 = time.monotonic() if started_at is None else started_at
@@ -607,7 +607,7 @@ def _context_usable(spec: CaseSpec) -> bool:
     """Whether the CUDA context survived a failed case (always True for a CPU case)."""
     if spec.device != "cuda":
         return True
-    from cudagraph_bench.runner import cuda_context_usable
+    from cudagraph_bench.capture.graphed import cuda_context_usable
 
     return cuda_context_usable()
 
@@ -680,8 +680,8 @@ def main(args: argparse.Namespace) -> int:
 
 def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
     """Print the table of ``json_path``, write the PNGs next to it; exit code 1 when a case failed."""
-    from cudagraph_bench import report
-    from cudagraph_bench.runfile import load_run
+    from cudagraph_bench.report import pages as report
+    from cudagraph_bench.results.runfile import load_run
 
     measured = any(r.wall_ms for r in results)
     if measured:

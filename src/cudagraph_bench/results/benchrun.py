@@ -1,6 +1,6 @@
 """Running the forward benchmarks in separate processes (no torch in this process): the building block
 of ``cudagraph-bench ab`` and of ``gate --confirm``. A separate process is what makes two runs
-independent samples of the between-run noise (:mod:`cudagraph_bench.noise`)."""
+independent samples of the between-run noise (:mod:`cudagraph_bench.results.noise`)."""
 
 from __future__ import annotations
 

@@ -202,10 +202,10 @@ def attention_implementation(config) -> str:
     """``"sdpa"``, or ``"eager"`` for a model with attention logit soft-capping (Gemma 2): SDPA cannot
     soft-cap (transformers 5.17 silently skips it under SDPA, 5.24 refuses SDPA for such models). Eager
     attention gets a mask that a CUDA graph can capture
-    (:func:`~cudagraph_bench.hf_internals.use_capture_safe_eager_mask`)."""
+    (:func:`~cudagraph_bench.models.hf_internals.use_capture_safe_eager_mask`)."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     if getattr(text, "attn_logit_softcapping", None):
-        from cudagraph_bench.hf_internals import use_capture_safe_eager_mask
+        from cudagraph_bench.models.hf_internals import use_capture_safe_eager_mask
 
         use_capture_safe_eager_mask()
         return "eager"

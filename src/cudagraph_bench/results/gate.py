@@ -10,7 +10,7 @@ For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmar
   threshold (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline);
 - a case's graph median (the median of the runs' medians) is slower than the baseline's by more than
   the case's tolerance, calibrated on between-run noise, and, where enough runs are given, a one-sided
-  Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.noise`).
+  Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`).
 
 A case is *marginal* when its 95% interval (one run: percentile bootstrap of its rounds; several runs:
 the range of the per-run reductions) straddles the threshold; the verdict still follows the median.
@@ -19,7 +19,7 @@ Other variants (padded, bucketed, compile, compile+graph) are shown against eage
 One run can only be judged by the ratio, and a single run's median can land far out (another process
 on the host, a different memory layout). With ``--confirm K``, when regressions are the only failures,
 the regressed cases (eager and graph) are run K more times, each a separate pytest process in the
-checkout (:mod:`cudagraph_bench.benchrun`), and judged again on all runs, where the rank test then takes
+checkout (:mod:`cudagraph_bench.results.benchrun`), and judged again on all runs, where the rank test then takes
 part: a regression must show in the repeated runs too.
 
 The baseline is ``--baseline FILE``, else ``<gpu_slug>.json`` found by :func:`cudagraph_bench.paths.default_baseline`
@@ -37,16 +37,16 @@ from pathlib import Path
 
 import numpy as np
 
-from cudagraph_bench import benchrun, noise
-from cudagraph_bench.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
+from cudagraph_bench.results import benchrun, noise
+from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.paths import checkout_root, default_baseline
 from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.runfile import (Measurement, Run, cuda_versions, distinct_runs, forward_cases, forward_groups, load_run,
+from cudagraph_bench.results.runfile import (Measurement, Run, cuda_versions, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, pairs_reduction_pct)
-from cudagraph_bench.stats import MIN_BOOTSTRAP_ROUNDS
+from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
 
 def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
@@ -198,7 +198,7 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
     A threshold given here overrides the baseline's; one left None comes from the baseline's case
     (``gated``, ``min_reduction_pct``), then the baseline's thresholds, then the defaults (30%, 128
     tokens). ``max_regression_pct`` overrides the floor of the regression tolerance
-    (:func:`cudagraph_bench.noise.tolerance_pct`). Raises InputFileError for a run without forward
+    (:func:`cudagraph_bench.results.noise.tolerance_pct`). Raises InputFileError for a run without forward
     benchmarks or with eager but no graph.
     """
     runs = [runs] if isinstance(runs, Run) else runs

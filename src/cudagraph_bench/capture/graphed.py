@@ -12,8 +12,8 @@ from typing import Callable
 
 from cudagraph_bench.errors import (CaptureError, CudaUnavailableError, NotGraphableError, ShapeMismatchError,
                                      StaticBufferError)
-from cudagraph_bench.hf_internals import eager_sdpa_dispatch_during_capture, static_rope_during_capture
-from cudagraph_bench.presets import model_forward
+from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_capture, static_rope_during_capture
+from cudagraph_bench.models.presets import model_forward
 
 
 #: One warmup side stream per device, reused by every GraphedForward. cuBLAS keeps a workspace per
@@ -104,15 +104,15 @@ class GraphedForward:
 
     Before the warmup, a model whose RoPE picks its frequencies on the host (``dynamic``,
     ``longrope``) is checked against ``max_positions`` and runs as plain RoPE during the capture
-    (:func:`~cudagraph_bench.hf_internals.static_rope_during_capture`). A capture that fails raises
+    (:func:`~cudagraph_bench.models.hf_internals.static_rope_during_capture`). A capture that fails raises
     :class:`CaptureError` after restoring the process's CUDA state
     (:func:`recover_after_failed_capture`), so that later captures of other cases still work.
 
     The returned tensor IS the static output buffer: the next replay overwrites it. ``.clone()`` it to
     keep it. Runs under ``torch.inference_mode()``.
 
-    What it does not do: dynamic shapes (see :mod:`cudagraph_bench.buckets` for padding and buckets),
-    KV caches (see :mod:`cudagraph_bench.decode`), multiple streams, or synchronisation: the caller
+    What it does not do: dynamic shapes (see :mod:`cudagraph_bench.capture.buckets` for padding and buckets),
+    KV caches (see :mod:`cudagraph_bench.capture.decode`), multiple streams, or synchronisation: the caller
     synchronises before reading results on the host.
 
     Args:
@@ -125,9 +125,9 @@ class GraphedForward:
         check_data_ptrs: before each replay, check that no static buffer was re-pointed
             (``data_ptr()`` changed, e.g. by ``.set_()``); raise :class:`StaticBufferError` if so.
         forward: ``forward(model, input_ids, attention_mask) -> Tensor``; default
-            :func:`~cudagraph_bench.presets.model_forward`.
+            :func:`~cudagraph_bench.models.presets.model_forward`.
         eager_sdpa_dispatch: capture inside
-            :func:`~cudagraph_bench.hf_internals.eager_sdpa_dispatch_during_capture` (default). Pass False
+            :func:`~cudagraph_bench.models.hf_internals.eager_sdpa_dispatch_during_capture` (default). Pass False
             for a ``torch.compile``-d model: patching module globals could trip dynamo's guards.
         max_positions: the largest position + 1 (tokens) the graph is replayed for (default ``seq_len``;
             a decode step replayed up to a cache of N tokens passes N).
@@ -223,7 +223,7 @@ class GraphedForward:
         if tuple(value.shape) != tuple(static.shape) or value.dtype != static.dtype:
             raise ShapeMismatchError(
                 f"{name} is {list(value.shape)} {value.dtype} but the graph was captured for "
-                f"{list(static.shape)} {static.dtype}: pad to that shape (cudagraph_bench.buckets) or capture another graph")
+                f"{list(static.shape)} {static.dtype}: pad to that shape (cudagraph_bench.capture.buckets) or capture another graph")
 
     def __call__(self, input_ids, attention_mask=None):
         """Copy ``input_ids`` ``[batch, seq_len]`` int64 (and ``attention_mask``) into the static buffers and

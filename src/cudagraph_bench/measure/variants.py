@@ -4,7 +4,7 @@ Variants (:data:`RUN_VARIANTS`), all called as ``variant(input_ids [1, seq_len] 
 
 ===================  ==========================================================================
 ``eager``            ``model(input_ids)`` under ``torch.inference_mode()`` (the reference)
-``graph``            :class:`~cudagraph_bench.runner.GraphedForward`: static buffers, capture, replay
+``graph``            :class:`~cudagraph_bench.capture.graphed.GraphedForward`: static buffers, capture, replay
 ``padded``           one graph at ``pad_to`` tokens (capped at the model's positions); the prompt is
                      right-padded with an attention mask, the output sliced to the real length
 ``bucketed``         the graph of the smallest bucket length >= L (padded like ``padded``)
@@ -28,7 +28,7 @@ The returned tensor is valid until the next call (graph variants return their st
 Building a ``compile*`` variant calls ``torch._dynamo.reset()``: build one compiled variant at a time.
 
 Risky variants (by default ``compile`` and ``compile+graph``: a device-side assert kills the CUDA
-context and with it the process) run in a worker subprocess, ``python -m cudagraph_bench.variants
+context and with it the process) run in a worker subprocess, ``python -m cudagraph_bench.measure.variants
 --worker``, that measures a queue of cases and streams one JSON line per finished case;
 :func:`run_isolated` restarts a dead or hung worker and records the in-flight case as failed.
 Only :func:`build_variant`, :func:`measure_case` and the worker import torch.
@@ -59,7 +59,7 @@ CUDA_VARIANTS = frozenset(RUN_VARIANTS) - {"eager"}
 #: Variants that use torch.compile (compile time is reported separately from latency).
 COMPILE_VARIANTS = frozenset({"compile", "compile+graph"})
 #: Variants that run other kernels than eager: when the strict check fails they are judged by the
-#: float64-reference RMSE check (:func:`cudagraph_bench.correctness.fp64_rmse_check`). ``graph`` is not
+#: float64-reference RMSE check (:func:`cudagraph_bench.measure.correctness.fp64_rmse_check`). ``graph`` is not
 #: here: its replay runs the eager kernels, so any difference from eager is a bug.
 CROSS_KERNEL_VARIANTS = frozenset({"padded", "bucketed", "compile", "compile+graph"})
 #: Default per-case timeout of an isolated worker, in seconds (a max-autotune compile can take minutes).
@@ -123,8 +123,8 @@ class ForwardVariant:
 
 
 class CallableVariant(ForwardVariant):
-    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` (e.g. a :class:`~cudagraph_bench.runner.GraphedForward`
-    or :class:`~cudagraph_bench.buckets.BucketedGraphs` timed by the pytest benchmarks) seen as a
+    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` (e.g. a :class:`~cudagraph_bench.capture.graphed.GraphedForward`
+    or :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` timed by the pytest benchmarks) seen as a
     variant, so :func:`check_against_eager` can check it; ``static_output``: the buffer its replays
     write (poisoned with NaN by the check), or None."""
 
@@ -152,7 +152,7 @@ class EagerVariant(ForwardVariant):
     def __call__(self, input_ids):
         import torch
 
-        from cudagraph_bench.presets import model_forward
+        from cudagraph_bench.models.presets import model_forward
 
         with torch.inference_mode():
             return model_forward(self._model, input_ids)
@@ -162,13 +162,13 @@ class EagerVariant(ForwardVariant):
 
 
 class GraphVariant(ForwardVariant):
-    """:class:`~cudagraph_bench.runner.GraphedForward` at exactly ``seq_len`` tokens."""
+    """:class:`~cudagraph_bench.capture.graphed.GraphedForward` at exactly ``seq_len`` tokens."""
 
     name = "graph"
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
         super().__init__(seq_len)
-        from cudagraph_bench.runner import GraphedForward
+        from cudagraph_bench.capture.graphed import GraphedForward
 
         # a compiled forward (compile+graph) must not see patched HF globals: dynamo guards on them
         kwargs = {"forward": forward, "eager_sdpa_dispatch": False} if forward is not None else {}
@@ -191,7 +191,7 @@ class GraphVariant(ForwardVariant):
 class PaddedVariant(ForwardVariant):
     """One graph at a padded length (``padded``: ``pad_to`` capped at the model's positions;
     ``bucketed``: the smallest bucket >= ``seq_len``), built with
-    :class:`~cudagraph_bench.buckets.BucketedGraphs` holding that single length. The prompt is
+    :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` holding that single length. The prompt is
     right-padded with an attention mask (1 on real tokens); the output is sliced to ``seq_len``.
 
     Raises:
@@ -200,8 +200,8 @@ class PaddedVariant(ForwardVariant):
 
     def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3):
         super().__init__(seq_len)
-        from cudagraph_bench.buckets import BucketedGraphs, cap_buckets, select_bucket
-        from cudagraph_bench.presets import max_positions
+        from cudagraph_bench.capture.buckets import BucketedGraphs, cap_buckets, select_bucket
+        from cudagraph_bench.models.presets import max_positions
 
         self.name = name
         length = select_bucket(seq_len, cap_buckets(lengths, max_positions(model)))
@@ -333,7 +333,7 @@ class CompileVariant(ForwardVariant):
         super().__init__(seq_len)
         import torch
 
-        from cudagraph_bench.presets import model_forward, random_input_ids
+        from cudagraph_bench.models.presets import model_forward, random_input_ids
 
         torch._dynamo.reset()
         self._torch = torch
@@ -371,7 +371,7 @@ class CompileVariant(ForwardVariant):
 class CompileGraphVariant(ForwardVariant):
     """``torch.compile(forward, mode="max-autotune-no-cudagraphs", dynamic=False)`` (kernel fusion,
     autotuned GEMMs, no inductor CUDA graphs), captured and replayed by the suite's
-    :class:`~cudagraph_bench.runner.GraphedForward` with static buffers.
+    :class:`~cudagraph_bench.capture.graphed.GraphedForward` with static buffers.
 
     Compilation happens before capture: the compiled forward is called under
     ``torch.inference_mode()`` (as ``GraphedForward`` calls it) until the timing is stable
@@ -385,7 +385,7 @@ class CompileGraphVariant(ForwardVariant):
         super().__init__(seq_len)
         import torch
 
-        from cudagraph_bench.presets import model_forward, random_input_ids
+        from cudagraph_bench.models.presets import model_forward, random_input_ids
 
         torch._dynamo.reset()
         self._torch = torch
@@ -435,7 +435,7 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens.
 
     Args:
-        model: a module from :func:`~cudagraph_bench.presets.load_model` (eval mode; on a CUDA device
+        model: a module from :func:`~cudagraph_bench.models.presets.load_model` (eval mode; on a CUDA device
             for every variant but ``eager``).
         variant: one of :data:`RUN_VARIANTS`.
         seq_len: prompt length in tokens (the real, unpadded length).
@@ -581,7 +581,7 @@ def describe_exception(exc: BaseException, limit: int = 300) -> str:
 def _time_cpu(fn: Callable[[], object], *, rounds: int, warmup: int):
     """Wall-clock timing without CUDA (``--device cpu``): same shape as ``timing.time_call`` (garbage
     collector off too)."""
-    from cudagraph_bench.timing import Timing, gc_disabled
+    from cudagraph_bench.measure.timing import Timing, gc_disabled
 
     wall = []
     with gc_disabled():
@@ -601,7 +601,7 @@ class CheckOutcome:
     ``max_abs_diff``: max |variant - eager| over the check inputs (output units, e.g. logits); None
     when the output held NaN.
     ``method``: ``strict`` (every input within the dtype's ``assert_close`` tolerance) or ``fp64-rmse``
-    (a cross-kernel variant outside it, judged by :func:`~cudagraph_bench.correctness.fp64_rmse_check`).
+    (a cross-kernel variant outside it, judged by :func:`~cudagraph_bench.measure.correctness.fp64_rmse_check`).
     ``fp64_rmse_ratio``: the worst RMSE(variant, fp64) / RMSE(eager, fp64) (``fp64-rmse`` only).
     ``reason``: why it failed, None when ``passed``.
     """
@@ -621,7 +621,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     Every input must pass the strict check (``assert_close`` at the dtype tolerance). A variant in
     :data:`CROSS_KERNEL_VARIANTS` that does not is judged instead by the fp64 RMSE check on that input
     (a float64 copy of the model is built once, then dropped): it must not be farther from float64
-    than ``multiplier`` x eager's own distance (see :mod:`cudagraph_bench.correctness`).
+    than ``multiplier`` x eager's own distance (see :mod:`cudagraph_bench.measure.correctness`).
 
     Returns:
         :class:`CheckOutcome` (never raises for a numerical mismatch; NaN in the output is a failed
@@ -629,9 +629,9 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     """
     import torch
 
-    from cudagraph_bench.correctness import (assert_matches_eager, fp64_reference_model, fp64_rmse_check,
+    from cudagraph_bench.measure.correctness import (assert_matches_eager, fp64_reference_model, fp64_rmse_check,
                                              max_abs_diff)
-    from cudagraph_bench.presets import model_forward, random_input_ids
+    from cudagraph_bench.models.presets import model_forward, random_input_ids
 
     device = next(model.parameters()).device
     cross_kernel = spec.variant in CROSS_KERNEL_VARIANTS
@@ -683,12 +683,12 @@ def measure_case(spec: CaseSpec, model) -> CaseResult:
 
     Timing: ``spec.warmup_rounds`` untimed and ``spec.rounds`` timed calls, each on one of
     ``warmup_rounds + rounds`` pre-generated random inputs ``[1, seq_len]`` (new data every call), with
-    :func:`~cudagraph_bench.timing.time_call` (synchronized wall time + CUDA events) on a GPU.
+    :func:`~cudagraph_bench.measure.timing.time_call` (synchronized wall time + CUDA events) on a GPU.
     """
     import torch
 
-    from cudagraph_bench.presets import experts_implementation, random_input_ids
-    from cudagraph_bench.timing import time_call
+    from cudagraph_bench.models.presets import experts_implementation, random_input_ids
+    from cudagraph_bench.measure.timing import time_call
 
     device = next(model.parameters()).device
     experts = {"experts_implementation": experts_implementation(model)}
@@ -759,7 +759,7 @@ class ModelCache:
         self._model = None
 
     def get(self, spec: CaseSpec):
-        from cudagraph_bench.presets import load_model
+        from cudagraph_bench.models.presets import load_model
 
         if spec.model_key != self._key:
             self.clear()
@@ -805,21 +805,21 @@ def is_fatal_cuda_error(reason: str | None) -> bool:
 
 
 def worker_command() -> list[str]:
-    """The command of a real worker: this interpreter running ``-m cudagraph_bench.variants --worker``."""
-    return [sys.executable, "-m", "cudagraph_bench.variants", "--worker"]
+    """The command of a real worker: this interpreter running ``-m cudagraph_bench.measure.variants --worker``."""
+    return [sys.executable, "-m", "cudagraph_bench.measure.variants", "--worker"]
 
 
 def _worker_env() -> dict:
     env = dict(os.environ)
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
 
 def worker_main(stdin=None, measure: Callable[[CaseSpec, ModelCache], object] = measure_with_cache) -> int:
-    """Body of ``python -m cudagraph_bench.variants --worker`` (and of other workers that speak the same
-    protocol, e.g. ``python -m cudagraph_bench.kernel_counts --worker``).
+    """Body of ``python -m cudagraph_bench.measure.variants --worker`` (and of other workers that speak the same
+    protocol, e.g. ``python -m cudagraph_bench.measure.kernel_counts --worker``).
 
     Reads ``{"cases": [CaseSpec dicts]}`` from stdin, then writes JSON lines to its original stdout:
     ``{"cgb": "ready"}`` once, and per case ``{"cgb": "start", "index": i}`` before and
@@ -1050,7 +1050,7 @@ def run_isolated(specs: list[dict], *, timeout_s: float = DEFAULT_CASE_TIMEOUT_S
 def _main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m cudagraph_bench.variants",
+    parser = argparse.ArgumentParser(prog="python -m cudagraph_bench.measure.variants",
                                      description="worker process of cudagraph-bench run (reads cases on stdin)")
     parser.add_argument("--worker", action="store_true", required=True,
                         help="measure the cases given as JSON on stdin; stream JSON lines to stdout")

@@ -1,8 +1,8 @@
 """``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the versioned per-GPU baseline file.
 
-A baseline is built from k >= :data:`~cudagraph_bench.noise.MIN_BASELINE_RUNS` separate runs of the
+A baseline is built from k >= :data:`~cudagraph_bench.results.noise.MIN_BASELINE_RUNS` separate runs of the
 same code on one GPU type (separate processes: what moves between runs is the noise a gate must
-tolerate, :mod:`cudagraph_bench.noise`). Schema 2::
+tolerate, :mod:`cudagraph_bench.results.noise`). Schema 2::
 
     schema_version: 2, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
     environment: {cuda: machine_info["cuda"] of the newest run, python, ..., run_datetime},
@@ -14,12 +14,12 @@ tolerate, :mod:`cudagraph_bench.noise`). Schema 2::
              reduction_pct, reduction_range_pct: [low, high]}, ...]
 
 ``median_ms`` is the median of the run medians, ``p95_ms`` the median of the runs' p95s, ``spread_pct``
-the between-run spread of the graph medians (:func:`cudagraph_bench.noise.spread_pct`);
+the between-run spread of the graph medians (:func:`cudagraph_bench.results.noise.spread_pct`);
 ``reduction_range_pct`` the lowest and highest per-run latency reduction. ``gate`` allows a graph
 median to be slower than ``median_ms`` by the case's tolerance,
 ``max(regression_floor_pct, m * spread_pct * sqrt(1/k + 1/n))`` for n gated runs, where m is
 ``noise_multiplier`` or, when null (the default), Student's t quantile of k - 1 degrees of freedom
-(:func:`cudagraph_bench.noise.spread_multiplier`).
+(:func:`cudagraph_bench.results.noise.spread_multiplier`).
 Edit a case's ``gated`` or ``min_reduction_pct`` by hand to tune it (:func:`load_baseline` validates them
 as the CLI flags are validated). A case whose recorded correctness check failed is never stored, nor is
 one without a recorded check unless ``--allow-unchecked``. No torch.
@@ -36,18 +36,18 @@ from pathlib import Path
 
 import numpy as np
 
-from cudagraph_bench import noise, stats
+from cudagraph_bench.results import noise, stats
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
                                      parse_regression_pct)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.runfile import Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups
+from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups
 from cudagraph_bench.table import Column, render_table
 
 SCHEMA_VERSION = 2
 KIND = "cudagraph-bench-baseline"
 DEFAULT_MIN_REDUCTION_PCT = 30.0
-#: Floor of the per-case regression tolerance (percent), see :mod:`cudagraph_bench.noise`.
+#: Floor of the per-case regression tolerance (percent), see :mod:`cudagraph_bench.results.noise`.
 DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
 DEFAULT_MAX_GATED_LEN = 128

@@ -84,7 +84,7 @@ class BucketCapture:
 
 
 class BucketedGraphs:
-    """One :class:`~cudagraph_bench.runner.GraphedForward` (with a static attention mask) per bucket
+    """One :class:`~cudagraph_bench.capture.graphed.GraphedForward` (with a static attention mask) per bucket
     length, captured largest first into one shared graph pool.
 
     ``__call__(input_ids [1, L])`` pads to the smallest bucket >= L and replays that bucket's graph.
@@ -106,8 +106,8 @@ class BucketedGraphs:
     def __init__(self, model, buckets, *, warmup_iters: int = 3, pad_token_id: int = 0):
         import torch
 
-        from cudagraph_bench.presets import max_positions
-        from cudagraph_bench.runner import GraphedForward
+        from cudagraph_bench.models.presets import max_positions
+        from cudagraph_bench.capture.graphed import GraphedForward
 
         self.buckets = cap_buckets(buckets, max_positions(model))
         self.pad_token_id = pad_token_id

@@ -8,7 +8,7 @@ matched by their cudagraph-bench key (forward: model, dtype, seq_len, variant; d
 launch: n_launches, variant), other benchmarks by full test name. pytest-benchmark's own ``compare``
 cannot fail a build (ionelmc/pytest-benchmark#273); this command can.
 
-The verdict of a benchmark is :func:`cudagraph_bench.noise.check_regression` on the run medians of
+The verdict of a benchmark is :func:`cudagraph_bench.results.noise.check_regression` on the run medians of
 each side: the change of the median of run medians must exceed a tolerance calibrated on between-run
 noise (the spread of the GPU's baseline for forward eager/graph cases, else the spread of the given
 runs when a side has 2+ runs, else the floor ``--max-regression``) and, where the sample sizes allow,
@@ -27,13 +27,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from cudagraph_bench import noise
-from cudagraph_bench.baseline import Baseline, load_baseline
+from cudagraph_bench.results import noise
+from cudagraph_bench.results.baseline import Baseline, load_baseline
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.runfile import Measurement, Run, distinct_runs, load_run, measurements
+from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, load_run, measurements
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
 
 DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT

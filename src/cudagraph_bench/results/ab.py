@@ -8,9 +8,9 @@ Workflow:
    ``--pytest-args``) ``-k`` times for each side, interleaved ABBA (base, head, head, base, ...), each
    run a separate process on the same GPU, writing ``OUT/base-<i>.json`` / ``OUT/head-<i>.json`` and a
    log next to it. A run that fails is recorded (its log says why) and the others go on;
-3. compare the two groups with :mod:`cudagraph_bench.compare` (``--old`` base runs ``--new`` head runs):
+3. compare the two groups with :mod:`cudagraph_bench.results.compare` (``--old`` base runs ``--new`` head runs):
    a benchmark regressed only when the change of the median of run medians exceeds its tolerance and
-   the one-sided Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.noise`); a check
+   the one-sided Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`); a check
    that went from pass to fail fails too.
 
 Interleaving puts both sides under the same drift of clocks, temperature and host load, so what is
@@ -27,8 +27,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cudagraph_bench import benchrun, compare
-from cudagraph_bench.baseline import load_baseline
+from cudagraph_bench.results import benchrun, compare
+from cudagraph_bench.results.baseline import load_baseline
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file
 from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct

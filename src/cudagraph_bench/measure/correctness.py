@@ -126,7 +126,7 @@ def fp64_reference_model(model):
 
     import torch
 
-    from cudagraph_bench.presets import use_graph_safe_experts
+    from cudagraph_bench.models.presets import use_graph_safe_experts
 
     model64 = copy.deepcopy(model).to(torch.float64)
     use_graph_safe_experts(model64, torch.float64)
@@ -205,7 +205,7 @@ def check_decode_against_generate(got, got_logits, reference, reference_logits, 
 
     Args:
         got: our tokens ``[1, n]`` int64; ``got_logits``: the ``n`` logits ``[1, vocab]`` they were chosen from
-            (:meth:`~cudagraph_bench.decode.GreedyDecoder.generate` with ``return_logits=True``).
+            (:meth:`~cudagraph_bench.capture.decode.GreedyDecoder.generate` with ``return_logits=True``).
         reference, reference_logits: the same from ``generate(..., output_logits=True)``.
         fp64_logits: ``[n, vocab]`` from :func:`fp64_decode_logits` on ``reference``.
         dtype: the model dtype (name or ``torch.dtype``); default: the logits' dtype.
