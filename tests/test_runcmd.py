@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cudagraph_bench.commands import run as runcmd
-from cudagraph_bench.measure import variants
+from cudagraph_bench.measure import isolation
 from cudagraph_bench.cases import Case
 from cudagraph_bench.cli import build_parser
 from cudagraph_bench.cli import main as cli_main
@@ -305,7 +305,7 @@ FAKE = textwrap.dedent("""
 def test_run_records_a_crashed_case_and_keeps_the_others(tmp_path, monkeypatch, capsys):
     script = tmp_path / "fake.py"
     script.write_text(FAKE)
-    monkeypatch.setattr(variants, "worker_command", lambda: [sys.executable, str(script)])
+    monkeypatch.setattr(isolation, "worker_command", lambda: [sys.executable, str(script)])
     rc, out = run_cpu(tmp_path, "--isolate", "eager")
     assert rc == 1  # a case failed; everything else is still written
     raw = json.loads((out / "run.json").read_text())
@@ -395,7 +395,7 @@ def test_a_case_that_breaks_the_cuda_context_sends_the_rest_of_the_run_to_worker
     """After a failure that leaves the CUDA context unusable, no remaining case is dropped: the rest of
     that model's cases and every later model's run in worker processes; a failure the context survives
     (a capture that failed and was recovered) changes nothing."""
-    import cudagraph_bench.measure.variants as variants
+    import cudagraph_bench.measure.case as case
 
     s = runcmd.resolve_settings(parse("--device", "cpu", "--variants", "eager", "--models", "gpt2,distilgpt2",
                                       "--prompt-lengths", "16,50", "--dtypes", "float32",
@@ -406,17 +406,17 @@ def test_a_case_that_breaks_the_cuda_context_sends_the_rest_of_the_run_to_worker
 
     def measure(spec, models):
         if spec is first:
-            return variants.CaseResult.of(spec, "failed", "AcceleratorError: CUDA error: an illegal memory access",
-                                          "timing")
-        return variants.CaseResult.of(spec, "ok", wall_ms=[1.0])
+            return case.CaseResult.of(spec, "failed", "AcceleratorError: CUDA error: an illegal memory access",
+                                      "timing")
+        return case.CaseResult.of(spec, "ok", wall_ms=[1.0])
 
     def isolated(specs, **kwargs):
         for i, d in enumerate(specs):
             in_workers.append((d["model"], d["seq_len"]))
-            kwargs["on_result"](i, variants.CaseResult.of(variants.CaseSpec.from_dict(d), "ok", wall_ms=[1.0]).to_dict())
+            kwargs["on_result"](i, case.CaseResult.of(case.CaseSpec.from_dict(d), "ok", wall_ms=[1.0]).to_dict())
 
-    monkeypatch.setattr(variants, "measure_with_cache", measure)
-    monkeypatch.setattr(variants, "run_isolated", isolated)
+    monkeypatch.setattr(case, "measure_with_cache", measure)
+    monkeypatch.setattr(isolation, "run_isolated", isolated)
     in_order = [(spec.model, spec.seq_len) for _, inproc, _ in plan.groups for spec in inproc]
     assert len(in_order) == 4 and len(plan.groups) == 2
     for usable, expected_in_workers in ((False, in_order[1:]), (True, [])):

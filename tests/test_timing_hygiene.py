@@ -52,7 +52,7 @@ def test_estimate_call_ms_calls_cold_once_then_stops_at_its_budget():
 
 def test_gc_is_off_while_timing_and_restored_after():
     from cudagraph_bench.measure.timing import time_call
-    from cudagraph_bench.measure.variants import _time_cpu
+    from cudagraph_bench.measure.case import _time_cpu
 
     states = []
     assert gc.isenabled()

@@ -10,6 +10,8 @@ import time
 import pytest
 import torch
 
+from cudagraph_bench.measure import case as C
+from cudagraph_bench.measure import isolation as I
 from cudagraph_bench.measure import variants as V
 from cudagraph_bench.measure.correctness import fp64_reference_model
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
@@ -26,7 +28,7 @@ def tiny():
 def spec(**kw):
     base = dict(model="gpt2", dtype="float32", seq_len=8, variant="eager", rounds=4, warmup_rounds=1,
                 check_inputs=2, device="cpu", overrides=TINY)
-    return V.CaseSpec(**{**base, **kw})
+    return C.CaseSpec(**{**base, **kw})
 
 
 # ---------------------------------------------------------------------------- interface
@@ -53,24 +55,24 @@ def test_build_rejects_unknown_variant_and_cpu_graph_variants(tiny):
 
 def test_case_spec_round_trips_through_json():
     s = spec(variant="compile+graph", seq_len=50, buckets=(16, 64), overrides={"n_layer": 2})
-    back = V.CaseSpec.from_dict(json.loads(json.dumps(s.to_dict())))
+    back = C.CaseSpec.from_dict(json.loads(json.dumps(s.to_dict())))
     assert back == s
     assert back.model_key == s.model_key
     assert spec(dtype="bfloat16").model_key != s.model_key
 
 
 def test_is_fatal_cuda_error_recognises_sticky_errors():
-    assert V.is_fatal_cuda_error("RuntimeError: CUDA error: device-side assert triggered")
-    assert V.is_fatal_cuda_error("AcceleratorError: an illegal memory access was encountered")
-    assert not V.is_fatal_cuda_error("AssertionError: Tensor-likes are not close!")
-    assert not V.is_fatal_cuda_error(None)
+    assert I.is_fatal_cuda_error("RuntimeError: CUDA error: device-side assert triggered")
+    assert I.is_fatal_cuda_error("AcceleratorError: an illegal memory access was encountered")
+    assert not I.is_fatal_cuda_error("AssertionError: Tensor-likes are not close!")
+    assert not I.is_fatal_cuda_error(None)
 
 
 def test_describe_exception_keeps_type_and_first_line():
     exc = RuntimeError("first line\nsecond line")
-    assert V.describe_exception(exc) == "RuntimeError: first line"
-    assert V.describe_exception(ValueError("x" * 500), limit=50).endswith("...")
-    assert len(V.describe_exception(ValueError("x" * 500), limit=50)) == 50
+    assert C.describe_exception(exc) == "RuntimeError: first line"
+    assert C.describe_exception(ValueError("x" * 500), limit=50).endswith("...")
+    assert len(C.describe_exception(ValueError("x" * 500), limit=50)) == 50
 
 
 class FakeClock:
@@ -139,28 +141,28 @@ class StaticFake(V.ForwardVariant):
 
 
 def test_check_passes_when_the_call_writes_the_static_output(tiny):
-    out = V.check_against_eager(StaticFake(tiny, 8), tiny, spec(variant="graph"), torch.Generator().manual_seed(1))
-    assert out == V.CheckOutcome(max_abs_diff=0.0, method="strict", passed=True)
+    out = C.check_against_eager(StaticFake(tiny, 8), tiny, spec(variant="graph"), torch.Generator().manual_seed(1))
+    assert out == C.CheckOutcome(max_abs_diff=0.0, method="strict", passed=True)
 
 
 def test_check_fails_when_the_static_output_is_not_written(tiny):
-    out = V.check_against_eager(StaticFake(tiny, 8, write=False), tiny, spec(variant="graph"),
+    out = C.check_against_eager(StaticFake(tiny, 8, write=False), tiny, spec(variant="graph"),
                                 torch.Generator().manual_seed(1))
     assert not out.passed and "NaN-poisoned" in out.reason and out.max_abs_diff is None
     # a cross-kernel variant gets no fp64 second chance for NaN either
-    out = V.check_against_eager(StaticFake(tiny, 8, write=False), tiny, spec(variant="compile"),
+    out = C.check_against_eager(StaticFake(tiny, 8, write=False), tiny, spec(variant="compile"),
                                 torch.Generator().manual_seed(1))
     assert not out.passed and "NaN-poisoned" in out.reason
 
 
 def test_check_fails_beyond_the_float32_tolerance(tiny):
-    out = V.check_against_eager(StaticFake(tiny, 8, offset=1e-3), tiny, spec(variant="graph"),
+    out = C.check_against_eager(StaticFake(tiny, 8, offset=1e-3), tiny, spec(variant="graph"),
                                 torch.Generator().manual_seed(1))
     assert not out.passed and out.method == "strict"
     assert out.reason.startswith("outputs differ from eager: AssertionError")
     assert out.max_abs_diff == pytest.approx(1e-3, rel=1e-3)
     # within atol 1e-5 it passes and reports the difference
-    out = V.check_against_eager(StaticFake(tiny, 8, offset=2e-6), tiny, spec(variant="graph"),
+    out = C.check_against_eager(StaticFake(tiny, 8, offset=2e-6), tiny, spec(variant="graph"),
                                 torch.Generator().manual_seed(1))
     assert out.passed and 1e-6 < out.max_abs_diff < 1e-5
 
@@ -188,7 +190,7 @@ def exact_float32(monkeypatch):
 
 
 def test_cross_kernel_variant_outside_strict_tolerance_passes_the_fp64_check(tiny, exact_float32):
-    out = V.check_against_eager(Float64Fake(tiny, 8), tiny, spec(variant="compile+graph"),
+    out = C.check_against_eager(Float64Fake(tiny, 8), tiny, spec(variant="compile+graph"),
                                 torch.Generator().manual_seed(1))
     assert out.passed and out.method == "fp64-rmse" and out.reason is None
     assert 0 < out.max_abs_diff < 1e-5        # rounding differences only
@@ -196,12 +198,12 @@ def test_cross_kernel_variant_outside_strict_tolerance_passes_the_fp64_check(tin
 
 
 def test_graph_variant_gets_no_fp64_second_chance(tiny, exact_float32):
-    out = V.check_against_eager(Float64Fake(tiny, 8), tiny, spec(variant="graph"), torch.Generator().manual_seed(1))
+    out = C.check_against_eager(Float64Fake(tiny, 8), tiny, spec(variant="graph"), torch.Generator().manual_seed(1))
     assert not out.passed and out.method == "strict" and out.fp64_rmse_ratio is None
 
 
 def test_cross_kernel_variant_farther_from_float64_than_eager_fails(tiny, exact_float32):
-    out = V.check_against_eager(Float64Fake(tiny, 8, offset=1e-4), tiny, spec(variant="padded"),
+    out = C.check_against_eager(Float64Fake(tiny, 8, offset=1e-4), tiny, spec(variant="padded"),
                                 torch.Generator().manual_seed(1))
     assert not out.passed and out.method == "fp64-rmse"
     assert out.fp64_rmse_ratio > 2.0
@@ -212,7 +214,7 @@ def test_cross_kernel_variant_farther_from_float64_than_eager_fails(tiny, exact_
 
 
 def test_measure_eager_on_cpu_times_every_round(tiny):
-    r = V.measure_case(spec(rounds=5, warmup_rounds=2), tiny)
+    r = C.measure_case(spec(rounds=5, warmup_rounds=2), tiny)
     assert r.status == "ok" and r.reason is None
     assert len(r.wall_ms) == 5 and all(t > 0 for t in r.wall_ms)
     assert r.event_ms == []  # no CUDA events on CPU
@@ -220,15 +222,15 @@ def test_measure_eager_on_cpu_times_every_round(tiny):
 
 
 def test_measure_reports_build_failure_instead_of_raising(tiny):
-    r = V.measure_case(spec(variant="graph"), tiny)
+    r = C.measure_case(spec(variant="graph"), tiny)
     assert r.status == "failed" and r.phase == "build"
     assert "CudaUnavailableError" in r.reason and r.wall_ms == []
 
 
 def test_measure_mismatch_is_measured_but_flagged(tiny, monkeypatch):
     fake = StaticFake(tiny, 8, offset=1e-2)
-    monkeypatch.setattr(V, "build_variant", lambda *a, **k: fake)
-    r = V.measure_case(spec(variant="graph", rounds=3), tiny)
+    monkeypatch.setattr(C, "build_variant", lambda *a, **k: fake)
+    r = C.measure_case(spec(variant="graph", rounds=3), tiny)
     assert r.status == "mismatch" and r.phase == "check"
     assert r.reason.startswith("outputs differ from eager")
     assert r.max_abs_diff == pytest.approx(1e-2, rel=1e-3)   # the fake adds 1e-2 to every logit
@@ -237,12 +239,12 @@ def test_measure_mismatch_is_measured_but_flagged(tiny, monkeypatch):
 
 
 def test_measure_records_how_correctness_was_decided(tiny, monkeypatch, exact_float32):
-    monkeypatch.setattr(V, "build_variant", lambda *a, **k: Float64Fake(tiny, 8))
-    r = V.measure_case(spec(variant="padded", rounds=3), tiny)
+    monkeypatch.setattr(C, "build_variant", lambda *a, **k: Float64Fake(tiny, 8))
+    r = C.measure_case(spec(variant="padded", rounds=3), tiny)
     assert r.status == "ok" and r.check == "fp64-rmse" and r.fp64_rmse_ratio < 1.0
-    back = V.CaseResult.from_dict(json.loads(json.dumps(r.to_dict())))   # crosses the worker pipe
+    back = C.CaseResult.from_dict(json.loads(json.dumps(r.to_dict())))   # crosses the worker pipe
     assert (back.check, back.fp64_rmse_ratio) == (r.check, r.fp64_rmse_ratio)
-    r = V.measure_case(spec(rounds=3), tiny)
+    r = C.measure_case(spec(rounds=3), tiny)
     assert r.status == "ok" and r.check == "reference" and r.fp64_rmse_ratio is None   # eager: the reference
 
 
@@ -252,15 +254,15 @@ def test_measure_exception_while_called_is_a_failed_result(tiny, monkeypatch):
             raise RuntimeError("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")
 
     fake = Broken(tiny, 8)
-    monkeypatch.setattr(V, "build_variant", lambda *a, **k: fake)
-    r = V.measure_case(spec(variant="compile"), tiny)
+    monkeypatch.setattr(C, "build_variant", lambda *a, **k: fake)
+    r = C.measure_case(spec(variant="compile"), tiny)
     assert r.status == "failed" and r.phase == "check"
     assert "overwritten by a subsequent run" in r.reason
     assert fake.closed
 
 
 def test_measure_with_cache_reports_load_failure():
-    r = V.measure_with_cache(spec(model="no-such-model"), V.ModelCache())
+    r = C.measure_with_cache(spec(model="no-such-model"), C.ModelCache())
     assert r.status == "failed" and r.phase == "load" and "no-such-model" in r.reason
 
 
@@ -321,9 +323,9 @@ def assert_dead(pid):
 
 
 def test_crashing_worker_fails_only_the_in_flight_case(tmp_path, fake_worker):
-    stats = V.IsolationStats()
+    stats = I.IsolationStats()
     seen = []
-    results = V.run_isolated(specs_with(tmp_path, [None, "abort", None, None]), worker_cmd=fake_worker,
+    results = I.run_isolated(specs_with(tmp_path, [None, "abort", None, None]), worker_cmd=fake_worker,
                              timeout_s=30, stats=stats, on_result=lambda i, r: seen.append(i))
     assert [r["status"] for r in results] == ["ok", "failed", "ok", "ok"]
     assert "SIGABRT" in results[1]["reason"] and "simulated device-side assert" in results[1]["reason"]
@@ -337,7 +339,7 @@ def test_crashing_worker_fails_only_the_in_flight_case(tmp_path, fake_worker):
 
 
 def test_worker_exit_code_and_stderr_are_the_reason(tmp_path, fake_worker):
-    results = V.run_isolated(specs_with(tmp_path, ["exit3", None]), worker_cmd=fake_worker, timeout_s=30)
+    results = I.run_isolated(specs_with(tmp_path, ["exit3", None]), worker_cmd=fake_worker, timeout_s=30)
     assert results[0]["status"] == "failed"
     assert "exited with code 3" in results[0]["reason"]
     assert "device-side assert triggered" in results[0]["reason"]
@@ -345,9 +347,9 @@ def test_worker_exit_code_and_stderr_are_the_reason(tmp_path, fake_worker):
 
 
 def test_hanging_worker_is_killed_after_the_case_timeout(tmp_path, fake_worker):
-    stats = V.IsolationStats()
+    stats = I.IsolationStats()
     t0 = time.monotonic()
-    results = V.run_isolated(specs_with(tmp_path, [None, "hang", None]), worker_cmd=fake_worker,
+    results = I.run_isolated(specs_with(tmp_path, [None, "hang", None]), worker_cmd=fake_worker,
                              timeout_s=1.5, stats=stats)
     elapsed = time.monotonic() - t0
     assert [r["status"] for r in results] == ["ok", "failed", "ok"]
@@ -358,8 +360,8 @@ def test_hanging_worker_is_killed_after_the_case_timeout(tmp_path, fake_worker):
 
 
 def test_worker_exiting_between_cases_is_restarted_without_blaming_a_case(tmp_path, fake_worker):
-    stats = V.IsolationStats()
-    results = V.run_isolated(specs_with(tmp_path, ["exit_after", None, None]), worker_cmd=fake_worker,
+    stats = I.IsolationStats()
+    results = I.run_isolated(specs_with(tmp_path, ["exit_after", None, None]), worker_cmd=fake_worker,
                              timeout_s=30, stats=stats)
     assert [r["status"] for r in results] == ["ok", "ok", "ok"]
     assert stats.workers == 2
@@ -368,8 +370,8 @@ def test_worker_exiting_between_cases_is_restarted_without_blaming_a_case(tmp_pa
 
 def test_worker_that_never_starts_fails_every_case_once(tmp_path, fake_worker, monkeypatch):
     monkeypatch.setenv("FAKE_WORKER_NO_START", "1")
-    stats = V.IsolationStats()
-    results = V.run_isolated(specs_with(tmp_path, [None, None, None]), worker_cmd=fake_worker, timeout_s=30,
+    stats = I.IsolationStats()
+    results = I.run_isolated(specs_with(tmp_path, [None, None, None]), worker_cmd=fake_worker, timeout_s=30,
                              stats=stats)
     assert [r["status"] for r in results] == ["failed"] * 3
     assert all("before the first case" in r["reason"] and "simulated broken install" in r["reason"]
@@ -378,7 +380,7 @@ def test_worker_that_never_starts_fails_every_case_once(tmp_path, fake_worker, m
 
 
 def test_deadline_stops_the_worker_and_skips_the_rest(tmp_path, fake_worker):
-    results = V.run_isolated(specs_with(tmp_path, [None, "hang", None]), worker_cmd=fake_worker,
+    results = I.run_isolated(specs_with(tmp_path, [None, "hang", None]), worker_cmd=fake_worker,
                              timeout_s=60, deadline=time.monotonic() + 1.5)
     assert [r["status"] for r in results] == ["ok", "skipped", "skipped"]
     assert all(r["reason"].startswith("time budget exhausted") for r in results[1:])
@@ -387,14 +389,14 @@ def test_deadline_stops_the_worker_and_skips_the_rest(tmp_path, fake_worker):
 
 def test_worker_log_collects_stderr(tmp_path, fake_worker):
     log = tmp_path / "workers.log"
-    V.run_isolated(specs_with(tmp_path, ["exit3"]), worker_cmd=fake_worker, timeout_s=30, log_path=str(log))
+    I.run_isolated(specs_with(tmp_path, ["exit3"]), worker_cmd=fake_worker, timeout_s=30, log_path=str(log))
     text = log.read_text()
     assert "=== worker 1" in text and "device-side assert triggered" in text
 
 
 def test_real_worker_measures_eager_cases_on_cpu():
     specs = [spec(seq_len=n, rounds=3).to_dict() for n in (8, 16)]
-    results = V.run_isolated(specs, timeout_s=120)
+    results = I.run_isolated(specs, timeout_s=120)
     assert [r["status"] for r in results] == ["ok", "ok"], results
     assert [r["seq_len"] for r in results] == [8, 16]
     assert all(len(r["wall_ms"]) == 3 and r["isolated"] for r in results)
@@ -403,11 +405,11 @@ def test_real_worker_measures_eager_cases_on_cpu():
 def test_inductor_cudagraph_skip_reasons_are_collected():
     from torch._inductor.cudagraph_utils import log_cudagraph_skip_and_bump_counter
 
-    before = V._compile_counters()["cudagraph_skips"]
+    before = V.compile_counters()["cudagraph_skips"]
     with V._SkipReasons() as reasons:
         log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (1 instances)")
         log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (1 instances)")
     log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to something after the block")
     assert reasons.text() == "skipping cudagraphs due to mutated inputs (1 instances)"
-    assert V._compile_counters()["cudagraph_skips"] == before + 3
+    assert V.compile_counters()["cudagraph_skips"] == before + 3
     assert V._SkipReasons().text() == "reason not logged"

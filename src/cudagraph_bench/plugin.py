@@ -397,7 +397,7 @@ class Session:
         """Correctness of a benchmarked callable against eager, as ``extra_info`` fields, so that the
         run JSON says whether what was timed is right (the report only calls a variant fastest when
         it passed). Same rules as ``cudagraph-bench run``:
-        :func:`~cudagraph_bench.measure.variants.check_against_eager` (strict, then the fp64 RMSE check for
+        :func:`~cudagraph_bench.measure.case.check_against_eager` (strict, then the fp64 RMSE check for
         cross-kernel variants), on ``check_inputs`` fresh inputs ``[1, case.seq_len]``, with
         ``static_output`` (if given) poisoned with NaN before each call.
 
@@ -406,7 +406,8 @@ class Session:
         correctness tests in ``perf_tests/`` are the ones that fail on it)."""
         import torch
 
-        from cudagraph_bench.measure.variants import CallableVariant, CaseSpec, check_against_eager
+        from cudagraph_bench.measure.case import CaseSpec, check_against_eager
+        from cudagraph_bench.measure.variants import CallableVariant
 
         device = next(model.parameters()).device
         spec = CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,

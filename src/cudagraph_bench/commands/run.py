@@ -19,7 +19,7 @@ process pinned to ``--cpus`` when given), and writes to ``OUTDIR``:
 
 ``run.json`` is rewritten (atomically) after every case, so a run stopped half-way keeps its data.
 Risky variants (``--isolate``, default compile,compile+graph) run in worker subprocesses
-(:func:`cudagraph_bench.measure.variants.run_isolated`): a crash or a hang fails that case only.
+(:func:`cudagraph_bench.measure.isolation.run_isolated`): a crash or a hang fails that case only.
 
 Matrix from a TOML file (``--config``; flags given on the command line win)::
 
@@ -53,8 +53,9 @@ from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_ISOLATED, DEFAULT_
                                      DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
                                      parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
                                      parse_rounds, parse_warmup_rounds)
-from cudagraph_bench.measure.variants import (CUDA_VARIANTS, DEFAULT_CASE_TIMEOUT_S, RUN_VARIANTS,
-                                      CaseResult, CaseSpec)
+from cudagraph_bench.measure.case import CaseResult, CaseSpec
+from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
+from cudagraph_bench.measure.variants import CUDA_VARIANTS, RUN_VARIANTS
 
 #: Defaults of ``run`` that differ from the shared matrix defaults: the source spec's script measures
 #: one model (gpt2) at one prompt length (50 tokens) in float32.
@@ -565,13 +566,13 @@ def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None, start
     (model, dtype) share one model. A case that fails (a capture that fails included) is that case's
     result; when a failure leaves the process's CUDA context unusable
     (:func:`~cudagraph_bench.capture.graphed.cuda_context_usable` is False after it), every remaining case,
-    of this model and the next ones, runs in worker processes (:func:`~cudagraph_bench.measure.variants.run_isolated`),
+    of this model and the next ones, runs in worker processes (:func:`~cudagraph_bench.measure.isolation.run_isolated`),
     so one broken case never stops the run.
 
     ``settings.time_budget_s`` counts from ``started_at`` (a ``time.monotonic()`` value; default: now),
     so that the command's start-up (importing torch, reading the GPU) is inside the budget."""
-    from cudagraph_bench.measure.variants import (IsolationStats, ModelCache, is_fatal_cuda_error, measure_with_cache,
-                                          run_isolated)
+    from cudagraph_bench.measure.case import ModelCache, measure_with_cache
+    from cudagraph_bench.measure.isolation import IsolationStats, is_fatal_cuda_error, run_isolated
 
     t0 = time.monotonic() if started_at is None else started_at
     deadline = t0 + settings.time_budget_s if settings.time_budget_s else None

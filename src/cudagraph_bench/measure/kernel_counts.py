@@ -6,8 +6,8 @@ session can leave CUPTI attached to the process and add host cost to every later
 eager gpt2 at 50 tokens went from 6.1 to 7.6 ms after one profiled call; pytorch/pytorch#144455). So
 the counting never happens in the process that times benchmarks: :func:`count_in_workers` sends the
 cases to ``python -m cudagraph_bench.measure.kernel_counts --worker``, which speaks the worker protocol of
-:mod:`cudagraph_bench.measure.variants` (:func:`~cudagraph_bench.measure.variants.worker_main`) and is driven by
-:func:`~cudagraph_bench.measure.variants.run_isolated`: a worker that crashes or hangs fails the case in flight
+:mod:`cudagraph_bench.measure.isolation` (:func:`~cudagraph_bench.measure.isolation.worker_main`) and is driven by
+:func:`~cudagraph_bench.measure.isolation.run_isolated`: a worker that crashes or hangs fails the case in flight
 (its reason names the exit code or signal and the last stderr lines) and a fresh worker counts the rest.
 
 The pytest suite records the counts (``perf_tests/test_kernel_counts.py``) in the session's ledger; the
@@ -60,7 +60,7 @@ class KernelCount:
 
     @classmethod
     def from_result(cls, result: dict) -> "KernelCount":
-        """Parse one result dict of :func:`~cudagraph_bench.measure.variants.run_isolated` (a worker's
+        """Parse one result dict of :func:`~cudagraph_bench.measure.isolation.run_isolated` (a worker's
         ``result`` line, or the failure that ``run_isolated`` made up for a crashed or hung worker).
 
         A result that says ``ok`` without a positive integer ``n_kernels`` becomes ``failed`` (phase
@@ -83,9 +83,9 @@ class KernelCount:
 
 def count_spec(model: str, dtype: str, seq_len: int, *, device: str = "cuda", seed: int = 0,
                overrides: dict | None = None) -> dict:
-    """The JSON spec of one case for a counting worker (a :class:`~cudagraph_bench.measure.variants.CaseSpec`
+    """The JSON spec of one case for a counting worker (a :class:`~cudagraph_bench.measure.case.CaseSpec`
     dict of the eager variant): ``seq_len`` in tokens, ``overrides`` preset config fields."""
-    from cudagraph_bench.measure.variants import CaseSpec
+    from cudagraph_bench.measure.case import CaseSpec
 
     return CaseSpec(model=model, dtype=dtype, seq_len=int(seq_len), variant=COUNTED_VARIANT, device=device,
                     seed=seed, overrides=overrides).to_dict()
@@ -102,7 +102,7 @@ def count_in_workers(specs: Iterable[dict], *, timeout_s: float = DEFAULT_COUNT_
 
     One worker counts the cases one after another (a model is built once for its consecutive cases);
     when it dies or sends nothing for ``timeout_s`` seconds, the case in flight becomes ``failed`` with
-    the reason and a new worker takes the remaining cases (:func:`~cudagraph_bench.measure.variants.run_isolated`).
+    the reason and a new worker takes the remaining cases (:func:`~cudagraph_bench.measure.isolation.run_isolated`).
 
     Args:
         specs: case dicts from :func:`count_spec`.
@@ -113,7 +113,7 @@ def count_in_workers(specs: Iterable[dict], *, timeout_s: float = DEFAULT_COUNT_
     Returns:
         ``{(model, dtype, seq_len): KernelCount}``, one entry per spec.
     """
-    from cudagraph_bench.measure.variants import run_isolated
+    from cudagraph_bench.measure.isolation import run_isolated
 
     specs = list(specs)
     if not specs:
@@ -132,7 +132,7 @@ def count_case(spec, models) -> KernelCount:
     e.g. no CUDA GPU), no kernel seen (CUPTI unavailable) or two counts that differ (``count``) are a
     ``failed`` :class:`KernelCount` with the reason.
     """
-    from cudagraph_bench.measure.variants import describe_exception
+    from cudagraph_bench.measure.case import describe_exception
 
     def failed(reason: str, phase: str) -> KernelCount:
         return KernelCount(spec.model, spec.dtype, spec.seq_len, "failed", reason=reason, phase=phase,
@@ -166,7 +166,7 @@ def count_case(spec, models) -> KernelCount:
 def _main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from cudagraph_bench.measure.variants import worker_main
+    from cudagraph_bench.measure.isolation import worker_main
 
     parser = argparse.ArgumentParser(
         prog="python -m cudagraph_bench.measure.kernel_counts",
