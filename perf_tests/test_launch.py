@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from cudagraph_bench.measure import launch
+from cudagraph_bench.results import launch_model
 from cudagraph_bench.cases import LAUNCH_VARIANTS
 
 ROUNDS = 50            # at least this many measured rounds (more with --rounds)
@@ -71,10 +72,10 @@ def test_launch_overhead(benchmark, make_sequence, rounds, n_launches, variant):
     benchmark.pedantic(one_sequence, rounds=n_rounds, warmup_rounds=n_warmup, iterations=1)
 
     # Every call (warmup included) ran all of its N kernels: the counter counts them exactly.
-    assert seq.value() == float(launch.expected_count(n_launches, len(event_ms)))
+    assert seq.value() == float(launch_model.expected_count(n_launches, len(event_ms)))
 
     measured = event_ms[-n_rounds:]
-    event_median = launch.median_ms(measured)
+    event_median = launch_model.median_ms(measured)
     clocks = launch.measure_clocks(n_launches, variant, repeats=n_rounds, warmup=n_warmup, seq=seq)
     info = {
         "suite": "launch",
@@ -82,12 +83,12 @@ def test_launch_overhead(benchmark, make_sequence, rounds, n_launches, variant):
         "variant": variant,
         "cuda_event_ms": measured,
         "event_median_ms": event_median,
-        "us_per_launch": launch.us_per_launch(event_median, n_launches),
+        "us_per_launch": launch_model.us_per_launch(event_median, n_launches),
         **{f"clock_{k}": v for k, v in clocks.medians().items()},
     }
     stats = getattr(getattr(benchmark, "stats", None), "stats", None)
     if stats is not None:
-        info["us_per_launch_wall"] = launch.us_per_launch(stats.median * 1e3, n_launches)
+        info["us_per_launch_wall"] = launch_model.us_per_launch(stats.median * 1e3, n_launches)
     benchmark.extra_info.update(info)
 
 

@@ -5,71 +5,72 @@ from types import SimpleNamespace
 import pytest
 
 from cudagraph_bench.measure import launch
+from cudagraph_bench.results import launch_model
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 
 
 def test_us_per_launch_literal():
-    assert launch.us_per_launch(2.0, 512) == 3.90625
-    assert launch.us_per_launch(0.0, 8) == 0.0
+    assert launch_model.us_per_launch(2.0, 512) == 3.90625
+    assert launch_model.us_per_launch(0.0, 8) == 0.0
     with pytest.raises(ValueError, match="n_launches"):
-        launch.us_per_launch(1.0, 0)
+        launch_model.us_per_launch(1.0, 0)
     with pytest.raises(ValueError, match="total_ms"):
-        launch.us_per_launch(float("nan"), 8)
+        launch_model.us_per_launch(float("nan"), 8)
     with pytest.raises(ValueError, match="total_ms"):
-        launch.us_per_launch(-1.0, 8)
+        launch_model.us_per_launch(-1.0, 8)
 
 
 def test_speedup_literal_and_zero_graph_time():
-    assert launch.speedup(10.0, 4.0) == 2.5
+    assert launch_model.speedup(10.0, 4.0) == 2.5
     with pytest.raises(ValueError, match="> 0"):
-        launch.speedup(1.0, 0.0)
+        launch_model.speedup(1.0, 0.0)
 
 
 def test_predicted_saving_literal():
     # 400 kernels x (6.0 - 1.5) µs = 1800 µs = 1.8 ms
-    assert launch.predicted_saving_ms(400, 6.0, 1.5) == pytest.approx(1.8)
-    assert launch.predicted_saving_ms(0, 6.0, 1.5) == 0.0
+    assert launch_model.predicted_saving_ms(400, 6.0, 1.5) == pytest.approx(1.8)
+    assert launch_model.predicted_saving_ms(0, 6.0, 1.5) == 0.0
     # a graph slower per launch predicts a loss
-    assert launch.predicted_saving_ms(100, 1.0, 3.0) == pytest.approx(-0.2)
+    assert launch_model.predicted_saving_ms(100, 1.0, 3.0) == pytest.approx(-0.2)
 
 
 @pytest.mark.parametrize("args", [(-1, 6.0, 1.5), (10, float("nan"), 1.0), (10, 2.0, float("inf"))])
 def test_predicted_saving_rejects_bad_input(args):
     with pytest.raises(ValueError):
-        launch.predicted_saving_ms(*args)
+        launch_model.predicted_saving_ms(*args)
 
 
 def test_median_ms_even_and_odd_and_empty():
-    assert launch.median_ms([3.0, 1.0, 2.0, 10.0]) == 2.5
-    assert launch.median_ms([5.0, 1.0, 3.0]) == 3.0
+    assert launch_model.median_ms([3.0, 1.0, 2.0, 10.0]) == 2.5
+    assert launch_model.median_ms([5.0, 1.0, 3.0]) == 3.0
     with pytest.raises(ValueError):
-        launch.median_ms([])
+        launch_model.median_ms([])
 
 
 def test_expected_count_stays_exact_in_float32():
-    assert launch.expected_count(4096, 110) == 450560
-    assert launch.expected_count(4096, 4096) == 2**24          # 2**24 itself is still exact
+    assert launch_model.expected_count(4096, 110) == 450560
+    assert launch_model.expected_count(4096, 4096) == 2**24          # 2**24 itself is still exact
     with pytest.raises(UsageError, match="2\\*\\*24"):
-        launch.expected_count(4096, 4097)
+        launch_model.expected_count(4096, 4097)
 
 
 def test_clock_ordering_accepts_valid_and_reports_each_violation():
-    assert launch.clock_ordering_violations([0.5, 0.6], [1.0, 1.0], [0.9, 1.03]) == []
-    bad = launch.clock_ordering_violations([0.5, 1.2, 0.1], [1.0, 1.0, 1.0], [0.9, 0.9, 1.2])
+    assert launch_model.clock_ordering_violations([0.5, 0.6], [1.0, 1.0], [0.9, 1.03]) == []
+    bad = launch_model.clock_ordering_violations([0.5, 1.2, 0.1], [1.0, 1.0, 1.0], [0.9, 0.9, 1.2])
     assert len(bad) == 2
     assert bad[0].startswith("repeat 1: issue")
     assert bad[1].startswith("repeat 2: CUDA events")
     # tolerance: 1.0 ms wall allows events up to 1.0 * 1.02 + 0.02 = 1.04 ms
-    assert launch.clock_ordering_violations([0.1], [1.0], [1.039]) == []
-    assert len(launch.clock_ordering_violations([0.1], [1.0], [1.041])) == 1
-    assert launch.clock_ordering_violations([0.1], [1.0], [1.2], tol_ms=0.0, tol_rel=0.25) == []
+    assert launch_model.clock_ordering_violations([0.1], [1.0], [1.039]) == []
+    assert len(launch_model.clock_ordering_violations([0.1], [1.0], [1.041])) == 1
+    assert launch_model.clock_ordering_violations([0.1], [1.0], [1.2], tol_ms=0.0, tol_rel=0.25) == []
 
 
 def test_clock_ordering_needs_equal_lengths():
     with pytest.raises(ValueError, match="same"):
-        launch.clock_ordering_violations([1.0], [1.0, 2.0], [1.0])
+        launch_model.clock_ordering_violations([1.0], [1.0, 2.0], [1.0])
     with pytest.raises(ValueError):
-        launch.clock_ordering_violations([], [], [])
+        launch_model.clock_ordering_violations([], [], [])
 
 
 def test_sweep_result_derived_numbers_literal():

@@ -1,6 +1,6 @@
 """Kernel launches of one eager forward per case, counted with ``torch.profiler`` in worker processes.
 
-The launch-overhead model (:func:`cudagraph_bench.measure.launch.predicted_saving_ms`) needs the number of
+The launch-overhead model (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`) needs the number of
 device kernels that one eager forward launches. Counting needs a profiler session, and a profiler
 session can leave CUPTI attached to the process and add host cost to every later launch (on the H200
 eager gpt2 at 50 tokens went from 6.1 to 7.6 ms after one profiled call; pytorch/pytorch#144455). So

@@ -36,7 +36,7 @@ import numpy as np
 
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import check_output_folder, figure_png, save_figure, write_files_atomic
-from cudagraph_bench.measure.launch import predicted_saving_ms
+from cudagraph_bench.results.launch_model import predicted_saving_ms
 from cudagraph_bench.results.runfile import cuda_versions
 from cudagraph_bench.table import Column, render_table
 
@@ -229,7 +229,7 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
 
     Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark are
     listed. ``predicted_saving_ms = n_kernels * (loop - graph µs/launch at ref.n_launches) / 1000``
-    (:func:`cudagraph_bench.measure.launch.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
+    (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
     median in ms, each from :func:`bench_median_ms`: the CUDA-event median (``extra_info["event_median_ms"]``,
     else the median of ``extra_info["cuda_event_ms"]``), and only for a benchmark without either the
     synchronized wall median ``stats.median``; ``clock`` says which (``"cuda-event"``, ``"wall"``, or
