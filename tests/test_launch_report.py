@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cudagraph_bench import cli
+from cudagraph_bench.report import launch_data, plots, sanitizer
 from cudagraph_bench.report import launch_page as lr
 from cudagraph_bench.errors import InputFileError, UsageError
 
@@ -60,7 +61,7 @@ FORWARD = [
 
 
 def test_launch_rows_values_and_missing_variant():
-    rows = lr.launch_rows(make_run(LAUNCH + FORWARD))
+    rows = launch_data.launch_rows(make_run(LAUNCH + FORWARD))
     assert [r.n_launches for r in rows] == [8, 64, 512, 4096]
     r512 = rows[2]
     assert (r512.loop_ms, r512.graph_ms) == (1.024, 0.256)
@@ -77,29 +78,29 @@ def test_launch_rows_values_and_missing_variant():
 
 def test_median_falls_back_from_event_median_to_event_list_to_wall_stats():
     b1 = bench(median_s=0.5, suite="launch", n_launches=8, variant="loop", cuda_event_ms=[3.0, 1.0, 2.0, 10.0])
-    assert lr.bench_median_ms(b1) == (2.5, "cuda-event")
+    assert launch_data.bench_median_ms(b1) == (2.5, "cuda-event")
     b2 = bench(median_s=0.004, suite="launch", n_launches=8, variant="graph")
-    assert lr.bench_median_ms(b2) == (4.0, "wall")
-    rows = lr.launch_rows(make_run([b1, b2]))
+    assert launch_data.bench_median_ms(b2) == (4.0, "wall")
+    rows = launch_data.launch_rows(make_run([b1, b2]))
     assert rows[0].clock == "cuda-event+wall"
     with pytest.raises(InputFileError, match="no median"):
-        lr.bench_median_ms({"name": "x", "extra_info": {}, "stats": {}})
+        launch_data.bench_median_ms({"name": "x", "extra_info": {}, "stats": {}})
 
 
 def test_launch_rows_reject_bad_and_duplicate_entries():
-    assert lr.launch_rows(make_run(FORWARD)) == []                     # no launch suite: no rows
+    assert launch_data.launch_rows(make_run(FORWARD)) == []                     # no launch suite: no rows
     with pytest.raises(InputFileError, match="twice"):
-        lr.launch_rows(make_run([launch_bench(8, "loop", 1.0), launch_bench(8, "loop", 2.0)]))
+        launch_data.launch_rows(make_run([launch_bench(8, "loop", 1.0), launch_bench(8, "loop", 2.0)]))
     with pytest.raises(InputFileError, match="n_launches"):
-        lr.launch_rows(make_run([bench(suite="launch", variant="loop")]))
+        launch_data.launch_rows(make_run([bench(suite="launch", variant="loop")]))
     with pytest.raises(InputFileError, match="variant"):
-        lr.launch_rows(make_run([launch_bench(8, "eager", 1.0)]))
+        launch_data.launch_rows(make_run([launch_bench(8, "eager", 1.0)]))
     with pytest.raises(InputFileError, match="benchmarks"):
-        lr.launch_rows({"not": "a run"})
+        launch_data.launch_rows({"not": "a run"})
 
 
 def test_launch_table_markdown_literal():
-    table = lr.launch_table_markdown(lr.launch_rows(make_run(LAUNCH)))
+    table = lr.launch_table_markdown(launch_data.launch_rows(make_run(LAUNCH)))
     assert table.splitlines() == [
         "| N | loop ms | graph ms | speedup × | µs/launch loop | µs/launch graph |",
         "|---:|---:|---:|---:|---:|---:|",
@@ -111,25 +112,25 @@ def test_launch_table_markdown_literal():
 
 
 def test_clocks_table_only_when_clock_fields_exist():
-    rows = lr.launch_rows(make_run(LAUNCH))
+    rows = launch_data.launch_rows(make_run(LAUNCH))
     table = lr.clocks_table_markdown(rows)
     assert table.splitlines()[2] == "| 512 | loop | 1.0000 | 1.1000 | 1.0500 |"
     assert len(table.splitlines()) == 3
-    assert lr.clocks_table_markdown(lr.launch_rows(make_run(LAUNCH[:2]))) is None
+    assert lr.clocks_table_markdown(launch_data.launch_rows(make_run(LAUNCH[:2]))) is None
 
 
 def test_reference_row_prefers_512_else_largest_complete():
-    rows = lr.launch_rows(make_run(LAUNCH))
-    assert lr.reference_row(rows).n_launches == 512
-    assert lr.reference_row(rows, reference_n=64).n_launches == 4096     # 64 lacks the graph variant
-    assert lr.reference_row([r for r in rows if r.n_launches != 512]).n_launches == 4096
-    assert lr.reference_row(lr.launch_rows(make_run([launch_bench(8, "loop", 1.0)]))) is None
+    rows = launch_data.launch_rows(make_run(LAUNCH))
+    assert launch_data.reference_row(rows).n_launches == 512
+    assert launch_data.reference_row(rows, reference_n=64).n_launches == 4096     # 64 lacks the graph variant
+    assert launch_data.reference_row([r for r in rows if r.n_launches != 512]).n_launches == 4096
+    assert launch_data.reference_row(launch_data.launch_rows(make_run([launch_bench(8, "loop", 1.0)]))) is None
 
 
 def test_saving_rows_predicted_vs_measured_literal():
     run = make_run(LAUNCH + FORWARD)
-    ref = lr.reference_row(lr.launch_rows(run))          # N=512: loop 2.0 µs, graph 0.5 µs per launch
-    rows = lr.saving_rows(run, ref)
+    ref = launch_data.reference_row(launch_data.launch_rows(run))          # N=512: loop 2.0 µs, graph 0.5 µs per launch
+    rows = launch_data.saving_rows(run, ref)
     assert [(r["model"], r["seq_len"]) for r in rows] == [("bert-tiny", 128), ("gpt2", 50)]
     bert, gpt2 = rows
     # gpt2 L=50: 400 kernels x 1.5 µs = 0.6 ms predicted; 10.0 - 4.0 = 6.0 ms measured
@@ -161,8 +162,8 @@ def test_render_section_handles_missing_suites():
 
 
 def test_speedup_figure_axes_are_log_x_and_labelled_with_units():
-    rows = lr.launch_rows(make_run(LAUNCH))
-    fig = lr.speedup_figure({"torch": rows})
+    rows = launch_data.launch_rows(make_run(LAUNCH))
+    fig = plots.speedup_figure({"torch": rows})
     ax_s, ax_us = fig.axes
     for ax in (ax_s, ax_us):
         assert ax.get_xscale() == "log"
@@ -172,11 +173,11 @@ def test_speedup_figure_axes_are_log_x_and_labelled_with_units():
     assert list(speedup_line.get_xdata()) == [8, 512, 4096]          # N=64 has no graph: not plotted
     assert list(speedup_line.get_ydata()) == [1.0, 4.0, 8.0]
     with pytest.raises(UsageError, match="nothing to plot"):
-        lr.speedup_figure({"torch": [r for r in rows if not r.complete]})
+        plots.speedup_figure({"torch": [r for r in rows if not r.complete]})
 
 
 def test_save_speedup_plot_writes_png_atomically(tmp_path):
-    path = lr.save_speedup_plot(lr.launch_rows(make_run(LAUNCH)), tmp_path / "sub" / "plot.png")
+    path = plots.save_speedup_plot(launch_data.launch_rows(make_run(LAUNCH)), tmp_path / "sub" / "plot.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in path.parent.iterdir()] == ["plot.png"]
 
@@ -197,14 +198,14 @@ GRAPHS_CU = {
 
 
 def test_graphs_cu_rows_and_bad_input():
-    rows = lr.graphs_cu_rows(GRAPHS_CU)
+    rows = launch_data.graphs_cu_rows(GRAPHS_CU)
     assert [r.n_launches for r in rows] == [8, 512]
     assert rows[1].speedup == 2.0 and rows[1].us_per_launch_loop == pytest.approx(2.5)
     assert rows[1].graph_clocks == {"issue_ms": 0.01, "synced_wall_ms": 0.7, "event_ms": 0.64}
     with pytest.raises(InputFileError, match="sweep"):
-        lr.graphs_cu_rows({"mode": "baked-pointer-only"})
+        launch_data.graphs_cu_rows({"mode": "baked-pointer-only"})
     with pytest.raises(InputFileError, match="n_launches"):
-        lr.graphs_cu_rows({"sweep": [{"loop_ms": 1.0}]})
+        launch_data.graphs_cu_rows({"sweep": [{"loop_ms": 1.0}]})
 
 
 SANITIZER_LOG = """\
@@ -223,20 +224,20 @@ SANITIZER_LOG = """\
 
 
 def test_parse_sanitizer_log():
-    assert lr.parse_sanitizer_log(SANITIZER_LOG) == {
+    assert sanitizer.parse_sanitizer_log(SANITIZER_LOG) == {
         "invalid_global_writes": 2, "invalid_global_reads": 0, "error_summary": 2,
         "first_address": "0x7f3a00000000", "first_address_note": "is out of bounds"}
-    clean = lr.parse_sanitizer_log("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")
+    clean = sanitizer.parse_sanitizer_log("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")
     assert clean["invalid_global_writes"] == 0 and clean["error_summary"] == 0
-    assert lr.parse_sanitizer_log("")["error_summary"] is None
+    assert sanitizer.parse_sanitizer_log("")["error_summary"] is None
 
 
 def test_baked_pointer_outcome_branches():
-    assert "allocation #0" in lr.baked_pointer_outcome(GRAPHS_CU["baked_pointer"])
+    assert "allocation #0" in sanitizer.baked_pointer_outcome(GRAPHS_CU["baked_pointer"])
     fault = {"launch_error": "cudaSuccess", "sync_error": "cudaErrorIllegalAddress", "aliased_index": -1}
-    assert "cudaErrorIllegalAddress" in lr.baked_pointer_outcome(fault)
+    assert "cudaErrorIllegalAddress" in sanitizer.baked_pointer_outcome(fault)
     silent = {"launch_error": "cudaSuccess", "sync_error": "cudaSuccess", "aliased_index": -1, "d2_value": 0}
-    assert "without a fault" in lr.baked_pointer_outcome(silent)
+    assert "without a fault" in sanitizer.baked_pointer_outcome(silent)
 
 
 def test_write_launch_page_from_json_only(tmp_path):
@@ -303,7 +304,7 @@ H200 = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "launch
 def h200_series():
     run = json.loads((H200 / "launch.json").read_text())
     graphs_cu = json.loads((H200 / "graphs_cu.json").read_text())
-    return {"torch": lr.launch_rows(run), "CUDA C++": lr.graphs_cu_rows(graphs_cu)}, run, graphs_cu
+    return {"torch": launch_data.launch_rows(run), "CUDA C++": launch_data.graphs_cu_rows(graphs_cu)}, run, graphs_cu
 
 
 def test_speedup_summary_matches_committed_h200_tables():
@@ -351,14 +352,14 @@ def test_speedup_summary_explains_each_fall_from_the_per_launch_columns():
 
 
 def test_speedup_summary_synthetic_cases():
-    rows = lr.launch_rows(make_run(LAUNCH))            # 1.00, 4.00, 8.00 (N=64 has no graph: skipped)
+    rows = launch_data.launch_rows(make_run(LAUNCH))            # 1.00, 4.00, 8.00 (N=64 has no graph: skipped)
     one = lr.speedup_vs_n_summary({"torch": rows})
     assert one.startswith("On this GPU the torch speedup was 1.00× at the smallest N measured (N=8) and 8.00× "
                           "at the largest (N=4096); it is monotonic in N: from 1.00× at N=8 it rises to 4.00× "
                           "at N=512 and 8.00× at N=4096.")
     assert "falls" not in one
     # series with different N ranges get one sentence each; a flat step "stays"
-    flat = lr.launch_rows(make_run([launch_bench(8, "loop", 0.02), launch_bench(8, "graph", 0.01),
+    flat = launch_data.launch_rows(make_run([launch_bench(8, "loop", 0.02), launch_bench(8, "graph", 0.01),
                                     launch_bench(16, "loop", 0.04), launch_bench(16, "graph", 0.02)]))
     both = lr.speedup_vs_n_summary({"torch": rows, "CUDA C++": flat})
     assert "The CUDA C++ speedup was 2.00× at the smallest N measured (N=8) and 2.00× at the largest (N=16); " \
@@ -390,7 +391,7 @@ def test_sanitizer_section_states_which_case_each_committed_log_hit():
     text = "\n".join(lr._sanitizer_section(logs, outcomes))
     reused, free, flagged, quiet = [], [], [], []
     for name, log in logs.items():
-        findings = lr.parse_sanitizer_log(log)
+        findings = sanitizer.parse_sanitizer_log(log)
         invalid = findings["invalid_global_reads"] + findings["invalid_global_writes"]
         bp = outcomes[name]
         if bp.get("alloc_before_free"):   # every allocation made while d lived: none can reuse its address
@@ -422,17 +423,17 @@ def test_sanitizer_section_states_which_case_each_committed_log_hit():
 
 
 def test_sanitizer_case_branches():
-    clean = lr.parse_sanitizer_log("========= ERROR SUMMARY: 0 errors\n")
-    flagged = lr.parse_sanitizer_log(SANITIZER_LOG)
+    clean = sanitizer.parse_sanitizer_log("========= ERROR SUMMARY: 0 errors\n")
+    flagged = sanitizer.parse_sanitizer_log(SANITIZER_LOG)
     ok = {"launch_error": "cudaSuccess", "sync_error": "cudaSuccess"}
-    assert lr.sanitizer_case(clean, dict(ok, aliased_index=2))[0] == "reused"
-    assert "allocation #2" in lr.sanitizer_case(clean, dict(ok, aliased_index=2))[1]
-    case, sentence = lr.sanitizer_case(flagged, dict(ok, aliased_index=-1))
+    assert sanitizer.sanitizer_case(clean, dict(ok, aliased_index=2))[0] == "reused"
+    assert "allocation #2" in sanitizer.sanitizer_case(clean, dict(ok, aliased_index=2))[1]
+    case, sentence = sanitizer.sanitizer_case(flagged, dict(ok, aliased_index=-1))
     assert case == "not-reused" and "memcheck flagged it (2 invalid global access(es)), as expected" in sentence
-    case, sentence = lr.sanitizer_case(clean, dict(ok, aliased_index=-1))
+    case, sentence = sanitizer.sanitizer_case(clean, dict(ok, aliased_index=-1))
     assert case == "not-reused" and "against what this case predicts" in sentence
-    assert "does not explain" in lr.sanitizer_case(flagged, dict(ok, aliased_index=0))[1]
-    assert lr.sanitizer_case(clean, None)[0] == "unknown"
+    assert "does not explain" in sanitizer.sanitizer_case(flagged, dict(ok, aliased_index=0))[1]
+    assert sanitizer.sanitizer_case(clean, None)[0] == "unknown"
     # a run without reuse where memcheck flagged the write: the summary says the case was observed
     text = "\n".join(lr._sanitizer_section({"a.log": SANITIZER_LOG}, {"a.log": dict(ok, aliased_index=-1)}))
     assert "no reuse (memcheck should flag the access): 1 of 1. memcheck flagged the access in 1 of the 1" in text
@@ -592,11 +593,11 @@ def test_model_caption_names_the_clock_of_its_medians():
 
 def test_baked_pointer_outcome_names_the_call_that_failed():
     sync_fail = {"launch_error": "cudaSuccess", "sync_error": "cudaErrorLaunchFailure", "aliased_index": -1}
-    text = lr.baked_pointer_outcome(sync_fail)
+    text = sanitizer.baked_pointer_outcome(sync_fail)
     assert text.startswith("the replay's launch (`cudaGraphLaunch`) returned cudaSuccess and its synchronize "
                            "(`cudaStreamSynchronize`) cudaErrorLaunchFailure: ")
     assert "cudaSuccess/" not in text and "failed with" not in text
-    launch_fail = lr.baked_pointer_outcome({"launch_error": "cudaErrorInvalidValue", "sync_error": "cudaSuccess"})
+    launch_fail = sanitizer.baked_pointer_outcome({"launch_error": "cudaErrorInvalidValue", "sync_error": "cudaSuccess"})
     assert launch_fail.startswith("the replay's launch (`cudaGraphLaunch`) returned cudaErrorInvalidValue,")
     assert "synchronize" not in launch_fail
 

@@ -19,249 +19,31 @@ Command line::
 case (model, dtype, tokens, variant) must come from one run only.
 
 The general ``cudagraph-bench report`` command can call :func:`render_launch_section` and
-:func:`save_speedup_plot`.
+:func:`~cudagraph_bench.report.plots.save_speedup_plot`. The rows it renders come from
+:mod:`cudagraph_bench.report.launch_data`, the compute-sanitizer findings from
+:mod:`cudagraph_bench.report.sanitizer`, the plot from :mod:`cudagraph_bench.report.plots`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.fsio import check_output_folder, figure_png, save_figure, write_files_atomic
-from cudagraph_bench.results.launch_model import predicted_saving_ms
+from cudagraph_bench.fsio import check_output_folder, figure_png, write_files_atomic
 from cudagraph_bench.results.runfile import cuda_versions
+from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, check_reference_n, graphs_cu_rows, launch_rows,
+                                                reference_row, run_data, saving_rows)
+from cudagraph_bench.report.plots import PLOT_DPI, speedup_figure
+from cudagraph_bench.report.sanitizer import baked_pointer_outcome, parse_sanitizer_log, sanitizer_case
 from cudagraph_bench.table import Column, render_table
 
-#: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
-REFERENCE_N = 512
 PAGE_NAME = "launch-overhead.md"
 PLOT_NAME = "launch_speedup_vs_n.png"
 #: Where the command writes the page and its plot without ``-o`` (never the committed ``docs/``).
 DEFAULT_OUT_DIR = "out/launch"
-#: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
-PLOT_DPI = 120
-CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
-
-
-# ----------------------------------------------------------------------------------- extraction
-
-def _benchmarks(run) -> list[dict]:
-    data = getattr(run, "data", run)
-    if not (isinstance(data, dict) and isinstance(data.get("benchmarks"), list)):
-        raise InputFileError("not a pytest-benchmark run: expected a dict with a 'benchmarks' list "
-                             "(the file written by pytest --benchmark-json)")
-    return [b for b in data["benchmarks"] if isinstance(b, dict)]
-
-
-def _run_data(run) -> dict:
-    return getattr(run, "data", run)
-
-
-def bench_median_ms(bench: dict) -> tuple[float, str]:
-    """Median time (ms) of one benchmark and the clock it comes from.
-
-    Prefers device time: ``extra_info["event_median_ms"]``, else the median of
-    ``extra_info["cuda_event_ms"]`` (both ``"cuda-event"``); falls back to pytest-benchmark's wall
-    ``stats.median`` (seconds, synchronized) as ``"wall"``.
-    Raises InputFileError when none of them is present.
-    """
-    info = bench.get("extra_info") or {}
-    value = info.get("event_median_ms")
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value), "cuda-event"
-    events = info.get("cuda_event_ms")
-    if isinstance(events, list) and events:
-        return float(np.median(np.asarray(events, dtype=np.float64))), "cuda-event"
-    stats = bench.get("stats") or {}
-    if isinstance(stats.get("median"), (int, float)):
-        return float(stats["median"]) * 1e3, "wall"
-    raise InputFileError(f"benchmark {bench.get('fullname') or bench.get('name')!r} has no median: "
-                         "neither extra_info event_median_ms/cuda_event_ms nor stats.median")
-
-
-@dataclass(frozen=True)
-class LaunchRow:
-    """Loop vs graph for one N. Times in ms (medians), ``None`` when that variant was not measured.
-
-    ``loop_clocks`` / ``graph_clocks``: ``{"issue_ms", "synced_wall_ms", "event_ms"}`` medians or None.
-    """
-
-    n_launches: int
-    loop_ms: float | None
-    graph_ms: float | None
-    clock: str = "cuda-event"
-    rounds: int | None = None
-    loop_clocks: dict | None = None
-    graph_clocks: dict | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self.loop_ms is not None and self.graph_ms is not None
-
-    @property
-    def speedup(self) -> float | None:
-        """``loop_ms / graph_ms``, None when a variant is missing or the graph time is not > 0."""
-        if not self.complete or not self.graph_ms > 0:
-            return None
-        return self.loop_ms / self.graph_ms
-
-    @property
-    def us_per_launch_loop(self) -> float | None:
-        return None if self.loop_ms is None else self.loop_ms * 1000.0 / self.n_launches
-
-    @property
-    def us_per_launch_graph(self) -> float | None:
-        return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
-
-    def as_dict(self) -> dict:
-        return {"n_launches": self.n_launches, "loop_ms": self.loop_ms, "graph_ms": self.graph_ms,
-                "speedup": self.speedup, "us_per_launch_loop": self.us_per_launch_loop,
-                "us_per_launch_graph": self.us_per_launch_graph, "clock": self.clock}
-
-
-def _clocks(info: dict) -> dict | None:
-    if not all(isinstance(info.get(k), (int, float)) for k in CLOCK_KEYS):
-        return None
-    return {k[len("clock_"):]: float(info[k]) for k in CLOCK_KEYS}
-
-
-def launch_rows(run) -> list[LaunchRow]:
-    """Launch-suite benchmarks of a run as one :class:`LaunchRow` per N, sorted by N (empty list when
-    the run has none).
-
-    Raises InputFileError when a launch benchmark lacks ``n_launches``/``variant``, has an unknown
-    variant, or appears twice for the same (N, variant).
-    """
-    found: dict[int, dict[str, dict]] = {}
-    for bench in _benchmarks(run):
-        info = bench.get("extra_info") or {}
-        if info.get("suite") != "launch":
-            continue
-        name = bench.get("fullname") or bench.get("name")
-        try:
-            n = int(info["n_launches"])
-            variant = str(info["variant"])
-        except (KeyError, TypeError, ValueError):
-            raise InputFileError(f"launch benchmark {name!r} lacks extra_info n_launches/variant: "
-                                 "was it written by perf_tests/test_launch.py?") from None
-        if variant not in ("loop", "graph") or n < 1:
-            raise InputFileError(f"launch benchmark {name!r} has variant {variant!r}, N={n}: expected "
-                                 "'loop' or 'graph' and N >= 1")
-        if variant in found.setdefault(n, {}):
-            raise InputFileError(f"launch N={n} {variant} appears twice in the run: report one run per file")
-        found[n][variant] = bench
-    rows = []
-    for n in sorted(found):
-        variants = found[n]
-        medians = {v: bench_median_ms(b) for v, b in variants.items()}
-        clocks = {v: _clocks(b.get("extra_info") or {}) for v, b in variants.items()}
-        rounds = [int((b.get("stats") or {}).get("rounds", 0)) for b in variants.values()]
-        kinds = sorted({kind for _, kind in medians.values()})
-        rows.append(LaunchRow(n_launches=n,
-                              loop_ms=medians["loop"][0] if "loop" in medians else None,
-                              graph_ms=medians["graph"][0] if "graph" in medians else None,
-                              clock="+".join(kinds), rounds=min(rounds) if all(rounds) else None,
-                              loop_clocks=clocks.get("loop"), graph_clocks=clocks.get("graph")))
-    return rows
-
-
-def graphs_cu_rows(data: dict) -> list[LaunchRow]:
-    """The N sweep printed by ``perf_tests/cuda/graphs.cu`` as :class:`LaunchRow` (cudaEvent medians).
-    Raises InputFileError when ``data`` has no ``sweep`` list of rows with the expected fields."""
-    sweep = data.get("sweep") if isinstance(data, dict) else None
-    if not isinstance(sweep, list):
-        raise InputFileError("graphs.cu JSON has no 'sweep' list: give the output of a full run "
-                             "(./graphs without --baked-pointer-only)")
-    def pick(c: dict | None) -> dict | None:
-        return {k: float(c[k]) for k in ("issue_ms", "synced_wall_ms", "event_ms")} if c else None
-
-    rows = []
-    for item in sweep:
-        try:
-            clocks = item.get("clocks") or {}
-            rows.append(LaunchRow(n_launches=int(item["n_launches"]), loop_ms=float(item["loop_ms"]),
-                                  graph_ms=float(item["graph_ms"]), clock="cuda-event",
-                                  rounds=int(data.get("repeats", 0)) or None,
-                                  loop_clocks=pick(clocks.get("loop")), graph_clocks=pick(clocks.get("graph"))))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise InputFileError("graphs.cu JSON sweep rows need n_launches, loop_ms and graph_ms: "
-                                 "rerun perf_tests/cuda/graphs.cu") from None
-    return sorted(rows, key=lambda r: r.n_launches)
-
-
-def reference_row(rows: list[LaunchRow], reference_n: int = REFERENCE_N) -> LaunchRow | None:
-    """The row whose µs/launch feeds the model: N == ``reference_n`` if measured with both variants,
-    else the largest N with both; None when no N has both."""
-    complete = [r for r in rows if r.complete]
-    for r in complete:
-        if r.n_launches == reference_n:
-            return r
-    return max(complete, key=lambda r: r.n_launches) if complete else None
-
-
-def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
-    """Raise UsageError unless ``reference_n`` launches were measured with both loop and graph
-    (an explicit ``--reference-n`` must not silently fall back to another N). The message lists the
-    N values that can be used."""
-    usable = [r.n_launches for r in rows if r.complete]
-    choices = (f"use one of {', '.join(map(str, usable))}" if usable else
-               "no N of this run was measured with both loop and graph, so no N can feed the model")
-    measured = {r.n_launches: r for r in rows}
-    if reference_n not in measured:
-        raise UsageError(f"--reference-n {reference_n} was not measured: {choices}")
-    row = measured[reference_n]
-    if not row.complete:
-        only = "loop" if row.loop_ms is not None else "graph"
-        raise UsageError(f"--reference-n {reference_n} was measured with the {only} variant only (the model "
-                         f"needs loop and graph): {choices}")
-
-
-def saving_rows(run, ref: LaunchRow) -> list[dict]:
-    """Predicted vs measured eager-minus-graph saving per forward case (model, dtype, seq_len).
-
-    Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark are
-    listed. ``predicted_saving_ms = n_kernels * (loop - graph µs/launch at ref.n_launches) / 1000``
-    (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
-    median in ms, each from :func:`bench_median_ms`: the CUDA-event median (``extra_info["event_median_ms"]``,
-    else the median of ``extra_info["cuda_event_ms"]``), and only for a benchmark without either the
-    synchronized wall median ``stats.median``; ``clock`` says which (``"cuda-event"``, ``"wall"``, or
-    ``"eager clock/graph clock"`` when they differ). Sorted by (model, dtype, seq_len).
-    """
-    cases: dict[tuple, dict[str, dict]] = {}
-    for bench in _benchmarks(run):
-        info = bench.get("extra_info") or {}
-        if info.get("suite") != "forward" or info.get("variant") not in ("eager", "graph"):
-            continue
-        try:
-            key = (str(info["model"]), str(info["dtype"]), int(info["seq_len"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        cases.setdefault(key, {})[info["variant"]] = bench
-    out = []
-    for key in sorted(cases):
-        variants = cases[key]
-        eager, graph = variants.get("eager"), variants.get("graph")
-        n_kernels = (eager or {}).get("extra_info", {}).get("n_kernels")
-        if eager is None or graph is None or not isinstance(n_kernels, int):
-            continue
-        eager_ms, clock_e = bench_median_ms(eager)
-        graph_ms, clock_g = bench_median_ms(graph)
-        predicted = predicted_saving_ms(n_kernels, ref.us_per_launch_loop, ref.us_per_launch_graph)
-        measured = eager_ms - graph_ms
-        out.append({"model": key[0], "dtype": key[1], "seq_len": key[2], "n_kernels": n_kernels,
-                    "eager_ms": eager_ms, "graph_ms": graph_ms, "measured_saving_ms": measured,
-                    "predicted_saving_ms": predicted,
-                    "measured_over_predicted": measured / predicted if predicted > 0 else None,
-                    "clock": clock_e if clock_e == clock_g else f"{clock_e}/{clock_g}"})
-    return out
 
 
 # ------------------------------------------------------------------------------------- tables
@@ -322,113 +104,6 @@ def saving_table_markdown(rows: list[dict]) -> str:
 def _mixed_clocks(rows: list[dict]) -> bool:
     """True when the medians of :func:`saving_rows` are not all of one clock (all CUDA events or all wall)."""
     return bool(rows) and {r.get("clock") for r in rows} not in ({"cuda-event"}, {"wall"})
-
-
-# --------------------------------------------------------------------------------------- plots
-
-SPEEDUP_XLABEL = "launches per sequence N (log scale)"
-SPEEDUP_YLABEL = "speedup: loop time / graph replay time (×)"
-US_YLABEL = "overhead per launch (µs, log scale)"
-
-
-def speedup_figure(series: dict[str, list[LaunchRow]]):
-    """Matplotlib figure (no pyplot, Agg): left, speedup vs N; right, µs per launch vs N (loop solid,
-    graph dashed). ``series`` maps a label (``"torch"``, ``"CUDA C++"``) to its rows; rows without
-    both variants are skipped. Log-scale x (base 2) on both axes. Raises UsageError when no series has
-    a complete row."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    plotted = {label: [r for r in rows if r.complete and r.speedup is not None] for label, rows in series.items()}
-    plotted = {label: rows for label, rows in plotted.items() if rows}
-    if not plotted:
-        raise UsageError("nothing to plot: no N measured with both loop and graph variants")
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
-    ax_s, ax_us = fig.subplots(1, 2)
-    for label, rows in plotted.items():
-        ns = [r.n_launches for r in rows]
-        ax_s.plot(ns, [r.speedup for r in rows], marker="o", label=label)
-        line = ax_us.plot(ns, [r.us_per_launch_loop for r in rows], marker="o", label=f"{label} loop")[0]
-        ax_us.plot(ns, [r.us_per_launch_graph for r in rows], marker="s", linestyle="--",
-                   color=line.get_color(), label=f"{label} graph")
-    ax_s.axhline(1.0, color="grey", linewidth=0.8, linestyle=":", label="no gain (1×)")
-    all_n = sorted({r.n_launches for rows in plotted.values() for r in rows})
-    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
-    for ax in (ax_s, ax_us):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(all_n)
-        ax.xaxis.set_major_formatter(plain)
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(SPEEDUP_XLABEL)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
-    ax_us.set_yscale("log")
-    ax_us.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax_us.yaxis.set_major_formatter(plain)
-    ax_us.yaxis.set_minor_formatter(NullFormatter())
-    ax_s.set_ylabel(SPEEDUP_YLABEL)
-    ax_us.set_ylabel(US_YLABEL)
-    ax_s.set_title("graph replay speedup vs N")
-    ax_us.set_title("launch overhead per kernel")
-    return fig
-
-
-def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path: str | os.PathLike) -> Path:
-    """Write :func:`speedup_figure` as a PNG at ``path`` (atomically). A plain list of rows is plotted
-    as the series ``"torch"``. Returns the path."""
-    if isinstance(series, list):
-        series = {"torch": series}
-    return save_figure(speedup_figure(series), Path(path), dpi=PLOT_DPI)
-
-
-# ------------------------------------------------------------------------------- sanitizer logs
-
-_INVALID_RE = re.compile(r"Invalid __global__ (read|write) of size (\d+)")
-_SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
-_ADDRESS_RE = re.compile(r"Address (0x[0-9a-fA-F]+)\s+(.*)")
-
-
-def parse_sanitizer_log(text: str) -> dict:
-    """Findings of a ``compute-sanitizer --tool memcheck`` log.
-
-    Returns ``{"invalid_global_writes": int, "invalid_global_reads": int, "error_summary": int | None,
-    "first_address": str | None, "first_address_note": str | None}``: counts of ``Invalid __global__
-    write/read`` reports, the number in ``ERROR SUMMARY: N errors`` (None when the log has no summary,
-    e.g. the tool did not run), and the first reported address with the rest of its line
-    (e.g. ``"is out of bounds"``).
-    """
-    writes = reads = 0
-    for m in _INVALID_RE.finditer(text):
-        if m.group(1) == "write":
-            writes += 1
-        else:
-            reads += 1
-    summary = _SUMMARY_RE.search(text)
-    addr = _ADDRESS_RE.search(text)
-    return {"invalid_global_writes": writes, "invalid_global_reads": reads,
-            "error_summary": int(summary.group(1)) if summary else None,
-            "first_address": addr.group(1) if addr else None,
-            "first_address_note": addr.group(2).strip() if addr else None}
-
-
-def baked_pointer_outcome(bp: dict) -> str:
-    """One sentence on what the replay after ``cudaFree`` did, from graphs.cu's ``baked_pointer`` object."""
-    launch, sync = bp.get("launch_error"), bp.get("sync_error")
-    if launch != "cudaSuccess":
-        # graphs.cu synchronizes only after a successful cudaGraphLaunch (sync_error is then cudaSuccess)
-        synced = "" if sync == "cudaSuccess" else f" and its synchronize (`cudaStreamSynchronize`) {sync}"
-        return (f"the replay's launch (`cudaGraphLaunch`) returned {launch}{synced}, so the graph did not run "
-                "as captured")
-    if sync != "cudaSuccess":
-        return (f"the replay's launch (`cudaGraphLaunch`) returned cudaSuccess and its synchronize "
-                f"(`cudaStreamSynchronize`) {sync}: the kernel accessed the freed address, which no allocation "
-                "owned any more")
-    aliased = bp.get("aliased_index", -1)
-    if isinstance(aliased, int) and aliased >= 0:
-        return (f"allocation #{aliased} made after the free got the captured address and was silently "
-                f"updated to {bp.get('aliased_value')}; d2 = {bp.get('d2_value')}")
-    return (f"no new allocation got the captured address; the replay wrote freed memory without a fault; "
-            f"d2 = {bp.get('d2_value')}")
 
 
 # ---------------------------------------------------------------------------------------- page
@@ -661,7 +336,7 @@ fine (`test_graphed_forward_copies_fresh_inputs`). The static buffers are read-o
 
 
 def _run_header(run, source: str) -> str:
-    data = _run_data(run)
+    data = run_data(run)
     cuda = (data.get("machine_info") or {}).get("cuda") or {}
     bits = [f"source run `{source}`"]
     if cuda.get("gpu_name"):
@@ -763,39 +438,6 @@ def _graphs_cu_section(data: dict) -> list[str]:
     return out
 
 
-def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
-    """Which baked-pointer case one compute-sanitizer run hit, and whether memcheck agreed.
-
-    ``findings``: :func:`parse_sanitizer_log` of the log; ``bp``: the program's ``baked_pointer``
-    object of the same run (None when its stdout was not saved). Returns ``(case, sentence)`` with
-    ``case`` one of ``"reused"`` (a new allocation got the captured address: the write lands in
-    live memory, memcheck has nothing to flag), ``"not-reused"`` (the write lands in freed memory:
-    memcheck should flag it) or ``"unknown"`` (no program output or no ``aliased_index``).
-    """
-    # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
-    writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
-    summary = findings["error_summary"]
-    aliased = bp.get("aliased_index") if isinstance(bp, dict) else None
-    if not isinstance(aliased, int):
-        return "unknown", ("the program's `aliased_index` is not available (its output was not saved next to "
-                           "the log), so whether a new allocation reused the captured address, and so whether "
-                           "memcheck should flag the write, is not known")
-    if summary is None and not writes:
-        verdict = "memcheck's verdict is missing (no summary in the log)"
-    elif aliased >= 0:
-        verdict = ("memcheck reported no invalid access, as expected in this case"
-                   if writes == 0 else
-                   f"yet memcheck reported {writes} invalid global access(es), which this case does not "
-                   "explain: read the log")
-    else:
-        verdict = (f"memcheck flagged it ({writes} invalid global access(es)), as expected" if writes else
-                   "but memcheck reported no invalid access, against what this case predicts: read the log")
-    if aliased >= 0:
-        return "reused", (f"case observed: the captured address was reused by allocation #{aliased} made after "
-                          "the free, so the replay wrote live memory: memcheck has nothing to flag, and only the "
-                          f"program's own check sees the corruption; {verdict}")
-    return "not-reused", ("case observed: no allocation reused the captured address, so "
-                          f"the replay wrote freed memory, which memcheck should flag; {verdict}")
 
 
 def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = None) -> list[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import add_storage_option, parse_path
+from cudagraph_bench.report import launch_data, launch_page, plots
 from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
 from cudagraph_bench.results.runfile import Measurement, Run, cuda_versions, load_run, measurements
 from cudagraph_bench.results.stats import reduction_pct, spread_pct
@@ -416,23 +417,19 @@ DECODE_COLUMNS = [
 def launch_markdown(runs: list[Run]) -> str | None:
     """The launch-suite section of every run that has launch benchmarks, rendered by
     :func:`cudagraph_bench.report.launch_page.render_launch_section`; None when no run has any."""
-    from cudagraph_bench.report import launch_page as launch_report
-
-    parts = [launch_report.render_launch_section(run, heading_level=2, forward_runs=runs) for run in runs
-             if launch_report.launch_rows(run)]
+    parts = [launch_page.render_launch_section(run, heading_level=2, forward_runs=runs) for run in runs
+             if launch_data.launch_rows(run)]
     return "\n".join(parts) if parts else None
 
 
 def _launch_plot(runs: list[Run], outdir: Path) -> Path | None:
-    from cudagraph_bench.report import launch_page as launch_report
-
-    series = {run.path.stem: rows for run in runs if (rows := launch_report.launch_rows(run))}
+    series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
     series = {k: v for k, v in series.items() if any(r.complete for r in v)}
     if not series:
         return None
     if len(series) == 1:
         series = {"torch": next(iter(series.values()))}
-    return launch_report.save_speedup_plot(series, outdir / launch_report.PLOT_NAME)
+    return plots.save_speedup_plot(series, outdir / launch_page.PLOT_NAME)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -451,8 +448,6 @@ def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     """Write ``latency_comparison.png`` (when per-round data exists), ``speedup_vs_length.png``
     (when eager was measured) and the launch suite's plot (:mod:`cudagraph_bench.report.launch_page`,
     when a run has launch benchmarks) into ``outdir``. Returns the paths written."""
-    from cudagraph_bench.report import plots
-
     samples, medians = forward_samples(runs)
     gpu = gpu_name(runs)
     written = []

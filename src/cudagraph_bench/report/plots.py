@@ -4,7 +4,9 @@
   (model, dtype): a histogram per variant when the panel has one prompt length (the source spec's
   ``latency_comparison.png``), box plots per variant and prompt length otherwise;
 - :func:`speedup_vs_length`: speedup of each variant over eager (median eager / median variant)
-  against the prompt length (log2 axis), one line per variant, with the 30%-reduction target.
+  against the prompt length (log2 axis), one line per variant, with the 30%-reduction target;
+- :func:`speedup_figure`: the launch-overhead page's speedup and µs per launch against the number of
+  launches N (:mod:`cudagraph_bench.report.launch_page`).
 
 Functions return a ``matplotlib.figure.Figure`` (inspect it in tests) and :func:`cudagraph_bench.fsio.save_figure`
 writes it atomically. Inputs are plain mappings keyed by :class:`~cudagraph_bench.cases.Case`, so run files
@@ -13,11 +15,16 @@ of any origin (``cudagraph-bench run``, ``pytest --benchmark-json``) plot the sa
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import save_figure
+from cudagraph_bench.report.launch_data import LaunchRow
 
 #: One fixed colour per variant, so every plot uses the same legend.
 VARIANT_COLORS = {"eager": "tab:gray", "graph": "tab:blue", "padded": "tab:orange", "bucketed": "tab:purple",
@@ -185,3 +192,62 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
         ax.legend(fontsize="small")
     _suptitle(fig, "Speedup over eager vs prompt length", gpu)
     return fig
+
+
+# --------------------------------------------------------------------------------------- launch overhead
+
+#: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
+PLOT_DPI = 120
+SPEEDUP_XLABEL = "launches per sequence N (log scale)"
+SPEEDUP_YLABEL = "speedup: loop time / graph replay time (×)"
+US_YLABEL = "overhead per launch (µs, log scale)"
+
+
+def speedup_figure(series: dict[str, list[LaunchRow]]):
+    """Matplotlib figure (no pyplot, Agg): left, speedup vs N; right, µs per launch vs N (loop solid,
+    graph dashed). ``series`` maps a label (``"torch"``, ``"CUDA C++"``) to its rows; rows without
+    both variants are skipped. Log-scale x (base 2) on both axes. Raises UsageError when no series has
+    a complete row."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    plotted = {label: [r for r in rows if r.complete and r.speedup is not None] for label, rows in series.items()}
+    plotted = {label: rows for label, rows in plotted.items() if rows}
+    if not plotted:
+        raise UsageError("nothing to plot: no N measured with both loop and graph variants")
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ax_s, ax_us = fig.subplots(1, 2)
+    for label, rows in plotted.items():
+        ns = [r.n_launches for r in rows]
+        ax_s.plot(ns, [r.speedup for r in rows], marker="o", label=label)
+        line = ax_us.plot(ns, [r.us_per_launch_loop for r in rows], marker="o", label=f"{label} loop")[0]
+        ax_us.plot(ns, [r.us_per_launch_graph for r in rows], marker="s", linestyle="--",
+                   color=line.get_color(), label=f"{label} graph")
+    ax_s.axhline(1.0, color="grey", linewidth=0.8, linestyle=":", label="no gain (1×)")
+    all_n = sorted({r.n_launches for rows in plotted.values() for r in rows})
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    for ax in (ax_s, ax_us):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(all_n)
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(SPEEDUP_XLABEL)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    ax_us.set_yscale("log")
+    ax_us.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax_us.yaxis.set_major_formatter(plain)
+    ax_us.yaxis.set_minor_formatter(NullFormatter())
+    ax_s.set_ylabel(SPEEDUP_YLABEL)
+    ax_us.set_ylabel(US_YLABEL)
+    ax_s.set_title("graph replay speedup vs N")
+    ax_us.set_title("launch overhead per kernel")
+    return fig
+
+
+def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path: str | os.PathLike) -> Path:
+    """Write :func:`speedup_figure` as a PNG at ``path`` (atomically). A plain list of rows is plotted
+    as the series ``"torch"``. Returns the path."""
+    if isinstance(series, list):
+        series = {"torch": series}
+    return save_figure(speedup_figure(series), Path(path), dpi=PLOT_DPI)

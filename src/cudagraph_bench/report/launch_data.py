@@ -1,0 +1,230 @@
+"""The launch-overhead numbers of a run (no torch): the N-sweep rows of the launch suite and of
+``perf_tests/cuda/graphs.cu``, the reference row whose µs per launch feeds the launch-overhead model,
+and the predicted vs measured saving of a graph on the forward benchmarks that carry a kernel count
+(:func:`~cudagraph_bench.results.launch_model.predicted_saving_ms`). Rendered by
+:mod:`cudagraph_bench.report.launch_page`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.results.launch_model import predicted_saving_ms
+
+#: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
+REFERENCE_N = 512
+CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
+
+
+def _benchmarks(run) -> list[dict]:
+    data = getattr(run, "data", run)
+    if not (isinstance(data, dict) and isinstance(data.get("benchmarks"), list)):
+        raise InputFileError("not a pytest-benchmark run: expected a dict with a 'benchmarks' list "
+                             "(the file written by pytest --benchmark-json)")
+    return [b for b in data["benchmarks"] if isinstance(b, dict)]
+
+
+def run_data(run) -> dict:
+    return getattr(run, "data", run)
+
+
+def bench_median_ms(bench: dict) -> tuple[float, str]:
+    """Median time (ms) of one benchmark and the clock it comes from.
+
+    Prefers device time: ``extra_info["event_median_ms"]``, else the median of
+    ``extra_info["cuda_event_ms"]`` (both ``"cuda-event"``); falls back to pytest-benchmark's wall
+    ``stats.median`` (seconds, synchronized) as ``"wall"``.
+    Raises InputFileError when none of them is present.
+    """
+    info = bench.get("extra_info") or {}
+    value = info.get("event_median_ms")
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value), "cuda-event"
+    events = info.get("cuda_event_ms")
+    if isinstance(events, list) and events:
+        return float(np.median(np.asarray(events, dtype=np.float64))), "cuda-event"
+    stats = bench.get("stats") or {}
+    if isinstance(stats.get("median"), (int, float)):
+        return float(stats["median"]) * 1e3, "wall"
+    raise InputFileError(f"benchmark {bench.get('fullname') or bench.get('name')!r} has no median: "
+                         "neither extra_info event_median_ms/cuda_event_ms nor stats.median")
+
+
+@dataclass(frozen=True)
+class LaunchRow:
+    """Loop vs graph for one N. Times in ms (medians), ``None`` when that variant was not measured.
+
+    ``loop_clocks`` / ``graph_clocks``: ``{"issue_ms", "synced_wall_ms", "event_ms"}`` medians or None.
+    """
+
+    n_launches: int
+    loop_ms: float | None
+    graph_ms: float | None
+    clock: str = "cuda-event"
+    rounds: int | None = None
+    loop_clocks: dict | None = None
+    graph_clocks: dict | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.loop_ms is not None and self.graph_ms is not None
+
+    @property
+    def speedup(self) -> float | None:
+        """``loop_ms / graph_ms``, None when a variant is missing or the graph time is not > 0."""
+        if not self.complete or not self.graph_ms > 0:
+            return None
+        return self.loop_ms / self.graph_ms
+
+    @property
+    def us_per_launch_loop(self) -> float | None:
+        return None if self.loop_ms is None else self.loop_ms * 1000.0 / self.n_launches
+
+    @property
+    def us_per_launch_graph(self) -> float | None:
+        return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
+
+    def as_dict(self) -> dict:
+        return {"n_launches": self.n_launches, "loop_ms": self.loop_ms, "graph_ms": self.graph_ms,
+                "speedup": self.speedup, "us_per_launch_loop": self.us_per_launch_loop,
+                "us_per_launch_graph": self.us_per_launch_graph, "clock": self.clock}
+
+
+def _clocks(info: dict) -> dict | None:
+    if not all(isinstance(info.get(k), (int, float)) for k in CLOCK_KEYS):
+        return None
+    return {k[len("clock_"):]: float(info[k]) for k in CLOCK_KEYS}
+
+
+def launch_rows(run) -> list[LaunchRow]:
+    """Launch-suite benchmarks of a run as one :class:`LaunchRow` per N, sorted by N (empty list when
+    the run has none).
+
+    Raises InputFileError when a launch benchmark lacks ``n_launches``/``variant``, has an unknown
+    variant, or appears twice for the same (N, variant).
+    """
+    found: dict[int, dict[str, dict]] = {}
+    for bench in _benchmarks(run):
+        info = bench.get("extra_info") or {}
+        if info.get("suite") != "launch":
+            continue
+        name = bench.get("fullname") or bench.get("name")
+        try:
+            n = int(info["n_launches"])
+            variant = str(info["variant"])
+        except (KeyError, TypeError, ValueError):
+            raise InputFileError(f"launch benchmark {name!r} lacks extra_info n_launches/variant: "
+                                 "was it written by perf_tests/test_launch.py?") from None
+        if variant not in ("loop", "graph") or n < 1:
+            raise InputFileError(f"launch benchmark {name!r} has variant {variant!r}, N={n}: expected "
+                                 "'loop' or 'graph' and N >= 1")
+        if variant in found.setdefault(n, {}):
+            raise InputFileError(f"launch N={n} {variant} appears twice in the run: report one run per file")
+        found[n][variant] = bench
+    rows = []
+    for n in sorted(found):
+        variants = found[n]
+        medians = {v: bench_median_ms(b) for v, b in variants.items()}
+        clocks = {v: _clocks(b.get("extra_info") or {}) for v, b in variants.items()}
+        rounds = [int((b.get("stats") or {}).get("rounds", 0)) for b in variants.values()]
+        kinds = sorted({kind for _, kind in medians.values()})
+        rows.append(LaunchRow(n_launches=n,
+                              loop_ms=medians["loop"][0] if "loop" in medians else None,
+                              graph_ms=medians["graph"][0] if "graph" in medians else None,
+                              clock="+".join(kinds), rounds=min(rounds) if all(rounds) else None,
+                              loop_clocks=clocks.get("loop"), graph_clocks=clocks.get("graph")))
+    return rows
+
+
+def graphs_cu_rows(data: dict) -> list[LaunchRow]:
+    """The N sweep printed by ``perf_tests/cuda/graphs.cu`` as :class:`LaunchRow` (cudaEvent medians).
+    Raises InputFileError when ``data`` has no ``sweep`` list of rows with the expected fields."""
+    sweep = data.get("sweep") if isinstance(data, dict) else None
+    if not isinstance(sweep, list):
+        raise InputFileError("graphs.cu JSON has no 'sweep' list: give the output of a full run "
+                             "(./graphs without --baked-pointer-only)")
+    def pick(c: dict | None) -> dict | None:
+        return {k: float(c[k]) for k in ("issue_ms", "synced_wall_ms", "event_ms")} if c else None
+
+    rows = []
+    for item in sweep:
+        try:
+            clocks = item.get("clocks") or {}
+            rows.append(LaunchRow(n_launches=int(item["n_launches"]), loop_ms=float(item["loop_ms"]),
+                                  graph_ms=float(item["graph_ms"]), clock="cuda-event",
+                                  rounds=int(data.get("repeats", 0)) or None,
+                                  loop_clocks=pick(clocks.get("loop")), graph_clocks=pick(clocks.get("graph"))))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise InputFileError("graphs.cu JSON sweep rows need n_launches, loop_ms and graph_ms: "
+                                 "rerun perf_tests/cuda/graphs.cu") from None
+    return sorted(rows, key=lambda r: r.n_launches)
+
+
+def reference_row(rows: list[LaunchRow], reference_n: int = REFERENCE_N) -> LaunchRow | None:
+    """The row whose µs/launch feeds the model: N == ``reference_n`` if measured with both variants,
+    else the largest N with both; None when no N has both."""
+    complete = [r for r in rows if r.complete]
+    for r in complete:
+        if r.n_launches == reference_n:
+            return r
+    return max(complete, key=lambda r: r.n_launches) if complete else None
+
+
+def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
+    """Raise UsageError unless ``reference_n`` launches were measured with both loop and graph
+    (an explicit ``--reference-n`` must not silently fall back to another N). The message lists the
+    N values that can be used."""
+    usable = [r.n_launches for r in rows if r.complete]
+    choices = (f"use one of {', '.join(map(str, usable))}" if usable else
+               "no N of this run was measured with both loop and graph, so no N can feed the model")
+    measured = {r.n_launches: r for r in rows}
+    if reference_n not in measured:
+        raise UsageError(f"--reference-n {reference_n} was not measured: {choices}")
+    row = measured[reference_n]
+    if not row.complete:
+        only = "loop" if row.loop_ms is not None else "graph"
+        raise UsageError(f"--reference-n {reference_n} was measured with the {only} variant only (the model "
+                         f"needs loop and graph): {choices}")
+
+
+def saving_rows(run, ref: LaunchRow) -> list[dict]:
+    """Predicted vs measured eager-minus-graph saving per forward case (model, dtype, seq_len).
+
+    Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark are
+    listed. ``predicted_saving_ms = n_kernels * (loop - graph µs/launch at ref.n_launches) / 1000``
+    (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
+    median in ms, each from :func:`bench_median_ms`: the CUDA-event median (``extra_info["event_median_ms"]``,
+    else the median of ``extra_info["cuda_event_ms"]``), and only for a benchmark without either the
+    synchronized wall median ``stats.median``; ``clock`` says which (``"cuda-event"``, ``"wall"``, or
+    ``"eager clock/graph clock"`` when they differ). Sorted by (model, dtype, seq_len).
+    """
+    cases: dict[tuple, dict[str, dict]] = {}
+    for bench in _benchmarks(run):
+        info = bench.get("extra_info") or {}
+        if info.get("suite") != "forward" or info.get("variant") not in ("eager", "graph"):
+            continue
+        try:
+            key = (str(info["model"]), str(info["dtype"]), int(info["seq_len"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        cases.setdefault(key, {})[info["variant"]] = bench
+    out = []
+    for key in sorted(cases):
+        variants = cases[key]
+        eager, graph = variants.get("eager"), variants.get("graph")
+        n_kernels = (eager or {}).get("extra_info", {}).get("n_kernels")
+        if eager is None or graph is None or not isinstance(n_kernels, int):
+            continue
+        eager_ms, clock_e = bench_median_ms(eager)
+        graph_ms, clock_g = bench_median_ms(graph)
+        predicted = predicted_saving_ms(n_kernels, ref.us_per_launch_loop, ref.us_per_launch_graph)
+        measured = eager_ms - graph_ms
+        out.append({"model": key[0], "dtype": key[1], "seq_len": key[2], "n_kernels": n_kernels,
+                    "eager_ms": eager_ms, "graph_ms": graph_ms, "measured_saving_ms": measured,
+                    "predicted_saving_ms": predicted,
+                    "measured_over_predicted": measured / predicted if predicted > 0 else None,
+                    "clock": clock_e if clock_e == clock_g else f"{clock_e}/{clock_g}"})
+    return out

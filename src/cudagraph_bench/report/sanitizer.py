@@ -1,0 +1,90 @@
+"""Reading compute-sanitizer logs of the baked-pointer demo of ``perf_tests/cuda/graphs.cu`` (no torch):
+what memcheck found (:func:`parse_sanitizer_log`), what the program saw (:func:`baked_pointer_outcome`)
+and which case one run hit (:func:`sanitizer_case`)."""
+
+from __future__ import annotations
+
+import re
+
+
+_INVALID_RE = re.compile(r"Invalid __global__ (read|write) of size (\d+)")
+_SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
+_ADDRESS_RE = re.compile(r"Address (0x[0-9a-fA-F]+)\s+(.*)")
+
+
+def parse_sanitizer_log(text: str) -> dict:
+    """Findings of a ``compute-sanitizer --tool memcheck`` log.
+
+    Returns ``{"invalid_global_writes": int, "invalid_global_reads": int, "error_summary": int | None,
+    "first_address": str | None, "first_address_note": str | None}``: counts of ``Invalid __global__
+    write/read`` reports, the number in ``ERROR SUMMARY: N errors`` (None when the log has no summary,
+    e.g. the tool did not run), and the first reported address with the rest of its line
+    (e.g. ``"is out of bounds"``).
+    """
+    writes = reads = 0
+    for m in _INVALID_RE.finditer(text):
+        if m.group(1) == "write":
+            writes += 1
+        else:
+            reads += 1
+    summary = _SUMMARY_RE.search(text)
+    addr = _ADDRESS_RE.search(text)
+    return {"invalid_global_writes": writes, "invalid_global_reads": reads,
+            "error_summary": int(summary.group(1)) if summary else None,
+            "first_address": addr.group(1) if addr else None,
+            "first_address_note": addr.group(2).strip() if addr else None}
+
+
+def baked_pointer_outcome(bp: dict) -> str:
+    """One sentence on what the replay after ``cudaFree`` did, from graphs.cu's ``baked_pointer`` object."""
+    launch, sync = bp.get("launch_error"), bp.get("sync_error")
+    if launch != "cudaSuccess":
+        # graphs.cu synchronizes only after a successful cudaGraphLaunch (sync_error is then cudaSuccess)
+        synced = "" if sync == "cudaSuccess" else f" and its synchronize (`cudaStreamSynchronize`) {sync}"
+        return (f"the replay's launch (`cudaGraphLaunch`) returned {launch}{synced}, so the graph did not run "
+                "as captured")
+    if sync != "cudaSuccess":
+        return (f"the replay's launch (`cudaGraphLaunch`) returned cudaSuccess and its synchronize "
+                f"(`cudaStreamSynchronize`) {sync}: the kernel accessed the freed address, which no allocation "
+                "owned any more")
+    aliased = bp.get("aliased_index", -1)
+    if isinstance(aliased, int) and aliased >= 0:
+        return (f"allocation #{aliased} made after the free got the captured address and was silently "
+                f"updated to {bp.get('aliased_value')}; d2 = {bp.get('d2_value')}")
+    return (f"no new allocation got the captured address; the replay wrote freed memory without a fault; "
+            f"d2 = {bp.get('d2_value')}")
+
+
+def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
+    """Which baked-pointer case one compute-sanitizer run hit, and whether memcheck agreed.
+
+    ``findings``: :func:`parse_sanitizer_log` of the log; ``bp``: the program's ``baked_pointer``
+    object of the same run (None when its stdout was not saved). Returns ``(case, sentence)`` with
+    ``case`` one of ``"reused"`` (a new allocation got the captured address: the write lands in
+    live memory, memcheck has nothing to flag), ``"not-reused"`` (the write lands in freed memory:
+    memcheck should flag it) or ``"unknown"`` (no program output or no ``aliased_index``).
+    """
+    # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
+    writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
+    summary = findings["error_summary"]
+    aliased = bp.get("aliased_index") if isinstance(bp, dict) else None
+    if not isinstance(aliased, int):
+        return "unknown", ("the program's `aliased_index` is not available (its output was not saved next to "
+                           "the log), so whether a new allocation reused the captured address, and so whether "
+                           "memcheck should flag the write, is not known")
+    if summary is None and not writes:
+        verdict = "memcheck's verdict is missing (no summary in the log)"
+    elif aliased >= 0:
+        verdict = ("memcheck reported no invalid access, as expected in this case"
+                   if writes == 0 else
+                   f"yet memcheck reported {writes} invalid global access(es), which this case does not "
+                   "explain: read the log")
+    else:
+        verdict = (f"memcheck flagged it ({writes} invalid global access(es)), as expected" if writes else
+                   "but memcheck reported no invalid access, against what this case predicts: read the log")
+    if aliased >= 0:
+        return "reused", (f"case observed: the captured address was reused by allocation #{aliased} made after "
+                          "the free, so the replay wrote live memory: memcheck has nothing to flag, and only the "
+                          f"program's own check sees the corruption; {verdict}")
+    return "not-reused", ("case observed: no allocation reused the captured address, so "
+                          f"the replay wrote freed memory, which memcheck should flag; {verdict}")
