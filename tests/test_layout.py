@@ -1,0 +1,119 @@
+"""The package layout is its architecture: every module belongs to one layer, imports only point down the
+layers, and the layers that read and render results import no torch or transformers, so that a CPU-only
+machine can gate, compare and report. Read from the source with ``ast`` (imports inside functions count),
+so nothing is imported here."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
+
+#: Top-level modules every layer may import; they import no layer.
+SHARED = {"options", "cases", "errors", "envinfo", "fsio", "paths", "table"}
+#: Top-level entry points: the console script (cli), ``python -m`` (__main__), the pytest plugin.
+ENTRY = {"cli", "__main__", "plugin"}
+
+#: layer -> the layers its modules may import (its own included). Two stacks share the bottom:
+#: entry > commands > measure > capture > models for measuring, commands > report > results for
+#: reading runs; measure may use the torch-free arithmetic of results (the launch-overhead model).
+ALLOWED = {
+    "shared": {"shared"},
+    "models": {"shared", "models"},
+    "capture": {"shared", "models", "capture"},
+    "results": {"shared", "results"},
+    "measure": {"shared", "models", "capture", "results", "measure"},
+    "report": {"shared", "results", "report"},
+    "commands": {"shared", "models", "capture", "results", "measure", "report", "commands"},
+    "entry": {"shared", "models", "capture", "results", "measure", "report", "commands", "entry"},
+}
+#: Modules that import no torch or transformers, not even inside a function, and import only modules
+#: that do not either.
+NO_TORCH_LAYERS = {"results", "report"}
+NO_TORCH_MODULES = {"cli", "__main__"} | (SHARED - {"envinfo"})
+HEAVY = ("torch", "transformers")
+
+
+def modules() -> dict[str, Path]:
+    """``"results.gate"`` -> its path, for every module of the package (``__init__`` as the package)."""
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts = path.relative_to(PKG).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = modules()
+
+
+def layer_of(name: str) -> str:
+    head = name.split(".")[0]
+    if "." not in name and head in SHARED | {""}:
+        return "shared"
+    if "." not in name and head in ENTRY:
+        return "entry"
+    if head in ALLOWED and head not in ("shared", "entry"):
+        return head
+    raise AssertionError(f"cudagraph_bench.{name} belongs to no layer: add it to the table of tests/test_layout.py")
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` for every import of the file, at module level or inside a function; imports of
+    the package are given relative to it (``"results.gate"``), a name imported from a package resolves to
+    its submodule when there is one."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "cudagraph_bench" or node.module.startswith("cudagraph_bench."):
+                base = node.module[len("cudagraph_bench."):] if "." in node.module else ""
+                for a in node.names:
+                    sub = f"{base}.{a.name}" if base else a.name
+                    out.append((node.lineno, "cudagraph_bench." + (sub if sub in MODULES else base)))
+            else:
+                out.append((node.lineno, node.module))
+    return out
+
+
+def package_imports(path: Path) -> list[tuple[int, str]]:
+    return [(line, m[len("cudagraph_bench."):] if m != "cudagraph_bench" else "")
+            for line, m in imports(path) if m == "cudagraph_bench" or m.startswith("cudagraph_bench.")]
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        if name:
+            layer_of(name)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n))
+def test_imports_only_point_down_the_layers(name):
+    layer = layer_of(name)
+    wrong = [f"line {line}: cudagraph_bench.{target} ({layer_of(target)})"
+             for line, target in package_imports(MODULES[name]) if layer_of(target) not in ALLOWED[layer]]
+    assert not wrong, f"cudagraph_bench.{name} ({layer}) imports a higher layer: {wrong}"
+
+
+def no_torch_module(name: str) -> bool:
+    return layer_of(name) in NO_TORCH_LAYERS or name in NO_TORCH_MODULES or name == ""
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if no_torch_module(n)))
+def test_results_report_and_the_command_front_end_import_no_torch(name):
+    found = imports(MODULES[name])
+    heavy = [f"line {line}: {m}" for line, m in found if m.split(".")[0] in HEAVY]
+    assert not heavy, f"cudagraph_bench.{name} imports {heavy}"
+    via = [f"line {line}: cudagraph_bench.{m}" for line, m in package_imports(MODULES[name]) if not no_torch_module(m)]
+    assert not via, f"cudagraph_bench.{name} imports modules that may import torch: {via}"
+
+
+def test_the_checks_see_imports_inside_functions(tmp_path):
+    """The walk finds a lazy import, and a name imported from a package resolves to its module."""
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    import torch\n    from cudagraph_bench.measure import variants\n")
+    assert imports(src) == [(2, "torch"), (3, "cudagraph_bench.measure.variants")]
+    assert layer_of("measure.variants") == "measure" and "measure" not in ALLOWED["report"]
