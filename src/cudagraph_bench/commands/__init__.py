@@ -1,0 +1,1 @@
+"""Commands that span the layers (``cudagraph-bench run``: measure, then report)."""

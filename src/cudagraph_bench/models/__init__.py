@@ -1,0 +1,1 @@
+"""Model presets and the transformers internals the suite touches (the lowest layer)."""
