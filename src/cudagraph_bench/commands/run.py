@@ -46,15 +46,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_folder, write_text_atomic
+from cudagraph_bench.fsio import check_output_folder
 from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_ISOLATED, DEFAULT_PAD_TO, DEFAULT_ROUNDS,
                                      DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
                                      parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
                                      parse_rounds, parse_warmup_rounds)
 from cudagraph_bench.measure.case import CaseResult, CaseSpec
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
+from cudagraph_bench.measure.run_json import build_run_json, machine_and_commit_info, write_json_atomic
 from cudagraph_bench.measure.variants import CUDA_VARIANTS, RUN_VARIANTS
 
 #: Defaults of ``run`` that differ from the shared matrix defaults: the source spec's script measures
@@ -439,107 +439,6 @@ def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
     ordered = sorted(grouped.items(), key=lambda kv: ([m for mx in settings.matrices for m in mx.models].index(kv[0][0]),
                                                       kv[0][1]))
     return Plan(groups=[(k, inproc, iso) for k, (inproc, iso) in ordered], skipped=skipped)
-
-
-# --------------------------------------------------------------------------------------------------
-# run JSON (pytest-benchmark format)
-
-
-def benchmark_entry(result: CaseResult, settings: RunSettings) -> dict:
-    """One ``benchmarks[]`` entry, shaped like pytest-benchmark's ``Metadata.as_dict(include_data=True)``:
-    stats from ``pytest_benchmark.stats.Stats`` over the per-round wall times (seconds)."""
-    from pytest_benchmark.stats import Stats
-
-    case = Case(result.model, result.dtype, result.seq_len, result.variant)
-    stats = Stats()
-    for ms in result.wall_ms:
-        stats.update(ms / 1e3)
-    stats_dict = stats.as_dict()
-    stats_dict["data"] = list(stats.data)
-    stats_dict["iterations"] = 1
-    extra = case.extra_info()
-    extra.update(device=result.device, correct=result.status == "ok", max_abs_diff=result.max_abs_diff,
-                 isolated=result.isolated, rounds=len(result.wall_ms), warmup_rounds=settings.warmup_rounds)
-    if result.experts_implementation is not None:
-        extra["experts_implementation"] = result.experts_implementation
-    if result.event_ms:
-        import numpy as np
-
-        extra["cuda_event_ms"] = [round(x, 6) for x in result.event_ms]
-        extra["event_median_ms"] = float(np.median(result.event_ms))
-    for key in ("compile_ms", "capture_ms", "pad_to", "check", "fp64_rmse_ratio"):
-        if getattr(result, key) is not None:
-            extra[key] = getattr(result, key)
-    if result.variant == "bucketed" and result.pad_to is not None:
-        extra["bucket"] = result.pad_to
-    if result.status != "ok":
-        extra["status"], extra["reason"] = result.status, result.reason
-    if result.notes:
-        extra["notes"] = list(result.notes)
-    return {
-        "group": case.group,
-        "name": f"run_forward[{case.test_id}]",
-        "fullname": f"cudagraph-bench run::run_forward[{case.test_id}]",
-        "params": {"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant},
-        "param": case.test_id,
-        "extra_info": extra,
-        "options": {"disable_gc": True, "timer": "perf_counter", "min_rounds": settings.rounds,
-                    "max_time": None, "min_time": None, "warmup": settings.warmup_rounds > 0},
-        "stats": stats_dict,
-    }
-
-
-def failure_entry(result: CaseResult) -> dict:
-    """A case with no measurement (failed or skipped), as listed under ``cudagraph_bench.failures``."""
-    return {k: getattr(result, k) for k in ("model", "dtype", "seq_len", "variant", "status", "reason", "phase",
-                                            "isolated", "max_abs_diff", "check", "fp64_rmse_ratio",
-                                            "compile_ms")}
-
-
-def machine_and_commit_info(device: str = "cuda") -> tuple[dict, dict]:
-    """pytest-benchmark's ``machine_info`` plus ``["cuda"]`` (:func:`envinfo.cuda_fingerprint`; None for a
-    ``--device cpu`` run, even on a GPU machine: it measured no GPU, so it is never gated as a GPU run),
-    ``["gpu"]`` (the GPU's name, :func:`envinfo.machine_gpu`) and ``["cpu_affinity"]`` (the CPUs the run
-    may use), and its ``commit_info`` (git; ``id: "unknown"`` outside a repository)."""
-    from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
-    from pytest_benchmark.utils import get_commit_info
-
-    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
-
-    machine_info = pytest_benchmark_generate_machine_info()
-    machine_info["cuda"] = cuda_fingerprint() if device == "cuda" else None
-    machine_info["gpu"] = machine_gpu({"cuda": machine_info["cuda"]})
-    machine_info["cpu_affinity"] = cpu_affinity()
-    try:
-        commit_info = get_commit_info("cudagraph-bench")
-    except Exception as exc:  # git missing or broken: the run is still valid
-        commit_info = {"id": "unknown", "error": f"{type(exc).__name__}: {exc}", "project": "cudagraph-bench"}
-    return machine_info, commit_info
-
-
-def build_run_json(results: list[CaseResult], settings: RunSettings, *, machine_info: dict, commit_info: dict,
-                   started: str, extra: dict | None = None) -> dict:
-    """The run as pytest-benchmark JSON (see the module docstring). Measured cases (``ok`` and
-    ``mismatch``; the latter with ``extra_info.correct = false``) are benchmarks; the others are
-    listed with their reasons under ``["cudagraph_bench"]["failures"]``."""
-    import pytest_benchmark
-
-    measured = [r for r in results if r.status in ("ok", "mismatch") and r.wall_ms]
-    failures = [r for r in results if not (r.status in ("ok", "mismatch") and r.wall_ms)]
-    return {
-        "machine_info": machine_info,
-        "commit_info": commit_info,
-        "benchmarks": [benchmark_entry(r, settings) for r in measured],
-        "datetime": started,
-        "version": pytest_benchmark.__version__,
-        "cudagraph_bench": {"tool": "cudagraph-bench run", "settings": settings.as_dict(),
-                            "failures": [failure_entry(r) for r in failures], **(extra or {})},
-    }
-
-
-def write_json_atomic(path: Path, doc: dict) -> None:
-    """Write the run document ``doc`` as JSON to ``path`` atomically (:func:`cudagraph_bench.fsio.write_text_atomic`)."""
-    write_text_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
 # --------------------------------------------------------------------------------------------------
