@@ -31,14 +31,15 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# Benchmarks (GPU): eager vs graph replay etc.; on a machine without CUDA every benchmark skips with the reason.
+# Benchmarks (GPU): eager vs graph replay etc.; on a machine without CUDA every benchmark skips with the reason
+# and make bench fails with exit 2 (nothing was measured), like make gpu-gate.
 bench: $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
 	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs \
 	  -W "ignore:Not saving anything" $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; \
-	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above): $(RUN_JSON) not written"; \
-	  find .benchmarks -depth -type d -empty -delete 2>/dev/null; fi; exit $$rc
+	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above; a CUDA GPU is needed): $(RUN_JSON) not written"; \
+	  find .benchmarks -depth -type d -empty -delete 2>/dev/null; exit 2; fi; exit $$rc
 
 # Tests: CPU unit tests of the harness + GPU correctness tests (skipped without CUDA). Benchmarks are not timed here.
 test: $(VENV)/.installed

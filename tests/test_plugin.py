@@ -153,3 +153,28 @@ def test_session_check_records_correctness_fields_for_the_run_json():
     # a replay that never writes its static output is caught by the NaN poisoning
     info = Session.check(None, tiny, case, lambda ids: static, static_output=static)
     assert info["correct"] is False and "NaN" in info["reason"]
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json"])
+def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):
+    """--models with a T5 checkpoint or a config.json that is not JSON: pytest stops before collection
+    with the reason that directory_config gives, in one line, not a collection traceback."""
+    from cudagraph_bench.errors import UnknownModelError
+    from cudagraph_bench.models.presets import directory_config
+
+    folder = tmp_path / kind
+    folder.mkdir()
+    if kind == "encoder-decoder":
+        import transformers
+
+        transformers.T5Config(d_model=16, d_ff=32, num_layers=1, num_heads=2, vocab_size=64).save_pretrained(folder)
+    else:
+        (folder / "config.json").write_text("{not json")
+    with pytest.raises(UnknownModelError) as reason:
+        directory_config(str(folder))
+    pytester.makepyfile(CASES_TEST)
+    result = run(pytester, "--collect-only", "-q", "--models", str(folder))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert errors == [f"ERROR: --models: {reason.value}"]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

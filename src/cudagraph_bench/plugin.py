@@ -103,6 +103,28 @@ def pytest_configure(config):
         pin_cpus(config.getoption("cpus", None))
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    check_model_directories(config.getoption("models", None) or ())
+
+
+def check_model_directories(models) -> None:
+    """Read the ``config.json`` of every ``save_pretrained`` directory in ``--models`` before collection,
+    so that a checkpoint the suite cannot measure (an encoder-decoder such as T5, a config transformers
+    cannot read) is one usage error with its reason, not a collection traceback.
+
+    Raises:
+        pytest.UsageError: the reason of :func:`~cudagraph_bench.models.presets.directory_config`.
+    """
+    import os
+
+    from cudagraph_bench.errors import UnknownModelError
+    from cudagraph_bench.models.presets import directory_config
+
+    for name in models:
+        if os.path.isdir(name):
+            try:
+                directory_config(name)
+            except UnknownModelError as exc:
+                raise pytest.UsageError(f"--models: {exc}") from None
 
 
 def pytest_collection_modifyitems(config, items):
