@@ -4,6 +4,7 @@ benchmark process (benchrun.run_one) is replaced by one that writes copies of th
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,68 @@ CHECKED = checked(DOC)
 @pytest.fixture(autouse=True)
 def no_default_baseline(tmp_path, monkeypatch):
     return no_default_baseline_fixture(tmp_path, monkeypatch)
+
+
+REAL_CUDA_PROBLEM = benchrun.cuda_problem
+
+
+@pytest.fixture(autouse=True)
+def a_gpu_is_present(monkeypatch):
+    """The benchmark processes are fakes (fake_runs): they need no GPU, so ab's CUDA check passes."""
+    monkeypatch.setattr(benchrun, "cuda_problem", lambda: None)
+
+
+def stub_python(tmp_path, torch_source: str) -> str:
+    """An interpreter (a shell wrapper around this one) that imports a stub ``torch`` package whose
+    ``__init__`` is ``torch_source``; returns its path."""
+    if shutil.which("sh") is None:
+        pytest.skip("needs sh")
+    pkg = tmp_path / "stub" / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(torch_source)
+    wrapper = tmp_path / "python-stub"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{tmp_path / "stub"}" exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+STUB_NO_GPU = "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"
+STUB_GPU = STUB_NO_GPU.replace("False", "True")
+
+
+@pytest.mark.parametrize("source, expect", [(STUB_GPU, None), (STUB_NO_GPU, "torch.cuda.is_available() is False"),
+                                            ("raise ImportError('libcudart.so.12: cannot open')", "cannot import torch")])
+def test_cuda_problem_asks_the_interpreter_the_runs_use(tmp_path, source, expect):
+    python = stub_python(tmp_path, source)
+    problem = REAL_CUDA_PROBLEM(python)
+    if expect is None:
+        assert problem is None
+    else:
+        assert expect in problem and python in problem and "\n" not in problem
+
+
+@needs_git
+def test_without_cuda_ab_refuses_before_any_worktree_or_run(tmp_path, capsys, monkeypatch, repo):
+    calls = fake_runs(monkeypatch)
+    python = stub_python(tmp_path, STUB_NO_GPU)
+    monkeypatch.setattr(benchrun, "cuda_problem", lambda: REAL_CUDA_PROBLEM(python))
+    worktrees_before = git(repo, "worktree", "list")
+    out_dir = tmp_path / "ab-out"
+    rc, out, err = run_cli(capsys, "ab", "--repo", repo, "--base", "base", "--head", "head", "-k", 2, "-o", out_dir)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert REAL_CUDA_PROBLEM(python) in err and "GPU" in err
+    assert calls == [] and not out_dir.exists()
+    assert git(repo, "worktree", "list") == worktrees_before
+
+
+@needs_git
+@pytest.mark.parametrize("flag", ["-o", "--output-dir", "--out"])
+def test_every_spelling_of_the_output_folder_is_used(tmp_path, capsys, monkeypatch, repo, flag):
+    fake_runs(monkeypatch)
+    out_dir = tmp_path / "ab-out"
+    rc, out, err = run_cli(capsys, "ab", "--repo", repo, "--base", "base", "--head", "head", "-k", 1, flag, out_dir)
+    assert rc == 0, out + err
+    assert sorted(p.name for p in out_dir.glob("*.json")) == ["base-1.json", "head-1.json"]
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 8])

@@ -2,6 +2,7 @@
 must not turn a command's verdict into a ``BrokenPipeError`` exit code 2."""
 
 import copy
+import os
 import shutil
 import subprocess
 import sys
@@ -90,3 +91,60 @@ def test_pipe_safe_stdout_drops_output_after_a_broken_pipe():
 def test_help_into_a_closed_pipe_exits_0_quietly():
     rc, err = run_with_closed_stdout(["run", "--help"])
     assert rc == 0 and not [n for n in PIPE_NOISE if n in err], err
+
+
+def _is_full_device(path):
+    import stat
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _is_full_device("/dev/full"), reason="needs /dev/full")
+def test_stdout_on_a_full_disk_is_one_line_naming_standard_output():
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", "compare", str(FIXTURE), str(FIXTURE)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    try:
+        with open("/dev/full", "w") as full:
+            full.write("x" * 10)
+    except OSError as exc:
+        reason = exc.strerror
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == proc.stderr.strip().splitlines()[0]   # one line
+    assert f"writing to standard output failed: {reason}" in proc.stderr
+    assert "cannot access" not in proc.stderr and "Traceback" not in proc.stderr
+    assert "Exception ignored" not in proc.stderr
+
+
+def test_a_stdout_error_other_than_a_closed_pipe_fails_the_command(capsys, monkeypatch):
+    from cudagraph_bench import cli
+
+    class Full:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            raise ValueError("no file descriptor")
+
+    monkeypatch.setattr(sys, "stdout", Full())
+    rc = cli.main(["compare", str(FIXTURE), str(FIXTURE)])
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("cudagraph-bench compare: error: writing to standard output failed: "
+                               "No space left on device: redirect it to a writable file or pipe\n")
+
+
+def test_an_unwritable_markdown_path_is_named_as_given(tmp_path, capsys):
+    from cudagraph_bench import cli
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc")
+    rc = cli.main(["gate", str(FIXTURE), "--no-baseline", "--markdown", "/proc/x.md"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "cannot write /proc/x.md: " in err and ".tmp" not in err and "/proc/.x.md" not in err

@@ -114,3 +114,30 @@ def test_check_output_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(fsio.tempfile, "mkstemp", lambda **kw: (_ for _ in ()).throw(PermissionError(13, "denied")))
     with pytest.raises(UsageError, match="cannot write to output folder .*: denied: give a writable -o folder"):
         check_output_folder(tmp_path / "new", ["run.json"], create=True)
+
+
+def test_a_failing_write_names_the_target_never_its_temporary_file(tmp_path, monkeypatch):
+    from cudagraph_bench.errors import OutputWriteError
+
+    target = tmp_path / "x.md"
+
+    def full_disk(path, mode):                   # fails on the temporary file, as a full disk would
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(fsio.os, "chmod", full_disk)
+    with pytest.raises(OutputWriteError) as raised:
+        write_text_atomic(target, "text")
+    monkeypatch.undo()
+    assert raised.value.filename == str(target) and isinstance(raised.value, OSError)
+    message = fsio.os_error_message(raised.value)
+    assert message.startswith(f"cannot write {target}: No space left on device: ")
+    assert ".tmp" not in message and "free space" in message
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_an_unwritable_folder_is_named_by_the_target(tmp_path):
+    with pytest.raises(OSError) as raised:
+        write_text_atomic("/proc/cudagraph-bench-x.md", "text")
+    assert raised.value.filename == "/proc/cudagraph-bench-x.md"
+    assert fsio.os_error_message(raised.value).startswith("cannot write /proc/cudagraph-bench-x.md: ")

@@ -615,3 +615,29 @@ def test_storage_resolves_saved_run_ids(tmp_path, capsys):
     assert "0003" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["launch-report", "0001", "--storage", "", "-o", str(out)])
+
+
+@pytest.mark.parametrize("flag", ["-o", "--output-dir", "--out-dir"])
+def test_every_spelling_of_the_output_folder_writes_there(tmp_path, capsys, flag):
+    run = write_run(tmp_path / "run.json", LAUNCH)
+    out = tmp_path / "pages"
+    assert cli.main(["launch-report", str(run), flag, str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([lr.PAGE_NAME, lr.PLOT_NAME])
+
+
+def _help(capsys, command):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["run", "report", "launch-report", "ab"])
+def test_output_folders_are_dash_o_output_dir_everywhere(capsys, command):
+    text = _help(capsys, command)
+    assert "-o DIR, --output-dir DIR" in text
+    assert "--out-dir" not in text and "--out " not in text and "--out," not in text
+
+
+def test_launch_report_positional_is_shown_as_RUN_like_the_others(capsys):
+    usage = " ".join(_help(capsys, "launch-report").split("\n\n")[0].split())
+    assert usage.endswith(" RUN") and " run" not in usage.replace("launch-report", "")

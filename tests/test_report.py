@@ -410,3 +410,29 @@ def test_decode_cell_names_the_token_of_a_rounding_tie():
     assert report.vs_generate(info) == "tie at token 9 (48 distinct)"
     assert report.vs_generate({**info, "generate_check_passed": False}) == "FAILS"
     assert report.vs_generate({"variant": "graph"}) == "-"
+
+
+def plain_pytest_benchmark_doc():
+    """What pytest-benchmark writes for tests that are not this suite's: no cudagraph-bench extra_info."""
+    entry = bench([1.0, 1.1, 0.9], )
+    entry.update(name="test_x", fullname="t.py::test_x", params=None, group=None, extra_info={})
+    return {"machine_info": {"node": "host"}, "commit_info": {}, "benchmarks": [entry],
+            "datetime": "2026-01-01T00:00:00", "version": "5.2.3"}
+
+
+def test_plain_pytest_benchmark_output_is_refused_and_nothing_is_written(tmp_path, capsys):
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(plain_pytest_benchmark_doc()))
+    out = tmp_path / "docs"
+    rc = cli_main(["report", str(plain), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"no cudagraph-bench benchmark in {plain}" in err
+    assert "pytest perf_tests --benchmark-only --benchmark-json=FILE" in err and "cudagraph-bench run" in err
+    assert not out.exists()
+    # one run of this suite among the files is enough: its benchmarks are reported
+    ours = tmp_path / "ours.json"
+    ours.write_text(json.dumps(run_doc([fwd("gpt2", "float32", 16, "eager", [2.0, 2.1]),
+                                        fwd("gpt2", "float32", 16, "graph", [1.0, 1.1], correct=True)])))
+    assert cli_main(["report", str(plain), str(ours), "-o", str(out)]) == 0
+    assert "gpt2" in (out / "results.md").read_text()

@@ -442,3 +442,70 @@ def test_an_encoder_decoder_checkpoint_is_refused_with_its_reason(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "T5Config is an encoder-decoder model" in err[0]
     assert not (tmp_path / "o").exists()
+
+
+def run_help(capsys) -> str:
+    """``cudagraph-bench run --help`` with its lines joined."""
+    with pytest.raises(SystemExit):
+        cli_main(["run", "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def _run_tiny(tmp_path, lengths):
+    out = tmp_path / "out"
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--model-overrides", TINY_JSON, "--models", "gpt2",
+                   "--prompt-lengths", lengths, "--iters", "4", "--warmup", "1", "-o", str(out)])
+    return rc, json.loads((out / "run.json").read_text())
+
+
+def test_nothing_measured_is_exit_1_and_the_help_says_so(tmp_path, capsys):
+    too_long = runcmd.position_limit("gpt2", TINY) + 1          # longer than the model's positions
+    rc, raw = _run_tiny(tmp_path, str(too_long))
+    assert raw["benchmarks"] == [] and {f["status"] for f in raw["cudagraph_bench"]["failures"]} == {"skipped"}
+    assert rc == 1
+    assert "no case was measured" in capsys.readouterr().err
+    assert "1 a case failed or mismatched, or no case was measured" in run_help(capsys)
+
+
+def test_measured_cases_correct_and_the_rest_skipped_up_front_is_exit_0(tmp_path, capsys):
+    too_long = runcmd.position_limit("gpt2", TINY) + 1
+    rc, raw = _run_tiny(tmp_path, f"8,{too_long}")
+    assert [b["extra_info"]["seq_len"] for b in raw["benchmarks"]] == [8]
+    assert [f["seq_len"] for f in raw["cudagraph_bench"]["failures"]] == [too_long]
+    assert rc == 0
+    capsys.readouterr()
+    assert "0 every measured case correct, the rest skipped up front" in run_help(capsys)
+
+
+@pytest.mark.parametrize("bad", ["unknown model_type", "not JSON", "not an object"])
+def test_an_unusable_config_json_names_its_cause_and_fix(tmp_path, capsys, bad):
+    import transformers
+
+    model = tmp_path / "model"
+    model.mkdir()
+    text = {"unknown model_type": '{"model_type": "zzz-not-a-model"}', "not JSON": '{\n"model_type": "gpt2",\n',
+            "not an object": "[1, 2]"}[bad]
+    (model / "config.json").write_text(text)
+    rc = cli_main(["run", "--device", "cpu", "--models", str(model), "--prompt-lengths", "8",
+                   "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "OSError" not in err and "ValueError" not in err
+    assert not (tmp_path / "out").exists()
+    if bad == "unknown model_type":
+        assert f"transformers {transformers.__version__} does not know model_type 'zzz-not-a-model'" in err
+        assert "upgrade transformers or use a supported architecture" in err
+    elif bad == "not JSON":
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            line = exc.lineno
+        assert f"{model / 'config.json'} is not valid JSON (line {line}" in err
+        assert "rewrite it with save_pretrained()" in err
+    else:
+        assert "not an object" in err and "save_pretrained()" in err
+
+
+@pytest.mark.parametrize("flag", ["-o", "--output-dir"])
+def test_the_output_folder_is_dash_o_or_output_dir(flag):
+    assert runcmd.merge_settings(parse(flag, "somewhere")).outdir == "somewhere"

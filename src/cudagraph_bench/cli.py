@@ -18,6 +18,7 @@ import textwrap
 
 from cudagraph_bench import __version__
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import os_error_message
 from cudagraph_bench.options import show_default
 
 #: sub-command -> (module, one-line help)
@@ -57,11 +58,12 @@ DESCRIPTIONS = {
         "fails only that case.\n\n"
         "Input: the options below, or a TOML file (--config) whose keys are the option names; options given "
         "on the command line win. Needs a CUDA GPU unless --device cpu (eager only).\n\n"
-        "Output, in OUTDIR (default out/run): run.json (pytest-benchmark JSON, rewritten after every case; "
+        "Output, in DIR (-o, default out/run): run.json (pytest-benchmark JSON, rewritten after every case; "
         "failed or skipped cases with their reason under its cudagraph_bench key), "
         "latency_comparison.png, speedup_vs_length.png, workers.log; a table on stdout.\n\n"
-        "Exit codes: 0 every case measured and correct (or skipped up front); 1 some case failed or "
-        "differs from eager (all results are still written); 2 usage error."),
+        "Exit codes: 0 every measured case correct, the rest skipped up front (e.g. prompts longer than "
+        "the model's positions); 1 a case failed or mismatched, or no case was measured (all results are "
+        "still written); 2 usage error."),
     "gate": (
         "The regression gate (no GPU needed). For each forward case it pairs the eager and graph "
         "benchmarks of one or more runs of the same code and fails when a graph recorded a failed "
@@ -104,7 +106,7 @@ DESCRIPTIONS = {
         "an error unless --newest-wins.\n\n"
         "Input: RUN, pytest-benchmark JSON paths (run.json of `cudagraph-bench run`, or pytest "
         "--benchmark-json) or saved-run ids.\n\n"
-        "Output, in OUTDIR (default out/report): results.md, latency_comparison.png, "
+        "Output, in DIR (-o, default out/report): results.md, latency_comparison.png, "
         "speedup_vs_length.png; with --readme FILE, the block between its results markers is replaced.\n\n"
         "Exit codes: 0 written; 2 usage error or unreadable run."),
     "calibrate": (
@@ -124,7 +126,7 @@ DESCRIPTIONS = {
         "`compare --old BASE-RUNS --new HEAD-RUNS` does.\n\n"
         "Input: two commits of the git repository (--repo, default this checkout); --pytest-args are "
         "added to every run. Needs a CUDA GPU.\n\n"
-        "Output, in DIR (default out/ab, must be new or empty): base-<i>.json, head-<i>.json and a log per "
+        "Output, in DIR (-o, default out/ab, must be new or empty): base-<i>.json, head-<i>.json and a log per "
         "run; the comparison table and verdict on stdout (--markdown FILE also writes it).\n\n"
         "Exit codes: 0 pass; 1 a regression or a check that went from pass to fail; 2 usage error or a "
         "side without any successful run."),
@@ -136,7 +138,7 @@ DESCRIPTIONS = {
         "Input: RUN, a pytest-benchmark JSON with launch-suite benchmarks (perf_tests/test_launch.py), a "
         "path or saved-run id; optionally --forward runs, the JSON of perf_tests/cuda/graphs.cu "
         "(--graphs-cu) and compute-sanitizer logs (--sanitizer).\n\n"
-        "Output, in OUT_DIR (default out/launch): launch-overhead.md and launch_speedup_vs_n.png, both "
+        "Output, in DIR (-o, default out/launch): launch-overhead.md and launch_speedup_vs_n.png, both "
         "written or neither.\n\n"
         "Exit codes: 0 written; 2 usage error, a run without launch benchmarks, or a forward case found "
         "in two --forward runs."),
@@ -194,6 +196,8 @@ class PipeSafeStdout:
     def __init__(self, stream):
         self._stream = stream
         self.broken = False
+        #: the first error other than a closed pipe (a full disk: ``> /dev/full``); the command fails with it
+        self.error: OSError | None = None
 
     def write(self, text: str) -> int:
         if not self.broken:
@@ -201,6 +205,8 @@ class PipeSafeStdout:
                 return self._stream.write(text)
             except BrokenPipeError:
                 self._drop_output()
+            except OSError as exc:
+                self._fail(exc)
         return len(text)
 
     def flush(self) -> None:
@@ -209,6 +215,15 @@ class PipeSafeStdout:
                 self._stream.flush()
             except BrokenPipeError:
                 self._drop_output()
+            except OSError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        """Stdout cannot take the output (a full disk): drop the rest, as for a closed pipe, and raise
+        a one-line :class:`UsageError` (exit 2) saying so; the output is incomplete."""
+        self.error = exc
+        self._drop_output()
+        raise UsageError(stdout_error_message(exc)) from None
 
     def _drop_output(self) -> None:
         # from here on, writes (and the interpreter's flush at exit) go to /dev/null: no second
@@ -227,18 +242,30 @@ class PipeSafeStdout:
         return getattr(self._stream, name)
 
 
+def stdout_error_message(exc: OSError) -> str:
+    """The one line for output that standard output did not take (``> /dev/full``)."""
+    return f"writing to standard output failed: {exc.strerror or exc}: redirect it to a writable file or pipe"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Returns the exit code: 0 ok, 1 gate/compare failure, 2 usage error; the same
-    whether stdout is a terminal, a file or a pipe closed early (:class:`PipeSafeStdout`)."""
+    """Entry point. Returns the exit code: 0 ok, 1 gate/compare failure, 2 usage error (or standard
+    output that cannot be written, e.g. a full disk); the same whether stdout is a terminal, a file or a
+    pipe closed early (:class:`PipeSafeStdout`)."""
     stdout = sys.stdout
     if stdout is None:  # pythonw, or a closed stdout: nothing to guard
         return _main(argv)
     guard = PipeSafeStdout(stdout)
     sys.stdout = guard
     try:
-        return _main(argv)
+        rc = _main(argv)
+        if guard.error is None:
+            try:
+                guard.flush()
+            except UsageError as exc:  # the last buffered output did not fit either
+                print(f"cudagraph-bench: error: {exc}", file=sys.stderr)
+                return 2
+        return 2 if guard.error is not None else rc
     finally:
-        guard.flush()
         sys.stdout = stdout
 
 
@@ -251,9 +278,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"cudagraph-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # an output path that cannot be written (or an input that cannot be read)
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"cudagraph-bench {args.command}: error: cannot access{where}: {exc.strerror or exc}: "
-              f"choose a path in a writable folder", file=sys.stderr)
+        print(f"cudagraph-bench {args.command}: error: {os_error_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("cudagraph-bench: interrupted", file=sys.stderr)

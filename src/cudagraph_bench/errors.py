@@ -49,3 +49,8 @@ class CaptureError(CudagraphBenchError, RuntimeError):
     def __init__(self, message: str, *, context_usable: bool = True):
         super().__init__(message)
         self.context_usable = context_usable
+
+
+class OutputWriteError(CudagraphBenchError, OSError):
+    """An output file could not be written (a full disk, a read-only folder): an ``OSError`` whose
+    ``filename`` is the path the user gave, never the temporary file the atomic writer used."""

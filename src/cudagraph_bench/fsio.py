@@ -19,12 +19,13 @@ Missing parent folders are not an error: they are created on write.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import tempfile
 from pathlib import Path
 
-from cudagraph_bench.errors import UsageError
+from cudagraph_bench.errors import OutputWriteError, UsageError
 
 #: Permissions of every written file (temporary files start as 0600).
 FILE_MODE = 0o644
@@ -51,7 +52,8 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
 
     Raises UsageError when a target is a folder or a parent of it is a file (nothing is written);
     OSError (e.g. a full disk) or any other error while writing leaves every target as it was and
-    removes the temporary files.
+    removes the temporary files; an OSError is raised as :class:`~cudagraph_bench.errors.OutputWriteError`
+    whose ``filename`` is the target being written (not its temporary file).
     """
     targets = {Path(p): (c.encode("utf-8") if isinstance(c, str) else c) for p, c in files.items()}
     for path in targets:
@@ -61,6 +63,7 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
         if blocker is not None:
             raise UsageError(f"{blocker} is a file, not a folder: choose another path for {path.name}")
     temps: list[tuple[str, Path]] = []
+    path = next(iter(targets), None)
     try:
         for path, data in targets.items():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,9 +74,12 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
             os.chmod(tmp, FILE_MODE)
         for tmp, path in temps:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputWriteError) and path is not None:
+            # name the file the user asked for, never the hidden temporary file (or folder) it failed on
+            raise OutputWriteError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
 
 
@@ -170,3 +176,24 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
             raise UsageError(f"cannot write to output folder {folder}: {exc.strerror or exc}: give a writable "
                              f"{flag} folder") from None
     return folder
+
+
+#: errno -> what to do about a file that cannot be written (the rest: choose a writable folder).
+_FIXES = {
+    errno.ENOSPC: "free space on that disk or write somewhere else",
+    errno.EDQUOT: "free space within your quota or write somewhere else",
+    errno.EROFS: "the file system is read-only: choose a path in a writable folder",
+    errno.ENAMETOOLONG: "choose a shorter path",
+}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an OSError that reached the command line: what failed on which path (for an
+    :class:`~cudagraph_bench.errors.OutputWriteError`, the target the user gave, never a temporary
+    file), the system's reason and what to do, e.g. ``cannot write /proc/x.md: No such file or
+    directory: choose a path in a writable folder``."""
+    reason = exc.strerror or str(exc) or exc.__class__.__name__
+    fix = _FIXES.get(exc.errno, "choose a path in a writable folder")
+    verb = "cannot write" if isinstance(exc, OutputWriteError) else "cannot access"
+    where = exc.filename if exc.filename else "a file"
+    return f"{verb} {where}: {reason}: {fix}"

@@ -9,7 +9,7 @@ The standalone form of the source spec's ``cuda_graph_benchmark.py``::
 For each case it builds the variant (:func:`cudagraph_bench.measure.variants.build_variant`), checks it
 against eager on fresh random inputs (static output poisoned with NaN first), times ``--rounds``
 calls on new random inputs (synchronized wall time and CUDA events, garbage collector off; the
-process pinned to ``--cpus`` when given), and writes to ``OUTDIR``:
+process pinned to ``--cpus`` when given), and writes to the ``-o/--output-dir`` folder:
 
 - ``run.json``: pytest-benchmark JSON, the same format ``pytest --benchmark-json`` writes and
   ``gate``/``compare``/``report`` read (per-round data in ``stats.data``, seconds); cases that failed
@@ -32,8 +32,8 @@ Matrix from a TOML file (``--config``; flags given on the command line win)::
     models = ["bert-tiny"]
     prompt_lengths = [16, 128, 512]
 
-Exit codes: 0 every case measured and correct (or skipped up front), 1 some case failed or differs
-from eager (all results are still written), 2 usage error.
+Exit codes: 0 every measured case correct, the rest skipped up front; 1 a case failed or mismatched,
+or no case was measured (all results are still written); 2 usage error.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="TOML", default=None,
                         help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
                              "flags given on the command line win")
-    parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_OUTDIR,
+    parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_OUTDIR, metavar="DIR",
                         help="folder for run.json and the PNGs (default: %(default)s)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cuda (default), or cpu: eager only (its default variants), to try the pipeline "
@@ -536,7 +536,7 @@ def progress_bar(total: int):
 
 def main(args: argparse.Namespace) -> int:
     """Run the matrix; write run.json and the PNGs; print the table. Returns 0, 1 (a case failed or
-    differs from eager) or raises :class:`UsageError` (exit 2)."""
+    differs from eager, or no case was measured) or raises :class:`UsageError` (exit 2)."""
     from datetime import datetime, timezone
 
     from cudagraph_bench.envinfo import pin_cpus
@@ -579,7 +579,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
-    """Print the table of ``json_path``, write the PNGs next to it; exit code 1 when a case failed."""
+    """Print the table of ``json_path``, write the PNGs next to it. Exit code 1 when a case failed or
+    mismatched, or when no case was measured (everything skipped up front is no success); else 0."""
     from cudagraph_bench.report import pages as report
     from cudagraph_bench.results.runfile import load_run
 
@@ -601,7 +602,7 @@ def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
     else:
         for name in (report.LATENCY_PNG, report.SPEEDUP_PNG):   # PNGs of an earlier run would not match
             (outdir / name).unlink(missing_ok=True)
-        print("no case was measured: see the reasons above", file=sys.stderr)
+        print("no case was measured (exit code 1): see the reasons above", file=sys.stderr)
     print(f"wrote {json_path}", file=sys.stderr)
     skipped = [r for r in results if r.status == "skipped"]
     if skipped:

@@ -270,6 +270,43 @@ def _load_directory(path: str, tdtype, device):
     return model.to(device)
 
 
+def _first_line(exc: BaseException, width: int = 160) -> str:
+    """The first line of an exception's message, cut to ``width`` characters (its type when empty)."""
+    line = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def check_config_json(path: str) -> dict:
+    """The parsed ``config.json`` of a ``save_pretrained`` directory, checked before transformers reads it.
+
+    Raises UnknownModelError naming the cause and the fix: the file cannot be read, is not valid JSON
+    (with the line), is not a JSON object, or names a ``model_type`` this transformers does not know."""
+    import json
+
+    import transformers
+
+    file = os.path.join(path, "config.json")
+    try:
+        with open(file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise UnknownModelError(f"{file} is not valid JSON (line {exc.lineno}: {exc.msg}): rewrite it with "
+                                "save_pretrained()") from None
+    except UnicodeDecodeError:
+        raise UnknownModelError(f"{file} is not UTF-8 text: rewrite it with save_pretrained()") from None
+    except OSError as exc:
+        raise UnknownModelError(f"cannot read {file}: {exc.strerror or exc}: give a readable directory written by "
+                                "save_pretrained()") from None
+    if not isinstance(data, dict):
+        raise UnknownModelError(f"{file} holds a JSON {type(data).__name__}, not an object: rewrite it with "
+                                "save_pretrained()")
+    model_type = data.get("model_type")
+    if model_type is not None and model_type not in transformers.CONFIG_MAPPING:
+        raise UnknownModelError(f"transformers {transformers.__version__} does not know model_type {model_type!r} "
+                                f"of {file}: upgrade transformers or use a supported architecture")
+    return data
+
+
 def directory_config(path: str):
     """The transformers config of a ``save_pretrained`` directory (offline).
 
@@ -278,11 +315,12 @@ def directory_config(path: str):
             measures decoder-only causal LMs and encoders."""
     import transformers
 
+    check_config_json(path)
     try:
         config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise UnknownModelError(f"{path}: no usable config.json ({exc.__class__.__name__}); "
-                                f"write the directory with save_pretrained()") from None
+    except (OSError, ValueError, KeyError) as exc:
+        raise UnknownModelError(f"{path}: transformers {transformers.__version__} cannot load config.json "
+                                f"({_first_line(exc)}): write the directory with save_pretrained()") from None
     if getattr(config, "is_encoder_decoder", False):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
                                 f"does not measure: use a decoder-only causal LM or an encoder")

@@ -543,11 +543,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     from cudagraph_bench.options import parse_count, parse_path
     from cudagraph_bench.options import add_storage_option
 
-    parser.add_argument("run", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
+    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
                         "id such as 0001 under --storage)")
-    parser.add_argument("-o", "--out-dir", type=parse_path, default=DEFAULT_OUT_DIR,
+    parser.add_argument("-o", "--output-dir", dest="out_dir", type=parse_path, default=DEFAULT_OUT_DIR, metavar="DIR",
                         help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing; both are written "
                         "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
+    # the earlier spelling, kept working for existing scripts (not shown in --help)
+    parser.add_argument("--out-dir", dest="out_dir", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
     parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
                         help="compute-sanitizer log of graphs --baked-pointer-only (repeatable); the program's "

@@ -29,7 +29,8 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.report import launch_data, launch_page, plots
 from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
-from cudagraph_bench.results.runfile import Measurement, Run, cuda_versions, load_run, measurements
+from cudagraph_bench.results.runfile import (Measurement, Run, cuda_versions, load_run, measurements,
+                                             require_suite_benchmarks)
 from cudagraph_bench.results.stats import reduction_pct, spread_pct
 from cudagraph_bench.table import Column, render_table
 
@@ -588,7 +589,7 @@ DEFAULT_REPORT_DIR = "out/report"
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="pytest-benchmark JSON files or saved-run ids (several are merged)")
-    parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_REPORT_DIR,
+    parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_REPORT_DIR, metavar="DIR",
                         help="folder for results.md and the PNGs (default: %(default)s; the committed docs/ "
                              "are written by scripts/regenerate_docs.sh)")
     parser.add_argument("--readme", type=parse_path, default=None,
@@ -604,6 +605,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Write results.md and the PNGs (and the README block). Returns 0; bad input raises UsageError."""
     runs = load_runs(args.runs, args.storage)
+    require_suite_benchmarks(runs)   # plain pytest-benchmark output would give a page with a header only
     superseded: list[str] = []
     if args.newest_wins:
         runs, superseded = supersede(runs)

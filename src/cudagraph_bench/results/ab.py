@@ -83,8 +83,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", "--runs", type=parse_count, default=DEFAULT_RUNS, metavar="K",
                         help="separate runs per side (default: %(default)s; the rank test needs 4+ per side "
                              "to get below alpha 0.05)")
-    parser.add_argument("-o", "--out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
+    parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the run JSONs and logs; must be new or empty (default: %(default)s)")
+    # the earlier spelling, kept working for existing scripts (not shown in --help)
+    parser.add_argument("--out", dest="out", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--repo", type=parse_path, metavar="DIR",
                         help="git repository (default: the checkout this package runs from, else the working "
                              "directory)")
@@ -113,6 +115,9 @@ def main(args: argparse.Namespace) -> int:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "ab.md")
+    problem = benchrun.cuda_problem()  # before any worktree or benchmark process
+    if problem is not None:
+        raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cgb-ab-") as tmp:
         trees = {side: Path(tmp) / side for side in commits}

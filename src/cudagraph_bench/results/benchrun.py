@@ -11,6 +11,28 @@ from pathlib import Path
 
 BENCH_TARGET = "perf_tests/test_forward_bench.py"
 
+#: Run by :func:`cuda_problem` in a child process: exit 0 with a CUDA GPU, 1 without, 3 without torch.
+_CUDA_PROBE = ("import sys\n"
+               "try:\n    import torch\n"
+               "except Exception as exc:\n    print(f'{type(exc).__name__}: {exc}'.splitlines()[0]); sys.exit(3)\n"
+               "sys.exit(0 if torch.cuda.is_available() else 1)")
+
+
+def cuda_problem(python: str = sys.executable, timeout_s: float = 300.0) -> str | None:
+    """Why the benchmark processes (``python -m pytest``, the interpreter the runs use) would find no
+    CUDA GPU, in a few words, or None when torch sees one. Checked in a child process, so this process
+    imports no torch."""
+    try:
+        proc = subprocess.run([python, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{python} could not check for CUDA ({type(exc).__name__})"
+    if proc.returncode == 0:
+        return None
+    if proc.returncode == 1:
+        return f"torch.cuda.is_available() is False for {python}"
+    detail = (proc.stdout.strip() or proc.stderr.strip() or f"exit {proc.returncode}").splitlines()[-1][:120]
+    return f"{python} cannot import torch ({detail})"
+
 
 def forward_command(json_path: Path, selection: list[str] | None = None, pytest_args: list[str] = ()) -> list[str]:
     """The pytest command line of one forward-benchmark run writing ``json_path``; ``selection``: node

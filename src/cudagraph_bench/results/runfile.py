@@ -323,6 +323,25 @@ def measurements(run: Run) -> dict[tuple, Measurement]:
     return out
 
 
+#: How runs that this suite can read are made (named by every "not a cudagraph-bench run" error).
+PRODUCE_RUN = "run `cudagraph-bench run -o DIR` or `pytest perf_tests --benchmark-only --benchmark-json=FILE`"
+
+
+def require_suite_benchmarks(runs: list[Run]) -> None:
+    """Raise InputFileError when no benchmark of ``runs`` is one of this suite's (``extra_info.suite``
+    forward, decode or launch) and no run records a failed case: plain pytest-benchmark output of other
+    tests, from which no page or verdict can be made."""
+    for run in runs:
+        if any((b.get("extra_info") or {}).get("suite") in SUITE_KEYS for b in run.benchmarks):
+            return
+        if (run.data.get("cudagraph_bench") or {}).get("failures"):
+            return
+    names = " or ".join(str(r.path) for r in runs)
+    *first, last = SUITE_KEYS
+    raise InputFileError(f"no cudagraph-bench benchmark in {names} (no benchmark's extra_info names the suite "
+                         f"{', '.join(first)} or {last}: plain pytest-benchmark output?): {PRODUCE_RUN}")
+
+
 def forward_cases(run: Run) -> dict[Case, Measurement]:
     """Forward-suite benchmarks of a run keyed by :class:`~cudagraph_bench.cases.Case`."""
     return {Case(*k[1:]): m for k, m in measurements(run).items() if k[0] == "forward"}
