@@ -141,3 +141,23 @@ def test_an_unwritable_folder_is_named_by_the_target(tmp_path):
         write_text_atomic("/proc/cudagraph-bench-x.md", "text")
     assert raised.value.filename == "/proc/cudagraph-bench-x.md"
     assert fsio.os_error_message(raised.value).startswith("cannot write /proc/cudagraph-bench-x.md: ")
+
+
+def test_a_named_pipe_target_is_written_through_not_replaced(tmp_path):
+    """``--markdown /dev/stdout`` or a FIFO: the target stays what it was (not a regular file put in its
+    place) and the reader gets the content."""
+    import stat
+    import threading
+
+    from cudagraph_bench.fsio import write_files_atomic
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_files_atomic({fifo: "report text\n", tmp_path / "page.md": "page\n"})
+    reader.join(timeout=10)
+    assert got == [b"report text\n"]
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert (tmp_path / "page.md").read_text() == "page\n"

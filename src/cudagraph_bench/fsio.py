@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -50,6 +51,9 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
     Each content goes to a temporary file in its target's folder (missing folders are created); only
     when every one is written are they moved into place with ``os.replace``, in the given order.
 
+    A target that exists and is neither a regular file nor a folder (``/dev/stdout``, a named pipe) is
+    written through, after the files, never replaced.
+
     Raises UsageError when a target is a folder or a parent of it is a file (nothing is written);
     OSError (e.g. a full disk) or any other error while writing leaves every target as it was and
     removes the temporary files; an OSError is raised as :class:`~cudagraph_bench.errors.OutputWriteError`
@@ -62,6 +66,8 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
         blocker = _blocking_file(path)
         if blocker is not None:
             raise UsageError(f"{blocker} is a file, not a folder: choose another path for {path.name}")
+    streams = {p: d for p, d in targets.items() if _is_stream(p)}
+    targets = {p: d for p, d in targets.items() if p not in streams}
     temps: list[tuple[str, Path]] = []
     path = next(iter(targets), None)
     try:
@@ -74,6 +80,9 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
             os.chmod(tmp, FILE_MODE)
         for tmp, path in temps:
             os.replace(tmp, path)
+        for path, data in streams.items():      # never replaced: written through, after the files
+            with open(path, "wb") as fh:
+                fh.write(data)
     except BaseException as exc:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
@@ -81,6 +90,16 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
             # name the file the user asked for, never the hidden temporary file (or folder) it failed on
             raise OutputWriteError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
+
+
+def _is_stream(path: Path) -> bool:
+    """True for an existing target that is not a regular file or folder (``/dev/stdout``, a named pipe, a
+    character device): replacing it would put a regular file in its place, so it is written through."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

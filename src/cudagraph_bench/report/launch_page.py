@@ -325,7 +325,7 @@ kernel node can also be patched with `cudaGraphExecKernelNodeSetParams`). `torch
 no method for either (it only hands out the raw handles, e.g. `raw_cuda_graph_exec()`), so in plain
 PyTorch the fix is recapture.
 
-**How this suite avoids it**: `cudagraph_bench.runner.GraphedForward` owns its static input and
+**How this suite avoids it**: `cudagraph_bench.capture.graphed.GraphedForward` owns its static input and
 output buffers, allocated before capture and never replaced. Callers pass any tensor; it is
 `copy_`'d into the static buffer before each replay, so a new tensor (a new address) per call is
 fine (`test_graphed_forward_copies_fresh_inputs`). The static buffers are read-only properties

@@ -231,7 +231,7 @@ def render_markdown(runs: list[Run], results: list[CaseCalibration], plants: tup
         f"matrix on {cuda.get('gpu_name') or runs[0].gpu_slug} (torch {cuda.get('torch')}, transformers "
         f"{cuda.get('transformers')}); never edited by hand. Nothing changed between the runs, so every "
         "regression reported below is a false alarm; the planted changes multiply a run's graph median.", "",
-        f"Rule ({'`cudagraph_bench.noise`'}): a graph median regressed when its change exceeds "
+        f"Rule ({'`cudagraph_bench.results.noise`'}): a graph median regressed when its change exceeds "
         f"`max({floor_pct:g}%, m x spread x sqrt(1/n_old + 1/n_new))` and, where the run counts allow "
         f"it, a one-sided Mann-Whitney U test of the run medians gives p < {alpha:g}. spread: normal-scaled MAD "
         "of the log run medians; m: "
