@@ -10,7 +10,7 @@ R=results/nvidia-h200
 # forward-checked.json and padding-checked.json record each benchmark's check against eager (the first
 # forward.json/padding.json did not; forward.json keeps the kernel counts the launch model uses).
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
-  $R/decode/decode.json -o docs --readme README.md
+  $R/decode/decode-checked.json -o docs --readme README.md
 # The torch.compile sweep: later runs (one prompt-length range per run, all variants of a length side by
 # side, cross-kernel variants checked against float64) replace earlier ones length by length; the last
 # ones (2-GPU machine, `scripts/device/two-gpu-streams.sh`) measured the lengths whose compile+graph was

@@ -20,6 +20,7 @@ COMMITTED_RUNS = {
     # forward benchmarks with plain-value params (model, dtype, seq_len, variant); not recorded yet:
     # the tests that read it skip until it is committed
     "forward-params": "forward/forward-plain-params.json",
+    "kernel-counts": "kernel-counts/kernel-counts.json",   # eager kernel counts taken in worker processes
 }
 
 

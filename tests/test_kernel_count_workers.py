@@ -129,6 +129,7 @@ def test_real_worker_reports_load_and_cuda_failures_per_case_on_cpu():
     assert missing.status == "failed" and missing.phase == "load" and "no-such-model" in missing.reason
     assert cpu.status == "failed" and cpu.phase == "count" and "CUDA" in cpu.reason
     assert missing.isolated and cpu.isolated
+    assert cpu.reason == K.device_problem("cpu")
 
 
 def counting(monkeypatch, values):
@@ -140,6 +141,7 @@ def counting(monkeypatch, values):
         return next(it)
 
     monkeypatch.setattr(launch, "count_kernel_launches", fake)
+    monkeypatch.setattr(K, "device_problem", lambda device: None)     # the fake counts on the CPU too
 
 
 def cpu_spec():
@@ -185,3 +187,21 @@ def test_plugin_writes_recorded_counts_into_eager_forward_benchmarks():
     assert all("n_kernels" not in i for i in infos[1:])
     assert out["cudagraph_bench"]["kernel_counts"] == [
         {"model": m, "dtype": d, "seq_len": n, "n_kernels": k} for (m, d, n), k in sorted(ledger.kernel_counts.items())]
+
+
+def test_worker_counts_on_the_h200_equal_the_in_process_counts():
+    """The committed H200 run whose kernel counts came from worker processes has, for every case it shares
+    with the first forward run (counted in the test process), the same number of kernels."""
+    import json
+
+    from h200_fixture import committed_run
+
+    def counts(name):
+        doc = json.loads(committed_run(name).read_text())
+        return {(i["model"], i["dtype"], i["seq_len"]): i["n_kernels"] for i in (b["extra_info"] for b in doc["benchmarks"])
+                if i.get("suite") == "forward" and i.get("variant") == "eager" and i.get("n_kernels")}
+
+    workers, in_process = counts("kernel-counts"), counts("forward")
+    shared = set(workers) & set(in_process)
+    assert shared == set(workers), "every worker-counted case is in the in-process run"
+    assert {k: workers[k] for k in shared} == {k: in_process[k] for k in shared}

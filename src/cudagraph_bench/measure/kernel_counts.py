@@ -124,12 +124,19 @@ def count_in_workers(specs: Iterable[dict], *, timeout_s: float = DEFAULT_COUNT_
     return {c.key: c for c in counts}
 
 
+def device_problem(device: str) -> str | None:
+    """Why kernels cannot be counted on ``device`` (the profiler counts CUDA kernels only), or None."""
+    if str(device).startswith("cuda"):
+        return None
+    return f"kernel counts need a CUDA device (the case runs on {device}): count on a CUDA GPU"
+
+
 def count_case(spec, models) -> KernelCount:
     """Run inside the worker: kernels launched by one eager forward of ``spec.model`` on random
     ``input_ids [1, spec.seq_len]``, counted twice with :func:`~cudagraph_bench.measure.launch.count_kernel_launches`.
 
-    Never raises: a failure to build the model (phase ``load``), a profiler or CUDA error (``count``,
-    e.g. no CUDA GPU), no kernel seen (CUPTI unavailable) or two counts that differ (``count``) are a
+    Never raises: a failure to build the model (phase ``load``), a case on a device other than CUDA, a
+    profiler or CUDA error (``count``), no kernel seen (CUPTI unavailable) or two counts that differ (``count``) are a
     ``failed`` :class:`KernelCount` with the reason.
     """
     from cudagraph_bench.measure.case import describe_exception
@@ -142,6 +149,9 @@ def count_case(spec, models) -> KernelCount:
         model = models.get(spec)
     except Exception as exc:
         return failed(describe_exception(exc), "load")
+    problem = device_problem(spec.device)
+    if problem is not None:
+        return failed(problem, "count")
     try:
         import torch
 
