@@ -381,7 +381,7 @@ def committed_sanitizer_inputs():
     logs, outcomes = {}, {}
     for log in sorted(H200.glob("compute_sanitizer_d*.log")):
         logs[log.name] = log.read_text()
-        outcomes[log.name] = lr._last_json_object(log.with_suffix(".json"))["baked_pointer"]
+        outcomes[log.name] = sanitizer.last_json_object(log.with_suffix(".json"))["baked_pointer"]
     return logs, outcomes
 
 

@@ -1,9 +1,10 @@
 """The ``cudagraph-bench`` command: thin argparse front-end over library functions.
 
-Each sub-command lives in its own module, which provides ``configure_parser(parser)`` and
-``main(args) -> int``; what its ``--help`` tells users (what it does, reads, writes, exit codes) is in
-:data:`DESCRIPTIONS` here. Modules for ``gate``, ``compare``, ``baseline`` and ``report`` import no
-torch, so a CPU-only machine can gate a run. Errors of type
+Each sub-command lives in its own module under :mod:`cudagraph_bench.commands`, which provides
+``configure_parser(parser)`` and ``main(args) -> int`` and calls the logic of ``measure/``, ``results/``
+and ``report/``; what its ``--help`` tells users (what it does, reads, writes, exit codes) is in
+:data:`DESCRIPTIONS` here. Every command module but ``run`` imports no torch, so a CPU-only machine can
+gate a run. Errors of type
 :class:`~cudagraph_bench.errors.UsageError` print one line and exit with code 2.
 """
 
@@ -25,14 +26,14 @@ from cudagraph_bench.options import show_default
 COMMANDS = {
     "run": ("cudagraph_bench.commands.run", "measure eager vs graph (and padded, bucketed, compile variants) over models x dtypes x "
                                      "prompt lengths; table, JSON, PNGs"),
-    "gate": ("cudagraph_bench.results.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
+    "gate": ("cudagraph_bench.commands.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
                                      "threshold, or regressed vs the GPU's baseline"),
-    "compare": ("cudagraph_bench.results.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
-    "baseline": ("cudagraph_bench.results.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
-    "report": ("cudagraph_bench.report.pages", "render the markdown results and PNG plots of one or more run JSONs"),
-    "calibrate": ("cudagraph_bench.results.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
-    "ab": ("cudagraph_bench.results.ab", "measure base and head commits interleaved, k runs each, and compare them"),
-    "launch-report": ("cudagraph_bench.report.launch_page", "write the launch-overhead page (N sweep, host vs device "
+    "compare": ("cudagraph_bench.commands.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
+    "baseline": ("cudagraph_bench.commands.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
+    "report": ("cudagraph_bench.commands.report", "render the markdown results and PNG plots of one or more run JSONs"),
+    "calibrate": ("cudagraph_bench.commands.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
+    "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
+    "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
                                                        "time, predicted vs measured saving) and its plot"),
 }
 

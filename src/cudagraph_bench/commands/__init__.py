@@ -1,1 +1,4 @@
-"""Commands that span the layers (``cudagraph-bench run``: measure, then report)."""
+"""The front-end of every ``cudagraph-bench`` command, one module each (``configure_parser(parser)`` and
+``main(args)``, registered in :data:`cudagraph_bench.cli.COMMANDS`): options, reading the inputs, calling
+the logic of ``measure/``, ``results/`` and ``report/``, printing and writing. Every module but ``run``
+imports no torch."""

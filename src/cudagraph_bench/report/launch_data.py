@@ -1,18 +1,22 @@
 """The launch-overhead numbers of a run (no torch): the N-sweep rows of the launch suite and of
 ``perf_tests/cuda/graphs.cu``, the reference row whose µs per launch feeds the launch-overhead model,
 and the predicted vs measured saving of a graph on the forward benchmarks that carry a kernel count
-(:func:`~cudagraph_bench.results.launch_model.predicted_saving_ms`). Rendered by
+(:func:`~cudagraph_bench.results.launch_model.predicted_saving_ms`); reading and checking the inputs of
+the launch-overhead page (:func:`load_json_object`, :func:`check_forward_runs`). Rendered by
 :mod:`cudagraph_bench.report.launch_page`."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.launch_model import predicted_saving_ms
+from cudagraph_bench.results.runfile import measurements
 
 #: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
 REFERENCE_N = 512
@@ -228,3 +232,41 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
                     "measured_over_predicted": measured / predicted if predicted > 0 else None,
                     "clock": clock_e if clock_e == clock_g else f"{clock_e}/{clock_g}"})
     return out
+
+
+def load_json_object(path: str, what: str) -> dict:
+    """The JSON object in the file at ``path`` (``what`` names it in errors, e.g. "graphs.cu output");
+    raises InputFileError when it cannot be read or holds no JSON object."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputFileError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(f"{path} is not valid JSON (line {exc.lineno}): give the {what} file") from None
+    if not isinstance(data, dict):
+        raise InputFileError(f"{path} is not a JSON object: give the {what} file")
+    return data
+
+
+def check_forward_runs(runs: list) -> None:
+    """Raise InputFileError when the same run file is given twice, or when two runs hold the same
+    forward case (model, dtype, tokens, variant): the model table must not silently keep one of them.
+    ``runs``: :class:`~cudagraph_bench.results.runfile.Run` objects, in the order given (RUN, then --forward)."""
+    seen: dict[Path, Path] = {}
+    for run in runs:
+        real = Path(run.path).resolve()
+        if real in seen:
+            raise InputFileError(f"{run.path} is given twice (as RUN or --forward): give each forward run once")
+        seen[real] = run.path
+    origin: dict[tuple, Path] = {}
+    for run in runs:
+        for key, m in measurements(run).items():
+            if key[0] != "forward":
+                continue
+            if key in origin:
+                raise InputFileError(f"forward case {m.label!r} is in both {origin[key]} and {run.path}: "
+                                     "give each forward case once (drop one of the files, or pass runs that "
+                                     "measured different cases)")
+            origin[key] = run.path

@@ -9,33 +9,23 @@ printed by ``perf_tests/cuda/graphs.cu`` and compute-sanitizer logs of its baked
 
 Every number on the page comes from these files; the prose around them contains none.
 
-Command line::
-
-    cudagraph-bench launch-report RUN.json [-o docs/] [--forward FORWARD.json ...]
-        [--graphs-cu graphs_cu.json] [--sanitizer compute_sanitizer_d4.log ...] [--reference-n 512]
-        [--storage .benchmarks]
-
-``-o`` defaults to ``out/launch`` (``scripts/regenerate_docs.sh`` passes ``-o docs``); each forward
-case (model, dtype, tokens, variant) must come from one run only.
-
-The general ``cudagraph-bench report`` command can call :func:`render_launch_section` and
-:func:`~cudagraph_bench.report.plots.save_speedup_plot`. The rows it renders come from
+``cudagraph-bench launch-report`` (:mod:`cudagraph_bench.commands.launch_report`) writes it with
+:func:`write_launch_page`; the general ``cudagraph-bench report`` command can call
+:func:`render_launch_section` and :func:`~cudagraph_bench.report.plots.save_speedup_plot`. The rows it renders come from
 :mod:`cudagraph_bench.report.launch_data`, the compute-sanitizer findings from
 :mod:`cudagraph_bench.report.sanitizer`, the plot from :mod:`cudagraph_bench.report.plots`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 from pathlib import Path
 
-from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.fsio import check_output_folder, figure_png, write_files_atomic
 from cudagraph_bench.results.runfile import cuda_versions
-from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, check_reference_n, graphs_cu_rows, launch_rows,
-                                                reference_row, run_data, saving_rows)
+from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, graphs_cu_rows, launch_rows, reference_row,
+                                                run_data, saving_rows)
 from cudagraph_bench.report.plots import PLOT_DPI, speedup_figure
 from cudagraph_bench.report.sanitizer import baked_pointer_outcome, parse_sanitizer_log, sanitizer_case
 from cudagraph_bench.table import Column, render_table
@@ -438,8 +428,6 @@ def _graphs_cu_section(data: dict) -> list[str]:
     return out
 
 
-
-
 def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = None) -> list[str]:
     out = ["### compute-sanitizer on the baked-pointer mode", "",
            "`compute-sanitizer --tool memcheck graphs --baked-pointer-only --d-bytes B [--alloc-before-free]`: "
@@ -504,124 +492,3 @@ def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference
     check_output_folder(out_dir, [PAGE_NAME, PLOT_NAME])
     write_files_atomic({plot_path: png, page_path: page})
     return page_path, plot_path
-
-
-# ----------------------------------------------------------------------------------------- CLI
-
-def _load_json(path: str, what: str) -> dict:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputFileError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{path} is not valid JSON (line {exc.lineno}): give the {what} file") from None
-    if not isinstance(data, dict):
-        raise InputFileError(f"{path} is not a JSON object: give the {what} file")
-    return data
-
-
-def _last_json_object(path: Path) -> dict:
-    """The last line of ``path`` that parses as a JSON object (graphs.cu prints one), else ``{}``."""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return {}
-    for line in reversed(lines):
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict):
-                return data
-    return {}
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from cudagraph_bench.options import parse_count, parse_path
-    from cudagraph_bench.options import add_storage_option
-
-    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
-                        "id such as 0001 under --storage)")
-    parser.add_argument("-o", "--output-dir", dest="out_dir", type=parse_path, default=DEFAULT_OUT_DIR, metavar="DIR",
-                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing; both are written "
-                        "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
-    # the earlier spelling, kept working for existing scripts (not shown in --help)
-    parser.add_argument("--out-dir", dest="out_dir", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
-    parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
-                        help="compute-sanitizer log of graphs --baked-pointer-only (repeatable); the program's "
-                        "stdout, if saved next to it as the same name with .json, adds the outcome")
-    parser.add_argument("--forward", metavar="RUN", action="append", default=[],
-                        help="another run whose forward benchmarks (eager with n_kernels, graph) feed the "
-                        "predicted-vs-measured table (repeatable; RUN's own forward benchmarks count too). "
-                        "Each forward case (model, dtype, tokens, variant) must be in one run only")
-    parser.add_argument("--reference-n", type=parse_count, default=None, metavar="N",
-                        help=f"N (launches, a whole number >= 1) whose µs/launch feeds the model; it must be "
-                        f"measured with loop and graph (default: {REFERENCE_N}, else the largest such N)")
-    add_storage_option(parser)
-
-
-def check_forward_runs(runs: list) -> None:
-    """Raise InputFileError when the same run file is given twice, or when two runs hold the same
-    forward case (model, dtype, tokens, variant): the model table must not silently keep one of them.
-    ``runs``: :class:`~cudagraph_bench.results.runfile.Run` objects, in the order given (RUN, then --forward)."""
-    from cudagraph_bench.results.runfile import measurements
-
-    seen: dict[Path, Path] = {}
-    for run in runs:
-        real = Path(run.path).resolve()
-        if real in seen:
-            raise InputFileError(f"{run.path} is given twice (as RUN or --forward): give each forward run once")
-        seen[real] = run.path
-    origin: dict[tuple, Path] = {}
-    for run in runs:
-        for key, m in measurements(run).items():
-            if key[0] != "forward":
-                continue
-            if key in origin:
-                raise InputFileError(f"forward case {m.label!r} is in both {origin[key]} and {run.path}: "
-                                     "give each forward case once (drop one of the files, or pass runs that "
-                                     "measured different cases)")
-            origin[key] = run.path
-
-
-def main(args: argparse.Namespace) -> int:
-    """Load the inputs named by ``args``, check them, and write the page and plot into ``args.out_dir``.
-    Returns 0; raises UsageError (exit 2) on bad input or an output folder that cannot be written."""
-    from cudagraph_bench.results.runfile import load_run
-
-    run = load_run(args.run, args.storage)
-    forward_runs = [run, *(load_run(ref, args.storage) for ref in args.forward)]
-    check_forward_runs(forward_runs)
-    source = " + ".join(str(r.path) for r in forward_runs)
-    reference_n = REFERENCE_N
-    if args.reference_n is not None:
-        rows = launch_rows(run)
-        if rows:                                   # without any, the page reports the missing launch suite
-            check_reference_n(rows, args.reference_n)
-        reference_n = args.reference_n
-    graphs_cu = _load_json(args.graphs_cu, "graphs.cu output") if args.graphs_cu else None
-    logs, outcomes = {}, {}
-    for path in map(Path, args.sanitizer):
-        try:
-            logs[path.name] = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputFileError(f"cannot read sanitizer log {path}: {exc.strerror or exc}") from None
-        stdout = path.with_suffix(".json")          # the program's stdout saved next to the log
-        if stdout.is_file():
-            bp = _last_json_object(stdout).get("baked_pointer")
-            if isinstance(bp, dict):
-                outcomes[path.name] = bp
-    try:
-        page, plot = write_launch_page(run, args.out_dir, source=source, reference_n=reference_n,
-                                       graphs_cu=graphs_cu, sanitizer=logs, sanitizer_outcomes=outcomes,
-                                       forward_runs=forward_runs)
-    except OSError as exc:
-        where = exc.filename or args.out_dir
-        raise UsageError(f"cannot write {PAGE_NAME} and {PLOT_NAME} into {args.out_dir} ({where}: "
-                         f"{exc.strerror or exc}); no file was written: choose a writable folder with -o") from None
-    print(f"wrote {page} and {plot}")
-    return 0

@@ -18,19 +18,15 @@ replaced by the summary table and links to the plots and ``results.md`` (atomic 
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
 from pathlib import Path
 
 from cudagraph_bench.cases import FORWARD_VARIANTS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.report import launch_data, launch_page, plots
-from cudagraph_bench.fsio import check_output_folder, save_figure, write_text_atomic
-from cudagraph_bench.results.runfile import (Measurement, Run, cuda_versions, load_run, measurements,
-                                             require_suite_benchmarks)
+from cudagraph_bench.fsio import save_figure
+from cudagraph_bench.results.runfile import Measurement, Run, cuda_versions, load_run, measurements
 from cudagraph_bench.results.stats import reduction_pct, spread_pct
 from cudagraph_bench.table import Column, render_table
 
@@ -580,58 +576,3 @@ def replace_between_markers(text: str, content: str, *, where: str = "README") -
         raise UsageError(f"{where} has no '{MARKER_START}' ... '{MARKER_END}' block: add both marker lines "
                          "where the results should go")
     return text[: start + len(MARKER_START)] + "\n" + content.strip("\n") + "\n" + text[end:]
-
-
-#: Where ``report`` writes without ``-o``: not ``docs/``, which holds the committed H200 pages.
-DEFAULT_REPORT_DIR = "out/report"
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="+", metavar="RUN",
-                        help="pytest-benchmark JSON files or saved-run ids (several are merged)")
-    parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_REPORT_DIR, metavar="DIR",
-                        help="folder for results.md and the PNGs (default: %(default)s; the committed docs/ "
-                             "are written by scripts/regenerate_docs.sh)")
-    parser.add_argument("--readme", type=parse_path, default=None,
-                        help="also replace the block between <!-- results:start --> and <!-- results:end --> "
-                             "in this file")
-    add_storage_option(parser)
-    parser.add_argument("--newest-wins", action="store_true",
-                        help="when runs overlap, take each forward prompt length (all its variants) and each "
-                             "other benchmark from the newest run, and list what was replaced (default: an "
-                             "overlap is an error)")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Write results.md and the PNGs (and the README block). Returns 0; bad input raises UsageError."""
-    runs = load_runs(args.runs, args.storage)
-    require_suite_benchmarks(runs)   # plain pytest-benchmark output would give a page with a header only
-    superseded: list[str] = []
-    if args.newest_wins:
-        runs, superseded = supersede(runs)
-        for line in superseded:
-            if "(drops " in line:
-                print(f"warning: {line}", file=sys.stderr)
-    outdir = Path(args.outdir)
-    readme_text = None
-    if args.readme:
-        try:
-            readme_text = Path(args.readme).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.readme}: {exc.strerror or exc}") from None
-        replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
-    results_md = check_output_folder(outdir, [RESULTS_MD, LATENCY_PNG, SPEEDUP_PNG]) / RESULTS_MD
-    # render every text once before writing anything: bad data fails here, with nothing half-written
-    render_results_markdown(runs, outdir, [], superseded)
-    if readme_text is not None:
-        render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [])
-    written = write_plots(runs, outdir)
-    write_text_atomic(results_md, render_results_markdown(runs, outdir, written, superseded))
-    for path in [*written, results_md]:
-        print(f"wrote {path}", file=sys.stderr)
-    if readme_text is not None:
-        readme = Path(args.readme)
-        section = render_readme_section(runs, outdir, readme.resolve().parent, [p.resolve() for p in written])
-        write_text_atomic(readme, replace_between_markers(readme_text, section, where=args.readme))
-        print(f"updated {readme}", file=sys.stderr)
-    return 0

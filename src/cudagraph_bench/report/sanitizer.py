@@ -1,10 +1,15 @@
 """Reading compute-sanitizer logs of the baked-pointer demo of ``perf_tests/cuda/graphs.cu`` (no torch):
 what memcheck found (:func:`parse_sanitizer_log`), what the program saw (:func:`baked_pointer_outcome`)
-and which case one run hit (:func:`sanitizer_case`)."""
+and which case one run hit (:func:`sanitizer_case`); reading the logs and the program's output saved next
+to them (:func:`read_sanitizer_logs`)."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
+
+from cudagraph_bench.errors import InputFileError
 
 
 _INVALID_RE = re.compile(r"Invalid __global__ (read|write) of size (\d+)")
@@ -88,3 +93,38 @@ def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
                           f"program's own check sees the corruption; {verdict}")
     return "not-reused", ("case observed: no allocation reused the captured address, so "
                           f"the replay wrote freed memory, which memcheck should flag; {verdict}")
+
+
+def last_json_object(path: Path) -> dict:
+    """The last line of ``path`` that parses as a JSON object (graphs.cu prints one), else ``{}``."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return {}
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict):
+                return data
+    return {}
+
+
+def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
+    """``(logs, outcomes)`` of the compute-sanitizer logs at ``paths``: file name -> log text, and file
+    name -> graphs.cu's ``baked_pointer`` object where the program's stdout was saved next to the log as
+    the same name with ``.json``. Raises InputFileError when a log cannot be read."""
+    logs, outcomes = {}, {}
+    for path in map(Path, paths):
+        try:
+            logs[path.name] = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputFileError(f"cannot read sanitizer log {path}: {exc.strerror or exc}") from None
+        stdout = path.with_suffix(".json")          # the program's stdout saved next to the log
+        if stdout.is_file():
+            bp = last_json_object(stdout).get("baked_pointer")
+            if isinstance(bp, dict):
+                outcomes[path.name] = bp
+    return logs, outcomes

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,12 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from cudagraph_bench.results import noise, stats
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
-                                     parse_regression_pct)
+from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, load_run, merged_forward_groups
-from cudagraph_bench.table import Column, render_table
+from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
+from cudagraph_bench.table import Column
 
 SCHEMA_VERSION = 2
 KIND = "cudagraph-bench-baseline"
@@ -362,52 +359,3 @@ def baseline_rows(doc: dict) -> list[dict]:
                      "reduction_pct": c["reduction_pct"], "range": f"[{low:.1f}, {high:.1f}]",
                      "gated": "yes" if c["gated"] else "no"})
     return rows
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``cudagraph-bench baseline RUN... -o FILE``."""
-    parser.add_argument("runs", nargs="+", metavar="RUN",
-                        help=f"pytest-benchmark JSON of separate GPU runs of the same matrix, at least "
-                             f"{noise.MIN_BASELINE_RUNS} (paths or saved-run ids, e.g. 0001)")
-    parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
-                        help="baseline file to write, by convention baselines/<gpu_slug>.json")
-    add_storage_option(parser)
-    parser.add_argument("--min-reduction", type=parse_reduction_pct, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
-                        help="per-case minimum median latency reduction stored for gated cases "
-                             "(default: %(default)s)")
-    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
-                        help="floor of every case's regression tolerance in percent; a noisier case gets "
-                             "a multiple of its between-run spread (default: %(default)s)")
-    parser.add_argument("--noise-multiplier", type=parse_regression_pct, default=noise.DEFAULT_MULTIPLIER, metavar="X",
-                        help="a change must exceed X between-run spreads (default: Student's t quantile at "
-                             f"{1 - noise.DEFAULT_TAIL:g} with k-1 degrees of freedom)")
-    parser.add_argument("--max-gated-len", type=parse_count, default=DEFAULT_MAX_GATED_LEN, metavar="TOKENS",
-                        help="cases with prompt length <= this are gated (default: %(default)s)")
-    parser.add_argument("--min-runs", type=parse_count, default=noise.MIN_BASELINE_RUNS, metavar="K",
-                        help="fewest runs a case must be measured in (default: %(default)s)")
-    parser.add_argument("--allow-unchecked", action="store_true",
-                        help="store graph cases whose run recorded no correctness check (runs recorded before "
-                             "checks existed); a failed check is always refused")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench baseline RUN... -o FILE``. Returns 0; bad input (too few runs, a failed or
-    missing check, runs of different GPUs) or an output path that cannot be written raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is printed or written."""
-    runs = [load_run(ref, args.storage) for ref in args.runs]
-    refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
-    exact = build_baseline(runs, min_reduction_pct=args.min_reduction, regression_floor_pct=args.max_regression,
-                           noise_multiplier=args.noise_multiplier, max_gated_len=args.max_gated_len,
-                           min_runs=args.min_runs, allow_unchecked=args.allow_unchecked, rounded=False)
-    doc = {**exact, "cases": [stored_case(c) for c in exact["cases"]]}
-    out = Path(args.output)
-    check_output_file(out, "-o", doc["gpu_slug"] + ".json")
-    if out.parent.name == "baselines" and out.stem != doc["gpu_slug"]:
-        print(f"cudagraph-bench baseline: warning: {out} is named for another GPU; gate looks up "
-              f"baselines/{doc['gpu_slug']}.json for this run", file=sys.stderr)
-    print(render_table(BASELINE_COLUMNS, baseline_rows(exact)))  # exact values: printed as gate prints them
-    write_text_atomic(out, json.dumps(doc, indent=2) + "\n")
-    n_gated = sum(c["gated"] for c in doc["cases"])
-    print(f"wrote {out}: {len(doc['cases'])} cases ({n_gated} gated), GPU {doc['gpu_slug']}, "
-          f"from {len(runs)} runs ({', '.join(r.path.name for r in runs)})")
-    return 0

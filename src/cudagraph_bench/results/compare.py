@@ -24,17 +24,13 @@ and runs, so a slower reference is reported (``slower (reference)``) but fails o
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.baseline import Baseline, load_baseline
+from cudagraph_bench.results.baseline import Baseline
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
-from cudagraph_bench.paths import default_baseline
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, load_run, measurements
-from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
+from cudagraph_bench.results.runfile import Measurement, Run, measurements
+from cudagraph_bench.table import Column, first_items, plural, verdict_line
 
 DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Variants that are the baselines of comparison rather than what the suite guards.
@@ -249,72 +245,3 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
     if only_new:
         parts.append(f"{len(only_new)} only in NEW")
     return not failed, verdict_line("compare", not failed, parts)
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``cudagraph-bench compare OLD NEW`` / ``--old RUN... --new RUN...``."""
-    parser.add_argument("runs", nargs="*", metavar="OLD NEW",
-                        help="reference run and run to check: JSON paths or saved-run ids (e.g. 0001 0002)")
-    parser.add_argument("--old", nargs="+", metavar="RUN", help="several separate reference runs (instead of OLD)")
-    parser.add_argument("--new", nargs="+", metavar="RUN", help="several separate runs to check (instead of NEW)")
-    parser.add_argument("--baseline", metavar="FILE",
-                        help="baseline whose between-run spread sets the tolerance of forward eager/graph cases "
-                             "(default: the GPU's baseline where one is found, as for gate)")
-    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
-                        help="floor of every benchmark's tolerance in percent (default: %(default)s)")
-    add_storage_option(parser)
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write a markdown report")
-    parser.add_argument("--gate-references", action="store_true",
-                        help="also fail when a reference variant (eager, generate, static-eager, loop) is slower; "
-                             "by default they are reported only")
-    parser.add_argument("--allow-missing", action="store_true",
-                        help="do not fail when a gated benchmark of OLD is missing in NEW (it is still named)")
-
-
-def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    if args.old or args.new:
-        if args.runs:
-            raise UsageError("give either OLD NEW, or --old RUN... and --new RUN... (not both forms)")
-        if not (args.old and args.new):
-            raise UsageError(f"{'--new' if args.old else '--old'} is missing: give --old RUN... and --new RUN...")
-        return args.old, args.new
-    if len(args.runs) != 2:
-        raise UsageError(f"expected OLD NEW (two runs), got {len(args.runs)}: for several runs per side use "
-                         "--old RUN... --new RUN...")
-    return [args.runs[0]], [args.runs[1]]
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench compare``. Returns the exit code (0 pass, 1 fail); bad input raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    old_refs, new_refs = _sides(args)
-    old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
-    new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
-    baseline = None
-    if args.baseline:
-        baseline = load_baseline(args.baseline)
-    elif new[0].gpu_slug:
-        found, _ = default_baseline(new[0].gpu_slug)
-        baseline = load_baseline(found) if found else None
-    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in (*old, *new)]
-                              + [baseline.path if baseline else None])
-    changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
-    passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, args.gate_references),
-                           args.allow_missing)
-    def names(runs):
-        return ", ".join(str(r.path) for r in runs)
-    head = f"OLD {names(old)} ({old[0].gpu_slug or 'no GPU'})  NEW {names(new)} ({new[0].gpu_slug or 'no GPU'})"
-    head += (f"  noise model: {baseline.path}" if baseline else
-             "  noise model: the runs' own spread where a side has 2+ runs, else the flat floor")
-    if old[0].gpu_slug != new[0].gpu_slug:
-        head += "  note: the runs are from different GPUs"
-    if {r.sha256 for r in old} & {r.sha256 for r in new}:
-        head += "  note: OLD and NEW share a run, so it cannot change"
-    if args.markdown:
-        text = "\n".join([verdict_heading("compare", passed), "", head, "",
-                          render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
-        write_text_atomic(args.markdown, text)
-    print(head)
-    print(render_table(COLUMNS, rows(changes)))
-    print(line)
-    return 0 if passed else 1

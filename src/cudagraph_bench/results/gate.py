@@ -31,7 +31,6 @@ of the run's cases (it would check nothing).
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -40,10 +39,7 @@ import numpy as np
 from cudagraph_bench.results import benchrun, noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
-                                     parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.paths import checkout_root, default_baseline
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
 from cudagraph_bench.results.runfile import (Measurement, Run, cuda_versions, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
@@ -324,7 +320,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool
     return not failed, verdict_line("gate", not failed, parts)
 
 
-def _header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict]) -> list[str]:
+def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict]) -> list[str]:
     run = runs[0]
     cuda = run.cuda or {}
     commit = run.data.get("commit_info") or {}
@@ -344,7 +340,7 @@ def _header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdic
 def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict], line: str,
                     passed: bool) -> str:
     """Markdown report for a CI job summary."""
-    head = _header(runs, baseline, results)
+    head = header(runs, baseline, results)
     return "\n".join([
         verdict_heading("gate", passed), "",
         f"- {head[0]}", f"- {head[1]}", "",
@@ -355,39 +351,6 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
         "check: the correctness check recorded in the run (a failed one fails the gate). vs baseline: change "
         "of the median of run medians; tolerance: calibrated on between-run noise; rank p: one-sided "
         "Mann-Whitney U of the run medians. Only the graph variant of gated cases is gated.", ""])
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``cudagraph-bench gate RUN...``."""
-    parser.add_argument("runs", nargs="+", metavar="RUN",
-                        help="pytest-benchmark JSON of one run, or of several separate runs of the same code "
-                             "(paths or saved-run ids, e.g. 0001)")
-    parser.add_argument("--baseline", metavar="FILE",
-                        help="baseline file (default: <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES, else in the "
-                             "checkout's baselines/, whatever the working directory)")
-    parser.add_argument("--no-baseline", action="store_true",
-                        help="gate correctness and the reduction threshold only, without a regression check")
-    parser.add_argument("--min-reduction", type=parse_reduction_pct, metavar="PCT",
-                        help=f"minimum median latency reduction of gated cases in percent, overriding the "
-                             f"baseline's per-case values (default: baseline's, else {DEFAULT_MIN_REDUCTION_PCT:g})")
-    parser.add_argument("--max-regression", type=parse_regression_pct, metavar="PCT",
-                        help="floor of the per-case regression tolerance in percent, overriding the baseline's "
-                             f"(default: baseline's, else {noise.DEFAULT_FLOOR_PCT:g})")
-    parser.add_argument("--max-gated-len", type=parse_count, metavar="TOKENS",
-                        help="gate cases with prompt length <= TOKENS, overriding the baseline's gated flags "
-                             f"(default: baseline's, else {DEFAULT_MAX_GATED_LEN})")
-    parser.add_argument("--allow-unchecked", action="store_true",
-                        help="do not fail gated cases whose run recorded no correctness check (runs recorded "
-                             "before checks existed); a failed check always fails")
-    parser.add_argument("--confirm", type=parse_nonneg, default=0, metavar="K",
-                        help="when regressions are the only failures, rerun the regressed cases K times (separate "
-                             "pytest processes in the checkout, GPU needed) and judge them on all runs with the rank "
-                             "test; the runs are written next to RUN as <RUN>.confirm-<i>.json (default: 0, off)")
-    add_storage_option(parser)
-    parser.add_argument("--allow-gpu-mismatch", action="store_true",
-                        help="gate against a baseline recorded on another GPU")
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE",
-                        help="also write a markdown report (for a CI job summary)")
 
 
 def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
@@ -421,37 +384,3 @@ def confirm_regressions(runs: list[Run], results: list[GateVerdict], k: int) -> 
     print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {k} separate reruns "
           f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)
     return [load_run(str(p)) for p in paths if benchrun.run_forward(tree, p, selection, matrix)]
-
-
-def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench gate RUN...``. Returns the exit code (0 pass, 1 fail); bad input raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
-    runs = load_runs_of_one_gpu(args.runs, args.storage)  # a folder as RUN is refused there, with the file to give
-    for run in runs:
-        require_graph_variant(run)
-    baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
-    refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,
-                                                            baseline.path if baseline is not None else None])
-    results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
-                       max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
-    passed, line = summary(results, baseline)
-    only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results)
-    if args.confirm and only_regressions:
-        extra = confirm_regressions(runs, results, args.confirm)
-        runs = runs + extra
-        results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction,
-                           max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
-                           allow_unchecked=args.allow_unchecked)
-        passed, line = summary(results, baseline)
-        if not extra:
-            line += (f" (none of the {args.confirm} confirmation reruns produced a run, see the logs next to "
-                     f"{runs[0].path}: the regression stands, unconfirmed)")
-        else:
-            line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
-                     f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
-    if args.markdown:
-        write_text_atomic(args.markdown, render_markdown(runs, baseline, results, line, passed))
-    print("\n".join(_header(runs, baseline, results)))
-    print(render_table(COLUMNS, rows(results)))
-    print(line)
-    return 0 if passed else 1

@@ -1,0 +1,72 @@
+"""``cudagraph-bench ab --base REF --head REF``: the command's options and its run (no torch in this
+process). Checking out and measuring the two commits is :mod:`cudagraph_bench.results.ab`; the two groups
+of runs are then compared as ``cudagraph-bench compare --old ... --new ...`` does
+(:mod:`cudagraph_bench.commands.compare`)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from cudagraph_bench.commands import compare as compare_command
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import check_output_file
+from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct
+from cudagraph_bench.paths import checkout_root
+from cudagraph_bench.results import benchrun
+from cudagraph_bench.results.ab import DEFAULT_OUT, DEFAULT_RUNS, measure_in_worktrees, repository_root, resolve_commit
+from cudagraph_bench.results.baseline import load_baseline
+from cudagraph_bench.results.compare import DEFAULT_MAX_REGRESSION_PCT
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``cudagraph-bench ab``."""
+    parser.add_argument("--base", required=True, metavar="REF", help="commit the pull request goes into")
+    parser.add_argument("--head", required=True, metavar="REF", help="commit to check")
+    parser.add_argument("-k", "--runs", type=parse_count, default=DEFAULT_RUNS, metavar="K",
+                        help="separate runs per side (default: %(default)s; the rank test needs 4+ per side "
+                             "to get below alpha 0.05)")
+    parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
+                        help="folder for the run JSONs and logs; must be new or empty (default: %(default)s)")
+    # the earlier spelling, kept working for existing scripts (not shown in --help)
+    parser.add_argument("--out", dest="out", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    parser.add_argument("--repo", type=parse_path, metavar="DIR",
+                        help="git repository (default: the checkout this package runs from, else the working "
+                             "directory)")
+    parser.add_argument("--pytest-args", default="", metavar="ARGS",
+                        help="extra pytest arguments for every run, e.g. \"--models gpt2 --prompt-lengths 16,50\"")
+    parser.add_argument("--baseline", metavar="FILE", help="noise model for the tolerance (as compare)")
+    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT,
+                        metavar="PCT", help="floor of every benchmark's tolerance (default: %(default)s)")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the comparison as markdown")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``cudagraph-bench ab``. Returns compare's exit code; 2 for bad input or a side without runs."""
+    repo = repository_root(Path(args.repo) if args.repo else (checkout_root() or Path.cwd()))
+    commits = {"base": resolve_commit(repo, args.base, "--base"), "head": resolve_commit(repo, args.head, "--head")}
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never "
+                         "overwritten)")
+    try:
+        pytest_args = shlex.split(args.pytest_args)
+    except ValueError as exc:
+        raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
+    if args.baseline:
+        load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown", "ab.md")
+    problem = benchrun.cuda_problem()  # before any worktree or benchmark process
+    if problem is not None:
+        raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
+    out.mkdir(parents=True, exist_ok=True)
+    done = measure_in_worktrees(repo, commits, out, args.runs, pytest_args)
+    empty = [side for side, files in done.items() if not files]
+    if empty:
+        raise UsageError(f"no {' or '.join(empty)} run succeeded: see the logs in {out}")
+    cmp_args = argparse.Namespace(runs=[], old=[str(p) for p in done["base"]], new=[str(p) for p in done["head"]],
+                                  baseline=args.baseline, max_regression=args.max_regression, storage=None,
+                                  markdown=args.markdown, gate_references=False, allow_missing=False)
+    return compare_command.main(cmp_args)

@@ -1,0 +1,60 @@
+"""``cudagraph-bench calibrate RUN...``: the command's options and its run (no torch). The measurement of
+the regression rule itself is :mod:`cudagraph_bench.results.calibrate`."""
+
+from __future__ import annotations
+
+import argparse
+
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.options import add_storage_option, parse_count, parse_path, parse_regression_pct
+from cudagraph_bench.results import noise
+from cudagraph_bench.results.calibrate import (DEFAULT_AB_RUNS, DEFAULT_PLANTS_PCT, calibrate, columns,
+                                               render_markdown, rows, summary)
+from cudagraph_bench.results.runfile import load_run
+from cudagraph_bench.table import render_table
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``cudagraph-bench calibrate RUN...``."""
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help=f"at least {noise.MIN_BASELINE_RUNS + 1} separate runs of the same code and forward "
+                             "matrix on one GPU type (paths or saved-run ids)")
+    parser.add_argument("--plant", type=_parse_plants, default=DEFAULT_PLANTS_PCT, metavar="PCTS",
+                        help="planted graph slow-downs in percent (default: %(default)s)")
+    parser.add_argument("--max-regression", type=parse_regression_pct, default=noise.DEFAULT_FLOOR_PCT, metavar="PCT",
+                        help="floor of the tolerance, as for gate (default: %(default)s)")
+    parser.add_argument("--noise-multiplier", type=parse_regression_pct, default=noise.DEFAULT_MULTIPLIER, metavar="X",
+                        help="spreads a change must exceed (default: Student's t quantile of the spread's "
+                             "degrees of freedom)")
+    parser.add_argument("--ab-runs", type=parse_count, default=DEFAULT_AB_RUNS, metavar="K",
+                        help="runs per side of the A/B mode (default: %(default)s; needs 2K runs)")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page")
+    add_storage_option(parser)
+
+
+def _parse_plants(text: str) -> tuple[float, ...]:
+    out = []
+    for item in text.split(","):
+        value = parse_regression_pct(item.strip())
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"a planted change is a percent > 0, got {item!r}")
+        out.append(value)
+    return tuple(sorted(set(out)))
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1; bad input
+    raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    runs = [load_run(ref, args.storage) for ref in args.runs]
+    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in runs])
+    results = calibrate(runs, plants=args.plant, floor_pct=args.max_regression, multiplier=args.noise_multiplier,
+                        ab_runs=args.ab_runs)
+    line = summary(results, args.plant)
+    if args.markdown:
+        write_text_atomic(args.markdown, render_markdown(runs, results, args.plant, line, args.max_regression,
+                                                         args.noise_multiplier, noise.DEFAULT_ALPHA, args.ab_runs))
+    print(render_table(columns(args.plant), rows(results, args.plant)))
+    print(line)
+    alarms = sum(r.gate.alarms + r.pairs.alarms + r.ab.alarms for r in results)
+    return 0 if alarms == 0 else 1
+

@@ -1,0 +1,84 @@
+"""``cudagraph-bench gate RUN...``: the command's options and its run (no torch). The gate itself (pairing,
+thresholds, the regression check, the report) is :mod:`cudagraph_bench.results.gate`."""
+
+from __future__ import annotations
+
+import argparse
+
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
+                                     parse_reduction_pct, parse_regression_pct)
+from cudagraph_bench.results import noise
+from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
+from cudagraph_bench.results.gate import (COLUMNS, confirm_regressions, evaluate, find_baseline, header,
+                                          load_runs_of_one_gpu, render_markdown, require_graph_variant, rows,
+                                          summary)
+from cudagraph_bench.table import render_table
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``cudagraph-bench gate RUN...``."""
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help="pytest-benchmark JSON of one run, or of several separate runs of the same code "
+                             "(paths or saved-run ids, e.g. 0001)")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="baseline file (default: <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES, else in the "
+                             "checkout's baselines/, whatever the working directory)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="gate correctness and the reduction threshold only, without a regression check")
+    parser.add_argument("--min-reduction", type=parse_reduction_pct, metavar="PCT",
+                        help=f"minimum median latency reduction of gated cases in percent, overriding the "
+                             f"baseline's per-case values (default: baseline's, else {DEFAULT_MIN_REDUCTION_PCT:g})")
+    parser.add_argument("--max-regression", type=parse_regression_pct, metavar="PCT",
+                        help="floor of the per-case regression tolerance in percent, overriding the baseline's "
+                             f"(default: baseline's, else {noise.DEFAULT_FLOOR_PCT:g})")
+    parser.add_argument("--max-gated-len", type=parse_count, metavar="TOKENS",
+                        help="gate cases with prompt length <= TOKENS, overriding the baseline's gated flags "
+                             f"(default: baseline's, else {DEFAULT_MAX_GATED_LEN})")
+    parser.add_argument("--allow-unchecked", action="store_true",
+                        help="do not fail gated cases whose run recorded no correctness check (runs recorded "
+                             "before checks existed); a failed check always fails")
+    parser.add_argument("--confirm", type=parse_nonneg, default=0, metavar="K",
+                        help="when regressions are the only failures, rerun the regressed cases K times (separate "
+                             "pytest processes in the checkout, GPU needed) and judge them on all runs with the rank "
+                             "test; the runs are written next to RUN as <RUN>.confirm-<i>.json (default: 0, off)")
+    add_storage_option(parser)
+    parser.add_argument("--allow-gpu-mismatch", action="store_true",
+                        help="gate against a baseline recorded on another GPU")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE",
+                        help="also write a markdown report (for a CI job summary)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``cudagraph-bench gate RUN...``. Returns the exit code (0 pass, 1 fail); bad input raises
+    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    runs = load_runs_of_one_gpu(args.runs, args.storage)  # a folder as RUN is refused there, with the file to give
+    for run in runs:
+        require_graph_variant(run)
+    baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
+    refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,
+                                                            baseline.path if baseline is not None else None])
+    results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
+                       max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
+    passed, line = summary(results, baseline)
+    only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results)
+    if args.confirm and only_regressions:
+        extra = confirm_regressions(runs, results, args.confirm)
+        runs = runs + extra
+        results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction,
+                           max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
+                           allow_unchecked=args.allow_unchecked)
+        passed, line = summary(results, baseline)
+        if not extra:
+            line += (f" (none of the {args.confirm} confirmation reruns produced a run, see the logs next to "
+                     f"{runs[0].path}: the regression stands, unconfirmed)")
+        else:
+            line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
+                     f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
+    if args.markdown:
+        write_text_atomic(args.markdown, render_markdown(runs, baseline, results, line, passed))
+    print("\n".join(header(runs, baseline, results)))
+    print(render_table(COLUMNS, rows(results)))
+    print(line)
+    return 0 if passed else 1
+

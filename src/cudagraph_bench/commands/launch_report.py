@@ -1,0 +1,74 @@
+"""``cudagraph-bench launch-report``: the command's options and its run (no torch)::
+
+    cudagraph-bench launch-report RUN.json [-o docs/] [--forward FORWARD.json ...]
+        [--graphs-cu graphs_cu.json] [--sanitizer compute_sanitizer_d4.log ...] [--reference-n 512]
+        [--storage .benchmarks]
+
+``-o`` defaults to ``out/launch`` (``scripts/regenerate_docs.sh`` passes ``-o docs``); each forward
+case (model, dtype, tokens, variant) must come from one run only. The page and its plot are
+:mod:`cudagraph_bench.report.launch_page`, the inputs are read by :mod:`cudagraph_bench.report.launch_data`
+and :mod:`cudagraph_bench.report.sanitizer`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.options import add_storage_option, parse_count, parse_path
+from cudagraph_bench.report.launch_data import (REFERENCE_N, check_forward_runs, check_reference_n, launch_rows,
+                                                load_json_object)
+from cudagraph_bench.report.launch_page import DEFAULT_OUT_DIR, PAGE_NAME, PLOT_NAME, write_launch_page
+from cudagraph_bench.report.sanitizer import read_sanitizer_logs
+from cudagraph_bench.results.runfile import load_run
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``cudagraph-bench launch-report RUN``."""
+    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
+                        "id such as 0001 under --storage)")
+    parser.add_argument("-o", "--output-dir", dest="out_dir", type=parse_path, default=DEFAULT_OUT_DIR, metavar="DIR",
+                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing; both are written "
+                        "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
+    # the earlier spelling, kept working for existing scripts (not shown in --help)
+    parser.add_argument("--out-dir", dest="out_dir", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
+    parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
+                        help="compute-sanitizer log of graphs --baked-pointer-only (repeatable); the program's "
+                        "stdout, if saved next to it as the same name with .json, adds the outcome")
+    parser.add_argument("--forward", metavar="RUN", action="append", default=[],
+                        help="another run whose forward benchmarks (eager with n_kernels, graph) feed the "
+                        "predicted-vs-measured table (repeatable; RUN's own forward benchmarks count too). "
+                        "Each forward case (model, dtype, tokens, variant) must be in one run only")
+    parser.add_argument("--reference-n", type=parse_count, default=None, metavar="N",
+                        help=f"N (launches, a whole number >= 1) whose µs/launch feeds the model; it must be "
+                        f"measured with loop and graph (default: {REFERENCE_N}, else the largest such N)")
+    add_storage_option(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Load the inputs named by ``args``, check them, and write the page and plot into ``args.out_dir``.
+    Returns 0; raises UsageError (exit 2) on bad input or an output folder that cannot be written."""
+    run = load_run(args.run, args.storage)
+    forward_runs = [run, *(load_run(ref, args.storage) for ref in args.forward)]
+    check_forward_runs(forward_runs)
+    source = " + ".join(str(r.path) for r in forward_runs)
+    reference_n = REFERENCE_N
+    if args.reference_n is not None:
+        rows = launch_rows(run)
+        if rows:                                   # without any, the page reports the missing launch suite
+            check_reference_n(rows, args.reference_n)
+        reference_n = args.reference_n
+    graphs_cu = load_json_object(args.graphs_cu, "graphs.cu output") if args.graphs_cu else None
+    logs, outcomes = read_sanitizer_logs(args.sanitizer)
+    try:
+        page, plot = write_launch_page(run, args.out_dir, source=source, reference_n=reference_n,
+                                       graphs_cu=graphs_cu, sanitizer=logs, sanitizer_outcomes=outcomes,
+                                       forward_runs=forward_runs)
+    except OSError as exc:
+        where = exc.filename or args.out_dir
+        raise UsageError(f"cannot write {PAGE_NAME} and {PLOT_NAME} into {args.out_dir} ({where}: "
+                         f"{exc.strerror or exc}); no file was written: choose a writable folder with -o") from None
+    print(f"wrote {page} and {plot}")
+    return 0
+
