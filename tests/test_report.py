@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cudagraph_bench.report import forward_tables
+from cudagraph_bench.report import runs as report_runs
 from cudagraph_bench.report import pages as report
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.errors import InputFileError, UsageError
@@ -69,7 +71,7 @@ def fixture_medians():
 
 def test_forward_rows_carry_the_medians_and_reductions_of_the_json():
     medians = fixture_medians()
-    rows = report.forward_rows([load_run(str(FIXTURE))])
+    rows = forward_tables.forward_rows([load_run(str(FIXTURE))])
     assert len(rows) == len(medians)
     for r in rows:
         key = (r["model"], r["dtype"], r["seq_len"], r["variant"])
@@ -83,7 +85,7 @@ def test_forward_rows_carry_the_medians_and_reductions_of_the_json():
 
 def test_summary_markdown_matches_the_json_numbers():
     medians = fixture_medians()
-    text = report.render_summary_table(report.forward_rows([load_run(str(FIXTURE))]), "markdown")
+    text = forward_tables.render_summary_table(forward_tables.forward_rows([load_run(str(FIXTURE))]), "markdown")
     rows = parse_markdown_table(text, "model")
     assert len(rows) == len({k[:3] for k in medians})
     for row in rows:
@@ -106,24 +108,24 @@ def test_other_variants_failures_and_fastest(tmp_path):
     ], failures=[{"model": "gpt2", "dtype": "float32", "seq_len": 1024, "variant": "compile", "status": "failed",
                   "reason": "worker killed by SIGABRT; stderr: device-side assert"}])
     runs = [load_run(str(write(tmp_path, "run.json", doc)))]
-    rows = report.forward_rows(runs)
+    rows = forward_tables.forward_rows(runs)
     by = {(r["seq_len"], r["variant"]): r for r in rows}
     assert by[(50, "compile")]["compile_s"] == pytest.approx(12.0)
     assert by[(50, "compile")]["reduction_pct"] == pytest.approx(100 * (11 - 1.5) / 11)
     assert by[(50, "compile+graph")]["status"] == "mismatch"
     assert by[(1024, "compile")]["status"] == "failed" and by[(1024, "compile")]["median_ms"] is None
-    wide = {r["seq_len"]: r for r in report.summary_rows(rows)[0]}
+    wide = {r["seq_len"]: r for r in forward_tables.summary_rows(rows)[0]}
     assert wide[50]["fastest"] == "compile"  # compile+graph is faster but does not match eager
     assert wide[1024]["fastest"] is None
-    md = report.render_summary_table(rows, "markdown")
+    md = forward_tables.render_summary_table(rows, "markdown")
     header = md.splitlines()[0]
     assert "compile median ms" in header and "compile+graph reduction %" in header
-    problems = report.problem_lines(rows)
+    problems = forward_tables.problem_lines(rows)
     assert any("L=1024 compile: failed: worker killed by SIGABRT" in p for p in problems)
     assert any("compile+graph: mismatch" in p for p in problems)
-    text = report.render_long_table(rows, "text")
+    text = forward_tables.render_long_table(rows, "text")
     assert "NO" in text and "12.0" in text
-    long_rows = {r["variant"]: r for r in parse_markdown_table(report.render_long_table(rows, "markdown"), "model")
+    long_rows = {r["variant"]: r for r in parse_markdown_table(forward_tables.render_long_table(rows, "markdown"), "model")
                  if r["L (tokens)"] == "50"}
     assert long_rows["compile"]["check"] == "fp64-rmse" and long_rows["compile"]["RMSE vs fp64 / eager's"] == "1.23"
     assert long_rows["graph"]["check"] == "-"      # a run without the field: shown as missing, not invented
@@ -148,10 +150,10 @@ def test_merging_runs_and_refusing_duplicates(tmp_path):
                                           fwd("gpt2", "float32", 16, "graph", [1.0])]))
     b = write(tmp_path, "b.json", run_doc([fwd("tinyllama-1.1b", "float32", 16, "eager", [9.0]),
                                           fwd("tinyllama-1.1b", "float32", 16, "graph", [3.0])]))
-    rows = report.forward_rows([load_run(str(a)), load_run(str(b))])
+    rows = forward_tables.forward_rows([load_run(str(a)), load_run(str(b))])
     assert {r["model"] for r in rows} == {"gpt2", "tinyllama-1.1b"}
     with pytest.raises(InputFileError, match="is in both"):
-        report.forward_rows([load_run(str(a)), load_run(str(a))])
+        forward_tables.forward_rows([load_run(str(a)), load_run(str(a))])
 
 
 def test_a_variant_without_a_recorded_check_is_unchecked_not_correct(tmp_path):
@@ -161,16 +163,16 @@ def test_a_variant_without_a_recorded_check_is_unchecked_not_correct(tmp_path):
                    fwd("tinyllama-1.1b", "float32", 50, "eager", [20.0]),
                    fwd("tinyllama-1.1b", "float32", 50, "graph", [7.0]),              # no check recorded
                    fwd("tinyllama-1.1b", "float32", 50, "padded", [6.0], correct=False, status="mismatch")])
-    rows = report.forward_rows([load_run(str(write(tmp_path, "run.json", doc)))])
+    rows = forward_tables.forward_rows([load_run(str(write(tmp_path, "run.json", doc)))])
     by = {(r["seq_len"], r["variant"]): r["status"] for r in rows}
     assert by == {(16, "eager"): "ok", (16, "graph"): "ok", (16, "bucketed"): "unchecked",
                   (50, "eager"): "ok", (50, "graph"): "unchecked", (50, "padded"): "mismatch"}
-    wide = {r["seq_len"]: r["fastest"] for r in report.summary_rows(rows)[0]}
+    wide = {r["seq_len"]: r["fastest"] for r in forward_tables.summary_rows(rows)[0]}
     assert wide == {16: "bucketed (unchecked)", 50: "graph (unchecked)"}   # the mismatched padded never wins
-    long_rows = parse_markdown_table(report.render_long_table(rows, "markdown"), "model")
+    long_rows = parse_markdown_table(forward_tables.render_long_table(rows, "markdown"), "model")
     assert [r["correct"] for r in long_rows if r["variant"] == "bucketed"] == ["not recorded"]
     assert {r["check"] for r in long_rows if r["variant"] == "eager"} == {"reference"}
-    problems = report.problem_lines(rows)
+    problems = forward_tables.problem_lines(rows)
     assert problems[0].startswith("tinyllama-1.1b float32 L=50 padded: mismatch")
     assert problems[-1].startswith("2 measured case(s) of bucketed, graph carry no correctness check")
 
@@ -187,11 +189,11 @@ def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
     new["datetime"] = "2026-11-29T13:00:00+00:00"
     # the newer file first on the command line: order of arguments does not matter, datetime does
     runs = [load_run(str(write(tmp_path, "new.json", new))), load_run(str(write(tmp_path, "old.json", old)))]
-    kept, lines = report.supersede(runs)
+    kept, lines = report_runs.supersede(runs)
     # old L=50 held padded (and a skipped compile); the newer L=50 has compile but no padded
     assert lines == ["gpt2 float32 L=50: old.json -> new.json (drops padded: the newer run does not hold them at "
                      "this length; leave it out or rerun the length whole)"]
-    rows = {(r["seq_len"], r["variant"]): r for r in report.forward_rows(kept)}
+    rows = {(r["seq_len"], r["variant"]): r for r in forward_tables.forward_rows(kept)}
     assert set(rows) == {(16, "eager"), (16, "graph"), (50, "eager"), (50, "graph"), (50, "compile")}
     assert rows[(50, "eager")]["median_ms"] == pytest.approx(4.0)      # eager of the newer run ...
     assert rows[(50, "graph")]["reduction_pct"] == pytest.approx(100 * (4.0 - 1.5) / 4.0)   # ... in every reduction
@@ -214,7 +216,7 @@ def test_newest_wins_compares_times_in_utc_and_refuses_what_it_cannot_order(tmp_
     # 13:00 at +02:00 is 11:00 UTC: older than 12:23 UTC
     a = load_run(str(write(tmp_path, "a.json", doc("2026-11-29T13:00:00+02:00", 5.0))))
     b = load_run(str(write(tmp_path, "b.json", doc("2026-11-29T12:23:00+00:00", 4.0))))
-    kept, lines = report.supersede([a, b])
+    kept, lines = report_runs.supersede([a, b])
     assert lines == ["gpt2 float32 L=16: a.json -> b.json", "gpt2 float32 L=128: a.json -> b.json"]  # 16 before 128
     assert [len(r.benchmarks) for r in kept] == [0, 4]
     bad = write(tmp_path, "bad.json", doc("garbage", 3.0))
@@ -350,9 +352,9 @@ def test_summary_carries_eager_spread_per_case():
              "p95_ms": 6.0, "reduction_pct": 0.0, "spread_pct": 80.0},
             {"model": "m", "dtype": "float32", "seq_len": 16, "variant": "graph", "status": "ok", "median_ms": 1.0,
              "p95_ms": 1.1, "reduction_pct": 75.0, "spread_pct": 3.0}]
-    wide, variants = report.summary_rows(rows)
+    wide, variants = forward_tables.summary_rows(rows)
     assert wide[0]["eager_spread_pct"] == 80.0 and wide[0]["fastest"] == "graph"
-    table = report.render_summary_table(rows, "markdown").splitlines()
+    table = forward_tables.render_summary_table(rows, "markdown").splitlines()
     header = [c.strip() for c in table[0].strip("|").split("|")]
     cells = [c.strip() for c in table[2].strip("|").split("|")]
     assert cells[header.index("eager spread %")] == "80"
@@ -360,7 +362,7 @@ def test_summary_carries_eager_spread_per_case():
 
 def test_spread_of_each_row_is_recomputed_from_the_rounds_of_the_json():
     raw = json.loads(FIXTURE.read_text())
-    rows = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in report.forward_rows([load_run(FIXTURE)])}
+    rows = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in forward_tables.forward_rows([load_run(FIXTURE)])}
     for bench in raw["benchmarks"]:
         e = bench["extra_info"]
         data = sorted(bench["stats"]["data"])

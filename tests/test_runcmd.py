@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cudagraph_bench.commands import run as runcmd
-from cudagraph_bench.measure import isolation
+from cudagraph_bench.measure import execute, isolation
+from cudagraph_bench.measure import plan as runplan
 from cudagraph_bench.cases import Case
 from cudagraph_bench.cli import build_parser
 from cudagraph_bench.cli import main as cli_main
@@ -42,7 +43,7 @@ def write_toml(tmp_path, text):
 
 def test_defaults_follow_the_source_script():
     s = settings()
-    assert s.matrices == [runcmd.Matrix(("gpt2",), (50,), ("float32",), ("eager",))]
+    assert s.matrices == [runplan.Matrix(("gpt2",), (50,), ("float32",), ("eager",))]
     assert (s.rounds, s.warmup_rounds, s.pad_to) == (100, 10, 1024)
     assert s.isolate == ("compile", "compile+graph")
 
@@ -164,13 +165,13 @@ def test_missing_config_file(tmp_path):
 
 
 def make_settings(**kw):
-    base = dict(matrices=[runcmd.Matrix(("gpt2", "bert-tiny"), (16, 1024), ("float32",),
+    base = dict(matrices=[runplan.Matrix(("gpt2", "bert-tiny"), (16, 1024), ("float32",),
                                         ("eager", "graph", "padded", "compile"))])
-    return runcmd.RunSettings(**{**base, **kw})
+    return runplan.RunSettings(**{**base, **kw})
 
 
 def test_plan_skips_prompts_beyond_the_model_positions_up_front():
-    plan = runcmd.plan_cases(make_settings())
+    plan = runplan.plan_cases(make_settings())
     skipped = {(r.model, r.seq_len, r.variant): r.reason for r in plan.skipped}
     assert set(skipped) == {("bert-tiny", 1024, v) for v in ("eager", "graph", "padded", "compile")}
     assert all("exceeds the model's 512 positions" in reason for reason in skipped.values())
@@ -178,18 +179,18 @@ def test_plan_skips_prompts_beyond_the_model_positions_up_front():
 
 
 def test_plan_runs_risky_variants_isolated_after_the_in_process_ones():
-    plan = runcmd.plan_cases(make_settings())
+    plan = runplan.plan_cases(make_settings())
     (key, inproc, iso), _ = plan.groups
     assert key == ("gpt2", "float32")
     assert [(s.variant, s.seq_len) for s in inproc] == [("eager", 16), ("eager", 1024), ("graph", 16),
                                                         ("graph", 1024), ("padded", 16), ("padded", 1024)]
     assert list(iso) == ["compile"] and [s.seq_len for s in iso["compile"]] == [16, 1024]
-    plan = runcmd.plan_cases(make_settings(isolate=()))
+    plan = runplan.plan_cases(make_settings(isolate=()))
     assert all(not iso for _, _, iso in plan.groups)
 
 
 def test_plan_skips_padded_prompts_longer_than_pad_to():
-    plan = runcmd.plan_cases(make_settings(pad_to=512))
+    plan = runplan.plan_cases(make_settings(pad_to=512))
     reasons = {(r.model, r.seq_len, r.variant): r.reason for r in plan.skipped}
     assert "longer than the padded length 512" in reasons[("gpt2", 1024, "padded")]
     assert ("gpt2", 1024, "graph") not in reasons
@@ -358,7 +359,7 @@ def test_non_utf8_config_is_a_usage_error(tmp_path):
 def test_compile_sweep_config_with_a_model_flag_plans_compile_variants_at_four_lengths():
     s = runcmd.merge_settings(parse("--config", str(MATRIX_TOML.with_name("run-compile-sweep.toml")),
                                     "--model", "tinyllama-1.1b"))
-    plan = runcmd.plan_cases(s)
+    plan = runplan.plan_cases(s)
     assert plan.skipped == []
     ((key, inproc, iso),) = plan.groups
     assert key == ("tinyllama-1.1b", "float32")
@@ -400,7 +401,7 @@ def test_a_case_that_breaks_the_cuda_context_sends_the_rest_of_the_run_to_worker
     s = runcmd.resolve_settings(parse("--device", "cpu", "--variants", "eager", "--models", "gpt2,distilgpt2",
                                       "--prompt-lengths", "16,50", "--dtypes", "float32",
                                       "-o", str(tmp_path / "o")))
-    plan = runcmd.plan_cases(s, positions=lambda model, overrides: 1024)
+    plan = runplan.plan_cases(s, positions=lambda model, overrides: 1024)
     first = plan.groups[0][1][0]
     in_workers = []
 
@@ -420,9 +421,9 @@ def test_a_case_that_breaks_the_cuda_context_sends_the_rest_of_the_run_to_worker
     in_order = [(spec.model, spec.seq_len) for _, inproc, _ in plan.groups for spec in inproc]
     assert len(in_order) == 4 and len(plan.groups) == 2
     for usable, expected_in_workers in ((False, in_order[1:]), (True, [])):
-        monkeypatch.setattr(runcmd, "_context_usable", lambda spec, usable=usable: usable)
+        monkeypatch.setattr(execute, "_context_usable", lambda spec, usable=usable: usable)
         recorded, in_workers[:] = [], []
-        runcmd.execute(plan, s, record=recorded.append)
+        execute.execute(plan, s, record=recorded.append)
         assert sorted((r.model, r.seq_len) for r in recorded) == sorted(
             (spec.model, spec.seq_len) for _, inproc, _ in plan.groups for spec in inproc)
         assert [r.status for r in recorded].count("failed") == 1
@@ -459,7 +460,7 @@ def _run_tiny(tmp_path, lengths):
 
 
 def test_nothing_measured_is_exit_1_and_the_help_says_so(tmp_path, capsys):
-    too_long = runcmd.position_limit("gpt2", TINY) + 1          # longer than the model's positions
+    too_long = runplan.position_limit("gpt2", TINY) + 1          # longer than the model's positions
     rc, raw = _run_tiny(tmp_path, str(too_long))
     assert raw["benchmarks"] == [] and {f["status"] for f in raw["cudagraph_bench"]["failures"]} == {"skipped"}
     assert rc == 1
@@ -468,7 +469,7 @@ def test_nothing_measured_is_exit_1_and_the_help_says_so(tmp_path, capsys):
 
 
 def test_measured_cases_correct_and_the_rest_skipped_up_front_is_exit_0(tmp_path, capsys):
-    too_long = runcmd.position_limit("gpt2", TINY) + 1
+    too_long = runplan.position_limit("gpt2", TINY) + 1
     rc, raw = _run_tiny(tmp_path, f"8,{too_long}")
     assert [b["extra_info"]["seq_len"] for b in raw["benchmarks"]] == [8]
     assert [f["seq_len"] for f in raw["cudagraph_bench"]["failures"]] == [too_long]

@@ -10,8 +10,9 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder, write_text_atomic
 from cudagraph_bench.options import add_storage_option, parse_path
-from cudagraph_bench.report.pages import (LATENCY_PNG, RESULTS_MD, SPEEDUP_PNG, load_runs, render_readme_section,
-                                          render_results_markdown, replace_between_markers, supersede, write_plots)
+from cudagraph_bench.report.pages import (LATENCY_PNG, RESULTS_MD, SPEEDUP_PNG, render_readme_section,
+                                          render_results_markdown, replace_between_markers, write_plots)
+from cudagraph_bench.report.runs import load_runs, supersede
 from cudagraph_bench.results.runfile import require_suite_benchmarks
 
 

@@ -6,6 +6,8 @@ The standalone form of the source spec's ``cuda_graph_benchmark.py``::
     cudagraph-bench run --model gpt2 --prompt-lengths 50,128 --dtype float32 --iters 100 --warmup 10 \\
         --variants eager,graph,padded,compile,compile+graph -o out/run
 
+The cases are planned by :mod:`cudagraph_bench.measure.plan` and run by :mod:`cudagraph_bench.measure.execute`;
+this module is the command: options, the TOML config, the table and the files it writes.
 For each case it builds the variant (:func:`cudagraph_bench.measure.variants.build_variant`), checks it
 against eager on fresh random inputs (static output poisoned with NaN first), times ``--rounds``
 calls on new random inputs (synchronized wall time and CUDA events, garbage collector off; the
@@ -42,18 +44,18 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_ISOLATED, DEFAULT_PAD_TO, DEFAULT_ROUNDS,
-                                     DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count, parse_cpus,
-                                     parse_dtypes, parse_models, parse_nonneg, parse_path, parse_prompt_lengths,
-                                     parse_rounds, parse_warmup_rounds)
-from cudagraph_bench.measure.case import CaseResult, CaseSpec
+from cudagraph_bench.options import (DEFAULT_ISOLATED, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count,
+                                     parse_cpus, parse_dtypes, parse_models, parse_nonneg, parse_path,
+                                     parse_prompt_lengths, parse_rounds, parse_warmup_rounds)
+from cudagraph_bench.measure.case import CaseResult
+from cudagraph_bench.measure.execute import execute
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
+from cudagraph_bench.measure.plan import DEFAULT_OUTDIR, Matrix, RunSettings, plan_cases
 from cudagraph_bench.measure.run_json import build_run_json, machine_and_commit_info, write_json_atomic
 from cudagraph_bench.measure.variants import CUDA_VARIANTS, RUN_VARIANTS
 
@@ -63,7 +65,6 @@ RUN_DEFAULTS = {"models": ("gpt2",), "prompt_lengths": (50,), "dtypes": ("float3
 DEFAULT_VARIANTS = ("eager", "graph", "padded")
 #: What ``--device cpu`` runs when no variants are given: graph replay needs a CUDA GPU.
 CPU_VARIANTS = ("eager",)
-DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
 LATENCY_PNG = "latency_comparison.png"
 SPEEDUP_PNG = "speedup_vs_length.png"
@@ -190,48 +191,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 # --------------------------------------------------------------------------------------------------
 # settings: command line + TOML config
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """One sub-matrix: every model x dtype x prompt length x variant."""
-
-    models: tuple[str, ...]
-    prompt_lengths: tuple[int, ...]
-    dtypes: tuple[str, ...]
-    variants: tuple[str, ...]
-
-
-@dataclass
-class RunSettings:
-    """Resolved settings of a run (command line over config over defaults)."""
-
-    matrices: list[Matrix]
-    rounds: int = DEFAULT_ROUNDS
-    warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
-    pad_to: int = DEFAULT_PAD_TO
-    buckets: tuple[int, ...] = DEFAULT_BUCKETS
-    isolate: tuple[str, ...] = DEFAULT_ISOLATED
-    case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S
-    check_inputs: int = 3
-    seed: int = 0
-    time_budget_s: float | None = None
-    device: str = "cuda"
-    outdir: str = DEFAULT_OUTDIR
-    overrides: dict | None = None
-    config: str | None = None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def variants(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(v for m in self.matrices for v in m.variants))
-
-    def as_dict(self) -> dict:
-        return {"matrices": [asdict(m) for m in self.matrices], "rounds": self.rounds,
-                "warmup_rounds": self.warmup_rounds, "pad_to": self.pad_to, "buckets": list(self.buckets),
-                "isolate": list(self.isolate), "case_timeout_s": self.case_timeout_s,
-                "check_inputs": self.check_inputs, "seed": self.seed, "time_budget_s": self.time_budget_s,
-                "device": self.device, "overrides": self.overrides, "config": self.config}
 
 
 def _as_text(value) -> str:
@@ -368,81 +327,7 @@ def check_device(settings: RunSettings) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# planning
-
-
-def position_limit(model: str, overrides: dict | None) -> int:
-    """Position limit (tokens) of a preset or a local model dir, from its config (no weights built)."""
-    from cudagraph_bench.models.presets import PRESETS, directory_config, max_positions, preset_config
-
-    config = preset_config(model, overrides) if model in PRESETS else directory_config(model)
-    return max_positions(SimpleNamespace(config=config))
-
-
-def _skip_reason(spec: CaseSpec, positions: int) -> str | None:
-    from cudagraph_bench.capture.buckets import cap_buckets
-
-    if spec.seq_len > positions:
-        return f"prompt of {spec.seq_len} tokens exceeds the model's {positions} positions"
-    if spec.variant == "padded" and spec.seq_len > min(spec.pad_to, positions):
-        return f"prompt of {spec.seq_len} tokens is longer than the padded length {min(spec.pad_to, positions)}"
-    if spec.variant == "bucketed" and spec.seq_len > max(cap_buckets(spec.buckets, positions)):
-        return f"prompt of {spec.seq_len} tokens is longer than the largest bucket"
-    return None
-
-
-@dataclass
-class Plan:
-    """Cases in execution order, grouped by (model, dtype): in-process cases first, then one queue per
-    isolated variant. ``skipped`` are recorded up front with their reason."""
-
-    groups: list[tuple[tuple[str, str], list[CaseSpec], dict[str, list[CaseSpec]]]]
-    skipped: list[CaseResult]
-
-    @property
-    def n_cases(self) -> int:
-        return sum(len(inproc) + sum(len(q) for q in iso.values()) for _, inproc, iso in self.groups)
-
-
-def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
-    """Expand the matrices into :class:`CaseSpec` s (unique, in a stable order) and split off the
-    cases that cannot run (prompt longer than the model's positions or the padded length)."""
-    specs: dict[tuple, CaseSpec] = {}
-    for m in settings.matrices:
-        for model in m.models:
-            for dtype in m.dtypes:
-                for seq_len in m.prompt_lengths:
-                    for variant in m.variants:
-                        spec = CaseSpec(model=model, dtype=dtype, seq_len=seq_len, variant=variant,
-                                        rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
-                                        pad_to=settings.pad_to, buckets=tuple(settings.buckets),
-                                        check_inputs=settings.check_inputs, device=settings.device,
-                                        seed=settings.seed, overrides=settings.overrides)
-                        specs.setdefault((model, dtype, seq_len, variant), spec)
-    order = {v: i for i, v in enumerate(RUN_VARIANTS)}
-    limits: dict[str, int] = {}
-    skipped: list[CaseResult] = []
-    grouped: dict[tuple[str, str], tuple[list, dict]] = {}
-    for key in sorted(specs, key=lambda k: (k[0], k[1], order[k[3]], k[2])):
-        spec = specs[key]
-        if spec.model not in limits:
-            limits[spec.model] = positions(spec.model, settings.overrides)
-        reason = _skip_reason(spec, limits[spec.model])
-        if reason:
-            skipped.append(CaseResult.of(spec, "skipped", reason, "plan"))
-            continue
-        inproc, iso = grouped.setdefault((spec.model, spec.dtype), ([], {}))
-        if spec.variant in settings.isolate:
-            iso.setdefault(spec.variant, []).append(spec)
-        else:
-            inproc.append(spec)
-    ordered = sorted(grouped.items(), key=lambda kv: ([m for mx in settings.matrices for m in mx.models].index(kv[0][0]),
-                                                      kv[0][1]))
-    return Plan(groups=[(k, inproc, iso) for k, (inproc, iso) in ordered], skipped=skipped)
-
-
-# --------------------------------------------------------------------------------------------------
-# execution
+# progress and the table
 
 
 def _label(r) -> str:
@@ -458,58 +343,6 @@ def _one_line(r: CaseResult) -> str:
             text += f", compile {r.compile_ms / 1e3:.1f} s"
         return text + ("" if r.status == "ok" else f" [{r.status}: {r.reason}]")
     return f"{_label(r)}: {r.status}: {r.reason}"
-
-
-def execute(plan: Plan, settings: RunSettings, *, record, worker_cmd=None, started_at: float | None = None) -> None:
-    """Run every planned case, calling ``record(CaseResult)`` after each. In-process cases of a
-    (model, dtype) share one model. A case that fails (a capture that fails included) is that case's
-    result; when a failure leaves the process's CUDA context unusable
-    (:func:`~cudagraph_bench.capture.graphed.cuda_context_usable` is False after it), every remaining case,
-    of this model and the next ones, runs in worker processes (:func:`~cudagraph_bench.measure.isolation.run_isolated`),
-    so one broken case never stops the run.
-
-    ``settings.time_budget_s`` counts from ``started_at`` (a ``time.monotonic()`` value; default: now),
-    so that the command's start-up (importing torch, reading the GPU) is inside the budget."""
-    from cudagraph_bench.measure.case import ModelCache, measure_with_cache
-    from cudagraph_bench.measure.isolation import IsolationStats, is_fatal_cuda_error, run_isolated
-
-    t0 = time.monotonic() if started_at is None else started_at
-    deadline = t0 + settings.time_budget_s if settings.time_budget_s else None
-    broken = False
-    log_path = str(Path(settings.outdir) / "workers.log")
-
-    def in_workers(specs) -> None:
-        if specs:
-            run_isolated([s.to_dict() for s in specs], timeout_s=settings.case_timeout_s, worker_cmd=worker_cmd,
-                         deadline=deadline, log_path=log_path, stats=IsolationStats(),
-                         on_result=lambda i, d: record(CaseResult.from_dict(d)))
-
-    for (model, dtype), inproc, isolated in plan.groups:
-        models = ModelCache()
-        pending = list(inproc)
-        while pending and not broken:
-            spec = pending.pop(0)
-            if deadline is not None and time.monotonic() >= deadline:
-                record(CaseResult.of(spec, "skipped", "time budget exhausted", "budget"))
-                continue
-            result = measure_with_cache(spec, models)
-            record(result)
-            if result.status == "failed" and is_fatal_cuda_error(result.reason) and not _context_usable(spec):
-                broken = True
-        models.clear()
-        if broken:   # this process can no longer run CUDA work: the rest of this model in fresh workers
-            in_workers(pending)
-        for variant, specs in isolated.items():
-            in_workers(specs)
-
-
-def _context_usable(spec: CaseSpec) -> bool:
-    """Whether the CUDA context survived a failed case (always True for a CPU case)."""
-    if spec.device != "cuda":
-        return True
-    from cudagraph_bench.capture.graphed import cuda_context_usable
-
-    return cuda_context_usable()
 
 
 class _NoBar:
@@ -581,16 +414,17 @@ def main(args: argparse.Namespace) -> int:
 def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
     """Print the table of ``json_path``, write the PNGs next to it. Exit code 1 when a case failed or
     mismatched, or when no case was measured (everything skipped up front is no success); else 0."""
+    from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report
     from cudagraph_bench.results.runfile import load_run
 
     measured = any(r.wall_ms for r in results)
     if measured:
         run = load_run(str(json_path))
-        rows = report.forward_rows([run])
-        print(report.render_long_table(rows, fmt="text"))
+        rows = forward_tables.forward_rows([run])
+        print(forward_tables.render_long_table(rows, fmt="text"))
         print()
-        print(report.render_summary_table(rows, fmt="text"))
+        print(forward_tables.render_summary_table(rows, fmt="text"))
         try:
             import matplotlib  # noqa: F401
         except ImportError:

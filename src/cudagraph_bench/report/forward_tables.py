@@ -1,0 +1,188 @@
+"""The tables of the forward suite (no torch): one row per forward case and variant of a set of runs
+(:func:`forward_rows`), the long table of every measurement, the summary table per case (eager vs every
+other variant), and the lines on failed and unchecked cases. Used by ``cudagraph-bench report``
+(:mod:`cudagraph_bench.report.pages`) and by ``cudagraph-bench run`` for its table on stdout."""
+
+from __future__ import annotations
+
+from cudagraph_bench.cases import Case
+from cudagraph_bench.report.runs import merged, not_measured, variant_index
+from cudagraph_bench.results.runfile import Run
+from cudagraph_bench.results.stats import reduction_pct, spread_pct
+from cudagraph_bench.table import Column, render_table
+
+def _status(info: dict) -> str:
+    """``ok`` / ``mismatch`` / ``failed`` / ``skipped`` as recorded; eager is the reference (``ok``);
+    any other variant whose run recorded no check is ``unchecked``, never assumed correct."""
+    if info.get("status"):
+        return str(info["status"])
+    if "correct" in info:
+        return "ok" if info["correct"] else "mismatch"
+    return "ok" if info.get("variant") == "eager" else "unchecked"
+
+
+def _note(info: dict) -> str | None:
+    parts = []
+    if info.get("reason"):
+        parts.append(str(info["reason"]))
+    parts += [str(n) for n in info.get("notes") or []]
+    return "; ".join(parts) or None
+
+
+def forward_rows(runs: list[Run]) -> list[dict]:
+    """One row per forward case (measured or not), sorted by model, dtype, prompt length, variant.
+
+    Keys: ``model, dtype, seq_len, variant, status`` (ok / mismatch / failed / skipped),
+    ``mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round), ``event_median_ms``,
+    ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
+    (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``check``
+    (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
+    ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data).
+    """
+    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == "eager"}
+    rows = []
+    for case, m in ms.items():
+        info, s = m.extra_info, m.summary
+        base = eager.get(case.without_variant())
+        rows.append({
+            "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
+            "status": _status(info), "mean_ms": s.mean_ms, "median_ms": s.median_ms, "p95_ms": s.p95_ms,
+            "min_ms": s.min_ms, "max_ms": s.max_ms, "event_median_ms": info.get("event_median_ms"),
+            "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
+            "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
+            "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
+            "capture_ms": info.get("capture_ms"), "max_abs_diff": info.get("max_abs_diff"),
+            "check": "reference" if case.variant == "eager" else info.get("check"),
+            "fp64_rmse_ratio": info.get("fp64_rmse_ratio"),
+            "note": _note(info),
+            "spread_pct": _spread(m.samples_ms),
+        })
+    seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
+    for f in not_measured(runs):
+        key = (f["model"], f["dtype"], int(f["seq_len"]), f["variant"])
+        if key in seen:
+            continue
+        rows.append({**dict.fromkeys(("mean_ms", "median_ms", "p95_ms", "min_ms", "max_ms", "event_median_ms",
+                                      "reduction_pct", "speedup", "capture_ms")),
+                     "model": key[0], "dtype": key[1], "seq_len": key[2], "variant": key[3],
+                     "status": f.get("status") or "failed",
+                     "compile_s": f["compile_ms"] / 1e3 if f.get("compile_ms") is not None else None,
+                     "max_abs_diff": f.get("max_abs_diff"), "check": f.get("check"),
+                     "fp64_rmse_ratio": f.get("fp64_rmse_ratio"), "note": f.get("reason"), "spread_pct": None})
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], variant_index(r["variant"]), r["variant"]))
+    return rows
+
+
+def _spread(samples_ms) -> float | None:
+    if samples_ms is None:
+        return None
+    try:
+        return spread_pct(samples_ms)
+    except ValueError:  # a median of 0 ms: no spread relative to it
+        return None
+
+
+LONG_COLUMNS = [
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d"),
+    Column("variant", "variant"), Column("mean_ms", "mean ms", ".3f"), Column("median_ms", "median ms", ".3f"),
+    Column("p95_ms", "p95 ms", ".3f"), Column("min_ms", "min ms", ".3f"), Column("max_ms", "max ms", ".3f"),
+    Column("reduction_pct", "vs eager %", "+.1f"), Column("compile_s", "compile s", ".1f"),
+    Column("status", "correct", lambda s: {"ok": "yes", "mismatch": "NO", "unchecked": "not recorded"}.get(s, s),
+           "left"),
+    Column("max_abs_diff", "max abs diff", ".1e"),
+    Column("check", "check", None, "left"),
+    Column("fp64_rmse_ratio", "RMSE vs fp64 / eager's", ".2f"),
+]
+
+
+def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | None = None) -> str:
+    """All forward measurements (:func:`forward_rows`): mean, median, p95, min, max ms, latency
+    reduction vs eager in percent (positive = faster than eager), compile seconds, correctness, the
+    max abs difference from eager over the check inputs, and a note (the reason of a failure; cut to ``note_width`` characters in text tables)."""
+    width = note_width if note_width is not None else (70 if fmt == "text" else None)
+
+    def cut(text: str) -> str:
+        return text if width is None or len(text) <= width else text[: width - 3] + "..."
+
+    return render_table([*LONG_COLUMNS, Column("note", "note", cut, "left")], rows, fmt=fmt)
+
+
+def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """One row per (model, dtype, seq_len) from :func:`forward_rows`: ``eager_median_ms``,
+    ``eager_p95_ms``, ``eager_spread_pct``, and per other variant ``<v>_median_ms``, ``<v>_p95_ms``,
+    ``<v>_spread_pct``, ``<v>_reduction_pct``;
+    ``fastest``: the variant with the lowest median among those not known to be wrong: status ``ok``
+    (passed its recorded check) or ``unchecked`` (its run recorded no check; the name then gets
+    " (unchecked)"), so a variant that failed its check is never the fastest.
+
+    Returns ``(rows, variants)`` with the variants present, eager first."""
+    variants = sorted({r["variant"] for r in rows}, key=lambda v: (variant_index(v), v))
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["model"], r["dtype"], r["seq_len"])
+        row = out.setdefault(key, {"model": key[0], "dtype": key[1], "seq_len": key[2], "_ok": {}})
+        v = r["variant"]
+        if r.get("median_ms") is None:
+            row[f"{v}_median_ms"] = None
+            continue
+        row[f"{v}_median_ms"] = r["median_ms"]
+        row[f"{v}_p95_ms"] = r.get("p95_ms")
+        row[f"{v}_spread_pct"] = r.get("spread_pct")
+        row[f"{v}_reduction_pct"] = r.get("reduction_pct")
+        if r["status"] in ("ok", "unchecked"):
+            row["_ok"][v] = (r["median_ms"], r["status"])
+    for row in out.values():
+        ok = row.pop("_ok")
+        best = min(ok, key=lambda v: ok[v][0]) if ok else None
+        row["fastest"] = best if best is None or ok[best][1] == "ok" else f"{best} (unchecked)"
+    return list(out.values()), variants
+
+
+def summary_columns(variants: list[str]) -> list[Column]:
+    """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's
+    spread (:func:`~cudagraph_bench.results.stats.spread_pct`), then the
+    median and reduction of every other variant present, and the fastest variant."""
+    cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
+    if "eager" in variants:
+        cols.append(Column("eager_median_ms", "eager median ms", ".3f"))
+    if "graph" in variants:
+        cols += [Column("graph_median_ms", "graph median ms", ".3f"),
+                 Column("graph_reduction_pct", "graph reduction %", "+.1f")]
+    if "eager" in variants:
+        cols += [Column("eager_p95_ms", "eager p95 ms", ".3f"), Column("eager_spread_pct", "eager spread %", ".0f")]
+    if "graph" in variants:
+        cols.append(Column("graph_p95_ms", "graph p95 ms", ".3f"))
+    for v in variants:
+        if v not in ("eager", "graph"):
+            cols += [Column(f"{v}_median_ms", f"{v} median ms", ".3f"),
+                     Column(f"{v}_reduction_pct", f"{v} reduction %", "+.1f")]
+    cols.append(Column("fastest", "fastest", None, "left"))
+    return cols
+
+
+def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
+    """The per-case summary (see :func:`summary_rows`) of forward rows."""
+    wide, variants = summary_rows(rows)
+    return render_table(summary_columns(variants), wide, fmt=fmt)
+
+
+def problem_lines(rows: list[dict]) -> list[str]:
+    """``"<case> <variant>: <status>: <reason>"`` for every forward row that failed, was skipped or
+    differs from eager, then one line counting the rows whose run recorded no correctness check."""
+    lines = [f"{r['model']} {r['dtype']} L={r['seq_len']} {r['variant']}: {r['status']}"
+             + (f": {r['note']}" if r.get("note") else "") for r in rows if r["status"] not in ("ok", "unchecked")]
+    unchecked = unchecked_line(rows)
+    return lines + ([unchecked] if unchecked else [])
+
+
+def unchecked_line(rows: list[dict]) -> str | None:
+    """One line counting the forward rows whose run recorded no correctness check, or None."""
+    unchecked = sorted({r["variant"] for r in rows if r["status"] == "unchecked"})
+    if not unchecked:
+        return None
+    n = sum(r["status"] == "unchecked" for r in rows)
+    return (f"{n} measured case(s) of {', '.join(unchecked)} carry no correctness check in their run JSON "
+            "(benchmark runs recorded before the benchmarks checked against eager; the correctness "
+            "tests in perf_tests/ check graph replays separately)")
+

@@ -1,0 +1,143 @@
+"""The runs a results page is made of (no torch): loading them (:func:`load_runs`), merging their
+measurements (:func:`merged`, a case measured twice is an error), or, with ``report --newest-wins``,
+taking each forward prompt length and each other benchmark from the newest run (:func:`supersede`);
+the cases that were not measured, and the GPU the runs were measured on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cudagraph_bench.cases import FORWARD_VARIANTS
+from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.runfile import Measurement, Run, load_run, measurements
+
+
+def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
+    """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or
+    for the same run given twice (same bytes)."""
+    runs = [load_run(ref, storage) for ref in refs]
+    seen: dict[str, Run] = {}
+    for run in runs:
+        if run.sha256 in seen:
+            raise InputFileError(f"{seen[run.sha256].path} and {run.path} are the same run (sha256 "
+                                 f"{run.sha256[:12]}): give each run once")
+        seen[run.sha256] = run
+    return runs
+
+
+def run_time(run: Run):
+    """The run's ``datetime`` as an aware UTC datetime (a naive one is taken as UTC, as
+    pytest-benchmark writes UTC). Raises InputFileError when it is missing or not ISO 8601."""
+    from datetime import datetime, timezone
+
+    raw = run.data.get("datetime")
+    try:
+        when = datetime.fromisoformat(str(raw))
+    except ValueError:
+        raise InputFileError(f"{run.path}: 'datetime' is {raw!r}, not an ISO 8601 time: --newest-wins needs "
+                             "the time each run was made") from None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+
+
+def merged(runs: list[Run]) -> dict[tuple, Measurement]:
+    """All benchmarks of ``runs`` keyed by ``(suite, *key)`` (see :func:`runfile.measurements`).
+
+    Raises InputFileError when two runs hold the same case."""
+    out: dict[tuple, Measurement] = {}
+    origin: dict[tuple, Path] = {}
+    for run in runs:
+        for key, m in measurements(run).items():
+            if key in out:
+                raise InputFileError(f"{m.label!r} is in both {origin[key]} and {run.path}: "
+                                     "report each case from one run, or pass --newest-wins to keep the newer one")
+            out[key], origin[key] = m, run.path
+    return out
+
+
+def _group_of(entry: dict, *, failure: bool = False) -> tuple:
+    """What a newer run replaces: a forward prompt length ``("forward", model, dtype, seq_len)`` as a
+    whole (so eager and every variant of a length come from one run), else one benchmark by name."""
+    info = entry if failure else (entry.get("extra_info") or {})
+    if failure or info.get("suite") == "forward":
+        try:
+            return ("forward", info.get("model"), info.get("dtype"), int(info.get("seq_len")))
+        except (TypeError, ValueError):
+            pass
+    return (info.get("suite") or "other", entry.get("fullname") or entry.get("name"))
+
+
+def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """``--newest-wins``: when several runs hold the same forward prompt length (model, dtype, L) or
+    the same decode/launch benchmark, keep it from the newest run (by its ``datetime``) only.
+
+    A length is replaced whole, measured and failed cases alike, so every reduction still compares
+    variants measured side by side in one run. Returns ``(runs with the replaced entries removed,
+    one line per replaced length/benchmark: "<what>: <older file> -> <newer file>")``; a line also
+    names the variants that only the older runs held at that length ("(drops eager, graph: ...)")."""
+    import copy
+
+    times = [run_time(run) for run in runs]
+    order = sorted(range(len(runs)), key=lambda i: times[i])
+    owner: dict[tuple, int] = {}
+    lost: dict[tuple, list[int]] = {}
+    variants: dict[tuple, set] = {}  # (run index, group) -> forward variants it holds
+    for i in order:
+        run = runs[i]
+        failures = [f for f in (run.data.get("cudagraph_bench") or {}).get("failures") or [] if isinstance(f, dict)]
+        for g, v in [(_group_of(b), (b.get("extra_info") or {}).get("variant")) for b in run.benchmarks] + \
+                    [(_group_of(f, failure=True), f.get("variant")) for f in failures]:
+            variants.setdefault((i, g), set()).add(str(v))
+        groups = {g for (j, g) in variants if j == i}
+        for g in groups:
+            if g in owner:
+                if times[owner[g]] == times[i]:
+                    raise InputFileError(f"{runs[owner[g]].path} and {run.path} overlap and have the same datetime "
+                                         f"{times[i].isoformat()}: cannot tell which is newer; leave one out")
+                lost.setdefault(g, []).append(owner[g])
+            owner[g] = i
+    out = []
+    for i, run in enumerate(runs):
+        data = copy.copy(run.data)
+        data["benchmarks"] = [b for b in run.benchmarks if owner[_group_of(b)] == i]
+        section = dict(data.get("cudagraph_bench") or {})
+        if section.get("failures"):
+            section["failures"] = [f for f in section["failures"]
+                                   if not isinstance(f, dict) or owner[_group_of(f, failure=True)] == i]
+            data["cudagraph_bench"] = section
+        out.append(Run(path=run.path, data=data, sha256=run.sha256))
+    lines = []
+    def order_key(g: tuple) -> tuple:
+        return tuple((0, x, "") if isinstance(x, int) else (1, 0, str(x)) for x in g)
+
+    for g, olds in sorted(lost.items(), key=lambda kv: order_key(kv[0])):
+        what = f"{g[1]} {g[2]} L={g[3]}" if g[0] == "forward" else f"{g[0]} {g[1]}"
+        line = f"{what}: {', '.join(sorted({runs[j].path.name for j in olds}))} -> {runs[owner[g]].path.name}"
+        dropped = set().union(*(variants[(j, g)] for j in olds)) - variants[(owner[g], g)]
+        if g[0] == "forward" and dropped:
+            line += (f" (drops {', '.join(sorted(dropped, key=lambda v: (variant_index(v), v)))}: the newer run "
+                     "does not hold them at this length; leave it out or rerun the length whole)")
+        lines.append(line)
+    return out, lines
+
+
+def not_measured(runs: list[Run]) -> list[dict]:
+    """Cases a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``)."""
+    out = []
+    for run in runs:
+        section = run.data.get("cudagraph_bench") or {}
+        for f in section.get("failures") or []:
+            if isinstance(f, dict) and {"model", "dtype", "seq_len", "variant"} <= f.keys():
+                out.append(dict(f))
+    return out
+
+
+def gpu_name(runs: list[Run]) -> str | None:
+    """The GPU of the runs (``machine_info["cuda"]["gpu_name"]``), joined with "/" when they differ."""
+    names = list(dict.fromkeys((r.cuda or {}).get("gpu_name") for r in runs if r.cuda))
+    return " / ".join(n for n in names if n) or None
+
+
+
+def variant_index(variant: str) -> int:
+    """Where ``variant`` sorts among the forward variants (the suite's order; unknown ones last)."""
+    return FORWARD_VARIANTS.index(variant) if variant in FORWARD_VARIANTS else len(FORWARD_VARIANTS)
