@@ -143,19 +143,12 @@ class EagerVariant(ForwardVariant):
         self._model = None
 
 
-class GraphVariant(ForwardVariant):
-    """:class:`~cudagraph_bench.capture.graphed.GraphedForward` at exactly ``seq_len`` tokens."""
+class _GraphBacked(ForwardVariant):
+    """A variant whose calls replay one captured graph, ``self._graph`` (a
+    :class:`~cudagraph_bench.capture.graphed.GraphedForward`, or a :class:`GraphVariant`): its static
+    output is the graph's, and closing it releases the graph once."""
 
-    name = "graph"
-
-    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
-        super().__init__(seq_len)
-        from cudagraph_bench.capture.graphed import GraphedForward
-
-        # a compiled forward (compile+graph) must not see patched HF globals: dynamo guards on them
-        kwargs = {"forward": forward, "eager_sdpa_dispatch": False} if forward is not None else {}
-        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, **kwargs)
-        self.capture_ms = self._graph.capture_ms
+    _graph = None
 
     @property
     def static_output(self):
@@ -168,6 +161,21 @@ class GraphVariant(ForwardVariant):
         if self._graph is not None:
             self._graph.close()
             self._graph = None
+
+
+class GraphVariant(_GraphBacked):
+    """:class:`~cudagraph_bench.capture.graphed.GraphedForward` at exactly ``seq_len`` tokens."""
+
+    name = "graph"
+
+    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
+        super().__init__(seq_len)
+        from cudagraph_bench.capture.graphed import GraphedForward
+
+        # a compiled forward (compile+graph) must not see patched HF globals: dynamo guards on them
+        kwargs = {"forward": forward, "eager_sdpa_dispatch": False} if forward is not None else {}
+        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, **kwargs)
+        self.capture_ms = self._graph.capture_ms
 
 
 class PaddedVariant(ForwardVariant):
@@ -350,7 +358,7 @@ class CompileVariant(ForwardVariant):
             self._torch._dynamo.reset()  # also frees the cudagraph trees and their memory pool
 
 
-class CompileGraphVariant(ForwardVariant):
+class CompileGraphVariant(_GraphBacked):
     """``torch.compile(forward, mode="max-autotune-no-cudagraphs", dynamic=False)`` (kernel fusion,
     autotuned GEMMs, no inductor CUDA graphs), captured and replayed by the suite's
     :class:`~cudagraph_bench.capture.graphed.GraphedForward` with static buffers.
@@ -392,23 +400,15 @@ class CompileGraphVariant(ForwardVariant):
                     return compiled(input_ids)
             return compiled(input_ids)
 
-        self._inner = GraphVariant(model, seq_len, warmup_iters=warmup_iters, forward=captured_forward)
-        self.capture_ms = self._inner.capture_ms
+        self._graph = GraphVariant(model, seq_len, warmup_iters=warmup_iters, forward=captured_forward)
+        self.capture_ms = self._graph.capture_ms
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled > 1:
             self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
 
-    @property
-    def static_output(self):
-        return self._inner.static_output if self._inner is not None else None
-
-    def __call__(self, input_ids):
-        return self._inner(input_ids)
-
     def close(self) -> None:
-        if self._inner is not None:
-            self._inner.close()
-            self._inner = None
+        if self._graph is not None:
+            super().close()
             self._torch._dynamo.reset()
 
 
