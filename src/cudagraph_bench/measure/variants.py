@@ -302,6 +302,27 @@ def _no_recompile(torch):
     return torch._dynamo.config.patch(error_on_recompile=True)
 
 
+def _compile_forward(model, seq_len: int, mode: str):
+    """Reset dynamo, then ``torch.compile(forward, mode=mode, dynamic=False)`` of the model's forward.
+
+    Returns ``(compiled, example, counters_before)``: the compiled ``forward(input_ids [1, seq_len] int64)
+    -> logits``, one random example input ``[1, seq_len]`` int64 on the model's device, and
+    :func:`compile_counters` read before compiling (to count the graphs and skips compiling adds)."""
+    import torch
+
+    from cudagraph_bench.models.presets import model_forward, random_input_ids
+
+    torch._dynamo.reset()
+    before = compile_counters()
+
+    def forward(input_ids):
+        return model_forward(model, input_ids)
+
+    compiled = torch.compile(forward, mode=mode, dynamic=False)
+    example = random_input_ids(model, seq_len, device=next(model.parameters()).device)
+    return compiled, example, before
+
+
 class CompileVariant(ForwardVariant):
     """``torch.compile(forward, mode="reduce-overhead", dynamic=False)``: inductor kernels replayed
     in inductor's own CUDA graphs (cudagraph trees).
@@ -323,18 +344,8 @@ class CompileVariant(ForwardVariant):
         super().__init__(seq_len)
         import torch
 
-        from cudagraph_bench.models.presets import model_forward, random_input_ids
-
-        torch._dynamo.reset()
         self._torch = torch
-        before = compile_counters()
-
-        def forward(input_ids):
-            return model_forward(model, input_ids)
-
-        self._fn = torch.compile(forward, mode="reduce-overhead", dynamic=False)
-        device = next(model.parameters()).device
-        example = random_input_ids(model, seq_len, device=device)
+        self._fn, example, before = _compile_forward(model, seq_len, "reduce-overhead")
         with _inductor_or_error_patch(), _SkipReasons() as reasons:
             self.compile_ms, _ = warm_until_stable(lambda: self(example), _sync(model), min_calls=3)
         after = compile_counters()
@@ -375,18 +386,8 @@ class CompileGraphVariant(_GraphBacked):
         super().__init__(seq_len)
         import torch
 
-        from cudagraph_bench.models.presets import model_forward, random_input_ids
-
-        torch._dynamo.reset()
         self._torch = torch
-        before = compile_counters()
-
-        def forward(input_ids):
-            return model_forward(model, input_ids)
-
-        compiled = torch.compile(forward, mode="max-autotune-no-cudagraphs", dynamic=False)
-        device = next(model.parameters()).device
-        example = random_input_ids(model, seq_len, device=device)
+        compiled, example, before = _compile_forward(model, seq_len, "max-autotune-no-cudagraphs")
 
         def call_example():
             with torch.inference_mode():
