@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from cudagraph_bench.options import (MATRIX_OPTIONS, PRESET_NAMES, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
+from cudagraph_bench.options import (DEFAULT_ROUNDS, DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS, PRESET_NAMES, add_to_argparse, parse_buckets, parse_count, parse_dtypes,
                                      parse_models, parse_nonneg, parse_prompt_lengths)
 
 
@@ -63,7 +63,7 @@ def test_cli_parser_shares_the_definitions():
     add_to_argparse(parser)
     args = parser.parse_args(["--models", "gpt2", "--dtypes", "bf16", "--prompt-lengths", "50"])
     assert (args.models, args.dtypes, args.prompt_lengths, args.rounds, args.warmup_rounds) == \
-        (("gpt2",), ("bfloat16",), (50,), 100, 10)
+        (("gpt2",), ("bfloat16",), (50,), DEFAULT_ROUNDS, DEFAULT_WARMUP_ROUNDS)
     assert {o.dest for o in MATRIX_OPTIONS} <= set(vars(args))
 
 

@@ -128,16 +128,19 @@ def test_memory_ledger_summary_separates_the_first_graph_case():
     assert MemoryLedger().summary()["max_case_growth_after_first_mib"] == 0.0
 
 
-def test_session_check_records_correctness_fields_for_the_run_json():
+def test_prepared_case_records_the_check_against_eager_for_both_measurement_paths():
+    """prepare_case (the one pipeline of the pytest benchmarks and ``run``) records the check's
+    extra_info fields; a replay that is off, or never writes its NaN-poisoned static output, is a
+    mismatch that is still timed, not a failure."""
     import torch
 
-    from cudagraph_bench.cases import Case
-    from cudagraph_bench.plugin import Session
+    from cudagraph_bench.measure.case import INPUT_POOL, CaseSpec, prepare_case
+    from cudagraph_bench.measure.variants import CallableVariant
     from cudagraph_bench.models.presets import load_model, model_forward
 
     tiny = load_model("gpt2", "float32", "cpu", overrides={"n_layer": 1, "n_embd": 32, "n_head": 2,
                                                            "vocab_size": 128})
-    case = Case("gpt2", "float32", 8, "graph")
+    spec = CaseSpec("gpt2", "float32", 8, "graph", device="cpu")
     static = torch.zeros(1, 8, 128)
 
     def replay(ids, offset=0.0):
@@ -145,14 +148,23 @@ def test_session_check_records_correctness_fields_for_the_run_json():
             static.copy_(model_forward(tiny, ids) + offset)
         return static
 
-    info = Session.check(None, tiny, case, replay, static_output=static)
-    assert info == {"correct": True, "check": "strict", "max_abs_diff": 0.0}
-    info = Session.check(None, tiny, case, lambda ids: replay(ids, 1e-3), static_output=static)
-    assert info["correct"] is False and info["status"] == "mismatch"
+    def prepared_info(fn):
+        prepared = prepare_case(spec, tiny, variant=CallableVariant("graph", fn, 8, static))
+        try:
+            seen = {tuple(prepared.call().shape) for _ in range(INPUT_POOL + 1)}
+            assert seen == {(1, 8, 128)}
+            return prepared.status, prepared.info
+        finally:
+            prepared.close()
+
+    status, info = prepared_info(replay)
+    assert status == "ok" and info == {"correct": True, "check": "strict", "max_abs_diff": 0.0}
+    status, info = prepared_info(lambda ids: replay(ids, 1e-3))
+    assert status == "mismatch" and info["correct"] is False and info["status"] == "mismatch"
     assert info["max_abs_diff"] == pytest.approx(1e-3, rel=1e-3) and "differ from eager" in info["reason"]
     # a replay that never writes its static output is caught by the NaN poisoning
-    info = Session.check(None, tiny, case, lambda ids: static, static_output=static)
-    assert info["correct"] is False and "NaN" in info["reason"]
+    status, info = prepared_info(lambda ids: static)
+    assert status == "mismatch" and info["correct"] is False and "NaN" in info["reason"]
 
 
 @pytest.mark.parametrize("kind", ["encoder-decoder", "not-json"])

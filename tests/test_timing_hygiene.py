@@ -8,6 +8,7 @@ import os
 import sys
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,7 +16,8 @@ from cudagraph_bench import envinfo
 from cudagraph_bench.measure import gpustate
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import parse_cpus, parse_ms
-from cudagraph_bench.measure.timing import MAX_TIMED_ROUNDS, estimate_call_ms, gc_disabled, plan_rounds
+from cudagraph_bench.measure.timing import (MAX_TIMED_ROUNDS, estimate_call_ms, gc_disabled, median_ci_pct, plan_rounds,
+                                            rounds_for_precision)
 
 
 # ---------------------------------------------------------------------------- rounds from time floors
@@ -69,6 +71,43 @@ def test_gc_is_off_while_timing_and_restored_after():
         time_call(lambda: None, rounds=0, warmup=0)
 
 
+def test_median_interval_matches_the_spread_of_medians_over_repeats():
+    """median_ci_pct's half-width against what it estimates: 1.96 x the standard deviation of the median
+    over many repeated samples of the same distribution (normal, 10 ms, sigma 0.3 ms)."""
+    rng = np.random.default_rng(0)
+    n = 200
+    samples = rng.normal(10.0, 0.3, size=(2000, n))
+    medians = np.median(samples, axis=1)
+    expected_pct = 100 * 1.959964 * medians.std() / 10.0
+    estimates = [median_ci_pct(row) for row in samples[:50]]
+    assert np.median(estimates) == pytest.approx(expected_pct, rel=0.1)
+    assert median_ci_pct([1.0, 2.0]) is None and median_ci_pct([5.0] * 7) == 0.0
+
+
+def test_rounds_planned_from_a_pilot_reach_the_precision_target():
+    from cudagraph_bench.measure import timing
+
+    """Rounds planned from a full pilot give a measured median within 1.25x the target (most of the time),
+    and a tighter target asks for more rounds: the planner only uses the pilot's own spread."""
+    rng = np.random.default_rng(1)
+    hits = 0
+    for _ in range(40):
+        pilot = rng.normal(5.0, 0.25, size=timing.PILOT_CALLS)
+        n = rounds_for_precision(pilot, 1.0)
+        assert n >= 1
+        hits += median_ci_pct(rng.normal(5.0, 0.25, size=n)) <= 1.25
+    assert hits >= 30
+    pilot = rng.normal(5.0, 0.25, size=10)
+    assert rounds_for_precision(pilot, 0.5) > rounds_for_precision(pilot, 1.0) > 0
+    assert rounds_for_precision(pilot, 0.0) == 0 and rounds_for_precision(pilot[:2], 1.0) == 0
+    # plan_rounds: the precision target adds rounds above the floor, up to the cap
+    need = rounds_for_precision(pilot, 1.0)
+    assert plan_rounds(5.0, rounds=3, warmup=0, warmup_ms=0, min_time_ms=0, pilot_ms=pilot, precision_pct=1.0) == \
+        (max(3, need), 0)
+    assert plan_rounds(5.0, rounds=3, warmup=0, warmup_ms=0, min_time_ms=0, pilot_ms=pilot, precision_pct=1.0,
+                       max_rounds=need - 1) == (max(3, need - 1), 0)
+
+
 def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatch):
     """The pytest path with a fake benchmark fixture and a CPU stand-in for CallTimer."""
     from cudagraph_bench import plugin
@@ -97,21 +136,26 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
                 target()
 
     class FakeSession:
-        opts = {"rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0}
+        opts = {"rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0, "precision_pct": 1.0,
+                "max_rounds": 2000}
 
         def option(self, name):
             return self.opts[name]
 
     readings = iter([{"clocks_event_reasons": ["gpu_idle"]}, {"clocks_event_reasons": ["sw_thermal"]}])
     monkeypatch.setattr(timing, "CallTimer", FakeTimer)
-    monkeypatch.setattr(timing, "estimate_call_ms", lambda fn, sync: 1.0)
+    pilot = [1.0] * 4          # 1 ms calls, no spread: the time floors decide
+    monkeypatch.setattr(timing, "pilot_call_ms", lambda fn, sync, **budget: pilot)
     monkeypatch.setattr(gpustate, "read_gpu_state", lambda: next(readings))
     bench = FakeBenchmark()
     with pytest.warns(gpustate.GpuThrottledWarning, match=r"test_forward\[gpt2-float32-L16-graph\]: .*sw_thermal"):
         events = plugin.benchmark_call(bench, FakeSession(), lambda: None, group="g", extra_info={"model": "gpt2"})
-    assert bench.args == (200, 100, 1) and len(events) == 200    # 1 ms calls: 200 ms / 100 ms floors
+    # 1 ms calls: 200 ms / 100 ms floors; the pilot's calls (and its cold call) count towards the warmup floor
+    warmup = 100 - len(pilot) - 1
+    assert bench.args == (200, warmup, 1) and len(events) == 200
     info = bench.extra_info
-    assert info["warmup_rounds"] == 100 and info["estimated_call_ms"] == 1.0 and info["model"] == "gpt2"
+    assert info["warmup_rounds"] == warmup and info["pilot_ms"] == pilot and info["model"] == "gpt2"
+    assert info["precision_target_pct"] == 1.0 and info["median_ci95_pct"] == 0.0   # equal event times
     assert info["gpu_state"]["after"] == {"clocks_event_reasons": ["sw_thermal"]}
     assert info["throttled"] == ["sw_thermal"]
 

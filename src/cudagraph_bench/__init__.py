@@ -8,8 +8,9 @@ Subpackages, one layer each; a module imports only its own layer and those below
 - ``commands``  every command's front-end, one module each (options, ``main``): ``run``, ``gate``, ``compare``,
                 ``baseline``, ``calibrate``, ``ab``, ``report``, ``launch_report`` (all but ``run`` without torch)
 - ``report``    markdown pages and plots of run JSONs, the forward tables, the launch-overhead page (no torch)
-- ``measure``   variants, measuring one case, planning and running ``run``'s cases, worker isolation, timing,
-                correctness, launch microbenchmarks
+- ``measure``   variants, the one measurement pipeline of a case (``measure.case``: the pytest benchmarks and
+                ``run`` both use it), planning and running ``run``'s cases, worker isolation, timing and the
+                round policy, correctness, launch microbenchmarks
 - ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode
 - ``results``   run files, statistics, the regression rule, and the logic of baseline, gate, compare, calibrate,
                 A/B (no torch)

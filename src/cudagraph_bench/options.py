@@ -35,9 +35,19 @@ DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024)
 #: Decode benchmarks: prompt lengths (tokens) and new tokens per request.
 DEFAULT_DECODE_PROMPT_LENGTHS = (50,)
 DEFAULT_NEW_TOKENS = (64, 128)
-#: Measured and unmeasured (warmup) rounds per benchmark.
-DEFAULT_ROUNDS = 100
+#: Measured rounds per benchmark: at least ``DEFAULT_ROUNDS``, more until the median's 95% interval is
+#: within ``DEFAULT_PRECISION_PCT`` % of the median, at most ``DEFAULT_MAX_ROUNDS``
+#: (:func:`cudagraph_bench.measure.timing.plan_rounds`); unmeasured warmup rounds.
+DEFAULT_ROUNDS = 20
+DEFAULT_PRECISION_PCT = 1.0
+DEFAULT_MAX_ROUNDS = 2000
 DEFAULT_WARMUP_ROUNDS = 10
+#: Time floors (ms): warm up for at least ``DEFAULT_WARMUP_MS`` (GPU clocks, caches); measure for at least
+#: ``DEFAULT_MIN_TIME_MS`` (0: the precision target decides).
+DEFAULT_WARMUP_MS = 100.0
+DEFAULT_MIN_TIME_MS = 0.0
+#: Fresh random inputs ``[1, seq_len]`` each variant is checked on against eager before it is timed.
+DEFAULT_CHECK_INPUTS = 3
 #: Length (tokens) the padded graph pads every prompt to, capped at the model's positions.
 DEFAULT_PAD_TO = 1024
 
@@ -189,6 +199,14 @@ def parse_ms(text: str) -> float:
     return value
 
 
+def parse_pct(text: str) -> float:
+    """A percentage, finite and >= 0 (``1`` = 1%; ``0`` turns the precision target off)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a percentage >= 0, got {value:g}: e.g. 1 for +-1%")
+    return value
+
+
 def parse_cpus(text: str) -> tuple[int, ...]:
     """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers.
     Only the syntax is checked here; :func:`cudagraph_bench.envinfo.pin_cpus` checks that the CPUs exist."""
@@ -227,9 +245,24 @@ MATRIX_OPTIONS = (
     Option("--dtypes", "dtypes", parse_dtypes, DEFAULT_DTYPES,
            "comma-separated dtypes: float32,bfloat16,float16 (default: %(default)s)"),
     Option("--rounds", "rounds", parse_rounds, DEFAULT_ROUNDS,
-           "measured rounds per benchmark (default: %(default)s)"),
+           "at least this many measured rounds per benchmark; more while the median's 95%% interval is wider "
+           "than --precision-pct (default: %(default)s)"),
+    Option("--precision-pct", "precision_pct", parse_pct, DEFAULT_PRECISION_PCT,
+           "measure until the median's 95%% interval is within this %% of the median, planned from a pilot "
+           "of the first calls; 0: exactly --rounds (default: %(default)s)"),
+    Option("--max-rounds", "max_rounds", parse_rounds, DEFAULT_MAX_ROUNDS,
+           "most measured rounds that --precision-pct and --min-time-ms may ask for (default: %(default)s)"),
     Option("--warmup-rounds", "warmup_rounds", parse_warmup_rounds, DEFAULT_WARMUP_ROUNDS,
            "unmeasured warmup rounds per benchmark (default: %(default)s)"),
+    Option("--warmup-ms", "warmup_ms", parse_ms, DEFAULT_WARMUP_MS,
+           "warm up each benchmark for at least this many ms, and at least --warmup-rounds rounds "
+           "(default: %(default)s)"),
+    Option("--min-time-ms", "min_time_ms", parse_ms, DEFAULT_MIN_TIME_MS,
+           "measure each benchmark for at least this many ms (up to --max-rounds rounds); 0: no time floor "
+           "(default: %(default)s)"),
+    Option("--check-inputs", "check_inputs", parse_count, DEFAULT_CHECK_INPUTS,
+           "fresh random inputs each variant is checked on against eager before it is timed "
+           "(default: %(default)s)"),
     Option("--pad-to", "pad_to", parse_count, DEFAULT_PAD_TO,
            "length (tokens) that the padded graph pads every prompt to, capped at the model's positions "
            "(default: %(default)s)"),

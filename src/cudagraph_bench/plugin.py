@@ -1,9 +1,12 @@
 """pytest plugin of cudagraph-bench (loaded by the repo's root ``conftest.py``).
 
-- options: the benchmark matrix (:data:`cudagraph_bench.options.MATRIX_OPTIONS`, shared with the
-  CLI) plus ``--with-compile``, ``--check-data-ptrs``, ``--new-tokens``, ``--decode-dtypes``,
-  ``--decode-rounds``, the timing floors ``--warmup-ms`` / ``--min-time-ms``, ``--cpus`` (CPU pinning,
-  also a ``cudagraph-bench run`` option) and ``--keep-gc``;
+- options: the benchmark matrix and its round policy (:data:`cudagraph_bench.options.MATRIX_OPTIONS`,
+  shared with the CLI: ``--rounds``, ``--precision-pct``, ``--max-rounds``, ``--warmup-ms``,
+  ``--min-time-ms``, ``--check-inputs`` ...) plus ``--with-compile``, ``--check-data-ptrs``,
+  ``--new-tokens``, ``--decode-dtypes``, ``--decode-rounds``, ``--cpus`` (CPU pinning, also a
+  ``cudagraph-bench run`` option) and ``--keep-gc``;
+- forward benchmarks are thin wrappers of :meth:`Session.measure_forward`, which runs the one measurement
+  pipeline of :mod:`cudagraph_bench.measure.case` (the one ``cudagraph-bench run`` runs);
 - timing hygiene: the garbage collector is off while timing (pytest-benchmark's
   ``--benchmark-disable-gc``, on by default here; ``--keep-gc`` turns it back on), the process is
   pinned to ``--cpus`` at configure time, and every benchmark records the GPU's clocks, temperature,
@@ -46,14 +49,13 @@ import os
 import pytest
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.measure.timing import MAX_TIMED_ROUNDS
 from cudagraph_bench.options import (DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_NEW_TOKENS, add_to_pytest, parse_count,
-                                     parse_cpus, parse_dtypes, parse_ms, parse_prompt_lengths, parse_token_counts)
+                                     parse_cpus, parse_dtypes, parse_prompt_lengths, parse_token_counts)
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
-#: Defaults of --warmup-ms / --min-time-ms (ms).
-DEFAULT_WARMUP_MS = 100.0
-DEFAULT_MIN_TIME_MS = 200.0
+#: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most; the precision target
+#: decides in between).
+MIN_DECODE_ROUNDS = 3
 #: Largest share of GPU memory that the session's cached models may hold before the oldest is dropped.
 MODEL_CACHE_SHARE = 0.3
 #: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
@@ -77,13 +79,8 @@ def pytest_addoption(parser):
     group.addoption("--decode-dtypes", dest="decode_dtypes", type=parse_dtypes, default=("bfloat16",),
                     help="decode benchmarks: dtypes (default: bfloat16)")
     group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
-                    help="decode benchmarks: measured requests per variant (default: 8)")
-    group.addoption("--warmup-ms", dest="warmup_ms", type=parse_ms, default=DEFAULT_WARMUP_MS,
-                    help=f"warm up each benchmark for at least this many ms, and at least --warmup-rounds rounds "
-                         f"(default: {DEFAULT_WARMUP_MS:g}; rounds this adds stop at {MAX_TIMED_ROUNDS})")
-    group.addoption("--min-time-ms", dest="min_time_ms", type=parse_ms, default=DEFAULT_MIN_TIME_MS,
-                    help=f"measure each benchmark for at least this many ms, and at least --rounds rounds "
-                         f"(default: {DEFAULT_MIN_TIME_MS:g}; rounds this adds stop at {MAX_TIMED_ROUNDS})")
+                    help=f"decode benchmarks: at most this many measured requests per variant, at least "
+                         f"{MIN_DECODE_ROUNDS}; --precision-pct decides in between (default: 8)")
     group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
                     help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
@@ -415,33 +412,55 @@ class Session:
         gen = torch.Generator(device="cuda").manual_seed(seed)
         return [random_input_ids(model, seq_len, device="cuda", generator=gen) for _ in range(n)]
 
-    def check(self, model, case, fn, *, static_output=None, check_inputs: int = 2) -> dict:
-        """Correctness of a benchmarked callable against eager, as ``extra_info`` fields, so that the
-        run JSON says whether what was timed is right (the report only calls a variant fastest when
-        it passed). Same rules as ``cudagraph-bench run``:
-        :func:`~cudagraph_bench.measure.case.check_against_eager` (strict, then the fp64 RMSE check for
-        cross-kernel variants), on ``check_inputs`` fresh inputs ``[1, case.seq_len]``, with
-        ``static_output`` (if given) poisoned with NaN before each call.
+    def case_spec(self, case: Case):
+        """The :class:`~cudagraph_bench.measure.case.CaseSpec` of a forward case from the session's options
+        (rounds policy, check inputs, ``--pad-to``, ``--buckets``, ``--check-data-ptrs``), the same spec
+        ``cudagraph-bench run`` builds from the same options."""
+        from cudagraph_bench.measure.case import CaseSpec
 
-        Returns ``{"correct", "check", "max_abs_diff"}`` plus ``fp64_rmse_ratio`` when that check ran and
-        ``status="mismatch"``/``reason`` when it failed. Never raises for a numerical mismatch (the
-        correctness tests in ``perf_tests/`` are the ones that fail on it)."""
-        import torch
+        opt = self.option
+        return CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
+                        rounds=opt("rounds"), warmup_rounds=opt("warmup_rounds"), precision_pct=opt("precision_pct"),
+                        max_rounds=opt("max_rounds"), warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"),
+                        pad_to=opt("pad_to"), buckets=tuple(opt("buckets")), check_inputs=opt("check_inputs"),
+                        check_data_ptrs=opt("check_data_ptrs"))
 
-        from cudagraph_bench.measure.case import CaseSpec, check_against_eager
-        from cudagraph_bench.measure.variants import CallableVariant
+    def measure_forward(self, benchmark, case: Case) -> None:
+        """A forward benchmark (eager, graph, padded, bucketed, compile, compile+graph) through the one
+        pipeline of :mod:`cudagraph_bench.measure.case`: :func:`~cudagraph_bench.measure.case.prepare_case`
+        (build, check against eager, timing inputs), :func:`benchmark_call` (pytest-benchmark's pedantic
+        over the round policy), :meth:`~cudagraph_bench.measure.case.PreparedCase.finish`, close.
 
-        device = next(model.parameters()).device
-        spec = CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
-                        check_inputs=check_inputs, device=device.type)
-        gen = torch.Generator(device=device).manual_seed(1_000_003 + case.seq_len)
-        out = check_against_eager(CallableVariant(case.variant, fn, case.seq_len, static_output), model, spec, gen)
-        info = {"correct": out.passed, "check": out.method, "max_abs_diff": out.max_abs_diff}
-        if out.fp64_rmse_ratio is not None:
-            info["fp64_rmse_ratio"] = out.fp64_rmse_ratio
-        if not out.passed:
-            info.update(status="mismatch", reason=out.reason)
-        return info
+        A model that cannot be graphed and a prompt longer than the model's positions or the padded
+        length are skips with the reason; a build or check that raises fails this test only (with the
+        phase and reason); a numerical mismatch is timed and recorded (``correct: false``), and the
+        correctness tests are the ones that fail on it.
+        """
+        from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
+        from cudagraph_bench.measure.case import CaseFailed, prepare_case
+
+        self.skip_if_too_long(case.model, case.seq_len)
+        model = self.model(case.model, case.dtype)
+        spec = self.case_spec(case)
+        before = self.ledger.reserved_mib()
+        try:
+            prepared = prepare_case(spec, model)
+        except CaseFailed as exc:
+            if isinstance(exc.cause, (NotGraphableError, RequestTooLongError)):
+                pytest.skip(f"{case.model} {case.variant}: {exc.reason}")
+            pytest.fail(f"{case.test_id}: {exc.phase} failed: {exc.reason}", pytrace=False)
+        try:
+            benchmark_call(benchmark, self, prepared.call, group=case.group,
+                           extra_info={**case.extra_info(), **prepared.info}, policy=spec.round_policy())
+            notes = prepared.finish()
+            if notes:
+                benchmark.extra_info["notes"] = notes
+        finally:
+            prepared.close()
+            prepared = None
+            self.release()
+        if case.variant != "eager":
+            self.ledger.record(case.test_id, before, self.ledger.reserved_mib())
 
     def release(self) -> None:
         """Free cached blocks (after a case's graph and pool were dropped)."""
@@ -484,21 +503,33 @@ def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
     return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
 
 
-def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, rounds: int | None = None,
-                   warmup: int | None = None):
+def round_policy(cgb: Session, *, rounds: int | None = None, warmup: int | None = None,
+                 max_rounds: int | None = None):
+    """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy`, with ``rounds`` / ``warmup`` /
+    ``max_rounds`` replacing ``--rounds`` / ``--warmup-rounds`` / ``--max-rounds`` where given."""
+    from cudagraph_bench.measure.timing import RoundPolicy
+
+    opt = cgb.option
+    return RoundPolicy(rounds=rounds or opt("rounds"), warmup=opt("warmup_rounds") if warmup is None else warmup,
+                       warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"), precision_pct=opt("precision_pct"),
+                       max_rounds=max_rounds or opt("max_rounds"))
+
+
+def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, policy=None):
     """Time ``fn`` with ``benchmark.pedantic``: every call ends with a synchronize (wall time includes the
     GPU work) and CUDA-event ms of each measured round go to ``extra_info["cuda_event_ms"]``.
 
-    Rounds: at least ``rounds`` (default ``--rounds``) measured and ``warmup`` (default
-    ``--warmup-rounds``) warmup rounds, and enough of them to last ``--min-time-ms`` / ``--warmup-ms``
-    (:func:`~cudagraph_bench.measure.timing.plan_rounds`, at most
-    :data:`~cudagraph_bench.measure.timing.MAX_TIMED_ROUNDS` added), from the per-call ms that a few untimed
-    calls first estimate (:func:`~cudagraph_bench.measure.timing.estimate_call_ms`). The garbage collector is
-    off while timing unless ``--keep-gc``.
+    Rounds (``policy``, default :func:`round_policy` of the session's options): a pilot of a few calls
+    (:func:`~cudagraph_bench.measure.timing.pilot_call_ms`) plans them
+    (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`): at least ``--rounds`` measured rounds, more
+    until the median's 95% interval is expected within ``--precision-pct``, enough for ``--min-time-ms``,
+    at most ``--max-rounds``; warmup rounds at least ``--warmup-rounds`` and enough for ``--warmup-ms``. The
+    garbage collector is off while timing unless ``--keep-gc``.
 
-    ``extra_info`` also gets ``warmup_rounds`` (used), ``estimated_call_ms``, ``gpu_state``
-    (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.measure.gpustate.read_gpu_state`; None
-    without NVML) and, when either reading has a throttling reason, ``throttled`` (reason names) plus a
+    ``extra_info`` also gets the timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`:
+    ``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``, ``median_ci95_pct`` of the measured rounds),
+    ``gpu_state`` (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.measure.gpustate.read_gpu_state`;
+    None without NVML) and, when either reading has a throttling reason, ``throttled`` (reason names) plus a
     :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`.
 
     Returns the CUDA-event ms of the measured rounds.
@@ -506,26 +537,25 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     import numpy as np
     import torch
 
+    from cudagraph_bench.measure.case import timing_record
     from cudagraph_bench.measure.gpustate import read_gpu_state, warn_if_throttled
-    from cudagraph_bench.measure.timing import CallTimer, estimate_call_ms, plan_rounds
+    from cudagraph_bench.measure.timing import CallTimer
 
-    rounds = rounds or cgb.option("rounds")
-    warmup = cgb.option("warmup_rounds") if warmup is None else warmup
+    policy = policy or round_policy(cgb)
     benchmark.group = group
     benchmark.extra_info.update(extra_info)
     before = read_gpu_state()
     with torch.inference_mode():
-        per_call_ms = estimate_call_ms(fn, torch.cuda.synchronize)
-        rounds, warmup = plan_rounds(per_call_ms, rounds=rounds, warmup=warmup, warmup_ms=cgb.option("warmup_ms"),
-                                     min_time_ms=cgb.option("min_time_ms"))
+        rounds, warmup, pilot = policy.plan(fn, torch.cuda.synchronize)
         timer = CallTimer(fn, capacity=rounds + warmup)
         benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
     after = read_gpu_state()
     events = timer.event_ms(last=rounds)
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    wall_ms = [x * 1e3 for x in stats.data] if stats is not None and getattr(stats, "data", None) else events
     benchmark.extra_info["cuda_event_ms"] = events
     benchmark.extra_info["event_median_ms"] = float(np.median(events))
-    benchmark.extra_info["warmup_rounds"] = warmup
-    benchmark.extra_info["estimated_call_ms"] = per_call_ms
+    benchmark.extra_info.update(timing_record(rounds, warmup, pilot, wall_ms, policy.precision_pct))
     benchmark.extra_info["gpu_state"] = {"before": before, "after": after}
     throttled = warn_if_throttled(getattr(benchmark, "name", None) or group, before, after)
     if throttled:
@@ -533,4 +563,4 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     return events
 
 
-__all__ = ["Session", "MemoryLedger", "benchmark_call", "decode_cache_len", "generate_reference", "GPU_SKIP_REASON"]
+__all__ = ["Session", "MemoryLedger", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference", "GPU_SKIP_REASON"]

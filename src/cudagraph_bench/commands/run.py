@@ -51,7 +51,7 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder
 from cudagraph_bench.options import (DEFAULT_ISOLATED, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count,
                                      parse_cpus, parse_dtypes, parse_models, parse_nonneg, parse_path,
-                                     parse_prompt_lengths, parse_rounds, parse_warmup_rounds)
+                                     parse_ms, parse_pct, parse_prompt_lengths, parse_rounds, parse_warmup_rounds)
 from cudagraph_bench.measure.case import CaseResult
 from cudagraph_bench.measure.execute import execute
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
@@ -60,8 +60,8 @@ from cudagraph_bench.measure.run_json import build_run_json, machine_and_commit_
 from cudagraph_bench.measure.variants import CUDA_VARIANTS, RUN_VARIANTS
 
 #: Defaults of ``run`` that differ from the shared matrix defaults: the source spec's script measures
-#: one model (gpt2) at one prompt length (50 tokens) in float32.
-RUN_DEFAULTS = {"models": ("gpt2",), "prompt_lengths": (50,), "dtypes": ("float32",)}
+#: one model (gpt2) at one prompt length (50 tokens) in float32, at least 100 rounds.
+RUN_DEFAULTS = {"models": ("gpt2",), "prompt_lengths": (50,), "dtypes": ("float32",), "rounds": 100}
 DEFAULT_VARIANTS = ("eager", "graph", "padded")
 #: What ``--device cpu`` runs when no variants are given: graph replay needs a CUDA GPU.
 CPU_VARIANTS = ("eager",)
@@ -73,8 +73,8 @@ ALIASES = (("--model", "models"), ("--dtype", "dtypes"), ("--iters", "rounds"), 
 #: Keys of a sub-matrix (top level or ``[[sweep]]``) -> parser of a comma-separated string.
 MATRIX_KEYS = {"models": parse_models, "prompt_lengths": parse_prompt_lengths, "dtypes": parse_dtypes}
 #: Top-level keys of the TOML config that are not matrix keys.
-SETTING_KEYS = ("rounds", "warmup_rounds", "pad_to", "buckets", "isolate", "case_timeout_s", "check_inputs",
-                "seed", "time_budget_s")
+SETTING_KEYS = ("rounds", "warmup_rounds", "precision_pct", "max_rounds", "warmup_ms", "min_time_ms", "pad_to",
+                "buckets", "isolate", "case_timeout_s", "check_inputs", "seed", "time_budget_s")
 
 
 def parse_variants(text: str) -> tuple[str, ...]:
@@ -117,7 +117,8 @@ def parse_overrides(text: str) -> dict:
 
 
 #: Parsers of the non-matrix settings (config values go through the same parsers as the flags).
-SETTING_PARSERS = {"rounds": parse_rounds, "warmup_rounds": parse_warmup_rounds, "pad_to": parse_count,
+SETTING_PARSERS = {"rounds": parse_rounds, "warmup_rounds": parse_warmup_rounds, "precision_pct": parse_pct,
+                   "max_rounds": parse_rounds, "warmup_ms": parse_ms, "min_time_ms": parse_ms, "pad_to": parse_count,
                    "buckets": parse_buckets, "isolate": parse_isolate, "case_timeout_s": parse_seconds,
                    "check_inputs": parse_count, "seed": parse_nonneg, "time_budget_s": parse_seconds,
                    "variants": parse_variants}
@@ -177,8 +178,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="stop starting cases this many seconds after the command started; the rest are "
                              "recorded as skipped (bound a run to a time slot); an isolated case still running then "
                              "is stopped (its CUDA teardown and the PNGs take some seconds more)")
-    parser.add_argument("--check-inputs", dest="check_inputs", type=parse_count, default=3,
-                        help="fresh random inputs of the correctness check against eager (default: %(default)s)")
     parser.add_argument("--seed", type=parse_nonneg, default=0, help="seed of weights and inputs (default: 0)")
     parser.add_argument("--cpus", type=parse_cpus, default=None, metavar="LIST",
                         help="pin the run (and its workers) to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")

@@ -1,8 +1,23 @@
-"""The measurement of one case: build its variant, check it against eager, time it (:func:`measure_case`).
+"""The one measurement pipeline of a forward case, used by the pytest benchmarks and ``cudagraph-bench run``.
 
-:class:`CaseSpec` says what to measure and :class:`CaseResult` what came out; both are JSON-serialisable,
-since they cross into the worker processes of :mod:`cudagraph_bench.measure.isolation`. Only
-:func:`measure_case` (and what it calls) imports torch.
+Workflow (:func:`prepare_case`, then a timing loop, then :meth:`PreparedCase.finish`):
+
+1. build the variant (:func:`~cudagraph_bench.measure.variants.build_variant`: one meaning per variant);
+2. check it against eager on ``check_inputs`` fresh random inputs, static output poisoned with NaN
+   (:func:`check_against_eager`: strict, then the fp64 RMSE rule for cross-kernel variants);
+3. draw the timing inputs: a pool of :data:`INPUT_POOL` random inputs ``[1, seq_len]``, cycled (every
+   call copies new data into a graph's static input, as a server does);
+4. time it: the pilot plans the rounds (:class:`~cudagraph_bench.measure.timing.RoundPolicy`: a floor, the
+   median's 95% interval within ``precision_pct``, a cap), then pytest-benchmark's ``pedantic`` (the pytest
+   suite) or :func:`~cudagraph_bench.measure.timing.time_call` (``run``) over the same
+   :class:`~cudagraph_bench.measure.timing.CallTimer`;
+5. :meth:`PreparedCase.finish` (a compiled variant must not have recompiled or dropped its graphs while
+   timed) and :meth:`PreparedCase.close`.
+
+The ``extra_info`` fields a case records (:attr:`PreparedCase.info`) are the same on both paths.
+:func:`measure_case` runs the whole workflow for ``run`` and its worker processes. :class:`CaseSpec` says
+what to measure and :class:`CaseResult` what came out; both are JSON-serialisable, since they cross into
+the worker processes of :mod:`cudagraph_bench.measure.isolation`. Only the functions that measure import torch.
 """
 
 from __future__ import annotations
@@ -12,12 +27,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from cudagraph_bench.errors import CudagraphBenchError
 from cudagraph_bench.measure.variants import (COMPILE_VARIANTS, CROSS_KERNEL_VARIANTS, ForwardVariant, VariantFailure,
                                               build_variant, compile_counters)
-from cudagraph_bench.options import DEFAULT_BUCKETS, DEFAULT_PAD_TO, DEFAULT_ROUNDS, DEFAULT_WARMUP_ROUNDS
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_MAX_ROUNDS, DEFAULT_MIN_TIME_MS,
+                                     DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT, DEFAULT_ROUNDS, DEFAULT_WARMUP_MS,
+                                     DEFAULT_WARMUP_ROUNDS)
 
 #: Case statuses: measured and correct / measured but outputs differ from eager / not measured / not run.
 STATUSES = ("ok", "mismatch", "failed", "skipped")
+#: Random inputs ``[1, seq_len]`` the timed calls cycle through.
+INPUT_POOL = 8
 
 
 @dataclass
@@ -25,7 +45,9 @@ class CaseSpec:
     """Everything needed to measure one case, JSON-serialisable (it crosses into worker processes).
 
     ``overrides``: preset config fields (tests use tiny models); ``check_inputs``: fresh random inputs
-    of the correctness check; ``pad_to``/``buckets`` in tokens; ``device`` ``"cuda"`` or ``"cpu"``.
+    of the correctness check; ``pad_to``/``buckets`` in tokens; ``device`` ``"cuda"`` or ``"cpu"``;
+    ``rounds`` .. ``max_rounds``: the round policy (:class:`~cudagraph_bench.measure.timing.RoundPolicy`);
+    ``check_data_ptrs``: debug check of a graph's static buffers before every replay.
     """
 
     model: str
@@ -34,12 +56,17 @@ class CaseSpec:
     variant: str
     rounds: int = DEFAULT_ROUNDS
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
+    precision_pct: float = DEFAULT_PRECISION_PCT
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    warmup_ms: float = DEFAULT_WARMUP_MS
+    min_time_ms: float = DEFAULT_MIN_TIME_MS
     pad_to: int = DEFAULT_PAD_TO
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
-    check_inputs: int = 3
+    check_inputs: int = DEFAULT_CHECK_INPUTS
     device: str = "cuda"
     seed: int = 0
     overrides: dict | None = None
+    check_data_ptrs: bool = False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -51,6 +78,13 @@ class CaseSpec:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         known["buckets"] = tuple(known.get("buckets", cls.buckets))
         return cls(**known)
+
+    def round_policy(self):
+        """The :class:`~cudagraph_bench.measure.timing.RoundPolicy` of this case."""
+        from cudagraph_bench.measure.timing import RoundPolicy
+
+        return RoundPolicy(rounds=self.rounds, warmup=self.warmup_rounds, warmup_ms=self.warmup_ms,
+                           min_time_ms=self.min_time_ms, precision_pct=self.precision_pct, max_rounds=self.max_rounds)
 
     @property
     def model_key(self) -> tuple:
@@ -64,7 +98,8 @@ class CaseResult:
 
     ``status``: ``ok`` (measured, matches eager), ``mismatch`` (measured, outputs differ from eager
     beyond tolerance), ``failed`` (not measured: ``reason`` says why, ``phase`` where), ``skipped``
-    (not run). ``check``: how correctness was decided (``strict`` or ``fp64-rmse``, see
+    (not run). ``extra_info``: the ``extra_info`` fields of the case (:attr:`PreparedCase.info` plus the
+    timing's), as the pytest benchmarks record them. ``check``: how correctness was decided (``strict`` or ``fp64-rmse``, see
     :class:`CheckOutcome`), ``fp64_rmse_ratio`` the worst RMSE ratio of the fp64 check. ``wall_ms``/``event_ms``: per-round synchronized wall time and CUDA-event time
     (``event_ms`` empty on CPU).
     """
@@ -88,6 +123,7 @@ class CaseResult:
     device: str = "cuda"
     notes: list[str] = field(default_factory=list)
     experts_implementation: str | None = None
+    extra_info: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -214,64 +250,175 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
         f"RMSE {bad.rmse:.2e} > limit {bad.limit:.2e} ({ratio:.2f}x eager's RMSE {bad.eager_rmse:.2e})"))
 
 
-def measure_case(spec: CaseSpec, model) -> CaseResult:
-    """Build ``spec.variant`` for ``model``, check it against eager, time it, close it. Never raises
-    for a failure of the variant: the result's ``status``/``reason``/``phase`` say what happened.
+class CaseFailed(CudagraphBenchError, RuntimeError):
+    """A case could not be measured: ``phase`` (``build``, ``check``, ``timing``) and ``reason`` (one line,
+    :func:`describe_exception`); ``cause`` the original exception (e.g. a
+    :class:`~cudagraph_bench.errors.NotGraphableError`, which the pytest suite reports as a skip)."""
 
-    Timing: ``spec.warmup_rounds`` untimed and ``spec.rounds`` timed calls, each on one of
-    ``warmup_rounds + rounds`` pre-generated random inputs ``[1, seq_len]`` (new data every call), with
-    :func:`~cudagraph_bench.measure.timing.time_call` (synchronized wall time + CUDA events) on a GPU.
+    def __init__(self, phase: str, reason: str, cause: BaseException | None = None, info: dict | None = None):
+        super().__init__(f"{phase}: {reason}")
+        self.phase, self.reason, self.cause, self.info = phase, reason, cause, dict(info or {})
+
+
+class PreparedCase:
+    """A built and checked variant, ready to be timed (:func:`prepare_case`).
+
+    Attributes:
+        spec: the :class:`CaseSpec`.
+        variant: the built :class:`~cudagraph_bench.measure.variants.ForwardVariant`.
+        check: the :class:`CheckOutcome` against eager (None for ``eager``, the reference).
+        status: ``ok`` or ``mismatch`` (outputs differ from eager: still timed, recorded as wrong).
+        info: the case's ``extra_info`` fields: the variant's own (:meth:`ForwardVariant.record`),
+            ``experts_implementation`` (MoE models), ``check`` (``reference`` for eager), and for the other
+            variants ``correct``, ``max_abs_diff``, ``fp64_rmse_ratio`` (when that rule ran),
+            ``status``/``reason`` on a mismatch.
+
+    :meth:`call` runs the variant on the next of :data:`INPUT_POOL` random inputs ``[1, seq_len]``.
     """
+
+    def __init__(self, spec: CaseSpec, variant: ForwardVariant, check: CheckOutcome | None, inputs: list, info: dict):
+        self.spec, self.variant, self.check, self.info = spec, variant, check, info
+        self.status = "mismatch" if check is not None and not check.passed else "ok"
+        self._inputs = inputs
+        self._i = 0
+        self._counters = compile_counters() if spec.variant in COMPILE_VARIANTS else None
+
+    def call(self):
+        """One call of the variant on the next timing input; returns its output (valid until the next call)."""
+        ids = self._inputs[self._i % len(self._inputs)]
+        self._i += 1
+        return self.variant(ids)
+
+    def finish(self) -> list[str]:
+        """After timing: a compiled variant's recompilations while timed become notes (also in
+        ``variant.notes``). Returns the variant's notes.
+
+        Raises:
+            VariantFailure: inductor skipped its CUDA graphs while timed (the timing is not a graph replay).
+        """
+        if self._counters is not None:
+            after = compile_counters()
+            new_graphs = after["unique_graphs"] - self._counters["unique_graphs"]
+            if new_graphs:
+                self.variant.notes.append(f"recompiled {new_graphs} time(s) while timed")
+            if after["cudagraph_skips"] > self._counters["cudagraph_skips"]:
+                raise VariantFailure("inductor skipped its CUDA graphs while timed (see the worker log)")
+        return list(self.variant.notes)
+
+    def close(self) -> None:
+        """Release the variant (graphs, pools, compiled code) and the inputs. Idempotent, never raises."""
+        if self.variant is not None:
+            _close_quietly(self.variant)
+            self.variant = None
+        self._inputs = []
+
+
+def _case_generator(spec: CaseSpec, device):
     import torch
 
+    return torch.Generator(device=device).manual_seed(spec.seed * 1_000_003 + spec.seq_len)
+
+
+def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -> PreparedCase:
+    """Steps 1-3 of the pipeline (module docstring): build ``spec.variant`` for ``model``, check it against
+    eager, draw the timing inputs.
+
+    Args:
+        spec: the case; ``model``: from :func:`~cudagraph_bench.models.presets.load_model` (on
+            ``spec.device``).
+        variant: an already built variant to check and time instead of building ``spec.variant`` (e.g. a
+            :class:`~cudagraph_bench.measure.variants.CallableVariant`); the case owns it from here.
+
+    Returns:
+        a :class:`PreparedCase` (close it).
+
+    Raises:
+        CaseFailed: the build or the check raised (phase ``build`` / ``check``; a numerical mismatch is
+            not a failure: it is ``PreparedCase.status == "mismatch"``).
+    """
     from cudagraph_bench.models.presets import experts_implementation, random_input_ids
-    from cudagraph_bench.measure.timing import time_call
 
     device = next(model.parameters()).device
-    experts = {"experts_implementation": experts_implementation(model)}
-    generator = torch.Generator(device=device).manual_seed(spec.seed * 1_000_003 + spec.seq_len)
+    generator = _case_generator(spec, device)
+    info = {}
+    if experts_implementation(model) is not None:
+        info["experts_implementation"] = experts_implementation(model)
     try:
-        variant = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
-                                buckets=spec.buckets)
+        if variant is None:
+            variant = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
+                                    buckets=spec.buckets, check_data_ptrs=spec.check_data_ptrs)
     except Exception as exc:  # a variant's failure is its result, never a crash of the run
-        return CaseResult.of(spec, "failed", describe_exception(exc), "build", **experts)
-    extra = dict(compile_ms=variant.compile_ms, capture_ms=variant.capture_ms, pad_to=variant.pad_to, **experts)
-    status, reason, diff, phase, check = "ok", None, None, "check", None
+        raise CaseFailed("build", describe_exception(exc), exc, info) from exc
+    info.update(variant.record())
     try:
-        if spec.variant != "eager":
-            check = check_against_eager(variant, model, spec, generator)
-            diff = check.max_abs_diff
-            if not check.passed:
-                status, reason = "mismatch", check.reason
+        check = None
+        if spec.variant == "eager":
+            info["check"] = "reference"
         else:
-            diff = 0.0
-        extra.update(check=check.method if check else "reference",
-                     fp64_rmse_ratio=check.fp64_rmse_ratio if check else None)
-        phase = "timing"
-        counters_before = compile_counters() if spec.variant in COMPILE_VARIANTS else None
-        inputs = [random_input_ids(model, spec.seq_len, device=device, generator=generator)
-                  for _ in range(spec.rounds + spec.warmup_rounds)]
-        calls = iter(range(len(inputs)))
-
-        def one_call():
-            return variant(inputs[next(calls)])
-
-        timer = time_call if device.type == "cuda" else _time_cpu
-        timing = timer(one_call, rounds=spec.rounds, warmup=spec.warmup_rounds)
-        if counters_before is not None:
-            after = compile_counters()
-            new_graphs = after["unique_graphs"] - counters_before["unique_graphs"]
-            if new_graphs:
-                variant.notes.append(f"recompiled {new_graphs} time(s) while timed")
-            if after["cudagraph_skips"] > counters_before["cudagraph_skips"]:
-                raise VariantFailure("inductor skipped its CUDA graphs while timed (see the worker log)")
-    except Exception as exc:  # includes CUDA errors: the result says so, the caller decides what next
+            check = check_against_eager(variant, model, spec, generator)
+            info.update(correct=check.passed, check=check.method, max_abs_diff=check.max_abs_diff)
+            if check.fp64_rmse_ratio is not None:
+                info["fp64_rmse_ratio"] = check.fp64_rmse_ratio
+            if not check.passed:
+                info.update(status="mismatch", reason=check.reason)
+        inputs = [random_input_ids(model, spec.seq_len, device=device, generator=generator) for _ in range(INPUT_POOL)]
+    except Exception as exc:
         _close_quietly(variant)
-        return CaseResult.of(spec, "failed", describe_exception(exc), phase, max_abs_diff=diff, **extra)
-    _close_quietly(variant)
-    return CaseResult.of(spec, status, reason, "check" if status == "mismatch" else None,
+        raise CaseFailed("check", describe_exception(exc), exc, info) from exc
+    return PreparedCase(spec, variant, check, inputs, info)
+
+
+def timing_record(rounds: int, warmup: int, pilot_ms, samples_ms, precision_pct: float) -> dict:
+    """The timing's ``extra_info`` fields: ``warmup_rounds`` (used), ``pilot_ms`` (the pilot's calls, ms),
+    ``precision_target_pct`` and ``median_ci95_pct`` (half-width of the median's 95% interval, % of the
+    median, :func:`~cudagraph_bench.measure.timing.median_ci_pct`; None below 3 rounds)."""
+    from cudagraph_bench.measure.timing import median_ci_pct
+
+    return {"warmup_rounds": warmup, "pilot_ms": [float(x) for x in pilot_ms], "precision_target_pct": precision_pct,
+            "median_ci95_pct": median_ci_pct(samples_ms)}
+
+
+def measure_case(spec: CaseSpec, model) -> CaseResult:
+    """The whole pipeline (module docstring) for ``cudagraph-bench run``: prepare, plan the rounds from
+    the pilot, time with :func:`~cudagraph_bench.measure.timing.time_call` (synchronized wall time + CUDA
+    events; wall clock only on a CPU), finish, close. Never raises for a failure of the variant: the
+    result's ``status``/``reason``/``phase`` say what happened.
+    """
+    from cudagraph_bench.measure.timing import time_call
+
+    try:
+        prepared = prepare_case(spec, model)
+    except CaseFailed as exc:
+        return CaseResult.of(spec, "failed", exc.reason, exc.phase, max_abs_diff=exc.info.get("max_abs_diff"),
+                             experts_implementation=exc.info.get("experts_implementation"), extra_info=exc.info)
+    info = prepared.info
+    fields = dict(compile_ms=info.get("compile_ms"), capture_ms=info.get("capture_ms"), pad_to=info.get("pad_to"),
+                  experts_implementation=info.get("experts_implementation"), check=info.get("check"),
+                  fp64_rmse_ratio=info.get("fp64_rmse_ratio"))
+    diff = prepared.check.max_abs_diff if prepared.check is not None else 0.0
+    try:
+        on_gpu = next(model.parameters()).device.type == "cuda"
+        sync = _sync_of(on_gpu)
+        rounds, warmup, pilot = spec.round_policy().plan(prepared.call, sync)
+        timing = (time_call if on_gpu else _time_cpu)(prepared.call, rounds=rounds, warmup=warmup)
+        notes = prepared.finish()
+    except Exception as exc:  # includes CUDA errors: the result says so, the caller decides what next
+        prepared.close()
+        return CaseResult.of(spec, "failed", describe_exception(exc), "timing", max_abs_diff=diff, extra_info=info,
+                             **fields)
+    prepared.close()
+    info.update(timing_record(rounds, warmup, pilot, timing.wall_ms, spec.precision_pct))
+    return CaseResult.of(spec, prepared.status, info.get("reason"), "check" if prepared.status == "mismatch" else None,
                          wall_ms=[float(x) for x in timing.wall_ms], event_ms=[float(x) for x in timing.event_ms],
-                         max_abs_diff=diff, notes=list(variant.notes), **extra)
+                         max_abs_diff=diff, notes=notes, extra_info=info, **fields)
+
+
+def _sync_of(on_gpu: bool):
+    if not on_gpu:
+        return lambda: None
+    import torch
+
+    return torch.cuda.synchronize
 
 
 def _close_quietly(variant: ForwardVariant) -> None:

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 from cudagraph_bench.measure.case import CaseResult, CaseSpec
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
 from cudagraph_bench.measure.variants import RUN_VARIANTS
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_ISOLATED, DEFAULT_PAD_TO, DEFAULT_ROUNDS,
-                                     DEFAULT_WARMUP_ROUNDS)
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_ISOLATED, DEFAULT_MAX_ROUNDS,
+                                     DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT, DEFAULT_ROUNDS,
+                                     DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS)
 
 #: Where ``run`` writes without ``-o``.
 DEFAULT_OUTDIR = "out/run"
@@ -36,11 +37,15 @@ class RunSettings:
     matrices: list[Matrix]
     rounds: int = DEFAULT_ROUNDS
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
+    precision_pct: float = DEFAULT_PRECISION_PCT
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    warmup_ms: float = DEFAULT_WARMUP_MS
+    min_time_ms: float = DEFAULT_MIN_TIME_MS
     pad_to: int = DEFAULT_PAD_TO
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     isolate: tuple[str, ...] = DEFAULT_ISOLATED
     case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S
-    check_inputs: int = 3
+    check_inputs: int = DEFAULT_CHECK_INPUTS
     seed: int = 0
     time_budget_s: float | None = None
     device: str = "cuda"
@@ -55,7 +60,9 @@ class RunSettings:
 
     def as_dict(self) -> dict:
         return {"matrices": [asdict(m) for m in self.matrices], "rounds": self.rounds,
-                "warmup_rounds": self.warmup_rounds, "pad_to": self.pad_to, "buckets": list(self.buckets),
+                "warmup_rounds": self.warmup_rounds, "precision_pct": self.precision_pct,
+                "max_rounds": self.max_rounds, "warmup_ms": self.warmup_ms, "min_time_ms": self.min_time_ms,
+                "pad_to": self.pad_to, "buckets": list(self.buckets),
                 "isolate": list(self.isolate), "case_timeout_s": self.case_timeout_s,
                 "check_inputs": self.check_inputs, "seed": self.seed, "time_budget_s": self.time_budget_s,
                 "device": self.device, "overrides": self.overrides, "config": self.config}
@@ -105,6 +112,8 @@ def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
                     for variant in m.variants:
                         spec = CaseSpec(model=model, dtype=dtype, seq_len=seq_len, variant=variant,
                                         rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
+                                        precision_pct=settings.precision_pct, max_rounds=settings.max_rounds,
+                                        warmup_ms=settings.warmup_ms, min_time_ms=settings.min_time_ms,
                                         pad_to=settings.pad_to, buckets=tuple(settings.buckets),
                                         check_inputs=settings.check_inputs, device=settings.device,
                                         seed=settings.seed, overrides=settings.overrides)

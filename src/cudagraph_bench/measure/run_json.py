@@ -26,9 +26,11 @@ def benchmark_entry(result: CaseResult, settings) -> dict:
     stats_dict = stats.as_dict()
     stats_dict["data"] = list(stats.data)
     stats_dict["iterations"] = 1
-    extra = case.extra_info()
-    extra.update(device=result.device, correct=result.status == "ok", max_abs_diff=result.max_abs_diff,
-                 isolated=result.isolated, rounds=len(result.wall_ms), warmup_rounds=settings.warmup_rounds)
+    extra = {**case.extra_info(), **result.extra_info}
+    extra.update(device=result.device, max_abs_diff=result.max_abs_diff, isolated=result.isolated,
+                 rounds=len(result.wall_ms))
+    if result.variant != "eager":
+        extra["correct"] = result.status == "ok"
     if result.experts_implementation is not None:
         extra["experts_implementation"] = result.experts_implementation
     if result.event_ms:
@@ -39,8 +41,6 @@ def benchmark_entry(result: CaseResult, settings) -> dict:
     for key in ("compile_ms", "capture_ms", "pad_to", "check", "fp64_rmse_ratio"):
         if getattr(result, key) is not None:
             extra[key] = getattr(result, key)
-    if result.variant == "bucketed" and result.pad_to is not None:
-        extra["bucket"] = result.pad_to
     if result.status != "ok":
         extra["status"], extra["reason"] = result.status, result.reason
     if result.notes:
@@ -53,7 +53,7 @@ def benchmark_entry(result: CaseResult, settings) -> dict:
         "param": case.test_id,
         "extra_info": extra,
         "options": {"disable_gc": True, "timer": "perf_counter", "min_rounds": settings.rounds,
-                    "max_time": None, "min_time": None, "warmup": settings.warmup_rounds > 0},
+                    "max_time": None, "min_time": None, "warmup": extra.get("warmup_rounds", 0) > 0},
         "stats": stats_dict,
     }
 

@@ -7,7 +7,8 @@ Variants (:data:`RUN_VARIANTS`), all called as ``variant(input_ids [1, seq_len] 
 ``graph``            :class:`~cudagraph_bench.capture.graphed.GraphedForward`: static buffers, capture, replay
 ``padded``           one graph at ``pad_to`` tokens (capped at the model's positions); the prompt is
                      right-padded with an attention mask, the output sliced to the real length
-``bucketed``         the graph of the smallest bucket length >= L (padded like ``padded``)
+``bucketed``         one graph per bucket length, captured into one shared pool (as a server holds
+                     them); a prompt replays the smallest bucket >= L (padded like ``padded``)
 ``compile``          ``torch.compile(mode="reduce-overhead")``: inductor kernels + inductor's own
                      CUDA graphs (cudagraph trees)
 ``compile+graph``    ``torch.compile(mode="max-autotune-no-cudagraphs")`` (fused kernels, no inductor
@@ -97,6 +98,12 @@ class ForwardVariant:
     def close(self) -> None:
         """Release graphs, compiled code and buffers. Idempotent."""
 
+    def record(self) -> dict:
+        """The variant's own fields of a result's ``extra_info``: ``compile_ms``, ``capture_ms`` (ms) and
+        ``pad_to`` (tokens), where set."""
+        fields = (("compile_ms", self.compile_ms), ("capture_ms", self.capture_ms), ("pad_to", self.pad_to))
+        return {key: value for key, value in fields if value is not None}
+
     def __enter__(self):
         return self
 
@@ -105,10 +112,10 @@ class ForwardVariant:
 
 
 class CallableVariant(ForwardVariant):
-    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` (e.g. a :class:`~cudagraph_bench.capture.graphed.GraphedForward`
-    or :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` timed by the pytest benchmarks) seen as a
-    variant, so :func:`check_against_eager` can check it; ``static_output``: the buffer its replays
-    write (poisoned with NaN by the check), or None."""
+    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` (e.g. a hand-built
+    :class:`~cudagraph_bench.capture.graphed.GraphedForward`) seen as a variant, so that
+    :func:`~cudagraph_bench.measure.case.prepare_case` can check and time it like a built one;
+    ``static_output``: the buffer its replays write (poisoned with NaN by the check), or None."""
 
     def __init__(self, name: str, fn, seq_len: int, static_output=None):
         super().__init__(seq_len)
@@ -168,24 +175,30 @@ class GraphVariant(_GraphBacked):
 
     name = "graph"
 
-    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
+    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None, check_data_ptrs: bool = False):
         super().__init__(seq_len)
         from cudagraph_bench.capture.graphed import GraphedForward
 
         # a compiled forward (compile+graph) must not see patched HF globals: dynamo guards on them
         kwargs = {"forward": forward, "eager_sdpa_dispatch": False} if forward is not None else {}
-        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, **kwargs)
+        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs,
+                                     **kwargs)
         self.capture_ms = self._graph.capture_ms
 
 
 class PaddedVariant(ForwardVariant):
-    """One graph at a padded length (``padded``: ``pad_to`` capped at the model's positions;
-    ``bucketed``: the smallest bucket >= ``seq_len``), built with
-    :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` holding that single length. The prompt is
-    right-padded with an attention mask (1 on real tokens); the output is sliced to ``seq_len``.
+    """Graphs at padded lengths, built with :class:`~cudagraph_bench.capture.buckets.BucketedGraphs`
+    (lengths capped at the model's positions). ``padded``: one graph at ``pad_to``; ``bucketed``: one
+    graph per bucket length, all captured (largest first) into one shared pool, as a server holds them,
+    and a prompt replays the smallest bucket >= ``seq_len``. The prompt is right-padded with an
+    attention mask (1 on real tokens); the output is sliced to ``seq_len``.
+
+    ``pad_to``: the length replayed (tokens); ``capture_ms``: warmup + capture of that length's graph;
+    :meth:`record` adds ``bucket``, ``buckets`` and per-length ``capture_ms_by_bucket`` /
+    ``pool_mib_by_bucket`` (memory the shared pool grew by while capturing each length).
 
     Raises:
-        RequestTooLongError: ``seq_len`` is above the padded length.
+        RequestTooLongError: ``seq_len`` is above the padded length / the largest bucket.
     """
 
     def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3):
@@ -194,10 +207,17 @@ class PaddedVariant(ForwardVariant):
         from cudagraph_bench.models.presets import max_positions
 
         self.name = name
-        length = select_bucket(seq_len, cap_buckets(lengths, max_positions(model)))
-        self._graphs = BucketedGraphs(model, (length,), warmup_iters=warmup_iters)
+        capped = cap_buckets(lengths, max_positions(model))
+        length = select_bucket(seq_len, capped)
+        self._graphs = BucketedGraphs(model, capped if name == "bucketed" else (length,), warmup_iters=warmup_iters)
         self.pad_to = length
-        self.capture_ms = self._graphs.captures[0].capture_ms
+        self.capture_ms = next(c.capture_ms for c in self._graphs.captures if c.bucket == length)
+
+    def record(self) -> dict:
+        captures = self._graphs.captures if self._graphs is not None else []
+        return {**super().record(), "bucket": self.pad_to, "buckets": [c.bucket for c in reversed(captures)],
+                "capture_ms_by_bucket": {str(c.bucket): c.capture_ms for c in captures},
+                "pool_mib_by_bucket": {str(c.bucket): c.pool_mib for c in captures}}
 
     @property
     def static_output(self):
@@ -414,7 +434,8 @@ class CompileGraphVariant(_GraphBacked):
 
 
 def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = None, dtype: str | None = None,
-                  buckets: Iterable[int] | None = None, warmup_iters: int = 3) -> ForwardVariant:
+                  buckets: Iterable[int] | None = None, warmup_iters: int = 3,
+                  check_data_ptrs: bool = False) -> ForwardVariant:
     """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens.
 
     Args:
@@ -426,6 +447,8 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         dtype: the model's dtype name, kept for the caller's records (``variant.dtype``).
         buckets: bucket lengths in tokens of ``bucketed`` (default :data:`options.DEFAULT_BUCKETS`).
         warmup_iters: side-stream warmup passes before each capture (>= 3).
+        check_data_ptrs: ``graph``: before every replay check that the static buffers' ``data_ptr()``
+            never changed (debug; raises on a change).
 
     Returns:
         a :class:`ForwardVariant`: ``variant(input_ids [1, seq_len] int64) -> Tensor`` (valid until the
@@ -448,7 +471,7 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     if variant == "eager":
         built: ForwardVariant = EagerVariant(model, seq_len)
     elif variant == "graph":
-        built = GraphVariant(model, seq_len, warmup_iters=warmup_iters)
+        built = GraphVariant(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs)
     elif variant == "padded":
         built = PaddedVariant(model, seq_len, lengths=(pad_to or 1024,), name="padded", warmup_iters=warmup_iters)
     elif variant == "bucketed":
