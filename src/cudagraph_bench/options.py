@@ -46,6 +46,11 @@ DEFAULT_WARMUP_ROUNDS = 10
 #: ``DEFAULT_MIN_TIME_MS`` (0: the precision target decides).
 DEFAULT_WARMUP_MS = 100.0
 DEFAULT_MIN_TIME_MS = 0.0
+#: Inductor modes of the ``compile+graph`` variant (inductor's own CUDA graphs off in both: the suite
+#: captures): ``default`` (fusion, no autotuning; the kernels ``reduce-overhead`` runs, compiled in seconds)
+#: and ``max-autotune-no-cudagraphs`` (also autotunes GEMMs and fusions: minutes per prompt length).
+COMPILE_GRAPH_MODES = ("default", "max-autotune-no-cudagraphs")
+DEFAULT_COMPILE_GRAPH_MODE = "default"
 #: Fresh random inputs ``[1, seq_len]`` each variant is checked on against eager before it is timed.
 DEFAULT_CHECK_INPUTS = 3
 #: Length (tokens) the padded graph pads every prompt to, capped at the model's positions.
@@ -207,6 +212,13 @@ def parse_pct(text: str) -> float:
     return value
 
 
+def parse_compile_mode(text: str) -> str:
+    """One of :data:`COMPILE_GRAPH_MODES`."""
+    if text not in COMPILE_GRAPH_MODES:
+        raise argparse.ArgumentTypeError(f"unknown compile mode {text!r}: use {' or '.join(COMPILE_GRAPH_MODES)}")
+    return text
+
+
 def parse_cpus(text: str) -> tuple[int, ...]:
     """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers.
     Only the syntax is checked here; :func:`cudagraph_bench.envinfo.pin_cpus` checks that the CPUs exist."""
@@ -263,6 +275,9 @@ MATRIX_OPTIONS = (
     Option("--check-inputs", "check_inputs", parse_count, DEFAULT_CHECK_INPUTS,
            "fresh random inputs each variant is checked on against eager before it is timed "
            "(default: %(default)s)"),
+    Option("--compile-mode", "compile_mode", parse_compile_mode, DEFAULT_COMPILE_GRAPH_MODE,
+           "inductor mode of the compile+graph variant: default (fusion; the kernels reduce-overhead runs) or "
+           "max-autotune-no-cudagraphs (also autotuning; minutes per prompt length) (default: %(default)s)"),
     Option("--pad-to", "pad_to", parse_count, DEFAULT_PAD_TO,
            "length (tokens) that the padded graph pads every prompt to, capped at the model's positions "
            "(default: %(default)s)"),

@@ -423,7 +423,7 @@ class Session:
                         rounds=opt("rounds"), warmup_rounds=opt("warmup_rounds"), precision_pct=opt("precision_pct"),
                         max_rounds=opt("max_rounds"), warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"),
                         pad_to=opt("pad_to"), buckets=tuple(opt("buckets")), check_inputs=opt("check_inputs"),
-                        check_data_ptrs=opt("check_data_ptrs"))
+                        check_data_ptrs=opt("check_data_ptrs"), compile_mode=opt("compile_mode"))
 
     def measure_forward(self, benchmark, case: Case) -> None:
         """A forward benchmark (eager, graph, padded, bucketed, compile, compile+graph) through the one

@@ -51,7 +51,7 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder
 from cudagraph_bench.options import (DEFAULT_ISOLATED, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count,
                                      parse_cpus, parse_dtypes, parse_models, parse_nonneg, parse_path,
-                                     parse_ms, parse_pct, parse_prompt_lengths, parse_rounds, parse_warmup_rounds)
+                                     parse_compile_mode, parse_ms, parse_pct, parse_prompt_lengths, parse_rounds, parse_warmup_rounds)
 from cudagraph_bench.measure.case import CaseResult
 from cudagraph_bench.measure.execute import execute
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
@@ -73,8 +73,8 @@ ALIASES = (("--model", "models"), ("--dtype", "dtypes"), ("--iters", "rounds"), 
 #: Keys of a sub-matrix (top level or ``[[sweep]]``) -> parser of a comma-separated string.
 MATRIX_KEYS = {"models": parse_models, "prompt_lengths": parse_prompt_lengths, "dtypes": parse_dtypes}
 #: Top-level keys of the TOML config that are not matrix keys.
-SETTING_KEYS = ("rounds", "warmup_rounds", "precision_pct", "max_rounds", "warmup_ms", "min_time_ms", "pad_to",
-                "buckets", "isolate", "case_timeout_s", "check_inputs", "seed", "time_budget_s")
+SETTING_KEYS = ("rounds", "warmup_rounds", "precision_pct", "max_rounds", "warmup_ms", "min_time_ms", "compile_mode",
+                "pad_to", "buckets", "isolate", "case_timeout_s", "check_inputs", "seed", "time_budget_s")
 
 
 def parse_variants(text: str) -> tuple[str, ...]:
@@ -118,7 +118,8 @@ def parse_overrides(text: str) -> dict:
 
 #: Parsers of the non-matrix settings (config values go through the same parsers as the flags).
 SETTING_PARSERS = {"rounds": parse_rounds, "warmup_rounds": parse_warmup_rounds, "precision_pct": parse_pct,
-                   "max_rounds": parse_rounds, "warmup_ms": parse_ms, "min_time_ms": parse_ms, "pad_to": parse_count,
+                   "max_rounds": parse_rounds, "warmup_ms": parse_ms, "min_time_ms": parse_ms,
+                   "compile_mode": parse_compile_mode, "pad_to": parse_count,
                    "buckets": parse_buckets, "isolate": parse_isolate, "case_timeout_s": parse_seconds,
                    "check_inputs": parse_count, "seed": parse_nonneg, "time_budget_s": parse_seconds,
                    "variants": parse_variants}

@@ -30,7 +30,7 @@ from typing import Callable
 from cudagraph_bench.errors import CudagraphBenchError
 from cudagraph_bench.measure.variants import (COMPILE_VARIANTS, CROSS_KERNEL_VARIANTS, ForwardVariant, VariantFailure,
                                               build_variant, compile_counters)
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_MAX_ROUNDS, DEFAULT_MIN_TIME_MS,
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_MAX_ROUNDS, DEFAULT_MIN_TIME_MS,
                                      DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT, DEFAULT_ROUNDS, DEFAULT_WARMUP_MS,
                                      DEFAULT_WARMUP_ROUNDS)
 
@@ -47,7 +47,8 @@ class CaseSpec:
     ``overrides``: preset config fields (tests use tiny models); ``check_inputs``: fresh random inputs
     of the correctness check; ``pad_to``/``buckets`` in tokens; ``device`` ``"cuda"`` or ``"cpu"``;
     ``rounds`` .. ``max_rounds``: the round policy (:class:`~cudagraph_bench.measure.timing.RoundPolicy`);
-    ``check_data_ptrs``: debug check of a graph's static buffers before every replay.
+    ``check_data_ptrs``: debug check of a graph's static buffers before every replay; ``compile_mode``: the
+    inductor mode of ``compile+graph``.
     """
 
     model: str
@@ -67,6 +68,7 @@ class CaseSpec:
     seed: int = 0
     overrides: dict | None = None
     check_data_ptrs: bool = False
+    compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -346,7 +348,8 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
     try:
         if variant is None:
             variant = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
-                                    buckets=spec.buckets, check_data_ptrs=spec.check_data_ptrs)
+                                    buckets=spec.buckets, check_data_ptrs=spec.check_data_ptrs,
+                                    compile_mode=spec.compile_mode)
     except Exception as exc:  # a variant's failure is its result, never a crash of the run
         raise CaseFailed("build", describe_exception(exc), exc, info) from exc
     info.update(variant.record())

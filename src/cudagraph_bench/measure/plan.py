@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from cudagraph_bench.measure.case import CaseResult, CaseSpec
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
 from cudagraph_bench.measure.variants import RUN_VARIANTS
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_ISOLATED, DEFAULT_MAX_ROUNDS,
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_ISOLATED, DEFAULT_MAX_ROUNDS,
                                      DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT, DEFAULT_ROUNDS,
                                      DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS)
 
@@ -41,6 +41,7 @@ class RunSettings:
     max_rounds: int = DEFAULT_MAX_ROUNDS
     warmup_ms: float = DEFAULT_WARMUP_MS
     min_time_ms: float = DEFAULT_MIN_TIME_MS
+    compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE
     pad_to: int = DEFAULT_PAD_TO
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     isolate: tuple[str, ...] = DEFAULT_ISOLATED
@@ -62,6 +63,7 @@ class RunSettings:
         return {"matrices": [asdict(m) for m in self.matrices], "rounds": self.rounds,
                 "warmup_rounds": self.warmup_rounds, "precision_pct": self.precision_pct,
                 "max_rounds": self.max_rounds, "warmup_ms": self.warmup_ms, "min_time_ms": self.min_time_ms,
+                "compile_mode": self.compile_mode,
                 "pad_to": self.pad_to, "buckets": list(self.buckets),
                 "isolate": list(self.isolate), "case_timeout_s": self.case_timeout_s,
                 "check_inputs": self.check_inputs, "seed": self.seed, "time_budget_s": self.time_budget_s,
@@ -114,6 +116,7 @@ def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
                                         rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
                                         precision_pct=settings.precision_pct, max_rounds=settings.max_rounds,
                                         warmup_ms=settings.warmup_ms, min_time_ms=settings.min_time_ms,
+                                        compile_mode=settings.compile_mode,
                                         pad_to=settings.pad_to, buckets=tuple(settings.buckets),
                                         check_inputs=settings.check_inputs, device=settings.device,
                                         seed=settings.seed, overrides=settings.overrides)

@@ -11,8 +11,9 @@ Variants (:data:`RUN_VARIANTS`), all called as ``variant(input_ids [1, seq_len] 
                      them); a prompt replays the smallest bucket >= L (padded like ``padded``)
 ``compile``          ``torch.compile(mode="reduce-overhead")``: inductor kernels + inductor's own
                      CUDA graphs (cudagraph trees)
-``compile+graph``    ``torch.compile(mode="max-autotune-no-cudagraphs")`` (fused kernels, no inductor
-                     graphs), then captured and replayed by the suite's ``GraphedForward``
+``compile+graph``    ``torch.compile`` without inductor's CUDA graphs (mode ``default``, or
+                     ``max-autotune-no-cudagraphs``: fused kernels), then captured and replayed by
+                     the suite's ``GraphedForward``
 ===================  ==========================================================================
 
 Use from a benchmark (the pytest suite does exactly this)::
@@ -38,7 +39,7 @@ import time
 from typing import Callable, Iterable
 
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
-from cudagraph_bench.options import DEFAULT_BUCKETS, FORWARD_VARIANTS
+from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, FORWARD_VARIANTS
 
 #: Variants that :func:`build_variant` and ``cudagraph-bench run`` know, in display order.
 RUN_VARIANTS = FORWARD_VARIANTS
@@ -390,9 +391,10 @@ class CompileVariant(ForwardVariant):
 
 
 class CompileGraphVariant(_GraphBacked):
-    """``torch.compile(forward, mode="max-autotune-no-cudagraphs", dynamic=False)`` (kernel fusion,
-    autotuned GEMMs, no inductor CUDA graphs), captured and replayed by the suite's
-    :class:`~cudagraph_bench.capture.graphed.GraphedForward` with static buffers.
+    """``torch.compile(forward, mode=compile_mode, dynamic=False)`` without inductor's CUDA graphs, captured
+    and replayed by the suite's :class:`~cudagraph_bench.capture.graphed.GraphedForward` with static buffers.
+    ``compile_mode`` (:data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`): ``default`` (kernel fusion, the
+    kernels ``reduce-overhead`` runs) or ``max-autotune-no-cudagraphs`` (also autotuned GEMMs and fusions).
 
     Compilation happens before capture: the compiled forward is called under
     ``torch.inference_mode()`` (as ``GraphedForward`` calls it) until the timing is stable
@@ -402,12 +404,15 @@ class CompileGraphVariant(_GraphBacked):
 
     name = "compile+graph"
 
-    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3):
+    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE):
         super().__init__(seq_len)
         import torch
 
+        if compile_mode not in COMPILE_GRAPH_MODES:
+            raise UsageError(f"unknown compile mode {compile_mode!r}: use {' or '.join(COMPILE_GRAPH_MODES)}")
         self._torch = torch
-        compiled, example, before = _compile_forward(model, seq_len, "max-autotune-no-cudagraphs")
+        self.compile_mode = compile_mode
+        compiled, example, before = _compile_forward(model, seq_len, compile_mode)
 
         def call_example():
             with torch.inference_mode():
@@ -427,6 +432,9 @@ class CompileGraphVariant(_GraphBacked):
         if self.graphs_compiled > 1:
             self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
 
+    def record(self) -> dict:
+        return {**super().record(), "compile_mode": self.compile_mode}
+
     def close(self) -> None:
         if self._graph is not None:
             super().close()
@@ -435,7 +443,7 @@ class CompileGraphVariant(_GraphBacked):
 
 def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = None, dtype: str | None = None,
                   buckets: Iterable[int] | None = None, warmup_iters: int = 3,
-                  check_data_ptrs: bool = False) -> ForwardVariant:
+                  check_data_ptrs: bool = False, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE) -> ForwardVariant:
     """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens.
 
     Args:
@@ -447,6 +455,7 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         dtype: the model's dtype name, kept for the caller's records (``variant.dtype``).
         buckets: bucket lengths in tokens of ``bucketed`` (default :data:`options.DEFAULT_BUCKETS`).
         warmup_iters: side-stream warmup passes before each capture (>= 3).
+        compile_mode: inductor mode of ``compile+graph`` (:data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`).
         check_data_ptrs: ``graph``: before every replay check that the static buffers' ``data_ptr()``
             never changed (debug; raises on a change).
 
@@ -480,6 +489,6 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     elif variant == "compile":
         built = CompileVariant(model, seq_len)
     else:
-        built = CompileGraphVariant(model, seq_len, warmup_iters=warmup_iters)
+        built = CompileGraphVariant(model, seq_len, warmup_iters=warmup_iters, compile_mode=compile_mode)
     built.dtype = dtype
     return built
