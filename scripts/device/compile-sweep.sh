@@ -5,7 +5,7 @@
 # Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/compile-sweep.sh MODEL:L1,L2[:BUDGET_S] [MODEL:L3 ...]
 # A job without BUDGET_S gets an equal share of the time left (call it last).
 # Writes $OUT/run-<model>-L<lengths>.json and $OUT/run-<model>-L<lengths>.log per job.
-. "$(dirname "$0")/common.sh"; device_run run-d 575
+. "$(dirname "$0")/common.sh"; device_run compile-sweep 575
 n_left=$#
 for job in "$@"; do
   IFS=: read -r m lens want <<< "$job"; tag="run-$m-L${lens//,/-}"

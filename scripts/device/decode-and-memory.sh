@@ -3,7 +3,7 @@
 # 64 and 128 new tokens, 8 requests per variant) and a short forward run that checks the per-case
 # memory ledger after the one-side-stream-per-device fix (max_case_growth_mib should be ~0).
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/decode-and-memory.sh
-. "$(dirname "$0")/common.sh"; device_run run-c 570
+. "$(dirname "$0")/common.sh"; device_run decode-and-memory 570
 { nvidia-smi; python3 -c "import torch, transformers; print('torch', torch.__version__, torch.version.cuda, 'transformers', transformers.__version__)"; } > "$W/env.txt" 2>&1
 
 say "decode benchmarks (bfloat16, 50-token prompt, 64/128 new tokens, 8 requests)"

@@ -3,7 +3,7 @@
 # two more gated runs of the gated lengths, every plain GPU test (correctness, padding,
 # buckets, decode, launch, graphs.cu + compute-sanitizer), then the decode benchmarks.
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/default-suite.sh
-. "$(dirname "$0")/common.sh"; device_run run-a 570
+. "$(dirname "$0")/common.sh"; device_run default-suite 570
 mkdir -p "$W/artifacts"
 CG="python3 -m cudagraph_bench"
 { nvidia-smi; python3 -c "import torch, transformers; print('torch', torch.__version__, torch.version.cuda, 'transformers', transformers.__version__)"; } > "$W/env.txt" 2>&1

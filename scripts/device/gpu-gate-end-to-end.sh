@@ -4,7 +4,7 @@
 # The machine has no package index, so `make setup` is replaced by `pip install --no-deps -e .` into the
 # image's python3 (what `make setup` does, minus downloads) and a VENV whose bin/python runs that python3.
 # Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/gpu-gate-end-to-end.sh ["PYTEST_ARGS"]
-. "$(dirname "$0")/common.sh"; device_run run-f 570
+. "$(dirname "$0")/common.sh"; device_run gpu-gate-end-to-end 570
 ARGS="${1:---models gpt2,bert-tiny --prompt-lengths 16,50,128}"
 say "pip install --no-deps -e . into the image's python3 (itself a venv); VENV's python runs it"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$W/pip.log" 2>&1

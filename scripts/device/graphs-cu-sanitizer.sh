@@ -4,7 +4,7 @@
 # --alloc-before-free, where no allocation can take the freed address and memcheck must flag the write.
 # Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/graphs-cu-sanitizer.sh
 # Writes $OUT/graphs-cu-tests.log, $OUT/steps.log and $OUT/artifacts-g.tgz (graphs.cu JSON, sanitizer logs).
-. "$(dirname "$0")/common.sh"; device_run run-g 300
+. "$(dirname "$0")/common.sh"; device_run graphs-cu-sanitizer 300
 mkdir -p "$W/artifacts"
 say "graphs.cu tests with compute-sanitizer"
 CGB_ARTIFACT_DIR="$W/artifacts" timeout "$(left 250)" $PT perf_tests/test_graphs_cu.py --benchmark-skip \

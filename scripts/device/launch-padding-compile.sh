@@ -2,7 +2,7 @@
 # Launch, padding and compile runs on a GPU machine (one 10-minute slot): launch-overhead benchmarks, padded/bucketed
 # benchmarks, then the standalone `run` command with torch.compile variants.
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/launch-padding-compile.sh [gpt2 tinyllama-1.1b]
-. "$(dirname "$0")/common.sh"; device_run run-b 575
+. "$(dirname "$0")/common.sh"; device_run launch-padding-compile 575
 MODELS="${*:-gpt2}"
 
 say "launch-overhead benchmarks"

@@ -3,7 +3,7 @@
 # (gpt2, 16 and 50 tokens, 20 rounds) through pytest, the standalone run (eager, graph, padded, bucketed),
 # then gate (against the committed baseline) and report on both outputs.
 # Usage (repo root, GPU machine): OUT=<dir> bash scripts/device/tree-check.sh
-. "$(dirname "$0")/common.sh"; device_run run-h 300
+. "$(dirname "$0")/common.sh"; device_run tree-check 300
 CG="python3 -m cudagraph_bench"
 say "pytest forward benchmarks (gpt2, 16/50 tokens, 20 rounds)"
 timeout "$(left 120)" $PT perf_tests/test_forward_bench.py --benchmark-only --models gpt2 --prompt-lengths 16,50 \

@@ -9,7 +9,7 @@
 # Usage (repo root, 2-GPU machine): OUT=<dir> bash scripts/device/two-gpu-streams.sh "JOB [JOB ...]" "JOB [JOB ...]"
 # Writes $OUT/run-<model>-L<lengths>.json, $OUT/forward-checked.json, $OUT/padding-checked.json,
 # $OUT/steps.log and $OUT/logs-e.tgz (every job's log and the compile workers' logs).
-. "$(dirname "$0")/common.sh"; device_run run-e 575
+. "$(dirname "$0")/common.sh"; device_run two-gpu-streams 575
 n_cpu=$(nproc); half=$((n_cpu / 2))
 { nvidia-smi -L; echo "cores: $n_cpu"; python3 -c "import torch; print('torch', torch.__version__, 'GPUs', torch.cuda.device_count())"; } > "$W/env.txt" 2>&1
 cat "$W/env.txt"
