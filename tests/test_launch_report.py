@@ -78,13 +78,15 @@ def test_launch_rows_values_and_missing_variant():
 
 def test_median_falls_back_from_event_median_to_event_list_to_wall_stats():
     b1 = bench(median_s=0.5, suite="launch", n_launches=8, variant="loop", cuda_event_ms=[3.0, 1.0, 2.0, 10.0])
-    assert launch_data.bench_median_ms(b1) == (2.5, "cuda-event")
     b2 = bench(median_s=0.004, suite="launch", n_launches=8, variant="graph")
-    assert launch_data.bench_median_ms(b2) == (4.0, "wall")
+    b3 = bench(median_s=0.5, data=[0.001, 0.003, 0.002], suite="launch", n_launches=16, variant="graph")
+    b4 = bench(median_s=0.5, suite="launch", n_launches=16, variant="loop", event_median_ms=7.0,
+               cuda_event_ms=[1.0])
+    ms = launch_data.measurements(launch_data.as_run(make_run([b1, b2, b3, b4])))
+    assert [launch_data.bench_median_ms(m) for m in ms.values()] == [
+        (2.5, "cuda-event"), (4.0, "wall"), (pytest.approx(2.0), "wall"), (7.0, "cuda-event")]
     rows = launch_data.launch_rows(make_run([b1, b2]))
     assert rows[0].clock == "cuda-event+wall"
-    with pytest.raises(InputFileError, match="no median"):
-        launch_data.bench_median_ms({"name": "x", "extra_info": {}, "stats": {}})
 
 
 def test_launch_rows_reject_bad_and_duplicate_entries():

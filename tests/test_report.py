@@ -13,6 +13,7 @@ from cudagraph_bench.report import runs as report_runs
 from cudagraph_bench.report import pages as report
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.results.record import decode_environment, decode_measurement
 from cudagraph_bench.results.runfile import load_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
@@ -337,14 +338,18 @@ def test_launch_suite_is_rendered_by_launch_report(tmp_path):
 
 
 def test_source_runs_name_the_host_because_eager_is_host_bound(tmp_path):
-    assert report._host({"cpu": {"brand_raw": "Intel(R) Xeon(R) Processor", "count": 32}}) == \
+    def host(machine_info):
+        return report._host(decode_environment({"machine_info": machine_info}))
+
+    assert host({"cpu": {"brand_raw": "Intel(R) Xeon(R) Processor", "count": 32}}) == \
         ", host Intel(R) Xeon(R) Processor (32 cores)"
-    assert report._host({"cpu": {"count": 16}}) == ", host (16 cores)"
-    assert report._host({"cpu": "garbage"}) == ""
-    assert report._host({}) == ""
+    assert host({"cpu": {"count": 16}}) == ", host (16 cores)"
+    assert host({"cpu": "garbage"}) == ""
+    assert host({}) == ""
     run = load_run(FIXTURE)  # the real H200 run: pytest-benchmark's cpuinfo is in its machine_info
     line = report._provenance([run])[0]
-    assert f"host {run.machine_info['cpu']['brand_raw']} ({run.machine_info['cpu']['count']} cores)" in line
+    cpu = json.loads(FIXTURE.read_text())["machine_info"]["cpu"]
+    assert f"host {cpu['brand_raw']} ({cpu['count']} cores)" in line
 
 
 def test_summary_carries_eager_spread_per_case():
@@ -407,11 +412,18 @@ def test_decode_table_shows_each_committed_check_against_generate(path):
 def test_decode_cell_names_the_token_of_a_rounding_tie():
     summary = ("token 9 differs from generate's, a rounding tie: logits of the 10 steps up to it as close to "
                "float64 as generate's")
-    info = dict(variant="graph", matches_generate=False, generate_check_passed=True, generate_check=summary,
-                distinct_reference_tokens=48)
-    assert report.vs_generate(info) == "tie at token 9 (48 distinct)"
-    assert report.vs_generate({**info, "generate_check_passed": False}) == "FAILS"
-    assert report.vs_generate({"variant": "graph"}) == "-"
+    info = dict(suite="decode", model="gpt2", dtype="bfloat16", seq_len=50, new_tokens=64, variant="graph",
+                matches_generate=False, generate_check_passed=True, generate_check=summary, distinct_reference_tokens=48)
+
+    def cell(extra_info):
+        bench = {"name": "test_decode", "stats": {"min": 1e-3, "max": 1e-3, "mean": 1e-3, "median": 1e-3, "rounds": 1},
+                 "extra_info": extra_info}
+        return report.vs_generate(decode_measurement(Path("run.json"), 0, bench, decode_environment({})))
+
+    assert cell(info) == "tie at token 9 (48 distinct)"
+    assert cell({**info, "generate_check_passed": False}) == "FAILS"
+    assert cell({k: v for k, v in info.items() if "generate" not in k}) == "-"
+    assert cell({**info, "variant": "generate"}) == "reference"
 
 
 def plain_pytest_benchmark_doc():

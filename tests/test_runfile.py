@@ -28,7 +28,7 @@ def write(doc, path):
 
 def test_fixture_loads_with_gpu_slug_and_every_forward_benchmark():
     run = load_run(str(FIXTURE))
-    assert run.gpu_slug == DOC["machine_info"]["cuda"]["gpu_slug"]
+    assert run.environment.gpu_slug == DOC["machine_info"]["cuda"]["gpu_slug"]
     cases = forward_cases(run)
     expected = {Case.from_extra_info(b["extra_info"]) for b in DOC["benchmarks"]
                 if b["extra_info"].get("suite") == "forward"}

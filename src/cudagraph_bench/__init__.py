@@ -12,8 +12,8 @@ Subpackages, one layer each; a module imports only its own layer and those below
                 ``run`` both use it), planning and running ``run``'s cases, worker isolation, timing and the
                 round policy, correctness, launch microbenchmarks
 - ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode
-- ``results``   run files, statistics, the regression rule, and the logic of baseline, gate, compare, calibrate,
-                A/B (no torch)
+- ``results``   run files and the typed record they are decoded into (``runfile``, ``record``), statistics, the
+                regression rule, and the logic of baseline, gate, compare, calibrate, A/B (no torch)
 - ``models``    model presets and the transformers internals the suite touches
 - ``options``, ``cases``, ``errors``, ``envinfo``, ``fsio``, ``paths``, ``table``: shared by every layer
 """

@@ -1,16 +1,22 @@
-"""The key of a measurement, and the names used in benchmark ``extra_info`` (no torch).
+"""The key of a measurement, one frozen dataclass per suite, and the names used in benchmark
+``extra_info`` (no torch).
 
 Every benchmark the plugin writes carries ``extra_info`` with at least ``suite`` and the fields of
 its key, so tools that read a pytest-benchmark JSON never parse test names:
 
-- suite ``forward``: ``model, dtype, seq_len, variant`` (+ ``batch``, ``cuda_event_ms`` list)
-- suite ``decode``:  ``model, dtype, seq_len`` (prompt tokens), ``new_tokens``, ``variant``
-- suite ``launch``:  ``n_launches``, ``variant``
+- suite ``forward``: ``model, dtype, seq_len, variant`` (+ ``batch``, ``cuda_event_ms`` list): :class:`Case`
+- suite ``decode``:  ``model, dtype, seq_len`` (prompt tokens), ``new_tokens``, ``variant``: :class:`DecodeCase`
+- suite ``launch``:  ``n_launches``, ``variant``: :class:`LaunchCase`
+
+A benchmark of no suite (plain pytest-benchmark output) is keyed by its full test name
+(:class:`OtherCase`). :data:`SUITE_CASES` maps each suite to its key class; the run decoder
+(:mod:`cudagraph_bench.results.record`) builds them with ``from_extra_info``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
 # The names are defined in :mod:`cudagraph_bench.options`; importable from here as the key's vocabulary.
 from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401
@@ -27,10 +33,17 @@ class Case:
         variant: one of :data:`FORWARD_VARIANTS` (or a decode/launch variant for those suites).
     """
 
+    suite: ClassVar[str] = "forward"
+
     model: str
     dtype: str
     seq_len: int
     variant: str
+
+    @property
+    def label(self) -> str:
+        """Readable key, e.g. ``"gpt2 float32 L=16 graph"``."""
+        return f"{self.model} {self.dtype} L={self.seq_len} {self.variant}"
 
     @property
     def group(self) -> str:
@@ -53,3 +66,82 @@ class Case:
     def from_extra_info(cls, info: dict) -> "Case":
         """Inverse of :meth:`extra_info`. Raises ``KeyError`` when a field is missing."""
         return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), str(info["variant"]))
+
+
+@dataclass(frozen=True, order=True)
+class DecodeCase:
+    """Key of one greedy-decode benchmark (suite ``decode``).
+
+    Attributes:
+        model: preset name or model path.
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        seq_len: prompt length in tokens.
+        new_tokens: tokens generated per request.
+        variant: one of :data:`DECODE_VARIANTS`.
+    """
+
+    suite: ClassVar[str] = "decode"
+
+    model: str
+    dtype: str
+    seq_len: int
+    new_tokens: int
+    variant: str
+
+    @property
+    def label(self) -> str:
+        """Readable key, e.g. ``"gpt2 bfloat16 L=50 +64 graph"``."""
+        return f"{self.model} {self.dtype} L={self.seq_len} +{self.new_tokens} {self.variant}"
+
+    def without_variant(self) -> tuple[str, str, int, int]:
+        return (self.model, self.dtype, self.seq_len, self.new_tokens)
+
+    @classmethod
+    def from_extra_info(cls, info: dict) -> "DecodeCase":
+        """The key of a decode benchmark's ``extra_info``. Raises ``KeyError`` when a field is missing,
+        ``ValueError``/``TypeError`` when one is malformed."""
+        return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), int(info["new_tokens"]),
+                   str(info["variant"]))
+
+
+@dataclass(frozen=True, order=True)
+class LaunchCase:
+    """Key of one launch-overhead benchmark (suite ``launch``): ``n_launches`` tiny kernels per round,
+    ``variant`` one of :data:`LAUNCH_VARIANTS` (the eager ``loop`` or one ``graph`` replay)."""
+
+    suite: ClassVar[str] = "launch"
+
+    n_launches: int
+    variant: str
+
+    @property
+    def label(self) -> str:
+        """Readable key, e.g. ``"launch n=512 graph"``."""
+        return f"launch n={self.n_launches} {self.variant}"
+
+    @classmethod
+    def from_extra_info(cls, info: dict) -> "LaunchCase":
+        """The key of a launch benchmark's ``extra_info``. Raises ``KeyError`` when a field is missing,
+        ``ValueError``/``TypeError`` when one is malformed."""
+        return cls(int(info["n_launches"]), str(info["variant"]))
+
+
+@dataclass(frozen=True, order=True)
+class OtherCase:
+    """Key of a benchmark of no suite of this project (plain pytest-benchmark output): its full test name.
+    It has no variant (``None``)."""
+
+    suite: ClassVar[str] = "other"
+    variant: ClassVar[None] = None
+
+    name: str
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+#: suite -> the class of its key.
+SUITE_CASES = {"forward": Case, "decode": DecodeCase, "launch": LaunchCase}
+#: suite -> the ``extra_info`` fields of its key, in the key's order.
+SUITE_KEYS = {suite: tuple(f.name for f in fields(cls)) for suite, cls in SUITE_CASES.items()}

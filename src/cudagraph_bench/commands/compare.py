@@ -59,8 +59,8 @@ def main(args: argparse.Namespace) -> int:
     baseline = None
     if args.baseline:
         baseline = load_baseline(args.baseline)
-    elif new[0].gpu_slug:
-        found, _ = default_baseline(new[0].gpu_slug)
+    elif new[0].environment.gpu_slug:
+        found, _ = default_baseline(new[0].environment.gpu_slug)
         baseline = load_baseline(found) if found else None
     refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in (*old, *new)]
                               + [baseline.path if baseline else None])
@@ -69,10 +69,11 @@ def main(args: argparse.Namespace) -> int:
                            args.allow_missing)
     def names(runs):
         return ", ".join(str(r.path) for r in runs)
-    head = f"OLD {names(old)} ({old[0].gpu_slug or 'no GPU'})  NEW {names(new)} ({new[0].gpu_slug or 'no GPU'})"
+    old_gpu, new_gpu = old[0].environment.gpu_slug, new[0].environment.gpu_slug
+    head = f"OLD {names(old)} ({old_gpu or 'no GPU'})  NEW {names(new)} ({new_gpu or 'no GPU'})"
     head += (f"  noise model: {baseline.path}" if baseline else
              "  noise model: the runs' own spread where a side has 2+ runs, else the flat floor")
-    if old[0].gpu_slug != new[0].gpu_slug:
+    if old_gpu != new_gpu:
         head += "  note: the runs are from different GPUs"
     if {r.sha256 for r in old} & {r.sha256 for r in new}:
         head += "  note: OLD and NEW share a run, so it cannot change"

@@ -5,27 +5,25 @@ other variant), and the lines on failed and unchecked cases. Used by ``cudagraph
 
 from __future__ import annotations
 
-from cudagraph_bench.cases import Case
 from cudagraph_bench.report.runs import merged, not_measured, variant_index
+from cudagraph_bench.results.record import CheckRecord
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.results.stats import reduction_pct, spread_pct
 from cudagraph_bench.table import Column, render_table
 
-def _status(info: dict) -> str:
+#: The table's status of a recorded check that names no case status of its own.
+_TABLE_STATUS = {"pass": "ok", "fail": "mismatch", "reference": "ok", "unchecked": "unchecked"}
+
+
+def _status(check: CheckRecord) -> str:
     """``ok`` / ``mismatch`` / ``failed`` / ``skipped`` as recorded; eager is the reference (``ok``);
     any other variant whose run recorded no check is ``unchecked``, never assumed correct."""
-    if info.get("status"):
-        return str(info["status"])
-    if "correct" in info:
-        return "ok" if info["correct"] else "mismatch"
-    return "ok" if info.get("variant") == "eager" else "unchecked"
+    return check.outcome or _TABLE_STATUS[check.status]
 
 
-def _note(info: dict) -> str | None:
-    parts = []
-    if info.get("reason"):
-        parts.append(str(info["reason"]))
-    parts += [str(n) for n in info.get("notes") or []]
+def _note(check: CheckRecord, notes) -> str | None:
+    parts = [check.reason] if check.reason else []
+    parts += [str(n) for n in notes or []]
     return "; ".join(parts) or None
 
 
@@ -39,37 +37,37 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
     ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data).
     """
-    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == "eager"}
     rows = []
     for case, m in ms.items():
-        info, s = m.extra_info, m.summary
+        info, s, check = m.extra_info, m.summary, m.check
         base = eager.get(case.without_variant())
         rows.append({
             "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
-            "status": _status(info), "mean_ms": s.mean_ms, "median_ms": s.median_ms, "p95_ms": s.p95_ms,
+            "status": _status(check), "mean_ms": s.mean_ms, "median_ms": s.median_ms, "p95_ms": s.p95_ms,
             "min_ms": s.min_ms, "max_ms": s.max_ms, "event_median_ms": info.get("event_median_ms"),
             "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
-            "capture_ms": info.get("capture_ms"), "max_abs_diff": info.get("max_abs_diff"),
-            "check": "reference" if case.variant == "eager" else info.get("check"),
-            "fp64_rmse_ratio": info.get("fp64_rmse_ratio"),
-            "note": _note(info),
+            "capture_ms": info.get("capture_ms"), "max_abs_diff": check.max_abs_diff,
+            "check": "reference" if case.variant == "eager" else check.method,
+            "fp64_rmse_ratio": check.fp64_rmse_ratio,
+            "note": _note(check, info.get("notes")),
             "spread_pct": _spread(m.samples_ms),
         })
     seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
     for f in not_measured(runs):
-        key = (f["model"], f["dtype"], int(f["seq_len"]), f["variant"])
-        if key in seen:
+        case = f.case
+        if (case.model, case.dtype, case.seq_len, case.variant) in seen:
             continue
         rows.append({**dict.fromkeys(("mean_ms", "median_ms", "p95_ms", "min_ms", "max_ms", "event_median_ms",
                                       "reduction_pct", "speedup", "capture_ms")),
-                     "model": key[0], "dtype": key[1], "seq_len": key[2], "variant": key[3],
-                     "status": f.get("status") or "failed",
-                     "compile_s": f["compile_ms"] / 1e3 if f.get("compile_ms") is not None else None,
-                     "max_abs_diff": f.get("max_abs_diff"), "check": f.get("check"),
-                     "fp64_rmse_ratio": f.get("fp64_rmse_ratio"), "note": f.get("reason"), "spread_pct": None})
+                     "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
+                     "status": f.status,
+                     "compile_s": f.compile_ms / 1e3 if f.compile_ms is not None else None,
+                     "max_abs_diff": f.check.max_abs_diff, "check": f.check.method,
+                     "fp64_rmse_ratio": f.check.fp64_rmse_ratio, "note": f.check.reason, "spread_pct": None})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], variant_index(r["variant"]), r["variant"]))
     return rows
 

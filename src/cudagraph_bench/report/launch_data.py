@@ -16,45 +16,41 @@ import numpy as np
 
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.launch_model import predicted_saving_ms
-from cudagraph_bench.results.runfile import measurements
+from cudagraph_bench.results.record import Measurement
+from cudagraph_bench.results.runfile import Run, measurements
 
 #: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
 REFERENCE_N = 512
 CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
 
 
-def _benchmarks(run) -> list[dict]:
-    data = getattr(run, "data", run)
-    if not (isinstance(data, dict) and isinstance(data.get("benchmarks"), list)):
+def as_run(run) -> Run:
+    """``run`` itself when it is a :class:`~cudagraph_bench.results.runfile.Run`, else the run document
+    (a dict as ``pytest --benchmark-json`` writes it) as an unvalidated ``Run`` to decode. Raises
+    InputFileError when it is neither."""
+    if isinstance(run, Run):
+        return run
+    if not (isinstance(run, dict) and isinstance(run.get("benchmarks"), list)):
         raise InputFileError("not a pytest-benchmark run: expected a dict with a 'benchmarks' list "
                              "(the file written by pytest --benchmark-json)")
-    return [b for b in data["benchmarks"] if isinstance(b, dict)]
+    return Run(path=Path("<run>"), data={**run, "benchmarks": [b for b in run["benchmarks"] if isinstance(b, dict)]},
+               sha256="")
 
 
-def run_data(run) -> dict:
-    return getattr(run, "data", run)
-
-
-def bench_median_ms(bench: dict) -> tuple[float, str]:
+def bench_median_ms(m: Measurement) -> tuple[float, str]:
     """Median time (ms) of one benchmark and the clock it comes from.
 
     Prefers device time: ``extra_info["event_median_ms"]``, else the median of
-    ``extra_info["cuda_event_ms"]`` (both ``"cuda-event"``); falls back to pytest-benchmark's wall
-    ``stats.median`` (seconds, synchronized) as ``"wall"``.
-    Raises InputFileError when none of them is present.
+    ``extra_info["cuda_event_ms"]`` (both ``"cuda-event"``); falls back to the median of the
+    synchronized wall rounds (pytest-benchmark's ``stats``) as ``"wall"``.
     """
-    info = bench.get("extra_info") or {}
-    value = info.get("event_median_ms")
+    value = m.extra_info.get("event_median_ms")
     if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value), "cuda-event"
-    events = info.get("cuda_event_ms")
+    events = m.extra_info.get("cuda_event_ms")
     if isinstance(events, list) and events:
         return float(np.median(np.asarray(events, dtype=np.float64))), "cuda-event"
-    stats = bench.get("stats") or {}
-    if isinstance(stats.get("median"), (int, float)):
-        return float(stats["median"]) * 1e3, "wall"
-    raise InputFileError(f"benchmark {bench.get('fullname') or bench.get('name')!r} has no median: "
-                         "neither extra_info event_median_ms/cuda_event_ms nor stats.median")
+    return m.summary.median_ms, "wall"
 
 
 @dataclass(frozen=True)
@@ -110,30 +106,21 @@ def launch_rows(run) -> list[LaunchRow]:
     Raises InputFileError when a launch benchmark lacks ``n_launches``/``variant``, has an unknown
     variant, or appears twice for the same (N, variant).
     """
-    found: dict[int, dict[str, dict]] = {}
-    for bench in _benchmarks(run):
-        info = bench.get("extra_info") or {}
-        if info.get("suite") != "launch":
+    found: dict[int, dict[str, Measurement]] = {}
+    for m in measurements(as_run(run)).values():
+        if m.suite != "launch":
             continue
-        name = bench.get("fullname") or bench.get("name")
-        try:
-            n = int(info["n_launches"])
-            variant = str(info["variant"])
-        except (KeyError, TypeError, ValueError):
-            raise InputFileError(f"launch benchmark {name!r} lacks extra_info n_launches/variant: "
-                                 "was it written by perf_tests/test_launch.py?") from None
+        n, variant = m.case.n_launches, m.case.variant
         if variant not in ("loop", "graph") or n < 1:
-            raise InputFileError(f"launch benchmark {name!r} has variant {variant!r}, N={n}: expected "
+            raise InputFileError(f"launch benchmark {m.name!r} has variant {variant!r}, N={n}: expected "
                                  "'loop' or 'graph' and N >= 1")
-        if variant in found.setdefault(n, {}):
-            raise InputFileError(f"launch N={n} {variant} appears twice in the run: report one run per file")
-        found[n][variant] = bench
+        found.setdefault(n, {})[variant] = m
     rows = []
     for n in sorted(found):
         variants = found[n]
-        medians = {v: bench_median_ms(b) for v, b in variants.items()}
-        clocks = {v: _clocks(b.get("extra_info") or {}) for v, b in variants.items()}
-        rounds = [int((b.get("stats") or {}).get("rounds", 0)) for b in variants.values()]
+        medians = {v: bench_median_ms(m) for v, m in variants.items()}
+        clocks = {v: _clocks(m.extra_info) for v, m in variants.items()}
+        rounds = [m.summary.n for m in variants.values()]
         kinds = sorted({kind for _, kind in medians.values()})
         rows.append(LaunchRow(n_launches=n,
                               loop_ms=medians["loop"][0] if "loop" in medians else None,
@@ -205,21 +192,15 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
     synchronized wall median ``stats.median``; ``clock`` says which (``"cuda-event"``, ``"wall"``, or
     ``"eager clock/graph clock"`` when they differ). Sorted by (model, dtype, seq_len).
     """
-    cases: dict[tuple, dict[str, dict]] = {}
-    for bench in _benchmarks(run):
-        info = bench.get("extra_info") or {}
-        if info.get("suite") != "forward" or info.get("variant") not in ("eager", "graph"):
-            continue
-        try:
-            key = (str(info["model"]), str(info["dtype"]), int(info["seq_len"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        cases.setdefault(key, {})[info["variant"]] = bench
+    cases: dict[tuple, dict[str, Measurement]] = {}
+    for m in measurements(as_run(run)).values():
+        if m.suite == "forward" and m.case.variant in ("eager", "graph"):
+            cases.setdefault(m.case.without_variant(), {})[m.case.variant] = m
     out = []
     for key in sorted(cases):
         variants = cases[key]
         eager, graph = variants.get("eager"), variants.get("graph")
-        n_kernels = (eager or {}).get("extra_info", {}).get("n_kernels")
+        n_kernels = eager.extra_info.get("n_kernels") if eager is not None else None
         if eager is None or graph is None or not isinstance(n_kernels, int):
             continue
         eager_ms, clock_e = bench_median_ms(eager)

@@ -23,9 +23,8 @@ from pathlib import Path
 
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.fsio import check_output_folder, figure_png, write_files_atomic
-from cudagraph_bench.results.runfile import cuda_versions
-from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, graphs_cu_rows, launch_rows, reference_row,
-                                                run_data, saving_rows)
+from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, as_run, graphs_cu_rows, launch_rows,
+                                                reference_row, saving_rows)
 from cudagraph_bench.report.plots import PLOT_DPI, speedup_figure
 from cudagraph_bench.report.sanitizer import baked_pointer_outcome, parse_sanitizer_log, sanitizer_case
 from cudagraph_bench.table import Column, render_table
@@ -326,14 +325,13 @@ fine (`test_graphed_forward_copies_fresh_inputs`). The static buffers are read-o
 
 
 def _run_header(run, source: str) -> str:
-    data = run_data(run)
-    cuda = (data.get("machine_info") or {}).get("cuda") or {}
+    env = as_run(run).environment
     bits = [f"source run `{source}`"]
-    if cuda.get("gpu_name"):
-        bits.append(f"GPU {cuda['gpu_name']}")
-    bits += cuda_versions(cuda, ("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"})
-    if data.get("datetime"):
-        bits.append(f"run at {data['datetime']}")
+    if env.gpu_name:
+        bits.append(f"GPU {env.gpu_name}")
+    bits += env.versions(("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"})
+    if env.run_datetime:
+        bits.append(f"run at {env.run_datetime}")
     return "; ".join(bits)
 
 

@@ -32,7 +32,8 @@ from cudagraph_bench.report.forward_tables import (forward_rows, problem_lines, 
                                                    unchecked_line)
 from cudagraph_bench.report.runs import gpu_name, merged
 from cudagraph_bench.fsio import save_figure
-from cudagraph_bench.results.runfile import Run, cuda_versions
+from cudagraph_bench.results.record import Environment, Measurement
+from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.table import Column, render_table
 
 MARKER_START = "<!-- results:start -->"
@@ -51,18 +52,17 @@ def decode_rows(runs: list[Run]) -> list[dict]:
     tokens_per_s``, ``speedup_vs_generate`` (generate ms/token / variant ms/token) and ``rounds``
     (measured requests)."""
     rows = []
-    for key, m in merged(runs).items():
-        if key[0] != "decode":
+    for m in merged(runs).values():
+        if m.suite != "decode":
             continue
-        info = m.extra_info
-        new_tokens = int(info["new_tokens"])
+        case, info = m.case, m.extra_info
         ms_per_token = info.get("ms_per_token")
         if ms_per_token is None:
-            ms_per_token = m.summary.median_ms / new_tokens
+            ms_per_token = m.summary.median_ms / case.new_tokens
         tokens_per_s = info.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
-        rows.append({"model": info["model"], "dtype": info["dtype"], "seq_len": int(info["seq_len"]),
-                     "new_tokens": new_tokens, "variant": info["variant"], "ms_per_token": float(ms_per_token),
-                     "tokens_per_s": tokens_per_s, "rounds": m.summary.n, "vs_generate": vs_generate(info)})
+        rows.append({"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len,
+                     "new_tokens": case.new_tokens, "variant": case.variant, "ms_per_token": float(ms_per_token),
+                     "tokens_per_s": tokens_per_s, "rounds": m.summary.n, "vs_generate": vs_generate(m)})
     generate = {(r["model"], r["dtype"], r["seq_len"], r["new_tokens"]): r["ms_per_token"]
                 for r in rows if r["variant"] == "generate"}
     for r in rows:
@@ -73,24 +73,26 @@ def decode_rows(runs: list[Run]) -> list[dict]:
     return rows
 
 
-def vs_generate(info: dict) -> str:
-    """The decode table's "tokens vs generate" cell of one benchmark's ``extra_info``: ``reference`` for
+def vs_generate(m: Measurement) -> str:
+    """The decode table's "tokens vs generate" cell of one decode measurement: ``reference`` for
     ``generate`` itself; ``identical``, ``tie at token K`` (a rounding tie, logits as close to float64 as
-    generate's) or ``FAILS`` from ``generate_check_passed``/``matches_generate``/``generate_check``, with
-    the number of distinct tokens generate produced when recorded; ``-`` when the run recorded no check."""
-    if info.get("variant") == "generate":
+    generate's) or ``FAILS`` from its check's ``generate_check_passed``/``matches_generate``/``generate_check``,
+    with the number of distinct tokens generate produced when recorded (``extra_info``); ``-`` when the
+    run recorded no check."""
+    check = m.check
+    if m.case.variant == "generate":
         return "reference"
-    if "matches_generate" not in info:
+    if not check.generate_recorded:
         return "-"
-    passed = info.get("generate_check_passed", info["matches_generate"])
+    passed = check.generate_check_passed if check.generate_check_passed is not None else check.matches_generate
     if not passed:
         return "FAILS"
-    if info["matches_generate"]:
+    if check.matches_generate:
         text = "identical"
     else:
-        match = re.search(r"token (\d+) differs", info.get("generate_check", ""))
+        match = re.search(r"token (\d+) differs", check.generate_check or "")
         text = f"tie at token {match.group(1)}" if match else "tie"
-    distinct = info.get("distinct_reference_tokens")
+    distinct = m.extra_info.get("distinct_reference_tokens")
     return f"{text} ({distinct} distinct)" if distinct is not None else text
 
 
@@ -127,7 +129,7 @@ def _launch_plot(runs: list[Run], outdir: Path) -> Path | None:
 
 def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, float]]:
     """``(per-round samples in ms, medians in ms)`` of the forward cases of ``runs``."""
-    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     samples = {c: m.samples_ms for c, m in ms.items() if m.samples_ms is not None}
     medians = {c: m.summary.median_ms for c, m in ms.items()}
     return samples, medians
@@ -153,24 +155,22 @@ def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
 def _provenance(runs: list[Run]) -> list[str]:
     lines = []
     for run in runs:
-        cuda = run.cuda or {}
-        commit = (run.data.get("commit_info") or {}).get("id") or "unknown"
-        env = ", ".join(cuda_versions(cuda))
-        lines.append(f"- `{run.path.name}` (sha256 `{run.sha256[:12]}`): {cuda.get('gpu_name') or 'no CUDA GPU'}"
-                     + (f", {env}" if env else "") + _host(run.machine_info)
-                     + f"; {run.data.get('datetime', 'unknown date')}; commit `{commit[:12]}`")
+        env = run.environment
+        versions = ", ".join(env.versions())
+        when = env.run_datetime if env.run_datetime is not None else "unknown date"
+        lines.append(f"- `{run.path.name}` (sha256 `{run.sha256[:12]}`): {env.gpu_name or 'no CUDA GPU'}"
+                     + (f", {versions}" if versions else "") + _host(env)
+                     + f"; {when}; commit `{(env.commit_id or 'unknown')[:12]}`")
     return lines
 
 
-def _host(machine_info: dict) -> str:
-    """", host <cpu brand> (<n> cores)" from pytest-benchmark's ``machine_info["cpu"]``, or "" when absent:
-    eager latency is host-bound, so the host is part of what a number means."""
-    cpu = machine_info.get("cpu") if isinstance(machine_info.get("cpu"), dict) else {}
-    brand, count = cpu.get("brand_raw"), cpu.get("count")
-    if not brand and not isinstance(count, int):
+def _host(env: Environment) -> str:
+    """", host <cpu brand> (<n> cores)" from the run's environment (pytest-benchmark's ``machine_info["cpu"]``),
+    or "" when absent: eager latency is host-bound, so the host is part of what a number means."""
+    if not env.cpu_brand and env.cpu_count is None:
         return ""
-    return ", host " + " ".join(p for p in (str(brand) if brand else "",
-                                           f"({count} cores)" if isinstance(count, int) else "") if p)
+    return ", host " + " ".join(p for p in (env.cpu_brand or "",
+                                           f"({env.cpu_count} cores)" if env.cpu_count is not None else "") if p)
 
 
 REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured rounds (synchronized wall time). "

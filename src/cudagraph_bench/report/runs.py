@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cudagraph_bench.cases import FORWARD_VARIANTS
 from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.record import FailedCase, decode_failure
 from cudagraph_bench.results.runfile import Measurement, Run, load_run, measurements
 
 
@@ -26,11 +27,12 @@ def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
 
 
 def run_time(run: Run):
-    """The run's ``datetime`` as an aware UTC datetime (a naive one is taken as UTC, as
-    pytest-benchmark writes UTC). Raises InputFileError when it is missing or not ISO 8601."""
+    """The run's ``datetime`` (:attr:`Environment.run_datetime <cudagraph_bench.results.record.Environment>`)
+    as an aware UTC datetime (a naive one is taken as UTC, as pytest-benchmark writes UTC). Raises
+    InputFileError when it is missing or not ISO 8601."""
     from datetime import datetime, timezone
 
-    raw = run.data.get("datetime")
+    raw = run.environment.run_datetime
     try:
         when = datetime.fromisoformat(str(raw))
     except ValueError:
@@ -54,16 +56,12 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
     return out
 
 
-def _group_of(entry: dict, *, failure: bool = False) -> tuple:
+def _group_of(record: Measurement | FailedCase) -> tuple:
     """What a newer run replaces: a forward prompt length ``("forward", model, dtype, seq_len)`` as a
     whole (so eager and every variant of a length come from one run), else one benchmark by name."""
-    info = entry if failure else (entry.get("extra_info") or {})
-    if failure or info.get("suite") == "forward":
-        try:
-            return ("forward", info.get("model"), info.get("dtype"), int(info.get("seq_len")))
-        except (TypeError, ValueError):
-            pass
-    return (info.get("suite") or "other", entry.get("fullname") or entry.get("name"))
+    if isinstance(record, FailedCase) or record.suite == "forward":
+        return ("forward", *record.case.without_variant())
+    return (record.suite, record.name)
 
 
 def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
@@ -83,10 +81,8 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     variants: dict[tuple, set] = {}  # (run index, group) -> forward variants it holds
     for i in order:
         run = runs[i]
-        failures = [f for f in (run.data.get("cudagraph_bench") or {}).get("failures") or [] if isinstance(f, dict)]
-        for g, v in [(_group_of(b), (b.get("extra_info") or {}).get("variant")) for b in run.benchmarks] + \
-                    [(_group_of(f, failure=True), f.get("variant")) for f in failures]:
-            variants.setdefault((i, g), set()).add(str(v))
+        for record in [*measurements(run).values(), *run.failures]:
+            variants.setdefault((i, _group_of(record)), set()).add(str(record.case.variant))
         groups = {g for (j, g) in variants if j == i}
         for g in groups:
             if g in owner:
@@ -98,11 +94,13 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     out = []
     for i, run in enumerate(runs):
         data = copy.copy(run.data)
-        data["benchmarks"] = [b for b in run.benchmarks if owner[_group_of(b)] == i]
+        # measurements(run) holds one record per benchmark, in the file's order
+        data["benchmarks"] = [b for b, m in zip(run.benchmarks, measurements(run).values()) if owner[_group_of(m)] == i]
         section = dict(data.get("cudagraph_bench") or {})
         if section.get("failures"):
+            # an entry that names no case is kept as it is: no page lists it
             section["failures"] = [f for f in section["failures"]
-                                   if not isinstance(f, dict) or owner[_group_of(f, failure=True)] == i]
+                                   if (failed := decode_failure(f)) is None or owner[_group_of(failed)] == i]
             data["cudagraph_bench"] = section
         out.append(Run(path=run.path, data=data, sha256=run.sha256))
     lines = []
@@ -120,20 +118,15 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     return out, lines
 
 
-def not_measured(runs: list[Run]) -> list[dict]:
-    """Cases a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``)."""
-    out = []
-    for run in runs:
-        section = run.data.get("cudagraph_bench") or {}
-        for f in section.get("failures") or []:
-            if isinstance(f, dict) and {"model", "dtype", "seq_len", "variant"} <= f.keys():
-                out.append(dict(f))
-    return out
+def not_measured(runs: list[Run]) -> list[FailedCase]:
+    """Cases a ``cudagraph-bench run`` could not measure (:attr:`Run.failures <cudagraph_bench.results.runfile.Run>`)."""
+    return [f for run in runs for f in run.failures]
 
 
 def gpu_name(runs: list[Run]) -> str | None:
-    """The GPU of the runs (``machine_info["cuda"]["gpu_name"]``), joined with "/" when they differ."""
-    names = list(dict.fromkeys((r.cuda or {}).get("gpu_name") for r in runs if r.cuda))
+    """The GPU of the runs (:attr:`Environment.gpu_name <cudagraph_bench.results.record.Environment>`),
+    joined with "/" when they differ."""
+    names = list(dict.fromkeys(r.environment.gpu_name for r in runs))
     return " / ".join(n for n in names if n) or None
 
 

@@ -69,18 +69,20 @@ class Baseline:
 
 
 def _environment(run: Run) -> dict:
-    mi = run.machine_info
+    """The ``environment`` section of a baseline: the run's :class:`~cudagraph_bench.results.record.Environment`,
+    with its CUDA fingerprint and commit info archived whole."""
+    env = run.environment
     return {
-        "cuda": run.cuda,
-        "python": mi.get("python_version"),
-        "python_implementation": mi.get("python_implementation"),
-        "cpu": (mi.get("cpu") or {}).get("brand_raw"),
-        "system": mi.get("system"),
-        "release": mi.get("release"),
-        "machine": mi.get("machine"),
-        "pytest_benchmark": run.data.get("version"),
-        "commit_info": run.data.get("commit_info"),
-        "run_datetime": run.data.get("datetime"),
+        "cuda": env.cuda_fingerprint,
+        "python": env.python_version,
+        "python_implementation": env.python_implementation,
+        "cpu": env.cpu_brand,
+        "system": env.system,
+        "release": env.release,
+        "machine": env.machine,
+        "pytest_benchmark": env.pytest_benchmark,
+        "commit_info": env.commit_info,
+        "run_datetime": env.run_datetime,
     }
 
 
@@ -123,10 +125,10 @@ def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: 
             if m is None:
                 continue
             label = "{} {} L={} graph".format(*key)
-            if m.check_status == "fail":
-                raise UsageError(f"{what}: {label} of {run.path} failed its correctness check ({m.check_detail}): "
+            if m.check.status == "fail":
+                raise UsageError(f"{what}: {label} of {run.path} failed its correctness check ({m.check.detail}): "
                                  "a wrong graph is never stored; fix the capture and rerun")
-            if m.check_status == "unchecked" and not allow_unchecked:
+            if m.check.status == "unchecked" and not allow_unchecked:
                 raise UsageError(f"{what}: {label} of {run.path} recorded no correctness check: rerun with the "
                                  "current plugin, or pass --allow-unchecked for runs recorded before checks existed")
 
@@ -148,9 +150,9 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
         raise UsageError(f"a baseline needs at least {min_runs} separate runs of the same matrix, got {len(runs)}: "
                          "run the benchmarks again (a new process each time) and pass every JSON")
     distinct_runs(runs, "baseline")
-    slugs = {r.gpu_slug for r in runs}
+    slugs = {r.environment.gpu_slug for r in runs}
     if None in slugs:
-        cpu = next(r for r in runs if r.gpu_slug is None)
+        cpu = next(r for r in runs if r.environment.gpu_slug is None)
         raise InputFileError(f"{cpu.path} has no machine_info.cuda.gpu_slug: baselines are per GPU; "
                              "record the run on a GPU with the cudagraph-bench plugin")
     if len(slugs) > 1:
@@ -178,14 +180,14 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     if not cases:
         raise UsageError(f"no forward case was measured in {min_runs} of the {len(runs)} runs: give runs of the "
                          "same matrix")
-    newest = max(runs, key=lambda r: str(r.data.get("datetime") or ""))
+    newest = max(runs, key=lambda r: r.environment.run_datetime or "")
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
-        "gpu_slug": newest.gpu_slug,
+        "gpu_slug": newest.environment.gpu_slug,
         "environment": _environment(newest),
-        "sources": [{"file": r.path.name, "sha256": r.sha256, "run_datetime": r.data.get("datetime"),
-                     "node": r.machine_info.get("node")} for r in runs],
+        "sources": [{"file": r.path.name, "sha256": r.sha256, "run_datetime": r.environment.run_datetime,
+                     "node": r.environment.node} for r in runs],
         "thresholds": {"min_reduction_pct": min_reduction_pct, "max_gated_len": max_gated_len,
                        "regression_floor_pct": regression_floor_pct, "noise_multiplier": noise_multiplier,
                        "alpha": alpha},

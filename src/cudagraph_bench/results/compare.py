@@ -105,20 +105,20 @@ class Change:
 def is_gated(m: Measurement, gate_references: bool = False) -> bool:
     """Whether a change of ``m`` can fail the comparison: not a reference variant
     (:data:`REFERENCE_VARIANTS`), or ``gate_references``."""
-    return gate_references or m.extra_info.get("variant") not in REFERENCE_VARIANTS
+    return gate_references or m.case.variant not in REFERENCE_VARIANTS
 
 
 def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | None, int | None]:
     """``(spread percent, degrees of freedom)`` of ``m``'s case in ``baseline``: the stored graph spread,
     or the spread of the stored eager run medians, with k - 1 degrees of freedom for k runs; ``(None,
     None)`` for other suites and variants, without a case, or with medians that are not positive."""
-    if baseline is None or m.suite != "forward" or m.key[3] not in ("eager", "graph"):
+    if baseline is None or m.suite != "forward" or m.case.variant not in ("eager", "graph"):
         return None, None
-    case = baseline.cases.get(tuple(m.key[:3]))
+    case = baseline.cases.get(m.case.without_variant())
     if case is None:
         return None, None
-    medians = case[m.key[3]].get("run_medians_ms") or []
-    if m.key[3] == "graph" and case["graph"].get("spread_pct") is not None:
+    medians = case[m.case.variant].get("run_medians_ms") or []
+    if m.case.variant == "graph" and case["graph"].get("spread_pct") is not None:
         return float(case["graph"]["spread_pct"]), len(medians) - 1
     try:
         return (noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (None, None)
@@ -136,10 +136,10 @@ def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float =
                                    spread=spread, floor_pct=floor_pct,
                                    multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
                                    alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)), df=df)
-    worst_new = next((m for m in new if m.check_status == "fail"), new[0])
-    old_status = "fail" if any(m.check_status == "fail" for m in old) else old[0].check_status
+    worst_new = next((m for m in new if m.check.status == "fail"), new[0])
+    old_status = "fail" if any(m.check.status == "fail" for m in old) else old[0].check.status
     return Change(suite=new[0].suite, label=new[0].label, check=check, gated=is_gated(new[0], gate_references),
-                  old_check=old_status, new_check=worst_new.check_status, new_check_detail=worst_new.check_detail)
+                  old_check=old_status, new_check=worst_new.check.status, new_check_detail=worst_new.check.detail)
 
 
 def _sorted_keys(keys: set) -> list:

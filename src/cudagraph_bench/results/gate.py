@@ -3,8 +3,9 @@
 For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmark runs of the same code
 (separate processes) it pairs the ``eager`` and ``graph`` benchmarks. Exit 1 when
 
-- the graph variant of any case recorded a failed correctness check (``extra_info.correct`` false: a
-  fast wrong graph is the worst result a gate can pass), or a gated case recorded no check at all
+- the graph variant of any case recorded a failed correctness check (its
+  :class:`~cudagraph_bench.results.record.CheckRecord` status ``fail``: a fast wrong graph is the worst
+  result a gate can pass), or a gated case recorded no check at all
   (unless ``--allow-unchecked``, for runs recorded before checks existed);
 - a gated case (default: prompt length <= 128 tokens) reduces the median latency by less than its
   threshold (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline);
@@ -40,7 +41,7 @@ from cudagraph_bench.results import benchrun, noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import checkout_root, default_baseline
-from cudagraph_bench.results.runfile import (Measurement, Run, cuda_versions, distinct_runs, forward_cases, forward_groups, load_run,
+from cudagraph_bench.results.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
@@ -49,10 +50,10 @@ def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
     """``(status, detail)`` of one variant over several runs: ``"fail"`` when any run's check failed
     (with that run's detail), else ``"unchecked"`` when any run recorded none, else the common status."""
     for status in ("fail", "unchecked"):
-        bad = [m for m in ms if m.check_status == status]
+        bad = [m for m in ms if m.check.status == status]
         if bad:
-            return status, bad[0].check_detail
-    return ms[0].check_status, ms[0].check_detail
+            return status, bad[0].check.detail
+    return ms[0].check.status, ms[0].check.detail
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
         return None
     picked = explicit is None
     if explicit is None:
-        slug = run.gpu_slug or "<gpu>"
+        slug = run.environment.gpu_slug or "<gpu>"
         found, tried = default_baseline(slug)
         if found is None:
             where = ", ".join(str(p) for p in tried) or "nowhere (an installed copy has no baselines/ folder)"
@@ -154,11 +155,12 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
         explicit = str(found)
     if Path(explicit).is_dir():
         raise InputFileError(f"--baseline {explicit} is a folder: give a baseline file such as "
-                             f"{Path(explicit) / ((run.gpu_slug or '<gpu-slug>') + '.json')}")
+                             f"{Path(explicit) / ((run.environment.gpu_slug or '<gpu-slug>') + '.json')}")
     baseline = load_baseline(explicit)
-    if baseline.gpu_slug != run.gpu_slug and not allow_gpu_mismatch:
+    slug = run.environment.gpu_slug
+    if baseline.gpu_slug != slug and not allow_gpu_mismatch:
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
-                         f"{run.gpu_slug or 'no GPU'}: gate against a baseline of {run.gpu_slug}, "
+                         f"{slug or 'no GPU'}: gate against a baseline of {slug}, "
                          "or pass --allow-gpu-mismatch to compare anyway")
     keys = list(forward_groups(run))
     if not set(keys) & set(baseline.cases):
@@ -177,7 +179,7 @@ def require_graph_variant(run: Run) -> None:
     cases = forward_cases(run)
     if not cases or any(case.variant == "graph" for case in cases):
         return
-    cpu = run.gpu_slug is None or any(m.extra_info.get("device") == "cpu" for m in cases.values())
+    cpu = run.environment.gpu_slug is None or any(m.extra_info.get("device") == "cpu" for m in cases.values())
     what = ("it is a CPU run, and cudagraph-bench run --device cpu measures eager only" if cpu else
             f"only {', '.join(sorted({c.variant for c in cases}))}")
     raise InputFileError(f"{run.path} has no graph variant ({what}); gating needs a GPU run with eager and "
@@ -321,14 +323,12 @@ def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool
 
 
 def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict]) -> list[str]:
-    run = runs[0]
-    cuda = run.cuda or {}
-    commit = run.data.get("commit_info") or {}
+    env = runs[0].environment
     names = ", ".join(str(r.path) for r in runs)
-    what = [f"run{'s' if len(runs) > 1 else ''} {names}", f"GPU {cuda.get('gpu_name') or run.gpu_slug or 'none'}"]
-    what += cuda_versions(cuda, ("torch", "cuda_runtime"))
-    if commit.get("id"):
-        what.append(f"commit {str(commit['id'])[:12]}{' (dirty)' if commit.get('dirty') else ''}")
+    what = [f"run{'s' if len(runs) > 1 else ''} {names}", f"GPU {env.gpu_name or env.gpu_slug or 'none'}"]
+    what += env.versions(("torch", "cuda_runtime"))
+    if env.commit_id:
+        what.append(f"commit {env.commit_id[:12]}{' (dirty)' if env.commit_dirty else ''}")
     if baseline is None:
         return [", ".join(what), "no baseline (--no-baseline: regression check skipped)"]
     reg = next((r.regression for r in results if r.regression is not None), None)
@@ -357,7 +357,7 @@ def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
     """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice or
     the runs are from different GPUs."""
     runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")
-    slugs = {r.gpu_slug for r in runs}
+    slugs = {r.environment.gpu_slug for r in runs}
     if len(slugs) > 1:
         raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(str(s) for s in slugs))}): gate "
                          "runs of one GPU type at a time")

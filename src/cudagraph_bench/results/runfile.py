@@ -1,9 +1,16 @@
-"""Reading pytest-benchmark JSON runs (files or saved-run ids); files are written by :mod:`cudagraph_bench.fsio`.
+"""Reading and validating pytest-benchmark JSON runs (files or saved-run ids); files are written by
+:mod:`cudagraph_bench.fsio`.
 
 No torch. A run is what ``pytest --benchmark-json=FILE`` writes, or a run saved by
 ``--benchmark-autosave`` under ``.benchmarks/<machine-id>/<NNNN>_<commit>_<date>_<time>.json``, named
-by its id (``0001``) or file stem. Per-round data (``stats.data``, seconds, present with
-``--benchmark-save-data`` or ``--benchmark-json``) is converted to milliseconds.
+by its id (``0001``) or file stem. :func:`load_run` reads and validates the file into a :class:`Run`;
+the run is decoded once, when first asked, into its typed record (:mod:`cudagraph_bench.results.record`):
+``run.measurements`` (one :class:`~cudagraph_bench.results.record.Measurement` per benchmark: case,
+samples in ms, summary, check, environment), ``run.environment`` and ``run.failures``, which every
+reader (gate, compare, baseline, calibrate, report) uses. Per-round data (``stats.data``, seconds,
+present with ``--benchmark-save-data`` or ``--benchmark-json``) is converted to milliseconds. The
+helpers here group the decoded forward measurements (:func:`forward_groups`) and compute reductions
+from them.
 
 Every problem with an input file raises :class:`~cudagraph_bench.errors.InputFileError` with one line
 that names the file and the fix (the CLI exits 2).
@@ -15,25 +22,21 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import astuple, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 
-import numpy as np
-
-from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, Case
+from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import default_storage
-from cudagraph_bench.results.stats import (MIN_BOOTSTRAP_ROUNDS, Summary, pct, reduction_ci, reduction_pct, runs_reduction_pct,
-                                   summarize)
+from cudagraph_bench.results.record import (Environment, FailedCase, Measurement, decode_environment, decode_failure,
+                                            decode_measurement)
+from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
-#: ``extra_info`` fields that key a measurement, per suite (see :mod:`cudagraph_bench.cases`).
-SUITE_KEYS = {
-    "forward": ("model", "dtype", "seq_len", "variant"),
-    "decode": ("model", "dtype", "seq_len", "new_tokens", "variant"),
-    "launch": ("n_launches", "variant"),
-}
 _STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
 #: Longest plausible round, in seconds: a larger value is a corrupted file, not a latency.
 MAX_ROUND_S = 3600.0
@@ -42,99 +45,48 @@ SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launc
 
 
 @dataclass(frozen=True)
-class Measurement:
-    """One benchmark of a run.
-
-    Attributes:
-        suite: ``"forward"``, ``"decode"``, ``"launch"``, or ``"other"`` (no cudagraph-bench extra_info).
-        key: the suite's key fields (:data:`SUITE_KEYS`) in order, or ``(fullname,)`` for ``"other"``.
-        label: readable key, e.g. ``"gpt2 float32 L=16 graph"``.
-        name: pytest-benchmark ``fullname``.
-        samples_ms: per-round latencies ``[rounds]`` float64 ms, or ``None`` when the run kept no data.
-        summary: statistics in ms (from ``samples_ms``, else from the run's ``stats``; then ``p95_ms`` is None).
-        extra_info: the benchmark's ``extra_info``.
-    """
-
-    suite: str
-    key: tuple
-    label: str
-    name: str
-    samples_ms: np.ndarray | None
-    summary: Summary
-    extra_info: dict
-
-    @property
-    def has_data(self) -> bool:
-        return self.samples_ms is not None
-
-    @property
-    def check_status(self) -> str:
-        """Correctness recorded in the run for this benchmark: ``"reference"`` (the eager variant, what
-        others are checked against), ``"pass"`` (``extra_info.correct`` true), ``"fail"`` (``correct``
-        false, or ``status`` ``mismatch``/``failed``) or ``"unchecked"`` (the run recorded no check)."""
-        info = self.extra_info
-        if info.get("correct") is False or info.get("status") in ("mismatch", "failed"):
-            return "fail"
-        if info.get("correct") is True:
-            return "pass"
-        return "reference" if info.get("variant") == "eager" else "unchecked"
-
-    @property
-    def check_detail(self) -> str:
-        """The recorded check in words, e.g. ``"check strict, max |diff| 3.5"``, for error messages."""
-        info = self.extra_info
-        parts = [f"check {info.get('check') or 'not recorded'}"]
-        if info.get("max_abs_diff") is not None:
-            parts.append(f"max |diff| {info['max_abs_diff']:.3g}")
-        if info.get("reason"):
-            parts.append(str(info["reason"]))
-        return ", ".join(parts)
-
-    @property
-    def can_bootstrap(self) -> bool:
-        """Per-round data of at least :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
-        return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
-
-
-@dataclass(frozen=True)
 class Run:
-    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the file's bytes."""
+    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the file's bytes.
+
+    The typed record of the run is decoded from ``data`` once, the first time it is asked for, and
+    kept (:mod:`cudagraph_bench.results.record`): :attr:`measurements`, :attr:`environment`,
+    :attr:`failures`. ``data`` is never changed after loading (a run with other benchmarks is a new
+    ``Run``)."""
 
     path: Path
     data: dict
     sha256: str
 
     @property
-    def machine_info(self) -> dict:
-        return self.data.get("machine_info") or {}
-
-    @property
-    def cuda(self) -> dict | None:
-        """``machine_info["cuda"]`` written by the cudagraph-bench plugin (None for CPU runs)."""
-        cuda = self.machine_info.get("cuda")
-        return cuda if isinstance(cuda, dict) else None
-
-    @property
-    def gpu_slug(self) -> str | None:
-        """GPU key of the run, e.g. ``"nvidia-h200"``; None when the run has no CUDA fingerprint."""
-        return (self.cuda or {}).get("gpu_slug") or None
-
-    @property
     def benchmarks(self) -> list[dict]:
         return self.data["benchmarks"]
 
+    @cached_property
+    def environment(self) -> Environment:
+        """GPU, versions, commit, time and host of the run (shared by all its measurements)."""
+        return decode_environment(self.data)
 
-#: Software versions a run's ``machine_info["cuda"]`` records, in the order run headers name them.
-VERSION_KEYS = ("torch", "cuda_runtime", "driver", "transformers")
+    @cached_property
+    def measurements(self) -> Mapping[tuple, Measurement]:
+        """Every benchmark decoded, keyed by ``(suite, *key)``, in the file's order (read-only).
+        Raises InputFileError on a malformed or duplicate key."""
+        out: dict[tuple, Measurement] = {}
+        for i, bench in enumerate(self.benchmarks):
+            m = decode_measurement(self.path, i, bench, self.environment)
+            full_key = (m.suite, *m.key)
+            if full_key in out:
+                raise InputFileError(f"{self.path}: {m.label!r} appears twice ({out[full_key].name}, {m.name}): "
+                                     "gate one run per file")
+            out[full_key] = m
+        return MappingProxyType(out)
 
-
-def cuda_versions(cuda: dict | None, keys: tuple[str, ...] = VERSION_KEYS,
-                  labels: dict[str, str] | None = None) -> list[str]:
-    """The software versions of a run header, e.g. ``["torch 2.13.0", "cuda_runtime 12.8"]``: each of
-    ``keys`` that ``cuda`` (a run's ``machine_info["cuda"]``, None for a CPU run) records, named by
-    ``labels`` (default: the key itself)."""
-    cuda, labels = cuda or {}, labels or {}
-    return [f"{labels.get(k, k)} {cuda[k]}" for k in keys if cuda.get(k)]
+    @cached_property
+    def failures(self) -> tuple[FailedCase, ...]:
+        """The forward cases a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``
+        entries that name a case), in the file's order."""
+        section = self.data.get("cudagraph_bench") or {}
+        decoded = (decode_failure(f) for f in section.get("failures") or [])
+        return tuple(f for f in decoded if f is not None)
 
 
 def _ids_in(storage: Path) -> list[Path]:
@@ -266,61 +218,10 @@ def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
             raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")
 
 
-def _label(suite: str, info: dict, key: tuple) -> str:
-    if suite == "forward":
-        return f"{info['model']} {info['dtype']} L={info['seq_len']} {info['variant']}"
-    if suite == "decode":
-        return f"{info['model']} {info['dtype']} L={info['seq_len']} +{info['new_tokens']} {info['variant']}"
-    if suite == "launch":
-        return f"launch n={info['n_launches']} {info['variant']}"
-    return str(key[0])
-
-
-def _measurement(run: Run, index: int, bench: dict) -> Measurement:
-    info = bench.get("extra_info") or {}
-    suite = info.get("suite") if info.get("suite") in SUITE_KEYS else "other"
-    name = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{index}]")
-    if suite == "other":
-        key: tuple = (name,)
-    else:
-        missing = [f for f in SUITE_KEYS[suite] if f not in info]
-        if missing:
-            raise InputFileError(f"{run.path}: {name} (suite {suite!r}) lacks extra_info "
-                                 f"{', '.join(missing)}: was the run written by the cudagraph-bench plugin?")
-        key = tuple(info[f] for f in SUITE_KEYS[suite])
-        if suite == "forward":
-            try:
-                key = astuple(Case.from_extra_info(info))
-            except (TypeError, ValueError):
-                raise InputFileError(f"{run.path}: {name} has a malformed forward key {key!r}") from None
-    stats = bench["stats"]
-    data = stats.get("data")
-    if isinstance(data, list) and data:
-        try:
-            samples = np.asarray(data, dtype=np.float64) * 1000.0
-        except (TypeError, ValueError):
-            raise InputFileError(f"{run.path}: {name} has non-numeric stats.data") from None
-        summary = summarize(samples)
-    else:
-        samples = None
-        summary = Summary(n=int(stats["rounds"]), mean_ms=stats["mean"] * 1e3, median_ms=stats["median"] * 1e3,
-                          p95_ms=None, min_ms=stats["min"] * 1e3, max_ms=stats["max"] * 1e3,
-                          stddev_ms=float(stats.get("stddev") or 0.0) * 1e3)
-    return Measurement(suite=suite, key=key, label=_label(suite, info, key), name=name,
-                       samples_ms=samples, summary=summary, extra_info=dict(info))
-
-
-def measurements(run: Run) -> dict[tuple, Measurement]:
-    """All benchmarks of a run keyed by ``(suite, *key)``. Raises InputFileError on a duplicate key."""
-    out: dict[tuple, Measurement] = {}
-    for i, bench in enumerate(run.benchmarks):
-        m = _measurement(run, i, bench)
-        full_key = (m.suite, *m.key)
-        if full_key in out:
-            raise InputFileError(f"{run.path}: {m.label!r} appears twice ({out[full_key].name}, {m.name}): "
-                                 "gate one run per file")
-        out[full_key] = m
-    return out
+def measurements(run: Run) -> Mapping[tuple, Measurement]:
+    """All benchmarks of a run keyed by ``(suite, *key)``: the run's cached decode
+    (:attr:`Run.measurements`). Raises InputFileError on a malformed or duplicate key."""
+    return run.measurements
 
 
 #: How runs that this suite can read are made (named by every "not a cudagraph-bench run" error).
@@ -344,7 +245,7 @@ def require_suite_benchmarks(runs: list[Run]) -> None:
 
 def forward_cases(run: Run) -> dict[Case, Measurement]:
     """Forward-suite benchmarks of a run keyed by :class:`~cudagraph_bench.cases.Case`."""
-    return {Case(*k[1:]): m for k, m in measurements(run).items() if k[0] == "forward"}
+    return {m.case: m for m in measurements(run).values() if m.suite == "forward"}
 
 
 def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement]]:

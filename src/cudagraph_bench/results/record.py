@@ -1,0 +1,330 @@
+"""The typed record of a run (no torch): what one pytest-benchmark JSON says, decoded once.
+
+:class:`~cudagraph_bench.results.runfile.Run` reads and validates a file; the first time a reader asks,
+it decodes it with the functions here into
+
+- one :class:`Measurement` per benchmark: its case (the suite's key, :mod:`cudagraph_bench.cases`: a
+  :class:`~cudagraph_bench.cases.Case`, :class:`~cudagraph_bench.cases.DecodeCase`,
+  :class:`~cudagraph_bench.cases.LaunchCase` or :class:`~cudagraph_bench.cases.OtherCase`), its
+  per-round samples in ms and their :class:`~cudagraph_bench.results.stats.Summary`, its recorded
+  correctness check (:class:`CheckRecord`) and the run's :class:`Environment` (one object shared by
+  every measurement of the run), with ``extra_info`` kept for what is specific to a suite (``ms_per_token``,
+  ``n_kernels``, ``capture_ms``, ``cuda_event_ms``, ...);
+- one :class:`FailedCase` per case a ``cudagraph-bench run`` could not measure
+  (``["cudagraph_bench"]["failures"]``);
+- the run's :class:`Environment` (GPU, versions, commit, time, host) from ``machine_info``,
+  ``commit_info``, ``version`` and ``datetime``.
+
+gate, compare, baseline, calibrate and report read these fields; no other module reads the raw
+``extra_info`` keys of a case, a check or the environment. Decoding an entry that is not this suite's
+(no ``extra_info.suite``) gives an ``"other"`` measurement keyed by its test name, so plain
+pytest-benchmark output still loads; the key is read from ``extra_info``, never from ``params``, so runs
+saved with object-valued ``params`` (``"UNSERIALIZABLE[Case(...)]"``) load the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+
+import numpy as np
+
+from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
+from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
+
+#: The key of a measurement: one class per suite, :class:`~cudagraph_bench.cases.OtherCase` for no suite.
+CaseKey = Case | DecodeCase | LaunchCase | OtherCase
+#: The four states of a recorded check (:attr:`CheckRecord.status`).
+CHECK_STATUSES = ("reference", "pass", "fail", "unchecked")
+#: Recorded case statuses (``extra_info.status``) that mean the variant did not match eager.
+FAILED_OUTCOMES = ("mismatch", "failed")
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """The correctness check a run recorded for one benchmark (or one case it could not measure).
+
+    Attributes:
+        status: ``"reference"`` (eager, what the others are checked against, with no check of its own),
+            ``"pass"`` (``extra_info.correct`` true), ``"fail"`` (``correct`` false, or the case's status
+            ``mismatch``/``failed``) or ``"unchecked"`` (the run recorded no check).
+        method: which rule decided (``extra_info.check``): ``"strict"`` (elementwise ``assert_close``
+            tolerance), ``"fp64-rmse"`` (RMSE against a float64 run), a decode rule such as
+            ``"tokens == static-eager"``; None in runs that predate it.
+        max_abs_diff: largest |variant - eager| over the check inputs, in the output's units (logits);
+            None when not recorded.
+        fp64_rmse_ratio: RMSE against float64 / eager's own RMSE against float64 (dimensionless); None
+            when the fp64 rule was not used.
+        reason: why the case failed or what the check found, as recorded; None when nothing was.
+        outcome: the case's status as recorded when it was not ok (``"mismatch"``, ``"failed"``,
+            ``"skipped"``), else None.
+        generate_check_passed: decode only: the decoder's tokens equal ``generate``'s, or differ only at a
+            rounding tie (None when not recorded).
+        matches_generate: decode only: the tokens equal ``generate``'s exactly (None when not recorded).
+        generate_check: decode only: the check against ``generate`` in words, e.g. ``"token 9 differs
+            from generate's, a rounding tie: ..."`` (None when not recorded).
+    """
+
+    status: str
+    method: str | None = None
+    max_abs_diff: float | None = None
+    fp64_rmse_ratio: float | None = None
+    reason: str | None = None
+    outcome: str | None = None
+    generate_check_passed: bool | None = None
+    matches_generate: bool | None = None
+    generate_check: str | None = None
+
+    @property
+    def detail(self) -> str:
+        """The check in words for error messages, e.g. ``"check strict, max |diff| 3.5"``."""
+        parts = [f"check {self.method or 'not recorded'}"]
+        if self.max_abs_diff is not None:
+            parts.append(f"max |diff| {self.max_abs_diff:.3g}")
+        if self.reason:
+            parts.append(self.reason)
+        return ", ".join(parts)
+
+    @property
+    def generate_recorded(self) -> bool:
+        """Whether the run recorded a check of the decoded tokens against ``generate``."""
+        return self.matches_generate is not None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where and with what a run was measured, from its ``machine_info``, ``commit_info``, ``version``
+    and ``datetime``. A field the run did not record is None (``commit_dirty``: False).
+
+    Attributes:
+        gpu_name: e.g. ``"NVIDIA H200"``; None for a CPU run (no ``machine_info["cuda"]``).
+        gpu_slug: the GPU's key, e.g. ``"nvidia-h200"`` (names ``baselines/<gpu_slug>.json``).
+        driver: NVIDIA driver version, e.g. ``"580.159.04"``.
+        cuda_runtime: CUDA runtime torch was built with, e.g. ``"13.0"``.
+        torch: torch version, e.g. ``"2.11.0+cu130"``.
+        transformers: transformers version.
+        pytest_benchmark: version of pytest-benchmark that wrote the file (its ``version``).
+        commit_id: git commit of the measured code (``commit_info.id``).
+        commit_dirty: the working tree had uncommitted changes.
+        run_datetime: when the run started, ISO 8601 as written (pytest-benchmark writes UTC).
+        node: host name (``machine_info.node``).
+        cpu_affinity: the CPUs the process could run on, e.g. ``"0-15"``.
+        cpu_brand: the host CPU (``machine_info.cpu.brand_raw``); cpu_count: its cores.
+        python_version, python_implementation, system, release, machine: from ``machine_info``.
+        cuda_fingerprint: ``machine_info["cuda"]`` as recorded (GPU, versions, clocks at start), or None;
+            kept whole so a baseline archives exactly what the run recorded.
+        commit_info: ``commit_info`` as recorded (or None), archived whole for the same reason.
+    """
+
+    gpu_name: str | None = None
+    gpu_slug: str | None = None
+    driver: str | None = None
+    cuda_runtime: str | None = None
+    torch: str | None = None
+    transformers: str | None = None
+    pytest_benchmark: str | None = None
+    commit_id: str | None = None
+    commit_dirty: bool = False
+    run_datetime: str | None = None
+    node: str | None = None
+    cpu_affinity: str | None = None
+    cpu_brand: str | None = None
+    cpu_count: int | None = None
+    python_version: str | None = None
+    python_implementation: str | None = None
+    system: str | None = None
+    release: str | None = None
+    machine: str | None = None
+    cuda_fingerprint: dict | None = None
+    commit_info: dict | None = None
+
+    @property
+    def on_gpu(self) -> bool:
+        """The run recorded a CUDA fingerprint (a GPU run)."""
+        return self.cuda_fingerprint is not None
+
+    def versions(self, keys: tuple[str, ...] = ("torch", "cuda_runtime", "driver", "transformers"),
+                 labels: dict[str, str] | None = None) -> list[str]:
+        """The software versions of a run header, e.g. ``["torch 2.13.0", "cuda_runtime 12.8"]``: each
+        of ``keys`` (field names of this record) that the run recorded, named by ``labels`` (default:
+        the field name)."""
+        labels = labels or {}
+        return [f"{labels.get(k, k)} {getattr(self, k)}" for k in keys if getattr(self, k)]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One benchmark of a run, decoded.
+
+    Attributes:
+        suite: ``"forward"``, ``"decode"``, ``"launch"``, or ``"other"`` (no cudagraph-bench extra_info).
+        case: the suite's key (:data:`~cudagraph_bench.cases.SUITE_CASES`; ``OtherCase(fullname)`` for "other").
+        label: readable key, e.g. ``"gpt2 float32 L=16 graph"``.
+        name: pytest-benchmark ``fullname``.
+        samples_ms: per-round latencies ``[rounds]`` float64 ms, or ``None`` when the run kept no data.
+        summary: statistics in ms (from ``samples_ms``, else from the run's ``stats``; then ``p95_ms`` is None).
+        check: the correctness check the run recorded for it.
+        environment: the run's environment (the same object for every measurement of a run).
+        extra_info: the benchmark's ``extra_info``, for the fields specific to a suite (``ms_per_token``,
+            ``n_kernels``, ``capture_ms``, ``cuda_event_ms``, ...); its case and check fields are read
+            through ``case`` and ``check``.
+    """
+
+    suite: str
+    case: CaseKey
+    label: str
+    name: str
+    samples_ms: np.ndarray | None
+    summary: Summary
+    check: CheckRecord
+    environment: Environment
+    extra_info: dict
+
+    @property
+    def key(self) -> tuple:
+        """The case's fields in order (:data:`~cudagraph_bench.cases.SUITE_KEYS`), or ``(fullname,)``."""
+        return astuple(self.case)
+
+    @property
+    def has_data(self) -> bool:
+        return self.samples_ms is not None
+
+    @property
+    def can_bootstrap(self) -> bool:
+        """Per-round data of at least :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
+        return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
+
+
+@dataclass(frozen=True)
+class FailedCase:
+    """A forward case a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``).
+
+    Attributes:
+        case: its key.
+        status: as recorded: ``"failed"`` (the default when none is), ``"skipped"``, ``"mismatch"``.
+        phase: where it failed (``"build"``, ``"capture"``, ``"check"``, ...), None when not recorded.
+        check: its recorded check (max |diff|, method, fp64 ratio, reason).
+        compile_ms: wall time of the compiling first call in ms, None when not recorded.
+    """
+
+    case: Case
+    status: str
+    phase: str | None
+    check: CheckRecord
+    compile_ms: float | None = None
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _flag(value) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def decode_check(info: dict, variant: str | None) -> CheckRecord:
+    """The :class:`CheckRecord` of one benchmark's ``extra_info`` (or one failure entry) of a case of
+    ``variant`` (None for a benchmark of no suite): ``fail`` when ``correct`` is false or the status is
+    ``mismatch``/``failed``; else ``pass`` when ``correct`` is true; else ``reference`` for eager and
+    ``unchecked`` for any other variant (never assumed correct)."""
+    correct, outcome = info.get("correct"), info.get("status")
+    if correct is False or outcome in FAILED_OUTCOMES:
+        status = "fail"
+    elif correct is True:
+        status = "pass"
+    else:
+        status = "reference" if variant == "eager" else "unchecked"
+    reason = info.get("reason")
+    return CheckRecord(status=status, method=_text(info.get("check")), max_abs_diff=_number(info.get("max_abs_diff")),
+                       fp64_rmse_ratio=_number(info.get("fp64_rmse_ratio")),
+                       reason=str(reason) if reason not in (None, "") else None,
+                       outcome=str(outcome) if outcome else None,
+                       generate_check_passed=_flag(info.get("generate_check_passed")),
+                       matches_generate=_flag(info.get("matches_generate")),
+                       generate_check=_text(info.get("generate_check")))
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def decode_environment(data: dict) -> Environment:
+    """The :class:`Environment` of a run document (the parsed JSON)."""
+    info = _mapping(data.get("machine_info"))
+    cuda = info.get("cuda") if isinstance(info.get("cuda"), dict) else None
+    gpu = cuda or {}
+    commit = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else None
+    cpu = _mapping(info.get("cpu"))
+    count = cpu.get("count")
+    return Environment(
+        gpu_name=_text(gpu.get("gpu_name")), gpu_slug=_text(gpu.get("gpu_slug")) or None,
+        driver=_text(gpu.get("driver")), cuda_runtime=_text(gpu.get("cuda_runtime")), torch=_text(gpu.get("torch")),
+        transformers=_text(gpu.get("transformers")), pytest_benchmark=_text(data.get("version")),
+        commit_id=_text((commit or {}).get("id")) or None, commit_dirty=bool((commit or {}).get("dirty")),
+        run_datetime=_text(data.get("datetime")), node=_text(info.get("node")),
+        cpu_affinity=_text(info.get("cpu_affinity")), cpu_brand=_text(cpu.get("brand_raw")) or None,
+        cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+        python_version=_text(info.get("python_version")), python_implementation=_text(info.get("python_implementation")),
+        system=_text(info.get("system")), release=_text(info.get("release")), machine=_text(info.get("machine")),
+        cuda_fingerprint=cuda, commit_info=commit)
+
+
+def decode_case(path, name: str, info: dict) -> CaseKey:
+    """The key of a benchmark from its ``extra_info``: the suite's key class
+    (:data:`~cudagraph_bench.cases.SUITE_CASES`), or ``OtherCase(name)`` for a benchmark of no suite.
+    Raises InputFileError (naming ``path`` and the benchmark) when a key field is missing or malformed."""
+    suite = info.get("suite")
+    if suite not in SUITE_CASES:
+        return OtherCase(name)
+    missing = [f for f in SUITE_KEYS[suite] if f not in info]
+    if missing:
+        raise InputFileError(f"{path}: {name} (suite {suite!r}) lacks extra_info "
+                             f"{', '.join(missing)}: was the run written by the cudagraph-bench plugin?")
+    try:
+        return SUITE_CASES[suite].from_extra_info(info)
+    except (TypeError, ValueError):
+        key = tuple(info[f] for f in SUITE_KEYS[suite])
+        raise InputFileError(f"{path}: {name} has a malformed {suite} key {key!r}") from None
+
+
+def decode_measurement(path, index: int, bench: dict, environment: Environment) -> Measurement:
+    """The :class:`Measurement` of ``benchmarks[index]`` of the run at ``path`` (a validated entry:
+    numeric ``stats``, per-round ``stats.data`` in seconds when kept). Raises InputFileError for a
+    malformed key or non-numeric per-round data."""
+    info = bench.get("extra_info") or {}
+    name = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{index}]")
+    case = decode_case(path, name, info)
+    stats = bench["stats"]
+    data = stats.get("data")
+    if isinstance(data, list) and data:
+        try:
+            samples = np.asarray(data, dtype=np.float64) * 1000.0
+        except (TypeError, ValueError):
+            raise InputFileError(f"{path}: {name} has non-numeric stats.data") from None
+        summary = summarize(samples)
+    else:
+        samples = None
+        summary = Summary(n=int(stats["rounds"]), mean_ms=stats["mean"] * 1e3, median_ms=stats["median"] * 1e3,
+                          p95_ms=None, min_ms=stats["min"] * 1e3, max_ms=stats["max"] * 1e3,
+                          stddev_ms=float(stats.get("stddev") or 0.0) * 1e3)
+    return Measurement(suite=case.suite, case=case, label=case.label, name=name, samples_ms=samples,
+                       summary=summary, check=decode_check(info, case.variant), environment=environment,
+                       extra_info=dict(info))
+
+
+def decode_failure(entry) -> FailedCase | None:
+    """The :class:`FailedCase` of one ``["cudagraph_bench"]["failures"]`` entry; None for an entry that
+    names no forward case (not an object, or without ``model, dtype, seq_len, variant``, or with a
+    prompt length that is not a whole number)."""
+    if not (isinstance(entry, dict) and set(SUITE_KEYS["forward"]) <= entry.keys()):
+        return None
+    try:
+        case = Case.from_extra_info(entry)
+    except (TypeError, ValueError):
+        return None
+    return FailedCase(case=case, status=str(entry.get("status") or "failed"), phase=_text(entry.get("phase")),
+                      check=decode_check(entry, case.variant), compile_ms=_number(entry.get("compile_ms")))
