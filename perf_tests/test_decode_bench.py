@@ -3,7 +3,9 @@
 
 Variants: ``generate`` (HF generate, default dynamic cache), ``static-eager`` (static KV cache, eager
 loop), ``graph`` (static KV cache, every decode step a graph replay). Each round is one whole request
-(prefill + decode); extra_info has ms_per_token and tokens_per_s from the median. Checks:
+(prefill + decode); extra_info has ms_per_token and tokens_per_s from the median, and the bytes one token
+reads (``weight_bytes``, ``kv_bytes_per_token``, ``bytes_per_token``, ``context_tokens``:
+:func:`~cudagraph_bench.measure.roofline.request_bytes_per_token`) for the decode roofline. Checks:
 ``graph`` must give the tokens of ``static-eager`` (same kernels, same cache: ``correct``,
 ``check="tokens == static-eager"``); both record the comparison with HF ``generate``
 (:func:`~cudagraph_bench.measure.correctness.check_decode_against_generate`: tokens identical, or a rounding tie,
@@ -26,6 +28,7 @@ def test_decode(benchmark, cgb, decode_case):
     from cudagraph_bench.measure.correctness import check_decode_against_generate
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.errors import NotGraphableError
+    from cudagraph_bench.measure.roofline import request_bytes_per_token
     from cudagraph_bench.models.presets import experts_implementation, max_positions
 
     model_name, dtype, prompt_len, new_tokens, variant = decode_case
@@ -54,6 +57,7 @@ def test_decode(benchmark, cgb, decode_case):
                 "new_tokens": new_tokens, "variant": variant, "batch": 1}
         if experts_implementation(model) is not None:
             info["experts_implementation"] = experts_implementation(model)
+        info.update(request_bytes_per_token(model, prompt_len, new_tokens))   # the decode roofline's bytes
         if decoder is not None:
             tokens, logits = decoder.generate(ids, new_tokens, return_logits=True)
             vs_generate = check_decode_against_generate(tokens, logits, reference, reference_logits,

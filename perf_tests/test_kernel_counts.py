@@ -1,11 +1,13 @@
-"""Kernel launches of one eager forward per case (torch.profiler), for the launch-overhead model.
+"""Kernel launches and GPU busy time of one eager forward per case (torch.profiler), for the
+launch-overhead model and the forward roofline.
 
 The profiler never runs in this process: a profiler session can leave CUPTI attached and add host cost
 to every later launch (pytorch/pytorch#144455), so the counting happens in worker processes
 (:func:`cudagraph_bench.measure.kernel_counts.count_in_workers`) and this file may run before, between or after
 the benchmarks. The first test of the module sends every selected case to one worker (a crash or hang
-fails only the case in flight); each test then records its case's count in the session ledger, and the
-plugin writes it into the matching eager benchmark's extra_info["n_kernels"] when it writes the JSON.
+fails only the case in flight); each test then records its case's count and busy time in the session
+ledger, and the plugin writes them into the matching eager benchmark's extra_info["n_kernels"] and
+extra_info["gpu_busy_ms"] when it writes the JSON.
 The test takes the ``benchmark`` fixture only so that it runs under ``--benchmark-only``; it times nothing.
 """
 
@@ -58,5 +60,5 @@ def test_kernel_launches_per_eager_forward(benchmark, cgb, count_case, kernel_co
     cgb.skip_if_too_long(case.model, case.seq_len)
     got = kernel_counts.get((case.model, case.dtype, case.seq_len))
     assert got.status == "ok", f"{case.test_id}: kernels not counted ({got.phase}): {got.reason}"
-    cgb.ledger.kernel_counts[got.key] = got.n_kernels
-    print(f"{case.test_id}: {got.n_kernels} kernels per eager forward")
+    cgb.ledger.kernel_counts[got.key] = got.eager_fields()
+    print(f"{case.test_id}: {got.n_kernels} kernels per eager forward, GPU busy {got.gpu_busy_ms:.4f} ms")

@@ -1,7 +1,8 @@
-"""Kernel counting in worker processes, on CPU: the parsing of a worker's results, a crashing worker
-failing only the case in flight, the real worker's entry point, the checks on the two counts, and the
-plugin writing recorded counts into the benchmark JSON."""
+"""Kernel counting and GPU busy time in worker processes, on CPU: the parsing of a worker's results, a
+crashing worker failing only the case in flight, the real worker's entry point, the checks on the
+profiled counts and busy times, and the plugin writing the recorded fields into the benchmark JSON."""
 
+import statistics
 import sys
 import textwrap
 from types import SimpleNamespace
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from cudagraph_bench.measure import kernel_counts as K
-from cudagraph_bench.measure import launch
+from cudagraph_bench.measure import roofline
 from cudagraph_bench.plugin import MemoryLedger, pytest_benchmark_update_json
 from cudagraph_bench.measure.case import CaseSpec, ModelCache
 
@@ -30,7 +31,7 @@ FAKE_WORKER = textwrap.dedent("""
             sys.stderr.write("simulated crash inside the profiler\\n"); sys.stderr.flush(); os.abort()
         result = {"model": spec["model"], "dtype": spec["dtype"], "seq_len": spec["seq_len"],
                   "variant": spec["variant"], "device": spec["device"], "status": "ok",
-                  "n_kernels": 3 * spec["seq_len"] + 1}
+                  "n_kernels": 3 * spec["seq_len"] + 1, "gpu_busy_ms": spec["seq_len"] / 8}
         if act == "no_count":
             del result["n_kernels"]
         if act == "fail":
@@ -42,6 +43,10 @@ FAKE_WORKER = textwrap.dedent("""
 
 def fake_count(seq_len: int) -> int:
     return 3 * seq_len + 1
+
+
+def fake_busy_ms(seq_len: int) -> float:
+    return seq_len / 8
 
 
 @pytest.fixture
@@ -66,6 +71,8 @@ def test_counts_of_a_fake_worker_are_parsed_per_case(fake_worker):
     for s in specs:
         got = counts[("gpt2", "float32", s["seq_len"])]
         assert (got.status, got.n_kernels, got.reason) == ("ok", fake_count(s["seq_len"]), None)
+        assert got.gpu_busy_ms == fake_busy_ms(s["seq_len"])
+        assert got.eager_fields() == {"n_kernels": fake_count(s["seq_len"]), "gpu_busy_ms": fake_busy_ms(s["seq_len"])}
         assert got.isolated and got.variant == "eager"
 
 
@@ -95,6 +102,21 @@ def test_ok_without_a_usable_count_is_a_failure(n_kernels):
                                      "n_kernels": n_kernels})
     assert got.status == "failed" and got.phase == "protocol" and got.n_kernels is None
     assert repr(n_kernels) in got.reason
+
+
+@pytest.mark.parametrize("busy", [0, -1.5, float("nan"), float("inf"), True, "0.2"])
+def test_ok_with_an_unusable_busy_time_is_a_failure(busy):
+    got = K.KernelCount.from_result({"model": "gpt2", "dtype": "float32", "seq_len": 16, "status": "ok",
+                                     "n_kernels": 12, "gpu_busy_ms": busy})
+    assert got.status == "failed" and got.phase == "protocol" and got.gpu_busy_ms is None
+    assert repr(busy) in got.reason
+
+
+def test_a_count_without_a_busy_time_records_the_count_only():
+    got = K.KernelCount.from_result({"model": "gpt2", "dtype": "float32", "seq_len": 16, "status": "ok",
+                                     "n_kernels": 12})
+    assert (got.status, got.n_kernels, got.gpu_busy_ms) == ("ok", 12, None)
+    assert got.eager_fields() == {"n_kernels": 12}
 
 
 def test_a_failure_keeps_its_reason_and_one_without_gets_one():
@@ -132,15 +154,16 @@ def test_real_worker_reports_load_and_cuda_failures_per_case_on_cpu():
     assert cpu.reason == K.device_problem("cpu")
 
 
-def counting(monkeypatch, values):
-    """Make ``count_kernel_launches`` call the forward once and return the next of ``values``."""
-    it = iter(values)
+def profiling(monkeypatch, profiled):
+    """Make ``profile_forward`` call the forward once per profiled call and return ``profiled``
+    (``[(kernels, busy ms)]``), checking it was asked for that many calls."""
+    def fake(fn, *, repeats, warmup=1):
+        assert repeats == len(profiled)
+        for _ in profiled:
+            fn()
+        return list(profiled)
 
-    def fake(fn, *, warmup=1):
-        fn()
-        return next(it)
-
-    monkeypatch.setattr(launch, "count_kernel_launches", fake)
+    monkeypatch.setattr(roofline, "profile_forward", fake)
     monkeypatch.setattr(K, "device_problem", lambda device: None)     # the fake counts on the CPU too
 
 
@@ -148,16 +171,28 @@ def cpu_spec():
     return CaseSpec(model="gpt2", dtype="float32", seq_len=8, variant="eager", device="cpu", overrides=TINY)
 
 
-def test_count_case_records_two_equal_counts(monkeypatch):
-    counting(monkeypatch, [41, 41])
-    got = K.count_case(cpu_spec(), ModelCache())
-    assert (got.status, got.n_kernels, got.key) == ("ok", 41, ("gpt2", "float32", 8))
+def test_count_case_records_equal_counts_and_the_median_busy_time(monkeypatch):
+    profiled = [(41, 0.31), (41, 0.12), (41, 0.27)]
+    profiling(monkeypatch, profiled)
+    got = K.count_case(cpu_spec(), ModelCache(), repeats=len(profiled))
+    assert (got.status, got.n_kernels, got.key) == ("ok", profiled[0][0], ("gpt2", "float32", 8))
+    assert got.gpu_busy_ms == statistics.median(ms for _, ms in profiled)
 
 
-@pytest.mark.parametrize("values, words", [([0, 0], "saw no kernels"), ([41, 42], "41 kernels, then 42")])
-def test_count_case_refuses_no_kernels_and_unstable_counts(monkeypatch, values, words):
-    counting(monkeypatch, values)
-    got = K.count_case(cpu_spec(), ModelCache())
+def test_count_case_profiles_the_default_number_of_forwards(monkeypatch):
+    profiled = [(7, 0.05)] * roofline.DEFAULT_BUSY_REPEATS
+    profiling(monkeypatch, profiled)
+    assert K.count_case(cpu_spec(), ModelCache()).gpu_busy_ms == profiled[0][1]
+
+
+@pytest.mark.parametrize("profiled, words", [
+    ([(0, 0.0), (0, 0.0)], "saw no kernels"),
+    ([(41, 0.1), (42, 0.1), (41, 0.1)], "launched 41, then 42, then 41 kernels"),
+    ([(41, 0.0), (41, 0.0), (41, 0.0)], "no device time"),
+])
+def test_count_case_refuses_no_kernels_unstable_counts_and_no_busy_time(monkeypatch, profiled, words):
+    profiling(monkeypatch, profiled)
+    got = K.count_case(cpu_spec(), ModelCache(), repeats=len(profiled))
     assert got.status == "failed" and got.phase == "count" and words in got.reason and got.n_kernels is None
 
 
@@ -170,10 +205,10 @@ def test_worker_entry_needs_the_worker_flag(capsys):
 # ---------------------------------------------------------------------------- into the benchmark JSON
 
 
-def test_plugin_writes_recorded_counts_into_eager_forward_benchmarks():
+def test_plugin_writes_recorded_counts_and_busy_times_into_eager_forward_benchmarks():
     ledger = MemoryLedger()
-    ledger.kernel_counts[("gpt2", "float32", 50)] = 7
-    ledger.kernel_counts[("gpt2", "float32", 16)] = 5
+    ledger.kernel_counts[("gpt2", "float32", 50)] = {"n_kernels": 7, "gpu_busy_ms": 0.25}
+    ledger.kernel_counts[("gpt2", "float32", 16)] = {"n_kernels": 5}
 
     def bench(variant, seq_len, suite="forward"):
         return {"extra_info": {"suite": suite, "variant": variant, "model": "gpt2", "dtype": "float32",
@@ -183,10 +218,11 @@ def test_plugin_writes_recorded_counts_into_eager_forward_benchmarks():
     out = {"benchmarks": benchmarks}
     pytest_benchmark_update_json(SimpleNamespace(_cgb_ledger=ledger), [], out)
     infos = [b["extra_info"] for b in out["benchmarks"]]
-    assert infos[0]["n_kernels"] == ledger.kernel_counts[("gpt2", "float32", 50)]
-    assert all("n_kernels" not in i for i in infos[1:])
+    recorded = ledger.kernel_counts[("gpt2", "float32", 50)]
+    assert {k: infos[0][k] for k in recorded} == recorded
+    assert all("n_kernels" not in i and "gpu_busy_ms" not in i for i in infos[1:])
     assert out["cudagraph_bench"]["kernel_counts"] == [
-        {"model": m, "dtype": d, "seq_len": n, "n_kernels": k} for (m, d, n), k in sorted(ledger.kernel_counts.items())]
+        {"model": m, "dtype": d, "seq_len": n, **fields} for (m, d, n), fields in sorted(ledger.kernel_counts.items())]
 
 
 def test_worker_counts_on_the_h200_equal_the_in_process_counts():

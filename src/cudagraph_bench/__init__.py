@@ -7,13 +7,16 @@ Subpackages, one layer each; a module imports only its own layer and those below
 - ``cli`` / ``__main__`` / ``plugin``  entry points: the ``cudagraph-bench`` command, the pytest plugin
 - ``commands``  every command's front-end, one module each (options, ``main``): ``run``, ``gate``, ``compare``,
                 ``baseline``, ``calibrate``, ``ab``, ``report``, ``launch_report`` (all but ``run`` without torch)
-- ``report``    markdown pages and plots of run JSONs, the forward tables, the launch-overhead page (no torch)
+- ``report``    markdown pages and plots of run JSONs, the forward tables, the roofline tables, the launch-overhead
+                page (no torch)
 - ``measure``   variants, the one measurement pipeline of a case (``measure.case``: the pytest benchmarks and
                 ``run`` both use it), planning and running ``run``'s cases, worker isolation, timing and the
-                round policy, correctness, launch microbenchmarks
+                round policy, correctness, launch microbenchmarks, the roofline's inputs (bytes per decoded
+                token, peak memory bandwidth, GPU busy time)
 - ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode
 - ``results``   run files and the typed record they are decoded into (``runfile``, ``record``), statistics, the
-                regression rule, and the logic of baseline, gate, compare, calibrate, A/B (no torch)
+                regression rule, the roofline arithmetic, and the logic of baseline, gate, compare, calibrate,
+                A/B (no torch)
 - ``models``    model presets and the transformers internals the suite touches
 - ``options``, ``cases``, ``errors``, ``envinfo``, ``fsio``, ``paths``, ``table``: shared by every layer
 """

@@ -13,9 +13,10 @@
   power and throttle reasons before and after (:mod:`cudagraph_bench.measure.gpustate`);
 - GPU tests (marker ``gpu``) skip with one reason on machines without CUDA;
 - ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions, and one
-  NVML reading ``gpu_state_at_start``; ``machine_info["gpu"]``: the GPU's name (``"NVIDIA H200"``, None
-  without one); ``machine_info["cpu_affinity"]``: the CPUs the process may run on
-  (pytest-benchmark's ``pytest_benchmark_update_machine_info`` hook);
+  NVML reading ``gpu_state_at_start``, and the GPU's ``peak_memory_bandwidth`` (GB/s, NVML or datasheet,
+  :func:`~cudagraph_bench.measure.roofline.peak_memory_bandwidth_gbps`); ``machine_info["gpu"]``: the
+  GPU's name (``"NVIDIA H200"``, None without one); ``machine_info["cpu_affinity"]``: the CPUs the
+  process may run on (pytest-benchmark's ``pytest_benchmark_update_machine_info`` hook);
 - runs of different GPUs: pytest-benchmark saves (``--benchmark-save``/``--benchmark-autosave``) under
   ``<storage>/<machine id>/``, and its machine id (``utils.get_machine_id``: OS, Python implementation
   and version, word size, e.g. ``Linux-CPython-3.11-64bit``) is computed in ``BenchmarkSession``
@@ -139,9 +140,12 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
     from cudagraph_bench.measure.gpustate import read_gpu_state
 
+    from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps
+
     machine_info["cuda"] = cuda_fingerprint()
     if machine_info["cuda"] is not None:
         machine_info["cuda"]["gpu_state_at_start"] = read_gpu_state(0)
+        machine_info["cuda"]["peak_memory_bandwidth"] = peak_memory_bandwidth_gbps(0)
     machine_info["gpu"] = machine_gpu({"cuda": machine_info["cuda"]})
     machine_info["cpu_affinity"] = cpu_affinity()
 
@@ -179,12 +183,11 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     if ledger is None:
         return
     output_json["cudagraph_bench"] = ledger.summary()
-    for bench in output_json.get("benchmarks", []):   # counted in worker processes (kernel_counts.py)
+    for bench in output_json.get("benchmarks", []):   # profiled in worker processes (kernel_counts.py)
         info = bench.get("extra_info", {})
         if info.get("suite") == "forward" and info.get("variant") == "eager":
             key = (info.get("model"), info.get("dtype"), info.get("seq_len"))
-            if key in ledger.kernel_counts:
-                info["n_kernels"] = ledger.kernel_counts[key]
+            info.update(ledger.kernel_counts.get(key, {}))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -294,7 +297,8 @@ class MemoryLedger:
         self.start_mib = None
         self.end_mib = None
         self.cases: list[tuple[str, float, float]] = []   # (case id, reserved before, after release) MiB
-        self.kernel_counts: dict[tuple[str, str, int], int] = {}   # (model, dtype, seq_len) -> kernels
+        # (model, dtype, seq_len) -> fields of its eager forward benchmark (n_kernels, gpu_busy_ms)
+        self.kernel_counts: dict[tuple[str, str, int], dict] = {}
 
     @staticmethod
     def reserved_mib() -> float:
@@ -314,8 +318,8 @@ class MemoryLedger:
                 # the first graph case creates the one reused warmup side stream (and its cuBLAS
                 # workspace): growth after it is what a leak per case would show
                 "max_case_growth_after_first_mib": max(growth[1:], default=0.0),
-                "kernel_counts": [{"model": m, "dtype": d, "seq_len": n, "n_kernels": k}
-                                  for (m, d, n), k in sorted(self.kernel_counts.items())],
+                "kernel_counts": [{"model": m, "dtype": d, "seq_len": n, **fields}
+                                  for (m, d, n), fields in sorted(self.kernel_counts.items())],
                 "cases": [{"case": c, "reserved_before_mib": b, "reserved_after_mib": a} for c, b, a in self.cases]}
 
 

@@ -108,6 +108,25 @@ def _query(fn, *args, scale: float = 1.0):
     return value * scale if scale != 1.0 else value
 
 
+def nvml_handle(device=None):
+    """``(pynvml module, NVML handle)`` of the CUDA device ``device`` (torch device, index or None: the
+    current device), matched to torch's device by UUID, else PCI bus id, else index; None (never raises)
+    without NVML or without a CUDA GPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        nvml = _init()
+        if nvml is None:
+            return None
+        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
+        handle, _ = _handle(nvml, torch.cuda.current_device() if index is None else index)
+        return nvml, handle
+    except Exception:  # an NVML reading must never fail a benchmark
+        return None
+
+
 def read_gpu_state(device=None) -> dict | None:
     """One NVML reading of the CUDA device ``device`` (torch device, index or None: the current device).
 
@@ -154,4 +173,4 @@ def warn_if_throttled(case: str, before: dict | None, after: dict | None) -> lis
 
 
 __all__ = ["REASON_BITS", "BENIGN_REASONS", "GpuThrottledWarning", "reason_names", "throttle_reasons",
-           "read_gpu_state", "warn_if_throttled"]
+           "nvml_handle", "read_gpu_state", "warn_if_throttled"]

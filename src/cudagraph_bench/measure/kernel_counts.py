@@ -1,7 +1,10 @@
-"""Kernel launches of one eager forward per case, counted with ``torch.profiler`` in worker processes.
+"""Kernel launches and GPU busy time of one eager forward per case, profiled with ``torch.profiler`` in
+worker processes.
 
 The launch-overhead model (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`) needs the number of
-device kernels that one eager forward launches. Counting needs a profiler session, and a profiler
+device kernels that one eager forward launches, and the roofline (:mod:`cudagraph_bench.results.roofline`) the
+time the GPU is busy with them (the sum of their durations): what a graph replay could at best come down
+to. Profiling needs a profiler session, and a profiler
 session can leave CUPTI attached to the process and add host cost to every later launch (on the H200
 eager gpt2 at 50 tokens went from 6.1 to 7.6 ms after one profiled call; pytorch/pytorch#144455). So
 the counting never happens in the process that times benchmarks: :func:`count_in_workers` sends the
@@ -10,15 +13,18 @@ cases to ``python -m cudagraph_bench.measure.kernel_counts --worker``, which spe
 :func:`~cudagraph_bench.measure.isolation.run_isolated`: a worker that crashes or hangs fails the case in flight
 (its reason names the exit code or signal and the last stderr lines) and a fresh worker counts the rest.
 
-The pytest suite records the counts (``perf_tests/test_kernel_counts.py``) in the session's ledger; the
-plugin writes each one into the matching eager forward benchmark's ``extra_info["n_kernels"]`` and into
-the benchmark JSON's ``["cudagraph_bench"]["kernel_counts"]``, in whatever order the tests ran.
+The pytest suite records each case's fields (:meth:`KernelCount.eager_fields`: ``n_kernels``,
+``gpu_busy_ms``; ``perf_tests/test_kernel_counts.py``) in the session's ledger; the plugin writes them
+into the matching eager forward benchmark's ``extra_info`` and into the benchmark JSON's
+``["cudagraph_bench"]["kernel_counts"]``, in whatever order the tests ran (after the timing: the
+benchmark modules sort before this one, and the profiler never runs in the timing process).
 
 Only :func:`count_case` (run inside the worker) imports torch.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import asdict, dataclass
 from typing import Iterable
@@ -35,9 +41,10 @@ Key = tuple[str, str, int]   # (model, dtype, seq_len in tokens)
 class KernelCount:
     """The kernel count of one case, as a worker reports it (JSON-serialisable).
 
-    ``status``: ``ok`` (``n_kernels`` is the count, > 0), ``failed`` (not counted: ``reason`` says why,
-    ``phase`` where: ``load``, ``count``, ``worker``, ``timeout``, ``protocol``) or ``skipped`` (not
-    run, e.g. time budget exhausted).
+    ``status``: ``ok`` (``n_kernels`` is the count, > 0; ``gpu_busy_ms`` the median over the profiled
+    forwards of the summed kernel durations in ms, > 0, or None from a worker that did not time them),
+    ``failed`` (not counted: ``reason`` says why, ``phase`` where: ``load``, ``count``, ``worker``,
+    ``timeout``, ``protocol``) or ``skipped`` (not run, e.g. time budget exhausted).
     """
 
     model: str
@@ -50,10 +57,19 @@ class KernelCount:
     variant: str = COUNTED_VARIANT
     device: str = "cuda"
     isolated: bool = False
+    gpu_busy_ms: float | None = None
 
     @property
     def key(self) -> Key:
         return (self.model, self.dtype, self.seq_len)
+
+    def eager_fields(self) -> dict:
+        """The fields the plugin writes into the eager benchmark's ``extra_info``: ``n_kernels`` and, when
+        timed, ``gpu_busy_ms``."""
+        fields = {"n_kernels": self.n_kernels}
+        if self.gpu_busy_ms is not None:
+            fields["gpu_busy_ms"] = self.gpu_busy_ms
+        return fields
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,20 +79,26 @@ class KernelCount:
         """Parse one result dict of :func:`~cudagraph_bench.measure.isolation.run_isolated` (a worker's
         ``result`` line, or the failure that ``run_isolated`` made up for a crashed or hung worker).
 
-        A result that says ``ok`` without a positive integer ``n_kernels`` becomes ``failed`` (phase
-        ``protocol``): a count that cannot be used is never recorded.
+        A result that says ``ok`` without a positive integer ``n_kernels``, or with a ``gpu_busy_ms`` that
+        is not a positive number, becomes ``failed`` (phase ``protocol``): a value that cannot be used is
+        never recorded.
 
         Raises:
             KeyError: the result has no ``model``, ``dtype``, ``seq_len`` or ``status``.
         """
         base = dict(model=result["model"], dtype=result["dtype"], seq_len=int(result["seq_len"]),
                     device=result.get("device") or "cuda", isolated=bool(result.get("isolated", False)))
-        status, n = result["status"], result.get("n_kernels")
+        status, n, busy = result["status"], result.get("n_kernels"), result.get("gpu_busy_ms")
         if status == "ok":
             if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
                 return cls(**base, status="failed", phase="protocol",
                            reason=f"the worker reported ok without a positive kernel count (n_kernels={n!r})")
-            return cls(**base, status="ok", n_kernels=n)
+            if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float))
+                                     or not math.isfinite(busy) or busy <= 0):
+                return cls(**base, status="failed", phase="protocol",
+                           reason=f"the worker reported a GPU busy time that is not a positive number "
+                                  f"(gpu_busy_ms={busy!r})")
+            return cls(**base, status="ok", n_kernels=n, gpu_busy_ms=None if busy is None else float(busy))
         return cls(**base, status=status, reason=result.get("reason") or f"{status} without a reason",
                    phase=result.get("phase"))
 
@@ -131,14 +153,19 @@ def device_problem(device: str) -> str | None:
     return f"kernel counts need a CUDA device (the case runs on {device}): count on a CUDA GPU"
 
 
-def count_case(spec, models) -> KernelCount:
+def count_case(spec, models, *, repeats: int | None = None) -> KernelCount:
     """Run inside the worker: kernels launched by one eager forward of ``spec.model`` on random
-    ``input_ids [1, spec.seq_len]``, counted twice with :func:`~cudagraph_bench.measure.launch.count_kernel_launches`.
+    ``input_ids [1, spec.seq_len]`` and the GPU busy time of that forward, from ``repeats`` profiled
+    forwards (default :data:`~cudagraph_bench.measure.roofline.DEFAULT_BUSY_REPEATS`,
+    :func:`~cudagraph_bench.measure.roofline.profile_forward`): every forward must launch the same number of
+    kernels, and ``gpu_busy_ms`` is the median of their summed kernel durations.
 
     Never raises: a failure to build the model (phase ``load``), a case on a device other than CUDA, a
-    profiler or CUDA error (``count``), no kernel seen (CUPTI unavailable) or two counts that differ (``count``) are a
-    ``failed`` :class:`KernelCount` with the reason.
+    profiler or CUDA error (``count``), no kernel seen (CUPTI unavailable), counts that differ or no busy
+    time (``count``) are a ``failed`` :class:`KernelCount` with the reason.
     """
+    import statistics
+
     from cudagraph_bench.measure.case import describe_exception
 
     def failed(reason: str, phase: str) -> KernelCount:
@@ -155,22 +182,28 @@ def count_case(spec, models) -> KernelCount:
     try:
         import torch
 
-        from cudagraph_bench.measure.launch import count_kernel_launches
+        from cudagraph_bench.measure import roofline
         from cudagraph_bench.models.presets import model_forward, random_input_ids
 
         generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
         ids = random_input_ids(model, spec.seq_len, device=spec.device, generator=generator)
-        first = count_kernel_launches(lambda: model_forward(model, ids))
-        second = count_kernel_launches(lambda: model_forward(model, ids))
+        profiled = roofline.profile_forward(lambda: model_forward(model, ids),
+                                            repeats=repeats or roofline.DEFAULT_BUSY_REPEATS)
     except Exception as exc:  # includes CUDA errors: the worker exits after a sticky one
         return failed(describe_exception(exc), "count")
-    if first <= 0:
+    counts = [n for n, _ in profiled]
+    if not counts or counts[0] <= 0:
         return failed("the profiler saw no kernels (CUPTI unavailable, or GPU profiling restricted to admin "
                       "users: allow it with the NVreg_RestrictProfilingToAdminUsers=0 driver option)", "count")
-    if first != second:
-        return failed(f"the same eager forward launched {first} kernels, then {second}: the count is not stable",
+    if len(set(counts)) > 1:
+        return failed(f"the same eager forward launched {', then '.join(map(str, counts))} kernels: the count is "
+                      "not stable", "count")
+    busy = statistics.median(ms for _, ms in profiled)
+    if not busy > 0:
+        return failed(f"the profiler recorded {counts[0]} kernels but no device time for them (busy {busy!r} ms)",
                       "count")
-    return KernelCount(spec.model, spec.dtype, spec.seq_len, "ok", n_kernels=first, device=spec.device)
+    return KernelCount(spec.model, spec.dtype, spec.seq_len, "ok", n_kernels=counts[0], gpu_busy_ms=busy,
+                       device=spec.device)
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -181,7 +214,8 @@ def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cudagraph_bench.measure.kernel_counts",
         description="Kernel-counting worker of the pytest suite: reads {\"cases\": [case specs]} as JSON on "
-                    "stdin, counts the kernels of one eager forward per case with torch.profiler and writes "
+                    "stdin, counts the kernels of one eager forward per case and the GPU time they take "
+                    "with torch.profiler and writes "
                     "one JSON line per case to stdout. Exit code 0 when every case was handled (a case that "
                     "could not be counted is a failed result, not an error), 70 after a CUDA error that "
                     "broke the process.")

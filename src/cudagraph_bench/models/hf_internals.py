@@ -16,7 +16,9 @@ indices`` / ``is_tracing``              captured kernels equal to eager (:func:`
 ``cache_utils.StaticLayer.cumulative_   the device-side write counter of a static cache layer: set after
 length``                                a right-padded prefill (:func:`set_cache_write_position`)
 ``cache_utils.get_layer_types_and_      which attention each layer runs, to refuse layer types that a
-kwargs``                                full static cache cannot hold (:func:`static_cache_for_graphs`)
+kwargs``                                full static cache cannot hold (:func:`static_cache_for_graphs`),
+                                        and each layer's window for the KV bytes a decode step reads
+                                        (:func:`attention_windows`)
 ``AttentionMaskInterface`` "eager"      transformers' eager-attention mask (Gemma 2's soft-capping needs
 entry (public ``register``)             eager attention) turns its bool mask into 0/-inf through a host
                                         scalar copied to the GPU, which a capture forbids; the same mask
@@ -195,6 +197,25 @@ def static_cache_for_graphs(model, max_cache_len: int):
         raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: graphed decode "
                                 f"supports full and sliding-window attention only")
     return Cache(layers=[StaticLayer(max_cache_len=max_cache_len) for _ in layer_types])
+
+
+def attention_windows(config) -> list[int | None]:
+    """Per KV-cache layer of a causal LM's ``config``, the most cached tokens one query attends to: the
+    sliding window (tokens) of a sliding-window layer, None for full attention (the whole context).
+
+    Raises:
+        NotGraphableError: a layer type other than full or sliding-window attention (as
+            :func:`static_cache_for_graphs`)."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layer_types, kwargs = get_layer_types_and_kwargs(config)
+    unsupported = sorted(set(layer_types) - GRAPHABLE_LAYER_TYPES)
+    if unsupported:
+        raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: only full and "
+                                f"sliding-window attention layers have a KV-byte model")
+    window = kwargs.get("sliding_window")
+    return [int(window) if t == "sliding_attention" and window else None for t in layer_types]
 
 
 def set_cache_write_position(cache, length: int) -> None:

@@ -9,11 +9,15 @@ prompt length, all its variants, comes from the newest run that has it). Writes 
 - ``results.md``: per forward case the eager and graph medians, the latency reduction, the p95s and
   every other variant present (median and reduction), the fastest variant; all measurements
   (mean, median, p95, min, max, compile time, correctness); cases that failed with their reasons;
-  the decode suite (ms/token, tokens/s, speedup over ``generate``); the launch suite;
-- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`).
+  the decode suite (ms/token, tokens/s, speedup over ``generate``); the launch suite; where the runs
+  recorded them, the forward GPU busy time and overhead and the decode roofline
+  (:mod:`cudagraph_bench.report.roofline`);
+- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`), and
+  ``busy_time_vs_length.png`` and ``decode_bandwidth.png`` with the roofline tables.
 
 With ``--readme``, the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` is
-replaced by the summary table and links to the plots and ``results.md`` (atomic write). No torch.
+replaced by the summary table, the decode table and its roofline, and links to the plots and
+``results.md`` (atomic write). No torch.
 
 The runs are loaded and merged by :mod:`cudagraph_bench.report.runs`, the forward tables are
 :mod:`cudagraph_bench.report.forward_tables`; the command is :mod:`cudagraph_bench.commands.report`.
@@ -27,7 +31,7 @@ from pathlib import Path
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.report import launch_data, launch_page, plots
+from cudagraph_bench.report import launch_data, launch_page, plots, roofline
 from cudagraph_bench.report.forward_tables import (forward_rows, problem_lines, render_long_table, render_summary_table,
                                                    unchecked_line)
 from cudagraph_bench.report.runs import gpu_name, merged
@@ -41,6 +45,10 @@ MARKER_END = "<!-- results:end -->"
 RESULTS_MD = "results.md"
 LATENCY_PNG = "latency_comparison.png"
 SPEEDUP_PNG = "speedup_vs_length.png"
+BUSY_PNG = "busy_time_vs_length.png"
+DECODE_BANDWIDTH_PNG = "decode_bandwidth.png"
+#: Every plot :func:`write_plots` may write (the launch plot is :data:`launch_page.PLOT_NAME`).
+PLOT_NAMES = (LATENCY_PNG, SPEEDUP_PNG, BUSY_PNG, DECODE_BANDWIDTH_PNG, launch_page.PLOT_NAME)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -137,8 +145,10 @@ def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, flo
 
 def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     """Write ``latency_comparison.png`` (when per-round data exists), ``speedup_vs_length.png``
-    (when eager was measured) and the launch suite's plot (:mod:`cudagraph_bench.report.launch_page`,
-    when a run has launch benchmarks) into ``outdir``. Returns the paths written."""
+    (when eager was measured), ``busy_time_vs_length.png`` (when an eager benchmark recorded its GPU
+    busy time), ``decode_bandwidth.png`` (when a decode benchmark recorded its bytes per token) and the
+    launch suite's plot (:mod:`cudagraph_bench.report.launch_page`, when a run has launch benchmarks)
+    into ``outdir``. Returns the paths written."""
     samples, medians = forward_samples(runs)
     gpu = gpu_name(runs)
     written = []
@@ -146,6 +156,12 @@ def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
         written.append(save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
     if any(c.variant == "eager" for c in medians):
         written.append(save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
+    busy = roofline.forward_busy_rows(runs)
+    if busy:
+        written.append(save_figure(plots.busy_vs_length(busy, gpu=gpu), Path(outdir) / BUSY_PNG))
+    bandwidth = [r for r in roofline.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
+    if bandwidth:
+        written.append(save_figure(plots.decode_bandwidth(bandwidth, gpu=gpu), Path(outdir) / DECODE_BANDWIDTH_PNG))
     launch_png = _launch_plot(runs, Path(outdir))
     if launch_png is not None:
         written.append(launch_png)
@@ -221,6 +237,10 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
         out += ["## Forward pass", "", REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
         out += [f"![{p.stem.replace('_', ' ')}]({_link(p, outdir)})" for p in plots_written
                 if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
+        busy = roofline.render_forward_busy(runs)
+        if busy:
+            out += ["### GPU busy time and overhead", "", busy, ""]
+            out += [f"![busy time vs length]({_link(p, outdir)})" for p in plots_written if p.name == BUSY_PNG] + [""]
         out += ["### All measurements", "", CHECK_NOTE, "", render_long_table(rows, "markdown"), ""]
         problems = problem_lines(rows)
         if problems:
@@ -229,12 +249,24 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
     if decode:
         out += ["## Decode (greedy, static KV cache)", "", DECODE_NOTE, "",
                 render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+        out += _decode_roofline(runs, outdir, plots_written, heading="### Decode roofline")
     launch = launch_markdown(runs)
     if launch:
         out += [launch, ""]
         out += [f"![launch speedup vs N]({_link(p, outdir)})" for p in plots_written
-                if p.name not in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
+                if p.name == launch_page.PLOT_NAME] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path], *, heading: str) -> list[str]:
+    """The decode roofline block (:func:`cudagraph_bench.report.roofline.render_decode_roofline`) under
+    ``heading`` with its plot linked relative to ``base_dir``, as lines; ``[]`` when no decode benchmark
+    recorded its bytes per token."""
+    table = roofline.render_decode_roofline(runs)
+    if table is None:
+        return []
+    return [heading, "", table, ""] + [f"![decode bandwidth]({_link(p, base_dir)})" for p in plots_written
+                                       if p.name == DECODE_BANDWIDTH_PNG] + [""]
 
 
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path]) -> str:
@@ -251,6 +283,7 @@ def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots
     decode = decode_rows(runs)
     if decode:
         out += [DECODE_NOTE, "", render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+        out += _decode_roofline(runs, readme_dir, plots_written, heading="**Decode roofline.**")
     gpu = gpu_name(runs)
     out += [f"All measurements{f' ({gpu})' if gpu else ''}, failures and provenance: "
             f"[{_link(outdir / RESULTS_MD, readme_dir)}]({_link(outdir / RESULTS_MD, readme_dir)}).", ""]

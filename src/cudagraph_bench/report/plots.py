@@ -6,7 +6,11 @@
 - :func:`speedup_vs_length`: speedup of each variant over eager (median eager / median variant)
   against the prompt length (log2 axis), one line per variant, with the 30%-reduction target;
 - :func:`speedup_figure`: the launch-overhead page's speedup and µs per launch against the number of
-  launches N (:mod:`cudagraph_bench.report.launch_page`).
+  launches N (:mod:`cudagraph_bench.report.launch_page`);
+- :func:`busy_vs_length`: the GPU busy time of one eager forward against the eager and graph medians per
+  prompt length (:func:`cudagraph_bench.report.roofline.forward_busy_rows`);
+- :func:`decode_bandwidth`: the memory bandwidth each decode variant reached against the GPU's peak
+  (:func:`cudagraph_bench.report.roofline.decode_roofline_rows`).
 
 Functions return a ``matplotlib.figure.Figure`` (inspect it in tests) and :func:`cudagraph_bench.fsio.save_figure`
 writes it atomically. Inputs are plain mappings keyed by :class:`~cudagraph_bench.cases.Case`, so run files
@@ -251,3 +255,85 @@ def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path
     if isinstance(series, list):
         series = {"torch": series}
     return save_figure(speedup_figure(series), Path(path), dpi=PLOT_DPI)
+
+
+# --------------------------------------------------------------------------------------------- roofline
+
+#: One fixed colour per decode variant.
+DECODE_VARIANT_COLORS = {"generate": "tab:gray", "static-eager": "tab:orange", "graph": "tab:blue"}
+
+
+def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
+    """GPU busy time vs latency per prompt length, one panel per (model, dtype).
+
+    Args:
+        rows: :func:`~cudagraph_bench.report.roofline.forward_busy_rows` (``busy_ms``, ``eager_median_ms``,
+            ``graph_median_ms`` per ``model, dtype, seq_len``).
+        gpu: GPU name for the title, or None.
+
+    Returns:
+        a Figure; x: prompt length in tokens (log2 axis), y: ms (log axis); lines: eager median, graph
+        median, and the GPU busy time (dashed): the gap from a line down to the busy time is that
+        variant's overhead. Raises ``ValueError`` when ``rows`` is empty.
+    """
+    if not rows:
+        raise ValueError("no forward case with a GPU busy time to plot")
+    panels = sorted({(r["model"], r["dtype"]) for r in rows})
+    fig, axes = _new_figure(len(panels))
+    for ax, (model, dtype) in zip(axes, panels):
+        panel = sorted((r for r in rows if (r["model"], r["dtype"]) == (model, dtype)), key=lambda r: r["seq_len"])
+        lengths = [r["seq_len"] for r in panel]
+        for key, label, color, style in (("eager_median_ms", "eager median", VARIANT_COLORS["eager"], "-"),
+                                         ("graph_median_ms", "graph median", VARIANT_COLORS["graph"], "-"),
+                                         ("busy_ms", "GPU busy (sum of kernel times)", "black", "--")):
+            ys = [r[key] if r.get(key) is not None else float("nan") for r in panel]
+            ax.plot(lengths, ys, marker="o", color=color, linestyle=style, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.minorticks_off()
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.set_xlabel(LENGTH_LABEL)
+        ax.set_ylabel(LATENCY_LABEL)
+        ax.set_title(f"{model} {dtype}")
+        ax.legend(fontsize="small")
+    _suptitle(fig, "GPU busy time vs latency", gpu)
+    return fig
+
+
+def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
+    """Memory bandwidth reached per decode benchmark, against the GPU's peak.
+
+    Args:
+        rows: :func:`~cudagraph_bench.report.roofline.decode_roofline_rows` (``achieved_gbps``,
+            ``peak_gbps``, ``peak_source`` per ``model, dtype, seq_len, new_tokens, variant``).
+        gpu: GPU name for the title, or None.
+
+    Returns:
+        a Figure with one horizontal bar per benchmark (GB/s, coloured by variant) and a dashed line at
+        each distinct peak. Raises ``ValueError`` when no row has an achieved bandwidth.
+    """
+    from matplotlib.figure import Figure
+
+    rows = [r for r in rows if r.get("achieved_gbps") is not None]
+    if not rows:
+        raise ValueError("no decode benchmark with an achieved bandwidth to plot")
+    fig = Figure(figsize=(9, 1.5 + 0.32 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    labels = [f"{r['model']} {r['dtype']} L={r['seq_len']} new={r['new_tokens']} {r['variant']}" for r in rows]
+    ys = list(range(len(rows)))[::-1]
+    ax.barh(ys, [r["achieved_gbps"] for r in rows],
+            color=[DECODE_VARIANT_COLORS.get(r["variant"], "black") for r in rows])
+    ax.set_yticks(ys, labels, fontsize="small")
+    for peak, source in sorted({(r["peak_gbps"], r["peak_source"]) for r in rows if r.get("peak_gbps")}):
+        ax.axvline(peak, color="black", linestyle="--", linewidth=1.0, label=f"peak {peak:.0f} GB/s ({source})")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=c, label=v) for v, c in DECODE_VARIANT_COLORS.items()
+               if any(r["variant"] == v for r in rows)]
+    ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize="small", loc="lower right")
+    ax.set_xlabel("achieved memory bandwidth (GB/s): bytes per token / time per token")
+    ax.grid(True, axis="x", alpha=0.3)
+    _suptitle(fig, "Decode memory bandwidth vs peak", gpu)
+    return fig

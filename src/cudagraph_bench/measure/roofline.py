@@ -1,0 +1,307 @@
+"""What the roofline of a case needs from the model and the GPU: the bytes one decoded token reads, the
+GPU's peak memory bandwidth (NVML), and the GPU busy time of one eager forward (torch.profiler).
+
+**Bytes per decoded token** (:func:`decode_bytes_per_token`, :func:`request_bytes_per_token`), counted
+as gpt-fast counts them (``generate.py``: ``model_size = sum(p.numel() * p.dtype.itemsize)``, "Bandwidth
+achieved: model_size * tokens_sec / 1e9 GB/s"): the useful bytes a token must read at batch 1.
+
+- ``weight_bytes``: every parameter once per token (shared tensors, such as tied input and output
+  embeddings, once). The input embedding and position tables are counted whole although a step reads
+  one row of each, as gpt-fast does. Buffers (RoPE frequencies, masks) are not weights and are left
+  out. A mixture-of-experts model reads only the experts a token is routed to: the parameters under an
+  ``experts`` module count ``top_k / num_experts`` of their bytes (``num_experts_per_tok`` over
+  ``num_experts``/``num_local_experts``/``n_routed_experts`` of the config), everything else (router,
+  attention, shared experts, embeddings) whole.
+- ``kv_bytes_per_token``: the K and V of every layer for the context the token attends to:
+  ``sum over layers of 2 x kv_heads x head_dim x min(context, window) x element size`` (window: the
+  layer's sliding window, or the whole context for full attention; element size: the model's dtype).
+  For a request (:func:`request_bytes_per_token`) the token generated at step ``k`` (``k = 0`` from the
+  prefill) attends to ``prompt + k`` tokens, and the KV bytes are the mean over the ``new_tokens``
+  steps: the same time base as ms/token (request time / new tokens). Without a binding window that is
+  the KV of ``prompt + (new_tokens - 1) / 2`` tokens (``context_tokens``).
+
+These are useful bytes: the static-cache decoders attend over their whole ``max_cache_len`` cache with
+the unused slots masked, which reads more than the live context; that traffic is not counted, so the
+percentage of peak says how close a variant comes to moving only what a token needs.
+
+**Peak memory bandwidth** (:func:`peak_memory_bandwidth_gbps`): NVML's maximum memory clock x bus width x
+2 / 8, checked against the vendor datasheet table of :mod:`cudagraph_bench.results.roofline`
+(:func:`~cudagraph_bench.results.roofline.choose_peak`); the plugin records it in
+``machine_info["cuda"]["peak_memory_bandwidth"]``.
+
+**GPU busy time** (:func:`profile_forward`, :func:`kernel_busy_ms`): the sum of the device durations of
+the kernels one call launches, per profiled call; the kernel-count worker
+(:mod:`cudagraph_bench.measure.kernel_counts`) records the median over a few eager forwards.
+
+``python -m cudagraph_bench.measure.roofline`` prints the GPU's raw NVML values and the peak, and the bytes
+per token of one decode request of a preset (built on the meta device: no GPU, no weights).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from typing import Callable, Iterable
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.roofline import choose_peak
+
+#: Profiled calls whose busy times the kernel-count worker takes the median of.
+DEFAULT_BUSY_REPEATS = 5
+
+
+# --------------------------------------------------------------------------------------------------
+# bytes per decoded token
+
+
+def _text_config(model_or_config):
+    config = getattr(model_or_config, "config", model_or_config)
+    return config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+
+
+def _element_size(model) -> int:
+    """Bytes per element of the model's floating-point parameters (the KV cache's dtype too)."""
+    for p in model.parameters():
+        if p.is_floating_point():
+            return p.element_size()
+    raise UsageError(f"{type(model).__name__} has no floating-point parameters: give a causal LM")
+
+
+def expert_fraction(model) -> float | None:
+    """``top_k / num_experts`` of a mixture-of-experts model's config (the share of each expert tensor one
+    token reads), or None for a dense model."""
+    config = _text_config(model)
+    experts = next((getattr(config, f) for f in ("num_experts", "num_local_experts", "n_routed_experts")
+                    if getattr(config, f, None)), None)
+    if not experts:
+        return None
+    top_k = getattr(config, "num_experts_per_tok", None)
+    if not top_k:
+        raise UsageError(f"{config.__class__.__name__} has {experts} experts but no num_experts_per_tok: cannot "
+                         "tell how many experts a token reads")
+    return min(int(top_k), int(experts)) / int(experts)
+
+
+def weight_bytes(model) -> int:
+    """Bytes of weights one decoded token reads (see the module docstring): every parameter once (tied
+    tensors once), the parameters under an ``experts`` module scaled by :func:`expert_fraction`.
+
+    Raises:
+        UsageError: a mixture-of-experts config whose model has no parameter under an ``experts`` module.
+    """
+    fraction = expert_fraction(model)
+    dense, expert = 0, 0
+    for name, p in model.named_parameters():   # yields a shared tensor once
+        nbytes = p.numel() * p.element_size()
+        if fraction is not None and "experts" in name.split("."):
+            expert += nbytes
+        else:
+            dense += nbytes
+    if fraction is not None and expert == 0:
+        raise UsageError(f"{type(model).__name__} is a mixture of experts, but none of its parameters is under an "
+                         "'experts' module: its routed weights cannot be told apart")
+    return int(round(dense + expert * (fraction or 1.0)))
+
+
+def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
+    """Per KV-cache layer ``(bytes of K and V of one cached token, window in tokens or None)``:
+    ``2 x kv_heads x head_dim x element size`` from the config (``num_key_value_heads``, else
+    ``num_attention_heads``; ``head_dim``, else ``hidden_size / num_attention_heads``) and the model's dtype."""
+    from cudagraph_bench.models.hf_internals import attention_windows
+
+    config = _text_config(model)
+    heads = int(config.num_attention_heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    per_token = 2 * kv_heads * head_dim * _element_size(model)
+    return [(per_token, window) for window in attention_windows(config)]
+
+
+def _kv_bytes(layers: list[tuple[int, int | None]], context_tokens: float) -> float:
+    return sum(nbytes * (context_tokens if window is None else min(context_tokens, window))
+               for nbytes, window in layers)
+
+
+def decode_bytes_per_token(model, context_tokens: float) -> dict:
+    """Bytes one decoded token reads when it attends to ``context_tokens`` cached tokens (itself included).
+
+    Args:
+        model: a causal LM (any device, ``meta`` too: only shapes and dtypes are read).
+        context_tokens: tokens in the KV cache that the token attends to (> 0).
+
+    Returns:
+        ``{"weight_bytes", "kv_bytes_per_token", "bytes_per_token", "context_tokens"}`` (bytes; see the
+        module docstring for what each counts).
+
+    Raises:
+        UsageError: ``context_tokens`` not positive, or a model whose weights or layers cannot be counted.
+    """
+    if not context_tokens > 0:
+        raise UsageError(f"context_tokens must be > 0, got {context_tokens!r}")
+    weights = weight_bytes(model)
+    kv = _kv_bytes(kv_bytes_per_context_token(model), context_tokens)
+    return {"weight_bytes": weights, "kv_bytes_per_token": kv, "bytes_per_token": weights + kv,
+            "context_tokens": float(context_tokens)}
+
+
+def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
+    """:func:`decode_bytes_per_token` averaged over one greedy request: the token of step ``k`` (0 to
+    ``new_tokens - 1``) attends to ``prompt_tokens + k`` tokens, and ``kv_bytes_per_token`` is the mean
+    over the steps (exact with sliding windows); ``context_tokens`` is the mean context,
+    ``prompt_tokens + (new_tokens - 1) / 2``.
+
+    Raises:
+        UsageError: ``prompt_tokens < 1`` or ``new_tokens < 1``.
+    """
+    if prompt_tokens < 1 or new_tokens < 1:
+        raise UsageError(f"need a prompt of >= 1 token and >= 1 new token (got {prompt_tokens}, {new_tokens})")
+    layers = kv_bytes_per_context_token(model)
+    weights = weight_bytes(model)
+    kv = statistics.fmean(_kv_bytes(layers, prompt_tokens + k) for k in range(new_tokens))
+    return {"weight_bytes": weights, "kv_bytes_per_token": kv, "bytes_per_token": weights + kv,
+            "context_tokens": prompt_tokens + (new_tokens - 1) / 2}
+
+
+# --------------------------------------------------------------------------------------------------
+# peak memory bandwidth (NVML)
+
+
+def nvml_memory_readings(nvml, handle) -> dict:
+    """The raw NVML values the peak is computed from: ``max_mem_clock_mhz``
+    (``nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM)``), ``bus_width_bits``
+    (``nvmlDeviceGetMemoryBusWidth``) and, for comparison, ``mem_clock_mhz`` (the current memory clock);
+    a value NVML does not support is None. Never raises."""
+    def query(fn_name, *args):
+        fn = getattr(nvml, fn_name, None)
+        try:
+            return fn(handle, *args) if fn is not None else None
+        except Exception:   # not supported on this GPU / driver
+            return None
+
+    return {"max_mem_clock_mhz": query("nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_MEM),
+            "bus_width_bits": query("nvmlDeviceGetMemoryBusWidth"),
+            "mem_clock_mhz": query("nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_MEM)}
+
+
+def peak_memory_bandwidth_gbps(device=None) -> dict | None:
+    """Peak memory bandwidth of the CUDA device ``device`` (torch device, index or None: the current one).
+
+    From NVML (maximum memory clock MHz x bus width bits x 2 / 8, ``source: "nvml"``), or the vendor
+    datasheet table by the device's name when NVML has no value or differs from the table by more than
+    10% (``source: "table"``); both are recorded
+    (:func:`~cudagraph_bench.results.roofline.choose_peak`, plus ``nvml_mem_clock_mhz``: the current
+    memory clock). Returns None without a CUDA GPU, or when neither source gives a value. Never raises.
+    """
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        from cudagraph_bench.measure.gpustate import nvml_handle
+
+        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
+        name = torch.cuda.get_device_name(torch.cuda.current_device() if index is None else index)
+        found = nvml_handle(index)
+        raw = nvml_memory_readings(*found) if found is not None else {}
+        peak = choose_peak(name, raw.get("max_mem_clock_mhz"), raw.get("bus_width_bits"))
+        if peak is not None:
+            peak["nvml_mem_clock_mhz"] = raw.get("mem_clock_mhz")
+        return peak
+    except Exception:   # a reading must never fail a benchmark session
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU busy time (torch.profiler)
+
+
+def kernel_busy_ms(events: Iterable) -> float:
+    """Sum of the device durations (ms) of the kernel events (:func:`~cudagraph_bench.measure.launch.is_kernel_event`)
+    among profiler ``FunctionEvent``-like objects (``device_type``, ``name``, ``time_range.elapsed_us()``,
+    optional ``activity_type``/``is_user_annotation``). Kernels of one stream run one after another, so
+    the sum is the time the GPU was busy with them."""
+    from cudagraph_bench.measure.launch import is_kernel_event
+
+    return sum(e.time_range.elapsed_us() for e in events
+               if is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
+                                  name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False)))) / 1e3
+
+
+def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REPEATS,
+                    warmup: int = 1) -> list[tuple[int, float]]:
+    """``(kernels, busy ms)`` of each of ``repeats`` profiled calls of ``fn`` on the GPU.
+
+    ``fn`` runs ``warmup`` times unprofiled, then under ``torch.profiler.profile(activities=[CPU, CUDA],
+    schedule=schedule(wait=0, warmup=1, active=1, repeat=repeats))``: in every cycle one call warms up
+    CUPTI (kineto may drop device records at the start of a trace) and the next is recorded; each call
+    ends with ``torch.cuda.synchronize()``. Kernels are counted by
+    :func:`~cudagraph_bench.measure.launch.count_kernel_events` and timed by :func:`kernel_busy_ms`.
+    Profiling can leave CUPTI attached to the process (pytorch/pytorch#144455): call it after timing or
+    in a worker process.
+
+    Raises:
+        CudaUnavailableError: no CUDA GPU.
+        ValueError: ``repeats < 1`` or ``warmup < 0``.
+    """
+    from cudagraph_bench.measure.launch import _require_cuda, count_kernel_events
+
+    torch = _require_cuda()
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    found: list[tuple[int, float]] = []
+
+    def ready(prof) -> None:
+        events = prof.events()
+        found.append((count_kernel_events(events), kernel_busy_ms(events)))
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], on_trace_ready=ready,
+                 schedule=schedule(wait=0, warmup=1, active=1, repeat=repeats)) as prof:
+        for _ in range(2 * repeats):
+            fn()
+            torch.cuda.synchronize()
+            prof.step()
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# command line
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    from cudagraph_bench.options import parse_dtypes, parse_models
+
+    parser = argparse.ArgumentParser(
+        prog="python -m cudagraph_bench.measure.roofline",
+        description="Print the GPU's peak memory bandwidth with the raw NVML values it comes from (null without "
+                    "a CUDA GPU), and the bytes one token of a decode request reads (a preset built on the meta "
+                    "device), as JSON.")
+    parser.add_argument("--model", type=parse_models, default=("gpt2",), help="preset (default: gpt2)")
+    parser.add_argument("--dtype", type=parse_dtypes, default=("bfloat16",), help="dtype (default: bfloat16)")
+    parser.add_argument("--prompt-tokens", type=int, default=50, help="prompt tokens (default: 50)")
+    parser.add_argument("--new-tokens", type=int, default=64, help="new tokens (default: 64)")
+    args = parser.parse_args(argv)
+    from cudagraph_bench.models.presets import load_model
+
+    report: dict = {"peak_memory_bandwidth": peak_memory_bandwidth_gbps()}
+    try:
+        model = load_model(args.model[0], args.dtype[0], "meta")
+        report["decode"] = {"model": args.model[0], "dtype": args.dtype[0], "prompt_tokens": args.prompt_tokens,
+                            "new_tokens": args.new_tokens,
+                            **request_bytes_per_token(model, args.prompt_tokens, args.new_tokens)}
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

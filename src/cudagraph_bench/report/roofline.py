@@ -1,0 +1,173 @@
+"""The roofline tables of a results page (no torch): how far each measured variant is from the GPU's limit.
+
+- :func:`decode_roofline_rows`: per decode benchmark that recorded the bytes one token reads
+  (``extra_info["bytes_per_token"]``), the memory bandwidth it reached and its share of the run's peak
+  (:func:`cudagraph_bench.results.roofline.run_peak`);
+- :func:`forward_busy_rows`: per forward case whose eager benchmark recorded its GPU busy time
+  (``extra_info["gpu_busy_ms"]``, with ``n_kernels``), what eager and the graph replay add above it, in
+  total and per kernel.
+
+Runs without those fields give no rows, and the pages leave the tables (and their plots) out.
+"""
+
+from __future__ import annotations
+
+from cudagraph_bench.cases import Case
+from cudagraph_bench.report.runs import merged
+from cudagraph_bench.results.roofline import achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak, run_peak
+from cudagraph_bench.results.runfile import Run, measurements
+from cudagraph_bench.table import Column, render_table
+
+#: Sort order of the decode variants in the tables.
+DECODE_ORDER = {"generate": 0, "static-eager": 1, "graph": 2}
+
+
+def decode_roofline_rows(runs: list[Run]) -> list[dict]:
+    """One row per decode benchmark with ``bytes_per_token`` in its ``extra_info``, sorted like the
+    decode table: ``model, dtype, seq_len`` (prompt tokens), ``new_tokens, variant``, ``weight_mb`` and
+    ``kv_mb_per_token`` (MB = 1e6 bytes), ``ms_per_token`` (the decode table's: median request / new
+    tokens), ``achieved_gbps`` (bytes per token / ms per token), ``peak_gbps`` and ``peak_source`` of
+    the benchmark's run, ``pct_of_peak``, ``floor_ms_per_token`` (the bytes at the peak: the limit)."""
+    rows = []
+    for run in runs:
+        peak = run_peak({"cuda": run.environment.cuda_fingerprint})
+        peak_gbps = peak["gbps"] if peak else None
+        for key, m in measurements(run).items():
+            info = m.extra_info
+            if key[0] != "decode" or info.get("bytes_per_token") is None:
+                continue
+            new_tokens = int(info["new_tokens"])
+            ms_per_token = info.get("ms_per_token") or m.summary.median_ms / new_tokens
+            nbytes = float(info["bytes_per_token"])
+            gbps = achieved_gbps(nbytes, ms_per_token)
+            rows.append({"model": info["model"], "dtype": info["dtype"], "seq_len": int(info["seq_len"]),
+                         "new_tokens": new_tokens, "variant": info["variant"],
+                         "weight_mb": _mb(info.get("weight_bytes")),
+                         "kv_mb_per_token": _mb(info.get("kv_bytes_per_token")),
+                         "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak_gbps,
+                         "peak_source": peak["source"] if peak else None, "pct_of_peak": pct_of_peak(gbps, peak_gbps),
+                         "floor_ms_per_token": bandwidth_floor_ms(nbytes, peak_gbps)})
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], r["new_tokens"], DECODE_ORDER.get(r["variant"], 9),
+                             r["variant"]))
+    return rows
+
+
+def _mb(nbytes) -> float | None:
+    return None if nbytes is None else float(nbytes) / 1e6
+
+
+DECODE_ROOFLINE_COLUMNS = [
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
+    Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
+    Column("weight_mb", "weights MB/token", ".1f"), Column("kv_mb_per_token", "KV cache MB/token", ".2f"),
+    Column("ms_per_token", "ms/token", ".3f"), Column("achieved_gbps", "achieved GB/s", ".1f"),
+    Column("pct_of_peak", "% of peak", ".1f"), Column("floor_ms_per_token", "ms/token at peak", ".3f"),
+]
+
+#: What the decode roofline table's numbers mean (shown above it).
+DECODE_ROOFLINE_NOTE = (
+    "At batch 1 every generated token reads the weights once and the KV cache of its context, "
+    "so decode is bound by memory bandwidth. weights MB/token = every parameter once (tied embeddings once; "
+    "a mixture of experts: only top_k / num_experts of the expert weights); KV cache MB/token = K and V of "
+    "every layer for the tokens the step attends to (min(context, window) on sliding-window layers), averaged "
+    "over the request's steps (prompt + k tokens at step k). These are the useful bytes, as gpt-fast counts "
+    "them; the static-cache decoders also read their masked, unused cache slots, which is not counted. "
+    "achieved GB/s = (weights + KV bytes per token) / (ms/token), with ms/token from the decode table (the "
+    "prefill included, as in gpt-fast's tokens/s); % of peak = achieved / the GPU's peak memory bandwidth; "
+    "ms/token at peak = the bytes per token at that peak: the least time a token can take.")
+
+
+def peak_lines(runs: list[Run]) -> list[str]:
+    """One line per distinct peak memory bandwidth of ``runs`` that have decode roofline rows: the GPU,
+    the GB/s and where it came from (NVML's readings, or the datasheet table)."""
+    lines = []
+    for run in runs:
+        if not any(k[0] == "decode" and m.extra_info.get("bytes_per_token") is not None
+                   for k, m in measurements(run).items()):
+            continue
+        peak = run_peak({"cuda": run.environment.cuda_fingerprint})
+        gpu = run.environment.gpu_name or "no CUDA GPU"
+        if peak is None:
+            line = (f"Peak memory bandwidth of {gpu}: unknown (NVML gave none and the GPU is not in the datasheet "
+                    "table).")
+        elif peak["source"] == "nvml":
+            line = (f"Peak memory bandwidth of {gpu}: {peak['gbps']:.0f} GB/s from NVML (maximum memory clock "
+                    f"{peak['nvml_max_mem_clock_mhz']} MHz x {peak['nvml_bus_width_bits']}-bit bus x 2 / 8)"
+                    + (f"; datasheet {peak['table_gbps']:.0f} GB/s." if peak.get("table_gbps") else "."))
+        else:
+            line = (f"Peak memory bandwidth of {gpu}: {peak['gbps']:.0f} GB/s from the vendor datasheet table"
+                    + (f" (NVML's readings gave {peak['nvml_gbps']:.0f} GB/s, more than 10% away)."
+                       if peak.get("nvml_gbps") else "."))
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def render_decode_roofline(runs: list[Run], fmt: str = "markdown") -> str | None:
+    """The note, the peak line(s) and the decode roofline table of ``runs``, or None without rows."""
+    rows = decode_roofline_rows(runs)
+    if not rows:
+        return None
+    return "\n".join([DECODE_ROOFLINE_NOTE, "", " ".join(peak_lines(runs)), "",
+                      render_table(DECODE_ROOFLINE_COLUMNS, rows, fmt=fmt)])
+
+
+# --------------------------------------------------------------------------------------------------
+# forward: GPU busy time and overhead
+
+
+def forward_busy_rows(runs: list[Run]) -> list[dict]:
+    """One row per forward case whose eager benchmark recorded ``gpu_busy_ms``, sorted by model, dtype,
+    prompt length: ``n_kernels``, ``busy_ms``, and for eager and graph ``<v>_median_ms``,
+    ``<v>_overhead_ms`` (median - busy) and ``<v>_us_per_kernel`` (overhead per kernel, µs), plus
+    ``busy_pct_of_graph`` (busy / graph median, percent). Only eager and graph: they run the same kernels,
+    while padded, bucketed and compiled variants run others, whose busy time was not measured."""
+    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    rows = []
+    for case, m in ms.items():
+        info = m.extra_info
+        if case.variant != "eager" or info.get("gpu_busy_ms") is None:
+            continue
+        busy, n = float(info["gpu_busy_ms"]), info.get("n_kernels")
+        graph = ms.get(Case(case.model, case.dtype, case.seq_len, "graph"))
+        row = {"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "n_kernels": n, "busy_ms": busy}
+        for variant, measured in (("eager", m), ("graph", graph)):
+            median = measured.summary.median_ms if measured is not None else None
+            over, per_kernel = overhead(median, busy, n)
+            row.update({f"{variant}_median_ms": median, f"{variant}_overhead_ms": over,
+                        f"{variant}_us_per_kernel": per_kernel})
+        row["busy_pct_of_graph"] = 100.0 * busy / row["graph_median_ms"] if row["graph_median_ms"] else None
+        rows.append(row)
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"]))
+    return rows
+
+
+FORWARD_BUSY_COLUMNS = [
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d"),
+    Column("n_kernels", "kernels", "d"), Column("busy_ms", "GPU busy ms", ".3f"),
+    Column("eager_median_ms", "eager median ms", ".3f"), Column("eager_overhead_ms", "eager overhead ms", ".3f"),
+    Column("eager_us_per_kernel", "eager overhead µs/kernel", ".2f"),
+    Column("graph_median_ms", "graph median ms", ".3f"), Column("graph_overhead_ms", "graph overhead ms", ".3f"),
+    Column("graph_us_per_kernel", "graph overhead µs/node", ".2f"),
+    Column("busy_pct_of_graph", "busy % of graph", ".1f"),
+]
+
+#: What the forward busy-time table's numbers mean (shown above it).
+FORWARD_BUSY_NOTE = (
+    "GPU busy ms = the sum of the kernel durations of one eager forward "
+    "(torch.profiler in a worker process after the timing, median of the profiled forwards): the least time "
+    "the forward can take on this GPU. overhead = median - busy: the time the GPU waits for kernel launches "
+    "(eager) or between graph nodes (graph replay); per kernel = overhead x 1000 / kernels (the graph replays "
+    "the same kernels as its nodes). busy % of graph = how close the replay comes to the busy time.")
+
+
+def render_forward_busy(runs: list[Run], fmt: str = "markdown") -> str | None:
+    """The note and the forward busy-time table of ``runs``, or None without rows."""
+    rows = forward_busy_rows(runs)
+    if not rows:
+        return None
+    return "\n".join([FORWARD_BUSY_NOTE, "", render_table(FORWARD_BUSY_COLUMNS, rows, fmt=fmt)])
+
+
+__all__ = ["decode_roofline_rows", "render_decode_roofline", "peak_lines", "forward_busy_rows",
+           "render_forward_busy", "DECODE_ROOFLINE_COLUMNS", "FORWARD_BUSY_COLUMNS"]
