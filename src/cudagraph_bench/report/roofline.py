@@ -33,15 +33,15 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
         peak = run_peak({"cuda": run.environment.cuda_fingerprint})
         peak_gbps = peak["gbps"] if peak else None
         for key, m in measurements(run).items():
-            info = m.extra_info
+            info, case = m.extra_info, m.case
             if key[0] != "decode" or info.get("bytes_per_token") is None:
                 continue
-            new_tokens = int(info["new_tokens"])
+            new_tokens = int(case.new_tokens)
             ms_per_token = info.get("ms_per_token") or m.summary.median_ms / new_tokens
             nbytes = float(info["bytes_per_token"])
             gbps = achieved_gbps(nbytes, ms_per_token)
-            rows.append({"model": info["model"], "dtype": info["dtype"], "seq_len": int(info["seq_len"]),
-                         "new_tokens": new_tokens, "variant": info["variant"],
+            rows.append({"model": case.model, "dtype": case.dtype, "seq_len": int(case.seq_len),
+                         "new_tokens": new_tokens, "variant": case.variant,
                          "weight_mb": _mb(info.get("weight_bytes")),
                          "kv_mb_per_token": _mb(info.get("kv_bytes_per_token")),
                          "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak_gbps,
