@@ -33,7 +33,7 @@ ALLOWED = {
 #: that do not either: the layers that read runs, and the front-ends of the commands over them.
 NO_TORCH_LAYERS = {"results", "report"}
 NO_TORCH_COMMANDS = {"commands", "commands.gate", "commands.compare", "commands.baseline", "commands.report",
-                     "commands.calibrate", "commands.ab", "commands.launch_report"}
+                     "commands.calibrate", "commands.ab", "commands.launch_report", "commands.merge"}
 NO_TORCH_MODULES = {"cli", "__main__"} | (SHARED - {"envinfo"}) | NO_TORCH_COMMANDS
 HEAVY = ("torch", "transformers")
 
