@@ -4,15 +4,17 @@ PyTorch / Hugging Face transformers inference for LLMs at batch 1.
 Subpackages, one layer each; a module imports only its own layer and those below it
 (``tests/test_layout.py``):
 
-- ``cli`` / ``__main__`` / ``plugin``  entry points: the ``cudagraph-bench`` command, the pytest plugin
+- ``cli`` / ``__main__`` / ``plugin``  entry points: the ``cudagraph-bench`` command, the pytest plugin and its
+                parts ``sharding`` (``--shard``, recorded test durations) and ``gpu_workers`` (``--gpu-workers``)
 - ``commands``  every command's front-end, one module each (options, ``main``): ``run``, ``gate``, ``compare``,
-                ``baseline``, ``calibrate``, ``ab``, ``report``, ``launch_report`` (all but ``run`` without torch)
+                ``baseline``, ``calibrate``, ``ab``, ``report``, ``launch_report``, ``merge`` (all but ``run``
+                without torch)
 - ``report``    markdown pages and plots of run JSONs, the forward tables, the launch-overhead page (no torch)
 - ``measure``   variants, measuring one case, planning and running ``run``'s cases, worker isolation, timing,
                 correctness, launch microbenchmarks
 - ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode
 - ``results``   run files, statistics, the regression rule, and the logic of baseline, gate, compare, calibrate,
-                A/B (no torch)
+                A/B, shards and merging runs (no torch)
 - ``models``    model presets and the transformers internals the suite touches
 - ``options``, ``cases``, ``errors``, ``envinfo``, ``fsio``, ``paths``, ``table``: shared by every layer
 """
