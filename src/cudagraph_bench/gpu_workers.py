@@ -318,6 +318,8 @@ def reenable_benchmarks(config, benchmark_only: bool, worker: bool) -> None:
     bs.disabled = bool(config.getoption("benchmark_disable")) and not config.getoption("benchmark_enable")
     if hasattr(bs, "xdist_warning"):
         bs.xdist_warning = False
+    if hasattr(bs.json, "close"):   # pytest-benchmark < 5.3 opened it (argparse.FileType); the controller writes it
+        bs.json.close()
     bs.json = None
     bs.save = bs.autosave = None
     bs.histogram = None
