@@ -12,8 +12,9 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
 
 #: Top-level modules every layer may import; they import no layer.
 SHARED = {"options", "cases", "errors", "envinfo", "fsio", "paths", "table"}
-#: Top-level entry points: the console script (cli), ``python -m`` (__main__), the pytest plugin.
-ENTRY = {"cli", "__main__", "plugin"}
+#: Top-level entry points: the console script (cli), ``python -m`` (__main__), the pytest plugin and its
+#: parts (sharding, gpu_workers).
+ENTRY = {"cli", "__main__", "plugin", "sharding", "gpu_workers"}
 
 #: layer -> the layers its modules may import (its own included). Two stacks share the bottom:
 #: entry > commands > measure > capture > models for measuring, commands > report > results for
@@ -33,7 +34,7 @@ ALLOWED = {
 #: that do not either: the layers that read runs, and the front-ends of the commands over them.
 NO_TORCH_LAYERS = {"results", "report"}
 NO_TORCH_COMMANDS = {"commands", "commands.gate", "commands.compare", "commands.baseline", "commands.report",
-                     "commands.calibrate", "commands.ab", "commands.launch_report"}
+                     "commands.calibrate", "commands.ab", "commands.launch_report", "commands.merge"}
 NO_TORCH_MODULES = {"cli", "__main__"} | (SHARED - {"envinfo"}) | NO_TORCH_COMMANDS
 HEAVY = ("torch", "transformers")
 

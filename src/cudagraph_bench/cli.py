@@ -35,6 +35,8 @@ COMMANDS = {
     "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
     "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
                                                        "time, predicted vs measured saving) and its plot"),
+    "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
+                                                "pytest-benchmark JSON"),
 }
 
 
@@ -143,6 +145,18 @@ DESCRIPTIONS = {
         "written or neither.\n\n"
         "Exit codes: 0 written; 2 usage error, a run without launch benchmarks, or a forward case found "
         "in two --forward runs."),
+    "merge": (
+        "Merge the runs of the shards of one suite (CI matrix jobs run with pytest --shard K/N, or any "
+        "runs of disjoint tests) into one pytest-benchmark JSON that gate, report, compare and "
+        "pytest-benchmark compare read like one run. Benchmarks are concatenated, the cudagraph_bench "
+        "sections merged (memory-ledger cases, failures, kernel counts, test durations), and "
+        "machine_info, taken from the first run, lists every shard (file, node, GPU, CPUs, commit, "
+        "counts) under machine_info.shards. Runs of different commits are merged with a warning.\n\n"
+        "Input: RUN, pytest-benchmark JSON paths or saved-run ids, all of one GPU model.\n\n"
+        "Output: the merged JSON at -o FILE (written atomically; never one of the RUNs) and one line on "
+        "stdout.\n\n"
+        "Exit codes: 0 written; 2 usage error: runs of different GPU models, a benchmark or test found in "
+        "two runs, the same run given twice, an unreadable run, or -o naming an input."),
 }
 
 

@@ -237,6 +237,19 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """A CI-matrix shard ``"K/N"`` (1-based, ``1 <= K <= N``) -> ``(K, N)``, e.g. ``"2/4"`` -> ``(2, 4)``."""
+    first, sep, last = text.strip().partition("/")
+    try:
+        index, count = int(first), int(last)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad shard {text!r}: give K/N, this job's shard K of N (1-based), "
+                                         "e.g. 1/2") from None
+    if not sep or count < 1 or not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"bad shard {text!r}: give K/N with 1 <= K <= N, e.g. 1/2 and 2/2")
+    return index, count
+
+
 @dataclass(frozen=True)
 class Option:
     """One option shared by pytest and the CLI. ``dest`` is the attribute name in both."""
@@ -246,6 +259,7 @@ class Option:
     type: Callable[[str], Any]
     default: Any
     help: str
+    metavar: str | None = None
 
 
 #: Options of the benchmark matrix, in the order they are shown in ``--help``.
@@ -286,6 +300,18 @@ MATRIX_OPTIONS = (
 )
 
 
+#: Options that split a suite over CI jobs (pytest plugin, :mod:`cudagraph_bench.sharding`).
+SHARD_OPTIONS = (
+    Option("--shard", "shard", parse_shard, None,
+           "run only shard K of N (1-based, e.g. 2/4; a CI matrix job each): the tests of one model and dtype "
+           "(else of one module) stay together; groups are spread by --shard-durations, else by test count; "
+           "the rest is deselected", "K/N"),
+    Option("--shard-durations", "shard_durations", parse_path, None,
+           "a previous run's --benchmark-json whose recorded test durations (cudagraph_bench.test_durations_s) "
+           "balance --shard and order --gpu-workers' groups longest first (default: count tests)", "FILE"),
+)
+
+
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
     """``--storage DIR``: where saved-run ids (``0001``) are looked up. The default (None) is resolved by
     :func:`cudagraph_bench.paths.default_storage`, never against the working directory of a checkout."""
@@ -305,11 +331,14 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
     them with (default: argparse's plain store)."""
     for opt in options:
         extra = {"action": action} if action is not None else {}
+        if opt.metavar:
+            extra["metavar"] = opt.metavar
         parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help, **extra)
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
     """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI."""
     for opt in options:
+        extra = {"metavar": opt.metavar} if opt.metavar else {}
         group.addoption(opt.flag, dest=opt.dest, type=opt.type, default=opt.default,
-                        help=opt.help.replace("%(default)s", show_default(opt.default)))
+                        help=opt.help.replace("%(default)s", show_default(opt.default)), **extra)

@@ -40,7 +40,10 @@
   (padded/bucketed benchmarks; ``model, dtype, seq_len, variant``), ``decode_case`` (decode
   benchmarks; ``model, dtype, seq_len`` = prompt tokens, ``new_tokens, variant``) and ``causal_model``
   (a causal model's name). Tools that read the JSON use ``extra_info`` (:mod:`cudagraph_bench.cases`),
-  so runs saved with the older object-valued ``params`` still load.
+  so runs saved with the older object-valued ``params`` still load;
+- spreading the suite (:mod:`cudagraph_bench.sharding`: ``--shard K/N`` for CI jobs on several hosts and
+  the test durations every run records; :mod:`cudagraph_bench.gpu_workers`: ``--gpu-workers``, one
+  pytest-xdist worker per GPU of one host), loaded with this plugin through :data:`pytest_plugins`.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ MODEL_CACHE_SHARE = 0.3
 #: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
 DECODE_CACHE_STEP = 256
 PAD_LENGTHS = (16, 50, 128, 512)
+#: The plugin's other parts, loaded with it.
+pytest_plugins = ["cudagraph_bench.sharding", "cudagraph_bench.gpu_workers"]
 
 
 def pytest_addoption(parser):

@@ -1,0 +1,40 @@
+"""``cudagraph-bench merge -o OUT.json RUN...``: the command's options and its run (no torch). The
+merging itself is :mod:`cudagraph_bench.results.merge`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.options import add_storage_option, parse_path
+from cudagraph_bench.results.merge import commits_of, machine_gpu, merge_runs
+from cudagraph_bench.results.runfile import distinct_runs, load_run
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``cudagraph-bench merge -o OUT RUN...``."""
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help="the runs of the shards: pytest-benchmark JSON paths or saved-run ids")
+    parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
+                        help="the merged pytest-benchmark JSON (written atomically; never one of the RUNs)")
+    add_storage_option(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``cudagraph-bench merge``. Returns 0; bad input raises :class:`~cudagraph_bench.errors.UsageError`
+    (exit 2) before anything is written."""
+    check_output_file(args.output, "-o", "merged.json")
+    runs = distinct_runs([load_run(r, args.storage) for r in args.runs], "merge")
+    refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
+    parts = [(str(r.path), r.data) for r in runs]
+    merged = merge_runs(parts)
+    commits = commits_of(parts)
+    if len(commits) > 1:
+        print(f"warning: the runs measured {len(commits)} commits ({', '.join(c[:12] for c in commits)}); the "
+              "merged run names the first", file=sys.stderr)
+    write_text_atomic(args.output, json.dumps(merged, ensure_ascii=True, indent=4))
+    gpu = machine_gpu(merged["machine_info"]) or "no GPU"
+    print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} runs ({gpu}) into {args.output}")
+    return 0

@@ -1,0 +1,420 @@
+"""pytest plugin of cudagraph-bench that runs the suite on several GPUs of one host with pytest-xdist
+(loaded by :mod:`cudagraph_bench.plugin`):
+
+    pytest perf_tests -n 2 --dist loadgroup --gpu-workers --benchmark-json OUT.json   # -n auto: one per GPU
+
+- The controller hands worker ``gwI`` GPU slot I through xdist's ``workerinput``
+  (``pytest_configure_node``): one GPU of the visible ones (``CUDA_VISIBLE_DEVICES`` entries, else NVML
+  indices) and a contiguous share of the controller's CPUs (``--cpus``, else its affinity), since eager
+  is host-bound and two workers must not share cores.
+- The worker sets ``CUDA_VISIBLE_DEVICES`` to its GPU in ``pytest_configure``, before any test module is
+  imported (nothing the plugins import at start-up calls CUDA; a CUDA context already made is a usage
+  error), pins itself to its CPUs (:func:`cudagraph_bench.envinfo.pin_cpus`), and puts pytest-benchmark
+  back on (:func:`reenable_benchmarks`).
+- The tests of one model and dtype (else of one module) carry one ``xdist_group`` mark, and
+  ``--dist loadgroup`` keeps each group on one worker, so each model is built once per worker. The
+  scheduler is xdist's ``LoadGroupScheduling`` with two changes (``pytest_xdist_make_scheduler``): it
+  reads each test's group from a file the first worker writes when it has collected (xdist itself reads
+  the group from a ``@group`` suffix it appends to node ids, which pytest 9.2's structured node ids no
+  longer take: pytest-dev/pytest-xdist#1386), and a free worker takes the group with the most recorded
+  seconds (``--shard-durations``; else the most tests), greedy longest-processing-time.
+- Each worker sends its pytest-benchmark document back through ``workeroutput``
+  (``pytest_testnodedown``); the controller merges them (:func:`cudagraph_bench.results.merge.merge_runs`)
+  into ``--benchmark-json`` (atomically), with its own ``machine_info`` plus ``machine_info["workers"]``
+  (worker, GPU, CPUs, tests, benchmarks, wall seconds), saves it for ``--benchmark-save`` /
+  ``--benchmark-autosave``, and shows pytest-benchmark's table of all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+
+#: ``workerinput`` key of a worker's plan: ``{"slot", "gpu", "cpus", "groups_dir"}``.
+PLAN_KEY = "cudagraph_bench_gpu_worker"
+#: ``workeroutput`` keys: the worker's pytest-benchmark document (JSON text) and its summary.
+JSON_KEY = "cudagraph_bench_json"
+INFO_KEY = "cudagraph_bench_worker"
+
+
+class GpuPlan:
+    """The controller's plan: GPU and CPUs of each slot, the worker in each slot, what workers sent back."""
+
+    def __init__(self, gpus: list[str], cpus: list[list[int]], benchmark_only: bool, groups_dir: str | None = None):
+        self.gpus = gpus
+        self.cpus = cpus
+        self.benchmark_only = benchmark_only
+        self.groups_dir = groups_dir        # where workers write {node id: group} once they have collected
+        self.slot_of: dict[str, int] = {}   # live worker id -> slot
+        self.parts: list[dict] = []         # {"info": worker summary, "doc": its document or None}
+
+
+PLAN = pytest.StashKey[GpuPlan]()
+
+
+def pytest_addoption(parser):
+    parser.getgroup("cudagraph-bench").addoption(
+        "--gpu-workers", dest="gpu_workers", action="store_true", default=False,
+        help="with pytest-xdist -n N --dist loadgroup: worker I runs alone on GPU I and its own share of the "
+             "CPUs with benchmarks on, and --benchmark-json gets the workers' merged results (-n auto: one "
+             "worker per visible GPU)")
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may hand out: the entries of ``CUDA_VISIBLE_DEVICES`` when it is set (indices or
+    UUIDs, as CUDA reads them), else NVML's device indices (``"0"``, ``"1"``, ...); ``[]`` without NVML."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [token.strip() for token in env.split(",") if token.strip()]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no nvidia-ml-py, no driver
+        return []
+
+
+def cpu_shares(cpus, n: int) -> list[list[int]]:
+    """``cpus`` (CPU numbers) split into ``n`` contiguous shares whose sizes differ by at most one:
+    ``range(8), 2`` -> ``[[0, 1, 2, 3], [4, 5, 6, 7]]``. Raises ValueError with fewer CPUs than shares."""
+    cpus = sorted(cpus)
+    if n < 1 or len(cpus) < n:
+        raise ValueError(f"{len(cpus)} CPU(s) cannot give {n} worker(s) one each")
+    size, extra = divmod(len(cpus), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(cpus[start:end])
+        start = end
+    return out
+
+
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """``--gpu-workers``: plan the GPUs and CPUs (controller) or take this worker's (worker), before any
+    CUDA call; usage errors name the fix."""
+    if not config.getoption("gpu_workers", False):
+        return
+    from cudagraph_bench.errors import UsageError
+
+    try:
+        # pytest-benchmark makes --benchmark-only a usage error in an xdist session (it turns benchmarks off
+        # there); it is restored once they are on again (pytest_sessionstart)
+        benchmark_only = bool(getattr(config.option, "benchmark_only", False))
+        config.option.benchmark_only = False
+        # and pytest-benchmark < 5.3 warns in every process that they are off, which is not so here
+        warnings.filterwarnings("ignore", message="Benchmarks are automatically disabled because xdist",
+                                category=pytest.PytestWarning)
+        if is_worker(config):
+            _take_gpu(config)
+            config.stash[PLAN] = GpuPlan([], [], benchmark_only)
+        else:
+            plan = config.stash[PLAN] = _plan(config, benchmark_only)
+            plan.groups_dir = tempfile.mkdtemp(prefix="cudagraph-bench-groups-")
+            config.add_cleanup(lambda: shutil.rmtree(plan.groups_dir, ignore_errors=True))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _take_gpu(config) -> None:
+    """Worker: ``CUDA_VISIBLE_DEVICES`` = this worker's GPU, pinned to its CPUs."""
+    from cudagraph_bench.envinfo import pin_cpus
+    from cudagraph_bench.errors import UsageError
+
+    plan = config.workerinput.get(PLAN_KEY)
+    if plan is None:
+        raise UsageError("--gpu-workers: this xdist worker got no GPU from the controller: give -n N --dist "
+                         "loadgroup --gpu-workers on the command line")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise UsageError("--gpu-workers: CUDA was initialised before pytest_configure, so this worker cannot get "
+                         "its own GPU: find the plugin or conftest that calls CUDA when it is imported")
+    os.environ["CUDA_VISIBLE_DEVICES"] = plan["gpu"]
+    config.option.cpus = tuple(plan["cpus"])   # the plugin's own --cpus pinning then pins this share too
+    pin_cpus(config.option.cpus, flag="--gpu-workers")
+
+
+def _plan(config, benchmark_only: bool) -> GpuPlan:
+    """Controller: check the xdist options and split the GPUs and CPUs over the workers."""
+    from cudagraph_bench.envinfo import format_cpus
+    from cudagraph_bench.errors import UsageError
+
+    dist = config.getoption("dist", "no")
+    if dist == "no":
+        raise UsageError("--gpu-workers needs pytest-xdist workers: add -n N --dist loadgroup (N at most the "
+                         "GPUs; -n auto starts one per GPU)")
+    if dist != "loadgroup":
+        raise UsageError(f"--gpu-workers needs --dist loadgroup (it keeps each model and dtype on one worker), "
+                         f"got --dist {dist}")
+    specs = [str(spec) for spec in config.getoption("tx") or ()]
+    if any(not spec.startswith("popen") for spec in specs):
+        raise UsageError("--gpu-workers runs local workers only: drop --tx and give -n N")
+    if getattr(config.option, "benchmark_compare", None) or getattr(config.option, "benchmark_compare_fail", None):
+        raise UsageError("--benchmark-compare is not applied to a --gpu-workers run: compare its --benchmark-json "
+                         "afterwards (pytest-benchmark compare, cudagraph-bench compare)")
+    gpus = visible_gpus()
+    where = (f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r}" if "CUDA_VISIBLE_DEVICES" in os.environ
+             else "NVML")
+    if not gpus:
+        raise UsageError(f"--gpu-workers: no GPU visible ({where}): run without -n and --gpu-workers")
+    if len(specs) > len(gpus):
+        raise UsageError(f"--gpu-workers: {len(specs)} workers but {len(gpus)} GPU(s) visible ({where}): give "
+                         f"-n {len(gpus)} or fewer (-n auto: one per GPU)")
+    base = list(config.getoption("cpus", None) or sorted(os.sched_getaffinity(0)))
+    try:
+        shares = cpu_shares(base, len(specs))
+    except ValueError as exc:
+        raise UsageError(f"--gpu-workers: {exc} (CPUs {format_cpus(base)}): give fewer workers (-n) or more "
+                         "CPUs (--cpus)") from None
+    return GpuPlan(gpus[:len(specs)], shares, benchmark_only)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` with ``--gpu-workers``: one worker per visible GPU."""
+    if config.getoption("gpu_workers", False):
+        return len(visible_gpus()) or None
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Controller: give a starting worker the lowest free slot (a restarted worker takes the slot of the
+    one that went down): its GPU and CPUs, through ``workerinput``."""
+    plan = node.config.stash.get(PLAN, None)
+    if plan is None or not plan.gpus:
+        return
+    busy = set(plan.slot_of.values())
+    slot = next((i for i in range(len(plan.gpus)) if i not in busy), len(plan.slot_of) % len(plan.gpus))
+    plan.slot_of[node.workerinput["workerid"]] = slot
+    node.workerinput[PLAN_KEY] = {"slot": slot, "gpu": plan.gpus[slot], "cpus": plan.cpus[slot],
+                                  "groups_dir": plan.groups_dir}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Controller: keep what the worker sent back (its document and summary) and free its slot."""
+    plan = node.config.stash.get(PLAN, None)
+    if plan is None or not plan.gpus:
+        return
+    worker = node.workerinput["workerid"]
+    slot = plan.slot_of.pop(worker, None)
+    out = getattr(node, "workeroutput", None) or {}
+    info = dict(out.get(INFO_KEY) or {"worker": worker, "gpu": plan.gpus[slot] if slot is not None else None})
+    if error is not None:
+        info["error"] = str(error)
+    text = out.get(JSON_KEY)
+    plan.parts.append({"info": info, "doc": json.loads(text) if text else None})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--gpu-workers``: xdist's loadgroup scheduling with the groups the workers wrote
+    (:func:`pytest_collection_finish`) and the longest remaining group first (recorded seconds from
+    ``--shard-durations``, else the number of tests)."""
+    plan = config.stash.get(PLAN, None)
+    if plan is None or not plan.gpus:
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    from cudagraph_bench.results.shards import group_seconds, typical_seconds
+    from cudagraph_bench.sharding import session_state
+
+    if not all(hasattr(LoadGroupScheduling, name) for name in ("_assign_work_unit", "_split_scope")):
+        return None   # an xdist whose scheduler works otherwise: its own loadgroup
+    state = session_state(config)
+    durations = state.durations if state is not None else None
+    default_s = typical_seconds(durations)
+    groups: dict[str, str] = {}
+
+    class LongestGroupFirst(LoadGroupScheduling):
+        def _split_scope(self, nodeid):
+            if not groups:
+                groups.update(read_groups(plan.groups_dir))
+            return groups.get(nodeid) or super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node):
+            heaviest = max(self.workqueue, key=lambda scope: group_seconds(self.workqueue[scope], durations, default_s))
+            self.workqueue.move_to_end(heaviest, last=False)   # xdist hands out the first unit of its queue
+            super()._assign_work_unit(node)
+
+    return LongestGroupFirst(config, log)
+
+
+def read_groups(folder: str | None) -> dict[str, str]:
+    """``{node id: group}`` that the workers wrote into ``folder`` (they collect the same tests)."""
+    out: dict[str, str] = {}
+    for path in sorted(Path(folder).glob("*.json")) if folder else ():
+        out.update(json.loads(path.read_text(encoding="utf-8")))
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    """Worker: write ``{node id: group}`` for the controller's scheduler, before xdist tells the controller
+    that this worker has collected."""
+    config = session.config
+    plan = getattr(config, "workerinput", {}).get(PLAN_KEY)
+    if plan is None or not plan.get("groups_dir"):
+        return
+    from cudagraph_bench.fsio import write_text_atomic
+    from cudagraph_bench.sharding import item_group
+
+    groups = {item.nodeid: item_group(item) for item in session.items}
+    write_text_atomic(Path(plan["groups_dir"]) / f"{config.workerinput['workerid']}.json", json.dumps(groups))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    """One ``xdist_group`` per model and dtype (else module), before xdist's worker turns the marks into
+    node-id suffixes."""
+    if not config.getoption("gpu_workers", False):
+        return
+    from cudagraph_bench.sharding import item_group
+
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(name=item_group(item)))
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    plan = config.stash.get(PLAN, None)
+    if plan is not None:
+        reenable_benchmarks(config, plan.benchmark_only, is_worker(config))
+
+
+def reenable_benchmarks(config, benchmark_only: bool, worker: bool) -> None:
+    """pytest-benchmark disables benchmarks in every process of an xdist session (``BenchmarkSession``:
+    ``disabled = True`` when ``--dist`` is not ``no`` or ``PYTEST_XDIST_WORKER`` is set; its changelog:
+    "When xdist is on ... --benchmark-disable is automatically activated"), because benchmarks that
+    run in parallel disturb each other. A ``--gpu-workers`` worker has a GPU and CPUs of its own, so its
+    ``disabled`` flag is set back to what the documented options alone say (``--benchmark-disable``
+    without ``--benchmark-enable``), its xdist warning is dropped and ``--benchmark-only`` is restored.
+    Writing and saving are left to the controller, which merges the workers' documents (each worker
+    would write the same ``--benchmark-json``)."""
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is None:
+        return
+    bs.only = benchmark_only
+    config.option.benchmark_only = benchmark_only
+    if not worker:
+        return
+    bs.disabled = bool(config.getoption("benchmark_disable")) and not config.getoption("benchmark_enable")
+    if hasattr(bs, "xdist_warning"):
+        bs.xdist_warning = False
+    if hasattr(bs.json, "close"):   # pytest-benchmark < 5.3 opened it (argparse.FileType); the controller writes it
+        bs.json.close()
+    bs.json = None
+    bs.save = bs.autosave = None
+    bs.histogram = None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Worker: send its document and summary to the controller. Controller: merge and write them."""
+    config = session.config
+    plan = config.stash.get(PLAN, None)
+    if plan is None:
+        return
+    if is_worker(config):
+        _send_results(config)
+    elif plan.gpus:
+        _merge_results(session, plan)
+
+
+def _pytest_benchmark_document(config, benchmarks, machine_info) -> dict:
+    """What pytest-benchmark writes for ``--benchmark-json`` (its hooks, this plugin's included)."""
+    commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    config.hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
+    doc = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
+                                                     machine_info=machine_info, commit_info=commit_info)
+    config.hook.pytest_benchmark_update_json(config=config, benchmarks=benchmarks, output_json=doc)
+    return doc
+
+
+def _send_results(config) -> None:
+    from pytest_benchmark.utils import safe_dumps
+
+    from cudagraph_bench.envinfo import cpu_affinity
+    from cudagraph_bench.results.shards import base_nodeid
+    from cudagraph_bench.sharding import session_state
+
+    bs = config._benchmarksession
+    state = session_state(config)
+    plan = config.workerinput[PLAN_KEY]
+    info = {"worker": config.workerinput["workerid"], "slot": plan["slot"], "gpu": plan["gpu"],
+            "cpu_affinity": cpu_affinity(), "tests": state.tests_run if state else None,
+            "benchmarks": len(bs.benchmarks), "wall_s": round(state.wall_s, 3) if state else None}
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():   # what this worker's CUDA saw
+        info["device_count"] = torch.cuda.device_count()
+        uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
+        info["gpu_uuid"] = f"GPU-{uuid}" if uuid is not None else None   # as nvidia-smi -L names it
+    doc = _pytest_benchmark_document(config, bs.benchmarks, bs.get_machine_info())
+    for bench in doc["benchmarks"]:   # the node id as a run without xdist names it (no @group suffix)
+        bench["fullname"] = base_nodeid(bench["fullname"])
+    config.workeroutput[INFO_KEY] = info
+    config.workeroutput[JSON_KEY] = safe_dumps(doc, ensure_ascii=True)
+
+
+def _merge_results(session, plan: GpuPlan) -> None:
+    """Controller: merge the workers' documents into ``--benchmark-json`` and the saved run, and give
+    pytest-benchmark the merged benchmarks to show. A merge that is refused (workers on different GPU
+    models) is a usage error of the session."""
+    from pytest_benchmark.utils import safe_dumps
+
+    from cudagraph_bench.errors import UsageError
+    from cudagraph_bench.fsio import write_text_atomic
+    from cudagraph_bench.results.merge import merge_runs
+
+    config = session.config
+    bs = config._benchmarksession
+    parts = [(f"worker {p['info'].get('worker')}", p["doc"]) for p in plan.parts if p["doc"] is not None]
+    parts.sort(key=lambda part: part[0])
+    entries = sorted((p["info"] for p in plan.parts), key=lambda info: str(info.get("worker")))
+    if not any(doc.get("benchmarks") for _, doc in parts):
+        if bs.json or bs.save or bs.autosave:
+            bs.logger.warning("Not saving anything, no benchmarks have been run in the --gpu-workers workers!")
+        return
+    try:
+        merged = merge_runs(parts, envelope=_pytest_benchmark_document(config, [], bs.get_machine_info()),
+                            entries_key="workers", entries=entries)
+    except UsageError as exc:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        bs.logger.warning(f"--gpu-workers: the workers' results were not merged: {exc}")
+        return
+    if bs.json:
+        path = bs.json
+        if hasattr(path, "write"):   # pytest-benchmark < 5.3 opens the file itself (argparse.FileType)
+            path.close()
+            path = path.name
+        write_text_atomic(path, safe_dumps(merged, ensure_ascii=True, indent=4))
+        bs.logger.info(f"Wrote benchmark data of {len(entries)} --gpu-workers workers in: {path}", purple=True)
+    if bs.save or bs.autosave:
+        saved = json.loads(json.dumps(merged))
+        if not bs.save_data:
+            for bench in saved["benchmarks"]:
+                bench["stats"].pop("data", None)
+        bs.storage.save(saved, bs.save or bs.autosave)
+    flat = []
+    for bench in merged["benchmarks"]:
+        row = {key: value for key, value in bench.items() if key != "stats"}
+        row.update({key: value for key, value in bench["stats"].items() if key != "data"})
+        row.update(path=None, source=None)
+        flat.append(row)
+    bs.groups = config.hook.pytest_benchmark_group_stats(config=config, benchmarks=flat, group_by=bs.group_by)

@@ -1,0 +1,166 @@
+"""One pytest-benchmark document from the runs of one suite split over processes (no torch): the
+shards of a CI matrix (``cudagraph-bench merge``) or the workers of one host (``--gpu-workers``, merged
+by the plugin's xdist controller).
+
+The merged document is what pytest-benchmark itself writes (``machine_info``, ``commit_info``,
+``benchmarks``, ``datetime``, ``version``), so ``gate``, ``report``, ``compare`` and
+``pytest-benchmark compare`` read it like any run:
+
+- ``benchmarks``: every input's, in input order; the same ``fullname`` in two inputs is an error (a
+  test measured twice: the shards overlap);
+- ``machine_info``: the envelope's (the controller's, or the first input's), plus a list of the parts
+  under ``machine_info[entries_key]`` (``"shards"`` or ``"workers"``): where each ran (node, GPU, CPUs),
+  its commit, test and benchmark counts;
+- ``cudagraph_bench``: lists concatenated (memory-ledger ``cases``, ``failures``, ``kernel_counts``),
+  ``test_durations_s`` united, ``graph_cases`` summed, the per-process memory figures as their largest
+  value, other keys (e.g. a ``cudagraph-bench run``'s settings) from the first part that has them, and
+  each part's own figures and shard under ``cudagraph_bench["parts"]``;
+- ``datetime``: the envelope's, else the newest input's (``report --newest-wins`` orders runs by it).
+
+Runs of different GPU models are refused: a merged run is gated against one GPU's baseline.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.shards import DURATIONS_KEY
+
+#: ``cudagraph_bench`` keys whose lists are concatenated.
+LIST_KEYS = ("cases", "kernel_counts", "failures")
+#: Keys added up.
+SUM_KEYS = ("graph_cases",)
+#: Per-process figures (MiB) kept as their largest value; each part's own value is in ``parts``.
+MAX_KEYS = ("memory_reserved_start_mib", "memory_reserved_end_mib", "max_case_growth_mib",
+            "max_case_growth_after_first_mib")
+#: What describes one part only (the shard it ran): kept under ``parts`` alone.
+PART_KEYS = ("shard",)
+
+
+def machine_gpu(machine_info: Mapping | None) -> str | None:
+    """The GPU of a run's ``machine_info`` as :func:`cudagraph_bench.envinfo.machine_gpu` reads it (its
+    ``"gpu"``, else ``["cuda"]["gpu_name"]``; None for a CPU run), without importing that module, which
+    may import torch."""
+    info = machine_info or {}
+    cuda = info.get("cuda")
+    name = info.get("gpu") or (cuda.get("gpu_name") if isinstance(cuda, Mapping) else None)
+    return str(name) if name else None
+
+
+def check_one_gpu(parts: list[tuple[str, Mapping]], envelope: Mapping | None = None) -> str | None:
+    """The GPU model every part ran on (None for CPU runs). Raises :class:`UsageError` naming two parts
+    of different GPU models (the envelope counts as a part named ``"this session"``)."""
+    seen: dict[str | None, str] = {}
+    named = ([("this session", envelope)] if envelope is not None else []) + list(parts)
+    for source, doc in named:
+        seen.setdefault(machine_gpu(doc.get("machine_info")), source)
+    if len(seen) > 1:
+        (gpu_a, a), (gpu_b, b) = list(seen.items())[:2]
+        raise UsageError(f"{a} ran on {gpu_a or 'no GPU'} and {b} on {gpu_b or 'no GPU'}: merge the shards of "
+                         "one GPU model only (run each GPU model's shards into its own merged file)")
+    return next(iter(seen), None)
+
+
+def part_entry(source: str, doc: Mapping) -> dict:
+    """What ``machine_info[entries_key]`` records of one part: ``source`` (file or worker), ``node``,
+    ``gpu``, ``cpu_affinity``, ``commit``, ``datetime``, ``benchmarks``, ``tests`` (durations recorded)
+    and the ``shard`` (``"K/N"``) when the part ran one."""
+    info = doc.get("machine_info") or {}
+    section = doc.get("cudagraph_bench") or {}
+    shard = section.get("shard") or {}
+    entry = {"source": source, "node": info.get("node"), "gpu": machine_gpu(info),
+             "cpu_affinity": info.get("cpu_affinity"), "commit": (doc.get("commit_info") or {}).get("id"),
+             "datetime": doc.get("datetime"), "benchmarks": len(doc.get("benchmarks") or []),
+             "tests": len(section.get(DURATIONS_KEY) or {})}
+    if shard.get("index") is not None:
+        entry["shard"] = f"{shard['index']}/{shard['count']}"
+    return entry
+
+
+def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
+    """The ``cudagraph_bench`` sections of ``parts`` as one (see the module docstring). Raises
+    :class:`UsageError` when a test's duration is recorded by two parts (the parts overlap)."""
+    merged: dict = {}
+    owner: dict[str, str] = {}
+    per_part = []
+    for source, doc in parts:
+        section = doc.get("cudagraph_bench")
+        if not isinstance(section, Mapping):
+            continue
+        own = {"source": source}
+        for key, value in section.items():
+            if key in LIST_KEYS and isinstance(value, list):
+                merged.setdefault(key, []).extend(copy.deepcopy(value))
+            elif key == DURATIONS_KEY and isinstance(value, Mapping):
+                for nodeid, seconds in value.items():
+                    if nodeid in owner:
+                        raise UsageError(f"{nodeid} ran in {owner[nodeid]} and in {source}: merge runs of "
+                                         "disjoint shards (each test in one of them)")
+                    owner[nodeid] = source
+                    merged.setdefault(DURATIONS_KEY, {})[nodeid] = seconds
+            elif key in SUM_KEYS or key in MAX_KEYS:
+                own[key] = value
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    known = merged.get(key)
+                    merged[key] = value if known is None else (known + value if key in SUM_KEYS else max(known, value))
+            elif key in PART_KEYS:
+                own[key] = copy.deepcopy(value)
+            elif key != "parts":
+                merged.setdefault(key, copy.deepcopy(value))   # e.g. run settings: the first part's
+                own[key] = copy.deepcopy(value)
+        per_part.append(own)
+    if "kernel_counts" in merged:
+        merged["kernel_counts"].sort(key=lambda k: (str(k.get("model")), str(k.get("dtype")), k.get("seq_len") or 0))
+    if per_part:
+        merged["parts"] = per_part
+    return merged
+
+
+def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = None,
+               entries_key: str = "shards", entries: list[dict] | None = None) -> dict:
+    """One pytest-benchmark document of ``parts`` (``(source, document)``: a file name or an xdist worker,
+    and its parsed JSON), see the module docstring.
+
+    Args:
+        envelope: a document whose ``machine_info``, ``commit_info``, ``datetime`` and ``version`` the
+            merged one takes (the xdist controller's); None: the first part's, with the newest datetime.
+        entries_key: the ``machine_info`` key that lists the parts (``"shards"`` or ``"workers"``).
+        entries: that list; None: :func:`part_entry` of each part.
+
+    Raises:
+        UsageError: no parts, parts of different GPU models, or a benchmark (``fullname``) in two parts.
+    """
+    if not parts:
+        raise UsageError("nothing to merge: give the runs of every shard")
+    check_one_gpu(parts, envelope)
+    base = envelope if envelope is not None else parts[0][1]
+    out = {key: copy.deepcopy(value) for key, value in base.items() if key not in ("benchmarks", "cudagraph_bench")}
+    out.setdefault("machine_info", {})
+    if envelope is None:
+        stamps = [str(doc["datetime"]) for _, doc in parts if doc.get("datetime")]
+        if stamps:
+            out["datetime"] = max(stamps)
+    benchmarks, where = [], {}
+    for source, doc in parts:
+        for bench in doc.get("benchmarks") or []:
+            name = bench.get("fullname") or bench.get("name")
+            if name in where:
+                raise UsageError(f"benchmark {name} is in {where[name]} and in {source}: merge runs of disjoint "
+                                 "shards (each benchmark measured once)")
+            where[name] = source
+            benchmarks.append(copy.deepcopy(bench))
+    out["benchmarks"] = benchmarks
+    section = merge_sections(parts)
+    if section:
+        out["cudagraph_bench"] = section
+    out["machine_info"][entries_key] = entries if entries is not None else [part_entry(s, d) for s, d in parts]
+    return out
+
+
+def commits_of(parts: list[tuple[str, Mapping]]) -> list[str]:
+    """The distinct commit ids of ``parts`` (``commit_info.id``), in order; more than one means the shards
+    measured different code."""
+    return list(dict.fromkeys(str((doc.get("commit_info") or {}).get("id")) for _, doc in parts
+                              if (doc.get("commit_info") or {}).get("id")))

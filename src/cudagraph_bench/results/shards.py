@@ -1,0 +1,111 @@
+"""Splitting a collected suite into shards (CI matrix jobs, one per host) and weighing its groups by
+recorded test durations (no torch, no pytest).
+
+A *group* is the unit that is never split: the tests of one model and dtype (parameters ``model`` or
+``causal_model``, and ``dtype``), so that each process builds a model once; a test without those
+parameters belongs to its module's group. Shards get whole groups by greedy longest-processing-time
+(Graham 1969, "Bounds on multiprocessing timing anomalies"; the ``least_duration`` algorithm of
+pytest-split): the heaviest group first, each to the shard with the least seconds so far. A group
+weighs the seconds its tests took in a previous run (``--shard-durations``: setup + call + teardown per
+test, recorded by the plugin under ``cudagraph_bench.test_durations_s``; a test missing there counts
+the median recorded test), else its number of tests. The assignment depends only on the collected
+test ids and the durations, so every CI job computes the same split.
+
+Test ids are pytest node ids without the ``@group`` suffix that pytest-xdist's ``--dist loadgroup``
+appends in its workers (:func:`base_nodeid`), so durations recorded with or without xdist match.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+
+from cudagraph_bench.errors import InputFileError
+
+#: Key of the recorded durations in a run's ``cudagraph_bench`` section: ``{node id: seconds}``.
+DURATIONS_KEY = "test_durations_s"
+#: Parameters that name a test's model (the forward/decode cases, and the decode tests' ``causal_model``).
+MODEL_PARAMS = ("model", "causal_model")
+
+
+def base_nodeid(nodeid: str) -> str:
+    """``nodeid`` without pytest-xdist's loadgroup suffix: ``"t.py::f[a]@gpt2-float32"`` -> ``"t.py::f[a]"``.
+    The suffix is what follows the last ``@`` after the last ``]`` (xdist's own rule, so an ``@`` inside
+    a parameter id stays)."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") and at > nodeid.rfind("::") else nodeid
+
+
+def group_of(params: Mapping, nodeid: str) -> str:
+    """The group of a test: ``"<model>-<dtype>"`` from its parameters (``model`` or ``causal_model``,
+    and ``dtype``), e.g. ``"gpt2-float32"``; else its module, e.g. ``"perf_tests/test_launch.py"``."""
+    model = next((params[p] for p in MODEL_PARAMS if params.get(p) is not None), None)
+    if model is not None and params.get("dtype") is not None:
+        return f"{model}-{params['dtype']}"
+    return base_nodeid(nodeid).split("::", 1)[0]
+
+
+def typical_seconds(durations: Mapping[str, float] | None) -> float:
+    """What a test without a recorded duration counts: the median recorded test (s), or 1 without any
+    (then every group weighs its number of tests)."""
+    values = [float(v) for v in (durations or {}).values()]
+    return statistics.median(values) if values else 1.0
+
+
+def group_seconds(nodeids: Iterable[str], durations: Mapping[str, float] | None, default_s: float) -> float:
+    """Recorded seconds of a group's tests (``default_s`` for each test without a record)."""
+    durations = durations or {}
+    return sum(float(durations.get(base_nodeid(n), default_s)) for n in nodeids)
+
+
+def assign_shards(groups: Mapping[str, list[str]], n_shards: int,
+                  durations: Mapping[str, float] | None = None) -> list[list[str]]:
+    """Split ``groups`` (group -> its test node ids) into ``n_shards`` lists of group names by greedy
+    longest-processing-time: groups by weight (:func:`group_seconds`), heaviest first and ties by name,
+    each to the shard with the fewest seconds so far (ties: the lowest shard). Shard ``i`` of the result
+    is CI shard ``i + 1``; a shard may be empty when there are fewer groups than shards.
+
+    Raises ``ValueError`` when ``n_shards`` < 1.
+    """
+    if n_shards < 1:
+        raise ValueError(f"need at least one shard, got {n_shards}")
+    default_s = typical_seconds(durations)
+    weights = {g: group_seconds(ids, durations, default_s) for g, ids in groups.items()}
+    loads = [0.0] * n_shards
+    shards: list[list[str]] = [[] for _ in range(n_shards)]
+    for group in sorted(weights, key=lambda g: (-weights[g], g)):
+        lightest = min(range(n_shards), key=lambda i: (loads[i], i))
+        shards[lightest].append(group)
+        loads[lightest] += weights[group]
+    return shards
+
+
+def durations_of(data: Mapping, source: str) -> dict[str, float]:
+    """The recorded test durations ``{node id: seconds}`` of a run document (pytest-benchmark JSON).
+
+    Raises InputFileError naming ``source`` when the run records none or a value is not a finite
+    number of seconds >= 0."""
+    section = data.get("cudagraph_bench") if isinstance(data, Mapping) else None
+    found = section.get(DURATIONS_KEY) if isinstance(section, Mapping) else None
+    if not isinstance(found, Mapping) or not found:
+        raise InputFileError(f"{source} records no test durations (cudagraph_bench.{DURATIONS_KEY}): give the "
+                             "--benchmark-json of a run made with this plugin, or leave --shard-durations out "
+                             "to split by test count")
+    out = {}
+    for nodeid, seconds in found.items():
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
+                or seconds < 0:
+            raise InputFileError(f"{source}: cudagraph_bench.{DURATIONS_KEY}[{nodeid!r}] = {seconds!r} is not "
+                                 "seconds >= 0: rerun the suite to rewrite the file")
+        out[base_nodeid(str(nodeid))] = float(seconds)
+    return out
+
+
+def load_durations(path: str) -> dict[str, float]:
+    """:func:`durations_of` the pytest-benchmark JSON at ``path`` (read and validated by
+    :func:`~cudagraph_bench.results.runfile.load_run`; raises InputFileError)."""
+    from cudagraph_bench.results.runfile import load_run
+
+    run = load_run(path)
+    return durations_of(run.data, str(run.path))

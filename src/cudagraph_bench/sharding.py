@@ -1,0 +1,139 @@
+"""pytest plugin of cudagraph-bench that splits the suite over CI jobs (loaded by :mod:`cudagraph_bench.plugin`).
+
+- ``--shard K/N`` (1-based, one CI matrix job each, e.g. on hosts of one GPU model): keeps the test
+  groups of shard K (:func:`cudagraph_bench.results.shards.assign_shards`: the tests of one model and
+  dtype stay together; balanced by ``--shard-durations FILE``, else by test count) and deselects the
+  rest, after ``-k``/``-m``. ``cudagraph-bench merge`` joins the shards' ``--benchmark-json`` files.
+- Every run records each test's setup + call + teardown seconds in its JSON, under
+  ``cudagraph_bench.test_durations_s`` (``{node id: s}``), and the shard it ran under
+  ``cudagraph_bench.shard``: the next run's ``--shard-durations``.
+- ``--shard-durations FILE`` also orders the groups of ``--gpu-workers`` (:mod:`cudagraph_bench.gpu_workers`)
+  longest first.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cudagraph_bench.options import SHARD_OPTIONS, add_to_pytest
+
+
+class ShardSession:
+    """Per-session state, registered as a plugin (``cudagraph-bench-shard``) so that its report hooks
+    see it: test durations recorded in this process, durations loaded from ``--shard-durations``, the
+    shard, the tests run and the session's start."""
+
+    def __init__(self, durations: dict[str, float] | None):
+        self.durations = durations
+        self.ran_s: dict[str, float] = {}   # node id (no xdist suffix) -> setup + call + teardown seconds
+        self.shard: dict | None = None
+        self.tests_run = 0
+        self.started = time.perf_counter()
+
+    def pytest_sessionstart(self, session):
+        self.started = time.perf_counter()
+
+    def pytest_runtest_logreport(self, report):
+        from cudagraph_bench.results.shards import base_nodeid
+
+        key = base_nodeid(report.nodeid)
+        self.ran_s[key] = self.ran_s.get(key, 0.0) + float(report.duration or 0.0)
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        self.tests_run += 1
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds since the session started."""
+        return time.perf_counter() - self.started
+
+
+STATE = pytest.StashKey[ShardSession]()
+PLUGIN_NAME = "cudagraph-bench-shard"
+
+
+def session_state(config) -> ShardSession | None:
+    """The :class:`ShardSession` of ``config`` (None before ``pytest_configure``)."""
+    return config.stash.get(STATE, None)
+
+
+def pytest_addoption(parser):
+    add_to_pytest(parser.getgroup("cudagraph-bench"), SHARD_OPTIONS)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Load ``--shard-durations`` (a usage error when it records none) and register the session state."""
+    from cudagraph_bench.errors import UsageError
+    from cudagraph_bench.results.shards import load_durations
+
+    durations = None
+    if config.getoption("shard_durations", None):
+        try:
+            durations = load_durations(config.getoption("shard_durations"))
+        except UsageError as exc:
+            raise pytest.UsageError(f"--shard-durations: {exc}") from None
+    state = config.stash[STATE] = ShardSession(durations)
+    config.pluginmanager.register(state, PLUGIN_NAME)
+
+
+def pytest_unconfigure(config):
+    state = session_state(config)
+    if state is not None and config.pluginmanager.is_registered(state):
+        config.pluginmanager.unregister(state)
+
+
+def params_of(item) -> dict:
+    """The parameters of a collected test (``{}`` for a test without parametrization)."""
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec is not None else {}
+
+
+def item_group(item) -> str:
+    """The test's group (:func:`cudagraph_bench.results.shards.group_of`)."""
+    from cudagraph_bench.results.shards import group_of
+
+    return group_of(params_of(item), item.nodeid)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """``--shard K/N``: keep the groups of shard K and deselect the rest (last, so after ``-k``/``-m``)."""
+    shard = config.getoption("shard", None)
+    if not shard:
+        return
+    from cudagraph_bench.results.shards import assign_shards, base_nodeid
+
+    index, count = shard
+    state = session_state(config)
+    groups: dict[str, list[str]] = {}
+    of = {id(item): item_group(item) for item in items}
+    for item in items:
+        groups.setdefault(of[id(item)], []).append(base_nodeid(item.nodeid))
+    keep = set(assign_shards(groups, count, state.durations)[index - 1])
+    selected = [item for item in items if of[id(item)] in keep]
+    deselected = [item for item in items if of[id(item)] not in keep]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+    items[:] = selected
+    state.shard = {"index": index, "count": count, "groups": sorted(keep), "tests": len(selected),
+                   "durations_from": config.getoption("shard_durations", None)}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    """Record the tests' durations and the shard in the run's ``cudagraph_bench`` section (after the
+    plugin wrote its memory ledger there)."""
+    from cudagraph_bench.results.shards import DURATIONS_KEY
+
+    state = session_state(config)
+    if state is None:
+        return
+    section = output_json.get("cudagraph_bench")
+    if not isinstance(section, dict):
+        section = output_json["cudagraph_bench"] = {}
+    section[DURATIONS_KEY] = dict(state.ran_s)
+    if state.shard is not None:
+        section["shard"] = dict(state.shard)

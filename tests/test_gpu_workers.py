@@ -1,0 +1,195 @@
+"""``--gpu-workers`` (pytest-xdist, one worker per GPU) and ``--shard K/N``, driven through pytester in
+subprocesses. Without a GPU, ``CUDA_VISIBLE_DEVICES=0,1`` stands for a host with two: each worker must
+get one entry of it, its own contiguous share of the CPUs, benchmarks that run, and the controller the
+merged JSON."""
+
+import json
+import os
+
+import pytest
+
+from cudagraph_bench.envinfo import format_cpus
+from cudagraph_bench.gpu_workers import cpu_shares, visible_gpus
+from cudagraph_bench.results.shards import DURATIONS_KEY, assign_shards
+
+from h200_fixture import DOC, write
+
+pytest_plugins = ["pytester"]
+pytest.importorskip("xdist")
+
+MODELS = ("m1", "m2", "m3")
+#: Benchmarks of three models (a group each) and a plain test (its module's group). Each benchmark
+#: records the GPU, CPUs and worker it saw; each test appends its group to $ORDER_LOG.
+SUITE = f"""
+import os
+import pytest
+
+def log(group):
+    if os.environ.get("ORDER_LOG"):
+        with open(os.environ["ORDER_LOG"], "a") as fh:
+            fh.write(group + "\\n")
+
+@pytest.mark.parametrize("model", {list(MODELS)!r})
+@pytest.mark.parametrize("dtype", ["float32"])
+@pytest.mark.parametrize("n", [1, 2])
+def test_bench(benchmark, model, dtype, n):
+    log(f"{{model}}-{{dtype}}")
+    benchmark.extra_info.update(gpu=os.environ.get("CUDA_VISIBLE_DEVICES"), cpus=sorted(os.sched_getaffinity(0)),
+                                worker=os.environ.get("PYTEST_XDIST_WORKER"))
+    benchmark.pedantic(sum, args=(range(100),), rounds=3)
+
+def test_plain():
+    log("test_suite.py")
+"""
+N_BENCH, N_TESTS = 2 * len(MODELS), 2 * len(MODELS) + 1
+two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: one per worker")
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester
+
+
+def test_the_plugin_imports_no_torch_before_a_worker_has_taken_its_gpu():
+    """Loading the plugin (and its parts) imports no torch, so nothing it imports can start CUDA before
+    pytest_configure sets the worker's CUDA_VISIBLE_DEVICES."""
+    import subprocess
+    import sys
+
+    code = ("import sys, cudagraph_bench.plugin, cudagraph_bench.gpu_workers, cudagraph_bench.sharding; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_cpu_shares_are_contiguous_and_even():
+    assert cpu_shares(range(8), 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert cpu_shares([5, 1, 2, 3, 4], 2) == [[1, 2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="1 CPU"):
+        cpu_shares([0], 2)
+
+
+def test_visible_gpus_are_the_entries_of_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, GPU-8f0e1c2a,")
+    assert visible_gpus() == ["2", "GPU-8f0e1c2a"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+
+
+@two_cpus
+def test_each_worker_benchmarks_on_its_own_gpu_and_cpus_and_the_controller_merges(suite, tmp_path):
+    out = tmp_path / "run.json"
+    result = run(suite, "-n", "2", "--dist", "loadgroup", "--gpu-workers", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=N_TESTS)
+    doc = json.loads(out.read_text())
+    workers = {w["worker"]: w for w in doc["machine_info"]["workers"]}
+    shares = cpu_shares(os.sched_getaffinity(0), 2)
+    assert sorted(workers) == ["gw0", "gw1"]
+    for w in workers.values():
+        assert w["gpu"] == ["0", "1"][w["slot"]] and w["cpu_affinity"] == format_cpus(shares[w["slot"]])
+        assert w["wall_s"] > 0 and "error" not in w
+    assert sum(w["tests"] for w in workers.values()) == N_TESTS
+    assert sum(w["benchmarks"] for w in workers.values()) == len(doc["benchmarks"]) == N_BENCH
+    for b in doc["benchmarks"]:
+        info, w = b["extra_info"], workers[b["extra_info"]["worker"]]
+        assert (info["gpu"], format_cpus(info["cpus"])) == (w["gpu"], w["cpu_affinity"])
+        assert "@" not in b["fullname"] and b["stats"]["rounds"] == 3
+    for model in MODELS:   # one model, one worker
+        assert len({b["extra_info"]["worker"] for b in doc["benchmarks"] if b["params"]["model"] == model}) == 1
+    assert len(doc["cudagraph_bench"][DURATIONS_KEY]) == N_TESTS
+    assert doc["machine_info"]["cpu_affinity"] == format_cpus(os.sched_getaffinity(0))   # the controller's
+    assert f"benchmark: {N_BENCH} tests" in result.stdout.str()   # pytest-benchmark's table of all workers
+    assert "automatically disabled" not in result.stdout.str() + result.stderr.str()
+
+
+@two_cpus
+def test_auto_starts_one_worker_per_gpu_and_benchmark_only_and_autosave_work(suite, tmp_path):
+    out, storage = tmp_path / "run.json", tmp_path / "storage"
+    result = run(suite, "-n", "auto", "--dist", "loadgroup", "--gpu-workers", "--benchmark-only",
+                 f"--benchmark-json={out}", "--benchmark-autosave", f"--benchmark-storage=file://{storage}")
+    result.assert_outcomes(passed=N_BENCH, skipped=1)
+    assert len(json.loads(out.read_text())["machine_info"]["workers"]) == 2
+    (saved,) = storage.glob("*/0001_*.json")   # one saved run: the merged one, without the rounds' data
+    doc = json.loads(saved.read_text())
+    assert len(doc["benchmarks"]) == N_BENCH and not any("data" in b["stats"] for b in doc["benchmarks"])
+
+
+@pytest.mark.parametrize("gpus, args, message", [
+    ("0,1", ("-n", "2"), "--gpu-workers needs --dist loadgroup (it keeps each model and dtype on one worker), "
+                         "got --dist load"),
+    ("0", ("-n", "2", "--dist", "loadgroup"), "--gpu-workers: 2 workers but 1 GPU(s) visible "
+                                              "(CUDA_VISIBLE_DEVICES='0'): give -n 1 or fewer"),
+    ("", ("-n", "1", "--dist", "loadgroup"), "--gpu-workers: no GPU visible (CUDA_VISIBLE_DEVICES='')"),
+    ("0,1", (), "--gpu-workers needs pytest-xdist workers: add -n N --dist loadgroup"),
+    ("0,1", ("-n", "2", "--dist", "loadgroup", "--benchmark-compare=0001"),
+     "--benchmark-compare is not applied to a --gpu-workers run"),
+])
+def test_bad_worker_set_ups_are_usage_errors(suite, monkeypatch, gpus, args, message):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+    result = run(suite, "--gpu-workers", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def durations_run(tmp_path, seconds_by_group):
+    """A run JSON whose recorded durations give each group of SUITE the seconds asked for."""
+    durations = {"test_suite.py::test_plain": seconds_by_group["test_suite.py"]}
+    for model in MODELS:
+        for n in (1, 2):
+            durations[f"test_suite.py::test_bench[{n}-float32-{model}]"] = seconds_by_group[f"{model}-float32"] / 2
+    return write({**DOC, "cudagraph_bench": {DURATIONS_KEY: durations}}, tmp_path / "durations.json")
+
+
+def test_a_free_worker_takes_the_longest_recorded_group(suite, tmp_path, monkeypatch):
+    seconds = {"m1-float32": 1.0, "m2-float32": 30.0, "m3-float32": 7.0, "test_suite.py": 12.0}
+    order = tmp_path / "order.log"
+    monkeypatch.setenv("ORDER_LOG", str(order))
+    result = run(suite, "-n", "1", "--dist", "loadgroup", "--gpu-workers", "--benchmark-disable",
+                 f"--shard-durations={durations_run(tmp_path, seconds)}")
+    result.assert_outcomes(passed=N_TESTS)
+    ran = list(dict.fromkeys(order.read_text().split()))
+    assert ran == sorted(seconds, key=seconds.get, reverse=True)
+
+
+def test_shards_split_the_suite_into_whole_groups(suite, tmp_path):
+    seconds = {"m1-float32": 1.0, "m2-float32": 30.0, "m3-float32": 7.0, "test_suite.py": 12.0}
+    durations = durations_run(tmp_path, seconds)
+    expected = assign_shards({g: [g] for g in seconds}, 2, seconds)
+    got = []
+    for k in (1, 2):
+        out = tmp_path / f"shard-{k}.json"
+        result = run(suite, f"--shard={k}/2", f"--shard-durations={durations}", f"--benchmark-json={out}")
+        n = sum(2 if g != "test_suite.py" else 1 for g in expected[k - 1])
+        result.assert_outcomes(passed=n)
+        assert f"{N_TESTS - n} deselected" in result.stdout.str()
+        section = json.loads(out.read_text())["cudagraph_bench"]
+        assert section["shard"] == {"index": k, "count": 2, "groups": sorted(expected[k - 1]), "tests": n,
+                                    "durations_from": str(durations)}
+        got.append(set(section[DURATIONS_KEY]))
+    assert not got[0] & got[1] and len(got[0] | got[1]) == N_TESTS
+
+
+def test_a_shard_is_taken_after_k_deselects(suite):
+    result = run(suite, "--shard=1/2", "-k", "m1 or m2", "--collect-only", "-q")
+    # four tests of two groups remain; shard 1 of 2 keeps one group (two tests)
+    assert "2/7 tests collected (5 deselected)" in result.stdout.str()
+
+
+@pytest.mark.parametrize("value", ["3/2", "0/2", "1", "a/b"])
+def test_a_bad_shard_is_a_usage_error(suite, value):
+    result = run(suite, f"--shard={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"bad shard {value!r}: give K/N" in result.stderr.str()
+
+
+def test_shard_durations_without_durations_is_a_usage_error(suite, tmp_path):
+    result = run(suite, "--shard=1/2", f"--shard-durations={write(DOC, tmp_path / 'old.json')}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "records no test durations (cudagraph_bench.test_durations_s)" in result.stderr.str()

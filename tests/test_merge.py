@@ -1,0 +1,194 @@
+"""``cudagraph-bench merge -o OUT RUN...``: the runs of a suite's shards as one pytest-benchmark JSON. The
+committed H200 run is split into the shards ``--shard 1/2`` and ``2/2`` would give (whole models and
+dtypes, by its recorded seconds), merged back, and every reader of runs must give the merged file the
+verdict and page it gives the original."""
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.merge import merge_runs
+from cudagraph_bench.results.shards import DURATIONS_KEY, assign_shards, group_of
+
+from h200_fixture import committed_run, run_cli, write
+
+ORIGINAL = committed_run("forward-checked")
+DOC = json.loads(ORIGINAL.read_text())
+BASELINE = Path(__file__).resolve().parents[1] / "baselines" / "nvidia-h200.json"
+
+
+def case_group(case_id: str) -> str:
+    """The group of a memory-ledger case id such as ``gpt2-float32-L16-graph``."""
+    return case_id.split("-L")[0]
+
+
+def split(doc, n=2):
+    """``doc`` as the runs of ``n`` shards: its benchmarks, memory-ledger cases and recorded seconds
+    (their rounds' total) divided by whole (model, dtype) groups as ``--shard K/N`` divides tests."""
+    groups, seconds = {}, {}
+    for b in doc["benchmarks"]:
+        groups.setdefault(group_of(b["extra_info"], b["fullname"]), []).append(b["fullname"])
+        seconds[b["fullname"]] = b["stats"]["total"]
+    shards = assign_shards(groups, n, seconds)
+    out = []
+    for k, keep in enumerate(shards, start=1):
+        part = copy.deepcopy(doc)
+        part["benchmarks"] = [b for b in doc["benchmarks"] if group_of(b["extra_info"], b["fullname"]) in keep]
+        section = part["cudagraph_bench"]
+        section["cases"] = [c for c in section["cases"] if case_group(c["case"]) in keep]
+        section["graph_cases"] = len(section["cases"])
+        section[DURATIONS_KEY] = {b["fullname"]: seconds[b["fullname"]] for b in part["benchmarks"]}
+        section["shard"] = {"index": k, "count": n, "groups": sorted(keep)}
+        out.append(part)
+    return out
+
+
+@pytest.fixture
+def shard_files(tmp_path):
+    return [write(part, tmp_path / f"shard-{k}.json") for k, part in enumerate(split(DOC), start=1)]
+
+
+@pytest.fixture
+def merged(tmp_path, capsys, shard_files):
+    out = tmp_path / "merged.json"
+    rc, stdout, err = run_cli(capsys, "merge", "-o", out, *shard_files)
+    assert rc == 0, err
+    assert stdout.strip() == f"merged {len(DOC['benchmarks'])} benchmarks of 2 runs (NVIDIA H200) into {out}"
+    return out
+
+
+def test_the_split_is_two_nonempty_shards_of_whole_models():
+    a, b = split(DOC)
+    assert a["benchmarks"] and b["benchmarks"]
+    assert not {group_of(x["extra_info"], "") for x in a["benchmarks"]} & {group_of(x["extra_info"], "")
+                                                                         for x in b["benchmarks"]}
+
+
+def test_the_merged_run_holds_every_benchmark_and_ledger_case_once(merged, shard_files):
+    doc = json.loads(merged.read_text())
+    assert sorted(b["fullname"] for b in doc["benchmarks"]) == sorted(b["fullname"] for b in DOC["benchmarks"])
+    by_name = {b["fullname"]: b for b in DOC["benchmarks"]}
+    assert all(b == by_name[b["fullname"]] for b in doc["benchmarks"])
+    section = doc["cudagraph_bench"]
+    assert sorted(c["case"] for c in section["cases"]) == sorted(c["case"] for c in DOC["cudagraph_bench"]["cases"])
+    assert section["graph_cases"] == DOC["cudagraph_bench"]["graph_cases"]
+    assert section[DURATIONS_KEY] == {b["fullname"]: b["stats"]["total"] for b in DOC["benchmarks"]}
+    assert "shard" not in section and [p["shard"]["index"] for p in section["parts"]] == [1, 2]
+    shards = doc["machine_info"]["shards"]
+    assert [s["source"] for s in shards] == [str(p) for p in shard_files]
+    assert [s["shard"] for s in shards] == ["1/2", "2/2"]
+    assert [s["benchmarks"] for s in shards] == [len(p["benchmarks"]) for p in split(DOC)]
+    assert {s["gpu"] for s in shards} == {"NVIDIA H200"}
+    assert doc["machine_info"]["cuda"] == DOC["machine_info"]["cuda"]
+    assert doc["commit_info"] == DOC["commit_info"]
+
+
+def without_paths(text, *paths):
+    """``text`` with the run's paths and the sha256 of its bytes (which differ between the two files) left out."""
+    for p in paths:
+        text = text.replace(str(p), "RUN")
+    return re.sub(r"sha256 `[0-9a-f]+`", "sha256", text)
+
+
+def test_gate_gives_the_merged_run_the_verdict_of_the_original(capsys, merged):
+    rc_o, out_o, _ = run_cli(capsys, "gate", ORIGINAL, "--baseline", BASELINE)
+    rc_m, out_m, _ = run_cli(capsys, "gate", merged, "--baseline", BASELINE)
+    assert rc_m == rc_o == 0
+    assert without_paths(out_m, merged) == without_paths(out_o, ORIGINAL)
+
+
+def test_report_renders_the_merged_run_as_the_original(tmp_path, capsys, merged):
+    assert run_cli(capsys, "report", ORIGINAL, "-o", tmp_path / "a")[0] == 0
+    assert run_cli(capsys, "report", merged, "-o", tmp_path / "b")[0] == 0
+    page_a, page_b = ((tmp_path / d / "results.md").read_text() for d in "ab")
+    assert without_paths(page_b, merged, merged.name) == without_paths(page_a, ORIGINAL, ORIGINAL.name)
+
+
+def test_compare_finds_no_change_between_the_merged_run_and_the_original(capsys, merged):
+    rc, out, _ = run_cli(capsys, "compare", ORIGINAL, merged, "--baseline", BASELINE)
+    assert rc == 0
+    assert f"compare PASS: {len(DOC['benchmarks'])} benchmarks in both" in out
+    assert "0 only in" not in out and "only in NEW" not in out and "only in OLD" not in out
+
+
+def pytest_benchmark_compare(path):
+    proc = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(path), "--columns=median"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_pytest_benchmarks_own_compare_reads_the_merged_run(merged):
+    out = pytest_benchmark_compare(merged)
+    assert sum(int(n) for n in re.findall(r"benchmark '[^']*': (\d+) tests", out)) == len(DOC["benchmarks"])
+    assert out == pytest_benchmark_compare(ORIGINAL)
+
+
+def other_gpu(doc, name):
+    doc = copy.deepcopy(doc)
+    doc["machine_info"]["gpu"] = name
+    doc["machine_info"]["cuda"]["gpu_name"] = name
+    return doc
+
+
+@pytest.mark.parametrize("make_second, message", [
+    (lambda a, b: other_gpu(b, "NVIDIA H100 80GB HBM3"),
+     "ran on NVIDIA H200 and {b} on NVIDIA H100 80GB HBM3: merge the shards of one GPU model only"),
+    (lambda a, b: {**b, "benchmarks": b["benchmarks"] + a["benchmarks"][:1]},
+     "benchmark {name} is in {a} and in {b}: merge runs of disjoint shards"),
+])
+def test_shards_of_two_gpus_or_overlapping_shards_are_refused(tmp_path, capsys, make_second, message):
+    first, second = split(DOC)
+    a = write(first, tmp_path / "a.json")
+    b = write(make_second(first, second), tmp_path / "b.json")
+    out = tmp_path / "merged.json"
+    rc, _, err = run_cli(capsys, "merge", "-o", out, a, b)
+    assert rc == 2
+    assert message.format(a=a, b=b, name=first["benchmarks"][0]["fullname"]) in err
+    assert not out.exists()
+
+
+def test_a_test_recorded_by_two_shards_is_refused():
+    first, second = split(DOC)
+    second["cudagraph_bench"][DURATIONS_KEY]["perf_tests/x.py::test_plain"] = 1.0
+    first["cudagraph_bench"][DURATIONS_KEY]["perf_tests/x.py::test_plain"] = 2.0
+    with pytest.raises(UsageError, match="perf_tests/x.py::test_plain ran in a and in b: merge runs of disjoint"):
+        merge_runs([("a", first), ("b", second)])
+
+
+def test_merge_never_overwrites_an_input(tmp_path, capsys, shard_files):
+    before = shard_files[0].read_bytes()
+    rc, _, err = run_cli(capsys, "merge", "-o", shard_files[0], *shard_files)
+    assert rc == 2 and "is the input file" in err
+    assert shard_files[0].read_bytes() == before
+
+
+def test_the_same_run_twice_is_refused(tmp_path, capsys, shard_files):
+    rc, _, err = run_cli(capsys, "merge", "-o", tmp_path / "m.json", shard_files[0], shard_files[0])
+    assert rc == 2 and "are the same run" in err
+
+
+def test_runs_of_two_commits_are_merged_with_a_warning(tmp_path, capsys):
+    first, second = split(DOC)
+    second["commit_info"] = {**second["commit_info"], "id": "0" * 40}
+    a, b = write(first, tmp_path / "a.json"), write(second, tmp_path / "b.json")
+    rc, _, err = run_cli(capsys, "merge", "-o", tmp_path / "m.json", a, b)
+    assert rc == 0
+    assert f"the runs measured 2 commits ({first['commit_info']['id'][:12]}, {'0' * 12})" in err
+
+
+def test_per_process_memory_figures_keep_their_largest_value_and_each_part():
+    first, second = split(DOC)
+    first["cudagraph_bench"]["memory_reserved_end_mib"] = 100.0
+    second["cudagraph_bench"]["memory_reserved_end_mib"] = 250.0
+    second["cudagraph_bench"]["memory_reserved_start_mib"] = None   # a run without a GPU reading
+    section = merge_runs([("a", first), ("b", second)])["cudagraph_bench"]
+    assert section["memory_reserved_end_mib"] == 250.0
+    assert section["memory_reserved_start_mib"] == first["cudagraph_bench"]["memory_reserved_start_mib"]
+    assert [p["memory_reserved_end_mib"] for p in section["parts"]] == [100.0, 250.0]
