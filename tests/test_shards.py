@@ -109,3 +109,19 @@ def test_a_run_without_usable_durations_is_refused(section, message):
 def test_assign_shards_needs_a_shard():
     with pytest.raises(ValueError, match="at least one shard"):
         assign_shards({"a": ["t.py::a"]}, 0)
+
+
+def test_time_per_part_adds_each_module_s_tests():
+    from cudagraph_bench.results.shards import time_per_part
+
+    durations = {"perf_tests/test_decode_bench.py::test_decode[a]": 3.0,
+                 "perf_tests/test_forward_bench.py::test_forward[a]": 0.5,
+                 "perf_tests/test_forward_bench.py::test_forward[b]": 0.25,
+                 "tests/test_x.py::test_y": 4.0}
+    parts = time_per_part(durations)
+    by_module = {}
+    for nodeid, s in durations.items():
+        by_module.setdefault(nodeid.split("::")[0], []).append(s)
+    assert {k: (v["s"], v["tests"]) for k, v in parts.items()} == {k: (sum(v), len(v)) for k, v in by_module.items()}
+    assert list(parts) == sorted(by_module, key=lambda k: -sum(by_module[k]))   # longest first
+    assert time_per_part({}) == {}

@@ -2,7 +2,7 @@
 # The default suite (every benchmark and GPU test of perf_tests in one pytest session, as `make gpu-gate`
 # runs it) on one GPU, and sharded over the two GPUs of the host with pytest-xdist and --gpu-workers; each
 # run is gated, and the sharded run is compared with the single-GPU one. One step per 10-minute command:
-#   OUT=<dir> bash scripts/device/sharded-suite.sh single              # GPU 0, every core
+#   OUT=<dir> bash scripts/device/sharded-suite.sh single              # GPU 0 (SINGLE_GPU), every core (CPUS)
 #   OUT=<dir> bash scripts/device/sharded-suite.sh sharded [SINGLE]    # GPUs 0 and 1, half the cores each
 # SINGLE: a folder holding the single step's single.json and single.wall_s (carried to this machine): its
 # recorded test durations order the workers' groups longest first, and the sharded run is compared with
@@ -31,7 +31,7 @@ gate() {
 
 case "$step" in
   single)
-    CUDA_VISIBLE_DEVICES=0 suite single
+    CUDA_VISIBLE_DEVICES="${SINGLE_GPU:-0}" suite single ${CPUS:+--cpus "$CPUS"}
     gate single ;;
   sharded)
     durations=()

@@ -7,6 +7,10 @@
 - Every run records each test's setup + call + teardown seconds in its JSON, under
   ``cudagraph_bench.test_durations_s`` (``{node id: s}``), and the shard it ran under
   ``cudagraph_bench.shard``: the next run's ``--shard-durations``.
+- the time per part: every run prints, after the tests, the seconds each test module took (its tests'
+  setup + call + teardown) and the session's wall time, and records them under
+  ``cudagraph_bench.time_per_part_s`` and ``cudagraph_bench.wall_s``
+  (:func:`cudagraph_bench.results.shards.time_per_part`);
 - ``--shard-durations FILE`` also orders the groups of ``--gpu-workers`` (:mod:`cudagraph_bench.gpu_workers`)
   longest first.
 """
@@ -122,11 +126,26 @@ def pytest_collection_modifyitems(session, config, items):
                    "durations_from": config.getoption("shard_durations", None)}
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The time per part of the suite (:func:`cudagraph_bench.results.shards.time_per_part`) and the
+    session's wall time. Under
+    ``--gpu-workers`` the parts ran side by side: their sum is above the wall time."""
+    from cudagraph_bench.results.shards import time_per_part
+
+    state = session_state(config)
+    if state is None or not state.ran_s or hasattr(config, "workerinput"):
+        return
+    terminalreporter.write_sep("-", "cudagraph-bench time per part")
+    for part, t in time_per_part(state.ran_s).items():
+        terminalreporter.write_line(f"{t['s']:8.1f} s  {t['tests']:4d} tests  {part}")
+    terminalreporter.write_line(f"{sum(state.ran_s.values()):8.1f} s  in tests; session wall time {state.wall_s:.1f} s")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     """Record the tests' durations and the shard in the run's ``cudagraph_bench`` section (after the
     plugin wrote its memory ledger there)."""
-    from cudagraph_bench.results.shards import DURATIONS_KEY
+    from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 
     state = session_state(config)
     if state is None:
@@ -135,5 +154,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     if not isinstance(section, dict):
         section = output_json["cudagraph_bench"] = {}
     section[DURATIONS_KEY] = dict(state.ran_s)
+    section["time_per_part_s"] = {part: round(t["s"], 3) for part, t in time_per_part(state.ran_s).items()}
+    section["wall_s"] = round(state.wall_s, 3)
     if state.shard is not None:
         section["shard"] = dict(state.shard)

@@ -26,14 +26,15 @@ import copy
 from collections.abc import Mapping
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.shards import DURATIONS_KEY
+from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 
 #: ``cudagraph_bench`` keys whose lists are concatenated.
 LIST_KEYS = ("cases", "kernel_counts", "failures")
 #: Keys added up.
 SUM_KEYS = ("graph_cases",)
-#: Per-process figures (MiB) kept as their largest value; each part's own value is in ``parts``.
-MAX_KEYS = ("memory_reserved_start_mib", "memory_reserved_end_mib", "max_case_growth_mib",
+#: Per-process figures (MiB; ``wall_s`` in seconds: the longest part) kept as their largest value; each
+#: part's own value is in ``parts``.
+MAX_KEYS = ("wall_s", "memory_reserved_start_mib", "memory_reserved_end_mib", "max_case_growth_mib",
             "max_case_growth_after_first_mib")
 #: What describes one part only (the shard it ran): kept under ``parts`` alone.
 PART_KEYS = ("shard",)
@@ -111,6 +112,8 @@ def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
                 merged.setdefault(key, copy.deepcopy(value))   # e.g. run settings: the first part's
                 own[key] = copy.deepcopy(value)
         per_part.append(own)
+    if DURATIONS_KEY in merged:   # recomputed from the united durations
+        merged["time_per_part_s"] = {part: round(t["s"], 3) for part, t in time_per_part(merged[DURATIONS_KEY]).items()}
     if "kernel_counts" in merged:
         merged["kernel_counts"].sort(key=lambda k: (str(k.get("model")), str(k.get("dtype")), k.get("seq_len") or 0))
     if per_part:

@@ -109,3 +109,14 @@ def load_durations(path: str) -> dict[str, float]:
 
     run = load_run(path)
     return durations_of(run.data, str(run.path))
+
+
+def time_per_part(durations_s: dict[str, float]) -> dict[str, dict]:
+    """Seconds per test module (a part of the suite: the forward benchmarks, the decode tests, ...) from
+    ``{node id: s}``: ``{module path: {"s": seconds, "tests": count}}``, longest first."""
+    parts: dict[str, dict] = {}
+    for nodeid, seconds in durations_s.items():
+        part = parts.setdefault(nodeid.split("::", 1)[0], {"s": 0.0, "tests": 0})
+        part["s"] += float(seconds)
+        part["tests"] += 1
+    return dict(sorted(parts.items(), key=lambda kv: -kv[1]["s"]))
