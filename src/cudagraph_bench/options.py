@@ -16,8 +16,24 @@ from typing import Any, Callable
 
 #: Forward-pass variants, in display order. ``eager`` is the reference every other one is compared with.
 FORWARD_VARIANTS = ("eager", "graph", "padded", "bucketed", "compile", "compile+graph")
-#: Decode variants: HF ``generate`` (default dynamic cache), eager static-cache loop, graphed decode step.
-DECODE_VARIANTS = ("generate", "static-eager", "graph")
+#: Decode variants: HF ``generate`` (default dynamic cache), eager static-cache loop, graphed decode step, the
+#: decode step compiled by inductor and captured by the suite's graph, and HF ``generate`` with a static cache and
+#: a ``torch.compile``-d forward (the peer of ``compile+graph``).
+DECODE_VARIANTS = ("generate", "static-eager", "graph", "compile+graph", "generate-static-compile")
+#: Decode variants that use torch.compile: benchmarked only with ``--with-compile``.
+DECODE_COMPILE_VARIANTS = ("compile+graph", "generate-static-compile")
+#: inductor modes of the compiled decode step; both leave CUDA graphs to the suite's capture.
+DECODE_COMPILE_MODES = ("max-autotune-no-cudagraphs", "default")
+#: ``default``: fused kernels with cuBLAS GEMMs. The autotuned mode benchmarks GEMM templates first, which took
+#: minutes per compile+graph forward case in the committed compile sweep (its "compile s" column in
+#: docs/compile/results.md): too slow for a decode run of three models in one device slot. Ask for it with
+#: ``--decode-compile-mode max-autotune-no-cudagraphs``.
+DEFAULT_DECODE_COMPILE_MODE = "default"
+#: Decode steps captured in one graph (a 1-step graph replays the remainder). Unrolling removes the host's
+#: replay call and the GPU's gap between two graphs for all but one step in this many: gaps of the order
+#: of one kernel launch against a step of hundreds of kernels, so beyond 8 the saving per token is lost in
+#: the noise while capture time and graph size keep growing with it.
+DEFAULT_DECODE_STEPS_PER_GRAPH = 8
 #: Launch microbenchmark variants.
 LAUNCH_VARIANTS = ("loop", "graph")
 #: Forward variants run in a worker subprocess by default (they may break the CUDA context).
@@ -140,6 +156,15 @@ def _whole_number_at_least(text: str, lowest: int) -> int:
     if value < lowest:
         raise argparse.ArgumentTypeError(f"expected a number >= {lowest}, got {value}")
     return value
+
+
+def parse_decode_compile_mode(text: str) -> str:
+    """An inductor mode of the compiled decode step, one of :data:`DECODE_COMPILE_MODES`."""
+    if text not in DECODE_COMPILE_MODES:
+        raise argparse.ArgumentTypeError(f"unknown decode compile mode {text!r}: use one of "
+                                         f"{', '.join(DECODE_COMPILE_MODES)} (inductor's own CUDA graphs stay off: "
+                                         "the suite captures the step)")
+    return text
 
 
 def parse_count(text: str) -> int:
