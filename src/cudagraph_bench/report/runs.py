@@ -56,14 +56,17 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
 
 def _group_of(entry: dict, *, failure: bool = False) -> tuple:
     """What a newer run replaces: a forward prompt length ``("forward", model, dtype, seq_len)`` as a
-    whole (so eager and every variant of a length come from one run), else one benchmark by name."""
+    whole (so eager and every variant of a length come from one run), else one benchmark by name. A
+    failure without a ``suite`` is a forward case (``cudagraph-bench run`` lists only those); a failed
+    decode case carries its test's name, the ``fullname`` its benchmark would have had."""
     info = entry if failure else (entry.get("extra_info") or {})
-    if failure or info.get("suite") == "forward":
+    suite = info.get("suite") or ("forward" if failure else None)
+    if suite == "forward":
         try:
             return ("forward", info.get("model"), info.get("dtype"), int(info.get("seq_len")))
         except (TypeError, ValueError):
             pass
-    return (info.get("suite") or "other", entry.get("fullname") or entry.get("name"))
+    return (suite or "other", entry.get("fullname") or entry.get("name"))
 
 
 def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
@@ -120,13 +123,15 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     return out, lines
 
 
-def not_measured(runs: list[Run]) -> list[dict]:
-    """Cases a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``)."""
+def not_measured(runs: list[Run], suite: str = "forward") -> list[dict]:
+    """Cases of ``suite`` that a run could not measure (``["cudagraph_bench"]["failures"]``: written by
+    ``cudagraph-bench run`` for forward cases, without a ``suite`` field, and by the pytest plugin with one)."""
+    need = {"model", "dtype", "seq_len", "variant"} | ({"new_tokens"} if suite == "decode" else set())
     out = []
     for run in runs:
         section = run.data.get("cudagraph_bench") or {}
         for f in section.get("failures") or []:
-            if isinstance(f, dict) and {"model", "dtype", "seq_len", "variant"} <= f.keys():
+            if isinstance(f, dict) and (f.get("suite") or "forward") == suite and need <= f.keys():
                 out.append(dict(f))
     return out
 
