@@ -1,5 +1,6 @@
-"""Correctness of greedy decode with a static KV cache (GPU): graphed decode vs HF generate, and the
-failure kinds practitioners have reported for graphed decode."""
+"""Correctness of greedy decode with a static KV cache (GPU): graphed decode vs HF generate, the decode step
+compiled by inductor and captured (vs generate and the eager loop), multi-step graphs vs the 1-step graph,
+and the failure kinds practitioners have reported for graphed decode."""
 
 import pytest
 
@@ -121,6 +122,93 @@ def test_sliding_window_and_moe_decode_equal_generate(cgb, arch, dtype, bucketed
         assert len(distinct) >= 3, "reference generations are nearly constant: the comparison would prove little"
     finally:
         decoder.close()
+        eager.close()
+        del model
+        cgb.release()
+
+
+#: Models of the compiled-decode tests: the gpt2 preset and a small Llama config (``SMALL``).
+COMPILED_DECODE_MODELS = {"gpt2": ("gpt2", None),
+                          "small-llama": ("tinyllama-1.1b", dict(SMALL, initializer_range=0.2))}
+
+
+def _compiled_decode_model(cgb, arch, dtype):
+    preset, overrides = COMPILED_DECODE_MODELS[arch]
+    return cgb.model(preset, dtype) if overrides is None else _small_model(preset, overrides, dtype)
+
+
+@pytest.mark.parametrize("arch", list(COMPILED_DECODE_MODELS))
+def test_compiled_graphed_decode_equals_generate(cgb, arch):
+    """The decode step compiled by inductor (``--compile-mode``, no inductor graphs) and captured by the
+    suite: the tokens of HF ``generate(do_sample=False)`` or a rounding tie (every compared step's logits as
+    close to float64 as generate's), judged the same way against the eager static-cache loop; its
+    multi-step graph gives exactly the tokens and logits of its 1-step graph (same compiled kernels), and a
+    second request the same tokens."""
+    import torch
+
+    from cudagraph_bench.capture.decode import GreedyDecoder
+    from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
+    from cudagraph_bench.plugin import generate_reference
+
+    dtype, new = "bfloat16", 48
+    model = _compiled_decode_model(cgb, arch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    ids = torch.randint(1, model.config.vocab_size, (1, PROMPT), device="cuda", generator=gen)
+    ref, ref_logits = generate_reference(model, ids, new)
+    eager = GreedyDecoder(model, 256, use_graph=False)
+    decoder = None
+    try:
+        eager_tokens, eager_logits = eager.generate(ids, new, return_logits=True)
+        decoder = GreedyDecoder(model, 256, compile_mode=cgb.option("compile_mode"), steps_per_graph=8)
+        assert decoder.compile_ms > 0 and decoder.capture_ms > 0 and decoder.graphs_compiled >= 1
+        tokens, logits = decoder.generate(ids, new, return_logits=True)      # 47 steps: 5 x 8 + 7 x 1
+        assert torch.equal(decoder.generate(ids, new), tokens)
+        decoder.steps_per_graph = 1                                            # every step by the 1-step graph
+        tokens_1, logits_1 = decoder.generate(ids, new, return_logits=True)
+        assert torch.equal(tokens_1, tokens), f"8-step graph {tokens[0].tolist()} != 1-step {tokens_1[0].tolist()}"
+        assert all(torch.equal(a, b) for a, b in zip(logits, logits_1, strict=True))
+        print(f"{arch} compiled ({decoder.compile_mode}): compile {decoder.compile_ms:.0f} ms, "
+              f"{decoder.graphs_compiled} graph(s), capture {decoder.capture_ms:.0f} ms")
+        _assert_matches_generate(model, ids, (tokens, logits), ref, ref_logits, dtype, f"{arch} compiled")
+        vs_eager = check_decode_against_generate(tokens, logits, eager_tokens, eager_logits,
+                                                 fp64_decode_logits(model, ids, eager_tokens), dtype,
+                                                 reference_name="static-eager")
+        print(f"{arch} compiled vs static-eager: {vs_eager.summary}")
+        assert vs_eager.passed, vs_eager.summary
+        assert len(set(ref[0].tolist())) >= 3, "reference generation is nearly constant: the check would prove little"
+    finally:
+        if decoder is not None:
+            decoder.close()
+        eager.close()
+        del model
+        cgb.release()
+
+
+@pytest.mark.parametrize("arch", list(COMPILED_DECODE_MODELS))
+def test_multi_step_graph_equals_one_step_graph_and_eager_loop(cgb, arch):
+    """Graphed decode with eager kernels: 8 steps per graph (plus the 1-step remainder), the 1-step graph
+    alone, 3 steps per graph and the eager static-cache loop give the same tokens and logits, bit for bit."""
+    import torch
+
+    from cudagraph_bench.capture.decode import GreedyDecoder
+
+    dtype, new = "bfloat16", 40
+    model = _compiled_decode_model(cgb, arch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    ids = torch.randint(1, model.config.vocab_size, (1, PROMPT), device="cuda", generator=gen)
+    decoders = {k: GreedyDecoder(model, 128, steps_per_graph=k) for k in (8, 3)}
+    eager = GreedyDecoder(model, 128, use_graph=False)
+    try:
+        want_tokens, want_logits = eager.generate(ids, new, return_logits=True)
+        runs = {k: d.generate(ids, new, return_logits=True) for k, d in decoders.items()}
+        decoders[8].steps_per_graph = 1
+        runs[1] = decoders[8].generate(ids, new, return_logits=True)
+        for k, (tokens, logits) in runs.items():
+            assert torch.equal(tokens, want_tokens), f"{k} steps per graph: {tokens[0].tolist()} != eager loop"
+            assert all(torch.equal(a, b) for a, b in zip(logits, want_logits, strict=True)), f"{k} steps per graph"
+    finally:
+        for d in decoders.values():
+            d.close()
         eager.close()
         del model
         cgb.release()

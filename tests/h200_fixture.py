@@ -21,6 +21,7 @@ COMMITTED_RUNS = {
     # the tests that read it skip until it is committed
     "forward-params": "forward/forward-plain-params.json",
     "kernel-counts": "kernel-counts/kernel-counts.json",   # eager kernel counts taken in worker processes
+    "decode-checked": "decode/decode-checked.json",       # the decode suite, each decoder checked against generate
 }
 
 

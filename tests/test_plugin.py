@@ -41,8 +41,25 @@ def test_with_compile_adds_variants(pytester):
     pytester.makepyfile(CASES_TEST)
     out = run(pytester, "--collect-only", "-q", "--models", "gpt2", "--prompt-lengths", "50", "--dtypes", "fp32",
               "--with-compile", "-k", "fwd").stdout.str()
-    assert "4/11 tests collected (7 deselected)" in out   # eager, graph, compile, compile+graph
+    from cudagraph_bench.options import DECODE_VARIANTS
+
+    # fwd: eager, graph, compile, compile+graph; 1 correctness; decode: 2 token counts x every decode variant
+    total = 4 + 1 + 2 * len(DECODE_VARIANTS)
+    assert f"4/{total} tests collected ({total - 4} deselected)" in out
     assert "test_fwd[gpt2-float32-L50-compile+graph]" in out
+
+
+def test_with_compile_adds_decode_variants(pytester):
+    from cudagraph_bench.options import DECODE_COMPILE_VARIANTS, DECODE_VARIANTS
+
+    pytester.makepyfile(CASES_TEST)
+    args = ("--collect-only", "-q", "--models", "gpt2", "--new-tokens", "128", "-k", "dec")
+    plain = run(pytester, *args).stdout.str()
+    with_compile = run(pytester, *args, "--with-compile").stdout.str()
+    for variant in DECODE_VARIANTS:
+        node = f"test_dec[gpt2-bfloat16-L50-new128-{variant}]"
+        assert node in with_compile
+        assert (node in plain) == (variant not in DECODE_COMPILE_VARIANTS)
 
 
 @pytest.mark.parametrize("args, message", [

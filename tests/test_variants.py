@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 
+from cudagraph_bench.capture import compiling
 from cudagraph_bench.measure import case as C
 from cudagraph_bench.measure import isolation as I
 from cudagraph_bench.measure import variants as V
@@ -93,7 +94,7 @@ class FakeClock:
 
 def test_warm_until_stable_stops_when_two_calls_agree(monkeypatch):
     clock = FakeClock([1000.0, 50.0, 1.4, 1.4, 1.4])
-    monkeypatch.setattr(V, "time", clock)
+    monkeypatch.setattr(compiling, "time", clock)
     excess, times = V.warm_until_stable(clock.call, lambda: None, min_calls=3)
     assert times == pytest.approx([1000.0, 50.0, 1.4, 1.4])
     assert excess == pytest.approx(1000.0 + 50.0 + 1.4 + 1.4 - 4 * 1.4)
@@ -101,11 +102,11 @@ def test_warm_until_stable_stops_when_two_calls_agree(monkeypatch):
 
 def test_warm_until_stable_honours_min_and_max_calls(monkeypatch):
     clock = FakeClock([5.0] * 10)
-    monkeypatch.setattr(V, "time", clock)
+    monkeypatch.setattr(compiling, "time", clock)
     _, times = V.warm_until_stable(clock.call, lambda: None, min_calls=3)
     assert len(times) == 3
     clock = FakeClock([10.0, 1.0] * 10)
-    monkeypatch.setattr(V, "time", clock)
+    monkeypatch.setattr(compiling, "time", clock)
     excess, times = V.warm_until_stable(clock.call, lambda: None, min_calls=2, max_calls=6)
     assert len(times) == 6
     assert excess == pytest.approx(33.0 - 6 * 1.0)

@@ -9,13 +9,14 @@ Subpackages, one layer each; a module imports only its own layer and those below
 - ``commands``  every command's front-end, one module each (options, ``main``): ``run``, ``gate``, ``compare``,
                 ``baseline``, ``calibrate``, ``ab``, ``report``, ``launch_report``, ``merge`` (all but ``run``
                 without torch)
-- ``report``    markdown pages and plots of run JSONs, the forward tables, the roofline tables, the launch-overhead
-                page (no torch)
+- ``report``    markdown pages and plots of run JSONs, the forward and decode tables, the roofline tables, the
+                launch-overhead page (no torch)
 - ``measure``   variants, the one measurement pipeline of a case (``measure.case``: the pytest benchmarks and
                 ``run`` both use it), planning and running ``run``'s cases, worker isolation, timing and the
                 round policy, correctness, launch microbenchmarks, the roofline's inputs (bytes per decoded
-                token, peak memory bandwidth, GPU busy time)
+                token, peak memory bandwidth, GPU busy time), the compiled static-cache ``generate`` peer of decode
 - ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode
+                (optionally with the step compiled), the torch.compile helpers
 - ``results``   run files and the typed record they are decoded into (``runfile``, ``record``), statistics, the
                 regression rule, the roofline arithmetic, and the logic of baseline, gate, compare, calibrate,
                 A/B, shards and merging runs (no torch)

@@ -54,3 +54,8 @@ class CaptureError(CudagraphBenchError, RuntimeError):
 class OutputWriteError(CudagraphBenchError, OSError):
     """An output file could not be written (a full disk, a read-only folder): an ``OSError`` whose
     ``filename`` is the path the user gave, never the temporary file the atomic writer used."""
+
+
+class CompileError(CudagraphBenchError, RuntimeError):
+    """torch.compile did not compile the function it was given (dynamo disabled, or the function skipped):
+    measuring it would label eager code as compiled. The message names the function and the fix."""

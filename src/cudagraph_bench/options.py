@@ -16,8 +16,17 @@ from typing import Any, Callable
 
 #: Forward-pass variants, in display order. ``eager`` is the reference every other one is compared with.
 FORWARD_VARIANTS = ("eager", "graph", "padded", "bucketed", "compile", "compile+graph")
-#: Decode variants: HF ``generate`` (default dynamic cache), eager static-cache loop, graphed decode step.
-DECODE_VARIANTS = ("generate", "static-eager", "graph")
+#: Decode variants: HF ``generate`` (default dynamic cache), eager static-cache loop, graphed decode step, the
+#: decode step compiled by inductor and captured by the suite's graph, and HF ``generate`` with a static cache and
+#: a ``torch.compile``-d forward (the peer of ``compile+graph``).
+DECODE_VARIANTS = ("generate", "static-eager", "graph", "compile+graph", "generate-static-compile")
+#: Decode variants that use torch.compile: benchmarked only with ``--with-compile``.
+DECODE_COMPILE_VARIANTS = ("compile+graph", "generate-static-compile")
+#: Decode steps captured in one graph (a 1-step graph replays the remainder). Unrolling removes the host's
+#: replay call and the GPU's gap between two graphs for all but one step in this many: gaps of the order
+#: of one kernel launch against a step of hundreds of kernels, so beyond 8 the saving per token is lost in
+#: the noise while capture time and graph size keep growing with it.
+DEFAULT_DECODE_STEPS_PER_GRAPH = 8
 #: Launch microbenchmark variants.
 LAUNCH_VARIANTS = ("loop", "graph")
 #: Forward variants run in a worker subprocess by default (they may break the CUDA context).
@@ -46,9 +55,10 @@ DEFAULT_WARMUP_ROUNDS = 10
 #: ``DEFAULT_MIN_TIME_MS`` (0: the precision target decides).
 DEFAULT_WARMUP_MS = 100.0
 DEFAULT_MIN_TIME_MS = 0.0
-#: Inductor modes of the ``compile+graph`` variant (inductor's own CUDA graphs off in both: the suite
-#: captures): ``default`` (fusion, no autotuning; the kernels ``reduce-overhead`` runs, compiled in seconds)
-#: and ``max-autotune-no-cudagraphs`` (also autotunes GEMMs and fusions: minutes per prompt length).
+#: Inductor modes of the ``compile+graph`` variants, forward and decode (inductor's own CUDA graphs off in both:
+#: the suite captures): ``default`` (fusion, cuBLAS GEMMs, no autotuning; the kernels ``reduce-overhead`` runs,
+#: compiled in seconds) and ``max-autotune-no-cudagraphs`` (also autotunes GEMM templates and fusions: minutes
+#: per forward case in the committed float32 compile sweep, its "compile s" column in docs/compile/results.md).
 COMPILE_GRAPH_MODES = ("default", "max-autotune-no-cudagraphs")
 DEFAULT_COMPILE_GRAPH_MODE = "default"
 #: Fresh random inputs ``[1, seq_len]`` each variant is checked on against eager before it is timed.
@@ -213,9 +223,10 @@ def parse_pct(text: str) -> float:
 
 
 def parse_compile_mode(text: str) -> str:
-    """One of :data:`COMPILE_GRAPH_MODES`."""
+    """An inductor mode of the ``compile+graph`` variants, one of :data:`COMPILE_GRAPH_MODES`."""
     if text not in COMPILE_GRAPH_MODES:
-        raise argparse.ArgumentTypeError(f"unknown compile mode {text!r}: use {' or '.join(COMPILE_GRAPH_MODES)}")
+        raise argparse.ArgumentTypeError(f"unknown compile mode {text!r}: use one of {', '.join(COMPILE_GRAPH_MODES)} "
+                                         "(inductor's own CUDA graphs stay off: the suite captures)")
     return text
 
 
@@ -290,8 +301,9 @@ MATRIX_OPTIONS = (
            "fresh random inputs each variant is checked on against eager before it is timed "
            "(default: %(default)s)"),
     Option("--compile-mode", "compile_mode", parse_compile_mode, DEFAULT_COMPILE_GRAPH_MODE,
-           "inductor mode of the compile+graph variant: default (fusion; the kernels reduce-overhead runs) or "
-           "max-autotune-no-cudagraphs (also autotuning; minutes per prompt length) (default: %(default)s)"),
+           "inductor mode of the compile+graph variants, forward and decode: default (fusion; the kernels "
+           "reduce-overhead runs) or max-autotune-no-cudagraphs (also autotuning; minutes per prompt length) "
+           "(default: %(default)s)"),
     Option("--pad-to", "pad_to", parse_count, DEFAULT_PAD_TO,
            "length (tokens) that the padded graph pads every prompt to, capped at the model's positions "
            "(default: %(default)s)"),

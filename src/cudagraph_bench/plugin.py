@@ -2,8 +2,9 @@
 
 - options: the benchmark matrix and its round policy (:data:`cudagraph_bench.options.MATRIX_OPTIONS`,
   shared with the CLI: ``--rounds``, ``--precision-pct``, ``--max-rounds``, ``--warmup-ms``,
-  ``--min-time-ms``, ``--check-inputs`` ...) plus ``--with-compile``, ``--check-data-ptrs``,
-  ``--new-tokens``, ``--decode-dtypes``, ``--decode-rounds``, ``--cpus`` (CPU pinning, also a
+  ``--min-time-ms``, ``--check-inputs``, ``--compile-mode`` ...) plus ``--with-compile``,
+  ``--check-data-ptrs``, ``--new-tokens``, ``--decode-dtypes``, ``--decode-rounds``,
+  ``--decode-steps-per-graph``, ``--cpus`` (CPU pinning, also a
   ``cudagraph-bench run`` option) and ``--keep-gc``;
 - forward benchmarks are thin wrappers of :meth:`Session.measure_forward`, which runs the one measurement
   pipeline of :mod:`cudagraph_bench.measure.case` (the one ``cudagraph-bench run`` runs);
@@ -30,7 +31,8 @@
   no ``model``): they group under ``NAME=None`` (``pytest_benchmark_group_stats``);
 - the ``cgb`` session fixture: models built once per session and dtype, random inputs, a
   per-case memory ledger that checks graph pools are released (reported at the end and stored in
-  the JSON under ``"cudagraph_bench"``);
+  the JSON under ``"cudagraph_bench"``), and the cases that failed with their reasons
+  (``Session.record_failure``, stored there under ``"failures"`` as ``cudagraph-bench run`` stores its own);
 - parametrization from the options, with plain values so that pytest-benchmark's JSON ``params`` are
   plain JSON (``{"model": "gpt2", "dtype": "float32", "seq_len": 16, "variant": "graph"}``, test id
   ``gpt2-float32-L16-graph``): the tests ask for a case fixture, whose arguments
@@ -53,7 +55,8 @@ import os
 import pytest
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.options import (DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_NEW_TOKENS, add_to_pytest, parse_count,
+from cudagraph_bench.options import (DECODE_COMPILE_VARIANTS, DECODE_VARIANTS, DEFAULT_DECODE_PROMPT_LENGTHS,
+                                     DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS, add_to_pytest, parse_count,
                                      parse_cpus, parse_dtypes, parse_prompt_lengths, parse_token_counts)
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
@@ -73,7 +76,8 @@ def pytest_addoption(parser):
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
     add_to_pytest(group)
     group.addoption("--with-compile", action="store_true", default=False,
-                    help="also benchmark torch.compile variants (compile, compile+graph); slow, off by default")
+                    help="also benchmark torch.compile variants (forward: compile, compile+graph; decode: "
+                         "compile+graph, generate-static-compile); slow, off by default")
     group.addoption("--check-data-ptrs", action="store_true", default=False,
                     help="debug: before every replay check that the static buffers' data_ptr() never changed")
     group.addoption("--new-tokens", dest="new_tokens", type=parse_token_counts, default=DEFAULT_NEW_TOKENS,
@@ -87,6 +91,10 @@ def pytest_addoption(parser):
     group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
                     help=f"decode benchmarks: at most this many measured requests per variant, at least "
                          f"{MIN_DECODE_ROUNDS}; --precision-pct decides in between (default: 8)")
+    group.addoption("--decode-steps-per-graph", dest="decode_steps_per_graph", type=parse_count,
+                    default=DEFAULT_DECODE_STEPS_PER_GRAPH,
+                    help=f"graphed decode: decode steps captured in one graph, the remainder replayed by a 1-step "
+                         f"graph (default: {DEFAULT_DECODE_STEPS_PER_GRAPH})")
     group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
                     help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
@@ -212,6 +220,12 @@ def _forward_variants(config) -> tuple[str, ...]:
     return ("eager", "graph") + (("compile", "compile+graph") if config.getoption("with_compile") else ())
 
 
+def _decode_variants(config) -> tuple[str, ...]:
+    """:data:`~cudagraph_bench.options.DECODE_VARIANTS`, the compile ones only with ``--with-compile``."""
+    with_compile = config.getoption("with_compile")
+    return tuple(v for v in DECODE_VARIANTS if with_compile or v not in DECODE_COMPILE_VARIANTS)
+
+
 #: Parameter names of the forward, correctness, kernel-count and padding tests (pytest-benchmark's
 #: ``params``); the case fixtures build a :class:`~cudagraph_bench.cases.Case` from them.
 CASE_ARGNAMES = ("model", "dtype", "seq_len", "variant")
@@ -249,12 +263,11 @@ def pytest_generate_tests(metafunc):
         cases = [Case(m, d, n, v) for m in models for d in dtypes for n in pad_lengths for v in ("padded", "bucketed")]
         _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
     if "decode_case" in metafunc.fixturenames:
-        from cudagraph_bench.cases import DECODE_VARIANTS
         from cudagraph_bench.models.presets import kind_of
 
         causal = [m for m in models if kind_of(m) == "causal"]
         cases = [(m, d, n, k, v) for m in causal for d in opt("decode_dtypes") for n in opt("decode_prompt_lengths")
-                 for k in opt("new_tokens") for v in DECODE_VARIANTS]
+                 for k in opt("new_tokens") for v in _decode_variants(metafunc.config)]
         metafunc.parametrize(DECODE_ARGNAMES, cases, ids=[f"{m}-{d}-L{n}-new{k}-{v}" for m, d, n, k, v in cases])
     if "causal_model" in metafunc.fixturenames:
         from cudagraph_bench.models.presets import kind_of
@@ -296,7 +309,9 @@ def decode_case(model, dtype, seq_len, new_tokens, variant) -> tuple[str, str, i
 
 
 class MemoryLedger:
-    """Reserved GPU memory at the start and end of the session and around each graph case."""
+    """Reserved GPU memory at the start and end of the session and around each graph case; also what the
+    session's JSON lists besides the benchmarks: kernel counts, and the cases that failed
+    (``failures``, :meth:`Session.record_failure`)."""
 
     def __init__(self):
         self.start_mib = None
@@ -304,6 +319,7 @@ class MemoryLedger:
         self.cases: list[tuple[str, float, float]] = []   # (case id, reserved before, after release) MiB
         # (model, dtype, seq_len) -> fields of its eager forward benchmark (n_kernels, gpu_busy_ms)
         self.kernel_counts: dict[tuple[str, str, int], dict] = {}
+        self.failures: list[dict] = []
 
     @staticmethod
     def reserved_mib() -> float:
@@ -325,7 +341,8 @@ class MemoryLedger:
                 "max_case_growth_after_first_mib": max(growth[1:], default=0.0),
                 "kernel_counts": [{"model": m, "dtype": d, "seq_len": n, **fields}
                                   for (m, d, n), fields in sorted(self.kernel_counts.items())],
-                "cases": [{"case": c, "reserved_before_mib": b, "reserved_after_mib": a} for c, b, a in self.cases]}
+                "cases": [{"case": c, "reserved_before_mib": b, "reserved_after_mib": a} for c, b, a in self.cases],
+                "failures": list(self.failures)}
 
 
 class Session:
@@ -470,6 +487,24 @@ class Session:
             self.release()
         if case.variant != "eager":
             self.ledger.record(case.test_id, before, self.ledger.reserved_mib())
+
+    def record_failure(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> dict:
+        """List a case that produced no measurement under ``["cudagraph_bench"]["failures"]`` of the session's
+        JSON, as ``cudagraph-bench run`` lists its failed cases, so that the report shows it with its reason.
+
+        Args:
+            fullname: the test's node id (pytest-benchmark's ``fullname`` of the benchmark it would have
+                been: ``report --newest-wins`` replaces a failure and a benchmark of one name by the newer).
+            key: the case's ``extra_info`` key: ``suite`` plus that suite's fields (decode: ``model, dtype,
+                seq_len, new_tokens, variant``); other fields are kept too.
+            reason: one line, e.g. :func:`~cudagraph_bench.capture.graphed.root_cause` of the exception.
+            status: ``failed`` (default) or ``skipped``.
+            details: more JSON values to keep (``compile_ms``, ``phase``).
+
+        Returns the entry recorded."""
+        entry = {**key, "status": status, "reason": reason, "fullname": fullname, **details}
+        self.ledger.failures.append(entry)
+        return entry
 
     def release(self) -> None:
         """Free cached blocks (after a case's graph and pool were dropped)."""

@@ -1,5 +1,5 @@
-"""Greedy autoregressive decode with a static KV cache: an eager loop, or one captured decode step
-replayed per token.
+"""Greedy autoregressive decode with a static KV cache: an eager loop, or captured decode steps replayed
+with no host work between them; the step optionally compiled by inductor first.
 
 The KV cache holds transformers' ``StaticLayer`` s (fixed ``max_cache_len``) for every attention
 layer (:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`), so every decode step has the
@@ -10,23 +10,34 @@ branch once the window is full, which a captured step cannot follow). The patter
 one of gpt-fast (``decode_one_token`` under ``torch.compile(mode="reduce-overhead")``) and of vLLM's
 decode graphs, written here with plain ``torch.cuda.graph``.
 
-Static buffers of a :class:`GreedyDecoder`:
+One decode step (:meth:`GreedyDecoder._decode_step`) reads and writes only static buffers, on the device:
 
-- ``input_ids [1, 1]`` int64 (the previous token) — the step graph's static input,
-- ``cache_position [1]`` int64 (its position) — updated in place with ``add_(1)``; passed to the
-  model as ``position_ids [1, 1]``. transformers 5 removed the ``cache_position`` argument: a
-  ``StaticLayer`` writes at its own device-side counter (``cumulative_length``), which every
-  update (also a replayed one) advances in place. The decoder keeps the two equal and sets the
-  counter to the real prompt length after a padded prefill
-  (:func:`cudagraph_bench.models.hf_internals.set_cache_write_position`),
-- ``attention_mask [1, max_cache_len]`` int64 — 1 on every position written so far; the step sets
-  its own position to 1 (inside the graph). It keeps padding written by a bucketed prefill and
-  stale cache slots out of attention: eager HF code skips the causal mask for a 1-token query.
+- ``token [1, 1]`` int64 — the previous token, the step's input; the step writes its argmax here for the
+  next step,
+- ``pos [1]`` int64 — the step's position, passed to the model as ``position_ids [1, 1]``; the step
+  advances it (``add_(1)``). transformers 5 removed the ``cache_position`` argument: a ``StaticLayer``
+  writes at its own device-side counter (``cumulative_length``), which every update (also a replayed
+  one) advances in place. The decoder keeps the two equal and sets the counter to the real prompt
+  length after a padded prefill (:func:`cudagraph_bench.models.hf_internals.set_cache_write_position`),
+- ``mask [1, max_cache_len]`` int64 — 1 on every position written so far; the step sets its own
+  position to 1. It keeps padding written by a bucketed prefill and stale cache slots out of
+  attention: eager HF code skips the causal mask for a 1-token query,
+- ``out [1, max_cache_len]`` int64 and ``index [1]`` int64 — the request's tokens; the step writes its
+  token at ``index`` and advances it.
+
+So the whole decode is ``graph.replay()`` N times with no copy, no position update and no synchronize
+between replays: the same step code runs eagerly (the ``static-eager`` loop, also on the CPU) and
+inside the captures. ``steps_per_graph`` steps are captured in one graph (unrolled), and a 1-step graph
+replays the remainder. With ``compile_mode`` the step is compiled by inductor without inductor's own
+CUDA graphs (``torch.compile(mode="max-autotune-no-cudagraphs" or "default", dynamic=False)``), warmed
+until its timing is stable, and captured with dynamo set to ``fail_on_recompile``, as
+:class:`~cudagraph_bench.measure.variants.CompileGraphVariant` does for a forward pass.
 """
 
 from __future__ import annotations
 
-from cudagraph_bench.errors import RequestTooLongError, UsageError
+from cudagraph_bench.errors import CompileError, CudaUnavailableError, RequestTooLongError, UsageError
+from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_DECODE_STEPS_PER_GRAPH
 
 
 def check_request(prompt_len: int, max_new_tokens: int, max_cache_len: int, max_positions: int | None = None) -> None:
@@ -49,42 +60,76 @@ def check_request(prompt_len: int, max_new_tokens: int, max_cache_len: int, max_
                                   f"model's {max_positions} positions: ask for fewer tokens")
 
 
+def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]:
+    """How ``steps`` decode steps are replayed: ``((steps_per_graph, full replays), (1, remaining replays))``,
+    without entries of 0 replays (``((1, steps),)`` when ``steps_per_graph`` is 1)."""
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0 (got {steps})")
+    if steps_per_graph < 1:
+        raise ValueError(f"steps_per_graph must be >= 1 (got {steps_per_graph})")
+    full, rest = divmod(steps, steps_per_graph)
+    plan = ((steps_per_graph, full), (1, rest)) if steps_per_graph > 1 else ((1, steps),)
+    return tuple((n, count) for n, count in plan if count)
+
+
 class GreedyDecoder:
-    """Greedy generation with a static KV cache; with ``use_graph`` every decode step is a replay.
+    """Greedy generation with a static KV cache; with ``use_graph`` the decode steps are graph replays.
 
     Workflow: construction allocates the cache and the static buffers, initialises the cache with
-    one eager step, and (``use_graph``) captures the decode step and the bucketed prefill graphs.
-    :meth:`generate` validates the request, resets the cache, runs the prefill (eager on the
-    unpadded prompt, or the smallest bucket's graph on the right-padded prompt with its mask), then
-    for each new token: replay the step graph (or call the step eagerly), copy the token into the
-    output buffer (a clone, before the next replay), advance ``cache_position`` in place.
+    one eager step, (``compile_mode``) compiles the step and warms it until its timing is stable, and
+    (``use_graph``) captures the bucketed prefill graphs and the decode-step graphs (``steps_per_graph``
+    steps, and 1 step). :meth:`generate` validates the request, resets the cache, runs the prefill
+    (eager on the unpadded prompt, or the smallest bucket's graph on the right-padded prompt with its
+    mask), writes the first token into the static input and the output, then replays the step graphs
+    (:func:`replay_plan`) or calls the step eagerly, and returns a copy of the output.
 
     Does not: sample (greedy only), stop at EOS (exactly ``max_new_tokens`` tokens, like
-    ``generate(..., eos_token_id=None)``), batch (batch 1), or grow the cache.
+    ``generate(..., eos_token_id=None)``), batch (batch 1), or grow the cache. One compiled decoder at a
+    time: compiling calls ``torch._dynamo.reset()`` (so a long session never reaches dynamo's recompile
+    limit on the shared step code), which drops other compiled functions' code.
 
     Args:
-        model: a causal LM on a CUDA device (the eager loop also runs on the CPU).
+        model: a causal LM on a CUDA device (the eager loop, compiled or not, also runs on the CPU).
         max_cache_len: static KV cache length in tokens (>= prompt + new tokens of any request).
-        use_graph: capture the decode step (needs CUDA).
+        use_graph: capture the decode steps (needs CUDA).
         prefill_buckets: bucket lengths (tokens): the prompt is right-padded to the smallest bucket
             >= L and prefilled with its mask (one graph per bucket when ``use_graph``), or None for an
             unpadded eager prefill.
         warmup_iters: side-stream warmup passes before each capture.
+        steps_per_graph: decode steps captured in one graph (at most ``max_cache_len - 1``; default
+            :data:`~cudagraph_bench.options.DEFAULT_DECODE_STEPS_PER_GRAPH`). The eager loop runs the
+            same plan, so its tokens do not depend on it either.
+        compile_mode: None (eager kernels), or an inductor mode of
+            :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES` to compile the step with (prefill stays
+            eager). ``compile_ms``: wall ms the warm-up calls took beyond steady state (the compilation).
+        compile_backend: torch.compile's backend (``"inductor"``; ``"eager"``/``"aot_eager"`` trace with
+            dynamo without generating kernels, for tests; ``compile_mode`` then only names the variant).
+
+    Attributes:
+        steps_per_graph: steps per replay of the long graph, as capped; setting it to 1 after construction
+            replays the 1-step graph only (every decoder has one), e.g. to compare the two.
+        compile_ms, graphs_compiled: the compilation's wall ms beyond steady state and the dynamo graphs it
+            made (None without ``compile_mode``); capture_ms: warmup + capture of the step graphs (None
+            without ``use_graph``).
 
     Raises:
-        UsageError: the model is not a causal LM, or ``max_cache_len`` is above its positions.
+        UsageError: the model is not a causal LM, ``max_cache_len`` is above its positions,
+            ``steps_per_graph < 1`` or an unknown ``compile_mode``.
         CudaUnavailableError: ``use_graph`` without CUDA.
         NotGraphableError: the model has attention layers a static cache cannot hold (chunked,
             recurrent), or RoPE that changes past ``max_cache_len`` positions (before any capture).
-        CaptureError: a capture failed (the message names the operation).
+        CompileError: ``compile_mode`` given but dynamo compiled nothing (e.g. ``TORCHDYNAMO_DISABLE=1``).
+        CaptureError: a capture failed (the message names the operation; a recompile during the capture
+            of a compiled step is one).
     """
 
     def __init__(self, model, max_cache_len: int, *, use_graph: bool = True, prefill_buckets=None,
-                 warmup_iters: int = 3):
+                 warmup_iters: int = 3, steps_per_graph: int = DEFAULT_DECODE_STEPS_PER_GRAPH,
+                 compile_mode: str | None = None, compile_backend: str = "inductor"):
         import torch
 
         from cudagraph_bench.capture.buckets import cap_buckets
-        from cudagraph_bench.models.hf_internals import static_cache_for_graphs
+        from cudagraph_bench.models.hf_internals import cache_keyword, static_cache_for_graphs
         from cudagraph_bench.models.presets import max_positions, model_kind
 
         if model_kind(model) != "causal":
@@ -92,23 +137,43 @@ class GreedyDecoder:
         self.max_positions = max_positions(model)
         if max_cache_len > self.max_positions:
             raise UsageError(f"max_cache_len={max_cache_len} is above the model's {self.max_positions} positions")
-        from cudagraph_bench.models.hf_internals import cache_keyword
-
+        if steps_per_graph < 1:
+            raise UsageError(f"steps_per_graph must be >= 1 (got {steps_per_graph})")
+        if compile_mode is not None and compile_mode not in COMPILE_GRAPH_MODES:
+            raise UsageError(f"unknown compile_mode {compile_mode!r}: use one of {', '.join(COMPILE_GRAPH_MODES)} "
+                             "(inductor's own CUDA graphs would be captured inside the suite's graph)")
         self.model = model
         self._cache_kw = cache_keyword(model)
         self.max_cache_len = max_cache_len
         self.device = next(model.parameters()).device
+        if use_graph and (self.device.type != "cuda" or not torch.cuda.is_available()):
+            raise CudaUnavailableError(f"graphed decode needs the model on a CUDA device (it is on {self.device}; "
+                                       f"torch.cuda.is_available()={torch.cuda.is_available()}): pass use_graph=False")
+        self.use_graph = use_graph
+        self.steps_per_graph = max(1, min(steps_per_graph, max_cache_len - 1))
+        self.compile_mode = compile_mode
+        self.compile_ms: float | None = None
+        self.capture_ms: float | None = None
+        self.graphs_compiled: int | None = None
         self.cache = static_cache_for_graphs(model, max_cache_len)
-        self._pos = torch.zeros(1, dtype=torch.int64, device=self.device)                    # [1]
-        self._mask = torch.zeros(1, max_cache_len, dtype=torch.int64, device=self.device)    # [1, max_cache_len]
-        with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph
-            self._step(torch.zeros(1, 1, dtype=torch.int64, device=self.device))
-        self._step_graph = None
+        dev = self.device
+        self._token = torch.zeros(1, 1, dtype=torch.int64, device=dev)                       # [1, 1]
+        self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
+        self._index = torch.zeros(1, dtype=torch.int64, device=dev)                          # [1]
+        self._mask = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)            # [1, max_cache_len]
+        self._out = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)             # [1, max_cache_len]
+        with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph or compile
+            self._decode_step()
+        self._step = self._decode_step
+        if compile_mode is not None:
+            self._step = self._compile_step(compile_backend)
+        self._step_graphs = {}       # steps per replay -> GraphedForward
+        self._graph_logits = {}      # steps per replay -> the static logits [1, vocab] of each captured step
         self._prefill_graphs = {}
         self._prefill_pos = {}
         self.buckets = cap_buckets(prefill_buckets, max_cache_len) if prefill_buckets else ()
         for bucket in self.buckets:
-            self._prefill_pos[bucket] = torch.arange(bucket, device=self.device)
+            self._prefill_pos[bucket] = torch.arange(bucket, device=dev)
         if use_graph:
             from cudagraph_bench.capture.graphed import GraphedForward
 
@@ -117,10 +182,9 @@ class GreedyDecoder:
                 self._prefill_graphs[bucket] = GraphedForward(
                     model, bucket, warmup_iters=warmup_iters, pool=self.pool, max_positions=bucket,
                     forward=lambda m, ids, _mask, b=bucket: self._prefill_logits(ids, self._prefill_pos[b]))
-            self._step_graph = GraphedForward(model, 1, warmup_iters=warmup_iters, pool=self.pool,
-                                              max_positions=max_cache_len,
-                                              forward=lambda m, ids, _mask: self._step(ids))
-        self.use_graph = use_graph
+            for steps in sorted({self.steps_per_graph, 1}, reverse=True):
+                self._step_graphs[steps] = self._capture_steps(steps, warmup_iters)
+            self.capture_ms = sum(g.capture_ms for g in self._step_graphs.values())
 
     def _prefill_logits(self, input_ids, cache_position):
         """Prefill ``input_ids [1, L]`` at positions ``cache_position [L]``; returns logits ``[1, L, vocab]``.
@@ -131,13 +195,90 @@ class GreedyDecoder:
         return self.model(input_ids=input_ids, attention_mask=self._mask, position_ids=cache_position.view(1, -1),
                           use_cache=True, **{self._cache_kw: self.cache}).logits
 
-    def _step(self, input_ids):
-        """One decode step for ``input_ids [1, 1]`` at ``self._pos``; returns the next token ``[1, 1]`` int64."""
+    def _decode_step(self):
+        """One decode step on the static buffers (module docstring): the model on ``token [1, 1]`` at ``pos``,
+        its argmax written to ``token`` and to ``out[:, index]``; ``pos`` and ``index`` advanced. Device
+        work only (no host read), so it can be compiled and captured. Returns the step's logits
+        ``[1, vocab]`` (when captured: a static output in the graph pool)."""
         self._mask.index_fill_(1, self._pos, 1)
-        logits = self.model(input_ids=input_ids, attention_mask=self._mask, position_ids=self._pos.view(1, 1),
-                            use_cache=True, **{self._cache_kw: self.cache}).logits
-        self._step_logits = logits[:, -1]          # [1, vocab]; when captured, a static output in the graph pool
-        return self._step_logits.argmax(-1, keepdim=True)
+        logits = self.model(input_ids=self._token, attention_mask=self._mask, position_ids=self._pos.view(1, 1),
+                            use_cache=True, **{self._cache_kw: self.cache}).logits[:, -1]          # [1, vocab]
+        token = logits.argmax(-1, keepdim=True)                                                     # [1, 1]
+        self._token.copy_(token)
+        self._out.index_copy_(1, self._index, token)
+        self._pos.add_(1)
+        self._index.add_(1)
+        return logits
+
+    def _run_steps(self, steps: int) -> list:
+        """``steps`` decode steps in a row (eager, compiled, or being captured); their logits ``[1, vocab]``."""
+        return [self._step() for _ in range(steps)]
+
+    def _rewind(self) -> None:
+        """Position 0, output index 0, empty mask and cache write counter 0 (device ops; before each warm-up
+        call, so warm-up passes never run past the cache)."""
+        self._set_cache_length(0)
+        self._pos.zero_()
+        self._index.zero_()
+        self._mask.zero_()
+
+    def _sync(self) -> None:
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _compile_step(self, backend: str):
+        """``torch.compile`` the decode step (after ``torch._dynamo.reset()``) and call it, rewound, until its
+        timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`); sets ``compile_ms``
+        and ``graphs_compiled``. Returns the compiled step."""
+        import torch
+
+        from cudagraph_bench.capture.compiling import compile_counters, warm_until_stable
+
+        torch._dynamo.reset()
+        before = compile_counters()
+        options = {"mode": self.compile_mode} if backend == "inductor" else {}
+        compiled = torch.compile(self._decode_step, backend=backend, dynamic=False, **options)
+
+        def call():
+            with torch.inference_mode():     # the cache's counters are inference tensors on a GPU
+                self._rewind()
+                compiled()
+
+        self.compile_ms, _ = warm_until_stable(call, self._sync, min_calls=2)
+        self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
+        if self.graphs_compiled < 1:
+            raise CompileError("torch.compile compiled no graph of the decode step (is TORCHDYNAMO_DISABLE set?): "
+                               "unset it, or run the decoder without compile_mode")
+        return compiled
+
+    def _capture_steps(self, steps: int, warmup_iters: int):
+        """A :class:`~cudagraph_bench.capture.graphed.GraphedForward` of ``steps`` decode steps (its own input
+        buffer is unused: the steps read the static ``token``). Every warm-up pass is rewound first; the
+        capture of a compiled step runs under ``fail_on_recompile``. The captured steps' logits are kept in
+        ``self._graph_logits[steps]``."""
+        import contextlib
+
+        import torch
+
+        from cudagraph_bench.capture.compiling import no_recompile
+        from cudagraph_bench.capture.graphed import GraphedForward
+
+        compiled = self.compile_mode is not None
+
+        def forward(_model, _ids, _mask):
+            if torch.cuda.is_current_stream_capturing():
+                with no_recompile(torch) if compiled else contextlib.nullcontext():
+                    self._graph_logits[steps] = self._run_steps(steps)
+            else:
+                self._rewind()
+                self._graph_logits[steps] = self._run_steps(steps)
+            return self._graph_logits[steps][-1]
+
+        # a compiled step must not see patched HF globals during the capture: dynamo guards on them
+        return GraphedForward(self.model, 1, warmup_iters=warmup_iters, pool=self.pool,
+                              max_positions=self.max_cache_len, forward=forward, eager_sdpa_dispatch=not compiled)
 
     def _set_cache_length(self, length: int) -> None:
         """Point every cache layer's write counter at ``length`` tokens (after a prefill padded past it)."""
@@ -149,10 +290,10 @@ class GreedyDecoder:
         """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids`` ``[1, L]`` int64.
 
         Returns:
-            ``[1, max_new_tokens]`` int64 on the model's device (not synchronised); with ``return_logits``,
-            ``(tokens, logits)`` where ``logits`` is a tuple of ``max_new_tokens`` tensors ``[1, vocab]``
-            in the model dtype, the logits each token was chosen from (copied out of the graph's static
-            output after every replay: for checks, not for timing).
+            ``[1, max_new_tokens]`` int64 on the model's device (a copy of the static output; not
+            synchronised); with ``return_logits``, ``(tokens, logits)`` where ``logits`` is a tuple of
+            ``max_new_tokens`` tensors ``[1, vocab]`` in the model dtype, the logits each token was chosen
+            from (copied out of the graphs' static outputs after every replay: for checks, not for timing).
         Raises:
             RequestTooLongError: L + max_new_tokens exceeds the cache or the positions (before GPU work),
                 or L is above the largest prefill bucket.
@@ -182,24 +323,42 @@ class GreedyDecoder:
                     logits = self._prefill_logits(padded, self._prefill_pos[bucket])[:, length - 1]
                 self._set_cache_length(length)   # padding wrote slots L..bucket-1; decode overwrites them
             token = logits.argmax(-1, keepdim=True)                       # [1, 1]
-            out = torch.empty(1, max_new_tokens, dtype=torch.int64, device=self.device)
-            out[:, :1] = token
-            kept = [logits.clone()] if return_logits else None
+            self._token.copy_(token)
+            self._out[:, :1] = token
             self._pos.fill_(length)
-            for i in range(1, max_new_tokens):
-                token = self._step_graph(token) if self._step_graph is not None else self._step(token)
-                out[:, i:i + 1] = token       # clone out of the static output before the next replay
-                if kept is not None:
-                    kept.append(self._step_logits.clone())
-                self._pos.add_(1)
+            self._index.fill_(1)
+            kept = [logits.clone()] if return_logits else None
+            self._decode(max_new_tokens - 1, kept)
+            out = self._out[:, :max_new_tokens].clone()
         return (out, tuple(kept)) if return_logits else out
 
+    def _decode(self, steps: int, kept: list | None) -> None:
+        """``steps`` decode steps after the prefill, by :func:`replay_plan`: graph replays back to back, or
+        the same steps eagerly; ``kept`` (when not None) gets a copy of every step's logits."""
+        for n, count in replay_plan(steps, self.steps_per_graph):
+            if self._step_graphs:
+                replay, outputs = self._step_graphs[n].graph.replay, self._graph_logits[n]
+                for _ in range(count):
+                    replay()
+                    if kept is not None:
+                        kept.extend(t.clone() for t in outputs)
+            else:
+                for _ in range(count):
+                    outputs = self._run_steps(n)
+                    if kept is not None:
+                        kept.extend(t.clone() for t in outputs)
+
     def close(self) -> None:
-        """Drop the graphs (their pool is freed by ``torch.cuda.empty_cache()``) and the cache."""
-        for graph in self._prefill_graphs.values():
+        """Drop the graphs (their pool is freed by ``torch.cuda.empty_cache()``), the cache and the compiled
+        step (``torch._dynamo.reset()`` when it was compiled)."""
+        for graph in (*self._prefill_graphs.values(), *self._step_graphs.values()):
             graph.close()
-        if self._step_graph is not None:
-            self._step_graph.close()
         self._prefill_graphs.clear()
-        self._step_graph = None
+        self._step_graphs.clear()
+        self._graph_logits.clear()
         self.cache = None
+        if self.compile_mode is not None and self._step is not None:
+            import torch
+
+            self._step = None
+            torch._dynamo.reset()

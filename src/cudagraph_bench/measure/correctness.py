@@ -169,7 +169,9 @@ class DecodeCheck:
     ``first_diff``, where both decoders saw the same context. ``worst_step``/``worst``: the step whose
     :class:`Fp64Check` (ours vs ``generate``'s logits, both against float64) has the largest ratio.
     ``distinct_reference_tokens``: distinct tokens in ``generate``'s output (random weights can make a
-    model repeat one token; the logits comparison still covers every step then).
+    model repeat one token; the logits comparison still covers every step then). ``reference_name``: what
+    the reference decoder is, in the summary (``generate``, or ``static-eager`` for a compiled decoder
+    judged against the eager static-cache loop by the same rule).
     """
 
     identical: bool
@@ -178,6 +180,7 @@ class DecodeCheck:
     worst_step: int
     worst: Fp64Check
     distinct_reference_tokens: int
+    reference_name: str = "generate"
 
     @property
     def passed(self) -> bool:
@@ -188,19 +191,20 @@ class DecodeCheck:
 
     @property
     def summary(self) -> str:
-        ratio = f"worst RMSE ratio to float64 {self.worst.ratio:.2f} of generate's at step {self.worst_step}"
+        ref = self.reference_name
+        ratio = f"worst RMSE ratio to float64 {self.worst.ratio:.2f} of {ref}'s at step {self.worst_step}"
         if not self.passed:
             where = "tokens identical" if self.identical else f"token {self.first_diff} differs"
-            return (f"logits at step {self.worst_step} are farther from float64 than generate's "
+            return (f"logits at step {self.worst_step} are farther from float64 than {ref}'s "
                     f"(RMSE {self.worst.rmse:.4g} > limit {self.worst.limit:.4g}); {where}")
         if self.identical:
-            return f"tokens identical to generate; logits of all {self.steps} steps checked ({ratio})"
-        return (f"token {self.first_diff} differs from generate's, a rounding tie: logits of the "
-                f"{self.steps} steps up to it as close to float64 as generate's ({ratio})")
+            return f"tokens identical to {ref}; logits of all {self.steps} steps checked ({ratio})"
+        return (f"token {self.first_diff} differs from {ref}'s, a rounding tie: logits of the "
+                f"{self.steps} steps up to it as close to float64 as {ref}'s ({ratio})")
 
 
 def check_decode_against_generate(got, got_logits, reference, reference_logits, fp64_logits,
-                                  dtype=None) -> DecodeCheck:
+                                  dtype=None, *, reference_name: str = "generate") -> DecodeCheck:
     """Compare a greedy decoder with HF ``generate(do_sample=False)``.
 
     Args:
@@ -209,6 +213,8 @@ def check_decode_against_generate(got, got_logits, reference, reference_logits, 
         reference, reference_logits: the same from ``generate(..., output_logits=True)``.
         fp64_logits: ``[n, vocab]`` from :func:`fp64_decode_logits` on ``reference``.
         dtype: the model dtype (name or ``torch.dtype``); default: the logits' dtype.
+        reference_name: the reference decoder's name in the summary (another greedy decoder's tokens and
+            logits can be the reference, e.g. the eager static-cache loop's, with ``fp64_logits`` of its tokens).
 
     Method: at every step up to and including the first differing token (the contexts are identical
     there), our logits must not be farther from float64 than ``generate``'s own (:func:`fp64_rmse_check`).
@@ -233,4 +239,4 @@ def check_decode_against_generate(got, got_logits, reference, reference_logits, 
                               dtype or reference_logits[s].dtype) for s in range(steps)]
     worst_step = max(range(steps), key=lambda s: (not checks[s].passed, checks[s].ratio))
     return DecodeCheck(first is None, first, steps, worst_step, checks[worst_step],
-                       len(set(reference[0].tolist())))
+                       len(set(reference[0].tolist())), reference_name)

@@ -35,9 +35,11 @@ running cases in worker processes is :mod:`cudagraph_bench.measure.isolation`.
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Iterable
 
+# compile helpers shared with the compiled decode step; importable from here as before
+from cudagraph_bench.capture.compiling import STABLE_FACTOR, compile_counters, warm_until_stable  # noqa: F401
+from cudagraph_bench.capture.compiling import no_recompile as _no_recompile
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, FORWARD_VARIANTS
 
@@ -51,8 +53,6 @@ COMPILE_VARIANTS = frozenset({"compile", "compile+graph"})
 #: float64-reference RMSE check (:func:`cudagraph_bench.measure.correctness.fp64_rmse_check`). ``graph`` is not
 #: here: its replay runs the eager kernels, so any difference from eager is a bug.
 CROSS_KERNEL_VARIANTS = frozenset({"padded", "bucketed", "compile", "compile+graph"})
-#: A timing is "stable" when two consecutive warm-up calls differ by less than this factor.
-STABLE_FACTOR = 1.5
 
 
 class VariantFailure(CudagraphBenchError, RuntimeError):
@@ -240,36 +240,6 @@ def _sync(model) -> Callable[[], None]:
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
-def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, min_calls: int = 2,
-                      max_calls: int = 10, factor: float = STABLE_FACTOR) -> tuple[float, list[float]]:
-    """Call ``call()`` (each call synchronized) until two consecutive calls take times within
-    ``factor`` of each other, at least ``min_calls`` and at most ``max_calls`` times.
-
-    Returns ``(excess_ms, times_ms)``: ``times_ms`` the wall ms of every call, ``excess_ms`` what the
-    calls took beyond steady state: ``sum(times_ms) - len(times_ms) * min(last two times)`` (the
-    compilation / recording cost of a torch.compile'd function).
-    """
-    times: list[float] = []
-    for _ in range(max_calls):
-        t0 = time.perf_counter()
-        call()
-        sync()
-        times.append((time.perf_counter() - t0) * 1e3)
-        if len(times) >= max(min_calls, 2):
-            a, b = times[-2], times[-1]
-            if max(a, b) <= factor * min(a, b):
-                break
-    steady = min(times[-2:])
-    return sum(times) - steady * len(times), times
-
-
-def compile_counters() -> dict:
-    from torch._dynamo.utils import counters
-
-    return {"unique_graphs": int(counters["stats"]["unique_graphs"]),
-            "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"])}
-
-
 def _inductor_or_error_patch():
     """Make inductor raise (instead of logging "skipping cudagraphs due to ...") when it cannot use
     CUDA graphs, so the reason becomes the variant's failure. A no-op on torch without the flag."""
@@ -313,14 +283,6 @@ class _SkipReasons:
     def text(self) -> str:
         unique = list(dict.fromkeys(m.strip() for m in self.messages if m.strip()))
         return "; ".join(unique) if unique else "reason not logged"
-
-
-def _no_recompile(torch):
-    """Context in which a dynamo recompile raises instead of compiling (``set_stance`` on torch >= 2.6)."""
-    set_stance = getattr(torch.compiler, "set_stance", None)
-    if set_stance is not None:
-        return set_stance("fail_on_recompile")
-    return torch._dynamo.config.patch(error_on_recompile=True)
 
 
 def _compile_forward(model, seq_len: int, mode: str):

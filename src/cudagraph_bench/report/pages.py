@@ -20,25 +20,26 @@ replaced by the summary table, the decode table and its roofline, and links to t
 ``results.md`` (atomic write). No torch.
 
 The runs are loaded and merged by :mod:`cudagraph_bench.report.runs`, the forward tables are
-:mod:`cudagraph_bench.report.forward_tables`; the command is :mod:`cudagraph_bench.commands.report`.
+:mod:`cudagraph_bench.report.forward_tables`, the decode table :mod:`cudagraph_bench.report.decode_tables`;
+the command is :mod:`cudagraph_bench.commands.report`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.report import launch_data, launch_page, plots, roofline
+from cudagraph_bench.report.decode_tables import (DECODE_COLUMNS, DECODE_NOTE, decode_note,  # noqa: F401
+                                                  decode_rows, render_decode_table, vs_generate)
 from cudagraph_bench.report.forward_tables import (forward_rows, problem_lines, render_long_table, render_summary_table,
                                                    unchecked_line)
 from cudagraph_bench.report.runs import gpu_name, merged
 from cudagraph_bench.fsio import save_figure
-from cudagraph_bench.results.record import Environment, Measurement
+from cudagraph_bench.results.record import Environment
 from cudagraph_bench.results.runfile import Run
-from cudagraph_bench.table import Column, render_table
 
 MARKER_START = "<!-- results:start -->"
 MARKER_END = "<!-- results:end -->"
@@ -52,65 +53,7 @@ PLOT_NAMES = (LATENCY_PNG, SPEEDUP_PNG, BUSY_PNG, DECODE_BANDWIDTH_PNG, launch_p
 
 
 # --------------------------------------------------------------------------------------------------
-# decode and launch suites
-
-
-def decode_rows(runs: list[Run]) -> list[dict]:
-    """One row per decode benchmark: ``model, dtype, seq_len, new_tokens, variant, ms_per_token,
-    tokens_per_s``, ``speedup_vs_generate`` (generate ms/token / variant ms/token) and ``rounds``
-    (measured requests)."""
-    rows = []
-    for m in merged(runs).values():
-        if m.suite != "decode":
-            continue
-        case, info = m.case, m.extra_info
-        ms_per_token = info.get("ms_per_token")
-        if ms_per_token is None:
-            ms_per_token = m.summary.median_ms / case.new_tokens
-        tokens_per_s = info.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
-        rows.append({"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len,
-                     "new_tokens": case.new_tokens, "variant": case.variant, "ms_per_token": float(ms_per_token),
-                     "tokens_per_s": tokens_per_s, "rounds": m.summary.n, "vs_generate": vs_generate(m)})
-    generate = {(r["model"], r["dtype"], r["seq_len"], r["new_tokens"]): r["ms_per_token"]
-                for r in rows if r["variant"] == "generate"}
-    for r in rows:
-        base = generate.get((r["model"], r["dtype"], r["seq_len"], r["new_tokens"]))
-        r["speedup_vs_generate"] = base / r["ms_per_token"] if base and r["ms_per_token"] else None
-    order = {"generate": 0, "static-eager": 1, "graph": 2}
-    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], r["new_tokens"], order.get(r["variant"], 9)))
-    return rows
-
-
-def vs_generate(m: Measurement) -> str:
-    """The decode table's "tokens vs generate" cell of one decode measurement: ``reference`` for
-    ``generate`` itself; ``identical``, ``tie at token K`` (a rounding tie, logits as close to float64 as
-    generate's) or ``FAILS`` from its check's ``generate_check_passed``/``matches_generate``/``generate_check``,
-    with the number of distinct tokens generate produced when recorded (``extra_info``); ``-`` when the
-    run recorded no check."""
-    check = m.check
-    if m.case.variant == "generate":
-        return "reference"
-    if not check.generate_recorded:
-        return "-"
-    passed = check.generate_check_passed if check.generate_check_passed is not None else check.matches_generate
-    if not passed:
-        return "FAILS"
-    if check.matches_generate:
-        text = "identical"
-    else:
-        match = re.search(r"token (\d+) differs", check.generate_check or "")
-        text = f"tie at token {match.group(1)}" if match else "tie"
-    distinct = m.extra_info.get("distinct_reference_tokens")
-    return f"{text} ({distinct} distinct)" if distinct is not None else text
-
-
-DECODE_COLUMNS = [
-    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
-    Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
-    Column("ms_per_token", "ms/token", ".3f"), Column("tokens_per_s", "tokens/s", ".1f"),
-    Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"), Column("vs_generate", "tokens vs generate"),
-    Column("rounds", "requests", "d"),
-]
+# launch suite (the decode table is :mod:`cudagraph_bench.report.decode_tables`)
 
 
 def launch_markdown(runs: list[Run]) -> str | None:
@@ -208,17 +151,6 @@ CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_cl
               "cores and on inductor's on-disk cache (`/tmp/torchinductor_$USER`), so a second run on the same "
               "machine compiles faster.")
 
-#: What the decode table's numbers mean (shown above it in results.md and the README).
-DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
-               "step); ms/token = median request time / new tokens, tokens/s = its inverse. `generate` is HF "
-               "`generate(do_sample=False)` with its default dynamic cache, `static-eager` a StaticCache loop without "
-               "graphs, `graph` the same loop replaying one captured decode step per token. tokens vs generate: `identical`, "
-               "or `tie at token K` where the first differing token's step has logits as close to a float64 run "
-               "of the same weights as generate's (a rounding tie), with how many distinct tokens generate "
-               "produced (random weights can repeat one token; every step's logits are checked then too); "
-               "`-`: the run recorded no check.")
-
-
 def _link(target: Path, base_dir: Path) -> str:
     return Path(os.path.relpath(target, base_dir)).as_posix()
 
@@ -247,8 +179,7 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
             out += ["### Not measured or not matching eager", "", *[f"- {p}" for p in problems], ""]
     decode = decode_rows(runs)
     if decode:
-        out += ["## Decode (greedy, static KV cache)", "", DECODE_NOTE, "",
-                render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+        out += ["## Decode (greedy, static KV cache)", "", decode_note(decode), "", render_decode_table(decode), ""]
         out += _decode_roofline(runs, outdir, plots_written, heading="### Decode roofline")
     launch = launch_markdown(runs)
     if launch:
@@ -282,7 +213,7 @@ def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots
                 if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
     decode = decode_rows(runs)
     if decode:
-        out += [DECODE_NOTE, "", render_table(DECODE_COLUMNS, decode, fmt="markdown"), ""]
+        out += [decode_note(decode), "", render_decode_table(decode), ""]
         out += _decode_roofline(runs, readme_dir, plots_written, heading="**Decode roofline.**")
     gpu = gpu_name(runs)
     out += [f"All measurements{f' ({gpu})' if gpu else ''}, failures and provenance: "

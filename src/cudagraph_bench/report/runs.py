@@ -58,9 +58,12 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
 
 def _group_of(record: Measurement | FailedCase) -> tuple:
     """What a newer run replaces: a forward prompt length ``("forward", model, dtype, seq_len)`` as a
-    whole (so eager and every variant of a length come from one run), else one benchmark by name."""
-    if isinstance(record, FailedCase) or record.suite == "forward":
+    whole (so eager and every variant of a length come from one run), else one benchmark by name (a failed
+    decode case by its test's name, the ``fullname`` its benchmark would have had)."""
+    if record.case.suite == "forward":
         return ("forward", *record.case.without_variant())
+    if isinstance(record, FailedCase):
+        return (record.case.suite, record.name)
     return (record.suite, record.name)
 
 
@@ -118,9 +121,10 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     return out, lines
 
 
-def not_measured(runs: list[Run]) -> list[FailedCase]:
-    """Cases a ``cudagraph-bench run`` could not measure (:attr:`Run.failures <cudagraph_bench.results.runfile.Run>`)."""
-    return [f for run in runs for f in run.failures]
+def not_measured(runs: list[Run], suite: str = "forward") -> list[FailedCase]:
+    """Cases of ``suite`` that a run could not measure (:attr:`Run.failures <cudagraph_bench.results.runfile.Run>`:
+    forward cases of ``cudagraph-bench run``, decode cases the pytest plugin recorded)."""
+    return [f for run in runs for f in run.failures if f.case.suite == suite]
 
 
 def gpu_name(runs: list[Run]) -> str | None:

@@ -24,7 +24,7 @@ saved with object-valued ``params`` (``"UNSERIALIZABLE[Case(...)]"``) load the s
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 
 import numpy as np
 
@@ -197,21 +197,27 @@ class Measurement:
 
 @dataclass(frozen=True)
 class FailedCase:
-    """A forward case a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``).
+    """A case a run could not measure (``["cudagraph_bench"]["failures"]``): a forward case of
+    ``cudagraph-bench run`` (entries without ``suite``), or a decode case the pytest plugin recorded
+    (``suite: "decode"``, :meth:`cudagraph_bench.plugin.Session.record_failure`).
 
     Attributes:
-        case: its key.
+        case: its key (:class:`~cudagraph_bench.cases.Case` or :class:`~cudagraph_bench.cases.DecodeCase`).
         status: as recorded: ``"failed"`` (the default when none is), ``"skipped"``, ``"mismatch"``.
         phase: where it failed (``"build"``, ``"capture"``, ``"check"``, ...), None when not recorded.
         check: its recorded check (max |diff|, method, fp64 ratio, reason).
         compile_ms: wall time of the compiling first call in ms, None when not recorded.
+        name: the test's node id (the ``fullname`` its benchmark would have had), None when not recorded.
+        details: the entry's other fields as recorded (e.g. ``compile_mode``), for notes.
     """
 
-    case: Case
+    case: Case | DecodeCase
     status: str
     phase: str | None
     check: CheckRecord
     compile_ms: float | None = None
+    name: str | None = None
+    details: dict = field(default_factory=dict)
 
 
 def _text(value) -> str | None:
@@ -318,13 +324,17 @@ def decode_measurement(path, index: int, bench: dict, environment: Environment) 
 
 def decode_failure(entry) -> FailedCase | None:
     """The :class:`FailedCase` of one ``["cudagraph_bench"]["failures"]`` entry; None for an entry that
-    names no forward case (not an object, or without ``model, dtype, seq_len, variant``, or with a
-    prompt length that is not a whole number)."""
-    if not (isinstance(entry, dict) and set(SUITE_KEYS["forward"]) <= entry.keys()):
+    names no forward or decode case (not an object, without its suite's key fields, or with a length that
+    is not a whole number)."""
+    suite = entry.get("suite") or "forward" if isinstance(entry, dict) else None
+    if suite not in ("forward", "decode") or not set(SUITE_KEYS[suite]) <= entry.keys():
         return None
     try:
-        case = Case.from_extra_info(entry)
+        case = (Case if suite == "forward" else DecodeCase).from_extra_info(entry)
     except (TypeError, ValueError):
         return None
+    known = {"suite", *SUITE_KEYS[suite], "status", "phase", "compile_ms", "fullname", "reason", "check",
+             "max_abs_diff", "fp64_rmse_ratio", "correct"}
     return FailedCase(case=case, status=str(entry.get("status") or "failed"), phase=_text(entry.get("phase")),
-                      check=decode_check(entry, case.variant), compile_ms=_number(entry.get("compile_ms")))
+                      check=decode_check(entry, case.variant), compile_ms=_number(entry.get("compile_ms")),
+                      name=_text(entry.get("fullname")), details={k: v for k, v in entry.items() if k not in known})

@@ -82,8 +82,8 @@ class Run:
 
     @cached_property
     def failures(self) -> tuple[FailedCase, ...]:
-        """The forward cases a ``cudagraph-bench run`` could not measure (``["cudagraph_bench"]["failures"]``
-        entries that name a case), in the file's order."""
+        """The cases a run could not measure (``["cudagraph_bench"]["failures"]`` entries that name a case:
+        forward cases of ``cudagraph-bench run``, decode cases of the pytest plugin), in the file's order."""
         section = self.data.get("cudagraph_bench") or {}
         decoded = (decode_failure(f) for f in section.get("failures") or [])
         return tuple(f for f in decoded if f is not None)

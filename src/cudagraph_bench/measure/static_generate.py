@@ -1,0 +1,115 @@
+"""The peer of the compiled graphed decode: HF ``generate`` with a static KV cache and a ``torch.compile``-d
+forward, set up as transformers' guide "LLM inference optimization" (section "Static kv-cache and
+torch.compile") shows it::
+
+    model.generation_config.cache_implementation = "static"
+    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    outputs = model.generate(**input_ids)
+
+On a CUDA device, transformers' ``generate`` also compiles ``model.__call__`` by itself for a static cache
+(``GenerationMixin._valid_auto_compile_criteria``, ``PreTrainedModel.get_compiled_call``, mode
+``reduce-overhead``), so what runs is what a user of the guide gets; nothing here changes it.
+
+:class:`StaticCompiledGenerate` sets the model up like that on the model it is given (the session's shared
+model) and :meth:`~StaticCompiledGenerate.close` puts it back: the forward, the generation config's cache
+implementation, every attribute ``generate`` left on the model (the compiled call and its config that
+``get_compiled_call`` caches, the static cache length of ``_prepare_static_cache``), and dynamo's caches
+(``torch._dynamo.reset()``, which also frees inductor's CUDA graph trees).
+"""
+
+from __future__ import annotations
+
+#: The guide's torch.compile settings of the forward.
+GUIDE_COMPILE_MODE = "reduce-overhead"
+GUIDE_FULLGRAPH = True
+
+
+class StaticCompiledGenerate:
+    """HF ``generate(do_sample=False)`` with ``cache_implementation="static"`` and ``model.forward`` compiled
+    as the guide does (module docstring), for greedy requests at batch 1.
+
+    Use::
+
+        peer = StaticCompiledGenerate(model)
+        try:
+            peer.warm(input_ids, 128)                 # compiles; peer.compile_ms
+            tokens = peer.generate(input_ids, 128)    # [1, 128] int64
+        finally:
+            peer.close()                              # the model is as it was
+
+    Args:
+        model: a causal LM (the session's model: it is changed until :meth:`close`).
+        mode, fullgraph: torch.compile's settings (default the guide's).
+        backend: torch.compile's backend (``"inductor"``; tests on the CPU pass ``"eager"``, then ``mode`` is
+            not passed).
+
+    Calls ``torch._dynamo.reset()`` on construction and on close: one compiled model at a time.
+    """
+
+    def __init__(self, model, *, mode: str = GUIDE_COMPILE_MODE, fullgraph: bool = GUIDE_FULLGRAPH,
+                 backend: str = "inductor"):
+        import torch
+
+        self.model = model
+        self.mode = mode
+        self.compile_ms: float | None = None
+        self._saved = dict(vars(model))     # the instance attributes, to put back exactly
+        self._saved_cache_implementation = model.generation_config.cache_implementation
+        torch._dynamo.reset()
+        options = {"mode": mode} if backend == "inductor" else {}
+        model.generation_config.cache_implementation = "static"
+        model.forward = torch.compile(model.forward, backend=backend, fullgraph=fullgraph, **options)
+        self._open = True
+
+    def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
+        """``max_new_tokens`` greedy tokens after ``input_ids`` ``[1, L]`` int64 (no EOS stop): ``[1, max_new_tokens]``
+        int64; with ``return_logits``, ``(tokens, logits)``: the per-step logits of ``generate(...,
+        output_logits=True)`` (a tuple of ``[1, vocab]``)."""
+        import torch
+
+        if not self._open:
+            raise RuntimeError("this StaticCompiledGenerate was closed; build a new one")
+        extra = {"return_dict_in_generate": True, "output_logits": True} if return_logits else {}
+        with torch.inference_mode():
+            out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                                      max_new_tokens=max_new_tokens, eos_token_id=None, pad_token_id=0, **extra)
+        length = input_ids.shape[1]
+        return (out.sequences[:, length:], out.logits) if return_logits else out[:, length:]
+
+    def warm(self, input_ids, max_new_tokens: int) -> float:
+        """Run requests until their timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`);
+        returns and sets ``compile_ms``, the wall ms they took beyond steady state (compilation, CUDA graph
+        recording)."""
+        import torch
+
+        from cudagraph_bench.capture.compiling import warm_until_stable
+
+        device = input_ids.device
+
+        def sync():
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+        self.compile_ms, _ = warm_until_stable(lambda: self.generate(input_ids, max_new_tokens), sync, min_calls=2)
+        return self.compile_ms
+
+    def close(self) -> None:
+        """Put the model back as it was (its instance attributes, the generation config's cache implementation)
+        and reset dynamo. Idempotent."""
+        if not self._open:
+            return
+        import torch
+
+        attributes = vars(self.model)
+        for name in set(attributes) - set(self._saved):
+            del attributes[name]
+        attributes.update(self._saved)
+        self.model.generation_config.cache_implementation = self._saved_cache_implementation
+        self._open = False
+        torch._dynamo.reset()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

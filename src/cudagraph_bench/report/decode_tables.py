@@ -1,0 +1,195 @@
+"""The decode-suite table (no torch): one row per decode benchmark of a set of runs, and one per decode case
+that a run recorded as failed (``["cudagraph_bench"]["failures"]``), with ms/token, tokens/s, the speedup
+over HF ``generate``, the token checks, and for runs with compile variants the compile time and a note
+(compile mode, steps per graph, the reason of a failure). Used by ``cudagraph-bench report``
+(:mod:`cudagraph_bench.report.pages`).
+
+A run without compile variants, failures or notes gets the table of :data:`DECODE_COLUMNS`, unchanged, so
+that pages generated from older runs stay as they were."""
+
+from __future__ import annotations
+
+import re
+
+from cudagraph_bench.cases import DecodeCase
+from cudagraph_bench.options import DECODE_COMPILE_VARIANTS
+from cudagraph_bench.report.runs import merged, not_measured
+from cudagraph_bench.results.record import Measurement
+from cudagraph_bench.results.runfile import Run
+from cudagraph_bench.table import Column, render_table
+
+
+def decode_rows(runs: list[Run]) -> list[dict]:
+    """One row per decode benchmark, and per failed decode case that no run measured: ``model, dtype,
+    seq_len, new_tokens, variant``, ``ms_per_token``, ``tokens_per_s``, ``speedup_vs_generate`` (generate
+    ms/token / variant ms/token), ``rounds`` (measured requests), ``vs_generate`` and ``vs_static_eager``
+    (:func:`vs_generate`, :func:`vs_static_eager`), ``compile_s``, ``status`` (``ok``, ``mismatch``,
+    ``failed``) and ``note`` (:func:`decode_note_cell`). A failed case has no timing (None)."""
+    rows = []
+    for m in merged(runs).values():
+        if m.suite != "decode":
+            continue
+        details = m.extra_info
+        ms_per_token = details.get("ms_per_token")
+        if ms_per_token is None:
+            ms_per_token = m.summary.median_ms / m.case.new_tokens
+        tokens_per_s = details.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
+        rows.append({**_row_key(m.case), "ms_per_token": float(ms_per_token), "tokens_per_s": tokens_per_s,
+                     "rounds": m.summary.n, "vs_generate": vs_generate(m), "vs_static_eager": vs_static_eager(m),
+                     "compile_s": _seconds(details.get("compile_ms")), "status": m.check.outcome or "ok",
+                     "note": decode_note_cell(m.check.outcome, m.check.reason, details)})
+    seen = {_key_of(r) for r in rows}
+    for f in not_measured(runs, "decode"):
+        row = _row_key(f.case)
+        if _key_of(row) in seen:
+            continue
+        seen.add(_key_of(row))
+        rows.append({**row, **dict.fromkeys(("ms_per_token", "tokens_per_s", "rounds")), "vs_generate": "-",
+                     "vs_static_eager": "-", "compile_s": _seconds(f.compile_ms), "status": f.status,
+                     "note": decode_note_cell(f.status, f.check.reason, f.details)})
+    generate = {_key_of(r)[:4]: r["ms_per_token"] for r in rows if r["variant"] == "generate"}
+    for r in rows:
+        base = generate.get(_key_of(r)[:4])
+        r["speedup_vs_generate"] = base / r["ms_per_token"] if base and r["ms_per_token"] else None
+    rows.sort(key=lambda r: (*_key_of(r)[:4], _variant_index(r["variant"]), r["variant"]))
+    return rows
+
+
+def _row_key(case: DecodeCase) -> dict:
+    return {"model": case.model, "dtype": case.dtype, "seq_len": int(case.seq_len), "new_tokens": int(case.new_tokens),
+            "variant": case.variant}
+
+
+def _key_of(row: dict) -> tuple:
+    return (row["model"], row["dtype"], row["seq_len"], row["new_tokens"], row["variant"])
+
+
+def _variant_index(variant: str) -> int:
+    """generate, its compiled peer, then the static-cache decoders in the suite's order; unknown ones last."""
+    order = ("generate", "generate-static-compile", "static-eager", "graph", "compile+graph")
+    return order.index(variant) if variant in order else len(order)
+
+
+def _seconds(ms) -> float | None:
+    return ms / 1e3 if isinstance(ms, (int, float)) else None
+
+
+def _tie_or_identical(identical: bool, passed: bool, summary: str) -> str:
+    if not passed:
+        return "FAILS"
+    if identical:
+        return "identical"
+    match = re.search(r"token (\d+) differs", summary or "")
+    return f"tie at token {match.group(1)}" if match else "tie"
+
+
+def vs_generate(m: Measurement) -> str:
+    """The decode table's "tokens vs generate" cell of one decode measurement: ``reference`` for
+    ``generate`` itself; ``identical``, ``tie at token K`` (a rounding tie, logits as close to float64 as
+    generate's) or ``FAILS`` from its check (``generate_check_passed``/``matches_generate``/``generate_check``),
+    with the number of distinct tokens generate produced when recorded; ``-`` when the run recorded no
+    check."""
+    check = m.check
+    if m.case.variant == "generate":
+        return "reference"
+    if not check.generate_recorded:
+        return "-"
+    passed = check.generate_check_passed if check.generate_check_passed is not None else check.matches_generate
+    text = _tie_or_identical(bool(check.matches_generate), bool(passed), check.generate_check or "")
+    if text == "FAILS":
+        return text
+    distinct = m.extra_info.get("distinct_reference_tokens")
+    return f"{text} ({distinct} distinct)" if distinct is not None else text
+
+
+def vs_static_eager(m: Measurement) -> str:
+    """The "tokens vs static-eager" cell: ``reference`` for ``static-eager``; for ``graph`` (check ``tokens ==
+    static-eager``) ``identical`` or ``DIFFERS``; for ``compile+graph`` (judged by the generate check's rule,
+    ``matches_static_eager``/``static_eager_check_passed``/``static_eager_check``) ``identical``, ``tie at
+    token K`` or ``FAILS``; ``-`` when the run recorded no such check."""
+    if m.case.variant == "static-eager":
+        return "reference"
+    details = m.extra_info
+    if "matches_static_eager" in details:
+        return _tie_or_identical(details["matches_static_eager"],
+                                 details.get("static_eager_check_passed", details["matches_static_eager"]),
+                                 details.get("static_eager_check", ""))
+    if m.check.method == "tokens == static-eager" and m.check.status in ("pass", "fail"):
+        return "identical" if m.check.status == "pass" else "DIFFERS"
+    return "-"
+
+
+def decode_note_cell(status: str | None, reason: str | None, details: dict) -> str | None:
+    """The note of a decode row: ``failed: <reason>`` for a case that produced no measurement, else the
+    compile mode, ``N steps per graph`` (from ``details``: the benchmark's ``extra_info`` or the failure's
+    other fields) and the reason of a mismatch, as recorded (None when there is nothing to say)."""
+    if status in ("failed", "skipped"):
+        return f"{status}: {reason or 'no reason recorded'}"
+    parts = []
+    if details.get("compile_mode"):
+        parts.append(str(details["compile_mode"]))
+    if isinstance(details.get("steps_per_graph"), int):
+        parts.append(f"{details['steps_per_graph']} steps per graph")
+    if status == "mismatch" and reason:
+        parts.append(str(reason))
+    return "; ".join(parts) or None
+
+
+#: The decode table of runs without compile variants, failures or notes.
+DECODE_COLUMNS = [
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
+    Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
+    Column("ms_per_token", "ms/token", ".3f"), Column("tokens_per_s", "tokens/s", ".1f"),
+    Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"), Column("vs_generate", "tokens vs generate"),
+    Column("rounds", "requests", "d"),
+]
+#: The decode table of runs with compile variants, failures or notes: also the check against the eager
+#: static-cache loop, the compile time and the note.
+DECODE_COLUMNS_WITH_COMPILE = [
+    *DECODE_COLUMNS[:-1], Column("vs_static_eager", "tokens vs static-eager"),
+    Column("compile_s", "compile s", ".1f"), DECODE_COLUMNS[-1], Column("note", "note", None, "left"),
+]
+
+#: What the decode table's numbers mean (shown above it in results.md and the README).
+DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
+               "step); ms/token = median request time / new tokens, tokens/s = its inverse. `generate` is HF "
+               "`generate(do_sample=False)` with its default dynamic cache, `static-eager` a StaticCache loop without "
+               "graphs, `graph` the same loop replaying one captured decode step per token. tokens vs generate: `identical`, "
+               "or `tie at token K` where the first differing token's step has logits as close to a float64 run "
+               "of the same weights as generate's (a rounding tie), with how many distinct tokens generate "
+               "produced (random weights can repeat one token; every step's logits are checked then too); "
+               "`-`: the run recorded no check.")
+#: Added to :data:`DECODE_NOTE` above the table of :data:`DECODE_COLUMNS_WITH_COMPILE`.
+COMPILE_DECODE_NOTE = ("`graph` replays its captured steps back to back: each step writes its token into the next "
+                       "step's input and into the output on the GPU, so no host work runs between replays; "
+                       "`N steps per graph` (note) are captured in one graph, the remainder one step per graph. "
+                       "`compile+graph` is the same loop with the decode step compiled by inductor without "
+                       "inductor's own CUDA graphs (its mode in the note), captured and replayed like `graph`; the "
+                       "prefill stays eager. `generate-static-compile` is HF `generate` with "
+                       "`cache_implementation=\"static\"` and `model.forward = torch.compile(model.forward, "
+                       "mode=\"reduce-overhead\", fullgraph=True)`, as transformers' guide \"LLM inference "
+                       "optimization\" sets it up. compile s = what the warm-up calls took beyond steady state "
+                       "(compilation, autotuning, CUDA graph recording). tokens vs static-eager: `graph` must be "
+                       "`identical` (same kernels); `compile+graph` runs other kernels and is judged by the rule of "
+                       "the generate check (`tie at token K` = a rounding tie). A row with no timing failed: its "
+                       "note gives the reason recorded in the run.")
+
+
+def with_compile(rows: list[dict]) -> bool:
+    """True when the table needs :data:`DECODE_COLUMNS_WITH_COMPILE`: a compile variant, a failed case or a
+    note."""
+    return any(r["variant"] in DECODE_COMPILE_VARIANTS or r["note"] or r["status"] != "ok" for r in rows)
+
+
+def decode_note(rows: list[dict]) -> str:
+    """The text above the decode table of ``rows``."""
+    return f"{DECODE_NOTE} {COMPILE_DECODE_NOTE}" if with_compile(rows) else DECODE_NOTE
+
+
+def render_decode_table(rows: list[dict], fmt: str = "markdown") -> str:
+    """The decode table of :func:`decode_rows` (its columns chosen by :func:`with_compile`)."""
+    return render_table(DECODE_COLUMNS_WITH_COMPILE if with_compile(rows) else DECODE_COLUMNS, rows, fmt=fmt)
+
+
+__all__ = ["DECODE_COLUMNS", "DECODE_COLUMNS_WITH_COMPILE", "DECODE_NOTE", "decode_note",
+           "decode_note_cell", "decode_rows", "render_decode_table", "vs_generate", "vs_static_eager", "with_compile"]

@@ -1,0 +1,169 @@
+"""The fused decode loop on the CPU: the step code that graphs capture runs eagerly here (same static buffers,
+same replay plan), so its tokens are checked against HF generate; the compiled step (dynamo with the
+``aot_eager`` backend, and real inductor code), the HF static-cache + torch.compile peer's set-up and
+restore, and the decoder's argument errors."""
+
+import pytest
+import torch
+
+from cudagraph_bench.capture.decode import GreedyDecoder, replay_plan
+from cudagraph_bench.errors import CompileError, CudaUnavailableError, UsageError
+from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
+from cudagraph_bench.models.presets import load_model
+from cudagraph_bench.options import COMPILE_GRAPH_MODES
+from cudagraph_bench.plugin import generate_reference
+
+MODELS = {
+    "gpt2": dict(n_layer=2, n_embd=128, n_head=4, initializer_range=0.2),
+    "tinyllama-1.1b": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
+                           intermediate_size=256, initializer_range=0.2),
+}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def model(request):
+    return load_model(request.param, "float32", "cpu", overrides=MODELS[request.param])
+
+
+def _prompt(length: int, seed: int):
+    return torch.randint(0, 1000, (1, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("steps_per_graph", [1, 3, 8])
+@pytest.mark.parametrize("steps", [0, 1, 7, 8, 9, 47])
+def test_replay_plan_covers_every_step_with_the_fewest_replays(steps, steps_per_graph):
+    plan = replay_plan(steps, steps_per_graph)
+    assert sum(n * count for n, count in plan) == steps
+    assert all(count > 0 and n in (steps_per_graph, 1) for n, count in plan)
+    assert sum(count for _, count in plan) == steps // steps_per_graph + steps % steps_per_graph
+    assert [n for n, _ in plan] == sorted({n for n, _ in plan}, reverse=True)    # the long graph first
+
+
+def test_replay_plan_refuses_what_no_plan_can_do():
+    with pytest.raises(ValueError, match="steps_per_graph must be >= 1"):
+        replay_plan(4, 0)
+    with pytest.raises(ValueError, match="steps must be >= 0"):
+        replay_plan(-1, 8)
+
+
+@pytest.mark.parametrize("new_tokens", [1, 2, 20])
+def test_unrolled_steps_give_generates_tokens_and_the_same_logits(model, new_tokens):
+    """The eager loop runs the replay plan of its ``steps_per_graph`` (the steps a graph would hold, in a
+    row): any number of steps per graph gives generate's tokens and the same logits bit for bit."""
+    ids = _prompt(11, new_tokens)
+    ref = generate_reference(model, ids, new_tokens)[0]
+    runs = {k: GreedyDecoder(model, 64, use_graph=False, steps_per_graph=k).generate(ids, new_tokens,
+                                                                                      return_logits=True)
+            for k in (1, 3, 8)}
+    for k, (tokens, logits) in runs.items():
+        assert torch.equal(tokens, ref), f"{k} steps per graph"
+        assert len(logits) == new_tokens
+        assert all(torch.equal(a, b) for a, b in zip(logits, runs[1][1], strict=True)), f"{k} steps per graph"
+        assert torch.equal(torch.cat([x.argmax(-1, keepdim=True) for x in logits], dim=1), tokens)
+
+
+def test_steps_per_graph_is_capped_by_the_cache(model):
+    assert GreedyDecoder(model, 6, use_graph=False, steps_per_graph=8).steps_per_graph == 5
+    ids = _prompt(3, 2)
+    assert torch.equal(GreedyDecoder(model, 6, use_graph=False, steps_per_graph=8).generate(ids, 3),
+                       generate_reference(model, ids, 3)[0])
+
+
+def test_a_request_returns_its_own_tensor(model):
+    """The output is a copy of the static buffer: a later request does not change an earlier result."""
+    decoder = GreedyDecoder(model, 64, use_graph=False)
+    first = decoder.generate(_prompt(9, 1), 12)
+    kept = first.clone()
+    decoder.generate(_prompt(9, 2), 20)
+    assert torch.equal(first, kept)
+
+
+def test_compiled_step_traces_once_and_gives_the_eager_loops_tokens_and_logits(model):
+    """The step compiled by dynamo (``aot_eager``: dynamo's graph and functionalized input mutations, eager
+    kernels): one graph, no recompile across steps and requests (both run under ``fail_on_recompile``), and
+    exactly the eager loop's tokens and logits."""
+    ids = _prompt(13, 3)
+    want_tokens, want_logits = GreedyDecoder(model, 64, use_graph=False).generate(ids, 20, return_logits=True)
+    decoder = GreedyDecoder(model, 64, use_graph=False, compile_mode="default", compile_backend="aot_eager")
+    try:
+        assert decoder.compile_ms > 0 and decoder.graphs_compiled >= 1 and decoder.capture_ms is None
+        with torch.compiler.set_stance("fail_on_recompile"):
+            tokens, logits = decoder.generate(ids, 20, return_logits=True)
+            again = decoder.generate(_prompt(5, 4), 30)
+        assert torch.equal(tokens, want_tokens) and torch.equal(tokens, generate_reference(model, ids, 20)[0])
+        assert all(torch.equal(a, b) for a, b in zip(logits, want_logits, strict=True))
+        assert torch.equal(again, generate_reference(model, _prompt(5, 4), 30)[0])
+    finally:
+        decoder.close()
+
+
+def test_inductor_compiled_step_passes_the_generate_check():
+    """Real inductor code of the step (``mode="default"``; on the CPU inductor writes C++): its tokens are
+    generate's or a rounding tie by the float64 rule, also against the eager static loop."""
+    model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
+    ids = _prompt(10, 5)
+    ref, ref_logits = generate_reference(model, ids, 12)
+    eager_tokens, eager_logits = GreedyDecoder(model, 32, use_graph=False).generate(ids, 12, return_logits=True)
+    decoder = GreedyDecoder(model, 32, use_graph=False, compile_mode="default")
+    try:
+        tokens, logits = decoder.generate(ids, 12, return_logits=True)
+    finally:
+        decoder.close()
+    assert decoder.graphs_compiled >= 1
+    vs_generate = check_decode_against_generate(tokens, logits, ref, ref_logits, fp64_decode_logits(model, ids, ref))
+    assert vs_generate.passed, vs_generate.summary
+    vs_eager = check_decode_against_generate(tokens, logits, eager_tokens, eager_logits,
+                                             fp64_decode_logits(model, ids, eager_tokens),
+                                             reference_name="static-eager")
+    assert vs_eager.passed, vs_eager.summary
+    assert "static-eager" in vs_eager.summary and "generate" not in vs_eager.summary
+
+
+def test_compile_without_dynamo_is_refused():
+    """With dynamo disabled, torch.compile silently runs eager code: the decoder refuses to call that compiled."""
+    model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
+    with torch._dynamo.config.patch(disable=True), pytest.raises(CompileError, match="compiled no graph"):
+        GreedyDecoder(model, 32, use_graph=False, compile_mode="default", compile_backend="eager")
+
+
+def test_bad_decoder_arguments_are_one_line_errors(model):
+    with pytest.raises(UsageError, match="steps_per_graph must be >= 1"):
+        GreedyDecoder(model, 32, use_graph=False, steps_per_graph=0)
+    with pytest.raises(UsageError, match=f"use one of {', '.join(COMPILE_GRAPH_MODES)}"):
+        GreedyDecoder(model, 32, use_graph=False, compile_mode="reduce-overhead")
+    with pytest.raises(CudaUnavailableError, match="pass use_graph=False"):
+        GreedyDecoder(model, 32)
+
+
+def test_static_compile_peer_sets_up_the_guide_and_puts_the_model_back():
+    """The peer row's set-up: while open, ``generate`` uses a StaticCache and the compiled forward and gives
+    generate's tokens, with logits as close to float64 as generate's; closed, the model's attributes and
+    generation config are as before."""
+    from transformers import StaticCache
+
+    from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
+
+    model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
+    ids = _prompt(9, 6)
+    ref, ref_logits = generate_reference(model, ids, 10)
+    before = dict(vars(model))
+    cache_implementation = model.generation_config.cache_implementation
+    peer = StaticCompiledGenerate(model, backend="eager")
+    try:
+        assert peer.warm(ids, 10) > 0 and peer.compile_ms > 0
+        tokens, logits = peer.generate(ids, 10, return_logits=True)
+        assert torch.equal(tokens, ref) and torch.equal(peer.generate(ids, 10), ref)
+        check = check_decode_against_generate(tokens, logits, ref, ref_logits, fp64_decode_logits(model, ids, ref))
+        assert check.identical and check.passed, check.summary   # a static cache attends over other lengths
+        compiled = vars(model)["forward"]                  # torch.compile's wrapper of the model's own forward
+        assert compiled._torchdynamo_orig_callable.__func__ is type(model).forward
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=2,
+                             return_dict_in_generate=True, pad_token_id=0)
+        assert isinstance(out.past_key_values, StaticCache)
+    finally:
+        peer.close()
+    peer.close()   # idempotent
+    assert vars(model).keys() == before.keys() and all(vars(model)[k] is v for k, v in before.items())
+    assert model.generation_config.cache_implementation == cache_implementation
+    with pytest.raises(RuntimeError, match="closed"):
+        peer.generate(ids, 2)
