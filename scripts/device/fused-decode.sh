@@ -6,7 +6,8 @@
 # generate, multi-step graph vs 1-step graph vs the eager loop, graphed decode vs generate) for gpt2; then, if
 # time is left, gpt2's compile+graph again with the autotuned inductor mode, to compare its compile time.
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/fused-decode.sh
-# Env: MODELS (default gpt2,tinyllama-1.1b,llama-3.2-1b), DECODE_COMPILE_MODE (default: the suite's default).
+# Env: MODELS (default gpt2,tinyllama-1.1b,llama-3.2-1b), DECODE_COMPILE_MODE (default: the suite's default),
+# DECODE_TESTS=0 skips the GPU decode tests (make test runs them too), AUTOTUNE=0 skips the autotuned gpt2 run.
 # Writes at most 8 files (what the device tool returns): $OUT/fused-decode-<model>.json,
 # $OUT/fused-decode-gpt2-max-autotune.json, $OUT/bench.log (every benchmark session), $OUT/tests.log and
 # $OUT/steps.log (environment, steps, the decode table).
@@ -30,13 +31,15 @@ for m in ${models//,/ }; do
   [ -s "$OUT/fused-decode-$m.json" ] && jsons+=("$OUT/fused-decode-$m.json")
 done
 
-say "GPU decode tests of the fused loop (gpt2 and a small Llama config; at most $(left 150) s)"
-timeout "$(left 150)" $PT perf_tests/test_decode.py --models gpt2 --benchmark-skip -s "${mode_args[@]}" \
-  -k "compiled_graphed_decode or multi_step_graph or graphed_decode_equals_generate" > "$W/tests.log" 2>&1
-say "tests rc=$?: $(grep -E '(passed|failed|error)' "$W/tests.log" | tail -1)"
-grep -E "compiled|FAILED|Error" "$W/tests.log" | cut -c1-300 | head -12 | tee -a "$W/steps.log"
+if [ "${DECODE_TESTS:-1}" = 1 ]; then
+  say "GPU decode tests of the fused loop (gpt2 and a small Llama config; at most $(left 150) s)"
+  timeout "$(left 150)" $PT perf_tests/test_decode.py --models gpt2 --benchmark-skip -s "${mode_args[@]}" \
+    -k "compiled_graphed_decode or multi_step_graph or graphed_decode_equals_generate" > "$W/tests.log" 2>&1
+  say "tests rc=$?: $(grep -E '(passed|failed|error)' "$W/tests.log" | tail -1)"
+  grep -E "compiled|FAILED|Error" "$W/tests.log" | cut -c1-300 | head -12 | tee -a "$W/steps.log"
+fi
 
-if [ "$(( deadline - $(date +%s) ))" -gt 150 ]; then
+if [ "${AUTOTUNE:-1}" = 1 ] && [ "$(( deadline - $(date +%s) ))" -gt 150 ]; then
   say "gpt2 compile+graph with --compile-mode max-autotune-no-cudagraphs (at most $(left 200) s)"
   timeout "$(left 200)" $PT perf_tests/test_decode_bench.py --models gpt2 "${DECODE_ARGS[@]}" -k "compile+graph" \
     --compile-mode max-autotune-no-cudagraphs --benchmark-json "$OUT/fused-decode-gpt2-max-autotune.json" \

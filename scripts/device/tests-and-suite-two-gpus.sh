@@ -2,7 +2,7 @@
 # On a 2-GPU machine, side by side: GPU 0 (first half of the cores) runs the README's test command
 # (`make test`, through ci-suite.sh); GPU 1 (second half) runs the default suite once, timed and gated
 # (sharded-suite.sh single: every benchmark and GPU test of perf_tests in one pytest session), then the
-# fused graphed decode benchmarks (fused-decode.sh) with the time left.
+# fused graphed decode benchmarks (fused-decode.sh; DECODE_MODELS, default gpt2) with the time left.
 # Usage (repo root, 2-GPU machine): OUT=<dir> bash scripts/device/tests-and-suite-two-gpus.sh
 # Writes (8 files at most come back): $OUT/make-test.log, single.json, single.log, single-gate.log,
 # single.wall_s, fused-decode.json (when fused-decode.sh wrote one), logs.tgz (every log and JSON), steps.log.
@@ -16,8 +16,8 @@ gpu1() {
   say "[gpu 1] suite done: $(cat "$ALL/suite/single.wall_s" 2>/dev/null) s"
   if [ -f scripts/device/fused-decode.sh ] && [ "$(left 600)" -gt 90 ]; then
     say "[gpu 1] fused decode ($(left 600) s left)"
-    CUDA_VISIBLE_DEVICES=1 OUT="$ALL/decode" timeout "$(( $(left 600) - 15 ))" \
-      taskset -c "$half-$((n_cpu - 1))" bash scripts/device/fused-decode.sh
+    CUDA_VISIBLE_DEVICES=1 MODELS="${DECODE_MODELS:-gpt2}" DECODE_TESTS=0 AUTOTUNE=0 OUT="$ALL/decode" \
+      timeout "$(( $(left 600) - 15 ))" taskset -c "$half-$((n_cpu - 1))" bash scripts/device/fused-decode.sh
     say "[gpu 1] fused decode rc=$?"
   fi
 }
