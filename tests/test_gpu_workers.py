@@ -45,6 +45,19 @@ N_BENCH, N_TESTS = 2 * len(MODELS), 2 * len(MODELS) + 1
 two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: one per worker")
 
 
+def _real_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+#: The merged run needs every worker on the same GPU model: ``CUDA_VISIBLE_DEVICES=0,1`` stands for two GPUs
+#: only where there is none (each worker then runs on no GPU) or where both exist.
+simulated_gpus = pytest.mark.skipif(0 < _real_gpus() < 2, reason="simulates 2 GPUs with CUDA_VISIBLE_DEVICES=0,1: "
+                                    "on a host with 1 real GPU, worker gw1 would run on none (perf_tests/"
+                                    "test_gpu_worker_isolation.py checks real GPUs)")
+
+
 def run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
 
@@ -84,6 +97,7 @@ def test_visible_gpus_are_the_entries_of_cuda_visible_devices(monkeypatch):
 
 
 @two_cpus
+@simulated_gpus
 def test_each_worker_benchmarks_on_its_own_gpu_and_cpus_and_the_controller_merges(suite, tmp_path):
     out = tmp_path / "run.json"
     result = run(suite, "-n", "2", "--dist", "loadgroup", "--gpu-workers", f"--benchmark-json={out}")
@@ -110,6 +124,7 @@ def test_each_worker_benchmarks_on_its_own_gpu_and_cpus_and_the_controller_merge
 
 
 @two_cpus
+@simulated_gpus
 def test_auto_starts_one_worker_per_gpu_and_benchmark_only_and_autosave_work(suite, tmp_path):
     out, storage = tmp_path / "run.json", tmp_path / "storage"
     result = run(suite, "-n", "auto", "--dist", "loadgroup", "--gpu-workers", "--benchmark-only",
