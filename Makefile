@@ -35,7 +35,7 @@ setup: $(VENV)/.installed
 # and make bench fails with exit 2 (nothing was measured), like make gpu-gate.
 bench: $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
-	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs \
+	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
 	  -W "ignore:Not saving anything" $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; \
 	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above; a CUDA GPU is needed): $(RUN_JSON) not written"; \
@@ -43,7 +43,7 @@ bench: $(VENV)/.installed
 
 # Tests: CPU unit tests of the harness + GPU correctness tests (skipped without CUDA). Benchmarks are not timed here.
 test: $(VENV)/.installed
-	$(PY) -m pytest tests perf_tests --benchmark-skip -rs $(PYTEST_ARGS); \
+	$(PY) -m pytest tests perf_tests --benchmark-skip -rfEs $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): check PYTEST_ARGS (-k filters)"; exit 1; fi; exit $$rc
 
 # The GPU CI job, runnable locally: ONE pytest session runs the GPU correctness tests and every benchmark
@@ -54,7 +54,7 @@ test: $(VENV)/.installed
 # when nothing ran.
 gpu-gate: $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON) $(basename $(RUN_JSON)).confirm-*.json
-	$(PY) -m pytest perf_tests --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rs \
+	$(PY) -m pytest perf_tests --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
 	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); rc=$$?; \
 	if [ ! -s $(RUN_JSON) ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
 	$(PY) -m cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM) $(GATE_ARGS); grc=$$?; \

@@ -282,6 +282,21 @@ def test_no_baseline_anywhere_is_a_usage_error_unless_no_baseline(tmp_path, caps
     assert "no baseline (--no-baseline: regression check skipped)" in out.splitlines()[1]
 
 
+@pytest.mark.parametrize("name", ["decode-checked", "launch"])
+def test_a_run_without_forward_benchmarks_and_without_a_gpu_names_what_it_lacks(tmp_path, capsys, name):
+    """A run that records no GPU (another tool's pytest-benchmark JSON, here a committed run without its
+    machine_info.cuda) and no forward benchmark: the error says what the gate needs, not that no baseline
+    exists for GPU "<gpu>"."""
+    doc = json.loads(committed_run(name).read_text())
+    assert not any(b["extra_info"].get("suite") == "forward" for b in doc["benchmarks"])
+    del doc["machine_info"]["cuda"]
+    path = tmp_path / "no-gpu.json"
+    path.write_text(json.dumps(doc))
+    rc, out, err = run_cli(capsys, "gate", path)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert "has no forward-suite benchmarks" in err and "<gpu>" not in err
+
+
 def test_baseline_and_no_baseline_together_are_a_usage_error(capsys, baseline, checked_run):
     rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", baseline, "--no-baseline")
     assert rc == 2 and out == "" and "--baseline and --no-baseline" in err and len(err.splitlines()) == 1

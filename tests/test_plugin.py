@@ -184,10 +184,11 @@ def test_prepared_case_records_the_check_against_eager_for_both_measurement_path
     assert status == "mismatch" and info["correct"] is False and "NaN" in info["reason"]
 
 
-@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json"])
+@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions"])
 def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):
-    """--models with a T5 checkpoint or a config.json that is not JSON: pytest stops before collection
-    with the reason that directory_config gives, in one line, not a collection traceback."""
+    """--models with a T5 checkpoint, a config.json that is not JSON or a model without a position limit
+    (Mamba: no attention, no positions): pytest stops before collection with the reason that
+    directory_config gives, in one line, not a collection traceback (nor an error in every test on a GPU)."""
     from cudagraph_bench.errors import UnknownModelError
     from cudagraph_bench.models.presets import directory_config
 
@@ -197,6 +198,10 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
         import transformers
 
         transformers.T5Config(d_model=16, d_ff=32, num_layers=1, num_heads=2, vocab_size=64).save_pretrained(folder)
+    elif kind == "no-positions":
+        import transformers
+
+        transformers.MambaConfig(hidden_size=16, num_hidden_layers=1, vocab_size=64).save_pretrained(folder)
     else:
         (folder / "config.json").write_text("{not json")
     with pytest.raises(UnknownModelError) as reason:

@@ -1,11 +1,14 @@
 """Presets build offline from configs; local directories load with from_pretrained; bad names fail clearly."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
-from cudagraph_bench.models.presets import (PRESETS, load_model, max_positions, model_forward, model_kind, preset_config,
-                                     random_input_ids)
+from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, load_model, max_positions, model_forward,
+                                           model_kind, preset_config, random_input_ids)
+from cudagraph_bench.plugin import Session
 
 TINY = {
     "gpt2": dict(n_layer=1, n_embd=32, n_head=2),
@@ -82,6 +85,38 @@ def test_same_seed_same_weights_and_bfloat16():
 def test_positions():
     assert max_positions(load_model("bert-tiny", "float32", "cpu")) == 512
     assert max_positions(load_model("gpt2", "float32", "cpu", overrides=TINY["gpt2"])) == 1024
+
+
+_ENCODER = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=64,
+                max_position_embeddings=40)
+LEARNED_POSITION_CONFIGS = {
+    "bert": _ENCODER,
+    **{model_type: dict(_ENCODER, pad_token_id=1) for model_type in sorted(PADDING_OFFSET_POSITIONS)},
+    "xlm-roberta": dict(_ENCODER, pad_token_id=3),
+    "gpt2": dict(n_embd=32, n_layer=1, n_head=2, vocab_size=64, n_positions=40),
+    "opt": dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, ffn_dim=64, vocab_size=64,
+                max_position_embeddings=40, word_embed_proj_dim=32),
+}
+
+
+@pytest.mark.parametrize("model_type", list(LEARNED_POSITION_CONFIGS))
+def test_positions_of_learned_position_embeddings_are_the_longest_prompt_that_runs(tmp_path, model_type):
+    """With learned position embeddings the limit is exact: a prompt of max_positions tokens runs and one
+    more token indexes past the table. RoBERTa's family starts its positions after the padding index, so
+    of its max_position_embeddings rows pad_token_id + 1 are never reached."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(model_type, **LEARNED_POSITION_CONFIGS[model_type])
+    transformers.AutoModel.from_config(config).save_pretrained(tmp_path)
+    model = load_model(str(tmp_path), "float32", "cpu")
+    limit = max_positions(model)
+    # the plugin's limit before the model is built (read from config.json) is the built model's
+    assert Session.position_limit(SimpleNamespace(_models_by_name=dict), str(tmp_path)) == limit
+    ids = torch.full((1, limit + 1), 5)                       # no padding token: every position is used
+    with torch.inference_mode():
+        model_forward(model, ids[:, :limit])
+        with pytest.raises((IndexError, RuntimeError)):
+            model_forward(model, ids)
 
 
 def test_local_directory_loads_offline(tmp_path):

@@ -146,6 +146,32 @@ def test_sliding_window_layers_read_at_most_their_window(context):
     assert R.decode_bytes_per_token(model, context)["kv_bytes_per_token"] == expected
 
 
+@pytest.mark.parametrize("name", ["gemma-2-2b", "mistral-7b", "tinyllama-1.1b"])
+@pytest.mark.parametrize("shape", ["one dict", "one dict per layer"])
+def test_windows_read_either_shape_of_the_layer_kwargs(monkeypatch, name, shape):
+    """transformers < 5.24 returns one kwargs dict for all layers, >= 5.24 one dict per layer: the windows
+    are those of the attention modules whichever shape the installed release's function returns."""
+    import transformers.cache_utils as cache_utils
+
+    model = tiny(name)
+    real = cache_utils.get_layer_types_and_kwargs
+
+    def reshaped(config):
+        layer_types, kwargs = real(config)
+        if shape == "one dict per layer" and isinstance(kwargs, dict):
+            return layer_types, [{"sliding_window": kwargs["sliding_window"]} if t == "sliding_attention" else {}
+                                 for t in layer_types]
+        if shape == "one dict" and isinstance(kwargs, list):
+            return layer_types, {k: v for layer_kwargs in kwargs for k, v in layer_kwargs.items()}
+        return layer_types, kwargs
+
+    # Mistral's attention modules keep no window: every layer slides over the config's
+    expected = (sliding_windows_of_the_modules(model) if name != "mistral-7b"
+                else [model.config.sliding_window] * model.config.num_hidden_layers)
+    monkeypatch.setattr(cache_utils, "get_layer_types_and_kwargs", reshaped)
+    assert attention_windows(model.config) == expected
+
+
 def test_every_layer_of_a_sliding_window_model_reads_its_window():
     model = tiny("mistral-7b")
     window = model.config.sliding_window
@@ -193,6 +219,22 @@ def test_command_line_prints_the_bytes_of_a_preset_request(capsys):
     expected = R.request_bytes_per_token(load_model("gpt2", "bfloat16", "meta"), 5, 3)
     assert {k: report["decode"][k] for k in expected} == expected
     assert report["peak_memory_bandwidth"] is None or report["peak_memory_bandwidth"]["gbps"] > 0
+
+
+def test_command_line_refuses_an_encoder_and_a_request_beyond_the_positions(capsys):
+    """bert-tiny decodes nothing; a gpt2 request one token longer than its positions cannot be cached."""
+    from cudagraph_bench.models.presets import max_positions, model_kind
+
+    assert model_kind(load_model("bert-tiny", "float32", "meta")) == "encoder"
+    assert R._main(["--model", "bert-tiny"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and "bert-tiny is an encoder" in err.err
+    positions = max_positions(load_model("gpt2", "bfloat16", "meta"))
+    assert R._main(["--model", "gpt2", "--prompt-tokens", str(positions - 3), "--new-tokens", "3"]) == 0
+    capsys.readouterr()
+    assert R._main(["--model", "gpt2", "--prompt-tokens", str(positions - 3), "--new-tokens", "4"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and f"exceeds the {positions} positions of gpt2" in err.err
 
 
 # ---------------------------------------------------------------------------- peak memory bandwidth

@@ -27,8 +27,10 @@ def tiny():
 
 
 def spec(**kw):
+    """A CPU case of exactly ``rounds`` rounds: precision_pct=0, or a noisy pilot on a busy machine plans more
+    rounds for the 1% default target (53 instead of 5 were seen under make test)."""
     base = dict(model="gpt2", dtype="float32", seq_len=8, variant="eager", rounds=4, warmup_rounds=1,
-                check_inputs=2, device="cpu", overrides=TINY)
+                check_inputs=2, device="cpu", overrides=TINY, precision_pct=0.0)
     return C.CaseSpec(**{**base, **kw})
 
 

@@ -123,3 +123,14 @@ def test_make_gpu_gate_runs_correctness_tests_and_benchmarks_in_one_session_then
     assert "--benchmark-only" not in recipe and "--benchmark-skip" not in recipe
     assert "cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM)" in recipe
     assert re.search(r"if \[ \$\$rc -ne 0 \].*exit 1", recipe)
+
+
+def test_make_targets_list_failures_and_errors_with_the_skips():
+    """``-rs`` alone replaces pytest's default ``-rfE``: a make test that failed then named no failed test in
+    its summary, only the skips. Every pytest line of the Makefile that selects summary chars keeps f and E."""
+    makefile = (ROOT / "Makefile").read_text()
+    pytest_lines = [line for line in makefile.splitlines() if "-m pytest" in line]
+    assert len(pytest_lines) >= 3                                   # bench, test, gpu-gate
+    for line in pytest_lines:
+        for chars in re.findall(r"(?<!\S)-r(\w+)", line):
+            assert {"f", "E", "s"} <= set(chars), line

@@ -362,17 +362,14 @@ class Session:
 
     def position_limit(self, model_name: str) -> int:
         """The model's position limit (tokens), read from its config without building the model."""
-        from cudagraph_bench.models.presets import max_positions, preset_config
+        from types import SimpleNamespace
+
+        from cudagraph_bench.models.presets import directory_config, max_positions, preset_config
 
         if model_name in self._models_by_name():
             return max_positions(self._models_by_name()[model_name])
-        if os.path.isdir(model_name):
-            import transformers
-
-            config = transformers.AutoConfig.from_pretrained(model_name, local_files_only=True)
-        else:
-            config = preset_config(model_name)
-        return int(getattr(config, "n_positions", None) or config.max_position_embeddings)
+        config = directory_config(model_name) if os.path.isdir(model_name) else preset_config(model_name)
+        return max_positions(SimpleNamespace(config=config))   # the same limit as the built model's
 
     def _models_by_name(self) -> dict:
         return {name: m for (name, _), m in self._models.items()}

@@ -13,6 +13,7 @@ from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_
 from cudagraph_bench.results.gate import (COLUMNS, confirm_regressions, evaluate, find_baseline, header,
                                           load_runs_of_one_gpu, render_markdown, require_graph_variant, rows,
                                           summary)
+from cudagraph_bench.results.runfile import forward_groups
 from cudagraph_bench.table import render_table
 
 
@@ -55,6 +56,7 @@ def main(args: argparse.Namespace) -> int:
     runs = load_runs_of_one_gpu(args.runs, args.storage)  # a folder as RUN is refused there, with the file to give
     for run in runs:
         require_graph_variant(run)
+        forward_groups(run)  # no forward benchmarks (a decode or launch run, another tool's): say so, not "no baseline"
     baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
     refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,
                                                             baseline.path if baseline is not None else None])

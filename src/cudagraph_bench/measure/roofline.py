@@ -288,11 +288,16 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=50, help="prompt tokens (default: 50)")
     parser.add_argument("--new-tokens", type=int, default=64, help="new tokens (default: 64)")
     args = parser.parse_args(argv)
-    from cudagraph_bench.models.presets import load_model
+    from cudagraph_bench.models.presets import load_model, max_positions, model_kind
 
     report: dict = {"peak_memory_bandwidth": peak_memory_bandwidth_gbps()}
     try:
         model = load_model(args.model[0], args.dtype[0], "meta")
+        if model_kind(model) != "causal":
+            raise UsageError(f"{args.model[0]} is an encoder: it decodes no tokens; give a causal LM")
+        if args.prompt_tokens + args.new_tokens > max_positions(model):
+            raise UsageError(f"a request of {args.prompt_tokens} + {args.new_tokens} tokens exceeds the "
+                             f"{max_positions(model)} positions of {args.model[0]}: give fewer tokens")
         report["decode"] = {"model": args.model[0], "dtype": args.dtype[0], "prompt_tokens": args.prompt_tokens,
                             "new_tokens": args.new_tokens,
                             **request_bytes_per_token(model, args.prompt_tokens, args.new_tokens)}

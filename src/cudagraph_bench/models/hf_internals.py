@@ -214,8 +214,11 @@ def attention_windows(config) -> list[int | None]:
     if unsupported:
         raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: only full and "
                                 f"sliding-window attention layers have a KV-byte model")
-    window = kwargs.get("sliding_window")
-    return [int(window) if t == "sliding_attention" and window else None for t in layer_types]
+    # one dict for every layer (transformers < 5.24) or one dict per layer (>= 5.24, heterogeneous configs)
+    per_layer = kwargs if isinstance(kwargs, list) else [kwargs] * len(layer_types)
+    windows = [layer_kwargs.get("sliding_window") for layer_kwargs in per_layer]
+    return [int(window) if t == "sliding_attention" and window else None
+            for t, window in zip(layer_types, windows, strict=True)]
 
 
 def set_cache_write_position(cache, length: int) -> None:

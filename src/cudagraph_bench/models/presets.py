@@ -311,8 +311,9 @@ def directory_config(path: str):
     """The transformers config of a ``save_pretrained`` directory (offline).
 
     Raises:
-        UnknownModelError: no usable ``config.json``, or an encoder-decoder model (T5, BART): the suite
-            measures decoder-only causal LMs and encoders."""
+        UnknownModelError: no usable ``config.json``, an encoder-decoder model (T5, BART): the suite
+            measures decoder-only causal LMs and encoders, or a config without a position limit
+            (:data:`POSITION_FIELDS`; BLOOM's ALiBi, Mamba)."""
     import transformers
 
     check_config_json(path)
@@ -324,6 +325,10 @@ def directory_config(path: str):
     if getattr(config, "is_encoder_decoder", False):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
                                 f"does not measure: use a decoder-only causal LM or an encoder")
+    if not any(getattr(config, field, None) for field in POSITION_FIELDS):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} records no position limit "
+                                f"({'/'.join(POSITION_FIELDS)}; e.g. ALiBi or state-space models), which the suite "
+                                "needs to bound prompts and KV caches: use a model with learned or rotary positions")
     return config
 
 
@@ -343,14 +348,29 @@ def model_kind(model) -> str:
         else "encoder"
 
 
+#: Config fields that hold a model's position limit, first found wins.
+POSITION_FIELDS = ("n_positions", "max_position_embeddings")
+#: Text encoders whose position ids start after the padding index (RoBERTa's
+#: ``create_position_ids_from_input_ids``): of ``max_position_embeddings`` rows, ``pad_token_id + 1`` are
+#: never reached by a token (roberta-base: 514 rows, 512 tokens).
+#: (Those that load with SDPA; tests/test_presets.py runs each at its limit and one token past it.)
+PADDING_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                                      "data2vec-text"})
+
+
 def max_positions(model) -> int:
-    """Position limit of the model in tokens (gpt2 1024, bert-tiny 512, tinyllama 2048)."""
+    """Position limit of the model in tokens (gpt2 1024, bert-tiny 512, tinyllama 2048; roberta-base 512 of
+    its 514 position rows)."""
     config = model.config
-    for field in ("n_positions", "max_position_embeddings"):
+    for field in POSITION_FIELDS:
         value = getattr(config, field, None)
         if value:
-            return int(value)
-    raise UsageError(f"{config.__class__.__name__} has no n_positions/max_position_embeddings")
+            pad = getattr(config, "pad_token_id", None)
+            offset = pad + 1 if getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS and \
+                isinstance(pad, int) else 0
+            return int(value) - offset
+    raise UsageError(f"{config.__class__.__name__} has no {'/'.join(POSITION_FIELDS)}: use a model with learned "
+                     "or rotary positions")
 
 
 def vocab_size(model) -> int:
