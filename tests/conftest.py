@@ -2,6 +2,17 @@
 
 import pytest
 
+try:
+    # pytester (tests/test_plugin.py, test_gpu_workers.py, ...) restores sys.modules after each of its tests,
+    # so a module first imported inside one is imported again later in the same process. Importing
+    # torch.distributed._functional_collectives twice registers its wait_tensor autograd kernel twice, which
+    # torch refuses ("already a kernel registered from python overriding wait_tensor"), and every later
+    # import of transformers' generation utilities (which pull in torch.distributed.tensor) fails in that
+    # process. Importing it once here, before any pytester test, keeps it out of the restored snapshot.
+    import torch.distributed.tensor  # noqa: F401
+except ImportError:   # a torch build without distributed support: nothing to register twice
+    pass
+
 
 @pytest.fixture(autouse=True)
 def no_xdist_worker_environment(monkeypatch):
