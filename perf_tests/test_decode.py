@@ -10,7 +10,7 @@ PROMPT = 50
 
 
 def _generate_ref(model, ids, new_tokens):
-    from cudagraph_bench.plugin import generate_reference
+    from cudagraph_bench.session import generate_reference
 
     return generate_reference(model, ids, new_tokens)[0]
 
@@ -101,7 +101,7 @@ def test_sliding_window_and_moe_decode_equal_generate(cgb, arch, dtype, bucketed
     import torch
 
     from cudagraph_bench.capture.decode import GreedyDecoder
-    from cudagraph_bench.plugin import generate_reference
+    from cudagraph_bench.session import generate_reference
 
     preset, overrides = {**SLIDING_CONFIGS, **MOE_CONFIGS}[arch]
     model = _small_model(preset, overrides, dtype)
@@ -148,7 +148,7 @@ def test_compiled_graphed_decode_equals_generate(cgb, arch):
 
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
-    from cudagraph_bench.plugin import generate_reference
+    from cudagraph_bench.session import generate_reference
 
     dtype, new = "bfloat16", 48
     model = _compiled_decode_model(cgb, arch, dtype)

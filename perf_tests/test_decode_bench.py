@@ -21,7 +21,7 @@ identical), ``generate_check_passed``, ``generate_check`` (the sentence) and ``d
 ``static-eager`` by the rule of the generate check (``matches_static_eager``, ``static_eager_check_passed``,
 ``static_eager_check``; ``correct``). A model that cannot be graphed is skipped with the reason; a capture
 that fails fails its case only. A compile variant that raises is listed with its reason under
-``["cudagraph_bench"]["failures"]`` of the JSON (:meth:`~cudagraph_bench.plugin.Session.record_failure`), so
+``["cudagraph_bench"]["failures"]`` of the JSON (:meth:`~cudagraph_bench.session.Session.record_failure`), so
 the report shows the row as failed: ``compile+graph`` then fails its test (a bug of the suite), the peer
 ``generate-static-compile`` is an xfail (a known failure of the documented HF path on some set-ups, e.g.
 "accessing tensor output of CUDAGraphs that has been overwritten", which must not hide the other results).
@@ -29,7 +29,7 @@ the report shows the row as failed: ``compile+graph`` then fails its test (a bug
 
 import pytest
 
-from cudagraph_bench.plugin import MIN_DECODE_ROUNDS, benchmark_call, decode_cache_len, round_policy
+from cudagraph_bench.session import MIN_DECODE_ROUNDS, benchmark_call, decode_cache_len, round_policy
 
 pytestmark = pytest.mark.gpu
 

@@ -3,7 +3,7 @@
 Variants ``padded`` (one graph at --pad-to, default 1024, capped at the model's positions) and
 ``bucketed`` (one graph per --buckets length, all captured into one shared pool; a prompt replays the
 smallest bucket >= L) for L in 16, 50, 128, 512, measured by the same pipeline as the forward benchmarks
-(:meth:`cudagraph_bench.plugin.Session.measure_forward`). They share the group of test_forward_bench's
+(:meth:`cudagraph_bench.session.Session.measure_forward`). They share the group of test_forward_bench's
 eager/graph of the same case, so all four print together; extra_info has ``bucket``, ``buckets``,
 ``capture_ms_by_bucket`` and ``pool_mib_by_bucket``.
 """

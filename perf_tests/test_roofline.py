@@ -47,7 +47,7 @@ def test_graphed_decode_bandwidth_is_positive_and_below_the_peak(cgb, causal_mod
     from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps, request_bytes_per_token
     from cudagraph_bench.measure.timing import time_call
     from cudagraph_bench.models.presets import max_positions
-    from cudagraph_bench.plugin import decode_cache_len
+    from cudagraph_bench.session import decode_cache_len
     from cudagraph_bench.results.roofline import achieved_gbps, pct_of_peak
 
     dtype, prompt = cgb.option("decode_dtypes")[0], cgb.option("decode_prompt_lengths")[0]

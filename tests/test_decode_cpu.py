@@ -87,7 +87,7 @@ def test_encoder_is_refused():
 
 
 def _generate_with_logits(model, ids, n):
-    from cudagraph_bench.plugin import generate_reference
+    from cudagraph_bench.session import generate_reference
 
     return generate_reference(model, ids, n)
 

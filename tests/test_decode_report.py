@@ -157,7 +157,7 @@ def test_newest_wins_between_a_failed_and_a_measured_peer(tmp_path, newer):
 PLUGIN_SESSION = '''
 import pytest
 
-from cudagraph_bench.plugin import Session
+from cudagraph_bench.session import Session
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from cudagraph_bench.errors import CompileError, CudaUnavailableError, UsageErro
 from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
 from cudagraph_bench.models.presets import load_model
 from cudagraph_bench.options import COMPILE_GRAPH_MODES
-from cudagraph_bench.plugin import generate_reference
+from cudagraph_bench.session import generate_reference
 
 MODELS = {
     "gpt2": dict(n_layer=2, n_embd=128, n_head=4, initializer_range=0.2),

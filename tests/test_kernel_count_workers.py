@@ -11,7 +11,8 @@ import pytest
 
 from cudagraph_bench.measure import kernel_counts as K
 from cudagraph_bench.measure import roofline
-from cudagraph_bench.plugin import MemoryLedger, pytest_benchmark_update_json
+from cudagraph_bench.plugin import pytest_benchmark_update_json
+from cudagraph_bench.session import MemoryLedger
 from cudagraph_bench.measure.case import CaseSpec, ModelCache
 
 TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}

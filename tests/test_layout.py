@@ -13,8 +13,8 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
 #: Top-level modules every layer may import; they import no layer.
 SHARED = {"options", "cases", "errors", "envinfo", "fsio", "paths", "table"}
 #: Top-level entry points: the console script (cli), ``python -m`` (__main__), the pytest plugin and its
-#: parts (sharding, gpu_workers).
-ENTRY = {"cli", "__main__", "plugin", "sharding", "gpu_workers"}
+#: parts (its session, sharding, gpu_workers).
+ENTRY = {"cli", "__main__", "plugin", "session", "sharding", "gpu_workers"}
 
 #: layer -> the layers its modules may import (its own included). Two stacks share the bottom:
 #: entry > commands > measure > capture > models for measuring, commands > report > results for

@@ -131,7 +131,7 @@ def test_bad_timing_options_are_usage_errors(pytester, args, message):
 
 
 def test_memory_ledger_summary_separates_the_first_graph_case():
-    from cudagraph_bench.plugin import MemoryLedger
+    from cudagraph_bench.session import MemoryLedger
 
     ledger = MemoryLedger()
     ledger.start_mib = 0.0

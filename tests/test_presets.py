@@ -8,7 +8,7 @@ import torch
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, load_model, max_positions, model_forward,
                                            model_kind, preset_config, random_input_ids)
-from cudagraph_bench.plugin import Session
+from cudagraph_bench.session import Session
 
 TINY = {
     "gpt2": dict(n_layer=1, n_embd=32, n_head=2),

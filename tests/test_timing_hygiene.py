@@ -110,7 +110,7 @@ def test_rounds_planned_from_a_pilot_reach_the_precision_target():
 
 def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatch):
     """The pytest path with a fake benchmark fixture and a CPU stand-in for CallTimer."""
-    from cudagraph_bench import plugin
+    from cudagraph_bench import session
     from cudagraph_bench.measure import timing
 
     class FakeTimer:
@@ -149,7 +149,7 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
     monkeypatch.setattr(gpustate, "read_gpu_state", lambda: next(readings))
     bench = FakeBenchmark()
     with pytest.warns(gpustate.GpuThrottledWarning, match=r"test_forward\[gpt2-float32-L16-graph\]: .*sw_thermal"):
-        events = plugin.benchmark_call(bench, FakeSession(), lambda: None, group="g", extra_info={"model": "gpt2"})
+        events = session.benchmark_call(bench, FakeSession(), lambda: None, group="g", extra_info={"model": "gpt2"})
     # 1 ms calls: 200 ms / 100 ms floors; the pilot's calls (and its cold call) count towards the warmup floor
     warmup = 100 - len(pilot) - 1
     assert bench.args == (200, warmup, 1) and len(events) == 200

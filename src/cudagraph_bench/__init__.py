@@ -5,7 +5,8 @@ Subpackages, one layer each; a module imports only its own layer and those below
 (``tests/test_layout.py``):
 
 - ``cli`` / ``__main__`` / ``plugin``  entry points: the ``cudagraph-bench`` command, the pytest plugin and its
-                parts ``sharding`` (``--shard``, recorded test durations) and ``gpu_workers`` (``--gpu-workers``)
+                parts ``session`` (the ``cgb`` fixture, benchmark timing), ``sharding`` (``--shard``, recorded
+                test durations) and ``gpu_workers`` (``--gpu-workers``)
 - ``commands``  every command's front-end, one module each (options, ``main``): ``run``, ``gate``, ``compare``,
                 ``baseline``, ``calibrate``, ``ab``, ``report``, ``launch_report``, ``merge`` (all but ``run``
                 without torch)

@@ -199,7 +199,7 @@ class Measurement:
 class FailedCase:
     """A case a run could not measure (``["cudagraph_bench"]["failures"]``): a forward case of
     ``cudagraph-bench run`` (entries without ``suite``), or a decode case the pytest plugin recorded
-    (``suite: "decode"``, :meth:`cudagraph_bench.plugin.Session.record_failure`).
+    (``suite: "decode"``, :meth:`cudagraph_bench.session.Session.record_failure`).
 
     Attributes:
         case: its key (:class:`~cudagraph_bench.cases.Case` or :class:`~cudagraph_bench.cases.DecodeCase`).

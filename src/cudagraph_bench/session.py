@@ -1,0 +1,322 @@
+"""The ``cgb`` session of the pytest plugin (:mod:`cudagraph_bench.plugin`, which creates it) and the
+benchmark timing its tests share.
+
+- :class:`Session`: options, a model cache (one build per model and dtype, the least recently used dropped
+  when the cached weights pass :data:`MODEL_CACHE_SHARE` of the GPU's memory), random inputs, the HF
+  ``generate`` and float64 references of the decode checks (computed once), the forward measurement through
+  the one pipeline of :mod:`cudagraph_bench.measure.case` (:meth:`Session.measure_forward`), and the cases a
+  benchmark could not measure (:meth:`Session.record_failure`);
+- :class:`MemoryLedger`: reserved GPU memory around each graph case, the eager kernel counts and busy
+  times, the failures; the plugin writes its summary into the run JSON under ``"cudagraph_bench"``;
+- :func:`benchmark_call`: ``benchmark.pedantic`` over the round policy (:func:`round_policy`), with the
+  CUDA-event times, the timing's precision and the GPU state recorded in ``extra_info``;
+- :func:`generate_reference`, :func:`decode_cache_len`: the decode benchmarks' reference and cache length.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cudagraph_bench.cases import Case
+
+#: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most; the precision target
+#: decides in between).
+MIN_DECODE_ROUNDS = 3
+#: Largest share of GPU memory that the session's cached models may hold before the oldest is dropped.
+MODEL_CACHE_SHARE = 0.3
+#: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
+DECODE_CACHE_STEP = 256
+
+
+class MemoryLedger:
+    """Reserved GPU memory at the start and end of the session and around each graph case; also what the
+    session's JSON lists besides the benchmarks: kernel counts, and the cases that failed
+    (``failures``, :meth:`Session.record_failure`)."""
+
+    def __init__(self):
+        self.start_mib = None
+        self.end_mib = None
+        self.cases: list[tuple[str, float, float]] = []   # (case id, reserved before, after release) MiB
+        # (model, dtype, seq_len) -> fields of its eager forward benchmark (n_kernels, gpu_busy_ms)
+        self.kernel_counts: dict[tuple[str, str, int], dict] = {}
+        self.failures: list[dict] = []
+
+    @staticmethod
+    def reserved_mib() -> float:
+        import torch
+
+        return torch.cuda.memory_reserved() / 2**20
+
+    def record(self, case_id: str, before_mib: float, after_mib: float) -> None:
+        self.cases.append((case_id, before_mib, after_mib))
+
+    def summary(self) -> dict:
+        growth = [after - before for _, before, after in self.cases]
+        return {"memory_reserved_start_mib": self.start_mib,
+                "memory_reserved_end_mib": self.end_mib if self.end_mib is not None else self.start_mib,
+                "graph_cases": len(self.cases),
+                "max_case_growth_mib": max(growth, default=0.0),
+                # the first graph case creates the one reused warmup side stream (and its cuBLAS
+                # workspace): growth after it is what a leak per case would show
+                "max_case_growth_after_first_mib": max(growth[1:], default=0.0),
+                "kernel_counts": [{"model": m, "dtype": d, "seq_len": n, **fields}
+                                  for (m, d, n), fields in sorted(self.kernel_counts.items())],
+                "cases": [{"case": c, "reserved_before_mib": b, "reserved_after_mib": a} for c, b, a in self.cases],
+                "failures": list(self.failures)}
+
+
+class Session:
+    """The ``cgb`` fixture: options, a model cache (one build per model and dtype), inputs, memory ledger."""
+
+    def __init__(self, config):
+        self.config = config
+        self._models = {}
+        self._generated = {}
+        self._fp64_logits = {}
+        self.ledger = MemoryLedger()
+        config._cgb_ledger = self.ledger
+        self.ledger.start_mib = self.ledger.reserved_mib()
+
+    def option(self, name: str):
+        return self.config.getoption(name)
+
+    def position_limit(self, model_name: str) -> int:
+        """The model's position limit (tokens), read from its config without building the model."""
+        from types import SimpleNamespace
+
+        from cudagraph_bench.models.presets import directory_config, max_positions, preset_config
+
+        if model_name in self._models_by_name():
+            return max_positions(self._models_by_name()[model_name])
+        config = directory_config(model_name) if os.path.isdir(model_name) else preset_config(model_name)
+        return max_positions(SimpleNamespace(config=config))   # the same limit as the built model's
+
+    def _models_by_name(self) -> dict:
+        return {name: m for (name, _), m in self._models.items()}
+
+    def skip_if_too_long(self, model_name: str, seq_len: int) -> None:
+        limit = self.position_limit(model_name)
+        if seq_len > limit:
+            pytest.skip(f"{model_name} has {limit} positions: a {seq_len}-token prompt does not fit")
+
+    def model(self, name: str, dtype: str):
+        """The model ``name`` in ``dtype`` on cuda:0, built once per session."""
+        from cudagraph_bench.models.presets import load_model
+
+        key = (name, dtype)
+        if key not in self._models:
+            self._evict_for(name)
+            self._models[key] = load_model(name, dtype, "cuda")
+        self._models[key] = self._models.pop(key)   # most recently used last
+        return self._models[key]
+
+    def _evict_for(self, name: str, share: float = MODEL_CACHE_SHARE) -> None:
+        """Drop the least recently used models (never ``name``'s other dtypes first) while the cached
+        weights take more than ``share`` of the GPU's memory, so that large presets (7B in float32 is
+        29 GB) fit one after another in one session."""
+        import torch
+
+        total = torch.cuda.get_device_properties(0).total_memory
+
+        def cached_bytes():
+            return sum(p.numel() * p.element_size() for m in self._models.values() for p in m.parameters())
+
+        while self._models and cached_bytes() > share * total:
+            victim = next((k for k in self._models if k[0] != name), next(iter(self._models)))
+            del self._models[victim]
+            self.release()
+
+    def generate_tokens(self, model_name: str, dtype: str, input_ids, new_tokens: int):
+        """HF ``generate(do_sample=False)`` after ``input_ids`` ``[1, L]``: its tokens ``[1, new_tokens]`` int64
+        and per-step logits (``new_tokens`` tensors ``[1, vocab]``), computed once per (model, dtype, prompt,
+        new tokens): the reference of the decode checks."""
+        key = (model_name, dtype, tuple(input_ids.flatten().tolist()), new_tokens)
+        if key not in self._generated:
+            self._generated[key] = generate_reference(self.model(model_name, dtype), input_ids, new_tokens)
+        return self._generated[key]
+
+    def fp64_decode_logits(self, model_name: str, dtype: str, input_ids, tokens):
+        """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of the session's model: ``[n, vocab]``
+        float64 on the CPU for the greedy steps of ``tokens`` ``[1, n]`` after ``input_ids`` ``[1, L]``,
+        computed once per (model, dtype, prompt, tokens)."""
+        from cudagraph_bench.measure.correctness import fp64_decode_logits
+
+        key = (model_name, dtype, tuple(input_ids.flatten().tolist()), tuple(tokens.flatten().tolist()))
+        if key not in self._fp64_logits:
+            self._fp64_logits[key] = fp64_decode_logits(self.model(model_name, dtype), input_ids, tokens)
+        return self._fp64_logits[key]
+
+    def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
+        """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the GPU (fixed seed)."""
+        import torch
+
+        from cudagraph_bench.models.presets import random_input_ids
+
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        return [random_input_ids(model, seq_len, device="cuda", generator=gen) for _ in range(n)]
+
+    def case_spec(self, case: Case):
+        """The :class:`~cudagraph_bench.measure.case.CaseSpec` of a forward case from the session's options
+        (rounds policy, check inputs, ``--pad-to``, ``--buckets``, ``--check-data-ptrs``), the same spec
+        ``cudagraph-bench run`` builds from the same options."""
+        from cudagraph_bench.measure.case import CaseSpec
+
+        opt = self.option
+        return CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
+                        rounds=opt("rounds"), warmup_rounds=opt("warmup_rounds"), precision_pct=opt("precision_pct"),
+                        max_rounds=opt("max_rounds"), warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"),
+                        pad_to=opt("pad_to"), buckets=tuple(opt("buckets")), check_inputs=opt("check_inputs"),
+                        check_data_ptrs=opt("check_data_ptrs"), compile_mode=opt("compile_mode"))
+
+    def measure_forward(self, benchmark, case: Case) -> None:
+        """A forward benchmark (eager, graph, padded, bucketed, compile, compile+graph) through the one
+        pipeline of :mod:`cudagraph_bench.measure.case`: :func:`~cudagraph_bench.measure.case.prepare_case`
+        (build, check against eager, timing inputs), :func:`benchmark_call` (pytest-benchmark's pedantic
+        over the round policy), :meth:`~cudagraph_bench.measure.case.PreparedCase.finish`, close.
+
+        A model that cannot be graphed and a prompt longer than the model's positions or the padded
+        length are skips with the reason; a build or check that raises fails this test only (with the
+        phase and reason); a numerical mismatch is timed and recorded (``correct: false``), and the
+        correctness tests are the ones that fail on it.
+        """
+        from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
+        from cudagraph_bench.measure.case import CaseFailed, prepare_case
+
+        self.skip_if_too_long(case.model, case.seq_len)
+        model = self.model(case.model, case.dtype)
+        spec = self.case_spec(case)
+        before = self.ledger.reserved_mib()
+        try:
+            prepared = prepare_case(spec, model)
+        except CaseFailed as exc:
+            if isinstance(exc.cause, (NotGraphableError, RequestTooLongError)):
+                pytest.skip(f"{case.model} {case.variant}: {exc.reason}")
+            pytest.fail(f"{case.test_id}: {exc.phase} failed: {exc.reason}", pytrace=False)
+        try:
+            benchmark_call(benchmark, self, prepared.call, group=case.group,
+                           extra_info={**case.extra_info(), **prepared.info}, policy=spec.round_policy())
+            notes = prepared.finish()
+            if notes:
+                benchmark.extra_info["notes"] = notes
+        finally:
+            prepared.close()
+            prepared = None
+            self.release()
+        if case.variant != "eager":
+            self.ledger.record(case.test_id, before, self.ledger.reserved_mib())
+
+    def record_failure(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> dict:
+        """List a case that produced no measurement under ``["cudagraph_bench"]["failures"]`` of the session's
+        JSON, as ``cudagraph-bench run`` lists its failed cases, so that the report shows it with its reason.
+
+        Args:
+            fullname: the test's node id (pytest-benchmark's ``fullname`` of the benchmark it would have
+                been: ``report --newest-wins`` replaces a failure and a benchmark of one name by the newer).
+            key: the case's ``extra_info`` key: ``suite`` plus that suite's fields (decode: ``model, dtype,
+                seq_len, new_tokens, variant``); other fields are kept too.
+            reason: one line, e.g. :func:`~cudagraph_bench.capture.graphed.root_cause` of the exception.
+            status: ``failed`` (default) or ``skipped``.
+            details: more JSON values to keep (``compile_ms``, ``phase``).
+
+        Returns the entry recorded."""
+        entry = {**key, "status": status, "reason": reason, "fullname": fullname, **details}
+        self.ledger.failures.append(entry)
+        return entry
+
+    def release(self) -> None:
+        """Free cached blocks (after a case's graph and pool were dropped)."""
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+    def close(self) -> None:
+        self.release()
+        self.ledger.end_mib = self.ledger.reserved_mib()
+
+
+def generate_reference(model, input_ids, new_tokens: int):
+    """HF ``generate(do_sample=False, eos_token_id=None)``: tokens ``[1, new_tokens]`` int64 after
+    ``input_ids`` ``[1, L]`` and the per-step logits (a tuple of ``[1, vocab]``)."""
+    import torch
+
+    with torch.inference_mode():
+        out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                             max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0,
+                             return_dict_in_generate=True, output_logits=True)
+    return out.sequences[:, input_ids.shape[1]:], out.logits
+
+
+def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
+    """Static KV cache length (tokens) of the decode benchmarks: prompt + the most new tokens, rounded up
+    to a multiple of :data:`DECODE_CACHE_STEP`, at most the model's ``positions``."""
+    need = prompt_len + max(new_tokens)
+    return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
+
+
+def round_policy(cgb: Session, *, rounds: int | None = None, warmup: int | None = None,
+                 max_rounds: int | None = None):
+    """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy`, with ``rounds`` / ``warmup`` /
+    ``max_rounds`` replacing ``--rounds`` / ``--warmup-rounds`` / ``--max-rounds`` where given."""
+    from cudagraph_bench.measure.timing import RoundPolicy
+
+    opt = cgb.option
+    return RoundPolicy(rounds=rounds or opt("rounds"), warmup=opt("warmup_rounds") if warmup is None else warmup,
+                       warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"), precision_pct=opt("precision_pct"),
+                       max_rounds=max_rounds or opt("max_rounds"))
+
+
+def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, policy=None):
+    """Time ``fn`` with ``benchmark.pedantic``: every call ends with a synchronize (wall time includes the
+    GPU work) and CUDA-event ms of each measured round go to ``extra_info["cuda_event_ms"]``.
+
+    Rounds (``policy``, default :func:`round_policy` of the session's options): a pilot of a few calls
+    (:func:`~cudagraph_bench.measure.timing.pilot_call_ms`) plans them
+    (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`): at least ``--rounds`` measured rounds, more
+    until the median's 95% interval is expected within ``--precision-pct``, enough for ``--min-time-ms``,
+    at most ``--max-rounds``; warmup rounds at least ``--warmup-rounds`` and enough for ``--warmup-ms``. The
+    garbage collector is off while timing unless ``--keep-gc``.
+
+    ``extra_info`` also gets the timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`:
+    ``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``, ``median_ci95_pct`` of the measured rounds),
+    ``gpu_state`` (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.measure.gpustate.read_gpu_state`;
+    None without NVML) and, when either reading has a throttling reason, ``throttled`` (reason names) plus a
+    :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`.
+
+    Returns the CUDA-event ms of the measured rounds.
+    """
+    import numpy as np
+    import torch
+
+    from cudagraph_bench.measure.case import timing_record
+    from cudagraph_bench.measure.gpustate import read_gpu_state, warn_if_throttled
+    from cudagraph_bench.measure.timing import CallTimer
+
+    policy = policy or round_policy(cgb)
+    benchmark.group = group
+    benchmark.extra_info.update(extra_info)
+    before = read_gpu_state()
+    with torch.inference_mode():
+        rounds, warmup, pilot = policy.plan(fn, torch.cuda.synchronize)
+        timer = CallTimer(fn, capacity=rounds + warmup)
+        benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    after = read_gpu_state()
+    events = timer.event_ms(last=rounds)
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    wall_ms = [x * 1e3 for x in stats.data] if stats is not None and getattr(stats, "data", None) else events
+    benchmark.extra_info["cuda_event_ms"] = events
+    benchmark.extra_info["event_median_ms"] = float(np.median(events))
+    benchmark.extra_info.update(timing_record(rounds, warmup, pilot, wall_ms, policy.precision_pct))
+    benchmark.extra_info["gpu_state"] = {"before": before, "after": after}
+    throttled = warn_if_throttled(getattr(benchmark, "name", None) or group, before, after)
+    if throttled:
+        benchmark.extra_info["throttled"] = throttled
+    return events
+
+
+__all__ = ["Session", "MemoryLedger", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]
