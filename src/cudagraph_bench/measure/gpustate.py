@@ -113,18 +113,25 @@ def nvml_handle(device=None):
     current device), matched to torch's device by UUID, else PCI bus id, else index; None (never raises)
     without NVML or without a CUDA GPU."""
     try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return None
-        nvml = _init()
-        if nvml is None:
-            return None
-        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
-        handle, _ = _handle(nvml, torch.cuda.current_device() if index is None else index)
-        return nvml, handle
+        found = _device_handle(device)
+        return None if found is None else found[:2]
     except Exception:  # an NVML reading must never fail a benchmark
         return None
+
+
+def _device_handle(device):
+    """``(pynvml module, NVML handle, how it was matched)`` of the CUDA device ``device``, or None without
+    NVML or without a CUDA GPU; NVML errors propagate (the callers catch them)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    nvml = _init()
+    if nvml is None:
+        return None
+    index = device if isinstance(device, int) else None if device is None else torch.device(device).index
+    handle, match = _handle(nvml, torch.cuda.current_device() if index is None else index)
+    return nvml, handle, match
 
 
 def read_gpu_state(device=None) -> dict | None:
@@ -137,15 +144,10 @@ def read_gpu_state(device=None) -> dict | None:
     raises) without NVML or without a CUDA GPU.
     """
     try:
-        import torch
-
-        if not torch.cuda.is_available():
+        found = _device_handle(device)
+        if found is None:
             return None
-        nvml = _init()
-        if nvml is None:
-            return None
-        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
-        handle, match = _handle(nvml, torch.cuda.current_device() if index is None else index)
+        nvml, handle, match = found
         reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         mask = _query(reasons_fn, handle)
