@@ -16,43 +16,11 @@ import pytest
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")]
 
 
-class _Counts:
-    """Kernel counts of the cases of this module, counted in workers in one batch when first asked."""
-
-    def __init__(self, request, cgb):
-        self._request, self._cgb = request, cgb
-        self._done: dict = {}
-
-    def _selected(self) -> list:
-        """(model, dtype, seq_len) of every case of this module that pytest selected and that fits the model."""
-        keys = []
-        for item in self._request.session.items:
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            if getattr(item, "module", None) is not self._request.module or "seq_len" not in params:
-                continue
-            key = (params["model"], params["dtype"], params["seq_len"])     # the plain params of count_case
-            if key not in keys and self._fits(*key):
-                keys.append(key)
-        return keys
-
-    def _fits(self, model, _dtype, seq_len) -> bool:
-        try:
-            return seq_len <= self._cgb.position_limit(model)
-        except Exception:   # an unknown model: its own test reports it (skip or worker failure), not this one
-            return False
-
-    def get(self, key):
-        from cudagraph_bench.measure.kernel_counts import count_in_workers, count_spec
-
-        if key not in self._done:
-            batch = [key] + [k for k in self._selected() if k != key and k not in self._done]
-            self._done.update(count_in_workers([count_spec(*k) for k in batch]))
-        return self._done[key]
-
-
 @pytest.fixture(scope="module")
 def kernel_counts(request, cgb):
-    return _Counts(request, cgb)
+    from cudagraph_bench.session import ProfiledCases
+
+    return ProfiledCases(request, cgb)
 
 
 def test_kernel_launches_per_eager_forward(benchmark, cgb, count_case, kernel_counts):

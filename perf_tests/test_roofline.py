@@ -76,38 +76,6 @@ def test_graphed_decode_bandwidth_is_positive_and_below_the_peak(cgb, causal_mod
         assert gbps < peak["gbps"], "more useful bytes per second than the GPU's peak: the byte count is too high"
 
 
-class _BusyTimes:
-    """GPU busy times of this module's forward cases, profiled in one worker batch when first asked."""
-
-    def __init__(self, request, cgb):
-        self._request, self._cgb = request, cgb
-        self._done: dict = {}
-
-    def _selected(self) -> list:
-        keys = []
-        for item in self._request.session.items:
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            if getattr(item, "module", None) is not self._request.module or "seq_len" not in params:
-                continue
-            key = (params["model"], params["dtype"], params["seq_len"])
-            if key not in keys and _launch_bound(key[2]):
-                try:
-                    fits = key[2] <= self._cgb.position_limit(key[0])
-                except Exception:   # an unknown model: its own test reports it
-                    fits = False
-                if fits:
-                    keys.append(key)
-        return keys
-
-    def get(self, key):
-        from cudagraph_bench.measure.kernel_counts import count_in_workers, count_spec
-
-        if key not in self._done:
-            batch = [key] + [k for k in self._selected() if k != key and k not in self._done]
-            self._done.update(count_in_workers([count_spec(*k) for k in batch]))
-        return self._done[key]
-
-
 def _launch_bound(seq_len: int) -> bool:
     from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
 
@@ -116,7 +84,10 @@ def _launch_bound(seq_len: int) -> bool:
 
 @pytest.fixture(scope="module")
 def busy_times(request, cgb):
-    return _BusyTimes(request, cgb)
+    """Busy times of this module's launch-bound forward cases (:class:`~cudagraph_bench.session.ProfiledCases`)."""
+    from cudagraph_bench.session import ProfiledCases
+
+    return ProfiledCases(request, cgb, keep=lambda key: _launch_bound(key[2]))
 
 
 def test_eager_busy_time_is_positive_and_below_the_graph_replay_median(cgb, corr_case, busy_times):

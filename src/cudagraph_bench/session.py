@@ -10,6 +10,7 @@ benchmark timing its tests share.
   times, the failures; the plugin writes its summary into the run JSON under ``"cudagraph_bench"``;
 - :func:`benchmark_call`: ``benchmark.pedantic`` over the round policy (:func:`round_policy`), with the
   CUDA-event times, the timing's precision and the GPU state recorded in ``extra_info``;
+- :class:`ProfiledCases`: kernel counts and GPU busy times of a test module's cases, profiled in workers;
 - :func:`generate_reference`, :func:`decode_cache_len`: the decode benchmarks' reference and cache length.
 """
 
@@ -240,6 +241,50 @@ class Session:
         self.ledger.end_mib = self.ledger.reserved_mib()
 
 
+class ProfiledCases:
+    """Kernel counts and GPU busy times (:func:`cudagraph_bench.measure.kernel_counts.count_in_workers`) of the
+    forward cases of one test module, profiled in worker processes in one batch when the first is asked for
+    (the profiler never runs in the test process: it can leave CUPTI attached and slow later launches).
+
+    Args:
+        request: the module-scoped fixture's ``request`` (its module's selected tests are the batch).
+        cgb: the :class:`Session`.
+        keep: which ``(model, dtype, seq_len)`` keys the batch may hold besides the one asked for (default:
+            all); keys whose prompt does not fit the model's positions are never in it.
+    """
+
+    def __init__(self, request, cgb, keep=None):
+        self._request, self._cgb, self._keep = request, cgb, keep or (lambda key: True)
+        self._done: dict = {}
+
+    def _selected(self) -> list:
+        """(model, dtype, seq_len) of every case of the module that pytest selected, kept and fitting."""
+        keys = []
+        for item in self._request.session.items:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            if getattr(item, "module", None) is not self._request.module or "seq_len" not in params:
+                continue
+            key = (params["model"], params["dtype"], params["seq_len"])     # the plain params of the case
+            if key not in keys and self._keep(key) and self._fits(*key):
+                keys.append(key)
+        return keys
+
+    def _fits(self, model, _dtype, seq_len) -> bool:
+        try:
+            return seq_len <= self._cgb.position_limit(model)
+        except Exception:   # an unknown model: its own test reports it (skip or worker failure), not this one
+            return False
+
+    def get(self, key):
+        """The :class:`~cudagraph_bench.measure.kernel_counts` result of ``(model, dtype, seq_len)``."""
+        from cudagraph_bench.measure.kernel_counts import count_in_workers, count_spec
+
+        if key not in self._done:
+            batch = [key] + [k for k in self._selected() if k != key and k not in self._done]
+            self._done.update(count_in_workers([count_spec(*k) for k in batch]))
+        return self._done[key]
+
+
 def generate_reference(model, input_ids, new_tokens: int):
     """HF ``generate(do_sample=False, eos_token_id=None)``: tokens ``[1, new_tokens]`` int64 after
     ``input_ids`` ``[1, L]`` and the per-step logits (a tuple of ``[1, vocab]``)."""
@@ -319,4 +364,4 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     return events
 
 
-__all__ = ["Session", "MemoryLedger", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]
+__all__ = ["Session", "MemoryLedger", "ProfiledCases", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]
