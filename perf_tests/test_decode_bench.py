@@ -6,7 +6,8 @@ loop), ``graph`` (static KV cache, the decode steps replayed as graphs, ``--deco
 per graph) and, with ``--with-compile``, ``compile+graph`` (the decode step compiled by inductor,
 ``--compile-mode``, and captured like ``graph``; ``compile_ms``, ``capture_ms``) and
 ``generate-static-compile`` (HF generate with a static cache and ``torch.compile(model.forward,
-mode="reduce-overhead", fullgraph=True)``, :mod:`cudagraph_bench.measure.static_generate`). Each round is one
+mode="reduce-overhead", fullgraph=True)``, :mod:`cudagraph_bench.measure.static_generate`); a compile variant
+that compiles and warms up for longer than ``--compile-timeout-s`` fails with that reason. Each round is one
 whole request (prefill + decode); extra_info has ms_per_token and tokens_per_s from the median, and the bytes
 one token reads (``weight_bytes``, ``kv_bytes_per_token``, ``bytes_per_token``, ``context_tokens``:
 :func:`~cudagraph_bench.measure.roofline.request_bytes_per_token`) for the decode roofline. Requests per
@@ -64,7 +65,8 @@ def test_decode(benchmark, cgb, decode_case, request):
         else:
             decoder = _build_decoder(cgb, model, model_name, ids, variant, info)
             if variant == "generate-static-compile":
-                info.update(compile_ms=decoder.warm(ids, new_tokens))      # compiles and records its CUDA graphs
+                info.update(compile_ms=decoder.warm(ids, new_tokens,     # compiles and records its CUDA graphs
+                                                    timeout_s=cgb.option("compile_timeout_s")))
             tokens, logits = decoder.generate(ids, new_tokens, return_logits=True)
             vs_generate = check_decode_against_generate(tokens, logits, reference, reference_logits,
                                                         cgb.fp64_decode_logits(model_name, dtype, ids, reference),
@@ -117,7 +119,8 @@ def _build_decoder(cgb, model, model_name, ids, variant, info):
     try:
         decoder = GreedyDecoder(model, cache_len, use_graph=variant != "static-eager",
                                 steps_per_graph=cgb.option("decode_steps_per_graph"),
-                                compile_mode=cgb.option("compile_mode") if compiled else None)
+                                compile_mode=cgb.option("compile_mode") if compiled else None,
+                                compile_timeout_s=cgb.option("compile_timeout_s"))
     except NotGraphableError as exc:
         pytest.skip(f"{model_name} cannot be graphed: {exc}")
     info.update(max_cache_len=decoder.max_cache_len)

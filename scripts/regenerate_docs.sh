@@ -18,13 +18,14 @@ $CG report $R/decode/decode-checked.json -o docs/decode
 # The torch.compile sweep: later runs (one prompt-length range per run, all variants of a length side by
 # side, cross-kernel variants checked against float64) replace earlier ones length by length; the last
 # ones (2-GPU machine, `scripts/device/two-gpu-streams.sh`) measured the lengths whose compile+graph was
-# still missing.
+# still missing. bfloat16: one run per GPU of a 2-GPU host (`scripts/device/compile-sweep-bfloat16.sh`), the
+# small models on one, tinyllama-1.1b on the other, 16-128 tokens, compile+graph in inductor's default mode.
 C=$R/compile-sweep
 $CG report $C/run-gpt2.json $C/run-tinyllama-1.1b.json $C/run-tinyllama-1.1b-compile-graph.json \
   $C/run-tinyllama-1.1b-L16-50-128.json $C/run-tinyllama-1.1b-L512-1024.json $C/run-gpt2-L50-128.json \
   $C/run-gpt2-L512-1024.json $C/run-gpt2-L128-1024.json $C/run-tinyllama-1.1b-L128-superseded.json \
   $C/run-tinyllama-1.1b-L512.json $C/run-tinyllama-1.1b-L1024.json $C/run-tinyllama-1.1b-L128.json \
-  $C/run-gpt2-L16.json --newest-wins -o docs/compile
+  $C/run-gpt2-L16.json $C/run-bfloat16-small-models.json $C/run-bfloat16-tinyllama-1.1b.json --newest-wins -o docs/compile
 $CG report $R/smoke/smoke.json -o docs/smoke
 # Current small LLMs (presets), bfloat16 forward: gemma-2-2b was measured again once it ran eager attention
 # (its soft-capping; SDPA cannot) with a capture-safe mask, so its prompt lengths come from that run. Decode:

@@ -22,7 +22,7 @@ DECODE_ARGS=(--with-compile --decode-dtypes bfloat16 --decode-prompt-lengths 50 
 jsons=()
 models="${MODELS:-gpt2,tinyllama-1.1b,llama-3.2-1b}"
 for m in ${models//,/ }; do
-  budget=$(left "$([ "$m" = gpt2 ] && echo 100 || echo 130)")
+  budget=$(left "$([ "$m" = gpt2 ] && echo 100 || echo 200)")
   say "decode benchmarks $m (--with-compile ${mode_args[*]}; at most $budget s)"
   timeout "$budget" $PT perf_tests/test_decode_bench.py --models "$m" "${DECODE_ARGS[@]}" "${mode_args[@]}" \
     --benchmark-json "$OUT/fused-decode-$m.json" > "$W/bench-$m.log" 2>&1

@@ -56,6 +56,12 @@ class OutputWriteError(CudagraphBenchError, OSError):
     ``filename`` is the path the user gave, never the temporary file the atomic writer used."""
 
 
+class CompileTimeout(CudagraphBenchError, TimeoutError):
+    """A compilation (and the warm-up calls that trigger it) ran past its time limit
+    (:func:`cudagraph_bench.capture.compiling.time_limit`); the message names what ran and the option that
+    raises the limit."""
+
+
 class CompileError(CudagraphBenchError, RuntimeError):
     """torch.compile did not compile the function it was given (dynamo disabled, or the function skipped):
     measuring it would label eager code as compiled. The message names the function and the fix."""

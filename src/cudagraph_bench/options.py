@@ -60,6 +60,8 @@ DEFAULT_MIN_TIME_MS = 0.0
 #: compiled in seconds) and ``max-autotune-no-cudagraphs`` (also autotunes GEMM templates and fusions: minutes
 #: per forward case in the committed float32 compile sweep, its "compile s" column in docs/compile/results.md).
 COMPILE_GRAPH_MODES = ("default", "max-autotune-no-cudagraphs")
+#: Seconds a decode compile variant may spend compiling and warming up before it is recorded as failed.
+DEFAULT_COMPILE_TIMEOUT_S = 600.0
 DEFAULT_COMPILE_GRAPH_MODE = "default"
 #: Fresh random inputs ``[1, seq_len]`` each variant is checked on against eager before it is timed.
 DEFAULT_CHECK_INPUTS = 3
@@ -211,6 +213,14 @@ def parse_ms(text: str) -> float:
     value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {value:g}")
+    return value
+
+
+def parse_timeout_s(text: str) -> float:
+    """A time limit in seconds, finite and >= 0 (e.g. ``600``; ``0`` turns the limit off)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 (0: no limit), got {value:g}")
     return value
 
 

@@ -54,9 +54,10 @@ import pytest
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.session import MIN_DECODE_ROUNDS, Session
-from cudagraph_bench.options import (DECODE_COMPILE_VARIANTS, DECODE_VARIANTS, DEFAULT_DECODE_PROMPT_LENGTHS,
-                                     DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS, add_to_pytest, parse_count,
-                                     parse_cpus, parse_dtypes, parse_prompt_lengths, parse_token_counts)
+from cudagraph_bench.options import (DECODE_COMPILE_VARIANTS, DECODE_VARIANTS, DEFAULT_COMPILE_TIMEOUT_S,
+                                     DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
+                                     add_to_pytest, parse_count, parse_cpus, parse_dtypes, parse_prompt_lengths,
+                                     parse_timeout_s, parse_token_counts)
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 PAD_LENGTHS = (16, 50, 128, 512)
@@ -87,6 +88,11 @@ def pytest_addoption(parser):
                     default=DEFAULT_DECODE_STEPS_PER_GRAPH,
                     help=f"graphed decode: decode steps captured in one graph, the remainder replayed by a 1-step "
                          f"graph (default: {DEFAULT_DECODE_STEPS_PER_GRAPH})")
+    group.addoption("--compile-timeout-s", dest="compile_timeout_s", type=parse_timeout_s,
+                    default=DEFAULT_COMPILE_TIMEOUT_S,
+                    help="decode compile variants (compile+graph, generate-static-compile): seconds of compiling "
+                         "and warm-up before the case is recorded as failed with that reason; 0: no limit "
+                         f"(default: {DEFAULT_COMPILE_TIMEOUT_S:g})")
     group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
                     help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,

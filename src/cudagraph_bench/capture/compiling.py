@@ -1,13 +1,19 @@
 """torch.compile helpers shared by the compiled forward variants (:mod:`cudagraph_bench.measure.variants`)
 and the compiled decode step (:mod:`cudagraph_bench.capture.decode`): warming a compiled function until
-its timing is stable (what the warm-up cost beyond steady state was: the compile time), dynamo's
-counters, and a context in which a recompile raises (for the calls made while a CUDA graph captures).
+its timing is stable (what the warm-up cost beyond steady state was: the compile time), a time limit on
+compiling, dynamo's counters, and a context in which a recompile raises (for the calls made while a CUDA
+graph captures).
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 from typing import Callable
+
+from cudagraph_bench.errors import CompileTimeout
 
 #: A timing is "stable" when two consecutive warm-up calls differ by less than this factor.
 STABLE_FACTOR = 1.5
@@ -34,6 +40,37 @@ def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, m
                 break
     steady = min(times[-2:])
     return sum(times) - steady * len(times), times
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None, what: str, fix: str):
+    """Raise :class:`~cudagraph_bench.errors.CompileTimeout` (``"<what> did not finish within <seconds> s;
+    <fix>"``) inside the body once it has run ``seconds`` s of wall time: a compilation that never settles
+    (recompiles, autotuning) becomes that case's recorded failure instead of stopping the whole run.
+
+    The limit is a ``SIGALRM`` timer (``signal.setitimer``), so the exception is raised at the next Python
+    bytecode of the main thread; a timer that was already set (e.g. pytest-timeout's) is put back with the
+    time it had left. No limit when ``seconds`` is None or <= 0, off the main thread, or where ``SIGALRM``
+    does not exist (Windows).
+    """
+    if not seconds or seconds <= 0 or not hasattr(signal, "SIGALRM") \
+            or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(_signum, _frame):
+        raise CompileTimeout(f"{what} did not finish within {seconds:g} s; {fix}")
+
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_delay, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay:
+            signal.setitimer(signal.ITIMER_REAL, max(previous_delay - (time.monotonic() - start), 1e-3))
 
 
 def compile_counters() -> dict:

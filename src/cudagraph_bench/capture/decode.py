@@ -104,6 +104,8 @@ class GreedyDecoder:
             eager). ``compile_ms``: wall ms the warm-up calls took beyond steady state (the compilation).
         compile_backend: torch.compile's backend (``"inductor"``; ``"eager"``/``"aot_eager"`` trace with
             dynamo without generating kernels, for tests; ``compile_mode`` then only names the variant).
+        compile_timeout_s: wall seconds the compilation and its warm-up calls may take (None or 0: no limit;
+            :func:`~cudagraph_bench.capture.compiling.time_limit`).
 
     Attributes:
         steps_per_graph: steps per replay of the long graph, as capped; setting it to 1 after construction
@@ -119,13 +121,15 @@ class GreedyDecoder:
         NotGraphableError: the model has attention layers a static cache cannot hold (chunked,
             recurrent), or RoPE that changes past ``max_cache_len`` positions (before any capture).
         CompileError: ``compile_mode`` given but dynamo compiled nothing (e.g. ``TORCHDYNAMO_DISABLE=1``).
+        CompileTimeout: the compilation ran past ``compile_timeout_s``.
         CaptureError: a capture failed (the message names the operation; a recompile during the capture
             of a compiled step is one).
     """
 
     def __init__(self, model, max_cache_len: int, *, use_graph: bool = True, prefill_buckets=None,
                  warmup_iters: int = 3, steps_per_graph: int = DEFAULT_DECODE_STEPS_PER_GRAPH,
-                 compile_mode: str | None = None, compile_backend: str = "inductor"):
+                 compile_mode: str | None = None, compile_backend: str = "inductor",
+                 compile_timeout_s: float | None = None):
         import torch
 
         from cudagraph_bench.capture.buckets import cap_buckets
@@ -166,7 +170,7 @@ class GreedyDecoder:
             self._decode_step()
         self._step = self._decode_step
         if compile_mode is not None:
-            self._step = self._compile_step(compile_backend)
+            self._step = self._compile_step(compile_backend, compile_timeout_s)
         self._step_graphs = {}       # steps per replay -> GraphedForward
         self._graph_logits = {}      # steps per replay -> the static logits [1, vocab] of each captured step
         self._prefill_graphs = {}
@@ -228,13 +232,14 @@ class GreedyDecoder:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _compile_step(self, backend: str):
+    def _compile_step(self, backend: str, timeout_s: float | None = None):
         """``torch.compile`` the decode step (after ``torch._dynamo.reset()``) and call it, rewound, until its
-        timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`); sets ``compile_ms``
-        and ``graphs_compiled``. Returns the compiled step."""
+        timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`), within ``timeout_s``
+        (:class:`~cudagraph_bench.errors.CompileTimeout` past it); sets ``compile_ms`` and
+        ``graphs_compiled``. Returns the compiled step."""
         import torch
 
-        from cudagraph_bench.capture.compiling import compile_counters, warm_until_stable
+        from cudagraph_bench.capture.compiling import compile_counters, time_limit, warm_until_stable
 
         torch._dynamo.reset()
         before = compile_counters()
@@ -246,7 +251,9 @@ class GreedyDecoder:
                 self._rewind()
                 compiled()
 
-        self.compile_ms, _ = warm_until_stable(call, self._sync, min_calls=2)
+        with time_limit(timeout_s, f"compiling the decode step ({self.compile_mode})",
+                        "raise --compile-timeout-s (0: no limit)"):
+            self.compile_ms, _ = warm_until_stable(call, self._sync, min_calls=2)
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled < 1:
             raise CompileError("torch.compile compiled no graph of the decode step (is TORCHDYNAMO_DISABLE set?): "

@@ -76,13 +76,18 @@ class StaticCompiledGenerate:
         length = input_ids.shape[1]
         return (out.sequences[:, length:], out.logits) if return_logits else out[:, length:]
 
-    def warm(self, input_ids, max_new_tokens: int) -> float:
+    def warm(self, input_ids, max_new_tokens: int, *, timeout_s: float | None = None) -> float:
         """Run requests until their timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`);
         returns and sets ``compile_ms``, the wall ms they took beyond steady state (compilation, CUDA graph
-        recording)."""
+        recording).
+
+        Raises:
+            CompileTimeout: the requests ran past ``timeout_s`` wall seconds (None or 0: no limit), e.g. a
+                forward that recompiles at every new length.
+        """
         import torch
 
-        from cudagraph_bench.capture.compiling import warm_until_stable
+        from cudagraph_bench.capture.compiling import time_limit, warm_until_stable
 
         device = input_ids.device
 
@@ -90,7 +95,10 @@ class StaticCompiledGenerate:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
 
-        self.compile_ms, _ = warm_until_stable(lambda: self.generate(input_ids, max_new_tokens), sync, min_calls=2)
+        with time_limit(timeout_s, f"generate with a static cache and torch.compile(mode={self.mode!r})",
+                        "raise --compile-timeout-s (0: no limit)"):
+            self.compile_ms, _ = warm_until_stable(lambda: self.generate(input_ids, max_new_tokens), sync,
+                                                   min_calls=2)
         return self.compile_ms
 
     def close(self) -> None:
