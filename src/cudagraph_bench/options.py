@@ -51,9 +51,9 @@ DEFAULT_ROUNDS = 20
 DEFAULT_PRECISION_PCT = 1.0
 DEFAULT_MAX_ROUNDS = 2000
 #: Time cap (ms) of the rounds the precision target adds beyond ``DEFAULT_ROUNDS`` (0: none): host-bound eager
-#: cases with a wide, drifting spread would otherwise take up to ``DEFAULT_MAX_ROUNDS`` calls of tens of ms
-#: each, most of a session's time, for an interval their drift keeps wide anyway. 1 s per benchmark keeps the
-#: default suite within minutes on one GPU (pytest-benchmark's ``--benchmark-max-time`` has the same role).
+#: cases with a wide, drifting spread would otherwise take up to ``DEFAULT_MAX_ROUNDS`` slow calls each, most of
+#: a session's time, for an interval their drift keeps wide anyway. 1 s per benchmark keeps the default suite
+#: within minutes on one GPU (pytest-benchmark's ``--benchmark-max-time`` has the same role).
 DEFAULT_MAX_TIME_MS = 1000.0
 DEFAULT_WARMUP_ROUNDS = 10
 #: Time floors (ms): warm up for at least ``DEFAULT_WARMUP_MS`` (GPU clocks, caches); measure for at least
