@@ -122,12 +122,38 @@ def test_cpus_pins_the_test_process(pytester):
     (("--cpus", "x"), "bad CPU list item 'x'"),
     (("--cpus", "100000"), "not available to this process: choose among"),
     (("--min-time-ms", "-1"), "expected milliseconds >= 0"),
+    (("--max-time-ms", "-1"), "expected milliseconds >= 0"),
+    (("--max-time-ms", "nan"), "expected a finite number"),
 ])
 def test_bad_timing_options_are_usage_errors(pytester, args, message):
     pytester.makepyfile("def test_x():\n    pass\n")
     result = run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+ROUND_POLICY_TEST = """
+from cudagraph_bench.cases import Case
+from cudagraph_bench.session import Session, round_policy
+
+def test_policy(request):
+    session = Session(request.config)
+    spec = session.case_spec(Case("gpt2", "float32", 16, "graph"))
+    policies = (spec.round_policy(), round_policy(session), round_policy(session, rounds=3, max_rounds=8))
+    assert spec.max_time_ms == {expected!r}
+    assert [p.max_time_ms for p in policies] == [{expected!r}] * 3
+"""
+
+
+@pytest.mark.parametrize("args, expected", [((), None), (("--max-time-ms", "250"), 250.0),
+                                            (("--max-time-ms", "0"), 0.0)])
+def test_max_time_ms_reaches_the_case_spec_and_every_round_policy(pytester, args, expected):
+    """--max-time-ms on the pytest command line (default DEFAULT_MAX_TIME_MS) is the time cap of the forward
+    cases' CaseSpec and of the session's round policies, the decode ones (rounds and max_rounds given) too."""
+    from cudagraph_bench.options import DEFAULT_MAX_TIME_MS
+
+    pytester.makepyfile(ROUND_POLICY_TEST.format(expected=DEFAULT_MAX_TIME_MS if expected is None else expected))
+    run(pytester, *args).assert_outcomes(passed=1)
 
 
 def test_memory_ledger_summary_separates_the_first_graph_case():

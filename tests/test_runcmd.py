@@ -16,6 +16,7 @@ from cudagraph_bench.cases import Case
 from cudagraph_bench.cli import build_parser
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.options import DEFAULT_MAX_TIME_MS
 from cudagraph_bench.results.runfile import forward_cases, load_run
 
 TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
@@ -45,6 +46,7 @@ def test_defaults_follow_the_source_script():
     s = settings()
     assert s.matrices == [runplan.Matrix(("gpt2",), (50,), ("float32",), ("eager",))]
     assert (s.rounds, s.warmup_rounds, s.pad_to) == (100, 10, 1024)
+    assert s.max_time_ms == DEFAULT_MAX_TIME_MS
     assert s.isolate == ("compile", "compile+graph")
 
 
@@ -69,6 +71,7 @@ def test_issue_aliases_share_the_shared_options():
     (["--rounds", "5", "--iters", "7"], "--rounds and --iters are the same option: give one of them"),
     (["--model", "gpt2", "--models", "bert-tiny"], "--model and --models are the same option: give one of them"),
     (["--rounds", "100001"], "expected at most 100000 rounds, got 100001"),
+    (["--max-time-ms", "-1"], "expected milliseconds >= 0, got -1"),
     (["--warmup", "100001"], "expected at most 100000 warmup rounds, got 100001"),
     (["-o", ""], "expected a path, got an empty string"),
 ])
@@ -145,6 +148,7 @@ def test_command_line_wins_over_config(tmp_path):
     ("models = [", "is not valid TOML"),
     ("time_budget_s = [1]", "key 'time_budget_s': expected one value, got a list"),
     ("time_budget_s = inf", "key 'time_budget_s': expected a positive number of seconds"),
+    ("max_time_ms = -5", "key 'max_time_ms': expected milliseconds >= 0"),
 ])
 def test_bad_config_is_one_line_naming_the_key(tmp_path, capsys, text, message):
     path = write_toml(tmp_path, text)
@@ -154,6 +158,22 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, capsys, text, message):
     assert cli_main(["run", "--device", "cpu", "--variants", "eager", "--config", path]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+def test_max_time_ms_from_the_command_line_or_the_config_reaches_every_case_spec(tmp_path):
+    path = write_toml(tmp_path, """
+        max_time_ms = 0
+    """)
+    for argv, expected in ((("--max-time-ms", "250"), 250.0), (("--config", path), 0.0),
+                           (("--config", path, "--max-time-ms", "40.5"), 40.5)):
+        s = settings("--prompt-lengths", "16,50", *argv)
+        assert s.max_time_ms == expected and s.as_dict()["max_time_ms"] == expected
+        specs = [spec for _, inproc, iso in runplan.plan_cases(s).groups
+                 for spec in [*inproc, *(x for q in iso.values() for x in q)]]
+        assert len(specs) == 2
+        assert all(spec.max_time_ms == spec.round_policy().max_time_ms == expected for spec in specs)
+        # the spec crosses into worker processes as JSON
+        assert all(type(spec).from_dict(json.loads(json.dumps(spec.to_dict()))) == spec for spec in specs)
 
 
 def test_missing_config_file(tmp_path):
@@ -231,6 +251,7 @@ def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, cap
         # eager is the reference the others are checked against, on both measurement paths
         assert info["check"] == "reference" and "correct" not in info and "fp64_rmse_ratio" not in info
         assert info["median_ci95_pct"] is not None and info["precision_target_pct"] == 0
+        assert info["max_time_ms"] == raw["cudagraph_bench"]["settings"]["max_time_ms"] == DEFAULT_MAX_TIME_MS
         assert bench["group"] == Case.from_extra_info(info).group
         # the printed table carries each median (ms, 3 decimals)
         assert f"{statistics.median(st['data']) * 1e3:.3f}" in stdout

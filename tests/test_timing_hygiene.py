@@ -1,12 +1,15 @@
-"""Timing hygiene without a GPU: time-based warmup and minimum measured time, garbage collector off
-while timing, the --cpus parser and CPU pinning, and the NVML GPU-state reading (mapped bit masks, None
-without NVML)."""
+"""Timing hygiene without a GPU: time-based warmup and minimum measured time, the time cap of the
+precision target (also re-planned on a committed H200 run), garbage collector off while timing, the --cpus
+parser and CPU pinning, and the NVML GPU-state reading (mapped bit masks, None without NVML)."""
 
 import argparse
 import gc
+import json
+import math
 import os
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +18,12 @@ import torch
 from cudagraph_bench import envinfo
 from cudagraph_bench.measure import gpustate
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.options import parse_cpus, parse_ms
-from cudagraph_bench.measure.timing import (MAX_TIMED_ROUNDS, estimate_call_ms, gc_disabled, median_ci_pct, plan_rounds,
-                                            rounds_for_precision)
+from cudagraph_bench.options import DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_ROUNDS, parse_cpus, parse_ms
+from cudagraph_bench.measure.timing import (MAX_TIMED_ROUNDS, PILOT_CALLS, RoundPolicy, estimate_call_ms, gc_disabled,
+                                            median_ci_pct, plan_rounds, rounds_for_precision)
+
+#: The default forward matrix of the H200, measured with rounds planned from a pilot and no time cap.
+ONE_PIPELINE_RUN = Path(__file__).parents[1] / "results" / "nvidia-h200" / "forward" / "forward-one-pipeline.json"
 
 
 # ---------------------------------------------------------------------------- rounds from time floors
@@ -137,7 +143,7 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
 
     class FakeSession:
         opts = {"rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0, "precision_pct": 1.0,
-                "max_rounds": 2000}
+                "max_rounds": 2000, "max_time_ms": 150.0}
 
         def option(self, name):
             return self.opts[name]
@@ -150,14 +156,104 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
     bench = FakeBenchmark()
     with pytest.warns(gpustate.GpuThrottledWarning, match=r"test_forward\[gpt2-float32-L16-graph\]: .*sw_thermal"):
         events = session.benchmark_call(bench, FakeSession(), lambda: None, group="g", extra_info={"model": "gpt2"})
-    # 1 ms calls: 200 ms / 100 ms floors; the pilot's calls (and its cold call) count towards the warmup floor
+    # 1 ms calls: 200 ms / 100 ms floors (the 200 ms floor wins over the 150 ms cap); the pilot's calls (and its
+    # cold call) count towards the warmup floor
     warmup = 100 - len(pilot) - 1
     assert bench.args == (200, warmup, 1) and len(events) == 200
     info = bench.extra_info
     assert info["warmup_rounds"] == warmup and info["pilot_ms"] == pilot and info["model"] == "gpt2"
     assert info["precision_target_pct"] == 1.0 and info["median_ci95_pct"] == 0.0   # equal event times
+    assert info["max_time_ms"] == FakeSession.opts["max_time_ms"]
     assert info["gpu_state"]["after"] == {"clocks_event_reasons": ["sw_thermal"]}
     assert info["throttled"] == ["sw_thermal"]
+
+
+# ---------------------------------------------------------------------------- time cap of the precision target
+
+
+def spread_pilot():
+    """A full pilot of ~20 ms calls whose spread asks for a few hundred rounds at 1%."""
+    return np.random.default_rng(2).normal(20.0, 1.0, size=PILOT_CALLS)
+
+
+def test_time_cap_stops_what_the_precision_target_adds_never_below_the_rounds_floor():
+    pilot, rounds, cap_ms = spread_pilot(), 20, 1000.0
+    need = rounds_for_precision(pilot, 1.0)
+    assert need > 4 * rounds                                      # room between the floor and the target
+    planned = []
+    # per-call times at which the cap lies above what the target asks, between floor and target, below the floor
+    for call_ms in (cap_ms / (need + 10), cap_ms / ((rounds + need) // 2), cap_ms / (rounds // 2)):
+        n, warmup = plan_rounds(call_ms, rounds=rounds, warmup=0, warmup_ms=0, min_time_ms=0, pilot_ms=pilot,
+                                precision_pct=1.0, max_time_ms=cap_ms)
+        assert n == max(rounds, min(need, math.ceil(cap_ms / call_ms))) and warmup == 0
+        planned.append(n)
+    assert planned[0] == need and rounds < planned[1] < need and planned[2] == rounds
+    # the cap never cuts the rounds asked for
+    assert plan_rounds(cap_ms / rounds, rounds=5 * need, warmup=0, warmup_ms=0, min_time_ms=0, pilot_ms=pilot,
+                       precision_pct=1.0, max_time_ms=cap_ms) == (5 * need, 0)
+
+
+def test_time_cap_zero_is_off_and_max_rounds_still_caps():
+    pilot, rounds, call_ms = spread_pilot(), 20, 50.0
+    need = rounds_for_precision(pilot, 1.0)
+    plan = dict(rounds=rounds, warmup=0, warmup_ms=0, min_time_ms=0, pilot_ms=pilot, precision_pct=1.0)
+    assert math.ceil(DEFAULT_MAX_TIME_MS / call_ms) < need         # the default cap would cut this one
+    assert plan_rounds(call_ms, **plan, max_time_ms=0.0) == (need, 0) == plan_rounds(call_ms, **plan)
+    assert plan_rounds(call_ms, **plan, max_time_ms=DEFAULT_MAX_TIME_MS) == \
+        (max(rounds, math.ceil(DEFAULT_MAX_TIME_MS / call_ms)), 0)
+    # a cap far above the target: max_rounds decides
+    assert plan_rounds(1e-3, **plan, max_rounds=need - 1, max_time_ms=DEFAULT_MAX_TIME_MS) == (need - 1, 0)
+
+
+def test_min_time_floor_wins_over_the_time_cap():
+    pilot, rounds, cap_ms = spread_pilot(), 20, 1000.0
+    need = rounds_for_precision(pilot, 1.0)
+    call_ms = cap_ms / ((rounds + need) // 2)                     # the cap alone: between floor and target
+    min_time_ms = 3 * cap_ms
+    n, _ = plan_rounds(call_ms, rounds=rounds, warmup=0, warmup_ms=0, min_time_ms=min_time_ms, pilot_ms=pilot,
+                       precision_pct=1.0, max_time_ms=cap_ms)
+    assert n == math.ceil(min_time_ms / call_ms) > math.ceil(cap_ms / call_ms)
+    # the time floor is still bounded by max_rounds (and never below rounds)
+    assert plan_rounds(call_ms, rounds=rounds, warmup=0, warmup_ms=0, min_time_ms=min_time_ms, pilot_ms=pilot,
+                       precision_pct=1.0, max_time_ms=cap_ms, max_rounds=rounds + 1) == (rounds + 1, 0)
+
+
+def test_round_policy_caps_by_the_pilots_fastest_call(monkeypatch):
+    from cudagraph_bench.measure import timing
+
+    pilot = list(spread_pilot())
+    monkeypatch.setattr(timing, "pilot_call_ms", lambda fn, sync, **budget: pilot)
+    need = rounds_for_precision(pilot, 1.0)
+    policy = dict(rounds=DEFAULT_ROUNDS, warmup=0, warmup_ms=0.0, min_time_ms=0.0, precision_pct=1.0,
+                  max_rounds=DEFAULT_MAX_ROUNDS)
+    rounds, _, seen = RoundPolicy(**policy, max_time_ms=DEFAULT_MAX_TIME_MS).plan(lambda: None, lambda: None)
+    capped = math.ceil(DEFAULT_MAX_TIME_MS / min(pilot))
+    assert DEFAULT_ROUNDS < capped < need                         # the cap binds for this pilot
+    assert rounds == capped and seen == pilot
+    assert RoundPolicy(**policy, max_time_ms=0.0).plan(lambda: None, lambda: None)[0] == min(need, DEFAULT_MAX_ROUNDS)
+
+
+def test_default_time_cap_shortens_the_timed_calls_of_the_committed_forward_run():
+    """Each benchmark of the committed H200 forward run (no time cap) re-planned from its own record: its
+    pilot (``pilot_ms``) for the precision target, its recorded mean for the per-call time. Without a cap the
+    plan gives the rounds the run measured; with the default cap no benchmark's timed calls (rounds x mean)
+    exceed both its rounds floor and the cap plus one call, and together they take less than the run's."""
+    run = json.loads(ONE_PIPELINE_RUN.read_text())
+    recorded_ms = planned_ms = 0.0
+    capped = 0
+    for bench in run["benchmarks"]:
+        stats, info = bench["stats"], bench["extra_info"]
+        mean_ms = stats["mean"] * 1e3
+        plan = dict(rounds=DEFAULT_ROUNDS, warmup=0, warmup_ms=0, min_time_ms=0, max_rounds=DEFAULT_MAX_ROUNDS,
+                    pilot_ms=info["pilot_ms"], precision_pct=info["precision_target_pct"])
+        assert plan_rounds(mean_ms, **plan, max_time_ms=0.0)[0] == stats["rounds"], bench["name"]
+        rounds, _ = plan_rounds(mean_ms, **plan, max_time_ms=DEFAULT_MAX_TIME_MS)
+        assert DEFAULT_ROUNDS <= rounds <= stats["rounds"]
+        assert rounds * mean_ms <= max(DEFAULT_ROUNDS * mean_ms, DEFAULT_MAX_TIME_MS + mean_ms)
+        capped += rounds < stats["rounds"]
+        recorded_ms += stats["rounds"] * mean_ms
+        planned_ms += rounds * mean_ms
+    assert capped > 0 and planned_ms < recorded_ms
 
 
 # ---------------------------------------------------------------------------- --cpus

@@ -45,11 +45,16 @@ DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024)
 DEFAULT_DECODE_PROMPT_LENGTHS = (50,)
 DEFAULT_NEW_TOKENS = (64, 128)
 #: Measured rounds per benchmark: at least ``DEFAULT_ROUNDS``, more until the median's 95% interval is
-#: within ``DEFAULT_PRECISION_PCT`` % of the median, at most ``DEFAULT_MAX_ROUNDS``
-#: (:func:`cudagraph_bench.measure.timing.plan_rounds`); unmeasured warmup rounds.
+#: within ``DEFAULT_PRECISION_PCT`` % of the median, at most ``DEFAULT_MAX_ROUNDS`` and at most
+#: ``DEFAULT_MAX_TIME_MS`` of calls (:func:`cudagraph_bench.measure.timing.plan_rounds`); unmeasured warmup rounds.
 DEFAULT_ROUNDS = 20
 DEFAULT_PRECISION_PCT = 1.0
 DEFAULT_MAX_ROUNDS = 2000
+#: Time cap (ms) of the rounds the precision target adds beyond ``DEFAULT_ROUNDS`` (0: none): host-bound eager
+#: cases with a wide, drifting spread would otherwise take up to ``DEFAULT_MAX_ROUNDS`` slow calls each, most of
+#: a session's time, for an interval their drift keeps wide anyway. 1 s per benchmark keeps the default suite
+#: within minutes on one GPU (pytest-benchmark's ``--benchmark-max-time`` has the same role).
+DEFAULT_MAX_TIME_MS = 1000.0
 DEFAULT_WARMUP_ROUNDS = 10
 #: Time floors (ms): warm up for at least ``DEFAULT_WARMUP_MS`` (GPU clocks, caches); measure for at least
 #: ``DEFAULT_MIN_TIME_MS`` (0: the precision target decides).
@@ -209,7 +214,7 @@ def parse_nonneg(text: str) -> int:
 
 
 def parse_ms(text: str) -> float:
-    """A duration in milliseconds, finite and >= 0 (e.g. ``100``; ``0`` turns the time floor off)."""
+    """A duration in milliseconds, finite and >= 0 (e.g. ``100``; ``0`` turns the time floor or cap off)."""
     value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {value:g}")
@@ -299,6 +304,9 @@ MATRIX_OPTIONS = (
            "of the first calls; 0: exactly --rounds (default: %(default)s)"),
     Option("--max-rounds", "max_rounds", parse_rounds, DEFAULT_MAX_ROUNDS,
            "most measured rounds that --precision-pct and --min-time-ms may ask for (default: %(default)s)"),
+    Option("--max-time-ms", "max_time_ms", parse_ms, DEFAULT_MAX_TIME_MS,
+           "most ms of measured calls that --precision-pct may add to a benchmark beyond --rounds (the --rounds "
+           "floor and --min-time-ms take precedence); 0: no cap (default: %(default)s)"),
     Option("--warmup-rounds", "warmup_rounds", parse_warmup_rounds, DEFAULT_WARMUP_ROUNDS,
            "unmeasured warmup rounds per benchmark (default: %(default)s)"),
     Option("--warmup-ms", "warmup_ms", parse_ms, DEFAULT_WARMUP_MS,

@@ -1,8 +1,8 @@
 """pytest plugin of cudagraph-bench (loaded by the repo's root ``conftest.py``).
 
 - options: the benchmark matrix and its round policy (:data:`cudagraph_bench.options.MATRIX_OPTIONS`,
-  shared with the CLI: ``--rounds``, ``--precision-pct``, ``--max-rounds``, ``--warmup-ms``,
-  ``--min-time-ms``, ``--check-inputs``, ``--compile-mode`` ...) plus ``--with-compile``,
+  shared with the CLI: ``--rounds``, ``--precision-pct``, ``--max-rounds``, ``--max-time-ms``,
+  ``--warmup-ms``, ``--min-time-ms``, ``--check-inputs``, ``--compile-mode`` ...) plus ``--with-compile``,
   ``--check-data-ptrs``, ``--new-tokens``, ``--decode-dtypes``, ``--decode-rounds``,
   ``--decode-steps-per-graph``, ``--cpus`` (CPU pinning, also a
   ``cudagraph-bench run`` option) and ``--keep-gc``;

@@ -167,7 +167,8 @@ class Session:
         opt = self.option
         return CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
                         rounds=opt("rounds"), warmup_rounds=opt("warmup_rounds"), precision_pct=opt("precision_pct"),
-                        max_rounds=opt("max_rounds"), warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"),
+                        max_rounds=opt("max_rounds"), max_time_ms=opt("max_time_ms"), warmup_ms=opt("warmup_ms"),
+                        min_time_ms=opt("min_time_ms"),
                         pad_to=opt("pad_to"), buckets=tuple(opt("buckets")), check_inputs=opt("check_inputs"),
                         check_data_ptrs=opt("check_data_ptrs"), compile_mode=opt("compile_mode"))
 
@@ -307,13 +308,14 @@ def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
 def round_policy(cgb: Session, *, rounds: int | None = None, warmup: int | None = None,
                  max_rounds: int | None = None):
     """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy`, with ``rounds`` / ``warmup`` /
-    ``max_rounds`` replacing ``--rounds`` / ``--warmup-rounds`` / ``--max-rounds`` where given."""
+    ``max_rounds`` replacing ``--rounds`` / ``--warmup-rounds`` / ``--max-rounds`` where given (``--max-time-ms``
+    applies to every policy)."""
     from cudagraph_bench.measure.timing import RoundPolicy
 
     opt = cgb.option
     return RoundPolicy(rounds=rounds or opt("rounds"), warmup=opt("warmup_rounds") if warmup is None else warmup,
                        warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"), precision_pct=opt("precision_pct"),
-                       max_rounds=max_rounds or opt("max_rounds"))
+                       max_rounds=max_rounds or opt("max_rounds"), max_time_ms=opt("max_time_ms"))
 
 
 def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, policy=None):
@@ -323,13 +325,14 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     Rounds (``policy``, default :func:`round_policy` of the session's options): a pilot of a few calls
     (:func:`~cudagraph_bench.measure.timing.pilot_call_ms`) plans them
     (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`): at least ``--rounds`` measured rounds, more
-    until the median's 95% interval is expected within ``--precision-pct``, enough for ``--min-time-ms``,
-    at most ``--max-rounds``; warmup rounds at least ``--warmup-rounds`` and enough for ``--warmup-ms``. The
-    garbage collector is off while timing unless ``--keep-gc``.
+    until the median's 95% interval is expected within ``--precision-pct`` but for at most ``--max-time-ms``
+    of calls, enough for ``--min-time-ms``, at most ``--max-rounds``; warmup rounds at least
+    ``--warmup-rounds`` and enough for ``--warmup-ms``. The garbage collector is off while timing unless
+    ``--keep-gc``.
 
     ``extra_info`` also gets the timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`:
-    ``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``, ``median_ci95_pct`` of the measured rounds),
-    ``gpu_state`` (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.measure.gpustate.read_gpu_state`;
+    ``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``, ``max_time_ms``, ``median_ci95_pct`` of the
+    measured rounds), ``gpu_state`` (``{"before", "after"}`` NVML readings, :func:`~cudagraph_bench.measure.gpustate.read_gpu_state`;
     None without NVML) and, when either reading has a throttling reason, ``throttled`` (reason names) plus a
     :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`.
 
@@ -356,7 +359,8 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     wall_ms = [x * 1e3 for x in stats.data] if stats is not None and getattr(stats, "data", None) else events
     benchmark.extra_info["cuda_event_ms"] = events
     benchmark.extra_info["event_median_ms"] = float(np.median(events))
-    benchmark.extra_info.update(timing_record(rounds, warmup, pilot, wall_ms, policy.precision_pct))
+    benchmark.extra_info.update(timing_record(rounds, warmup, pilot, wall_ms, policy.precision_pct,
+                                              max_time_ms=policy.max_time_ms))
     benchmark.extra_info["gpu_state"] = {"before": before, "after": after}
     throttled = warn_if_throttled(getattr(benchmark, "name", None) or group, before, after)
     if throttled:

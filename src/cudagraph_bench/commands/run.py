@@ -73,8 +73,8 @@ ALIASES = (("--model", "models"), ("--dtype", "dtypes"), ("--iters", "rounds"), 
 #: Keys of a sub-matrix (top level or ``[[sweep]]``) -> parser of a comma-separated string.
 MATRIX_KEYS = {"models": parse_models, "prompt_lengths": parse_prompt_lengths, "dtypes": parse_dtypes}
 #: Top-level keys of the TOML config that are not matrix keys.
-SETTING_KEYS = ("rounds", "warmup_rounds", "precision_pct", "max_rounds", "warmup_ms", "min_time_ms", "compile_mode",
-                "pad_to", "buckets", "isolate", "case_timeout_s", "check_inputs", "seed", "time_budget_s")
+SETTING_KEYS = ("rounds", "warmup_rounds", "precision_pct", "max_rounds", "max_time_ms", "warmup_ms", "min_time_ms",
+                "compile_mode", "pad_to", "buckets", "isolate", "case_timeout_s", "check_inputs", "seed", "time_budget_s")
 
 
 def parse_variants(text: str) -> tuple[str, ...]:
@@ -118,7 +118,7 @@ def parse_overrides(text: str) -> dict:
 
 #: Parsers of the non-matrix settings (config values go through the same parsers as the flags).
 SETTING_PARSERS = {"rounds": parse_rounds, "warmup_rounds": parse_warmup_rounds, "precision_pct": parse_pct,
-                   "max_rounds": parse_rounds, "warmup_ms": parse_ms, "min_time_ms": parse_ms,
+                   "max_rounds": parse_rounds, "max_time_ms": parse_ms, "warmup_ms": parse_ms, "min_time_ms": parse_ms,
                    "compile_mode": parse_compile_mode, "pad_to": parse_count,
                    "buckets": parse_buckets, "isolate": parse_isolate, "case_timeout_s": parse_seconds,
                    "check_inputs": parse_count, "seed": parse_nonneg, "time_budget_s": parse_seconds,

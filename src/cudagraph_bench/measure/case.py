@@ -8,7 +8,7 @@ Workflow (:func:`prepare_case`, then a timing loop, then :meth:`PreparedCase.fin
 3. draw the timing inputs: a pool of :data:`INPUT_POOL` random inputs ``[1, seq_len]``, cycled (every
    call copies new data into a graph's static input, as a server does);
 4. time it: the pilot plans the rounds (:class:`~cudagraph_bench.measure.timing.RoundPolicy`: a floor, the
-   median's 95% interval within ``precision_pct``, a cap), then pytest-benchmark's ``pedantic`` (the pytest
+   median's 95% interval within ``precision_pct``, caps in rounds and in ms of calls), then pytest-benchmark's ``pedantic`` (the pytest
    suite) or :func:`~cudagraph_bench.measure.timing.time_call` (``run``) over the same
    :class:`~cudagraph_bench.measure.timing.CallTimer`;
 5. :meth:`PreparedCase.finish` (a compiled variant must not have recompiled or dropped its graphs while
@@ -30,9 +30,9 @@ from typing import Callable
 from cudagraph_bench.errors import CudagraphBenchError
 from cudagraph_bench.measure.variants import (COMPILE_VARIANTS, CROSS_KERNEL_VARIANTS, ForwardVariant, VariantFailure,
                                               build_variant, compile_counters)
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_MAX_ROUNDS, DEFAULT_MIN_TIME_MS,
-                                     DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT, DEFAULT_ROUNDS, DEFAULT_WARMUP_MS,
-                                     DEFAULT_WARMUP_ROUNDS)
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_MAX_ROUNDS,
+                                     DEFAULT_MAX_TIME_MS, DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT,
+                                     DEFAULT_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS)
 
 #: Case statuses: measured and correct / measured but outputs differ from eager / not measured / not run.
 STATUSES = ("ok", "mismatch", "failed", "skipped")
@@ -46,7 +46,7 @@ class CaseSpec:
 
     ``overrides``: preset config fields (tests use tiny models); ``check_inputs``: fresh random inputs
     of the correctness check; ``pad_to``/``buckets`` in tokens; ``device`` ``"cuda"`` or ``"cpu"``;
-    ``rounds`` .. ``max_rounds``: the round policy (:class:`~cudagraph_bench.measure.timing.RoundPolicy`);
+    ``rounds`` .. ``min_time_ms``: the round policy (:class:`~cudagraph_bench.measure.timing.RoundPolicy`);
     ``check_data_ptrs``: debug check of a graph's static buffers before every replay; ``compile_mode``: the
     inductor mode of ``compile+graph``.
     """
@@ -59,6 +59,7 @@ class CaseSpec:
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
     precision_pct: float = DEFAULT_PRECISION_PCT
     max_rounds: int = DEFAULT_MAX_ROUNDS
+    max_time_ms: float = DEFAULT_MAX_TIME_MS
     warmup_ms: float = DEFAULT_WARMUP_MS
     min_time_ms: float = DEFAULT_MIN_TIME_MS
     pad_to: int = DEFAULT_PAD_TO
@@ -86,7 +87,8 @@ class CaseSpec:
         from cudagraph_bench.measure.timing import RoundPolicy
 
         return RoundPolicy(rounds=self.rounds, warmup=self.warmup_rounds, warmup_ms=self.warmup_ms,
-                           min_time_ms=self.min_time_ms, precision_pct=self.precision_pct, max_rounds=self.max_rounds)
+                           min_time_ms=self.min_time_ms, precision_pct=self.precision_pct, max_rounds=self.max_rounds,
+                           max_time_ms=self.max_time_ms)
 
     @property
     def model_key(self) -> tuple:
@@ -371,14 +373,16 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
     return PreparedCase(spec, variant, check, inputs, info)
 
 
-def timing_record(rounds: int, warmup: int, pilot_ms, samples_ms, precision_pct: float) -> dict:
+def timing_record(rounds: int, warmup: int, pilot_ms, samples_ms, precision_pct: float, *,
+                  max_time_ms: float = 0.0) -> dict:
     """The timing's ``extra_info`` fields: ``warmup_rounds`` (used), ``pilot_ms`` (the pilot's calls, ms),
-    ``precision_target_pct`` and ``median_ci95_pct`` (half-width of the median's 95% interval, % of the
-    median, :func:`~cudagraph_bench.measure.timing.median_ci_pct`; None below 3 rounds)."""
+    ``precision_target_pct``, ``max_time_ms`` (the time cap of what the target adds; 0: none) and
+    ``median_ci95_pct`` (half-width of the median's 95% interval, % of the median,
+    :func:`~cudagraph_bench.measure.timing.median_ci_pct`; None below 3 rounds)."""
     from cudagraph_bench.measure.timing import median_ci_pct
 
     return {"warmup_rounds": warmup, "pilot_ms": [float(x) for x in pilot_ms], "precision_target_pct": precision_pct,
-            "median_ci95_pct": median_ci_pct(samples_ms)}
+            "max_time_ms": max_time_ms, "median_ci95_pct": median_ci_pct(samples_ms)}
 
 
 def measure_case(spec: CaseSpec, model) -> CaseResult:
@@ -410,7 +414,7 @@ def measure_case(spec: CaseSpec, model) -> CaseResult:
         return CaseResult.of(spec, "failed", describe_exception(exc), "timing", max_abs_diff=diff, extra_info=info,
                              **fields)
     prepared.close()
-    info.update(timing_record(rounds, warmup, pilot, timing.wall_ms, spec.precision_pct))
+    info.update(timing_record(rounds, warmup, pilot, timing.wall_ms, spec.precision_pct, max_time_ms=spec.max_time_ms))
     return CaseResult.of(spec, prepared.status, info.get("reason"), "check" if prepared.status == "mismatch" else None,
                          wall_ms=[float(x) for x in timing.wall_ms], event_ms=[float(x) for x in timing.event_ms],
                          max_abs_diff=diff, notes=notes, extra_info=info, **fields)

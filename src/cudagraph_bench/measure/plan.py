@@ -13,8 +13,8 @@ from cudagraph_bench.measure.case import CaseResult, CaseSpec
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
 from cudagraph_bench.measure.variants import RUN_VARIANTS
 from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_ISOLATED, DEFAULT_MAX_ROUNDS,
-                                     DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT, DEFAULT_ROUNDS,
-                                     DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS)
+                                     DEFAULT_MAX_TIME_MS, DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT,
+                                     DEFAULT_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS)
 
 #: Where ``run`` writes without ``-o``.
 DEFAULT_OUTDIR = "out/run"
@@ -39,6 +39,7 @@ class RunSettings:
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
     precision_pct: float = DEFAULT_PRECISION_PCT
     max_rounds: int = DEFAULT_MAX_ROUNDS
+    max_time_ms: float = DEFAULT_MAX_TIME_MS
     warmup_ms: float = DEFAULT_WARMUP_MS
     min_time_ms: float = DEFAULT_MIN_TIME_MS
     compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE
@@ -62,7 +63,8 @@ class RunSettings:
     def as_dict(self) -> dict:
         return {"matrices": [asdict(m) for m in self.matrices], "rounds": self.rounds,
                 "warmup_rounds": self.warmup_rounds, "precision_pct": self.precision_pct,
-                "max_rounds": self.max_rounds, "warmup_ms": self.warmup_ms, "min_time_ms": self.min_time_ms,
+                "max_rounds": self.max_rounds, "max_time_ms": self.max_time_ms, "warmup_ms": self.warmup_ms,
+                "min_time_ms": self.min_time_ms,
                 "compile_mode": self.compile_mode,
                 "pad_to": self.pad_to, "buckets": list(self.buckets),
                 "isolate": list(self.isolate), "case_timeout_s": self.case_timeout_s,
@@ -115,6 +117,7 @@ def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
                         spec = CaseSpec(model=model, dtype=dtype, seq_len=seq_len, variant=variant,
                                         rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
                                         precision_pct=settings.precision_pct, max_rounds=settings.max_rounds,
+                                        max_time_ms=settings.max_time_ms,
                                         warmup_ms=settings.warmup_ms, min_time_ms=settings.min_time_ms,
                                         compile_mode=settings.compile_mode,
                                         pad_to=settings.pad_to, buckets=tuple(settings.buckets),

@@ -4,6 +4,11 @@ A CUDA call returns when its kernels are queued, not when they finish. Every tim
 with ``torch.cuda.synchronize()``, so host wall time includes the GPU work; CUDA events recorded
 around the call on the current stream give the device-side time of the same call. The gap between
 the two is host overhead that the GPU does not see (launch, Python, synchronisation).
+
+How many calls a benchmark times is planned from a pilot of its first calls (:class:`RoundPolicy`,
+:func:`plan_rounds`): at least ``rounds``, more until the median's 95% interval is expected within
+``precision_pct`` (:func:`rounds_for_precision`), with what that target adds capped at ``max_rounds`` and at
+``max_time_ms`` of calls; time floors ``min_time_ms`` / ``warmup_ms``.
 """
 
 from __future__ import annotations
@@ -180,32 +185,45 @@ def rounds_for_precision(pilot_ms, precision_pct: float) -> int:
 
 
 def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: float, min_time_ms: float,
-                max_rounds: int = MAX_TIMED_ROUNDS, pilot_ms=(), precision_pct: float = 0.0) -> tuple[int, int]:
+                max_rounds: int = MAX_TIMED_ROUNDS, pilot_ms=(), precision_pct: float = 0.0,
+                max_time_ms: float = 0.0) -> tuple[int, int]:
     """Measured and warmup rounds for a call of about ``per_call_ms`` ms: at least ``rounds`` measured
     rounds, enough of them to take ``min_time_ms`` and enough for the median's 95% interval to be within
     ``precision_pct`` % (:func:`rounds_for_precision` on ``pilot_ms``); at least ``warmup`` warmup rounds
     and enough to take ``warmup_ms``. What the time floors and the precision target add stops at
-    ``max_rounds`` each (never below ``rounds`` / ``warmup``).
+    ``max_rounds`` each (never below ``rounds`` / ``warmup``); what the precision target adds also stops at
+    ``ceil(max_time_ms / per_call_ms)`` rounds (``max_time_ms`` 0: no time cap). The ``rounds`` and
+    ``min_time_ms`` floors take precedence over the time cap: a ``min_time_ms`` above ``max_time_ms`` still
+    gets its rounds.
+
+    The time cap is judged from ``per_call_ms`` (:class:`RoundPolicy` passes the pilot's fastest call), so
+    calls slower than that take longer than ``max_time_ms`` in all.
 
     Returns:
         ``(rounds, warmup)``, e.g. a 0.1 ms call with rounds 100, warmup 10, 100 ms warmup, 200 ms minimum
-        -> ``(2000, 1000)``.
+        -> ``(2000, 1000)``. With a time cap: a 20 ms call whose pilot's spread asks for 1500 rounds, with
+        rounds 20, max_time_ms 1000 and no time floors -> 1000 / 20 = 50 measured rounds; the same with a
+        100 ms call -> 20 (the ``rounds`` floor is above 1000 / 100 = 10); with min_time_ms 3000 on the
+        20 ms call -> 3000 / 20 = 150.
     """
     per_call_ms = max(float(per_call_ms), 1e-6)
 
-    def at_least(n: int, ms: float, more: int = 0) -> int:
-        by_time = math.ceil(ms / per_call_ms) if ms > 0 else 0
-        return max(n, min(max(by_time, more), max_rounds))
+    def by_time(ms: float) -> int:
+        return math.ceil(ms / per_call_ms) if ms > 0 else 0
 
-    return (at_least(rounds, min_time_ms, rounds_for_precision(list(pilot_ms), precision_pct)),
-            at_least(warmup, warmup_ms))
+    precision = rounds_for_precision(list(pilot_ms), precision_pct)
+    if max_time_ms > 0:
+        precision = min(precision, by_time(max_time_ms))
+    measured = max(rounds, min(max(by_time(min_time_ms), precision), max_rounds))
+    return measured, max(warmup, min(by_time(warmup_ms), max_rounds))
 
 
 @dataclass(frozen=True)
 class RoundPolicy:
     """How many rounds a benchmark gets (:func:`plan_rounds`): ``rounds`` (floor of measured rounds),
     ``warmup`` (floor of warmup rounds), the time floors ``warmup_ms`` / ``min_time_ms``, the precision
-    target ``precision_pct`` (0: off) and ``max_rounds`` (cap of what the floors and the target add)."""
+    target ``precision_pct`` (0: off), ``max_rounds`` (cap of what the floors and the target add) and
+    ``max_time_ms`` (cap, in ms of calls, of what the precision target adds; 0: none)."""
 
     rounds: int
     warmup: int
@@ -213,6 +231,7 @@ class RoundPolicy:
     min_time_ms: float
     precision_pct: float
     max_rounds: int
+    max_time_ms: float
 
     def plan(self, fn: Callable[[], object], sync: Callable[[], None]) -> tuple[int, int, list[float]]:
         """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
@@ -220,5 +239,6 @@ class RoundPolicy:
         pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms))
         rounds, warmup = plan_rounds(float(min(pilot)), rounds=self.rounds, warmup=self.warmup,
                                      warmup_ms=self.warmup_ms, min_time_ms=self.min_time_ms,
-                                     max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct)
+                                     max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct,
+                                     max_time_ms=self.max_time_ms)
         return rounds, max(self.warmup, warmup - len(pilot) - 1), pilot
