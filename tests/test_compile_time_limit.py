@@ -40,6 +40,19 @@ def test_a_body_past_its_limit_raises_naming_what_ran_and_the_fix():
     assert signal.getsignal(signal.SIGALRM) is handler and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+@pytest.mark.parametrize("swallow", [False, True], ids=["caught-and-dropped", "wrapped"])
+def test_a_library_that_catches_the_timeout_still_ends_in_it(swallow):
+    """dynamo may catch an exception raised while it traces and fall back to eager, or wrap it in its own."""
+    with pytest.raises(CompileTimeout, match="did not finish within 0.05 s"):
+        with time_limit(0.05, "x", "y"):
+            try:
+                _spin(5.0)
+            except CompileTimeout as exc:
+                if swallow:
+                    raise RuntimeError("a library's own error") from exc
+            _spin(0.01)
+
+
 @pytest.mark.parametrize("seconds", [None, 0, 10.0])
 def test_a_body_within_its_limit_or_without_one_runs_to_the_end(seconds):
     handler = signal.getsignal(signal.SIGALRM)

@@ -7,6 +7,7 @@
 # time is left, gpt2's compile+graph again with the autotuned inductor mode, to compare its compile time.
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/fused-decode.sh
 # Env: MODELS (default gpt2,tinyllama-1.1b,llama-3.2-1b), DECODE_COMPILE_MODE (default: the suite's default),
+# COMPILE_TIMEOUT_S (--compile-timeout-s of the compile variants; default: the suite's),
 # DECODE_TESTS=0 skips the GPU decode tests (make test runs them too), AUTOTUNE=0 skips the autotuned gpt2 run.
 # Writes at most 8 files (what the device tool returns): $OUT/fused-decode-<model>.json,
 # $OUT/fused-decode-gpt2-max-autotune.json, $OUT/bench.log (every benchmark session), $OUT/tests.log and
@@ -15,7 +16,8 @@
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import torch, transformers as t; print('torch', torch.__version__, torch.version.cuda, 'transformers', t.__version__)"
 } 2>&1 | tee -a "$W/steps.log"
-mode_args=(${DECODE_COMPILE_MODE:+--compile-mode "$DECODE_COMPILE_MODE"})
+mode_args=(${DECODE_COMPILE_MODE:+--compile-mode "$DECODE_COMPILE_MODE"}
+           ${COMPILE_TIMEOUT_S:+--compile-timeout-s "$COMPILE_TIMEOUT_S"})
 DECODE_ARGS=(--with-compile --decode-dtypes bfloat16 --decode-prompt-lengths 50 --new-tokens 128 --decode-rounds 3
              --benchmark-only --benchmark-columns=median,rounds --benchmark-group-by=group -rxs
              -W "ignore:Not saving anything")

@@ -49,8 +49,9 @@ def time_limit(seconds: float | None, what: str, fix: str):
     (recompiles, autotuning) becomes that case's recorded failure instead of stopping the whole run.
 
     The limit is a ``SIGALRM`` timer (``signal.setitimer``), so the exception is raised at the next Python
-    bytecode of the main thread; a timer that was already set (e.g. pytest-timeout's) is put back with the
-    time it had left. No limit when ``seconds`` is None or <= 0, off the main thread, or where ``SIGALRM``
+    bytecode of the main thread; a library that catches it (dynamo falls back to eager on some errors) or
+    wraps it still ends in ``CompileTimeout``, when the body returns or raises. A timer that was already set
+    (e.g. pytest-timeout's) is put back with the time it had left. No limit when ``seconds`` is None or <= 0, off the main thread, or where ``SIGALRM``
     does not exist (Windows).
     """
     if not seconds or seconds <= 0 or not hasattr(signal, "SIGALRM") \
@@ -58,19 +59,29 @@ def time_limit(seconds: float | None, what: str, fix: str):
         yield
         return
 
+    message = f"{what} did not finish within {seconds:g} s; {fix}"
+    fired = []
+
     def on_alarm(_signum, _frame):
-        raise CompileTimeout(f"{what} did not finish within {seconds:g} s; {fix}")
+        fired.append(True)
+        raise CompileTimeout(message)
 
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
     previous_delay, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
     start = time.monotonic()
     try:
         yield
+    except BaseException as exc:
+        if fired and not isinstance(exc, CompileTimeout):     # the library wrapped it in its own error
+            raise CompileTimeout(message) from exc
+        raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous_handler)
         if previous_delay:
             signal.setitimer(signal.ITIMER_REAL, max(previous_delay - (time.monotonic() - start), 1e-3))
+    if fired:       # the library caught it (e.g. dynamo falling back to eager) and the body ran on to its end
+        raise CompileTimeout(message)
 
 
 def compile_counters() -> dict:
