@@ -18,6 +18,12 @@ pytestmark = pytest.mark.gpu
 REPLAYS, REPLAY_WARMUP = 50, 5
 #: Whole decode requests timed per decode case.
 REQUESTS = 5
+#: How far a forward's profiled busy time may exceed its graph replay median: the busy time is profiled in a
+#: worker process after the timing, and kernel durations of the same forward move by a few percent between
+#: processes and GPU clock states, more where other processes share the GPU (``pytest -n``). A forward whose
+#: kernels alone fill the replay (tinyllama-1.1b float32 at 128 tokens) can then show a busy time a little above
+#: its replay; a byte or kernel counted twice would put it far above.
+BUSY_TIME_NOISE = 0.05
 
 
 def test_peak_memory_bandwidth_from_nvml_or_the_datasheet():
@@ -90,7 +96,7 @@ def busy_times(request, cgb):
     return ProfiledCases(request, cgb, keep=lambda key: _launch_bound(key[2]))
 
 
-def test_eager_busy_time_is_positive_and_below_the_graph_replay_median(cgb, corr_case, busy_times):
+def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, corr_case, busy_times):
     from cudagraph_bench.capture.graphed import GraphedForward
     from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.measure.timing import time_call
@@ -117,4 +123,5 @@ def test_eager_busy_time_is_positive_and_below_the_graph_replay_median(cgb, corr
     over_ms, us_per_node = overhead(replay_ms, got.gpu_busy_ms, got.n_kernels)
     print(f"\n{case.test_id}: busy {got.gpu_busy_ms:.4f} ms ({got.n_kernels} kernels), graph replay median "
           f"{replay_ms:.4f} ms, overhead {over_ms:.4f} ms = {us_per_node:.2f} µs per node")
-    assert 0 < got.gpu_busy_ms < replay_ms
+    assert 0 < got.gpu_busy_ms < replay_ms * (1 + BUSY_TIME_NOISE), \
+        f"{case.test_id}: the kernels alone took {got.gpu_busy_ms:.4f} ms, more than the whole replay ({replay_ms:.4f} ms)"

@@ -16,7 +16,6 @@ from cudagraph_bench.options import DECODE_COMPILE_VARIANTS
 from cudagraph_bench.envinfo import machine_gpu
 from h200_fixture import COMMITTED_RUNS, H200_RESULTS
 
-pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAIN = (str, int, float, bool, type(None))

@@ -18,7 +18,6 @@ from cudagraph_bench.report.runs import supersede
 from cudagraph_bench.results.runfile import load_run
 from h200_fixture import committed_run
 
-pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 

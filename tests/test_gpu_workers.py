@@ -14,7 +14,6 @@ from cudagraph_bench.results.shards import DURATIONS_KEY, assign_shards
 
 from h200_fixture import DOC, write
 
-pytest_plugins = ["pytester"]
 pytest.importorskip("xdist")
 
 MODELS = ("m1", "m2", "m3")
@@ -125,7 +124,9 @@ def test_each_worker_benchmarks_on_its_own_gpu_and_cpus_and_the_controller_merge
 
 @two_cpus
 @simulated_gpus
-def test_auto_starts_one_worker_per_gpu_and_benchmark_only_and_autosave_work(suite, tmp_path):
+def test_auto_starts_one_worker_per_gpu_and_benchmark_only_and_autosave_work(suite, tmp_path, monkeypatch):
+    """-n auto: one worker per GPU, even where xdist's own answer (the CPU count, or this variable) is another."""
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
     out, storage = tmp_path / "run.json", tmp_path / "storage"
     result = run(suite, "-n", "auto", "--dist", "loadgroup", "--gpu-workers", "--benchmark-only",
                  f"--benchmark-json={out}", "--benchmark-autosave", f"--benchmark-storage=file://{storage}")

@@ -6,7 +6,6 @@ import pytest
 
 from cudagraph_bench.options import PRESET_NAMES
 
-pytest_plugins = ["pytester"]
 
 CASES_TEST = """
 def test_fwd(fwd_case):

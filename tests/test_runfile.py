@@ -2,14 +2,13 @@
 
 import copy
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
 
 FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"

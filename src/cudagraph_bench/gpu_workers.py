@@ -184,9 +184,10 @@ def _plan(config, benchmark_only: bool) -> GpuPlan:
     return GpuPlan(gpus[:len(specs)], shares, benchmark_only)
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` with ``--gpu-workers``: one worker per visible GPU."""
+    """``-n auto`` with ``--gpu-workers``: one worker per visible GPU (tryfirst: before xdist's own answer, the
+    CPU count, whatever order the plugins were registered in)."""
     if config.getoption("gpu_workers", False):
         return len(visible_gpus()) or None
     return None
