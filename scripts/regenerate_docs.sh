@@ -9,11 +9,13 @@ CG="${CG:-$PY -m cudagraph_bench}"
 R=results/nvidia-h200
 # forward-checked.json and padding-checked.json record each benchmark's check against eager (the first
 # forward.json/padding.json did not; forward.json keeps the kernel counts the launch model uses).
-# Decode: the fused graphed decode runs (gpt2, tinyllama-1.1b, 128 new tokens, with the compile variants, the
+# Decode: the fused graphed decode runs (gpt2, tinyllama-1.1b, llama-3.2-1b, 128 new tokens, with the compile variants, the
 # HF static-cache + compile peer and the bytes per token of the roofline); the default models' earlier decode
 # run (64 and 128 new tokens, distilgpt2 too) has its own page, docs/decode/results.md.
+# The suite's time per part: the whole default suite on one GPU.
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
-  $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tinyllama-1.1b.json -o docs --readme README.md
+  $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tinyllama-1.1b.json $R/decode/decode-fused-llama-3.2-1b.json \
+  --suite-timing $R/suite/default-suite-one-gpu.json -o docs --readme README.md
 $CG report $R/decode/decode-checked.json -o docs/decode
 # The torch.compile sweep: later runs (one prompt-length range per run, all variants of a length side by
 # side, cross-kernel variants checked against float64) replace earlier ones length by length; the last

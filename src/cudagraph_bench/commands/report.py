@@ -13,6 +13,7 @@ from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.report.pages import (PLOT_NAMES, RESULTS_MD, render_readme_section, render_results_markdown,
                                           replace_between_markers, write_plots)
 from cudagraph_bench.report.runs import load_runs, supersede
+from cudagraph_bench.report.suite_timing import render_suite_timing
 from cudagraph_bench.results.runfile import require_suite_benchmarks
 
 
@@ -30,6 +31,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="also replace the block between <!-- results:start --> and <!-- results:end --> "
                              "in this file")
     add_storage_option(parser)
+    parser.add_argument("--suite-timing", action="append", default=[], metavar="RUN",
+                        help="a whole-suite run (one pytest session over perf_tests, on one GPU or with "
+                             "--gpu-workers) whose time per test module and wall time are shown as a table, one "
+                             "column per run; repeat for several (its benchmarks are not added to the tables)")
     parser.add_argument("--newest-wins", action="store_true",
                         help="when runs overlap, take each forward prompt length (all its variants) and each "
                              "other benchmark from the newest run, and list what was replaced (default: an "
@@ -39,6 +44,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Write results.md and the PNGs (and the README block). Returns 0; bad input raises UsageError."""
     runs = load_runs(args.runs, args.storage)
+    suite_runs = load_runs(args.suite_timing, args.storage) if args.suite_timing else []
+    if suite_runs:
+        render_suite_timing(suite_runs)      # a run without a time per part fails here, before anything is written
     require_suite_benchmarks(runs)   # plain pytest-benchmark output would give a page with a header only
     superseded: list[str] = []
     if args.newest_wins:
@@ -56,16 +64,17 @@ def main(args: argparse.Namespace) -> int:
         replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
     results_md = check_output_folder(outdir, [RESULTS_MD, *PLOT_NAMES]) / RESULTS_MD
     # render every text once before writing anything: bad data fails here, with nothing half-written
-    render_results_markdown(runs, outdir, [], superseded)
+    render_results_markdown(runs, outdir, [], superseded, suite_runs)
     if readme_text is not None:
-        render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [])
+        render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [], suite_runs)
     written = write_plots(runs, outdir)
-    write_text_atomic(results_md, render_results_markdown(runs, outdir, written, superseded))
+    write_text_atomic(results_md, render_results_markdown(runs, outdir, written, superseded, suite_runs))
     for path in [*written, results_md]:
         print(f"wrote {path}", file=sys.stderr)
     if readme_text is not None:
         readme = Path(args.readme)
-        section = render_readme_section(runs, outdir, readme.resolve().parent, [p.resolve() for p in written])
+        section = render_readme_section(runs, outdir, readme.resolve().parent, [p.resolve() for p in written],
+                                        suite_runs)
         write_text_atomic(readme, replace_between_markers(readme_text, section, where=args.readme))
         print(f"updated {readme}", file=sys.stderr)
     return 0

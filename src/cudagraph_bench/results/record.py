@@ -114,6 +114,8 @@ class Environment:
         cuda_fingerprint: ``machine_info["cuda"]`` as recorded (GPU, versions, clocks at start), or None;
             kept whole so a baseline archives exactly what the run recorded.
         commit_info: ``commit_info`` as recorded (or None), archived whole for the same reason.
+        gpu_workers: the xdist workers of a ``--gpu-workers`` run, one per GPU (``machine_info["workers"]``);
+            0 for a run in one process.
     """
 
     gpu_name: str | None = None
@@ -137,6 +139,7 @@ class Environment:
     machine: str | None = None
     cuda_fingerprint: dict | None = None
     commit_info: dict | None = None
+    gpu_workers: int = 0
 
     @property
     def on_gpu(self) -> bool:
@@ -276,7 +279,8 @@ def decode_environment(data: dict) -> Environment:
         cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
         python_version=_text(info.get("python_version")), python_implementation=_text(info.get("python_implementation")),
         system=_text(info.get("system")), release=_text(info.get("release")), machine=_text(info.get("machine")),
-        cuda_fingerprint=cuda, commit_info=commit)
+        cuda_fingerprint=cuda, commit_info=commit,
+        gpu_workers=len(info["workers"]) if isinstance(info.get("workers"), list) else 0)
 
 
 def decode_case(path, name: str, info: dict) -> CaseKey:

@@ -1,0 +1,77 @@
+"""The suite's time per part (no torch): for whole-suite runs (one pytest session over ``perf_tests``, one GPU or
+sharded over GPU workers), the seconds each test module took, its number of tests, the seconds in tests and
+the session's wall time, one column per run, and each run's wall time against the first run's.
+
+The plugin records these in the run JSON (:mod:`cudagraph_bench.sharding`): ``cudagraph_bench.time_per_part_s``
+(``{module: seconds}``: setup + call + teardown of its tests; summed over the workers of a sharded run),
+``cudagraph_bench.test_durations_s`` (``{node id: seconds}``) and ``cudagraph_bench.wall_s`` (the session). A
+run with ``--gpu-workers`` also lists its workers under ``machine_info["workers"]``
+(:attr:`~cudagraph_bench.results.record.Environment.gpu_workers`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.runfile import Run
+from cudagraph_bench.results.shards import DURATIONS_KEY, base_nodeid
+from cudagraph_bench.table import Column, render_table
+
+#: The run JSON section the plugin writes its own records into.
+SECTION = "cudagraph_bench"
+
+
+def _section(run: Run) -> dict:
+    section = run.data.get(SECTION) or {}
+    if not section.get("time_per_part_s") or section.get("wall_s") is None:
+        raise InputFileError(f"{run.path} has no time per part (cudagraph_bench.time_per_part_s and wall_s): give a "
+                             "whole-suite run written by this plugin's pytest session (--benchmark-json)")
+    return section
+
+
+def run_label(run: Run) -> str:
+    """A column title: the GPU and how the suite ran, e.g. ``"NVIDIA H200, 1 process (s)"`` or ``"2 x NVIDIA
+    H200, 2 GPU workers (s)"``."""
+    workers = run.environment.gpu_workers
+    gpu = run.environment.gpu_name or "CPU"
+    if workers:
+        return f"{workers} x {gpu}, {workers} GPU workers (s)"
+    return f"{gpu}, 1 process (s)"
+
+
+def suite_timing_rows(runs: list[Run]) -> list[dict]:
+    """One row per test module (in the first run's order: longest first), then ``in tests`` and ``session wall
+    time``, then (several runs) ``wall time vs the first run``: ``part``, ``tests`` (the first run's tests of
+    the module, from its recorded durations) and ``s0``, ``s1``, ... (seconds per run; the ratio row holds
+    ratios). Raises InputFileError for a run without a time per part."""
+    sections = [_section(run) for run in runs]
+    tests = Counter(base_nodeid(n).split("::", 1)[0] for n in sections[0].get(DURATIONS_KEY) or {})
+    parts = list(sections[0]["time_per_part_s"])
+    parts += [p for s in sections[1:] for p in s["time_per_part_s"] if p not in parts]
+    rows = [{"part": part, "tests": tests.get(part),
+             **{f"s{i}": s["time_per_part_s"].get(part) for i, s in enumerate(sections)}} for part in parts]
+    rows.append({"part": "in tests", "tests": sum(tests.values()) or None,
+                 **{f"s{i}": sum(s["time_per_part_s"].values()) for i, s in enumerate(sections)}})
+    rows.append({"part": "session wall time", "tests": None,
+                 **{f"s{i}": float(s["wall_s"]) for i, s in enumerate(sections)}})
+    if len(sections) > 1:
+        first = float(sections[0]["wall_s"])
+        rows.append({"part": "wall time vs the first run", "tests": None,
+                     **{f"s{i}": float(s["wall_s"]) / first for i, s in enumerate(sections)}})
+    return rows
+
+
+def render_suite_timing(runs: list[Run], fmt: str = "markdown") -> str:
+    """The table of :func:`suite_timing_rows` (seconds with 1 decimal, ratios with 2)."""
+    rows = suite_timing_rows(runs)
+
+    def number(value, row):
+        if value is None:
+            return "-"
+        return f"{value:.2f}x" if row["part"].startswith("wall time vs") else f"{value:.1f}"
+
+    columns = [Column("part", "part"), Column("tests", "tests", align="right")]
+    columns += [Column(f"s{i}", run_label(run), align="right") for i, run in enumerate(runs)]
+    shown = [{**row, **{f"s{i}": number(row[f"s{i}"], row) for i in range(len(runs))}} for row in rows]
+    return render_table(columns, shown, fmt)
