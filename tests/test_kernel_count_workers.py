@@ -2,9 +2,12 @@
 crashing worker failing only the case in flight, the real worker's entry point, the checks on the
 profiled counts and busy times, and the plugin writing the recorded fields into the benchmark JSON."""
 
+import json
+import os
 import statistics
 import sys
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -242,3 +245,59 @@ def test_worker_counts_on_the_h200_equal_the_in_process_counts():
     shared = set(workers) & set(in_process)
     assert shared == set(workers), "every worker-counted case is in the in-process run"
     assert {k: workers[k] for k in shared} == {k: in_process[k] for k in shared}
+
+
+PROFILED_CONFTEST = '''
+import json, os
+import pytest
+import cudagraph_bench.measure.kernel_counts as kernel_counts
+
+@pytest.fixture(autouse=True)
+def record_batches(monkeypatch):
+    def count_in_workers(specs):
+        keys = [(s["model"], s["dtype"], s["seq_len"]) for s in specs]
+        with open(os.environ["BATCHES"], "a") as f:
+            f.write(json.dumps(keys) + "\\n")
+        return {k: "profile of " + "-".join(map(str, k)) for k in keys}
+    monkeypatch.setattr(kernel_counts, "count_in_workers", count_in_workers)
+'''
+
+PROFILED_MODULE = '''
+import pytest
+from cudagraph_bench.session import ProfiledCases
+
+@pytest.fixture(scope="module")
+def profiled(request, cgb):
+    return ProfiledCases(request, cgb, keep=KEEP)
+
+@pytest.mark.parametrize("model, dtype, seq_len", [("gpt2", "float32", 16), ("gpt2", "float32", 50),
+                                                   ("gpt2", "bfloat16", 512)])
+def test_profile(profiled, model, dtype, seq_len):
+    assert profiled.get((model, dtype, seq_len)) == f"profile of {model}-{dtype}-{seq_len}"
+'''
+
+
+def test_a_case_is_profiled_once_per_session_whatever_module_asks(pytester, tmp_path, monkeypatch):
+    """The kernel-count and busy-time modules read the same profile: the first module's batch profiles its
+    cases, the second profiles only what the first did not (nothing when its cases are a subset)."""
+    batches = tmp_path / "batches.jsonl"
+    monkeypatch.setenv("BATCHES", str(batches))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    pytester.makeconftest(PROFILED_CONFTEST)
+    pytester.makepyfile(test_a_every_case=PROFILED_MODULE.replace("KEEP", "None"),
+                        test_b_short_cases=PROFILED_MODULE.replace("KEEP", "lambda key: key[2] <= 128"),
+                        test_c_long_cases=PROFILED_MODULE.replace("KEEP", "lambda key: key[2] > 128"))
+    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider",
+                                           "test_a_every_case.py", "test_b_short_cases.py")
+    result.assert_outcomes(passed=6)
+    (batch,) = [json.loads(line) for line in batches.read_text().splitlines()]   # one batch for both modules
+    assert sorted(map(tuple, batch)) == sorted([("gpt2", "float32", 16), ("gpt2", "float32", 50),
+                                                ("gpt2", "bfloat16", 512)])
+    batches.unlink()
+    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider",
+                                           "test_b_short_cases.py", "test_c_long_cases.py")
+    result.assert_outcomes(passed=6)
+    first, second = [[tuple(k) for k in json.loads(line)] for line in batches.read_text().splitlines()]
+    assert sorted(first) == [("gpt2", "float32", 16), ("gpt2", "float32", 50)]   # b keeps L <= 128 only
+    assert second == [("gpt2", "bfloat16", 512)]                                # c: what b left

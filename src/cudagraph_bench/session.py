@@ -76,6 +76,9 @@ class Session:
         self._models = {}
         self._generated = {}
         self._fp64_logits = {}
+        #: ``(model, dtype, seq_len)`` -> its kernel count and busy time, profiled once per session
+        #: (:class:`ProfiledCases` of every module share it).
+        self.profiled: dict = {}
         self.ledger = MemoryLedger()
         config._cgb_ledger = self.ledger
         self.ledger.start_mib = self.ledger.reserved_mib()
@@ -228,14 +231,16 @@ class Session:
         return entry
 
     def release(self) -> None:
-        """Free cached blocks (after a case's graph and pool were dropped)."""
+        """Free cached blocks (after a case's graph and pool were dropped); without CUDA started in this
+        process (a CPU machine, a session of CPU-only tests) only the garbage collection."""
         import gc
 
         import torch
 
         gc.collect()
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
 
     def close(self) -> None:
         self.release()
@@ -245,7 +250,9 @@ class Session:
 class ProfiledCases:
     """Kernel counts and GPU busy times (:func:`cudagraph_bench.measure.kernel_counts.count_in_workers`) of the
     forward cases of one test module, profiled in worker processes in one batch when the first is asked for
-    (the profiler never runs in the test process: it can leave CUPTI attached and slow later launches).
+    (the profiler never runs in the test process: it can leave CUPTI attached and slow later launches). A
+    case is profiled once per session: what one module's batch profiled, another module's reads from
+    :attr:`Session.profiled` (the kernel-count and busy-time tests read the same profile of a case).
 
     Args:
         request: the module-scoped fixture's ``request`` (its module's selected tests are the batch).
@@ -256,7 +263,7 @@ class ProfiledCases:
 
     def __init__(self, request, cgb, keep=None):
         self._request, self._cgb, self._keep = request, cgb, keep or (lambda key: True)
-        self._done: dict = {}
+        self._done: dict = cgb.profiled
 
     def _selected(self) -> list:
         """(model, dtype, seq_len) of every case of the module that pytest selected, kept and fitting."""
