@@ -121,3 +121,25 @@ def test_the_checks_see_imports_inside_functions(tmp_path):
     src.write_text("def f():\n    import torch\n    from cudagraph_bench.measure import variants\n")
     assert imports(src) == [(2, "torch"), (3, "cudagraph_bench.measure.variants")]
     assert layer_of("measure.variants") == "measure" and "measure" not in ALLOWED["report"]
+
+
+def _readme_layout_rows() -> dict[str, set[str]]:
+    """README's layout table: the first cell of each row -> the module names in backquotes of its second."""
+    import re
+
+    readme = (PKG.parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| layer | modules | may import |"):]
+    table = table[:table.index("\n\n")]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0].strip("`").split("/")[0]] = set(re.findall(r"`([a-z_]+)`", cells[1]))
+    return rows
+
+
+@pytest.mark.parametrize("package", ["commands", "report", "measure", "capture", "results", "models"])
+def test_readme_layout_table_names_every_module_of_the_layer(package):
+    modules = {p.stem for p in (PKG / package).glob("*.py") if p.stem != "__init__"}
+    assert modules, package
+    missing = modules - _readme_layout_rows()[package]
+    assert not missing, f"README's layout table, row {package}/, does not name {sorted(missing)}"

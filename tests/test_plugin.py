@@ -209,10 +209,12 @@ def test_prepared_case_records_the_check_against_eager_for_both_measurement_path
     assert status == "mismatch" and info["correct"] is False and "NaN" in info["reason"]
 
 
-@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions"])
+@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions", "no-sdpa",
+                                  "no-model-class"])
 def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):
-    """--models with a T5 checkpoint, a config.json that is not JSON or a model without a position limit
-    (Mamba: no attention, no positions): pytest stops before collection with the reason that
+    """--models with a T5 checkpoint, a config.json that is not JSON, a model without a position limit
+    (Mamba: no attention, no positions), one whose transformers class has no SDPA attention (GPT-J) or a config
+    that no model class loads on its own (BLIP's text config): pytest stops before collection with the reason that
     directory_config gives, in one line, not a collection traceback (nor an error in every test on a GPU)."""
     from cudagraph_bench.errors import UnknownModelError
     from cudagraph_bench.models.presets import directory_config
@@ -227,6 +229,17 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
         import transformers
 
         transformers.MambaConfig(hidden_size=16, num_hidden_layers=1, vocab_size=64).save_pretrained(folder)
+    elif kind == "no-sdpa":
+        import transformers
+
+        config = transformers.GPTJConfig(n_embd=16, n_layer=1, n_head=2, rotary_dim=4, n_positions=64, vocab_size=64)
+        config.architectures = ["GPTJForCausalLM"]
+        config.save_pretrained(folder)
+    elif kind == "no-model-class":
+        import transformers
+
+        transformers.BlipTextConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                    vocab_size=64).save_pretrained(folder)
     else:
         (folder / "config.json").write_text("{not json")
     with pytest.raises(UnknownModelError) as reason:

@@ -283,6 +283,19 @@ def test_readme_without_markers_is_a_usage_error_and_nothing_is_written(tmp_path
     assert not docs.exists()
 
 
+@pytest.mark.parametrize("what", ["missing", "folder"])
+def test_a_readme_that_cannot_be_read_is_one_line_naming_the_fix(tmp_path, capsys, what):
+    readme = tmp_path / "README.md"
+    if what == "folder":
+        readme.mkdir()
+    docs = tmp_path / "docs"
+    assert cli_main(["report", str(FIXTURE), "-o", str(docs), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(readme) in err
+    assert f"{report.MARKER_START}" in err and f"{report.MARKER_END}" in err
+    assert not docs.exists()
+
+
 def test_replace_between_markers_rejects_two_blocks():
     block = f"{report.MARKER_START}\nold\n{report.MARKER_END}\n"
     with pytest.raises(UsageError, match="more than one"):

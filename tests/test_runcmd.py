@@ -469,6 +469,25 @@ def test_an_encoder_decoder_checkpoint_is_refused_with_its_reason(tmp_path, caps
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("config_class", ["GPTJConfig", "CodeGenConfig", "XGLMConfig"])
+def test_a_checkpoint_without_sdpa_attention_is_refused_before_any_case(tmp_path, capsys, config_class):
+    """Architectures whose transformers class cannot run SDPA attention (the attention the suite measures
+    eager and graphed) are refused up front in one line, not recorded as a failed case with a traceback."""
+    import transformers
+
+    model_dir = tmp_path / config_class
+    config = getattr(transformers, config_class)(vocab_size=64)
+    text_class = transformers.MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    config.architectures = [text_class.__name__]
+    config.save_pretrained(model_dir)
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--models", str(model_dir),
+                   "--prompt-lengths", "8", "-o", str(tmp_path / "o")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{text_class.__name__} has no SDPA attention" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
 def run_help(capsys) -> str:
     """``cudagraph-bench run --help`` with its lines joined."""
     with pytest.raises(SystemExit):

@@ -10,8 +10,8 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder, write_text_atomic
 from cudagraph_bench.options import add_storage_option, parse_path
-from cudagraph_bench.report.pages import (PLOT_NAMES, RESULTS_MD, render_readme_section, render_results_markdown,
-                                          replace_between_markers, write_plots)
+from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, render_readme_section,
+                                          render_results_markdown, replace_between_markers, write_plots)
 from cudagraph_bench.report.runs import load_runs, supersede
 from cudagraph_bench.report.suite_timing import render_suite_timing
 from cudagraph_bench.results.runfile import require_suite_benchmarks
@@ -60,7 +60,8 @@ def main(args: argparse.Namespace) -> int:
         try:
             readme_text = Path(args.readme).read_text(encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"cannot read {args.readme}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot read --readme {args.readme}: {exc.strerror or exc}: give an existing markdown "
+                             f"file with the marker lines {MARKER_START} and {MARKER_END}") from None
         replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
     results_md = check_output_folder(outdir, [RESULTS_MD, *PLOT_NAMES]) / RESULTS_MD
     # render every text once before writing anything: bad data fails here, with nothing half-written

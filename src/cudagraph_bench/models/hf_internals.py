@@ -24,6 +24,9 @@ entry (public ``register``)             eager attention) turns its bool mask int
                                         scalar copied to the GPU, which a capture forbids; the same mask
                                         is registered built on the device (:func:`use_capture_safe_
                                         eager_mask`)
+``PreTrainedModel._supports_sdpa``      whether a model class runs SDPA attention, to refuse a checkpoint
+                                        whose class cannot before anything is measured
+                                        (:func:`supports_sdpa`)
 rotary embedding ``rope_type``          ``dynamic`` and ``longrope`` RoPE choose their frequencies with a
 attribute                               host-side branch on ``max(position_ids)``; below the original
                                         positions the branch is the identity, so during a capture the
@@ -73,6 +76,8 @@ def check_internals() -> list[str]:
         module = importlib.import_module(module_name)
         if not hasattr(module, attr):
             problems.append(f"{module_name}.{attr} is missing")
+    if not hasattr(importlib.import_module("transformers").PreTrainedModel, "_supports_sdpa"):
+        problems.append("transformers.PreTrainedModel._supports_sdpa is missing")
     cache_utils = importlib.import_module("transformers.cache_utils")
     if hasattr(cache_utils, "StaticLayer"):
         counter = getattr(cache_utils.StaticLayer(max_cache_len=4), "cumulative_length", None)
@@ -84,6 +89,13 @@ def check_internals() -> list[str]:
         problems = [f"{p} in transformers {transformers.__version__}: install a release in {TESTED_RANGE}"
                     for p in problems]
     return problems
+
+
+def supports_sdpa(model_class) -> bool:
+    """Whether transformers runs ``model_class`` (a ``PreTrainedModel`` subclass) with
+    ``attn_implementation="sdpa"``; loading one that does not raises a ValueError
+    (``PreTrainedModel._sdpa_can_dispatch``)."""
+    return bool(getattr(model_class, "_supports_sdpa", False))
 
 
 # --- attention masks during capture -------------------------------------------------------------

@@ -43,6 +43,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
+from cudagraph_bench.models.hf_internals import supports_sdpa
 from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -203,13 +204,18 @@ def attention_implementation(config) -> str:
     soft-cap (transformers 5.17 silently skips it under SDPA, 5.24 refuses SDPA for such models). Eager
     attention gets a mask that a CUDA graph can capture
     (:func:`~cudagraph_bench.models.hf_internals.use_capture_safe_eager_mask`)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    if getattr(text, "attn_logit_softcapping", None):
+    if _soft_capped(config):
         from cudagraph_bench.models.hf_internals import use_capture_safe_eager_mask
 
         use_capture_safe_eager_mask()
         return "eager"
     return "sdpa"
+
+
+def _soft_capped(config) -> bool:
+    """True for a model with attention logit soft-capping (Gemma 2), which runs eager attention."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return bool(getattr(text, "attn_logit_softcapping", None))
 
 
 def is_mixture_of_experts(model_or_config) -> bool:
@@ -329,7 +335,26 @@ def directory_config(path: str):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} records no position limit "
                                 f"({'/'.join(POSITION_FIELDS)}; e.g. ALiBi or state-space models), which the suite "
                                 "needs to bound prompts and KV caches: use a model with learned or rotary positions")
+    model_class = directory_model_class(config)
+    if not _soft_capped(config) and not supports_sdpa(model_class):
+        raise UnknownModelError(f"{path}: {model_class.__name__} has no SDPA attention in transformers "
+                                f"{transformers.__version__} (the attention the suite measures eager and graphed): use "
+                                "a model whose class supports attn_implementation='sdpa'")
     return config
+
+
+def directory_model_class(config):
+    """The transformers class a ``save_pretrained`` directory of ``config`` loads as (:func:`_load_directory`'s
+    choice: the causal-LM class when ``config.architectures`` names an LM head, else the base model)."""
+    import transformers
+
+    causal = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
+    try:
+        return (transformers.MODEL_FOR_CAUSAL_LM_MAPPING if causal else transformers.MODEL_MAPPING)[type(config)]
+    except KeyError:
+        raise UnknownModelError(f"transformers {transformers.__version__} has no {'causal-LM' if causal else 'base'} "
+                                f"model class for {config.__class__.__name__}: save the directory with "
+                                "save_pretrained() from a causal LM or an encoder") from None
 
 
 def kind_of(name_or_path: str) -> str:
