@@ -18,7 +18,8 @@ import torch
 from cudagraph_bench import envinfo
 from cudagraph_bench.measure import gpustate
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.options import DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_ROUNDS, parse_cpus, parse_ms
+from cudagraph_bench.options import (DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_ROUNDS, MATRIX_OPTIONS, parse_cpus,
+                                     parse_ms)
 from cudagraph_bench.measure.timing import (MAX_TIMED_ROUNDS, PILOT_CALLS, RoundPolicy, estimate_call_ms, gc_disabled,
                                             median_ci_pct, plan_rounds, rounds_for_precision)
 
@@ -142,7 +143,8 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
                 target()
 
     class FakeSession:
-        opts = {"rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0, "precision_pct": 1.0,
+        opts = {**{o.dest: o.default for o in MATRIX_OPTIONS},   # every option a session has
+                "rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0, "precision_pct": 1.0,
                 "max_rounds": 2000, "max_time_ms": 150.0}
 
         def option(self, name):

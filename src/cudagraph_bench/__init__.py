@@ -13,9 +13,10 @@ Subpackages, one layer each; a module imports only its own layer and those below
 - ``report``    markdown pages and plots of run JSONs, the forward and decode tables, the roofline tables, the
                 launch-overhead page (no torch)
 - ``measure``   variants, the one measurement pipeline of a case (``measure.case``: the pytest benchmarks and
-                ``run`` both use it), planning and running ``run``'s cases, worker isolation, timing and the
-                round policy, correctness, launch microbenchmarks, the roofline's inputs (bytes per decoded
-                token, peak memory bandwidth, GPU busy time), the compiled static-cache ``generate`` peer of decode
+                ``run`` both use it), the settings every case shares (``measure.settings``), planning and
+                running ``run``'s cases, worker isolation, timing and the round policy, correctness, launch
+                microbenchmarks, the roofline's inputs (bytes per decoded token, peak memory bandwidth, GPU
+                busy time), the compiled static-cache ``generate`` peer of decode
 - ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode
                 (optionally with the step compiled), the torch.compile helpers
 - ``results``   run files and the typed record they are decoded into (``runfile``, ``record``), statistics, the

@@ -167,13 +167,8 @@ class Session:
         ``cudagraph-bench run`` builds from the same options."""
         from cudagraph_bench.measure.case import CaseSpec
 
-        opt = self.option
-        return CaseSpec(model=case.model, dtype=case.dtype, seq_len=case.seq_len, variant=case.variant,
-                        rounds=opt("rounds"), warmup_rounds=opt("warmup_rounds"), precision_pct=opt("precision_pct"),
-                        max_rounds=opt("max_rounds"), max_time_ms=opt("max_time_ms"), warmup_ms=opt("warmup_ms"),
-                        min_time_ms=opt("min_time_ms"),
-                        pad_to=opt("pad_to"), buckets=tuple(opt("buckets")), check_inputs=opt("check_inputs"),
-                        check_data_ptrs=opt("check_data_ptrs"), compile_mode=opt("compile_mode"))
+        return CaseSpec.from_options(self.option, model=case.model, dtype=case.dtype, seq_len=case.seq_len,
+                                     variant=case.variant, check_data_ptrs=self.option("check_data_ptrs"))
 
     def measure_forward(self, benchmark, case: Case) -> None:
         """A forward benchmark (eager, graph, padded, bucketed, compile, compile+graph) through the one
@@ -317,12 +312,11 @@ def round_policy(cgb: Session, *, rounds: int | None = None, warmup: int | None 
     """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy`, with ``rounds`` / ``warmup`` /
     ``max_rounds`` replacing ``--rounds`` / ``--warmup-rounds`` / ``--max-rounds`` where given (``--max-time-ms``
     applies to every policy)."""
-    from cudagraph_bench.measure.timing import RoundPolicy
+    from cudagraph_bench.measure.settings import MeasureSettings
 
-    opt = cgb.option
-    return RoundPolicy(rounds=rounds or opt("rounds"), warmup=opt("warmup_rounds") if warmup is None else warmup,
-                       warmup_ms=opt("warmup_ms"), min_time_ms=opt("min_time_ms"), precision_pct=opt("precision_pct"),
-                       max_rounds=max_rounds or opt("max_rounds"), max_time_ms=opt("max_time_ms"))
+    settings = MeasureSettings.from_options(cgb.option)
+    return settings.round_policy(rounds=rounds or settings.rounds, max_rounds=max_rounds or settings.max_rounds,
+                                 warmup_rounds=settings.warmup_rounds if warmup is None else warmup)
 
 
 def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, policy=None):

@@ -49,13 +49,13 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder
-from cudagraph_bench.options import (DEFAULT_ISOLATED, MATRIX_OPTIONS, add_to_argparse, parse_buckets, parse_count,
-                                     parse_cpus, parse_dtypes, parse_models, parse_nonneg, parse_path,
-                                     parse_compile_mode, parse_ms, parse_pct, parse_prompt_lengths, parse_rounds, parse_warmup_rounds)
+from cudagraph_bench.options import (DEFAULT_ISOLATED, MATRIX_OPTIONS, add_to_argparse, parse_cpus, parse_dtypes,
+                                     parse_models, parse_nonneg, parse_path, parse_prompt_lengths)
 from cudagraph_bench.measure.case import CaseResult
 from cudagraph_bench.measure.execute import execute
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
 from cudagraph_bench.measure.plan import DEFAULT_OUTDIR, Matrix, RunSettings, plan_cases
+from cudagraph_bench.measure.settings import OPTION_FIELDS
 from cudagraph_bench.measure.run_json import build_run_json, machine_and_commit_info, write_json_atomic
 from cudagraph_bench.measure.variants import CUDA_VARIANTS, RUN_VARIANTS
 
@@ -72,9 +72,6 @@ SPEEDUP_PNG = "speedup_vs_length.png"
 ALIASES = (("--model", "models"), ("--dtype", "dtypes"), ("--iters", "rounds"), ("--warmup", "warmup_rounds"))
 #: Keys of a sub-matrix (top level or ``[[sweep]]``) -> parser of a comma-separated string.
 MATRIX_KEYS = {"models": parse_models, "prompt_lengths": parse_prompt_lengths, "dtypes": parse_dtypes}
-#: Top-level keys of the TOML config that are not matrix keys.
-SETTING_KEYS = ("rounds", "warmup_rounds", "precision_pct", "max_rounds", "max_time_ms", "warmup_ms", "min_time_ms",
-                "compile_mode", "pad_to", "buckets", "isolate", "case_timeout_s", "check_inputs", "seed", "time_budget_s")
 
 
 def parse_variants(text: str) -> tuple[str, ...]:
@@ -116,13 +113,13 @@ def parse_overrides(text: str) -> dict:
     return value
 
 
-#: Parsers of the non-matrix settings (config values go through the same parsers as the flags).
-SETTING_PARSERS = {"rounds": parse_rounds, "warmup_rounds": parse_warmup_rounds, "precision_pct": parse_pct,
-                   "max_rounds": parse_rounds, "max_time_ms": parse_ms, "warmup_ms": parse_ms, "min_time_ms": parse_ms,
-                   "compile_mode": parse_compile_mode, "pad_to": parse_count,
-                   "buckets": parse_buckets, "isolate": parse_isolate, "case_timeout_s": parse_seconds,
-                   "check_inputs": parse_count, "seed": parse_nonneg, "time_budget_s": parse_seconds,
-                   "variants": parse_variants}
+#: Parsers of the non-matrix settings (config values go through the same parsers as the flags): those of the
+#: shared options (:data:`~cudagraph_bench.measure.settings.OPTION_FIELDS`), then ``run``'s own.
+SETTING_PARSERS = {**{o.dest: o.type for o in MATRIX_OPTIONS if o.dest in OPTION_FIELDS},
+                   "isolate": parse_isolate, "case_timeout_s": parse_seconds, "seed": parse_nonneg,
+                   "time_budget_s": parse_seconds, "variants": parse_variants}
+#: Top-level keys of the TOML config that are not matrix keys.
+SETTING_KEYS = tuple(k for k in SETTING_PARSERS if k != "variants")
 
 
 @dataclass(frozen=True)

@@ -24,71 +24,49 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Callable
 
 from cudagraph_bench.errors import CudagraphBenchError
 from cudagraph_bench.measure.variants import (COMPILE_VARIANTS, CROSS_KERNEL_VARIANTS, ForwardVariant, VariantFailure,
                                               build_variant, compile_counters)
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_MAX_ROUNDS,
-                                     DEFAULT_MAX_TIME_MS, DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT,
-                                     DEFAULT_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS)
+from cudagraph_bench.measure.settings import MeasureSettings, json_dict
 
 #: Case statuses: measured and correct / measured but outputs differ from eager / not measured / not run.
 STATUSES = ("ok", "mismatch", "failed", "skipped")
 #: Random inputs ``[1, seq_len]`` the timed calls cycle through.
 INPUT_POOL = 8
+#: Key order of :meth:`CaseSpec.to_dict` (the layout of the worker protocol's cases).
+_CASE_KEYS = ("model", "dtype", "seq_len", "variant", "rounds", "warmup_rounds", "precision_pct", "max_rounds",
+              "max_time_ms", "warmup_ms", "min_time_ms", "pad_to", "buckets", "check_inputs", "device", "seed",
+              "overrides", "check_data_ptrs", "compile_mode")
 
 
 @dataclass
-class CaseSpec:
-    """Everything needed to measure one case, JSON-serialisable (it crosses into worker processes).
-
-    ``overrides``: preset config fields (tests use tiny models); ``check_inputs``: fresh random inputs
-    of the correctness check; ``pad_to``/``buckets`` in tokens; ``device`` ``"cuda"`` or ``"cpu"``;
-    ``rounds`` .. ``min_time_ms``: the round policy (:class:`~cudagraph_bench.measure.timing.RoundPolicy`);
-    ``check_data_ptrs``: debug check of a graph's static buffers before every replay; ``compile_mode``: the
-    inductor mode of ``compile+graph``.
+class CaseSpec(MeasureSettings):
+    """Everything needed to measure one case, JSON-serialisable (it crosses into worker processes):
+    ``model``, ``dtype``, ``seq_len`` (tokens), ``variant`` (positional or by name), the
+    :class:`~cudagraph_bench.measure.settings.MeasureSettings` of the run (keyword-only: the round policy,
+    ``pad_to``, ``buckets``, ``check_inputs``, ``compile_mode``, ``seed``, ``device``, ``overrides``) and
+    ``check_data_ptrs`` (keyword-only): debug check of a graph's static buffers before every replay.
     """
 
     model: str
     dtype: str
     seq_len: int
     variant: str
-    rounds: int = DEFAULT_ROUNDS
-    warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
-    precision_pct: float = DEFAULT_PRECISION_PCT
-    max_rounds: int = DEFAULT_MAX_ROUNDS
-    max_time_ms: float = DEFAULT_MAX_TIME_MS
-    warmup_ms: float = DEFAULT_WARMUP_MS
-    min_time_ms: float = DEFAULT_MIN_TIME_MS
-    pad_to: int = DEFAULT_PAD_TO
-    buckets: tuple[int, ...] = DEFAULT_BUCKETS
-    check_inputs: int = DEFAULT_CHECK_INPUTS
-    device: str = "cuda"
-    seed: int = 0
-    overrides: dict | None = None
+    _: KW_ONLY
     check_data_ptrs: bool = False
-    compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["buckets"] = list(self.buckets)
-        return d
+        """The spec as JSON values (``buckets`` a list), keys in :data:`_CASE_KEYS` order."""
+        return json_dict(self, _CASE_KEYS)
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseSpec":
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        known["buckets"] = tuple(known.get("buckets", cls.buckets))
-        return cls(**known)
-
-    def round_policy(self):
-        """The :class:`~cudagraph_bench.measure.timing.RoundPolicy` of this case."""
-        from cudagraph_bench.measure.timing import RoundPolicy
-
-        return RoundPolicy(rounds=self.rounds, warmup=self.warmup_rounds, warmup_ms=self.warmup_ms,
-                           min_time_ms=self.min_time_ms, precision_pct=self.precision_pct, max_rounds=self.max_rounds,
-                           max_time_ms=self.max_time_ms)
+        """The spec of a :meth:`to_dict` dict; keys it does not know are ignored, missing settings take their
+        defaults (a dict written before a setting existed still loads)."""
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
     @property
     def model_key(self) -> tuple:

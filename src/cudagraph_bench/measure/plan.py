@@ -6,18 +6,21 @@ recorded as skipped up front. :mod:`cudagraph_bench.measure.execute` runs the pl
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from types import SimpleNamespace
 
 from cudagraph_bench.measure.case import CaseResult, CaseSpec
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
 from cudagraph_bench.measure.variants import RUN_VARIANTS
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_ISOLATED, DEFAULT_MAX_ROUNDS,
-                                     DEFAULT_MAX_TIME_MS, DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT,
-                                     DEFAULT_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS)
+from cudagraph_bench.measure.settings import MeasureSettings, json_dict
+from cudagraph_bench.options import DEFAULT_ISOLATED
 
 #: Where ``run`` writes without ``-o``.
 DEFAULT_OUTDIR = "out/run"
+#: Key order of :meth:`RunSettings.as_dict` (the ``settings`` of run.json, as committed runs have it).
+_RUN_JSON_KEYS = ("matrices", "rounds", "warmup_rounds", "precision_pct", "max_rounds", "max_time_ms", "warmup_ms",
+                  "min_time_ms", "compile_mode", "pad_to", "buckets", "isolate", "case_timeout_s", "check_inputs", "seed",
+                  "time_budget_s", "device", "overrides", "config")
 
 
 @dataclass(frozen=True)
@@ -31,28 +34,18 @@ class Matrix:
 
 
 @dataclass
-class RunSettings:
-    """Resolved settings of a run (command line over config over defaults)."""
+class RunSettings(MeasureSettings):
+    """Resolved settings of a run (command line over config over defaults): its ``matrices``, the
+    :class:`~cudagraph_bench.measure.settings.MeasureSettings` every case gets (keyword-only), and the run's
+    own: ``isolate`` (variants run in worker processes), ``case_timeout_s``, ``time_budget_s``, ``outdir``,
+    ``config`` (the TOML file), ``extra``."""
 
     matrices: list[Matrix]
-    rounds: int = DEFAULT_ROUNDS
-    warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
-    precision_pct: float = DEFAULT_PRECISION_PCT
-    max_rounds: int = DEFAULT_MAX_ROUNDS
-    max_time_ms: float = DEFAULT_MAX_TIME_MS
-    warmup_ms: float = DEFAULT_WARMUP_MS
-    min_time_ms: float = DEFAULT_MIN_TIME_MS
-    compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE
-    pad_to: int = DEFAULT_PAD_TO
-    buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    _: KW_ONLY
     isolate: tuple[str, ...] = DEFAULT_ISOLATED
     case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S
-    check_inputs: int = DEFAULT_CHECK_INPUTS
-    seed: int = 0
     time_budget_s: float | None = None
-    device: str = "cuda"
     outdir: str = DEFAULT_OUTDIR
-    overrides: dict | None = None
     config: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -61,15 +54,8 @@ class RunSettings:
         return tuple(dict.fromkeys(v for m in self.matrices for v in m.variants))
 
     def as_dict(self) -> dict:
-        return {"matrices": [asdict(m) for m in self.matrices], "rounds": self.rounds,
-                "warmup_rounds": self.warmup_rounds, "precision_pct": self.precision_pct,
-                "max_rounds": self.max_rounds, "max_time_ms": self.max_time_ms, "warmup_ms": self.warmup_ms,
-                "min_time_ms": self.min_time_ms,
-                "compile_mode": self.compile_mode,
-                "pad_to": self.pad_to, "buckets": list(self.buckets),
-                "isolate": list(self.isolate), "case_timeout_s": self.case_timeout_s,
-                "check_inputs": self.check_inputs, "seed": self.seed, "time_budget_s": self.time_budget_s,
-                "device": self.device, "overrides": self.overrides, "config": self.config}
+        """The ``settings`` of run.json (``outdir`` and ``extra`` are not in it)."""
+        return json_dict(self, _RUN_JSON_KEYS, exclude=("outdir", "extra"))
 
 
 def position_limit(model: str, overrides: dict | None) -> int:
@@ -114,15 +100,7 @@ def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
             for dtype in m.dtypes:
                 for seq_len in m.prompt_lengths:
                     for variant in m.variants:
-                        spec = CaseSpec(model=model, dtype=dtype, seq_len=seq_len, variant=variant,
-                                        rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
-                                        precision_pct=settings.precision_pct, max_rounds=settings.max_rounds,
-                                        max_time_ms=settings.max_time_ms,
-                                        warmup_ms=settings.warmup_ms, min_time_ms=settings.min_time_ms,
-                                        compile_mode=settings.compile_mode,
-                                        pad_to=settings.pad_to, buckets=tuple(settings.buckets),
-                                        check_inputs=settings.check_inputs, device=settings.device,
-                                        seed=settings.seed, overrides=settings.overrides)
+                        spec = CaseSpec(model, dtype, seq_len, variant, **settings.shared_fields())
                         specs.setdefault((model, dtype, seq_len, variant), spec)
     order = {v: i for i, v in enumerate(RUN_VARIANTS)}
     limits: dict[str, int] = {}
