@@ -7,8 +7,8 @@ per graph) and, with ``--with-compile``, ``compile+graph`` (the decode step comp
 ``--compile-mode``, and captured like ``graph``; ``compile_ms``, ``capture_ms``) and
 ``generate-static-compile`` (HF generate with a static cache and ``torch.compile(model.forward,
 mode="reduce-overhead", fullgraph=True)``, :mod:`cudagraph_bench.measure.static_generate`); a compile variant
-that compiles and warms up for longer than ``--compile-timeout-s`` fails with that reason. Each round is one
-whole request (prefill + decode); extra_info has ms_per_token and tokens_per_s from the median, and the bytes
+that compiles and warms up for longer than ``--compile-timeout-s`` (recorded as ``compile_timeout_s``) fails
+with that reason. Each round is one whole request (prefill + decode); extra_info has ms_per_token and tokens_per_s from the median, and the bytes
 one token reads (``weight_bytes``, ``kv_bytes_per_token``, ``bytes_per_token``, ``context_tokens``:
 :func:`~cudagraph_bench.measure.roofline.request_bytes_per_token`) for the decode roofline. Requests per
 variant: at least 3, at most ``--decode-rounds``, the precision target deciding in between.
@@ -53,6 +53,8 @@ def test_decode(benchmark, cgb, decode_case, request):
             "new_tokens": new_tokens, "variant": variant, "batch": 1}
     if experts_implementation(model) is not None:
         info["experts_implementation"] = experts_implementation(model)
+    if variant in DECODE_COMPILE_VARIANTS:
+        info["compile_timeout_s"] = cgb.option("compile_timeout_s")     # the limit its compilation ran under
     info.update(request_bytes_per_token(model, prompt_len, new_tokens))   # the decode roofline's bytes
     decoder = None
     try:

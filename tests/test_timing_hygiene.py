@@ -59,6 +59,20 @@ def test_estimate_call_ms_calls_cold_once_then_stops_at_its_budget():
     assert len(calls) == 2 and slow >= 15                        # a slow call is not repeated
 
 
+def test_a_slow_first_pilot_call_still_leaves_a_spread_to_plan_from():
+    """One slow call (a lazy initialisation) used up the budget alone: the pilot still times PILOT_MIN_CALLS
+    calls, so the precision target plans from a spread instead of switching off."""
+    import time
+
+    from cudagraph_bench.measure.timing import PILOT_MIN_CALLS, median_ci_pct, pilot_call_ms
+
+    delays = iter([0.0, 0.05] + [0.0] * 50)          # the cold call, one slow timed call, then fast ones
+    pilot = pilot_call_ms(lambda: time.sleep(next(delays)), budget_ms=10)
+    assert len(pilot) == PILOT_MIN_CALLS and pilot[0] >= 40 and median_ci_pct(pilot) is not None
+    fast = pilot_call_ms(lambda: None, calls=2, budget_ms=0)
+    assert len(fast) == 2                            # never more than asked for
+
+
 def test_gc_is_off_while_timing_and_restored_after():
     from cudagraph_bench.measure.timing import time_call
     from cudagraph_bench.measure.case import _time_cpu

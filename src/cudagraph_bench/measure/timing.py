@@ -109,6 +109,9 @@ def time_call(fn: Callable[[], object], *, rounds: int, warmup: int) -> Timing:
 #: they took ``PILOT_BUDGET_MS`` (or the warmup time floor, when longer: the pilot is warmup too).
 PILOT_CALLS = 20
 PILOT_BUDGET_MS = 100.0
+#: The fewest timed pilot calls, budget or not: the fewest whose spread :func:`median_ci_pct` can estimate (a
+#: pilot of one slow first call would switch the precision target off for that benchmark).
+PILOT_MIN_CALLS = 3
 #: Rounds planned per round the pilot's spread asks for: a 20-call pilot's MAD misjudges sigma by ~20%, and
 #: in simulation (normal data) 1.5x brings the measured interval within 1.25x the target ~9 times in 10.
 PLAN_SAFETY = 1.5
@@ -121,10 +124,11 @@ MAD_TO_SIGMA = 1.482602218505602
 
 
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
-                  budget_ms: float = PILOT_BUDGET_MS) -> list[float]:
+                  budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS) -> list[float]:
     """Wall ms of the pilot calls of ``fn`` (each followed by ``sync``, e.g. ``torch.cuda.synchronize``):
     one cold call untimed, then up to ``calls`` timed calls, stopping early once they took ``budget_ms`` in
-    all (a slow call is not repeated). These calls are extra warmup, never measured rounds.
+    all and there were at least ``min_calls`` of them (``min_calls=1``: a slow call is not repeated). These
+    calls are extra warmup, never measured rounds.
 
     Returns:
         the timed calls' wall ms, in call order (at least one).
@@ -138,15 +142,15 @@ def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = No
         fn()
         sync()
         times.append((time.perf_counter() - t0) * 1e3)
-        if sum(times) >= budget_ms:
+        if sum(times) >= budget_ms and len(times) >= min_calls:
             break
     return times
 
 
 def estimate_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = 3,
                      budget_ms: float = 100.0) -> float:
-    """The smallest of :func:`pilot_call_ms`'s calls (ms): a rough per-call time."""
-    return min(pilot_call_ms(fn, sync, calls=calls, budget_ms=budget_ms))
+    """The smallest of :func:`pilot_call_ms`'s calls (ms): a rough per-call time (a slow call is not repeated)."""
+    return min(pilot_call_ms(fn, sync, calls=calls, budget_ms=budget_ms, min_calls=1))
 
 
 def median_ci_pct(samples_ms) -> float | None:
