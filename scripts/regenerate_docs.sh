@@ -17,6 +17,9 @@ $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/la
   $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tinyllama-1.1b.json $R/decode/decode-fused-llama-3.2-1b.json \
   --suite-timing $R/suite/default-suite-one-gpu.json -o docs --readme README.md
 $CG report $R/decode/decode-checked.json -o docs/decode
+# The whole default suite in one session (one GPU): its forward cases with their GPU busy time and overhead
+# (profiled in worker processes after the timing), padding, decode and launch benchmarks, time per part.
+$CG report $R/suite/default-suite-one-gpu.json --suite-timing $R/suite/default-suite-one-gpu.json -o docs/suite
 # The torch.compile sweep: later runs (one prompt-length range per run, all variants of a length side by
 # side, cross-kernel variants checked against float64) replace earlier ones length by length; the last
 # ones (2-GPU machine, `scripts/device/two-gpu-streams.sh`) measured the lengths whose compile+graph was
