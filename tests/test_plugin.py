@@ -209,11 +209,34 @@ def test_prepared_case_records_the_check_against_eager_for_both_measurement_path
     assert status == "mismatch" and info["correct"] is False and "NaN" in info["reason"]
 
 
+def _causal_config_without_sdpa():
+    """A tiny config of a causal architecture whose class has no SDPA attention in the installed transformers
+    (GPT-J and CodeGen gained it in later releases than XGLM), or None."""
+    import transformers
+
+    from cudagraph_bench.models.hf_internals import supports_sdpa
+
+    candidates = (
+        lambda: transformers.GPTJConfig(n_embd=16, n_layer=1, n_head=2, rotary_dim=4, n_positions=64, vocab_size=64),
+        lambda: transformers.CodeGenConfig(n_embd=16, n_layer=1, n_head=2, rotary_dim=4, n_positions=64,
+                                           vocab_size=64),
+        lambda: transformers.XGLMConfig(d_model=16, num_layers=1, attention_heads=2, ffn_dim=32,
+                                        max_position_embeddings=64, vocab_size=64),
+    )
+    for make in candidates:
+        config = make()
+        model_class = transformers.MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+        if not supports_sdpa(model_class):
+            config.architectures = [model_class.__name__]
+            return config
+    return None
+
+
 @pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions", "no-sdpa",
                                   "no-model-class"])
 def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):
     """--models with a T5 checkpoint, a config.json that is not JSON, a model without a position limit
-    (Mamba: no attention, no positions), one whose transformers class has no SDPA attention (GPT-J) or a config
+    (Mamba: no attention, no positions), one whose transformers class has no SDPA attention (e.g. XGLM) or a config
     that no model class loads on its own (BLIP's text config): pytest stops before collection with the reason that
     directory_config gives, in one line, not a collection traceback (nor an error in every test on a GPU)."""
     from cudagraph_bench.errors import UnknownModelError
@@ -230,10 +253,9 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
 
         transformers.MambaConfig(hidden_size=16, num_hidden_layers=1, vocab_size=64).save_pretrained(folder)
     elif kind == "no-sdpa":
-        import transformers
-
-        config = transformers.GPTJConfig(n_embd=16, n_layer=1, n_head=2, rotary_dim=4, n_positions=64, vocab_size=64)
-        config.architectures = ["GPTJForCausalLM"]
+        config = _causal_config_without_sdpa()
+        if config is None:
+            pytest.skip("every candidate architecture runs SDPA attention in this transformers release")
         config.save_pretrained(folder)
     elif kind == "no-model-class":
         import transformers
