@@ -17,10 +17,10 @@ from cudagraph_bench.errors import CompileTimeout
 from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
 from cudagraph_bench.models.presets import load_model
 from cudagraph_bench.options import parse_timeout_s
+from tiny_models import TINY_CAUSAL
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="SIGALRM timers do not exist here")
 
-TINY_GPT2 = dict(n_layer=2, n_embd=128, n_head=4, initializer_range=0.2)
 
 
 def _spin(seconds: float) -> None:
@@ -109,7 +109,7 @@ def test_the_option_refuses_what_is_not_a_time_limit(text):
 
 @pytest.fixture(scope="module")
 def model():
-    return load_model("gpt2", "float32", "cpu", overrides=TINY_GPT2)
+    return load_model("gpt2", "float32", "cpu", overrides=TINY_CAUSAL["gpt2"])
 
 
 def test_the_compiled_decode_step_stops_at_its_limit(model):

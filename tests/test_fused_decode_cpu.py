@@ -12,12 +12,9 @@ from cudagraph_bench.measure.correctness import check_decode_against_generate, f
 from cudagraph_bench.models.presets import load_model
 from cudagraph_bench.options import COMPILE_GRAPH_MODES
 from cudagraph_bench.session import generate_reference
+from tiny_models import TINY_CAUSAL
 
-MODELS = {
-    "gpt2": dict(n_layer=2, n_embd=128, n_head=4, initializer_range=0.2),
-    "tinyllama-1.1b": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
-                           intermediate_size=256, initializer_range=0.2),
-}
+MODELS = TINY_CAUSAL
 
 
 @pytest.fixture(scope="module", params=list(MODELS))
