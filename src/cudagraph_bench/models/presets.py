@@ -265,8 +265,7 @@ def _load_directory(path: str, tdtype, device):
     import transformers
 
     config = directory_config(path)
-    has_lm_head = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
-    auto = transformers.AutoModelForCausalLM if has_lm_head else transformers.AutoModel
+    auto = transformers.AutoModelForCausalLM if _names_lm_head(config) else transformers.AutoModel
     try:
         model = auto.from_pretrained(path, dtype=tdtype, local_files_only=True,
                                      attn_implementation=attention_implementation(config))
@@ -343,12 +342,17 @@ def directory_config(path: str):
     return config
 
 
+def _names_lm_head(config) -> bool:
+    """True when ``config.architectures`` names a causal LM head: the directory loads as a causal LM."""
+    return any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
+
+
 def directory_model_class(config):
     """The transformers class a ``save_pretrained`` directory of ``config`` loads as (:func:`_load_directory`'s
     choice: the causal-LM class when ``config.architectures`` names an LM head, else the base model)."""
     import transformers
 
-    causal = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
+    causal = _names_lm_head(config)
     try:
         return (transformers.MODEL_FOR_CAUSAL_LM_MAPPING if causal else transformers.MODEL_MAPPING)[type(config)]
     except KeyError:
