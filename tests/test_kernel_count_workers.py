@@ -301,3 +301,19 @@ def test_a_case_is_profiled_once_per_session_whatever_module_asks(pytester, tmp_
     first, second = [[tuple(k) for k in json.loads(line)] for line in batches.read_text().splitlines()]
     assert sorted(first) == [("gpt2", "float32", 16), ("gpt2", "float32", 50)]   # b keeps L <= 128 only
     assert second == [("gpt2", "bfloat16", 512)]                                # c: what b left
+
+
+def test_an_xdist_worker_profiles_only_the_asked_cases_model_and_dtype(pytester, tmp_path, monkeypatch):
+    """A pytest-xdist worker collects every test but runs a share: its batch holds only the cases of the
+    asked case's model and dtype (one --gpu-workers group), so two workers never profile the same case."""
+    batches = tmp_path / "batches.jsonl"
+    monkeypatch.setenv("BATCHES", str(batches))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    pytester.makeconftest(PROFILED_CONFTEST)
+    pytester.makepyfile(test_a_every_case=PROFILED_MODULE.replace("KEEP", "None"))
+    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "-n", "1")
+    result.assert_outcomes(passed=3)
+    batches_seen = [[tuple(k) for k in json.loads(line)] for line in batches.read_text().splitlines()]
+    assert sorted(map(sorted, batches_seen)) == [[("gpt2", "bfloat16", 512)],
+                                                 [("gpt2", "float32", 16), ("gpt2", "float32", 50)]]

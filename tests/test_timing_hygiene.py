@@ -73,6 +73,33 @@ def test_a_slow_first_pilot_call_still_leaves_a_spread_to_plan_from():
     assert len(fast) == 2                            # never more than asked for
 
 
+def test_a_call_too_slow_for_the_precision_target_is_timed_once_in_the_pilot():
+    """RoundPolicy.plan: when the time cap leaves the precision target no rounds above the ``rounds`` floor
+    (one call >= max_time_ms / rounds), the pilot's spread is of no use and one timed call ends it; with
+    room for precision rounds the pilot still times PILOT_MIN_CALLS calls."""
+    import time
+
+    from cudagraph_bench.measure.timing import PILOT_BUDGET_MS, PILOT_MIN_CALLS, RoundPolicy
+
+    def policy(max_time_ms, precision_pct=1.0):
+        return RoundPolicy(rounds=3, warmup=0, warmup_ms=0.0, min_time_ms=0.0, precision_pct=precision_pct,
+                           max_rounds=100, max_time_ms=max_time_ms)
+
+    call_ms = 30.0
+
+    def slow():
+        time.sleep(call_ms / 1e3)
+
+    capped = policy(max_time_ms=3 * call_ms / 2)           # a call is 2x what the cap allows per round
+    rounds, _, pilot = capped.plan(slow, lambda: None)
+    assert len(pilot) == 1 and rounds == capped.rounds
+    most = max(PILOT_MIN_CALLS, math.ceil(PILOT_BUDGET_MS / call_ms))     # calls of >= call_ms fill the budget
+    _, _, pilot = policy(max_time_ms=100 * call_ms).plan(slow, lambda: None)     # room for precision rounds
+    assert PILOT_MIN_CALLS <= len(pilot) <= most
+    _, _, pilot = policy(max_time_ms=0.0, precision_pct=0.0).plan(slow, lambda: None)   # no target: the budget
+    assert 1 < len(pilot) <= most
+
+
 def test_gc_is_off_while_timing_and_restored_after():
     from cudagraph_bench.measure.timing import time_call
     from cudagraph_bench.measure.case import _time_cpu

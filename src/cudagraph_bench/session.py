@@ -249,6 +249,10 @@ class ProfiledCases:
     case is profiled once per session: what one module's batch profiled, another module's reads from
     :attr:`Session.profiled` (the kernel-count and busy-time tests read the same profile of a case).
 
+    In a pytest-xdist worker the batch holds only the cases of the asked case's model and dtype: a worker
+    collects every test but runs a share of them (with ``--gpu-workers``, whole model-and-dtype groups), so
+    profiling the whole module there would profile each case once per worker.
+
     Args:
         request: the module-scoped fixture's ``request`` (its module's selected tests are the batch).
         cgb: the :class:`Session`.
@@ -259,6 +263,14 @@ class ProfiledCases:
     def __init__(self, request, cgb, keep=None):
         self._request, self._cgb, self._keep = request, cgb, keep or (lambda key: True)
         self._done: dict = cgb.profiled
+        self._in_worker = hasattr(request.config, "workerinput")    # a pytest-xdist worker
+
+    def _batch(self, key) -> list:
+        """``key`` and the selected cases not profiled yet (in an xdist worker: of ``key``'s model and dtype)."""
+        rest = [k for k in self._selected() if k != key and k not in self._done]
+        if self._in_worker:
+            rest = [k for k in rest if k[:2] == key[:2]]
+        return [key] + rest
 
     def _selected(self) -> list:
         """(model, dtype, seq_len) of every case of the module that pytest selected, kept and fitting."""
@@ -283,8 +295,7 @@ class ProfiledCases:
         from cudagraph_bench.measure.kernel_counts import count_in_workers, count_spec
 
         if key not in self._done:
-            batch = [key] + [k for k in self._selected() if k != key and k not in self._done]
-            self._done.update(count_in_workers([count_spec(*k) for k in batch]))
+            self._done.update(count_in_workers([count_spec(*k) for k in self._batch(key)]))
         return self._done[key]
 
 

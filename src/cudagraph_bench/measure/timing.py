@@ -124,11 +124,14 @@ MAD_TO_SIGMA = 1.482602218505602
 
 
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
-                  budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS) -> list[float]:
+                  budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS,
+                  spread_useless_ms: float | None = None) -> list[float]:
     """Wall ms of the pilot calls of ``fn`` (each followed by ``sync``, e.g. ``torch.cuda.synchronize``):
     one cold call untimed, then up to ``calls`` timed calls, stopping early once they took ``budget_ms`` in
-    all and there were at least ``min_calls`` of them (``min_calls=1``: a slow call is not repeated). These
-    calls are extra warmup, never measured rounds.
+    all and there were at least ``min_calls`` of them (``min_calls=1``: a slow call is not repeated), or
+    as soon as one timed call took at least ``spread_useless_ms`` (a call that slow gets no rounds for the
+    precision target, so its spread need not be known: :meth:`RoundPolicy.plan`). These calls are extra
+    warmup, never measured rounds.
 
     Returns:
         the timed calls' wall ms, in call order (at least one).
@@ -142,6 +145,8 @@ def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = No
         fn()
         sync()
         times.append((time.perf_counter() - t0) * 1e3)
+        if spread_useless_ms is not None and times[-1] >= spread_useless_ms:
+            break
         if sum(times) >= budget_ms and len(times) >= min_calls:
             break
     return times
@@ -239,8 +244,16 @@ class RoundPolicy:
 
     def plan(self, fn: Callable[[], object], sync: Callable[[], None]) -> tuple[int, int, list[float]]:
         """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
-        calls count towards the ``warmup_ms`` floor (never towards the ``warmup`` rounds asked for)."""
-        pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms))
+        calls count towards the ``warmup_ms`` floor (never towards the ``warmup`` rounds asked for).
+
+        The pilot stops after one timed call when that call is so slow that the precision target could add
+        no rounds: at least ``max_time_ms / rounds`` ms (the time cap then allows no more than the ``rounds``
+        floor); with the target off, the pilot's budget alone ends it. A 2 s decode request with 3 rounds
+        and a 1000 ms cap is timed once in the pilot instead of three times."""
+        target = self.precision_pct > 0
+        useless = self.max_time_ms / max(1, self.rounds) if target and self.max_time_ms > 0 else None
+        pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms),
+                              min_calls=PILOT_MIN_CALLS if target else 1, spread_useless_ms=useless)
         rounds, warmup = plan_rounds(float(min(pilot)), rounds=self.rounds, warmup=self.warmup,
                                      warmup_ms=self.warmup_ms, min_time_ms=self.min_time_ms,
                                      max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct,
