@@ -7,13 +7,18 @@ to every later launch (pytorch/pytorch#144455), so the counting happens in worke
 the benchmarks. The first test of the module sends every selected case to one worker (a crash or hang
 fails only the case in flight); each test then records its case's count and busy time in the session
 ledger, and the plugin writes them into the matching eager benchmark's extra_info["n_kernels"] and
-extra_info["gpu_busy_ms"] when it writes the JSON.
+extra_info["gpu_busy_ms"] when it writes the JSON (a merge of xdist workers or CI shards does it for the
+benchmarks that another process measured: :func:`cudagraph_bench.results.merge.attach_kernel_counts`).
 The test takes the ``benchmark`` fixture only so that it runs under ``--benchmark-only``; it times nothing.
 """
 
 import pytest
 
-pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")]
+from cudagraph_bench.session import FORWARD_PROFILES_GROUP
+
+# one xdist group with the busy-time tests: under --gpu-workers one worker profiles every case in one batch
+pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"),
+              pytest.mark.xdist_group(FORWARD_PROFILES_GROUP)]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ import statistics
 
 import pytest
 
+from cudagraph_bench.session import FORWARD_PROFILES_GROUP
+
 pytestmark = pytest.mark.gpu
 
 #: Graph replays timed per forward case (after warmup replays).
@@ -96,6 +98,7 @@ def busy_times(request, cgb):
     return ProfiledCases(request, cgb, keep=lambda key: _launch_bound(key[2]))
 
 
+@pytest.mark.xdist_group(FORWARD_PROFILES_GROUP)    # the kernel-count tests' group: one batch of profiles
 def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, corr_case, busy_times):
     from cudagraph_bench.capture.graphed import GraphedForward
     from cudagraph_bench.errors import NotGraphableError

@@ -317,3 +317,11 @@ def test_an_xdist_worker_profiles_only_the_asked_cases_model_and_dtype(pytester,
     batches_seen = [[tuple(k) for k in json.loads(line)] for line in batches.read_text().splitlines()]
     assert sorted(map(sorted, batches_seen)) == [[("gpt2", "bfloat16", 512)],
                                                  [("gpt2", "float32", 16), ("gpt2", "float32", 50)]]
+    # the module's tests in one xdist group (as the suite's profiling tests are): one batch again
+    batches.unlink()
+    pytester.makepyfile(test_a_every_case="import pytest\npytestmark = pytest.mark.xdist_group('profiles')\n"
+                        + PROFILED_MODULE.replace("KEEP", "None"))
+    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "-n", "1")
+    result.assert_outcomes(passed=3)
+    (batch,) = [json.loads(line) for line in batches.read_text().splitlines()]
+    assert len(batch) == 3

@@ -192,3 +192,23 @@ def test_per_process_memory_figures_keep_their_largest_value_and_each_part():
     assert section["memory_reserved_end_mib"] == 250.0
     assert section["memory_reserved_start_mib"] == first["cudagraph_bench"]["memory_reserved_start_mib"]
     assert [p["memory_reserved_end_mib"] for p in section["parts"]] == [100.0, 250.0]
+
+
+def test_a_kernel_count_profiled_in_another_part_reaches_its_eager_benchmark():
+    """The forward profiles run in one process (one xdist group) while the eager benchmarks spread over the
+    others: the merge writes each case's kernel count into its eager benchmark, as one process would."""
+    doc = json.loads(committed_run("forward").read_text())
+    counts = doc["cudagraph_bench"]["kernel_counts"]
+    assert counts, "the committed forward run records kernel counts"
+    benches, profiles = copy.deepcopy(doc), copy.deepcopy(doc)
+    for bench in benches["benchmarks"]:
+        for field in ("n_kernels", "gpu_busy_ms"):
+            bench["extra_info"].pop(field, None)
+    benches["cudagraph_bench"]["kernel_counts"] = []
+    profiles["benchmarks"] = []
+    profiles["cudagraph_bench"] = {"kernel_counts": counts}
+    merged = merge_runs([("benchmarks", benches), ("profiles", profiles)])
+    fields = ("n_kernels", "gpu_busy_ms")
+    assert [{f: b["extra_info"].get(f) for f in fields} for b in merged["benchmarks"]] == \
+        [{f: b["extra_info"].get(f) for f in fields} for b in doc["benchmarks"]]
+    assert sum("n_kernels" in b["extra_info"] for b in merged["benchmarks"]) == len(counts)

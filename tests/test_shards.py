@@ -35,6 +35,24 @@ def test_a_test_groups_by_model_and_dtype_else_by_module():
     assert group_of({}, "perf_tests/test_launch.py::test_clock_ordering") == "perf_tests/test_launch.py"
 
 
+def test_a_tests_own_xdist_group_mark_names_its_group():
+    """Tests that must share one process (the forward profiles) carry their own ``xdist_group`` mark: it
+    wins over the model and dtype, for --gpu-workers and --shard alike."""
+    from types import SimpleNamespace
+
+    from cudagraph_bench.session import FORWARD_PROFILES_GROUP
+    from cudagraph_bench.sharding import item_group
+
+    def item(mark):
+        return SimpleNamespace(nodeid="perf_tests/test_kernel_counts.py::t[gpt2-float32-L16-eager]",
+                               callspec=SimpleNamespace(params={"model": "gpt2", "dtype": "float32", "seq_len": 16}),
+                               get_closest_marker=lambda name: mark if name == "xdist_group" else None)
+
+    assert item_group(item(None)) == "gpt2-float32"
+    assert item_group(item(pytest.mark.xdist_group(FORWARD_PROFILES_GROUP).mark)) == FORWARD_PROFILES_GROUP
+    assert item_group(item(pytest.mark.xdist_group(name="profiles").mark)) == "profiles"
+
+
 def loads(shards, weights):
     return [sum(weights[g] for g in shard) for shard in shards]
 

@@ -193,12 +193,11 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     ledger = getattr(config, "_cgb_ledger", None)
     if ledger is None:
         return
-    output_json["cudagraph_bench"] = ledger.summary()
-    for bench in output_json.get("benchmarks", []):   # profiled in worker processes (kernel_counts.py)
-        info = bench.get("extra_info", {})
-        if info.get("suite") == "forward" and info.get("variant") == "eager":
-            key = (info.get("model"), info.get("dtype"), info.get("seq_len"))
-            info.update(ledger.kernel_counts.get(key, {}))
+    from cudagraph_bench.results.merge import attach_kernel_counts
+
+    output_json["cudagraph_bench"] = summary = ledger.summary()
+    # profiled in worker processes (kernel_counts.py)
+    attach_kernel_counts(output_json.get("benchmarks", []), summary["kernel_counts"])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -242,6 +242,11 @@ class Session:
         self.ledger.end_mib = self.ledger.reserved_mib()
 
 
+#: The pytest-xdist group (``xdist_group`` mark) of the tests that read forward profiles (kernel counts, GPU
+#: busy time): one worker runs them all and profiles every case in one batch (:class:`ProfiledCases`).
+FORWARD_PROFILES_GROUP = "forward-profiles"
+
+
 class ProfiledCases:
     """Kernel counts and GPU busy times (:func:`cudagraph_bench.measure.kernel_counts.count_in_workers`) of the
     forward cases of one test module, profiled in worker processes in one batch when the first is asked for
@@ -249,9 +254,11 @@ class ProfiledCases:
     case is profiled once per session: what one module's batch profiled, another module's reads from
     :attr:`Session.profiled` (the kernel-count and busy-time tests read the same profile of a case).
 
-    In a pytest-xdist worker the batch holds only the cases of the asked case's model and dtype: a worker
-    collects every test but runs a share of them (with ``--gpu-workers``, whole model-and-dtype groups), so
-    profiling the whole module there would profile each case once per worker.
+    In a pytest-xdist worker the batch holds only the cases of the asked case's group
+    (:func:`cudagraph_bench.sharding.item_group`): a worker collects every test but runs a share of them
+    (with ``--gpu-workers``, whole groups), so profiling the whole module there would profile each case once
+    per worker. The suite's profiling tests share one group, :data:`FORWARD_PROFILES_GROUP`, so that one
+    worker profiles every case in one batch (each batch pays a worker process's start and model builds).
 
     Args:
         request: the module-scoped fixture's ``request`` (its module's selected tests are the batch).
@@ -266,22 +273,26 @@ class ProfiledCases:
         self._in_worker = hasattr(request.config, "workerinput")    # a pytest-xdist worker
 
     def _batch(self, key) -> list:
-        """``key`` and the selected cases not profiled yet (in an xdist worker: of ``key``'s model and dtype)."""
-        rest = [k for k in self._selected() if k != key and k not in self._done]
+        """``key`` and the selected cases not profiled yet (in an xdist worker: of ``key``'s group)."""
+        selected = self._selected()
+        rest = [k for k in selected if k != key and k not in self._done]
         if self._in_worker:
-            rest = [k for k in rest if k[:2] == key[:2]]
+            rest = [k for k in rest if selected[k] == selected.get(key)]
         return [key] + rest
 
-    def _selected(self) -> list:
-        """(model, dtype, seq_len) of every case of the module that pytest selected, kept and fitting."""
-        keys = []
+    def _selected(self) -> dict:
+        """``{(model, dtype, seq_len): group}`` of every case of the module that pytest selected, kept and
+        fitting, in collection order."""
+        from cudagraph_bench.sharding import item_group
+
+        keys: dict = {}
         for item in self._request.session.items:
             params = getattr(getattr(item, "callspec", None), "params", {})
             if getattr(item, "module", None) is not self._request.module or "seq_len" not in params:
                 continue
             key = (params["model"], params["dtype"], params["seq_len"])     # the plain params of the case
             if key not in keys and self._keep(key) and self._fits(*key):
-                keys.append(key)
+                keys[key] = item_group(item)
         return keys
 
     def _fits(self, model, _dtype, seq_len) -> bool:
@@ -380,4 +391,4 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     return events
 
 
-__all__ = ["Session", "MemoryLedger", "ProfiledCases", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]
+__all__ = ["Session", "MemoryLedger", "ProfiledCases", "FORWARD_PROFILES_GROUP", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]

@@ -96,8 +96,15 @@ def params_of(item) -> dict:
 
 
 def item_group(item) -> str:
-    """The test's group (:func:`cudagraph_bench.results.shards.group_of`)."""
+    """The test's group: the name of the test's own ``xdist_group`` mark (tests that must run in one process,
+    e.g. :data:`cudagraph_bench.session.FORWARD_PROFILES_GROUP`), else
+    :func:`cudagraph_bench.results.shards.group_of` of its parameters."""
     from cudagraph_bench.results.shards import group_of
+
+    mark = item.get_closest_marker("xdist_group")
+    name = mark and (mark.kwargs.get("name") or (mark.args[0] if mark.args else None))
+    if name:
+        return str(name)
 
     return group_of(params_of(item), item.nodeid)
 
