@@ -12,14 +12,15 @@ R=results/nvidia-h200
 # Decode: the fused graphed decode runs (gpt2, tinyllama-1.1b, llama-3.2-1b, 128 new tokens, with the compile variants, the
 # HF static-cache + compile peer and the bytes per token of the roofline); the default models' earlier decode
 # run (64 and 128 new tokens, distilgpt2 too) has its own page, docs/decode/results.md.
-# The suite's time per part: the whole default suite on one GPU.
+# The suite's time per part: the whole default suite on one GPU, and sharded over the two GPUs of the same host.
+SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json --suite-timing $R/suite/default-suite-two-gpu-workers.json"
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
   $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tinyllama-1.1b.json $R/decode/decode-fused-llama-3.2-1b.json \
-  --suite-timing $R/suite/default-suite-one-gpu.json -o docs --readme README.md
+  $SUITE_TIMING -o docs --readme README.md
 $CG report $R/decode/decode-checked.json -o docs/decode
 # The whole default suite in one session (one GPU): its forward cases with their GPU busy time and overhead
 # (profiled in worker processes after the timing), padding, decode and launch benchmarks, time per part.
-$CG report $R/suite/default-suite-one-gpu.json --suite-timing $R/suite/default-suite-one-gpu.json -o docs/suite
+$CG report $R/suite/default-suite-one-gpu.json $SUITE_TIMING -o docs/suite
 # The torch.compile sweep: later runs (one prompt-length range per run, all variants of a length side by
 # side, cross-kernel variants checked against float64) replace earlier ones length by length; the last
 # ones (2-GPU machine, `scripts/device/two-gpu-streams.sh`) measured the lengths whose compile+graph was

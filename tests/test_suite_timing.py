@@ -79,3 +79,24 @@ def test_report_shows_the_table_in_results_md(tmp_path):
     page = (out / "results.md").read_text()
     assert "## Suite time per part" in page and f"`{SUITE_RUN.name}`" in page
     assert render_suite_timing([load_run(str(SUITE_RUN))]) in page
+
+
+SHARDED_RUN = ROOT / "results/nvidia-h200/suite/default-suite-two-gpu-workers.json"
+
+
+def test_the_committed_two_gpu_run_is_one_merged_run_of_every_test():
+    """The sharded H200 run: one worker per GPU, every test of the one-GPU run recorded once, each eager forward
+    benchmark with its kernel count although one worker profiled every case (the ``forward-profiles`` group),
+    and the table's ratio is the recorded wall times'."""
+    one, two = json.loads(SUITE_RUN.read_text()), json.loads(SHARDED_RUN.read_text())
+    workers = two["machine_info"]["workers"]
+    assert len(workers) == 2 and len({w["gpu"] for w in workers}) == 2
+    assert sum(w["tests"] for w in workers) == len(two["cudagraph_bench"]["test_durations_s"])
+    assert set(two["cudagraph_bench"]["test_durations_s"]) == set(one["cudagraph_bench"]["test_durations_s"])
+    eager = [b["extra_info"] for b in two["benchmarks"]
+             if b["extra_info"].get("suite") == "forward" and b["extra_info"].get("variant") == "eager"]
+    counted = {(k["model"], k["dtype"], k["seq_len"]) for k in two["cudagraph_bench"]["kernel_counts"]}
+    assert eager and all(("n_kernels" in i) == ((i["model"], i["dtype"], i["seq_len"]) in counted) for i in eager)
+    assert all("n_kernels" in i for i in eager if i["seq_len"] <= 128)
+    rows = suite_timing_rows([load_run(str(SUITE_RUN)), load_run(str(SHARDED_RUN))])
+    assert rows[-1]["s1"] == pytest.approx(two["cudagraph_bench"]["wall_s"] / one["cudagraph_bench"]["wall_s"])

@@ -193,7 +193,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     ledger = getattr(config, "_cgb_ledger", None)
     if ledger is None:
         return
-    from cudagraph_bench.results.merge import attach_kernel_counts
+    from cudagraph_bench.results.record import attach_kernel_counts
 
     output_json["cudagraph_bench"] = summary = ledger.summary()
     # profiled in worker processes (kernel_counts.py)

@@ -26,6 +26,7 @@ import copy
 from collections.abc import Mapping
 
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.record import attach_kernel_counts
 from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 
 #: ``cudagraph_bench`` keys whose lists are concatenated.
@@ -161,21 +162,6 @@ def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = N
         attach_kernel_counts(benchmarks, section.get("kernel_counts") or [])   # profiled in another part
     out["machine_info"][entries_key] = entries if entries is not None else [part_entry(s, d) for s, d in parts]
     return out
-
-
-def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> None:
-    """Write each case's kernel count and GPU busy time (``kernel_counts`` entries: ``model``, ``dtype``,
-    ``seq_len`` and the fields, e.g. ``n_kernels``, ``gpu_busy_ms``) into the ``extra_info`` of the eager
-    forward benchmark of that case, in place; a benchmark that has them keeps its own. The profiles of a
-    case may come from another process than its benchmark (another xdist worker or CI shard)."""
-    fields = {(k.get("model"), k.get("dtype"), k.get("seq_len")):
-              {f: v for f, v in k.items() if f not in ("model", "dtype", "seq_len")} for k in kernel_counts}
-    for bench in benchmarks:
-        info = bench.get("extra_info") or {}
-        if info.get("suite") == "forward" and info.get("variant") == "eager":
-            found = fields.get((info.get("model"), info.get("dtype"), info.get("seq_len")), {})
-            for name, value in found.items():
-                info.setdefault(name, value)
 
 
 def commits_of(parts: list[tuple[str, Mapping]]) -> list[str]:

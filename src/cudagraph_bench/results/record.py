@@ -301,6 +301,23 @@ def decode_case(path, name: str, info: dict) -> CaseKey:
         raise InputFileError(f"{path}: {name} has a malformed {suite} key {key!r}") from None
 
 
+def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> None:
+    """Write each case's kernel count and GPU busy time (``kernel_counts`` entries: ``model``, ``dtype``,
+    ``seq_len`` and the fields, e.g. ``n_kernels``, ``gpu_busy_ms``) into the ``extra_info`` of the eager
+    forward benchmark of that case, in place; a benchmark that has them keeps its own. The profiles of a
+    case may come from another process than its benchmark (another xdist worker or CI shard): the plugin
+    calls this when it writes a run, :func:`cudagraph_bench.results.merge.merge_runs` when it merges runs.
+    Here, since this module owns the raw keys."""
+    fields = {(k.get("model"), k.get("dtype"), k.get("seq_len")):
+              {f: v for f, v in k.items() if f not in ("model", "dtype", "seq_len")} for k in kernel_counts}
+    for bench in benchmarks:
+        info = bench.get("extra_info") or {}
+        if info.get("suite") == "forward" and info.get("variant") == "eager":
+            found = fields.get((info.get("model"), info.get("dtype"), info.get("seq_len")), {})
+            for name, value in found.items():
+                info.setdefault(name, value)
+
+
 def decode_measurement(path, index: int, bench: dict, environment: Environment) -> Measurement:
     """The :class:`Measurement` of ``benchmarks[index]`` of the run at ``path`` (a validated entry:
     numeric ``stats``, per-round ``stats.data`` in seconds when kept). Raises InputFileError for a
