@@ -212,3 +212,45 @@ def test_a_kernel_count_profiled_in_another_part_reaches_its_eager_benchmark():
     assert [{f: b["extra_info"].get(f) for f in fields} for b in merged["benchmarks"]] == \
         [{f: b["extra_info"].get(f) for f in fields} for b in doc["benchmarks"]]
     assert sum("n_kernels" in b["extra_info"] for b in merged["benchmarks"]) == len(counts)
+
+
+def test_a_missing_shard_is_named_in_a_warning(tmp_path, capsys):
+    """Shards 1/3 and 2/3 without 3/3 (a failed CI job, or a shard that ran no benchmark and so wrote no file)
+    merge, but the command says which shard the merged run lacks."""
+    first, second = split(DOC)
+    for part, k in ((first, 1), (second, 2)):
+        part["cudagraph_bench"]["shard"] = {**part["cudagraph_bench"]["shard"], "index": k, "count": 3}
+    a, b = write(first, tmp_path / "a.json"), write(second, tmp_path / "b.json")
+    rc, _, err = run_cli(capsys, "merge", "-o", tmp_path / "m.json", a, b)
+    assert rc == 0
+    assert "warning: shard 3/3 is missing: the merged run lacks their tests" in err
+
+
+def test_complete_shards_merge_without_a_warning(tmp_path, capsys, shard_files):
+    rc, _, err = run_cli(capsys, "merge", "-o", tmp_path / "m.json", *shard_files)
+    assert rc == 0 and "missing" not in err
+
+
+@pytest.mark.parametrize("second_shard, message", [
+    ({"index": 2, "count": 3}, "{a} is shard 1/2 and {b} is shard 2/3: merge the shards of one --shard K/N split"),
+    ({"index": 1, "count": 2}, "{a} and {b} both ran shard 1/2: give each shard's run once"),
+])
+def test_shards_of_two_splits_or_one_shard_twice_are_refused(tmp_path, capsys, second_shard, message):
+    first, second = split(DOC)
+    second["cudagraph_bench"]["shard"] = {**second["cudagraph_bench"]["shard"], **second_shard}
+    a, b = write(first, tmp_path / "a.json"), write(second, tmp_path / "b.json")
+    out = tmp_path / "m.json"
+    rc, _, err = run_cli(capsys, "merge", "-o", out, a, b)
+    assert rc == 2 and message.format(a=a, b=b) in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_the_shard_of_a_gpu_workers_session_is_read_from_its_workers():
+    """A ``--shard K/N --gpu-workers`` session keeps the shard per worker (``cudagraph_bench.parts``)."""
+    from cudagraph_bench.results.merge import recorded_shard
+
+    first, _ = split(DOC)
+    shard = first["cudagraph_bench"].pop("shard")
+    first["cudagraph_bench"]["parts"] = [{"source": "worker gw0", "shard": shard},
+                                         {"source": "worker gw1", "shard": shard}]
+    assert recorded_shard(first) == (shard["index"], shard["count"]) == (1, 2)

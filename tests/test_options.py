@@ -86,3 +86,28 @@ def test_decode_compile_modes_and_variants():
     with pytest.raises(argparse.ArgumentTypeError, match="unknown compile mode 'reduce-overhead'"):
         parse_compile_mode("reduce-overhead")
     assert set(DECODE_COMPILE_VARIANTS) < set(DECODE_VARIANTS)
+
+
+def test_a_shard_count_beyond_a_ci_matrix_is_refused_before_the_split_allocates_it():
+    """``--shard 1/100000000`` (a mistyped N) would build a load per shard before any test ran."""
+    from cudagraph_bench.options import MAX_SHARDS, parse_shard
+
+    assert parse_shard(f"{MAX_SHARDS}/{MAX_SHARDS}") == (MAX_SHARDS, MAX_SHARDS)
+    with pytest.raises(argparse.ArgumentTypeError, match=f"bad shard '1/{MAX_SHARDS + 1}': give at most "
+                                                         f"{MAX_SHARDS} shards"):
+        parse_shard(f"1/{MAX_SHARDS + 1}")
+
+
+@pytest.mark.parametrize("flag, dest", [("--rounds", "rounds"), ("--max-rounds", "max_rounds"),
+                                        ("--warmup-rounds", "warmup_rounds")])
+def test_too_many_rounds_names_that_options_own_default(capsys, flag, dest):
+    from cudagraph_bench.options import MAX_ROUNDS
+
+    default = next(o.default for o in MATRIX_OPTIONS if o.dest == dest)
+    parser = argparse.ArgumentParser(prog="x")
+    add_to_argparse(parser)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args([flag, str(MAX_ROUNDS + 1)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert f"argument {flag}: expected at most {MAX_ROUNDS}" in err and f"the suite's default is {default}" in err

@@ -100,3 +100,25 @@ def test_the_committed_two_gpu_run_is_one_merged_run_of_every_test():
     assert all("n_kernels" in i for i in eager if i["seq_len"] <= 128)
     rows = suite_timing_rows([load_run(str(SUITE_RUN)), load_run(str(SHARDED_RUN))])
     assert rows[-1]["s1"] == pytest.approx(two["cudagraph_bench"]["wall_s"] / one["cudagraph_bench"]["wall_s"])
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("wall_s", 0, "cudagraph_bench.wall_s = 0 is not seconds > 0"),
+    ("wall_s", "12.5", "cudagraph_bench.wall_s = '12.5' is not seconds > 0"),
+    ("time_per_part_s", {"perf_tests/test_launch.py": "9.1"}, "time_per_part_s is not {test module: seconds >= 0}"),
+    ("time_per_part_s", [1.0, 2.0], "time_per_part_s is not {test module: seconds >= 0}"),
+])
+def test_a_malformed_time_per_part_is_one_line_exit_2_before_anything_is_written(tmp_path, field, value, message):
+    """A wall time of 0 would divide the other runs' (a ZeroDivisionError), a string or list would fail
+    deep in the table's sums: each is the file's error, named, before any page is written."""
+    doc = json.loads(SUITE_RUN.read_text())
+    doc["cudagraph_bench"][field] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", "report", str(FORWARD_RUN), "--suite-timing",
+                           str(bad), "--suite-timing", str(SUITE_RUN), "-o", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()

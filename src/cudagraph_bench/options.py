@@ -194,13 +194,19 @@ MAX_ROUNDS = 100_000
 def _rounds_at_most_max(value: int, what: str, default: int) -> int:
     if value > MAX_ROUNDS:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} {what}, got {value}: a run that long "
-                                         f"never finishes; {default} is the default")
+                                         f"never finishes; the suite's default is {default}")
     return value
 
 
 def parse_rounds(text: str) -> int:
     """Measured rounds: a whole number in [1, :data:`MAX_ROUNDS`]."""
     return _rounds_at_most_max(parse_count(text), "rounds", DEFAULT_ROUNDS)
+
+
+def parse_max_rounds(text: str) -> int:
+    """The most measured rounds the precision target and the time floor may ask for: a whole number in
+    [1, :data:`MAX_ROUNDS`]."""
+    return _rounds_at_most_max(parse_count(text), "rounds", DEFAULT_MAX_ROUNDS)
 
 
 def parse_warmup_rounds(text: str) -> int:
@@ -263,8 +269,14 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
+#: Most shards ``--shard K/N`` takes: GitHub Actions runs at most 256 jobs per matrix, and the split keeps a
+#: load per shard (a mistyped ``1/100000000`` would fill the memory before a test ran).
+MAX_SHARDS = 256
+
+
 def parse_shard(text: str) -> tuple[int, int]:
-    """A CI-matrix shard ``"K/N"`` (1-based, ``1 <= K <= N``) -> ``(K, N)``, e.g. ``"2/4"`` -> ``(2, 4)``."""
+    """A CI-matrix shard ``"K/N"`` (1-based, ``1 <= K <= N <=`` :data:`MAX_SHARDS`) -> ``(K, N)``, e.g.
+    ``"2/4"`` -> ``(2, 4)``."""
     first, sep, last = text.strip().partition("/")
     try:
         index, count = int(first), int(last)
@@ -273,6 +285,9 @@ def parse_shard(text: str) -> tuple[int, int]:
                                          "e.g. 1/2") from None
     if not sep or count < 1 or not 1 <= index <= count:
         raise argparse.ArgumentTypeError(f"bad shard {text!r}: give K/N with 1 <= K <= N, e.g. 1/2 and 2/2")
+    if count > MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"bad shard {text!r}: give at most {MAX_SHARDS} shards (a CI matrix job "
+                                         "each), e.g. 1/4")
     return index, count
 
 
@@ -302,7 +317,7 @@ MATRIX_OPTIONS = (
     Option("--precision-pct", "precision_pct", parse_pct, DEFAULT_PRECISION_PCT,
            "measure until the median's 95%% interval is within this %% of the median, planned from a pilot "
            "of the first calls; 0: exactly --rounds (default: %(default)s)"),
-    Option("--max-rounds", "max_rounds", parse_rounds, DEFAULT_MAX_ROUNDS,
+    Option("--max-rounds", "max_rounds", parse_max_rounds, DEFAULT_MAX_ROUNDS,
            "most measured rounds that --precision-pct and --min-time-ms may ask for (default: %(default)s)"),
     Option("--max-time-ms", "max_time_ms", parse_ms, DEFAULT_MAX_TIME_MS,
            "most ms of measured calls that --precision-pct may add to a benchmark beyond --rounds (the --rounds "

@@ -9,7 +9,7 @@ import sys
 
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
 from cudagraph_bench.options import add_storage_option, parse_path
-from cudagraph_bench.results.merge import commits_of, machine_gpu, merge_runs
+from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
 
 
@@ -23,13 +23,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench merge``. Returns 0; bad input raises :class:`~cudagraph_bench.errors.UsageError`
-    (exit 2) before anything is written."""
+    """Run ``cudagraph-bench merge``. Returns 0 (with a warning when a shard of the runs' ``--shard K/N`` split
+    is missing); bad input, shards of two splits or one shard twice raises
+    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     check_output_file(args.output, "-o", "merged.json")
     runs = distinct_runs([load_run(r, args.storage) for r in args.runs], "merge")
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
     parts = [(str(r.path), r.data) for r in runs]
+    missing = check_shards(parts)
     merged = merge_runs(parts)
+    if missing:
+        what = f"shards {', '.join(missing)} are" if len(missing) > 1 else f"shard {missing[0]} is"
+        print(f"warning: {what} missing: the merged run lacks their tests (a failed job, or a shard without "
+              "benchmarks, for which pytest-benchmark writes no --benchmark-json)", file=sys.stderr)
     commits = commits_of(parts)
     if len(commits) > 1:
         print(f"warning: the runs measured {len(commits)} commits ({', '.join(c[:12] for c in commits)}); the "

@@ -11,6 +11,7 @@ run with ``--gpu-workers`` also lists its workers under ``machine_info["workers"
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from cudagraph_bench.errors import InputFileError
@@ -22,11 +23,27 @@ from cudagraph_bench.table import Column, render_table
 SECTION = "cudagraph_bench"
 
 
+def _seconds(value, lowest_excluded: bool = False) -> bool:
+    """Whether ``value`` is a finite number of seconds >= 0 (> 0 with ``lowest_excluded``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return value > 0 if lowest_excluded else value >= 0
+
+
 def _section(run: Run) -> dict:
+    """The run's ``cudagraph_bench`` section, checked: ``time_per_part_s`` a non-empty ``{module: s >= 0}``
+    and ``wall_s`` > 0 (the first run's wall time divides the others'). Raises InputFileError."""
     section = run.data.get(SECTION) or {}
-    if not section.get("time_per_part_s") or section.get("wall_s") is None:
+    if not isinstance(section, dict) or not section.get("time_per_part_s") or section.get("wall_s") is None:
         raise InputFileError(f"{run.path} has no time per part (cudagraph_bench.time_per_part_s and wall_s): give a "
                              "whole-suite run written by this plugin's pytest session (--benchmark-json)")
+    parts, wall_s = section["time_per_part_s"], section["wall_s"]
+    if not isinstance(parts, dict) or not all(_seconds(s) for s in parts.values()):
+        raise InputFileError(f"{run.path}: cudagraph_bench.time_per_part_s is not {{test module: seconds >= 0}}: "
+                             "rerun the suite to rewrite the file")
+    if not _seconds(wall_s, lowest_excluded=True):
+        raise InputFileError(f"{run.path}: cudagraph_bench.wall_s = {wall_s!r} is not seconds > 0: rerun the suite "
+                             "to rewrite the file")
     return section
 
 

@@ -164,6 +164,44 @@ def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = N
     return out
 
 
+def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
+    """The ``--shard K/N`` a run ran as ``(K, N)``: its ``cudagraph_bench.shard``, else the one shard all
+    its parts ran (a ``--gpu-workers`` session of one shard keeps it per worker); None when unsharded."""
+    section = doc.get("cudagraph_bench")
+    section = section if isinstance(section, Mapping) else {}
+    found = [section.get("shard")] if section.get("shard") else \
+        [p.get("shard") for p in section.get("parts") or [] if isinstance(p, Mapping) and p.get("shard")]
+    pairs = {(s.get("index"), s.get("count")) for s in found if isinstance(s, Mapping)}
+    if len(pairs) != 1:
+        return None
+    index, count = pairs.pop()
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (index, count))
+    return (index, count) if ok else None
+
+
+def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
+    """Check that the sharded ``parts`` are shards of one ``--shard K/N`` split: raises :class:`UsageError`
+    when two parts ran different N or the same K. Returns the shards ``"K/N"`` missing from the parts (a
+    failed CI job, or a shard without benchmarks: pytest-benchmark writes no ``--benchmark-json`` then)."""
+    seen: dict[tuple[int, int], str] = {}
+    for source, doc in parts:
+        shard = recorded_shard(doc)
+        if shard is None:
+            continue
+        other = next(((k, s) for k, s in seen.items() if k[1] != shard[1] or k == shard), None)
+        if other is not None:
+            (k, n), where = other
+            if n != shard[1]:
+                raise UsageError(f"{where} is shard {k}/{n} and {source} is shard {shard[0]}/{shard[1]}: merge the "
+                                 "shards of one --shard K/N split (the same N)")
+            raise UsageError(f"{where} and {source} both ran shard {k}/{n}: give each shard's run once")
+        seen[shard] = source
+    if not seen:
+        return []
+    count = next(iter(seen))[1]
+    return [f"{k}/{count}" for k in range(1, count + 1) if (k, count) not in seen]
+
+
 def commits_of(parts: list[tuple[str, Mapping]]) -> list[str]:
     """The distinct commit ids of ``parts`` (``commit_info.id``), in order; more than one means the shards
     measured different code."""
