@@ -8,7 +8,7 @@ the benchmarks. The first test of the module sends every selected case to one wo
 fails only the case in flight); each test then records its case's count and busy time in the session
 ledger, and the plugin writes them into the matching eager benchmark's extra_info["n_kernels"] and
 extra_info["gpu_busy_ms"] when it writes the JSON (a merge of xdist workers or CI shards does it for the
-benchmarks that another process measured: :func:`cudagraph_bench.results.merge.attach_kernel_counts`).
+benchmarks that another process measured: :func:`cudagraph_bench.results.record.attach_kernel_counts`).
 The test takes the ``benchmark`` fixture only so that it runs under ``--benchmark-only``; it times nothing.
 """
 
