@@ -11,23 +11,15 @@ run with ``--gpu-workers`` also lists its workers under ``machine_info["workers"
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.runfile import Run
-from cudagraph_bench.results.shards import DURATIONS_KEY, base_nodeid
+from cudagraph_bench.results.shards import DURATIONS_KEY, base_nodeid, is_seconds
 from cudagraph_bench.table import Column, render_table
 
 #: The run JSON section the plugin writes its own records into.
 SECTION = "cudagraph_bench"
-
-
-def _seconds(value, lowest_excluded: bool = False) -> bool:
-    """Whether ``value`` is a finite number of seconds >= 0 (> 0 with ``lowest_excluded``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return False
-    return value > 0 if lowest_excluded else value >= 0
 
 
 def _section(run: Run) -> dict:
@@ -38,10 +30,10 @@ def _section(run: Run) -> dict:
         raise InputFileError(f"{run.path} has no time per part (cudagraph_bench.time_per_part_s and wall_s): give a "
                              "whole-suite run written by this plugin's pytest session (--benchmark-json)")
     parts, wall_s = section["time_per_part_s"], section["wall_s"]
-    if not isinstance(parts, dict) or not all(_seconds(s) for s in parts.values()):
+    if not isinstance(parts, dict) or not all(is_seconds(s) for s in parts.values()):
         raise InputFileError(f"{run.path}: cudagraph_bench.time_per_part_s is not {{test module: seconds >= 0}}: "
                              "rerun the suite to rewrite the file")
-    if not _seconds(wall_s, lowest_excluded=True):
+    if not is_seconds(wall_s, positive=True):
         raise InputFileError(f"{run.path}: cudagraph_bench.wall_s = {wall_s!r} is not seconds > 0: rerun the suite "
                              "to rewrite the file")
     return section

@@ -81,6 +81,13 @@ def assign_shards(groups: Mapping[str, list[str]], n_shards: int,
     return shards
 
 
+def is_seconds(value, *, positive: bool = False) -> bool:
+    """Whether ``value`` (from a run's JSON) is a finite number of seconds, >= 0 (> 0 with ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    return value > 0 if positive else value >= 0
+
+
 def durations_of(data: Mapping, source: str) -> dict[str, float]:
     """The recorded test durations ``{node id: seconds}`` of a run document (pytest-benchmark JSON).
 
@@ -94,8 +101,7 @@ def durations_of(data: Mapping, source: str) -> dict[str, float]:
                              "to split by test count")
     out = {}
     for nodeid, seconds in found.items():
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
-                or seconds < 0:
+        if not is_seconds(seconds):
             raise InputFileError(f"{source}: cudagraph_bench.{DURATIONS_KEY}[{nodeid!r}] = {seconds!r} is not "
                                  "seconds >= 0: rerun the suite to rewrite the file")
         out[base_nodeid(str(nodeid))] = float(seconds)
