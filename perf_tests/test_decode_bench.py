@@ -4,7 +4,10 @@
 Variants: ``generate`` (HF generate, default dynamic cache), ``static-eager`` (static KV cache, eager
 loop), ``graph`` (static KV cache, the decode steps replayed as graphs, ``--decode-steps-per-graph`` steps
 per graph) and, with ``--with-compile``, ``compile+graph`` (the decode step compiled by inductor,
-``--compile-mode``, and captured like ``graph``; ``compile_ms``, ``capture_ms``) and
+``--compile-mode`` under the inductor settings of ``--decode-compile-tuning``, by default gpt-fast's coordinate-descent
+tuning, and captured like ``graph``, its prefill a graph of the prompt right-padded to the smallest of
+``--buckets`` that holds it; ``compile_ms``, ``capture_ms``, ``compile_tuning``, ``inductor_options``,
+``prefill_bucket``) and
 ``generate-static-compile`` (HF generate with a static cache and ``torch.compile(model.forward,
 mode="reduce-overhead", fullgraph=True)``, :mod:`cudagraph_bench.measure.static_generate`); a compile variant
 that compiles and warms up for longer than ``--compile-timeout-s`` (recorded as ``compile_timeout_s``) fails
@@ -113,6 +116,8 @@ def _build_decoder(cgb, model, model_name, ids, variant, info):
     from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
     from cudagraph_bench.models.presets import max_positions
+    from cudagraph_bench.options import DECODE_COMPILE_TUNINGS
+    from cudagraph_bench.session import decode_prefill_bucket
 
     if variant == "generate-static-compile":
         decoder = StaticCompiledGenerate(model)
@@ -120,19 +125,24 @@ def _build_decoder(cgb, model, model_name, ids, variant, info):
         return decoder
     cache_len = decode_cache_len(ids.shape[1], cgb.option("new_tokens"), max_positions(model))
     compiled = variant == "compile+graph"
+    # the fused variant also graphs its prefill (the prompt right-padded to a bucket); the others prefill eagerly
+    bucket = decode_prefill_bucket(ids.shape[1], cgb.option("buckets"), cache_len) if compiled else None
+    tuning = cgb.option("decode_compile_tuning")
     try:
         decoder = GreedyDecoder(model, cache_len, use_graph=variant != "static-eager",
                                 steps_per_graph=cgb.option("decode_steps_per_graph"),
+                                prefill_buckets=(bucket,) if bucket else None,
                                 compile_mode=cgb.option("compile_mode") if compiled else None,
-                                compile_timeout_s=cgb.option("compile_timeout_s"))
+                                compile_timeout_s=cgb.option("compile_timeout_s"),
+                                compile_options=DECODE_COMPILE_TUNINGS[tuning] if compiled else None)
     except NotGraphableError as exc:
         pytest.skip(f"{model_name} cannot be graphed: {exc}")
-    info.update(max_cache_len=decoder.max_cache_len)
+    info.update(max_cache_len=decoder.max_cache_len, prefill_bucket=bucket)
     if decoder.use_graph:
         info.update(steps_per_graph=decoder.steps_per_graph, capture_ms=decoder.capture_ms)
     if compiled:
-        info.update(compile_mode=decoder.compile_mode, compile_ms=decoder.compile_ms,
-                    graphs_compiled=decoder.graphs_compiled)
+        info.update(compile_mode=decoder.compile_mode, compile_tuning=tuning, inductor_options=decoder.compile_options,
+                    compile_ms=decoder.compile_ms, graphs_compiled=decoder.graphs_compiled)
     return decoder
 
 

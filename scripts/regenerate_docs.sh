@@ -10,13 +10,15 @@ R=results/nvidia-h200
 # forward-checked.json and padding-checked.json record each benchmark's check against eager (the first
 # forward.json/padding.json did not; forward.json keeps the kernel counts the launch model uses).
 # Decode: the fused graphed decode runs (gpt2, tinyllama-1.1b, llama-3.2-1b, 128 new tokens, with the compile variants, the
-# HF static-cache + compile peer and the bytes per token of the roofline); the default models' earlier decode
+# HF static-cache + compile peer and the bytes per token of the roofline); tinyllama-1.1b and llama-3.2-1b from the
+# runs with coordinate-descent tuning and a prefill graph (decode-fused-tuned-*; their runs in inductor's default
+# settings with an eager prefill stay committed as decode-fused-<model>.json); the default models' earlier decode
 # run (64 and 128 new tokens, distilgpt2 too) has its own page, docs/decode/results.md.
 # The suite's time per part: the whole default suite on one GPU, and sharded over the two GPUs of the same host.
 SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json --suite-timing $R/suite/default-suite-two-gpu-workers.json"
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
-  $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tinyllama-1.1b.json $R/decode/decode-fused-llama-3.2-1b.json \
-  $SUITE_TIMING -o docs --readme README.md
+  $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tuned-tinyllama-1.1b.json \
+  $R/decode/decode-fused-tuned-llama-3.2-1b.json $SUITE_TIMING -o docs --readme README.md
 $CG report $R/decode/decode-checked.json -o docs/decode
 # The whole default suite in one session (one GPU): its forward cases with their GPU busy time and overhead
 # (profiled in worker processes after the timing), padding, decode and launch benchmarks, time per part.

@@ -22,6 +22,9 @@ COMMITTED_RUNS = {
     "forward-params": "forward/forward-plain-params.json",
     "kernel-counts": "kernel-counts/kernel-counts.json",   # eager kernel counts taken in worker processes
     "decode-checked": "decode/decode-checked.json",       # the decode suite, each decoder checked against generate
+    # the fused decode of two 1B Llamas, compile+graph with coordinate-descent tuning and a prefill graph
+    "decode-fused-tuned-tinyllama": "decode/decode-fused-tuned-tinyllama-1.1b.json",
+    "decode-fused-tuned-llama": "decode/decode-fused-tuned-llama-3.2-1b.json",
 }
 
 

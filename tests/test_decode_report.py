@@ -196,3 +196,39 @@ def test_plugin_records_a_failed_decode_case_in_the_json_and_the_report_shows_it
     assert set(rows) == set(DECODE_VARIANTS)
     assert rows["generate-static-compile"]["note"] == "failed: RuntimeError: peer failed"
     assert rows["generate-static-compile"]["compile_s"] == pytest.approx(12.5 / 1e3)
+
+
+@pytest.mark.parametrize("tuning", ["coordinate-descent", "none"])
+def test_the_note_names_the_decode_tuning_and_the_prefill_graph(tuning):
+    """A fused row's note names its inductor tuning (not when it is ``none``) and its prefill graph's bucket,
+    the bucket the benchmark derives from the prompt length and ``--buckets``."""
+    from cudagraph_bench.options import DEFAULT_BUCKETS
+    from cudagraph_bench.session import decode_prefill_bucket
+
+    bucket = decode_prefill_bucket(50, DEFAULT_BUCKETS, 256)
+    details = {"compile_mode": "default", "compile_tuning": tuning, "prefill_bucket": bucket, "steps_per_graph": 8}
+    note = decode_tables.decode_note_cell("ok", None, details)
+    mode = "default, coordinate-descent tuning" if tuning != "none" else "default"
+    assert note == f"{mode}; prefill graph of {bucket} tokens; 8 steps per graph"
+    assert decode_tables.decode_note_cell("ok", None, {"steps_per_graph": 8}) == "8 steps per graph"
+
+
+@pytest.mark.parametrize("name", ["decode-fused-tuned-tinyllama", "decode-fused-tuned-llama"])
+def test_the_committed_tuned_runs_are_of_the_fused_variant_as_the_suite_builds_it(name):
+    """The README's 1B decode rows come from runs of today's ``compile+graph``: compiled under the default
+    ``--decode-compile-tuning`` (its inductor fields recorded), prefilled by the graph of the bucket the suite
+    derives from the prompt, checked against generate and static-eager; ``graph`` prefilled eagerly."""
+    from cudagraph_bench.options import DECODE_COMPILE_TUNINGS, DEFAULT_BUCKETS, DEFAULT_DECODE_COMPILE_TUNING
+    from cudagraph_bench.session import decode_prefill_bucket
+
+    doc = json.loads(committed_run(name).read_text())
+    infos = {b["extra_info"]["variant"]: b["extra_info"] for b in doc["benchmarks"]}
+    fused = infos["compile+graph"]
+    assert fused["compile_tuning"] == DEFAULT_DECODE_COMPILE_TUNING
+    assert fused["inductor_options"] == DECODE_COMPILE_TUNINGS[DEFAULT_DECODE_COMPILE_TUNING]
+    assert fused["prefill_bucket"] == decode_prefill_bucket(fused["seq_len"], DEFAULT_BUCKETS, fused["max_cache_len"])
+    assert fused["generate_check_passed"] and fused["static_eager_check_passed"] and fused["correct"]
+    assert infos["graph"]["prefill_bucket"] is None
+    rows = {r["variant"]: r for r in decode_tables.decode_rows([load_run(str(committed_run(name)))])}
+    assert rows["compile+graph"]["speedup_vs_generate"] == pytest.approx(
+        infos["generate"]["ms_per_token"] / fused["ms_per_token"])

@@ -10,7 +10,7 @@ from cudagraph_bench.capture.decode import GreedyDecoder, replay_plan
 from cudagraph_bench.errors import CompileError, CudaUnavailableError, UsageError
 from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
 from cudagraph_bench.models.presets import load_model
-from cudagraph_bench.options import COMPILE_GRAPH_MODES
+from cudagraph_bench.options import COMPILE_GRAPH_MODES, DECODE_COMPILE_TUNINGS
 from cudagraph_bench.session import generate_reference
 from tiny_models import TINY_CAUSAL
 
@@ -122,6 +122,39 @@ def test_inductor_compiled_step_passes_the_generate_check():
     assert "static-eager" in vs_eager.summary and "generate" not in vs_eager.summary
 
 
+@pytest.mark.parametrize("tuning", list(DECODE_COMPILE_TUNINGS))
+def test_compile_options_hold_while_the_step_compiles_and_are_restored(tuning):
+    """Every ``--decode-compile-tuning``'s inductor fields are set while dynamo hands the step's graph to the
+    backend (where inductor reads them) and back to their previous values once the decoder is built."""
+    import torch._inductor.config as inductor_config
+
+    fields = DECODE_COMPILE_TUNINGS[tuning]
+    probe = fields or {"coordinate_descent_tuning": True}
+    before = {k: getattr(inductor_config, k) for k in probe}
+    seen = []
+
+    def spy_backend(graph_module, _example_inputs):
+        seen.append({k: getattr(inductor_config, k) for k in probe})
+        return graph_module.forward
+
+    model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
+    decoder = GreedyDecoder(model, 32, use_graph=False, compile_mode="default", compile_backend=spy_backend,
+                            compile_options=fields)
+    try:
+        assert decoder.compile_options == fields
+        assert decoder.generate(_prompt(6, 2), 4).shape == (1, 4)
+    finally:
+        decoder.close()
+    assert seen, "the backend never compiled the step"
+    assert all(s == {**before, **fields} for s in seen), seen
+    assert {k: getattr(inductor_config, k) for k in probe} == before
+
+
+def test_an_unknown_inductor_field_is_refused_before_compiling(model):
+    with pytest.raises(UsageError, match="torch._inductor.config has no field no_such_field"):
+        GreedyDecoder(model, 32, use_graph=False, compile_mode="default", compile_options={"no_such_field": 1})
+
+
 def test_compile_without_dynamo_is_refused():
     """With dynamo disabled, torch.compile silently runs eager code: the decoder refuses to call that compiled."""
     model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
@@ -170,3 +203,17 @@ def test_static_compile_peer_sets_up_the_guide_and_puts_the_model_back():
     assert model.generation_config.cache_implementation == cache_implementation
     with pytest.raises(RuntimeError, match="closed"):
         peer.generate(ids, 2)
+
+
+@pytest.mark.parametrize("cache_len", [64, 200, 256])
+def test_the_prefill_bucket_is_the_smallest_that_holds_the_prompt(cache_len):
+    """Derived from the bucket list: the smallest bucket >= the prompt among those that fit the cache (the cache
+    length itself when a larger bucket was asked for), None for a prompt longer than every such bucket."""
+    from cudagraph_bench.options import DEFAULT_BUCKETS
+    from cudagraph_bench.session import decode_prefill_bucket
+
+    usable = sorted({b for b in DEFAULT_BUCKETS if b <= cache_len} | {cache_len})
+    for length in range(1, cache_len + 20):
+        want = next((b for b in usable if b >= length), None)
+        assert decode_prefill_bucket(length, DEFAULT_BUCKETS, cache_len) == want, length
+    assert decode_prefill_bucket(33, (16, 32), cache_len) is None

@@ -88,6 +88,22 @@ def test_decode_compile_modes_and_variants():
     assert set(DECODE_COMPILE_VARIANTS) < set(DECODE_VARIANTS)
 
 
+def test_decode_compile_tunings_name_real_inductor_fields():
+    """Every tuning is accepted by its parser and sets only fields that this torch's inductor config has (a
+    rename in torch would otherwise fail only on a GPU, minutes into a compile)."""
+    import torch._inductor.config as inductor_config
+
+    from cudagraph_bench.options import (DECODE_COMPILE_TUNINGS, DEFAULT_DECODE_COMPILE_TUNING,
+                                         parse_decode_compile_tuning)
+
+    assert DEFAULT_DECODE_COMPILE_TUNING in DECODE_COMPILE_TUNINGS
+    for name, fields in DECODE_COMPILE_TUNINGS.items():
+        assert parse_decode_compile_tuning(name) == name
+        assert all(hasattr(inductor_config, k) for k in fields), name
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown decode compile tuning 'fast'.*coordinate-descent"):
+        parse_decode_compile_tuning("fast")
+
+
 def test_a_shard_count_beyond_a_ci_matrix_is_refused_before_the_split_allocates_it():
     """``--shard 1/100000000`` (a mistyped N) would build a load per shard before any test ran."""
     from cudagraph_bench.options import MAX_SHARDS, parse_shard

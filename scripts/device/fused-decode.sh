@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Fused graphed decode on a GPU machine (one device slot, about 6 minutes): the decode benchmarks with
 # --with-compile (generate, static-eager, graph, compile+graph, generate-static-compile) for gpt2,
-# tinyllama-1.1b and llama-3.2-1b in bfloat16 (50-token prompt, 128 new tokens, 3 requests per variant), one
+# tinyllama-1.1b and llama-3.2-1b in bfloat16 (50-token prompt, 128 new tokens, 3 requests per variant; compile+graph
+# under --decode-compile-tuning, by default coordinate-descent: over a minute of compiling per 1B model), one
 # pytest session and one JSON per model; then the GPU decode tests of the fused loop (compiled graphed decode vs
 # generate, multi-step graph vs 1-step graph vs the eager loop, graphed decode vs generate) for gpt2; then, if
 # time is left, gpt2's compile+graph again with the autotuned inductor mode, to compare its compile time.
 # Run from the repo root on the GPU machine: OUT=<dir> bash scripts/device/fused-decode.sh
 # Env: MODELS (default gpt2,tinyllama-1.1b,llama-3.2-1b), DECODE_COMPILE_MODE (default: the suite's default),
+# DECODE_COMPILE_TUNING (--decode-compile-tuning; default: the suite's default),
 # COMPILE_TIMEOUT_S (--compile-timeout-s of the compile variants; default: the suite's),
 # DECODE_TESTS=0 skips the GPU decode tests (make test runs them too), AUTOTUNE=0 skips the autotuned gpt2 run.
 # Writes at most 8 files (what the device tool returns): $OUT/fused-decode-<model>.json,
@@ -17,6 +19,7 @@
   python3 -c "import torch, transformers as t; print('torch', torch.__version__, torch.version.cuda, 'transformers', t.__version__)"
 } 2>&1 | tee -a "$W/steps.log"
 mode_args=(${DECODE_COMPILE_MODE:+--compile-mode "$DECODE_COMPILE_MODE"}
+           ${DECODE_COMPILE_TUNING:+--decode-compile-tuning "$DECODE_COMPILE_TUNING"}
            ${COMPILE_TIMEOUT_S:+--compile-timeout-s "$COMPILE_TIMEOUT_S"})
 DECODE_ARGS=(--with-compile --decode-dtypes bfloat16 --decode-prompt-lengths 50 --new-tokens 128 --decode-rounds 3
              --benchmark-only --benchmark-columns=median,rounds --benchmark-group-by=group -rxs
@@ -24,7 +27,7 @@ DECODE_ARGS=(--with-compile --decode-dtypes bfloat16 --decode-prompt-lengths 50 
 jsons=()
 models="${MODELS:-gpt2,tinyllama-1.1b,llama-3.2-1b}"
 for m in ${models//,/ }; do
-  budget=$(left "$([ "$m" = gpt2 ] && echo 100 || echo 200)")
+  budget=$(left "$([ "$m" = gpt2 ] && echo 150 || echo 280)")
   say "decode benchmarks $m (--with-compile ${mode_args[*]}; at most $budget s)"
   timeout "$budget" $PT perf_tests/test_decode_bench.py --models "$m" "${DECODE_ARGS[@]}" "${mode_args[@]}" \
     --benchmark-json "$OUT/fused-decode-$m.json" > "$W/bench-$m.log" 2>&1

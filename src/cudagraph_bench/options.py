@@ -68,6 +68,15 @@ COMPILE_GRAPH_MODES = ("default", "max-autotune-no-cudagraphs")
 #: Seconds a decode compile variant may spend compiling and warming up before it is recorded as failed.
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
 DEFAULT_COMPILE_GRAPH_MODE = "default"
+#: Inductor settings the compiled decode step is compiled under (``--decode-compile-tuning``), by name:
+#: ``coordinate-descent`` is gpt-fast's (``torch._inductor.config.coordinate_descent_tuning = True`` in its
+#: generate.py): inductor then lowers a matmul with one row, the decode step's GEMVs, to Triton reductions
+#: fused with the elementwise work around them, and tunes every kernel's launch configuration by coordinate
+#: descent ("our matrix vector multiplies only achieve peak bandwidth with coordinate descent tuning",
+#: torch/_inductor/decomposition.py); it costs minutes of compile time for a 1B model. ``none``: inductor's
+#: defaults (cuBLAS GEMVs). The forward variants never use it (a prompt's matmuls have more than one row).
+DECODE_COMPILE_TUNINGS = {"coordinate-descent": {"coordinate_descent_tuning": True}, "none": {}}
+DEFAULT_DECODE_COMPILE_TUNING = "coordinate-descent"
 #: Fresh random inputs ``[1, seq_len]`` each variant is checked on against eager before it is timed.
 DEFAULT_CHECK_INPUTS = 3
 #: Length (tokens) the padded graph pads every prompt to, capped at the model's positions.
@@ -248,6 +257,14 @@ def parse_compile_mode(text: str) -> str:
     if text not in COMPILE_GRAPH_MODES:
         raise argparse.ArgumentTypeError(f"unknown compile mode {text!r}: use one of {', '.join(COMPILE_GRAPH_MODES)} "
                                          "(inductor's own CUDA graphs stay off: the suite captures)")
+    return text
+
+
+def parse_decode_compile_tuning(text: str) -> str:
+    """A name of :data:`DECODE_COMPILE_TUNINGS` (the inductor settings of the compiled decode step)."""
+    if text not in DECODE_COMPILE_TUNINGS:
+        raise argparse.ArgumentTypeError(f"unknown decode compile tuning {text!r}: use one of "
+                                         f"{', '.join(DECODE_COMPILE_TUNINGS)}")
     return text
 
 

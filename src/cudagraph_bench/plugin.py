@@ -54,10 +54,11 @@ import pytest
 
 from cudagraph_bench.cases import Case
 from cudagraph_bench.session import MIN_DECODE_ROUNDS, Session
-from cudagraph_bench.options import (DECODE_COMPILE_VARIANTS, DECODE_VARIANTS, DEFAULT_COMPILE_TIMEOUT_S,
+from cudagraph_bench.options import (DECODE_COMPILE_VARIANTS, DECODE_VARIANTS,
+                                     DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_COMPILE_TUNING,
                                      DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
-                                     add_to_pytest, parse_count, parse_cpus, parse_dtypes, parse_prompt_lengths,
-                                     parse_timeout_s, parse_token_counts)
+                                     add_to_pytest, parse_count, parse_cpus, parse_decode_compile_tuning, parse_dtypes,
+                                     parse_prompt_lengths, parse_timeout_s, parse_token_counts)
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 PAD_LENGTHS = (16, 50, 128, 512)
@@ -93,6 +94,12 @@ def pytest_addoption(parser):
                     help="decode compile variants (compile+graph, generate-static-compile): seconds of compiling "
                          "and warm-up before the case is recorded as failed with that reason; 0: no limit "
                          f"(default: {DEFAULT_COMPILE_TIMEOUT_S:g})")
+    group.addoption("--decode-compile-tuning", dest="decode_compile_tuning", type=parse_decode_compile_tuning,
+                    default=DEFAULT_DECODE_COMPILE_TUNING,
+                    help="decode compile+graph: inductor settings the decode step is compiled under: "
+                         "coordinate-descent (gpt-fast's: GEMVs become tuned Triton reductions fused with their "
+                         "neighbours; minutes of compiling for a 1B model) or none (inductor's defaults) "
+                         f"(default: {DEFAULT_DECODE_COMPILE_TUNING})")
     group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
                     help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,

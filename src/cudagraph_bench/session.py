@@ -329,6 +329,16 @@ def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
     return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
 
 
+def decode_prefill_bucket(prompt_len: int, buckets, max_cache_len: int) -> int | None:
+    """The bucket (tokens) a graphed prefill pads a ``prompt_len``-token prompt to: the smallest of ``buckets``
+    capped at the static KV cache (:func:`~cudagraph_bench.capture.buckets.cap_buckets`) that holds the prompt,
+    or None when the prompt is longer than every bucket (then the prefill runs eagerly, unpadded)."""
+    from cudagraph_bench.capture.buckets import cap_buckets
+
+    fitting = [b for b in cap_buckets(buckets, max_cache_len) if b >= prompt_len]
+    return min(fitting) if fitting else None
+
+
 def round_policy(cgb: Session, *, rounds: int | None = None, warmup: int | None = None,
                  max_rounds: int | None = None):
     """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy`, with ``rounds`` / ``warmup`` /

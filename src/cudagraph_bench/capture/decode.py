@@ -106,17 +106,22 @@ class GreedyDecoder:
             dynamo without generating kernels, for tests; ``compile_mode`` then only names the variant).
         compile_timeout_s: wall seconds the compilation and its warm-up calls may take (None or 0: no limit;
             :func:`~cudagraph_bench.capture.compiling.time_limit`).
+        compile_options: ``torch._inductor.config`` fields set while the step compiles (a value of
+            :data:`~cudagraph_bench.options.DECODE_COMPILE_TUNINGS`, e.g. ``{"coordinate_descent_tuning": True}``,
+            gpt-fast's setting), restored afterwards; None or ``{}``: inductor's defaults.
 
     Attributes:
         steps_per_graph: steps per replay of the long graph, as capped; setting it to 1 after construction
             replays the 1-step graph only (every decoder has one), e.g. to compare the two.
+        compile_options: the inductor fields the step was compiled under (``{}``: inductor's defaults).
         compile_ms, graphs_compiled: the compilation's wall ms beyond steady state and the dynamo graphs it
             made (None without ``compile_mode``); capture_ms: warmup + capture of the step graphs (None
             without ``use_graph``).
 
     Raises:
         UsageError: the model is not a causal LM, ``max_cache_len`` is above its positions,
-            ``steps_per_graph < 1`` or an unknown ``compile_mode``.
+            ``steps_per_graph < 1``, an unknown ``compile_mode``, or ``compile_options`` naming a field that
+            ``torch._inductor.config`` does not have.
         CudaUnavailableError: ``use_graph`` without CUDA.
         NotGraphableError: the model has attention layers a static cache cannot hold (chunked,
             recurrent), or RoPE that changes past ``max_cache_len`` positions (before any capture).
@@ -129,7 +134,7 @@ class GreedyDecoder:
     def __init__(self, model, max_cache_len: int, *, use_graph: bool = True, prefill_buckets=None,
                  warmup_iters: int = 3, steps_per_graph: int = DEFAULT_DECODE_STEPS_PER_GRAPH,
                  compile_mode: str | None = None, compile_backend: str = "inductor",
-                 compile_timeout_s: float | None = None):
+                 compile_timeout_s: float | None = None, compile_options: dict | None = None):
         import torch
 
         from cudagraph_bench.capture.buckets import cap_buckets
@@ -146,6 +151,9 @@ class GreedyDecoder:
         if compile_mode is not None and compile_mode not in COMPILE_GRAPH_MODES:
             raise UsageError(f"unknown compile_mode {compile_mode!r}: use one of {', '.join(COMPILE_GRAPH_MODES)} "
                              "(inductor's own CUDA graphs would be captured inside the suite's graph)")
+        self.compile_options = dict(compile_options or {})
+        if self.compile_options:
+            _check_inductor_fields(self.compile_options)
         self.model = model
         self._cache_kw = cache_keyword(model)
         self.max_cache_len = max_cache_len
@@ -233,8 +241,8 @@ class GreedyDecoder:
             torch.cuda.synchronize(self.device)
 
     def _compile_step(self, backend: str, timeout_s: float | None = None):
-        """``torch.compile`` the decode step (after ``torch._dynamo.reset()``) and call it, rewound, until its
-        timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`), within ``timeout_s``
+        """``torch.compile`` the decode step (after ``torch._dynamo.reset()``, under ``compile_options``) and call
+        it, rewound, until its timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`), within ``timeout_s``
         (:class:`~cudagraph_bench.errors.CompileTimeout` past it); sets ``compile_ms`` and
         ``graphs_compiled``. Returns the compiled step."""
         import torch
@@ -252,7 +260,7 @@ class GreedyDecoder:
                 compiled()
 
         with time_limit(timeout_s, f"compiling the decode step ({self.compile_mode})",
-                        "raise --compile-timeout-s (0: no limit)"):
+                        "raise --compile-timeout-s (0: no limit)"), _inductor_patch(self.compile_options):
             self.compile_ms, _ = warm_until_stable(call, self._sync, min_calls=2)
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled < 1:
@@ -369,3 +377,26 @@ class GreedyDecoder:
 
             self._step = None
             torch._dynamo.reset()
+
+
+def _check_inductor_fields(options: dict) -> None:
+    """Raise :class:`~cudagraph_bench.errors.UsageError` when ``options`` names a field that
+    ``torch._inductor.config`` does not have (before any compile)."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    unknown = sorted(k for k in options if not hasattr(inductor_config, k))
+    if unknown:
+        raise UsageError(f"torch._inductor.config has no field {', '.join(unknown)} (torch {torch.__version__}): "
+                         "pass inductor config fields in compile_options")
+
+
+def _inductor_patch(options: dict):
+    """Context that sets ``torch._inductor.config`` ``options`` and restores them on exit (a no-op for ``{}``)."""
+    import contextlib
+
+    if not options:
+        return contextlib.nullcontext()
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(options)

@@ -121,13 +121,16 @@ def vs_static_eager(m: Measurement) -> str:
 
 def decode_note_cell(status: str | None, reason: str | None, details: dict) -> str | None:
     """The note of a decode row: ``failed: <reason>`` for a case that produced no measurement, else the
-    compile mode, ``N steps per graph`` (from ``details``: the benchmark's ``extra_info`` or the failure's
+    compile mode (and its inductor tuning), the prefill graph's bucket, ``N steps per graph`` (from ``details``: the benchmark's ``extra_info`` or the failure's
     other fields) and the reason of a mismatch, as recorded (None when there is nothing to say)."""
     if status in ("failed", "skipped"):
         return f"{status}: {reason or 'no reason recorded'}"
     parts = []
     if details.get("compile_mode"):
-        parts.append(str(details["compile_mode"]))
+        tuning = details.get("compile_tuning")
+        parts.append(str(details["compile_mode"]) + (f", {tuning} tuning" if tuning and tuning != "none" else ""))
+    if isinstance(details.get("prefill_bucket"), int):
+        parts.append(f"prefill graph of {details['prefill_bucket']} tokens")
     if isinstance(details.get("steps_per_graph"), int):
         parts.append(f"{details['steps_per_graph']} steps per graph")
     if status == "mismatch" and reason:
@@ -164,8 +167,12 @@ COMPILE_DECODE_NOTE = ("`graph` replays its captured steps back to back: each st
                        "step's input and into the output on the GPU, so no host work runs between replays; "
                        "`N steps per graph` (note) are captured in one graph, the remainder one step per graph. "
                        "`compile+graph` is the same loop with the decode step compiled by inductor without "
-                       "inductor's own CUDA graphs (its mode in the note), captured and replayed like `graph`; the "
-                       "prefill stays eager. `generate-static-compile` is HF `generate` with "
+                       "inductor's own CUDA graphs (its mode and inductor tuning in the note: `coordinate-descent` "
+                       "is gpt-fast's setting, which turns the step's matrix-vector products into tuned Triton "
+                       "reductions fused with their neighbours), captured and replayed like `graph`; its prefill "
+                       "is a graph of the prompt right-padded to the bucket in the note (`prefill graph of N "
+                       "tokens`), else eager. `graph` and `static-eager` prefill eagerly. "
+                       "`generate-static-compile` is HF `generate` with "
                        "`cache_implementation=\"static\"` and `model.forward = torch.compile(model.forward, "
                        "mode=\"reduce-overhead\", fullgraph=True)`, as transformers' guide \"LLM inference "
                        "optimization\" sets it up. compile s = what the warm-up calls took beyond steady state "
