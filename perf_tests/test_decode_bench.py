@@ -51,7 +51,8 @@ def test_decode(benchmark, cgb, decode_case, request):
     cgb.skip_if_too_long(model_name, prompt_len + new_tokens)
     model = cgb.model(model_name, dtype)
     (ids,) = cgb.inputs(model, prompt_len, n=1, seed=11)
-    reference, reference_logits = cgb.generate_tokens(model_name, dtype, ids, new_tokens)   # [1, new_tokens]
+    reference, reference_logits = cgb.generate_tokens(model_name, dtype, ids, new_tokens,      # [1, new_tokens]
+                                                      share_up_to=max(cgb.option("new_tokens")))
     info = {"suite": "decode", "model": model_name, "dtype": dtype, "seq_len": prompt_len,
             "new_tokens": new_tokens, "variant": variant, "batch": 1}
     if experts_implementation(model) is not None:
@@ -72,7 +73,11 @@ def test_decode(benchmark, cgb, decode_case, request):
             if variant == "generate-static-compile":
                 info.update(compile_ms=decoder.warm(ids, new_tokens,     # compiles and records its CUDA graphs
                                                     timeout_s=cgb.option("compile_timeout_s")))
-            tokens, logits = decoder.generate(ids, new_tokens, return_logits=True)
+            if variant == "static-eager":    # the graphed variants' reference too: computed once
+                tokens, logits = cgb.static_eager_decode(model_name, dtype, ids, new_tokens, decoder.max_cache_len,
+                                                         decoder=decoder)
+            else:
+                tokens, logits = decoder.generate(ids, new_tokens, return_logits=True)
             vs_generate = check_decode_against_generate(tokens, logits, reference, reference_logits,
                                                         cgb.fp64_decode_logits(model_name, dtype, ids, reference),
                                                         dtype)
@@ -88,9 +93,10 @@ def test_decode(benchmark, cgb, decode_case, request):
         benchmark_call(benchmark, cgb, run_request,
                        group=f"decode {model_name} {dtype} L={prompt_len} new={new_tokens}",
                        extra_info=info,
-                       # no warmup rounds of their own: the pilot's untimed cold request and timed ones warm up
+                       # no warmup rounds and no cold pilot request: the checked request (or generate's
+                       # reference) has just run the same code on the same prompt, and the pilot's timed ones warm up
                        policy=round_policy(cgb, rounds=min(MIN_DECODE_ROUNDS, cgb.option("decode_rounds")),
-                                           warmup=0, max_rounds=cgb.option("decode_rounds")))
+                                           warmup=0, max_rounds=cgb.option("decode_rounds")), warm=True)
     except Exception as exc:
         if variant not in DECODE_COMPILE_VARIANTS:
             raise
@@ -151,14 +157,9 @@ def _check_against_static_eager(cgb, model, model_name, dtype, ids, new_tokens, 
     against that loop by the generate check's rule (other kernels may break a rounding tie differently)."""
     import torch
 
-    from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.measure.correctness import check_decode_against_generate
 
-    eager = GreedyDecoder(model, decoder.max_cache_len, use_graph=False)
-    try:
-        eager_tokens, eager_logits = eager.generate(ids, new_tokens, return_logits=True)
-    finally:
-        eager.close()
+    eager_tokens, eager_logits = cgb.static_eager_decode(model_name, dtype, ids, new_tokens, decoder.max_cache_len)
     if variant == "graph":
         same = bool(torch.equal(tokens, eager_tokens))
         fields = {"correct": same, "check": "tokens == static-eager"}

@@ -217,3 +217,63 @@ def test_the_prefill_bucket_is_the_smallest_that_holds_the_prompt(cache_len):
         want = next((b for b in usable if b >= length), None)
         assert decode_prefill_bucket(length, DEFAULT_BUCKETS, cache_len) == want, length
     assert decode_prefill_bucket(33, (16, 32), cache_len) is None
+
+
+def _cpu_session(monkeypatch, arch: str):
+    """The plugin's :class:`~cudagraph_bench.session.Session` with its models built on the CPU from the tiny
+    config of ``arch``, and a counter of the HF generate references it computes."""
+    import argparse
+
+    from cudagraph_bench import session as session_module
+    from cudagraph_bench.models import presets
+
+    real_load = presets.load_model
+    monkeypatch.setattr(presets, "load_model",
+                        lambda name, dtype, device="cuda", **kw: real_load(name, dtype, "cpu", overrides=MODELS[name]))
+    computed = []
+
+    def counted(model, ids, new_tokens):
+        computed.append(new_tokens)
+        return generate_reference(model, ids, new_tokens)
+
+    monkeypatch.setattr(session_module, "generate_reference", counted)
+    monkeypatch.setattr(session_module.Session, "_evict_for", lambda self, name: None)   # no CUDA memory to read
+    return session_module.Session(argparse.Namespace(getoption=lambda name: None)), computed
+
+
+@pytest.mark.parametrize("arch", list(MODELS))
+def test_the_shorter_requests_share_the_longest_generate_reference(monkeypatch, arch):
+    """A 5-token reference asked for with ``share_up_to=12`` is one 12-token generate: the 12-token request
+    is served from it, and both are exactly what generate gives for their own lengths."""
+    cgb, computed = _cpu_session(monkeypatch, arch)
+    ids = _prompt(9, 1)
+    short_tokens, short_logits = cgb.generate_tokens(arch, "float32", ids, 5, share_up_to=12)
+    long_tokens, long_logits = cgb.generate_tokens(arch, "float32", ids, 12)
+    assert computed == [12]
+    model = cgb.model(arch, "float32")
+    for tokens, logits, n in ((short_tokens, short_logits, 5), (long_tokens, long_logits, 12)):
+        want_tokens, want_logits = generate_reference(model, ids, n)
+        assert torch.equal(tokens, want_tokens) and len(logits) == n
+        assert all(torch.equal(a, b) for a, b in zip(logits, want_logits, strict=True))
+    cgb.generate_tokens(arch, "float32", ids, 20)               # longer than any so far: computed again
+    assert computed == [12, 20]
+
+
+def test_the_static_eager_reference_is_computed_once_and_is_the_eager_loops(monkeypatch):
+    """:meth:`Session.static_eager_decode`: the eager static-cache loop's tokens and logits, computed once per
+    prompt, new tokens and cache length (by the decoder given, or a fresh one)."""
+    cgb, _ = _cpu_session(monkeypatch, "tinyllama-1.1b")
+    ids = _prompt(7, 2)
+    model = cgb.model("tinyllama-1.1b", "float32")
+    want_tokens, want_logits = GreedyDecoder(model, 32, use_graph=False).generate(ids, 9, return_logits=True)
+    runs = []
+    decoder = GreedyDecoder(model, 32, use_graph=False)
+    real = decoder.generate
+    decoder.generate = lambda *a, **kw: runs.append(1) or real(*a, **kw)
+    first = cgb.static_eager_decode("tinyllama-1.1b", "float32", ids, 9, 32, decoder=decoder)
+    again = cgb.static_eager_decode("tinyllama-1.1b", "float32", ids, 9, 32)
+    assert runs == [1] and again is first
+    assert torch.equal(first[0], want_tokens)
+    assert all(torch.equal(a, b) for a, b in zip(first[1], want_logits, strict=True))
+    other = cgb.static_eager_decode("tinyllama-1.1b", "float32", ids, 9, 64)    # another cache: a fresh decoder
+    assert torch.equal(other[0], want_tokens) and runs == [1]

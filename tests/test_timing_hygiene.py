@@ -73,6 +73,26 @@ def test_a_slow_first_pilot_call_still_leaves_a_spread_to_plan_from():
     assert len(fast) == 2                            # never more than asked for
 
 
+def test_a_warm_pilot_makes_no_untimed_call_and_plans_the_warmup_from_its_timed_calls():
+    """``warm`` (the caller has just run the function, e.g. a checked decode request): every pilot call is
+    timed, and the warmup floor counts exactly the pilot's calls (no cold call to add)."""
+    from cudagraph_bench.measure.timing import RoundPolicy, pilot_call_ms
+
+    calls = []
+    pilot = pilot_call_ms(lambda: calls.append(1), calls=3, budget_ms=1e9, min_calls=3, cold_call=False)
+    assert len(calls) == len(pilot) == 3
+    calls.clear()
+    assert len(pilot_call_ms(lambda: calls.append(1), calls=3, budget_ms=1e9, min_calls=3)) == 3 and len(calls) == 4
+
+    policy = RoundPolicy(rounds=3, warmup=0, warmup_ms=1e6, min_time_ms=0.0, precision_pct=0.0, max_rounds=50,
+                         max_time_ms=0.0)
+    for warm in (False, True):
+        calls.clear()
+        _, warmup, timed = policy.plan(lambda: calls.append(1), lambda: None, warm=warm)
+        assert len(calls) == len(timed) + (0 if warm else 1), warm
+        assert warmup == policy.max_rounds - len(calls), warm      # the 1e6 ms floor asks for max_rounds calls
+
+
 def test_a_call_too_slow_for_the_precision_target_is_timed_once_in_the_pilot():
     """RoundPolicy.plan: when the time cap leaves the precision target no rounds above the ``rounds`` floor
     (one call >= max_time_ms / rounds), the pilot's spread is of no use and one timed call ends it; with

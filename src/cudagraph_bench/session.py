@@ -76,6 +76,7 @@ class Session:
         self._models = {}
         self._generated = {}
         self._fp64_logits = {}
+        self._static_eager = {}
         #: ``(model, dtype, seq_len)`` -> its kernel count and busy time, profiled once per session
         #: (:class:`ProfiledCases` of every module share it).
         self.profiled: dict = {}
@@ -132,14 +133,41 @@ class Session:
             del self._models[victim]
             self.release()
 
-    def generate_tokens(self, model_name: str, dtype: str, input_ids, new_tokens: int):
+    def generate_tokens(self, model_name: str, dtype: str, input_ids, new_tokens: int, *, share_up_to: int = 0):
         """HF ``generate(do_sample=False)`` after ``input_ids`` ``[1, L]``: its tokens ``[1, new_tokens]`` int64
-        and per-step logits (``new_tokens`` tensors ``[1, vocab]``), computed once per (model, dtype, prompt,
-        new tokens): the reference of the decode checks."""
-        key = (model_name, dtype, tuple(input_ids.flatten().tolist()), new_tokens)
-        if key not in self._generated:
-            self._generated[key] = generate_reference(self.model(model_name, dtype), input_ids, new_tokens)
-        return self._generated[key]
+        and per-step logits (``new_tokens`` tensors ``[1, vocab]``): the reference of the decode checks.
+
+        One greedy request per (model, dtype, prompt), of ``new_tokens`` or, when more, of ``share_up_to`` new
+        tokens as far as the model's positions allow (e.g. the most of ``--new-tokens``): a request for fewer
+        tokens is its prefix (greedy steps do not depend on how many follow), so the 64- and 128-token
+        benchmarks of a prompt share one reference."""
+        key = (model_name, dtype, tuple(input_ids.flatten().tolist()))
+        room = self.position_limit(model_name) - input_ids.shape[1]     # new tokens that fit the positions
+        longest = max(new_tokens, min(share_up_to, room))
+        if key not in self._generated or self._generated[key][0].shape[1] < new_tokens:
+            self._generated[key] = generate_reference(self.model(model_name, dtype), input_ids, longest)
+        tokens, logits = self._generated[key]
+        return tokens[:, :new_tokens], logits[:new_tokens]
+
+    def static_eager_decode(self, model_name: str, dtype: str, input_ids, new_tokens: int, max_cache_len: int,
+                            decoder=None):
+        """Tokens ``[1, new_tokens]`` int64 and per-step logits (``new_tokens`` tensors ``[1, vocab]``) of the
+        eager static-cache loop (:class:`~cudagraph_bench.capture.decode.GreedyDecoder` without graphs, cache of
+        ``max_cache_len`` tokens) after ``input_ids`` ``[1, L]``, computed once per (model, dtype, prompt, new
+        tokens, cache length): by ``decoder`` (such an eager decoder) when given, else by a fresh one. The
+        reference of the graphed decoders' exact check, and the static-eager benchmark's own checked request."""
+        from cudagraph_bench.capture.decode import GreedyDecoder
+
+        key = (model_name, dtype, tuple(input_ids.flatten().tolist()), new_tokens, max_cache_len)
+        if key not in self._static_eager:
+            own = decoder is None
+            decoder = decoder or GreedyDecoder(self.model(model_name, dtype), max_cache_len, use_graph=False)
+            try:
+                self._static_eager[key] = decoder.generate(input_ids, new_tokens, return_logits=True)
+            finally:
+                if own:
+                    decoder.close()
+        return self._static_eager[key]
 
     def fp64_decode_logits(self, model_name: str, dtype: str, input_ids, tokens):
         """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of the session's model: ``[n, vocab]``
@@ -351,12 +379,13 @@ def round_policy(cgb: Session, *, rounds: int | None = None, warmup: int | None 
                                  warmup_rounds=settings.warmup_rounds if warmup is None else warmup)
 
 
-def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, policy=None):
+def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict, policy=None, warm: bool = False):
     """Time ``fn`` with ``benchmark.pedantic``: every call ends with a synchronize (wall time includes the
     GPU work) and CUDA-event ms of each measured round go to ``extra_info["cuda_event_ms"]``.
 
     Rounds (``policy``, default :func:`round_policy` of the session's options): a pilot of a few calls
-    (:func:`~cudagraph_bench.measure.timing.pilot_call_ms`) plans them
+    (:func:`~cudagraph_bench.measure.timing.pilot_call_ms`; ``warm``: without its untimed cold call, for an
+    ``fn`` the test has just run on the same inputs) plans them
     (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`): at least ``--rounds`` measured rounds, more
     until the median's 95% interval is expected within ``--precision-pct`` but for at most ``--max-time-ms``
     of calls, enough for ``--min-time-ms``, at most ``--max-rounds``; warmup rounds at least
@@ -383,7 +412,7 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     benchmark.extra_info.update(extra_info)
     before = read_gpu_state()
     with torch.inference_mode():
-        rounds, warmup, pilot = policy.plan(fn, torch.cuda.synchronize)
+        rounds, warmup, pilot = policy.plan(fn, torch.cuda.synchronize, warm=warm)
         timer = CallTimer(fn, capacity=rounds + warmup)
         benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
     after = read_gpu_state()

@@ -125,9 +125,10 @@ MAD_TO_SIGMA = 1.482602218505602
 
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
                   budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS,
-                  spread_useless_ms: float | None = None) -> list[float]:
+                  spread_useless_ms: float | None = None, cold_call: bool = True) -> list[float]:
     """Wall ms of the pilot calls of ``fn`` (each followed by ``sync``, e.g. ``torch.cuda.synchronize``):
-    one cold call untimed, then up to ``calls`` timed calls, stopping early once they took ``budget_ms`` in
+    one cold call untimed (``cold_call=False``: none, for a ``fn`` the caller has just run, e.g. a decode
+    request whose tokens were checked), then up to ``calls`` timed calls, stopping early once they took ``budget_ms`` in
     all and there were at least ``min_calls`` of them (``min_calls=1``: a slow call is not repeated), or
     as soon as one timed call took at least ``spread_useless_ms`` (a call that slow gets no rounds for the
     precision target, so its spread need not be known: :meth:`RoundPolicy.plan`). These calls are extra
@@ -137,8 +138,9 @@ def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = No
         the timed calls' wall ms, in call order (at least one).
     """
     sync = sync or (lambda: None)
-    fn()
-    sync()
+    if cold_call:
+        fn()
+        sync()
     times: list[float] = []
     for _ in range(max(1, calls)):
         t0 = time.perf_counter()
@@ -242,9 +244,11 @@ class RoundPolicy:
     max_rounds: int
     max_time_ms: float
 
-    def plan(self, fn: Callable[[], object], sync: Callable[[], None]) -> tuple[int, int, list[float]]:
+    def plan(self, fn: Callable[[], object], sync: Callable[[], None], *,
+             warm: bool = False) -> tuple[int, int, list[float]]:
         """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
         calls count towards the ``warmup_ms`` floor (never towards the ``warmup`` rounds asked for).
+        ``warm``: the caller has just run ``fn`` (same inputs), so the pilot makes no untimed cold call.
 
         The pilot stops after one timed call when that call is so slow that the precision target could add
         no rounds: at least ``max_time_ms / rounds`` ms (the time cap then allows no more than the ``rounds``
@@ -253,9 +257,10 @@ class RoundPolicy:
         target = self.precision_pct > 0
         useless = self.max_time_ms / max(1, self.rounds) if target and self.max_time_ms > 0 else None
         pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms),
-                              min_calls=PILOT_MIN_CALLS if target else 1, spread_useless_ms=useless)
+                              min_calls=PILOT_MIN_CALLS if target else 1, spread_useless_ms=useless,
+                              cold_call=not warm)
         rounds, warmup = plan_rounds(float(min(pilot)), rounds=self.rounds, warmup=self.warmup,
                                      warmup_ms=self.warmup_ms, min_time_ms=self.min_time_ms,
                                      max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct,
                                      max_time_ms=self.max_time_ms)
-        return rounds, max(self.warmup, warmup - len(pilot) - 1), pilot
+        return rounds, max(self.warmup, warmup - len(pilot) - (0 if warm else 1)), pilot
