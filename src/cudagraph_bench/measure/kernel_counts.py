@@ -13,6 +13,12 @@ cases to ``python -m cudagraph_bench.measure.kernel_counts --worker``, which spe
 :func:`~cudagraph_bench.measure.isolation.run_isolated`: a worker that crashes or hangs fails the case in flight
 (its reason names the exit code or signal and the last stderr lines) and a fresh worker counts the rest.
 
+A worker profiles the forwards of one case in a single profiler window that records CUDA activity only, a
+marker kernel after each forward telling them apart (:func:`~cudagraph_bench.measure.roofline.profile_forward`,
+:func:`~cudagraph_bench.measure.roofline.split_at_markers`): a profiler schedule that stopped and restarted
+the trace for every forward and post-processed every CPU event in Python took most of the suite's
+profiling time. A marker the profiler dropped fails the case (phase ``count``) with that reason.
+
 The pytest suite records each case's fields (:meth:`KernelCount.eager_fields`: ``n_kernels``,
 ``gpu_busy_ms``; ``perf_tests/test_kernel_counts.py``) in the session's ledger; the plugin writes them
 into the matching eager forward benchmark's ``extra_info`` and into the benchmark JSON's

@@ -31,7 +31,11 @@ percentage of peak says how close a variant comes to moving only what a token ne
 
 **GPU busy time** (:func:`profile_forward`, :func:`kernel_busy_ms`): the sum of the device durations of
 the kernels one call launches, per profiled call; the kernel-count worker
-(:mod:`cudagraph_bench.measure.kernel_counts`) records the median over a few eager forwards.
+(:mod:`cudagraph_bench.measure.kernel_counts`) records the median over a few eager forwards. All the
+profiled calls share one profiler window that records CUDA activity only, and a marker kernel after each
+call tells the calls apart (:func:`split_at_markers`): a ``torch.profiler`` schedule of one warm-up and one
+active call per repeat, with CPU activity too, stopped and restarted the trace every cycle and post-processed
+every CPU event in Python, which cost several times the forwards themselves.
 
 ``python -m cudagraph_bench.measure.roofline`` prints the GPU's raw NVML values and the peak, and the bytes
 per token of one decode request of a preset (built on the meta device: no GPU, no weights).
@@ -39,6 +43,7 @@ per token of one decode request of a preset (built on the meta device: no GPU, n
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
 from typing import Callable, Iterable
@@ -48,6 +53,12 @@ from cudagraph_bench.results.roofline import choose_peak
 
 #: Profiled calls whose busy times the kernel-count worker takes the median of.
 DEFAULT_BUSY_REPEATS = 5
+#: Clock cycles of the marker kernel that :func:`profile_forward` launches after each profiled call
+#: (``torch.cuda._sleep``: one one-thread kernel spinning this long, under a microsecond).
+MARKER_CYCLES = 1000
+#: The name of that marker kernel: ATen's ``spin_kernel`` (``aten/src/ATen/cuda/Sleep.cu``), demangled
+#: (``at::cuda::(anonymous namespace)::spin_kernel(long)``) or mangled (``..._111spin_kernelEl``).
+_MARKER_NAME = re.compile(r"(?:^|::|\d)spin_kernel(?:\(|E|$)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -215,57 +226,112 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
 # GPU busy time (torch.profiler)
 
 
+def _is_kernel(e) -> bool:
+    """Whether a profiler ``FunctionEvent``-like object is a device kernel
+    (:func:`~cudagraph_bench.measure.launch.is_kernel_event`)."""
+    from cudagraph_bench.measure.launch import is_kernel_event
+
+    return is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
+                           name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False)))
+
+
 def kernel_busy_ms(events: Iterable) -> float:
     """Sum of the device durations (ms) of the kernel events (:func:`~cudagraph_bench.measure.launch.is_kernel_event`)
     among profiler ``FunctionEvent``-like objects (``device_type``, ``name``, ``time_range.elapsed_us()``,
     optional ``activity_type``/``is_user_annotation``). Kernels of one stream run one after another, so
     the sum is the time the GPU was busy with them."""
-    from cudagraph_bench.measure.launch import is_kernel_event
+    return sum(e.time_range.elapsed_us() for e in events if _is_kernel(e)) / 1e3
 
-    return sum(e.time_range.elapsed_us() for e in events
-               if is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
-                                  name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False)))) / 1e3
+
+def is_marker_kernel(name: str) -> bool:
+    """Whether a kernel name is the marker :func:`profile_forward` launches between calls (ATen's
+    ``spin_kernel`` of ``torch.cuda._sleep``, demangled or mangled)."""
+    return _MARKER_NAME.search(name) is not None
+
+
+def split_at_markers(events: Iterable, *, repeats: int) -> list[tuple[int, float]]:
+    """``(kernels, busy ms)`` of each of ``repeats`` calls profiled in one window, told apart by markers.
+
+    ``events``: profiler ``FunctionEvent``-like objects in any order (``device_type``, ``name``,
+    ``time_range.start`` and ``time_range.elapsed_us()`` in µs, optional ``activity_type`` /
+    ``is_user_annotation``) of a window that ran ``call, marker`` ``1 + repeats`` times, each followed by
+    a device synchronize, so no kernel of one call overlaps the marker. The kernel events
+    (:func:`~cudagraph_bench.measure.launch.is_kernel_event`: memcpy, memset, annotations and sync
+    records never count) are sorted by start time and cut at each marker kernel (:func:`is_marker_kernel`);
+    the group before the first marker is the warm-up call, which kineto may have recorded only in part
+    (it can drop device records at the start of a trace), and is dropped. Marker kernels are never counted.
+
+    Returns:
+        ``[(n_kernels, busy_ms)] * repeats`` in call order: the kernels between two markers and the sum of
+        their durations in ms (:func:`kernel_busy_ms`); ``(0, 0.0)`` each when the window holds no kernel
+        at all, markers included (CUPTI unavailable).
+
+    Raises:
+        RuntimeError: some kernels but not ``repeats + 1`` markers (kineto dropped device records), or
+            kernels after the last marker.
+        ValueError: ``repeats < 1``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    kernels = sorted((e for e in events if _is_kernel(e)), key=lambda e: e.time_range.start)
+    if not kernels:      # no device record at all (CUPTI unavailable): zero kernels, as count_kernel_launches says
+        return [(0, 0.0)] * repeats
+    groups: list[list] = [[]]
+    for e in kernels:
+        if is_marker_kernel(e.name):
+            groups.append([])
+        else:
+            groups[-1].append(e)
+    markers = len(groups) - 1
+    if markers != repeats + 1:
+        raise RuntimeError(f"the profiler recorded {markers} of the {repeats + 1} marker kernels (spin_kernel) "
+                           f"that separate the profiled calls: it dropped device records; profile again")
+    if groups[-1]:
+        raise RuntimeError(f"the profiler recorded {len(groups[-1])} kernels after the last marker kernel: "
+                           "another thread or stream launched kernels while the forward was profiled")
+    return [(len(g), kernel_busy_ms(g)) for g in groups[1:-1]]
 
 
 def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REPEATS,
                     warmup: int = 1) -> list[tuple[int, float]]:
     """``(kernels, busy ms)`` of each of ``repeats`` profiled calls of ``fn`` on the GPU.
 
-    ``fn`` runs ``warmup`` times unprofiled, then under ``torch.profiler.profile(activities=[CPU, CUDA],
-    schedule=schedule(wait=0, warmup=1, active=1, repeat=repeats))``: in every cycle one call warms up
-    CUPTI (kineto may drop device records at the start of a trace) and the next is recorded; each call
-    ends with ``torch.cuda.synchronize()``. Kernels are counted by
-    :func:`~cudagraph_bench.measure.launch.count_kernel_events` and timed by :func:`kernel_busy_ms`.
+    ``fn`` runs ``warmup`` times unprofiled (and one marker kernel), then ``1 + repeats`` times in one
+    ``torch.profiler.profile(activities=[CUDA])`` window: the first call warms up CUPTI (kineto may drop
+    device records at the start of a trace) and is not reported. Each call is followed by
+    ``torch.cuda.synchronize()``, one marker kernel (``torch.cuda._sleep(MARKER_CYCLES)``) and another
+    synchronize; :func:`split_at_markers` attributes the kernels to the calls, counted as
+    :func:`~cudagraph_bench.measure.launch.count_kernel_events` counts them and timed by
+    :func:`kernel_busy_ms`. One window (no trace stopped and restarted per call, as a schedule of one
+    warm-up and one active call per repeat did) and no CPU events to post-process make it several times
+    cheaper, and each call's count equals that of a window of its own
+    (:func:`~cudagraph_bench.measure.launch.count_kernel_launches`; ``perf_tests/test_kernel_counts.py``).
     Profiling can leave CUPTI attached to the process (pytorch/pytorch#144455): call it after timing or
     in a worker process.
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
         ValueError: ``repeats < 1`` or ``warmup < 0``.
+        RuntimeError: the profiler dropped a marker kernel (:func:`split_at_markers`).
     """
-    from cudagraph_bench.measure.launch import _require_cuda, count_kernel_events
+    from cudagraph_bench.measure.launch import _require_cuda
 
     torch = _require_cuda()
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity, profile
 
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
     for _ in range(warmup):
         fn()
+    torch.cuda._sleep(MARKER_CYCLES)       # loads the marker's module (lazy loading) before the window
     torch.cuda.synchronize()
-    found: list[tuple[int, float]] = []
-
-    def ready(prof) -> None:
-        events = prof.events()
-        found.append((count_kernel_events(events), kernel_busy_ms(events)))
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], on_trace_ready=ready,
-                 schedule=schedule(wait=0, warmup=1, active=1, repeat=repeats)) as prof:
-        for _ in range(2 * repeats):
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(1 + repeats):
             fn()
             torch.cuda.synchronize()
-            prof.step()
-    return found
+            torch.cuda._sleep(MARKER_CYCLES)
+            torch.cuda.synchronize()
+    return split_at_markers(prof.events(), repeats=repeats)
 
 
 # --------------------------------------------------------------------------------------------------
