@@ -7,7 +7,8 @@
 #   VENV         virtual environment folder (default .venv)
 #   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
 #   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json; removed first,
-#                and not written when every benchmark was skipped)
+#                and not written when every benchmark was skipped and no kernel count or failed case was
+#                recorded, as without a GPU)
 #   GATE_ARGS    extra `cudagraph-bench gate` arguments for `make gpu-gate`, e.g. "--markdown out/gate.md"
 #   CONFIRM      reruns that must confirm a regression the gate finds in the run (default 4; 0: none)
 PYTHON ?= python3

@@ -209,3 +209,69 @@ def test_shard_durations_without_durations_is_a_usage_error(suite, tmp_path):
     result = run(suite, "--shard=1/2", f"--shard-durations={write(DOC, tmp_path / 'old.json')}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "records no test durations (cudagraph_bench.test_durations_s)" in result.stderr.str()
+
+
+#: Forward profiles (the suite's profiling group: one worker) and the eager benchmarks of the same cases (their
+#: module's group: the other worker). A case's stand-in kernel count is a function of the case.
+PROFILES_AND_EAGER = """
+import pytest
+from cudagraph_bench.session import FORWARD_PROFILES_GROUP
+
+CASES = [("m1", "float32", 16), ("m1", "float32", 50)]
+
+@pytest.mark.xdist_group(FORWARD_PROFILES_GROUP)
+@pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_profile(benchmark, cgb, case):
+    cgb.ledger.kernel_counts[case] = {"n_kernels": 3 * case[2] + 1}
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_eager(benchmark, case):
+    model, dtype, seq_len = case
+    benchmark.extra_info.update(suite="forward", model=model, dtype=dtype, seq_len=seq_len, variant="eager")
+    benchmark.pedantic(sum, args=(range(100),), rounds=3)
+"""
+PROFILED_SEQ_LENS = (16, 50)
+
+
+def stand_in_count(seq_len: int) -> int:
+    return 3 * seq_len + 1
+
+
+@pytest.fixture
+def profiles_and_eager(pytester, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    pytester.makepyfile(test_profiles_and_eager=PROFILES_AND_EAGER)
+    return pytester
+
+
+@two_cpus
+@simulated_gpus
+def test_counts_profiled_in_one_worker_reach_the_eager_benchmarks_of_the_other(profiles_and_eager, tmp_path):
+    """Each worker sends its document, benchmarks or none; the controller's merge writes the profiling
+    worker's kernel counts into the eager benchmarks that the other worker measured."""
+    out = tmp_path / "run.json"
+    result = run(profiles_and_eager, "-n", "2", "--dist", "loadgroup", "--gpu-workers", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=2 * len(PROFILED_SEQ_LENS))
+    doc = json.loads(out.read_text())
+    n = len(PROFILED_SEQ_LENS)
+    assert sorted((w["benchmarks"], w["tests"]) for w in doc["machine_info"]["workers"]) == [(0, n), (n, n)]
+    assert {b["extra_info"]["seq_len"]: b["extra_info"]["n_kernels"] for b in doc["benchmarks"]} == \
+        {s: stand_in_count(s) for s in PROFILED_SEQ_LENS}
+
+
+@two_cpus
+@simulated_gpus
+def test_workers_that_only_profiled_still_write_the_json_with_their_shard(profiles_and_eager, tmp_path):
+    from cudagraph_bench.results.merge import recorded_shard
+
+    out = tmp_path / "run.json"
+    result = run(profiles_and_eager, "-n", "2", "--dist", "loadgroup", "--gpu-workers", "-k", "not test_eager",
+                 "--shard=1/1", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=len(PROFILED_SEQ_LENS))
+    doc = json.loads(out.read_text())
+    assert doc["benchmarks"] == [] and len(doc["machine_info"]["workers"]) == 2
+    assert [(k["seq_len"], k["n_kernels"]) for k in doc["cudagraph_bench"]["kernel_counts"]] == \
+        [(s, stand_in_count(s)) for s in PROFILED_SEQ_LENS]
+    assert recorded_shard(doc) == (1, 1)
+    assert "Not saving anything" not in result.stdout.str() + result.stderr.str()

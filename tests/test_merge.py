@@ -215,7 +215,7 @@ def test_a_kernel_count_profiled_in_another_part_reaches_its_eager_benchmark():
 
 
 def test_a_missing_shard_is_named_in_a_warning(tmp_path, capsys):
-    """Shards 1/3 and 2/3 without 3/3 (a failed CI job, or a shard that ran no benchmark and so wrote no file)
+    """Shards 1/3 and 2/3 without 3/3 (a failed CI job, or a shard that ran no benchmark and recorded nothing)
     merge, but the command says which shard the merged run lacks."""
     first, second = split(DOC)
     for part, k in ((first, 1), (second, 2)):

@@ -22,7 +22,10 @@
   (``pytest_testnodedown``); the controller merges them (:func:`cudagraph_bench.results.merge.merge_runs`)
   into ``--benchmark-json`` (atomically), with its own ``machine_info`` plus ``machine_info["workers"]``
   (worker, GPU, CPUs, tests, benchmarks, wall seconds), saves it for ``--benchmark-save`` /
-  ``--benchmark-autosave``, and shows pytest-benchmark's table of all of them.
+  ``--benchmark-autosave``, and shows pytest-benchmark's table of all of them. Every worker sends its
+  document, benchmarks or none, so kernel counts profiled in one worker reach the eager benchmarks of
+  another; a session whose workers ran no benchmark but recorded kernel counts or failed cases still gets
+  its ``--benchmark-json`` (as :func:`cudagraph_bench.plugin.write_records_only_json` in one process).
 """
 
 from __future__ import annotations
@@ -338,20 +341,11 @@ def pytest_sessionfinish(session, exitstatus):
         _merge_results(session, plan)
 
 
-def _pytest_benchmark_document(config, benchmarks, machine_info) -> dict:
-    """What pytest-benchmark writes for ``--benchmark-json`` (its hooks, this plugin's included)."""
-    commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
-    config.hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
-    doc = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
-                                                     machine_info=machine_info, commit_info=commit_info)
-    config.hook.pytest_benchmark_update_json(config=config, benchmarks=benchmarks, output_json=doc)
-    return doc
-
-
 def _send_results(config) -> None:
     from pytest_benchmark.utils import safe_dumps
 
     from cudagraph_bench.envinfo import cpu_affinity
+    from cudagraph_bench.plugin import benchmark_document
     from cudagraph_bench.results.shards import base_nodeid
     from cudagraph_bench.sharding import session_state
 
@@ -366,7 +360,7 @@ def _send_results(config) -> None:
         info["device_count"] = torch.cuda.device_count()
         uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
         info["gpu_uuid"] = f"GPU-{uuid}" if uuid is not None else None   # as nvidia-smi -L names it
-    doc = _pytest_benchmark_document(config, bs.benchmarks, bs.get_machine_info())
+    doc = benchmark_document(config, bs.benchmarks, bs.get_machine_info())
     for bench in doc["benchmarks"]:   # the node id as a run without xdist names it (no @group suffix)
         bench["fullname"] = base_nodeid(bench["fullname"])
     config.workeroutput[INFO_KEY] = info
@@ -376,36 +370,47 @@ def _send_results(config) -> None:
 def _merge_results(session, plan: GpuPlan) -> None:
     """Controller: merge the workers' documents into ``--benchmark-json`` and the saved run, and give
     pytest-benchmark the merged benchmarks to show. A merge that is refused (workers on different GPU
-    models) is a usage error of the session."""
+    models) is a usage error of the session. When no worker ran a benchmark but one recorded kernel counts or
+    failed cases (the session of a ``--shard K/N`` that held only the profiling tests), ``--benchmark-json``
+    still gets the merged records, as :func:`cudagraph_bench.plugin.write_records_only_json` writes them in a
+    session without workers; nothing is saved to the storage then."""
     from pytest_benchmark.utils import safe_dumps
 
     from cudagraph_bench.errors import UsageError
     from cudagraph_bench.fsio import write_text_atomic
+    from cudagraph_bench.plugin import benchmark_document, json_path, records_note
     from cudagraph_bench.results.merge import merge_runs
+    from cudagraph_bench.results.record import records_without_benchmarks
 
     config = session.config
     bs = config._benchmarksession
     parts = [(f"worker {p['info'].get('worker')}", p["doc"]) for p in plan.parts if p["doc"] is not None]
     parts.sort(key=lambda part: part[0])
     entries = sorted((p["info"] for p in plan.parts), key=lambda info: str(info.get("worker")))
-    if not any(doc.get("benchmarks") for _, doc in parts):
+    measured = any(doc.get("benchmarks") for _, doc in parts)
+    recorded = any(records_without_benchmarks(doc.get("cudagraph_bench")) for _, doc in parts)
+    if not measured and not (recorded and bs.json):
         if bs.json or bs.save or bs.autosave:
             bs.logger.warning("Not saving anything, no benchmarks have been run in the --gpu-workers workers!")
         return
     try:
-        merged = merge_runs(parts, envelope=_pytest_benchmark_document(config, [], bs.get_machine_info()),
+        merged = merge_runs(parts, envelope=benchmark_document(config, [], bs.get_machine_info()),
                             entries_key="workers", entries=entries)
     except UsageError as exc:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         bs.logger.warning(f"--gpu-workers: the workers' results were not merged: {exc}")
         return
     if bs.json:
-        path = bs.json
-        if hasattr(path, "write"):   # pytest-benchmark < 5.3 opens the file itself (argparse.FileType)
-            path.close()
-            path = path.name
+        path = json_path(bs)
         write_text_atomic(path, safe_dumps(merged, ensure_ascii=True, indent=4))
-        bs.logger.info(f"Wrote benchmark data of {len(entries)} --gpu-workers workers in: {path}", purple=True)
+        what = (f"benchmark data of {len(entries)} --gpu-workers workers" if measured else
+                f"no benchmark but the {records_note(records_without_benchmarks(merged.get('cudagraph_bench')))} "
+                f"of {len(entries)} --gpu-workers workers")
+        bs.logger.info(f"Wrote {what} in: {path}", purple=True)
+    if not measured:
+        if bs.save or bs.autosave:
+            bs.logger.warning("Not saving anything, no benchmarks have been run in the --gpu-workers workers!")
+        return
     if bs.save or bs.autosave:
         saved = json.loads(json.dumps(merged))
         if not bs.save_data:

@@ -33,6 +33,9 @@
   per-case memory ledger that checks graph pools are released (reported at the end and stored in
   the JSON under ``"cudagraph_bench"``), and the cases that failed with their reasons
   (``Session.record_failure``, stored there under ``"failures"`` as ``cudagraph-bench run`` stores its own);
+- a session that ran no benchmark but recorded kernel counts or failed cases (a ``--shard K/N`` of only the
+  profiling tests) still writes ``--benchmark-json``, with an empty ``benchmarks`` list
+  (:func:`write_records_only_json`): pytest-benchmark writes nothing when no benchmark ran;
 - parametrization from the options, with plain values so that pytest-benchmark's JSON ``params`` are
   plain JSON (``{"model": "gpt2", "dtype": "float32", "seq_len": 16, "variant": "graph"}``, test id
   ``gpt2-float32-L16-graph``): the tests ask for a case fixture, whose arguments
@@ -205,6 +208,80 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     output_json["cudagraph_bench"] = summary = ledger.summary()
     # profiled in worker processes (kernel_counts.py)
     attach_kernel_counts(output_json.get("benchmarks", []), summary["kernel_counts"])
+
+
+def benchmark_document(config, benchmarks, machine_info) -> dict:
+    """What pytest-benchmark writes for ``--benchmark-json``, made through its hooks (its own
+    ``commit_info``, ``pytest_benchmark_generate_json`` with ``datetime`` and ``version``, and every
+    ``pytest_benchmark_update_json``: this plugin's ``cudagraph_bench`` section, the shard and durations of
+    :mod:`cudagraph_bench.sharding`). ``benchmarks``: pytest-benchmark's fixtures (``[]`` for none);
+    ``machine_info``: ``BenchmarkSession.get_machine_info()``."""
+    commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    config.hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
+    doc = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
+                                                     machine_info=machine_info, commit_info=commit_info)
+    config.hook.pytest_benchmark_update_json(config=config, benchmarks=benchmarks, output_json=doc)
+    return doc
+
+
+def json_path(bs) -> str | None:
+    """``--benchmark-json``'s path from pytest-benchmark's session ``bs`` (pytest-benchmark < 5.3 opens the
+    file itself, as ``argparse.FileType``: it is closed here and its name returned); None when not given."""
+    path = bs.json
+    if hasattr(path, "write"):
+        path.close()
+        path = path.name
+    return str(path) if path else None
+
+
+def records_note(records: dict[str, int]) -> str:
+    """``{"kernel_counts": 38}`` as ``"38 kernel count(s)"`` (the counts of
+    :func:`~cudagraph_bench.results.record.records_without_benchmarks`)."""
+    names = {"kernel_counts": "kernel count(s)", "failures": "failed or skipped case(s)"}
+    return " and ".join(f"{n} {names.get(key, key)}" for key, n in records.items())
+
+
+def write_records_only_json(config) -> str | None:
+    """``--benchmark-json PATH`` of a session that ran no benchmark but recorded kernel counts or failed
+    cases (:func:`~cudagraph_bench.results.record.records_without_benchmarks` of the ledger's summary), e.g.
+    a ``--shard K/N`` that held only the profiling tests: pytest-benchmark writes no file when no benchmark
+    ran ("Not saving anything"), and ``cudagraph-bench merge`` would lose that shard's kernel counts.
+
+    PATH is written atomically (:func:`cudagraph_bench.fsio.write_text_atomic`) as pytest-benchmark writes it
+    (:func:`benchmark_document`: its ``machine_info``, ``commit_info``, ``datetime``, ``version``, an
+    empty ``benchmarks`` list and the ``cudagraph_bench`` section with the shard), then taken off
+    pytest-benchmark's session so that it does not warn that nothing was saved. Nothing is written with
+    nothing recorded (every benchmark skipped, as on a machine without CUDA: no file, as before), in an
+    xdist worker (the ``--gpu-workers`` controller writes the workers' records,
+    :mod:`cudagraph_bench.gpu_workers`), or for ``--benchmark-save``/``--benchmark-autosave``: a saved run
+    without benchmarks would be pytest-benchmark's latest run to ``--benchmark-compare`` against.
+
+    Returns the path written, else None."""
+    bs = getattr(config, "_benchmarksession", None)
+    ledger = getattr(config, "_cgb_ledger", None)
+    if bs is None or ledger is None or not bs.json or bs.benchmarks or hasattr(config, "workerinput"):
+        return None
+    from pytest_benchmark.utils import safe_dumps
+
+    from cudagraph_bench.fsio import write_text_atomic
+    from cudagraph_bench.results.record import records_without_benchmarks
+
+    records = records_without_benchmarks(ledger.summary())
+    if not records:
+        return None
+    doc = benchmark_document(config, [], bs.get_machine_info())
+    path = json_path(bs)
+    write_text_atomic(path, safe_dumps(doc, ensure_ascii=True, indent=4))
+    bs.json = None
+    bs.logger.info(f"No benchmark ran; wrote the session's {records_note(records)} in: {path}", purple=True)
+    return path
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Before pytest-benchmark saves (its own wrapper, inside this one): :func:`write_records_only_json`."""
+    write_records_only_json(session.config)
+    return (yield)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -16,7 +16,8 @@ from cudagraph_bench.results.runfile import distinct_runs, load_run
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench merge -o OUT RUN...``."""
     parser.add_argument("runs", nargs="+", metavar="RUN",
-                        help="the runs of the shards: pytest-benchmark JSON paths or saved-run ids")
+                        help="the runs of the shards: pytest-benchmark JSON paths or saved-run ids (a shard that "
+                             "ran no benchmark but recorded kernel counts or failed cases is a run too)")
     parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
                         help="the merged pytest-benchmark JSON (written atomically; never one of the RUNs)")
     add_storage_option(parser)
@@ -27,15 +28,16 @@ def main(args: argparse.Namespace) -> int:
     is missing); bad input, shards of two splits or one shard twice raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     check_output_file(args.output, "-o", "merged.json")
-    runs = distinct_runs([load_run(r, args.storage) for r in args.runs], "merge")
+    # a shard that ran only the profiling tests holds kernel counts and no benchmark: merged like the others
+    runs = distinct_runs([load_run(r, args.storage, records_only=True) for r in args.runs], "merge")
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
     parts = [(str(r.path), r.data) for r in runs]
     missing = check_shards(parts)
     merged = merge_runs(parts)
     if missing:
         what = f"shards {', '.join(missing)} are" if len(missing) > 1 else f"shard {missing[0]} is"
-        print(f"warning: {what} missing: the merged run lacks their tests (a failed job, or a shard without "
-              "benchmarks, for which pytest-benchmark writes no --benchmark-json)", file=sys.stderr)
+        print(f"warning: {what} missing: the merged run lacks their tests (a failed job, or a shard that ran no "
+              "benchmark and recorded no kernel count or failure, so wrote no --benchmark-json)", file=sys.stderr)
     commits = commits_of(parts)
     if len(commits) > 1:
         print(f"warning: the runs measured {len(commits)} commits ({', '.join(c[:12] for c in commits)}); the "

@@ -17,6 +17,10 @@ The merged document is what pytest-benchmark itself writes (``machine_info``, ``
   each part's own figures and shard under ``cudagraph_bench["parts"]``;
 - ``datetime``: the envelope's, else the newest input's (``report --newest-wins`` orders runs by it).
 
+A part may hold no benchmark: the run of a shard (or worker) that ran only the profiling tests records its
+kernel counts, which reach the eager benchmarks of the other parts
+(:func:`~cudagraph_bench.results.record.attach_kernel_counts`), and its shard like any other.
+
 Runs of different GPU models are refused: a merged run is gated against one GPU's baseline.
 """
 
@@ -182,7 +186,8 @@ def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
 def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
     """Check that the sharded ``parts`` are shards of one ``--shard K/N`` split: raises :class:`UsageError`
     when two parts ran different N or the same K. Returns the shards ``"K/N"`` missing from the parts (a
-    failed CI job, or a shard without benchmarks: pytest-benchmark writes no ``--benchmark-json`` then)."""
+    failed CI job, or a shard that ran no benchmark and recorded nothing: no ``--benchmark-json`` is written
+    then; one that recorded kernel counts or failed cases writes its run, with its shard, all the same)."""
     seen: dict[tuple[int, int], str] = {}
     for source, doc in parts:
         shard = recorded_shard(doc)

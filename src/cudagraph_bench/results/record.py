@@ -318,6 +318,21 @@ def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> N
                 info.setdefault(name, value)
 
 
+#: The lists of a run's ``cudagraph_bench`` section that are worth a run file even when the run measured
+#: no benchmark: the forward profiles (kernel counts, GPU busy times) and the cases that failed or were skipped.
+RECORD_LISTS = ("kernel_counts", "failures")
+
+
+def records_without_benchmarks(section) -> dict[str, int]:
+    """``{list: entries}`` of the :data:`RECORD_LISTS` that a run's ``cudagraph_bench`` section (or the
+    plugin's ledger summary) holds, the empty ones left out: ``{}`` means nothing worth a file without
+    benchmarks. A session that ran only the profiling tests (e.g. one ``--shard K/N``) gives
+    ``{"kernel_counts": N}``."""
+    if not isinstance(section, dict):
+        return {}
+    return {key: len(section[key]) for key in RECORD_LISTS if isinstance(section.get(key), list) and section[key]}
+
+
 def decode_measurement(path, index: int, bench: dict, environment: Environment) -> Measurement:
     """The :class:`Measurement` of ``benchmarks[index]`` of the run at ``path`` (a validated entry:
     numeric ``stats``, per-round ``stats.data`` in seconds when kept). Raises InputFileError for a

@@ -32,7 +32,7 @@ from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAU
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import default_storage
 from cudagraph_bench.results.record import (Environment, FailedCase, Measurement, decode_environment, decode_failure,
-                                            decode_measurement)
+                                            decode_measurement, records_without_benchmarks)
 from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
@@ -132,11 +132,16 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
     raise InputFileError(f"unknown saved-run id {ref!r}: ids in {storage}/ are {shown}")
 
 
-def load_run(ref: str, storage: str | os.PathLike | None = None) -> Run:
+def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False) -> Run:
     """Load and validate a pytest-benchmark JSON run (path or saved-run id).
 
+    Args:
+        records_only: also accept a run without benchmarks whose ``cudagraph_bench`` section records kernel
+            counts or failed cases (:func:`~cudagraph_bench.results.record.records_without_benchmarks`): the
+            run of a shard that ran only the profiling tests, which ``merge`` joins to the others.
+
     Raises InputFileError (one line) when the file is missing, empty, truncated/invalid JSON, not
-    pytest-benchmark output, or holds no benchmarks.
+    pytest-benchmark output, or holds no benchmarks (and, with ``records_only``, no records either).
     """
     path = resolve_run_path(ref, storage)
     if path.is_dir():
@@ -160,18 +165,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None) -> Run:
             and isinstance(data.get("machine_info"), dict)):
         raise InputFileError(f"{path} is not pytest-benchmark output (needs 'machine_info' and a "
                              "'benchmarks' list): give a file written by pytest --benchmark-json")
-    if not data["benchmarks"]:
-        failures = (data.get("cudagraph_bench") or {}).get("failures") if isinstance(data.get("cudagraph_bench"),
-                                                                                     dict) else None
-        if isinstance(failures, list) and failures and isinstance(failures[0], dict):
-            f = failures[0]
-            first = (f"{f.get('model')} {f.get('dtype')} L={f.get('seq_len')} {f.get('variant')}: "
-                     f"{f.get('status')}: {f.get('reason')}")
-            raise InputFileError(f"{path} holds no measured benchmark: all {len(failures)} case(s) of this "
-                                 f"`cudagraph-bench run` failed or were skipped (first: {first}); see its "
-                                 "cudagraph_bench.failures and rerun")
-        raise InputFileError(f"{path} holds no benchmarks: did every benchmark skip (no CUDA GPU)? "
-                             "see why with pytest perf_tests --benchmark-only -rs")
+    if not data["benchmarks"] and not (records_only and records_without_benchmarks(data.get("cudagraph_bench"))):
+        raise _no_benchmarks_error(path, data.get("cudagraph_bench"))
     for key in ("commit_info", "cudagraph_bench"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise InputFileError(f"{path}: '{key}' must be an object, got {type(data[key]).__name__}: "
@@ -183,6 +178,35 @@ def load_run(ref: str, storage: str | os.PathLike | None = None) -> Run:
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
         _check_benchmark(path, i, bench, stats)
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _no_benchmarks_error(path: Path, section) -> InputFileError:
+    """The one-line error for a run without benchmarks, naming what it holds instead and what to do: a
+    ``cudagraph-bench run`` whose every case failed, a session that recorded only kernel counts or failed
+    cases (merge it with the runs that hold the benchmarks), or nothing (every benchmark skipped)."""
+    section = section if isinstance(section, dict) else {}
+    records = records_without_benchmarks(section)
+    failures = section.get("failures") if records.get("failures") else []
+    first = ""
+    if failures and isinstance(failures[0], dict):
+        f = failures[0]
+        first = (f" (first: {f.get('model')} {f.get('dtype')} L={f.get('seq_len')} {f.get('variant')}: "
+                 f"{f.get('status')}: {f.get('reason')})")
+    if section.get("tool") == "cudagraph-bench run" and failures:
+        return InputFileError(f"{path} holds no measured benchmark: all {len(failures)} case(s) of this "
+                              f"`cudagraph-bench run` failed or were skipped{first}; see its "
+                              "cudagraph_bench.failures and rerun")
+    if records:
+        held = []
+        if records.get("kernel_counts"):
+            held.append(f"the kernel counts of {records['kernel_counts']} forward case(s)")
+        if failures:
+            held.append(f"{len(failures)} case(s) that failed or were skipped{first}")
+        return InputFileError(f"{path} holds no benchmarks, only {' and '.join(held)} (a session that ran no "
+                              "benchmark, e.g. a --shard K/N of the profiling tests): merge it with the runs that "
+                              "hold the benchmarks first (cudagraph-bench merge -o merged.json RUN...)")
+    return InputFileError(f"{path} holds no benchmarks: did every benchmark skip (no CUDA GPU)? "
+                          "see why with pytest perf_tests --benchmark-only -rs")
 
 
 def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
