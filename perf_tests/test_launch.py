@@ -261,6 +261,7 @@ def test_graphed_forward_refuses_repointed_buffer_resize(graphed):
 _COUNT_SCRIPT = textwrap.dedent("""
     import json, sys, torch
     from cudagraph_bench.measure.launch import TinyKernelSequence, count_kernel_launches
+    from cudagraph_bench.measure.roofline import profile_forward
     N = int(sys.argv[1])
     x = torch.zeros(1, device="cuda")
     host = torch.ones(1024)                  # pageable host tensor: copy_ is a memcpy, not a kernel
@@ -276,6 +277,7 @@ _COUNT_SCRIPT = textwrap.dedent("""
         "eager": count_kernel_launches(eager),
         "eager_with_memcpy": count_kernel_launches(eager_with_memcpy),
         "graph_replay": count_kernel_launches(seq.replay),
+        "one_window": profile_forward(eager, repeats=3),    # [(kernels, busy ms)] per call, split at markers
     }))
 """)
 
@@ -298,3 +300,6 @@ def test_count_kernel_launches(record_property):
     assert counts["eager"] == n
     assert counts["eager_with_memcpy"] == n, "a memcpy is not a kernel launch"
     assert counts["graph_replay"] == n, "kernels replayed from a graph are still kernels"
+    # the forward profile's one window: each call's kernels counted like a window of its own, no marker counted
+    assert len(counts["one_window"]) == 3
+    assert all(k == n and busy_ms > 0 for k, busy_ms in counts["one_window"]), counts["one_window"]

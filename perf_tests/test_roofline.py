@@ -12,6 +12,9 @@ import statistics
 
 import pytest
 
+# BUSY_TIME_NOISE: how far a profiled busy time may exceed the replay median of a forward whose kernels alone
+# fill its replay (tinyllama-1.1b float32 at 128 tokens)
+from cudagraph_bench.measure.roofline import BUSY_TIME_NOISE
 from cudagraph_bench.session import FORWARD_PROFILES_GROUP
 
 pytestmark = pytest.mark.gpu
@@ -20,12 +23,6 @@ pytestmark = pytest.mark.gpu
 REPLAYS, REPLAY_WARMUP = 50, 5
 #: Whole decode requests timed per decode case.
 REQUESTS = 5
-#: How far a forward's profiled busy time may exceed its graph replay median: the busy time is profiled in a
-#: worker process after the timing, and kernel durations of the same forward move by a few percent between
-#: processes and GPU clock states, more where other processes share the GPU (``pytest -n``). A forward whose
-#: kernels alone fill the replay (tinyllama-1.1b float32 at 128 tokens) can then show a busy time a little above
-#: its replay; a byte or kernel counted twice would put it far above.
-BUSY_TIME_NOISE = 0.05
 
 
 def test_peak_memory_bandwidth_from_nvml_or_the_datasheet():

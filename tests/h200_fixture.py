@@ -25,6 +25,9 @@ COMMITTED_RUNS = {
     # the fused decode of two 1B Llamas, compile+graph with coordinate-descent tuning and a prefill graph
     "decode-fused-tuned-tinyllama": "decode/decode-fused-tuned-tinyllama-1.1b.json",
     "decode-fused-tuned-llama": "decode/decode-fused-tuned-llama-3.2-1b.json",
+    # the default suite on one GPU, forward profiles per call of a scheduled profiler, then in one window
+    "suite-one-gpu": "suite/default-suite-one-gpu.json",
+    "suite-one-gpu-one-window": "suite/default-suite-one-gpu-one-window-profiles.json",
 }
 
 

@@ -237,3 +237,21 @@ def test_a_lost_marker_fails_the_count_with_the_reason(monkeypatch):
     got = K.count_case(tiny_gpt2_spec(), ModelCache(), repeats=2)
     assert (got.status, got.phase, got.n_kernels) == ("failed", "count", None)
     assert got.reason.startswith("RuntimeError") and "recorded 2 of the 3 marker kernels" in got.reason
+
+
+def test_on_the_h200_one_window_counted_every_case_like_the_scheduled_profiler():
+    """The committed default-suite runs before and after the one-window profile: every forward case has the
+    same kernel count, and its GPU busy time moved by less than the roofline test's noise allowance."""
+    import json
+
+    from h200_fixture import committed_run
+
+    def counts(name):
+        doc = json.loads(committed_run(name).read_text())
+        return {(c["model"], c["dtype"], c["seq_len"]): c for c in doc["cudagraph_bench"]["kernel_counts"]}
+
+    scheduled, window = counts("suite-one-gpu"), counts("suite-one-gpu-one-window")
+    assert scheduled.keys() == window.keys() and scheduled
+    for key, before in scheduled.items():
+        assert window[key]["n_kernels"] == before["n_kernels"], key
+        assert window[key]["gpu_busy_ms"] == pytest.approx(before["gpu_busy_ms"], rel=R.BUSY_TIME_NOISE), key

@@ -53,6 +53,11 @@ from cudagraph_bench.results.roofline import choose_peak
 
 #: Profiled calls whose busy times the kernel-count worker takes the median of.
 DEFAULT_BUSY_REPEATS = 5
+#: Relative move of a forward's profiled busy time between processes and GPU clock states (a few percent,
+#: more where other processes share the GPU, ``pytest -n``): the checks that compare a busy time with a
+#: replay median or with another profile of the same forward allow this much; a byte or kernel counted twice
+#: would move it far more.
+BUSY_TIME_NOISE = 0.05
 #: Clock cycles of the marker kernel that :func:`profile_forward` launches after each profiled call
 #: (``torch.cuda._sleep``: one one-thread kernel spinning this long, under a microsecond).
 MARKER_CYCLES = 1000
