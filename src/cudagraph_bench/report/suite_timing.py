@@ -40,13 +40,17 @@ def _section(run: Run) -> dict:
 
 
 def run_label(run: Run) -> str:
-    """A column title: the GPU and how the suite ran, e.g. ``"NVIDIA H200, 1 process (s)"`` or ``"2 x NVIDIA
-    H200, 2 GPU workers (s)"``."""
+    """A column title: the GPU, how the suite ran and when it started (UTC, to the minute, when recorded: runs
+    of the same set-up before and after a change differ there; the commit id need not, a run from a
+    working tree with changes records the commit it started from), e.g. ``"NVIDIA H200, 1 process,
+    2026-11-30 16:23 (s)"`` or ``"2 x NVIDIA H200, 2 GPU workers, 2026-11-30 16:39 (s)"``."""
     workers = run.environment.gpu_workers
     gpu = run.environment.gpu_name or "CPU"
+    started = run.environment.run_datetime
+    when = f", {started[:16].replace('T', ' ')}" if started else ""
     if workers:
-        return f"{workers} x {gpu}, {workers} GPU workers (s)"
-    return f"{gpu}, 1 process (s)"
+        return f"{workers} x {gpu}, {workers} GPU workers{when} (s)"
+    return f"{gpu}, 1 process{when} (s)"
 
 
 def suite_timing_rows(runs: list[Run]) -> list[dict]:
