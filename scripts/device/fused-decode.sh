@@ -2,7 +2,7 @@
 # Fused graphed decode on a GPU machine (one device slot, about 6 minutes): the decode benchmarks with
 # --with-compile (generate, static-eager, graph, compile+graph, generate-static-compile) for gpt2,
 # tinyllama-1.1b and llama-3.2-1b in bfloat16 (50-token prompt, 128 new tokens, 3 requests per variant; compile+graph
-# under --decode-compile-tuning, by default coordinate-descent: over a minute of compiling per 1B model), one
+# under --decode-compile-tuning, by default coordinate-descent, which compiles longer), one
 # pytest session and one JSON per model; then the GPU decode tests of the fused loop (compiled graphed decode vs
 # generate, multi-step graph vs 1-step graph vs the eager loop, graphed decode vs generate) for gpt2; then, if
 # time is left, gpt2's compile+graph again with the autotuned inductor mode, to compare its compile time.

@@ -73,7 +73,7 @@ DEFAULT_COMPILE_GRAPH_MODE = "default"
 #: generate.py): inductor then lowers a matmul with one row, the decode step's GEMVs, to Triton reductions
 #: fused with the elementwise work around them, and tunes every kernel's launch configuration by coordinate
 #: descent ("our matrix vector multiplies only achieve peak bandwidth with coordinate descent tuning",
-#: torch/_inductor/decomposition.py); it costs minutes of compile time for a 1B model. ``none``: inductor's
+#: torch/_inductor/decomposition.py); it makes the compile slower (tuning benchmarks every kernel). ``none``: inductor's
 #: defaults (cuBLAS GEMVs). The forward variants never use it (a prompt's matmuls have more than one row).
 DECODE_COMPILE_TUNINGS = {"coordinate-descent": {"coordinate_descent_tuning": True}, "none": {}}
 DEFAULT_DECODE_COMPILE_TUNING = "coordinate-descent"

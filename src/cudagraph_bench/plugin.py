@@ -101,7 +101,7 @@ def pytest_addoption(parser):
                     default=DEFAULT_DECODE_COMPILE_TUNING,
                     help="decode compile+graph: inductor settings the decode step is compiled under: "
                          "coordinate-descent (gpt-fast's: GEMVs become tuned Triton reductions fused with their "
-                         "neighbours; minutes of compiling for a 1B model) or none (inductor's defaults) "
+                         "neighbours; a slower compile) or none (inductor's defaults) "
                          f"(default: {DEFAULT_DECODE_COMPILE_TUNING})")
     group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
                     help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
