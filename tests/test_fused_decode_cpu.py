@@ -155,6 +155,41 @@ def test_an_unknown_inductor_field_is_refused_before_compiling(model):
         GreedyDecoder(model, 32, use_graph=False, compile_mode="default", compile_options={"no_such_field": 1})
 
 
+#: The inductor fields of every ``--decode-compile-tuning`` (each a bool, e.g. ``coordinate_descent_tuning``).
+TUNING_FIELDS = sorted({k for fields in DECODE_COMPILE_TUNINGS.values() for k in fields})
+
+
+@pytest.mark.parametrize("options", [next(iter(DECODE_COMPILE_TUNINGS)), TUNING_FIELDS, {1: True}],
+                         ids=["a tuning's name", "a list of fields", "a non-string field"])
+def test_compile_options_that_are_not_fields_and_values_are_one_usage_error(model, options):
+    with pytest.raises(UsageError, match="compile_options|torch._inductor.config has no field"):
+        GreedyDecoder(model, 32, use_graph=False, compile_mode="default", compile_backend="aot_eager",
+                      compile_options=options)
+
+
+@pytest.mark.parametrize("field", TUNING_FIELDS)
+def test_a_value_of_another_type_than_the_inductor_fields_is_refused(model, field):
+    """A bool field set to the string ``"yes"`` would be set as such (``inductor_config.patch`` does not check
+    types) and read as true, whatever the caller meant; ``False`` for a bool field is taken."""
+    import torch._inductor.config as inductor_config
+
+    assert isinstance(getattr(inductor_config, field), bool)
+    with pytest.raises(UsageError, match=f"{field}.*takes a bool"):
+        GreedyDecoder(model, 32, use_graph=False, compile_mode="default", compile_backend="aot_eager",
+                      compile_options={field: "yes"})
+    decoder = GreedyDecoder(model, 32, use_graph=False, compile_mode="default", compile_backend="aot_eager",
+                            compile_options={field: False})
+    assert decoder.compile_options == {field: False}
+    decoder.close()
+
+
+def test_compile_options_without_compile_mode_are_refused(model):
+    """Nothing would compile under them, yet ``decoder.compile_options`` would report them (the note of the run)."""
+    fields = next(f for f in DECODE_COMPILE_TUNINGS.values() if f)
+    with pytest.raises(UsageError, match="pass compile_mode too"):
+        GreedyDecoder(model, 32, use_graph=False, compile_options=fields)
+
+
 def test_compile_without_dynamo_is_refused():
     """With dynamo disabled, torch.compile silently runs eager code: the decoder refuses to call that compiled."""
     model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])

@@ -214,6 +214,23 @@ def test_a_kernel_count_profiled_in_another_part_reaches_its_eager_benchmark():
     assert sum("n_kernels" in b["extra_info"] for b in merged["benchmarks"]) == len(counts)
 
 
+def test_a_case_profiled_in_two_parts_is_refused():
+    """The committed suite run's profiles given twice, once in a run that holds its benchmarks and once in a
+    run of the profiling tests alone without their durations: the parts overlap, and only one of two counts
+    of a case could reach its eager benchmark."""
+    doc = json.loads(committed_run("forward").read_text())
+    counts = doc["cudagraph_bench"]["kernel_counts"]
+    assert counts, "the committed forward run records kernel counts"
+    profiles = {**copy.deepcopy(doc), "benchmarks": [], "cudagraph_bench": {"kernel_counts": copy.deepcopy(counts)}}
+    first = counts[0]
+    with pytest.raises(UsageError, match=f"kernel count of {first['model']} {first['dtype']} L{first['seq_len']} "
+                                         "is in run and in profiles: merge runs of disjoint shards"):
+        merge_runs([("run", doc), ("profiles", profiles)])
+    profiles["cudagraph_bench"]["kernel_counts"] = [c for c in counts if c is not first]
+    doc["cudagraph_bench"]["kernel_counts"] = [first]
+    assert len(merge_runs([("run", doc), ("profiles", profiles)])["cudagraph_bench"]["kernel_counts"]) == len(counts)
+
+
 def test_a_missing_shard_is_named_in_a_warning(tmp_path, capsys):
     """Shards 1/3 and 2/3 without 3/3 (a failed CI job, or a shard that ran no benchmark and recorded nothing)
     merge, but the command says which shard the merged run lacks."""

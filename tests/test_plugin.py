@@ -19,6 +19,29 @@ def test_dec(decode_case):
 """
 
 
+def test_readme_names_every_option_of_the_plugin():
+    """README's "Running the suite" lists the plugin's options: every ``--option`` that
+    :func:`cudagraph_bench.plugin.pytest_addoption` adds is named there."""
+    from pathlib import Path
+
+    from cudagraph_bench import plugin
+
+    names = []
+
+    class Group:
+        def addoption(self, *opts, **_kwargs):
+            names.extend(o for o in opts if o.startswith("--"))
+
+    class Parser:
+        def getgroup(self, *_args, **_kwargs):
+            return Group()
+
+    plugin.pytest_addoption(Parser())
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "--decode-compile-tuning" in names and "--models" in names
+    assert [n for n in names if f"`{n}`" not in readme] == []
+
+
 def run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
 

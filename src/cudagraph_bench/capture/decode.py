@@ -120,8 +120,9 @@ class GreedyDecoder:
 
     Raises:
         UsageError: the model is not a causal LM, ``max_cache_len`` is above its positions,
-            ``steps_per_graph < 1``, an unknown ``compile_mode``, or ``compile_options`` naming a field that
-            ``torch._inductor.config`` does not have.
+            ``steps_per_graph < 1``, an unknown ``compile_mode``, ``compile_options`` without ``compile_mode``,
+            or ``compile_options`` that are not a mapping, name a field that ``torch._inductor.config`` does
+            not have or give a field a value of another type.
         CudaUnavailableError: ``use_graph`` without CUDA.
         NotGraphableError: the model has attention layers a static cache cannot hold (chunked,
             recurrent), or RoPE that changes past ``max_cache_len`` positions (before any capture).
@@ -151,9 +152,10 @@ class GreedyDecoder:
         if compile_mode is not None and compile_mode not in COMPILE_GRAPH_MODES:
             raise UsageError(f"unknown compile_mode {compile_mode!r}: use one of {', '.join(COMPILE_GRAPH_MODES)} "
                              "(inductor's own CUDA graphs would be captured inside the suite's graph)")
-        self.compile_options = dict(compile_options or {})
-        if self.compile_options:
-            _check_inductor_fields(self.compile_options)
+        if compile_options and compile_mode is None:
+            raise UsageError("compile_options apply to the compiled step only: pass compile_mode too "
+                             f"(one of {', '.join(COMPILE_GRAPH_MODES)})")
+        self.compile_options = _check_inductor_fields(compile_options or {})
         self.model = model
         self._cache_kw = cache_keyword(model)
         self.max_cache_len = max_cache_len
@@ -379,16 +381,34 @@ class GreedyDecoder:
             torch._dynamo.reset()
 
 
-def _check_inductor_fields(options: dict) -> None:
-    """Raise :class:`~cudagraph_bench.errors.UsageError` when ``options`` names a field that
-    ``torch._inductor.config`` does not have (before any compile)."""
+def _check_inductor_fields(options) -> dict:
+    """``options`` as a new dict; raise :class:`~cudagraph_bench.errors.UsageError` (before any compile) when
+    it is not a mapping (e.g. a tuning's name instead of its fields), names a field that
+    ``torch._inductor.config`` does not have, or gives a field a value of another type than the field's
+    default (a bool field set to ``"yes"``; an int is taken for a float field)."""
+    from collections.abc import Mapping
+
     import torch
     import torch._inductor.config as inductor_config
 
-    unknown = sorted(k for k in options if not hasattr(inductor_config, k))
+    if not isinstance(options, Mapping):
+        raise UsageError(f"compile_options must map torch._inductor.config fields to values (got {options!r}): "
+                         "pass e.g. DECODE_COMPILE_TUNINGS[name] from cudagraph_bench.options")
+    unknown = sorted(str(k) for k in options if not isinstance(k, str) or not hasattr(inductor_config, k))
     if unknown:
         raise UsageError(f"torch._inductor.config has no field {', '.join(unknown)} (torch {torch.__version__}): "
                          "pass inductor config fields in compile_options")
+    for name, value in options.items():
+        default = getattr(inductor_config, name)
+        kind = float if isinstance(default, float) else type(default)
+        numeric = kind is float and isinstance(value, int) and not isinstance(value, bool)
+        if default is not None and value is not None and not isinstance(value, kind) and not numeric:
+            raise UsageError(f"compile_options[{name!r}] = {value!r} is a {type(value).__name__}: "
+                             f"torch._inductor.config.{name} takes a {kind.__name__}")
+        if kind is int and isinstance(value, bool) and not isinstance(default, bool):
+            raise UsageError(f"compile_options[{name!r}] = {value!r} is a bool: "
+                             f"torch._inductor.config.{name} takes an int")
+    return dict(options)
 
 
 def _inductor_patch(options: dict):

@@ -11,7 +11,8 @@ The merged document is what pytest-benchmark itself writes (``machine_info``, ``
 - ``machine_info``: the envelope's (the controller's, or the first input's), plus a list of the parts
   under ``machine_info[entries_key]`` (``"shards"`` or ``"workers"``): where each ran (node, GPU, CPUs),
   its commit, test and benchmark counts;
-- ``cudagraph_bench``: lists concatenated (memory-ledger ``cases``, ``failures``, ``kernel_counts``),
+- ``cudagraph_bench``: lists concatenated (memory-ledger ``cases``, ``failures``, ``kernel_counts``; a
+  case's kernel count in two inputs is an error, as a benchmark is),
   ``test_durations_s`` united, ``graph_cases`` summed, the per-process memory figures as their largest
   value, other keys (e.g. a ``cudagraph-bench run``'s settings) from the first part that has them, and
   each part's own figures and shard under ``cudagraph_bench["parts"]``;
@@ -85,11 +86,28 @@ def part_entry(source: str, doc: Mapping) -> dict:
     return entry
 
 
+def check_profiled_once(kernel_counts: list, source: str, profiled: dict) -> None:
+    """Record in ``profiled`` (``(model, dtype, seq_len)`` -> source) the cases of ``source``'s
+    ``kernel_counts``; raises :class:`UsageError` naming a case that another part profiled too (the parts
+    overlap: only one profile of a case can reach its eager benchmark,
+    :func:`~cudagraph_bench.results.record.attach_kernel_counts`)."""
+    for entry in kernel_counts:
+        if not isinstance(entry, Mapping):
+            continue
+        case = (entry.get("model"), entry.get("dtype"), entry.get("seq_len"))
+        if case in profiled:
+            raise UsageError(f"the kernel count of {case[0]} {case[1]} L{case[2]} is in {profiled[case]} and in "
+                             f"{source}: merge runs of disjoint shards (each case profiled once)")
+        profiled[case] = source
+
+
 def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
     """The ``cudagraph_bench`` sections of ``parts`` as one (see the module docstring). Raises
-    :class:`UsageError` when a test's duration is recorded by two parts (the parts overlap)."""
+    :class:`UsageError` when a test's duration or a case's kernel count is recorded by two parts (the parts
+    overlap)."""
     merged: dict = {}
     owner: dict[str, str] = {}
+    profiled: dict[tuple, str] = {}
     per_part = []
     for source, doc in parts:
         section = doc.get("cudagraph_bench")
@@ -97,7 +115,10 @@ def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
             continue
         own = {"source": source}
         for key, value in section.items():
-            if key in LIST_KEYS and isinstance(value, list):
+            if key == "kernel_counts" and isinstance(value, list):
+                check_profiled_once(value, source, profiled)
+                merged.setdefault(key, []).extend(copy.deepcopy(value))
+            elif key in LIST_KEYS and isinstance(value, list):
                 merged.setdefault(key, []).extend(copy.deepcopy(value))
             elif key == DURATIONS_KEY and isinstance(value, Mapping):
                 for nodeid, seconds in value.items():
