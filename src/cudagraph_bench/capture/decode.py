@@ -155,7 +155,8 @@ class GreedyDecoder:
         if compile_options and compile_mode is None:
             raise UsageError("compile_options apply to the compiled step only: pass compile_mode too "
                              f"(one of {', '.join(COMPILE_GRAPH_MODES)})")
-        self.compile_options = _check_inductor_fields(compile_options or {})
+        # checked only when given: importing inductor's config costs every eager or graphed decoder otherwise
+        self.compile_options = _check_inductor_fields(compile_options) if compile_options else {}
         self.model = model
         self._cache_kw = cache_keyword(model)
         self.max_cache_len = max_cache_len
