@@ -361,10 +361,13 @@ def decode_prefill_bucket(prompt_len: int, buckets, max_cache_len: int) -> int |
     """The bucket (tokens) a graphed prefill pads a ``prompt_len``-token prompt to: the smallest of ``buckets``
     capped at the static KV cache (:func:`~cudagraph_bench.capture.buckets.cap_buckets`) that holds the prompt,
     or None when the prompt is longer than every bucket (then the prefill runs eagerly, unpadded)."""
-    from cudagraph_bench.capture.buckets import cap_buckets
+    from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
+    from cudagraph_bench.errors import RequestTooLongError
 
-    fitting = [b for b in cap_buckets(buckets, max_cache_len) if b >= prompt_len]
-    return min(fitting) if fitting else None
+    try:
+        return select_bucket(prompt_len, cap_buckets(buckets, max_cache_len))
+    except RequestTooLongError:
+        return None
 
 
 def round_policy(cgb: Session, *, rounds: int | None = None, warmup: int | None = None,

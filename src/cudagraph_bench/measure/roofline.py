@@ -310,7 +310,7 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
     :func:`kernel_busy_ms`. One window (no trace stopped and restarted per call, as a schedule of one
     warm-up and one active call per repeat did) and no CPU events to post-process make it several times
     cheaper, and each call's count equals that of a window of its own
-    (:func:`~cudagraph_bench.measure.launch.count_kernel_launches`; ``perf_tests/test_kernel_counts.py``).
+    (:func:`~cudagraph_bench.measure.launch.count_kernel_launches`; ``perf_tests/test_launch.py::test_count_kernel_launches``).
     Profiling can leave CUPTI attached to the process (pytorch/pytorch#144455): call it after timing or
     in a worker process.
 
