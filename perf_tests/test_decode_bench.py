@@ -39,6 +39,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_decode(benchmark, cgb, decode_case, request):
+    import time
+
     import torch
 
     from cudagraph_bench.capture.graphed import root_cause
@@ -60,7 +62,7 @@ def test_decode(benchmark, cgb, decode_case, request):
     if variant in DECODE_COMPILE_VARIANTS:
         info["compile_timeout_s"] = cgb.option("compile_timeout_s")     # the limit its compilation ran under
     info.update(request_bytes_per_token(model, prompt_len, new_tokens))   # the decode roofline's bytes
-    decoder = None
+    decoder, checked_ms = None, None
     try:
         if variant == "generate":
             mask = torch.ones_like(ids)
@@ -73,11 +75,14 @@ def test_decode(benchmark, cgb, decode_case, request):
             if variant == "generate-static-compile":
                 info.update(compile_ms=decoder.warm(ids, new_tokens,     # compiles and records its CUDA graphs
                                                     timeout_s=cgb.option("compile_timeout_s")))
+            start = time.perf_counter()
             if variant == "static-eager":    # the graphed variants' reference too: computed once
                 tokens, logits = cgb.static_eager_decode(model_name, dtype, ids, new_tokens, decoder.max_cache_len,
                                                          decoder=decoder)
             else:
                 tokens, logits = decoder.generate(ids, new_tokens, return_logits=True)
+            torch.cuda.synchronize()
+            checked_ms = (time.perf_counter() - start) * 1e3    # the pilot when it is that slow already
             vs_generate = check_decode_against_generate(tokens, logits, reference, reference_logits,
                                                         cgb.fp64_decode_logits(model_name, dtype, ids, reference),
                                                         dtype)
@@ -94,9 +99,11 @@ def test_decode(benchmark, cgb, decode_case, request):
                        group=f"decode {model_name} {dtype} L={prompt_len} new={new_tokens}",
                        extra_info=info,
                        # no warmup rounds and no cold pilot request: the checked request (or generate's
-                       # reference) has just run the same code on the same prompt, and the pilot's timed ones warm up
+                       # reference) has just run the same code on the same prompt, and the pilot's timed ones warm up;
+                       # a checked request too slow for the precision target to add rounds is the pilot itself
                        policy=round_policy(cgb, rounds=min(MIN_DECODE_ROUNDS, cgb.option("decode_rounds")),
-                                           warmup=0, max_rounds=cgb.option("decode_rounds")), warm=True)
+                                           warmup=0, max_rounds=cgb.option("decode_rounds")), warm=True,
+                       checked_call_ms=checked_ms)
     except Exception as exc:
         if variant not in DECODE_COMPILE_VARIANTS:
             raise

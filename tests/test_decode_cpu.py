@@ -143,3 +143,27 @@ def test_decode_check_calls_a_divergence_at_equal_logits_a_tie():
     assert "token 3 differs" in check.summary and "rounding tie" in check.summary
     with pytest.raises(ValueError, match="lengths differ"):
         check_decode_against_generate(ours[:, :5], ref_logits, ref, ref_logits, fp64_decode_logits(model, ids, ref))
+
+
+def test_session_answers_fp64_logits_of_a_shorter_reference_from_the_longer_one():
+    """Session.fp64_decode_logits: the 64-token benchmark's reference begins the shared 128-token one
+    (Session.generate_tokens), so its float64 logits are the first rows of the longer reference's, computed
+    once; tokens that do not begin the reference get their own run."""
+    from cudagraph_bench.measure.correctness import fp64_decode_logits
+    from cudagraph_bench.session import Session
+
+    model = load_model("tinyllama-1.1b", "float32", "cpu", overrides=MODELS["tinyllama-1.1b"])
+    session = Session.__new__(Session)
+    session._models, session._generated, session._fp64_logits = {("tiny", "float32"): model}, {}, {}
+    ids = torch.randint(0, 1000, (1, 9), generator=torch.Generator().manual_seed(5))
+    short, _ = session.generate_tokens("tiny", "float32", ids, 6, share_up_to=12)
+    longer, _ = session.generate_tokens("tiny", "float32", ids, 12)
+    assert torch.equal(longer[:, :6], short)
+    got_short = session.fp64_decode_logits("tiny", "float32", ids, short)
+    assert got_short.shape == (6, model.config.vocab_size) and len(session._fp64_logits) == 1
+    torch.testing.assert_close(got_short, fp64_decode_logits(model, ids, short), rtol=0, atol=1e-9)
+    got_longer = session.fp64_decode_logits("tiny", "float32", ids, longer)
+    assert len(session._fp64_logits) == 1 and torch.equal(got_longer[:6], got_short)
+    other = (short + 1) % model.config.vocab_size
+    assert session.fp64_decode_logits("tiny", "float32", ids, other).shape == (6, model.config.vocab_size)
+    assert len(session._fp64_logits) == 2

@@ -139,6 +139,78 @@ def test_gc_is_off_while_timing_and_restored_after():
         time_call(lambda: None, rounds=0, warmup=0)
 
 
+def test_a_checked_call_too_slow_for_the_precision_target_is_the_pilot():
+    """RoundPolicy.plan(warm=True, checked_call_ms=...): a just-checked call at least max_time_ms / rounds
+    slow is the pilot (fn is not called, the rounds floor is the plan); a faster one leaves the pilot as it
+    was, and without ``warm`` it is ignored."""
+    from cudagraph_bench.measure.timing import PILOT_MIN_CALLS, RoundPolicy
+
+    policy = RoundPolicy(rounds=3, warmup=0, warmup_ms=100.0, min_time_ms=0.0, precision_pct=1.0, max_rounds=100,
+                         max_time_ms=1000.0)
+    slow_ms = policy.max_time_ms / policy.rounds
+    calls = []
+    rounds, warmup, pilot = policy.plan(lambda: calls.append(1), lambda: None, warm=True, checked_call_ms=slow_ms)
+    assert calls == [] and pilot == [slow_ms] and (rounds, warmup) == (policy.rounds, policy.warmup)
+    for warm, checked in ((True, slow_ms / 2), (False, slow_ms)):
+        calls.clear()
+        _, _, pilot = policy.plan(lambda: calls.append(1), lambda: None, warm=warm, checked_call_ms=checked)
+        assert len(pilot) >= PILOT_MIN_CALLS and len(calls) == len(pilot) + (0 if warm else 1), (warm, checked)
+
+
+class _Cycle:
+    """An object in a reference cycle: only the cyclic garbage collector frees it."""
+
+    def __init__(self):
+        self.me = self
+
+
+@pytest.fixture
+def released_session():
+    """A Session whose release() runs in this process (it reads no session state); the test process's
+    collector is unfrozen afterwards."""
+    from cudagraph_bench.session import Session
+
+    yield Session.__new__(Session)
+    gc.unfreeze()
+
+
+def test_release_collects_what_the_last_case_left_and_freezes_what_survives(released_session):
+    import weakref
+
+    released_session.release(everything=True)
+    garbage = _Cycle()
+    garbage_ref = weakref.ref(garbage)
+    survivor = _Cycle()
+    survivor_ref = weakref.ref(survivor)
+    del garbage
+    released_session.release()
+    assert garbage_ref() is None                       # made since the last release: collected
+    assert gc.get_freeze_count() > 0
+    del survivor                                       # frozen while alive: a plain release skips it
+    released_session.release()
+    assert survivor_ref() is not None
+    released_session.release(everything=True)          # e.g. a model dropped from the cache
+    assert survivor_ref() is None
+
+
+def test_release_while_an_exception_propagates_freezes_nothing(released_session):
+    import weakref
+
+    released_session.release(everything=True)
+    frozen = gc.get_freeze_count()
+    with pytest.raises(RuntimeError):
+        try:
+            raise RuntimeError("a failing case")
+        finally:
+            in_flight = _Cycle()                       # e.g. a tensor the failing frame still holds
+            in_flight_ref = weakref.ref(in_flight)
+            released_session.release()
+            assert gc.get_freeze_count() == frozen
+            del in_flight
+    released_session.release()
+    assert in_flight_ref() is None
+
+
 def test_median_interval_matches_the_spread_of_medians_over_repeats():
     """median_ci_pct's half-width against what it estimates: 1.96 x the standard deviation of the median
     over many repeated samples of the same distribution (normal, 10 ms, sigma 0.3 ms)."""

@@ -244,8 +244,8 @@ class RoundPolicy:
     max_rounds: int
     max_time_ms: float
 
-    def plan(self, fn: Callable[[], object], sync: Callable[[], None], *,
-             warm: bool = False) -> tuple[int, int, list[float]]:
+    def plan(self, fn: Callable[[], object], sync: Callable[[], None], *, warm: bool = False,
+             checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
         """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
         calls count towards the ``warmup_ms`` floor (never towards the ``warmup`` rounds asked for).
         ``warm``: the caller has just run ``fn`` (same inputs), so the pilot makes no untimed cold call.
@@ -253,12 +253,20 @@ class RoundPolicy:
         The pilot stops after one timed call when that call is so slow that the precision target could add
         no rounds: at least ``max_time_ms / rounds`` ms (the time cap then allows no more than the ``rounds``
         floor); with the target off, the pilot's budget alone ends it. A 2 s decode request with 3 rounds
-        and a 1000 ms cap is timed once in the pilot instead of three times."""
+        and a 1000 ms cap is timed once in the pilot instead of three times.
+
+        ``checked_call_ms`` (with ``warm``): the synchronized wall ms of the call the caller has just made, e.g.
+        a decode request whose tokens were checked (the same work plus copies of its logits). When it is
+        that slow already, it is the pilot (``pilot_ms == [checked_call_ms]``) and ``fn`` is not called: the
+        plan is the ``rounds`` floor either way. Faster, it is ignored and the pilot runs."""
         target = self.precision_pct > 0
         useless = self.max_time_ms / max(1, self.rounds) if target and self.max_time_ms > 0 else None
-        pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms),
-                              min_calls=PILOT_MIN_CALLS if target else 1, spread_useless_ms=useless,
-                              cold_call=not warm)
+        if warm and checked_call_ms is not None and useless is not None and checked_call_ms >= useless:
+            pilot = [float(checked_call_ms)]
+        else:
+            pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms),
+                                  min_calls=PILOT_MIN_CALLS if target else 1, spread_useless_ms=useless,
+                                  cold_call=not warm)
         rounds, warmup = plan_rounds(float(min(pilot)), rounds=self.rounds, warmup=self.warmup,
                                      warmup_ms=self.warmup_ms, min_time_ms=self.min_time_ms,
                                      max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct,
