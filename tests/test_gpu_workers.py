@@ -5,6 +5,7 @@ merged JSON."""
 
 import json
 import os
+import re
 
 import pytest
 
@@ -21,6 +22,7 @@ MODELS = ("m1", "m2", "m3")
 #: records the GPU, CPUs and worker it saw; each test appends its group to $ORDER_LOG.
 SUITE = f"""
 import os
+import re
 import pytest
 
 def log(group):
@@ -110,6 +112,10 @@ def test_each_worker_benchmarks_on_its_own_gpu_and_cpus_and_the_controller_merge
         assert w["wall_s"] > 0 and "error" not in w
     assert sum(w["tests"] for w in workers.values()) == N_TESTS
     assert sum(w["benchmarks"] for w in workers.values()) == len(doc["benchmarks"]) == N_BENCH
+    section = doc["cudagraph_bench"]   # the controller's session holds the workers' start-up and sessions
+    assert section["wall_s"] >= section["slowest_worker_wall_s"] >= max(w["wall_s"] for w in workers.values())
+    wall = re.search(r"session wall time ([0-9.]+) s", result.stdout.str())
+    assert wall and float(wall.group(1)) >= round(section["wall_s"], 1) - 0.05   # printed to 0.1 s, later
     for b in doc["benchmarks"]:
         info, w = b["extra_info"], workers[b["extra_info"]["worker"]]
         assert (info["gpu"], format_cpus(info["cpus"])) == (w["gpu"], w["cpu_affinity"])

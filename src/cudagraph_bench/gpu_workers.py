@@ -367,6 +367,21 @@ def _send_results(config) -> None:
     config.workeroutput[JSON_KEY] = safe_dumps(doc, ensure_ascii=True)
 
 
+def _controller_wall_time(config, merged: dict) -> None:
+    """The merged run's ``cudagraph_bench.wall_s`` is the controller's session so far (seconds): the workers'
+    start-up and collection included, as the terminal's time per part prints it. The merge's own value, the
+    slowest worker's session, is kept as ``slowest_worker_wall_s``."""
+    from cudagraph_bench.sharding import session_state
+
+    state = session_state(config)
+    section = merged.get("cudagraph_bench")
+    if state is None or not isinstance(section, dict):
+        return
+    if section.get("wall_s") is not None:
+        section["slowest_worker_wall_s"] = section["wall_s"]
+    section["wall_s"] = round(state.wall_s, 3)
+
+
 def _merge_results(session, plan: GpuPlan) -> None:
     """Controller: merge the workers' documents into ``--benchmark-json`` and the saved run, and give
     pytest-benchmark the merged benchmarks to show. A merge that is refused (workers on different GPU
@@ -400,6 +415,7 @@ def _merge_results(session, plan: GpuPlan) -> None:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         bs.logger.warning(f"--gpu-workers: the workers' results were not merged: {exc}")
         return
+    _controller_wall_time(config, merged)
     if bs.json:
         path = json_path(bs)
         write_text_atomic(path, safe_dumps(merged, ensure_ascii=True, indent=4))

@@ -43,13 +43,19 @@ def run_label(run: Run) -> str:
     """A column title: the GPU, how the suite ran and when it started (UTC, to the minute, when recorded: runs
     of the same set-up before and after a change differ there; the commit id need not, a run from a
     working tree with changes records the commit it started from), e.g. ``"NVIDIA H200, 1 process,
-    2026-11-30 16:23 (s)"`` or ``"2 x NVIDIA H200, 2 GPU workers, 2026-11-30 16:39 (s)"``."""
+    2026-11-30 16:23 (s)"`` or ``"2 x NVIDIA H200, 2 GPU workers, 2026-11-30 16:39 (s)"`` (with ``", wall time
+    of the slowest worker"`` before ``(s)`` for a sharded run merged before the controller's session was
+    recorded: its ``wall_s`` leaves out the workers' start-up)."""
     workers = run.environment.gpu_workers
     gpu = run.environment.gpu_name or "CPU"
     started = run.environment.run_datetime
     when = f", {started[:16].replace('T', ' ')}" if started else ""
     if workers:
-        return f"{workers} x {gpu}, {workers} GPU workers{when} (s)"
+        # a merge written before the controller's session was recorded (no slowest_worker_wall_s) holds the
+        # slowest worker's session as wall_s: the workers' start-up is not in it
+        section = run.data.get(SECTION) or {}
+        which = "" if "slowest_worker_wall_s" in section else ", wall time of the slowest worker"
+        return f"{workers} x {gpu}, {workers} GPU workers{when}{which} (s)"
     return f"{gpu}, 1 process{when} (s)"
 
 
