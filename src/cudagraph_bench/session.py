@@ -269,9 +269,9 @@ class Session:
         The objects that survive the collection are frozen (``gc.freeze``): models, caches, imported modules
         and pytest's own objects are long-lived, and a full collection over all of them took ~0.4 s per case on
         the H200 image (cProfile of the forward and decode modules: 55 s in 135 releases). The next release
-        then scans only what was made since. Nothing is frozen while an exception is propagating (a ``finally`` of a failing
-        case): its frames and tensors stay collectable. ``everything``: unfreeze first, for when long-lived
-        objects were dropped (a model evicted from the cache, the session's end)."""
+        then scans only what was made since. Nothing is frozen while an exception is propagating (a
+        ``finally`` of a failing case): its frames and tensors stay collectable. ``everything``: unfreeze
+        first, for when long-lived objects were dropped (a model evicted from the cache, the session's end)."""
         import gc
         import sys
 
@@ -438,7 +438,8 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     benchmark.extra_info.update(extra_info)
     before = read_gpu_state()
     with torch.inference_mode():
-        rounds, warmup, pilot = policy.plan(fn, torch.cuda.synchronize, warm=warm, checked_call_ms=checked_call_ms)
+        rounds, warmup, pilot = policy.plan(fn, torch.cuda.synchronize, warm=warm,
+                                            checked_call_ms=checked_call_ms)
         timer = CallTimer(fn, capacity=rounds + warmup)
         benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
     after = read_gpu_state()
