@@ -39,10 +39,15 @@ def test_graphed_decode_equals_generate(cgb, causal_model, dtype, bucketed):
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.errors import NotGraphableError
 
+    from cudagraph_bench.session import DECODE_PROMPT_SEED
+
     cgb.skip_if_too_long(causal_model, 128)
     model = cgb.model(causal_model, dtype)
-    (ids,) = cgb.inputs(model, PROMPT, n=1, seed=7)
-    ref, ref_logits = cgb.generate_tokens(causal_model, dtype, ids, 48)
+    (ids,) = cgb.inputs(model, PROMPT, n=1, seed=DECODE_PROMPT_SEED)    # the decode benchmarks' prompt
+    benchmarked = dtype in cgb.option("decode_dtypes") and PROMPT in cgb.option("decode_prompt_lengths")
+    # the reference the decode benchmarks of this model, dtype and prompt use: one generate request for both
+    ref, ref_logits = cgb.generate_tokens(causal_model, dtype, ids, 48,
+                                          share_up_to=max(cgb.option("new_tokens")) if benchmarked else 0)
     buckets = (16, 64) if bucketed else None
     try:
         graphed = GreedyDecoder(model, 128, use_graph=True, prefill_buckets=buckets)
@@ -92,33 +97,60 @@ def _small_model(preset, overrides, dtype):
     return load_model(preset, dtype, "cuda", overrides=overrides, seed=5)
 
 
+@pytest.fixture(scope="module")
+def window_references():
+    """The small model of an (arch, dtype) and, per request of :data:`WINDOW_REQUESTS`, its prompt, HF
+    ``generate``'s tokens and logits and the float64 logits: computed by the first test of that arch and
+    dtype (unpadded or bucketed prefill) and read by the other, which decodes the same prompts with the same
+    weights. Holds one (arch, dtype) at a time."""
+    held = {}
+
+    def get(arch, dtype):
+        import torch
+
+        from cudagraph_bench.measure.correctness import fp64_decode_logits
+        from cudagraph_bench.session import generate_reference
+
+        if (arch, dtype) not in held:
+            held.clear()
+            preset, overrides = {**SLIDING_CONFIGS, **MOE_CONFIGS}[arch]
+            model = _small_model(preset, overrides, dtype)
+            requests = []
+            for prompt, new in WINDOW_REQUESTS:
+                gen = torch.Generator(device="cuda").manual_seed(prompt)
+                ids = torch.randint(1, model.config.vocab_size, (1, prompt), device="cuda", generator=gen)
+                ref, ref_logits = generate_reference(model, ids, new)
+                requests.append((ids, new, ref, ref_logits, fp64_decode_logits(model, ids, ref)))
+            held[arch, dtype] = (model, requests)
+        return held[arch, dtype]
+
+    yield get
+    held.clear()
+
+
 @pytest.mark.parametrize("bucketed", [False, True], ids=["unpadded-prefill", "bucketed-prefill"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("arch", list(SLIDING_CONFIGS) + list(MOE_CONFIGS))
-def test_sliding_window_and_moe_decode_equal_generate(cgb, arch, dtype, bucketed):
+def test_sliding_window_and_moe_decode_equal_generate(cgb, window_references, arch, dtype, bucketed):
     """Graphed decode across a 16-token sliding window (prompt inside it, decode past it, prompt longer
     than it) and on a mixture-of-experts model: the tokens of HF ``generate(do_sample=False)``."""
     import torch
 
     from cudagraph_bench.capture.decode import GreedyDecoder
-    from cudagraph_bench.session import generate_reference
 
-    preset, overrides = {**SLIDING_CONFIGS, **MOE_CONFIGS}[arch]
-    model = _small_model(preset, overrides, dtype)
+    model, requests = window_references(arch, dtype)
     buckets = (16, 64) if bucketed else None
     decoder = GreedyDecoder(model, 128, use_graph=True, prefill_buckets=buckets)
     eager = GreedyDecoder(model, 128, use_graph=False, prefill_buckets=buckets)
     try:
         distinct = set()
-        for prompt, new in WINDOW_REQUESTS:
-            gen = torch.Generator(device="cuda").manual_seed(prompt)
-            ids = torch.randint(1, model.config.vocab_size, (1, prompt), device="cuda", generator=gen)
-            ref, ref_logits = generate_reference(model, ids, new)
+        for ids, new, ref, ref_logits, fp64_logits in requests:
+            prompt = ids.shape[1]
             got, got_logits = decoder.generate(ids, new, return_logits=True)
             assert torch.equal(got, eager.generate(ids, new)), f"{arch} prompt {prompt} + {new}: graph != eager loop"
             distinct |= set(ref[0].tolist())
             _assert_matches_generate(model, ids, (got, got_logits), ref, ref_logits, dtype,
-                                     f"{arch} prompt {prompt} + {new}")
+                                     f"{arch} prompt {prompt} + {new}", fp64_logits)
         assert len(distinct) >= 3, "reference generations are nearly constant: the comparison would prove little"
     finally:
         decoder.close()

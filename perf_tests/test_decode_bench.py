@@ -33,7 +33,8 @@ the report shows the row as failed: ``compile+graph`` then fails its test (a bug
 
 import pytest
 
-from cudagraph_bench.session import MIN_DECODE_ROUNDS, benchmark_call, decode_cache_len, round_policy
+from cudagraph_bench.session import (DECODE_PROMPT_SEED, MIN_DECODE_ROUNDS, benchmark_call, decode_cache_len,
+                                     round_policy)
 
 pytestmark = pytest.mark.gpu
 
@@ -52,7 +53,7 @@ def test_decode(benchmark, cgb, decode_case, request):
     model_name, dtype, prompt_len, new_tokens, variant = decode_case
     cgb.skip_if_too_long(model_name, prompt_len + new_tokens)
     model = cgb.model(model_name, dtype)
-    (ids,) = cgb.inputs(model, prompt_len, n=1, seed=11)
+    (ids,) = cgb.inputs(model, prompt_len, n=1, seed=DECODE_PROMPT_SEED)
     reference, reference_logits = cgb.generate_tokens(model_name, dtype, ids, new_tokens,      # [1, new_tokens]
                                                       share_up_to=max(cgb.option("new_tokens")))
     info = {"suite": "decode", "model": model_name, "dtype": dtype, "seq_len": prompt_len,

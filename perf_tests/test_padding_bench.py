@@ -5,7 +5,9 @@ Variants ``padded`` (one graph at --pad-to, default 1024, capped at the model's 
 smallest bucket >= L) for L in 16, 50, 128, 512, measured by the same pipeline as the forward benchmarks
 (:meth:`cudagraph_bench.session.Session.measure_forward`). They share the group of test_forward_bench's
 eager/graph of the same case, so all four print together; extra_info has ``bucket``, ``buckets``,
-``capture_ms_by_bucket`` and ``pool_mib_by_bucket``.
+``capture_ms_by_bucket`` and ``pool_mib_by_bucket``. The padded graph and the bucket graphs of a model and dtype
+are captured once, by its first prompt length, and replayed by the others (``graphs_reused``), as a server
+captures its buckets once for every prompt.
 """
 
 import pytest

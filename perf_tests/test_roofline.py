@@ -52,14 +52,14 @@ def test_graphed_decode_bandwidth_is_positive_and_below_the_peak(cgb, causal_mod
     from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps, request_bytes_per_token
     from cudagraph_bench.measure.timing import time_call
     from cudagraph_bench.models.presets import max_positions
-    from cudagraph_bench.session import decode_cache_len
+    from cudagraph_bench.session import DECODE_PROMPT_SEED, decode_cache_len
     from cudagraph_bench.results.roofline import achieved_gbps, pct_of_peak
 
     dtype, prompt = cgb.option("decode_dtypes")[0], cgb.option("decode_prompt_lengths")[0]
     new_tokens = min(cgb.option("new_tokens"))
     cgb.skip_if_too_long(causal_model, prompt + new_tokens)
     model = cgb.model(causal_model, dtype)
-    (ids,) = cgb.inputs(model, prompt, n=1, seed=11)
+    (ids,) = cgb.inputs(model, prompt, n=1, seed=DECODE_PROMPT_SEED)
     try:
         decoder = GreedyDecoder(model, decode_cache_len(prompt, cgb.option("new_tokens"), max_positions(model)))
     except NotGraphableError as exc:

@@ -93,6 +93,37 @@ def test_a_warm_pilot_makes_no_untimed_call_and_plans_the_warmup_from_its_timed_
         assert warmup == policy.max_rounds - len(calls), warm      # the 1e6 ms floor asks for max_rounds calls
 
 
+def test_the_pilot_calls_count_towards_the_warmup_rounds_floor():
+    """A slow call (one pilot call above the warmup_ms floor): the pilot's timed calls and its cold call are
+    calls before the measured rounds, so the warmup rounds make up only what the ``warmup`` floor still
+    lacks; a pilot as long as the floor leaves no warmup round, and the warmup_ms floor still wins when it
+    asks for more calls."""
+    import time
+
+    from cudagraph_bench.measure.timing import RoundPolicy
+
+    def plan(warmup, warmup_ms, warm):
+        calls = []
+
+        def fn():
+            calls.append(1)
+            time.sleep(0.002)
+
+        policy = RoundPolicy(rounds=3, warmup=warmup, warmup_ms=warmup_ms, min_time_ms=0.0, precision_pct=0.0,
+                             max_rounds=10_000, max_time_ms=0.0)
+        _, planned, pilot = policy.plan(fn, lambda: None, warm=warm)
+        return planned, len(calls), pilot
+
+    for warm in (False, True):
+        planned, made, pilot = plan(warmup=60, warmup_ms=0.0, warm=warm)
+        assert made == len(pilot) + (0 if warm else 1) and 0 < made < 60, warm
+        assert planned + made == 60, warm                  # the floor counts every call before the measured ones
+        planned, made, _ = plan(warmup=1, warmup_ms=0.0, warm=warm)
+        assert planned == 0, warm                          # the pilot alone reaches a floor below its length
+    planned, made, pilot = plan(warmup=1, warmup_ms=200.0, warm=False)
+    assert planned + made >= 200.0 / max(pilot)            # the time floor, with the pilot's calls counted in
+
+
 def test_a_call_too_slow_for_the_precision_target_is_timed_once_in_the_pilot():
     """RoundPolicy.plan: when the time cap leaves the precision target no rounds above the ``rounds`` floor
     (one call >= max_time_ms / rounds), the pilot's spread is of no use and one timed call ends it; with

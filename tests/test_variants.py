@@ -416,3 +416,50 @@ def test_inductor_cudagraph_skip_reasons_are_collected():
     assert reasons.text() == "skipping cudagraphs due to mutated inputs (1 instances)"
     assert V.compile_counters()["cudagraph_skips"] == before + 3
     assert V._SkipReasons().text() == "reason not logged"
+
+
+# ---------------------------------------------------------------------------- padded / bucketed graphs reused
+
+
+def test_padding_cases_of_one_model_replay_the_graphs_its_first_case_captured(monkeypatch, tiny):
+    """The session captures the padded / bucketed graphs of a model and dtype once: the case of another
+    prompt length replays them (recorded as ``graphs_reused``), a case's variant never closes them, the
+    padded and the bucketed variant each have their own, and the first case of another model closes them."""
+    import argparse
+
+    from cudagraph_bench.capture.buckets import BucketCapture
+    from cudagraph_bench.session import Session
+
+    captured, closed = [], []
+
+    class FakeGraphs:          # what PaddedVariant reads of BucketedGraphs, without CUDA
+        def __init__(self, model, lengths, name, seq_len):
+            self.buckets = V.PaddedVariant.graph_lengths(model, lengths, name, seq_len)
+            self.captures = [BucketCapture(b, float(b), 0.0) for b in sorted(self.buckets, reverse=True)]
+            self.served, self.graphs = 0, {}
+            captured.append((name, self.buckets))
+
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(V.PaddedVariant, "graphs_for",
+                        classmethod(lambda cls, model, lengths, name, seq_len, **kw: FakeGraphs(model, lengths, name,
+                                                                                                 seq_len)))
+    monkeypatch.setattr(V, "CUDA_VARIANTS", ())           # a CPU model: build_variant's CUDA check is tested above
+    session = Session(argparse.Namespace(getoption=lambda name: None))
+    buckets = (8, 16, 64)
+    first = session._padding_variant(spec(variant="bucketed", seq_len=8, buckets=buckets), tiny)
+    second = session._padding_variant(spec(variant="bucketed", seq_len=12, buckets=buckets), tiny)
+    assert captured == [("bucketed", buckets)] and first._graphs is second._graphs
+    assert (first.pad_to, second.pad_to) == (8, 16) and (first.capture_ms, second.capture_ms) == (8.0, 16.0)
+    assert "graphs_reused" not in first.record() and second.record()["graphs_reused"] is True
+    first.close()
+    second.close()
+    assert closed == []                                   # the session owns them, not a case's variant
+    padded = session._padding_variant(spec(variant="padded", seq_len=12, pad_to=64), tiny)
+    assert captured[-1] == ("padded", (64,)) and padded.pad_to == 64 and len(captured) == 2
+    with pytest.raises(C.CaseFailed, match="build"):      # a prompt above every bucket: no capture, the case fails
+        session._padding_variant(spec(variant="bucketed", seq_len=65, buckets=buckets), tiny)
+    assert session._padding_variant(spec(variant="eager"), tiny) is None and closed == []
+    assert session._padding_variant(spec(model="distilgpt2", variant="eager"), tiny) is None
+    assert len(closed) == 2 and session._padding == {}    # another model: both sets closed

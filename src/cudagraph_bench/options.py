@@ -340,10 +340,10 @@ MATRIX_OPTIONS = (
            "most ms of measured calls that --precision-pct may add to a benchmark beyond --rounds (the --rounds "
            "floor and --min-time-ms take precedence); 0: no cap (default: %(default)s)"),
     Option("--warmup-rounds", "warmup_rounds", parse_warmup_rounds, DEFAULT_WARMUP_ROUNDS,
-           "unmeasured warmup rounds per benchmark (default: %(default)s)"),
+           "unmeasured calls per benchmark before its measured rounds, the pilot's counted in (default: %(default)s)"),
     Option("--warmup-ms", "warmup_ms", parse_ms, DEFAULT_WARMUP_MS,
-           "warm up each benchmark for at least this many ms, and at least --warmup-rounds rounds "
-           "(default: %(default)s)"),
+           "warm up each benchmark for at least this many ms, the pilot's calls counted in, and at least "
+           "--warmup-rounds calls (default: %(default)s)"),
     Option("--min-time-ms", "min_time_ms", parse_ms, DEFAULT_MIN_TIME_MS,
            "measure each benchmark for at least this many ms (up to --max-rounds rounds); 0: no time floor "
            "(default: %(default)s)"),

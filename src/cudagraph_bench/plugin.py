@@ -294,7 +294,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"reserved at start {s['memory_reserved_start_mib']:.0f} MiB, at end {s['memory_reserved_end_mib']:.0f} MiB; "
         f"{s['graph_cases']} graph cases, largest growth left behind by one case "
         f"{s['max_case_growth_mib']:.0f} MiB, after the first {s['max_case_growth_after_first_mib']:.0f} MiB "
-        f"(0 = every graph pool was released; the first case also keeps the warmup side stream's cuBLAS workspace)")
+        f"(0 = every graph pool was released; the first case also keeps the warmup side stream's cuBLAS workspace; "
+        f"the padded and bucketed graphs the session holds for a model's next prompt length are not counted)")
 
 
 def _forward_variants(config) -> tuple[str, ...]:

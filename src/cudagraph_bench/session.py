@@ -27,6 +27,9 @@ from cudagraph_bench.cases import Case
 MIN_DECODE_ROUNDS = 3
 #: Largest share of GPU memory that the session's cached models may hold before the oldest is dropped.
 MODEL_CACHE_SHARE = 0.3
+#: Seed of the decode benchmarks' prompt (:meth:`Session.inputs`): the decode correctness tests draw theirs with it
+#: too, so a test and a benchmark of one model, dtype and prompt length share one ``generate`` reference.
+DECODE_PROMPT_SEED = 11
 #: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
 DECODE_CACHE_STEP = 256
 
@@ -77,6 +80,8 @@ class Session:
         self._generated = {}
         self._fp64_logits = {}
         self._static_eager = {}
+        #: ``(model, dtype, variant, lengths)`` -> the padded / bucketed graphs its cases replay (:meth:`_padding_graphs`)
+        self._padding = {}
         #: ``(model, dtype, seq_len)`` -> its kernel count and busy time, profiled once per session
         #: (:class:`ProfiledCases` of every module share it).
         self.profiled: dict = {}
@@ -130,6 +135,8 @@ class Session:
 
         while self._models and cached_bytes() > share * total:
             victim = next((k for k in self._models if k[0] != name), next(iter(self._models)))
+            for key in [k for k in self._padding if k[:2] == victim]:
+                self._padding.pop(key).close()
             del self._models[victim]
             self.release(everything=True)
 
@@ -211,6 +218,8 @@ class Session:
         pipeline of :mod:`cudagraph_bench.measure.case`: :func:`~cudagraph_bench.measure.case.prepare_case`
         (build, check against eager, timing inputs), :func:`benchmark_call` (pytest-benchmark's pedantic
         over the round policy), :meth:`~cudagraph_bench.measure.case.PreparedCase.finish`, close.
+        ``padded`` / ``bucketed`` replay the graphs the session captured for the model and dtype at its first
+        prompt length (:meth:`_padding_variant`); each case still checks them against eager on its own inputs.
 
         A model that cannot be graphed and a prompt longer than the model's positions or the padded
         length are skips with the reason; a build or check that raises fails this test only (with the
@@ -223,9 +232,11 @@ class Session:
         self.skip_if_too_long(case.model, case.seq_len)
         model = self.model(case.model, case.dtype)
         spec = self.case_spec(case)
-        before = self.ledger.reserved_mib()
         try:
-            prepared = prepare_case(spec, model)
+            shared = self._padding_variant(spec, model)
+            # the session's padded / bucketed graphs are held for the next prompt length: not this case's growth
+            before = self.ledger.reserved_mib()
+            prepared = prepare_case(spec, model, variant=shared)
         except CaseFailed as exc:
             if isinstance(exc.cause, (NotGraphableError, RequestTooLongError)):
                 pytest.skip(f"{case.model} {case.variant}: {exc.reason}")
@@ -242,6 +253,34 @@ class Session:
             self.release()
         if case.variant != "eager":
             self.ledger.record(case.test_id, before, self.ledger.reserved_mib())
+
+    def _padding_variant(self, spec, model):
+        """``padded`` / ``bucketed``: the variant of ``spec`` replaying the graphs of its model, dtype and lengths
+        that the session's first such case captured (:meth:`PaddedVariant.graphs_for
+        <cudagraph_bench.measure.variants.PaddedVariant.graphs_for>`), as a server captures its buckets once and
+        replays them for every prompt length: the other prompt lengths' cases check and time the same graphs
+        instead of capturing them again (``extra_info["graphs_reused"]``). The graphs of another model or dtype
+        are closed first, so at most one model's padded and bucketed graphs are held. None for other variants.
+
+        Raises:
+            CaseFailed: phase ``build``: the capture or the variant raised (e.g. a
+                :class:`~cudagraph_bench.errors.RequestTooLongError` for a prompt above every length)."""
+        from cudagraph_bench.measure.case import CaseFailed, describe_exception
+        from cudagraph_bench.measure.variants import PaddedVariant, build_variant, padding_lengths
+
+        for key in [k for k in self._padding if k[:2] != (spec.model, spec.dtype)]:
+            self._padding.pop(key).close()
+        if spec.variant not in ("padded", "bucketed"):
+            return None
+        lengths = padding_lengths(spec.variant, spec.pad_to, spec.buckets)
+        key = (spec.model, spec.dtype, spec.variant, lengths)
+        try:
+            if key not in self._padding:
+                self._padding[key] = PaddedVariant.graphs_for(model, lengths, spec.variant, spec.seq_len)
+            return build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
+                                 buckets=spec.buckets, graphs=self._padding[key])
+        except Exception as exc:  # a variant's failure is its case's result
+            raise CaseFailed("build", describe_exception(exc), exc) from exc
 
     def record_failure(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> dict:
         """List a case that produced no measurement under ``["cudagraph_bench"]["failures"]`` of the session's
@@ -287,6 +326,9 @@ class Session:
             torch.cuda.empty_cache()
 
     def close(self) -> None:
+        for graphs in self._padding.values():
+            graphs.close()
+        self._padding.clear()
         self.release(everything=True)
         self.ledger.end_mib = self.ledger.reserved_mib()
 
@@ -457,4 +499,4 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     return events
 
 
-__all__ = ["Session", "MemoryLedger", "ProfiledCases", "FORWARD_PROFILES_GROUP", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]
+__all__ = ["Session", "DECODE_PROMPT_SEED", "MemoryLedger", "ProfiledCases", "FORWARD_PROFILES_GROUP", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]

@@ -112,6 +112,8 @@ class BucketedGraphs:
         self.buckets = cap_buckets(buckets, max_positions(model))
         self.pad_token_id = pad_token_id
         self.pool = torch.cuda.graph_pool_handle()
+        #: how many variants replayed these graphs (:class:`~cudagraph_bench.measure.variants.PaddedVariant`)
+        self.served = 0
         self.graphs: dict[int, GraphedForward] = {}
         self.captures: list[BucketCapture] = []
         for bucket in sorted(self.buckets, reverse=True):

@@ -247,7 +247,9 @@ class RoundPolicy:
     def plan(self, fn: Callable[[], object], sync: Callable[[], None], *, warm: bool = False,
              checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
         """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
-        calls count towards the ``warmup_ms`` floor (never towards the ``warmup`` rounds asked for).
+        calls (and its untimed cold call) are calls before the measured rounds like warmup rounds: they count
+        towards both warmup floors, the ``warmup`` rounds and ``warmup_ms``, so a slow call (a 56 ms padded
+        replay: 3 pilot calls) gets ``warmup - 4`` warmup rounds, not ``warmup`` more.
         ``warm``: the caller has just run ``fn`` (same inputs), so the pilot makes no untimed cold call.
 
         The pilot stops after one timed call when that call is so slow that the precision target could add
@@ -271,4 +273,4 @@ class RoundPolicy:
                                      warmup_ms=self.warmup_ms, min_time_ms=self.min_time_ms,
                                      max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct,
                                      max_time_ms=self.max_time_ms)
-        return rounds, max(self.warmup, warmup - len(pilot) - (0 if warm else 1)), pilot
+        return rounds, max(0, warmup - len(pilot) - (0 if warm else 1)), pilot

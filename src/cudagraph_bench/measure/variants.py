@@ -198,27 +198,65 @@ class PaddedVariant(ForwardVariant):
     :meth:`record` adds ``bucket``, ``buckets`` and per-length ``capture_ms_by_bucket`` /
     ``pool_mib_by_bucket`` (memory the shared pool grew by while capturing each length).
 
+    ``graphs``: graphs captured already (:meth:`graphs_for`), replayed instead of capturing new ones, as a
+    server replays its buckets for every prompt; the variant does not own them (its :meth:`close` leaves
+    them to their owner). When an earlier variant replayed them already (e.g. the case of another prompt
+    length of the same model and dtype), :meth:`record` adds ``graphs_reused: true``.
+
     Raises:
         RequestTooLongError: ``seq_len`` is above the padded length / the largest bucket.
+        ValueError: ``graphs`` hold other lengths than ``lengths`` capped at the model's positions.
     """
 
-    def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3):
+    def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3, graphs=None):
         super().__init__(seq_len)
-        from cudagraph_bench.capture.buckets import BucketedGraphs, cap_buckets, select_bucket
-        from cudagraph_bench.models.presets import max_positions
+        from cudagraph_bench.capture.buckets import select_bucket
 
         self.name = name
-        capped = cap_buckets(lengths, max_positions(model))
+        capped = self.graph_lengths(model, lengths, name, seq_len)
         length = select_bucket(seq_len, capped)
-        self._graphs = BucketedGraphs(model, capped if name == "bucketed" else (length,), warmup_iters=warmup_iters)
+        self._owns_graphs = graphs is None
+        if graphs is None:
+            graphs = self.graphs_for(model, lengths, name, seq_len, warmup_iters=warmup_iters)
+        elif tuple(sorted(graphs.buckets)) != tuple(sorted(capped)):
+            raise ValueError(f"graphs of lengths {sorted(graphs.buckets)} given to a {name} variant of lengths "
+                             f"{sorted(capped)}: capture them with PaddedVariant.graphs_for")
+        self.graphs_reused = graphs.served > 0
+        graphs.served += 1
+        self._graphs = graphs
         self.pad_to = length
         self.capture_ms = next(c.capture_ms for c in self._graphs.captures if c.bucket == length)
 
+    @staticmethod
+    def graph_lengths(model, lengths, name: str, seq_len: int) -> tuple[int, ...]:
+        """The lengths (tokens) a ``name`` variant captures for a ``seq_len``-token prompt: every bucket of
+        ``lengths`` capped at the model's positions (``bucketed``) or the one padded length (``padded``).
+
+        Raises:
+            RequestTooLongError: ``seq_len`` is above them all."""
+        from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
+        from cudagraph_bench.models.presets import max_positions
+
+        capped = cap_buckets(lengths, max_positions(model))
+        return capped if name == "bucketed" else (select_bucket(seq_len, capped),)
+
+    @classmethod
+    def graphs_for(cls, model, lengths, name: str, seq_len: int, *, warmup_iters: int = 3):
+        """Capture the :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` a ``name`` variant of ``lengths``
+        replays for a ``seq_len``-token prompt (:meth:`graph_lengths`); close them when done.
+
+        Raises:
+            RequestTooLongError: ``seq_len`` is above every length, before any capture."""
+        from cudagraph_bench.capture.buckets import BucketedGraphs
+
+        return BucketedGraphs(model, cls.graph_lengths(model, lengths, name, seq_len), warmup_iters=warmup_iters)
+
     def record(self) -> dict:
         captures = self._graphs.captures if self._graphs is not None else []
+        reused = {"graphs_reused": True} if self.graphs_reused else {}
         return {**super().record(), "bucket": self.pad_to, "buckets": [c.bucket for c in reversed(captures)],
                 "capture_ms_by_bucket": {str(c.bucket): c.capture_ms for c in captures},
-                "pool_mib_by_bucket": {str(c.bucket): c.pool_mib for c in captures}}
+                "pool_mib_by_bucket": {str(c.bucket): c.pool_mib for c in captures}, **reused}
 
     @property
     def static_output(self):
@@ -228,9 +266,9 @@ class PaddedVariant(ForwardVariant):
         return self._graphs(input_ids)
 
     def close(self) -> None:
-        if self._graphs is not None:
+        if self._graphs is not None and self._owns_graphs:
             self._graphs.close()
-            self._graphs = None
+        self._graphs = None
 
 
 def _sync(model) -> Callable[[], None]:
@@ -403,9 +441,16 @@ class CompileGraphVariant(_GraphBacked):
             self._torch._dynamo.reset()
 
 
+def padding_lengths(variant: str, pad_to: int | None = None, buckets: Iterable[int] | None = None) -> tuple[int, ...]:
+    """The lengths (tokens, before the cap at the model's positions) of a ``padded`` (``pad_to``, default 1024)
+    or ``bucketed`` (``buckets``, default :data:`options.DEFAULT_BUCKETS`) variant."""
+    return (pad_to or 1024,) if variant == "padded" else tuple(buckets or DEFAULT_BUCKETS)
+
+
 def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = None, dtype: str | None = None,
                   buckets: Iterable[int] | None = None, warmup_iters: int = 3,
-                  check_data_ptrs: bool = False, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE) -> ForwardVariant:
+                  check_data_ptrs: bool = False, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE,
+                  graphs=None) -> ForwardVariant:
     """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens.
 
     Args:
@@ -420,6 +465,8 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         compile_mode: inductor mode of ``compile+graph`` (:data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`).
         check_data_ptrs: ``graph``: before every replay check that the static buffers' ``data_ptr()``
             never changed (debug; raises on a change).
+        graphs: ``padded``/``bucketed``: graphs captured already for these lengths
+            (:meth:`PaddedVariant.graphs_for`), replayed and not owned (see :class:`PaddedVariant`).
 
     Returns:
         a :class:`ForwardVariant`: ``variant(input_ids [1, seq_len] int64) -> Tensor`` (valid until the
@@ -443,11 +490,9 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         built: ForwardVariant = EagerVariant(model, seq_len)
     elif variant == "graph":
         built = GraphVariant(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs)
-    elif variant == "padded":
-        built = PaddedVariant(model, seq_len, lengths=(pad_to or 1024,), name="padded", warmup_iters=warmup_iters)
-    elif variant == "bucketed":
-        built = PaddedVariant(model, seq_len, lengths=tuple(buckets or DEFAULT_BUCKETS), name="bucketed",
-                              warmup_iters=warmup_iters)
+    elif variant in ("padded", "bucketed"):
+        built = PaddedVariant(model, seq_len, lengths=padding_lengths(variant, pad_to, buckets), name=variant,
+                              warmup_iters=warmup_iters, graphs=graphs)
     elif variant == "compile":
         built = CompileVariant(model, seq_len)
     else:
