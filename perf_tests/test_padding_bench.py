@@ -15,5 +15,12 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 
+@pytest.fixture(scope="module", autouse=True)
+def padding_graphs_dropped_after_the_module(cgb):
+    """The graphs the session holds for a model's next prompt length are not kept for the modules after."""
+    yield
+    cgb.drop_padding_graphs()
+
+
 def test_padded_and_bucketed(benchmark, cgb, pad_case):
     cgb.measure_forward(benchmark, pad_case)

@@ -447,7 +447,12 @@ def test_padding_cases_of_one_model_replay_the_graphs_its_first_case_captured(mo
                                                                                                  seq_len)))
     monkeypatch.setattr(V, "CUDA_VARIANTS", ())           # a CPU model: build_variant's CUDA check is tested above
     session = Session(argparse.Namespace(getoption=lambda name: None))
+    released = []
+    monkeypatch.setattr(session, "release", lambda **kw: released.append(len(closed)))   # no gc.freeze in a test
     buckets = (8, 16, 64)
+    with pytest.raises(C.CaseFailed, match="build"):      # a prompt above every bucket: the case fails, uncaptured
+        session._padding_variant(spec(variant="bucketed", seq_len=65, buckets=buckets), tiny)
+    assert captured == [] and session._padding == {}
     first = session._padding_variant(spec(variant="bucketed", seq_len=8, buckets=buckets), tiny)
     second = session._padding_variant(spec(variant="bucketed", seq_len=12, buckets=buckets), tiny)
     assert captured == [("bucketed", buckets)] and first._graphs is second._graphs
@@ -463,3 +468,9 @@ def test_padding_cases_of_one_model_replay_the_graphs_its_first_case_captured(mo
     assert session._padding_variant(spec(variant="eager"), tiny) is None and closed == []
     assert session._padding_variant(spec(model="distilgpt2", variant="eager"), tiny) is None
     assert len(closed) == 2 and session._padding == {}    # another model: both sets closed
+    session._padding_variant(spec(variant="padded", seq_len=12, pad_to=64), tiny)
+    session.drop_padding_graphs()
+    assert len(closed) == 3 and session._padding == {}
+    assert released == [2, 3]                             # each drop frees the pools after closing the graphs
+    session.drop_padding_graphs()
+    assert released == [2, 3]                             # nothing held: nothing to free

@@ -80,7 +80,7 @@ class Session:
         self._generated = {}
         self._fp64_logits = {}
         self._static_eager = {}
-        #: ``(model, dtype, variant, lengths)`` -> the padded / bucketed graphs its cases replay (:meth:`_padding_graphs`)
+        #: ``(model, dtype, variant, lengths)`` -> the padded / bucketed graphs its cases replay (:meth:`_padding_variant`)
         self._padding = {}
         #: ``(model, dtype, seq_len)`` -> its kernel count and busy time, profiled once per session
         #: (:class:`ProfiledCases` of every module share it).
@@ -260,7 +260,8 @@ class Session:
         <cudagraph_bench.measure.variants.PaddedVariant.graphs_for>`), as a server captures its buckets once and
         replays them for every prompt length: the other prompt lengths' cases check and time the same graphs
         instead of capturing them again (``extra_info["graphs_reused"]``). The graphs of another model or dtype
-        are closed first, so at most one model's padded and bucketed graphs are held. None for other variants.
+        are closed first (and their pools freed), so at most one model's padded and bucketed graphs are held;
+        :meth:`drop_padding_graphs` closes the last ones. None for other variants.
 
         Raises:
             CaseFailed: phase ``build``: the capture or the variant raised (e.g. a
@@ -268,8 +269,8 @@ class Session:
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
         from cudagraph_bench.measure.variants import PaddedVariant, build_variant, padding_lengths
 
-        for key in [k for k in self._padding if k[:2] != (spec.model, spec.dtype)]:
-            self._padding.pop(key).close()
+        if any(k[:2] != (spec.model, spec.dtype) for k in self._padding):
+            self.drop_padding_graphs()
         if spec.variant not in ("padded", "bucketed"):
             return None
         lengths = padding_lengths(spec.variant, spec.pad_to, spec.buckets)
@@ -281,6 +282,15 @@ class Session:
                                  buckets=spec.buckets, graphs=self._padding[key])
         except Exception as exc:  # a variant's failure is its case's result
             raise CaseFailed("build", describe_exception(exc), exc) from exc
+
+    def drop_padding_graphs(self) -> None:
+        """Close the padded and bucketed graphs the session holds (:meth:`_padding_variant`) and free their
+        pools (:meth:`release`); e.g. when the padding benchmarks are done."""
+        if self._padding:
+            for graphs in self._padding.values():
+                graphs.close()
+            self._padding.clear()
+            self.release()
 
     def record_failure(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> dict:
         """List a case that produced no measurement under ``["cudagraph_bench"]["failures"]`` of the session's
@@ -326,9 +336,7 @@ class Session:
             torch.cuda.empty_cache()
 
     def close(self) -> None:
-        for graphs in self._padding.values():
-            graphs.close()
-        self._padding.clear()
+        self.drop_padding_graphs()
         self.release(everything=True)
         self.ledger.end_mib = self.ledger.reserved_mib()
 
@@ -456,8 +464,8 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     when it is too slow for the precision target to add rounds) plans them
     (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`): at least ``--rounds`` measured rounds, more
     until the median's 95% interval is expected within ``--precision-pct`` but for at most ``--max-time-ms``
-    of calls, enough for ``--min-time-ms``, at most ``--max-rounds``; warmup rounds at least
-    ``--warmup-rounds`` and enough for ``--warmup-ms``. The garbage collector is off while timing unless
+    of calls, enough for ``--min-time-ms``, at most ``--max-rounds``; warmup rounds that, with the pilot's
+    calls, make at least ``--warmup-rounds`` calls and last at least ``--warmup-ms``. The garbage collector is off while timing unless
     ``--keep-gc``.
 
     ``extra_info`` also gets the timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`:

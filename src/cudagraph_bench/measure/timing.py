@@ -232,7 +232,7 @@ def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: floa
 @dataclass(frozen=True)
 class RoundPolicy:
     """How many rounds a benchmark gets (:func:`plan_rounds`): ``rounds`` (floor of measured rounds),
-    ``warmup`` (floor of warmup rounds), the time floors ``warmup_ms`` / ``min_time_ms``, the precision
+    ``warmup`` (floor of the calls before the measured rounds, the pilot's included), the time floors ``warmup_ms`` / ``min_time_ms``, the precision
     target ``precision_pct`` (0: off), ``max_rounds`` (cap of what the floors and the target add) and
     ``max_time_ms`` (cap, in ms of calls, of what the precision target adds; 0: none)."""
 
@@ -248,8 +248,8 @@ class RoundPolicy:
              checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
         """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
         calls (and its untimed cold call) are calls before the measured rounds like warmup rounds: they count
-        towards both warmup floors, the ``warmup`` rounds and ``warmup_ms``, so a slow call (a 56 ms padded
-        replay: 3 pilot calls) gets ``warmup - 4`` warmup rounds, not ``warmup`` more.
+        towards both warmup floors, the ``warmup`` rounds and ``warmup_ms``: a call whose pilot made 3 timed
+        calls and its cold call gets ``warmup - 4`` warmup rounds, not ``warmup`` more.
         ``warm``: the caller has just run ``fn`` (same inputs), so the pilot makes no untimed cold call.
 
         The pilot stops after one timed call when that call is so slow that the precision target could add

@@ -238,7 +238,8 @@ class PaddedVariant(ForwardVariant):
         from cudagraph_bench.models.presets import max_positions
 
         capped = cap_buckets(lengths, max_positions(model))
-        return capped if name == "bucketed" else (select_bucket(seq_len, capped),)
+        length = select_bucket(seq_len, capped)             # raises before any capture
+        return capped if name == "bucketed" else (length,)
 
     @classmethod
     def graphs_for(cls, model, lengths, name: str, seq_len: int, *, warmup_iters: int = 3):
