@@ -465,8 +465,8 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`): at least ``--rounds`` measured rounds, more
     until the median's 95% interval is expected within ``--precision-pct`` but for at most ``--max-time-ms``
     of calls, enough for ``--min-time-ms``, at most ``--max-rounds``; warmup rounds that, with the pilot's
-    calls, make at least ``--warmup-rounds`` calls and last at least ``--warmup-ms``. The garbage collector is off while timing unless
-    ``--keep-gc``.
+    calls, make at least ``--warmup-rounds`` calls and last at least ``--warmup-ms``. The garbage collector is
+    off while timing unless ``--keep-gc``.
 
     ``extra_info`` also gets the timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`:
     ``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``, ``max_time_ms``, ``median_ci95_pct`` of the
