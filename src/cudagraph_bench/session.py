@@ -80,7 +80,8 @@ class Session:
         self._generated = {}
         self._fp64_logits = {}
         self._static_eager = {}
-        #: ``(model, dtype, variant, lengths)`` -> the padded / bucketed graphs its cases replay (:meth:`_padding_variant`)
+        #: ``(model, dtype, variant, lengths)`` -> the padded / bucketed graphs its cases replay
+        #: (:meth:`_padding_variant`)
         self._padding = {}
         #: ``(model, dtype, seq_len)`` -> its kernel count and busy time, profiled once per session
         #: (:class:`ProfiledCases` of every module share it).
@@ -507,4 +508,5 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     return events
 
 
-__all__ = ["Session", "DECODE_PROMPT_SEED", "MemoryLedger", "ProfiledCases", "FORWARD_PROFILES_GROUP", "benchmark_call", "round_policy", "decode_cache_len", "generate_reference"]
+__all__ = ["Session", "DECODE_PROMPT_SEED", "MemoryLedger", "ProfiledCases", "FORWARD_PROFILES_GROUP", "benchmark_call",
+           "round_policy", "decode_cache_len", "generate_reference"]
