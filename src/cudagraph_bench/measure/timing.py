@@ -234,7 +234,8 @@ class RoundPolicy:
     """How many rounds a benchmark gets (:func:`plan_rounds`): ``rounds`` (floor of measured rounds),
     ``warmup`` (floor of the calls before the measured rounds, the pilot's included), the time floors
     ``warmup_ms`` / ``min_time_ms``, the precision target ``precision_pct`` (0: off), ``max_rounds`` (cap of
-    what the floors and the target add) and ``max_time_ms`` (cap, in ms of calls, of what the precision target adds; 0: none)."""
+    what the floors and the target add) and ``max_time_ms`` (cap, in ms of calls, of what the precision
+    target adds; 0: none)."""
 
     rounds: int
     warmup: int
