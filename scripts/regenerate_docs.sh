@@ -21,7 +21,8 @@ R=results/nvidia-h200
 # between (two GPUs before the heap fix, one GPU with one profiler window) stay committed and listed in
 # results/nvidia-h200/README.md.
 SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json
-  --suite-timing $R/suite/default-suite-one-gpu-frozen-gc.json --suite-timing $R/suite/default-suite-two-gpu-workers-frozen-gc.json
+  --suite-timing $R/suite/default-suite-one-gpu-frozen-gc.json
+  --suite-timing $R/suite/default-suite-two-gpu-workers-frozen-gc.json
   --suite-timing $R/suite/default-suite-one-gpu-precompiled-bytecode.json
   --suite-timing $R/suite/default-suite-two-gpu-workers-precompiled-bytecode.json"
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \

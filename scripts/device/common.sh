@@ -17,14 +17,17 @@ say() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$W/steps.log"; }
 # transformers from source again (one import of torch, transformers and inductor took 12.9 s there, the first 17.9 s:
 # results/nvidia-h200/steps/default-suite-frozen-gc-one-then-two-gpus.log).
 # A pip-installed environment has them compiled at install time. precompile_bytecode gives the run the same:
-# everything on sys.path (stdlib, site-packages) and the repo's src (run it from the repo root) compiled once, before any timed step, into a cache folder
-# (PYTHONPYCACHEPREFIX, exported: every process of the run reads it), the image left as it is. Call it directly,
-# not in $(...) or a pipe (a redirect is fine): the export must reach the caller's shell. Prints one line.
+# everything on sys.path (stdlib, site-packages) and the repo's src (run it from the repo root) compiled once,
+# before any timed step, into a cache folder (PYTHONPYCACHEPREFIX, exported: every process of the run reads it),
+# the image left as it is. Call it directly, not in $(...) or a pipe (a redirect is fine): the export must reach
+# the caller's shell. Prints one line.
 precompile_bytecode() {
   export PYTHONPYCACHEPREFIX="${PYCACHE:-/tmp/cgb-pycache}"
-  local t0; t0=$(date +%s.%N)
-  python3 -m compileall -q -j 0 -x '/tests?/' \
-    $(PYTHONPATH="$PWD/src" python3 -c "import os, sys; print(' '.join(p for p in sys.path if p and os.path.isdir(p)))") \
-    > /dev/null 2>&1
-  echo "bytecode compiled into $PYTHONPYCACHEPREFIX ($(find "$PYTHONPYCACHEPREFIX" -name '*.pyc' | wc -l) files) in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
+  local t0 paths n s
+  t0=$(date +%s.%N)
+  paths=$(PYTHONPATH="$PWD/src" python3 -c "import os, sys; print(' '.join(p for p in sys.path if os.path.isdir(p)))")
+  python3 -m compileall -q -j 0 -x '/tests?/' $paths > /dev/null 2>&1
+  n=$(find "$PYTHONPYCACHEPREFIX" -name '*.pyc' | wc -l)
+  s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
+  echo "bytecode compiled into $PYTHONPYCACHEPREFIX ($n files) in $s s"
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Both steps of sharded-suite.sh in one 10-minute command, when the one-GPU suite takes ~5 minutes: a probe of
 # how this image imports (bytecode caching off or on, the seconds one process takes to import torch,
-# transformers, inductor and the plugin, before and after), the image's site-packages compiled to bytecode as a pip install
-# would have (common.sh: precompile_bytecode; BYTECODE=0 leaves the image as it is), then `sharded-suite.sh
+# transformers, inductor and the plugin, before and after), the image's site-packages compiled to bytecode as a
+# pip install would have (common.sh: precompile_bytecode; BYTECODE=0 leaves the image as it is), then `sharded-suite.sh
 # single`, then `sharded-suite.sh sharded` against it (its wall time cut to what is left of the 585 s), both under
 # the same bytecode. Usage (repo root, 2-GPU machine):
 #   OUT=<dir> [BYTECODE=0] bash scripts/device/suite-one-then-two-gpus.sh
@@ -12,7 +12,8 @@ OUT="${OUT:-out/suite-one-then-two-gpus}"; mkdir -p "$OUT"
 T0=$(date +%s)
 . "$(dirname "$0")/common.sh"
 P=$(python3 -c "import sysconfig;print(sysconfig.get_paths()['purelib'])")
-IMPORTS="import torch, transformers, cudagraph_bench.plugin, transformers.generation.utils, torch._inductor.compile_fx, torch._dynamo; from transformers import GPT2LMHeadModel, LlamaForCausalLM, BertModel"
+IMPORTS="import torch, transformers, cudagraph_bench.plugin, transformers.generation.utils, torch._inductor.compile_fx"
+IMPORTS="$IMPORTS, torch._dynamo; from transformers import GPT2LMHeadModel, LlamaForCausalLM, BertModel"
 timed_import() {   # timed_import LABEL: seconds of one fresh process importing $IMPORTS
   local t; t=$(date +%s.%N)
   PYTHONPATH=src python3 -c "$IMPORTS" 2>&1 | tail -2

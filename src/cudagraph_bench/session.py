@@ -136,8 +136,8 @@ class Session:
 
         while self._models and cached_bytes() > share * total:
             victim = next((k for k in self._models if k[0] != name), next(iter(self._models)))
-            for key in [k for k in self._padding if k[:2] == victim]:
-                self._padding.pop(key).close()
+            if any(k[:2] == victim for k in self._padding):
+                self.drop_padding_graphs()
             del self._models[victim]
             self.release(everything=True)
 

@@ -53,7 +53,8 @@ def benchmark_entry(result: CaseResult, settings) -> dict:
         "param": case.test_id,
         "extra_info": extra,
         "options": {"disable_gc": True, "timer": "perf_counter", "min_rounds": settings.rounds,
-                    "max_time": None, "min_time": None, "warmup": extra.get("warmup_rounds", 0) > 0 or bool(extra.get("pilot_ms"))},
+                    "max_time": None, "min_time": None,
+                    "warmup": extra.get("warmup_rounds", 0) > 0 or bool(extra.get("pilot_ms"))},
         "stats": stats_dict,
     }
 

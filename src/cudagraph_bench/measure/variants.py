@@ -41,7 +41,8 @@ from typing import Callable, Iterable
 from cudagraph_bench.capture.compiling import STABLE_FACTOR, compile_counters, warm_until_stable  # noqa: F401
 from cudagraph_bench.capture.compiling import no_recompile as _no_recompile
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
-from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, FORWARD_VARIANTS
+from cudagraph_bench.options import (COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_PAD_TO,
+                                     FORWARD_VARIANTS)
 
 #: Variants that :func:`build_variant` and ``cudagraph-bench run`` know, in display order.
 RUN_VARIANTS = FORWARD_VARIANTS
@@ -443,9 +444,9 @@ class CompileGraphVariant(_GraphBacked):
 
 
 def padding_lengths(variant: str, pad_to: int | None = None, buckets: Iterable[int] | None = None) -> tuple[int, ...]:
-    """The lengths (tokens, before the cap at the model's positions) of a ``padded`` (``pad_to``, default 1024)
-    or ``bucketed`` (``buckets``, default :data:`options.DEFAULT_BUCKETS`) variant."""
-    return (pad_to or 1024,) if variant == "padded" else tuple(buckets or DEFAULT_BUCKETS)
+    """The lengths (tokens, before the cap at the model's positions) of a ``padded`` (``pad_to``, default
+    :data:`options.DEFAULT_PAD_TO`) or ``bucketed`` (``buckets``, default :data:`options.DEFAULT_BUCKETS`) variant."""
+    return (pad_to or DEFAULT_PAD_TO,) if variant == "padded" else tuple(buckets or DEFAULT_BUCKETS)
 
 
 def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = None, dtype: str | None = None,
