@@ -7,7 +7,7 @@ cudagraph_bench.measure.correctness.TOLERANCES (float32: atol 1e-5, rtol 1.3e-6)
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.untimed]    # correctness only: times nothing
 
 
 def test_graph_replay_matches_eager(cgb, corr_case, record_property):

@@ -5,8 +5,10 @@ The profiler never runs in this process: a profiler session can leave CUPTI atta
 to every later launch (pytorch/pytorch#144455), so the counting happens in worker processes
 (:func:`cudagraph_bench.measure.kernel_counts.count_in_workers`) and this file may run before, between or after
 the benchmarks. The first test of the module sends every selected case to one worker (a crash or hang
-fails only the case in flight); each test then records its case's count and busy time in the session
-ledger, and the plugin writes them into the matching eager benchmark's extra_info["n_kernels"] and
+fails only the case in flight), unless the session's held worker has counted them already (started by the
+first correctness test, it counts before the first timed test:
+:meth:`~cudagraph_bench.session.Session.hold_profiling_worker`); each test then records its case's count and
+busy time in the session ledger, and the plugin writes them into the matching eager benchmark's extra_info["n_kernels"] and
 extra_info["gpu_busy_ms"] when it writes the JSON (a merge of xdist workers or CI shards does it for the
 benchmarks that another process measured: :func:`cudagraph_bench.results.record.attach_kernel_counts`).
 The test takes the ``benchmark`` fixture only so that it runs under ``--benchmark-only``; it times nothing.

@@ -10,7 +10,7 @@
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.untimed]    # correctness only: times nothing
 
 DTYPES = ("float32", "bfloat16")
 

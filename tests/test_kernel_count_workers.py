@@ -254,7 +254,8 @@ import cudagraph_bench.measure.kernel_counts as kernel_counts
 
 @pytest.fixture(autouse=True)
 def record_batches(monkeypatch):
-    def count_in_workers(specs):
+    def count_in_workers(specs, held=None):
+        assert held is None, "no untimed test ran first: no worker is held"
         keys = [(s["model"], s["dtype"], s["seq_len"]) for s in specs]
         with open(os.environ["BATCHES"], "a") as f:
             f.write(json.dumps(keys) + "\\n")
@@ -325,3 +326,157 @@ def test_an_xdist_worker_profiles_only_the_asked_cases_model_and_dtype(pytester,
     result.assert_outcomes(passed=3)
     (batch,) = [json.loads(line) for line in batches.read_text().splitlines()]
     assert len(batch) == 3
+
+
+# ---------------------------------------------------------------------------- the held worker
+
+#: A worker script that runs the real protocol (:func:`~cudagraph_bench.measure.isolation.worker_main`) with a
+#: fake measurement: its result for a case is computed from the case, and its prepare step writes a line to
+#: stderr (the test reads the order of events from the log).
+HOLDING_WORKER = textwrap.dedent("""
+    import sys
+    from types import SimpleNamespace
+    from cudagraph_bench.measure.isolation import worker_main
+
+    def prepare(spec, models):
+        print(f"prepared for {spec.model} L={spec.seq_len}", file=sys.stderr, flush=True)
+        if spec.seq_len == 999:
+            raise SystemExit(5)              # a worker that dies while preparing
+
+    def measure(spec, models):
+        print(f"measured L={spec.seq_len}", file=sys.stderr, flush=True)
+        fields = dict(model=spec.model, dtype=spec.dtype, seq_len=spec.seq_len, variant=spec.variant,
+                      device=spec.device, status="ok", n_kernels=3 * spec.seq_len + 1, gpu_busy_ms=spec.seq_len / 8)
+        return SimpleNamespace(status="ok", reason=None, isolated=False, to_dict=lambda: fields)
+
+    sys.exit(worker_main(measure=measure, prepare=prepare))
+""")
+
+
+@pytest.fixture
+def holding_worker(tmp_path, monkeypatch):
+    script = tmp_path / "holding_worker.py"
+    script.write_text(HOLDING_WORKER)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    return [sys.executable, str(script)]
+
+
+def test_a_held_worker_prepares_waits_for_go_and_counts_its_batch(holding_worker, tmp_path):
+    from cudagraph_bench.measure.isolation import HeldWorker, IsolationStats
+
+    specs = specs_with([None, None])
+    log = tmp_path / "held.log"
+    held = HeldWorker.start(specs, holding_worker, log_path=str(log))
+    assert held.wait_prepared(30) and held.proc.poll() is None        # prepared, held, alive
+    assert "measured" not in log.read_text()                           # nothing measured before go
+    stats = IsolationStats()
+    counts = K.count_in_workers(specs, worker_cmd=["false"], timeout_s=30, held=held)   # "false": never started
+    assert {k: c.n_kernels for k, c in counts.items()} == {("gpt2", "float32", s["seq_len"]): fake_count(s["seq_len"])
+                                                          for s in specs}
+    lines = [ln for ln in log.read_text().splitlines() if ln.startswith(("prepared", "measured"))]
+    assert lines == [f"prepared for gpt2 L={specs[0]['seq_len']}"] + [f"measured L={s['seq_len']}" for s in specs]
+    assert held.proc.poll() is not None and stats.workers == 0
+
+
+def test_a_held_worker_of_other_cases_or_that_died_is_replaced_by_a_fresh_one(holding_worker, fake_worker):
+    from cudagraph_bench.measure.isolation import HeldWorker
+
+    specs = specs_with([None, None])
+    for held_specs in (specs[:1], [{**specs[0], "seq_len": 999}, specs[1]]):   # another batch; dies preparing
+        held = HeldWorker.start(held_specs, holding_worker)
+        counts = K.count_in_workers(specs, worker_cmd=fake_worker, timeout_s=30, held=held)
+        assert [c.n_kernels for c in counts.values()] == [fake_count(s["seq_len"]) for s in specs]
+        assert held.proc.poll() is not None                            # killed or dead, never left running
+    dead = HeldWorker.start([{**specs[0], "seq_len": 999}], holding_worker)
+    assert dead.wait_prepared(30) is False
+
+
+def test_a_held_worker_that_is_never_told_to_go_measures_nothing(holding_worker, tmp_path):
+    from cudagraph_bench.measure.isolation import HeldWorker
+
+    log = tmp_path / "held.log"
+    held = HeldWorker.start(specs_with([None]), holding_worker, log_path=str(log))
+    assert held.wait_prepared(30)
+    held.proc.stdin.close()                                            # end of input instead of go
+    assert held.proc.wait(timeout=30) == 0 and "measured" not in log.read_text()
+
+
+HELD_CONFTEST = """
+import json, os, time
+import pytest
+import torch
+import cudagraph_bench.measure.kernel_counts as kernel_counts
+from cudagraph_bench.sharding import session_state
+
+COUNT_S = 0.5                                    # what the fake count takes
+
+torch.cuda.is_available = lambda: True           # the plugin holds a worker only where CUDA is
+
+def log(*event):
+    with open(os.environ["EVENTS"], "a") as f:
+        f.write(json.dumps(event) + "\\n")
+
+class FakeHeld:
+    def __init__(self, specs):
+        self.specs = specs
+    def wait_prepared(self, timeout_s):
+        return True
+    def close(self):
+        log("close")
+
+def count_in_workers(specs, held=None):
+    log("count", [s["seq_len"] for s in specs], held is not None and held.specs == specs)
+    time.sleep(COUNT_S)
+    keys = [(s["model"], s["dtype"], s["seq_len"]) for s in specs]
+    return {k: "profile of " + "-".join(map(str, k)) for k in keys}
+
+# patched for the whole session (this pytest run's own process): the plugin counts between tests
+kernel_counts.hold_worker = lambda specs: log("hold", [s["seq_len"] for s in specs]) or FakeHeld(specs)
+kernel_counts.count_in_workers = count_in_workers
+
+def pytest_sessionfinish(session):
+    log("seconds per test", session_state(session.config).ran_s)
+"""
+
+UNTIMED_MODULE = """
+import json, os
+import pytest
+pytestmark = pytest.mark.untimed
+
+def test_correctness_first(cgb):
+    with open(os.environ["EVENTS"], "a") as f:
+        f.write(json.dumps(["untimed test"]) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("skip_benchmarks", [False, True])
+def test_the_first_untimed_test_holds_the_profile_worker_and_timed_tests_wait_for_it(pytester, tmp_path,
+                                                                                    monkeypatch, skip_benchmarks):
+    """An ``untimed`` first test starts the held worker on the batch the profiling module then asks for;
+    the worker counts that batch before the next test (not ``untimed``, here one that profiles nothing)
+    starts, and the counting time is recorded under the first profiling test, not the test it ran before.
+    With benchmarks skipped (the counting tests do not run) nothing is held."""
+    events = tmp_path / "events.jsonl"
+    monkeypatch.setenv("EVENTS", str(events))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    pytester.makeconftest(HELD_CONFTEST)
+    profiled = "import pytest\npytestmark = pytest.mark.xdist_group('forward-profiles')\n" + \
+        PROFILED_MODULE.replace("KEEP", "None")
+    pytester.makepyfile(test_a_untimed=UNTIMED_MODULE, test_b_timed="def test_timed():\n    pass\n",
+                        test_c_profiled=profiled)
+    args = ["-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider"]
+    args += ["--benchmark-skip"] if skip_benchmarks else []
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=5)
+    *got, (_, seconds) = [json.loads(line) for line in events.read_text().splitlines()]
+    lengths = [16, 50, 512]          # PROFILED_MODULE's cases, in collection order
+    if skip_benchmarks:
+        assert got == [["untimed test"], ["count", lengths, False]]     # counted by the module's first test
+    else:
+        assert got == [["hold", lengths], ["untimed test"], ["count", lengths, True]]
+    count_s = 0.5                    # HELD_CONFTEST's COUNT_S
+    first, *others = [k for k in seconds if k.startswith("test_c_profiled.py")]
+    assert seconds[first] >= count_s and all(seconds[k] < count_s for k in others)
+    assert seconds["test_b_timed.py::test_timed"] < count_s      # counted before it started, not during it

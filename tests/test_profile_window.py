@@ -151,13 +151,40 @@ def test_marker_name(name, marker):
 # ---------------------------------------------------------------------------- profile_forward
 
 
+class KinetoEvent:
+    """A fake ``torch._C._autograd._KinetoEvent`` of a :class:`Timeline` record (its methods, ns clock);
+    ``activity_type`` only where ``with_activity`` (torch 2.11's kineto events lack it)."""
+
+    def __init__(self, record, with_activity: bool):
+        self._r = record
+        if with_activity:
+            self.activity_type = lambda: record.activity_type
+
+    def name(self):
+        return self._r.name
+
+    def device_type(self):
+        return self._r.device_type
+
+    def is_user_annotation(self):
+        return bool(getattr(self._r, "is_user_annotation", False))
+
+    def start_ns(self):
+        return round(self._r.time_range.start * 1000)
+
+    def end_ns(self):
+        return round(self._r.time_range.end * 1000)
+
+
 class FakeCuda:
     """Fake ``torch.profiler.profile`` (CUDA activity only), ``torch.cuda.synchronize`` and
     ``torch.cuda._sleep``: device records land on one timeline, and only those made while the window is
-    open reach ``events()``, less the first ``drop_first`` records of the window."""
+    open reach the window's results, less the first ``drop_first`` records of the window. ``kineto``: the
+    window has ``profiler.kineto_results.events()`` (:class:`KinetoEvent`, ``"with_activity"`` or
+    ``"without_activity"``); None: only ``events()`` (FunctionEvent-like), as a profiler without that result."""
 
-    def __init__(self, drop_first: int = 0):
-        self.line, self.open_at, self.drop_first = Timeline(), None, drop_first
+    def __init__(self, drop_first: int = 0, kineto: str | None = "without_activity"):
+        self.line, self.open_at, self.drop_first, self.kineto = Timeline(), None, drop_first, kineto
         self.windows, self.host = 0, []          # host: the order of calls, syncs and markers
 
     def profile(self, *, activities, **kwargs):
@@ -173,8 +200,12 @@ class FakeCuda:
             def __exit__(self, *exc):
                 self.recorded = fake.line.events[fake.open_at + fake.drop_first:]
                 fake.open_at = None
+                if fake.kineto:
+                    kineto = [KinetoEvent(r, fake.kineto == "with_activity") for r in reversed(self.recorded)]
+                    self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: kineto))
 
             def events(self):
+                assert not fake.kineto, "FunctionEvents built although kineto's result was there"
                 return list(reversed(self.recorded))
 
         return Window()
@@ -197,9 +228,10 @@ class FakeCuda:
         return self
 
 
+@pytest.mark.parametrize("kineto", ["without_activity", "with_activity", None])
 @pytest.mark.parametrize("repeats, warmup", [(5, 1), (2, 0)])
-def test_profile_forward_profiles_every_call_in_one_window(monkeypatch, repeats, warmup):
-    fake = FakeCuda().install(monkeypatch)
+def test_profile_forward_profiles_every_call_in_one_window(monkeypatch, repeats, warmup, kineto):
+    fake = FakeCuda(kineto=kineto).install(monkeypatch)
     got = R.profile_forward(fake.forward, repeats=repeats, warmup=warmup)
     assert fake.windows == 1
     assert fake.host == ["fn"] * warmup + ["marker", "sync"] + ["fn", "sync", "marker", "sync"] * (1 + repeats)

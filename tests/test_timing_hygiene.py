@@ -334,6 +334,40 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
     assert info["throttled"] == ["sw_thermal"]
 
 
+@pytest.mark.parametrize("disable_gc", [True, False])
+def test_the_pilot_runs_with_the_garbage_collector_as_the_measured_rounds_do(monkeypatch, disable_gc):
+    """pytest-benchmark turns the collector off around the measured rounds (``--benchmark-disable-gc``,
+    which the plugin sets unless ``--keep-gc``): the pilot that plans them runs the same way, and the
+    collector is back on afterwards."""
+    from cudagraph_bench import session
+    from cudagraph_bench.measure import timing
+
+    seen = []
+
+    def pilot(fn, sync, **budget):
+        seen.append(gc.isenabled())
+        return [1.0] * 4
+
+    class Bench:
+        extra_info, _disable_gc, name = {}, disable_gc, "test_forward[gpt2-float32-L16-eager]"
+
+        def pedantic(self, target, rounds, warmup_rounds, iterations):
+            seen.append(("pedantic", rounds))
+
+    class Session:
+        def option(self, name):
+            return {o.dest: o.default for o in MATRIX_OPTIONS}[name]
+
+    monkeypatch.setattr(timing, "pilot_call_ms", pilot)
+    monkeypatch.setattr(timing, "CallTimer",
+                        lambda fn, capacity: types.SimpleNamespace(event_ms=lambda last: [1.0] * last))
+    monkeypatch.setattr(gpustate, "read_gpu_state", lambda: None)
+    assert gc.isenabled()
+    session.benchmark_call(Bench(), Session(), lambda: None, group="g", extra_info={})
+    assert seen[0] is (not disable_gc) and seen[1][0] == "pedantic"
+    assert gc.isenabled()
+
+
 # ---------------------------------------------------------------------------- time cap of the precision target
 
 

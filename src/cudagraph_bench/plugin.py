@@ -33,6 +33,11 @@
   per-case memory ledger that checks graph pools are released (reported at the end and stored in
   the JSON under ``"cudagraph_bench"``), and the cases that failed with their reasons
   (``Session.record_failure``, stored there under ``"failures"`` as ``cudagraph-bench run`` stores its own);
+- the kernel-count worker starts ahead (:meth:`cudagraph_bench.session.Session.hold_profiling_worker`): when the
+  first test that uses ``cgb`` is marked ``untimed`` (it measures no time: correctness checks), the worker of
+  the session's first profile batch starts then and prepares (imports, CUDA context, first model) while the
+  untimed tests run, and counts (then exits) before the first test that is not ``untimed`` starts, so that
+  no timing overlaps it;
 - a session that ran no benchmark but recorded kernel counts or failed cases (a ``--shard K/N`` of only the
   profiling tests) still writes ``--benchmark-json``, with an empty ``benchmarks`` list
   (:func:`write_records_only_json`): pytest-benchmark writes nothing when no benchmark ran;
@@ -116,6 +121,8 @@ def pytest_configure(config):
     from cudagraph_bench.envinfo import pin_cpus
     from cudagraph_bench.errors import UsageError
 
+    config.addinivalue_line("markers", "untimed: measures no time (a correctness check): may run while the "
+                                       "session's kernel-count worker is still starting")
     if not config.getoption("keep_gc", False) and hasattr(config.option, "benchmark_disable_gc"):
         config.option.benchmark_disable_gc = True
     try:
@@ -389,10 +396,49 @@ def decode_case(model, dtype, seq_len, new_tokens, variant) -> tuple[str, str, i
     """A decode benchmark's ``(model, dtype, prompt tokens, new tokens, variant)``."""
     return (model, dtype, seq_len, new_tokens, variant)
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Before a test that is not ``untimed`` starts, the session's held kernel-count worker counts its batch
+    and exits (:meth:`~cudagraph_bench.session.Session.count_with_held_worker`): no test is timed while it
+    holds the GPU. Its seconds are recorded under the first profiling test (time per part, test durations),
+    which reads the counts; they are outside this test's own phases."""
+    session = getattr(item.config, "_cgb_session", None)
+    if session is not None and item.get_closest_marker("untimed") is None:
+        from cudagraph_bench.sharding import session_state
+
+        counted = session.count_with_held_worker()
+        state = session_state(item.config)
+        if counted is not None and state is not None:
+            from cudagraph_bench.results.shards import base_nodeid
+
+            nodeid, seconds = counted
+            state.ran_s[base_nodeid(nodeid)] = state.ran_s.get(base_nodeid(nodeid), 0.0) + seconds
+    return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    """The session's first ``untimed`` test that uses ``cgb`` starts the held kernel-count worker
+    (:meth:`~cudagraph_bench.session.Session.hold_profiling_worker`, once per session), unless benchmarks
+    are skipped (the counting tests then do not run) or there is no GPU."""
+    session = getattr(item, "funcargs", {}).get("cgb")
+    if session is None or session.hold_tried or item.get_closest_marker("untimed") is None:
+        return
+    session.hold_tried = True
+    if item.config.getoption("benchmark_skip", False):
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        session.hold_profiling_worker(item.session.items)
+
+
 @pytest.fixture(scope="session")
 def cgb(request):
     session = Session(request.config)
+    request.config._cgb_session = session
     yield session
+    request.config._cgb_session = None
     session.close()
 
 

@@ -86,6 +86,11 @@ class Session:
         #: ``(model, dtype, seq_len)`` -> its kernel count and busy time, profiled once per session
         #: (:class:`ProfiledCases` of every module share it).
         self.profiled: dict = {}
+        #: the counting worker started ahead of the first profile (:meth:`hold_profiling_worker`), until taken
+        self._held_profiler = None
+        self._held_for = None          # the node id of the first test that reads its counts
+        #: whether the plugin has decided on holding one (once per session)
+        self.hold_tried = False
         self.ledger = MemoryLedger()
         config._cgb_ledger = self.ledger
         self.ledger.start_mib = self.ledger.reserved_mib()
@@ -336,7 +341,63 @@ class Session:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
 
+    def hold_profiling_worker(self, items) -> None:
+        """Start the kernel-count worker of the session's first profile batch now and hold it once prepared
+        (:func:`cudagraph_bench.measure.kernel_counts.hold_worker`): its process start, imports, CUDA context and
+        first model build then overlap the tests that run meanwhile (the plugin calls this from the first
+        ``untimed`` test) instead of adding to the count. The batch is the one :class:`ProfiledCases` will ask
+        for: the cases of the first module among ``items`` (pytest's selected tests, in run order) whose tests
+        are in :data:`FORWARD_PROFILES_GROUP`. The worker counts before the first test that is not ``untimed``
+        starts (:meth:`count_with_held_worker`) and then exits, so that no test is timed while another process
+        holds the GPU; :meth:`close` kills a worker nobody took. Nothing is started without such tests or in a
+        pytest-xdist worker (it profiles only its group's share, started when asked)."""
+        from cudagraph_bench.measure.kernel_counts import count_spec, hold_worker
+        from cudagraph_bench.sharding import item_group
+
+        if self._held_profiler is not None or hasattr(self.config, "workerinput"):
+            return
+        first = next((i for i in items if item_group(i) == FORWARD_PROFILES_GROUP
+                      and "seq_len" in getattr(getattr(i, "callspec", None), "params", {})), None)
+        if first is None:
+            return
+        keys = profiled_keys(items, first.module, fits=self.fits)
+        if keys:
+            self._held_profiler = hold_worker([count_spec(*k) for k in keys])
+            self._held_for = first.nodeid
+
+    def take_held_worker(self):
+        """The held counting worker (or None), handed over once: the caller runs or closes it."""
+        held, self._held_profiler = self._held_profiler, None
+        return held
+
+    def count_with_held_worker(self) -> tuple[str, float] | None:
+        """Let the held counting worker count its batch now (waiting for it to be prepared first) and keep the
+        results in :attr:`profiled`, where :class:`ProfiledCases` finds them. Returns ``(node id, seconds)``:
+        the first profiling test, which the counting time belongs to, and the wall seconds it took; None when
+        no worker is held."""
+        import time
+
+        from cudagraph_bench.measure.kernel_counts import count_in_workers
+
+        held = self.take_held_worker()
+        if held is None:
+            return None
+        t0 = time.perf_counter()
+        self.profiled.update(count_in_workers(held.specs, held=held))
+        return self._held_for, time.perf_counter() - t0
+
+    def fits(self, model: str, seq_len: int) -> bool:
+        """Whether a ``seq_len``-token prompt fits ``model``'s positions (False for a model this cannot tell:
+        its own test reports it)."""
+        try:
+            return seq_len <= self.position_limit(model)
+        except Exception:
+            return False
+
     def close(self) -> None:
+        held = self.take_held_worker()
+        if held is not None:
+            held.close()
         self.drop_padding_graphs()
         self.release(everything=True)
         self.ledger.end_mib = self.ledger.reserved_mib()
@@ -374,40 +435,40 @@ class ProfiledCases:
 
     def _batch(self, key) -> list:
         """``key`` and the selected cases not profiled yet (in an xdist worker: of ``key``'s group)."""
-        selected = self._selected()
+        selected = profiled_keys(self._request.session.items, self._request.module, keep=self._keep,
+                                 fits=self._cgb.fits)
         rest = [k for k in selected if k != key and k not in self._done]
         if self._in_worker:
             rest = [k for k in rest if selected[k] == selected.get(key)]
         return [key] + rest
 
-    def _selected(self) -> dict:
-        """``{(model, dtype, seq_len): group}`` of every case of the module that pytest selected, kept and
-        fitting, in collection order."""
-        from cudagraph_bench.sharding import item_group
-
-        keys: dict = {}
-        for item in self._request.session.items:
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            if getattr(item, "module", None) is not self._request.module or "seq_len" not in params:
-                continue
-            key = (params["model"], params["dtype"], params["seq_len"])     # the plain params of the case
-            if key not in keys and self._keep(key) and self._fits(*key):
-                keys[key] = item_group(item)
-        return keys
-
-    def _fits(self, model, _dtype, seq_len) -> bool:
-        try:
-            return seq_len <= self._cgb.position_limit(model)
-        except Exception:   # an unknown model: its own test reports it (skip or worker failure), not this one
-            return False
-
     def get(self, key):
-        """The :class:`~cudagraph_bench.measure.kernel_counts` result of ``(model, dtype, seq_len)``."""
+        """The :class:`~cudagraph_bench.measure.kernel_counts` result of ``(model, dtype, seq_len)``: the
+        batch is counted by the session's held worker when it holds this batch
+        (:meth:`Session.hold_profiling_worker`), else by a fresh one."""
         from cudagraph_bench.measure.kernel_counts import count_in_workers, count_spec
 
         if key not in self._done:
-            self._done.update(count_in_workers([count_spec(*k) for k in self._batch(key)]))
+            self._done.update(count_in_workers([count_spec(*k) for k in self._batch(key)],
+                                               held=self._cgb.take_held_worker()))
         return self._done[key]
+
+
+def profiled_keys(items, module, *, keep=None, fits=None) -> dict:
+    """``{(model, dtype, seq_len): group}`` of the cases of ``module``'s tests among ``items`` (pytest's
+    selected tests), kept (``keep(key)``) and fitting (``fits(model, seq_len)``), in collection order; the
+    group is :func:`cudagraph_bench.sharding.item_group`."""
+    from cudagraph_bench.sharding import item_group
+
+    keys: dict = {}
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if getattr(item, "module", None) is not module or "seq_len" not in params:
+            continue
+        key = (params["model"], params["dtype"], params["seq_len"])     # the plain params of the case
+        if key not in keys and (keep is None or keep(key)) and (fits is None or fits(key[0], key[2])):
+            keys[key] = item_group(item)
+    return keys
 
 
 def generate_reference(model, input_ids, new_tokens: int):
@@ -467,7 +528,7 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
     until the median's 95% interval is expected within ``--precision-pct`` but for at most ``--max-time-ms``
     of calls, enough for ``--min-time-ms``, at most ``--max-rounds``; warmup rounds that, with the pilot's
     calls, make at least ``--warmup-rounds`` calls and last at least ``--warmup-ms``. The garbage collector is
-    off while timing unless ``--keep-gc``.
+    off while timing, the pilot included, unless ``--keep-gc``.
 
     ``extra_info`` also gets the timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`:
     ``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``, ``max_time_ms``, ``median_ci95_pct`` of the
@@ -477,18 +538,23 @@ def benchmark_call(benchmark, cgb: Session, fn, *, group: str, extra_info: dict,
 
     Returns the CUDA-event ms of the measured rounds.
     """
+    import contextlib
+
     import numpy as np
     import torch
 
     from cudagraph_bench.measure.case import timing_record
     from cudagraph_bench.measure.gpustate import read_gpu_state, warn_if_throttled
-    from cudagraph_bench.measure.timing import CallTimer
+    from cudagraph_bench.measure.timing import CallTimer, gc_disabled
 
     policy = policy or round_policy(cgb)
     benchmark.group = group
     benchmark.extra_info.update(extra_info)
     before = read_gpu_state()
-    with torch.inference_mode():
+    # the pilot runs with the garbage collector as the measured rounds will (pytest-benchmark turns it off
+    # around them): a collection in a pilot call would widen the spread that plans the rounds
+    gc_off = gc_disabled() if getattr(benchmark, "_disable_gc", False) else contextlib.nullcontext()
+    with torch.inference_mode(), gc_off:
         rounds, warmup, pilot = policy.plan(fn, torch.cuda.synchronize, warm=warm,
                                             checked_call_ms=checked_call_ms)
         timer = CallTimer(fn, capacity=rounds + warmup)

@@ -53,21 +53,28 @@ def _worker_env() -> dict:
     return env
 
 
-def worker_main(stdin=None, measure: Callable[[CaseSpec, ModelCache], object] = measure_with_cache) -> int:
+def worker_main(stdin=None, measure: Callable[[CaseSpec, ModelCache], object] = measure_with_cache,
+                prepare: Callable[[CaseSpec, ModelCache], None] | None = None) -> int:
     """Body of ``python -m cudagraph_bench.measure.isolation --worker`` (and of other workers that speak the same
     protocol, e.g. ``python -m cudagraph_bench.measure.kernel_counts --worker``).
 
-    Reads ``{"cases": [CaseSpec dicts]}`` from stdin, then writes JSON lines to its original stdout:
-    ``{"cgb": "ready"}`` once, and per case ``{"cgb": "start", "index": i}`` before and
+    Reads ``{"cases": [CaseSpec dicts]}`` (one JSON line) from stdin, then writes JSON lines to its original
+    stdout: ``{"cgb": "ready"}`` once, and per case ``{"cgb": "start", "index": i}`` before and
     ``{"cgb": "result", "index": i, "result": ...}`` after ``measure(spec, models)`` (default
     :func:`measure_with_cache`; any result object with ``status``, ``reason``, ``isolated`` and
     ``to_dict()`` like :class:`CaseResult`). Everything else the process prints goes to stderr (file
     descriptor 1 is redirected), so library output never corrupts the protocol.
+
+    A job with ``"hold": true`` (a :class:`HeldWorker`) is prepared and then held: after ``ready`` the worker
+    runs ``prepare(first spec, models)`` (e.g. CUDA initialised and the first model built; an exception there
+    is left for that case's own measurement to report), writes ``{"cgb": "prepared"}`` and measures nothing
+    until the line ``go`` arrives on stdin (end of input: it exits without measuring).
     """
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    job = json.load(stdin or sys.stdin)
+    stdin = stdin or sys.stdin
+    job = json.loads(stdin.readline())
 
     def emit(**msg):
         proto.write(json.dumps({_PROTOCOL_KEY: msg.pop("event"), **msg}) + "\n")
@@ -75,6 +82,15 @@ def worker_main(stdin=None, measure: Callable[[CaseSpec, ModelCache], object] = 
 
     emit(event="ready", pid=os.getpid())
     models = ModelCache()
+    if job.get("hold"):
+        if prepare is not None and job["cases"]:
+            try:
+                prepare(CaseSpec.from_dict(job["cases"][0]), models)
+            except Exception as exc:  # the first case's measurement meets it again and reports it
+                print(f"worker: preparing failed ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+        emit(event="prepared")
+        if stdin.readline().strip() != "go":
+            return 0
     for i, raw in enumerate(job["cases"]):
         emit(event="start", index=i)
         spec = CaseSpec.from_dict(raw)
@@ -122,6 +138,99 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _spawn(worker_cmd: list[str], job: dict, log_path: str, *, hold: bool = False):
+    """Start a worker on ``job`` (its stderr appended to ``log_path``): ``(process, lines)``, where a
+    thread puts each stdout line (bytes) on the ``lines`` queue and None at the end. The job goes to stdin as
+    one JSON line; stdin is closed after it unless ``hold`` (the worker then waits for ``go``)."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(worker_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                env=_worker_env(), start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+
+    def read(stream=proc.stdout, q=lines):
+        for raw in iter(stream.readline, b""):
+            q.put(raw)
+        q.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        proc.stdin.write(json.dumps({**job, **({"hold": True} if hold else {})}).encode() + b"\n")
+        proc.stdin.flush()
+        if not hold:
+            proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+    return proc, lines
+
+
+class HeldWorker:
+    """A worker started ahead of its cases, prepared and held until :func:`run_isolated` needs it.
+
+    Workflow: :meth:`start` spawns the worker with its whole job; it announces itself, runs its ``prepare``
+    step (:func:`worker_main`: e.g. imports, CUDA initialised, the first model built) and reports
+    ``prepared``, then waits. :meth:`wait_prepared` blocks until then (the caller can keep other work off the
+    GPU and the CPU meanwhile); ``run_isolated(specs, held=...)`` with the same specs sends ``go`` and reads
+    its results like those of a worker it started itself. :meth:`close` kills a worker nobody took.
+
+    It does not: measure anything before ``go``, or survive a job that changed (``run_isolated`` then kills
+    it and starts a fresh worker; a held worker that died or did not prepare in time is replaced the same way).
+    """
+
+    def __init__(self, specs: list[dict], worker_cmd: list[str], log_path: str | None = None):
+        self._own_log = log_path is None
+        if self._own_log:
+            fd, log_path = tempfile.mkstemp(prefix="cgb-held-worker-", suffix=".log")
+            os.close(fd)
+        self.specs, self.log_path = list(specs), log_path
+        self.proc, self.lines = _spawn(worker_cmd, {"cases": self.specs}, log_path, hold=True)
+        self.prepared: bool | None = None     # None: not known yet
+
+    @classmethod
+    def start(cls, specs: list[dict], worker_cmd: list[str], log_path: str | None = None) -> "HeldWorker":
+        """Spawn ``worker_cmd`` on ``specs`` and hold it (stderr appended to ``log_path``, or a temporary
+        file that :meth:`close` removes)."""
+        return cls(specs, worker_cmd, log_path)
+
+    def wait_prepared(self, timeout_s: float) -> bool:
+        """Block until the worker reported ``prepared`` (True), or it ended or sent nothing for ``timeout_s``
+        seconds (False: it is killed). Returns at once once known."""
+        while self.prepared is None:
+            try:
+                raw = self.lines.get(timeout=max(timeout_s, 0.0))
+            except queue.Empty:
+                raw = None
+            if raw is None:
+                self.prepared = False
+                self.close()
+                break
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get(_PROTOCOL_KEY) == "prepared":
+                self.prepared = True
+        return bool(self.prepared)
+
+    def go(self) -> None:
+        """Let the prepared worker measure its cases."""
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def close(self) -> None:
+        """Kill the worker (and its process group) if it still runs; remove its own temporary log."""
+        if self.proc.poll() is None:
+            _kill_group(self.proc)
+        if self._own_log:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+            self._own_log = False
+
+
 @dataclass
 class IsolationStats:
     """What :func:`run_isolated` did: workers started, and how many of them died or timed out."""
@@ -134,7 +243,7 @@ class IsolationStats:
 def run_isolated(specs: list[dict], *, timeout_s: float = DEFAULT_CASE_TIMEOUT_S,
                  worker_cmd: list[str] | None = None, deadline: float | None = None,
                  on_result: Callable[[int, dict], None] | None = None, log_path: str | None = None,
-                 stats: IsolationStats | None = None) -> list[dict]:
+                 stats: IsolationStats | None = None, held: HeldWorker | None = None) -> list[dict]:
     """Measure ``specs`` (JSON-able case dicts) in a worker subprocess, restarting it when it dies.
 
     The worker (``worker_cmd``, default :func:`worker_command`) gets the remaining specs on stdin and
@@ -155,6 +264,9 @@ def run_isolated(specs: list[dict], *, timeout_s: float = DEFAULT_CASE_TIMEOUT_S
             failures produced here).
         log_path: file that collects the workers' stderr (appended); a temporary file if None.
         stats: filled with counts of workers started / died / timed out.
+        held: a :class:`HeldWorker` started on these ``specs``: the first worker, once prepared (one that
+            holds other specs, died or does not prepare within ``timeout_s`` is killed and a fresh worker
+            started instead). Its stderr stays in its own log.
 
     Returns:
         one result dict per spec, in order (:class:`CaseResult` fields).
@@ -178,6 +290,7 @@ def run_isolated(specs: list[dict], *, timeout_s: float = DEFAULT_CASE_TIMEOUT_S
                 "variant": s.get("variant"), "status": status, "reason": reason, "phase": phase,
                 "wall_ms": [], "event_ms": [], "isolated": True, "device": s.get("device", "cuda"), "notes": []}
 
+    taken = None         # the held worker, once taken: closed at the end (its own log removed)
     try:
         pending = list(range(len(specs)))
         while pending:
@@ -186,25 +299,20 @@ def run_isolated(specs: list[dict], *, timeout_s: float = DEFAULT_CASE_TIMEOUT_S
                     finish(i, synthetic(i, "skipped", "time budget exhausted", "budget"))
                 break
             stats.workers += 1
-            with open(log_path, "ab") as log:
-                log.write(f"\n=== worker {stats.workers}: {len(pending)} case(s) ===\n".encode())
-                log.flush()
-                proc = subprocess.Popen(worker_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                        env=_worker_env(), start_new_session=True)
-            lines: queue.Queue = queue.Queue()
-
-            def read(stream=proc.stdout, q=lines):
-                for raw in iter(stream.readline, b""):
-                    q.put(raw)
-                q.put(None)
-
-            threading.Thread(target=read, daemon=True).start()
-            try:
-                proc.stdin.write(json.dumps({"cases": [specs[i] for i in pending]}).encode())
-                proc.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
             ready, in_flight, done_local = False, None, set()
+            job = [specs[i] for i in pending]
+            if held is not None and held.specs == job and held.wait_prepared(timeout_s):
+                proc, lines, ready, proc_log = held.proc, held.lines, True, held.log_path
+                held.go()
+                taken = held
+            else:
+                if held is not None:
+                    held.close()
+                with open(log_path, "ab") as log:
+                    log.write(f"\n=== worker {stats.workers}: {len(pending)} case(s) ===\n".encode())
+                proc, lines = _spawn(worker_cmd, {"cases": job}, log_path)
+                proc_log = log_path
+            held = None        # taken or replaced: a restarted worker is a fresh one
             last = time.monotonic()
             failure: tuple[str, str, str] | None = None  # (status, reason, phase) for the in-flight case
             while True:
@@ -230,7 +338,7 @@ def run_isolated(specs: list[dict], *, timeout_s: float = DEFAULT_CASE_TIMEOUT_S
                         break
                     stats.died += 1
                     how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
-                    tail = _tail(log_path)
+                    tail = _tail(proc_log)
                     failure = ("failed", f"worker {how}" + (f"; stderr: {tail}" if tail else ""), "worker")
                     break
                 try:
@@ -275,6 +383,8 @@ def run_isolated(specs: list[dict], *, timeout_s: float = DEFAULT_CASE_TIMEOUT_S
             finish(culprit, synthetic(culprit, status, reason, phase))
             pending = [i for i in remaining if i != culprit]
     finally:
+        if taken is not None:
+            taken.close()
         if own_log:
             try:
                 os.unlink(log_path)

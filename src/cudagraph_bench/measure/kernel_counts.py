@@ -22,10 +22,14 @@ profiling time. A marker the profiler dropped fails the case (phase ``count``) w
 The pytest suite records each case's fields (:meth:`KernelCount.eager_fields`: ``n_kernels``,
 ``gpu_busy_ms``; ``perf_tests/test_kernel_counts.py``) in the session's ledger; the plugin writes them
 into the matching eager forward benchmark's ``extra_info`` and into the benchmark JSON's
-``["cudagraph_bench"]["kernel_counts"]``, in whatever order the tests ran (after the timing: the
-benchmark modules sort before this one, and the profiler never runs in the timing process).
+``["cudagraph_bench"]["kernel_counts"]``, in whatever order the tests ran (the profiler never runs in the
+timing process).
 
-Only :func:`count_case` (run inside the worker) imports torch.
+The pytest session starts its counting worker early (:func:`hold_worker`,
+:meth:`cudagraph_bench.session.Session.hold_profiling_worker`): the worker prepares (:func:`prepare_case`)
+while the correctness tests run, and counts, then exits, before the first timed test starts.
+
+Only :func:`count_case` and :func:`prepare_case` (run inside the worker) import torch.
 """
 
 from __future__ import annotations
@@ -124,8 +128,19 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "cudagraph_bench.measure.kernel_counts", "--worker"]
 
 
+def hold_worker(specs: Iterable[dict], *, worker_cmd: list[str] | None = None):
+    """A counting worker started now on ``specs`` (:func:`count_spec` dicts) and held once prepared (CUDA
+    initialised, the first case's model built: :func:`prepare_case`): an
+    :class:`~cudagraph_bench.measure.isolation.HeldWorker` for :func:`count_in_workers` ``(held=...)``, so that
+    a worker process's start is paid while other tests run, not when the first count is asked for."""
+    from cudagraph_bench.measure.isolation import HeldWorker
+
+    return HeldWorker.start(list(specs), worker_cmd or worker_command())
+
+
 def count_in_workers(specs: Iterable[dict], *, timeout_s: float = DEFAULT_COUNT_TIMEOUT_S,
-                     worker_cmd: list[str] | None = None, log_path: str | None = None) -> dict[Key, KernelCount]:
+                     worker_cmd: list[str] | None = None, log_path: str | None = None,
+                     held=None) -> dict[Key, KernelCount]:
     """Count the kernels of each spec (:func:`count_spec`) in worker processes, never in this one.
 
     One worker counts the cases one after another (a model is built once for its consecutive cases);
@@ -137,6 +152,8 @@ def count_in_workers(specs: Iterable[dict], *, timeout_s: float = DEFAULT_COUNT_
         timeout_s: per-case limit in seconds.
         worker_cmd: argv of the worker (default :func:`worker_command`; tests pass a fake one).
         log_path: file that collects the workers' stderr (appended); a temporary file if None.
+        held: a worker from :func:`hold_worker` on the same specs, taken as the first worker (other specs:
+            it is killed and a fresh worker starts).
 
     Returns:
         ``{(model, dtype, seq_len): KernelCount}``, one entry per spec.
@@ -147,7 +164,7 @@ def count_in_workers(specs: Iterable[dict], *, timeout_s: float = DEFAULT_COUNT_
     if not specs:
         return {}
     results = run_isolated(specs, timeout_s=timeout_s, worker_cmd=worker_cmd or worker_command(),
-                           log_path=log_path)
+                           log_path=log_path, held=held)
     counts = [KernelCount.from_result(r) for r in results]
     return {c.key: c for c in counts}
 
@@ -157,6 +174,17 @@ def device_problem(device: str) -> str | None:
     if str(device).startswith("cuda"):
         return None
     return f"kernel counts need a CUDA device (the case runs on {device}): count on a CUDA GPU"
+
+
+def prepare_case(spec, models) -> None:
+    """Run inside a held worker before its cases: CUDA initialised and ``spec``'s model built (the first
+    model of a process also pays for loading the CUDA kernels it initialises weights with), the profiler
+    imported. Raises what building the model raises (the case's own count then reports it)."""
+    import torch.profiler  # noqa: F401  (imported here, not while the first case is counted)
+
+    if problem := device_problem(spec.device):
+        raise RuntimeError(problem)
+    models.get(spec)
 
 
 def count_case(spec, models, *, repeats: int | None = None) -> KernelCount:
@@ -228,7 +256,7 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", action="store_true", required=True,
                         help="count the cases given as JSON on stdin; stream JSON lines to stdout")
     parser.parse_args(argv)
-    return worker_main(measure=count_case)
+    return worker_main(measure=count_case, prepare=prepare_case)
 
 
 if __name__ == "__main__":

@@ -309,7 +309,8 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
     :func:`~cudagraph_bench.measure.launch.count_kernel_events` counts them and timed by
     :func:`kernel_busy_ms`. One window (no trace stopped and restarted per call, as a schedule of one
     warm-up and one active call per repeat did) and no CPU events to post-process make it several times
-    cheaper, and each call's count equals that of a window of its own
+    cheaper (the records are read straight from kineto's result: :func:`window_records`), and each call's
+    count equals that of a window of its own
     (:func:`~cudagraph_bench.measure.launch.count_kernel_launches`; ``perf_tests/test_launch.py::test_count_kernel_launches``).
     Profiling can leave CUPTI attached to the process (pytorch/pytorch#144455): call it after timing or
     in a worker process.
@@ -336,7 +337,43 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
             torch.cuda.synchronize()
             torch.cuda._sleep(MARKER_CYCLES)
             torch.cuda.synchronize()
-    return split_at_markers(prof.events(), repeats=repeats)
+    return split_at_markers(window_records(prof), repeats=repeats)
+
+
+class DeviceRecord:
+    """One record of a profiler window as :func:`split_at_markers` reads it, taken from a kineto event
+    (``torch._C._autograd._KinetoEvent``): ``name``, ``device_type``, ``activity_type`` (None where this torch's
+    kineto events do not say), ``is_user_annotation`` and ``time_range`` (``start``/``end`` in µs,
+    ``elapsed_us()``), the attributes of the ``FunctionEvent`` that ``prof.events()`` would build."""
+
+    __slots__ = ("name", "device_type", "activity_type", "is_user_annotation", "start", "end")
+
+    def __init__(self, event):
+        self.name = event.name()
+        self.device_type = event.device_type()
+        kind = getattr(event, "activity_type", None)          # torch 2.13 has it, 2.11 does not
+        self.activity_type = kind() if callable(kind) else None
+        self.is_user_annotation = bool(event.is_user_annotation())
+        self.start, self.end = event.start_ns() / 1e3, event.end_ns() / 1e3
+
+    @property
+    def time_range(self) -> "DeviceRecord":
+        return self
+
+    def elapsed_us(self) -> float:
+        return self.end - self.start
+
+
+def window_records(prof) -> list:
+    """The records of a finished ``torch.profiler.profile`` window, for :func:`split_at_markers`: read straight
+    from kineto's result (``prof.profiler.kineto_results.events()``) as :class:`DeviceRecord` objects. Building
+    torch's ``FunctionEvent`` list instead (``prof.events()``, which it falls back to where that result is
+    not there) took several times as long as the profiled forwards themselves on the H200 (a window of six
+    tinyllama-1.1b float32 forwards holds ~8,000 kernels), about four times as long as reading these."""
+    result = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if result is None or not hasattr(result, "events"):
+        return list(prof.events())
+    return [DeviceRecord(e) for e in result.events()]
 
 
 # --------------------------------------------------------------------------------------------------
