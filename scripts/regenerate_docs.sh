@@ -17,21 +17,23 @@ R=results/nvidia-h200
 # The suite's time per part: the whole default suite on one GPU (the first run), then one GPU and two GPUs (one
 # command, fresh host) after the releases between cases stopped rescanning the whole heap, then one GPU and two
 # GPUs again (one command, fresh host) with every module precompiled to bytecode first, as a pip install leaves
-# them (the image ships none), and the padded and bucketed graphs captured once per model and dtype. The runs
-# between (two GPUs before the heap fix, one GPU with one profiler window) stay committed and listed in
-# results/nvidia-h200/README.md.
+# them (the image ships none), and the padded and bucketed graphs captured once per model and dtype, then one GPU
+# (one-GPU host) with the kernel-count worker started by the first correctness test and counting before the first
+# timed test. The runs between (two GPUs before the heap fix, one GPU with one profiler window, one GPU with the
+# counting worker idle during the benchmarks) stay committed and listed in results/nvidia-h200/README.md.
 SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json
   --suite-timing $R/suite/default-suite-one-gpu-frozen-gc.json
   --suite-timing $R/suite/default-suite-two-gpu-workers-frozen-gc.json
   --suite-timing $R/suite/default-suite-one-gpu-precompiled-bytecode.json
-  --suite-timing $R/suite/default-suite-two-gpu-workers-precompiled-bytecode.json"
+  --suite-timing $R/suite/default-suite-two-gpu-workers-precompiled-bytecode.json
+  --suite-timing $R/suite/default-suite-one-gpu-held-count-worker.json"
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
   $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tuned-tinyllama-1.1b.json \
   $R/decode/decode-fused-tuned-llama-3.2-1b.json $SUITE_TIMING -o docs --readme README.md
 $CG report $R/decode/decode-checked.json -o docs/decode
 # The whole default suite in one session (one GPU, the newest run): its forward cases with their GPU busy time and overhead
-# (profiled in worker processes after the timing), padding, decode and launch benchmarks, time per part.
-$CG report $R/suite/default-suite-one-gpu-precompiled-bytecode.json $SUITE_TIMING -o docs/suite
+# (profiled in worker processes, never in the timing one), padding, decode and launch benchmarks, time per part.
+$CG report $R/suite/default-suite-one-gpu-held-count-worker.json $SUITE_TIMING -o docs/suite
 # The torch.compile sweep: later runs (one prompt-length range per run, all variants of a length side by
 # side, cross-kernel variants checked against float64) replace earlier ones length by length; the last
 # ones (2-GPU machine, `scripts/device/two-gpu-streams.sh`) measured the lengths whose compile+graph was
