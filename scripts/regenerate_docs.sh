@@ -19,14 +19,15 @@ R=results/nvidia-h200
 # GPUs again (one command, fresh host) with every module precompiled to bytecode first, as a pip install leaves
 # them (the image ships none), and the padded and bucketed graphs captured once per model and dtype, then one GPU
 # (one-GPU host) with the kernel-count worker started by the first correctness test and counting before the first
-# timed test. The runs between (two GPUs before the heap fix, one GPU with one profiler window, one GPU with the
+# timed test, twice: the same tree on two hosts, the second one's host-bound work (launch loop, eager) slower. The runs between (two GPUs before the heap fix, one GPU with one profiler window, one GPU with the
 # counting worker idle during the benchmarks) stay committed and listed in results/nvidia-h200/README.md.
 SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json
   --suite-timing $R/suite/default-suite-one-gpu-frozen-gc.json
   --suite-timing $R/suite/default-suite-two-gpu-workers-frozen-gc.json
   --suite-timing $R/suite/default-suite-one-gpu-precompiled-bytecode.json
   --suite-timing $R/suite/default-suite-two-gpu-workers-precompiled-bytecode.json
-  --suite-timing $R/suite/default-suite-one-gpu-held-count-worker.json"
+  --suite-timing $R/suite/default-suite-one-gpu-held-count-worker.json
+  --suite-timing $R/suite/default-suite-one-gpu-held-count-worker-slow-host.json"
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
   $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tuned-tinyllama-1.1b.json \
   $R/decode/decode-fused-tuned-llama-3.2-1b.json $SUITE_TIMING -o docs --readme README.md
