@@ -33,14 +33,19 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 # Benchmarks (GPU): eager vs graph replay etc.; on a machine without CUDA every benchmark skips with the reason
-# and make bench fails with exit 2 (nothing was measured), like make gpu-gate.
+# and make bench fails (nothing was measured), like make gpu-gate.
+# Exit status: GNU make exits 2 whenever a recipe fails; the recipe's own status, which make prints as
+# "Error N" and a script can read by running the recipe's pytest line itself, is pytest's, or 1 when nothing
+# was collected, 2 when nothing was measured. A failed run leaves no empty out/ or .benchmarks/ folder behind.
 bench: $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
 	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
 	  -W "ignore:Not saving anything" $(PYTEST_ARGS); \
-	rc=$$?; if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; \
+	rc=$$?; if [ ! -s $(RUN_JSON) ]; then rm -f $(RUN_JSON); find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
+	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi; \
+	if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; \
 	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above; a CUDA GPU is needed): $(RUN_JSON) not written"; \
-	  find .benchmarks -depth -type d -empty -delete 2>/dev/null; exit 2; fi; exit $$rc
+	  exit 2; fi; exit $$rc
 
 # Tests: CPU unit tests of the harness + GPU correctness tests (skipped without CUDA). Benchmarks are not timed here.
 test: $(VENV)/.installed
@@ -52,7 +57,7 @@ test: $(VENV)/.installed
 # baseline (found in the checkout's baselines/, whatever the working directory); a regression found in the
 # one run is rerun CONFIRM times in separate processes and must show there too (rank test). Fails (exit 1)
 # on a failed test, a wrong graph, a reduction below the threshold or a confirmed regression; exit 2
-# when nothing ran.
+# when nothing ran (the recipe's status, printed by make as "Error N"; make itself then exits 2).
 gpu-gate: $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON) $(basename $(RUN_JSON)).confirm-*.json
 	$(PY) -m pytest perf_tests --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \

@@ -323,6 +323,24 @@ def test_malformed_argument_forms_are_usage_errors(tmp_path, capsys, old, form):
         assert f"{'--new' if form == 'old only' else '--old'} is missing" in err
 
 
+@pytest.mark.parametrize("other_gpu", ["nvidia-a100-sxm4-80gb", None])
+def test_runs_of_different_gpus_are_refused_unless_allowed(tmp_path, capsys, old, other_gpu):
+    """A run of another GPU, or one that recorded no GPU, is not compared (the verdict would be the hardware's)
+    unless --allow-gpu-mismatch; then the table says so."""
+    other = copy.deepcopy(CHECKED)
+    if other_gpu:
+        other["machine_info"]["cuda"]["gpu_slug"] = other_gpu
+    else:
+        del other["machine_info"]["cuda"]
+    new = write(other, tmp_path / "other-gpu.json")
+    md = tmp_path / "cmp.md"
+    rc, out, err = run_cli(capsys, "compare", old, new, "--markdown", md)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and not md.exists()
+    assert "different GPUs" in err and (other_gpu or "no GPU") in err and "--allow-gpu-mismatch" in err
+    rc, out, _ = run_cli(capsys, "compare", old, new, "--allow-gpu-mismatch")
+    assert rc == 0 and "note: the runs are from different GPUs" in out
+
+
 def test_a_run_given_twice_on_one_side_is_a_usage_error(tmp_path, capsys, old):
     other = write(scaled(CHECKED, 1.01), tmp_path / "other.json")
     rc, out, err = run_cli(capsys, "compare", "--old", old, old, "--new", other)

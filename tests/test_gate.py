@@ -297,6 +297,16 @@ def test_a_run_without_forward_benchmarks_and_without_a_gpu_names_what_it_lacks(
     assert "has no forward-suite benchmarks" in err and "<gpu>" not in err
 
 
+def test_a_forward_run_without_a_gpu_asks_for_a_baseline_file(tmp_path, capsys):
+    """A forward run that records no GPU cannot pick its GPU's baseline: the one-line error says so and names
+    --baseline and --no-baseline, not a baseline path with a placeholder GPU."""
+    doc = copy.deepcopy(CHECKED)
+    del doc["machine_info"]["cuda"]
+    rc, out, err = run_cli(capsys, "gate", write(doc, tmp_path / "no-gpu.json"))
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1
+    assert "records no GPU" in err and "--baseline FILE" in err and "--no-baseline" in err and "<gpu>" not in err
+
+
 def test_baseline_and_no_baseline_together_are_a_usage_error(capsys, baseline, checked_run):
     rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", baseline, "--no-baseline")
     assert rc == 2 and out == "" and "--baseline and --no-baseline" in err and len(err.splitlines()) == 1

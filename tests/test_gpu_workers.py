@@ -160,6 +160,16 @@ def test_bad_worker_set_ups_are_usage_errors(suite, monkeypatch, gpus, args, mes
     assert message in result.stderr.str()
 
 
+def test_benchmark_only_under_xdist_without_gpu_workers_names_the_fix(suite):
+    """``-n 2 --benchmark-only`` (pytest-benchmark turns timing off under xdist): one usage error that says to
+    drop -n or add --gpu-workers, instead of pytest-benchmark's "--benchmark-disable" message."""
+    result = run(suite, "-n", "2", "--benchmark-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "drop -n" in errors[0] and "--gpu-workers" in errors[0]
+    assert "--benchmark-disable" not in result.stderr.str()
+
+
 def durations_run(tmp_path, seconds_by_group):
     """A run JSON whose recorded durations give each group of SUITE the seconds asked for."""
     durations = {"test_suite.py::test_plain": seconds_by_group["test_suite.py"]}

@@ -18,6 +18,22 @@ def test_a_directory_without_config_json_is_refused_when_parsed(tmp_path):
         parse_models(str(tmp_path))
 
 
+def test_a_folder_given_twice_under_two_spellings_is_one_model(tmp_path, monkeypatch):
+    """``m``, ``m/`` and ``./m`` name one folder: measured once, under the first spelling."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert parse_models(f"m,m/,./m,{tmp_path / 'm'}") == ("m",)
+
+
+def test_a_file_instead_of_its_folder_names_the_folder(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    with pytest.raises(argparse.ArgumentTypeError) as reason:
+        parse_models(str(config))
+    assert "is a file" in str(reason.value) and repr(str(tmp_path)) in str(reason.value)
+
+
 def test_every_preset_is_a_model_name():
     assert parse_models(",".join(PRESET_NAMES)) == PRESET_NAMES
 

@@ -256,14 +256,15 @@ def _causal_config_without_sdpa():
 
 
 @pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions", "no-sdpa",
-                                  "no-model-class"])
+                                  "no-model-class", "no-weights"])
 def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):
     """--models with a T5 checkpoint, a config.json that is not JSON, a model without a position limit
-    (Mamba: no attention, no positions), one whose transformers class has no SDPA attention (e.g. XGLM) or a config
-    that no model class loads on its own (BLIP's text config): pytest stops before collection with the reason that
-    directory_config gives, in one line, not a collection traceback (nor an error in every test on a GPU)."""
+    (Mamba: no attention, no positions), one whose transformers class has no SDPA attention (e.g. XGLM), a config
+    that no model class loads on its own (BLIP's text config) or a causal LM's config without its weights: pytest
+    stops before collection with the reason that check_model_directory gives, in one line, not a collection
+    traceback (nor an error in every test on a GPU)."""
     from cudagraph_bench.errors import UnknownModelError
-    from cudagraph_bench.models.presets import directory_config
+    from cudagraph_bench.models.presets import check_model_directory
 
     folder = tmp_path / kind
     folder.mkdir()
@@ -285,10 +286,15 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
 
         transformers.BlipTextConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                     vocab_size=64).save_pretrained(folder)
+    elif kind == "no-weights":
+        import transformers
+
+        transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64,
+                                architectures=["GPT2LMHeadModel"]).save_pretrained(folder)
     else:
         (folder / "config.json").write_text("{not json")
     with pytest.raises(UnknownModelError) as reason:
-        directory_config(str(folder))
+        check_model_directory(str(folder))
     pytester.makepyfile(CASES_TEST)
     result = run(pytester, "--collect-only", "-q", "--models", str(folder))
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
-from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, load_model, max_positions, model_forward,
-                                           model_kind, preset_config, random_input_ids)
+from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, WEIGHT_FILES, check_model_directory,
+                                           directory_config, load_model, max_positions, model_forward, model_kind,
+                                           preset_config, random_input_ids)
 from cudagraph_bench.session import Session
 
 TINY = {
@@ -132,6 +133,46 @@ def test_local_directory_without_weights_says_what_to_do(tmp_path):
     preset_config("gpt2").save_pretrained(tmp_path)  # config.json only
     with pytest.raises(UnknownModelError, match="save_pretrained"):
         load_model(str(tmp_path), "float32", "cpu")
+
+
+def test_weight_file_names_are_transformers_own():
+    from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+
+    assert set(WEIGHT_FILES) == {SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME}
+
+
+def test_a_saved_model_passes_the_directory_check_and_a_config_alone_does_not(tmp_path):
+    """A save_pretrained directory of a model is accepted; the same directory without its weights, or whose
+    config.json names no architectures, is refused before any case with the fix."""
+    import json
+
+    model = load_model("gpt2", "float32", "cpu", overrides=TINY["gpt2"])
+    model.save_pretrained(tmp_path / "saved")
+    assert type(check_model_directory(str(tmp_path / "saved"))) is type(model.config)
+    model.config.save_pretrained(tmp_path / "config-only")
+    with pytest.raises(UnknownModelError, match="no weights on disk.*save_pretrained"):
+        check_model_directory(str(tmp_path / "config-only"))
+    config = json.loads((tmp_path / "saved" / "config.json").read_text())
+    assert config.pop("architectures") == [type(model).__name__]
+    (tmp_path / "saved" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnknownModelError, match="names no architectures.*GPT2ForCausalLM"):
+        check_model_directory(str(tmp_path / "saved"))
+
+
+@pytest.mark.parametrize("config_class, fields", [
+    ("ViTConfig", dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)),
+    ("CLIPConfig", dict()),
+    ("LlavaConfig", dict()),
+])
+def test_vision_and_multimodal_models_are_refused_as_such(tmp_path, config_class, fields):
+    """ViT (no token embeddings), CLIP and LLaVA (a vision sub-config) are refused for what they are, not
+    for a missing position limit."""
+    import transformers
+
+    getattr(transformers, config_class)(**fields).save_pretrained(tmp_path)
+    with pytest.raises(UnknownModelError, match="vision, audio or multimodal model") as reason:
+        directory_config(str(tmp_path))
+    assert "position limit" not in str(reason.value)
 
 
 def test_unknown_model_lists_presets():

@@ -112,6 +112,12 @@ def pytest_configure(config):
     """``--gpu-workers``: plan the GPUs and CPUs (controller) or take this worker's (worker), before any
     CUDA call; usage errors name the fix."""
     if not config.getoption("gpu_workers", False):
+        if (getattr(config.option, "benchmark_only", False) and config.getoption("dist", "no") != "no"
+                and not is_worker(config)):
+            # pytest-benchmark would refuse this with "Can't have both --benchmark-only and --benchmark-disable"
+            raise pytest.UsageError("pytest-xdist (-n/--dist) turns pytest-benchmark's timing off, so --benchmark-only "
+                                    "would time nothing: drop -n to time in one process, or add --dist loadgroup "
+                                    "--gpu-workers on a host with several GPUs (one worker per GPU)")
         return
     from cudagraph_bench.errors import UsageError
 

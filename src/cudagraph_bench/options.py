@@ -92,9 +92,15 @@ def _split(text: str) -> list[str]:
 
 def parse_models(text: str) -> tuple[str, ...]:
     """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``. Each name must be a preset or an existing
-    local directory (loaded with ``from_pretrained``, offline)."""
+    local directory (loaded with ``from_pretrained``, offline); a preset name wins over a folder of that
+    name (write ``./gpt2`` for the folder). A name given twice, or a folder given twice under two spellings
+    (``m``, ``m/``, ``./m``), is measured once, under its first spelling."""
     names = _split(text)
     for name in names:
+        if name not in PRESET_NAMES and os.path.isfile(name):
+            raise argparse.ArgumentTypeError(
+                f"{name!r} is a file: give the directory that holds config.json and the weights "
+                f"({os.path.dirname(name) or '.'!r}), as written by save_pretrained()")
         if name not in PRESET_NAMES and not os.path.isdir(name):
             raise argparse.ArgumentTypeError(
                 f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
@@ -103,7 +109,10 @@ def parse_models(text: str) -> tuple[str, ...]:
             raise argparse.ArgumentTypeError(
                 f"{name!r} has no config.json: give a directory written by save_pretrained() (config.json and "
                 f"weights) or a preset")
-    return tuple(dict.fromkeys(names))
+    first: dict[str, str] = {}
+    for name in names:
+        first.setdefault(name if name in PRESET_NAMES else os.path.realpath(name), name)
+    return tuple(first.values())
 
 
 def _positive_ints(text: str, what: str) -> tuple[int, ...]:

@@ -135,20 +135,21 @@ def pytest_configure(config):
 def check_model_directories(models) -> None:
     """Read the ``config.json`` of every ``save_pretrained`` directory in ``--models`` before collection,
     so that a checkpoint the suite cannot measure (an encoder-decoder such as T5, a config transformers
-    cannot read) is one usage error with its reason, not a collection traceback.
+    cannot read, a directory without weights) is one usage error with its reason, not a collection
+    traceback nor a failure in every test.
 
     Raises:
-        pytest.UsageError: the reason of :func:`~cudagraph_bench.models.presets.directory_config`.
+        pytest.UsageError: the reason of :func:`~cudagraph_bench.models.presets.check_model_directory`.
     """
     import os
 
     from cudagraph_bench.errors import UnknownModelError
-    from cudagraph_bench.models.presets import directory_config
+    from cudagraph_bench.models.presets import PRESETS, check_model_directory
 
     for name in models:
-        if os.path.isdir(name):
+        if name not in PRESETS and os.path.isdir(name):
             try:
-                directory_config(name)
+                check_model_directory(name)
             except UnknownModelError as exc:
                 raise pytest.UsageError(f"--models: {exc}") from None
 

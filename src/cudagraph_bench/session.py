@@ -16,8 +16,6 @@ benchmark timing its tests share.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from cudagraph_bench.cases import Case
@@ -102,11 +100,12 @@ class Session:
         """The model's position limit (tokens), read from its config without building the model."""
         from types import SimpleNamespace
 
-        from cudagraph_bench.models.presets import directory_config, max_positions, preset_config
+        from cudagraph_bench.models.presets import PRESETS, directory_config, max_positions, preset_config
 
         if model_name in self._models_by_name():
             return max_positions(self._models_by_name()[model_name])
-        config = directory_config(model_name) if os.path.isdir(model_name) else preset_config(model_name)
+        # a preset name wins over a folder of that name, as in load_model
+        config = preset_config(model_name) if model_name in PRESETS else directory_config(model_name)
         return max_positions(SimpleNamespace(config=config))   # the same limit as the built model's
 
     def _models_by_name(self) -> dict:

@@ -35,6 +35,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "by default they are reported only")
     parser.add_argument("--allow-missing", action="store_true",
                         help="do not fail when a gated benchmark of OLD is missing in NEW (it is still named)")
+    parser.add_argument("--allow-gpu-mismatch", action="store_true",
+                        help="compare runs recorded on different GPUs (or a GPU run with one that recorded none); "
+                             "the verdict then reflects the hardware, not the change")
 
 
 def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -52,10 +55,15 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench compare``. Returns the exit code (0 pass, 1 fail); bad input raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written, among it runs of
+    different GPUs (or of a GPU and of none) without ``--allow-gpu-mismatch``."""
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
+    gpus = {r.environment.gpu_slug for r in (*old, *new)}
+    if len(gpus) > 1 and not args.allow_gpu_mismatch:
+        raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(g or 'no GPU' for g in gpus))}): "
+                         "compare runs of one GPU, or pass --allow-gpu-mismatch to compare them anyway")
     baseline = None
     if args.baseline:
         baseline = load_baseline(args.baseline)

@@ -44,5 +44,6 @@ def main(args: argparse.Namespace) -> int:
               "merged run names the first", file=sys.stderr)
     write_text_atomic(args.output, json.dumps(merged, ensure_ascii=True, indent=4))
     gpu = machine_gpu(merged["machine_info"]) or "no GPU"
-    print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} runs ({gpu}) into {args.output}")
+    print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} run{'s' if len(runs) != 1 else ''} ({gpu}) "
+          f"into {args.output}")
     return 0

@@ -59,10 +59,12 @@ class RunSettings(MeasureSettings):
 
 
 def position_limit(model: str, overrides: dict | None) -> int:
-    """Position limit (tokens) of a preset or a local model dir, from its config (no weights built)."""
-    from cudagraph_bench.models.presets import PRESETS, directory_config, max_positions, preset_config
+    """Position limit (tokens) of a preset or a local model dir, from its config (no weights built).
+    Raises UnknownModelError when the directory cannot be measured
+    (:func:`~cudagraph_bench.models.presets.check_model_directory`)."""
+    from cudagraph_bench.models.presets import PRESETS, check_model_directory, max_positions, preset_config
 
-    config = preset_config(model, overrides) if model in PRESETS else directory_config(model)
+    config = preset_config(model, overrides) if model in PRESETS else check_model_directory(model)
     return max_positions(SimpleNamespace(config=config))
 
 

@@ -317,8 +317,8 @@ def directory_config(path: str):
 
     Raises:
         UnknownModelError: no usable ``config.json``, an encoder-decoder model (T5, BART): the suite
-            measures decoder-only causal LMs and encoders, or a config without a position limit
-            (:data:`POSITION_FIELDS`; BLOOM's ALiBi, Mamba)."""
+            measures decoder-only causal LMs and encoders, a vision, audio or multimodal model (ViT, CLIP, LLaVA),
+            or a config without a position limit (:data:`POSITION_FIELDS`; BLOOM's ALiBi, Mamba)."""
     import transformers
 
     check_config_json(path)
@@ -330,6 +330,10 @@ def directory_config(path: str):
     if getattr(config, "is_encoder_decoder", False):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
                                 f"does not measure: use a decoder-only causal LM or an encoder")
+    if _not_text_only(config):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model, which the "
+                                "suite does not measure: it measures text models that take input_ids only; save the "
+                                "text model alone (e.g. from its text_config)")
     if not any(getattr(config, field, None) for field in POSITION_FIELDS):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} records no position limit "
                                 f"({'/'.join(POSITION_FIELDS)}; e.g. ALiBi or state-space models), which the suite "
@@ -339,6 +343,39 @@ def directory_config(path: str):
         raise UnknownModelError(f"{path}: {model_class.__name__} has no SDPA attention in transformers "
                                 f"{transformers.__version__} (the attention the suite measures eager and graphed): use "
                                 "a model whose class supports attn_implementation='sdpa'")
+    return config
+
+
+def _not_text_only(config) -> bool:
+    """True for a vision, audio or multimodal config: it holds a vision or audio sub-config (LLaVA, CLIP,
+    Gemma 3's image-text model) or no ``vocab_size`` (ViT: no token embeddings)."""
+    sub_configs = getattr(config, "sub_configs", None) or {}
+    return (any(name in sub_configs for name in ("vision_config", "audio_config"))
+            or getattr(config, "vocab_size", None) is None)
+
+
+#: The weight files ``save_pretrained`` writes (transformers.utils ``SAFE_WEIGHTS_NAME``,
+#: ``SAFE_WEIGHTS_INDEX_NAME``, ``WEIGHTS_NAME``, ``WEIGHTS_INDEX_NAME``): one of them must be in a model directory.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_model_directory(path: str):
+    """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before
+    any case: :func:`directory_config`'s checks, then a class named in ``config.architectures`` (without it
+    transformers would load the headless base model and the checkpoint's weights would not match) and weights
+    on disk (:data:`WEIGHT_FILES`).
+
+    Raises:
+        UnknownModelError: the reason and the fix, in one line."""
+    config = directory_config(path)
+    if not config.architectures:
+        raise UnknownModelError(f"{path}: config.json names no architectures, so it is unclear whether to load a causal "
+                                f"LM or an encoder: save the directory with save_pretrained() from the model, or add "
+                                f'"architectures": ["{config.__class__.__name__.removesuffix("Config")}ForCausalLM"] '
+                                "(or the base model's class) to config.json")
+    if not any(os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES):
+        raise UnknownModelError(f"{path}: no weights on disk (none of {', '.join(WEIGHT_FILES)}): save_pretrained() "
+                                "the model into this directory (a config alone has no weights)")
     return config
 
 

@@ -145,7 +145,11 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
         return None
     picked = explicit is None
     if explicit is None:
-        slug = run.environment.gpu_slug or "<gpu>"
+        slug = run.environment.gpu_slug
+        if not slug:
+            raise UsageError(f"{run.path} records no GPU (no machine_info.cuda.gpu_slug, as this suite's plugin writes "
+                             "on a GPU), so no baseline can be picked: pass --baseline FILE, or --no-baseline to "
+                             "check correctness and the reduction threshold only")
         found, tried = default_baseline(slug)
         if found is None:
             where = ", ".join(str(p) for p in tried) or "nowhere (an installed copy has no baselines/ folder)"

@@ -76,7 +76,7 @@ class Run:
             full_key = (m.suite, *m.key)
             if full_key in out:
                 raise InputFileError(f"{self.path}: {m.label!r} appears twice ({out[full_key].name}, {m.name}): "
-                                     "gate one run per file")
+                                     "give each run in a file of its own")
             out[full_key] = m
         return MappingProxyType(out)
 
