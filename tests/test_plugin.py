@@ -255,6 +255,24 @@ def _causal_config_without_sdpa():
     return None
 
 
+def test_a_classification_checkpoint_is_collected_as_an_encoder_with_a_warning(pytester, tmp_path):
+    """--models with a GPT-2 classification checkpoint: collected without decode tests, and the warnings summary
+    says that it is measured as its base model."""
+    import transformers
+
+    from cudagraph_bench.models.presets import preset_config
+
+    folder = tmp_path / "classifier"
+    config = preset_config("gpt2", {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "pad_token_id": 0})
+    transformers.GPT2ForSequenceClassification(config).save_pretrained(folder)
+    pytester.makepyfile(CASES_TEST)
+    result = run(pytester, "--collect-only", "-q", "--models", str(folder))
+    assert result.ret == pytest.ExitCode.OK
+    out = result.stdout.str()
+    assert f"test_fwd[{folder}-" in out and f"test_dec[{folder}-" not in out   # no decode case of it
+    assert "PytestConfigWarning" in out and "GPT2ForSequenceClassification is measured as its base model GPT2Model" in out
+
+
 @pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions", "no-sdpa",
                                   "no-model-class", "no-weights"])
 def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):

@@ -7,7 +7,7 @@ import torch
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, WEIGHT_FILES, check_model_directory,
-                                           directory_config, load_model, max_positions, model_forward, model_kind,
+                                           directory_config, head_note, load_model, max_positions, model_forward, model_kind,
                                            preset_config, random_input_ids)
 from cudagraph_bench.session import Session
 
@@ -157,6 +157,22 @@ def test_a_saved_model_passes_the_directory_check_and_a_config_alone_does_not(tm
     (tmp_path / "saved" / "config.json").write_text(json.dumps(config))
     with pytest.raises(UnknownModelError, match="names no architectures.*GPT2ForCausalLM"):
         check_model_directory(str(tmp_path / "saved"))
+
+
+@pytest.mark.parametrize("head", ["GPT2ForSequenceClassification", "GPT2LMHeadModel", "GPT2Model"])
+def test_a_head_the_suite_does_not_build_is_noted_and_the_base_model_is_what_loads(tmp_path, head):
+    """A classification checkpoint loads as its base model (no decode benchmarks) and the note says so; a causal
+    LM or a base model gets no note."""
+    import transformers
+
+    config = preset_config("gpt2", {**TINY["gpt2"], "pad_token_id": 0})
+    getattr(transformers, head)(config).save_pretrained(tmp_path)
+    note = head_note(str(tmp_path), check_model_directory(str(tmp_path)))
+    loaded = load_model(str(tmp_path), "float32", "cpu")
+    if head == "GPT2ForSequenceClassification":
+        assert note is not None and head in note and type(loaded).__name__ in note and model_kind(loaded) == "encoder"
+    else:
+        assert note is None and type(loaded).__name__ == head
 
 
 @pytest.mark.parametrize("config_class, fields", [

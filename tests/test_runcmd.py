@@ -469,6 +469,21 @@ def test_an_encoder_decoder_checkpoint_is_refused_with_its_reason(tmp_path, caps
     assert not (tmp_path / "o").exists()
 
 
+def test_a_classification_checkpoint_is_run_as_its_base_model_with_a_note(tmp_path, capsys):
+    """A GPT-2 classification checkpoint runs as GPT2Model: run says so in one ``note:`` line on stderr."""
+    import transformers
+
+    from cudagraph_bench.models.presets import preset_config
+
+    model_dir = tmp_path / "classifier"
+    transformers.GPT2ForSequenceClassification(preset_config("gpt2", {**TINY, "pad_token_id": 0})).save_pretrained(model_dir)
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--models", str(model_dir), "--prompt-lengths", "8",
+                   "--rounds", "3", "-o", str(tmp_path / "o")])
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert rc == 0 and len(notes) == 1
+    assert "GPT2ForSequenceClassification is measured as its base model GPT2Model" in notes[0]
+
+
 @pytest.mark.parametrize("config_class", ["GPTJConfig", "CodeGenConfig", "XGLMConfig"])
 def test_a_checkpoint_without_sdpa_attention_is_refused_before_any_case(tmp_path, capsys, config_class):
     """Architectures whose transformers class cannot run SDPA attention (the attention the suite measures

@@ -129,14 +129,18 @@ def pytest_configure(config):
         pin_cpus(config.getoption("cpus", None))
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    check_model_directories(config.getoption("models", None) or ())
+    for note in check_model_directories(config.getoption("models", None) or ()):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
 
 
-def check_model_directories(models) -> None:
+def check_model_directories(models) -> list[str]:
     """Read the ``config.json`` of every ``save_pretrained`` directory in ``--models`` before collection,
     so that a checkpoint the suite cannot measure (an encoder-decoder such as T5, a config transformers
     cannot read, a directory without weights) is one usage error with its reason, not a collection
     traceback nor a failure in every test.
+
+    Returns the notes of directories measured as their base model
+    (:func:`~cudagraph_bench.models.presets.head_note`).
 
     Raises:
         pytest.UsageError: the reason of :func:`~cudagraph_bench.models.presets.check_model_directory`.
@@ -144,14 +148,18 @@ def check_model_directories(models) -> None:
     import os
 
     from cudagraph_bench.errors import UnknownModelError
-    from cudagraph_bench.models.presets import PRESETS, check_model_directory
+    from cudagraph_bench.models.presets import PRESETS, check_model_directory, head_note
 
+    notes = []
     for name in models:
         if name not in PRESETS and os.path.isdir(name):
             try:
-                check_model_directory(name)
+                note = head_note(name, check_model_directory(name))
             except UnknownModelError as exc:
                 raise pytest.UsageError(f"--models: {exc}") from None
+            if note:
+                notes.append(note)
+    return notes
 
 
 def pytest_collection_modifyitems(config, items):

@@ -364,6 +364,17 @@ def progress_bar(total: int):
     return tqdm(total=total, desc="cases", unit="case", file=sys.stderr, disable=None)
 
 
+def _print_head_notes(settings: RunSettings) -> None:
+    """``note:`` on stderr for each model directory measured as its base model (a classification head)."""
+    from cudagraph_bench.models.presets import PRESETS, directory_config, head_note
+
+    for model in dict.fromkeys(m for matrix in settings.matrices for m in matrix.models):
+        if model not in PRESETS:
+            note = head_note(model, directory_config(model))
+            if note:
+                print(f"note: {note}", file=sys.stderr)
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the matrix; write run.json and the PNGs; print the table. Returns 0, 1 (a case failed or
     differs from eager, or no case was measured) or raises :class:`UsageError` (exit 2)."""
@@ -375,6 +386,7 @@ def main(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
     pin_cpus(_plain(getattr(args, "cpus", None)))
     plan = plan_cases(settings)
+    _print_head_notes(settings)
     outdir = Path(settings.outdir)
     check_output_folder(outdir, [RUN_JSON], create=True)  # before any case is measured
     started = datetime.now(timezone.utc).isoformat()

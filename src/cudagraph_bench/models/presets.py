@@ -379,6 +379,21 @@ def check_model_directory(path: str):
     return config
 
 
+def head_note(path: str, config) -> str | None:
+    """One line for a ``save_pretrained`` directory whose ``config.architectures`` names a head the suite does not
+    build (a classification or masked-LM head: ``Qwen3ForSequenceClassification``, ``BertForMaskedLM``): it is
+    measured as its base model (:func:`directory_model_class`), without the head and without decode benchmarks.
+    None for a causal LM or a base model."""
+    if _names_lm_head(config):
+        return None
+    base = directory_model_class(config).__name__
+    heads = [name for name in config.architectures or [] if name != base]
+    if not heads:
+        return None
+    return (f"{path}: {heads[0]} is measured as its base model {base} (the head is left out, no decode benchmarks; "
+            "save a ...ForCausalLM checkpoint to measure decode)")
+
+
 def _names_lm_head(config) -> bool:
     """True when ``config.architectures`` names a causal LM head: the directory loads as a causal LM."""
     return any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
