@@ -13,7 +13,7 @@ from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import load_baseline
 from cudagraph_bench.results.compare import (COLUMNS, DEFAULT_MAX_REGRESSION_PCT, compare_runs, gated_missing_in_new,
                                              rows, summary)
-from cudagraph_bench.results.runfile import distinct_runs, load_run
+from cudagraph_bench.results.runfile import check_one_gpu, distinct_runs, load_run
 from cudagraph_bench.table import render_table, verdict_heading
 
 
@@ -60,10 +60,8 @@ def main(args: argparse.Namespace) -> int:
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
-    gpus = {r.environment.gpu_slug for r in (*old, *new)}
-    if len(gpus) > 1 and not args.allow_gpu_mismatch:
-        raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(g or 'no GPU' for g in gpus))}): "
-                         "compare runs of one GPU, or pass --allow-gpu-mismatch to compare them anyway")
+    if not args.allow_gpu_mismatch:
+        check_one_gpu([*old, *new], "compare runs of one GPU, or pass --allow-gpu-mismatch to compare them anyway")
     baseline = None
     if args.baseline:
         baseline = load_baseline(args.baseline)

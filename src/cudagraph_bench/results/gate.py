@@ -41,7 +41,7 @@ from cudagraph_bench.results import benchrun, noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import checkout_root, default_baseline
-from cudagraph_bench.results.runfile import (Measurement, Run, distinct_runs, forward_cases, forward_groups, load_run,
+from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
@@ -361,10 +361,7 @@ def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
     """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice or
     the runs are from different GPUs."""
     runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")
-    slugs = {r.environment.gpu_slug for r in runs}
-    if len(slugs) > 1:
-        raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(str(s) for s in slugs))}): gate "
-                         "runs of one GPU type at a time")
+    check_one_gpu(runs, "gate runs of one GPU type at a time")
     return runs
 
 

@@ -336,6 +336,14 @@ def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
     return runs_reduction_pct([e.summary.median_ms for e, _ in pairs], [o.summary.median_ms for _, o in pairs])
 
 
+def check_one_gpu(runs: list[Run], fix: str) -> None:
+    """Raises :class:`UsageError` naming the GPUs when ``runs`` are from different GPUs (a run that recorded
+    none counts as "no GPU"); ``fix`` ends the message with what to do."""
+    slugs = {r.environment.gpu_slug for r in runs}
+    if len(slugs) > 1:
+        raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(s or 'no GPU' for s in slugs))}): {fix}")
+
+
 def distinct_runs(runs: list[Run], what: str) -> list[Run]:
     """``runs`` unchanged; raises :class:`UsageError` when one file is given twice (same sha256): a
     repeated run would count as two independent runs and narrow the noise model."""
