@@ -227,31 +227,32 @@ def test_shard_durations_without_durations_is_a_usage_error(suite, tmp_path):
     assert "records no test durations (cudagraph_bench.test_durations_s)" in result.stderr.str()
 
 
-#: Forward profiles (the suite's profiling group: one worker) and the eager benchmarks of the same cases (their
-#: module's group: the other worker). A case's stand-in kernel count is a function of the case.
+#: Forward profiles (the suite's profiling group: the slot-0 worker) and the eager benchmarks of the same cases,
+#: one group per model: the slot-0 worker takes one of them before the profiles, the other worker the other
+#: one. A case's stand-in kernel count is a function of the case.
 PROFILES_AND_EAGER = """
 import pytest
 from cudagraph_bench.session import FORWARD_PROFILES_GROUP
 
-CASES = [("m1", "float32", 16), ("m1", "float32", 50)]
+CASES = [("m1", "float32", 16), ("m1", "float32", 50), ("m2", "float32", 16), ("m2", "float32", 50)]
 
 @pytest.mark.xdist_group(FORWARD_PROFILES_GROUP)
 @pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_profile(benchmark, cgb, case):
-    cgb.ledger.kernel_counts[case] = {"n_kernels": 3 * case[2] + 1}
+    cgb.ledger.kernel_counts[case] = {"n_kernels": 3 * case[2] + (case[0] == "m2") + 1}
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.xdist_group(case[0])) for case in CASES], ids=str)
 def test_eager(benchmark, case):
     model, dtype, seq_len = case
     benchmark.extra_info.update(suite="forward", model=model, dtype=dtype, seq_len=seq_len, variant="eager")
     benchmark.pedantic(sum, args=(range(100),), rounds=3)
 """
-PROFILED_SEQ_LENS = (16, 50)
+PROFILED_CASES = [("m1", 16), ("m1", 50), ("m2", 16), ("m2", 50)]
 
 
-def stand_in_count(seq_len: int) -> int:
-    return 3 * seq_len + 1
+def stand_in_count(model: str, seq_len: int) -> int:
+    return 3 * seq_len + (model == "m2") + 1
 
 
 @pytest.fixture
@@ -268,12 +269,14 @@ def test_counts_profiled_in_one_worker_reach_the_eager_benchmarks_of_the_other(p
     worker's kernel counts into the eager benchmarks that the other worker measured."""
     out = tmp_path / "run.json"
     result = run(profiles_and_eager, "-n", "2", "--dist", "loadgroup", "--gpu-workers", f"--benchmark-json={out}")
-    result.assert_outcomes(passed=2 * len(PROFILED_SEQ_LENS))
+    n = len(PROFILED_CASES)
+    result.assert_outcomes(passed=2 * n)
     doc = json.loads(out.read_text())
-    n = len(PROFILED_SEQ_LENS)
-    assert sorted((w["benchmarks"], w["tests"]) for w in doc["machine_info"]["workers"]) == [(0, n), (n, n)]
-    assert {b["extra_info"]["seq_len"]: b["extra_info"]["n_kernels"] for b in doc["benchmarks"]} == \
-        {s: stand_in_count(s) for s in PROFILED_SEQ_LENS}
+    # the slot-0 worker: one model's eager benchmarks and every profile; the other: the other model's
+    assert sorted((w["slot"], w["benchmarks"], w["tests"]) for w in doc["machine_info"]["workers"]) == \
+        [(0, n // 2, n // 2 + n), (1, n // 2, n // 2)]
+    assert {(b["extra_info"]["model"], b["extra_info"]["seq_len"]): b["extra_info"]["n_kernels"]
+            for b in doc["benchmarks"]} == {case: stand_in_count(*case) for case in PROFILED_CASES}
 
 
 @two_cpus
@@ -284,10 +287,170 @@ def test_workers_that_only_profiled_still_write_the_json_with_their_shard(profil
     out = tmp_path / "run.json"
     result = run(profiles_and_eager, "-n", "2", "--dist", "loadgroup", "--gpu-workers", "-k", "not test_eager",
                  "--shard=1/1", f"--benchmark-json={out}")
-    result.assert_outcomes(passed=len(PROFILED_SEQ_LENS))
+    result.assert_outcomes(passed=len(PROFILED_CASES))
     doc = json.loads(out.read_text())
     assert doc["benchmarks"] == [] and len(doc["machine_info"]["workers"]) == 2
-    assert [(k["seq_len"], k["n_kernels"]) for k in doc["cudagraph_bench"]["kernel_counts"]] == \
-        [(s, stand_in_count(s)) for s in PROFILED_SEQ_LENS]
+    assert [(k["model"], k["seq_len"], k["n_kernels"]) for k in doc["cudagraph_bench"]["kernel_counts"]] == \
+        [(*case, stand_in_count(*case)) for case in PROFILED_CASES]
     assert recorded_shard(doc) == (1, 1)
     assert "Not saving anything" not in result.stdout.str() + result.stderr.str()
+
+
+#: The kernel-count worker faked for the whole session of each process: each event is logged with the GPU of
+#: the process (the worker's CUDA_VISIBLE_DEVICES entry: its slot).
+HELD_PROFILES_CONFTEST = """
+import json, os
+import pytest
+import torch
+import cudagraph_bench.measure.kernel_counts as kernel_counts
+
+torch.cuda.is_available = lambda: True           # the plugin holds a worker only where CUDA is
+
+def log(*event):
+    with open(os.environ["EVENTS"], "a") as f:
+        f.write(json.dumps([os.environ.get("CUDA_VISIBLE_DEVICES"), *event]) + "\\n")
+
+class FakeHeld:
+    def __init__(self, specs):
+        self.specs = specs
+    def wait_prepared(self, timeout_s):
+        return True
+    def close(self):
+        log("close")
+
+def count_in_workers(specs, held=None):
+    log("count", [s["seq_len"] for s in specs], held is not None and held.specs == specs)
+    return {(s["model"], s["dtype"], s["seq_len"]): s["seq_len"] for s in specs}
+
+kernel_counts.hold_worker = lambda specs: log("hold", [s["seq_len"] for s in specs]) or FakeHeld(specs)
+kernel_counts.count_in_workers = count_in_workers
+"""
+
+#: Two groups (gpt2 in two dtypes), each an untimed test then a timed one, and the forward-profiles group.
+HELD_PROFILES_SUITE = {
+    "test_a_untimed": """
+import pytest
+pytestmark = pytest.mark.untimed
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("model", ["gpt2"])
+def test_check(cgb, model, dtype):
+    pass
+""",
+    "test_b_timed": """
+import pytest
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("model", ["gpt2"])
+def test_timed(model, dtype):
+    pass
+""",
+    "test_c_profiled": """
+import pytest
+from cudagraph_bench.session import FORWARD_PROFILES_GROUP, ProfiledCases
+
+pytestmark = pytest.mark.xdist_group(FORWARD_PROFILES_GROUP)
+
+@pytest.fixture(scope="module")
+def profiled(request, cgb):
+    return ProfiledCases(request, cgb)
+
+@pytest.mark.parametrize("model, dtype, seq_len", [("gpt2", "float32", 16), ("gpt2", "float32", 50)])
+def test_profile(profiled, model, dtype, seq_len):
+    assert profiled.get((model, dtype, seq_len)) == seq_len
+""",
+}
+
+
+@two_cpus
+@simulated_gpus
+def test_the_profiles_worker_holds_the_kernel_count_worker_through_its_untimed_tests(pytester, tmp_path,
+                                                                                    monkeypatch):
+    """The forward-profiles group is pinned to the worker of slot 0 (GPU "0" here), which starts the
+    kernel-count worker at its first untimed test and lets it count its batch before its first timed test,
+    as a session without workers does; the other worker never holds or counts anything."""
+    events = tmp_path / "events.jsonl"
+    monkeypatch.setenv("EVENTS", str(events))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    pytester.makeconftest(HELD_PROFILES_CONFTEST)
+    pytester.makepyfile(**HELD_PROFILES_SUITE)
+    result = run(pytester, "-n", "2", "--dist", "loadgroup", "--gpu-workers")
+    result.assert_outcomes(passed=6)
+    got = [json.loads(line) for line in events.read_text().splitlines()]
+    lengths = [16, 50]            # test_c_profiled's cases
+    assert [e for e in got if e[1] in ("hold", "count")] == [["0", "hold", lengths], ["0", "count", lengths, True]]
+
+
+class StandInNode:
+    """What xdist's scheduler uses of a worker: its id, the test indices it was sent, shutdown."""
+
+    def __init__(self, worker):
+        from types import SimpleNamespace
+
+        self.workerinput, self.shutting_down, self.sent = {"workerid": worker}, False, []
+        self.gateway = SimpleNamespace(id=worker)
+
+    def send_runtest_some(self, indices):
+        self.sent.append(indices)
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+#: Groups by test count (no recorded durations): big (3 tests) > mid (2) > the profiles group (1).
+SCHEDULED_TESTS = {"big::a": "big", "big::b": "big", "big::c": "big", "mid::a": "mid", "mid::b": "mid",
+                   "prof::a": "forward-profiles"}
+
+
+def scheduler_of(monkeypatch, nodes):
+    """``--gpu-workers``' scheduler (xdist's LoadGroupScheduling underneath) over stand-in nodes, added to it in
+    list order, each having collected :data:`SCHEDULED_TESTS`; the worker ``gwI`` holds slot I; scheduled."""
+    from types import SimpleNamespace
+
+    import cudagraph_bench.gpu_workers as gw
+
+    plan = gw.GpuPlan([str(i) for i in range(len(nodes))], [[i] for i in range(len(nodes))], False)
+    plan.slot_of = {node.workerinput["workerid"]: int(node.workerinput["workerid"][2:]) for node in nodes}
+    config = SimpleNamespace(stash={gw.PLAN: plan}, option=SimpleNamespace(loadscopereorder=True),
+                             getvalue=lambda name: ["popen"] * len(nodes) if name == "tx" else None)
+    monkeypatch.setattr(gw, "read_groups", lambda folder: SCHEDULED_TESTS)
+    noop = lambda *args: None  # noqa: E731
+    scheduler = gw.pytest_xdist_make_scheduler(config, log=SimpleNamespace(loadscopesched=noop, loadgroupsched=noop))
+    for node in nodes:
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, list(SCHEDULED_TESTS))
+    scheduler.schedule()
+    return scheduler
+
+
+def sent_groups(node) -> list[str]:
+    """The group of each batch of tests ``node`` was sent, in order."""
+    tests = list(SCHEDULED_TESTS)
+    return ["+".join(sorted({SCHEDULED_TESTS[tests[i]] for i in batch})) for batch in node.sent]
+
+
+def test_the_profiles_group_goes_to_slot_0_as_its_second_group(monkeypatch):
+    """The slot-0 worker takes the heaviest other group first and the profiles group once its first is nearly
+    done (xdist's rule: at most 2 tests left); the other worker, out of other groups, is shut down instead of
+    taking the profiles group."""
+    owner, other = StandInNode("gw0"), StandInNode("gw1")
+    scheduler = scheduler_of(monkeypatch, [owner, other])
+    assert sent_groups(owner) == ["big"] and sent_groups(other) == ["mid"]
+    tests = list(SCHEDULED_TESTS)
+    scheduler.mark_test_complete(other, tests.index("mid::a"))   # 1 test left: it asks for more
+    assert sent_groups(other) == ["mid"] and other.shutting_down
+    scheduler.mark_test_complete(owner, tests.index("big::a"))   # 2 tests left: it asks for more
+    assert sent_groups(owner) == ["big", "forward-profiles"] and not scheduler.workqueue
+
+
+def test_the_profiles_group_is_taken_first_when_alone_and_by_another_worker_when_slot_0_is_gone(monkeypatch):
+    for name in ("big::a", "big::b", "big::c", "mid::a", "mid::b"):
+        monkeypatch.delitem(SCHEDULED_TESTS, name)
+    owner = StandInNode("gw0")
+    scheduler_of(monkeypatch, [owner])
+    assert sent_groups(owner) == ["forward-profiles"]
+    # one group, two workers: xdist shuts down the node it added last, here slot 0's; slot 1's takes the group
+    owner, other = StandInNode("gw0"), StandInNode("gw1")
+    scheduler_of(monkeypatch, [other, owner])
+    assert owner.shutting_down and sent_groups(owner) == []
+    assert sent_groups(other) == ["forward-profiles"]

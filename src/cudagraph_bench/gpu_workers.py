@@ -18,6 +18,13 @@
   the group from a ``@group`` suffix it appends to node ids, which pytest 9.2's structured node ids no
   longer take: pytest-dev/pytest-xdist#1386), and a free worker takes the group with the most recorded
   seconds (``--shard-durations``; else the most tests), greedy longest-processing-time.
+- The forward-profiles group (:data:`cudagraph_bench.session.FORWARD_PROFILES_GROUP`: kernel counts and GPU
+  busy times, one batch of profiles) is pinned to the worker of slot 0 (:data:`PROFILES_SLOT`), which
+  takes it as its second group (its first when nothing else is left); no other worker takes it while that
+  one runs. That worker knows it ahead (``holds_profiles`` in its plan), so it starts the kernel-count
+  worker during its first ``untimed`` tests and lets it count before its first timed test, as a session
+  without workers does (:meth:`cudagraph_bench.session.Session.hold_profiling_worker`), instead of starting
+  a fresh one when the first profiling test asks.
 - Each worker sends its pytest-benchmark document back through ``workeroutput``
   (``pytest_testnodedown``); the controller merges them (:func:`cudagraph_bench.results.merge.merge_runs`)
   into ``--benchmark-json`` (atomically), with its own ``machine_info`` plus ``machine_info["workers"]``
@@ -40,8 +47,10 @@ from pathlib import Path
 
 import pytest
 
-#: ``workerinput`` key of a worker's plan: ``{"slot", "gpu", "cpus", "groups_dir"}``.
+#: ``workerinput`` key of a worker's plan: ``{"slot", "gpu", "cpus", "groups_dir", "holds_profiles"}``.
 PLAN_KEY = "cudagraph_bench_gpu_worker"
+#: The slot whose worker runs the forward-profiles group (the first worker: there is one on every run).
+PROFILES_SLOT = 0
 #: ``workeroutput`` keys: the worker's pytest-benchmark document (JSON text) and its summary.
 JSON_KEY = "cudagraph_bench_json"
 INFO_KEY = "cudagraph_bench_worker"
@@ -105,6 +114,16 @@ def cpu_shares(cpus, n: int) -> list[list[int]]:
 
 def is_worker(config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def holds_forward_profiles(config) -> bool:
+    """Whether this process runs the forward-profiles group whenever it is selected: a session without
+    xdist workers, or the ``--gpu-workers`` worker it is pinned to (:data:`PROFILES_SLOT`). False in any
+    other xdist worker, which may never get the group."""
+    if not is_worker(config):
+        return True
+    plan = config.workerinput.get(PLAN_KEY)
+    return bool(plan and plan.get("holds_profiles"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -213,7 +232,7 @@ def pytest_configure_node(node):
     slot = next((i for i in range(len(plan.gpus)) if i not in busy), len(plan.slot_of) % len(plan.gpus))
     plan.slot_of[node.workerinput["workerid"]] = slot
     node.workerinput[PLAN_KEY] = {"slot": slot, "gpu": plan.gpus[slot], "cpus": plan.cpus[slot],
-                                  "groups_dir": plan.groups_dir}
+                                  "groups_dir": plan.groups_dir, "holds_profiles": slot == PROFILES_SLOT}
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -236,13 +255,17 @@ def pytest_testnodedown(node, error):
 def pytest_xdist_make_scheduler(config, log):
     """``--gpu-workers``: xdist's loadgroup scheduling with the groups the workers wrote
     (:func:`pytest_collection_finish`) and the longest remaining group first (recorded seconds from
-    ``--shard-durations``, else the number of tests)."""
+    ``--shard-durations``, else the number of tests), except the forward-profiles group, which goes to the
+    worker of :data:`PROFILES_SLOT` only: as its second group, or its first when it is all that is left; a
+    worker of another slot that would get only that group is shut down (xdist's own end of work), unless
+    the profiles worker is gone (it went down): then any worker takes it."""
     plan = config.stash.get(PLAN, None)
     if plan is None or not plan.gpus:
         return None
     from xdist.scheduler import LoadGroupScheduling
 
     from cudagraph_bench.results.shards import group_seconds, typical_seconds
+    from cudagraph_bench.session import FORWARD_PROFILES_GROUP
     from cudagraph_bench.sharding import session_state
 
     if not all(hasattr(LoadGroupScheduling, name) for name in ("_assign_work_unit", "_split_scope")):
@@ -259,9 +282,26 @@ def pytest_xdist_make_scheduler(config, log):
             return groups.get(nodeid) or super()._split_scope(nodeid)
 
         def _assign_work_unit(self, node):
-            heaviest = max(self.workqueue, key=lambda scope: group_seconds(self.workqueue[scope], durations, default_s))
-            self.workqueue.move_to_end(heaviest, last=False)   # xdist hands out the first unit of its queue
+            others = [scope for scope in self.workqueue if scope != FORWARD_PROFILES_GROUP]
+            profiles = FORWARD_PROFILES_GROUP in self.workqueue
+            if profiles and self._holds_profiles(node):
+                take = others and not self.assigned_work.get(node)   # its first group: another one
+            elif profiles and not any(self._holds_profiles(n) and not n.shutting_down for n in self.nodes):
+                take = bool(others)                                  # the profiles worker went down
+            else:
+                take = True
+                if not others:                                       # the profiles group is all that is left
+                    node.shutdown()
+                    return
+            if take:
+                pick = max(others, key=lambda scope: group_seconds(self.workqueue[scope], durations, default_s))
+            else:
+                pick = FORWARD_PROFILES_GROUP
+            self.workqueue.move_to_end(pick, last=False)   # xdist hands out the first unit of its queue
             super()._assign_work_unit(node)
+
+        def _holds_profiles(self, node) -> bool:
+            return plan.slot_of.get(node.workerinput["workerid"]) == PROFILES_SLOT
 
     return LongestGroupFirst(config, log)
 

@@ -348,18 +348,22 @@ class Session:
         for: the cases of the first module among ``items`` (pytest's selected tests, in run order) whose tests
         are in :data:`FORWARD_PROFILES_GROUP`. The worker counts before the first test that is not ``untimed``
         starts (:meth:`count_with_held_worker`) and then exits, so that no test is timed while another process
-        holds the GPU; :meth:`close` kills a worker nobody took. Nothing is started without such tests or in a
-        pytest-xdist worker (it profiles only its group's share, started when asked)."""
+        holds the GPU; :meth:`close` kills a worker nobody took. Cases already profiled are left out. Nothing is
+        started without such tests or in a pytest-xdist worker that may never run them: with ``--gpu-workers``
+        the worker the group is pinned to holds it like a session without workers
+        (:func:`cudagraph_bench.gpu_workers.holds_forward_profiles`); any other worker collects every test but
+        runs a share."""
+        from cudagraph_bench.gpu_workers import holds_forward_profiles
         from cudagraph_bench.measure.kernel_counts import count_spec, hold_worker
         from cudagraph_bench.sharding import item_group
 
-        if self._held_profiler is not None or hasattr(self.config, "workerinput"):
+        if self._held_profiler is not None or not holds_forward_profiles(self.config):
             return
         first = next((i for i in items if item_group(i) == FORWARD_PROFILES_GROUP
                       and "seq_len" in getattr(getattr(i, "callspec", None), "params", {})), None)
         if first is None:
             return
-        keys = profiled_keys(items, first.module, fits=self.fits)
+        keys = [key for key in profiled_keys(items, first.module, fits=self.fits) if key not in self.profiled]
         if keys:
             self._held_profiler = hold_worker([count_spec(*k) for k in keys])
             self._held_for = first.nodeid
