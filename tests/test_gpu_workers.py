@@ -454,3 +454,40 @@ def test_the_profiles_group_is_taken_first_when_alone_and_by_another_worker_when
     scheduler_of(monkeypatch, [other, owner])
     assert owner.shutting_down and sent_groups(owner) == []
     assert sent_groups(other) == ["forward-profiles"]
+
+
+@two_cpus
+@simulated_gpus
+def test_the_controller_imports_no_torch_and_records_the_workers_gpu(suite, tmp_path, monkeypatch):
+    """The controller's merged run takes its ``machine_info["cuda"]`` from the workers' documents, so it never
+    imports torch (seconds after the last worker ended, on the run's wall time)."""
+    seen = tmp_path / "controller-modules.json"
+    monkeypatch.setenv("SEEN", str(seen))
+    suite.makeconftest("""
+import json, os, sys
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        with open(os.environ["SEEN"], "w") as f:
+            json.dump(sorted(m for m in ("torch", "transformers") if m in sys.modules), f)
+""")
+    out = tmp_path / "run.json"
+    result = run(suite, "-n", "2", "--dist", "loadgroup", "--gpu-workers", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=N_TESTS)
+    assert json.loads(seen.read_text()) == []
+    worker_cuda = json.loads(out.read_text())["machine_info"]["cuda"]
+    assert worker_cuda is None or worker_cuda["gpu_name"]    # no GPU here: the workers recorded none
+
+
+def test_the_merged_run_takes_the_slot_0_workers_cuda_fingerprint_with_the_controllers_gpu_count(monkeypatch):
+    import cudagraph_bench.gpu_workers as gw
+
+    def part(worker, slot, name):
+        cuda = {"gpu_name": name, "device_count": 1, "driver": "580"}
+        return {"info": {"worker": worker, "slot": slot}, "doc": {"machine_info": {"cuda": cuda}}}
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    plan = gw.GpuPlan(["0", "1", "2"], [[0], [1], [2]], False)
+    plan.parts = [part("gw0", 1, "second"), part("gw1", 0, "slot 0"), {"info": {"worker": "gw2"}, "doc": None}]
+    assert gw._workers_cuda(plan) == {"cuda": {"gpu_name": "slot 0", "device_count": 3, "driver": "580"}}
+    plan.parts = [{"info": {"worker": "gw0", "slot": 0}, "doc": {"machine_info": {"cuda": None}}}]
+    assert gw._workers_cuda(plan) == {"cuda": None}

@@ -27,8 +27,9 @@
   a fresh one when the first profiling test asks.
 - Each worker sends its pytest-benchmark document back through ``workeroutput``
   (``pytest_testnodedown``); the controller merges them (:func:`cudagraph_bench.results.merge.merge_runs`)
-  into ``--benchmark-json`` (atomically), with its own ``machine_info`` plus ``machine_info["workers"]``
-  (worker, GPU, CPUs, tests, benchmarks, wall seconds), saves it for ``--benchmark-save`` /
+  into ``--benchmark-json`` (atomically), with its own ``machine_info`` (its ``"cuda"`` fingerprint from the
+  slot-0 worker's document: the controller imports no torch, :func:`merged_run_cuda`) plus
+  ``machine_info["workers"]`` (worker, GPU, CPUs, tests, benchmarks, wall seconds), saves it for ``--benchmark-save`` /
   ``--benchmark-autosave``, and shows pytest-benchmark's table of all of them. Every worker sends its
   document, benchmarks or none, so kernel counts profiled in one worker reach the eager benchmarks of
   another; a session whose workers ran no benchmark but recorded kernel counts or failed cases still gets
@@ -66,6 +67,7 @@ class GpuPlan:
         self.groups_dir = groups_dir        # where workers write {node id: group} once they have collected
         self.slot_of: dict[str, int] = {}   # live worker id -> slot
         self.parts: list[dict] = []         # {"info": worker summary, "doc": its document or None}
+        self.workers_cuda: dict | None = None   # machine_info["cuda"] for the merged run (_merge_results)
 
 
 PLAN = pytest.StashKey[GpuPlan]()
@@ -413,6 +415,30 @@ def _send_results(config) -> None:
     config.workeroutput[JSON_KEY] = safe_dumps(doc, ensure_ascii=True)
 
 
+def merged_run_cuda(config) -> dict | None:
+    """``{"cuda": ...}``: what the merged run of a ``--gpu-workers`` controller records as
+    ``machine_info["cuda"]``, set by :func:`_merge_results` before it asks pytest-benchmark for the
+    controller's ``machine_info``: the fingerprint of the slot-0 worker (GPU model, driver, versions; its GPU
+    state at its start), ``device_count`` the GPUs the controller sees (:func:`visible_gpus`). The workers
+    have read it already, so the controller imports no torch and makes no CUDA context after they end (the
+    run's wall time). None in any other process: it reads its own."""
+    plan = config.stash.get(PLAN, None)
+    if plan is None or is_worker(config) or plan.workers_cuda is None:
+        return None
+    return plan.workers_cuda
+
+
+def _workers_cuda(plan: GpuPlan) -> dict:
+    """:func:`merged_run_cuda`'s value from the workers' documents (``{"cuda": None}`` when none saw a GPU)."""
+    docs = sorted((p for p in plan.parts if p["doc"] is not None),
+                  key=lambda p: (p["info"].get("slot") != PROFILES_SLOT, str(p["info"].get("worker"))))
+    for part in docs:
+        cuda = (part["doc"].get("machine_info") or {}).get("cuda")
+        if isinstance(cuda, dict):
+            return {"cuda": {**cuda, "device_count": len(visible_gpus()) or cuda.get("device_count")}}
+    return {"cuda": None}
+
+
 def _controller_wall_time(config, merged: dict) -> None:
     """The merged run's ``cudagraph_bench.wall_s`` is the controller's session so far (seconds): the workers'
     start-up and collection included, as the terminal's time per part prints it. The merge's own value, the
@@ -454,6 +480,7 @@ def _merge_results(session, plan: GpuPlan) -> None:
         if bs.json or bs.save or bs.autosave:
             bs.logger.warning("Not saving anything, no benchmarks have been run in the --gpu-workers workers!")
         return
+    plan.workers_cuda = _workers_cuda(plan)
     try:
         merged = merge_runs(parts, envelope=benchmark_document(config, [], bs.get_machine_info()),
                             entries_key="workers", entries=entries)

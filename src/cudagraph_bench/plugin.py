@@ -174,15 +174,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
-    from cudagraph_bench.measure.gpustate import read_gpu_state
+    """``machine_info["cuda"]`` (:func:`cudagraph_bench.envinfo.cuda_fingerprint`, the GPU's state at the
+    session's start and its peak memory bandwidth), ``"gpu"`` and ``"cpu_affinity"``. A ``--gpu-workers``
+    controller takes its workers' fingerprint (:func:`cudagraph_bench.gpu_workers.merged_run_cuda`)."""
+    from cudagraph_bench.envinfo import cpu_affinity, machine_gpu
+    from cudagraph_bench.gpu_workers import merged_run_cuda
 
-    from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps
+    merged = merged_run_cuda(config)
+    if merged is not None:
+        machine_info["cuda"] = merged["cuda"]
+    else:
+        from cudagraph_bench.envinfo import cuda_fingerprint
+        from cudagraph_bench.measure.gpustate import read_gpu_state
+        from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps
 
-    machine_info["cuda"] = cuda_fingerprint()
-    if machine_info["cuda"] is not None:
-        machine_info["cuda"]["gpu_state_at_start"] = read_gpu_state(0)
-        machine_info["cuda"]["peak_memory_bandwidth"] = peak_memory_bandwidth_gbps(0)
+        machine_info["cuda"] = cuda_fingerprint()
+        if machine_info["cuda"] is not None:
+            machine_info["cuda"]["gpu_state_at_start"] = read_gpu_state(0)
+            machine_info["cuda"]["peak_memory_bandwidth"] = peak_memory_bandwidth_gbps(0)
     machine_info["gpu"] = machine_gpu({"cuda": machine_info["cuda"]})
     machine_info["cpu_affinity"] = cpu_affinity()
 
