@@ -402,9 +402,10 @@ SCHEDULED_TESTS = {"big::a": "big", "big::b": "big", "big::c": "big", "mid::a": 
                    "prof::a": "forward-profiles"}
 
 
-def scheduler_of(monkeypatch, nodes):
+def scheduler_of(monkeypatch, nodes, untimed=()):
     """``--gpu-workers``' scheduler (xdist's LoadGroupScheduling underneath) over stand-in nodes, added to it in
-    list order, each having collected :data:`SCHEDULED_TESTS`; the worker ``gwI`` holds slot I; scheduled."""
+    list order, each having collected :data:`SCHEDULED_TESTS` (``untimed``: the untimed ones); the worker
+    ``gwI`` holds slot I; scheduled."""
     from types import SimpleNamespace
 
     import cudagraph_bench.gpu_workers as gw
@@ -413,7 +414,7 @@ def scheduler_of(monkeypatch, nodes):
     plan.slot_of = {node.workerinput["workerid"]: int(node.workerinput["workerid"][2:]) for node in nodes}
     config = SimpleNamespace(stash={gw.PLAN: plan}, option=SimpleNamespace(loadscopereorder=True),
                              getvalue=lambda name: ["popen"] * len(nodes) if name == "tx" else None)
-    monkeypatch.setattr(gw, "read_groups", lambda folder: SCHEDULED_TESTS)
+    monkeypatch.setattr(gw, "read_groups", lambda folder: (SCHEDULED_TESTS, set(untimed)))
     noop = lambda *args: None  # noqa: E731
     scheduler = gw.pytest_xdist_make_scheduler(config, log=SimpleNamespace(loadscopesched=noop, loadgroupsched=noop))
     for node in nodes:
@@ -441,6 +442,16 @@ def test_the_profiles_group_goes_to_slot_0_as_its_second_group(monkeypatch):
     assert sent_groups(other) == ["mid"] and other.shutting_down
     scheduler.mark_test_complete(owner, tests.index("big::a"))   # 2 tests left: it asks for more
     assert sent_groups(owner) == ["big", "forward-profiles"] and not scheduler.workqueue
+
+
+def test_the_profiles_worker_first_takes_the_heaviest_group_that_starts_untimed(monkeypatch):
+    """Its kernel-count worker prepares during the untimed tests (Session.hold_profiling_worker)."""
+    owner, other = StandInNode("gw0"), StandInNode("gw1")
+    scheduler_of(monkeypatch, [owner, other], untimed=["mid::a"])
+    assert sent_groups(owner) == ["mid", "forward-profiles"] and sent_groups(other) == ["big"]
+    owner, other = StandInNode("gw0"), StandInNode("gw1")
+    scheduler_of(monkeypatch, [owner, other], untimed=["mid::b"])     # mid starts with a timed test
+    assert sent_groups(owner) == ["big"] and sent_groups(other) == ["mid"]
 
 
 def test_the_profiles_group_is_taken_first_when_alone_and_by_another_worker_when_slot_0_is_gone(monkeypatch):

@@ -20,8 +20,8 @@
   seconds (``--shard-durations``; else the most tests), greedy longest-processing-time.
 - The forward-profiles group (:data:`cudagraph_bench.session.FORWARD_PROFILES_GROUP`: kernel counts and GPU
   busy times, one batch of profiles) is pinned to the worker of slot 0 (:data:`PROFILES_SLOT`), which
-  takes it as its second group (its first when nothing else is left); no other worker takes it while that
-  one runs. That worker knows it ahead (``holds_profiles`` in its plan), so it starts the kernel-count
+  takes it as its second group (its first when nothing else is left), after the heaviest group that starts
+  with an ``untimed`` test; no other worker takes it while that one runs. That worker knows it ahead (``holds_profiles`` in its plan), so it starts the kernel-count
   worker during its first ``untimed`` tests and lets it count before its first timed test, as a session
   without workers does (:meth:`cudagraph_bench.session.Session.hold_profiling_worker`), instead of starting
   a fresh one when the first profiling test asks.
@@ -258,7 +258,8 @@ def pytest_xdist_make_scheduler(config, log):
     """``--gpu-workers``: xdist's loadgroup scheduling with the groups the workers wrote
     (:func:`pytest_collection_finish`) and the longest remaining group first (recorded seconds from
     ``--shard-durations``, else the number of tests), except the forward-profiles group, which goes to the
-    worker of :data:`PROFILES_SLOT` only: as its second group, or its first when it is all that is left; a
+    worker of :data:`PROFILES_SLOT` only: as its second group (its first is the heaviest group that starts
+    with an ``untimed`` test, if one does), or its first when it is all that is left; a
     worker of another slot that would get only that group is shut down (xdist's own end of work), unless
     the profiles worker is gone (it went down): then any worker takes it."""
     plan = config.stash.get(PLAN, None)
@@ -276,12 +277,18 @@ def pytest_xdist_make_scheduler(config, log):
     durations = state.durations if state is not None else None
     default_s = typical_seconds(durations)
     groups: dict[str, str] = {}
+    untimed: set[str] = set()
 
     class LongestGroupFirst(LoadGroupScheduling):
         def _split_scope(self, nodeid):
             if not groups:
-                groups.update(read_groups(plan.groups_dir))
+                read, read_untimed = read_groups(plan.groups_dir)
+                groups.update(read)
+                untimed.update(read_untimed)
             return groups.get(nodeid) or super()._split_scope(nodeid)
+
+        def _heaviest(self, scopes):
+            return max(scopes, key=lambda scope: group_seconds(self.workqueue[scope], durations, default_s))
 
         def _assign_work_unit(self, node):
             others = [scope for scope in self.workqueue if scope != FORWARD_PROFILES_GROUP]
@@ -295,10 +302,15 @@ def pytest_xdist_make_scheduler(config, log):
                 if not others:                                       # the profiles group is all that is left
                     node.shutdown()
                     return
-            if take:
-                pick = max(others, key=lambda scope: group_seconds(self.workqueue[scope], durations, default_s))
-            else:
+            if not take:
                 pick = FORWARD_PROFILES_GROUP
+            elif profiles and self._holds_profiles(node):
+                # its first group: the heaviest that starts with an untimed test, during which the kernel-count
+                # worker prepares (Session.hold_profiling_worker), else the heaviest
+                starts_untimed = [scope for scope in others if next(iter(self.workqueue[scope])) in untimed]
+                pick = self._heaviest(starts_untimed or others)
+            else:
+                pick = self._heaviest(others)
             self.workqueue.move_to_end(pick, last=False)   # xdist hands out the first unit of its queue
             super()._assign_work_unit(node)
 
@@ -308,18 +320,22 @@ def pytest_xdist_make_scheduler(config, log):
     return LongestGroupFirst(config, log)
 
 
-def read_groups(folder: str | None) -> dict[str, str]:
-    """``{node id: group}`` that the workers wrote into ``folder`` (they collect the same tests)."""
-    out: dict[str, str] = {}
+def read_groups(folder: str | None) -> tuple[dict[str, str], set[str]]:
+    """``({node id: group}, {node ids of untimed tests})`` that the workers wrote into ``folder`` (they collect
+    the same tests)."""
+    groups: dict[str, str] = {}
+    untimed: set[str] = set()
     for path in sorted(Path(folder).glob("*.json")) if folder else ():
-        out.update(json.loads(path.read_text(encoding="utf-8")))
-    return out
+        written = json.loads(path.read_text(encoding="utf-8"))
+        groups.update(written["groups"])
+        untimed.update(written["untimed"])
+    return groups, untimed
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session):
-    """Worker: write ``{node id: group}`` for the controller's scheduler, before xdist tells the controller
-    that this worker has collected."""
+    """Worker: write ``{node id: group}`` and which tests are ``untimed`` for the controller's scheduler,
+    before xdist tells the controller that this worker has collected."""
     config = session.config
     plan = getattr(config, "workerinput", {}).get(PLAN_KEY)
     if plan is None or not plan.get("groups_dir"):
@@ -327,8 +343,9 @@ def pytest_collection_finish(session):
     from cudagraph_bench.fsio import write_text_atomic
     from cudagraph_bench.sharding import item_group
 
-    groups = {item.nodeid: item_group(item) for item in session.items}
-    write_text_atomic(Path(plan["groups_dir"]) / f"{config.workerinput['workerid']}.json", json.dumps(groups))
+    written = {"groups": {item.nodeid: item_group(item) for item in session.items},
+               "untimed": [item.nodeid for item in session.items if item.get_closest_marker("untimed")]}
+    write_text_atomic(Path(plan["groups_dir"]) / f"{config.workerinput['workerid']}.json", json.dumps(written))
 
 
 @pytest.hookimpl(tryfirst=True)
