@@ -299,12 +299,14 @@ def test_workers_that_only_profiled_still_write_the_json_with_their_shard(profil
 #: The kernel-count worker faked for the whole session of each process: each event is logged with the GPU of
 #: the process (the worker's CUDA_VISIBLE_DEVICES entry: its slot).
 HELD_PROFILES_CONFTEST = """
-import json, os
+import json, os, time
 import pytest
 import torch
 import cudagraph_bench.measure.kernel_counts as kernel_counts
 
 torch.cuda.is_available = lambda: True           # the plugin holds a worker only where CUDA is
+import cudagraph_bench.envinfo
+cudagraph_bench.envinfo.cuda_fingerprint = lambda: None     # but there is no GPU to read
 
 def log(*event):
     with open(os.environ["EVENTS"], "a") as f:
@@ -320,6 +322,7 @@ class FakeHeld:
 
 def count_in_workers(specs, held=None):
     log("count", [s["seq_len"] for s in specs], held is not None and held.specs == specs)
+    time.sleep(0.5)                               # COUNT_S in the test
     return {(s["model"], s["dtype"], s["seq_len"]): s["seq_len"] for s in specs}
 
 kernel_counts.hold_worker = lambda specs: log("hold", [s["seq_len"] for s in specs]) or FakeHeld(specs)
@@ -368,7 +371,8 @@ def test_the_profiles_worker_holds_the_kernel_count_worker_through_its_untimed_t
                                                                                     monkeypatch):
     """The forward-profiles group is pinned to the worker of slot 0 (GPU "0" here), which starts the
     kernel-count worker at its first untimed test and lets it count its batch before its first timed test,
-    as a session without workers does; the other worker never holds or counts anything."""
+    as a session without workers does; the other worker never holds or counts anything. The counting
+    seconds, spent between two tests, are the first profiling test's in the controller's time per part too."""
     events = tmp_path / "events.jsonl"
     monkeypatch.setenv("EVENTS", str(events))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
@@ -379,6 +383,9 @@ def test_the_profiles_worker_holds_the_kernel_count_worker_through_its_untimed_t
     got = [json.loads(line) for line in events.read_text().splitlines()]
     lengths = [16, 50]            # test_c_profiled's cases
     assert [e for e in got if e[1] in ("hold", "count")] == [["0", "hold", lengths], ["0", "count", lengths, True]]
+    count_s = 0.5                 # what the fake count sleeps
+    part = re.search(r"([0-9.]+) s +2 tests +test_c_profiled.py", result.stdout.str())
+    assert part and float(part.group(1)) >= count_s
 
 
 class StandInNode:

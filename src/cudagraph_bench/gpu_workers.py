@@ -250,7 +250,25 @@ def pytest_testnodedown(node, error):
     if error is not None:
         info["error"] = str(error)
     text = out.get(JSON_KEY)
-    plan.parts.append({"info": info, "doc": json.loads(text) if text else None})
+    doc = json.loads(text) if text else None
+    _take_worker_durations(node.config, doc)
+    plan.parts.append({"info": info, "doc": doc})
+
+
+def _take_worker_durations(config, doc: dict | None) -> None:
+    """Controller: the seconds per test that a worker recorded (its document's
+    ``cudagraph_bench.test_durations_s``) replace what the controller summed from that worker's reports, so
+    that the terminal's time per part is the merged run's: a worker also records time spent between tests
+    for a test (the held kernel-count worker's count, under the first profiling test)."""
+    from cudagraph_bench.results.shards import DURATIONS_KEY
+    from cudagraph_bench.sharding import session_state
+
+    state = session_state(config)
+    if state is None or not doc:
+        return
+    durations = (doc.get("cudagraph_bench") or {}).get(DURATIONS_KEY)
+    if isinstance(durations, dict):
+        state.ran_s.update({str(k): float(v) for k, v in durations.items()})
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -439,7 +457,7 @@ def merged_run_cuda(config) -> dict | None:
     state at its start), ``device_count`` the GPUs the controller sees (:func:`visible_gpus`). The workers
     have read it already, so the controller imports no torch and makes no CUDA context after they end (the
     run's wall time). None in any other process: it reads its own."""
-    plan = config.stash.get(PLAN, None)
+    plan = config.stash.get(PLAN, None) if config is not None else None
     if plan is None or is_worker(config) or plan.workers_cuda is None:
         return None
     return plan.workers_cuda
