@@ -509,3 +509,28 @@ def test_the_merged_run_takes_the_slot_0_workers_cuda_fingerprint_with_the_contr
     assert gw._workers_cuda(plan) == {"cuda": {"gpu_name": "slot 0", "device_count": 3, "driver": "580"}}
     plan.parts = [{"info": {"worker": "gw0", "slot": 0}, "doc": {"machine_info": {"cuda": None}}}]
     assert gw._workers_cuda(plan) == {"cuda": None}
+
+
+@two_cpus
+@simulated_gpus
+def test_a_worker_whose_results_cannot_be_sent_fails_the_session_and_the_rest_are_merged(suite, tmp_path):
+    suite.makeconftest("""
+import os
+import cudagraph_bench.plugin
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
+        def broken(*args, **kwargs):
+            raise OSError("disk full")
+        cudagraph_bench.plugin.benchmark_document = broken
+""")
+    out = tmp_path / "run.json"
+    result = run(suite, "-n", "2", "--dist", "loadgroup", "--gpu-workers", f"--benchmark-json={out}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = result.stdout.str() + result.stderr.str()
+    assert re.search(r"worker gw1 \(GPU [01]\): its results could not be sent: OSError: disk full; its \d+ "
+                     r"benchmark\(s\) are not in the merged run", text)
+    doc = json.loads(out.read_text())
+    workers = {w["worker"]: w for w in doc["machine_info"]["workers"]}
+    assert "disk full" in workers["gw1"]["error"] and "error" not in workers["gw0"]
+    assert len(doc["benchmarks"]) == workers["gw0"]["benchmarks"] == N_BENCH - workers["gw1"]["benchmarks"]

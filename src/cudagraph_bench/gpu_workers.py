@@ -421,7 +421,22 @@ def pytest_sessionfinish(session, exitstatus):
     if is_worker(config):
         _send_results(config)
     elif plan.gpus:
+        _fail_on_lost_results(session, plan)
         _merge_results(session, plan)
+
+
+def _fail_on_lost_results(session, plan: GpuPlan) -> None:
+    """Controller: a worker that ran its tests but sent no document (building it failed: ``error`` in its
+    summary) fails the session, with one warning per worker naming it and the reason; the other workers'
+    results are still merged. A worker that went down is xdist's own failure (its test is reported)."""
+    for part in plan.parts:
+        info = part["info"]
+        if part["doc"] is None and info.get("error", "").startswith("its results could not be sent"):
+            session.config._benchmarksession.logger.warning(
+                f"--gpu-workers: worker {info.get('worker')} (GPU {info.get('gpu')}): {info['error']}; its "
+                f"{info.get('benchmarks')} benchmark(s) are not in the merged run: fix the error and run again")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _send_results(config) -> None:
@@ -443,11 +458,14 @@ def _send_results(config) -> None:
         info["device_count"] = torch.cuda.device_count()
         uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
         info["gpu_uuid"] = f"GPU-{uuid}" if uuid is not None else None   # as nvidia-smi -L names it
-    doc = benchmark_document(config, bs.benchmarks, bs.get_machine_info())
-    for bench in doc["benchmarks"]:   # the node id as a run without xdist names it (no @group suffix)
-        bench["fullname"] = base_nodeid(bench["fullname"])
+    try:
+        doc = benchmark_document(config, bs.benchmarks, bs.get_machine_info())
+        for bench in doc["benchmarks"]:   # the node id as a run without xdist names it (no @group suffix)
+            bench["fullname"] = base_nodeid(bench["fullname"])
+        config.workeroutput[JSON_KEY] = safe_dumps(doc, ensure_ascii=True)
+    except Exception as exc:   # the controller fails the session, naming this worker and the reason
+        info["error"] = f"its results could not be sent: {type(exc).__name__}: {exc}"
     config.workeroutput[INFO_KEY] = info
-    config.workeroutput[JSON_KEY] = safe_dumps(doc, ensure_ascii=True)
 
 
 def merged_run_cuda(config) -> dict | None:
