@@ -19,7 +19,8 @@ R=results/nvidia-h200
 # GPUs again (one command, fresh host) with every module precompiled to bytecode first, as a pip install leaves
 # them (the image ships none), and the padded and bucketed graphs captured once per model and dtype, then one GPU
 # (one-GPU host) with the kernel-count worker started by the first correctness test and counting before the first
-# timed test, twice: the same tree on two hosts, the second one's host-bound work (launch loop, eager) slower. The runs between (two GPUs before the heap fix, one GPU with one profiler window, one GPU with the
+# timed test, three times: that tree on two hosts, the second one's host-bound work (launch loop, eager) slower, and
+# the tree with the profiles group pinned to one GPU worker on a third host. The runs between (two GPUs before the heap fix, one GPU with one profiler window, one GPU with the
 # counting worker idle during the benchmarks) stay committed and listed in results/nvidia-h200/README.md.
 SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json
   --suite-timing $R/suite/default-suite-one-gpu-frozen-gc.json
@@ -27,7 +28,8 @@ SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json
   --suite-timing $R/suite/default-suite-one-gpu-precompiled-bytecode.json
   --suite-timing $R/suite/default-suite-two-gpu-workers-precompiled-bytecode.json
   --suite-timing $R/suite/default-suite-one-gpu-held-count-worker.json
-  --suite-timing $R/suite/default-suite-one-gpu-held-count-worker-slow-host.json"
+  --suite-timing $R/suite/default-suite-one-gpu-held-count-worker-slow-host.json
+  --suite-timing $R/suite/default-suite-one-gpu-profiles-group-pinned.json"
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
   $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tuned-tinyllama-1.1b.json \
   $R/decode/decode-fused-tuned-llama-3.2-1b.json $SUITE_TIMING -o docs --readme README.md
