@@ -149,6 +149,8 @@ def test_auto_starts_one_worker_per_gpu_and_benchmark_only_and_autosave_work(sui
     ("0", ("-n", "2", "--dist", "loadgroup"), "--gpu-workers: 2 workers but 1 GPU(s) visible "
                                               "(CUDA_VISIBLE_DEVICES='0'): give -n 1 or fewer"),
     ("", ("-n", "1", "--dist", "loadgroup"), "--gpu-workers: no GPU visible (CUDA_VISIBLE_DEVICES='')"),
+    ("0,1,0", ("-n", "2", "--dist", "loadgroup"), "--gpu-workers: CUDA_VISIBLE_DEVICES='0,1,0' names GPU '0' more "
+                                                  "than once, so two workers would time on one GPU: name each GPU once"),
     ("0,1", (), "--gpu-workers needs pytest-xdist workers: add -n N --dist loadgroup"),
     ("0,1", ("-n", "2", "--dist", "loadgroup", "--benchmark-compare=0001"),
      "--benchmark-compare is not applied to a --gpu-workers run"),
@@ -461,17 +463,61 @@ def test_the_profiles_worker_first_takes_the_heaviest_group_that_starts_untimed(
     assert sent_groups(owner) == ["big"] and sent_groups(other) == ["mid"]
 
 
-def test_the_profiles_group_is_taken_first_when_alone_and_by_another_worker_when_slot_0_is_gone(monkeypatch):
+def test_the_profiles_group_is_taken_first_when_alone_and_its_worker_is_never_an_extra_node(monkeypatch):
     for name in ("big::a", "big::b", "big::c", "mid::a", "mid::b"):
         monkeypatch.delitem(SCHEDULED_TESTS, name)
     owner = StandInNode("gw0")
     scheduler_of(monkeypatch, [owner])
     assert sent_groups(owner) == ["forward-profiles"]
-    # one group, two workers: xdist shuts down the node it added last, here slot 0's; slot 1's takes the group
+    # one group, two workers: xdist shuts down the nodes it added last, but never slot 0's
     owner, other = StandInNode("gw0"), StandInNode("gw1")
     scheduler_of(monkeypatch, [other, owner])
-    assert owner.shutting_down and sent_groups(owner) == []
-    assert sent_groups(other) == ["forward-profiles"]
+    assert other.shutting_down and sent_groups(other) == []
+    assert sent_groups(owner) == ["forward-profiles"]
+
+
+def batches(node) -> list[list[str]]:
+    """The tests of each batch ``node`` was sent (sorted), in order."""
+    tests = list(SCHEDULED_TESTS)
+    return [sorted(tests[i] for i in batch) for batch in node.sent]
+
+
+def test_a_crashed_profiles_workers_tests_go_to_the_next_worker_but_not_the_one_it_crashed_in(monkeypatch):
+    """The worker that replaces it (another slot here: the profiles worker is gone) gets the rest of the
+    crashed worker's groups, profiles included; the test it crashed in is xdist's reported failure."""
+    owner, other = StandInNode("gw0"), StandInNode("gw1")
+    scheduler = scheduler_of(monkeypatch, [owner, other])
+    tests = list(SCHEDULED_TESTS)
+    big = [tests[i] for i in owner.sent[0]]                             # in the order the worker runs them
+    scheduler.mark_test_complete(other, tests.index("mid::a"))          # only the profiles left: shut down
+    scheduler.mark_test_complete(owner, tests.index(big[0]))            # 2 left: the profiles group comes
+    assert batches(owner) == [["big::a", "big::b", "big::c"], ["prof::a"]] and other.shutting_down
+    assert scheduler.remove_node(owner) == big[1]                       # it crashed in its second test
+    new = StandInNode("gw2")
+    scheduler.add_node(new)
+    scheduler.add_node_collection(new, tests)
+    scheduler.schedule()
+    # one test left of big: the profiles come at once (an xdist worker runs a test once it knows the next)
+    assert batches(new) == [[big[2]], ["prof::a"]]
+
+
+def test_a_crashed_workers_finished_groups_are_not_handed_out_again(monkeypatch):
+    """xdist puts a crashed worker's finished groups back too; sent again they would be empty work, after
+    which the worker is never given more (the session hangs)."""
+    monkeypatch.setitem(SCHEDULED_TESTS, "prof::b", "forward-profiles")
+    owner, other = StandInNode("gw0"), StandInNode("gw1")
+    scheduler = scheduler_of(monkeypatch, [owner, other])
+    tests = list(SCHEDULED_TESTS)
+    for name in ("big::a", "big::b", "big::c"):
+        scheduler.mark_test_complete(owner, tests.index(name))
+    assert batches(owner)[-1] == ["prof::a", "prof::b"]
+    first, second = [tests[i] for i in owner.sent[-1]]                  # in the order the worker runs them
+    assert scheduler.remove_node(owner) == first                        # big finished, then a crash in first
+    new = StandInNode("gw2")
+    scheduler.add_node(new)
+    scheduler.add_node_collection(new, tests)
+    scheduler.schedule()
+    assert batches(new) == [[second]] and new.shutting_down        # its shutdown is what runs that test
 
 
 @two_cpus
@@ -530,7 +576,32 @@ def pytest_configure(config):
     text = result.stdout.str() + result.stderr.str()
     assert re.search(r"worker gw1 \(GPU [01]\): its results could not be sent: OSError: disk full; its \d+ "
                      r"benchmark\(s\) are not in the merged run", text)
+    assert "Wrote benchmark data of 1 of 2 --gpu-workers workers (the others sent no results)" in text
     doc = json.loads(out.read_text())
     workers = {w["worker"]: w for w in doc["machine_info"]["workers"]}
     assert "disk full" in workers["gw1"]["error"] and "error" not in workers["gw0"]
     assert len(doc["benchmarks"]) == workers["gw0"]["benchmarks"] == N_BENCH - workers["gw1"]["benchmarks"]
+
+
+@two_cpus
+@simulated_gpus
+def test_a_worker_that_crashes_in_the_profiles_group_ends_the_session_with_that_test_failed(suite):
+    """xdist restarts the crashed worker; its other tests run once on the next worker, the one it crashed in
+    is the session's failure (not run again), and the session ends (xdist's loadgroup alone hangs when it hands
+    a crashed worker's finished group out again)."""
+    suite.makepyfile(test_profiles="""
+import os
+import pytest
+from cudagraph_bench.session import FORWARD_PROFILES_GROUP
+
+pytestmark = pytest.mark.xdist_group(FORWARD_PROFILES_GROUP)
+
+@pytest.mark.parametrize("case", ["first", "crashes", "last"])
+def test_profile(case):
+    if case == "crashes":
+        os._exit(1)
+""")
+    result = suite.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "-n", "2",
+                                        "--dist", "loadgroup", "--gpu-workers", "--benchmark-disable", timeout=120)
+    result.assert_outcomes(passed=N_TESTS + 2, failed=1)
+    assert "crashed while running 'test_profiles.py::test_profile[crashes]'" in result.stdout.str()

@@ -202,6 +202,10 @@ def _plan(config, benchmark_only: bool) -> GpuPlan:
              else "NVML")
     if not gpus:
         raise UsageError(f"--gpu-workers: no GPU visible ({where}): run without -n and --gpu-workers")
+    twice = sorted({gpu for gpu in gpus if gpus.count(gpu) > 1})
+    if twice:
+        raise UsageError(f"--gpu-workers: {where} names GPU {', '.join(map(repr, twice))} more than once, so two "
+                         "workers would time on one GPU: name each GPU once")
     if len(specs) > len(gpus):
         raise UsageError(f"--gpu-workers: {len(specs)} workers but {len(gpus)} GPU(s) visible ({where}): give "
                          f"-n {len(gpus)} or fewer (-n auto: one per GPU)")
@@ -246,7 +250,8 @@ def pytest_testnodedown(node, error):
     worker = node.workerinput["workerid"]
     slot = plan.slot_of.pop(worker, None)
     out = getattr(node, "workeroutput", None) or {}
-    info = dict(out.get(INFO_KEY) or {"worker": worker, "gpu": plan.gpus[slot] if slot is not None else None})
+    info = dict(out.get(INFO_KEY) or {"worker": worker, "slot": slot,
+                                      "gpu": plan.gpus[slot] if slot is not None else None})
     if error is not None:
         info["error"] = str(error)
     text = out.get(JSON_KEY)
@@ -279,7 +284,11 @@ def pytest_xdist_make_scheduler(config, log):
     worker of :data:`PROFILES_SLOT` only: as its second group (its first is the heaviest group that starts
     with an ``untimed`` test, if one does), or its first when it is all that is left; a
     worker of another slot that would get only that group is shut down (xdist's own end of work), unless
-    the profiles worker is gone (it went down): then any worker takes it."""
+    the profiles worker is gone (it went down): then any worker takes it. With more workers than groups the
+    profiles worker is never among those xdist shuts down at the start. A worker that crashes (xdist
+    restarts it unless ``--max-worker-restart=0``) has its unfinished tests handed out again, but not the
+    test it crashed in, which xdist reports as failed, nor its finished groups (xdist's loadgroup would
+    send them as empty work and then wait for ever)."""
     plan = config.stash.get(PLAN, None)
     if plan is None or not plan.gpus:
         return None
@@ -308,7 +317,35 @@ def pytest_xdist_make_scheduler(config, log):
         def _heaviest(self, scopes):
             return max(scopes, key=lambda scope: group_seconds(self.workqueue[scope], durations, default_s))
 
+        def schedule(self):
+            if self.collection is None:
+                # the first distribution: with more workers than groups xdist shuts down the nodes added last;
+                # the profiles worker goes first so that it is not one of them
+                first = sorted(self.assigned_work, key=lambda n: not self._holds_profiles(n))
+                self.assigned_work = {n: self.assigned_work[n] for n in first}
+            super().schedule()
+
+        def remove_node(self, node):
+            # xdist's loadgroup puts a crashed worker's whole workload back in the queue: its finished groups
+            # too (sent again as "run nothing", after which the worker is never given more: the session hangs)
+            # and the test it crashed in (run again, on the next worker). That test is the crash's failure
+            # (xdist reports it), as with --dist load: it is marked done first, finished groups are dropped
+            # when work is handed out.
+            workload = self.assigned_work.get(node, {})
+            crashitem = next((nodeid for unit in workload.values() for nodeid, done in unit.items() if not done),
+                             None)
+            for unit in workload.values():
+                if crashitem in unit:
+                    unit[crashitem] = True
+            super().remove_node(node)
+            return crashitem
+
         def _assign_work_unit(self, node):
+            for scope in [scope for scope, unit in self.workqueue.items() if all(unit.values())]:
+                del self.workqueue[scope]                            # finished (a crashed worker's, put back)
+            if not self.workqueue:
+                node.shutdown()
+                return
             others = [scope for scope in self.workqueue if scope != FORWARD_PROFILES_GROUP]
             profiles = FORWARD_PROFILES_GROUP in self.workqueue
             if profiles and self._holds_profiles(node):
@@ -331,6 +368,11 @@ def pytest_xdist_make_scheduler(config, log):
                 pick = self._heaviest(others)
             self.workqueue.move_to_end(pick, last=False)   # xdist hands out the first unit of its queue
             super()._assign_work_unit(node)
+            # an xdist worker runs a test only once it knows the next one (or its shutdown): with at most 2 tests
+            # pending it gets more now, as xdist's first distribution gives every worker, or its shutdown when
+            # nothing is left (a worker given one test and no more, as after a crash, would wait for ever)
+            if self._pending_of(self.assigned_work[node]) <= 2:
+                self._assign_work_unit(node)
 
         def _holds_profiles(self, node) -> bool:
             return plan.slot_of.get(node.workerinput["workerid"]) == PROFILES_SLOT
@@ -530,7 +572,10 @@ def _merge_results(session, plan: GpuPlan) -> None:
     measured = any(doc.get("benchmarks") for _, doc in parts)
     recorded = any(records_without_benchmarks(doc.get("cudagraph_bench")) for _, doc in parts)
     if not measured and not (recorded and bs.json):
-        if bs.json or bs.save or bs.autosave:
+        if (bs.json or bs.save or bs.autosave) and len(parts) < len(entries):
+            bs.logger.warning(f"Not saving anything: {len(entries) - len(parts)} of {len(entries)} --gpu-workers "
+                              "workers sent no results and the others ran no benchmark")
+        elif bs.json or bs.save or bs.autosave:
             bs.logger.warning("Not saving anything, no benchmarks have been run in the --gpu-workers workers!")
         return
     plan.workers_cuda = _workers_cuda(plan)
@@ -545,9 +590,11 @@ def _merge_results(session, plan: GpuPlan) -> None:
     if bs.json:
         path = json_path(bs)
         write_text_atomic(path, safe_dumps(merged, ensure_ascii=True, indent=4))
-        what = (f"benchmark data of {len(entries)} --gpu-workers workers" if measured else
+        workers = (f"{len(entries)} --gpu-workers workers" if len(parts) == len(entries) else
+                   f"{len(parts)} of {len(entries)} --gpu-workers workers (the others sent no results)")
+        what = (f"benchmark data of {workers}" if measured else
                 f"no benchmark but the {records_note(records_without_benchmarks(merged.get('cudagraph_bench')))} "
-                f"of {len(entries)} --gpu-workers workers")
+                f"of {workers}")
         bs.logger.info(f"Wrote {what} in: {path}", purple=True)
     if not measured:
         if bs.save or bs.autosave:
