@@ -13,6 +13,7 @@ from cudagraph_bench.envinfo import format_cpus
 from cudagraph_bench.gpu_workers import cpu_shares, visible_gpus
 from cudagraph_bench.results.shards import DURATIONS_KEY, assign_shards
 
+from fake_kernel_count_worker import COUNT_S, fake_worker_conftest
 from h200_fixture import DOC, write
 
 pytest.importorskip("xdist")
@@ -298,38 +299,10 @@ def test_workers_that_only_profiled_still_write_the_json_with_their_shard(profil
     assert "Not saving anything" not in result.stdout.str() + result.stderr.str()
 
 
-#: The kernel-count worker faked for the whole session of each process: each event is logged with the GPU of
-#: the process (the worker's CUDA_VISIBLE_DEVICES entry: its slot).
-HELD_PROFILES_CONFTEST = """
-import json, os, time
-import pytest
-import torch
-import cudagraph_bench.measure.kernel_counts as kernel_counts
+#: The kernel-count worker faked in each process, each event logged with the GPU of the process (the worker's
+#: CUDA_VISIBLE_DEVICES entry: its slot).
+HELD_PROFILES_CONFTEST = fake_worker_conftest(event_prefix='os.environ.get("CUDA_VISIBLE_DEVICES"),')
 
-torch.cuda.is_available = lambda: True           # the plugin holds a worker only where CUDA is
-import cudagraph_bench.envinfo
-cudagraph_bench.envinfo.cuda_fingerprint = lambda: None     # but there is no GPU to read
-
-def log(*event):
-    with open(os.environ["EVENTS"], "a") as f:
-        f.write(json.dumps([os.environ.get("CUDA_VISIBLE_DEVICES"), *event]) + "\\n")
-
-class FakeHeld:
-    def __init__(self, specs):
-        self.specs = specs
-    def wait_prepared(self, timeout_s):
-        return True
-    def close(self):
-        log("close")
-
-def count_in_workers(specs, held=None):
-    log("count", [s["seq_len"] for s in specs], held is not None and held.specs == specs)
-    time.sleep(0.5)                               # COUNT_S in the test
-    return {(s["model"], s["dtype"], s["seq_len"]): s["seq_len"] for s in specs}
-
-kernel_counts.hold_worker = lambda specs: log("hold", [s["seq_len"] for s in specs]) or FakeHeld(specs)
-kernel_counts.count_in_workers = count_in_workers
-"""
 
 #: Two groups (gpt2 in two dtypes), each an untimed test then a timed one, and the forward-profiles group.
 HELD_PROFILES_SUITE = {
@@ -385,7 +358,7 @@ def test_the_profiles_worker_holds_the_kernel_count_worker_through_its_untimed_t
     got = [json.loads(line) for line in events.read_text().splitlines()]
     lengths = [16, 50]            # test_c_profiled's cases
     assert [e for e in got if e[1] in ("hold", "count")] == [["0", "hold", lengths], ["0", "count", lengths, True]]
-    count_s = 0.5                 # what the fake count sleeps
+    count_s = COUNT_S
     part = re.search(r"([0-9.]+) s +2 tests +test_c_profiled.py", result.stdout.str())
     assert part and float(part.group(1)) >= count_s
 

@@ -18,6 +18,8 @@ from cudagraph_bench.plugin import pytest_benchmark_update_json
 from cudagraph_bench.session import MemoryLedger
 from cudagraph_bench.measure.case import CaseSpec, ModelCache
 
+from fake_kernel_count_worker import COUNT_S, fake_worker_conftest
+
 TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
 
 # A fake worker that speaks the protocol; its "count" of a case is a function of the case, so the tests
@@ -402,42 +404,8 @@ def test_a_held_worker_that_is_never_told_to_go_measures_nothing(holding_worker,
     assert held.proc.wait(timeout=30) == 0 and "measured" not in log.read_text()
 
 
-HELD_CONFTEST = """
-import json, os, time
-import pytest
-import torch
-import cudagraph_bench.measure.kernel_counts as kernel_counts
-from cudagraph_bench.sharding import session_state
-
-COUNT_S = 0.5                                    # what the fake count takes
-
-torch.cuda.is_available = lambda: True           # the plugin holds a worker only where CUDA is
-
-def log(*event):
-    with open(os.environ["EVENTS"], "a") as f:
-        f.write(json.dumps(event) + "\\n")
-
-class FakeHeld:
-    def __init__(self, specs):
-        self.specs = specs
-    def wait_prepared(self, timeout_s):
-        return True
-    def close(self):
-        log("close")
-
-def count_in_workers(specs, held=None):
-    log("count", [s["seq_len"] for s in specs], held is not None and held.specs == specs)
-    time.sleep(COUNT_S)
-    keys = [(s["model"], s["dtype"], s["seq_len"]) for s in specs]
-    return {k: "profile of " + "-".join(map(str, k)) for k in keys}
-
-# patched for the whole session (this pytest run's own process): the plugin counts between tests
-kernel_counts.hold_worker = lambda specs: log("hold", [s["seq_len"] for s in specs]) or FakeHeld(specs)
-kernel_counts.count_in_workers = count_in_workers
-
-def pytest_sessionfinish(session):
-    log("seconds per test", session_state(session.config).ran_s)
-"""
+#: Cases are "profile of MODEL-DTYPE-SEQ_LEN", as PROFILED_MODULE asserts.
+HELD_CONFTEST = fake_worker_conftest(result='"profile of " + "-".join(map(str, (s["model"], s["dtype"], s["seq_len"])))')
 
 UNTIMED_MODULE = """
 import json, os
@@ -476,7 +444,7 @@ def test_the_first_untimed_test_holds_the_profile_worker_and_timed_tests_wait_fo
         assert got == [["untimed test"], ["count", lengths, False]]     # counted by the module's first test
     else:
         assert got == [["hold", lengths], ["untimed test"], ["count", lengths, True]]
-    count_s = 0.5                    # HELD_CONFTEST's COUNT_S
+    count_s = COUNT_S
     first, *others = [k for k in seconds if k.startswith("test_c_profiled.py")]
     assert seconds[first] >= count_s and all(seconds[k] < count_s for k in others)
     assert seconds["test_b_timed.py::test_timed"] < count_s      # counted before it started, not during it
