@@ -131,6 +131,15 @@ def test_each_worker_benchmarks_on_its_own_gpu_and_cpus_and_the_controller_merge
 
 @two_cpus
 @simulated_gpus
+def test_tx_with_a_count_of_local_workers_is_that_many_workers(suite, tmp_path):
+    out = tmp_path / "run.json"
+    result = run(suite, "--tx", "2*popen", "--dist", "loadgroup", "--gpu-workers", f"--benchmark-json={out}")
+    result.assert_outcomes(passed=N_TESTS)
+    assert sorted(w["gpu"] for w in json.loads(out.read_text())["machine_info"]["workers"]) == ["0", "1"]
+
+
+@two_cpus
+@simulated_gpus
 def test_auto_starts_one_worker_per_gpu_and_benchmark_only_and_autosave_work(suite, tmp_path, monkeypatch):
     """-n auto: one worker per GPU, even where xdist's own answer (the CPU count, or this variable) is another."""
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
@@ -228,6 +237,21 @@ def test_shard_durations_without_durations_is_a_usage_error(suite, tmp_path):
     result = run(suite, "--shard=1/2", f"--shard-durations={write(DOC, tmp_path / 'old.json')}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "records no test durations (cudagraph_bench.test_durations_s)" in result.stderr.str()
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "1", "--dist", "loadgroup", "--gpu-workers")])
+def test_shard_durations_of_other_tests_are_a_warning(suite, tmp_path, workers):
+    """Durations recorded under other node ids (another suite, another rootdir) would balance nothing."""
+    other = write({**DOC, "cudagraph_bench": {DURATIONS_KEY: {"suites/other/test_x.py::test_y": 3.0}}},
+                  tmp_path / "other.json")
+    result = run(suite, "--shard=1/1", f"--shard-durations={other}", "--benchmark-disable", *workers)
+    result.assert_outcomes(passed=N_TESTS)
+    assert re.search(rf"--shard-durations {re.escape(str(other))} records none of the {N_TESTS} tests collected "
+                     r"here \(e\.g\. test_suite\.py::", result.stdout.str())
+    durations = durations_run(tmp_path, {"m1-float32": 1.0, "m2-float32": 2.0, "m3-float32": 3.0,
+                                         "test_suite.py": 1.0})
+    result = run(suite, "--shard=1/1", f"--shard-durations={durations}", "--benchmark-disable", *workers)
+    assert "records none of the" not in result.stdout.str()
 
 
 #: Forward profiles (the suite's profiling group: the slot-0 worker) and the eager benchmarks of the same cases,

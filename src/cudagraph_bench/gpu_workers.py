@@ -191,7 +191,12 @@ def _plan(config, benchmark_only: bool) -> GpuPlan:
     if dist != "loadgroup":
         raise UsageError(f"--gpu-workers needs --dist loadgroup (it keeps each model and dtype on one worker), "
                          f"got --dist {dist}")
-    specs = [str(spec) for spec in config.getoption("tx") or ()]
+    try:   # xdist's own reading of --tx: "2*popen" is two local workers
+        from xdist.workermanage import parse_tx_spec_config
+
+        specs = [str(spec) for spec in parse_tx_spec_config(config)]
+    except (ImportError, pytest.UsageError):
+        specs = [str(spec) for spec in config.getoption("tx") or ()]
     if any(not spec.startswith("popen") for spec in specs):
         raise UsageError("--gpu-workers runs local workers only: drop --tx and give -n N")
     if getattr(config.option, "benchmark_compare", None) or getattr(config.option, "benchmark_compare_fail", None):

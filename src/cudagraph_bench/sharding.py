@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import pytest
 
@@ -111,14 +112,22 @@ def item_group(item) -> str:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """``--shard K/N``: keep the groups of shard K and deselect the rest (last, so after ``-k``/``-m``)."""
+    """``--shard K/N``: keep the groups of shard K and deselect the rest (last, so after ``-k``/``-m``).
+    ``--shard-durations`` that records none of the collected tests (a run of another suite, or node ids of
+    another rootdir) is a warning: the groups are then balanced by test count."""
+    from cudagraph_bench.results.shards import assign_shards, base_nodeid
+
+    state = session_state(config)
+    if state is not None and state.durations and items and \
+            not any(base_nodeid(item.nodeid) in state.durations for item in items):
+        warnings.warn(pytest.PytestConfigWarning(
+            f"--shard-durations {config.getoption('shard_durations')} records none of the {len(items)} tests "
+            f"collected here (e.g. {base_nodeid(items[0].nodeid)}): the groups are balanced by test count; give a "
+            "run of this suite made from the same rootdir"), stacklevel=2)
     shard = config.getoption("shard", None)
     if not shard:
         return
-    from cudagraph_bench.results.shards import assign_shards, base_nodeid
-
     index, count = shard
-    state = session_state(config)
     groups: dict[str, list[str]] = {}
     of = {id(item): item_group(item) for item in items}
     for item in items:
