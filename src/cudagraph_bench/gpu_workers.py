@@ -52,6 +52,8 @@ import pytest
 PLAN_KEY = "cudagraph_bench_gpu_worker"
 #: The slot whose worker runs the forward-profiles group (the first worker: there is one on every run).
 PROFILES_SLOT = 0
+#: How a worker's summary (``error``) starts when its document could not be built or sent.
+RESULTS_NOT_SENT = "its results could not be sent"
 #: ``workeroutput`` keys: the worker's pytest-benchmark document (JSON text) and its summary.
 JSON_KEY = "cudagraph_bench_json"
 INFO_KEY = "cudagraph_bench_worker"
@@ -352,25 +354,23 @@ def pytest_xdist_make_scheduler(config, log):
                 node.shutdown()
                 return
             others = [scope for scope in self.workqueue if scope != FORWARD_PROFILES_GROUP]
-            profiles = FORWARD_PROFILES_GROUP in self.workqueue
-            if profiles and self._holds_profiles(node):
-                take = others and not self.assigned_work.get(node)   # its first group: another one
-            elif profiles and not any(self._holds_profiles(n) and not n.shutting_down for n in self.nodes):
-                take = bool(others)                                  # the profiles worker went down
-            else:
-                take = True
-                if not others:                                       # the profiles group is all that is left
+            if FORWARD_PROFILES_GROUP not in self.workqueue:
+                pick = self._heaviest(others)
+            elif self._holds_profiles(node):
+                if others and not self.assigned_work.get(node):
+                    # its first group: the heaviest that starts with an untimed test, during which the
+                    # kernel-count worker prepares (Session.hold_profiling_worker), else the heaviest
+                    starts_untimed = [scope for scope in others if next(iter(self.workqueue[scope])) in untimed]
+                    pick = self._heaviest(starts_untimed or others)
+                else:
+                    pick = FORWARD_PROFILES_GROUP
+            elif any(self._holds_profiles(n) and not n.shutting_down for n in self.nodes):
+                if not others:                       # the profiles group is all that is left: slot 0's
                     node.shutdown()
                     return
-            if not take:
-                pick = FORWARD_PROFILES_GROUP
-            elif profiles and self._holds_profiles(node):
-                # its first group: the heaviest that starts with an untimed test, during which the kernel-count
-                # worker prepares (Session.hold_profiling_worker), else the heaviest
-                starts_untimed = [scope for scope in others if next(iter(self.workqueue[scope])) in untimed]
-                pick = self._heaviest(starts_untimed or others)
-            else:
                 pick = self._heaviest(others)
+            else:                                    # the profiles worker went down: any worker takes it, last
+                pick = self._heaviest(others) if others else FORWARD_PROFILES_GROUP
             self.workqueue.move_to_end(pick, last=False)   # xdist hands out the first unit of its queue
             super()._assign_work_unit(node)
             # an xdist worker runs a test only once it knows the next one (or its shutdown): with at most 2 tests
@@ -478,7 +478,7 @@ def _fail_on_lost_results(session, plan: GpuPlan) -> None:
     results are still merged. A worker that went down is xdist's own failure (its test is reported)."""
     for part in plan.parts:
         info = part["info"]
-        if part["doc"] is None and info.get("error", "").startswith("its results could not be sent"):
+        if part["doc"] is None and str(info.get("error", "")).startswith(RESULTS_NOT_SENT):
             session.config._benchmarksession.logger.warning(
                 f"--gpu-workers: worker {info.get('worker')} (GPU {info.get('gpu')}): {info['error']}; its "
                 f"{info.get('benchmarks')} benchmark(s) are not in the merged run: fix the error and run again")
@@ -511,7 +511,7 @@ def _send_results(config) -> None:
             bench["fullname"] = base_nodeid(bench["fullname"])
         config.workeroutput[JSON_KEY] = safe_dumps(doc, ensure_ascii=True)
     except Exception as exc:   # the controller fails the session, naming this worker and the reason
-        info["error"] = f"its results could not be sent: {type(exc).__name__}: {exc}"
+        info["error"] = f"{RESULTS_NOT_SENT}: {type(exc).__name__}: {exc}"
     config.workeroutput[INFO_KEY] = info
 
 
