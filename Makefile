@@ -20,6 +20,9 @@ RUN_JSON ?= out/bench.json
 GATE_ARGS ?=
 CONFIRM ?= 4
 PY := $(VENV)/bin/python
+# Shell lines of bench and gpu-gate after a run that wrote no RUN_JSON: leave no empty file or folder behind
+DROP_EMPTY_RUN = if [ ! -s $(RUN_JSON) ]; then rm -f $(RUN_JSON); find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
+	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi
 
 .PHONY: setup bench test gpu-gate clean
 
@@ -41,8 +44,7 @@ bench: $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
 	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
 	  -W "ignore:Not saving anything" $(PYTEST_ARGS); \
-	rc=$$?; if [ ! -s $(RUN_JSON) ]; then rm -f $(RUN_JSON); find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
-	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi; \
+	rc=$$?; $(DROP_EMPTY_RUN); \
 	if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; \
 	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above; a CUDA GPU is needed): $(RUN_JSON) not written"; \
 	  exit 2; fi; exit $$rc
@@ -61,7 +63,7 @@ test: $(VENV)/.installed
 gpu-gate: $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON) $(basename $(RUN_JSON)).confirm-*.json
 	$(PY) -m pytest perf_tests --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
-	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); rc=$$?; \
+	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); rc=$$?; $(DROP_EMPTY_RUN); \
 	if [ ! -s $(RUN_JSON) ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
 	$(PY) -m cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM) $(GATE_ARGS); grc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$grc -ne 2 ]; then echo "make gpu-gate: pytest failed (exit $$rc): see the failed tests above"; exit 1; fi; exit $$grc

@@ -99,6 +99,9 @@ def test_baseline_records_cases_environment_sources_and_thresholds(tmp_path, cap
         assert c["gated"] == (c["seq_len"] <= 128) and c["min_reduction_pct"] == 35.0
     assert f"wrote {out_path}: {len(groups)} cases" in out and f"from {len(runs)} runs" in out
     assert os.listdir(out_path.parent) == [f"{GPU}.json"]  # no temp file left behind
+    rc, again, _ = run_cli(capsys, "baseline", *runs, "-o", out_path, "--min-reduction", 35)
+    assert rc == 0 and f"replaced {out_path}: {len(groups)} cases" in again  # a refresh replaces it, and says so
+    assert os.listdir(out_path.parent) == [f"{GPU}.json"]
 
 
 def test_the_printed_tolerance_is_one_run_against_the_baseline(tmp_path, capsys, runs):

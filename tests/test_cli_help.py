@@ -54,3 +54,20 @@ def test_paragraphs_of_a_description_stay_apart(capsys):
     text = help_text(capsys, "gate")
     paragraphs = [p for p in text.split("\n\n") if p.startswith(("Input:", "Output:", "Exit codes:"))]
     assert [p.split(":", 1)[0] for p in paragraphs] == ["Input", "Output", "Exit codes"]
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_an_unknown_option_of_a_command_points_at_that_commands_help(capsys, command):
+    # the first optional option of the command, misspelt by swapping two letters: the message suggests it
+    # (required options are given, so that argparse's own "required" error does not come first)
+    parser = cli.build_parser().command_parsers[command]
+    required = [a.option_strings[-1] for a in parser._actions if a.required and a.option_strings]
+    option = next(s for a in parser._actions if not a.required for s in a.option_strings
+                  if s.startswith("--") and len(s) > 6 and s != "--help")
+    typo = option[:3] + option[4] + option[3] + option[5:]
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, *[arg for flag in required for arg in (flag, "x")], typo, "x"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"cudagraph-bench {command}: error: unrecognized arguments: {typo}")
+    assert f"did you mean {option}?" in err and err.rstrip().endswith(f"(see cudagraph-bench {command} --help)")

@@ -16,6 +16,12 @@ SCRIPT = Path(sys.executable).parent / "cudagraph-bench"
 PIPE_NOISE = ("Broken pipe", "BrokenPipeError", "Exception ignored", "cannot access")
 
 
+def same_measurements(tmp_path):
+    """A separate run with the fixture's measurements (its own datetime: not the same file, which compare
+    refuses as OLD and NEW)."""
+    return write({**copy.deepcopy(DOC), "datetime": "2030-01-01T00:00:00"}, tmp_path / "same.json")
+
+
 def slower_graphs(tmp_path, factor=1.5):
     """The fixture run with every graph benchmark's times scaled by ``factor`` (a regression)."""
     doc = copy.deepcopy(DOC)
@@ -42,7 +48,7 @@ def run_with_closed_stdout(argv):
 
 @pytest.mark.parametrize("verdict, expected", [("PASS", 0), ("FAIL", 1)])
 def test_compare_exit_code_is_its_verdict_when_the_reader_closes_the_pipe(tmp_path, verdict, expected):
-    new = FIXTURE if verdict == "PASS" else slower_graphs(tmp_path)
+    new = same_measurements(tmp_path) if verdict == "PASS" else slower_graphs(tmp_path)
     rc, err = run_with_closed_stdout(["compare", FIXTURE, new])
     assert rc == expected, err
     assert not [n for n in PIPE_NOISE if n in err], err
@@ -56,7 +62,7 @@ def test_usage_errors_stay_exit_code_2_with_a_closed_pipe(tmp_path):
 @pytest.mark.skipif(shutil.which("bash") is None or not SCRIPT.exists(), reason="needs bash and the console script")
 @pytest.mark.parametrize("verdict, expected", [("PASS", 0), ("FAIL", 1)])
 def test_console_script_piped_into_head_keeps_its_exit_code(tmp_path, verdict, expected):
-    new = FIXTURE if verdict == "PASS" else slower_graphs(tmp_path)
+    new = same_measurements(tmp_path) if verdict == "PASS" else slower_graphs(tmp_path)
     # head exits after one byte; the rest of the table (several KiB) hits the closed pipe
     proc = subprocess.run(["bash", "-c", 'set -o pipefail; "$0" compare "$1" "$2" | head -c1 >/dev/null',
                            str(SCRIPT), str(FIXTURE), str(new)], capture_output=True, text=True, timeout=120)
@@ -102,9 +108,10 @@ def _is_full_device(path):
 
 
 @pytest.mark.skipif(not _is_full_device("/dev/full"), reason="needs /dev/full")
-def test_stdout_on_a_full_disk_is_one_line_naming_standard_output():
+def test_stdout_on_a_full_disk_is_one_line_naming_standard_output(tmp_path):
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", "compare", str(FIXTURE), str(FIXTURE)],
+        proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", "compare", str(FIXTURE),
+                               str(same_measurements(tmp_path))],
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     try:
         with open("/dev/full", "w") as full:
@@ -118,7 +125,7 @@ def test_stdout_on_a_full_disk_is_one_line_naming_standard_output():
     assert "Exception ignored" not in proc.stderr
 
 
-def test_a_stdout_error_other_than_a_closed_pipe_fails_the_command(capsys, monkeypatch):
+def test_a_stdout_error_other_than_a_closed_pipe_fails_the_command(capsys, monkeypatch, tmp_path):
     from cudagraph_bench import cli
 
     class Full:
@@ -132,7 +139,7 @@ def test_a_stdout_error_other_than_a_closed_pipe_fails_the_command(capsys, monke
             raise ValueError("no file descriptor")
 
     monkeypatch.setattr(sys, "stdout", Full())
-    rc = cli.main(["compare", str(FIXTURE), str(FIXTURE)])
+    rc = cli.main(["compare", str(FIXTURE), str(same_measurements(tmp_path))])
     monkeypatch.undo()
     err = capsys.readouterr().err
     assert rc == 2 and err == ("cudagraph-bench compare: error: writing to standard output failed: "

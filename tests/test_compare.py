@@ -47,12 +47,12 @@ def old(tmp_path):
     return write(CHECKED, tmp_path / "old.json")
 
 
-def test_identical_runs_pass(tmp_path, capsys, old):
+def test_identical_measurements_pass(tmp_path, capsys, old):
     md = tmp_path / "cmp.md"
-    rc, out, _ = run_cli(capsys, "compare", old, old, "--markdown", md)
+    same = write({**CHECKED, "datetime": "2030-01-01T00:00:00"}, tmp_path / "same-measurements.json")
+    rc, out, _ = run_cli(capsys, "compare", old, same, "--markdown", md)
     assert rc == 0
     assert f"compare PASS: {n_benchmarks(DOC)} benchmarks in both, no gated one slower beyond its tolerance" in out
-    assert "note: OLD and NEW share a run, so it cannot change" in out
     assert "REGRESSION" not in out
     text = md.read_text()
     assert text.startswith("## cudagraph-bench compare: PASS") and "| suite | benchmark |" in text
@@ -120,7 +120,8 @@ def test_a_check_that_went_from_pass_to_fail_fails_and_is_named(tmp_path, capsys
                            "gpt2 float32 L=16 graph (") and "3.5" in line
     assert "WRONG (check pass -> fail)" in row_of(out, "gpt2 float32 L=16 graph")
     # wrong on both sides: not a change this comparison introduced
-    rc, out, _ = run_cli(capsys, "compare", path, write(new, tmp_path / "new-again.json"))
+    again = write({**new, "datetime": "2030-01-01T00:00:00"}, tmp_path / "new-again.json")  # a separate run
+    rc, out, _ = run_cli(capsys, "compare", path, again)
     assert rc == 0 and "wrong in OLD and NEW" in row_of(out, "gpt2 float32 L=16 graph")
 
 
@@ -341,6 +342,21 @@ def test_runs_of_different_gpus_are_refused_unless_allowed(tmp_path, capsys, old
     assert rc == 0 and "note: the runs are from different GPUs" in out
 
 
+def test_one_run_as_both_old_and_new_is_a_usage_error(tmp_path, capsys, old):
+    # a compare of a run with itself cannot fail: a typo in a CI script would pass for ever
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(old.read_bytes())
+    for new in (old, copy):
+        rc, out, err = run_cli(capsys, "compare", old, new)
+        assert rc == 2 and out == "" and len(err.splitlines()) == 1
+        assert f"OLD {old} and NEW {new} are the same run" in err and "compare two separate runs" in err
+    # groups of separate runs that share one are compared, with a note
+    later = write({**CHECKED, "datetime": "2030-01-01T00:00:00"}, tmp_path / "later.json")
+    write({**CHECKED, "datetime": "2031-01-01T00:00:00"}, tmp_path / "last.json")
+    rc, out, _ = run_cli(capsys, "compare", "--old", old, later, "--new", later, tmp_path / "last.json")
+    assert rc == 0 and "note: OLD and NEW share a run, so it cannot change" in out
+
+
 def test_a_run_given_twice_on_one_side_is_a_usage_error(tmp_path, capsys, old):
     other = write(scaled(CHECKED, 1.01), tmp_path / "other.json")
     rc, out, err = run_cli(capsys, "compare", "--old", old, old, "--new", other)
@@ -429,7 +445,7 @@ def test_an_output_never_replaces_an_input(tmp_path, capsys):
     shutil.copy(FIXTURE, run)
     before = run.read_bytes()
     others = write_runs(tmp_path / "others", (1.01, 1.02, 1.03, 1.04))
-    for argv in (["compare", FIXTURE, run, "--markdown", run], ["baseline", run, *others, "-o", run,
+    for argv in (["compare", others[0], run, "--markdown", run], ["baseline", run, *others, "-o", run,
                                                                  "--allow-unchecked"],
                  ["gate", run, "--baseline", run, "--markdown", run]):
         rc, _, err = run_cli(capsys, *argv)
@@ -442,7 +458,7 @@ def test_one_benchmark_is_singular_and_a_reference_only_pass_says_so(tmp_path, c
     doc = copy.deepcopy(DOC)
     doc["benchmarks"] = [forward_benches(doc, "eager")[0]]
     old = write(doc, tmp_path / "old.json")
-    rc, out, _ = run_cli(capsys, "compare", old, old)
+    rc, out, _ = run_cli(capsys, "compare", old, write({**doc, "datetime": "2030-01-01T00:00:00"}, tmp_path / "b.json"))
     assert rc == 0
     assert (f"compare PASS: 1 benchmark in both, all reference variants, none gated (largest change +0.0%: "
             f"{forward_label(doc['benchmarks'][0])}, a reference; --gate-references gates them)") in out

@@ -246,6 +246,22 @@ def test_baseline_from_the_environment_folder_whatever_the_cwd(tmp_path, capsys,
     assert rc == 0 and f"no graph median regressed beyond its tolerance vs {baseline}" in out
 
 
+def test_a_baselines_environment_variable_that_names_no_folder_is_a_usage_error(tmp_path, capsys, baseline,
+                                                                                 monkeypatch):
+    # a typo would otherwise fall back to the checkout's baselines without a word
+    missing = tmp_path / "no-such-folder"
+    monkeypatch.setenv(paths.BASELINES_ENV, str(missing))
+    run = write(CHECKED, tmp_path / "run.json")
+    for command in ("gate", "compare"):
+        argv = [command, run] if command == "gate" else [command, write({**CHECKED, "datetime": "2030-01-01"},
+                                                                       tmp_path / "old.json"), run]
+        rc, out, err = run_cli(capsys, *argv)
+        assert rc == 2 and out == "" and len(err.splitlines()) == 1
+        assert f"${paths.BASELINES_ENV} is {str(missing)!r}, which is not a folder" in err and "unset it" in err
+    rc, out, _ = run_cli(capsys, "gate", run, "--baseline", baseline)  # a baseline named explicitly: not looked up
+    assert rc == 0, out
+
+
 def test_baseline_from_the_checkout_baselines_folder(tmp_path, capsys, baseline, monkeypatch):
     checkout = tmp_path / "checkout"
     (checkout / "baselines").mkdir(parents=True)

@@ -296,6 +296,11 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
     assert cli.main(["launch-report", str(run_path), "-o", str(out), "--graphs-cu", str(bad)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
     assert cli.main(["launch-report", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+    capsys.readouterr()
+    for not_a_log in (bad, gcu):  # files that are not compute-sanitizer output
+        assert cli.main(["launch-report", str(run_path), "-o", str(out), "--sanitizer", str(not_a_log)]) == 2
+        err = capsys.readouterr().err
+        assert f"{not_a_log} is not a compute-sanitizer log" in err and err.count("\n") == 1
 
 
 # ------------------------------------------------------------- data-driven sentences (committed H200 JSON)
@@ -643,3 +648,22 @@ def test_output_folders_are_dash_o_output_dir_everywhere(capsys, command):
 def test_launch_report_positional_is_shown_as_RUN_like_the_others(capsys):
     usage = " ".join(_help(capsys, "launch-report").split("\n\n")[0].split())
     assert usage.endswith(" RUN") and " run" not in usage.replace("launch-report", "")
+
+
+def test_forward_runs_of_another_gpu_are_refused_unless_allowed(tmp_path, capsys):
+    # the predicted saving applies the launch run's cost per launch to the forward runs' medians
+    launch = write_run(tmp_path / "launch.json", LAUNCH)
+    other = make_run(FORWARD)
+    other["machine_info"]["cuda"].update(gpu_name="Other GPU", gpu_slug="other-gpu")
+    other_path = tmp_path / "other.json"
+    other_path.write_text(json.dumps(other))
+    out = tmp_path / "docs"
+    assert cli.main(["launch-report", str(launch), "--forward", str(other_path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the runs are from different GPUs" in err and "--allow-gpu-mismatch" in err
+    assert not out.exists()
+    assert cli.main(["launch-report", str(launch), "--forward", str(other_path), "--allow-gpu-mismatch",
+                     "-o", str(out)]) == 0
+    assert f"wrote {out / 'launch-overhead.md'}" in capsys.readouterr().out
+    assert cli.main(["launch-report", str(launch), "-o", str(out)]) == 0
+    assert f"replaced {out / 'launch-overhead.md'}" in capsys.readouterr().out

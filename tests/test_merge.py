@@ -271,3 +271,11 @@ def test_the_shard_of_a_gpu_workers_session_is_read_from_its_workers():
     first["cudagraph_bench"]["parts"] = [{"source": "worker gw0", "shard": shard},
                                          {"source": "worker gw1", "shard": shard}]
     assert recorded_shard(first) == (shard["index"], shard["count"]) == (1, 2)
+
+
+def test_merging_onto_an_earlier_merged_file_says_it_replaced_it(tmp_path, capsys, merged, shard_files):
+    before = json.loads(merged.read_text())
+    rc, stdout, err = run_cli(capsys, "merge", "-o", merged, *shard_files)
+    assert rc == 0, err
+    assert stdout.strip().endswith(f"into {merged} (replaced the file that was there)")
+    assert json.loads(merged.read_text())["benchmarks"] == before["benchmarks"]

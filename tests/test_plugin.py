@@ -59,6 +59,15 @@ def test_matrix_parametrization(pytester):
     assert "test_dec[gpt2-bfloat16-L50-new64-generate]" in out and "bert-tiny-bfloat16-L50-new" not in out
 
 
+def test_decode_tests_of_a_matrix_without_a_causal_model_skip_with_that_reason(pytester):
+    pytester.makepyfile(CASES_TEST + "\ndef test_model(causal_model):\n    pass\n")
+    result = run(pytester, "-rs", "--models", "bert-tiny", "--prompt-lengths", "16", "--dtypes", "fp32")
+    out = result.stdout.str()
+    result.assert_outcomes(passed=3, skipped=2)  # the forward cases (eager, graph) and the correctness case run
+    assert "SKIPPED [2] " in out and "decode needs a causal LM: --models bert-tiny holds none" in out
+    assert "empty parameter set" not in out
+
+
 def test_with_compile_adds_variants(pytester):
     pytester.makepyfile(CASES_TEST)
     out = run(pytester, "--collect-only", "-q", "--models", "gpt2", "--prompt-lengths", "50", "--dtypes", "fp32",

@@ -457,9 +457,50 @@ def test_plain_pytest_benchmark_output_is_refused_and_nothing_is_written(tmp_pat
     assert f"no cudagraph-bench benchmark in {plain}" in err
     assert "pytest perf_tests --benchmark-only --benchmark-json=FILE" in err and "cudagraph-bench run" in err
     assert not out.exists()
-    # one run of this suite among the files is enough: its benchmarks are reported
+    # one run of this suite among the files (of one GPU) is enough: its benchmarks are reported
+    plain.write_text(json.dumps({**plain_pytest_benchmark_doc(), "machine_info": run_doc([])["machine_info"]}))
     ours = tmp_path / "ours.json"
     ours.write_text(json.dumps(run_doc([fwd("gpt2", "float32", 16, "eager", [2.0, 2.1]),
                                         fwd("gpt2", "float32", 16, "graph", [1.0, 1.1], correct=True)])))
     assert cli_main(["report", str(plain), str(ours), "-o", str(out)]) == 0
     assert "gpt2" in (out / "results.md").read_text()
+
+
+def forward_pair_doc(gpu_slug, datetime="2026-01-01"):
+    doc = run_doc([fwd("gpt2", "float32", 16, "eager", [2.0, 2.1]),
+                   fwd("gpt2", "float32", 16, "graph", [1.0, 1.1], correct=True)])
+    if gpu_slug is None:
+        doc["machine_info"] = {"node": "cpu-host"}
+    else:
+        doc["machine_info"]["cuda"].update(gpu_slug=gpu_slug, gpu_name=gpu_slug.upper())
+    return {**doc, "datetime": datetime}
+
+
+@pytest.mark.parametrize("other", ["other-gpu", None])
+def test_runs_of_two_gpus_on_one_page_are_refused_unless_allowed(tmp_path, capsys, other):
+    # the latency tables have no GPU column: another GPU's (or a CPU run's) rows would read as this GPU's
+    a = write(tmp_path, "a.json", forward_pair_doc("test-gpu"))
+    b = write(tmp_path, "b.json", forward_pair_doc(other, datetime="2026-01-02"))
+    out = tmp_path / "docs"
+    assert cli_main(["report", str(a), str(b), "--newest-wins", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the runs are from different GPUs" in err and "--allow-gpu-mismatch" in err
+    assert not out.exists()
+    assert cli_main(["report", str(a), str(b), "--newest-wins", "--allow-gpu-mismatch", "-o", str(out)]) == 0
+    assert (out / "results.md").is_file()
+
+
+def test_a_report_into_an_earlier_reports_folder_says_what_it_replaced_and_removes_stale_plots(tmp_path, capsys):
+    from cudagraph_bench.report.pages import BUSY_PNG, LATENCY_PNG
+
+    out = tmp_path / "docs"
+    first = write(tmp_path, "first.json", forward_pair_doc("test-gpu"))
+    assert cli_main(["report", str(first), "-o", str(out)]) == 0
+    assert "wrote " in capsys.readouterr().err
+    stale = out / BUSY_PNG                      # a plot the first report's runs would have had data for
+    stale.write_bytes((out / LATENCY_PNG).read_bytes())
+    assert cli_main(["report", str(first), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"replaced {out / LATENCY_PNG}" in err and f"replaced {out / 'results.md'}" in err
+    assert f"removed {stale}" in err and not stale.exists()
+    assert BUSY_PNG not in (out / "results.md").read_text()

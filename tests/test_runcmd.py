@@ -227,6 +227,33 @@ def run_cpu(tmp_path, *extra):
     return rc, out
 
 
+def test_a_run_stopped_after_one_case_in_an_earlier_runs_folder_leaves_no_plot_of_the_earlier_run(
+        tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rc, out = run_cpu(tmp_path)
+    earlier = {p.name for p in out.glob("*.png")}
+    assert rc == 0 and {"latency_comparison.png", "speedup_vs_length.png"} <= earlier
+    real_execute = runcmd.execute
+
+    def stopped_after_one_case(plan, settings, *, record, **kwargs):
+        def record_then_stop(result):
+            record(result)
+            raise KeyboardInterrupt
+
+        return real_execute(plan, settings, record=record_then_stop, **kwargs)
+
+    monkeypatch.setattr(runcmd, "execute", stopped_after_one_case)
+    rc, out = run_cpu(tmp_path, "--prompt-lengths", "64")
+    err = capsys.readouterr().err
+    assert rc == 130 and "interrupted" in err
+    assert [c.seq_len for c in forward_cases(load_run(str(out / "run.json")))] == [64]  # this run's case only
+    assert list(out.glob("*.png")) == []                            # the earlier run's plots went with its JSON
+    for name in earlier:
+        assert f"removed {out / name}: an earlier run's plot" in err
+
+
 def test_run_cpu_writes_a_pytest_benchmark_json_the_loader_accepts(tmp_path, capsys, monkeypatch):
     import torch
 

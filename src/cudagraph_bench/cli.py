@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import importlib
 import os
 import sys
@@ -63,7 +64,9 @@ DESCRIPTIONS = {
         "on the command line win. Needs a CUDA GPU unless --device cpu (eager only).\n\n"
         "Output, in DIR (-o, default out/run): run.json (pytest-benchmark JSON, rewritten after every case; "
         "failed or skipped cases with their reason under its cudagraph_bench key), "
-        "latency_comparison.png, speedup_vs_length.png, workers.log; a table on stdout.\n\n"
+        "latency_comparison.png, speedup_vs_length.png, and workers.log when a variant ran in a worker process "
+        "(--isolate); an earlier run's files there are replaced (its plots removed once this run's first case is "
+        "recorded); a table on stdout.\n\n"
         "Exit codes: 0 every measured case correct, the rest skipped up front (e.g. prompts longer than "
         "the model's positions); 1 a case failed or mismatched, or no case was measured (all results are "
         "still written); 2 usage error."),
@@ -108,9 +111,11 @@ DESCRIPTIONS = {
         "and the decode and launch suites when present. Runs are merged; a case measured in two runs is "
         "an error unless --newest-wins.\n\n"
         "Input: RUN, pytest-benchmark JSON paths (run.json of `cudagraph-bench run`, or pytest "
-        "--benchmark-json) or saved-run ids.\n\n"
+        "--benchmark-json) or saved-run ids, of one GPU (--allow-gpu-mismatch for several).\n\n"
         "Output, in DIR (-o, default out/report): results.md, latency_comparison.png, "
-        "speedup_vs_length.png; with --readme FILE, the block between its results markers is replaced.\n\n"
+        "speedup_vs_length.png and the other plots the runs have data for, replacing an earlier report's "
+        "(its plots these runs have no data for are removed); with --readme FILE, the block between its "
+        "results markers is replaced.\n\n"
         "Exit codes: 0 written; 2 usage error or unreadable run."),
     "calibrate": (
         "Measure how often the regression rule raises false alarms, and which slow-downs it detects, on "
@@ -191,6 +196,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="cudagraph-bench", description=DESCRIPTION, epilog=EPILOG)
+    parser.command_parsers = {}  # name -> that command's parser, whose error names its own --help
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
@@ -198,7 +204,22 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name])
         module.configure_parser(p)
         p.set_defaults(_main=module.main)
+        parser.command_parsers[name] = p
     return parser
+
+
+def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """argparse's "unrecognized arguments" message, plus the closest option of ``parser`` to the first
+    unknown option (``--modles`` -> ``did you mean --models?``)."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    known = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+    for item in extra:
+        if item.startswith("--"):
+            close = difflib.get_close_matches(item.split("=", 1)[0], known, n=1)
+            if close:
+                message += f"; did you mean {close[0]}?"
+            break
+    return message
 
 
 class PipeSafeStdout:
@@ -286,7 +307,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser: "cudagraph-bench run: error: ... (see cudagraph-bench run --help)"
+        command_parser = parser.command_parsers.get(args.command, parser)
+        command_parser.error(unrecognized_arguments_message(command_parser, extra))
     try:
         return int(args._main(args) or 0)
     except UsageError as exc:

@@ -102,6 +102,13 @@ def _is_stream(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def written_verb(path: str | os.PathLike) -> str:
+    """``"replaced"`` when ``path`` is an existing file (an earlier output that the next write replaces
+    atomically), else ``"wrote"``: call it before writing, so that a command's "wrote FILE" line says when
+    an existing file was replaced."""
+    return "replaced" if os.path.isfile(path) else "wrote"
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically; errors as :func:`write_files_atomic`."""
     write_files_atomic({path: text})

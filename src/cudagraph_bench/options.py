@@ -102,6 +102,11 @@ def parse_models(text: str) -> tuple[str, ...]:
                 f"{name!r} is a file: give the directory that holds config.json and the weights "
                 f"({os.path.dirname(name) or '.'!r}), as written by save_pretrained()")
         if name not in PRESET_NAMES and not os.path.isdir(name):
+            if _looks_like_a_path(name):
+                raise argparse.ArgumentTypeError(
+                    f"no directory {os.path.abspath(os.path.expanduser(name))!r} (models load from local "
+                    f"directories only, never from a model hub): give a directory written by save_pretrained() "
+                    f"or a preset ({', '.join(PRESET_NAMES)})")
             raise argparse.ArgumentTypeError(
                 f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
                 f"or a local directory saved with save_pretrained()")
@@ -113,6 +118,11 @@ def parse_models(text: str) -> tuple[str, ...]:
     for name in names:
         first.setdefault(name if name in PRESET_NAMES else os.path.realpath(name), name)
     return tuple(first.values())
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """True for a model name written as a path (``/m``, ``./m``, ``out/m``, ``~/m``): no preset looks so."""
+    return name.startswith(("~", ".")) or os.sep in name or (os.altsep or os.sep) in name
 
 
 def _positive_ints(text: str, what: str) -> tuple[int, ...]:
@@ -209,32 +219,55 @@ def parse_path(text: str) -> str:
 MAX_ROUNDS = 100_000
 
 
-def _rounds_at_most_max(value: int, what: str, default: int) -> int:
+def _rounds_at_most_max(value: int, what: str) -> int:
+    """``value`` when it is at most :data:`MAX_ROUNDS`. The message names no default: the suite's and
+    ``cudagraph-bench run``'s differ (``--help`` of each shows its own)."""
     if value > MAX_ROUNDS:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} {what}, got {value}: a run that long "
-                                         f"never finishes; the suite's default is {default}")
+                                         f"never finishes: give at most {MAX_ROUNDS}")
     return value
 
 
 def parse_rounds(text: str) -> int:
     """Measured rounds: a whole number in [1, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_count(text), "rounds", DEFAULT_ROUNDS)
+    return _rounds_at_most_max(parse_count(text), "rounds")
 
 
 def parse_max_rounds(text: str) -> int:
     """The most measured rounds the precision target and the time floor may ask for: a whole number in
     [1, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_count(text), "rounds", DEFAULT_MAX_ROUNDS)
+    return _rounds_at_most_max(parse_count(text), "rounds")
 
 
 def parse_warmup_rounds(text: str) -> int:
     """Unmeasured warmup rounds: a whole number in [0, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_nonneg(text), "warmup rounds", DEFAULT_WARMUP_ROUNDS)
+    return _rounds_at_most_max(parse_nonneg(text), "warmup rounds")
 
 
 def parse_nonneg(text: str) -> int:
     """A whole number >= 0 (warmup rounds)."""
     return _whole_number_at_least(text, 0)
+
+
+#: Largest seed: the inputs' generator is seeded with ``seed * 1_000_003 + seq_len``, which must fit in
+#: a signed 64-bit integer (``torch.Generator.manual_seed``); 2**32 - 1 leaves room for any prompt length.
+MAX_SEED = 2**32 - 1
+
+
+def parse_seed(text: str) -> int:
+    """A seed of weights and inputs: a whole number in [0, :data:`MAX_SEED`]."""
+    value = parse_nonneg(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, {MAX_SEED}], got {value}: give a smaller seed")
+    return value
+
+
+def parse_multiplier(text: str) -> float:
+    """A finite multiplier >= 0 (of the between-run spread, e.g. ``3``; ``0`` leaves the tolerance's floor)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a multiplier of the spread >= 0, got {value:g}: give e.g. 3")
+    return value
 
 
 def parse_ms(text: str) -> float:

@@ -49,7 +49,17 @@ def baseline_dirs() -> list[Path]:
 
 
 def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
-    """``(baseline file for gpu_slug or None, the candidate paths looked at)``."""
+    """``(baseline file for gpu_slug or None, the candidate paths looked at)``.
+
+    Raises:
+        UsageError: ``$CUDAGRAPH_BENCH_BASELINES`` is set to something that is not a folder (a typo
+            would otherwise fall back to the checkout's baselines without a word)."""
+    from cudagraph_bench.errors import UsageError
+
+    env = os.environ.get(BASELINES_ENV, "").strip()
+    if env and not Path(env).expanduser().is_dir():
+        raise UsageError(f"${BASELINES_ENV} is {env!r}, which is not a folder: set it to the folder that holds "
+                         f"{gpu_slug}.json, or unset it to use the checkout's baselines/")
     tried = [d / f"{gpu_slug}.json" for d in baseline_dirs()]
     return next((p for p in tried if p.is_file()), None), tried
 

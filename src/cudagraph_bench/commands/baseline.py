@@ -8,9 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_path, parse_reduction_pct,
-                                     parse_regression_pct)
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.options import (add_storage_option, parse_count, parse_multiplier, parse_path,
+                                     parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import (BASELINE_COLUMNS, DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESSION_PCT,
                                               DEFAULT_MIN_REDUCTION_PCT, baseline_rows, build_baseline, stored_case)
@@ -32,7 +32,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
                         help="floor of every case's regression tolerance in percent; a noisier case gets "
                              "a multiple of its between-run spread (default: %(default)s)")
-    parser.add_argument("--noise-multiplier", type=parse_regression_pct, default=noise.DEFAULT_MULTIPLIER, metavar="X",
+    parser.add_argument("--noise-multiplier", type=parse_multiplier, default=noise.DEFAULT_MULTIPLIER, metavar="X",
                         help="a change must exceed X between-run spreads (default: Student's t quantile at "
                              f"{1 - noise.DEFAULT_TAIL:g} with k-1 degrees of freedom)")
     parser.add_argument("--max-gated-len", type=parse_count, default=DEFAULT_MAX_GATED_LEN, metavar="TOKENS",
@@ -60,9 +60,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"cudagraph-bench baseline: warning: {out} is named for another GPU; gate looks up "
               f"baselines/{doc['gpu_slug']}.json for this run", file=sys.stderr)
     print(render_table(BASELINE_COLUMNS, baseline_rows(exact)))  # exact values: printed as gate prints them
+    verb = written_verb(out)
     write_text_atomic(out, json.dumps(doc, indent=2) + "\n")
     n_gated = sum(c["gated"] for c in doc["cases"])
-    print(f"wrote {out}: {len(doc['cases'])} cases ({n_gated} gated), GPU {doc['gpu_slug']}, "
+    print(f"{verb} {out}: {len(doc['cases'])} cases ({n_gated} gated), GPU {doc['gpu_slug']}, "
           f"from {len(runs)} runs ({', '.join(r.path.name for r in runs)})")
     return 0
 

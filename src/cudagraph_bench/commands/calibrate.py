@@ -4,9 +4,11 @@ the regression rule itself is :mod:`cudagraph_bench.results.calibrate`."""
 from __future__ import annotations
 
 import argparse
+import sys
 
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
-from cudagraph_bench.options import add_storage_option, parse_count, parse_path, parse_regression_pct
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.options import (add_storage_option, parse_count, parse_multiplier, parse_path,
+                                     parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.calibrate import (DEFAULT_AB_RUNS, DEFAULT_PLANTS_PCT, calibrate, columns,
                                                render_markdown, rows, summary)
@@ -23,7 +25,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="planted graph slow-downs in percent (default: %(default)s)")
     parser.add_argument("--max-regression", type=parse_regression_pct, default=noise.DEFAULT_FLOOR_PCT, metavar="PCT",
                         help="floor of the tolerance, as for gate (default: %(default)s)")
-    parser.add_argument("--noise-multiplier", type=parse_regression_pct, default=noise.DEFAULT_MULTIPLIER, metavar="X",
+    parser.add_argument("--noise-multiplier", type=parse_multiplier, default=noise.DEFAULT_MULTIPLIER, metavar="X",
                         help="spreads a change must exceed (default: Student's t quantile of the spread's "
                              "degrees of freedom)")
     parser.add_argument("--ab-runs", type=parse_count, default=DEFAULT_AB_RUNS, metavar="K",
@@ -51,8 +53,10 @@ def main(args: argparse.Namespace) -> int:
                         ab_runs=args.ab_runs)
     line = summary(results, args.plant)
     if args.markdown:
+        verb = written_verb(args.markdown)
         write_text_atomic(args.markdown, render_markdown(runs, results, args.plant, line, args.max_regression,
                                                          args.noise_multiplier, noise.DEFAULT_ALPHA, args.ab_runs))
+        print(f"{verb} {args.markdown}", file=sys.stderr)
     print(render_table(columns(args.plant), rows(results, args.plant)))
     print(line)
     alarms = sum(r.gate.alarms + r.pairs.alarms + r.ab.alarms for r in results)

@@ -5,9 +5,10 @@ run (no torch). The comparison itself (matching, the noise model, the verdict) i
 from __future__ import annotations
 
 import argparse
+import sys
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import load_baseline
@@ -60,6 +61,9 @@ def main(args: argparse.Namespace) -> int:
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
+    if args.runs and old[0].sha256 == new[0].sha256:  # (groups that share a run get a note below)
+        raise UsageError(f"OLD {old[0].path} and NEW {new[0].path} are the same run (sha256 {old[0].sha256[:12]}): "
+                         "compare two separate runs")
     if not args.allow_gpu_mismatch:
         check_one_gpu([*old, *new], "compare runs of one GPU, or pass --allow-gpu-mismatch to compare them anyway")
     baseline = None
@@ -86,7 +90,9 @@ def main(args: argparse.Namespace) -> int:
     if args.markdown:
         text = "\n".join([verdict_heading("compare", passed), "", head, "",
                           render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
+        verb = written_verb(args.markdown)
         write_text_atomic(args.markdown, text)
+        print(f"{verb} {args.markdown}", file=sys.stderr)
     print(head)
     print(render_table(COLUMNS, rows(changes)))
     print(line)

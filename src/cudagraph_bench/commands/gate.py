@@ -4,8 +4,9 @@ thresholds, the regression check, the report) is :mod:`cudagraph_bench.results.g
 from __future__ import annotations
 
 import argparse
+import sys
 
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
@@ -78,7 +79,9 @@ def main(args: argparse.Namespace) -> int:
             line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
                      f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
     if args.markdown:
+        verb = written_verb(args.markdown)
         write_text_atomic(args.markdown, render_markdown(runs, baseline, results, line, passed))
+        print(f"{verb} {args.markdown}", file=sys.stderr)
     print("\n".join(header(runs, baseline, results)))
     print(render_table(COLUMNS, rows(results)))
     print(line)

@@ -13,14 +13,16 @@ and :mod:`cudagraph_bench.report.sanitizer`.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import written_verb
 from cudagraph_bench.options import add_storage_option, parse_count, parse_path
 from cudagraph_bench.report.launch_data import (REFERENCE_N, check_forward_runs, check_reference_n, launch_rows,
                                                 load_json_object)
 from cudagraph_bench.report.launch_page import DEFAULT_OUT_DIR, PAGE_NAME, PLOT_NAME, write_launch_page
 from cudagraph_bench.report.sanitizer import read_sanitizer_logs
-from cudagraph_bench.results.runfile import load_run
+from cudagraph_bench.results.runfile import check_one_gpu, load_run
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +45,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference-n", type=parse_count, default=None, metavar="N",
                         help=f"N (launches, a whole number >= 1) whose µs/launch feeds the model; it must be "
                         f"measured with loop and graph (default: {REFERENCE_N}, else the largest such N)")
+    parser.add_argument("--allow-gpu-mismatch", action="store_true",
+                        help="take --forward runs of another GPU than RUN's (the prediction then uses RUN's cost per "
+                             "launch for the other GPU's forwards; default: an error)")
     add_storage_option(parser)
 
 
@@ -51,6 +56,8 @@ def main(args: argparse.Namespace) -> int:
     Returns 0; raises UsageError (exit 2) on bad input or an output folder that cannot be written."""
     run = load_run(args.run, args.storage)
     forward_runs = [run, *(load_run(ref, args.storage) for ref in args.forward)]
+    if not args.allow_gpu_mismatch:  # the predicted saving applies RUN's cost per launch to the forward runs
+        check_one_gpu(forward_runs, "give --forward runs of RUN's GPU, or pass --allow-gpu-mismatch")
     check_forward_runs(forward_runs)
     source = " + ".join(str(r.path) for r in forward_runs)
     reference_n = REFERENCE_N
@@ -61,6 +68,8 @@ def main(args: argparse.Namespace) -> int:
         reference_n = args.reference_n
     graphs_cu = load_json_object(args.graphs_cu, "graphs.cu output") if args.graphs_cu else None
     logs, outcomes = read_sanitizer_logs(args.sanitizer)
+    earlier = all(written_verb(Path(args.out_dir) / name) == "replaced" for name in (PAGE_NAME, PLOT_NAME))
+    verb = "replaced" if earlier else "wrote"
     try:
         page, plot = write_launch_page(run, args.out_dir, source=source, reference_n=reference_n,
                                        graphs_cu=graphs_cu, sanitizer=logs, sanitizer_outcomes=outcomes,
@@ -69,6 +78,6 @@ def main(args: argparse.Namespace) -> int:
         where = exc.filename or args.out_dir
         raise UsageError(f"cannot write {PAGE_NAME} and {PLOT_NAME} into {args.out_dir} ({where}: "
                          f"{exc.strerror or exc}); no file was written: choose a writable folder with -o") from None
-    print(f"wrote {page} and {plot}")
+    print(f"{verb} {page} and {plot}")
     return 0
 

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
@@ -42,8 +42,9 @@ def main(args: argparse.Namespace) -> int:
     if len(commits) > 1:
         print(f"warning: the runs measured {len(commits)} commits ({', '.join(c[:12] for c in commits)}); the "
               "merged run names the first", file=sys.stderr)
+    replaced = written_verb(args.output) == "replaced"
     write_text_atomic(args.output, json.dumps(merged, ensure_ascii=True, indent=4))
     gpu = machine_gpu(merged["machine_info"]) or "no GPU"
     print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} run{'s' if len(runs) != 1 else ''} ({gpu}) "
-          f"into {args.output}")
+          f"into {args.output}{' (replaced the file that was there)' if replaced else ''}")
     return 0

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_folder, write_text_atomic
+from cudagraph_bench.fsio import check_output_folder, write_text_atomic, written_verb
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, render_readme_section,
-                                          render_results_markdown, replace_between_markers, write_plots)
+                                          render_results_markdown, replace_between_markers, stale_plots, write_plots)
 from cudagraph_bench.report.runs import load_runs, supersede
 from cudagraph_bench.report.suite_timing import render_suite_timing
-from cudagraph_bench.results.runfile import require_suite_benchmarks
+from cudagraph_bench.results.runfile import check_one_gpu, require_suite_benchmarks
 
 
 #: Where ``report`` writes without ``-o``: not ``docs/``, which holds the committed H200 pages.
@@ -35,6 +35,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="a whole-suite run (one pytest session over perf_tests, on one GPU or with "
                              "--gpu-workers) whose time per test module and wall time are shown as a table, one "
                              "column per run; repeat for several (its benchmarks are not added to the tables)")
+    parser.add_argument("--allow-gpu-mismatch", action="store_true",
+                        help="put runs of different GPUs (or of a GPU and the CPU) on one page; their rows share "
+                             "tables without a GPU column (default: an error; make one report per GPU)")
     parser.add_argument("--newest-wins", action="store_true",
                         help="when runs overlap, take each forward prompt length (all its variants) and each "
                              "other benchmark from the newest run, and list what was replaced (default: an "
@@ -48,6 +51,8 @@ def main(args: argparse.Namespace) -> int:
     if suite_runs:
         render_suite_timing(suite_runs)      # a run without a time per part fails here, before anything is written
     require_suite_benchmarks(runs)   # plain pytest-benchmark output would give a page with a header only
+    if not args.allow_gpu_mismatch:  # the latency tables have no GPU column (--suite-timing's table has one)
+        check_one_gpu(runs, "report one GPU's runs per page (one report per GPU), or pass --allow-gpu-mismatch")
     superseded: list[str] = []
     if args.newest_wins:
         runs, superseded = supersede(runs)
@@ -68,10 +73,14 @@ def main(args: argparse.Namespace) -> int:
     render_results_markdown(runs, outdir, [], superseded, suite_runs)
     if readme_text is not None:
         render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [], suite_runs)
+    verbs = {name: written_verb(outdir / name) for name in [RESULTS_MD, *PLOT_NAMES]}
     written = write_plots(runs, outdir)
     write_text_atomic(results_md, render_results_markdown(runs, outdir, written, superseded, suite_runs))
     for path in [*written, results_md]:
-        print(f"wrote {path}", file=sys.stderr)
+        print(f"{verbs[Path(path).name]} {path}", file=sys.stderr)
+    for path in stale_plots(outdir, written):
+        path.unlink()
+        print(f"removed {path}: an earlier report's plot, for which these runs have no data", file=sys.stderr)
     if readme_text is not None:
         readme = Path(args.readme)
         section = render_readme_section(runs, outdir, readme.resolve().parent, [p.resolve() for p in written],

@@ -49,8 +49,8 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder
-from cudagraph_bench.options import (DEFAULT_ISOLATED, MATRIX_OPTIONS, add_to_argparse, parse_cpus, parse_dtypes,
-                                     parse_models, parse_nonneg, parse_path, parse_prompt_lengths)
+from cudagraph_bench.options import (DEFAULT_ISOLATED, MATRIX_OPTIONS, MAX_SEED, add_to_argparse, parse_cpus,
+                                     parse_dtypes, parse_models, parse_path, parse_prompt_lengths, parse_seed)
 from cudagraph_bench.measure.case import CaseResult
 from cudagraph_bench.measure.execute import execute
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
@@ -116,7 +116,7 @@ def parse_overrides(text: str) -> dict:
 #: Parsers of the non-matrix settings (config values go through the same parsers as the flags): those of the
 #: shared options (:data:`~cudagraph_bench.measure.settings.OPTION_FIELDS`), then ``run``'s own.
 SETTING_PARSERS = {**{o.dest: o.type for o in MATRIX_OPTIONS if o.dest in OPTION_FIELDS},
-                   "isolate": parse_isolate, "case_timeout_s": parse_seconds, "seed": parse_nonneg,
+                   "isolate": parse_isolate, "case_timeout_s": parse_seconds, "seed": parse_seed,
                    "time_budget_s": parse_seconds, "variants": parse_variants}
 #: Top-level keys of the TOML config that are not matrix keys.
 SETTING_KEYS = tuple(k for k in SETTING_PARSERS if k != "variants")
@@ -176,7 +176,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="stop starting cases this many seconds after the command started; the rest are "
                              "recorded as skipped (bound a run to a time slot); an isolated case still running then "
                              "is stopped (its CUDA teardown and the PNGs take some seconds more)")
-    parser.add_argument("--seed", type=parse_nonneg, default=0, help="seed of weights and inputs (default: 0)")
+    parser.add_argument("--seed", type=parse_seed, default=0,
+                        help=f"seed of weights and inputs, 0 to {MAX_SEED} (default: 0)")
     parser.add_argument("--cpus", type=parse_cpus, default=None, metavar="LIST",
                         help="pin the run (and its workers) to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     parser.add_argument("--model-overrides", dest="overrides", type=parse_overrides, default=None,
@@ -400,8 +401,11 @@ def main(args: argparse.Namespace) -> int:
     json_path = outdir / RUN_JSON
 
     bar = progress_bar(plan.n_cases)
+    replaced_earlier_run = []
 
     def record(result: CaseResult) -> None:
+        if not replaced_earlier_run:  # run.json is about to be this run's: an earlier run's plots go with it
+            replaced_earlier_run.append(_remove_earlier_plots(outdir))
         results.append(result)
         bar.update(1)
         bar.write(_one_line(result), file=sys.stderr)
@@ -418,6 +422,16 @@ def main(args: argparse.Namespace) -> int:
                          started=started, extra=extra)
     write_json_atomic(json_path, doc)
     return finish(json_path, outdir, results)
+
+
+def _remove_earlier_plots(outdir: Path, keep: list[Path] = ()) -> None:
+    """Remove the plots in ``outdir`` other than ``keep``: an earlier run's, which would not match the
+    run.json beside them (a run stopped half-way, or one with less data for plots)."""
+    from cudagraph_bench.report import pages as report
+
+    for path in report.stale_plots(outdir, list(keep)):
+        path.unlink(missing_ok=True)
+        print(f"removed {path}: an earlier run's plot", file=sys.stderr)
 
 
 def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
@@ -440,11 +454,12 @@ def finish(json_path: Path, outdir: Path, results: list[CaseResult]) -> int:
             print(f"matplotlib is not installed: no PNGs; render them on another machine with "
                   f"`cudagraph-bench report {json_path} -o DIR`", file=sys.stderr)
         else:
-            for path in report.write_plots([run], outdir):
+            written = report.write_plots([run], outdir)
+            for path in written:
                 print(f"wrote {path}", file=sys.stderr)
+            _remove_earlier_plots(outdir, written)
     else:
-        for name in (report.LATENCY_PNG, report.SPEEDUP_PNG):   # PNGs of an earlier run would not match
-            (outdir / name).unlink(missing_ok=True)
+        _remove_earlier_plots(outdir)   # PNGs of an earlier run would not match
         print("no case was measured (exit code 1): see the reasons above", file=sys.stderr)
     print(f"wrote {json_path}", file=sys.stderr)
     skipped = [r for r in results if r.status == "skipped"]

@@ -112,6 +112,16 @@ def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     return written
 
 
+def stale_plots(outdir: str | os.PathLike, written: list[Path]) -> list[Path]:
+    """The plots of an earlier report in ``outdir`` that this one did not write (its runs have no data for
+    them): left there, they would sit beside a results.md that does not show them. The launch plot is
+    left alone where ``launch-report`` wrote its page beside it (that page shows it)."""
+    kept = {Path(p).name for p in written}
+    if (Path(outdir) / launch_page.PAGE_NAME).is_file():
+        kept.add(launch_page.PLOT_NAME)
+    return [Path(outdir) / name for name in PLOT_NAMES if name not in kept and (Path(outdir) / name).is_file()]
+
+
 def _provenance(runs: list[Run]) -> list[str]:
     lines = []
     for run in runs:

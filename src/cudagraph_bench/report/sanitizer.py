@@ -12,6 +12,8 @@ from pathlib import Path
 from cudagraph_bench.errors import InputFileError
 
 
+#: The line compute-sanitizer writes first, before the program runs: a log without it is another file.
+SANITIZER_BANNER = "========= COMPUTE-SANITIZER"
 _INVALID_RE = re.compile(r"Invalid __global__ (read|write) of size (\d+)")
 _SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
 _ADDRESS_RE = re.compile(r"Address (0x[0-9a-fA-F]+)\s+(.*)")
@@ -115,13 +117,17 @@ def last_json_object(path: Path) -> dict:
 def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
     """``(logs, outcomes)`` of the compute-sanitizer logs at ``paths``: file name -> log text, and file
     name -> graphs.cu's ``baked_pointer`` object where the program's stdout was saved next to the log as
-    the same name with ``.json``. Raises InputFileError when a log cannot be read."""
+    the same name with ``.json``. Raises InputFileError when a log cannot be read or lacks
+    :data:`SANITIZER_BANNER` (not a compute-sanitizer log)."""
     logs, outcomes = {}, {}
     for path in map(Path, paths):
         try:
             logs[path.name] = path.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise InputFileError(f"cannot read sanitizer log {path}: {exc.strerror or exc}") from None
+        if SANITIZER_BANNER not in logs[path.name]:
+            raise InputFileError(f"{path} is not a compute-sanitizer log (no {SANITIZER_BANNER!r} line): give the "
+                                 "stderr of `compute-sanitizer --tool memcheck graphs --baked-pointer-only`")
         stdout = path.with_suffix(".json")          # the program's stdout saved next to the log
         if stdout.is_file():
             bp = last_json_object(stdout).get("baked_pointer")
