@@ -29,7 +29,8 @@ SUITE_TIMING="--suite-timing $R/suite/default-suite-one-gpu.json
   --suite-timing $R/suite/default-suite-two-gpu-workers-precompiled-bytecode.json
   --suite-timing $R/suite/default-suite-one-gpu-held-count-worker.json
   --suite-timing $R/suite/default-suite-one-gpu-held-count-worker-slow-host.json
-  --suite-timing $R/suite/default-suite-one-gpu-profiles-group-pinned.json"
+  --suite-timing $R/suite/default-suite-one-gpu-profiles-group-pinned.json
+  --suite-timing $R/suite/default-suite-one-gpu-profiles-group-pinned-fourth-host.json"
 $CG report $R/forward/forward-checked.json $R/padding/padding-checked.json $R/launch/launch.json \
   $R/decode/decode-fused-gpt2.json $R/decode/decode-fused-tuned-tinyllama-1.1b.json \
   $R/decode/decode-fused-tuned-llama-3.2-1b.json $SUITE_TIMING -o docs --readme README.md
