@@ -132,7 +132,8 @@ def fake_runs(monkeypatch, head_graph_factor=1.0, fail_side=None):
         log.write_text("fake run\n")
         if side == fail_side:
             return 1
-        doc = scaled(CHECKED, 1.0 + 0.002 * int(i))  # separate runs differ a little
+        # separate runs differ a little, base-i and head-i too (identical runs on both sides are refused)
+        doc = scaled(CHECKED, 1.0 + 0.002 * int(i) + (0.001 if side == "head" else 0.0))
         if side == "head":
             doc = scaled(doc, head_graph_factor, {"graph"})
         write(doc, json_path)

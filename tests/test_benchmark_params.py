@@ -170,6 +170,19 @@ def test_pytest_benchmark_histogram_is_named_by_model(plain_run, tmp_path):
     assert {p.name for p in tmp_path.glob("h-*.svg")} == {f"h-model={m}.svg" for m in _models(plain_run)}
 
 
+def test_pytest_benchmark_compare_from_the_checkout_groups_a_whole_suite_run_with_launch_benchmarks():
+    # the launch benchmarks have no `model`: pytest-benchmark's standalone compare takes the grouping hook
+    # from ./conftest.py, which in the checkout is the plugin's (model=None for them, no KeyError)
+    run = H200_RESULTS / "suite" / "default-suite-one-gpu-profiles-group-pinned.json"
+    models = {(b.get("params") or {}).get("model") for b in json.loads(run.read_text())["benchmarks"]}
+    assert None in models and len(models) > 2           # launch benchmarks beside the models' own
+    proc = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(run), "--group-by=param:model"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for model in models:
+        assert f"benchmark 'model={model}'" in proc.stdout
+
+
 def test_group_by_param_model_in_a_session_with_benchmarks_without_model(pytester, own_package):
     """The launch benchmarks have no ``model`` parameter: they group under ``model=None``, no KeyError."""
     pytester.makepyfile(BENCH_MODULE + '''

@@ -155,3 +155,17 @@ def test_an_unwritable_markdown_path_is_named_as_given(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and len(err.splitlines()) == 1
     assert "cannot write /proc/x.md: " in err and ".tmp" not in err and "/proc/.x.md" not in err
+
+
+@pytest.mark.skipif(not _is_full_device("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["merge", "gate", "compare"])
+def test_a_stdout_that_cannot_be_written_fails_the_command_before_its_file_is_written(tmp_path, command):
+    out = tmp_path / "out.json"
+    argv = {"merge": ["merge", "-o", str(out), str(FIXTURE)],
+            "gate": ["gate", str(FIXTURE), "--no-baseline", "--markdown", str(out)],
+            "compare": ["compare", str(FIXTURE), str(same_measurements(tmp_path)), "--markdown", str(out)]}[command]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", *argv], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    assert proc.returncode == 2 and "writing to standard output failed" in proc.stderr, proc.stderr
+    assert not out.exists()

@@ -349,12 +349,16 @@ def test_one_run_as_both_old_and_new_is_a_usage_error(tmp_path, capsys, old):
     for new in (old, copy):
         rc, out, err = run_cli(capsys, "compare", old, new)
         assert rc == 2 and out == "" and len(err.splitlines()) == 1
-        assert f"OLD {old} and NEW {new} are the same run" in err and "compare two separate runs" in err
+        assert f"OLD {old} and NEW {new} are the same run" in err and "compare separate runs" in err
+    later = write({**CHECKED, "datetime": "2029-01-01T00:00:00"}, tmp_path / "later-copy.json")
+    for argv in (["--old", old, "--new", copy], ["--old", old, later, "--new", later, copy]):  # the same runs
+        rc, out, err = run_cli(capsys, "compare", *argv)
+        assert rc == 2 and out == "" and len(err.splitlines()) == 1 and "cannot fail" in err
     # groups of separate runs that share one are compared, with a note
     later = write({**CHECKED, "datetime": "2030-01-01T00:00:00"}, tmp_path / "later.json")
     write({**CHECKED, "datetime": "2031-01-01T00:00:00"}, tmp_path / "last.json")
     rc, out, _ = run_cli(capsys, "compare", "--old", old, later, "--new", later, tmp_path / "last.json")
-    assert rc == 0 and "note: OLD and NEW share a run, so it cannot change" in out
+    assert rc == 0 and "note: OLD and NEW share 1 of their runs, which cannot change" in out
 
 
 def test_a_run_given_twice_on_one_side_is_a_usage_error(tmp_path, capsys, old):

@@ -145,6 +145,7 @@ def test_command_line_wins_over_config(tmp_path):
     ('variants = ["eager", "fast"]', "key 'variants': unknown variant 'fast'"),
     ("rounds = 0", "key 'rounds'"),
     ('[[sweep]]\nmodels = ["gpt2"]\nlengths = [1]', "[[sweep]] #1: unknown key 'lengths'"),
+    ("sweep = []", "'sweep' is empty: give at least one [[sweep]] table, or remove the key"),
     ("models = [", "is not valid TOML"),
     ("time_budget_s = [1]", "key 'time_budget_s': expected one value, got a list"),
     ("time_budget_s = inf", "key 'time_budget_s': expected a positive number of seconds"),

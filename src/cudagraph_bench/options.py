@@ -183,12 +183,17 @@ def parse_reduction_pct(text: str) -> float:
     return value
 
 
-def parse_regression_pct(text: str) -> float:
-    """An allowed slowdown in percent, >= 0 (e.g. ``10``)."""
+def _nonnegative(text: str, what: str) -> float:
+    """A finite number >= 0; else ``argparse.ArgumentTypeError`` ("``what`` >= 0, got ...")."""
     value = _finite(text)
     if value < 0:
-        raise argparse.ArgumentTypeError(f"an allowed regression is a percent >= 0, got {value:g}")
+        raise argparse.ArgumentTypeError(f"{what} >= 0, got {value:g}")
     return value
+
+
+def parse_regression_pct(text: str) -> float:
+    """An allowed slowdown in percent, >= 0 (e.g. ``10``)."""
+    return _nonnegative(text, "an allowed regression is a percent")
 
 
 def _whole_number_at_least(text: str, lowest: int) -> int:
@@ -264,10 +269,7 @@ def parse_seed(text: str) -> int:
 
 def parse_multiplier(text: str) -> float:
     """A finite multiplier >= 0 (of the between-run spread, e.g. ``3``; ``0`` leaves the tolerance's floor)."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a multiplier of the spread >= 0, got {value:g}: give e.g. 3")
-    return value
+    return _nonnegative(text, "expected a multiplier of the spread")
 
 
 def parse_ms(text: str) -> float:

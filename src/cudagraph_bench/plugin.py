@@ -92,7 +92,8 @@ def pytest_addoption(parser):
                     help="decode benchmarks: dtypes (default: bfloat16)")
     group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
                     help=f"decode benchmarks: at most this many measured requests per variant, at least "
-                         f"{MIN_DECODE_ROUNDS}; --precision-pct decides in between (default: 8)")
+                         f"{MIN_DECODE_ROUNDS} (or all N when N is smaller); --precision-pct decides in between "
+                         "(default: 8)")
     group.addoption("--decode-steps-per-graph", dest="decode_steps_per_graph", type=parse_count,
                     default=DEFAULT_DECODE_STEPS_PER_GRAPH,
                     help=f"graphed decode: decode steps captured in one graph, the remainder replayed by a 1-step "
@@ -214,14 +215,20 @@ def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info
 @pytest.hookimpl(tryfirst=True)
 def pytest_benchmark_group_stats(config, benchmarks, group_by):
     """``--benchmark-group-by=param:NAME`` for benchmarks without that parameter (the launch benchmarks
-    have no ``model``): they get ``NAME=None`` instead of pytest-benchmark's KeyError. Fills the flat
-    result dicts (new ``params`` dicts, the tests' own are untouched) and lets pytest-benchmark group."""
+    have no ``model``, runs saved before the plain ``params`` have other names): they get ``NAME=None``
+    instead of pytest-benchmark's KeyError. Fills the flat result dicts (new ``params`` dicts, the tests'
+    own are untouched) and returns pytest-benchmark's own grouping of them. The checkout's conftest.py
+    exports it, so that pytest-benchmark's standalone ``compare --group-by=param:model``, which takes this
+    hook from ``./conftest.py``, groups the same way when run from the checkout."""
+    from pytest_benchmark.plugin import pytest_benchmark_group_stats as group_stats
+
+    benchmarks = list(benchmarks)   # the standalone compare passes a one-pass iterator
     names = [g[len("param:"):] for g in group_by.split(",") if g.startswith("param:")]
     for bench in benchmarks if names else ():
         params = bench.get("params") or {}
         if any(name not in params for name in names):
             bench["params"] = {**{name: None for name in names}, **params}
-    return None
+    return group_stats(config=config, benchmarks=benchmarks, group_by=group_by)
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):

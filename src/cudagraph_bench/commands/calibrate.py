@@ -52,13 +52,15 @@ def main(args: argparse.Namespace) -> int:
     results = calibrate(runs, plants=args.plant, floor_pct=args.max_regression, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)
     line = summary(results, args.plant)
-    if args.markdown:
-        verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, render_markdown(runs, results, args.plant, line, args.max_regression,
-                                                         args.noise_multiplier, noise.DEFAULT_ALPHA, args.ab_runs))
-        print(f"{verb} {args.markdown}", file=sys.stderr)
     print(render_table(columns(args.plant), rows(results, args.plant)))
     print(line)
+    if args.markdown:
+        page = render_markdown(runs, results, args.plant, line, args.max_regression, args.noise_multiplier,
+                               noise.DEFAULT_ALPHA, args.ab_runs)
+        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
+        verb = written_verb(args.markdown)
+        write_text_atomic(args.markdown, page)
+        print(f"{verb} {args.markdown}", file=sys.stderr)
     alarms = sum(r.gate.alarms + r.pairs.alarms + r.ab.alarms for r in results)
     return 0 if alarms == 0 else 1
 

@@ -61,9 +61,10 @@ def main(args: argparse.Namespace) -> int:
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
-    if args.runs and old[0].sha256 == new[0].sha256:  # (groups that share a run get a note below)
-        raise UsageError(f"OLD {old[0].path} and NEW {new[0].path} are the same run (sha256 {old[0].sha256[:12]}): "
-                         "compare two separate runs")
+    if {r.sha256 for r in old} == {r.sha256 for r in new}:  # (groups that share some runs get a note below)
+        what = (f"OLD {old[0].path} and NEW {new[0].path} are the same run (sha256 {old[0].sha256[:12]})"
+                if len(old) == 1 else "--old and --new are the same runs")
+        raise UsageError(f"{what}: a comparison of a run with itself cannot fail; compare separate runs")
     if not args.allow_gpu_mismatch:
         check_one_gpu([*old, *new], "compare runs of one GPU, or pass --allow-gpu-mismatch to compare them anyway")
     baseline = None
@@ -86,15 +87,17 @@ def main(args: argparse.Namespace) -> int:
     if old_gpu != new_gpu:
         head += "  note: the runs are from different GPUs"
     if {r.sha256 for r in old} & {r.sha256 for r in new}:
-        head += "  note: OLD and NEW share a run, so it cannot change"
-    if args.markdown:
-        text = "\n".join([verdict_heading("compare", passed), "", head, "",
-                          render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
-        verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, text)
-        print(f"{verb} {args.markdown}", file=sys.stderr)
+        shared = len({r.sha256 for r in old} & {r.sha256 for r in new})
+        head += f"  note: OLD and NEW share {shared} of their runs, which cannot change"
     print(head)
     print(render_table(COLUMNS, rows(changes)))
     print(line)
+    if args.markdown:
+        text = "\n".join([verdict_heading("compare", passed), "", head, "",
+                          render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
+        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
+        verb = written_verb(args.markdown)
+        write_text_atomic(args.markdown, text)
+        print(f"{verb} {args.markdown}", file=sys.stderr)
     return 0 if passed else 1
 

@@ -78,12 +78,14 @@ def main(args: argparse.Namespace) -> int:
         else:
             line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
                      f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
-    if args.markdown:
-        verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, render_markdown(runs, baseline, results, line, passed))
-        print(f"{verb} {args.markdown}", file=sys.stderr)
+    markdown = render_markdown(runs, baseline, results, line, passed) if args.markdown else None
     print("\n".join(header(runs, baseline, results)))
     print(render_table(COLUMNS, rows(results)))
     print(line)
+    if markdown is not None:
+        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
+        verb = written_verb(args.markdown)
+        write_text_atomic(args.markdown, markdown)
+        print(f"{verb} {args.markdown}", file=sys.stderr)
     return 0 if passed else 1
 

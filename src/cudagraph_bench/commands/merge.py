@@ -43,8 +43,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"warning: the runs measured {len(commits)} commits ({', '.join(c[:12] for c in commits)}); the "
               "merged run names the first", file=sys.stderr)
     replaced = written_verb(args.output) == "replaced"
-    write_text_atomic(args.output, json.dumps(merged, ensure_ascii=True, indent=4))
     gpu = machine_gpu(merged["machine_info"]) or "no GPU"
     print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} run{'s' if len(runs) != 1 else ''} ({gpu}) "
           f"into {args.output}{' (replaced the file that was there)' if replaced else ''}")
+    sys.stdout.flush()  # a stdout that cannot be written (a full disk) fails the command before the file is written
+    write_text_atomic(args.output, json.dumps(merged, ensure_ascii=True, indent=4))
     return 0

@@ -247,6 +247,8 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
     raw_sweeps = doc.get("sweep", [])
     if not isinstance(raw_sweeps, list) or not all(isinstance(s, dict) for s in raw_sweeps):
         raise UsageError(f"{path}: key 'sweep' must be an array of tables ([[sweep]] sections)")
+    if "sweep" in doc and not raw_sweeps:
+        raise UsageError(f"{path}: 'sweep' is empty: give at least one [[sweep]] table, or remove the key")
     for i, raw in enumerate(raw_sweeps):
         sweep = {}
         for key, value in raw.items():

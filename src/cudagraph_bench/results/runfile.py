@@ -159,8 +159,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise InputFileError(f"{path} is not valid JSON{where}: truncated or corrupt? "
-                             "rerun the benchmarks to rewrite it") from None
+        raise InputFileError(f"{path} is not valid JSON{where}: give a pytest-benchmark JSON run (--benchmark-json); "
+                             "if it is one, it is truncated or corrupt: rerun the benchmarks to rewrite it") from None
     if not (isinstance(data, dict) and isinstance(data.get("benchmarks"), list)
             and isinstance(data.get("machine_info"), dict)):
         raise InputFileError(f"{path} is not pytest-benchmark output (needs 'machine_info' and a "
