@@ -403,11 +403,13 @@ def main(args: argparse.Namespace) -> int:
     json_path = outdir / RUN_JSON
 
     bar = progress_bar(plan.n_cases)
-    replaced_earlier_run = []
+    earlier_plots_removed = False
 
     def record(result: CaseResult) -> None:
-        if not replaced_earlier_run:  # run.json is about to be this run's: an earlier run's plots go with it
-            replaced_earlier_run.append(_remove_earlier_plots(outdir))
+        nonlocal earlier_plots_removed
+        if not earlier_plots_removed:  # run.json is about to be this run's: an earlier run's plots go with it
+            _remove_earlier_plots(outdir)
+            earlier_plots_removed = True
         results.append(result)
         bar.update(1)
         bar.write(_one_line(result), file=sys.stderr)
@@ -426,7 +428,7 @@ def main(args: argparse.Namespace) -> int:
     return finish(json_path, outdir, results)
 
 
-def _remove_earlier_plots(outdir: Path, keep: list[Path] = ()) -> None:
+def _remove_earlier_plots(outdir: Path, keep: tuple[Path, ...] | list[Path] = ()) -> None:
     """Remove the plots in ``outdir`` other than ``keep``: an earlier run's, which would not match the
     run.json beside them (a run stopped half-way, or one with less data for plots)."""
     from cudagraph_bench.report import pages as report
