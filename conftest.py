@@ -9,6 +9,6 @@ pytest_plugins = ["cudagraph_bench.plugin", "pytester"]
 def pytest_benchmark_group_stats(config, benchmarks, group_by):
     """The plugin's grouping (imported here, not at the top: pytest imports the plugin itself, with
     assertion rewriting)."""
-    from cudagraph_bench.plugin import pytest_benchmark_group_stats as group_stats
+    from cudagraph_bench.plugin.output import pytest_benchmark_group_stats as group_stats
 
     return group_stats(config=config, benchmarks=benchmarks, group_by=group_by)

@@ -4,13 +4,15 @@ and the failure kinds practitioners have reported for graphed decode."""
 
 import pytest
 
-pytestmark = [pytest.mark.gpu, pytest.mark.untimed]    # correctness only: times nothing
+from cudagraph_bench.plugin.memory import reserved_mib
+
+pytestmark = pytest.mark.gpu
 
 PROMPT = 50
 
 
 def _generate_ref(model, ids, new_tokens):
-    from cudagraph_bench.session import generate_reference
+    from cudagraph_bench.plugin.references import generate_reference
 
     return generate_reference(model, ids, new_tokens)[0]
 
@@ -39,14 +41,14 @@ def test_graphed_decode_equals_generate(cgb, causal_model, dtype, bucketed):
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.errors import NotGraphableError
 
-    from cudagraph_bench.session import DECODE_PROMPT_SEED
+    from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED
 
     cgb.skip_if_too_long(causal_model, 128)
     model = cgb.model(causal_model, dtype)
     (ids,) = cgb.inputs(model, PROMPT, n=1, seed=DECODE_PROMPT_SEED)    # the decode benchmarks' prompt
     benchmarked = dtype in cgb.option("decode_dtypes") and PROMPT in cgb.option("decode_prompt_lengths")
     # the reference the decode benchmarks of this model, dtype and prompt use: one generate request for both
-    ref, ref_logits = cgb.generate_tokens(causal_model, dtype, ids, 48,
+    ref, ref_logits = cgb.references.generate(causal_model, dtype, ids, 48,
                                           share_up_to=max(cgb.option("new_tokens")) if benchmarked else 0)
     buckets = (16, 64) if bucketed else None
     try:
@@ -63,7 +65,7 @@ def test_graphed_decode_equals_generate(cgb, causal_model, dtype, bucketed):
         assert torch.equal(got, got_eager), f"graphed {got[0].tolist()} != eager static loop {got_eager[0].tolist()}"
         assert torch.equal(got_again, got)
         _assert_matches_generate(model, ids, (got, got_logits), ref, ref_logits, dtype, causal_model,
-                                 cgb.fp64_decode_logits(causal_model, dtype, ids, ref))
+                                 cgb.references.fp64_logits(causal_model, dtype, ids, ref))
     finally:
         graphed.close()
         eager.close()
@@ -109,7 +111,7 @@ def window_references():
         import torch
 
         from cudagraph_bench.measure.correctness import fp64_decode_logits
-        from cudagraph_bench.session import generate_reference
+        from cudagraph_bench.plugin.references import generate_reference
 
         if (arch, dtype) not in held:
             held.clear()
@@ -183,7 +185,7 @@ def test_compiled_graphed_decode_equals_generate(cgb, arch):
 
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
-    from cudagraph_bench.session import generate_reference
+    from cudagraph_bench.plugin.references import generate_reference
 
     dtype, new = "bfloat16", 48
     model = _compiled_decode_model(arch, dtype)
@@ -376,20 +378,20 @@ def test_memory_flat_after_buckets_and_512_decode_steps(cgb, record_property):
     from cudagraph_bench.capture.decode import GreedyDecoder
 
     model = cgb.model("gpt2", "float32")
-    start = cgb.ledger.reserved_mib()
+    start = reserved_mib()
     buckets = BucketedGraphs(model, cgb.option("buckets"))
-    after_buckets = cgb.ledger.reserved_mib()
+    after_buckets = reserved_mib()
     decoder = GreedyDecoder(model, 1024)
     try:
         (ids,) = cgb.inputs(model, 16, n=1)
         decoder.generate(ids, 512)
         torch.cuda.synchronize()
-        after_first = cgb.ledger.reserved_mib()
+        after_first = reserved_mib()
         for _ in range(2):
             out = decoder.generate(ids, 512)
         buckets(ids)
         torch.cuda.synchronize()
-        after_more = cgb.ledger.reserved_mib()
+        after_more = reserved_mib()
         assert out.shape == (1, 512)
     finally:
         decoder.close()

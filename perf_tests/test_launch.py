@@ -24,7 +24,7 @@ import pytest
 
 from cudagraph_bench.measure import launch
 from cudagraph_bench.results import launch_model
-from cudagraph_bench.cases import LAUNCH_VARIANTS
+from cudagraph_bench.options import LAUNCH_VARIANTS
 
 ROUNDS = 50            # at least this many measured rounds (more with --rounds)
 WARMUP_ROUNDS = 5      # at least this many warmup rounds (more with --warmup-rounds)

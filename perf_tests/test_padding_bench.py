@@ -3,7 +3,7 @@
 Variants ``padded`` (one graph at --pad-to, default 1024, capped at the model's positions) and
 ``bucketed`` (one graph per --buckets length, all captured into one shared pool; a prompt replays the
 smallest bucket >= L) for L in 16, 50, 128, 512, measured by the same pipeline as the forward benchmarks
-(:meth:`cudagraph_bench.session.Session.measure_forward`). They share the group of test_forward_bench's
+(:meth:`cudagraph_bench.plugin.Session.measure`). They share the group of test_forward_bench's
 eager/graph of the same case, so all four print together; extra_info has ``bucket``, ``buckets``,
 ``capture_ms_by_bucket`` and ``pool_mib_by_bucket``. The padded graph and the bucket graphs of a model and dtype
 are captured once, by its first prompt length, and replayed by the others (``graphs_reused``), as a server
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.gpu
 def padding_graphs_dropped_after_the_module(cgb):
     """The graphs the session holds for a model's next prompt length are not kept for the modules after."""
     yield
-    cgb.drop_padding_graphs()
+    cgb.padding.drop()
 
 
-def test_padded_and_bucketed(benchmark, cgb, pad_case):
-    cgb.measure_forward(benchmark, pad_case)
+def test_padded_and_bucketed(benchmark, cgb, pad_case, request):
+    cgb.measure(benchmark, pad_case, request)

@@ -10,7 +10,9 @@
 
 import pytest
 
-pytestmark = [pytest.mark.gpu, pytest.mark.untimed]    # correctness only: times nothing
+from cudagraph_bench.plugin.memory import reserved_mib
+
+pytestmark = pytest.mark.gpu
 
 DTYPES = ("float32", "bfloat16")
 
@@ -68,13 +70,13 @@ def test_bucket_edges_match_eager(cgb, model_name, record_property):
     from cudagraph_bench.models.presets import model_forward
 
     model = cgb.model(model_name, "float32")
-    before = cgb.ledger.reserved_mib()
+    before = reserved_mib()
     graphs = BucketedGraphs(model, cgb.option("buckets"))
     try:
         for c in graphs.captures:
             print(f"{model_name} bucket {c.bucket:5d}: capture {c.capture_ms:8.1f} ms, pool +{c.pool_mib:7.1f} MiB")
         record_property("captures", [(c.bucket, round(c.capture_ms, 1), round(c.pool_mib, 1)) for c in graphs.captures])
-        after_capture = cgb.ledger.reserved_mib()
+        after_capture = reserved_mib()
         for length in (15, 16, 17, 31, 32, 33):   # eager references allocate too: memory is checked below
             for ids in cgb.inputs(model, length, n=2, seed=length):
                 with torch.inference_mode():
@@ -86,12 +88,12 @@ def test_bucket_edges_match_eager(cgb, model_name, record_property):
         for ids in prompts:          # first replay of every bucket
             graphs(ids)
         torch.cuda.synchronize()
-        after_first = cgb.ledger.reserved_mib()
+        after_first = reserved_mib()
         for _ in range(5):           # more replays of every bucket: no new memory
             for ids in prompts:
                 graphs(ids)
         torch.cuda.synchronize()
-        after_replays = cgb.ledger.reserved_mib()
+        after_replays = reserved_mib()
         print(f"{model_name}: reserved before capture {before:.0f} MiB, after capturing all buckets "
               f"{after_capture:.0f} MiB, after one replay of each {after_first:.0f} MiB, after 5 more rounds "
               f"{after_replays:.0f} MiB")

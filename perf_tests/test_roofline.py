@@ -3,9 +3,9 @@ NVML values it comes from, the memory bandwidth a graphed decode reaches (positi
 the GPU busy time of one eager forward (positive, below the graph replay's median).
 
 Run with ``-s`` to see the values: NVML's maximum memory clock, bus width and current memory clock next to
-the datasheet's peak, and per decode case the bytes per token, ms/token and GB/s. The busy times are
-profiled in a worker process (:func:`cudagraph_bench.measure.kernel_counts.count_in_workers`), never in this
-one, after the first case's graph was timed.
+the datasheet's peak, and per decode case the bytes per token, ms/token and GB/s. The busy-time test is marked
+``profiles``: it runs after every timed test of the session (:mod:`cudagraph_bench.plugin.profiles`), timing the
+replay before it profiles the case.
 """
 
 import statistics
@@ -15,7 +15,6 @@ import pytest
 # BUSY_TIME_NOISE: how far a profiled busy time may exceed the replay median of a forward whose kernels alone
 # fill its replay (tinyllama-1.1b float32 at 128 tokens)
 from cudagraph_bench.measure.roofline import BUSY_TIME_NOISE
-from cudagraph_bench.session import FORWARD_PROFILES_GROUP
 
 pytestmark = pytest.mark.gpu
 
@@ -52,7 +51,7 @@ def test_graphed_decode_bandwidth_is_positive_and_below_the_peak(cgb, causal_mod
     from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps, request_bytes_per_token
     from cudagraph_bench.measure.timing import time_call
     from cudagraph_bench.models.presets import max_positions
-    from cudagraph_bench.session import DECODE_PROMPT_SEED, decode_cache_len
+    from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, decode_cache_len
     from cudagraph_bench.results.roofline import achieved_gbps, pct_of_peak
 
     dtype, prompt = cgb.option("decode_dtypes")[0], cgb.option("decode_prompt_lengths")[0]
@@ -87,16 +86,8 @@ def _launch_bound(seq_len: int) -> bool:
     return seq_len <= DEFAULT_MAX_GATED_LEN
 
 
-@pytest.fixture(scope="module")
-def busy_times(request, cgb):
-    """Busy times of this module's launch-bound forward cases (:class:`~cudagraph_bench.session.ProfiledCases`)."""
-    from cudagraph_bench.session import ProfiledCases
-
-    return ProfiledCases(request, cgb, keep=lambda key: _launch_bound(key[2]))
-
-
-@pytest.mark.xdist_group(FORWARD_PROFILES_GROUP)    # the kernel-count tests' group: one batch of profiles
-def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, corr_case, busy_times):
+@pytest.mark.profiles
+def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, corr_case):
     from cudagraph_bench.capture.graphed import GraphedForward
     from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.measure.timing import time_call
@@ -118,7 +109,7 @@ def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, 
     finally:
         graph.close()
         cgb.release()
-    got = busy_times.get(case.without_variant())      # profiled after this case was timed
+    got = cgb.profiles.get(case.without_variant())      # profiled after this case's replay was timed
     assert got.status == "ok", f"{case.test_id}: not profiled ({got.phase}): {got.reason}"
     over_ms, us_per_node = overhead(replay_ms, got.gpu_busy_ms, got.n_kernels)
     print(f"\n{case.test_id}: busy {got.gpu_busy_ms:.4f} ms ({got.n_kernels} kernels), graph replay median "

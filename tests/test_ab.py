@@ -1,5 +1,5 @@
 """``cudagraph-bench ab --base REF --head REF``: interleaved A/B runs in git worktrees, then compare. The
-benchmark process (benchrun.run_one) is replaced by one that writes copies of the H200 fixture."""
+benchmark process (runner.process.run_process) is replaced by one that writes copies of the H200 fixture."""
 
 import re
 import shutil
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench.results import ab, benchrun
+from cudagraph_bench.runner import ab
+from cudagraph_bench.runner import process as benchrun
+from cudagraph_bench.runner.launch import FORWARD_MODULE
 
 from h200_fixture import checked, DOC, no_default_baseline_fixture, run_cli, scaled, write
 
@@ -121,15 +123,15 @@ def repo(tmp_path):
 
 
 def fake_runs(monkeypatch, head_graph_factor=1.0, fail_side=None):
-    """Replace benchrun.run_one with a writer of fixture copies; returns the list of (side, i, checked-out side)."""
+    """Replace the pytest process with a writer of fixture copies; returns the list of (side, i, checked-out side)."""
     calls = []
 
     def run_one(cmd, cwd, env, log):
         json_path = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--benchmark-json=")))
-        side, i = re.fullmatch(r"(base|head)-(\d+)\.json", json_path.name).groups()
-        calls.append((side, int(i), (Path(cwd) / "side.txt").read_text(), env["PYTHONPATH"] == str(Path(cwd) / "src"),
-                      benchrun.BENCH_TARGET in cmd))
-        log.write_text("fake run\n")
+        side, i = re.fullmatch(r"(base|head)-(\d+)\.part\d+\.json", json_path.name).groups()
+        calls.append((side, int(i), (Path(cwd) / "side.txt").read_text(),
+                      env["PYTHONPATH"].split(":")[0] == str(Path(cwd) / "src"), FORWARD_MODULE in cmd))
+        log.write("fake run\n")
         if side == fail_side:
             return 1
         # separate runs differ a little, base-i and head-i too (identical runs on both sides are refused)
@@ -139,7 +141,7 @@ def fake_runs(monkeypatch, head_graph_factor=1.0, fail_side=None):
         write(doc, json_path)
         return 0
 
-    monkeypatch.setattr(benchrun, "run_one", run_one)
+    monkeypatch.setattr(benchrun, "run_process", run_one)
     return calls
 
 
@@ -154,6 +156,7 @@ def test_a_slower_head_fails_and_runs_are_interleaved_in_their_worktrees(tmp_pat
     n_graph = sum(1 for b in DOC["benchmarks"] if b["extra_info"].get("variant") == "graph")
     assert f"compare FAIL: {n_graph} of {len(DOC['benchmarks'])} benchmarks slower beyond their tolerance" in out
     assert sorted(p.name for p in out_dir.glob("*.json")) == sorted(f"{s}-{i}.json" for s, i in ab.schedule(5))
+    assert sorted(p.name for p in out_dir.glob("*.log")) == sorted(f"{s}-{i}.log" for s, i in ab.schedule(5))
     assert git(repo, "worktree", "list").count("\n") == 0  # the temporary worktrees are gone
 
 
@@ -193,7 +196,7 @@ def test_a_side_without_a_successful_run_is_a_usage_error(tmp_path, capsys, monk
     out_dir = tmp_path / "ab-out"
     rc, out, err = run_cli(capsys, "ab", "--repo", repo, "--base", "base", "--head", "head", "-k", 2, "-o", out_dir)
     assert rc == 2 and "no head run succeeded" in err
-    assert "ab: head run 1/2: FAILED" in out and "head-1.json FAILED (exit 1)" in err
+    assert "ab: head run 1/2: FAILED, see" in out and "head-1.log" in out
 
 
 def test_a_folder_that_is_not_a_git_repository_is_a_usage_error(tmp_path, capsys):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench import plugin
-from cudagraph_bench.cases import DECODE_VARIANTS
-from cudagraph_bench.options import DECODE_COMPILE_VARIANTS
+from cudagraph_bench import variants
+from cudagraph_bench.plugin import output
+from cudagraph_bench.plugin import params as plugin
 from cudagraph_bench.envinfo import machine_gpu
 from h200_fixture import COMMITTED_RUNS, H200_RESULTS
 
@@ -98,7 +98,7 @@ def test_forward_matrix_is_the_options_product(collected):
     assert decode == {"gpt2"}     # bert-tiny is no causal model
     # the compile variants only with --with-compile (tests/test_plugin.py)
     assert ({i["params"]["variant"] for i in collected if "decode_case" in i["fixturenames"]}
-            == set(DECODE_VARIANTS) - set(DECODE_COMPILE_VARIANTS))
+            == set(variants.names(variants.DECODE, compiled=False)))
 
 
 # --------------------------------------------------------------- pytest-benchmark's own compare CLI
@@ -210,10 +210,10 @@ def test_machine_info_carries_the_gpu_at_top_level(monkeypatch):
     monkeypatch.setattr(envinfo, "cuda_fingerprint", lambda: {"gpu_name": "NVIDIA H200", "gpu_slug": "nvidia-h200"})
     monkeypatch.setattr(gpustate, "read_gpu_state", lambda index=0: None)
     info = {"node": "host"}
-    plugin.pytest_benchmark_update_machine_info(None, info)
+    output.pytest_benchmark_update_machine_info(None, info)
     assert info["gpu"] == info["cuda"]["gpu_name"]
     monkeypatch.setattr(envinfo, "cuda_fingerprint", lambda: None)
-    plugin.pytest_benchmark_update_machine_info(None, info)
+    output.pytest_benchmark_update_machine_info(None, info)
     assert info["gpu"] is None
 
 

@@ -11,31 +11,29 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
 
 #: Top-level modules every layer may import; they import no layer.
-SHARED = {"options", "cases", "errors", "envinfo", "fsio", "paths", "table"}
-#: Top-level entry points: the console script (cli), ``python -m`` (__main__), the pytest plugin and its
-#: parts (its session, sharding, gpu_workers).
-ENTRY = {"cli", "__main__", "plugin", "session", "sharding", "gpu_workers"}
+SHARED = {"options", "cases", "variants", "journal", "errors", "envinfo", "fsio", "paths", "table"}
+#: Top-level entry points: the console script (cli) and ``python -m`` (__main__).
+ENTRY = {"cli", "__main__"}
 
 #: layer -> the layers its modules may import (its own included). Two stacks share the bottom:
-#: entry > commands > measure > capture > models for measuring, commands > report > results for
-#: reading runs; measure may use the torch-free arithmetic of results (the launch-overhead model).
-#: Every command's front-end (options, ``main``) is in commands; results and report hold its logic only.
+#: plugin > measure > capture > models for measuring (in the pytest process), entry > commands > runner / report >
+#: results for launching and reading runs (no torch); measure may use the torch-free arithmetic of results.
 ALLOWED = {
     "shared": {"shared"},
     "models": {"shared", "models"},
     "capture": {"shared", "models", "capture"},
     "results": {"shared", "results"},
     "measure": {"shared", "models", "capture", "results", "measure"},
+    "plugin": {"shared", "models", "capture", "results", "measure", "plugin"},
     "report": {"shared", "results", "report"},
-    "commands": {"shared", "models", "capture", "results", "measure", "report", "commands"},
-    "entry": {"shared", "models", "capture", "results", "measure", "report", "commands", "entry"},
+    "runner": {"shared", "results", "runner"},
+    "commands": {"shared", "results", "report", "runner", "commands"},
+    "entry": {"shared", "results", "report", "runner", "commands", "entry"},
 }
-#: Modules that import no torch or transformers, not even inside a function, and import only modules
-#: that do not either: the layers that read runs, and the front-ends of the commands over them.
-NO_TORCH_LAYERS = {"results", "report"}
-NO_TORCH_COMMANDS = {"commands", "commands.gate", "commands.compare", "commands.baseline", "commands.report",
-                     "commands.calibrate", "commands.ab", "commands.launch_report", "commands.merge"}
-NO_TORCH_MODULES = {"cli", "__main__"} | (SHARED - {"envinfo"}) | NO_TORCH_COMMANDS
+#: Layers that import no torch or transformers, not even inside a function, and import only modules that do not
+#: either: the layers that read runs, launch pytest and front the commands, so a CPU-only machine gates a run.
+NO_TORCH_LAYERS = {"results", "report", "runner", "commands", "entry"}
+NO_TORCH_MODULES = SHARED - {"envinfo"}
 HEAVY = ("torch", "transformers")
 
 
@@ -124,10 +122,11 @@ def test_the_checks_see_imports_inside_functions(tmp_path):
 
 
 def _readme_layout_rows() -> dict[str, set[str]]:
-    """README's layout table: the first cell of each row -> the module names in backquotes of its second."""
+    """docs/architecture.md's layout table: the first cell of each row -> the module names in backquotes of its
+    second."""
     import re
 
-    readme = (PKG.parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (PKG.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
     table = readme[readme.index("| layer | modules | may import |"):]
     table = table[:table.index("\n\n")]
     rows = {}
@@ -137,9 +136,10 @@ def _readme_layout_rows() -> dict[str, set[str]]:
     return rows
 
 
-@pytest.mark.parametrize("package", ["commands", "report", "measure", "capture", "results", "models"])
-def test_readme_layout_table_names_every_module_of_the_layer(package):
+@pytest.mark.parametrize("package", ["plugin", "runner", "commands", "report", "measure", "capture", "results",
+                                     "models"])
+def test_architecture_layout_table_names_every_module_of_the_layer(package):
     modules = {p.stem for p in (PKG / package).glob("*.py") if p.stem != "__init__"}
     assert modules, package
     missing = modules - _readme_layout_rows()[package]
-    assert not missing, f"README's layout table, row {package}/, does not name {sorted(missing)}"
+    assert not missing, f"docs/architecture.md's layout table, row {package}/, does not name {sorted(missing)}"

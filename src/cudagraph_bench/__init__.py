@@ -1,29 +1,23 @@
 """cudagraph-bench: measure, prove and guard what CUDA graph capture/replay buys over eager
 PyTorch / Hugging Face transformers inference for LLMs at batch 1.
 
-Subpackages, one layer each; a module imports only its own layer and those below it
-(``tests/test_layout.py``):
+Subpackages, one layer each; a module imports only its own layer and those below it (``tests/test_layout.py``,
+``docs/architecture.md``):
 
-- ``cli`` / ``__main__`` / ``plugin``  entry points: the ``cudagraph-bench`` command, the pytest plugin and its
-                parts ``session`` (the ``cgb`` fixture, benchmark timing), ``sharding`` (``--shard``, recorded
-                test durations) and ``gpu_workers`` (``--gpu-workers``)
-- ``commands``  every command's front-end, one module each (options, ``main``): ``run``, ``gate``, ``compare``,
-                ``baseline``, ``calibrate``, ``ab``, ``report``, ``launch_report``, ``merge`` (all but ``run``
-                without torch)
-- ``report``    markdown pages and plots of run JSONs, the forward and decode tables, the roofline tables, the
-                launch-overhead page (no torch)
-- ``measure``   variants, the one measurement pipeline of a case (``measure.case``: the pytest benchmarks and
-                ``run`` both use it), the settings every case shares (``measure.settings``), planning and
-                running ``run``'s cases, worker isolation, timing and the round policy, correctness, launch
-                microbenchmarks, the roofline's inputs (bytes per decoded token, peak memory bandwidth, GPU
-                busy time), the compiled static-cache ``generate`` peer of decode
-- ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode
-                (optionally with the step compiled), the torch.compile helpers
-- ``results``   run files and the typed record they are decoded into (``runfile``, ``record``), statistics, the
-                regression rule, the roofline arithmetic, and the logic of baseline, gate, compare, calibrate,
-                A/B, shards and merging runs (no torch)
+- ``cli`` / ``__main__``  the ``cudagraph-bench`` command
+- ``plugin``    the pytest plugin: the harness every benchmark runs in (the ``cgb`` session, the one pipeline)
+- ``commands``  every command's front-end, one module each (options, ``main``); none imports torch
+- ``runner``    pytest processes launched and watched (``run``, ``ab``, ``gate --confirm``, one per GPU)
+- ``report``    markdown pages and plots of run JSONs (no torch)
+- ``measure``   the pipeline of a forward and a decode case, the variant builders, timing, correctness, kernel
+                counts, the roofline's inputs, the launch microbenchmarks
+- ``capture``   :class:`~cudagraph_bench.capture.graphed.GraphedForward`, padding and buckets, graphed decode,
+                torch.compile helpers
+- ``results``   run files and their typed record, statistics, the regression rule, baseline, gate, compare,
+                calibrate, shards and merging (no torch)
 - ``models``    model presets and the transformers internals the suite touches
-- ``options``, ``cases``, ``errors``, ``envinfo``, ``fsio``, ``paths``, ``table``: shared by every layer
+- ``variants`` (the registry), ``cases`` (the keys), ``options``, ``journal``, ``errors``, ``envinfo``, ``fsio``,
+  ``paths``, ``table``: shared by every layer
 """
 
 __version__ = "0.1.0"

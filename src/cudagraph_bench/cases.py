@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-# The names are defined in :mod:`cudagraph_bench.options`; importable from here as the key's vocabulary.
-from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401
+from cudagraph_bench import variants
+from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401  (vocabulary)
 
 
 @dataclass(frozen=True, order=True)
@@ -30,10 +30,10 @@ class Case:
         model: preset name or model path, e.g. ``"gpt2"``.
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         seq_len: prompt length in tokens (the real, unpadded length).
-        variant: one of :data:`FORWARD_VARIANTS` (or a decode/launch variant for those suites).
+        variant: a forward variant of the registry (:data:`cudagraph_bench.variants.FORWARD_NAMES`).
     """
 
-    suite: ClassVar[str] = "forward"
+    suite: ClassVar[str] = variants.FORWARD
 
     model: str
     dtype: str
@@ -53,6 +53,12 @@ class Case:
     @property
     def test_id(self) -> str:
         return f"{self.model}-{self.dtype}-L{self.seq_len}-{self.variant}"
+
+    @property
+    def variant_spec(self) -> variants.Variant:
+        """The registry row of this case's variant (:mod:`cudagraph_bench.variants`). Raises ``KeyError`` for
+        a name the registry does not know."""
+        return variants.variant(self.suite, self.variant)
 
     def without_variant(self) -> tuple[str, str, int]:
         return (self.model, self.dtype, self.seq_len)
@@ -77,10 +83,10 @@ class DecodeCase:
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         seq_len: prompt length in tokens.
         new_tokens: tokens generated per request.
-        variant: one of :data:`DECODE_VARIANTS`.
+        variant: a decode variant of the registry (:data:`cudagraph_bench.variants.DECODE_NAMES`).
     """
 
-    suite: ClassVar[str] = "decode"
+    suite: ClassVar[str] = variants.DECODE
 
     model: str
     dtype: str
@@ -92,6 +98,25 @@ class DecodeCase:
     def label(self) -> str:
         """Readable key, e.g. ``"gpt2 bfloat16 L=50 +64 graph"``."""
         return f"{self.model} {self.dtype} L={self.seq_len} +{self.new_tokens} {self.variant}"
+
+    @property
+    def variant_spec(self) -> variants.Variant:
+        """The registry row of this case's variant."""
+        return variants.variant(self.suite, self.variant)
+
+    @property
+    def group(self) -> str:
+        """pytest-benchmark group shared by the variants of one decode request."""
+        return f"decode {self.model} {self.dtype} L={self.seq_len} new={self.new_tokens}"
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.model}-{self.dtype}-L{self.seq_len}-new{self.new_tokens}-{self.variant}"
+
+    def extra_info(self) -> dict:
+        """The key as stored in a benchmark's ``extra_info`` (suite ``decode``)."""
+        return {"suite": "decode", "model": self.model, "dtype": self.dtype, "seq_len": self.seq_len,
+                "new_tokens": self.new_tokens, "variant": self.variant, "batch": 1}
 
     def without_variant(self) -> tuple[str, str, int, int]:
         return (self.model, self.dtype, self.seq_len, self.new_tokens)
@@ -107,9 +132,9 @@ class DecodeCase:
 @dataclass(frozen=True, order=True)
 class LaunchCase:
     """Key of one launch-overhead benchmark (suite ``launch``): ``n_launches`` tiny kernels per round,
-    ``variant`` one of :data:`LAUNCH_VARIANTS` (the eager ``loop`` or one ``graph`` replay)."""
+    ``variant`` a launch variant of the registry (the eager ``loop`` or one ``graph`` replay)."""
 
-    suite: ClassVar[str] = "launch"
+    suite: ClassVar[str] = variants.LAUNCH
 
     n_launches: int
     variant: str
@@ -118,6 +143,11 @@ class LaunchCase:
     def label(self) -> str:
         """Readable key, e.g. ``"launch n=512 graph"``."""
         return f"launch n={self.n_launches} {self.variant}"
+
+    @property
+    def variant_spec(self) -> variants.Variant:
+        """The registry row of this case's variant."""
+        return variants.variant(self.suite, self.variant)
 
     @classmethod
     def from_extra_info(cls, info: dict) -> "LaunchCase":
@@ -142,6 +172,6 @@ class OtherCase:
 
 
 #: suite -> the class of its key.
-SUITE_CASES = {"forward": Case, "decode": DecodeCase, "launch": LaunchCase}
+SUITE_CASES = {variants.FORWARD: Case, variants.DECODE: DecodeCase, variants.LAUNCH: LaunchCase}
 #: suite -> the ``extra_info`` fields of its key, in the key's order.
 SUITE_KEYS = {suite: tuple(f.name for f in fields(cls)) for suite, cls in SUITE_CASES.items()}

@@ -1,10 +1,10 @@
 """The ``cudagraph-bench`` command: thin argparse front-end over library functions.
 
 Each sub-command lives in its own module under :mod:`cudagraph_bench.commands`, which provides
-``configure_parser(parser)`` and ``main(args) -> int`` and calls the logic of ``measure/``, ``results/``
+``configure_parser(parser)`` and ``main(args) -> int`` and calls the logic of ``runner/``, ``results/``
 and ``report/``; what its ``--help`` tells users (what it does, reads, writes, exit codes) is in
-:data:`DESCRIPTIONS` here. Every command module but ``run`` imports no torch, so a CPU-only machine can
-gate a run. Errors of type
+:data:`DESCRIPTIONS` here. No command imports torch (``run`` and ``ab`` launch pytest processes), so a CPU-only
+machine can gate a run. Errors of type
 :class:`~cudagraph_bench.errors.UsageError` print one line and exit with code 2.
 """
 
@@ -25,8 +25,52 @@ from cudagraph_bench.options import show_default
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
-    "run": ("cudagraph_bench.commands.run", "measure eager vs graph (and padded, bucketed, compile variants) over models x dtypes x "
-                                     "prompt lengths; table, JSON, PNGs"),
+    "run": ("cudagraph_bench.commands.run", "measure eager vs graph (and padded, bucketed, compile variants) over models x "
+                                            "dtypes x prompt lengths through the pytest suite; table, JSON, PNGs"),
+    "gate": ("cudagraph_bench.commands.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
+                                     "threshold, or regressed vs the GPU's baseline"),
+    "compare": ("cudagraph_bench.commands.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
+    "baseline": ("cudagraph_bench.commands.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
+    "report": ("cudagraph_bench.commands.report", "render the markdown results and PNG plots of one or more run JSONs"),
+    "calibrate": ("cudagraph_bench.commands.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
+    "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
+    "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
+                                                       "time, predicted vs measured saving) and its plot"),
+    "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
+                                                "pytest-benchmark JSON"),
+}
+
+
+#: What ``cudagraph-bench --help`` says above the list of commands, and below it.
+DESCRIPTION = (
+    "Measure what CUDA graph capture/replay buys over eager PyTorch / Hugging Face transformers inference "
+    "at batch 1, and guard it: measure runs, gate them against a per-GPU baseline, compare runs, and "
+    "render reports from the run JSON.")
+EPILOG = (
+    "Run `cudagraph-bench COMMAND --help` for what a command reads, writes and exits with. The pytest "
+    "suite measures the same things: `pytest perf_tests --benchmark-only --benchmark-json RUN.json`.\n\n"
+    "Exit codes: 0 success; 1 the command's check failed (run, gate, compare, calibrate, ab: see each); "
+    "2 usage error or unreadable input (one line on stderr saying what to fix).")
+
+#: sub-command -> what its ``--help`` says: what it does, what it reads, what it writes, its exit codes.
+DESCRIPTIONS = {
+    "run": (
+        "Measure eager vs CUDA graph replay (and padded, bucketed, torch.compile variants with --variants) "
+        "for a matrix of models x dtypes x prompt lengths by launching the pytest suite "
+        "(pytest perf_tests/test_forward_bench.py perf_tests/test_padding_bench.py --benchmark-only, the same "
+        "options and defaults). Each case is checked against eager on fresh random inputs, then timed on new "
+        "random inputs (synchronized wall time and CUDA events). torch.compile variants run in a pytest "
+        "process of their own; a test the process crashes in is recorded as failed and the rest runs in a new "
+        "process. --gpus 0,1 runs one process per GPU, each a shard of the matrix, merged into one run.\n\n"
+        "Input: the options below, or a TOML file (--config) whose keys are the option names; options given "
+        "on the command line win. Needs a CUDA GPU unless --device cpu (eager only). Run it from a "
+        "cudagraph-bench checkout.\n\n"
+        "Output, in DIR (-o, default out/run): run.json (pytest-benchmark JSON; failed or skipped cases with "
+        "their reason under its cudagraph_bench key), latency_comparison.png, speedup_vs_length.png, and "
+        "parts/ with each pytest process's JSON and log; an earlier run's files there are replaced; a table on "
+        "stdout.\n\n"
+        "Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, "
+        "or no case was measured (what was measured is still written); 2 usage error."),
     "gate": ("cudagraph_bench.commands.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
                                      "threshold, or regressed vs the GPU's baseline"),
     "compare": ("cudagraph_bench.commands.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),

@@ -11,6 +11,8 @@ import re
 import shutil
 import subprocess
 
+from cudagraph_bench.options import format_cpus  # noqa: F401  (the CPU list form, shared)
+
 
 def gpu_slug(gpu_name: str) -> str:
     """File-name key of a GPU model: ``"NVIDIA H200"`` -> ``"nvidia-h200"``,
@@ -67,21 +69,6 @@ def machine_gpu(machine_info: dict | None) -> str | None:
         return str(machine_info["gpu"])
     cuda = machine_info.get("cuda")
     return str(cuda["gpu_name"]) if isinstance(cuda, dict) and cuda.get("gpu_name") else None
-
-
-def format_cpus(cpus) -> str:
-    """CPU numbers -> the compact list form ``parse_cpus`` reads: ``{0, 1, 2, 5}`` -> ``"0-2,5"``."""
-    out, run = [], []
-    for cpu in sorted(set(cpus)):
-        if run and cpu == run[-1] + 1:
-            run.append(cpu)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [cpu]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
 
 
 def pin_cpus(cpus, flag: str = "--cpus") -> list[int]:

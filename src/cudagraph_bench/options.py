@@ -14,23 +14,22 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-#: Forward-pass variants, in display order. ``eager`` is the reference every other one is compared with.
-FORWARD_VARIANTS = ("eager", "graph", "padded", "bucketed", "compile", "compile+graph")
-#: Decode variants: HF ``generate`` (default dynamic cache), eager static-cache loop, graphed decode step, the
-#: decode step compiled by inductor and captured by the suite's graph, and HF ``generate`` with a static cache and
-#: a ``torch.compile``-d forward (the peer of ``compile+graph``).
-DECODE_VARIANTS = ("generate", "static-eager", "graph", "compile+graph", "generate-static-compile")
-#: Decode variants that use torch.compile: benchmarked only with ``--with-compile``.
-DECODE_COMPILE_VARIANTS = ("compile+graph", "generate-static-compile")
+from cudagraph_bench import variants as _variants
+
+#: Variant names by suite, from the registry (:mod:`cudagraph_bench.variants`), which says what each one is.
+FORWARD_VARIANTS = _variants.FORWARD_NAMES
+DECODE_VARIANTS = _variants.DECODE_NAMES
+LAUNCH_VARIANTS = _variants.LAUNCH_NAMES
+#: Forward variants measured by default: every one but the torch.compile ones (``--with-compile`` adds them).
+DEFAULT_VARIANTS = _variants.names(_variants.FORWARD, compiled=False)
 #: Decode steps captured in one graph (a 1-step graph replays the remainder). Unrolling removes the host's
 #: replay call and the GPU's gap between two graphs for all but one step in this many: gaps of the order
 #: of one kernel launch against a step of hundreds of kernels, so beyond 8 the saving per token is lost in
 #: the noise while capture time and graph size keep growing with it.
 DEFAULT_DECODE_STEPS_PER_GRAPH = 8
-#: Launch microbenchmark variants.
-LAUNCH_VARIANTS = ("loop", "graph")
-#: Forward variants run in a worker subprocess by default (they may break the CUDA context).
-DEFAULT_ISOLATED = ("compile", "compile+graph")
+#: Devices a case can run on: ``cpu`` runs only the variants that need no CUDA GPU (eager forward, HF
+#: ``generate`` and the eager static-cache decode), to try the pipeline on any machine.
+DEVICES = ("cuda", "cpu")
 DTYPES = ("float32", "bfloat16", "float16")
 
 #: Preset names (their configs live in :mod:`cudagraph_bench.models.presets`).
@@ -158,6 +157,24 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
             raise argparse.ArgumentTypeError(f"unknown dtype {item!r}: use one of {', '.join(DTYPES)}")
         out.append(name)
     return tuple(dict.fromkeys(out))
+
+
+def parse_variants(text: str) -> tuple[str, ...]:
+    """``"eager,graph"`` -> ``("eager", "graph")``: forward variants of the registry
+    (:data:`FORWARD_VARIANTS`), in the order given, each once."""
+    items = _split(text)
+    for item in items:
+        if item not in FORWARD_VARIANTS:
+            raise argparse.ArgumentTypeError(f"unknown variant {item!r}: use {', '.join(FORWARD_VARIANTS)}")
+    return tuple(dict.fromkeys(items))
+
+
+def parse_device(text: str) -> str:
+    """``cuda`` or ``cpu`` (:data:`DEVICES`)."""
+    if text not in DEVICES:
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}: use cuda, or cpu to run the variants that need "
+                                         "no GPU")
+    return text
 
 
 def parse_token_counts(text: str) -> tuple[int, ...]:
@@ -330,6 +347,21 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
+def format_cpus(cpus) -> str:
+    """CPU numbers -> the compact list form ``parse_cpus`` reads: ``{0, 1, 2, 5}`` -> ``"0-2,5"``."""
+    out, run = [], []
+    for cpu in sorted(set(cpus)):
+        if run and cpu == run[-1] + 1:
+            run.append(cpu)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [cpu]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
 #: Most shards ``--shard K/N`` takes: GitHub Actions runs at most 256 jobs per matrix, and the split keeps a
 #: load per shard (a mistyped ``1/100000000`` would fill the memory before a test ran).
 MAX_SHARDS = 256
@@ -372,6 +404,12 @@ MATRIX_OPTIONS = (
            "comma-separated prompt lengths in tokens (default: %(default)s)"),
     Option("--dtypes", "dtypes", parse_dtypes, DEFAULT_DTYPES,
            "comma-separated dtypes: float32,bfloat16,float16 (default: %(default)s)"),
+    Option("--variants", "variants", parse_variants, DEFAULT_VARIANTS,
+           "comma-separated forward variants: eager,graph,padded,bucketed,compile,compile+graph (default: "
+           "%(default)s; --with-compile adds compile,compile+graph)"),
+    Option("--device", "device", parse_device, "cuda",
+           "cuda, or cpu: only the variants that need no GPU (eager forward, generate and static-eager decode), "
+           "to try the pipeline on any machine (default: %(default)s)"),
     Option("--rounds", "rounds", parse_rounds, DEFAULT_ROUNDS,
            "at least this many measured rounds per benchmark; more while the median's 95%% interval is wider "
            "than --precision-pct (default: %(default)s)"),

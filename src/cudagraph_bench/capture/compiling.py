@@ -99,3 +99,48 @@ def no_recompile(torch):
     if set_stance is not None:
         return set_stance("fail_on_recompile")
     return torch._dynamo.config.patch(error_on_recompile=True)
+
+
+def inductor_or_error_patch():
+    """Make inductor raise (instead of logging "skipping cudagraphs due to ...") when it cannot use
+    CUDA graphs, so the reason becomes the variant's failure. A no-op on torch without the flag."""
+    import contextlib
+
+    import torch._inductor.config as inductor_config
+
+    if hasattr(inductor_config.triton, "cudagraph_or_error"):
+        return inductor_config.patch({"triton.cudagraph_or_error": True})
+    return contextlib.nullcontext()
+
+
+#: Logger that inductor's ``log_cudagraph_skip_and_bump_counter`` writes "skipping cudagraphs due to ..." to.
+_CUDAGRAPH_SKIP_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
+
+
+class SkipReasons:
+    """Collects inductor's "skipping cudagraphs due to ..." messages while active (a handler on
+    inductor's cudagraphs logger, which does not propagate unless ``TORCH_LOGS`` enables it)."""
+
+    def __init__(self):
+        import logging
+
+        self.messages: list[str] = []
+        outer = self
+
+        class _Handler(logging.Handler):
+            def emit(self, record):
+                outer.messages.append(record.getMessage())
+
+        self._handler = _Handler(level=logging.WARNING)
+        self._logger = logging.getLogger(_CUDAGRAPH_SKIP_LOGGER)
+
+    def __enter__(self):
+        self._logger.addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        self._logger.removeHandler(self._handler)
+
+    def text(self) -> str:
+        unique = list(dict.fromkeys(m.strip() for m in self.messages if m.strip()))
+        return "; ".join(unique) if unique else "reason not logged"

@@ -1,5 +1,5 @@
 """``cudagraph-bench ab --base REF --head REF``: the command's options and its run (no torch in this
-process). Checking out and measuring the two commits is :mod:`cudagraph_bench.results.ab`; the two groups
+process). Checking out and measuring the two commits is :mod:`cudagraph_bench.runner.ab`; the two groups
 of runs are then compared as ``cudagraph-bench compare --old ... --new ...`` does
 (:mod:`cudagraph_bench.commands.compare`)."""
 
@@ -14,8 +14,8 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file
 from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.paths import checkout_root
-from cudagraph_bench.results import benchrun
-from cudagraph_bench.results.ab import DEFAULT_OUT, DEFAULT_RUNS, measure_in_worktrees, repository_root, resolve_commit
+from cudagraph_bench.runner.ab import DEFAULT_OUT, DEFAULT_RUNS, measure_in_worktrees, repository_root, resolve_commit
+from cudagraph_bench.runner import process
 from cudagraph_bench.results.baseline import load_baseline
 from cudagraph_bench.results.compare import DEFAULT_MAX_REGRESSION_PCT
 
@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "ab.md")
-    problem = benchrun.cuda_problem()  # before any worktree or benchmark process
+    problem = process.cuda_problem()  # before any worktree or benchmark process
     if problem is not None:
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
     out.mkdir(parents=True, exist_ok=True)

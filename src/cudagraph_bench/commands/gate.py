@@ -11,7 +11,8 @@ from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonn
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
-from cudagraph_bench.results.gate import (COLUMNS, confirm_regressions, evaluate, find_baseline, header,
+from cudagraph_bench.runner.confirm import confirm_regressions
+from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header,
                                           load_runs_of_one_gpu, render_markdown, require_graph_variant, rows,
                                           summary)
 from cudagraph_bench.results.runfile import forward_groups

@@ -1,53 +1,40 @@
-"""The one measurement pipeline of a forward case, used by the pytest benchmarks and ``cudagraph-bench run``.
+"""The measurement pipeline of a forward case: built, checked and prepared for timing by one code path.
 
-Workflow (:func:`prepare_case`, then a timing loop, then :meth:`PreparedCase.finish`):
+Workflow (:func:`prepare_case`, then the plugin's timing loop, then :meth:`PreparedCase.finish`):
 
-1. build the variant (:func:`~cudagraph_bench.measure.variants.build_variant`: one meaning per variant);
+1. build the variant (:func:`~cudagraph_bench.measure.variants.build_variant`, the registry's builder);
 2. check it against eager on ``check_inputs`` fresh random inputs, static output poisoned with NaN
-   (:func:`check_against_eager`: strict, then the fp64 RMSE rule for cross-kernel variants);
-3. draw the timing inputs: a pool of :data:`INPUT_POOL` random inputs ``[1, seq_len]``, cycled (every
-   call copies new data into a graph's static input, as a server does);
-4. time it: the pilot plans the rounds (:class:`~cudagraph_bench.measure.timing.RoundPolicy`: a floor, the
-   median's 95% interval within ``precision_pct``, caps in rounds and in ms of calls), then pytest-benchmark's ``pedantic`` (the pytest
-   suite) or :func:`~cudagraph_bench.measure.timing.time_call` (``run``) over the same
-   :class:`~cudagraph_bench.measure.timing.CallTimer`;
-5. :meth:`PreparedCase.finish` (a compiled variant must not have recompiled or dropped its graphs while
-   timed) and :meth:`PreparedCase.close`.
+   (:func:`check_against_eager`: strict, then the fp64 RMSE rule for variants the registry judges by
+   :attr:`~cudagraph_bench.variants.Rule.FP64`);
+3. draw the timing inputs: a pool of :data:`INPUT_POOL` random inputs ``[1, seq_len]``, cycled (every call copies
+   new data into a graph's static input, as a server does);
+4. the plugin times :meth:`PreparedCase.call` (:func:`cudagraph_bench.plugin.timing.benchmark_call`);
+5. :meth:`PreparedCase.finish` (a compiled variant must not have recompiled or dropped its graphs while timed)
+   and :meth:`PreparedCase.close`.
 
-The ``extra_info`` fields a case records (:attr:`PreparedCase.info`) are the same on both paths.
-:func:`measure_case` runs the whole workflow for ``run`` and its worker processes. :class:`CaseSpec` says
-what to measure and :class:`CaseResult` what came out; both are JSON-serialisable, since they cross into
-the worker processes of :mod:`cudagraph_bench.measure.isolation`. Only the functions that measure import torch.
+Decode cases go through the same steps in :mod:`cudagraph_bench.measure.decode_case`. Only the functions that
+measure import torch.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import KW_ONLY, asdict, dataclass, field
-from typing import Callable
+from dataclasses import KW_ONLY, dataclass
 
 from cudagraph_bench.errors import CudagraphBenchError
-from cudagraph_bench.measure.variants import (COMPILE_VARIANTS, CROSS_KERNEL_VARIANTS, ForwardVariant, VariantFailure,
-                                              build_variant, compile_counters)
-from cudagraph_bench.measure.settings import MeasureSettings, json_dict
+from cudagraph_bench.measure.settings import MeasureSettings
+from cudagraph_bench.measure.variants import ForwardVariant, VariantFailure, build_variant, compile_counters
+from cudagraph_bench.variants import Rule
 
-#: Case statuses: measured and correct / measured but outputs differ from eager / not measured / not run.
-STATUSES = ("ok", "mismatch", "failed", "skipped")
 #: Random inputs ``[1, seq_len]`` the timed calls cycle through.
 INPUT_POOL = 8
-#: Key order of :meth:`CaseSpec.to_dict` (the layout of the worker protocol's cases).
-_CASE_KEYS = ("model", "dtype", "seq_len", "variant", "rounds", "warmup_rounds", "precision_pct", "max_rounds",
-              "max_time_ms", "warmup_ms", "min_time_ms", "pad_to", "buckets", "check_inputs", "device", "seed",
-              "overrides", "check_data_ptrs", "compile_mode")
 
 
 @dataclass
 class CaseSpec(MeasureSettings):
-    """Everything needed to measure one case, JSON-serialisable (it crosses into worker processes):
-    ``model``, ``dtype``, ``seq_len`` (tokens), ``variant`` (positional or by name), the
+    """Everything needed to measure one forward case: ``model``, ``dtype``, ``seq_len`` (tokens), ``variant``
+    (positional or by name), the
     :class:`~cudagraph_bench.measure.settings.MeasureSettings` of the run (keyword-only: the round policy,
-    ``pad_to``, ``buckets``, ``check_inputs``, ``compile_mode``, ``seed``, ``device``, ``overrides``) and
+    ``pad_to``, ``buckets``, ``check_inputs``, ``compile_mode``, ``seed``, ``device``) and
     ``check_data_ptrs`` (keyword-only): debug check of a graph's static buffers before every replay.
     """
 
@@ -58,67 +45,12 @@ class CaseSpec(MeasureSettings):
     _: KW_ONLY
     check_data_ptrs: bool = False
 
-    def to_dict(self) -> dict:
-        """The spec as JSON values (``buckets`` a list), keys in :data:`_CASE_KEYS` order."""
-        return json_dict(self, _CASE_KEYS)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "CaseSpec":
-        """The spec of a :meth:`to_dict` dict; keys it does not know are ignored, missing settings take their
-        defaults (a dict written before a setting existed still loads)."""
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
     @property
-    def model_key(self) -> tuple:
-        """Cases with the same key share one loaded model."""
-        return (self.model, self.dtype, self.device, self.seed, json.dumps(self.overrides, sort_keys=True))
+    def variant_spec(self):
+        """The registry row of :attr:`variant` (:class:`~cudagraph_bench.variants.Variant`)."""
+        from cudagraph_bench import variants
 
-
-@dataclass
-class CaseResult:
-    """The outcome of one case (JSON-serialisable). Times in ms.
-
-    ``status``: ``ok`` (measured, matches eager), ``mismatch`` (measured, outputs differ from eager
-    beyond tolerance), ``failed`` (not measured: ``reason`` says why, ``phase`` where), ``skipped``
-    (not run). ``extra_info``: the ``extra_info`` fields of the case (:attr:`PreparedCase.info` plus the
-    timing's), as the pytest benchmarks record them. ``check``: how correctness was decided (``strict`` or ``fp64-rmse``, see
-    :class:`CheckOutcome`), ``fp64_rmse_ratio`` the worst RMSE ratio of the fp64 check. ``wall_ms``/``event_ms``: per-round synchronized wall time and CUDA-event time
-    (``event_ms`` empty on CPU).
-    """
-
-    model: str
-    dtype: str
-    seq_len: int
-    variant: str
-    status: str
-    reason: str | None = None
-    phase: str | None = None
-    wall_ms: list[float] = field(default_factory=list)
-    event_ms: list[float] = field(default_factory=list)
-    compile_ms: float | None = None
-    capture_ms: float | None = None
-    pad_to: int | None = None
-    max_abs_diff: float | None = None
-    check: str | None = None
-    fp64_rmse_ratio: float | None = None
-    isolated: bool = False
-    device: str = "cuda"
-    notes: list[str] = field(default_factory=list)
-    experts_implementation: str | None = None
-    extra_info: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "CaseResult":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
-    @classmethod
-    def of(cls, spec: CaseSpec, status: str, reason: str | None = None, phase: str | None = None,
-           **kw) -> "CaseResult":
-        return cls(spec.model, spec.dtype, spec.seq_len, spec.variant, status, reason, phase,
-                   device=spec.device, **kw)
+        return variants.variant(variants.FORWARD, self.variant)
 
 
 def describe_exception(exc: BaseException, limit: int = 300) -> str:
@@ -131,22 +63,6 @@ def describe_exception(exc: BaseException, limit: int = 300) -> str:
         head = f"{head} {lines[1]}"
     text = f"{type(exc).__name__}: {head}" if head else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _time_cpu(fn: Callable[[], object], *, rounds: int, warmup: int):
-    """Wall-clock timing without CUDA (``--device cpu``): same shape as ``timing.time_call`` (garbage
-    collector off too)."""
-    from cudagraph_bench.measure.timing import Timing, gc_disabled
-
-    wall = []
-    with gc_disabled():
-        for _ in range(warmup):
-            fn()
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            fn()
-            wall.append((time.perf_counter() - t0) * 1e3)
-    return Timing(wall_ms=wall, event_ms=[])
 
 
 @dataclass(frozen=True)
@@ -174,7 +90,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     so a replay that did not write it fails.
 
     Every input must pass the strict check (``assert_close`` at the dtype tolerance). A variant in
-    :data:`CROSS_KERNEL_VARIANTS` that does not is judged instead by the fp64 RMSE check on that input
+    the registry judges by :attr:`~cudagraph_bench.variants.Rule.FP64` that does not is judged instead by the fp64 RMSE check on that input
     (a float64 copy of the model is built once, then dropped): it must not be farther from float64
     than ``multiplier`` x eager's own distance (see :mod:`cudagraph_bench.measure.correctness`).
 
@@ -189,7 +105,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     from cudagraph_bench.models.presets import model_forward, random_input_ids
 
     device = next(model.parameters()).device
-    cross_kernel = spec.variant in CROSS_KERNEL_VARIANTS
+    cross_kernel = spec.variant_spec.rule is Rule.FP64
     worst, strict_error, checks, ref64 = 0.0, None, [], None
     try:
         for _ in range(spec.check_inputs):
@@ -255,15 +171,28 @@ class PreparedCase:
             variants ``correct``, ``max_abs_diff``, ``fp64_rmse_ratio`` (when that rule ran),
             ``status``/``reason`` on a mismatch.
 
-    :meth:`call` runs the variant on the next of :data:`INPUT_POOL` random inputs ``[1, seq_len]``.
+    :meth:`call` runs the variant on the next of :data:`INPUT_POOL` random inputs ``[1, seq_len]``. The
+    timing loop reads three more attributes, which a decode case sets otherwise
+    (:class:`~cudagraph_bench.measure.decode_case.PreparedDecode`): ``warm`` (the call has just run on the same
+    inputs: no cold pilot call), ``checked_call_ms`` (that run's wall ms) and ``round_limits`` (``rounds`` /
+    ``warmup`` / ``max_rounds`` replacing the session's).
     """
+
+    warm = False
+    checked_call_ms: float | None = None
+    round_limits: dict | None = None
 
     def __init__(self, spec: CaseSpec, variant: ForwardVariant, check: CheckOutcome | None, inputs: list, info: dict):
         self.spec, self.variant, self.check, self.info = spec, variant, check, info
         self.status = "mismatch" if check is not None and not check.passed else "ok"
         self._inputs = inputs
         self._i = 0
-        self._counters = compile_counters() if spec.variant in COMPILE_VARIANTS else None
+        self._counters = compile_counters() if spec.variant_spec.compiled else None
+
+    @property
+    def failed_check(self) -> str | None:
+        """Why the recorded check failed (one line), or None when it passed or there was none."""
+        return self.check.reason if self.check is not None and not self.check.passed else None
 
     def call(self):
         """One call of the variant on the next timing input; returns its output (valid until the next call)."""
@@ -284,7 +213,7 @@ class PreparedCase:
             if new_graphs:
                 self.variant.notes.append(f"recompiled {new_graphs} time(s) while timed")
             if after["cudagraph_skips"] > self._counters["cudagraph_skips"]:
-                raise VariantFailure("inductor skipped its CUDA graphs while timed (see the worker log)")
+                raise VariantFailure("inductor skipped its CUDA graphs while timed")
         return list(self.variant.notes)
 
     def close(self) -> None:
@@ -335,7 +264,7 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
     info.update(variant.record())
     try:
         check = None
-        if spec.variant == "eager":
+        if spec.variant_spec.is_reference:
             info["check"] = "reference"
         else:
             check = check_against_eager(variant, model, spec, generator)
@@ -363,49 +292,6 @@ def timing_record(rounds: int, warmup: int, pilot_ms, samples_ms, precision_pct:
             "max_time_ms": max_time_ms, "median_ci95_pct": median_ci_pct(samples_ms)}
 
 
-def measure_case(spec: CaseSpec, model) -> CaseResult:
-    """The whole pipeline (module docstring) for ``cudagraph-bench run``: prepare, plan the rounds from
-    the pilot, time with :func:`~cudagraph_bench.measure.timing.time_call` (synchronized wall time + CUDA
-    events; wall clock only on a CPU), finish, close. Never raises for a failure of the variant: the
-    result's ``status``/``reason``/``phase`` say what happened.
-    """
-    from cudagraph_bench.measure.timing import time_call
-
-    try:
-        prepared = prepare_case(spec, model)
-    except CaseFailed as exc:
-        return CaseResult.of(spec, "failed", exc.reason, exc.phase, max_abs_diff=exc.info.get("max_abs_diff"),
-                             experts_implementation=exc.info.get("experts_implementation"), extra_info=exc.info)
-    info = prepared.info
-    fields = dict(compile_ms=info.get("compile_ms"), capture_ms=info.get("capture_ms"), pad_to=info.get("pad_to"),
-                  experts_implementation=info.get("experts_implementation"), check=info.get("check"),
-                  fp64_rmse_ratio=info.get("fp64_rmse_ratio"))
-    diff = prepared.check.max_abs_diff if prepared.check is not None else 0.0
-    try:
-        on_gpu = next(model.parameters()).device.type == "cuda"
-        sync = _sync_of(on_gpu)
-        rounds, warmup, pilot = spec.round_policy().plan(prepared.call, sync)
-        timing = (time_call if on_gpu else _time_cpu)(prepared.call, rounds=rounds, warmup=warmup)
-        notes = prepared.finish()
-    except Exception as exc:  # includes CUDA errors: the result says so, the caller decides what next
-        prepared.close()
-        return CaseResult.of(spec, "failed", describe_exception(exc), "timing", max_abs_diff=diff, extra_info=info,
-                             **fields)
-    prepared.close()
-    info.update(timing_record(rounds, warmup, pilot, timing.wall_ms, spec.precision_pct, max_time_ms=spec.max_time_ms))
-    return CaseResult.of(spec, prepared.status, info.get("reason"), "check" if prepared.status == "mismatch" else None,
-                         wall_ms=[float(x) for x in timing.wall_ms], event_ms=[float(x) for x in timing.event_ms],
-                         max_abs_diff=diff, notes=notes, extra_info=info, **fields)
-
-
-def _sync_of(on_gpu: bool):
-    if not on_gpu:
-        return lambda: None
-    import torch
-
-    return torch.cuda.synchronize
-
-
 def _close_quietly(variant: ForwardVariant) -> None:
     try:
         variant.close()
@@ -418,40 +304,3 @@ def _close_quietly(variant: ForwardVariant) -> None:
             torch.cuda.empty_cache()
     except Exception:
         pass
-
-
-class ModelCache:
-    """Keeps the last loaded model (one at a time, to bound GPU memory) keyed by :attr:`CaseSpec.model_key`."""
-
-    def __init__(self):
-        self._key = None
-        self._model = None
-
-    def get(self, spec: CaseSpec):
-        from cudagraph_bench.models.presets import load_model
-
-        if spec.model_key != self._key:
-            self.clear()
-            self._model = load_model(spec.model, spec.dtype, spec.device, seed=spec.seed, overrides=spec.overrides)
-            self._key = spec.model_key
-        return self._model
-
-    def clear(self) -> None:
-        self._model = None
-        self._key = None
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except Exception:
-            pass
-
-
-def measure_with_cache(spec: CaseSpec, models: ModelCache) -> CaseResult:
-    """:func:`measure_case` with the model taken from ``models`` (a load failure is a ``failed`` result)."""
-    try:
-        model = models.get(spec)
-    except Exception as exc:
-        return CaseResult.of(spec, "failed", describe_exception(exc), "load")
-    return measure_case(spec, model)

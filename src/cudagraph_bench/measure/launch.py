@@ -186,11 +186,14 @@ class TinyKernelSequence:
             self.graph.replay()
 
     def _fn(self, variant: str) -> Callable[[], None]:
-        if variant == "loop":
-            return self.run_loop
-        if variant == "graph":
-            return self.replay
-        raise UsageError(f"unknown launch variant {variant!r}: use 'loop' or 'graph'")
+        """The launch loop for the suite's reference variant, one graph replay for the captured one
+        (:mod:`cudagraph_bench.variants`)."""
+        from cudagraph_bench import variants
+
+        kind = variants.find(variants.LAUNCH, variant)
+        if kind is None:
+            raise UsageError(f"unknown launch variant {variant!r}: use {' or '.join(variants.LAUNCH_NAMES)}")
+        return self.run_loop if kind.is_reference else self.replay
 
     def timed(self, variant: str) -> float:
         """Run one sequence (``"loop"`` or ``"graph"``) bracketed by CUDA events on :attr:`stream`,

@@ -1,17 +1,14 @@
 """The measurement settings that a run applies to every case, owned by one dataclass: :class:`MeasureSettings`
-(the round policy, ``compile_mode``, ``pad_to``, ``buckets``, ``check_inputs``, ``seed``, ``device``,
-``overrides``; defaults from :mod:`cudagraph_bench.options`).
+(the round policy, ``compile_mode``, ``pad_to``, ``buckets``, ``check_inputs``, ``seed``, ``device``; defaults
+from :mod:`cudagraph_bench.options`).
 
-:class:`~cudagraph_bench.measure.case.CaseSpec` (one case) and
-:class:`~cudagraph_bench.measure.plan.RunSettings` (``cudagraph-bench run``) inherit its fields (keyword-only,
-after their own); the pytest session builds them from its options (:meth:`MeasureSettings.from_options`), a
-run passes its own on to every case (:meth:`MeasureSettings.shared_fields`). No torch import.
+:class:`~cudagraph_bench.measure.case.CaseSpec` (one case) inherits its fields (keyword-only, after its own);
+the pytest session builds them from its options (:meth:`MeasureSettings.from_options`). No torch import.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
 from cudagraph_bench.measure.timing import RoundPolicy
@@ -27,8 +24,7 @@ class MeasureSettings:
     ``rounds`` .. ``min_time_ms``: the round policy (:meth:`round_policy`; ``max_time_ms`` and the time floors
     in ms); ``compile_mode``: the inductor mode of ``compile+graph``; ``pad_to``/``buckets`` in tokens (a
     tuple, whatever sequence is given); ``check_inputs``: fresh random inputs of the correctness check;
-    ``seed``: of weights and inputs; ``device``: ``"cuda"`` or ``"cpu"``; ``overrides``: preset config
-    fields (tests use tiny models).
+    ``seed``: of the inputs; ``device``: ``"cuda"`` or ``"cpu"``.
     """
 
     rounds: int = DEFAULT_ROUNDS
@@ -44,7 +40,6 @@ class MeasureSettings:
     check_inputs: int = DEFAULT_CHECK_INPUTS
     seed: int = 0
     device: str = "cuda"
-    overrides: dict | None = None
 
     def __post_init__(self):
         self.buckets = tuple(self.buckets)
@@ -56,11 +51,6 @@ class MeasureSettings:
         return RoundPolicy(rounds=s.rounds, warmup=s.warmup_rounds, warmup_ms=s.warmup_ms, min_time_ms=s.min_time_ms,
                            precision_pct=s.precision_pct, max_rounds=s.max_rounds, max_time_ms=s.max_time_ms)
 
-    def shared_fields(self) -> dict[str, Any]:
-        """This object's :class:`MeasureSettings` fields by name: ``CaseSpec(model, dtype, seq_len, variant,
-        **settings.shared_fields())`` is a case measured as ``settings`` say."""
-        return {f.name: getattr(self, f.name) for f in fields(MeasureSettings)}
-
     @classmethod
     def from_options(cls, option: Callable[[str], Any], **kw):
         """The settings given by command-line options: ``option(dest)`` is the value of each field that is one
@@ -71,21 +61,3 @@ class MeasureSettings:
 
 #: The :class:`MeasureSettings` fields that are shared options (``--rounds`` ...), pytest and ``run`` alike.
 OPTION_FIELDS = tuple(f.name for f in fields(MeasureSettings) if f.name in {o.dest for o in MATRIX_OPTIONS})
-
-
-def json_dict(obj, order: tuple[str, ...], exclude: tuple[str, ...] = ()) -> dict:
-    """The dataclass ``obj`` as a JSON-ready dict: tuples as lists, dataclasses (in a list too) as dicts;
-    the keys named in ``order`` first in that order (the layout the JSON has always had), then the fields it
-    does not name, in field order, but for ``exclude``."""
-    names = [f.name for f in fields(obj) if f.name not in exclude]
-    return {k: _json_value(getattr(obj, k)) for k in [*order, *(n for n in names if n not in order)]}
-
-
-def _json_value(value):
-    if isinstance(value, dict):
-        return copy.deepcopy(value)   # as ``asdict`` does: the dict is the caller's to change
-    if is_dataclass(value):
-        return asdict(value)
-    if isinstance(value, (tuple, list)):
-        return [asdict(v) if is_dataclass(v) else v for v in value]
-    return value

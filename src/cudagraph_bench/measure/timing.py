@@ -1,14 +1,18 @@
-"""GPU-correct timing of one call: synchronized wall time plus CUDA-event time.
+"""GPU-correct timing of one call: synchronized wall time plus CUDA-event time, CUDA synchronised in one place.
 
-A CUDA call returns when its kernels are queued, not when they finish. Every timed call here ends
-with ``torch.cuda.synchronize()``, so host wall time includes the GPU work; CUDA events recorded
-around the call on the current stream give the device-side time of the same call. The gap between
-the two is host overhead that the GPU does not see (launch, Python, synchronisation).
+A CUDA call returns when its kernels are queued, not when they finish. Every timed call goes through a
+:class:`CallTimer`, which records CUDA events around the call on the current stream and then synchronizes: host
+wall time includes the GPU work, and the events give the device-side time of the same call. The gap between the
+two is host overhead that the GPU does not see (launch, Python, synchronisation). On a CPU the timer only calls.
 
 How many calls a benchmark times is planned from a pilot of its first calls (:class:`RoundPolicy`,
 :func:`plan_rounds`): at least ``rounds``, more until the median's 95% interval is expected within
 ``precision_pct`` (:func:`rounds_for_precision`), with what that target adds capped at ``max_rounds`` and at
 ``max_time_ms`` of calls; time floors ``min_time_ms`` / ``warmup_ms``.
+
+The device-side figure the gate guards (:func:`back_to_back_ms`) times blocks of :data:`BACK_TO_BACK_CALLS` calls
+between two events, as nvbench and triton's ``do_bench`` do: the host's per-call work (Python, the launch, the
+synchronize) is hidden behind the GPU's, so what is left is the replay's own time, stable between processes.
 """
 
 from __future__ import annotations
@@ -26,41 +30,48 @@ MAX_TIMED_ROUNDS = 20_000
 
 
 class CallTimer:
-    """Wraps ``fn`` so that each call is bracketed by CUDA events and ends with a synchronize.
+    """Wraps ``fn`` so that each call is bracketed by CUDA events and ends with a synchronize: the one place the
+    timing code synchronizes CUDA. On ``device="cpu"`` it only calls ``fn`` (no events).
 
-    Use it as the target of ``benchmark.pedantic``: pytest-benchmark times the wrapper with its own
-    clock (wall time, synchronized), and :meth:`event_ms` returns the CUDA-event ms of the calls.
-    Events are created up front (``capacity`` pairs) so the timed region only records them.
+    Use it as the target of ``benchmark.pedantic`` (pytest-benchmark times the wrapper with its own clock, wall
+    time, synchronized) or of :func:`time_call`; :meth:`event_ms` returns the CUDA-event ms of the calls. Events
+    are created up front (``capacity`` pairs) so the timed region only records them.
     """
 
-    def __init__(self, fn: Callable[[], object], capacity: int = 256):
-        import torch
-
+    def __init__(self, fn: Callable[[], object], capacity: int = 256, *, device: str = "cuda"):
         self._fn = fn
-        self._torch = torch
-        self._events = [self._pair() for _ in range(capacity)]
         self.calls = 0
+        self._cuda = None
+        self._events: list = []
+        if device != "cpu":
+            import torch
+
+            self._cuda = torch.cuda
+            self._events = [self._pair() for _ in range(capacity)]
 
     def _pair(self):
-        cuda = self._torch.cuda
-        return cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        return self._cuda.Event(enable_timing=True), self._cuda.Event(enable_timing=True)
 
     def __call__(self):
+        if self._cuda is None:
+            self.calls += 1
+            return self._fn()
         if self.calls == len(self._events):
             self._events.append(self._pair())
         start, end = self._events[self.calls]
         start.record()
         out = self._fn()
         end.record()
-        self._torch.cuda.synchronize()
+        self._cuda.synchronize()
         self.calls += 1
         return out
 
     def event_ms(self, last: int | None = None) -> list[float]:
-        """CUDA-event time (ms) of each call so far, or of the ``last`` calls (the measured rounds)."""
+        """CUDA-event time (ms) of each call so far, or of the ``last`` calls (the measured rounds); ``[]`` on
+        a CPU."""
         pairs = self._events[: self.calls]
         if last is not None:
-            pairs = pairs[-last:]
+            pairs = pairs[-last:] if last else []
         return [start.elapsed_time(end) for start, end in pairs]
 
 
@@ -85,16 +96,16 @@ def gc_disabled() -> Iterator[None]:
             gc.enable()
 
 
-def time_call(fn: Callable[[], object], *, rounds: int, warmup: int) -> Timing:
-    """Call ``fn`` ``warmup`` times untimed, then ``rounds`` times timed (wall + CUDA events), with the
-    garbage collector off (:func:`gc_disabled`).
+def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str = "cuda") -> Timing:
+    """Call ``fn`` ``warmup`` times untimed, then ``rounds`` times timed through a :class:`CallTimer` (wall +
+    CUDA events), with the garbage collector off (:func:`gc_disabled`).
 
     Raises:
         ValueError: ``rounds < 1`` or ``warmup < 0``.
     """
     if rounds < 1 or warmup < 0:
         raise ValueError(f"rounds must be >= 1 and warmup >= 0 (got {rounds}, {warmup})")
-    timer = CallTimer(fn, capacity=warmup + rounds)
+    timer = CallTimer(fn, capacity=warmup + rounds, device=device)
     wall = []
     with gc_disabled():
         for i in range(warmup + rounds):
@@ -103,6 +114,45 @@ def time_call(fn: Callable[[], object], *, rounds: int, warmup: int) -> Timing:
             if i >= warmup:
                 wall.append((time.perf_counter() - t0) * 1e3)
     return Timing(wall_ms=wall, event_ms=timer.event_ms(last=rounds))
+
+
+#: Calls per block of the device-side figure (:func:`back_to_back_ms`): enough that the host's per-call work
+#: hides behind the GPU's for a replay of a few hundred microseconds.
+BACK_TO_BACK_CALLS = 20
+#: Blocks of the device-side figure: at least this many, more until :data:`BACK_TO_BACK_BUDGET_MS`, at most
+#: :data:`BACK_TO_BACK_MAX_BLOCKS`.
+BACK_TO_BACK_MIN_BLOCKS = 10
+BACK_TO_BACK_BUDGET_MS = 300.0
+BACK_TO_BACK_MAX_BLOCKS = 200
+
+
+def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS,
+                    min_blocks: int = BACK_TO_BACK_MIN_BLOCKS, budget_ms: float = BACK_TO_BACK_BUDGET_MS,
+                    max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> list[float]:
+    """The device-side time of one call of ``fn`` (ms), once per block of ``calls`` calls issued back to back
+    between two CUDA events (one :class:`CallTimer` call per block): CUDA-event ms of the block / ``calls``.
+    One warm block first, then at least ``min_blocks`` blocks, more while their events sum to less than
+    ``budget_ms``, at most ``max_blocks``. Garbage collector off. Source of the method: nvbench's batch
+    measurement and ``triton.testing.do_bench`` (events around repeated calls, median of the repetitions).
+
+    Returns the per-call ms of each block (``[]`` without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+
+    def block():
+        for _ in range(calls):
+            fn()
+
+    timer = CallTimer(block, capacity=min_blocks + 1)
+    out: list[float] = []
+    with gc_disabled():
+        timer()                                        # warm block: clocks, caches
+        while len(out) < max_blocks and (len(out) < min_blocks or sum(out) * calls < budget_ms):
+            timer()
+            out.append(timer.event_ms(last=1)[0] / calls)
+    return out
 
 
 #: Calls of the pilot that plans the rounds (:func:`pilot_call_ms`): at most this many, and no more once
@@ -126,7 +176,8 @@ MAD_TO_SIGMA = 1.482602218505602
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
                   budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS,
                   spread_useless_ms: float | None = None, cold_call: bool = True) -> list[float]:
-    """Wall ms of the pilot calls of ``fn`` (each followed by ``sync``, e.g. ``torch.cuda.synchronize``):
+    """Wall ms of the pilot calls of ``fn`` (a :class:`CallTimer`, which synchronizes, or ``fn`` followed by
+    ``sync``):
     one cold call untimed (``cold_call=False``: none, for a ``fn`` the caller has just run, e.g. a decode
     request whose tokens were checked), then up to ``calls`` timed calls, stopping early once they took ``budget_ms`` in
     all and there were at least ``min_calls`` of them (``min_calls=1``: a slow call is not repeated), or
@@ -245,7 +296,7 @@ class RoundPolicy:
     max_rounds: int
     max_time_ms: float
 
-    def plan(self, fn: Callable[[], object], sync: Callable[[], None], *, warm: bool = False,
+    def plan(self, fn: Callable[[], object], sync: Callable[[], None] | None = None, *, warm: bool = False,
              checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
         """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
         calls (and its untimed cold call) are calls before the measured rounds like warmup rounds: they count

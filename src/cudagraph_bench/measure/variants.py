@@ -1,6 +1,7 @@
-"""Forward-pass variants behind one interface, and :func:`build_variant`.
+"""The builders of the forward variants behind one interface, and :func:`build_variant`.
 
-Variants (:data:`RUN_VARIANTS`), all called as ``variant(input_ids [1, seq_len] int64) -> Tensor``:
+Variants (the forward rows of the registry, :mod:`cudagraph_bench.variants`, which says what each one is and
+which class here builds it), all called as ``variant(input_ids [1, seq_len] int64) -> Tensor``:
 
 ===================  ==========================================================================
 ``eager``            ``model(input_ids)`` under ``torch.inference_mode()`` (the reference)
@@ -29,8 +30,7 @@ The returned tensor is valid until the next call (graph variants return their st
 ``compile`` returns a cudagraph-tree output that the next call overwrites): ``.clone()`` it to keep it.
 Building a ``compile*`` variant calls ``torch._dynamo.reset()``: build one compiled variant at a time.
 
-The measurement of one case (check against eager, timing) is :mod:`cudagraph_bench.measure.case`;
-running cases in worker processes is :mod:`cudagraph_bench.measure.isolation`.
+The measurement of one case (check against eager, timing) is :mod:`cudagraph_bench.measure.case`.
 """
 
 from __future__ import annotations
@@ -39,21 +39,11 @@ from typing import Callable, Iterable
 
 # compile helpers shared with the compiled decode step; importable from here as before
 from cudagraph_bench.capture.compiling import STABLE_FACTOR, compile_counters, warm_until_stable  # noqa: F401
+from cudagraph_bench.capture.compiling import SkipReasons, inductor_or_error_patch
 from cudagraph_bench.capture.compiling import no_recompile as _no_recompile
+from cudagraph_bench import variants as registry
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
-from cudagraph_bench.options import (COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_PAD_TO,
-                                     FORWARD_VARIANTS)
-
-#: Variants that :func:`build_variant` and ``cudagraph-bench run`` know, in display order.
-RUN_VARIANTS = FORWARD_VARIANTS
-#: Variants that need a CUDA GPU.
-CUDA_VARIANTS = frozenset(RUN_VARIANTS) - {"eager"}
-#: Variants that use torch.compile (compile time is reported separately from latency).
-COMPILE_VARIANTS = frozenset({"compile", "compile+graph"})
-#: Variants that run other kernels than eager: when the strict check fails they are judged by the
-#: float64-reference RMSE check (:func:`cudagraph_bench.measure.correctness.fp64_rmse_check`). ``graph`` is not
-#: here: its replay runs the eager kernels, so any difference from eager is a bug.
-CROSS_KERNEL_VARIANTS = frozenset({"padded", "bucketed", "compile", "compile+graph"})
+from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_PAD_TO
 
 
 class VariantFailure(CudagraphBenchError, RuntimeError):
@@ -70,7 +60,7 @@ class ForwardVariant:
     ``last_hidden_state [1, seq_len, hidden]``) is valid until the next call.
 
     Attributes:
-        name: the variant name (one of :data:`RUN_VARIANTS`).
+        name: the variant name (a forward row of the registry).
         seq_len: prompt length in tokens.
         compile_ms: wall ms spent by torch.compile before the timing is stable (first calls beyond
             steady-state calls), or None for variants without torch.compile.
@@ -240,7 +230,7 @@ class PaddedVariant(ForwardVariant):
 
         capped = cap_buckets(lengths, max_positions(model))
         length = select_bucket(seq_len, capped)             # raises before any capture
-        return capped if name == "bucketed" else (length,)
+        return capped if registry.variant(registry.FORWARD, name).lengths == "buckets" else (length,)
 
     @classmethod
     def graphs_for(cls, model, lengths, name: str, seq_len: int, *, warmup_iters: int = 3):
@@ -278,51 +268,6 @@ def _sync(model) -> Callable[[], None]:
 
     device = next(model.parameters()).device
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-
-
-def _inductor_or_error_patch():
-    """Make inductor raise (instead of logging "skipping cudagraphs due to ...") when it cannot use
-    CUDA graphs, so the reason becomes the variant's failure. A no-op on torch without the flag."""
-    import contextlib
-
-    import torch._inductor.config as inductor_config
-
-    if hasattr(inductor_config.triton, "cudagraph_or_error"):
-        return inductor_config.patch({"triton.cudagraph_or_error": True})
-    return contextlib.nullcontext()
-
-
-#: Logger that inductor's ``log_cudagraph_skip_and_bump_counter`` writes "skipping cudagraphs due to ..." to.
-_CUDAGRAPH_SKIP_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
-
-
-class _SkipReasons:
-    """Collects inductor's "skipping cudagraphs due to ..." messages while active (a handler on
-    inductor's cudagraphs logger, which does not propagate unless ``TORCH_LOGS`` enables it)."""
-
-    def __init__(self):
-        import logging
-
-        self.messages: list[str] = []
-        outer = self
-
-        class _Handler(logging.Handler):
-            def emit(self, record):
-                outer.messages.append(record.getMessage())
-
-        self._handler = _Handler(level=logging.WARNING)
-        self._logger = logging.getLogger(_CUDAGRAPH_SKIP_LOGGER)
-
-    def __enter__(self):
-        self._logger.addHandler(self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        self._logger.removeHandler(self._handler)
-
-    def text(self) -> str:
-        unique = list(dict.fromkeys(m.strip() for m in self.messages if m.strip()))
-        return "; ".join(unique) if unique else "reason not logged"
 
 
 def _compile_forward(model, seq_len: int, mode: str):
@@ -369,7 +314,7 @@ class CompileVariant(ForwardVariant):
 
         self._torch = torch
         self._fn, example, before = _compile_forward(model, seq_len, "reduce-overhead")
-        with _inductor_or_error_patch(), _SkipReasons() as reasons:
+        with inductor_or_error_patch(), SkipReasons() as reasons:
             self.compile_ms, _ = warm_until_stable(lambda: self(example), _sync(model), min_calls=3)
         after = compile_counters()
         skips = after["cudagraph_skips"] - before["cudagraph_skips"]
@@ -444,9 +389,10 @@ class CompileGraphVariant(_GraphBacked):
 
 
 def padding_lengths(variant: str, pad_to: int | None = None, buckets: Iterable[int] | None = None) -> tuple[int, ...]:
-    """The lengths (tokens, before the cap at the model's positions) of a ``padded`` (``pad_to``, default
-    :data:`options.DEFAULT_PAD_TO`) or ``bucketed`` (``buckets``, default :data:`options.DEFAULT_BUCKETS`) variant."""
-    return (pad_to or DEFAULT_PAD_TO,) if variant == "padded" else tuple(buckets or DEFAULT_BUCKETS)
+    """The lengths (tokens, before the cap at the model's positions) of a variant the registry pads to ``pad_to``
+    (default :data:`options.DEFAULT_PAD_TO`) or to ``buckets`` (default :data:`options.DEFAULT_BUCKETS`)."""
+    kind = registry.variant(registry.FORWARD, variant)
+    return (pad_to or DEFAULT_PAD_TO,) if kind.lengths == "pad_to" else tuple(buckets or DEFAULT_BUCKETS)
 
 
 def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = None, dtype: str | None = None,
@@ -458,7 +404,7 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     Args:
         model: a module from :func:`~cudagraph_bench.models.presets.load_model` (eval mode; on a CUDA device
             for every variant but ``eager``).
-        variant: one of :data:`RUN_VARIANTS`.
+        variant: a forward variant of the registry (:data:`cudagraph_bench.variants.FORWARD_NAMES`).
         seq_len: prompt length in tokens (the real, unpadded length).
         pad_to: padded length in tokens of ``padded`` (default 1024, capped at the model's positions).
         dtype: the model's dtype name, kept for the caller's records (``variant.dtype``).
@@ -482,22 +428,30 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         Exception: anything torch.compile or the capture raises (the caller reports it).
     """
 
-    if variant not in RUN_VARIANTS:
-        raise UsageError(f"unknown variant {variant!r}: use one of {', '.join(RUN_VARIANTS)}")
-    if variant in CUDA_VARIANTS:
+    try:
+        kind = registry.variant(registry.FORWARD, variant)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if kind.needs_cuda:
         device = next(model.parameters()).device
         if device.type != "cuda":
             raise CudaUnavailableError(f"variant {variant!r} needs the model on a CUDA GPU (it is on {device})")
-    if variant == "eager":
-        built: ForwardVariant = EagerVariant(model, seq_len)
-    elif variant == "graph":
-        built = GraphVariant(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs)
-    elif variant in ("padded", "bucketed"):
-        built = PaddedVariant(model, seq_len, lengths=padding_lengths(variant, pad_to, buckets), name=variant,
-                              warmup_iters=warmup_iters, graphs=graphs)
-    elif variant == "compile":
-        built = CompileVariant(model, seq_len)
+    builder = _BUILDERS[kind.builder.rpartition(":")[2]]
+    if kind.lengths:
+        built: ForwardVariant = builder(model, seq_len, lengths=padding_lengths(variant, pad_to, buckets), name=variant,
+                                        warmup_iters=warmup_iters, graphs=graphs)
+    elif kind.compiled and kind.captured:
+        built = builder(model, seq_len, warmup_iters=warmup_iters, compile_mode=compile_mode)
+    elif kind.compiled:
+        built = builder(model, seq_len)
+    elif kind.captured:
+        built = builder(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs)
     else:
-        built = CompileGraphVariant(model, seq_len, warmup_iters=warmup_iters, compile_mode=compile_mode)
+        built = builder(model, seq_len)
     built.dtype = dtype
     return built
+
+
+#: The builders the registry names (``Variant.builder``'s callable), by class name.
+_BUILDERS = {cls.__name__: cls for cls in (EagerVariant, GraphVariant, PaddedVariant, CompileVariant,
+                                           CompileGraphVariant)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from cudagraph_bench.cases import DecodeCase
-from cudagraph_bench.options import DECODE_COMPILE_VARIANTS
+from cudagraph_bench import variants
 from cudagraph_bench.report.runs import merged, not_measured
 from cudagraph_bench.results.record import Measurement
 from cudagraph_bench.results.runfile import Run
@@ -47,7 +47,7 @@ def decode_rows(runs: list[Run]) -> list[dict]:
         rows.append({**row, **dict.fromkeys(("ms_per_token", "tokens_per_s", "rounds")), "vs_generate": "-",
                      "vs_static_eager": "-", "compile_s": _seconds(f.compile_ms), "status": f.status,
                      "note": decode_note_cell(f.status, f.check.reason, f.details)})
-    generate = {_key_of(r)[:4]: r["ms_per_token"] for r in rows if r["variant"] == "generate"}
+    generate = {_key_of(r)[:4]: r["ms_per_token"] for r in rows if r["variant"] == variants.reference_of(variants.DECODE).name}
     for r in rows:
         base = generate.get(_key_of(r)[:4])
         r["speedup_vs_generate"] = base / r["ms_per_token"] if base and r["ms_per_token"] else None
@@ -66,8 +66,7 @@ def _key_of(row: dict) -> tuple:
 
 def _variant_index(variant: str) -> int:
     """generate, its compiled peer, then the static-cache decoders in the suite's order; unknown ones last."""
-    order = ("generate", "generate-static-compile", "static-eager", "graph", "compile+graph")
-    return order.index(variant) if variant in order else len(order)
+    return variants.table_rank(variants.DECODE, variant)
 
 
 def _seconds(ms) -> float | None:
@@ -90,7 +89,7 @@ def vs_generate(m: Measurement) -> str:
     with the number of distinct tokens generate produced when recorded; ``-`` when the run recorded no
     check."""
     check = m.check
-    if m.case.variant == "generate":
+    if m.case.variant == variants.reference_of(variants.DECODE).name:
         return "reference"
     if not check.generate_recorded:
         return "-"
@@ -107,7 +106,8 @@ def vs_static_eager(m: Measurement) -> str:
     static-eager``) ``identical`` or ``DIFFERS``; for ``compile+graph`` (judged by the generate check's rule,
     ``matches_static_eager``/``static_eager_check_passed``/``static_eager_check``) ``identical``, ``tie at
     token K`` or ``FAILS``; ``-`` when the run recorded no such check."""
-    if m.case.variant == "static-eager":
+    exact = variants.exact_reference(variants.DECODE)
+    if exact is not None and m.case.variant == exact.name:
         return "reference"
     details = m.extra_info
     if "matches_static_eager" in details:
@@ -185,7 +185,8 @@ COMPILE_DECODE_NOTE = ("`graph` replays its captured steps back to back: each st
 def with_compile(rows: list[dict]) -> bool:
     """True when the table needs :data:`DECODE_COLUMNS_WITH_COMPILE`: a compile variant, a failed case or a
     note."""
-    return any(r["variant"] in DECODE_COMPILE_VARIANTS or r["note"] or r["status"] != "ok" for r in rows)
+    compiled = {v.name for v in variants.of_suite(variants.DECODE) if v.compiled}
+    return any(r["variant"] in compiled or r["note"] or r["status"] != "ok" for r in rows)
 
 
 def decode_note(rows: list[dict]) -> str:

@@ -6,6 +6,8 @@ other variant), and the lines on failed and unchecked cases. Used by ``cudagraph
 from __future__ import annotations
 
 from cudagraph_bench.report.runs import merged, not_measured, variant_index
+from cudagraph_bench.variants import FORWARD_REFERENCE as REF
+from cudagraph_bench.variants import GATED
 from cudagraph_bench.results.record import CheckRecord
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.results.stats import reduction_pct, spread_pct
@@ -38,7 +40,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data).
     """
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
-    eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == "eager"}
+    eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == REF}
     rows = []
     for case, m in ms.items():
         info, s, check = m.extra_info, m.summary, m.check
@@ -51,7 +53,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
             "capture_ms": info.get("capture_ms"), "max_abs_diff": check.max_abs_diff,
-            "check": "reference" if case.variant == "eager" else check.method,
+            "check": "reference" if case.variant == REF else check.method,
             "fp64_rmse_ratio": check.fp64_rmse_ratio,
             "note": _note(check, info.get("notes")),
             "spread_pct": _spread(m.samples_ms),
@@ -142,17 +144,17 @@ def summary_columns(variants: list[str]) -> list[Column]:
     spread (:func:`~cudagraph_bench.results.stats.spread_pct`), then the
     median and reduction of every other variant present, and the fastest variant."""
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
-    if "eager" in variants:
-        cols.append(Column("eager_median_ms", "eager median ms", ".3f"))
-    if "graph" in variants:
-        cols += [Column("graph_median_ms", "graph median ms", ".3f"),
-                 Column("graph_reduction_pct", "graph reduction %", "+.1f")]
-    if "eager" in variants:
-        cols += [Column("eager_p95_ms", "eager p95 ms", ".3f"), Column("eager_spread_pct", "eager spread %", ".0f")]
-    if "graph" in variants:
-        cols.append(Column("graph_p95_ms", "graph p95 ms", ".3f"))
+    if REF in variants:
+        cols.append(Column(f"{REF}_median_ms", f"{REF} median ms", ".3f"))
+    if GATED in variants:
+        cols += [Column(f"{GATED}_median_ms", f"{GATED} median ms", ".3f"),
+                 Column(f"{GATED}_reduction_pct", f"{GATED} reduction %", "+.1f")]
+    if REF in variants:
+        cols += [Column(f"{REF}_p95_ms", f"{REF} p95 ms", ".3f"), Column(f"{REF}_spread_pct", f"{REF} spread %", ".0f")]
+    if GATED in variants:
+        cols.append(Column(f"{GATED}_p95_ms", f"{GATED} p95 ms", ".3f"))
     for v in variants:
-        if v not in ("eager", "graph"):
+        if v not in (REF, GATED):
             cols += [Column(f"{v}_median_ms", f"{v} median ms", ".3f"),
                      Column(f"{v}_reduction_pct", f"{v} reduction %", "+.1f")]
     cols.append(Column("fastest", "fastest", None, "left"))

@@ -7,6 +7,7 @@ the launch-overhead page (:func:`load_json_object`, :func:`check_forward_runs`).
 
 from __future__ import annotations
 
+from cudagraph_bench import variants
 import json
 import math
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from cudagraph_bench.results.runfile import Run, measurements
 #: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
 REFERENCE_N = 512
 CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
+
+LOOP, GRAPH = variants.LAUNCH_REFERENCE, variants.LAUNCH_GRAPH
 
 
 def as_run(run) -> Run:
@@ -111,22 +114,22 @@ def launch_rows(run) -> list[LaunchRow]:
         if m.suite != "launch":
             continue
         n, variant = m.case.n_launches, m.case.variant
-        if variant not in ("loop", "graph") or n < 1:
+        if variant not in variants.LAUNCH_NAMES or n < 1:
             raise InputFileError(f"launch benchmark {m.name!r} has variant {variant!r}, N={n}: expected "
                                  "'loop' or 'graph' and N >= 1")
         found.setdefault(n, {})[variant] = m
     rows = []
     for n in sorted(found):
-        variants = found[n]
-        medians = {v: bench_median_ms(m) for v, m in variants.items()}
-        clocks = {v: _clocks(m.extra_info) for v, m in variants.items()}
-        rounds = [m.summary.n for m in variants.values()]
+        by_variant = found[n]
+        medians = {v: bench_median_ms(m) for v, m in by_variant.items()}
+        clocks = {v: _clocks(m.extra_info) for v, m in by_variant.items()}
+        rounds = [m.summary.n for m in by_variant.values()]
         kinds = sorted({kind for _, kind in medians.values()})
         rows.append(LaunchRow(n_launches=n,
-                              loop_ms=medians["loop"][0] if "loop" in medians else None,
-                              graph_ms=medians["graph"][0] if "graph" in medians else None,
+                              loop_ms=medians[LOOP][0] if LOOP in medians else None,
+                              graph_ms=medians[GRAPH][0] if GRAPH in medians else None,
                               clock="+".join(kinds), rounds=min(rounds) if all(rounds) else None,
-                              loop_clocks=clocks.get("loop"), graph_clocks=clocks.get("graph")))
+                              loop_clocks=clocks.get(LOOP), graph_clocks=clocks.get(GRAPH)))
     return rows
 
 
@@ -147,7 +150,7 @@ def graphs_cu_rows(data: dict) -> list[LaunchRow]:
             rows.append(LaunchRow(n_launches=int(item["n_launches"]), loop_ms=float(item["loop_ms"]),
                                   graph_ms=float(item["graph_ms"]), clock="cuda-event",
                                   rounds=int(data.get("repeats", 0)) or None,
-                                  loop_clocks=pick(clocks.get("loop")), graph_clocks=pick(clocks.get("graph"))))
+                                  loop_clocks=pick(clocks.get(LOOP)), graph_clocks=pick(clocks.get(GRAPH))))
         except (KeyError, TypeError, ValueError, AttributeError):
             raise InputFileError("graphs.cu JSON sweep rows need n_launches, loop_ms and graph_ms: "
                                  "rerun perf_tests/cuda/graphs.cu") from None
@@ -176,7 +179,7 @@ def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
         raise UsageError(f"--reference-n {reference_n} was not measured: {choices}")
     row = measured[reference_n]
     if not row.complete:
-        only = "loop" if row.loop_ms is not None else "graph"
+        only = LOOP if row.loop_ms is not None else GRAPH
         raise UsageError(f"--reference-n {reference_n} was measured with the {only} variant only (the model "
                          f"needs loop and graph): {choices}")
 
@@ -194,12 +197,12 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
     """
     cases: dict[tuple, dict[str, Measurement]] = {}
     for m in measurements(as_run(run)).values():
-        if m.suite == "forward" and m.case.variant in ("eager", "graph"):
+        if m.suite == variants.FORWARD and m.case.variant in (variants.FORWARD_REFERENCE, variants.GATED):
             cases.setdefault(m.case.without_variant(), {})[m.case.variant] = m
     out = []
     for key in sorted(cases):
-        variants = cases[key]
-        eager, graph = variants.get("eager"), variants.get("graph")
+        by_variant = cases[key]
+        eager, graph = by_variant.get(variants.FORWARD_REFERENCE), by_variant.get(variants.GATED)
         n_kernels = eager.extra_info.get("n_kernels") if eager is not None else None
         if eager is None or graph is None or not isinstance(n_kernels, int):
             continue

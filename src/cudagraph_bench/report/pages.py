@@ -26,6 +26,7 @@ the command is :mod:`cudagraph_bench.commands.report`.
 
 from __future__ import annotations
 
+from cudagraph_bench import variants
 import os
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     written = []
     if samples:
         written.append(save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
-    if any(c.variant == "eager" for c in medians):
+    if any(c.variant == variants.FORWARD_REFERENCE for c in medians):
         written.append(save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
     busy = roofline.forward_busy_rows(runs)
     if busy:

@@ -19,6 +19,7 @@ of any origin (``cudagraph-bench run``, ``pytest --benchmark-json``) plot the sa
 
 from __future__ import annotations
 
+from cudagraph_bench import variants
 import os
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -166,7 +167,7 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
         has no median at a length of the panel (a marker alone stays visible). Raises ``ValueError``
         when no case has an eager median.
     """
-    eager = {c.without_variant(): m for c, m in medians_ms.items() if c.variant == "eager"}
+    eager = {c.without_variant(): m for c, m in medians_ms.items() if c.variant == variants.FORWARD_REFERENCE}
     usable = {c: m for c, m in medians_ms.items() if c.without_variant() in eager and m > 0}
     if not eager:
         raise ValueError("no eager medians: the speedup plot needs the eager variant")
@@ -181,7 +182,7 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
             xs = lengths
             ys = [speedup.get(n, float("nan")) for n in lengths]
             ax.plot(xs, ys, marker="o", color=VARIANT_COLORS.get(variant), label=variant,
-                    linestyle="--" if variant == "eager" else "-")
+                    linestyle="--" if variant == variants.FORWARD_REFERENCE else "-")
         if target_reduction is not None:
             ax.axhline(1.0 / (1.0 - target_reduction), color="black", linewidth=0.8, linestyle=":",
                        label=f"target: {target_reduction:.0%} lower median latency")

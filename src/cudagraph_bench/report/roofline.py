@@ -12,6 +12,7 @@ Runs without those fields give no rows, and the pages leave the tables (and thei
 
 from __future__ import annotations
 
+from cudagraph_bench import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.report.runs import merged
 from cudagraph_bench.results.roofline import achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak, run_peak
@@ -126,12 +127,12 @@ def forward_busy_rows(runs: list[Run]) -> list[dict]:
     rows = []
     for case, m in ms.items():
         info = m.extra_info
-        if case.variant != "eager" or info.get("gpu_busy_ms") is None:
+        if case.variant != variants.FORWARD_REFERENCE or info.get("gpu_busy_ms") is None:
             continue
         busy, n = float(info["gpu_busy_ms"]), info.get("n_kernels")
-        graph = ms.get(Case(case.model, case.dtype, case.seq_len, "graph"))
+        graph = ms.get(Case(case.model, case.dtype, case.seq_len, variants.GATED))
         row = {"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "n_kernels": n, "busy_ms": busy}
-        for variant, measured in (("eager", m), ("graph", graph)):
+        for variant, measured in ((variants.FORWARD_REFERENCE, m), (variants.GATED, graph)):
             median = measured.summary.median_ms if measured is not None else None
             over, per_kernel = overhead(median, busy, n)
             row.update({f"{variant}_median_ms": median, f"{variant}_overhead_ms": over,

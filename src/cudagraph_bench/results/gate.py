@@ -20,7 +20,7 @@ Other variants (padded, bucketed, compile, compile+graph) are shown against eage
 One run can only be judged by the ratio, and a single run's median can land far out (another process
 on the host, a different memory layout). With ``--confirm K``, when regressions are the only failures,
 the regressed cases (eager and graph) are run K more times, each a separate pytest process in the
-checkout (:mod:`cudagraph_bench.results.benchrun`), and judged again on all runs, where the rank test then takes
+checkout (:mod:`cudagraph_bench.runner.confirm`), and judged again on all runs, where the rank test then takes
 part: a regression must show in the repeated runs too.
 
 The baseline is ``--baseline FILE``, else ``<gpu_slug>.json`` found by :func:`cudagraph_bench.paths.default_baseline`
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cudagraph_bench.results import benchrun, noise
+from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import checkout_root, default_baseline
@@ -363,25 +363,3 @@ def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
     runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")
     check_one_gpu(runs, "gate runs of one GPU type at a time")
     return runs
-
-
-def confirm_regressions(runs: list[Run], results: list[GateVerdict], k: int) -> list[Run]:
-    """Rerun the eager and graph benchmarks of every regressed case of ``results`` ``k`` times, each a
-    separate pytest process in the checkout (else the working directory), written next to the first
-    run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is reported on
-    stderr). Raises UsageError when one of those files exists already (never overwritten)."""
-    first = runs[0]
-    groups = forward_groups(first)
-    cases = [(r.model, r.dtype, r.seq_len) for r in results if r.regressed]
-    selection = [groups[c][v].name for c in cases for v in ("eager", "graph") if c in groups]
-    paths = [first.path.with_name(f"{first.path.stem}.confirm-{i}.json") for i in range(1, k + 1)]
-    taken = [p for p in paths if p.exists()]
-    if taken:
-        raise UsageError(f"{taken[0]} exists: move the earlier confirmation runs away (they are never overwritten)")
-    matrix = ["--models", ",".join(dict.fromkeys(c[0] for c in cases)),
-              "--dtypes", ",".join(dict.fromkeys(c[1] for c in cases)),
-              "--prompt-lengths", ",".join(str(n) for n in dict.fromkeys(c[2] for c in cases))]
-    tree = checkout_root() or Path.cwd()
-    print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {k} separate reruns "
-          f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)
-    return [load_run(str(p)) for p in paths if benchrun.run_forward(tree, p, selection, matrix)]

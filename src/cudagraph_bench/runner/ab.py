@@ -6,8 +6,9 @@ Workflow:
 1. check out ``--base`` and ``--head`` into two temporary git worktrees of the repository;
 2. run the forward benchmarks (``pytest perf_tests/test_forward_bench.py --benchmark-only``, plus
    ``--pytest-args``) ``-k`` times for each side, interleaved ABBA (base, head, head, base, ...), each
-   run a separate process on the same GPU, writing ``OUT/base-<i>.json`` / ``OUT/head-<i>.json`` and a
-   log next to it. A run that fails is recorded (its log says why) and the others go on;
+   run a separate process on the same GPU (:func:`cudagraph_bench.runner.process.run_pytest`), writing
+   ``OUT/base-<i>.json`` / ``OUT/head-<i>.json`` and a log next to it. A run that fails is recorded (its log
+   says why) and the others go on;
 3. compare the two groups with :mod:`cudagraph_bench.results.compare` (``--old`` base runs ``--new`` head runs):
    a benchmark regressed only when the change of the median of run medians exceeds its tolerance and
    the one-sided Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`); a check
@@ -25,8 +26,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cudagraph_bench.results import benchrun
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.runner.launch import FORWARD_MODULE
+from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DEFAULT_RUNS = 5
 DEFAULT_OUT = "out/ab"
@@ -63,9 +65,10 @@ def measure(trees: dict[str, Path], out: Path, k: int, pytest_args: list[str]) -
     done: dict[str, list[Path]] = {"base": [], "head": []}
     for side, i in schedule(k):
         json_path = out / f"{side}-{i}.json"
-        ok = benchrun.run_forward(trees[side], json_path, pytest_args=pytest_args)
-        print(f"ab: {side} run {i}/{k}: {'ok' if ok else 'FAILED'}", flush=True)
-        if ok:
+        outcome = run_pytest(PytestRun(trees[side], json_path, (FORWARD_MODULE, "--benchmark-only", *pytest_args)))
+        print(f"ab: {side} run {i}/{k}: {'ok' if outcome.ok else 'FAILED, see ' + str(json_path.with_suffix('.log'))}",
+              flush=True)
+        if outcome.ok:
             done[side].append(json_path)
     return done
 

@@ -1,6 +1,7 @@
-"""pytest plugin of cudagraph-bench that splits the suite over CI jobs (loaded by :mod:`cudagraph_bench.plugin`).
+"""Splitting the suite over processes: ``--shard K/N`` and the test durations every run records.
 
-- ``--shard K/N`` (1-based, one CI matrix job each, e.g. on hosts of one GPU model): keeps the test
+- ``--shard K/N`` (1-based: one CI matrix job each, or one process per GPU of a host, as ``cudagraph-bench run
+  --gpus`` starts them): keeps the test
   groups of shard K (:func:`cudagraph_bench.results.shards.assign_shards`: the tests of one model and
   dtype stay together; balanced by ``--shard-durations FILE``, else by test count) and deselects the
   rest, after ``-k``/``-m``. ``cudagraph-bench merge`` joins the shards' ``--benchmark-json`` files.
@@ -10,9 +11,7 @@
 - the time per part: every run prints, after the tests, the seconds each test module took (its tests'
   setup + call + teardown) and the session's wall time, and records them under
   ``cudagraph_bench.time_per_part_s`` and ``cudagraph_bench.wall_s``
-  (:func:`cudagraph_bench.results.shards.time_per_part`);
-- ``--shard-durations FILE`` also orders the groups of ``--gpu-workers`` (:mod:`cudagraph_bench.gpu_workers`)
-  longest first.
+  (:func:`cudagraph_bench.results.shards.time_per_part`).
 """
 
 from __future__ import annotations
@@ -97,9 +96,8 @@ def params_of(item) -> dict:
 
 
 def item_group(item) -> str:
-    """The test's group: the name of the test's own ``xdist_group`` mark (tests that must run in one process,
-    e.g. :data:`cudagraph_bench.session.FORWARD_PROFILES_GROUP`), else
-    :func:`cudagraph_bench.results.shards.group_of` of its parameters."""
+    """The test's group: the name of the test's own ``xdist_group`` mark (tests that must run in one process),
+    else :func:`cudagraph_bench.results.shards.group_of` of its parameters."""
     from cudagraph_bench.results.shards import group_of
 
     mark = item.get_closest_marker("xdist_group")
@@ -144,8 +142,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The time per part of the suite (:func:`cudagraph_bench.results.shards.time_per_part`) and the
-    session's wall time. Under
-    ``--gpu-workers`` the parts ran side by side: their sum is above the wall time."""
+    session's wall time."""
     from cudagraph_bench.results.shards import time_per_part
 
     state = session_state(config)

@@ -1,0 +1,239 @@
+"""The measurement pipeline of a decode case: the same steps as a forward case
+(:mod:`cudagraph_bench.measure.case`): build, check, prepare the timed call; the plugin times it.
+
+Each round is one whole greedy request at batch 1 (prefill + ``new_tokens`` decode steps). Variants (the
+registry, :mod:`cudagraph_bench.variants`): ``generate`` (HF generate, the reference), ``static-eager``
+(static KV cache, eager loop), ``graph`` (the decode steps replayed as graphs, ``steps_per_graph`` per graph),
+``compile+graph`` (the step compiled by inductor and captured the same way, its prefill a graph of the prompt
+right-padded to a bucket) and ``generate-static-compile`` (HF generate with a static cache and a compiled
+forward, :mod:`cudagraph_bench.measure.static_generate`, the peer).
+
+Checks: every decoder but ``generate`` is compared with HF ``generate``
+(:func:`~cudagraph_bench.measure.correctness.check_decode_against_generate`: tokens identical, or a rounding tie
+with each step's logits as close to a float64 run as ``generate``'s): ``matches_generate``,
+``generate_check_passed``, ``generate_check``, ``distinct_reference_tokens``. ``graph`` must give the tokens of
+``static-eager`` exactly (same kernels, same cache); ``compile+graph`` runs other kernels and is judged against
+``static-eager`` by the rule of the generate check. ``correct`` is the check against the registry's reference.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from cudagraph_bench.variants import DECODE, Rule, variant
+
+#: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
+DECODE_CACHE_STEP = 256
+#: Seed of the decode benchmarks' prompt: the decode correctness tests draw theirs with it too, so a test and
+#: a benchmark of one model, dtype and prompt length share one ``generate`` reference.
+DECODE_PROMPT_SEED = 11
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """One decode case and the settings it is built with.
+
+    Attributes:
+        model, dtype, seq_len (prompt tokens), new_tokens, variant: the key (:class:`~cudagraph_bench.cases.DecodeCase`).
+        longest_new_tokens: the most new tokens of the session's requests (sizes the KV cache, shares references).
+        steps_per_graph: decode steps per captured graph.
+        compile_mode, compile_timeout_s, compile_tuning: the compiled variants' inductor mode, time limit (s; 0:
+            none) and :data:`~cudagraph_bench.options.DECODE_COMPILE_TUNINGS` name.
+        buckets: prefill bucket lengths (tokens) of ``compile+graph``.
+        rounds, max_rounds: measured requests, at least / at most.
+    """
+
+    model: str
+    dtype: str
+    seq_len: int
+    new_tokens: int
+    variant: str
+    longest_new_tokens: int
+    steps_per_graph: int
+    compile_mode: str
+    compile_timeout_s: float
+    compile_tuning: str
+    buckets: tuple[int, ...]
+    rounds: int
+    max_rounds: int
+
+    @property
+    def variant_spec(self):
+        """The registry row of :attr:`variant`."""
+        return variant(DECODE, self.variant)
+
+
+def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
+    """Static KV cache length (tokens) of the decode benchmarks: prompt + the most new tokens, rounded up to a
+    multiple of :data:`DECODE_CACHE_STEP`, at most the model's ``positions``."""
+    need = prompt_len + max(new_tokens) if not isinstance(new_tokens, int) else prompt_len + new_tokens
+    return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
+
+
+def decode_prefill_bucket(prompt_len: int, buckets, max_cache_len: int) -> int | None:
+    """The bucket (tokens) a graphed prefill pads a ``prompt_len``-token prompt to: the smallest of ``buckets``
+    capped at the static KV cache that holds the prompt, or None when the prompt is longer than every bucket
+    (then the prefill runs eagerly, unpadded)."""
+    from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
+    from cudagraph_bench.errors import RequestTooLongError
+
+    try:
+        return select_bucket(prompt_len, cap_buckets(buckets, max_cache_len))
+    except RequestTooLongError:
+        return None
+
+
+def build_decoder(spec: DecodeSpec, model, info: dict):
+    """The decoder of ``spec.variant`` (``compile+graph`` compiled and captured; the peer set up, not yet run),
+    its settings added to ``info``; None for ``generate`` (the model's own method).
+
+    Raises:
+        NotGraphableError: the model cannot be graphed (the case is skipped with the reason).
+        Exception: what compiling or capturing raises (the case's failure)."""
+    from cudagraph_bench.capture.decode import GreedyDecoder
+    from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
+    from cudagraph_bench.models.presets import max_positions
+    from cudagraph_bench.options import DECODE_COMPILE_TUNINGS
+
+    kind = spec.variant_spec
+    if kind.is_reference:
+        return None
+    if kind.peer:
+        decoder = StaticCompiledGenerate(model)
+        info.update(compile_mode=decoder.mode)
+        return decoder
+    cache_len = decode_cache_len(spec.seq_len, spec.longest_new_tokens, max_positions(model))
+    # the compiled variant also graphs its prefill (the prompt right-padded to a bucket); the others prefill eagerly
+    bucket = decode_prefill_bucket(spec.seq_len, spec.buckets, cache_len) if kind.compiled else None
+    decoder = GreedyDecoder(model, cache_len, use_graph=kind.captured, steps_per_graph=spec.steps_per_graph,
+                            prefill_buckets=(bucket,) if bucket else None,
+                            compile_mode=spec.compile_mode if kind.compiled else None,
+                            compile_timeout_s=spec.compile_timeout_s,
+                            compile_options=DECODE_COMPILE_TUNINGS[spec.compile_tuning] if kind.compiled else None)
+    info.update(max_cache_len=decoder.max_cache_len, prefill_bucket=bucket)
+    if decoder.use_graph:
+        info.update(steps_per_graph=decoder.steps_per_graph, capture_ms=decoder.capture_ms)
+    if kind.compiled:
+        info.update(compile_mode=decoder.compile_mode, compile_tuning=spec.compile_tuning,
+                    inductor_options=decoder.compile_options, compile_ms=decoder.compile_ms,
+                    graphs_compiled=decoder.graphs_compiled)
+    return decoder
+
+
+class PreparedDecode:
+    """A built and checked decoder, ready to be timed: the counterpart of
+    :class:`~cudagraph_bench.measure.case.PreparedCase` (same attributes: ``call``, ``info``, ``failed_check``,
+    ``warm``, ``checked_call_ms``, ``round_limits``, ``finish``, ``close``). Each call is one whole request."""
+
+    warm = True     # the checked request (or generate's reference) has just run the same code on the same prompt
+
+    def __init__(self, spec: DecodeSpec, decoder, run_request, info: dict, checked_call_ms: float | None):
+        self.spec, self.decoder, self._run, self.info = spec, decoder, run_request, info
+        self.checked_call_ms = checked_call_ms
+        # no warmup rounds: the pilot's timed requests warm up
+        self.round_limits = {"rounds": spec.rounds, "warmup": 0, "max_rounds": spec.max_rounds}
+
+    @property
+    def failed_check(self) -> str | None:
+        """Why the check against the registry's reference failed (one line), or None."""
+        return None if self.info.get("correct", True) else str(self.info.get("reason") or "check failed")
+
+    def call(self):
+        return self._run()
+
+    def finish(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        if self.decoder is not None:
+            self.decoder.close()
+            self.decoder = None
+
+
+def prepare_decode(spec: DecodeSpec, model, ids, refs) -> PreparedDecode:
+    """Build the decoder of ``spec``, run one checked request on the prompt ``ids`` ``[1, seq_len]`` int64 and
+    record its checks in ``info`` (module docstring).
+
+    Args:
+        refs: the session's :class:`~cudagraph_bench.plugin.references.DecodeReferences`.
+
+    Raises:
+        NotGraphableError: the model cannot be graphed.
+        Exception: building, compiling or the checked request raised (the decoder is closed first)."""
+    import torch
+
+    from cudagraph_bench.measure.correctness import check_decode_against_generate
+    from cudagraph_bench.measure.roofline import request_bytes_per_token
+    from cudagraph_bench.models.presets import experts_implementation
+
+    kind = spec.variant_spec
+    info: dict = {}
+    if experts_implementation(model) is not None:
+        info["experts_implementation"] = experts_implementation(model)
+    if kind.compiled:
+        info["compile_timeout_s"] = spec.compile_timeout_s     # the limit its compilation ran under
+    info.update(request_bytes_per_token(model, spec.seq_len, spec.new_tokens))   # the decode roofline's bytes
+    reference, reference_logits = refs.generate(spec.model, spec.dtype, ids, spec.new_tokens,   # [1, new_tokens]
+                                                share_up_to=spec.longest_new_tokens)
+    if kind.is_reference:
+        info["check"] = "reference"
+        mask = torch.ones_like(ids)
+
+        def run_generate():
+            return model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=spec.new_tokens,
+                                  eos_token_id=None, pad_token_id=0)
+        return PreparedDecode(spec, None, run_generate, info, None)
+    decoder = build_decoder(spec, model, info)
+    try:
+        if kind.peer:
+            info.update(compile_ms=decoder.warm(ids, spec.new_tokens,     # compiles and records its CUDA graphs
+                                                timeout_s=spec.compile_timeout_s))
+        start = time.perf_counter()
+        checked_against_generate = variant(DECODE, kind.reference).is_reference
+        if checked_against_generate and not kind.peer:    # static-eager: the graphed variants' reference too
+            tokens, logits = refs.static_eager(spec.model, spec.dtype, ids, spec.new_tokens, decoder.max_cache_len,
+                                               decoder=decoder)
+        else:
+            tokens, logits = decoder.generate(ids, spec.new_tokens, return_logits=True)
+        if torch.cuda.is_available() and ids.is_cuda:
+            torch.cuda.synchronize()
+        checked_ms = (time.perf_counter() - start) * 1e3    # the pilot when it is that slow already
+        vs_generate = check_decode_against_generate(tokens, logits, reference, reference_logits,
+                                                    refs.fp64_logits(spec.model, spec.dtype, ids, reference),
+                                                    spec.dtype)
+        info.update(matches_generate=vs_generate.identical, generate_check_passed=vs_generate.passed,
+                    generate_check=vs_generate.summary, distinct_reference_tokens=vs_generate.distinct_reference_tokens)
+        if checked_against_generate:
+            info.update(correct=vs_generate.passed, check="tokens vs generate, fp64 rule")
+            if not vs_generate.passed:
+                info.update(status="mismatch", reason=vs_generate.summary)
+        else:
+            info.update(_check_against_static_eager(spec, refs, ids, decoder, tokens, logits))
+    except Exception:
+        decoder.close()
+        raise
+    return PreparedDecode(spec, decoder, lambda: decoder.generate(ids, spec.new_tokens), info, checked_ms)
+
+
+def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, logits) -> dict:
+    """``graph`` (:attr:`Rule.EXACT`): its tokens equal the eager static-cache loop's (same kernels);
+    ``compile+graph`` (:attr:`Rule.FP64`): judged against that loop by the generate check's rule (other kernels may
+    break a rounding tie differently)."""
+    import torch
+
+    from cudagraph_bench.measure.correctness import check_decode_against_generate
+
+    eager_tokens, eager_logits = refs.static_eager(spec.model, spec.dtype, ids, spec.new_tokens, decoder.max_cache_len)
+    if spec.variant_spec.rule is Rule.EXACT:
+        same = bool(torch.equal(tokens, eager_tokens))
+        fields = {"correct": same, "check": "tokens == static-eager"}
+        return fields if same else {**fields, "status": "mismatch",
+                                    "reason": "graphed decode tokens differ from the eager static-cache loop's"}
+    vs_eager = check_decode_against_generate(tokens, logits, eager_tokens, eager_logits,
+                                             refs.fp64_logits(spec.model, spec.dtype, ids, eager_tokens), spec.dtype,
+                                             reference_name="static-eager")
+    fields = {"matches_static_eager": vs_eager.identical, "static_eager_check_passed": vs_eager.passed,
+              "static_eager_check": vs_eager.summary, "correct": vs_eager.passed,
+              "check": "tokens vs static-eager, fp64 rule"}
+    return fields if vs_eager.passed else {**fields, "status": "mismatch", "reason": vs_eager.summary}

@@ -1,0 +1,81 @@
+"""The session's journal for the launcher (``--journal FILE``, the format of :mod:`cudagraph_bench.journal`), and
+the stop after a broken CUDA context: a test that fails with a sticky CUDA error (an illegal memory access, a
+device-side assert: every later CUDA call of the process fails) while the context no longer runs work
+(:func:`~cudagraph_bench.capture.graphed.cuda_context_usable`) stops the session with exit code
+:data:`~cudagraph_bench.journal.EXIT_CUDA_BROKEN`, naming the test: the benchmarks measured so far are still
+written, and the launcher runs the rest in a new process.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cudagraph_bench.journal import EXIT_CUDA_BROKEN, is_fatal_cuda_error
+
+
+def pytest_addoption(parser):
+    parser.getgroup("cudagraph-bench").addoption(
+        "--journal", dest="journal", default=None, metavar="FILE",
+        help="append one JSON line per test started and finished to FILE (what cudagraph-bench run reads to "
+             "tell the test a crashed pytest process was in)")
+
+
+class Journal:
+    """The events of this session (:mod:`cudagraph_bench.journal`), appended to ``path`` (None: none written), and
+    the stop after a broken CUDA context."""
+
+    def __init__(self, path: str | None):
+        self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
+
+    def write(self, **event) -> None:
+        if self._fh is not None:
+            self._fh.write(json.dumps(event) + "\n")
+            self._fh.flush()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        from cudagraph_bench.plugin.params import case_of_item
+
+        case = case_of_item(item)
+        self.write(start=item.nodeid, **({"case": case.extra_info()} if case is not None else {}))
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        self.write(finish=nodeid)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report):
+        """Stop the session after a test that broke the CUDA context (module docstring)."""
+        if not report.failed or not is_fatal_cuda_error(str(report.longrepr)):
+            return
+        from cudagraph_bench.capture.graphed import cuda_context_usable
+
+        if cuda_context_usable():
+            return
+        text = str(report.longrepr).splitlines()
+        reason = next((line.strip() for line in text if is_fatal_cuda_error(line)), "CUDA error")[:300]
+        self.write(stop=report.nodeid, reason=reason)
+        pytest.exit(f"{report.nodeid} broke the CUDA context ({reason}): the other tests need a new process",
+                    returncode=EXIT_CUDA_BROKEN)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+JOURNAL = pytest.StashKey[Journal]()
+
+
+def pytest_configure(config):
+    worker = hasattr(config, "workerinput")     # an xdist worker: its controller keeps the journal
+    journal = config.stash[JOURNAL] = Journal(None if worker else config.getoption("journal", None))
+    config.pluginmanager.register(journal, "cudagraph-bench-journal")
+
+
+def pytest_unconfigure(config):
+    journal = config.stash.get(JOURNAL, None)
+    if journal is not None:
+        config.pluginmanager.unregister(journal)
+        journal.close()

@@ -1,0 +1,138 @@
+"""Options of the pytest plugin and what they set up before collection.
+
+- the benchmark matrix and its round policy (:data:`cudagraph_bench.options.MATRIX_OPTIONS`, the same flags,
+  parsers and defaults as ``cudagraph-bench run``), plus the suite's own: ``--with-compile``,
+  ``--check-data-ptrs``, the decode options, ``--cpus``, ``--keep-gc``;
+- timing hygiene: Python's garbage collector off while timing (pytest-benchmark's ``--benchmark-disable-gc``,
+  on by default here; ``--keep-gc`` turns it back on) and the process pinned to ``--cpus``;
+- ``--models``: every ``save_pretrained`` folder is read before collection, so a checkpoint the suite cannot
+  measure is one line with its reason, not a collection traceback;
+- GPU tests (marker ``gpu``) skip with one reason on a machine without CUDA, except the cases of variants that
+  need no GPU when ``--device cpu`` runs them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_COMPILE_TUNING,
+                                     DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
+                                     add_to_pytest, parse_count, parse_cpus, parse_decode_compile_tuning, parse_dtypes,
+                                     parse_prompt_lengths, parse_timeout_s, parse_token_counts)
+
+GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
+#: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most; the precision target
+#: decides in between).
+MIN_DECODE_ROUNDS = 3
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
+    add_to_pytest(group)
+    group.addoption("--with-compile", action="store_true", default=False,
+                    help="also benchmark the torch.compile variants (forward: compile, compile+graph; decode: "
+                         "compile+graph, generate-static-compile); slow, off by default")
+    group.addoption("--check-data-ptrs", action="store_true", default=False,
+                    help="debug: before every replay check that the static buffers' data_ptr() never changed")
+    group.addoption("--new-tokens", dest="new_tokens", type=parse_token_counts, default=DEFAULT_NEW_TOKENS,
+                    help="decode benchmarks: new tokens per request (default: 64,128)")
+    group.addoption("--decode-prompt-lengths", dest="decode_prompt_lengths", type=parse_prompt_lengths,
+                    default=DEFAULT_DECODE_PROMPT_LENGTHS,
+                    help="decode benchmarks: prompt lengths in tokens (default: 50); every causal model in "
+                         "--models gets decode benchmarks")
+    group.addoption("--decode-dtypes", dest="decode_dtypes", type=parse_dtypes, default=("bfloat16",),
+                    help="decode benchmarks: dtypes (default: bfloat16)")
+    group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
+                    help=f"decode benchmarks: at most this many measured requests per variant, at least "
+                         f"{MIN_DECODE_ROUNDS} (or all N when N is smaller); --precision-pct decides in between "
+                         "(default: 8)")
+    group.addoption("--decode-steps-per-graph", dest="decode_steps_per_graph", type=parse_count,
+                    default=DEFAULT_DECODE_STEPS_PER_GRAPH,
+                    help=f"graphed decode: decode steps captured in one graph, the remainder replayed by a 1-step "
+                         f"graph (default: {DEFAULT_DECODE_STEPS_PER_GRAPH})")
+    group.addoption("--compile-timeout-s", dest="compile_timeout_s", type=parse_timeout_s,
+                    default=DEFAULT_COMPILE_TIMEOUT_S,
+                    help="decode compile variants (compile+graph, generate-static-compile): seconds of compiling "
+                         "and warm-up before the case is recorded as failed with that reason; 0: no limit "
+                         f"(default: {DEFAULT_COMPILE_TIMEOUT_S:g})")
+    group.addoption("--decode-compile-tuning", dest="decode_compile_tuning", type=parse_decode_compile_tuning,
+                    default=DEFAULT_DECODE_COMPILE_TUNING,
+                    help="decode compile+graph: inductor settings the decode step is compiled under: "
+                         "coordinate-descent (gpt-fast's: GEMVs become tuned Triton reductions fused with their "
+                         "neighbours; a slower compile) or none (inductor's defaults) "
+                         f"(default: {DEFAULT_DECODE_COMPILE_TUNING})")
+    group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
+                    help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
+    group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
+                    help="keep Python's garbage collector on while timing (default: off while timing, "
+                         "as with --benchmark-disable-gc)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Garbage collector off while timing (before pytest-benchmark reads its option), CPU pinning, and the
+    ``--models`` folders read."""
+    from cudagraph_bench.envinfo import pin_cpus
+    from cudagraph_bench.errors import UsageError
+
+    if not config.getoption("keep_gc", False) and hasattr(config.option, "benchmark_disable_gc"):
+        config.option.benchmark_disable_gc = True
+    try:
+        pin_cpus(config.getoption("cpus", None))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for note in check_model_directories(config.getoption("models", None) or ()):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
+
+
+def check_model_directories(models) -> list[str]:
+    """Read the ``config.json`` of every ``save_pretrained`` directory in ``--models`` before collection,
+    so that a checkpoint the suite cannot measure (an encoder-decoder such as T5, a config transformers
+    cannot read, a directory without weights) is one usage error with its reason, not a collection
+    traceback nor a failure in every test.
+
+    Returns the notes of directories measured as their base model
+    (:func:`~cudagraph_bench.models.presets.head_note`).
+
+    Raises:
+        pytest.UsageError: the reason of :func:`~cudagraph_bench.models.presets.check_model_directory`.
+    """
+    import os
+
+    from cudagraph_bench.errors import UnknownModelError
+    from cudagraph_bench.models.presets import PRESETS, check_model_directory, head_note
+
+    notes = []
+    for name in models:
+        if name not in PRESETS and os.path.isdir(name):
+            try:
+                note = head_note(name, check_model_directory(name))
+            except UnknownModelError as exc:
+                raise pytest.UsageError(f"--models: {exc}") from None
+            if note:
+                notes.append(note)
+    return notes
+
+
+def runs_on_cpu(item) -> bool:
+    """Whether a ``gpu``-marked test runs under ``--device cpu``: a benchmark case of a variant that needs no
+    CUDA GPU (:attr:`~cudagraph_bench.variants.Variant.needs_cuda`)."""
+    from cudagraph_bench.plugin.params import case_of_item
+
+    case = case_of_item(item)
+    return case is not None and not case.variant_spec.needs_cuda
+
+
+def pytest_collection_modifyitems(config, items):
+    """GPU tests skip with :data:`GPU_SKIP_REASON` without CUDA; with ``--device cpu`` every GPU test skips but
+    the cases of :func:`runs_on_cpu`."""
+    on_cpu = config.getoption("device", "cuda") == "cpu"
+    if not on_cpu:
+        import torch
+
+        if torch.cuda.is_available():
+            return
+    skip = pytest.mark.skip(reason="--device cpu: this test needs the CUDA GPU" if on_cpu else GPU_SKIP_REASON)
+    for item in items:
+        if item.get_closest_marker("gpu") is not None and not (on_cpu and runs_on_cpu(item)):
+            item.add_marker(skip)

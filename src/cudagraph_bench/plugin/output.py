@@ -1,0 +1,153 @@
+"""What the plugin adds to pytest-benchmark's output, through its public hooks only.
+
+- ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions, one NVML reading
+  ``gpu_state_at_start`` and the GPU's ``peak_memory_bandwidth`` (GB/s); ``machine_info["gpu"]`` (the GPU's name,
+  None without one); ``machine_info["cpu_affinity"]`` (``pytest_benchmark_update_machine_info``);
+- ``--benchmark-compare`` against a saved run of another GPU is a usage error (pytest-benchmark saves every GPU's
+  runs in one machine-id folder, so its latest run may be another GPU's);
+- ``--benchmark-group-by=param:NAME`` also for benchmarks without that parameter (the launch suite has no
+  ``model``): they group under ``NAME=None``;
+- the run JSON's ``cudagraph_bench`` section: the memory ledger, the failed or skipped cases and the kernel
+  counts, which also reach the matching eager benchmarks' ``extra_info``;
+- a session that ran no benchmark but recorded failed cases or kernel counts still writes ``--benchmark-json``
+  (pytest-benchmark writes nothing then), made by pytest-benchmark's own generating hooks.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
+
+    machine_info["cuda"] = cuda_fingerprint()
+    if machine_info["cuda"] is not None:
+        from cudagraph_bench.measure.gpustate import read_gpu_state
+        from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps
+
+        machine_info["cuda"]["gpu_state_at_start"] = read_gpu_state(0)
+        machine_info["cuda"]["peak_memory_bandwidth"] = peak_memory_bandwidth_gbps(0)
+    machine_info["gpu"] = machine_gpu({"cuda": machine_info["cuda"]})
+    machine_info["cpu_affinity"] = cpu_affinity()
+
+
+def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):
+    """``--benchmark-compare`` against a saved run of another GPU (or of none when this one has one, and the
+    reverse) is a usage error; pytest-benchmark's own hook still warns about any other difference."""
+    from cudagraph_bench.envinfo import machine_gpu
+
+    ours, theirs = machine_gpu(machine_info), machine_gpu(compared_benchmark.get("machine_info"))
+    if ours != theirs:
+        raise pytest.UsageError(
+            f"--benchmark-compare: the saved run was on GPU {theirs or 'none'}, this session runs on "
+            f"{ours or 'none'}: compare against a run of this GPU (--benchmark-compare=NNNN), or keep each "
+            f"GPU's runs in its own --benchmark-storage")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_benchmark_group_stats(config, benchmarks, group_by):
+    """``--benchmark-group-by=param:NAME`` for benchmarks without that parameter: they get ``NAME=None`` instead
+    of pytest-benchmark's KeyError (new ``params`` dicts; the tests' own are untouched). The checkout's
+    conftest.py exports it, so that pytest-benchmark's standalone ``compare`` groups the same way there."""
+    from pytest_benchmark.plugin import pytest_benchmark_group_stats as group_stats
+
+    benchmarks = list(benchmarks)   # the standalone compare passes a one-pass iterator
+    names = [g[len("param:"):] for g in group_by.split(",") if g.startswith("param:")]
+    for bench in benchmarks if names else ():
+        params = bench.get("params") or {}
+        if any(name not in params for name in names):
+            bench["params"] = {**{name: None for name in names}, **params}
+    return group_stats(config=config, benchmarks=benchmarks, group_by=group_by)
+
+
+def section_of(config) -> dict | None:
+    """The run JSON's ``cudagraph_bench`` section of this session (None when no test used ``cgb``)."""
+    from cudagraph_bench.plugin.session import session_of
+
+    session = session_of(config)
+    if session is None:
+        return None
+    return {**session.ledger.summary(), **session.records.summary()}
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    section = section_of(config)
+    if section is None:
+        return
+    from cudagraph_bench.results.record import attach_kernel_counts
+
+    output_json.setdefault("cudagraph_bench", {}).update(section)
+    attach_kernel_counts(output_json.get("benchmarks", []), section["kernel_counts"])
+
+
+def benchmark_document(config, benchmarks, machine_info) -> dict:
+    """What pytest-benchmark writes for ``--benchmark-json``, made through its public hooks (its
+    ``commit_info``, ``pytest_benchmark_generate_json`` and every ``pytest_benchmark_update_json``)."""
+    commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    config.hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
+    doc = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
+                                                     machine_info=machine_info, commit_info=commit_info)
+    config.hook.pytest_benchmark_update_json(config=config, benchmarks=benchmarks, output_json=doc)
+    return doc
+
+
+def json_option_path(config) -> str | None:
+    """``--benchmark-json``'s path (pytest-benchmark < 5.3 gives an open file: its name), or None."""
+    value = config.getoption("benchmark_json", None)
+    if value is None:
+        return None
+    return os.fspath(value) if isinstance(value, (str, os.PathLike)) else str(value.name)
+
+
+def write_records_only_json(config) -> str | None:
+    """``--benchmark-json PATH`` of a session that ran no benchmark but recorded failed cases or kernel counts
+    (pytest-benchmark wrote nothing: PATH is missing or empty), written atomically in pytest-benchmark's format
+    with an empty ``benchmarks`` list, so that the failures reach the reports and ``merge``. Nothing is written
+    in an xdist worker or with nothing recorded. Returns the path written, else None."""
+    from cudagraph_bench.plugin.session import session_of
+
+    path = json_option_path(config)
+    session = session_of(config)
+    if path is None or session is None or not session.records or hasattr(config, "workerinput"):
+        return None
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        return None
+    from pytest_benchmark.utils import safe_dumps
+
+    from cudagraph_bench.fsio import write_text_atomic
+
+    machine_info = config.hook.pytest_benchmark_generate_machine_info(config=config)
+    config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=machine_info)
+    write_text_atomic(path, safe_dumps(benchmark_document(config, [], machine_info), ensure_ascii=True, indent=4))
+    return path
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`."""
+    result = yield
+    path = write_records_only_json(session.config)
+    if path is not None:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"No benchmark ran; wrote the session's failed cases and kernel counts in: {path}")
+    return result
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The memory ledger and the failed or skipped cases with their reasons."""
+    from cudagraph_bench.plugin.session import session_of
+
+    session = session_of(config)
+    if session is None:
+        return
+    if session.ledger.start_mib or session.ledger.cases:
+        terminalreporter.write_sep("-", "cudagraph-bench GPU memory")
+        terminalreporter.write_line(session.ledger.line())
+    if session.records.failures:
+        terminalreporter.write_sep("-", "cudagraph-bench cases not measured")
+        for entry in session.records.failures:
+            terminalreporter.write_line(f"{entry['status']}: {entry['fullname']}: {entry['reason']}")

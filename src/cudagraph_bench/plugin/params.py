@@ -1,0 +1,153 @@
+"""The benchmark matrix as plain test parameters, and the case fixtures built from them.
+
+pytest-benchmark stores a test's parameters as its JSON ``params``; they are plain values (``{"model": "gpt2",
+"dtype": "float32", "seq_len": 16, "variant": "graph"}``, test id ``gpt2-float32-L16-graph``), so that
+``--benchmark-group-by=param:model`` works and every tool reads them. A test asks for one case fixture, whose
+arguments :func:`pytest_generate_tests` parametrizes:
+
+- ``fwd_case``   forward benchmarks: ``model, dtype, seq_len, variant`` (the ``--variants`` without padded lengths);
+- ``pad_case``   padded / bucketed benchmarks: the same, at the lengths of :data:`PAD_LENGTHS`;
+- ``corr_case``  GPU correctness tests: ``model, dtype, seq_len`` (variant graph);
+- ``count_case`` kernel counts: ``model, dtype, seq_len`` (variant eager);
+- ``decode_case`` decode benchmarks: ``model, dtype, seq_len`` (prompt tokens), ``new_tokens, variant``;
+- ``causal_model`` a causal model's name (decode tests).
+
+Which variants run comes from the registry (:mod:`cudagraph_bench.variants`): the torch.compile ones only with
+``--with-compile`` (or named in ``--variants``), and with ``--device cpu`` only those that need no GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cudagraph_bench import variants
+from cudagraph_bench.cases import Case, DecodeCase
+
+#: Prompt lengths (tokens) of the padding benchmarks, among ``--prompt-lengths``.
+PAD_LENGTHS = (16, 50, 128, 512)
+#: Parameter names of the forward, correctness, kernel-count and padding tests (pytest-benchmark's ``params``).
+CASE_ARGNAMES = ("model", "dtype", "seq_len", "variant")
+#: Parameter names of the decode benchmarks (``seq_len``: prompt tokens).
+DECODE_ARGNAMES = ("model", "dtype", "seq_len", "new_tokens", "variant")
+
+
+def selected_variants(config, suite: str) -> tuple[variants.Variant, ...]:
+    """The variants of ``suite`` this session measures: forward ones from ``--variants`` (plus the compiled
+    ones with ``--with-compile``), decode ones all but the compiled ones unless ``--with-compile``; with
+    ``--device cpu`` only those that need no CUDA GPU."""
+    opt = config.getoption
+    with_compile = opt("with_compile")
+    if suite == variants.FORWARD:
+        chosen = [variants.variant(suite, name) for name in opt("variants")]
+        chosen += [v for v in variants.of_suite(suite) if with_compile and v.compiled and v not in chosen]
+        chosen.sort(key=lambda v: variants.display_rank(suite, v.name))
+    else:
+        chosen = list(variants.of_suite(suite, compiled=with_compile))
+    if opt("device") == "cpu":
+        chosen = [v for v in chosen if not v.needs_cuda]
+    return tuple(chosen)
+
+
+def _parametrize_cases(metafunc, argnames, cases: list[Case]) -> None:
+    """Parametrize ``argnames`` (a prefix of ``model, dtype, seq_len, variant``) with plain str/int values,
+    one parameter set per case, ids ``Case.test_id`` (``gpt2-float32-L16-graph``)."""
+    metafunc.parametrize(argnames, [tuple(getattr(c, name) for name in argnames) for c in cases],
+                         ids=[c.test_id for c in cases])
+
+
+def pytest_generate_tests(metafunc):
+    """The benchmark matrix from the options, as plain parameters. A test asks for one case fixture; asking for
+    two, or also parametrizing ``model``/``dtype``/``seq_len``/``variant`` itself, is a duplicate
+    parametrization error."""
+    opt = metafunc.config.getoption
+    models, lengths, dtypes = opt("models"), opt("prompt_lengths"), opt("dtypes")
+    names = metafunc.fixturenames
+    if "fwd_case" in names or "pad_case" in names:
+        forward = selected_variants(metafunc.config, variants.FORWARD)
+        if "fwd_case" in names:
+            cases = [Case(m, d, n, v.name) for m in models for d in dtypes for n in lengths
+                     for v in forward if not v.lengths]
+            _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
+        else:
+            pad_lengths = [n for n in lengths if n in PAD_LENGTHS] or [n for n in lengths if n < opt("pad_to")]
+            cases = [Case(m, d, n, v.name) for m in models for d in dtypes for n in pad_lengths
+                     for v in forward if v.lengths]
+            _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
+    if "corr_case" in names:
+        _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
+                           [Case(m, d, n, "graph") for m in models for d in dtypes for n in lengths])
+    if "count_case" in names:
+        _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
+                           [Case(m, d, n, "eager") for m in models for d in dtypes for n in lengths])
+    if "decode_case" in names:
+        causal = causal_models(models)
+        decode = selected_variants(metafunc.config, variants.DECODE)
+        cases = [DecodeCase(m, d, n, k, v.name) for m in causal for d in opt("decode_dtypes")
+                 for n in opt("decode_prompt_lengths") for k in opt("new_tokens") for v in decode]
+        if not causal:
+            metafunc.parametrize(DECODE_ARGNAMES, [_no_causal_model(models, (None,) * len(DECODE_ARGNAMES))])
+        else:
+            metafunc.parametrize(DECODE_ARGNAMES, [tuple(getattr(c, a) for a in DECODE_ARGNAMES) for c in cases],
+                                 ids=[c.test_id for c in cases])
+    if "causal_model" in names:
+        causal = causal_models(models)
+        metafunc.parametrize("causal_model", causal or [_no_causal_model(models, None)])
+
+
+def causal_models(models) -> list[str]:
+    """The causal LMs among ``models`` (the ones with decode benchmarks)."""
+    from cudagraph_bench.models.presets import kind_of
+
+    return [m for m in models if kind_of(m) == "causal"]
+
+
+def _no_causal_model(models, values):
+    """The one parameter set of a decode test when ``--models`` holds no causal LM: skipped with that
+    reason (pytest would otherwise say only "got empty parameter set")."""
+    return pytest.param(*(values if isinstance(values, tuple) else (values,)), id="no-causal-model",
+                        marks=pytest.mark.skip(reason=f"decode needs a causal LM: --models {','.join(models)} "
+                                                      "holds none (encoders such as bert-tiny have no decode)"))
+
+
+def case_of_item(item) -> Case | DecodeCase | None:
+    """The benchmark case a collected test measures (its ``fwd_case``/``pad_case``/``decode_case``
+    parameters), or None for a test of another kind."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    names = set(getattr(item, "fixturenames", ()))
+    if "decode_case" in names and variants.find(variants.DECODE, params.get("variant")) is not None:
+        return DecodeCase(*(params[a] for a in DECODE_ARGNAMES))
+    if {"fwd_case", "pad_case"} & names and variants.find(variants.FORWARD, params.get("variant")) is not None:
+        return Case(*(params[a] for a in CASE_ARGNAMES))
+    return None
+
+
+# The case fixtures: their arguments are parametrized directly by pytest_generate_tests (no fixture of
+# those names exists), so pytest-benchmark's ``params`` hold the plain values, not these objects.
+@pytest.fixture
+def fwd_case(model, dtype, seq_len, variant) -> Case:
+    """A forward benchmark's :class:`~cudagraph_bench.cases.Case`."""
+    return Case(model, dtype, seq_len, variant)
+
+
+@pytest.fixture
+def pad_case(model, dtype, seq_len, variant) -> Case:
+    """A padding benchmark's case: variant ``padded`` or ``bucketed``."""
+    return Case(model, dtype, seq_len, variant)
+
+
+@pytest.fixture
+def corr_case(model, dtype, seq_len) -> Case:
+    """A correctness test's case: variant ``graph``."""
+    return Case(model, dtype, seq_len, "graph")
+
+
+@pytest.fixture
+def count_case(model, dtype, seq_len) -> Case:
+    """A kernel-count test's case: variant ``eager``."""
+    return Case(model, dtype, seq_len, "eager")
+
+
+@pytest.fixture
+def decode_case(model, dtype, seq_len, new_tokens, variant) -> DecodeCase:
+    """A decode benchmark's :class:`~cudagraph_bench.cases.DecodeCase`."""
+    return DecodeCase(model, dtype, seq_len, new_tokens, variant)

@@ -1,0 +1,49 @@
+"""Kernel counts and GPU busy times of eager forwards, profiled in the session's own process after every timed
+test.
+
+A profiler session can leave CUPTI attached and add host cost to every later launch (pytorch/pytorch#144455),
+so the tests marked ``profiles`` (they read a case's profile: kernel counts, busy times) run after every other
+test of the session (:func:`pytest_collection_modifyitems`): no timing follows them. Each case is profiled once
+per session (:class:`Profiles`), whichever test asks first; its count then reaches the matching eager benchmark's
+``extra_info`` when the run JSON is written (:func:`cudagraph_bench.results.record.attach_kernel_counts`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: Marker of the tests that profile (kernel counts, busy times): run after every other test of the session.
+PROFILES_MARK = "profiles"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{PROFILES_MARK}: profiles eager forwards (torch.profiler): runs after every "
+                                       "timed test of the session, since a profiler can slow later launches")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """The ``profiles`` tests last, in their collected order (a stable partition)."""
+    items[:] = ([i for i in items if i.get_closest_marker(PROFILES_MARK) is None]
+                + [i for i in items if i.get_closest_marker(PROFILES_MARK) is not None])
+
+
+class Profiles:
+    """The session's profiles: ``(model, dtype, seq_len) -> KernelCount``, each profiled once.
+
+    Args:
+        model: ``model(name, dtype)`` -> the session's model.
+    """
+
+    def __init__(self, model):
+        self._model = model
+        self.done: dict = {}
+
+    def get(self, key: tuple[str, str, int]):
+        """The :class:`~cudagraph_bench.measure.kernel_counts.KernelCount` of ``(model, dtype, seq_len)``
+        (profiled now when it is the first ask; a failure is a ``failed`` count with its reason)."""
+        from cudagraph_bench.measure.kernel_counts import count_case
+
+        if key not in self.done:
+            self.done[key] = count_case(*key, self._model)
+        return self.done[key]

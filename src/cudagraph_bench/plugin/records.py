@@ -1,0 +1,40 @@
+"""What a session records besides its benchmarks: the cases it could not measure and the kernel counts of the
+eager forwards. The plugin writes them into the run JSON's ``cudagraph_bench`` section
+(:mod:`cudagraph_bench.plugin.output`), where the readers find them (:mod:`cudagraph_bench.results.record`)."""
+
+from __future__ import annotations
+
+
+class SessionRecords:
+    """``failures``: one dict per case that produced no measurement (:meth:`fail`); ``kernel_counts``:
+    ``(model, dtype, seq_len) -> {"n_kernels", "gpu_busy_ms"}`` of its eager forward."""
+
+    def __init__(self):
+        self.failures: list[dict] = []
+        self.kernel_counts: dict[tuple[str, str, int], dict] = {}
+
+    def fail(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> dict:
+        """List a case that produced no measurement under ``["cudagraph_bench"]["failures"]``, so that the report
+        shows it with its reason.
+
+        Args:
+            fullname: the test's node id (pytest-benchmark's ``fullname`` of the benchmark it would have been:
+                ``report --newest-wins`` replaces a failure and a benchmark of one name by the newer).
+            key: the case's ``extra_info`` key: ``suite`` plus that suite's fields.
+            reason: one line.
+            status: ``failed`` (default) or ``skipped``.
+            details: more JSON values to keep (``compile_ms``, ``phase``).
+
+        Returns the entry recorded."""
+        entry = {**key, "status": status, "reason": reason, "fullname": fullname, **details}
+        self.failures.append(entry)
+        return entry
+
+    def summary(self) -> dict:
+        """The fields of the run JSON's ``cudagraph_bench`` section."""
+        return {"kernel_counts": [{"model": m, "dtype": d, "seq_len": n, **fields}
+                                  for (m, d, n), fields in sorted(self.kernel_counts.items())],
+                "failures": list(self.failures)}
+
+    def __bool__(self) -> bool:
+        return bool(self.failures or self.kernel_counts)

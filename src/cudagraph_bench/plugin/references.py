@@ -1,0 +1,86 @@
+"""The references of the decode checks, computed once per session and prompt: HF ``generate``'s tokens and step
+logits, the eager static-cache loop's, and the float64 logits the rounding-tie rule compares with."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def generate_reference(model, input_ids, new_tokens: int):
+    """HF ``generate(do_sample=False, eos_token_id=None)``: tokens ``[1, new_tokens]`` int64 after ``input_ids``
+    ``[1, L]`` int64 and the per-step logits (a tuple of ``new_tokens`` tensors ``[1, vocab]``)."""
+    import torch
+
+    with torch.inference_mode():
+        out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                             max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0,
+                             return_dict_in_generate=True, output_logits=True)
+    return out.sequences[:, input_ids.shape[1]:], out.logits
+
+
+class DecodeReferences:
+    """The decode references of one session.
+
+    Args:
+        model: ``model(name, dtype)`` -> the session's model (:class:`~cudagraph_bench.plugin.models.ModelCache`).
+        positions: ``positions(name)`` -> the model's position limit (tokens).
+    """
+
+    def __init__(self, model: Callable, positions: Callable[[str], int]):
+        self._model, self._positions = model, positions
+        self._generated: dict = {}
+        self._static_eager: dict = {}
+        self._fp64: dict = {}
+
+    def generate(self, name: str, dtype: str, input_ids, new_tokens: int, *, share_up_to: int = 0):
+        """HF ``generate`` after ``input_ids`` ``[1, L]``: tokens ``[1, new_tokens]`` int64 and per-step logits
+        (``new_tokens`` tensors ``[1, vocab]``).
+
+        One greedy request per (model, dtype, prompt), of ``new_tokens`` or, when more, of ``share_up_to`` new
+        tokens as far as the model's positions allow (e.g. the most of ``--new-tokens``): a request for fewer
+        tokens is its prefix (greedy steps do not depend on how many follow), so the 64- and 128-token benchmarks
+        of a prompt share one reference."""
+        key = (name, dtype, tuple(input_ids.flatten().tolist()))
+        room = self._positions(name) - input_ids.shape[1]     # new tokens that fit the positions
+        longest = max(new_tokens, min(share_up_to, room))
+        if key not in self._generated or self._generated[key][0].shape[1] < new_tokens:
+            self._generated[key] = generate_reference(self._model(name, dtype), input_ids, longest)
+        tokens, logits = self._generated[key]
+        return tokens[:, :new_tokens], logits[:new_tokens]
+
+    def static_eager(self, name: str, dtype: str, input_ids, new_tokens: int, max_cache_len: int, decoder=None):
+        """Tokens ``[1, new_tokens]`` int64 and per-step logits of the eager static-cache loop
+        (:class:`~cudagraph_bench.capture.decode.GreedyDecoder` without graphs, cache of ``max_cache_len``
+        tokens) after ``input_ids`` ``[1, L]``, once per (model, dtype, prompt, new tokens, cache length): by
+        ``decoder`` (such an eager decoder) when given, else by a fresh one. The exact reference of the graphed
+        decoders."""
+        from cudagraph_bench.capture.decode import GreedyDecoder
+
+        key = (name, dtype, tuple(input_ids.flatten().tolist()), new_tokens, max_cache_len)
+        if key not in self._static_eager:
+            own = decoder is None
+            decoder = decoder or GreedyDecoder(self._model(name, dtype), max_cache_len, use_graph=False)
+            try:
+                self._static_eager[key] = decoder.generate(input_ids, new_tokens, return_logits=True)
+            finally:
+                if own:
+                    decoder.close()
+        return self._static_eager[key]
+
+    def fp64_logits(self, name: str, dtype: str, input_ids, tokens):
+        """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of the session's model: ``[n, vocab]``
+        float64 on the CPU for the greedy steps of ``tokens`` ``[1, n]`` after ``input_ids`` ``[1, L]``, once per
+        (model, dtype, prompt, tokens). Row ``s`` depends only on the prompt and ``tokens[:, :s]`` (a causal
+        model), so tokens that begin the session's longer ``generate`` reference of this prompt are answered
+        from that whole reference's logits, computed once."""
+        from cudagraph_bench.measure.correctness import fp64_decode_logits
+
+        prompt = tuple(input_ids.flatten().tolist())
+        n = tokens.shape[1]
+        generated = self._generated.get((name, dtype, prompt))
+        if generated is not None and generated[0].shape[1] > n and generated[0][0, :n].tolist() == tokens[0].tolist():
+            tokens = generated[0]          # the start of the whole reference: its logits, sliced
+        key = (name, dtype, prompt, tuple(tokens.flatten().tolist()))
+        if key not in self._fp64:
+            self._fp64[key] = fp64_decode_logits(self._model(name, dtype), input_ids, tokens)
+        return self._fp64[key][:n]

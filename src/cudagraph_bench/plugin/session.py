@@ -1,0 +1,206 @@
+"""The ``cgb`` session fixture: :class:`Session` ties the session's parts (models, references, padding graphs,
+memory, records, profiles) to the one measurement pipeline of a case.
+
+:meth:`Session.measure` is the one code path of every forward and decode benchmark: it builds the case's
+variant, checks it against its reference (the registry's rule), draws the inputs
+(:func:`~cudagraph_bench.measure.case.prepare_case`, :func:`~cudagraph_bench.measure.decode_case.prepare_decode`),
+times it (:func:`~cudagraph_bench.plugin.timing.benchmark_call`), finishes and releases it. Its isolation
+policy: a model that cannot be graphed is a skip with the reason, recorded in the run JSON; a build, check or
+timing that raises is that test's failure, recorded with its phase and reason (a peer's failure is an xfail); a
+check that fails is recorded with the timing and then fails the test; a CUDA error that breaks the process's
+context stops the session (:mod:`cudagraph_bench.plugin.journal`), and the launcher runs the rest in a new one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cudagraph_bench.cases import Case, DecodeCase
+from cudagraph_bench.plugin.memory import MemoryLedger, release, reserved_mib
+from cudagraph_bench.plugin.options import MIN_DECODE_ROUNDS
+
+
+class Session:
+    """The ``cgb`` fixture: options, the model cache, inputs, references, records.
+
+    Attributes:
+        config: pytest's config; ``device``: ``"cuda"`` or ``"cpu"`` (``--device``).
+        models: :class:`~cudagraph_bench.plugin.models.ModelCache`; ``references``:
+            :class:`~cudagraph_bench.plugin.references.DecodeReferences`; ``padding``:
+            :class:`~cudagraph_bench.plugin.padding.PaddingGraphs`; ``ledger``:
+            :class:`~cudagraph_bench.plugin.memory.MemoryLedger`; ``records``:
+            :class:`~cudagraph_bench.plugin.records.SessionRecords`; ``profiles``:
+            :class:`~cudagraph_bench.plugin.profiles.Profiles`.
+    """
+
+    def __init__(self, config):
+        from cudagraph_bench.plugin.models import ModelCache
+        from cudagraph_bench.plugin.padding import PaddingGraphs
+        from cudagraph_bench.plugin.profiles import Profiles
+        from cudagraph_bench.plugin.records import SessionRecords
+        from cudagraph_bench.plugin.references import DecodeReferences
+
+        self.config = config
+        self.device = config.getoption("device", "cuda")
+        self.padding = PaddingGraphs(release)
+        self.models = ModelCache(self.device, release=release,
+                                 on_evict=lambda key: self.padding.drop() if self.padding.holds(*key) else None)
+        self.references = DecodeReferences(self.model, self.position_limit)
+        self.profiles = Profiles(self.model)
+        self.records = SessionRecords()
+        self.ledger = MemoryLedger()
+        self.ledger.start_mib = reserved_mib()
+
+    def option(self, name: str):
+        return self.config.getoption(name)
+
+    def model(self, name: str, dtype: str):
+        """The model ``name`` in ``dtype`` on the session's device, built once per session."""
+        return self.models.get(name, dtype)
+
+    def position_limit(self, name: str) -> int:
+        """The model's position limit (tokens) (:func:`cudagraph_bench.plugin.models.position_limit`)."""
+        from cudagraph_bench.plugin.models import position_limit
+
+        return position_limit(name, self.models)
+
+    def fits(self, name: str, seq_len: int) -> bool:
+        """Whether a ``seq_len``-token request fits ``name``'s positions (False when this cannot tell: the
+        model's own test reports why)."""
+        try:
+            return seq_len <= self.position_limit(name)
+        except Exception:
+            return False
+
+    def skip_if_too_long(self, name: str, seq_len: int) -> None:
+        limit = self.position_limit(name)
+        if seq_len > limit:
+            pytest.skip(f"{name} has {limit} positions: a {seq_len}-token prompt does not fit")
+
+    def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
+        """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the session's device (fixed seed)."""
+        import torch
+
+        from cudagraph_bench.models.presets import random_input_ids
+
+        device = next(model.parameters()).device
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return [random_input_ids(model, seq_len, device=device, generator=gen) for _ in range(n)]
+
+    def release(self, *, everything: bool = False) -> None:
+        """Free what the last case left (:func:`cudagraph_bench.plugin.memory.release`)."""
+        release(everything=everything)
+
+    # --------------------------------------------------------------------------------- the pipeline
+
+    def case_spec(self, case: Case):
+        """The :class:`~cudagraph_bench.measure.case.CaseSpec` of a forward case from the session's options."""
+        from cudagraph_bench.measure.case import CaseSpec
+
+        return CaseSpec.from_options(self.option, model=case.model, dtype=case.dtype, seq_len=case.seq_len,
+                                     variant=case.variant, check_data_ptrs=self.option("check_data_ptrs"))
+
+    def decode_spec(self, case: DecodeCase):
+        """The :class:`~cudagraph_bench.measure.decode_case.DecodeSpec` of a decode case from the options."""
+        from cudagraph_bench.measure.decode_case import DecodeSpec
+
+        opt = self.option
+        return DecodeSpec(case.model, case.dtype, case.seq_len, case.new_tokens, case.variant,
+                          longest_new_tokens=max(opt("new_tokens")), steps_per_graph=opt("decode_steps_per_graph"),
+                          compile_mode=opt("compile_mode"), compile_timeout_s=opt("compile_timeout_s"),
+                          compile_tuning=opt("decode_compile_tuning"), buckets=tuple(opt("buckets")),
+                          rounds=min(MIN_DECODE_ROUNDS, opt("decode_rounds")), max_rounds=opt("decode_rounds"))
+
+    def _prepare(self, case, model):
+        from cudagraph_bench.measure.case import CaseFailed, describe_exception, prepare_case
+
+        if isinstance(case, DecodeCase):
+            from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
+
+            (ids,) = self.inputs(model, case.seq_len, n=1, seed=DECODE_PROMPT_SEED)
+            try:
+                return prepare_decode(self.decode_spec(case), model, ids, self.references)
+            except Exception as exc:  # the case's failure, with the phase it happened in
+                raise CaseFailed("build", describe_exception(exc), exc) from exc
+        spec = self.case_spec(case)
+        return prepare_case(spec, model, variant=self.padding.variant_for(spec, model))
+
+    def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
+        """One benchmark of any forward or decode case through the pipeline (module docstring).
+
+        A prompt (plus new tokens) longer than the model's positions and a model that cannot be graphed are
+        skips with the reason; the second is recorded in the run JSON as skipped. A build, check or timing that
+        raises fails this test only (recorded with the phase and reason; a peer's failure is an xfail). A failed
+        check against the reference is timed and recorded (``correct: false``), then fails the test."""
+        from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
+        from cudagraph_bench.measure.case import CaseFailed, describe_exception
+        from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+
+        kind = case.variant_spec
+        nodeid = request.node.nodeid if request is not None else case.test_id
+        self.skip_if_too_long(case.model, case.seq_len + getattr(case, "new_tokens", 0))
+        model = self.model(case.model, case.dtype)
+        before = reserved_mib()
+        prepared, info = None, case.extra_info()
+        try:
+            prepared = self._prepare(case, model)
+            info.update(prepared.info)
+            benchmark_call(benchmark, prepared.call, group=case.group, extra_info=info,
+                           policy=round_policy(self.option, **(prepared.round_limits or {})), device=self.device,
+                           warm=prepared.warm, checked_call_ms=prepared.checked_call_ms,
+                           device_figure=kind.captured and isinstance(case, Case))
+            notes = prepared.finish()
+            if notes:
+                benchmark.extra_info["notes"] = notes
+        except Exception as exc:
+            cause = exc.cause if isinstance(exc, CaseFailed) else exc
+            phase = exc.phase if isinstance(exc, CaseFailed) else "timing"
+            reason = exc.reason if isinstance(exc, CaseFailed) else describe_exception(exc)
+            if isinstance(cause, (NotGraphableError, RequestTooLongError)):
+                if isinstance(cause, NotGraphableError):
+                    self.records.fail(nodeid, info, f"not graphable: {reason}", status="skipped", phase=phase)
+                pytest.skip(f"{case.label}: {reason}")
+            self.records.fail(nodeid, info, reason, phase=phase,
+                              **({"compile_ms": info["compile_ms"]} if info.get("compile_ms") else {}))
+            if kind.peer:
+                pytest.xfail(f"{case.variant} failed (recorded in the run JSON): {reason}")
+            pytest.fail(f"{case.test_id}: {phase} failed: {reason}", pytrace=False)
+        finally:
+            if prepared is not None:
+                prepared.close()
+            self.release()
+        if kind.captured and not kind.lengths:   # the padded graphs are held for the next prompt length
+            self.ledger.record(case.test_id, before, reserved_mib())
+        if isinstance(case, DecodeCase):
+            median_ms = benchmark.stats.stats.median * 1e3
+            benchmark.extra_info["ms_per_token"] = median_ms / case.new_tokens
+            benchmark.extra_info["tokens_per_s"] = case.new_tokens / (median_ms / 1e3)
+        failed = prepared.failed_check
+        if failed is not None:
+            if kind.peer:
+                pytest.xfail(f"{case.variant} differs from its reference (recorded in the run JSON): {failed}")
+            pytest.fail(f"{case.test_id}: the check against {kind.reference} failed (recorded in the run JSON): "
+                        f"{failed}", pytrace=False)
+
+    def close(self) -> None:
+        self.padding.drop()
+        self.models.clear()
+        release(everything=True)
+        self.ledger.end_mib = reserved_mib()
+
+
+@pytest.fixture(scope="session")
+def cgb(request):
+    """The session's :class:`Session` (kept on the config for the output hooks)."""
+    session = Session(request.config)
+    request.config.stash[SESSION] = session
+    yield session
+    session.close()
+
+
+SESSION = pytest.StashKey[Session]()
+
+
+def session_of(config) -> Session | None:
+    """The ``cgb`` session of ``config``, None when no test used it."""
+    return config.stash.get(SESSION, None)

@@ -1,0 +1,81 @@
+"""Timing a benchmark: ``benchmark.pedantic`` over the round policy through one
+:class:`~cudagraph_bench.measure.timing.CallTimer`, and the device-side figure of the variants the gate guards."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def round_policy(option: Callable[[str], object], *, rounds: int | None = None, warmup: int | None = None,
+                 max_rounds: int | None = None):
+    """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy` (``option``: pytest's
+    ``config.getoption``), with ``rounds`` / ``warmup`` / ``max_rounds`` replacing ``--rounds`` /
+    ``--warmup-rounds`` / ``--max-rounds`` where given (``--max-time-ms`` applies to every policy)."""
+    from cudagraph_bench.measure.settings import MeasureSettings
+
+    settings = MeasureSettings.from_options(option)
+    return settings.round_policy(rounds=rounds or settings.rounds, max_rounds=max_rounds or settings.max_rounds,
+                                 warmup_rounds=settings.warmup_rounds if warmup is None else warmup)
+
+
+def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_info: dict, policy, device: str = "cuda",
+                   warm: bool = False, checked_call_ms: float | None = None, device_figure: bool = False) -> list[float]:
+    """Time ``fn`` with ``benchmark.pedantic`` through one :class:`~cudagraph_bench.measure.timing.CallTimer`
+    (every call ends with a synchronize, so the wall time includes the GPU work; the CUDA-event ms of each
+    measured round go to ``extra_info["cuda_event_ms"]``).
+
+    Rounds (``policy``): a pilot of a few calls (``warm``: without its untimed cold call, for an ``fn`` the test
+    has just run on the same inputs; ``checked_call_ms``: that run's wall ms, the pilot itself when it is too slow
+    for the precision target to add rounds) plans them
+    (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`). The garbage collector is off while timing, the
+    pilot included, unless ``--keep-gc``.
+
+    ``device_figure``: also the device-side time of back-to-back calls
+    (:func:`~cudagraph_bench.measure.timing.back_to_back_ms`): ``extra_info["device_ms"]`` (per-call ms of each
+    block) and ``["device_median_ms"]``, the figure the gate guards.
+
+    ``extra_info`` also gets the timing's fields (``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``,
+    ``max_time_ms``, ``median_ci95_pct``), ``gpu_state`` (``{"before", "after"}`` NVML readings; None without
+    NVML) and, when either reading has a throttling reason, ``throttled`` plus a
+    :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`.
+
+    Returns the CUDA-event ms of the measured rounds (``[]`` on a CPU).
+    """
+    import contextlib
+
+    import numpy as np
+    import torch
+
+    from cudagraph_bench.measure.case import timing_record
+    from cudagraph_bench.measure.gpustate import read_gpu_state, warn_if_throttled
+    from cudagraph_bench.measure.timing import CallTimer, back_to_back_ms, gc_disabled
+
+    benchmark.group = group
+    benchmark.extra_info.update(extra_info)
+    on_gpu = device != "cpu"
+    before = read_gpu_state() if on_gpu else None
+    timer = CallTimer(fn, device=device)
+    # the pilot runs with the garbage collector as the measured rounds will (pytest-benchmark turns it off
+    # around them): a collection in a pilot call would widen the spread that plans the rounds
+    gc_off = gc_disabled() if getattr(benchmark, "_disable_gc", False) else contextlib.nullcontext()
+    with torch.inference_mode(), gc_off:
+        rounds, warmup, pilot = policy.plan(timer, warm=warm, checked_call_ms=checked_call_ms)
+        benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
+        device_ms = back_to_back_ms(fn) if device_figure and on_gpu else []
+    after = read_gpu_state() if on_gpu else None
+    events = timer.event_ms(last=rounds)
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    wall_ms = [x * 1e3 for x in stats.data] if stats is not None and getattr(stats, "data", None) else events
+    if on_gpu:
+        benchmark.extra_info["cuda_event_ms"] = events
+        benchmark.extra_info["event_median_ms"] = float(np.median(events)) if events else None
+    if device_ms:
+        benchmark.extra_info["device_ms"] = device_ms
+        benchmark.extra_info["device_median_ms"] = float(np.median(device_ms))
+    benchmark.extra_info.update(timing_record(rounds, warmup, pilot, wall_ms, policy.precision_pct,
+                                              max_time_ms=policy.max_time_ms))
+    benchmark.extra_info["gpu_state"] = {"before": before, "after": after}
+    throttled = warn_if_throttled(getattr(benchmark, "name", None) or group, before, after) if on_gpu else None
+    if throttled:
+        benchmark.extra_info["throttled"] = throttled
+    return events

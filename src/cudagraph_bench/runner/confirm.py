@@ -1,0 +1,46 @@
+"""``cudagraph-bench gate --confirm K``: the regressed cases measured again in ``K`` separate pytest processes,
+so that a regression must show in runs that are independent samples of the between-run noise (the rank test of
+:mod:`cudagraph_bench.results.noise` then judges all runs together)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cudagraph_bench import variants
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.paths import checkout_root
+from cudagraph_bench.results.runfile import Run, forward_groups, load_run
+from cudagraph_bench.runner.process import PytestRun, run_pytest
+from cudagraph_bench.table import plural
+
+
+def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
+    """Rerun the gated variants and their references (registry) of every regressed case of ``results`` (the
+    gate's verdicts) ``k`` times, each a separate pytest process in the checkout (else the working directory),
+    written next to the first run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is
+    reported on stderr). Raises UsageError when one of those files exists already (never overwritten)."""
+    first = runs[0]
+    groups = forward_groups(first)
+    cases = [(r.model, r.dtype, r.seq_len) for r in results if r.regressed]
+    names = {v.name for v in variants.gated()} | {v.reference for v in variants.gated()}
+    selection = [groups[c][v].name for c in cases for v in sorted(names) if c in groups and v in groups[c]]
+    paths = [first.path.with_name(f"{first.path.stem}.confirm-{i}.json") for i in range(1, k + 1)]
+    taken = [p for p in paths if p.exists()]
+    if taken:
+        raise UsageError(f"{taken[0]} exists: move the earlier confirmation runs away (they are never overwritten)")
+    matrix = ["--models", ",".join(dict.fromkeys(c[0] for c in cases)),
+              "--dtypes", ",".join(dict.fromkeys(c[1] for c in cases)),
+              "--prompt-lengths", ",".join(str(n) for n in dict.fromkeys(c[2] for c in cases)),
+              "--variants", ",".join(sorted(names, key=lambda n: variants.display_rank(variants.FORWARD, n)))]
+    tree = checkout_root() or Path.cwd()
+    print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {k} separate reruns "
+          f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)
+    done = []
+    for path in paths:
+        outcome = run_pytest(PytestRun(tree, path, (*selection, "--benchmark-only", *matrix)))
+        if outcome.ok:
+            done.append(load_run(str(path)))
+        else:
+            print(f"gate: confirmation run {path.name} FAILED (exit {outcome.returncode}), see {path.with_suffix('.log')}",
+                  flush=True)
+    return done

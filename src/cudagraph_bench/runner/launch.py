@@ -1,0 +1,158 @@
+"""``cudagraph-bench run``'s measurement: the matrix as pytest processes of the suite, merged into one run.
+
+pytest is the harness: a run is ``pytest perf_tests/test_forward_bench.py perf_tests/test_padding_bench.py
+--benchmark-only`` with the matrix's options, the same defaults and the same code path as a plain pytest run. The
+launcher adds the isolation policy (:mod:`cudagraph_bench.runner.process`):
+
+- the variants the registry marks ``isolated`` (the torch.compile ones) run in a pytest process of their own,
+  apart from the others, so that a compiler crash costs no other case;
+- with ``gpus``, each process is one shard per GPU (``--shard K/N``, ``CUDA_VISIBLE_DEVICES`` = that GPU, an equal
+  share of the CPUs pinned with ``--cpus``), started side by side;
+- each sub-matrix of a ``[[sweep]]`` config is a process of its own.
+
+Every process writes its pytest-benchmark JSON; :func:`launch` merges them
+(:func:`cudagraph_bench.results.merge.merge_runs`) into one document: real pytest-benchmark output that
+``gate``, ``compare``, ``report`` and pytest-benchmark's own ``compare`` read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudagraph_bench import variants
+from cudagraph_bench.runner.process import PytestRun, RunOutcome, run_pytest
+
+#: The benchmark modules a run measures: forward variants at the prompt's length, and at padded lengths.
+FORWARD_MODULE = "perf_tests/test_forward_bench.py"
+PADDING_MODULE = "perf_tests/test_padding_bench.py"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One sub-matrix: the suite's options as pytest arguments (``{"--models": "gpt2", ...}``) and its forward
+    variants (names of the registry)."""
+
+    options: tuple[tuple[str, str], ...]
+    variants: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One pytest process of a run: its name (the file stem), arguments and environment."""
+
+    name: str
+    args: tuple[str, ...]
+    env: dict = field(default_factory=dict)
+
+
+def targets(names) -> list[str]:
+    """The benchmark modules that hold these forward variants."""
+    kinds = [variants.variant(variants.FORWARD, n) for n in names]
+    return [m for m, wanted in ((FORWARD_MODULE, any(not v.lengths for v in kinds)),
+                                (PADDING_MODULE, any(v.lengths for v in kinds))) if wanted]
+
+
+def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
+    """``cpus`` in ``n`` contiguous, equal shares (the last ones one smaller when they do not divide); each share
+    has at least one CPU (shares repeat CPUs when there are fewer CPUs than shares)."""
+    if not cpus:
+        return [[] for _ in range(n)]
+    if len(cpus) < n:
+        return [[cpus[i % len(cpus)]] for i in range(n)]
+    size, extra = divmod(len(cpus), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(cpus[start:end])
+        start = end
+    return out
+
+
+def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
+    """The processes of a run, in steps: the processes of one step run side by side (one per GPU), the steps one
+    after another. Per sub-matrix, the non-isolated variants, then the isolated ones (registry), each a step."""
+    from cudagraph_bench.options import format_cpus
+
+    steps = []
+    for m_index, matrix in enumerate(matrices):
+        kinds = [variants.variant(variants.FORWARD, n) for n in matrix.variants]
+        groups = [("", [v.name for v in kinds if not v.isolated]), ("-isolated", [v.name for v in kinds if v.isolated])]
+        for suffix, names in groups:
+            if not names:
+                continue
+            base = [*targets(names), "--benchmark-only", "--variants", ",".join(names)]
+            for flag, value in matrix.options:
+                base += [flag, value]
+            stem = f"part{m_index + 1}{suffix}" if len(matrices) > 1 else f"part{suffix or '-main'}"
+            if not gpus:
+                steps.append([Part(stem.replace("part-", ""), tuple(base))])
+                continue
+            shares = cpu_shares(sorted(cpus or []), len(gpus))
+            steps.append([Part(f"{stem}-gpu{gpu}-shard{k + 1}", (*base, "--shard", f"{k + 1}/{len(gpus)}",
+                                                                   *(["--cpus", format_cpus(shares[k])]
+                                                                     if shares[k] else [])),
+                               {"CUDA_VISIBLE_DEVICES": str(gpu)})
+                          for k, gpu in enumerate(gpus)])
+    return steps
+
+
+def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=print) -> tuple[dict | None, list[RunOutcome]]:
+    """Run the :func:`plan`'s steps with their output under ``outdir/parts/``; returns the merged document (None
+    when no process wrote one) and each process's outcome."""
+    from cudagraph_bench.results.merge import merge_runs
+
+    parts_dir = outdir / "parts"
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    outcomes: list[tuple[Part, RunOutcome]] = []
+    for step in steps:
+        results: dict[str, RunOutcome] = {}
+
+        def one(part: Part):
+            results[part.name] = run_pytest(PytestRun(tree, parts_dir / f"{part.name}.json", part.args, part.env))
+
+        threads = [threading.Thread(target=one, args=(p,)) for p in step]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for part in step:
+            outcome = results[part.name]
+            outcomes.append((part, outcome))
+            state = "ok" if outcome.ok else f"exit {outcome.returncode}"
+            crashed = f", {len(outcome.crashes)} crashed test(s) recorded" if outcome.crashes else ""
+            log(f"run: {part.name}: {state}{crashed} (log: {parts_dir / (part.name + '.log')})")
+    docs = [(p.name, json.loads(o.json_path.read_text(encoding="utf-8"))) for p, o in outcomes
+            if o.json_path is not None]
+    if not docs:
+        return None, [o for _, o in outcomes]
+    merged = docs[0][1] if len(docs) == 1 else merge_runs(docs, entries_key="parts")
+    return merged, [o for _, o in outcomes]
+
+
+def visible_gpus(text: str) -> tuple[str, ...]:
+    """``"0,1"`` -> ``("0", "1")``: GPU indices for ``--gpus``; ``"all"``: every GPU of ``CUDA_VISIBLE_DEVICES``
+    (else of ``nvidia-smi -L``). A GPU named twice is allowed (two shards on one GPU: their timings disturb
+    each other; for trying the merge)."""
+    import subprocess
+
+    text = text.strip()
+    if text != "all":
+        items = [t.strip() for t in text.split(",")]
+        if not text or any(not t.isdigit() for t in items):
+            raise ValueError(f"--gpus {text!r}: give GPU indices such as 0,1 or 'all'")
+        return tuple(items)
+    env = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if env:
+        return tuple(t.strip() for t in env.split(",") if t.strip())
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    found = tuple(str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU "))
+    if not found:
+        raise ValueError("--gpus all: no GPU found (nvidia-smi -L lists none): give GPU indices, e.g. 0")
+    return found

@@ -1,0 +1,182 @@
+"""One pytest process of the suite, watched: the isolation policy of every launched run.
+
+A separate process is what makes two runs independent samples of the between-run noise
+(:mod:`cudagraph_bench.results.noise`), and what keeps a crash (a segfault in a compiler, a CUDA error that breaks
+the context) from taking other cases with it. :func:`run_pytest` runs ``python -m pytest`` with ``--journal``
+(:mod:`cudagraph_bench.journal`); when the process dies in a test, or stops because that test broke the CUDA
+context, that test is recorded as failed with the reason and the process is started again without it (and without
+the tests a stopped session finished and wrote), up to :data:`MAX_RESTARTS` times. The runs of one call are merged
+into one pytest-benchmark document (:func:`cudagraph_bench.results.merge.merge_runs`). No torch in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Restarts after crashes before the rest of a run is given up (each crash fails its own test only).
+MAX_RESTARTS = 3
+#: pytest's own exit codes (0 passed .. 5 nothing collected): the process ended normally.
+PYTEST_EXIT_CODES = frozenset(range(6))
+
+#: Run by :func:`cuda_problem` in a child process: exit 0 with a CUDA GPU, 1 without, 3 without torch.
+_CUDA_PROBE = ("import sys\n"
+               "try:\n    import torch\n"
+               "except Exception as exc:\n    print(f'{type(exc).__name__}: {exc}'.splitlines()[0]); sys.exit(3)\n"
+               "sys.exit(0 if torch.cuda.is_available() else 1)")
+
+
+def cuda_problem(python: str = sys.executable, timeout_s: float = 300.0) -> str | None:
+    """Why the benchmark processes (``python -m pytest``) would find no CUDA GPU, in a few words, or None when
+    torch sees one. Checked in a child process, so this process imports no torch."""
+    try:
+        proc = subprocess.run([python, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{python} could not check for CUDA ({type(exc).__name__})"
+    if proc.returncode == 0:
+        return None
+    if proc.returncode == 1:
+        return f"torch.cuda.is_available() is False for {python}"
+    detail = (proc.stdout.strip() or proc.stderr.strip() or f"exit {proc.returncode}").splitlines()[-1][:120]
+    return f"{python} cannot import torch ({detail})"
+
+
+@dataclass(frozen=True)
+class PytestRun:
+    """One pytest process to start.
+
+    Attributes:
+        tree: the checkout whose ``perf_tests`` and ``src`` it runs (its ``src`` goes first on PYTHONPATH).
+        json_path: where its merged ``--benchmark-json`` goes; the journal and the log go next to it.
+        args: pytest arguments: the test selection and the suite's options (``--models ...``).
+        env: environment variables to set (e.g. ``CUDA_VISIBLE_DEVICES``).
+        quiet: pass ``-q``.
+    """
+
+    tree: Path
+    json_path: Path
+    args: tuple[str, ...] = ()
+    env: dict = field(default_factory=dict)
+    quiet: bool = True
+
+    @property
+    def log_path(self) -> Path:
+        return self.json_path.with_suffix(".log")
+
+    @property
+    def journal_path(self) -> Path:
+        return self.json_path.with_suffix(".journal")
+
+
+@dataclass
+class RunOutcome:
+    """What a :class:`PytestRun` gave: ``returncode`` (pytest's last; 1 when a crash was recorded), ``json_path``
+    (None when no benchmark document was written), ``crashes`` (the failure entries of the crashed tests)."""
+
+    returncode: int
+    json_path: Path | None
+    crashes: list[dict]
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.json_path is not None
+
+
+def command(run: PytestRun, json_path: Path, deselect: list[str]) -> list[str]:
+    """The command line of one attempt of ``run`` writing ``json_path``."""
+    return [sys.executable, "-m", "pytest", *run.args, f"--benchmark-json={json_path}",
+            f"--journal={run.journal_path}", "-p", "no:cacheprovider", *(["-q"] if run.quiet else []),
+            *[f"--deselect={n}" for n in deselect]]
+
+
+def run_process(cmd: list[str], cwd: Path, env: dict, log) -> int:
+    """Run one attempt's command in ``cwd`` with ``env``, its output into the open file ``log``; its exit code (a
+    negative one for a signal, as :mod:`subprocess` gives it)."""
+    return subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+
+
+def crash_reason(returncode: int, log_tail: str) -> str:
+    """One line: how the process ended (the signal's name, or the exit code) and the last line it printed."""
+    if returncode < 0:
+        try:
+            how = f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"killed by signal {-returncode}"
+    else:
+        how = f"exit code {returncode}"
+    last = next((line.strip() for line in reversed(log_tail.splitlines()) if line.strip()), "")
+    return f"the pytest process died in this test ({how})" + (f": {last[:200]}" if last else "")
+
+
+def _crash_entry(event: dict | None, reason: str) -> dict:
+    """The ``cudagraph_bench.failures`` entry of the test a crash was in (its case key when it had one)."""
+    event = event or {}
+    return {**(event.get("case") or {}), "status": "failed", "phase": "process", "reason": reason,
+            "fullname": event.get("start", "?")}
+
+
+def run_pytest(run: PytestRun) -> RunOutcome:
+    """Run ``run``'s pytest process, restarting it after a crash without the crashed test (module docstring);
+    the attempts' documents are merged into ``run.json_path`` with the crashes under
+    ``["cudagraph_bench"]["failures"]``. Output of every attempt goes to ``run.log_path``."""
+    from cudagraph_bench.fsio import write_text_atomic
+    from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(run.tree / "src"), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONUNBUFFERED": "1", **run.env}
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        env.pop(name, None)      # pytest-benchmark disables benchmarks in what looks like an xdist worker
+    documents, crashes, written, rc = [], [], set(), 0
+    with open(run.log_path, "w", encoding="utf-8") as log:
+        for attempt in range(MAX_RESTARTS + 1):
+            part = run.json_path.with_name(f"{run.json_path.stem}.part{attempt}.json")
+            part.unlink(missing_ok=True)
+            run.journal_path.unlink(missing_ok=True)
+            deselect = sorted({*written, *(e["fullname"] for e in crashes)})
+            log.flush()
+            start = log.tell()
+            rc = run_process(command(run, part, deselect), run.tree, env, log)
+            log.flush()
+            _, finished, in_flight, stop = read_journal(run.journal_path)
+            if part.is_file() and part.stat().st_size > 0:
+                documents.append((part.name, json.loads(part.read_text(encoding="utf-8"))))
+                written |= finished          # their results are in that document: not measured again
+            part.unlink(missing_ok=True)
+            if rc in PYTEST_EXIT_CODES:
+                break
+            with open(run.log_path, encoding="utf-8", errors="replace") as fh:
+                fh.seek(start)
+                tail = fh.read()[-4000:]
+            reason = (stop if rc == EXIT_CUDA_BROKEN else None) or crash_reason(rc, tail)
+            if in_flight is None:            # not in a test (start-up, collection): nothing to leave out
+                print(f"{run.json_path.name}: pytest ended outside any test: {reason}", file=log, flush=True)
+                break
+            crashes.append(_crash_entry(in_flight, reason))
+            print(f"{run.json_path.name}: {crashes[-1]['fullname']}: {reason}; starting pytest again without it",
+                  file=log, flush=True)
+    run.journal_path.unlink(missing_ok=True)
+    if not documents and not crashes:
+        return RunOutcome(rc, None, [])
+    doc = _merged(documents, crashes)
+    if doc is None:
+        return RunOutcome(rc if rc else 1, None, crashes)
+    write_text_atomic(run.json_path, json.dumps(doc, indent=4))
+    return RunOutcome(1 if crashes and rc == 0 else rc, run.json_path, crashes)
+
+
+def _merged(documents: list[tuple[str, dict]], crashes: list[dict]) -> dict | None:
+    """One document of the attempts, the crashes added to its failures; None without any document."""
+    from cudagraph_bench.results.merge import merge_runs
+
+    if not documents:
+        return None
+    doc = documents[0][1] if len(documents) == 1 else merge_runs(documents, entries_key="attempts")
+    if crashes:
+        section = doc.setdefault("cudagraph_bench", {})
+        section["failures"] = [*(section.get("failures") or []), *crashes]
+    return doc

@@ -1,0 +1,204 @@
+"""The variant registry: one table that says what every measured variant is (no torch import).
+
+A variant is one way to run a case: the eager forward, its captured graph, the graph of a padded prompt, a
+decode loop, a tiny-kernel launch loop. Everything that depends on which variant a case is -- which builder
+makes it, whether it needs a CUDA GPU or torch.compile, whether the launcher runs it in a process of its own,
+what it is checked against and by which rule, whether the gate guards its latency -- is a field of its
+:class:`Variant` here. The plugin, the reports and the gate iterate over :data:`VARIANTS` and read those
+fields; no other module compares a variant's name with a string.
+
+In the spirit of vLLM's ``CUDAGraphMode`` (``vllm/compilation/cuda_graph.py``) and of torch.utils.benchmark's
+``TaskSpec``: an enum-like, frozen description instead of string tests spread over the code.
+
+======================  =======  ==========================================================================
+suite / name            checked  what it is
+======================  =======  ==========================================================================
+forward eager           -        ``model(input_ids)`` under ``torch.inference_mode()``: the reference
+forward graph           exact    static buffers, one capture, replay (gated: the 30% rule and the baseline)
+forward padded          fp64     one graph at ``--pad-to`` tokens, prompt right-padded with a mask
+forward bucketed        fp64     one graph per ``--buckets`` length in one pool; smallest bucket >= L
+forward compile         fp64     ``torch.compile(mode="reduce-overhead")`` (inductor's own CUDA graphs)
+forward compile+graph   fp64     ``torch.compile`` without inductor's graphs, captured by the suite
+decode generate         -        HF ``generate(do_sample=False)``: the decode reference
+decode static-eager     fp64     static KV cache, eager loop; checked against ``generate``
+decode graph            exact    captured decode steps replayed back to back; tokens == static-eager
+decode compile+graph    fp64     the decode step compiled by inductor, captured the same way
+decode generate-        fp64     HF ``generate`` with a static cache and ``torch.compile`` (the peer of
+static-compile                   ``compile+graph``; its known failures are xfail, never the suite's)
+launch loop             -        N tiny kernels launched one by one (the launch-overhead reference)
+launch graph            exact    the same N launches captured and replayed as one graph
+======================  =======  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+#: The suites a benchmark belongs to (its ``extra_info["suite"]``).
+FORWARD, DECODE, LAUNCH = "forward", "decode", "launch"
+SUITES = (FORWARD, DECODE, LAUNCH)
+
+
+class Rule(enum.Enum):
+    """How a variant's output is judged against its reference variant."""
+
+    #: it is the reference of its suite: nothing to check.
+    REFERENCE = "reference"
+    #: the same kernels as its reference (a replay of them): any difference beyond the dtype's rounding
+    #: tolerance, or a token that differs, is a bug.
+    EXACT = "exact"
+    #: other kernels than its reference: within the dtype's tolerance, or else no farther from a float64 run of
+    #: the same weights than the reference itself (the inductor accuracy rule; per decode step for decode).
+    FP64 = "fp64"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of the registry.
+
+    Attributes:
+        suite: :data:`FORWARD`, :data:`DECODE` or :data:`LAUNCH`.
+        name: the name stored in ``extra_info["variant"]`` and in test ids (``graph``, ``compile+graph``).
+        builder: ``"module:callable"`` that builds it (imported only when a case is built).
+        needs_cuda: it runs only on a CUDA GPU.
+        compiled: it uses ``torch.compile`` (measured only with ``--with-compile``; compile time reported).
+        isolated: ``cudagraph-bench run`` measures its cases in a pytest process of their own, so that a
+            crash there (inductor, Triton) cannot take the other cases with it.
+        captured: the suite captures CUDA graphs for it (the memory ledger checks their pools are released).
+        reference: the variant of the same suite it is checked against (None for the reference itself).
+        rule: how it is judged against ``reference`` (:class:`Rule`).
+        gated: the gate guards its latency (the reduction against the reference and the baseline's tolerance).
+        peer: another project's path (HF ``generate`` + ``torch.compile``): its recorded failures are known
+            failures of that path (xfail), reported but never failing the suite.
+        lengths: ``"pad_to"`` / ``"buckets"``: it replays graphs captured at these padded lengths; None: at the
+            prompt's own length.
+    """
+
+    suite: str
+    name: str
+    builder: str
+    needs_cuda: bool = True
+    compiled: bool = False
+    isolated: bool = False
+    captured: bool = False
+    reference: str | None = None
+    rule: Rule = Rule.REFERENCE
+    gated: bool = False
+    peer: bool = False
+    lengths: str | None = None
+
+    @property
+    def is_reference(self) -> bool:
+        """Whether this is its suite's reference (eager, generate, the launch loop)."""
+        return self.rule is Rule.REFERENCE
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.suite, self.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_F = "cudagraph_bench.measure.variants"
+_D = "cudagraph_bench.measure.decode_case"
+_L = "cudagraph_bench.measure.launch:TinyKernelSequence"
+
+#: Every variant, in display order within each suite.
+VARIANTS: tuple[Variant, ...] = (
+    Variant(FORWARD, "eager", f"{_F}:EagerVariant", needs_cuda=False),
+    Variant(FORWARD, "graph", f"{_F}:GraphVariant", captured=True, reference="eager", rule=Rule.EXACT, gated=True),
+    Variant(FORWARD, "padded", f"{_F}:PaddedVariant", captured=True, reference="eager", rule=Rule.FP64,
+            lengths="pad_to"),
+    Variant(FORWARD, "bucketed", f"{_F}:PaddedVariant", captured=True, reference="eager", rule=Rule.FP64,
+            lengths="buckets"),
+    Variant(FORWARD, "compile", f"{_F}:CompileVariant", compiled=True, isolated=True, reference="eager",
+            rule=Rule.FP64),
+    Variant(FORWARD, "compile+graph", f"{_F}:CompileGraphVariant", compiled=True, isolated=True, captured=True,
+            reference="eager", rule=Rule.FP64),
+    Variant(DECODE, "generate", f"{_D}:build_decoder", needs_cuda=False),
+    Variant(DECODE, "static-eager", f"{_D}:build_decoder", needs_cuda=False, reference="generate", rule=Rule.FP64),
+    Variant(DECODE, "graph", f"{_D}:build_decoder", captured=True, reference="static-eager", rule=Rule.EXACT),
+    Variant(DECODE, "compile+graph", f"{_D}:build_decoder", compiled=True, isolated=True, captured=True,
+            reference="static-eager", rule=Rule.FP64),
+    Variant(DECODE, "generate-static-compile", f"{_D}:build_decoder", compiled=True, isolated=True,
+            reference="generate", rule=Rule.FP64, peer=True),
+    Variant(LAUNCH, "loop", _L),
+    Variant(LAUNCH, "graph", _L, captured=True, reference="loop", rule=Rule.EXACT),
+)
+
+_BY_KEY = {v.key: v for v in VARIANTS}
+
+
+def variant(suite: str, name: str) -> Variant:
+    """The registry row of ``name`` in ``suite``.
+
+    Raises:
+        KeyError: no such variant (the message lists the suite's names)."""
+    try:
+        return _BY_KEY[(suite, name)]
+    except KeyError:
+        raise KeyError(f"unknown {suite} variant {name!r}: use one of {', '.join(names(suite))}") from None
+
+
+def find(suite: str, name) -> Variant | None:
+    """The registry row of ``name`` in ``suite``, or None (a benchmark of an unknown or missing variant)."""
+    return _BY_KEY.get((suite, name))
+
+
+def of_suite(suite: str, *, compiled: bool = True) -> tuple[Variant, ...]:
+    """The variants of ``suite`` in display order; ``compiled=False`` leaves the torch.compile ones out."""
+    return tuple(v for v in VARIANTS if v.suite == suite and (compiled or not v.compiled))
+
+
+def names(suite: str, *, compiled: bool = True) -> tuple[str, ...]:
+    """The names of :func:`of_suite`."""
+    return tuple(v.name for v in of_suite(suite, compiled=compiled))
+
+
+def reference_of(suite: str) -> Variant:
+    """The reference variant of ``suite`` (eager, generate, loop)."""
+    return next(v for v in VARIANTS if v.suite == suite and v.is_reference)
+
+
+def exact_reference(suite: str) -> Variant | None:
+    """The variant that ``suite``'s replays are checked against exactly (decode: ``static-eager``, the loop the
+    graphed decoder replays; forward: ``eager``), or None."""
+    ref = next((v.reference for v in VARIANTS if v.suite == suite and v.rule is Rule.EXACT), None)
+    return find(suite, ref)
+
+
+def table_rank(suite: str, name) -> int:
+    """Position of ``name`` in ``suite``'s tables: the reference first, a peer right after it, then the others in
+    display order (unknown names last)."""
+    row = find(suite, name)
+    if row is None:
+        return 10_000
+    return 0 if row.is_reference else 1 if row.peer else 2 + display_rank(suite, name)
+
+
+def gated(suite: str = FORWARD) -> tuple[Variant, ...]:
+    """The variants whose latency the gate guards (forward ``graph``)."""
+    return tuple(v for v in VARIANTS if v.suite == suite and v.gated)
+
+
+def display_rank(suite: str, name) -> int:
+    """Position of ``name`` in ``suite``'s display order (unknown names last)."""
+    order = names(suite)
+    return order.index(name) if name in order else len(order)
+
+
+#: Forward variants of the benchmark matrix (``--variants``), in display order.
+FORWARD_NAMES = names(FORWARD)
+#: Forward variants that replay graphs captured at padded lengths (their own test module and prompt lengths).
+PADDING_NAMES = tuple(v.name for v in of_suite(FORWARD) if v.lengths)
+DECODE_NAMES = names(DECODE)
+LAUNCH_NAMES = names(LAUNCH)
+#: The forward reference (``eager``) and the variant the gate guards (``graph``): the names the readers key their
+#: tables and verdicts by.
+FORWARD_REFERENCE = reference_of(FORWARD).name
+GATED = gated()[0].name
+#: The launch suite's reference (the loop) and its graph replay.
+LAUNCH_REFERENCE = reference_of(LAUNCH).name
+LAUNCH_GRAPH = next(v.name for v in of_suite(LAUNCH) if not v.is_reference)
