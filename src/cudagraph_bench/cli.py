@@ -36,6 +36,8 @@ COMMANDS = {
     "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
     "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
                                                        "time, predicted vs measured saving) and its plot"),
+    "selftest": ("cudagraph_bench.commands.selftest", "plant known faults (GPU delays, a stale input, a wrong decode) into the "
+                                                      "real pipeline and show the gate fails on each, passes on reruns"),
     "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
                                                 "pytest-benchmark JSON"),
 }
@@ -80,6 +82,8 @@ DESCRIPTIONS = {
     "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
     "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
                                                        "time, predicted vs measured saving) and its plot"),
+    "selftest": ("cudagraph_bench.commands.selftest", "plant known faults (GPU delays, a stale input, a wrong decode) into the "
+                                                      "real pipeline and show the gate fails on each, passes on reruns"),
     "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
                                                 "pytest-benchmark JSON"),
 }
@@ -194,6 +198,18 @@ DESCRIPTIONS = {
         "written or neither.\n\n"
         "Exit codes: 0 written; 2 usage error, a run without launch benchmarks, or a forward case found "
         "in two --forward runs."),
+    "selftest": (
+        "The gate's self-test on this GPU runner: runs the gated forward matrix N times unmodified (the baseline) "
+        "and once per planted fault: every gated graph replay slowed on the GPU by --delays percent of its own "
+        "time (a delay kernel captured into the graph), a graph that replays without refreshing its static input, "
+        "a graphed decode that gives other tokens. Each run is a separate pytest process with --plant-fault. Then "
+        "it gates every delay run against the baseline, gates each unmodified run against the others and compares "
+        "every pair of unmodified runs (false alarms), and gates the wrong-result runs.\n\n"
+        "Input: a CUDA GPU and a checkout (or --from DIR: the runs of an earlier self-test, no GPU).\n\n"
+        "Output: the runs and their logs in DIR (-o, default out/selftest; new or empty), a table per gated case "
+        "and a last line `selftest PASS: ...` or `selftest FAIL: ...`; --markdown FILE writes the page.\n\n"
+        "Exit codes: 0 no false alarm, every case detected at +5%, every wrong result failing the gate; 1 otherwise; "
+        "2 usage error."),
     "merge": (
         "Merge the runs of the shards of one suite (CI matrix jobs run with pytest --shard K/N, or any "
         "runs of disjoint tests) into one pytest-benchmark JSON that gate, report, compare and "

@@ -151,12 +151,14 @@ class PreparedDecode:
             self.decoder = None
 
 
-def prepare_decode(spec: DecodeSpec, model, ids, refs) -> PreparedDecode:
+def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDecode:
     """Build the decoder of ``spec``, run one checked request on the prompt ``ids`` ``[1, seq_len]`` int64 and
     record its checks in ``info`` (module docstring).
 
     Args:
         refs: the session's :class:`~cudagraph_bench.plugin.references.DecodeReferences`.
+        plant: ``plant(decoder) -> decoder`` that plants a self-test fault
+            (:class:`~cudagraph_bench.measure.faults.WrongDecoder`), or None.
 
     Raises:
         NotGraphableError: the model cannot be graphed.
@@ -185,6 +187,9 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs) -> PreparedDecode:
                                   eos_token_id=None, pad_token_id=0)
         return PreparedDecode(spec, None, run_generate, info, None)
     decoder = build_decoder(spec, model, info)
+    if plant is not None:
+        decoder = plant(decoder)
+        info.update(decoder.fields)
     try:
         if kind.peer:
             info.update(compile_ms=decoder.warm(ids, spec.new_tokens,     # compiles and records its CUDA graphs

@@ -26,6 +26,18 @@ GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this 
 MIN_DECODE_ROUNDS = 3
 
 
+def _fault(text: str):
+    """``--plant-fault``'s parser: :func:`cudagraph_bench.measure.faults.parse_fault` (no torch import)."""
+    import argparse
+
+    from cudagraph_bench.measure.faults import parse_fault
+
+    try:
+        return parse_fault(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
     add_to_pytest(group)
@@ -63,6 +75,11 @@ def pytest_addoption(parser):
                          f"(default: {DEFAULT_DECODE_COMPILE_TUNING})")
     group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
                     help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
+    group.addoption("--plant-fault", dest="plant_fault", type=_fault, default=None, metavar="FAULT",
+                    help="self-test only: plant a known fault into the pipeline: delay:PCT (the gated graph's replay "
+                         "PCT %% slower on the GPU), stale-input (the graph replays without copying its input) or "
+                         "wrong-decode (the graphed decode gives other tokens); the run records it and baseline "
+                         "refuses it (cudagraph-bench selftest uses this)")
     group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
                     help="keep Python's garbage collector on while timing (default: off while timing, "
                          "as with --benchmark-disable-gc)")

@@ -70,7 +70,9 @@ def section_of(config) -> dict | None:
     session = session_of(config)
     if session is None:
         return None
-    return {**session.ledger.summary(), **session.records.summary()}
+    fault = config.getoption("plant_fault", None)
+    return {**session.ledger.summary(), **session.records.summary(),
+            **({"planted_fault": fault.label} if fault is not None else {})}
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):

@@ -111,19 +111,36 @@ class Session:
                           compile_tuning=opt("decode_compile_tuning"), buckets=tuple(opt("buckets")),
                           rounds=min(MIN_DECODE_ROUNDS, opt("decode_rounds")), max_rounds=opt("decode_rounds"))
 
+    def planted(self, case):
+        """The self-test fault planted into ``case`` (``--plant-fault``), or None."""
+        fault = self.option("plant_fault")
+        return fault if fault is not None and fault.applies_to(case.suite, case.variant) else None
+
     def _prepare(self, case, model):
         from cudagraph_bench.measure.case import CaseFailed, describe_exception, prepare_case
 
+        fault = self.planted(case)
         if isinstance(case, DecodeCase):
             from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
+            from cudagraph_bench.measure.faults import WrongDecoder
+            from cudagraph_bench.models.presets import vocab_size
 
             (ids,) = self.inputs(model, case.seq_len, n=1, seed=DECODE_PROMPT_SEED)
+            plant = (lambda decoder: WrongDecoder(decoder, vocab_size(model))) if fault is not None else None
             try:
-                return prepare_decode(self.decode_spec(case), model, ids, self.references)
+                return prepare_decode(self.decode_spec(case), model, ids, self.references, plant=plant)
             except Exception as exc:  # the case's failure, with the phase it happened in
                 raise CaseFailed("build", describe_exception(exc), exc) from exc
         spec = self.case_spec(case)
-        return prepare_case(spec, model, variant=self.padding.variant_for(spec, model))
+        built = None
+        if fault is not None:
+            from cudagraph_bench.measure.faults import plant_forward
+
+            try:
+                built = plant_forward(fault, model, spec)
+            except Exception as exc:
+                raise CaseFailed("build", describe_exception(exc), exc) from exc
+        return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
         """One benchmark of any forward or decode case through the pipeline (module docstring).

@@ -1,0 +1,131 @@
+"""``cudagraph-bench selftest``: plant known faults into the real pipeline on this GPU and show that the gate fails
+on each one and passes on unmodified reruns (no torch in this process; the runs are pytest processes,
+:mod:`cudagraph_bench.runner.selftest`; the verdicts :mod:`cudagraph_bench.results.selftest`).
+
+``--from DIR`` evaluates the runs of an earlier self-test again (no GPU): the page is regenerated from them."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import check_output_file, write_text_atomic, written_verb
+from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, parse_count, parse_path,
+                                     show_default)
+
+DEFAULT_OUT = "out/selftest"
+#: Most unmodified runs (each takes about a minute on one GPU).
+MAX_RUNS = 20
+
+
+def _runs(text: str) -> int:
+    value = parse_count(text)
+    if not 5 <= value <= MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"expected 5 to {MAX_RUNS} unmodified runs (the baseline needs 5), got {value}")
+    return value
+
+
+def _delays(text: str) -> tuple[float, ...]:
+    out = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected percents such as 3,5,10, got {item!r}") from None
+        if not 0 < value <= 100:
+            raise argparse.ArgumentTypeError(f"a planted delay is a percent in (0, 100], got {item!r}")
+        out.append(value)
+    return tuple(sorted(set(out)))
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    from cudagraph_bench.runner.selftest import DEFAULT_DELAYS_PCT, DEFAULT_UNMODIFIED_RUNS
+
+    parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
+                        help="folder for the runs and their logs; must be new or empty (default: %(default)s)")
+    parser.add_argument("--from", dest="source", type=parse_path, default=None, metavar="DIR",
+                        help="evaluate the runs of an earlier self-test in DIR instead of running (no GPU needed)")
+    parser.add_argument("--runs", type=_runs, default=DEFAULT_UNMODIFIED_RUNS, metavar="N",
+                        help="unmodified runs, the baseline of the verdicts (default: %(default)s)")
+    parser.add_argument("--delays", type=_delays, default=DEFAULT_DELAYS_PCT, metavar="PCTS",
+                        help="GPU delays to plant, percent of each case's own graph time (default: "
+                             f"{show_default(DEFAULT_DELAYS_PCT)})")
+    parser.add_argument("--pytest-args", default="", metavar="ARGS",
+                        help="extra pytest arguments for every run, e.g. \"--models gpt2 --max-time-ms 300\"")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
+
+
+def _matrix(pytest_args: list[str]) -> tuple[list[str], str, str, str]:
+    """The gated matrix's pytest options (the defaults at the gated prompt lengths, then ``pytest_args``) and where
+    the wrong-result faults go (the stale input into the first model and last dtype, the wrong decode into the
+    matrix's models: the plugin keeps the causal ones)."""
+    from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
+
+    lengths = [n for n in DEFAULT_PROMPT_LENGTHS if n <= DEFAULT_MAX_GATED_LEN]
+    args = ["--models", ",".join(DEFAULT_MODELS), "--dtypes", ",".join(DEFAULT_DTYPES),
+            "--prompt-lengths", ",".join(map(str, lengths)), *pytest_args]
+
+    def last(flag, default):
+        values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+        return values[-1] if values else default
+
+    models = last("--models", "")
+    return args, models.split(",")[0], last("--dtypes", "bfloat16").split(",")[-1], models
+
+
+def main(args: argparse.Namespace) -> int:
+    from cudagraph_bench.results.runfile import load_run
+    from cudagraph_bench.results.selftest import evaluate_selftest, render_markdown, summary
+
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown", "gate-selftest.md")
+    if args.source:
+        folder = Path(args.source)
+        if not folder.is_dir():
+            raise UsageError(f"--from {folder}: no such folder: give the -o folder of an earlier selftest")
+        paths = sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")])
+    else:
+        paths = _measure(args)
+    runs = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
+    result = evaluate_selftest(runs)
+    line = summary(result)
+    from cudagraph_bench.results.selftest import columns, rows
+    from cudagraph_bench.table import render_table
+
+    print(render_table(columns(result.delays), rows(result), fmt="text"))
+    for name, (ok, why) in result.wrong.items():
+        print(f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}")
+    print(line)
+    if args.markdown:
+        verb = written_verb(args.markdown)
+        write_text_atomic(args.markdown, render_markdown(runs, result, line))
+        print(f"{verb} {args.markdown}", file=sys.stderr)
+    return 0 if result.passed_targets else 1
+
+
+def _measure(args: argparse.Namespace) -> list[Path]:
+    from cudagraph_bench.paths import checkout_root
+    from cudagraph_bench.runner import process
+    from cudagraph_bench.runner.selftest import plan, run_all
+
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never overwritten)")
+    try:
+        extra = shlex.split(args.pytest_args)
+    except ValueError as exc:
+        raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
+    tree = checkout_root()
+    if tree is None:
+        raise UsageError("cudagraph-bench selftest launches the suite's perf_tests/: run it from a checkout")
+    problem = process.cuda_problem()
+    if problem is not None:
+        raise UsageError(f"selftest plants faults on a CUDA GPU, but {problem}: run it on the GPU runner")
+    matrix, model, dtype, causal = _matrix(extra)
+    out.mkdir(parents=True, exist_ok=True)
+    done = run_all(tree, out, plan(matrix, runs=args.runs, delays=args.delays, first_model=model, first_dtype=dtype,
+                                   causal_model=causal), log=lambda s: print(s, file=sys.stderr, flush=True))
+    return [p for p in done.values() if p is not None]

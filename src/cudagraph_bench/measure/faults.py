@@ -1,0 +1,228 @@
+"""Known faults planted into the real pipeline, for the gate's self-test (``cudagraph-bench selftest``).
+
+A gate is worth the smallest regression it catches without crying wolf; these faults show what it catches:
+
+- ``delay:PCT``: the gated variant's graph (forward ``graph``) is captured again with a GPU delay kernel after the
+  forward, calibrated to ``PCT`` % of that case's own device time (measured first, in the same process), so every
+  replay is that much slower on the GPU;
+- ``stale-input``: the forward ``graph`` replays without copying the new input into its static input buffer (the
+  classic CUDA graph bug: every call returns the capture input's output);
+- ``wrong-decode``: the graphed decode (decode ``graph``) returns other tokens (its last token changed).
+
+A case with a planted fault records ``extra_info["planted_fault"]`` (and the delay its nominal and measured
+percent), and the run records it in its ``cudagraph_bench`` section, so a run with a fault is never taken for a
+real one (``baseline`` refuses it). The delay kernel is ``torch.cuda._sleep`` (a spin of N GPU cycles, the kernel
+PyTorch's own stream tests use), calibrated in cycles per millisecond with CUDA events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cudagraph_bench.variants import DECODE, FORWARD, Rule, gated, variant
+
+KINDS = ("delay", "stale-input", "wrong-decode")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One planted fault: ``kind`` (:data:`KINDS`) and, for ``delay``, ``pct`` (percent of the case's own time)."""
+
+    kind: str
+    pct: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"delay:{self.pct:g}" if self.kind == "delay" else self.kind
+
+    def applies_to(self, suite: str, name: str) -> bool:
+        """Whether this fault is planted into a case of ``name`` in ``suite``: the delay into the gated variants,
+        the stale input into the forward variant replayed with the eager kernels, the wrong decode into the decode
+        variant checked exactly against its reference."""
+        row = variant(suite, name)
+        if self.kind == "delay":
+            return row in gated(FORWARD)
+        if self.kind == "stale-input":
+            return suite == FORWARD and row.rule is Rule.EXACT and row.captured
+        return suite == DECODE and row.rule is Rule.EXACT and row.captured
+
+
+def parse_fault(text: str) -> Fault:
+    """``"delay:5"`` -> ``Fault("delay", 5.0)``; ``"stale-input"``, ``"wrong-decode"``.
+
+    Raises:
+        ValueError: another kind, or a delay that is not a number in (0, 1000] percent."""
+    kind, _, arg = text.strip().partition(":")
+    if kind not in KINDS:
+        raise ValueError(f"unknown fault {text!r}: use delay:PCT (e.g. delay:5), stale-input or wrong-decode")
+    if kind != "delay":
+        if arg:
+            raise ValueError(f"fault {kind} takes no argument (got {text!r})")
+        return Fault(kind)
+    try:
+        pct = float(arg)
+    except ValueError:
+        pct = float("nan")
+    if not 0 < pct <= 1000:
+        raise ValueError(f"fault {text!r}: give delay:PCT with PCT in (0, 1000], e.g. delay:5 for +5% GPU time")
+    return Fault(kind, pct)
+
+
+def sleep_cycles_per_ms() -> float:
+    """GPU cycles of ``torch.cuda._sleep`` per millisecond on this device, from CUDA events around long sleeps
+    (the median of 5)."""
+    import statistics
+
+    import torch
+
+    cycles = 20_000_000
+    torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return cycles / statistics.median(times)
+
+
+class DelayedGraph:
+    """The forward ``graph`` variant captured with a GPU delay of ``pct`` % of its own device time after the forward.
+
+    Workflow: capture the plain graph, measure its device time over back-to-back replays
+    (:func:`~cudagraph_bench.measure.timing.back_to_back_ms`), close it, capture again with ``torch.cuda._sleep``
+    of that many milliseconds after the forward (inside the graph, so the replay itself is slower), measure
+    again. ``record()`` gives ``planted_fault``, ``planted_delay_ms``, ``planted_pct`` (nominal) and
+    ``planted_measured_pct`` (measured)."""
+
+    def __init__(self, model, seq_len: int, pct: float, *, warmup_iters: int = 3):
+        import statistics
+
+        import torch
+
+        from cudagraph_bench.capture.graphed import GraphedForward
+        from cudagraph_bench.measure.timing import back_to_back_ms
+        from cudagraph_bench.models.presets import model_forward, random_input_ids
+
+        ids = random_input_ids(model, seq_len, device=next(model.parameters()).device)
+        plain = GraphedForward(model, seq_len, warmup_iters=warmup_iters)
+        try:
+            base_ms = statistics.median(back_to_back_ms(lambda: plain(ids)))
+        finally:
+            plain.close()
+        self.delay_ms = base_ms * pct / 100.0
+        cycles = max(1, int(self.delay_ms * sleep_cycles_per_ms()))
+
+        def delayed(m, input_ids, attention_mask=None):
+            out = model_forward(m, input_ids, attention_mask)
+            torch.cuda._sleep(cycles)
+            return out
+
+        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, forward=delayed)
+        self.capture_ms = self._graph.capture_ms
+        delayed_ms = statistics.median(back_to_back_ms(lambda: self._graph(ids)))
+        self.fields = {"planted_fault": f"delay:{pct:g}", "planted_pct": pct, "planted_delay_ms": self.delay_ms,
+                       "planted_base_ms": base_ms, "planted_measured_pct": 100.0 * (delayed_ms - base_ms) / base_ms}
+
+    @property
+    def static_output(self):
+        return self._graph.static_output if self._graph is not None else None
+
+    def __call__(self, input_ids):
+        return self._graph(input_ids)
+
+    def close(self) -> None:
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None
+
+
+class StaleInputGraph:
+    """A built graph variant whose calls replay without copying the new input into the static input buffer."""
+
+    def __init__(self, built):
+        self._built = built
+        self.fields = {"planted_fault": "stale-input"}
+
+    @property
+    def static_output(self):
+        return self._built.static_output
+
+    def __call__(self, input_ids):
+        graph = self._built._graph                 # the GraphedForward the variant replays
+        graph.graph.replay()
+        return graph.static_output
+
+    def close(self) -> None:
+        self._built.close()
+
+
+class PlantedVariant:
+    """A planted fault seen as a forward variant (the interface of
+    :class:`~cudagraph_bench.measure.variants.ForwardVariant`) that the pipeline checks and times like any other."""
+
+    def __init__(self, name: str, seq_len: int, planted):
+        from cudagraph_bench.measure.variants import ForwardVariant
+
+        self._base = ForwardVariant(seq_len)
+        self.name, self.seq_len, self._planted = name, seq_len, planted
+        self.notes: list[str] = []
+        self.compile_ms, self.pad_to = None, None
+        self.capture_ms = getattr(planted, "capture_ms", None) or getattr(getattr(planted, "_built", None),
+                                                                           "capture_ms", None)
+
+    @property
+    def static_output(self):
+        return self._planted.static_output
+
+    def __call__(self, input_ids):
+        return self._planted(input_ids)
+
+    def record(self) -> dict:
+        fields = {"capture_ms": self.capture_ms} if self.capture_ms is not None else {}
+        return {**fields, **self._planted.fields}
+
+    def close(self) -> None:
+        self._planted.close()
+
+
+def plant_forward(fault: Fault, model, spec):
+    """The planted variant of a forward case (``spec``: its :class:`~cudagraph_bench.measure.case.CaseSpec`)."""
+    if fault.kind == "delay":
+        return PlantedVariant(spec.variant, spec.seq_len, DelayedGraph(model, spec.seq_len, fault.pct))
+    from cudagraph_bench.measure.variants import build_variant
+
+    built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, check_data_ptrs=spec.check_data_ptrs)
+    return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built))
+
+
+class WrongDecoder:
+    """A graphed decoder whose requests give other tokens (:func:`wrong_tokens`); everything else is the decoder's."""
+
+    fields = {"planted_fault": "wrong-decode"}
+
+    def __init__(self, decoder, vocab_size: int):
+        self._decoder, self._vocab = decoder, vocab_size
+
+    def __getattr__(self, name):
+        return getattr(self._decoder, name)
+
+    def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
+        out = self._decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
+        if return_logits:
+            tokens, logits = out
+            return wrong_tokens(tokens, self._vocab), logits
+        return wrong_tokens(out, self._vocab)
+
+    def close(self) -> None:
+        self._decoder.close()
+
+
+def wrong_tokens(tokens, vocab_size: int):
+    """``tokens`` ``[1, n]`` int64 with the last token changed to the next id (mod ``vocab_size``): a decode that
+    gives other tokens."""
+    out = tokens.clone()
+    out[0, -1] = (out[0, -1] + 1) % vocab_size
+    return out

@@ -1,0 +1,193 @@
+"""The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault and pass on
+every unmodified rerun? The runs are :mod:`cudagraph_bench.runner.selftest`'s.
+
+- the baseline is built from the unmodified runs (:func:`cudagraph_bench.results.baseline.build_baseline`), as
+  ``cudagraph-bench baseline`` builds it;
+- **detection**: each ``delay-<pct>`` run is gated against that baseline with the gate's own rule
+  (:func:`cudagraph_bench.results.gate.evaluate`): per gated case, whether the regression check flags it, the
+  change the gate saw and the delay measured when it was planted;
+- **false alarms of the gate**: each unmodified run gated against a baseline of the other unmodified runs (leave
+  one out);
+- **false alarms over every pair**: ``compare`` of every ordered pair of unmodified runs, with the baseline's noise
+  model (:func:`cudagraph_bench.results.compare.compare_runs`): a regressed gated benchmark is a false alarm;
+- **wrong results**: the ``stale-input`` and ``wrong-decode`` runs must fail the gate on their recorded checks
+  (:func:`cudagraph_bench.results.gate.evaluate`, every variant's check).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.runfile import Run
+from cudagraph_bench.table import Column, render_table
+from cudagraph_bench.variants import GATED
+
+_DELAY = re.compile(r"delay-(\d+(?:\.\d+)?)")
+
+
+@dataclass
+class CaseDetection:
+    """One gated case: its baseline spread and tolerance, and per planted delay (percent) whether the gate flagged
+    it, the change it saw (percent) and the delay measured when planted (percent)."""
+
+    label: str
+    spread_pct: float | None
+    tolerance_pct: float
+    detected: dict[float, bool] = field(default_factory=dict)
+    change_pct: dict[float, float] = field(default_factory=dict)
+    planted_pct: dict[float, float | None] = field(default_factory=dict)
+    gate_alarms: int = 0
+    gate_trials: int = 0
+    pair_alarms: int = 0
+    pair_trials: int = 0
+
+
+@dataclass
+class SelftestResult:
+    """All verdicts: ``cases`` (:class:`CaseDetection` per gated case), ``wrong`` (fault name -> (the gate failed
+    on it, the failing cases and checks in one line)), the delays planted and the unmodified run count."""
+
+    cases: list[CaseDetection]
+    wrong: dict[str, tuple[bool, str]]
+    delays: list[float]
+    n_unmodified: int
+
+    @property
+    def false_alarms(self) -> int:
+        return sum(c.gate_alarms + c.pair_alarms for c in self.cases)
+
+    def missed(self, pct: float) -> list[str]:
+        return [c.label for c in self.cases if not c.detected.get(pct)]
+
+    @property
+    def passed_targets(self) -> bool:
+        """No false alarm, +5% (or the smallest delay at least 5%) detected in every gated case, every wrong
+        result failing the gate."""
+        five = min((p for p in self.delays if p >= 5), default=None)
+        return (self.false_alarms == 0 and all(ok for ok, _ in self.wrong.values())
+                and (five is None or not self.missed(five)))
+
+
+def split_runs(runs: dict[str, Run]) -> tuple[list[Run], dict[float, Run], dict[str, Run]]:
+    """``(unmodified runs, {delay pct: run}, {wrong-result fault: run})`` by the runs' names (file stems)."""
+    unmodified = [r for n, r in sorted(runs.items()) if n.startswith("unmodified-")]
+    delays = {float(m.group(1)): r for n, r in runs.items() if (m := _DELAY.fullmatch(n))}
+    wrong = {n: r for n, r in runs.items() if n in ("stale-input", "wrong-decode")}
+    return unmodified, dict(sorted(delays.items())), wrong
+
+
+def _baseline(runs: list[Run], min_runs: int):
+    from cudagraph_bench.results.baseline import baseline_of, build_baseline
+
+    return baseline_of(build_baseline(runs, min_runs=min_runs), Path("selftest-baseline.json"))
+
+
+def evaluate_selftest(runs: dict[str, Run]) -> SelftestResult:
+    """The verdicts of the module docstring. Raises UsageError for fewer than 5 unmodified runs."""
+    from cudagraph_bench.results import gate
+    from cudagraph_bench.results.compare import compare_runs
+
+    unmodified, delays, wrong = split_runs(runs)
+    if len(unmodified) < 5:
+        raise UsageError(f"the self-test needs at least 5 unmodified runs (the baseline), got {len(unmodified)}")
+    baseline = _baseline(unmodified, 5)
+    cases: dict[str, CaseDetection] = {}
+    for verdict in gate.evaluate(unmodified[0], baseline):   # the tolerance of one new run, as a CI job gates
+        if verdict.variant == GATED and verdict.gated and verdict.regression is not None:
+            reg = verdict.regression
+            cases[verdict.label] = CaseDetection(verdict.label, reg.spread_pct, reg.tolerance_pct)
+    for pct, run in delays.items():
+        planted = {(m.case.model, m.case.dtype, m.case.seq_len): m.extra_info.get("planted_measured_pct")
+                   for m in run.measurements.values() if m.suite == "forward"}
+        for verdict in gate.evaluate(run, baseline):
+            c = cases.get(verdict.label)
+            if c is None or verdict.variant != GATED or verdict.regression is None:
+                continue
+            c.detected[pct] = verdict.regression.regressed
+            c.change_pct[pct] = verdict.regression.change_pct
+            c.planted_pct[pct] = planted.get((verdict.model, verdict.dtype, verdict.seq_len))
+    for i, held in enumerate(unmodified):
+        others = unmodified[:i] + unmodified[i + 1:]
+        for verdict in gate.evaluate(held, _baseline(others, len(others))):
+            c = cases.get(verdict.label)
+            if c is not None and verdict.variant == GATED and verdict.regression is not None:
+                c.gate_trials += 1
+                c.gate_alarms += verdict.regression.regressed
+    for old, new in itertools.permutations(unmodified, 2):
+        changes, _, _ = compare_runs(old, new, baseline=baseline)
+        for ch in changes:
+            c = cases.get(ch.label.rsplit(" ", 1)[0]) if ch.label.endswith(f" {GATED}") else None
+            if c is not None:
+                c.pair_trials += 1
+                c.pair_alarms += ch.check.regressed
+    verdicts = {}
+    for name, run in wrong.items():
+        failed = [v for v in gate.evaluate(run, None) if v.failed]
+        decode_bad = [f"{m.label}: {m.check.detail or m.check.reason}" for m in run.measurements.values()
+                      if m.suite == "decode" and m.check.status == "fail"]
+        reasons = [f"{v.label} {v.variant}: check {v.check}" for v in failed] + decode_bad
+        verdicts[name] = (bool(reasons), "; ".join(reasons) or "the gate passed")
+    return SelftestResult(list(cases.values()), verdicts, list(delays), len(unmodified))
+
+
+def columns(delays: list[float]) -> list[Column]:
+    cols = [Column("label", "case"), Column("spread_pct", "spread %", ".2f"),
+            Column("tolerance_pct", "tolerance %", ".2f")]
+    for p in delays:
+        cols += [Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"), Column(f"seen_{p:g}", f"+{p:g}% gate")]
+    return cols + [Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms")]
+
+
+def rows(result: SelftestResult) -> list[dict]:
+    out = []
+    for c in result.cases:
+        row = {"label": c.label, "spread_pct": c.spread_pct, "tolerance_pct": c.tolerance_pct,
+               "gate_fa": f"{c.gate_alarms}/{c.gate_trials}", "pair_fa": f"{c.pair_alarms}/{c.pair_trials}"}
+        for p in result.delays:
+            measured = c.planted_pct.get(p)
+            row[f"planted_{p:g}"] = f"{measured:+.1f}%" if measured is not None else "-"
+            seen = c.change_pct.get(p)
+            row[f"seen_{p:g}"] = ("-" if seen is None else
+                                  f"{'FAIL' if c.detected.get(p) else 'pass'} ({seen:+.1f}%)")
+        out.append(row)
+    return out
+
+
+def summary(result: SelftestResult) -> str:
+    """One line: false alarms, detection per delay, wrong-result faults."""
+    n = len(result.cases)
+    trials = sum(c.gate_trials + c.pair_trials for c in result.cases)
+    parts = [f"{n} gated cases, {result.n_unmodified} unmodified runs: {result.false_alarms} false alarms in "
+             f"{trials} trials"]
+    parts += [f"+{p:g}% detected in {n - len(result.missed(p))}/{n}" for p in result.delays]
+    parts += [f"{name} {'fails the gate' if ok else 'PASSES the gate'}" for name, (ok, _) in result.wrong.items()]
+    return ("selftest PASS: " if result.passed_targets else "selftest FAIL: ") + "; ".join(parts)
+
+
+def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str) -> str:
+    """The self-test page (``docs/gate-selftest.md``)."""
+    env = next(iter(runs.values())).environment
+    wrong = "\n".join(f"- `{name}`: {'the gate fails' if ok else 'the gate PASSES'}: {why}"
+                      for name, (ok, why) in result.wrong.items()) or "- none run"
+    sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, host `{r.environment.node}`)"
+                        for _, r in sorted(runs.items()))
+    return "\n".join([
+        "# The gate's self-test: planted faults and unmodified reruns", "",
+        f"Generated by `cudagraph-bench selftest` from the runs below, all on one "
+        f"{env.gpu_name or env.gpu_slug} (torch {env.torch}, transformers {env.transformers}); never edited by "
+        "hand. Faults are planted into the real pipeline (`--plant-fault`), not into JSON: the gated graph "
+        "captured again with a GPU delay kernel of a share of that case's own device time, a graph that replays "
+        "without refreshing its static input, a graphed decode that gives other tokens.", "",
+        f"- baseline: the {result.n_unmodified} unmodified runs (`cudagraph-bench baseline`); each delay run is "
+        "gated against it with the gate's rule on the device-side graph figure (CUDA events over back-to-back "
+        "replays);",
+        f"- gate false alarms: each unmodified run gated against a baseline of the other {result.n_unmodified - 1};",
+        f"- pair false alarms: `compare` of every ordered pair of unmodified runs "
+        f"({result.n_unmodified * (result.n_unmodified - 1)} pairs) with the baseline's noise model;",
+        "- planted (measured): the delay the capture added, measured right after it, in the same process.", "",
+        render_table(columns(result.delays), rows(result), fmt="markdown"), "",
+        "Wrong results:", "", wrong, "", f"**{line}**", "", "Source runs:", "", sources, ""])

@@ -1,0 +1,88 @@
+"""``cudagraph-bench selftest``'s runs: unmodified reruns of the gated matrix and runs with a known fault planted
+into the real pipeline (``--plant-fault``, :mod:`cudagraph_bench.measure.faults`), each a separate pytest process on
+this GPU (:func:`cudagraph_bench.runner.process.run_pytest`). The verdicts are :mod:`cudagraph_bench.results.selftest`.
+
+Runs, written to ``OUT/<name>.json`` with a log beside each:
+
+- ``unmodified-1`` .. ``unmodified-N``: the forward benchmarks (eager and graph) of the gated prompt lengths;
+- ``delay-<pct>`` for each ``--delays`` percent: the same, every gated graph replay slowed on the GPU by that share
+  of its own time;
+- ``stale-input``: the graph of the first model and dtype replays without refreshing its static input;
+- ``wrong-decode``: the graphed decode of the matrix's causal models gives other tokens.
+
+Unmodified and planted runs are interleaved (unmodified-1, delay-3, unmodified-2, delay-5, ...), so that a drift of
+the host over the job does not read as a fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudagraph_bench.runner.launch import FORWARD_MODULE
+from cudagraph_bench.runner.process import PytestRun, run_pytest
+
+DECODE_MODULE = "perf_tests/test_decode_bench.py"
+DEFAULT_UNMODIFIED_RUNS = 5
+DEFAULT_DELAYS_PCT = (3.0, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class SelftestRun:
+    """One run of the self-test: its file stem, the fault planted (None: unmodified) and its pytest arguments."""
+
+    name: str
+    fault: str | None
+    args: tuple[str, ...]
+
+
+def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=DEFAULT_DELAYS_PCT,
+         first_model: str, first_dtype: str, causal_model: str | None) -> list[SelftestRun]:
+    """The self-test's runs in the order they run. ``matrix_args``: the pytest options of the gated matrix
+    (``--models ... --prompt-lengths ...``); ``first_model`` / ``first_dtype``: where the stale input is planted;
+    ``causal_model``: the ``--models`` of the wrong-decode run (the plugin keeps their causal LMs; None: no decode
+    fault)."""
+    forward = (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *matrix_args)
+    unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
+    planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}", (*forward, "--plant-fault", f"delay:{pct:g}"))
+               for pct in delays]
+    order = []
+    for i in range(max(len(unmodified), len(planted))):
+        order += unmodified[i:i + 1] + planted[i:i + 1]
+    single = [a for a in _without(matrix_args, ("--models", "--dtypes"))]
+    order.append(SelftestRun("stale-input", "stale-input",
+                             (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *single,
+                              "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-input")))
+    if causal_model is not None:
+        order.append(SelftestRun("wrong-decode", "wrong-decode",
+                                 (DECODE_MODULE, "--benchmark-only", "--models", causal_model, "--new-tokens", "32",
+                                  "--decode-rounds", "3", "--plant-fault", "wrong-decode")))
+    return order
+
+
+def _without(args: list[str], flags: tuple[str, ...]) -> list[str]:
+    """``args`` without the given flags and their values."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in flags:
+            skip = True
+            continue
+        if any(a.startswith(f + "=") for f in flags):
+            continue
+        out.append(a)
+    return out
+
+
+def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print) -> dict[str, Path | None]:
+    """Run ``runs`` one after another (their JSON and logs in ``out``); returns ``{name: JSON path or None}`` (None:
+    the process wrote no run; its log says why)."""
+    done = {}
+    for i, r in enumerate(runs, 1):
+        outcome = run_pytest(PytestRun(tree, out / f"{r.name}.json", r.args))
+        done[r.name] = outcome.json_path
+        state = "ok" if outcome.json_path is not None else f"no run written (exit {outcome.returncode})"
+        log(f"selftest: {i}/{len(runs)} {r.name}: {state}")
+    return done
