@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.options import (MAX_CONFIRM, add_storage_option, parse_confirm, parse_count, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
@@ -40,8 +40,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-unchecked", action="store_true",
                         help="do not fail gated cases whose run recorded no correctness check (runs recorded "
                              "before checks existed); a failed check always fails")
-    parser.add_argument("--confirm", type=parse_nonneg, default=0, metavar="K",
-                        help="when regressions are the only failures, rerun the regressed cases K times (separate "
+    parser.add_argument("--confirm", type=parse_confirm, default=0, metavar="K",
+                        help=f"when regressions are the only failures, rerun the regressed cases K times, at most "
+                             f"{MAX_CONFIRM} (separate "
                              "pytest processes in the checkout, GPU needed) and judge them on all runs with the rank "
                              "test; the runs are written next to RUN as <RUN>.confirm-<i>.json (default: 0, off)")
     add_storage_option(parser)
@@ -59,6 +60,8 @@ def main(args: argparse.Namespace) -> int:
         require_graph_variant(run)
         forward_groups(run)  # no forward benchmarks (a decode or launch run, another tool's): say so, not "no baseline"
     baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown", "gate.md")
     refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,
                                                             baseline.path if baseline is not None else None])
     results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,

@@ -38,6 +38,7 @@ import numpy as np
 from cudagraph_bench.results import noise, stats
 from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
 from cudagraph_bench.table import Column
 
@@ -203,7 +204,9 @@ THRESHOLD_PARSERS = {"min_reduction_pct": parse_reduction_pct, "regression_floor
 def load_baseline(path: str | Path) -> Baseline:
     """Load and validate a baseline file.
 
-    Raises InputFileError for a missing, empty or invalid file or a folder, for a schema_version other than
+    Raises InputFileError for a missing, empty or invalid file or a folder, for one that is not a regular
+    file (``/dev/zero``), is too large or nests too deep (:func:`cudagraph_bench.fsio.read_input_bytes`,
+    :func:`~cudagraph_bench.fsio.parse_json`), for a schema_version other than
     :data:`SCHEMA_VERSION` (a schema-1 file was built from one run: rebuild it from k runs), and (naming
     the case and the fix) for a case whose ``seq_len`` is not a whole number >= 1 token, whose ``gated``
     is not true/false, whose ``min_reduction_pct`` is not a percent in [0, 100) (what ``--min-reduction``
@@ -213,14 +216,12 @@ def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
     if path.is_dir():
         raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
-    if not path.is_file():
-        raise InputFileError(f"no such baseline file: {path}: write one with "
-                             "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
-    raw = path.read_bytes()
+    raw = read_input_bytes(path, "baseline", "give a baseline file, written with "
+                                             "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
     if not raw.strip():
         raise InputFileError(f"baseline {path} is empty: rewrite it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     try:
-        data = json.loads(raw)
+        data = parse_json(raw, path, "baseline", f"rewrite it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise InputFileError(f"baseline {path} is not valid JSON (truncated?): rewrite it with "
                              f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
@@ -288,6 +289,16 @@ def load_baseline(path: str | Path) -> Baseline:
         raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
                              f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
     return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
+
+
+def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, allow_gpu_mismatch: bool = False) -> None:
+    """Raise :class:`UsageError` when ``baseline`` is for another GPU than the runs' ``gpu_slug`` (None: runs
+    that recorded no GPU) and not ``allow_gpu_mismatch``: another GPU's medians and noise model would judge
+    the hardware, not the change. ``command`` names what is done with it (``"gate"``, ``"compare"``)."""
+    if baseline.gpu_slug != gpu_slug and not allow_gpu_mismatch:
+        fix = f"against a baseline of {gpu_slug}" if gpu_slug else f"runs recorded on {baseline.gpu_slug}"
+        raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
+                         f"{gpu_slug or 'no GPU'}: {command} {fix}, or pass --allow-gpu-mismatch to compare anyway")
 
 
 def _parse_alpha(text: str) -> float:

@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from cudagraph_bench.results import benchrun, noise
-from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
+from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline,
+                                              check_baseline_gpu, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import checkout_root, default_baseline
 from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, distinct_runs, forward_cases, forward_groups, load_run,
@@ -161,11 +162,7 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
         raise InputFileError(f"--baseline {explicit} is a folder: give a baseline file such as "
                              f"{Path(explicit) / ((run.environment.gpu_slug or '<gpu-slug>') + '.json')}")
     baseline = load_baseline(explicit)
-    slug = run.environment.gpu_slug
-    if baseline.gpu_slug != slug and not allow_gpu_mismatch:
-        raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
-                         f"{slug or 'no GPU'}: gate against a baseline of {slug}, "
-                         "or pass --allow-gpu-mismatch to compare anyway")
+    check_baseline_gpu(baseline, run.environment.gpu_slug, "gate", allow_gpu_mismatch)
     keys = list(forward_groups(run))
     if not set(keys) & set(baseline.cases):
         fix = ("pass --baseline FILE written from runs of this matrix (cudagraph-bench baseline RUN... -o FILE)"
