@@ -13,7 +13,7 @@ from cudagraph_bench.options import add_storage_option, parse_path, parse_regres
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
 from cudagraph_bench.results.compare import (COLUMNS, DEFAULT_MAX_REGRESSION_PCT, compare_runs, gated_missing_in_new,
-                                             rows, summary)
+                                             rows, summary, unmeasured_failures)
 from cudagraph_bench.results.runfile import check_one_gpu, distinct_runs, load_run
 from cudagraph_bench.table import render_table, verdict_heading
 
@@ -81,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
                               + [baseline.path if baseline else None])
     changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
     passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, args.gate_references),
-                           args.allow_missing)
+                           args.allow_missing, unmeasured_failures(new))
     def names(runs):
         return ", ".join(str(r.path) for r in runs)
     old_gpu, new_gpu = old[0].environment.gpu_slug, new[0].environment.gpu_slug

@@ -12,8 +12,8 @@ from cudagraph_bench.options import (MAX_CONFIRM, add_storage_option, parse_conf
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
 from cudagraph_bench.results.gate import (COLUMNS, confirm_regressions, evaluate, find_baseline, header,
-                                          load_runs_of_one_gpu, render_markdown, require_graph_variant, rows,
-                                          summary)
+                                          load_runs_of_one_gpu, other_failed_checks, render_markdown,
+                                          require_graph_variant, rows, summary)
 from cudagraph_bench.results.runfile import forward_groups
 from cudagraph_bench.table import render_table
 
@@ -66,15 +66,17 @@ def main(args: argparse.Namespace) -> int:
                                                             baseline.path if baseline is not None else None])
     results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                        max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
-    passed, line = summary(results, baseline)
-    only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results)
+    others = other_failed_checks(runs)   # decode and unmeasured cases: every recorded check is in the verdict
+    passed, line = summary(results, baseline, others)
+    only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results) and all(
+        f.peer for f in others)
     if args.confirm and only_regressions:
         extra = confirm_regressions(runs, results, args.confirm)
         runs = runs + extra
         results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction,
                            max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
                            allow_unchecked=args.allow_unchecked)
-        passed, line = summary(results, baseline)
+        passed, line = summary(results, baseline, others)
         if not extra:
             line += (f" (none of the {args.confirm} confirmation reruns produced a run, see the logs next to "
                      f"{runs[0].path}: the regression stands, unconfirmed)")
