@@ -28,6 +28,8 @@ COMMITTED_RUNS = {
     # the default suite on one GPU, forward profiles per call of a scheduled profiler, then in one window
     "suite-one-gpu": "suite/default-suite-one-gpu.json",
     "suite-one-gpu-one-window": "suite/default-suite-one-gpu-one-window-profiles.json",
+    # tinyllama-1.1b float32 at 16, 50 and 128 tokens with the compile and compile+graph variants, each checked
+    "compile-sweep": "compile-sweep/run-tinyllama-1.1b-L16-50-128.json",
 }
 
 

@@ -168,7 +168,7 @@ def test_a_run_with_a_failed_check_is_refused_naming_the_case_and_the_run(tmp_pa
     out_path = tmp_path / "b.json"
     for extra in ([], ["--allow-unchecked"]):
         rc, out, err = run_cli(capsys, "baseline", *runs, "-o", out_path, *extra)
-        assert rc == 2 and out == "" and len(err.splitlines()) == 1
+        assert rc == 1 and out == "" and len(err.splitlines()) == 1
         assert "gpt2 float32 L=16 graph" in err and str(runs[2]) in err and "3.5" in err
         assert not out_path.exists()
 

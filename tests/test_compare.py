@@ -119,10 +119,11 @@ def test_a_check_that_went_from_pass_to_fail_fails_and_is_named(tmp_path, capsys
     assert line.startswith("compare FAIL: 1 benchmark failed a correctness check that passed before: "
                            "gpt2 float32 L=16 graph (") and "3.5" in line
     assert "WRONG (check pass -> fail)" in row_of(out, "gpt2 float32 L=16 graph")
-    # wrong on both sides: not a change this comparison introduced
+    # wrong on both sides: still a wrong result in NEW, which fails the comparison
     again = write({**new, "datetime": "2030-01-01T00:00:00"}, tmp_path / "new-again.json")  # a separate run
     rc, out, _ = run_cli(capsys, "compare", path, again)
-    assert rc == 0 and "wrong in OLD and NEW" in row_of(out, "gpt2 float32 L=16 graph")
+    assert rc == 1 and "WRONG (in OLD and NEW)" in row_of(out, "gpt2 float32 L=16 graph")
+    assert "1 benchmark failed a correctness check in NEW, as in OLD: gpt2 float32 L=16 graph (" in out.splitlines()[-1]
 
 
 # --- several runs per side ------------------------------------------------------------------------------

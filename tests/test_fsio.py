@@ -1,6 +1,7 @@
 """Atomic file writing and output-path checks (cudagraph_bench.fsio)."""
 
 import os
+import re
 
 import pytest
 
@@ -81,7 +82,10 @@ def test_refuse_overwriting_inputs(tmp_path):
 
 
 def test_check_output_file_refuses_folders_files_as_parents_and_unwritable_folders(tmp_path, monkeypatch):
-    check_output_file(tmp_path / "new" / "deeper" / "b.json", "-o", "b.json")    # missing folders: fine
+    check_output_file(tmp_path / "new" / "b.json", "-o", "b.json")         # a missing last folder: fine
+    deeper = tmp_path / "new" / "deeper" / "b.json"
+    with pytest.raises(UsageError, match=re.escape(f"-o {deeper}: folder {tmp_path / 'new'} does not exist")):
+        check_output_file(deeper, "-o", "b.json")                           # two: never made
     assert os.listdir(tmp_path) == []                                             # nothing created, no probe left
     with pytest.raises(UsageError, match=r"-o .* is a directory: give a file such as .*b\.json"):
         check_output_file(tmp_path, "-o", "b.json")
@@ -161,3 +165,42 @@ def test_a_named_pipe_target_is_written_through_not_replaced(tmp_path):
     assert got == [b"report text\n"]
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert (tmp_path / "page.md").read_text() == "page\n"
+
+
+def test_missing_folders_are_made_one_level_deep_or_under_the_working_directory(tmp_path, monkeypatch, capsys):
+    from cudagraph_bench.fsio import check_new_folders, missing_folders
+
+    assert missing_folders(tmp_path) == [] and missing_folders(tmp_path / "a" / "b") == [tmp_path / "a", tmp_path / "a" / "b"]
+    check_new_folders(tmp_path / "a", "-o", tmp_path / "a")
+    with pytest.raises(UsageError, match=r"mkdir -p .*a/b\) or give a path in an existing folder"):
+        check_output_folder(tmp_path / "a" / "b", ["x.md"])
+    monkeypatch.chdir(tmp_path)
+    check_output_folder("a/b/c", ["x.md"])                                 # relative: under the working directory
+    with pytest.raises(UsageError, match="does not exist"):
+        check_output_folder("../escaped-by-the-test/b", ["x.md"])         # relative, but above it
+    assert os.listdir(tmp_path) == [] and capsys.readouterr().err == ""
+    write_text_atomic("a/b/x.md", "x")                                     # made on write, each one named
+    assert capsys.readouterr().err.splitlines() == ["created folder a", f"created folder {os.path.join('a', 'b')}"]
+    assert check_output_folder("a/c", [], create=True).is_dir()
+    assert capsys.readouterr().err.splitlines() == [f"created folder {os.path.join('a', 'c')}"]
+
+
+def test_an_input_that_is_no_regular_file_too_large_or_too_deep_is_refused_before_reading(tmp_path):
+    from cudagraph_bench.errors import InputFileError
+    from cudagraph_bench.fsio import MAX_JSON_DEPTH, parse_json, read_input_bytes
+
+    os.mkfifo(tmp_path / "pipe")                                            # reading it would block forever
+    for path, message in ((tmp_path / "pipe", r"is not a regular file \(a named pipe"),
+                          ("/dev/zero", r"is not a regular file \(a character device"),
+                          (tmp_path, "is a folder: FIX"), (tmp_path / "nope", "no such run file")):
+        with pytest.raises(InputFileError, match=message):
+            read_input_bytes(path, "run", "FIX")
+    small = tmp_path / "small.json"
+    small.write_text("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH)
+    assert read_input_bytes(small, "run", "FIX", max_bytes=small.stat().st_size) == small.read_bytes()
+    with pytest.raises(InputFileError, match=f"larger than the {small.stat().st_size - 1:,} bytes"):
+        read_input_bytes(small, "run", "FIX", max_bytes=small.stat().st_size - 1)
+    assert parse_json(small.read_text(), small, "run", "FIX") is not None      # at the cap: read
+    deeper = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)           # one level beyond: refused
+    with pytest.raises(InputFileError, match=f"nests JSON deeper than {MAX_JSON_DEPTH} levels"):
+        parse_json(deeper, small, "run", "FIX")

@@ -575,7 +575,8 @@ def test_unwritable_markdown_path_is_a_one_line_error(tmp_path, capsys, checked_
     assert rc == 2 and len(err.splitlines()) == 1
     assert "is a file, not a folder" in err and "Traceback" not in err
     rc, out, err = run_cli(capsys, "gate", checked_run, "--no-baseline", "--markdown", tmp_path)
-    assert rc == 2 and len(err.splitlines()) == 1 and "is a folder: give a file path" in err
+    assert rc == 2 and len(err.splitlines()) == 1 and f"is a directory: give a file such as {tmp_path / 'gate.md'}" in err
+    assert out == ""                                    # refused before the verdict is printed
 
 
 def _relabel(doc, keep, dtype):

@@ -177,3 +177,13 @@ def test_a_negative_noise_multiplier_is_named_a_multiplier_not_a_percent():
     with pytest.raises(argparse.ArgumentTypeError, match="expected a multiplier of the spread >= 0, got -1"):
         parse_multiplier("-1")
     assert parse_multiplier("0") == 0 and parse_multiplier("2.5") == 2.5
+
+
+def test_a_refused_pytest_option_is_one_line_with_its_reason_first(pytester):
+    """pytest prints an argparse type error below its usage line; the suite's options say it in one line."""
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "--models", "nosuch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert lines == [f"ERROR: --models nosuch: unknown model 'nosuch': use a preset ({', '.join(PRESET_NAMES)}) "
+                     "or a local directory saved with save_pretrained()"]

@@ -27,8 +27,8 @@ from cudagraph_bench.options import show_default
 COMMANDS = {
     "run": ("cudagraph_bench.commands.run", "measure eager vs graph (and padded, bucketed, compile variants) over models x "
                                             "dtypes x prompt lengths through the pytest suite; table, JSON, PNGs"),
-    "gate": ("cudagraph_bench.commands.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
-                                     "threshold, or regressed vs the GPU's baseline"),
+    "gate": ("cudagraph_bench.commands.gate", "fail (exit 1) when a recorded check failed, a graph cuts median latency by "
+                                     "less than the threshold, or regressed vs the GPU's baseline"),
     "compare": ("cudagraph_bench.commands.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
     "baseline": ("cudagraph_bench.commands.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
     "report": ("cudagraph_bench.commands.report", "render the markdown results and PNG plots of one or more run JSONs"),
@@ -97,7 +97,8 @@ DESCRIPTION = (
 EPILOG = (
     "Run `cudagraph-bench COMMAND --help` for what a command reads, writes and exits with. The pytest "
     "suite measures the same things: `pytest perf_tests --benchmark-only --benchmark-json RUN.json`.\n\n"
-    "Exit codes: 0 success; 1 the command's check failed (run, gate, compare, calibrate, ab: see each); "
+    "Exit codes: 0 success; 1 the command's check failed (run, gate, compare, baseline, calibrate, ab: see "
+    "each); "
     "2 usage error or unreadable input (one line on stderr saying what to fix).")
 
 #: sub-command -> what its ``--help`` says: what it does, what it reads, what it writes, its exit codes.
@@ -120,8 +121,10 @@ DESCRIPTIONS = {
         "still written); 2 usage error."),
     "gate": (
         "The regression gate (no GPU needed). For each forward case it pairs the eager and graph "
-        "benchmarks of one or more runs of the same code and fails when a graph recorded a failed "
-        "correctness check (or, without --allow-unchecked, none), when a gated case (prompt length <= "
+        "benchmarks of one or more runs of the same code and fails when any recorded correctness check "
+        "failed (forward graph, padded, bucketed, compile, compile+graph; decode graph, compile+graph; a "
+        "known failure of the HF static-cache compile peer is reported, not failed), when a gated graph "
+        "recorded no check (unless --allow-unchecked), when a gated case (prompt length <= "
         "--max-gated-len tokens) cuts median latency by less than --min-reduction percent, or when a "
         "graph median is slower than the GPU's baseline by more than its noise-calibrated tolerance.\n\n"
         "Input: RUN, pytest-benchmark JSON paths or saved-run ids (several = separate runs of the same "
@@ -141,18 +144,20 @@ DESCRIPTIONS = {
         "Output: a table of changes and a last line `compare PASS: ...` or `compare FAIL: ...` on stdout; "
         "--markdown FILE also writes it as a page.\n\n"
         "Exit codes: 0 no gated benchmark slower beyond its tolerance; 1 a regression, a correctness check "
-        "that went from pass to fail, or a gated benchmark of OLD missing in NEW (unless --allow-missing); "
+        "that failed in NEW (any variant; a known peer failure excepted), or a gated benchmark of OLD "
+        "missing in NEW (unless --allow-missing); "
         "2 usage error or runs with no benchmark in common."),
     "baseline": (
         "Build the per-GPU baseline file that gate and compare read: for every forward case, the eager "
         "and graph medians of k >= 5 separate runs of the same code on one GPU type, the between-run "
-        "spread of the graph median (its tolerance) and the thresholds. A case whose correctness check "
-        "failed, or that was measured in fewer than --min-runs runs, is left out.\n\n"
+        "spread of the graph median (its tolerance) and the thresholds. A case measured in fewer than "
+        "--min-runs runs is left out; runs with a failed correctness check of any variant are refused.\n\n"
         "Input: RUN, pytest-benchmark JSON paths or saved-run ids.\n\n"
         "Output: the baseline JSON at -o FILE (by convention baselines/<gpu_slug>.json, written "
         "atomically) and a table of its cases on stdout.\n\n"
-        "Exit codes: 0 written; 2 usage error (fewer than --min-runs runs, runs of different GPUs, a graph "
-        "without a recorded check unless --allow-unchecked, an unwritable output)."),
+        "Exit codes: 0 written; 1 a run recorded a failed correctness check (named; nothing written); 2 usage "
+        "error (fewer than --min-runs runs, runs of different GPUs, a graph without a recorded check unless "
+        "--allow-unchecked, an unwritable output)."),
     "report": (
         "Render the results of one or more runs as markdown and plots: per forward case the eager and "
         "graph medians, latency reduction, p95s and every other variant, failed cases with their reasons, "

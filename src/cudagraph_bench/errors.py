@@ -14,6 +14,11 @@ class InputFileError(UsageError):
     """A run/baseline file is missing, empty, truncated or not the expected format."""
 
 
+class FailedCheckError(UsageError):
+    """The input runs recorded a failed correctness check, so they cannot be a reference (``baseline``
+    exits 1: the runs are readable, their result is wrong). The message names the cases, checks and runs."""
+
+
 class UnknownModelError(UsageError):
     """A model name is neither a preset nor a local ``from_pretrained`` directory with weights."""
 

@@ -1,4 +1,10 @@
-"""Writing output files and checking output paths: the one place every command writes through (no torch).
+"""Reading input files and writing output files, and checking their paths: the one place every command
+reads runs and baselines through and writes through (no torch).
+
+An input is read only when it is a regular file of at most :data:`MAX_INPUT_BYTES` (a device such as
+``/dev/zero``, a pipe or a huge file would fill the memory), and its JSON only when it nests at most
+:data:`MAX_JSON_DEPTH` levels (:func:`read_input_bytes`, :func:`parse_json`): each problem is a one-line
+:class:`~cudagraph_bench.errors.InputFileError` (exit 2).
 
 Every file is written atomically: its bytes go to a hidden temporary file in the target's folder, which
 then replaces the target with ``os.replace``. An error (a failing serializer, a full disk) leaves the old
@@ -12,24 +18,97 @@ as a one-line :class:`~cudagraph_bench.errors.UsageError` naming the fix (the CL
 - an output file that is a folder, under a parent that is a file, or in a folder that takes no new files
   (:func:`check_output_file`);
 - an output folder that is a file or under one, holding a folder where an output file goes, or not
-  writable (:func:`check_output_folder`).
+  writable (:func:`check_output_folder`);
+- an output whose folders would be made anywhere but one level under a folder that exists, or under
+  the working directory (a relative path): a mistyped ``/nonexistent/dir/gate.md`` never makes folders at
+  the file system's root (:func:`check_new_folders`).
 
-Missing parent folders are not an error: they are created on write.
+Missing folders that pass that check are created on write, each named on stderr (``created folder X``).
 """
 
 from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
-from cudagraph_bench.errors import OutputWriteError, UsageError
+from cudagraph_bench.errors import InputFileError, OutputWriteError, UsageError
 
 #: Permissions of every written file (temporary files start as 0600).
 FILE_MODE = 0o644
+#: Largest input file read, in bytes: the committed whole-suite runs with per-round data are a few MB.
+MAX_INPUT_BYTES = 512 * 2**20
+#: Deepest JSON nesting read: pytest-benchmark runs and baselines nest fewer than 10 levels; a deeper file is
+#: not one (and 200,000 levels would overflow the parser's recursion).
+MAX_JSON_DEPTH = 64
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def check_input_file(path: str | os.PathLike, what: str, fix: str, max_bytes: int = MAX_INPUT_BYTES) -> int:
+    """Check, before reading it, that ``path`` (``what`` names it, e.g. ``"baseline"``) is a regular file of
+    at most ``max_bytes`` bytes; returns its size in bytes.
+
+    Raises :class:`~cudagraph_bench.errors.InputFileError` (one line ending with ``fix``) when it is missing,
+    a folder, not a regular file (``/dev/zero``, a pipe: reading it would never end) or larger than
+    ``max_bytes``, or cannot be looked at."""
+    path = Path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise InputFileError(f"no such {what} file: {path}: {fix}") from None
+    except OSError as exc:
+        raise InputFileError(f"cannot read {what} {path}: {exc.strerror or exc}: {fix}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputFileError(f"{what} {path} is a folder: {fix}")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
+        raise InputFileError(f"{what} {path} is not a regular file ({kind}, which is never read): {fix}")
+    if info.st_size > max_bytes:
+        raise InputFileError(f"{what} {path} is {info.st_size:,} bytes, larger than the {max_bytes:,} bytes "
+                             f"({max_bytes / 2**20:g} MiB) read at most: {fix}")
+    return info.st_size
+
+
+def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the input file ``path``, checked first by :func:`check_input_file` (same errors), and
+    read at most ``max_bytes`` of (a file that grows while it is read is refused the same way).
+    Raises InputFileError when it cannot be read."""
+    check_input_file(path, what, fix, max_bytes)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputFileError(f"cannot read {what} {path}: {exc.strerror or exc}: {fix}") from None
+    if len(data) > max_bytes:
+        raise InputFileError(f"{what} {path} is larger than the {max_bytes:,} bytes ({max_bytes / 2**20:g} MiB) "
+                             f"read at most: {fix}")
+    return data
+
+
+def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH):
+    """``json.loads(raw)`` of the input file ``path``; raises :class:`~cudagraph_bench.errors.InputFileError`
+    (one line ending with ``fix``) when it nests deeper than ``max_depth`` arrays and objects. Invalid JSON
+    raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as ``json.loads`` does, for the caller to phrase."""
+    too_deep = InputFileError(f"{what} {path} nests JSON deeper than {max_depth} levels, which no {what} does: {fix}")
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise too_deep from None
+    stack = [(data, 1)] if isinstance(data, (dict, list)) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise too_deep
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return data
 
 
 def _blocking_file(path: Path) -> Path | None:
@@ -45,10 +124,48 @@ def _nearest_existing_folder(path: Path) -> Path:
     return next(p for p in path.parents if p.exists() or p == Path(p.anchor or "."))
 
 
+def missing_folders(folder: str | os.PathLike) -> list[Path]:
+    """The folders that writing into ``folder`` would create, outermost first (``[]`` when it exists)."""
+    folder, out = Path(folder), []
+    for p in (folder, *folder.parents):
+        if p.exists() or p == Path(p.anchor or "."):
+            break
+        out.append(p)
+    return out[::-1]
+
+
+def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.PathLike) -> None:
+    """Raise :class:`UsageError` when writing ``target`` (given with ``flag``) would create the missing
+    ``folder`` anywhere but one level under a folder that exists or, for a relative path, under the
+    working directory: a mistyped absolute path (``/nonexistent/dir/gate.md``) never makes folders at the
+    root of the file system. Creates nothing."""
+    missing = missing_folders(folder)
+    if len(missing) <= 1:
+        return
+    base = missing[0].parent.resolve()
+    if not Path(folder).is_absolute() and (base == Path.cwd() or Path.cwd() in base.parents):
+        return
+    raise UsageError(f"{flag} {target}: folder {missing[0]} does not exist (only the last folder of a path, or "
+                     f"folders under the working directory, are created): create it first (mkdir -p {missing[-1]}) "
+                     "or give a path in an existing folder")
+
+
+def make_folders(folder: str | os.PathLike) -> list[Path]:
+    """Create ``folder`` and its missing parents, naming each created one on stderr (``created folder X``);
+    returns them, outermost first. Raises OSError as ``Path.mkdir`` does."""
+    made = []
+    for p in missing_folders(folder):
+        p.mkdir(exist_ok=True)
+        made.append(p)
+        print(f"created folder {p}", file=sys.stderr)
+    return made
+
+
 def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
     """Write ``{path: content}`` all or nothing; ``str`` content is written as UTF-8.
 
-    Each content goes to a temporary file in its target's folder (missing folders are created); only
+    Each content goes to a temporary file in its target's folder (missing folders are created, each named
+    on stderr by :func:`make_folders`); only
     when every one is written are they moved into place with ``os.replace``, in the given order.
 
     A target that exists and is neither a regular file nor a folder (``/dev/stdout``, a named pipe) is
@@ -72,7 +189,7 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
     path = next(iter(targets), None)
     try:
         for path, data in targets.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(path.parent)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
             temps.append((tmp, path))
             with os.fdopen(fd, "wb") as fh:
@@ -161,14 +278,16 @@ def _probe(folder: Path) -> None:
 def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
     """Raise :class:`UsageError` (one line, before anything is printed or written) when ``path`` (given
     with ``flag``) cannot be written by :func:`write_text_atomic`: it is a folder (``example``: a file
-    name to suggest inside it), a parent is a file, or the nearest existing folder (missing ones are
-    created on write) refuses a new file. Creates nothing."""
+    name to suggest inside it), a parent is a file, its missing folders may not be created
+    (:func:`check_new_folders`), or the nearest existing folder (missing ones are created on write)
+    refuses a new file. Creates nothing."""
     out = Path(path)
     if out.is_dir():
         raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
     folder = _nearest_existing_folder(out)
     if not folder.is_dir():
         raise UsageError(f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}")
+    check_new_folders(out.parent, flag, out)
     try:
         _probe(folder)
     except OSError as exc:
@@ -182,21 +301,23 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
     into, before any work is done; returns it as a Path.
 
     Raises :class:`UsageError` (one line) when ``folder`` or a parent of it is a file, when one of
-    ``names`` is a folder there, or, with ``create``, when the folder cannot be created or takes no new
-    file (``create`` makes the folder, missing parents included, and probes it). Without ``create``
-    nothing is made: a missing folder is created on write.
+    ``names`` is a folder there, when its missing folders may not be created (:func:`check_new_folders`),
+    or, with ``create``, when the folder cannot be created or takes no new file (``create`` makes the
+    folder, missing parents included, each named on stderr, and probes it). Without ``create`` nothing is
+    made: a missing folder is created on write.
     """
     folder = Path(folder)
     blocker = folder if folder.exists() and not folder.is_dir() else _blocking_file(folder)
     if blocker is not None:
         raise UsageError(f"{flag} {folder}: {blocker} is a file, not a folder: give {flag} a folder for "
-                         f"{' and '.join(names)}")
+                         f"{' and '.join(names) or 'its files'}")
     for name in names:
         if (folder / name).is_dir():
             raise UsageError(f"{folder / name} is a folder: remove it or give another {flag} folder")
+    check_new_folders(folder, flag, folder)
     if create:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            make_folders(folder)
             _probe(folder)
         except OSError as exc:
             raise UsageError(f"cannot write to output folder {folder}: {exc.strerror or exc}: give a writable "

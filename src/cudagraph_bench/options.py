@@ -271,6 +271,20 @@ def parse_nonneg(text: str) -> int:
     return _whole_number_at_least(text, 0)
 
 
+#: Most confirmation reruns of ``gate --confirm K``: each is a separate pytest process of the regressed cases on
+#: the GPU, and beyond a handful the rank test's verdict no longer changes.
+MAX_CONFIRM = 20
+
+
+def parse_confirm(text: str) -> int:
+    """Confirmation reruns of the gate: a whole number in [0, :data:`MAX_CONFIRM`] (0: off)."""
+    value = parse_nonneg(text)
+    if value > MAX_CONFIRM:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CONFIRM} reruns, got {value}: each is a separate "
+                                         f"pytest process on the GPU; give --confirm 0 to {MAX_CONFIRM}")
+    return value
+
+
 #: Largest seed: the inputs' generator is seeded with ``seed * 1_000_003 + seq_len``, which must fit in
 #: a signed 64-bit integer (``torch.Generator.manual_seed``); 2**32 - 1 leaves room for any prompt length.
 MAX_SEED = 2**32 - 1
@@ -480,9 +494,26 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
         parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help, **extra)
 
 
+def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` for a pytest option ``flag``, its ``argparse.ArgumentTypeError`` raised as ``pytest.UsageError``
+    with the reason first on one line (``ERROR: --models nosuch: unknown model 'nosuch': use a preset ...``):
+    pytest prints an argparse type error below its usage line, the reason on the second line."""
+    import pytest
+
+    def parse_or_usage_error(text: str):
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"{flag} {text}: {exc}") from None
+
+    parse_or_usage_error.__name__ = getattr(parse, "__name__", "value")
+    return parse_or_usage_error
+
+
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
-    """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI."""
+    """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI; a
+    bad value is one line, the reason first (:func:`pytest_type`)."""
     for opt in options:
         extra = {"metavar": opt.metavar} if opt.metavar else {}
-        group.addoption(opt.flag, dest=opt.dest, type=opt.type, default=opt.default,
+        group.addoption(opt.flag, dest=opt.dest, type=pytest_type(opt.flag, opt.type), default=opt.default,
                         help=opt.help.replace("%(default)s", show_default(opt.default)), **extra)

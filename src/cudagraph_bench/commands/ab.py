@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cudagraph_bench.commands import compare as compare_command
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file
+from cudagraph_bench.fsio import check_output_file, check_output_folder
 from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.runner.ab import DEFAULT_OUT, DEFAULT_RUNS, measure_in_worktrees, repository_root, resolve_commit
@@ -56,12 +56,13 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
+    check_output_folder(out, [], "-o")   # a missing -o is made one level under a folder that exists, not anywhere
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "ab.md")
     problem = process.cuda_problem()  # before any worktree or benchmark process
     if problem is not None:
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out, [], "-o", create=True)
     done = measure_in_worktrees(repo, commits, out, args.runs, pytest_args)
     empty = [side for side, files in done.items() if not files]
     if empty:

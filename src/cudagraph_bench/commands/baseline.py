@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from cudagraph_bench.errors import FailedCheckError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_multiplier, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
@@ -45,14 +46,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench baseline RUN... -o FILE``. Returns 0; bad input (too few runs, a failed or
-    missing check, runs of different GPUs) or an output path that cannot be written raises
+    """Run ``cudagraph-bench baseline RUN... -o FILE``. Returns 0, or 1 (one line on stderr, nothing written)
+    when a run recorded a failed correctness check of any variant; bad input (too few runs, a missing
+    check, runs of different GPUs) or an output path that cannot be written raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is printed or written."""
     runs = [load_run(ref, args.storage) for ref in args.runs]
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
-    exact = build_baseline(runs, min_reduction_pct=args.min_reduction, regression_floor_pct=args.max_regression,
-                           noise_multiplier=args.noise_multiplier, max_gated_len=args.max_gated_len,
-                           min_runs=args.min_runs, allow_unchecked=args.allow_unchecked, rounded=False)
+    try:
+        exact = build_baseline(runs, min_reduction_pct=args.min_reduction, regression_floor_pct=args.max_regression,
+                               noise_multiplier=args.noise_multiplier, max_gated_len=args.max_gated_len,
+                               min_runs=args.min_runs, allow_unchecked=args.allow_unchecked, rounded=False)
+    except FailedCheckError as exc:   # readable runs with a wrong result: a failure (1), not a usage error (2)
+        print(f"cudagraph-bench baseline: FAIL: {exc}", file=sys.stderr)
+        return 1
     doc = {**exact, "cases": [stored_case(c) for c in exact["cases"]]}
     out = Path(args.output)
     check_output_file(out, "-o", doc["gpu_slug"] + ".json")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import (add_storage_option, parse_count, parse_multiplier, parse_path,
                                      parse_regression_pct)
 from cudagraph_bench.results import noise
@@ -48,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1; bad input
     raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     runs = [load_run(ref, args.storage) for ref in args.runs]
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown", "calibrate.md")
     refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in runs])
     results = calibrate(runs, plants=args.plant, floor_pct=args.max_regression, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)

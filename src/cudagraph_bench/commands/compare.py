@@ -8,12 +8,12 @@ import argparse
 import sys
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
 from cudagraph_bench.paths import default_baseline
-from cudagraph_bench.results.baseline import load_baseline
+from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
 from cudagraph_bench.results.compare import (COLUMNS, DEFAULT_MAX_REGRESSION_PCT, compare_runs, gated_missing_in_new,
-                                             rows, summary)
+                                             rows, summary, unmeasured_failures)
 from cudagraph_bench.results.runfile import check_one_gpu, distinct_runs, load_run
 from cudagraph_bench.table import render_table, verdict_heading
 
@@ -57,7 +57,8 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench compare``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written, among it runs of
-    different GPUs (or of a GPU and of none) without ``--allow-gpu-mismatch``."""
+    different GPUs (or of a GPU and of none), or a ``--baseline`` of another GPU than NEW's, without
+    ``--allow-gpu-mismatch``."""
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
@@ -70,14 +71,17 @@ def main(args: argparse.Namespace) -> int:
     baseline = None
     if args.baseline:
         baseline = load_baseline(args.baseline)
+        check_baseline_gpu(baseline, new[0].environment.gpu_slug, "compare", args.allow_gpu_mismatch)
     elif new[0].environment.gpu_slug:
         found, _ = default_baseline(new[0].environment.gpu_slug)
         baseline = load_baseline(found) if found else None
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown", "compare.md")
     refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in (*old, *new)]
                               + [baseline.path if baseline else None])
     changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
     passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, args.gate_references),
-                           args.allow_missing)
+                           args.allow_missing, unmeasured_failures(new))
     def names(runs):
         return ", ".join(str(r.path) for r in runs)
     old_gpu, new_gpu = old[0].environment.gpu_slug, new[0].environment.gpu_slug

@@ -6,15 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cudagraph_bench.fsio import refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_nonneg, parse_path,
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.options import (MAX_CONFIRM, add_storage_option, parse_confirm, parse_count, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
 from cudagraph_bench.runner.confirm import confirm_regressions
-from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header,
-                                          load_runs_of_one_gpu, render_markdown, require_graph_variant, rows,
-                                          summary)
+from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header, load_runs_of_one_gpu,
+                                          other_failed_checks, render_markdown, require_graph_variant, rows, summary)
 from cudagraph_bench.results.runfile import forward_groups
 from cudagraph_bench.table import render_table
 
@@ -41,8 +40,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-unchecked", action="store_true",
                         help="do not fail gated cases whose run recorded no correctness check (runs recorded "
                              "before checks existed); a failed check always fails")
-    parser.add_argument("--confirm", type=parse_nonneg, default=0, metavar="K",
-                        help="when regressions are the only failures, rerun the regressed cases K times (separate "
+    parser.add_argument("--confirm", type=parse_confirm, default=0, metavar="K",
+                        help=f"when regressions are the only failures, rerun the regressed cases K times, at most "
+                             f"{MAX_CONFIRM} (separate "
                              "pytest processes in the checkout, GPU needed) and judge them on all runs with the rank "
                              "test; the runs are written next to RUN as <RUN>.confirm-<i>.json (default: 0, off)")
     add_storage_option(parser)
@@ -60,19 +60,23 @@ def main(args: argparse.Namespace) -> int:
         require_graph_variant(run)
         forward_groups(run)  # no forward benchmarks (a decode or launch run, another tool's): say so, not "no baseline"
     baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
+    if args.markdown:
+        check_output_file(args.markdown, "--markdown", "gate.md")
     refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,
                                                             baseline.path if baseline is not None else None])
     results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                        max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
-    passed, line = summary(results, baseline)
-    only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results)
+    others = other_failed_checks(runs)   # decode and unmeasured cases: every recorded check is in the verdict
+    passed, line = summary(results, baseline, others)
+    only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results) and all(
+        f.peer for f in others)
     if args.confirm and only_regressions:
         extra = confirm_regressions(runs, results, args.confirm)
         runs = runs + extra
         results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction,
                            max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
                            allow_unchecked=args.allow_unchecked)
-        passed, line = summary(results, baseline)
+        passed, line = summary(results, baseline, others)
         if not extra:
             line += (f" (none of the {args.confirm} confirmation reruns produced a run, see the logs next to "
                      f"{runs[0].path}: the regression stands, unconfirmed)")

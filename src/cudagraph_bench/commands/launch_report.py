@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import written_verb
+from cudagraph_bench.fsio import check_input_file, written_verb
 from cudagraph_bench.options import add_storage_option, parse_count, parse_path
 from cudagraph_bench.report.launch_data import (REFERENCE_N, check_forward_runs, check_reference_n, launch_rows,
                                                 load_json_object)
@@ -30,7 +30,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
                         "id such as 0001 under --storage)")
     parser.add_argument("-o", "--output-dir", dest="out_dir", type=parse_path, default=DEFAULT_OUT_DIR, metavar="DIR",
-                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing; both are written "
+                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing (one level under a folder that exists, or "
+                        "anywhere under the working directory); both are written "
                         "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
     # the earlier spelling, kept working for existing scripts (not shown in --help)
     parser.add_argument("--out-dir", dest="out_dir", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -66,6 +67,9 @@ def main(args: argparse.Namespace) -> int:
         if rows:                                   # without any, the page reports the missing launch suite
             check_reference_n(rows, args.reference_n)
         reference_n = args.reference_n
+    for flag, path in [("--graphs-cu", args.graphs_cu), *(("--sanitizer", log) for log in args.sanitizer)]:
+        if path:  # before reading: a device or a pipe would never end, a huge file fill the memory
+            check_input_file(path, flag, f"give the file {flag} names (see cudagraph-bench launch-report --help)")
     graphs_cu = load_json_object(args.graphs_cu, "graphs.cu output") if args.graphs_cu else None
     logs, outcomes = read_sanitizer_logs(args.sanitizer)
     earlier = all(written_verb(Path(args.out_dir) / name) == "replaced" for name in (PAGE_NAME, PLOT_NAME))

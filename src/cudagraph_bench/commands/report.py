@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_folder, write_text_atomic, written_verb
+from cudagraph_bench.fsio import check_output_folder, read_input_bytes, write_text_atomic, written_verb
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, render_readme_section,
                                           render_results_markdown, replace_between_markers, stale_plots, write_plots)
@@ -62,11 +62,12 @@ def main(args: argparse.Namespace) -> int:
     outdir = Path(args.outdir)
     readme_text = None
     if args.readme:
+        fix = f"give an existing markdown file with the marker lines {MARKER_START} and {MARKER_END}"
+        raw = read_input_bytes(args.readme, "--readme", fix)   # never a device or a pipe: its read would not end
         try:
-            readme_text = Path(args.readme).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read --readme {args.readme}: {exc.strerror or exc}: give an existing markdown "
-                             f"file with the marker lines {MARKER_START} and {MARKER_END}") from None
+            readme_text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"--readme {args.readme} is not UTF-8 text: {fix}") from None
         replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
     results_md = check_output_folder(outdir, [RESULTS_MD, *PLOT_NAMES]) / RESULTS_MD
     # render every text once before writing anything: bad data fails here, with nothing half-written

@@ -21,8 +21,9 @@ median to be slower than ``median_ms`` by the case's tolerance,
 ``noise_multiplier`` or, when null (the default), Student's t quantile of k - 1 degrees of freedom
 (:func:`cudagraph_bench.results.noise.spread_multiplier`).
 Edit a case's ``gated`` or ``min_reduction_pct`` by hand to tune it (:func:`load_baseline` validates them
-as the CLI flags are validated). A case whose recorded correctness check failed is never stored, nor is
-one without a recorded check unless ``--allow-unchecked``. No torch.
+as the CLI flags are validated). A run that recorded a failed correctness check, of any variant or suite
+(known peer failures excepted), is refused; a graph case without a recorded check is too, unless
+``--allow-unchecked``. No torch.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ import numpy as np
 
 from cudagraph_bench.results import noise, stats
 from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
-from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
+from cudagraph_bench.fsio import parse_json, read_input_bytes
+from cudagraph_bench.results.checks import failed_checks, own_and_peer
 from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
-from cudagraph_bench.table import Column
+from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
 SCHEMA_VERSION = 2
 KIND = "cudagraph-bench-baseline"
@@ -116,18 +119,23 @@ def stored_case(case: dict) -> dict:
 
 
 def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: str = "baseline") -> None:
-    """Raise :class:`UsageError` naming the run, the case and its check when a graph benchmark of
-    ``runs`` recorded a failed correctness check (a fast wrong graph must never become the reference),
-    or recorded none (unless ``allow_unchecked``: runs written before checks were recorded)."""
+    """Raise :class:`~cudagraph_bench.errors.FailedCheckError` naming the runs, the cases and their checks
+    when ``runs`` recorded a failed correctness check of any variant or suite, or a case they could not
+    measure with one (:func:`~cudagraph_bench.results.checks.failed_checks`; known peer failures excepted):
+    a wrong result must never become the reference. Raise :class:`UsageError` when a graph benchmark
+    recorded no check (unless ``allow_unchecked``: runs written before checks were recorded)."""
+    own, _ = own_and_peer(failed_checks(runs))
+    if own:
+        named = "; ".join(f"{f.text} in {f.path}" for f in own[:SHOWN_ITEMS])
+        more = f"; and {len(own) - SHOWN_ITEMS} more" if len(own) > SHOWN_ITEMS else ""
+        raise FailedCheckError(f"{plural(len(own), 'failed check')} in the runs: {named}{more}: {what} takes no "
+                               "run with a wrong result; fix the case and rerun")
     for run in runs:
         for key, variants in forward_groups(run).items():
             m = variants.get("graph")
             if m is None:
                 continue
             label = "{} {} L={} graph".format(*key)
-            if m.check.status == "fail":
-                raise UsageError(f"{what}: {label} of {run.path} failed its correctness check ({m.check.detail}): "
-                                 "a wrong graph is never stored; fix the capture and rerun")
             if m.check.status == "unchecked" and not allow_unchecked:
                 raise UsageError(f"{what}: {label} of {run.path} recorded no correctness check: rerun with the "
                                  "current plugin, or pass --allow-unchecked for runs recorded before checks existed")
@@ -144,7 +152,8 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
 
     Raises UsageError when fewer than ``min_runs`` runs are given, a file is given twice, the runs
     are of different GPUs or of none (no ``machine_info["cuda"]["gpu_slug"]``), no case is in
-    ``min_runs`` runs, or a graph benchmark failed (or, unless ``allow_unchecked``, lacks) its check.
+    ``min_runs`` runs, a run recorded a failed check of any variant (:func:`refuse_wrong_cases`), or a graph
+    benchmark lacks its check (unless ``allow_unchecked``).
     """
     if len(runs) < min_runs:
         raise UsageError(f"a baseline needs at least {min_runs} separate runs of the same matrix, got {len(runs)}: "
@@ -203,7 +212,9 @@ THRESHOLD_PARSERS = {"min_reduction_pct": parse_reduction_pct, "regression_floor
 def load_baseline(path: str | Path) -> Baseline:
     """Load and validate a baseline file.
 
-    Raises InputFileError for a missing, empty or invalid file or a folder, for a schema_version other than
+    Raises InputFileError for a missing, empty or invalid file or a folder, for one that is not a regular
+    file (``/dev/zero``), is too large or nests too deep (:func:`cudagraph_bench.fsio.read_input_bytes`,
+    :func:`~cudagraph_bench.fsio.parse_json`), for a schema_version other than
     :data:`SCHEMA_VERSION` (a schema-1 file was built from one run: rebuild it from k runs), and (naming
     the case and the fix) for a case whose ``seq_len`` is not a whole number >= 1 token, whose ``gated``
     is not true/false, whose ``min_reduction_pct`` is not a percent in [0, 100) (what ``--min-reduction``
@@ -213,14 +224,12 @@ def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
     if path.is_dir():
         raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
-    if not path.is_file():
-        raise InputFileError(f"no such baseline file: {path}: write one with "
-                             "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
-    raw = path.read_bytes()
+    raw = read_input_bytes(path, "baseline", "give a baseline file, written with "
+                                             "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
     if not raw.strip():
         raise InputFileError(f"baseline {path} is empty: rewrite it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     try:
-        data = json.loads(raw)
+        data = parse_json(raw, path, "baseline", f"rewrite it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise InputFileError(f"baseline {path} is not valid JSON (truncated?): rewrite it with "
                              f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
@@ -288,6 +297,16 @@ def load_baseline(path: str | Path) -> Baseline:
         raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
                              f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
     return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
+
+
+def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, allow_gpu_mismatch: bool = False) -> None:
+    """Raise :class:`UsageError` when ``baseline`` is for another GPU than the runs' ``gpu_slug`` (None: runs
+    that recorded no GPU) and not ``allow_gpu_mismatch``: another GPU's medians and noise model would judge
+    the hardware, not the change. ``command`` names what is done with it (``"gate"``, ``"compare"``)."""
+    if baseline.gpu_slug != gpu_slug and not allow_gpu_mismatch:
+        fix = f"against a baseline of {gpu_slug}" if gpu_slug else f"runs recorded on {baseline.gpu_slug}"
+        raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
+                         f"{gpu_slug or 'no GPU'}: {command} {fix}, or pass --allow-gpu-mismatch to compare anyway")
 
 
 def _parse_alpha(text: str) -> float:

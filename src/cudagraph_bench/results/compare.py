@@ -1,5 +1,5 @@
 """``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``): per-benchmark change of the
-median between runs; exit 1 on a regression or a correctness check that went from pass to fail (no torch).
+median between runs; exit 1 on a regression or a correctness check that failed on the NEW side (no torch).
 
 OLD and NEW are pytest-benchmark JSON paths or saved-run ids (``0001`` or the file stem, as
 ``--benchmark-autosave`` names them); with ``--old``/``--new`` each side is several separate runs of
@@ -20,6 +20,12 @@ HF ``generate``, the static-cache eager loop, the launch loop) are host-bound an
 and runs, so a slower reference is reported (``slower (reference)``) but fails only with
 ``--gate-references``. A gated benchmark of OLD missing in NEW fails the comparison (exit 1) unless
 ``--allow-missing``; runs with no benchmark in common are a usage error (exit 2).
+
+Every correctness check NEW recorded is in the verdict, whatever the variant or suite, references included:
+a check that failed in NEW fails the comparison, whether it went from pass to fail or failed in OLD too, and
+so does a case NEW recorded as failed without measuring it (:mod:`cudagraph_bench.results.checks`); a known
+failure of a peer's code (HF's static-cache ``torch.compile`` path) is reported with its reason, like an
+xfail, and does not fail.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from dataclasses import dataclass
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import Baseline
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer
+from cudagraph_bench.results.record import is_peer
 from cudagraph_bench.results.runfile import Measurement, Run, measurements
 from cudagraph_bench.table import Column, first_items, plural, verdict_line
 
@@ -49,6 +57,7 @@ class Change:
     old_check: str = "unchecked"
     new_check: str = "unchecked"
     new_check_detail: str | None = None
+    peer: bool = False
 
     @property
     def old_median_ms(self) -> float:
@@ -74,8 +83,14 @@ class Change:
 
     @property
     def broke(self) -> bool:
-        """NEW recorded a failed correctness check where OLD did not: fails the build."""
+        """NEW recorded a failed correctness check where OLD did not."""
         return self.new_check == "fail" and self.old_check != "fail"
+
+    @property
+    def wrong(self) -> bool:
+        """NEW recorded a failed correctness check and the benchmark is not a peer's (:attr:`peer`): fails
+        the build, whether OLD failed it too or not."""
+        return self.new_check == "fail" and not self.peer
 
     @property
     def marginal(self) -> bool:
@@ -85,10 +100,12 @@ class Change:
     @property
     def status(self) -> str:
         parts = []
-        if self.broke:
+        if self.new_check == "fail" and self.peer:
+            parts.append("known peer failure")
+        elif self.broke:
             parts.append(f"WRONG (check {self.old_check} -> fail)")
         elif self.new_check == "fail":
-            parts.append("wrong in OLD and NEW")
+            parts.append("WRONG (in OLD and NEW)")
         if self.regressed:
             parts.append("REGRESSION")
         elif self.slower_beyond_threshold:
@@ -139,7 +156,8 @@ def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float =
     worst_new = next((m for m in new if m.check.status == "fail"), new[0])
     old_status = "fail" if any(m.check.status == "fail" for m in old) else old[0].check.status
     return Change(suite=new[0].suite, label=new[0].label, check=check, gated=is_gated(new[0], gate_references),
-                  old_check=old_status, new_check=worst_new.check.status, new_check_detail=worst_new.check.detail)
+                  old_check=old_status, new_check=worst_new.check.status, new_check_detail=worst_new.check.detail,
+                  peer=is_peer(new[0].suite, new[0].case.variant))
 
 
 def _sorted_keys(keys: set) -> list:
@@ -205,19 +223,28 @@ def rows(changes: list[Change]) -> list[dict]:
 
 
 def summary(changes: list[Change], only_old: list[str], only_new: list[str], missing_gated: list[str] = (),
-            allow_missing: bool = False) -> tuple[bool, str]:
+            allow_missing: bool = False, unmeasured: list[FailedCheck] = ()) -> tuple[bool, str]:
     """``(passed, one-line summary)`` naming every regressed benchmark, every benchmark whose check went
-    to fail, and (failing unless ``allow_missing``) every gated benchmark of OLD missing in NEW. On a
-    pass, the largest change is that of a gated benchmark, and reference variants slower beyond their
-    tolerance are named apart."""
+    to fail or failed on both sides, every case NEW could not measure with a failed check (``unmeasured``:
+    :func:`unmeasured_failures`), and (failing unless ``allow_missing``) every gated benchmark of OLD
+    missing in NEW. Known peer failures are named with their reason and do not fail. On a pass, the largest
+    change is that of a gated benchmark, and reference variants slower beyond their tolerance are named
+    apart."""
     bad = [c for c in changes if c.regressed]
-    broke = [c for c in changes if c.broke]
+    broke = [c for c in changes if c.wrong and c.broke]
+    still = [c for c in changes if c.wrong and not c.broke]
+    own, peer = own_and_peer(list(unmeasured))
+    peer_changes = [c for c in changes if c.new_check == "fail" and c.peer]
     missing_fails = bool(missing_gated) and not allow_missing
     n = plural(len(changes), "benchmark")
     parts = []
     if broke:
         parts.append(f"{plural(len(broke), 'benchmark')} failed a correctness check that passed "
                      "before: " + ", ".join(f"{c.label} ({c.new_check_detail})" for c in broke))
+    if still:
+        parts.append(f"{plural(len(still), 'benchmark')} failed a correctness check in NEW, as in OLD: "
+                     + ", ".join(f"{c.label} ({c.new_check_detail})" for c in still))
+    parts += [f"NEW: {f.text}" for f in own]
     if bad:
         parts.append(f"{len(bad)} of {n} slower beyond their tolerance: "
                      + ", ".join(f"{c.label} ({c.change_pct:+.1f}% > {c.check.tolerance_pct:.1f}%)" for c in bad))
@@ -225,8 +252,8 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
         parts.append(f"{plural(len(missing_gated), 'gated benchmark')} of OLD missing in "
                      f"NEW{', allowed by --allow-missing' if allow_missing else ' (--allow-missing to accept)'}: "
                      + ", ".join(missing_gated))
-    failed = bool(bad or broke or missing_fails)
-    if not (bad or broke):
+    failed = bool(bad or broke or still or own or missing_fails)
+    if not (bad or broke or still or own):
         gated = [c for c in changes if c.gated]
         if gated:
             worst = max(gated, key=lambda c: c.change_pct - c.check.tolerance_pct)
@@ -244,4 +271,14 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
         parts.append(f"{len(only_old)} only in OLD")
     if only_new:
         parts.append(f"{len(only_new)} only in NEW")
+    if peer or peer_changes:
+        peer_texts = [f"{c.suite} {c.label}: {c.new_check_detail}" for c in peer_changes] + [f.text for f in peer]
+        parts.append(f"{plural(len(peer_texts), 'known peer failure')} in NEW (not the suite's, like an xfail): "
+                     + first_items(peer_texts))
     return not failed, verdict_line("compare", not failed, parts)
+
+
+def unmeasured_failures(new: Run | list[Run]) -> list[FailedCheck]:
+    """The cases NEW recorded as failed without measuring them (``["cudagraph_bench"]["failures"]`` entries
+    with a failed check), known peer failures among them: no benchmark of theirs is in the table."""
+    return [f for f in failed_checks([new] if isinstance(new, Run) else new) if not f.measured]

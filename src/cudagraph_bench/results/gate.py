@@ -3,9 +3,12 @@
 For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmark runs of the same code
 (separate processes) it pairs the ``eager`` and ``graph`` benchmarks. Exit 1 when
 
-- the graph variant of any case recorded a failed correctness check (its
-  :class:`~cudagraph_bench.results.record.CheckRecord` status ``fail``: a fast wrong graph is the worst
-  result a gate can pass), or a gated case recorded no check at all
+- any recorded correctness check failed (a :class:`~cudagraph_bench.results.record.CheckRecord` of status
+  ``fail``: a fast wrong result is the worst a gate can pass), of any variant: forward graph, padded,
+  bucketed, compile, compile+graph; decode graph, compile+graph and the eager static-cache loop, or a case
+  the run could not measure (:mod:`cudagraph_bench.results.checks`); a known failure of a peer's code (HF's
+  static-cache ``torch.compile`` path) is reported with its reason, like an xfail, and does not fail;
+- a gated case recorded no check at all
   (unless ``--allow-unchecked``, for runs recorded before checks existed);
 - a gated case (default: prompt length <= 128 tokens) reduces the median latency by less than its
   threshold (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline);
@@ -15,7 +18,8 @@ For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmar
 
 A case is *marginal* when its 95% interval (one run: percentile bootstrap of its rounds; several runs:
 the range of the per-run reductions) straddles the threshold; the verdict still follows the median.
-Other variants (padded, bucketed, compile, compile+graph) are shown against eager but never gated.
+Other variants (padded, bucketed, compile, compile+graph) are shown against eager; their reductions are
+never gated, their checks always are.
 
 One run can only be judged by the ratio, and a single run's median can land far out (another process
 on the host, a different memory layout). With ``--confirm K``, when regressions are the only failures,
@@ -38,9 +42,11 @@ from pathlib import Path
 import numpy as np
 
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline, load_baseline)
+from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline,
+                                              check_baseline_gpu, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import checkout_root, default_baseline
+from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_note
 from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
@@ -92,8 +98,8 @@ class GateVerdict:
 
     @property
     def wrong(self) -> bool:
-        """The graph variant recorded a failed correctness check (fails the gate, gated or not)."""
-        return self.variant == "graph" and self.check == "fail"
+        """The variant recorded a failed correctness check (fails the gate, whatever the variant, gated or not)."""
+        return self.variant != "eager" and self.check == "fail"
 
     @property
     def unchecked(self) -> bool:
@@ -161,11 +167,7 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
         raise InputFileError(f"--baseline {explicit} is a folder: give a baseline file such as "
                              f"{Path(explicit) / ((run.environment.gpu_slug or '<gpu-slug>') + '.json')}")
     baseline = load_baseline(explicit)
-    slug = run.environment.gpu_slug
-    if baseline.gpu_slug != slug and not allow_gpu_mismatch:
-        raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
-                         f"{slug or 'no GPU'}: gate against a baseline of {slug}, "
-                         "or pass --allow-gpu-mismatch to compare anyway")
+    check_baseline_gpu(baseline, run.environment.gpu_slug, "gate", allow_gpu_mismatch)
     keys = list(forward_groups(run))
     if not set(keys) & set(baseline.cases):
         fix = ("pass --baseline FILE written from runs of this matrix (cudagraph-bench baseline RUN... -o FILE)"
@@ -270,20 +272,32 @@ def rows(results: list[GateVerdict]) -> list[dict]:
     return out
 
 
-def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every failing case: a failed or missing correctness check,
-    a reduction below its threshold, a regression against the baseline; then, with a baseline, the run's
-    cases it lacks (not checked for regression) and how many of its cases are not in the run; gated
-    cases without a bootstrap interval (no per-round data) are named too."""
+def other_failed_checks(runs: list[Run]) -> list[FailedCheck]:
+    """The failed checks of ``runs`` that the forward table does not show (:func:`evaluate` judges the forward
+    benchmarks): decode, launch and other benchmarks, and the cases a run could not measure; known peer
+    failures among them (:attr:`~cudagraph_bench.results.checks.FailedCheck.peer`)."""
+    return [f for f in failed_checks(runs) if not (f.measured and f.suite == "forward")]
+
+
+def summary(results: list[GateVerdict], baseline: Baseline | None,
+            other_failures: list[FailedCheck] = ()) -> tuple[bool, str]:
+    """``(passed, one-line summary)`` naming every failing case: a failed or missing correctness check
+    (of the table's forward variants, and ``other_failures``: :func:`other_failed_checks`), a reduction
+    below its threshold, a regression against the baseline; then, with a baseline, the run's cases it lacks
+    (not checked for regression) and how many of its cases are not in the run; gated cases without a
+    bootstrap interval (no per-round data) are named too, and known peer failures with their reason (they
+    do not fail)."""
     gated = [r for r in results if r.gated]
     wrong = [r for r in results if r.wrong]
     unchecked = [r for r in results if r.unchecked]
     below = [r for r in results if r.below]
     regressed = [r for r in results if r.regressed]
     marginal = [r for r in results if r.marginal]
-    failed = bool(wrong or unchecked or below or regressed)
+    own, peer = own_and_peer(list(other_failures))
+    failed = bool(wrong or own or unchecked or below or regressed)
     parts = []
-    parts += [f"{r.label} graph failed its correctness check ({r.check_detail})" for r in wrong]
+    parts += [f"{r.label} {r.variant} failed its correctness check ({r.check_detail})" for r in wrong]
+    parts += [f.text for f in own]
     if unchecked:
         parts.append(f"{plural(len(unchecked), 'gated case')} recorded no correctness check "
                      f"({first_items([r.label for r in unchecked])}): rerun with the current plugin, or "
@@ -323,6 +337,8 @@ def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool
                      f"'marginal' cannot be judged: {first_items(no_interval)}")
     if baseline is None:
         parts.append("--no-baseline: regression check skipped")
+    if peer:
+        parts.append(peer_note(peer))
     return not failed, verdict_line("gate", not failed, parts)
 
 
@@ -352,7 +368,8 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
         f"**{line}**", "",
         "Reduction = (eager median - median) / eager median; 95% CI: percentile bootstrap of one run's rounds "
         "(several runs: the range of the per-run reductions). marginal: the interval straddles the threshold. "
-        "check: the correctness check recorded in the run (a failed one fails the gate). vs baseline: change "
+        "check: the correctness check recorded in the run (a failed one of any variant or suite fails the gate, "
+        "but a known peer failure does not). vs baseline: change "
         "of the median of run medians; tolerance: calibrated on between-run noise; rank p: one-sided "
         "Mann-Whitney U of the run medians. Only the graph variant of gated cases is gated.", ""])
 

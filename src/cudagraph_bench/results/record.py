@@ -38,6 +38,15 @@ CaseKey = Case | DecodeCase | LaunchCase | OtherCase
 CHECK_STATUSES = ("reference", "pass", "fail", "unchecked")
 #: Recorded case statuses (``extra_info.status``) that mean the variant did not match eager.
 FAILED_OUTCOMES = ("mismatch", "failed")
+#: suite -> variants that are a peer's code, not the suite's: HF ``generate`` with a static cache and a
+#: ``torch.compile``-d forward. Their failure (e.g. "accessing tensor output of CUDAGraphs that has been
+#: overwritten") is a known failure of that peer, reported with its reason like an xfail, never the suite's.
+PEER_VARIANTS = {"decode": frozenset({"generate-static-compile"})}
+
+
+def is_peer(suite: str, variant: str | None) -> bool:
+    """Whether ``variant`` of ``suite`` is a peer's code (:data:`PEER_VARIANTS`)."""
+    return variant in PEER_VARIANTS.get(suite, ())
 
 
 @dataclass(frozen=True)
@@ -77,12 +86,17 @@ class CheckRecord:
 
     @property
     def detail(self) -> str:
-        """The check in words for error messages, e.g. ``"check strict, max |diff| 3.5"``."""
-        parts = [f"check {self.method or 'not recorded'}"]
+        """The check in words for error messages, e.g. ``"check strict, max |diff| 3.5"``; a failed check
+        against ``generate`` adds its sentence (``"check vs generate failed: token 9 differs ..."``)."""
+        vs_generate = self.generate_check_passed
+        parts = [f"check {self.method}"] if self.method else [] if vs_generate is not None else ["check not recorded"]
         if self.max_abs_diff is not None:
             parts.append(f"max |diff| {self.max_abs_diff:.3g}")
         if self.reason:
             parts.append(self.reason)
+        if vs_generate is not None and (vs_generate is False or not self.method):
+            parts.append(f"check vs generate {'passed' if vs_generate else 'failed'}: "
+                         f"{self.generate_check or 'no sentence recorded'}")
         return ", ".join(parts)
 
     @property
@@ -237,13 +251,16 @@ def _flag(value) -> bool | None:
 
 def decode_check(info: dict, variant: str | None) -> CheckRecord:
     """The :class:`CheckRecord` of one benchmark's ``extra_info`` (or one failure entry) of a case of
-    ``variant`` (None for a benchmark of no suite): ``fail`` when ``correct`` is false or the status is
-    ``mismatch``/``failed``; else ``pass`` when ``correct`` is true; else ``reference`` for eager and
-    ``unchecked`` for any other variant (never assumed correct)."""
+    ``variant`` (None for a benchmark of no suite): ``fail`` when ``correct`` is false, the status is
+    ``mismatch``/``failed`` or a decoder's check against ``generate`` failed (``generate_check_passed``
+    false); else ``pass`` when ``correct`` is true, or, without ``correct``, when the check against
+    ``generate`` passed (the eager static-cache loop and the peer record only that one); else
+    ``reference`` for eager and ``unchecked`` for any other variant (never assumed correct)."""
     correct, outcome = info.get("correct"), info.get("status")
-    if correct is False or outcome in FAILED_OUTCOMES:
+    vs_generate = _flag(info.get("generate_check_passed"))
+    if correct is False or outcome in FAILED_OUTCOMES or vs_generate is False:
         status = "fail"
-    elif correct is True:
+    elif correct is True or (correct is None and vs_generate is True):
         status = "pass"
     else:
         status = "reference" if variant == "eager" else "unchecked"

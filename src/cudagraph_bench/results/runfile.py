@@ -30,6 +30,7 @@ from types import MappingProxyType
 
 from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.paths import default_storage
 from cudagraph_bench.results.record import (Environment, FailedCase, Measurement, decode_environment, decode_failure,
                                             decode_measurement, records_without_benchmarks)
@@ -140,8 +141,10 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
             counts or failed cases (:func:`~cudagraph_bench.results.record.records_without_benchmarks`): the
             run of a shard that ran only the profiling tests, which ``merge`` joins to the others.
 
-    Raises InputFileError (one line) when the file is missing, empty, truncated/invalid JSON, not
-    pytest-benchmark output, or holds no benchmarks (and, with ``records_only``, no records either).
+    Raises InputFileError (one line) when the file is missing, not a regular file (``/dev/zero``) or
+    larger than :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES`, empty, truncated/invalid JSON or nested
+    deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, or holds no
+    benchmarks (and, with ``records_only``, no records either).
     """
     path = resolve_run_path(ref, storage)
     if path.is_dir():
@@ -149,14 +152,12 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
         hint = f"{inside}?" if inside.is_file() else ("a file written by pytest --benchmark-json=FILE or "
                                                       "cudagraph-bench run -o DIR (DIR/run.json)")
         raise InputFileError(f"{path} is a folder, not a run JSON: give a run file, e.g. {hint}")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    fix = "give a pytest-benchmark JSON run (pytest --benchmark-json=FILE)"
+    raw = read_input_bytes(path, "run", fix)
     if not raw.strip():
         raise InputFileError(f"{path} is empty: rerun the benchmarks with --benchmark-json={path}")
     try:
-        data = json.loads(raw)
+        data = parse_json(raw, path, "run", fix)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise InputFileError(f"{path} is not valid JSON{where}: give a pytest-benchmark JSON run (--benchmark-json); "

@@ -1,0 +1,93 @@
+"""The failed correctness checks a run recorded, of every suite and variant, for the verdicts of ``gate``,
+``compare`` and ``baseline`` (no torch).
+
+A run records a check per benchmark (:class:`~cudagraph_bench.results.record.CheckRecord`: each forward
+variant against eager; each decoder against the eager static-cache loop and HF ``generate``) and one per
+case it could not measure (``["cudagraph_bench"]["failures"]``). :func:`failed_checks` lists the failed
+ones. A failure of a peer's code (:data:`~cudagraph_bench.results.record.PEER_VARIANTS`: HF's static-cache
+``torch.compile`` path) is a known peer failure (:attr:`FailedCheck.peer`): reported with its reason, like
+an xfail, and never the suite's failure; every other one fails the verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudagraph_bench.results.record import CheckRecord, is_peer
+from cudagraph_bench.results.runfile import Run
+from cudagraph_bench.table import first_items, plural
+
+
+@dataclass(frozen=True)
+class FailedCheck:
+    """One failed check a run recorded.
+
+    Attributes:
+        path: the run file that recorded it.
+        suite: ``"forward"``, ``"decode"``, ``"launch"`` or ``"other"``.
+        variant: the case's variant (None for a benchmark of no suite).
+        label: the case, e.g. ``"gpt2 bfloat16 L=50 +64 graph"``.
+        check: the recorded check (method, max |diff|, reason, the check against ``generate``).
+        measured: True for a benchmark, False for a case the run could not measure (a failure entry).
+    """
+
+    path: Path
+    suite: str
+    variant: str | None
+    label: str
+    check: CheckRecord
+    measured: bool
+
+    @property
+    def peer(self) -> bool:
+        """A known failure of a peer's code (:func:`~cudagraph_bench.results.record.is_peer`), not the suite's."""
+        return is_peer(self.suite, self.variant)
+
+    @property
+    def case(self) -> str:
+        """The case with its suite, e.g. ``"decode gpt2 bfloat16 L=50 +64 graph"`` (forward cases bare)."""
+        return self.label if self.suite == "forward" else f"{self.suite} {self.label}"
+
+    @property
+    def text(self) -> str:
+        """The failure in words, e.g. ``"decode gpt2 bfloat16 L=50 +64 graph failed its correctness check
+        (check tokens == static-eager, graphed decode tokens differ ...)"``."""
+        if self.peer:
+            return f"{self.case}: {self.check.reason or self.check.detail}"
+        if self.measured:
+            return f"{self.case} failed its correctness check ({self.check.detail})"
+        check = self.check
+        what = check.reason if check.reason and check.method is None and check.max_abs_diff is None else check.detail
+        return f"{self.case} recorded as {check.outcome or 'failed'}, not measured ({what})"
+
+
+def failed_checks(runs: list[Run]) -> list[FailedCheck]:
+    """Every failed check of ``runs``, benchmarks first, then the cases a run could not measure, in the
+    order of the runs and their files; a case that failed in several runs is listed once (its first run)."""
+    out: dict[tuple, FailedCheck] = {}
+    for run in runs:
+        for m in run.measurements.values():
+            if m.check.status == "fail":
+                out.setdefault((m.suite, m.label, True), FailedCheck(run.path, m.suite, m.case.variant, m.label,
+                                                                     m.check, True))
+    for run in runs:
+        for f in run.failures:
+            if f.check.status == "fail":
+                out.setdefault((f.case.suite, f.case.label, False), FailedCheck(
+                    run.path, f.case.suite, f.case.variant, f.case.label, f.check, False))
+    return list(out.values())
+
+
+def own_and_peer(fails: list[FailedCheck]) -> tuple[list[FailedCheck], list[FailedCheck]]:
+    """``(the suite's failures, known peer failures)`` of ``fails``."""
+    return [f for f in fails if not f.peer], [f for f in fails if f.peer]
+
+
+def peer_note(peer: list[FailedCheck]) -> str | None:
+    """The verdict's note on known peer failures (None for none), each with its reason, e.g. ``"1 known peer
+    failure (not the suite's, like an xfail): decode ... generate-static-compile: RuntimeError: ..."``."""
+    if not peer:
+        return None
+    return (f"{plural(len(peer), 'known peer failure')} (not the suite's, like an xfail): "
+            + first_items([f.text for f in peer]))
