@@ -113,7 +113,7 @@ def test_the_printed_tolerance_is_one_run_against_the_baseline(tmp_path, capsys,
     # t-based multiplier: Student's t (one-sided tail 0.001) of the spread's k - 1 degrees of freedom
     tol = max(noise.DEFAULT_FLOOR_PCT, t.ppf(1 - 0.001, len(runs) - 1) * spread * np.sqrt(1 / len(runs) + 1))
     row = next(line.split() for line in out.splitlines() if line.split()[:3] == ["gpt2", "float32", "16"])
-    assert row[3] == "5" and row[7] == f"{spread:.1f}" and row[8] == f"{tol:.1f}"
+    assert row[3] == "5" and row[6] == "wall" and row[8] == f"{spread:.2f}" and row[9] == f"{tol:.2f}"
 
 
 @pytest.mark.parametrize("n", [1, 4])
@@ -328,7 +328,7 @@ def test_printed_values_are_rounded_once_like_gate(tmp_path, capsys):
     rc, out, _ = run_cli(capsys, "baseline", *runs, "-o", out_path)
     assert rc == 0
     row = next(line.split() for line in out.splitlines() if line.split()[:3] == ["gpt2", "float32", "50"])
-    assert row[4:6] == [f"{e:.3f}", f"{g:.3f}"] and row[9] == f"{red:.1f}"
+    assert row[4:6] == [f"{e:.3f}", f"{g:.3f}"] and row[10] == f"{red:.1f}"
     case = next(c for c in json.loads(out_path.read_text())["cases"]
                 if (c["model"], c["dtype"], c["seq_len"]) == key)
     assert case["reduction_pct"] == pytest.approx(round(red, 3), abs=1.5e-3)

@@ -727,9 +727,9 @@ def test_an_empty_markdown_path_is_a_usage_error(tmp_path, capsys, monkeypatch, 
 
 
 def fake_confirm_runs(monkeypatch, factor):
-    """Replace benchrun.run_one with a writer of the fixture's selected benchmarks, graph scaled by
-    ``factor``; returns the list of (selected node ids, cwd) of each call."""
-    from cudagraph_bench.results import benchrun
+    """Replace the pytest process (runner.process.run_process) with a writer of the fixture's selected
+    benchmarks, graph scaled by ``factor``; returns the list of (selected node ids, cwd) of each call."""
+    from cudagraph_bench.runner import process as benchrun
 
     calls = []
 
@@ -740,10 +740,10 @@ def fake_confirm_runs(monkeypatch, factor):
         doc = scaled(CHECKED, factor, {"graph"})
         doc["benchmarks"] = [b for b in doc["benchmarks"] if b["fullname"] in selected]
         write(doc, json_path)
-        log.write_text("fake run\n")
+        log.write("fake run\n")
         return 0
 
-    monkeypatch.setattr(benchrun, "run_one", run_one)
+    monkeypatch.setattr(benchrun, "run_process", run_one)
     return calls
 
 
@@ -793,7 +793,7 @@ def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, 
 
 
 def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_path, capsys, baseline, monkeypatch):
-    from cudagraph_bench.results import benchrun
+    from cudagraph_bench.runner import process as benchrun
 
     key = next(iter(GATED))
     doc = copy.deepcopy(CHECKED)
@@ -801,10 +801,10 @@ def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_p
     run = write(doc, tmp_path / "run.json")
 
     def run_one(cmd, cwd, env, log):  # pytest on a machine without a GPU: every benchmark skipped, no JSON
-        log.write_text("2 skipped\n")
+        log.write("2 skipped\n")
         return 0
 
-    monkeypatch.setattr(benchrun, "run_one", run_one)
+    monkeypatch.setattr(benchrun, "run_process", run_one)
     rc, out, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 2)
     assert rc == 1 and "none of the 2 confirmation reruns produced a run" in out and "unconfirmed" in out
     assert "regression confirmed" not in out and "no JSON written" in err

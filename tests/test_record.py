@@ -41,15 +41,19 @@ def test_the_committed_runs_cover_every_suite_and_both_params_styles():
     assert styles == {True, False}
 
 
-def expected_status(info: dict, variant: str) -> str:
+def expected_status(info: dict, variant: str, suite: str = "forward") -> str:
     """The check status the recorded fields give: a failed check, a mismatching case or a decoder whose check
     against generate failed fails; a recorded pass (or, without ``correct``, a passed check against generate)
-    passes; otherwise eager is the reference and any other variant is unchecked."""
+    passes; otherwise a suite's reference (the registry's: eager, generate, the launch loop) is the reference and
+    any other variant is unchecked."""
+    from cudagraph_bench import variants
+
     if info.get("correct") is False or info.get("status") in FAILED_OUTCOMES or info.get("generate_check_passed") is False:
         return "fail"
     if info.get("correct") is True or ("correct" not in info and info.get("generate_check_passed") is True):
         return "pass"
-    return "reference" if variant == "eager" else "unchecked"
+    row = variants.find(suite, variant)
+    return "reference" if row is not None and row.is_reference else "unchecked"
 
 
 def params_say(case, params: dict, param: str) -> bool:
@@ -80,7 +84,7 @@ def test_every_committed_run_decodes_into_the_records_its_json_holds(path):
         assert params_say(m.case, bench["params"], bench["param"]), (bench["params"], m.case)
         # check: follows the recorded fields
         check = m.check
-        assert check.status == expected_status(info, info["variant"])
+        assert check.status == expected_status(info, info["variant"], info["suite"])
         assert (check.method, check.max_abs_diff, check.fp64_rmse_ratio) == (
             info.get("check"), info.get("max_abs_diff"), info.get("fp64_rmse_ratio"))
         assert check.reason == info.get("reason") and check.outcome == info.get("status")

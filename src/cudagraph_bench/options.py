@@ -470,6 +470,17 @@ SHARD_OPTIONS = (
 )
 
 
+def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
+    """``--max-regression PCT``: the floor of the regression tolerance, one option for every command that judges a
+    regression (gate, compare, baseline, calibrate, ab). Default None: the baseline's, else the compared figure's
+    (3% for the device-side graph figure, 8% for synchronized wall medians,
+    :data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
+    parser.add_argument("--max-regression", type=parse_regression_pct, default=None, metavar="PCT",
+                        help="floor of the regression tolerance in percent; a noisier case gets a multiple of its "
+                             "between-run spread (default: the baseline's, else 3 for the device-side graph figure, "
+                             "8 for wall medians)")
+
+
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
     """``--storage DIR``: where saved-run ids (``0001``) are looked up. The default (None) is resolved by
     :func:`cudagraph_bench.paths.default_storage`, never against the working directory of a checkout."""

@@ -12,12 +12,11 @@ from pathlib import Path
 from cudagraph_bench.commands import compare as compare_command
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
-from cudagraph_bench.options import parse_count, parse_path, parse_regression_pct
+from cudagraph_bench.options import add_regression_floor_option, parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.runner.ab import DEFAULT_OUT, DEFAULT_RUNS, measure_in_worktrees, repository_root, resolve_commit
 from cudagraph_bench.runner import process
 from cudagraph_bench.results.baseline import load_baseline
-from cudagraph_bench.results.compare import DEFAULT_MAX_REGRESSION_PCT
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +36,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="extra pytest arguments for every run, e.g. \"--models gpt2 --prompt-lengths 16,50\"")
     parser.add_argument("--baseline", metavar="FILE", help="noise model for the tolerance (as compare)")
-    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT,
-                        metavar="PCT", help="floor of every benchmark's tolerance (default: %(default)s)")
+    add_regression_floor_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the comparison as markdown")
 
 

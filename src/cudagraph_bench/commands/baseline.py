@@ -10,10 +10,10 @@ from pathlib import Path
 
 from cudagraph_bench.errors import FailedCheckError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_multiplier, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, add_storage_option, parse_count, parse_multiplier, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.baseline import (BASELINE_COLUMNS, DEFAULT_MAX_GATED_LEN, DEFAULT_MAX_REGRESSION_PCT,
+from cudagraph_bench.results.baseline import (BASELINE_COLUMNS, DEFAULT_MAX_GATED_LEN,
                                               DEFAULT_MIN_REDUCTION_PCT, baseline_rows, build_baseline, stored_case)
 from cudagraph_bench.results.runfile import load_run
 from cudagraph_bench.table import render_table
@@ -30,9 +30,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-reduction", type=parse_reduction_pct, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
                         help="per-case minimum median latency reduction stored for gated cases "
                              "(default: %(default)s)")
-    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
-                        help="floor of every case's regression tolerance in percent; a noisier case gets "
-                             "a multiple of its between-run spread (default: %(default)s)")
+    add_regression_floor_option(parser)
     parser.add_argument("--noise-multiplier", type=parse_multiplier, default=noise.DEFAULT_MULTIPLIER, metavar="X",
                         help="a change must exceed X between-run spreads (default: Student's t quantile at "
                              f"{1 - noise.DEFAULT_TAIL:g} with k-1 degrees of freedom)")

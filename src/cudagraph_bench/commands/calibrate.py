@@ -7,10 +7,10 @@ import argparse
 import sys
 
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_storage_option, parse_count, parse_multiplier, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, add_storage_option, parse_count, parse_multiplier, parse_path,
                                      parse_regression_pct)
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.calibrate import (DEFAULT_AB_RUNS, DEFAULT_PLANTS_PCT, calibrate, columns,
+from cudagraph_bench.results.calibrate import (DEFAULT_AB_RUNS, floor_for, DEFAULT_PLANTS_PCT, calibrate, columns,
                                                render_markdown, rows, summary)
 from cudagraph_bench.results.runfile import load_run
 from cudagraph_bench.table import render_table
@@ -23,8 +23,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "matrix on one GPU type (paths or saved-run ids)")
     parser.add_argument("--plant", type=_parse_plants, default=DEFAULT_PLANTS_PCT, metavar="PCTS",
                         help="planted graph slow-downs in percent (default: %(default)s)")
-    parser.add_argument("--max-regression", type=parse_regression_pct, default=noise.DEFAULT_FLOOR_PCT, metavar="PCT",
-                        help="floor of the tolerance, as for gate (default: %(default)s)")
+    add_regression_floor_option(parser)
     parser.add_argument("--noise-multiplier", type=parse_multiplier, default=noise.DEFAULT_MULTIPLIER, metavar="X",
                         help="spreads a change must exceed (default: Student's t quantile of the spread's "
                              "degrees of freedom)")
@@ -51,13 +50,14 @@ def main(args: argparse.Namespace) -> int:
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "calibrate.md")
     refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in runs])
-    results = calibrate(runs, plants=args.plant, floor_pct=args.max_regression, multiplier=args.noise_multiplier,
+    floor = args.max_regression if args.max_regression is not None else floor_for(runs)
+    results = calibrate(runs, plants=args.plant, floor_pct=floor, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)
     line = summary(results, args.plant)
     print(render_table(columns(args.plant), rows(results, args.plant)))
     print(line)
     if args.markdown:
-        page = render_markdown(runs, results, args.plant, line, args.max_regression, args.noise_multiplier,
+        page = render_markdown(runs, results, args.plant, line, floor, args.noise_multiplier,
                                noise.DEFAULT_ALPHA, args.ab_runs)
         sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
         verb = written_verb(args.markdown)

@@ -9,10 +9,10 @@ import sys
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import add_storage_option, parse_path, parse_regression_pct
+from cudagraph_bench.options import add_regression_floor_option, add_storage_option, parse_path, parse_regression_pct
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
-from cudagraph_bench.results.compare import (COLUMNS, DEFAULT_MAX_REGRESSION_PCT, compare_runs, gated_missing_in_new,
+from cudagraph_bench.results.compare import (COLUMNS, compare_runs, gated_missing_in_new,
                                              rows, summary, unmeasured_failures)
 from cudagraph_bench.results.runfile import check_one_gpu, distinct_runs, load_run
 from cudagraph_bench.table import render_table, verdict_heading
@@ -27,8 +27,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", metavar="FILE",
                         help="baseline whose between-run spread sets the tolerance of forward eager/graph cases "
                              "(default: the GPU's baseline where one is found, as for gate)")
-    parser.add_argument("--max-regression", type=parse_regression_pct, default=DEFAULT_MAX_REGRESSION_PCT, metavar="PCT",
-                        help="floor of every benchmark's tolerance in percent (default: %(default)s)")
+    add_regression_floor_option(parser)
     add_storage_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write a markdown report")
     parser.add_argument("--gate-references", action="store_true",

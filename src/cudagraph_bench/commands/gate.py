@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (MAX_CONFIRM, add_storage_option, parse_confirm, parse_count, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, add_storage_option, parse_confirm, parse_count, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
@@ -31,9 +31,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-reduction", type=parse_reduction_pct, metavar="PCT",
                         help=f"minimum median latency reduction of gated cases in percent, overriding the "
                              f"baseline's per-case values (default: baseline's, else {DEFAULT_MIN_REDUCTION_PCT:g})")
-    parser.add_argument("--max-regression", type=parse_regression_pct, metavar="PCT",
-                        help="floor of the per-case regression tolerance in percent, overriding the baseline's "
-                             f"(default: baseline's, else {noise.DEFAULT_FLOOR_PCT:g})")
+    add_regression_floor_option(parser)
     parser.add_argument("--max-gated-len", type=parse_count, metavar="TOKENS",
                         help="gate cases with prompt length <= TOKENS, overriding the baseline's gated flags "
                              f"(default: baseline's, else {DEFAULT_MAX_GATED_LEN})")

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cudagraph_bench.variants import FORWARD_REFERENCE as REF
+from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise, stats
 from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
@@ -48,7 +50,6 @@ SCHEMA_VERSION = 2
 KIND = "cudagraph-bench-baseline"
 DEFAULT_MIN_REDUCTION_PCT = 30.0
 #: Floor of the per-case regression tolerance (percent), see :mod:`cudagraph_bench.results.noise`.
-DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
 DEFAULT_MAX_GATED_LEN = 128
 #: Decimals of a ms that a baseline file keeps of each median and p95 (6: the ns).
@@ -98,13 +99,30 @@ def stored_ms(value: float) -> float:
     return round(value, MEDIAN_DECIMALS)
 
 
-def _point(ms: list[Measurement]) -> dict:
-    """Median of the run medians, median of the runs' p95s (None without per-round data), and the run
-    medians, in ms."""
+def _point(ms: list[Measurement], figure: str = "wall") -> dict:
+    """Median of the run medians of ``figure`` (:attr:`~cudagraph_bench.results.record.Measurement.figure`),
+    median of the runs' p95s (None without per-round data), the run medians, in ms; for the device figure also
+    ``figure`` and the synchronized wall medians (``wall_run_medians_ms``, the latency reduction's)."""
     p95s = [m.summary.p95_ms for m in ms if m.summary.p95_ms is not None]
-    return {"median_ms": float(np.median([m.summary.median_ms for m in ms])),
-            "p95_ms": float(np.median(p95s)) if p95s else None,
-            "run_medians_ms": [m.summary.median_ms for m in ms]}
+    medians = [m.figure_ms(figure) for m in ms]
+    point = {"median_ms": float(np.median(medians)), "p95_ms": float(np.median(p95s)) if p95s else None,
+             "run_medians_ms": medians}
+    if figure != "wall":
+        point.update(figure=figure, wall_run_medians_ms=[m.summary.median_ms for m in ms])
+    return point
+
+
+def wall_medians(point: dict) -> list[float]:
+    """The synchronized wall run medians (ms) of a stored point (the device figure keeps them apart)."""
+    return point.get("wall_run_medians_ms") or point["run_medians_ms"]
+
+
+def baseline_of(doc: dict, path: Path) -> Baseline:
+    """A :class:`Baseline` of a document :func:`build_baseline` made (not written), as :func:`load_baseline` gives
+    it for a file at ``path``."""
+    cases = {(str(c["model"]), str(c["dtype"]), int(c["seq_len"])): c for c in doc["cases"]}
+    return Baseline(path=path, gpu_slug=str(doc["gpu_slug"]), thresholds=dict(doc["thresholds"]), cases=cases,
+                    data=doc)
 
 
 def stored_case(case: dict) -> dict:
@@ -112,8 +130,10 @@ def stored_case(case: dict) -> dict:
     def point(p: dict) -> dict:
         return {**p, "median_ms": _round(p["median_ms"], MEDIAN_DECIMALS), "p95_ms": _round(p["p95_ms"], MEDIAN_DECIMALS),
                 "run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["run_medians_ms"]],
+                **({"wall_run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["wall_run_medians_ms"]]}
+                   if "wall_run_medians_ms" in p else {}),
                 **({"spread_pct": _round(p["spread_pct"], 3)} if "spread_pct" in p else {})}
-    return {**case, "eager": point(case["eager"]), "graph": point(case["graph"]),
+    return {**case, REF: point(case[REF]), GATED: point(case[GATED]),
             "reduction_pct": _round(case["reduction_pct"], 3),
             "reduction_range_pct": [_round(x, 3) for x in case["reduction_range_pct"]]}
 
@@ -131,24 +151,26 @@ def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: 
         raise FailedCheckError(f"{plural(len(own), 'failed check')} in the runs: {named}{more}: {what} takes no "
                                "run with a wrong result; fix the case and rerun")
     for run in runs:
-        for key, variants in forward_groups(run).items():
-            m = variants.get("graph")
+        for key, by_variant in forward_groups(run).items():
+            m = by_variant.get(GATED)
             if m is None:
                 continue
-            label = "{} {} L={} graph".format(*key)
+            label = "{} {} L={} {}".format(*key, GATED)
             if m.check.status == "unchecked" and not allow_unchecked:
                 raise UsageError(f"{what}: {label} of {run.path} recorded no correctness check: rerun with the "
                                  "current plugin, or pass --allow-unchecked for runs recorded before checks existed")
 
 
 def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION_PCT,
-                   regression_floor_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+                   regression_floor_pct: float | None = None,
                    noise_multiplier: float = noise.DEFAULT_MULTIPLIER, alpha: float = noise.DEFAULT_ALPHA,
                    max_gated_len: int = DEFAULT_MAX_GATED_LEN, min_runs: int = noise.MIN_BASELINE_RUNS,
                    allow_unchecked: bool = False, rounded: bool = True) -> dict:
     """Baseline document (schema 2) from ``runs``: separate runs of the same forward matrix on one GPU
     type. A case is stored when at least ``min_runs`` runs measured its eager and graph variants;
-    ``rounded=False`` keeps the exact values (what ``baseline`` prints).
+    ``rounded=False`` keeps the exact values (what ``baseline`` prints). The graph's figure is the device-side one
+    (CUDA events over back-to-back replays) when every run recorded it, else the synchronized wall median;
+    ``regression_floor_pct`` None: that figure's floor (:data:`cudagraph_bench.results.noise.FLOORS_PCT`).
 
     Raises UsageError when fewer than ``min_runs`` runs are given, a file is given twice, the runs
     are of different GPUs or of none (no ``machine_info["cuda"]["gpu_slug"]``), no case is in
@@ -168,20 +190,24 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
         raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(slugs))}): a baseline is per GPU "
                          "type; build one per GPU")
     refuse_wrong_cases(runs, allow_unchecked=allow_unchecked)
+    groups = merged_forward_groups(runs)
+    figure = "device" if all(m.device_ms is not None for g in groups.values() for m in g.get(GATED, [])) else "wall"
+    if regression_floor_pct is None:
+        regression_floor_pct = noise.FLOORS_PCT[figure]
     cases = []
-    for (model, dtype, seq_len), variants in merged_forward_groups(runs).items():
-        eager, graph = variants.get("eager", []), variants.get("graph", [])
+    for (model, dtype, seq_len), by_variant in groups.items():
+        eager, graph = by_variant.get(REF, []), by_variant.get(GATED, [])
         if min(len(eager), len(graph)) < min_runs:
             print(f"cudagraph-bench baseline: warning: {model} {dtype} L={seq_len} is in "
                   f"{min(len(eager), len(graph))} of {len(runs)} runs (< {min_runs}): not stored", file=sys.stderr)
             continue
-        e_point, g_point = _point(eager), _point(graph)
-        red, per_run_range = stats.runs_reduction_pct(e_point["run_medians_ms"], g_point["run_medians_ms"])
+        e_point, g_point = _point(eager), _point(graph, figure)
+        red, per_run_range = stats.runs_reduction_pct(e_point["run_medians_ms"], wall_medians(g_point))
         g_point["spread_pct"] = noise.spread_pct(g_point["run_medians_ms"])
         case = {
             "model": model, "dtype": dtype, "seq_len": seq_len,
             "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct, "n_runs": len(graph),
-            "eager": e_point, "graph": g_point,
+            REF: e_point, GATED: g_point,
             "reduction_pct": red,
             "reduction_range_pct": list(per_run_range),
         }
@@ -259,16 +285,16 @@ def load_baseline(path: str | Path) -> Baseline:
                                      f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
             _check_case(path, key, c)
             cases[key] = c
-            if not float(c["graph"]["median_ms"]) > 0:
+            if not float(c[GATED]["median_ms"]) > 0:
                 raise ValueError("a graph median_ms is not > 0")
-            for variant in ("eager", "graph"):
+            for variant in (REF, GATED):
                 medians = c[variant]["run_medians_ms"]
                 if not (isinstance(medians, list) and medians and all(
                         isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in medians)):
                     raise ValueError(f"case {_case_name(key)}: {variant}.run_medians_ms must be a list of positive ms")
-            spread = c["graph"].get("spread_pct")
+            spread = c[GATED].get("spread_pct")
             if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread < 0
-                                       or len(c["graph"]["run_medians_ms"]) < 2):
+                                       or len(c[GATED]["run_medians_ms"]) < 2):
                 raise ValueError(f"case {_case_name(key)}: graph.spread_pct must be a percent >= 0 from 2 or more "
                                  "run medians, or null")
         if not cases:
@@ -357,9 +383,9 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
 
 BASELINE_COLUMNS = [
     Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"), Column("n_runs", "runs", "d"),
-    Column("eager_ms", "eager ms", ".3f"), Column("graph_ms", "graph ms", ".3f"),
-    Column("graph_p95_ms", "graph p95", ".3f"), Column("spread_pct", "graph spread %", ".1f"),
-    Column("tolerance_pct", "tolerance %", ".1f"), Column("reduction_pct", "reduction %", ".1f"),
+    Column("eager_ms", "eager ms", ".3f"), Column("graph_ms", "graph ms", ".3f"), Column("figure", "graph figure"),
+    Column("graph_p95_ms", "graph p95", ".3f"), Column("spread_pct", "graph spread %", ".2f"),
+    Column("tolerance_pct", "tolerance %", ".2f"), Column("reduction_pct", "reduction %", ".1f"),
     Column("range", "per-run reduction %"), Column("gated", "gated"),
 ]
 
@@ -371,10 +397,11 @@ def baseline_rows(doc: dict) -> list[dict]:
     rows = []
     for c in doc["cases"]:
         low, high = c["reduction_range_pct"]
-        spread = c["graph"].get("spread_pct")
+        spread = c[GATED].get("spread_pct")
         rows.append({"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"], "n_runs": c["n_runs"],
-                     "eager_ms": c["eager"]["median_ms"], "graph_ms": c["graph"]["median_ms"],
-                     "graph_p95_ms": c["graph"]["p95_ms"], "spread_pct": spread,
+                     "eager_ms": c[REF]["median_ms"], "graph_ms": c[GATED]["median_ms"],
+                     "graph_p95_ms": c[GATED]["p95_ms"], "spread_pct": spread,
+                     "figure": c[GATED].get("figure", "wall"),
                      "tolerance_pct": noise.tolerance_pct(spread, c["n_runs"], 1, floor_pct=th["regression_floor_pct"],
                                                           multiplier=th.get("noise_multiplier")),
                      "reduction_pct": c["reduction_pct"], "range": f"[{low:.1f}, {high:.1f}]",

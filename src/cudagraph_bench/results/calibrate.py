@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, refuse_wrong_cases
 from cudagraph_bench.errors import UsageError
@@ -118,7 +119,7 @@ class CaseCalibration:
 
 
 def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT,
-              floor_pct: float = noise.DEFAULT_FLOOR_PCT, multiplier: float | None = noise.DEFAULT_MULTIPLIER,
+              floor_pct: float | None = None, multiplier: float | None = noise.DEFAULT_MULTIPLIER,
               alpha: float = noise.DEFAULT_ALPHA, ab_runs: int = DEFAULT_AB_RUNS,
               max_gated_len: int = DEFAULT_MAX_GATED_LEN) -> list[CaseCalibration]:
     """:class:`CaseCalibration` of every gated forward case (prompt length <= ``max_gated_len``) measured
@@ -134,11 +135,13 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
     refuse_wrong_cases(runs, allow_unchecked=True, what="calibrate")
     n = len(runs)
     out = []
-    for (model, dtype, seq_len), variants in merged_forward_groups(runs).items():
-        graph = variants.get("graph", [])
+    groups = merged_forward_groups(runs)
+    floor_pct = floor_for(runs) if floor_pct is None else floor_pct
+    for (model, dtype, seq_len), by_variant in groups.items():
+        graph = by_variant.get(GATED, [])
         if seq_len > max_gated_len or len(graph) < n:
             continue
-        medians = np.array([m.summary.median_ms for m in graph])
+        medians = np.array([m.gated_ms for m in graph])
         others = [np.delete(medians, i) for i in range(n)]
         gate_pairs = [(others[i], medians[i:i + 1], _spread(others[i]), n - 2) for i in range(n)]
         pair_trials = []
@@ -158,6 +161,13 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         raise UsageError(f"no gated case (prompt length <= {max_gated_len}) is measured in all {n} runs: give runs "
                          "of the same matrix")
     return out
+
+
+def floor_for(runs: list[Run]) -> float:
+    """The tolerance floor of the gated figure these runs record (:data:`cudagraph_bench.results.noise.FLOORS_PCT`):
+    the device-side one when every gated benchmark recorded it, else the wall median's."""
+    ms = [m for g in merged_forward_groups(runs).values() for m in g.get(GATED, [])]
+    return noise.FLOORS_PCT["device" if ms and all(m.device_ms is not None for m in ms) else "wall"]
 
 
 def _rate(mode: ModeResult, p: float) -> str:

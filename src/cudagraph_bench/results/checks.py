@@ -4,7 +4,7 @@
 A run records a check per benchmark (:class:`~cudagraph_bench.results.record.CheckRecord`: each forward
 variant against eager; each decoder against the eager static-cache loop and HF ``generate``) and one per
 case it could not measure (``["cudagraph_bench"]["failures"]``). :func:`failed_checks` lists the failed
-ones. A failure of a peer's code (:data:`~cudagraph_bench.results.record.PEER_VARIANTS`: HF's static-cache
+ones. A failure of a peer's code (the registry's peer variants: HF's static-cache
 ``torch.compile`` path) is a known peer failure (:attr:`FailedCheck.peer`): reported with its reason, like
 an xfail, and never the suite's failure; every other one fails the verdict.
 """

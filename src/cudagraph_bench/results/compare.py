@@ -15,7 +15,7 @@ runs when a side has 2+ runs, else the floor ``--max-regression``) and, where th
 a one-sided Mann-Whitney U test must agree. The within-run bootstrap interval is not used: rounds of
 one run say nothing about the next run.
 
-Only what the suite guards can fail it: the reference variants (:data:`REFERENCE_VARIANTS`: eager,
+Only what the suite guards can fail it: the reference variants (:func:`is_reference`: eager,
 HF ``generate``, the static-cache eager loop, the launch loop) are host-bound and move between machines
 and runs, so a slower reference is reported (``slower (reference)``) but fails only with
 ``--gate-references``. A gated benchmark of OLD missing in NEW fails the comparison (exit 1) unless
@@ -32,6 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cudagraph_bench import variants
+from cudagraph_bench.variants import FORWARD_REFERENCE as REF
+from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import Baseline
 from cudagraph_bench.errors import UsageError
@@ -40,9 +43,7 @@ from cudagraph_bench.results.record import is_peer
 from cudagraph_bench.results.runfile import Measurement, Run, measurements
 from cudagraph_bench.table import Column, first_items, plural, verdict_line
 
-DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Variants that are the baselines of comparison rather than what the suite guards.
-REFERENCE_VARIANTS = frozenset({"eager", "generate", "static-eager", "loop"})
 
 
 @dataclass(frozen=True)
@@ -119,37 +120,64 @@ class Change:
         return ", ".join(parts)
 
 
+def is_reference(m: Measurement) -> bool:
+    """Whether ``m`` is of a variant that others are checked against (the registry's references: eager,
+    generate, the launch loop) or the eager static-cache loop the graphed decoders replay: host-bound
+    baselines of the comparison, reported but not gated by default."""
+    row = variants.find(m.suite, m.case.variant)
+    exact = variants.exact_reference(m.suite)
+    return row is not None and (row.is_reference or (exact is not None and row == exact and not row.captured))
+
+
 def is_gated(m: Measurement, gate_references: bool = False) -> bool:
-    """Whether a change of ``m`` can fail the comparison: not a reference variant
-    (:data:`REFERENCE_VARIANTS`), or ``gate_references``."""
-    return gate_references or m.case.variant not in REFERENCE_VARIANTS
+    """Whether a change of ``m`` can fail the comparison: not a reference variant (:func:`is_reference`), or
+    ``gate_references``."""
+    return gate_references or not is_reference(m)
+
+
+def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
+    """The figure a comparison of ``ms`` reads: the baseline's for the gated variant, else the device-side one when
+    every measurement recorded it, else the synchronized wall median (:attr:`Measurement.figure`)."""
+    m = ms[0]
+    if m.suite != variants.FORWARD or m.case.variant != GATED:
+        return "wall"
+    case = baseline.cases.get(m.case.without_variant()) if baseline is not None else None
+    if case is not None:
+        return case[GATED].get("figure", "wall")
+    return "device" if all(x.device_ms is not None for x in ms) else "wall"
 
 
 def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | None, int | None]:
     """``(spread percent, degrees of freedom)`` of ``m``'s case in ``baseline``: the stored graph spread,
     or the spread of the stored eager run medians, with k - 1 degrees of freedom for k runs; ``(None,
     None)`` for other suites and variants, without a case, or with medians that are not positive."""
-    if baseline is None or m.suite != "forward" or m.case.variant not in ("eager", "graph"):
+    if baseline is None or m.suite != variants.FORWARD or m.case.variant not in (REF, GATED):
         return None, None
     case = baseline.cases.get(m.case.without_variant())
     if case is None:
         return None, None
     medians = case[m.case.variant].get("run_medians_ms") or []
-    if m.case.variant == "graph" and case["graph"].get("spread_pct") is not None:
-        return float(case["graph"]["spread_pct"]), len(medians) - 1
+    if m.case.variant == GATED and case[GATED].get("spread_pct") is not None:
+        return float(case[GATED]["spread_pct"]), len(medians) - 1
     try:
         return (noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (None, None)
     except ValueError:
         return None, None
 
 
-def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float | None = None,
            gate_references: bool = False, baseline: Baseline | None = None) -> Change:
-    """:class:`Change` of one benchmark measured in the runs ``new`` against ``old`` (one Measurement
-    per run). A reference variant (:data:`REFERENCE_VARIANTS`) is not gated unless ``gate_references``."""
+    """:class:`Change` of one benchmark measured in the runs ``new`` against ``old`` (one Measurement per run), in
+    the figure of :func:`figure_of`; ``floor_pct`` None: the baseline's floor, else that figure's. A reference
+    variant (:func:`is_reference`) is not gated unless ``gate_references``."""
     spread, df = baseline_spread(baseline, new[0])
     th = baseline.thresholds if baseline else {}
-    check = noise.check_regression([m.summary.median_ms for m in old], [m.summary.median_ms for m in new],
+    figure = figure_of(baseline, [*old, *new])
+    if any(m.figure_ms(figure) is None for m in [*old, *new]):
+        figure = "wall"
+    if floor_pct is None:
+        floor_pct = float(th.get("regression_floor_pct", noise.FLOORS_PCT[figure]))
+    check = noise.check_regression([m.figure_ms(figure) for m in old], [m.figure_ms(figure) for m in new],
                                    spread=spread, floor_pct=floor_pct,
                                    multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
                                    alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)), df=df)
@@ -175,7 +203,7 @@ def _merged(runs: list[Run]) -> dict[tuple, list[Measurement]]:
     return out
 
 
-def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | None = None,
                  gate_references: bool = False, baseline: Baseline | None = None
                  ) -> tuple[list[Change], list[str], list[str]]:
     """``(changes of benchmarks in both sides, labels only in OLD, labels only in NEW)``; each side is

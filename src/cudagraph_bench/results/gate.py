@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cudagraph_bench.variants import FORWARD_REFERENCE as REF
+from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline,
                                               check_baseline_gpu, load_baseline)
@@ -99,7 +101,7 @@ class GateVerdict:
     @property
     def wrong(self) -> bool:
         """The variant recorded a failed correctness check (fails the gate, whatever the variant, gated or not)."""
-        return self.variant != "eager" and self.check == "fail"
+        return self.variant != REF and self.check == "fail"
 
     @property
     def unchecked(self) -> bool:
@@ -125,7 +127,7 @@ class GateVerdict:
         parts = [("FAIL" if self.failed else "pass") if self.gated or self.wrong else "info"]
         if self.wrong:
             parts.append("WRONG")
-        elif self.check == "unchecked" and self.variant != "eager":
+        elif self.check == "unchecked" and self.variant != REF:
             parts.append("UNCHECKED" if self.unchecked else "unchecked")
         if self.marginal:
             parts.append("marginal")
@@ -183,7 +185,7 @@ def require_graph_variant(run: Run) -> None:
     """Raise InputFileError when the run's forward benchmarks hold no ``graph`` variant at all (an
     eager-only run, e.g. ``cudagraph-bench run --device cpu``): there is nothing to gate."""
     cases = forward_cases(run)
-    if not cases or any(case.variant == "graph" for case in cases):
+    if not cases or any(case.variant == GATED for case in cases):
         return
     cpu = run.environment.gpu_slug is None or any(m.extra_info.get("device") == "cpu" for m in cases.values())
     what = ("it is a CPU run, and cudagraph-bench run --device cpu measures eager only" if cpu else
@@ -207,11 +209,9 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
     """
     runs = [runs] if isinstance(runs, Run) else runs
     th = baseline.thresholds if baseline else {}
-    floor = max_regression_pct if max_regression_pct is not None else float(
-        th.get("regression_floor_pct", noise.DEFAULT_FLOOR_PCT))
     results = []
     per_run = [forward_groups(run) for run in runs]
-    for key, variants in merged_forward_groups(runs).items():
+    for key, by_variant in merged_forward_groups(runs).items():
         base_case = baseline.cases.get(key) if baseline else None
         if max_gated_len is not None:
             gated = key[2] <= max_gated_len
@@ -225,19 +225,13 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
             threshold = float(base_case["min_reduction_pct"])
         else:
             threshold = float(th.get("min_reduction_pct", DEFAULT_MIN_REDUCTION_PCT))
-        for variant, ms in variants.items():
-            if variant == "eager":
+        for variant, ms in by_variant.items():
+            if variant == REF:
                 continue
-            pairs = [(g[key]["eager"], g[key][variant]) for g in per_run if variant in g.get(key, {})]
+            pairs = [(g[key][REF], g[key][variant]) for g in per_run if variant in g.get(key, {})]
             red, ci = pairs_reduction_pct(pairs)
-            regression = None
-            if variant == "graph" and base_case is not None:
-                regression = noise.check_regression(
-                    base_case["graph"]["run_medians_ms"], [m.summary.median_ms for m in ms],
-                    spread=base_case["graph"].get("spread_pct"), noise_source="baseline", floor_pct=floor,
-                    multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
-                    alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)))
-            is_graph = variant == "graph"
+            is_graph = variant == GATED
+            regression = _regression(base_case, ms, th, max_regression_pct) if is_graph else None
             check, detail = combined_check(ms)
             results.append(GateVerdict(
                 *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
@@ -245,6 +239,26 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
                 gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
                 check=check, check_detail=detail, allow_unchecked=allow_unchecked, regression=regression))
     return results
+
+
+def _regression(base_case: dict | None, ms: list[Measurement], th: dict,
+                max_regression_pct: float | None) -> noise.RegressionCheck | None:
+    """The gated figure of ``ms`` (one measurement per run) against the baseline case, in the figure the baseline
+    stored (the device-side one, or the synchronized wall median of older baselines); None without a case or when
+    a run lacks that figure. The floor: ``max_regression_pct``, else the baseline's, else the figure's
+    (:data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
+    if base_case is None:
+        return None
+    figure = base_case[GATED].get("figure", "wall")
+    new = [m.figure_ms(figure) for m in ms]
+    if any(x is None for x in new):
+        return None
+    floor = max_regression_pct if max_regression_pct is not None else float(
+        th.get("regression_floor_pct", noise.FLOORS_PCT[figure]))
+    return noise.check_regression(base_case[GATED]["run_medians_ms"], new, spread=base_case[GATED].get("spread_pct"),
+                                  noise_source="baseline", floor_pct=floor,
+                                  multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
+                                  alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)))
 
 
 COLUMNS = [
@@ -324,7 +338,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
             parts.append(f"no graph median regressed beyond its tolerance vs {baseline.path}{note}")
         elif note:
             parts.append(note.strip(" ()"))
-        no_entry = [r.label for r in results if r.variant == "graph" and r.regression is None]
+        no_entry = [r.label for r in results if r.variant == GATED and r.regression is None]
         if no_entry:
             parts.append(f"{plural(len(no_entry), 'case')} of this run {'has' if len(no_entry) == 1 else 'have'} "
                          f"no baseline entry, not checked for regression: {first_items(no_entry)}")

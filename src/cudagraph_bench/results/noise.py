@@ -42,6 +42,11 @@ import numpy as np
 #: medians of otherwise stable cases (gpt2, distilgpt2) differed by up to ~6%
 #: (``results/nvidia-h200/forward-repeats``, host h1 against h2); see docs/gate-noise.md.
 DEFAULT_FLOOR_PCT = 8.0
+#: Smallest tolerance (percent) of the device-side figure (CUDA events over back-to-back replays), which the host's
+#: jitter and the host itself do not move: what separate hosts of one GPU kind may differ by (docs/gate-noise.md).
+DEVICE_FLOOR_PCT = 3.0
+#: The floor of each figure a regression check compares (:attr:`cudagraph_bench.results.record.Measurement.figure`).
+FLOORS_PCT = {"device": DEVICE_FLOOR_PCT, "wall": DEFAULT_FLOOR_PCT}
 #: Fixed multiplier of the spread; None: Student's t quantile (:data:`DEFAULT_TAIL`, the spread's
 #: degrees of freedom).
 DEFAULT_MULTIPLIER = None

@@ -28,6 +28,7 @@ from dataclasses import astuple, dataclass, field
 
 import numpy as np
 
+from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
@@ -38,15 +39,13 @@ CaseKey = Case | DecodeCase | LaunchCase | OtherCase
 CHECK_STATUSES = ("reference", "pass", "fail", "unchecked")
 #: Recorded case statuses (``extra_info.status``) that mean the variant did not match eager.
 FAILED_OUTCOMES = ("mismatch", "failed")
-#: suite -> variants that are a peer's code, not the suite's: HF ``generate`` with a static cache and a
-#: ``torch.compile``-d forward. Their failure (e.g. "accessing tensor output of CUDAGraphs that has been
-#: overwritten") is a known failure of that peer, reported with its reason like an xfail, never the suite's.
-PEER_VARIANTS = {"decode": frozenset({"generate-static-compile"})}
-
-
 def is_peer(suite: str, variant: str | None) -> bool:
-    """Whether ``variant`` of ``suite`` is a peer's code (:data:`PEER_VARIANTS`)."""
-    return variant in PEER_VARIANTS.get(suite, ())
+    """Whether ``variant`` of ``suite`` is a peer's code, not the suite's (the registry's ``peer``: HF ``generate``
+    with a static cache and a ``torch.compile``-d forward). Its failure (e.g. "accessing tensor output of CUDAGraphs
+    that has been overwritten") is a known failure of that peer, reported with its reason like an xfail, never the
+    suite's."""
+    row = variants.find(suite, variant)
+    return row is not None and row.peer
 
 
 @dataclass(frozen=True)
@@ -207,6 +206,27 @@ class Measurement:
         return self.samples_ms is not None
 
     @property
+    def device_ms(self) -> float | None:
+        """The device-side median of one call over back-to-back calls (``extra_info["device_median_ms"]``, CUDA
+        events around blocks of calls: the figure the gate guards), or None where the run did not record it."""
+        value = self.extra_info.get("device_median_ms")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+    @property
+    def figure(self) -> str:
+        """``"device"`` when :attr:`device_ms` is recorded, else ``"wall"`` (the synchronized wall median)."""
+        return "device" if self.device_ms is not None else "wall"
+
+    def figure_ms(self, figure: str) -> float | None:
+        """The median of ``figure`` (``"device"`` or ``"wall"``) in ms; None when the run did not record it."""
+        return self.device_ms if figure == "device" else self.summary.median_ms
+
+    @property
+    def gated_ms(self) -> float:
+        """The figure the gate guards (ms): :attr:`device_ms` where recorded, else the synchronized wall median."""
+        return self.device_ms if self.device_ms is not None else self.summary.median_ms
+
+    @property
     def can_bootstrap(self) -> bool:
         """Per-round data of at least :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
         return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
@@ -249,7 +269,7 @@ def _flag(value) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def decode_check(info: dict, variant: str | None) -> CheckRecord:
+def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD) -> CheckRecord:
     """The :class:`CheckRecord` of one benchmark's ``extra_info`` (or one failure entry) of a case of
     ``variant`` (None for a benchmark of no suite): ``fail`` when ``correct`` is false, the status is
     ``mismatch``/``failed`` or a decoder's check against ``generate`` failed (``generate_check_passed``
@@ -263,7 +283,8 @@ def decode_check(info: dict, variant: str | None) -> CheckRecord:
     elif correct is True or (correct is None and vs_generate is True):
         status = "pass"
     else:
-        status = "reference" if variant == "eager" else "unchecked"
+        row = variants.find(suite, variant)
+        status = "reference" if row is not None and row.is_reference else "unchecked"
     reason = info.get("reason")
     return CheckRecord(status=status, method=_text(info.get("check")), max_abs_diff=_number(info.get("max_abs_diff")),
                        fp64_rmse_ratio=_number(info.get("fp64_rmse_ratio")),
@@ -329,7 +350,7 @@ def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> N
               {f: v for f, v in k.items() if f not in ("model", "dtype", "seq_len")} for k in kernel_counts}
     for bench in benchmarks:
         info = bench.get("extra_info") or {}
-        if info.get("suite") == "forward" and info.get("variant") == "eager":
+        if info.get("suite") == variants.FORWARD and info.get("variant") == variants.FORWARD_REFERENCE:
             found = fields.get((info.get("model"), info.get("dtype"), info.get("seq_len")), {})
             for name, value in found.items():
                 info.setdefault(name, value)
@@ -371,7 +392,7 @@ def decode_measurement(path, index: int, bench: dict, environment: Environment) 
                           p95_ms=None, min_ms=stats["min"] * 1e3, max_ms=stats["max"] * 1e3,
                           stddev_ms=float(stats.get("stddev") or 0.0) * 1e3)
     return Measurement(suite=case.suite, case=case, label=case.label, name=name, samples_ms=samples,
-                       summary=summary, check=decode_check(info, case.variant), environment=environment,
+                       summary=summary, check=decode_check(info, case.variant, case.suite), environment=environment,
                        extra_info=dict(info))
 
 
@@ -389,5 +410,5 @@ def decode_failure(entry) -> FailedCase | None:
     known = {"suite", *SUITE_KEYS[suite], "status", "phase", "compile_ms", "fullname", "reason", "check",
              "max_abs_diff", "fp64_rmse_ratio", "correct"}
     return FailedCase(case=case, status=str(entry.get("status") or "failed"), phase=_text(entry.get("phase")),
-                      check=decode_check(entry, case.variant), compile_ms=_number(entry.get("compile_ms")),
+                      check=decode_check(entry, case.variant, case.suite), compile_ms=_number(entry.get("compile_ms")),
                       name=_text(entry.get("fullname")), details={k: v for k, v in entry.items() if k not in known})

@@ -4,6 +4,7 @@ so that a regression must show in runs that are independent samples of the betwe
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from cudagraph_bench import variants
@@ -41,6 +42,7 @@ def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
         if outcome.ok:
             done.append(load_run(str(path)))
         else:
-            print(f"gate: confirmation run {path.name} FAILED (exit {outcome.returncode}), see {path.with_suffix('.log')}",
+            print(f"gate: confirmation run {path.name} FAILED (exit {outcome.returncode}; no JSON written when every "
+                  f"benchmark was skipped, e.g. without a GPU), see {path.with_suffix('.log')}", file=sys.stderr,
                   flush=True)
     return done
