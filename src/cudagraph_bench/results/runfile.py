@@ -3,7 +3,9 @@
 
 No torch. A run is what ``pytest --benchmark-json=FILE`` writes, or a run saved by
 ``--benchmark-autosave`` under ``.benchmarks/<machine-id>/<NNNN>_<commit>_<date>_<time>.json``, named
-by its id (``0001``) or file stem. :func:`load_run` reads and validates the file into a :class:`Run`;
+by its id (``0001``) or file stem; a file may be gzip-compressed (``run.json.gz``, the unchanged JSON:
+``gunzip -k`` gives the file pytest-benchmark's own ``compare`` reads). :func:`load_run` reads and
+validates the file into a :class:`Run`;
 the run is decoded once, when first asked, into its typed record (:mod:`cudagraph_bench.results.record`):
 ``run.measurements`` (one :class:`~cudagraph_bench.results.record.Measurement` per benchmark: case,
 samples in ms, summary, check, environment), ``run.environment`` and ``run.failures``, which every
@@ -18,8 +20,10 @@ that names the file and the fix (the CLI exits 2).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import zlib
 import math
 import os
 from collections.abc import Mapping
@@ -46,7 +50,8 @@ SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launc
 
 @dataclass(frozen=True)
 class Run:
-    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the file's bytes.
+    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the JSON's bytes (for a
+    ``.json.gz`` file, of the decompressed JSON: the same run has one hash however it is stored).
 
     The typed record of the run is decoded from ``data`` once, the first time it is asked for, and
     kept (:mod:`cudagraph_bench.results.record`): :attr:`measurements`, :attr:`environment`,
@@ -113,7 +118,7 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
     if Path(storage).is_file():
         raise InputFileError(f"--storage {storage} is a file: give the folder pytest-benchmark saves runs in "
                              f"(default {DEFAULT_STORAGE}), or pass the run file itself as RUN")
-    looks_like_path = ref.endswith(".json") or os.sep in ref or "/" in ref
+    looks_like_path = ref.endswith((".json", ".json.gz")) or os.sep in ref or "/" in ref
     saved = _ids_in(Path(storage))
     matches = [p for p in saved if p.stem == ref or p.stem.split("_", 1)[0] == ref]
     if matches and not looks_like_path:
@@ -133,14 +138,15 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
 
 
 def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False) -> Run:
-    """Load and validate a pytest-benchmark JSON run (path or saved-run id).
+    """Load and validate a pytest-benchmark JSON run (path or saved-run id), plain or gzip-compressed
+    (a ``.gz`` name or gzip's magic bytes; the committed runs are ``.json.gz``).
 
     Args:
         records_only: also accept a run without benchmarks whose ``cudagraph_bench`` section records kernel
             counts or failed cases (:func:`~cudagraph_bench.results.record.records_without_benchmarks`): the
             run of a shard that ran only the profiling tests, which ``merge`` joins to the others.
 
-    Raises InputFileError (one line) when the file is missing, empty, truncated/invalid JSON, not
+    Raises InputFileError (one line) when the file is missing, empty, truncated/invalid JSON or gzip, not
     pytest-benchmark output, or holds no benchmarks (and, with ``records_only``, no records either).
     """
     path = resolve_run_path(ref, storage)
@@ -153,6 +159,7 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
         raw = path.read_bytes()
     except OSError as exc:
         raise InputFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    raw = _decompressed(path, raw)
     if not raw.strip():
         raise InputFileError(f"{path} is empty: rerun the benchmarks with --benchmark-json={path}")
     try:
@@ -178,6 +185,22 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
         _check_benchmark(path, i, bench, stats)
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
+
+
+#: The first bytes of every gzip stream (RFC 1952).
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _decompressed(path: Path, raw: bytes) -> bytes:
+    """``raw`` itself, or the bytes of the gzip stream ``raw`` when the file is named ``*.gz`` or starts with
+    gzip's magic bytes; a corrupt or truncated stream raises InputFileError (one line)."""
+    if not (path.name.endswith(".gz") or raw.startswith(GZIP_MAGIC)):
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputFileError(f"{path} is not a valid gzip file ({exc}): give the run as written by pytest "
+                             "--benchmark-json, or compressed whole with gzip (gzip -k FILE.json)") from None
 
 
 def _no_benchmarks_error(path: Path, section) -> InputFileError:
