@@ -31,6 +31,7 @@ Benchmarking in Reasonable Time", ISMM 2013 (variation between process runs domi
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -53,6 +54,18 @@ DEFAULT_ALPHA = 0.05
 MIN_BASELINE_RUNS = 5
 
 
+#: What ``scipy.stats.median_abs_deviation(scale="normal")`` divides by: ``scipy.special.ndtri(0.75)``.
+NORMAL_MAD_SCALE = 0.6744897501960817
+
+
+def normal_mad(x: Sequence[float] | np.ndarray) -> float:
+    """``scipy.stats.median_abs_deviation(x, scale="normal")`` of ``x: [n]`` finite values, computed as scipy
+    does (median of the absolute deviations from the median, over :data:`NORMAL_MAD_SCALE`) without its
+    per-call argument handling, which took most of ``calibrate``'s tens of thousands of checks."""
+    x = np.asarray(x, dtype=np.float64)
+    return float(np.median(np.abs(x - np.median(x))) / NORMAL_MAD_SCALE)
+
+
 def _positive(values: Sequence[float], what: str) -> np.ndarray:
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0 or not np.all(np.isfinite(x)) or not np.all(x > 0):
@@ -66,20 +79,16 @@ def spread_pct(run_medians_ms: Sequence[float]) -> float | None:
     ``run_medians_ms: [runs]`` medians in ms, one per separate run. None for fewer than 2 runs (one run
     says nothing about the next). Raises ``ValueError`` for a value that is not a positive number.
     """
-    from scipy.stats import median_abs_deviation
-
     x = _positive(run_medians_ms, "spread_pct")
     if x.size < 2:
         return None
-    return float(100.0 * median_abs_deviation(np.log(x), scale="normal"))
+    return 100.0 * normal_mad(np.log(x))
 
 
 def pooled_spread_pct(groups: Sequence[Sequence[float]]) -> float | None:
     """Spread (percent, as :func:`spread_pct`) of several groups of run medians of the same case, each
     centred on its own median first (so a real change between the groups is not counted as noise).
     None when fewer than 2 runs in all are in groups of at least 2."""
-    from scipy.stats import median_abs_deviation
-
     residuals = []
     for g in groups:
         x = np.log(_positive(g, "pooled_spread_pct"))
@@ -89,12 +98,14 @@ def pooled_spread_pct(groups: Sequence[Sequence[float]]) -> float | None:
         return None
     # centring on each group's median removes one degree of freedom per group: scale back up
     n, k = len(residuals), sum(1 for g in groups if len(g) >= 2)
-    return float(100.0 * median_abs_deviation(residuals, scale="normal") * math.sqrt(n / max(n - k, 1)))
+    return 100.0 * normal_mad(residuals) * math.sqrt(n / max(n - k, 1))
 
 
+@functools.lru_cache(maxsize=1024)
 def spread_multiplier(df: int, multiplier: float | None = DEFAULT_MULTIPLIER, tail: float = DEFAULT_TAIL) -> float:
     """``multiplier`` when given, else ``scipy.stats.t.ppf(1 - tail, df)`` (df < 1 counts as 1): how
-    many spreads a change must exceed when the spread was estimated with ``df`` degrees of freedom."""
+    many spreads a change must exceed when the spread was estimated with ``df`` degrees of freedom.
+    Cached: a pure function of its arguments, asked again for every check."""
     from scipy.stats import t
 
     return float(multiplier) if multiplier is not None else float(t.ppf(1.0 - tail, max(int(df), 1)))
@@ -123,13 +134,29 @@ def smallest_rank_p(n_old: int, n_new: int) -> float:
 def rank_test_p(old_ms: Sequence[float], new_ms: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
     """One-sided p-value that NEW run medians are larger than OLD ones (Mann-Whitney U,
     ``scipy.stats.mannwhitneyu(new, old, alternative="greater")``), or None when the sample sizes
-    cannot get below ``alpha`` (:func:`smallest_rank_p` >= alpha), e.g. one run against five."""
+    cannot get below ``alpha`` (:func:`smallest_rank_p` >= alpha), e.g. one run against five. The test
+    depends on the ranks only: without ties the p-value of a rank pattern is computed once
+    (:func:`_rank_pattern_p`)."""
     from scipy.stats import mannwhitneyu
 
     old, new = _positive(old_ms, "rank_test_p old"), _positive(new_ms, "rank_test_p new")
     if smallest_rank_p(old.size, new.size) >= alpha:
         return None
-    return float(mannwhitneyu(new, old, alternative="greater").pvalue)
+    both = np.concatenate([new, old])
+    order = np.argsort(both, kind="stable")
+    if np.any(np.diff(both[order]) == 0):
+        return float(mannwhitneyu(new, old, alternative="greater").pvalue)
+    return _rank_pattern_p(tuple(int(r) + 1 for r in np.flatnonzero(order < new.size)), int(both.size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rank_pattern_p(new_ranks: tuple[int, ...], n: int) -> float:
+    """:func:`rank_test_p` of NEW runs holding ``new_ranks`` (1-based) among ``n`` runs without ties:
+    ``mannwhitneyu`` of the ranks themselves, which rank as the medians did (the same U, the same p)."""
+    from scipy.stats import mannwhitneyu
+
+    old_ranks = [r for r in range(1, n + 1) if r not in set(new_ranks)]
+    return float(mannwhitneyu(list(new_ranks), old_ranks, alternative="greater").pvalue)
 
 
 @dataclass(frozen=True)
