@@ -118,8 +118,8 @@ def test_rank_test_equals_scipy_mannwhitneyu_for_five_against_five():
 
 
 def test_spread_and_rank_test_give_scipys_values_exactly_with_ties_and_without():
-    """The spread skips scipy's argument handling and the rank test reuses the p-value of a rank pattern it
-    has seen (for speed): both still give scipy's value to the last bit, for samples with and without ties
+    """The spread and median skip scipy's and numpy's argument handling and the rank test reuses the p-value of
+    a rank pattern it has seen (for speed): each still gives scipy's or numpy's value to the last bit, for samples with and without ties
     and for sample sizes on both sides of scipy's exact/asymptotic switch."""
     rng = np.random.default_rng(0)
     for k, n in ((4, 4), (5, 3), (9, 10), (4, 4), (5, 3)):
@@ -130,6 +130,8 @@ def test_spread_and_rank_test_give_scipys_values_exactly_with_ties_and_without()
                 assert noise.rank_test_p(old, sample) == float(mannwhitneyu(sample, old, alternative="greater").pvalue)
             both = np.log(np.concatenate([old, new]))
             assert noise.normal_mad(both) == float(median_abs_deviation(both, scale="normal"))
+            for sample in (old, new, both, both[:1]):
+                assert noise.median(sample) == float(np.median(sample))
 
 
 def test_rank_test_applies_from_four_against_four():

@@ -58,12 +58,21 @@ MIN_BASELINE_RUNS = 5
 NORMAL_MAD_SCALE = 0.6744897501960817
 
 
+def median(x: Sequence[float] | np.ndarray) -> float:
+    """``np.median`` of ``x: [n]`` finite values (n >= 1), to the last bit (the middle value, or the two middle
+    values' sum over 2), by sorting a list: run medians are few, and numpy's per-call overhead on a handful of
+    values dominated ``calibrate``'s tens of thousands of checks."""
+    s = sorted(np.asarray(x, dtype=np.float64).ravel().tolist())
+    half = len(s) // 2
+    return s[half] if len(s) % 2 else (s[half - 1] + s[half]) / 2.0
+
+
 def normal_mad(x: Sequence[float] | np.ndarray) -> float:
     """``scipy.stats.median_abs_deviation(x, scale="normal")`` of ``x: [n]`` finite values, computed as scipy
     does (median of the absolute deviations from the median, over :data:`NORMAL_MAD_SCALE`) without its
     per-call argument handling, which took most of ``calibrate``'s tens of thousands of checks."""
     x = np.asarray(x, dtype=np.float64)
-    return float(np.median(np.abs(x - np.median(x))) / NORMAL_MAD_SCALE)
+    return median(np.abs(x - median(x))) / NORMAL_MAD_SCALE
 
 
 def _positive(values: Sequence[float], what: str) -> np.ndarray:
@@ -93,7 +102,7 @@ def pooled_spread_pct(groups: Sequence[Sequence[float]]) -> float | None:
     for g in groups:
         x = np.log(_positive(g, "pooled_spread_pct"))
         if x.size >= 2:
-            residuals.extend(x - np.median(x))
+            residuals.extend(x - median(x))
     if len(residuals) < 2:
         return None
     # centring on each group's median removes one degree of freedom per group: scale back up
@@ -234,7 +243,7 @@ def check_regression(old_ms: Sequence[float], new_ms: Sequence[float], *, spread
         spread = pooled_spread_pct([old, new])
         source = "runs" if spread is not None else "none"
         df = sum(g.size - 1 for g in (old, new) if g.size >= 2)
-    old_median, new_median = float(np.median(old)), float(np.median(new))
+    old_median, new_median = median(old), median(new)
     m = spread_multiplier(df, multiplier) if spread is not None else None
     return RegressionCheck(
         old_median_ms=old_median, new_median_ms=new_median, n_old=int(old.size), n_new=int(new.size),
