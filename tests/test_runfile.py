@@ -4,7 +4,6 @@ runs."""
 import copy
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,7 @@ from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
 
-FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
-DOC = json.loads(FIXTURE.read_text())
+from h200_fixture import DOC, FIXTURE
 
 
 def first_forward(doc):
@@ -133,7 +131,8 @@ def test_bad_gzipped_runs_give_one_line_errors(tmp_path, content, message):
 
 def test_truncated_copy_of_the_real_run_is_invalid_json(tmp_path):
     path = tmp_path / "run.json"
-    path.write_bytes(FIXTURE.read_bytes()[: FIXTURE.stat().st_size // 2])
+    plain = gzip.decompress(FIXTURE.read_bytes())
+    path.write_bytes(plain[: len(plain) // 2])
     with pytest.raises(InputFileError, match="not valid JSON"):
         load_run(str(path))
 
