@@ -1,36 +1,39 @@
 """Shared by the CLI tests: the committed H200 runs (``results/nvidia-h200/``) and small helpers around
 ``cli.main``."""
 
+import gzip
 import json
 from pathlib import Path
 
 from cudagraph_bench import cli
 
-#: The committed raw H200 runs (pytest-benchmark JSON) that tests read, by what they are.
+#: The committed raw H200 runs that tests read, by what they are: pytest-benchmark JSON, gzip-compressed
+#: (``gunzip -k`` gives the file itself); ``results/nvidia-h200/README.md`` lists every file.
 H200_RESULTS = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200"
 COMMITTED_RUNS = {
-    "forward": "forward/forward.json",                 # the default forward matrix, with kernel counts
-    "forward-2": "forward/forward-2.json",             # separate runs of the same code (no check recorded)
-    "forward-3": "forward/forward-3.json",
-    "forward-checked": "forward/forward-checked.json",  # the same matrix with each graph's check recorded
-    "gpu-gate": "gpu-gate-end-to-end/gpu-gate.json",    # `make gpu-gate`'s run
-    "forward-short": "tree-check/forward-short.json",   # gpt2, 16 and 50 tokens, 20 rounds
-    "launch": "launch/launch.json",
-    "graphs_cu": "launch/graphs_cu.json",
-    # forward benchmarks with plain-value params (model, dtype, seq_len, variant); not recorded yet:
-    # the tests that read it skip until it is committed
-    "forward-params": "forward/forward-plain-params.json",
-    "kernel-counts": "kernel-counts/kernel-counts.json",   # eager kernel counts taken in worker processes
-    "decode-checked": "decode/decode-checked.json",       # the decode suite, each decoder checked against generate
+    "forward": "forward/forward.json.gz",                 # the default forward matrix, with kernel counts
+    "forward-2": "forward/forward-2.json.gz",             # separate runs of the same code (no check recorded)
+    "forward-3": "forward/forward-3.json.gz",
+    "forward-checked": "forward/forward-checked.json.gz",  # the same matrix with each graph's check recorded
+    "gpu-gate": "ci/gpu-gate.json.gz",                     # `make gpu-gate`'s run (the whole suite, checks recorded)
+    "launch": "launch/launch.json.gz",
+    # the default forward matrix through the one pipeline, rounds planned from a pilot, no time cap; its
+    # benchmarks have plain-value params (model, dtype, seq_len, variant)
+    "forward-one-pipeline": "forward/forward-one-pipeline.json.gz",
+    "kernel-counts": "kernel-counts/kernel-counts.json.gz",   # eager kernel counts taken in worker processes
+    "decode-checked": "decode/decode-checked.json.gz",       # the decode suite, each decoder checked against generate
     # the fused decode of two 1B Llamas, compile+graph with coordinate-descent tuning and a prefill graph
-    "decode-fused-tuned-tinyllama": "decode/decode-fused-tuned-tinyllama-1.1b.json",
-    "decode-fused-tuned-llama": "decode/decode-fused-tuned-llama-3.2-1b.json",
-    # the default suite on one GPU, forward profiles per call of a scheduled profiler, then in one window
-    "suite-one-gpu": "suite/default-suite-one-gpu.json",
-    "suite-one-gpu-one-window": "suite/default-suite-one-gpu-one-window-profiles.json",
+    "decode-fused-tuned-tinyllama": "decode/decode-fused-tuned-tinyllama-1.1b.json.gz",
+    "decode-fused-tuned-llama": "decode/decode-fused-tuned-llama-3.2-1b.json.gz",
+    # the whole default suite in one session on one GPU (time per part, kernel counts and busy times)
+    "suite-one-gpu": "suite/default-suite-one-gpu.json.gz",
+    # a `cudagraph-bench run` of the compile sweep with failed cases recorded
+    "compile-sweep-with-failures": "compile-sweep/run-gpt2-L512-1024.json.gz",
     # tinyllama-1.1b float32 at 16, 50 and 128 tokens with the compile and compile+graph variants, each checked
-    "compile-sweep": "compile-sweep/run-tinyllama-1.1b-L16-50-128.json",
+    "compile-sweep": "compile-sweep/run-tinyllama-1.1b-L16-50-128.json.gz",
 }
+#: Other committed H200 files (not pytest-benchmark runs): graphs.cu's stdout and compute-sanitizer logs.
+GRAPHS_CU = H200_RESULTS / "launch" / "graphs_cu.json"
 
 
 def committed_run(name: str) -> Path:
@@ -38,9 +41,29 @@ def committed_run(name: str) -> Path:
     return H200_RESULTS / COMMITTED_RUNS[name]
 
 
+def read_json(path) -> dict:
+    """The JSON document in ``path``, plain or gzip-compressed (``*.gz``); read here with the standard library,
+    not with the loader under test."""
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
+
+
+def committed_doc(name: str) -> dict:
+    """The parsed JSON of a committed H200 run by its name in :data:`COMMITTED_RUNS`."""
+    return read_json(committed_run(name))
+
+
+def plain_copy(path, folder) -> Path:
+    """``path`` decompressed into ``folder`` (what ``gunzip -k`` gives: the file pytest-benchmark wrote, which
+    its own ``compare`` reads); returns the copy's path."""
+    out = Path(folder) / Path(path).name.removesuffix(".gz")
+    out.write_bytes(gzip.decompress(Path(path).read_bytes()))
+    return out
+
+
 #: The real H200 run of the default forward matrix: tests derive every expectation from it.
 FIXTURE = committed_run("forward")
-DOC = json.loads(FIXTURE.read_text())
+DOC = read_json(FIXTURE)
 TIME_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
 
 

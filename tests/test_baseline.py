@@ -15,8 +15,8 @@ from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import SCHEMA_VERSION, load_baseline
 from cudagraph_bench.errors import InputFileError
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, no_default_baseline_fixture, run_cli,
-                          scaled, write, write_runs)
+from h200_fixture import (DOC, bench, checked, committed_doc, committed_run, forward_benches,
+                          no_default_baseline_fixture, read_json, run_cli, scaled, write, write_runs)
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
@@ -187,7 +187,7 @@ def test_unchecked_runs_are_refused_unless_allowed(tmp_path, capsys):
 
 def test_the_committed_repeated_h200_runs_make_a_baseline(tmp_path, capsys):
     """Real separate runs of the same code on one H200; the older ones recorded no check."""
-    names = ("forward", "forward-2", "forward-3", "forward-checked", "gpu-gate", "forward-short")
+    names = ("forward", "forward-2", "forward-3", "forward-checked", "gpu-gate")
     runs = [committed_run(n) for n in names]
     out_path = tmp_path / "b.json"
     rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path)
@@ -196,7 +196,7 @@ def test_the_committed_repeated_h200_runs_make_a_baseline(tmp_path, capsys):
     assert rc == 0, err
     medians = {}
     for p in runs:
-        for b in forward_benches(json.loads(p.read_text()), "graph"):
+        for b in forward_benches(read_json(p), "graph"):
             i = b["extra_info"]
             medians.setdefault((i["model"], i["dtype"], i["seq_len"]), []).append(
                 float(np.median(b["stats"]["data"])) * 1000.0)
@@ -281,7 +281,7 @@ def _bad_run(tmp_path, case):
         (tmp_path / "empty.json").write_text("")
         return tmp_path / "empty.json", "is empty"
     if case == "truncated JSON":
-        (tmp_path / "trunc.json").write_bytes(FIXTURE.read_bytes()[:777])
+        (tmp_path / "trunc.json").write_text(json.dumps(DOC)[:777])
         return tmp_path / "trunc.json", "not valid JSON"
     if case == "not pytest-benchmark":
         return write({"name": "x"}, tmp_path / "x.json"), "not pytest-benchmark output"
@@ -319,7 +319,7 @@ def test_output_that_is_a_directory_is_refused(tmp_path, capsys, runs):
 def test_printed_values_are_rounded_once_like_gate(tmp_path, capsys):
     """Copies of forward-checked.json (a committed H200 run with checks): the table prints the reduction
     rounded once from the exact value, as gate does, and the file stores it to 3 decimals."""
-    src = json.loads(committed_run("forward-checked").read_text())
+    src = committed_doc("forward-checked")
     runs = write_runs(tmp_path / "runs", (1.0, 1.0 + 1e-9, 1.0 - 1e-9, 1.0 + 2e-9, 1.0 - 2e-9), doc=src)
     key = ("gpt2", "float32", 50)
     e, g = np.median(rounds_ms(src, key, "eager")), np.median(rounds_ms(src, key, "graph"))

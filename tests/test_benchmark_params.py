@@ -14,7 +14,7 @@ from cudagraph_bench import variants
 from cudagraph_bench.plugin import output
 from cudagraph_bench.plugin import params as plugin
 from cudagraph_bench.envinfo import machine_gpu
-from h200_fixture import COMMITTED_RUNS, H200_RESULTS
+from h200_fixture import committed_doc, committed_run, plain_copy
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,17 +130,16 @@ def cpu_run(tmp_path_factory):
     return out
 
 
-def committed_plain_run() -> Path:
-    path = H200_RESULTS / COMMITTED_RUNS["forward-params"]
-    if not path.is_file():
-        pytest.skip(f"{path.relative_to(ROOT)} is not committed yet: record it on an H200 with "
-                    "pytest perf_tests/test_forward_bench.py --benchmark-only --benchmark-json=...")
-    return path
+@pytest.fixture(scope="module")
+def committed_plain_run(tmp_path_factory) -> Path:
+    """The committed H200 forward run with plain-value params, decompressed (``gunzip -k``): the file
+    pytest-benchmark wrote, which its own ``compare`` reads."""
+    return plain_copy(committed_run("forward-one-pipeline"), tmp_path_factory.mktemp("committed"))
 
 
 @pytest.fixture(params=["cpu-session", "committed-h200"])
 def plain_run(request) -> Path:
-    return request.getfixturevalue("cpu_run") if request.param == "cpu-session" else committed_plain_run()
+    return request.getfixturevalue("cpu_run" if request.param == "cpu-session" else "committed_plain_run")
 
 
 def _models(path: Path) -> set[str]:
@@ -170,10 +169,10 @@ def test_pytest_benchmark_histogram_is_named_by_model(plain_run, tmp_path):
     assert {p.name for p in tmp_path.glob("h-*.svg")} == {f"h-model={m}.svg" for m in _models(plain_run)}
 
 
-def test_pytest_benchmark_compare_from_the_checkout_groups_a_whole_suite_run_with_launch_benchmarks():
+def test_pytest_benchmark_compare_from_the_checkout_groups_a_whole_suite_run_with_launch_benchmarks(tmp_path):
     # the launch benchmarks have no `model`: pytest-benchmark's standalone compare takes the grouping hook
     # from ./conftest.py, which in the checkout is the plugin's (model=None for them, no KeyError)
-    run = H200_RESULTS / "suite" / "default-suite-one-gpu-profiles-group-pinned.json"
+    run = plain_copy(committed_run("suite-one-gpu"), tmp_path)
     models = {(b.get("params") or {}).get("model") for b in json.loads(run.read_text())["benchmarks"]}
     assert None in models and len(models) > 2           # launch benchmarks beside the models' own
     proc = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(run), "--group-by=param:model"],
@@ -218,7 +217,7 @@ def test_machine_info_carries_the_gpu_at_top_level(monkeypatch):
 
 
 def test_machine_gpu_reads_older_runs_from_cuda():
-    run = json.loads((H200_RESULTS / COMMITTED_RUNS["forward"]).read_text())
+    run = committed_doc("forward")
     assert "gpu" not in run["machine_info"]     # saved before the field existed
     assert machine_gpu(run["machine_info"]) == run["machine_info"]["cuda"]["gpu_name"]
     assert machine_gpu({"cuda": None}) is None and machine_gpu(None) is None

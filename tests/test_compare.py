@@ -4,9 +4,7 @@ went from pass to fail, or a gated benchmark lost in NEW. Expectations are compu
 fixture's rounds, the factors the tests apply, and scipy."""
 
 import copy
-import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +13,9 @@ from scipy.stats import mannwhitneyu, median_abs_deviation, t
 from cudagraph_bench.results import noise
 from cudagraph_bench import paths
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms, no_default_baseline_fixture,
-                          run_cli, scale, scaled, write, write_runs)
+from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms,
+                          no_default_baseline_fixture, plain_copy, read_json, run_cli, scale, scaled, write,
+                          write_runs)
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
@@ -412,7 +411,7 @@ def _raw_changes(old_path, new_path):
     """{label: (change %, variant)} of the benchmarks in both runs, from the raw rounds."""
     def medians(path):
         return {forward_label(b): (median_ms(b), b["extra_info"]["variant"])
-                for b in forward_benches(json.loads(Path(path).read_text()))}
+                for b in forward_benches(read_json(path))}
     a, b = medians(old_path), medians(new_path)
     return {k: (100 * (b[k][0] / a[k][0] - 1), a[k][1]) for k in set(a) & set(b)}
 
@@ -447,7 +446,7 @@ def test_an_output_never_replaces_an_input(tmp_path, capsys):
     import shutil
 
     run = tmp_path / "run.json"
-    shutil.copy(FIXTURE, run)
+    shutil.copy(plain_copy(FIXTURE, tmp_path), run)
     before = run.read_bytes()
     others = write_runs(tmp_path / "others", (1.01, 1.02, 1.03, 1.04))
     for argv in (["compare", others[0], run, "--markdown", run], ["baseline", run, *others, "-o", run,

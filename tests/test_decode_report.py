@@ -16,7 +16,7 @@ from cudagraph_bench.measure.correctness import DecodeCheck, Fp64Check
 from cudagraph_bench.report import decode_tables, forward_tables
 from cudagraph_bench.report.runs import supersede
 from cudagraph_bench.results.runfile import load_run
-from h200_fixture import committed_run
+from h200_fixture import committed_doc, committed_run
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ NEW_TOKENS = 128
 
 
 def _committed_gpt2_doc() -> dict:
-    doc = json.loads(committed_run("decode-checked").read_text())
+    doc = committed_doc("decode-checked")
     doc["benchmarks"] = [b for b in doc["benchmarks"]
                          if b["extra_info"]["model"] == "gpt2" and b["extra_info"]["new_tokens"] == NEW_TOKENS]
     return doc
@@ -221,7 +221,7 @@ def test_the_committed_tuned_runs_are_of_the_fused_variant_as_the_suite_builds_i
     from cudagraph_bench.options import DECODE_COMPILE_TUNINGS, DEFAULT_BUCKETS, DEFAULT_DECODE_COMPILE_TUNING
     from cudagraph_bench.session import decode_prefill_bucket
 
-    doc = json.loads(committed_run(name).read_text())
+    doc = committed_doc(name)
     infos = {b["extra_info"]["variant"]: b["extra_info"] for b in doc["benchmarks"]}
     fused = infos["compile+graph"]
     assert fused["compile_tuning"] == DEFAULT_DECODE_COMPILE_TUNING

@@ -1,4 +1,4 @@
-"""The gate on the real H200 run (results/nvidia-h200/forward/forward.json), copied and scaled where a test needs a
+"""The gate on the real H200 run (results/nvidia-h200/forward/forward.json.gz), copied and scaled where a test needs a
 failure, and on sets of separate runs made from it with per-run factors the tests choose. Expectations are
 derived from the fixture's rounds, from the factors, or from scipy/numpy written out here."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu, median_abs_deviation, t
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms, no_default_baseline_fixture,
-                          run_cli, scale, scaled, write, write_runs)
+from h200_fixture import (DOC, FIXTURE, bench, checked, committed_doc, committed_run, forward_benches, median_ms,
+                          no_default_baseline_fixture, read_json, run_cli, scale, scaled, write, write_runs)
 
 from cudagraph_bench.results import noise
 from cudagraph_bench import paths
@@ -303,7 +303,7 @@ def test_a_run_without_forward_benchmarks_and_without_a_gpu_names_what_it_lacks(
     """A run that records no GPU (another tool's pytest-benchmark JSON, here a committed run without its
     machine_info.cuda) and no forward benchmark: the error says what the gate needs, not that no baseline
     exists for GPU "<gpu>"."""
-    doc = json.loads(committed_run(name).read_text())
+    doc = committed_doc(name)
     assert not any(b["extra_info"].get("suite") == "forward" for b in doc["benchmarks"])
     del doc["machine_info"]["cuda"]
     path = tmp_path / "no-gpu.json"
@@ -510,7 +510,7 @@ def _bad_input(tmp_path, case):
         (tmp_path / "empty.json").write_text("")
         return tmp_path / "empty.json", "is empty"
     if case == "truncated JSON":
-        (tmp_path / "trunc.json").write_bytes(FIXTURE.read_bytes()[:5000])
+        (tmp_path / "trunc.json").write_text(json.dumps(DOC)[:5000])
         return tmp_path / "trunc.json", "not valid JSON"
     if case == "not pytest-benchmark":
         return write({"results": [1, 2]}, tmp_path / "other.json"), "not pytest-benchmark output"
@@ -696,7 +696,7 @@ def test_the_committed_repeated_runs_gate_with_allow_unchecked(capsys):
     """Real repeated H200 runs of the same code: the older ones recorded no check. The verdict follows the
     reduction of the medians of run medians, computed here from the raw rounds."""
     runs = [committed_run(n) for n in ("forward", "forward-2", "forward-3")]
-    docs = [json.loads(r.read_text()) for r in runs]
+    docs = [read_json(r) for r in runs]
     medians = {}
     for doc in docs:
         for b in forward_benches(doc):

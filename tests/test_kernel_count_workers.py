@@ -236,10 +236,10 @@ def test_worker_counts_on_the_h200_equal_the_in_process_counts():
     with the first forward run (counted in the test process), the same number of kernels."""
     import json
 
-    from h200_fixture import committed_run
+    from h200_fixture import committed_doc
 
     def counts(name):
-        doc = json.loads(committed_run(name).read_text())
+        doc = committed_doc(name)
         return {(i["model"], i["dtype"], i["seq_len"]): i["n_kernels"] for i in (b["extra_info"] for b in doc["benchmarks"])
                 if i.get("suite") == "forward" and i.get("variant") == "eager" and i.get("n_kernels")}
 

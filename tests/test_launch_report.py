@@ -306,10 +306,13 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
 # ------------------------------------------------------------- data-driven sentences (committed H200 JSON)
 
 H200 = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "launch"
+LAUNCH_RUN = H200 / "launch.json.gz"
 
 
 def h200_series():
-    run = json.loads((H200 / "launch.json").read_text())
+    from h200_fixture import read_json
+
+    run = read_json(LAUNCH_RUN)
     graphs_cu = json.loads((H200 / "graphs_cu.json").read_text())
     return {"torch": launch_data.launch_rows(run), "CUDA C++": launch_data.graphs_cu_rows(graphs_cu)}, run, graphs_cu
 
@@ -496,8 +499,8 @@ def test_forward_case_in_two_runs_is_an_error_in_either_order(tmp_path, capsys):
 
 def test_committed_forward_runs_overlap_is_refused(tmp_path, capsys):
     """The user-test finding: forward.json (kernel counts) then forward-checked.json (none) gave 0 model rows."""
-    forward, checked = (H200.parent / "forward" / f"{n}.json" for n in ("forward", "forward-checked"))
-    argv = [str(H200 / "launch.json"), "--forward", str(forward), "--forward", str(checked), "-o", str(tmp_path / "out")]
+    forward, checked = (H200.parent / "forward" / f"{n}.json.gz" for n in ("forward", "forward-checked"))
+    argv = [str(LAUNCH_RUN), "--forward", str(forward), "--forward", str(checked), "-o", str(tmp_path / "out")]
     assert cli.main(["launch-report", *argv]) == 2
     err = capsys.readouterr().err
     assert f"is in both {forward} and {checked}" in err

@@ -5,6 +5,7 @@ checked against the committed runs."""
 
 import argparse
 import dataclasses
+import gzip
 import json
 from pathlib import Path
 
@@ -25,10 +26,10 @@ FLAGS = ("--rounds", "7", "--warmup-rounds", "2", "--precision-pct", "0.5", "--m
 
 
 def committed_run_settings() -> list[tuple[Path, dict]]:
-    """The ``settings`` of every committed run.json that ``cudagraph-bench run`` wrote."""
+    """The ``settings`` of every committed run that ``cudagraph-bench run`` wrote (committed as ``.json.gz``)."""
     out = []
-    for path in sorted(RESULTS.rglob("*.json")):
-        doc = json.loads(path.read_text())
+    for path in sorted(RESULTS.rglob("*.json.gz")):
+        doc = json.loads(gzip.decompress(path.read_bytes()))
         info = doc.get("cudagraph_bench") if isinstance(doc, dict) else None
         if isinstance(info, dict) and info.get("tool") == "cudagraph-bench run":
             out.append((path, info["settings"]))

@@ -16,10 +16,10 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.merge import merge_runs
 from cudagraph_bench.results.shards import DURATIONS_KEY, assign_shards, group_of
 
-from h200_fixture import committed_run, run_cli, write
+from h200_fixture import committed_doc, committed_run, plain_copy, read_json, run_cli, write
 
 ORIGINAL = committed_run("forward-checked")
-DOC = json.loads(ORIGINAL.read_text())
+DOC = read_json(ORIGINAL)
 BASELINE = Path(__file__).resolve().parents[1] / "baselines" / "nvidia-h200.json"
 
 
@@ -124,10 +124,10 @@ def pytest_benchmark_compare(path):
     return proc.stdout
 
 
-def test_pytest_benchmarks_own_compare_reads_the_merged_run(merged):
+def test_pytest_benchmarks_own_compare_reads_the_merged_run(merged, tmp_path):
     out = pytest_benchmark_compare(merged)
     assert sum(int(n) for n in re.findall(r"benchmark '[^']*': (\d+) tests", out)) == len(DOC["benchmarks"])
-    assert out == pytest_benchmark_compare(ORIGINAL)
+    assert out == pytest_benchmark_compare(plain_copy(ORIGINAL, tmp_path))   # gunzip -k of the committed run
 
 
 def other_gpu(doc, name):
@@ -197,7 +197,7 @@ def test_per_process_memory_figures_keep_their_largest_value_and_each_part():
 def test_a_kernel_count_profiled_in_another_part_reaches_its_eager_benchmark():
     """The forward profiles run in one process (one xdist group) while the eager benchmarks spread over the
     others: the merge writes each case's kernel count into its eager benchmark, as one process would."""
-    doc = json.loads(committed_run("forward").read_text())
+    doc = committed_doc("forward")
     counts = doc["cudagraph_bench"]["kernel_counts"]
     assert counts, "the committed forward run records kernel counts"
     benches, profiles = copy.deepcopy(doc), copy.deepcopy(doc)
@@ -218,7 +218,7 @@ def test_a_case_profiled_in_two_parts_is_refused():
     """The committed suite run's profiles given twice, once in a run that holds its benchmarks and once in a
     run of the profiling tests alone without their durations: the parts overlap, and only one of two counts
     of a case could reach its eager benchmark."""
-    doc = json.loads(committed_run("forward").read_text())
+    doc = committed_doc("forward")
     counts = doc["cudagraph_bench"]["kernel_counts"]
     assert counts, "the committed forward run records kernel counts"
     profiles = {**copy.deepcopy(doc), "benchmarks": [], "cudagraph_bench": {"kernel_counts": copy.deepcopy(counts)}}

@@ -1,8 +1,6 @@
 """Plots from run data: files are PNGs, axes carry units, one series per variant, values from the JSON."""
 
-import json
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,12 +9,13 @@ from cudagraph_bench.report import plots
 from cudagraph_bench.cases import Case
 from cudagraph_bench.fsio import save_figure
 
-FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
+from h200_fixture import FIXTURE, read_json
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def fixture_samples():
-    doc = json.loads(FIXTURE.read_text())
+    doc = read_json(FIXTURE)
     return {Case.from_extra_info(b["extra_info"]): np.asarray(b["stats"]["data"]) * 1e3
             for b in doc["benchmarks"] if b["extra_info"].get("suite") == "forward"}
 

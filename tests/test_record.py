@@ -16,10 +16,13 @@ from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.record import CHECK_STATUSES, FAILED_OUTCOMES, decode_environment
 from cudagraph_bench.results.runfile import forward_cases, load_run, measurements
 
+from h200_fixture import committed_run, read_json
+
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "results" / "nvidia-h200"
-#: Every committed pytest-benchmark run (the graphs.cu and compute-sanitizer JSON are other formats).
-RUNS = sorted(p for p in H200.rglob("*.json") if "benchmarks" in json.loads(p.read_text()))
+#: Every committed pytest-benchmark run: the ``.json.gz`` files (the graphs.cu and compute-sanitizer JSON, other
+#: formats, are plain).
+RUNS = sorted(H200.rglob("*.json.gz"))
 PKG = ROOT / "src" / "cudagraph_bench"
 
 
@@ -33,11 +36,11 @@ def write(doc, path):
 
 
 def test_the_committed_runs_cover_every_suite_and_both_params_styles():
-    suites = {b["extra_info"].get("suite") for p in RUNS for b in json.loads(p.read_text())["benchmarks"]}
+    suites = {b["extra_info"].get("suite") for p in RUNS for b in read_json(p)["benchmarks"]}
     assert suites == {"forward", "decode", "launch"}
     assert any(p.parent.name == "padding" for p in RUNS)
     styles = {isinstance(v, str) and v.startswith("UNSERIALIZABLE[")
-              for p in RUNS for b in json.loads(p.read_text())["benchmarks"] for v in (b.get("params") or {}).values()}
+              for p in RUNS for b in read_json(p)["benchmarks"] for v in (b.get("params") or {}).values()}
     assert styles == {True, False}
 
 
@@ -71,7 +74,7 @@ def params_say(case, params: dict, param: str) -> bool:
 
 @pytest.mark.parametrize("path", RUNS, ids=run_id)
 def test_every_committed_run_decodes_into_the_records_its_json_holds(path):
-    raw = json.loads(path.read_text())
+    raw = read_json(path)
     run = load_run(str(path))
     ms = list(measurements(run).values())
     assert len(ms) == len(raw["benchmarks"])
@@ -122,8 +125,8 @@ def test_a_run_is_decoded_once():
 
 def test_object_valued_params_are_never_read(tmp_path):
     """A run whose params are the older object-valued form decodes to the same records as with plain params."""
-    plain = H200 / "forward" / "forward-plain-params.json"
-    doc = json.loads(plain.read_text())
+    plain = committed_run("forward-one-pipeline")
+    doc = read_json(plain)
     old = copy.deepcopy(doc)
     for bench in old["benchmarks"]:
         case = Case.from_extra_info(bench["extra_info"])
@@ -134,8 +137,8 @@ def test_object_valued_params_are_never_read(tmp_path):
 
 
 def test_failed_cases_of_a_run_are_decoded_with_their_check():
-    path = H200 / "compile-sweep" / "run-tinyllama-1.1b-L512-1024.json"
-    raw = json.loads(path.read_text())["cudagraph_bench"]["failures"]
+    path = committed_run("compile-sweep-with-failures")
+    raw = read_json(path)["cudagraph_bench"]["failures"]
     failures = load_run(str(path)).failures
     assert len(failures) == len(raw) >= 1
     for f, entry in zip(failures, raw):
@@ -145,7 +148,7 @@ def test_failed_cases_of_a_run_are_decoded_with_their_check():
 
 
 def test_a_cpu_run_has_no_gpu_environment_and_a_plain_benchmark_is_keyed_by_name(tmp_path):
-    doc = json.loads(RUNS[0].read_text())
+    doc = read_json(RUNS[0])
     doc["machine_info"]["cuda"] = None
     doc["benchmarks"] = doc["benchmarks"][:1]
     doc["benchmarks"][0]["extra_info"] = {}
@@ -163,8 +166,8 @@ def test_a_cpu_run_has_no_gpu_environment_and_a_plain_benchmark_is_keyed_by_name
 @pytest.mark.parametrize("suite, field, value", [
     ("decode", "new_tokens", "many"), ("launch", "n_launches", None), ("forward", "seq_len", [16])])
 def test_a_malformed_key_is_a_one_line_error_naming_the_file(tmp_path, suite, field, value):
-    path = next(p for p in RUNS if any(b["extra_info"]["suite"] == suite for b in json.loads(p.read_text())["benchmarks"]))
-    doc = json.loads(path.read_text())
+    path = next(p for p in RUNS if any(b["extra_info"]["suite"] == suite for b in read_json(p)["benchmarks"]))
+    doc = read_json(path)
     bench = next(b for b in doc["benchmarks"] if b["extra_info"]["suite"] == suite)
     bench["extra_info"][field] = value
     if suite == "forward":   # load_run refuses a non-integer prompt length itself

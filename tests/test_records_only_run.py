@@ -17,10 +17,10 @@ import pytest_benchmark
 from cudagraph_bench.results.shards import DURATIONS_KEY
 from cudagraph_bench.session import FORWARD_PROFILES_GROUP
 
-from h200_fixture import H200_RESULTS, run_cli, write
+from h200_fixture import committed_run, read_json, run_cli, write
 
-SUITE_RUN = H200_RESULTS / "suite" / "default-suite-one-gpu.json"
-SUITE = json.loads(SUITE_RUN.read_text())
+SUITE_RUN = committed_run("suite-one-gpu")
+SUITE = read_json(SUITE_RUN)
 COUNTS = SUITE["cudagraph_bench"]["kernel_counts"]
 PROFILE_FIELDS = ("n_kernels", "gpu_busy_ms")
 

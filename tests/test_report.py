@@ -16,7 +16,8 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.record import decode_environment, decode_measurement
 from cudagraph_bench.results.runfile import load_run
 
-FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
+from h200_fixture import FIXTURE, H200_RESULTS, read_json
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -62,7 +63,7 @@ def parse_markdown_table(text, first_header):
 
 
 def fixture_medians():
-    doc = json.loads(FIXTURE.read_text())
+    doc = read_json(FIXTURE)
     return {(b["extra_info"]["model"], b["extra_info"]["dtype"], b["extra_info"]["seq_len"], b["extra_info"]["variant"]):
             statistics.median(b["stats"]["data"]) * 1e3 for b in doc["benchmarks"]}
 
@@ -270,6 +271,15 @@ def test_report_cli_writes_results_pngs_and_readme_block(tmp_path):
     # regenerating gives the same README
     assert cli_main(["report", str(FIXTURE), "-o", str(docs), "--readme", str(readme)]) == 0
     assert readme.read_text() == text
+    # --no-plots writes the same pages, linking the plots a full report draws, and draws none
+    png = (docs / "latency_comparison.png").read_bytes()
+    fresh = tmp_path / "fresh"
+    assert cli_main(["report", str(FIXTURE), "-o", str(fresh), "--no-plots"]) == 0
+    assert sorted(p.name for p in fresh.iterdir()) == ["results.md"]
+    assert (fresh / "results.md").read_text() == results
+    assert cli_main(["report", str(FIXTURE), "-o", str(docs), "--readme", str(readme), "--no-plots"]) == 0
+    assert readme.read_text() == text and (docs / "results.md").read_text() == results
+    assert (docs / "latency_comparison.png").read_bytes() == png      # left as it was
 
 
 def test_readme_without_markers_is_a_usage_error_and_nothing_is_written(tmp_path, capsys):
@@ -361,7 +371,7 @@ def test_source_runs_name_the_host_because_eager_is_host_bound(tmp_path):
     assert host({}) == ""
     run = load_run(FIXTURE)  # the real H200 run: pytest-benchmark's cpuinfo is in its machine_info
     line = report._provenance([run])[0]
-    cpu = json.loads(FIXTURE.read_text())["machine_info"]["cpu"]
+    cpu = read_json(FIXTURE)["machine_info"]["cpu"]
     assert f"host {cpu['brand_raw']} ({cpu['count']} cores)" in line
 
 
@@ -379,7 +389,7 @@ def test_summary_carries_eager_spread_per_case():
 
 
 def test_spread_of_each_row_is_recomputed_from_the_rounds_of_the_json():
-    raw = json.loads(FIXTURE.read_text())
+    raw = read_json(FIXTURE)
     rows = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in forward_tables.forward_rows([load_run(FIXTURE)])}
     for bench in raw["benchmarks"]:
         e = bench["extra_info"]
@@ -402,15 +412,14 @@ def test_report_without_o_writes_out_report_not_the_committed_docs(tmp_path, mon
     assert (tmp_path / "out" / "report" / "results.md").is_file() and not (tmp_path / "docs").exists()
 
 
-PRESET_DECODE_RUNS = sorted((Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "presets")
-                            .glob("decode-bfloat16-*.json"))
+PRESET_DECODE_RUNS = sorted((H200_RESULTS / "presets").glob("decode-bfloat16-*.json.gz"))
 
 
 @pytest.mark.parametrize("path", PRESET_DECODE_RUNS, ids=lambda p: p.stem)
 def test_decode_table_shows_each_committed_check_against_generate(path):
     """The committed preset decode runs: every decoder row's "tokens vs generate" cell says what its
     recorded check says, with generate's distinct-token count, and generate is the reference."""
-    doc = json.loads(path.read_text())
+    doc = read_json(path)
     infos = {b["extra_info"]["variant"]: b["extra_info"] for b in doc["benchmarks"]}
     assert set(infos) == {"generate", "static-eager", "graph"}
     rows = {r["variant"]: r for r in report.decode_rows([load_run(str(path))])}

@@ -5,7 +5,6 @@ as before."""
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +16,10 @@ from cudagraph_bench.report import roofline as report_roofline
 from cudagraph_bench.results.roofline import choose_peak, table_peak_gbps
 from cudagraph_bench.results.runfile import load_run
 
-H200 = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200"
-DECODE = H200 / "decode" / "decode-checked.json"
-FORWARD = H200 / "forward" / "forward.json"
+from h200_fixture import committed_run, read_json
+
+DECODE = committed_run("decode-checked")
+FORWARD = committed_run("forward")
 README = "# Project\n\n<!-- results:start -->\nold\n<!-- results:end -->\n"
 ROOFLINE_FIELDS = ("weight_bytes", "kv_bytes_per_token", "bytes_per_token", "context_tokens")
 
@@ -40,7 +40,7 @@ def with_decode_bytes(doc: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def decode_doc():
-    return with_decode_bytes(json.loads(DECODE.read_text()))
+    return with_decode_bytes(read_json(DECODE))
 
 
 def table_after(text: str, marker: str) -> list[dict]:
@@ -156,7 +156,7 @@ def medians_ms(doc: dict) -> dict:
 
 
 def test_results_show_busy_time_and_overhead_per_forward_case(tmp_path):
-    doc = with_busy_times(json.loads(FORWARD.read_text()))
+    doc = with_busy_times(read_json(FORWARD))
     run = tmp_path / "forward-busy.json"
     run.write_text(json.dumps(doc))
     readme = tmp_path / "README.md"
@@ -192,7 +192,7 @@ def test_a_forward_run_without_busy_times_renders_as_before(tmp_path):
 
 def test_busy_plot_draws_busy_eager_and_graph_per_length(tmp_path):
     path = tmp_path / "run.json"
-    path.write_text(json.dumps(with_busy_times(json.loads(FORWARD.read_text()))))
+    path.write_text(json.dumps(with_busy_times(read_json(FORWARD))))
     rows = report_roofline.forward_busy_rows([load_run(str(path))])
     fig = plots.busy_vs_length(rows, gpu="GPU")
     panels = sorted({(r["model"], r["dtype"]) for r in rows})

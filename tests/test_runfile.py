@@ -1,8 +1,9 @@
-"""Reading pytest-benchmark runs: validation errors, saved-run ids, per-round data in ms."""
+"""Reading pytest-benchmark runs: validation errors, saved-run ids, per-round data in ms, gzip-compressed
+runs."""
 
 import copy
+import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,8 +12,7 @@ from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
 
-FIXTURE = Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "forward" / "forward.json"
-DOC = json.loads(FIXTURE.read_text())
+from h200_fixture import DOC, FIXTURE
 
 
 def first_forward(doc):
@@ -95,9 +95,44 @@ def test_bad_run_files_give_one_line_errors(tmp_path, content, message):
     assert str(path) in str(info.value)
 
 
+def test_a_gzipped_run_loads_as_the_plain_run(tmp_path):
+    """The committed runs are ``.json.gz``: the compressed file gives the same data, hash and records as the
+    JSON it holds, whether named ``.gz`` or found by gzip's magic bytes."""
+    plain = write(DOC, tmp_path / "run.json")
+    packed = tmp_path / "run.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    unnamed = tmp_path / "run-gzip.json"
+    unnamed.write_bytes(packed.read_bytes())
+    a = load_run(str(plain))
+    for other in (load_run(str(packed)), load_run(str(unnamed))):
+        assert other.data == a.data and other.sha256 == a.sha256
+        assert other.environment == a.environment
+        assert list(measurements(other)) == list(measurements(a))
+        for key, m in measurements(a).items():
+            np.testing.assert_array_equal(measurements(other)[key].samples_ms, m.samples_ms)
+            assert measurements(other)[key].check == m.check
+    assert resolve_run_path(str(packed)) == packed
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"plain text, not gzip", "is not a valid gzip file"),
+    (gzip.compress(b'{"machine_info": {}, "benchmarks": []}')[:-12], "is not a valid gzip file"),
+    (gzip.compress(b""), "is empty"),
+    (gzip.compress(b'{"machine_info": {}, "benchmarks": [{"name": "x", '), "not valid JSON"),
+    (gzip.compress(b'{"hello": "world"}'), "not pytest-benchmark output"),
+])
+def test_bad_gzipped_runs_give_one_line_errors(tmp_path, content, message):
+    path = tmp_path / "run.json.gz"
+    path.write_bytes(content)
+    with pytest.raises(InputFileError, match=message) as info:
+        load_run(str(path))
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
 def test_truncated_copy_of_the_real_run_is_invalid_json(tmp_path):
     path = tmp_path / "run.json"
-    path.write_bytes(FIXTURE.read_bytes()[: FIXTURE.stat().st_size // 2])
+    plain = gzip.decompress(FIXTURE.read_bytes())
+    path.write_bytes(plain[: len(plain) // 2])
     with pytest.raises(InputFileError, match="not valid JSON"):
         load_run(str(path))
 

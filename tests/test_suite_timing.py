@@ -1,14 +1,13 @@
 """The suite's time per part (:mod:`cudagraph_bench.report.suite_timing`, ``report --suite-timing``) on the
 committed whole-suite H200 run: every module's seconds and test count as recorded, the totals, and a second
-(sharded) run's column and wall-time ratio; a run without a time per part is refused before anything is
-written."""
+(sharded) run's column and wall-time ratio, made from it; a run without a time per part is refused before
+anything is written."""
 
 import copy
 import json
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -16,14 +15,15 @@ from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.report.suite_timing import render_suite_timing, run_label, suite_timing_rows
 from cudagraph_bench.results.runfile import load_run
 
-ROOT = Path(__file__).resolve().parents[1]
-SUITE_RUN = ROOT / "results/nvidia-h200/suite/default-suite-one-gpu.json"
-FORWARD_RUN = ROOT / "results/nvidia-h200/forward/forward-checked.json"
+from h200_fixture import committed_run, read_json
+
+SUITE_RUN = committed_run("suite-one-gpu")
+FORWARD_RUN = committed_run("forward-checked")
 
 
 @pytest.fixture(scope="module")
 def recorded():
-    return json.loads(SUITE_RUN.read_text())["cudagraph_bench"]
+    return read_json(SUITE_RUN)["cudagraph_bench"]
 
 
 def test_rows_are_the_recorded_seconds_and_test_counts_per_module(recorded):
@@ -40,7 +40,7 @@ def test_rows_are_the_recorded_seconds_and_test_counts_per_module(recorded):
 
 
 def test_a_sharded_run_gets_its_own_column_and_its_wall_time_against_the_first(tmp_path, recorded):
-    doc = json.loads(SUITE_RUN.read_text())
+    doc = read_json(SUITE_RUN)
     sharded = copy.deepcopy(doc)
     sharded["machine_info"]["workers"] = [{"worker": "gw0", "gpu": "0"}, {"worker": "gw1", "gpu": "1"}]
     sharded["cudagraph_bench"]["wall_s"] = recorded["wall_s"] / 2
@@ -69,7 +69,7 @@ def test_a_run_without_a_time_per_part_is_refused():
 def test_report_refuses_it_before_writing_anything(tmp_path):
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", "report", str(FORWARD_RUN), "--suite-timing",
-                           str(FORWARD_RUN.parent / "forward.json"), "-o", str(out)],
+                           str(committed_run("forward")), "-o", str(out)],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "has no time per part" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -86,27 +86,6 @@ def test_report_shows_the_table_in_results_md(tmp_path):
     assert render_suite_timing([load_run(str(SUITE_RUN))]) in page
 
 
-SHARDED_RUN = ROOT / "results/nvidia-h200/suite/default-suite-two-gpu-workers.json"
-
-
-def test_the_committed_two_gpu_run_is_one_merged_run_of_every_test():
-    """The sharded H200 run: one worker per GPU, every test of the one-GPU run recorded once, each eager forward
-    benchmark with its kernel count although one worker profiled every case (the ``forward-profiles`` group),
-    and the table's ratio is the recorded wall times'."""
-    one, two = json.loads(SUITE_RUN.read_text()), json.loads(SHARDED_RUN.read_text())
-    workers = two["machine_info"]["workers"]
-    assert len(workers) == 2 and len({w["gpu"] for w in workers}) == 2
-    assert sum(w["tests"] for w in workers) == len(two["cudagraph_bench"]["test_durations_s"])
-    assert set(two["cudagraph_bench"]["test_durations_s"]) == set(one["cudagraph_bench"]["test_durations_s"])
-    eager = [b["extra_info"] for b in two["benchmarks"]
-             if b["extra_info"].get("suite") == "forward" and b["extra_info"].get("variant") == "eager"]
-    counted = {(k["model"], k["dtype"], k["seq_len"]) for k in two["cudagraph_bench"]["kernel_counts"]}
-    assert eager and all(("n_kernels" in i) == ((i["model"], i["dtype"], i["seq_len"]) in counted) for i in eager)
-    assert all("n_kernels" in i for i in eager if i["seq_len"] <= 128)
-    rows = suite_timing_rows([load_run(str(SUITE_RUN)), load_run(str(SHARDED_RUN))])
-    assert rows[-1]["s1"] == pytest.approx(two["cudagraph_bench"]["wall_s"] / one["cudagraph_bench"]["wall_s"])
-
-
 @pytest.mark.parametrize("field, value, message", [
     ("wall_s", 0, "cudagraph_bench.wall_s = 0 is not seconds > 0"),
     ("wall_s", "12.5", "cudagraph_bench.wall_s = '12.5' is not seconds > 0"),
@@ -116,7 +95,7 @@ def test_the_committed_two_gpu_run_is_one_merged_run_of_every_test():
 def test_a_malformed_time_per_part_is_one_line_exit_2_before_anything_is_written(tmp_path, field, value, message):
     """A wall time of 0 would divide the other runs' (a ZeroDivisionError), a string or list would fail
     deep in the table's sums: each is the file's error, named, before any page is written."""
-    doc = json.loads(SUITE_RUN.read_text())
+    doc = read_json(SUITE_RUN)
     doc["cudagraph_bench"][field] = value
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))

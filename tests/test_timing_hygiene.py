@@ -4,6 +4,7 @@ parser and CPU pinning, and the NVML GPU-state reading (mapped bit masks, None w
 
 import argparse
 import gc
+import gzip
 import json
 import math
 import os
@@ -24,7 +25,7 @@ from cudagraph_bench.measure.timing import (MAX_TIMED_ROUNDS, PILOT_CALLS, Round
                                             median_ci_pct, plan_rounds, rounds_for_precision)
 
 #: The default forward matrix of the H200, measured with rounds planned from a pilot and no time cap.
-ONE_PIPELINE_RUN = Path(__file__).parents[1] / "results" / "nvidia-h200" / "forward" / "forward-one-pipeline.json"
+ONE_PIPELINE_RUN = Path(__file__).parents[1] / "results" / "nvidia-h200" / "forward" / "forward-one-pipeline.json.gz"
 
 
 # ---------------------------------------------------------------------------- rounds from time floors
@@ -438,7 +439,7 @@ def test_default_time_cap_shortens_the_timed_calls_of_the_committed_forward_run(
     pilot (``pilot_ms``) for the precision target, its recorded mean for the per-call time. Without a cap the
     plan gives the rounds the run measured; with the default cap no benchmark's timed calls (rounds x mean)
     exceed both its rounds floor and the cap plus one call, and together they take less than the run's."""
-    run = json.loads(ONE_PIPELINE_RUN.read_text())
+    run = json.loads(gzip.decompress(ONE_PIPELINE_RUN.read_bytes()))
     recorded_ms = planned_ms = 0.0
     capped = 0
     for bench in run["benchmarks"]:

@@ -10,8 +10,9 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder, read_input_bytes, write_text_atomic, written_verb
 from cudagraph_bench.options import add_storage_option, parse_path
-from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, render_readme_section,
-                                          render_results_markdown, replace_between_markers, stale_plots, write_plots)
+from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, plot_makers,
+                                          render_readme_section, render_results_markdown, replace_between_markers,
+                                          stale_plots, write_plots)
 from cudagraph_bench.report.runs import load_runs, supersede
 from cudagraph_bench.report.suite_timing import render_suite_timing
 from cudagraph_bench.results.runfile import check_one_gpu, require_suite_benchmarks
@@ -42,10 +43,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="when runs overlap, take each forward prompt length (all its variants) and each "
                              "other benchmark from the newest run, and list what was replaced (default: an "
                              "overlap is an error)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="write results.md (and the README block) only: the pages link the plots a full report "
+                             "draws, and the PNGs in DIR are left as they are (a quick check of the text; run "
+                             "without it to redraw them)")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Write results.md and the PNGs (and the README block). Returns 0; bad input raises UsageError."""
+    """Write results.md and the PNGs (with ``--no-plots`` results.md only) and the README block. Returns 0;
+    bad input raises UsageError."""
     runs = load_runs(args.runs, args.storage)
     suite_runs = load_runs(args.suite_timing, args.storage) if args.suite_timing else []
     if suite_runs:
@@ -75,11 +81,14 @@ def main(args: argparse.Namespace) -> int:
     if readme_text is not None:
         render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [], suite_runs)
     verbs = {name: written_verb(outdir / name) for name in [RESULTS_MD, *PLOT_NAMES]}
-    written = write_plots(runs, outdir)
+    if args.no_plots:
+        written, drawn = [outdir / name for name in plot_makers(runs)], []
+    else:
+        written = drawn = write_plots(runs, outdir)
     write_text_atomic(results_md, render_results_markdown(runs, outdir, written, superseded, suite_runs))
-    for path in [*written, results_md]:
+    for path in [*drawn, results_md]:
         print(f"{verbs[Path(path).name]} {path}", file=sys.stderr)
-    for path in stale_plots(outdir, written):
+    for path in stale_plots(outdir, written) if not args.no_plots else []:
         path.unlink()
         print(f"removed {path}: an earlier report's plot, for which these runs have no data", file=sys.stderr)
     if readme_text is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from cudagraph_bench import variants
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from cudagraph_bench.cases import Case
@@ -66,14 +67,13 @@ def launch_markdown(runs: list[Run]) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-def _launch_plot(runs: list[Run], outdir: Path) -> Path | None:
+def _launch_series(runs: list[Run]) -> dict[str, list] | None:
+    """The launch plot's series (one per run with a complete launch row), or None when no run has one."""
     series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
     series = {k: v for k, v in series.items() if any(r.complete for r in v)}
     if not series:
         return None
-    if len(series) == 1:
-        series = {"torch": next(iter(series.values()))}
-    return plots.save_speedup_plot(series, outdir / launch_page.PLOT_NAME)
+    return {"torch": next(iter(series.values()))} if len(series) == 1 else series
 
 
 # --------------------------------------------------------------------------------------------------
@@ -88,29 +88,36 @@ def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, flo
     return samples, medians
 
 
-def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
-    """Write ``latency_comparison.png`` (when per-round data exists), ``speedup_vs_length.png``
-    (when eager was measured), ``busy_time_vs_length.png`` (when an eager benchmark recorded its GPU
-    busy time), ``decode_bandwidth.png`` (when a decode benchmark recorded its bytes per token) and the
-    launch suite's plot (:mod:`cudagraph_bench.report.launch_page`, when a run has launch benchmarks)
-    into ``outdir``. Returns the paths written."""
+def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
+    """The plots ``runs`` have data for, in page order: file name -> a function that draws it into a folder
+    and returns its path. ``latency_comparison.png`` (when per-round data exists), ``speedup_vs_length.png``
+    (when eager was measured), ``busy_time_vs_length.png`` (when an eager benchmark recorded its GPU busy
+    time), ``decode_bandwidth.png`` (when a decode benchmark recorded its bytes per token) and the launch
+    suite's plot (:mod:`cudagraph_bench.report.launch_page`, when a run has launch benchmarks). Nothing is
+    drawn until a function is called, so the page's links are known without drawing (``report --no-plots``)."""
     samples, medians = forward_samples(runs)
     gpu = gpu_name(runs)
-    written = []
+    makers: dict[str, Callable[[Path], Path]] = {}
     if samples:
-        written.append(save_figure(plots.latency_comparison(samples, gpu=gpu), Path(outdir) / LATENCY_PNG))
+        makers[LATENCY_PNG] = lambda d: save_figure(plots.latency_comparison(samples, gpu=gpu), d / LATENCY_PNG)
     if any(c.variant == variants.FORWARD_REFERENCE for c in medians):
-        written.append(save_figure(plots.speedup_vs_length(medians, gpu=gpu), Path(outdir) / SPEEDUP_PNG))
+        makers[SPEEDUP_PNG] = lambda d: save_figure(plots.speedup_vs_length(medians, gpu=gpu), d / SPEEDUP_PNG)
     busy = roofline.forward_busy_rows(runs)
     if busy:
-        written.append(save_figure(plots.busy_vs_length(busy, gpu=gpu), Path(outdir) / BUSY_PNG))
+        makers[BUSY_PNG] = lambda d: save_figure(plots.busy_vs_length(busy, gpu=gpu), d / BUSY_PNG)
     bandwidth = [r for r in roofline.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
     if bandwidth:
-        written.append(save_figure(plots.decode_bandwidth(bandwidth, gpu=gpu), Path(outdir) / DECODE_BANDWIDTH_PNG))
-    launch_png = _launch_plot(runs, Path(outdir))
-    if launch_png is not None:
-        written.append(launch_png)
-    return written
+        makers[DECODE_BANDWIDTH_PNG] = lambda d: save_figure(plots.decode_bandwidth(bandwidth, gpu=gpu),
+                                                             d / DECODE_BANDWIDTH_PNG)
+    series = _launch_series(runs)
+    if series is not None:
+        makers[launch_page.PLOT_NAME] = lambda d: plots.save_speedup_plot(series, d / launch_page.PLOT_NAME)
+    return makers
+
+
+def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
+    """Draw every plot of :func:`plot_makers` into ``outdir``. Returns the paths written."""
+    return [make(Path(outdir)) for make in plot_makers(runs).values()]
 
 
 def stale_plots(outdir: str | os.PathLike, written: list[Path]) -> list[Path]:
@@ -152,10 +159,10 @@ REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured r
                   "spread is wide the reductions against its median move between runs and machines.")
 #: How the "correct" / "check" columns of the long table were decided.
 SUITE_TIMING_NOTE = ("The default suite (every benchmark and GPU test of `perf_tests`, one pytest session, "
-                     "`scripts/device/sharded-suite.sh`): seconds per test module (setup + call + teardown of its "
-                     "tests, summed over the workers of a sharded run), the seconds in tests and the session's "
-                     "wall time. With GPU workers (`-n N --dist loadgroup --gpu-workers`) the workers run side by "
-                     "side, so the wall time is below the seconds in tests.")
+                     "`scripts/device/reproduce-results.sh suite`): seconds per test module (setup + call + "
+                     "teardown of its tests, summed over the workers of a sharded run), the seconds in tests and "
+                     "the session's wall time. With GPU workers (`-n N --dist loadgroup --gpu-workers`) the "
+                     "workers run side by side, so the wall time is below the seconds in tests.")
 CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_close` tolerance of eager "
               "(float32 atol 1e-5, rtol 1.3e-6); `fp64-rmse` = a variant that runs other kernels (padded, bucketed, "
               "compile, compile+graph) outside that tolerance, judged instead by its RMSE against a float64 run of "

@@ -3,7 +3,9 @@
 
 No torch. A run is what ``pytest --benchmark-json=FILE`` writes, or a run saved by
 ``--benchmark-autosave`` under ``.benchmarks/<machine-id>/<NNNN>_<commit>_<date>_<time>.json``, named
-by its id (``0001``) or file stem. :func:`load_run` reads and validates the file into a :class:`Run`;
+by its id (``0001``) or file stem; a file may be gzip-compressed (``run.json.gz``, the unchanged JSON:
+``gunzip -k`` gives the file pytest-benchmark's own ``compare`` reads). :func:`load_run` reads and
+validates the file into a :class:`Run`;
 the run is decoded once, when first asked, into its typed record (:mod:`cudagraph_bench.results.record`):
 ``run.measurements`` (one :class:`~cudagraph_bench.results.record.Measurement` per benchmark: case,
 samples in ms, summary, check, environment), ``run.environment`` and ``run.failures``, which every
@@ -18,8 +20,11 @@ that names the file and the fix (the CLI exits 2).
 
 from __future__ import annotations
 
+import gzip
+import io
 import hashlib
 import json
+import zlib
 import math
 import os
 from collections.abc import Mapping
@@ -47,7 +52,8 @@ SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launc
 
 @dataclass(frozen=True)
 class Run:
-    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the file's bytes.
+    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the JSON's bytes (for a
+    ``.json.gz`` file, of the decompressed JSON: the same run has one hash however it is stored).
 
     The typed record of the run is decoded from ``data`` once, the first time it is asked for, and
     kept (:mod:`cudagraph_bench.results.record`): :attr:`measurements`, :attr:`environment`,
@@ -114,7 +120,7 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
     if Path(storage).is_file():
         raise InputFileError(f"--storage {storage} is a file: give the folder pytest-benchmark saves runs in "
                              f"(default {DEFAULT_STORAGE}), or pass the run file itself as RUN")
-    looks_like_path = ref.endswith(".json") or os.sep in ref or "/" in ref
+    looks_like_path = ref.endswith((".json", ".json.gz")) or os.sep in ref or "/" in ref
     saved = _ids_in(Path(storage))
     matches = [p for p in saved if p.stem == ref or p.stem.split("_", 1)[0] == ref]
     if matches and not looks_like_path:
@@ -134,7 +140,8 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
 
 
 def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False) -> Run:
-    """Load and validate a pytest-benchmark JSON run (path or saved-run id).
+    """Load and validate a pytest-benchmark JSON run (path or saved-run id), plain or gzip-compressed
+    (a ``.gz`` name or gzip's magic bytes; the committed runs are ``.json.gz``).
 
     Args:
         records_only: also accept a run without benchmarks whose ``cudagraph_bench`` section records kernel
@@ -142,8 +149,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
             run of a shard that ran only the profiling tests, which ``merge`` joins to the others.
 
     Raises InputFileError (one line) when the file is missing, not a regular file (``/dev/zero``) or
-    larger than :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES`, empty, truncated/invalid JSON or nested
-    deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, or holds no
+    larger than :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` (compressed or not), empty, truncated/invalid JSON or
+    gzip, nested deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, or holds no
     benchmarks (and, with ``records_only``, no records either).
     """
     path = resolve_run_path(ref, storage)
@@ -153,7 +160,7 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
                                                       "cudagraph-bench run -o DIR (DIR/run.json)")
         raise InputFileError(f"{path} is a folder, not a run JSON: give a run file, e.g. {hint}")
     fix = "give a pytest-benchmark JSON run (pytest --benchmark-json=FILE)"
-    raw = read_input_bytes(path, "run", fix)
+    raw = _decompressed(path, read_input_bytes(path, "run", fix), fix)
     if not raw.strip():
         raise InputFileError(f"{path} is empty: rerun the benchmarks with --benchmark-json={path}")
     try:
@@ -179,6 +186,29 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
         _check_benchmark(path, i, bench, stats)
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
+
+
+#: The first bytes of every gzip stream (RFC 1952).
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
+    """``raw`` itself, or the bytes of the gzip stream ``raw`` when the file is named ``*.gz`` or starts with
+    gzip's magic bytes, at most :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` of them (a stream that inflates
+    beyond is refused, never read whole); a corrupt or truncated stream raises InputFileError (one line)."""
+    from cudagraph_bench.fsio import MAX_INPUT_BYTES
+
+    if not (path.name.endswith(".gz") or raw.startswith(GZIP_MAGIC)):
+        return raw
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputFileError(f"{path} is not a valid gzip file ({exc}): give the run as written by pytest "
+                             "--benchmark-json, or compressed whole with gzip (gzip -k FILE.json)") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputFileError(f"run {path} inflates to more than {MAX_INPUT_BYTES:,} bytes, read at most: {fix}")
+    return data
 
 
 def _no_benchmarks_error(path: Path, section) -> InputFileError:
