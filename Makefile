@@ -1,7 +1,8 @@
 # Two commands for a new user:  make bench   (set up + run the benchmarks)
 #                                make test    (set up + run the tests)
 # Variables (CI and GPU runners override them; the commands stay the same):
-#   TORCH        pip requirement for torch (default: plain "torch"; CPU CI: TORCH=torch==2.13.0)
+#   TORCH        pip requirement for torch (default: plain "torch"; CPU CI: TORCH=torch==2.13.0); changing it, or
+#                TRANSFORMERS, reinstalls the venv
 #   TRANSFORMERS pip requirement that pins transformers inside the supported range (default: the newest
 #                release pip finds; CI also runs TRANSFORMERS=transformers==5.17.0, the oldest)
 #   VENV         virtual environment folder (default .venv)
@@ -24,9 +25,17 @@ PY := $(VENV)/bin/python
 DROP_EMPTY_RUN = if [ ! -s $(RUN_JSON) ]; then rm -f $(RUN_JSON); find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
 	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi
 
-.PHONY: setup bench test gpu-gate clean
+.PHONY: setup bench test gpu-gate clean FORCE
 
-$(VENV)/.installed: pyproject.toml
+# The venv remembers the TORCH and TRANSFORMERS it was installed with ($(VENV)/.requirements); other values
+# reinstall it, and say so (a venv made by hand: write that file, then touch $(VENV)/.installed).
+$(VENV)/.requirements: FORCE
+	@mkdir -p $(VENV); printf '%s\n' 'TORCH=$(TORCH) TRANSFORMERS=$(TRANSFORMERS)' > $@.new; \
+	if [ -f $@ ] && cmp -s $@ $@.new; then rm -f $@.new; else \
+	  if [ -f $@ ]; then echo "make: $(VENV) was installed with $$(cat $@), now $$(cat $@.new): reinstalling"; fi; \
+	  mv $@.new $@; fi
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.requirements
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
@@ -40,7 +49,13 @@ setup: $(VENV)/.installed
 # Exit status: GNU make exits 2 whenever a recipe fails; the recipe's own status, which make prints as
 # "Error N" and a script can read by running the recipe's pytest line itself, is pytest's, or 1 when nothing
 # was collected, 2 when nothing was measured. A failed run leaves no empty out/ or .benchmarks/ folder behind.
-bench: $(VENV)/.installed
+# Without an NVIDIA GPU (no nvidia-smi) it says so before installing anything (a CUDA torch would be downloaded
+# only to skip every benchmark), unless PYTEST_ARGS runs the pipeline on the CPU (--device cpu).
+bench:
+	@if ! command -v nvidia-smi >/dev/null 2>&1 && ! printf '%s' '$(PYTEST_ARGS)' | grep -q -- '--device cpu'; then \
+	  echo "make bench: no NVIDIA GPU here (nvidia-smi not found): the benchmarks need one. To try the pipeline on the CPU:"; \
+	  echo "  make bench TORCH=torch==2.13.0 PYTEST_ARGS=\"--device cpu --models gpt2 --prompt-lengths 16\""; exit 2; fi
+	@$(MAKE) --no-print-directory $(VENV)/.installed
 	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
 	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
 	  -W "ignore:Not saving anything" $(PYTEST_ARGS); \

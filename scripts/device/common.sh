@@ -18,6 +18,7 @@ editable_install() {
     { echo "editable install failed (see $OUT/pip.log)" >&2; return 1; }
   mkdir -p "$VENV/bin"
   printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "$VENV/bin/python"; chmod +x "$VENV/bin/python"
+  printf '%s\n' 'TORCH=torch TRANSFORMERS=' > "$VENV/.requirements"    # what the Makefile's defaults record
   touch "$VENV/.installed"
 }
 

@@ -16,8 +16,8 @@ prompt length, all its variants, comes from the newest run that has it). Writes 
   ``busy_time_vs_length.png`` and ``decode_bandwidth.png`` with the roofline tables.
 
 With ``--readme``, the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` is
-replaced by the summary table, the decode table and its roofline, and links to the plots and
-``results.md`` (atomic write). No torch.
+replaced by the headline tables (:mod:`cudagraph_bench.report.headline`) and a link to ``results.md`` (atomic
+write). No torch.
 
 The runs are loaded and merged by :mod:`cudagraph_bench.report.runs`, the forward tables are
 :mod:`cudagraph_bench.report.forward_tables`, the decode table :mod:`cudagraph_bench.report.decode_tables`;
@@ -26,11 +26,11 @@ the command is :mod:`cudagraph_bench.commands.report`.
 
 from __future__ import annotations
 
-from cudagraph_bench import variants
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from cudagraph_bench import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.report import launch_data, launch_page, plots, roofline
@@ -230,27 +230,11 @@ def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path],
 
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path],
                           suite_runs: list[Run] | None = None) -> str:
-    """The README block between the markers: summary table, plot links, decode tables, the suite's time per
-    part (``suite_runs``), link to ``results.md``."""
-    out = [""]
-    rows = forward_rows(runs)
-    if rows:
-        out += [REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
-        unchecked = unchecked_line(rows)
-        if unchecked:
-            out += [f"(unchecked): {unchecked}.", ""]
-        out += [f"![{p.stem.replace('_', ' ')}]({_link(p, readme_dir)})" for p in plots_written
-                if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
-    decode = decode_rows(runs)
-    if decode:
-        out += [decode_note(decode), "", render_decode_table(decode), ""]
-        out += _decode_roofline(runs, readme_dir, plots_written, heading="**Decode roofline.**")
-    if suite_runs:
-        out += [f"**Suite time per part.** {SUITE_TIMING_NOTE}", "", render_suite_timing(suite_runs), ""]
-    gpu = gpu_name(runs)
-    out += [f"All measurements{f' ({gpu})' if gpu else ''}, failures and provenance: "
-            f"[{_link(outdir / RESULTS_MD, readme_dir)}]({_link(outdir / RESULTS_MD, readme_dir)}).", ""]
-    return "\n".join(out)
+    """The README block between the markers: the headline tables (:mod:`cudagraph_bench.report.headline`) and
+    the link to ``results.md``, where everything else is (the plots, the roofline, the suite's time per part)."""
+    from cudagraph_bench.report.headline import render_headline
+
+    return render_headline(runs, _link(outdir / RESULTS_MD, readme_dir), gpu_name(runs))
 
 
 def replace_between_markers(text: str, content: str, *, where: str = "README") -> str:

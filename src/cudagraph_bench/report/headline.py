@@ -1,0 +1,76 @@
+"""The README's headline (no torch): one compact table of the forward matrix (eager median, graph median and the
+latency reduction per model, dtype and prompt length) and one of the decode speedups, generated from the runs
+like every other page. The full tables are ``results.md`` (:mod:`cudagraph_bench.report.pages`)."""
+
+from __future__ import annotations
+
+from cudagraph_bench.report.decode_tables import decode_rows
+from cudagraph_bench.report.forward_tables import forward_rows
+from cudagraph_bench.table import Column, render_table
+from cudagraph_bench.variants import DECODE, FORWARD_REFERENCE, GATED, reference_of
+
+FORWARD_NOTE = ("Forward pass at batch 1, median of the measured rounds (synchronized wall time): eager -> graph "
+                "replay, and the latency reduction. Every graph was checked against eager on fresh inputs.")
+DECODE_NOTE = ("Greedy decode at batch 1 (one round = one whole request): ms per token, and the speedup over HF "
+               "`generate`; every decoder's tokens checked against `generate`.")
+
+
+def forward_headline(rows: list[dict]) -> str | None:
+    """The pivot of :func:`~cudagraph_bench.report.forward_tables.forward_rows`: one row per model and dtype, one
+    column per prompt length, cells ``eager -> graph ms (-reduction%)``; a graph whose check failed is marked
+    ``WRONG``. None without eager and graph rows."""
+    cells: dict[tuple, dict[int, str]] = {}
+    medians = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in rows}
+    lengths = sorted({r["seq_len"] for r in rows})
+    for (model, dtype, n, variant), r in medians.items():
+        eager = medians.get((model, dtype, n, FORWARD_REFERENCE))
+        if variant != GATED or eager is None or r.get("median_ms") is None or eager.get("median_ms") is None:
+            continue
+        mark = "" if r["status"] in ("ok", "unchecked") else " WRONG"
+        cells.setdefault((model, dtype), {})[n] = (f"{eager['median_ms']:.3g} -> {r['median_ms']:.3g} ms "
+                                                    f"({-r['reduction_pct']:+.0f}%){mark}")
+    if not cells:
+        return None
+    cols = [Column("model", "model"), Column("dtype", "dtype")] + [Column(f"L{n}", f"L={n}", align="right")
+                                                                   for n in lengths]
+    table = [{"model": m, "dtype": d, **{f"L{n}": c.get(n, "-") for n in lengths}} for (m, d), c in sorted(cells.items())]
+    return render_table(cols, table, fmt="markdown")
+
+
+def decode_headline(rows: list[dict]) -> str | None:
+    """One row per decode request shape (model, dtype, prompt, new tokens): ``generate`` ms/token, and per other
+    decoder its ms/token and speedup; None without decode rows."""
+    ref = reference_of(DECODE).name
+    by_key: dict[tuple, dict] = {}
+    names: list[str] = []
+    for r in rows:
+        if r.get("ms_per_token") is None:
+            continue
+        key = (r["model"], r["dtype"], r["seq_len"], r["new_tokens"])
+        row = by_key.setdefault(key, {"model": key[0], "dtype": key[1], "shape": f"{key[2]} + {key[3]}"})
+        if r["variant"] == ref:
+            row[ref] = f"{r['ms_per_token']:.3f}"
+        else:
+            speed = r.get("speedup_vs_generate")
+            row[r["variant"]] = f"{r['ms_per_token']:.3f} ({speed:.1f}x)" if speed else f"{r['ms_per_token']:.3f}"
+            names += [r["variant"]] if r["variant"] not in names else []
+    if not by_key:
+        return None
+    cols = [Column("model", "model"), Column("dtype", "dtype"), Column("shape", "prompt + new tokens"),
+            Column(ref, f"{ref} ms/token", align="right")] + [Column(n, f"{n} ms/token", align="right") for n in names]
+    return render_table(cols, [{**dict.fromkeys([ref, *names], "-"), **r} for _, r in sorted(by_key.items())],
+                        fmt="markdown")
+
+
+def render_headline(runs, results_link: str, gpu: str | None) -> str:
+    """The README block: the two headline tables and the link to the full results page."""
+    out = [""]
+    forward = forward_headline(forward_rows(runs))
+    if forward:
+        out += [FORWARD_NOTE, "", forward, ""]
+    decode = decode_headline(decode_rows(runs))
+    if decode:
+        out += [DECODE_NOTE, "", decode, ""]
+    out += [f"Every measurement{f' ({gpu})' if gpu else ''}, the padded and bucketed graphs, the roofline, failures "
+            f"and provenance: [{results_link}]({results_link}).", ""]
+    return "\n".join(out)
