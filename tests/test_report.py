@@ -263,11 +263,12 @@ def test_report_cli_writes_results_pngs_and_readme_block(tmp_path):
     assert text.endswith("<!-- results:end -->\n\nFooter text.\n")
     assert "old numbers" not in text
     assert "NVIDIA H200" in text
-    assert "](docs/speedup_vs_length.png)" in text and "(docs/results.md)" in text
+    assert "(docs/results.md)" in text
     medians = fixture_medians()
     rows = parse_markdown_table(text, "model")
-    row = next(r for r in rows if (r["model"], r["dtype"], r["L (tokens)"]) == ("gpt2", "float32", "50"))
-    assert row["graph median ms"] == f"{medians[('gpt2', 'float32', 50, 'graph')]:.3f}"
+    row = next(r for r in rows if (r["model"], r["dtype"]) == ("gpt2", "float32"))
+    eager, graph = medians[("gpt2", "float32", 50, "eager")], medians[("gpt2", "float32", 50, "graph")]
+    assert row["L=50"] == f"{eager:.3g} -> {graph:.3g} ms ({-100 * (eager - graph) / eager:+.0f}%)"
     # regenerating gives the same README
     assert cli_main(["report", str(FIXTURE), "-o", str(docs), "--readme", str(readme)]) == 0
     assert readme.read_text() == text
