@@ -2,7 +2,8 @@
 on each one and passes on unmodified reruns (no torch in this process; the runs are pytest processes,
 :mod:`cudagraph_bench.runner.selftest`; the verdicts :mod:`cudagraph_bench.results.selftest`).
 
-``--from DIR`` evaluates the runs of an earlier self-test again (no GPU): the page is regenerated from them."""
+``--from DIR`` evaluates the runs of an earlier self-test again (no GPU): the page is regenerated from them, with
+the spread between processes of the plain capture/replay loop's runs when the folder holds them (``plain-*``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PRO
                                      show_default)
 
 DEFAULT_OUT = "out/selftest"
+#: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``, shown
+#: beside the harness's spread between processes.
+PLAIN_PREFIX = "plain-"
 #: Most unmodified runs (each takes about a minute on one GPU).
 MAX_RUNS = 20
 
@@ -89,7 +93,9 @@ def main(args: argparse.Namespace) -> int:
         paths = sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")])
     else:
         paths = _measure(args)
-    runs = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
+    loaded = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
+    plain = [r for name, r in sorted(loaded.items()) if name.startswith(PLAIN_PREFIX)]
+    runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
     result = evaluate_selftest(runs)
     line = summary(result)
     from cudagraph_bench.results.selftest import columns, rows
@@ -101,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     print(line)
     if args.markdown:
         verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, render_markdown(runs, result, line))
+        write_text_atomic(args.markdown, render_markdown(runs, result, line, plain))
         print(f"{verb} {args.markdown}", file=sys.stderr)
     return 0 if result.passed_targets else 1
 

@@ -33,6 +33,7 @@ from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 
+from cudagraph_bench import variants
 from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
@@ -312,8 +313,7 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
     """
     def order(item):
         case = item[0]
-        rank = FORWARD_VARIANTS.index(case.variant) if case.variant in FORWARD_VARIANTS else len(FORWARD_VARIANTS)
-        return case.without_variant(), rank, case.variant
+        return case.without_variant(), variants.display_rank(variants.FORWARD, case.variant), case.variant
 
     groups: dict[tuple[str, str, int], dict[str, Measurement]] = {}
     for case, m in sorted(forward_cases(run).items(), key=order):
@@ -321,14 +321,14 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
     if not groups:
         raise InputFileError(f"{run.path} has no forward-suite benchmarks (extra_info suite 'forward'): "
                              "run pytest perf_tests --benchmark-only with the cudagraph-bench plugin")
-    for (model, dtype, seq_len), variants in groups.items():
-        for need, other in (("graph", "eager"), ("eager", "graph")):
-            if other in variants and need not in variants:
+    for (model, dtype, seq_len), by_variant in groups.items():
+        for need, other in ((variants.GATED, variants.FORWARD_REFERENCE), (variants.FORWARD_REFERENCE, variants.GATED)):
+            if other in by_variant and need not in by_variant:
                 raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has {other} but no {need} "
                                      f"benchmark: rerun without filtering out the {need} variant")
-        if "eager" not in variants:
+        if variants.FORWARD_REFERENCE not in by_variant:
             raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has no eager or graph benchmark "
-                                 f"(only {', '.join(variants)}): rerun with the eager and graph variants")
+                                 f"(only {', '.join(by_variant)}): rerun with the eager and graph variants")
     return groups
 
 
@@ -338,9 +338,9 @@ def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[st
     :func:`forward_groups` does (raises InputFileError the same way)."""
     merged: dict[tuple[str, str, int], dict[str, list[Measurement]]] = {}
     for run in runs:
-        for key, variants in forward_groups(run).items():
+        for key, by_variant in forward_groups(run).items():
             slot = merged.setdefault(key, {})
-            for variant, m in variants.items():
+            for variant, m in by_variant.items():
                 slot.setdefault(variant, []).append(m)
     return dict(sorted(merged.items()))
 

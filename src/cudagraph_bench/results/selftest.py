@@ -11,7 +11,7 @@ every unmodified rerun? The runs are :mod:`cudagraph_bench.runner.selftest`'s.
 - **false alarms over every pair**: ``compare`` of every ordered pair of unmodified runs, with the baseline's noise
   model (:func:`cudagraph_bench.results.compare.compare_runs`): a regressed gated benchmark is a false alarm;
 - **wrong results**: the ``stale-input`` and ``wrong-decode`` runs must fail the gate on their recorded checks
-  (:func:`cudagraph_bench.results.gate.evaluate`, every variant's check).
+  (:func:`cudagraph_bench.results.checks.failed_checks`, every variant's and suite's check, as the gate reads them).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.table import Column, render_table
 from cudagraph_bench.variants import GATED
@@ -124,14 +125,72 @@ def evaluate_selftest(runs: dict[str, Run]) -> SelftestResult:
             if c is not None:
                 c.pair_trials += 1
                 c.pair_alarms += ch.check.regressed
+    from cudagraph_bench.results.checks import failed_checks, own_and_peer
+
     verdicts = {}
     for name, run in wrong.items():
-        failed = [v for v in gate.evaluate(run, None) if v.failed]
-        decode_bad = [f"{m.label}: {m.check.detail or m.check.reason}" for m in run.measurements.values()
-                      if m.suite == "decode" and m.check.status == "fail"]
-        reasons = [f"{v.label} {v.variant}: check {v.check}" for v in failed] + decode_bad
-        verdicts[name] = (bool(reasons), "; ".join(reasons) or "the gate passed")
+        own, _ = own_and_peer(failed_checks([run]))     # what the gate fails on, whatever the suite
+        verdicts[name] = (bool(own), "; ".join(f.text for f in own[:3]) or "the gate passed")
     return SelftestResult(list(cases.values()), verdicts, list(delays), len(unmodified))
+
+
+def span_pct(values) -> float | None:
+    """``100 * (max - min) / median`` of ``values`` (ms), None for fewer than 2."""
+    import statistics
+
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return None
+    return 100.0 * (max(values) - min(values)) / statistics.median(values)
+
+
+#: The harness's figures whose spread between processes :func:`noise_floor_rows` shows: the synchronized wall
+#: median, the CUDA-event median of the same per-call rounds, and the device-side figure (events around blocks of
+#: back-to-back calls, the gated one).
+FIGURES = (("wall", lambda m: m.summary.median_ms), ("event", lambda m: m.extra_info.get("event_median_ms")),
+           ("device", lambda m: m.device_ms))
+#: Targets of the gated figure's spread between processes: at most this many percent, and at most this many times
+#: the plain loop's.
+MAX_SPAN_PCT, MAX_SPAN_VS_PLAIN = 3.0, 1.5
+
+
+def noise_floor_rows(unmodified: list[Run], plain: list[Run]) -> list[dict]:
+    """Per gated case, the spread between processes (:func:`span_pct` of the run medians) of each harness figure
+    (:data:`FIGURES`) over the ``unmodified`` runs, and of the plain capture/replay loop's synchronized and
+    device-side medians over its ``plain`` runs (``scripts/device/plain_loop``); ``ok`` says whether the gated
+    figure meets :data:`MAX_SPAN_PCT` and :data:`MAX_SPAN_VS_PLAIN`."""
+    from cudagraph_bench.results.runfile import forward_cases
+
+    def by_case(runs):
+        out: dict = {}
+        for run in runs:
+            for case, m in forward_cases(run).items():
+                if case.variant == GATED:
+                    out.setdefault(case.without_variant(), []).append(m)
+        return out
+
+    harness, loop = by_case(unmodified), by_case(plain)
+    rows = []
+    for key in sorted(harness):
+        if key[2] > DEFAULT_MAX_GATED_LEN:
+            continue
+        row = {"label": "{} {} L={}".format(*key), **{f"{name}_span": span_pct([get(m) for m in harness[key]])
+                                                        for name, get in FIGURES}}
+        ms = loop.get(key, [])
+        row.update(plain_wall_span=span_pct([m.summary.median_ms for m in ms]),
+                   plain_device_span=span_pct([m.device_ms for m in ms]))
+        dev, ref = row["device_span"], row["plain_device_span"]
+        row["ok"] = (dev is not None and dev <= MAX_SPAN_PCT
+                     and (ref is None or dev <= MAX_SPAN_VS_PLAIN * max(ref, 1e-9)))
+        rows.append(row)
+    return rows
+
+
+NOISE_COLUMNS = [Column("label", "case"), Column("wall_span", "harness wall %", ".2f"),
+                 Column("event_span", "harness events per call %", ".2f"),
+                 Column("device_span", "harness device (gated) %", ".2f"),
+                 Column("plain_wall_span", "plain loop wall %", ".2f"),
+                 Column("plain_device_span", "plain loop device %", ".2f"), Column("ok", "within target")]
 
 
 def columns(delays: list[float]) -> list[Column]:
@@ -168,8 +227,8 @@ def summary(result: SelftestResult) -> str:
     return ("selftest PASS: " if result.passed_targets else "selftest FAIL: ") + "; ".join(parts)
 
 
-def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str) -> str:
-    """The self-test page (``docs/gate-selftest.md``)."""
+def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, plain: list[Run] = ()) -> str:
+    """The self-test page (``docs/gate-selftest.md``); ``plain``: the plain loop's runs, for the noise table."""
     env = next(iter(runs.values())).environment
     wrong = "\n".join(f"- `{name}`: {'the gate fails' if ok else 'the gate PASSES'}: {why}"
                       for name, (ok, why) in result.wrong.items()) or "- none run"
@@ -190,4 +249,24 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str) -> 
         f"({result.n_unmodified * (result.n_unmodified - 1)} pairs) with the baseline's noise model;",
         "- planted (measured): the delay the capture added, measured right after it, in the same process.", "",
         render_table(columns(result.delays), rows(result), fmt="markdown"), "",
-        "Wrong results:", "", wrong, "", f"**{line}**", "", "Source runs:", "", sources, ""])
+        "Wrong results:", "", wrong, "", f"**{line}**", "", *_noise_section(runs, plain), "Source runs:", "", sources,
+        ""])
+
+
+def _noise_section(runs: dict[str, Run], plain: list[Run]) -> list[str]:
+    """The spread between processes of the harness's figures and of the plain loop (:func:`noise_floor_rows`)."""
+    unmodified, _, _ = split_runs(runs)
+    rows = noise_floor_rows(unmodified, list(plain))
+    if not rows:
+        return []
+    bad = [r["label"] for r in rows if not r["ok"]]
+    verdict = (f"every gated device-side median spans at most {MAX_SPAN_PCT:g}% and at most {MAX_SPAN_VS_PLAIN:g}x "
+               "the plain loop's" if not bad else f"{len(bad)} case(s) outside the target: {', '.join(bad)}")
+    return ["## Spread between processes", "",
+            f"Span = (max - min) / median of the run medians over the {len(unmodified)} unmodified runs (separate "
+            f"processes, one job); the plain capture/replay loop (`scripts/device/plain_loop`: torch and "
+            f"pytest-benchmark only) over {len(plain)} processes of the same job. wall: synchronized replays; "
+            "events per call: CUDA events around each synchronized replay; device: CUDA events around blocks of "
+            "back-to-back replays (the figure the gate guards).", "",
+            render_table(NOISE_COLUMNS, [{**r, "ok": "yes" if r["ok"] else "NO"} for r in rows], fmt="markdown"), "",
+            f"**{verdict}.**", ""]
