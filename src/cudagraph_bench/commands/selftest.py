@@ -63,21 +63,20 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _matrix(pytest_args: list[str]) -> tuple[list[str], str, str, str]:
-    """The gated matrix's pytest options (the defaults at the gated prompt lengths, then ``pytest_args``) and where
-    the wrong-result faults go (the stale input into the first model and last dtype, the wrong decode into the
-    matrix's models: the plugin keeps the causal ones)."""
-    from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
-
-    lengths = [n for n in DEFAULT_PROMPT_LENGTHS if n <= DEFAULT_MAX_GATED_LEN]
+    """The forward matrix's pytest options (the defaults, then ``pytest_args``) and where the wrong-result faults go
+    (the stale input into the first model and last dtype, the wrong decode into the matrix's models: the plugin
+    keeps the causal ones)."""
     args = ["--models", ",".join(DEFAULT_MODELS), "--dtypes", ",".join(DEFAULT_DTYPES),
-            "--prompt-lengths", ",".join(map(str, lengths)), *pytest_args]
+            "--prompt-lengths", ",".join(map(str, DEFAULT_PROMPT_LENGTHS)), *pytest_args]
 
-    def last(flag, default):
-        values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
-        return values[-1] if values else default
+    models = _last_value(args, "--models") or ""
+    return args, models.split(",")[0], (_last_value(args, "--dtypes") or "bfloat16").split(",")[-1], models
 
-    models = last("--models", "")
-    return args, models.split(",")[0], last("--dtypes", "bfloat16").split(",")[-1], models
+
+def _last_value(args: list[str], flag: str) -> str | None:
+    """The value of the last ``flag`` in ``args`` (pytest's argparse takes the last), or None."""
+    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+    return values[-1] if values else None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -130,8 +129,12 @@ def _measure(args: argparse.Namespace) -> list[Path]:
     problem = process.cuda_problem()
     if problem is not None:
         raise UsageError(f"selftest plants faults on a CUDA GPU, but {problem}: run it on the GPU runner")
+    from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
+
     matrix, model, dtype, causal = _matrix(extra)
+    lengths = [a for a in _last_value(matrix, "--prompt-lengths").split(",") if int(a) <= DEFAULT_MAX_GATED_LEN]
     out.mkdir(parents=True, exist_ok=True)
     done = run_all(tree, out, plan(matrix, runs=args.runs, delays=args.delays, first_model=model, first_dtype=dtype,
-                                   causal_model=causal), log=lambda s: print(s, file=sys.stderr, flush=True))
+                                   causal_model=causal, planted_args=["--prompt-lengths", ",".join(lengths)]),
+                   log=lambda s: print(s, file=sys.stderr, flush=True))
     return [p for p in done.values() if p is not None]

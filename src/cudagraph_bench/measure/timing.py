@@ -116,9 +116,11 @@ def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str
     return Timing(wall_ms=wall, event_ms=timer.event_ms(last=rounds))
 
 
-#: Calls per block of the device-side figure (:func:`back_to_back_ms`): enough that the host's per-call work
-#: hides behind the GPU's for a replay of a few hundred microseconds.
+#: Calls per block of the device-side figure (:func:`back_to_back_ms`), at most: enough that the host's per-call
+#: work hides behind the GPU's for a replay of a few hundred microseconds. A slower call gets fewer, so that a block
+#: lasts about :data:`BACK_TO_BACK_BLOCK_MS` (the host's jitter is then a small share of it anyway).
 BACK_TO_BACK_CALLS = 20
+BACK_TO_BACK_BLOCK_MS = 2.0
 #: Blocks of the device-side figure: at least this many, more until :data:`BACK_TO_BACK_BUDGET_MS`, at most
 #: :data:`BACK_TO_BACK_MAX_BLOCKS`.
 BACK_TO_BACK_MIN_BLOCKS = 10
@@ -129,29 +131,35 @@ BACK_TO_BACK_MAX_BLOCKS = 200
 def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS,
                     min_blocks: int = BACK_TO_BACK_MIN_BLOCKS, budget_ms: float = BACK_TO_BACK_BUDGET_MS,
                     max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> list[float]:
-    """The device-side time of one call of ``fn`` (ms), once per block of ``calls`` calls issued back to back
-    between two CUDA events (one :class:`CallTimer` call per block): CUDA-event ms of the block / ``calls``.
-    One warm block first, then at least ``min_blocks`` blocks, more while their events sum to less than
-    ``budget_ms``, at most ``max_blocks``. Garbage collector off. Source of the method: nvbench's batch
-    measurement and ``triton.testing.do_bench`` (events around repeated calls, median of the repetitions).
+    """The device-side time of one call of ``fn`` (ms), once per block of calls issued back to back between two
+    CUDA events (one :class:`CallTimer` call per block): CUDA-event ms of the block / its calls. A first call sizes
+    the blocks: ``calls`` calls, fewer when they would last beyond :data:`BACK_TO_BACK_BLOCK_MS` (at least one);
+    then one warm block, then at least ``min_blocks`` blocks, more while they sum to less than ``budget_ms``, at most
+    ``max_blocks``. Garbage collector off. Source of the method: nvbench's batch measurement and
+    ``triton.testing.do_bench`` (events around repeated calls, median of the repetitions).
 
     Returns the per-call ms of each block (``[]`` without CUDA)."""
     import torch
 
     if not torch.cuda.is_available():
         return []
+    one = CallTimer(fn, capacity=1)
+    with gc_disabled():
+        one()
+    first_ms = max(one.event_ms()[0], 1e-3)
+    per_block = max(1, min(calls, int(BACK_TO_BACK_BLOCK_MS / first_ms)))
 
     def block():
-        for _ in range(calls):
+        for _ in range(per_block):
             fn()
 
     timer = CallTimer(block, capacity=min_blocks + 1)
     out: list[float] = []
     with gc_disabled():
         timer()                                        # warm block: clocks, caches
-        while len(out) < max_blocks and (len(out) < min_blocks or sum(out) * calls < budget_ms):
+        while len(out) < max_blocks and (len(out) < min_blocks or sum(out) * per_block < budget_ms):
             timer()
-            out.append(timer.event_ms(last=1)[0] / calls)
+            out.append(timer.event_ms(last=1)[0] / per_block)
     return out
 
 

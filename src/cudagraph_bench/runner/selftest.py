@@ -37,19 +37,21 @@ class SelftestRun:
 
 
 def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=DEFAULT_DELAYS_PCT,
-         first_model: str, first_dtype: str, causal_model: str | None) -> list[SelftestRun]:
+         first_model: str, first_dtype: str, causal_model: str | None,
+         planted_args: list[str] = ()) -> list[SelftestRun]:
     """The self-test's runs in the order they run. ``matrix_args``: the pytest options of the gated matrix
     (``--models ... --prompt-lengths ...``); ``first_model`` / ``first_dtype``: where the stale input is planted;
     ``causal_model``: the ``--models`` of the wrong-decode run (the plugin keeps their causal LMs; None: no decode
-    fault)."""
+    fault); ``planted_args``: more options of the planted runs (e.g. only the gated prompt lengths: the unmodified
+    runs are the baseline of every length, the planted ones need the gated cases only)."""
     forward = (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *matrix_args)
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
-    planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}", (*forward, "--plant-fault", f"delay:{pct:g}"))
-               for pct in delays]
+    planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}",
+                           (*forward, *planted_args, "--plant-fault", f"delay:{pct:g}")) for pct in delays]
     order = []
     for i in range(max(len(unmodified), len(planted))):
         order += unmodified[i:i + 1] + planted[i:i + 1]
-    single = [a for a in _without(matrix_args, ("--models", "--dtypes"))]
+    single = [a for a in _without([*matrix_args, *planted_args], ("--models", "--dtypes"))]
     order.append(SelftestRun("stale-input", "stale-input",
                              (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *single,
                               "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-input")))
