@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measure one part of the published H200 results again: the run that results/nvidia-h200/ holds for it
 # (results/nvidia-h200/README.md says which file is which), written as $OUT/<folder>/<name>.json.gz. Commit the
-# files over the old ones and run scripts/regenerate_docs.sh. Each part fits one 10-minute device call.
+# files over the old ones and run scripts/regenerate_docs.sh. Each part takes under ten minutes on one H200.
 # Usage (repo root, GPU machine): OUT=<dir> [GPU=0] [CPUS=...] bash scripts/device/reproduce-results.sh PART [ARG]
 #   forward | padding | launch | decode | suite | smoke
 #   fused-decode MODEL                   (gpt2, tinyllama-1.1b, llama-3.2-1b; the suite's default tuning)
@@ -18,10 +18,10 @@ bench() {  # bench FOLDER/NAME PYTEST-ARGS...: one pytest session into $OUT/FOLD
     -W "ignore:Not saving anything" "$@" > "${run%.json}.log" 2>&1
   echo "$part rc=$?: $(tail -1 "${run%.json}.log")"; pack "$run"
 }
-sweep() {  # sweep NAME cudagraph-bench-run-ARGS...: one `cudagraph-bench run` into $OUT/compile-sweep/NAME.json.gz
+sweep() {  # sweep NAME cudagraph-bench-run-ARGS...: one `cudagraph-bench run` (the torch.compile variants in a pytest
+           # process of their own) into $OUT/compile-sweep/NAME.json.gz
   local name=$1; shift; mkdir -p "$OUT/compile-sweep"
-  python3 -m cudagraph_bench run "$@" ${CPUS:+--cpus "$CPUS"} --time-budget 500 -o "/tmp/cgb-$name" \
-    > "$OUT/compile-sweep/$name.log" 2>&1
+  python3 -m cudagraph_bench run "$@" ${CPUS:+--cpus "$CPUS"} -o "/tmp/cgb-$name" > "$OUT/compile-sweep/$name.log" 2>&1
   echo "$part rc=$?"; cp "/tmp/cgb-$name/run.json" "$OUT/compile-sweep/$name.json" && pack "$OUT/compile-sweep/$name.json"
 }
 case "$part" in
@@ -38,8 +38,7 @@ case "$part" in
              --dtypes float32,bfloat16 --rounds 10 --warmup-rounds 2 --decode-rounds 2 --new-tokens 64 ;;
   compile-sweep) IFS=: read -r m lens <<< "${arg:?MODEL:LENGTHS}"
                  sweep "run-$m-L${lens//,/-}" --models "$m" --prompt-lengths "$lens" --dtypes float32 \
-                   --variants eager,graph,padded,compile,compile+graph --pad-to 1024 --rounds 100 --warmup-rounds 10 \
-                   --isolate compile,compile+graph --case-timeout 240 ;;
+                   --variants eager,graph,padded,compile,compile+graph --pad-to 1024 --rounds 100 --warmup-rounds 10 ;;
   compile-sweep-bfloat16) sweep "run-bfloat16-${arg//,/-}" --config scripts/device/compile-sweep-bfloat16.toml \
                             --models "${arg:?MODELS}" ;;
   presets-forward) bench presets/forward-bfloat16 perf_tests/test_forward_bench.py --benchmark-only \
