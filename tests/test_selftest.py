@@ -27,6 +27,8 @@ def _with_device_figure(doc: dict, factor: float, gated_factor: float = 1.0) -> 
             if gated_factor != 1.0:
                 info.update(planted_fault=f"delay:{100 * (gated_factor - 1):g}",
                             planted_measured_pct=100 * (gated_factor - 1))
+    if gated_factor != 1.0:          # the run records its fault as the plugin writes it
+        out.setdefault("cudagraph_bench", {})["planted_fault"] = f"delay:{100 * (gated_factor - 1):g}"
     return out
 
 
@@ -44,12 +46,14 @@ def folder(tmp_path_factory):
         if bench["extra_info"].get("variant") == "graph" and bench["extra_info"]["model"] == "gpt2":
             bench["extra_info"].update(correct=False, status="mismatch", planted_fault="stale-input",
                                        reason="outputs differ from eager")
+    stale.setdefault("cudagraph_bench", {})["planted_fault"] = "stale-input"
     write(stale, out / "stale-input.json")
     decode = committed_doc("decode-checked")
     for bench in decode["benchmarks"]:
         if bench["extra_info"].get("variant") == "graph":
             bench["extra_info"].update(correct=False, status="mismatch", planted_fault="wrong-decode",
                                        reason="graphed decode tokens differ from the eager static-cache loop's")
+    decode.setdefault("cudagraph_bench", {})["planted_fault"] = "wrong-decode"
     write(decode, out / "wrong-decode.json")
     return out
 
@@ -110,3 +114,11 @@ def test_fewer_than_five_unmodified_runs_is_a_usage_error(folder, capsys, tmp_pa
         (few / f"unmodified-{i}.json").write_text((folder / f"unmodified-{i}.json").read_text())
     rc, out, err = run_cli(capsys, "selftest", "--from", few)
     assert rc == 2 and "at least 5 unmodified runs" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_run_with_a_planted_fault_is_never_a_baseline_and_the_gate_names_it(folder, capsys, tmp_path):
+    runs = [folder / f"unmodified-{i}.json" for i in range(1, 5)] + [folder / "delay-5.json"]
+    rc, out, err = run_cli(capsys, "baseline", *runs, "-o", tmp_path / "b.json")
+    assert rc == 2 and "planted the self-test fault delay:5" in err and not (tmp_path / "b.json").exists()
+    rc, out, _ = run_cli(capsys, "gate", folder / "delay-5.json", "--no-baseline")
+    assert "self-test run with the planted fault delay:5" in out

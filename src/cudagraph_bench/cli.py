@@ -51,7 +51,8 @@ DESCRIPTION = (
 EPILOG = (
     "Run `cudagraph-bench COMMAND --help` for what a command reads, writes and exits with. The pytest "
     "suite measures the same things: `pytest perf_tests --benchmark-only --benchmark-json RUN.json`.\n\n"
-    "Exit codes: 0 success; 1 the command's check failed (run, gate, compare, calibrate, ab: see each); "
+    "Exit codes: 0 success; 1 the command's check failed (run, gate, compare, baseline, calibrate, ab: see "
+    "each); "
     "2 usage error or unreadable input (one line on stderr saying what to fix).")
 
 #: sub-command -> what its ``--help`` says: what it does, what it reads, what it writes, its exit codes.
@@ -73,52 +74,6 @@ DESCRIPTIONS = {
         "stdout.\n\n"
         "Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, "
         "or no case was measured (what was measured is still written); 2 usage error."),
-    "gate": ("cudagraph_bench.commands.gate", "fail (exit 1) when a graph is wrong, cuts median latency by less than the "
-                                     "threshold, or regressed vs the GPU's baseline"),
-    "compare": ("cudagraph_bench.commands.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
-    "baseline": ("cudagraph_bench.commands.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
-    "report": ("cudagraph_bench.commands.report", "render the markdown results and PNG plots of one or more run JSONs"),
-    "calibrate": ("cudagraph_bench.commands.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
-    "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
-    "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
-                                                       "time, predicted vs measured saving) and its plot"),
-    "selftest": ("cudagraph_bench.commands.selftest", "plant known faults (GPU delays, a stale input, a wrong decode) into the "
-                                                      "real pipeline and show the gate fails on each, passes on reruns"),
-    "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
-                                                "pytest-benchmark JSON"),
-}
-
-
-#: What ``cudagraph-bench --help`` says above the list of commands, and below it.
-DESCRIPTION = (
-    "Measure what CUDA graph capture/replay buys over eager PyTorch / Hugging Face transformers inference "
-    "at batch 1, and guard it: measure runs, gate them against a per-GPU baseline, compare runs, and "
-    "render reports from the run JSON.")
-EPILOG = (
-    "Run `cudagraph-bench COMMAND --help` for what a command reads, writes and exits with. The pytest "
-    "suite measures the same things: `pytest perf_tests --benchmark-only --benchmark-json RUN.json`.\n\n"
-    "Exit codes: 0 success; 1 the command's check failed (run, gate, compare, baseline, calibrate, ab: see "
-    "each); "
-    "2 usage error or unreadable input (one line on stderr saying what to fix).")
-
-#: sub-command -> what its ``--help`` says: what it does, what it reads, what it writes, its exit codes.
-DESCRIPTIONS = {
-    "run": (
-        "Measure eager vs CUDA graph replay (and padded, bucketed, torch.compile variants with --variants) "
-        "for a matrix of models x dtypes x prompt lengths, without pytest. Each case is checked against "
-        "eager on fresh random inputs, then timed on new random inputs (synchronized wall time and CUDA "
-        "events). torch.compile variants run in worker processes by default (--isolate): a crash or hang "
-        "fails only that case.\n\n"
-        "Input: the options below, or a TOML file (--config) whose keys are the option names; options given "
-        "on the command line win. Needs a CUDA GPU unless --device cpu (eager only).\n\n"
-        "Output, in DIR (-o, default out/run): run.json (pytest-benchmark JSON, rewritten after every case; "
-        "failed or skipped cases with their reason under its cudagraph_bench key), "
-        "latency_comparison.png, speedup_vs_length.png, and workers.log when a variant ran in a worker process "
-        "(--isolate); an earlier run's files there are replaced (its plots removed once this run's first case is "
-        "recorded); a table on stdout.\n\n"
-        "Exit codes: 0 every measured case correct, the rest skipped up front (e.g. prompts longer than "
-        "the model's positions); 1 a case failed or mismatched, or no case was measured (all results are "
-        "still written); 2 usage error."),
     "gate": (
         "The regression gate (no GPU needed). For each forward case it pairs the eager and graph "
         "benchmarks of one or more runs of the same code and fails when any recorded correctness check "

@@ -34,7 +34,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_storage_option(parser)
     parser.add_argument("--suite-timing", action="append", default=[], metavar="RUN",
                         help="a whole-suite run (one pytest session over perf_tests, on one GPU or with "
-                             "--gpu-workers) whose time per test module and wall time are shown as a table, one "
+                             "cudagraph-bench run --gpus) whose time per test module and wall time are shown as a table, one "
                              "column per run; repeat for several (its benchmarks are not added to the tables)")
     parser.add_argument("--allow-gpu-mismatch", action="store_true",
                         help="put runs of different GPUs (or of a GPU and the CPU) on one page; their rows share "

@@ -30,7 +30,7 @@ percentage of peak says how close a variant comes to moving only what a token ne
 ``machine_info["cuda"]["peak_memory_bandwidth"]``.
 
 **GPU busy time** (:func:`profile_forward`, :func:`kernel_busy_ms`): the sum of the device durations of
-the kernels one call launches, per profiled call; the kernel-count worker
+the kernels one call launches, per profiled call; the kernel count of a case
 (:mod:`cudagraph_bench.measure.kernel_counts`) records the median over a few eager forwards. All the
 profiled calls share one profiler window that records CUDA activity only, and a marker kernel after each
 call tells the calls apart (:func:`split_at_markers`): a ``torch.profiler`` schedule of one warm-up and one
@@ -51,7 +51,7 @@ from typing import Callable, Iterable
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.roofline import choose_peak
 
-#: Profiled calls whose busy times the kernel-count worker takes the median of.
+#: Profiled calls whose busy times a kernel count takes the median of.
 DEFAULT_BUSY_REPEATS = 5
 #: Relative move of a forward's profiled busy time between processes and GPU clock states (a few percent,
 #: more where other processes share the GPU, ``pytest -n``): the checks that compare a busy time with a

@@ -156,7 +156,7 @@ FORWARD_BUSY_COLUMNS = [
 #: What the forward busy-time table's numbers mean (shown above it).
 FORWARD_BUSY_NOTE = (
     "GPU busy ms = the sum of the kernel durations of one eager forward "
-    "(torch.profiler in a worker process, never in the timing one; median of the profiled forwards): the least time "
+    "(torch.profiler, after every timed test of the session; median of the profiled forwards): the least time "
     "the forward can take on this GPU. overhead = median - busy: the time the GPU waits for kernel launches "
     "(eager) or between graph nodes (graph replay); per kernel = overhead x 1000 / kernels (the graph replays "
     "the same kernels as its nodes). busy % of graph = how close the replay comes to the busy time.")

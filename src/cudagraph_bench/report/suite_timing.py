@@ -1,12 +1,12 @@
 """The suite's time per part (no torch): for whole-suite runs (one pytest session over ``perf_tests``, one GPU or
-sharded over GPU workers), the seconds each test module took, its number of tests, the seconds in tests and
+sharded over GPUs), the seconds each test module took, its number of tests, the seconds in tests and
 the session's wall time, one column per run, and each run's wall time against the first run's.
 
-The plugin records these in the run JSON (:mod:`cudagraph_bench.sharding`): ``cudagraph_bench.time_per_part_s``
+The plugin records these in the run JSON (:mod:`cudagraph_bench.plugin.sharding`): ``cudagraph_bench.time_per_part_s``
 (``{module: seconds}``: setup + call + teardown of its tests; summed over the workers of a sharded run),
 ``cudagraph_bench.test_durations_s`` (``{node id: seconds}``) and ``cudagraph_bench.wall_s`` (the session). A
-run with ``--gpu-workers`` also lists its workers under ``machine_info["workers"]``
-(:attr:`~cudagraph_bench.results.record.Environment.gpu_workers`).
+run recorded by one pytest-xdist worker per GPU (the scheduler older runs used) lists them under
+``machine_info["workers"]`` (:attr:`~cudagraph_bench.results.record.Environment.gpu_workers`).
 """
 
 from __future__ import annotations

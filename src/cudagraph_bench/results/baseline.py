@@ -189,6 +189,10 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     if len(slugs) > 1:
         raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(slugs))}): a baseline is per GPU "
                          "type; build one per GPU")
+    planted = [r for r in runs if r.environment.planted_fault]
+    if planted:
+        raise UsageError(f"{planted[0].path} planted the self-test fault {planted[0].environment.planted_fault}: a "
+                         "run with a planted fault is never a baseline; give unmodified runs")
     refuse_wrong_cases(runs, allow_unchecked=allow_unchecked)
     groups = merged_forward_groups(runs)
     figure = "device" if all(m.device_ms is not None for g in groups.values() for m in g.get(GATED, [])) else "wall"

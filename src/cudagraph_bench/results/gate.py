@@ -363,6 +363,9 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
     what += env.versions(("torch", "cuda_runtime"))
     if env.commit_id:
         what.append(f"commit {env.commit_id[:12]}{' (dirty)' if env.commit_dirty else ''}")
+    planted = sorted({r.environment.planted_fault for r in runs if r.environment.planted_fault})
+    if planted:
+        what.append(f"self-test run with the planted fault {', '.join(planted)}")
     if baseline is None:
         return [", ".join(what), "no baseline (--no-baseline: regression check skipped)"]
     reg = next((r.regression for r in results if r.regression is not None), None)

@@ -1,5 +1,5 @@
 """One pytest-benchmark document from the runs of one suite split over processes (no torch): the
-shards of a CI matrix (``cudagraph-bench merge``) or the workers of one host (``--gpu-workers``, merged
+shards of a CI matrix (``cudagraph-bench merge``) or the processes of one host (``cudagraph-bench run --gpus``, merged
 by the plugin's xdist controller).
 
 The merged document is what pytest-benchmark itself writes (``machine_info``, ``commit_info``,
@@ -191,7 +191,7 @@ def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = N
 
 def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
     """The ``--shard K/N`` a run ran as ``(K, N)``: its ``cudagraph_bench.shard``, else the one shard all
-    its parts ran (a ``--gpu-workers`` session of one shard keeps it per worker); None when unsharded."""
+    its parts ran (an older run of pytest-xdist workers keeps it per worker); None when unsharded."""
     section = doc.get("cudagraph_bench")
     section = section if isinstance(section, Mapping) else {}
     found = [section.get("shard")] if section.get("shard") else \

@@ -127,8 +127,10 @@ class Environment:
         cuda_fingerprint: ``machine_info["cuda"]`` as recorded (GPU, versions, clocks at start), or None;
             kept whole so a baseline archives exactly what the run recorded.
         commit_info: ``commit_info`` as recorded (or None), archived whole for the same reason.
-        gpu_workers: the xdist workers of a ``--gpu-workers`` run, one per GPU (``machine_info["workers"]``);
-            0 for a run in one process.
+        gpu_workers: the pytest-xdist workers, one per GPU, that recorded an older run (``machine_info["workers"]``);
+            0 for a run in one process or merged from shards.
+        planted_fault: the self-test fault the run planted (``cudagraph_bench.planted_fault``, e.g. ``"delay:5"``),
+            None for a real run.
     """
 
     gpu_name: str | None = None
@@ -153,6 +155,7 @@ class Environment:
     cuda_fingerprint: dict | None = None
     commit_info: dict | None = None
     gpu_workers: int = 0
+    planted_fault: str | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -318,7 +321,8 @@ def decode_environment(data: dict) -> Environment:
         python_version=_text(info.get("python_version")), python_implementation=_text(info.get("python_implementation")),
         system=_text(info.get("system")), release=_text(info.get("release")), machine=_text(info.get("machine")),
         cuda_fingerprint=cuda, commit_info=commit,
-        gpu_workers=len(info["workers"]) if isinstance(info.get("workers"), list) else 0)
+        gpu_workers=len(info["workers"]) if isinstance(info.get("workers"), list) else 0,
+        planted_fault=_text(_mapping(data.get("cudagraph_bench")).get("planted_fault")) or None)
 
 
 def decode_case(path, name: str, info: dict) -> CaseKey:

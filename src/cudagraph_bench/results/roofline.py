@@ -7,8 +7,8 @@
   gpt-fast reports it (``generate.py``: "Bandwidth achieved: model_size * tokens_sec / 1e9 GB/s").
   :func:`pct_of_peak` compares it with the GPU's peak memory bandwidth.
 - A forward pass at batch 1 and a short prompt is launch-bound: the GPU is busy for the sum of its
-  kernels' durations (``extra_info["gpu_busy_ms"]`` of the eager benchmark, profiled in a worker
-  process after timing, :mod:`cudagraph_bench.measure.kernel_counts`) and idle in between.
+  kernels' durations (``extra_info["gpu_busy_ms"]`` of the eager benchmark, profiled after every timed test of
+  the session, :mod:`cudagraph_bench.measure.kernel_counts`) and idle in between.
   :func:`overhead` is what a variant's median adds above that busy time, in total and per kernel
   (``n_kernels``: the kernels of one eager forward, the nodes of the graph that replays them).
 
