@@ -28,7 +28,9 @@ class MeasureSettings:
     in ms); ``compile_mode``: the inductor mode of ``compile+graph``; ``pad_to``/``buckets`` in tokens (a
     tuple, whatever sequence is given); ``check_inputs``: fresh random inputs of the correctness check;
     ``seed``: of weights and inputs; ``device``: ``"cuda"`` or ``"cpu"``; ``overrides``: preset config
-    fields (tests use tiny models).
+    fields (tests use tiny models); ``attn_implementation``: the attention every model runs (None: each
+    model's own); ``max_positions``: the position bound (tokens) of models whose config records none (None:
+    the longest request).
     """
 
     rounds: int = DEFAULT_ROUNDS
@@ -45,6 +47,8 @@ class MeasureSettings:
     seed: int = 0
     device: str = "cuda"
     overrides: dict | None = None
+    attn_implementation: str | None = None
+    max_positions: int | None = None
 
     def __post_init__(self):
         self.buckets = tuple(self.buckets)
