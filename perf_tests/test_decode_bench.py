@@ -47,6 +47,7 @@ def test_decode(benchmark, cgb, decode_case, request):
     from cudagraph_bench.capture.graphed import root_cause
     from cudagraph_bench.measure.correctness import check_decode_against_generate
     from cudagraph_bench.measure.roofline import request_bytes_per_token
+    from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.presets import experts_implementation
     from cudagraph_bench.options import DECODE_COMPILE_VARIANTS
 
@@ -57,7 +58,7 @@ def test_decode(benchmark, cgb, decode_case, request):
     reference, reference_logits = cgb.generate_tokens(model_name, dtype, ids, new_tokens,      # [1, new_tokens]
                                                       share_up_to=max(cgb.option("new_tokens")))
     info = {"suite": "decode", "model": model_name, "dtype": dtype, "seq_len": prompt_len,
-            "new_tokens": new_tokens, "variant": variant, "batch": 1}
+            "new_tokens": new_tokens, "variant": variant, "batch": 1, "attn_implementation": attention_of(model)}
     if experts_implementation(model) is not None:
         info["experts_implementation"] = experts_implementation(model)
     if variant in DECODE_COMPILE_VARIANTS:
@@ -72,7 +73,7 @@ def test_decode(benchmark, cgb, decode_case, request):
                 return model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens,
                                       eos_token_id=None, pad_token_id=0)
         else:
-            decoder = _build_decoder(cgb, model, model_name, ids, variant, info)
+            decoder = _build_decoder(cgb, model, model_name, ids, variant, info, request.node.nodeid)
             if variant == "generate-static-compile":
                 info.update(compile_ms=decoder.warm(ids, new_tokens,     # compiles and records its CUDA graphs
                                                     timeout_s=cgb.option("compile_timeout_s")))
@@ -123,9 +124,10 @@ def test_decode(benchmark, cgb, decode_case, request):
     benchmark.extra_info["tokens_per_s"] = new_tokens / (median_ms / 1e3)
 
 
-def _build_decoder(cgb, model, model_name, ids, variant, info):
+def _build_decoder(cgb, model, model_name, ids, variant, info, nodeid):
     """The decoder of ``variant`` (``compile+graph`` compiled and captured; the peer set up, not yet run), its
-    settings added to ``info``."""
+    settings added to ``info``. A model that cannot be graphed is a skip, listed with its reason in the run JSON
+    (``failures``, status ``skipped``)."""
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
@@ -137,7 +139,8 @@ def _build_decoder(cgb, model, model_name, ids, variant, info):
         decoder = StaticCompiledGenerate(model)
         info.update(compile_mode=decoder.mode)
         return decoder
-    cache_len = decode_cache_len(ids.shape[1], cgb.option("new_tokens"), max_positions(model))
+    need = ids.shape[1] + max(cgb.option("new_tokens"))
+    cache_len = decode_cache_len(ids.shape[1], cgb.option("new_tokens"), max_positions(model, bound=need))
     compiled = variant == "compile+graph"
     # the fused variant also graphs its prefill (the prompt right-padded to a bucket); the others prefill eagerly
     bucket = decode_prefill_bucket(ids.shape[1], cgb.option("buckets"), cache_len) if compiled else None
@@ -150,6 +153,7 @@ def _build_decoder(cgb, model, model_name, ids, variant, info):
                                 compile_timeout_s=cgb.option("compile_timeout_s"),
                                 compile_options=DECODE_COMPILE_TUNINGS[tuning] if compiled else None)
     except NotGraphableError as exc:
+        cgb.record_failure(nodeid, info, f"not graphable: {exc}", status="skipped", phase="build")
         pytest.skip(f"{model_name} cannot be graphed: {exc}")
     info.update(max_cache_len=decoder.max_cache_len, prefill_bucket=bucket)
     if decoder.use_graph:

@@ -130,37 +130,32 @@ def pytest_configure(config):
         pin_cpus(config.getoption("cpus", None))
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    for note in check_model_directories(config.getoption("models", None) or ()):
-        config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
+    check_matrix_models(config)
 
 
-def check_model_directories(models) -> list[str]:
-    """Read the ``config.json`` of every ``save_pretrained`` directory in ``--models`` before collection,
-    so that a checkpoint the suite cannot measure (an encoder-decoder such as T5, a config transformers
-    cannot read, a directory without weights) is one usage error with its reason, not a collection
-    traceback nor a failure in every test.
-
-    Returns the notes of directories measured as their base model
-    (:func:`~cudagraph_bench.models.presets.head_note`).
+def check_matrix_models(config) -> None:
+    """Check every ``--models`` entry before collection (:func:`cudagraph_bench.models.refusals.check_models`):
+    the session runs the accepted ones (``--models`` becomes them), keeps the refused ones for the terminal
+    summary, the run JSON (``["cudagraph_bench"]["refused"]``) and a non-zero exit, and warns the notes (a
+    classification head left out, a position limit taken from the request).
 
     Raises:
-        pytest.UsageError: the reason of :func:`~cudagraph_bench.models.presets.check_model_directory`.
+        pytest.UsageError: every entry was refused (one line each), or ``--attn-implementation`` is not installed.
     """
-    import os
+    from cudagraph_bench.errors import UsageError
+    from cudagraph_bench.models.refusals import all_refused_message, check_models
 
-    from cudagraph_bench.errors import UnknownModelError
-    from cudagraph_bench.models.presets import PRESETS, check_model_directory, head_note
-
-    notes = []
-    for name in models:
-        if name not in PRESETS and os.path.isdir(name):
-            try:
-                note = head_note(name, check_model_directory(name))
-            except UnknownModelError as exc:
-                raise pytest.UsageError(f"--models: {exc}") from None
-            if note:
-                notes.append(note)
-    return notes
+    models = config.getoption("models", None) or ()
+    try:
+        checks = check_models(models, config.getoption("attn_implementation", None))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if models and not checks.accepted:
+        raise pytest.UsageError(all_refused_message(checks.refused))
+    config.option.models = checks.accepted
+    config._cgb_refused = checks.refused
+    for note in checks.notes:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -233,13 +228,16 @@ def pytest_benchmark_group_stats(config, benchmarks, group_by):
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     ledger = getattr(config, "_cgb_ledger", None)
-    if ledger is None:
-        return
-    from cudagraph_bench.results.record import attach_kernel_counts
+    if ledger is not None:
+        from cudagraph_bench.results.record import attach_kernel_counts
 
-    output_json["cudagraph_bench"] = summary = ledger.summary()
-    # profiled in worker processes (kernel_counts.py)
-    attach_kernel_counts(output_json.get("benchmarks", []), summary["kernel_counts"])
+        output_json["cudagraph_bench"] = summary = ledger.summary()
+        # profiled in worker processes (kernel_counts.py)
+        attach_kernel_counts(output_json.get("benchmarks", []), summary["kernel_counts"])
+    if getattr(config, "_cgb_refused", ()):
+        from cudagraph_bench.models.refusals import refused_json
+
+        output_json.setdefault("cudagraph_bench", {})["refused"] = refused_json(config._cgb_refused)
 
 
 def benchmark_document(config, benchmarks, machine_info) -> dict:
@@ -311,12 +309,23 @@ def write_records_only_json(config) -> str | None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    """Before pytest-benchmark saves (its own wrapper, inside this one): :func:`write_records_only_json`."""
+    """Before pytest-benchmark saves (its own wrapper, inside this one): :func:`write_records_only_json`; a session
+    whose ``--models`` had refused entries exits non-zero (:func:`cudagraph_bench.models.refusals.exit_status`)."""
+    from cudagraph_bench.models.refusals import exit_status
+
     write_records_only_json(session.config)
+    session.exitstatus = exit_status(session.exitstatus, getattr(session.config, "_cgb_refused", ()))
     return (yield)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    refused = getattr(config, "_cgb_refused", ())
+    if refused:
+        from cudagraph_bench.models.refusals import refusal_lines
+
+        terminalreporter.write_sep("-", f"cudagraph-bench: {len(refused)} model(s) of --models refused: the session exits non-zero")
+        for line in refusal_lines(refused):
+            terminalreporter.write_line(line)
     ledger = getattr(config, "_cgb_ledger", None)
     if ledger is None or ledger.start_mib is None:
         return

@@ -97,19 +97,17 @@ class Session:
         return self.config.getoption(name)
 
     def position_limit(self, model_name: str) -> int:
-        """The model's position limit (tokens), read from its config without building the model."""
-        from types import SimpleNamespace
+        """The model's position limit (tokens), read from its config without building the model; a model whose
+        config records none (ALiBi, NoPE) is bounded by ``--max-positions``, else by the longest request
+        (:func:`cudagraph_bench.models.positions.model_position_limit`, the function ``cudagraph-bench run`` uses)."""
+        from cudagraph_bench.models.positions import model_position_limit, position_bound, recorded_position_limit
 
-        from cudagraph_bench.models.presets import PRESETS, directory_config, max_positions, preset_config
-
-        if model_name in self._models_by_name():
-            return max_positions(self._models_by_name()[model_name])
-        # a preset name wins over a folder of that name, as in load_model
-        config = preset_config(model_name) if model_name in PRESETS else directory_config(model_name)
-        return max_positions(SimpleNamespace(config=config))   # the same limit as the built model's
-
-    def _models_by_name(self) -> dict:
-        return {name: m for (name, _), m in self._models.items()}
+        built = next((m for (name, _), m in self._models.items() if name == model_name), None)
+        if built is not None and recorded_position_limit(built.config) is not None:
+            return recorded_position_limit(built.config)      # the limit of its config, without reading it again
+        opt = self.option
+        return model_position_limit(model_name, bound=position_bound(
+            opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def skip_if_too_long(self, model_name: str, seq_len: int) -> None:
         limit = self.position_limit(model_name)
@@ -123,7 +121,7 @@ class Session:
         key = (name, dtype)
         if key not in self._models:
             self._evict_for(name)
-            self._models[key] = load_model(name, dtype, "cuda")
+            self._models[key] = load_model(name, dtype, "cuda", attn_implementation=self.option("attn_implementation"))
         self._models[key] = self._models.pop(key)   # most recently used last
         return self._models[key]
 
@@ -243,6 +241,9 @@ class Session:
             before = self.ledger.reserved_mib()
             prepared = prepare_case(spec, model, variant=shared)
         except CaseFailed as exc:
+            if isinstance(exc.cause, NotGraphableError):      # not graphable: a skip, listed in the JSON too
+                self.record_failure(getattr(benchmark, "fullname", case.test_id), {**case.extra_info(), **exc.info},
+                                    exc.reason, status="skipped", phase=exc.phase)
             if isinstance(exc.cause, (NotGraphableError, RequestTooLongError)):
                 pytest.skip(f"{case.model} {case.variant}: {exc.reason}")
             pytest.fail(f"{case.test_id}: {exc.phase} failed: {exc.reason}", pytrace=False)
@@ -365,7 +366,8 @@ class Session:
             return
         keys = [key for key in profiled_keys(items, first.module, fits=self.fits) if key not in self.profiled]
         if keys:
-            self._held_profiler = hold_worker([count_spec(*k) for k in keys])
+            self._held_profiler = hold_worker([count_spec(*k, attn_implementation=self.option("attn_implementation"))
+                                               for k in keys])
             self._held_for = first.nodeid
 
     def take_held_worker(self):
@@ -452,7 +454,9 @@ class ProfiledCases:
         from cudagraph_bench.measure.kernel_counts import count_in_workers, count_spec
 
         if key not in self._done:
-            self._done.update(count_in_workers([count_spec(*k) for k in self._batch(key)],
+            attention = self._cgb.option("attn_implementation")
+            specs = [count_spec(*k, attn_implementation=attention) for k in self._batch(key)]
+            self._done.update(count_in_workers(specs,
                                                held=self._cgb.take_held_worker()))
         return self._done[key]
 

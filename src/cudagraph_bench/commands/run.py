@@ -34,8 +34,11 @@ Matrix from a TOML file (``--config``; flags given on the command line win)::
     models = ["bert-tiny"]
     prompt_lengths = [16, 128, 512]
 
-Exit codes: 0 every measured case correct, the rest skipped up front; 1 a case failed or mismatched,
-or no case was measured (all results are still written); 2 usage error.
+Models of ``--models`` the suite cannot measure are refused up front, each with its reason on stderr and in
+``run.json`` (``["cudagraph_bench"]["refused"]``); the others run.
+
+Exit codes: 0 every measured case correct, the rest skipped up front; 1 a case failed or mismatched, a model
+was refused, or no case was measured (all results are still written); 2 usage error (every model refused).
 """
 
 from __future__ import annotations
@@ -367,15 +370,28 @@ def progress_bar(total: int):
     return tqdm(total=total, desc="cases", unit="case", file=sys.stderr, disable=None)
 
 
-def _print_head_notes(settings: RunSettings) -> None:
-    """``note:`` on stderr for each model directory measured as its base model (a classification head)."""
-    from cudagraph_bench.models.presets import PRESETS, directory_config, head_note
+def accept_models(settings: RunSettings) -> tuple:
+    """Check every model of the run's matrices before any case (:func:`cudagraph_bench.models.refusals.check_models`,
+    as the pytest suite does): the refused ones leave the matrices, each printed on stderr with its reason
+    (``refused:``), the notes too (``note:``). Returns the refusals (for run.json and the exit code).
 
-    for model in dict.fromkeys(m for matrix in settings.matrices for m in matrix.models):
-        if model not in PRESETS:
-            note = head_note(model, directory_config(model))
-            if note:
-                print(f"note: {note}", file=sys.stderr)
+    Raises:
+        UsageError: every model was refused (one line each), or ``--attn-implementation`` is not installed."""
+    from dataclasses import replace
+
+    from cudagraph_bench.models.refusals import all_refused_message, check_models, refusal_lines
+
+    models = tuple(dict.fromkeys(m for matrix in settings.matrices for m in matrix.models))
+    checks = check_models(models, settings.attn_implementation)
+    if not checks.accepted:
+        raise UsageError(all_refused_message(checks.refused))
+    settings.matrices = [replace(m, models=tuple(x for x in m.models if x in checks.accepted))
+                         for m in settings.matrices]
+    for line in refusal_lines(checks.refused):
+        print(f"refused: {line}", file=sys.stderr)
+    for note in checks.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return checks.refused
 
 
 def main(args: argparse.Namespace) -> int:
@@ -388,8 +404,8 @@ def main(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     settings = resolve_settings(args)
     pin_cpus(_plain(getattr(args, "cpus", None)))
+    refused = accept_models(settings)
     plan = plan_cases(settings)
-    _print_head_notes(settings)
     outdir = Path(settings.outdir)
     check_output_folder(outdir, [RUN_JSON], create=True)  # before any case is measured
     started = datetime.now(timezone.utc).isoformat()
@@ -399,6 +415,10 @@ def main(args: argparse.Namespace) -> int:
         import torch
 
         extra["memory_reserved_start_mib"] = torch.cuda.memory_reserved() / 2**20
+    if refused:
+        from cudagraph_bench.models.refusals import refused_json
+
+        extra["refused"] = refused_json(refused)
     results: list[CaseResult] = list(plan.skipped)
     json_path = outdir / RUN_JSON
 
@@ -425,7 +445,9 @@ def main(args: argparse.Namespace) -> int:
     doc = build_run_json(results, settings, machine_info=machine_info, commit_info=commit_info,
                          started=started, extra=extra)
     write_json_atomic(json_path, doc)
-    return finish(json_path, outdir, results)
+    from cudagraph_bench.models.refusals import exit_status
+
+    return exit_status(finish(json_path, outdir, results), refused)
 
 
 def _remove_earlier_plots(outdir: Path, keep: tuple[Path, ...] | list[Path] = ()) -> None:

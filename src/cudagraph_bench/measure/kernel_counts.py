@@ -114,13 +114,14 @@ class KernelCount:
 
 
 def count_spec(model: str, dtype: str, seq_len: int, *, device: str = "cuda", seed: int = 0,
-               overrides: dict | None = None) -> dict:
+               overrides: dict | None = None, attn_implementation: str | None = None) -> dict:
     """The JSON spec of one case for a counting worker (a :class:`~cudagraph_bench.measure.case.CaseSpec`
-    dict of the eager variant): ``seq_len`` in tokens, ``overrides`` preset config fields."""
+    dict of the eager variant): ``seq_len`` in tokens, ``overrides`` preset config fields,
+    ``attn_implementation`` the attention the model runs (None: its own)."""
     from cudagraph_bench.measure.case import CaseSpec
 
     return CaseSpec(model=model, dtype=dtype, seq_len=int(seq_len), variant=COUNTED_VARIANT, device=device,
-                    seed=seed, overrides=overrides).to_dict()
+                    seed=seed, overrides=overrides, attn_implementation=attn_implementation).to_dict()
 
 
 def worker_command() -> list[str]:

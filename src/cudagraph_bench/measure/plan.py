@@ -7,7 +7,6 @@ recorded as skipped up front. :mod:`cudagraph_bench.measure.execute` runs the pl
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
-from types import SimpleNamespace
 
 from cudagraph_bench.measure.case import CaseResult, CaseSpec
 from cudagraph_bench.measure.isolation import DEFAULT_CASE_TIMEOUT_S
@@ -58,14 +57,23 @@ class RunSettings(MeasureSettings):
         return json_dict(self, _RUN_JSON_KEYS, exclude=("outdir", "extra"))
 
 
-def position_limit(model: str, overrides: dict | None) -> int:
-    """Position limit (tokens) of a preset or a local model dir, from its config (no weights built).
+def position_limit(model: str, overrides: dict | None, bound: int | None = None) -> int:
+    """Position limit (tokens) of a preset or a local model dir, from its config (no weights built): the
+    function the pytest session uses too (:func:`cudagraph_bench.models.positions.model_position_limit`);
+    ``bound``: that of a model whose config records none (ALiBi, NoPE; :func:`position_bound`).
     Raises UnknownModelError when the directory cannot be measured
     (:func:`~cudagraph_bench.models.presets.check_model_directory`)."""
-    from cudagraph_bench.models.presets import PRESETS, check_model_directory, max_positions, preset_config
+    from cudagraph_bench.models.positions import model_position_limit
 
-    config = preset_config(model, overrides) if model in PRESETS else check_model_directory(model)
-    return max_positions(SimpleNamespace(config=config))
+    return model_position_limit(model, overrides=overrides, bound=bound)
+
+
+def position_bound(settings: "RunSettings") -> int:
+    """The position bound (tokens) of a run's models whose config records no limit: ``--max-positions``, else
+    the longest prompt of its matrices (:func:`cudagraph_bench.models.positions.position_bound`)."""
+    from cudagraph_bench.models.positions import position_bound as bound_of
+
+    return bound_of(settings.max_positions, [n for m in settings.matrices for n in m.prompt_lengths])
 
 
 def _skip_reason(spec: CaseSpec, positions: int) -> str | None:
@@ -93,9 +101,15 @@ class Plan:
         return sum(len(inproc) + sum(len(q) for q in iso.values()) for _, inproc, iso in self.groups)
 
 
-def plan_cases(settings: RunSettings, positions=position_limit) -> Plan:
+def plan_cases(settings: RunSettings, positions=None) -> Plan:
     """Expand the matrices into :class:`CaseSpec` s (unique, in a stable order) and split off the
-    cases that cannot run (prompt longer than the model's positions or the padded length)."""
+    cases that cannot run (prompt longer than the model's positions or the padded length). ``positions(model,
+    overrides)``: the position limit (default :func:`position_limit`, bounded by :func:`position_bound`)."""
+    if positions is None:
+        bound = position_bound(settings)
+
+        def positions(model, overrides):
+            return position_limit(model, overrides, bound)
     specs: dict[tuple, CaseSpec] = {}
     for m in settings.matrices:
         for model in m.models:

@@ -238,7 +238,7 @@ class PaddedVariant(ForwardVariant):
         from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
         from cudagraph_bench.models.presets import max_positions
 
-        capped = cap_buckets(lengths, max_positions(model))
+        capped = cap_buckets(lengths, max_positions(model, bound=max(lengths, default=1)))   # ALiBi, NoPE
         length = select_bucket(seq_len, capped)             # raises before any capture
         return capped if name == "bucketed" else (length,)
 
