@@ -293,3 +293,19 @@ def test_a_config_without_a_position_limit_is_bounded_by_the_request_or_max_posi
     assert longest_request((16, 1024), (50,), (64, 128)) == 1024
     assert longest_request((16,)) == 16
     assert position_bound(None, (16, 50), (50,), (64,)) == 114 and position_bound(4096, (16,)) == 4096
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("name", SERVED_NOW)
+def test_tiny_served_now_presets_do_no_host_work_on_the_capture_path(name, dtype):
+    """The forward (with and without a padding mask) and the decode steps of a tiny version of each newer preset,
+    on the ``meta`` device, on the capture's code path, with the graph-safe experts of the dtype (grouped_mm in
+    bfloat16, batched_mm else) and the model's own attention (gpt-oss: eager): no host work is left."""
+    from capture_path import decode_steps_host_work, meta_host_work
+
+    model = load_model(name, dtype, "meta", overrides=TINY[name])
+    ids = torch.randint(0, model.config.vocab_size, (1, 9), device="meta")
+    mask = torch.ones(1, 9, dtype=torch.int64, device="meta")
+    assert meta_host_work(model, lambda: model_forward(model, ids), 9) is None
+    assert meta_host_work(model, lambda: model_forward(model, ids, mask), 9) is None
+    assert decode_steps_host_work(model)[0] is None

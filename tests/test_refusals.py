@@ -10,6 +10,7 @@ import json
 import pytest
 import torch
 
+from capture_path import decode_steps_host_work, meta_host_work
 from cudagraph_bench.models.refusals import Refusal, all_refused_message, check_models, exit_status, refusal_lines
 
 SMALL = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=256, initializer_range=0.2)
@@ -133,27 +134,14 @@ def test_an_attention_the_class_lacks_is_a_refusal_and_one_not_installed_a_usage
             check_models(["gpt2"], name)
 
 
-def _meta_host_work(model, run, max_positions: int, *, constants=None):
-    """The finding of the capture's host-work check of ``run`` (a forward of ``model``, on ``meta``): one warm-up
-    call on the capture's code path, then the check itself."""
-    from cudagraph_bench.capture.host_work import capture_path_host_work
-    from cudagraph_bench.models.hf_internals import capture_code_path, static_rope_during_capture
-
-    with torch.inference_mode():
-        with capture_code_path(), static_rope_during_capture(model, max_positions):
-            run()
-        return capture_path_host_work(model, run, "meta", max_positions=max_positions, constants=constants)
-
-
 @pytest.mark.parametrize("kind", list(ACCEPTED))
 def test_each_architecture_is_measured_with_its_own_attention_and_graphable(checkpoints, kind):
     """Per architecture: its own attention (SDPA where its class has it, else eager: gpt-oss), its position limit
     (BLOOM's: the bound it is given, as it records none), and the forward pass (with and without a padding mask)
     and a decode step on a static cache do no host work on the capture's code path (the model on ``meta``)."""
-    from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.checkpoints import directory_model_class
-    from cudagraph_bench.models.hf_internals import capture_code_path, supports_sdpa
+    from cudagraph_bench.models.hf_internals import supports_sdpa
     from cudagraph_bench.models.positions import model_position_limit, recorded_position_limit
     from cudagraph_bench.models.presets import directory_config, load_model, model_forward
 
@@ -166,17 +154,11 @@ def test_each_architecture_is_measured_with_its_own_attention_and_graphable(chec
     assert model_position_limit(folder, bound=77) == (recorded or 77)
     ids = torch.randint(0, 200, (1, 9), device="meta")
     mask = torch.ones(1, 9, dtype=torch.int64, device="meta")
-    assert _meta_host_work(model, lambda: model_forward(model, ids), 9) is None
-    assert _meta_host_work(model, lambda: model_forward(model, ids, mask), 9) is None
-    with torch.inference_mode(), capture_code_path():
-        decoder = GreedyDecoder(model, 32, use_graph=False, prefill_buckets=(16,))
+    assert meta_host_work(model, lambda: model_forward(model, ids), 9) is None
+    assert meta_host_work(model, lambda: model_forward(model, ids, mask), 9) is None
+    found, decoder = decode_steps_host_work(model, 32)
+    assert found is None
     assert decoder.max_positions == (recorded or 32)         # BLOOM: bounded by its cache
-
-    def two_steps():
-        decoder._rewind()
-        decoder._run_steps(2)
-
-    assert _meta_host_work(model, two_steps, 32) is None
 
 
 @pytest.mark.parametrize("kind", list(ACCEPTED))

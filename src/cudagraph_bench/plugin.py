@@ -323,7 +323,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if refused:
         from cudagraph_bench.models.refusals import refusal_lines
 
-        terminalreporter.write_sep("-", f"cudagraph-bench: {len(refused)} model(s) of --models refused: the session exits non-zero")
+        terminalreporter.write_sep("-", f"cudagraph-bench: {len(refused)} model(s) of --models refused: the "
+                                        "session exits non-zero")
         for line in refusal_lines(refused):
             terminalreporter.write_line(line)
     ledger = getattr(config, "_cgb_ledger", None)

@@ -106,7 +106,7 @@ class Session:
         if built is not None and recorded_position_limit(built.config) is not None:
             return recorded_position_limit(built.config)      # the limit of its config, without reading it again
         opt = self.option
-        return model_position_limit(model_name, bound=position_bound(
+        return model_position_limit(model_name, bound=lambda: position_bound(
             opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def skip_if_too_long(self, model_name: str, seq_len: int) -> None:

@@ -55,12 +55,13 @@ def _is_host_index(value) -> bool:
     return all(_is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
 
 
-def device_tensor_from_host_data(data, *, device, dtype=None, kept: list | None = None):
+def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None = None):
     """A tensor of host ``data`` (a Python scalar or nested list) on ``device``, made without a pageable
     host-to-device copy: ``torch.full`` for one element, ``torch.arange`` for a 1-D integer progression, else a
-    copy from pinned host memory appended to ``kept`` (the caller keeps it alive as long as the graph that
-    copies from it); None when none applies (no ``kept`` list, or a device without pinned memory). The values
-    and dtype are those of ``torch.tensor(data, dtype=dtype)``."""
+    copy from pinned host memory kept in ``kept`` (by dtype and values: the caller keeps it as long as the graph
+    that copies from it, and a capture after a first forward reuses the buffer that forward pinned instead of
+    allocating pinned memory while it captures); None when none applies (no ``kept``, or a device without pinned
+    memory). The values and dtype are those of ``torch.tensor(data, dtype=dtype)``."""
     import torch
 
     host = torch.tensor(data, dtype=dtype)
@@ -78,12 +79,13 @@ def device_tensor_from_host_data(data, *, device, dtype=None, kept: list | None 
         return host
     if kept is None or device.type != "cuda":
         return None
-    pinned = host.pin_memory()
-    kept.append(pinned)
-    return pinned.to(device, non_blocking=True)
+    key = (str(host.dtype), tuple(host.shape), tuple(host.flatten().tolist()))
+    if key not in kept:
+        kept[key] = host.pin_memory()
+    return kept[key].to(device, non_blocking=True)
 
 
-def _device_index(index, device, kept):
+def _device_index(index, device, kept: dict):
     """``index`` (of ``Tensor.__getitem__``/``__setitem__``) with its lists of ints or bools made into device
     tensors (:func:`device_tensor_from_host_data`); the same object when it holds none or one cannot be made."""
     def convert(value):
@@ -140,14 +142,15 @@ def _function_mode_base():
 
 class DeviceConstants:
     """A context (a ``TorchFunctionMode``) in which host data that a forward turns into tensors on ``device``
-    is made on the device (module docstring). ``kept``: the pinned host tensors the copies read from; keep this
-    object as long as a graph captured inside it."""
+    is made on the device (module docstring). ``kept``: the pinned host tensors the copies read from, by dtype and
+    values; keep this object as long as a graph captured inside it, and enter it for the forward before the
+    capture too (the capture then copies from the buffers that forward pinned)."""
 
     def __init__(self, device):
         import torch
 
         self.device = torch.device(device)
-        self.kept: list = []
+        self.kept: dict = {}
         self._mode = _make_constants_mode(self)
 
     def __enter__(self):

@@ -35,15 +35,17 @@ def recorded_position_limit(config) -> int | None:
     return None
 
 
-def position_limit(config, bound: int | None = None) -> int:
+def position_limit(config, bound=None) -> int:
     """The position limit (tokens) of a model of ``config``: the one it records, else ``bound`` (tokens: the
-    request or ``--max-positions``) for a model that records none (ALiBi, NoPE).
+    request or ``--max-positions``; or a function of no arguments that gives it, called only then) for a model
+    that records none (ALiBi, NoPE).
 
     Raises:
         UsageError: the config records no limit and no ``bound`` is given."""
     recorded = recorded_position_limit(config)
     if recorded is not None:
         return recorded
+    bound = bound() if callable(bound) else bound
     if bound is None:
         raise UsageError(f"{config.__class__.__name__} records no position limit ({'/'.join(POSITION_FIELDS)}; e.g. "
                          "ALiBi or NoPE attention): give --max-positions N to bound its prompts and KV caches")
@@ -52,12 +54,12 @@ def position_limit(config, bound: int | None = None) -> int:
     return int(bound)
 
 
-def max_positions(model, bound: int | None = None) -> int:
+def max_positions(model, bound=None) -> int:
     """:func:`position_limit` of a built model (``model.config``)."""
     return position_limit(model.config, bound)
 
 
-def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound: int | None = None) -> int:
+def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
     """:func:`position_limit` (tokens) of a preset (with its config ``overrides``) or a ``save_pretrained``
     directory, read from its config without building the model: what the pytest session and ``cudagraph-bench
     run`` skip prompts by and size KV caches from. ``bound``: ``--max-positions``, else the longest request

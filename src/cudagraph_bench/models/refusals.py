@@ -43,22 +43,26 @@ class ModelChecks:
 
 def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
     """The notes of one ``--models`` entry the suite can measure (:class:`ModelChecks`), checked from its config
-    only (no weights are read, no model is built).
+    only (no weights are read, no model is built; a preset with its own attention is not even configured, so
+    that a session of presets does not import transformers to check them).
 
     Raises:
         UnknownModelError: why the suite does not measure it, in one line with the fix."""
-    from cudagraph_bench.models.attention import choose_attention
-    from cudagraph_bench.models.checkpoints import check_model_directory, directory_model_class, head_note
-    from cudagraph_bench.models.positions import POSITION_FIELDS, recorded_position_limit
-    from cudagraph_bench.models.presets import PRESETS, preset_config
-    from cudagraph_bench.options import model_name_problem
+    from cudagraph_bench.options import PRESET_NAMES, model_name_problem
 
     problem = model_name_problem(name)
     if problem:
         raise UnknownModelError(problem)
-    if name in PRESETS:
-        preset_config(name, attn_implementation=attn_implementation)
+    if name in PRESET_NAMES:
+        if attn_implementation is not None:
+            from cudagraph_bench.models.presets import preset_config
+
+            preset_config(name, attn_implementation=attn_implementation)
         return []
+    from cudagraph_bench.models.attention import choose_attention
+    from cudagraph_bench.models.checkpoints import check_model_directory, directory_model_class, head_note
+    from cudagraph_bench.models.positions import POSITION_FIELDS, recorded_position_limit
+
     config = check_model_directory(name)
     choose_attention(config, directory_model_class(config), attn_implementation)
     notes = [note for note in (head_note(name, config),) if note]
