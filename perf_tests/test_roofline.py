@@ -60,7 +60,9 @@ def test_graphed_decode_bandwidth_is_positive_and_below_the_peak(cgb, causal_mod
     model = cgb.model(causal_model, dtype)
     (ids,) = cgb.inputs(model, prompt, n=1, seed=DECODE_PROMPT_SEED)
     try:
-        decoder = GreedyDecoder(model, decode_cache_len(prompt, cgb.option("new_tokens"), max_positions(model)))
+        need = prompt + max(cgb.option("new_tokens"))
+        decoder = GreedyDecoder(model, decode_cache_len(prompt, cgb.option("new_tokens"),
+                                                        max_positions(model, bound=need)))
     except NotGraphableError as exc:
         pytest.skip(f"{causal_model} cannot be graphed: {exc}")
     try:

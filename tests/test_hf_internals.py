@@ -87,3 +87,27 @@ def test_gemma2_runs_eager_attention_with_the_capture_safe_mask():
     model = _small("gemma-2-2b", head_dim=16, query_pre_attn_scalar=16, sliding_window=4)
     assert model.config._attn_implementation == "eager"
     assert ALL_MASK_ATTENTION_FUNCTIONS["eager"] is capture_safe_eager_mask
+
+
+def test_capture_code_path_makes_transformers_answer_that_a_stream_captures():
+    import transformers.masking_utils as mu
+
+    from cudagraph_bench.models.hf_internals import capture_code_path
+
+    assert not mu.is_tracing()
+    with capture_code_path():
+        assert mu.is_tracing()
+    assert not mu.is_tracing()
+
+
+def test_attention_support_is_read_from_the_class_flags():
+    import transformers
+
+    from cudagraph_bench.models.attention import default_attention, supported_attention
+    from cudagraph_bench.models.hf_internals import ATTENTION_SUPPORT_FLAGS, supports_attention
+
+    for cls in (transformers.GPT2LMHeadModel, transformers.GptOssForCausalLM, transformers.BloomForCausalLM):
+        expected = ("eager",) + tuple(name for name, flag in ATTENTION_SUPPORT_FLAGS.items() if getattr(cls, flag))
+        assert supported_attention(cls) == expected
+        assert supports_attention(cls, "eager")
+        assert default_attention(cls.config_class(), cls) == ("sdpa" if cls._supports_sdpa else "eager")

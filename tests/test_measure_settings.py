@@ -22,7 +22,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: A non-default value of every shared option (the test checks that each one differs from its default).
 FLAGS = ("--rounds", "7", "--warmup-rounds", "2", "--precision-pct", "0.5", "--max-rounds", "50",
          "--max-time-ms", "40.5", "--warmup-ms", "3", "--min-time-ms", "1", "--compile-mode",
-         "max-autotune-no-cudagraphs", "--pad-to", "64", "--buckets", "16,32", "--check-inputs", "2")
+         "max-autotune-no-cudagraphs", "--pad-to", "64", "--buckets", "16,32", "--check-inputs", "2",
+         "--attn-implementation", "eager", "--max-positions", "4096")
 
 
 def committed_run_settings() -> list[tuple[Path, dict]]:
@@ -82,7 +83,8 @@ def test_plan_gives_every_case_all_the_runs_shared_settings():
     run_settings = RunSettings([Matrix(("gpt2",), (16, 50), ("float32",), ("eager", "graph"))], rounds=9,
                                warmup_rounds=0, precision_pct=0.0, max_rounds=9, max_time_ms=0.0, warmup_ms=0.0,
                                min_time_ms=2.0, compile_mode="max-autotune-no-cudagraphs", pad_to=50,
-                               buckets=[16, 64], check_inputs=1, seed=5, device="cpu", overrides={"n_layer": 1})
+                               buckets=[16, 64], check_inputs=1, seed=5, device="cpu", overrides={"n_layer": 1},
+                               attn_implementation="eager", max_positions=4096)
     assert all(value != getattr(MeasureSettings(), name) for name, value in run_settings.shared_fields().items())
     specs = [spec for _, inproc, iso in plan_cases(run_settings).groups for spec in [*inproc, *(x for q in iso.values() for x in q)]]
     assert len(specs) == 4

@@ -236,36 +236,14 @@ def test_prepared_case_records_the_check_against_eager_for_both_measurement_path
             prepared.close()
 
     status, info = prepared_info(replay)
-    assert status == "ok" and info == {"correct": True, "check": "strict", "max_abs_diff": 0.0}
+    assert status == "ok" and info == {"attn_implementation": "sdpa", "correct": True, "check": "strict",
+                                       "max_abs_diff": 0.0}
     status, info = prepared_info(lambda ids: replay(ids, 1e-3))
     assert status == "mismatch" and info["correct"] is False and info["status"] == "mismatch"
     assert info["max_abs_diff"] == pytest.approx(1e-3, rel=1e-3) and "differ from eager" in info["reason"]
     # a replay that never writes its static output is caught by the NaN poisoning
     status, info = prepared_info(lambda ids: static)
     assert status == "mismatch" and info["correct"] is False and "NaN" in info["reason"]
-
-
-def _causal_config_without_sdpa():
-    """A tiny config of a causal architecture whose class has no SDPA attention in the installed transformers
-    (GPT-J and CodeGen gained it in later releases than XGLM), or None."""
-    import transformers
-
-    from cudagraph_bench.models.hf_internals import supports_sdpa
-
-    candidates = (
-        lambda: transformers.GPTJConfig(n_embd=16, n_layer=1, n_head=2, rotary_dim=4, n_positions=64, vocab_size=64),
-        lambda: transformers.CodeGenConfig(n_embd=16, n_layer=1, n_head=2, rotary_dim=4, n_positions=64,
-                                           vocab_size=64),
-        lambda: transformers.XGLMConfig(d_model=16, num_layers=1, attention_heads=2, ffn_dim=32,
-                                        max_position_embeddings=64, vocab_size=64),
-    )
-    for make in candidates:
-        config = make()
-        model_class = transformers.MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
-        if not supports_sdpa(model_class):
-            config.architectures = [model_class.__name__]
-            return config
-    return None
 
 
 def test_a_classification_checkpoint_is_collected_as_an_encoder_with_a_warning(pytester, tmp_path):
@@ -286,16 +264,15 @@ def test_a_classification_checkpoint_is_collected_as_an_encoder_with_a_warning(p
     assert "PytestConfigWarning" in out and "GPT2ForSequenceClassification is measured as its base model GPT2Model" in out
 
 
-@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions", "no-sdpa",
-                                  "no-model-class", "no-weights"])
+@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions", "no-model-class", "no-weights"])
 def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):
-    """--models with a T5 checkpoint, a config.json that is not JSON, a model without a position limit
-    (Mamba: no attention, no positions), one whose transformers class has no SDPA attention (e.g. XGLM), a config
-    that no model class loads on its own (BLIP's text config) or a causal LM's config without its weights: pytest
-    stops before collection with the reason that check_model_directory gives, in one line, not a collection
-    traceback (nor an error in every test on a GPU)."""
+    """--models with only a T5 checkpoint, a config.json that is not JSON, a state-space model (Mamba: no
+    attention, no positions), a config that no model class loads on its own (BLIP's text config) or a causal LM's
+    config without its weights: pytest stops before collection with the reason that check_model_directory gives,
+    in one line, not a collection traceback (nor an error in every test on a GPU)."""
     from cudagraph_bench.errors import UnknownModelError
     from cudagraph_bench.models.presets import check_model_directory
+    from cudagraph_bench.models.refusals import Refusal, all_refused_message
 
     folder = tmp_path / kind
     folder.mkdir()
@@ -307,11 +284,6 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
         import transformers
 
         transformers.MambaConfig(hidden_size=16, num_hidden_layers=1, vocab_size=64).save_pretrained(folder)
-    elif kind == "no-sdpa":
-        config = _causal_config_without_sdpa()
-        if config is None:
-            pytest.skip("every candidate architecture runs SDPA attention in this transformers release")
-        config.save_pretrained(folder)
     elif kind == "no-model-class":
         import transformers
 
@@ -330,5 +302,6 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
     result = run(pytester, "--collect-only", "-q", "--models", str(folder))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
-    assert errors == [f"ERROR: --models: {reason.value}"]
+    assert errors == [f"ERROR: {all_refused_message([Refusal(str(folder), str(reason.value))])}"]
+    assert str(folder) in errors[0] and str(reason.value) in errors[0]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -1,7 +1,5 @@
 """Presets build offline from configs; local directories load with from_pretrained; bad names fail clearly."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -9,7 +7,7 @@ from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, WEIGHT_FILES, check_model_directory,
                                            directory_config, head_note, load_model, max_positions, model_forward, model_kind,
                                            preset_config, random_input_ids)
-from cudagraph_bench.session import Session
+from cudagraph_bench.models.positions import model_position_limit
 
 TINY = {
     "gpt2": dict(n_layer=1, n_embd=32, n_head=2),
@@ -29,7 +27,16 @@ TINY.update({
                          rope_scaling={"rope_type": "longrope", "long_factor": [2.0] * 8, "short_factor": [1.5] * 8}),
     "mistral-7b": dict(_SMALL_LLM, sliding_window=4),
     "olmoe-1b-7b": dict(_SMALL_LLM, num_experts=4, num_experts_per_tok=2, pad_token_id=0, eos_token_id=1),
+    "qwen3-0.6b": dict(_SMALL_LLM, head_dim=16),
+    "qwen3-30b-a3b": dict(_SMALL_LLM, head_dim=16, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2),
+    # untied: with tied random embeddings one token (the one of the largest embedding norm) wins every step
+    "gemma-3-1b": dict(_SMALL_LLM, head_dim=16, query_pre_attn_scalar=16, sliding_window=4,
+                       layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=False),
+    "gpt-oss-20b": dict(_SMALL_LLM, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+                        pad_token_id=0, eos_token_id=1),
 })
+#: The presets of models served now (gpt-oss, Qwen3 dense and MoE, Gemma 3).
+SERVED_NOW = ("qwen3-0.6b", "qwen3-30b-a3b", "gemma-3-1b", "gpt-oss-20b")
 
 
 def _n_params_meta(name):
@@ -111,8 +118,8 @@ def test_positions_of_learned_position_embeddings_are_the_longest_prompt_that_ru
     transformers.AutoModel.from_config(config).save_pretrained(tmp_path)
     model = load_model(str(tmp_path), "float32", "cpu")
     limit = max_positions(model)
-    # the plugin's limit before the model is built (read from config.json) is the built model's
-    assert Session.position_limit(SimpleNamespace(_models_by_name=dict), str(tmp_path)) == limit
+    # the limit of the plugin and of run, before the model is built (read from config.json), is the built model's
+    assert model_position_limit(str(tmp_path)) == limit
     ids = torch.full((1, limit + 1), 5)                       # no padding token: every position is used
     with torch.inference_mode():
         model_forward(model, ids[:, :limit])
@@ -228,3 +235,77 @@ def test_docstring_row_gives_the_built_models_parameters_and_positions(name):
 
 def test_every_preset_names_its_source_config():
     assert all(spec.get("source", "").count("/") == 1 for spec in PRESETS.values())
+
+
+@pytest.mark.parametrize("name", SERVED_NOW)
+def test_served_now_presets_take_every_field_of_their_published_config(name):
+    """Every field of the newer presets reaches the built config as given (transformers 5's names: a field of the
+    config class, or an attribute the model reads, such as Qwen3-MoE's head_dim), and the built model has the
+    published parameter count of its docstring row (test_docstring_row_gives_...)."""
+    import dataclasses
+
+    import transformers
+
+    spec = PRESETS[name]
+    config = preset_config(name)
+    fields = {f.name for f in dataclasses.fields(getattr(transformers, spec["config_class"]))}
+    for key, value in spec["config"].items():
+        got = getattr(config, key)
+        assert got == value or (isinstance(value, list) and list(got) == value), f"{name}.{key}: {got!r} != {value!r}"
+        assert key in fields or key in vars(config), f"{name}.{key} is neither a field nor an attribute"
+
+
+@pytest.mark.parametrize("name", SERVED_NOW)
+def test_tiny_served_now_presets_decode_the_tokens_of_generate(name):
+    """A tiny version of each newer preset (two layers, a 4-token sliding window where the architecture has
+    one, small experts): the suite's static-cache greedy loop gives HF generate's tokens, on the eager path and
+    on the path HF takes while a stream captures, across the window."""
+    import transformers.masking_utils as masking_utils
+
+    from cudagraph_bench.capture.decode import GreedyDecoder
+    from cudagraph_bench.models.hf_internals import capture_code_path
+
+    model = load_model(name, "float32", "cpu", overrides={**TINY[name], "initializer_range": 0.2})
+    ids = torch.randint(0, model.config.vocab_size, (1, 11), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        ref = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=16)[:, 11:]
+    assert len(set(ref[0].tolist())) > 3, "degenerate reference"
+    assert torch.equal(GreedyDecoder(model, 32, use_graph=False).generate(ids, 16), ref)
+    assert torch.equal(GreedyDecoder(model, 32, use_graph=False, prefill_buckets=(16,)).generate(ids, 16), ref)
+    with capture_code_path():
+        assert masking_utils.is_tracing()
+        assert torch.equal(GreedyDecoder(model, 32, use_graph=False, prefill_buckets=(16,)).generate(ids, 16), ref)
+
+
+def test_a_config_without_a_position_limit_is_bounded_by_the_request_or_max_positions():
+    """BLOOM (ALiBi) records no position limit: its limit is the bound it is given (--max-positions, else the
+    longest request), and without one the error names --max-positions; a recorded limit wins over any bound."""
+    import transformers
+
+    from cudagraph_bench.models.positions import longest_request, position_bound, position_limit
+
+    bloom = transformers.BloomConfig(n_layer=1, hidden_size=16, n_head=2, vocab_size=64)
+    with pytest.raises(UsageError, match="BloomConfig records no position limit .*: give --max-positions N"):
+        position_limit(bloom)
+    assert position_limit(bloom, 300) == 300
+    assert position_limit(preset_config("gpt2"), 300) == 1024
+    assert longest_request((16, 50, 128), (50,), (64, 128)) == 178
+    assert longest_request((16, 1024), (50,), (64, 128)) == 1024
+    assert longest_request((16,)) == 16
+    assert position_bound(None, (16, 50), (50,), (64,)) == 114 and position_bound(4096, (16,)) == 4096
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("name", SERVED_NOW)
+def test_tiny_served_now_presets_do_no_host_work_on_the_capture_path(name, dtype):
+    """The forward (with and without a padding mask) and the decode steps of a tiny version of each newer preset,
+    on the ``meta`` device, on the capture's code path, with the graph-safe experts of the dtype (grouped_mm in
+    bfloat16, batched_mm else) and the model's own attention (gpt-oss: eager): no host work is left."""
+    from capture_path import decode_steps_host_work, meta_host_work
+
+    model = load_model(name, dtype, "meta", overrides=TINY[name])
+    ids = torch.randint(0, model.config.vocab_size, (1, 9), device="meta")
+    mask = torch.ones(1, 9, dtype=torch.int64, device="meta")
+    assert meta_host_work(model, lambda: model_forward(model, ids), 9) is None
+    assert meta_host_work(model, lambda: model_forward(model, ids, mask), 9) is None
+    assert decode_steps_host_work(model)[0] is None

@@ -514,3 +514,25 @@ def test_a_report_into_an_earlier_reports_folder_says_what_it_replaced_and_remov
     assert f"replaced {out / LATENCY_PNG}" in err and f"replaced {out / 'results.md'}" in err
     assert f"removed {stale}" in err and not stale.exists()
     assert BUSY_PNG not in (out / "results.md").read_text()
+
+
+def test_the_attention_each_model_ran_is_noted_only_where_it_differs(tmp_path):
+    """A run whose models ran different attention (gpt-oss its eager, gpt2 SDPA) notes which ran which above the
+    tables, and a failure listed as skipped (not graphable) keeps its reason; a run of one attention shows no note,
+    so that pages of older runs stay as they were."""
+    mixed = run_doc([fwd("gpt2", "bfloat16", 16, "eager", [5.0, 6.0], attn_implementation="sdpa"),
+                     fwd("gpt-oss-20b", "bfloat16", 16, "eager", [9.0, 9.5], attn_implementation="eager")],
+                    failures=[{"model": "gpt-oss-20b", "dtype": "bfloat16", "seq_len": 16, "variant": "graph",
+                               "status": "skipped", "attn_implementation": "eager",
+                               "reason": "NotGraphableError: GptOssForCausalLM does host work"}])
+    rows = forward_tables.forward_rows([load_run(str(write(tmp_path, "mixed.json", mixed)))])
+    assert {(r["model"], r["variant"]): r["attn_implementation"] for r in rows} == {
+        ("gpt2", "eager"): "sdpa", ("gpt-oss-20b", "eager"): "eager", ("gpt-oss-20b", "graph"): "eager"}
+    note = forward_tables.attention_note(rows)
+    assert note.endswith("eager: gpt-oss-20b; sdpa: gpt2.")
+    assert cli_main(["report", str(tmp_path / "mixed.json"), "-o", str(tmp_path / "docs")]) == 0
+    results = (tmp_path / "docs" / "results.md").read_text()
+    assert note in results and "gpt-oss-20b bfloat16 L=16 graph: skipped: NotGraphableError" in results
+    same = run_doc([fwd("gpt2", "bfloat16", 16, "eager", [5.0, 6.0], attn_implementation="sdpa")])
+    assert forward_tables.attention_note(forward_tables.forward_rows(
+        [load_run(str(write(tmp_path, "same.json", same)))])) is None

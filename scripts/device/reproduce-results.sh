@@ -8,9 +8,12 @@
 #   compile-sweep MODEL:L1,L2            (float32: eager, graph, padded, compile, compile+graph side by side)
 #   compile-sweep-bfloat16 MODELS        (scripts/device/compile-sweep-bfloat16.toml)
 #   presets-forward [MODELS] | presets-decode MODEL
+#   served-forward [MODELS] | served-decode [MODELS]   (qwen3-0.6b, gemma-3-1b, gpt-oss-20b, qwen3-30b-a3b; bfloat16:
+#                                        forward graph == eager at 16/128 tokens; decode tokens == generate, 64 new)
 . "$(dirname "$0")/common.sh"
 part="${1:-}"; arg="${2:-}"; export CUDA_VISIBLE_DEVICES="${GPU:-0}"
 PRESETS=smollm2-360m,qwen2.5-0.5b,llama-3.2-1b,gemma-2-2b,phi-3.5-mini,mistral-7b,olmoe-1b-7b
+SERVED=qwen3-0.6b,gemma-3-1b,gpt-oss-20b,qwen3-30b-a3b   # presets of what is served now
 DECODE=(--decode-dtypes bfloat16 --decode-prompt-lengths 50 --new-tokens 128 --decode-rounds 3)
 bench() {  # bench FOLDER/NAME PYTEST-ARGS...: one pytest session into $OUT/FOLDER/NAME.json.gz (+ .log)
   local run="$OUT/$1.json"; shift; mkdir -p "$(dirname "$run")"
@@ -45,5 +48,12 @@ case "$part" in
                      --models "${arg:-$PRESETS}" --dtypes bfloat16 --prompt-lengths 16,50,128,512 ;;
   presets-decode) bench "presets/decode-bfloat16-${arg:?MODEL}" perf_tests/test_decode_bench.py --benchmark-only \
                     --models "$arg" "${DECODE[@]}" ;;
+  served-forward) bench presets/served-forward-bfloat16 perf_tests/test_forward_bench.py --benchmark-only \
+                    --models "${arg:-$SERVED}" --dtypes bfloat16 --prompt-lengths 16,128 --variants eager,graph \
+                    --rounds 10 --max-rounds 50 --max-time-ms 200 --warmup-rounds 3 --warmup-ms 20 ;;
+  served-decode) bench "presets/served-decode-bfloat16${arg:+-${arg//,/-}}" perf_tests/test_decode_bench.py \
+                   --benchmark-only --models "${arg:-$SERVED}" --decode-dtypes bfloat16 --decode-prompt-lengths 50 \
+                   --new-tokens 64 --decode-rounds 3 --with-compile --compile-mode default \
+                   --decode-compile-tuning none -k "not generate-static-compile" ;;
   *) sed -n '5,10p' "$0" >&2; exit 2 ;;
 esac

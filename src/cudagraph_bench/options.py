@@ -34,7 +34,12 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 #: Preset names (their configs live in :mod:`cudagraph_bench.models.presets`).
 PRESET_NAMES = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b", "smollm2-360m", "qwen2.5-0.5b", "llama-3.2-1b",
-                "gemma-2-2b", "phi-3.5-mini", "mistral-7b", "olmoe-1b-7b")
+                "gemma-2-2b", "phi-3.5-mini", "mistral-7b", "olmoe-1b-7b", "qwen3-0.6b", "qwen3-30b-a3b",
+                "gemma-3-1b", "gpt-oss-20b")
+#: Attention implementations ``--attn-implementation`` may name (transformers' ``attn_implementation`` values);
+#: which are installed and which a model class runs is checked per model
+#: (:mod:`cudagraph_bench.models.attention`). Without the option each model runs its own.
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flex_attention")
 DEFAULT_MODELS = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b")
 DEFAULT_PROMPT_LENGTHS = (16, 50, 128, 512, 1024)
 DEFAULT_DTYPES = ("float32", "bfloat16")
@@ -90,33 +95,39 @@ def _split(text: str) -> list[str]:
 
 
 def parse_models(text: str) -> tuple[str, ...]:
-    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``. Each name must be a preset or an existing
-    local directory (loaded with ``from_pretrained``, offline); a preset name wins over a folder of that
-    name (write ``./gpt2`` for the folder). A name given twice, or a folder given twice under two spellings
-    (``m``, ``m/``, ``./m``), is measured once, under its first spelling."""
+    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or local directories (loaded with
+    ``from_pretrained``, offline); a preset name wins over a folder of that name (write ``./gpt2`` for the
+    folder). A name given twice, or a folder given twice under two spellings (``m``, ``m/``, ``./m``), is
+    measured once, under its first spelling. Only the list is checked here; each entry is checked before any
+    case, every refused one listed with its reason while the others run
+    (:func:`cudagraph_bench.models.refusals.check_models`, :func:`model_name_problem`)."""
     names = _split(text)
-    for name in names:
-        if name not in PRESET_NAMES and os.path.isfile(name):
-            raise argparse.ArgumentTypeError(
-                f"{name!r} is a file: give the directory that holds config.json and the weights "
-                f"({os.path.dirname(name) or '.'!r}), as written by save_pretrained()")
-        if name not in PRESET_NAMES and not os.path.isdir(name):
-            if _looks_like_a_path(name):
-                raise argparse.ArgumentTypeError(
-                    f"no directory {os.path.abspath(os.path.expanduser(name))!r} (models load from local "
-                    f"directories only, never from a model hub): give a directory written by save_pretrained() "
-                    f"or a preset ({', '.join(PRESET_NAMES)})")
-            raise argparse.ArgumentTypeError(
-                f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
-                f"or a local directory saved with save_pretrained()")
-        if name not in PRESET_NAMES and not os.path.isfile(os.path.join(name, "config.json")):
-            raise argparse.ArgumentTypeError(
-                f"{name!r} has no config.json: give a directory written by save_pretrained() (config.json and "
-                f"weights) or a preset")
     first: dict[str, str] = {}
     for name in names:
         first.setdefault(name if name in PRESET_NAMES else os.path.realpath(name), name)
     return tuple(first.values())
+
+
+def model_name_problem(name: str) -> str | None:
+    """Why ``name`` of ``--models`` names no model the suite can load, in one line with the fix (a file instead
+    of its folder, a missing directory, an unknown name, a directory without ``config.json``); None for a
+    preset or a directory with a ``config.json`` (whose content is checked later). No file is read."""
+    if name in PRESET_NAMES:
+        return None
+    if os.path.isfile(name):
+        return (f"{name!r} is a file: give the directory that holds config.json and the weights "
+                f"({os.path.dirname(name) or '.'!r}), as written by save_pretrained()")
+    if not os.path.isdir(name):
+        if _looks_like_a_path(name):
+            return (f"no directory {os.path.abspath(os.path.expanduser(name))!r} (models load from local "
+                    f"directories only, never from a model hub): give a directory written by save_pretrained() "
+                    f"or a preset ({', '.join(PRESET_NAMES)})")
+        return (f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
+                f"or a local directory saved with save_pretrained()")
+    if not os.path.isfile(os.path.join(name, "config.json")):
+        return (f"{name!r} has no config.json: give a directory written by save_pretrained() (config.json and "
+                f"weights) or a preset")
+    return None
 
 
 def _looks_like_a_path(name: str) -> bool:
@@ -327,6 +338,22 @@ def parse_pct(text: str) -> float:
     return value
 
 
+def parse_attn_implementation(text: str) -> str:
+    """An attention implementation of :data:`ATTN_IMPLEMENTATIONS` (``flash`` and ``flex`` as short names);
+    whether it is installed is checked before any case (:mod:`cudagraph_bench.models.attention`)."""
+    name = {"flash": "flash_attention_2", "flash_attention": "flash_attention_2", "flex": "flex_attention"}.get(
+        text.strip().lower(), text.strip().lower())
+    if name not in ATTN_IMPLEMENTATIONS:
+        raise argparse.ArgumentTypeError(f"unknown attention implementation {text!r}: use one of "
+                                         f"{', '.join(ATTN_IMPLEMENTATIONS)} (or leave it out: each model's own)")
+    return name
+
+
+def parse_max_positions(text: str) -> int:
+    """A position bound in tokens, a whole number >= 1 (``--max-positions``)."""
+    return parse_count(text)
+
+
 def parse_compile_mode(text: str) -> str:
     """An inductor mode of the ``compile+graph`` variants, one of :data:`COMPILE_GRAPH_MODES`."""
     if text not in COMPILE_GRAPH_MODES:
@@ -424,6 +451,13 @@ MATRIX_OPTIONS = (
     Option("--device", "device", parse_device, "cuda",
            "cuda, or cpu: only the variants that need no GPU (eager forward, generate and static-eager decode), "
            "to try the pipeline on any machine (default: %(default)s)"),
+    Option("--attn-implementation", "attn_implementation", parse_attn_implementation, None,
+           "attention every model runs: eager, sdpa, flash_attention_2 or flex_attention (where installed); a model "
+           "whose transformers class lacks it is refused with the reason (default: each model's own: SDPA where "
+           "transformers has it, else eager)", "NAME"),
+    Option("--max-positions", "max_positions", parse_max_positions, None,
+           "position limit (tokens) of models whose config records none (ALiBi such as BLOOM, NoPE): longer prompts "
+           "are skipped and KV caches sized from the request (default: the longest request of the matrix)", "N"),
     Option("--rounds", "rounds", parse_rounds, DEFAULT_ROUNDS,
            "at least this many measured rounds per benchmark; more while the median's 95%% interval is wider "
            "than --precision-pct (default: %(default)s)"),

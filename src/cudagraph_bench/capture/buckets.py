@@ -109,7 +109,7 @@ class BucketedGraphs:
         from cudagraph_bench.models.presets import max_positions
         from cudagraph_bench.capture.graphed import GraphedForward
 
-        self.buckets = cap_buckets(buckets, max_positions(model))
+        self.buckets = cap_buckets(buckets, max_positions(model, bound=max(buckets, default=1)))   # ALiBi, NoPE
         self.pad_token_id = pad_token_id
         self.pool = torch.cuda.graph_pool_handle()
         #: how many variants replayed these graphs (:class:`~cudagraph_bench.measure.variants.PaddedVariant`)

@@ -118,6 +118,8 @@ class GreedyDecoder:
             made (None without ``compile_mode``); capture_ms: warmup + capture of the step graphs (None
             without ``use_graph``).
 
+    A model whose config records no position limit (ALiBi, NoPE) is bounded by ``max_cache_len``.
+
     Raises:
         UsageError: the model is not a causal LM, ``max_cache_len`` is above its positions,
             ``steps_per_graph < 1``, an unknown ``compile_mode``, ``compile_options`` without ``compile_mode``,
@@ -144,7 +146,7 @@ class GreedyDecoder:
 
         if model_kind(model) != "causal":
             raise UsageError("decode needs a causal LM (got an encoder): use a causal preset or checkpoint")
-        self.max_positions = max_positions(model)
+        self.max_positions = max_positions(model, bound=max_cache_len)   # ALiBi, NoPE: bounded by the cache
         if max_cache_len > self.max_positions:
             raise UsageError(f"max_cache_len={max_cache_len} is above the model's {self.max_positions} positions")
         if steps_per_graph < 1:
@@ -296,7 +298,8 @@ class GreedyDecoder:
 
         # a compiled step must not see patched HF globals during the capture: dynamo guards on them
         return GraphedForward(self.model, 1, warmup_iters=warmup_iters, pool=self.pool,
-                              max_positions=self.max_cache_len, forward=forward, eager_sdpa_dispatch=not compiled)
+                              max_positions=self.max_cache_len, forward=forward, eager_sdpa_dispatch=not compiled,
+                              host_work_check=not compiled)
 
     def _set_cache_length(self, length: int) -> None:
         """Point every cache layer's write counter at ``length`` tokens (after a prefill padded past it)."""

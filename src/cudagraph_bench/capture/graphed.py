@@ -104,7 +104,13 @@ class GraphedForward:
 
     Before the warmup, a model whose RoPE picks its frequencies on the host (``dynamic``,
     ``longrope``) is checked against ``max_positions`` and runs as plain RoPE during the capture
-    (:func:`~cudagraph_bench.models.hf_internals.static_rope_during_capture`). A capture that fails raises
+    (:func:`~cudagraph_bench.models.hf_internals.static_rope_during_capture`). After the warmup, one more
+    forward runs on the capture's code path under a watch for host work
+    (:func:`~cudagraph_bench.capture.host_work.find_host_work`): host data that the forward turns into device
+    tensors is made on the device (:class:`~cudagraph_bench.capture.host_work.DeviceConstants`, also active
+    during the capture, which keeps the pinned memory its copies read from), and any other host-to-device copy
+    or host read is :class:`NotGraphableError` naming the model's source line, before the capture. A capture
+    that fails raises
     :class:`CaptureError` after restoring the process's CUDA state
     (:func:`recover_after_failed_capture`), so that later captures of other cases still work.
 
@@ -131,10 +137,14 @@ class GraphedForward:
             for a ``torch.compile``-d model: patching module globals could trip dynamo's guards.
         max_positions: the largest position + 1 (tokens) the graph is replayed for (default ``seq_len``;
             a decode step replayed up to a cache of N tokens passes N).
+        host_work_check: check the forward for host work and make its host data on the device (default).
+            Pass False for a ``torch.compile``-d forward: dynamo guards on the modes, and inductor's code makes
+            its constants itself.
 
     Raises:
         CudaUnavailableError: CUDA is not available or the model is not on a CUDA device.
-        NotGraphableError: the model cannot be captured correctly for ``max_positions`` (before any GPU work).
+        NotGraphableError: the model cannot be captured correctly for ``max_positions`` (before any GPU work),
+            or its forward does host work that a capture forbids (before the capture).
         CaptureError: the capture failed; the message names the operation that broke it.
         ValueError: ``warmup_iters < 3``, ``seq_len < 1`` or ``batch < 1``.
     """
@@ -142,8 +152,10 @@ class GraphedForward:
     def __init__(self, model, seq_len: int, *, batch: int = 1, with_attention_mask: bool = False,
                  warmup_iters: int = 3, pool=None, check_data_ptrs: bool = False,
                  forward: Callable = model_forward, eager_sdpa_dispatch: bool = True,
-                 max_positions: int | None = None):
+                 max_positions: int | None = None, host_work_check: bool = True):
         import torch
+
+        from cudagraph_bench.capture.host_work import DeviceConstants
 
         if warmup_iters < 3:
             raise ValueError(f"warmup_iters must be >= 3 (got {warmup_iters}): lazy init must finish before capture")
@@ -163,7 +175,14 @@ class GraphedForward:
         self._attention_mask = (torch.ones(self.shape, dtype=torch.int64, device=device)
                                 if with_attention_mask else None)
         self._graph = torch.cuda.CUDAGraph()
+        self.host_work_check_ms = 0.0
         rope = static_rope_during_capture(model, max_positions or seq_len)   # NotGraphableError up front
+        #: host data the forward makes on the device; holds the pinned memory the graph's copies read from
+        self._constants = DeviceConstants(device) if host_work_check else contextlib.nullcontext()
+
+        def dispatch():
+            return eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
+
         start = time.perf_counter()
         with torch.inference_mode():
             side = _side_stream(device)
@@ -171,11 +190,16 @@ class GraphedForward:
             with torch.cuda.stream(side):
                 for _ in range(warmup_iters):
                     self._run()
+                if host_work_check:              # timed apart (synchronized): not part of capture_ms
+                    torch.cuda.synchronize(device)
+                    checked = time.perf_counter()
+                    self._check_host_work(model, device, max_positions or seq_len, eager_sdpa_dispatch)
+                    torch.cuda.synchronize(device)
+                    self.host_work_check_ms = (time.perf_counter() - checked) * 1e3
             torch.cuda.current_stream(device).wait_stream(side)
             torch.cuda.synchronize(device)
-            dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
             try:
-                with rope, dispatch, torch.cuda.graph(self._graph, pool=pool):
+                with rope, dispatch(), self._constants, torch.cuda.graph(self._graph, pool=pool):
                     self._output = self._run()
             except NotGraphableError:
                 raise
@@ -186,11 +210,33 @@ class GraphedForward:
                                    + ("" if usable else " (the CUDA context is no longer usable)"),
                                    context_usable=usable) from exc
         torch.cuda.synchronize(device)
-        self.capture_ms = (time.perf_counter() - start) * 1e3
+        #: warmup + capture (ms), as before the host-work check, which is ``host_work_check_ms`` (ms)
+        self.capture_ms = (time.perf_counter() - start) * 1e3 - self.host_work_check_ms
         self._ptrs = self._data_ptrs()
 
     def _run(self):
         return self._forward(self._model, self._input_ids, self._attention_mask)
+
+    def _check_host_work(self, model, device, max_positions: int, eager_sdpa_dispatch: bool) -> None:
+        """One forward on the capture's code path under a watch for host work
+        (:func:`~cudagraph_bench.capture.host_work.capture_path_host_work`, with this graph's device constants).
+
+        Raises:
+            NotGraphableError: the forward does host work a capture forbids (the line names it and where).
+            CaptureError: the forward raised on that code path."""
+        from cudagraph_bench.capture.host_work import capture_path_host_work
+
+        try:
+            found = capture_path_host_work(model, self._run, device, max_positions=max_positions,
+                                           eager_sdpa_dispatch=eager_sdpa_dispatch, constants=self._constants)
+        except NotGraphableError:
+            raise
+        except Exception as exc:
+            raise CaptureError(f"the forward failed on the capture's code path before the capture: "
+                               f"{root_cause(exc)}", context_usable=True) from exc
+        if found:
+            raise NotGraphableError(f"{type(model).__name__} does host work in its forward that a CUDA graph "
+                                    f"capture forbids: {found}")
 
     def _data_ptrs(self) -> tuple:
         return tuple(t.data_ptr() if t is not None else 0
@@ -263,6 +309,7 @@ class GraphedForward:
         self._output = None
         self._input_ids = None
         self._attention_mask = None
+        self._constants = None
 
     def __enter__(self):
         return self

@@ -28,8 +28,11 @@ Matrix from a TOML file (``--config``; flags given on the command line win)::
     models = ["bert-tiny"]
     prompt_lengths = [16, 128, 512]
 
-Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, or no case
-was measured (what was measured is still written); 2 usage error.
+Models of ``--models`` the suite cannot measure are refused by the suite up front, each with its reason on stderr and
+in ``run.json`` (``["cudagraph_bench"]["refused"]``); the others run.
+
+Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, a model was
+refused, or no case was measured (what was measured is still written); 2 usage error (every model refused).
 """
 
 from __future__ import annotations
@@ -197,7 +200,7 @@ def matrices(args: argparse.Namespace):
         chosen = list(merged.pop("variants"))
         if args.with_compile:
             chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
-        options = tuple((_FLAGS[k], show_default(v)) for k, v in merged.items())
+        options = tuple((_FLAGS[k], show_default(v)) for k, v in merged.items() if v is not None)
         out.append(Matrix(options, tuple(parse_variants(",".join(chosen)))))
     return out
 
@@ -251,11 +254,25 @@ def main(args: argparse.Namespace) -> int:
     json_path = outdir / RUN_JSON
     if doc is None:
         _remove_earlier_plots(outdir)
+        usage = _usage_error(outcomes)
+        if usage:                      # e.g. every model of --models refused: the suite's own one-line reason
+            raise UsageError(usage)
         print(f"no pytest process wrote a run (see the logs under {outdir / 'parts'}): nothing measured (exit 1)",
               file=sys.stderr)
         return 1
     write_text_atomic(json_path, json.dumps(doc, indent=4))
     return finish(json_path, outdir, failed=any(o.returncode != 0 for o in outcomes))
+
+
+def _usage_error(outcomes) -> str | None:
+    """The first line pytest printed for a usage error (exit 4) of one of the run's processes, without its
+    ``ERROR:`` prefix; None when no process ended so."""
+    for outcome in outcomes:
+        if outcome.returncode == 4 and outcome.log_path.is_file():
+            for line in outcome.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("ERROR: "):
+                    return line[len("ERROR: "):]
+    return None
 
 
 def _remove_earlier_plots(outdir: Path, keep: list[Path] = ()) -> None:
@@ -288,6 +305,9 @@ def finish(json_path: Path, outdir: Path, *, failed: bool) -> int:
     print(forward_tables.render_summary_table(rows, fmt="text"))
     for failure in run.failures:
         print(f"{failure.status}: {failure.case.label}: {failure.check.reason}", file=sys.stderr)
+    refused = (run.data.get("cudagraph_bench") or {}).get("refused") or []
+    for entry in refused:
+        print(f"refused: {entry.get('model')}: {entry.get('reason')}", file=sys.stderr)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -299,7 +319,7 @@ def finish(json_path: Path, outdir: Path, *, failed: bool) -> int:
             print(f"wrote {path}", file=sys.stderr)
         _remove_earlier_plots(outdir, written)
     print(f"wrote {json_path}", file=sys.stderr)
-    if failed or run.failures:
+    if failed or run.failures or refused:
         print("some cases failed or differ from their reference: see the table, the reasons above and the logs "
               f"under {outdir / 'parts'}", file=sys.stderr)
         return 1

@@ -167,7 +167,8 @@ class PreparedCase:
         check: the :class:`CheckOutcome` against eager (None for ``eager``, the reference).
         status: ``ok`` or ``mismatch`` (outputs differ from eager: still timed, recorded as wrong).
         info: the case's ``extra_info`` fields: the variant's own (:meth:`ForwardVariant.record`),
-            ``experts_implementation`` (MoE models), ``check`` (``reference`` for eager), and for the other
+            ``attn_implementation`` (the attention the model runs), ``experts_implementation`` (MoE models),
+            ``check`` (``reference`` for eager), and for the other
             variants ``correct``, ``max_abs_diff``, ``fp64_rmse_ratio`` (when that rule ran),
             ``status``/``reason`` on a mismatch.
 
@@ -247,11 +248,12 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
         CaseFailed: the build or the check raised (phase ``build`` / ``check``; a numerical mismatch is
             not a failure: it is ``PreparedCase.status == "mismatch"``).
     """
+    from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.presets import experts_implementation, random_input_ids
 
     device = next(model.parameters()).device
     generator = _case_generator(spec, device)
-    info = {}
+    info = {"attn_implementation": attention_of(model)} if attention_of(model) else {}
     if experts_implementation(model) is not None:
         info["experts_implementation"] = experts_implementation(model)
     try:

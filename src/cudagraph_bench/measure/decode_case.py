@@ -103,7 +103,8 @@ def build_decoder(spec: DecodeSpec, model, info: dict):
         decoder = StaticCompiledGenerate(model)
         info.update(compile_mode=decoder.mode)
         return decoder
-    cache_len = decode_cache_len(spec.seq_len, spec.longest_new_tokens, max_positions(model))
+    need = spec.seq_len + spec.longest_new_tokens
+    cache_len = decode_cache_len(spec.seq_len, spec.longest_new_tokens, max_positions(model, bound=need))   # ALiBi, NoPE
     # the compiled variant also graphs its prefill (the prompt right-padded to a bucket); the others prefill eagerly
     bucket = decode_prefill_bucket(spec.seq_len, spec.buckets, cache_len) if kind.compiled else None
     decoder = GreedyDecoder(model, cache_len, use_graph=kind.captured, steps_per_graph=spec.steps_per_graph,
@@ -167,10 +168,11 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
 
     from cudagraph_bench.measure.correctness import check_decode_against_generate
     from cudagraph_bench.measure.roofline import request_bytes_per_token
+    from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.presets import experts_implementation
 
     kind = spec.variant_spec
-    info: dict = {}
+    info: dict = {"attn_implementation": attention_of(model)} if attention_of(model) else {}
     if experts_implementation(model) is not None:
         info["experts_implementation"] = experts_implementation(model)
     if kind.compiled:

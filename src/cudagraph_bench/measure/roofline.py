@@ -403,9 +403,11 @@ def _main(argv: list[str] | None = None) -> int:
         model = load_model(args.model[0], args.dtype[0], "meta")
         if model_kind(model) != "causal":
             raise UsageError(f"{args.model[0]} is an encoder: it decodes no tokens; give a causal LM")
-        if args.prompt_tokens + args.new_tokens > max_positions(model):
+        request = args.prompt_tokens + args.new_tokens
+        limit = max_positions(model, bound=request)           # ALiBi, NoPE: bounded by the request
+        if request > limit:
             raise UsageError(f"a request of {args.prompt_tokens} + {args.new_tokens} tokens exceeds the "
-                             f"{max_positions(model)} positions of {args.model[0]}: give fewer tokens")
+                             f"{limit} positions of {args.model[0]}: give fewer tokens")
         report["decode"] = {"model": args.model[0], "dtype": args.dtype[0], "prompt_tokens": args.prompt_tokens,
                             "new_tokens": args.new_tokens,
                             **request_bytes_per_token(model, args.prompt_tokens, args.new_tokens)}

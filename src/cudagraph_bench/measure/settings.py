@@ -24,7 +24,9 @@ class MeasureSettings:
     ``rounds`` .. ``min_time_ms``: the round policy (:meth:`round_policy`; ``max_time_ms`` and the time floors
     in ms); ``compile_mode``: the inductor mode of ``compile+graph``; ``pad_to``/``buckets`` in tokens (a
     tuple, whatever sequence is given); ``check_inputs``: fresh random inputs of the correctness check;
-    ``seed``: of the inputs; ``device``: ``"cuda"`` or ``"cpu"``.
+    ``seed``: of the inputs; ``device``: ``"cuda"`` or ``"cpu"``; ``attn_implementation``: the attention every model
+    runs (None: each model's own); ``max_positions``: the position bound (tokens) of models whose config records none
+    (None: the longest request).
     """
 
     rounds: int = DEFAULT_ROUNDS
@@ -40,6 +42,8 @@ class MeasureSettings:
     check_inputs: int = DEFAULT_CHECK_INPUTS
     seed: int = 0
     device: str = "cuda"
+    attn_implementation: str | None = None
+    max_positions: int | None = None
 
     def __post_init__(self):
         self.buckets = tuple(self.buckets)

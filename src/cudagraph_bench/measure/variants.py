@@ -171,8 +171,9 @@ class GraphVariant(_GraphBacked):
         super().__init__(seq_len)
         from cudagraph_bench.capture.graphed import GraphedForward
 
-        # a compiled forward (compile+graph) must not see patched HF globals: dynamo guards on them
-        kwargs = {"forward": forward, "eager_sdpa_dispatch": False} if forward is not None else {}
+        # a compiled forward (compile+graph) must not see patched HF globals nor torch modes: dynamo guards on them
+        kwargs = {"forward": forward, "eager_sdpa_dispatch": False, "host_work_check": False} \
+            if forward is not None else {}
         self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs,
                                      **kwargs)
         self.capture_ms = self._graph.capture_ms
@@ -228,7 +229,7 @@ class PaddedVariant(ForwardVariant):
         from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
         from cudagraph_bench.models.presets import max_positions
 
-        capped = cap_buckets(lengths, max_positions(model))
+        capped = cap_buckets(lengths, max_positions(model, bound=max(lengths, default=1)))   # ALiBi, NoPE
         length = select_bucket(seq_len, capped)             # raises before any capture
         return capped if registry.variant(registry.FORWARD, name).lengths == "buckets" else (length,)
 

@@ -24,9 +24,13 @@ entry (public ``register``)             eager attention) turns its bool mask int
                                         scalar copied to the GPU, which a capture forbids; the same mask
                                         is registered built on the device (:func:`use_capture_safe_
                                         eager_mask`)
-``PreTrainedModel._supports_sdpa``      whether a model class runs SDPA attention, to refuse a checkpoint
-                                        whose class cannot before anything is measured
-                                        (:func:`supports_sdpa`)
+``PreTrainedModel._supports_sdpa`` /    which attention implementations a model class runs: its default
+``_supports_flash_attn`` /              (SDPA where it has it, else eager) and the choices of
+``_supports_flex_attn``                 ``--attn-implementation`` (:func:`supports_attention`)
+``utils.import_utils.is_cuda_stream_    transformers' view of "a stream is capturing" (its ``is_tracing``):
+capturing``                             answered True for one forward before a capture, so that the forward
+                                        checked for host work runs the capture's code path
+                                        (:func:`capture_code_path`)
 rotary embedding ``rope_type``          ``dynamic`` and ``longrope`` RoPE choose their frequencies with a
 attribute                               host-side branch on ``max(position_ids)``; below the original
                                         positions the branch is the identity, so during a capture the
@@ -58,7 +62,11 @@ INTERNALS = (
     ("transformers.modeling_rope_utils", "dynamic_rope_update"),
     ("transformers.masking_utils", "sdpa_mask"),
     ("transformers.masking_utils", "AttentionMaskInterface"),
+    ("transformers.utils.import_utils", "is_cuda_stream_capturing"),
 )
+#: Class attributes of ``PreTrainedModel`` that say which attention implementation a model class runs.
+ATTENTION_SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
+                           "flex_attention": "_supports_flex_attn"}
 
 #: Layer types a full-length static cache holds (sliding windows are applied by the attention mask).
 GRAPHABLE_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
@@ -95,7 +103,32 @@ def supports_sdpa(model_class) -> bool:
     """Whether transformers runs ``model_class`` (a ``PreTrainedModel`` subclass) with
     ``attn_implementation="sdpa"``; loading one that does not raises a ValueError
     (``PreTrainedModel._sdpa_can_dispatch``)."""
-    return bool(getattr(model_class, "_supports_sdpa", False))
+    return supports_attention(model_class, "sdpa")
+
+
+def supports_attention(model_class, implementation: str) -> bool:
+    """Whether ``model_class`` runs with ``attn_implementation=implementation`` (``eager``: every class; ``sdpa``,
+    ``flash_attention_2``, ``flex_attention``: the class's flag of :data:`ATTENTION_SUPPORT_FLAGS`)."""
+    if implementation == "eager":
+        return True
+    flag = ATTENTION_SUPPORT_FLAGS.get(implementation)
+    return bool(flag and getattr(model_class, flag, False))
+
+
+@contextlib.contextmanager
+def capture_code_path():
+    """A context in which transformers takes the code path of a forward inside a CUDA graph capture: its
+    ``is_cuda_stream_capturing()`` (behind ``is_tracing()``, which picks explicit masks over host-side
+    checks) answers True. For the one forward that is checked for host work before the capture, on the GPU or
+    on the CPU (:func:`cudagraph_bench.capture.host_work.find_host_work`)."""
+    import transformers.utils.import_utils as import_utils
+
+    original = import_utils.is_cuda_stream_capturing
+    import_utils.is_cuda_stream_capturing = lambda: True
+    try:
+        yield
+    finally:
+        import_utils.is_cuda_stream_capturing = original
 
 
 # --- attention masks during capture -------------------------------------------------------------

@@ -25,10 +25,27 @@ name                kind      shape                                             
                               heads, sliding window 4096
 ``olmoe-1b-7b``     causal    OLMoE mixture of experts: 16 layers, hidden 2048,      6.92B   4096       allenai/OLMoE-1B-7B-0924
                               64 experts, top-8 routing (1.3B active)
+``qwen3-0.6b``      causal    Qwen3: 28 layers, hidden 1024, 16 heads, 8 KV heads,   596M    40960      Qwen/Qwen3-0.6B
+                              head_dim 128, QK-norm, vocab 151936, tied embeddings
+``qwen3-30b-a3b``   causal    Qwen3-MoE: 48 layers, hidden 2048, 32 heads, 4 KV      30.5B   40960      Qwen/Qwen3-30B-A3B
+                              heads, 128 experts, top-8 routing (3.3B active),
+                              expert width 768
+``gemma-3-1b``      causal    Gemma3 text: 26 layers, hidden 1152, 4 heads, 1 KV     1.00B   32768      google/gemma-3-1b-it
+                              head, head_dim 256, sliding window 512 on 5 of every
+                              6 layers (local RoPE base 10000), vocab 262144
+``gpt-oss-20b``     causal    GPT-OSS mixture of experts: 24 layers, hidden 2880,    20.9B   131072     openai/gpt-oss-20b
+                              64 heads, 8 KV heads, 32 experts, top-4 (3.6B
+                              active), attention sinks, sliding window 128 on
+                              alternating layers, YaRN RoPE (factor 32)
 ==================  ========  =====================================================  ======  =========  ====================
 
-Every model runs SDPA attention, except models with attention logit soft-capping (Gemma 2), which
-SDPA cannot do: they run transformers' eager attention (:func:`attention_implementation`).
+Every model runs its own attention: SDPA where its transformers class has it, else transformers' eager
+attention (GPT-OSS: its attention sinks), and eager for attention logit soft-capping (Gemma 2), which SDPA
+cannot do; ``--attn-implementation`` picks another (:mod:`cudagraph_bench.models.attention`). The configs use
+transformers 5's field names (``rope_parameters``, ``layer_types``); the published ``config.json`` of the newer
+presets spell ``rope_theta``/``rope_scaling``/``sliding_window_pattern``, which transformers 5 turns into these.
+``qwen3-30b-a3b`` in bfloat16 holds 61 GB of weights and ``gpt-oss-20b`` 42 GB: they need a GPU of that memory
+(H200: 141 GB); their random weights are initialised on the GPU.
 Mixture-of-experts models are built with a graph-safe experts implementation
 (:func:`graph_safe_experts_implementation`): transformers' default grouped GEMM reads its group
 offsets on the host outside bfloat16, which a capture forbids; the choice is recorded per case.
@@ -43,7 +60,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
-from cudagraph_bench.models.hf_internals import supports_sdpa
+from cudagraph_bench.models.attention import choose_attention
+# the checks of save_pretrained directories and the position limits, importable from here as before
+from cudagraph_bench.models.checkpoints import (WEIGHT_FILES, check_config_json, check_model_directory,  # noqa: F401
+                                                directory_config, directory_model_class, head_note, names_lm_head)
+from cudagraph_bench.models.positions import PADDING_OFFSET_POSITIONS, POSITION_FIELDS, max_positions  # noqa: F401
 from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -131,6 +152,46 @@ PRESETS: dict[str, dict[str, Any]] = {
                                    intermediate_size=1024, num_experts=64, num_experts_per_tok=8, norm_topk_prob=False,
                                    vocab_size=50304, max_position_embeddings=4096, rms_norm_eps=1e-5,
                                    rope_theta=10000.0, bos_token_id=None, eos_token_id=50279, pad_token_id=1)},
+    "qwen3-0.6b": {"kind": "causal", "config_class": "Qwen3Config", "source": "Qwen/Qwen3-0.6B",
+                   "config": dict(num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, num_key_value_heads=8,
+                                  head_dim=128, intermediate_size=3072, vocab_size=151936, max_position_embeddings=40960,
+                                  rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                                  attention_bias=False, use_sliding_window=False, sliding_window=None,
+                                  max_window_layers=28, tie_word_embeddings=True, bos_token_id=151643,
+                                  eos_token_id=151645)},
+    # head_dim is no field of Qwen3MoeConfig in transformers 5.17-5.24: kept as an attribute, which the model reads
+    "qwen3-30b-a3b": {"kind": "causal", "config_class": "Qwen3MoeConfig", "source": "Qwen/Qwen3-30B-A3B",
+                      "config": dict(num_hidden_layers=48, hidden_size=2048, num_attention_heads=32, num_key_value_heads=4,
+                                     head_dim=128, intermediate_size=6144, moe_intermediate_size=768, num_experts=128,
+                                     num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                                     vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                                     attention_bias=False, use_sliding_window=False, sliding_window=None,
+                                     router_aux_loss_coef=0.001, tie_word_embeddings=False, bos_token_id=151643,
+                                     eos_token_id=151645)},
+    # its config.json: sliding_window_pattern 6 (every 6th layer global), rope_theta 1e6, rope_local_base_freq 1e4
+    "gemma-3-1b": {"kind": "causal", "config_class": "Gemma3TextConfig", "source": "google/gemma-3-1b-it",
+                   "config": dict(num_hidden_layers=26, hidden_size=1152, num_attention_heads=4, num_key_value_heads=1,
+                                  head_dim=256, intermediate_size=6912, vocab_size=262144, max_position_embeddings=32768,
+                                  sliding_window=512,
+                                  layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+                                               for i in range(26)],
+                                  rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                                  query_pre_attn_scalar=256, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+                                  attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
+                                  bos_token_id=2, eos_token_id=[1, 106], pad_token_id=0)},
+    # swiglu_limit: a field from transformers 5.24 on (5.17 hard-codes the same 7.0)
+    "gpt-oss-20b": {"kind": "causal", "config_class": "GptOssConfig", "source": "openai/gpt-oss-20b",
+                    "config": dict(num_hidden_layers=24, hidden_size=2880, num_attention_heads=64, num_key_value_heads=8,
+                                   head_dim=64, intermediate_size=2880, num_local_experts=32, num_experts_per_tok=4,
+                                   vocab_size=201088, max_position_embeddings=131072, sliding_window=128,
+                                   layer_types=["sliding_attention", "full_attention"] * 12, rms_norm_eps=1e-5,
+                                   rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
+                                                    "beta_fast": 32.0, "beta_slow": 1.0,
+                                                    "original_max_position_embeddings": 4096, "truncate": False},
+                                   attention_bias=True, hidden_act="silu", swiglu_limit=7.0, router_aux_loss_coef=0.9,
+                                   tie_word_embeddings=False, pad_token_id=199999, eos_token_id=200002)},
 }
 assert tuple(PRESETS) == PRESET_NAMES  # options.py lists the names without importing transformers
 
@@ -146,48 +207,66 @@ def torch_dtype(dtype: "str | torch.dtype") -> "torch.dtype":
     return getattr(torch, dtype)
 
 
-def preset_config(name: str, overrides: dict | None = None):
-    """The transformers config of a preset, with optional field overrides (tests shrink layers)."""
+def preset_config(name: str, overrides: dict | None = None, *, attn_implementation: str | None = None):
+    """The transformers config of a preset, with optional field overrides (tests shrink layers: a preset's
+    ``layer_types`` is cut to overridden ``num_hidden_layers``), its attention set
+    (:func:`attention_implementation`: its own, or ``attn_implementation``).
+
+    Raises:
+        UnknownModelError: not a preset, or its class does not run ``attn_implementation``."""
     import transformers
 
     if name not in PRESETS:
         raise UnknownModelError(f"unknown preset {name!r}: use one of {', '.join(PRESETS)}")
     spec = PRESETS[name]
     fields = {**spec["config"], **(overrides or {})}
+    if "layer_types" in spec["config"] and "num_hidden_layers" in (overrides or {}) and \
+            "layer_types" not in (overrides or {}):
+        fields["layer_types"] = list(spec["config"]["layer_types"][:overrides["num_hidden_layers"]])
     config = getattr(transformers, spec["config_class"])(**fields)
-    config._attn_implementation = attention_implementation(config)
+    config._attn_implementation = attention_implementation(config, preset_model_class(name, config),
+                                                           attn_implementation)
     return config
 
 
+def preset_model_class(name: str, config):
+    """The transformers class a preset builds as (its causal-LM class, or the base model of an encoder)."""
+    import transformers
+
+    mapping = transformers.MODEL_FOR_CAUSAL_LM_MAPPING if PRESETS[name]["kind"] == "causal" else transformers.MODEL_MAPPING
+    return mapping[type(config)]
+
+
 def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device: "str | torch.device" = "cuda",
-               *, seed: int = 0, overrides: dict | None = None) -> "torch.nn.Module":
+               *, seed: int = 0, overrides: dict | None = None,
+               attn_implementation: str | None = None) -> "torch.nn.Module":
     """Build a preset (random weights, fixed ``seed``) or load a local ``save_pretrained`` directory.
 
-    The model is in ``eval()`` mode, with SDPA attention, on ``device`` in ``dtype``. Preset weights
+    The model is in ``eval()`` mode, on ``device`` in ``dtype``, with its own attention (SDPA where its class
+    has it, else eager) or ``attn_implementation`` (:mod:`cudagraph_bench.models.attention`). Preset weights
     are initialised directly on ``device`` (fast on a GPU). Generation stops only at
     ``max_new_tokens``: ``generation_config.eos_token_id`` is cleared so that HF ``generate`` and the
     suite's decoders produce the same number of tokens.
 
     Raises:
-        UnknownModelError: ``name_or_path`` is neither a preset nor a directory, or the directory has
-            no weights on disk (no hub access: the message says to download and ``save_pretrained``).
+        UnknownModelError: ``name_or_path`` is neither a preset nor a directory, the directory has
+            no weights on disk (no hub access: the message says to download and ``save_pretrained``), or the
+            model's class does not run ``attn_implementation``.
         UsageError: unknown dtype.
     """
     import torch
-    import transformers
 
     tdtype = torch_dtype(dtype)
     if name_or_path in PRESETS:
-        config = preset_config(name_or_path, overrides)
-        auto = (transformers.AutoModelForCausalLM if PRESETS[name_or_path]["kind"] == "causal"
-                else transformers.AutoModel)
+        config = preset_config(name_or_path, overrides, attn_implementation=attn_implementation)
         torch.manual_seed(seed)
         with torch.device(device):
-            model = auto.from_config(config, dtype=tdtype, attn_implementation=attention_implementation(config))
+            model = _auto_class(name_or_path).from_config(config, dtype=tdtype,
+                                                          attn_implementation=config._attn_implementation)
     elif os.path.isdir(name_or_path):
         if overrides:
             raise UsageError("config overrides apply to presets only, not to a checkpoint directory")
-        model = _load_directory(name_or_path, tdtype, device)
+        model = _load_directory(name_or_path, tdtype, device, attn_implementation)
     else:
         raise UnknownModelError(
             f"unknown model {name_or_path!r}: use a preset ({', '.join(PRESETS)}) or a local directory "
@@ -199,23 +278,16 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
     return model.eval()
 
 
-def attention_implementation(config) -> str:
-    """``"sdpa"``, or ``"eager"`` for a model with attention logit soft-capping (Gemma 2): SDPA cannot
-    soft-cap (transformers 5.17 silently skips it under SDPA, 5.24 refuses SDPA for such models). Eager
-    attention gets a mask that a CUDA graph can capture
-    (:func:`~cudagraph_bench.models.hf_internals.use_capture_safe_eager_mask`)."""
-    if _soft_capped(config):
-        from cudagraph_bench.models.hf_internals import use_capture_safe_eager_mask
+def _auto_class(name: str):
+    import transformers
 
-        use_capture_safe_eager_mask()
-        return "eager"
-    return "sdpa"
+    return transformers.AutoModelForCausalLM if PRESETS[name]["kind"] == "causal" else transformers.AutoModel
 
 
-def _soft_capped(config) -> bool:
-    """True for a model with attention logit soft-capping (Gemma 2), which runs eager attention."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return bool(getattr(text, "attn_logit_softcapping", None))
+def attention_implementation(config, model_class=None, requested: str | None = None) -> str:
+    """The attention a model of ``config`` runs (:func:`cudagraph_bench.models.attention.choose_attention`): the
+    model's own, SDPA where its class has it, else eager (Gemma 2's soft-capping too), or ``requested``."""
+    return choose_attention(config, model_class, requested)
 
 
 def is_mixture_of_experts(model_or_config) -> bool:
@@ -261,156 +333,18 @@ def experts_implementation(model) -> str | None:
     return getattr(config, "_experts_implementation", None) or "eager"
 
 
-def _load_directory(path: str, tdtype, device):
+def _load_directory(path: str, tdtype, device, attn_implementation: str | None = None):
     import transformers
 
     config = directory_config(path)
-    auto = transformers.AutoModelForCausalLM if _names_lm_head(config) else transformers.AutoModel
+    auto = transformers.AutoModelForCausalLM if names_lm_head(config) else transformers.AutoModel
+    attention = attention_implementation(config, directory_model_class(config), attn_implementation)
     try:
-        model = auto.from_pretrained(path, dtype=tdtype, local_files_only=True,
-                                     attn_implementation=attention_implementation(config))
+        model = auto.from_pretrained(path, dtype=tdtype, local_files_only=True, attn_implementation=attention)
     except OSError as exc:
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
     return model.to(device)
-
-
-def _first_line(exc: BaseException, width: int = 160) -> str:
-    """The first line of an exception's message, cut to ``width`` characters (its type when empty)."""
-    line = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def check_config_json(path: str) -> dict:
-    """The parsed ``config.json`` of a ``save_pretrained`` directory, checked before transformers reads it.
-
-    Raises UnknownModelError naming the cause and the fix: the file cannot be read, is not valid JSON
-    (with the line), is not a JSON object, or names a ``model_type`` this transformers does not know."""
-    import json
-
-    import transformers
-
-    file = os.path.join(path, "config.json")
-    try:
-        with open(file, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise UnknownModelError(f"{file} is not valid JSON (line {exc.lineno}: {exc.msg}): rewrite it with "
-                                "save_pretrained()") from None
-    except UnicodeDecodeError:
-        raise UnknownModelError(f"{file} is not UTF-8 text: rewrite it with save_pretrained()") from None
-    except OSError as exc:
-        raise UnknownModelError(f"cannot read {file}: {exc.strerror or exc}: give a readable directory written by "
-                                "save_pretrained()") from None
-    if not isinstance(data, dict):
-        raise UnknownModelError(f"{file} holds a JSON {type(data).__name__}, not an object: rewrite it with "
-                                "save_pretrained()")
-    model_type = data.get("model_type")
-    if model_type is not None and model_type not in transformers.CONFIG_MAPPING:
-        raise UnknownModelError(f"transformers {transformers.__version__} does not know model_type {model_type!r} "
-                                f"of {file}: upgrade transformers or use a supported architecture")
-    return data
-
-
-def directory_config(path: str):
-    """The transformers config of a ``save_pretrained`` directory (offline).
-
-    Raises:
-        UnknownModelError: no usable ``config.json``, an encoder-decoder model (T5, BART): the suite
-            measures decoder-only causal LMs and encoders, a vision, audio or multimodal model (ViT, CLIP, LLaVA),
-            or a config without a position limit (:data:`POSITION_FIELDS`; BLOOM's ALiBi, Mamba)."""
-    import transformers
-
-    check_config_json(path)
-    try:
-        config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError, KeyError) as exc:
-        raise UnknownModelError(f"{path}: transformers {transformers.__version__} cannot load config.json "
-                                f"({_first_line(exc)}): write the directory with save_pretrained()") from None
-    if getattr(config, "is_encoder_decoder", False):
-        raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
-                                f"does not measure: use a decoder-only causal LM or an encoder")
-    if _not_text_only(config):
-        raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model, which the "
-                                "suite does not measure: it measures text models that take input_ids only; save the "
-                                "text model alone (e.g. from its text_config)")
-    if not any(getattr(config, field, None) for field in POSITION_FIELDS):
-        raise UnknownModelError(f"{path}: {config.__class__.__name__} records no position limit "
-                                f"({'/'.join(POSITION_FIELDS)}; e.g. ALiBi or state-space models), which the suite "
-                                "needs to bound prompts and KV caches: use a model with learned or rotary positions")
-    model_class = directory_model_class(config)
-    if not _soft_capped(config) and not supports_sdpa(model_class):
-        raise UnknownModelError(f"{path}: {model_class.__name__} has no SDPA attention in transformers "
-                                f"{transformers.__version__} (the attention the suite measures eager and graphed): use "
-                                "a model whose class supports attn_implementation='sdpa'")
-    return config
-
-
-def _not_text_only(config) -> bool:
-    """True for a vision, audio or multimodal config: it holds a vision or audio sub-config (LLaVA, CLIP,
-    Gemma 3's image-text model) or no ``vocab_size`` (ViT: no token embeddings)."""
-    sub_configs = getattr(config, "sub_configs", None) or {}
-    return (any(name in sub_configs for name in ("vision_config", "audio_config"))
-            or getattr(config, "vocab_size", None) is None)
-
-
-#: The weight files ``save_pretrained`` writes (transformers.utils ``SAFE_WEIGHTS_NAME``,
-#: ``SAFE_WEIGHTS_INDEX_NAME``, ``WEIGHTS_NAME``, ``WEIGHTS_INDEX_NAME``): one of them must be in a model directory.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-
-
-def check_model_directory(path: str):
-    """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before
-    any case: :func:`directory_config`'s checks, then a class named in ``config.architectures`` (without it
-    transformers would load the headless base model and the checkpoint's weights would not match) and weights
-    on disk (:data:`WEIGHT_FILES`).
-
-    Raises:
-        UnknownModelError: the reason and the fix, in one line."""
-    config = directory_config(path)
-    if not config.architectures:
-        raise UnknownModelError(f"{path}: config.json names no architectures, so it is unclear whether to load a causal "
-                                f"LM or an encoder: save the directory with save_pretrained() from the model, or add "
-                                f'"architectures": ["{config.__class__.__name__.removesuffix("Config")}ForCausalLM"] '
-                                "(or the base model's class) to config.json")
-    if not any(os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES):
-        raise UnknownModelError(f"{path}: no weights on disk (none of {', '.join(WEIGHT_FILES)}): save_pretrained() "
-                                "the model into this directory (a config alone has no weights)")
-    return config
-
-
-def head_note(path: str, config) -> str | None:
-    """One line for a ``save_pretrained`` directory whose ``config.architectures`` names a head the suite does not
-    build (a classification or masked-LM head: ``Qwen3ForSequenceClassification``, ``BertForMaskedLM``): it is
-    measured as its base model (:func:`directory_model_class`), without the head and without decode benchmarks.
-    None for a causal LM or a base model."""
-    if _names_lm_head(config):
-        return None
-    base = directory_model_class(config).__name__
-    heads = [name for name in config.architectures or [] if name != base]
-    if not heads:
-        return None
-    return (f"{path}: {heads[0]} is measured as its base model {base} (the head is left out, no decode benchmarks; "
-            "save a ...ForCausalLM checkpoint to measure decode)")
-
-
-def _names_lm_head(config) -> bool:
-    """True when ``config.architectures`` names a causal LM head: the directory loads as a causal LM."""
-    return any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
-
-
-def directory_model_class(config):
-    """The transformers class a ``save_pretrained`` directory of ``config`` loads as (:func:`_load_directory`'s
-    choice: the causal-LM class when ``config.architectures`` names an LM head, else the base model)."""
-    import transformers
-
-    causal = _names_lm_head(config)
-    try:
-        return (transformers.MODEL_FOR_CAUSAL_LM_MAPPING if causal else transformers.MODEL_MAPPING)[type(config)]
-    except KeyError:
-        raise UnknownModelError(f"transformers {transformers.__version__} has no {'causal-LM' if causal else 'base'} "
-                                f"model class for {config.__class__.__name__}: save the directory with "
-                                "save_pretrained() from a causal LM or an encoder") from None
 
 
 def kind_of(name_or_path: str) -> str:
@@ -418,40 +352,13 @@ def kind_of(name_or_path: str) -> str:
     (no model is built). Raises :class:`UnknownModelError` for anything else."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]["kind"]
-    config = directory_config(name_or_path)
-    causal = any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
-    return "causal" if causal else "encoder"
+    return "causal" if names_lm_head(directory_config(name_or_path)) else "encoder"
 
 
 def model_kind(model) -> str:
     """``"causal"`` when the model returns logits for next-token prediction, else ``"encoder"``."""
     return "causal" if hasattr(model, "lm_head") or model.__class__.__name__.endswith(("LMHeadModel", "ForCausalLM")) \
         else "encoder"
-
-
-#: Config fields that hold a model's position limit, first found wins.
-POSITION_FIELDS = ("n_positions", "max_position_embeddings")
-#: Text encoders whose position ids start after the padding index (RoBERTa's
-#: ``create_position_ids_from_input_ids``): of ``max_position_embeddings`` rows, ``pad_token_id + 1`` are
-#: never reached by a token (roberta-base: 514 rows, 512 tokens).
-#: (Those that load with SDPA; tests/test_presets.py runs each at its limit and one token past it.)
-PADDING_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
-                                      "data2vec-text"})
-
-
-def max_positions(model) -> int:
-    """Position limit of the model in tokens (gpt2 1024, bert-tiny 512, tinyllama 2048; roberta-base 512 of
-    its 514 position rows)."""
-    config = model.config
-    for field in POSITION_FIELDS:
-        value = getattr(config, field, None)
-        if value:
-            pad = getattr(config, "pad_token_id", None)
-            offset = pad + 1 if getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS and \
-                isinstance(pad, int) else 0
-            return int(value) - offset
-    raise UsageError(f"{config.__class__.__name__} has no {'/'.join(POSITION_FIELDS)}: use a model with learned "
-                     "or rotary positions")
 
 
 def vocab_size(model) -> int:

@@ -14,6 +14,7 @@ class ModelCache:
 
     Args:
         device: ``"cuda"`` (cuda:0) or ``"cpu"``.
+        attn_implementation: the attention every model runs (``--attn-implementation``); None: each model's own.
         on_evict: called with the evicted ``(name, dtype)`` before its model is dropped (e.g. to close graphs
             that hold its weights), then the caller's memory is released by ``release``.
         release: frees what an evicted model left (:func:`cudagraph_bench.plugin.memory.release`).
@@ -21,8 +22,9 @@ class ModelCache:
     """
 
     def __init__(self, device: str = "cuda", *, on_evict: Callable[[tuple[str, str]], None] | None = None,
-                 release: Callable[..., None] | None = None, share: float = MODEL_CACHE_SHARE):
-        self.device, self.share = device, share
+                 release: Callable[..., None] | None = None, share: float = MODEL_CACHE_SHARE,
+                 attn_implementation: str | None = None):
+        self.device, self.share, self.attn_implementation = device, share, attn_implementation
         self._on_evict, self._release = on_evict, release
         self._models: dict[tuple[str, str], object] = {}
 
@@ -34,7 +36,7 @@ class ModelCache:
         key = (name, dtype)
         if key not in self._models:
             self._evict_for(name)
-            self._models[key] = load_model(name, dtype, self.device)
+            self._models[key] = load_model(name, dtype, self.device, attn_implementation=self.attn_implementation)
         self._models[key] = self._models.pop(key)   # most recently used last
         return self._models[key]
 
@@ -67,16 +69,15 @@ class ModelCache:
         self._models.clear()
 
 
-def position_limit(name: str, cache: ModelCache | None = None) -> int:
-    """The position limit (tokens) of model ``name``: of its built model when the cache holds one, else read
-    from its config without building it (:func:`cudagraph_bench.models.presets.max_positions`, the one rule)."""
-    from types import SimpleNamespace
-
-    from cudagraph_bench.models.presets import PRESETS, directory_config, max_positions, preset_config
+def position_limit(name: str, cache: ModelCache | None = None, bound=None) -> int:
+    """The position limit (tokens) of model ``name``: the one its built model's config records when the cache
+    holds one, else read from its config without building it; a model whose config records none (ALiBi, NoPE) is
+    bounded by ``bound`` (tokens, or a function that gives them: ``--max-positions``, else the longest request).
+    The one rule is :func:`cudagraph_bench.models.positions.model_position_limit`."""
+    from cudagraph_bench.models.positions import model_position_limit
+    from cudagraph_bench.models.positions import position_limit as config_limit
 
     built = cache.built(name) if cache is not None else None
     if built is not None:
-        return max_positions(built)
-    # a preset name wins over a folder of that name, as in load_model
-    config = preset_config(name) if name in PRESETS else directory_config(name)
-    return max_positions(SimpleNamespace(config=config))
+        return config_limit(built.config, bound)
+    return model_position_limit(name, bound=bound)

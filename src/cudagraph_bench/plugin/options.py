@@ -5,8 +5,8 @@
   ``--check-data-ptrs``, the decode options, ``--cpus``, ``--keep-gc``;
 - timing hygiene: Python's garbage collector off while timing (pytest-benchmark's ``--benchmark-disable-gc``,
   on by default here; ``--keep-gc`` turns it back on) and the process pinned to ``--cpus``;
-- ``--models``: every ``save_pretrained`` folder is read before collection, so a checkpoint the suite cannot
-  measure is one line with its reason, not a collection traceback;
+- ``--models``: every entry is checked before collection; one the suite cannot measure is refused with its
+  one-line reason (listed at the end and in the run JSON, exit status 1) and the others run;
 - GPU tests (marker ``gpu``) skip with one reason on a machine without CUDA, except the cases of variants that
   need no GPU when ``--device cpu`` runs them.
 """
@@ -98,37 +98,41 @@ def pytest_configure(config):
         pin_cpus(config.getoption("cpus", None))
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    for note in check_model_directories(config.getoption("models", None) or ()):
-        config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
+    check_matrix_models(config)
 
 
-def check_model_directories(models) -> list[str]:
-    """Read the ``config.json`` of every ``save_pretrained`` directory in ``--models`` before collection,
-    so that a checkpoint the suite cannot measure (an encoder-decoder such as T5, a config transformers
-    cannot read, a directory without weights) is one usage error with its reason, not a collection
-    traceback nor a failure in every test.
+#: The ``--models`` entries the session refused (:class:`cudagraph_bench.models.refusals.Refusal`), on the config.
+REFUSED = pytest.StashKey[tuple]()
 
-    Returns the notes of directories measured as their base model
-    (:func:`~cudagraph_bench.models.presets.head_note`).
+
+def refused_models(config) -> tuple:
+    """The refusals of :func:`check_matrix_models` (``()`` before it ran or when none)."""
+    return config.stash.get(REFUSED, ())
+
+
+def check_matrix_models(config) -> None:
+    """Check every ``--models`` entry before collection (:func:`cudagraph_bench.models.refusals.check_models`): the
+    session runs the accepted ones (``--models`` becomes them), keeps the refused ones (:func:`refused_models`) for
+    the terminal summary, the run JSON (``["cudagraph_bench"]["refused"]``) and a non-zero exit, and warns the notes
+    (a classification head left out, a position limit taken from the request).
 
     Raises:
-        pytest.UsageError: the reason of :func:`~cudagraph_bench.models.presets.check_model_directory`.
+        pytest.UsageError: every entry was refused (one line each), or ``--attn-implementation`` is not installed.
     """
-    import os
+    from cudagraph_bench.errors import UsageError
+    from cudagraph_bench.models.refusals import all_refused_message, check_models
 
-    from cudagraph_bench.errors import UnknownModelError
-    from cudagraph_bench.models.presets import PRESETS, check_model_directory, head_note
-
-    notes = []
-    for name in models:
-        if name not in PRESETS and os.path.isdir(name):
-            try:
-                note = head_note(name, check_model_directory(name))
-            except UnknownModelError as exc:
-                raise pytest.UsageError(f"--models: {exc}") from None
-            if note:
-                notes.append(note)
-    return notes
+    models = config.getoption("models", None) or ()
+    try:
+        checks = check_models(models, config.getoption("attn_implementation", None))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if models and not checks.accepted:
+        raise pytest.UsageError(all_refused_message(checks.refused))
+    config.option.models = checks.accepted
+    config.stash[REFUSED] = checks.refused
+    for note in checks.notes:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
 
 
 def runs_on_cpu(item) -> bool:

@@ -76,6 +76,13 @@ def section_of(config) -> dict | None:
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
+    from cudagraph_bench.plugin.options import refused_models
+
+    refused = refused_models(config)
+    if refused:
+        from cudagraph_bench.models.refusals import refused_json
+
+        output_json.setdefault("cudagraph_bench", {})["refused"] = refused_json(refused)
     section = section_of(config)
     if section is None:
         return
@@ -129,7 +136,12 @@ def write_records_only_json(config) -> str | None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`."""
+    """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`; a session
+    whose ``--models`` had refused entries exits non-zero (:func:`cudagraph_bench.models.refusals.exit_status`)."""
+    from cudagraph_bench.models.refusals import exit_status
+    from cudagraph_bench.plugin.options import refused_models
+
+    session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))
     result = yield
     path = write_records_only_json(session.config)
     if path is not None:
@@ -141,8 +153,17 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The memory ledger and the failed or skipped cases with their reasons."""
+    from cudagraph_bench.plugin.options import refused_models
     from cudagraph_bench.plugin.session import session_of
 
+    refused = refused_models(config)
+    if refused:
+        from cudagraph_bench.models.refusals import refusal_lines
+
+        terminalreporter.write_sep("-", f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others "
+                                        "ran; exit status 1)")
+        for line in refusal_lines(refused):
+            terminalreporter.write_line(line)
     session = session_of(config)
     if session is None:
         return

@@ -44,7 +44,8 @@ class Session:
         self.device = config.getoption("device", "cuda")
         self.padding = PaddingGraphs(release)
         self.models = ModelCache(self.device, release=release,
-                                 on_evict=lambda key: self.padding.drop() if self.padding.holds(*key) else None)
+                                 on_evict=lambda key: self.padding.drop() if self.padding.holds(*key) else None,
+                                 attn_implementation=config.getoption("attn_implementation", None))
         self.references = DecodeReferences(self.model, self.position_limit)
         self.profiles = Profiles(self.model)
         self.records = SessionRecords()
@@ -59,10 +60,15 @@ class Session:
         return self.models.get(name, dtype)
 
     def position_limit(self, name: str) -> int:
-        """The model's position limit (tokens) (:func:`cudagraph_bench.plugin.models.position_limit`)."""
+        """The model's position limit (tokens) (:func:`cudagraph_bench.plugin.models.position_limit`); a model whose
+        config records none (ALiBi, NoPE) is bounded by ``--max-positions``, else by the longest request of the
+        matrix (:func:`cudagraph_bench.models.positions.position_bound`)."""
+        from cudagraph_bench.models.positions import position_bound
         from cudagraph_bench.plugin.models import position_limit
 
-        return position_limit(name, self.models)
+        opt = self.option
+        return position_limit(name, self.models, bound=lambda: position_bound(
+            opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def fits(self, name: str, seq_len: int) -> bool:
         """Whether a ``seq_len``-token request fits ``name``'s positions (False when this cannot tell: the
@@ -173,6 +179,8 @@ class Session:
             cause = exc.cause if isinstance(exc, CaseFailed) else exc
             phase = exc.phase if isinstance(exc, CaseFailed) else "timing"
             reason = exc.reason if isinstance(exc, CaseFailed) else describe_exception(exc)
+            if isinstance(exc, CaseFailed):
+                info.update(exc.info)          # what the case recorded before it failed (its attention, ...)
             if isinstance(cause, (NotGraphableError, RequestTooLongError)):
                 if isinstance(cause, NotGraphableError):
                     self.records.fail(nodeid, info, f"not graphable: {reason}", status="skipped", phase=phase)

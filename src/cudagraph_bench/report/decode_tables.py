@@ -24,7 +24,8 @@ def decode_rows(runs: list[Run]) -> list[dict]:
     seq_len, new_tokens, variant``, ``ms_per_token``, ``tokens_per_s``, ``speedup_vs_generate`` (generate
     ms/token / variant ms/token), ``rounds`` (measured requests), ``vs_generate`` and ``vs_static_eager``
     (:func:`vs_generate`, :func:`vs_static_eager`), ``compile_s``, ``status`` (``ok``, ``mismatch``,
-    ``failed``) and ``note`` (:func:`decode_note_cell`). A failed case has no timing (None)."""
+    ``failed``), ``note`` (:func:`decode_note_cell`) and ``attn_implementation`` (as recorded, else None). A
+    failed case has no timing (None)."""
     rows = []
     for m in merged(runs).values():
         if m.suite != "decode":
@@ -37,7 +38,8 @@ def decode_rows(runs: list[Run]) -> list[dict]:
         rows.append({**_row_key(m.case), "ms_per_token": float(ms_per_token), "tokens_per_s": tokens_per_s,
                      "rounds": m.summary.n, "vs_generate": vs_generate(m), "vs_static_eager": vs_static_eager(m),
                      "compile_s": _seconds(details.get("compile_ms")), "status": m.check.outcome or "ok",
-                     "note": decode_note_cell(m.check.outcome, m.check.reason, details)})
+                     "note": decode_note_cell(m.check.outcome, m.check.reason, details),
+                     "attn_implementation": details.get("attn_implementation")})
     seen = {_key_of(r) for r in rows}
     for f in not_measured(runs, "decode"):
         row = _row_key(f.case)
@@ -46,7 +48,8 @@ def decode_rows(runs: list[Run]) -> list[dict]:
         seen.add(_key_of(row))
         rows.append({**row, **dict.fromkeys(("ms_per_token", "tokens_per_s", "rounds")), "vs_generate": "-",
                      "vs_static_eager": "-", "compile_s": _seconds(f.compile_ms), "status": f.status,
-                     "note": decode_note_cell(f.status, f.check.reason, f.details)})
+                     "note": decode_note_cell(f.status, f.check.reason, f.details),
+                     "attn_implementation": f.details.get("attn_implementation")})
     generate = {_key_of(r)[:4]: r["ms_per_token"] for r in rows if r["variant"] == variants.reference_of(variants.DECODE).name}
     for r in rows:
         base = generate.get(_key_of(r)[:4])

@@ -37,7 +37,8 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
     (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``check``
     (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
-    ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data).
+    ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data),
+    ``attn_implementation`` (the attention the model ran; None in runs that predate it).
     """
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == REF}
@@ -57,6 +58,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "fp64_rmse_ratio": check.fp64_rmse_ratio,
             "note": _note(check, info.get("notes")),
             "spread_pct": _spread(m.samples_ms),
+            "attn_implementation": info.get("attn_implementation"),
         })
     seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
     for f in not_measured(runs):
@@ -69,7 +71,8 @@ def forward_rows(runs: list[Run]) -> list[dict]:
                      "status": f.status,
                      "compile_s": f.compile_ms / 1e3 if f.compile_ms is not None else None,
                      "max_abs_diff": f.check.max_abs_diff, "check": f.check.method,
-                     "fp64_rmse_ratio": f.check.fp64_rmse_ratio, "note": f.check.reason, "spread_pct": None})
+                     "fp64_rmse_ratio": f.check.fp64_rmse_ratio, "note": f.check.reason, "spread_pct": None,
+                     "attn_implementation": f.details.get("attn_implementation")})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], variant_index(r["variant"]), r["variant"]))
     return rows
 
@@ -186,3 +189,19 @@ def unchecked_line(rows: list[dict]) -> str | None:
             "(benchmark runs recorded before the benchmarks checked against eager; the correctness "
             "tests in perf_tests/ check graph replays separately)")
 
+
+
+def attention_note(rows: list[dict]) -> str | None:
+    """One line naming the attention each model ran when the rows (forward or decode) do not all share one:
+    ``"Attention is not the same for every model: eager: gemma-2-2b, gpt-oss-20b; sdpa: gpt2."``; None when
+    every row that recorded it ran the same (or none recorded it), so that such pages stay as they were."""
+    by_attention: dict[str, list[str]] = {}
+    for r in rows:
+        attention = r.get("attn_implementation")
+        if attention and r["model"] not in by_attention.setdefault(attention, []):
+            by_attention[attention].append(r["model"])
+    if len(by_attention) < 2:
+        return None
+    parts = [f"{name}: {', '.join(sorted(models))}" for name, models in sorted(by_attention.items())]
+    return ("Attention is not the same for every model (each runs its own, SDPA where transformers has it, "
+            f"unless `--attn-implementation` chose another): {'; '.join(parts)}.")

@@ -36,8 +36,8 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.report import launch_data, launch_page, plots, roofline
 from cudagraph_bench.report.decode_tables import (DECODE_COLUMNS, DECODE_NOTE, decode_note,  # noqa: F401
                                                   decode_rows, render_decode_table, vs_generate)
-from cudagraph_bench.report.forward_tables import (forward_rows, problem_lines, render_long_table, render_summary_table,
-                                                   unchecked_line)
+from cudagraph_bench.report.forward_tables import (attention_note, forward_rows, problem_lines, render_long_table,
+                                                   render_summary_table, unchecked_line)
 from cudagraph_bench.report.runs import gpu_name, merged
 from cudagraph_bench.report.suite_timing import render_suite_timing
 from cudagraph_bench.fsio import save_figure
@@ -192,6 +192,7 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
     rows = forward_rows(runs)
     if rows:
         out += ["## Forward pass", "", REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
+        out += _attention_lines(rows)
         out += [f"![{p.stem.replace('_', ' ')}]({_link(p, outdir)})" for p in plots_written
                 if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
         busy = roofline.render_forward_busy(runs)
@@ -205,6 +206,7 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
     decode = decode_rows(runs)
     if decode:
         out += ["## Decode (greedy, static KV cache)", "", decode_note(decode), "", render_decode_table(decode), ""]
+        out += _attention_lines(decode)
         out += _decode_roofline(runs, outdir, plots_written, heading="### Decode roofline")
     launch = launch_markdown(runs)
     if launch:
@@ -215,6 +217,12 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
         out += ["## Suite time per part", "", SUITE_TIMING_NOTE, "", *_provenance(suite_runs), "",
                 render_suite_timing(suite_runs), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _attention_lines(rows: list[dict]) -> list[str]:
+    """:func:`~cudagraph_bench.report.forward_tables.attention_note` of ``rows`` and a blank line, or nothing."""
+    note = attention_note(rows)
+    return [note, ""] if note else []
 
 
 def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path], *, heading: str) -> list[str]:

@@ -81,6 +81,7 @@ class RunOutcome:
     returncode: int
     json_path: Path | None
     crashes: list[dict]
+    log_path: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -161,12 +162,12 @@ def run_pytest(run: PytestRun) -> RunOutcome:
                   file=log, flush=True)
     run.journal_path.unlink(missing_ok=True)
     if not documents and not crashes:
-        return RunOutcome(rc, None, [])
+        return RunOutcome(rc, None, [], run.log_path)
     doc = _merged(documents, crashes)
     if doc is None:
-        return RunOutcome(rc if rc else 1, None, crashes)
+        return RunOutcome(rc if rc else 1, None, crashes, run.log_path)
     write_text_atomic(run.json_path, json.dumps(doc, indent=4))
-    return RunOutcome(1 if crashes and rc == 0 else rc, run.json_path, crashes)
+    return RunOutcome(1 if crashes and rc == 0 else rc, run.json_path, crashes, run.log_path)
 
 
 def _merged(documents: list[tuple[str, dict]], crashes: list[dict]) -> dict | None:

@@ -1,0 +1,357 @@
+"""Host work inside a forward pass, which a CUDA graph capture forbids: found before the capture, and the host
+data a forward turns into device tensors made on the device instead.
+
+A capture records device work only. A forward that copies host data to the device (``torch.tensor(0.0,
+device=...)`` in a mask helper, a Python list used as an index, a table left on the host) makes a pageable
+host-to-device copy, which a capture refuses ("Cannot copy between CPU and CUDA tensors during CUDA graph
+capture unless the CPU tensor is pinned"); one that reads a device value on the host (``.item()``,
+``bool(tensor)``, ``nonzero``) needs a synchronize, which a capture refuses too. Two tools, both device-agnostic
+(they run on the CPU with the model on the ``meta`` device, as the tests do):
+
+- :class:`DeviceConstants`, active during the capture: host data that a forward turns into a tensor on the
+  model's device (``torch.tensor`` / ``torch.as_tensor`` / ``torch.asarray`` / ``Tensor.new_tensor`` with a
+  device, a list of ints or bools as an index) is made there by a device op instead: a one-element value by
+  ``torch.full``, an integer progression by ``torch.arange``, anything else from pinned host memory that the
+  graph keeps (a capture may copy from pinned memory). The values are the eager forward's, bit for bit:
+  those are Python constants of the forward, which any capture bakes into the graph;
+- :func:`find_host_work`: one forward on the capture's code path under a dispatch-level watch; the first
+  host-to-device copy from pageable memory, device-to-host copy or host read of a device value, with the model
+  source line that made it, or None. A model with host work that :class:`DeviceConstants` does not remove is
+  not graphable: :class:`~cudagraph_bench.capture.graphed.GraphedForward` raises
+  :class:`~cudagraph_bench.errors.NotGraphableError` with that line before it captures.
+
+The watch follows torch's ``TorchFunctionMode`` / ``TorchDispatchMode`` (``torch.overrides``,
+``torch.utils._python_dispatch``), the mechanism of torch's own ``FakeTensorMode`` and ``DebugMode``.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+#: aten ops whose boolean-mask index makes the output's size a device value (read on the host).
+MASK_INDEX_OPS = ("index", "index_put", "index_put_", "_index_put_impl_")
+#: ``Tensor`` methods that read a device value on the host (``tensor.item()``, ``bool(tensor)``, ...); on ``meta``
+#: some of them raise before any aten op runs, so they are watched by name too.
+HOST_READ_METHODS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__", "__complex__")
+#: aten ops that read a device value on the host (a synchronize): forbidden while a stream captures.
+HOST_READ_OPS = ("_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
+                 "equal", "is_nonzero")
+#: This module's file: its frames are not the model's code when a finding names its source line.
+_OWN_FILE = os.path.abspath(__file__)
+
+
+def _torch_folder() -> str:
+    import torch
+
+    return os.path.dirname(torch.__file__)
+
+
+def _is_host_index(value) -> bool:
+    """True for a (nested) list of Python ints or bools: an index that torch turns into a host tensor and copies
+    to the indexed tensor's device."""
+    if not isinstance(value, list) or not value:
+        return False
+    return all(_is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
+
+
+def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None = None):
+    """A tensor of host ``data`` (a Python scalar or nested list) on ``device``, made without a pageable
+    host-to-device copy: ``torch.full`` for one element, ``torch.arange`` for a 1-D integer progression, else a
+    copy from pinned host memory kept in ``kept`` (by dtype and values: the caller keeps it as long as the graph
+    that copies from it, and a capture after a first forward reuses the buffer that forward pinned instead of
+    allocating pinned memory while it captures); None when none applies (no ``kept``, or a device without pinned
+    memory). The values and dtype are those of ``torch.tensor(data, dtype=dtype)``."""
+    import torch
+
+    host = torch.tensor(data, dtype=dtype)
+    device = torch.device(device)
+    if host.numel() == 1:
+        return torch.full(host.shape, host.item(), dtype=host.dtype, device=device)
+    integer = not host.dtype.is_floating_point and not host.dtype.is_complex and host.dtype != torch.bool
+    if integer and host.dim() == 1 and host.numel() > 1:
+        step = int(host[1] - host[0])
+        if step != 0 and torch.equal(host, torch.arange(int(host[0]), int(host[0]) + step * host.numel(), step,
+                                                         dtype=host.dtype)):
+            return torch.arange(int(host[0]), int(host[0]) + step * host.numel(), step, dtype=host.dtype,
+                                device=device)
+    if device.type == "cpu":
+        return host
+    if kept is None or device.type != "cuda":
+        return None
+    key = (str(host.dtype), tuple(host.shape), tuple(host.flatten().tolist()))
+    if key not in kept:
+        kept[key] = host.pin_memory()
+    return kept[key].to(device, non_blocking=True)
+
+
+def _device_index(index, device, kept: dict):
+    """``index`` (of ``Tensor.__getitem__``/``__setitem__``) with its lists of ints or bools made into device
+    tensors (:func:`device_tensor_from_host_data`); the same object when it holds none or one cannot be made."""
+    def convert(value):
+        if not _is_host_index(value):
+            return value
+        if all(isinstance(v, bool) for v in value):     # a 1-D mask of one dimension: the positions it keeps
+            value = [i for i, keep in enumerate(value) if keep]
+            if not value:
+                return value
+        made = device_tensor_from_host_data(value, device=device, kept=kept)
+        return value if made is None else made
+
+    if isinstance(index, tuple):
+        converted = tuple(convert(v) for v in index)
+        return converted if any(a is not b for a, b in zip(converted, index)) else index
+    return convert(index)
+
+
+def _creation_device(func, args, kwargs):
+    """The device a host-data tensor creation (``torch.tensor`` & co.) puts its result on, or None when the call
+    is not one (tensor data, no device given, not a creation function)."""
+    import torch
+
+    if func in (torch.tensor, torch.as_tensor, torch.asarray):
+        if not args or isinstance(args[0], torch.Tensor) or kwargs.get("device") is None:
+            return None
+        return torch.device(kwargs["device"])
+    if func is torch.Tensor.new_tensor:
+        if len(args) < 2 or isinstance(args[1], torch.Tensor):
+            return None
+        return torch.device(kwargs.get("device") or args[0].device)
+    return None
+
+
+def _host_index_call(func, args, device_type: str) -> bool:
+    """True for ``Tensor.__getitem__``/``__setitem__`` on a tensor on ``device_type`` with a host list in its
+    index (or a host list as the value set)."""
+    import torch
+
+    if func not in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) or len(args) < 2:
+        return False
+    if not isinstance(args[0], torch.Tensor) or args[0].device.type != device_type:
+        return False
+    index = args[1] if isinstance(args[1], tuple) else (args[1],)
+    value = [args[2]] if func is torch.Tensor.__setitem__ and len(args) > 2 else []
+    return any(_is_host_index(v) for v in (*index, *value))
+
+
+def _function_mode_base():
+    from torch.overrides import TorchFunctionMode
+
+    return TorchFunctionMode
+
+
+class DeviceConstants:
+    """A context (a ``TorchFunctionMode``) in which host data that a forward turns into tensors on ``device``
+    is made on the device (module docstring). ``kept``: the pinned host tensors the copies read from, by dtype and
+    values; keep this object as long as a graph captured inside it, and enter it for the forward before the
+    capture too (the capture then copies from the buffers that forward pinned)."""
+
+    def __init__(self, device):
+        import torch
+
+        self.device = torch.device(device)
+        self.kept: dict = {}
+        self._mode = _make_constants_mode(self)
+
+    def __enter__(self):
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
+
+
+def _make_constants_mode(owner: DeviceConstants):
+    import torch
+
+    class _ConstantsMode(_function_mode_base()):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            device = _creation_device(func, args, kwargs)
+            if device is not None and device.type == owner.device.type and not kwargs.get("requires_grad"):
+                data = args[1] if func is torch.Tensor.new_tensor else args[0]
+                dtype = kwargs.get("dtype") or (args[0].dtype if func is torch.Tensor.new_tensor else None)
+                made = device_tensor_from_host_data(data, device=device, dtype=dtype, kept=owner.kept)
+                if made is not None:
+                    return made
+            if _host_index_call(func, args, owner.device.type):
+                target = args[0]
+                converted = [args[0], _device_index(args[1], target.device, owner.kept), *args[2:]]
+                if func is torch.Tensor.__setitem__ and len(args) > 2 and _is_host_index(args[2]):
+                    value = device_tensor_from_host_data(args[2], device=target.device, dtype=target.dtype,
+                                                         kept=owner.kept)
+                    converted[2] = args[2] if value is None else value
+                args = tuple(converted)
+            return func(*args, **kwargs)
+
+    return _ConstantsMode()
+
+
+class _HostWorkFound(Exception):
+    """Raised inside the watched forward at its first host work (stops it: on ``meta`` a host read cannot go on)."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+def _source_line() -> str:
+    """``"transformers/models/falcon/modeling_falcon.py:255 (_split_heads)"``: the innermost frame of the stack that
+    is neither torch nor this module (the model code that did the host work); ``""`` when there is none."""
+    torch_folder = _torch_folder() + os.sep
+    for frame in reversed(traceback.extract_stack()):
+        filename = os.path.abspath(frame.filename)
+        if filename.startswith(torch_folder) or filename == _OWN_FILE:
+            continue
+        parts = filename.replace(os.sep, "/").split("/")
+        for package in ("transformers", "cudagraph_bench"):
+            if package in parts:
+                filename = "/".join(parts[parts.index(package):])
+                break
+        return f"{filename}:{frame.lineno} ({frame.name})"
+    return ""
+
+
+def _describe(what: str) -> str:
+    where = _source_line()
+    return f"{what} at {where}" if where else what
+
+
+def _tensors(value):
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+
+def _pageable(t) -> bool:
+    try:
+        return not t.is_pinned()
+    except RuntimeError:      # no accelerator to pin for: every host tensor is pageable
+        return True
+
+
+def _make_watch(device_type: str):
+    """The pair of modes of :func:`find_host_work` for ``device_type`` (``"cuda"``, ``"meta"``)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _FunctionWatch(_function_mode_base()):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            device = _creation_device(func, args, kwargs)
+            if device is not None and device.type == device_type:
+                raise _HostWorkFound(_describe(f"{getattr(func, '__name__', func)}() of host data copied to the "
+                                               f"{device_type} device"))
+            if _host_index_call(func, args, device_type):
+                raise _HostWorkFound(_describe("a Python list indexing a device tensor (copied to the device)"))
+            name = getattr(func, "__name__", "")
+            if name in HOST_READ_METHODS and args and isinstance(args[0], torch.Tensor) and \
+                    args[0].device.type == device_type and getattr(torch.Tensor, name, None) is func:
+                raise _HostWorkFound(_describe(f"a host read of a device value (Tensor.{name}: a synchronize)"))
+            return func(*args, **kwargs)
+
+    class _DispatchWatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func.overloadpacket.__name__
+            tensors = _tensors((args, kwargs))
+            on_device = [t for t in tensors if t.device.type == device_type]
+            on_host = [t for t in tensors if t.device.type == "cpu"]
+            if name in HOST_READ_OPS and on_device:
+                raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name}: a synchronize)"))
+            indices = _tensors(args[1]) if name in MASK_INDEX_OPS and len(args) > 1 else []
+            if any(t.dtype in (torch.bool, torch.uint8) and t.device.type == device_type for t in indices):
+                raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name} by a boolean mask: "
+                                               "a synchronize for the output's size)"))
+            if name == "_to_copy" and tensors:
+                source, target = tensors[0], kwargs.get("device")
+                target = torch.device(target).type if target is not None else source.device.type
+                if source.device.type == "cpu" and target == device_type and _pageable(source):
+                    raise _HostWorkFound(_describe(f"a copy of a host tensor {list(source.shape)} to the device"))
+                if source.device.type == device_type and target == "cpu":
+                    raise _HostWorkFound(_describe(f"a copy of a device tensor {list(source.shape)} to the host "
+                                                   "(a synchronize)"))
+            elif name == "copy_" and len(tensors) >= 2:
+                target, source = tensors[0], tensors[1]
+                if target.device.type == device_type and source.device.type == "cpu" and _pageable(source):
+                    raise _HostWorkFound(_describe(f"a copy of a host tensor {list(source.shape)} into a device "
+                                                   "tensor"))
+                if target.device.type == "cpu" and source.device.type == device_type:
+                    raise _HostWorkFound(_describe("a copy of a device tensor to the host (a synchronize)"))
+            elif on_device and any(t.dim() > 0 for t in on_host):
+                raise _HostWorkFound(_describe(f"aten.{name} on a host tensor and a device tensor (the host one is "
+                                               "copied to the device)"))
+            return func(*args, **kwargs)
+
+    return _FunctionWatch(), _DispatchWatch()
+
+
+def find_host_work(run, device) -> str | None:
+    """Call ``run()`` (one forward, on the capture's code path: inside the contexts the capture will use,
+    :class:`DeviceConstants` last) while watching for host work on ``device``; return the first one found, in
+    one line with the model source line that did it (e.g. ``"a Python list indexing a device tensor (copied to
+    the device) at transformers/models/falcon/modeling_falcon.py:255 (_split_heads)"``), or None. ``run`` stops
+    at the finding. Other exceptions of ``run`` propagate.
+
+    Enter the watch outside :class:`DeviceConstants`: the watch then sees what the constants leave."""
+    import torch
+
+    kind = torch.device(device).type
+    functions, dispatch = _make_watch(kind)
+    try:
+        with functions, dispatch:
+            run()
+    except _HostWorkFound as found:
+        return found.text
+    return None
+
+
+class HostWorkWatch:
+    """:func:`find_host_work` as a context for code that enters its own contexts in between: ``with
+    HostWorkWatch(device) as watch, DeviceConstants(device): forward()``, then ``watch.found`` (None or the
+    line). The forward stops at the finding."""
+
+    def __init__(self, device):
+        import torch
+
+        self.found: str | None = None
+        self._modes = _make_watch(torch.device(device).type)
+
+    def __enter__(self):
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        for mode in reversed(self._modes):
+            mode.__exit__(exc_type, exc, tb)
+        if isinstance(exc, _HostWorkFound):
+            self.found = exc.text
+            return True
+        return False
+
+
+def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa_dispatch: bool = True,
+                           constants: DeviceConstants | None = None) -> str | None:
+    """:func:`find_host_work` of ``run()`` (one forward of ``model``) on the code path of a capture: inside the
+    contexts :class:`~cudagraph_bench.capture.graphed.GraphedForward` captures in (RoPE without a host branch for
+    ``max_positions`` tokens, SDPA dispatch as in eager mode when ``eager_sdpa_dispatch``, ``constants``: the
+    :class:`DeviceConstants` of the capture, a fresh one when None) and with transformers answering that a
+    stream captures (:func:`~cudagraph_bench.models.hf_internals.capture_code_path`). The same check runs on the
+    GPU before every capture and on the CPU with a model on ``meta`` (the tests). Returns the finding or None.
+
+    Raises:
+        NotGraphableError: RoPE that changes its frequencies within ``max_positions``.
+        Exception: whatever ``run`` raises on that path."""
+    import contextlib
+
+    from cudagraph_bench.models.hf_internals import (capture_code_path, eager_sdpa_dispatch_during_capture,
+                                                     static_rope_during_capture)
+
+    dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
+    constants = constants if constants is not None else DeviceConstants(device)
+    with static_rope_during_capture(model, max_positions), dispatch, capture_code_path(), \
+            HostWorkWatch(device) as watch, constants:
+        run()
+    return watch.found

@@ -1,0 +1,95 @@
+"""The attention implementation a model is measured with: the model's own default, or the one
+``--attn-implementation`` names (:data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS`).
+
+The default is what transformers runs the model class with out of the box: SDPA
+(``torch.nn.functional.scaled_dot_product_attention``) where the class has it, else transformers' eager
+attention; models with attention logit soft-capping (Gemma 2), which SDPA cannot do, run eager attention.
+Eager attention gets transformers' eager mask built on the device
+(:func:`~cudagraph_bench.models.hf_internals.use_capture_safe_eager_mask`), so that it can be captured. Every
+implementation is checked as SDPA is: graph replay against eager on the same weights and attention, decode
+against ``generate``.
+"""
+
+from __future__ import annotations
+
+from cudagraph_bench.errors import UnknownModelError, UsageError
+from cudagraph_bench.options import ATTN_IMPLEMENTATIONS
+
+
+def installed_attention() -> tuple[str, ...]:
+    """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` this environment can run:
+    ``eager`` and ``sdpa`` always, ``flash_attention_2`` with the ``flash-attn`` package on a CUDA machine,
+    ``flex_attention`` with a torch that has it (transformers' own probes)."""
+    import transformers.utils as utils
+
+    probes = {"flash_attention_2": utils.is_flash_attn_2_available, "flex_attention": utils.is_torch_flex_attn_available}
+    return tuple(name for name in ATTN_IMPLEMENTATIONS if name not in probes or probes[name]())
+
+
+def check_attention_installed(requested: str | None) -> None:
+    """Raise :class:`UsageError` (one line naming what is installed) when ``--attn-implementation`` names an
+    implementation this environment cannot run; None (the models' own) always passes."""
+    if requested is None:
+        return
+    installed = installed_attention()
+    if requested not in installed:
+        raise UsageError(f"--attn-implementation {requested} is not installed here: use one of {', '.join(installed)} "
+                         "(or leave it out: each model's own attention)")
+
+
+def soft_capped(config) -> bool:
+    """True for a model with attention logit soft-capping (Gemma 2), which SDPA cannot do."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return bool(getattr(text, "attn_logit_softcapping", None))
+
+
+def supported_attention(model_class) -> tuple[str, ...]:
+    """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` that transformers runs
+    ``model_class`` with (its class flags; whether they are installed is :func:`installed_attention`)."""
+    from cudagraph_bench.models.hf_internals import supports_attention
+
+    return tuple(name for name in ATTN_IMPLEMENTATIONS if supports_attention(model_class, name))
+
+
+def default_attention(config, model_class=None) -> str:
+    """The model's own attention: ``"eager"`` for attention logit soft-capping (:func:`soft_capped`) or a class
+    without SDPA, else ``"sdpa"``. ``model_class``: the transformers class it loads as (None: assume SDPA, as
+    for the presets, which all have it)."""
+    from cudagraph_bench.models.hf_internals import supports_attention
+
+    if soft_capped(config) or (model_class is not None and not supports_attention(model_class, "sdpa")):
+        return "eager"
+    return "sdpa"
+
+
+def choose_attention(config, model_class=None, requested: str | None = None) -> str:
+    """The implementation to build ``model_class`` (of ``config``) with: ``requested`` (``--attn-implementation``)
+    when the class runs it, else the model's own (:func:`default_attention`). Eager attention registers the
+    capture-safe eager mask.
+
+    Raises:
+        UnknownModelError: the class does not run ``requested`` (one line: what it runs, and its default)."""
+    chosen = default_attention(config, model_class) if requested is None else requested
+    if requested is not None and model_class is not None and requested not in supported_attention(model_class):
+        import transformers
+
+        raise UnknownModelError(f"{model_class.__name__} has no {requested} attention in transformers "
+                                f"{transformers.__version__} (it runs {', '.join(supported_attention(model_class))}): "
+                                f"choose one of those with --attn-implementation, or leave it out (its own: "
+                                f"{default_attention(config, model_class)})")
+    if requested == "sdpa" and soft_capped(config):
+        raise UnknownModelError(f"{config.__class__.__name__} soft-caps its attention logits, which SDPA cannot do: "
+                                "use --attn-implementation eager, or leave it out (its own: eager)")
+    if chosen == "eager":
+        from cudagraph_bench.models.hf_internals import use_capture_safe_eager_mask
+
+        use_capture_safe_eager_mask()
+    return chosen
+
+
+def attention_of(model) -> str | None:
+    """The attention implementation a built model runs (``"sdpa"``, ``"eager"``, ...), as transformers set it on
+    its config; recorded per case as ``extra_info["attn_implementation"]``."""
+    config = getattr(model, "config", None)
+    value = getattr(config, "_attn_implementation", None)
+    return value if isinstance(value, str) else None

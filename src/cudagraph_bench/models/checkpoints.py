@@ -1,0 +1,158 @@
+"""``save_pretrained`` directories: the checks a checkpoint passes before any case (a readable ``config.json``
+of a known ``model_type``, a decoder-only causal LM or a text encoder, named architectures, weights on disk) and
+the class it loads as. Each check raises :class:`~cudagraph_bench.errors.UnknownModelError` with the reason and
+the fix in one line; :func:`cudagraph_bench.models.refusals.check_models` collects them for every ``--models``
+entry."""
+
+from __future__ import annotations
+
+import os
+
+from cudagraph_bench.errors import UnknownModelError
+
+
+def _first_line(exc: BaseException, width: int = 160) -> str:
+    """The first line of an exception's message, cut to ``width`` characters (its type when empty)."""
+    line = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def check_config_json(path: str) -> dict:
+    """The parsed ``config.json`` of a ``save_pretrained`` directory, checked before transformers reads it.
+
+    Raises UnknownModelError naming the cause and the fix: the file cannot be read, is not valid JSON
+    (with the line), is not a JSON object, or names a ``model_type`` this transformers does not know."""
+    import json
+
+    import transformers
+
+    file = os.path.join(path, "config.json")
+    try:
+        with open(file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise UnknownModelError(f"{file} is not valid JSON (line {exc.lineno}: {exc.msg}): rewrite it with "
+                                "save_pretrained()") from None
+    except UnicodeDecodeError:
+        raise UnknownModelError(f"{file} is not UTF-8 text: rewrite it with save_pretrained()") from None
+    except OSError as exc:
+        raise UnknownModelError(f"cannot read {file}: {exc.strerror or exc}: give a readable directory written by "
+                                "save_pretrained()") from None
+    if not isinstance(data, dict):
+        raise UnknownModelError(f"{file} holds a JSON {type(data).__name__}, not an object: rewrite it with "
+                                "save_pretrained()")
+    model_type = data.get("model_type")
+    if model_type is not None and model_type not in transformers.CONFIG_MAPPING:
+        raise UnknownModelError(f"transformers {transformers.__version__} does not know model_type {model_type!r} "
+                                f"of {file}: upgrade transformers or use a supported architecture")
+    return data
+
+
+def directory_config(path: str):
+    """The transformers config of a ``save_pretrained`` directory (offline).
+
+    Raises:
+        UnknownModelError: no usable ``config.json``, an encoder-decoder model (T5, BART): the suite
+            measures decoder-only causal LMs and encoders, a vision, audio or multimodal model (ViT, CLIP, LLaVA),
+            or a model with neither attention heads nor a position limit (a state-space model such as Mamba).
+            A config without a position limit but with attention (BLOOM's ALiBi, NoPE) is bounded by the
+            request (:mod:`cudagraph_bench.models.positions`); a class without SDPA runs eager attention
+            (:mod:`cudagraph_bench.models.attention`)."""
+    import transformers
+
+    from cudagraph_bench.models.positions import POSITION_FIELDS, recorded_position_limit
+
+    check_config_json(path)
+    try:
+        config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UnknownModelError(f"{path}: transformers {transformers.__version__} cannot load config.json "
+                                f"({_first_line(exc)}): write the directory with save_pretrained()") from None
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
+                                f"does not measure: use a decoder-only causal LM or an encoder")
+    if _not_text_only(config):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model, which the "
+                                "suite does not measure: it measures text models that take input_ids only; save the "
+                                "text model alone (e.g. from its text_config)")
+    if recorded_position_limit(config) is None and not attention_heads(config):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} has no attention heads and records no position "
+                                f"limit ({'/'.join(POSITION_FIELDS)}): a state-space or recurrent model, which the suite "
+                                "does not measure: use a model with attention layers")
+    directory_model_class(config)
+    return config
+
+
+def attention_heads(config) -> int:
+    """The attention heads per layer a config records (``num_attention_heads``, GPT-2's ``n_head`` through its
+    ``attribute_map``), 0 for none (a state-space model)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "num_attention_heads", None)
+    return int(value) if isinstance(value, int) else 0
+
+
+def _not_text_only(config) -> bool:
+    """True for a vision, audio or multimodal config: it holds a vision or audio sub-config (LLaVA, CLIP,
+    Gemma 3's image-text model) or no ``vocab_size`` (ViT: no token embeddings)."""
+    sub_configs = getattr(config, "sub_configs", None) or {}
+    return (any(name in sub_configs for name in ("vision_config", "audio_config"))
+            or getattr(config, "vocab_size", None) is None)
+
+
+#: The weight files ``save_pretrained`` writes (transformers.utils ``SAFE_WEIGHTS_NAME``,
+#: ``SAFE_WEIGHTS_INDEX_NAME``, ``WEIGHTS_NAME``, ``WEIGHTS_INDEX_NAME``): one of them must be in a model directory.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_model_directory(path: str):
+    """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before
+    any case: :func:`directory_config`'s checks, then a class named in ``config.architectures`` (without it
+    transformers would load the headless base model and the checkpoint's weights would not match) and weights
+    on disk (:data:`WEIGHT_FILES`).
+
+    Raises:
+        UnknownModelError: the reason and the fix, in one line."""
+    config = directory_config(path)
+    if not config.architectures:
+        raise UnknownModelError(f"{path}: config.json names no architectures, so it is unclear whether to load a causal "
+                                f"LM or an encoder: save the directory with save_pretrained() from the model, or add "
+                                f'"architectures": ["{config.__class__.__name__.removesuffix("Config")}ForCausalLM"] '
+                                "(or the base model's class) to config.json")
+    if not any(os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES):
+        raise UnknownModelError(f"{path}: no weights on disk (none of {', '.join(WEIGHT_FILES)}): save_pretrained() "
+                                "the model into this directory (a config alone has no weights)")
+    return config
+
+
+def head_note(path: str, config) -> str | None:
+    """One line for a ``save_pretrained`` directory whose ``config.architectures`` names a head the suite does not
+    build (a classification or masked-LM head: ``Qwen3ForSequenceClassification``, ``BertForMaskedLM``): it is
+    measured as its base model (:func:`directory_model_class`), without the head and without decode benchmarks.
+    None for a causal LM or a base model."""
+    if names_lm_head(config):
+        return None
+    base = directory_model_class(config).__name__
+    heads = [name for name in config.architectures or [] if name != base]
+    if not heads:
+        return None
+    return (f"{path}: {heads[0]} is measured as its base model {base} (the head is left out, no decode benchmarks; "
+            "save a ...ForCausalLM checkpoint to measure decode)")
+
+
+def names_lm_head(config) -> bool:
+    """True when ``config.architectures`` names a causal LM head: the directory loads as a causal LM."""
+    return any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
+
+
+def directory_model_class(config):
+    """The transformers class a ``save_pretrained`` directory of ``config`` loads as (:func:`_load_directory`'s
+    choice: the causal-LM class when ``config.architectures`` names an LM head, else the base model)."""
+    import transformers
+
+    causal = names_lm_head(config)
+    try:
+        return (transformers.MODEL_FOR_CAUSAL_LM_MAPPING if causal else transformers.MODEL_MAPPING)[type(config)]
+    except KeyError:
+        raise UnknownModelError(f"transformers {transformers.__version__} has no {'causal-LM' if causal else 'base'} "
+                                f"model class for {config.__class__.__name__}: save the directory with "
+                                "save_pretrained() from a causal LM or an encoder") from None

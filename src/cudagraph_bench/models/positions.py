@@ -1,0 +1,95 @@
+"""Position limits (tokens): the one function that bounds prompts and KV caches, for the pytest plugin and
+``cudagraph-bench run`` alike (:func:`model_position_limit`), and for a built model (:func:`max_positions`).
+
+A model's config records its limit in a field (:data:`POSITION_FIELDS`: learned position embeddings,
+rotary models' ``max_position_embeddings``). ALiBi (BLOOM: "Train Short, Test Long", Press et al. 2022,
+https://arxiv.org/abs/2108.12409) and NoPE models record none: their attention has no table to run past,
+so they are bounded by the request instead: ``--max-positions`` when given, else the longest request of
+the matrix (:func:`longest_request`), and their KV caches are sized from the request.
+"""
+
+from __future__ import annotations
+
+from cudagraph_bench.errors import UsageError
+
+#: Config fields that hold a model's position limit, first found wins.
+POSITION_FIELDS = ("n_positions", "max_position_embeddings")
+#: Text encoders whose position ids start after the padding index (RoBERTa's
+#: ``create_position_ids_from_input_ids``): of ``max_position_embeddings`` rows, ``pad_token_id + 1`` are
+#: never reached by a token (roberta-base: 514 rows, 512 tokens).
+#: (Those that load with SDPA; tests/test_presets.py runs each at its limit and one token past it.)
+PADDING_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                                      "data2vec-text"})
+
+
+def recorded_position_limit(config) -> int | None:
+    """The position limit (tokens) that ``config`` records (gpt2 1024, bert-tiny 512; roberta-base 512 of its
+    514 position rows), or None when it records none (ALiBi, NoPE)."""
+    for field in POSITION_FIELDS:
+        value = getattr(config, field, None)
+        if value:
+            pad = getattr(config, "pad_token_id", None)
+            offset = pad + 1 if getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS and \
+                isinstance(pad, int) else 0
+            return int(value) - offset
+    return None
+
+
+def position_limit(config, bound=None) -> int:
+    """The position limit (tokens) of a model of ``config``: the one it records, else ``bound`` (tokens: the
+    request or ``--max-positions``; or a function of no arguments that gives it, called only then) for a model
+    that records none (ALiBi, NoPE).
+
+    Raises:
+        UsageError: the config records no limit and no ``bound`` is given."""
+    recorded = recorded_position_limit(config)
+    if recorded is not None:
+        return recorded
+    bound = bound() if callable(bound) else bound
+    if bound is None:
+        raise UsageError(f"{config.__class__.__name__} records no position limit ({'/'.join(POSITION_FIELDS)}; e.g. "
+                         "ALiBi or NoPE attention): give --max-positions N to bound its prompts and KV caches")
+    if bound < 1:
+        raise UsageError(f"a position bound must be >= 1 token (got {bound})")
+    return int(bound)
+
+
+def max_positions(model, bound=None) -> int:
+    """:func:`position_limit` of a built model (``model.config``)."""
+    return position_limit(model.config, bound)
+
+
+def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
+    """:func:`position_limit` (tokens) of a preset (with its config ``overrides``) or a ``save_pretrained``
+    directory, read from its config without building the model: what the pytest session and ``cudagraph-bench
+    run`` skip prompts by and size KV caches from. ``bound``: ``--max-positions``, else the longest request
+    (:func:`longest_request`).
+
+    Raises:
+        UnknownModelError: the directory cannot be measured
+            (:func:`~cudagraph_bench.models.presets.check_model_directory`).
+        UsageError: no limit recorded and no ``bound``."""
+    from cudagraph_bench.models.presets import PRESETS, check_model_directory, preset_config
+
+    # a preset name wins over a folder of that name, as in load_model
+    config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else check_model_directory(name_or_path)
+    return position_limit(config, bound)
+
+
+def longest_request(prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) -> int:
+    """The most positions (tokens) one request of a matrix uses: the longest forward prompt, or the longest
+    decode prompt plus the most new tokens, whichever is longer: the bound of a model that records no
+    position limit when ``--max-positions`` is not given.
+
+    Raises:
+        ValueError: no prompt length at all."""
+    decode = max(decode_prompt_lengths) + max(new_tokens) if decode_prompt_lengths and new_tokens else 0
+    longest = max([*prompt_lengths, decode])
+    if longest < 1:
+        raise ValueError("a matrix without prompt lengths has no longest request")
+    return int(longest)
+
+
+def position_bound(max_positions_option: int | None, *requests) -> int:
+    """``--max-positions`` when given, else :func:`longest_request` of ``requests`` (its arguments)."""
+    return max_positions_option if max_positions_option else longest_request(*requests)
