@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,15 +191,18 @@ def matrices(args: argparse.Namespace):
             explicit.add(dest)
             value = value.value
         values[dest] = value
-    sweeps = [{}]
+    sweeps, top = [{}], {}
     if args.config:
         top, config_sweeps = load_config(args.config)
         values.update({k: v for k, v in top.items() if k not in explicit})
         sweeps = config_sweeps or [{}]
+    chosen_anywhere = "variants" in explicit or (args.config and ("variants" in top or any("variants" in s for s in sweeps)))
     out = []
     for sweep in sweeps:
         merged = {**values, **{k: v for k, v in sweep.items() if k not in explicit}}
         chosen = list(merged.pop("variants"))
+        if merged.get("device") == "cpu" and not chosen_anywhere:   # the defaults need a GPU: the CPU's own
+            chosen = [n for n in chosen if not variants.variant(variants.FORWARD, n).needs_cuda]
         if args.with_compile:
             chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
         options = tuple((_FLAGS[k], show_default(v)) for k, v in merged.items() if v is not None)
@@ -248,30 +253,49 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("cudagraph-bench run launches the suite's perf_tests/: run it from a cudagraph-bench "
                          "checkout (an editable install), or run pytest perf_tests --benchmark-only there")
     outdir = Path(_plain(args.outdir))
-    check_output_folder(outdir, [RUN_JSON], create=True)  # before anything is measured
-    doc, outcomes = launch(tree, outdir, plan(matrix_list, gpus=gpus, cpus=list(_plain(args.cpus) or [])),
-                           log=lambda line: print(line, file=sys.stderr, flush=True))
+    check_output_folder(outdir, [RUN_JSON])            # before anything is measured; made once something is
+    with tempfile.TemporaryDirectory(prefix="cgb-run-") as scratch:
+        doc, outcomes = launch(tree, Path(scratch), plan(matrix_list, gpus=gpus, cpus=list(_plain(args.cpus) or [])),
+                               log=lambda part, outcome: _progress(part, outcome, outdir))
+        usage = _usage_error(outcomes) if doc is None else None
+        if usage:                      # e.g. every model of --models refused: the suite's own reason, nothing made
+            raise UsageError(usage)
+        check_output_folder(outdir, [RUN_JSON], create=True)
+        parts = outdir / "parts"
+        if parts.is_dir():
+            shutil.rmtree(parts)       # an earlier run's processes: replaced by this run's
+        shutil.move(str(Path(scratch) / "parts"), str(parts))
     json_path = outdir / RUN_JSON
     if doc is None:
         _remove_earlier_plots(outdir)
-        usage = _usage_error(outcomes)
-        if usage:                      # e.g. every model of --models refused: the suite's own one-line reason
-            raise UsageError(usage)
-        print(f"no pytest process wrote a run (see the logs under {outdir / 'parts'}): nothing measured (exit 1)",
+        print(f"no pytest process wrote a run (see the logs under {parts}): nothing measured (exit 1)",
               file=sys.stderr)
         return 1
     write_text_atomic(json_path, json.dumps(doc, indent=4))
     return finish(json_path, outdir, failed=any(o.returncode != 0 for o in outcomes))
 
 
+def _progress(part, outcome, outdir: Path) -> None:
+    """One line on stderr as a pytest process of the run ends (a usage error is said once, by the run itself)."""
+    if outcome.returncode == 4:
+        return
+    state = "ok" if outcome.ok else f"exit {outcome.returncode}"
+    crashed = f", {len(outcome.crashes)} crashed test(s) recorded" if outcome.crashes else ""
+    print(f"run: {part.name}: {state}{crashed} (log: {outdir / 'parts' / (part.name + '.log')})", file=sys.stderr,
+          flush=True)
+
+
 def _usage_error(outcomes) -> str | None:
-    """The first line pytest printed for a usage error (exit 4) of one of the run's processes, without its
-    ``ERROR:`` prefix; None when no process ended so."""
+    """What pytest printed for a usage error (exit 4) of one of the run's processes: its ``ERROR:`` line without
+    the prefix and the indented lines under it (one per refused model); None when no process ended so."""
     for outcome in outcomes:
-        if outcome.returncode == 4 and outcome.log_path.is_file():
-            for line in outcome.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if outcome.returncode == 4 and outcome.log_path is not None and outcome.log_path.is_file():
+            text = outcome.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+            for i, line in enumerate(text):
                 if line.startswith("ERROR: "):
-                    return line[len("ERROR: "):]
+                    more = [x for x in text[i + 1:] if x.startswith("  ") and not x.strip().startswith(("inifile:",
+                                                                                                       "rootdir:"))]
+                    return "\n".join([line[len("ERROR: "):], *more])
     return None
 
 
@@ -306,8 +330,9 @@ def finish(json_path: Path, outdir: Path, *, failed: bool) -> int:
     for failure in run.failures:
         print(f"{failure.status}: {failure.case.label}: {failure.check.reason}", file=sys.stderr)
     refused = (run.data.get("cudagraph_bench") or {}).get("refused") or []
-    for entry in refused:
-        print(f"refused: {entry.get('model')}: {entry.get('reason')}", file=sys.stderr)
+    for entry in refused:      # as the suite's summary says it: a reason that names the entry is given as it is
+        model, reason = str(entry.get("model")), str(entry.get("reason"))
+        print(f"refused: {reason if model in reason else f'{model}: {reason}'}", file=sys.stderr)
     try:
         import matplotlib  # noqa: F401
     except ImportError:

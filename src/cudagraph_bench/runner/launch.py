@@ -100,9 +100,9 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
     return steps
 
 
-def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=print) -> tuple[dict | None, list[RunOutcome]]:
+def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tuple[dict | None, list[RunOutcome]]:
     """Run the :func:`plan`'s steps with their output under ``outdir/parts/``; returns the merged document (None
-    when no process wrote one) and each process's outcome."""
+    when no process wrote one) and each process's outcome. ``log(part, outcome)`` is called as each process ends."""
     from cudagraph_bench.results.merge import merge_runs
 
     parts_dir = outdir / "parts"
@@ -122,9 +122,8 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=print) -> t
         for part in step:
             outcome = results[part.name]
             outcomes.append((part, outcome))
-            state = "ok" if outcome.ok else f"exit {outcome.returncode}"
-            crashed = f", {len(outcome.crashes)} crashed test(s) recorded" if outcome.crashes else ""
-            log(f"run: {part.name}: {state}{crashed} (log: {parts_dir / (part.name + '.log')})")
+            if log is not None:
+                log(part, outcome)
     docs = [(p.name, json.loads(o.json_path.read_text(encoding="utf-8"))) for p, o in outcomes
             if o.json_path is not None]
     if not docs:
