@@ -309,3 +309,29 @@ def test_tiny_served_now_presets_do_no_host_work_on_the_capture_path(name, dtype
     assert meta_host_work(model, lambda: model_forward(model, ids), 9) is None
     assert meta_host_work(model, lambda: model_forward(model, ids, mask), 9) is None
     assert decode_steps_host_work(model)[0] is None
+
+
+@pytest.mark.parametrize("name", SERVED_NOW)
+def test_float64_in_place_gives_the_float64_copys_logits_and_restores_the_model(name, monkeypatch):
+    """A model whose float64 copy does not fit on its device (gpt-oss-20b, Qwen3-30B-A3B on one H200) is run in
+    float64 module by module: the tiny bfloat16 presets' teacher-forced logits equal the float64 copy's, and the
+    model's weights (same tensors, same bits) and experts implementation are as before, also after a failure."""
+    import cudagraph_bench.measure.correctness as correctness
+    from cudagraph_bench.models.presets import experts_implementation
+
+    model = load_model(name, "bfloat16", "cpu", overrides={**TINY[name], "initializer_range": 0.2})
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    experts = experts_implementation(model)
+    ids = torch.randint(0, model.config.vocab_size, (1, 9), generator=torch.Generator().manual_seed(3))
+    tokens = torch.randint(0, model.config.vocab_size, (1, 6), generator=torch.Generator().manual_seed(4))
+    copied = correctness.fp64_decode_logits(model, ids, tokens)
+    monkeypatch.setattr(correctness, "fp64_copy_fits", lambda m: False)
+    in_place = correctness.fp64_decode_logits(model, ids, tokens)
+    assert in_place.dtype == torch.float64 and in_place.shape == copied.shape == (6, model.config.vocab_size)
+    torch.testing.assert_close(in_place, copied, rtol=1e-9, atol=1e-9)
+    with pytest.raises(RuntimeError, match="planted"), correctness.float64_in_place(model), torch.no_grad():
+        model.model.layers[0].register_forward_hook(lambda *a: (_ for _ in ()).throw(RuntimeError("planted")))
+        model(input_ids=ids)
+    after = model.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
+    assert experts_implementation(model) == experts

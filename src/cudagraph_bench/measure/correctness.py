@@ -134,7 +134,7 @@ def fp64_reference_model(model):
 
 
 def fp64_decode_logits(model, input_ids, tokens):
-    """Logits of a float64 copy of ``model`` for every greedy step, teacher-forced on ``tokens``.
+    """Logits of ``model`` run in float64 for every greedy step, teacher-forced on ``tokens``.
 
     Args:
         model: a causal LM (any dtype, any device).
@@ -143,12 +143,21 @@ def fp64_decode_logits(model, input_ids, tokens):
 
     Returns:
         ``[n, vocab]`` float64 on the CPU: row ``s`` is what a float64 model predicts after the prompt and
-        ``tokens[:, :s]``, i.e. the context of greedy step ``s``. The copy is dropped before returning.
+        ``tokens[:, :s]``, i.e. the context of greedy step ``s``.
+
+    A float64 copy of the model (:func:`fp64_reference_model`, dropped before returning) where it fits in the
+    device's free memory; else the model itself, each module's weights upcast while it runs
+    (:func:`float64_in_place`): a 21B-parameter bfloat16 model needs 168 GB for the copy, one layer's experts
+    a few GB.
     """
     import torch
 
     device = next(model.parameters()).device
     context = torch.cat([input_ids, tokens[:, :-1]], dim=1).to(device)            # [1, L + n - 1]
+    if not fp64_copy_fits(model):
+        with float64_in_place(model), torch.no_grad():
+            logits = model(input_ids=context, attention_mask=torch.ones_like(context)).logits
+        return logits[0, input_ids.shape[1] - 1:].to(torch.float64).cpu()
     model64 = fp64_reference_model(model)
     try:
         with torch.inference_mode():
@@ -158,6 +167,69 @@ def fp64_decode_logits(model, input_ids, tokens):
         del model64
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+#: Share of the device's free memory a float64 copy of the model may take (the rest: activations, logits).
+FP64_COPY_SHARE = 0.8
+
+
+def fp64_copy_fits(model) -> bool:
+    """True when a float64 copy of ``model`` (8 bytes per parameter) fits in :data:`FP64_COPY_SHARE` of its
+    CUDA device's free memory (``torch.cuda.mem_get_info``); always True on the CPU."""
+    import torch
+
+    device = next(model.parameters()).device
+    if device.type != "cuda":
+        return True
+    need = 8 * sum(p.numel() for p in model.parameters())
+    return need <= FP64_COPY_SHARE * torch.cuda.mem_get_info(device)[0]
+
+
+class float64_in_place:
+    """Context manager: ``model`` runs in float64 without a copy. Each module with parameters has them upcast to
+    float64 just before its forward and restored (the same tensors, bit for bit) just after, so at most one
+    module's float64 weights exist at a time; a mixture-of-experts model runs transformers' ``eager`` experts
+    (a loop over the experts hit: no grouped GEMM, which is bfloat16 only, and no per-token weight gather).
+    Everything is restored on exit, also after an exception. Run the forward under ``torch.no_grad()``, not
+    ``inference_mode`` (a parameter's ``.data`` is swapped)."""
+
+    def __init__(self, model):
+        self.model, self._handles, self._saved, self._experts = model, [], {}, None
+
+    def _upcast(self, module, args):
+        import torch
+
+        for name, p in module.named_parameters(recurse=False):
+            if p.is_floating_point() and p.dtype != torch.float64:
+                self._saved[(id(module), name)] = (p, p.data)
+                p.data = p.data.to(torch.float64)
+
+    def _restore(self, module, args=None, output=None):
+        for name, _ in module.named_parameters(recurse=False):
+            p, data = self._saved.pop((id(module), name), (None, None))
+            if p is not None:
+                p.data = data
+
+    def __enter__(self):
+        from cudagraph_bench.models.presets import experts_implementation, is_mixture_of_experts
+
+        if is_mixture_of_experts(self.model) and hasattr(self.model, "set_experts_implementation"):
+            self._experts = experts_implementation(self.model)
+            self.model.set_experts_implementation("eager")
+        for m in self.model.modules():
+            if any(True for _ in m.parameters(recurse=False)):
+                self._handles += [m.register_forward_pre_hook(self._upcast), m.register_forward_hook(self._restore)]
+        return self.model
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        for p, data in self._saved.values():
+            p.data = data
+        self._handles, self._saved = [], {}
+        if self._experts is not None:
+            self.model.set_experts_implementation(self._experts)
+        return False
 
 
 @dataclass(frozen=True)
