@@ -1,6 +1,5 @@
 """Presets build offline from configs; local directories load with from_pretrained; bad names fail clearly."""
 
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -9,7 +8,7 @@ from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, WEIGHT_FILES, check_model_directory,
                                            directory_config, head_note, load_model, max_positions, model_forward, model_kind,
                                            preset_config, random_input_ids)
-from cudagraph_bench.session import Session
+from cudagraph_bench.plugin.models import ModelCache, position_limit
 
 TINY = {
     "gpt2": dict(n_layer=1, n_embd=32, n_head=2),
@@ -112,7 +111,9 @@ def test_positions_of_learned_position_embeddings_are_the_longest_prompt_that_ru
     model = load_model(str(tmp_path), "float32", "cpu")
     limit = max_positions(model)
     # the plugin's limit before the model is built (read from config.json) is the built model's
-    assert Session.position_limit(SimpleNamespace(_models_by_name=dict), str(tmp_path)) == limit
+    assert position_limit(str(tmp_path)) == limit
+    cache = ModelCache("cpu")
+    assert position_limit(str(tmp_path), cache) == max_positions(cache.get(str(tmp_path), "float32")) == limit
     ids = torch.full((1, limit + 1), 5)                       # no padding token: every position is used
     with torch.inference_mode():
         model_forward(model, ids[:, :limit])
