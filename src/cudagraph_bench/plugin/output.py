@@ -127,8 +127,17 @@ def write_records_only_json(config) -> str | None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`."""
-    result = yield
+    """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`. When that
+    writes ``--benchmark-json``, pytest-benchmark's "Not saving anything" warning, false then, is not shown."""
+    import warnings
+
+    from cudagraph_bench.plugin.session import session_of
+
+    cgb = session_of(session.config)
+    with warnings.catch_warnings():
+        if cgb is not None and cgb.records and json_option_path(session.config) is not None:
+            warnings.filterwarnings("ignore", message="Not saving anything")
+        result = yield
     path = write_records_only_json(session.config)
     if path is not None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
