@@ -40,6 +40,7 @@ from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regr
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
 from cudagraph_bench.table import Column
+from cudagraph_bench.variants import FORWARD_REFERENCE, GATED
 
 SCHEMA_VERSION = 2
 KIND = "cudagraph-bench-baseline"
@@ -252,7 +253,7 @@ def load_baseline(path: str | Path) -> Baseline:
             cases[key] = c
             if not float(c["graph"]["median_ms"]) > 0:
                 raise ValueError("a graph median_ms is not > 0")
-            for variant in ("eager", "graph"):
+            for variant in (FORWARD_REFERENCE, GATED):
                 medians = c[variant]["run_medians_ms"]
                 if not (isinstance(medians, list) and medians and all(
                         isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in medians)):

@@ -31,6 +31,7 @@ from cudagraph_bench.results.baseline import Baseline
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.runfile import Measurement, Run, measurements
 from cudagraph_bench.table import Column, first_items, plural, verdict_line
+from cudagraph_bench.variants import FORWARD_REFERENCE, GATED
 
 DEFAULT_MAX_REGRESSION_PCT = noise.DEFAULT_FLOOR_PCT
 #: Variants that are the baselines of comparison rather than what the suite guards.
@@ -112,13 +113,13 @@ def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | 
     """``(spread percent, degrees of freedom)`` of ``m``'s case in ``baseline``: the stored graph spread,
     or the spread of the stored eager run medians, with k - 1 degrees of freedom for k runs; ``(None,
     None)`` for other suites and variants, without a case, or with medians that are not positive."""
-    if baseline is None or m.suite != "forward" or m.case.variant not in ("eager", "graph"):
+    if baseline is None or m.suite != "forward" or m.case.variant not in (FORWARD_REFERENCE, GATED):
         return None, None
     case = baseline.cases.get(m.case.without_variant())
     if case is None:
         return None, None
     medians = case[m.case.variant].get("run_medians_ms") or []
-    if m.case.variant == "graph" and case["graph"].get("spread_pct") is not None:
+    if m.case.variant == GATED and case["graph"].get("spread_pct") is not None:
         return float(case["graph"]["spread_pct"]), len(medians) - 1
     try:
         return (noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (None, None)

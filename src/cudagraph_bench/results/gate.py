@@ -45,6 +45,7 @@ from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, di
                                      merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
+from cudagraph_bench.variants import FORWARD_REFERENCE, GATED
 
 def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
     """``(status, detail)`` of one variant over several runs: ``"fail"`` when any run's check failed
@@ -93,7 +94,7 @@ class GateVerdict:
     @property
     def wrong(self) -> bool:
         """The graph variant recorded a failed correctness check (fails the gate, gated or not)."""
-        return self.variant == "graph" and self.check == "fail"
+        return self.variant == GATED and self.check == "fail"
 
     @property
     def unchecked(self) -> bool:
@@ -119,7 +120,7 @@ class GateVerdict:
         parts = [("FAIL" if self.failed else "pass") if self.gated or self.wrong else "info"]
         if self.wrong:
             parts.append("WRONG")
-        elif self.check == "unchecked" and self.variant != "eager":
+        elif self.check == "unchecked" and self.variant != FORWARD_REFERENCE:
             parts.append("UNCHECKED" if self.unchecked else "unchecked")
         if self.marginal:
             parts.append("marginal")
@@ -181,7 +182,7 @@ def require_graph_variant(run: Run) -> None:
     """Raise InputFileError when the run's forward benchmarks hold no ``graph`` variant at all (an
     eager-only run, e.g. ``cudagraph-bench run --device cpu``): there is nothing to gate."""
     cases = forward_cases(run)
-    if not cases or any(case.variant == "graph" for case in cases):
+    if not cases or any(case.variant == GATED for case in cases):
         return
     cpu = run.environment.gpu_slug is None or any(m.extra_info.get("device") == "cpu" for m in cases.values())
     what = ("it is a CPU run, and cudagraph-bench run --device cpu measures eager only" if cpu else
@@ -224,18 +225,18 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
         else:
             threshold = float(th.get("min_reduction_pct", DEFAULT_MIN_REDUCTION_PCT))
         for variant, ms in variants.items():
-            if variant == "eager":
+            if variant == FORWARD_REFERENCE:
                 continue
             pairs = [(g[key]["eager"], g[key][variant]) for g in per_run if variant in g.get(key, {})]
             red, ci = pairs_reduction_pct(pairs)
             regression = None
-            if variant == "graph" and base_case is not None:
+            if variant == GATED and base_case is not None:
                 regression = noise.check_regression(
                     base_case["graph"]["run_medians_ms"], [m.summary.median_ms for m in ms],
                     spread=base_case["graph"].get("spread_pct"), noise_source="baseline", floor_pct=floor,
                     multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
                     alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)))
-            is_graph = variant == "graph"
+            is_graph = variant == GATED
             check, detail = combined_check(ms)
             results.append(GateVerdict(
                 *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
@@ -310,7 +311,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None) -> tuple[bool
             parts.append(f"no graph median regressed beyond its tolerance vs {baseline.path}{note}")
         elif note:
             parts.append(note.strip(" ()"))
-        no_entry = [r.label for r in results if r.variant == "graph" and r.regression is None]
+        no_entry = [r.label for r in results if r.variant == GATED and r.regression is None]
         if no_entry:
             parts.append(f"{plural(len(no_entry), 'case')} of this run {'has' if len(no_entry) == 1 else 'have'} "
                          f"no baseline entry, not checked for regression: {first_items(no_entry)}")

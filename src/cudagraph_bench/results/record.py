@@ -31,6 +31,7 @@ import numpy as np
 from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
+from cudagraph_bench.variants import FORWARD_REFERENCE
 
 #: The key of a measurement: one class per suite, :class:`~cudagraph_bench.cases.OtherCase` for no suite.
 CaseKey = Case | DecodeCase | LaunchCase | OtherCase
@@ -246,7 +247,7 @@ def decode_check(info: dict, variant: str | None) -> CheckRecord:
     elif correct is True:
         status = "pass"
     else:
-        status = "reference" if variant == "eager" else "unchecked"
+        status = "reference" if variant == FORWARD_REFERENCE else "unchecked"
     reason = info.get("reason")
     return CheckRecord(status=status, method=_text(info.get("check")), max_abs_diff=_number(info.get("max_abs_diff")),
                        fp64_rmse_ratio=_number(info.get("fp64_rmse_ratio")),
@@ -312,7 +313,7 @@ def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> N
               {f: v for f, v in k.items() if f not in ("model", "dtype", "seq_len")} for k in kernel_counts}
     for bench in benchmarks:
         info = bench.get("extra_info") or {}
-        if info.get("suite") == "forward" and info.get("variant") == "eager":
+        if info.get("suite") == "forward" and info.get("variant") == FORWARD_REFERENCE:
             found = fields.get((info.get("model"), info.get("dtype"), info.get("seq_len")), {})
             for name, value in found.items():
                 info.setdefault(name, value)
