@@ -251,11 +251,31 @@ def main(args: argparse.Namespace) -> int:
     json_path = outdir / RUN_JSON
     if doc is None:
         _remove_earlier_plots(outdir)
+        reason = pytest_usage_error(outdir, outcomes)
+        if reason is not None:
+            raise UsageError(reason)
         print(f"no pytest process wrote a run (see the logs under {outdir / 'parts'}): nothing measured (exit 1)",
               file=sys.stderr)
         return 1
     write_text_atomic(json_path, json.dumps(doc, indent=4))
     return finish(json_path, outdir, failed=any(o.returncode != 0 for o in outcomes))
+
+
+#: pytest's exit code for a usage error (``pytest.ExitCode.USAGE_ERROR``).
+PYTEST_USAGE_ERROR = 4
+
+
+def pytest_usage_error(outdir: Path, outcomes) -> str | None:
+    """pytest's own one-line reason (its ``ERROR:`` line, from the logs under ``outdir/parts``) when a launched
+    process stopped with a usage error before it measured anything: a ``--models`` checkpoint the suite cannot
+    measure, ``--cpus`` this machine does not have. None when no process did."""
+    if not any(o.returncode == PYTEST_USAGE_ERROR for o in outcomes):
+        return None
+    for log in sorted((outdir / "parts").glob("*.log")):
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("ERROR: "):
+                return line[len("ERROR: "):].strip()
+    return None
 
 
 def _remove_earlier_plots(outdir: Path, keep: list[Path] = ()) -> None:
