@@ -14,7 +14,7 @@ from cudagraph_bench.plugin import output
 from cudagraph_bench.plugin import params as plugin
 from cudagraph_bench.envinfo import machine_gpu
 from h200_fixture import COMMITTED_RUNS, H200_RESULTS
-from suite_collection import collect_perf_tests, run_session
+from in_process import collect_perf_tests, run_session
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import pytest
 from cudagraph_bench import variants
 from cudagraph_bench.options import MATRIX_OPTIONS, parse_variants
 from cudagraph_bench.plugin.params import selected_variants
-from suite_collection import collect_perf_tests
+from in_process import collect_perf_tests
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
 

@@ -1,11 +1,15 @@
-"""pytest sessions in this process for module-scoped fixtures (pytester's fixture is per test): the checkout's
-``perf_tests`` as pytest collects them with given options (what the plugin parametrizes, read by the tests of the
-matrix and of the registry), and a session of any folder. No subprocess, no second torch import."""
+"""pytest sessions in this process, where pytester's per-test fixture does not fit: the checkout's ``perf_tests``
+as pytest collects them with given options (what the plugin parametrizes, read by the tests of the matrix and of
+the registry), a session for a module-scoped fixture, and a stand-in for the launcher's pytest process
+(:func:`cudagraph_bench.runner.process.run_process`). No subprocess, no second torch import."""
 
 import contextlib
 import functools
+import gc
 import json
 import os
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -51,6 +55,25 @@ def _not_an_xdist_worker():
 
 
 def run_session(args, plugins=()) -> int:
-    """``pytest.main(args)`` in this process (``-p no:cacheprovider`` added), as no xdist worker; its exit code."""
-    with _not_an_xdist_worker():
-        return pytest.main([*args, "-p", "no:cacheprovider"], plugins=list(plugins))
+    """``pytest.main(args)`` in this process (``-p no:cacheprovider`` added), as no xdist worker; its exit code.
+    The garbage collector's frozen objects are unfrozen after it (the plugin freezes what survives a case)."""
+    args = [*args, *([] if "no:cacheprovider" in args else ["-p", "no:cacheprovider"])]
+    try:
+        with _not_an_xdist_worker():
+            return pytest.main(args, plugins=list(plugins))
+    finally:
+        gc.unfreeze()
+
+
+_ONE_SESSION_AT_A_TIME = threading.Lock()
+
+
+def run_process_in_process(cmd: list[str], cwd, env: dict, log) -> int:
+    """A stand-in for :func:`cudagraph_bench.runner.process.run_process`: the ``python -m pytest ...`` command runs
+    as a pytest session in this process, in ``cwd``, its output into the open file ``log``, one session at a
+    time (the launcher starts the shards of ``--gpus`` from threads); ``env`` (``CUDA_VISIBLE_DEVICES``,
+    ``PYTHONPATH``) does not apply. Returns pytest's exit code."""
+    assert cmd[:3] == [sys.executable, "-m", "pytest"], cmd
+    with _ONE_SESSION_AT_A_TIME, contextlib.chdir(cwd), contextlib.redirect_stdout(log), \
+            contextlib.redirect_stderr(log):
+        return int(run_session(cmd[3:]))
