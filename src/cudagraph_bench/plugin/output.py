@@ -21,9 +21,12 @@ import pytest
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
+    """``machine_info["cuda"]`` is None for a ``--device cpu`` session, also on a GPU machine: it measured no GPU,
+    so its run is never compared or gated as that GPU's."""
     from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
 
-    machine_info["cuda"] = cuda_fingerprint()
+    on_cpu = config is not None and config.getoption("device", "cuda") == "cpu"
+    machine_info["cuda"] = None if on_cpu else cuda_fingerprint()
     if machine_info["cuda"] is not None:
         from cudagraph_bench.measure.gpustate import read_gpu_state
         from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps
