@@ -184,6 +184,19 @@ def test_machine_info_carries_the_gpu_at_top_level(monkeypatch):
     assert info["gpu"] is None
 
 
+def test_a_cpu_session_on_a_gpu_machine_records_no_gpu(monkeypatch):
+    """A ``--device cpu`` session measured no GPU: ``machine_info["cuda"]`` is None even where CUDA is available,
+    so its run is never compared or gated as that GPU's."""
+    from types import SimpleNamespace
+
+    import cudagraph_bench.envinfo as envinfo
+
+    monkeypatch.setattr(envinfo, "cuda_fingerprint", lambda: pytest.fail("a CPU session read the GPU fingerprint"))
+    info = {}
+    output.pytest_benchmark_update_machine_info(SimpleNamespace(getoption=lambda name, default=None: "cpu"), info)
+    assert info["cuda"] is None and info["gpu"] is None and "cpu_affinity" in info
+
+
 def test_machine_gpu_reads_older_runs_from_cuda():
     run = json.loads((H200_RESULTS / COMMITTED_RUNS["forward"]).read_text())
     assert "gpu" not in run["machine_info"]     # saved before the field existed
