@@ -95,7 +95,11 @@ def pytester(_modules_kept_after_pytester, pytester):
     """pytester, but a module first imported during its test stays imported: pytester restores sys.modules
     after each test, and a second import of some modules fails in the same process (torch registers a
     kernel twice; transformers' lazy modules then raise "Could not import module" in every later test of
-    that pytest-xdist worker)."""
+    that pytest-xdist worker). The test's own files (its test modules and conftest, in its folder) are not
+    kept: another pytester test may have a module of the same name."""
     before = set(sys.modules)
     yield pytester
-    _modules_kept_after_pytester.update({name: module for name, module in sys.modules.items() if name not in before})
+    own = str(pytester.path)
+    _modules_kept_after_pytester.update({name: module for name, module in sys.modules.items()
+                                         if name not in before and not (getattr(module, "__file__", None) or "")
+                                         .startswith(own)})

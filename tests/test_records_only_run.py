@@ -66,7 +66,7 @@ def output(result) -> str:
 
 @pytest.fixture
 def profiles(pytester):
-    pytester.makepyfile(test_profiles=PROFILES_TEST, test_other=OTHER_TEST)
+    pytester.makepyfile(test_stand_in_profiles=PROFILES_TEST, test_other=OTHER_TEST)
     return pytester
 
 
@@ -127,7 +127,7 @@ def test_a_session_that_recorded_nothing_writes_nothing(profiles, tmp_path, no_g
     (`make bench` then says that nothing was measured)."""
     if "--benchmark-only" in args:
         profiles.makeini("[pytest]\nmarkers =\n    gpu: needs a CUDA GPU\n")
-        profiles.makepyfile(test_profiles=PROFILES_TEST + "\npytestmark.append(pytest.mark.gpu)\n")
+        profiles.makepyfile(test_stand_in_profiles=PROFILES_TEST + "\npytestmark.append(pytest.mark.gpu)\n")
     out = tmp_path / "run.json"
     result = run(profiles, f"--benchmark-json={out}", *args)
     assert result.ret == 0
