@@ -17,6 +17,9 @@ from h200_fixture import COMMITTED_RUNS, H200_RESULTS
 from in_process import collect_perf_tests, run_session
 
 
+#: The module-scoped sessions are made once: all tests of this module in one pytest-xdist worker
+#: (make test runs --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("collected-perf-tests")
 ROOT = Path(__file__).resolve().parents[1]
 PLAIN = (str, int, float, bool, type(None))
 #: Parameter names of each case fixture, as pytest-benchmark stores them.

@@ -14,6 +14,9 @@ from cudagraph_bench.options import MATRIX_OPTIONS, parse_variants
 from cudagraph_bench.plugin.params import selected_variants
 from in_process import collect_perf_tests
 
+#: The module-scoped sessions are made once: all tests of this module in one pytest-xdist worker
+#: (make test runs --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("registry-collection")
 SRC = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
 
 
