@@ -25,7 +25,9 @@ TINY_GPT2 = {"n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 128, "n_posi
 def pytest_configure(config):
     """Under ``pytest -n N`` each worker's torch (and the processes it starts) uses its share of the CPUs: N
     workers of torch's default intra-op thread count (every CPU) oversubscribe the machine, and a spinning
-    OpenMP thread that waits for a descheduled one makes a small forward several times slower."""
+    OpenMP thread that waits for a descheduled one makes a small forward several times slower. The
+    ``xdist_group`` mark is known also without pytest-xdist (one process: nothing to group)."""
+    config.addinivalue_line("markers", "xdist_group(name): the tests run in one pytest-xdist worker (--dist loadgroup)")
     workers = getattr(config, "workerinput", {}).get("workercount")
     if workers:
         import torch
