@@ -452,7 +452,7 @@ SHARD_OPTIONS = (
            "the rest is deselected", "K/N"),
     Option("--shard-durations", "shard_durations", parse_path, None,
            "a previous run's --benchmark-json whose recorded test durations (cudagraph_bench.test_durations_s) "
-           "balance --shard and order --gpu-workers' groups longest first (default: count tests)", "FILE"),
+           "balance --shard (default: count tests)", "FILE"),
 )
 
 
