@@ -7,6 +7,8 @@
 #                release pip finds; CI also runs TRANSFORMERS=transformers==5.17.0, the oldest)
 #   VENV         virtual environment folder (default .venv)
 #   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
+#   TEST_WORKERS pytest-xdist workers of `make test` (default: one per CPU, at most 8; 0: the tests in one
+#                process; PYTEST_ARGS="-n N" wins too). On a GPU machine the GPU tests of every worker share the GPU
 #   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json; removed first,
 #                and not written when every benchmark was skipped and no kernel count or failed case was
 #                recorded, as without a GPU)
@@ -17,6 +19,7 @@ VENV ?= .venv
 TORCH ?= torch
 TRANSFORMERS ?=
 PYTEST_ARGS ?=
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 8 ] && n=8; echo $$n)
 RUN_JSON ?= out/bench.json
 GATE_ARGS ?=
 CONFIRM ?= 4
@@ -65,8 +68,11 @@ bench:
 	  exit 2; fi; exit $$rc
 
 # Tests: CPU unit tests of the harness + GPU correctness tests (skipped without CUDA). Benchmarks are not timed here.
+# With pytest-xdist (the dev extra) on TEST_WORKERS workers; --dist loadgroup keeps the tests of a module that share
+# one expensive session (an xdist_group mark) in one worker.
 test: $(VENV)/.installed
-	$(PY) -m pytest tests perf_tests --benchmark-skip -rfEs $(PYTEST_ARGS); \
+	$(PY) -m pytest tests perf_tests --benchmark-skip -rfEs \
+	  $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup") $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): check PYTEST_ARGS (-k filters)"; exit 1; fi; exit $$rc
 
 # The GPU CI job, runnable locally: ONE pytest session runs the GPU correctness tests and every benchmark

@@ -31,8 +31,10 @@ $CG report $R/smoke/smoke.json.gz -o docs/smoke
 # Current small LLMs (presets), bfloat16 forward: gemma-2-2b measured again with eager attention (its soft-capping;
 # SDPA cannot), so its prompt lengths come from that run. Decode: one run per preset, checked against generate.
 P=$R/presets
+# The presets of what is served now (qwen3, gemma-3, gpt-oss, qwen3-moe): forward at 16 and 128 tokens, decode with
+# the compiled graph, one run per model.
 $CG report $P/forward-bfloat16.json.gz $P/forward-bfloat16-gemma-2-2b.json.gz $P/decode-bfloat16-*.json.gz \
-  --newest-wins -o docs/presets
+  $P/served-forward-bfloat16.json.gz $P/served-decode-bfloat16-*.json.gz --newest-wins -o docs/presets
 L=$R/launch
 $CG launch-report $L/launch.json.gz --forward $R/forward/forward.json.gz -o docs \
   --graphs-cu $L/graphs_cu.json --sanitizer $L/compute_sanitizer_d4.log --sanitizer $L/compute_sanitizer_d8388608.log \

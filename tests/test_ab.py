@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cudagraph_bench.runner import ab
-from cudagraph_bench.runner import process as benchrun
+from cudagraph_bench.runner import process
 from cudagraph_bench.runner.launch import FORWARD_MODULE
 
 from h200_fixture import checked, DOC, no_default_baseline_fixture, run_cli, scaled, write
@@ -24,13 +24,13 @@ def no_default_baseline(tmp_path, monkeypatch):
     return no_default_baseline_fixture(tmp_path, monkeypatch)
 
 
-REAL_CUDA_PROBLEM = benchrun.cuda_problem
+REAL_CUDA_PROBLEM = process.cuda_problem
 
 
 @pytest.fixture(autouse=True)
 def a_gpu_is_present(monkeypatch):
     """The benchmark processes are fakes (fake_runs): they need no GPU, so ab's CUDA check passes."""
-    monkeypatch.setattr(benchrun, "cuda_problem", lambda: None)
+    monkeypatch.setattr(process, "cuda_problem", lambda: None)
 
 
 def stub_python(tmp_path, torch_source: str) -> str:
@@ -66,7 +66,7 @@ def test_cuda_problem_asks_the_interpreter_the_runs_use(tmp_path, source, expect
 def test_without_cuda_ab_refuses_before_any_worktree_or_run(tmp_path, capsys, monkeypatch, repo):
     calls = fake_runs(monkeypatch)
     python = stub_python(tmp_path, STUB_NO_GPU)
-    monkeypatch.setattr(benchrun, "cuda_problem", lambda: REAL_CUDA_PROBLEM(python))
+    monkeypatch.setattr(process, "cuda_problem", lambda: REAL_CUDA_PROBLEM(python))
     worktrees_before = git(repo, "worktree", "list")
     out_dir = tmp_path / "ab-out"
     rc, out, err = run_cli(capsys, "ab", "--repo", repo, "--base", "base", "--head", "head", "-k", 2, "-o", out_dir)
@@ -141,7 +141,7 @@ def fake_runs(monkeypatch, head_graph_factor=1.0, fail_side=None):
         write(doc, json_path)
         return 0
 
-    monkeypatch.setattr(benchrun, "run_process", run_one)
+    monkeypatch.setattr(process, "run_process", run_one)
     return calls
 
 

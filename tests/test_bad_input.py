@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from h200_fixture import committed_run, write
+from h200_fixture import committed_run, read_json, write
 
 from cudagraph_bench import cli
 from cudagraph_bench.fsio import MAX_INPUT_BYTES, MAX_JSON_DEPTH
@@ -54,7 +54,7 @@ def other_gpu_baseline(tmp_path):
 
 def separate_runs(tmp_path, n):
     """``n`` separate runs of the committed checked run (their own datetime, so their own bytes)."""
-    doc = json.loads(RUN.read_text())
+    doc = read_json(RUN)
     return [write({**doc, "datetime": f"2030-01-{i + 1:02d}T00:00:00"}, tmp_path / "runs" / f"run-{i + 1}.json")
             for i in range(n)]
 

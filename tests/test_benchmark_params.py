@@ -3,7 +3,6 @@
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +14,13 @@ from cudagraph_bench.plugin import output
 from cudagraph_bench.plugin import params as plugin
 from cudagraph_bench.envinfo import machine_gpu
 from h200_fixture import committed_doc, committed_run, plain_copy
+from h200_fixture import COMMITTED_RUNS, H200_RESULTS
+from in_process import collect_perf_tests, run_session
 
 
+#: The module-scoped sessions are made once: all tests of this module in one pytest-xdist worker
+#: (make test runs --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("collected-perf-tests")
 ROOT = Path(__file__).resolve().parents[1]
 PLAIN = (str, int, float, bool, type(None))
 #: Parameter names of each case fixture, as pytest-benchmark stores them.
@@ -24,16 +28,6 @@ ARGNAMES = {"fwd_case": plugin.CASE_ARGNAMES, "pad_case": plugin.CASE_ARGNAMES,
             "corr_case": plugin.CASE_ARGNAMES[:3], "count_case": plugin.CASE_ARGNAMES[:3],
             "decode_case": plugin.DECODE_ARGNAMES}
 MATRIX = ("--models", "gpt2,bert-tiny", "--prompt-lengths", "16,50", "--dtypes", "fp32,bf16")
-
-DUMP_PLUGIN = '''
-import json, os
-
-def pytest_collection_finish(session):
-    items = [{"nodeid": i.nodeid, "fixturenames": list(i.fixturenames),
-              "params": dict(getattr(getattr(i, "callspec", None), "params", {}))} for i in session.items]
-    with open(os.environ["CGB_DUMP_PARAMS"], "w") as fh:
-        json.dump(items, fh, default=lambda o: f"UNSERIALIZABLE[{o!r}]")
-'''
 
 BENCH_MODULE = '''
 def test_forward(benchmark, fwd_case):
@@ -43,31 +37,10 @@ def test_forward(benchmark, fwd_case):
 '''
 
 
-@pytest.fixture
-def own_package(monkeypatch):
-    """pytester's subprocesses import this checkout's package (they run in another folder)."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-
-
-def _env(extra_path: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(extra_path),
-                                                       os.environ.get("PYTHONPATH", "")]))
-    env["CUDA_VISIBLE_DEVICES"] = ""   # CPU only, also on a GPU machine
-    return env
-
-
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory):
-    """Every perf test collected with :data:`MATRIX`: ``[{"nodeid", "fixturenames", "params"}]``."""
-    tmp = tmp_path_factory.mktemp("collect")
-    (tmp / "cgb_dump_params.py").write_text(DUMP_PLUGIN)
-    out = tmp / "items.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "--collect-only", "-q", "-p",
-                           "cgb_dump_params", "-p", "no:cacheprovider", *MATRIX],
-                          cwd=ROOT, env={**_env(tmp), "CGB_DUMP_PARAMS": str(out)}, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(out.read_text())
+def collected():
+    """Every perf test collected with :data:`MATRIX`: ``[{"nodeid", "fixturenames", "params", ...}]``."""
+    return collect_perf_tests(*MATRIX)
 
 
 def test_every_perf_test_parameter_is_a_plain_value(collected):
@@ -121,12 +94,10 @@ def cpu_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cpu_run")
     (tmp / "test_tiny_bench.py").write_text(BENCH_MODULE)
     out = tmp / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "test_tiny_bench.py", "-p", "cudagraph_bench.plugin",
-                           "-p", "no:cacheprovider", "-q", "--models", "gpt2,bert-tiny", "--prompt-lengths", "16",
-                           "--dtypes", "fp32", "--benchmark-max-time=0.01", "--benchmark-min-rounds=3",
-                           f"--benchmark-json={out}"], cwd=tmp, env=_env(tmp), capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rc = run_session([str(tmp / "test_tiny_bench.py"), "-p", "cudagraph_bench.plugin", "-q", "--models",
+                      "gpt2,bert-tiny", "--prompt-lengths", "16", "--dtypes", "fp32", "--benchmark-max-time=0.001",
+                      "--benchmark-min-rounds=3", f"--benchmark-json={out}"])
+    assert rc == 0
     return out
 
 
@@ -182,7 +153,7 @@ def test_pytest_benchmark_compare_from_the_checkout_groups_a_whole_suite_run_wit
         assert f"benchmark 'model={model}'" in proc.stdout
 
 
-def test_group_by_param_model_in_a_session_with_benchmarks_without_model(pytester, own_package):
+def test_group_by_param_model_in_a_session_with_benchmarks_without_model(pytester):
     """The launch benchmarks have no ``model`` parameter: they group under ``model=None``, no KeyError."""
     pytester.makepyfile(BENCH_MODULE + '''
 import pytest
@@ -191,9 +162,9 @@ import pytest
 def test_launch(benchmark, n_launches):
     benchmark(lambda: None)
 ''')
-    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models",
-                                           "gpt2", "--prompt-lengths", "16", "--dtypes", "fp32",
-                                           "--benchmark-max-time=0.01", "--benchmark-group-by=param:model")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models",
+                                          "gpt2", "--prompt-lengths", "16", "--dtypes", "fp32",
+                                          "--benchmark-max-time=0.001", "--benchmark-group-by=param:model")
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     assert "benchmark 'model=gpt2': 2 tests" in out and "benchmark 'model=None': 1 tests" in out
@@ -216,6 +187,19 @@ def test_machine_info_carries_the_gpu_at_top_level(monkeypatch):
     assert info["gpu"] is None
 
 
+def test_a_cpu_session_on_a_gpu_machine_records_no_gpu(monkeypatch):
+    """A ``--device cpu`` session measured no GPU: ``machine_info["cuda"]`` is None even where CUDA is available,
+    so its run is never compared or gated as that GPU's."""
+    from types import SimpleNamespace
+
+    import cudagraph_bench.envinfo as envinfo
+
+    monkeypatch.setattr(envinfo, "cuda_fingerprint", lambda: pytest.fail("a CPU session read the GPU fingerprint"))
+    info = {}
+    output.pytest_benchmark_update_machine_info(SimpleNamespace(getoption=lambda name, default=None: "cpu"), info)
+    assert info["cuda"] is None and info["gpu"] is None and "cpu_affinity" in info
+
+
 def test_machine_gpu_reads_older_runs_from_cuda():
     run = committed_doc("forward")
     assert "gpu" not in run["machine_info"]     # saved before the field existed
@@ -223,21 +207,21 @@ def test_machine_gpu_reads_older_runs_from_cuda():
     assert machine_gpu({"cuda": None}) is None and machine_gpu(None) is None
 
 
-def test_benchmark_compare_refuses_a_saved_run_of_another_gpu(pytester, monkeypatch, own_package):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+@pytest.mark.filterwarnings("ignore:Benchmark machine_info is different")   # pytest-benchmark's own, at the end
+def test_benchmark_compare_refuses_a_saved_run_of_another_gpu(pytester, no_gpu):
     pytester.makepyfile("def test_b(benchmark):\n    benchmark(lambda: None)\n")
-    args = ("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--benchmark-max-time=0.01",
+    args = ("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--benchmark-max-time=0.001",
             f"--benchmark-storage={pytester.path / 'store'}")
-    assert pytester.runpytest_subprocess(*args, "--benchmark-autosave").ret == 0
+    assert pytester.runpytest_inprocess(*args, "--benchmark-autosave").ret == 0
     (saved,) = (pytester.path / "store").glob("*/0001_*.json")
     doc = json.loads(saved.read_text())
     assert doc["machine_info"]["gpu"] is None              # this session has no GPU
     # the same GPU (none) compares; a run of another GPU is refused with the fix
-    assert pytester.runpytest_subprocess(*args, "--benchmark-compare=0001").ret == 0
+    assert pytester.runpytest_inprocess(*args, "--benchmark-compare=0001").ret == 0
     other = "NVIDIA H200"
     doc["machine_info"]["gpu"] = other
     saved.write_text(json.dumps(doc))
-    result = pytester.runpytest_subprocess(*args, "--benchmark-compare=0001")
+    result = pytester.runpytest_inprocess(*args, "--benchmark-compare=0001")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert (f"--benchmark-compare: the saved run was on GPU {other}, this session runs on none: compare against "
             "a run of this GPU") in result.stderr.str()

@@ -51,9 +51,17 @@ def row_of(out, key):
 
 
 def test_tiny_noise_gives_no_false_alarm_and_a_planted_30_percent_is_detected(tmp_path, capsys):
+    """Also ``--markdown``: the page has the table, the verdict line and every run (one calibration of ten runs,
+    the slowest thing this module computes, serves both)."""
     runs = write_runs(tmp_path / "runs", TINY, doc=small_doc())
-    rc, out, err = run_cli(capsys, "calibrate", *runs, "--plant", "10,30")
+    md = tmp_path / "page" / "calibration.md"
+    rc, out, err = run_cli(capsys, "calibrate", *runs, "--plant", "10,30", "--markdown", md)
     assert rc == 0, out + err
+    text = md.read_text()
+    assert text.startswith("# How trustworthy the gate's regression rule is")
+    assert "| case |" in text and all(f"| {k[0]} {k[1]} L={k[2]} " in text for k in GATED)
+    assert f"**{out.splitlines()[-1]}**" in text
+    assert all(f"`{r.name}`" in text for r in runs)
     n, splits = len(TINY), 252  # C(10, 5) ordered base/head splits of ten runs into two groups of five
     line = out.splitlines()[-1]
     assert line.startswith(f"calibrate: {len(GATED)} gated cases, {n} runs: false alarms gate 0/{n * len(GATED)}, "
@@ -98,18 +106,6 @@ def test_six_runs_calibrate_without_the_ab_mode(tmp_path, capsys):
     assert rc == 0
     assert "A/B not run (too few runs)" in out.splitlines()[-1]
     assert row_of(out, GATED[0]).split()[5:8] == ["0/6", "0/30", "-"]
-
-
-def test_markdown_writes_the_page_with_the_table(tmp_path, capsys):
-    runs = write_runs(tmp_path / "runs", TINY, doc=small_doc())
-    md = tmp_path / "page" / "calibration.md"
-    rc, out, _ = run_cli(capsys, "calibrate", *runs, "--plant", "30", "--markdown", md)
-    assert rc == 0
-    text = md.read_text()
-    assert text.startswith("# How trustworthy the gate's regression rule is")
-    assert "| case |" in text and all(f"| {k[0]} {k[1]} L={k[2]} " in text for k in GATED)
-    assert f"**{out.splitlines()[-1]}**" in text
-    assert all(f"`{r.name}`" in text for r in runs)
 
 
 def test_a_run_with_a_failed_check_is_a_usage_error(tmp_path, capsys):

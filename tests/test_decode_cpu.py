@@ -84,7 +84,7 @@ def test_encoder_is_refused():
 
 
 def _generate_with_logits(model, ids, n):
-    from cudagraph_bench.session import generate_reference
+    from cudagraph_bench.plugin.references import generate_reference
 
     return generate_reference(model, ids, n)
 
@@ -146,24 +146,24 @@ def test_decode_check_calls_a_divergence_at_equal_logits_a_tie():
 
 
 def test_session_answers_fp64_logits_of_a_shorter_reference_from_the_longer_one():
-    """Session.fp64_decode_logits: the 64-token benchmark's reference begins the shared 128-token one
-    (Session.generate_tokens), so its float64 logits are the first rows of the longer reference's, computed
-    once; tokens that do not begin the reference get their own run."""
+    """DecodeReferences.fp64_logits (``cgb.references``): the 64-token benchmark's reference begins the shared
+    128-token one (DecodeReferences.generate), so its float64 logits are the first rows of the longer reference's,
+    computed once; tokens that do not begin the reference get their own run."""
     from cudagraph_bench.measure.correctness import fp64_decode_logits
-    from cudagraph_bench.session import Session
+    from cudagraph_bench.models.presets import max_positions
+    from cudagraph_bench.plugin.references import DecodeReferences
 
     model = load_model("tinyllama-1.1b", "float32", "cpu", overrides=MODELS["tinyllama-1.1b"])
-    session = Session.__new__(Session)
-    session._models, session._generated, session._fp64_logits = {("tiny", "float32"): model}, {}, {}
+    refs = DecodeReferences(lambda name, dtype: model, lambda name: max_positions(model))
     ids = torch.randint(0, 1000, (1, 9), generator=torch.Generator().manual_seed(5))
-    short, _ = session.generate_tokens("tiny", "float32", ids, 6, share_up_to=12)
-    longer, _ = session.generate_tokens("tiny", "float32", ids, 12)
-    assert torch.equal(longer[:, :6], short)
-    got_short = session.fp64_decode_logits("tiny", "float32", ids, short)
-    assert got_short.shape == (6, model.config.vocab_size) and len(session._fp64_logits) == 1
+    short, _ = refs.generate("tiny", "float32", ids, 6, share_up_to=12)
+    longer, _ = refs.generate("tiny", "float32", ids, 12)
+    assert torch.equal(longer[:, :6], short) and len(refs._generated) == 1     # one request for both
+    got_short = refs.fp64_logits("tiny", "float32", ids, short)
+    assert got_short.shape == (6, model.config.vocab_size) and len(refs._fp64) == 1
     torch.testing.assert_close(got_short, fp64_decode_logits(model, ids, short), rtol=0, atol=1e-9)
-    got_longer = session.fp64_decode_logits("tiny", "float32", ids, longer)
-    assert len(session._fp64_logits) == 1 and torch.equal(got_longer[:6], got_short)
+    got_longer = refs.fp64_logits("tiny", "float32", ids, longer)
+    assert len(refs._fp64) == 1 and torch.equal(got_longer[:6], got_short)
     other = (short + 1) % model.config.vocab_size
-    assert session.fp64_decode_logits("tiny", "float32", ids, other).shape == (6, model.config.vocab_size)
-    assert len(session._fp64_logits) == 2
+    assert refs.fp64_logits("tiny", "float32", ids, other).shape == (6, model.config.vocab_size)
+    assert len(refs._fp64) == 2

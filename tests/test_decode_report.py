@@ -5,9 +5,7 @@ session that records a failed decode case through the plugin into its JSON and t
 
 import copy
 import json
-import os
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +17,6 @@ from cudagraph_bench.results.runfile import load_run
 from h200_fixture import committed_doc, committed_run
 
 
-ROOT = Path(__file__).resolve().parents[1]
 
 #: Inputs this test chooses for the derived compile+graph benchmark.
 SPEEDUP_OVER_GRAPH = 2.0
@@ -156,36 +153,27 @@ def test_newest_wins_between_a_failed_and_a_measured_peer(tmp_path, newer):
 PLUGIN_SESSION = '''
 import pytest
 
-from cudagraph_bench.session import Session
-
-
-@pytest.fixture(scope="session")
-def cgb(request):
-    return Session(request.config)     # the plugin's session object, without the GPU release at its end
+from cudagraph_bench import variants
 
 
 def test_decode(benchmark, cgb, decode_case, request):
-    model, dtype, seq_len, new_tokens, variant = decode_case
-    info = {"suite": "decode", "model": model, "dtype": dtype, "seq_len": seq_len, "new_tokens": new_tokens,
-            "variant": variant, "batch": 1}
-    if variant == "generate-static-compile":
-        cgb.record_failure(request.node.nodeid, info, "RuntimeError: peer failed", compile_ms=12.5)
+    info = decode_case.extra_info()
+    if variants.variant(variants.DECODE, decode_case.variant).peer:
+        cgb.records.fail(request.node.nodeid, info, "RuntimeError: peer failed", compile_ms=12.5)
         pytest.xfail("peer failed")
     benchmark.extra_info.update(info, ms_per_token=1.0)
     benchmark(lambda: None)
 '''
 
 
-def test_plugin_records_a_failed_decode_case_in_the_json_and_the_report_shows_it(pytester, tmp_path, monkeypatch):
+def test_plugin_records_a_failed_decode_case_in_the_json_and_the_report_shows_it(pytester, tmp_path):
     from cudagraph_bench.options import DECODE_VARIANTS
 
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     pytester.makepyfile(test_bench=PLUGIN_SESSION)
     out = tmp_path / "run.json"
-    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models", "gpt2",
-                                           "--new-tokens", "8", "--with-compile", "--benchmark-max-time=0.01",
-                                           f"--benchmark-json={out}", "-rx")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models", "gpt2",
+                                          "--new-tokens", "8", "--with-compile", "--benchmark-max-time=0.001",
+                                          f"--benchmark-json={out}", "-rx")
     result.assert_outcomes(passed=len(DECODE_VARIANTS) - 1, xfailed=1)
     doc = json.loads(out.read_text())
     (failure,) = doc["cudagraph_bench"]["failures"]
@@ -203,7 +191,7 @@ def test_the_note_names_the_decode_tuning_and_the_prefill_graph(tuning):
     """A fused row's note names its inductor tuning (not when it is ``none``) and its prefill graph's bucket,
     the bucket the benchmark derives from the prompt length and ``--buckets``."""
     from cudagraph_bench.options import DEFAULT_BUCKETS
-    from cudagraph_bench.session import decode_prefill_bucket
+    from cudagraph_bench.measure.decode_case import decode_prefill_bucket
 
     bucket = decode_prefill_bucket(50, DEFAULT_BUCKETS, 256)
     details = {"compile_mode": "default", "compile_tuning": tuning, "prefill_bucket": bucket, "steps_per_graph": 8}
@@ -219,7 +207,7 @@ def test_the_committed_tuned_runs_are_of_the_fused_variant_as_the_suite_builds_i
     ``--decode-compile-tuning`` (its inductor fields recorded), prefilled by the graph of the bucket the suite
     derives from the prompt, checked against generate and static-eager; ``graph`` prefilled eagerly."""
     from cudagraph_bench.options import DECODE_COMPILE_TUNINGS, DEFAULT_BUCKETS, DEFAULT_DECODE_COMPILE_TUNING
-    from cudagraph_bench.session import decode_prefill_bucket
+    from cudagraph_bench.measure.decode_case import decode_prefill_bucket
 
     doc = committed_doc(name)
     infos = {b["extra_info"]["variant"]: b["extra_info"] for b in doc["benchmarks"]}

@@ -11,7 +11,7 @@ from cudagraph_bench.errors import CompileError, CudaUnavailableError, UsageErro
 from cudagraph_bench.measure.correctness import check_decode_against_generate, fp64_decode_logits
 from cudagraph_bench.models.presets import load_model
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DECODE_COMPILE_TUNINGS
-from cudagraph_bench.session import generate_reference
+from cudagraph_bench.plugin.references import generate_reference
 from tiny_models import TINY_CAUSAL
 
 MODELS = TINY_CAUSAL
@@ -102,16 +102,23 @@ def test_compiled_step_traces_once_and_gives_the_eager_loops_tokens_and_logits(m
 
 def test_inductor_compiled_step_passes_the_generate_check():
     """Real inductor code of the step (``mode="default"``; on the CPU inductor writes C++): its tokens are
-    generate's or a rounding tie by the float64 rule, also against the eager static loop."""
+    generate's or a rounding tie by the float64 rule, also against the eager static loop.
+
+    Scalar C++ (``cpp.vec_isa_ok=False``): inductor otherwise first compiles and loads a probe program per SIMD
+    instruction set, about half of this test's time with a cold cache; the kernels of the GPU's path are Triton's,
+    not these."""
+    import torch._inductor.config as inductor_config
+
     model = load_model("gpt2", "float32", "cpu", overrides=MODELS["gpt2"])
     ids = _prompt(10, 5)
     ref, ref_logits = generate_reference(model, ids, 12)
     eager_tokens, eager_logits = GreedyDecoder(model, 32, use_graph=False).generate(ids, 12, return_logits=True)
-    decoder = GreedyDecoder(model, 32, use_graph=False, compile_mode="default")
-    try:
-        tokens, logits = decoder.generate(ids, 12, return_logits=True)
-    finally:
-        decoder.close()
+    with inductor_config.patch({"cpp.vec_isa_ok": False}):
+        decoder = GreedyDecoder(model, 32, use_graph=False, compile_mode="default")
+        try:
+            tokens, logits = decoder.generate(ids, 12, return_logits=True)
+        finally:
+            decoder.close()
     assert decoder.graphs_compiled >= 1
     vs_generate = check_decode_against_generate(tokens, logits, ref, ref_logits, fp64_decode_logits(model, ids, ref))
     assert vs_generate.passed, vs_generate.summary
@@ -245,7 +252,7 @@ def test_the_prefill_bucket_is_the_smallest_that_holds_the_prompt(cache_len):
     """Derived from the bucket list: the smallest bucket >= the prompt among those that fit the cache (the cache
     length itself when a larger bucket was asked for), None for a prompt longer than every such bucket."""
     from cudagraph_bench.options import DEFAULT_BUCKETS
-    from cudagraph_bench.session import decode_prefill_bucket
+    from cudagraph_bench.measure.decode_case import decode_prefill_bucket
 
     usable = sorted({b for b in DEFAULT_BUCKETS if b <= cache_len} | {cache_len})
     for length in range(1, cache_len + 20):
@@ -254,61 +261,55 @@ def test_the_prefill_bucket_is_the_smallest_that_holds_the_prompt(cache_len):
     assert decode_prefill_bucket(33, (16, 32), cache_len) is None
 
 
-def _cpu_session(monkeypatch, arch: str):
-    """The plugin's :class:`~cudagraph_bench.session.Session` with its models built on the CPU from the tiny
-    config of ``arch``, and a counter of the HF generate references it computes."""
-    import argparse
+def _cpu_references(monkeypatch, arch: str):
+    """The session's decode references (:class:`~cudagraph_bench.plugin.references.DecodeReferences`, what
+    ``cgb.references`` is) over the tiny model of ``arch`` on the CPU, and a counter of the HF generate references
+    it computes."""
+    from cudagraph_bench.models.presets import max_positions
+    from cudagraph_bench.plugin import references
 
-    from cudagraph_bench import session as session_module
-    from cudagraph_bench.models import presets
-
-    real_load = presets.load_model
-    monkeypatch.setattr(presets, "load_model",
-                        lambda name, dtype, device="cuda", **kw: real_load(name, dtype, "cpu", overrides=MODELS[name]))
+    model = load_model(arch, "float32", "cpu", overrides=MODELS[arch])
     computed = []
 
     def counted(model, ids, new_tokens):
         computed.append(new_tokens)
         return generate_reference(model, ids, new_tokens)
 
-    monkeypatch.setattr(session_module, "generate_reference", counted)
-    monkeypatch.setattr(session_module.Session, "_evict_for", lambda self, name: None)   # no CUDA memory to read
-    return session_module.Session(argparse.Namespace(getoption=lambda name: None)), computed
+    monkeypatch.setattr(references, "generate_reference", counted)
+    return references.DecodeReferences(lambda name, dtype: model, lambda name: max_positions(model)), model, computed
 
 
 @pytest.mark.parametrize("arch", list(MODELS))
 def test_the_shorter_requests_share_the_longest_generate_reference(monkeypatch, arch):
     """A 5-token reference asked for with ``share_up_to=12`` is one 12-token generate: the 12-token request
     is served from it, and both are exactly what generate gives for their own lengths."""
-    cgb, computed = _cpu_session(monkeypatch, arch)
+    refs, model, computed = _cpu_references(monkeypatch, arch)
     ids = _prompt(9, 1)
-    short_tokens, short_logits = cgb.generate_tokens(arch, "float32", ids, 5, share_up_to=12)
-    long_tokens, long_logits = cgb.generate_tokens(arch, "float32", ids, 12)
+    short_tokens, short_logits = refs.generate(arch, "float32", ids, 5, share_up_to=12)
+    long_tokens, long_logits = refs.generate(arch, "float32", ids, 12)
     assert computed == [12]
-    model = cgb.model(arch, "float32")
     for tokens, logits, n in ((short_tokens, short_logits, 5), (long_tokens, long_logits, 12)):
         want_tokens, want_logits = generate_reference(model, ids, n)
         assert torch.equal(tokens, want_tokens) and len(logits) == n
         assert all(torch.equal(a, b) for a, b in zip(logits, want_logits, strict=True))
-    cgb.generate_tokens(arch, "float32", ids, 20)               # longer than any so far: computed again
+    refs.generate(arch, "float32", ids, 20)                     # longer than any so far: computed again
     assert computed == [12, 20]
 
 
 def test_the_static_eager_reference_is_computed_once_and_is_the_eager_loops(monkeypatch):
-    """:meth:`Session.static_eager_decode`: the eager static-cache loop's tokens and logits, computed once per
+    """:meth:`DecodeReferences.static_eager`: the eager static-cache loop's tokens and logits, computed once per
     prompt, new tokens and cache length (by the decoder given, or a fresh one)."""
-    cgb, _ = _cpu_session(monkeypatch, "tinyllama-1.1b")
+    refs, model, _ = _cpu_references(monkeypatch, "tinyllama-1.1b")
     ids = _prompt(7, 2)
-    model = cgb.model("tinyllama-1.1b", "float32")
     want_tokens, want_logits = GreedyDecoder(model, 32, use_graph=False).generate(ids, 9, return_logits=True)
     runs = []
     decoder = GreedyDecoder(model, 32, use_graph=False)
     real = decoder.generate
     decoder.generate = lambda *a, **kw: runs.append(1) or real(*a, **kw)
-    first = cgb.static_eager_decode("tinyllama-1.1b", "float32", ids, 9, 32, decoder=decoder)
-    again = cgb.static_eager_decode("tinyllama-1.1b", "float32", ids, 9, 32)
+    first = refs.static_eager("tinyllama-1.1b", "float32", ids, 9, 32, decoder=decoder)
+    again = refs.static_eager("tinyllama-1.1b", "float32", ids, 9, 32)
     assert runs == [1] and again is first
     assert torch.equal(first[0], want_tokens)
     assert all(torch.equal(a, b) for a, b in zip(first[1], want_logits, strict=True))
-    other = cgb.static_eager_decode("tinyllama-1.1b", "float32", ids, 9, 64)    # another cache: a fresh decoder
+    other = refs.static_eager("tinyllama-1.1b", "float32", ids, 9, 64)     # another cache: a fresh decoder
     assert torch.equal(other[0], want_tokens) and runs == [1]

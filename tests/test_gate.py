@@ -727,13 +727,14 @@ def test_an_empty_markdown_path_is_a_usage_error(tmp_path, capsys, monkeypatch, 
 
 
 def fake_confirm_runs(monkeypatch, factor):
-    """Replace the pytest process (runner.process.run_process) with a writer of the fixture's selected
-    benchmarks, graph scaled by ``factor``; returns the list of (selected node ids, cwd) of each call."""
-    from cudagraph_bench.runner import process as benchrun
+    """Replace the pytest process of :func:`cudagraph_bench.runner.process.run_pytest` with a writer of the
+    fixture's selected benchmarks, graph scaled by ``factor``; returns the list of (selected node ids, cwd) of
+    each call."""
+    from cudagraph_bench.runner import process
 
     calls = []
 
-    def run_one(cmd, cwd, env, log):
+    def run_process(cmd, cwd, env, log):
         json_path = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--benchmark-json=")))
         selected = [a for a in cmd if "::" in a]
         calls.append((selected, Path(cwd)))
@@ -743,7 +744,7 @@ def fake_confirm_runs(monkeypatch, factor):
         log.write("fake run\n")
         return 0
 
-    monkeypatch.setattr(benchrun, "run_process", run_one)
+    monkeypatch.setattr(process, "run_process", run_process)
     return calls
 
 
@@ -793,18 +794,20 @@ def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, 
 
 
 def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_path, capsys, baseline, monkeypatch):
-    from cudagraph_bench.runner import process as benchrun
+    from cudagraph_bench.runner import process
 
     key = next(iter(GATED))
     doc = copy.deepcopy(CHECKED)
     scale(bench(doc, *key, "graph"), 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
     run = write(doc, tmp_path / "run.json")
 
-    def run_one(cmd, cwd, env, log):  # pytest on a machine without a GPU: every benchmark skipped, no JSON
+    def run_process(cmd, cwd, env, log):  # pytest on a machine without a GPU: every benchmark skipped, no JSON
         log.write("2 skipped\n")
         return 0
 
-    monkeypatch.setattr(benchrun, "run_process", run_one)
+    monkeypatch.setattr(process, "run_process", run_process)
     rc, out, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 2)
     assert rc == 1 and "none of the 2 confirmation reruns produced a run" in out and "unconfirmed" in out
-    assert "regression confirmed" not in out and "no JSON written" in err
+    assert "regression confirmed" not in out
+    assert all(f"confirmation run run.confirm-{i}.json FAILED" in err for i in (1, 2)) and "no JSON written" in err
+    assert "2 skipped" in (tmp_path / "run.confirm-1.log").read_text()

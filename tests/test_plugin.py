@@ -1,4 +1,4 @@
-"""The pytest plugin, driven through pytester (as pytest-benchmark tests its own plugin)."""
+"""The pytest plugin, driven through pytester in this process (as pytest-benchmark tests its own plugin)."""
 
 import json
 
@@ -47,7 +47,7 @@ def test_running_page_names_every_option_of_the_plugin():
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
+    return pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
 
 
 def test_matrix_parametrization(pytester):
@@ -85,7 +85,8 @@ def test_with_compile_adds_variants(pytester):
 
 
 def test_with_compile_adds_decode_variants(pytester):
-    from cudagraph_bench.options import DECODE_COMPILE_VARIANTS, DECODE_VARIANTS
+    from cudagraph_bench import variants
+    from cudagraph_bench.options import DECODE_VARIANTS
 
     pytester.makepyfile(CASES_TEST)
     args = ("--collect-only", "-q", "--models", "gpt2", "--new-tokens", "128", "-k", "dec")
@@ -94,7 +95,7 @@ def test_with_compile_adds_decode_variants(pytester):
     for variant in DECODE_VARIANTS:
         node = f"test_dec[gpt2-bfloat16-L50-new128-{variant}]"
         assert node in with_compile
-        assert (node in plain) == (variant not in DECODE_COMPILE_VARIANTS)
+        assert (node in plain) == (not variants.variant(variants.DECODE, variant).compiled)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -110,8 +111,7 @@ def test_bad_options_are_usage_errors(pytester, args, message):
     assert message in result.stderr.str()
 
 
-def test_gpu_tests_skip_with_one_reason_on_cpu(pytester, monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")   # the subprocess sees no GPU, also on a GPU machine
+def test_gpu_tests_skip_with_one_reason_on_cpu(pytester, no_gpu):
     pytester.makepyfile("""
         import pytest
         pytestmark = pytest.mark.gpu
@@ -124,11 +124,10 @@ def test_gpu_tests_skip_with_one_reason_on_cpu(pytester, monkeypatch):
     assert "needs a CUDA GPU: torch.cuda.is_available() is False on this machine" in result.stdout.str()
 
 
-def test_machine_info_has_cuda_key(pytester, tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")   # the subprocess sees no GPU, also on a GPU machine
+def test_machine_info_has_cuda_key(pytester, tmp_path, no_gpu):
     pytester.makepyfile("def test_b(benchmark):\n    benchmark(lambda: None)\n")
     out = tmp_path / "run.json"
-    result = run(pytester, "--benchmark-only", f"--benchmark-json={out}")
+    result = run(pytester, "--benchmark-only", f"--benchmark-json={out}", "--benchmark-max-time=0.001")
     assert result.ret == 0
     data = json.loads(out.read_text())
     assert "cuda" in data["machine_info"] and data["machine_info"]["cuda"] is None
@@ -140,11 +139,12 @@ def test_machine_info_has_cuda_key(pytester, tmp_path, monkeypatch):
 def test_keep_gc_leaves_the_garbage_collector_on_while_timing(pytester, tmp_path):
     pytester.makepyfile("def test_b(benchmark):\n    benchmark(lambda: None)\n")
     out = tmp_path / "run.json"
-    assert run(pytester, "--benchmark-only", f"--benchmark-json={out}", "--keep-gc").ret == 0
+    assert run(pytester, "--benchmark-only", f"--benchmark-json={out}", "--keep-gc",
+               "--benchmark-max-time=0.001").ret == 0
     assert json.loads(out.read_text())["benchmarks"][0]["options"]["disable_gc"] is False
 
 
-def test_cpus_pins_the_test_process(pytester):
+def test_cpus_pins_the_test_process(pytester, cpu_affinity_restored):
     import os
 
     cpu = min(os.sched_getaffinity(0))
@@ -169,12 +169,14 @@ def test_bad_timing_options_are_usage_errors(pytester, args, message):
 
 ROUND_POLICY_TEST = """
 from cudagraph_bench.cases import Case
-from cudagraph_bench.session import Session, round_policy
+from cudagraph_bench.plugin import Session
+from cudagraph_bench.plugin.timing import round_policy
 
 def test_policy(request):
     session = Session(request.config)
     spec = session.case_spec(Case("gpt2", "float32", 16, "graph"))
-    policies = (spec.round_policy(), round_policy(session), round_policy(session, rounds=3, max_rounds=8))
+    policies = (spec.round_policy(), round_policy(session.option),
+                round_policy(session.option, rounds=3, max_rounds=8))
     assert spec.max_time_ms == {expected!r}
     assert [p.max_time_ms for p in policies] == [{expected!r}] * 3
 """
@@ -192,7 +194,7 @@ def test_max_time_ms_reaches_the_case_spec_and_every_round_policy(pytester, args
 
 
 def test_memory_ledger_summary_separates_the_first_graph_case():
-    from cudagraph_bench.session import MemoryLedger
+    from cudagraph_bench.plugin.memory import MemoryLedger
 
     ledger = MemoryLedger()
     ledger.start_mib = 0.0

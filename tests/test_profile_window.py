@@ -10,7 +10,6 @@ import torch
 
 from cudagraph_bench.measure import kernel_counts as K
 from cudagraph_bench.measure import roofline as R
-from cudagraph_bench.measure.case import CaseSpec, ModelCache
 
 #: The marker's name as the profiler shows it (ATen's ``spin_kernel`` of ``aten/src/ATen/cuda/Sleep.cu``,
 #: demangled by the profiler).
@@ -249,24 +248,27 @@ def test_profile_forward_survives_a_lost_start_and_refuses_a_lost_marker(monkeyp
         R.profile_forward(FakeCuda(drop_first=n_warm_up_records + 1).install(monkeypatch).forward, repeats=3)
 
 
-def tiny_gpt2_spec() -> CaseSpec:
-    """A count spec of a one-layer gpt2 on the CPU: its forward runs for real and launches no fake kernel,
-    so a window holds only the markers."""
-    return CaseSpec(model="gpt2", dtype="float32", seq_len=8, variant="eager", device="cpu",
-                    overrides=dict(n_layer=1, n_embd=32, n_head=2, vocab_size=64))
+@pytest.fixture(scope="module")
+def tiny_gpt2():
+    """``get_model(name, dtype)`` of :func:`~cudagraph_bench.measure.kernel_counts.count_case` giving a one-layer
+    gpt2 on the CPU: its forward runs for real and launches no fake kernel, so a window holds only the markers."""
+    from cudagraph_bench.models.presets import load_model
+
+    model = load_model("gpt2", "float32", "cpu", overrides=dict(n_layer=1, n_embd=32, n_head=2, vocab_size=64))
+    return lambda name, dtype: model
 
 
-def test_a_profile_without_kernels_fails_the_count_naming_cupti(monkeypatch):
+def test_a_profile_without_kernels_fails_the_count_naming_cupti(monkeypatch, tiny_gpt2):
     FakeCuda(drop_first=10 ** 6).install(monkeypatch)                 # every device record lost
     monkeypatch.setattr(K, "device_problem", lambda device: None)     # the fake profiles on the CPU
-    got = K.count_case(tiny_gpt2_spec(), ModelCache(), repeats=2)
+    got = K.count_case("gpt2", "float32", 8, tiny_gpt2, repeats=2)
     assert (got.status, got.phase, got.n_kernels) == ("failed", "count", None) and "CUPTI" in got.reason
 
 
-def test_a_lost_marker_fails_the_count_with_the_reason(monkeypatch):
+def test_a_lost_marker_fails_the_count_with_the_reason(monkeypatch, tiny_gpt2):
     FakeCuda(drop_first=1).install(monkeypatch)                       # the window's first record: a marker
     monkeypatch.setattr(K, "device_problem", lambda device: None)
-    got = K.count_case(tiny_gpt2_spec(), ModelCache(), repeats=2)
+    got = K.count_case("gpt2", "float32", 8, tiny_gpt2, repeats=2)
     assert (got.status, got.phase, got.n_kernels) == ("failed", "count", None)
     assert got.reason.startswith("RuntimeError") and "recorded 2 of the 3 marker kernels" in got.reason
 

@@ -12,14 +12,14 @@ import re
 
 import pytest
 
-from h200_fixture import committed_run, no_default_baseline_fixture, run_cli, write
+from h200_fixture import committed_doc, committed_run, no_default_baseline_fixture, run_cli, write
 
 from cudagraph_bench.cases import SUITE_CASES
 from cudagraph_bench.results.noise import MIN_BASELINE_RUNS
 
-SUITE = json.loads(committed_run("suite-one-gpu").read_text())
-FUSED = json.loads(committed_run("decode-fused-tuned-tinyllama").read_text())
-COMPILE = json.loads(committed_run("compile-sweep").read_text())
+SUITE = committed_doc("suite-one-gpu")
+FUSED = committed_doc("decode-fused-tuned-tinyllama")
+COMPILE = committed_doc("compile-sweep")
 #: the failure of HF's static-cache torch.compile path (``generate-static-compile``) as the fused run recorded it
 (PEER_FAILURE,) = FUSED["cudagraph_bench"]["failures"]
 

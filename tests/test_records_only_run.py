@@ -4,18 +4,18 @@ empty ``benchmarks`` list; a session that recorded nothing writes nothing, as py
 profiling shard's file merges with the other shards' runs (its kernel counts reach their eager benchmarks)
 and is refused with one line by the commands that need benchmarks.
 
-The sessions run through pytester in subprocesses; their kernel counts are the committed whole-suite H200
+The sessions run through pytester in this process; their kernel counts are the committed whole-suite H200
 run's, recorded by a stand-in for the profiling tests (the real ones need a GPU:
 perf_tests/test_kernel_counts.py)."""
 
 import copy
 import json
+import warnings
 
 import pytest
 import pytest_benchmark
 
 from cudagraph_bench.results.shards import DURATIONS_KEY
-from cudagraph_bench.session import FORWARD_PROFILES_GROUP
 
 from h200_fixture import committed_run, read_json, run_cli, write
 
@@ -25,19 +25,18 @@ COUNTS = SUITE["cudagraph_bench"]["kernel_counts"]
 PROFILE_FIELDS = ("n_kernels", "gpu_busy_ms")
 
 #: Stands for perf_tests/test_kernel_counts.py: one test per case records the case's committed profile in
-#: the session ledger (as the real test records what its worker process profiled), in the suite's
-#: profiling group, and takes the ``benchmark`` fixture without timing anything, as the real one does.
+#: the session's records (as the real test records what it profiled), marked ``profiles``, and takes the
+#: ``benchmark`` fixture without timing anything, as the real one does.
 PROFILES_TEST = f"""
 import pytest
 
-pytestmark = [pytest.mark.xdist_group({FORWARD_PROFILES_GROUP!r}),
-              pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")]
+pytestmark = [pytest.mark.profiles, pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")]
 COUNTS = {COUNTS!r}
 
 @pytest.mark.parametrize("entry", COUNTS, ids=lambda e: f"{{e['model']}}-{{e['dtype']}}-L{{e['seq_len']}}")
 def test_profile(benchmark, cgb, entry):
     key = (entry["model"], entry["dtype"], entry["seq_len"])
-    cgb.ledger.kernel_counts[key] = {{f: v for f, v in entry.items() if f not in ("model", "dtype", "seq_len")}}
+    cgb.records.kernel_counts[key] = {{f: v for f, v in entry.items() if f not in ("model", "dtype", "seq_len")}}
 """
 #: A module of another group that records nothing.
 OTHER_TEST = "def test_other():\n    pass\n"
@@ -52,16 +51,22 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
+    """The session in this process; the warnings it gives outside its tests (pytest-benchmark's at the session's
+    end) are kept as ``result.late_warnings`` (their messages)."""
+    with warnings.catch_warnings(record=True) as late:
+        warnings.simplefilter("always")
+        result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
+    result.late_warnings = [str(w.message) for w in late]
+    return result
 
 
 def output(result) -> str:
-    return result.stdout.str() + result.stderr.str()
+    return result.stdout.str() + result.stderr.str() + "\n".join(result.late_warnings)
 
 
 @pytest.fixture
 def profiles(pytester):
-    pytester.makepyfile(test_profiles=PROFILES_TEST, test_other=OTHER_TEST)
+    pytester.makepyfile(test_stand_in_profiles=PROFILES_TEST, test_other=OTHER_TEST)
     return pytester
 
 
@@ -83,10 +88,10 @@ def test_a_session_that_only_profiled_writes_its_kernel_counts_as_pytest_benchma
     assert section["kernel_counts"] == expected and section["failures"] == []
     assert len(section[DURATIONS_KEY]) == len(COUNTS) + 1 and section["wall_s"] > 0
     assert "Not saving anything" not in output(result)
-    assert f"No benchmark ran; wrote the session's {len(COUNTS)} kernel count(s) in: {out}" in output(result)
+    assert f"No benchmark ran; wrote the session's failed cases and kernel counts in: {out}" in output(result)
     # the envelope pytest-benchmark itself writes for a session with a benchmark, field by field
     profiles.makepyfile(test_timed="def test_timed(benchmark):\n    benchmark(sum, range(10))\n")
-    assert run(profiles, "test_timed.py", f"--benchmark-json={reference}").ret == 0
+    assert run(profiles, "test_timed.py", f"--benchmark-json={reference}", "--benchmark-max-time=0.001").ret == 0
     ref = json.loads(reference.read_text())
     assert doc.keys() == ref.keys()
     assert doc["machine_info"].keys() == ref["machine_info"].keys()
@@ -98,12 +103,14 @@ def test_a_session_that_only_profiled_writes_its_kernel_counts_as_pytest_benchma
 def test_a_session_that_only_recorded_a_failure_writes_it(pytester, tmp_path):
     pytester.makepyfile("""
         def test_decode_case(request, cgb):
-            cgb.record_failure(request.node.nodeid, {"suite": "decode", "model": "gpt2", "dtype": "bfloat16",
-                                                     "seq_len": 50, "new_tokens": 64, "variant": "compile+graph"},
-                               "RuntimeError: compile failed")
+            cgb.records.fail(request.node.nodeid, {"suite": "decode", "model": "gpt2", "dtype": "bfloat16",
+                                                   "seq_len": 50, "new_tokens": 64, "variant": "compile+graph"},
+                             "RuntimeError: compile failed")
     """)
     out = tmp_path / "run.json"
-    run(pytester, f"--benchmark-json={out}").assert_outcomes(passed=1)
+    result = run(pytester, f"--benchmark-json={out}")
+    result.assert_outcomes(passed=1)
+    assert "Not saving anything" not in output(result)
     doc = json.loads(out.read_text())
     (failure,) = doc["cudagraph_bench"]["failures"]
     assert doc["benchmarks"] == [] and failure["reason"] == "RuntimeError: compile failed"
@@ -115,13 +122,12 @@ def test_a_session_that_only_recorded_a_failure_writes_it(pytester, tmp_path):
     ("-k", "test_other"),                                        # no profiling test selected
     ("--benchmark-only", "-W", "ignore:Not saving anything"),    # as `make bench` runs, where no GPU skips them
 ])
-def test_a_session_that_recorded_nothing_writes_nothing(profiles, tmp_path, monkeypatch, args):
-    """No benchmark ran and the ledger holds no kernel count or failure: no file, as pytest-benchmark does
+def test_a_session_that_recorded_nothing_writes_nothing(profiles, tmp_path, no_gpu, args):
+    """No benchmark ran and the records hold no kernel count or failure: no file, as pytest-benchmark does
     (`make bench` then says that nothing was measured)."""
     if "--benchmark-only" in args:
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
         profiles.makeini("[pytest]\nmarkers =\n    gpu: needs a CUDA GPU\n")
-        profiles.makepyfile(test_profiles=PROFILES_TEST + "\npytestmark.append(pytest.mark.gpu)\n")
+        profiles.makepyfile(test_stand_in_profiles=PROFILES_TEST + "\npytestmark.append(pytest.mark.gpu)\n")
     out = tmp_path / "run.json"
     result = run(profiles, f"--benchmark-json={out}", *args)
     assert result.ret == 0

@@ -347,7 +347,7 @@ def test_run_peak_prefers_the_recorded_value_then_the_table():
 
 def test_plugin_records_the_peak_in_machine_info(monkeypatch):
     from cudagraph_bench import envinfo
-    from cudagraph_bench.plugin import pytest_benchmark_update_machine_info
+    from cudagraph_bench.plugin.output import pytest_benchmark_update_machine_info
 
     peak = RR.choose_peak(GPU)
     monkeypatch.setattr(envinfo, "cuda_fingerprint", lambda: {"gpu_name": GPU})

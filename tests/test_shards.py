@@ -36,12 +36,11 @@ def test_a_test_groups_by_model_and_dtype_else_by_module():
 
 
 def test_a_tests_own_xdist_group_mark_names_its_group():
-    """Tests that must share one process (the forward profiles) carry their own ``xdist_group`` mark: it
-    wins over the model and dtype, for --gpu-workers and --shard alike."""
+    """Tests that must share one process carry their own ``xdist_group`` mark: it wins over the model and
+    dtype, for --shard and pytest-xdist's loadgroup alike."""
     from types import SimpleNamespace
 
-    from cudagraph_bench.session import FORWARD_PROFILES_GROUP
-    from cudagraph_bench.sharding import item_group
+    from cudagraph_bench.plugin.sharding import item_group
 
     def item(mark):
         return SimpleNamespace(nodeid="perf_tests/test_kernel_counts.py::t[gpt2-float32-L16-eager]",
@@ -49,7 +48,7 @@ def test_a_tests_own_xdist_group_mark_names_its_group():
                                get_closest_marker=lambda name: mark if name == "xdist_group" else None)
 
     assert item_group(item(None)) == "gpt2-float32"
-    assert item_group(item(pytest.mark.xdist_group(FORWARD_PROFILES_GROUP).mark)) == FORWARD_PROFILES_GROUP
+    assert item_group(item(pytest.mark.xdist_group("one-process").mark)) == "one-process"
     assert item_group(item(pytest.mark.xdist_group(name="profiles").mark)) == "profiles"
 
 

@@ -154,11 +154,10 @@ def test_a_call_too_slow_for_the_precision_target_is_timed_once_in_the_pilot():
 
 def test_gc_is_off_while_timing_and_restored_after():
     from cudagraph_bench.measure.timing import time_call
-    from cudagraph_bench.measure.case import _time_cpu
 
     states = []
     assert gc.isenabled()
-    timing = _time_cpu(lambda: states.append(gc.isenabled()), rounds=3, warmup=1)
+    timing = time_call(lambda: states.append(gc.isenabled()), rounds=3, warmup=1, device="cpu")
     assert len(timing.wall_ms) == 3 and states == [False] * 4 and gc.isenabled()
     gc.disable()
     try:
@@ -198,11 +197,11 @@ class _Cycle:
 
 @pytest.fixture
 def released_session():
-    """A Session whose release() runs in this process (it reads no session state); the test process's
-    collector is unfrozen afterwards."""
-    from cudagraph_bench.session import Session
+    """The plugin's release (:func:`cudagraph_bench.plugin.memory.release`, what ``cgb.release`` calls) run in
+    this process; the test process's collector is unfrozen afterwards."""
+    from cudagraph_bench.plugin import memory
 
-    yield Session.__new__(Session)
+    yield types.SimpleNamespace(release=memory.release)
     gc.unfreeze()
 
 
@@ -282,11 +281,11 @@ def test_rounds_planned_from_a_pilot_reach_the_precision_target():
 
 def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatch):
     """The pytest path with a fake benchmark fixture and a CPU stand-in for CallTimer."""
-    from cudagraph_bench import session
     from cudagraph_bench.measure import timing
+    from cudagraph_bench.plugin.timing import benchmark_call, round_policy
 
     class FakeTimer:
-        def __init__(self, fn, capacity):
+        def __init__(self, fn, capacity=256, *, device="cuda"):
             self.fn, self.capacity, self.calls = fn, capacity, 0
 
         def __call__(self):
@@ -307,13 +306,9 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
             for _ in range(rounds + warmup_rounds):
                 target()
 
-    class FakeSession:
-        opts = {**{o.dest: o.default for o in MATRIX_OPTIONS},   # every option a session has
-                "rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0, "precision_pct": 1.0,
-                "max_rounds": 2000, "max_time_ms": 150.0}
-
-        def option(self, name):
-            return self.opts[name]
+    opts = {**{o.dest: o.default for o in MATRIX_OPTIONS},   # every option a session has
+            "rounds": 5, "warmup_rounds": 2, "warmup_ms": 100.0, "min_time_ms": 200.0, "precision_pct": 1.0,
+            "max_rounds": 2000, "max_time_ms": 150.0}
 
     readings = iter([{"clocks_event_reasons": ["gpu_idle"]}, {"clocks_event_reasons": ["sw_thermal"]}])
     monkeypatch.setattr(timing, "CallTimer", FakeTimer)
@@ -322,7 +317,8 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
     monkeypatch.setattr(gpustate, "read_gpu_state", lambda: next(readings))
     bench = FakeBenchmark()
     with pytest.warns(gpustate.GpuThrottledWarning, match=r"test_forward\[gpt2-float32-L16-graph\]: .*sw_thermal"):
-        events = session.benchmark_call(bench, FakeSession(), lambda: None, group="g", extra_info={"model": "gpt2"})
+        events = benchmark_call(bench, lambda: None, group="g", extra_info={"model": "gpt2"},
+                                policy=round_policy(opts.__getitem__), device="cuda")
     # 1 ms calls: 200 ms / 100 ms floors (the 200 ms floor wins over the 150 ms cap); the pilot's calls (and its
     # cold call) count towards the warmup floor
     warmup = 100 - len(pilot) - 1
@@ -330,7 +326,7 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
     info = bench.extra_info
     assert info["warmup_rounds"] == warmup and info["pilot_ms"] == pilot and info["model"] == "gpt2"
     assert info["precision_target_pct"] == 1.0 and info["median_ci95_pct"] == 0.0   # equal event times
-    assert info["max_time_ms"] == FakeSession.opts["max_time_ms"]
+    assert info["max_time_ms"] == opts["max_time_ms"]
     assert info["gpu_state"]["after"] == {"clocks_event_reasons": ["sw_thermal"]}
     assert info["throttled"] == ["sw_thermal"]
 
@@ -340,8 +336,8 @@ def test_the_pilot_runs_with_the_garbage_collector_as_the_measured_rounds_do(mon
     """pytest-benchmark turns the collector off around the measured rounds (``--benchmark-disable-gc``,
     which the plugin sets unless ``--keep-gc``): the pilot that plans them runs the same way, and the
     collector is back on afterwards."""
-    from cudagraph_bench import session
     from cudagraph_bench.measure import timing
+    from cudagraph_bench.plugin.timing import benchmark_call, round_policy
 
     seen = []
 
@@ -355,16 +351,14 @@ def test_the_pilot_runs_with_the_garbage_collector_as_the_measured_rounds_do(mon
         def pedantic(self, target, rounds, warmup_rounds, iterations):
             seen.append(("pedantic", rounds))
 
-    class Session:
-        def option(self, name):
-            return {o.dest: o.default for o in MATRIX_OPTIONS}[name]
-
+    defaults = {o.dest: o.default for o in MATRIX_OPTIONS}
     monkeypatch.setattr(timing, "pilot_call_ms", pilot)
     monkeypatch.setattr(timing, "CallTimer",
-                        lambda fn, capacity: types.SimpleNamespace(event_ms=lambda last: [1.0] * last))
+                        lambda fn, capacity=256, *, device: types.SimpleNamespace(event_ms=lambda last: [1.0] * last))
     monkeypatch.setattr(gpustate, "read_gpu_state", lambda: None)
     assert gc.isenabled()
-    session.benchmark_call(Bench(), Session(), lambda: None, group="g", extra_info={})
+    benchmark_call(Bench(), lambda: None, group="g", extra_info={}, policy=round_policy(defaults.__getitem__),
+                   device="cuda")
     assert seen[0] is (not disable_gc) and seen[1][0] == "pedantic"
     assert gc.isenabled()
 

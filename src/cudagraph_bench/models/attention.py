@@ -80,9 +80,9 @@ def choose_attention(config, model_class=None, requested: str | None = None) -> 
     if requested == "sdpa" and soft_capped(config):
         raise UnknownModelError(f"{config.__class__.__name__} soft-caps its attention logits, which SDPA cannot do: "
                                 "use --attn-implementation eager, or leave it out (its own: eager)")
-    if chosen == "eager":
-        from cudagraph_bench.models.hf_internals import use_capture_safe_eager_mask
+    from cudagraph_bench.models.hf_internals import EAGER_ATTENTION, use_capture_safe_eager_mask
 
+    if chosen == EAGER_ATTENTION:
         use_capture_safe_eager_mask()
     return chosen
 

@@ -65,6 +65,8 @@ INTERNALS = (
     ("transformers.utils.import_utils", "is_cuda_stream_capturing"),
 )
 #: Class attributes of ``PreTrainedModel`` that say which attention implementation a model class runs.
+#: transformers' own attention (``attn_implementation="eager"``): every class has it; not the eager variant.
+EAGER_ATTENTION = "eager"
 ATTENTION_SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
                            "flex_attention": "_supports_flex_attn"}
 
@@ -109,7 +111,7 @@ def supports_sdpa(model_class) -> bool:
 def supports_attention(model_class, implementation: str) -> bool:
     """Whether ``model_class`` runs with ``attn_implementation=implementation`` (``eager``: every class; ``sdpa``,
     ``flash_attention_2``, ``flex_attention``: the class's flag of :data:`ATTENTION_SUPPORT_FLAGS`)."""
-    if implementation == "eager":
+    if implementation == EAGER_ATTENTION:
         return True
     flag = ATTENTION_SUPPORT_FLAGS.get(implementation)
     return bool(flag and getattr(model_class, flag, False))

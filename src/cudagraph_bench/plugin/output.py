@@ -21,9 +21,12 @@ import pytest
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
+    """``machine_info["cuda"]`` is None for a ``--device cpu`` session, also on a GPU machine: it measured no GPU,
+    so its run is never compared or gated as that GPU's."""
     from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
 
-    machine_info["cuda"] = cuda_fingerprint()
+    on_cpu = config is not None and config.getoption("device", "cuda") == "cpu"
+    machine_info["cuda"] = None if on_cpu else cuda_fingerprint()
     if machine_info["cuda"] is not None:
         from cudagraph_bench.measure.gpustate import read_gpu_state
         from cudagraph_bench.measure.roofline import peak_memory_bandwidth_gbps
@@ -137,12 +140,21 @@ def write_records_only_json(config) -> str | None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`; a session
-    whose ``--models`` had refused entries exits non-zero (:func:`cudagraph_bench.models.refusals.exit_status`)."""
+    whose ``--models`` had refused entries exits non-zero (:func:`cudagraph_bench.models.refusals.exit_status`).
+    When the records-only JSON is written, pytest-benchmark's "Not saving anything" warning, false then, is not
+    shown."""
+    import warnings
+
     from cudagraph_bench.models.refusals import exit_status
     from cudagraph_bench.plugin.options import refused_models
+    from cudagraph_bench.plugin.session import session_of
 
     session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))
-    result = yield
+    cgb = session_of(session.config)
+    with warnings.catch_warnings():
+        if cgb is not None and cgb.records and json_option_path(session.config) is not None:
+            warnings.filterwarnings("ignore", message="Not saving anything")
+        result = yield
     path = write_records_only_json(session.config)
     if path is not None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

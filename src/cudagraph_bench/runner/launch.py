@@ -74,7 +74,8 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
 
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
     """The processes of a run, in steps: the processes of one step run side by side (one per GPU), the steps one
-    after another. Per sub-matrix, the non-isolated variants, then the isolated ones (registry), each a step."""
+    after another. Per sub-matrix, the non-isolated variants, then the isolated ones (registry), each a step.
+    ``cpus``: every process pinned to them (``--cpus``), split in equal shares between the GPUs' processes."""
     from cudagraph_bench.options import format_cpus
 
     steps = []
@@ -89,7 +90,8 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
                 base += [flag, value]
             stem = f"part{m_index + 1}{suffix}" if len(matrices) > 1 else f"part{suffix or '-main'}"
             if not gpus:
-                steps.append([Part(stem.replace("part-", ""), tuple(base))])
+                pinned = ["--cpus", format_cpus(cpus)] if cpus else []
+                steps.append([Part(stem.replace("part-", ""), (*base, *pinned))])
                 continue
             shares = cpu_shares(sorted(cpus or []), len(gpus))
             steps.append([Part(f"{stem}-gpu{gpu}-shard{k + 1}", (*base, "--shard", f"{k + 1}/{len(gpus)}",
