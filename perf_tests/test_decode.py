@@ -278,11 +278,12 @@ def test_moe_forward_replay_equals_eager(cgb, dtype):
 
 
 def test_failed_capture_fails_one_case_and_the_next_capture_works(cgb):
-    """A forward that reads a GPU value on the host cannot be captured: CaptureError names the operation,
-    the CUDA state is restored, and a graph of another model captured right after equals eager."""
+    """A forward that reads a GPU value on the host is refused before capture (NotGraphableError names the
+    operation); one that fails only while the stream captures (a device-to-host copy) raises CaptureError, the CUDA
+    state is restored, and a graph of the same model captured right after equals eager."""
     import torch
 
-    from cudagraph_bench.errors import CaptureError
+    from cudagraph_bench.errors import CaptureError, NotGraphableError
     from cudagraph_bench.models.presets import model_forward
     from cudagraph_bench.capture.graphed import GraphedForward, cuda_context_usable
 
@@ -290,10 +291,18 @@ def test_failed_capture_fails_one_case_and_the_next_capture_works(cgb):
 
     def host_read(m, ids, mask):
         logits = model_forward(m, ids, mask)
-        return logits * float(logits.abs().max())     # .item() on a GPU value: forbidden while capturing
+        return logits * float(logits.abs().max())     # a host read of a GPU value: found before the capture
 
-    with pytest.raises(CaptureError, match="capture failed") as info:
+    def copy_while_capturing(m, ids, mask):
+        logits = model_forward(m, ids, mask)
+        if torch.cuda.is_current_stream_capturing():
+            logits.cpu()                               # a device-to-host copy: forbidden while capturing
+        return logits
+
+    with pytest.raises(NotGraphableError, match="host read of a device value"):
         GraphedForward(model, 16, forward=host_read)
+    with pytest.raises(CaptureError, match="capture failed") as info:
+        GraphedForward(model, 16, forward=copy_while_capturing)
     assert info.value.context_usable and cuda_context_usable()
     graph = GraphedForward(model, 16)
     try:

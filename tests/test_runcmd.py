@@ -457,4 +457,4 @@ def test_nothing_measured_is_exit_1_and_the_earlier_runs_plots_are_removed(tmp_p
         cli_main(["run", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "0 every measured case correct;" in help_text and "or no case was measured" in help_text
-    assert "1 a case failed or mismatched, or no case was measured" in help_text
+    assert "1 a case failed, crashed or differs from its reference" in help_text
