@@ -8,7 +8,7 @@ from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, WEIGHT_FILES, check_model_directory,
                                            directory_config, head_note, load_model, max_positions, model_forward, model_kind,
                                            preset_config, random_input_ids)
-from cudagraph_bench.models.positions import model_position_limit
+from cudagraph_bench.models.presets import model_position_limit
 from cudagraph_bench.plugin.models import ModelCache, position_limit
 
 TINY = {

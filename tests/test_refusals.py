@@ -142,7 +142,8 @@ def test_each_architecture_is_measured_with_its_own_attention_and_graphable(chec
     from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.checkpoints import directory_model_class
     from cudagraph_bench.models.hf_internals import supports_sdpa
-    from cudagraph_bench.models.positions import model_position_limit, recorded_position_limit
+    from cudagraph_bench.models.positions import recorded_position_limit
+    from cudagraph_bench.models.presets import model_position_limit
     from cudagraph_bench.models.presets import directory_config, load_model, model_forward
 
     folder = checkpoints[kind]

@@ -1,5 +1,5 @@
 """Position limits (tokens): the one function that bounds prompts and KV caches, for the pytest plugin and
-``cudagraph-bench run`` alike (:func:`model_position_limit`), and for a built model (:func:`max_positions`).
+``cudagraph-bench run`` alike (:func:`cudagraph_bench.models.presets.model_position_limit`), and for a built model (:func:`max_positions`).
 
 A model's config records its limit in a field (:data:`POSITION_FIELDS`: learned position embeddings,
 rotary models' ``max_position_embeddings``). ALiBi (BLOOM: "Train Short, Test Long", Press et al. 2022,
@@ -57,23 +57,6 @@ def position_limit(config, bound=None) -> int:
 def max_positions(model, bound=None) -> int:
     """:func:`position_limit` of a built model (``model.config``)."""
     return position_limit(model.config, bound)
-
-
-def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
-    """:func:`position_limit` (tokens) of a preset (with its config ``overrides``) or a ``save_pretrained``
-    directory, read from its config without building the model: what the pytest session and ``cudagraph-bench
-    run`` skip prompts by and size KV caches from. ``bound``: ``--max-positions``, else the longest request
-    (:func:`longest_request`).
-
-    Raises:
-        UnknownModelError: the directory cannot be measured
-            (:func:`~cudagraph_bench.models.presets.check_model_directory`).
-        UsageError: no limit recorded and no ``bound``."""
-    from cudagraph_bench.models.presets import PRESETS, check_model_directory, preset_config
-
-    # a preset name wins over a folder of that name, as in load_model
-    config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else check_model_directory(name_or_path)
-    return position_limit(config, bound)
 
 
 def longest_request(prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) -> int:

@@ -65,6 +65,7 @@ from cudagraph_bench.models.attention import choose_attention
 from cudagraph_bench.models.checkpoints import (WEIGHT_FILES, check_config_json, check_model_directory,  # noqa: F401
                                                 directory_config, directory_model_class, head_note, names_lm_head)
 from cudagraph_bench.models.positions import PADDING_OFFSET_POSITIONS, POSITION_FIELDS, max_positions  # noqa: F401
+from cudagraph_bench.models.positions import position_limit
 from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -386,3 +387,19 @@ def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", gene
 
     return torch.randint(0, vocab_size(model), (batch, seq_len), device=device, dtype=torch.int64,
                          generator=generator)
+
+
+def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
+    """:func:`~cudagraph_bench.models.positions.position_limit` (tokens) of a preset (with its config
+    ``overrides``) or a ``save_pretrained``
+    directory, read from its config without building the model: what the pytest session and ``cudagraph-bench
+    run`` skip prompts by and size KV caches from. ``bound``: ``--max-positions``, else the longest request
+    (:func:`~cudagraph_bench.models.positions.longest_request`).
+
+    Raises:
+        UnknownModelError: the directory cannot be measured
+            (:func:`check_model_directory`).
+        UsageError: no limit recorded and no ``bound``."""
+    # a preset name wins over a folder of that name, as in load_model
+    config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else check_model_directory(name_or_path)
+    return position_limit(config, bound)

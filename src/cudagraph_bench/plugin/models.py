@@ -73,8 +73,8 @@ def position_limit(name: str, cache: ModelCache | None = None, bound=None) -> in
     """The position limit (tokens) of model ``name``: the one its built model's config records when the cache
     holds one, else read from its config without building it; a model whose config records none (ALiBi, NoPE) is
     bounded by ``bound`` (tokens, or a function that gives them: ``--max-positions``, else the longest request).
-    The one rule is :func:`cudagraph_bench.models.positions.model_position_limit`."""
-    from cudagraph_bench.models.positions import model_position_limit
+    The one rule is :func:`cudagraph_bench.models.presets.model_position_limit`."""
+    from cudagraph_bench.models.presets import model_position_limit
     from cudagraph_bench.models.positions import position_limit as config_limit
 
     built = cache.built(name) if cache is not None else None

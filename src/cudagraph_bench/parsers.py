@@ -1,0 +1,350 @@
+"""The parsers of the shared options (``--models``, ``--prompt-lengths``, ``--rounds`` ...): each returns the
+parsed value or raises ``argparse.ArgumentTypeError`` with a message that says what to do; argparse turns that into
+exit code 2 for the CLI, pytest into a usage error. No torch import. Read them through
+:mod:`cudagraph_bench.options`, which re-exports them beside the option table."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from cudagraph_bench.defaults import (
+    FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
+    DECODE_COMPILE_TUNINGS)
+
+def _split(text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"empty item in {text!r}: give a comma-separated list such as 'a,b'")
+    return items
+
+
+def parse_models(text: str) -> tuple[str, ...]:
+    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or local directories (loaded with
+    ``from_pretrained``, offline); a preset name wins over a folder of that name (write ``./gpt2`` for the
+    folder). A name given twice, or a folder given twice under two spellings (``m``, ``m/``, ``./m``), is
+    measured once, under its first spelling. Only the list is checked here; each entry is checked before any
+    case, every refused one listed with its reason while the others run
+    (:func:`cudagraph_bench.models.refusals.check_models`, :func:`model_name_problem`)."""
+    names = _split(text)
+    first: dict[str, str] = {}
+    for name in names:
+        first.setdefault(name if name in PRESET_NAMES else os.path.realpath(name), name)
+    return tuple(first.values())
+
+
+def model_name_problem(name: str) -> str | None:
+    """Why ``name`` of ``--models`` names no model the suite can load, in one line with the fix (a file instead
+    of its folder, a missing directory, an unknown name, a directory without ``config.json``); None for a
+    preset or a directory with a ``config.json`` (whose content is checked later). No file is read."""
+    if name in PRESET_NAMES:
+        return None
+    if os.path.isfile(name):
+        return (f"{name!r} is a file: give the directory that holds config.json and the weights "
+                f"({os.path.dirname(name) or '.'!r}), as written by save_pretrained()")
+    if not os.path.isdir(name):
+        if _looks_like_a_path(name):
+            return (f"no directory {os.path.abspath(os.path.expanduser(name))!r} (models load from local "
+                    f"directories only, never from a model hub): give a directory written by save_pretrained() "
+                    f"or a preset ({', '.join(PRESET_NAMES)})")
+        return (f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
+                f"or a local directory saved with save_pretrained()")
+    if not os.path.isfile(os.path.join(name, "config.json")):
+        return (f"{name!r} has no config.json: give a directory written by save_pretrained() (config.json and "
+                f"weights) or a preset")
+    return None
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """True for a model name written as a path (``/m``, ``./m``, ``out/m``, ``~/m``): no preset looks so."""
+    return name.startswith(("~", ".")) or os.sep in name or (os.altsep or os.sep) in name
+
+
+def _positive_ints(text: str, what: str) -> tuple[int, ...]:
+    out = []
+    for item in _split(text):
+        try:
+            value = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be whole numbers, got {item!r}: e.g. '16,50,128'") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{what} must be positive, got {value}")
+        out.append(value)
+    return tuple(sorted(set(out)))
+
+
+def parse_prompt_lengths(text: str) -> tuple[int, ...]:
+    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each > 0 tokens)."""
+    return _positive_ints(text, "prompt lengths")
+
+
+def parse_buckets(text: str) -> tuple[int, ...]:
+    """``"16,32,64"`` -> ``(16, 32, 64)`` bucket lengths in tokens."""
+    return _positive_ints(text, "bucket lengths")
+
+
+def parse_dtypes(text: str) -> tuple[str, ...]:
+    """``"float32,bf16"`` -> ``("float32", "bfloat16")``; aliases fp32/bf16/fp16/half."""
+    aliases = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+    out = []
+    for item in _split(text):
+        name = aliases.get(item.lower(), item.lower())
+        if name not in DTYPES:
+            raise argparse.ArgumentTypeError(f"unknown dtype {item!r}: use one of {', '.join(DTYPES)}")
+        out.append(name)
+    return tuple(dict.fromkeys(out))
+
+
+def parse_variants(text: str) -> tuple[str, ...]:
+    """``"eager,graph"`` -> ``("eager", "graph")``: forward variants of the registry
+    (:data:`FORWARD_VARIANTS`), in the order given, each once."""
+    items = _split(text)
+    for item in items:
+        if item not in FORWARD_VARIANTS:
+            raise argparse.ArgumentTypeError(f"unknown variant {item!r}: use {', '.join(FORWARD_VARIANTS)}")
+    return tuple(dict.fromkeys(items))
+
+
+def parse_device(text: str) -> str:
+    """``cuda`` or ``cpu`` (:data:`DEVICES`)."""
+    if text not in DEVICES:
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}: use cuda, or cpu to run the variants that need "
+                                         "no GPU")
+    return text
+
+
+def parse_token_counts(text: str) -> tuple[int, ...]:
+    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request (each > 0)."""
+    return _positive_ints(text, "token counts")
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def parse_reduction_pct(text: str) -> float:
+    """A latency-reduction threshold in percent, 0 <= pct < 100 (e.g. ``30``)."""
+    value = _finite(text)
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"a reduction threshold is a percent in [0, 100), got {value:g}")
+    return value
+
+
+def _nonnegative(text: str, what: str) -> float:
+    """A finite number >= 0; else ``argparse.ArgumentTypeError`` ("``what`` >= 0, got ...")."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{what} >= 0, got {value:g}")
+    return value
+
+
+def parse_regression_pct(text: str) -> float:
+    """An allowed slowdown in percent, >= 0 (e.g. ``10``)."""
+    return _nonnegative(text, "an allowed regression is a percent")
+
+
+def _whole_number_at_least(text: str, lowest: int) -> int:
+    """``int(text)`` when it is a whole number >= ``lowest``; else ``argparse.ArgumentTypeError``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"expected a number >= {lowest}, got {value}")
+    return value
+
+
+def parse_count(text: str) -> int:
+    """A whole number >= 1 (rounds, iterations)."""
+    return _whole_number_at_least(text, 1)
+
+
+def parse_path(text: str) -> str:
+    """A file or folder path that is not empty (an empty ``-o ""`` would write into the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string: name a file or folder, e.g. "
+                                         "out/report")
+    return text
+
+
+#: Upper bound of --rounds / --warmup-rounds: beyond it a run would not finish in any CI slot.
+MAX_ROUNDS = 100_000
+
+
+def _rounds_at_most_max(value: int, what: str) -> int:
+    """``value`` when it is at most :data:`MAX_ROUNDS`. The message names no default: the suite's and
+    ``cudagraph-bench run``'s differ (``--help`` of each shows its own)."""
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} {what}, got {value}: a run that long "
+                                         f"never finishes: give at most {MAX_ROUNDS}")
+    return value
+
+
+def parse_rounds(text: str) -> int:
+    """Measured rounds: a whole number in [1, :data:`MAX_ROUNDS`]."""
+    return _rounds_at_most_max(parse_count(text), "rounds")
+
+
+def parse_max_rounds(text: str) -> int:
+    """The most measured rounds the precision target and the time floor may ask for: a whole number in
+    [1, :data:`MAX_ROUNDS`]."""
+    return _rounds_at_most_max(parse_count(text), "rounds")
+
+
+def parse_warmup_rounds(text: str) -> int:
+    """Unmeasured warmup rounds: a whole number in [0, :data:`MAX_ROUNDS`]."""
+    return _rounds_at_most_max(parse_nonneg(text), "warmup rounds")
+
+
+def parse_nonneg(text: str) -> int:
+    """A whole number >= 0 (warmup rounds)."""
+    return _whole_number_at_least(text, 0)
+
+
+#: Most confirmation reruns of ``gate --confirm K``: each is a separate pytest process of the regressed cases on
+#: the GPU, and beyond a handful the rank test's verdict no longer changes.
+MAX_CONFIRM = 20
+
+
+def parse_confirm(text: str) -> int:
+    """Confirmation reruns of the gate: a whole number in [0, :data:`MAX_CONFIRM`] (0: off)."""
+    value = parse_nonneg(text)
+    if value > MAX_CONFIRM:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CONFIRM} reruns, got {value}: each is a separate "
+                                         f"pytest process on the GPU; give --confirm 0 to {MAX_CONFIRM}")
+    return value
+
+
+#: Largest seed: the inputs' generator is seeded with ``seed * 1_000_003 + seq_len``, which must fit in
+#: a signed 64-bit integer (``torch.Generator.manual_seed``); 2**32 - 1 leaves room for any prompt length.
+MAX_SEED = 2**32 - 1
+
+
+def parse_seed(text: str) -> int:
+    """A seed of weights and inputs: a whole number in [0, :data:`MAX_SEED`]."""
+    value = parse_nonneg(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, {MAX_SEED}], got {value}: give a smaller seed")
+    return value
+
+
+def parse_multiplier(text: str) -> float:
+    """A finite multiplier >= 0 (of the between-run spread, e.g. ``3``; ``0`` leaves the tolerance's floor)."""
+    return _nonnegative(text, "expected a multiplier of the spread")
+
+
+def parse_ms(text: str) -> float:
+    """A duration in milliseconds, finite and >= 0 (e.g. ``100``; ``0`` turns the time floor or cap off)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {value:g}")
+    return value
+
+
+def parse_timeout_s(text: str) -> float:
+    """A time limit in seconds, finite and >= 0 (e.g. ``600``; ``0`` turns the limit off)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 (0: no limit), got {value:g}")
+    return value
+
+
+def parse_pct(text: str) -> float:
+    """A percentage, finite and >= 0 (``1`` = 1%; ``0`` turns the precision target off)."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a percentage >= 0, got {value:g}: e.g. 1 for +-1%")
+    return value
+
+
+def parse_attn_implementation(text: str) -> str:
+    """An attention implementation of :data:`ATTN_IMPLEMENTATIONS` (``flash`` and ``flex`` as short names);
+    whether it is installed is checked before any case (:mod:`cudagraph_bench.models.attention`)."""
+    name = {"flash": "flash_attention_2", "flash_attention": "flash_attention_2", "flex": "flex_attention"}.get(
+        text.strip().lower(), text.strip().lower())
+    if name not in ATTN_IMPLEMENTATIONS:
+        raise argparse.ArgumentTypeError(f"unknown attention implementation {text!r}: use one of "
+                                         f"{', '.join(ATTN_IMPLEMENTATIONS)} (or leave it out: each model's own)")
+    return name
+
+
+def parse_max_positions(text: str) -> int:
+    """A position bound in tokens, a whole number >= 1 (``--max-positions``)."""
+    return parse_count(text)
+
+
+def parse_compile_mode(text: str) -> str:
+    """An inductor mode of the ``compile+graph`` variants, one of :data:`COMPILE_GRAPH_MODES`."""
+    if text not in COMPILE_GRAPH_MODES:
+        raise argparse.ArgumentTypeError(f"unknown compile mode {text!r}: use one of {', '.join(COMPILE_GRAPH_MODES)} "
+                                         "(inductor's own CUDA graphs stay off: the suite captures)")
+    return text
+
+
+def parse_decode_compile_tuning(text: str) -> str:
+    """A name of :data:`DECODE_COMPILE_TUNINGS` (the inductor settings of the compiled decode step)."""
+    if text not in DECODE_COMPILE_TUNINGS:
+        raise argparse.ArgumentTypeError(f"unknown decode compile tuning {text!r}: use one of "
+                                         f"{', '.join(DECODE_COMPILE_TUNINGS)}")
+    return text
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers.
+    Only the syntax is checked here; :func:`cudagraph_bench.envinfo.pin_cpus` checks that the CPUs exist."""
+    cpus = set()
+    for item in _split(text):
+        first, sep, last = item.partition("-")
+        try:
+            lo, hi = int(first), int(last if sep else first)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad CPU list item {item!r}: give CPU numbers and ranges such as "
+                                             "'0-7' or '0,2,4-6'") from None
+        if lo < 0 or hi < lo:
+            raise argparse.ArgumentTypeError(f"bad CPU range {item!r}: give FIRST-LAST with 0 <= FIRST <= LAST, "
+                                             "e.g. '0-7'")
+        cpus.update(range(lo, hi + 1))
+    return tuple(sorted(cpus))
+
+
+def format_cpus(cpus) -> str:
+    """CPU numbers -> the compact list form ``parse_cpus`` reads: ``{0, 1, 2, 5}`` -> ``"0-2,5"``."""
+    out, run = [], []
+    for cpu in sorted(set(cpus)):
+        if run and cpu == run[-1] + 1:
+            run.append(cpu)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [cpu]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+#: Most shards ``--shard K/N`` takes: GitHub Actions runs at most 256 jobs per matrix, and the split keeps a
+#: load per shard (a mistyped ``1/100000000`` would fill the memory before a test ran).
+MAX_SHARDS = 256
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """A CI-matrix shard ``"K/N"`` (1-based, ``1 <= K <= N <=`` :data:`MAX_SHARDS`) -> ``(K, N)``, e.g.
+    ``"2/4"`` -> ``(2, 4)``."""
+    first, sep, last = text.strip().partition("/")
+    try:
+        index, count = int(first), int(last)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad shard {text!r}: give K/N, this job's shard K of N (1-based), "
+                                         "e.g. 1/2") from None
+    if not sep or count < 1 or not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"bad shard {text!r}: give K/N with 1 <= K <= N, e.g. 1/2 and 2/2")
+    if count > MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"bad shard {text!r}: give at most {MAX_SHARDS} shards (a CI matrix job "
+                                         "each), e.g. 1/4")
+    return index, count
