@@ -44,3 +44,6 @@ $CG launch-report $L/launch.json.gz --forward $R/forward/forward.json.gz -o docs
 # so that is not an error here.
 $CG calibrate $R/forward-repeats/forward-*.json.gz $R/ci/gpu-gate.json.gz --ab-runs 4 \
   --markdown docs/gate-noise.md > /dev/null || [ $? -eq 1 ]
+# The gate's self-test on the GPU runner: unmodified reruns, planted delays, a stale input and a wrong decode,
+# beside the plain capture/replay loop's runs of the same job. Exit 1 means it missed a target: the page says which.
+$CG selftest --from $R/selftest --markdown docs/gate-selftest.md > /dev/null || [ $? -eq 1 ]

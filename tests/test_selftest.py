@@ -5,6 +5,7 @@ expectations: those come from the same data."""
 
 import copy
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -122,3 +123,15 @@ def test_a_run_with_a_planted_fault_is_never_a_baseline_and_the_gate_names_it(fo
     assert rc == 2 and "planted the self-test fault delay:5" in err and not (tmp_path / "b.json").exists()
     rc, out, _ = run_cli(capsys, "gate", folder / "delay-5.json", "--no-baseline")
     assert "self-test run with the planted fault delay:5" in out
+
+
+def test_from_passes_over_what_a_stopped_run_left(folder, capsys, tmp_path):
+    """A self-test stopped by a job's time limit leaves ``NAME.part0.json`` (empty or half-written) beside its
+    log: ``--from`` evaluates the finished runs and reads no part file."""
+    stopped = tmp_path / "stopped"
+    shutil.copytree(folder, stopped)
+    (stopped / "unmodified-6.part0.json").write_text("")
+    (stopped / "delay-10.part1.json").write_text('{"benchmarks": [')
+    rc, out, err = run_cli(capsys, "selftest", "--from", stopped)
+    expected = run_cli(capsys, "selftest", "--from", folder)
+    assert (rc, out) == expected[:2], err

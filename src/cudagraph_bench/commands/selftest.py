@@ -8,6 +8,7 @@ the spread between processes of the plain capture/replay loop's runs when the fo
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -23,6 +24,9 @@ DEFAULT_OUT = "out/selftest"
 PLAIN_PREFIX = "plain-"
 #: Most unmodified runs (each takes about a minute on one GPU).
 MAX_RUNS = 20
+#: What a run that was stopped mid-way leaves beside its log (``NAME.part<K>.json``,
+#: :func:`cudagraph_bench.runner.process.run_pytest`): not a run, so ``--from`` passes over it.
+_PART = re.compile(r"\.part\d+\.json(\.gz)?$")
 
 
 def _runs(text: str) -> int:
@@ -89,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
         folder = Path(args.source)
         if not folder.is_dir():
             raise UsageError(f"--from {folder}: no such folder: give the -o folder of an earlier selftest")
-        paths = sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")])
+        paths = sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.json.gz")] if not _PART.search(p.name))
     else:
         paths = _measure(args)
     loaded = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
