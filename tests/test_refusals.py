@@ -272,6 +272,9 @@ def test_run_measures_the_accepted_models_and_lists_the_refused_ones(checkpoints
     assert "is an encoder-decoder model" in refused[0]["reason"] and "unknown model 'typo'" in refused[1]["reason"]
     assert [line for line in err.splitlines() if line.startswith("refused: ")] == [
         f"refused: {line}" for line in refusal_lines([Refusal(r["model"], r["reason"]) for r in refused])]
+    notes = list(check_models([checkpoints["bloom"]]).notes)     # BLOOM's bound, said where the run is read
+    assert notes and doc["cudagraph_bench"]["model_notes"] == notes
+    assert [line for line in err.splitlines() if line.startswith("note: ")] == [f"note: {n}" for n in notes]
     rc = cli_main(["run", "--device", "cpu", "--models", f"{checkpoints['t5']},typo", "-o", str(tmp_path / "p")])
     lines = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(lines) == 3 and "every model was refused (2)" in lines[0]

@@ -329,6 +329,8 @@ def finish(json_path: Path, outdir: Path, *, failed: bool) -> int:
     print(forward_tables.render_summary_table(rows, fmt="text"))
     for failure in run.failures:
         print(f"{failure.status}: {failure.case.label}: {failure.check.reason}", file=sys.stderr)
+    for note in (run.data.get("cudagraph_bench") or {}).get("model_notes") or []:
+        print(f"note: {note}", file=sys.stderr)
     refused = (run.data.get("cudagraph_bench") or {}).get("refused") or []
     for entry in refused:      # as the suite's summary says it: a reason that names the entry is given as it is
         model, reason = str(entry.get("model")), str(entry.get("reason"))

@@ -110,11 +110,22 @@ def refused_models(config) -> tuple:
     return config.stash.get(REFUSED, ())
 
 
+#: The notes of :func:`check_matrix_models` on the accepted models, on the config.
+MODEL_NOTES = pytest.StashKey[tuple]()
+
+
+def model_notes(config) -> tuple[str, ...]:
+    """One line per accepted ``--models`` entry measured in a way worth saying (a head left out, a position limit
+    taken from the request), for the run JSON (``["cudagraph_bench"]["model_notes"]``); ``()`` when none."""
+    return config.stash.get(MODEL_NOTES, ())
+
+
 def check_matrix_models(config) -> None:
     """Check every ``--models`` entry before collection (:func:`cudagraph_bench.models.refusals.check_models`): the
     session runs the accepted ones (``--models`` becomes them), keeps the refused ones (:func:`refused_models`) for
     the terminal summary, the run JSON (``["cudagraph_bench"]["refused"]``) and a non-zero exit, and warns the notes
-    (a classification head left out, a position limit taken from the request).
+    (a classification head left out, a position limit taken from the request), which the run JSON keeps too
+    (:func:`model_notes`).
 
     Raises:
         pytest.UsageError: every entry was refused (one line each), or ``--attn-implementation`` is not installed.
@@ -131,6 +142,7 @@ def check_matrix_models(config) -> None:
         raise pytest.UsageError(all_refused_message(checks.refused))
     config.option.models = checks.accepted
     config.stash[REFUSED] = checks.refused
+    config.stash[MODEL_NOTES] = checks.notes
     for note in checks.notes:
         config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
 

@@ -79,13 +79,15 @@ def section_of(config) -> dict | None:
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
-    from cudagraph_bench.plugin.options import refused_models
+    from cudagraph_bench.plugin.options import model_notes, refused_models
 
     refused = refused_models(config)
     if refused:
         from cudagraph_bench.models.refusals import refused_json
 
         output_json.setdefault("cudagraph_bench", {})["refused"] = refused_json(refused)
+    if model_notes(config):
+        output_json.setdefault("cudagraph_bench", {})["model_notes"] = list(model_notes(config))
     section = section_of(config)
     if section is None:
         return
