@@ -181,6 +181,18 @@ def test_a_missing_or_non_utf8_config_is_a_usage_error(tmp_path):
         runcmd.matrices(parse("--config", str(path)))
 
 
+
+def test_a_config_that_is_no_regular_file_or_too_large_is_refused_before_reading(tmp_path):
+    """``--config /dev/zero`` would be read for ever: refused by its kind, a folder and an oversized file by what
+    they are, each before a byte is parsed."""
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * (runcmd.MAX_CONFIG_BYTES + 1))
+    for path, message in (("/dev/zero", "is not a regular file"), (str(tmp_path), "is a folder"),
+                          (str(big), "read at most")):
+        with pytest.raises(UsageError, match=message):
+            runcmd.matrices(parse("--config", path))
+
+
 def test_the_help_shows_list_defaults_as_typed(capsys):
     with pytest.raises(SystemExit):
         cli_main(["run", "--help"])

@@ -133,6 +133,10 @@ def _parse_config_value(path: str, where: str, key: str, value):
         raise UsageError(f"{path}: {where}key '{key}': {exc}") from None
 
 
+#: Largest ``--config`` read, in bytes: a matrix config is a few lines; a larger file (or a device) is not one.
+MAX_CONFIG_BYTES = 2**20
+
+
 def load_config(path: str) -> tuple[dict, list[dict]]:
     """Read a TOML matrix config: ``(top-level settings, [sweep dicts])``, every value parsed by the parser of its
     command-line flag.
@@ -142,13 +146,17 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
             file and the key)."""
     import tomllib
 
+    from cudagraph_bench.errors import InputFileError
+    from cudagraph_bench.fsio import read_input_bytes
+
+    if not Path(path).exists():
+        raise UsageError(f"config file not found: {path}")
     try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"config file not found: {path}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read config {path}: {exc.strerror or exc}") from None
+        raw = read_input_bytes(path, "config", "give a TOML matrix config (as scripts/device/compile-sweep.toml)",
+                               MAX_CONFIG_BYTES)
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except InputFileError as exc:
+        raise UsageError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:

@@ -221,14 +221,15 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
 def load_json_object(path: str, what: str) -> dict:
     """The JSON object in the file at ``path`` (``what`` names it in errors, e.g. "graphs.cu output");
     raises InputFileError when it cannot be read or holds no JSON object."""
+    from cudagraph_bench.fsio import parse_json, read_input_bytes
+
+    fix = f"give the {what} file"
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputFileError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
+        data = parse_json(read_input_bytes(path, what, fix), path, what, fix)
     except json.JSONDecodeError as exc:
-        raise InputFileError(f"{path} is not valid JSON (line {exc.lineno}): give the {what} file") from None
+        raise InputFileError(f"{path} is not valid JSON (line {exc.lineno}): {fix}") from None
+    except UnicodeDecodeError:
+        raise InputFileError(f"{path} is not UTF-8 JSON: {fix}") from None
     if not isinstance(data, dict):
         raise InputFileError(f"{path} is not a JSON object: give the {what} file")
     return data

@@ -99,9 +99,12 @@ def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
 
 def last_json_object(path: Path) -> dict:
     """The last line of ``path`` that parses as a JSON object (graphs.cu prints one), else ``{}``."""
+    from cudagraph_bench.errors import InputFileError
+    from cudagraph_bench.fsio import read_input_bytes
+
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        lines = read_input_bytes(path, "graphs.cu output", "").decode("utf-8", errors="replace").splitlines()
+    except InputFileError:
         return {}
     for line in reversed(lines):
         if line.startswith("{"):
@@ -120,11 +123,12 @@ def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
     the same name with ``.json``. Raises InputFileError when a log cannot be read or lacks
     :data:`SANITIZER_BANNER` (not a compute-sanitizer log)."""
     logs, outcomes = {}, {}
+    from cudagraph_bench.fsio import read_input_bytes
+
     for path in map(Path, paths):
-        try:
-            logs[path.name] = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputFileError(f"cannot read sanitizer log {path}: {exc.strerror or exc}") from None
+        raw = read_input_bytes(path, "sanitizer log", "give the stderr of `compute-sanitizer --tool memcheck graphs "
+                               "--baked-pointer-only`")
+        logs[path.name] = raw.decode("utf-8", errors="replace")
         if SANITIZER_BANNER not in logs[path.name]:
             raise InputFileError(f"{path} is not a compute-sanitizer log (no {SANITIZER_BANNER!r} line): give the "
                                  "stderr of `compute-sanitizer --tool memcheck graphs --baked-pointer-only`")
