@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +15,10 @@ from scipy.stats import median_abs_deviation, t
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import SCHEMA_VERSION, load_baseline
 from cudagraph_bench.errors import InputFileError
-
 from h200_fixture import (DOC, bench, checked, committed_doc, committed_run, forward_benches,
                           no_default_baseline_fixture, read_json, run_cli, scaled, write, write_runs)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
@@ -272,6 +274,20 @@ def test_loader_errors_for_missing_empty_and_truncated(tmp_path):
     (tmp_path / "trunc.json").write_text('{"schema_version": 2, "cases": [')
     with pytest.raises(InputFileError, match="not valid JSON"):
         load_baseline(tmp_path / "trunc.json")
+
+
+def test_a_file_that_is_no_baseline_is_never_advised_to_be_overwritten(tmp_path):
+    """A README or a gzipped baseline given as --baseline: the error says what the file is and how a baseline is
+    written, never to write one over the file given."""
+    import gzip
+
+    committed = ROOT / "baselines" / "nvidia-h200.json"
+    packed = tmp_path / "b.json.gz"
+    packed.write_bytes(gzip.compress(committed.read_bytes()))
+    for path, what in ((ROOT / "README.md", "not valid JSON"), (packed, "gzip-compressed")):
+        with pytest.raises(InputFileError, match=what) as exc:
+            load_baseline(path)
+        assert f"-o {path}" not in str(exc.value) and "baselines/<gpu>.json" in str(exc.value)
 
 
 def _bad_run(tmp_path, case):

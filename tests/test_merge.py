@@ -279,3 +279,15 @@ def test_merging_onto_an_earlier_merged_file_says_it_replaced_it(tmp_path, capsy
     assert rc == 0, err
     assert stdout.strip().endswith(f"into {merged} (replaced the file that was there)")
     assert json.loads(merged.read_text())["benchmarks"] == before["benchmarks"]
+
+
+def test_a_merged_run_named_json_gz_is_written_gzip_compressed(tmp_path, capsys, shard_files):
+    """``-o FILE.json.gz`` writes the form results/ keeps runs in: every command reads it, and it holds what
+    ``-o FILE.json`` holds."""
+    import gzip
+
+    assert run_cli(capsys, "merge", "-o", tmp_path / "m.json", *shard_files)[0] == 0
+    assert run_cli(capsys, "merge", "-o", tmp_path / "m.json.gz", *shard_files)[0] == 0
+    assert gzip.decompress((tmp_path / "m.json.gz").read_bytes()) == (tmp_path / "m.json").read_bytes()
+    rc, out, err = run_cli(capsys, "gate", tmp_path / "m.json.gz", "--no-baseline")
+    assert rc in (0, 1) and "not a valid gzip" not in err, err

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from capture_path import decode_steps_host_work, meta_host_work
+from cudagraph_bench.models.positions import POSITION_FIELDS
 from cudagraph_bench.models.refusals import Refusal, all_refused_message, check_models, exit_status, refusal_lines
 
 SMALL = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=256, initializer_range=0.2)
@@ -43,7 +44,8 @@ ACCEPTED = {
 REFUSED = {
     "t5": ("T5Model", "is an encoder-decoder model"),
     "vit": ("ViTConfig", "vision, audio or multimodal model"),
-    "mamba": ("MambaForCausalLM", "has no attention heads and records no position limit"),
+    "mamba": ("MambaForCausalLM", "has no attention heads"),
+    "rwkv": ("RwkvForCausalLM", "has no attention heads"),       # records a context length, still recurrent
     "config-only": ("GPT2Config", "no weights on disk"),
 }
 
@@ -65,6 +67,10 @@ def _write(kind: str, folder) -> None:
     elif kind == "mamba":
         transformers.MambaForCausalLM(transformers.MambaConfig(hidden_size=16, num_hidden_layers=1,
                                                                vocab_size=64)).save_pretrained(folder)
+    elif kind == "rwkv":
+        transformers.RwkvForCausalLM(transformers.RwkvConfig(hidden_size=16, num_hidden_layers=2, vocab_size=64,
+                                                             attention_hidden_size=16, intermediate_size=32,
+                                                             context_length=64)).save_pretrained(folder)
     else:
         transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64,
                                 architectures=["GPT2LMHeadModel"]).save_pretrained(folder)
@@ -85,20 +91,32 @@ def test_every_entry_is_checked_and_no_refusal_stops_the_others(checkpoints, tmp
     """One check of the whole list: the measurable models in their order, every other entry with its reason
     (a typo and a missing directory too), wherever it stands in the list; the bounded one gets a note."""
     names = [checkpoints["t5"], "gpt2", "no-such-preset", *(checkpoints[k] for k in ACCEPTED), checkpoints["vit"],
-             str(tmp_path / "missing"), checkpoints["mamba"], checkpoints["config-only"]]
+             str(tmp_path / "missing"), checkpoints["mamba"], checkpoints["rwkv"], checkpoints["config-only"]]
     checks = check_models(names)
     assert checks.accepted == ("gpt2", *(checkpoints[k] for k in ACCEPTED))
     reasons = {r.model: r.reason for r in checks.refused}
     assert list(reasons) == [checkpoints["t5"], "no-such-preset", checkpoints["vit"], str(tmp_path / "missing"),
-                             checkpoints["mamba"], checkpoints["config-only"]]
+                             checkpoints["mamba"], checkpoints["rwkv"], checkpoints["config-only"]]
     for kind, (_, part) in REFUSED.items():
         assert part in reasons[checkpoints[kind]], (kind, reasons[checkpoints[kind]])
     assert reasons["no-such-preset"].startswith("unknown model 'no-such-preset': use a preset (gpt2,")
     assert reasons[str(tmp_path / "missing")].startswith("no directory")
     assert all("\n" not in reason for reason in reasons.values())
     assert [n for n in checks.notes if "records no position limit" in n] == [
-        f"{checkpoints['bloom']}: BloomConfig records no position limit (n_positions/max_position_embeddings: ALiBi "
+        f"{checkpoints['bloom']}: BloomConfig records no position limit ({'/'.join(POSITION_FIELDS)}: ALiBi "
         "or NoPE attention): its prompts and KV caches are bounded by --max-positions, else by the longest request"]
+
+
+def test_a_trained_length_is_a_position_limit_and_alibi_without_one_is_bounded():
+    """MPT (ALiBi) records the length it was trained for as ``max_seq_len``: that is its limit; BLOOM records
+    none and is bounded by the request."""
+    import transformers
+
+    from cudagraph_bench.models.positions import recorded_position_limit
+
+    mpt = transformers.MptConfig(d_model=32, n_heads=4, n_layers=1, max_seq_len=96, vocab_size=64)
+    assert recorded_position_limit(mpt) == mpt.max_seq_len
+    assert recorded_position_limit(transformers.BloomConfig(n_layer=1, hidden_size=32, n_head=4)) is None
 
 
 def test_refusals_are_one_line_each_and_only_a_list_of_refusals_is_a_usage_error():

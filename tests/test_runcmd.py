@@ -389,7 +389,7 @@ def test_two_gpu_shards_are_merged_into_one_run(tmp_path, capsys, in_process_pyt
                    "float32,bfloat16", "--gpus", "0,0", "-o", str(out)])
     err = capsys.readouterr().err
     assert rc == 0, err
-    assert "--gpus 0,0 names a GPU twice: those shards share it" in err
+    assert "--gpus 0,0 with --device cpu: the 2 shards run side by side on the CPU" in err
     assert [env["CUDA_VISIBLE_DEVICES"] for _, env in in_process_pytest] == ["0", "0"]
     shards = sorted(cmd[cmd.index("--shard") + 1] for cmd, _ in in_process_pytest)
     assert shards == ["1/2", "2/2"]

@@ -135,3 +135,12 @@ def test_from_passes_over_what_a_stopped_run_left(folder, capsys, tmp_path):
     rc, out, err = run_cli(capsys, "selftest", "--from", stopped)
     expected = run_cli(capsys, "selftest", "--from", folder)
     assert (rc, out) == expected[:2], err
+
+
+def test_from_a_file_says_it_is_not_a_folder(capsys, tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("x")
+    rc, _, err = run_cli(capsys, "selftest", "--from", page)
+    assert rc == 2 and "is not a folder" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = run_cli(capsys, "selftest", "--from", tmp_path / "none")
+    assert rc == 2 and "no such folder" in err

@@ -7,7 +7,8 @@ import argparse
 import json
 import sys
 
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.fsio import (check_output_file, refuse_overwriting_inputs, write_bytes_atomic, write_text_atomic,
+                                  written_verb)
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
@@ -47,5 +48,11 @@ def main(args: argparse.Namespace) -> int:
     print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} run{'s' if len(runs) != 1 else ''} ({gpu}) "
           f"into {args.output}{' (replaced the file that was there)' if replaced else ''}")
     sys.stdout.flush()  # a stdout that cannot be written (a full disk) fails the command before the file is written
-    write_text_atomic(args.output, json.dumps(merged, ensure_ascii=True, indent=4))
+    text = json.dumps(merged, ensure_ascii=True, indent=4)
+    if str(args.output).endswith(".gz"):      # the form results/ keeps runs in, which every command reads
+        import gzip
+
+        write_bytes_atomic(args.output, gzip.compress(text.encode("ascii"), compresslevel=9, mtime=0))
+    else:
+        write_text_atomic(args.output, text)
     return 0

@@ -253,7 +253,10 @@ def main(args: argparse.Namespace) -> int:
         gpus = visible_gpus(args.gpus) if args.gpus else ()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if len(set(gpus)) < len(gpus):
+    if gpus and device == "cpu":
+        print(f"note: --gpus {args.gpus} with --device cpu: the {len(gpus)} shards run side by side on the CPU and "
+              "disturb each other's timing (use this to try the merge only; --cpus pins one CPU run)", file=sys.stderr)
+    elif len(set(gpus)) < len(gpus):
         print(f"note: --gpus {args.gpus} names a GPU twice: those shards share it and disturb each other's timing "
               "(use this to try the merge only)", file=sys.stderr)
     tree = checkout_root()

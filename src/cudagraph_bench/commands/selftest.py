@@ -92,7 +92,8 @@ def main(args: argparse.Namespace) -> int:
     if args.source:
         folder = Path(args.source)
         if not folder.is_dir():
-            raise UsageError(f"--from {folder}: no such folder: give the -o folder of an earlier selftest")
+            what = "is not a folder" if folder.exists() else "no such folder"
+            raise UsageError(f"--from {folder}: {what}: give the -o folder of an earlier selftest")
         paths = sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.json.gz")] if not _PART.search(p.name))
     else:
         paths = _measure(args)

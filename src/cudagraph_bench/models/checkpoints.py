@@ -54,13 +54,11 @@ def directory_config(path: str):
     Raises:
         UnknownModelError: no usable ``config.json``, an encoder-decoder model (T5, BART): the suite
             measures decoder-only causal LMs and encoders, a vision, audio or multimodal model (ViT, CLIP, LLaVA),
-            or a model with neither attention heads nor a position limit (a state-space model such as Mamba).
+            or a model without attention heads (a state-space or recurrent model such as Mamba or RWKV).
             A config without a position limit but with attention (BLOOM's ALiBi, NoPE) is bounded by the
             request (:mod:`cudagraph_bench.models.positions`); a class without SDPA runs eager attention
             (:mod:`cudagraph_bench.models.attention`)."""
     import transformers
-
-    from cudagraph_bench.models.positions import POSITION_FIELDS, recorded_position_limit
 
     check_config_json(path)
     try:
@@ -75,20 +73,28 @@ def directory_config(path: str):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model, which the "
                                 "suite does not measure: it measures text models that take input_ids only; save the "
                                 "text model alone (e.g. from its text_config)")
-    if recorded_position_limit(config) is None and not attention_heads(config):
-        raise UnknownModelError(f"{path}: {config.__class__.__name__} has no attention heads and records no position "
-                                f"limit ({'/'.join(POSITION_FIELDS)}): a state-space or recurrent model, which the suite "
-                                "does not measure: use a model with attention layers")
+    if not has_attention_heads(config):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} has no attention heads (num_attention_heads): "
+                                "a state-space or recurrent model, which the suite does not measure: use a model with "
+                                "attention layers")
     directory_model_class(config)
     return config
 
 
-def attention_heads(config) -> int:
-    """The attention heads per layer a config records (``num_attention_heads``, GPT-2's ``n_head`` through its
-    ``attribute_map``), 0 for none (a state-space model)."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    value = getattr(text, "num_attention_heads", None)
-    return int(value) if isinstance(value, int) else 0
+def has_attention_heads(config) -> bool:
+    """Whether a config records attention heads (``num_attention_heads``, GPT-2's ``n_head`` through its
+    ``attribute_map``, or per layer in a heterogeneous config, whose global value transformers refuses to give),
+    itself or in a sub-config (a text config, a multi-part model's parts); False for none (a state-space or
+    recurrent model: Mamba, RWKV)."""
+    subs = [getattr(config, name, None) for name in (getattr(config, "sub_configs", None) or {})]
+    for part in (config, *subs):
+        try:
+            value = getattr(part, "num_attention_heads", None)
+        except Exception:       # transformers' per-layer guard: heads are recorded, layer by layer
+            return True
+        if isinstance(value, int) and value > 0:
+            return True
+    return False
 
 
 def _not_text_only(config) -> bool:

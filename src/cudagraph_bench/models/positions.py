@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from cudagraph_bench.errors import UsageError
 
-#: Config fields that hold a model's position limit, first found wins.
-POSITION_FIELDS = ("n_positions", "max_position_embeddings")
+#: Config fields that hold a model's position limit, first found wins (MPT's ALiBi records its trained length,
+#: ``max_seq_len``, which its attention mask is built for).
+POSITION_FIELDS = ("n_positions", "max_position_embeddings", "max_seq_len")
 #: Text encoders whose position ids start after the padding index (RoBERTa's
 #: ``create_position_ids_from_input_ids``): of ``max_position_embeddings`` rows, ``pad_token_id + 1`` are
 #: never reached by a token (roberta-base: 514 rows, 512 tokens).

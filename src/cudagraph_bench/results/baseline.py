@@ -256,13 +256,16 @@ def load_baseline(path: str | Path) -> Baseline:
         raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
     raw = read_input_bytes(path, "baseline", "give a baseline file, written with "
                                              "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
+    rebuild = "give a baseline file, written with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json"
     if not raw.strip():
-        raise InputFileError(f"baseline {path} is empty: rewrite it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
+        raise InputFileError(f"baseline {path} is empty: {rebuild}")
+    if raw[:2] == b"\x1f\x8b":
+        raise InputFileError(f"baseline {path} is gzip-compressed: a baseline is plain JSON; gunzip it, or {rebuild}")
     try:
-        data = parse_json(raw, path, "baseline", f"rewrite it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
+        data = parse_json(raw, path, "baseline", rebuild)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InputFileError(f"baseline {path} is not valid JSON (truncated?): rewrite it with "
-                             f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
+        raise InputFileError(f"baseline {path} is not valid JSON (not a baseline, or a truncated one): "
+                             f"{rebuild}") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         hint = ("it looks like a pytest-benchmark run: pass it as RUN and this file as --baseline, or write "
                 "a baseline from 5 such runs with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json"
