@@ -295,6 +295,11 @@ def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
     bad.write_text("{not json")
     assert cli.main(["launch-report", str(run_path), "-o", str(out), "--graphs-cu", str(bad)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+    packed = tmp_path / "graphs_cu.json.gz"        # a compressed copy of the real output: not UTF-8 text
+    packed.write_bytes(__import__("gzip").compress(gcu.read_bytes()))
+    assert cli.main(["launch-report", str(run_path), "-o", str(out), "--graphs-cu", str(packed)]) == 2
+    err = capsys.readouterr().err
+    assert "is not UTF-8 JSON" in err and "Traceback" not in err and err.count("\n") == 1
     assert cli.main(["launch-report", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
     capsys.readouterr()
     for not_a_log in (bad, gcu):  # files that are not compute-sanitizer output
