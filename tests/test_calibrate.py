@@ -106,6 +106,11 @@ def test_six_runs_calibrate_without_the_ab_mode(tmp_path, capsys):
     assert rc == 0
     assert "A/B not run (too few runs)" in out.splitlines()[-1]
     assert row_of(out, GATED[0]).split()[5:8] == ["0/6", "0/30", "-"]
+    rc, out, err = run_cli(capsys, "calibrate", *runs, "--ab-runs", "4")    # asked for, and 2 x 4 > 6 runs
+    assert rc == 2 and out == "" and "--ab-runs 4 needs 8 runs" in err and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit) as exc:                                  # argparse's own usage error
+        run_cli(capsys, "calibrate", *runs, "--plant", "-5")
+    assert exc.value.code == 2 and "a planted change is a percent > 0" in capsys.readouterr().err
 
 
 def test_a_run_with_a_failed_check_is_a_usage_error(tmp_path, capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import (add_regression_floor_option, add_storage_option, parse_count, parse_multiplier, parse_path,
                                      parse_regression_pct)
@@ -27,8 +28,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-multiplier", type=parse_multiplier, default=noise.DEFAULT_MULTIPLIER, metavar="X",
                         help="spreads a change must exceed (default: Student's t quantile of the spread's "
                              "degrees of freedom)")
-    parser.add_argument("--ab-runs", type=parse_count, default=DEFAULT_AB_RUNS, metavar="K",
-                        help="runs per side of the A/B mode (default: %(default)s; needs 2K runs)")
+    parser.add_argument("--ab-runs", type=parse_count, default=None, metavar="K",
+                        help=f"runs per side of the A/B mode (default: {DEFAULT_AB_RUNS}, left out with fewer than "
+                             "2K runs; a K given needs 2K runs)")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page")
     add_storage_option(parser)
 
@@ -36,7 +38,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def _parse_plants(text: str) -> tuple[float, ...]:
     out = []
     for item in text.split(","):
-        value = parse_regression_pct(item.strip())
+        try:
+            value = parse_regression_pct(item.strip())
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"a planted change is a percent > 0 such as 5,10, got {item!r}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"a planted change is a percent > 0, got {item!r}")
         out.append(value)
@@ -47,6 +52,10 @@ def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1; bad input
     raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     runs = [load_run(ref, args.storage) for ref in args.runs]
+    if args.ab_runs is not None and 2 * args.ab_runs > len(runs):
+        raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "
+                         f"give at most --ab-runs {len(runs) // 2}")
+    args.ab_runs = DEFAULT_AB_RUNS if args.ab_runs is None else args.ab_runs
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "calibrate.md")
     refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in runs])
