@@ -70,6 +70,8 @@ def readme(tmp_path):
 
 #: case -> (argv from tmp_path, what the one line says, paths under tmp_path that must not exist afterwards)
 CASES = {
+    "gate, empty run name": (lambda t: ["gate", "", "--no-baseline"], "expected a run, got an empty string", []),
+    "compare, empty run name": (lambda t: ["compare", RUN, " "], "expected a run, got an empty string", []),
     "gate, deep run": (lambda t: ["gate", deep_run(t), "--no-baseline"], f"nests JSON deeper than {MAX_JSON_DEPTH}", []),
     "compare, deep run": (lambda t: ["compare", RUN, deep_run(t)], "deep-run.json nests JSON deeper", []),
     "baseline, deep run": (lambda t: ["baseline", deep_run(t), "-o", t / "b.json"], "nests JSON deeper", ["b.json"]),

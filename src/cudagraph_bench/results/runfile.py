@@ -154,6 +154,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
     gzip, nested deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, or holds no
     benchmarks (and, with ``records_only``, no records either).
     """
+    if not str(ref).strip():
+        raise InputFileError("expected a run, got an empty string: name a pytest-benchmark JSON file or a saved-run id")
     path = resolve_run_path(ref, storage)
     if path.is_dir():
         inside = path / "run.json"
