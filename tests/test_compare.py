@@ -4,7 +4,9 @@ went from pass to fail, or a gated benchmark lost in NEW. Expectations are compu
 fixture's rounds, the factors the tests apply, and scipy."""
 
 import copy
+import json
 import random
+from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from scipy.stats import mannwhitneyu, median_abs_deviation, t
 from cudagraph_bench.results import noise
 from cudagraph_bench import paths
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, committed_run, forward_benches, median_ms,
+from h200_fixture import (DOC, FIXTURE, bench, checked, committed_doc, committed_run, forward_benches, median_ms,
                           no_default_baseline_fixture, plain_copy, read_json, run_cli, scale, scaled, write,
                           write_runs)
 
@@ -365,6 +367,51 @@ def test_a_run_given_twice_on_one_side_is_a_usage_error(tmp_path, capsys, old):
     other = write(scaled(CHECKED, 1.01), tmp_path / "other.json")
     rc, out, err = run_cli(capsys, "compare", "--old", old, old, "--new", other)
     assert rc == 2 and out == "" and "same run" in err
+
+
+def one_sessions_files(doc, folder):
+    """The two files pytest-benchmark writes for one session of ``doc``: ``--benchmark-json`` (``doc`` as it is,
+    compact) and the autosave under ``folder/.benchmarks`` (another layout, its own ``datetime`` a moment later,
+    no rounds without ``--benchmark-save-data``, a hook's clock reading later). Returns ``(json file, storage)``."""
+    gap = timedelta(milliseconds=20)
+    autosave = copy.deepcopy(doc)
+    autosave["datetime"] = (datetime.fromisoformat(doc["datetime"]) + gap).isoformat()
+    for b in autosave["benchmarks"]:
+        del b["stats"]["data"]
+    doc = copy.deepcopy(doc)
+    doc.setdefault("cudagraph_bench", {})["wall_s"] = 1.0
+    autosave.setdefault("cudagraph_bench", {})["wall_s"] = 1.0 + gap.total_seconds()
+    storage = folder / ".benchmarks"
+    saved = storage / "Linux-CPython-3.12-64bit" / "0001_aaaa_20261129_111454.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(json.dumps(autosave, indent=4))
+    return write(doc, folder / "bench.json"), storage
+
+
+def test_the_json_file_and_the_autosave_of_one_session_are_the_same_run(tmp_path, capsys):
+    """A session's --benchmark-json file and its autosave differ in a few bytes but are one run: compare refuses
+    them (it could not fail), on one side or across; a run of another session still compares."""
+    doc = committed_doc("forward")
+    bench_json, storage = one_sessions_files(doc, tmp_path)
+    n = n_benchmarks(doc)
+    for argv in (["0001", bench_json], ["--old", bench_json, "--new", "0001"]):
+        rc, out, err = run_cli(capsys, "compare", *argv, "--storage", storage)
+        assert rc == 2 and out == "" and len(err.splitlines()) == 1
+        assert f"are the same run (one session's two files: the same {n} benchmarks and statistics" in err
+        assert "a comparison of a run with itself cannot fail" in err
+    rc, out, err = run_cli(capsys, "compare", "--old", "0001", bench_json, "--new", bench_json, "--storage", storage)
+    assert rc == 2 and out == "" and "are the same run (one session's two files" in err
+    assert "give each separate run once" in err
+    # another session: other statistics, the same statistics stamped later, or (against the file that holds the
+    # rounds) the same statistics of rounds in another order
+    reordered = copy.deepcopy(doc)
+    reordered["benchmarks"][0]["stats"]["data"].reverse()
+    later = {**doc, "datetime": (datetime.fromisoformat(doc["datetime"]) + timedelta(hours=1)).isoformat()}
+    for name, old, other in (("slower", "0001", scaled(doc, 1.01)), ("later", "0001", later),
+                             ("reordered", bench_json, reordered)):
+        new = write(other, tmp_path / f"{name}.json")
+        rc, out, err = run_cli(capsys, "compare", old, new, "--storage", storage)
+        assert rc in (0, 1) and "same run" not in err and f"{n} benchmarks in both" in out, name
 
 
 def test_saved_run_ids_from_storage(tmp_path, capsys, monkeypatch):

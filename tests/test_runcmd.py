@@ -20,6 +20,8 @@ from cudagraph_bench.cli import build_parser
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.commands import run as runcmd
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.models.positions import prompt_does_not_fit
+from cudagraph_bench.models.presets import model_position_limit
 from cudagraph_bench.options import DEFAULT_VARIANTS, MATRIX_OPTIONS, format_cpus, show_default
 from cudagraph_bench.results.runfile import forward_cases, load_run
 from cudagraph_bench.runner import launch, process
@@ -452,17 +454,29 @@ def test_cpus_the_machine_lacks_are_a_usage_error_of_run(tmp_path, capsys, in_pr
 def test_nothing_measured_is_exit_1_and_the_earlier_runs_plots_are_removed(tmp_path, capsys, in_process_pytest,
                                                                          tiny_gpt2_dir):
     """A prompt longer than the model's positions is skipped: the other prompts measured, exit 0; nothing
-    measured, exit 1, and the earlier run's plots are removed (they would not be this run's)."""
+    measured, exit 1, and the earlier run's plots are removed (they would not be this run's). Either way the
+    skip's reason is one line on stderr, with the number of tests it skipped as the process's log reports it."""
     out = tmp_path / "out"
-    too_long = "100"                                                    # the tiny model has 64 positions
+    limit = model_position_limit(tiny_gpt2_dir)
+    too_long = limit + 1
+    reason = prompt_does_not_fit(tiny_gpt2_dir, limit, too_long)
+
+    def skip_lines(err):
+        skipped = process.skip_reasons((out / "parts" / "main.log").read_text())
+        assert list(skipped) == [reason]
+        lines = [line for line in err.splitlines() if line.startswith("skipped: ")]
+        assert lines == [f"skipped: {reason} ({skipped[reason]} test{'' if skipped[reason] == 1 else 's'})"]
+
     assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", f"8,{too_long}",
                      "-o", str(out)]) == 0
     assert [c.seq_len for c in forward_cases(load_run(str(out / "run.json")))] == [8]
     assert all((out / name).exists() for name in PLOTS)
-    capsys.readouterr()
-    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", too_long, "-o", str(out)]) == 1
+    skip_lines(capsys.readouterr().err)
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", str(too_long),
+                     "-o", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "nothing measured (exit 1)" in err
+    assert err.splitlines()[-1].endswith("nothing measured (exit 1)")
+    skip_lines(err)
     assert not any((out / name).exists() for name in PLOTS)
     assert all(f"removed {out / name}: an earlier run's plot" in err for name in PLOTS)
     with pytest.raises(SystemExit):

@@ -146,3 +146,4 @@ def test_the_command_writes_its_journal_and_leaves_out_what_was_done():
     assert cmd[1:5] == ["-m", "pytest", "perf_tests", "--benchmark-only"]
     assert "--benchmark-json=/out/run.part1.json" in cmd and "--journal=/out/run.journal" in cmd
     assert cmd[-2:] == ["--deselect=t::a", "--deselect=t::b"] and "no:cacheprovider" in cmd and "-q" in cmd
+    assert process.REPORT_CHARS in cmd          # the log says why tests were skipped

@@ -14,6 +14,7 @@ from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
 from cudagraph_bench.results.compare import (COLUMNS, compare_runs, gated_missing_in_new,
                                              rows, summary, unmeasured_failures)
+from cudagraph_bench.results.identity import same_run_reason, shared_runs
 from cudagraph_bench.results.runfile import check_one_gpu, distinct_runs, load_run
 from cudagraph_bench.table import render_table, verdict_heading
 
@@ -57,13 +58,15 @@ def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench compare``. Returns the exit code (0 pass, 1 fail); bad input raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written, among it runs of
     different GPUs (or of a GPU and of none), or a ``--baseline`` of another GPU than NEW's, without
-    ``--allow-gpu-mismatch``."""
+    ``--allow-gpu-mismatch``, and OLD and NEW that are the same runs (the same files, or one session's
+    ``--benchmark-json`` file and autosave: :func:`~cudagraph_bench.results.identity.same_run_reason`)."""
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
-    if {r.sha256 for r in old} == {r.sha256 for r in new}:  # (groups that share some runs get a note below)
-        what = (f"OLD {old[0].path} and NEW {new[0].path} are the same run (sha256 {old[0].sha256[:12]})"
-                if len(old) == 1 else "--old and --new are the same runs")
+    shared = shared_runs(old, new)       # (groups that share some runs get a note below)
+    if len(shared) == len(old) and len(shared_runs(new, old)) == len(new):
+        what = (f"OLD {old[0].path} and NEW {new[0].path} are the same run ({same_run_reason(old[0], new[0])})"
+                if len(old) == len(new) == 1 else "--old and --new are the same runs")
         raise UsageError(f"{what}: a comparison of a run with itself cannot fail; compare separate runs")
     if not args.allow_gpu_mismatch:
         check_one_gpu([*old, *new], "compare runs of one GPU, or pass --allow-gpu-mismatch to compare them anyway")
@@ -89,9 +92,8 @@ def main(args: argparse.Namespace) -> int:
              "  noise model: the runs' own spread where a side has 2+ runs, else the flat floor")
     if old_gpu != new_gpu:
         head += "  note: the runs are from different GPUs"
-    if {r.sha256 for r in old} & {r.sha256 for r in new}:
-        shared = len({r.sha256 for r in old} & {r.sha256 for r in new})
-        head += f"  note: OLD and NEW share {shared} of their runs, which cannot change"
+    if shared:
+        head += f"  note: OLD and NEW share {len(shared)} of their runs, which cannot change"
     print(head)
     print(render_table(COLUMNS, rows(changes)))
     print(line)

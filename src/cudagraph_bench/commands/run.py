@@ -29,7 +29,9 @@ Matrix from a TOML file (``--config``; flags given on the command line win)::
     prompt_lengths = [16, 128, 512]
 
 Models of ``--models`` the suite cannot measure are refused by the suite up front, each with its reason on stderr and
-in ``run.json`` (``["cudagraph_bench"]["refused"]``); the others run.
+in ``run.json`` (``["cudagraph_bench"]["refused"]``); the others run. Each distinct reason the pytest processes
+skipped tests for (a prompt longer than the model's positions ...) is one ``skipped: REASON (N tests)`` line on
+stderr, whether or not anything was measured.
 
 Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, a model was
 refused, or no case was measured (what was measured is still written); 2 usage error (every model refused).
@@ -277,13 +279,32 @@ def main(args: argparse.Namespace) -> int:
             shutil.rmtree(parts)       # an earlier run's processes: replaced by this run's
         shutil.move(str(Path(scratch) / "parts"), str(parts))
     json_path = outdir / RUN_JSON
+    skipped = skip_counts(outcomes)
     if doc is None:
         _remove_earlier_plots(outdir)
+        print_skips(skipped)
         print(f"no pytest process wrote a run (see the logs under {parts}): nothing measured (exit 1)",
               file=sys.stderr)
         return 1
     write_text_atomic(json_path, json.dumps(doc, indent=4))
-    return finish(json_path, outdir, failed=any(o.returncode != 0 for o in outcomes))
+    return finish(json_path, outdir, failed=any(o.returncode != 0 for o in outcomes), skipped=skipped)
+
+
+def skip_counts(outcomes) -> dict[str, int]:
+    """Each distinct reason the run's pytest processes skipped tests for -> how many tests it skipped, over all
+    the processes (:attr:`RunOutcome.skipped <cudagraph_bench.runner.process.RunOutcome>`), in the order first
+    seen."""
+    out: dict[str, int] = {}
+    for outcome in outcomes:
+        for reason, n in outcome.skipped.items():
+            out[reason] = out.get(reason, 0) + n
+    return out
+
+
+def print_skips(skipped: dict[str, int]) -> None:
+    """One line on stderr per skip reason: ``skipped: REASON (N test(s))``."""
+    for reason, n in skipped.items():
+        print(f"skipped: {reason} ({n} test{'' if n == 1 else 's'})", file=sys.stderr)
 
 
 def _progress(part, outcome, outdir: Path) -> None:
@@ -319,9 +340,11 @@ def _remove_earlier_plots(outdir: Path, keep: list[Path] = ()) -> None:
         print(f"removed {path}: an earlier run's plot", file=sys.stderr)
 
 
-def finish(json_path: Path, outdir: Path, *, failed: bool) -> int:
-    """Print the table of ``json_path``, write the PNGs next to it. Exit code 1 when a pytest process failed (a case
-    failed, crashed or differs from its reference) or no benchmark was measured; else 0."""
+def finish(json_path: Path, outdir: Path, *, failed: bool, skipped: dict[str, int] | None = None) -> int:
+    """Print the table of ``json_path``, write the PNGs next to it; ``skipped`` (reason -> tests, :func:`skip_counts`)
+    is printed with the failures, one line per reason (:func:`print_skips`). Exit code 1 when a pytest process
+    failed (a case failed, crashed or differs from its reference) or no benchmark was measured; else 0 (skipped
+    tests alone do not fail a run)."""
     from cudagraph_bench.errors import InputFileError
     from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report
@@ -330,6 +353,7 @@ def finish(json_path: Path, outdir: Path, *, failed: bool) -> int:
     try:
         run = load_run(str(json_path))
     except InputFileError as exc:       # a run whose every case failed holds no benchmark
+        print_skips(skipped or {})
         print(f"{exc}", file=sys.stderr)
         _remove_earlier_plots(outdir)
         print(f"wrote {json_path}", file=sys.stderr)
@@ -346,6 +370,7 @@ def finish(json_path: Path, outdir: Path, *, failed: bool) -> int:
     for entry in refused:      # as the suite's summary says it: a reason that names the entry is given as it is
         model, reason = str(entry.get("model")), str(entry.get("reason"))
         print(f"refused: {reason if model in reason else f'{model}: {reason}'}", file=sys.stderr)
+    print_skips(skipped or {})
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -60,6 +60,13 @@ def max_positions(model, bound=None) -> int:
     return position_limit(model.config, bound)
 
 
+def prompt_does_not_fit(name: str, limit: int, seq_len: int) -> str:
+    """Why a ``seq_len``-token prompt of model ``name`` is skipped: it is longer than the model's ``limit``
+    positions (:func:`position_limit`). The reason the pytest session skips such a case with, and that
+    ``cudagraph-bench run`` prints."""
+    return f"{name} has {limit} positions: a {seq_len}-token prompt does not fit"
+
+
 def longest_request(prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) -> int:
     """The most positions (tokens) one request of a matrix uses: the longest forward prompt, or the longest
     decode prompt plus the most new tokens, whichever is longer: the bound of a model that records no

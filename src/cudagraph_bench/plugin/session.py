@@ -79,9 +79,11 @@ class Session:
             return False
 
     def skip_if_too_long(self, name: str, seq_len: int) -> None:
+        from cudagraph_bench.models.positions import prompt_does_not_fit
+
         limit = self.position_limit(name)
         if seq_len > limit:
-            pytest.skip(f"{name} has {limit} positions: a {seq_len}-token prompt does not fit")
+            pytest.skip(prompt_does_not_fit(name, limit, seq_len))
 
     def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
         """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the session's device (fixed seed)."""

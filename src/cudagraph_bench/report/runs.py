@@ -15,14 +15,16 @@ from cudagraph_bench.results.runfile import Measurement, Run, load_run, measurem
 
 def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
     """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or
-    for the same run given twice (same bytes)."""
+    for the same run given twice (the same bytes, or one session's ``--benchmark-json`` file and autosave:
+    :func:`~cudagraph_bench.results.identity.same_run_reason`)."""
+    from cudagraph_bench.results.identity import same_run_reason
+
     runs = [load_run(ref, storage) for ref in refs]
-    seen: dict[str, Run] = {}
-    for run in runs:
-        if run.sha256 in seen:
-            raise InputFileError(f"{seen[run.sha256].path} and {run.path} are the same run (sha256 "
-                                 f"{run.sha256[:12]}): give each run once")
-        seen[run.sha256] = run
+    for i, run in enumerate(runs):
+        for earlier in runs[:i]:
+            why = same_run_reason(earlier, run)
+            if why:
+                raise InputFileError(f"{earlier.path} and {run.path} are the same run ({why}): give each run once")
     return runs
 
 

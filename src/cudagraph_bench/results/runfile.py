@@ -54,7 +54,9 @@ SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launc
 @dataclass(frozen=True)
 class Run:
     """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the JSON's bytes (for a
-    ``.json.gz`` file, of the decompressed JSON: the same run has one hash however it is stored).
+    ``.json.gz`` file, of the decompressed JSON: the same run has one hash however it is stored);
+    :attr:`content_digest` of what identifies the run beyond its bytes (the ``--benchmark-json`` file and the
+    autosave of one session are one run: :mod:`cudagraph_bench.results.identity`).
 
     The typed record of the run is decoded from ``data`` once, the first time it is asked for, and
     kept (:mod:`cudagraph_bench.results.record`): :attr:`measurements`, :attr:`environment`,
@@ -68,6 +70,13 @@ class Run:
     @property
     def benchmarks(self) -> list[dict]:
         return self.data["benchmarks"]
+
+    @cached_property
+    def content_digest(self) -> str | None:
+        """:func:`~cudagraph_bench.results.identity.content_digest` of the run (None without benchmarks)."""
+        from cudagraph_bench.results.identity import content_digest
+
+        return content_digest(self.data)
 
     @cached_property
     def environment(self) -> Environment:
@@ -378,12 +387,16 @@ def check_one_gpu(runs: list[Run], fix: str) -> None:
 
 
 def distinct_runs(runs: list[Run], what: str) -> list[Run]:
-    """``runs`` unchanged; raises :class:`UsageError` when one file is given twice (same sha256): a
-    repeated run would count as two independent runs and narrow the noise model."""
-    seen: dict[str, Path] = {}
-    for run in runs:
-        if run.sha256 in seen:
-            raise UsageError(f"{what}: {run.path} and {seen[run.sha256]} are the same run (sha256 "
-                             f"{run.sha256[:12]}): give each separate run once")
-        seen[run.sha256] = run.path
+    """``runs`` unchanged; raises :class:`UsageError` when one run is given twice: the same file (same sha256),
+    or the two files of one session (its ``--benchmark-json`` and its autosave:
+    :func:`~cudagraph_bench.results.identity.same_run_reason`). A repeated run would count as two independent
+    runs and narrow the noise model."""
+    from cudagraph_bench.results.identity import same_run_reason
+
+    for i, run in enumerate(runs):
+        for earlier in runs[:i]:
+            why = same_run_reason(earlier, run)
+            if why:
+                raise UsageError(f"{what}: {run.path} and {earlier.path} are the same run ({why}): give each "
+                                 "separate run once")
     return runs

@@ -6,13 +6,16 @@ the context) from taking other cases with it. :func:`run_pytest` runs ``python -
 (:mod:`cudagraph_bench.journal`); when the process dies in a test, or stops because that test broke the CUDA
 context, that test is recorded as failed with the reason and the process is started again without it (and without
 the tests a stopped session finished and wrote), up to :data:`MAX_RESTARTS` times. The runs of one call are merged
-into one pytest-benchmark document (:func:`cudagraph_bench.results.merge.merge_runs`). No torch in this process.
+into one pytest-benchmark document (:func:`cudagraph_bench.results.merge.merge_runs`). Each process reports why
+it skipped tests in its log (pytest's short summary, ``-rfEs``), which :func:`skip_reasons` reads back for the
+outcome. No torch in this process.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +26,12 @@ from pathlib import Path
 MAX_RESTARTS = 3
 #: pytest's own exit codes (0 passed .. 5 nothing collected): the process ended normally.
 PYTEST_EXIT_CODES = frozenset(range(6))
+#: pytest's short test summary: failures and errors (its default, ``fE``) and the skipped tests with their reasons.
+REPORT_CHARS = "-rfEs"
+#: A line of that summary for skipped tests (folded: one line per location and reason):
+#: ``SKIPPED [count] path:line: reason``.
+_SKIPPED_LINE = re.compile(r"^SKIPPED \[(\d+)\] [^:]*(?::\d+)?: (.+)$")
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 #: Run by :func:`cuda_problem` in a child process: exit 0 with a CUDA GPU, 1 without, 3 without torch.
 _CUDA_PROBE = ("import sys\n"
@@ -76,12 +85,14 @@ class PytestRun:
 @dataclass
 class RunOutcome:
     """What a :class:`PytestRun` gave: ``returncode`` (pytest's last; 1 when a crash was recorded), ``json_path``
-    (None when no benchmark document was written), ``crashes`` (the failure entries of the crashed tests)."""
+    (None when no benchmark document was written), ``crashes`` (the failure entries of the crashed tests),
+    ``skipped`` (each distinct reason of the skipped tests -> how many tests it skipped, :func:`skip_reasons`)."""
 
     returncode: int
     json_path: Path | None
     crashes: list[dict]
     log_path: Path | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -91,8 +102,28 @@ class RunOutcome:
 def command(run: PytestRun, json_path: Path, deselect: list[str]) -> list[str]:
     """The command line of one attempt of ``run`` writing ``json_path``."""
     return [sys.executable, "-m", "pytest", *run.args, f"--benchmark-json={json_path}",
-            f"--journal={run.journal_path}", "-p", "no:cacheprovider", *(["-q"] if run.quiet else []),
+            f"--journal={run.journal_path}", "-p", "no:cacheprovider", REPORT_CHARS, *(["-q"] if run.quiet else []),
             *[f"--deselect={n}" for n in deselect]]
+
+
+def skip_reasons(log_text: str) -> dict[str, int]:
+    """Each distinct reason of the tests a pytest log's short summary (:data:`REPORT_CHARS`) lists as skipped ->
+    how many tests it skipped (summed over the locations and the attempts of the log), in the order first seen;
+    empty when the log lists none."""
+    out: dict[str, int] = {}
+    for line in log_text.splitlines():
+        found = _SKIPPED_LINE.match(_ANSI_ESCAPE.sub("", line).rstrip())
+        if found:
+            out[found.group(2)] = out.get(found.group(2), 0) + int(found.group(1))
+    return out
+
+
+def _logged_skips(log_path: Path) -> dict[str, int]:
+    """:func:`skip_reasons` of the log file ``log_path`` (empty when it cannot be read)."""
+    try:
+        return skip_reasons(log_path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return {}
 
 
 def run_process(cmd: list[str], cwd: Path, env: dict, log) -> int:
@@ -161,13 +192,14 @@ def run_pytest(run: PytestRun) -> RunOutcome:
             print(f"{run.json_path.name}: {crashes[-1]['fullname']}: {reason}; starting pytest again without it",
                   file=log, flush=True)
     run.journal_path.unlink(missing_ok=True)
+    skipped = _logged_skips(run.log_path)
     if not documents and not crashes:
-        return RunOutcome(rc, None, [], run.log_path)
+        return RunOutcome(rc, None, [], run.log_path, skipped)
     doc = _merged(documents, crashes)
     if doc is None:
-        return RunOutcome(rc if rc else 1, None, crashes, run.log_path)
+        return RunOutcome(rc if rc else 1, None, crashes, run.log_path, skipped)
     write_text_atomic(run.json_path, json.dumps(doc, indent=4))
-    return RunOutcome(1 if crashes and rc == 0 else rc, run.json_path, crashes, run.log_path)
+    return RunOutcome(1 if crashes and rc == 0 else rc, run.json_path, crashes, run.log_path, skipped)
 
 
 def _merged(documents: list[tuple[str, dict]], crashes: list[dict]) -> dict | None:

@@ -1,0 +1,100 @@
+"""Whether two run files are one run (no torch): the same bytes, or the two files one pytest session wrote.
+
+pytest-benchmark makes a session's ``--benchmark-json`` file and its autosave (``--benchmark-autosave``:
+``.benchmarks/<machine-id>/0001_*.json``) in two calls of its ``pytest_benchmark_generate_json`` hook, one after
+the other. The two files hold the same ``machine_info``, ``commit_info``, ``version`` and benchmarks (names,
+params, options, ``extra_info``, stats), but differ in a few bytes: each is stamped with its own ``datetime``
+(milliseconds apart), the autosave holds the rounds (``stats.data``) only with ``--benchmark-save-data``, and a
+section that a hook fills with a clock reading (``cudagraph_bench.wall_s``) differs. So a run is identified by
+those shared contents (:func:`content_digest`) and its ``datetime``: two files are one run when their bytes are
+the same, or when their contents are, their ``datetime`` stamps lie within :data:`SAME_SESSION_S` of each other
+and the rounds agree where both files hold them (:func:`same_run_reason`). Two sessions never measure the same
+statistics to the last digit; a copy of a run stamped with a ``datetime`` further away is a separate run, and so
+are two runs without benchmarks unless their bytes are the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cudagraph_bench.results.runfile import Run
+
+#: Most seconds between the ``datetime`` stamps of the two files of one pytest session (pytest-benchmark writes
+#: them one right after the other; milliseconds apart for the suite's runs).
+SAME_SESSION_S = 30.0
+#: The top-level keys both files of one session hold unchanged (besides the benchmarks).
+SESSION_KEYS = ("machine_info", "commit_info", "version")
+
+
+def _without_rounds(bench) -> object:
+    """One benchmark entry without its rounds (``stats.data``), which only one of a session's files may hold."""
+    if not (isinstance(bench, dict) and isinstance(bench.get("stats"), dict)):
+        return bench
+    return {**bench, "stats": {k: v for k, v in bench["stats"].items() if k != "data"}}
+
+
+def content_digest(data: dict) -> str | None:
+    """sha256 of what both files of one session hold unchanged (:data:`SESSION_KEYS` and every benchmark without
+    its rounds), as canonical JSON; None for a run without benchmarks (nothing measured identifies it)."""
+    benchmarks = data.get("benchmarks") or []
+    if not benchmarks:
+        return None
+    shared = {**{key: data.get(key) for key in SESSION_KEYS}, "benchmarks": [_without_rounds(b) for b in benchmarks]}
+    return hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()
+
+
+def _stamp(raw) -> datetime | None:
+    """A run's ``datetime`` as an aware UTC datetime (a naive one is UTC, as pytest-benchmark writes it), or None
+    when it is missing or not ISO 8601."""
+    try:
+        when = datetime.fromisoformat(str(raw))
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+
+
+def _seconds_apart(a: Run, b: Run) -> float | None:
+    """Seconds between the ``datetime`` stamps of ``a`` and ``b``; 0 for equal stamps (also unreadable ones), None
+    when they differ and one cannot be read."""
+    raw_a, raw_b = a.data.get("datetime"), b.data.get("datetime")
+    if raw_a == raw_b:
+        return 0.0
+    when_a, when_b = _stamp(raw_a), _stamp(raw_b)
+    if when_a is None or when_b is None:
+        return None
+    return abs((when_a - when_b).total_seconds())
+
+
+def _same_rounds(a: Run, b: Run) -> bool:
+    """Whether the rounds (``stats.data``) of every benchmark agree where both runs hold them (their benchmarks
+    are otherwise equal, in one order)."""
+    for one, other in zip(a.benchmarks, b.benchmarks):
+        rounds = [(x.get("stats") or {}).get("data") if isinstance(x, dict) else None for x in (one, other)]
+        if rounds[0] is not None and rounds[1] is not None and rounds[0] != rounds[1]:
+            return False
+    return True
+
+
+def same_run_reason(a: Run, b: Run) -> str | None:
+    """Why ``a`` and ``b`` are one run, in a few words, or None when they are separate runs (module docstring):
+    ``"sha256 <12 hex digits>"`` for the same bytes; for the two files of one session, their benchmarks and how
+    far apart their ``datetime`` stamps are."""
+    if a.sha256 == b.sha256:
+        return f"sha256 {a.sha256[:12]}"
+    if a.content_digest is None or a.content_digest != b.content_digest:
+        return None
+    apart = _seconds_apart(a, b)
+    if apart is None or apart > SAME_SESSION_S or not _same_rounds(a, b):
+        return None
+    n = len(a.benchmarks)
+    return (f"one session's two files: the same {n} benchmark{'' if n == 1 else 's'} and statistics, "
+            f"stamped {apart:.3f} s apart")
+
+
+def shared_runs(runs: list[Run], others: list[Run]) -> list[Run]:
+    """The runs of ``runs`` that are also one of ``others`` (:func:`same_run_reason`), in their order."""
+    return [run for run in runs if any(same_run_reason(run, other) for other in others)]
