@@ -18,10 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from cudagraph_bench.results.runfile import Run
+
+class Run(Protocol):
+    """What this module reads of a loaded run (:class:`cudagraph_bench.results.runfile.Run`, which imports this
+    module): its parsed JSON, its benchmarks, the sha256 of its bytes and :func:`content_digest` of its JSON."""
+
+    data: dict
+    benchmarks: list
+    sha256: str
+    content_digest: str | None
 
 #: Most seconds between the ``datetime`` stamps of the two files of one pytest session (pytest-benchmark writes
 #: them one right after the other; milliseconds apart for the suite's runs).
