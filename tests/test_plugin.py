@@ -72,6 +72,21 @@ def test_decode_tests_of_a_matrix_without_a_causal_model_skip_with_that_reason(p
     assert "empty parameter set" not in out
 
 
+def test_padding_tests_without_a_padded_variant_or_length_skip_with_that_reason(pytester):
+    """``--variants eager,graph`` leaves the padding benchmarks nothing to measure, and so do prompt lengths none of
+    which is below ``--pad-to``: each is one skip that says why, not pytest's "got empty parameter set"."""
+    pytester.makepyfile("def test_pad(pad_case):\n    pass\n")
+    result = run(pytester, "-rs", "--models", "gpt2", "--prompt-lengths", "16", "--dtypes", "fp32",
+                 "--variants", "eager,graph")
+    out = result.stdout.str()
+    result.assert_outcomes(skipped=1)
+    assert "no padded or bucketed variant among the selected (eager,graph)" in out
+    result = run(pytester, "-rs", "--models", "gpt2", "--prompt-lengths", "64", "--dtypes", "fp32", "--pad-to", "32")
+    out = result.stdout.str()
+    result.assert_outcomes(skipped=1)
+    assert "no --prompt-lengths below --pad-to 32" in out and "empty parameter set" not in out
+
+
 def test_with_compile_adds_variants(pytester):
     pytester.makepyfile(CASES_TEST)
     out = run(pytester, "--collect-only", "-q", "--models", "gpt2", "--prompt-lengths", "50", "--dtypes", "fp32",

@@ -48,9 +48,14 @@ def selected_variants(config, suite: str) -> tuple[variants.Variant, ...]:
     return tuple(chosen)
 
 
-def _parametrize_cases(metafunc, argnames, cases: list[Case]) -> None:
+def _parametrize_cases(metafunc, argnames, cases: list[Case], empty_reason: str | None = None) -> None:
     """Parametrize ``argnames`` (a prefix of ``model, dtype, seq_len, variant``) with plain str/int values,
-    one parameter set per case, ids ``Case.test_id`` (``gpt2-float32-L16-graph``)."""
+    one parameter set per case, ids ``Case.test_id`` (``gpt2-float32-L16-graph``). No case: one parameter set
+    skipped with ``empty_reason`` (pytest would otherwise say only "got empty parameter set")."""
+    if not cases and empty_reason:
+        metafunc.parametrize(argnames, [pytest.param(*(None,) * len(argnames), id="nothing-to-measure",
+                                                     marks=pytest.mark.skip(reason=empty_reason))])
+        return
     metafunc.parametrize(argnames, [tuple(getattr(c, name) for name in argnames) for c in cases],
                          ids=[c.test_id for c in cases])
 
@@ -70,9 +75,12 @@ def pytest_generate_tests(metafunc):
             _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
         else:
             pad_lengths = [n for n in lengths if n in PAD_LENGTHS] or [n for n in lengths if n < opt("pad_to")]
-            cases = [Case(m, d, n, v.name) for m in models for d in dtypes for n in pad_lengths
-                     for v in forward if v.lengths]
-            _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
+            padding = [v for v in forward if v.lengths]
+            cases = [Case(m, d, n, v.name) for m in models for d in dtypes for n in pad_lengths for v in padding]
+            reason = (f"padding benchmarks: no padded or bucketed variant among the selected "
+                      f"({','.join(v.name for v in forward) or 'none'})" if not padding else
+                      f"padding benchmarks: no --prompt-lengths below --pad-to {opt('pad_to')}")
+            _parametrize_cases(metafunc, CASE_ARGNAMES, cases, reason)
     if "corr_case" in names:
         _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
                            [Case(m, d, n, "graph") for m in models for d in dtypes for n in lengths])
