@@ -217,3 +217,14 @@ def test_bandwidth_plot_has_a_bar_per_benchmark_and_the_peak(tmp_path, decode_do
     assert peaks == [rows[0]["peak_gbps"]]
     with pytest.raises(ValueError):
         plots.decode_bandwidth([])
+
+
+def test_a_cpu_decode_run_names_no_gpu_peak(tmp_path, decode_doc):
+    """A CPU run (no ``machine_info.cuda``) has no GPU whose peak bandwidth could be unknown: the page says it is
+    a CPU run instead of naming "no CUDA GPU"."""
+    doc = copy.deepcopy(decode_doc)
+    doc["machine_info"]["cuda"] = None
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    lines = report_roofline.peak_lines([load_run(str(path))])
+    assert lines == ["Peak memory bandwidth: none (a CPU run: no GPU peak to hold the bytes per token against)."]

@@ -87,8 +87,10 @@ def peak_lines(runs: list[Run]) -> list[str]:
                    for k, m in measurements(run).items()):
             continue
         peak = run_peak({"cuda": run.environment.cuda_fingerprint})
-        gpu = run.environment.gpu_name or "no CUDA GPU"
-        if peak is None:
+        gpu = run.environment.gpu_name
+        if gpu is None:
+            line = "Peak memory bandwidth: none (a CPU run: no GPU peak to hold the bytes per token against)."
+        elif peak is None:
             line = (f"Peak memory bandwidth of {gpu}: unknown (NVML gave none and the GPU is not in the datasheet "
                     "table).")
         elif peak["source"] == "nvml":
