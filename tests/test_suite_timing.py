@@ -97,6 +97,7 @@ def test_a_malformed_time_per_part_is_one_line_exit_2_before_anything_is_written
     deep in the table's sums: each is the file's error, named, before any page is written."""
     doc = read_json(SUITE_RUN)
     doc["cudagraph_bench"][field] = value
+    doc["datetime"] = "2000-01-01T00:00:00+00:00"      # a run of its own, not a copy of SUITE_RUN's session
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     out = tmp_path / "report"

@@ -5,8 +5,7 @@ pytest-benchmark makes a session's ``--benchmark-json`` file and its autosave (`
 the other. The two files hold the same ``machine_info``, ``commit_info``, ``version`` and benchmarks (names,
 params, options, ``extra_info``, stats), but differ in a few bytes: each is stamped with its own ``datetime``
 (milliseconds apart), the autosave holds the rounds (``stats.data``) only with ``--benchmark-save-data``, and a
-section that a hook fills with a clock reading (``cudagraph_bench.wall_s``) differs. So a run is identified by
-those shared contents (:func:`content_digest`) and its ``datetime``: two files are one run when their bytes are
+section's clock reading (``cudagraph_bench.wall_s``) differs. So a run is identified by those shared contents (:func:`content_digest`) and its ``datetime``: two files are one run when their bytes are
 the same, or when their contents are, their ``datetime`` stamps lie within :data:`SAME_SESSION_S` of each other
 and the rounds agree where both files hold them (:func:`same_run_reason`). Two sessions never measure the same
 statistics to the last digit; a copy of a run stamped with a ``datetime`` further away is a separate run, and so
@@ -23,18 +22,24 @@ from typing import Protocol
 
 class Run(Protocol):
     """What this module reads of a loaded run (:class:`cudagraph_bench.results.runfile.Run`, which imports this
-    module): its parsed JSON, its benchmarks, the sha256 of its bytes and :func:`content_digest` of its JSON."""
+    module): its parsed JSON, its benchmarks, its environment (``run_datetime``), the sha256 of its bytes and
+    :func:`content_digest` of its JSON."""
 
     data: dict
     benchmarks: list
+    environment: object
     sha256: str
     content_digest: str | None
 
 #: Most seconds between the ``datetime`` stamps of the two files of one pytest session (pytest-benchmark writes
 #: them one right after the other; milliseconds apart for the suite's runs).
 SAME_SESSION_S = 30.0
-#: The top-level keys both files of one session hold unchanged (besides the benchmarks).
+#: The top-level keys both files of one session hold unchanged (besides the benchmarks and the suite's section).
 SESSION_KEYS = ("machine_info", "commit_info", "version")
+#: Keys of the ``cudagraph_bench`` section that a hook fills with a clock reading when it writes each file: the
+#: only ones the two files of one session differ in; the rest of the section (failures, refusals, kernel counts,
+#: time per part) is the session's and identifies it.
+CLOCK_KEYS = frozenset({"wall_s"})
 
 
 def _without_rounds(bench) -> object:
@@ -45,12 +50,16 @@ def _without_rounds(bench) -> object:
 
 
 def content_digest(data: dict) -> str | None:
-    """sha256 of what both files of one session hold unchanged (:data:`SESSION_KEYS` and every benchmark without
-    its rounds), as canonical JSON; None for a run without benchmarks (nothing measured identifies it)."""
+    """sha256 of what both files of one session hold unchanged (:data:`SESSION_KEYS`, the ``cudagraph_bench``
+    section without its :data:`CLOCK_KEYS` and every benchmark without its rounds), as canonical JSON; None for a run without benchmarks (nothing measured identifies it)."""
     benchmarks = data.get("benchmarks") or []
     if not benchmarks:
         return None
-    shared = {**{key: data.get(key) for key in SESSION_KEYS}, "benchmarks": [_without_rounds(b) for b in benchmarks]}
+    section = data.get("cudagraph_bench")
+    if isinstance(section, dict):
+        section = {k: v for k, v in section.items() if k not in CLOCK_KEYS}
+    shared = {**{key: data.get(key) for key in SESSION_KEYS}, "cudagraph_bench": section,
+              "benchmarks": [_without_rounds(b) for b in benchmarks]}
     return hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()
 
 
@@ -67,7 +76,7 @@ def _stamp(raw) -> datetime | None:
 def _seconds_apart(a: Run, b: Run) -> float | None:
     """Seconds between the ``datetime`` stamps of ``a`` and ``b``; 0 for equal stamps (also unreadable ones), None
     when they differ and one cannot be read."""
-    raw_a, raw_b = a.data.get("datetime"), b.data.get("datetime")
+    raw_a, raw_b = a.environment.run_datetime, b.environment.run_datetime
     if raw_a == raw_b:
         return 0.0
     when_a, when_b = _stamp(raw_a), _stamp(raw_b)
