@@ -144,3 +144,26 @@ def test_from_a_file_says_it_is_not_a_folder(capsys, tmp_path):
     assert rc == 2 and "is not a folder" in err and len(err.strip().splitlines()) == 1
     rc, _, err = run_cli(capsys, "selftest", "--from", tmp_path / "none")
     assert rc == 2 and "no such folder" in err
+
+
+def test_a_planted_variant_replays_and_closes_what_it_plants_and_records_its_fields():
+    """The pipeline's view of a planted fault: calls and ``static_output`` are the planted object's, ``record()``
+    is its capture time and fault fields, and closing it closes the planted object (CPU: a stand-in graph)."""
+    from cudagraph_bench.measure.faults import PlantedVariant
+
+    class Planted:
+        static_output, closed = "out", False
+
+        def __call__(self, ids):
+            return ("replayed", ids)
+
+        def close(self):
+            self.closed = True
+
+    planted, fields = Planted(), {"planted_fault": "stale-input"}
+    variant = PlantedVariant("graph", 16, planted, fields, capture_ms=2.5)
+    assert (variant(7), variant.static_output) == (planted(7), planted.static_output)
+    assert variant.record() == {"capture_ms": 2.5, **fields}
+    assert PlantedVariant("graph", 16, planted, fields, capture_ms=None).record() == fields
+    variant.close()
+    assert planted.closed

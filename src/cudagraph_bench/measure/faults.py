@@ -88,55 +88,41 @@ def sleep_cycles_per_ms() -> float:
     return cycles / statistics.median(times)
 
 
-class DelayedGraph:
-    """The forward ``graph`` variant captured with a GPU delay of ``pct`` % of its own device time after the forward.
+def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
+    """The forward ``graph`` variant captured with a GPU delay of ``pct`` % of its own device time after the forward:
+    ``(graph, fields)``, a :class:`~cudagraph_bench.capture.graphed.GraphedForward` and what the case records.
 
     Workflow: capture the plain graph, measure its device time over back-to-back replays
     (:func:`~cudagraph_bench.measure.timing.back_to_back_ms`), close it, capture again with ``torch.cuda._sleep``
     of that many milliseconds after the forward (inside the graph, so the replay itself is slower), measure
-    again. ``record()`` gives ``planted_fault``, ``planted_delay_ms``, ``planted_pct`` (nominal) and
+    again. ``fields``: ``planted_fault``, ``planted_delay_ms``, ``planted_pct`` (nominal), ``planted_base_ms`` and
     ``planted_measured_pct`` (measured)."""
+    import statistics
 
-    def __init__(self, model, seq_len: int, pct: float, *, warmup_iters: int = 3):
-        import statistics
+    import torch
 
-        import torch
+    from cudagraph_bench.capture.graphed import GraphedForward
+    from cudagraph_bench.measure.timing import back_to_back_ms
+    from cudagraph_bench.models.presets import model_forward, random_input_ids
 
-        from cudagraph_bench.capture.graphed import GraphedForward
-        from cudagraph_bench.measure.timing import back_to_back_ms
-        from cudagraph_bench.models.presets import model_forward, random_input_ids
+    ids = random_input_ids(model, seq_len, device=next(model.parameters()).device)
+    plain = GraphedForward(model, seq_len, warmup_iters=warmup_iters)
+    try:
+        base_ms = statistics.median(back_to_back_ms(lambda: plain(ids)))
+    finally:
+        plain.close()
+    delay_ms = base_ms * pct / 100.0
+    cycles = max(1, int(delay_ms * sleep_cycles_per_ms()))
 
-        ids = random_input_ids(model, seq_len, device=next(model.parameters()).device)
-        plain = GraphedForward(model, seq_len, warmup_iters=warmup_iters)
-        try:
-            base_ms = statistics.median(back_to_back_ms(lambda: plain(ids)))
-        finally:
-            plain.close()
-        self.delay_ms = base_ms * pct / 100.0
-        cycles = max(1, int(self.delay_ms * sleep_cycles_per_ms()))
+    def delayed(m, input_ids, attention_mask=None):
+        out = model_forward(m, input_ids, attention_mask)
+        torch.cuda._sleep(cycles)
+        return out
 
-        def delayed(m, input_ids, attention_mask=None):
-            out = model_forward(m, input_ids, attention_mask)
-            torch.cuda._sleep(cycles)
-            return out
-
-        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, forward=delayed)
-        self.capture_ms = self._graph.capture_ms
-        delayed_ms = statistics.median(back_to_back_ms(lambda: self._graph(ids)))
-        self.fields = {"planted_fault": f"delay:{pct:g}", "planted_pct": pct, "planted_delay_ms": self.delay_ms,
-                       "planted_base_ms": base_ms, "planted_measured_pct": 100.0 * (delayed_ms - base_ms) / base_ms}
-
-    @property
-    def static_output(self):
-        return self._graph.static_output if self._graph is not None else None
-
-    def __call__(self, input_ids):
-        return self._graph(input_ids)
-
-    def close(self) -> None:
-        if self._graph is not None:
-            self._graph.close()
-            self._graph = None
+    graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, forward=delayed)
+    delayed_ms = statistics.median(back_to_back_ms(lambda: graph(ids)))
+    return graph, {"planted_fault": f"delay:{pct:g}", "planted_pct": pct, "planted_delay_ms": delay_ms,
+                   "planted_base_ms": base_ms, "planted_measured_pct": 100.0 * (delayed_ms - base_ms) / base_ms}
 
 
 class StaleInputGraph:
@@ -144,7 +130,6 @@ class StaleInputGraph:
 
     def __init__(self, built):
         self._built = built
-        self.fields = {"planted_fault": "stale-input"}
 
     @property
     def static_output(self):
@@ -161,17 +146,13 @@ class StaleInputGraph:
 
 class PlantedVariant:
     """A planted fault seen as a forward variant (the interface of
-    :class:`~cudagraph_bench.measure.variants.ForwardVariant`) that the pipeline checks and times like any other."""
+    :class:`~cudagraph_bench.measure.variants.ForwardVariant`) that the pipeline checks and times like any other:
+    ``planted`` is called and closed, ``fields`` (and ``capture_ms``, ms, when not None) are what it records."""
 
-    def __init__(self, name: str, seq_len: int, planted):
-        from cudagraph_bench.measure.variants import ForwardVariant
-
-        self._base = ForwardVariant(seq_len)
-        self.name, self.seq_len, self._planted = name, seq_len, planted
+    def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
+        self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
         self.notes: list[str] = []
-        self.compile_ms, self.pad_to = None, None
-        self.capture_ms = getattr(planted, "capture_ms", None) or getattr(getattr(planted, "_built", None),
-                                                                           "capture_ms", None)
+        self.compile_ms, self.pad_to, self.capture_ms = None, None, capture_ms
 
     @property
     def static_output(self):
@@ -182,7 +163,7 @@ class PlantedVariant:
 
     def record(self) -> dict:
         fields = {"capture_ms": self.capture_ms} if self.capture_ms is not None else {}
-        return {**fields, **self._planted.fields}
+        return {**fields, **self.fields}
 
     def close(self) -> None:
         self._planted.close()
@@ -191,11 +172,13 @@ class PlantedVariant:
 def plant_forward(fault: Fault, model, spec):
     """The planted variant of a forward case (``spec``: its :class:`~cudagraph_bench.measure.case.CaseSpec`)."""
     if fault.kind == "delay":
-        return PlantedVariant(spec.variant, spec.seq_len, DelayedGraph(model, spec.seq_len, fault.pct))
+        graph, fields = capture_delayed(model, spec.seq_len, fault.pct)
+        return PlantedVariant(spec.variant, spec.seq_len, graph, fields, graph.capture_ms)
     from cudagraph_bench.measure.variants import build_variant
 
     built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, check_data_ptrs=spec.check_data_ptrs)
-    return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built))
+    return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},
+                          built.capture_ms)
 
 
 class WrongDecoder:
