@@ -136,11 +136,11 @@ def parse_reduction_pct(text: str) -> float:
     return value
 
 
-def _nonnegative(text: str, what: str) -> float:
-    """A finite number >= 0; else ``argparse.ArgumentTypeError`` ("``what`` >= 0, got ...")."""
+def _nonnegative(text: str, what: str, zero: str = "", example: str = "") -> float:
+    """A finite number >= 0; else ``argparse.ArgumentTypeError`` ("``what`` >= 0 ``zero``, got ...``example``")."""
     value = _finite(text)
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{what} >= 0, got {value:g}")
+        raise argparse.ArgumentTypeError(f"{what} >= 0{zero}, got {value:g}{example}")
     return value
 
 
@@ -241,26 +241,17 @@ def parse_multiplier(text: str) -> float:
 
 def parse_ms(text: str) -> float:
     """A duration in milliseconds, finite and >= 0 (e.g. ``100``; ``0`` turns the time floor or cap off)."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {value:g}")
-    return value
+    return _nonnegative(text, "expected milliseconds")
 
 
 def parse_timeout_s(text: str) -> float:
     """A time limit in seconds, finite and >= 0 (e.g. ``600``; ``0`` turns the limit off)."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0 (0: no limit), got {value:g}")
-    return value
+    return _nonnegative(text, "expected seconds", zero=" (0: no limit)")
 
 
 def parse_pct(text: str) -> float:
     """A percentage, finite and >= 0 (``1`` = 1%; ``0`` turns the precision target off)."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a percentage >= 0, got {value:g}: e.g. 1 for +-1%")
-    return value
+    return _nonnegative(text, "expected a percentage", example=": e.g. 1 for +-1%")
 
 
 def parse_attn_implementation(text: str) -> str:
