@@ -17,14 +17,13 @@ def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
     """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or
     for the same run given twice (the same bytes, or one session's ``--benchmark-json`` file and autosave:
     :func:`~cudagraph_bench.results.identity.same_run_reason`)."""
-    from cudagraph_bench.results.identity import same_run_reason
+    from cudagraph_bench.results.identity import repeated_run
 
     runs = [load_run(ref, storage) for ref in refs]
-    for i, run in enumerate(runs):
-        for earlier in runs[:i]:
-            why = same_run_reason(earlier, run)
-            if why:
-                raise InputFileError(f"{earlier.path} and {run.path} are the same run ({why}): give each run once")
+    repeat = repeated_run(runs)
+    if repeat:
+        earlier, run, why = repeat
+        raise InputFileError(f"{earlier.path} and {run.path} are the same run ({why}): give each run once")
     return runs
 
 

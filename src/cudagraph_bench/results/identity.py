@@ -114,3 +114,14 @@ def same_run_reason(a: Run, b: Run) -> str | None:
 def shared_runs(runs: list[Run], others: list[Run]) -> list[Run]:
     """The runs of ``runs`` that are also one of ``others`` (:func:`same_run_reason`), in their order."""
     return [run for run in runs if any(same_run_reason(run, other) for other in others)]
+
+
+def repeated_run(runs: list[Run]) -> tuple[Run, Run, str] | None:
+    """The first run of ``runs`` that repeats an earlier one: ``(earlier, run, why)`` (:func:`same_run_reason`),
+    or None when every run is separate."""
+    for i, run in enumerate(runs):
+        for earlier in runs[:i]:
+            why = same_run_reason(earlier, run)
+            if why:
+                return earlier, run, why
+    return None

@@ -391,12 +391,10 @@ def distinct_runs(runs: list[Run], what: str) -> list[Run]:
     or the two files of one session (its ``--benchmark-json`` and its autosave:
     :func:`~cudagraph_bench.results.identity.same_run_reason`). A repeated run would count as two independent
     runs and narrow the noise model."""
-    from cudagraph_bench.results.identity import same_run_reason
+    from cudagraph_bench.results.identity import repeated_run
 
-    for i, run in enumerate(runs):
-        for earlier in runs[:i]:
-            why = same_run_reason(earlier, run)
-            if why:
-                raise UsageError(f"{what}: {run.path} and {earlier.path} are the same run ({why}): give each "
-                                 "separate run once")
+    repeat = repeated_run(runs)
+    if repeat:
+        earlier, run, why = repeat
+        raise UsageError(f"{what}: {run.path} and {earlier.path} are the same run ({why}): give each separate run once")
     return runs
