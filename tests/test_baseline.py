@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from unittest.mock import ANY
 from scipy.stats import median_abs_deviation, t
 
 from cudagraph_bench.results import noise
@@ -66,14 +67,17 @@ def test_baseline_records_cases_environment_sources_and_thresholds(tmp_path, cap
     rc, out, err = run_cli(capsys, "baseline", *runs, "-o", out_path, "--min-reduction", 35)
     assert rc == 0, err
     doc = json.loads(out_path.read_text())
-    assert doc["schema_version"] == SCHEMA_VERSION == 2 and doc["kind"] == "cudagraph-bench-baseline"
+    assert doc["schema_version"] == SCHEMA_VERSION == 3 and doc["kind"] == "cudagraph-bench-baseline"
     assert doc["gpu_slug"] == GPU
     assert doc["sources"] == [{"file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
-                               "run_datetime": json.loads(p.read_text())["datetime"], "node": f"node-{i}"}
+                               "run_datetime": json.loads(p.read_text())["datetime"], "node": f"node-{i}",
+                               "host": DOC["machine_info"]["cuda"].get("gpu_uuid"), "cpu": ANY}
                               for i, p in enumerate(runs)]
+    # the fixture's runs record no GPU UUID: one host at most, no cross-host spread measured
     assert doc["thresholds"] == {"min_reduction_pct": 35.0, "max_gated_len": 128,
                                  "regression_floor_pct": noise.DEFAULT_FLOOR_PCT,
-                                 "noise_multiplier": None, "alpha": noise.DEFAULT_ALPHA}
+                                 "noise_multiplier": None, "alpha": noise.DEFAULT_ALPHA,
+                                 "cross_host_spread_pct": None, "cross_host_df": None}
     newest = json.loads(runs[-1].read_text())
     env = doc["environment"]
     assert env["cuda"] == DOC["machine_info"]["cuda"] and env["run_datetime"] == newest["datetime"]
@@ -115,7 +119,8 @@ def test_the_printed_tolerance_is_one_run_against_the_baseline(tmp_path, capsys,
     # t-based multiplier: Student's t (one-sided tail 0.001) of the spread's k - 1 degrees of freedom
     tol = max(noise.DEFAULT_FLOOR_PCT, t.ppf(1 - 0.001, len(runs) - 1) * spread * np.sqrt(1 / len(runs) + 1))
     row = next(line.split() for line in out.splitlines() if line.split()[:3] == ["gpt2", "float32", "16"])
-    assert row[3] == "5" and row[6] == "wall" and row[8] == f"{spread:.2f}" and row[9] == f"{tol:.2f}"
+    assert row[3] == "5" and row[6] == "wall" and row[8] == f"{spread:.2f}" and row[9] == "-"   # one host
+    assert row[10] == f"{tol:.2f}"
 
 
 @pytest.mark.parametrize("n", [1, 4])
@@ -235,14 +240,14 @@ def test_a_schema_1_file_is_refused_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(schema_version=3), "unknown schema_version 3"),
+    (lambda d: d.update(schema_version=4), "unknown schema_version 4"),
     (lambda d: d.pop("schema_version"), "not a cudagraph-bench baseline"),
     (lambda d: d["cases"][0].pop("graph"), "malformed"),
     (lambda d: d["cases"][0]["graph"].update(median_ms=0), "malformed"),
     (lambda d: d["cases"][0]["graph"].update(run_medians_ms=[]), "run_medians_ms must be a list of positive ms"),
     (lambda d: d["cases"][0]["graph"].update(run_medians_ms=[1.0, -2.0]), "run_medians_ms must be a list"),
-    (lambda d: d["cases"][0]["graph"].update(spread_pct=-1), "spread_pct must be a percent >= 0 from 2 or more run medians, or null"),
-    (lambda d: d["cases"][0]["graph"].update(spread_pct="2"), "spread_pct must be a percent >= 0 from 2 or more run medians, or null"),
+    (lambda d: d["cases"][0]["graph"].update(spread_pct=-1), "spread_pct must be a finite percent >= 0 from 2 or more run medians, or null"),
+    (lambda d: d["cases"][0]["graph"].update(spread_pct="2"), "spread_pct must be a finite percent >= 0 from 2 or more run medians, or null"),
     (lambda d: d["thresholds"].update(max_gated_len="lots"), "malformed"),
     (lambda d: d["thresholds"].update(min_reduction_pct=float("nan")), "thresholds.min_reduction_pct: .*finite"),
     (lambda d: d["thresholds"].update(regression_floor_pct=-5),
@@ -344,7 +349,7 @@ def test_printed_values_are_rounded_once_like_gate(tmp_path, capsys):
     rc, out, _ = run_cli(capsys, "baseline", *runs, "-o", out_path)
     assert rc == 0
     row = next(line.split() for line in out.splitlines() if line.split()[:3] == ["gpt2", "float32", "50"])
-    assert row[4:6] == [f"{e:.3f}", f"{g:.3f}"] and row[10] == f"{red:.1f}"
+    assert row[4:6] == [f"{e:.3f}", f"{g:.3f}"] and row[11] == f"{red:.1f}"
     case = next(c for c in json.loads(out_path.read_text())["cases"]
                 if (c["model"], c["dtype"], c["seq_len"]) == key)
     assert case["reduction_pct"] == pytest.approx(round(red, 3), abs=1.5e-3)

@@ -97,14 +97,15 @@ def test_a_planted_delay_below_the_tolerance_is_reported_missed(folder, capsys, 
 
 
 def test_the_noise_table_compares_the_harness_with_the_plain_loop(folder, tmp_path):
+    from cudagraph_bench.results.process_spread import MAX_SPAN_PCT, span_pct, spread_rows
     from cudagraph_bench.results.runfile import load_run
-    from cudagraph_bench.results.selftest import MAX_SPAN_PCT, noise_floor_rows, span_pct
 
     unmodified = [load_run(str(folder / f"unmodified-{i}.json")) for i in range(1, 6)]
-    rows = noise_floor_rows(unmodified, unmodified)     # the same runs as their own plain loop: within 1x
+    rows = spread_rows(unmodified, unmodified)     # the same runs as their own plain loop: within 1x
     assert rows and all(r["ok"] for r in rows)
     expected = 100 * (max(JITTER) - min(JITTER)) / float(np.median(JITTER))
-    assert all(r["device_span"] == pytest.approx(expected) for r in rows)
+    assert all(list(r["within"].values()) == [pytest.approx(expected)] for r in rows)
+    assert all(r["across"] is None for r in rows)          # one machine: nothing across machines
     assert expected <= MAX_SPAN_PCT and span_pct([1.0]) is None
 
 

@@ -37,9 +37,10 @@ def _nvidia_smi_driver() -> str | None:
 def cuda_fingerprint() -> dict | None:
     """``machine_info["cuda"]`` for the current process, or ``None`` without a CUDA GPU.
 
-    Keys: ``gpu_name``, ``gpu_slug``, ``compute_capability``, ``gpu_memory_gib``, ``device_count``,
-    ``driver`` (from nvidia-smi, may be None), ``cuda_runtime`` (``torch.version.cuda``), ``cudnn``,
-    ``torch``, ``transformers``.
+    Keys: ``gpu_name``, ``gpu_slug``, ``gpu_uuid`` (``"GPU-<uuid>"`` of device 0, as nvidia-smi prints it; None
+    where torch does not report it: it tells one machine's GPU from another's, so a baseline can count its hosts),
+    ``compute_capability``, ``gpu_memory_gib``, ``device_count``, ``driver`` (from nvidia-smi, may be None),
+    ``cuda_runtime`` (``torch.version.cuda``), ``cudnn``, ``torch``, ``transformers``.
     """
     import torch
     import transformers
@@ -50,6 +51,7 @@ def cuda_fingerprint() -> dict | None:
     return {
         "gpu_name": props.name,
         "gpu_slug": gpu_slug(props.name),
+        "gpu_uuid": f"GPU-{props.uuid}" if getattr(props, "uuid", None) is not None else None,
         "compute_capability": f"{props.major}.{props.minor}",
         "gpu_memory_gib": round(props.total_memory / 2**30, 1),
         "device_count": torch.cuda.device_count(),

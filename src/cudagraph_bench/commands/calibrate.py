@@ -31,6 +31,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ab-runs", type=parse_count, default=None, metavar="K",
                         help=f"runs per side of the A/B mode (default: {DEFAULT_AB_RUNS}, left out with fewer than "
                              "2K runs; a K given needs 2K runs)")
+    parser.add_argument("--plain", nargs="+", default=[], metavar="RUN",
+                        help="runs of the plain capture/replay loop (scripts/device/plain_loop) of the same jobs: the "
+                             "page shows their spread beside the harness's")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page")
     add_storage_option(parser)
 
@@ -52,13 +55,14 @@ def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1; bad input
     raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     runs = [load_run(ref, args.storage) for ref in args.runs]
+    plain = [load_run(ref, args.storage) for ref in args.plain]
     if args.ab_runs is not None and 2 * args.ab_runs > len(runs):
         raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "
                          f"give at most --ab-runs {len(runs) // 2}")
     args.ab_runs = DEFAULT_AB_RUNS if args.ab_runs is None else args.ab_runs
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "calibrate.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in runs])
+    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in [*runs, *plain]])
     floor = args.max_regression if args.max_regression is not None else floor_for(runs)
     results = calibrate(runs, plants=args.plant, floor_pct=floor, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)
@@ -67,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     print(line)
     if args.markdown:
         page = render_markdown(runs, results, args.plant, line, floor, args.noise_multiplier,
-                               noise.DEFAULT_ALPHA, args.ab_runs)
+                               noise.DEFAULT_ALPHA, args.ab_runs, plain)
         sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
         verb = written_verb(args.markdown)
         write_text_atomic(args.markdown, page)

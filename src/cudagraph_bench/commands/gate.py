@@ -13,7 +13,8 @@ from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
 from cudagraph_bench.runner.confirm import confirm_regressions
 from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header, load_runs_of_one_gpu,
-                                          other_failed_checks, render_markdown, require_graph_variant, rows, summary)
+                                          other_failed_checks, render_markdown, require_baseline_figure, require_graph_variant, rows,
+                                          summary)
 from cudagraph_bench.results.runfile import forward_groups
 from cudagraph_bench.table import render_table
 
@@ -58,6 +59,7 @@ def main(args: argparse.Namespace) -> int:
         require_graph_variant(run)
         forward_groups(run)  # no forward benchmarks (a decode or launch run, another tool's): say so, not "no baseline"
     baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
+    require_baseline_figure(runs, baseline)
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "gate.md")
     refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,

@@ -3,7 +3,10 @@ on each one and passes on unmodified reruns (no torch in this process; the runs 
 :mod:`cudagraph_bench.runner.selftest`; the verdicts :mod:`cudagraph_bench.results.selftest`).
 
 ``--from DIR`` evaluates the runs of an earlier self-test again (no GPU): the page is regenerated from them, with
-the spread between processes of the plain capture/replay loop's runs when the folder holds them (``plain-*``)."""
+the spread between processes of the plain capture/replay loop's runs when the folder holds them (``plain-*``).
+``--resume`` continues a self-test that was stopped (a device's time limit, Ctrl-C) in its ``-o`` folder: the runs
+whose JSON is there are kept, the others run. ``--baseline FILE`` gates the planted and unmodified runs against a
+baseline built elsewhere (the checkout's, from other machines) instead of one built from the unmodified runs."""
 
 from __future__ import annotations
 
@@ -56,6 +59,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="folder for the runs and their logs; must be new or empty (default: %(default)s)")
     parser.add_argument("--from", dest="source", type=parse_path, default=None, metavar="DIR",
                         help="evaluate the runs of an earlier self-test in DIR instead of running (no GPU needed)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the self-test in the -o folder: keep its finished runs, run the others")
+    parser.add_argument("--baseline", type=parse_path, default=None, metavar="FILE",
+                        help="gate the runs against this baseline (e.g. baselines/<gpu>.json, built on other machines) "
+                             "instead of one built from the unmodified runs")
     parser.add_argument("--runs", type=_runs, default=DEFAULT_UNMODIFIED_RUNS, metavar="N",
                         help="unmodified runs, the baseline of the verdicts (default: %(default)s)")
     parser.add_argument("--delays", type=_delays, default=DEFAULT_DELAYS_PCT, metavar="PCTS",
@@ -89,6 +97,13 @@ def main(args: argparse.Namespace) -> int:
 
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "gate-selftest.md")
+    if args.resume and args.source:
+        raise UsageError("--resume continues a self-test in its -o folder, --from evaluates one: give one of them")
+    baseline = None
+    if args.baseline is not None:
+        from cudagraph_bench.results.baseline import load_baseline
+
+        baseline = load_baseline(args.baseline)
     if args.source:
         folder = Path(args.source)
         if not folder.is_dir():
@@ -100,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     loaded = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
     plain = [r for name, r in sorted(loaded.items()) if name.startswith(PLAIN_PREFIX)]
     runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
-    result = evaluate_selftest(runs)
+    result = evaluate_selftest(runs, baseline)
     line = summary(result)
     from cudagraph_bench.results.selftest import columns, rows
     from cudagraph_bench.table import render_table
@@ -122,8 +137,11 @@ def _measure(args: argparse.Namespace) -> list[Path]:
     from cudagraph_bench.runner.selftest import plan, run_all
 
     out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never overwritten)")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {out} is not a folder: choose a new folder")
+    if out.exists() and any(out.iterdir()) and not args.resume:
+        raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never "
+                         "overwritten), or add --resume to continue the self-test in it")
     try:
         extra = shlex.split(args.pytest_args)
     except ValueError as exc:
@@ -141,5 +159,5 @@ def _measure(args: argparse.Namespace) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     done = run_all(tree, out, plan(matrix, runs=args.runs, delays=args.delays, first_model=model, first_dtype=dtype,
                                    causal_model=causal, planted_args=["--prompt-lengths", ",".join(lengths)]),
-                   log=lambda s: print(s, file=sys.stderr, flush=True))
+                   log=lambda s: print(s, file=sys.stderr, flush=True), resume=args.resume)
     return [p for p in done.values() if p is not None]

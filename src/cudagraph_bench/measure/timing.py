@@ -10,9 +10,9 @@ How many calls a benchmark times is planned from a pilot of its first calls (:cl
 ``precision_pct`` (:func:`rounds_for_precision`), with what that target adds capped at ``max_rounds`` and at
 ``max_time_ms`` of calls; time floors ``min_time_ms`` / ``warmup_ms``.
 
-The device-side figure the gate guards (:func:`back_to_back_ms`) times blocks of :data:`BACK_TO_BACK_CALLS` calls
-between two events, as nvbench and triton's ``do_bench`` do: the host's per-call work (Python, the launch, the
-synchronize) is hidden behind the GPU's, so what is left is the replay's own time, stable between processes.
+The device-side figure the gate guards (:func:`back_to_back_ms`) times blocks of calls between two events, queued
+behind a held stream as nvbench's blocking kernel does: the host's per-call work (Python, the launch, the
+synchronize) stays out of it, so what is left is the replay's own time, stable between processes.
 """
 
 from __future__ import annotations
@@ -116,51 +116,154 @@ def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str
     return Timing(wall_ms=wall, event_ms=timer.event_ms(last=rounds))
 
 
-#: Calls per block of the device-side figure (:func:`back_to_back_ms`), at most: enough that the host's per-call
-#: work hides behind the GPU's for a replay of a few hundred microseconds. A slower call gets fewer, so that a block
-#: lasts about :data:`BACK_TO_BACK_BLOCK_MS` (the host's jitter is then a small share of it anyway).
+#: Calls per block of the device-side figure (:func:`back_to_back_ms`), at most; a slower call gets fewer, so that a
+#: block lasts about :data:`BACK_TO_BACK_BLOCK_MS` of GPU time (at least one call).
 BACK_TO_BACK_CALLS = 20
 BACK_TO_BACK_BLOCK_MS = 2.0
-#: Blocks of the device-side figure: at least this many, more until :data:`BACK_TO_BACK_BUDGET_MS`, at most
-#: :data:`BACK_TO_BACK_MAX_BLOCKS`.
+#: Blocks of the device-side figure: at least this many, more until :data:`BACK_TO_BACK_BUDGET_MS` of timed calls, at
+#: most :data:`BACK_TO_BACK_MAX_BLOCKS`.
 BACK_TO_BACK_MIN_BLOCKS = 10
-BACK_TO_BACK_BUDGET_MS = 300.0
-BACK_TO_BACK_MAX_BLOCKS = 200
+BACK_TO_BACK_BUDGET_MS = 200.0
+BACK_TO_BACK_MAX_BLOCKS = 100
+#: The stream is held before each block for this many times the host's time to queue the block, and at least
+#: :data:`HOLD_MIN_MS`: the hold must outlast the queueing on a host that is slower for a moment.
+HOLD_FACTOR = 3.0
+HOLD_MIN_MS = 0.1
+
+
+@dataclass(frozen=True)
+class DeviceFigure:
+    """The device-side time of one call (:func:`back_to_back_ms`).
+
+    ``block_ms``: per-call ms of each block (CUDA events around the block / its calls), the blocks whose queueing
+    ended within the hold; ``calls_per_block``; ``hold_ms``: GPU ms the stream was held before each block (the
+    last hold used); ``enqueue_ms``: host ms to queue one call (the median over the blocks; the host's share of a
+    call, which the figure leaves out); ``uncovered_blocks``: blocks dropped because their queueing outlasted the
+    hold (each doubled the hold)."""
+
+    block_ms: list[float]
+    calls_per_block: int
+    hold_ms: float
+    enqueue_ms: float
+    uncovered_blocks: int = 0
+
+    @property
+    def median_ms(self) -> float:
+        """Median of :attr:`block_ms` (ms), the figure the gate guards."""
+        import numpy as np
+
+        return float(np.median(self.block_ms))
+
+    def record(self) -> dict:
+        """The case's ``extra_info`` fields: ``device_ms`` (the blocks), ``device_median_ms``, ``device_calls_per_block``,
+        ``device_hold_ms``, ``host_enqueue_ms`` and ``device_uncovered_blocks``."""
+        return {"device_ms": list(self.block_ms), "device_median_ms": self.median_ms,
+                "device_calls_per_block": self.calls_per_block, "device_hold_ms": self.hold_ms,
+                "host_enqueue_ms": self.enqueue_ms, "device_uncovered_blocks": self.uncovered_blocks}
+
+
+_CYCLES_PER_MS: dict = {}
+
+
+def sleep_cycles_per_ms() -> float:
+    """GPU cycles of ``torch.cuda._sleep`` per millisecond on the current device, from CUDA events around long
+    sleeps (the median of 5; measured once per process and device)."""
+    import statistics
+
+    import torch
+
+    key = torch.cuda.current_device()
+    if key in _CYCLES_PER_MS:
+        return _CYCLES_PER_MS[key]
+    cycles = 20_000_000
+    torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    _CYCLES_PER_MS[key] = cycles / statistics.median(times)
+    return _CYCLES_PER_MS[key]
+
+
+def hold_stream(ms: float) -> None:
+    """Queue a GPU spin of about ``ms`` milliseconds on the current stream (``torch.cuda._sleep``): the work queued
+    after it starts only when the spin ends, back to back, whatever the host's pace meanwhile."""
+    import torch
+
+    torch.cuda._sleep(max(1, int(ms * sleep_cycles_per_ms())))
 
 
 def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS,
                     min_blocks: int = BACK_TO_BACK_MIN_BLOCKS, budget_ms: float = BACK_TO_BACK_BUDGET_MS,
-                    max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> list[float]:
-    """The device-side time of one call of ``fn`` (ms), once per block of calls issued back to back between two
-    CUDA events (one :class:`CallTimer` call per block): CUDA-event ms of the block / its calls. A first call sizes
-    the blocks: ``calls`` calls, fewer when they would last beyond :data:`BACK_TO_BACK_BLOCK_MS` (at least one);
-    then one warm block, then at least ``min_blocks`` blocks, more while they sum to less than ``budget_ms``, at most
-    ``max_blocks``. Garbage collector off. Source of the method: nvbench's batch measurement and
-    ``triton.testing.do_bench`` (events around repeated calls, median of the repetitions).
+                    max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> DeviceFigure | None:
+    """The device-side time of one call of ``fn`` (ms): blocks of calls queued behind a held stream and timed by CUDA
+    events, so that no host time enters the figure.
 
-    Returns the per-call ms of each block (``[]`` without CUDA)."""
+    Workflow: one call sizes the blocks (``calls`` calls, fewer when they would last beyond
+    :data:`BACK_TO_BACK_BLOCK_MS`); one unheld block measures the host's time to queue a block; then each block is
+    queued behind :func:`hold_stream` of :data:`HOLD_FACTOR` times that (at least :data:`HOLD_MIN_MS`), between two
+    events recorded after the hold: the GPU runs the block's calls back to back, from its own queue. A block whose
+    queueing outlasted the hold (the host time would enter it) is dropped and the hold doubled. At least
+    ``min_blocks`` blocks, more while they sum to less than ``budget_ms`` of calls, at most ``max_blocks``. Garbage
+    collector off.
+
+    Why the hold: without it a block starts with the host's latency to its first launch, one per block; for a call of
+    1-3 ms (one or two calls a block) that latency, which moves with the process's CPU, moved the figure by 2-5%
+    between processes. Source of the method: nvbench's blocking kernel (the stream is held while the measured
+    launches are queued); events around repeated calls as in ``triton.testing.do_bench``.
+
+    Returns a :class:`DeviceFigure`, or None without CUDA."""
     import torch
 
     if not torch.cuda.is_available():
-        return []
+        return None
     one = CallTimer(fn, capacity=1)
     with gc_disabled():
         one()
     first_ms = max(one.event_ms()[0], 1e-3)
     per_block = max(1, min(calls, int(BACK_TO_BACK_BLOCK_MS / first_ms)))
-
-    def block():
+    sleep_cycles_per_ms()                              # calibrated before any block
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(max_blocks + 1)]
+    out: list[float] = []
+    enqueue: list[float] = []
+    uncovered = 0
+    with gc_disabled():
+        t0 = time.perf_counter()                       # warm block, unheld: the host's time to queue a block
         for _ in range(per_block):
             fn()
-
-    timer = CallTimer(block, capacity=min_blocks + 1)
-    out: list[float] = []
-    with gc_disabled():
-        timer()                                        # warm block: clocks, caches
+        hold_ms = max(HOLD_MIN_MS, HOLD_FACTOR * (time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+        attempts = 0
         while len(out) < max_blocks and (len(out) < min_blocks or sum(out) * per_block < budget_ms):
-            timer()
-            out.append(timer.event_ms(last=1)[0] / per_block)
-    return out
+            attempts += 1
+            if attempts > 2 * max_blocks:
+                break
+            start, end = pairs[len(out)]
+            held = time.perf_counter()
+            hold_stream(hold_ms)
+            start.record()
+            t0 = time.perf_counter()
+            for _ in range(per_block):
+                fn()
+            t1 = time.perf_counter()
+            end.record()
+            queued_ms = (time.perf_counter() - held) * 1e3
+            torch.cuda.synchronize()
+            if queued_ms >= hold_ms:                   # the GPU may have waited for the host: not device time
+                uncovered += 1
+                hold_ms *= 2
+                continue
+            out.append(start.elapsed_time(end) / per_block)
+            enqueue.append((t1 - t0) * 1e3 / per_block)
+    if not out:
+        return None
+    return DeviceFigure(block_ms=out, calls_per_block=per_block, hold_ms=hold_ms,
+                        enqueue_ms=float(sorted(enqueue)[len(enqueue) // 2]), uncovered_blocks=uncovered)
 
 
 #: Calls of the pilot that plans the rounds (:func:`pilot_call_ms`): at most this many, and no more once

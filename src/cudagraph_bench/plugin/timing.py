@@ -32,7 +32,8 @@ def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_inf
 
     ``device_figure``: also the device-side time of back-to-back calls
     (:func:`~cudagraph_bench.measure.timing.back_to_back_ms`): ``extra_info["device_ms"]`` (per-call ms of each
-    block) and ``["device_median_ms"]``, the figure the gate guards.
+    block), ``["device_median_ms"]`` (the figure the gate guards) and how it was taken
+    (:meth:`~cudagraph_bench.measure.timing.DeviceFigure.record`).
 
     ``extra_info`` also gets the timing's fields (``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``,
     ``max_time_ms``, ``median_ci95_pct``), ``gpu_state`` (``{"before", "after"}`` NVML readings; None without
@@ -61,7 +62,7 @@ def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_inf
     with torch.inference_mode(), gc_off:
         rounds, warmup, pilot = policy.plan(timer, warm=warm, checked_call_ms=checked_call_ms)
         benchmark.pedantic(timer, rounds=rounds, warmup_rounds=warmup, iterations=1)
-        device_ms = back_to_back_ms(fn) if device_figure and on_gpu else []
+        device = back_to_back_ms(fn) if device_figure and on_gpu else None
     after = read_gpu_state() if on_gpu else None
     events = timer.event_ms(last=rounds)
     stats = getattr(getattr(benchmark, "stats", None), "stats", None)
@@ -69,9 +70,8 @@ def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_inf
     if on_gpu:
         benchmark.extra_info["cuda_event_ms"] = events
         benchmark.extra_info["event_median_ms"] = float(np.median(events)) if events else None
-    if device_ms:
-        benchmark.extra_info["device_ms"] = device_ms
-        benchmark.extra_info["device_median_ms"] = float(np.median(device_ms))
+    if device is not None:
+        benchmark.extra_info.update(device.record())
     benchmark.extra_info.update(timing_record(rounds, warmup, pilot, wall_ms, policy.precision_pct,
                                               max_time_ms=policy.max_time_ms))
     benchmark.extra_info["gpu_state"] = {"before": before, "after": after}

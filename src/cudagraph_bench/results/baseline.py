@@ -1,25 +1,34 @@
 """``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the versioned per-GPU baseline file.
 
 A baseline is built from k >= :data:`~cudagraph_bench.results.noise.MIN_BASELINE_RUNS` separate runs of the
-same code on one GPU type (separate processes: what moves between runs is the noise a gate must
-tolerate, :mod:`cudagraph_bench.results.noise`). Schema 2::
+same code on one GPU type, on one or, better, several machines (separate processes: what moves between runs, and
+between machines, is the noise a gate must tolerate, :mod:`cudagraph_bench.results.noise`). Schema 3::
 
-    schema_version: 2, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
+    schema_version: 3, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
     environment: {cuda: machine_info["cuda"] of the newest run, python, ..., run_datetime},
-    sources: [{file, sha256, run_datetime, node}, ...]           (one per run)
-    thresholds: {min_reduction_pct, max_gated_len, regression_floor_pct, noise_multiplier, alpha},
+    sources: [{file, sha256, run_datetime, node, host, cpu}, ...]      (one per run; host: the GPU's UUID)
+    hosts: [{host, runs, cpu}, ...]
+    thresholds: {min_reduction_pct, max_gated_len, regression_floor_pct, noise_multiplier, alpha,
+                 cross_host_spread_pct, cross_host_df},
     cases: [{model, dtype, seq_len, gated, min_reduction_pct, n_runs,
              eager: {median_ms, p95_ms, run_medians_ms: [...]},
-             graph: {median_ms, p95_ms, run_medians_ms: [...], spread_pct},
+             graph: {median_ms, p95_ms, run_medians_ms: [...], run_hosts: [...], spread_pct,
+                     within_host_spread_pct, within_host_df, cross_host_spread_pct, host_medians_ms},
              reduction_pct, reduction_range_pct: [low, high]}, ...]
 
-``median_ms`` is the median of the run medians, ``p95_ms`` the median of the runs' p95s, ``spread_pct``
-the between-run spread of the graph medians (:func:`cudagraph_bench.results.noise.spread_pct`);
-``reduction_range_pct`` the lowest and highest per-run latency reduction. ``gate`` allows a graph
-median to be slower than ``median_ms`` by the case's tolerance,
-``max(regression_floor_pct, m * spread_pct * sqrt(1/k + 1/n))`` for n gated runs, where m is
+``median_ms`` is the median of the run medians (the graph's, over several hosts: the geometric mean of the host
+medians, each host weighing the same), ``p95_ms`` the median of the runs' p95s, ``spread_pct`` the between-run spread
+of the graph medians within a host (:func:`cudagraph_bench.results.noise.host_spread`; one host: of all runs),
+``cross_host_spread_pct`` the spread of the case's host medians and ``thresholds.cross_host_spread_pct`` that spread
+pooled over the gated cases; ``reduction_range_pct`` the lowest and highest per-run latency reduction. ``gate``
+allows a graph median to be slower than ``median_ms`` by the case's tolerance (:func:`case_tolerance`): with one
+host, ``max(regression_floor_pct, m * spread_pct * sqrt(1/k + 1/n))`` for n gated runs, where m is
 ``noise_multiplier`` or, when null (the default), Student's t quantile of k - 1 degrees of freedom
-(:func:`cudagraph_bench.results.noise.spread_multiplier`).
+(:func:`cudagraph_bench.results.noise.spread_multiplier`); with several hosts, the prediction interval of a new
+host's runs (:func:`cudagraph_bench.results.noise.across_hosts_tolerance_pct`) with the cross-host spread pooled over
+the gated cases: a slower machine is slower for every case (measured on two H200s: the second faster by 0.0-1.3% in
+all 24 gated cases, the plain capture/replay loop by the same), so the cases estimate one spread with one degree of
+freedom each, where one case alone has one. Schema 2 files (one host, no host record) are read as one host.
 Edit a case's ``gated`` or ``min_reduction_pct`` by hand to tune it (:func:`load_baseline` validates them
 as the CLI flags are validated). A run that recorded a failed correctness check, of any variant or suite
 (known peer failures excepted), is refused; a graph case without a recorded check is too, unless
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +56,9 @@ from cudagraph_bench.results.checks import failed_checks, own_and_peer
 from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: Schemas :func:`load_baseline` reads: 2 (one host, no host record) and 3.
+READABLE_SCHEMAS = (2, 3)
 KIND = "cudagraph-bench-baseline"
 DEFAULT_MIN_REDUCTION_PCT = 30.0
 #: Floor of the per-case regression tolerance (percent), see :mod:`cudagraph_bench.results.noise`.
@@ -70,6 +82,11 @@ class Baseline:
     def n_runs(self) -> int:
         """Runs the baseline was built from."""
         return len(self.data.get("sources") or [])
+
+    @property
+    def hosts(self) -> list[str]:
+        """The machines (GPU UUIDs) the baseline's runs came from; empty when its runs recorded none."""
+        return [h["host"] for h in self.data.get("hosts") or [] if isinstance(h, dict) and h.get("host")]
 
 
 def _environment(run: Run) -> dict:
@@ -106,7 +123,7 @@ def _point(ms: list[Measurement], figure: str = "wall") -> dict:
     p95s = [m.summary.p95_ms for m in ms if m.summary.p95_ms is not None]
     medians = [m.figure_ms(figure) for m in ms]
     point = {"median_ms": float(np.median(medians)), "p95_ms": float(np.median(p95s)) if p95s else None,
-             "run_medians_ms": medians}
+             "run_medians_ms": medians, "run_hosts": [m.environment.host for m in ms]}
     if figure != "wall":
         point.update(figure=figure, wall_run_medians_ms=[m.summary.median_ms for m in ms])
     return point
@@ -132,7 +149,10 @@ def stored_case(case: dict) -> dict:
                 "run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["run_medians_ms"]],
                 **({"wall_run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["wall_run_medians_ms"]]}
                    if "wall_run_medians_ms" in p else {}),
-                **({"spread_pct": _round(p["spread_pct"], 3)} if "spread_pct" in p else {})}
+                **{k: _round(p[k], 3) for k in ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct")
+                   if k in p},
+                **({"host_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["host_medians_ms"]]}
+                   if "host_medians_ms" in p else {})}
     return {**case, REF: point(case[REF]), GATED: point(case[GATED]),
             "reduction_pct": _round(case["reduction_pct"], 3),
             "reduction_range_pct": [_round(x, 3) for x in case["reduction_range_pct"]]}
@@ -198,7 +218,7 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     figure = "device" if all(m.device_ms is not None for g in groups.values() for m in g.get(GATED, [])) else "wall"
     if regression_floor_pct is None:
         regression_floor_pct = noise.FLOORS_PCT[figure]
-    cases = []
+    cases, spreads = [], []
     for (model, dtype, seq_len), by_variant in groups.items():
         eager, graph = by_variant.get(REF, []), by_variant.get(GATED, [])
         if min(len(eager), len(graph)) < min_runs:
@@ -207,7 +227,16 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
             continue
         e_point, g_point = _point(eager), _point(graph, figure)
         red, per_run_range = stats.runs_reduction_pct(e_point["run_medians_ms"], wall_medians(g_point))
-        g_point["spread_pct"] = noise.spread_pct(g_point["run_medians_ms"])
+        spread = noise.host_spread(g_point["run_medians_ms"], g_point["run_hosts"])
+        several = spread.n_hosts >= 2 and spread.within_pct is not None
+        g_point.update(spread_pct=spread.within_pct if several else noise.spread_pct(g_point["run_medians_ms"]),
+                       within_host_spread_pct=spread.within_pct, within_host_df=spread.within_df,
+                       cross_host_spread_pct=spread.cross_pct if several else None,
+                       host_medians_ms=list(spread.host_medians_ms))
+        if several:
+            g_point["median_ms"] = spread.center_ms
+            if seq_len <= max_gated_len:
+                spreads.append(spread)
         case = {
             "model": model, "dtype": dtype, "seq_len": seq_len,
             "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct, "n_runs": len(graph),
@@ -220,16 +249,26 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
         raise UsageError(f"no forward case was measured in {min_runs} of the {len(runs)} runs: give runs of the "
                          "same matrix")
     newest = max(runs, key=lambda r: r.environment.run_datetime or "")
+    cross, cross_df = noise.pooled_cross_host_pct(spreads)
+    hosts: dict[str, dict] = {}
+    for r in runs:
+        if r.environment.host:
+            entry = hosts.setdefault(r.environment.host, {"host": r.environment.host, "runs": 0,
+                                                          "cpu": r.environment.cpu_text})
+            entry["runs"] += 1
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
         "gpu_slug": newest.environment.gpu_slug,
         "environment": _environment(newest),
         "sources": [{"file": r.path.name, "sha256": r.sha256, "run_datetime": r.environment.run_datetime,
-                     "node": r.environment.node} for r in runs],
+                     "node": r.environment.node, "host": r.environment.host, "cpu": r.environment.cpu_text}
+                    for r in runs],
+        "hosts": list(hosts.values()),
         "thresholds": {"min_reduction_pct": min_reduction_pct, "max_gated_len": max_gated_len,
                        "regression_floor_pct": regression_floor_pct, "noise_multiplier": noise_multiplier,
-                       "alpha": alpha},
+                       "alpha": alpha, "cross_host_spread_pct": _round(cross, 3) if rounded else cross,
+                       "cross_host_df": cross_df if cross is not None else None},
         "cases": cases,
     }
 
@@ -275,7 +314,7 @@ def load_baseline(path: str | Path) -> Baseline:
     if data["schema_version"] == 1:
         raise InputFileError(f"baseline {path} is schema 1, built from a single run (no between-run noise model): "
                              f"rebuild it from 5 or more separate runs with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
-    if data["schema_version"] != SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_SCHEMAS:
         raise InputFileError(f"baseline {path} has unknown schema_version {data['schema_version']!r} "
                              f"(this cudagraph-bench reads {SCHEMA_VERSION}): regenerate it with "
                              f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
@@ -299,11 +338,17 @@ def load_baseline(path: str | Path) -> Baseline:
                 if not (isinstance(medians, list) and medians and all(
                         isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in medians)):
                     raise ValueError(f"case {_case_name(key)}: {variant}.run_medians_ms must be a list of positive ms")
-            spread = c[GATED].get("spread_pct")
-            if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread < 0
-                                       or len(c[GATED]["run_medians_ms"]) < 2):
-                raise ValueError(f"case {_case_name(key)}: graph.spread_pct must be a percent >= 0 from 2 or more "
-                                 "run medians, or null")
+            for field in ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct"):
+                spread = c[GATED].get(field)
+                if spread is not None and (not _finite_number(spread) or spread < 0
+                                           or len(c[GATED]["run_medians_ms"]) < 2):
+                    raise ValueError(f"case {_case_name(key)}: graph.{field} must be a finite percent >= 0 from 2 or "
+                                     "more run medians, or null")
+            hosts = c[GATED].get("run_hosts")
+            if hosts is not None and not (isinstance(hosts, list) and len(hosts) == len(c[GATED]["run_medians_ms"])
+                                          and all(h is None or isinstance(h, str) for h in hosts)):
+                raise ValueError(f"case {_case_name(key)}: graph.run_hosts must list one host (text or null) per run "
+                                 "median")
         if not cases:
             raise ValueError("it holds no cases")
         gpu = str(data["gpu_slug"])
@@ -312,7 +357,8 @@ def load_baseline(path: str | Path) -> Baseline:
             raise TypeError(f"thresholds must be an object, got {raw_thresholds!r}")
         thresholds = {}
         for key, parse in (*THRESHOLD_PARSERS.items(), ("noise_multiplier", parse_regression_pct),
-                           ("alpha", _parse_alpha)):
+                           ("alpha", _parse_alpha), ("cross_host_spread_pct", parse_regression_pct),
+                           ("cross_host_df", parse_count)):
             value = raw_thresholds.get(key)
             if value is None:
                 continue
@@ -340,6 +386,34 @@ def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, a
         fix = f"against a baseline of {gpu_slug}" if gpu_slug else f"runs recorded on {baseline.gpu_slug}"
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
                          f"{gpu_slug or 'no GPU'}: {command} {fix}, or pass --allow-gpu-mismatch to compare anyway")
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: float | None = None,
+                   figure: str = "wall") -> noise.RegressionCheck:
+    """The regression check of ``new_ms: [n]`` run medians (ms, one host's runs) against a baseline case, by the
+    rule of the module docstring: across hosts when the baseline measured the case on 2+ hosts (a cross-host
+    spread pooled over its gated cases, ``thresholds["cross_host_spread_pct"]``), else within one host.
+    ``floor_pct`` None: the baseline's ``regression_floor_pct``, else the figure's floor."""
+    floor = floor_pct if floor_pct is not None else float(
+        thresholds.get("regression_floor_pct", noise.FLOORS_PCT[figure]))
+    graph = base_case[GATED]
+    alpha = float(thresholds.get("alpha", noise.DEFAULT_ALPHA))
+    pooled = thresholds.get("cross_host_spread_pct")
+    hosts = graph.get("run_hosts") or []
+    n_hosts = len(graph.get("host_medians_ms") or [])
+    if pooled is not None and n_hosts >= 2 and graph.get("cross_host_spread_pct") is not None:
+        return noise.check_across_hosts(
+            graph["run_medians_ms"], hosts, float(graph["median_ms"]), new_ms,
+            within_pct=graph.get("within_host_spread_pct"), within_df=int(graph.get("within_host_df") or 0),
+            cross_pct=float(pooled),
+            cross_df=int(thresholds.get("cross_host_df") or 1), n_hosts=n_hosts, floor_pct=floor, alpha=alpha)
+    return noise.check_regression(graph["run_medians_ms"], new_ms, spread=graph.get("spread_pct"),
+                                  noise_source="baseline", floor_pct=floor,
+                                  multiplier=thresholds.get("noise_multiplier", noise.DEFAULT_MULTIPLIER), alpha=alpha)
 
 
 def _parse_alpha(text: str) -> float:
@@ -391,8 +465,8 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
 BASELINE_COLUMNS = [
     Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"), Column("n_runs", "runs", "d"),
     Column("eager_ms", "eager ms", ".3f"), Column("graph_ms", "graph ms", ".3f"), Column("figure", "graph figure"),
-    Column("graph_p95_ms", "graph p95", ".3f"), Column("spread_pct", "graph spread %", ".2f"),
-    Column("tolerance_pct", "tolerance %", ".2f"), Column("reduction_pct", "reduction %", ".1f"),
+    Column("graph_p95_ms", "graph p95", ".3f"), Column("spread_pct", "within-host spread %", ".2f"),
+    Column("cross_pct", "cross-host spread %", ".2f"), Column("tolerance_pct", "tolerance %", ".2f"), Column("reduction_pct", "reduction %", ".1f"),
     Column("range", "per-run reduction %"), Column("gated", "gated"),
 ]
 
@@ -404,13 +478,12 @@ def baseline_rows(doc: dict) -> list[dict]:
     rows = []
     for c in doc["cases"]:
         low, high = c["reduction_range_pct"]
-        spread = c[GATED].get("spread_pct")
+        check = case_tolerance(c, th, [c[GATED]["median_ms"]], figure=c[GATED].get("figure", "wall"))
         rows.append({"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"], "n_runs": c["n_runs"],
                      "eager_ms": c[REF]["median_ms"], "graph_ms": c[GATED]["median_ms"],
-                     "graph_p95_ms": c[GATED]["p95_ms"], "spread_pct": spread,
-                     "figure": c[GATED].get("figure", "wall"),
-                     "tolerance_pct": noise.tolerance_pct(spread, c["n_runs"], 1, floor_pct=th["regression_floor_pct"],
-                                                          multiplier=th.get("noise_multiplier")),
+                     "graph_p95_ms": c[GATED]["p95_ms"], "spread_pct": c[GATED].get("spread_pct"),
+                     "cross_pct": c[GATED].get("cross_host_spread_pct"),
+                     "figure": c[GATED].get("figure", "wall"), "tolerance_pct": check.tolerance_pct,
                      "reduction_pct": c["reduction_pct"], "range": f"[{low:.1f}, {high:.1f}]",
                      "gated": "yes" if c["gated"] else "no"})
     return rows

@@ -4,9 +4,11 @@
 Given N >= 6 separate runs of the same forward matrix on one GPU type (nothing changed between them,
 so every regression the rule reports is a false alarm), for every gated case's graph median:
 
-- **gate, leave one out**: each run in turn is gated against a baseline built from the other N-1 runs
-  (:func:`cudagraph_bench.results.noise.check_regression` with that baseline's spread): false alarms out of N;
-  then the held-out run's graph median is planted ``+p%`` slower (``--plant``): detection rate;
+- **gate, leave one out**: each run in turn is gated against a baseline built from the other N-1 runs, by the
+  gate's own rule (:func:`cudagraph_bench.results.baseline.build_baseline` and
+  :func:`~cudagraph_bench.results.baseline.case_tolerance`: across machines where the other runs came from several):
+  false alarms out of N; then the held-out run's graph median is planted ``+p%`` slower (``--plant``): detection
+  rate;
 - **compare, every ordered pair** of single runs (OLD, NEW), with the noise model of a baseline built
   from the other N-2 runs: false alarms out of N(N-1), detection of ``+p%`` planted on NEW;
 - **A/B, k against k** (``--ab-runs``, when N >= 2k): every split of the runs into a base and a head
@@ -38,7 +40,7 @@ DEFAULT_AB_RUNS = 5
 #: Largest planted change searched for the smallest detectable one, and its step (percent).
 SEARCH_MAX_PCT, SEARCH_STEP_PCT = 100.0, 0.5
 #: Cap on the A/B splits evaluated (all of them up to this; a fixed-seed sample beyond).
-MAX_SPLITS = 500
+MAX_SPLITS = 100
 
 
 @dataclass
@@ -53,13 +55,13 @@ class ModeResult:
     smallest_pct: float | None = None
 
 
-def _verdicts(trials: list[tuple[np.ndarray, np.ndarray, float | None, int | None]], plant_pct: float,
-              floor_pct: float, multiplier: float | None, alpha: float) -> list[bool]:
-    """Regression verdicts of (old medians, new medians, spread or None, its degrees of freedom) with
-    the new medians planted ``+plant_pct``."""
+def _verdicts(trials: list, plant_pct: float, floor_pct: float, multiplier: float | None, alpha: float) -> list[bool]:
+    """Regression verdicts of the trials with the new medians planted ``+plant_pct``: a trial is (old medians, new
+    medians, spread or None, its degrees of freedom), or a function of the planted factor that gives the verdict."""
     factor = 1.0 + plant_pct / 100.0
-    return [noise.check_regression(old, new * factor, spread=spread, floor_pct=floor_pct, multiplier=multiplier,
-                                   alpha=alpha, df=df).regressed for old, new, spread, df in trials]
+    return [trial(factor) if callable(trial) else
+            noise.check_regression(trial[0], trial[1] * factor, spread=trial[2], floor_pct=floor_pct,
+                                   multiplier=multiplier, alpha=alpha, df=trial[3]).regressed for trial in trials]
 
 
 def _mode(pairs, plants, floor_pct, multiplier, alpha) -> ModeResult:
@@ -137,23 +139,28 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
     out = []
     groups = merged_forward_groups(runs)
     floor_pct = floor_for(runs) if floor_pct is None else floor_pct
+    held_out = [_held_out_baseline(runs, i, max_gated_len, multiplier, alpha) for i in range(n)]
     for (model, dtype, seq_len), by_variant in groups.items():
         graph = by_variant.get(GATED, [])
         if seq_len > max_gated_len or len(graph) < n:
             continue
         medians = np.array([m.gated_ms for m in graph])
-        others = [np.delete(medians, i) for i in range(n)]
-        gate_pairs = [(others[i], medians[i:i + 1], _spread(others[i]), n - 2) for i in range(n)]
+        gate_pairs = [_gate_trial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
+                      for i in range(n)]
         pair_trials = []
         for i, j in itertools.permutations(range(n), 2):
             rest = np.delete(medians, [i, j])
             pair_trials.append((medians[i:i + 1], medians[j:j + 1], _spread(rest), n - 3))
-        ab_trials = ([(medians[list(b)], medians[list(h)], None, None) for b, h in _splits(n, ab_runs)]
-                     if n >= 2 * ab_runs else [])
+        # a planted factor shifts every log median of the head group alike, so the pooled spread is the same for
+        # every plant: computed once per split
+        ab_trials = ([(medians[list(b)], medians[list(h)],
+                       noise.pooled_spread_pct([medians[list(b)], medians[list(h)]]), 2 * ab_runs - 2)
+                      for b, h in _splits(n, ab_runs)] if n >= 2 * ab_runs else [])
         spread_all = _spread(medians)
+        tolerances = [t.tolerance_pct for t in gate_pairs]
         out.append(CaseCalibration(
             model=model, dtype=dtype, seq_len=seq_len, n_runs=n, spread_pct=spread_all,
-            gate_tolerance_pct=noise.tolerance_pct(spread_all, n - 1, 1, floor_pct=floor_pct, multiplier=multiplier),
+            gate_tolerance_pct=float(np.median(tolerances)),
             gate=_mode(gate_pairs, plants, floor_pct, multiplier, alpha),
             pairs=_mode(pair_trials, plants, floor_pct, multiplier, alpha),
             ab=_mode(ab_trials, plants, floor_pct, multiplier, alpha)))
@@ -161,6 +168,35 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         raise UsageError(f"no gated case (prompt length <= {max_gated_len}) is measured in all {n} runs: give runs "
                          "of the same matrix")
     return out
+
+
+def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: float | None, alpha: float) -> dict:
+    """The baseline document of every run but run ``i`` (as ``cudagraph-bench baseline`` builds it, unrounded)."""
+    from cudagraph_bench.results.baseline import build_baseline
+
+    others = runs[:i] + runs[i + 1:]
+    return build_baseline(others, min_runs=len(others), allow_unchecked=True, rounded=False, max_gated_len=max_gated_len,
+                          noise_multiplier=multiplier, alpha=alpha)
+
+
+class _GateTrial:
+    """One held-out run's graph figure against the baseline of the others, by the gate's rule; called with a planted
+    factor, gives the verdict. ``tolerance_pct``: the tolerance of the unplanted comparison."""
+
+    def __init__(self, doc: dict, key: tuple, new_ms: float, floor_pct: float):
+        from cudagraph_bench.results.baseline import case_tolerance
+
+        self._check = lambda factor: case_tolerance(self._case, doc["thresholds"], [new_ms * factor],
+                                                    floor_pct=floor_pct, figure=self._case[GATED].get("figure", "wall"))
+        self._case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
+        self.tolerance_pct = self._check(1.0).tolerance_pct
+
+    def __call__(self, factor: float) -> bool:
+        return self._check(factor).regressed
+
+
+def _gate_trial(doc: dict, key: tuple, new_ms: float, floor_pct: float) -> _GateTrial:
+    return _GateTrial(doc, key, new_ms, floor_pct)
 
 
 def floor_for(runs: list[Run]) -> float:
@@ -226,26 +262,46 @@ def summary(results: list[CaseCalibration], plants: tuple[float, ...]) -> str:
 
 
 def render_markdown(runs: list[Run], results: list[CaseCalibration], plants: tuple[float, ...], line: str,
-                    floor_pct: float, multiplier: float | None, alpha: float, ab_runs: int) -> str:
-    """The calibration page."""
+                    floor_pct: float, multiplier: float | None, alpha: float, ab_runs: int,
+                    plain: list[Run] = ()) -> str:
+    """The calibration page; ``plain``: runs of the plain capture/replay loop beside ``runs`` (the spread table)."""
+    from cudagraph_bench.results import process_spread
+
     env = runs[0].environment
-    sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, host `{r.environment.node}`)"
-                        for r in runs)
+    hosts = process_spread.hosts_of(runs)
+    sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, GPU "
+                        f"`{process_spread.host_label(r.environment.host)}`, CPU {r.environment.cpu_text or '?'})"
+                        for r in [*runs, *plain])
     k = results[0].n_runs
+    spread = process_spread.spread_rows(runs, list(plain))
+    cols, shown = process_spread.spread_table(spread, hosts)
     return "\n".join([
         "# How trustworthy the gate's regression rule is", "",
         f"Generated by `cudagraph-bench calibrate` from {len(runs)} separate runs of the same code and forward "
         f"matrix on {env.gpu_name or env.gpu_slug} (torch {env.torch}, transformers "
-        f"{env.transformers}); never edited by hand. Nothing changed between the runs, so every "
-        "regression reported below is a false alarm; the planted changes multiply a run's graph median.", "",
-        f"Rule ({'`cudagraph_bench.results.noise`'}): a graph median regressed when its change exceeds "
-        f"`max({floor_pct:g}%, m x spread x sqrt(1/n_old + 1/n_new))` and, where the run counts allow "
-        f"it, a one-sided Mann-Whitney U test of the run medians gives p < {alpha:g}. spread: normal-scaled MAD "
-        "of the log run medians; m: "
+        f"{env.transformers}), on {len(hosts)} machine(s) told apart by their GPU's UUID; never edited by hand. "
+        "Nothing changed between the runs, so every regression reported below is a false alarm; the planted changes "
+        "multiply a run's graph median.", "",
+        "## Spread between processes and between machines", "",
+        "The gated figure is the device-side time of a graph replay: CUDA events around blocks of replays queued "
+        "behind a held stream (`cudagraph_bench.measure.timing.back_to_back_ms`), so the host's time to queue a "
+        "call never enters it. Span = (max - min) / median of the run medians of one machine's processes; across "
+        "machines: of the machines' medians. The plain loop (`scripts/device/plain_loop`: torch and "
+        "pytest-benchmark only) ran in the same jobs.", "",
+        render_table(cols, shown, fmt="markdown"), "", f"**{process_spread.verdict(spread)}.**", "",
+        "## False alarms and detection", "",
+        f"Rule (`cudagraph_bench.results.baseline.case_tolerance`): a graph median regressed when its change against "
+        f"the baseline exceeds the case's tolerance and, where the run counts allow it, a one-sided Mann-Whitney U "
+        f"test of the run medians gives p < {alpha:g}. A baseline of one machine: `max({floor_pct:g}%, m x spread x "
+        "sqrt(1/n_old + 1/n_new))`, spread the normal-scaled MAD of the log run medians, m "
         + (f"{multiplier:g}" if multiplier is not None else
-           f"Student's t quantile at {1 - noise.DEFAULT_TAIL:g} with the spread's degrees of freedom "
-           "(runs - 1; pooled A/B groups: runs - 2)") + ".", "",
-        f"- gate: each run against a baseline of the other {k - 1} (leave one out): {k} trials per case.",
+           f"Student's t quantile at {1 - noise.DEFAULT_TAIL:g} with the spread's degrees of freedom") +
+        f". A baseline of several machines: `max({floor_pct:g}%, t x sqrt(cross^2 (1 + 1/machines) + within^2 "
+        "(1/n_old + 1/n_new)))`, the prediction interval of a run of another machine, cross the spread of the "
+        "machines' medians pooled over the gated cases, within the spread inside a machine, t at "
+        f"{1 - noise.DEFAULT_TAIL:g} with Welch-Satterthwaite degrees of freedom.", "",
+        f"- gate: each run against a baseline of the other {k - 1} (leave one out, the gate's own rule): {k} trials "
+        "per case; the tolerance shown is their median.",
         f"- pair: `compare OLD NEW` of every ordered pair of single runs, noise model from the other {k - 2}: "
         f"{k * (k - 1)} trials per case.",
         f"- A/B: {ab_runs} base runs against {ab_runs} head runs, every split (at most {MAX_SPLITS}), spread pooled "

@@ -17,7 +17,10 @@ For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmar
   Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`).
 
 A case is *marginal* when its 95% interval (one run: percentile bootstrap of its rounds; several runs:
-the range of the per-run reductions) straddles the threshold; the verdict still follows the median.
+the range of the per-run reductions) straddles the threshold; the verdict still follows the median. Every gated
+case shows its *margin*, the reduction minus the threshold in points; a margin under :data:`MARGIN_WARN_POINTS`
+is a warning, not a failure: at batch 1 eager is host-bound, so the reduction moves with the runner's CPU (the
+header names it), and a slower or faster runner can take a case across the threshold with no change of code.
 Other variants (padded, bucketed, compile, compile+graph) are shown against eager; their reductions are
 never gated, their checks always are.
 
@@ -45,7 +48,7 @@ from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline,
-                                              check_baseline_gpu, load_baseline)
+                                              case_tolerance, check_baseline_gpu, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.paths import checkout_root, default_baseline
 from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_note
@@ -53,6 +56,10 @@ from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, di
                                      merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
+
+#: A gated case whose reduction clears its threshold by fewer points than this is named in a warning (no failure).
+MARGIN_WARN_POINTS = 10.0
+
 
 def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
     """``(status, detail)`` of one variant over several runs: ``"fail"`` when any run's check failed
@@ -107,6 +114,16 @@ class GateVerdict:
     def unchecked(self) -> bool:
         """Gated, no correctness check recorded, and not ``--allow-unchecked`` (fails the gate)."""
         return self.gated and self.check == "unchecked" and not self.allow_unchecked
+
+    @property
+    def margin_pts(self) -> float | None:
+        """Gated: the reduction minus its threshold, in percentage points (negative: below it); else None."""
+        return self.reduction_pct - self.min_reduction_pct if self.gated else None
+
+    @property
+    def thin_margin(self) -> bool:
+        """Gated, at or above its threshold, by fewer than :data:`MARGIN_WARN_POINTS` points (a warning)."""
+        return self.gated and 0 <= self.margin_pts < MARGIN_WARN_POINTS
 
     @property
     def marginal(self) -> bool:
@@ -181,6 +198,24 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
     return baseline
 
 
+def require_baseline_figure(runs: list[Run], baseline: Baseline | None) -> None:
+    """Raise UsageError when a run's graph case that the baseline holds lacks the figure the baseline compares (a
+    device-side baseline and a run of an older plugin, without ``extra_info["device_median_ms"]``): its regression
+    check would be skipped without a word."""
+    if baseline is None:
+        return
+    for run in runs:
+        missing = [label for key, by_variant in forward_groups(run).items()
+                   if (case := baseline.cases.get(key)) is not None and case[GATED].get("figure") == "device"
+                   and GATED in by_variant and by_variant[GATED].device_ms is None
+                   for label in ["{} {} L={}".format(*key)]]
+        if missing:
+            raise UsageError(f"{run.path}: {plural(len(missing), 'graph case')} ({first_items(missing)}) recorded no "
+                             f"device-side figure (extra_info.device_median_ms), which baseline {baseline.path} "
+                             "compares: rerun with this version of the suite, or give --baseline of runs recorded "
+                             "like this one")
+
+
 def require_graph_variant(run: Run) -> None:
     """Raise InputFileError when the run's forward benchmarks hold no ``graph`` variant at all (an
     eager-only run, e.g. ``cudagraph-bench run --device cpu``): there is nothing to gate."""
@@ -244,21 +279,17 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
 def _regression(base_case: dict | None, ms: list[Measurement], th: dict,
                 max_regression_pct: float | None) -> noise.RegressionCheck | None:
     """The gated figure of ``ms`` (one measurement per run) against the baseline case, in the figure the baseline
-    stored (the device-side one, or the synchronized wall median of older baselines); None without a case or when
-    a run lacks that figure. The floor: ``max_regression_pct``, else the baseline's, else the figure's
-    (:data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
+    stored (the device-side one, or the synchronized wall median of older baselines), by
+    :func:`~cudagraph_bench.results.baseline.case_tolerance` (across hosts where the baseline measured several);
+    None without a case or when a run lacks that figure. The floor: ``max_regression_pct``, else the baseline's,
+    else the figure's (:data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
     if base_case is None:
         return None
     figure = base_case[GATED].get("figure", "wall")
     new = [m.figure_ms(figure) for m in ms]
     if any(x is None for x in new):
         return None
-    floor = max_regression_pct if max_regression_pct is not None else float(
-        th.get("regression_floor_pct", noise.FLOORS_PCT[figure]))
-    return noise.check_regression(base_case[GATED]["run_medians_ms"], new, spread=base_case[GATED].get("spread_pct"),
-                                  noise_source="baseline", floor_pct=floor,
-                                  multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
-                                  alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)))
+    return case_tolerance(base_case, th, new, floor_pct=max_regression_pct, figure=figure)
 
 
 COLUMNS = [
@@ -266,7 +297,7 @@ COLUMNS = [
     Column("n_runs", "runs", "d"),
     Column("eager_median_ms", "eager ms", ".3f"), Column("median_ms", "median ms", ".3f"),
     Column("reduction_pct", "reduction %", ".1f"), Column("ci", "95% CI / run range", align="right"),
-    Column("min_reduction_pct", "min %", "g"), Column("check", "check"),
+    Column("min_reduction_pct", "min %", "g"), Column("margin_pts", "margin pts", "+z.1f"), Column("check", "check"),
     Column("baseline_median_ms", "baseline ms", ".3f"),
     Column("change_pct", "vs baseline %", "+z.1f"), Column("tolerance_pct", "tolerance %", ".1f"),
     Column("p_value", "rank p", ".3f"), Column("status", "status"),  # z: never "-0.0"
@@ -279,6 +310,7 @@ def rows(results: list[GateVerdict]) -> list[dict]:
     for r in results:
         reg = r.regression
         row = {**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
+               "margin_pts": r.margin_pts,
                "status": r.status, "baseline_median_ms": reg.old_median_ms if reg else None,
                "change_pct": reg.change_pct if reg else None, "tolerance_pct": reg.tolerance_pct if reg else None,
                "p_value": reg.p_value if reg else None}
@@ -330,6 +362,11 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
                          f"{low.reduction_pct:.1f}%: {low.label})")
         else:
             parts.append("no gated cases in this run (nothing checked against the threshold)")
+    thin = [r for r in results if r.thin_margin]
+    if thin:
+        parts.append(f"warning: {plural(len(thin), 'gated case')} within {MARGIN_WARN_POINTS:g} points of the "
+                     f"threshold ({first_items([f'{r.label} {r.margin_pts:+.1f}' for r in thin])}): eager is "
+                     "host-bound at batch 1, so a slower runner CPU can take it below")
     if baseline is not None:
         in_run = {(r.model, r.dtype, r.seq_len) for r in results}
         not_in_run = len(set(baseline.cases) - in_run)
@@ -363,6 +400,9 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
     what += env.versions(("torch", "cuda_runtime"))
     if env.commit_id:
         what.append(f"commit {env.commit_id[:12]}{' (dirty)' if env.commit_dirty else ''}")
+    cpus = sorted({r.environment.cpu_text for r in runs if r.environment.cpu_text})
+    what.append(f"runner CPU {' / '.join(cpus) if cpus else 'not recorded'}")
+    hosts = sorted({r.environment.host for r in runs if r.environment.host})
     planted = sorted({r.environment.planted_fault for r in runs if r.environment.planted_fault})
     if planted:
         what.append(f"self-test run with the planted fault {', '.join(planted)}")
@@ -370,7 +410,11 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
         return [", ".join(what), "no baseline (--no-baseline: regression check skipped)"]
     reg = next((r.regression for r in results if r.regression is not None), None)
     rule = reg.rule_text if reg else "no case in common"
-    base = f"baseline {baseline.path} (GPU {baseline.gpu_slug}, {plural(baseline.n_runs, 'run')}; {rule})"
+    known = [h for h in hosts if h in baseline.hosts]
+    where = (f"{plural(len(baseline.hosts), 'host')}" + (", this run's among them" if known else
+                                                          ", this run's not among them" if hosts else "")
+             if baseline.hosts else "hosts not recorded")
+    base = f"baseline {baseline.path} (GPU {baseline.gpu_slug}, {plural(baseline.n_runs, 'run')} on {where}; {rule})"
     return [", ".join(what), base]
 
 

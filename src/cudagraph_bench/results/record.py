@@ -121,6 +121,8 @@ class Environment:
         commit_dirty: the working tree had uncommitted changes.
         run_datetime: when the run started, ISO 8601 as written (pytest-benchmark writes UTC).
         node: host name (``machine_info.node``).
+        gpu_uuid: the GPU's UUID (``machine_info.cuda.gpu_uuid``, e.g. ``"GPU-5b1c..."``), None for runs that did not
+            record it; :attr:`host` reads it.
         cpu_affinity: the CPUs the process could run on, e.g. ``"0-15"``.
         cpu_brand: the host CPU (``machine_info.cpu.brand_raw``); cpu_count: its cores.
         python_version, python_implementation, system, release, machine: from ``machine_info``.
@@ -144,6 +146,7 @@ class Environment:
     commit_dirty: bool = False
     run_datetime: str | None = None
     node: str | None = None
+    gpu_uuid: str | None = None
     cpu_affinity: str | None = None
     cpu_brand: str | None = None
     cpu_count: int | None = None
@@ -161,6 +164,19 @@ class Environment:
     def on_gpu(self) -> bool:
         """The run recorded a CUDA fingerprint (a GPU run)."""
         return self.cuda_fingerprint is not None
+
+    @property
+    def host(self) -> str | None:
+        """The machine a GPU run came from: its GPU's UUID (one GPU is in one machine; host names of cloud machines
+        repeat, e.g. ``vm``), or None when the run did not record it."""
+        return self.gpu_uuid
+
+    @property
+    def cpu_text(self) -> str | None:
+        """The runner's CPU as a report names it, e.g. ``"Intel(R) Xeon(R) Platinum 8480C, 16 cores"``, or None."""
+        if not self.cpu_brand:
+            return None
+        return self.cpu_brand + (f", {self.cpu_count} cores" if self.cpu_count else "")
 
     def versions(self, keys: tuple[str, ...] = ("torch", "cuda_runtime", "driver", "transformers"),
                  labels: dict[str, str] | None = None) -> list[str]:
@@ -315,7 +331,7 @@ def decode_environment(data: dict) -> Environment:
         driver=_text(gpu.get("driver")), cuda_runtime=_text(gpu.get("cuda_runtime")), torch=_text(gpu.get("torch")),
         transformers=_text(gpu.get("transformers")), pytest_benchmark=_text(data.get("version")),
         commit_id=_text((commit or {}).get("id")) or None, commit_dirty=bool((commit or {}).get("dirty")),
-        run_datetime=_text(data.get("datetime")), node=_text(info.get("node")),
+        run_datetime=_text(data.get("datetime")), node=_text(info.get("node")), gpu_uuid=_text(gpu.get("gpu_uuid")) or None,
         cpu_affinity=_text(info.get("cpu_affinity")), cpu_brand=_text(cpu.get("brand_raw")) or None,
         cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
         python_version=_text(info.get("python_version")), python_implementation=_text(info.get("python_implementation")),

@@ -78,11 +78,17 @@ def _without(args: list[str], flags: tuple[str, ...]) -> list[str]:
     return out
 
 
-def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print) -> dict[str, Path | None]:
+def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print, resume: bool = False) -> dict[str, Path | None]:
     """Run ``runs`` one after another (their JSON and logs in ``out``); returns ``{name: JSON path or None}`` (None:
-    the process wrote no run; its log says why)."""
+    the process wrote no run; its log says why). ``resume``: a run whose JSON is already in ``out`` (a finished run
+    of a stopped self-test) is kept, not run again."""
     done = {}
     for i, r in enumerate(runs, 1):
+        kept = next((p for p in (out / f"{r.name}.json", out / f"{r.name}.json.gz") if p.is_file()), None)
+        if resume and kept is not None:
+            done[r.name] = kept
+            log(f"selftest: {i}/{len(runs)} {r.name}: kept from the stopped self-test")
+            continue
         outcome = run_pytest(PytestRun(tree, out / f"{r.name}.json", r.args))
         done[r.name] = outcome.json_path
         state = "ok" if outcome.json_path is not None else f"no run written (exit {outcome.returncode})"

@@ -1,0 +1,107 @@
+"""How far the gated device-side figure moves between processes, within one machine and across machines, beside the
+plain capture/replay loop's (``scripts/device/plain_loop``: torch and pytest-benchmark only) in the same jobs (no
+torch).
+
+The target (nvbench's and asv's advice: know the noise before setting a threshold): on each machine, every gated
+device median spans at most the larger of :data:`MAX_SPAN_PCT` and :data:`MAX_SPAN_VS_PLAIN` times the plain loop's
+span on that machine. Span = ``100 * (max - min) / median`` of the run medians (:func:`span_pct`).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
+from cudagraph_bench.results.runfile import Run, forward_cases
+from cudagraph_bench.table import Column
+from cudagraph_bench.variants import GATED
+
+#: Target of the gated figure's spread between processes on one machine: at most the larger of this many percent and
+#: :data:`MAX_SPAN_VS_PLAIN` times the plain loop's span on that machine.
+MAX_SPAN_PCT, MAX_SPAN_VS_PLAIN = 1.0, 1.5
+#: Figures of the harness whose spread :func:`figure_spans` shows: the synchronized wall median, the CUDA-event median
+#: of the same per-call rounds, the device-side figure (the gated one).
+FIGURES = (("wall", lambda m: m.summary.median_ms), ("event", lambda m: m.extra_info.get("event_median_ms")),
+           ("device", lambda m: m.device_ms))
+
+
+def span_pct(values) -> float | None:
+    """``100 * (max - min) / median`` of ``values`` (ms; None entries left out), None for fewer than 2."""
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return None
+    return 100.0 * (max(values) - min(values)) / statistics.median(values)
+
+
+def host_label(host: str | None) -> str:
+    """A machine as a table names it: the first 8 characters of its GPU's UUID after ``GPU-``, or ``?``."""
+    return host.removeprefix("GPU-")[:8] if host else "?"
+
+
+def _by_case(runs: list[Run]) -> dict:
+    """``{(model, dtype, seq_len): [(host, measurement), ...]}`` of the gated graph benchmarks of ``runs``."""
+    out: dict = {}
+    for run in runs:
+        for case, m in forward_cases(run).items():
+            if case.variant == GATED and case.seq_len <= DEFAULT_MAX_GATED_LEN:
+                out.setdefault(case.without_variant(), []).append((run.environment.host, m))
+    return out
+
+
+def hosts_of(runs: list[Run]) -> list[str | None]:
+    """The machines of ``runs`` in the order they first appear."""
+    return list(dict.fromkeys(r.environment.host for r in runs))
+
+
+def spread_rows(harness: list[Run], plain: list[Run] = ()) -> list[dict]:
+    """Per gated case: ``label``; per machine of the ``harness`` runs, the device figure's span within it
+    (``within``: ``{host: span}``) and the plain loop's on the same machine (``plain_within``); ``across``: the span
+    of the machines' medians (harness), ``plain_across`` (the plain loop's); ``ok``: every machine meets the target
+    (module docstring)."""
+    harness_cases, plain_cases = _by_case(harness), _by_case(list(plain))
+    hosts = hosts_of(harness)
+    rows = []
+    for key in sorted(harness_cases):
+        def per_host(pairs):
+            grouped: dict = {}
+            for host, m in pairs:
+                grouped.setdefault(host, []).append(m.device_ms)
+            return grouped
+
+        mine, loop = per_host(harness_cases[key]), per_host(plain_cases.get(key, []))
+        within = {h: span_pct(mine.get(h, [])) for h in hosts}
+        plain_within = {h: span_pct(loop.get(h, [])) for h in hosts}
+        ok = all(within[h] is None or within[h] <= max(MAX_SPAN_PCT, MAX_SPAN_VS_PLAIN * (plain_within[h] or 0.0))
+                 for h in hosts)
+        medians = [statistics.median([x for x in v if x is not None]) for v in mine.values()
+                   if any(x is not None for x in v)]
+        plain_medians = [statistics.median([x for x in v if x is not None]) for v in loop.values()
+                         if any(x is not None for x in v)]
+        rows.append({"label": "{} {} L={}".format(*key), "within": within, "plain_within": plain_within,
+                     "across": span_pct(medians) if len(medians) >= 2 else None,
+                     "plain_across": span_pct(plain_medians) if len(plain_medians) >= 2 else None, "ok": ok})
+    return rows
+
+
+def _cells(spans: dict) -> str:
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in spans.values())
+
+
+def spread_table(rows: list[dict], hosts: list[str | None]) -> tuple[list[Column], list[dict]]:
+    """Columns and rows to render :func:`spread_rows` (one cell per kind, the machines' values side by side in
+    the order of ``hosts``)."""
+    names = " / ".join(host_label(h) for h in hosts)
+    cols = [Column("label", "case"), Column("within", f"harness device span % ({names})"),
+            Column("plain_within", f"plain loop device span % ({names})"), Column("ok", "within target"),
+            Column("across", "harness across machines %", ".2f"),
+            Column("plain_across", "plain loop across machines %", ".2f")]
+    return cols, [{**r, "within": _cells(r["within"]), "plain_within": _cells(r["plain_within"]),
+                   "ok": "yes" if r["ok"] else "NO"} for r in rows]
+
+
+def verdict(rows: list[dict]) -> str:
+    """One line: whether every case meets the target, else which do not."""
+    bad = [r["label"] for r in rows if not r["ok"]]
+    rule = f"at most the larger of {MAX_SPAN_PCT:g}% and {MAX_SPAN_VS_PLAIN:g}x the plain loop's span on its machine"
+    return (f"every gated device median spans {rule}" if not bad else
+            f"{len(bad)} case(s) outside the target ({rule}): {', '.join(bad)}")

@@ -1,0 +1,133 @@
+"""A baseline built on several machines (runs told apart by their GPU's UUID): each gated case keeps its spread within
+a machine and across machines, and the gate's tolerance for a run of a machine not in the baseline covers the
+cross-machine part. Runs are copies of the real H200 fixture scaled per run and per machine; every expectation is
+computed here from the fixture's rounds, the factors and scipy."""
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import median_abs_deviation, t
+
+from cudagraph_bench.results import noise
+from cudagraph_bench.results.baseline import load_baseline
+from h200_fixture import DOC, bench, checked, run_cli, scaled, write
+
+GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
+CHECKED = checked(DOC)
+#: Graph factors of the runs of each machine: machine B is 2% slower than A, each with its own run-to-run noise.
+HOSTS = {"GPU-aaaa": (1.000, 1.004, 0.997, 1.002, 0.999), "GPU-bbbb": (1.021, 1.018, 1.024, 1.020, 1.017)}
+KEY = ("gpt2", "float32", 16)
+
+
+@pytest.fixture(autouse=True)
+def no_default_baseline(tmp_path, monkeypatch):
+    from h200_fixture import no_default_baseline_fixture
+
+    return no_default_baseline_fixture(tmp_path, monkeypatch)
+
+
+def host_run(factor: float, host: str, minute: int) -> dict:
+    run = scaled(CHECKED, factor, {"graph"})
+    run["machine_info"]["cuda"]["gpu_uuid"] = host
+    run["machine_info"]["node"] = "vm"
+    run["datetime"] = f"2026-11-29T11:{minute:02d}:00+00:00"
+    return run
+
+
+@pytest.fixture
+def runs(tmp_path):
+    paths, minute = [], 0
+    for host, factors in HOSTS.items():
+        for f in factors:
+            minute += 1
+            paths.append(write(host_run(f, host, minute), tmp_path / "runs" / f"run-{minute}.json"))
+    return paths
+
+
+@pytest.fixture
+def baseline_path(tmp_path, capsys, runs):
+    path = tmp_path / "b.json"
+    rc, _, err = run_cli(capsys, "baseline", *runs, "-o", path)
+    assert rc == 0, err
+    return path
+
+
+def graph_median(key, factor):
+    return float(np.median(np.asarray(bench(DOC, *key, "graph")["stats"]["data"]) * 1000.0 * factor))
+
+
+def test_each_case_keeps_its_spread_within_and_across_machines(baseline_path):
+    doc = json.loads(baseline_path.read_text())
+    assert [h["host"] for h in doc["hosts"]] == list(HOSTS) and [h["runs"] for h in doc["hosts"]] == [5, 5]
+    assert [s["host"] for s in doc["sources"]] == [h for h, fs in HOSTS.items() for _ in fs]
+    case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == KEY)
+    per_host = {h: [graph_median(KEY, f) for f in fs] for h, fs in HOSTS.items()}
+    residuals = np.concatenate([np.log(v) - np.median(np.log(v)) for v in per_host.values()])
+    within = 100 * median_abs_deviation(residuals, scale="normal") * math.sqrt(10 / 8)
+    host_medians = [np.median(v) for v in per_host.values()]
+    cross = 100 * np.std(np.log(host_medians), ddof=1)
+    g = case["graph"]
+    assert g["run_hosts"] == [h for h, fs in HOSTS.items() for _ in fs]
+    assert g["within_host_spread_pct"] == pytest.approx(within, abs=1e-3) == g["spread_pct"]
+    assert g["cross_host_spread_pct"] == pytest.approx(cross, abs=1e-3)
+    assert g["within_host_df"] == 8
+    # the centre weighs each machine the same: the geometric mean of the machine medians
+    assert g["median_ms"] == pytest.approx(math.exp(np.mean(np.log(host_medians))), rel=1e-6)
+    # the pooled cross-machine spread: root mean square over the gated cases, one degree of freedom each
+    gated = [c for c in doc["cases"] if c["gated"]]
+    pooled = math.sqrt(np.mean([c["graph"]["cross_host_spread_pct"] ** 2 for c in gated]))
+    assert doc["thresholds"]["cross_host_spread_pct"] == pytest.approx(pooled, abs=2e-3)
+    assert doc["thresholds"]["cross_host_df"] == len(gated)
+
+
+def expected_tolerance(doc, case, n_new=1):
+    """The rule written out: prediction interval of a new machine's runs, Welch-Satterthwaite degrees of freedom."""
+    g, th = case["graph"], doc["thresholds"]
+    cross = max(th["cross_host_spread_pct"], g["cross_host_spread_pct"])
+    c_var = cross ** 2 * (1 + 1 / 2)
+    w_var = g["within_host_spread_pct"] ** 2 * (1 / 10 + 1 / n_new)
+    df = (c_var + w_var) ** 2 / (c_var ** 2 / th["cross_host_df"] + w_var ** 2 / g["within_host_df"])
+    return max(th["regression_floor_pct"], t.ppf(1 - noise.DEFAULT_TAIL, df) * math.sqrt(c_var + w_var))
+
+
+@pytest.mark.parametrize("side", [-1, +1])
+def test_a_run_of_another_machine_is_gated_with_the_cross_machine_tolerance(tmp_path, capsys, baseline_path, side):
+    doc = json.loads(baseline_path.read_text())
+    case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == KEY)
+    tol = expected_tolerance(doc, case)
+    # a run of a third machine, every graph slower than the centre by the tolerance -/+ 0.3 points
+    center = case["graph"]["median_ms"]
+    factor = center * (1 + (tol + side * 0.3) / 100) / graph_median(KEY, 1.0)
+    new = host_run(factor, "GPU-cccc", 59)
+    for b in new["benchmarks"]:          # only the one case changes: the others stay at machine A's speed
+        if b["extra_info"].get("suite") == "forward" and (b["extra_info"]["model"], b["extra_info"]["dtype"],
+                                                          b["extra_info"]["seq_len"]) != KEY:
+            orig = bench(CHECKED, b["extra_info"]["model"], b["extra_info"]["dtype"], b["extra_info"]["seq_len"],
+                         b["extra_info"]["variant"])
+            b["stats"] = copy.deepcopy(orig["stats"])
+    path = write(new, tmp_path / "new.json")
+    rc, out, err = run_cli(capsys, "gate", path, "--baseline", baseline_path)
+    line = next(x for x in out.splitlines() if x.startswith("gate "))
+    label = "{} {} L={}".format(*KEY)
+    assert rc == (0 if side < 0 else 1), line
+    assert (f"{label} graph median" in line) == (side > 0), line
+    row = next(x.split() for x in out.splitlines() if x.split()[:4] == [KEY[0], KEY[1], str(KEY[2]), "graph"])
+    assert f"{tol:.1f}" in row, (row, tol)
+    assert "2 hosts, this run's not among them" in out and "cross-host spread" in out
+
+
+def test_one_machine_baseline_says_the_cross_machine_part_is_not_measured(tmp_path, capsys, runs):
+    path = tmp_path / "one.json"
+    rc, _, err = run_cli(capsys, "baseline", *runs[:5], "-o", path)
+    assert rc == 0, err
+    doc = json.loads(path.read_text())
+    assert doc["thresholds"]["cross_host_spread_pct"] is None and len(doc["hosts"]) == 1
+    case = load_baseline(path).cases[KEY]
+    assert case["graph"]["cross_host_spread_pct"] is None
+    # one machine: the spread of every run (within it), as before
+    medians = [graph_median(KEY, f) for f in HOSTS["GPU-aaaa"]]
+    assert case["graph"]["spread_pct"] == pytest.approx(
+        100 * median_abs_deviation(np.log(medians), scale="normal"), abs=1e-3)
