@@ -131,3 +131,32 @@ def test_one_machine_baseline_says_the_cross_machine_part_is_not_measured(tmp_pa
     medians = [graph_median(KEY, f) for f in HOSTS["GPU-aaaa"]]
     assert case["graph"]["spread_pct"] == pytest.approx(
         100 * median_abs_deviation(np.log(medians), scale="normal"), abs=1e-3)
+
+
+def test_a_case_measured_on_one_machine_of_several_still_covers_the_machines_spread(baseline_path, tmp_path):
+    from cudagraph_bench.results.baseline import case_tolerance
+
+    doc = json.loads(baseline_path.read_text())
+    case = copy.deepcopy(next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == KEY))
+    new = [case["graph"]["median_ms"]]
+    both = case_tolerance(case, doc["thresholds"], new, floor_pct=0.5, figure="wall").tolerance_pct
+    case["graph"]["host_medians_ms"] = case["graph"]["host_medians_ms"][:1]     # as if one machine measured it
+    one = case_tolerance(case, doc["thresholds"], new, floor_pct=0.5, figure="wall")
+    assert one.cross_host_pct == doc["thresholds"]["cross_host_spread_pct"] and one.n_hosts == 1
+    assert one.tolerance_pct > both          # its centre is one machine's: the cross-machine part counts twice
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("run_hosts", ["GPU-aaaa"], "graph.run_hosts must list one host"),
+    ("run_hosts", [1] * 10, "graph.run_hosts must list one host"),
+    ("cross_host_spread_pct", float("inf"), "graph.cross_host_spread_pct must be a finite percent"),
+    ("within_host_spread_pct", -1, "graph.within_host_spread_pct must be a finite percent"),
+    ("within_host_df", "8", "graph.within_host_df must be a whole number"),
+    ("host_medians_ms", [0.1, -1], "graph.host_medians_ms must be a list of positive ms"),
+])
+def test_malformed_machine_fields_are_refused_naming_the_field(baseline_path, capsys, tmp_path, field, value, message):
+    doc = json.loads(baseline_path.read_text())
+    doc["cases"][0]["graph"][field] = value
+    bad = write(doc, tmp_path / "bad.json")
+    rc, out, err = run_cli(capsys, "gate", write(host_run(1.0, "GPU-cccc", 59), tmp_path / "r.json"), "--baseline", bad)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and message in err, err

@@ -344,6 +344,13 @@ def load_baseline(path: str | Path) -> Baseline:
                                            or len(c[GATED]["run_medians_ms"]) < 2):
                     raise ValueError(f"case {_case_name(key)}: graph.{field} must be a finite percent >= 0 from 2 or "
                                      "more run medians, or null")
+            df = c[GATED].get("within_host_df")
+            if df is not None and (isinstance(df, bool) or not isinstance(df, int) or df < 0):
+                raise ValueError(f"case {_case_name(key)}: graph.within_host_df must be a whole number >= 0, or null")
+            host_medians = c[GATED].get("host_medians_ms")
+            if host_medians is not None and not (isinstance(host_medians, list) and all(
+                    _finite_number(x) and x > 0 for x in host_medians)):
+                raise ValueError(f"case {_case_name(key)}: graph.host_medians_ms must be a list of positive ms")
             hosts = c[GATED].get("run_hosts")
             if hosts is not None and not (isinstance(hosts, list) and len(hosts) == len(c[GATED]["run_medians_ms"])
                                           and all(h is None or isinstance(h, str) for h in hosts)):
@@ -404,13 +411,15 @@ def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: floa
     alpha = float(thresholds.get("alpha", noise.DEFAULT_ALPHA))
     pooled = thresholds.get("cross_host_spread_pct")
     hosts = graph.get("run_hosts") or []
-    n_hosts = len(graph.get("host_medians_ms") or [])
-    if pooled is not None and n_hosts >= 2 and graph.get("cross_host_spread_pct") is not None:
+    if pooled is not None:          # the baseline measured its machines' spread: a run of another machine
+        n_hosts = max(1, len(graph.get("host_medians_ms") or []))
+        within = graph.get("within_host_spread_pct")
         return noise.check_across_hosts(
             graph["run_medians_ms"], hosts, float(graph["median_ms"]), new_ms,
-            within_pct=graph.get("within_host_spread_pct"), within_df=int(graph.get("within_host_df") or 0),
-            cross_pct=float(pooled),
-            cross_df=int(thresholds.get("cross_host_df") or 1), n_hosts=n_hosts, floor_pct=floor, alpha=alpha)
+            within_pct=within if within is not None else graph.get("spread_pct"),
+            within_df=int(graph.get("within_host_df") or len(graph["run_medians_ms"]) - 1),
+            cross_pct=float(pooled), cross_df=int(thresholds.get("cross_host_df") or 1), n_hosts=n_hosts,
+            floor_pct=floor, alpha=alpha)
     return noise.check_regression(graph["run_medians_ms"], new_ms, spread=graph.get("spread_pct"),
                                   noise_source="baseline", floor_pct=floor,
                                   multiplier=thresholds.get("noise_multiplier", noise.DEFAULT_MULTIPLIER), alpha=alpha)
