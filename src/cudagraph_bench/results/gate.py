@@ -75,7 +75,9 @@ def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
 class GateVerdict:
     """Gate verdict of one variant of one case over ``n_runs`` runs (times in ms, percents).
 
-    ``median_ms`` / ``eager_median_ms`` are medians of the run medians; ``ci_pct`` the 95% bootstrap
+    ``median_ms`` / ``eager_median_ms`` are medians of the run medians (synchronized wall time, the latency
+    reduction's); ``device_median_ms`` the median of the runs' device-side figures (None where a run lacks it: the
+    figure the regression check compares with a device-side baseline); ``ci_pct`` the 95% bootstrap
     interval of one run's reduction, or the range of the per-run reductions of several runs;
     ``check`` the recorded correctness (``pass``/``fail``/``unchecked``); ``regression`` the check
     against the baseline (graph variant with a baseline case only)."""
@@ -95,6 +97,7 @@ class GateVerdict:
     check_detail: str | None = None
     allow_unchecked: bool = False
     regression: noise.RegressionCheck | None = None
+    device_median_ms: float | None = None
 
     @property
     def label(self) -> str:
@@ -272,7 +275,9 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
                 *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
                 median_ms=float(np.median([m.summary.median_ms for m in ms])), reduction_pct=red, ci_pct=ci,
                 gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
-                check=check, check_detail=detail, allow_unchecked=allow_unchecked, regression=regression))
+                check=check, check_detail=detail, allow_unchecked=allow_unchecked, regression=regression,
+                device_median_ms=(float(np.median([m.device_ms for m in ms]))
+                                  if all(m.device_ms is not None for m in ms) else None)))
     return results
 
 
@@ -296,6 +301,7 @@ COLUMNS = [
     Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"), Column("variant", "variant"),
     Column("n_runs", "runs", "d"),
     Column("eager_median_ms", "eager ms", ".3f"), Column("median_ms", "median ms", ".3f"),
+    Column("device_median_ms", "device ms", ".3f"),
     Column("reduction_pct", "reduction %", ".1f"), Column("ci", "95% CI / run range", align="right"),
     Column("min_reduction_pct", "min %", "g"), Column("margin_pts", "margin pts", "+z.1f"), Column("check", "check"),
     Column("baseline_median_ms", "baseline ms", ".3f"),
@@ -427,7 +433,9 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
         f"- {head[0]}", f"- {head[1]}", "",
         render_table(COLUMNS, rows(results), fmt="markdown"), "",
         f"**{line}**", "",
-        "Reduction = (eager median - median) / eager median; 95% CI: percentile bootstrap of one run's rounds "
+        "Reduction = (eager median - median) / eager median, synchronized wall time; device ms: CUDA events around "
+        "replays queued behind a held stream, the figure compared with a device-side baseline; margin: reduction "
+        "minus the threshold, in points (under 10: a warning); 95% CI: percentile bootstrap of one run's rounds "
         "(several runs: the range of the per-run reductions). marginal: the interval straddles the threshold. "
         "check: the correctness check recorded in the run (a failed one of any variant or suite fails the gate, "
         "but a known peer failure does not). vs baseline: change "
