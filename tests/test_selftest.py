@@ -168,3 +168,56 @@ def test_a_planted_variant_replays_and_closes_what_it_plants_and_records_its_fie
     assert PlantedVariant("graph", 16, planted, fields, capture_ms=None).record() == fields
     variant.close()
     assert planted.closed
+
+
+def test_a_given_baseline_judges_two_unmodified_runs_and_the_planted_ones(folder, capsys, tmp_path):
+    """``--baseline FILE``: the planted and unmodified runs are gated against a baseline of other runs (as a runner
+    that is not among the baseline's machines is), two unmodified runs are enough, and a delay off its target is
+    marked on the page, not counted as a miss of the gate."""
+    others = [write(_with_device_figure(committed_doc("forward-checked"), f), tmp_path / "others" / f"r{i}.json")
+              for i, f in enumerate((1.0, 1.001, 0.999, 1.002, 0.998))]
+    baseline = tmp_path / "b.json"
+    assert run_cli(capsys, "baseline", *others, "-o", baseline)[0] == 0
+    few = tmp_path / "few"
+    few.mkdir()
+    for name in ("unmodified-1", "unmodified-2", "delay-5", "stale-input", "wrong-decode"):
+        shutil.copy(folder / f"{name}.json", few / f"{name}.json")
+    delay = json.loads((few / "delay-5.json").read_text())
+    off = next(b for b in delay["benchmarks"] if b["extra_info"].get("variant") == "graph")
+    off["extra_info"]["planted_on_target"] = False
+    (few / "delay-5.json").write_text(json.dumps(delay))
+    page = tmp_path / "page.md"
+    rc, out, err = run_cli(capsys, "selftest", "--from", few, "--baseline", baseline, "--markdown", page)
+    last = out.splitlines()[-1]
+    assert "2 unmodified runs" in last and "(1 planted off target)" in last, out + err
+    text = page.read_text()
+    assert f"- baseline: `{baseline}`" in text and "(off target)" in text
+    assert run_cli(capsys, "selftest", "--from", few)[0] == 2          # without it, 2 runs are no baseline
+
+
+def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatch):
+    from cudagraph_bench.runner import selftest as runner
+    from cudagraph_bench.runner.process import PytestRun
+
+    ran = []
+
+    class Outcome:
+        def __init__(self, path):
+            self.json_path, self.returncode = path, 0
+
+    def fake_run(run: PytestRun):
+        ran.append(run.json_path.name)
+        run.json_path.write_text("{}")
+        return Outcome(run.json_path)
+
+    monkeypatch.setattr(runner, "run_pytest", fake_run)
+    plan = runner.plan(["--models", "gpt2"], runs=2, delays=(5.0,), first_model="gpt2", first_dtype="float32",
+                       causal_model=None)
+    (tmp_path / "unmodified-1.json").write_text("{}")          # finished before the stop
+    (tmp_path / "delay-5.json.part1.json").write_text("{}")   # what a stopped run leaves: not a run
+    done = runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=True)
+    assert ran == ["delay-5.json", "unmodified-2.json", "stale-input.json"]
+    assert set(done) == {"unmodified-1", "delay-5", "unmodified-2", "stale-input"}
+    ran.clear()
+    runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=False)
+    assert len(ran) == len(plan)                                 # without resume every run runs

@@ -32,10 +32,14 @@ MAX_RUNS = 20
 _PART = re.compile(r"\.part\d+\.json(\.gz)?$")
 
 
+#: Fewest unmodified runs: 5 when they are the baseline, 2 with ``--baseline`` (their false alarms).
+MIN_RUNS, MIN_RUNS_WITH_BASELINE = 5, 2
+
+
 def _runs(text: str) -> int:
     value = parse_count(text)
-    if not 5 <= value <= MAX_RUNS:
-        raise argparse.ArgumentTypeError(f"expected 5 to {MAX_RUNS} unmodified runs (the baseline needs 5), got {value}")
+    if not MIN_RUNS_WITH_BASELINE <= value <= MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"expected {MIN_RUNS_WITH_BASELINE} to {MAX_RUNS} unmodified runs, got {value}")
     return value
 
 
@@ -65,7 +69,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="gate the runs against this baseline (e.g. baselines/<gpu>.json, built on other machines) "
                              "instead of one built from the unmodified runs")
     parser.add_argument("--runs", type=_runs, default=DEFAULT_UNMODIFIED_RUNS, metavar="N",
-                        help="unmodified runs, the baseline of the verdicts (default: %(default)s)")
+                        help=f"unmodified runs, the baseline of the verdicts, at least {MIN_RUNS}; with --baseline "
+                             f"at least {MIN_RUNS_WITH_BASELINE}, their false alarms (default: %(default)s)")
     parser.add_argument("--delays", type=_delays, default=DEFAULT_DELAYS_PCT, metavar="PCTS",
                         help="GPU delays to plant, percent of each case's own graph time (default: "
                              f"{show_default(DEFAULT_DELAYS_PCT)})")
@@ -99,6 +104,9 @@ def main(args: argparse.Namespace) -> int:
         check_output_file(args.markdown, "--markdown", "gate-selftest.md")
     if args.resume and args.source:
         raise UsageError("--resume continues a self-test in its -o folder, --from evaluates one: give one of them")
+    if args.runs < MIN_RUNS and args.baseline is None:
+        raise UsageError(f"--runs {args.runs}: the unmodified runs are the baseline, which needs {MIN_RUNS}; give "
+                         f"--runs {MIN_RUNS} or more, or --baseline FILE")
     baseline = None
     if args.baseline is not None:
         from cudagraph_bench.results.baseline import load_baseline
