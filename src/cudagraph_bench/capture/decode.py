@@ -2,8 +2,11 @@
 with no host work between them; the step optionally compiled by inductor first.
 
 The KV cache holds transformers' ``StaticLayer`` s (fixed ``max_cache_len``) for every attention
-layer (:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`), so every decode step has the
-same shapes and the same buffer addresses, which is what a CUDA graph needs. Sliding-window layers
+layer, and transformers' fixed-shape state layers (convolution and recurrent states, updated in place) for the
+state layers of Mamba, gated delta-net and short-convolution models and hybrids
+(:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`), so every decode step has the
+same shapes and the same buffer addresses, which is what a CUDA graph needs. A model with state layers
+prefills unpadded only: a bucketed prefill's padding would run through its state. Sliding-window layers
 get a full-length layer too: the model's sliding-window mask, built on the device, keeps attention
 inside the window (transformers' own sliding static layer changes its write path with a host-side
 branch once the window is full, which a captured step cannot follow). The pattern is the

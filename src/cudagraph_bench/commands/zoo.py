@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
@@ -33,6 +34,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "(default: cuda)")
     parser.add_argument("--with-compile", action="store_true",
                         help="also check and time the decode step compiled by inductor and captured (compile+graph)")
+    parser.add_argument("--deadline-s", type=float, default=0.0, metavar="S",
+                        help="skip the types whose tests would start later than S seconds into the run (they stay "
+                             "out of it), so that a run under a time limit still writes its file; 0: none "
+                             "(default: 0)")
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help=f"run mode: where {RUN_JSON}, its log and {PAGE} go (default: {DEFAULT_OUT})")
     parser.add_argument("--from", dest="source", nargs="+", type=parse_path, default=None, metavar="RUN",
@@ -98,13 +103,17 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
     check_output_folder(out, [RUN_JSON], create=True)
+    if args.deadline_s < 0:
+        raise UsageError(f"--deadline-s must be >= 0 (got {args.deadline_s:g})")
+    deadline = f"{time.time() + args.deadline_s:.0f}" if args.deadline_s else "0"
     pytest_args = ("perf_tests/test_zoo.py", "--zoo", args.types, "--device", args.device,
-                   *(("--with-compile",) if args.with_compile else ()))
+                   "--zoo-deadline-at", deadline, *(("--with-compile",) if args.with_compile else ()))
     outcome = run_pytest(PytestRun(tree=tree, json_path=out / RUN_JSON, args=pytest_args))
     if outcome.json_path is None:
         print(f"the zoo's pytest process wrote no run (see {outcome.log_path})", file=sys.stderr)
         return 1
     command = " ".join(["cudagraph-bench zoo", f"--types {args.types}", f"--device {args.device}",
+                        *([f"--deadline-s {args.deadline_s:g}"] if args.deadline_s else []),
                         *(["--with-compile"] if args.with_compile else [])])
     status = write_page([outcome.json_path], markdown, command)
     return 1 if outcome.crashes else status

@@ -31,6 +31,8 @@ from cudagraph_bench.zoo_keys import (AWAITS_GPU, CACHE_TOKENS, FAILED, MEASURED
 
 #: A decoder's check against ``generate`` that passed (per prefill; the part is measured when it is timed).
 PASSED = "passed"
+#: ``info["phase"]`` of a part refused because transformers' own eager forward or ``generate`` raised.
+EAGER_PHASE = "eager"
 #: Fresh inputs each forward replay is checked on against eager.
 CHECK_INPUTS = 3
 #: Seeds of the forward inputs and of the decode prompt.
@@ -139,8 +141,8 @@ def forward_outcome(model, device: str) -> ZooOutcome:
         with torch.inference_mode():
             model_forward(model, ids)
     except Exception as exc:   # noqa: BLE001 - transformers' own forward of the type
-        return ZooOutcome(REFUSED, f"{type(model).__name__}'s eager forward in {next(model.parameters()).dtype} "
-                                   f"raises {first_line(exc)}")
+        return ZooOutcome(REFUSED, f"{type(model).__name__}'s eager forward raises {first_line(exc)}",
+                          info={"phase": EAGER_PHASE})
     if device == "cpu":
         try:
             found = meta_host_work(model)
@@ -226,7 +228,8 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
     try:
         reference, reference_logits = generate(model, ids, NEW_TOKENS)
     except Exception as exc:   # noqa: BLE001 - transformers' own generate of the type
-        return ZooOutcome(REFUSED, f"HF generate raises {first_line(exc)}: no reference to check a decode against")
+        return ZooOutcome(REFUSED, f"HF generate raises {first_line(exc)}: no reference to check a decode against",
+                          info={"phase": EAGER_PHASE})
     fp64, no_fp64 = _fp64_logits(model, ids, reference)
     dtype = next(model.parameters()).dtype
     use_graph = device != "cpu"
@@ -266,8 +269,18 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
     if with_compile:
         info["compile+graph"] = _compile_graph(model, ids, reference, reference_logits, fp64, dtype)
     return ZooOutcome(MEASURED, reason, info, timed=lambda: kept.generate(ids, NEW_TOKENS),
-                      reference=lambda: generate(model, ids, NEW_TOKENS), tokens_per_call=NEW_TOKENS,
+                      reference=lambda: plain_generate(model, ids, NEW_TOKENS), tokens_per_call=NEW_TOKENS,
                       close=kept.close)
+
+
+def plain_generate(model, ids, new_tokens: int):
+    """HF ``generate(do_sample=False)`` of ``new_tokens`` tokens after ``ids`` ``[1, L]``, as a user calls it (no
+    logits kept): the peer a graphed request is timed against. Returns ``[1, L + new_tokens]`` int64."""
+    import torch
+
+    with torch.inference_mode():
+        return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new_tokens,
+                              eos_token_id=None, pad_token_id=0)
 
 
 def _host_work_note(model, reason: str | None) -> str | None:

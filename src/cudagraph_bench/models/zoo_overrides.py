@@ -23,6 +23,8 @@ class Override:
 OVERRIDES: dict[str, Override] = {
     "gpt_neo": Override({"attention_types": [[["global", "local"], 1]]},
                         "attention_types counts layers in (pattern, repeats) pairs: one global and one local layer"),
+    "jetmoe": Override({"num_key_value_heads": 1},
+                       "its attention heads are key/value heads times the experts each token is routed to (4)"),
     "lfm2": Override({"num_hidden_layers": 2, "layer_types": ["conv", "full_attention"]},
                      "its default config makes every layer attention; LFM2 checkpoints interleave short-convolution "
                      "layers with attention: one of each"),
@@ -60,6 +62,7 @@ OVERRIDES: dict[str, Override] = {
     "zamba": Override({"num_hidden_layers": 4,
                        "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]},
                       "its hybrid layers share one attention block, whose weights are tied over at least two of them"),
+    "zaya": Override({"num_experts_per_tok": 1}, "ZAYA routes each token to one expert only (its config refuses more)"),
     "qwen4_exp": Override({"text_config": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16,
                                            "indexer_budget": 32, "indexer_compress_ratio": 4}},
                           "its default config leaves the token indexer's fields None (a checkpoint gives them)"),

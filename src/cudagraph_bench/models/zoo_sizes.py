@@ -68,8 +68,12 @@ MLA_FIELDS = {"qk_rope_head_dim": HEAD_DIM // 2, "qk_nope_head_dim": HEAD_DIM //
 LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers", "encoder_layers",
                       "num_decoder_layers", "num_encoder_layers")
 EXPERT_FIELDS = dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS)
+#: The experts one token is routed to: :data:`TOP_K` whatever the original routes (a smaller top-k would leave a choice
+#: to flip).
 TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "num_selected_experts",
-                              "moe_k", "index_topk"), TOP_K)
+                              "moe_k"), TOP_K)
+#: Top-k fields that are no expert routing (the sparse-attention indexer's tokens): shrunk like a size.
+INDEX_TOP_K_FIELDS = {"index_topk": TOP_K}
 #: Expert groups of group-limited routing (DeepSeek-V3): one group, so any top-k fits.
 GROUP_FIELDS = {"n_group": 1, "num_expert_group": 1, "topk_group": 1, "n_shared_experts": 1, "num_shared_experts": 1}
 VOCAB_FIELDS = dict.fromkeys(("vocab_size",), VOCAB)
@@ -87,7 +91,7 @@ STATE_FIELDS = {"mamba_d_state": 16, "state_size": 16, "ssm_state_size": 16, "ma
                 "linear_head_dim": HEAD_DIM, "mamba_d_ssm": 2 * HIDDEN}
 #: Every field shrunk to a fixed size (the layer and head counts are handled apart).
 FIXED = {**WIDTH_FIELDS, **MLP_FIELDS, **EXPERT_MLP_FIELDS, **HEAD_DIM_FIELDS, **MLA_FIELDS, **EXPERT_FIELDS,
-         **TOP_K_FIELDS, **GROUP_FIELDS, **VOCAB_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS}
+         **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **VOCAB_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS}
 #: Fields a checkpoint must give that a default config leaves None (the model cannot be built without them): the
 #: tiny value they get (key/value heads None: as many as the query heads).
 REQUIRED = {"head_dim": HEAD_DIM, "num_key_value_heads": HEADS, "n_routed_experts": EXPERTS,
@@ -160,6 +164,8 @@ def _shrink_one(name: str, value, fields: dict):
     if name in WIDTH_FIELDS and name != "hidden_size" and hidden and _is_size(value) and value > hidden \
             and value % hidden == 0:      # a multiple of the width (hidden state and embeddings side by side)
         return HIDDEN * (value // hidden)
+    if name in TOP_K_FIELDS:
+        return TOP_K if _is_size(value) else value
     if name in FIXED:
         return _shrunk(value, FIXED[name])
     if name in HEAD_COUNT_FIELDS:
@@ -228,8 +234,8 @@ MIXER_HEADS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_hea
 def tie_fields(out: dict, original: dict) -> dict:
     """Restore the constraints that tie shrunk fields ``out`` together as they tied the ``original`` ones: a
     state-space mixer's heads x head width = expand x hidden (Mamba-2, Bamba, NemotronH, Falcon-H1, Zamba), MLA's
-    query/key head = rotary + non-rotary part and a ``head_dim`` that was one of them stays so, one group of
-    state-space heads, a rotary width no wider than the head."""
+    query/key head = rotary + non-rotary part and a ``head_dim`` that was one of them stays so, a top-k no larger
+    than the experts, one group of state-space heads, a rotary width no wider than the head."""
     out = dict(out)
     hidden = out.get("hidden_size") if _is_size(out.get("hidden_size")) else HIDDEN
     pairs = [p for p in MIXER_HEADS if p[0] in out and p[1] in out]
@@ -248,6 +254,10 @@ def tie_fields(out: dict, original: dict) -> dict:
             out["head_dim"] = out["qk_rope_head_dim"]
         elif original.get("head_dim") == rope + nope:
             out["head_dim"] = out["qk_rope_head_dim"] + out["qk_nope_head_dim"]
+    experts = next((out[f] for f in EXPERT_FIELDS if _is_size(out.get(f))), None)
+    for name in TOP_K_FIELDS:
+        if experts and _is_size(out.get(name)):
+            out[name] = min(out[name], experts)        # HunYuan's one expert: routed to it alone
     for groups in ("mamba_n_groups", "n_groups", "mamba_ngroups"):
         if _is_size(out.get(groups)):
             out[groups] = 1

@@ -45,6 +45,10 @@ def pytest_addoption(parser):
                     help="the architecture zoo: collect perf_tests/test_zoo.py for these causal-LM model types of the "
                          "installed transformers: all, K/N (every N-th type from the K-th) or type,type,... "
                          "(default: not collected). With --device cpu: the classification a CPU can make")
+    group.addoption("--zoo-deadline-at", dest="zoo_deadline_at", type=float, default=0.0, metavar="EPOCH_S",
+                    help="the zoo: tests that would start after this wall-clock time (seconds since the epoch) are "
+                         "skipped (not run, so absent from the run): a session under a time limit still writes its "
+                         "run; 0: no deadline (cudagraph-bench zoo --deadline-s sets it) (default: 0)")
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -52,6 +56,15 @@ def pytest_ignore_collect(collection_path, config):
     if collection_path.name == ZOO_MODULE and not config.getoption("zoo", None):
         return True
     return None
+
+
+def pytest_runtest_setup(item):
+    """A zoo test past ``--zoo-deadline-at`` is skipped before it starts."""
+    import time
+
+    deadline = item.config.getoption("zoo_deadline_at", 0.0) or 0.0
+    if deadline and "zoo_type" in item.fixturenames and time.time() > deadline:
+        pytest.skip("not run: past the zoo's deadline (--zoo-deadline-at)")
 
 
 def selected_types(option: str) -> list[str]:
@@ -110,7 +123,12 @@ class Zoo:
 
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory, request) -> Zoo:
-    """The session's :class:`Zoo` (checkpoints in a temporary folder)."""
+    """The session's :class:`Zoo` (checkpoints in a temporary folder). On the CPU torch runs one thread: a tiny model
+    gains nothing from more, and a thread that waits for a descheduled one on a busy machine costs seconds."""
+    if request.config.getoption("device", "cuda") == "cpu":
+        import torch
+
+        torch.set_num_threads(1)
     return Zoo(tmp_path_factory.mktemp("zoo"), request.config.getoption("device", "cuda"),
                request.config.getoption("attn_implementation", None))
 
@@ -149,20 +167,31 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
 def _outcome(cgb, zoo: Zoo, path: str, part: str, with_compile: bool):
     """The :class:`~cudagraph_bench.measure.zoo_case.ZooOutcome` of ``part`` for the checkpoint at ``path``; the
     pipeline's own exception (not the model's) as a failed outcome."""
-    from cudagraph_bench.measure.zoo_case import ZooOutcome, decode_outcome, first_line, forward_outcome
+    from cudagraph_bench.measure.zoo_case import EAGER_PHASE, ZooOutcome, decode_outcome, first_line, forward_outcome
     from cudagraph_bench.models.presets import load_model
     from cudagraph_bench.plugin.references import generate_reference
 
-    try:
-        model = load_model(path, DTYPE, zoo.device, attn_implementation=zoo.attn_implementation)
-    except Exception as exc:   # noqa: BLE001 - the suite's load path refused the folder
-        return ZooOutcome(REFUSED, f"the checkpoint does not load: {first_line(exc)}")
-    try:
-        if part == FORWARD:
-            return forward_outcome(model, zoo.device)
-        return decode_outcome(model, zoo.device, generate_reference, with_compile=with_compile)
-    except Exception as exc:   # noqa: BLE001 - recorded as this part's failure; the other types go on
-        return ZooOutcome(FAILED, f"the pipeline raised {first_line(exc)}")
+    def run(dtype):
+        try:
+            model = load_model(path, dtype, zoo.device, attn_implementation=zoo.attn_implementation)
+        except Exception as exc:   # noqa: BLE001 - the suite's load path refused the folder
+            return ZooOutcome(REFUSED, f"the checkpoint does not load: {first_line(exc)}")
+        try:
+            if part == FORWARD:
+                return forward_outcome(model, zoo.device)
+            return decode_outcome(model, zoo.device, generate_reference, with_compile=with_compile)
+        except Exception as exc:   # noqa: BLE001 - recorded as this part's failure; the other types go on
+            return ZooOutcome(FAILED, f"the pipeline raised {first_line(exc)}")
+
+    outcome = run(DTYPE)
+    if zoo.device == "cpu" and outcome.info.get("phase") == EAGER_PHASE:
+        # a model whose bfloat16 kernels the CPU lacks (a mixed-dtype layer norm) is classified in float32
+        retry = run("float32")
+        if retry.info.get("phase") != EAGER_PHASE:
+            note = f"classified in float32: in {DTYPE} on the CPU {outcome.reason}"
+            retry.reason = f"{retry.reason}; {note}" if retry.reason else note
+            return retry
+    return outcome
 
 
 def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
@@ -177,8 +206,8 @@ def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
 
     forward = key["part"] == FORWARD
     rounds, warmup = (FORWARD_ROUNDS, FORWARD_WARMUP) if forward else (DECODE_ROUNDS, DECODE_WARMUP)
-    with torch.inference_mode():
-        reference = time_call(outcome.reference, rounds=rounds, warmup=warmup, device=device)
+    with torch.inference_mode():   # a decode's reference request already ran once (its check): no warm-up
+        reference = time_call(outcome.reference, rounds=rounds, warmup=warmup if forward else 0, device=device)
     info = {**key, "status": MEASURED, "reason": outcome.reason, **outcome.info}
     events = benchmark_call(benchmark, outcome.timed, group=f"zoo-{key['model_type']}", extra_info=info,
                             policy=round_policy(cgb.option, rounds=rounds, warmup=warmup, max_rounds=rounds),
