@@ -26,7 +26,8 @@ def _entry(model_type, part, status, reason, version="5.24.0"):
 
 
 def _run(path, benchmarks=(), failures=(), gpu=None):
-    doc = {"machine_info": {"gpu": gpu, "cuda": None}, "commit_info": {"id": "0123456789abcdef"},
+    cuda = {"gpu_name": gpu, "gpu_slug": "nvidia-h200", "torch": "2.11.0+cu130", "transformers": "5.17.0"} if gpu else None
+    doc = {"machine_info": {"gpu": gpu, "cuda": cuda}, "commit_info": {"id": "0123456789abcdef"},
            "datetime": "2026-01-02T00:00:00", "version": "5.1.0", "benchmarks": list(benchmarks),
            "cudagraph_bench": {"failures": list(failures)}}
     path.write_bytes(gzip.compress(json.dumps(doc).encode()) if path.suffix == ".gz" else json.dumps(doc).encode())

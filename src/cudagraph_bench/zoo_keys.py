@@ -10,6 +10,9 @@ figures of a measured part (:data:`FORWARD_FIGURES`, :data:`DECODE_FIGURES`).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
 #: ``extra_info["suite"]`` of every zoo entry.
 SUITE = "zoo"
 #: The two parts of a type: one forward pass replayed from a graph, and greedy decode with graphed steps.
@@ -51,3 +54,43 @@ def is_zoo_entry(entry) -> bool:
     ``model_type`` and a ``part``)."""
     return (isinstance(entry, dict) and entry.get("suite") == SUITE and isinstance(entry.get("model_type"), str)
             and entry.get("part") in PARTS)
+
+
+#: The test id of a zoo test: ``perf_tests/test_zoo.py::test_zoo_decode[qwen3_next]``.
+ZOO_TEST_ID = re.compile(r"test_zoo\.py::test_zoo_(forward|decode)\[([^\]]+)\]")
+#: ``extra_info`` keys of a measured part's figures (all of them numbers).
+FIGURE_SUFFIXES = ("_ms", "_ms_per_token", "_pct", "speedup")
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One part of one type as a run recorded it: ``status`` of :data:`STATUSES` (``failed`` for a test that
+    killed its process), ``reason`` (None when measured), the releases it ran with and a measured part's figures
+    (:data:`FORWARD_FIGURES`, :data:`DECODE_FIGURES`)."""
+
+    model_type: str
+    part: str
+    status: str
+    reason: str | None
+    transformers: str | None = None
+    torch: str | None = None
+    figures: dict = field(default_factory=dict)
+
+
+def read_entry(entry, *, measured: bool) -> ZooEntry | None:
+    """The :class:`ZooEntry` of a benchmark's ``extra_info`` (``measured``) or of a ``["cudagraph_bench"]["failures"]``
+    entry, or None for an entry of no zoo part (:func:`is_zoo_entry`). A failures entry that names a zoo test
+    but no part (the launcher's entry for a test that killed its process) is that part, failed."""
+    if not isinstance(entry, dict):
+        return None
+    if not is_zoo_entry(entry):
+        found = None if measured else ZOO_TEST_ID.search(str(entry.get("fullname") or ""))
+        if found is None:
+            return None
+        return ZooEntry(found.group(2), found.group(1), FAILED, str(entry.get("reason") or "the process died"))
+    figures = {k: float(v) for k, v in entry.items() if k.endswith(FIGURE_SUFFIXES)
+               and isinstance(v, (int, float)) and not isinstance(v, bool)} if measured else {}
+    status = str(entry.get("status") or (MEASURED if measured else FAILED))
+    return ZooEntry(entry["model_type"], entry["part"], status, entry.get("reason") or None,
+                    entry.get("transformers"), entry.get("torch"), figures)
+

@@ -11,14 +11,11 @@ fills. Each status cell is one of ``measured``, ``not graphable``, ``refused``, 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from cudagraph_bench.zoo_keys import (AWAITS_GPU, DECODE, FAILED, FORWARD, MEASURED, NOT_GRAPHABLE, PARTS,
-                                      PROMPT_TOKENS, NEW_TOKENS, REFUSED, STATUSES, is_zoo_entry)
+from cudagraph_bench.zoo_keys import (AWAITS_GPU, DECODE, FORWARD, MEASURED, NEW_TOKENS, PARTS, PROMPT_TOKENS,
+                                      STATUSES, read_entry)
 
-#: The test id of a zoo test: ``perf_tests/test_zoo.py::test_zoo_decode[qwen3_next]``.
-ZOO_TEST_ID = re.compile(r"test_zoo\.py::test_zoo_(forward|decode)\[([^\]]+)\]")
 #: The cell of a CPU run's part that nothing refused: the GPU run decides.
 AWAITS_CELL = "awaits GPU run"
 
@@ -38,38 +35,18 @@ class Entry:
     torch: str | None = None
 
 
-def _version(run, entry: dict) -> str:
-    versions = ((run.data.get("machine_info") or {}).get("cuda") or {})
-    return str(entry.get("transformers") or versions.get("transformers") or "?")
-
-
 def run_entries(run) -> list[Entry]:
     """The zoo entries of one loaded run (:class:`~cudagraph_bench.results.runfile.Run`): its benchmarks, its
-    failures entries and its crashed tests, in the file's order."""
-    gpu = (run.data.get("machine_info") or {}).get("gpu")
-    out = []
-    for bench in run.benchmarks:
-        info = bench.get("extra_info") or {}
-        if is_zoo_entry(info):
-            figures = {k: v for k, v in info.items() if k.endswith(("_ms", "_ms_per_token", "_pct", "speedup"))
-                       and isinstance(v, (int, float))}
-            out.append(Entry(info["model_type"], info["part"], str(info.get("status") or MEASURED),
-                             info.get("reason") or None, _version(run, info), gpu, figures, info.get("torch")))
+    failures entries and its crashed tests (:func:`~cudagraph_bench.zoo_keys.read_entry`), in the file's order; the
+    release and the GPU from the entry, else from the run's environment."""
+    env = run.environment
+    read = [read_entry(m.extra_info, measured=True) for m in run.measurements.values()]
     section = run.data.get("cudagraph_bench") or {}
-    versions = {e.transformers for e in out}
-    for entry in section.get("failures") or []:
-        if not isinstance(entry, dict):
-            continue
-        if is_zoo_entry(entry):
-            out.append(Entry(entry["model_type"], entry["part"], str(entry.get("status") or FAILED),
-                             entry.get("reason") or None, _version(run, entry), gpu, {}, entry.get("torch")))
-            versions.add(out[-1].transformers)
-            continue
-        found = ZOO_TEST_ID.search(str(entry.get("fullname") or ""))
-        if found:                          # a test that killed its process (the launcher's entry)
-            out.append(Entry(found.group(2), found.group(1), FAILED, entry.get("reason") or "the process died",
-                             next(iter(versions), "?"), gpu))
-    return out
+    read += [read_entry(e, measured=False) for e in (section.get("failures") or [])]
+    entries = [e for e in read if e is not None]
+    release = next((e.transformers for e in entries if e.transformers), None) or env.transformers or "?"
+    return [Entry(e.model_type, e.part, e.status, e.reason, e.transformers or release, env.gpu_name, dict(e.figures),
+                  e.torch or env.torch) for e in entries]
 
 
 def merge_entries(entries: list[Entry]) -> dict[tuple[str, str, str], Entry]:
@@ -151,14 +128,12 @@ def status_counts(merged: dict[tuple[str, str, str], Entry]) -> dict[tuple[str, 
 def _sources(runs) -> list[str]:
     lines = ["| run | device | transformers | torch | commit | date |", "|:---|:---|:---|:---|:---|:---|"]
     for run in runs:
-        info = run.data.get("machine_info") or {}
-        cuda = info.get("cuda") or {}
+        env = run.environment
         entries = run_entries(run)
         versions = sorted({e.transformers for e in entries}, key=_version_key) or ["?"]
-        commit = str((run.data.get("commit_info") or {}).get("id") or "?")[:12]
-        torch = cuda.get("torch") or next((e.torch for e in entries if e.torch), "-")
-        lines.append(f"| `{run.path.name}` | {info.get('gpu') or 'CPU'} | {', '.join(versions)} | {torch} | "
-                     f"`{commit}` | {str(run.data.get('datetime') or '?')[:10]} |")
+        torch = next((e.torch for e in entries if e.torch), None) or "-"
+        lines.append(f"| `{run.path.name}` | {env.gpu_name or 'CPU'} | {', '.join(versions)} | {torch} | "
+                     f"`{(env.commit_id or '?')[:12]}` | {(env.run_datetime or '?')[:10]} |")
     return lines
 
 
