@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudagraph_bench.zoo_keys import (AWAITS_GPU, DECODE, DTYPE, FAILED, FORWARD, MEASURED, NOT_GRAPHABLE, REFUSED,
+from cudagraph_bench.zoo_keys import (AWAITS_GPU, DTYPE, FAILED, FORWARD, MEASURED, NOT_GRAPHABLE, REFUSED,
                                       SUITE)
 
 #: The test module the option collects.
@@ -232,5 +232,4 @@ def _finish(cgb, request, key: dict, status: str, reason: str | None, info: dict
         pytest.skip(f"{label} {status}: {reason}")
     if status == FAILED:
         pytest.fail(f"{label} failed (recorded in the run JSON): {reason}", pytrace=False)
-    assert status == AWAITS_GPU, status
-    assert key["part"] in (FORWARD, DECODE)
+    assert status == AWAITS_GPU, status      # a CPU run's part that nothing refused: the test passes
