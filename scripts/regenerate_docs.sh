@@ -47,3 +47,8 @@ $CG calibrate $R/forward-repeats/forward-*.json.gz --plain $R/forward-repeats/pl
 # The gate's self-test on the GPU runner: unmodified reruns, planted delays, a stale input and a wrong decode,
 # beside the plain capture/replay loop's runs of the same job. Exit 1 means it missed a target: the page says which.
 $CG selftest --from $R/selftest --markdown docs/gate-selftest.md > /dev/null || [ $? -eq 1 ]
+# The architecture zoo: every causal-LM model type, from the CPU classification of each supported transformers release
+# and, where committed, the GPU zoo runs (results/nvidia-h200/zoo/), whose cells replace the CPU ones. Exit 1 means a
+# part failed: the page says which, so that is not an error here.
+Z=$(ls $R/zoo/*.json* 2>/dev/null || true)
+$CG zoo --from docs/architectures/cpu-transformers-*.json.gz $Z --markdown docs/architectures.md || [ $? -eq 1 ]

@@ -11,7 +11,8 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
 
 #: Top-level modules every layer may import; they import no layer.
-SHARED = {"options", "defaults", "parsers", "cases", "variants", "journal", "errors", "envinfo", "fsio", "paths", "table"}
+SHARED = {"options", "defaults", "parsers", "cases", "variants", "journal", "errors", "envinfo", "fsio", "paths", "table",
+          "zoo_keys"}
 #: Top-level entry points: the console script (cli) and ``python -m`` (__main__).
 ENTRY = {"cli", "__main__"}
 

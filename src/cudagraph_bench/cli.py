@@ -40,6 +40,8 @@ COMMANDS = {
                                                       "real pipeline and show the gate fails on each, passes on reruns"),
     "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
                                                 "pytest-benchmark JSON"),
+    "zoo": ("cudagraph_bench.commands.zoo", "check every causal-LM model type of transformers (tiny checkpoints): graph "
+                                            "replay vs eager, graphed decode vs generate; docs/architectures.md"),
 }
 
 
@@ -182,6 +184,22 @@ DESCRIPTIONS = {
         "stdout.\n\n"
         "Exit codes: 0 written; 2 usage error: runs of different GPU models, a benchmark or test found in "
         "two runs, the same run given twice, an unreadable run, or -o naming an input."),
+    "zoo": (
+        "The architecture zoo: every causal-LM model type of the installed transformers (its auto mapping) as a tiny "
+        "random save_pretrained checkpoint built from transformers' own default config, loaded like any --models "
+        "folder. Per type: the forward pass captured and replayed against eager on fresh inputs, and greedy decode "
+        "with graphed steps against HF generate with an unpadded and a bucketed prefill, then timed; or the reason "
+        "it is refused or not graphable, up front. With --device cpu: the classification a CPU can make (refusals, "
+        "host work found on a meta copy, the decode steps run eagerly against generate). Runs "
+        "pytest perf_tests/test_zoo.py --zoo TYPES in a watched process (a test that kills it is recorded as "
+        "failed; the others run).\n\n"
+        "Input: a checkout (and a CUDA GPU unless --device cpu); or --from RUN...: zoo runs (GPU and CPU runs, one or "
+        "more transformers releases; a GPU run's entry wins), no GPU.\n\n"
+        "Output: DIR/zoo.json (-o, default out/zoo) with its log, and the page (--markdown FILE, default "
+        "DIR/architectures.md): one table, model type | forward | decode | reason, with the forward reduction and "
+        "decode speedup of measured parts; the counts per status on stdout.\n\n"
+        "Exit codes: 0 no part failed; 1 a part failed a check or killed its process, or no run was written; 2 usage "
+        "error or a run without zoo entries."),
 }
 
 

@@ -2,8 +2,11 @@
 with no host work between them; the step optionally compiled by inductor first.
 
 The KV cache holds transformers' ``StaticLayer`` s (fixed ``max_cache_len``) for every attention
-layer (:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`), so every decode step has the
-same shapes and the same buffer addresses, which is what a CUDA graph needs. Sliding-window layers
+layer, and transformers' fixed-shape state layers (convolution and recurrent states, updated in place) for the
+state layers of Mamba, gated delta-net and short-convolution models and hybrids
+(:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`), so every decode step has the
+same shapes and the same buffer addresses, which is what a CUDA graph needs. A model with state layers
+prefills unpadded only: a bucketed prefill's padding would run through its state. Sliding-window layers
 get a full-length layer too: the model's sliding-window mask, built on the device, keeps attention
 inside the window (transformers' own sliding static layer changes its write path with a host-side
 branch once the window is full, which a captured step cannot follow). The pattern is the
@@ -126,8 +129,10 @@ class GreedyDecoder:
             or ``compile_options`` that are not a mapping, name a field that ``torch._inductor.config`` does
             not have or give a field a value of another type.
         CudaUnavailableError: ``use_graph`` without CUDA.
-        NotGraphableError: the model has attention layers a static cache cannot hold (chunked,
-            recurrent), or RoPE that changes past ``max_cache_len`` positions (before any capture).
+        NotGraphableError: the model has layers a static cache cannot hold (chunked or sparse attention), a
+            window its layer types do not record, state layers and ``prefill_buckets`` (a padded prefill would run
+            through the state), a forward that does not run on the static cache, or RoPE that changes past
+            ``max_cache_len`` positions (before any capture).
         CompileError: ``compile_mode`` given but dynamo compiled nothing (e.g. ``TORCHDYNAMO_DISABLE=1``).
         CompileTimeout: the compilation ran past ``compile_timeout_s``.
         CaptureError: a capture failed (the message names the operation; a recompile during the capture
@@ -141,7 +146,7 @@ class GreedyDecoder:
         import torch
 
         from cudagraph_bench.capture.buckets import cap_buckets
-        from cudagraph_bench.models.hf_internals import cache_keyword, static_cache_for_graphs
+        from cudagraph_bench.models.hf_internals import cache_keyword, state_layer_types, static_cache_for_graphs
         from cudagraph_bench.models.presets import max_positions, model_kind
 
         if model_kind(model) != "causal":
@@ -173,6 +178,10 @@ class GreedyDecoder:
         self.capture_ms: float | None = None
         self.graphs_compiled: int | None = None
         self.cache = static_cache_for_graphs(model, max_cache_len)
+        #: the model has recurrent or convolution state layers (mamba, linear attention, short conv)
+        self.has_state = bool(state_layer_types(model.config))
+        if prefill_buckets and self.has_state:
+            _check_unpadded_state(model)
         dev = self.device
         self._token = torch.zeros(1, 1, dtype=torch.int64, device=dev)                       # [1, 1]
         self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
@@ -180,7 +189,7 @@ class GreedyDecoder:
         self._mask = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)            # [1, max_cache_len]
         self._out = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)             # [1, max_cache_len]
         with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph or compile
-            self._decode_step()
+            self._first_step()
         self._step = self._decode_step
         if compile_mode is not None:
             self._step = self._compile_step(compile_backend, compile_timeout_s)
@@ -207,9 +216,12 @@ class GreedyDecoder:
         """Prefill ``input_ids [1, L]`` at positions ``cache_position [L]``; returns logits ``[1, L, vocab]``.
 
         Starts by pointing the cache's write counter at 0, so a captured prefill is idempotent (its
-        warmup passes cannot run the counter past the cache)."""
+        warmup passes cannot run the counter past the cache). A model with state layers gets the mask of the
+        prompt's own positions: transformers takes its state layers' padding mask from the mask's last ``L``
+        positions, and the attention layers pad it to the cache length with zeros, as the whole mask has them."""
         self._set_cache_length(0)
-        return self.model(input_ids=input_ids, attention_mask=self._mask, position_ids=cache_position.view(1, -1),
+        mask = self._mask[:, :input_ids.shape[1]] if self.has_state else self._mask
+        return self.model(input_ids=input_ids, attention_mask=mask, position_ids=cache_position.view(1, -1),
                           use_cache=True, **{self._cache_kw: self.cache}).logits
 
     def _decode_step(self):
@@ -226,6 +238,25 @@ class GreedyDecoder:
         self._pos.add_(1)
         self._index.add_(1)
         return logits
+
+    def _first_step(self) -> None:
+        """The decoder's first eager step, which creates the cache's tensors.
+
+        Raises:
+            NotGraphableError: the model's forward does not run on the static cache (a model whose code keeps its
+                own past, such as XLNet's memories, or slices the keys it is handed by the tokens so far)."""
+        from cudagraph_bench.errors import NotGraphableError
+
+        import torch
+
+        try:
+            self._decode_step()
+        except (MemoryError, torch.OutOfMemoryError, NotGraphableError):
+            raise
+        except Exception as exc:   # noqa: BLE001 - the model's own code refused the static cache
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise NotGraphableError(f"{type(self.model).__name__} does not run a decode step on a static KV cache "
+                                    f"(the cache a graph needs): {type(exc).__name__}: {first}") from exc
 
     def _run_steps(self, steps: int) -> list:
         """``steps`` decode steps in a row (eager, compiled, or being captured); their logits ``[1, vocab]``."""
@@ -383,6 +414,22 @@ class GreedyDecoder:
 
             self._step = None
             torch._dynamo.reset()
+
+
+def _check_unpadded_state(model) -> None:
+    """Refuse a right-padded (bucketed) prefill for a model with recurrent or convolution state layers: the padding
+    tokens after the prompt would run through that state, which no mask takes back out.
+
+    Raises:
+        NotGraphableError: naming the state layer types."""
+    from cudagraph_bench.errors import NotGraphableError
+    from cudagraph_bench.models.hf_internals import state_layer_types
+
+    states = state_layer_types(model.config)
+    if states:
+        raise NotGraphableError(f"{type(model).__name__} has {', '.join(states)} layers, whose recurrent or "
+                                "convolution state would take in the padding of a bucketed prefill: use an unpadded "
+                                "prefill (prefill_buckets=None)")
 
 
 def _check_inductor_fields(options) -> dict:

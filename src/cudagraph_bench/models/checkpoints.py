@@ -146,8 +146,13 @@ def head_note(path: str, config) -> str | None:
 
 
 def names_lm_head(config) -> bool:
-    """True when ``config.architectures`` names a causal LM head: the directory loads as a causal LM."""
-    return any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
+    """True when ``config.architectures`` names a causal LM head: a class of transformers' causal-LM auto mapping
+    (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ``BertGenerationDecoder``, ``ReformerModelWithLMHead``) or a name
+    ending like one. The directory then loads as a causal LM."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    causal = {n for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for n in ((v,) if isinstance(v, str) else v)}
+    return any(a in causal or a.endswith(("LMHeadModel", "ForCausalLM")) for a in (config.architectures or []))
 
 
 def directory_model_class(config):

@@ -16,8 +16,9 @@ indices`` / ``is_tracing``              captured kernels equal to eager (:func:`
 ``cache_utils.StaticLayer.cumulative_   the device-side write counter of a static cache layer: set after
 length``                                a right-padded prefill (:func:`set_cache_write_position`)
 ``cache_utils.get_layer_types_and_      which attention each layer runs, to refuse layer types that a
-kwargs``                                full static cache cannot hold (:func:`static_cache_for_graphs`),
-                                        and each layer's window for the KV bytes a decode step reads
+kwargs`` / ``STATIC_LAYER_TYPE_         full static cache cannot hold and to give state layers transformers'
+MAPPING`` / ``LinearAttentionAnd        own fixed-shape state layers (:func:`static_cache_for_graphs`), and
+StaticFullAttentionLayer``              each layer's window for the KV bytes a decode step reads
                                         (:func:`attention_windows`)
 ``AttentionMaskInterface`` "eager"      transformers' eager-attention mask (Gemma 2's soft-capping needs
 entry (public ``register``)             eager attention) turns its bool mask into 0/-inf through a host
@@ -59,6 +60,8 @@ INTERNALS = (
     ("transformers.masking_utils", "is_tracing"),
     ("transformers.cache_utils", "StaticLayer"),
     ("transformers.cache_utils", "get_layer_types_and_kwargs"),
+    ("transformers.cache_utils", "STATIC_LAYER_TYPE_MAPPING"),
+    ("transformers.cache_utils", "LinearAttentionAndStaticFullAttentionLayer"),
     ("transformers.modeling_rope_utils", "dynamic_rope_update"),
     ("transformers.masking_utils", "sdpa_mask"),
     ("transformers.masking_utils", "AttentionMaskInterface"),
@@ -70,8 +73,18 @@ EAGER_ATTENTION = "eager"
 ATTENTION_SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
                            "flex_attention": "_supports_flex_attn"}
 
-#: Layer types a full-length static cache holds (sliding windows are applied by the attention mask).
-GRAPHABLE_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
+#: Attention layer types a full-length static cache holds (sliding windows are applied by the attention mask).
+KV_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
+#: Layers with a fixed-shape recurrent or convolution state (Mamba, gated delta nets, short convolutions).
+STATE_LAYER_TYPES = frozenset({"linear_attention", "conv"})
+#: Layers with both: a state and attention keys and values.
+HYBRID_LAYER_TYPES = frozenset({"hybrid", "hybrid_sliding"})
+#: Layers without attention or state (an MoE or MLP block; a layer that reads another layer's keys and values).
+NO_CACHE_LAYER_TYPES = frozenset({"dummy", "moe", "mlp"})
+#: Every layer type :func:`static_cache_for_graphs` holds.
+CACHE_LAYER_TYPES = KV_LAYER_TYPES | STATE_LAYER_TYPES | HYBRID_LAYER_TYPES | NO_CACHE_LAYER_TYPES
+#: Layer types whose attention slides over a window.
+SLIDING_LAYER_TYPES = frozenset({"sliding_attention", "hybrid_sliding"})
 #: RoPE types whose frequencies depend on a host-side branch on the largest position.
 HOST_BRANCH_ROPE_TYPES = ("dynamic", "longrope")
 
@@ -220,9 +233,36 @@ def use_capture_safe_eager_mask() -> None:
 
 # --- static KV cache -----------------------------------------------------------------------------
 
+def _layer_types_and_kwargs(config) -> tuple[list[str], list[dict]]:
+    """transformers' layer types of a decoder ``config`` and one kwargs dict per layer (transformers < 5.24 returns
+    one dict for every layer, >= 5.24 one dict per layer, heterogeneous configs)."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layer_types, kwargs = get_layer_types_and_kwargs(config)
+    return list(layer_types), (list(kwargs) if isinstance(kwargs, list) else [dict(kwargs)] * len(layer_types))
+
+
+def unsupported_layer_types(config) -> list[str]:
+    """The layer types of a causal LM's ``config`` that the suite's static cache cannot hold (chunked, indexed,
+    compressed attention), sorted; empty when it holds them all (:data:`CACHE_LAYER_TYPES`)."""
+    return sorted(set(_layer_types_and_kwargs(config)[0]) - CACHE_LAYER_TYPES)
+
+
+def state_layer_types(config) -> list[str]:
+    """The layer types of ``config`` that keep a recurrent or convolution state (:data:`STATE_LAYER_TYPES`,
+    :data:`HYBRID_LAYER_TYPES`), sorted; empty for an attention-only model."""
+    return sorted(set(_layer_types_and_kwargs(config)[0]) & (STATE_LAYER_TYPES | HYBRID_LAYER_TYPES))
+
+
 def static_cache_for_graphs(model, max_cache_len: int):
-    """A ``Cache`` of full-length ``StaticLayer`` s (``[1, kv_heads, max_cache_len, head_dim]`` per layer)
-    for every attention layer of ``model``, sliding-window layers included.
+    """A ``Cache`` with one layer per decoder layer of ``model`` whose every tensor keeps its shape and address
+    from step to step, what a CUDA graph needs: a full-length ``StaticLayer`` (``[1, kv_heads, max_cache_len,
+    head_dim]``) for every attention layer, sliding-window layers included; transformers' own fixed-shape state
+    layer (``LinearAttentionLayer``: convolution and recurrent states of a Mamba, gated delta net or short-conv
+    layer, updated in place by ``copy_``) for every state layer; both for a hybrid layer; transformers' empty
+    layer for a layer without attention (an MoE or MLP block). The pattern of vLLM's hybrid models, whose
+    state buffers are allocated once and updated in place under the decode graphs (``FULL_AND_PIECEWISE``).
 
     transformers' ``StaticSlidingWindowLayer`` keeps only the last ``sliding_window`` positions and
     picks its write path with a Python-int branch (not full / becoming full / full, then a roll), so a
@@ -232,50 +272,65 @@ def static_cache_for_graphs(model, max_cache_len: int):
     keeps attention inside the window: the keys attended are the ones of HF's sliding cache.
 
     Raises:
-        NotGraphableError: a layer type other than full or sliding-window attention (chunked,
-            linear/recurrent, compressed), or ``max_cache_len`` above the positions.
+        NotGraphableError: a layer type that a fixed-shape cache cannot hold (chunked attention, indexed or
+            compressed sparse attention), or a window the model applies that its layer types do not record
+            (:func:`~cudagraph_bench.models.windows.check_windows_recorded`).
     """
-    from transformers.cache_utils import Cache, StaticLayer, get_layer_types_and_kwargs
+    import transformers.cache_utils as cache_utils
+    from transformers.cache_utils import Cache, StaticLayer
+
+    from cudagraph_bench.models.windows import check_windows_recorded
 
     config = model.config.get_text_config(decoder=True)
-    layer_types, _ = get_layer_types_and_kwargs(config)
-    unsupported = sorted(set(layer_types) - GRAPHABLE_LAYER_TYPES)
+    layer_types, per_layer = _layer_types_and_kwargs(config)
+    unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES)
     if unsupported:
         raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: graphed decode "
-                                f"supports full and sliding-window attention only")
-    return Cache(layers=[StaticLayer(max_cache_len=max_cache_len) for _ in layer_types])
+                                f"supports full and sliding-window attention, state (mamba, linear attention, "
+                                f"short conv) and hybrid layers only")
+    check_windows_recorded(config, layer_types)
+    layers = []
+    for layer_type, kwargs in zip(layer_types, per_layer, strict=True):
+        states = {"number_of_states": kwargs["number_of_states"]} if "number_of_states" in kwargs else {}
+        if layer_type in KV_LAYER_TYPES:
+            layers.append(StaticLayer(max_cache_len=max_cache_len))
+        elif layer_type in HYBRID_LAYER_TYPES:       # full length: a sliding window is kept by the mask
+            layers.append(cache_utils.LinearAttentionAndStaticFullAttentionLayer(max_cache_len, **states))
+        else:
+            layers.append(cache_utils.STATIC_LAYER_TYPE_MAPPING[layer_type](max_cache_len=max_cache_len, **states))
+    return Cache(layers=layers)
 
 
 def attention_windows(config) -> list[int | None]:
-    """Per KV-cache layer of a causal LM's ``config``, the most cached tokens one query attends to: the
-    sliding window (tokens) of a sliding-window layer, None for full attention (the whole context).
+    """Per KV-cache layer of a causal LM's ``config`` (attention and hybrid layers; state and MLP-only layers
+    hold no per-token keys and values), the most cached tokens one query attends to: the sliding window
+    (tokens) of a sliding-window layer, None for full attention (the whole context).
 
     Raises:
-        NotGraphableError: a layer type other than full or sliding-window attention (as
-            :func:`static_cache_for_graphs`)."""
-    from transformers.cache_utils import get_layer_types_and_kwargs
-
+        NotGraphableError: a layer type other than those :func:`static_cache_for_graphs` holds."""
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    layer_types, kwargs = get_layer_types_and_kwargs(config)
-    unsupported = sorted(set(layer_types) - GRAPHABLE_LAYER_TYPES)
+    layer_types, per_layer = _layer_types_and_kwargs(config)
+    unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES)
     if unsupported:
         raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: only full and "
                                 f"sliding-window attention layers have a KV-byte model")
-    # one dict for every layer (transformers < 5.24) or one dict per layer (>= 5.24, heterogeneous configs)
-    per_layer = kwargs if isinstance(kwargs, list) else [kwargs] * len(layer_types)
-    windows = [layer_kwargs.get("sliding_window") for layer_kwargs in per_layer]
-    return [int(window) if t == "sliding_attention" and window else None
-            for t, window in zip(layer_types, windows, strict=True)]
+    return [int(kwargs["sliding_window"]) if t in SLIDING_LAYER_TYPES and kwargs.get("sliding_window") else None
+            for t, kwargs in zip(layer_types, per_layer, strict=True) if t in KV_LAYER_TYPES | HYBRID_LAYER_TYPES]
 
 
 def set_cache_write_position(cache, length: int) -> None:
     """Point every static cache layer's device-side write counter (``cumulative_length``) at ``length``
-    tokens, in place (e.g. after a prefill right-padded past the prompt).
+    tokens, in place (e.g. after a prefill right-padded past the prompt); layers without keys and values
+    (state and MLP-only layers) have none and are left as they are.
 
     Raises:
-        NotGraphableError: a layer has no device-side counter (unsupported transformers release)."""
+        NotGraphableError: a key/value layer has no device-side counter (unsupported transformers release)."""
+    from transformers.cache_utils import StaticLayer
+
     for layer in cache.layers:
         counter = getattr(layer, "cumulative_length", None)
+        if counter is None and not isinstance(layer, StaticLayer):
+            continue
         if counter is None or isinstance(counter, int):
             raise NotGraphableError(f"{type(layer).__name__} has no device-side cumulative_length: install "
                                     f"transformers{TESTED_RANGE}")

@@ -25,10 +25,10 @@ PADDING_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl"
 
 def recorded_position_limit(config) -> int | None:
     """The position limit (tokens) that ``config`` records (gpt2 1024, bert-tiny 512; roberta-base 512 of its
-    514 position rows), or None when it records none (ALiBi, NoPE)."""
+    514 position rows), or None when it records none (ALiBi, NoPE; XLNet's relative positions, recorded as -1)."""
     for field in POSITION_FIELDS:
         value = getattr(config, field, None)
-        if value:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:   # XLNet's -1: no limit
             pad = getattr(config, "pad_token_id", None)
             offset = pad + 1 if getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS and \
                 isinstance(pad, int) else 0

@@ -291,11 +291,15 @@ def attention_implementation(config, model_class=None, requested: str | None = N
     return choose_attention(config, model_class, requested)
 
 
+#: Config fields that count a mixture of experts' routed experts (Aria's ``moe_num_experts`` too).
+EXPERT_COUNT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
+
 def is_mixture_of_experts(model_or_config) -> bool:
     """True for a mixture-of-experts model (its config counts experts)."""
     config = getattr(model_or_config, "config", model_or_config)
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return any(getattr(config, f, None) for f in ("num_experts", "num_local_experts", "n_routed_experts"))
+    return any(getattr(config, f, None) for f in EXPERT_COUNT_FIELDS)
 
 
 def graph_safe_experts_implementation(dtype: "str | torch.dtype") -> str:

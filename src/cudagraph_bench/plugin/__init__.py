@@ -24,7 +24,9 @@ pytest-benchmark through their public hooks and options only:
   for a session that measured nothing but recorded failures;
 - :mod:`~cudagraph_bench.plugin.sharding` ``--shard K/N`` and the recorded test durations;
 - :mod:`~cudagraph_bench.plugin.journal`  ``--journal FILE`` (the tests started and finished, for the launcher)
-  and the stop after a broken CUDA context.
+  and the stop after a broken CUDA context;
+- :mod:`~cudagraph_bench.plugin.zoo`      ``--zoo``: the architecture zoo (``perf_tests/test_zoo.py``, collected only
+  then), one forward and one decode test per causal-LM model type.
 """
 
 from cudagraph_bench.plugin.options import GPU_SKIP_REASON
@@ -39,6 +41,7 @@ pytest_plugins = [
     "cudagraph_bench.plugin.output",
     "cudagraph_bench.plugin.sharding",
     "cudagraph_bench.plugin.journal",
+    "cudagraph_bench.plugin.zoo",
 ]
 
 __all__ = ["Session", "GPU_SKIP_REASON"]

@@ -1,0 +1,119 @@
+"""``cudagraph-bench zoo``: the architecture zoo (every causal-LM model type of the installed transformers, see
+:mod:`cudagraph_bench.plugin.zoo`) in one command, and ``docs/architectures.md`` from its runs.
+
+Run mode: ``perf_tests/test_zoo.py --zoo TYPES`` in a watched pytest process
+(:func:`~cudagraph_bench.runner.process.run_pytest`: a test that kills the process is recorded as failed and the
+others run), its run JSON in ``-o DIR`` (``zoo.json``, log next to it) and the page. ``--from RUN...``: the page
+from earlier runs (GPU and CPU runs, one or more transformers releases), no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from cudagraph_bench.errors import UsageError
+
+#: The run JSON of run mode, in ``-o DIR``.
+RUN_JSON = "zoo.json"
+#: The page written next to it unless ``--markdown`` names another file.
+PAGE = "architectures.md"
+DEFAULT_OUT = "out/zoo"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    from cudagraph_bench.parsers import parse_path
+
+    parser.add_argument("--types", default="all", metavar="TYPES",
+                        help="model types: all, K/N (every N-th type from the K-th: N device commands) or "
+                             "type,type,... (default: all)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cuda: check and time every graph; cpu: the classification a CPU can make "
+                             "(default: cuda)")
+    parser.add_argument("--with-compile", action="store_true",
+                        help="also check and time the decode step compiled by inductor and captured (compile+graph)")
+    parser.add_argument("--deadline-s", type=float, default=0.0, metavar="S",
+                        help="skip the types whose tests would start later than S seconds into the run (they stay "
+                             "out of it), so that a run under a time limit still writes its file; 0: none "
+                             "(default: 0)")
+    parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
+                        help=f"run mode: where {RUN_JSON}, its log and {PAGE} go (default: {DEFAULT_OUT})")
+    parser.add_argument("--from", dest="source", nargs="+", type=parse_path, default=None, metavar="RUN",
+                        help="write the page from these zoo runs instead of running (no GPU, no torch)")
+    parser.add_argument("--markdown", type=parse_path, default=None, metavar="FILE",
+                        help=f"where the page goes (default: DIR/{PAGE} in run mode; required with --from)")
+
+
+def _load(paths) -> list:
+    from cudagraph_bench.report.architectures import run_entries
+    from cudagraph_bench.results.runfile import load_run
+
+    runs = [load_run(str(p), records_only=True) for p in paths]
+    empty = [str(r.path) for r in runs if not run_entries(r)]
+    if empty:
+        raise UsageError(f"{', '.join(empty)}: no zoo entries (not a run of perf_tests/test_zoo.py --zoo): give the "
+                         f"{RUN_JSON} of cudagraph-bench zoo")
+    return runs
+
+
+def write_page(paths, markdown, command: str | None = None) -> int:
+    """Write the page of the zoo runs at ``paths`` to ``markdown``; print the counts. Returns 1 when a part failed,
+    else 0.
+
+    Raises:
+        UsageError / InputFileError: a run that cannot be read or holds no zoo entries."""
+    from cudagraph_bench.fsio import check_output_file, write_text_atomic, written_verb
+    from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
+    from cudagraph_bench.zoo_keys import FAILED
+
+    check_output_file(markdown, "--markdown", PAGE)
+    runs = _load(paths)
+    verb = written_verb(markdown)
+    write_text_atomic(markdown, render_markdown(runs, command=command))
+    print(f"{verb} {markdown}", file=sys.stderr)
+    merged = merge_entries([e for run in runs for e in run_entries(run)])
+    for (version, part), counts in sorted(status_counts(merged).items()):
+        listed = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+        print(f"transformers {version} {part}: {listed}")
+    return 1 if any(e.status == FAILED for e in merged.values()) else 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the zoo (or read ``--from`` runs) and write the page. Returns 0, 1 (a part failed or killed its
+    process, or no run was written) or raises :class:`UsageError` (exit 2)."""
+    from cudagraph_bench.fsio import check_output_folder
+
+    if args.source:
+        if args.markdown is None:
+            raise UsageError("--from writes the page: give --markdown FILE (e.g. docs/architectures.md)")
+        return write_page(args.source, args.markdown)
+    from cudagraph_bench.paths import checkout_root
+    from cudagraph_bench.runner.process import PytestRun, cuda_problem, run_pytest
+
+    tree = checkout_root()
+    if tree is None or not (tree / "perf_tests" / "test_zoo.py").is_file():
+        raise UsageError("cudagraph-bench zoo runs the checkout's perf_tests/test_zoo.py: run it from a cudagraph-bench "
+                         "checkout (an editable install)")
+    if args.device == "cuda":
+        problem = cuda_problem()
+        if problem:
+            raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
+    out = Path(args.out)
+    markdown = Path(args.markdown) if args.markdown else out / PAGE
+    check_output_folder(out, [RUN_JSON], create=True)
+    if args.deadline_s < 0:
+        raise UsageError(f"--deadline-s must be >= 0 (got {args.deadline_s:g})")
+    deadline = f"{time.time() + args.deadline_s:.0f}" if args.deadline_s else "0"
+    pytest_args = ("perf_tests/test_zoo.py", "--zoo", args.types, "--device", args.device,
+                   "--zoo-deadline-at", deadline, *(("--with-compile",) if args.with_compile else ()))
+    outcome = run_pytest(PytestRun(tree=tree, json_path=out / RUN_JSON, args=pytest_args))
+    if outcome.json_path is None:
+        print(f"the zoo's pytest process wrote no run (see {outcome.log_path})", file=sys.stderr)
+        return 1
+    command = " ".join(["cudagraph-bench zoo", f"--types {args.types}", f"--device {args.device}",
+                        *([f"--deadline-s {args.deadline_s:g}"] if args.deadline_s else []),
+                        *(["--with-compile"] if args.with_compile else [])])
+    status = write_page([outcome.json_path], markdown, command)
+    return 1 if outcome.crashes else status

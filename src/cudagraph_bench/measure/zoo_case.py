@@ -1,0 +1,335 @@
+"""The checks of one model type of the architecture zoo (:mod:`cudagraph_bench.models.zoo`), for each part
+(:mod:`cudagraph_bench.zoo_keys`): what the pytest plugin runs for every type, on a GPU or, as far as a CPU
+allows, on the CPU.
+
+Forward (:func:`forward_outcome`): on a GPU, one forward pass of :data:`~cudagraph_bench.zoo_keys.PROMPT_TOKENS`
+tokens captured (:class:`~cudagraph_bench.capture.graphed.GraphedForward`, whose checks refuse host work and
+host-side RoPE branches up front) and replayed on fresh inputs, each compared with eager with the static output
+poisoned first; then the replay and eager are timed. On the CPU: the eager forward, and the same pre-capture watch
+for host work on a ``meta`` copy of the model (:func:`~cudagraph_bench.capture.host_work.capture_path_host_work`),
+so a model that a GPU would refuse is named before any GPU runs.
+
+Decode (:func:`decode_outcome`): HF ``generate``'s tokens and logits are the reference; the suite's greedy decoder
+(:class:`~cudagraph_bench.capture.decode.GreedyDecoder`: graphed steps on a GPU, the same steps eagerly on the CPU)
+runs with both prefills, unpadded and bucketed, and each is judged against ``generate`` by the rule of the suite's
+decode checks (:func:`~cudagraph_bench.measure.correctness.check_decode_against_generate`); a model the decoder
+refuses up front (a layer type, a window its layer types do not record, a state a padded prefill would corrupt)
+says why. On a GPU the graphed request and ``generate`` are then timed; ``compile+graph`` is checked and timed on
+request.
+
+Each part ends as a :class:`ZooOutcome`: a status of :data:`~cudagraph_bench.zoo_keys.STATUSES`, a one-line reason
+when not measured, the JSON fields for the run, and on a GPU the calls to time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from cudagraph_bench.zoo_keys import (AWAITS_GPU, CACHE_TOKENS, FAILED, MEASURED, NEW_TOKENS, NOT_GRAPHABLE,
+                                      PREFILL_BUCKETS, PROMPT_TOKENS, REFUSED)
+
+#: A decoder's check against ``generate`` that passed (per prefill; the part is measured when it is timed).
+PASSED = "passed"
+#: ``info["phase"]`` of a part refused because transformers' own eager forward or ``generate`` raised.
+EAGER_PHASE = "eager"
+#: Fresh inputs each forward replay is checked on against eager.
+CHECK_INPUTS = 3
+#: Seeds of the forward inputs and of the decode prompt.
+INPUT_SEED = 100
+PROMPT_SEED = 7
+
+
+@dataclass
+class ZooOutcome:
+    """How one part of one type ended.
+
+    Attributes:
+        status: one of :data:`~cudagraph_bench.zoo_keys.STATUSES`.
+        reason: one line naming the layer, op or config field (None when measured or awaiting a GPU without one).
+        info: JSON fields for the run's entry (checks, notes, capture times).
+        timed: on a GPU, the graphed call to time (one forward replay; one whole decode request), else None.
+        reference: its eager peer (the eager forward; HF ``generate`` of the same request), else None.
+        tokens_per_call: new tokens per call of ``timed`` (1 for a forward pass).
+        close: drops the graphs (call after timing).
+    """
+
+    status: str
+    reason: str | None = None
+    info: dict = field(default_factory=dict)
+    timed: Callable[[], object] | None = None
+    reference: Callable[[], object] | None = None
+    tokens_per_call: int = 1
+    close: Callable[[], None] = lambda: None
+
+
+def first_line(exc: BaseException, width: int = 240) -> str:
+    """``"Type: first line of the message"`` of an exception (the root of a chain), cut to ``width`` characters."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen and not str(exc).strip():
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    text = (str(exc).strip().splitlines() or [""])[0].strip()
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def model_code_line(exc: BaseException) -> str | None:
+    """``"transformers/models/xlnet/modeling_xlnet.py:123"`` when the innermost frame of ``exc``'s traceback outside
+    torch is a model's own code in transformers (the model refused what it was handed), else None (a fault
+    elsewhere: the suite's, or transformers' shared code)."""
+    import os
+    import traceback
+
+    import torch
+
+    torch_folder = os.path.dirname(torch.__file__) + os.sep
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if os.path.abspath(frame.filename).startswith(torch_folder):
+            continue
+        parts = frame.filename.replace(os.sep, "/").split("/")
+        if "transformers" in parts and parts[parts.index("transformers") + 1:][:1] == ["models"]:
+            return "/".join(parts[parts.index("transformers"):]) + f":{frame.lineno}"
+        return None
+    return None
+
+
+def _inputs(model, n: int, seed: int, seq_len: int = PROMPT_TOKENS) -> list:
+    import torch
+
+    from cudagraph_bench.models.presets import random_input_ids
+
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return [random_input_ids(model, seq_len, device=device, generator=generator) for _ in range(n)]
+
+
+def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
+    """The host work a capture of ``model``'s forward would meet, found on the CPU: the pre-capture watch
+    (:func:`~cudagraph_bench.capture.host_work.capture_path_host_work`) over a ``meta`` copy of the model in
+    :data:`~cudagraph_bench.zoo_keys.DTYPE` with the GPU's experts implementation. The finding (one line with the
+    model's source line) or None.
+
+    Raises:
+        NotGraphableError: RoPE whose frequencies change on the host within ``seq_len`` positions.
+        Exception: what the forward raises on ``meta`` (an op without a meta kernel)."""
+    import copy
+
+    import torch
+
+    from cudagraph_bench.capture.host_work import capture_path_host_work
+    from cudagraph_bench.models.presets import model_forward, torch_dtype, use_graph_safe_experts
+    from cudagraph_bench.zoo_keys import DTYPE
+
+    meta = copy.deepcopy(model).to("meta", dtype=torch_dtype(DTYPE))
+    use_graph_safe_experts(meta, DTYPE)
+    ids = torch.zeros(1, seq_len, dtype=torch.int64, device="meta")
+    with torch.inference_mode():
+        return capture_path_host_work(meta, lambda: model_forward(meta, ids), "meta", max_positions=seq_len)
+
+
+def forward_outcome(model, device: str) -> ZooOutcome:
+    """The forward part of a loaded zoo model (module docstring): on ``"cuda"`` checked and ready to time, on
+    ``"cpu"`` classified up front (:data:`~cudagraph_bench.zoo_keys.AWAITS_GPU` when nothing refuses it)."""
+    import torch
+
+    from cudagraph_bench.errors import NotGraphableError
+    from cudagraph_bench.models.presets import model_forward
+
+    (ids,) = _inputs(model, 1, INPUT_SEED - 1)
+    try:
+        with torch.inference_mode():
+            model_forward(model, ids)
+    except Exception as exc:   # noqa: BLE001 - transformers' own forward of the type
+        return ZooOutcome(REFUSED, f"{type(model).__name__}'s eager forward raises {first_line(exc)}",
+                          info={"phase": EAGER_PHASE})
+    if device == "cpu":
+        try:
+            found = meta_host_work(model)
+        except NotGraphableError as exc:
+            return ZooOutcome(NOT_GRAPHABLE, str(exc))
+        except Exception as exc:   # noqa: BLE001 - only the GPU can tell then
+            return ZooOutcome(AWAITS_GPU, info={"note": f"the host-work check on meta did not run: {first_line(exc)}"})
+        if found:
+            return ZooOutcome(NOT_GRAPHABLE, f"{type(model).__name__} does host work in its forward that a CUDA graph "
+                                             f"capture forbids: {found}")
+        return ZooOutcome(AWAITS_GPU, info={"note": "no host work found on meta"})
+    return _graphed_forward(model, ids)
+
+
+def _graphed_forward(model, ids) -> ZooOutcome:
+    """Capture, check on :data:`CHECK_INPUTS` fresh inputs against eager (static output poisoned with NaN before
+    each replay), and hand back the replay and the eager forward to time."""
+    import torch
+
+    from cudagraph_bench.capture.graphed import GraphedForward
+    from cudagraph_bench.errors import CaptureError, NotGraphableError
+    from cudagraph_bench.measure.correctness import assert_matches_eager, max_abs_diff
+    from cudagraph_bench.models.presets import model_forward
+
+    try:
+        graph = GraphedForward(model, PROMPT_TOKENS)
+    except NotGraphableError as exc:
+        return ZooOutcome(NOT_GRAPHABLE, str(exc))
+    except CaptureError as exc:
+        return ZooOutcome(FAILED, str(exc), info={"phase": "capture"})
+    worst = 0.0
+    dtype = next(model.parameters()).dtype
+    try:
+        for fresh in _inputs(model, CHECK_INPUTS, INPUT_SEED):
+            with torch.inference_mode():
+                expected = model_forward(model, fresh).clone()
+                graph.static_output.fill_(float("nan"))
+            got = graph(fresh)
+            torch.cuda.synchronize()
+            assert_matches_eager(got, expected, dtype)
+            worst = max(worst, max_abs_diff(got, expected))
+    except AssertionError as exc:
+        graph.close()
+        return ZooOutcome(FAILED, f"graph replay differs from eager on a fresh input: {first_line(exc)}",
+                          info={"phase": "check"})
+    info = {"check": f"replay == eager on {CHECK_INPUTS} fresh inputs", "max_abs_diff": worst,
+            "capture_ms": graph.capture_ms, "seq_len": PROMPT_TOKENS}
+    return ZooOutcome(MEASURED, None, info, timed=lambda: graph(ids), reference=lambda: model_forward(model, ids),
+                      close=graph.close)
+
+
+def _fp64_logits(model, ids, reference):
+    """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of ``reference``, or ``(None, why)`` when a
+    float64 run of the model is not possible (an op without float64)."""
+    from cudagraph_bench.measure.correctness import fp64_decode_logits
+
+    try:
+        return fp64_decode_logits(model, ids, reference), None
+    except Exception as exc:   # noqa: BLE001
+        return None, first_line(exc)
+
+
+def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
+    """Whether a decoder's ``tokens`` and ``logits`` pass against ``generate``'s, and the sentence: the suite's rule
+    with float64 logits; without them (:func:`_fp64_logits` failed), identical tokens."""
+    from cudagraph_bench.measure.correctness import check_decode_against_generate
+
+    if fp64 is None:
+        same = tokens.cpu().tolist() == reference.cpu().tolist()
+        return same, ("tokens identical to generate (no float64 reference)" if same
+                      else "tokens differ from generate (no float64 reference to judge a rounding tie)")
+    result = check_decode_against_generate(tokens, logits, reference, reference_logits, fp64, dtype)
+    return result.passed, result.summary
+
+
+def decode_outcome(model, device: str, generate, *, with_compile: bool = False) -> ZooOutcome:
+    """The decode part of a loaded zoo model (module docstring). ``generate(model, ids, n)`` -> HF ``generate``'s
+    ``(tokens [1, n], logits)`` (:func:`cudagraph_bench.plugin.references.generate_reference`)."""
+    from cudagraph_bench.capture.decode import GreedyDecoder
+    from cudagraph_bench.errors import CaptureError, NotGraphableError
+
+    (ids,) = _inputs(model, 1, PROMPT_SEED)
+    try:
+        reference, reference_logits = generate(model, ids, NEW_TOKENS)
+    except Exception as exc:   # noqa: BLE001 - transformers' own generate of the type
+        return ZooOutcome(REFUSED, f"HF generate raises {first_line(exc)}: no reference to check a decode against",
+                          info={"phase": EAGER_PHASE})
+    fp64, no_fp64 = _fp64_logits(model, ids, reference)
+    dtype = next(model.parameters()).dtype
+    use_graph = device != "cpu"
+    info, outcomes, kept = {"prompt_tokens": PROMPT_TOKENS, "new_tokens": NEW_TOKENS}, {}, None
+    if no_fp64:
+        info["note"] = f"no float64 reference ({no_fp64}): tokens compared"
+    for prefill, buckets in (("unpadded", None), ("bucketed", PREFILL_BUCKETS)):
+        try:
+            decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=use_graph, prefill_buckets=buckets)
+            tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
+        except NotGraphableError as exc:
+            outcomes[prefill] = (NOT_GRAPHABLE, str(exc))
+            continue
+        except CaptureError as exc:
+            outcomes[prefill] = (FAILED, first_line(exc))
+            continue
+        except Exception as exc:   # noqa: BLE001 - the model's own code on a static cache, or a fault of ours
+            where = model_code_line(exc)
+            outcomes[prefill] = ((NOT_GRAPHABLE, f"{type(model).__name__} does not run on a static KV cache: "
+                                                 f"{first_line(exc)} at {where}") if where else
+                                 (FAILED, first_line(exc)))
+            continue
+        passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
+        outcomes[prefill] = (PASSED if passed else FAILED, sentence)
+        if prefill == "unpadded" and passed:
+            kept = decoder
+        else:
+            decoder.close()
+    info.update({f"{prefill}_prefill": {"status": s, "check": r} for prefill, (s, r) in outcomes.items()})
+    status, reason = _decode_status(outcomes, device)
+    if status == AWAITS_GPU:
+        reason = _host_work_note(model, reason)
+    if status != MEASURED or kept is None:
+        if kept is not None:
+            kept.close()
+        return ZooOutcome(status, reason, info)
+    if with_compile:
+        info["compile+graph"] = _compile_graph(model, ids, reference, reference_logits, fp64, dtype)
+    return ZooOutcome(MEASURED, reason, info, timed=lambda: kept.generate(ids, NEW_TOKENS),
+                      reference=lambda: plain_generate(model, ids, NEW_TOKENS), tokens_per_call=NEW_TOKENS,
+                      close=kept.close)
+
+
+def plain_generate(model, ids, new_tokens: int):
+    """HF ``generate(do_sample=False)`` of ``new_tokens`` tokens after ``ids`` ``[1, L]``, as a user calls it (no
+    logits kept): the peer a graphed request is timed against. Returns ``[1, L + new_tokens]`` int64."""
+    import torch
+
+    with torch.inference_mode():
+        return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new_tokens,
+                              eos_token_id=None, pad_token_id=0)
+
+
+def _host_work_note(model, reason: str | None) -> str | None:
+    """``reason`` with a note when the forward pass does host work a capture forbids (found on a ``meta`` copy): the
+    decode step runs the same layers, so the GPU run is likely to refuse its capture too."""
+    try:
+        found = meta_host_work(model, seq_len=1)
+    except Exception:   # noqa: BLE001 - no note then
+        return reason
+    if not found:
+        return reason
+    note = f"a one-token forward does host work a capture forbids ({found}): the GPU run will likely refuse the step"
+    return f"{reason}; {note}" if reason else note
+
+
+def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
+    """The decode part's status from its prefills' ``(status, sentence)``: failed when either prefill failed; the
+    unpadded prefill's refusal when it is refused; else measured (on the CPU: awaiting a GPU), with the bucketed
+    prefill's refusal as the reason when only that one is refused."""
+    for prefill in ("unpadded", "bucketed"):
+        status, sentence = outcomes[prefill]
+        if status == FAILED:
+            return FAILED, f"{prefill} prefill: {sentence}"
+    status, sentence = outcomes["unpadded"]
+    if status != PASSED:
+        return status, sentence
+    bucketed, why = outcomes["bucketed"]
+    reason = f"bucketed prefill not graphable: {why}" if bucketed == NOT_GRAPHABLE else None
+    return (MEASURED, reason) if device != "cpu" else (AWAITS_GPU, reason)
+
+
+def _compile_graph(model, ids, reference, reference_logits, fp64, dtype) -> dict:
+    """The decode step compiled by inductor and captured, judged against ``generate`` like the graph and timed
+    (ms per token, median of 3 requests); its failure is recorded, never raised."""
+    import numpy as np
+
+    from cudagraph_bench.capture.decode import GreedyDecoder
+    from cudagraph_bench.measure.timing import time_call
+
+    decoder = None
+    try:
+        decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=True, compile_mode="default")
+        tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
+        passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
+        timing = time_call(lambda: decoder.generate(ids, NEW_TOKENS), rounds=3, warmup=1)
+        return {"status": PASSED if passed else FAILED, "check": sentence, "compile_ms": decoder.compile_ms,
+                "ms_per_token": float(np.median(timing.event_ms)) / NEW_TOKENS}
+    except Exception as exc:   # noqa: BLE001 - an optional variant: recorded with its reason
+        return {"status": FAILED, "check": first_line(exc)}
+    finally:
+        if decoder is not None:
+            decoder.close()

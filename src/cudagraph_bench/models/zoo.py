@@ -1,0 +1,165 @@
+"""The architecture zoo: every causal-LM model type of the installed transformers (its auto mapping
+``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), each as a tiny random model built from transformers' own default config
+(:func:`tiny_config`: sizes shrunk by field name, :mod:`cudagraph_bench.models.zoo_sizes`; the few overrides of
+:mod:`cudagraph_bench.models.zoo_overrides`) and saved as a ``save_pretrained`` folder
+(:func:`save_tiny_model`) that ``--models`` and :func:`~cudagraph_bench.models.presets.load_model` load offline
+like any user's checkpoint.
+
+A type whose config cannot be built (its default config needs a checkpoint's fields, its model needs an optional
+package) raises :class:`ZooBuildError` with the reason in one line: the zoo lists it as refused with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cudagraph_bench.errors import CudagraphBenchError
+
+#: Seed of a tiny model's random weights (latency does not depend on weight values).
+ZOO_SEED = 0
+#: ``initializer_range`` of a tiny model: wide random logits, so that greedy tokens vary from step to step and a
+#: decode that goes wrong shows in its tokens.
+INITIALIZER_RANGE = 0.2
+
+
+#: Per-layer lists some configs derive from other fields (not in ``to_dict()``): a tiny model keeps enough layers
+#: for each kind of layer in them.
+DERIVED_LAYER_LISTS = ("layer_types", "layers_block_type")
+
+
+class ZooBuildError(CudagraphBenchError, RuntimeError):
+    """A model type of the zoo whose tiny config or model cannot be built; the message is the one-line reason."""
+
+
+def causal_lm_types() -> list[str]:
+    """Every model type of transformers' causal-LM auto mapping (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), sorted:
+    the zoo's list for the installed release."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def causal_lm_class_name(model_type: str) -> str:
+    """The causal-LM class name transformers maps ``model_type`` to (``"LlamaForCausalLM"``)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
+    return name[0] if isinstance(name, (list, tuple)) else name
+
+
+def _first_line(exc: BaseException, width: int = 200) -> str:
+    """The exception's type and the first line of its message (with the next line when the first only introduces
+    it, as a config validator's does), cut to ``width`` characters."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
+    text = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def tiny_fields(model_type: str) -> dict:
+    """The config fields of ``model_type``'s tiny model: its default config's fields, shrunk
+    (:func:`~cudagraph_bench.models.zoo_sizes.shrink_fields`), with its override
+    (:data:`~cudagraph_bench.models.zoo_overrides.OVERRIDES`) on top: what ``from_pretrained`` would read from the
+    ``config.json`` of such a checkpoint.
+
+    Raises:
+        ZooBuildError: the type is unknown, or its default config cannot be built."""
+    from transformers import CONFIG_MAPPING
+
+    from cudagraph_bench.models.zoo_overrides import OVERRIDES
+    from cudagraph_bench.models.zoo_sizes import shrink_fields
+
+    if model_type not in CONFIG_MAPPING:
+        raise ZooBuildError(f"transformers has no config for model type {model_type!r}")
+    config_class = CONFIG_MAPPING[model_type]
+    try:
+        default = config_class()
+    except Exception as exc:   # noqa: BLE001 - any failure of transformers' own default is the reason
+        raise ZooBuildError(f"transformers' default {config_class.__name__} does not build: {_first_line(exc)}") \
+            from None
+    derived = [getattr(default, name, None) for name in DERIVED_LAYER_LISTS]
+    fields = shrink_fields(default.to_dict(), patterns=[d for d in derived if isinstance(d, list)])
+    override = OVERRIDES.get(model_type)
+    if override is not None:
+        fields = _merged(fields, override.fields)
+    fields["initializer_range"] = INITIALIZER_RANGE
+    if "is_decoder" in fields:
+        fields["is_decoder"] = True          # a causal LM of an encoder family (BERT, RoBERTa) attends causally
+    drop = {"transformers_version", "model_type", "architectures", "_name_or_path"}
+    return {k: v for k, v in fields.items() if k not in drop}
+
+
+def _merged(fields: dict, override: dict) -> dict:
+    """``fields`` with ``override`` on top; a sub-config dict is merged field by field, not replaced."""
+    out = dict(fields)
+    for name, value in override.items():
+        out[name] = _merged(out[name], value) if isinstance(value, dict) and isinstance(out.get(name), dict) else value
+    return out
+
+
+def tiny_config(model_type: str):
+    """The transformers config of ``model_type``'s tiny model (:func:`tiny_fields`), its ``architectures`` naming
+    the type's causal-LM class.
+
+    Raises:
+        ZooBuildError: the config cannot be built (the reason in one line)."""
+    from transformers import CONFIG_MAPPING
+
+    fields = tiny_fields(model_type)
+    config_class = CONFIG_MAPPING[model_type]
+    try:
+        config = config_class(**fields)
+    except Exception as exc:   # noqa: BLE001
+        raise ZooBuildError(f"the tiny {config_class.__name__} does not build: {_first_line(exc)}") from None
+    config.architectures = [causal_lm_class_name(model_type)]
+    return config
+
+
+def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
+    """A tiny random model of ``model_type`` (its causal-LM class, weights drawn with :data:`ZOO_SEED`), in
+    ``eval()`` mode on ``device``; ``config``: the type's :func:`tiny_config` when None.
+
+    Raises:
+        ZooBuildError: the model cannot be built (a missing optional package, a config its code rejects)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = tiny_config(model_type) if config is None else config
+    torch.manual_seed(ZOO_SEED)
+    try:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, **({"dtype": dtype} if dtype is not None else {}))
+    except Exception as exc:   # noqa: BLE001
+        raise ZooBuildError(f"{causal_lm_class_name(model_type)} does not build from its tiny config: "
+                            f"{_first_line(exc)}") from None
+    return model.eval()
+
+
+def save_tiny_config(model_type: str, folder: str | os.PathLike, config=None) -> str:
+    """Write ``model_type``'s tiny config (``config.json`` only) into ``folder/<model_type>``; returns that path.
+    Enough for the checks that read a config (:func:`~cudagraph_bench.models.checkpoints.directory_config`).
+
+    Raises:
+        ZooBuildError: the config cannot be built or written."""
+    config = tiny_config(model_type) if config is None else config
+    path = os.path.join(os.fspath(folder), model_type)
+    try:
+        config.save_pretrained(path)
+    except Exception as exc:   # noqa: BLE001
+        raise ZooBuildError(f"the tiny {type(config).__name__} cannot be saved: {_first_line(exc)}") from None
+    return path
+
+
+def save_tiny_model(model_type: str, folder: str | os.PathLike, model=None) -> str:
+    """Write ``model_type``'s tiny model (``model`` or a new :func:`tiny_model`) with ``save_pretrained`` into
+    ``folder/<model_type>``; returns that path, a checkpoint ``--models`` takes.
+
+    Raises:
+        ZooBuildError: the model cannot be built or saved."""
+    model = tiny_model(model_type) if model is None else model
+    path = os.path.join(os.fspath(folder), model_type)
+    try:
+        model.save_pretrained(path)
+    except Exception as exc:   # noqa: BLE001
+        raise ZooBuildError(f"the tiny {type(model).__name__} cannot be saved: {_first_line(exc)}") from None
+    return path

@@ -1,0 +1,266 @@
+"""The sizes of a tiny model, by config field name: what :func:`shrink_fields` does to the fields of any transformers
+config so that every causal-LM architecture builds in milliseconds and keeps its structure (the same layers, heads
+in the same ratios, the same window and chunk kinds, the same state shapes, only smaller).
+
+A field is shrunk by its name, never grown: widths to :data:`HIDDEN` (heads x head_dim), head counts to
+:data:`HEADS` with key/value heads in the original ratio, ranks, experts, vocabulary and positions to small
+values; sliding windows and attention chunks to :data:`WINDOW` tokens, so that a prompt of a few dozen tokens
+crosses them and the window is exercised, not only recorded. Per-layer lists (``layer_types``,
+``mlp_layer_types``, ...) are cut to the layer count :func:`layer_count` picks: the shortest prefix that still
+holds every kind of layer of the original. The same fields shrink in sub-configs (a text config, a vision
+tower). Constraints that tie fields together (a mamba mixer's heads x head width = expand x hidden) are
+restored by :func:`tie_fields` after the shrink.
+"""
+
+from __future__ import annotations
+
+#: Model width (tokens' hidden size) of a tiny model: ``HEADS x HEAD_DIM``.
+HIDDEN = 64
+#: Attention heads (query heads) of a tiny model.
+HEADS = 4
+#: Width of one attention head.
+HEAD_DIM = 16
+#: Width of a dense MLP.
+INTERMEDIATE = 128
+#: Width of one expert's MLP (and of shared experts).
+EXPERT_INTERMEDIATE = 32
+#: Vocabulary (token ids); large enough for every special token id the shrink keeps.
+VOCAB = 512
+#: Position limit (tokens): a decode request of the zoo (prompt + new tokens) fits many times over.
+POSITIONS = 512
+#: Sliding window / attention chunk (tokens): shorter than a zoo prompt, so the window is exercised.
+WINDOW = 16
+#: Routed experts, and the experts one token is routed to: all of them. A tiny random router has near ties, which
+#: rounding flips between a static and a dynamic KV cache (one step's logits then move far from float64 though the
+#: cache is right, and the decode check cannot tell that from a wrong cache); routing every token to every expert
+#: keeps the routing code and the experts kernels but leaves no choice to flip.
+EXPERTS = 4
+TOP_K = EXPERTS
+#: Low-rank widths (MLA's latent KV and query ranks, LoRA-style adapters).
+RANK = 32
+#: Most layers a tiny model gets while covering every kind of layer of the original.
+MAX_LAYERS = 8
+
+#: field name -> the size it shrinks to (at most: a smaller original is kept).
+WIDTH_FIELDS = dict.fromkeys(
+    ("hidden_size", "n_embd", "d_model", "embed_dim", "emb_dim", "word_embed_proj_dim", "embedding_size",
+     "input_embedding_size", "output_embedding_size", "attention_hidden_size", "lru_width", "embedding_dim", "hidden_size_global",
+     "adapter_in_dim", "adapter_input_size"), HIDDEN)
+MLP_FIELDS = dict.fromkeys(
+    ("intermediate_size", "n_inner", "ffn_dim", "decoder_ffn_dim", "encoder_ffn_dim", "ffn_hidden_size",
+     "intermediate_size_mlp", "dense_intermediate_size", "feed_forward_size", "dim_ff", "dff", "d_inner",
+     "mlp_hidden_size", "hidden_dim"), INTERMEDIATE)
+EXPERT_MLP_FIELDS = dict.fromkeys(
+    ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_ffn_hidden_size", "shared_intermediate_size",
+     "moe_shared_expert_intermediate_size", "shared_experts_intermediate_size", "expert_intermediate_size"),
+    EXPERT_INTERMEDIATE)
+HEAD_COUNT_FIELDS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "decoder_attention_heads",
+                     "encoder_attention_heads", "attention_heads", "num_decoder_attention_heads",
+                     "num_encoder_attention_heads", "swa_num_attention_heads", "index_n_heads")
+KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "num_query_groups",
+                  "swa_num_key_value_heads", "n_kv_heads")
+HEAD_DIM_FIELDS = dict.fromkeys(
+    ("head_dim", "attention_head_dim", "kv_channels", "d_head", "dim_head", "attention_head_size", "swa_head_dim",
+     "index_head_dim", "v_head_dim", "qk_head_dim"), HEAD_DIM)
+#: Multi-head latent attention (DeepSeek-V2/V3): the rotary and non-rotary parts of a query/key head.
+MLA_FIELDS = {"qk_rope_head_dim": HEAD_DIM // 2, "qk_nope_head_dim": HEAD_DIM // 2, "kv_lora_rank": RANK,
+              "q_lora_rank": RANK, "o_lora_rank": RANK}
+LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers", "encoder_layers",
+                      "num_decoder_layers", "num_encoder_layers")
+EXPERT_FIELDS = dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS)
+#: The experts one token is routed to: :data:`TOP_K` whatever the original routes (a smaller top-k would leave a choice
+#: to flip).
+TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "num_selected_experts",
+                              "moe_k"), TOP_K)
+#: Top-k fields that are no expert routing (the sparse-attention indexer's tokens): shrunk like a size.
+INDEX_TOP_K_FIELDS = {"index_topk": TOP_K}
+#: Expert groups of group-limited routing (DeepSeek-V3): one group, so any top-k fits.
+GROUP_FIELDS = {"n_group": 1, "num_expert_group": 1, "topk_group": 1, "n_shared_experts": 1, "num_shared_experts": 1}
+VOCAB_FIELDS = dict.fromkeys(("vocab_size",), VOCAB)
+POSITION_FIELDS = dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "n_ctx",
+                                 "max_sequence_length", "seq_length", "max_target_positions",
+                                 "max_source_positions", "original_max_position_embeddings"), POSITIONS)
+#: Windows and chunks of local attention, by whatever name a config gives them.
+WINDOW_FIELDS = dict.fromkeys(("sliding_window", "window_size", "attention_window_size", "sliding_window_size",
+                               "local_attention", "attention_chunk_size", "local_attention_window_len",
+                               "local_attn_chunk_length", "lsh_attn_chunk_length", "keep_window_size"), WINDOW)
+#: State-space / linear-attention widths (Mamba, Mamba-2, gated delta nets, RG-LRU).
+STATE_FIELDS = {"mamba_d_state": 16, "state_size": 16, "ssm_state_size": 16, "mamba_dt_rank": 8, "time_step_rank": 8,
+                "mamba_chunk_size": WINDOW, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                "linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM, "linear_num_heads": HEADS,
+                "linear_head_dim": HEAD_DIM, "mamba_d_ssm": 2 * HIDDEN}
+#: Every field shrunk to a fixed size (the layer and head counts are handled apart).
+FIXED = {**WIDTH_FIELDS, **MLP_FIELDS, **EXPERT_MLP_FIELDS, **HEAD_DIM_FIELDS, **MLA_FIELDS, **EXPERT_FIELDS,
+         **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **VOCAB_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS}
+#: Fields a checkpoint must give that a default config leaves None (the model cannot be built without them): the
+#: tiny value they get (key/value heads None: as many as the query heads).
+REQUIRED = {"head_dim": HEAD_DIM, "num_key_value_heads": HEADS, "n_routed_experts": EXPERTS,
+            "num_experts_per_tok": TOP_K, "n_shared_experts": 1}
+#: Keys ``to_dict()`` writes into a sub-config that are no field of it (some sub-config classes refuse them back).
+SERIALIZATION_FIELDS = ("_name_or_path", "output_attentions", "transformers_version")
+#: Fields that hold token ids: kept below :data:`VOCAB`.
+TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_token_ids")
+
+
+def layer_lists(fields: dict, layers: int | None) -> dict[str, list]:
+    """The per-layer lists among ``fields``: lists as long as the layer count ``layers`` (``layer_types``,
+    ``mlp_layer_types``, ``layers_block_type``...), by field name."""
+    if not layers:
+        return {}
+    return {k: v for k, v in fields.items() if isinstance(v, list) and len(v) == layers and k != "architectures"}
+
+
+def covering_prefix(values: list) -> int:
+    """The length of the shortest prefix of ``values`` that holds every distinct value of it."""
+    seen, wanted = set(), {repr(v) for v in values}
+    for i, v in enumerate(values):
+        seen.add(repr(v))
+        if seen == wanted:
+            return i + 1
+    return len(values)
+
+
+def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
+    """The layer count of a tiny model of ``fields``: 2, or the shortest prefix of every per-layer list that keeps
+    each kind of layer of the original (a hybrid's attention layer after its mamba layers), at most
+    :data:`MAX_LAYERS`; twice that when the last ``num_kv_shared_layers`` layers reuse the KV cache of earlier ones
+    (Gemma 3n), so that every kind of layer both writes and reads a shared cache. ``patterns``: more per-layer
+    lists, derived by the config from other fields (Jamba's ``layer_types`` from its attention period and
+    offset)."""
+    if not original_layers:
+        return 2
+    lists = [*layer_lists(fields, original_layers).values(),
+             *(p for p in patterns if isinstance(p, list) and len(p) == original_layers)]
+    needed = max([2, *(covering_prefix(v) for v in lists)])
+    count = min(original_layers, needed, MAX_LAYERS)
+    if fields.get("num_kv_shared_layers"):
+        count = min(original_layers, 2 * min(needed, MAX_LAYERS))
+    return count
+
+
+def _kv_heads(original_heads, original_kv) -> int:
+    """Key/value heads of a tiny model: as many as its query heads for multi-head attention, 1 for multi-query, else
+    half (grouped-query attention kept grouped)."""
+    if not isinstance(original_kv, int) or not isinstance(original_heads, int) or original_kv >= original_heads:
+        return HEADS
+    return 1 if original_kv == 1 else HEADS // 2
+
+
+def _is_size(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _shrunk(value, size):
+    return min(value, size) if _is_size(value) else value
+
+
+def _shrink_one(name: str, value, fields: dict):
+    """The tiny value of one field ``name`` of ``fields`` (the original config's), or ``value`` itself."""
+    hidden = fields.get("hidden_size") if _is_size(fields.get("hidden_size")) else None
+    if value is None and name in REQUIRED:
+        return REQUIRED[name]
+    if isinstance(value, dict) and ("model_type" in value or name.endswith("_config")):
+        return {k: v for k, v in shrink_fields(value).items() if k not in SERIALIZATION_FIELDS}
+    if name in WIDTH_FIELDS and name != "hidden_size" and hidden and _is_size(value) and value > hidden \
+            and value % hidden == 0:      # a multiple of the width (hidden state and embeddings side by side)
+        return HIDDEN * (value // hidden)
+    if name in TOP_K_FIELDS:
+        return TOP_K if _is_size(value) else value
+    if name in FIXED:
+        return _shrunk(value, FIXED[name])
+    if name in HEAD_COUNT_FIELDS:
+        return _shrunk(value, HEADS)
+    if name in KV_HEAD_FIELDS:
+        heads = next((fields[k] for k in HEAD_COUNT_FIELDS if _is_size(fields.get(k))), None)
+        return _kv_heads(heads, value) if _is_size(value) else value
+    if "vocab_size" in name or name.endswith("_vocab"):
+        return _shrunk(value, VOCAB)
+    if name.endswith("_per_layer_input"):
+        return _shrunk(value, HEAD_DIM)
+    if name.endswith("embed_dim"):
+        return _shrunk(value, HIDDEN)
+    if name.endswith(TOKEN_ID_SUFFIXES):
+        return _token_ids(value)
+    return value
+
+
+def shrink_fields(fields: dict, patterns=()) -> dict:
+    """``fields`` (a config's ``to_dict()``) with every size field of :data:`FIXED`, the head and layer counts,
+    per-layer lists and token ids shrunk; sub-config dicts (``text_config``, ...) and per-layer configs shrink the
+    same way. Fields this does not know by name are kept as they are. ``patterns``: per-layer lists the config
+    derives (:func:`layer_count`)."""
+    out = {name: _shrink_one(name, value, fields) for name, value in fields.items() if name != "per_layer_config"}
+    count = None
+    layers_field = next((k for k in LAYER_COUNT_FIELDS if _is_size(fields.get(k))), None)
+    if layers_field:
+        original = fields[layers_field]
+        count = layer_count(fields, original, patterns)
+        for name in LAYER_COUNT_FIELDS:
+            if fields.get(name) == original:
+                out[name] = count
+        for name, values in layer_lists(fields, original).items():
+            out[name] = values[:count]
+        if _is_size(fields.get("num_kv_shared_layers")):
+            out["num_kv_shared_layers"] = count // 2
+    if isinstance(fields.get("per_layer_config"), dict):     # layer index (or layer type) -> that layer's fields
+        out["per_layer_config"] = {k: _shrink_layer(v, fields) for k, v in fields["per_layer_config"].items()
+                                   if isinstance(v, dict) and (count is None or not str(k).isdigit() or int(k) < count)}
+    return tie_fields(out, fields)
+
+
+def _shrink_layer(layer: dict, fields: dict) -> dict:
+    """One per-layer config: its own fields shrunk in the context of the whole config's (its head ratios)."""
+    whole = {k: v for k, v in fields.items() if k != "per_layer_config"}
+    shrunk = shrink_fields({**whole, **layer})
+    return {k: shrunk[k] for k in layer}
+
+
+def _token_ids(value):
+    """Token ids kept inside the tiny vocabulary (an id past it becomes its remainder, so distinct special tokens
+    mostly stay distinct)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value % VOCAB if value >= VOCAB else value
+    if isinstance(value, list):
+        return [_token_ids(v) for v in value]
+    return value
+
+
+#: (heads field, head width field) of a state-space mixer, whose product must be its inner width, expand x hidden.
+MIXER_HEADS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_head_dim"), ("n_mamba_heads", "mamba_headdim"))
+
+
+def tie_fields(out: dict, original: dict) -> dict:
+    """Restore the constraints that tie shrunk fields ``out`` together as they tied the ``original`` ones: a
+    state-space mixer's heads x head width = expand x hidden (Mamba-2, Bamba, NemotronH, Falcon-H1, Zamba), MLA's
+    query/key head = rotary + non-rotary part and a ``head_dim`` that was one of them stays so, a top-k no larger
+    than the experts, one group of state-space heads, a rotary width no wider than the head."""
+    out = dict(out)
+    hidden = out.get("hidden_size") if _is_size(out.get("hidden_size")) else HIDDEN
+    pairs = [p for p in MIXER_HEADS if p[0] in out and p[1] in out]
+    if "state_size" in out and "expand" in out and "num_heads" in out and "head_dim" in out:   # Mamba-2
+        pairs.append(("num_heads", "head_dim"))
+    for heads_field, dim_field in pairs:
+        expand = out.get("mamba_expand", out.get("expand", 2)) or 2
+        dim = min(int(out[dim_field] or HEAD_DIM), HEAD_DIM)
+        out[dim_field] = dim
+        out[heads_field] = max(1, int(expand * hidden) // dim)
+    rope, nope = original.get("qk_rope_head_dim"), original.get("qk_nope_head_dim")
+    if _is_size(rope) and _is_size(nope):
+        if "qk_head_dim" in out:
+            out["qk_head_dim"] = out["qk_rope_head_dim"] + out["qk_nope_head_dim"]
+        if original.get("head_dim") == rope:       # DeepSeek's head_dim: the rotary part
+            out["head_dim"] = out["qk_rope_head_dim"]
+        elif original.get("head_dim") == rope + nope:
+            out["head_dim"] = out["qk_rope_head_dim"] + out["qk_nope_head_dim"]
+    experts = next((out[f] for f in EXPERT_FIELDS if _is_size(out.get(f))), None)
+    for name in TOP_K_FIELDS:
+        if experts and _is_size(out.get(name)):
+            out[name] = min(out[name], experts)        # HunYuan's one expert: routed to it alone
+    for groups in ("mamba_n_groups", "n_groups", "mamba_ngroups"):
+        if _is_size(out.get(groups)):
+            out[groups] = 1
+    if _is_size(out.get("rotary_dim")):
+        out["rotary_dim"] = min(out["rotary_dim"], HEAD_DIM)
+    return out

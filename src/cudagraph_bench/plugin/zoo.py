@@ -1,0 +1,235 @@
+"""The architecture zoo in the pytest session: ``--zoo`` (off by default) collects ``perf_tests/test_zoo.py``, one
+forward and one decode test per causal-LM model type of the installed transformers, and records each type's
+outcome in the run JSON (:mod:`cudagraph_bench.zoo_keys`).
+
+Without ``--zoo`` the module is not even collected: ``make test`` and ``make gpu-gate`` never run it. Each test
+builds its type's tiny checkpoint once per session (:func:`~cudagraph_bench.models.zoo_checkpoints.zoo_checkpoint`),
+loads it through the suite's load path and runs its part (:mod:`cudagraph_bench.measure.zoo_case`). A measured
+part is a benchmark: the graph is timed by pytest-benchmark (:func:`~cudagraph_bench.plugin.timing.benchmark_call`),
+its eager peer by the same CUDA-event timer, and ``extra_info`` holds ``model_type``, ``part``, ``status`` and the
+figures. Any other outcome is listed under ``["cudagraph_bench"]["failures"]`` with its status and reason: a
+refusal or a capture the suite will not make is a skip with that reason, a check that failed fails the test, and
+``awaits GPU`` (a CPU run) passes. One type's outcome never stops the others; ``cudagraph-bench zoo`` restarts
+the session without a test that killed the process.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cudagraph_bench.zoo_keys import (AWAITS_GPU, DTYPE, FAILED, FORWARD, MEASURED, NOT_GRAPHABLE, REFUSED,
+                                      SUITE)
+
+#: The test module the option collects.
+ZOO_MODULE = "test_zoo.py"
+#: Measured rounds and warm-up calls of a forward part (graph and eager each), and of a decode part (requests).
+FORWARD_ROUNDS, FORWARD_WARMUP = 20, 5
+DECODE_ROUNDS, DECODE_WARMUP = 3, 1
+
+
+def parse_zoo(text: str) -> str:
+    """``--zoo``'s value as given: ``all``, ``K/N`` (every N-th type from the K-th, for N device commands) or a
+    comma-separated list of model types; checked against the installed transformers at collection
+    (:func:`selected_types`)."""
+    import argparse
+
+    text = text.strip()
+    if not text:
+        raise argparse.ArgumentTypeError("give all, K/N or model types separated by commas")
+    return text
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
+    group.addoption("--zoo", dest="zoo", type=parse_zoo, default=None, metavar="TYPES",
+                    help="the architecture zoo: collect perf_tests/test_zoo.py for these causal-LM model types of the "
+                         "installed transformers: all, K/N (every N-th type from the K-th) or type,type,... "
+                         "(default: not collected). With --device cpu: the classification a CPU can make")
+    group.addoption("--zoo-deadline-at", dest="zoo_deadline_at", type=float, default=0.0, metavar="EPOCH_S",
+                    help="the zoo: tests that would start after this wall-clock time (seconds since the epoch) are "
+                         "skipped (not run, so absent from the run): a session under a time limit still writes its "
+                         "run; 0: no deadline (cudagraph-bench zoo --deadline-s sets it) (default: 0)")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """``perf_tests/test_zoo.py`` is collected only with ``--zoo``."""
+    if collection_path.name == ZOO_MODULE and not config.getoption("zoo", None):
+        return True
+    return None
+
+
+def pytest_runtest_setup(item):
+    """A zoo test past ``--zoo-deadline-at`` is skipped before it starts."""
+    import time
+
+    deadline = item.config.getoption("zoo_deadline_at", 0.0) or 0.0
+    if deadline and "zoo_type" in item.fixturenames and time.time() > deadline:
+        pytest.skip("not run: past the zoo's deadline (--zoo-deadline-at)")
+
+
+def selected_types(option: str) -> list[str]:
+    """The model types ``--zoo`` names (:func:`parse_zoo`), in transformers' order.
+
+    Raises:
+        pytest.UsageError: ``K/N`` out of range, or a type that is no causal LM of the installed transformers."""
+    from cudagraph_bench.models.zoo import causal_lm_types
+
+    types = causal_lm_types()
+    if option == "all":
+        return types
+    if "/" in option and all(p.strip().isdigit() for p in option.split("/", 1)):
+        k, n = (int(p) for p in option.split("/", 1))
+        if not 1 <= k <= n:
+            raise pytest.UsageError(f"--zoo {option}: K/N needs 1 <= K <= N")
+        return types[k - 1::n]
+    wanted = [t.strip() for t in option.split(",") if t.strip()]
+    unknown = [t for t in wanted if t not in types]
+    if unknown:
+        import transformers
+
+        raise pytest.UsageError(f"--zoo: {', '.join(unknown)} is no causal-LM model type of transformers "
+                                f"{transformers.__version__} (it has {len(types)}; --zoo all runs them)")
+    return wanted
+
+
+def pytest_generate_tests(metafunc):
+    if "zoo_type" in metafunc.fixturenames:
+        types = selected_types(metafunc.config.getoption("zoo"))
+        metafunc.parametrize("zoo_type", types, ids=types)
+
+
+class Zoo:
+    """The session's zoo: one folder of tiny checkpoints, each built once; a type's refusal kept with it."""
+
+    def __init__(self, folder, device: str, attn_implementation: str | None):
+        self.folder, self.device, self.attn_implementation = folder, device, attn_implementation
+        self._paths: dict[str, str | Exception] = {}
+
+    def checkpoint(self, model_type: str) -> str:
+        """The type's checkpoint folder. Raises :class:`~cudagraph_bench.models.zoo_checkpoints.ZooRefused`."""
+        from cudagraph_bench.models.zoo_checkpoints import ZooRefused, zoo_checkpoint
+
+        if model_type not in self._paths:
+            try:
+                self._paths[model_type] = zoo_checkpoint(model_type, self.folder,
+                                                         attn_implementation=self.attn_implementation)
+            except ZooRefused as exc:
+                self._paths[model_type] = exc
+        found = self._paths[model_type]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory, request) -> Zoo:
+    """The session's :class:`Zoo` (checkpoints in a temporary folder). On the CPU torch runs one thread: a tiny model
+    gains nothing from more, and a thread that waits for a descheduled one on a busy machine costs seconds."""
+    if request.config.getoption("device", "cuda") == "cpu":
+        import torch
+
+        torch.set_num_threads(1)
+    return Zoo(tmp_path_factory.mktemp("zoo"), request.config.getoption("device", "cuda"),
+               request.config.getoption("attn_implementation", None))
+
+
+def _key(model_type: str, part: str) -> dict:
+    import torch
+    import transformers
+
+    return {"suite": SUITE, "model_type": model_type, "part": part, "dtype": DTYPE,
+            "transformers": transformers.__version__, "torch": torch.__version__}
+
+
+def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> None:
+    """One part of one type, end to end (module docstring): refusal, load, check, timing, record."""
+    from cudagraph_bench.models.zoo_checkpoints import ZooRefused
+
+    key = _key(model_type, part)
+    try:
+        path = zoo.checkpoint(model_type)
+    except ZooRefused as exc:
+        _finish(cgb, request, key, REFUSED, str(exc), {})
+        return
+    outcome = None
+    try:
+        outcome = _outcome(cgb, zoo, path, part, request.config.getoption("with_compile", False))
+        if outcome.status == MEASURED:
+            _time(cgb, benchmark, key, outcome, zoo.device)
+            return
+        _finish(cgb, request, key, outcome.status, outcome.reason, outcome.info)
+    finally:
+        if outcome is not None:
+            outcome.close()
+        cgb.release()
+
+
+def _outcome(cgb, zoo: Zoo, path: str, part: str, with_compile: bool):
+    """The :class:`~cudagraph_bench.measure.zoo_case.ZooOutcome` of ``part`` for the checkpoint at ``path``; the
+    pipeline's own exception (not the model's) as a failed outcome."""
+    from cudagraph_bench.measure.zoo_case import EAGER_PHASE, ZooOutcome, decode_outcome, first_line, forward_outcome
+    from cudagraph_bench.models.presets import load_model
+    from cudagraph_bench.plugin.references import generate_reference
+
+    def run(dtype):
+        try:
+            model = load_model(path, dtype, zoo.device, attn_implementation=zoo.attn_implementation)
+        except Exception as exc:   # noqa: BLE001 - the suite's load path refused the folder
+            return ZooOutcome(REFUSED, f"the checkpoint does not load: {first_line(exc)}")
+        try:
+            if part == FORWARD:
+                return forward_outcome(model, zoo.device)
+            return decode_outcome(model, zoo.device, generate_reference, with_compile=with_compile)
+        except Exception as exc:   # noqa: BLE001 - recorded as this part's failure; the other types go on
+            return ZooOutcome(FAILED, f"the pipeline raised {first_line(exc)}")
+
+    outcome = run(DTYPE)
+    if zoo.device == "cpu" and outcome.info.get("phase") == EAGER_PHASE:
+        # a model whose bfloat16 kernels the CPU lacks (a mixed-dtype layer norm) is classified in float32
+        retry = run("float32")
+        if retry.info.get("phase") != EAGER_PHASE:
+            note = f"classified in float32: in {DTYPE} on the CPU {outcome.reason}"
+            retry.reason = f"{retry.reason}; {note}" if retry.reason else note
+            return retry
+    return outcome
+
+
+def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
+    """Time a measured part: the graph through pytest-benchmark, its eager peer by :func:`time_call`, and the
+    figures (:data:`~cudagraph_bench.zoo_keys.FORWARD_FIGURES`, :data:`~cudagraph_bench.zoo_keys.DECODE_FIGURES`)
+    from the CUDA-event medians."""
+    import numpy as np
+    import torch
+
+    from cudagraph_bench.measure.timing import time_call
+    from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+
+    forward = key["part"] == FORWARD
+    rounds, warmup = (FORWARD_ROUNDS, FORWARD_WARMUP) if forward else (DECODE_ROUNDS, DECODE_WARMUP)
+    with torch.inference_mode():   # a decode's reference request already ran once (its check): no warm-up
+        reference = time_call(outcome.reference, rounds=rounds, warmup=warmup if forward else 0, device=device)
+    info = {**key, "status": MEASURED, "reason": outcome.reason, **outcome.info}
+    events = benchmark_call(benchmark, outcome.timed, group=f"zoo-{key['model_type']}", extra_info=info,
+                            policy=round_policy(cgb.option, rounds=rounds, warmup=warmup, max_rounds=rounds),
+                            device=device)
+    ref_ms = float(np.median(reference.event_ms or reference.wall_ms))
+    graph_ms = float(np.median(events)) if events else float(benchmark.stats.stats.median * 1e3)
+    if forward:
+        figures = {"eager_ms": ref_ms, "graph_ms": graph_ms, "reduction_pct": 100.0 * (1.0 - graph_ms / ref_ms)}
+    else:
+        n = outcome.tokens_per_call
+        figures = {"generate_ms_per_token": ref_ms / n, "graph_ms_per_token": graph_ms / n,
+                   "speedup": ref_ms / graph_ms}
+    benchmark.extra_info.update(figures)
+
+
+def _finish(cgb, request, key: dict, status: str, reason: str | None, info: dict) -> None:
+    """Record a part that was not measured and end its test: a skip with the reason (refused, not graphable), a
+    failure (failed), a pass (awaits GPU)."""
+    cgb.records.fail(request.node.nodeid, {**key, **info}, reason or "", status=status)
+    label = f"{key['model_type']} {key['part']}"
+    if status in (REFUSED, NOT_GRAPHABLE):
+        pytest.skip(f"{label} {status}: {reason}")
+    if status == FAILED:
+        pytest.fail(f"{label} failed (recorded in the run JSON): {reason}", pytrace=False)
+    assert status == AWAITS_GPU, status      # a CPU run's part that nothing refused: the test passes

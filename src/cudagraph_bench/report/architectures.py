@@ -1,0 +1,183 @@
+"""``docs/architectures.md``: every causal-LM model type of the zoo's runs in one table, ``model type | forward |
+decode | reason``, with the forward reduction and the decode speedup where a GPU run measured them, and the
+transformers releases each row holds for. No torch.
+
+The entries come from zoo runs (:mod:`cudagraph_bench.zoo_keys`): a benchmark per measured part, a
+``["cudagraph_bench"]["failures"]`` entry per other part, and the entry the launcher writes for a test that killed
+its process (a failed part, named by its test id). For each release and part a GPU run's entry wins over a CPU
+run's; a CPU run's ``awaits GPU`` becomes the cell ``awaits GPU run``, and the page says which columns a GPU run
+fills. Each status cell is one of ``measured``, ``not graphable``, ``refused``, ``failed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cudagraph_bench.zoo_keys import (AWAITS_GPU, DECODE, FORWARD, MEASURED, NEW_TOKENS, PARTS, PROMPT_TOKENS,
+                                      STATUSES, read_entry)
+
+#: The cell of a CPU run's part that nothing refused: the GPU run decides.
+AWAITS_CELL = "awaits GPU run"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One part of one type in one run: status, reason, figures, and where it was run (``gpu``: the GPU's name,
+    None on a CPU)."""
+
+    model_type: str
+    part: str
+    status: str
+    reason: str | None
+    transformers: str
+    gpu: str | None
+    figures: dict = field(default_factory=dict)
+    torch: str | None = None
+
+
+def run_entries(run) -> list[Entry]:
+    """The zoo entries of one loaded run (:class:`~cudagraph_bench.results.runfile.Run`): its benchmarks, its
+    failures entries and its crashed tests (:func:`~cudagraph_bench.zoo_keys.read_entry`), in the file's order; the
+    release and the GPU from the entry, else from the run's environment."""
+    env = run.environment
+    read = [read_entry(m.extra_info, measured=True) for m in run.measurements.values()]
+    section = run.data.get("cudagraph_bench") or {}
+    read += [read_entry(e, measured=False) for e in (section.get("failures") or [])]
+    entries = [e for e in read if e is not None]
+    release = next((e.transformers for e in entries if e.transformers), None) or env.transformers or "?"
+    return [Entry(e.model_type, e.part, e.status, e.reason, e.transformers or release, env.gpu_name, dict(e.figures),
+                  e.torch or env.torch) for e in entries]
+
+
+def merge_entries(entries: list[Entry]) -> dict[tuple[str, str, str], Entry]:
+    """``(transformers, model_type, part) -> Entry``: a GPU run's entry wins over a CPU run's, a later run's over
+    an earlier one of the same kind."""
+    out: dict[tuple[str, str, str], Entry] = {}
+    for entry in entries:
+        key = (entry.transformers, entry.model_type, entry.part)
+        if key in out and out[key].gpu is not None and entry.gpu is None:
+            continue
+        out[key] = entry
+    return out
+
+
+def _cell(entry: Entry | None) -> str:
+    if entry is None:
+        return "-"
+    return AWAITS_CELL if entry.status == AWAITS_GPU else entry.status
+
+
+def _escape(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def _reason(forward: Entry | None, decode: Entry | None) -> str:
+    """The row's reason: once when both parts give the same one, else each part's prefixed with the part."""
+    reasons = [(part, e.reason) for part, e in ((FORWARD, forward), (DECODE, decode)) if e is not None and e.reason]
+    if len(reasons) == 2 and reasons[0][1] == reasons[1][1]:
+        return _escape(reasons[0][1])
+    return "; ".join(f"{part}: {_escape(text)}" for part, text in reasons)
+
+
+def _reduction(entry: Entry | None) -> str:
+    if entry is None or entry.status != MEASURED or "reduction_pct" not in entry.figures:
+        return "-"
+    f = entry.figures
+    return f"{f['eager_ms']:.3g} -> {f['graph_ms']:.3g} ms ({-f['reduction_pct']:+.0f}%)"
+
+
+def _speedup(entry: Entry | None) -> str:
+    if entry is None or entry.status != MEASURED or "speedup" not in entry.figures:
+        return "-"
+    f = entry.figures
+    return f"{f['generate_ms_per_token']:.3g} -> {f['graph_ms_per_token']:.3g} ms/token ({f['speedup']:.1f}x)"
+
+
+def _version_key(version: str):
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def table_rows(merged: dict[tuple[str, str, str], Entry]) -> list[list[str]]:
+    """One row per model type and group of releases with the same cells: ``[model type, forward, decode, reason,
+    forward reduction, decode speedup, transformers]``, by model type, newest release first."""
+    versions = sorted({v for v, _, _ in merged}, key=_version_key, reverse=True)
+    types = sorted({t for _, t, _ in merged})
+    rows = []
+    for model_type in types:
+        groups: dict[tuple, list[str]] = {}
+        for version in versions:
+            forward, decode = merged.get((version, model_type, FORWARD)), merged.get((version, model_type, DECODE))
+            if forward is None and decode is None:
+                continue
+            cells = (_cell(forward), _cell(decode), _reason(forward, decode), _reduction(forward), _speedup(decode))
+            groups.setdefault(cells, []).append(version)
+        for cells, releases in groups.items():
+            rows.append([f"`{model_type}`", *cells, ", ".join(releases)])
+    return rows
+
+
+def status_counts(merged: dict[tuple[str, str, str], Entry]) -> dict[tuple[str, str], dict[str, int]]:
+    """``(transformers, part) -> {status: types}`` over :data:`~cudagraph_bench.zoo_keys.STATUSES`."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for (version, _, part), entry in merged.items():
+        counts = out.setdefault((version, part), dict.fromkeys(STATUSES, 0))
+        counts[entry.status] = counts.get(entry.status, 0) + 1
+    return out
+
+
+def _sources(runs) -> list[str]:
+    lines = ["| run | device | transformers | torch | commit | date |", "|:---|:---|:---|:---|:---|:---|"]
+    for run in runs:
+        env = run.environment
+        entries = run_entries(run)
+        versions = sorted({e.transformers for e in entries}, key=_version_key) or ["?"]
+        torch = next((e.torch for e in entries if e.torch), None) or "-"
+        lines.append(f"| `{run.path.name}` | {env.gpu_name or 'CPU'} | {', '.join(versions)} | {torch} | "
+                     f"`{(env.commit_id or '?')[:12]}` | {(env.run_datetime or '?')[:10]} |")
+    return lines
+
+
+def render_markdown(runs, *, command: str | None = None) -> str:
+    """The page (module docstring) of ``runs`` (loaded runs, any mix of GPU and CPU zoo runs and releases)."""
+    merged = merge_entries([e for run in runs for e in run_entries(run)])
+    versions = sorted({v for v, _, _ in merged}, key=_version_key, reverse=True)
+    on_gpu = any(e.gpu for e in merged.values())
+    awaiting = any(e.status == AWAITS_GPU for e in merged.values())
+    lines = ["# Architectures", "",
+             "Every causal-LM model type of transformers' auto mapping (`MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`), built as a "
+             "tiny random `save_pretrained` checkpoint from transformers' own default config "
+             "(`src/cudagraph_bench/models/zoo.py`) and loaded like any `--models` folder: the forward pass of a "
+             f"{PROMPT_TOKENS}-token prompt replayed from a CUDA graph against eager on fresh inputs, and greedy decode "
+             f"of {NEW_TOKENS} tokens with graphed steps against HF `generate`, with an unpadded and a bucketed "
+             "prefill. Generated by `cudagraph-bench zoo --from` from the runs below "
+             "(`scripts/regenerate_docs.sh`); never edited by hand.", "",
+             "A status cell is `measured` (checked against its reference, then timed), `not graphable` (the suite "
+             "refuses the capture up front: the reason names the layer, op or config field), `refused` (the suite "
+             "does not measure the type: its checkpoint is refused, or it cannot be built or run) or `failed` (a "
+             "check failed: a result the suite would get wrong)."]
+    if awaiting or not on_gpu:
+        lines += ["", f"**Awaiting a GPU run.** `{AWAITS_CELL}`: a CPU run (`cudagraph-bench zoo --device cpu`) found "
+                  "no reason to refuse the part: the eager forward runs, the pre-capture watch finds no host work "
+                  "on a `meta` copy, and the same decode steps run eagerly on a static KV cache give `generate`'s "
+                  "tokens with both prefills. Whether the graph replay matches eager, and the forward reduction and "
+                  "decode speedup columns, are for a GPU run to fill (`cudagraph-bench zoo` on a GPU; its run "
+                  "replaces these cells)."]
+    lines += ["", "## Counts", "", "| transformers | part | " + " | ".join(STATUSES) + " | types |",
+              "|:---|:---|" + "---:|" * (len(STATUSES) + 1)]
+    counts = status_counts(merged)
+    for version in versions:
+        for part in PARTS:
+            c = counts.get((version, part), {})
+            lines.append(f"| {version} | {part} | " + " | ".join(str(c.get(s, 0)) for s in STATUSES)
+                         + f" | {sum(c.values())} |")
+    lines += ["", "## Model types", "",
+              "| model type | forward | decode | reason | forward reduction | decode speedup | transformers |",
+              "|:---|:---|:---|:---|---:|---:|:---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(merged)]
+    lines += ["", "Forward reduction: eager -> graph replay, median ms of CUDA-event-timed calls at batch 1, "
+              f"{PROMPT_TOKENS} tokens, bfloat16. Decode speedup: HF `generate` -> graphed decode, ms per token of "
+              f"whole {NEW_TOKENS}-token requests (unpadded prefill). `-`: not measured.", "", "## Runs", "",
+              *_sources(runs)]
+    if command:
+        lines += ["", f"Made with: `{command}`"]
+    return "\n".join(lines) + "\n"
