@@ -51,4 +51,4 @@ $CG selftest --from $R/selftest --markdown docs/gate-selftest.md > /dev/null || 
 # and, where committed, the GPU zoo runs (results/nvidia-h200/zoo/), whose cells replace the CPU ones. Exit 1 means a
 # part failed: the page says which, so that is not an error here.
 Z=$(ls $R/zoo/*.json* 2>/dev/null || true)
-$CG zoo --from docs/architectures/cpu-transformers-*.json.gz $Z --markdown docs/architectures.md || [ $? -eq 1 ]
+$CG zoo --from results/cpu/zoo/cpu-transformers-*.json.gz $Z --markdown docs/architectures.md || [ $? -eq 1 ]

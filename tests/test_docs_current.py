@@ -20,8 +20,6 @@ HAND_WRITTEN = {"docs/architecture.md", "docs/running.md", "docs/measurement.md"
 #: Exit codes the script accepts per command: calibrate's 1 reports false alarms on its page, selftest's 1 a
 #: missed target on its page.
 ACCEPTED_RC = {"report": {0}, "launch-report": {0}, "calibrate": {0, 1}, "selftest": {0, 1}, "zoo": {0, 1}}
-#: Committed input folders under docs/ that the script reads (the zoo's CPU classification runs).
-DOCS_INPUTS = ("docs/architectures",)
 
 
 def script_commands(tmp_path: Path) -> list[list[str]]:
