@@ -185,6 +185,11 @@ DESCRIPTIONS = {
 }
 
 
+#: The commands that read runs: each takes ``--allow-interrupted``, which lets it read the run of an interrupted
+#: session (refused by default: :func:`cudagraph_bench.results.runfile.load_run`).
+RUN_READERS = ("gate", "compare", "baseline", "report", "calibrate", "launch-report", "selftest", "merge")
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """Shows tuple/list defaults as the user types them (``gpt2,bert-tiny``), not as Python tuples."""
 
@@ -223,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name])
         module.configure_parser(p)
+        if name in RUN_READERS:
+            p.add_argument("--allow-interrupted", action="store_true",
+                           help="read runs of an interrupted session (Ctrl-C; marked in the run JSON), whose last "
+                                "benchmark may be cut short and whose later cases are missing (default: refused)")
         p.set_defaults(_main=module.main)
         parser.command_parsers[name] = p
     return parser
@@ -331,8 +340,11 @@ def _main(argv: list[str] | None) -> int:
     if extra:  # said by the command's own parser: "cudagraph-bench run: error: ... (see cudagraph-bench run --help)"
         command_parser = parser.command_parsers.get(args.command, parser)
         command_parser.error(unrecognized_arguments_message(command_parser, extra))
+    from cudagraph_bench.results.runfile import interrupted_runs_allowed
+
     try:
-        return int(args._main(args) or 0)
+        with interrupted_runs_allowed(getattr(args, "allow_interrupted", False)):
+            return int(args._main(args) or 0)
     except UsageError as exc:
         print(f"cudagraph-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2

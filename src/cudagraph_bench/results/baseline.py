@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,6 +285,9 @@ def load_baseline(path: str | Path) -> Baseline:
             raise TypeError(f"cases must be a list, got {type(data['cases']).__name__}")
         cases = {}
         for index, c in enumerate(data["cases"]):
+            for name in ("model", "dtype"):
+                if not isinstance(c[name], str):
+                    raise ValueError(f"cases[{index}].{name} is {json.dumps(c[name])[:40]}, not a string")
             key = (str(c["model"]), str(c["dtype"]), _case_seq_len(path, index, c["seq_len"]))
             if key in cases:
                 first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
@@ -292,18 +296,21 @@ def load_baseline(path: str | Path) -> Baseline:
                                      f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
             _check_case(path, key, c)
             cases[key] = c
-            if not float(c[GATED]["median_ms"]) > 0:
-                raise ValueError("a graph median_ms is not > 0")
             for variant in (REF, GATED):
+                for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
+                    value = c[variant][name] if name == "median_ms" else c[variant].get(name)
+                    if not (value is None and name == "p95_ms" or _ms(value)):
+                        raise ValueError(f"cases[{index}].{variant}.{name} is {value!r}, not a finite time > 0 ms")
                 medians = c[variant]["run_medians_ms"]
-                if not (isinstance(medians, list) and medians and all(
-                        isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in medians)):
-                    raise ValueError(f"case {_case_name(key)}: {variant}.run_medians_ms must be a list of positive ms")
+                if not (isinstance(medians, list) and medians and all(_ms(x) for x in medians)):
+                    raise ValueError(f"cases[{index}] ({_case_name(key)}): {variant}.run_medians_ms must be a list of positive "
+                                     "finite ms")
             spread = c[GATED].get("spread_pct")
-            if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread < 0
+            if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float))
+                                       or not math.isfinite(spread) or spread < 0
                                        or len(c[GATED]["run_medians_ms"]) < 2):
-                raise ValueError(f"case {_case_name(key)}: graph.spread_pct must be a percent >= 0 from 2 or more "
-                                 "run medians, or null")
+                raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.spread_pct must be a finite percent >= 0 from 2 or "
+                                 "more run medians, or null")
         if not cases:
             raise ValueError("it holds no cases")
         gpu = str(data["gpu_slug"])
@@ -340,6 +347,11 @@ def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, a
         fix = f"against a baseline of {gpu_slug}" if gpu_slug else f"runs recorded on {baseline.gpu_slug}"
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
                          f"{gpu_slug or 'no GPU'}: {command} {fix}, or pass --allow-gpu-mismatch to compare anyway")
+
+
+def _ms(value) -> bool:
+    """Whether a baseline's time is a number of ms that can be one: finite and > 0."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _parse_alpha(text: str) -> float:

@@ -20,6 +20,8 @@ that names the file and the fix (the CLI exits 2).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gzip
 import io
 import hashlib
@@ -49,6 +51,34 @@ _STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
 MAX_ROUND_S = 3600.0
 #: Variants each suite's benchmarks may carry (a renamed variant would silently escape the gate).
 SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launch": LAUNCH_VARIANTS}
+
+
+#: The key of a run's ``cudagraph_bench`` section that marks the run of a session that was interrupted (Ctrl-C):
+#: its last benchmark may have been cut short and the cases after it are missing (the plugin writes it).
+INTERRUPTED = "interrupted"
+_ALLOW_INTERRUPTED = contextvars.ContextVar("allow_interrupted", default=False)
+
+
+@contextlib.contextmanager
+def interrupted_runs_allowed(allowed: bool = True):
+    """Within the block, :func:`load_run` reads the runs of interrupted sessions instead of refusing them
+    (``--allow-interrupted`` of the commands that read runs): one switch for every reader, however deep it
+    loads its runs."""
+    token = _ALLOW_INTERRUPTED.set(allowed)
+    try:
+        yield
+    finally:
+        _ALLOW_INTERRUPTED.reset(token)
+
+
+def interrupted_reason(data: dict) -> str | None:
+    """What a run document records about its session's interruption (``cudagraph_bench.interrupted``), in
+    words, or None for a run that finished."""
+    section = data.get("cudagraph_bench")
+    value = section.get(INTERRUPTED) if isinstance(section, dict) else None
+    if not value:
+        return None
+    return value if isinstance(value, str) else "the session was interrupted"
 
 
 @dataclass(frozen=True)
@@ -161,7 +191,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
     Raises InputFileError (one line) when the file is missing, not a regular file (``/dev/zero``) or
     larger than :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` (compressed or not), empty, truncated/invalid JSON or
     gzip, nested deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, or holds no
-    benchmarks (and, with ``records_only``, no records either).
+    benchmarks (and, with ``records_only``, no records either), or is the run of an interrupted session
+    (:data:`INTERRUPTED`; read within :func:`interrupted_runs_allowed`).
     """
     if not str(ref).strip():
         raise InputFileError("expected a run, got an empty string: name a pytest-benchmark JSON file or a saved-run id")
@@ -185,6 +216,11 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
             and isinstance(data.get("machine_info"), dict)):
         raise InputFileError(f"{path} is not pytest-benchmark output (needs 'machine_info' and a "
                              "'benchmarks' list): give a file written by pytest --benchmark-json")
+    interrupted = interrupted_reason(data)
+    if interrupted and not _ALLOW_INTERRUPTED.get():
+        raise InputFileError(f"{path} is the run of an interrupted session ({interrupted}): its last benchmark may "
+                             "have been cut short and the cases after it are missing: rerun the benchmarks, or pass "
+                             "--allow-interrupted to read it anyway")
     if not data["benchmarks"] and not (records_only and records_without_benchmarks(data.get("cudagraph_bench"))):
         raise _no_benchmarks_error(path, data.get("cudagraph_bench"))
     for key in ("commit_info", "cudagraph_bench"):
@@ -193,7 +229,7 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
                                  "rerun the benchmarks to rewrite the file")
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None
-        if not (isinstance(stats, dict) and all(isinstance(stats.get(f), (int, float)) for f in _STAT_FIELDS)):
+        if not (isinstance(stats, dict) and all(_is_number(stats.get(f)) for f in _STAT_FIELDS)):
             raise InputFileError(f"{path}: benchmarks[{i}] has no numeric stats "
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
         _check_benchmark(path, i, bench, stats)
@@ -206,20 +242,22 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
     """``raw`` itself, or the bytes of the gzip stream ``raw`` when the file is named ``*.gz`` or starts with
-    gzip's magic bytes, at most :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` of them (a stream that inflates
-    beyond is refused, never read whole); a corrupt or truncated stream raises InputFileError (one line)."""
-    from cudagraph_bench.fsio import MAX_INPUT_BYTES
+    gzip's magic bytes, at most :data:`~cudagraph_bench.fsio.MAX_JSON_BYTES` of them: a stream that inflates
+    beyond (a small file of zeros can inflate to gigabytes) is refused after inflating that much, never read
+    whole or parsed; a corrupt or truncated stream raises InputFileError (one line)."""
+    from cudagraph_bench.fsio import MAX_JSON_BYTES
 
     if not (path.name.endswith(".gz") or raw.startswith(GZIP_MAGIC)):
         return raw
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
+            data = fh.read(MAX_JSON_BYTES + 1)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputFileError(f"{path} is not a valid gzip file ({exc}): give the run as written by pytest "
                              "--benchmark-json, or compressed whole with gzip (gzip -k FILE.json)") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputFileError(f"run {path} inflates to more than {MAX_INPUT_BYTES:,} bytes, read at most: {fix}")
+    if len(data) > MAX_JSON_BYTES:
+        raise InputFileError(f"run {path} inflates to more than {MAX_JSON_BYTES:,} bytes ({MAX_JSON_BYTES / 2**20:g} "
+                             f"MiB), read at most (no run is that large): {fix}")
     return data
 
 
@@ -252,18 +290,90 @@ def _no_benchmarks_error(path: Path, section) -> InputFileError:
                           "see why with pytest perf_tests --benchmark-only -rs")
 
 
+#: Largest whole number of a benchmark's key (tokens of a prompt, new tokens, launches per round): no model
+#: takes a billion-token prompt; beyond it a hand-edited value (``10**300``) would overflow the arithmetic.
+MAX_KEY_COUNT = 10**9
+#: The whole-number fields of the suites' keys and what they count.
+_KEY_COUNTS = {"seq_len": "tokens", "new_tokens": "tokens", "n_launches": "launches"}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_timing(key: str) -> bool:
+    """Whether an ``extra_info`` field is a time or a rate (``capture_ms``, ``ms_per_token``, ``tokens_per_s``,
+    ``us_per_launch``): finite and >= 0 in every run."""
+    return key.endswith(("_ms", "_s")) or key.startswith(("ms_per_", "us_per_"))
+
+
+def _check_key_fields(bad, suite: str, info: dict) -> None:
+    """Raise ``bad(...)`` for a key field of ``suite`` that is present with the wrong type: the names (model,
+    dtype, variant) are strings, the counts (seq_len, new_tokens, n_launches) whole numbers in [1,
+    :data:`MAX_KEY_COUNT`]."""
+    for name in SUITE_KEYS[suite]:
+        if name not in info:
+            continue
+        value = info[name]
+        if name in _KEY_COUNTS:
+            if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_KEY_COUNT):
+                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+                raise bad(f"has extra_info.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
+                          f"(and at most {MAX_KEY_COUNT:,})")
+        elif not isinstance(value, str):
+            raise bad(f"has extra_info.{name} of type {_json_type(value)}, not a string")
+
+
+def _json_type(value) -> str:
+    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``."""
+    for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else "number"
+
+
+def _check_timings(bad, info: dict) -> None:
+    """Raise ``bad(...)`` for a time or rate of ``extra_info`` (:func:`_is_timing`; a number, or a list or an
+    object of numbers) that is negative, NaN or infinite, or not a number."""
+    for key, value in info.items():
+        if not _is_timing(key) or value is None:
+            continue
+        items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+                 else [(None, value)])
+        for sub, x in items:
+            where = f"extra_info.{key}" + ("" if sub is None else f"[{sub}]" if isinstance(sub, int) else f".{sub}")
+            if x is None and sub is not None:
+                continue
+            if not _is_number(x):
+                raise bad(f"has {where} of type {_json_type(x)}, not a number of ms or s")
+            if not (math.isfinite(x) and x >= 0):
+                raise bad(f"has {where} = {x}, not a finite time >= 0")
+
+
 def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
-    """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files)."""
+    """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files): stats that
+    are negative or not finite, a suite or a key field of the wrong type (a list, an object, ``10**300``
+    tokens), a negative or non-finite time in ``extra_info``, per-round data that is no list of positive
+    seconds."""
     def bad(what: str):
         return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
 
     info = bench.get("extra_info")
     if info is not None and not isinstance(info, dict):
         raise bad(f"has extra_info of type {type(info).__name__}, not an object")
+    if isinstance(info, dict):
+        if info.get("suite") is not None and not isinstance(info["suite"], str):
+            raise bad(f"has extra_info.suite of type {_json_type(info['suite'])}, not a string such as 'forward'")
+        if info.get("suite") in SUITE_KEYS:
+            _check_key_fields(bad, info["suite"], info)
+        _check_timings(bad, info)
     if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
         raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
     if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
         raise bad("has stats that are negative, zero or not finite")
+    stddev = stats.get("stddev")
+    if stddev is not None and not (_is_number(stddev) and math.isfinite(stddev) and stddev >= 0):
+        raise bad(f"has stats.stddev = {stddev!r}, not a finite spread >= 0")
     if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
         raise bad(f"has a round time above {MAX_ROUND_S:g} s")
     suite = info.get("suite") if isinstance(info, dict) else None
@@ -271,9 +381,6 @@ def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
     if suite in ("forward", "decode") and "dtype" in info and info["dtype"] not in DTYPES:
         raise bad(f"has dtype {info['dtype']!r}, not one of {', '.join(DTYPES)}")
-    seq_len = info.get("seq_len") if isinstance(info, dict) else None
-    if seq_len is not None and not (isinstance(seq_len, int) and not isinstance(seq_len, bool) and seq_len >= 1):
-        raise bad(f"has extra_info.seq_len = {seq_len!r}, not a whole number of tokens >= 1")
     data = stats.get("data")
     if data is not None:
         if isinstance(data, list) and not data:
