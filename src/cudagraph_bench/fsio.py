@@ -41,6 +41,7 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from cudagraph_bench.errors import InputFileError, OutputWriteError, UsageError
@@ -239,7 +240,7 @@ def make_folders(folder: str | os.PathLike) -> list[Path]:
     return made
 
 
-def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
+def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Callable[[], None] | None = None) -> None:
     """Write ``{path: content}`` all or nothing; ``str`` content is written as UTF-8.
 
     Each content goes to a temporary file in its target's folder (missing folders are created, each named
@@ -247,7 +248,12 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
     when every one is written are they moved into place with ``os.replace``, in the given order.
 
     A target that exists and is neither a regular file nor a folder (``/dev/stdout``, a named pipe) is
-    written through, after the files, never replaced.
+    written through, after the temporary files, never replaced.
+
+    ``ready`` (e.g. printing the command's verdict or its "merged ... into FILE" line) is called once every
+    content is written, before the files are moved into place: a line that says a file was written is never
+    printed before a write that fails (``-o /dev/full``), and an error of ``ready`` itself (a standard output
+    that cannot be written) leaves every file as it was.
 
     Raises UsageError when a target is a folder or a parent of it is a file (nothing is written);
     OSError (e.g. a full disk) or any other error while writing leaves every target as it was and
@@ -264,7 +270,7 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
     streams = {p: d for p, d in targets.items() if _is_stream(p)}
     targets = {p: d for p, d in targets.items() if p not in streams}
     temps: list[tuple[str, Path]] = []
-    path = next(iter(targets), None)
+    path = next(iter(targets), next(iter(streams), None))
     try:
         for path, data in targets.items():
             make_folders(path.parent)
@@ -273,12 +279,14 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.chmod(tmp, FILE_MODE)
+        for path, data in streams.items():      # never replaced: written through, after the files are written
+            with open(path, "wb") as fh:
+                fh.write(data)
+        if ready is not None:
+            ready()
         with interrupt_after("writing the output files"):     # all replaced, or none: never a mix on Ctrl-C
             for tmp, path in temps:
                 os.replace(tmp, path)
-            for path, data in streams.items():      # never replaced: written through, after the files
-                with open(path, "wb") as fh:
-                    fh.write(data)
     except BaseException as exc:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
@@ -294,9 +302,10 @@ def interrupt_after(what: str):
     ends, so that files replaced together are all replaced (``what`` names the work on stderr: ``interrupted:
     finishing writing the output files first``). Why: a Ctrl-C between two ``os.replace`` calls would leave
     an output folder with old and new files mixed. Outside the main thread, or where SIGINT is ignored, the
-    block runs as it is (only the main thread can handle a signal)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) in (
-            signal.SIG_IGN, None):
+    block runs as it is (only the main thread can handle a signal); within another such block, the outer one
+    holds the Ctrl-C."""
+    current = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if current in (signal.SIG_IGN, None) or getattr(current, "holds_interrupt", False):   # nested: the outer holds
         yield
         return
     caught = []
@@ -305,6 +314,8 @@ def interrupt_after(what: str):
         if not caught:
             print(f"interrupted: finishing {what} first", file=sys.stderr, flush=True)
         caught.append(signum)
+
+    hold.holds_interrupt = True
 
     previous = signal.signal(signal.SIGINT, hold)
     try:
@@ -332,14 +343,14 @@ def written_verb(path: str | os.PathLike) -> str:
     return "replaced" if os.path.isfile(path) else "wrote"
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically; errors as :func:`write_files_atomic`."""
-    write_files_atomic({path: text})
+def write_text_atomic(path: str | os.PathLike, text: str, ready: Callable[[], None] | None = None) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically; ``ready`` and errors as :func:`write_files_atomic`."""
+    write_files_atomic({path: text}, ready)
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically; errors as :func:`write_files_atomic`."""
-    write_files_atomic({path: data})
+def write_bytes_atomic(path: str | os.PathLike, data: bytes, ready: Callable[[], None] | None = None) -> None:
+    """Write ``data`` to ``path`` atomically; ``ready`` and errors as :func:`write_files_atomic`."""
+    write_files_atomic({path: data}, ready)
 
 
 def figure_png(fig, dpi: int) -> bytes:
