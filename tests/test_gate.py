@@ -811,3 +811,29 @@ def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_p
     assert "regression confirmed" not in out
     assert all(f"confirmation run run.confirm-{i}.json FAILED" in err for i in (1, 2)) and "no JSON written" in err
     assert "2 skipped" in (tmp_path / "run.confirm-1.log").read_text()
+
+
+def test_renamed_gated_cases_fail_the_gate_unless_allowed(tmp_path, capsys):
+    """Gated cases of the baseline missing from the run while gated cases of the run have no baseline entry (a
+    model renamed): the regression check would see neither, so the gate fails naming both, unless --allow-missing.
+    A run of a part of the baseline's matrix (nothing new) passes as before."""
+    doc = committed_doc("forward-checked")
+    part = [b for b in doc["benchmarks"] if b["extra_info"]["model"] == "bert-tiny" and b["extra_info"]["seq_len"] < 128]
+    subset = write({**doc, "benchmarks": part}, tmp_path / "subset.json")
+    renamed = copy.deepcopy(part)
+    for b in renamed:
+        if b["extra_info"]["seq_len"] == 50:
+            b["extra_info"]["model"] = "bert-tiny-v2"
+    moved = write({**doc, "benchmarks": renamed}, tmp_path / "renamed.json")
+    baseline = str(Path(__file__).resolve().parents[1] / "baselines" / "nvidia-h200.json")
+    assert cli_main(["gate", str(subset), "--baseline", baseline]) == 0
+    assert "renamed cases" not in capsys.readouterr().out.splitlines()[-1]
+    assert cli_main(["gate", str(moved), "--baseline", baseline]) == 1
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("gate FAIL: ") and "gated baseline cases not in this run (bert-tiny bfloat16 L=50" in line
+    assert "2 gated cases of this run have no baseline entry (bert-tiny-v2 bfloat16 L=50" in line
+    assert "or pass --allow-missing" in line
+    assert cli_main(["gate", str(moved), "--baseline", baseline, "--allow-missing"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("renamed cases escape the regression check; rebuild "
+                                                             "the baseline for the new names (--allow-missing: not "
+                                                             "failed)")

@@ -44,7 +44,8 @@ from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regr
 from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.results.checks import failed_checks, own_and_peer
-from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
+from cudagraph_bench.results.runfile import (MAX_KEY_COUNT, Measurement, Run, distinct_runs, forward_groups,
+                                            merged_forward_groups)
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
 SCHEMA_VERSION = 2
@@ -370,10 +371,11 @@ def _case_name(key: tuple[str, str, int]) -> str:
 
 
 def _case_seq_len(path: Path, index: int, value) -> int:
-    """A case's prompt length in tokens: a whole number >= 1 (``50.0`` is read as 50)."""
+    """A case's prompt length in tokens: a whole number >= 1 and <= :data:`MAX_KEY_COUNT` (``50.0`` is read as
+    50)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEY_COUNT:
         raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
                              f"is a whole number of tokens >= 1; fix it, or regenerate the file with "
                              f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
