@@ -621,7 +621,10 @@ def test_run_cases_without_a_baseline_entry_are_named_in_the_summary(tmp_path, c
     run = copy.deepcopy(CHECKED)
     run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["model"] != "bert-tiny"]
     n_bert = len({k for k in RED if k[0] == "bert-tiny"} - set(dropped))
+    # gated cases missing on both sides (renamed cases would look so): a failure naming both, unless allowed
     rc, out, _ = run_cli(capsys, "gate", write(run, tmp_path / "no-bert.json"), "--baseline", baseline)
+    assert rc == 1 and out.splitlines()[-1].startswith("gate FAIL: ") and "renamed cases escape" in out
+    rc, out, _ = run_cli(capsys, "gate", tmp_path / "no-bert.json", "--baseline", baseline, "--allow-missing")
     assert rc == 0
     assert (f"no graph median regressed beyond its tolerance vs {baseline} ({n_bert} baseline cases not in this "
             f"run); {len(dropped)} cases of this run have no baseline entry") in out.splitlines()[-1]
