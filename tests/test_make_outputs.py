@@ -40,10 +40,22 @@ def venv(tmp_path):
     return folder
 
 
+#: The make command line of a test: the stand-in venv, the Makefile's defaults of TORCH and TRANSFORMERS (the venv's
+#: record), whatever the make that runs these tests was given.
+def make_argv(target: str, venv: Path, run_json) -> list[str]:
+    return ["make", "--no-print-directory", "-C", str(ROOT), target, f"VENV={venv}", f"RUN_JSON={run_json}",
+            "PYTEST_ARGS=--device cpu", "TORCH=torch", "TRANSFORMERS="]
+
+
+def make_env(**env) -> dict:
+    """This process's environment without the variables of a make it runs under (``make test TORCH=...`` passes
+    TORCH to every make below it through MAKEFLAGS), plus ``env``."""
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    return {**{k: v for k, v in os.environ.items() if k not in outer}, **{k: str(v) for k, v in env.items()}}
+
+
 def make(target: str, venv: Path, run_json, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), target, f"VENV={venv}",
-                           f"RUN_JSON={run_json}", "PYTEST_ARGS=--device cpu"],
-                          env={**os.environ, **{k: str(v) for k, v in env.items()}}, capture_output=True, text=True,
+    return subprocess.run(make_argv(target, venv, run_json), env=make_env(**env), capture_output=True, text=True,
                           timeout=60)
 
 
@@ -81,9 +93,7 @@ def test_ctrl_c_during_make_bench_keeps_the_previous_run_and_leaves_nothing_behi
     run_json = tmp_path / "bench.json"
     run_json.write_text("previous run")
     waiting = tmp_path / "waiting"
-    proc = subprocess.Popen(["make", "--no-print-directory", "-C", str(ROOT), "bench", f"VENV={venv}",
-                             f"RUN_JSON={run_json}", "PYTEST_ARGS=--device cpu"],
-                            env={**os.environ, "FAKE_WAIT": str(waiting), "FAKE_RUN": "cut short"},
+    proc = subprocess.Popen(make_argv("bench", venv, run_json), env=make_env(FAKE_WAIT=waiting, FAKE_RUN="cut short"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
