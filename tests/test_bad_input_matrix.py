@@ -56,10 +56,10 @@ def _raw(path: str, literal: str):
 RUN_CORRUPTIONS = {
     "median 10**400": (_raw("benchmarks.0.stats.median", "1" + "0" * 400), "benchmarks[0].stats.median is 1000"),
     "median of 5000 digits": (_raw("benchmarks.0.stats.median", "9" * 5000), "(5000 characters), a number outside"),
-    "mean 1e999": (_raw("benchmarks.1.stats.mean", "1e999"), "benchmarks[1].stats.mean is 1e999"),
-    "min -1e400": (_raw("benchmarks.0.stats.min", "-1e400"), "benchmarks[0].stats.min is -1e400"),
+    "mean 1e999": (_raw("benchmarks.1.stats.mean", "1e999"), "benchmarks[1].stats.mean is a literal read as infinity"),
+    "min -1e400": (_raw("benchmarks.0.stats.min", "-1e400"), "benchmarks[0].stats.min is a literal read as infinity"),
     "seq_len 10**400": (_raw("benchmarks.0.extra_info.seq_len", "1" + "0" * 400), "extra_info.seq_len is 1000"),
-    "a data round 1e999": (_raw("benchmarks.0.stats.data.0", "1e999"), "benchmarks[0].stats.data[0] is 1e999"),
+    "a data round 1e999": (_raw("benchmarks.0.stats.data.0", "1e999"), "benchmarks[0].stats.data[0] is a literal read as infinity"),
     "negative median": (_set("benchmarks.0.stats.median", -0.001), "stats that are negative, zero or not finite"),
     "zero median": (_set("benchmarks.0.stats.median", 0), "stats that are negative, zero or not finite"),
     "NaN median": (_set("benchmarks.0.stats.median", float("nan")), "stats that are negative, zero or not finite"),
@@ -116,7 +116,7 @@ RUN_CORRUPTIONS = {
 #: Corruptions of the committed baseline -> what the error says.
 BASELINE_CORRUPTIONS = {
     "graph median 10**400": (_raw("cases.0.graph.median_ms", "1" + "0" * 400), "cases[0].graph.median_ms is 1000"),
-    "spread 1e999": (_raw("cases.0.graph.spread_pct", "1e999"), "cases[0].graph.spread_pct is 1e999"),
+    "spread 1e999": (_raw("cases.0.graph.spread_pct", "1e999"), "cases[0].graph.spread_pct is a literal read as infinity"),
     "infinite spread": (_set("cases.0.graph.spread_pct", float("inf")), "graph.spread_pct must be a finite percent"),
     "NaN spread": (_set("cases.0.graph.spread_pct", float("nan")), "graph.spread_pct must be a finite percent"),
     "negative spread": (_set("cases.0.graph.spread_pct", -2.0), "graph.spread_pct must be a finite percent"),
@@ -176,7 +176,7 @@ for _name, (_corrupt, _says) in BASELINE_CORRUPTIONS.items():
     CASES[f"compare: baseline with {_name}"] = (
         lambda t, c=_corrupt: ["compare", _good_run(t, 0), _good_run(t, 1), "--baseline", _bad_baseline(t, c)], _says)
 for _name, (_corrupt, _says) in {
-        "n_launches 1e999": (_raw("benchmarks.0.extra_info.n_launches", "1e999"), "extra_info.n_launches is 1e999"),
+        "n_launches 1e999": (_raw("benchmarks.0.extra_info.n_launches", "1e999"), "extra_info.n_launches is a literal read as infinity"),
         "n_launches 0": (_set("benchmarks.0.extra_info.n_launches", 0), "extra_info.n_launches = 0, not a whole"),
         "n_launches as text": (_set("benchmarks.0.extra_info.n_launches", "8"), "extra_info.n_launches = '8'"),
         "negative time per launch": (_set("benchmarks.0.extra_info.us_per_launch", -3.0),

@@ -35,7 +35,6 @@ import errno
 import io
 import json
 import os
-import re
 import signal
 import stat
 import sys
@@ -62,8 +61,6 @@ _FLOAT_MAX_INT = int(_FLOAT_MAX)
 #: Digits of the largest float (1.8e308 has 309): a longer integer literal is never converted (Python refuses
 #: to convert one of more than 4,300 digits, and a smaller one of more than 309 is out of range anyway).
 _MAX_INT_DIGITS = len(str(_FLOAT_MAX_INT))
-#: A number literal with an exponent of 3 or more digits (``1e999``): only then may a float literal overflow.
-_BIG_EXPONENT = re.compile(rb"[0-9][eE]\+?[0-9]{3,}")
 
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
           (stat.S_ISSOCK, "a socket"))
@@ -111,34 +108,42 @@ def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: in
 
 
 class _OutOfRange:
-    """A number literal of a JSON text beyond a float's range, kept as written (never converted) until
-    :func:`parse_json` names where it is."""
+    """An integer literal of a JSON text too long for a float (more digits than the largest float has), kept as
+    written (never converted: Python refuses to convert one of more than 4,300 digits) until :func:`parse_json`
+    names where it is."""
 
     __slots__ = ("text",)
 
     def __init__(self, text: str):
         self.text = text
 
-    def shown(self) -> str:
-        """The literal as an error message shows it: whole when short, else its start and its length."""
-        return self.text if len(self.text) <= 24 else f"{self.text[:12]}... ({len(self.text)} characters)"
-
 
 def _int_literal(text: str):
     return int(text) if len(text.lstrip("-")) <= _MAX_INT_DIGITS else _OutOfRange(text)
 
 
-def _float_literal(text: str):
-    value = float(text)
-    return _OutOfRange(text) if value in (float("inf"), float("-inf")) else value   # 1e999 would read as infinity
+class _Constant(float):
+    """A ``NaN``, ``Infinity`` or ``-Infinity`` token of a JSON text: a float the writer meant, unlike the
+    infinity that a literal beyond a float's range (``1e999``) reads as. The readers judge where it stands."""
 
 
-def _out_of_range(value) -> _OutOfRange | None:
-    if isinstance(value, _OutOfRange):
-        return value
-    if type(value) is int and not -_FLOAT_MAX_INT <= value <= _FLOAT_MAX_INT:
-        return _OutOfRange(str(value))
-    return None
+def _shown(value) -> str:
+    """A number beyond a float's range as an error message shows it: whole when short, else its start and length."""
+    if type(value) is float:
+        return "a literal read as infinity"
+    text = value.text if type(value) is _OutOfRange else str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
+
+
+def _beyond_float(value) -> bool:
+    """Whether a parsed JSON value is a number no float holds: an integer beyond a float's range, or an infinity
+    that came from a literal (``1e999``), not from an ``Infinity`` token (:class:`_Constant`)."""
+    kind = type(value)
+    if kind is float:
+        return value - value != 0.0          # only infinity (a literal's NaN does not exist: NaN is a _Constant)
+    if kind is int:
+        return value > _FLOAT_MAX_INT or value < -_FLOAT_MAX_INT
+    return kind is _OutOfRange
 
 
 def json_path(parts) -> str:
@@ -150,44 +155,66 @@ def json_path(parts) -> str:
     return out or "the top level"
 
 
+def _path_to(entry, value) -> list:
+    """The keys from the document's top to ``value``, a child of the container of the walk's ``entry`` (``(node,
+    depth, parent entry)``): found by identity, only when an error names it."""
+    keys = []
+    while entry is not None:
+        node = entry[0]
+        items = node.items() if type(node) is dict else enumerate(node)
+        keys.append(next(key for key, child in items if child is value))
+        value, entry = node, entry[2]
+    return keys[::-1]
+
+
 def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH,
                max_bytes: int = MAX_JSON_BYTES):
     """``json.loads(raw)`` of the input file ``path``; raises :class:`~cudagraph_bench.errors.InputFileError`
     (one line ending with ``fix``) when ``raw`` is longer than ``max_bytes`` (refused before parsing: parsing
     takes many times its size in memory), nests deeper than ``max_depth`` arrays and objects, or holds a
     number outside a float's range (``1e999``, a 400-digit integer: the message names its place, e.g.
-    ``benchmarks[3].stats.median``). ``NaN`` and ``Infinity`` are read as floats, for the reader to judge
-    where they stand. Invalid JSON raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as ``json.loads``
-    does, for the caller to phrase."""
+    ``benchmarks[3].stats.median``). ``NaN`` and ``Infinity`` tokens are read as floats, for the reader to
+    judge where they stand. Invalid JSON raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as
+    ``json.loads`` does, for the caller to phrase."""
     if len(raw) > max_bytes:
         raise InputFileError(f"{what} {path} holds {len(raw):,} bytes of JSON, more than the {max_bytes:,} bytes "
                              f"({max_bytes / 2**20:g} MiB) read at most (no {what} is that large): {fix}")
     too_deep = InputFileError(f"{what} {path} nests JSON deeper than {max_depth} levels, which no {what} does: {fix}")
-    # float literals are read through a hook (slower) only where one may overflow: 1e999 would read as infinity
-    hooks = {"parse_float": _float_literal} if _BIG_EXPONENT.search(raw if isinstance(raw, bytes) else
-                                                                      raw.encode("utf-8", "replace")) else {}
     try:
-        data = json.loads(raw, parse_int=_int_literal, **hooks)
+        data = json.loads(raw, parse_int=_int_literal, parse_constant=lambda text: _Constant(text))
     except RecursionError:
         raise too_deep from None
 
-    def refuse(where, bad: _OutOfRange):
-        return InputFileError(f"{what} {path}: {json_path(where)} is {bad.shown()}, a number outside the range of "
-                              f"a float (at most about 1.8e308), which no {what} holds: {fix}")
+    def refuse(keys, bad):
+        return InputFileError(f"{what} {path}: {json_path(keys)} is {_shown(bad)}, a number outside the range of a "
+                              f"float (at most about 1.8e308), which no {what} holds: {fix}")
 
-    if _out_of_range(data) is not None:
-        raise refuse((), _out_of_range(data))
-    stack = [(data, 1, ())] if isinstance(data, (dict, list)) else []
+    if _beyond_float(data):
+        raise refuse((), data)
+    stack = [(data, 1, None)] if type(data) in (dict, list) else []
     while stack:
-        node, depth, where = stack.pop()
+        entry = stack.pop()
+        node, depth = entry[0], entry[1]
         if depth > max_depth:
             raise too_deep
-        for key, child in (node.items() if isinstance(node, dict) else enumerate(node)):
-            if isinstance(child, (dict, list)):
-                stack.append((child, depth + 1, (*where, key)))
-            elif (type(child) is int and not -_FLOAT_MAX_INT <= child <= _FLOAT_MAX_INT) or type(child) is _OutOfRange:
-                raise refuse((*where, key), _out_of_range(child))
+        if type(node) is list and _plain_numbers(node):
+            continue
+        for child in (node.values() if type(node) is dict else node):
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1, entry))
+            elif (kind is float or kind is int or kind is _OutOfRange) and _beyond_float(child):
+                raise refuse(_path_to(entry, child), child)
     return data
+
+
+def _plain_numbers(values: list) -> bool:
+    """True for a list of numbers within a float's range (per-round data: thousands of them), told by two passes
+    in C; False when the list may hold anything else, which the walk then looks at one by one."""
+    try:
+        return -_FLOAT_MAX <= min(values) and max(values) <= _FLOAT_MAX
+    except (TypeError, ValueError):   # other values than numbers (objects, strings), or no values
+        return False
 
 
 def _blocking_file(path: Path) -> Path | None:

@@ -193,7 +193,38 @@ def stop_children(grace_s: float = STOP_GRACE_S) -> int:
             _signal_group(proc, signal.SIGKILL)
             proc.wait()
         _signal_group(proc, signal.SIGKILL)      # what the pytest process started and left behind
+        _wait_for_group(proc.pid)
     return len(running)
+
+
+def _wait_for_group(pgid: int, timeout_s: float = 5.0) -> None:
+    """Wait until no running process is left in the process group ``pgid`` (a killed process ends a moment after
+    the signal), at most ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _group_members(pgid):
+            return
+        time.sleep(0.01)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run (not zombies), read from /proc; [] where it cannot be read."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(name))
+    return out
 
 
 def allow_new_children() -> None:
