@@ -196,7 +196,7 @@ RECORD_KEYS = {"suite", "model", "dtype", "seq_len", "new_tokens", "n_launches",
 #: run-document keys of the environment: read through ``run.environment``.
 ENVIRONMENT_KEYS = {"datetime", "commit_info", "machine_info", "version", "cuda"}
 #: The modules that decode (and validate) the raw JSON.
-DECODERS = {"results/record.py", "results/runfile.py"}
+DECODERS = {"results/record.py", "results/runfile.py", "results/benchmark_values.py"}   # they read the raw file
 READERS = sorted(p for layer in ("results", "report", "commands") for p in (PKG / layer).glob("*.py")
                  if str(p.relative_to(PKG)) not in DECODERS)
 

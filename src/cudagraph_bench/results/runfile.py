@@ -27,7 +27,6 @@ import io
 import hashlib
 import json
 import zlib
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,10 +35,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from cudagraph_bench import variants
-from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, SUITE_KEYS, Case
+from cudagraph_bench.cases import SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.paths import default_storage
+from cudagraph_bench.results.benchmark_values import (  # noqa: F401  (MAX_*, SUITE_VARIANTS: re-exported)
+    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, is_number)
 from cudagraph_bench.results.record import (Environment, FailedCase, Measurement, decode_environment, decode_failure,
                                             decode_measurement, records_without_benchmarks)
 from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
@@ -47,10 +48,6 @@ from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
 _STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
-#: Longest plausible round, in seconds: a larger value is a corrupted file, not a latency.
-MAX_ROUND_S = 3600.0
-#: Variants each suite's benchmarks may carry (a renamed variant would silently escape the gate).
-SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launch": LAUNCH_VARIANTS}
 
 
 #: The key of a run's ``cudagraph_bench`` section that marks the run of a session that was interrupted (Ctrl-C):
@@ -229,10 +226,10 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
                                  "rerun the benchmarks to rewrite the file")
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None
-        if not (isinstance(stats, dict) and all(_is_number(stats.get(f)) for f in _STAT_FIELDS)):
+        if not (isinstance(stats, dict) and all(is_number(stats.get(f)) for f in _STAT_FIELDS)):
             raise InputFileError(f"{path}: benchmarks[{i}] has no numeric stats "
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
-        _check_benchmark(path, i, bench, stats)
+        check_benchmark(path, i, bench, stats)
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
 
 
@@ -288,114 +285,6 @@ def _no_benchmarks_error(path: Path, section) -> InputFileError:
                               "hold the benchmarks first (cudagraph-bench merge -o merged.json RUN...)")
     return InputFileError(f"{path} holds no benchmarks: did every benchmark skip (no CUDA GPU)? "
                           "see why with pytest perf_tests --benchmark-only -rs")
-
-
-#: Largest whole number of a benchmark's key (tokens of a prompt, new tokens, launches per round): no model
-#: takes a billion-token prompt; beyond it a hand-edited value (``10**300``) would overflow the arithmetic.
-MAX_KEY_COUNT = 10**9
-#: The whole-number fields of the suites' keys and what they count.
-_KEY_COUNTS = {"seq_len": "tokens", "new_tokens": "tokens", "n_launches": "launches"}
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_timing(key: str) -> bool:
-    """Whether an ``extra_info`` field is a time or a rate (``capture_ms``, ``ms_per_token``, ``tokens_per_s``,
-    ``us_per_launch``): finite and >= 0 in every run."""
-    return key.endswith(("_ms", "_s")) or key.startswith(("ms_per_", "us_per_"))
-
-
-def _check_key_fields(bad, suite: str, info: dict) -> None:
-    """Raise ``bad(...)`` for a key field of ``suite`` that is present with the wrong type: the names (model,
-    dtype, variant) are strings, the counts (seq_len, new_tokens, n_launches) whole numbers in [1,
-    :data:`MAX_KEY_COUNT`]."""
-    for name in SUITE_KEYS[suite]:
-        if name not in info:
-            continue
-        value = info[name]
-        if name in _KEY_COUNTS:
-            if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_KEY_COUNT):
-                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
-                raise bad(f"has extra_info.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
-                          f"(and at most {MAX_KEY_COUNT:,})")
-        elif not isinstance(value, str):
-            raise bad(f"has extra_info.{name} of type {_json_type(value)}, not a string")
-
-
-def _json_type(value) -> str:
-    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``."""
-    for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
-        if isinstance(value, kind):
-            return name
-    return "null" if value is None else "number"
-
-
-def _check_timings(bad, info: dict) -> None:
-    """Raise ``bad(...)`` for a time or rate of ``extra_info`` (:func:`_is_timing`; a number, or a list or an
-    object of numbers) that is negative, NaN or infinite, or not a number."""
-    for key, value in info.items():
-        if value is None or not _is_timing(key):
-            continue
-        if type(value) is list and value:        # per-round times: two passes in C when all is well
-            try:
-                if math.isfinite(math.fsum(value)) and min(value) >= 0:
-                    continue
-            except (TypeError, ValueError, OverflowError):
-                pass
-        items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
-                 else [(None, value)])
-        for sub, x in items:
-            where = f"extra_info.{key}" + ("" if sub is None else f"[{sub}]" if isinstance(sub, int) else f".{sub}")
-            if x is None and sub is not None:
-                continue
-            if not _is_number(x):
-                raise bad(f"has {where} of type {_json_type(x)}, not a number of ms or s")
-            if not (math.isfinite(x) and x >= 0):
-                raise bad(f"has {where} = {x}, not a finite time >= 0")
-
-
-def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
-    """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files): stats that
-    are negative or not finite, a suite or a key field of the wrong type (a list, an object, ``10**300``
-    tokens), a negative or non-finite time in ``extra_info``, per-round data that is no list of positive
-    seconds."""
-    def bad(what: str):
-        return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
-
-    info = bench.get("extra_info")
-    if info is not None and not isinstance(info, dict):
-        raise bad(f"has extra_info of type {type(info).__name__}, not an object")
-    if isinstance(info, dict):
-        if info.get("suite") is not None and not isinstance(info["suite"], str):
-            raise bad(f"has extra_info.suite of type {_json_type(info['suite'])}, not a string such as 'forward'")
-        if info.get("suite") in SUITE_KEYS:
-            _check_key_fields(bad, info["suite"], info)
-        _check_timings(bad, info)
-    if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
-        raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
-    if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
-        raise bad("has stats that are negative, zero or not finite")
-    stddev = stats.get("stddev")
-    if stddev is not None and not (_is_number(stddev) and math.isfinite(stddev) and stddev >= 0):
-        raise bad(f"has stats.stddev = {stddev!r}, not a finite spread >= 0")
-    if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
-        raise bad(f"has a round time above {MAX_ROUND_S:g} s")
-    suite = info.get("suite") if isinstance(info, dict) else None
-    if suite in SUITE_VARIANTS and "variant" in info and info["variant"] not in SUITE_VARIANTS[suite]:
-        raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
-    if suite in ("forward", "decode") and "dtype" in info and info["dtype"] not in DTYPES:
-        raise bad(f"has dtype {info['dtype']!r}, not one of {', '.join(DTYPES)}")
-    data = stats.get("data")
-    if data is not None:
-        if isinstance(data, list) and not data:
-            raise bad("has an empty stats.data (no rounds)")
-        if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                 and math.isfinite(x) and x > 0 for x in data):
-            raise bad("has stats.data that is not a list of positive finite seconds")
-        if max(data) > MAX_ROUND_S:
-            raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")
 
 
 def measurements(run: Run) -> Mapping[tuple, Measurement]:
