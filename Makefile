@@ -9,9 +9,10 @@
 #   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
 #   TEST_WORKERS pytest-xdist workers of `make test` (default: one per CPU, at most 8; 0: the tests in one
 #                process; PYTEST_ARGS="-n N" wins too). On a GPU machine the GPU tests of every worker share the GPU
-#   RUN_JSON     where `make bench` writes the pytest-benchmark JSON (default out/bench.json; removed first,
-#                and not written when every benchmark was skipped and no kernel count or failed case was
-#                recorded, as without a GPU)
+#   RUN_JSON     where `make bench` and `make gpu-gate` write the pytest-benchmark JSON (default out/bench.json):
+#                a regular file (a device, a pipe or a folder is refused). pytest writes a temporary file beside
+#                it, renamed into place when pytest ran to its end (exit 0, or 1: some test failed); a usage
+#                error, an interrupt (Ctrl-C), nothing collected or nothing measured (no GPU) keeps the previous run
 #   GATE_ARGS    extra `cudagraph-bench gate` arguments for `make gpu-gate`, e.g. "--markdown out/gate.md"
 #   CONFIRM      reruns that must confirm a regression the gate finds in the run (default 4; 0: none)
 PYTHON ?= python3
@@ -24,9 +25,19 @@ RUN_JSON ?= out/bench.json
 GATE_ARGS ?=
 CONFIRM ?= 4
 PY := $(VENV)/bin/python
-# Shell lines of bench and gpu-gate after a run that wrote no RUN_JSON: leave no empty file or folder behind
-DROP_EMPTY_RUN = if [ ! -s $(RUN_JSON) ]; then rm -f $(RUN_JSON); find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
+# Shell lines of bench and gpu-gate: refuse a RUN_JSON that is not a regular file (`rm` or `mv` would replace a
+# device node such as /dev/full); the new run's temporary file beside RUN_JSON, removed on any exit (a Ctrl-C
+# included) unless it was renamed into place; after a run that wrote nothing, no empty file or folder behind
+CHECK_RUN_JSON = if [ -e "$(RUN_JSON)" ] && [ ! -f "$(RUN_JSON)" ] || [ -z "$(notdir $(RUN_JSON))" ]; then \
+	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a regular file (a folder, a device or a pipe, which make never \
+replaces): give RUN_JSON a file path such as out/bench.json"; exit 2; fi
+NEW_RUN = tmp="$(dir $(RUN_JSON)).$(notdir $(RUN_JSON)).$$$$.new"; trap 'rm -f "$$tmp"' EXIT; trap 'exit 130' INT TERM
+DROP_EMPTY_RUN = if [ ! -s "$$tmp" ]; then rm -f "$$tmp"; find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
 	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi
+# exit 0 or 1 (a test failed, the run is whole): the new run replaces RUN_JSON; 2 interrupted, 3 internal error,
+# 4 usage error: RUN_JSON is kept as it was
+KEEP_UNLESS_WHOLE = if [ $$rc -gt 1 ] && [ $$rc -ne 5 ]; then echo "make $@: pytest exit $$rc (2: interrupted, 3: internal \
+error, 4: usage error): $(RUN_JSON) kept as it was"; exit $$rc; fi
 
 .PHONY: setup bench test gpu-gate clean FORCE
 
@@ -58,14 +69,18 @@ bench:
 	@if ! command -v nvidia-smi >/dev/null 2>&1 && ! printf '%s' '$(PYTEST_ARGS)' | grep -q -- '--device cpu'; then \
 	  echo "make bench: no NVIDIA GPU here (nvidia-smi not found): the benchmarks need one. To try the pipeline on the CPU:"; \
 	  echo "  make bench TORCH=torch==2.13.0 PYTEST_ARGS=\"--device cpu --models gpt2 --prompt-lengths 16\""; exit 2; fi
+	@$(CHECK_RUN_JSON)
 	@$(MAKE) --no-print-directory $(VENV)/.installed
-	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON)
-	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
+	@mkdir -p $(dir $(RUN_JSON))
+	@$(NEW_RUN); set -x; \
+	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json="$$tmp" --benchmark-autosave --benchmark-save-data -rfEs \
 	  -W "ignore:Not saving anything" $(PYTEST_ARGS); \
-	rc=$$?; $(DROP_EMPTY_RUN); \
+	{ rc=$$?; set +x; } 2>/dev/null; $(DROP_EMPTY_RUN); $(KEEP_UNLESS_WHOLE); \
 	if [ $$rc -eq 5 ]; then echo "make bench: pytest collected no benchmarks (exit 5): check PYTEST_ARGS (-k, --models)"; exit 1; fi; \
-	if [ $$rc -eq 0 ] && [ ! -s $(RUN_JSON) ]; then echo "make bench: no benchmark ran (see the skip reasons above; a CUDA GPU is needed): $(RUN_JSON) not written"; \
-	  exit 2; fi; exit $$rc
+	if [ ! -s "$$tmp" ]; then if [ $$rc -eq 1 ]; then exit 1; fi; \
+	  echo "make bench: no benchmark ran (see the skip reasons above; a CUDA GPU is needed): $(RUN_JSON) not written"; \
+	  exit 2; fi; \
+	mv -f "$$tmp" "$(RUN_JSON)" && echo "make bench: wrote $(RUN_JSON)"; exit $$rc
 
 # Tests: CPU unit tests of the harness + GPU correctness tests (skipped without CUDA). Benchmarks are not timed here.
 # With pytest-xdist (the dev extra) on TEST_WORKERS workers; --dist loadgroup keeps the tests of a module that share
@@ -82,10 +97,14 @@ test: $(VENV)/.installed
 # on a failed test, a wrong graph, a reduction below the threshold or a confirmed regression; exit 2
 # when nothing ran (the recipe's status, printed by make as "Error N"; make itself then exits 2).
 gpu-gate: $(VENV)/.installed
-	@mkdir -p $(dir $(RUN_JSON)) && rm -f $(RUN_JSON) $(basename $(RUN_JSON)).confirm-*.json
-	$(PY) -m pytest perf_tests --benchmark-json=$(RUN_JSON) --benchmark-autosave --benchmark-save-data -rfEs \
-	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); rc=$$?; $(DROP_EMPTY_RUN); \
-	if [ ! -s $(RUN_JSON) ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
+	@$(CHECK_RUN_JSON)
+	@mkdir -p $(dir $(RUN_JSON))
+	@$(NEW_RUN); set -x; \
+	$(PY) -m pytest perf_tests --benchmark-json="$$tmp" --benchmark-autosave --benchmark-save-data -rfEs \
+	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); \
+	{ rc=$$?; set +x; } 2>/dev/null; $(DROP_EMPTY_RUN); $(KEEP_UNLESS_WHOLE); \
+	if [ ! -s "$$tmp" ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
+	rm -f $(basename $(RUN_JSON)).confirm-*.json; mv -f "$$tmp" "$(RUN_JSON)"; \
 	$(PY) -m cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM) $(GATE_ARGS); grc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$grc -ne 2 ]; then echo "make gpu-gate: pytest failed (exit $$rc): see the failed tests above"; exit 1; fi; exit $$grc
 

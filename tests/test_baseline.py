@@ -244,7 +244,7 @@ def test_a_schema_1_file_is_refused_in_one_line(tmp_path):
     (lambda d: d.pop("schema_version"), "not a cudagraph-bench baseline"),
     (lambda d: d["cases"][0].pop("graph"), "malformed"),
     (lambda d: d["cases"][0]["graph"].update(median_ms=0), "malformed"),
-    (lambda d: d["cases"][0]["graph"].update(run_medians_ms=[]), "run_medians_ms must be a list of positive ms"),
+    (lambda d: d["cases"][0]["graph"].update(run_medians_ms=[]), "run_medians_ms must be a list of positive finite ms"),
     (lambda d: d["cases"][0]["graph"].update(run_medians_ms=[1.0, -2.0]), "run_medians_ms must be a list"),
     (lambda d: d["cases"][0]["graph"].update(spread_pct=-1), "spread_pct must be a finite percent >= 0 from 2 or more run medians, or null"),
     (lambda d: d["cases"][0]["graph"].update(spread_pct="2"), "spread_pct must be a finite percent >= 0 from 2 or more run medians, or null"),

@@ -621,7 +621,10 @@ def test_run_cases_without_a_baseline_entry_are_named_in_the_summary(tmp_path, c
     run = copy.deepcopy(CHECKED)
     run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["model"] != "bert-tiny"]
     n_bert = len({k for k in RED if k[0] == "bert-tiny"} - set(dropped))
+    # gated cases missing on both sides (renamed cases would look so): a failure naming both, unless allowed
     rc, out, _ = run_cli(capsys, "gate", write(run, tmp_path / "no-bert.json"), "--baseline", baseline)
+    assert rc == 1 and out.splitlines()[-1].startswith("gate FAIL: ") and "renamed cases escape" in out
+    rc, out, _ = run_cli(capsys, "gate", tmp_path / "no-bert.json", "--baseline", baseline, "--allow-missing")
     assert rc == 0
     assert (f"no graph median regressed beyond its tolerance vs {baseline} ({n_bert} baseline cases not in this "
             f"run); {len(dropped)} cases of this run have no baseline entry") in out.splitlines()[-1]
@@ -811,3 +814,29 @@ def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_p
     assert "regression confirmed" not in out
     assert all(f"confirmation run run.confirm-{i}.json FAILED" in err for i in (1, 2)) and "no JSON written" in err
     assert "2 skipped" in (tmp_path / "run.confirm-1.log").read_text()
+
+
+def test_renamed_gated_cases_fail_the_gate_unless_allowed(tmp_path, capsys):
+    """Gated cases of the baseline missing from the run while gated cases of the run have no baseline entry (a
+    model renamed): the regression check would see neither, so the gate fails naming both, unless --allow-missing.
+    A run of a part of the baseline's matrix (nothing new) passes as before."""
+    doc = committed_doc("forward-checked")
+    part = [b for b in doc["benchmarks"] if b["extra_info"]["model"] == "bert-tiny" and b["extra_info"]["seq_len"] < 128]
+    subset = write({**doc, "benchmarks": part}, tmp_path / "subset.json")
+    renamed = copy.deepcopy(part)
+    for b in renamed:
+        if b["extra_info"]["seq_len"] == 50:
+            b["extra_info"]["model"] = "bert-tiny-v2"
+    moved = write({**doc, "benchmarks": renamed}, tmp_path / "renamed.json")
+    baseline = str(Path(__file__).resolve().parents[1] / "baselines" / "nvidia-h200.json")
+    assert cli_main(["gate", str(subset), "--baseline", baseline]) == 0
+    assert "renamed cases" not in capsys.readouterr().out.splitlines()[-1]
+    assert cli_main(["gate", str(moved), "--baseline", baseline]) == 1
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("gate FAIL: ") and "gated baseline cases not in this run (bert-tiny bfloat16 L=50" in line
+    assert "2 gated cases of this run have no baseline entry (bert-tiny-v2 bfloat16 L=50" in line
+    assert "or pass --allow-missing" in line
+    assert cli_main(["gate", str(moved), "--baseline", baseline, "--allow-missing"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("renamed cases escape the regression check; rebuild "
+                                                             "the baseline for the new names (--allow-missing: not "
+                                                             "failed)")

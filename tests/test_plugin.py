@@ -170,7 +170,8 @@ def test_cpus_pins_the_test_process(pytester, cpu_affinity_restored):
 @pytest.mark.parametrize("args, message", [
     (("--cpus", "3-1"), "bad CPU range '3-1'"),
     (("--cpus", "x"), "bad CPU list item 'x'"),
-    (("--cpus", "100000"), "not available to this process: choose among"),
+    (("--cpus", "60000"), "not available to this process: choose among"),
+    (("--cpus", "0-99999999999"), "CPUs are numbered 0 to at most 65535"),     # refused before a range is made
     (("--min-time-ms", "-1"), "expected milliseconds >= 0"),
     (("--max-time-ms", "-1"), "expected milliseconds >= 0"),
     (("--max-time-ms", "nan"), "expected a finite number"),

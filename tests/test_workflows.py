@@ -134,3 +134,23 @@ def test_make_targets_list_failures_and_errors_with_the_skips():
     for line in pytest_lines:
         for chars in re.findall(r"(?<!\S)-r(\w+)", line):
             assert {"f", "E", "s"} <= set(chars), line
+
+
+def test_the_readme_commands_run_in_the_venv_that_make_installs():
+    """After ``make test`` or ``make bench`` the README's ``cudagraph-bench`` and ``pytest`` lines work as printed:
+    the README activates the venv the Makefile installs (its ``VENV`` default) before its first such line, and the
+    venv holds the ``cudagraph-bench`` console script (pyproject's) and pytest (the dev extra)."""
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    venv = re.search(r"^VENV \?= (\S+)$", makefile, re.M).group(1)
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    lines = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+    activate = next(i for i, line in enumerate(lines) if line.startswith(f". {venv}/bin/activate"))
+    first = next(i for i, line in enumerate(lines) if line.startswith(("cudagraph-bench ", "pytest ")))
+    assert activate < first
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "cudagraph-bench" in project["scripts"]
+    assert any(dep.startswith("pytest") for dep in project["optional-dependencies"]["dev"])
+    assert re.search(r'pip install -q -e "\.\[dev\]"', makefile)       # the venv gets the package and the dev extra

@@ -82,8 +82,10 @@ DESCRIPTIONS = {
         "failed (forward graph, padded, bucketed, compile, compile+graph; decode graph, compile+graph; a "
         "known failure of the HF static-cache compile peer is reported, not failed), when a gated graph "
         "recorded no check (unless --allow-unchecked), when a gated case (prompt length <= "
-        "--max-gated-len tokens) cuts median latency by less than --min-reduction percent, or when a "
-        "graph median is slower than the GPU's baseline by more than its noise-calibrated tolerance.\n\n"
+        "--max-gated-len tokens) cuts median latency by less than --min-reduction percent, when a "
+        "graph median is slower than the GPU's baseline by more than its noise-calibrated tolerance, or when "
+        "gated baseline cases are missing from the run while gated cases of the run have no baseline entry "
+        "(renamed cases, which the regression check would not see; --allow-missing only names them).\n\n"
         "Input: RUN, pytest-benchmark JSON paths or saved-run ids (several = separate runs of the same "
         "code); the baseline from --baseline, else <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES or the "
         "checkout's baselines/.\n\n"
@@ -203,6 +205,11 @@ DESCRIPTIONS = {
 }
 
 
+#: The commands that read runs: each takes ``--allow-interrupted``, which lets it read the run of an interrupted
+#: session (refused by default: :func:`cudagraph_bench.results.runfile.load_run`).
+RUN_READERS = ("gate", "compare", "baseline", "report", "calibrate", "launch-report", "selftest", "merge")
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """Shows tuple/list defaults as the user types them (``gpt2,bert-tiny``), not as Python tuples."""
 
@@ -241,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name])
         module.configure_parser(p)
+        if name in RUN_READERS:
+            p.add_argument("--allow-interrupted", action="store_true",
+                           help="read runs of an interrupted session (Ctrl-C; marked in the run JSON), whose last "
+                                "benchmark may be cut short and whose later cases are missing (default: refused)")
         p.set_defaults(_main=module.main)
         parser.command_parsers[name] = p
     return parser
@@ -349,8 +360,11 @@ def _main(argv: list[str] | None) -> int:
     if extra:  # said by the command's own parser: "cudagraph-bench run: error: ... (see cudagraph-bench run --help)"
         command_parser = parser.command_parsers.get(args.command, parser)
         command_parser.error(unrecognized_arguments_message(command_parser, extra))
+    from cudagraph_bench.results.runfile import interrupted_runs_allowed
+
     try:
-        return int(args._main(args) or 0)
+        with interrupted_runs_allowed(getattr(args, "allow_interrupted", False)):
+            return int(args._main(args) or 0)
     except UsageError as exc:
         print(f"cudagraph-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -2,14 +2,16 @@
 reads runs and baselines through and writes through (no torch).
 
 An input is read only when it is a regular file of at most :data:`MAX_INPUT_BYTES` (a device such as
-``/dev/zero``, a pipe or a huge file would fill the memory), and its JSON only when it nests at most
-:data:`MAX_JSON_DEPTH` levels (:func:`read_input_bytes`, :func:`parse_json`): each problem is a one-line
-:class:`~cudagraph_bench.errors.InputFileError` (exit 2).
+``/dev/zero``, a pipe or a huge file would fill the memory), and its JSON only when it is at most
+:data:`MAX_JSON_BYTES` long, nests at most :data:`MAX_JSON_DEPTH` levels and holds no number outside a
+float's range (:func:`read_input_bytes`, :func:`parse_json`): each problem is a one-line
+:class:`~cudagraph_bench.errors.InputFileError` (exit 2) that names where in the file it is.
 
 Every file is written atomically: its bytes go to a hidden temporary file in the target's folder, which
 then replaces the target with ``os.replace``. An error (a failing serializer, a full disk) leaves the old
 file as it was and no temporary file behind; a reader never sees a half-written file. Several files can
-be written all or nothing (:func:`write_files_atomic`).
+be written all or nothing (:func:`write_files_atomic`); a Ctrl-C while they are moved into place takes effect
+once the last one is (:func:`interrupt_after`), so an interrupted command leaves the old files or the new ones.
 
 Output paths are checked before any work is done (a benchmark sweep can take many minutes), each problem
 as a one-line :class:`~cudagraph_bench.errors.UsageError` naming the fix (the CLI exits 2):
@@ -17,8 +19,8 @@ as a one-line :class:`~cudagraph_bench.errors.UsageError` naming the fix (the CL
 - an output that is one of the command's inputs (:func:`refuse_overwriting_inputs`);
 - an output file that is a folder, under a parent that is a file, or in a folder that takes no new files
   (:func:`check_output_file`);
-- an output folder that is a file or under one, holding a folder where an output file goes, or not
-  writable (:func:`check_output_folder`);
+- an output folder that is a file or under one, holding a folder where an output file goes, or (it, or
+  the folder it would be made in) not writable (:func:`check_output_folder`);
 - an output whose folders would be made anywhere but one level under a folder that exists, or under
   the working directory (a relative path): a mistyped ``/nonexistent/dir/gate.md`` never makes folders at
   the file system's root (:func:`check_new_folders`).
@@ -28,13 +30,17 @@ Missing folders that pass that check are created on write, each named on stderr 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
 import os
+import signal
 import stat
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from cudagraph_bench.errors import InputFileError, OutputWriteError, UsageError
@@ -46,6 +52,15 @@ MAX_INPUT_BYTES = 512 * 2**20
 #: Deepest JSON nesting read: pytest-benchmark runs and baselines nest fewer than 10 levels; a deeper file is
 #: not one (and 200,000 levels would overflow the parser's recursion).
 MAX_JSON_DEPTH = 64
+#: Longest JSON text parsed (a gzip-compressed run inflated): the committed whole-suite runs with per-round data
+#: are under 4 MB; parsing takes up to tens of times the text's size in memory, so a larger text is refused unread.
+MAX_JSON_BYTES = 64 * 2**20
+#: Largest magnitude of a JSON number read: beyond a float's range no run or baseline holds a number.
+_FLOAT_MAX = sys.float_info.max
+_FLOAT_MAX_INT = int(_FLOAT_MAX)
+#: Digits of the largest float (1.8e308 has 309): a longer integer literal is never converted (Python refuses
+#: to convert one of more than 4,300 digits, and a smaller one of more than 309 is out of range anyway).
+_MAX_INT_DIGITS = len(str(_FLOAT_MAX_INT))
 
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
           (stat.S_ISSOCK, "a socket"))
@@ -92,23 +107,114 @@ def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: in
     return data
 
 
-def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH):
+class _OutOfRange:
+    """An integer literal of a JSON text too long for a float (more digits than the largest float has), kept as
+    written (never converted: Python refuses to convert one of more than 4,300 digits) until :func:`parse_json`
+    names where it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _int_literal(text: str):
+    return int(text) if len(text.lstrip("-")) <= _MAX_INT_DIGITS else _OutOfRange(text)
+
+
+class _Constant(float):
+    """A ``NaN``, ``Infinity`` or ``-Infinity`` token of a JSON text: a float the writer meant, unlike the
+    infinity that a literal beyond a float's range (``1e999``) reads as. The readers judge where it stands."""
+
+
+def _shown(value) -> str:
+    """A number beyond a float's range as an error message shows it: whole when short, else its start and length."""
+    if type(value) is float:
+        return "a literal read as infinity"
+    text = value.text if type(value) is _OutOfRange else str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
+
+
+def _beyond_float(value) -> bool:
+    """Whether a parsed JSON value is a number no float holds: an integer beyond a float's range, or an infinity
+    that came from a literal (``1e999``), not from an ``Infinity`` token (:class:`_Constant`)."""
+    kind = type(value)
+    if kind is float:
+        return value - value != 0.0          # only infinity (a literal's NaN does not exist: NaN is a _Constant)
+    if kind is int:
+        return value > _FLOAT_MAX_INT or value < -_FLOAT_MAX_INT
+    return kind is _OutOfRange
+
+
+def json_path(parts) -> str:
+    """Where a value is in a JSON document, as a user finds it: ``("benchmarks", 3, "stats", "median")`` ->
+    ``"benchmarks[3].stats.median"``."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the top level"
+
+
+def _path_to(entry, value) -> list:
+    """The keys from the document's top to ``value``, a child of the container of the walk's ``entry`` (``(node,
+    depth, parent entry)``): found by identity, only when an error names it."""
+    keys = []
+    while entry is not None:
+        node = entry[0]
+        items = node.items() if type(node) is dict else enumerate(node)
+        keys.append(next(key for key, child in items if child is value))
+        value, entry = node, entry[2]
+    return keys[::-1]
+
+
+def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH,
+               max_bytes: int = MAX_JSON_BYTES):
     """``json.loads(raw)`` of the input file ``path``; raises :class:`~cudagraph_bench.errors.InputFileError`
-    (one line ending with ``fix``) when it nests deeper than ``max_depth`` arrays and objects. Invalid JSON
-    raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as ``json.loads`` does, for the caller to phrase."""
+    (one line ending with ``fix``) when ``raw`` is longer than ``max_bytes`` (refused before parsing: parsing
+    takes many times its size in memory), nests deeper than ``max_depth`` arrays and objects, or holds a
+    number outside a float's range (``1e999``, a 400-digit integer: the message names its place, e.g.
+    ``benchmarks[3].stats.median``). ``NaN`` and ``Infinity`` tokens are read as floats, for the reader to
+    judge where they stand. Invalid JSON raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as
+    ``json.loads`` does, for the caller to phrase."""
+    if len(raw) > max_bytes:
+        raise InputFileError(f"{what} {path} holds {len(raw):,} bytes of JSON, more than the {max_bytes:,} bytes "
+                             f"({max_bytes / 2**20:g} MiB) read at most (no {what} is that large): {fix}")
     too_deep = InputFileError(f"{what} {path} nests JSON deeper than {max_depth} levels, which no {what} does: {fix}")
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_int=_int_literal, parse_constant=lambda text: _Constant(text))
     except RecursionError:
         raise too_deep from None
-    stack = [(data, 1)] if isinstance(data, (dict, list)) else []
+
+    def refuse(keys, bad):
+        return InputFileError(f"{what} {path}: {json_path(keys)} is {_shown(bad)}, a number outside the range of a "
+                              f"float (at most about 1.8e308), which no {what} holds: {fix}")
+
+    if _beyond_float(data):
+        raise refuse((), data)
+    stack = [(data, 1, None)] if type(data) in (dict, list) else []
     while stack:
-        node, depth = stack.pop()
+        entry = stack.pop()
+        node, depth = entry[0], entry[1]
         if depth > max_depth:
             raise too_deep
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        if type(node) is list and _plain_numbers(node):
+            continue
+        for child in (node.values() if type(node) is dict else node):
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1, entry))
+            elif (kind is float or kind is int or kind is _OutOfRange) and _beyond_float(child):
+                raise refuse(_path_to(entry, child), child)
     return data
+
+
+def _plain_numbers(values: list) -> bool:
+    """True for a list of numbers within a float's range (per-round data: thousands of them), told by two passes
+    in C; False when the list may hold anything else, which the walk then looks at one by one."""
+    try:
+        return -_FLOAT_MAX <= min(values) and max(values) <= _FLOAT_MAX
+    except (TypeError, ValueError):   # other values than numbers (objects, strings), or no values
+        return False
 
 
 def _blocking_file(path: Path) -> Path | None:
@@ -161,7 +267,7 @@ def make_folders(folder: str | os.PathLike) -> list[Path]:
     return made
 
 
-def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
+def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Callable[[], None] | None = None) -> None:
     """Write ``{path: content}`` all or nothing; ``str`` content is written as UTF-8.
 
     Each content goes to a temporary file in its target's folder (missing folders are created, each named
@@ -169,7 +275,12 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
     when every one is written are they moved into place with ``os.replace``, in the given order.
 
     A target that exists and is neither a regular file nor a folder (``/dev/stdout``, a named pipe) is
-    written through, after the files, never replaced.
+    written through, after the temporary files, never replaced.
+
+    ``ready`` (e.g. printing the command's verdict or its "merged ... into FILE" line) is called once every
+    content is written, before the files are moved into place: a line that says a file was written is never
+    printed before a write that fails (``-o /dev/full``), and an error of ``ready`` itself (a standard output
+    that cannot be written) leaves every file as it was.
 
     Raises UsageError when a target is a folder or a parent of it is a file (nothing is written);
     OSError (e.g. a full disk) or any other error while writing leaves every target as it was and
@@ -186,7 +297,7 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
     streams = {p: d for p, d in targets.items() if _is_stream(p)}
     targets = {p: d for p, d in targets.items() if p not in streams}
     temps: list[tuple[str, Path]] = []
-    path = next(iter(targets), None)
+    path = next(iter(targets), next(iter(streams), None))
     try:
         for path, data in targets.items():
             make_folders(path.parent)
@@ -195,11 +306,14 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.chmod(tmp, FILE_MODE)
-        for tmp, path in temps:
-            os.replace(tmp, path)
-        for path, data in streams.items():      # never replaced: written through, after the files
+        for path, data in streams.items():      # never replaced: written through, after the files are written
             with open(path, "wb") as fh:
                 fh.write(data)
+        if ready is not None:
+            ready()
+        with interrupt_after("writing the output files"):     # all replaced, or none: never a mix on Ctrl-C
+            for tmp, path in temps:
+                os.replace(tmp, path)
     except BaseException as exc:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
@@ -207,6 +321,36 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str]) -> None:
             # name the file the user asked for, never the hidden temporary file (or folder) it failed on
             raise OutputWriteError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
+
+
+@contextlib.contextmanager
+def interrupt_after(what: str):
+    """Hold a Ctrl-C (SIGINT) back while the block runs and raise it as ``KeyboardInterrupt`` when the block
+    ends, so that files replaced together are all replaced (``what`` names the work on stderr: ``interrupted:
+    finishing writing the output files first``). Why: a Ctrl-C between two ``os.replace`` calls would leave
+    an output folder with old and new files mixed. Outside the main thread, or where SIGINT is ignored, the
+    block runs as it is (only the main thread can handle a signal); within another such block, the outer one
+    holds the Ctrl-C."""
+    current = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if current in (signal.SIG_IGN, None) or getattr(current, "holds_interrupt", False):   # nested: the outer holds
+        yield
+        return
+    caught = []
+
+    def hold(signum, frame):
+        if not caught:
+            print(f"interrupted: finishing {what} first", file=sys.stderr, flush=True)
+        caught.append(signum)
+
+    hold.holds_interrupt = True
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _is_stream(path: Path) -> bool:
@@ -226,14 +370,14 @@ def written_verb(path: str | os.PathLike) -> str:
     return "replaced" if os.path.isfile(path) else "wrote"
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically; errors as :func:`write_files_atomic`."""
-    write_files_atomic({path: text})
+def write_text_atomic(path: str | os.PathLike, text: str, ready: Callable[[], None] | None = None) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically; ``ready`` and errors as :func:`write_files_atomic`."""
+    write_files_atomic({path: text}, ready)
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically; errors as :func:`write_files_atomic`."""
-    write_files_atomic({path: data})
+def write_bytes_atomic(path: str | os.PathLike, data: bytes, ready: Callable[[], None] | None = None) -> None:
+    """Write ``data`` to ``path`` atomically; ``ready`` and errors as :func:`write_files_atomic`."""
+    write_files_atomic({path: data}, ready)
 
 
 def figure_png(fig, dpi: int) -> bytes:
@@ -302,7 +446,8 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
 
     Raises :class:`UsageError` (one line) when ``folder`` or a parent of it is a file, when one of
     ``names`` is a folder there, when its missing folders may not be created (:func:`check_new_folders`),
-    or, with ``create``, when the folder cannot be created or takes no new file (``create`` makes the
+    when the folder (or, while it is missing, the nearest folder it would be made in) takes no new file (a
+    read-only file system), or, with ``create``, when the folder cannot be created (``create`` makes the
     folder, missing parents included, each named on stderr, and probes it). Without ``create`` nothing is
     made: a missing folder is created on write.
     """
@@ -315,6 +460,13 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
         if (folder / name).is_dir():
             raise UsageError(f"{folder / name} is a folder: remove it or give another {flag} folder")
     check_new_folders(folder, flag, folder)
+    if not create:
+        nearest = folder if folder.is_dir() else _nearest_existing_folder(folder)
+        try:
+            _probe(nearest)
+        except OSError as exc:
+            raise UsageError(f"{flag} {folder} cannot be written: {nearest} does not take new files "
+                             f"({exc.strerror or exc}): give a writable {flag} folder") from None
     if create:
         try:
             make_folders(folder)

@@ -286,9 +286,15 @@ def parse_decode_compile_tuning(text: str) -> str:
     return text
 
 
+#: Bound of a CPU number (``--cpus``): Linux numbers at most 8192 CPUs; a mistyped ``0-99999999999`` would fill
+#: the memory with CPU numbers before any check.
+MAX_CPU = 65535
+
+
 def parse_cpus(text: str) -> tuple[int, ...]:
-    """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers.
-    Only the syntax is checked here; :func:`cudagraph_bench.envinfo.pin_cpus` checks that the CPUs exist."""
+    """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers, each
+    at most :data:`MAX_CPU`. Only the syntax is checked here; :func:`cudagraph_bench.envinfo.pin_cpus` checks
+    that the CPUs exist."""
     cpus = set()
     for item in _split(text):
         first, sep, last = item.partition("-")
@@ -300,6 +306,9 @@ def parse_cpus(text: str) -> tuple[int, ...]:
         if lo < 0 or hi < lo:
             raise argparse.ArgumentTypeError(f"bad CPU range {item!r}: give FIRST-LAST with 0 <= FIRST <= LAST, "
                                              "e.g. '0-7'")
+        if hi > MAX_CPU:
+            raise argparse.ArgumentTypeError(f"bad CPU number in {item[:40]!r}: CPUs are numbered 0 to at most "
+                                             f"{MAX_CPU} (see nproc), e.g. '0-7'")
         cpus.update(range(lo, hi + 1))
     return tuple(sorted(cpus))
 

@@ -67,14 +67,19 @@ def main(args: argparse.Namespace) -> int:
     results = calibrate(runs, plants=args.plant, floor_pct=floor, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)
     line = summary(results, args.plant)
-    print(render_table(columns(args.plant), rows(results, args.plant)))
-    print(line)
-    if args.markdown:
+
+    def verdict():
+        print(render_table(columns(args.plant), rows(results, args.plant)))
+        print(line)
+        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
+
+    if not args.markdown:
+        verdict()
+    else:                   # the verdict once the page is written (never before a write that fails), then "wrote"
         page = render_markdown(runs, results, args.plant, line, floor, args.noise_multiplier,
                                noise.DEFAULT_ALPHA, args.ab_runs, plain)
-        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
         verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, page)
+        write_text_atomic(args.markdown, page, verdict)
         print(f"{verb} {args.markdown}", file=sys.stderr)
     alarms = sum(r.gate.alarms + r.pairs.alarms + r.ab.alarms for r in results)
     return 0 if alarms == 0 else 1

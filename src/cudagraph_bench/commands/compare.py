@@ -21,6 +21,8 @@ from cudagraph_bench.table import render_table, verdict_heading
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench compare OLD NEW`` / ``--old RUN... --new RUN...``."""
+    parser.usage = ("%(prog)s [options] OLD NEW\n"
+                    "       %(prog)s [options] --old RUN [RUN ...] --new RUN [RUN ...]")
     parser.add_argument("runs", nargs="*", metavar="OLD NEW",
                         help="reference run and run to check: JSON paths or saved-run ids (e.g. 0001 0002)")
     parser.add_argument("--old", nargs="+", metavar="RUN", help="several separate reference runs (instead of OLD)")
@@ -94,15 +96,19 @@ def main(args: argparse.Namespace) -> int:
         head += "  note: the runs are from different GPUs"
     if shared:
         head += f"  note: OLD and NEW share {len(shared)} of their runs, which cannot change"
-    print(head)
-    print(render_table(COLUMNS, rows(changes)))
-    print(line)
-    if args.markdown:
+    def verdict():
+        print(head)
+        print(render_table(COLUMNS, rows(changes)))
+        print(line)
+        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
+
+    if not args.markdown:
+        verdict()
+    else:                   # the verdict once the page is written (never before a write that fails), then "wrote"
         text = "\n".join([verdict_heading("compare", passed), "", head, "",
                           render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
-        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
         verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, text)
+        write_text_atomic(args.markdown, text, verdict)
         print(f"{verb} {args.markdown}", file=sys.stderr)
     return 0 if passed else 1
 

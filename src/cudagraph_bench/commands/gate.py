@@ -16,7 +16,8 @@ from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, head
                                           other_failed_checks, render_markdown, require_baseline_figure, require_graph_variant, rows,
                                           summary)
 from cudagraph_bench.results.runfile import forward_groups
-from cudagraph_bench.table import render_table
+from cudagraph_bench.table import first_items, plural, render_table, verdict_line
+from cudagraph_bench.variants import GATED
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +50,23 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="gate against a baseline recorded on another GPU")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE",
                         help="also write a markdown report (for a CI job summary)")
+    parser.add_argument("--allow-missing", action="store_true",
+                        help="do not fail when gated cases of the baseline are missing from the run while gated "
+                             "cases of the run have no baseline entry (renamed cases, which the regression check "
+                             "would not see); both are still named")
+
+
+def unmatched_gated_cases(results, baseline) -> tuple[list[str], list[str]]:
+    """``(gated cases of the baseline the run lacks, gated graph cases of the run the baseline lacks)`` when
+    there are both (cases renamed, or the matrix changed: the regression check would silently skip them), else
+    two empty lists (a run of a part of the baseline's matrix lacks cases and has nothing new)."""
+    if baseline is None:
+        return [], []
+    in_run = {(r.model, r.dtype, r.seq_len) for r in results}
+    missing = ["{} {} L={}".format(*key) for key, case in sorted(baseline.cases.items())
+               if case.get("gated") and key not in in_run]
+    new = [r.label for r in results if r.variant == GATED and r.gated and r.regression is None]
+    return (missing, new) if missing and new else ([], [])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -83,14 +101,28 @@ def main(args: argparse.Namespace) -> int:
         else:
             line += (f" (after {len(extra)} of {args.confirm} confirmation reruns of the regressed cases: "
                      f"{'regression confirmed' if not passed else 'not confirmed, the first run was an outlier'})")
+    missing, new = unmatched_gated_cases(results, baseline)
+    if missing:
+        part = (f"{plural(len(missing), 'gated baseline case')} not in this run ({first_items(missing)}) while "
+                f"{plural(len(new), 'gated case')} of this run {'has' if len(new) == 1 else 'have'} no baseline entry "
+                f"({first_items(new)}): renamed cases escape the regression check; rebuild the baseline for the new "
+                "names" + (" (--allow-missing: not failed)" if args.allow_missing else ", or pass --allow-missing"))
+        fail = passed and not args.allow_missing
+        line = verdict_line("gate", False, [part, line.split(": ", 1)[1]]) if fail else f"{line}; {part}"
+        passed = passed and args.allow_missing
     markdown = render_markdown(runs, baseline, results, line, passed) if args.markdown else None
-    print("\n".join(header(runs, baseline, results)))
-    print(render_table(COLUMNS, rows(results)))
-    print(line)
-    if markdown is not None:
+
+    def verdict():
+        print("\n".join(header(runs, baseline, results)))
+        print(render_table(COLUMNS, rows(results)))
+        print(line)
         sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
+
+    if markdown is None:
+        verdict()
+    else:                   # the verdict once the page is written (never before a write that fails), then "wrote"
         verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, markdown)
+        write_text_atomic(args.markdown, markdown, verdict)
         print(f"{verb} {args.markdown}", file=sys.stderr)
     return 0 if passed else 1
 

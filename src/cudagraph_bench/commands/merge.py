@@ -45,14 +45,17 @@ def main(args: argparse.Namespace) -> int:
               "merged run names the first", file=sys.stderr)
     replaced = written_verb(args.output) == "replaced"
     gpu = machine_gpu(merged["machine_info"]) or "no GPU"
-    print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} run{'s' if len(runs) != 1 else ''} ({gpu}) "
-          f"into {args.output}{' (replaced the file that was there)' if replaced else ''}")
-    sys.stdout.flush()  # a stdout that cannot be written (a full disk) fails the command before the file is written
+
+    def say_merged():   # once the file's bytes are written, before it is moved into place
+        print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} run{'s' if len(runs) != 1 else ''} "
+              f"({gpu}) into {args.output}{' (replaced the file that was there)' if replaced else ''}")
+        sys.stdout.flush()  # a stdout that cannot be written (a full disk) fails the command: no file is replaced
+
     text = json.dumps(merged, ensure_ascii=True, indent=4)
     if str(args.output).endswith(".gz"):      # the form results/ keeps runs in, which every command reads
         import gzip
 
-        write_bytes_atomic(args.output, gzip.compress(text.encode("ascii"), compresslevel=9, mtime=0))
+        write_bytes_atomic(args.output, gzip.compress(text.encode("ascii"), compresslevel=9, mtime=0), say_merged)
     else:
-        write_text_atomic(args.output, text)
+        write_text_atomic(args.output, text, say_merged)
     return 0

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_folder, read_input_bytes, write_text_atomic, written_verb
+from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
+                                  written_verb)
 from cudagraph_bench.options import add_storage_option, parse_path
 from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, plot_makers,
-                                          render_readme_section, render_results_markdown, replace_between_markers,
-                                          stale_plots, write_plots)
+                                          render_plots, render_readme_section, render_results_markdown,
+                                          replace_between_markers, stale_plots)
 from cudagraph_bench.report.runs import load_runs, supersede
 from cudagraph_bench.report.suite_timing import render_suite_timing
 from cudagraph_bench.results.runfile import check_one_gpu, require_suite_benchmarks
@@ -82,20 +83,28 @@ def main(args: argparse.Namespace) -> int:
         render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [], suite_runs)
     verbs = {name: written_verb(outdir / name) for name in [RESULTS_MD, *PLOT_NAMES]}
     if args.no_plots:
-        written, drawn = [outdir / name for name in plot_makers(runs)], []
+        plots, written = {}, [outdir / name for name in plot_makers(runs)]
     else:
-        written = drawn = write_plots(runs, outdir)
-    write_text_atomic(results_md, render_results_markdown(runs, outdir, written, superseded, suite_runs))
-    for path in [*drawn, results_md]:
-        print(f"{verbs[Path(path).name]} {path}", file=sys.stderr)
-    for path in stale_plots(outdir, written) if not args.no_plots else []:
-        path.unlink()
-        print(f"removed {path}: an earlier report's plot, for which these runs have no data", file=sys.stderr)
+        plots = render_plots(runs)          # drawn aside: nothing in DIR changes until the report is whole
+        written = [outdir / name for name in plots]
+    files: dict[Path, bytes | str] = {outdir / name: png for name, png in plots.items()}
+    files[results_md] = render_results_markdown(runs, outdir, written, superseded, suite_runs)
     if readme_text is not None:
         readme = Path(args.readme)
         section = render_readme_section(runs, outdir, readme.resolve().parent, [p.resolve() for p in written],
                                         suite_runs)
-        write_text_atomic(readme, replace_between_markers(readme_text, section, where=args.readme))
+        files[readme] = replace_between_markers(readme_text, section, where=args.readme)
+    stale = stale_plots(outdir, written) if not args.no_plots else []
+    # one write of every file, then the earlier report's plots gone: a Ctrl-C leaves the old report or the new one
+    with interrupt_after(f"writing {outdir}"):
+        write_files_atomic(files)
+        for path in stale:
+            path.unlink()
+    for path in [*(outdir / name for name in plots), results_md]:
+        print(f"{verbs[Path(path).name]} {path}", file=sys.stderr)
+    for path in stale:
+        print(f"removed {path}: an earlier report's plot, for which these runs have no data", file=sys.stderr)
+    if readme_text is not None:
         print(f"updated {readme}", file=sys.stderr)
     return 0
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_folder, write_text_atomic
+from cudagraph_bench.fsio import check_output_folder, interrupt_after, write_text_atomic
 from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_cpus, parse_path, parse_variants,
                                      show_default)
 
@@ -93,6 +93,10 @@ class StoreOneName(argparse.Action):
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_to_argparse(parser, MATRIX_OPTIONS, action=StoreOneName)
+    device = next(a for a in parser._actions if a.dest == "device")
+    device.help = ("cuda, or cpu: the eager forward pass only (run measures the forward pass; the CPU's decode "
+                   "variants run under pytest perf_tests --device cpu), to try the pipeline on any machine "
+                   "(default: %(default)s)")
     for flag, dest in ALIASES:  # same dest and parser as the shared option; no default of their own
         parser.add_argument(flag, dest=dest, type=_PARSERS[dest], default=argparse.SUPPRESS, action=StoreOneName,
                             help=f"alias of {_FLAGS[dest]}")
@@ -252,7 +256,7 @@ def main(args: argparse.Namespace) -> int:
     device = _plain(args.device)
     check_device(matrix_list, device)
     try:
-        gpus = visible_gpus(args.gpus) if args.gpus else ()
+        gpus = visible_gpus(args.gpus) if args.gpus is not None else ()   # an empty --gpus is an error, not "none"
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if gpus and device == "cpu":
@@ -266,7 +270,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("cudagraph-bench run launches the suite's perf_tests/: run it from a cudagraph-bench "
                          "checkout (an editable install), or run pytest perf_tests --benchmark-only there")
     outdir = Path(_plain(args.outdir))
-    check_output_folder(outdir, [RUN_JSON])            # before anything is measured; made once something is
+    check_output_folder(outdir, [RUN_JSON])     # before anything is measured (writable?); made once something is
     with tempfile.TemporaryDirectory(prefix="cgb-run-") as scratch:
         doc, outcomes = launch(tree, Path(scratch), plan(matrix_list, gpus=gpus, cpus=list(_plain(args.cpus) or [])),
                                log=lambda part, outcome: _progress(part, outcome, outdir))
@@ -274,10 +278,18 @@ def main(args: argparse.Namespace) -> int:
         if usage:                      # e.g. every model of --models refused: the suite's own reason, nothing made
             raise UsageError(usage)
         check_output_folder(outdir, [RUN_JSON], create=True)
-        parts = outdir / "parts"
-        if parts.is_dir():
-            shutil.rmtree(parts)       # an earlier run's processes: replaced by this run's
-        shutil.move(str(Path(scratch) / "parts"), str(parts))
+        # from here a Ctrl-C waits until the folder holds this run whole: never its parts beside an earlier run.json
+        with interrupt_after(f"writing {outdir}"):
+            parts = outdir / "parts"
+            if parts.is_dir():
+                shutil.rmtree(parts)       # an earlier run's processes: replaced by this run's
+            shutil.move(str(Path(scratch) / "parts"), str(parts))
+            return _write_run(doc, outcomes, outdir, parts)
+
+
+def _write_run(doc: dict | None, outcomes, outdir: Path, parts: Path) -> int:
+    """Write ``doc`` as ``outdir/run.json`` with its table and plots (:func:`finish`); without a document, remove
+    the earlier run's plots and say that nothing was measured. Returns the exit code."""
     json_path = outdir / RUN_JSON
     skipped = skip_counts(outcomes)
     if doc is None:

@@ -19,6 +19,7 @@ from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_C
                                      DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
                                      add_to_pytest, parse_count, parse_cpus, parse_decode_compile_tuning, parse_dtypes,
                                      parse_prompt_lengths, parse_timeout_s, parse_token_counts)
+from cudagraph_bench.options import pytest_type as _one_line_type   # not a hook: a pytest_ name here would be one
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 #: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most; the precision target
@@ -38,9 +39,23 @@ def _fault(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class _OneLineValues:
+    """A pytest option group whose options' parsers report a bad value in one line, the reason first
+    (:func:`cudagraph_bench.options.pytest_type`), like the matrix options, instead of pytest's usage block."""
+
+    def __init__(self, group):
+        self._group = group
+
+    def addoption(self, flag: str, **kwargs):
+        if "type" in kwargs:
+            kwargs["type"] = _one_line_type(flag, kwargs["type"])
+        self._group.addoption(flag, **kwargs)
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
     add_to_pytest(group)
+    group = _OneLineValues(group)
     group.addoption("--with-compile", action="store_true", default=False,
                     help="also benchmark the torch.compile variants (forward: compile, compile+graph; decode: "
                          "compile+graph, generate-static-compile); slow, off by default")

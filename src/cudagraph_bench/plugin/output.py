@@ -10,7 +10,10 @@
 - the run JSON's ``cudagraph_bench`` section: the memory ledger, the failed or skipped cases and the kernel
   counts, which also reach the matching eager benchmarks' ``extra_info``;
 - a session that ran no benchmark but recorded failed cases or kernel counts still writes ``--benchmark-json``
-  (pytest-benchmark writes nothing then), made by pytest-benchmark's own generating hooks.
+  (pytest-benchmark writes nothing then), made by pytest-benchmark's own generating hooks;
+- the run of a session that was interrupted (Ctrl-C) is marked so (``cudagraph_bench.interrupted``): its last
+  benchmark may have been cut short, and every command that reads runs refuses it unless told otherwise
+  (``--allow-interrupted``).
 """
 
 from __future__ import annotations
@@ -78,8 +81,16 @@ def section_of(config) -> dict | None:
             **({"planted_fault": fault.label} if fault is not None else {})}
 
 
+#: Why the session ended early, when it was interrupted (set as it finishes, before pytest-benchmark writes).
+_INTERRUPTED = pytest.StashKey[str]()
+
+
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     from cudagraph_bench.plugin.options import model_notes, refused_models
+    from cudagraph_bench.results.runfile import INTERRUPTED
+
+    if _INTERRUPTED in config.stash:
+        output_json.setdefault("cudagraph_bench", {})[INTERRUPTED] = config.stash[_INTERRUPTED]
 
     refused = refused_models(config)
     if refused:
@@ -151,6 +162,9 @@ def pytest_sessionfinish(session, exitstatus):
     from cudagraph_bench.plugin.options import refused_models
     from cudagraph_bench.plugin.session import session_of
 
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # Ctrl-C: the run is marked before it is written
+        session.config.stash[_INTERRUPTED] = (f"Ctrl-C after {len(benchmarks_run(session.config))} "
+                                              "benchmark(s)")
     session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))
     cgb = session_of(session.config)
     with warnings.catch_warnings():
@@ -163,6 +177,12 @@ def pytest_sessionfinish(session, exitstatus):
         if reporter is not None:
             reporter.write_line(f"No benchmark ran; wrote the session's failed cases and kernel counts in: {path}")
     return result
+
+
+def benchmarks_run(config) -> list:
+    """The benchmarks pytest-benchmark recorded in this session (empty without its plugin)."""
+    session = getattr(config, "_benchmarksession", None)
+    return list(getattr(session, "benchmarks", None) or [])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -70,9 +70,9 @@ def pytest_generate_tests(metafunc):
     if "fwd_case" in names or "pad_case" in names:
         forward = selected_variants(metafunc.config, variants.FORWARD)
         if "fwd_case" in names:
-            cases = [Case(m, d, n, v.name) for m in models for d in dtypes for n in lengths
-                     for v in forward if not v.lengths]
-            _parametrize_cases(metafunc, CASE_ARGNAMES, cases)
+            at_length = [v for v in forward if not v.lengths]
+            cases = [Case(m, d, n, v.name) for m in models for d in dtypes for n in lengths for v in at_length]
+            _parametrize_cases(metafunc, CASE_ARGNAMES, cases, _no_forward_variant_reason(metafunc.config))
         else:
             pad_lengths = [n for n in lengths if n in PAD_LENGTHS] or [n for n in lengths if n < opt("pad_to")]
             padding = [v for v in forward if v.lengths]
@@ -100,6 +100,19 @@ def pytest_generate_tests(metafunc):
     if "causal_model" in names:
         causal = causal_models(models)
         metafunc.parametrize("causal_model", causal or [_no_causal_model(models, None)])
+
+
+def _no_forward_variant_reason(config) -> str:
+    """Why the forward benchmarks have no case: no selected variant runs at the prompt's own length, or, with
+    ``--device cpu``, none of ``--variants`` runs without a CUDA GPU (pytest would say only "got empty
+    parameter set")."""
+    chosen = ",".join(config.getoption("variants"))
+    if config.getoption("device") == "cpu":
+        cpu = ",".join(v.name for v in variants.of_suite(variants.FORWARD) if not v.needs_cuda)
+        return (f"forward benchmarks: --device cpu runs only the variants that need no CUDA GPU ({cpu}), and "
+                f"--variants {chosen} names none of them: add {cpu} to --variants, or run on a GPU")
+    return (f"forward benchmarks: no variant of --variants {chosen} runs at the prompt's own length (padded and "
+            "bucketed are the padding benchmarks'): add eager or graph to --variants")
 
 
 def causal_models(models) -> list[str]:

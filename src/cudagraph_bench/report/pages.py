@@ -27,6 +27,7 @@ the command is :mod:`cudagraph_bench.commands.report`.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -118,6 +119,13 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
 def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
     """Draw every plot of :func:`plot_makers` into ``outdir``. Returns the paths written."""
     return [make(Path(outdir)) for make in plot_makers(runs).values()]
+
+
+def render_plots(runs: list[Run]) -> dict[str, bytes]:
+    """Every plot of :func:`plot_makers` as PNG bytes, by file name, in page order: drawn in a scratch folder, so
+    that nothing in the output folder changes until the whole report is written at once."""
+    with tempfile.TemporaryDirectory(prefix="cgb-plots-") as scratch:
+        return {name: make(Path(scratch)).read_bytes() for name, make in plot_makers(runs).items()}
 
 
 def stale_plots(outdir: str | os.PathLike, written: list[Path]) -> list[Path]:

@@ -53,7 +53,8 @@ from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regr
 from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.results.checks import failed_checks, own_and_peer
-from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
+from cudagraph_bench.results.runfile import (MAX_KEY_COUNT, Measurement, Run, distinct_runs, forward_groups,
+                                            merged_forward_groups)
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
 SCHEMA_VERSION = 3
@@ -323,6 +324,9 @@ def load_baseline(path: str | Path) -> Baseline:
             raise TypeError(f"cases must be a list, got {type(data['cases']).__name__}")
         cases = {}
         for index, c in enumerate(data["cases"]):
+            for name in ("model", "dtype"):
+                if not isinstance(c[name], str):
+                    raise ValueError(f"cases[{index}].{name} is {json.dumps(c[name])[:40]}, not a string")
             key = (str(c["model"]), str(c["dtype"]), _case_seq_len(path, index, c["seq_len"]))
             if key in cases:
                 first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
@@ -331,30 +335,32 @@ def load_baseline(path: str | Path) -> Baseline:
                                      f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
             _check_case(path, key, c)
             cases[key] = c
-            if not float(c[GATED]["median_ms"]) > 0:
-                raise ValueError("a graph median_ms is not > 0")
             for variant in (REF, GATED):
+                for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
+                    value = c[variant][name] if name == "median_ms" else c[variant].get(name)
+                    if not (value is None and name == "p95_ms" or _ms(value)):
+                        raise ValueError(f"cases[{index}].{variant}.{name} is {value!r}, not a finite time > 0 ms")
                 medians = c[variant]["run_medians_ms"]
-                if not (isinstance(medians, list) and medians and all(
-                        isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in medians)):
-                    raise ValueError(f"case {_case_name(key)}: {variant}.run_medians_ms must be a list of positive ms")
+                if not (isinstance(medians, list) and medians and all(_ms(x) for x in medians)):
+                    raise ValueError(f"cases[{index}] ({_case_name(key)}): {variant}.run_medians_ms must be a list of positive "
+                                     "finite ms")
             for field in ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct"):
                 spread = c[GATED].get(field)
                 if spread is not None and (not _finite_number(spread) or spread < 0
                                            or len(c[GATED]["run_medians_ms"]) < 2):
-                    raise ValueError(f"case {_case_name(key)}: graph.{field} must be a finite percent >= 0 from 2 or "
+                    raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.{field} must be a finite percent >= 0 from 2 or "
                                      "more run medians, or null")
             df = c[GATED].get("within_host_df")
             if df is not None and (isinstance(df, bool) or not isinstance(df, int) or df < 0):
-                raise ValueError(f"case {_case_name(key)}: graph.within_host_df must be a whole number >= 0, or null")
+                raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.within_host_df must be a whole number >= 0, or null")
             host_medians = c[GATED].get("host_medians_ms")
             if host_medians is not None and not (isinstance(host_medians, list) and all(
                     _finite_number(x) and x > 0 for x in host_medians)):
-                raise ValueError(f"case {_case_name(key)}: graph.host_medians_ms must be a list of positive ms")
+                raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.host_medians_ms must be a list of positive ms")
             hosts = c[GATED].get("run_hosts")
             if hosts is not None and not (isinstance(hosts, list) and len(hosts) == len(c[GATED]["run_medians_ms"])
                                           and all(h is None or isinstance(h, str) for h in hosts)):
-                raise ValueError(f"case {_case_name(key)}: graph.run_hosts must list one host (text or null) per run "
+                raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.run_hosts must list one host (text or null) per run "
                                  "median")
         if not cases:
             raise ValueError("it holds no cases")
@@ -425,6 +431,11 @@ def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: floa
                                   multiplier=thresholds.get("noise_multiplier", noise.DEFAULT_MULTIPLIER), alpha=alpha)
 
 
+def _ms(value) -> bool:
+    """Whether a baseline's time is a number of ms that can be one: finite and > 0."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def _parse_alpha(text: str) -> float:
     """A significance level in (0, 1)."""
     try:
@@ -441,10 +452,11 @@ def _case_name(key: tuple[str, str, int]) -> str:
 
 
 def _case_seq_len(path: Path, index: int, value) -> int:
-    """A case's prompt length in tokens: a whole number >= 1 (``50.0`` is read as 50)."""
+    """A case's prompt length in tokens: a whole number >= 1 and <= :data:`MAX_KEY_COUNT` (``50.0`` is read as
+    50)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEY_COUNT:
         raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
                              f"is a whole number of tokens >= 1; fix it, or regenerate the file with "
                              f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")

@@ -20,12 +20,13 @@ that names the file and the fix (the CLI exits 2).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gzip
 import io
 import hashlib
 import json
 import zlib
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,10 +35,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from cudagraph_bench import variants
-from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, SUITE_KEYS, Case
+from cudagraph_bench.cases import SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.paths import default_storage
+from cudagraph_bench.results.benchmark_values import (  # noqa: F401  (MAX_*, SUITE_VARIANTS: re-exported)
+    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, is_number)
 from cudagraph_bench.results.record import (Environment, FailedCase, Measurement, decode_environment, decode_failure,
                                             decode_measurement, records_without_benchmarks)
 from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
@@ -45,10 +48,34 @@ from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
 _STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
-#: Longest plausible round, in seconds: a larger value is a corrupted file, not a latency.
-MAX_ROUND_S = 3600.0
-#: Variants each suite's benchmarks may carry (a renamed variant would silently escape the gate).
-SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launch": LAUNCH_VARIANTS}
+
+
+#: The key of a run's ``cudagraph_bench`` section that marks the run of a session that was interrupted (Ctrl-C):
+#: its last benchmark may have been cut short and the cases after it are missing (the plugin writes it).
+INTERRUPTED = "interrupted"
+_ALLOW_INTERRUPTED = contextvars.ContextVar("allow_interrupted", default=False)
+
+
+@contextlib.contextmanager
+def interrupted_runs_allowed(allowed: bool = True):
+    """Within the block, :func:`load_run` reads the runs of interrupted sessions instead of refusing them
+    (``--allow-interrupted`` of the commands that read runs): one switch for every reader, however deep it
+    loads its runs."""
+    token = _ALLOW_INTERRUPTED.set(allowed)
+    try:
+        yield
+    finally:
+        _ALLOW_INTERRUPTED.reset(token)
+
+
+def interrupted_reason(data: dict) -> str | None:
+    """What a run document records about its session's interruption (``cudagraph_bench.interrupted``), in
+    words, or None for a run that finished."""
+    section = data.get("cudagraph_bench")
+    value = section.get(INTERRUPTED) if isinstance(section, dict) else None
+    if not value:
+        return None
+    return value if isinstance(value, str) else "the session was interrupted"
 
 
 @dataclass(frozen=True)
@@ -161,7 +188,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
     Raises InputFileError (one line) when the file is missing, not a regular file (``/dev/zero``) or
     larger than :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` (compressed or not), empty, truncated/invalid JSON or
     gzip, nested deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, or holds no
-    benchmarks (and, with ``records_only``, no records either).
+    benchmarks (and, with ``records_only``, no records either), or is the run of an interrupted session
+    (:data:`INTERRUPTED`; read within :func:`interrupted_runs_allowed`).
     """
     if not str(ref).strip():
         raise InputFileError("expected a run, got an empty string: name a pytest-benchmark JSON file or a saved-run id")
@@ -185,6 +213,11 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
             and isinstance(data.get("machine_info"), dict)):
         raise InputFileError(f"{path} is not pytest-benchmark output (needs 'machine_info' and a "
                              "'benchmarks' list): give a file written by pytest --benchmark-json")
+    interrupted = interrupted_reason(data)
+    if interrupted and not _ALLOW_INTERRUPTED.get():
+        raise InputFileError(f"{path} is the run of an interrupted session ({interrupted}): its last benchmark may "
+                             "have been cut short and the cases after it are missing: rerun the benchmarks, or pass "
+                             "--allow-interrupted to read it anyway")
     if not data["benchmarks"] and not (records_only and records_without_benchmarks(data.get("cudagraph_bench"))):
         raise _no_benchmarks_error(path, data.get("cudagraph_bench"))
     for key in ("commit_info", "cudagraph_bench"):
@@ -193,10 +226,10 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
                                  "rerun the benchmarks to rewrite the file")
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None
-        if not (isinstance(stats, dict) and all(isinstance(stats.get(f), (int, float)) for f in _STAT_FIELDS)):
+        if not (isinstance(stats, dict) and all(is_number(stats.get(f)) for f in _STAT_FIELDS)):
             raise InputFileError(f"{path}: benchmarks[{i}] has no numeric stats "
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
-        _check_benchmark(path, i, bench, stats)
+        check_benchmark(path, i, bench, stats)
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
 
 
@@ -206,20 +239,22 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
     """``raw`` itself, or the bytes of the gzip stream ``raw`` when the file is named ``*.gz`` or starts with
-    gzip's magic bytes, at most :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` of them (a stream that inflates
-    beyond is refused, never read whole); a corrupt or truncated stream raises InputFileError (one line)."""
-    from cudagraph_bench.fsio import MAX_INPUT_BYTES
+    gzip's magic bytes, at most :data:`~cudagraph_bench.fsio.MAX_JSON_BYTES` of them: a stream that inflates
+    beyond (a small file of zeros can inflate to gigabytes) is refused after inflating that much, never read
+    whole or parsed; a corrupt or truncated stream raises InputFileError (one line)."""
+    from cudagraph_bench.fsio import MAX_JSON_BYTES
 
     if not (path.name.endswith(".gz") or raw.startswith(GZIP_MAGIC)):
         return raw
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
+            data = fh.read(MAX_JSON_BYTES + 1)
     except (OSError, EOFError, zlib.error) as exc:
         raise InputFileError(f"{path} is not a valid gzip file ({exc}): give the run as written by pytest "
                              "--benchmark-json, or compressed whole with gzip (gzip -k FILE.json)") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputFileError(f"run {path} inflates to more than {MAX_INPUT_BYTES:,} bytes, read at most: {fix}")
+    if len(data) > MAX_JSON_BYTES:
+        raise InputFileError(f"run {path} inflates to more than {MAX_JSON_BYTES:,} bytes ({MAX_JSON_BYTES / 2**20:g} "
+                             f"MiB), read at most (no run is that large): {fix}")
     return data
 
 
@@ -250,39 +285,6 @@ def _no_benchmarks_error(path: Path, section) -> InputFileError:
                               "hold the benchmarks first (cudagraph-bench merge -o merged.json RUN...)")
     return InputFileError(f"{path} holds no benchmarks: did every benchmark skip (no CUDA GPU)? "
                           "see why with pytest perf_tests --benchmark-only -rs")
-
-
-def _check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
-    """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files)."""
-    def bad(what: str):
-        return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
-
-    info = bench.get("extra_info")
-    if info is not None and not isinstance(info, dict):
-        raise bad(f"has extra_info of type {type(info).__name__}, not an object")
-    if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
-        raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
-    if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
-        raise bad("has stats that are negative, zero or not finite")
-    if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
-        raise bad(f"has a round time above {MAX_ROUND_S:g} s")
-    suite = info.get("suite") if isinstance(info, dict) else None
-    if suite in SUITE_VARIANTS and "variant" in info and info["variant"] not in SUITE_VARIANTS[suite]:
-        raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
-    if suite in ("forward", "decode") and "dtype" in info and info["dtype"] not in DTYPES:
-        raise bad(f"has dtype {info['dtype']!r}, not one of {', '.join(DTYPES)}")
-    seq_len = info.get("seq_len") if isinstance(info, dict) else None
-    if seq_len is not None and not (isinstance(seq_len, int) and not isinstance(seq_len, bool) and seq_len >= 1):
-        raise bad(f"has extra_info.seq_len = {seq_len!r}, not a whole number of tokens >= 1")
-    data = stats.get("data")
-    if data is not None:
-        if isinstance(data, list) and not data:
-            raise bad("has an empty stats.data (no rounds)")
-        if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                 and math.isfinite(x) and x > 0 for x in data):
-            raise bad("has stats.data that is not a list of positive finite seconds")
-        if max(data) > MAX_ROUND_S:
-            raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")
 
 
 def measurements(run: Run) -> Mapping[tuple, Measurement]:

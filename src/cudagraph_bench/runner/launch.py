@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudagraph_bench import variants
-from cudagraph_bench.runner.process import PytestRun, RunOutcome, run_pytest
+from cudagraph_bench.runner.process import (PytestRun, RunOutcome, allow_new_children, run_pytest,
+                                            stop_children)
 
 #: The benchmark modules a run measures: forward variants at the prompt's length, and at padded lengths.
 FORWARD_MODULE = "perf_tests/test_forward_bench.py"
@@ -104,7 +106,9 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
 
 def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tuple[dict | None, list[RunOutcome]]:
     """Run the :func:`plan`'s steps with their output under ``outdir/parts/``; returns the merged document (None
-    when no process wrote one) and each process's outcome. ``log(part, outcome)`` is called as each process ends."""
+    when no process wrote one) and each process's outcome. ``log(part, outcome)`` is called as each process ends.
+    A Ctrl-C stops every pytest process and waits for it (:func:`~cudagraph_bench.runner.process.stop_children`)
+    before the ``KeyboardInterrupt`` goes on."""
     from cudagraph_bench.results.merge import merge_runs
 
     parts_dir = outdir / "parts"
@@ -119,8 +123,16 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
         threads = [threading.Thread(target=one, args=(p,)) for p in step]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.join()
+        except KeyboardInterrupt:      # Ctrl-C: the pytest processes end before this one does
+            print("interrupted: stopping the pytest processes", file=sys.stderr, flush=True)
+            stop_children()
+            for thread in threads:
+                thread.join()
+            allow_new_children()
+            raise
         for part in step:
             outcome = results[part.name]
             outcomes.append((part, outcome))

@@ -9,6 +9,11 @@ the tests a stopped session finished and wrote), up to :data:`MAX_RESTARTS` time
 into one pytest-benchmark document (:func:`cudagraph_bench.results.merge.merge_runs`). Each process reports why
 it skipped tests in its log (pytest's short summary, ``-rfEs``), which :func:`skip_reasons` reads back for the
 outcome. No torch in this process.
+
+Each pytest process runs in a process group of its own, so that a Ctrl-C of the terminal reaches this process
+only: :func:`stop_children` then interrupts every group (the pytest process and what it started, e.g. compile
+workers), waits for them to end (killing a group that does not end in :data:`STOP_GRACE_S`), and no attempt is
+started after it; no process outlives the command.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,10 +133,104 @@ def _logged_skips(log_path: Path) -> dict[str, int]:
         return {}
 
 
+#: Seconds an interrupted pytest process group has to end (pytest writes its partial run, marked interrupted)
+#: before it is killed.
+STOP_GRACE_S = 20.0
+_children: set[subprocess.Popen] = set()
+_children_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+class Stopped(Exception):
+    """The command is stopping (:func:`stop_children` ran): no pytest process is started any more."""
+
+
 def run_process(cmd: list[str], cwd: Path, env: dict, log) -> int:
-    """Run one attempt's command in ``cwd`` with ``env``, its output into the open file ``log``; its exit code (a
-    negative one for a signal, as :mod:`subprocess` gives it)."""
-    return subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    """Run one attempt's command in ``cwd`` with ``env``, its output into the open file ``log``, in a process
+    group of its own (see the module docstring); its exit code (a negative one for a signal, as
+    :mod:`subprocess` gives it). Raises :class:`Stopped` once :func:`stop_children` ran, and for a process it
+    stopped."""
+    with _children_lock:
+        if _stopping.is_set():
+            raise Stopped
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        _children.add(proc)
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:          # Ctrl-C in the thread that waits (ab, gate --confirm): stop it, then go on
+        stop_children()
+        allow_new_children()
+        raise
+    finally:
+        with _children_lock:
+            _children.discard(proc)
+    if _stopping.is_set():
+        raise Stopped
+    return rc
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_children(grace_s: float = STOP_GRACE_S) -> int:
+    """Stop every pytest process group :func:`run_process` started and wait for each to end: SIGINT first (pytest
+    writes what it measured, marked interrupted), SIGKILL for a group still running after ``grace_s`` seconds.
+    No process is started after it. Returns how many processes were running."""
+    with _children_lock:
+        _stopping.set()
+        running = list(_children)
+    for proc in running:
+        _signal_group(proc, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    for proc in running:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        _signal_group(proc, signal.SIGKILL)      # what the pytest process started and left behind
+        _wait_for_group(proc.pid)
+    return len(running)
+
+
+def _wait_for_group(pgid: int, timeout_s: float = 5.0) -> None:
+    """Wait until no running process is left in the process group ``pgid`` (a killed process ends a moment after
+    the signal), at most ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _group_members(pgid):
+            return
+        time.sleep(0.01)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run (not zombies), read from /proc; [] where it cannot be read."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(name))
+    return out
+
+
+def allow_new_children() -> None:
+    """Undo :func:`stop_children`'s stop once every thread that might start a process has ended, so that a
+    caller in the same process (a test, a library user) can run again."""
+    _stopping.clear()
 
 
 def crash_reason(returncode: int, log_tail: str) -> str:
@@ -172,7 +273,10 @@ def run_pytest(run: PytestRun) -> RunOutcome:
             deselect = sorted({*written, *(e["fullname"] for e in crashes)})
             log.flush()
             start = log.tell()
-            rc = run_process(command(run, part, deselect), run.tree, env, log)
+            try:
+                rc = run_process(command(run, part, deselect), run.tree, env, log)
+            except Stopped:                  # the command was interrupted: no restart, no outcome worth keeping
+                return RunOutcome(130, None, [], run.log_path, {})
             log.flush()
             _, finished, in_flight, stop = read_journal(run.journal_path)
             if part.is_file() and part.stat().st_size > 0:

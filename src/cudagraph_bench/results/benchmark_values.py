@@ -1,0 +1,128 @@
+"""The values one benchmark of a run may hold (no torch): what :func:`cudagraph_bench.results.runfile.load_run`
+checks in every benchmark before a reader sees it, so that a hand-edited or corrupted file is one line naming the
+benchmark, the field and the fix (exit 2), never a traceback or a silently wrong verdict: stats that are numbers
+>= 0 and finite, per-round data of positive finite seconds, a suite that is a string, key fields of the right type
+(names are strings, counts whole numbers up to :data:`MAX_KEY_COUNT`), the registry's variants and dtypes, and times
+in ``extra_info`` that are finite and >= 0."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, SUITE_KEYS
+from cudagraph_bench.errors import InputFileError
+
+_STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
+#: Longest plausible round, in seconds: a larger value is a corrupted file, not a latency.
+MAX_ROUND_S = 3600.0
+#: Variants each suite's benchmarks may carry (a renamed variant would silently escape the gate).
+SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launch": LAUNCH_VARIANTS}
+
+#: Largest whole number of a benchmark's key (tokens of a prompt, new tokens, launches per round): no model
+#: takes a billion-token prompt; beyond it a hand-edited value (``10**300``) would overflow the arithmetic.
+MAX_KEY_COUNT = 10**9
+#: The whole-number fields of the suites' keys and what they count.
+_KEY_COUNTS = {"seq_len": "tokens", "new_tokens": "tokens", "n_launches": "launches"}
+
+
+def is_number(value) -> bool:
+    """A JSON number: an int or a float, never a boolean."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_timing(key: str) -> bool:
+    """Whether an ``extra_info`` field is a time or a rate (``capture_ms``, ``ms_per_token``, ``tokens_per_s``,
+    ``us_per_launch``): finite and >= 0 in every run."""
+    return key.endswith(("_ms", "_s")) or key.startswith(("ms_per_", "us_per_"))
+
+
+def _check_key_fields(bad, suite: str, info: dict) -> None:
+    """Raise ``bad(...)`` for a key field of ``suite`` that is present with the wrong type: the names (model,
+    dtype, variant) are strings, the counts (seq_len, new_tokens, n_launches) whole numbers in [1,
+    :data:`MAX_KEY_COUNT`]."""
+    for name in SUITE_KEYS[suite]:
+        if name not in info:
+            continue
+        value = info[name]
+        if name in _KEY_COUNTS:
+            if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_KEY_COUNT):
+                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+                raise bad(f"has extra_info.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
+                          f"(and at most {MAX_KEY_COUNT:,})")
+        elif not isinstance(value, str):
+            raise bad(f"has extra_info.{name} of type {_json_type(value)}, not a string")
+
+
+def _json_type(value) -> str:
+    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``."""
+    for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else "number"
+
+
+def _check_timings(bad, info: dict) -> None:
+    """Raise ``bad(...)`` for a time or rate of ``extra_info`` (:func:`_is_timing`; a number, or a list or an
+    object of numbers) that is negative, NaN or infinite, or not a number."""
+    for key, value in info.items():
+        if value is None or not _is_timing(key):
+            continue
+        if type(value) is list and value:        # per-round times: two passes in C when all is well
+            try:
+                if math.isfinite(math.fsum(value)) and min(value) >= 0:
+                    continue
+            except (TypeError, ValueError, OverflowError):
+                pass
+        items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+                 else [(None, value)])
+        for sub, x in items:
+            where = f"extra_info.{key}" + ("" if sub is None else f"[{sub}]" if isinstance(sub, int) else f".{sub}")
+            if x is None and sub is not None:
+                continue
+            if not is_number(x):
+                raise bad(f"has {where} of type {_json_type(x)}, not a number of ms or s")
+            if not (math.isfinite(x) and x >= 0):
+                raise bad(f"has {where} = {x}, not a finite time >= 0")
+
+
+def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
+    """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files): stats that
+    are negative or not finite, a suite or a key field of the wrong type (a list, an object, ``10**300``
+    tokens), a negative or non-finite time in ``extra_info``, per-round data that is no list of positive
+    seconds."""
+    def bad(what: str):
+        return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
+
+    info = bench.get("extra_info")
+    if info is not None and not isinstance(info, dict):
+        raise bad(f"has extra_info of type {type(info).__name__}, not an object")
+    if isinstance(info, dict):
+        if info.get("suite") is not None and not isinstance(info["suite"], str):
+            raise bad(f"has extra_info.suite of type {_json_type(info['suite'])}, not a string such as 'forward'")
+        if info.get("suite") in SUITE_KEYS:
+            _check_key_fields(bad, info["suite"], info)
+        _check_timings(bad, info)
+    if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
+        raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
+    if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
+        raise bad("has stats that are negative, zero or not finite")
+    stddev = stats.get("stddev")
+    if stddev is not None and not (is_number(stddev) and math.isfinite(stddev) and stddev >= 0):
+        raise bad(f"has stats.stddev = {stddev!r}, not a finite spread >= 0")
+    if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
+        raise bad(f"has a round time above {MAX_ROUND_S:g} s")
+    suite = info.get("suite") if isinstance(info, dict) else None
+    if suite in SUITE_VARIANTS and "variant" in info and info["variant"] not in SUITE_VARIANTS[suite]:
+        raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
+    if suite in ("forward", "decode") and "dtype" in info and info["dtype"] not in DTYPES:
+        raise bad(f"has dtype {info['dtype']!r}, not one of {', '.join(DTYPES)}")
+    data = stats.get("data")
+    if data is not None:
+        if isinstance(data, list) and not data:
+            raise bad("has an empty stats.data (no rounds)")
+        if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                 and math.isfinite(x) and x > 0 for x in data):
+            raise bad("has stats.data that is not a list of positive finite seconds")
+        if max(data) > MAX_ROUND_S:
+            raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")

@@ -1,0 +1,289 @@
+"""A trial of bad inputs to every command that reads a run or a baseline, to the options of ``run`` and of the
+commands, and to the pytest plugin's options: each must be clean, that is exit code 2, nothing on stdout, one line
+on stderr that says what is wrong (the expected words are the ones the command prints for it), no traceback, no
+file made, and no input file changed. The runs are a small cut of a committed H200 run (two cases), corrupted one
+way each; every command runs in this process."""
+
+import copy
+import gzip
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from h200_fixture import committed_doc
+
+from cudagraph_bench import cli
+from cudagraph_bench.fsio import MAX_JSON_BYTES
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = ROOT / "baselines" / "nvidia-h200.json"
+
+
+def _small_run() -> dict:
+    """The committed checked forward run cut to bert-tiny at 16 tokens (eager and graph, two dtypes)."""
+    doc = committed_doc("forward-checked")
+    keep = [b for b in doc["benchmarks"] if b["extra_info"]["model"] == "bert-tiny" and b["extra_info"]["seq_len"] == 16]
+    return {**doc, "benchmarks": keep}
+
+
+RUN = _small_run()
+LAUNCH = committed_doc("launch")
+
+
+def _set(path: str, value):
+    """A corruption that sets the field at ``path`` (``"benchmarks.0.stats.median"``) of a copy of the run."""
+    def corrupt(doc):
+        *parents, last = path.split(".")
+        node = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[int(last) if isinstance(node, list) else last] = value
+        return doc
+    return corrupt
+
+
+def _raw(path: str, literal: str):
+    """A corruption that writes ``literal`` as the JSON text of the field at ``path`` (a number no float holds)."""
+    marker = 7_777_777.125
+    setter = _set(path, marker)
+    return lambda doc: json.dumps(setter(doc)).replace(json.dumps(marker), literal, 1)
+
+
+#: name -> (corruption of a copy of the run: a new document, or the file's text or bytes, what the error says)
+RUN_CORRUPTIONS = {
+    "median 10**400": (_raw("benchmarks.0.stats.median", "1" + "0" * 400), "benchmarks[0].stats.median is 1000"),
+    "median of 5000 digits": (_raw("benchmarks.0.stats.median", "9" * 5000), "(5000 characters), a number outside"),
+    "mean 1e999": (_raw("benchmarks.1.stats.mean", "1e999"), "benchmarks[1].stats.mean is a literal read as infinity"),
+    "min -1e400": (_raw("benchmarks.0.stats.min", "-1e400"), "benchmarks[0].stats.min is a literal read as infinity"),
+    "seq_len 10**400": (_raw("benchmarks.0.extra_info.seq_len", "1" + "0" * 400), "extra_info.seq_len is 1000"),
+    "a data round 1e999": (_raw("benchmarks.0.stats.data.0", "1e999"), "benchmarks[0].stats.data[0] is a literal read as infinity"),
+    "negative median": (_set("benchmarks.0.stats.median", -0.001), "stats that are negative, zero or not finite"),
+    "zero median": (_set("benchmarks.0.stats.median", 0), "stats that are negative, zero or not finite"),
+    "NaN median": (_set("benchmarks.0.stats.median", float("nan")), "stats that are negative, zero or not finite"),
+    "infinite max": (_set("benchmarks.1.stats.max", float("inf")), "stats that are negative, zero or not finite"),
+    "NaN stddev": (_set("benchmarks.0.stats.stddev", float("nan")), "stats.stddev = nan, not a finite spread"),
+    "negative stddev": (_set("benchmarks.0.stats.stddev", -1.0), "stats.stddev = -1.0, not a finite spread"),
+    "infinite round": (_set("benchmarks.0.stats.data.3", float("inf")), "stats.data that is not a list of positive"),
+    "negative round": (_set("benchmarks.0.stats.data.0", -0.5), "stats.data that is not a list of positive"),
+    "rounds as text": (_set("benchmarks.0.stats.rounds", "10"), "has no numeric stats"),
+    "median true": (_set("benchmarks.0.stats.median", True), "has no numeric stats"),
+    "stats a list": (_set("benchmarks.0.stats", [1, 2]), "has no numeric stats"),
+    "round of two hours": (_set("benchmarks.0.stats.median", 7200.0), "has a round time above 3600 s"),
+    "suite a list": (_set("benchmarks.0.extra_info.suite", ["forward"]), "extra_info.suite of type array"),
+    "suite an object": (_set("benchmarks.0.extra_info.suite", {"name": "forward"}), "extra_info.suite of type object"),
+    "suite a number": (_set("benchmarks.0.extra_info.suite", 1), "extra_info.suite of type number"),
+    "model an object": (_set("benchmarks.0.extra_info.model", {"name": "gpt2"}), "extra_info.model of type object"),
+    "model a list": (_set("benchmarks.1.extra_info.model", ["gpt2"]), "extra_info.model of type array"),
+    "dtype a number": (_set("benchmarks.0.extra_info.dtype", 16), "extra_info.dtype of type number"),
+    "variant null": (_set("benchmarks.0.extra_info.variant", None), "extra_info.variant of type null"),
+    "seq_len 10**300": (_set("benchmarks.0.extra_info.seq_len", 10**300), "extra_info.seq_len = 1000"),
+    "seq_len 1.5": (_set("benchmarks.0.extra_info.seq_len", 1.5), "extra_info.seq_len = 1.5, not a whole number"),
+    "seq_len as text": (_set("benchmarks.0.extra_info.seq_len", "16"), "extra_info.seq_len = '16', not a whole"),
+    "seq_len 0": (_set("benchmarks.0.extra_info.seq_len", 0), "extra_info.seq_len = 0, not a whole number"),
+    "seq_len true": (_set("benchmarks.0.extra_info.seq_len", True), "extra_info.seq_len = True, not a whole"),
+    "unknown variant": (_set("benchmarks.0.extra_info.variant", "grph"), "has forward variant 'grph', not one of"),
+    "unknown dtype": (_set("benchmarks.0.extra_info.dtype", "fp8"), "has dtype 'fp8', not one of"),
+    "negative device time": (_set("benchmarks.1.extra_info.device_median_ms", -1.0),
+                             "extra_info.device_median_ms = -1.0, not a finite time >= 0"),
+    "NaN device time": (_set("benchmarks.1.extra_info.device_median_ms", float("nan")),
+                        "extra_info.device_median_ms = nan, not a finite time"),
+    "infinite CUDA-event round": (_set("benchmarks.1.extra_info.cuda_event_ms", [0.1, float("inf")]),
+                                  "extra_info.cuda_event_ms[1] = inf, not a finite time"),
+    "capture time as text": (_set("benchmarks.1.extra_info.capture_ms", "fast"),
+                             "extra_info.capture_ms of type string, not a number"),
+    "correct as text": (_set("benchmarks.1.extra_info.correct", "yes"), "extra_info.correct = 'yes', not true/false"),
+    "extra_info a list": (_set("benchmarks.0.extra_info", []), "has extra_info of type list, not an object"),
+    "commit_info as text": (_set("commit_info", "abc"), "'commit_info' must be an object"),
+    "cudagraph_bench a list": (_set("cudagraph_bench", []), "'cudagraph_bench' must be an object"),
+    "benchmarks an object": (_set("benchmarks", {}), "is not pytest-benchmark output"),
+    "no machine_info": (lambda doc: {k: v for k, v in doc.items() if k != "machine_info"},
+                        "is not pytest-benchmark output"),
+    "a list, not a run": (lambda doc: [doc], "is not pytest-benchmark output"),
+    "no benchmarks": (_set("benchmarks", []), "holds no benchmarks"),
+    "interrupted": (_set("cudagraph_bench.interrupted", "Ctrl-C after 3 benchmark(s)"),
+                    "is the run of an interrupted session (Ctrl-C after 3 benchmark(s))"),
+    "truncated": (lambda doc: json.dumps(doc)[:5000], "is not valid JSON (line 1, column"),
+    "empty": (lambda doc: "  \n", "is empty: rerun the benchmarks"),
+    "not UTF-8": (lambda doc: b"\xff\xff" + json.dumps(doc).encode(), "is not valid JSON"),
+    "nested 100 deep": (lambda doc: '{"benchmarks": ' + "[" * 100 + "]" * 100 + ', "machine_info": {}}',
+                        "nests JSON deeper than 64 levels"),
+    "corrupt gzip": (lambda doc: gzip.compress(json.dumps(doc).encode())[:300], "is not a valid gzip file"),
+}
+
+#: Corruptions of the committed baseline -> what the error says.
+BASELINE_CORRUPTIONS = {
+    "graph median 10**400": (_raw("cases.0.graph.median_ms", "1" + "0" * 400), "cases[0].graph.median_ms is 1000"),
+    "spread 1e999": (_raw("cases.0.graph.spread_pct", "1e999"), "cases[0].graph.spread_pct is a literal read as infinity"),
+    "infinite spread": (_set("cases.0.graph.spread_pct", float("inf")), "graph.spread_pct must be a finite percent"),
+    "NaN spread": (_set("cases.0.graph.spread_pct", float("nan")), "graph.spread_pct must be a finite percent"),
+    "negative spread": (_set("cases.0.graph.spread_pct", -2.0), "graph.spread_pct must be a finite percent"),
+    "infinite run medians": (_set("cases.0.graph.run_medians_ms", [float("inf")] * 5),
+                             "graph.run_medians_ms must be a list of positive finite ms"),
+    "negative eager median": (_set("cases.0.eager.median_ms", -1.0), "cases[0].eager.median_ms is -1.0, not a finite"),
+    "NaN graph p95": (_set("cases.0.graph.p95_ms", float("nan")), "cases[0].graph.p95_ms is nan, not a finite time"),
+    "model an object": (_set("cases.0.model", {"name": "gpt2"}), 'cases[0].model is {"name": "gpt2"}, not a string'),
+    "dtype a list": (_set("cases.0.dtype", ["float32"]), 'cases[0].dtype is ["float32"], not a string'),
+    "seq_len 10**300": (_set("cases.0.seq_len", 10**300), "cases[0] has seq_len 1000"),
+    "gated as text": (_set("cases.0.gated", "yes"), 'gated is "yes", not true or false'),
+    "threshold NaN": (_set("thresholds.regression_floor_pct", float("nan")), "thresholds.regression_floor_pct"),
+    "no cases": (_set("cases", []), "it holds no cases"),
+    "schema 9": (_set("schema_version", 9), "has unknown schema_version 9"),
+}
+
+
+def _write(folder: Path, name: str, content) -> Path:
+    path = folder / name
+    if isinstance(content, (dict, list)):
+        content = json.dumps(content)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return path
+
+
+def _bad_run(folder: Path, corruption, base=RUN) -> Path:
+    return _write(folder, "bad-run.json", corruption(copy.deepcopy(base)))
+
+
+def _good_run(folder: Path, i: int = 0) -> Path:
+    return _write(folder, f"good-{i}.json", {**RUN, "datetime": f"2030-01-0{i + 1}T00:00:00"})
+
+
+def _bad_baseline(folder: Path, corruption) -> Path:
+    return _write(folder, "bad-baseline.json", corruption(json.loads(BASELINE.read_text())))
+
+
+#: command -> argv for a bad run in folder ``t`` (the good runs it needs beside it are written too)
+RUN_COMMANDS = {
+    "gate": lambda t, bad: ["gate", bad, "--no-baseline"],
+    "compare": lambda t, bad: ["compare", _good_run(t), bad],
+    "report": lambda t, bad: ["report", bad, "-o", t / "report"],
+    "merge": lambda t, bad: ["merge", "-o", t / "merged.json", _good_run(t), bad],
+    "baseline": lambda t, bad: ["baseline", bad, *[_good_run(t, i) for i in range(4)], "-o", t / "b.json"],
+}
+
+CASES = {}
+for _name, (_corrupt, _says) in RUN_CORRUPTIONS.items():
+    for _command, _argv in RUN_COMMANDS.items():
+        if _command == "merge" and _name == "no benchmarks":   # a shard that recorded kernel counts only: merged
+            continue
+        CASES[f"{_command}: run with {_name}"] = (
+            lambda t, c=_corrupt, a=_argv: a(t, _bad_run(t, c)), _says)
+for _name, (_corrupt, _says) in BASELINE_CORRUPTIONS.items():
+    CASES[f"gate: baseline with {_name}"] = (
+        lambda t, c=_corrupt: ["gate", _good_run(t), "--baseline", _bad_baseline(t, c)], _says)
+    CASES[f"compare: baseline with {_name}"] = (
+        lambda t, c=_corrupt: ["compare", _good_run(t, 0), _good_run(t, 1), "--baseline", _bad_baseline(t, c)], _says)
+for _name, (_corrupt, _says) in {
+        "n_launches 1e999": (_raw("benchmarks.0.extra_info.n_launches", "1e999"), "extra_info.n_launches is a literal read as infinity"),
+        "n_launches 0": (_set("benchmarks.0.extra_info.n_launches", 0), "extra_info.n_launches = 0, not a whole"),
+        "n_launches as text": (_set("benchmarks.0.extra_info.n_launches", "8"), "extra_info.n_launches = '8'"),
+        "negative time per launch": (_set("benchmarks.0.extra_info.us_per_launch", -3.0),
+                                     "extra_info.us_per_launch = -3.0, not a finite time"),
+}.items():
+    CASES[f"launch-report: run with {_name}"] = (
+        lambda t, c=_corrupt: ["launch-report", _bad_run(t, c, LAUNCH), "-o", t / "launch"], _says)
+    CASES[f"merge: launch run with {_name}"] = (
+        lambda t, c=_corrupt: ["merge", "-o", t / "merged.json", _bad_run(t, c, LAUNCH)], _says)
+
+#: Options and paths: argv from folder ``t`` -> what the error says.
+CASES.update({
+    "run --gpus ''": (lambda t: ["run", "--device", "cpu", "--gpus", "", "-o", t / "run"], "--gpus '': give GPU"),
+    "run --gpus ' '": (lambda t: ["run", "--device", "cpu", "--gpus", " ", "-o", t / "run"], "give GPU indices"),
+    "run --gpus x": (lambda t: ["run", "--device", "cpu", "--gpus", "x", "-o", t / "run"], "give GPU indices"),
+    "run --cpus 0-99999999999": (lambda t: ["run", "--cpus", "0-99999999999"], "CPUs are numbered 0 to at most"),
+    "run --cpus of 5000 digits": (lambda t: ["run", "--cpus", "9" * 5000], "bad CPU list item"),
+    "run --cpus abc": (lambda t: ["run", "--cpus", "abc"], "bad CPU list item 'abc'"),
+    "run --cpus 5-1": (lambda t: ["run", "--cpus", "5-1"], "bad CPU range '5-1'"),
+    "run --prompt-lengths 0": (lambda t: ["run", "--prompt-lengths", "0"], "prompt lengths must be positive"),
+    "run --rounds 0": (lambda t: ["run", "--rounds", "0"], "expected a number >= 1"),
+    "run --dtypes int8": (lambda t: ["run", "--dtypes", "int8"], "unknown dtype 'int8'"),
+    "run --variants gaph": (lambda t: ["run", "--variants", "gaph"], "unknown variant 'gaph'"),
+    "run --device tpu": (lambda t: ["run", "--device", "tpu"], "unknown device 'tpu'"),
+    "run --device cpu --variants graph": (lambda t: ["run", "--device", "cpu", "--variants", "graph", "-o", t / "r"],
+                                          "graph variants need a CUDA GPU"),
+    "run -o ''": (lambda t: ["run", "-o", ""], "expected a path, got an empty string"),
+    "run -o a file": (lambda t: ["run", "--device", "cpu", "--variants", "eager", "-o", _good_run(t)],
+                      "is a file, not a folder"),
+    "run -o on a read-only place": (lambda t: ["run", "--device", "cpu", "--variants", "eager", "-o", "/proc/cgb-run"],
+                                    "-o /proc/cgb-run cannot be written: /proc does not take new files"),
+    "report -o on a read-only place": (lambda t: ["report", _good_run(t), "-o", "/proc/cgb-report"],
+                                       "-o /proc/cgb-report cannot be written"),
+    "merge -o on a read-only place": (lambda t: ["merge", "-o", "/proc/cgb.json", _good_run(t)],
+                                      "-o /proc/cgb.json cannot be written"),
+    "gate --markdown on a read-only place": (lambda t: ["gate", _good_run(t), "--no-baseline", "--markdown",
+                                                        "/proc/cgb.md"], "--markdown /proc/cgb.md cannot be written"),
+    "merge -o /dev/full": (lambda t: ["merge", "-o", "/dev/full", _good_run(t)], "/dev/full"),
+    "gate --confirm 99": (lambda t: ["gate", _good_run(t), "--confirm", "99"], "expected at most 20 reruns"),
+    "gate --min-reduction 100": (lambda t: ["gate", _good_run(t), "--min-reduction", "100"], "a percent in [0, 100)"),
+    "gate --max-regression nan": (lambda t: ["gate", _good_run(t), "--max-regression", "nan"], "a finite number"),
+    "gate a folder": (lambda t: ["gate", t, "--no-baseline"], "is a folder, not a run JSON"),
+    "gate /dev/zero": (lambda t: ["gate", "/dev/zero", "--no-baseline"], "is not a regular file (a character device"),
+    "gate a missing file": (lambda t: ["gate", t / "nope.json", "--no-baseline"], "no such file"),
+    "compare one run": (lambda t: ["compare", _good_run(t)], "expected OLD NEW (two runs), got 1"),
+    "compare a run with itself": (lambda t: ["compare", _good_run(t), _good_run(t)], "are the same run"),
+    "gate --baseline a folder": (lambda t: ["gate", _good_run(t), "--baseline", t], "is a folder"),
+    "merge -o an input": (lambda t: ["merge", "-o", _good_run(t), _good_run(t)], "is the input file"),
+})
+
+
+def _gzip_bomb(folder: Path) -> Path:
+    """A small gzip file that inflates to one byte more than a run's JSON may hold."""
+    return _write(folder, "bomb.json.gz", gzip.compress(b" " * (MAX_JSON_BYTES + 1), compresslevel=1))
+
+
+CASES["gate: gzip that inflates beyond the bound"] = (lambda t: ["gate", _gzip_bomb(t), "--no-baseline"],
+                                                      f"inflates to more than {MAX_JSON_BYTES:,} bytes")
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_clean(tmp_path, capsys, case):
+    build, says = CASES[case]
+    argv = [str(a) for a in build(tmp_path)]
+    before = _digests(tmp_path)
+    committed = hashlib.sha256(BASELINE.read_bytes()).hexdigest()
+    try:
+        rc = cli.main(argv)
+    except SystemExit as exc:          # argparse's own errors (a bad option value)
+        rc = exc.code
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "", (rc, out, err)
+    assert len(err.splitlines()) == 1 and err.startswith("cudagraph-bench "), err
+    assert "Traceback" not in err and says in err, err
+    assert _digests(tmp_path) == before                      # nothing made, nothing changed
+    assert hashlib.sha256(BASELINE.read_bytes()).hexdigest() == committed
+
+
+#: pytest options of the plugin -> what the one line says (pytest's own form: ``ERROR: FLAG VALUE: reason``)
+PYTEST_OPTIONS = {
+    ("--cpus", "abc"): "--cpus abc: bad CPU list item 'abc'",
+    ("--cpus", "0-99999999999"): "CPUs are numbered 0 to at most",
+    ("--new-tokens", "0"): "--new-tokens 0: token counts must be positive",
+    ("--decode-dtypes", "int8"): "--decode-dtypes int8: unknown dtype 'int8'",
+    ("--plant-fault", "bogus"): "--plant-fault bogus: unknown fault 'bogus'",
+    ("--decode-rounds", "x"): "--decode-rounds x: expected a whole number",
+    ("--decode-compile-tuning", "max"): "--decode-compile-tuning max: unknown decode compile tuning",
+    ("--compile-timeout-s", "-1"): "--compile-timeout-s -1: expected seconds >= 0",
+    ("--models", "nosuch"): "unknown model 'nosuch'",
+    ("--prompt-lengths", "0"): "--prompt-lengths 0: prompt lengths must be positive",
+    ("--shard", "3/2"): "bad shard '3/2'",
+}
+
+
+@pytest.mark.parametrize("option", PYTEST_OPTIONS, ids=" ".join)
+def test_a_bad_plugin_option_is_one_line(pytester, option):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: ") and PYTEST_OPTIONS[option] in lines[0], lines
+
+
+def test_the_trial_is_large():
+    assert len(CASES) + len(PYTEST_OPTIONS) >= 150
