@@ -16,6 +16,8 @@ COMMITTED_RUNS = {
     "forward-3": "forward/forward-3.json.gz",
     "forward-checked": "forward/forward-checked.json.gz",  # the same matrix with each graph's check recorded
     "gpu-gate": "ci/gpu-gate.json.gz",                     # `make gpu-gate`'s run (the whole suite, checks recorded)
+    # one of the baseline's runs: the gated matrix with the device-side figure and checks recorded
+    "forward-repeat": "forward-repeats/forward-1.json.gz",
     "launch": "launch/launch.json.gz",
     # the default forward matrix through the one pipeline, rounds planned from a pilot, no time cap; its
     # benchmarks have plain-value params (model, dtype, seq_len, variant)

@@ -820,7 +820,7 @@ def test_renamed_gated_cases_fail_the_gate_unless_allowed(tmp_path, capsys):
     """Gated cases of the baseline missing from the run while gated cases of the run have no baseline entry (a
     model renamed): the regression check would see neither, so the gate fails naming both, unless --allow-missing.
     A run of a part of the baseline's matrix (nothing new) passes as before."""
-    doc = committed_doc("forward-checked")
+    doc = committed_doc("forward-repeat")
     part = [b for b in doc["benchmarks"] if b["extra_info"]["model"] == "bert-tiny" and b["extra_info"]["seq_len"] < 128]
     subset = write({**doc, "benchmarks": part}, tmp_path / "subset.json")
     renamed = copy.deepcopy(part)
