@@ -58,7 +58,10 @@ def test_cudagraph_bench_zoo_records_every_part_and_writes_the_page(tmp_path, mo
     assert bench["stats"]["rounds"] == 20
     parts = {(e["model_type"], e["part"]): e for e in doc["cudagraph_bench"]["failures"]}
     assert parts[("gpt2", "decode")]["status"] == "awaits GPU"
-    assert parts[("gpt2", "decode")]["unpadded_prefill"]["check"].startswith("tokens identical to generate")
+    # the eager static-cache steps gave generate's tokens, or a token that differs by a rounding tie the float64
+    # rule accepts (which one depends on the CPU kernels of the torch release)
+    check = parts[("gpt2", "decode")]["unpadded_prefill"]["check"]
+    assert check.startswith("tokens identical to generate") or "a rounding tie" in check, check
     assert {parts[("mamba", p)]["status"] for p in ("forward", "decode")} == {"refused"}
     assert "no attention heads" in parts[("mamba", "forward")]["reason"]
     page = (out / "architectures.md").read_text()
