@@ -34,8 +34,9 @@ def span_pct(values) -> float | None:
 
 
 def host_label(host: str | None) -> str:
-    """A machine as a table names it: the first 8 characters of its GPU's UUID after ``GPU-``, or ``?``."""
-    return host.removeprefix("GPU-")[:8] if host else "?"
+    """A machine as a table names it: the first 8 characters of its GPU's UUID after ``GPU-``, or ``unrecorded``
+    (a run made before runs recorded it)."""
+    return host.removeprefix("GPU-")[:8] if host else "unrecorded"
 
 
 def _by_case(runs: list[Run]) -> dict:
