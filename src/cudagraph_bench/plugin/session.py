@@ -160,6 +160,7 @@ class Session:
         from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
         from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+        from cudagraph_bench.variants import FORWARD, gated
 
         kind = case.variant_spec
         nodeid = request.node.nodeid if request is not None else case.test_id
@@ -173,7 +174,7 @@ class Session:
             benchmark_call(benchmark, prepared.call, group=case.group, extra_info=info,
                            policy=round_policy(self.option, **(prepared.round_limits or {})), device=self.device,
                            warm=prepared.warm, checked_call_ms=prepared.checked_call_ms,
-                           device_figure=kind.captured and isinstance(case, Case))
+                           device_figure=isinstance(case, Case) and kind in gated(FORWARD))
             notes = prepared.finish()
             if notes:
                 benchmark.extra_info["notes"] = notes
