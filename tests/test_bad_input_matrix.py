@@ -45,6 +45,18 @@ def _set(path: str, value):
     return corrupt
 
 
+def _del(path: str):
+    """A corruption that deletes the field at ``path`` of a copy of the document."""
+    def corrupt(doc):
+        *parents, last = path.split(".")
+        node = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        del node[last]
+        return doc
+    return corrupt
+
+
 def _raw(path: str, literal: str):
     """A corruption that writes ``literal`` as the JSON text of the field at ``path`` (a number no float holds)."""
     marker = 7_777_777.125
@@ -131,6 +143,48 @@ BASELINE_CORRUPTIONS = {
     "threshold NaN": (_set("thresholds.regression_floor_pct", float("nan")), "thresholds.regression_floor_pct"),
     "no cases": (_set("cases", []), "it holds no cases"),
     "schema 9": (_set("schema_version", 9), "has unknown schema_version 9"),
+    "schema as text": (_set("schema_version", "3"), "schema_version is the string '3', not a number"),
+    "another kind": (_set("kind", "pytest-benchmark"), 'has kind "pytest-benchmark", not \'cudagraph-bench-baseline\''),
+    "no kind": (_del("kind"), "has no kind, not 'cudagraph-bench-baseline'"),
+    "schema 2 with machine fields": (_set("schema_version", 2),
+                                     "cases[0].graph.run_hosts is a schema-3 machine field, but the file says schema_version 2"),
+    "figure bogus": (_set("cases.0.graph.figure", "bogus"), "cases[0] (bert-tiny bfloat16 L=16): graph.figure is \"bogus\", "
+                                                             "not one of 'wall', 'device'"),
+    "device figure without wall medians": (_del("cases.0.graph.wall_run_medians_ms"),
+                                           "graph.wall_run_medians_ms must list one positive wall median"),
+    "spread above 100%": (_set("cases.0.graph.spread_pct", 250.0),
+                          "graph.spread_pct: a between-run spread is a percent in [0, 100], got 250 (above 100 percent)"),
+    "within-machine spread 1e6%": (_set("cases.0.graph.within_host_spread_pct", 1e6),
+                                   "graph.within_host_spread_pct: a between-run spread is a percent in [0, 100]"),
+    "cross-machine spread 101%": (_set("cases.0.graph.cross_host_spread_pct", 101),
+                                  "graph.cross_host_spread_pct: a between-run spread is a percent in [0, 100], got 101"),
+    "pooled spread 500%": (_set("thresholds.cross_host_spread_pct", 500.0),
+                           "thresholds.cross_host_spread_pct: a between-run spread is a percent in [0, 100], got 500"),
+    "negative pooled spread": (_set("thresholds.cross_host_spread_pct", -1.0),
+                               "thresholds.cross_host_spread_pct: a between-run spread is a percent in [0, 100], got -1"),
+    "negative noise multiplier": (_set("thresholds.noise_multiplier", -3),
+                                  "thresholds.noise_multiplier: expected a multiplier of the spread >= 0, got -3"),
+    "cross_host_df of a million": (_set("thresholds.cross_host_df", 10**6),
+                                   "thresholds.cross_host_df is 1000000, more than the file's 24 cases x 2 machines (48)"),
+    "pooled spread without its df": (_set("thresholds.cross_host_df", None), "thresholds.cross_host_df and "
+                                                                             "thresholds.cross_host_spread_pct go together"),
+    "two machines, no pooled spread": (lambda d: _set("thresholds.cross_host_df", None)(
+        _set("thresholds.cross_host_spread_pct", None)(d)), "thresholds.cross_host_spread_pct is missing, but hosts "
+                                                            "lists 2 machines"),
+    "within_host_df above the runs": (_set("cases.0.graph.within_host_df", 50),
+                                      "graph.within_host_df is 50, more than its 9 run medians give"),
+    "host medians of 3 machines from 2": (_set("cases.0.graph.host_medians_ms", [0.095, 0.095, 0.095]),
+                                          "graph.host_medians_ms holds 3 medians, but graph.run_hosts names 2 machines"),
+    "no graph run_hosts": (_del("cases.0.graph.run_hosts"), "cases[0] (bert-tiny bfloat16 L=16): graph.run_hosts is "
+                                                            "missing"),
+    "eager run_hosts of another length": (_set("cases.0.eager.run_hosts", ["GPU-8265e87e-95f8-2238-161a-22c2ab522eda"]),
+                                          "eager.run_hosts must list one host (text or null) per run median"),
+    "run_hosts naming no machine of hosts": (_set("cases.0.graph.run_hosts.0", "GPU-other"),
+                                             "graph.run_hosts names machine GPU-other, which hosts does not list"),
+    "hosts an object": (_set("hosts", {}), "hosts is {}, not a list of"),
+    "hosts of text": (_set("hosts", ["GPU-a"]), 'hosts[0] is "GPU-a", not an object'),
+    "a machine of no runs": (_set("hosts.0.runs", 0), "hosts[0].runs is 0, not a whole number of runs >= 1"),
+    "a machine named by a number": (_set("hosts.1.host", 7), "hosts[1].host is 7, not the machine's GPU UUID"),
 }
 
 

@@ -160,3 +160,35 @@ def test_malformed_machine_fields_are_refused_naming_the_field(baseline_path, ca
     bad = write(doc, tmp_path / "bad.json")
     rc, out, err = run_cli(capsys, "gate", write(host_run(1.0, "GPU-cccc", 59), tmp_path / "r.json"), "--baseline", bad)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_a_spread_across_machines_of_a_one_machine_baseline_is_refused(tmp_path, capsys, runs):
+    path = tmp_path / "one.json"
+    assert run_cli(capsys, "baseline", *runs[:5], "-o", path)[0] == 0
+    doc = json.loads(path.read_text())
+    doc["thresholds"].update(cross_host_spread_pct=0.5, cross_host_df=3)      # as if measured across machines
+    rc, out, err = run_cli(capsys, "gate", write(host_run(1.0, "GPU-cccc", 59), tmp_path / "r.json"),
+                           "--baseline", write(doc, tmp_path / "edited.json"))
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert "thresholds.cross_host_spread_pct is 0.5, but hosts lists 1 machine and no case was measured on 2" in err
+    assert f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {tmp_path / 'edited.json'}" in err
+
+
+def test_machines_of_one_run_each_give_a_baseline_without_a_spread_across_them_that_loads(tmp_path, capsys):
+    """Five machines, one run each: no spread within a machine, so none across them either (the spread of all runs
+    is the noise model); the file is consistent and loads."""
+    paths = [write(host_run(f, f"GPU-{i}", i), tmp_path / f"run-{i}.json") for i, f in enumerate(HOSTS["GPU-aaaa"])]
+    path = tmp_path / "b.json"
+    assert run_cli(capsys, "baseline", *paths, "-o", path)[0] == 0
+    doc = json.loads(path.read_text())
+    assert len(doc["hosts"]) == 5 and doc["thresholds"]["cross_host_spread_pct"] is None
+    assert load_baseline(path).cases[KEY]["graph"]["host_medians_ms"]
+
+
+def test_the_floor_of_a_baseline_is_taken_before_the_figure_is_looked_up():
+    """case_tolerance reads the figure's own floor only when neither the caller nor the baseline gives one."""
+    from cudagraph_bench.results.baseline import case_tolerance
+
+    case = {"graph": {"median_ms": 1.0, "run_medians_ms": [1.0, 1.01, 0.99], "spread_pct": 1.0}}
+    check = case_tolerance(case, {"regression_floor_pct": 2.5}, [1.0], figure="not one of the figures")
+    assert check.floor_pct == 2.5

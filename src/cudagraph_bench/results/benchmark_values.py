@@ -51,11 +51,12 @@ def _check_key_fields(bad, suite: str, info: dict) -> None:
                 raise bad(f"has extra_info.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
                           f"(and at most {MAX_KEY_COUNT:,})")
         elif not isinstance(value, str):
-            raise bad(f"has extra_info.{name} of type {_json_type(value)}, not a string")
+            raise bad(f"has extra_info.{name} of type {json_type(value)}, not a string")
 
 
-def _json_type(value) -> str:
-    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``."""
+def json_type(value) -> str:
+    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null`` (what an
+    error message names, as the file's author wrote it)."""
     for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
         if isinstance(value, kind):
             return name
@@ -81,7 +82,7 @@ def _check_timings(bad, info: dict) -> None:
             if x is None and sub is not None:
                 continue
             if not is_number(x):
-                raise bad(f"has {where} of type {_json_type(x)}, not a number of ms or s")
+                raise bad(f"has {where} of type {json_type(x)}, not a number of ms or s")
             if not (math.isfinite(x) and x >= 0):
                 raise bad(f"has {where} = {x}, not a finite time >= 0")
 
@@ -99,7 +100,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         raise bad(f"has extra_info of type {type(info).__name__}, not an object")
     if isinstance(info, dict):
         if info.get("suite") is not None and not isinstance(info["suite"], str):
-            raise bad(f"has extra_info.suite of type {_json_type(info['suite'])}, not a string such as 'forward'")
+            raise bad(f"has extra_info.suite of type {json_type(info['suite'])}, not a string such as 'forward'")
         if info.get("suite") in SUITE_KEYS:
             _check_key_fields(bad, info["suite"], info)
         _check_timings(bad, info)
