@@ -40,7 +40,7 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.paths import default_storage
 from cudagraph_bench.results.benchmark_values import (  # noqa: F401  (MAX_*, SUITE_VARIANTS: re-exported)
-    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, is_number)
+    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, check_environment, is_number)
 from cudagraph_bench.results.record import (Environment, FailedCase, Measurement, decode_environment, decode_failure,
                                             decode_measurement, records_without_benchmarks)
 from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
@@ -224,6 +224,7 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise InputFileError(f"{path}: '{key}' must be an object, got {type(data[key]).__name__}: "
                                  "rerun the benchmarks to rewrite the file")
+    check_environment(path, data)
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None
         if not (isinstance(stats, dict) and all(is_number(stats.get(f)) for f in _STAT_FIELDS)):
