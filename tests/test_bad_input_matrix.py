@@ -297,6 +297,44 @@ CASES.update({
 })
 
 
+def _zoo_run(folder: Path) -> Path:
+    """A copy of a committed zoo run (the CPU classification of one transformers release)."""
+    return _write(folder, "zoo.json.gz", (ROOT / "results" / "cpu" / "zoo" / "cpu-transformers-5.17.0.json.gz").read_bytes())
+
+
+def _selftest_folder(folder: Path, names=("unmodified-1.json", "unmodified-2.json")) -> Path:
+    """A self-test folder holding the small run under ``names``."""
+    (folder / "st").mkdir()
+    for name in names:
+        _write(folder / "st", name, RUN)
+    return folder / "st"
+
+
+CASES.update({
+    "zoo --from X --markdown X": (lambda t: ["zoo", "--from", _zoo_run(t), "--markdown", t / "zoo.json.gz"],
+                                  "--markdown {t}/zoo.json.gz is the input file"),
+    "zoo --from X Y --markdown Y": (lambda t: ["zoo", "--from", _zoo_run(t), _good_run(t), "--markdown", _good_run(t)],
+                                    "is the input file {t}/good-0.json"),
+    "selftest --from DIR --markdown DIR/unmodified-1.json": (
+        lambda t: ["selftest", "--from", _selftest_folder(t), "--markdown", t / "st" / "unmodified-1.json"],
+        "--markdown {t}/st/unmodified-1.json is the input file"),
+    "selftest --from DIR --markdown the --baseline": (
+        lambda t: ["selftest", "--from", _selftest_folder(t), "--baseline", _write(t, "b.json", BASELINE.read_bytes()),
+                   "--markdown", t / "b.json"], "--markdown {t}/b.json is the input file"),
+    "selftest -o DIR --markdown a run it writes": (
+        lambda t: ["selftest", "-o", t / "new", "--markdown", t / "new" / "delay-5.json"],
+        "--markdown {t}/new/delay-5.json is the input file"),
+    "selftest --from DIR --runs 7": (lambda t: ["selftest", "--from", _selftest_folder(t), "--runs", "7"],
+                                     "--runs 7 sets the unmodified runs of a new self-test, but --from evaluates"),
+    "selftest --from a folder without unmodified runs": (
+        lambda t: ["selftest", "--from", _selftest_folder(t, ("run-1.json", "delay-5.json"))],
+        "--from {t}/st holds no unmodified runs (unmodified-1.json[.gz], unmodified-2.json[.gz], ...,"),
+    "selftest --pytest-args with a bad prompt length": (
+        lambda t: ["selftest", "-o", t / "new", "--pytest-args", "--prompt-lengths 16,x"],
+        "--pytest-args: --prompt-lengths 16,x: prompt lengths must be whole numbers"),
+})
+
+
 def _gzip_bomb(folder: Path) -> Path:
     """A small gzip file that inflates to one byte more than a run's JSON may hold."""
     return _write(folder, "bomb.json.gz", gzip.compress(b" " * (MAX_JSON_BYTES + 1), compresslevel=1))
@@ -324,7 +362,7 @@ def test_bad_input_is_clean(tmp_path, capsys, case):
     out, err = capsys.readouterr()
     assert rc == 2 and out == "", (rc, out, err)
     assert len(err.splitlines()) == 1 and err.startswith("cudagraph-bench "), err
-    assert "Traceback" not in err and says in err, err
+    assert "Traceback" not in err and says.replace("{t}", str(tmp_path)) in err, err
     assert _digests(tmp_path) == before                      # nothing made, nothing changed
     assert hashlib.sha256(BASELINE.read_bytes()).hexdigest() == committed
 
