@@ -310,7 +310,26 @@ def _selftest_folder(folder: Path, names=("unmodified-1.json", "unmodified-2.jso
     return folder / "st"
 
 
+def _plain_loop_run(folder: Path) -> Path:
+    """A copy of a committed run of the plain capture/replay loop (scripts/device/plain_loop)."""
+    return _write(folder, "plain-1.json.gz", (ROOT / "results" / "nvidia-h200" / "forward-repeats" / "plain-1.json.gz")
+                  .read_bytes())
+
+
 CASES.update({
+    "calibrate a plain-loop run as RUN": (lambda t: ["calibrate", _good_run(t), _plain_loop_run(t)],
+                                          "RUN {t}/plain-1.json.gz is a run of the plain capture/replay loop "
+                                          "(scripts/device/plain_loop"),
+    "calibrate --plain a run of the suite": (lambda t: ["calibrate", _good_run(t), "--plain", _good_run(t, 1)],
+                                             "--plain {t}/good-1.json is not a run of the plain capture/replay loop "
+                                             "(it is a run of the suite's forward benchmarks)"),
+    "calibrate --plain a zoo run": (lambda t: ["calibrate", _good_run(t), "--plain", _zoo_run(t)],
+                                    "(it is a run of the architecture zoo)"),
+    "calibrate --plain one of the RUNs": (lambda t: ["calibrate", _good_run(t), "--plain", _good_run(t)],
+                                          "are the same run"),
+    "baseline of a plain-loop run": (lambda t: ["baseline", _plain_loop_run(t), *[_good_run(t, i) for i in range(4)],
+                                                "-o", t / "b.json"], "plain-1.json.gz is a run of the plain capture/replay loop"),
+    "gate a plain-loop run": (lambda t: ["gate", _plain_loop_run(t)], "or pass it to calibrate with --plain"),
     "zoo --from X --markdown X": (lambda t: ["zoo", "--from", _zoo_run(t), "--markdown", t / "zoo.json.gz"],
                                   "--markdown {t}/zoo.json.gz is the input file"),
     "zoo --from X Y --markdown Y": (lambda t: ["zoo", "--from", _zoo_run(t), _good_run(t), "--markdown", _good_run(t)],
