@@ -330,6 +330,10 @@ CASES.update({
     "baseline of a plain-loop run": (lambda t: ["baseline", _plain_loop_run(t), *[_good_run(t, i) for i in range(4)],
                                                 "-o", t / "b.json"], "plain-1.json.gz is a run of the plain capture/replay loop"),
     "gate a plain-loop run": (lambda t: ["gate", _plain_loop_run(t)], "or pass it to calibrate with --plain"),
+    "gate runs of two commits": (lambda t: ["gate", _good_run(t), _write(t, "other.json", {
+        **RUN, "commit_info": {**RUN["commit_info"], "id": "f" * 40}}), "--no-baseline"],
+        "the runs are of 2 commits ({commit} in {t}/good-0.json, ffffffffffff in {t}/other.json): gate one commit's "
+        "runs at a time; compare OLD NEW compares two"),
     "zoo --from X --markdown X": (lambda t: ["zoo", "--from", _zoo_run(t), "--markdown", t / "zoo.json.gz"],
                                   "--markdown {t}/zoo.json.gz is the input file"),
     "zoo --from X Y --markdown Y": (lambda t: ["zoo", "--from", _zoo_run(t), _good_run(t), "--markdown", _good_run(t)],
@@ -381,7 +385,8 @@ def test_bad_input_is_clean(tmp_path, capsys, case):
     out, err = capsys.readouterr()
     assert rc == 2 and out == "", (rc, out, err)
     assert len(err.splitlines()) == 1 and err.startswith("cudagraph-bench "), err
-    assert "Traceback" not in err and says.replace("{t}", str(tmp_path)) in err, err
+    says = says.replace("{t}", str(tmp_path)).replace("{commit}", str(RUN["commit_info"].get("id"))[:12])
+    assert "Traceback" not in err and says in err, err
     assert _digests(tmp_path) == before                      # nothing made, nothing changed
     assert hashlib.sha256(BASELINE.read_bytes()).hexdigest() == committed
 

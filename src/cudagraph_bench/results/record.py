@@ -177,6 +177,13 @@ class Environment:
         return self.gpu_uuid
 
     @property
+    def known_commit(self) -> str | None:
+        """:attr:`commit_id` where the run recorded the commit it measured; None where it did not, or where
+        pytest-benchmark could not read it (its ``{"id": "unknown", "error": ...}`` outside a repository)."""
+        unread = self.commit_id == "unknown" or "error" in (self.commit_info or {})
+        return None if unread else self.commit_id
+
+    @property
     def cpu_text(self) -> str | None:
         """The runner's CPU as a report names it, e.g. ``"Intel(R) Xeon(R) Platinum 8480C, 16 cores"``, or None."""
         if not self.cpu_brand:
