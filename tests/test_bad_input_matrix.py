@@ -45,6 +45,18 @@ def _set(path: str, value):
     return corrupt
 
 
+def _del(path: str):
+    """A corruption that deletes the field at ``path`` of a copy of the document."""
+    def corrupt(doc):
+        *parents, last = path.split(".")
+        node = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        del node[last]
+        return doc
+    return corrupt
+
+
 def _raw(path: str, literal: str):
     """A corruption that writes ``literal`` as the JSON text of the field at ``path`` (a number no float holds)."""
     marker = 7_777_777.125
@@ -90,6 +102,21 @@ RUN_CORRUPTIONS = {
                              "extra_info.device_median_ms = -1.0, not a finite time >= 0"),
     "NaN device time": (_set("benchmarks.1.extra_info.device_median_ms", float("nan")),
                         "extra_info.device_median_ms = nan, not a finite time"),
+    "device time 1e300": (_set("benchmarks.1.extra_info.device_median_ms", 1e300),
+                          "extra_info.device_median_ms = 1e+300 ms, 7.25e+300 times its synchronized wall median (0.137964 ms)"),
+    "device time 1e-300": (_set("benchmarks.1.extra_info.device_median_ms", 1e-300),
+                           "extra_info.device_median_ms = 1e-300 ms, 7.25e-300 times its synchronized wall median"),
+    "device time 0": (_set("benchmarks.1.extra_info.device_median_ms", 0),
+                      "extra_info.device_median_ms = 0, not a time > 0 ms (the device-side median of one call)"),
+    "device time a list": (_set("benchmarks.1.extra_info.device_median_ms", [0.1, 0.2]),
+                           "extra_info.device_median_ms of type array, not a number of ms"),
+    "GPU UUID a list": (_set("machine_info.cuda.gpu_uuid", ["GPU-a", "GPU-b"]),
+                        "machine_info.cuda.gpu_uuid is ['GPU-a', 'GPU-b'] (of type array), not text"),
+    "GPU UUID a number": (_set("machine_info.cuda.gpu_uuid", 7), "machine_info.cuda.gpu_uuid is 7 (of type number)"),
+    "GPU UUID an object": (_set("machine_info.cuda.gpu_uuid", {"uuid": "GPU-a"}),
+                           "machine_info.cuda.gpu_uuid is {'uuid': 'GPU-a'} (of type object)"),
+    "GPU slug a list": (_set("machine_info.cuda.gpu_slug", ["nvidia-h200"]), "machine_info.cuda.gpu_slug is"),
+    "commit id a number": (_set("commit_info.id", 12345), "commit_info.id is 12345 (of type number), not text"),
     "infinite CUDA-event round": (_set("benchmarks.1.extra_info.cuda_event_ms", [0.1, float("inf")]),
                                   "extra_info.cuda_event_ms[1] = inf, not a finite time"),
     "capture time as text": (_set("benchmarks.1.extra_info.capture_ms", "fast"),
@@ -131,6 +158,48 @@ BASELINE_CORRUPTIONS = {
     "threshold NaN": (_set("thresholds.regression_floor_pct", float("nan")), "thresholds.regression_floor_pct"),
     "no cases": (_set("cases", []), "it holds no cases"),
     "schema 9": (_set("schema_version", 9), "has unknown schema_version 9"),
+    "schema as text": (_set("schema_version", "3"), "schema_version is the string '3', not a number"),
+    "another kind": (_set("kind", "pytest-benchmark"), 'has kind "pytest-benchmark", not \'cudagraph-bench-baseline\''),
+    "no kind": (_del("kind"), "has no kind, not 'cudagraph-bench-baseline'"),
+    "schema 2 with machine fields": (_set("schema_version", 2),
+                                     "cases[0].graph.run_hosts is a schema-3 machine field, but the file says schema_version 2"),
+    "figure bogus": (_set("cases.0.graph.figure", "bogus"), "cases[0] (bert-tiny bfloat16 L=16): graph.figure is \"bogus\", "
+                                                             "not one of 'wall', 'device'"),
+    "device figure without wall medians": (_del("cases.0.graph.wall_run_medians_ms"),
+                                           "graph.wall_run_medians_ms must list one positive wall median"),
+    "spread above 100%": (_set("cases.0.graph.spread_pct", 250.0),
+                          "graph.spread_pct: a between-run spread is a percent in [0, 100], got 250 (above 100 percent)"),
+    "within-machine spread 1e6%": (_set("cases.0.graph.within_host_spread_pct", 1e6),
+                                   "graph.within_host_spread_pct: a between-run spread is a percent in [0, 100]"),
+    "cross-machine spread 101%": (_set("cases.0.graph.cross_host_spread_pct", 101),
+                                  "graph.cross_host_spread_pct: a between-run spread is a percent in [0, 100], got 101"),
+    "pooled spread 500%": (_set("thresholds.cross_host_spread_pct", 500.0),
+                           "thresholds.cross_host_spread_pct: a between-run spread is a percent in [0, 100], got 500"),
+    "negative pooled spread": (_set("thresholds.cross_host_spread_pct", -1.0),
+                               "thresholds.cross_host_spread_pct: a between-run spread is a percent in [0, 100], got -1"),
+    "negative noise multiplier": (_set("thresholds.noise_multiplier", -3),
+                                  "thresholds.noise_multiplier: expected a multiplier of the spread >= 0, got -3"),
+    "cross_host_df of a million": (_set("thresholds.cross_host_df", 10**6),
+                                   "thresholds.cross_host_df is 1000000, more than the file's 24 cases x 2 machines (48)"),
+    "pooled spread without its df": (_set("thresholds.cross_host_df", None), "thresholds.cross_host_df and "
+                                                                             "thresholds.cross_host_spread_pct go together"),
+    "two machines, no pooled spread": (lambda d: _set("thresholds.cross_host_df", None)(
+        _set("thresholds.cross_host_spread_pct", None)(d)), "thresholds.cross_host_spread_pct is missing, but hosts "
+                                                            "lists 2 machines"),
+    "within_host_df above the runs": (_set("cases.0.graph.within_host_df", 50),
+                                      "graph.within_host_df is 50, more than its 9 run medians give"),
+    "host medians of 3 machines from 2": (_set("cases.0.graph.host_medians_ms", [0.095, 0.095, 0.095]),
+                                          "graph.host_medians_ms holds 3 medians, but graph.run_hosts names 2 machines"),
+    "no graph run_hosts": (_del("cases.0.graph.run_hosts"), "cases[0] (bert-tiny bfloat16 L=16): graph.run_hosts is "
+                                                            "missing"),
+    "eager run_hosts of another length": (_set("cases.0.eager.run_hosts", ["GPU-8265e87e-95f8-2238-161a-22c2ab522eda"]),
+                                          "eager.run_hosts must list one host (text or null) per run median"),
+    "run_hosts naming no machine of hosts": (_set("cases.0.graph.run_hosts.0", "GPU-other"),
+                                             "graph.run_hosts names machine GPU-other, which hosts does not list"),
+    "hosts an object": (_set("hosts", {}), "hosts is {}, not a list of"),
+    "hosts of text": (_set("hosts", ["GPU-a"]), 'hosts[0] is "GPU-a", not an object'),
+    "a machine of no runs": (_set("hosts.0.runs", 0), "hosts[0].runs is 0, not a whole number of runs >= 1"),
+    "a machine named by a number": (_set("hosts.1.host", 7), "hosts[1].host is 7, not the machine's GPU UUID"),
 }
 
 
@@ -228,6 +297,67 @@ CASES.update({
 })
 
 
+def _zoo_run(folder: Path) -> Path:
+    """A copy of a committed zoo run (the CPU classification of one transformers release)."""
+    return _write(folder, "zoo.json.gz", (ROOT / "results" / "cpu" / "zoo" / "cpu-transformers-5.17.0.json.gz").read_bytes())
+
+
+def _selftest_folder(folder: Path, names=("unmodified-1.json", "unmodified-2.json")) -> Path:
+    """A self-test folder holding the small run under ``names``."""
+    (folder / "st").mkdir()
+    for name in names:
+        _write(folder / "st", name, RUN)
+    return folder / "st"
+
+
+def _plain_loop_run(folder: Path) -> Path:
+    """A copy of a committed run of the plain capture/replay loop (scripts/device/plain_loop)."""
+    return _write(folder, "plain-1.json.gz", (ROOT / "results" / "nvidia-h200" / "forward-repeats" / "plain-1.json.gz")
+                  .read_bytes())
+
+
+CASES.update({
+    "calibrate a plain-loop run as RUN": (lambda t: ["calibrate", _good_run(t), _plain_loop_run(t)],
+                                          "RUN {t}/plain-1.json.gz is a run of the plain capture/replay loop "
+                                          "(scripts/device/plain_loop"),
+    "calibrate --plain a run of the suite": (lambda t: ["calibrate", _good_run(t), "--plain", _good_run(t, 1)],
+                                             "--plain {t}/good-1.json is not a run of the plain capture/replay loop "
+                                             "(it is a run of the suite's forward benchmarks)"),
+    "calibrate --plain a zoo run": (lambda t: ["calibrate", _good_run(t), "--plain", _zoo_run(t)],
+                                    "(it is a run of the architecture zoo)"),
+    "calibrate --plain one of the RUNs": (lambda t: ["calibrate", _good_run(t), "--plain", _good_run(t)],
+                                          "are the same run"),
+    "baseline of a plain-loop run": (lambda t: ["baseline", _plain_loop_run(t), *[_good_run(t, i) for i in range(4)],
+                                                "-o", t / "b.json"], "plain-1.json.gz is a run of the plain capture/replay loop"),
+    "gate a plain-loop run": (lambda t: ["gate", _plain_loop_run(t)], "or pass it to calibrate with --plain"),
+    "gate runs of two commits": (lambda t: ["gate", _good_run(t), _write(t, "other.json", {
+        **RUN, "commit_info": {**RUN["commit_info"], "id": "f" * 40}}), "--no-baseline"],
+        "the runs are of 2 commits ({commit} in {t}/good-0.json, ffffffffffff in {t}/other.json): gate one commit's "
+        "runs at a time; compare OLD NEW compares two"),
+    "zoo --from X --markdown X": (lambda t: ["zoo", "--from", _zoo_run(t), "--markdown", t / "zoo.json.gz"],
+                                  "--markdown {t}/zoo.json.gz is the input file"),
+    "zoo --from X Y --markdown Y": (lambda t: ["zoo", "--from", _zoo_run(t), _good_run(t), "--markdown", _good_run(t)],
+                                    "is the input file {t}/good-0.json"),
+    "selftest --from DIR --markdown DIR/unmodified-1.json": (
+        lambda t: ["selftest", "--from", _selftest_folder(t), "--markdown", t / "st" / "unmodified-1.json"],
+        "--markdown {t}/st/unmodified-1.json is the input file"),
+    "selftest --from DIR --markdown the --baseline": (
+        lambda t: ["selftest", "--from", _selftest_folder(t), "--baseline", _write(t, "b.json", BASELINE.read_bytes()),
+                   "--markdown", t / "b.json"], "--markdown {t}/b.json is the input file"),
+    "selftest -o DIR --markdown a run it writes": (
+        lambda t: ["selftest", "-o", t / "new", "--markdown", t / "new" / "delay-5.json"],
+        "--markdown {t}/new/delay-5.json is the input file"),
+    "selftest --from DIR --runs 7": (lambda t: ["selftest", "--from", _selftest_folder(t), "--runs", "7"],
+                                     "--runs 7 sets the unmodified runs of a new self-test, but --from evaluates"),
+    "selftest --from a folder without unmodified runs": (
+        lambda t: ["selftest", "--from", _selftest_folder(t, ("run-1.json", "delay-5.json"))],
+        "--from {t}/st holds no unmodified runs (unmodified-1.json[.gz], unmodified-2.json[.gz], ...,"),
+    "selftest --pytest-args with a bad prompt length": (
+        lambda t: ["selftest", "-o", t / "new", "--pytest-args", "--prompt-lengths 16,x"],
+        "--pytest-args: --prompt-lengths 16,x: prompt lengths must be whole numbers"),
+})
+
+
 def _gzip_bomb(folder: Path) -> Path:
     """A small gzip file that inflates to one byte more than a run's JSON may hold."""
     return _write(folder, "bomb.json.gz", gzip.compress(b" " * (MAX_JSON_BYTES + 1), compresslevel=1))
@@ -255,6 +385,7 @@ def test_bad_input_is_clean(tmp_path, capsys, case):
     out, err = capsys.readouterr()
     assert rc == 2 and out == "", (rc, out, err)
     assert len(err.splitlines()) == 1 and err.startswith("cudagraph-bench "), err
+    says = says.replace("{t}", str(tmp_path)).replace("{commit}", str(RUN["commit_info"].get("id"))[:12])
     assert "Traceback" not in err and says in err, err
     assert _digests(tmp_path) == before                      # nothing made, nothing changed
     assert hashlib.sha256(BASELINE.read_bytes()).hexdigest() == committed

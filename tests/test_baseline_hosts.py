@@ -116,7 +116,8 @@ def test_a_run_of_another_machine_is_gated_with_the_cross_machine_tolerance(tmp_
     assert (f"{label} graph median" in line) == (side > 0), line
     row = next(x.split() for x in out.splitlines() if x.split()[:4] == [KEY[0], KEY[1], str(KEY[2]), "graph"])
     assert f"{tol:.1f}" in row, (row, tol)
-    assert "2 hosts, this run's not among them" in out and "cross-host spread" in out
+    assert "2 hosts (CPU Intel(R) Xeon(R) Processor, 16 cores), this run's not among them" in out
+    assert "cross-host spread" in out
 
 
 def test_one_machine_baseline_says_the_cross_machine_part_is_not_measured(tmp_path, capsys, runs):
@@ -160,3 +161,51 @@ def test_malformed_machine_fields_are_refused_naming_the_field(baseline_path, ca
     bad = write(doc, tmp_path / "bad.json")
     rc, out, err = run_cli(capsys, "gate", write(host_run(1.0, "GPU-cccc", 59), tmp_path / "r.json"), "--baseline", bad)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_a_spread_across_machines_of_a_one_machine_baseline_is_refused(tmp_path, capsys, runs):
+    path = tmp_path / "one.json"
+    assert run_cli(capsys, "baseline", *runs[:5], "-o", path)[0] == 0
+    doc = json.loads(path.read_text())
+    doc["thresholds"].update(cross_host_spread_pct=0.5, cross_host_df=3)      # as if measured across machines
+    rc, out, err = run_cli(capsys, "gate", write(host_run(1.0, "GPU-cccc", 59), tmp_path / "r.json"),
+                           "--baseline", write(doc, tmp_path / "edited.json"))
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert "thresholds.cross_host_spread_pct is 0.5, but hosts lists 1 machine and no case was measured on 2" in err
+    assert f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {tmp_path / 'edited.json'}" in err
+
+
+def test_machines_of_one_run_each_give_a_baseline_without_a_spread_across_them_that_loads(tmp_path, capsys):
+    """Five machines, one run each: no spread within a machine, so none across them either (the spread of all runs
+    is the noise model); the file is consistent and loads."""
+    paths = [write(host_run(f, f"GPU-{i}", i), tmp_path / f"run-{i}.json") for i, f in enumerate(HOSTS["GPU-aaaa"])]
+    path = tmp_path / "b.json"
+    assert run_cli(capsys, "baseline", *paths, "-o", path)[0] == 0
+    doc = json.loads(path.read_text())
+    assert len(doc["hosts"]) == 5 and doc["thresholds"]["cross_host_spread_pct"] is None
+    assert load_baseline(path).cases[KEY]["graph"]["host_medians_ms"]
+
+
+def test_the_floor_of_a_baseline_is_taken_before_the_figure_is_looked_up():
+    """case_tolerance reads the figure's own floor only when neither the caller nor the baseline gives one."""
+    from cudagraph_bench.results.baseline import case_tolerance
+
+    case = {"graph": {"median_ms": 1.0, "run_medians_ms": [1.0, 1.01, 0.99], "spread_pct": 1.0}}
+    check = case_tolerance(case, {"regression_floor_pct": 2.5}, [1.0], figure="not one of the figures")
+    assert check.floor_pct == 2.5
+
+
+def test_the_gate_header_names_the_baseline_machines_cpus_and_how_many_runs_are_of_them(tmp_path, capsys, baseline_path):
+    """Eager is host-bound: the header names the CPUs of the baseline's machines beside the runner's, and says
+    "this run's among them" only when every run's machine is; a run without commit info gates beside one with."""
+    cpu = "{brand_raw}, {count} cores".format(**DOC["machine_info"]["cpu"])
+    mine, other = host_run(1.0, "GPU-aaaa", 57), host_run(1.0, "GPU-cccc", 58)
+    mine["commit_info"] = {"id": "0123456789abcdef", "dirty": False}
+    other["commit_info"] = {}                  # no commit recorded: not compared with the other run's
+    runs = [write(mine, tmp_path / "a.json"), write(other, tmp_path / "c.json")]
+    rc, out, err = run_cli(capsys, "gate", *runs, "--baseline", baseline_path)
+    head = out.splitlines()[1]
+    assert f"10 runs on 2 hosts (CPU {cpu}), 1 of the 2 runs' machines among them;" in head, head
+    runs[1] = write(host_run(1.0, "GPU-bbbb", 59), tmp_path / "bbbb.json")    # the fixture's commit: not read
+    rc, out, err = run_cli(capsys, "gate", *runs, "--baseline", baseline_path)
+    assert "both runs' machines among them;" in out.splitlines()[1], out

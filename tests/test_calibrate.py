@@ -105,9 +105,12 @@ def test_fewer_than_six_runs_are_a_usage_error(tmp_path, capsys, n):
 
 def test_six_runs_calibrate_without_the_ab_mode(tmp_path, capsys):
     runs = write_runs(tmp_path / "runs", TINY[:6], doc=small_doc())
-    rc, out, _ = run_cli(capsys, "calibrate", *runs, "--plant", "30")
+    rc, out, _ = run_cli(capsys, "calibrate", *runs, "--plant", "30", "--markdown", tmp_path / "page.md")
     assert rc == 0
     assert "A/B not run (too few runs)" in out.splitlines()[-1]
+    page = (tmp_path / "page.md").read_text()      # the page says so too, and why
+    assert "- A/B: not run: 5 base runs against 5 head runs need 10 runs, and 6 were given (--ab-runs 3 fits them)." \
+        in page and "every split" not in page
     assert row_of(out, GATED[0]).split()[5:8] == ["0/6", "0/30", "-"]
     rc, out, err = run_cli(capsys, "calibrate", *runs, "--ab-runs", "4")    # asked for, and 2 x 4 > 6 runs
     assert rc == 2 and out == "" and "--ab-runs 4 needs 8 runs" in err and len(err.splitlines()) == 1

@@ -114,6 +114,16 @@ def test_results_report_and_the_command_front_ends_import_no_torch(name):
     assert not via, f"cudagraph_bench.{name} imports modules that may import torch: {via}"
 
 
+#: Most lines a module of the package may have: a longer one holds more than one concern; split it.
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_longer_than_the_limit():
+    lines = {name or "__init__": len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    long = {name: n for name, n in lines.items() if n > MAX_MODULE_LINES}
+    assert not long, f"modules longer than {MAX_MODULE_LINES} lines (split them): {long}"
+
+
 def test_the_checks_see_imports_inside_functions(tmp_path):
     """The walk finds a lazy import, and a name imported from a package resolves to its module."""
     src = tmp_path / "m.py"

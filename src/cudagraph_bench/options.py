@@ -21,9 +21,9 @@ from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
     parse_models, model_name_problem, parse_prompt_lengths, parse_buckets, parse_dtypes, parse_variants,
     parse_device, parse_token_counts, parse_reduction_pct, parse_regression_pct, parse_count, parse_path,
     parse_rounds, parse_max_rounds, parse_warmup_rounds, parse_nonneg, parse_confirm, parse_seed,
-    parse_multiplier, parse_ms, parse_timeout_s, parse_pct, parse_attn_implementation, parse_max_positions,
-    parse_compile_mode, parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard, MAX_ROUNDS,
-    MAX_CONFIRM, MAX_SEED, MAX_SHARDS)
+    parse_multiplier, parse_ms, parse_timeout_s, parse_pct, parse_spread_pct, parse_alpha, parse_attn_implementation,
+    parse_max_positions, parse_compile_mode, parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard,
+    MAX_ROUNDS, MAX_CONFIRM, MAX_SEED, MAX_SHARDS, MAX_SPREAD_PCT)
 
 
 @dataclass(frozen=True)

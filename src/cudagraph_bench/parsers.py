@@ -149,6 +149,29 @@ def parse_regression_pct(text: str) -> float:
     return _nonnegative(text, "an allowed regression is a percent")
 
 
+#: Largest between-run spread (percent) a baseline may hold: a spread is the normal-scaled MAD of the log run medians,
+#: and beyond 100% the runs' medians differ by more than a factor e: they measured different work, not noise of one.
+MAX_SPREAD_PCT = 100.0
+
+
+def parse_spread_pct(text: str) -> float:
+    """A between-run spread in percent (a baseline's ``spread_pct``, ``cross_host_spread_pct``), finite and in
+    [0, :data:`MAX_SPREAD_PCT`]: a larger one would widen every tolerance built on it until no regression fails."""
+    value = _finite(text)
+    if not 0 <= value <= MAX_SPREAD_PCT:
+        raise argparse.ArgumentTypeError(f"a between-run spread is a percent in [0, {MAX_SPREAD_PCT:g}], got {value:g}"
+                                         + (f" (above {MAX_SPREAD_PCT:g} percent)" if value > MAX_SPREAD_PCT else ""))
+    return value
+
+
+def parse_alpha(text: str) -> float:
+    """A significance level in (0, 1) (a baseline's ``alpha``, the rank test's)."""
+    value = _finite(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"a significance level is in (0, 1), got {value:g}")
+    return value
+
+
 def _whole_number_at_least(text: str, lowest: int) -> int:
     """``int(text)`` when it is a whole number >= ``lowest``; else ``argparse.ArgumentTypeError``."""
     try:

@@ -17,6 +17,7 @@ import torch
 from cudagraph_bench.models.presets import load_model
 from cudagraph_bench.options import DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
+from cudagraph_bench.results.record import PLAIN_LOOP_CHECK
 
 LENGTHS = [n for n in DEFAULT_PROMPT_LENGTHS if n <= DEFAULT_MAX_GATED_LEN]
 CASES = [(m, d, n) for m in DEFAULT_MODELS for d in DEFAULT_DTYPES for n in LENGTHS]
@@ -64,5 +65,5 @@ def test_plain_replay(benchmark, model, dtype, seq_len):
             blocks.append(start.elapsed_time(end) / 20)
     benchmark.extra_info.update(suite="forward", model=model, dtype=dtype, seq_len=seq_len, variant="graph", batch=1,
                                 device_ms=blocks[1:], device_median_ms=statistics.median(blocks[1:]),
-                                check="plain loop (unchecked)")
+                                check=PLAIN_LOOP_CHECK)
     del graph

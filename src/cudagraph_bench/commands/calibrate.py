@@ -13,7 +13,8 @@ from cudagraph_bench.options import (add_regression_floor_option, add_storage_op
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.calibrate import (DEFAULT_AB_RUNS, floor_for, DEFAULT_PLANTS_PCT, calibrate, columns,
                                                render_markdown, rows, summary)
-from cudagraph_bench.results.runfile import load_run
+from cudagraph_bench.results.runfile import (PLAIN_LOOP_RUN, distinct_runs, forward_cases, is_plain_loop_run,
+                                             load_run)
 from cudagraph_bench.table import render_table
 
 
@@ -51,11 +52,31 @@ def _parse_plants(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(out)))
 
 
+def refuse_misplaced_runs(runs: list, plain: list) -> None:
+    """Raise :class:`UsageError` when a run is given twice (as RUN and after ``--plain`` included), when a RUN is a run
+    of the plain capture/replay loop (it belongs after ``--plain``), or when a ``--plain`` run is not one (a run of
+    the suite, a zoo run). Why: the loop's runs have no eager benchmark to calibrate the gate on, and the suite's
+    runs shown as the loop's would make the harness look as steady as the loop by construction."""
+    distinct_runs([*runs, *plain], "calibrate")
+    for run in runs:
+        if is_plain_loop_run(run):
+            raise UsageError(f"RUN {run.path} is {PLAIN_LOOP_RUN}: pass it with --plain, and runs of the suite as RUN")
+    from cudagraph_bench.report.architectures import run_entries
+
+    for run in plain:
+        if not is_plain_loop_run(run):
+            what = ("a run of the suite's forward benchmarks" if forward_cases(run) else
+                    "a run of the architecture zoo" if run_entries(run) else "no run of forward benchmarks")
+            raise UsageError(f"--plain {run.path} is not a run of the plain capture/replay loop (it is {what}): give "
+                             "--plain the runs of scripts/device/plain_loop, and runs of the suite as RUN")
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1; bad input
     raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
     runs = [load_run(ref, args.storage) for ref in args.runs]
-    plain = [load_run(ref, args.storage) for ref in args.plain]
+    plain = [load_run(ref, args.storage, records_only=True) for ref in args.plain]   # a zoo run: named below
+    refuse_misplaced_runs(runs, plain)
     if args.ab_runs is not None and 2 * args.ab_runs > len(runs):
         raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "
                          f"give at most --ab-runs {len(runs) // 2}")

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, write_text_atomic, written_verb
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, parse_count, parse_path,
-                                     show_default)
+                                     parse_prompt_lengths, show_default)
 
 DEFAULT_OUT = "out/selftest"
 #: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``, shown
@@ -68,9 +68,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", type=parse_path, default=None, metavar="FILE",
                         help="gate the runs against this baseline (e.g. baselines/<gpu>.json, built on other machines) "
                              "instead of one built from the unmodified runs")
-    parser.add_argument("--runs", type=_runs, default=DEFAULT_UNMODIFIED_RUNS, metavar="N",
+    parser.add_argument("--runs", type=_runs, default=None, metavar="N",
                         help=f"unmodified runs, the baseline of the verdicts, at least {MIN_RUNS}; with --baseline "
-                             f"at least {MIN_RUNS_WITH_BASELINE}, their false alarms (default: %(default)s)")
+                             f"at least {MIN_RUNS_WITH_BASELINE}, their false alarms; not with --from, which reads the "
+                             f"runs its folder holds (default: {DEFAULT_UNMODIFIED_RUNS})")
     parser.add_argument("--delays", type=_delays, default=DEFAULT_DELAYS_PCT, metavar="PCTS",
                         help="GPU delays to plant, percent of each case's own graph time (default: "
                              f"{show_default(DEFAULT_DELAYS_PCT)})")
@@ -96,14 +97,27 @@ def _last_value(args: list[str], flag: str) -> str | None:
     return values[-1] if values else None
 
 
+#: The names of the unmodified runs a ``--from`` folder must hold, as an error message lists them.
+UNMODIFIED_NAMES = "unmodified-1.json[.gz], unmodified-2.json[.gz], ..."
+
+
 def main(args: argparse.Namespace) -> int:
+    """Run ``cudagraph-bench selftest`` (or evaluate ``--from DIR``). Returns 0 when every target is met, else 1; bad
+    input raises :class:`UsageError` (exit 2) before any run starts or any file is written: an option that another
+    contradicts, a ``--from`` folder without unmodified runs, a ``--markdown`` that is one of the runs read or
+    written (or the ``--baseline``), which the page would replace."""
     from cudagraph_bench.results.runfile import load_run
     from cudagraph_bench.results.selftest import evaluate_selftest, render_markdown, summary
+    from cudagraph_bench.runner.selftest import DEFAULT_UNMODIFIED_RUNS
 
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "gate-selftest.md")
     if args.resume and args.source:
         raise UsageError("--resume continues a self-test in its -o folder, --from evaluates one: give one of them")
+    if args.runs is not None and args.source:
+        raise UsageError(f"--runs {args.runs} sets the unmodified runs of a new self-test, but --from evaluates the runs "
+                         f"{args.source} holds: drop --runs")
+    args.runs = DEFAULT_UNMODIFIED_RUNS if args.runs is None else args.runs
     if args.runs < MIN_RUNS and args.baseline is None:
         raise UsageError(f"--runs {args.runs}: the unmodified runs are the baseline, which needs {MIN_RUNS}; give "
                          f"--runs {MIN_RUNS} or more, or --baseline FILE")
@@ -118,8 +132,15 @@ def main(args: argparse.Namespace) -> int:
             what = "is not a folder" if folder.exists() else "no such folder"
             raise UsageError(f"--from {folder}: {what}: give the -o folder of an earlier selftest")
         paths = sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.json.gz")] if not _PART.search(p.name))
+        if not any(p.name.startswith("unmodified-") for p in paths):
+            raise UsageError(f"--from {folder} holds no unmodified runs ({UNMODIFIED_NAMES}, as selftest -o writes "
+                             "them): give the -o folder of an earlier selftest")
+        refuse_overwriting_inputs(args.markdown, "--markdown", [*paths, args.baseline])
     else:
-        paths = _measure(args)
+        planned = _plan(args)
+        refuse_overwriting_inputs(args.markdown, "--markdown", [
+            args.baseline, *(Path(args.out) / f"{r.name}{ext}" for r in planned for ext in (".json", ".json.gz"))])
+        paths = _measure(args, planned)
     loaded = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
     plain = [r for name, r in sorted(loaded.items()) if name.startswith(PLAIN_PREFIX)]
     runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
@@ -139,10 +160,30 @@ def main(args: argparse.Namespace) -> int:
     return 0 if result.passed_targets else 1
 
 
-def _measure(args: argparse.Namespace) -> list[Path]:
+def _plan(args: argparse.Namespace) -> list:
+    """The self-test's runs (:func:`cudagraph_bench.runner.selftest.plan`) for the options: the default forward
+    matrix with ``--pytest-args``, the planted runs at the gated prompt lengths only."""
+    from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
+    from cudagraph_bench.runner.selftest import plan
+
+    try:
+        extra = shlex.split(args.pytest_args)
+    except ValueError as exc:
+        raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
+    matrix, model, dtype, causal = _matrix(extra)
+    given = _last_value(matrix, "--prompt-lengths")
+    try:
+        lengths = [n for n in parse_prompt_lengths(given) if n <= DEFAULT_MAX_GATED_LEN]
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"--pytest-args: --prompt-lengths {given}: {exc}") from None
+    return plan(matrix, runs=args.runs, delays=args.delays, first_model=model, first_dtype=dtype, causal_model=causal,
+                planted_args=["--prompt-lengths", ",".join(map(str, lengths))])
+
+
+def _measure(args: argparse.Namespace, planned: list) -> list[Path]:
     from cudagraph_bench.paths import checkout_root
     from cudagraph_bench.runner import process
-    from cudagraph_bench.runner.selftest import plan, run_all
+    from cudagraph_bench.runner.selftest import run_all
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -150,22 +191,12 @@ def _measure(args: argparse.Namespace) -> list[Path]:
     if out.exists() and any(out.iterdir()) and not args.resume:
         raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never "
                          "overwritten), or add --resume to continue the self-test in it")
-    try:
-        extra = shlex.split(args.pytest_args)
-    except ValueError as exc:
-        raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
     tree = checkout_root()
     if tree is None:
         raise UsageError("cudagraph-bench selftest launches the suite's perf_tests/: run it from a checkout")
     problem = process.cuda_problem()
     if problem is not None:
         raise UsageError(f"selftest plants faults on a CUDA GPU, but {problem}: run it on the GPU runner")
-    from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
-
-    matrix, model, dtype, causal = _matrix(extra)
-    lengths = [a for a in _last_value(matrix, "--prompt-lengths").split(",") if int(a) <= DEFAULT_MAX_GATED_LEN]
     out.mkdir(parents=True, exist_ok=True)
-    done = run_all(tree, out, plan(matrix, runs=args.runs, delays=args.delays, first_model=model, first_dtype=dtype,
-                                   causal_model=causal, planted_args=["--prompt-lengths", ",".join(lengths)]),
-                   log=lambda s: print(s, file=sys.stderr, flush=True), resume=args.resume)
+    done = run_all(tree, out, planned, log=lambda s: print(s, file=sys.stderr, flush=True), resume=args.resume)
     return [p for p in done.values() if p is not None]

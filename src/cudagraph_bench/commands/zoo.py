@@ -63,12 +63,14 @@ def write_page(paths, markdown, command: str | None = None) -> int:
     else 0.
 
     Raises:
-        UsageError / InputFileError: a run that cannot be read or holds no zoo entries."""
-    from cudagraph_bench.fsio import check_output_file, write_text_atomic, written_verb
+        UsageError / InputFileError: a run that cannot be read or holds no zoo entries, or a ``markdown`` that is one
+        of the runs (the page would replace the run it is made from)."""
+    from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
     from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
     from cudagraph_bench.zoo_keys import FAILED
 
     check_output_file(markdown, "--markdown", PAGE)
+    refuse_overwriting_inputs(markdown, "--markdown", list(paths))
     runs = _load(paths)
     verb = written_verb(markdown)
     write_text_atomic(markdown, render_markdown(runs, command=command))
@@ -83,7 +85,7 @@ def write_page(paths, markdown, command: str | None = None) -> int:
 def main(args: argparse.Namespace) -> int:
     """Run the zoo (or read ``--from`` runs) and write the page. Returns 0, 1 (a part failed or killed its
     process, or no run was written) or raises :class:`UsageError` (exit 2)."""
-    from cudagraph_bench.fsio import check_output_folder
+    from cudagraph_bench.fsio import check_output_folder, refuse_overwriting_inputs
 
     if args.source:
         if args.markdown is None:
@@ -102,6 +104,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
+    refuse_overwriting_inputs(markdown, "--markdown", [out / RUN_JSON])   # the run the page is made from
     check_output_folder(out, [RUN_JSON], create=True)
     if args.deadline_s < 0:
         raise UsageError(f"--deadline-s must be >= 0 (got {args.deadline_s:g})")

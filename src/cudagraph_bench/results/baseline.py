@@ -37,9 +37,7 @@ as the CLI flags are validated). A run that recorded a failed correctness check,
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,18 +47,15 @@ import numpy as np
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise, stats
-from cudagraph_bench.options import parse_count, parse_reduction_pct, parse_regression_pct
 from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
+from cudagraph_bench.results.baseline_values import (  # noqa: F401  (SCHEMA_VERSION, KIND ...: re-exported)
+    KIND, READABLE_SCHEMAS, SCHEMA_VERSION, THRESHOLD_PARSERS, check_document)
 from cudagraph_bench.results.checks import failed_checks, own_and_peer
 from cudagraph_bench.results.runfile import (MAX_KEY_COUNT, Measurement, Run, distinct_runs, forward_groups,
                                             merged_forward_groups)
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
-SCHEMA_VERSION = 3
-#: Schemas :func:`load_baseline` reads: 2 (one host, no host record) and 3.
-READABLE_SCHEMAS = (2, 3)
-KIND = "cudagraph-bench-baseline"
 DEFAULT_MIN_REDUCTION_PCT = 30.0
 #: Floor of the per-case regression tolerance (percent), see :mod:`cudagraph_bench.results.noise`.
 #: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
@@ -274,22 +269,17 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     }
 
 
-#: Threshold keys of a baseline file and the parser that validates each (as its CLI flag).
-THRESHOLD_PARSERS = {"min_reduction_pct": parse_reduction_pct, "regression_floor_pct": parse_regression_pct,
-                     "max_gated_len": parse_count}
-
-
 def load_baseline(path: str | Path) -> Baseline:
     """Load and validate a baseline file.
 
     Raises InputFileError for a missing, empty or invalid file or a folder, for one that is not a regular
     file (``/dev/zero``), is too large or nests too deep (:func:`cudagraph_bench.fsio.read_input_bytes`,
-    :func:`~cudagraph_bench.fsio.parse_json`), for a schema_version other than
-    :data:`SCHEMA_VERSION` (a schema-1 file was built from one run: rebuild it from k runs), and (naming
-    the case and the fix) for a case whose ``seq_len`` is not a whole number >= 1 token, whose ``gated``
-    is not true/false, whose ``min_reduction_pct`` is not a percent in [0, 100) (what ``--min-reduction``
-    accepts; null means the file's threshold), whose graph run medians are not positive, or that is
-    listed twice.
+    :func:`~cudagraph_bench.fsio.parse_json`), and for every value no baseline of ``cudagraph-bench baseline``
+    holds (:func:`cudagraph_bench.results.baseline_values.check_document`, naming the field and the fix): a
+    schema_version other than 2 or 3 (a schema-1 file was built from one run: rebuild it from k runs) or another
+    kind, a malformed case (key, ``gated``, ``min_reduction_pct``, times, figure, spreads, degrees of freedom), machine
+    fields that disagree with each other or with ``hosts``, a malformed threshold. Why: a reader then trusts every
+    value, and a wrong one would change the gate's verdict without a word.
     """
     path = Path(path)
     if path.is_dir():
@@ -312,82 +302,7 @@ def load_baseline(path: str | Path) -> Baseline:
                 if isinstance(data, dict) and "benchmarks" in data else
                 "write one with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
         raise InputFileError(f"{path} is not a cudagraph-bench baseline (no schema_version): {hint}")
-    if data["schema_version"] == 1:
-        raise InputFileError(f"baseline {path} is schema 1, built from a single run (no between-run noise model): "
-                             f"rebuild it from 5 or more separate runs with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
-    if data["schema_version"] not in READABLE_SCHEMAS:
-        raise InputFileError(f"baseline {path} has unknown schema_version {data['schema_version']!r} "
-                             f"(this cudagraph-bench reads {SCHEMA_VERSION}): regenerate it with "
-                             f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
-    try:
-        if not isinstance(data["cases"], list):
-            raise TypeError(f"cases must be a list, got {type(data['cases']).__name__}")
-        cases = {}
-        for index, c in enumerate(data["cases"]):
-            for name in ("model", "dtype"):
-                if not isinstance(c[name], str):
-                    raise ValueError(f"cases[{index}].{name} is {json.dumps(c[name])[:40]}, not a string")
-            key = (str(c["model"]), str(c["dtype"]), _case_seq_len(path, index, c["seq_len"]))
-            if key in cases:
-                first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
-                raise InputFileError(f"baseline {path} lists case {_case_name(key)} twice (cases[{first}] and "
-                                     f"cases[{index}]): delete one of them, or regenerate the file with "
-                                     f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
-            _check_case(path, key, c)
-            cases[key] = c
-            for variant in (REF, GATED):
-                for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
-                    value = c[variant][name] if name == "median_ms" else c[variant].get(name)
-                    if not (value is None and name == "p95_ms" or _ms(value)):
-                        raise ValueError(f"cases[{index}].{variant}.{name} is {value!r}, not a finite time > 0 ms")
-                medians = c[variant]["run_medians_ms"]
-                if not (isinstance(medians, list) and medians and all(_ms(x) for x in medians)):
-                    raise ValueError(f"cases[{index}] ({_case_name(key)}): {variant}.run_medians_ms must be a list of positive "
-                                     "finite ms")
-            for field in ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct"):
-                spread = c[GATED].get(field)
-                if spread is not None and (not _finite_number(spread) or spread < 0
-                                           or len(c[GATED]["run_medians_ms"]) < 2):
-                    raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.{field} must be a finite percent >= 0 from 2 or "
-                                     "more run medians, or null")
-            df = c[GATED].get("within_host_df")
-            if df is not None and (isinstance(df, bool) or not isinstance(df, int) or df < 0):
-                raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.within_host_df must be a whole number >= 0, or null")
-            host_medians = c[GATED].get("host_medians_ms")
-            if host_medians is not None and not (isinstance(host_medians, list) and all(
-                    _finite_number(x) and x > 0 for x in host_medians)):
-                raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.host_medians_ms must be a list of positive ms")
-            hosts = c[GATED].get("run_hosts")
-            if hosts is not None and not (isinstance(hosts, list) and len(hosts) == len(c[GATED]["run_medians_ms"])
-                                          and all(h is None or isinstance(h, str) for h in hosts)):
-                raise ValueError(f"cases[{index}] ({_case_name(key)}): graph.run_hosts must list one host (text or null) per run "
-                                 "median")
-        if not cases:
-            raise ValueError("it holds no cases")
-        gpu = str(data["gpu_slug"])
-        raw_thresholds = data.get("thresholds", {})
-        if not isinstance(raw_thresholds, dict):
-            raise TypeError(f"thresholds must be an object, got {raw_thresholds!r}")
-        thresholds = {}
-        for key, parse in (*THRESHOLD_PARSERS.items(), ("noise_multiplier", parse_regression_pct),
-                           ("alpha", _parse_alpha), ("cross_host_spread_pct", parse_regression_pct),
-                           ("cross_host_df", parse_count)):
-            value = raw_thresholds.get(key)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"thresholds.{key} must be a number, got {value!r}")
-            if isinstance(value, float) and value.is_integer() and key == "max_gated_len":
-                value = int(value)
-            try:
-                thresholds[key] = float(parse(str(value)))
-            except argparse.ArgumentTypeError as exc:
-                raise ValueError(f"thresholds.{key}: {exc}") from None
-    except InputFileError:
-        raise  # already one line naming the case and the fix (InputFileError is a ValueError)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
-                             f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}") from None
+    gpu, cases, thresholds = check_document(path, data)
     return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
 
 
@@ -401,18 +316,18 @@ def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, a
                          f"{gpu_slug or 'no GPU'}: {command} {fix}, or pass --allow-gpu-mismatch to compare anyway")
 
 
-def _finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: float | None = None,
                    figure: str = "wall") -> noise.RegressionCheck:
     """The regression check of ``new_ms: [n]`` run medians (ms, one host's runs) against a baseline case, by the
     rule of the module docstring: across hosts when the baseline measured the case on 2+ hosts (a cross-host
     spread pooled over its gated cases, ``thresholds["cross_host_spread_pct"]``), else within one host.
     ``floor_pct`` None: the baseline's ``regression_floor_pct``, else the figure's floor."""
-    floor = floor_pct if floor_pct is not None else float(
-        thresholds.get("regression_floor_pct", noise.FLOORS_PCT[figure]))
+    if floor_pct is not None:
+        floor = floor_pct
+    elif thresholds.get("regression_floor_pct") is not None:
+        floor = float(thresholds["regression_floor_pct"])
+    else:           # looked up only when needed: a figure the file never stores raises here, never for the others
+        floor = noise.FLOORS_PCT[figure]
     graph = base_case[GATED]
     alpha = float(thresholds.get("alpha", noise.DEFAULT_ALPHA))
     pooled = thresholds.get("cross_host_spread_pct")
@@ -429,58 +344,6 @@ def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: floa
     return noise.check_regression(graph["run_medians_ms"], new_ms, spread=graph.get("spread_pct"),
                                   noise_source="baseline", floor_pct=floor,
                                   multiplier=thresholds.get("noise_multiplier", noise.DEFAULT_MULTIPLIER), alpha=alpha)
-
-
-def _ms(value) -> bool:
-    """Whether a baseline's time is a number of ms that can be one: finite and > 0."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def _parse_alpha(text: str) -> float:
-    """A significance level in (0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"a significance level is in (0, 1), got {value:g}")
-    return value
-
-
-def _case_name(key: tuple[str, str, int]) -> str:
-    return "{} {} L={}".format(*key)
-
-
-def _case_seq_len(path: Path, index: int, value) -> int:
-    """A case's prompt length in tokens: a whole number >= 1 and <= :data:`MAX_KEY_COUNT` (``50.0`` is read as
-    50)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEY_COUNT:
-        raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
-                             f"is a whole number of tokens >= 1; fix it, or regenerate the file with "
-                             f"cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
-    return value
-
-
-def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
-    """Raise InputFileError (naming the file, the case and the fix) for a hand-edited ``gated`` that is not
-    a JSON boolean or a ``min_reduction_pct`` that ``--min-reduction`` would refuse."""
-    where = f"baseline {path}, case {_case_name(key)}"
-    if "gated" in case and not isinstance(case["gated"], bool):
-        raise InputFileError(f"{where}: gated is {json.dumps(case['gated'])}, not true or false: write "
-                             '"gated": true or "gated": false (a JSON boolean, no quotes)')
-    value = case.get("min_reduction_pct")
-    if value is None:
-        return
-    fix = ("write a percent in [0, 100) such as 30, as --min-reduction takes, or null to use "
-           "thresholds.min_reduction_pct")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputFileError(f"{where}: min_reduction_pct must be a number, got {json.dumps(value)}: {fix}")
-    try:
-        parse_reduction_pct(str(value))
-    except argparse.ArgumentTypeError as exc:
-        raise InputFileError(f"{where}: min_reduction_pct: {exc}: {fix}") from None
 
 
 BASELINE_COLUMNS = [

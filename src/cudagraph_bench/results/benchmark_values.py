@@ -3,7 +3,8 @@ checks in every benchmark before a reader sees it, so that a hand-edited or corr
 benchmark, the field and the fix (exit 2), never a traceback or a silently wrong verdict: stats that are numbers
 >= 0 and finite, per-round data of positive finite seconds, a suite that is a string, key fields of the right type
 (names are strings, counts whole numbers up to :data:`MAX_KEY_COUNT`), the registry's variants and dtypes, and times
-in ``extra_info`` that are finite and >= 0."""
+in ``extra_info`` that are finite and >= 0, a device-side figure that can be one call's (:data:`DEVICE_TO_WALL`); and the
+run's machine fields that tell runs apart (:func:`check_environment`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,15 @@ SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launc
 #: Largest whole number of a benchmark's key (tokens of a prompt, new tokens, launches per round): no model
 #: takes a billion-token prompt; beyond it a hand-edited value (``10**300``) would overflow the arithmetic.
 MAX_KEY_COUNT = 10**9
+#: Bounds of a benchmark's device-side figure (``extra_info.device_median_ms``, CUDA events around back-to-back calls)
+#: as multiples of its own synchronized wall median (``stats.median``, the same call timed with a synchronize): the
+#: device-side time of one call cannot exceed the synchronized call by that much, nor be a thousandth of it (the
+#: committed H200 runs lie within 0.59 and 1.0). A figure outside was not measured on that call: a corrupted or
+#: hand-edited file, which would put a 300-digit change into the gate or a baseline.
+DEVICE_TO_WALL = (1e-3, 10.0)
+#: Fields of ``machine_info.cuda`` that tell runs apart and are read as text: the GPU type (names its baseline) and
+#: the GPU's UUID (the machine), with an example of each; ``commit_info.id`` beside them.
+_ENVIRONMENT_TEXT = {"gpu_slug": "'nvidia-h200'", "gpu_uuid": "'GPU-5b1c...'", "id": "a commit hash"}
 #: The whole-number fields of the suites' keys and what they count.
 _KEY_COUNTS = {"seq_len": "tokens", "new_tokens": "tokens", "n_launches": "launches"}
 
@@ -51,11 +61,12 @@ def _check_key_fields(bad, suite: str, info: dict) -> None:
                 raise bad(f"has extra_info.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
                           f"(and at most {MAX_KEY_COUNT:,})")
         elif not isinstance(value, str):
-            raise bad(f"has extra_info.{name} of type {_json_type(value)}, not a string")
+            raise bad(f"has extra_info.{name} of type {json_type(value)}, not a string")
 
 
-def _json_type(value) -> str:
-    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``."""
+def json_type(value) -> str:
+    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null`` (what an
+    error message names, as the file's author wrote it)."""
     for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
         if isinstance(value, kind):
             return name
@@ -81,7 +92,7 @@ def _check_timings(bad, info: dict) -> None:
             if x is None and sub is not None:
                 continue
             if not is_number(x):
-                raise bad(f"has {where} of type {_json_type(x)}, not a number of ms or s")
+                raise bad(f"has {where} of type {json_type(x)}, not a number of ms or s")
             if not (math.isfinite(x) and x >= 0):
                 raise bad(f"has {where} = {x}, not a finite time >= 0")
 
@@ -89,8 +100,8 @@ def _check_timings(bad, info: dict) -> None:
 def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files): stats that
     are negative or not finite, a suite or a key field of the wrong type (a list, an object, ``10**300``
-    tokens), a negative or non-finite time in ``extra_info``, per-round data that is no list of positive
-    seconds."""
+    tokens), a negative or non-finite time in ``extra_info``, a device-side figure that is no number > 0 ms or lies
+    outside :data:`DEVICE_TO_WALL` times the wall median, per-round data that is no list of positive seconds."""
     def bad(what: str):
         return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
 
@@ -99,7 +110,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         raise bad(f"has extra_info of type {type(info).__name__}, not an object")
     if isinstance(info, dict):
         if info.get("suite") is not None and not isinstance(info["suite"], str):
-            raise bad(f"has extra_info.suite of type {_json_type(info['suite'])}, not a string such as 'forward'")
+            raise bad(f"has extra_info.suite of type {json_type(info['suite'])}, not a string such as 'forward'")
         if info.get("suite") in SUITE_KEYS:
             _check_key_fields(bad, info["suite"], info)
         _check_timings(bad, info)
@@ -112,6 +123,8 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         raise bad(f"has stats.stddev = {stddev!r}, not a finite spread >= 0")
     if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
         raise bad(f"has a round time above {MAX_ROUND_S:g} s")
+    if isinstance(info, dict) and info.get("device_median_ms") is not None:
+        _check_device_figure(bad, info["device_median_ms"], stats["median"] * 1e3)
     suite = info.get("suite") if isinstance(info, dict) else None
     if suite in SUITE_VARIANTS and "variant" in info and info["variant"] not in SUITE_VARIANTS[suite]:
         raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
@@ -126,3 +139,34 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
             raise bad("has stats.data that is not a list of positive finite seconds")
         if max(data) > MAX_ROUND_S:
             raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")
+
+
+def _check_device_figure(bad, value, wall_ms: float) -> None:
+    """Raise ``bad(...)`` for a device-side figure (``extra_info.device_median_ms``, ms) that is not a number > 0, or
+    not within :data:`DEVICE_TO_WALL` times ``wall_ms``, the benchmark's synchronized wall median (ms, > 0)."""
+    what = "the device-side median of one call"
+    if not is_number(value):
+        raise bad(f"has extra_info.device_median_ms of type {json_type(value)}, not a number of ms ({what})")
+    if not value > 0:
+        raise bad(f"has extra_info.device_median_ms = {value!r}, not a time > 0 ms ({what})")
+    low, high = DEVICE_TO_WALL
+    if not low <= value / wall_ms <= high:
+        raise bad(f"has extra_info.device_median_ms = {value:.6g} ms, {value / wall_ms:.3g} times its synchronized wall "
+                  f"median ({wall_ms:.6g} ms): {what} lies within {low:g} and {high:g} times the synchronized call")
+
+
+def check_environment(path: Path, data: dict) -> None:
+    """One-line InputFileError (naming the field's place in the file) when a run's fields that tell runs apart are
+    not text: ``machine_info.cuda.gpu_slug`` and ``.gpu_uuid`` (the GPU type and the machine), ``commit_info.id``
+    (the code). Why: read as text they would name a GPU, machine or commit no run has (a machine called
+    ``"['GPU-a', 'GPU-b']"`` in a baseline)."""
+    info = data.get("machine_info")
+    cuda = info.get("cuda") if isinstance(info, dict) else None
+    commit = data.get("commit_info")
+    fields = [("machine_info.cuda", k, cuda.get(k)) for k in ("gpu_slug", "gpu_uuid")] if isinstance(cuda, dict) else []
+    fields += [("commit_info", "id", commit.get("id"))] if isinstance(commit, dict) else []
+    for section, key, value in fields:
+        if value is not None and not isinstance(value, str):
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:30]}... ({len(repr(value))} characters)"
+            raise InputFileError(f"{path}: {section}.{key} is {shown} (of type {json_type(value)}), not text such as "
+                                 f"{_ENVIRONMENT_TEXT[key]}: rerun the benchmarks to rewrite the file")

@@ -304,8 +304,10 @@ def render_markdown(runs: list[Run], results: list[CaseCalibration], plants: tup
         "per case; the tolerance shown is their median.",
         f"- pair: `compare OLD NEW` of every ordered pair of single runs, noise model from the other {k - 2}: "
         f"{k * (k - 1)} trials per case.",
-        f"- A/B: {ab_runs} base runs against {ab_runs} head runs, every split (at most {MAX_SPLITS}), spread pooled "
-        "from the two groups, rank test applied.",
+        (f"- A/B: {ab_runs} base runs against {ab_runs} head runs, every split (at most {MAX_SPLITS}), spread pooled "
+         "from the two groups, rank test applied." if results[0].ab.trials else
+         f"- A/B: not run: {ab_runs} base runs against {ab_runs} head runs need {2 * ab_runs} runs, and {k} were "
+         f"given (--ab-runs {max(k // 2, 1)} fits them)."),
         "- detects from: the smallest planted slow-down (0.5% steps) that every trial of the mode reports.", "",
         render_table(columns(plants), rows(results, plants), fmt="markdown"), "",
         f"**{line}**", "", "Source runs:", "", sources, ""])

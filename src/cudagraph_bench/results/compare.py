@@ -176,7 +176,8 @@ def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float |
     if any(m.figure_ms(figure) is None for m in [*old, *new]):
         figure = "wall"
     if floor_pct is None:
-        floor_pct = float(th.get("regression_floor_pct", noise.FLOORS_PCT[figure]))
+        floor_pct = float(th["regression_floor_pct"]) if th.get("regression_floor_pct") is not None else \
+            noise.FLOORS_PCT[figure]
     check = noise.check_regression([m.figure_ms(figure) for m in old], [m.figure_ms(figure) for m in new],
                                    spread=spread, floor_pct=floor_pct,
                                    multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),

@@ -408,7 +408,6 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
         what.append(f"commit {env.commit_id[:12]}{' (dirty)' if env.commit_dirty else ''}")
     cpus = sorted({r.environment.cpu_text for r in runs if r.environment.cpu_text})
     what.append(f"runner CPU {' / '.join(cpus) if cpus else 'not recorded'}")
-    hosts = sorted({r.environment.host for r in runs if r.environment.host})
     planted = sorted({r.environment.planted_fault for r in runs if r.environment.planted_fault})
     if planted:
         what.append(f"self-test run with the planted fault {', '.join(planted)}")
@@ -416,12 +415,28 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
         return [", ".join(what), "no baseline (--no-baseline: regression check skipped)"]
     reg = next((r.regression for r in results if r.regression is not None), None)
     rule = reg.rule_text if reg else "no case in common"
-    known = [h for h in hosts if h in baseline.hosts]
-    where = (f"{plural(len(baseline.hosts), 'host')}" + (", this run's among them" if known else
-                                                          ", this run's not among them" if hosts else "")
-             if baseline.hosts else "hosts not recorded")
-    base = f"baseline {baseline.path} (GPU {baseline.gpu_slug}, {plural(baseline.n_runs, 'run')} on {where}; {rule})"
+    base = (f"baseline {baseline.path} (GPU {baseline.gpu_slug}, {plural(baseline.n_runs, 'run')} on "
+            f"{_baseline_machines(runs, baseline)}; {rule})")
     return [", ".join(what), base]
+
+
+def _baseline_machines(runs: list[Run], baseline: Baseline) -> str:
+    """The baseline's machines and their CPUs (``hosts[].cpu``: eager is host-bound, so the reduction margin moves
+    with the CPU; the first header line names the runner's), and whether the runs' machines are among them: "this
+    run's among them" only for one run whose machine is, else how many of the runs' machines are."""
+    if not baseline.hosts:
+        return "hosts not recorded"
+    cpus = sorted({h["cpu"] for h in baseline.data["hosts"] if h.get("cpu")})
+    text = f"{plural(len(baseline.hosts), 'host')} (CPU {' / '.join(cpus) if cpus else 'not recorded'})"
+    machines = [r.environment.host for r in runs]
+    among = sum(h in baseline.hosts for h in machines if h)
+    if not any(machines):
+        return text
+    if len(runs) == 1:
+        return text + (", this run's among them" if among else ", this run's not among them")
+    every = "both" if len(runs) == 2 else f"all {len(runs)}"
+    return text + (f", {every} runs' machines among them" if among == len(runs) else
+                   f", {among} of the {len(runs)} runs' machines among them")
 
 
 def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict], line: str,
@@ -444,8 +459,17 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
 
 
 def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
-    """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice or
-    the runs are from different GPUs."""
+    """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice, the runs are
+    from different GPUs, or they record different commits (runs without commit info are not compared): the gate
+    judges several runs as repeats of one code, and runs of two commits would pool a change into its noise."""
     runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")
     check_one_gpu(runs, "gate runs of one GPU type at a time")
+    commits = {}
+    for run in runs:
+        if run.environment.known_commit:
+            commits.setdefault(run.environment.known_commit, run)
+    if len(commits) > 1:
+        (a, first), (b, second) = list(commits.items())[:2]
+        raise UsageError(f"the runs are of {len(commits)} commits ({a[:12]} in {first.path}, {b[:12]} in "
+                         f"{second.path}): gate one commit's runs at a time; compare OLD NEW compares two")
     return runs

@@ -39,6 +39,11 @@ CaseKey = Case | DecodeCase | LaunchCase | OtherCase
 CHECK_STATUSES = ("reference", "pass", "fail", "unchecked")
 #: Recorded case statuses (``extra_info.status``) that mean the variant did not match eager.
 FAILED_OUTCOMES = ("mismatch", "failed")
+#: ``extra_info.check`` of every benchmark of the plain capture/replay loop (``scripts/device/plain_loop``): graph
+#: replays of the gated cases timed with torch and pytest-benchmark only, without an eager variant or a check.
+PLAIN_LOOP_CHECK = "plain loop (unchecked)"
+
+
 def is_peer(suite: str, variant: str | None) -> bool:
     """Whether ``variant`` of ``suite`` is a peer's code, not the suite's (the registry's ``peer``: HF ``generate``
     with a static cache and a ``torch.compile``-d forward). Its failure (e.g. "accessing tensor output of CUDAGraphs
@@ -170,6 +175,13 @@ class Environment:
         """The machine a GPU run came from: its GPU's UUID (one GPU is in one machine; host names of cloud machines
         repeat, e.g. ``vm``), or None when the run did not record it."""
         return self.gpu_uuid
+
+    @property
+    def known_commit(self) -> str | None:
+        """:attr:`commit_id` where the run recorded the commit it measured; None where it did not, or where
+        pytest-benchmark could not read it (its ``{"id": "unknown", "error": ...}`` outside a repository)."""
+        unread = self.commit_id == "unknown" or "error" in (self.commit_info or {})
+        return None if unread else self.commit_id
 
     @property
     def cpu_text(self) -> str | None:

@@ -40,9 +40,9 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.paths import default_storage
 from cudagraph_bench.results.benchmark_values import (  # noqa: F401  (MAX_*, SUITE_VARIANTS: re-exported)
-    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, is_number)
-from cudagraph_bench.results.record import (Environment, FailedCase, Measurement, decode_environment, decode_failure,
-                                            decode_measurement, records_without_benchmarks)
+    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, check_environment, is_number)
+from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, Environment, FailedCase, Measurement, decode_environment,
+                                            decode_failure, decode_measurement, records_without_benchmarks)
 from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
@@ -224,6 +224,7 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise InputFileError(f"{path}: '{key}' must be an object, got {type(data[key]).__name__}: "
                                  "rerun the benchmarks to rewrite the file")
+    check_environment(path, data)
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None
         if not (isinstance(stats, dict) and all(is_number(stats.get(f)) for f in _STAT_FIELDS)):
@@ -334,6 +335,9 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
     if not groups:
         raise InputFileError(f"{run.path} has no forward-suite benchmarks (extra_info suite 'forward'): "
                              "run pytest perf_tests --benchmark-only with the cudagraph-bench plugin")
+    if is_plain_loop_run(run):
+        raise InputFileError(f"{run.path} is {PLAIN_LOOP_RUN}, not a run to gate or build a baseline from: give a run "
+                             "of the suite (pytest perf_tests --benchmark-only), or pass it to calibrate with --plain")
     for (model, dtype, seq_len), by_variant in groups.items():
         for need, other in ((variants.GATED, variants.FORWARD_REFERENCE), (variants.FORWARD_REFERENCE, variants.GATED)):
             if other in by_variant and need not in by_variant:
@@ -343,6 +347,19 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
             raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has no eager or graph benchmark "
                                  f"(only {', '.join(by_variant)}): rerun with the eager and graph variants")
     return groups
+
+
+#: A run of the plain capture/replay loop, as error messages describe it.
+PLAIN_LOOP_RUN = ("a run of the plain capture/replay loop (scripts/device/plain_loop: graph replays timed with torch "
+                  "and pytest-benchmark only, no eager benchmark, no check)")
+
+
+def is_plain_loop_run(run: Run) -> bool:
+    """Whether every forward benchmark of ``run`` (and at least one) is the plain capture/replay loop's
+    (:data:`~cudagraph_bench.results.record.PLAIN_LOOP_CHECK`): the noise reference ``calibrate --plain`` and the
+    self-test's page read beside the suite's runs, never a run to gate, compare or build a baseline from."""
+    forward = forward_cases(run).values()
+    return bool(forward) and all(m.check.method == PLAIN_LOOP_CHECK for m in forward)
 
 
 def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[str, list[Measurement]]]:

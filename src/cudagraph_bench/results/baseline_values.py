@@ -1,0 +1,341 @@
+"""The values a baseline file may hold (no torch): what :func:`cudagraph_bench.results.baseline.load_baseline` checks
+in a parsed baseline before a reader sees it, so that a hand-edited or corrupted file is one line naming the field
+and the fix (exit 2), never a traceback or a silently changed verdict.
+
+- the header: ``schema_version`` 2 or 3 (a number, not a string) and ``kind`` ``"cudagraph-bench-baseline"``;
+- each case: its key (names are strings, ``seq_len`` whole tokens), a hand-edited ``gated`` and ``min_reduction_pct``
+  validated as the CLI flags are, times that are finite and > 0 ms, the graph's ``figure`` (absent, ``"wall"`` or
+  ``"device"``), spreads that are percents in [0, 100] (:func:`~cudagraph_bench.parsers.parse_spread_pct`), degrees of
+  freedom no larger than the runs give;
+- the machines (schema 3): ``hosts`` a list of ``{host, runs, cpu}``, every case's ``graph.run_hosts`` (one per run
+  median, each a machine of ``hosts``), ``graph.host_medians_ms`` one per machine of ``run_hosts`` (a run without a
+  machine counts as one, as :func:`cudagraph_bench.results.noise.host_spread` counts it), and the thresholds'
+  spread across machines present exactly when the cases measured one; a schema-2 file carries none of these fields;
+- the thresholds, each parsed by its flag's parser (:data:`THRESHOLD_PARSERS`).
+
+A spread, a machine count or a degree of freedom sets the tolerance of every gated case, so an absurd one (a spread of
+1e6 percent, 10,000 degrees of freedom from 9 runs) would pass any regression: each is refused, never clamped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.options import (parse_alpha, parse_count, parse_multiplier, parse_reduction_pct,
+                                     parse_regression_pct, parse_spread_pct)
+from cudagraph_bench.results.benchmark_values import MAX_KEY_COUNT, json_type
+from cudagraph_bench.variants import FORWARD_REFERENCE as REF
+from cudagraph_bench.variants import GATED
+
+SCHEMA_VERSION = 3
+#: Schemas :func:`check_document` reads: 2 (one host, no host record) and 3.
+READABLE_SCHEMAS = (2, 3)
+KIND = "cudagraph-bench-baseline"
+#: The graph figures a baseline stores (``graph.figure``; absent: ``"wall"``).
+FIGURES = ("wall", "device")
+#: Spreads of a case's graph, in percent.
+SPREAD_FIELDS = ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct")
+#: Fields of a case's graph that only schema 3 (the machines) writes.
+MACHINE_FIELDS = ("run_hosts", "within_host_spread_pct", "within_host_df", "cross_host_spread_pct", "host_medians_ms")
+#: Threshold keys of a baseline file and the parser that validates each (as its CLI flag, or as the field it is).
+THRESHOLD_PARSERS = {"min_reduction_pct": parse_reduction_pct, "regression_floor_pct": parse_regression_pct,
+                     "max_gated_len": parse_count, "noise_multiplier": parse_multiplier, "alpha": parse_alpha,
+                     "cross_host_spread_pct": parse_spread_pct, "cross_host_df": parse_count}
+
+
+def regenerate(path) -> str:
+    """The fix every refused baseline names: the command that writes ``path`` again from runs (a baseline is made,
+    never repaired by hand: its fields depend on each other)."""
+    return f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}"
+
+
+def case_name(key: tuple[str, str, int]) -> str:
+    """``("gpt2", "float32", 16)`` -> ``"gpt2 float32 L=16"``: a case as every message and table names it."""
+    return "{} {} L={}".format(*key)
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
+def check_schema(path: Path, data: dict) -> int:
+    """The ``schema_version`` of a parsed baseline that has one, when this suite reads it (2 or 3), after checking its
+    ``kind``. Raises InputFileError naming the value and the fix: schema 1 (one run, no noise model), a string or
+    another type (``"3"``), an unknown version, a ``kind`` other than :data:`KIND`. Why: another schema's fields
+    would be read with this one's meaning."""
+    version = data["schema_version"]
+    if isinstance(version, float) and version.is_integer():
+        version = int(version)
+    if isinstance(version, str):
+        raise InputFileError(f"baseline {path}: schema_version is the string {version!r}, not a number: write it "
+                             f"without quotes (\"schema_version\": {SCHEMA_VERSION}), or {regenerate(path)}")
+    if not _whole(version):
+        raise InputFileError(f"baseline {path}: schema_version is {_shown(version)} (a JSON {json_type(version)}), not "
+                             f"a schema number such as {SCHEMA_VERSION}: {regenerate(path)}")
+    if version == 1:
+        raise InputFileError(f"baseline {path} is schema 1, built from a single run (no between-run noise model): "
+                             f"rebuild it from 5 or more separate runs with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
+    if version not in READABLE_SCHEMAS:
+        raise InputFileError(f"baseline {path} has unknown schema_version {version!r} (this cudagraph-bench reads "
+                             f"{SCHEMA_VERSION}): {regenerate(path)}")
+    if data.get("kind") != KIND:
+        what = "no kind" if "kind" not in data else f"kind {_shown(data['kind'])}"
+        raise InputFileError(f"baseline {path} has {what}, not {KIND!r}: it is no cudagraph-bench baseline; "
+                             f"{regenerate(path)}")
+    return version
+
+
+def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
+    """``(gpu_slug, cases, thresholds)`` of a parsed baseline that has a ``schema_version`` (checked here by
+    :func:`check_schema`): ``cases`` maps ``(model, dtype, seq_len)`` to the case dict of the file, ``thresholds``
+    the parsed thresholds (floats).
+
+    Raises InputFileError (one line naming the field and the fix) for every value of the module docstring that no
+    baseline written by ``cudagraph-bench baseline`` holds: read as it is, it would change the gate's verdict."""
+    schema = check_schema(path, data)
+    try:
+        if not isinstance(data["cases"], list):
+            raise TypeError(f"cases must be a list, got {type(data['cases']).__name__}")
+        hosts = _hosts(path, data) if schema >= 3 else None
+        cases = {}
+        for index, c in enumerate(data["cases"]):
+            for name in ("model", "dtype"):
+                if not isinstance(c[name], str):
+                    raise ValueError(f"cases[{index}].{name} is {json.dumps(c[name])[:40]}, not a string")
+            key = (str(c["model"]), str(c["dtype"]), _case_seq_len(path, index, c["seq_len"]))
+            if key in cases:
+                first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
+                raise InputFileError(f"baseline {path} lists case {case_name(key)} twice (cases[{first}] and "
+                                     f"cases[{index}]): delete one of them, or {regenerate(path)}")
+            _check_case(path, key, c)
+            _check_points(path, index, key, c)
+            if schema >= 3:
+                _check_machines(path, index, key, c, hosts)
+            else:
+                _refuse_machine_fields(path, [(f"cases[{index}].{v}.{f}", c[v].get(f)) for v in (GATED, REF)
+                                              for f in MACHINE_FIELDS])
+            cases[key] = c
+        if not cases:
+            raise ValueError("it holds no cases")
+        gpu = str(data["gpu_slug"])
+        thresholds = _thresholds(data.get("thresholds", {}))
+        if schema >= 3:
+            _check_machine_thresholds(path, cases, thresholds, hosts)
+        else:
+            _refuse_machine_fields(path, [("hosts", data.get("hosts") or None),
+                                          *((f"thresholds.{k}", thresholds.get(k))
+                                            for k in ("cross_host_spread_pct", "cross_host_df"))])
+    except InputFileError:
+        raise  # already one line naming the case and the fix (InputFileError is a ValueError)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): {regenerate(path)}") from None
+    return gpu, cases, thresholds
+
+
+def _bad(path: Path, what: str) -> InputFileError:
+    return InputFileError(f"baseline {path}: {what}: {regenerate(path)}")
+
+
+def _thresholds(raw: dict) -> dict:
+    """The thresholds of a file, each parsed by :data:`THRESHOLD_PARSERS` (null: left out)."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"thresholds must be an object, got {raw!r}")
+    thresholds = {}
+    for key, parse in THRESHOLD_PARSERS.items():
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"thresholds.{key} must be a number, got {value!r}")
+        if isinstance(value, float) and value.is_integer() and key in ("max_gated_len", "cross_host_df"):
+            value = int(value)
+        try:
+            thresholds[key] = float(parse(str(value)))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"thresholds.{key}: {exc}") from None
+    return thresholds
+
+
+def _ms(value) -> bool:
+    """Whether a baseline's time is a number of ms that can be one: finite and > 0."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_points(path: Path, index: int, key: tuple, c: dict) -> None:
+    """The times, spreads, degrees of freedom and figure of one case's eager and graph points."""
+    where = f"cases[{index}] ({case_name(key)})"
+    for variant in (REF, GATED):
+        for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
+            value = c[variant][name] if name == "median_ms" else c[variant].get(name)
+            if not (value is None and name == "p95_ms" or _ms(value)):
+                raise ValueError(f"cases[{index}].{variant}.{name} is {value!r}, not a finite time > 0 ms")
+        medians = c[variant]["run_medians_ms"]
+        if not (isinstance(medians, list) and medians and all(_ms(x) for x in medians)):
+            raise ValueError(f"{where}: {variant}.run_medians_ms must be a list of positive finite ms")
+    g = c[GATED]
+    runs = len(g["run_medians_ms"])
+    for field in SPREAD_FIELDS:
+        spread = g.get(field)
+        if spread is not None and (not _finite_number(spread) or spread < 0 or runs < 2):
+            raise ValueError(f"{where}: graph.{field} must be a finite percent >= 0 from 2 or more run medians, or null")
+        if spread is not None:
+            try:
+                parse_spread_pct(str(spread))
+            except argparse.ArgumentTypeError as exc:
+                raise _bad(path, f"{where}: graph.{field}: {exc}") from None
+    df = g.get("within_host_df")
+    if df is not None and (not _whole(df) or df < 0):
+        raise ValueError(f"{where}: graph.within_host_df must be a whole number >= 0, or null")
+    if df is not None and df >= runs:
+        raise _bad(path, f"{where}: graph.within_host_df is {df}, more than its {runs} run medians give (at most "
+                         f"{runs - 1}: each machine's median takes one)")
+    host_medians = g.get("host_medians_ms")
+    if host_medians is not None and not (isinstance(host_medians, list) and all(_ms(x) for x in host_medians)):
+        raise ValueError(f"{where}: graph.host_medians_ms must be a list of positive ms")
+    figure = g.get("figure", "wall")
+    if figure not in FIGURES:
+        raise _bad(path, f"{where}: graph.figure is {_shown(figure)}, not one of {', '.join(map(repr, FIGURES))} "
+                         "(or absent: the synchronized wall median)")
+    walls = g.get("wall_run_medians_ms")
+    if (figure == "device" or walls is not None) and not (
+            isinstance(walls, list) and len(walls) == runs and all(_ms(x) for x in walls)):
+        raise _bad(path, f"{where}: graph.wall_run_medians_ms must list one positive wall median (ms) per run median "
+                         "of the device figure (the latency reduction's)")
+
+
+def machines_of(run_hosts: list) -> int:
+    """The machines a case's ``run_hosts`` name, a run without one (null) counting as a machine of its own, as
+    :func:`cudagraph_bench.results.noise.host_spread` counts them."""
+    return len({h for h in run_hosts if h is not None}) + sum(h is None for h in run_hosts)
+
+
+def _hosts(path: Path, data: dict) -> list[str]:
+    """The machines of a schema-3 file's ``hosts``: a list of ``{host: text, runs: whole number >= 1, cpu: text or
+    null}``, each machine once."""
+    hosts = data.get("hosts")
+    fix = 'a list of {"host": GPU UUID, "runs": whole number >= 1, "cpu": text or null}'
+    if not isinstance(hosts, list):
+        raise _bad(path, f"hosts is {_shown(hosts) if 'hosts' in data else 'missing'}, not {fix}")
+    names = []
+    for i, h in enumerate(hosts):
+        if not isinstance(h, dict):
+            raise _bad(path, f"hosts[{i}] is {_shown(h)}, not an object: hosts is {fix}")
+        if not isinstance(h.get("host"), str) or not h["host"]:
+            raise _bad(path, f"hosts[{i}].host is {_shown(h.get('host'))}, not the machine's GPU UUID (text)")
+        if not _whole(h.get("runs")) or h["runs"] < 1:
+            raise _bad(path, f"hosts[{i}].runs is {_shown(h.get('runs'))}, not a whole number of runs >= 1")
+        if h.get("cpu") is not None and not isinstance(h["cpu"], str):
+            raise _bad(path, f"hosts[{i}].cpu is {_shown(h['cpu'])}, not text or null")
+        if h["host"] in names:
+            raise _bad(path, f"hosts lists machine {h['host']} twice (hosts[{names.index(h['host'])}] and hosts[{i}])")
+        names.append(h["host"])
+    return names
+
+
+def _check_machines(path: Path, index: int, key: tuple, c: dict, hosts: list[str]) -> None:
+    """A schema-3 case's machine fields: ``run_hosts`` of both points (the graph's required), one per run median and
+    each a machine of ``hosts``; one ``host_medians_ms`` per machine of the graph's ``run_hosts``."""
+    where = f"cases[{index}] ({case_name(key)})"
+    for variant in (GATED, REF):
+        point = c[variant]
+        run_hosts = point.get("run_hosts")
+        if run_hosts is None and variant == GATED:
+            raise _bad(path, f"{where}: graph.run_hosts is missing: a schema-3 baseline records the machine of every "
+                             "run median")
+        if run_hosts is None:
+            continue
+        if not (isinstance(run_hosts, list) and len(run_hosts) == len(point["run_medians_ms"])
+                and all(h is None or isinstance(h, str) for h in run_hosts)):
+            raise ValueError(f"{where}: {variant}.run_hosts must list one host (text or null) per run median")
+        unknown = next((h for h in run_hosts if h is not None and hosts and h not in hosts), None)
+        if unknown is not None:
+            raise _bad(path, f"{where}: {variant}.run_hosts names machine {unknown}, which hosts does not list "
+                             f"({', '.join(hosts)})")
+    g = c[GATED]
+    machines = machines_of(g["run_hosts"])
+    if g.get("host_medians_ms") is not None and len(g["host_medians_ms"]) != machines:
+        raise _bad(path, f"{where}: graph.host_medians_ms holds {len(g['host_medians_ms'])} medians, but graph.run_hosts "
+                         f"names {machines} machine{'s' if machines != 1 else ''} (one median per machine)")
+
+
+def _refuse_machine_fields(path: Path, fields) -> None:
+    """Raise for the first of ``fields`` (``(name, value)``) a schema-2 file carries (a value other than null)."""
+    for name, value in fields:
+        if value is not None:
+            raise _bad(path, f"{name} is a schema-3 machine field, but the file says schema_version 2 (one "
+                             "machine, no machine record)")
+
+
+def _check_machine_thresholds(path: Path, cases: dict, thresholds: dict, hosts: list[str]) -> None:
+    """The thresholds' spread across machines against the machines the file records: present when ``hosts`` lists
+    2+ machines and a case was measured on several of them with a spread within one (what ``baseline`` pools over
+    the gated cases), absent otherwise; ``cross_host_df`` beside it and at most cases x machines."""
+    cross, df = thresholds.get("cross_host_spread_pct"), thresholds.get("cross_host_df")
+    spanning = [key for key, c in cases.items()
+                if machines_of(c[GATED]["run_hosts"]) >= 2 and _repeats_a_machine(c[GATED]["run_hosts"])]
+    if cross is None and len(hosts) >= 2 and spanning:
+        raise _bad(path, f"thresholds.cross_host_spread_pct is missing, but hosts lists {len(hosts)} machines and "
+                         f"{len(spanning)} case(s) were measured on several of them (first: "
+                         f"{case_name(spanning[0])}): a run of another machine would be judged without the spread "
+                         "between machines")
+    if cross is not None and len(hosts) < 2 and not spanning:
+        raise _bad(path, f"thresholds.cross_host_spread_pct is {cross:g}, but hosts lists {len(hosts)} machine"
+                         f"{'s' if len(hosts) != 1 else ''} and no case was measured on 2 or more: a spread "
+                         "across machines needs them")
+    if (cross is None) != (df is None):
+        raise _bad(path, "thresholds.cross_host_df and thresholds.cross_host_spread_pct go together (the pooled spread "
+                         "across machines and its degrees of freedom): one of them is missing")
+    machines = max([len(hosts), *(machines_of(c[GATED]["run_hosts"]) for c in cases.values())])
+    if df is not None and df > len(cases) * machines:
+        raise _bad(path, f"thresholds.cross_host_df is {df:.0f}, more than the file's {len(cases)} cases x {machines} "
+                         f"machines ({len(cases) * machines}) can give")
+
+
+def _repeats_a_machine(run_hosts: list) -> bool:
+    """Whether a machine of ``run_hosts`` ran 2+ of them: the spread within a machine can then be measured."""
+    named = [h for h in run_hosts if h is not None]
+    return len(named) > len(set(named))
+
+
+def _case_seq_len(path: Path, index: int, value) -> int:
+    """A case's prompt length in tokens: a whole number >= 1 and <= :data:`MAX_KEY_COUNT` (``50.0`` is read as
+    50)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEY_COUNT:
+        raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
+                             f"is a whole number of tokens >= 1; fix it, or {regenerate(path)}")
+    return value
+
+
+def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
+    """Raise InputFileError (naming the file, the case and the fix) for a hand-edited ``gated`` that is not
+    a JSON boolean or a ``min_reduction_pct`` that ``--min-reduction`` would refuse."""
+    where = f"baseline {path}, case {case_name(key)}"
+    if "gated" in case and not isinstance(case["gated"], bool):
+        raise InputFileError(f"{where}: gated is {json.dumps(case['gated'])}, not true or false: write "
+                             '"gated": true or "gated": false (a JSON boolean, no quotes)')
+    value = case.get("min_reduction_pct")
+    if value is None:
+        return
+    fix = ("write a percent in [0, 100) such as 30, as --min-reduction takes, or null to use "
+           "thresholds.min_reduction_pct")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputFileError(f"{where}: min_reduction_pct must be a number, got {json.dumps(value)}: {fix}")
+    try:
+        parse_reduction_pct(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise InputFileError(f"{where}: min_reduction_pct: {exc}: {fix}") from None
