@@ -76,6 +76,19 @@ def run_cli(capsys, *argv):
     return rc, out, err
 
 
+def run_bad_input(capsys, argv) -> str:
+    """``cli.main(argv)`` on bad input: asserts exit 2 (argparse's own errors included), nothing on stdout and one
+    ``cudagraph-bench ...`` line on stderr; returns that line."""
+    try:
+        rc = cli.main([str(a) for a in argv])
+    except SystemExit as exc:          # argparse's own errors (a bad option value)
+        rc = exc.code
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "", (rc, out, err)
+    assert len(err.splitlines()) == 1 and err.startswith("cudagraph-bench "), err
+    return err
+
+
 def write(doc, path):
     """Write ``doc`` as JSON to ``path`` (parents created); returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from h200_fixture import committed_run, read_json, write
+from h200_fixture import committed_run, read_json, run_bad_input, write
 
 from cudagraph_bench import cli
 from cudagraph_bench.fsio import MAX_INPUT_BYTES, MAX_JSON_DEPTH
@@ -122,13 +122,7 @@ def test_bad_input_is_one_line_exit_2_and_makes_nothing(tmp_path, capsys, case):
     build, message, absent = CASES[case]
     argv = [str(a) for a in build(tmp_path)]
     before = set(os.listdir(tmp_path))
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:          # argparse's own errors (a bad option value)
-        rc = exc.code
-    out, err = capsys.readouterr()
-    assert rc == 2 and out == "", (rc, out, err)
-    assert len(err.splitlines()) == 1 and err.startswith("cudagraph-bench "), err
+    err = run_bad_input(capsys, argv)
     assert message in err, err
     assert not [name for name in absent if (tmp_path / name).exists()]
     assert set(os.listdir(tmp_path)) <= before | {"deep-run.json", "deep-baseline.json"}

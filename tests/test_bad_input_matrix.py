@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from h200_fixture import committed_doc
+from h200_fixture import committed_doc, run_bad_input
 
-from cudagraph_bench import cli
 from cudagraph_bench.fsio import MAX_JSON_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -378,13 +377,7 @@ def test_bad_input_is_clean(tmp_path, capsys, case):
     argv = [str(a) for a in build(tmp_path)]
     before = _digests(tmp_path)
     committed = hashlib.sha256(BASELINE.read_bytes()).hexdigest()
-    try:
-        rc = cli.main(argv)
-    except SystemExit as exc:          # argparse's own errors (a bad option value)
-        rc = exc.code
-    out, err = capsys.readouterr()
-    assert rc == 2 and out == "", (rc, out, err)
-    assert len(err.splitlines()) == 1 and err.startswith("cudagraph-bench "), err
+    err = run_bad_input(capsys, argv)
     says = says.replace("{t}", str(tmp_path)).replace("{commit}", str(RUN["commit_info"].get("id"))[:12])
     assert "Traceback" not in err and says in err, err
     assert _digests(tmp_path) == before                      # nothing made, nothing changed

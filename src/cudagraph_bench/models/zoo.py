@@ -141,13 +141,7 @@ def save_tiny_config(model_type: str, folder: str | os.PathLike, config=None) ->
 
     Raises:
         ZooBuildError: the config cannot be built or written."""
-    config = tiny_config(model_type) if config is None else config
-    path = os.path.join(os.fspath(folder), model_type)
-    try:
-        config.save_pretrained(path)
-    except Exception as exc:   # noqa: BLE001
-        raise ZooBuildError(f"the tiny {type(config).__name__} cannot be saved: {_first_line(exc)}") from None
-    return path
+    return _save_pretrained(tiny_config(model_type) if config is None else config, model_type, folder)
 
 
 def save_tiny_model(model_type: str, folder: str | os.PathLike, model=None) -> str:
@@ -156,10 +150,17 @@ def save_tiny_model(model_type: str, folder: str | os.PathLike, model=None) -> s
 
     Raises:
         ZooBuildError: the model cannot be built or saved."""
-    model = tiny_model(model_type) if model is None else model
+    return _save_pretrained(tiny_model(model_type) if model is None else model, model_type, folder)
+
+
+def _save_pretrained(obj, model_type: str, folder: str | os.PathLike) -> str:
+    """``obj.save_pretrained(folder/<model_type>)`` (a config or a model); returns that path.
+
+    Raises:
+        ZooBuildError: it cannot be saved."""
     path = os.path.join(os.fspath(folder), model_type)
     try:
-        model.save_pretrained(path)
+        obj.save_pretrained(path)
     except Exception as exc:   # noqa: BLE001
-        raise ZooBuildError(f"the tiny {type(model).__name__} cannot be saved: {_first_line(exc)}") from None
+        raise ZooBuildError(f"the tiny {type(obj).__name__} cannot be saved: {_first_line(exc)}") from None
     return path

@@ -145,7 +145,7 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         if seq_len > max_gated_len or len(graph) < n:
             continue
         medians = np.array([m.gated_ms for m in graph])
-        gate_pairs = [_gate_trial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
+        gate_pairs = [_GateTrial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
                       for i in range(n)]
         pair_trials = []
         for i, j in itertools.permutations(range(n), 2):
@@ -184,19 +184,18 @@ class _GateTrial:
     factor, gives the verdict. ``tolerance_pct``: the tolerance of the unplanted comparison."""
 
     def __init__(self, doc: dict, key: tuple, new_ms: float, floor_pct: float):
-        from cudagraph_bench.results.baseline import case_tolerance
-
-        self._check = lambda factor: case_tolerance(self._case, doc["thresholds"], [new_ms * factor],
-                                                    floor_pct=floor_pct, figure=self._case[GATED].get("figure", "wall"))
+        self._thresholds, self._new_ms, self._floor_pct = doc["thresholds"], new_ms, floor_pct
         self._case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
         self.tolerance_pct = self._check(1.0).tolerance_pct
 
+    def _check(self, factor: float):
+        from cudagraph_bench.results.baseline import case_tolerance
+
+        return case_tolerance(self._case, self._thresholds, [self._new_ms * factor], floor_pct=self._floor_pct,
+                              figure=self._case[GATED].get("figure", "wall"))
+
     def __call__(self, factor: float) -> bool:
         return self._check(factor).regressed
-
-
-def _gate_trial(doc: dict, key: tuple, new_ms: float, floor_pct: float) -> _GateTrial:
-    return _GateTrial(doc, key, new_ms, floor_pct)
 
 
 def floor_for(runs: list[Run]) -> float:
