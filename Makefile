@@ -90,23 +90,30 @@ test: $(VENV)/.installed
 	  $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup") $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): check PYTEST_ARGS (-k filters)"; exit 1; fi; exit $$rc
 
-# The GPU CI job, runnable locally: ONE pytest session runs the GPU correctness tests and every benchmark
-# (each benchmark records its own check against eager in the JSON), then the gate against the GPU's
-# baseline (found in the checkout's baselines/, whatever the working directory); a regression found in the
-# one run is rerun CONFIRM times in separate processes and must show there too (rank test). Fails (exit 1)
-# on a failed test, a wrong graph, a reduction below the threshold or a confirmed regression; exit 2
-# when nothing ran (the recipe's status, printed by make as "Error N"; make itself then exits 2).
+# The GPU CI job, runnable locally: every benchmark in one pytest session on a quiet GPU (each records its own
+# check against eager in the JSON), then the GPU correctness tests in a second session spread over TEST_WORKERS
+# xdist workers (as make test runs them), then the gate against the GPU's baseline (found in the checkout's
+# baselines/, whatever the working directory); a regression found in the run is rerun CONFIRM times in separate
+# processes and must show there too (rank test). Fails (exit 1) on a failed test, a wrong graph, a reduction below
+# the threshold or a confirmed regression; exit 2 when nothing ran (the recipe's status, printed by make as
+# "Error N"; make itself then exits 2).
 gpu-gate: $(VENV)/.installed
 	@$(CHECK_RUN_JSON)
 	@mkdir -p $(dir $(RUN_JSON))
 	@$(NEW_RUN); set -x; \
-	$(PY) -m pytest perf_tests --benchmark-json="$$tmp" --benchmark-autosave --benchmark-save-data -rfEs \
-	  --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); \
+	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json="$$tmp" --benchmark-autosave --benchmark-save-data \
+	  -rfEs --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); \
 	{ rc=$$?; set +x; } 2>/dev/null; $(DROP_EMPTY_RUN); $(KEEP_UNLESS_WHOLE); \
 	if [ ! -s "$$tmp" ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
-	rm -f $(basename $(RUN_JSON)).confirm-*.json; mv -f "$$tmp" "$(RUN_JSON)"; \
+	rm -f $(basename $(RUN_JSON)).confirm-*.json; mv -f "$$tmp" "$(RUN_JSON)"; set -x; \
+	$(PY) -m pytest perf_tests --benchmark-skip -rfEs \
+	  $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup") $(PYTEST_ARGS); \
+	{ trc=$$?; set +x; } 2>/dev/null; if [ $$trc -eq 5 ]; then trc=0; fi; \
+	if [ $$trc -gt 1 ]; then echo "make gpu-gate: the correctness tests stopped (pytest exit $$trc): nothing gated"; exit $$trc; fi; \
 	$(PY) -m cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM) $(GATE_ARGS); grc=$$?; \
-	if [ $$rc -ne 0 ] && [ $$grc -ne 2 ]; then echo "make gpu-gate: pytest failed (exit $$rc): see the failed tests above"; exit 1; fi; exit $$grc
+	if [ $$rc -ne 0 ] || [ $$trc -ne 0 ]; then if [ $$grc -ne 2 ]; then \
+	  echo "make gpu-gate: pytest failed (benchmarks exit $$rc, correctness tests exit $$trc): see the failed tests above"; exit 1; fi; fi; \
+	exit $$grc
 
 clean:
 	rm -rf $(VENV) .venv-transformers-oldest out .benchmarks .pytest_cache

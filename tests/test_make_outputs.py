@@ -2,7 +2,7 @@
 renamed into place only when pytest ran to its end (exit 0, or 1 when a test failed); a usage error or a Ctrl-C
 keeps the previous run, and a RUN_JSON that is no regular file is refused before anything runs. The venv's python
 is a stand-in script (no install, no torch) that plays pytest's part: it writes ``$FAKE_RUN`` to
-``--benchmark-json`` and exits ``$FAKE_RC``, or waits for a Ctrl-C with ``$FAKE_WAIT``."""
+``--benchmark-json`` (when given: gpu-gate's session of correctness tests has none) and exits ``$FAKE_RC``, or waits for a Ctrl-C with ``$FAKE_WAIT``."""
 
 import os
 import shutil
@@ -15,13 +15,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STAND_IN = """#!/bin/sh
-for a in "$@"; do case "$a" in --benchmark-json=*) out="${a#--benchmark-json=}";; esac; done
+for a in "$@"; do case "$a" in --benchmark-json=*) out="${a#--benchmark-json=}";; --benchmark-skip) skip=1;; esac; done
+if [ -n "${skip:-}" ]; then echo "correctness session"; exit "${FAKE_TESTS_RC:-0}"; fi
 if [ "$1 $2" = "-m cudagraph_bench" ]; then exit 0; fi
 if [ -n "$FAKE_WAIT" ]; then
   trap 'printf "%s" "$FAKE_RUN" > "$out"; exit 2' INT       # pytest writes what it measured, then exits 2
   : > "$FAKE_WAIT"; while :; do sleep 0.05; done
 fi
-if [ -n "$FAKE_RUN" ]; then printf "%s" "$FAKE_RUN" > "$out"; fi
+if [ -n "$FAKE_RUN" ] && [ -n "${out:-}" ]; then printf "%s" "$FAKE_RUN" > "$out"; fi
 exit "${FAKE_RC:-0}"
 """
 
@@ -77,6 +78,20 @@ def test_the_previous_run_is_kept_unless_pytest_ran_to_its_end(tmp_path, venv, t
     assert os.listdir(run_json.parent) == ["bench.json"]                      # no temporary file left
     if kept:
         assert f"pytest exit {rc}" in result.stdout and "kept as it was" in result.stdout
+
+
+@pytest.mark.parametrize("tests_rc, make_rc", [(0, 0), (5, 0), (1, 1), (2, 2)])
+def test_gpu_gate_keeps_the_benchmark_run_and_fails_on_its_correctness_tests(tmp_path, venv, tests_rc, make_rc):
+    """gpu-gate's second session (the correctness tests, --benchmark-skip) fails the target when a test failed (1)
+    or it stopped (2: before the gate), passes when it collected nothing (5: PYTEST_ARGS filters), and never
+    touches the run the benchmark session wrote."""
+    run_json = tmp_path / "bench.json"
+    result = make("gpu-gate", venv, run_json, FAKE_RUN="new run", FAKE_TESTS_RC=tests_rc)
+    assert "correctness session" in result.stdout
+    assert (result.returncode != 0) == (make_rc != 0), result.stdout
+    if make_rc:
+        assert f"Error {make_rc}" in result.stderr, result.stderr
+    assert run_json.read_text() == "new run"
 
 
 @pytest.mark.parametrize("target", ["bench", "gpu-gate"])

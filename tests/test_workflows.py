@@ -112,17 +112,22 @@ def test_make_gpu_gate_target_exists():
     assert re.search(r"^setup: \$\(VENV\)/\.installed", makefile, re.M)  # the workflow's set-up step `make setup`
 
 
-def test_make_gpu_gate_runs_correctness_tests_and_benchmarks_in_one_session_then_a_confirmed_gate():
-    """The GPU CI command: one pytest session over perf_tests without --benchmark-only (so the plain
-    correctness tests run next to the benchmarks), then the gate with confirmation reruns; a failed
-    pytest fails the target even when the gate passes."""
+def test_make_gpu_gate_runs_every_benchmark_then_every_correctness_test_then_a_confirmed_gate():
+    """The GPU CI command: the benchmarks alone in one session (a quiet GPU, the run JSON), then every other test of
+    perf_tests in a second session over xdist workers, as make test runs them (together: every test of perf_tests,
+    with the same PYTEST_ARGS), then the gate with confirmation reruns; a failed test in either session fails the
+    target even when the gate passes."""
     makefile = (ROOT / "Makefile").read_text()
     recipe = re.search(r"^gpu-gate:.*?(?=^\S)", makefile, re.M | re.S).group(0)
-    pytest_line = next(line for line in recipe.splitlines() if "-m pytest" in line)
-    assert "perf_tests" in pytest_line and "--benchmark-json" in pytest_line
-    assert "--benchmark-only" not in recipe and "--benchmark-skip" not in recipe
+    lines = [line for line in recipe.splitlines() if "-m pytest" in line]
+    assert len(lines) == 2
+    bench, tests = lines
+    assert "perf_tests --benchmark-only" in bench and "--benchmark-json" in bench
+    assert "perf_tests --benchmark-skip" in tests and "--benchmark-json" not in tests
+    assert recipe.count("$(PYTEST_ARGS)") == 2 and '-n $(TEST_WORKERS) --dist loadgroup' in recipe
+    assert recipe.index("--benchmark-only") < recipe.index("--benchmark-skip") < recipe.index("cudagraph_bench gate")
     assert "cudagraph_bench gate $(RUN_JSON) --confirm $(CONFIRM)" in recipe
-    assert re.search(r"if \[ \$\$rc -ne 0 \].*exit 1", recipe)
+    assert re.search(r"if \[ \$\$rc -ne 0 \] \|\| \[ \$\$trc -ne 0 \].*exit 1", recipe, re.S)
 
 
 def test_make_targets_list_failures_and_errors_with_the_skips():
