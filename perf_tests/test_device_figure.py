@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.gpu_timing]     # each runs while no other test runs
 
 GPU_MS = 0.05          # the GPU work of one call
 HOST_MS = 0.2          # the host work of one call, before it queues the GPU work

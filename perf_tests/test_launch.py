@@ -106,6 +106,7 @@ def test_counter_counts_every_launch(make_sequence, n_launches, loops, replays):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_timing
 def test_loop_vs_graph_sweep_counts_and_speedup():
     result = launch.measure_loop_vs_graph(512, repeats=ROUNDS, warmup=WARMUP_ROUNDS)
     assert result.count_ok, (result.count_observed, result.count_expected)
