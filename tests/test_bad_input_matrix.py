@@ -351,6 +351,10 @@ CASES.update({
     "selftest --from a folder without unmodified runs": (
         lambda t: ["selftest", "--from", _selftest_folder(t, ("run-1.json", "delay-5.json"))],
         "--from {t}/st holds no unmodified runs (unmodified-1.json[.gz], unmodified-2.json[.gz], ...,"),
+    "selftest --ab 2": (lambda t: ["selftest", "-o", t / "new", "--ab", "2"],
+                        "--ab 2: expected 4 to 20 runs per group"),
+    "selftest --from DIR --ab 4": (lambda t: ["selftest", "--from", _selftest_folder(t), "--ab", "4"],
+                                   "--ab 4 sets the ab runs of a new self-test, but --from evaluates"),
     "selftest --pytest-args with a bad prompt length": (
         lambda t: ["selftest", "-o", t / "new", "--pytest-args", "--prompt-lengths 16,x"],
         "--pytest-args: --prompt-lengths 16,x: prompt lengths must be whole numbers"),

@@ -168,12 +168,17 @@ DESCRIPTIONS = {
         "time (a delay kernel captured into the graph), a graph that replays without refreshing its static input, "
         "a graphed decode that gives other tokens. Each run is a separate pytest process with --plant-fault. Then "
         "it gates every delay run against the baseline, gates each unmodified run against the others and compares "
-        "every pair of unmodified runs (false alarms), and gates the wrong-result runs.\n\n"
-        "Input: a CUDA GPU and a checkout (or --from DIR: the runs of an earlier self-test, no GPU).\n\n"
+        "every pair of unmodified runs (false alarms), and gates the wrong-result runs. --ab K also measures the "
+        "pull-request mode (cudagraph-bench ab): K runs each of base and head, both unmodified, and of head with "
+        "--ab-delay percent planted, interleaved as ab interleaves; ab's comparison, with the baseline's noise model "
+        "as ab --baseline, of base with head (A/A false alarms) and of base with the delayed head (detection).\n\n"
+        "Input: a CUDA GPU and a checkout (or --from DIR: the runs of an earlier self-test, no GPU; its ab-* runs "
+        "when it holds them).\n\n"
         "Output: the runs and their logs in DIR (-o, default out/selftest; new or empty), a table per gated case "
-        "and a last line `selftest PASS: ...` or `selftest FAIL: ...`; --markdown FILE writes the page.\n\n"
-        "Exit codes: 0 no false alarm, every case detected at +5%, every wrong result failing the gate; 1 otherwise; "
-        "2 usage error."),
+        "and a last line `selftest PASS: ...` or `selftest FAIL: ...` (with `ab: A/A false alarms a/N; +3% "
+        "detected d/N` after --ab); --markdown FILE writes the page.\n\n"
+        "Exit codes: 0 no false alarm (ab's A/A included), every case detected at +5%, every wrong result failing "
+        "the gate; 1 otherwise (ab's detection is reported, not a target); 2 usage error."),
     "merge": (
         "Merge the runs of the shards of one suite (CI matrix jobs run with pytest --shard K/N, or any "
         "runs of disjoint tests) into one pytest-benchmark JSON that gate, report, compare and "

@@ -14,7 +14,8 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
 from cudagraph_bench.options import add_regression_floor_option, parse_count, parse_path, parse_regression_pct
 from cudagraph_bench.paths import checkout_root
-from cudagraph_bench.runner.ab import DEFAULT_OUT, DEFAULT_RUNS, measure_in_worktrees, repository_root, resolve_commit
+from cudagraph_bench.runner.ab import (DEFAULT_OUT, DEFAULT_RUNS, MIN_RANK_RUNS, measure_in_worktrees, repository_root,
+                                      resolve_commit)
 from cudagraph_bench.runner import process
 from cudagraph_bench.results.baseline import load_baseline
 
@@ -24,8 +25,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", required=True, metavar="REF", help="commit the pull request goes into")
     parser.add_argument("--head", required=True, metavar="REF", help="commit to check")
     parser.add_argument("-k", "--runs", type=parse_count, default=DEFAULT_RUNS, metavar="K",
-                        help="separate runs per side (default: %(default)s; the rank test needs 4+ per side "
-                             "to get below alpha 0.05)")
+                        help=f"separate runs per side (default: %(default)s; the rank test needs {MIN_RANK_RUNS}+ "
+                             "per side to get below alpha 0.05)")
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the run JSONs and logs; must be new or empty (default: %(default)s)")
     # the earlier spelling, kept working for existing scripts (not shown in --help)

@@ -6,7 +6,10 @@ on each one and passes on unmodified reruns (no torch in this process; the runs 
 the spread between processes of the plain capture/replay loop's runs when the folder holds them (``plain-*``).
 ``--resume`` continues a self-test that was stopped (a device's time limit, Ctrl-C) in its ``-o`` folder: the runs
 whose JSON is there are kept, the others run. ``--baseline FILE`` gates the planted and unmodified runs against a
-baseline built elsewhere (the checkout's, from other machines) instead of one built from the unmodified runs."""
+baseline built elsewhere (the checkout's, from other machines) instead of one built from the unmodified runs.
+``--ab K`` adds the pull-request mode's runs (``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``,
+:func:`cudagraph_bench.runner.selftest.ab_plan`) and their comparisons
+(:mod:`cudagraph_bench.results.selftest_ab`)."""
 
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, parse_count, parse_path,
-                                     parse_prompt_lengths, show_default)
+from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, parse_count, parse_nonneg,
+                                     parse_path, parse_prompt_lengths, show_default)
 
 DEFAULT_OUT = "out/selftest"
 #: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``, shown
@@ -56,8 +59,15 @@ def _delays(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(out)))
 
 
+def _percent(text: str) -> float:
+    if "," in text:
+        raise argparse.ArgumentTypeError(f"expected one percent such as 3, got {text!r}")
+    return _delays(text)[0]
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from cudagraph_bench.runner.selftest import DEFAULT_DELAYS_PCT, DEFAULT_UNMODIFIED_RUNS
+    from cudagraph_bench.runner.ab import MIN_RANK_RUNS
+    from cudagraph_bench.runner.selftest import DEFAULT_AB_DELAY_PCT, DEFAULT_DELAYS_PCT, DEFAULT_UNMODIFIED_RUNS
 
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the runs and their logs; must be new or empty (default: %(default)s)")
@@ -75,6 +85,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delays", type=_delays, default=DEFAULT_DELAYS_PCT, metavar="PCTS",
                         help="GPU delays to plant, percent of each case's own graph time (default: "
                              f"{show_default(DEFAULT_DELAYS_PCT)})")
+    parser.add_argument("--ab", type=parse_nonneg, default=0, metavar="K",
+                        help="also measure the pull-request mode (ab): K runs each of base, head (both unmodified) "
+                             f"and head with --ab-delay planted, interleaved; {MIN_RANK_RUNS} to {MAX_RUNS} (the rank "
+                             f"test needs {MIN_RANK_RUNS} per side); its A/A false alarms fail the self-test, its "
+                             "detection is reported (default: 0, off)")
+    parser.add_argument("--ab-delay", type=_percent, default=None, metavar="PCT",
+                        help="GPU delay planted on head in the ab runs, percent of each case's own graph time "
+                             f"(default: {DEFAULT_AB_DELAY_PCT:g})")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="extra pytest arguments for every run, e.g. \"--models gpt2 --max-time-ms 300\"")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
@@ -102,10 +120,13 @@ UNMODIFIED_NAMES = "unmodified-1.json[.gz], unmodified-2.json[.gz], ..."
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench selftest`` (or evaluate ``--from DIR``). Returns 0 when every target is met, else 1; bad
-    input raises :class:`UsageError` (exit 2) before any run starts or any file is written: an option that another
-    contradicts, a ``--from`` folder without unmodified runs, a ``--markdown`` that is one of the runs read or
-    written (or the ``--baseline``), which the page would replace."""
+    """Run ``cudagraph-bench selftest`` (or evaluate ``--from DIR``). Returns 0 when every target is met (``ab``'s A/A
+    false alarms count as false alarms, its detection is reported only), else 1; bad input raises
+    :class:`UsageError` (exit 2) before any run starts or any file is written: an option that another contradicts
+    (``--ab`` or ``--ab-delay`` with ``--from``, ``--ab-delay`` without ``--ab``), an ``--ab`` other than 0 or
+    :data:`~cudagraph_bench.runner.ab.MIN_RANK_RUNS` to :data:`MAX_RUNS`, a ``--from`` folder without unmodified
+    runs, a ``--markdown`` that is one of the runs read or written (or the ``--baseline``), which the page would
+    replace."""
     from cudagraph_bench.results.runfile import load_run
     from cudagraph_bench.results.selftest import evaluate_selftest, render_markdown, summary
     from cudagraph_bench.runner.selftest import DEFAULT_UNMODIFIED_RUNS
@@ -117,6 +138,7 @@ def main(args: argparse.Namespace) -> int:
     if args.runs is not None and args.source:
         raise UsageError(f"--runs {args.runs} sets the unmodified runs of a new self-test, but --from evaluates the runs "
                          f"{args.source} holds: drop --runs")
+    _check_ab(args)
     args.runs = DEFAULT_UNMODIFIED_RUNS if args.runs is None else args.runs
     if args.runs < MIN_RUNS and args.baseline is None:
         raise UsageError(f"--runs {args.runs}: the unmodified runs are the baseline, which needs {MIN_RUNS}; give "
@@ -150,6 +172,10 @@ def main(args: argparse.Namespace) -> int:
     from cudagraph_bench.table import render_table
 
     print(render_table(columns(result.delays), rows(result), fmt="text"))
+    if result.ab is not None and result.ab.cases:
+        from cudagraph_bench.results import selftest_ab
+
+        print(render_table(selftest_ab.columns(result.ab), selftest_ab.rows(result.ab), fmt="text"))
     for name, (ok, why) in result.wrong.items():
         print(f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}")
     print(line)
@@ -160,9 +186,28 @@ def main(args: argparse.Namespace) -> int:
     return 0 if result.passed_targets else 1
 
 
+def _check_ab(args: argparse.Namespace) -> None:
+    """Refuse ``--ab`` / ``--ab-delay`` that cannot run (UsageError naming the fix); set ``--ab-delay``'s default."""
+    from cudagraph_bench.runner.ab import MIN_RANK_RUNS
+    from cudagraph_bench.runner.selftest import DEFAULT_AB_DELAY_PCT
+
+    if args.source and (args.ab or args.ab_delay is not None):
+        flag = f"--ab {args.ab}" if args.ab else f"--ab-delay {args.ab_delay:g}"
+        raise UsageError(f"{flag} sets the ab runs of a new self-test, but --from evaluates the runs {args.source} "
+                         f"holds (its ab-* runs among them): drop {flag.split()[0]}")
+    if args.ab_delay is not None and not args.ab:
+        raise UsageError(f"--ab-delay {args.ab_delay:g} is planted into the ab runs, and there are none: add --ab "
+                         f"{MIN_RANK_RUNS}, or drop --ab-delay")
+    if args.ab and not MIN_RANK_RUNS <= args.ab <= MAX_RUNS:
+        fix = f"give --ab {MIN_RANK_RUNS} or more, or 0 (off)" if args.ab < MIN_RANK_RUNS else f"give --ab {MAX_RUNS}"
+        raise UsageError(f"--ab {args.ab}: expected {MIN_RANK_RUNS} to {MAX_RUNS} runs per group (ab's one-sided rank "
+                         f"test needs {MIN_RANK_RUNS} per side to get below alpha 0.05): {fix}")
+    args.ab_delay = DEFAULT_AB_DELAY_PCT if args.ab_delay is None else args.ab_delay
+
+
 def _plan(args: argparse.Namespace) -> list:
     """The self-test's runs (:func:`cudagraph_bench.runner.selftest.plan`) for the options: the default forward
-    matrix with ``--pytest-args``, the planted runs at the gated prompt lengths only."""
+    matrix with ``--pytest-args``, the planted runs and the ``--ab`` runs at the gated prompt lengths only."""
     from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
     from cudagraph_bench.runner.selftest import plan
 
@@ -177,7 +222,7 @@ def _plan(args: argparse.Namespace) -> list:
     except argparse.ArgumentTypeError as exc:
         raise UsageError(f"--pytest-args: --prompt-lengths {given}: {exc}") from None
     return plan(matrix, runs=args.runs, delays=args.delays, first_model=model, first_dtype=dtype, causal_model=causal,
-                planted_args=["--prompt-lengths", ",".join(map(str, lengths))])
+                planted_args=["--prompt-lengths", ",".join(map(str, lengths))], ab_runs=args.ab, ab_delay=args.ab_delay)
 
 
 def _measure(args: argparse.Namespace, planned: list) -> list[Path]:

@@ -11,7 +11,9 @@ every unmodified rerun? The runs are :mod:`cudagraph_bench.runner.selftest`'s.
 - **false alarms over every pair**: ``compare`` of every ordered pair of unmodified runs, with the baseline's noise
   model (:func:`cudagraph_bench.results.compare.compare_runs`): a regressed gated benchmark is a false alarm;
 - **wrong results**: the ``stale-input`` and ``wrong-decode`` runs must fail the gate on their recorded checks
-  (:func:`cudagraph_bench.results.checks.failed_checks`, every variant's and suite's check, as the gate reads them).
+  (:func:`cudagraph_bench.results.checks.failed_checks`, every variant's and suite's check, as the gate reads them);
+- **the pull-request mode**, when the folder holds ``ab-*`` runs: ``ab``'s A/A false alarms and its detection of a
+  delay planted on head, with that baseline's noise model (:mod:`cudagraph_bench.results.selftest_ab`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
 from cudagraph_bench.results.runfile import Run
+from cudagraph_bench.results.selftest_ab import ABResult, evaluate_ab, markdown_section, summary_part
 from cudagraph_bench.table import Column, render_table
 from cudagraph_bench.variants import GATED
 
@@ -51,13 +54,15 @@ class CaseDetection:
 @dataclass
 class SelftestResult:
     """All verdicts: ``cases`` (:class:`CaseDetection` per gated case), ``wrong`` (fault name -> (the gate failed
-    on it, the failing cases and checks in one line)), the delays planted and the unmodified run count."""
+    on it, the failing cases and checks in one line)), the delays planted, the unmodified run count and ``ab``
+    (the pull-request mode's comparisons, None: no ab runs)."""
 
     cases: list[CaseDetection]
     wrong: dict[str, tuple[bool, str]]
     delays: list[float]
     n_unmodified: int
     baseline: str | None = None
+    ab: ABResult | None = None
 
     @property
     def false_alarms(self) -> int:
@@ -73,11 +78,11 @@ class SelftestResult:
 
     @property
     def passed_targets(self) -> bool:
-        """No false alarm, +5% (or the smallest delay at least 5%) detected in every gated case, every wrong
-        result failing the gate."""
+        """No false alarm (the gate's, compare's, and ``ab``'s A/A), +5% (or the smallest delay at least 5%)
+        detected in every gated case, every wrong result failing the gate; ``ab``'s detection is reported only."""
         five = min((p for p in self.delays if p >= 5), default=None)
         return (self.false_alarms == 0 and all(ok for ok, _ in self.wrong.values())
-                and (five is None or not self.missed(five)))
+                and (five is None or not self.missed(five)) and (self.ab is None or self.ab.aa_alarms == 0))
 
 
 def split_runs(runs: dict[str, Run]) -> tuple[list[Run], dict[float, Run], dict[str, Run]]:
@@ -98,8 +103,9 @@ def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
     """The verdicts of the module docstring. ``baseline``: a loaded
     :class:`~cudagraph_bench.results.baseline.Baseline` to gate the delay and unmodified runs against (e.g. the
     checkout's, built on other hosts), instead of one built from the unmodified runs; the gate false alarms are then
-    each unmodified run against it. Raises UsageError for fewer than 5 unmodified runs without ``baseline``, fewer
-    than 2 with one."""
+    each unmodified run against it; the ab runs are compared with its noise model (given or built,
+    :func:`~cudagraph_bench.results.selftest_ab.evaluate_ab`). Raises UsageError for fewer than 5 unmodified runs
+    without ``baseline``, fewer than 2 with one."""
     from cudagraph_bench.results import gate
     from cudagraph_bench.results.compare import compare_runs
 
@@ -148,7 +154,7 @@ def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
         own, _ = own_and_peer(failed_checks([run]))     # what the gate fails on, whatever the suite
         verdicts[name] = (bool(own), "; ".join(f.text for f in own[:3]) or "the gate passed")
     return SelftestResult(list(cases.values()), verdicts, list(delays), len(unmodified),
-                          baseline=str(given.path) if given is not None else None)
+                          baseline=str(given.path) if given is not None else None, ab=evaluate_ab(runs, baseline))
 
 
 def columns(delays: list[float]) -> list[Column]:
@@ -176,7 +182,8 @@ def rows(result: SelftestResult) -> list[dict]:
 
 
 def summary(result: SelftestResult) -> str:
-    """One line: false alarms, detection per delay, wrong-result faults."""
+    """One line: false alarms, detection per delay, wrong-result faults, and ``ab``'s
+    (:func:`~cudagraph_bench.results.selftest_ab.summary_part`) when it ran."""
     n = len(result.cases)
     trials = sum(c.gate_trials + c.pair_trials for c in result.cases)
     parts = [f"{n} gated cases, {result.n_unmodified} unmodified runs: {result.false_alarms} false alarms in "
@@ -185,11 +192,13 @@ def summary(result: SelftestResult) -> str:
               + (f" ({len(result.off_target(p))} planted off target)" if result.off_target(p) else "")
               for p in result.delays]
     parts += [f"{name} {'fails the gate' if ok else 'PASSES the gate'}" for name, (ok, _) in result.wrong.items()]
+    parts += [summary_part(result.ab)] if result.ab is not None else []
     return ("selftest PASS: " if result.passed_targets else "selftest FAIL: ") + "; ".join(parts)
 
 
 def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, plain: list[Run] = ()) -> str:
-    """The self-test page (``docs/gate-selftest.md``); ``plain``: the plain loop's runs, for the noise table."""
+    """The self-test page (``docs/gate-selftest.md``); ``plain``: the plain loop's runs, for the noise table; the
+    section of the pull-request mode when ``result.ab`` holds its comparisons."""
     env = next(iter(runs.values())).environment
     wrong = "\n".join(f"- `{name}`: {'the gate fails' if ok else 'the gate PASSES'}: {why}"
                       for name, (ok, why) in result.wrong.items()) or "- none run"
@@ -218,8 +227,18 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
         "captures), and one still off target is marked so.", "",
         render_table(columns(result.delays), rows(result), fmt="markdown"), "",
         *_figure_note(runs),
-        "Wrong results:", "", wrong, "", f"**{line}**", "", *_noise_section(runs, plain), "Source runs:", "", sources,
-        ""])
+        "Wrong results:", "", wrong, "", f"**{line}**", "", *_ab_section(result), *_noise_section(runs, plain),
+        "Source runs:", "", sources, ""])
+
+
+def _ab_section(result: SelftestResult) -> list[str]:
+    """The section of the pull-request mode (:func:`~cudagraph_bench.results.selftest_ab.markdown_section`); none
+    without ab runs."""
+    if result.ab is None:
+        return []
+    noise = (f"`{result.baseline}`" if result.baseline else
+             f"the self-test's baseline of its {result.n_unmodified} unmodified runs")
+    return markdown_section(result.ab, noise)
 
 
 def _figure_note(runs: dict[str, Run]) -> list[str]:

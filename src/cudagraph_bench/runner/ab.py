@@ -32,14 +32,20 @@ from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DEFAULT_RUNS = 5
 DEFAULT_OUT = "out/ab"
+#: Fewest runs per side for the one-sided Mann-Whitney U test of the comparison to get below alpha 0.05: its
+#: smallest p-value for k against k runs is 1 / C(2k, k) (:func:`cudagraph_bench.results.noise.smallest_rank_p`),
+#: 0.05 at k = 3, 0.014 at k = 4.
+MIN_RANK_RUNS = 4
 
 
-def schedule(k: int) -> list[tuple[str, int]]:
-    """ABBA order of ``k`` runs per side: ``[("base", 1), ("head", 1), ("head", 2), ("base", 2), ...]``."""
+def schedule(k: int, sides: tuple[str, ...] = ("base", "head")) -> list[tuple[str, int]]:
+    """ABBA order of ``k`` runs per side: ``[("base", 1), ("head", 1), ("head", 2), ("base", 2), ...]``; with more
+    ``sides``, each round of one run per side in their order, every other round mirrored (A B C, C B A, ...), so that
+    every side's mean place in the job is the same after each pair of rounds."""
     order = []
     for i in range(1, k + 1):
-        pair = [("base", i), ("head", i)]
-        order += pair if i % 2 else pair[::-1]
+        round_ = [(side, i) for side in sides]
+        order += round_ if i % 2 else round_[::-1]
     return order
 
 

@@ -8,10 +8,14 @@ Runs, written to ``OUT/<name>.json`` with a log beside each:
 - ``delay-<pct>`` for each ``--delays`` percent: the same, every gated graph replay slowed on the GPU by that share
   of its own time;
 - ``stale-input``: the graph of the first model and dtype replays without refreshing its static input;
-- ``wrong-decode``: the graphed decode of the matrix's causal models gives other tokens.
+- ``wrong-decode``: the graphed decode of the matrix's causal models gives other tokens;
+- with ``ab_runs`` K (``--ab K``), the pull-request mode's groups (``cudagraph-bench ab``), K runs each at the gated
+  prompt lengths, as the delay runs: ``ab-base-<i>`` and ``ab-head-<i>`` unmodified (base and head of an A/A
+  comparison), ``ab-delay-<pct>-<i>`` with ``delay:<pct>`` planted on head only.
 
 Unmodified and planted runs are interleaved (unmodified-1, delay-3, unmodified-2, delay-5, ...), so that a drift of
-the host over the job does not read as a fault.
+the host over the job does not read as a fault; the ab groups run after them in ``ab``'s own ABBA order over three
+groups (base, head, delay, delay, head, base, ...: :func:`cudagraph_bench.runner.ab.schedule`).
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudagraph_bench.runner.ab import schedule
 from cudagraph_bench.runner.launch import FORWARD_MODULE
 from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DECODE_MODULE = "perf_tests/test_decode_bench.py"
 DEFAULT_UNMODIFIED_RUNS = 5
 DEFAULT_DELAYS_PCT = (3.0, 5.0, 10.0)
+#: The delay planted on head in the ab runs (``--ab-delay``, percent): the smallest the gate is tested at.
+DEFAULT_AB_DELAY_PCT = 3.0
 
 
 @dataclass(frozen=True)
@@ -38,12 +45,15 @@ class SelftestRun:
 
 def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=DEFAULT_DELAYS_PCT,
          first_model: str, first_dtype: str, causal_model: str | None,
-         planted_args: list[str] = ()) -> list[SelftestRun]:
+         planted_args: list[str] = (), ab_runs: int = 0,
+         ab_delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
     """The self-test's runs in the order they run. ``matrix_args``: the pytest options of the gated matrix
     (``--models ... --prompt-lengths ...``); ``first_model`` / ``first_dtype``: where the stale input is planted;
     ``causal_model``: the ``--models`` of the wrong-decode run (the plugin keeps their causal LMs; None: no decode
     fault); ``planted_args``: more options of the planted runs (e.g. only the gated prompt lengths: the unmodified
-    runs are the baseline of every length, the planted ones need the gated cases only)."""
+    runs are the baseline of every length, the planted ones need the gated cases only); ``ab_runs``: runs per ab
+    group (0: none), each with ``planted_args``, the delay group's with ``delay:<ab_delay>`` planted (:func:`ab_plan`),
+    last."""
     forward = (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *matrix_args)
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
     planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}",
@@ -59,7 +69,18 @@ def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=
         order.append(SelftestRun("wrong-decode", "wrong-decode",
                                  (DECODE_MODULE, "--benchmark-only", "--models", causal_model, "--new-tokens", "32",
                                   "--decode-rounds", "3", "--plant-fault", "wrong-decode")))
-    return order
+    return order + ab_plan((*forward, *planted_args), ab_runs, ab_delay)
+
+
+def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
+    """The ab groups' ``3 * k`` runs of the pytest arguments ``args`` in :func:`~cudagraph_bench.runner.ab.schedule`'s
+    order: ``ab-base-<i>`` and ``ab-head-<i>`` as given, ``ab-delay-<delay>-<i>`` with ``delay:<delay>`` planted
+    (``--plant-fault``); none for ``k`` 0."""
+    fault = f"delay:{delay:g}"
+    made = {"base": lambda i: SelftestRun(f"ab-base-{i}", None, args),
+            "head": lambda i: SelftestRun(f"ab-head-{i}", None, args),
+            "delay": lambda i: SelftestRun(f"ab-delay-{delay:g}-{i}", fault, (*args, "--plant-fault", fault))}
+    return [made[group](i) for group, i in schedule(k, tuple(made))]
 
 
 def _without(args: list[str], flags: tuple[str, ...]) -> list[str]:

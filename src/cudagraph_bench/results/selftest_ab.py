@@ -1,0 +1,196 @@
+"""The pull-request mode (``cudagraph-bench ab``) in the self-test (no torch): its false alarms when base and head
+are the same code, and whether it catches a GPU delay planted on head. The runs are
+:func:`cudagraph_bench.runner.selftest.ab_plan`'s, one job on one GPU:
+
+- ``ab-base-<i>`` and ``ab-head-<i>``: the unmodified checkout, K runs each;
+- ``ab-delay-<pct>-<i>``: head with ``delay:<pct>`` planted on every gated graph (``--plant-fault``), K runs.
+
+Every verdict is ``ab``'s own comparison, :func:`cudagraph_bench.results.compare.compare_runs` of one group against
+another (``compare --old ab-base-* --new ...``), with the given noise model as ``ab --baseline`` reads it; a case
+counts when compare gates it (:attr:`~cudagraph_bench.results.compare.Change.gated`):
+
+- **A/A**: ab-base against ab-head; a gated case flagged as regressed is a false alarm;
+- **detection**: ab-base against each ab-delay group; a gated case flagged as regressed is detected, beside the
+  delay the delay runs measured when they planted it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cudagraph_bench.results.compare import Change, compare_runs
+from cudagraph_bench.results.runfile import Run
+from cudagraph_bench.table import Column
+from cudagraph_bench.variants import FORWARD, GATED
+
+#: ``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``: group and delay percent (None: unmodified).
+_AB = re.compile(r"ab-(base|head|delay-(\d+(?:\.\d+)?))-\d+")
+
+
+@dataclass
+class ABCase:
+    """One gated case of the comparisons: ``aa`` ab-base against ab-head (None: no head runs, or not in both), and per
+    planted delay (percent) ab-base against that delay's runs and the delay the runs measured (their median, percent;
+    None: not recorded) with how many of them landed off target."""
+
+    label: str
+    aa: Change | None = None
+    delayed: dict[float, Change] = field(default_factory=dict)
+    planted_pct: dict[float, float | None] = field(default_factory=dict)
+    off_target: dict[float, int] = field(default_factory=dict)
+
+
+@dataclass
+class ABResult:
+    """The ab comparisons: ``cases`` (:class:`ABCase`, one per gated case of either comparison) and the runs per
+    group (``n_base``, ``n_head``, ``n_delay[pct]``)."""
+
+    cases: list[ABCase]
+    n_base: int
+    n_head: int
+    n_delay: dict[float, int]
+
+    @property
+    def delays(self) -> list[float]:
+        return sorted(self.n_delay)
+
+    @property
+    def aa_trials(self) -> int:
+        """Gated cases compared A/A (0: no ab-head runs)."""
+        return sum(c.aa is not None for c in self.cases)
+
+    @property
+    def aa_alarms(self) -> int:
+        """Gated cases the A/A comparison flags as regressed: false alarms, nothing changed."""
+        return sum(c.aa is not None and c.aa.regressed for c in self.cases)
+
+    def trials(self, pct: float) -> int:
+        return sum(pct in c.delayed for c in self.cases)
+
+    def detected(self, pct: float) -> int:
+        """Gated cases flagged as regressed with ``pct`` planted on head."""
+        return sum(pct in c.delayed and c.delayed[pct].regressed for c in self.cases)
+
+
+def split_ab_runs(runs: dict[str, Run]) -> tuple[list[Run], list[Run], dict[float, list[Run]]]:
+    """``(ab-base runs, ab-head runs, {delay pct: ab-delay runs})`` by the runs' names (file stems), each group in
+    the order of its names; other names are not ab runs."""
+    base, head, delay = [], [], {}
+    for name, run in sorted(runs.items()):
+        m = _AB.fullmatch(name)
+        if m is None:
+            continue
+        if m.group(2) is not None:
+            delay.setdefault(float(m.group(2)), []).append(run)
+        else:
+            (base if m.group(1) == "base" else head).append(run)
+    return base, head, dict(sorted(delay.items()))
+
+
+def _gated(changes: list[Change]) -> dict[str, Change]:
+    """``{case label: change}`` of the gated changes (those that can fail ``ab``); the label without its variant for
+    the forward graph, as the self-test's other tables name a case."""
+    return {(c.label.removesuffix(f" {GATED}") if c.suite == FORWARD else f"{c.suite} {c.label}"): c
+            for c in changes if c.gated}
+
+
+def _measured(runs: list[Run]) -> dict[str, tuple[float | None, int]]:
+    """``{case label: (median measured delay percent, runs off target)}`` of the planted graphs of ``runs``."""
+    seen: dict[str, list[dict]] = {}
+    for run in runs:
+        for m in run.measurements.values():
+            if m.suite == FORWARD and m.case.variant == GATED and "planted_fault" in m.extra_info:
+                seen.setdefault(m.label.removesuffix(f" {GATED}"), []).append(m.extra_info)
+    out = {}
+    for label, infos in seen.items():
+        values = [i["planted_measured_pct"] for i in infos if i.get("planted_measured_pct") is not None]
+        out[label] = (float(np.median(values)) if values else None,
+                      sum(i.get("planted_on_target") is False for i in infos))
+    return out
+
+
+def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
+    """The comparisons of the module docstring on the ab runs among ``runs`` (``{file stem: Run}``); None when there
+    is no ab run. ``baseline``: the loaded :class:`~cudagraph_bench.results.baseline.Baseline` whose noise model the
+    comparisons use, as ``ab --baseline FILE`` does (None: the runs' own spread, as ``ab`` without one). Without
+    ab-base runs there is nothing to compare against: no case. Raises UsageError when two groups share no
+    benchmark (compare's)."""
+    base, head, delays = split_ab_runs(runs)
+    if not (base or head or delays):
+        return None
+    cases: dict[str, ABCase] = {}
+
+    def case(label: str) -> ABCase:
+        return cases.setdefault(label, ABCase(label))
+
+    if base and head:
+        for label, ch in _gated(compare_runs(base, head, baseline=baseline)[0]).items():
+            case(label).aa = ch
+    for pct, delayed in delays.items():
+        if not base:
+            break
+        measured = _measured(delayed)
+        for label, ch in _gated(compare_runs(base, delayed, baseline=baseline)[0]).items():
+            c = case(label)
+            c.delayed[pct] = ch
+            c.planted_pct[pct], c.off_target[pct] = measured.get(label, (None, 0))
+    return ABResult(list(cases.values()), len(base), len(head), {p: len(r) for p, r in delays.items()})
+
+
+def _verdict(ch: Change | None) -> str:
+    return "-" if ch is None else f"{'FAIL' if ch.regressed else 'pass'} ({ch.change_pct:+.1f}%)"
+
+
+def columns(result: ABResult) -> list[Column]:
+    """The columns of :func:`rows`: the case, A/A, and per planted delay the measured delay and ab's verdict."""
+    cols = [Column("label", "case"), Column("aa", "A/A ab")]
+    for p in result.delays:
+        cols += [Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"), Column(f"seen_{p:g}", f"+{p:g}% ab")]
+    return cols
+
+
+def rows(result: ABResult) -> list[dict]:
+    """One row per gated case: ``FAIL``/``pass`` and the change of the median of run medians (percent) of each
+    comparison, the median of the delays measured (``(N off target)`` when some runs missed theirs)."""
+    out = []
+    for c in result.cases:
+        row = {"label": c.label, "aa": _verdict(c.aa)}
+        for p in result.delays:
+            measured, off = c.planted_pct.get(p), c.off_target.get(p, 0)
+            row[f"planted_{p:g}"] = ("-" if measured is None else f"{measured:+.1f}%"
+                                     + (f" ({off} off target)" if off else ""))
+            row[f"seen_{p:g}"] = _verdict(c.delayed.get(p))
+        out.append(row)
+    return out
+
+
+def summary_part(result: ABResult) -> str:
+    """``ab: A/A false alarms a/N; +3% detected d/N`` (the parts that were run) for the self-test's summary line."""
+    parts = [f"A/A false alarms {result.aa_alarms}/{result.aa_trials}"] if result.n_base and result.n_head else []
+    parts += [f"+{p:g}% detected {result.detected(p)}/{result.trials(p)}" for p in result.delays if result.n_base]
+    return "ab: " + ("; ".join(parts) if parts else "no ab-base runs, nothing compared")
+
+
+def markdown_section(result: ABResult, baseline_text: str) -> list[str]:
+    """The page's section "Pull-request mode (`ab`)": what was compared, the table of :func:`rows` and
+    :func:`summary_part`; ``baseline_text``: the noise model in words (markdown)."""
+    from cudagraph_bench.table import render_table
+
+    groups = [f"{result.n_base} `ab-base-<i>`", f"{result.n_head} `ab-head-<i>`"]
+    groups += [f"{n} `ab-delay-{p:g}-<i>`" for p, n in result.n_delay.items()]
+    delays = ", ".join(f"+{p:g}%" for p in result.delays) or "none"
+    return ["## Pull-request mode (`ab`)", "",
+            f"Runs of the same job, each a pytest process of the gated matrix: {', '.join(groups)}, interleaved as "
+            "`ab` interleaves its sides (base, head, delay, delay, head, base, ...). Base and head are both the "
+            f"unmodified checkout; the delay runs plant a GPU delay on head ({delays}, `--plant-fault`). Each "
+            "comparison is `ab`'s own (`compare --old` the base runs `--new` the others: the change of the median of "
+            "run medians beyond its tolerance, and the one-sided rank test agreeing), with the noise model of "
+            f"{baseline_text}.", "",
+            "- A/A: ab-base against ab-head; a FAIL is a false alarm, and fails the self-test;",
+            "- planted: ab-base against the delay runs; reported, with no target; planted (measured): the median "
+            "over the delay runs of the delay each measured right after its capture.", "",
+            *([render_table(columns(result), rows(result), fmt="markdown"), ""] if result.cases else []),
+            f"**{summary_part(result)}**", ""]
