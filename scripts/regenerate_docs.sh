@@ -44,9 +44,11 @@ $CG launch-report $L/launch.json.gz --forward $R/forward/forward.json.gz -o docs
 # on those runs: the page reports them, so that is not an error here.
 $CG calibrate $R/forward-repeats/forward-*.json.gz --plain $R/forward-repeats/plain-*.json.gz --ab-runs 4 \
   --markdown docs/gate-noise.md > /dev/null || [ $? -eq 1 ]
-# The gate's self-test on the GPU runner: unmodified reruns, planted delays, a stale input and a wrong decode,
-# beside the plain capture/replay loop's runs of the same job. Exit 1 means it missed a target: the page says which.
-$CG selftest --from $R/selftest --markdown docs/gate-selftest.md > /dev/null || [ $? -eq 1 ]
+# The gate's self-test on a GPU runner outside the baseline's machines: unmodified reruns, planted delays, a stale
+# input and a wrong decode, each gated against the committed baseline. Exit 1 means it missed a target: the page says
+# which.
+$CG selftest --from $R/selftest --baseline baselines/nvidia-h200.json --markdown docs/gate-selftest.md > /dev/null \
+  || [ $? -eq 1 ]
 # The architecture zoo: every causal-LM model type, from the CPU classification of each supported transformers release
 # and, where committed, the GPU zoo runs (results/nvidia-h200/zoo/), whose cells replace the CPU ones. Exit 1 means a
 # part failed: the page says which, so that is not an error here.

@@ -2,7 +2,7 @@
 committed H200 JSON: nobody edited a number by hand, and nobody forgot to regenerate after a new run.
 
 The script's own commands are taken from it (run with a recorder in place of the ``cudagraph-bench`` command,
-its ``CG``) and run here in-process, in a scratch tree that sees the committed ``results/``, with ``report
+its ``CG``) and run here in-process, in a scratch tree that sees the committed ``results/`` and ``baselines/``, with ``report
 --no-plots``: every page is regenerated and compared, the PNGs (drawn from the same data) are not redrawn."""
 
 import shutil
@@ -46,6 +46,7 @@ def test_docs_are_regenerated_from_the_committed_json(tmp_path, monkeypatch, cap
     tree.mkdir()
     shutil.copy(ROOT / "README.md", tree / "README.md")
     (tree / "results").symlink_to(ROOT / "results")
+    (tree / "baselines").symlink_to(ROOT / "baselines")              # the self-test's runs are gated against it
     monkeypatch.chdir(tree)
     for argv in commands:
         rc = cli.main([*argv, "--no-plots"] if argv[0] == "report" else argv)

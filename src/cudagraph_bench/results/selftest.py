@@ -261,9 +261,13 @@ def _figure_note(runs: dict[str, Run]) -> list[str]:
 
 def _noise_section(runs: dict[str, Run], plain: list[Run]) -> list[str]:
     """The spread between processes of the gated device figure and of the plain loop
-    (:func:`cudagraph_bench.results.process_spread.spread_rows`)."""
+    (:func:`cudagraph_bench.results.process_spread.spread_rows`); without plain-loop runs in the folder, a pointer to
+    the page that measures it (the spans of a few unmodified runs alone have no reference to be judged by)."""
     from cudagraph_bench.results import process_spread
 
+    if not plain:
+        return ["The spread between processes, within and across machines, beside a plain capture/replay loop's: "
+                "[gate-noise.md](gate-noise.md).", ""]
     unmodified, _, _ = split_runs(runs)
     rows = process_spread.spread_rows(unmodified, list(plain))
     if not rows:
