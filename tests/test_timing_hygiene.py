@@ -21,7 +21,7 @@ from cudagraph_bench.measure import gpustate
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import (DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_ROUNDS, MATRIX_OPTIONS, parse_cpus,
                                      parse_ms)
-from cudagraph_bench.measure.timing import (MAX_TIMED_ROUNDS, PILOT_CALLS, RoundPolicy, estimate_call_ms, gc_disabled,
+from cudagraph_bench.measure.timing import (MAX_TIMED_ROUNDS, PILOT_CALLS, RoundPolicy, gc_disabled, pilot_call_ms,
                                             median_ci_pct, plan_rounds, rounds_for_precision)
 
 #: The default forward matrix of the H200, measured with rounds planned from a pilot and no time cap.
@@ -46,18 +46,19 @@ def test_plan_rounds_caps_what_the_time_floors_add():
         (30_000, 1000)   # never fewer than asked for
 
 
-def test_estimate_call_ms_calls_cold_once_then_stops_at_its_budget():
+def test_the_pilot_calls_cold_once_then_stops_at_its_budget():
     calls = []
 
     def fn():
         calls.append(1)
 
     syncs = []
-    assert estimate_call_ms(fn, lambda: syncs.append(1), calls=3) >= 0.0
+    assert len(pilot_call_ms(fn, lambda: syncs.append(1), calls=3, min_calls=1)) == 3
     assert len(calls) == len(syncs) == 4                         # 1 cold + 3 timed, each synchronized
     calls.clear()
-    slow = estimate_call_ms(lambda: (calls.append(1), __import__("time").sleep(0.02)), calls=5, budget_ms=10)
-    assert len(calls) == 2 and slow >= 15                        # a slow call is not repeated
+    slow = pilot_call_ms(lambda: (calls.append(1), __import__("time").sleep(0.02)), calls=5, budget_ms=10,
+                         min_calls=1)
+    assert len(calls) == 2 and len(slow) == 1 and slow[0] >= 15  # a slow call is not repeated
 
 
 def test_a_slow_first_pilot_call_still_leaves_a_spread_to_plan_from():

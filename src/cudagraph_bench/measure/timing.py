@@ -316,12 +316,6 @@ def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = No
     return times
 
 
-def estimate_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = 3,
-                     budget_ms: float = 100.0) -> float:
-    """The smallest of :func:`pilot_call_ms`'s calls (ms): a rough per-call time (a slow call is not repeated)."""
-    return min(pilot_call_ms(fn, sync, calls=calls, budget_ms=budget_ms, min_calls=1))
-
-
 def median_ci_pct(samples_ms) -> float | None:
     """Half-width of the median's 95% interval, in % of the median, from the asymptotic standard error of
     the sample median, ``sqrt(pi/2) * sigma / sqrt(n)``, with sigma estimated robustly as 1.4826 x MAD

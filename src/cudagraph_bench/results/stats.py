@@ -125,32 +125,12 @@ def runs_reduction_pct(eager_medians_ms: Sequence[float], graph_medians_ms: Sequ
     return overall, (min(per_run), max(per_run))
 
 
-def relative_change(old_median_ms: float, new_median_ms: float) -> float:
-    """Relative change of a median as a fraction: ``new / old - 1`` (0.15 means 15% slower).
-
-    Raises ``ValueError`` when ``old_median_ms <= 0``.
-    """
-    if not old_median_ms > 0:
-        raise ValueError(f"old median must be > 0 ms, got {old_median_ms}")
-    return new_median_ms / old_median_ms - 1.0
-
-
-def bootstrap_medians(samples_ms: Sequence[float] | np.ndarray, rng: np.random.Generator,
-                      n_resamples: int = DEFAULT_RESAMPLES) -> np.ndarray:
-    """Medians of ``n_resamples`` resamples (with replacement, same size) of ``samples_ms: [rounds]``.
-
-    Returns ``[n_resamples]`` float64 ms.
-    """
-    x = _as_samples(samples_ms)
-    idx = rng.integers(0, x.size, size=(n_resamples, x.size))
-    return np.median(x[idx], axis=1)
-
-
 def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.ndarray,
                  statistic: Callable[[np.ndarray, np.ndarray], np.ndarray], *,
                  confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES,
                  seed: int = DEFAULT_SEED) -> tuple[float, float]:
-    """Percentile-bootstrap interval of ``statistic(median(a), median(b))`` for two independent samples.
+    """Percentile-bootstrap interval of ``statistic(median(a), median(b))`` for two independent samples
+    (``scipy.stats.bootstrap``, ``paired=False``, ``method="percentile"``).
 
     Args:
         a_ms, b_ms: per-round latencies ``[rounds_a]`` and ``[rounds_b]`` in ms.
@@ -159,18 +139,22 @@ def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.
         n_resamples: bootstrap resamples; seed: seed of ``numpy.random.default_rng`` (same inputs and
             seed give the same interval).
 
-    Returns ``(low, high)``. Raises ``ValueError`` for an empty sample or a confidence outside (0, 1).
+    Returns ``(low, high)``. Raises ``ValueError`` for an empty or non-finite sample or a confidence outside (0, 1).
     Source: Efron & Tibshirani (1993), *An Introduction to the Bootstrap*, ch. 13, percentile method.
     """
+    from scipy.stats import bootstrap
+
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    rng = np.random.default_rng(seed)
-    med_a = bootstrap_medians(a_ms, rng, n_resamples)
-    med_b = bootstrap_medians(b_ms, rng, n_resamples)
-    values = statistic(med_a, med_b)
-    alpha = 1.0 - confidence
-    low, high = np.quantile(values, [alpha / 2, 1.0 - alpha / 2])
-    return float(low), float(high)
+    a, b = _as_samples(a_ms), _as_samples(b_ms)
+
+    def of_medians(x, y, axis=-1):
+        return statistic(np.median(x, axis=axis), np.median(y, axis=axis))
+
+    result = bootstrap((a, b), of_medians, paired=False, vectorized=True, n_resamples=n_resamples,
+                       method="percentile", confidence_level=confidence, rng=np.random.default_rng(seed))
+    interval = result.confidence_interval
+    return float(interval.low), float(interval.high)
 
 
 def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[float] | np.ndarray,
@@ -181,13 +165,3 @@ def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[floa
     :func:`bootstrap_ci` (95% percentile interval, fixed seed by default).
     """
     return bootstrap_ci(eager_ms, graph_ms, lambda e, g: (e - g) / e, **kwargs)
-
-
-def relative_change_ci(old_ms: Sequence[float] | np.ndarray, new_ms: Sequence[float] | np.ndarray,
-                       **kwargs) -> tuple[float, float]:
-    """Bootstrap interval (fractions) of the relative change of medians ``new / old - 1``.
-
-    ``old_ms: [rounds]``, ``new_ms: [rounds]`` per-round latencies in ms; keyword arguments as
-    :func:`bootstrap_ci`.
-    """
-    return bootstrap_ci(old_ms, new_ms, lambda o, n: n / o - 1.0, **kwargs)
