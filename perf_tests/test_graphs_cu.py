@@ -21,7 +21,7 @@ import pytest
 from cudagraph_bench.measure import launch
 from cudagraph_bench.report.launch_page import parse_sanitizer_log
 
-pytestmark = [pytest.mark.gpu, pytest.mark.nvcc, pytest.mark.gpu_timing]    # the sweep times the GPU
+pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
 
 SOURCE = Path(__file__).parent / "cuda" / "graphs.cu"
 SIZES = (8, 64, 512, 4096)

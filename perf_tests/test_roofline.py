@@ -89,7 +89,6 @@ def _launch_bound(seq_len: int) -> bool:
 
 
 @pytest.mark.profiles
-@pytest.mark.gpu_timing
 def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, corr_case):
     from cudagraph_bench.capture.graphed import GraphedForward
     from cudagraph_bench.errors import NotGraphableError
