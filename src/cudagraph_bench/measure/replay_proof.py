@@ -2,7 +2,7 @@
 
 A graph variant whose timed call silently runs eagerly passes its correctness check and only its latency is
 wrong (vLLM#36165, pytorch#124506). :func:`proof_fields` profiles one more call of a timed graph variant with
-``torch.profiler`` (CUDA activity, i.e. CUPTI's runtime and driver API records) and returns
+``torch.profiler`` (CUDA activity: CUPTI's runtime and driver API records) and returns
 ``extra_info["replay"]``: its graph launches and the kernels launched outside a graph
 (:func:`cudagraph_bench.results.replay.count_replay`, whose docstring says what the count does not see), with
 what the variant should launch per call (:func:`replay_expectation`). The verdicts judge it
@@ -40,8 +40,10 @@ def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tu
     """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` on the GPU, under
     ``torch.inference_mode()`` (as the timed calls run).
 
-    One ``torch.profiler.profile(activities=[CUDA])`` window with a schedule of one warm-up call (kineto may drop
-    records at the start of a session) and ``calls`` active ones, each followed by ``torch.cuda.synchronize()``.
+    One ``torch.profiler.profile(activities=[CPU, CUDA])`` window (CPU too: some torch versions collect CUPTI's
+    driver API records, Triton's ``cuLaunchKernel``, only with it) with a schedule of one warm-up call (kineto may
+    drop records at the start of a session) and ``calls`` active ones, each followed by
+    ``torch.cuda.synchronize()``.
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
@@ -56,7 +58,7 @@ def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tu
     if calls < 1:
         raise ValueError(f"calls must be >= 1, got {calls}")
     torch.cuda.synchronize()
-    with torch.inference_mode(), profile(activities=[ProfilerActivity.CUDA],
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                                          schedule=schedule(wait=0, warmup=1, active=calls, repeat=1)) as prof:
         for _ in range(1 + calls):
             fn()
