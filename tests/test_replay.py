@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from h200_fixture import DOC, bench, checked, run_bad_input, run_cli, write
+from h200_fixture import DOC, bench, checked, no_default_baseline_fixture, run_bad_input, run_cli, write, write_runs
 
 from cudagraph_bench.results.record import decode_check
 from cudagraph_bench.results.replay import (ReplayCount, api_name, count_replay, replay_field, replay_format_problem,
@@ -119,6 +119,11 @@ def test_the_recorded_check_fails_on_a_failing_replay_whatever_the_outputs():
     assert decode_check(info, "graph").status == "pass"                      # not recorded: not a failure
 
 
+@pytest.fixture(autouse=True)
+def no_default_baseline(tmp_path, monkeypatch):
+    return no_default_baseline_fixture(tmp_path, monkeypatch)
+
+
 def with_replay(tmp_path, value, name="run.json", variant="graph"):
     doc = copy.deepcopy(CHECKED)
     bench(doc, *KEY, variant)["extra_info"]["replay"] = value
@@ -148,6 +153,16 @@ def test_compare_reads_the_same_verdict(tmp_path, capsys):
     old = write(CHECKED, tmp_path / "old.json")
     rc, out, _ = run_cli(capsys, "compare", old, with_replay(tmp_path, field(0, 212), "new.json"))
     assert rc == 1 and "the timed call ran eagerly" in out
+
+
+def test_baseline_refuses_a_run_whose_graph_ran_eagerly(tmp_path, capsys):
+    runs = write_runs(tmp_path / "runs", (0.98, 0.99, 1.0, 1.01, 1.02), doc=CHECKED)
+    doc = copy.deepcopy(CHECKED)
+    bench(doc, *KEY, "graph")["extra_info"]["replay"] = field(0, 212)
+    write(doc, runs[2])                                  # the run of factor 1.0, with the failing proof
+    rc, out, err = run_cli(capsys, "baseline", *runs, "-o", tmp_path / "b.json")
+    assert rc == 1 and out == "" and f"{LABEL} graph" in err and "the timed call ran eagerly" in err
+    assert not (tmp_path / "b.json").exists()
 
 
 @pytest.mark.parametrize("value, phrase", [
