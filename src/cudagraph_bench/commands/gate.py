@@ -15,6 +15,7 @@ from cudagraph_bench.runner.confirm import confirm_regressions
 from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header, load_runs_of_one_gpu,
                                           other_failed_checks, render_markdown, require_baseline_figure, require_graph_variant, rows,
                                           summary)
+from cudagraph_bench.results.checks import replay_note
 from cudagraph_bench.results.runfile import forward_groups
 from cudagraph_bench.table import first_items, plural, render_table, verdict_line
 from cudagraph_bench.variants import GATED
@@ -124,5 +125,8 @@ def main(args: argparse.Namespace) -> int:
         verb = written_verb(args.markdown)
         write_text_atomic(args.markdown, markdown, verdict)
         print(f"{verb} {args.markdown}", file=sys.stderr)
+    note = replay_note(runs)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     return 0 if passed else 1
 

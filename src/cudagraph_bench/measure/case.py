@@ -189,6 +189,14 @@ class PreparedCase:
         self._inputs = inputs
         self._i = 0
         self._counters = compile_counters() if spec.variant_spec.compiled else None
+        #: a compiled variant's cudagraph skips while timed, set by :meth:`finish`: ``{"count": n, "reasons":
+        #: [inductor's messages]}`` (the counter ``torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]``)
+        self.cudagraph_skips: dict | None = None
+        self._skip_log = None
+        if self._counters is not None:
+            from cudagraph_bench.capture.compiling import SkipReasons
+
+            self._skip_log = SkipReasons().__enter__()
 
     @property
     def failed_check(self) -> str | None:
@@ -213,12 +221,23 @@ class PreparedCase:
             new_graphs = after["unique_graphs"] - self._counters["unique_graphs"]
             if new_graphs:
                 self.variant.notes.append(f"recompiled {new_graphs} time(s) while timed")
-            if after["cudagraph_skips"] > self._counters["cudagraph_skips"]:
-                raise VariantFailure("inductor skipped its CUDA graphs while timed")
+            skips = after["cudagraph_skips"] - self._counters["cudagraph_skips"]
+            reasons = self._stop_skip_log()
+            self.cudagraph_skips = {"count": skips, "reasons": reasons.messages if reasons else []}
+            if skips > 0:
+                why = reasons.text() if reasons else "reason not logged"
+                raise VariantFailure(f"inductor skipped its CUDA graphs while timed ({skips} skip(s): {why})")
         return list(self.variant.notes)
+
+    def _stop_skip_log(self):
+        log, self._skip_log = self._skip_log, None
+        if log is not None:
+            log.__exit__(None, None, None)
+        return log
 
     def close(self) -> None:
         """Release the variant (graphs, pools, compiled code) and the inputs. Idempotent, never raises."""
+        self._stop_skip_log()
         if self.variant is not None:
             _close_quietly(self.variant)
             self.variant = None

@@ -95,6 +95,11 @@ def pytest_addoption(parser):
                          "PCT %% slower on the GPU), stale-input (the graph replays without copying its input) or "
                          "wrong-decode (the graphed decode gives other tokens); the run records it and baseline "
                          "refuses it (cudagraph-bench selftest uses this)")
+    group.addoption("--replay-proof", dest="replay_proof", action="store_true", default=False,
+                    help="after timing each graph variant, profile one more call (torch.profiler, CUPTI) and record "
+                         "its graph launches and the kernels it launched outside a graph (extra_info.replay); a graph "
+                         "that ran eagerly fails its check. Off by default: the profiler can leave CUPTI attached and "
+                         "slow every case timed after it")
     group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
                     help="keep Python's garbage collector on while timing (default: off while timing, "
                          "as with --benchmark-disable-gc)")

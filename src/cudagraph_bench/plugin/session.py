@@ -150,6 +150,21 @@ class Session:
                 raise CaseFailed("build", describe_exception(exc), exc) from exc
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
+    def replay_proof(self, prepared) -> dict:
+        """After timing: the case's replay proof with ``--replay-proof`` (one profiled call of a graph variant,
+        :func:`~cudagraph_bench.measure.replay_proof.proof_fields`) and a compiled variant's cudagraph skips
+        while timed (``cudagraph_skips``, with inductor's reasons), as ``extra_info`` fields."""
+        from cudagraph_bench.measure.case import CaseFailed, describe_exception
+        from cudagraph_bench.measure.replay_proof import proof_fields
+
+        fields = {"cudagraph_skips": prepared.cudagraph_skips} if getattr(prepared, "cudagraph_skips", None) else {}
+        try:
+            fields.update(proof_fields(prepared, device=self.device,
+                                       enabled=bool(self.config.getoption("replay_proof", False))))
+        except Exception as exc:  # the case's failure, in its own phase
+            raise CaseFailed("replay", describe_exception(exc), exc) from exc
+        return fields
+
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
         """One benchmark of any forward or decode case through the pipeline (module docstring).
 
@@ -160,6 +175,7 @@ class Session:
         from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
         from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+        from cudagraph_bench.results.replay import replay_problem
         from cudagraph_bench.variants import FORWARD, gated
 
         kind = case.variant_spec
@@ -178,6 +194,7 @@ class Session:
             notes = prepared.finish()
             if notes:
                 benchmark.extra_info["notes"] = notes
+            benchmark.extra_info.update(self.replay_proof(prepared))
         except Exception as exc:
             cause = exc.cause if isinstance(exc, CaseFailed) else exc
             phase = exc.phase if isinstance(exc, CaseFailed) else "timing"
@@ -203,7 +220,9 @@ class Session:
             median_ms = benchmark.stats.stats.median * 1e3
             benchmark.extra_info["ms_per_token"] = median_ms / case.new_tokens
             benchmark.extra_info["tokens_per_s"] = case.new_tokens / (median_ms / 1e3)
-        failed = prepared.failed_check
+        failed, replay = prepared.failed_check, benchmark.extra_info.get("replay")
+        if failed is None and replay is not None and replay_problem(replay):
+            pytest.fail(f"{case.test_id}: {replay_problem(replay)} (recorded in the run JSON)", pytrace=False)
         if failed is not None:
             if kind.peer:
                 pytest.xfail(f"{case.variant} differs from its reference (recorded in the run JSON): {failed}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS, SUITE_KEYS
 from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.replay import replay_format_problem
 
 _STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
 #: Longest plausible round, in seconds: a larger value is a corrupted file, not a latency.
@@ -114,6 +115,9 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         if info.get("suite") in SUITE_KEYS:
             _check_key_fields(bad, info["suite"], info)
         _check_timings(bad, info)
+        problem = replay_format_problem(info["replay"]) if info.get("replay") is not None else None
+        if problem:
+            raise bad(f"has {problem}")
     if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
         raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
     if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:

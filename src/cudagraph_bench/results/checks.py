@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudagraph_bench import variants
 from cudagraph_bench.results.record import CheckRecord, is_peer
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.table import first_items, plural
@@ -91,3 +92,20 @@ def peer_note(peer: list[FailedCheck]) -> str | None:
         return None
     return (f"{plural(len(peer), 'known peer failure')} (not the suite's, like an xfail): "
             + first_items([f.text for f in peer]))
+
+
+def replay_note(runs: list[Run]) -> str | None:
+    """The verdict's note on graph benchmarks whose run recorded no replay proof (``extra_info.replay``: runs
+    before it, CPU runs, runs without ``--replay-proof``), e.g. ``"replay not recorded for 4 graph benchmarks
+    (run with --replay-proof on a GPU to prove they replayed): not checked for it"``; None when every one has it.
+    A recorded proof that fails is a failed check (:func:`failed_checks`), never this note."""
+    missing = 0
+    for run in runs:
+        for m in run.measurements.values():
+            row = variants.find(m.suite, m.case.variant)
+            if row is not None and row.captured and row.suite != variants.LAUNCH and "replay" not in m.extra_info:
+                missing += 1
+    if not missing:
+        return None
+    return (f"replay not recorded for {plural(missing, 'graph benchmark')} (run with --replay-proof on a GPU to "
+            "prove they replayed): not checked for it")

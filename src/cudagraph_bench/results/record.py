@@ -31,6 +31,8 @@ import numpy as np
 from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
 from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.replay import replay_format_problem
+from cudagraph_bench.results.replay import replay_problem as _replay_problem
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
 
 #: The key of a measurement: one class per suite, :class:`~cudagraph_bench.cases.OtherCase` for no suite.
@@ -76,6 +78,10 @@ class CheckRecord:
         matches_generate: decode only: the tokens equal ``generate``'s exactly (None when not recorded).
         generate_check: decode only: the check against ``generate`` in words, e.g. ``"token 9 differs
             from generate's, a rounding tie: ..."`` (None when not recorded).
+        replay_problem: why the profiled call of a graph variant did not replay its graph (``extra_info.replay``,
+            :func:`~cudagraph_bench.results.replay.replay_problem`), e.g. ``"replay: 0 graph launches and 212
+            kernels outside a graph per call (...): the timed call ran eagerly"``; None when it replayed or the run
+            recorded no replay proof (older runs, CPU runs).
     """
 
     status: str
@@ -87,6 +93,7 @@ class CheckRecord:
     generate_check_passed: bool | None = None
     matches_generate: bool | None = None
     generate_check: str | None = None
+    replay_problem: str | None = None
 
     @property
     def detail(self) -> str:
@@ -101,6 +108,8 @@ class CheckRecord:
         if vs_generate is not None and (vs_generate is False or not self.method):
             parts.append(f"check vs generate {'passed' if vs_generate else 'failed'}: "
                          f"{self.generate_check or 'no sentence recorded'}")
+        if self.replay_problem:
+            parts.append(self.replay_problem)
         return ", ".join(parts)
 
     @property
@@ -306,10 +315,15 @@ def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD)
     ``mismatch``/``failed`` or a decoder's check against ``generate`` failed (``generate_check_passed``
     false); else ``pass`` when ``correct`` is true, or, without ``correct``, when the check against
     ``generate`` passed (the eager static-cache loop and the peer record only that one); else
-    ``reference`` for eager and ``unchecked`` for any other variant (never assumed correct)."""
+    ``reference`` for eager and ``unchecked`` for any other variant (never assumed correct). A recorded replay
+    proof (``extra_info.replay``) that shows the graph did not replay fails the check whatever the outputs
+    (:func:`~cudagraph_bench.results.replay.replay_problem`); none recorded is no failure."""
     correct, outcome = info.get("correct"), info.get("status")
     vs_generate = _flag(info.get("generate_check_passed"))
-    if correct is False or outcome in FAILED_OUTCOMES or vs_generate is False:
+    replay = info.get("replay")
+    replay_failed = _replay_problem(replay) if isinstance(replay, dict) and replay_format_problem(replay) is None \
+        else None
+    if correct is False or outcome in FAILED_OUTCOMES or vs_generate is False or replay_failed:
         status = "fail"
     elif correct is True or (correct is None and vs_generate is True):
         status = "pass"
@@ -323,7 +337,7 @@ def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD)
                        outcome=str(outcome) if outcome else None,
                        generate_check_passed=_flag(info.get("generate_check_passed")),
                        matches_generate=_flag(info.get("matches_generate")),
-                       generate_check=_text(info.get("generate_check")))
+                       generate_check=_text(info.get("generate_check")), replay_problem=replay_failed)
 
 
 def _mapping(value) -> dict:

@@ -1,0 +1,118 @@
+"""Proof of replay: one profiled call of a graph variant after its timing, and the counts it recorded.
+
+A graph variant whose timed call silently runs eagerly passes its correctness check and only its latency is
+wrong (vLLM#36165, pytorch#124506). :func:`proof_fields` profiles one more call of a timed graph variant with
+``torch.profiler`` (CUDA activity: CUPTI's runtime and driver API records) and returns
+``extra_info["replay"]``: its graph launches and the kernels launched outside a graph
+(:func:`cudagraph_bench.results.replay.count_replay`, whose docstring says what the count does not see), with
+what the variant should launch per call (:func:`replay_expectation`). The verdicts judge it
+(:func:`cudagraph_bench.results.replay.replay_problem`).
+
+A profiler session can leave CUPTI attached to the process and add host cost to every later launch
+(pytorch/pytorch#144455; :mod:`cudagraph_bench.measure.kernel_counts`), so the profiled call comes after the
+case's timing, and the plugin takes it only with ``--replay-proof``: every case timed after the first proof
+of a session may carry that cost.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from cudagraph_bench.results.replay import ReplayCount, count_replay, replay_field
+from cudagraph_bench.variants import DECODE
+
+#: Kernels a padded or bucketed forward launches outside its graph per call to pad the prompt
+#: (:func:`~cudagraph_bench.capture.buckets.pad_prompt`: ``torch.full``, ``torch.zeros``, the mask's fill, and
+#: the prompt's copy where torch does it with a kernel rather than a memcpy).
+PAD_INPUT_KERNELS = 4
+
+
+def _kind(record) -> str:
+    """A profiler record's kind for :func:`~cudagraph_bench.results.replay.count_replay`: kineto's activity
+    type where this torch reports it, else the device type (``"cpu"`` for host API calls, ``"cuda"``)."""
+    from cudagraph_bench.measure.launch import _device_type_name
+
+    kind = getattr(record, "activity_type", None)
+    return str(kind) if kind else _device_type_name(record.device_type)
+
+
+def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tuple[str, str]]:
+    """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` on the GPU, under
+    ``torch.inference_mode()`` (as the timed calls run).
+
+    One ``torch.profiler.profile(activities=[CPU, CUDA])`` window (CPU too: some torch versions collect CUPTI's
+    driver API records, Triton's ``cuLaunchKernel``, only with it) with a schedule of one warm-up call (kineto may
+    drop records at the start of a session) and ``calls`` active ones, each followed by
+    ``torch.cuda.synchronize()``.
+
+    Raises:
+        CudaUnavailableError: no CUDA GPU.
+        ValueError: ``calls < 1``.
+    """
+    from cudagraph_bench.measure.launch import _require_cuda
+    from cudagraph_bench.measure.roofline import window_records
+
+    torch = _require_cuda()
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    torch.cuda.synchronize()
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                                         schedule=schedule(wait=0, warmup=1, active=calls, repeat=1)) as prof:
+        for _ in range(1 + calls):
+            fn()
+            torch.cuda.synchronize()
+            prof.step()
+    return [(r.name, _kind(r)) for r in window_records(prof)]
+
+
+def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
+    """Graph launches, kernels and copies launched outside a graph by ``calls`` calls of ``fn``
+    (:func:`profile_call_records`, :func:`~cudagraph_bench.results.replay.count_replay`; summed over the calls).
+    Raises as :func:`profile_call_records`."""
+    return count_replay(profile_call_records(fn, calls=calls))
+
+
+def replay_expectation(prepared) -> tuple[int, int | None] | None:
+    """``(graph launches per call, kernels outside a graph allowed per call or None for unbounded)`` of a
+    prepared case (:class:`~cudagraph_bench.measure.case.PreparedCase` or
+    :class:`~cudagraph_bench.measure.decode_case.PreparedDecode`); None for a variant that captures no graph
+    of the suite's own (eager, ``compile``, the decode references and the peer).
+
+    A forward graph variant launches one graph per call and no kernel outside it (padded and bucketed:
+    :data:`PAD_INPUT_KERNELS` to pad the prompt). A graphed decoder's call is one whole request: one launch per
+    replay of :func:`~cudagraph_bench.capture.decode.replay_plan` over ``new_tokens - 1`` steps, plus one for a
+    prefill graph; its eager prefill and the request's set-up run outside any graph, so those kernels are
+    recorded but not bounded."""
+    kind = prepared.spec.variant_spec
+    if not kind.captured:
+        return None
+    if kind.suite != DECODE:
+        return 1, (PAD_INPUT_KERNELS if kind.lengths else 0)
+    from cudagraph_bench.capture.buckets import select_bucket
+    from cudagraph_bench.capture.decode import replay_plan
+
+    decoder = prepared.decoder
+    launches = sum(count for _, count in replay_plan(prepared.spec.new_tokens - 1, decoder.steps_per_graph))
+    buckets = getattr(decoder, "buckets", ())
+    bucket = select_bucket(prepared.spec.seq_len, buckets) if buckets else None
+    if bucket is not None and bucket in getattr(decoder, "_prefill_graphs", {}):
+        launches += 1
+    return launches, None
+
+
+def proof_fields(prepared, *, device: str, enabled: bool, calls: int = 1) -> dict:
+    """The ``extra_info`` fields of a timed case's replay proof: ``{"replay": ...}``
+    (:func:`~cudagraph_bench.results.replay.replay_field`) for a graph variant on a CUDA device when ``enabled``,
+    else ``{}`` (nothing profiled, no field written: the verdicts read it as not recorded). Call it after timing.
+
+    Raises:
+        Exception: what the profiled call raises (the case's failure).
+    """
+    expected = replay_expectation(prepared)
+    if not enabled or expected is None or not str(device).startswith("cuda"):
+        return {}
+    count = count_call(prepared.call, calls=calls)
+    return {"replay": replay_field(count, calls=calls, expected_graph_launches=expected[0],
+                                   kernels_outside_allowed=expected[1])}

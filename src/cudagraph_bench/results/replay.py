@@ -1,0 +1,151 @@
+"""Proof of replay (no torch): did the timed call of a graph variant replay its CUDA graph, or run eagerly?
+
+A graph that silently runs eager (a capture that fell back, a variant whose call path bypasses its graph,
+inductor skipping its cudagraphs with a warning) still gives correct outputs, so the correctness check cannot
+see it; only its latency is wrong (vLLM#36165, pytorch#124506). After timing, the plugin profiles one call of
+each graph variant with ``torch.profiler`` (CUDA activity: CUPTI's runtime and driver API callbacks;
+:mod:`cudagraph_bench.measure.replay_proof`) and records what the host launched during that call in the
+benchmark's ``extra_info["replay"]``:
+
+``{"calls": 1, "graph_launches": n, "kernels_outside_graph": m, "copies_outside_graph": c,
+"expected_graph_launches": e, "kernels_outside_allowed": a}``
+
+all per ``calls`` profiled calls; ``e`` and ``a`` are per call (``a`` null: kernels outside a graph not
+bounded, e.g. a decode request's eager prefill). :func:`replay_problem` is the rule the verdicts of ``gate``,
+``compare`` and ``baseline`` apply to it (through :func:`cudagraph_bench.results.record.decode_check`).
+
+What the count does not see: kernels launched inside a replayed graph (no launch API call: the graph's
+contents are not inspected), work a library launches through an API not listed here, and anything outside
+the profiled call (the timed calls before it are assumed to take the same path).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+#: Host API calls that launch a whole CUDA graph (runtime and driver API).
+GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+#: Host API calls that launch one kernel outside any graph (runtime and driver API; Triton uses the driver's).
+KERNEL_LAUNCH_APIS = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+                                "cudaLaunchCooperativeKernelMultiDevice", "cuLaunchKernel", "cuLaunchKernelEx",
+                                "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice"})
+#: Name prefixes of host API calls that copy or set memory (the static input copy): not kernels.
+COPY_API_PREFIXES = ("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")
+#: Event kinds that are device activity (the kernels and copies themselves), never a host API call.
+DEVICE_KINDS = frozenset({"kernel", "concurrent_kernel", "gpu_memcpy", "gpu_memset", "cuda", "memcpy", "memset"})
+_SUFFIX = re.compile(r"(_v\d+)?(_ptsz|_ptds)?$")
+
+
+@dataclass(frozen=True)
+class ReplayCount:
+    """What the host launched during the profiled calls (counts, summed over the calls)."""
+
+    graph_launches: int
+    kernels_outside_graph: int
+    copies_outside_graph: int
+
+
+def api_name(name: str) -> str:
+    """A host API call's name without CUPTI's version and per-thread-stream suffixes
+    (``"cudaLaunchKernel_v7000"`` -> ``"cudaLaunchKernel"``, ``"cudaMemcpyAsync_ptsz"`` -> ``"cudaMemcpyAsync"``)."""
+    return _SUFFIX.sub("", str(name).strip())
+
+
+def count_replay(events: Iterable[tuple[str, str]]) -> ReplayCount:
+    """Count graph launches, kernel launches and copies among profiler event records ``(name, kind)``.
+
+    ``kind`` is the record's activity type as Kineto names it (``"cuda_runtime"``, ``"cuda_driver"``,
+    ``"kernel"``, ``"gpu_memcpy"``, ...) or, where only the device type is known, ``"cpu"`` / ``"cuda"``
+    (Kineto lists runtime API events on the CPU and kernels on CUDA). Records of a device kind
+    (:data:`DEVICE_KINDS`) are the device side of a launch and never counted; of the others, a name in
+    :data:`GRAPH_LAUNCH_APIS` is a graph launch, in :data:`KERNEL_LAUNCH_APIS` a kernel launched outside a
+    graph, with a :data:`COPY_API_PREFIXES` prefix a copy; other names (aten ops, synchronizes) are ignored.
+    Kernels inside a replayed graph make no launch call and are not counted (module docstring)."""
+    graphs = kernels = copies = 0
+    for name, kind in events:
+        if str(kind).strip().lower() in DEVICE_KINDS:
+            continue
+        api = api_name(name)
+        if api in GRAPH_LAUNCH_APIS:
+            graphs += 1
+        elif api in KERNEL_LAUNCH_APIS:
+            kernels += 1
+        elif api.startswith(COPY_API_PREFIXES):
+            copies += 1
+    return ReplayCount(graphs, kernels, copies)
+
+
+def replay_field(count: ReplayCount, *, calls: int, expected_graph_launches: int,
+                 kernels_outside_allowed: int | None) -> dict:
+    """The ``extra_info["replay"]`` object of ``count`` over ``calls`` profiled calls (module docstring)."""
+    return {"calls": calls, "graph_launches": count.graph_launches,
+            "kernels_outside_graph": count.kernels_outside_graph, "copies_outside_graph": count.copies_outside_graph,
+            "expected_graph_launches": expected_graph_launches, "kernels_outside_allowed": kernels_outside_allowed}
+
+
+#: The fields of ``extra_info["replay"]`` that must be whole numbers >= 0 when present (calls: >= 1), and
+#: whether each is required.
+_FIELDS = {"graph_launches": True, "kernels_outside_graph": True, "calls": False, "copies_outside_graph": False,
+           "expected_graph_launches": False, "kernels_outside_allowed": False}
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def replay_format_problem(value) -> str | None:
+    """Why ``extra_info.replay`` is malformed (one phrase naming the field, for the run file's validation),
+    or None: not an object, a required count missing, a count that is not a whole number >= 0 (``calls``:
+    >= 1; ``kernels_outside_allowed`` may be null)."""
+    if not isinstance(value, dict):
+        kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+        return f"extra_info.replay of type {kind}, not an object of launch counts"
+    for key, required in _FIELDS.items():
+        if key not in value:
+            if required:
+                return f"extra_info.replay without {key}"
+            continue
+        x = value[key]
+        if x is None and key == "kernels_outside_allowed":
+            continue
+        if not _count(x) or (key == "calls" and x < 1):
+            return f"extra_info.replay.{key} = {x!r}, not a whole number >= {1 if key == 'calls' else 0}"
+    return None
+
+
+def replay_problem(value) -> str | None:
+    """The replay check of one benchmark's ``extra_info.replay`` (a well-formed object,
+    :func:`replay_format_problem`): None when it passes, else the one-line reason.
+
+    Passes when, over ``calls`` profiled calls (default 1), the graph launches equal
+    ``expected_graph_launches`` (default 1) per call and the kernels launched outside a graph are at most
+    ``kernels_outside_allowed`` (default 0; null: not bounded) per call. E.g. ``"replay: 0 graph launches and
+    212 kernels outside a graph per call (expected 1 and 0): the timed call ran eagerly"``."""
+    calls = value.get("calls") or 1
+    launches, kernels = value["graph_launches"], value["kernels_outside_graph"]
+    expected = value.get("expected_graph_launches", 1)
+    allowed = value.get("kernels_outside_allowed", 0)
+    if launches == expected * calls and (allowed is None or kernels <= allowed * calls):
+        return None
+    per = "per call" if calls == 1 else f"in {calls} calls"
+    if launches == 0:
+        why = "the timed call ran eagerly"
+    elif launches != expected * calls:
+        why = f"not the {expected} graph launch(es) per call the variant replays"
+    else:
+        why = "part of the call ran outside its graph"
+    bound = "any" if allowed is None else str(allowed)
+    return (f"replay: {launches} graph launches and {kernels} kernels outside a graph {per} "
+            f"(expected {expected} and at most {bound} per call): {why}")
+
+
+def replay_text(value) -> str:
+    """The replay proof in words for a check's detail: ``"replay 1 graph launch, 0 kernels outside per call"``,
+    or ``"replay not recorded"`` for None (runs before it, CPU runs)."""
+    if value is None:
+        return "replay not recorded"
+    calls = value.get("calls") or 1
+    per = "per call" if calls == 1 else f"in {calls} calls"
+    return f"replay {value['graph_launches']} graph launch(es), {value['kernels_outside_graph']} kernels outside {per}"
