@@ -13,7 +13,7 @@ import pytest
 from unittest.mock import ANY
 from scipy.stats import median_abs_deviation, t
 
-from cudagraph_bench.results import noise
+from cudagraph_bench.results import capture_cost, noise
 from cudagraph_bench.results.baseline import SCHEMA_VERSION, load_baseline
 from cudagraph_bench.errors import InputFileError
 from h200_fixture import (DOC, bench, checked, committed_doc, committed_run, forward_benches,
@@ -67,7 +67,7 @@ def test_baseline_records_cases_environment_sources_and_thresholds(tmp_path, cap
     rc, out, err = run_cli(capsys, "baseline", *runs, "-o", out_path, "--min-reduction", 35)
     assert rc == 0, err
     doc = json.loads(out_path.read_text())
-    assert doc["schema_version"] == SCHEMA_VERSION == 3 and doc["kind"] == "cudagraph-bench-baseline"
+    assert doc["schema_version"] == SCHEMA_VERSION == 4 and doc["kind"] == "cudagraph-bench-baseline"
     assert doc["gpu_slug"] == GPU
     assert doc["sources"] == [{"file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
                                "run_datetime": json.loads(p.read_text())["datetime"], "node": f"node-{i}",
@@ -77,7 +77,8 @@ def test_baseline_records_cases_environment_sources_and_thresholds(tmp_path, cap
     assert doc["thresholds"] == {"min_reduction_pct": 35.0, "max_gated_len": 128,
                                  "regression_floor_pct": noise.DEFAULT_FLOOR_PCT,
                                  "noise_multiplier": None, "alpha": noise.DEFAULT_ALPHA,
-                                 "cross_host_spread_pct": None, "cross_host_df": None}
+                                 "cross_host_spread_pct": None, "cross_host_df": None,
+                                 **capture_cost.THRESHOLDS}
     newest = json.loads(runs[-1].read_text())
     env = doc["environment"]
     assert env["cuda"] == DOC["machine_info"]["cuda"] and env["run_datetime"] == newest["datetime"]
@@ -240,7 +241,7 @@ def test_a_schema_1_file_is_refused_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(schema_version=4), "unknown schema_version 4"),
+    (lambda d: d.update(schema_version=5), "unknown schema_version 5"),
     (lambda d: d.pop("schema_version"), "not a cudagraph-bench baseline"),
     (lambda d: d["cases"][0].pop("graph"), "malformed"),
     (lambda d: d["cases"][0]["graph"].update(median_ms=0), "malformed"),

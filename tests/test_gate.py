@@ -446,7 +446,7 @@ def test_unchanged_graph_medians_show_plus_zero_not_minus_zero(capsys, baseline,
     assert rc == 0
     rows = graph_rows(out)
     assert len(rows) == len(RED)
-    assert [r[-4] for r in rows] == ["+0.0"] * len(RED)
+    assert [r[-8] for r in rows] == ["+0.0"] * len(RED)
 
 
 def test_per_case_thresholds_in_the_baseline(tmp_path, capsys, baseline, checked_run):

@@ -96,23 +96,35 @@ def without_paths(text, *paths):
     return re.sub(r"sha256 `[0-9a-f]+`", "sha256", text)
 
 
-def test_gate_gives_the_merged_run_the_verdict_of_the_original(capsys, merged, tmp_path):
+@pytest.fixture
+def original(tmp_path):
+    """The original run as the merged run's memory ledger is read: each shard's first graph case, which a session of
+    its own pays the warmup stream's workspace for, is not read there (``results/capture_cost.py``), so the copy
+    leaves those cases out of its ledger beside the session's own first."""
+    doc = copy.deepcopy(DOC)
+    firsts = {part["cudagraph_bench"]["cases"][0]["case"] for part in split(DOC)}
+    cases = doc["cudagraph_bench"]["cases"]
+    doc["cudagraph_bench"]["cases"] = cases[:1] + [c for c in cases[1:] if c["case"] not in firsts]
+    return write(doc, tmp_path / ORIGINAL.name.removesuffix(".gz"))
+
+
+def test_gate_gives_the_merged_run_the_verdict_of_the_original(capsys, merged, tmp_path, original):
     # a baseline of the original's kind (synchronized wall medians: the committed one compares the device-side
     # figure, which this older run did not record), from five copies of it scaled as separate runs would differ
     runs = write_runs(tmp_path / "runs", (1.0, 1.01, 0.99, 1.02, 0.98), doc=DOC)
     baseline = tmp_path / "wall-baseline.json"
     assert run_cli(capsys, "baseline", *runs, "-o", baseline)[0] == 0
-    rc_o, out_o, _ = run_cli(capsys, "gate", ORIGINAL, "--baseline", baseline)
+    rc_o, out_o, _ = run_cli(capsys, "gate", original, "--baseline", baseline)
     rc_m, out_m, _ = run_cli(capsys, "gate", merged, "--baseline", baseline)
     assert rc_m == rc_o == 0
-    assert without_paths(out_m, merged) == without_paths(out_o, ORIGINAL)
+    assert without_paths(out_m, merged) == without_paths(out_o, original)
 
 
-def test_report_renders_the_merged_run_as_the_original(tmp_path, capsys, merged):
-    assert run_cli(capsys, "report", ORIGINAL, "-o", tmp_path / "a")[0] == 0
+def test_report_renders_the_merged_run_as_the_original(tmp_path, capsys, merged, original):
+    assert run_cli(capsys, "report", original, "-o", tmp_path / "a")[0] == 0
     assert run_cli(capsys, "report", merged, "-o", tmp_path / "b")[0] == 0
     page_a, page_b = ((tmp_path / d / "results.md").read_text() for d in "ab")
-    assert without_paths(page_b, merged, merged.name) == without_paths(page_a, ORIGINAL, ORIGINAL.name)
+    assert without_paths(page_b, merged, merged.name) == without_paths(page_a, original, original.name)
 
 
 def test_compare_finds_no_change_between_the_merged_run_and_the_original(capsys, merged):

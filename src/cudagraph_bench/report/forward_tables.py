@@ -8,6 +8,7 @@ from __future__ import annotations
 from cudagraph_bench.report.runs import merged, not_measured, variant_index
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
+from cudagraph_bench.results.capture_cost import ledger_id, memory_left
 from cudagraph_bench.results.record import CheckRecord
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.results.stats import reduction_pct, spread_pct
@@ -35,13 +36,16 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     Keys: ``model, dtype, seq_len, variant, status`` (ok / mismatch / failed / skipped),
     ``mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round), ``event_median_ms``,
     ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
-    (eager median / variant median), ``compile_s``, ``capture_ms``, ``max_abs_diff``, ``check``
+    (eager median / variant median), ``compile_s``, ``capture_ms``, ``pool_left_mib`` (GPU memory the graph left
+    reserved after its release, from the memory ledger; None for the session's first graph case, which also keeps the
+    warmup stream's workspace, and where not recorded), ``max_abs_diff``, ``check``
     (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
     ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data),
     ``attn_implementation`` (the attention the model ran; None in runs that predate it).
     """
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == REF}
+    left = {k: v for run in runs for k, v in memory_left(run).items()}
     rows = []
     for case, m in ms.items():
         info, s, check = m.extra_info, m.summary, m.check
@@ -53,7 +57,8 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
-            "capture_ms": info.get("capture_ms"), "max_abs_diff": check.max_abs_diff,
+            "capture_ms": _number(info.get("capture_ms")), "max_abs_diff": check.max_abs_diff,
+            "pool_left_mib": left.get(ledger_id(case.without_variant())) if case.variant == GATED else None,
             "check": "reference" if case.variant == REF else check.method,
             "fp64_rmse_ratio": check.fp64_rmse_ratio,
             "note": _note(check, info.get("notes")),
@@ -66,7 +71,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
         if (case.model, case.dtype, case.seq_len, case.variant) in seen:
             continue
         rows.append({**dict.fromkeys(("mean_ms", "median_ms", "p95_ms", "min_ms", "max_ms", "event_median_ms",
-                                      "reduction_pct", "speedup", "capture_ms")),
+                                      "reduction_pct", "speedup", "capture_ms", "pool_left_mib")),
                      "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
                      "status": f.status,
                      "compile_s": f.compile_ms / 1e3 if f.compile_ms is not None else None,
@@ -75,6 +80,11 @@ def forward_rows(runs: list[Run]) -> list[dict]:
                      "attn_implementation": f.details.get("attn_implementation")})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], variant_index(r["variant"]), r["variant"]))
     return rows
+
+
+def _number(value) -> float | None:
+    """A recorded figure that is one number (the bucketed graphs record one capture time per length), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _spread(samples_ms) -> float | None:
@@ -91,6 +101,7 @@ LONG_COLUMNS = [
     Column("variant", "variant"), Column("mean_ms", "mean ms", ".3f"), Column("median_ms", "median ms", ".3f"),
     Column("p95_ms", "p95 ms", ".3f"), Column("min_ms", "min ms", ".3f"), Column("max_ms", "max ms", ".3f"),
     Column("reduction_pct", "vs eager %", "+.1f"), Column("compile_s", "compile s", ".1f"),
+    Column("capture_ms", "capture ms", ".1f"), Column("pool_left_mib", "graph MiB left", "g"),
     Column("status", "correct", lambda s: {"ok": "yes", "mismatch": "NO", "unchecked": "not recorded"}.get(s, s),
            "left"),
     Column("max_abs_diff", "max abs diff", ".1e"),

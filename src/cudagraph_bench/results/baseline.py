@@ -2,19 +2,21 @@
 
 A baseline is built from k >= :data:`~cudagraph_bench.results.noise.MIN_BASELINE_RUNS` separate runs of the
 same code on one GPU type, on one or, better, several machines (separate processes: what moves between runs, and
-between machines, is the noise a gate must tolerate, :mod:`cudagraph_bench.results.noise`). Schema 3::
+between machines, is the noise a gate must tolerate, :mod:`cudagraph_bench.results.noise`). Schema 4::
 
-    schema_version: 3, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
+    schema_version: 4, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
     environment: {cuda: machine_info["cuda"] of the newest run, python, ..., run_datetime},
     sources: [{file, sha256, run_datetime, node, host, cpu}, ...]      (one per run; host: the GPU's UUID)
     hosts: [{host, runs, cpu}, ...]
     thresholds: {min_reduction_pct, max_gated_len, regression_floor_pct, noise_multiplier, alpha,
-                 cross_host_spread_pct, cross_host_df},
+                 cross_host_spread_pct, cross_host_df, capture_floor_pct, memory_floor_mib, memory_floor_pct},
     cases: [{model, dtype, seq_len, gated, min_reduction_pct, n_runs,
              eager: {median_ms, p95_ms, run_medians_ms: [...]},
              graph: {median_ms, p95_ms, run_medians_ms: [...], run_hosts: [...], spread_pct,
                      within_host_spread_pct, within_host_df, cross_host_spread_pct, host_medians_ms},
-             reduction_pct, reduction_range_pct: [low, high]}, ...]
+             reduction_pct, reduction_range_pct: [low, high],
+             capture_cost: {capture_ms: {median_ms, run_values_ms, eager_calls, run_eager_calls, spread_pct},
+                            pool_left_mib: {median_mib, run_values_mib} or null} or null}, ...]
 
 ``median_ms`` is the median of the run medians (the graph's, over several hosts: the geometric mean of the host
 medians, each host weighing the same), ``p95_ms`` the median of the runs' p95s, ``spread_pct`` the between-run spread
@@ -28,7 +30,9 @@ host, ``max(regression_floor_pct, m * spread_pct * sqrt(1/k + 1/n))`` for n gate
 host's runs (:func:`cudagraph_bench.results.noise.across_hosts_tolerance_pct`) with the cross-host spread pooled over
 the gated cases: a slower machine is slower for every case (measured on two H200s: the second faster by 0.0-1.3% in
 all 24 gated cases, the plain capture/replay loop by the same), so the cases estimate one spread with one degree of
-freedom each, where one case alone has one. Schema 2 files (one host, no host record) are read as one host.
+freedom each, where one case alone has one. ``capture_cost`` is the graph's capture time and the memory it left
+reserved, judged by :mod:`cudagraph_bench.results.capture_cost` (null: the runs recorded no capture time); schema 3
+files lack it and are read without it. Schema 2 files (one host, no host record) are read as one host.
 Edit a case's ``gated`` or ``min_reduction_pct`` by hand to tune it (:func:`load_baseline` validates them
 as the CLI flags are validated). A run that recorded a failed correctness check, of any variant or suite
 (known peer failures excepted), is refused; a graph case without a recorded check is too, unless
@@ -46,7 +50,7 @@ import numpy as np
 
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
-from cudagraph_bench.results import noise, stats
+from cudagraph_bench.results import capture_cost, noise, stats
 from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.results.baseline_values import (  # noqa: F401  (SCHEMA_VERSION, KIND ...: re-exported)
@@ -151,7 +155,8 @@ def stored_case(case: dict) -> dict:
                    if "host_medians_ms" in p else {})}
     return {**case, REF: point(case[REF]), GATED: point(case[GATED]),
             "reduction_pct": _round(case["reduction_pct"], 3),
-            "reduction_range_pct": [_round(x, 3) for x in case["reduction_range_pct"]]}
+            "reduction_range_pct": [_round(x, 3) for x in case["reduction_range_pct"]],
+            **({capture_cost.FIELD: capture_cost.stored(case[capture_cost.FIELD])} if capture_cost.FIELD in case else {})}
 
 
 def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: str = "baseline") -> None:
@@ -215,6 +220,7 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     if regression_floor_pct is None:
         regression_floor_pct = noise.FLOORS_PCT[figure]
     cases, spreads = [], []
+    runs_left, per_run = [capture_cost.memory_left(r) for r in runs], [forward_groups(r) for r in runs]
     for (model, dtype, seq_len), by_variant in groups.items():
         eager, graph = by_variant.get(REF, []), by_variant.get(GATED, [])
         if min(len(eager), len(graph)) < min_runs:
@@ -239,6 +245,10 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
             REF: e_point, GATED: g_point,
             "reduction_pct": red,
             "reduction_range_pct": list(per_run_range),
+            capture_cost.FIELD: capture_cost.baseline_point(
+                (model, dtype, seq_len), [(g[key][REF], g[key][GATED]) for g in per_run
+                                          for key in [(model, dtype, seq_len)] if {REF, GATED} <= set(g.get(key, {}))],
+                runs_left),
         }
         cases.append(stored_case(case) if rounded else case)
     if not cases:
@@ -264,7 +274,7 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
         "thresholds": {"min_reduction_pct": min_reduction_pct, "max_gated_len": max_gated_len,
                        "regression_floor_pct": regression_floor_pct, "noise_multiplier": noise_multiplier,
                        "alpha": alpha, "cross_host_spread_pct": _round(cross, 3) if rounded else cross,
-                       "cross_host_df": cross_df if cross is not None else None},
+                       "cross_host_df": cross_df if cross is not None else None, **capture_cost.THRESHOLDS},
         "cases": cases,
     }
 
@@ -276,7 +286,7 @@ def load_baseline(path: str | Path) -> Baseline:
     file (``/dev/zero``), is too large or nests too deep (:func:`cudagraph_bench.fsio.read_input_bytes`,
     :func:`~cudagraph_bench.fsio.parse_json`), and for every value no baseline of ``cudagraph-bench baseline``
     holds (:func:`cudagraph_bench.results.baseline_values.check_document`, naming the field and the fix): a
-    schema_version other than 2 or 3 (a schema-1 file was built from one run: rebuild it from k runs) or another
+    schema_version other than 2, 3 or 4 (a schema-1 file was built from one run: rebuild it from k runs) or another
     kind, a malformed case (key, ``gated``, ``min_reduction_pct``, times, figure, spreads, degrees of freedom), machine
     fields that disagree with each other or with ``hosts``, a malformed threshold. Why: a reader then trusts every
     value, and a wrong one would change the gate's verdict without a word.

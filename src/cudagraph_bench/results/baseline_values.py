@@ -11,6 +11,8 @@ and the fix (exit 2), never a traceback or a silently changed verdict.
   median, each a machine of ``hosts``), ``graph.host_medians_ms`` one per machine of ``run_hosts`` (a run without a
   machine counts as one, as :func:`cudagraph_bench.results.noise.host_spread` counts it), and the thresholds'
   spread across machines present exactly when the cases measured one; a schema-2 file carries none of these fields;
+- the capture cost (schema 4, required there, null allowed): ``capture_ms`` times > 0 ms, one per run, its spread a
+  percent; ``pool_left_mib`` null or MiB that are finite numbers, at least two runs;
 - the thresholds, each parsed by its flag's parser (:data:`THRESHOLD_PARSERS`).
 
 A spread, a machine count or a degree of freedom sets the tolerance of every gated case, so an absurd one (a spread of
@@ -31,9 +33,9 @@ from cudagraph_bench.results.benchmark_values import MAX_KEY_COUNT, json_type
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 
-SCHEMA_VERSION = 3
-#: Schemas :func:`check_document` reads: 2 (one host, no host record) and 3.
-READABLE_SCHEMAS = (2, 3)
+SCHEMA_VERSION = 4
+#: Schemas :func:`check_document` reads: 2 (one host, no host record), 3 (no capture cost) and 4.
+READABLE_SCHEMAS = (2, 3, 4)
 KIND = "cudagraph-bench-baseline"
 #: The graph figures a baseline stores (``graph.figure``; absent: ``"wall"``).
 FIGURES = ("wall", "device")
@@ -44,7 +46,9 @@ MACHINE_FIELDS = ("run_hosts", "within_host_spread_pct", "within_host_df", "cros
 #: Threshold keys of a baseline file and the parser that validates each (as its CLI flag, or as the field it is).
 THRESHOLD_PARSERS = {"min_reduction_pct": parse_reduction_pct, "regression_floor_pct": parse_regression_pct,
                      "max_gated_len": parse_count, "noise_multiplier": parse_multiplier, "alpha": parse_alpha,
-                     "cross_host_spread_pct": parse_spread_pct, "cross_host_df": parse_count}
+                     "cross_host_spread_pct": parse_spread_pct, "cross_host_df": parse_count,
+                     "capture_floor_pct": parse_regression_pct, "memory_floor_mib": parse_regression_pct,
+                     "memory_floor_pct": parse_regression_pct}
 
 
 def regenerate(path) -> str:
@@ -114,6 +118,8 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
                                      f"cases[{index}]): delete one of them, or {regenerate(path)}")
             _check_case(path, key, c)
             _check_points(path, index, key, c)
+            if schema >= 4 or c.get("capture_cost") is not None:
+                check_capture_cost(path, index, key, c, required=schema >= 4)
             if schema >= 3:
                 _check_machines(path, index, key, c, hosts)
             else:
@@ -339,3 +345,46 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
         parse_reduction_pct(str(value))
     except argparse.ArgumentTypeError as exc:
         raise InputFileError(f"{where}: min_reduction_pct: {exc}: {fix}") from None
+
+
+def check_capture_cost(path: Path, index: int, key: tuple, c: dict, *, required: bool) -> None:
+    """A case's ``capture_cost`` (:mod:`cudagraph_bench.results.capture_cost`): null (the runs recorded no capture
+    time), or ``capture_ms: {median_ms, run_values_ms, spread_pct}`` with times > 0 ms and a spread as the graph's,
+    and ``pool_left_mib``: null or ``{median_mib, run_values_mib}`` of finite MiB (2+ runs). ``required``: a schema-4
+    file holds the field in every case. Raises InputFileError naming the field. Why: a time of 0 or a spread of 1e6
+    would pass every capture regression."""
+    where = f"cases[{index}] ({case_name(key)})"
+    if "capture_cost" not in c:
+        if required:
+            raise _bad(path, f"{where}: capture_cost is missing: a schema-4 baseline records it in every case (null "
+                             "when the runs recorded no capture time)")
+        return
+    cost = c["capture_cost"]
+    if cost is None:
+        return
+    if not isinstance(cost, dict) or not isinstance(cost.get("capture_ms"), dict):
+        raise _bad(path, f"{where}: capture_cost is {_shown(cost)}, not an object with capture_ms")
+    cap = cost["capture_ms"]
+    values = cap.get("run_values_ms")
+    if not (isinstance(values, list) and values and all(_ms(x) for x in values)):
+        raise _bad(path, f"{where}: capture_cost.capture_ms.run_values_ms is {_shown(values)}, not a list of "
+                         "capture times > 0 ms")
+    if not _ms(cap.get("median_ms")):
+        raise _bad(path, f"{where}: capture_cost.capture_ms.median_ms is {_shown(cap.get('median_ms'))}, not a "
+                         "capture time > 0 ms")
+    spread = cap.get("spread_pct")
+    if spread is not None:
+        try:
+            if not _finite_number(spread) or len(values) < 2:
+                raise argparse.ArgumentTypeError("not a finite percent from 2 or more runs")
+            parse_spread_pct(str(spread))
+        except argparse.ArgumentTypeError as exc:
+            raise _bad(path, f"{where}: capture_cost.capture_ms.spread_pct is {_shown(spread)}: {exc}") from None
+    mem = cost.get("pool_left_mib")
+    if mem is None:
+        return
+    runs = mem.get("run_values_mib") if isinstance(mem, dict) else None
+    if not (isinstance(runs, list) and len(runs) >= 2 and all(_finite_number(x) for x in runs)
+            and _finite_number(mem.get("median_mib"))):
+        raise _bad(path, f"{where}: capture_cost.pool_left_mib is {_shown(mem)}, not null or "
+                         "{median_mib, run_values_mib} of finite MiB from 2 or more runs")

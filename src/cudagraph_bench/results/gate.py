@@ -14,7 +14,9 @@ For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmar
   threshold (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline);
 - a case's graph median (the median of the runs' medians) is slower than the baseline's by more than
   the case's tolerance, calibrated on between-run noise, and, where enough runs are given, a one-sided
-  Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`).
+  Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`);
+- a graph's capture time (loosely) or the memory it left reserved regressed
+  (:mod:`cudagraph_bench.results.capture_cost`).
 
 A case is *marginal* when its 95% interval (one run: percentile bootstrap of its rounds; several runs:
 the range of the per-run reductions) straddles the threshold; the verdict still follows the median. Every gated
@@ -46,7 +48,7 @@ import numpy as np
 
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
-from cudagraph_bench.results import noise
+from cudagraph_bench.results import capture_cost, noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline,
                                               case_tolerance, check_baseline_gpu, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
@@ -98,6 +100,9 @@ class GateVerdict:
     allow_unchecked: bool = False
     regression: noise.RegressionCheck | None = None
     device_median_ms: float | None = None
+    capture: capture_cost.CaptureCheck | None = None
+    capture_ms: float | None = None
+    pool_left_mib: float | None = None
 
     @property
     def label(self) -> str:
@@ -135,8 +140,9 @@ class GateVerdict:
 
     @property
     def regressed(self) -> bool:
-        """Slower than the baseline by more than the case's tolerance, the rank test agreeing where it applies."""
-        return self.regression is not None and self.regression.regressed
+        """Slower than the baseline beyond the case's tolerance (the rank test agreeing), or its capture cost regressed."""
+        return (self.regression is not None and self.regression.regressed) or (
+            self.capture is not None and self.capture.regressed)
 
     @property
     def failed(self) -> bool:
@@ -151,8 +157,10 @@ class GateVerdict:
             parts.append("UNCHECKED" if self.unchecked else "unchecked")
         if self.marginal:
             parts.append("marginal")
-        if self.regressed:
+        if self.regression is not None and self.regression.regressed:
             parts.append("REGRESSION")
+        if self.capture is not None and self.capture.regressed:
+            parts.append("CAPTURE COST")
         return ", ".join(parts)
 
 
@@ -249,6 +257,7 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
     th = baseline.thresholds if baseline else {}
     results = []
     per_run = [forward_groups(run) for run in runs]
+    left = [capture_cost.memory_left(run) for run in runs]
     for key, by_variant in merged_forward_groups(runs).items():
         base_case = baseline.cases.get(key) if baseline else None
         if max_gated_len is not None:
@@ -271,13 +280,17 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
             is_graph = variant == GATED
             regression = _regression(base_case, ms, th, max_regression_pct) if is_graph else None
             check, detail = combined_check(ms)
+            mem, captures = capture_cost.run_figures(key, pairs, left) if is_graph else ([], None)
             results.append(GateVerdict(
                 *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
                 median_ms=float(np.median([m.summary.median_ms for m in ms])), reduction_pct=red, ci_pct=ci,
                 gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
                 check=check, check_detail=detail, allow_unchecked=allow_unchecked, regression=regression,
                 device_median_ms=(float(np.median([m.device_ms for m in ms]))
-                                  if all(m.device_ms is not None for m in ms) else None)))
+                                  if all(m.device_ms is not None for m in ms) else None),
+                capture=capture_cost.check_case(base_case, th, captures and captures[1], mem) if is_graph else None,
+                capture_ms=float(np.median(captures[0])) if captures else None,
+                pool_left_mib=float(np.median(mem)) if mem else None))
     return results
 
 
@@ -306,7 +319,7 @@ COLUMNS = [
     Column("min_reduction_pct", "min %", "g"), Column("margin_pts", "margin pts", "+z.1f"), Column("check", "check"),
     Column("baseline_median_ms", "baseline ms", ".3f"),
     Column("change_pct", "vs baseline %", "+z.1f"), Column("tolerance_pct", "tolerance %", ".1f"),
-    Column("p_value", "rank p", ".3f"), Column("status", "status"),  # z: never "-0.0"
+    Column("p_value", "rank p", ".3f"), *capture_cost.COLUMNS, Column("status", "status"),  # z: never "-0.0"
 ]
 
 
@@ -319,7 +332,9 @@ def rows(results: list[GateVerdict]) -> list[dict]:
                "margin_pts": r.margin_pts,
                "status": r.status, "baseline_median_ms": reg.old_median_ms if reg else None,
                "change_pct": reg.change_pct if reg else None, "tolerance_pct": reg.tolerance_pct if reg else None,
-               "p_value": reg.p_value if reg else None}
+               "p_value": reg.p_value if reg else None,
+               "capture_change_pct": r.capture.capture.change_pct if r.capture and r.capture.capture else None,
+               "capture_tolerance_pct": r.capture.capture.tolerance_pct if r.capture and r.capture.capture else None}
         out.append(row)
     return out
 
@@ -355,7 +370,11 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
                      f"({first_items([r.label for r in unchecked])}): rerun with the current plugin, or "
                      "--allow-unchecked for runs recorded before checks existed")
     parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
+    cost_failures, cost_notes = capture_cost.verdict_parts(results)
+    parts += cost_failures
     for r in regressed:
+        if r.regression is None or not r.regression.regressed:
+            continue
         reg = r.regression
         p = f", rank p={reg.p_value:.3f} < {reg.alpha:g}" if reg.p_value is not None else ""
         parts.append(f"{r.label} {r.variant} median {reg.change_pct:+.1f}% vs baseline "
@@ -385,6 +404,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
         if no_entry:
             parts.append(f"{plural(len(no_entry), 'case')} of this run {'has' if len(no_entry) == 1 else 'have'} "
                          f"no baseline entry, not checked for regression: {first_items(no_entry)}")
+    parts += cost_notes
     if marginal:
         parts.append(f"{len(marginal)} marginal ({', '.join(r.label for r in marginal)})")
     no_interval = [r.label for r in gated if r.ci_pct is None]
@@ -455,7 +475,8 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
         "check: the correctness check recorded in the run (a failed one of any variant or suite fails the gate, "
         "but a known peer failure does not). vs baseline: change "
         "of the median of run medians; tolerance: calibrated on between-run noise; rank p: one-sided "
-        "Mann-Whitney U of the run medians. Only the graph variant of gated cases is gated.", ""])
+        "Mann-Whitney U of the run medians. Only the graph variant of gated cases is gated. " + capture_cost.PAGE_NOTE,
+        ""])
 
 
 def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:

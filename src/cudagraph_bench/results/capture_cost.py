@@ -1,0 +1,224 @@
+"""What capturing a graph costs, per forward case, in the baseline and the gate (no torch): the graph's capture time
+(``extra_info["capture_ms"]``: warmup + capture wall ms) and the GPU memory its graph left reserved after the case
+released it (the plugin's memory ledger, ``cudagraph_bench.cases[]``: ``reserved_after_mib - reserved_before_mib``).
+
+Why: both move with torch and transformers releases, and neither moves the replay latency the gate guards.
+
+The figures and their rules:
+
+- **capture_ms**, judged in eager calls: one value per run (one capture per case and process), divided by the same
+  run's eager wall median of the case. Capture (warmup + capture) is host-side work like an eager call at batch 1,
+  and both move with the host: between the baseline's committed runs and machines the capture time of a case
+  moved with its eager latency, and their ratio moved less than the capture time (computed in
+  ``tests/test_capture_cost.py``). Compared as the latency is (:func:`cudagraph_bench.results.noise.check_regression`:
+  the median of the runs' ratios against the baseline's, tolerance ``max(CAPTURE_FLOOR_PCT, t x the case's
+  between-run spread of the ratio x sqrt(1/k + 1/n))``), with one difference: a change beyond the tolerance fails
+  only where the rank test applies and agrees (2 or more runs against a baseline of 5 or more); one run beyond it
+  is a warning, since a single case of one run lands well beyond it with no change of code. A change that makes
+  eager faster and leaves capture alone reads as a costlier capture (it is: more eager calls to pay it back).
+- **pool_left_mib**: the reserved memory the case's graph left behind once released (MiB); the session's first
+  graph case is not read (it also keeps the warmup side stream's cuBLAS workspace), nor is each part's first of a
+  merged run. Compared in MiB: a regression is a median above the baseline's by more than
+  ``max(MEMORY_FLOOR_MIB, MEMORY_FLOOR_PCT of the baseline, the range of the baseline's runs)``.
+
+The runs record no size of a live graph pool (the memory the graph holds while it replays): only what stays
+reserved after its release is gated, a pool that is no longer given back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from cudagraph_bench.results import noise
+from cudagraph_bench.table import Column
+from cudagraph_bench.variants import GATED
+
+#: Smallest capture-time tolerance (percent): capture is host-side work and moves with the host.
+CAPTURE_FLOOR_PCT = 20.0
+#: Smallest memory tolerance (MiB): the committed runs left the same memory behind in every run (no spread), and
+#: the caching allocator reserves whole segments of 2 MiB or more, so a pool not given back shows as 2 MiB or more.
+MEMORY_FLOOR_MIB = 1.0
+#: Smallest memory tolerance relative to the baseline (percent).
+MEMORY_FLOOR_PCT = 5.0
+#: The baseline's thresholds of this module and their defaults.
+THRESHOLDS = {"capture_floor_pct": CAPTURE_FLOOR_PCT, "memory_floor_mib": MEMORY_FLOOR_MIB,
+              "memory_floor_pct": MEMORY_FLOOR_PCT}
+#: A case's field in a baseline of schema 4.
+FIELD = "capture_cost"
+#: The gate table's columns of the capture cost (its rows: :func:`cudagraph_bench.results.gate.rows`).
+COLUMNS = [Column("capture_ms", "capture ms", ".1f"),
+           Column("capture_change_pct", "capture/eager vs baseline %", "+z.0f"),
+           Column("capture_tolerance_pct", "capture tol %", ".0f"), Column("pool_left_mib", "left MiB", "g")]
+#: What the gate's page says of these columns.
+PAGE_NOTE = ("capture ms: the graph's warmup + capture (median of the runs), gated loosely in eager calls (over the "
+             "same run's eager median, since both move with the host): a tolerance of at least 20%, failing only "
+             "where the rank test applies (2+ runs), since one run's capture of one case can land far out; left MiB: "
+             "GPU memory the graph left reserved after its release (the session's first graph case not read), gated "
+             "within 1 MiB.")
+
+
+def ledger_id(key: tuple[str, str, int]) -> str:
+    """The memory ledger's name of a forward case's graph (``Case.test_id``)."""
+    return "{}-{}-L{}-{}".format(*key, GATED)
+
+
+def memory_left(run) -> dict[str, float]:
+    """``{ledger case id: MiB left reserved}`` of a run's graph cases, each session's first left out (a merged run's
+    ``parts`` say how many graph cases each session ran); empty for a run without a ledger or a merged run whose
+    parts do not count its cases; a ledger entry that is not two finite numbers is not read."""
+    section = run.data.get("cudagraph_bench") or {}
+    cases, parts = section.get("cases"), section.get("parts")
+    if not isinstance(cases, list):
+        return {}
+    counts = [p.get("graph_cases") if isinstance(p, dict) else None for p in parts or [{"graph_cases": len(cases)}]]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts) or sum(counts) != len(cases):
+        return {}
+    firsts = set(np.cumsum([0, *counts[:-1]]).tolist())
+    out = {}
+    for i, entry in enumerate(cases):
+        if i in firsts or not isinstance(entry, dict) or not isinstance(entry.get("case"), str):
+            continue
+        before, after = entry.get("reserved_before_mib"), entry.get("reserved_after_mib")
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (before, after)):
+            out[entry["case"]] = float(after) - float(before)
+    return out
+
+
+def capture_values(pairs: list) -> tuple[list[float], list[float]] | None:
+    """``(capture_ms, capture_ms / eager wall median)`` per run of one graph case (``pairs``: its ``(eager, graph)``
+    measurements, one pair per run), or None when a run lacks ``capture_ms`` or recorded one that is not > 0 (a
+    capture takes time: 0 is no capture)."""
+    values = [g.extra_info.get("capture_ms") for _, g in pairs]
+    if not values or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 for v in values):
+        return None
+    return [float(v) for v in values], [float(v) / e.summary.median_ms for v, (e, _) in zip(values, pairs)]
+
+
+def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
+    """``(memory left reserved per run that recorded it, :func:`capture_values` of ``pairs``)`` of one graph case:
+    ``left`` the runs' :func:`memory_left`."""
+    return [r[ledger_id(key)] for r in left if ledger_id(key) in r], capture_values(pairs)
+
+
+def baseline_point(key: tuple, pairs: list, runs_left: list[dict[str, float]]) -> dict | None:
+    """The ``capture_cost`` field of a baseline case (``pairs``: its ``(eager, graph)`` measurements per run):
+    ``capture_ms: {median_ms, run_values_ms, eager_calls, run_eager_calls, spread_pct}`` (``eager_calls``: capture
+    time over the same run's eager wall median; the spread, of those, as the graph's,
+    :func:`~cudagraph_bench.results.noise.spread_pct`) and ``pool_left_mib: {median_mib, run_values_mib}`` (null when
+    fewer than 2 runs recorded it); None when a run lacks ``capture_ms``."""
+    got = capture_values(pairs)
+    if got is None:
+        return None
+    values, calls = got
+    left = [r[ledger_id(key)] for r in runs_left if ledger_id(key) in r]
+    return {"capture_ms": {"median_ms": float(np.median(values)), "run_values_ms": values,
+                           "eager_calls": float(np.median(calls)), "run_eager_calls": calls,
+                           "spread_pct": noise.spread_pct(calls)},
+            "pool_left_mib": ({"median_mib": float(np.median(left)), "run_values_mib": left} if len(left) >= 2
+                              else None)}
+
+
+def stored(point: dict | None) -> dict | None:
+    """:func:`baseline_point` as a baseline file stores it: times to the ns (6 decimals of a ms), the spread to 3
+    decimals."""
+    if point is None:
+        return None
+    cap = point["capture_ms"]
+    spread = cap["spread_pct"]
+    return {**point, "capture_ms": {"median_ms": round(cap["median_ms"], 6),
+                                    "run_values_ms": [round(v, 6) for v in cap["run_values_ms"]],
+                                    "eager_calls": round(cap["eager_calls"], 6),
+                                    "run_eager_calls": [round(v, 6) for v in cap["run_eager_calls"]],
+                                    "spread_pct": None if spread is None else round(spread, 3)}}
+
+
+@dataclass(frozen=True)
+class CaptureCheck:
+    """One graph case's capture cost against its baseline. ``capture``: the noise check of ``capture_ms`` (None: the
+    runs lack it); ``memory_mib`` / ``memory_base_mib`` / ``memory_tolerance_mib``: the median memory left reserved
+    of the runs and of the baseline, and the allowed growth (None: not recorded on a side)."""
+
+    capture: noise.RegressionCheck | None
+    memory_mib: float | None = None
+    memory_base_mib: float | None = None
+    memory_tolerance_mib: float | None = None
+
+    @property
+    def capture_regressed(self) -> bool:
+        """Beyond the tolerance and the rank test applies and agrees."""
+        c = self.capture
+        return c is not None and c.beyond_tolerance and c.p_value is not None and c.p_value < c.alpha
+
+    @property
+    def capture_warning(self) -> bool:
+        """Beyond the tolerance in runs the rank test cannot judge (one run): a warning."""
+        c = self.capture
+        return c is not None and c.beyond_tolerance and c.p_value is None
+
+    @property
+    def memory_change_mib(self) -> float | None:
+        if self.memory_mib is None or self.memory_base_mib is None:
+            return None
+        return self.memory_mib - self.memory_base_mib
+
+    @property
+    def memory_regressed(self) -> bool:
+        change = self.memory_change_mib
+        return change is not None and change > self.memory_tolerance_mib
+
+    @property
+    def regressed(self) -> bool:
+        return self.capture_regressed or self.memory_regressed
+
+
+def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | None,
+               left: list[float]) -> CaptureCheck | None:
+    """:class:`CaptureCheck` of a graph case's runs (``calls``: capture time in eager calls per run, None when not
+    recorded; ``left``: the runs' memory left reserved, MiB, those recorded) against ``base_case``; None without a
+    baseline case, or when the case has no ``capture_cost`` (a baseline of schema 3 or older: not in the baseline)."""
+    point = (base_case or {}).get(FIELD)
+    if not point:
+        return None
+    th = {k: float(thresholds.get(k, v)) for k, v in THRESHOLDS.items()}
+    cap, capture = point["capture_ms"], None
+    if calls is not None:
+        capture = noise.check_regression(cap["run_eager_calls"], calls, spread=cap.get("spread_pct"),
+                                         noise_source="baseline", floor_pct=th["capture_floor_pct"],
+                                         alpha=float(thresholds.get("alpha", noise.DEFAULT_ALPHA)))
+    mem = point.get("pool_left_mib")
+    if mem is None or not left:
+        return CaptureCheck(capture)
+    base, runs = float(mem["median_mib"]), mem["run_values_mib"]
+    tolerance = max(th["memory_floor_mib"], th["memory_floor_pct"] / 100.0 * abs(base), max(runs) - min(runs))
+    return CaptureCheck(capture, float(np.median(left)), base, tolerance)
+
+
+def verdict_parts(results) -> tuple[list[str], list[str]]:
+    """``(failures, notes)`` of the gate's capture-cost checks (``results``: gate verdicts with ``capture``):
+    a line per regressed figure; notes for one-run warnings and for a baseline without the fields."""
+    failures, notes = [], []
+    for r in results:
+        c = r.capture
+        if c is None:
+            continue
+        if c.capture_regressed:
+            failures.append(f"{r.label} {r.variant} capture_ms {c.capture.change_pct:+.0f}% vs baseline in eager calls "
+                            f"(tolerance {c.capture.tolerance_pct:.0f}%, rank p={c.capture.p_value:.3f})")
+        if c.memory_regressed:
+            failures.append(f"{r.label} {r.variant} memory left reserved {c.memory_change_mib:+.0f} MiB vs "
+                            f"baseline (tolerance {c.memory_tolerance_mib:g} MiB)")
+    warned = [r for r in results if r.capture is not None and r.capture.capture_warning]
+    if warned:
+        shown = ", ".join(f"{r.label} {r.capture.capture.change_pct:+.0f}% (tolerance "
+                          f"{r.capture.capture.tolerance_pct:.0f}%)" for r in warned[:3])
+        more = f" and {len(warned) - 3} more" if len(warned) > 3 else ""
+        notes.append(f"warning: capture_ms (in eager calls) beyond its tolerance in one run, not failed (one run's "
+                     f"capture of one case can land far out; gate 2 or more runs): {shown}{more}")
+    graphs = [r for r in results if r.variant == GATED and r.regression is not None]
+    if graphs and all(r.capture is None for r in graphs):
+        notes.append("capture cost not in the baseline (capture_ms and graph memory not checked): rebuild it with "
+                     "cudagraph-bench baseline")
+    return failures, notes
