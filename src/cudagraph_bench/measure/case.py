@@ -92,7 +92,9 @@ def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = No
 
     Why: a padded graph whose static mask is not refreshed keeps the mask of an earlier call; only a longer
     real length after a shorter one (real tokens masked out) or another amount of padding makes that visible, and
-    a causal model's real rows never see the padding of a longer mask."""
+    a causal model's real rows never see the padding of a longer mask. :func:`check_against_eager` makes each
+    prompt after the shortest two blocks of one repeated token each, split at the shortest length: a mask left from
+    the shortest call then drops keys unlike the ones it keeps (random tokens average out over many keys)."""
     if check_range is None:
         return [seq_len] * n
     distinct = sorted({check_range[0], seq_len, check_range[1]})
@@ -102,7 +104,8 @@ def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = No
 def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generator) -> CheckOutcome:
     """Correctness of ``variant`` against the eager forward on fresh random inputs ``[1, L]`` (ids drawn from the
     whole vocabulary, unlike a graph's capture-time input), one per length of :func:`check_lengths`
-    (``spec.check_inputs`` at ``seq_len``, or for a padded graph its shortest, ``seq_len`` and longest prompt):
+    (``spec.check_inputs`` at ``seq_len``, or for a padded graph its shortest, ``seq_len`` and longest prompt, those
+    after the shortest two blocks of one repeated token each, split at the shortest length):
     the real rows of the variant's output against eager on the same unpadded prompt. Before each call the
     variant's static output (if any) is filled with NaN, so a replay that did not write it fails.
 
@@ -136,6 +139,9 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     try:
         for i, length in enumerate(lengths):
             ids = random_input_ids(model, length, device=device, generator=generator)
+            if i and check_range is not None and length > lengths[0]:    # two blocks, split where the first ended
+                ids[:, :lengths[0]] = ids[:, :1].clone()
+                ids[:, lengths[0]:] = ids[:, lengths[0]:lengths[0] + 1].clone()
             with torch.inference_mode():
                 expected = model_forward(model, ids).clone()
                 static = variant.static_output
