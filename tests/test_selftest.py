@@ -35,7 +35,8 @@ def _with_device_figure(doc: dict, factor: float, gated_factor: float = 1.0) -> 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """A self-test folder: 5 unmodified runs, a run per delay, a stale-input and a wrong-decode run."""
+    """A self-test folder: 5 unmodified runs, a run per delay, a stale-input, a wrong-decode, a stale-mask and a
+    stale-position run."""
     base = committed_doc("forward-checked")
     out = tmp_path_factory.mktemp("selftest")
     for i, f in enumerate(JITTER, 1):
@@ -56,6 +57,22 @@ def folder(tmp_path_factory):
                                        reason="graphed decode tokens differ from the eager static-cache loop's")
     decode.setdefault("cudagraph_bench", {})["planted_fault"] = "wrong-decode"
     write(decode, out / "wrong-decode.json")
+    padding = committed_doc("gpu-gate")
+    padding["benchmarks"] = [b for b in padding["benchmarks"] if b["extra_info"].get("variant") in ("padded", "bucketed")
+                             and b["extra_info"]["model"] == "gpt2"]
+    for bench in padding["benchmarks"]:
+        bench["extra_info"].update(correct=False, status="mismatch", planted_fault="stale-mask", reason=(
+            "outputs differ from eager (max |diff| 2.7e+00) and from float64 more than eager does (call 2 of 3: a "
+            "16-token prompt in the 1024-token graph, after 1-token ones)"))
+    padding.setdefault("cudagraph_bench", {})["planted_fault"] = "stale-mask"
+    write(padding, out / "stale-mask.json")
+    position = committed_doc("decode-checked")
+    for bench in position["benchmarks"]:
+        if bench["extra_info"].get("variant") == "graph":
+            bench["extra_info"].update(correct=False, status="mismatch", planted_fault="stale-position",
+                                       reason="graphed decode tokens differ from the eager static-cache loop's")
+    position.setdefault("cudagraph_bench", {})["planted_fault"] = "stale-position"
+    write(position, out / "stale-position.json")
     return out
 
 
@@ -72,9 +89,30 @@ def test_every_fault_fails_the_gate_and_no_unmodified_run_does(folder, capsys, t
         assert f"+{pct:g}% detected in " in last
         if pct >= 5:
             assert f"+{pct:g}% detected in {len(gated)}/{len(gated)}" in last
-    assert "stale-input fails the gate" in last and "wrong-decode fails the gate" in last
+    for fault in ("stale-input", "wrong-decode", "stale-mask", "stale-position"):
+        assert f"{fault} fails the gate" in last
     text = page.read_text()
     assert last in text and "unmodified-1.json" in text
+    assert "- `stale-mask`: the gate fails: gpt2 " in text and "after 1-token ones" in text
+    assert "- `stale-position`: the gate fails: decode gpt2 " in text
+
+
+def test_a_stale_buffer_run_that_passes_the_gate_fails_the_selftest(folder, capsys, tmp_path):
+    """A stale mask or position that the recorded checks miss is a wrong result the gate passes: the self-test
+    says so and exits 1."""
+    for fault in ("stale-mask", "stale-position"):
+        blind = tmp_path / fault
+        shutil.copytree(folder, blind)
+        doc = json.loads((folder / f"{fault}.json").read_text())
+        for bench in doc["benchmarks"]:
+            info = bench["extra_info"]
+            if info.get("correct") is False:
+                info.update(correct=True)
+                info.pop("status"), info.pop("reason")
+        write(doc, blind / f"{fault}.json")
+        rc, out, _ = run_cli(capsys, "selftest", "--from", blind)
+        last = out.splitlines()[-1]
+        assert rc == 1 and f"{fault} PASSES the gate" in last, last
 
 
 def test_a_planted_delay_below_the_tolerance_is_reported_missed(folder, capsys, tmp_path):
@@ -89,7 +127,7 @@ def test_a_planted_delay_below_the_tolerance_is_reported_missed(folder, capsys, 
             if "device_median_ms" in bench["extra_info"]:
                 bench["extra_info"]["device_median_ms"] *= f
         write(doc, wide / f"unmodified-{i}.json")
-    for name in ("delay-5.json", "stale-input.json", "wrong-decode.json"):
+    for name in ("delay-5.json", "stale-input.json", "wrong-decode.json", "stale-mask.json", "stale-position.json"):
         (wide / name).write_text((folder / name).read_text())
     rc, out, _ = run_cli(capsys, "selftest", "--from", wide)
     assert rc == 1
@@ -216,8 +254,8 @@ def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatc
     (tmp_path / "unmodified-1.json").write_text("{}")          # finished before the stop
     (tmp_path / "delay-5.json.part1.json").write_text("{}")   # what a stopped run leaves: not a run
     done = runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=True)
-    assert ran == ["delay-5.json", "unmodified-2.json", "stale-input.json"]
-    assert set(done) == {"unmodified-1", "delay-5", "unmodified-2", "stale-input"}
+    assert ran == ["delay-5.json", "unmodified-2.json", "stale-input.json", "stale-mask.json"]
+    assert set(done) == {"unmodified-1", "delay-5", "unmodified-2", "stale-input", "stale-mask"}
     ran.clear()
     runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=False)
     assert len(ran) == len(plan)                                 # without resume every run runs

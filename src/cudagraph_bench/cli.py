@@ -36,8 +36,9 @@ COMMANDS = {
     "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
     "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
                                                        "time, predicted vs measured saving) and its plot"),
-    "selftest": ("cudagraph_bench.commands.selftest", "plant known faults (GPU delays, a stale input, a wrong decode) into the "
-                                                      "real pipeline and show the gate fails on each, passes on reruns"),
+    "selftest": ("cudagraph_bench.commands.selftest", "plant known faults (GPU delays, a stale input, mask or "
+                                                      "position, a wrong decode) into the real pipeline and show "
+                                                      "the gate fails on each, passes on reruns"),
     "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
                                                 "pytest-benchmark JSON"),
     "zoo": ("cudagraph_bench.commands.zoo", "check every causal-LM model type of transformers (tiny checkpoints): graph "
@@ -166,7 +167,9 @@ DESCRIPTIONS = {
         "The gate's self-test on this GPU runner: runs the gated forward matrix N times unmodified (the baseline) "
         "and once per planted fault: every gated graph replay slowed on the GPU by --delays percent of its own "
         "time (a delay kernel captured into the graph), a graph that replays without refreshing its static input, "
-        "a graphed decode that gives other tokens. Each run is a separate pytest process with --plant-fault. Then "
+        "a graphed decode that gives other tokens, padded and bucketed graphs that keep their first attention mask, "
+        "a graphed decode that never refreshes its position. Each run is a separate pytest process with "
+        "--plant-fault. Then "
         "it gates every delay run against the baseline, gates each unmodified run against the others and compares "
         "every pair of unmodified runs (false alarms), and gates the wrong-result runs. --ab K also measures the "
         "pull-request mode (cudagraph-bench ab): K runs each of base and head, both unmodified, and of head with "

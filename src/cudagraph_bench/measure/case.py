@@ -3,9 +3,9 @@
 Workflow (:func:`prepare_case`, then the plugin's timing loop, then :meth:`PreparedCase.finish`):
 
 1. build the variant (:func:`~cudagraph_bench.measure.variants.build_variant`, the registry's builder);
-2. check it against eager on ``check_inputs`` fresh random inputs, static output poisoned with NaN
-   (:func:`check_against_eager`: strict, then the fp64 RMSE rule for variants the registry judges by
-   :attr:`~cudagraph_bench.variants.Rule.FP64`);
+2. check it against eager on ``check_inputs`` fresh random inputs (a padded graph: its shortest, own and longest
+   prompt, :func:`check_lengths`), static output poisoned with NaN (:func:`check_against_eager`: strict, then the
+   fp64 RMSE rule for variants the registry judges by :attr:`~cudagraph_bench.variants.Rule.FP64`);
 3. draw the timing inputs: a pool of :data:`INPUT_POOL` random inputs ``[1, seq_len]``, cycled (every call copies
    new data into a graph's static input, as a server does);
 4. the plugin times :meth:`PreparedCase.call` (:func:`cudagraph_bench.plugin.timing.benchmark_call`);
@@ -84,10 +84,30 @@ class CheckOutcome:
     reason: str | None = None
 
 
+def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = None) -> list[int]:
+    """Prompt lengths (tokens) of a check's calls, in call order: ``n`` calls at ``seq_len``, or, for a variant
+    whose graph serves the lengths ``check_range``
+    (:attr:`~cudagraph_bench.measure.variants.ForwardVariant.check_range`), its shortest, ``seq_len`` and its
+    longest ascending (each once; then ``seq_len`` again up to ``n`` calls).
+
+    Why: a padded graph whose static mask is not refreshed keeps the mask of an earlier call; only a longer
+    real length after a shorter one (real tokens masked out) or another amount of padding makes that visible, and
+    a causal model's real rows never see the padding of a longer mask. :func:`check_against_eager` makes each
+    prompt after the shortest two blocks of one repeated token each, split at the shortest length: a mask left from
+    the shortest call then drops keys unlike the ones it keeps (random tokens average out over many keys)."""
+    if check_range is None:
+        return [seq_len] * n
+    distinct = sorted({check_range[0], seq_len, check_range[1]})
+    return distinct + [seq_len] * max(0, n - len(distinct))
+
+
 def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generator) -> CheckOutcome:
-    """Correctness of ``variant`` against the eager forward on ``spec.check_inputs`` fresh random
-    inputs ``[1, seq_len]``. Before each call the variant's static output (if any) is filled with NaN,
-    so a replay that did not write it fails.
+    """Correctness of ``variant`` against the eager forward on fresh random inputs ``[1, L]`` (ids drawn from the
+    whole vocabulary, unlike a graph's capture-time input), one per length of :func:`check_lengths`
+    (``spec.check_inputs`` at ``seq_len``, or for a padded graph its shortest, ``seq_len`` and longest prompt, those
+    after the shortest two blocks of one repeated token each, split at the shortest length):
+    the real rows of the variant's output against eager on the same unpadded prompt. Before each call the
+    variant's static output (if any) is filled with NaN, so a replay that did not write it fails.
 
     Every input must pass the strict check (``assert_close`` at the dtype tolerance). A variant in
     the registry judges by :attr:`~cudagraph_bench.variants.Rule.FP64` that does not is judged instead by the fp64 RMSE check on that input
@@ -96,7 +116,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
 
     Returns:
         :class:`CheckOutcome` (never raises for a numerical mismatch; NaN in the output is a failed
-        outcome whatever the variant).
+        outcome whatever the variant); a failure's reason names the call's prompt length when they vary.
     """
     import torch
 
@@ -106,10 +126,22 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
 
     device = next(model.parameters()).device
     cross_kernel = spec.variant_spec.rule is Rule.FP64
+    check_range = getattr(variant, "check_range", None)
+    lengths = check_lengths(spec.seq_len, spec.check_inputs, check_range)
+
+    def where(i: int) -> str:
+        if check_range is None:
+            return ""
+        return (f" (call {i + 1} of {len(lengths)}: a {lengths[i]}-token prompt in the {check_range[1]}-token graph"
+                + (f", after {', '.join(map(str, lengths[:i]))}-token ones)" if i else ")"))
+
     worst, strict_error, checks, ref64 = 0.0, None, [], None
     try:
-        for _ in range(spec.check_inputs):
-            ids = random_input_ids(model, spec.seq_len, device=device, generator=generator)
+        for i, length in enumerate(lengths):
+            ids = random_input_ids(model, length, device=device, generator=generator)
+            if i and check_range is not None and length > lengths[0]:    # two blocks, split where the first ended
+                ids[:, :lengths[0]] = ids[:, :1].clone()
+                ids[:, lengths[0]:] = ids[:, lengths[0]:lengths[0] + 1].clone()
             with torch.inference_mode():
                 expected = model_forward(model, ids).clone()
                 static = variant.static_output
@@ -119,7 +151,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
             if torch.isnan(actual).any() and not torch.isnan(expected).any():
                 return CheckOutcome(None, "strict", False, reason=(
                     "outputs differ from eager: output holds NaN after the call (the replay did not write "
-                    "the NaN-poisoned static output)"))
+                    "the NaN-poisoned static output)" + where(i)))
             worst = max(worst, max_abs_diff(actual, expected))
             try:
                 assert_matches_eager(actual, expected, spec.dtype)
@@ -128,24 +160,25 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
                 strict_error = strict_error or exc
                 if not cross_kernel:
                     return CheckOutcome(worst, "strict", False,
-                                        reason="outputs differ from eager: " + describe_exception(exc, 240))
+                                        reason="outputs differ from eager" + where(i) + ": "
+                                        + describe_exception(exc, 240))
             if ref64 is None:
                 ref64 = fp64_reference_model(model)
             with torch.inference_mode():
-                checks.append(fp64_rmse_check(actual, expected, model_forward(ref64, ids), spec.dtype))
+                checks.append((fp64_rmse_check(actual, expected, model_forward(ref64, ids), spec.dtype), i))
     finally:
         del ref64
         if device.type == "cuda":
             torch.cuda.empty_cache()
     if strict_error is None:
         return CheckOutcome(worst, "strict", True)
-    bad = max(checks, key=lambda c: c.ratio)
-    ratio = bad.ratio
-    if all(c.passed for c in checks):
+    bad, i = max(checks, key=lambda c: (not c[0].passed, c[0].ratio))
+    ratio = max(c.ratio for c, _ in checks)
+    if all(c.passed for c, _ in checks):
         return CheckOutcome(worst, "fp64-rmse", True, fp64_rmse_ratio=ratio)
     return CheckOutcome(worst, "fp64-rmse", False, fp64_rmse_ratio=ratio, reason=(
-        f"outputs differ from eager (max |diff| {worst:.1e}) and from float64 more than eager does: "
-        f"RMSE {bad.rmse:.2e} > limit {bad.limit:.2e} ({ratio:.2f}x eager's RMSE {bad.eager_rmse:.2e})"))
+        f"outputs differ from eager (max |diff| {worst:.1e}) and from float64 more than eager does{where(i)}: "
+        f"RMSE {bad.rmse:.2e} > limit {bad.limit:.2e} ({bad.ratio:.2f}x eager's RMSE {bad.eager_rmse:.2e})"))
 
 
 class CaseFailed(CudagraphBenchError, RuntimeError):

@@ -13,7 +13,9 @@ Checks: every decoder but ``generate`` is compared with HF ``generate``
 with each step's logits as close to a float64 run as ``generate``'s): ``matches_generate``,
 ``generate_check_passed``, ``generate_check``, ``distinct_reference_tokens``. ``graph`` must give the tokens of
 ``static-eager`` exactly (same kernels, same cache); ``compile+graph`` runs other kernels and is judged against
-``static-eager`` by the rule of the generate check. ``correct`` is the check against the registry's reference.
+``static-eager`` by the rule of the generate check. ``correct`` is the check against the registry's reference. A
+captured decoder is checked on a second request too (``checked_requests``), which must pass like the first: a static
+buffer that only construction or the first request set (the decode position) is stale by then.
 """
 
 from __future__ import annotations
@@ -137,8 +139,11 @@ class PreparedDecode:
 
     @property
     def failed_check(self) -> str | None:
-        """Why the check against the registry's reference failed (one line), or None."""
-        return None if self.info.get("correct", True) else str(self.info.get("reason") or "check failed")
+        """Why the check against the registry's reference, or a captured decoder's against ``generate``, failed (one
+        line), or None."""
+        if self.info.get("correct", True) and self.info.get("generate_check_passed", True):
+            return None
+        return str(self.info.get("reason") or "check failed")
 
     def call(self):
         return self._run()
@@ -217,10 +222,26 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
                 info.update(status="mismatch", reason=vs_generate.summary)
         else:
             info.update(_check_against_static_eager(spec, refs, ids, decoder, tokens, logits))
+            if not vs_generate.passed and "reason" not in info:
+                info.update(status="mismatch", reason=f"against generate: {vs_generate.summary}")
+        if kind.captured and "reason" not in info:
+            info.update(_second_request(spec, refs, ids, decoder))
     except Exception:
         decoder.close()
         raise
     return PreparedDecode(spec, decoder, lambda: decoder.generate(ids, spec.new_tokens), info, checked_ms)
+
+
+def _second_request(spec: DecodeSpec, refs, ids, decoder) -> dict:
+    """A captured decoder's second request on the same prompt, judged like the first against the eager static-cache
+    loop (:func:`_check_against_static_eager`): a static buffer that only construction or the first request set
+    (the decode position, the mask, the cache's write counter) is stale by then, as in every timed request.
+    Returns ``checked_requests`` and, when it fails, the failed check's fields with the reason marked so."""
+    tokens, logits = decoder.generate(ids, spec.new_tokens, return_logits=True)
+    fields = _check_against_static_eager(spec, refs, ids, decoder, tokens, logits)
+    if fields["correct"]:
+        return {"checked_requests": 2}
+    return {**fields, "checked_requests": 2, "reason": f"second request on the same decoder: {fields['reason']}"}
 
 
 def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, logits) -> dict:

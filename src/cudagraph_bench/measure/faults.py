@@ -7,7 +7,12 @@ A gate is worth the smallest regression it catches without crying wolf; these fa
   replay is that much slower on the GPU;
 - ``stale-input``: the forward ``graph`` replays without copying the new input into its static input buffer (the
   classic CUDA graph bug: every call returns the capture input's output);
-- ``wrong-decode``: the graphed decode (decode ``graph``) returns other tokens (its last token changed).
+- ``wrong-decode``: the graphed decode (decode ``graph``) returns other tokens (its last token changed);
+- ``stale-mask``: the ``padded`` and ``bucketed`` graphs keep the attention mask of their first replay (the copy of
+  each later mask into the static mask skipped; the padded ids are still copied);
+- ``stale-position``: the graphed decodes (decode ``graph``, ``compile+graph``) never refresh their static position
+  between requests: each request's decode steps start where the buffer was left (by the capture's warm-up or the
+  request before), not at the prompt's length.
 
 A case with a planted fault records ``extra_info["planted_fault"]`` (and the delay its nominal and measured
 percent), and the run records it in its ``cudagraph_bench`` section, so a run with a fault is never taken for a
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 
 from cudagraph_bench.variants import DECODE, FORWARD, Rule, gated, variant
 
-KINDS = ("delay", "stale-input", "wrong-decode")
+KINDS = ("delay", "stale-input", "wrong-decode", "stale-mask", "stale-position")
 
 
 @dataclass(frozen=True)
@@ -38,23 +43,30 @@ class Fault:
     def applies_to(self, suite: str, name: str) -> bool:
         """Whether this fault is planted into a case of ``name`` in ``suite``: the delay into the gated variants,
         the stale input into the forward variant replayed with the eager kernels, the wrong decode into the decode
-        variant checked exactly against its reference."""
+        variant checked exactly against its reference, the stale mask into the padded graphs, the stale position into
+        the graphed decodes."""
         row = variant(suite, name)
         if self.kind == "delay":
             return row in gated(FORWARD)
+        if self.kind == "stale-mask":
+            return suite == FORWARD and bool(row.lengths)
+        if self.kind == "stale-position":
+            return suite == DECODE and row.captured
         if self.kind == "stale-input":
             return suite == FORWARD and row.rule is Rule.EXACT and row.captured
         return suite == DECODE and row.rule is Rule.EXACT and row.captured
 
 
 def parse_fault(text: str) -> Fault:
-    """``"delay:5"`` -> ``Fault("delay", 5.0)``; ``"stale-input"``, ``"wrong-decode"``.
+    """``"delay:5"`` -> ``Fault("delay", 5.0)``; ``"stale-input"``, ``"wrong-decode"``, ``"stale-mask"``,
+    ``"stale-position"``: a fault planted by name, so that the self-test names what it plants.
 
     Raises:
         ValueError: another kind, or a delay that is not a number in (0, 1000] percent."""
     kind, _, arg = text.strip().partition(":")
     if kind not in KINDS:
-        raise ValueError(f"unknown fault {text!r}: use delay:PCT (e.g. delay:5), stale-input or wrong-decode")
+        raise ValueError(f"unknown fault {text!r}: use delay:PCT (e.g. delay:5), {', '.join(KINDS[1:-1])} or "
+                         f"{KINDS[-1]}")
     if kind != "delay":
         if arg:
             raise ValueError(f"fault {kind} takes no argument (got {text!r})")
@@ -140,6 +152,45 @@ class StaleInputGraph:
         self._built.close()
 
 
+class StaleMaskGraphs:
+    """A built ``padded``/``bucketed`` variant (:class:`~cudagraph_bench.measure.variants.PaddedVariant`) whose graphs
+    keep the attention mask of their first replay: every call pads the prompt, copies the padded ids into the
+    bucket graph's static input and replays it, but copies the mask into the static mask on that graph's first
+    replay only (the classic stale-buffer bug of a padded graph)."""
+
+    def __init__(self, built):
+        self._built, self._masked = built, set()
+
+    @property
+    def static_output(self):
+        return self._built.static_output
+
+    @property
+    def check_range(self):
+        return self._built.check_range
+
+    def __call__(self, input_ids):
+        import torch
+
+        from cudagraph_bench.capture.buckets import pad_prompt
+
+        graphs = self._built._graphs                # the BucketedGraphs the variant replays
+        length = input_ids.shape[1]
+        bucket = graphs.bucket_for(length)
+        ids, mask = pad_prompt(input_ids, bucket, graphs.pad_token_id)
+        graph = graphs.graphs[bucket]
+        with torch.inference_mode():
+            graph.static_input_ids.copy_(ids)
+            if bucket not in self._masked:
+                graph.static_attention_mask.copy_(mask)
+                self._masked.add(bucket)
+            graph.graph.replay()
+        return graph.static_output[:, :length]
+
+    def close(self) -> None:
+        self._built.close()
+
+
 class PlantedVariant:
     """A planted fault seen as a forward variant (the interface of
     :class:`~cudagraph_bench.measure.variants.ForwardVariant`) that the pipeline checks and times like any other:
@@ -153,6 +204,10 @@ class PlantedVariant:
     @property
     def static_output(self):
         return self._planted.static_output
+
+    @property
+    def check_range(self):
+        return getattr(self._planted, "check_range", None)
 
     def __call__(self, input_ids):
         return self._planted(input_ids)
@@ -172,6 +227,13 @@ def plant_forward(fault: Fault, model, spec):
         return PlantedVariant(spec.variant, spec.seq_len, graph, fields, graph.capture_ms)
     from cudagraph_bench.measure.variants import build_variant
 
+    if fault.kind == "stale-mask":
+        built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
+                              buckets=spec.buckets)
+        planted = PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
+                                 {**built.record(), "planted_fault": "stale-mask"}, None)
+        planted.pad_to = built.pad_to
+        return planted
     built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, check_data_ptrs=spec.check_data_ptrs)
     return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},
                           built.capture_ms)
@@ -205,3 +267,45 @@ def wrong_tokens(tokens, vocab_size: int):
     out = tokens.clone()
     out[0, -1] = (out[0, -1] + 1) % vocab_size
     return out
+
+
+class StalePositionDecoder:
+    """A graphed decoder (:class:`~cudagraph_bench.capture.decode.GreedyDecoder`) whose requests never refresh the
+    static position: the decode steps of each request start at the position the buffer held before it (where the
+    capture's warm-up or the previous request left it), while the prompt fills the cache as usual."""
+
+    fields = {"planted_fault": "stale-position"}
+
+    def __init__(self, decoder):
+        self._decoder = decoder
+
+    def __getattr__(self, name):
+        return getattr(self._decoder, name)
+
+    def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
+        decoder = self._decoder
+        stale = decoder._pos.clone()                # the static position before this request
+        steps = decoder._decode
+
+        def decode(n, kept):
+            decoder._pos.copy_(stale)               # undo the request's refresh before the decode steps
+            return steps(n, kept)
+
+        decoder._decode = decode
+        try:
+            return decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
+        finally:
+            del decoder._decode
+
+    def close(self) -> None:
+        self._decoder.close()
+
+
+def plant_decode(fault: Fault, model):
+    """``plant(decoder) -> decoder`` that plants ``fault`` (``wrong-decode`` or ``stale-position``) into a built
+    decoder of ``model``, for :func:`~cudagraph_bench.measure.decode_case.prepare_decode`."""
+    if fault.kind == "stale-position":
+        return StalePositionDecoder
+    from cudagraph_bench.models.presets import vocab_size
+
+    return lambda decoder: WrongDecoder(decoder, vocab_size(model))

@@ -84,6 +84,13 @@ class ForwardVariant:
         check to prove the replay wrote it), or None when the variant has none."""
         return None
 
+    @property
+    def check_range(self) -> tuple[int, int] | None:
+        """``(shortest, longest)`` prompt lengths (tokens) that replay the same graph as ``seq_len`` (its padded
+        length or bucket), which the correctness check varies the real length and the padding within, so that a
+        static mask or input left from another call is seen; None: the variant runs at ``seq_len`` only."""
+        return None
+
     def __call__(self, input_ids):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -218,6 +225,12 @@ class PaddedVariant(ForwardVariant):
         self._graphs = graphs
         self.pad_to = length
         self.capture_ms = next(c.capture_ms for c in self._graphs.captures if c.bucket == length)
+        self._check_range = (max((b for b in capped if b < length), default=0) + 1, length)
+
+    @property
+    def check_range(self) -> tuple[int, int]:
+        """The lengths that replay this variant's graph: above the next smaller bucket, up to :attr:`pad_to`."""
+        return self._check_range
 
     @staticmethod
     def graph_lengths(model, lengths, name: str, seq_len: int) -> tuple[int, ...]:

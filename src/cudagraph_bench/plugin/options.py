@@ -92,8 +92,10 @@ def pytest_addoption(parser):
                     help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     group.addoption("--plant-fault", dest="plant_fault", type=_fault, default=None, metavar="FAULT",
                     help="self-test only: plant a known fault into the pipeline: delay:PCT (the gated graph's replay "
-                         "PCT %% slower on the GPU), stale-input (the graph replays without copying its input) or "
-                         "wrong-decode (the graphed decode gives other tokens); the run records it and baseline "
+                         "PCT %% slower on the GPU), stale-input (the graph replays without copying its input), "
+                         "wrong-decode (the graphed decode gives other tokens), stale-mask (the padded and bucketed "
+                         "graphs keep their first mask) or stale-position (the graphed decode never refreshes its "
+                         "position); the run records it and baseline "
                          "refuses it (cudagraph-bench selftest uses this)")
     group.addoption("--replay-proof", dest="replay_proof", action="store_true", default=False,
                     help="after timing each graph variant, profile one more call (torch.profiler, CUPTI) and record "

@@ -130,11 +130,10 @@ class Session:
         fault = self.planted(case)
         if isinstance(case, DecodeCase):
             from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
-            from cudagraph_bench.measure.faults import WrongDecoder
-            from cudagraph_bench.models.presets import vocab_size
+            from cudagraph_bench.measure.faults import plant_decode
 
             (ids,) = self.inputs(model, case.seq_len, n=1, seed=DECODE_PROMPT_SEED)
-            plant = (lambda decoder: WrongDecoder(decoder, vocab_size(model))) if fault is not None else None
+            plant = plant_decode(fault, model) if fault is not None else None
             try:
                 return prepare_decode(self.decode_spec(case), model, ids, self.references, plant=plant)
             except Exception as exc:  # the case's failure, with the phase it happened in

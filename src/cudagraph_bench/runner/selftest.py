@@ -9,6 +9,9 @@ Runs, written to ``OUT/<name>.json`` with a log beside each:
   of its own time;
 - ``stale-input``: the graph of the first model and dtype replays without refreshing its static input;
 - ``wrong-decode``: the graphed decode of the matrix's causal models gives other tokens;
+- ``stale-mask``: the padding benchmarks (``padded``, ``bucketed``) of the first model and dtype, their graphs keeping
+  the attention mask of their first replay;
+- ``stale-position``: the graphed decode of the matrix's causal models never refreshing its decode position;
 - with ``ab_runs`` K (``--ab K``), the pull-request mode's groups (``cudagraph-bench ab``), K runs each at the gated
   prompt lengths, as the delay runs: ``ab-base-<i>`` and ``ab-head-<i>`` unmodified (base and head of an A/A
   comparison), ``ab-delay-<pct>-<i>`` with ``delay:<pct>`` planted on head only.
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudagraph_bench.runner.ab import schedule
-from cudagraph_bench.runner.launch import FORWARD_MODULE
+from cudagraph_bench.runner.launch import FORWARD_MODULE, PADDING_MODULE
 from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DECODE_MODULE = "perf_tests/test_decode_bench.py"
@@ -48,10 +51,11 @@ def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=
          planted_args: list[str] = (), ab_runs: int = 0,
          ab_delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
     """The self-test's runs in the order they run. ``matrix_args``: the pytest options of the gated matrix
-    (``--models ... --prompt-lengths ...``); ``first_model`` / ``first_dtype``: where the stale input is planted;
-    ``causal_model``: the ``--models`` of the wrong-decode run (the plugin keeps their causal LMs; None: no decode
-    fault); ``planted_args``: more options of the planted runs (e.g. only the gated prompt lengths: the unmodified
-    runs are the baseline of every length, the planted ones need the gated cases only); ``ab_runs``: runs per ab
+    (``--models ... --prompt-lengths ...``); ``first_model`` / ``first_dtype``: where the stale input and the stale
+    mask are planted; ``causal_model``: the ``--models`` of the wrong-decode and stale-position runs (the plugin keeps
+    their causal LMs; None: no decode fault); ``planted_args``: more options of the planted runs (e.g. only the gated
+    prompt lengths: the unmodified runs are the baseline of every length, the planted ones need the gated cases
+    only); ``ab_runs``: runs per ab
     group (0: none), each with ``planted_args``, the delay group's with ``delay:<ab_delay>`` planted (:func:`ab_plan`),
     last."""
     forward = (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *matrix_args)
@@ -65,10 +69,14 @@ def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=
     order.append(SelftestRun("stale-input", "stale-input",
                              (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *single,
                               "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-input")))
+    order.append(SelftestRun("stale-mask", "stale-mask",
+                             (PADDING_MODULE, "--benchmark-only", "--variants", "padded,bucketed", *single,
+                              "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-mask")))
     if causal_model is not None:
-        order.append(SelftestRun("wrong-decode", "wrong-decode",
-                                 (DECODE_MODULE, "--benchmark-only", "--models", causal_model, "--new-tokens", "32",
-                                  "--decode-rounds", "3", "--plant-fault", "wrong-decode")))
+        for fault in ("wrong-decode", "stale-position"):
+            order.append(SelftestRun(fault, fault,
+                                     (DECODE_MODULE, "--benchmark-only", "--models", causal_model, "--new-tokens", "32",
+                                      "--decode-rounds", "3", "--plant-fault", fault)))
     return order + ab_plan((*forward, *planted_args), ab_runs, ab_delay)
 
 
