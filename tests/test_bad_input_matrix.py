@@ -398,6 +398,7 @@ PYTEST_OPTIONS = {
     ("--plant-fault", "stale-masks"): "--plant-fault stale-masks: unknown fault 'stale-masks'",
     ("--plant-fault", "stale-mask:1"): "--plant-fault stale-mask:1: fault stale-mask takes no argument",
     ("--plant-fault", "stale-position:5"): "--plant-fault stale-position:5: fault stale-position takes no argument",
+    ("--plant-fault", "eager-layer:1"): "--plant-fault eager-layer:1: fault eager-layer takes no argument",
     ("--decode-rounds", "x"): "--decode-rounds x: expected a whole number",
     ("--decode-compile-tuning", "max"): "--decode-compile-tuning max: unknown decode compile tuning",
     ("--compile-timeout-s", "-1"): "--compile-timeout-s -1: expected seconds >= 0",

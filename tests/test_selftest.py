@@ -254,8 +254,10 @@ def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatc
     (tmp_path / "unmodified-1.json").write_text("{}")          # finished before the stop
     (tmp_path / "delay-5.json.part1.json").write_text("{}")   # what a stopped run leaves: not a run
     done = runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=True)
-    assert ran == ["delay-5.json", "unmodified-2.json", "stale-input.json", "stale-mask.json"]
-    assert set(done) == {"unmodified-1", "delay-5", "unmodified-2", "stale-input", "stale-mask"}
+    assert ran == ["delay-5.json", "unmodified-2.json", "stale-input.json", "stale-mask.json", "eager-layer.json",
+                   "skip-inductor-graphs.json"]
+    assert set(done) == {"unmodified-1", "delay-5", "unmodified-2", "stale-input", "stale-mask", "eager-layer",
+                         "skip-inductor-graphs"}
     ran.clear()
     runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=False)
     assert len(ran) == len(plan)                                 # without resume every run runs

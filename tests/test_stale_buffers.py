@@ -312,7 +312,7 @@ def test_the_stale_faults_parse_and_plant_where_they_belong():
         [False, True, True, False]
     assert [position.applies_to(DECODE, v) for v in ("static-eager", "graph", "compile+graph")] == [False, True, True]
     assert not mask.applies_to(DECODE, "graph") and not position.applies_to(FORWARD, "graph")
-    with pytest.raises(ValueError, match="stale-mask or stale-position"):
+    with pytest.raises(ValueError, match="stale-mask, stale-position"):
         faults.parse_fault("stale")
     assert faults.plant_decode(position, None) is faults.StalePositionDecoder
 

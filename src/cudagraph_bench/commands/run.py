@@ -102,6 +102,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                             help=f"alias of {_FLAGS[dest]}")
     parser.add_argument("--with-compile", action="store_true",
                         help="also measure the torch.compile variants (compile, compile+graph), as pytest's flag")
+    parser.add_argument("--replay-proof", action="store_true",
+                        help="after timing each graph variant, profile one more call and record its graph launches "
+                             "and the kernels it launched outside a graph; a graph that ran eagerly fails its check "
+                             "(pytest's flag, passed to every process; off by default: the profiler can slow the "
+                             "cases timed after it)")
     parser.add_argument("--config", metavar="TOML", default=None,
                         help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
                              "flags given on the command line win")
@@ -194,7 +199,8 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
 def matrices(args: argparse.Namespace):
     """The sub-matrices of the command line and ``--config`` (flags given on the command line win over the config,
     which wins over the defaults; each ``[[sweep]]`` takes the keys it does not set from the top level) as
-    :class:`~cudagraph_bench.runner.launch.Matrix` values. Raises :class:`UsageError` for a bad config."""
+    :class:`~cudagraph_bench.runner.launch.Matrix` values, each with ``--replay-proof`` when given (passed to every
+    pytest process, so that a graph that ran eagerly fails its check). Raises :class:`UsageError` for a bad config."""
     from cudagraph_bench import variants
     from cudagraph_bench.runner.launch import Matrix
 
@@ -220,7 +226,8 @@ def matrices(args: argparse.Namespace):
         if args.with_compile:
             chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
         options = tuple((_FLAGS[k], show_default(v)) for k, v in merged.items() if v is not None)
-        out.append(Matrix(options, tuple(parse_variants(",".join(chosen)))))
+        flags = ("--replay-proof",) if getattr(args, "replay_proof", False) else ()
+        out.append(Matrix(options, tuple(parse_variants(",".join(chosen))), flags))
     return out
 
 

@@ -12,7 +12,13 @@ A gate is worth the smallest regression it catches without crying wolf; these fa
   each later mask into the static mask skipped; the padded ids are still copied);
 - ``stale-position``: the graphed decodes (decode ``graph``, ``compile+graph``) never refresh their static position
   between requests: each request's decode steps start where the buffer was left (by the capture's warm-up or the
-  request before), not at the prompt's length.
+  request before), not at the prompt's length;
+- ``eager-layer``: the forward ``graph`` runs the layer that makes its output (the LM head, an encoder's last layer)
+  eagerly after each replay, outside the graph (:mod:`cudagraph_bench.measure.eager_layer`): the outputs stay equal
+  to eager's, only the replay proof (``--replay-proof``: kernels launched outside a graph) catches it;
+- ``skip-inductor-graphs``: the forward ``compile+graph`` calls its compiled forward without replaying its graph
+  (the graph skipped, as inductor skips its CUDA graphs with a warning): correct outputs, no graph launch, caught
+  by the replay proof.
 
 A case with a planted fault records ``extra_info["planted_fault"]`` (and the delay its nominal and measured
 percent), and the run records it in its ``cudagraph_bench`` section, so a run with a fault is never taken for a
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 
 from cudagraph_bench.variants import DECODE, FORWARD, Rule, gated, variant
 
-KINDS = ("delay", "stale-input", "wrong-decode", "stale-mask", "stale-position")
+KINDS = ("delay", "stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer", "skip-inductor-graphs")
 
 
 @dataclass(frozen=True)
@@ -44,22 +50,26 @@ class Fault:
         """Whether this fault is planted into a case of ``name`` in ``suite``: the delay into the gated variants,
         the stale input into the forward variant replayed with the eager kernels, the wrong decode into the decode
         variant checked exactly against its reference, the stale mask into the padded graphs, the stale position into
-        the graphed decodes."""
+        the graphed decodes, the eager layer into the forward graph, the skipped graphs into the forward
+        ``compile+graph``."""
         row = variant(suite, name)
+        if self.kind == "skip-inductor-graphs":
+            return suite == FORWARD and row.compiled and row.captured
         if self.kind == "delay":
             return row in gated(FORWARD)
         if self.kind == "stale-mask":
             return suite == FORWARD and bool(row.lengths)
         if self.kind == "stale-position":
             return suite == DECODE and row.captured
-        if self.kind == "stale-input":
+        if self.kind in ("stale-input", "eager-layer"):
             return suite == FORWARD and row.rule is Rule.EXACT and row.captured
         return suite == DECODE and row.rule is Rule.EXACT and row.captured
 
 
 def parse_fault(text: str) -> Fault:
     """``"delay:5"`` -> ``Fault("delay", 5.0)``; ``"stale-input"``, ``"wrong-decode"``, ``"stale-mask"``,
-    ``"stale-position"``: a fault planted by name, so that the self-test names what it plants.
+    ``"stale-position"``, ``"eager-layer"``, ``"skip-inductor-graphs"``: a fault planted by name, so that the
+    self-test names what it plants.
 
     Raises:
         ValueError: another kind, or a delay that is not a number in (0, 1000] percent."""
@@ -191,6 +201,30 @@ class StaleMaskGraphs:
         self._built.close()
 
 
+class SkippedGraph:
+    """A built ``compile+graph`` variant (:class:`~cudagraph_bench.measure.variants.CompileGraphVariant`) whose
+    calls copy the input into the static input buffer and run the compiled forward on it directly, never replaying
+    the captured graph: the compiled kernels are launched one by one, as when inductor skips its CUDA graphs."""
+
+    def __init__(self, built):
+        self._built = built
+
+    @property
+    def static_output(self):
+        return self._built.static_output
+
+    def __call__(self, input_ids):
+        import torch
+
+        graphed = self._built._graph._graph       # the GraphedForward around the compiled forward
+        with torch.inference_mode():
+            graphed.static_input_ids.copy_(input_ids)
+            return graphed._run()                 # not capturing: the compiled forward itself
+
+    def close(self) -> None:
+        self._built.close()
+
+
 class PlantedVariant:
     """A planted fault seen as a forward variant (the interface of
     :class:`~cudagraph_bench.measure.variants.ForwardVariant`) that the pipeline checks and times like any other:
@@ -233,6 +267,18 @@ def plant_forward(fault: Fault, model, spec):
         planted = PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
                                  {**built.record(), "planted_fault": "stale-mask"}, None)
         planted.pad_to = built.pad_to
+        return planted
+    if fault.kind == "eager-layer":
+        from cudagraph_bench.measure.eager_layer import EagerLayerGraph
+
+        graph = EagerLayerGraph(model, spec.seq_len, check_data_ptrs=spec.check_data_ptrs)
+        return PlantedVariant(spec.variant, spec.seq_len, graph, {"planted_fault": "eager-layer",
+                                                                  "eager_layer": graph.layer_name}, graph.capture_ms)
+    if fault.kind == "skip-inductor-graphs":
+        built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, compile_mode=spec.compile_mode)
+        planted = PlantedVariant(spec.variant, spec.seq_len, SkippedGraph(built),
+                                 {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms)
+        planted.compile_ms, planted.notes = built.compile_ms, built.notes
         return planted
     built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, check_data_ptrs=spec.check_data_ptrs)
     return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},

@@ -94,8 +94,10 @@ def pytest_addoption(parser):
                     help="self-test only: plant a known fault into the pipeline: delay:PCT (the gated graph's replay "
                          "PCT %% slower on the GPU), stale-input (the graph replays without copying its input), "
                          "wrong-decode (the graphed decode gives other tokens), stale-mask (the padded and bucketed "
-                         "graphs keep their first mask) or stale-position (the graphed decode never refreshes its "
-                         "position); the run records it and baseline "
+                         "graphs keep their first mask), stale-position (the graphed decode never refreshes its "
+                         "position), eager-layer (the graph runs its output layer eagerly after each replay) or "
+                         "skip-inductor-graphs (compile+graph runs its compiled forward without its graph); the last "
+                         "two give correct outputs and fail only with --replay-proof; the run records it and baseline "
                          "refuses it (cudagraph-bench selftest uses this)")
     group.addoption("--replay-proof", dest="replay_proof", action="store_true", default=False,
                     help="after timing each graph variant, profile one more call (torch.profiler, CUPTI) and record "

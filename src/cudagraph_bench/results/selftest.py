@@ -10,8 +10,8 @@ every unmodified rerun? The runs are :mod:`cudagraph_bench.runner.selftest`'s.
   one out);
 - **false alarms over every pair**: ``compare`` of every ordered pair of unmodified runs, with the baseline's noise
   model (:func:`cudagraph_bench.results.compare.compare_runs`): a regressed gated benchmark is a false alarm;
-- **wrong results**: the ``stale-input``, ``wrong-decode``, ``stale-mask`` and ``stale-position`` runs must fail the
-  gate on their recorded checks
+- **wrong results**: the ``stale-input``, ``wrong-decode``, ``stale-mask``, ``stale-position``, ``eager-layer`` and
+  ``skip-inductor-graphs`` runs must fail the gate on their recorded checks (the last two on their replay proof)
   (:func:`cudagraph_bench.results.checks.failed_checks`, every variant's and suite's check, as the gate reads them);
 - **the pull-request mode**, when the folder holds ``ab-*`` runs: ``ab``'s A/A false alarms and its detection of a
   delay planted on head, with that baseline's noise model (:mod:`cudagraph_bench.results.selftest_ab`).
@@ -33,12 +33,15 @@ from cudagraph_bench.variants import GATED
 
 _DELAY = re.compile(r"delay-(\d+(?:\.\d+)?)")
 #: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
-WRONG_RESULT_FAULTS = ("stale-input", "wrong-decode", "stale-mask", "stale-position")
+WRONG_RESULT_FAULTS = ("stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer",
+                       "skip-inductor-graphs")
 #: What each of them plants, in the page's words.
 WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing its static input",
                       "wrong-decode": "a graphed decode that gives other tokens",
                       "stale-mask": "padded and bucketed graphs that keep the attention mask of their first replay",
-                      "stale-position": "a graphed decode that never refreshes its position"}
+                      "stale-position": "a graphed decode that never refreshes its position",
+                      "eager-layer": "a graph that runs its output layer eagerly after each replay",
+                      "skip-inductor-graphs": "a compile+graph that runs its compiled forward without its graph"}
 
 
 @dataclass

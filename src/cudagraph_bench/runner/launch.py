@@ -35,11 +35,12 @@ PADDING_MODULE = "perf_tests/test_padding_bench.py"
 
 @dataclass(frozen=True)
 class Matrix:
-    """One sub-matrix: the suite's options as pytest arguments (``{"--models": "gpt2", ...}``) and its forward
-    variants (names of the registry)."""
+    """One sub-matrix: the suite's options as pytest arguments (``{"--models": "gpt2", ...}``), its forward
+    variants (names of the registry) and pytest's flags without a value (``("--replay-proof",)``)."""
 
     options: tuple[tuple[str, str], ...]
     variants: tuple[str, ...]
+    flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
             base = [*targets(names), "--benchmark-only", "--variants", ",".join(names)]
             for flag, value in matrix.options:
                 base += [flag, value]
+            base += matrix.flags
             stem = f"part{m_index + 1}{suffix}" if len(matrices) > 1 else f"part{suffix or '-main'}"
             if not gpus:
                 pinned = ["--cpus", format_cpus(cpus)] if cpus else []

@@ -12,6 +12,11 @@ Runs, written to ``OUT/<name>.json`` with a log beside each:
 - ``stale-mask``: the padding benchmarks (``padded``, ``bucketed``) of the first model and dtype, their graphs keeping
   the attention mask of their first replay;
 - ``stale-position``: the graphed decode of the matrix's causal models never refreshing its decode position;
+- ``eager-layer``: the graph of the first model and dtype runs its output layer eagerly after each replay, with
+  ``--replay-proof`` (only the proof can catch it: the outputs are right);
+- ``skip-inductor-graphs``: the ``compile+graph`` of the first model and dtype at the first planted prompt length
+  runs its compiled forward without its graph, with ``--replay-proof`` (named in ``--variants``, it runs without
+  ``--with-compile``, which would add the ``compile`` variant too);
 - with ``ab_runs`` K (``--ab K``), the pull-request mode's groups (``cudagraph-bench ab``), K runs each at the gated
   prompt lengths, as the delay runs: ``ab-base-<i>`` and ``ab-head-<i>`` unmodified (base and head of an A/A
   comparison), ``ab-delay-<pct>-<i>`` with ``delay:<pct>`` planted on head only.
@@ -72,6 +77,16 @@ def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=
     order.append(SelftestRun("stale-mask", "stale-mask",
                              (PADDING_MODULE, "--benchmark-only", "--variants", "padded,bucketed", *single,
                               "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-mask")))
+    order.append(SelftestRun("eager-layer", "eager-layer",
+                             (FORWARD_MODULE, "--benchmark-only", "--variants", "graph", *single,
+                              "--models", first_model, "--dtypes", first_dtype, "--replay-proof",
+                              "--plant-fault", "eager-layer")))
+    lengths = _last_value(single, "--prompt-lengths")
+    order.append(SelftestRun("skip-inductor-graphs", "skip-inductor-graphs",
+                             (FORWARD_MODULE, "--benchmark-only", "--variants", "compile+graph", *single,
+                              *(("--prompt-lengths", lengths.split(",")[0]) if lengths else ()),
+                              "--models", first_model, "--dtypes", first_dtype, "--replay-proof",
+                              "--plant-fault", "skip-inductor-graphs")))
     if causal_model is not None:
         for fault in ("wrong-decode", "stale-position"):
             order.append(SelftestRun(fault, fault,
@@ -89,6 +104,13 @@ def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) 
             "head": lambda i: SelftestRun(f"ab-head-{i}", None, args),
             "delay": lambda i: SelftestRun(f"ab-delay-{delay:g}-{i}", fault, (*args, "--plant-fault", fault))}
     return [made[group](i) for group, i in schedule(k, tuple(made))]
+
+
+def _last_value(args, flag: str) -> str | None:
+    """The value of the last ``flag`` in ``args`` (``--flag V`` or ``--flag=V``: pytest takes the last), or None."""
+    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+    values += [a.split("=", 1)[1] for a in args if a.startswith(flag + "=")]
+    return values[-1] if values else None
 
 
 def _without(args: list[str], flags: tuple[str, ...]) -> list[str]:

@@ -1,0 +1,172 @@
+"""The graph of the self-test's ``eager-layer`` fault: the forward ``graph`` variant with the layer that makes the
+model's output run eagerly, outside the graph, after each replay.
+
+Why: a graph that leaves part of its work to eager kernels gives correct outputs and still clears the latency
+bar, so only the replay proof (``--replay-proof``: kernels launched outside a graph) can catch it; this fault
+shows that it does.
+
+The layer (:func:`output_layer`) is the last module to finish among the blocks of the model's ``nn.ModuleList``\\ s
+and its leaf modules whose output is the forward's output tensor itself: the LM head of a causal LM (gpt2,
+distilgpt2, tinyllama), the last encoder layer of an encoder (bert-tiny). The capture runs the model with that
+layer replaced (:class:`SkippedLayer`): its call keeps its arguments and returns an empty tensor of its output's
+shape, which becomes the graph's static output; after each replay the real layer runs eagerly on the kept
+arguments (graph memory that the replay refreshed) and its output is copied into the static output, so the
+outputs equal eager's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OutputLayer:
+    """The layer that makes a model's output: its qualified ``name``, the ``module``, the ``shape``, ``dtype`` and
+    ``device`` of its output tensor and ``tuple_len`` (0: it returns the tensor; n: an n-tuple led by it)."""
+
+    name: str
+    module: object
+    shape: tuple
+    dtype: object
+    device: object
+    tuple_len: int = 0
+
+
+def _first_tensor(output):
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0]
+    return None
+
+
+def output_layer(model, input_ids, forward=None) -> OutputLayer:
+    """The :class:`OutputLayer` of ``model`` (module docstring), found by one eager forward of ``input_ids`` with
+    forward hooks on the candidates; ``forward(model, input_ids)`` defaults to
+    :func:`~cudagraph_bench.models.presets.model_forward`.
+
+    Raises:
+        ValueError: no block or leaf module returns the forward's output tensor (the model post-processes it)."""
+    import torch
+    from torch import nn
+
+    from cudagraph_bench.models.presets import model_forward
+
+    blocks = {id(m) for lst in model.modules() if isinstance(lst, nn.ModuleList) for m in lst}
+    finished = []
+
+    def hook(module, args, output, name):
+        tensor = _first_tensor(output)
+        if tensor is not None:
+            finished.append((name, module, tensor.data_ptr(), tuple(tensor.shape), tensor.dtype, tensor.device,
+                             0 if isinstance(output, torch.Tensor) else len(output)))
+
+    handles = [m.register_forward_hook(lambda mod, a, out, name=n: hook(mod, a, out, name))
+               for n, m in model.named_modules() if n and (id(m) in blocks or next(m.children(), None) is None)]
+    try:
+        with torch.inference_mode():
+            out = (forward or model_forward)(model, input_ids)
+            for name, module, ptr, shape, dtype, device, n in reversed(finished):
+                if ptr == out.data_ptr() and shape == tuple(out.shape) and dtype == out.dtype:
+                    return OutputLayer(name, module, shape, dtype, device, n)
+    finally:
+        for h in handles:
+            h.remove()
+    raise ValueError(f"{type(model).__name__}: no layer returns the forward's output tensor (it is post-processed "
+                     "after its last layer): the eager-layer fault cannot keep the outputs correct")
+
+
+class SkippedLayer:
+    """``layer`` (an :class:`OutputLayer`) skipped inside :meth:`skipped` and run by :meth:`run`.
+
+    Inside :meth:`skipped`, a call of the layer keeps its arguments and returns ``placeholder`` (an empty tensor
+    of the layer's output shape, made by that call; in an n-tuple with ``None`` after it). :meth:`run` runs the
+    real layer on the kept arguments under ``torch.inference_mode()`` and copies its output into ``placeholder``;
+    it returns ``placeholder``."""
+
+    def __init__(self, layer: OutputLayer):
+        self.layer = layer
+        self.placeholder = None
+        self._args, self._kwargs = (), {}
+
+    @contextlib.contextmanager
+    def skipped(self):
+        import torch
+
+        module, layer = self.layer.module, self.layer
+        own = module.__dict__.get("forward")
+
+        def keep(*args, **kwargs):
+            self._args, self._kwargs = args, kwargs
+            self.placeholder = torch.empty(layer.shape, dtype=layer.dtype, device=layer.device)
+            return (self.placeholder, *(None,) * (layer.tuple_len - 1)) if layer.tuple_len else self.placeholder
+
+        module.forward = keep
+        try:
+            yield self
+        finally:
+            if own is None:
+                del module.forward
+            else:
+                module.forward = own
+
+    def run(self):
+        import torch
+
+        if self.placeholder is None:
+            raise RuntimeError("the layer was never skipped: nothing to run")
+        with torch.inference_mode():
+            self.placeholder.copy_(_first_tensor(self.layer.module(*self._args, **self._kwargs)))
+        return self.placeholder
+
+
+class EagerLayerGraph:
+    """The forward ``graph`` of ``model`` at ``seq_len`` tokens with its output layer run eagerly after each replay
+    (module docstring); called like the ``graph`` variant, ``layer_name`` names the layer.
+
+    Raises:
+        ValueError: no output layer (:func:`output_layer`), or the captured forward's output is not the skipped
+            layer's (then the outputs could not be kept correct).
+        Exception: what :class:`~cudagraph_bench.capture.graphed.GraphedForward` raises."""
+
+    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, check_data_ptrs: bool = False):
+        import torch
+
+        from cudagraph_bench.capture.graphed import GraphedForward
+        from cudagraph_bench.models.presets import model_forward, random_input_ids
+
+        ids = random_input_ids(model, seq_len, device=next(model.parameters()).device)
+        layer = output_layer(model, ids)
+        self.layer_name = layer.name
+        self._skip = SkippedLayer(layer)
+
+        def forward(m, input_ids, attention_mask=None):
+            if not torch.cuda.is_current_stream_capturing():
+                return model_forward(m, input_ids, attention_mask)
+            with self._skip.skipped():
+                return model_forward(m, input_ids, attention_mask)
+
+        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs,
+                                     forward=forward)
+        self.capture_ms = self._graph.capture_ms
+        if self._graph.static_output.data_ptr() != self._skip.placeholder.data_ptr():
+            self._graph.close()
+            raise ValueError(f"the captured forward's output is not {layer.name}'s: the eager-layer fault cannot keep "
+                             "the outputs correct")
+
+    @property
+    def static_output(self):
+        return self._graph.static_output
+
+    def __call__(self, input_ids):
+        self._graph(input_ids)
+        return self._skip.run()
+
+    def close(self) -> None:
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None
+        self._skip = None
