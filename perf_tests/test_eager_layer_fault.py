@@ -8,14 +8,10 @@ the benchmarks timed after it in this session (pytorch/pytorch#144455).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from child_process import run_script
 
 _SCRIPT = textwrap.dedent("""
     import json
@@ -48,12 +44,7 @@ _SCRIPT = textwrap.dedent("""
 
 @pytest.mark.gpu
 def test_the_eager_layer_graph_is_right_and_only_the_replay_proof_catches_it(record_property):
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_script(_SCRIPT)
     record_property("eager_layer", got)
     assert got["layer"] == "lm_head", got
     assert got["equal"] == [True, True, True], "the eager-layer graph's outputs differ from eager's"

@@ -14,13 +14,10 @@ hazard, GraphedForward refusing misuse, and kernel counting with torch.profiler.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from child_process import run_script
 
 from cudagraph_bench.measure import launch
 from cudagraph_bench.results import launch_model
@@ -287,16 +284,8 @@ _COUNT_SCRIPT = textwrap.dedent("""
 def test_count_kernel_launches(record_property):
     # In a child process: profiling can leave CUPTI active in the process (pytorch/pytorch#144455),
     # which must not slow the benchmarks of this session.
-    import json
-
-    env = dict(os.environ)
-    src = str(Path(launch.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     n = 37                                   # add_ launches of the counted sequences
-    proc = subprocess.run([sys.executable, "-c", _COUNT_SCRIPT, str(n)], capture_output=True, text=True,
-                          timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    counts = run_script(_COUNT_SCRIPT, str(n), timeout_s=300)
     record_property("kernel_counts", counts)
     assert counts["eager"] == n
     assert counts["eager_with_memcpy"] == n, "a memcpy is not a kernel launch"

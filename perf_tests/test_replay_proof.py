@@ -11,13 +11,10 @@ the figure that decides whether ``--replay-proof`` can be on by default.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from child_process import run_script
 
 _SCRIPT = textwrap.dedent("""
     import json, statistics, sys, time
@@ -81,12 +78,7 @@ _SCRIPT = textwrap.dedent("""
 def test_one_graph_call_is_one_launch_and_an_eager_call_launches_every_kernel(record_property):
     from cudagraph_bench.measure.replay_proof import PAD_INPUT_KERNELS
 
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_script(_SCRIPT)
     record_property("replay_proof", got)
     print(json.dumps(got))
     assert got["graph"][:2] == [1, 0], f"a graph call: [launches, kernels outside] = {got['graph'][:2]}"

@@ -143,8 +143,9 @@ def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
                    "planted_on_target": abs(measured_pct - pct) <= PLANT_TOLERANCE_POINTS}
 
 
-class StaleInputGraph:
-    """A built graph variant whose calls replay without copying the new input into the static input buffer."""
+class _FaultyGraph:
+    """A built graph variant with a planted fault in its call: it answers for the variant's static output and
+    releases it on ``close``; subclasses define ``__call__``."""
 
     def __init__(self, built):
         self._built = built
@@ -153,27 +154,28 @@ class StaleInputGraph:
     def static_output(self):
         return self._built.static_output
 
+    def close(self) -> None:
+        self._built.close()
+
+
+class StaleInputGraph(_FaultyGraph):
+    """A built graph variant whose calls replay without copying the new input into the static input buffer."""
+
     def __call__(self, input_ids):
         graph = self._built._graph                 # the GraphedForward the variant replays
         graph.graph.replay()
         return graph.static_output
 
-    def close(self) -> None:
-        self._built.close()
 
-
-class StaleMaskGraphs:
+class StaleMaskGraphs(_FaultyGraph):
     """A built ``padded``/``bucketed`` variant (:class:`~cudagraph_bench.measure.variants.PaddedVariant`) whose graphs
     keep the attention mask of their first replay: every call pads the prompt, copies the padded ids into the
     bucket graph's static input and replays it, but copies the mask into the static mask on that graph's first
     replay only (the classic stale-buffer bug of a padded graph)."""
 
     def __init__(self, built):
-        self._built, self._masked = built, set()
-
-    @property
-    def static_output(self):
-        return self._built.static_output
+        super().__init__(built)
+        self._masked = set()
 
     @property
     def check_range(self):
@@ -197,21 +199,11 @@ class StaleMaskGraphs:
             graph.graph.replay()
         return graph.static_output[:, :length]
 
-    def close(self) -> None:
-        self._built.close()
 
-
-class SkippedGraph:
+class SkippedGraph(_FaultyGraph):
     """A built ``compile+graph`` variant (:class:`~cudagraph_bench.measure.variants.CompileGraphVariant`) whose
     calls copy the input into the static input buffer and run the compiled forward on it directly, never replaying
     the captured graph: the compiled kernels are launched one by one, as when inductor skips its CUDA graphs."""
-
-    def __init__(self, built):
-        self._built = built
-
-    @property
-    def static_output(self):
-        return self._built.static_output
 
     def __call__(self, input_ids):
         import torch
@@ -220,9 +212,6 @@ class SkippedGraph:
         with torch.inference_mode():
             graphed.static_input_ids.copy_(input_ids)
             return graphed._run()                 # not capturing: the compiled forward itself
-
-    def close(self) -> None:
-        self._built.close()
 
 
 class PlantedVariant:
