@@ -11,8 +11,10 @@ PT="python3 -m pytest -p no:cacheprovider -q -rfEs"
 $PT perf_tests/test_replay_proof.py perf_tests/test_stale_buffer_checks.py perf_tests/test_eager_layer_fault.py -s \
   > "$OUT/gpu-tests.log" 2>&1
 echo "GPU tests rc=$?: $(grep -E '(passed|failed)' "$OUT/gpu-tests.log" | tail -1)"
-pad="perf_tests/test_padding_bench.py --benchmark-only --models bert-tiny,gpt2 --prompt-lengths 16,50 --dtypes bfloat16,float32"
-fwd="perf_tests/test_forward_bench.py --benchmark-only --variants graph --dtypes bfloat16,float32 --prompt-lengths 16,50,128"
+# The gate judges a padded graph beside the eager and graph forward of its case, so both suites run in one session.
+m="--models bert-tiny,gpt2 --dtypes bfloat16,float32"
+pad="perf_tests/test_forward_bench.py perf_tests/test_padding_bench.py --benchmark-only $m --prompt-lengths 16,50"
+fwd="perf_tests/test_forward_bench.py --benchmark-only $m --variants eager,graph --prompt-lengths 16,50,128"
 for name in padded stale-mask eager-layer; do
   case "$name" in
     padded) args="$pad" ;;

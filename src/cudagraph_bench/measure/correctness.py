@@ -14,9 +14,12 @@ Two checks, chosen by what a variant is allowed to change:
   over 1024 masked positions with another SDPA kernel, ``compile``/``compile+graph`` fuse ops with
   inductor): elementwise ``atol=1e-5`` then measures only reduction order, not correctness. Instead,
   the variant's error against a float64 run of the same weights must be at most ``multiplier`` times
-  eager's own error against it (+ ``atol / 10``). This is the accuracy check of PyTorch's inductor
+  eager's own error against it (+ ``tol / 10``). This is the accuracy check of PyTorch's inductor
   benchmarks: ``torch._dynamo.utils.same(ref, res, fp64_ref=...)`` (multiplier 2 for float32, 3 for
-  bfloat16/float16).
+  bfloat16/float16; ``tol`` its default 1e-4 for float32, the dtype's ``atol`` for bfloat16/float16).
+  In float32 eager's own RMSE is tiny, so another kernel's reduction order alone (a 1-token prompt attended
+  over 1024 padded slots) can reach a few times it; ``tol / 10`` absorbs that, while a stale mask moves the
+  logits by orders of magnitude more.
 """
 
 from __future__ import annotations
@@ -62,6 +65,10 @@ def max_abs_diff(a, b) -> float:
 #: dtype name -> RMSE multiplier of :func:`fp64_rmse_check` (as in ``torch._dynamo.utils.same``).
 FP64_RMSE_MULTIPLIER = {"float32": 2.0, "bfloat16": 3.0, "float16": 3.0}
 
+#: dtype name -> ``tol`` of :func:`fp64_rmse_check`, whose tenth is the slack above the multiplied RMSE:
+#: ``torch._dynamo.utils.same``'s default 1e-4 for float32, the ``assert_close`` atol for half types.
+FP64_RMSE_TOL = {"float32": 1e-4, "bfloat16": TOLERANCES["bfloat16"]["atol"], "float16": TOLERANCES["float16"]["atol"]}
+
 
 def rmse(a, b) -> float:
     """Root mean squared difference of two tensors, computed in float64 (NaN when either holds NaN)."""
@@ -75,7 +82,7 @@ class Fp64Check:
     """Result of :func:`fp64_rmse_check` for one output.
 
     ``rmse``: RMSE(variant, fp64 reference); ``eager_rmse``: RMSE(eager, fp64 reference);
-    ``limit``: ``multiplier * eager_rmse + atol / 10``; all in the output's units (logits).
+    ``limit``: ``multiplier * eager_rmse + tol / 10``; all in the output's units (logits).
     """
 
     rmse: float
@@ -106,14 +113,14 @@ def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
         dtype: the model dtype (name or ``torch.dtype``); default ``eager.dtype``.
 
     Returns:
-        :class:`Fp64Check`; ``passed`` when RMSE(actual, fp64) <= m * RMSE(eager, fp64) + atol / 10, with
-        m from :data:`FP64_RMSE_MULTIPLIER` and atol from :data:`TOLERANCES`.
+        :class:`Fp64Check`; ``passed`` when RMSE(actual, fp64) <= m * RMSE(eager, fp64) + tol / 10, with
+        m from :data:`FP64_RMSE_MULTIPLIER` and tol from :data:`FP64_RMSE_TOL`.
 
     Source: the fp64-reference branch of ``torch._dynamo.utils.same`` (PyTorch inductor accuracy checks).
     """
     name = _name(dtype or eager.dtype)
     eager_rmse = rmse(eager, fp64_ref)
-    limit = FP64_RMSE_MULTIPLIER[name] * eager_rmse + TOLERANCES[name]["atol"] / 10.0
+    limit = FP64_RMSE_MULTIPLIER[name] * eager_rmse + FP64_RMSE_TOL[name] / 10.0
     return Fp64Check(rmse=rmse(actual, fp64_ref), eager_rmse=eager_rmse, limit=limit)
 
 
