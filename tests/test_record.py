@@ -47,12 +47,20 @@ def test_the_committed_runs_cover_every_suite_and_both_params_styles():
 
 def expected_status(info: dict, variant: str, suite: str = "forward") -> str:
     """The check status the recorded fields give: a failed check, a mismatching case or a decoder whose check
-    against generate failed fails; a recorded pass (or, without ``correct``, a passed check against generate)
-    passes; otherwise a suite's reference (the registry's: eager, generate, the launch loop) is the reference and
-    any other variant is unchecked."""
+    against generate failed fails, and so does a recorded replay proof whose profiled call launched other than the
+    expected graph launches or more kernels outside a graph than allowed; a recorded pass (or, without ``correct``, a
+    passed check against generate) passes; otherwise a suite's reference (the registry's: eager, generate, the launch
+    loop) is the reference and any other variant is unchecked."""
     from cudagraph_bench import variants
 
-    if info.get("correct") is False or info.get("status") in FAILED_OUTCOMES or info.get("generate_check_passed") is False:
+    replay = info.get("replay") or {}
+    calls = replay.get("calls") or 1
+    allowed = replay.get("kernels_outside_allowed", 0)
+    not_replayed = bool(replay) and (
+        replay["graph_launches"] != replay.get("expected_graph_launches", 1) * calls
+        or (allowed is not None and replay["kernels_outside_graph"] > allowed * calls))
+    if (info.get("correct") is False or info.get("status") in FAILED_OUTCOMES
+            or info.get("generate_check_passed") is False or not_replayed):
         return "fail"
     if info.get("correct") is True or ("correct" not in info and info.get("generate_check_passed") is True):
         return "pass"
