@@ -20,6 +20,8 @@ pytest-benchmark through their public hooks and options only:
 - :mod:`~cudagraph_bench.plugin.timing`   ``benchmark.pedantic`` over the round policy, the device-side figure;
 - :mod:`~cudagraph_bench.plugin.profiles` kernel counts and GPU busy times, profiled in-process after every
   timed test;
+- :mod:`~cudagraph_bench.plugin.replay_proofs` ``--replay-proof``: each timed graph case built again and one call
+  profiled after the session's last test;
 - :mod:`~cudagraph_bench.plugin.output`   ``machine_info``, the run JSON's ``cudagraph_bench`` section, a run JSON
   for a session that measured nothing but recorded failures;
 - :mod:`~cudagraph_bench.plugin.sharding` ``--shard K/N`` and the recorded test durations;

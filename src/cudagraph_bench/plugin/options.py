@@ -100,10 +100,11 @@ def pytest_addoption(parser):
                          "two give correct outputs and fail only with --replay-proof; the run records it and baseline "
                          "refuses it (cudagraph-bench selftest uses this)")
     group.addoption("--replay-proof", dest="replay_proof", action="store_true", default=False,
-                    help="after timing each graph variant, profile one more call (torch.profiler, CUPTI) and record "
-                         "its graph launches and the kernels it launched outside a graph (extra_info.replay); a graph "
-                         "that ran eagerly fails its check. Off by default: the profiler can leave CUPTI attached and "
-                         "slow every case timed after it")
+                    help="after the session's last test, build each timed graph case again and profile one call "
+                         "(torch.profiler, CUPTI): its graph launches and the kernels it launched outside a graph go "
+                         "into that case's extra_info.replay; a graph that ran eagerly fails its check and the session. "
+                         "Taken after all timing because the profiler leaves CUPTI attached, which slows every replay "
+                         "timed after it; off by default: it builds and checks each graph case twice")
     group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
                     help="keep Python's garbage collector on while timing (default: off while timing, "
                          "as with --benchmark-disable-gc)")

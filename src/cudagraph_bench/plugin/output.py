@@ -153,7 +153,8 @@ def write_records_only_json(config) -> str | None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`; a session
-    whose ``--models`` had refused entries exits non-zero (:func:`cudagraph_bench.models.refusals.exit_status`).
+    whose ``--models`` had refused entries exits non-zero (:func:`cudagraph_bench.models.refusals.exit_status`), and
+    so does one whose replay proofs failed (:mod:`cudagraph_bench.plugin.replay_proofs`: taken after its last test).
     When the records-only JSON is written, pytest-benchmark's "Not saving anything" warning, false then, is not
     shown."""
     import warnings
@@ -167,6 +168,8 @@ def pytest_sessionfinish(session, exitstatus):
                                               "benchmark(s)")
     session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))
     cgb = session_of(session.config)
+    if cgb is not None and cgb.proofs is not None and cgb.proofs.failures and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     with warnings.catch_warnings():
         if cgb is not None and cgb.records and json_option_path(session.config) is not None:
             warnings.filterwarnings("ignore", message="Not saving anything")
@@ -204,6 +207,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if session.ledger.start_mib or session.ledger.cases:
         terminalreporter.write_sep("-", "cudagraph-bench GPU memory")
         terminalreporter.write_line(session.ledger.line())
+    if session.proofs is not None and session.proofs.failures:
+        terminalreporter.write_sep("-", f"cudagraph-bench: {len(session.proofs.failures)} replay proof(s) failed, "
+                                        "taken after the session's timing (recorded in the run JSON; exit status 1)")
+        for nodeid, reason in session.proofs.failures:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
     if session.records.failures:
         terminalreporter.write_sep("-", "cudagraph-bench cases not measured")
         for entry in session.records.failures:

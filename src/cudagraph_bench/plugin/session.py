@@ -51,6 +51,15 @@ class Session:
         self.records = SessionRecords()
         self.ledger = MemoryLedger()
         self.ledger.start_mib = reserved_mib()
+        self.proofs = None
+        if config.getoption("replay_proof", False):
+            from functools import partial
+
+            from cudagraph_bench.measure.replay_proof import proof_fields
+            from cudagraph_bench.plugin.replay_proofs import ReplayProofs
+
+            self.proofs = ReplayProofs(self._prepare, self.model, partial(proof_fields, device=self.device,
+                                                                          enabled=True))
 
     def option(self, name: str):
         return self.config.getoption(name)
@@ -149,20 +158,14 @@ class Session:
                 raise CaseFailed("build", describe_exception(exc), exc) from exc
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
-    def replay_proof(self, prepared) -> dict:
-        """After timing: the case's replay proof with ``--replay-proof`` (one profiled call of a graph variant,
-        :func:`~cudagraph_bench.measure.replay_proof.proof_fields`) and a compiled variant's cudagraph skips
-        while timed (``cudagraph_skips``, with inductor's reasons), as ``extra_info`` fields."""
-        from cudagraph_bench.measure.case import CaseFailed, describe_exception
-        from cudagraph_bench.measure.replay_proof import proof_fields
-
-        fields = {"cudagraph_skips": prepared.cudagraph_skips} if getattr(prepared, "cudagraph_skips", None) else {}
-        try:
-            fields.update(proof_fields(prepared, device=self.device,
-                                       enabled=bool(self.config.getoption("replay_proof", False))))
-        except Exception as exc:  # the case's failure, in its own phase
-            raise CaseFailed("replay", describe_exception(exc), exc) from exc
-        return fields
+    def note_replay(self, case, prepared, extra_info: dict, nodeid: str) -> None:
+        """After timing: a compiled variant's cudagraph skips while timed (``cudagraph_skips``, with inductor's
+        reasons) into ``extra_info``; with ``--replay-proof``, a graph case noted for its proof after the session's
+        timing (:mod:`cudagraph_bench.plugin.replay_proofs`)."""
+        if getattr(prepared, "cudagraph_skips", None):
+            extra_info["cudagraph_skips"] = prepared.cudagraph_skips
+        if self.proofs is not None and case.variant_spec.captured and str(self.device).startswith("cuda"):
+            self.proofs.note(case, extra_info, nodeid)
 
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
         """One benchmark of any forward or decode case through the pipeline (module docstring).
@@ -174,7 +177,6 @@ class Session:
         from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
         from cudagraph_bench.plugin.timing import benchmark_call, round_policy
-        from cudagraph_bench.results.replay import replay_problem
         from cudagraph_bench.variants import FORWARD, gated
 
         kind = case.variant_spec
@@ -193,7 +195,7 @@ class Session:
             notes = prepared.finish()
             if notes:
                 benchmark.extra_info["notes"] = notes
-            benchmark.extra_info.update(self.replay_proof(prepared))
+            self.note_replay(case, prepared, benchmark.extra_info, nodeid)
         except Exception as exc:
             cause = exc.cause if isinstance(exc, CaseFailed) else exc
             phase = exc.phase if isinstance(exc, CaseFailed) else "timing"
@@ -219,9 +221,7 @@ class Session:
             median_ms = benchmark.stats.stats.median * 1e3
             benchmark.extra_info["ms_per_token"] = median_ms / case.new_tokens
             benchmark.extra_info["tokens_per_s"] = case.new_tokens / (median_ms / 1e3)
-        failed, replay = prepared.failed_check, benchmark.extra_info.get("replay")
-        if failed is None and replay is not None and replay_problem(replay):
-            pytest.fail(f"{case.test_id}: {replay_problem(replay)} (recorded in the run JSON)", pytrace=False)
+        failed = prepared.failed_check
         if failed is not None:
             if kind.peer:
                 pytest.xfail(f"{case.variant} differs from its reference (recorded in the run JSON): {failed}")
@@ -241,7 +241,11 @@ def cgb(request):
     session = Session(request.config)
     request.config.stash[SESSION] = session
     yield session
-    session.close()
+    try:
+        if session.proofs is not None:
+            session.proofs.run(session.release)
+    finally:
+        session.close()
 
 
 SESSION = pytest.StashKey[Session]()
