@@ -110,7 +110,7 @@ def test_files_written_together_are_all_replaced_when_ctrl_c_comes_between_them(
 
     def interrupted_replace(src, dst):
         if dst == a:
-            os.kill(os.getpid(), signal.SIGINT)                   # Ctrl-C after the first file of two
+            signal.raise_signal(signal.SIGINT)                   # Ctrl-C after the first file of two (this thread)
         replace(src, dst)
 
     monkeypatch.setattr(os, "replace", interrupted_replace)
@@ -122,7 +122,7 @@ def test_files_written_together_are_all_replaced_when_ctrl_c_comes_between_them(
     with pytest.raises(KeyboardInterrupt):
         with interrupt_after("the outer block"):                  # nested: the outer one holds it to its end
             with interrupt_after("the inner block"):
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)
             done.append("after the inner block")
     assert done == ["after the inner block"]
 
