@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cudagraph_bench.measure import launch
+from cudagraph_bench.measure import launch_overhead
 from cudagraph_bench.report.launch_page import parse_sanitizer_log
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
@@ -109,8 +109,8 @@ def test_sweep_counts_are_exact(graphs_run, record_property):
 
 def test_sweep_arithmetic(graphs_run):
     for n, row in _sweep(graphs_run).items():
-        assert row["loop_ms"] == pytest.approx(launch.median_ms(row["loop_event_ms"]), rel=1e-6)
-        assert row["graph_ms"] == pytest.approx(launch.median_ms(row["graph_event_ms"]), rel=1e-6)
+        assert row["loop_ms"] == pytest.approx(launch_overhead.median_ms(row["loop_event_ms"]), rel=1e-6)
+        assert row["graph_ms"] == pytest.approx(launch_overhead.median_ms(row["graph_event_ms"]), rel=1e-6)
         assert row["us_per_launch_loop"] == pytest.approx(row["loop_ms"] * 1000 / n, rel=1e-6)
         assert row["us_per_launch_graph"] == pytest.approx(row["graph_ms"] * 1000 / n, rel=1e-6)
         assert row["speedup"] == pytest.approx(row["loop_ms"] / row["graph_ms"], rel=1e-6)
@@ -127,7 +127,8 @@ def test_clock_ordering(graphs_run):
     # events <= synced wall up to the event timer resolution. Issue vs events is not guaranteed.
     for n, row in _sweep(graphs_run).items():
         for variant, c in row["clocks"].items():
-            bad = launch.clock_ordering_violations(c["issue_ms_all"], c["synced_wall_ms_all"], c["event_ms_all"])
+            bad = launch_overhead.clock_ordering_violations(c["issue_ms_all"], c["synced_wall_ms_all"],
+                                                            c["event_ms_all"])
             assert bad == [], f"N={n} {variant}: {bad[:5]}"
             assert c["issue_ms"] <= c["synced_wall_ms"]
 

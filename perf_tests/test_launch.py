@@ -6,7 +6,7 @@ and as one replay of a graph of the same N launches. Loop and graph of one N sha
 ``launch N=...`` so pytest-benchmark prints them side by side. Every round ends with a stream
 synchronize. ``extra_info``: ``suite="launch"``, ``n_launches``, ``variant``, ``cuda_event_ms`` (the
 measured rounds), ``event_median_ms``, ``us_per_launch`` (CUDA-event median / N, µs), and the three
-clocks of :func:`cudagraph_bench.measure.launch.measure_clocks` (medians, ms).
+clocks of :func:`cudagraph_bench.measure.launch_overhead.measure_clocks` (medians, ms).
 
 Tests (``--benchmark-skip`` or no flag): exact counter check, clock ordering, the baked-pointer
 hazard, GraphedForward refusing misuse, and kernel counting with torch.profiler.
@@ -19,7 +19,7 @@ import textwrap
 import pytest
 from child_process import run_script
 
-from cudagraph_bench.measure import launch
+from cudagraph_bench.measure import launch_overhead
 from cudagraph_bench.results import launch_model
 from cudagraph_bench.options import LAUNCH_VARIANTS
 
@@ -36,12 +36,12 @@ def rounds(request) -> tuple[int, int]:
 
 @pytest.fixture
 def make_sequence():
-    """Factory of :class:`~cudagraph_bench.measure.launch.TinyKernelSequence`; closes every sequence (drops its
+    """Factory of :class:`~cudagraph_bench.measure.launch_overhead.TinyKernelSequence`; closes every sequence (drops its
     graph) at teardown."""
     made = []
 
-    def make(n_launches: int) -> launch.TinyKernelSequence:
-        seq = launch.TinyKernelSequence(n_launches)
+    def make(n_launches: int) -> launch_overhead.TinyKernelSequence:
+        seq = launch_overhead.TinyKernelSequence(n_launches)
         made.append(seq)
         return seq
 
@@ -54,7 +54,7 @@ def make_sequence():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", LAUNCH_VARIANTS)
-@pytest.mark.parametrize("n_launches", launch.SWEEP_N)
+@pytest.mark.parametrize("n_launches", launch_overhead.SWEEP_N)
 def test_launch_overhead(benchmark, make_sequence, rounds, n_launches, variant):
     n_rounds, n_warmup = rounds
     seq = make_sequence(n_launches)
@@ -73,7 +73,7 @@ def test_launch_overhead(benchmark, make_sequence, rounds, n_launches, variant):
 
     measured = event_ms[-n_rounds:]
     event_median = launch_model.median_ms(measured)
-    clocks = launch.measure_clocks(n_launches, variant, repeats=n_rounds, warmup=n_warmup, seq=seq)
+    clocks = launch_overhead.measure_clocks(n_launches, variant, repeats=n_rounds, warmup=n_warmup, seq=seq)
     info = {
         "suite": "launch",
         "n_launches": n_launches,
@@ -92,11 +92,11 @@ def test_launch_overhead(benchmark, make_sequence, rounds, n_launches, variant):
 # ------------------------------------------------------------------------------------------ tests
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n_launches", launch.SWEEP_N)
+@pytest.mark.parametrize("n_launches", launch_overhead.SWEEP_N)
 @pytest.mark.parametrize("loops, replays", [(0, 1), (1, 0), (3, 5)], ids=["replay", "loop", "3loops+5replays"])
 def test_counter_counts_every_launch(make_sequence, n_launches, loops, replays):
     seq = make_sequence(n_launches)
-    observed, expected = launch.check_count(seq, loops=loops, replays=replays)
+    observed, expected = launch_overhead.check_count(seq, loops=loops, replays=replays)
     # Integers below 2**24 are exact in float32, so the comparison is exact.
     assert expected == n_launches * (loops + replays)
     assert observed == float(expected)
@@ -105,7 +105,7 @@ def test_counter_counts_every_launch(make_sequence, n_launches, loops, replays):
 @pytest.mark.gpu
 @pytest.mark.gpu_timing
 def test_loop_vs_graph_sweep_counts_and_speedup():
-    result = launch.measure_loop_vs_graph(512, repeats=ROUNDS, warmup=WARMUP_ROUNDS)
+    result = launch_overhead.measure_loop_vs_graph(512, repeats=ROUNDS, warmup=WARMUP_ROUNDS)
     assert result.count_ok, (result.count_observed, result.count_expected)
     assert len(result.loop_event_ms) == len(result.graph_event_ms) == ROUNDS
     # 512 PyTorch dispatches + CUDA launches vs one cudaGraphLaunch: the replay must be faster.
@@ -115,7 +115,7 @@ def test_loop_vs_graph_sweep_counts_and_speedup():
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", LAUNCH_VARIANTS)
 def test_clock_ordering(variant, record_property):
-    result = launch.measure_clocks(512, variant, repeats=ROUNDS, warmup=WARMUP_ROUNDS)
+    result = launch_overhead.measure_clocks(512, variant, repeats=ROUNDS, warmup=WARMUP_ROUNDS)
     medians = result.medians()
     record_property("clock_medians_ms", medians)
     # Guaranteed per repeat, hence for the medians too:
@@ -134,15 +134,15 @@ def test_clock_ordering(variant, record_property):
 def test_graph_issues_faster_than_loop():
     # The point of a graph: 512 launches are submitted by one host call. Host issue time of the
     # replay must be below that of 512 eager launches (each pays dispatcher + launch).
-    loop = launch.measure_clocks(512, "loop", repeats=ROUNDS, warmup=WARMUP_ROUNDS).medians()
-    graph = launch.measure_clocks(512, "graph", repeats=ROUNDS, warmup=WARMUP_ROUNDS).medians()
+    loop = launch_overhead.measure_clocks(512, "loop", repeats=ROUNDS, warmup=WARMUP_ROUNDS).medians()
+    graph = launch_overhead.measure_clocks(512, "graph", repeats=ROUNDS, warmup=WARMUP_ROUNDS).medians()
     assert graph["issue_ms"] < loop["issue_ms"], (graph, loop)
 
 
 @pytest.mark.gpu
 def test_baked_pointer_hazard(record_property):
     n = 8
-    result = launch.baked_pointer_demo(n_launches=n)
+    result = launch_overhead.baked_pointer_demo(n_launches=n)
     record_property("baked_pointer", result.as_dict())
     # Rebinding: the old buffer is alive, so the new one must live at another address...
     assert result.new_ptr != result.old_ptr
@@ -258,7 +258,7 @@ def test_graphed_forward_refuses_repointed_buffer_resize(graphed):
 
 _COUNT_SCRIPT = textwrap.dedent("""
     import json, sys, torch
-    from cudagraph_bench.measure.launch import TinyKernelSequence, count_kernel_launches
+    from cudagraph_bench.measure.launch_overhead import TinyKernelSequence, count_kernel_launches
     from cudagraph_bench.measure.roofline import profile_forward
     N = int(sys.argv[1])
     x = torch.zeros(1, device="cuda")

@@ -22,9 +22,9 @@ _SCRIPT = textwrap.dedent("""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     from cudagraph_bench.capture.decode import GreedyDecoder
-    from cudagraph_bench.measure.launch import TinyKernelSequence
+    from cudagraph_bench.measure.launch_overhead import TinyKernelSequence
     from cudagraph_bench.measure.replay_proof import count_call, replay_expectation
-    from cudagraph_bench.measure.variants import build_variant
+    from cudagraph_bench.measure.forward_variants import build_variant
     from cudagraph_bench.models.presets import model_forward
     from cudagraph_bench.variants import variant
 

@@ -29,7 +29,7 @@ def test_peak_memory_bandwidth_from_nvml_or_the_datasheet():
 
     from cudagraph_bench.measure.gpustate import nvml_handle
     from cudagraph_bench.measure.roofline import nvml_memory_readings, peak_memory_bandwidth_gbps
-    from cudagraph_bench.results.roofline import choose_peak, table_peak_gbps
+    from cudagraph_bench.results.roofline_arithmetic import choose_peak, table_peak_gbps
 
     name = torch.cuda.get_device_name(0)
     found = nvml_handle(0)
@@ -52,7 +52,7 @@ def test_graphed_decode_bandwidth_is_positive_and_below_the_peak(cgb, causal_mod
     from cudagraph_bench.measure.timing import time_call
     from cudagraph_bench.models.presets import max_positions
     from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, decode_cache_len
-    from cudagraph_bench.results.roofline import achieved_gbps, pct_of_peak
+    from cudagraph_bench.results.roofline_arithmetic import achieved_gbps, pct_of_peak
 
     dtype, prompt = cgb.option("decode_dtypes")[0], cgb.option("decode_prompt_lengths")[0]
     new_tokens = min(cgb.option("new_tokens"))
@@ -93,7 +93,7 @@ def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, 
     from cudagraph_bench.capture.graphed import GraphedForward
     from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.measure.timing import time_call
-    from cudagraph_bench.results.roofline import overhead
+    from cudagraph_bench.results.roofline_arithmetic import overhead
 
     case = corr_case
     if not _launch_bound(case.seq_len):

@@ -6,10 +6,10 @@ steps against HF ``generate`` (unpadded and bucketed prefill), or the reason it 
     pytest perf_tests/test_zoo.py --zoo all --device cpu --benchmark-json out/zoo-cpu.json   # what a CPU can tell
 
 ``cudagraph-bench zoo`` runs this module in watched processes and writes ``docs/architectures.md`` from the run.
-The pipeline: :mod:`cudagraph_bench.plugin.zoo`, :mod:`cudagraph_bench.measure.zoo_case`.
+The pipeline: :mod:`cudagraph_bench.plugin.zoo_tests`, :mod:`cudagraph_bench.measure.zoo_case`.
 """
 
-from cudagraph_bench.plugin.zoo import run_part
+from cudagraph_bench.plugin.zoo_tests import run_part
 from cudagraph_bench.zoo_keys import DECODE, FORWARD
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from cudagraph_bench.runner import ab
 from cudagraph_bench.runner import process
-from cudagraph_bench.runner.launch import FORWARD_MODULE
+from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE
 
 from h200_fixture import checked, DOC, no_default_baseline_fixture, run_cli, scaled, write
 

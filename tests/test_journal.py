@@ -1,4 +1,4 @@
-"""The session's journal for the launcher (``--journal FILE``, :mod:`cudagraph_bench.plugin.journal`, read by
+"""The session's journal for the launcher (``--journal FILE``, :mod:`cudagraph_bench.plugin.session_journal`, read by
 :func:`cudagraph_bench.journal.read_journal`) and the stop after a test broke the CUDA context (exit code
 :data:`~cudagraph_bench.journal.EXIT_CUDA_BROKEN`), through pytester in this process."""
 

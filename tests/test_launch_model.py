@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cudagraph_bench.measure import launch
+from cudagraph_bench.measure import launch_overhead
 from cudagraph_bench.results import launch_model
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 
@@ -74,7 +74,7 @@ def test_clock_ordering_needs_equal_lengths():
 
 
 def test_sweep_result_derived_numbers_literal():
-    r = launch.SweepResult(n_launches=512, loop_event_ms=(6.0, 4.0, 5.0), graph_event_ms=(1.0, 3.0, 2.0),
+    r = launch_overhead.SweepResult(n_launches=512, loop_event_ms=(6.0, 4.0, 5.0), graph_event_ms=(1.0, 3.0, 2.0),
                            count_expected=3072, count_observed=3072.0)
     assert r.loop_ms == 5.0 and r.graph_ms == 2.0
     assert r.speedup == 2.5
@@ -83,21 +83,21 @@ def test_sweep_result_derived_numbers_literal():
     assert r.count_ok
     d = r.as_dict()
     assert d["loop_event_ms"] == [6.0, 4.0, 5.0] and d["speedup"] == 2.5
-    assert not launch.SweepResult(8, (1.0,), (1.0,), 64, 63.0).count_ok
+    assert not launch_overhead.SweepResult(8, (1.0,), (1.0,), 64, 63.0).count_ok
 
 
 def test_clock_result_medians_and_violations():
-    c = launch.ClockResult(n_launches=8, variant="graph", issue_ms=(0.01, 0.02, 0.03),
+    c = launch_overhead.ClockResult(n_launches=8, variant="graph", issue_ms=(0.01, 0.02, 0.03),
                            synced_wall_ms=(0.2, 0.1, 0.3), event_ms=(0.05, 0.06, 0.5))
     assert c.medians() == {"issue_ms": 0.02, "synced_wall_ms": 0.2, "event_ms": 0.06}
     assert len(c.violations()) == 1     # repeat 2: events 0.5 > 0.3 * 1.02 + 0.02
 
 
 def test_baked_pointer_result_expectations():
-    r = launch.BakedPointerResult(n_launches=8, old_ptr=1024, new_ptr=2048, old_value=16.0, new_value=0.0,
+    r = launch_overhead.BakedPointerResult(n_launches=8, old_ptr=1024, new_ptr=2048, old_value=16.0, new_value=0.0,
                                   freed_ptr=4096, realloc_ptr=4096, realloc_value=8.0)
     assert r.rebind_ok and r.same_address and r.realloc_expected_value == 8.0
-    r2 = launch.BakedPointerResult(8, 1024, 2048, 8.0, 8.0, 4096, 8192, 0.0)
+    r2 = launch_overhead.BakedPointerResult(8, 1024, 2048, 8.0, 8.0, 4096, 8192, 0.0)
     assert not r2.rebind_ok and not r2.same_address and r2.realloc_expected_value == 0.0
     assert r2.as_dict()["same_address"] is False
 
@@ -125,7 +125,7 @@ CPU = SimpleNamespace(name="CPU")
     ("DeviceType.CPU", None, "aten::add_", False, False),
 ])
 def test_is_kernel_event(device, activity, name, annotation, expected):
-    assert launch.is_kernel_event(device_type=device, activity_type=activity, name=name,
+    assert launch_overhead.is_kernel_event(device_type=device, activity_type=activity, name=name,
                                   is_user_annotation=annotation) is expected
 
 
@@ -139,27 +139,27 @@ def test_count_kernel_events_on_fake_profiler_events():
         SimpleNamespace(device_type=CUDA, name="gemm_kernel"),                # no activity_type attribute
         SimpleNamespace(device_type=CUDA, name="ProfilerStep#1", is_user_annotation=True),
     ]
-    assert launch.count_kernel_events(events) == 3
-    assert launch.count_kernel_events([]) == 0
+    assert launch_overhead.count_kernel_events(events) == 3
+    assert launch_overhead.count_kernel_events([]) == 0
 
 
 def test_gpu_entry_points_refuse_without_cuda(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(CudaUnavailableError, match="GPU"):
-        launch.count_kernel_launches(lambda: None)
+        launch_overhead.count_kernel_launches(lambda: None)
     with pytest.raises(CudaUnavailableError):
-        launch.TinyKernelSequence(8)
+        launch_overhead.TinyKernelSequence(8)
     with pytest.raises(CudaUnavailableError):
-        launch.measure_loop_vs_graph(8)
+        launch_overhead.measure_loop_vs_graph(8)
     with pytest.raises(CudaUnavailableError):
-        launch.baked_pointer_demo()
+        launch_overhead.baked_pointer_demo()
 
 
 def test_measure_arguments_are_checked_before_touching_the_gpu():
     with pytest.raises(UsageError, match="repeats"):
-        launch.measure_loop_vs_graph(8, repeats=0)
+        launch_overhead.measure_loop_vs_graph(8, repeats=0)
     with pytest.raises(UsageError, match="repeats"):
-        launch.measure_clocks(8, repeats=1, warmup=-1)
+        launch_overhead.measure_clocks(8, repeats=1, warmup=-1)
     with pytest.raises(UsageError, match="2\\*\\*24"):
-        launch.measure_loop_vs_graph(4096, repeats=5000, warmup=0)
+        launch_overhead.measure_loop_vs_graph(4096, repeats=5000, warmup=0)

@@ -124,12 +124,23 @@ def test_no_module_is_longer_than_the_limit():
     assert not long, f"modules longer than {MAX_MODULE_LINES} lines (split them): {long}"
 
 
+def test_no_two_modules_share_a_basename():
+    """A module's file name says what it is on its own (in a traceback, an editor tab, a ``-p`` option): no two
+    modules of the package have the same one, ``__init__.py`` aside."""
+    by_stem: dict[str, list[str]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        if path.name != "__init__.py":
+            by_stem.setdefault(path.stem, []).append(path.relative_to(PKG).as_posix())
+    shared = {stem: paths for stem, paths in by_stem.items() if len(paths) > 1}
+    assert not shared, f"modules that share a file name (rename all but one): {shared}"
+
+
 def test_the_checks_see_imports_inside_functions(tmp_path):
     """The walk finds a lazy import, and a name imported from a package resolves to its module."""
     src = tmp_path / "m.py"
-    src.write_text("def f():\n    import torch\n    from cudagraph_bench.measure import variants\n")
-    assert imports(src) == [(2, "torch"), (3, "cudagraph_bench.measure.variants")]
-    assert layer_of("measure.variants") == "measure" and "measure" not in ALLOWED["report"]
+    src.write_text("def f():\n    import torch\n    from cudagraph_bench.measure import forward_variants\n")
+    assert imports(src) == [(2, "torch"), (3, "cudagraph_bench.measure.forward_variants")]
+    assert layer_of("measure.forward_variants") == "measure" and "measure" not in ALLOWED["report"]
 
 
 def _readme_layout_rows() -> dict[str, set[str]]:

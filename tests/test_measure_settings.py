@@ -48,11 +48,11 @@ def config_of(options: dict):
 
 
 def test_run_gives_the_pytest_session_the_settings_of_its_flags():
-    """The options ``cudagraph-bench run`` passes to its pytest processes (:class:`runner.launch.Matrix`) give a
-    case the settings that the same flags give a plain pytest session, and the round policies agree."""
+    """The options ``cudagraph-bench run`` passes to its pytest processes (:class:`runner.matrix_processes.Matrix`)
+    give a case the settings that the same flags give a plain pytest session, and the round policies agree."""
     from cudagraph_bench.cli import build_parser
     from cudagraph_bench.plugin import Session
-    from cudagraph_bench.plugin.timing import round_policy
+    from cudagraph_bench.plugin.benchmark_timing import round_policy
 
     options = pytest_options(FLAGS)
     defaults = MeasureSettings()

@@ -186,7 +186,7 @@ def test_bad_timing_options_are_usage_errors(pytester, args, message):
 ROUND_POLICY_TEST = """
 from cudagraph_bench.cases import Case
 from cudagraph_bench.plugin import Session
-from cudagraph_bench.plugin.timing import round_policy
+from cudagraph_bench.plugin.benchmark_timing import round_policy
 
 def test_policy(request):
     session = Session(request.config)
@@ -231,7 +231,7 @@ def test_prepared_case_records_the_check_against_eager_for_both_measurement_path
     import torch
 
     from cudagraph_bench.measure.case import INPUT_POOL, CaseSpec, prepare_case
-    from cudagraph_bench.measure.variants import CallableVariant
+    from cudagraph_bench.measure.forward_variants import CallableVariant
     from cudagraph_bench.models.presets import load_model, model_forward
 
     tiny = load_model("gpt2", "float32", "cpu", overrides={"n_layer": 1, "n_embd": 32, "n_head": 2,

@@ -18,8 +18,8 @@ from cudagraph_bench.commands import run as runcmd
 from cudagraph_bench.measure.eager_layer import SkippedLayer, output_layer
 from cudagraph_bench.measure.faults import Fault, parse_fault
 from cudagraph_bench.models.presets import model_forward
-from cudagraph_bench.runner import launch
-from cudagraph_bench.runner.selftest import plan
+from cudagraph_bench.runner import matrix_processes
+from cudagraph_bench.runner.selftest_runs import plan
 
 FAULTS = ("eager-layer", "skip-inductor-graphs")
 
@@ -183,11 +183,12 @@ def test_run_passes_replay_proof_to_every_pytest_process():
     args = build_parser().parse_args(["run", "--variants", "eager,graph", "--with-compile", "--replay-proof"])
     (matrix,) = runcmd.matrices(args)
     assert matrix.flags == ("--replay-proof",)
-    steps = launch.plan([matrix], gpus=("0", "1"))
+    steps = matrix_processes.plan([matrix], gpus=("0", "1"))
     parts = [p for step in steps for p in step]
     assert len(parts) == 4 and all(p.args.count("--replay-proof") == 1 for p in parts)
 
 
 def test_run_without_replay_proof_passes_no_such_flag():
     (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--variants", "eager,graph"]))
-    assert matrix.flags == () and all("--replay-proof" not in p.args for s in launch.plan([matrix]) for p in s)
+    steps = matrix_processes.plan([matrix])
+    assert matrix.flags == () and all("--replay-proof" not in p.args for s in steps for p in s)

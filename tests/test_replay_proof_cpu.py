@@ -7,7 +7,7 @@ import pytest
 
 from cudagraph_bench.measure.case import CaseSpec, PreparedCase
 from cudagraph_bench.measure.replay_proof import PAD_INPUT_KERNELS, proof_fields, replay_expectation
-from cudagraph_bench.measure.variants import VariantFailure
+from cudagraph_bench.measure.forward_variants import VariantFailure
 from cudagraph_bench.variants import variant
 
 

@@ -13,7 +13,7 @@ from cudagraph_bench.measure import gpustate
 from cudagraph_bench.measure import roofline as R
 from cudagraph_bench.models.hf_internals import attention_windows, cache_keyword, static_cache_for_graphs
 from cudagraph_bench.models.presets import load_model
-from cudagraph_bench.results import roofline as RR
+from cudagraph_bench.results import roofline_arithmetic as RR
 
 SMALL = dict(num_hidden_layers=3, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
              vocab_size=256)

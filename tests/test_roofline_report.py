@@ -12,8 +12,8 @@ from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.measure.roofline import request_bytes_per_token
 from cudagraph_bench.models.presets import load_model
 from cudagraph_bench.report import pages, plots
-from cudagraph_bench.report import roofline as report_roofline
-from cudagraph_bench.results.roofline import choose_peak, table_peak_gbps
+from cudagraph_bench.report import roofline_tables
+from cudagraph_bench.results.roofline_arithmetic import choose_peak, table_peak_gbps
 from cudagraph_bench.results.runfile import load_run
 
 from h200_fixture import committed_run, read_json
@@ -96,7 +96,7 @@ def test_bandwidths_of_a_case_are_ordered_like_its_times_per_token_and_below_the
     """Same bytes per token for every variant of a case: the ordering of the bandwidths is that of ms/token."""
     path = tmp_path / "run.json"
     path.write_text(json.dumps(decode_doc))
-    rows = report_roofline.decode_roofline_rows([load_run(str(path))])
+    rows = roofline_tables.decode_roofline_rows([load_run(str(path))])
     by_case: dict = {}
     for r in rows:
         by_case.setdefault((r["model"], r["dtype"], r["seq_len"], r["new_tokens"]), {})[r["variant"]] = r
@@ -113,9 +113,9 @@ def test_a_recorded_nvml_peak_is_the_one_used(tmp_path, decode_doc):
     doc["machine_info"]["cuda"]["peak_memory_bandwidth"] = recorded
     path = tmp_path / "run.json"
     path.write_text(json.dumps(doc))
-    text = report_roofline.render_decode_roofline([load_run(str(path))])
+    text = roofline_tables.render_decode_roofline([load_run(str(path))])
     assert f"Peak memory bandwidth of {gpu}: {recorded['gbps']:.0f} GB/s from NVML" in text
-    rows = report_roofline.decode_roofline_rows([load_run(str(path))])
+    rows = roofline_tables.decode_roofline_rows([load_run(str(path))])
     assert {r["peak_gbps"] for r in rows} == {recorded["gbps"]} and {r["peak_source"] for r in rows} == {"nvml"}
 
 
@@ -128,7 +128,7 @@ def test_a_decode_run_without_bytes_has_no_roofline(tmp_path):
         assert "Decode roofline" not in text and "Peak memory bandwidth" not in text
         assert "Greedy decode at batch 1" in text                  # the decode table itself is there
     assert not (docs / pages.DECODE_BANDWIDTH_PNG).exists()
-    assert report_roofline.render_decode_roofline([load_run(str(DECODE))]) is None
+    assert roofline_tables.render_decode_roofline([load_run(str(DECODE))]) is None
 
 
 # ---------------------------------------------------------------------------- forward busy time
@@ -186,13 +186,13 @@ def test_a_forward_run_without_busy_times_renders_as_before(tmp_path):
     assert cli_main(["report", str(FORWARD), "-o", str(docs)]) == 0
     assert "GPU busy" not in (docs / "results.md").read_text()
     assert not (docs / pages.BUSY_PNG).exists()
-    assert report_roofline.forward_busy_rows([load_run(str(FORWARD))]) == []
+    assert roofline_tables.forward_busy_rows([load_run(str(FORWARD))]) == []
 
 
 def test_busy_plot_draws_busy_eager_and_graph_per_length(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(with_busy_times(read_json(FORWARD))))
-    rows = report_roofline.forward_busy_rows([load_run(str(path))])
+    rows = roofline_tables.forward_busy_rows([load_run(str(path))])
     fig = plots.busy_vs_length(rows, gpu="GPU")
     panels = sorted({(r["model"], r["dtype"]) for r in rows})
     assert [ax.get_title() for ax in fig.axes] == [f"{m} {d}" for m, d in panels]
@@ -208,7 +208,7 @@ def test_busy_plot_draws_busy_eager_and_graph_per_length(tmp_path):
 def test_bandwidth_plot_has_a_bar_per_benchmark_and_the_peak(tmp_path, decode_doc):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(decode_doc))
-    rows = report_roofline.decode_roofline_rows([load_run(str(path))])
+    rows = roofline_tables.decode_roofline_rows([load_run(str(path))])
     fig = plots.decode_bandwidth(rows)
     ax = fig.axes[0]
     widths = sorted(p.get_width() for p in ax.patches)
@@ -226,5 +226,5 @@ def test_a_cpu_decode_run_names_no_gpu_peak(tmp_path, decode_doc):
     doc["machine_info"]["cuda"] = None
     path = tmp_path / "run.json"
     path.write_text(json.dumps(doc))
-    lines = report_roofline.peak_lines([load_run(str(path))])
+    lines = roofline_tables.peak_lines([load_run(str(path))])
     assert lines == ["Peak memory bandwidth: none (a CPU run: no GPU peak to hold the bytes per token against)."]

@@ -24,8 +24,8 @@ from cudagraph_bench.models.positions import prompt_does_not_fit
 from cudagraph_bench.models.presets import model_position_limit
 from cudagraph_bench.options import DEFAULT_VARIANTS, MATRIX_OPTIONS, format_cpus, show_default
 from cudagraph_bench.results.runfile import forward_cases, load_run
-from cudagraph_bench.runner import launch, process
-from cudagraph_bench.runner.launch import FORWARD_MODULE, PADDING_MODULE, Matrix
+from cudagraph_bench.runner import matrix_processes, process
+from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE, PADDING_MODULE, Matrix
 from in_process import run_process_in_process
 
 DATA = Path(__file__).parent / "data"
@@ -123,7 +123,7 @@ def test_the_example_config_expands_its_sweeps():
 def test_the_compile_sweep_config_measures_the_compiled_variants_in_processes_of_their_own():
     matrices = runcmd.matrices(parse("--config", str(DATA / "run-compile-sweep.toml"), "--model", "tinyllama-1.1b"))
     assert [options(m)["--models"] for m in matrices] == ["tinyllama-1.1b"] * 2
-    steps = launch.plan(matrices)
+    steps = matrix_processes.plan(matrices)
     assert [[p.name for p in step] for step in steps] == [["part1"], ["part2-isolated"]]
     (graphs,), (compiled,) = steps
     assert graphs.args[graphs.args.index("--variants") + 1] == "eager,graph,padded"
@@ -236,7 +236,7 @@ def test_device_cuda_without_a_gpu_is_a_usage_error_that_names_the_cpu_hint(caps
 
 def test_the_isolated_variants_run_in_a_process_of_their_own_after_the_others():
     (matrix,) = runcmd.matrices(parse("--variants", "eager,graph,bucketed,compile", "--models", "gpt2"))
-    (main,), (isolated,) = launch.plan([matrix])
+    (main,), (isolated,) = matrix_processes.plan([matrix])
     assert (main.name, isolated.name) == ("main", "isolated")
     assert main.args[:3] == (FORWARD_MODULE, PADDING_MODULE, "--benchmark-only")
     assert main.args[main.args.index("--variants") + 1] == "eager,graph,bucketed"
@@ -247,29 +247,29 @@ def test_the_isolated_variants_run_in_a_process_of_their_own_after_the_others():
 
 def test_with_gpus_each_process_is_one_shard_on_its_gpu_and_its_share_of_the_cpus():
     (matrix,) = runcmd.matrices(parse("--variants", "eager,graph"))
-    (step,) = launch.plan([matrix], gpus=("0", "1"), cpus=list(range(8)))
+    (step,) = matrix_processes.plan([matrix], gpus=("0", "1"), cpus=list(range(8)))
     assert [p.name for p in step] == ["part-main-gpu0-shard1", "part-main-gpu1-shard2"]
     assert [p.env for p in step] == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
     assert [p.args[p.args.index("--shard") + 1] for p in step] == ["1/2", "2/2"]
     assert [p.args[p.args.index("--cpus") + 1] for p in step] == ["0-3", "4-7"]
-    (one,) = launch.plan([matrix], cpus=[0, 1, 2])[0]                # without --gpus: the one process pinned
+    (one,) = matrix_processes.plan([matrix], cpus=[0, 1, 2])[0]                # without --gpus: the one process pinned
     assert one.args[one.args.index("--cpus") + 1] == "0-2" and "--shard" not in one.args
 
 
 def test_cpu_shares_are_contiguous_and_even():
-    assert launch.cpu_shares(list(range(8)), 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert launch.cpu_shares([1, 2, 3, 4, 5], 2) == [[1, 2, 3], [4, 5]]
-    assert launch.cpu_shares([0], 2) == [[0], [0]]                  # fewer CPUs than processes: shared
-    assert launch.cpu_shares([], 2) == [[], []]
+    assert matrix_processes.cpu_shares(list(range(8)), 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert matrix_processes.cpu_shares([1, 2, 3, 4, 5], 2) == [[1, 2, 3], [4, 5]]
+    assert matrix_processes.cpu_shares([0], 2) == [[0], [0]]                  # fewer CPUs than processes: shared
+    assert matrix_processes.cpu_shares([], 2) == [[], []]
 
 
 def test_gpus_are_indices_or_all_the_visible_ones(monkeypatch):
-    assert launch.visible_gpus("0,1") == ("0", "1") and launch.visible_gpus(" 2 ") == ("2",)
+    assert matrix_processes.visible_gpus("0,1") == ("0", "1") and matrix_processes.visible_gpus(" 2 ") == ("2",)
     for bad in ("", "0,x", "GPU-1"):
         with pytest.raises(ValueError, match="give GPU indices such as 0,1 or 'all'"):
-            launch.visible_gpus(bad)
+            matrix_processes.visible_gpus(bad)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5,")
-    assert launch.visible_gpus("all") == ("3", "5")
+    assert matrix_processes.visible_gpus("all") == ("3", "5")
 
 
 def test_a_bad_gpus_value_is_a_usage_error(tmp_path, capsys):

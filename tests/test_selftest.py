@@ -234,7 +234,7 @@ def test_a_given_baseline_judges_two_unmodified_runs_and_the_planted_ones(folder
 
 
 def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatch):
-    from cudagraph_bench.runner import selftest as runner
+    from cudagraph_bench.runner import selftest_runs as runner
     from cudagraph_bench.runner.process import PytestRun
 
     ran = []

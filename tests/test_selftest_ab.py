@@ -96,7 +96,7 @@ def test_the_three_groups_run_in_abba_order(k):
 
 
 def test_the_ab_runs_are_the_delay_runs_matrix_with_and_without_the_fault():
-    from cudagraph_bench.runner.selftest import plan
+    from cudagraph_bench.runner.selftest_runs import plan
 
     common = dict(runs=2, delays=(5.0,), first_model="gpt2", first_dtype="float32", causal_model="gpt2",
                   planted_args=["--prompt-lengths", "16,50,128"])
@@ -123,7 +123,7 @@ def test_the_fewest_ab_runs_are_where_the_rank_test_gets_below_alpha():
 
 
 def test_a_stopped_ab_self_test_resumes_and_a_failed_run_does_not_stop_the_rest(tmp_path, monkeypatch):
-    from cudagraph_bench.runner import selftest as runner
+    from cudagraph_bench.runner import selftest_runs as runner
 
     ran = []
 
@@ -161,7 +161,7 @@ def test_a_stopped_ab_self_test_resumes_and_a_failed_run_does_not_stop_the_rest(
     (["--ab", "-1"], "argument --ab: expected a number >= 0, got -1"),
 ])
 def test_bad_ab_options_are_one_line_before_any_run(tmp_path, capsys, monkeypatch, argv, says):
-    from cudagraph_bench.runner import selftest as runner
+    from cudagraph_bench.runner import selftest_runs as runner
 
     monkeypatch.setattr(runner, "run_pytest", lambda run: pytest.fail(f"ran {run}"))
     err = run_bad_input(capsys, ["selftest", "-o", tmp_path / "new", *argv])

@@ -5,7 +5,7 @@ A CUDA graph cannot be captured here, so the graphs are CPU stand-ins with the i
 :class:`~cudagraph_bench.capture.graphed.GraphedForward` (static ``input_ids``, ``attention_mask`` and output, a
 ``graph.replay()`` that runs the forward on the static buffers): the real
 :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` call path and the real
-:class:`~cudagraph_bench.measure.variants.PaddedVariant` replay them, and the self-test's planted faults
+:class:`~cudagraph_bench.measure.forward_variants.PaddedVariant` replay them, and the self-test's planted faults
 (:mod:`cudagraph_bench.measure.faults`) plant into them as into the GPU graphs. The graphed decoder's stand-in is
 the eager static-cache loop (:class:`~cudagraph_bench.capture.decode.GreedyDecoder` without graphs), which reads
 and advances the same static position the captured steps do.
@@ -21,7 +21,7 @@ from h200_fixture import committed_doc, no_default_baseline_fixture, run_cli, wr
 from cudagraph_bench.capture.buckets import BucketCapture, BucketedGraphs, cap_buckets
 from cudagraph_bench.measure import case as C
 from cudagraph_bench.measure import faults
-from cudagraph_bench.measure import variants as V
+from cudagraph_bench.measure import forward_variants as V
 from cudagraph_bench.models.presets import load_model, model_forward
 
 DTYPES = ("float32", "bfloat16")

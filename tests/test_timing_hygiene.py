@@ -283,7 +283,7 @@ def test_rounds_planned_from_a_pilot_reach_the_precision_target():
 def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatch):
     """The pytest path with a fake benchmark fixture and a CPU stand-in for CallTimer."""
     from cudagraph_bench.measure import timing
-    from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+    from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
 
     class FakeTimer:
         def __init__(self, fn, capacity=256, *, device="cuda"):
@@ -338,7 +338,7 @@ def test_the_pilot_runs_with_the_garbage_collector_as_the_measured_rounds_do(mon
     which the plugin sets unless ``--keep-gc``): the pilot that plans them runs the same way, and the
     collector is back on afterwards."""
     from cudagraph_bench.measure import timing
-    from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+    from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
 
     seen = []
 

@@ -10,7 +10,7 @@ import torch
 from cudagraph_bench import variants as registry
 from cudagraph_bench.capture import compiling
 from cudagraph_bench.measure import case as C
-from cudagraph_bench.measure import variants as V
+from cudagraph_bench.measure import forward_variants as V
 from cudagraph_bench.measure.correctness import fp64_reference_model
 from cudagraph_bench.errors import CudaUnavailableError, UnknownModelError, UsageError
 from cudagraph_bench.models.presets import load_model, model_forward

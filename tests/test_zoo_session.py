@@ -18,7 +18,7 @@ def test_the_zoo_is_not_collected_without_its_option():
     from pathlib import Path
     from types import SimpleNamespace
 
-    from cudagraph_bench.plugin.zoo import pytest_ignore_collect
+    from cudagraph_bench.plugin.zoo_tests import pytest_ignore_collect
 
     def config(zoo):
         return SimpleNamespace(getoption=lambda name, default=None: zoo if name == "zoo" else default)

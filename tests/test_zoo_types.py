@@ -8,7 +8,7 @@ import torch
 
 from cudagraph_bench.errors import NotGraphableError
 from cudagraph_bench.models import zoo_sizes
-from cudagraph_bench.models.zoo import ZooBuildError, causal_lm_types, tiny_config, tiny_model
+from cudagraph_bench.models.zoo_types import ZooBuildError, causal_lm_types, tiny_config, tiny_model
 from cudagraph_bench.models.zoo_checkpoints import ZooRefused, zoo_checkpoint
 
 #: The types are checked in this many groups, so pytest-xdist spreads them over its workers.
@@ -25,7 +25,7 @@ def test_the_zoo_lists_every_causal_lm_type_of_transformers():
     from transformers import CONFIG_MAPPING, MODEL_FOR_CAUSAL_LM_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    from cudagraph_bench.plugin.zoo import selected_types
+    from cudagraph_bench.plugin.zoo_tests import selected_types
 
     types = causal_lm_types()
     assert set(types) == set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) and len(types) == len(set(types))

@@ -25,24 +25,32 @@ from cudagraph_bench.options import show_default
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
-    "run": ("cudagraph_bench.commands.run", "measure eager vs graph (and padded, bucketed, compile variants) over models x "
-                                            "dtypes x prompt lengths through the pytest suite; table, JSON, PNGs"),
-    "gate": ("cudagraph_bench.commands.gate", "fail (exit 1) when a recorded check failed, a graph cuts median latency by "
-                                     "less than the threshold, or regressed vs the GPU's baseline"),
-    "compare": ("cudagraph_bench.commands.compare", "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
-    "baseline": ("cudagraph_bench.commands.baseline", "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
-    "report": ("cudagraph_bench.commands.report", "render the markdown results and PNG plots of one or more run JSONs"),
-    "calibrate": ("cudagraph_bench.commands.calibrate", "false-alarm and detection rates of the regression rule on repeated runs"),
-    "ab": ("cudagraph_bench.commands.ab", "measure base and head commits interleaved, k runs each, and compare them"),
-    "launch-report": ("cudagraph_bench.commands.launch_report", "write the launch-overhead page (N sweep, host vs device "
-                                                       "time, predicted vs measured saving) and its plot"),
-    "selftest": ("cudagraph_bench.commands.selftest", "plant known faults (GPU delays, a stale input, mask or "
-                                                      "position, a wrong decode) into the real pipeline and show "
-                                                      "the gate fails on each, passes on reruns"),
-    "merge": ("cudagraph_bench.commands.merge", "merge the runs of the shards of one suite (CI matrix jobs) into one "
-                                                "pytest-benchmark JSON"),
-    "zoo": ("cudagraph_bench.commands.zoo", "check every causal-LM model type of transformers (tiny checkpoints): graph "
-                                            "replay vs eager, graphed decode vs generate; docs/architectures.md"),
+    "run": ("cudagraph_bench.commands.run",
+            "measure eager vs graph (and padded, bucketed, compile variants) over models x dtypes x prompt lengths "
+            "through the pytest suite; table, JSON, PNGs"),
+    "gate": ("cudagraph_bench.commands.gate_command",
+            "fail (exit 1) when a recorded check failed, a graph cuts median latency by less than the threshold, or "
+            "regressed vs the GPU's baseline"),
+    "compare": ("cudagraph_bench.commands.compare_command",
+            "compare two runs (JSON paths or .benchmarks saved-run ids); exit 1 on regression"),
+    "baseline": ("cudagraph_bench.commands.baseline_command",
+            "write a versioned per-GPU baseline file from k >= 5 run JSONs (atomically)"),
+    "report": ("cudagraph_bench.commands.report",
+            "render the markdown results and PNG plots of one or more run JSONs"),
+    "calibrate": ("cudagraph_bench.commands.calibrate_command",
+            "false-alarm and detection rates of the regression rule on repeated runs"),
+    "ab": ("cudagraph_bench.commands.ab_command",
+            "measure base and head commits interleaved, k runs each, and compare them"),
+    "launch-report": ("cudagraph_bench.commands.launch_report",
+            "write the launch-overhead page (N sweep, host vs device time, predicted vs measured saving) and its plot"),
+    "selftest": ("cudagraph_bench.commands.selftest_command",
+            "plant known faults (GPU delays, a stale input, mask or position, a wrong decode) into the real pipeline "
+            "and show the gate fails on each, passes on reruns"),
+    "merge": ("cudagraph_bench.commands.merge_command",
+            "merge the runs of the shards of one suite (CI matrix jobs) into one pytest-benchmark JSON"),
+    "zoo": ("cudagraph_bench.commands.zoo_command",
+            "check every causal-LM model type of transformers (tiny checkpoints): graph replay vs eager, graphed "
+            "decode vs generate; docs/architectures.md"),
 }
 
 

@@ -3,8 +3,8 @@ once, so that a process that dies mid-test still says where.
 
 Events: ``{"start": nodeid, "case": {extra_info key}}`` before a test (``case`` only for a benchmark case),
 ``{"finish": nodeid}`` after it, ``{"stop": nodeid, "reason": text}`` when the session stops early because that
-test broke the CUDA context (exit code :data:`EXIT_CUDA_BROKEN`). Written by :mod:`cudagraph_bench.plugin.journal`,
-read by :mod:`cudagraph_bench.runner.process`.
+test broke the CUDA context (exit code :data:`EXIT_CUDA_BROKEN`). Written by
+:mod:`cudagraph_bench.plugin.session_journal`, read by :mod:`cudagraph_bench.runner.process`.
 """
 
 from __future__ import annotations

@@ -101,9 +101,9 @@ class Variant:
         return self.name
 
 
-_F = "cudagraph_bench.measure.variants"
+_F = "cudagraph_bench.measure.forward_variants"
 _D = "cudagraph_bench.measure.decode_case"
-_L = "cudagraph_bench.measure.launch:TinyKernelSequence"
+_L = "cudagraph_bench.measure.launch_overhead:TinyKernelSequence"
 
 #: Every variant, in display order within each suite.
 VARIANTS: tuple[Variant, ...] = (

@@ -112,7 +112,7 @@ class BucketedGraphs:
         self.buckets = cap_buckets(buckets, max_positions(model, bound=max(buckets, default=1)))   # ALiBi, NoPE
         self.pad_token_id = pad_token_id
         self.pool = torch.cuda.graph_pool_handle()
-        #: how many variants replayed these graphs (:class:`~cudagraph_bench.measure.variants.PaddedVariant`)
+        #: how many variants replayed these graphs (:class:`~cudagraph_bench.measure.forward_variants.PaddedVariant`)
         self.served = 0
         self.graphs: dict[int, GraphedForward] = {}
         self.captures: list[BucketCapture] = []

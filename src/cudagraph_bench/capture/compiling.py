@@ -1,4 +1,4 @@
-"""torch.compile helpers shared by the compiled forward variants (:mod:`cudagraph_bench.measure.variants`)
+"""torch.compile helpers shared by the compiled forward variants (:mod:`cudagraph_bench.measure.forward_variants`)
 and the compiled decode step (:mod:`cudagraph_bench.capture.decode`): warming a compiled function until
 its timing is stable (what the warm-up cost beyond steady state was: the compile time), a time limit on
 compiling, dynamo's counters, and a context in which a recompile raises (for the calls made while a CUDA

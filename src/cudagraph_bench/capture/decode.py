@@ -34,7 +34,7 @@ inside the captures. ``steps_per_graph`` steps are captured in one graph (unroll
 replays the remainder. With ``compile_mode`` the step is compiled by inductor without inductor's own
 CUDA graphs (``torch.compile(mode="max-autotune-no-cudagraphs" or "default", dynamic=False)``), warmed
 until its timing is stable, and captured with dynamo set to ``fail_on_recompile``, as
-:class:`~cudagraph_bench.measure.variants.CompileGraphVariant` does for a forward pass.
+:class:`~cudagraph_bench.measure.forward_variants.CompileGraphVariant` does for a forward pass.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ The standalone form of the source spec's ``cuda_graph_benchmark.py``::
         --variants eager,graph,padded,compile,compile+graph -o out/run
 
 It launches ``pytest perf_tests/test_forward_bench.py perf_tests/test_padding_bench.py --benchmark-only`` with the
-same options and defaults as a plain pytest run (:mod:`cudagraph_bench.runner.launch`: the isolated variants in a
-process of their own, one shard per GPU with ``--gpus``, a crash failing its test only), and writes to the
-``-o/--output-dir`` folder:
+same options and defaults as a plain pytest run (:mod:`cudagraph_bench.runner.matrix_processes`: the isolated
+variants in a process of their own, one shard per GPU with ``--gpus``, a crash failing its test only), and writes to
+the ``-o/--output-dir`` folder:
 
 - ``run.json``: the pytest-benchmark JSON of the run (the shards' and processes' runs merged), which ``gate``,
   ``compare``, ``report`` and pytest-benchmark's own ``compare`` read; cases that could not be measured are
@@ -199,10 +199,11 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
 def matrices(args: argparse.Namespace):
     """The sub-matrices of the command line and ``--config`` (flags given on the command line win over the config,
     which wins over the defaults; each ``[[sweep]]`` takes the keys it does not set from the top level) as
-    :class:`~cudagraph_bench.runner.launch.Matrix` values, each with ``--replay-proof`` when given (passed to every
-    pytest process, so that a graph that ran eagerly fails its check). Raises :class:`UsageError` for a bad config."""
+    :class:`~cudagraph_bench.runner.matrix_processes.Matrix` values, each with ``--replay-proof`` when given (passed
+    to every pytest process, so that a graph that ran eagerly fails its check). Raises :class:`UsageError` for a bad
+    config."""
     from cudagraph_bench import variants
-    from cudagraph_bench.runner.launch import Matrix
+    from cudagraph_bench.runner.matrix_processes import Matrix
 
     values, explicit = {}, set()
     for dest in _PARSERS:
@@ -257,7 +258,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the matrix; write run.json and the PNGs; print the table. Returns 0, 1 (a case failed, crashed or differs
     from its reference, or no case was measured) or raises :class:`UsageError` (exit 2)."""
     from cudagraph_bench.paths import checkout_root
-    from cudagraph_bench.runner.launch import launch, plan, visible_gpus
+    from cudagraph_bench.runner.matrix_processes import launch, plan, visible_gpus
 
     matrix_list = matrices(args)
     device = _plain(args.device)

@@ -2,13 +2,13 @@
 
 Workflow (:func:`prepare_case`, then the plugin's timing loop, then :meth:`PreparedCase.finish`):
 
-1. build the variant (:func:`~cudagraph_bench.measure.variants.build_variant`, the registry's builder);
+1. build the variant (:func:`~cudagraph_bench.measure.forward_variants.build_variant`, the registry's builder);
 2. check it against eager on ``check_inputs`` fresh random inputs (a padded graph: its shortest, own and longest
    prompt, :func:`check_lengths`), static output poisoned with NaN (:func:`check_against_eager`: strict, then the
    fp64 RMSE rule for variants the registry judges by :attr:`~cudagraph_bench.variants.Rule.FP64`);
 3. draw the timing inputs: a pool of :data:`INPUT_POOL` random inputs ``[1, seq_len]``, cycled (every call copies
    new data into a graph's static input, as a server does);
-4. the plugin times :meth:`PreparedCase.call` (:func:`cudagraph_bench.plugin.timing.benchmark_call`);
+4. the plugin times :meth:`PreparedCase.call` (:func:`cudagraph_bench.plugin.benchmark_timing.benchmark_call`);
 5. :meth:`PreparedCase.finish` (a compiled variant must not have recompiled or dropped its graphs while timed)
    and :meth:`PreparedCase.close`.
 
@@ -22,7 +22,7 @@ from dataclasses import KW_ONLY, dataclass
 
 from cudagraph_bench.errors import CudagraphBenchError
 from cudagraph_bench.measure.settings import MeasureSettings
-from cudagraph_bench.measure.variants import ForwardVariant, VariantFailure, build_variant, compile_counters
+from cudagraph_bench.measure.forward_variants import ForwardVariant, VariantFailure, build_variant, compile_counters
 from cudagraph_bench.variants import Rule
 
 #: Random inputs ``[1, seq_len]`` the timed calls cycle through.
@@ -87,7 +87,7 @@ class CheckOutcome:
 def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = None) -> list[int]:
     """Prompt lengths (tokens) of a check's calls, in call order: ``n`` calls at ``seq_len``, or, for a variant
     whose graph serves the lengths ``check_range``
-    (:attr:`~cudagraph_bench.measure.variants.ForwardVariant.check_range`), its shortest, ``seq_len`` and its
+    (:attr:`~cudagraph_bench.measure.forward_variants.ForwardVariant.check_range`), its shortest, ``seq_len`` and its
     longest ascending (each once; then ``seq_len`` again up to ``n`` calls).
 
     Why: a padded graph whose static mask is not refreshed keeps the mask of an earlier call; only a longer
@@ -196,7 +196,7 @@ class PreparedCase:
 
     Attributes:
         spec: the :class:`CaseSpec`.
-        variant: the built :class:`~cudagraph_bench.measure.variants.ForwardVariant`.
+        variant: the built :class:`~cudagraph_bench.measure.forward_variants.ForwardVariant`.
         check: the :class:`CheckOutcome` against eager (None for ``eager``, the reference).
         status: ``ok`` or ``mismatch`` (outputs differ from eager: still timed, recorded as wrong).
         info: the case's ``extra_info`` fields: the variant's own (:meth:`ForwardVariant.record`),
@@ -291,7 +291,7 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
         spec: the case; ``model``: from :func:`~cudagraph_bench.models.presets.load_model` (on
             ``spec.device``).
         variant: an already built variant to check and time instead of building ``spec.variant`` (e.g. a
-            :class:`~cudagraph_bench.measure.variants.CallableVariant`); the case owns it from here.
+            :class:`~cudagraph_bench.measure.forward_variants.CallableVariant`); the case owns it from here.
 
     Returns:
         a :class:`PreparedCase` (close it).

@@ -168,8 +168,8 @@ class StaleInputGraph(_FaultyGraph):
 
 
 class StaleMaskGraphs(_FaultyGraph):
-    """A built ``padded``/``bucketed`` variant (:class:`~cudagraph_bench.measure.variants.PaddedVariant`) whose graphs
-    keep the attention mask of their first replay: every call pads the prompt, copies the padded ids into the
+    """A built ``padded``/``bucketed`` variant (:class:`~cudagraph_bench.measure.forward_variants.PaddedVariant`) whose
+    graphs keep the attention mask of their first replay: every call pads the prompt, copies the padded ids into the
     bucket graph's static input and replays it, but copies the mask into the static mask on that graph's first
     replay only (the classic stale-buffer bug of a padded graph)."""
 
@@ -201,7 +201,7 @@ class StaleMaskGraphs(_FaultyGraph):
 
 
 class SkippedGraph(_FaultyGraph):
-    """A built ``compile+graph`` variant (:class:`~cudagraph_bench.measure.variants.CompileGraphVariant`) whose
+    """A built ``compile+graph`` variant (:class:`~cudagraph_bench.measure.forward_variants.CompileGraphVariant`) whose
     calls copy the input into the static input buffer and run the compiled forward on it directly, never replaying
     the captured graph: the compiled kernels are launched one by one, as when inductor skips its CUDA graphs."""
 
@@ -216,8 +216,9 @@ class SkippedGraph(_FaultyGraph):
 
 class PlantedVariant:
     """A planted fault seen as a forward variant (the interface of
-    :class:`~cudagraph_bench.measure.variants.ForwardVariant`) that the pipeline checks and times like any other:
-    ``planted`` is called and closed, ``fields`` (and ``capture_ms``, ms, when not None) are what it records."""
+    :class:`~cudagraph_bench.measure.forward_variants.ForwardVariant`) that the pipeline checks and times like any
+    other: ``planted`` is called and closed, ``fields`` (and ``capture_ms``, ms, when not None) are what it
+    records."""
 
     def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
         self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
@@ -248,7 +249,7 @@ def plant_forward(fault: Fault, model, spec):
     if fault.kind == "delay":
         graph, fields = capture_delayed(model, spec.seq_len, fault.pct)
         return PlantedVariant(spec.variant, spec.seq_len, graph, fields, graph.capture_ms)
-    from cudagraph_bench.measure.variants import build_variant
+    from cudagraph_bench.measure.forward_variants import build_variant
 
     if fault.kind == "stale-mask":
         built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,

@@ -1,8 +1,8 @@
 """Kernel launches and GPU busy time of one eager forward per case, profiled with ``torch.profiler``.
 
 The launch-overhead model (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`) needs the number of
-device kernels that one eager forward launches, and the roofline (:mod:`cudagraph_bench.results.roofline`) the
-time the GPU is busy with them (the sum of their durations): what a graph replay could at best come down to.
+device kernels that one eager forward launches, and the roofline (:mod:`cudagraph_bench.results.roofline_arithmetic`)
+the time the GPU is busy with them (the sum of their durations): what a graph replay could at best come down to.
 
 A profiler session can leave CUPTI attached to the process and add host cost to every later launch (on the H200
 eager gpt2 at 50 tokens went from 6.1 to 7.6 ms after one profiled call; pytorch/pytorch#144455). So the plugin

@@ -30,7 +30,7 @@ PAD_INPUT_KERNELS = 4
 def _kind(record) -> str:
     """A profiler record's kind for :func:`~cudagraph_bench.results.replay.count_replay`: kineto's activity
     type where this torch reports it, else the device type (``"cpu"`` for host API calls, ``"cuda"``)."""
-    from cudagraph_bench.measure.launch import _device_type_name
+    from cudagraph_bench.measure.launch_overhead import _device_type_name
 
     kind = getattr(record, "activity_type", None)
     return str(kind) if kind else _device_type_name(record.device_type)
@@ -49,7 +49,7 @@ def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tu
         CudaUnavailableError: no CUDA GPU.
         ValueError: ``calls < 1``.
     """
-    from cudagraph_bench.measure.launch import _require_cuda
+    from cudagraph_bench.measure.launch_overhead import _require_cuda
     from cudagraph_bench.measure.roofline import window_records
 
     torch = _require_cuda()

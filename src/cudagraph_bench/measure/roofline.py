@@ -25,8 +25,8 @@ the unused slots masked, which reads more than the live context; that traffic is
 percentage of peak says how close a variant comes to moving only what a token needs.
 
 **Peak memory bandwidth** (:func:`peak_memory_bandwidth_gbps`): NVML's maximum memory clock x bus width x
-2 / 8, checked against the vendor datasheet table of :mod:`cudagraph_bench.results.roofline`
-(:func:`~cudagraph_bench.results.roofline.choose_peak`); the plugin records it in
+2 / 8, checked against the vendor datasheet table of :mod:`cudagraph_bench.results.roofline_arithmetic`
+(:func:`~cudagraph_bench.results.roofline_arithmetic.choose_peak`); the plugin records it in
 ``machine_info["cuda"]["peak_memory_bandwidth"]``.
 
 **GPU busy time** (:func:`profile_forward`, :func:`kernel_busy_ms`): the sum of the device durations of
@@ -49,7 +49,7 @@ import sys
 from typing import Callable, Iterable
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.roofline import choose_peak
+from cudagraph_bench.results.roofline_arithmetic import choose_peak
 
 #: Profiled calls whose busy times a kernel count takes the median of.
 DEFAULT_BUSY_REPEATS = 5
@@ -205,7 +205,7 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
     From NVML (maximum memory clock MHz x bus width bits x 2 / 8, ``source: "nvml"``), or the vendor
     datasheet table by the device's name when NVML has no value or differs from the table by more than
     10% (``source: "table"``); both are recorded
-    (:func:`~cudagraph_bench.results.roofline.choose_peak`, plus ``nvml_mem_clock_mhz``: the current
+    (:func:`~cudagraph_bench.results.roofline_arithmetic.choose_peak`, plus ``nvml_mem_clock_mhz``: the current
     memory clock). Returns None without a CUDA GPU, or when neither source gives a value. Never raises.
     """
     try:
@@ -233,18 +233,18 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
 
 def _is_kernel(e) -> bool:
     """Whether a profiler ``FunctionEvent``-like object is a device kernel
-    (:func:`~cudagraph_bench.measure.launch.is_kernel_event`)."""
-    from cudagraph_bench.measure.launch import is_kernel_event
+    (:func:`~cudagraph_bench.measure.launch_overhead.is_kernel_event`)."""
+    from cudagraph_bench.measure.launch_overhead import is_kernel_event
 
     return is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
                            name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False)))
 
 
 def kernel_busy_ms(events: Iterable) -> float:
-    """Sum of the device durations (ms) of the kernel events (:func:`~cudagraph_bench.measure.launch.is_kernel_event`)
-    among profiler ``FunctionEvent``-like objects (``device_type``, ``name``, ``time_range.elapsed_us()``,
-    optional ``activity_type``/``is_user_annotation``). Kernels of one stream run one after another, so
-    the sum is the time the GPU was busy with them."""
+    """Sum of the device durations (ms) of the kernel events
+    (:func:`~cudagraph_bench.measure.launch_overhead.is_kernel_event`) among profiler ``FunctionEvent``-like objects
+    (``device_type``, ``name``, ``time_range.elapsed_us()``, optional ``activity_type``/``is_user_annotation``).
+    Kernels of one stream run one after another, so the sum is the time the GPU was busy with them."""
     return sum(e.time_range.elapsed_us() for e in events if _is_kernel(e)) / 1e3
 
 
@@ -261,7 +261,7 @@ def split_at_markers(events: Iterable, *, repeats: int) -> list[tuple[int, float
     ``time_range.start`` and ``time_range.elapsed_us()`` in µs, optional ``activity_type`` /
     ``is_user_annotation``) of a window that ran ``call, marker`` ``1 + repeats`` times, each followed by
     a device synchronize, so no kernel of one call overlaps the marker. The kernel events
-    (:func:`~cudagraph_bench.measure.launch.is_kernel_event`: memcpy, memset, annotations and sync
+    (:func:`~cudagraph_bench.measure.launch_overhead.is_kernel_event`: memcpy, memset, annotations and sync
     records never count) are sorted by start time and cut at each marker kernel (:func:`is_marker_kernel`);
     the group before the first marker is the warm-up call, which kineto may have recorded only in part
     (it can drop device records at the start of a trace), and is dropped. Marker kernels are never counted.
@@ -306,12 +306,13 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
     device records at the start of a trace) and is not reported. Each call is followed by
     ``torch.cuda.synchronize()``, one marker kernel (``torch.cuda._sleep(MARKER_CYCLES)``) and another
     synchronize; :func:`split_at_markers` attributes the kernels to the calls, counted as
-    :func:`~cudagraph_bench.measure.launch.count_kernel_events` counts them and timed by
+    :func:`~cudagraph_bench.measure.launch_overhead.count_kernel_events` counts them and timed by
     :func:`kernel_busy_ms`. One window (no trace stopped and restarted per call, as a schedule of one
     warm-up and one active call per repeat did) and no CPU events to post-process make it several times
     cheaper (the records are read straight from kineto's result: :func:`window_records`), and each call's
     count equals that of a window of its own
-    (:func:`~cudagraph_bench.measure.launch.count_kernel_launches`; ``perf_tests/test_launch.py::test_count_kernel_launches``).
+    (:func:`~cudagraph_bench.measure.launch_overhead.count_kernel_launches`;
+    ``perf_tests/test_launch.py::test_count_kernel_launches``).
     Profiling can leave CUPTI attached to the process (pytorch/pytorch#144455): call it after timing or
     in a worker process.
 
@@ -320,7 +321,7 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
         ValueError: ``repeats < 1`` or ``warmup < 0``.
         RuntimeError: the profiler dropped a marker kernel (:func:`split_at_markers`).
     """
-    from cudagraph_bench.measure.launch import _require_cuda
+    from cudagraph_bench.measure.launch_overhead import _require_cuda
 
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile

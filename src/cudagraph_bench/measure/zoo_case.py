@@ -1,4 +1,4 @@
-"""The checks of one model type of the architecture zoo (:mod:`cudagraph_bench.models.zoo`), for each part
+"""The checks of one model type of the architecture zoo (:mod:`cudagraph_bench.models.zoo_types`), for each part
 (:mod:`cudagraph_bench.zoo_keys`): what the pytest plugin runs for every type, on a GPU or, as far as a CPU
 allows, on the CPU.
 

@@ -5,7 +5,7 @@ The refusals are the suite's own: :func:`~cudagraph_bench.models.checkpoints.dir
 encoder-decoder, a vision, audio or multimodal model, no attention heads: a state-space or recurrent model, no
 causal-LM class) and :func:`~cudagraph_bench.models.refusals.check_model` (weights, architectures, attention),
 plus what only the zoo meets: a type whose tiny config or model cannot be built
-(:class:`~cudagraph_bench.models.zoo.ZooBuildError`) and the types of
+(:class:`~cudagraph_bench.models.zoo_types.ZooBuildError`) and the types of
 :data:`~cudagraph_bench.models.zoo_overrides.REFUSED`.
 """
 
@@ -15,7 +15,7 @@ import os
 import tempfile
 
 from cudagraph_bench.errors import UnknownModelError
-from cudagraph_bench.models.zoo import ZooBuildError
+from cudagraph_bench.models.zoo_types import ZooBuildError
 
 
 class ZooRefused(UnknownModelError):
@@ -63,7 +63,7 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
             suite's refusal of such a checkpoint), in one line."""
     from cudagraph_bench.models.checkpoints import directory_config
     from cudagraph_bench.models.refusals import check_model
-    from cudagraph_bench.models.zoo import save_tiny_config, save_tiny_model, tiny_config, tiny_model
+    from cudagraph_bench.models.zoo_types import save_tiny_config, save_tiny_model, tiny_config, tiny_model
     from cudagraph_bench.models.zoo_overrides import REFUSED
 
     if model_type in REFUSED:

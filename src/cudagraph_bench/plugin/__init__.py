@@ -5,8 +5,8 @@ pytest is the harness: every benchmark and GPU test of ``perf_tests/`` runs thro
 plugin of its own, loaded together through :data:`pytest_plugins`; it extends pytest, pytest-xdist and
 pytest-benchmark through their public hooks and options only:
 
-- :mod:`~cudagraph_bench.plugin.options`  the options (the matrix, shared with the CLI), garbage collector off
-  while timing, CPU pinning, the GPU skip, the ``--models`` check;
+- :mod:`~cudagraph_bench.plugin.pytest_options` the options (the matrix, shared with the CLI), garbage collector
+  off while timing, CPU pinning, the GPU skip, the ``--models`` check;
 - :mod:`~cudagraph_bench.plugin.params`   the matrix as plain test parameters and the case fixtures;
 - :mod:`~cudagraph_bench.plugin.session`  the ``cgb`` fixture: :class:`Session` ties the parts below to the one
   measurement pipeline (:mod:`cudagraph_bench.measure.case`, :mod:`cudagraph_bench.measure.decode_case`);
@@ -17,7 +17,8 @@ pytest-benchmark through their public hooks and options only:
 - :mod:`~cudagraph_bench.plugin.memory`   releasing a case's GPU memory and the ledger that checks it;
 - :mod:`~cudagraph_bench.plugin.records`  what a session records besides benchmarks (failed cases, kernel
   counts), written into the run JSON;
-- :mod:`~cudagraph_bench.plugin.timing`   ``benchmark.pedantic`` over the round policy, the device-side figure;
+- :mod:`~cudagraph_bench.plugin.benchmark_timing` ``benchmark.pedantic`` over the round policy, the device-side
+  figure;
 - :mod:`~cudagraph_bench.plugin.profiles` kernel counts and GPU busy times, profiled in-process after every
   timed test;
 - :mod:`~cudagraph_bench.plugin.replay_proofs` ``--replay-proof``: each timed graph case built again and one call
@@ -25,25 +26,25 @@ pytest-benchmark through their public hooks and options only:
 - :mod:`~cudagraph_bench.plugin.output`   ``machine_info``, the run JSON's ``cudagraph_bench`` section, a run JSON
   for a session that measured nothing but recorded failures;
 - :mod:`~cudagraph_bench.plugin.sharding` ``--shard K/N`` and the recorded test durations;
-- :mod:`~cudagraph_bench.plugin.journal`  ``--journal FILE`` (the tests started and finished, for the launcher)
-  and the stop after a broken CUDA context;
-- :mod:`~cudagraph_bench.plugin.zoo`      ``--zoo``: the architecture zoo (``perf_tests/test_zoo.py``, collected only
-  then), one forward and one decode test per causal-LM model type.
+- :mod:`~cudagraph_bench.plugin.session_journal` ``--journal FILE`` (the tests started and finished, for the
+  launcher) and the stop after a broken CUDA context;
+- :mod:`~cudagraph_bench.plugin.zoo_tests` ``--zoo``: the architecture zoo (``perf_tests/test_zoo.py``, collected
+  only then), one forward and one decode test per causal-LM model type.
 """
 
-from cudagraph_bench.plugin.options import GPU_SKIP_REASON
+from cudagraph_bench.plugin.pytest_options import GPU_SKIP_REASON
 from cudagraph_bench.plugin.session import Session
 
 #: The plugin's parts, loaded with it.
 pytest_plugins = [
-    "cudagraph_bench.plugin.options",
+    "cudagraph_bench.plugin.pytest_options",
     "cudagraph_bench.plugin.params",
     "cudagraph_bench.plugin.session",
     "cudagraph_bench.plugin.profiles",
     "cudagraph_bench.plugin.output",
     "cudagraph_bench.plugin.sharding",
-    "cudagraph_bench.plugin.journal",
-    "cudagraph_bench.plugin.zoo",
+    "cudagraph_bench.plugin.session_journal",
+    "cudagraph_bench.plugin.zoo_tests",
 ]
 
 __all__ = ["Session", "GPU_SKIP_REASON"]

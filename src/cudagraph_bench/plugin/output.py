@@ -86,7 +86,7 @@ _INTERRUPTED = pytest.StashKey[str]()
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
-    from cudagraph_bench.plugin.options import model_notes, refused_models
+    from cudagraph_bench.plugin.pytest_options import model_notes, refused_models
     from cudagraph_bench.results.runfile import INTERRUPTED
 
     if _INTERRUPTED in config.stash:
@@ -160,7 +160,7 @@ def pytest_sessionfinish(session, exitstatus):
     import warnings
 
     from cudagraph_bench.models.refusals import exit_status
-    from cudagraph_bench.plugin.options import refused_models
+    from cudagraph_bench.plugin.pytest_options import refused_models
     from cudagraph_bench.plugin.session import session_of
 
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # Ctrl-C: the run is marked before it is written
@@ -190,7 +190,7 @@ def benchmarks_run(config) -> list:
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The memory ledger and the failed or skipped cases with their reasons."""
-    from cudagraph_bench.plugin.options import refused_models
+    from cudagraph_bench.plugin.pytest_options import refused_models
     from cudagraph_bench.plugin.session import session_of
 
     refused = refused_models(config)

@@ -28,7 +28,7 @@ class PaddingGraphs:
             CaseFailed: phase ``build``: the capture or the variant raised (e.g. a
                 :class:`~cudagraph_bench.errors.RequestTooLongError` for a prompt above every length)."""
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
-        from cudagraph_bench.measure.variants import PaddedVariant, build_variant, padding_lengths
+        from cudagraph_bench.measure.forward_variants import PaddedVariant, build_variant, padding_lengths
 
         if any(k[:2] != (spec.model, spec.dtype) for k in self._graphs):
             self.drop()

@@ -4,11 +4,11 @@ memory, records, profiles) to the one measurement pipeline of a case.
 :meth:`Session.measure` is the one code path of every forward and decode benchmark: it builds the case's
 variant, checks it against its reference (the registry's rule), draws the inputs
 (:func:`~cudagraph_bench.measure.case.prepare_case`, :func:`~cudagraph_bench.measure.decode_case.prepare_decode`),
-times it (:func:`~cudagraph_bench.plugin.timing.benchmark_call`), finishes and releases it. Its isolation
+times it (:func:`~cudagraph_bench.plugin.benchmark_timing.benchmark_call`), finishes and releases it. Its isolation
 policy: a model that cannot be graphed is a skip with the reason, recorded in the run JSON; a build, check or
 timing that raises is that test's failure, recorded with its phase and reason (a peer's failure is an xfail); a
 check that fails is recorded with the timing and then fails the test; a CUDA error that breaks the process's
-context stops the session (:mod:`cudagraph_bench.plugin.journal`), and the launcher runs the rest in a new one.
+context stops the session (:mod:`cudagraph_bench.plugin.session_journal`), and the launcher runs the rest in a new one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from cudagraph_bench.cases import Case, DecodeCase
 from cudagraph_bench.plugin.memory import MemoryLedger, release, reserved_mib
-from cudagraph_bench.plugin.options import MIN_DECODE_ROUNDS
+from cudagraph_bench.plugin.pytest_options import MIN_DECODE_ROUNDS
 
 
 class Session:
@@ -176,7 +176,7 @@ class Session:
         check against the reference is timed and recorded (``correct: false``), then fails the test."""
         from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
-        from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+        from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
         from cudagraph_bench.variants import FORWARD, gated
 
         kind = case.variant_spec

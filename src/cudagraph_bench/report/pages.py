@@ -11,7 +11,7 @@ prompt length, all its variants, comes from the newest run that has it). Writes 
   (mean, median, p95, min, max, compile time, correctness); cases that failed with their reasons;
   the decode suite (ms/token, tokens/s, speedup over ``generate``); the launch suite; where the runs
   recorded them, the forward GPU busy time and overhead and the decode roofline
-  (:mod:`cudagraph_bench.report.roofline`);
+  (:mod:`cudagraph_bench.report.roofline_tables`);
 - ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`), and
   ``busy_time_vs_length.png`` and ``decode_bandwidth.png`` with the roofline tables.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from cudagraph_bench import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.report import launch_data, launch_page, plots, roofline
+from cudagraph_bench.report import launch_data, launch_page, plots, roofline_tables
 from cudagraph_bench.report.decode_tables import (DECODE_COLUMNS, DECODE_NOTE, decode_note,  # noqa: F401
                                                   decode_rows, render_decode_table, vs_generate)
 from cudagraph_bench.report.forward_tables import (attention_note, forward_rows, problem_lines, render_long_table,
@@ -103,10 +103,10 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
         makers[LATENCY_PNG] = lambda d: save_figure(plots.latency_comparison(samples, gpu=gpu), d / LATENCY_PNG)
     if any(c.variant == variants.FORWARD_REFERENCE for c in medians):
         makers[SPEEDUP_PNG] = lambda d: save_figure(plots.speedup_vs_length(medians, gpu=gpu), d / SPEEDUP_PNG)
-    busy = roofline.forward_busy_rows(runs)
+    busy = roofline_tables.forward_busy_rows(runs)
     if busy:
         makers[BUSY_PNG] = lambda d: save_figure(plots.busy_vs_length(busy, gpu=gpu), d / BUSY_PNG)
-    bandwidth = [r for r in roofline.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
+    bandwidth = [r for r in roofline_tables.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
     if bandwidth:
         makers[DECODE_BANDWIDTH_PNG] = lambda d: save_figure(plots.decode_bandwidth(bandwidth, gpu=gpu),
                                                              d / DECODE_BANDWIDTH_PNG)
@@ -203,7 +203,7 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
         out += _attention_lines(rows)
         out += [f"![{p.stem.replace('_', ' ')}]({_link(p, outdir)})" for p in plots_written
                 if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
-        busy = roofline.render_forward_busy(runs)
+        busy = roofline_tables.render_forward_busy(runs)
         if busy:
             out += ["### GPU busy time and overhead", "", busy, ""]
             out += [f"![busy time vs length]({_link(p, outdir)})" for p in plots_written if p.name == BUSY_PNG] + [""]
@@ -234,10 +234,10 @@ def _attention_lines(rows: list[dict]) -> list[str]:
 
 
 def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path], *, heading: str) -> list[str]:
-    """The decode roofline block (:func:`cudagraph_bench.report.roofline.render_decode_roofline`) under
+    """The decode roofline block (:func:`cudagraph_bench.report.roofline_tables.render_decode_roofline`) under
     ``heading`` with its plot linked relative to ``base_dir``, as lines; ``[]`` when no decode benchmark
     recorded its bytes per token."""
-    table = roofline.render_decode_roofline(runs)
+    table = roofline_tables.render_decode_roofline(runs)
     if table is None:
         return []
     return [heading, "", table, ""] + [f"![decode bandwidth]({_link(p, base_dir)})" for p in plots_written

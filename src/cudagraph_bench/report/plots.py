@@ -8,9 +8,9 @@
 - :func:`speedup_figure`: the launch-overhead page's speedup and µs per launch against the number of
   launches N (:mod:`cudagraph_bench.report.launch_page`);
 - :func:`busy_vs_length`: the GPU busy time of one eager forward against the eager and graph medians per
-  prompt length (:func:`cudagraph_bench.report.roofline.forward_busy_rows`);
+  prompt length (:func:`cudagraph_bench.report.roofline_tables.forward_busy_rows`);
 - :func:`decode_bandwidth`: the memory bandwidth each decode variant reached against the GPU's peak
-  (:func:`cudagraph_bench.report.roofline.decode_roofline_rows`).
+  (:func:`cudagraph_bench.report.roofline_tables.decode_roofline_rows`).
 
 Functions return a ``matplotlib.figure.Figure`` (inspect it in tests) and :func:`cudagraph_bench.fsio.save_figure`
 writes it atomically. Inputs are plain mappings keyed by :class:`~cudagraph_bench.cases.Case`, so run files
@@ -268,7 +268,7 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
     """GPU busy time vs latency per prompt length, one panel per (model, dtype).
 
     Args:
-        rows: :func:`~cudagraph_bench.report.roofline.forward_busy_rows` (``busy_ms``, ``eager_median_ms``,
+        rows: :func:`~cudagraph_bench.report.roofline_tables.forward_busy_rows` (``busy_ms``, ``eager_median_ms``,
             ``graph_median_ms`` per ``model, dtype, seq_len``).
         gpu: GPU name for the title, or None.
 
@@ -307,7 +307,7 @@ def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
     """Memory bandwidth reached per decode benchmark, against the GPU's peak.
 
     Args:
-        rows: :func:`~cudagraph_bench.report.roofline.decode_roofline_rows` (``achieved_gbps``,
+        rows: :func:`~cudagraph_bench.report.roofline_tables.decode_roofline_rows` (``achieved_gbps``,
             ``peak_gbps``, ``peak_source`` per ``model, dtype, seq_len, new_tokens, variant``).
         gpu: GPU name for the title, or None.
 

@@ -1,6 +1,6 @@
 """The launch-overhead model: arithmetic on measured launch times, no GPU and no torch.
 
-Used by the launch microbenchmarks (:mod:`cudagraph_bench.measure.launch`) and by the launch-overhead
+Used by the launch microbenchmarks (:mod:`cudagraph_bench.measure.launch_overhead`) and by the launch-overhead
 page (:mod:`cudagraph_bench.report.launch_page`), which predicts the saving of a graph on a real
 forward from its kernel count.
 

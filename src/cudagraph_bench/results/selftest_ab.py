@@ -1,6 +1,6 @@
 """The pull-request mode (``cudagraph-bench ab``) in the self-test (no torch): its false alarms when base and head
 are the same code, and whether it catches a GPU delay planted on head. The runs are
-:func:`cudagraph_bench.runner.selftest.ab_plan`'s, one job on one GPU:
+:func:`cudagraph_bench.runner.selftest_runs.ab_plan`'s, one job on one GPU:
 
 - ``ab-base-<i>`` and ``ab-head-<i>``: the unmodified checkout, K runs each;
 - ``ab-delay-<pct>-<i>``: head with ``delay:<pct>`` planted on every gated graph (``--plant-fault``), K runs.

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.runner.launch import FORWARD_MODULE
+from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE
 from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DEFAULT_RUNS = 5

@@ -1,5 +1,5 @@
 """The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault and pass on
-every unmodified rerun? The runs are :mod:`cudagraph_bench.runner.selftest`'s.
+every unmodified rerun? The runs are :mod:`cudagraph_bench.runner.selftest_runs`'s.
 
 - the baseline is built from the unmodified runs (:func:`cudagraph_bench.results.baseline.build_baseline`), as
   ``cudagraph-bench baseline`` builds it;

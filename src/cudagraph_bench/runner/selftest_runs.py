@@ -1,6 +1,7 @@
 """``cudagraph-bench selftest``'s runs: unmodified reruns of the gated matrix and runs with a known fault planted
 into the real pipeline (``--plant-fault``, :mod:`cudagraph_bench.measure.faults`), each a separate pytest process on
-this GPU (:func:`cudagraph_bench.runner.process.run_pytest`). The verdicts are :mod:`cudagraph_bench.results.selftest`.
+this GPU (:func:`cudagraph_bench.runner.process.run_pytest`). The verdicts are
+:mod:`cudagraph_bench.results.selftest_verdicts`.
 
 Runs, written to ``OUT/<name>.json`` with a log beside each:
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudagraph_bench.runner.ab import schedule
-from cudagraph_bench.runner.launch import FORWARD_MODULE, PADDING_MODULE
+from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE, PADDING_MODULE
 from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DECODE_MODULE = "perf_tests/test_decode_bench.py"

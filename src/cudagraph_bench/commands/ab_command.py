@@ -1,7 +1,7 @@
 """``cudagraph-bench ab --base REF --head REF``: the command's options and its run (no torch in this
 process). Checking out and measuring the two commits is :mod:`cudagraph_bench.runner.ab`; the two groups
 of runs are then compared as ``cudagraph-bench compare --old ... --new ...`` does
-(:mod:`cudagraph_bench.commands.compare`)."""
+(:mod:`cudagraph_bench.commands.compare_command`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from cudagraph_bench.commands import compare as compare_command
+from cudagraph_bench.commands import compare_command
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
 from cudagraph_bench.options import add_regression_floor_option, parse_count, parse_path, parse_regression_pct

@@ -2,7 +2,7 @@
 
 - :func:`decode_roofline_rows`: per decode benchmark that recorded the bytes one token reads
   (``extra_info["bytes_per_token"]``), the memory bandwidth it reached and its share of the run's peak
-  (:func:`cudagraph_bench.results.roofline.run_peak`);
+  (:func:`cudagraph_bench.results.roofline_arithmetic.run_peak`);
 - :func:`forward_busy_rows`: per forward case whose eager benchmark recorded its GPU busy time
   (``extra_info["gpu_busy_ms"]``, with ``n_kernels``), what eager and the graph replay add above it, in
   total and per kernel.
@@ -15,7 +15,8 @@ from __future__ import annotations
 from cudagraph_bench import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.report.runs import merged
-from cudagraph_bench.results.roofline import achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak, run_peak
+from cudagraph_bench.results.roofline_arithmetic import (achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak,
+                                                         run_peak)
 from cudagraph_bench.results.runfile import Run, measurements
 from cudagraph_bench.table import Column, render_table
 

@@ -1,6 +1,6 @@
 """``cudagraph-bench selftest``: plant known faults into the real pipeline on this GPU and show that the gate fails
 on each one and passes on unmodified reruns (no torch in this process; the runs are pytest processes,
-:mod:`cudagraph_bench.runner.selftest`; the verdicts :mod:`cudagraph_bench.results.selftest`).
+:mod:`cudagraph_bench.runner.selftest_runs`; the verdicts :mod:`cudagraph_bench.results.selftest_verdicts`).
 
 ``--from DIR`` evaluates the runs of an earlier self-test again (no GPU): the page is regenerated from them, with
 the spread between processes of the plain capture/replay loop's runs when the folder holds them (``plain-*``).
@@ -8,7 +8,7 @@ the spread between processes of the plain capture/replay loop's runs when the fo
 whose JSON is there are kept, the others run. ``--baseline FILE`` gates the planted and unmodified runs against a
 baseline built elsewhere (the checkout's, from other machines) instead of one built from the unmodified runs.
 ``--ab K`` adds the pull-request mode's runs (``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``,
-:func:`cudagraph_bench.runner.selftest.ab_plan`) and their comparisons
+:func:`cudagraph_bench.runner.selftest_runs.ab_plan`) and their comparisons
 (:mod:`cudagraph_bench.results.selftest_ab`)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _percent(text: str) -> float:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     from cudagraph_bench.runner.ab import MIN_RANK_RUNS
-    from cudagraph_bench.runner.selftest import DEFAULT_AB_DELAY_PCT, DEFAULT_DELAYS_PCT, DEFAULT_UNMODIFIED_RUNS
+    from cudagraph_bench.runner.selftest_runs import DEFAULT_AB_DELAY_PCT, DEFAULT_DELAYS_PCT, DEFAULT_UNMODIFIED_RUNS
 
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the runs and their logs; must be new or empty (default: %(default)s)")
@@ -128,8 +128,8 @@ def main(args: argparse.Namespace) -> int:
     runs, a ``--markdown`` that is one of the runs read or written (or the ``--baseline``), which the page would
     replace."""
     from cudagraph_bench.results.runfile import load_run
-    from cudagraph_bench.results.selftest import evaluate_selftest, render_markdown, summary
-    from cudagraph_bench.runner.selftest import DEFAULT_UNMODIFIED_RUNS
+    from cudagraph_bench.results.selftest_verdicts import evaluate_selftest, render_markdown, summary
+    from cudagraph_bench.runner.selftest_runs import DEFAULT_UNMODIFIED_RUNS
 
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "gate-selftest.md")
@@ -168,7 +168,7 @@ def main(args: argparse.Namespace) -> int:
     runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
     result = evaluate_selftest(runs, baseline)
     line = summary(result)
-    from cudagraph_bench.results.selftest import columns, rows
+    from cudagraph_bench.results.selftest_verdicts import columns, rows
     from cudagraph_bench.table import render_table
 
     print(render_table(columns(result.delays), rows(result), fmt="text"))
@@ -189,7 +189,7 @@ def main(args: argparse.Namespace) -> int:
 def _check_ab(args: argparse.Namespace) -> None:
     """Refuse ``--ab`` / ``--ab-delay`` that cannot run (UsageError naming the fix); set ``--ab-delay``'s default."""
     from cudagraph_bench.runner.ab import MIN_RANK_RUNS
-    from cudagraph_bench.runner.selftest import DEFAULT_AB_DELAY_PCT
+    from cudagraph_bench.runner.selftest_runs import DEFAULT_AB_DELAY_PCT
 
     if args.source and (args.ab or args.ab_delay is not None):
         flag = f"--ab {args.ab}" if args.ab else f"--ab-delay {args.ab_delay:g}"
@@ -206,10 +206,10 @@ def _check_ab(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> list:
-    """The self-test's runs (:func:`cudagraph_bench.runner.selftest.plan`) for the options: the default forward
+    """The self-test's runs (:func:`cudagraph_bench.runner.selftest_runs.plan`) for the options: the default forward
     matrix with ``--pytest-args``, the planted runs and the ``--ab`` runs at the gated prompt lengths only."""
     from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
-    from cudagraph_bench.runner.selftest import plan
+    from cudagraph_bench.runner.selftest_runs import plan
 
     try:
         extra = shlex.split(args.pytest_args)
@@ -228,7 +228,7 @@ def _plan(args: argparse.Namespace) -> list:
 def _measure(args: argparse.Namespace, planned: list) -> list[Path]:
     from cudagraph_bench.paths import checkout_root
     from cudagraph_bench.runner import process
-    from cudagraph_bench.runner.selftest import run_all
+    from cudagraph_bench.runner.selftest_runs import run_all
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():

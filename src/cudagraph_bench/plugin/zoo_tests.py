@@ -5,12 +5,12 @@ outcome in the run JSON (:mod:`cudagraph_bench.zoo_keys`).
 Without ``--zoo`` the module is not even collected: ``make test`` and ``make gpu-gate`` never run it. Each test
 builds its type's tiny checkpoint once per session (:func:`~cudagraph_bench.models.zoo_checkpoints.zoo_checkpoint`),
 loads it through the suite's load path and runs its part (:mod:`cudagraph_bench.measure.zoo_case`). A measured
-part is a benchmark: the graph is timed by pytest-benchmark (:func:`~cudagraph_bench.plugin.timing.benchmark_call`),
-its eager peer by the same CUDA-event timer, and ``extra_info`` holds ``model_type``, ``part``, ``status`` and the
-figures. Any other outcome is listed under ``["cudagraph_bench"]["failures"]`` with its status and reason: a
-refusal or a capture the suite will not make is a skip with that reason, a check that failed fails the test, and
-``awaits GPU`` (a CPU run) passes. One type's outcome never stops the others; ``cudagraph-bench zoo`` restarts
-the session without a test that killed the process.
+part is a benchmark: the graph is timed by pytest-benchmark
+(:func:`~cudagraph_bench.plugin.benchmark_timing.benchmark_call`), its eager peer by the same CUDA-event timer, and
+``extra_info`` holds ``model_type``, ``part``, ``status`` and the figures. Any other outcome is listed under
+``["cudagraph_bench"]["failures"]`` with its status and reason: a refusal or a capture the suite will not make is a
+skip with that reason, a check that failed fails the test, and ``awaits GPU`` (a CPU run) passes. One type's outcome
+never stops the others; ``cudagraph-bench zoo`` restarts the session without a test that killed the process.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def selected_types(option: str) -> list[str]:
 
     Raises:
         pytest.UsageError: ``K/N`` out of range, or a type that is no causal LM of the installed transformers."""
-    from cudagraph_bench.models.zoo import causal_lm_types
+    from cudagraph_bench.models.zoo_types import causal_lm_types
 
     types = causal_lm_types()
     if option == "all":
@@ -202,7 +202,7 @@ def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
     import torch
 
     from cudagraph_bench.measure.timing import time_call
-    from cudagraph_bench.plugin.timing import benchmark_call, round_policy
+    from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
 
     forward = key["part"] == FORWARD
     rounds, warmup = (FORWARD_ROUNDS, FORWARD_WARMUP) if forward else (DECODE_ROUNDS, DECODE_WARMUP)

@@ -1,5 +1,5 @@
 """``cudagraph-bench zoo``: the architecture zoo (every causal-LM model type of the installed transformers, see
-:mod:`cudagraph_bench.plugin.zoo`) in one command, and ``docs/architectures.md`` from its runs.
+:mod:`cudagraph_bench.plugin.zoo_tests`) in one command, and ``docs/architectures.md`` from its runs.
 
 Run mode: ``perf_tests/test_zoo.py --zoo TYPES`` in a watched pytest process
 (:func:`~cudagraph_bench.runner.process.run_pytest`: a test that kills the process is recorded as failed and the
