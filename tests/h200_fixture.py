@@ -3,6 +3,7 @@
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 from cudagraph_bench import cli
@@ -67,6 +68,13 @@ def plain_copy(path, folder) -> Path:
 FIXTURE = committed_run("forward")
 DOC = read_json(FIXTURE)
 TIME_FIELDS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total")
+
+
+def committed_selftest_runs(folder, names) -> None:
+    """Copy the committed self-test's runs ``names`` (file stems, e.g. ``eager-layer``) into ``folder``: the real H200
+    runs of those planted faults, for a self-test folder whose verdict needs every fault it always plants."""
+    for name in names:
+        shutil.copy(H200_RESULTS / "selftest" / f"{name}.json.gz", Path(folder) / f"{name}.json.gz")
 
 
 def run_cli(capsys, *argv):

@@ -169,6 +169,7 @@ def test_baseline_refuses_a_run_whose_graph_ran_eagerly(tmp_path, capsys):
     ("1 launch", "has extra_info.replay of type string, not an object of launch counts"),
     ({"graph_launches": 1}, "has extra_info.replay without kernels_outside_graph"),
     ({"graph_launches": -1, "kernels_outside_graph": 0}, "has extra_info.replay.graph_launches = -1"),
+    (None, "has extra_info.replay of type null, not an object of launch counts"),     # null is no proof
 ])
 def test_a_malformed_replay_field_is_bad_input(tmp_path, capsys, value, phrase):
     err = run_bad_input(capsys, ["gate", with_replay(tmp_path, value), "--no-baseline"])

@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers
 
-from h200_fixture import committed_doc, run_cli, write
+from h200_fixture import committed_doc, committed_selftest_runs, run_cli, write
 from test_selftest import JITTER, _with_device_figure
 
 from cudagraph_bench.cli import build_parser
@@ -135,8 +135,9 @@ def _planted(doc, fault, keep, replay):
 
 @pytest.fixture(scope="module")
 def replay_folder(tmp_path_factory):
-    """Five unmodified runs, an eager-layer run (gpt2's graphs launch kernels outside) and a skip-inductor-graphs
-    run (tinyllama's compile+graph at 16 tokens launches no graph)."""
+    """Five unmodified runs, a +5% run, an eager-layer run (gpt2's graphs launch kernels outside) and a
+    skip-inductor-graphs run (tinyllama's compile+graph at 16 tokens launches no graph), and the committed stale-input
+    and stale-mask runs."""
     base = committed_doc("forward-checked")
     out = tmp_path_factory.mktemp("replay-selftest")
     for i, f in enumerate(JITTER, 1):
@@ -148,6 +149,8 @@ def replay_folder(tmp_path_factory):
                     lambda i: i.get("variant") == "compile+graph" and i.get("seq_len") == 16, _replay(0, 180))
     assert skip["benchmarks"]
     write(skip, out / "skip-inductor-graphs.json")
+    write(_with_device_figure(base, 1.0, 1.05), out / "delay-5.json")
+    committed_selftest_runs(out, ("stale-input", "stale-mask"))
     return out
 
 

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from h200_fixture import committed_doc, run_cli, write
+from h200_fixture import committed_doc, committed_selftest_runs, run_cli, write
 
 #: Spread of the unmodified runs (fractions of the device-side figure) and the delays planted.
 JITTER = (1.0, 1.002, 0.998, 1.001, 0.999)
@@ -36,7 +36,7 @@ def _with_device_figure(doc: dict, factor: float, gated_factor: float = 1.0) -> 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """A self-test folder: 5 unmodified runs, a run per delay, a stale-input, a wrong-decode, a stale-mask and a
-    stale-position run."""
+    stale-position run, and the committed eager-layer and skip-inductor-graphs runs."""
     base = committed_doc("forward-checked")
     out = tmp_path_factory.mktemp("selftest")
     for i, f in enumerate(JITTER, 1):
@@ -73,6 +73,7 @@ def folder(tmp_path_factory):
                                        reason="graphed decode tokens differ from the eager static-cache loop's")
     position.setdefault("cudagraph_bench", {})["planted_fault"] = "stale-position"
     write(position, out / "stale-position.json")
+    committed_selftest_runs(out, ("eager-layer", "skip-inductor-graphs"))
     return out
 
 
@@ -261,3 +262,31 @@ def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatc
     ran.clear()
     runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=False)
     assert len(ran) == len(plan)                                 # without resume every run runs
+
+
+@pytest.mark.parametrize("left_out", [
+    ("delay-3", "delay-5", "stale-input", "stale-mask", "eager-layer", "skip-inductor-graphs", "wrong-decode",
+     "stale-position"),                                                    # nothing planted at all
+    ("delay-5",),                                                          # +3% only: the +5% target is not tested
+    ("eager-layer",),
+])
+def test_a_self_test_without_the_runs_its_verdict_needs_fails_and_names_them(tmp_path, capsys, monkeypatch, left_out):
+    """The committed self-test passes; the same runs without a +5% delay or an always-planted fault do not, and the
+    verdict names what is missing."""
+    from h200_fixture import H200_RESULTS
+
+    from cudagraph_bench.results.selftest_verdicts import ALWAYS_PLANTED
+
+    monkeypatch.chdir(H200_RESULTS.parents[1])
+    part = tmp_path / "part"
+    part.mkdir()
+    for f in (H200_RESULTS / "selftest").iterdir():
+        if f.name.removesuffix(".json.gz") not in left_out and not f.name.startswith("ab-"):
+            shutil.copy(f, part / f.name)
+    rc, out, _ = run_cli(capsys, "selftest", "--from", part, "--baseline", "baselines/nvidia-h200.json")
+    last = out.splitlines()[-1]
+    assert rc == 1 and last.startswith("selftest FAIL: "), last
+    missing = last.split("missing runs: ")[1].split(", ")
+    expected = (["a delay of at least 5% (delay-5)"] if "delay-5" in left_out else []) + [
+        n for n in ALWAYS_PLANTED if n in left_out]                          # the committed delays: 3% and 5%
+    assert missing == expected

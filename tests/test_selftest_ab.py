@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from h200_fixture import H200_RESULTS, read_json, run_bad_input, run_cli, write
+from h200_fixture import H200_RESULTS, committed_selftest_runs, read_json, run_bad_input, run_cli, write
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "baselines" / "nvidia-h200.json"
@@ -46,7 +46,8 @@ def planted(doc: dict, pct: float, measured: float, slower: float | None = None)
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    """A self-test folder with 2 unmodified runs (judged with --baseline) and 4 runs of each ab group."""
+    """A self-test folder with 2 unmodified runs (judged with --baseline), 4 runs of each ab group, and the committed
+    +5% and always-planted fault runs."""
     out = tmp_path_factory.mktemp("selftest-ab")
     for k, i in enumerate(UNMODIFIED, 1):
         write(repeat(i), out / f"unmodified-{k}.json")
@@ -54,6 +55,7 @@ def folder(tmp_path_factory) -> Path:
         write(repeat(b), out / f"ab-base-{k}.json")
         write(repeat(h), out / f"ab-head-{k}.json")
         write(planted(repeat(h), 3.0, MEASURED[k - 1]), out / f"ab-delay-3-{k}.json")
+    committed_selftest_runs(out, ("delay-5", "stale-input", "stale-mask", "eager-layer", "skip-inductor-graphs"))
     return out
 
 

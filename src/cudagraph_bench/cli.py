@@ -189,7 +189,8 @@ DESCRIPTIONS = {
         "and a last line `selftest PASS: ...` or `selftest FAIL: ...` (with `ab: A/A false alarms a/N; +3% "
         "detected d/N` after --ab); --markdown FILE writes the page.\n\n"
         "Exit codes: 0 no false alarm (ab's A/A included), every case detected at +5%, every wrong result failing "
-        "the gate; 1 otherwise (ab's detection is reported, not a target); 2 usage error."),
+        "the gate; 1 otherwise, or when a +5% delay or an always-planted fault has no run (`missing runs: ...`; ab's "
+        "detection is reported, not a target); 2 usage error."),
     "merge": (
         "Merge the runs of the shards of one suite (CI matrix jobs run with pytest --shard K/N, or any "
         "runs of disjoint tests) into one pytest-benchmark JSON that gate, report, compare and "

@@ -115,7 +115,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         if info.get("suite") in SUITE_KEYS:
             _check_key_fields(bad, info["suite"], info)
         _check_timings(bad, info)
-        problem = replay_format_problem(info["replay"]) if info.get("replay") is not None else None
+        problem = replay_format_problem(info["replay"]) if "replay" in info else None   # null is no proof
         if problem:
             raise bad(f"has {problem}")
     if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):

@@ -35,6 +35,9 @@ _DELAY = re.compile(r"delay-(\d+(?:\.\d+)?)")
 #: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
 WRONG_RESULT_FAULTS = ("stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer",
                        "skip-inductor-graphs")
+#: The wrong-result faults every self-test plants (the decode ones need a causal LM in the matrix): a folder without
+#: one of them, or without a delay of at least 5%, has not tested what the verdict claims.
+ALWAYS_PLANTED = ("stale-input", "stale-mask", "eager-layer", "skip-inductor-graphs")
 #: What each of them plants, in the page's words.
 WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing its static input",
                       "wrong-decode": "a graphed decode that gives other tokens",
@@ -88,12 +91,19 @@ class SelftestResult:
         return [c.label for c in self.cases if c.on_target.get(pct) is False]
 
     @property
+    def missing(self) -> list[str]:
+        """The runs a verdict needs that are absent: a delay of at least 5%, each of :data:`ALWAYS_PLANTED`."""
+        delay = [] if any(p >= 5 for p in self.delays) else ["a delay of at least 5% (delay-5)"]
+        return delay + [name for name in ALWAYS_PLANTED if name not in self.wrong]
+
+    @property
     def passed_targets(self) -> bool:
-        """No false alarm (the gate's, compare's, and ``ab``'s A/A), +5% (or the smallest delay at least 5%)
-        detected in every gated case, every wrong result failing the gate; ``ab``'s detection is reported only."""
+        """No run missing (:attr:`missing`), no false alarm (the gate's, compare's, and ``ab``'s A/A), +5% (or the
+        smallest delay at least 5%) detected in every gated case, every wrong result failing the gate; ``ab``'s
+        detection is reported only."""
         five = min((p for p in self.delays if p >= 5), default=None)
-        return (self.false_alarms == 0 and all(ok for ok, _ in self.wrong.values())
-                and (five is None or not self.missed(five)) and (self.ab is None or self.ab.aa_alarms == 0))
+        return (not self.missing and self.false_alarms == 0 and all(ok for ok, _ in self.wrong.values())
+                and five is not None and not self.missed(five) and (self.ab is None or self.ab.aa_alarms == 0))
 
 
 def split_runs(runs: dict[str, Run]) -> tuple[list[Run], dict[float, Run], dict[str, Run]]:
@@ -204,6 +214,7 @@ def summary(result: SelftestResult) -> str:
               for p in result.delays]
     parts += [f"{name} {'fails the gate' if ok else 'PASSES the gate'}" for name, (ok, _) in result.wrong.items()]
     parts += [summary_part(result.ab)] if result.ab is not None else []
+    parts += [f"missing runs: {', '.join(result.missing)}"] if result.missing else []
     return ("selftest PASS: " if result.passed_targets else "selftest FAIL: ") + "; ".join(parts)
 
 
