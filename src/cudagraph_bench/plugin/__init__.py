@@ -7,6 +7,8 @@ pytest-benchmark through their public hooks and options only:
 
 - :mod:`~cudagraph_bench.plugin.pytest_options` the options (the matrix, shared with the CLI), garbage collector
   off while timing, CPU pinning, the GPU skip, the ``--models`` check;
+- :mod:`~cudagraph_bench.plugin.benchmark_options` pytest-benchmark's calibration options: the ones the round policy
+  has a counterpart for set it, the others are refused;
 - :mod:`~cudagraph_bench.plugin.params`   the matrix as plain test parameters and the case fixtures;
 - :mod:`~cudagraph_bench.plugin.session`  the ``cgb`` fixture: :class:`Session` ties the parts below to the one
   measurement pipeline (:mod:`cudagraph_bench.measure.case`, :mod:`cudagraph_bench.measure.decode_case`);

@@ -112,13 +112,18 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Garbage collector off while timing (before pytest-benchmark reads its option), CPU pinning, and the
-    ``--models`` folders read."""
+    """Garbage collector off while timing (before pytest-benchmark reads its option), pytest-benchmark's calibration
+    options honoured or refused (:mod:`cudagraph_bench.plugin.benchmark_options`), CPU pinning, and the ``--models``
+    folders read."""
     from cudagraph_bench.envinfo import pin_cpus
     from cudagraph_bench.errors import UsageError
 
     if not config.getoption("keep_gc", False) and hasattr(config.option, "benchmark_disable_gc"):
         config.option.benchmark_disable_gc = True
+    if hasattr(config.option, "benchmark_min_rounds"):
+        from cudagraph_bench.plugin import benchmark_options
+
+        benchmark_options.apply(config)
     try:
         pin_cpus(config.getoption("cpus", None))
     except UsageError as exc:
