@@ -89,11 +89,11 @@ def test_bootstrap_rejects_bad_confidence_and_empty_samples():
         stats.reduction_ci([], [1.0])
 
 
-def test_spread_pct_literals():
+def test_middle90_pct_literals():
     # sorted 1..5: p5 = 1 + 0.2 * (2 - 1) = 1.2, p95 = 4.8, median 3 -> 100 * 3.6 / 3
-    assert stats.spread_pct([5.0, 1.0, 4.0, 2.0, 3.0]) == pytest.approx(120.0)
-    assert stats.spread_pct([2.0] * 7) == 0.0
+    assert stats.middle90_pct([5.0, 1.0, 4.0, 2.0, 3.0]) == pytest.approx(120.0)
+    assert stats.middle90_pct([2.0] * 7) == 0.0
     with pytest.raises(ValueError, match="median must be > 0"):
-        stats.spread_pct([0.0, 0.0, 1.0])
+        stats.middle90_pct([0.0, 0.0, 1.0])
     with pytest.raises(ValueError):
-        stats.spread_pct([])
+        stats.middle90_pct([])

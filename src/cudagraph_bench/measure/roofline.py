@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import sys
 from typing import Callable, Iterable
 
 from cudagraph_bench.errors import UsageError
@@ -375,49 +374,3 @@ def window_records(prof) -> list:
     if result is None or not hasattr(result, "events"):
         return list(prof.events())
     return [DeviceRecord(e) for e in result.events()]
-
-
-# --------------------------------------------------------------------------------------------------
-# command line
-
-
-def _main(argv: list[str] | None = None) -> int:
-    import argparse
-    import json
-
-    from cudagraph_bench.options import parse_dtypes, parse_models
-
-    parser = argparse.ArgumentParser(
-        prog="python -m cudagraph_bench.measure.roofline",
-        description="Print the GPU's peak memory bandwidth with the raw NVML values it comes from (null without "
-                    "a CUDA GPU), and the bytes one token of a decode request reads (a preset built on the meta "
-                    "device), as JSON.")
-    parser.add_argument("--model", type=parse_models, default=("gpt2",), help="preset (default: gpt2)")
-    parser.add_argument("--dtype", type=parse_dtypes, default=("bfloat16",), help="dtype (default: bfloat16)")
-    parser.add_argument("--prompt-tokens", type=int, default=50, help="prompt tokens (default: 50)")
-    parser.add_argument("--new-tokens", type=int, default=64, help="new tokens (default: 64)")
-    args = parser.parse_args(argv)
-    from cudagraph_bench.models.presets import load_model, max_positions, model_kind
-
-    report: dict = {"peak_memory_bandwidth": peak_memory_bandwidth_gbps()}
-    try:
-        model = load_model(args.model[0], args.dtype[0], "meta")
-        if model_kind(model) != "causal":
-            raise UsageError(f"{args.model[0]} is an encoder: it decodes no tokens; give a causal LM")
-        request = args.prompt_tokens + args.new_tokens
-        limit = max_positions(model, bound=request)           # ALiBi, NoPE: bounded by the request
-        if request > limit:
-            raise UsageError(f"a request of {args.prompt_tokens} + {args.new_tokens} tokens exceeds the "
-                             f"{limit} positions of {args.model[0]}: give fewer tokens")
-        report["decode"] = {"model": args.model[0], "dtype": args.dtype[0], "prompt_tokens": args.prompt_tokens,
-                            "new_tokens": args.new_tokens,
-                            **request_bytes_per_token(model, args.prompt_tokens, args.new_tokens)}
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(report, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -11,7 +11,7 @@ from cudagraph_bench.variants import GATED
 from cudagraph_bench.results.capture_cost import ledger_id, memory_left
 from cudagraph_bench.results.record import CheckRecord
 from cudagraph_bench.results.runfile import Run
-from cudagraph_bench.results.stats import reduction_pct, spread_pct
+from cudagraph_bench.results.stats import middle90_pct, reduction_pct
 from cudagraph_bench.table import Column, render_table
 
 #: The table's status of a recorded check that names no case status of its own.
@@ -40,7 +40,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     reserved after its release, from the memory ledger; None for the session's first graph case, which also keeps the
     warmup stream's workspace, and where not recorded), ``max_abs_diff``, ``check``
     (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
-    ``spread_pct`` (:func:`~cudagraph_bench.results.stats.spread_pct` of the rounds; None without per-round data),
+    ``spread_pct`` (:func:`~cudagraph_bench.results.stats.middle90_pct` of the rounds; None without per-round data),
     ``attn_implementation`` (the attention the model ran; None in runs that predate it).
     """
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
@@ -91,7 +91,7 @@ def _spread(samples_ms) -> float | None:
     if samples_ms is None:
         return None
     try:
-        return spread_pct(samples_ms)
+        return middle90_pct(samples_ms)
     except ValueError:  # a median of 0 ms: no spread relative to it
         return None
 
@@ -155,7 +155,7 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 def summary_columns(variants: list[str]) -> list[Column]:
     """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's
-    spread (:func:`~cudagraph_bench.results.stats.spread_pct`), then the
+    spread (:func:`~cudagraph_bench.results.stats.middle90_pct`), then the
     median and reduction of every other variant present, and the fastest variant."""
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
     if REF in variants:

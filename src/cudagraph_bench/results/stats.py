@@ -72,7 +72,7 @@ def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
     )
 
 
-def spread_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
+def middle90_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
     """Width of the middle 90% of the rounds relative to their median, in percent:
     ``100 * (p95 - p5) / median`` of ``samples_ms: [rounds]`` (numpy's linear-interpolation
     percentiles). A GPU-bound graph replay is a few percent wide; a host-bound eager forward can be
