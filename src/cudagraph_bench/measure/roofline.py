@@ -36,9 +36,6 @@ profiled calls share one profiler window that records CUDA activity only, and a 
 call tells the calls apart (:func:`split_at_markers`): a ``torch.profiler`` schedule of one warm-up and one
 active call per repeat, with CPU activity too, stopped and restarted the trace every cycle and post-processed
 every CPU event in Python, which cost several times the forwards themselves.
-
-``python -m cudagraph_bench.measure.roofline`` prints the GPU's raw NVML values and the peak, and the bytes
-per token of one decode request of a preset (built on the meta device: no GPU, no weights).
 """
 
 from __future__ import annotations
