@@ -96,6 +96,17 @@ RUN_CORRUPTIONS = {
     "seq_len 0": (_set("benchmarks.0.extra_info.seq_len", 0), "extra_info.seq_len = 0, not a whole number"),
     "seq_len true": (_set("benchmarks.0.extra_info.seq_len", True), "extra_info.seq_len = True, not a whole"),
     "unknown variant": (_set("benchmarks.0.extra_info.variant", "grph"), "has forward variant 'grph', not one of"),
+    "graph without extra_info": (_del("benchmarks.1.extra_info"), "benchmarks[1] (perf_tests/test_forward_bench.py::"
+                                                                  "test_forward[bert-tiny-float32-L16-graph]) has no "
+                                                                  "extra_info"),
+    "graph with extra_info null": (_set("benchmarks.3.extra_info", None), "benchmarks[3] (perf_tests/test_forward_bench"
+                                                                          ".py::test_forward[bert-tiny-bfloat16-L16-graph])"
+                                                                          " has no extra_info"),
+    "graph with an empty extra_info": (_set("benchmarks.1.extra_info", {}),
+                                       "test_forward[bert-tiny-float32-L16-graph]) lacks extra_info suite, model, dtype, "
+                                       "seq_len, variant, which the other benchmarks of its test record (suite 'forward')"),
+    "graph without its suite": (_del("benchmarks.1.extra_info.suite"), "test_forward[bert-tiny-float32-L16-graph]) lacks "
+                                                                       "extra_info suite, which the other benchmarks"),
     "unknown dtype": (_set("benchmarks.0.extra_info.dtype", "fp8"), "has dtype 'fp8', not one of"),
     "negative device time": (_set("benchmarks.1.extra_info.device_median_ms", -1.0),
                              "extra_info.device_median_ms = -1.0, not a finite time >= 0"),
