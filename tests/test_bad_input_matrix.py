@@ -96,6 +96,17 @@ RUN_CORRUPTIONS = {
     "seq_len 0": (_set("benchmarks.0.extra_info.seq_len", 0), "extra_info.seq_len = 0, not a whole number"),
     "seq_len true": (_set("benchmarks.0.extra_info.seq_len", True), "extra_info.seq_len = True, not a whole"),
     "unknown variant": (_set("benchmarks.0.extra_info.variant", "grph"), "has forward variant 'grph', not one of"),
+    "graph without extra_info": (_del("benchmarks.1.extra_info"), "benchmarks[1] (perf_tests/test_forward_bench.py::"
+                                                                  "test_forward[bert-tiny-float32-L16-graph]) has no "
+                                                                  "extra_info"),
+    "graph with extra_info null": (_set("benchmarks.3.extra_info", None), "benchmarks[3] (perf_tests/test_forward_bench"
+                                                                          ".py::test_forward[bert-tiny-bfloat16-L16-graph])"
+                                                                          " has no extra_info"),
+    "graph with an empty extra_info": (_set("benchmarks.1.extra_info", {}),
+                                       "test_forward[bert-tiny-float32-L16-graph]) lacks extra_info suite, model, dtype, "
+                                       "seq_len, variant, which the other benchmarks of its test record (suite 'forward')"),
+    "graph without its suite": (_del("benchmarks.1.extra_info.suite"), "test_forward[bert-tiny-float32-L16-graph]) lacks "
+                                                                       "extra_info suite, which the other benchmarks"),
     "unknown dtype": (_set("benchmarks.0.extra_info.dtype", "fp8"), "has dtype 'fp8', not one of"),
     "negative device time": (_set("benchmarks.1.extra_info.device_median_ms", -1.0),
                              "extra_info.device_median_ms = -1.0, not a finite time >= 0"),
@@ -199,6 +210,22 @@ BASELINE_CORRUPTIONS = {
     "hosts of text": (_set("hosts", ["GPU-a"]), 'hosts[0] is "GPU-a", not an object'),
     "a machine of no runs": (_set("hosts.0.runs", 0), "hosts[0].runs is 0, not a whole number of runs >= 1"),
     "a machine named by a number": (_set("hosts.1.host", 7), "hosts[1].host is 7, not the machine's GPU UUID"),
+    "negative n_runs": (_set("cases.0.n_runs", -3), "cases[0] (bert-tiny bfloat16 L=16): n_runs is -3, not a whole "
+                                                    "number of runs >= 1"),
+    "n_runs as text": (_set("cases.0.n_runs", "9"), 'cases[0] (bert-tiny bfloat16 L=16): n_runs is "9", not a whole'),
+    "n_runs other than the run medians": (_set("cases.0.n_runs", 5),
+                                          "n_runs is 5, but graph.run_medians_ms holds 9 run medians"),
+    "a null case": (_set("cases.0", None), "cases[0] is null, not a case object"),
+    "a case without graph": (_del("cases.0.graph"), "cases[0] (bert-tiny bfloat16 L=16) has no graph"),
+    "a case without eager": (_del("cases.1.eager"), "cases[1] (bert-tiny bfloat16 L=50) has no eager"),
+    "a case without model": (_del("cases.0.model"), "cases[0] has no model"),
+    "graph a number": (_set("cases.0.graph", 3), "cases[0] (bert-tiny bfloat16 L=16): graph is 3, not an object"),
+    "graph without its median": (_del("cases.0.graph.median_ms"), "cases[0] (bert-tiny bfloat16 L=16): graph has no "
+                                                                  "median_ms"),
+    "gpu_slug a number": (_set("gpu_slug", 5), "gpu_slug is 5, not the GPU's key as text"),
+    "no gpu_slug": (_del("gpu_slug"), "gpu_slug is missing, not the GPU's key as text"),
+    "sources a number": (_set("sources", 5), "sources is 5, not a list of one object per run"),
+    "sources of text": (_set("sources", ["a.json"]), 'sources is ["a.json"], not a list of one object per run'),
 }
 
 

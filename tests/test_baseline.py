@@ -243,7 +243,13 @@ def test_a_schema_1_file_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: d.update(schema_version=5), "unknown schema_version 5"),
     (lambda d: d.pop("schema_version"), "not a cudagraph-bench baseline"),
-    (lambda d: d["cases"][0].pop("graph"), "malformed"),
+    (lambda d: d["cases"][0].pop("graph"), r"cases\[0\] \(.+ L=\d+\) has no graph"),
+    (lambda d: d["cases"].__setitem__(0, None), r"cases\[0\] is null, not a case object"),
+    (lambda d: d["cases"][0].update(n_runs=-3), r"n_runs is -3, not a whole number of runs >= 1"),
+    (lambda d: d["cases"][0].update(n_runs="9"), r'n_runs is "9", not a whole number of runs >= 1'),
+    (lambda d: d["cases"][0].update(n_runs=len(d["cases"][0]["graph"]["run_medians_ms"]) + 1),
+     r"n_runs is \d+, but graph.run_medians_ms holds \d+ run medians"),
+    (lambda d: d.update(gpu_slug=5), "gpu_slug is 5, not the GPU's key as text"),
     (lambda d: d["cases"][0]["graph"].update(median_ms=0), "malformed"),
     (lambda d: d["cases"][0]["graph"].update(run_medians_ms=[]), "run_medians_ms must be a list of positive finite ms"),
     (lambda d: d["cases"][0]["graph"].update(run_medians_ms=[1.0, -2.0]), "run_medians_ms must be a list"),
@@ -263,6 +269,12 @@ def test_loader_refuses_unknown_schema_and_malformed_files(tmp_path, good, mutat
     mutate(doc)
     with pytest.raises(InputFileError, match=message):
         load_baseline(write(doc, tmp_path / "bad.json"))
+
+
+def test_a_whole_float_n_runs_loads(tmp_path, good):
+    doc = json.loads(good.read_text())
+    doc["cases"][0]["n_runs"] = float(len(doc["cases"][0]["graph"]["run_medians_ms"]))
+    assert load_baseline(write(doc, tmp_path / "b.json")).cases
 
 
 def test_a_null_spread_loads(tmp_path, good):

@@ -170,3 +170,45 @@ def test_a_stdout_that_cannot_be_written_fails_the_command_before_its_file_is_wr
                               text=True, timeout=120)
     assert proc.returncode == 2 and "writing to standard output failed" in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def run_with_stdout_closed_by_the_shell(argv):
+    """``python -m cudagraph_bench ARGV >&-``: file descriptor 1 is not open at all -> (exit code, stderr)."""
+    proc = subprocess.run(["bash", "-c", '"$0" -m cudagraph_bench "$@" >&-', sys.executable, *map(str, argv)],
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("command", ["merge", "gate", "compare", "gate-markdown", "compare-markdown", "help"])
+def test_a_closed_stdout_is_one_line_exit_2_and_no_file_is_written(tmp_path, command):
+    out = tmp_path / "out.json"
+    argv = {"merge": ["merge", "-o", out, FIXTURE],
+            "gate": ["gate", FIXTURE, "--no-baseline"],
+            "compare": ["compare", FIXTURE, same_measurements(tmp_path)],
+            "gate-markdown": ["gate", FIXTURE, "--no-baseline", "--markdown", out],
+            "compare-markdown": ["compare", FIXTURE, same_measurements(tmp_path), "--markdown", out],
+            "help": ["gate", "--help"]}[command]
+    rc, err = run_with_stdout_closed_by_the_shell(argv)
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "writing to standard output failed: standard output is closed" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_closed_stdout_leaves_an_existing_output_as_it_was(tmp_path):
+    out = tmp_path / "merged.json"
+    out.write_text("earlier\n")
+    rc, err = run_with_stdout_closed_by_the_shell(["merge", "-o", out, FIXTURE])
+    assert rc == 2, err
+    assert out.read_text() == "earlier\n"
+
+
+@pytest.mark.skipif(not _is_full_device("/dev/full"), reason="needs /dev/full")
+def test_help_on_a_full_disk_is_one_line_exit_2():
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", "gate", "--help"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "writing to standard output failed" in proc.stderr and "Traceback" not in proc.stderr

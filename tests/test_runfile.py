@@ -162,6 +162,27 @@ def test_run_without_forward_suite_has_no_groups(tmp_path):
         forward_groups(run)
 
 
+def test_a_benchmark_of_another_test_without_extra_info_fields_is_read_by_name_beside_the_suite(tmp_path):
+    doc = copy.deepcopy(DOC)
+    plain = copy.deepcopy(doc["benchmarks"][0])
+    plain["extra_info"], plain["fullname"] = {}, "perf_tests/test_misc.py::test_something[a]"
+    doc["benchmarks"].append(plain)
+    run = load_run(str(write(doc, tmp_path / "mixed.json")))
+    assert [m.suite for m in measurements(run).values()].count("other") == 1
+    assert forward_groups(run)
+
+
+def test_a_stripped_suite_benchmark_is_refused_naming_it_and_the_missing_field(tmp_path):
+    doc = copy.deepcopy(DOC)
+    index, graph = next((i, b) for i, b in enumerate(doc["benchmarks"])
+                        if b["extra_info"].get("suite") == "forward" and b["extra_info"]["variant"] == "graph")
+    del graph["extra_info"]
+    with pytest.raises(InputFileError) as exc:
+        load_run(str(write(doc, tmp_path / "stripped.json")))
+    assert f"benchmarks[{index}] ({graph['fullname']}) has no extra_info" in str(exc.value)
+    assert "\n" not in str(exc.value) and "no graph" not in str(exc.value)
+
+
 def _corrupt(doc, how):
     doc = copy.deepcopy(doc)
     bench = doc["benchmarks"][0]

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import copy
 import difflib
+import errno
 import importlib
+import io
 import os
 import sys
 import textwrap
@@ -344,6 +346,36 @@ class PipeSafeStdout:
         return getattr(self._stream, name)
 
 
+class ClosedStdout:
+    """Stands in for a ``sys.stdout`` of ``None`` (file descriptor 1 closed: ``cudagraph-bench gate F >&-``):
+    every write raises ``EBADF``, so a closed stdout fails the command as one that cannot be
+    written (exit 2, files not written) instead of ``print`` dropping the output and ``flush`` crashing."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:  # nothing is ever buffered: a command that printed nothing has lost nothing
+        pass
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("standard output is closed")
+
+
+def _occupy_closed_stdout() -> None:
+    """Points a closed file descriptor 1 at ``os.devnull``, so that no file the command opens lands on
+    descriptor 1, where a child process would take it for its stdout."""
+    try:
+        os.fstat(1)
+    except OSError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            if devnull != 1:
+                os.dup2(devnull, 1)
+                os.close(devnull)
+        except OSError:
+            pass
+
+
 def stdout_error_message(exc: OSError) -> str:
     """The one line for output that standard output did not take (``> /dev/full``)."""
     return f"writing to standard output failed: {exc.strerror or exc}: redirect it to a writable file or pipe"
@@ -351,15 +383,19 @@ def stdout_error_message(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Returns the exit code: 0 ok, 1 gate/compare failure, 2 usage error (or standard
-    output that cannot be written, e.g. a full disk); the same whether stdout is a terminal, a file or a
-    pipe closed early (:class:`PipeSafeStdout`)."""
+    output that cannot be written, e.g. a full disk or a closed descriptor); the same whether stdout is a
+    terminal, a file or a pipe closed early (:class:`PipeSafeStdout`)."""
     stdout = sys.stdout
-    if stdout is None:  # pythonw, or a closed stdout: nothing to guard
-        return _main(argv)
-    guard = PipeSafeStdout(stdout)
+    if stdout is None:  # a closed stdout (or pythonw): its first write or flush fails the command
+        _occupy_closed_stdout()
+    guard = PipeSafeStdout(ClosedStdout() if stdout is None else stdout)
     sys.stdout = guard
     try:
-        rc = _main(argv)
+        try:
+            rc = _main(argv)
+        except UsageError as exc:  # standard output refused the --help text, before a command ran
+            print(f"cudagraph-bench: error: {exc}", file=sys.stderr)
+            return 2
         if guard.error is None:
             try:
                 guard.flush()

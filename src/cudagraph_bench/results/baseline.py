@@ -287,7 +287,9 @@ def load_baseline(path: str | Path) -> Baseline:
     :func:`~cudagraph_bench.fsio.parse_json`), and for every value no baseline of ``cudagraph-bench baseline``
     holds (:func:`cudagraph_bench.results.baseline_values.check_document`, naming the field and the fix): a
     schema_version other than 2, 3 or 4 (a schema-1 file was built from one run: rebuild it from k runs) or another
-    kind, a malformed case (key, ``gated``, ``min_reduction_pct``, times, figure, spreads, degrees of freedom), machine
+    kind, a ``gpu_slug`` that is not text or ``sources`` not a list of runs, a case that is no object or lacks a
+    field, a malformed case (key, ``n_runs``, ``gated``, ``min_reduction_pct``, times, figure, spreads, degrees of
+    freedom), machine
     fields that disagree with each other or with ``hosts``, a malformed threshold. Why: a reader then trusts every
     value, and a wrong one would change the gate's verdict without a word.
     """

@@ -3,7 +3,9 @@ in a parsed baseline before a reader sees it, so that a hand-edited or corrupted
 and the fix (exit 2), never a traceback or a silently changed verdict.
 
 - the header: ``schema_version`` 2 or 3 (a number, not a string) and ``kind`` ``"cudagraph-bench-baseline"``;
-- each case: its key (names are strings, ``seq_len`` whole tokens), a hand-edited ``gated`` and ``min_reduction_pct``
+- the ``gpu_slug`` (text) and ``sources`` (one object per run);
+- each case: an object holding every field of :data:`CASE_FIELDS`, its key (names are strings, ``seq_len`` whole
+  tokens), ``n_runs`` (whole runs >= 1, one per graph run median), a hand-edited ``gated`` and ``min_reduction_pct``
   validated as the CLI flags are, times that are finite and > 0 ms, the graph's ``figure`` (absent, ``"wall"`` or
   ``"device"``), spreads that are percents in [0, 100] (:func:`~cudagraph_bench.parsers.parse_spread_pct`), degrees of
   freedom no larger than the runs give;
@@ -108,6 +110,7 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
         hosts = _hosts(path, data) if schema >= 3 else None
         cases = {}
         for index, c in enumerate(data["cases"]):
+            _check_case_fields(path, index, c)
             for name in ("model", "dtype"):
                 if not isinstance(c[name], str):
                     raise ValueError(f"cases[{index}].{name} is {json.dumps(c[name])[:40]}, not a string")
@@ -118,6 +121,7 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
                                      f"cases[{index}]): delete one of them, or {regenerate(path)}")
             _check_case(path, key, c)
             _check_points(path, index, key, c)
+            _check_n_runs(path, index, key, c)
             if schema >= 4 or c.get("capture_cost") is not None:
                 check_capture_cost(path, index, key, c, required=schema >= 4)
             if schema >= 3:
@@ -128,7 +132,8 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
             cases[key] = c
         if not cases:
             raise ValueError("it holds no cases")
-        gpu = str(data["gpu_slug"])
+        gpu = _gpu_slug(path, data)
+        _check_sources(path, data)
         thresholds = _thresholds(data.get("thresholds", {}))
         if schema >= 3:
             _check_machine_thresholds(path, cases, thresholds, hosts)
@@ -178,6 +183,68 @@ def _finite_number(value) -> bool:
 
 def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Fields every case of a baseline holds (``cudagraph-bench baseline`` writes each; the readers look each up).
+CASE_FIELDS = ("model", "dtype", "seq_len", "n_runs", REF, GATED)
+
+
+def _case_label(index: int, c) -> str:
+    """``cases[3]``, with its key when the case names one (``cases[3] (gpt2 float32 L=16)``)."""
+    if isinstance(c, dict) and isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) \
+            and _whole(c.get("seq_len")):
+        return f"cases[{index}] ({case_name((c['model'], c['dtype'], c['seq_len']))})"
+    return f"cases[{index}]"
+
+
+def _check_case_fields(path: Path, index: int, c) -> None:
+    """A case is an object holding every field of :data:`CASE_FIELDS`, its eager and graph points objects
+    holding ``median_ms`` and ``run_medians_ms``. Raises InputFileError naming the case and the field."""
+    if not isinstance(c, dict):
+        raise _bad(path, f"cases[{index}] is {_shown(c)}, not a case object (model, dtype, seq_len, n_runs, "
+                         f"{REF}, {GATED}, ...)")
+    where = _case_label(index, c)
+    for name in CASE_FIELDS:
+        if name not in c:
+            raise _bad(path, f"{where} has no {name}")
+    for variant in (REF, GATED):
+        if not isinstance(c[variant], dict):
+            raise _bad(path, f"{where}: {variant} is {_shown(c[variant])}, not an object of its times "
+                             "(median_ms, p95_ms, run_medians_ms, ...)")
+        for name in ("median_ms", "run_medians_ms"):
+            if name not in c[variant]:
+                raise _bad(path, f"{where}: {variant} has no {name}")
+
+
+def _check_n_runs(path: Path, index: int, key: tuple, c: dict) -> None:
+    """A case's ``n_runs``: the runs that measured its graph, a whole number >= 1 (``9.0`` is read as 9), one per
+    graph run median, as ``cudagraph-bench baseline`` writes it."""
+    value, runs = c["n_runs"], len(c[GATED]["run_medians_ms"])
+    where = f"cases[{index}] ({case_name(key)})"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not _whole(value) or value < 1:
+        raise _bad(path, f"{where}: n_runs is {_shown(value)}, not a whole number of runs >= 1 (no quotes)")
+    if value != runs:
+        raise _bad(path, f"{where}: n_runs is {value}, but graph.run_medians_ms holds {runs} run medians (one per run)")
+
+
+def _gpu_slug(path: Path, data: dict) -> str:
+    """The file's ``gpu_slug``: the GPU's key, text such as ``nvidia-h200`` (the name of the file in
+    ``baselines/``); another value is a malformed file, never a baseline of another GPU."""
+    slug = data.get("gpu_slug")
+    if not isinstance(slug, str) or not slug.strip():
+        what = _shown(slug) if "gpu_slug" in data else "missing"
+        raise _bad(path, f"gpu_slug is {what}, not the GPU's key as text (such as \"nvidia-h200\")")
+    return slug
+
+
+def _check_sources(path: Path, data: dict) -> None:
+    """The file's ``sources``: a list of one object per run the baseline was built from (the header counts them)."""
+    sources = data.get("sources")
+    if not (isinstance(sources, list) and sources and all(isinstance(s, dict) for s in sources)):
+        what = _shown(sources) if "sources" in data else "missing"
+        raise _bad(path, f"sources is {what}, not a list of one object per run ({{file, sha256, ...}})")
 
 
 def _check_points(path: Path, index: int, key: tuple, c: dict) -> None:

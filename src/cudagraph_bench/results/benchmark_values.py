@@ -3,8 +3,9 @@ checks in every benchmark before a reader sees it, so that a hand-edited or corr
 benchmark, the field and the fix (exit 2), never a traceback or a silently wrong verdict: stats that are numbers
 >= 0 and finite, per-round data of positive finite seconds, a suite that is a string, key fields of the right type
 (names are strings, counts whole numbers up to :data:`MAX_KEY_COUNT`), the registry's variants and dtypes, and times
-in ``extra_info`` that are finite and >= 0, a device-side figure that can be one call's (:data:`DEVICE_TO_WALL`); and the
-run's machine fields that tell runs apart (:func:`check_environment`)."""
+in ``extra_info`` that are finite and >= 0, a device-side figure that can be one call's (:data:`DEVICE_TO_WALL`); in a run of this suite, an
+``extra_info`` in every benchmark and the suite's key in every benchmark of its tests (:func:`check_suite_benchmarks`);
+and the run's machine fields that tell runs apart (:func:`check_environment`)."""
 
 from __future__ import annotations
 
@@ -143,6 +144,43 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
             raise bad("has stats.data that is not a list of positive finite seconds")
         if max(data) > MAX_ROUND_S:
             raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")
+
+
+def benchmark_name(i: int, bench: dict) -> str:
+    """How messages name ``benchmarks[i]``: its ``fullname``, else its ``name``, else its index."""
+    return str(bench.get("fullname") or bench.get("name") or f"benchmarks[{i}]")
+
+
+def _test_of(i: int, bench: dict) -> str:
+    """The test function that measured a benchmark: its name without the parameters (``...::test_forward``)."""
+    return benchmark_name(i, bench).split("[", 1)[0]
+
+
+def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
+    """In a run of this suite (a benchmark's ``extra_info.suite`` names one of :data:`SUITE_KEYS`), raise a one-line
+    InputFileError naming the benchmark and the missing field for a benchmark without ``extra_info`` (pytest-benchmark
+    always writes one), and for one without ``extra_info.suite`` measured by a test whose other benchmarks name a
+    suite (a stripped case of the suite). A benchmark of another test keeps an empty ``extra_info`` and is read by
+    its name. Why: a stripped graph benchmark would otherwise read as a filtered-out variant or a different one."""
+    suites: dict[str, str] = {}
+    for i, bench in enumerate(benchmarks):
+        info = bench.get("extra_info")
+        if isinstance(info, dict) and info.get("suite") in SUITE_KEYS:
+            suites.setdefault(_test_of(i, bench), info["suite"])
+    if not suites:
+        return
+    for i, bench in enumerate(benchmarks):
+        info = bench.get("extra_info")
+        fix = "rerun the benchmarks to rewrite the file"
+        if info is None:
+            raise InputFileError(f"{path}: benchmarks[{i}] ({benchmark_name(i, bench)}) has no extra_info, where this "
+                                 f"suite records the case it measured (suite, model, variant, ...): {fix}")
+        suite = suites.get(_test_of(i, bench))
+        if suite is not None and info.get("suite") is None:
+            missing = [f for f in ("suite", *SUITE_KEYS[suite]) if f not in info]
+            raise InputFileError(f"{path}: benchmarks[{i}] ({benchmark_name(i, bench)}) lacks extra_info "
+                                 f"{', '.join(missing)}, which the other benchmarks of its test record (suite "
+                                 f"{suite!r}): {fix}")
 
 
 def _check_device_figure(bad, value, wall_ms: float) -> None:

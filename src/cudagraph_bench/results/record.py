@@ -31,6 +31,7 @@ import numpy as np
 from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
 from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.benchmark_values import benchmark_name
 from cudagraph_bench.results.replay import replay_format_problem
 from cudagraph_bench.results.replay import replay_problem as _replay_problem
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
@@ -422,7 +423,7 @@ def decode_measurement(path, index: int, bench: dict, environment: Environment) 
     numeric ``stats``, per-round ``stats.data`` in seconds when kept). Raises InputFileError for a
     malformed key or non-numeric per-round data."""
     info = bench.get("extra_info") or {}
-    name = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{index}]")
+    name = benchmark_name(index, bench)
     case = decode_case(path, name, info)
     stats = bench["stats"]
     data = stats.get("data")

@@ -40,7 +40,7 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.paths import default_storage
 from cudagraph_bench.results.benchmark_values import (  # noqa: F401  (MAX_*, SUITE_VARIANTS: re-exported)
-    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, check_environment, is_number)
+    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, check_environment, check_suite_benchmarks, is_number)
 from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, Environment, FailedCase, Measurement, decode_environment,
                                             decode_failure, decode_measurement, records_without_benchmarks)
 from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
@@ -187,7 +187,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
 
     Raises InputFileError (one line) when the file is missing, not a regular file (``/dev/zero``) or
     larger than :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` (compressed or not), empty, truncated/invalid JSON or
-    gzip, nested deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, or holds no
+    gzip, nested deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, holds a
+    benchmark of the suite stripped of its ``extra_info`` or key (:func:`check_suite_benchmarks`), or holds no
     benchmarks (and, with ``records_only``, no records either), or is the run of an interrupted session
     (:data:`INTERRUPTED`; read within :func:`interrupted_runs_allowed`).
     """
@@ -231,6 +232,7 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
             raise InputFileError(f"{path}: benchmarks[{i}] has no numeric stats "
                                  f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
         check_benchmark(path, i, bench, stats)
+    check_suite_benchmarks(path, data["benchmarks"])
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
 
 
