@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import statistics
 import textwrap
 from pathlib import Path
@@ -451,18 +452,19 @@ def test_cpus_the_machine_lacks_are_a_usage_error_of_run(tmp_path, capsys, in_pr
 
 
 @pytest.mark.filterwarnings("ignore:Not saving anything")          # true: that pytest session measured nothing
-def test_nothing_measured_is_exit_1_and_the_earlier_runs_plots_are_removed(tmp_path, capsys, in_process_pytest,
-                                                                         tiny_gpt2_dir):
+def test_nothing_measured_is_exit_1_and_the_earlier_run_is_left_whole(tmp_path, capsys, in_process_pytest,
+                                                                     tiny_gpt2_dir):
     """A prompt longer than the model's positions is skipped: the other prompts measured, exit 0; nothing
-    measured, exit 1, and the earlier run's plots are removed (they would not be this run's). Either way the
-    skip's reason is one line on stderr, with the number of tests it skipped as the process's log reports it."""
+    measured, exit 1, and the folder keeps the earlier run, every file as it was, the logs of this one kept
+    aside where stderr says. Either way the skip's reason is one line on stderr, with the number of tests it
+    skipped as the process's log reports it."""
     out = tmp_path / "out"
     limit = model_position_limit(tiny_gpt2_dir)
     too_long = limit + 1
     reason = prompt_does_not_fit(tiny_gpt2_dir, limit, too_long)
 
-    def skip_lines(err):
-        skipped = process.skip_reasons((out / "parts" / "main.log").read_text())
+    def skip_lines(err, logs):
+        skipped = process.skip_reasons((logs / "main.log").read_text())
         assert list(skipped) == [reason]
         lines = [line for line in err.splitlines() if line.startswith("skipped: ")]
         assert lines == [f"skipped: {reason} ({skipped[reason]} test{'' if skipped[reason] == 1 else 's'})"]
@@ -471,14 +473,17 @@ def test_nothing_measured_is_exit_1_and_the_earlier_runs_plots_are_removed(tmp_p
                      "-o", str(out)]) == 0
     assert [c.seq_len for c in forward_cases(load_run(str(out / "run.json")))] == [8]
     assert all((out / name).exists() for name in PLOTS)
-    skip_lines(capsys.readouterr().err)
+    skip_lines(capsys.readouterr().err, out / "parts")
+    earlier = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", str(too_long),
                      "-o", str(out)]) == 1
     err = capsys.readouterr().err
-    assert err.splitlines()[-1].endswith("nothing measured (exit 1)")
-    skip_lines(err)
-    assert not any((out / name).exists() for name in PLOTS)
-    assert all(f"removed {out / name}: an earlier run's plot" in err for name in PLOTS)
+    last = err.splitlines()[-1]
+    assert last.endswith(f"nothing measured, {out} left as it was (exit 1)")
+    logs = Path(last.split("see the logs under ", 1)[1].split(")", 1)[0])
+    skip_lines(err, logs)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == earlier
+    shutil.rmtree(logs.parent)
     with pytest.raises(SystemExit):
         cli_main(["run", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())

@@ -67,3 +67,64 @@ def test_cudagraph_bench_zoo_records_every_part_and_writes_the_page(tmp_path, mo
     page = (out / "architectures.md").read_text()
     assert "| `gpt2` | measured | awaits GPU run |" in page and "| `mamba` | refused | refused |" in page
     assert "transformers" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["", "0/2", "3/2", "x/2", "llama,,gpt2", "llama,llama", "all,llama"])
+def test_a_malformed_types_value_is_a_one_line_usage_error_before_anything_is_made(value, tmp_path, capsys):
+    import argparse
+
+    from cudagraph_bench.parsers import parse_zoo_types
+
+    with pytest.raises(argparse.ArgumentTypeError) as parsed:
+        parse_zoo_types(value)
+    out = tmp_path / "zoo"
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["zoo", "--device", "cpu", "--types", value, "-o", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--types" in err and str(parsed.value) in err
+    assert not out.exists()
+
+
+def test_a_type_transformers_lacks_is_a_one_line_usage_error_before_anything_is_made(tmp_path, capsys):
+    """The names are checked against the zoo's own list of the installed release (as pytest --zoo checks them);
+    a K past that list too."""
+    import transformers
+
+    from cudagraph_bench.models.zoo_types import causal_lm_types
+
+    types = causal_lm_types()
+    assert "llama" in types and "t5" not in types and "bogus" not in types
+    out = tmp_path / "zoo"
+    for value, named in (("llama,t5", "t5 is"), ("bogus,t5", "bogus, t5 are"),
+                         (f"{len(types) + 1}/{len(types) + 1}", f"give K <= {len(types)}")):
+        assert cli_main(["zoo", "--device", "cpu", "--types", value, "-o", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and named in err and "--types" in err, err
+        assert transformers.__version__ in err and str(len(types)) in err
+        assert not out.exists()
+
+
+def test_pytest_zoo_takes_the_same_values_and_refuses_the_same_types():
+    from cudagraph_bench.models.zoo_types import causal_lm_types
+    from cudagraph_bench.parsers import ZooTypes, parse_zoo_types
+    from cudagraph_bench.plugin.zoo_tests import selected_types
+
+    assert [str(parse_zoo_types(v)) for v in ("all", " 2 / 3 ", "llama, gpt2")] == ["all", "2/3", "llama,gpt2"]
+    assert selected_types(ZooTypes()) == causal_lm_types()
+    assert selected_types(parse_zoo_types("2/3")) == causal_lm_types()[1::3]
+    assert selected_types("llama,gpt2") == ["llama", "gpt2"]
+    for value in ("llama,t5", "3/2", ""):
+        with pytest.raises(pytest.UsageError) as refused:
+            selected_types(value)
+        assert "\n" not in str(refused.value)
+
+
+def test_a_negative_deadline_is_a_usage_error_before_anything_is_made(tmp_path, capsys):
+    out = tmp_path / "zoo"
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["zoo", "--device", "cpu", "--deadline-s", "-1", "-o", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--deadline-s" in err and ">= 0" in err
+    assert not out.exists()

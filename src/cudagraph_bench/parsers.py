@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+from dataclasses import dataclass
 
 from cudagraph_bench.defaults import (
     FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
@@ -371,3 +373,74 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"bad shard {text!r}: give at most {MAX_SHARDS} shards (a CI matrix job "
                                          "each), e.g. 1/4")
     return index, count
+
+
+#: A model type as transformers spells one (``gpt2``, ``qwen3_next``, ``xlm-roberta``).
+_MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ZOO_SHARD = re.compile(r"(\d+)\s*/\s*(\d+)")
+ZOO_TYPES_FIX = "give all, K/N (every N-th type from the K-th, 1 <= K <= N) or model types separated by commas"
+
+
+@dataclass(frozen=True)
+class ZooTypes:
+    """The zoo's model types as given (:func:`parse_zoo_types`): every one (neither field), every N-th from the
+    K-th (``shard = (K, N)``) or ``names``; ``str()`` is the canonical text, what pytest's ``--zoo`` takes."""
+
+    shard: tuple[int, int] | None = None
+    names: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.shard is not None:
+            return f"{self.shard[0]}/{self.shard[1]}"
+        return ",".join(self.names) if self.names else "all"
+
+    def pick(self, installed: list[str], flag: str, release: str) -> list[str]:
+        """The types of ``installed`` (the zoo's list for transformers ``release``, in its order) that this selects,
+        checked against it, so that a name transformers lacks is refused before anything runs.
+
+        Raises:
+            ValueError: one line naming ``flag``: a name that is no causal-LM model type of the release, or a
+                ``K/N`` whose K is past the release's types."""
+        if self.shard is not None:
+            k, n = self.shard
+            if k > len(installed):
+                raise ValueError(f"{flag} {self}: transformers {release} has {len(installed)} causal-LM model types: "
+                                 f"give K <= {len(installed)}")
+            return installed[k - 1::n]
+        if not self.names:
+            return list(installed)
+        unknown = [t for t in self.names if t not in installed]
+        if unknown:
+            raise ValueError(f"{flag}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} no causal-LM model "
+                             f"type of transformers {release} (it has {len(installed)}; {flag} all runs them)")
+        return list(self.names)
+
+
+def parse_zoo_types(text: str) -> ZooTypes:
+    """The zoo's ``--types`` (``cudagraph-bench zoo``) and ``--zoo`` (pytest): ``all``, ``K/N`` (every N-th type
+    from the K-th, ``1 <= K <= N``, for N device commands) or model types separated by commas (each once). Only the
+    form is checked here (no transformers import); the names against the installed release with
+    :meth:`ZooTypes.pick`."""
+    stripped = text.strip()
+    if not stripped:
+        raise argparse.ArgumentTypeError(f"empty: {ZOO_TYPES_FIX}")
+    if stripped == "all":
+        return ZooTypes()
+    shard = _ZOO_SHARD.fullmatch(stripped)
+    if shard:
+        k, n = int(shard.group(1)), int(shard.group(2))
+        if not 1 <= k <= n:
+            raise argparse.ArgumentTypeError(f"{stripped}: K/N needs 1 <= K <= N, e.g. 1/2 and 2/2")
+        return ZooTypes(shard=(k, n))
+    if "/" in stripped:
+        raise argparse.ArgumentTypeError(f"{stripped!r}: K/N takes two whole numbers, e.g. 1/2; or {ZOO_TYPES_FIX}")
+    names = _split(stripped)
+    bad = [t for t in names if not _MODEL_TYPE.fullmatch(t)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0]!r} is no model type name: {ZOO_TYPES_FIX}")
+    twice = sorted({t for t in names if names.count(t) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(f"{', '.join(twice)} given twice: name each model type once")
+    if "all" in names:
+        raise argparse.ArgumentTypeError("all runs every type: give it alone, not in a list")
+    return ZooTypes(names=tuple(names))

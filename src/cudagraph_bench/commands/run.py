@@ -17,6 +17,10 @@ the ``-o/--output-dir`` folder:
 - ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`);
 - ``parts/``: each pytest process's JSON and log.
 
+The folder keeps the earlier run or holds this one whole: the processes write into a temporary folder, and only
+once one of them wrote a run (one whose every case failed counts) do its files replace the earlier run's, at once;
+a run that measured nothing leaves the folder untouched and names where its logs are kept.
+
 Matrix from a TOML file (``--config``; flags given on the command line win)::
 
     models = ["gpt2", "tinyllama-1.1b"]
@@ -279,35 +283,71 @@ def main(args: argparse.Namespace) -> int:
                          "checkout (an editable install), or run pytest perf_tests --benchmark-only there")
     outdir = Path(_plain(args.outdir))
     check_output_folder(outdir, [RUN_JSON])     # before anything is measured (writable?); made once something is
-    with tempfile.TemporaryDirectory(prefix="cgb-run-") as scratch:
-        doc, outcomes = launch(tree, Path(scratch), plan(matrix_list, gpus=gpus, cpus=list(_plain(args.cpus) or [])),
-                               log=lambda part, outcome: _progress(part, outcome, outdir))
+    scratch = Path(tempfile.mkdtemp(prefix="cgb-run-"))     # the processes' JSON and logs, until the run is whole
+    keep_scratch = False
+    try:
+        doc, outcomes = launch(tree, scratch, plan(matrix_list, gpus=gpus, cpus=list(_plain(args.cpus) or [])),
+                               log=lambda part, outcome: _progress(part, outcome, scratch))
         usage = _usage_error(outcomes) if doc is None else None
         if usage:                      # e.g. every model of --models refused: the suite's own reason, nothing made
             raise UsageError(usage)
+        if doc is None:                # the -o folder keeps the earlier run, untouched; the logs stay in scratch
+            keep_scratch = True
+            print_skips(skip_counts(outcomes))
+            print(f"no pytest process wrote a run (see the logs under {scratch / 'parts'}): nothing measured, "
+                  f"{outdir} left as it was (exit 1)", file=sys.stderr)
+            return 1
         check_output_folder(outdir, [RUN_JSON], create=True)
-        # from here a Ctrl-C waits until the folder holds this run whole: never its parts beside an earlier run.json
-        with interrupt_after(f"writing {outdir}"):
-            parts = outdir / "parts"
-            if parts.is_dir():
-                shutil.rmtree(parts)       # an earlier run's processes: replaced by this run's
-            shutil.move(str(Path(scratch) / "parts"), str(parts))
-            return _write_run(doc, outcomes, outdir, parts)
+        return _write_run(doc, outcomes, outdir, scratch)
+    finally:
+        if not keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _write_run(doc: dict | None, outcomes, outdir: Path, parts: Path) -> int:
-    """Write ``doc`` as ``outdir/run.json`` with its table and plots (:func:`finish`); without a document, remove
-    the earlier run's plots and say that nothing was measured. Returns the exit code."""
-    json_path = outdir / RUN_JSON
-    skipped = skip_counts(outcomes)
-    if doc is None:
-        _remove_earlier_plots(outdir)
-        print_skips(skipped)
-        print(f"no pytest process wrote a run (see the logs under {parts}): nothing measured (exit 1)",
-              file=sys.stderr)
-        return 1
-    write_text_atomic(json_path, json.dumps(doc, indent=4))
-    return finish(json_path, outdir, failed=any(o.returncode != 0 for o in outcomes), skipped=skipped)
+def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
+    """Write the run ``doc`` into ``outdir`` whole: ``run.json``, its plots and ``parts/`` (each process's JSON and
+    log, from ``scratch``) replace the earlier run's files at once (:func:`~cudagraph_bench.fsio.write_files_atomic`),
+    then the earlier run's plots and parts this run did not write are removed; the table is printed first
+    (:func:`finish`). Returns the exit code. Why: ``gate DIR/run.json`` must never read an earlier run beside
+    this one's parts."""
+    from cudagraph_bench.fsio import write_files_atomic
+
+    scratch_json = scratch / RUN_JSON
+    write_text_atomic(scratch_json, json.dumps(doc, indent=4))
+    parts = sorted(p for p in (scratch / "parts").rglob("*") if p.is_file())
+    files = {outdir / "parts" / p.relative_to(scratch / "parts"): p.read_bytes() for p in parts}
+    code, plots = finish(scratch_json, outdir, failed=any(o.returncode != 0 for o in outcomes),
+                         skipped=skip_counts(outcomes))
+    files.update({outdir / name: data for name, data in plots.items()})
+    files[outdir / RUN_JSON] = scratch_json.read_bytes()          # last: the run the folder holds
+    with interrupt_after(f"writing {outdir}"):
+        write_files_atomic(files)
+        _remove_earlier(outdir, [p for p in files if p.parent == outdir and p.name != RUN_JSON], set(files))
+    for name in plots:
+        print(f"wrote {outdir / name}", file=sys.stderr)
+    print(f"wrote {outdir / 'parts'} (each pytest process's JSON and log)", file=sys.stderr)
+    print(f"wrote {outdir / RUN_JSON}", file=sys.stderr)
+    if code:
+        print("some cases failed or differ from their reference: see the table, the reasons above and the logs "
+              f"under {outdir / 'parts'}", file=sys.stderr)
+    return code
+
+
+def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None:
+    """Remove what an earlier run left in ``outdir`` that this run did not write: its plots other than ``plots``
+    and the files under ``parts/`` not in ``written`` (they would not match run.json)."""
+    from cudagraph_bench.report import pages as report
+
+    for path in report.stale_plots(outdir, plots):
+        path.unlink(missing_ok=True)
+        print(f"removed {path}: an earlier run's plot", file=sys.stderr)
+    parts = outdir / "parts"
+    if parts.is_dir():
+        for path in sorted(parts.rglob("*"), reverse=True):
+            if path.is_file() and path not in written:
+                path.unlink(missing_ok=True)
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
 
 
 def skip_counts(outcomes) -> dict[str, int]:
@@ -327,13 +367,14 @@ def print_skips(skipped: dict[str, int]) -> None:
         print(f"skipped: {reason} ({n} test{'' if n == 1 else 's'})", file=sys.stderr)
 
 
-def _progress(part, outcome, outdir: Path) -> None:
-    """One line on stderr as a pytest process of the run ends (a usage error is said once, by the run itself)."""
+def _progress(part, outcome, scratch: Path) -> None:
+    """One line on stderr as a pytest process of the run ends, naming its log where it is while the run goes on
+    (a usage error is said once, by the run itself)."""
     if outcome.returncode == 4:
         return
     state = "ok" if outcome.ok else f"exit {outcome.returncode}"
     crashed = f", {len(outcome.crashes)} crashed test(s) recorded" if outcome.crashes else ""
-    print(f"run: {part.name}: {state}{crashed} (log: {outdir / 'parts' / (part.name + '.log')})", file=sys.stderr,
+    print(f"run: {part.name}: {state}{crashed} (log: {scratch / 'parts' / (part.name + '.log')})", file=sys.stderr,
           flush=True)
 
 
@@ -351,20 +392,14 @@ def _usage_error(outcomes) -> str | None:
     return None
 
 
-def _remove_earlier_plots(outdir: Path, keep: list[Path] = ()) -> None:
-    """Remove the plots in ``outdir`` other than ``keep``: an earlier run's, which would not match run.json."""
-    from cudagraph_bench.report import pages as report
-
-    for path in report.stale_plots(outdir, list(keep)):
-        path.unlink(missing_ok=True)
-        print(f"removed {path}: an earlier run's plot", file=sys.stderr)
-
-
-def finish(json_path: Path, outdir: Path, *, failed: bool, skipped: dict[str, int] | None = None) -> int:
-    """Print the table of ``json_path``, write the PNGs next to it; ``skipped`` (reason -> tests, :func:`skip_counts`)
-    is printed with the failures, one line per reason (:func:`print_skips`). Exit code 1 when a pytest process
-    failed (a case failed, crashed or differs from its reference) or no benchmark was measured; else 0 (skipped
-    tests alone do not fail a run)."""
+def finish(json_path: Path, outdir: Path, *, failed: bool,
+           skipped: dict[str, int] | None = None) -> tuple[int, dict[str, bytes]]:
+    """Print the table of the run at ``json_path`` (the run ``outdir/run.json`` will hold), with its failures,
+    notes, refusals and ``skipped`` (reason -> tests, :func:`skip_counts`), one line per reason
+    (:func:`print_skips`), and draw its plots aside (none without matplotlib), so that the folder is written at
+    once. Returns ``(exit code, {plot file name: PNG bytes})``: 1 when a pytest process failed (a case
+    failed, crashed or differs from its reference), a model was refused or no benchmark was measured; else 0
+    (skipped tests alone do not fail a run)."""
     from cudagraph_bench.errors import InputFileError
     from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report
@@ -374,10 +409,8 @@ def finish(json_path: Path, outdir: Path, *, failed: bool, skipped: dict[str, in
         run = load_run(str(json_path))
     except InputFileError as exc:       # a run whose every case failed holds no benchmark
         print_skips(skipped or {})
-        print(f"{exc}", file=sys.stderr)
-        _remove_earlier_plots(outdir)
-        print(f"wrote {json_path}", file=sys.stderr)
-        return 1
+        print(f"{exc}".replace(str(json_path), str(outdir / RUN_JSON)), file=sys.stderr)
+        return 1, {}
     rows = forward_tables.forward_rows([run])
     print(forward_tables.render_long_table(rows, fmt="text"))
     print()
@@ -391,19 +424,12 @@ def finish(json_path: Path, outdir: Path, *, failed: bool, skipped: dict[str, in
         model, reason = str(entry.get("model")), str(entry.get("reason"))
         print(f"refused: {reason if model in reason else f'{model}: {reason}'}", file=sys.stderr)
     print_skips(skipped or {})
+    plots: dict[str, bytes] = {}
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         print(f"matplotlib is not installed: no PNGs; render them on another machine with "
-              f"`cudagraph-bench report {json_path} -o DIR`", file=sys.stderr)
+              f"`cudagraph-bench report {outdir / RUN_JSON} -o DIR`", file=sys.stderr)
     else:
-        written = report.write_plots([run], outdir)
-        for path in written:
-            print(f"wrote {path}", file=sys.stderr)
-        _remove_earlier_plots(outdir, written)
-    print(f"wrote {json_path}", file=sys.stderr)
-    if failed or run.failures or refused:
-        print("some cases failed or differ from their reference: see the table, the reasons above and the logs "
-              f"under {outdir / 'parts'}", file=sys.stderr)
-        return 1
-    return 0
+        plots = report.render_plots([run])
+    return (1 if failed or run.failures or refused else 0), plots

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.parsers import ZooTypes
 
 #: The run JSON of run mode, in ``-o DIR``.
 RUN_JSON = "zoo.json"
@@ -24,9 +25,9 @@ DEFAULT_OUT = "out/zoo"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from cudagraph_bench.parsers import parse_path
+    from cudagraph_bench.parsers import parse_path, parse_timeout_s, parse_zoo_types
 
-    parser.add_argument("--types", default="all", metavar="TYPES",
+    parser.add_argument("--types", type=parse_zoo_types, default=ZooTypes(), metavar="TYPES",
                         help="model types: all, K/N (every N-th type from the K-th: N device commands) or "
                              "type,type,... (default: all)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
@@ -34,7 +35,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "(default: cuda)")
     parser.add_argument("--with-compile", action="store_true",
                         help="also check and time the decode step compiled by inductor and captured (compile+graph)")
-    parser.add_argument("--deadline-s", type=float, default=0.0, metavar="S",
+    parser.add_argument("--deadline-s", type=parse_timeout_s, default=0.0, metavar="S",
                         help="skip the types whose tests would start later than S seconds into the run (they stay "
                              "out of it), so that a run under a time limit still writes its file; 0: none "
                              "(default: 0)")
@@ -92,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError("--from writes the page: give --markdown FILE (e.g. docs/architectures.md)")
         return write_page(args.source, args.markdown)
     from cudagraph_bench.paths import checkout_root
-    from cudagraph_bench.runner.process import PytestRun, cuda_problem, run_pytest
+    from cudagraph_bench.runner.process import PytestRun, cuda_problem, run_pytest, zoo_types
 
     tree = checkout_root()
     if tree is None or not (tree / "perf_tests" / "test_zoo.py").is_file():
@@ -105,11 +106,16 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
     refuse_overwriting_inputs(markdown, "--markdown", [out / RUN_JSON])   # the run the page is made from
+    check_output_folder(out, [RUN_JSON])
+    if args.types != ZooTypes():      # names and K/N against the release the zoo's pytest process runs
+        release, installed = zoo_types(tree)
+        try:
+            args.types.pick(installed, "--types", release)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     check_output_folder(out, [RUN_JSON], create=True)
-    if args.deadline_s < 0:
-        raise UsageError(f"--deadline-s must be >= 0 (got {args.deadline_s:g})")
     deadline = f"{time.time() + args.deadline_s:.0f}" if args.deadline_s else "0"
-    pytest_args = ("perf_tests/test_zoo.py", "--zoo", args.types, "--device", args.device,
+    pytest_args = ("perf_tests/test_zoo.py", "--zoo", str(args.types), "--device", args.device,
                    "--zoo-deadline-at", deadline, *(("--with-compile",) if args.with_compile else ()))
     outcome = run_pytest(PytestRun(tree=tree, json_path=out / RUN_JSON, args=pytest_args))
     if outcome.json_path is None:

@@ -182,7 +182,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
 
 
 class CaseFailed(CudagraphBenchError, RuntimeError):
-    """A case could not be measured: ``phase`` (``build``, ``check``, ``timing``) and ``reason`` (one line,
+    """A case could not be measured: ``phase`` (``load``, ``build``, ``check``, ``timing``) and ``reason`` (one line,
     :func:`describe_exception`); ``cause`` the original exception (e.g. a
     :class:`~cudagraph_bench.errors.NotGraphableError`, which the pytest suite reports as a skip)."""
 

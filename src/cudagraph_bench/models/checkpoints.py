@@ -1,6 +1,6 @@
 """``save_pretrained`` directories: the checks a checkpoint passes before any case (a readable ``config.json``
-of a known ``model_type``, a decoder-only causal LM or a text encoder, named architectures, weights on disk) and
-the class it loads as. Each check raises :class:`~cudagraph_bench.errors.UnknownModelError` with the reason and
+of a known ``model_type``, a decoder-only causal LM or a text encoder, named architectures, weights on disk whose
+safetensors files open) and the class it loads as. Each check raises :class:`~cudagraph_bench.errors.UnknownModelError` with the reason and
 the fix in one line; :func:`cudagraph_bench.models.refusals.check_models` collects them for every ``--models``
 entry."""
 
@@ -113,8 +113,8 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 def check_model_directory(path: str):
     """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before
     any case: :func:`directory_config`'s checks, then a class named in ``config.architectures`` (without it
-    transformers would load the headless base model and the checkpoint's weights would not match) and weights
-    on disk (:data:`WEIGHT_FILES`).
+    transformers would load the headless base model and the checkpoint's weights would not match), weights
+    on disk (:data:`WEIGHT_FILES`) and safetensors files whose headers read (:func:`check_safetensors`).
 
     Raises:
         UnknownModelError: the reason and the fix, in one line."""
@@ -127,7 +127,57 @@ def check_model_directory(path: str):
     if not any(os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES):
         raise UnknownModelError(f"{path}: no weights on disk (none of {', '.join(WEIGHT_FILES)}): save_pretrained() "
                                 "the model into this directory (a config alone has no weights)")
+    check_safetensors(path)
     return config
+
+
+def safetensors_files(path: str) -> list[str]:
+    """The safetensors files a ``save_pretrained`` directory loads from, as transformers picks them:
+    ``model.safetensors``, else every shard its ``model.safetensors.index.json`` maps a weight to (in order);
+    empty when the directory holds neither (its weights are a ``pytorch_model.bin``).
+
+    Raises:
+        UnknownModelError: the index cannot be read as JSON with a ``weight_map`` of file names."""
+    import json
+
+    single = os.path.join(path, WEIGHT_FILES[0])
+    if os.path.isfile(single):
+        return [single]
+    index = os.path.join(path, WEIGHT_FILES[1])
+    if not os.path.isfile(index):
+        return []
+    try:
+        with open(index, encoding="utf-8") as fh:
+            weight_map = json.load(fh)["weight_map"]
+        shards = list(dict.fromkeys(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UnknownModelError(f"{index}: not a readable safetensors index ({_first_line(exc)}): save_pretrained() "
+                                "the model into this directory again") from None
+    if not all(isinstance(name, str) and name for name in shards):
+        raise UnknownModelError(f"{index}: its weight_map names no files: save_pretrained() the model into this "
+                                "directory again")
+    return [os.path.join(path, name) for name in shards]
+
+
+def check_safetensors(path: str) -> None:
+    """Open the header of every safetensors file ``path`` loads from (:func:`safetensors_files`) before any case,
+    so that a truncated or damaged weights file is refused with its name instead of failing inside a test. Reads
+    the header only (``safetensors.safe_open``, which also checks that the file's size is what its header covers).
+
+    Raises:
+        UnknownModelError: a file that is missing or cannot be read as safetensors, in one line naming it."""
+    from safetensors import safe_open
+
+    for name in safetensors_files(path):
+        if not os.path.isfile(name):
+            raise UnknownModelError(f"{name}: missing, but model.safetensors.index.json maps weights to it: copy the "
+                                    "whole checkpoint, or save_pretrained() the model into this directory again")
+        try:
+            with safe_open(name, framework="pt"):
+                pass
+        except Exception as exc:  # noqa: BLE001 - safetensors' own error type, OSError, ...
+            raise UnknownModelError(f"{name}: not a readable safetensors file ({_first_line(exc)}): the file is "
+                                    "truncated or damaged; copy it whole, or save_pretrained() the model again") from None
 
 
 def head_note(path: str, config) -> str | None:

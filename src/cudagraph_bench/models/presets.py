@@ -401,9 +401,9 @@ def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bo
     (:func:`~cudagraph_bench.models.positions.longest_request`).
 
     Raises:
-        UnknownModelError: the directory cannot be measured
-            (:func:`check_model_directory`).
+        UnknownModelError: the directory's config cannot be measured (:func:`directory_config`; its weights are
+            checked up front by :func:`check_model_directory` and read when the model loads).
         UsageError: no limit recorded and no ``bound``."""
     # a preset name wins over a folder of that name, as in load_model
-    config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else check_model_directory(name_or_path)
+    config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else directory_config(name_or_path)
     return position_limit(config, bound)

@@ -7,7 +7,7 @@ refusals listed in the terminal summary and in the run JSON under ``["cudagraph_
 
 Refused: names that are no preset and no ``save_pretrained`` directory, directories that are not a causal LM or
 a text encoder (encoder-decoder, vision/multimodal, state-space models), that lack weights or named
-architectures, and models whose class does not run the ``--attn-implementation`` asked for. Not refused:
+architectures or whose safetensors weights cannot be read (a truncated file), and models whose class does not run the ``--attn-implementation`` asked for. Not refused:
 classes without SDPA (they run eager attention) and configs without a position limit (ALiBi, NoPE: bounded by
 ``--max-positions`` or the longest request, :mod:`cudagraph_bench.models.positions`).
 """

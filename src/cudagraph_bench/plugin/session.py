@@ -5,8 +5,8 @@ memory, records, profiles) to the one measurement pipeline of a case.
 variant, checks it against its reference (the registry's rule), draws the inputs
 (:func:`~cudagraph_bench.measure.case.prepare_case`, :func:`~cudagraph_bench.measure.decode_case.prepare_decode`),
 times it (:func:`~cudagraph_bench.plugin.benchmark_timing.benchmark_call`), finishes and releases it. Its isolation
-policy: a model that cannot be graphed is a skip with the reason, recorded in the run JSON; a build, check or
-timing that raises is that test's failure, recorded with its phase and reason (a peer's failure is an xfail); a
+policy: a model that cannot be graphed is a skip with the reason, recorded in the run JSON; a load, build, check
+or timing that raises is that test's failure, recorded with its phase and reason (a peer's failure is an xfail); a
 check that fails is recorded with the timing and then fails the test; a CUDA error that breaks the process's
 context stops the session (:mod:`cudagraph_bench.plugin.session_journal`), and the launcher runs the rest in a new one.
 """
@@ -133,6 +133,16 @@ class Session:
         fault = self.option("plant_fault")
         return fault if fault is not None and fault.applies_to(case.suite, case.variant) else None
 
+    def _load(self, case):
+        """The case's model (:meth:`model`); a load that raises (weights damaged after the up-front check) is the
+        case's failure in the ``load`` phase, with a one-line reason."""
+        from cudagraph_bench.measure.case import CaseFailed, describe_exception
+
+        try:
+            return self.model(case.model, case.dtype)
+        except Exception as exc:
+            raise CaseFailed("load", describe_exception(exc), exc) from exc
+
     def _prepare(self, case, model):
         from cudagraph_bench.measure.case import CaseFailed, describe_exception, prepare_case
 
@@ -171,8 +181,8 @@ class Session:
         """One benchmark of any forward or decode case through the pipeline (module docstring).
 
         A prompt (plus new tokens) longer than the model's positions and a model that cannot be graphed are
-        skips with the reason; the second is recorded in the run JSON as skipped. A build, check or timing that
-        raises fails this test only (recorded with the phase and reason; a peer's failure is an xfail). A failed
+        skips with the reason; the second is recorded in the run JSON as skipped. A load, build, check or timing
+        that raises fails this test only (recorded with the phase and reason; a peer's failure is an xfail). A failed
         check against the reference is timed and recorded (``correct: false``), then fails the test."""
         from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
@@ -182,10 +192,10 @@ class Session:
         kind = case.variant_spec
         nodeid = request.node.nodeid if request is not None else case.test_id
         self.skip_if_too_long(case.model, case.seq_len + getattr(case, "new_tokens", 0))
-        model = self.model(case.model, case.dtype)
-        before = reserved_mib()
         prepared, info = None, case.extra_info()
         try:
+            model = self._load(case)
+            before = reserved_mib()
             prepared = self._prepare(case, model)
             info.update(prepared.info)
             benchmark_call(benchmark, prepared.call, group=case.group, extra_info=info,
@@ -210,7 +220,8 @@ class Session:
                               **({"compile_ms": info["compile_ms"]} if info.get("compile_ms") else {}))
             if kind.peer:
                 pytest.xfail(f"{case.variant} failed (recorded in the run JSON): {reason}")
-            pytest.fail(f"{case.test_id}: {phase} failed: {reason}", pytrace=False)
+            # one line: the reason is recorded; the exception it came from is left out of the report
+            raise pytest.fail.Exception(f"{case.test_id}: {phase} failed: {reason}", pytrace=False) from None
         finally:
             if prepared is not None:
                 prepared.close()

@@ -27,21 +27,11 @@ FORWARD_ROUNDS, FORWARD_WARMUP = 20, 5
 DECODE_ROUNDS, DECODE_WARMUP = 3, 1
 
 
-def parse_zoo(text: str) -> str:
-    """``--zoo``'s value as given: ``all``, ``K/N`` (every N-th type from the K-th, for N device commands) or a
-    comma-separated list of model types; checked against the installed transformers at collection
-    (:func:`selected_types`)."""
-    import argparse
-
-    text = text.strip()
-    if not text:
-        raise argparse.ArgumentTypeError("give all, K/N or model types separated by commas")
-    return text
-
-
 def pytest_addoption(parser):
+    from cudagraph_bench.parsers import parse_zoo_types
+
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
-    group.addoption("--zoo", dest="zoo", type=parse_zoo, default=None, metavar="TYPES",
+    group.addoption("--zoo", dest="zoo", type=parse_zoo_types, default=None, metavar="TYPES",
                     help="the architecture zoo: collect perf_tests/test_zoo.py for these causal-LM model types of the "
                          "installed transformers: all, K/N (every N-th type from the K-th) or type,type,... "
                          "(default: not collected). With --device cpu: the classification a CPU can make")
@@ -67,29 +57,24 @@ def pytest_runtest_setup(item):
         pytest.skip("not run: past the zoo's deadline (--zoo-deadline-at)")
 
 
-def selected_types(option: str) -> list[str]:
-    """The model types ``--zoo`` names (:func:`parse_zoo`), in transformers' order.
+def selected_types(option) -> list[str]:
+    """The model types ``--zoo`` names (a :class:`~cudagraph_bench.parsers.ZooTypes`, or its text), in
+    transformers' order: :meth:`~cudagraph_bench.parsers.ZooTypes.pick` of the zoo's list.
 
     Raises:
-        pytest.UsageError: ``K/N`` out of range, or a type that is no causal LM of the installed transformers."""
+        pytest.UsageError: a type that is no causal LM of the installed transformers, or K of ``K/N`` past them."""
+    import argparse
+
+    import transformers
+
     from cudagraph_bench.models.zoo_types import causal_lm_types
+    from cudagraph_bench.parsers import parse_zoo_types
 
-    types = causal_lm_types()
-    if option == "all":
-        return types
-    if "/" in option and all(p.strip().isdigit() for p in option.split("/", 1)):
-        k, n = (int(p) for p in option.split("/", 1))
-        if not 1 <= k <= n:
-            raise pytest.UsageError(f"--zoo {option}: K/N needs 1 <= K <= N")
-        return types[k - 1::n]
-    wanted = [t.strip() for t in option.split(",") if t.strip()]
-    unknown = [t for t in wanted if t not in types]
-    if unknown:
-        import transformers
-
-        raise pytest.UsageError(f"--zoo: {', '.join(unknown)} is no causal-LM model type of transformers "
-                                f"{transformers.__version__} (it has {len(types)}; --zoo all runs them)")
-    return wanted
+    try:
+        selection = parse_zoo_types(option) if isinstance(option, str) else option
+        return selection.pick(causal_lm_types(), "--zoo", transformers.__version__)
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_generate_tests(metafunc):

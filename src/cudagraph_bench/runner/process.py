@@ -62,6 +62,35 @@ def cuda_problem(python: str = sys.executable, timeout_s: float = 300.0) -> str 
     return f"{python} cannot import torch ({detail})"
 
 
+#: Run by :func:`zoo_types` in a child process: the installed transformers release and the zoo's list of model types.
+_ZOO_TYPES_PROBE = ("import json, transformers\n"
+                    "from cudagraph_bench.models.zoo_types import causal_lm_types\n"
+                    "print(json.dumps([transformers.__version__, causal_lm_types()]))")
+
+
+def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0) -> tuple[str, list[str]]:
+    """The transformers release the zoo's pytest process would run and the zoo's model types of it
+    (:func:`cudagraph_bench.models.zoo_types.causal_lm_types`), read in a child process with ``tree``'s ``src``
+    first on its path, so that this process imports no transformers and a bad ``--types`` is refused before
+    anything is made.
+
+    Raises:
+        UsageError: the child cannot list them (no transformers, a broken install), in one line."""
+    from cudagraph_bench.errors import UsageError
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), os.environ.get("PYTHONPATH", "")])}
+    detail = ""
+    try:
+        proc = subprocess.run([python, "-c", _ZOO_TYPES_PROBE], capture_output=True, text=True, timeout=timeout_s,
+                              env=env, cwd=tree)
+        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        release, types = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as exc:
+        raise UsageError(f"{python} could not list transformers' causal-LM model types "
+                         f"({(detail or type(exc).__name__)[:160]}): install transformers in this environment") from None
+    return str(release), [str(t) for t in types]
+
+
 @dataclass(frozen=True)
 class PytestRun:
     """One pytest process to start.

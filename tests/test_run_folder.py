@@ -1,0 +1,88 @@
+"""``cudagraph-bench run``'s ``-o`` folder keeps the earlier run or holds the new one whole: a run that wrote a run
+JSON (even one whose every case failed) replaces every file of the earlier one, its plots and process parts
+included; a run that measured nothing leaves the folder as it was, or unmade."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cudagraph_bench.cli import main as cli_main
+from cudagraph_bench.plugin.session import Session
+from cudagraph_bench.runner import process
+from in_process import run_process_in_process
+
+PLOTS = ("latency_comparison.png", "speedup_vs_length.png")
+QUICK = ("--device", "cpu", "--variants", "eager", "--dtypes", "float32", "--rounds", "3", "--precision-pct", "0",
+         "--warmup-rounds", "1", "--warmup-ms", "0", "--min-time-ms", "0")
+PLANTED = "planted: this case cannot be built"
+
+
+@pytest.fixture
+def in_process_pytest(monkeypatch):
+    monkeypatch.setattr(process, "run_process", run_process_in_process)
+
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.filterwarnings("ignore:Not saving anything")          # true: the failing session measured nothing
+def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, capsys, in_process_pytest,
+                                                                      tiny_gpt2_dir, monkeypatch):
+    out = tmp_path / "out"
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out)]) == 0
+    assert all((out / name).is_file() for name in PLOTS)
+    (out / "parts" / "isolated.log").write_text("an earlier process's log\n")
+    capsys.readouterr()
+
+    def planted(self, case, model):
+        raise RuntimeError(PLANTED)
+
+    monkeypatch.setattr(Session, "_prepare", planted)
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    doc = json.loads((out / "run.json").read_text())
+    (failure,) = doc["cudagraph_bench"]["failures"]
+    assert not doc["benchmarks"] and PLANTED in failure["reason"]
+    assert json.loads((out / "parts" / "main.json").read_text()) == doc
+    assert sorted(p.name for p in (out / "parts").iterdir()) == ["main.json", "main.log"]
+    assert PLANTED in (out / "parts" / "main.log").read_text()
+    assert not any((out / name).exists() for name in PLOTS)
+    assert all(f"removed {out / name}: an earlier run's plot" in err for name in PLOTS)
+    assert f"wrote {out / 'run.json'}" in err.splitlines()
+
+
+@pytest.mark.filterwarnings("ignore:Not saving anything")
+def test_a_run_that_measured_nothing_makes_no_folder(tmp_path, capsys, in_process_pytest, tiny_gpt2_dir):
+    out = tmp_path / "out"
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "100000", "-o", str(out)]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith(f"nothing measured, {out} left as it was (exit 1)")
+    logs = Path(last.split("see the logs under ", 1)[1].split(")", 1)[0])
+    assert (logs / "main.log").is_file() and not out.exists()
+    shutil.rmtree(logs.parent)
+
+
+def test_a_write_that_fails_leaves_the_earlier_run_whole(tmp_path, capsys, in_process_pytest, tiny_gpt2_dir,
+                                                         monkeypatch):
+    from cudagraph_bench import fsio
+
+    out = tmp_path / "out"
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out)]) == 0
+    earlier = _files(out)
+    real_replace = fsio.os.replace
+    calls = []
+
+    def full_disk_on_the_third(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(fsio.os, "replace", full_disk_on_the_third)
+    rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "16", "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(calls) == 3 and "No space left on device" in err[-1], err[-3:]
+    assert _files(out) == earlier
