@@ -211,32 +211,6 @@ def test_empty_contexts_and_requests_are_usage_errors(call):
         call(tiny("gpt2"))
 
 
-def test_command_line_prints_the_bytes_of_a_preset_request(capsys):
-    import json
-
-    assert R._main(["--model", "gpt2", "--dtype", "bfloat16", "--prompt-tokens", "5", "--new-tokens", "3"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    expected = R.request_bytes_per_token(load_model("gpt2", "bfloat16", "meta"), 5, 3)
-    assert {k: report["decode"][k] for k in expected} == expected
-    assert report["peak_memory_bandwidth"] is None or report["peak_memory_bandwidth"]["gbps"] > 0
-
-
-def test_command_line_refuses_an_encoder_and_a_request_beyond_the_positions(capsys):
-    """bert-tiny decodes nothing; a gpt2 request one token longer than its positions cannot be cached."""
-    from cudagraph_bench.models.presets import max_positions, model_kind
-
-    assert model_kind(load_model("bert-tiny", "float32", "meta")) == "encoder"
-    assert R._main(["--model", "bert-tiny"]) == 2
-    err = capsys.readouterr()
-    assert err.out == "" and "bert-tiny is an encoder" in err.err
-    positions = max_positions(load_model("gpt2", "bfloat16", "meta"))
-    assert R._main(["--model", "gpt2", "--prompt-tokens", str(positions - 3), "--new-tokens", "3"]) == 0
-    capsys.readouterr()
-    assert R._main(["--model", "gpt2", "--prompt-tokens", str(positions - 3), "--new-tokens", "4"]) == 2
-    err = capsys.readouterr()
-    assert err.out == "" and f"exceeds the {positions} positions of gpt2" in err.err
-
-
 # ---------------------------------------------------------------------------- peak memory bandwidth
 
 
