@@ -101,8 +101,18 @@ def test_stop_children_ends_every_process_of_the_group_and_no_new_one_starts(tmp
             os.kill(grandchild, signal.SIGKILL)
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt during the test, as in a terminal, whatever handler the process inherited (a
+    test runner's worker may hold another)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread")
-def test_files_written_together_are_all_replaced_when_ctrl_c_comes_between_them(tmp_path, monkeypatch, capsys):
+def test_files_written_together_are_all_replaced_when_ctrl_c_comes_between_them(tmp_path, monkeypatch, capsys,
+                                                                               ctrl_c_raises):
     a, b = tmp_path / "a.md", tmp_path / "b.png"
     a.write_text("old")
     b.write_text("old")
