@@ -159,7 +159,7 @@ def test_an_unwritable_markdown_path_is_named_as_given(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not _is_full_device("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("command", ["merge", "gate", "compare"])
+@pytest.mark.parametrize("command", ["merge", "gate"])     # one path in cli.main serves every command
 def test_a_stdout_that_cannot_be_written_fails_the_command_before_its_file_is_written(tmp_path, command):
     out = tmp_path / "out.json"
     argv = {"merge": ["merge", "-o", str(out), str(FIXTURE)],
@@ -180,7 +180,7 @@ def run_with_stdout_closed_by_the_shell(argv):
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("command", ["merge", "gate", "compare", "gate-markdown", "compare-markdown", "help"])
+@pytest.mark.parametrize("command", ["merge", "gate-markdown", "compare-markdown", "help"])
 def test_a_closed_stdout_is_one_line_exit_2_and_no_file_is_written(tmp_path, command):
     out = tmp_path / "out.json"
     argv = {"merge": ["merge", "-o", out, FIXTURE],

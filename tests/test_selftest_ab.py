@@ -245,19 +245,6 @@ def test_an_off_target_plant_is_marked(folder, capsys, tmp_path):
     assert all(r[1] == "+3.2% (1 off target)" for r in page_rows(page.read_text()).values())   # 2.9 3.1 3.3 5.0
 
 
-def test_the_committed_self_test_renders_its_page_with_its_ab_runs(capsys, tmp_path, monkeypatch):
-    """The committed self-test (with its ab runs), gated against the committed baseline as scripts/regenerate_docs.sh
-    gates it, renders the committed page byte for byte, its ab section and the spread of its ab runs in it."""
-    page = tmp_path / "gate-selftest.md"
-    monkeypatch.chdir(ROOT)                          # the page names the baseline as given, relative to the checkout
-    rc, out, err = run_cli(capsys, "selftest", "--from", H200_RESULTS / "selftest", "--baseline",
-                           "baselines/nvidia-h200.json", "--markdown", page)
-    text = page.read_text()
-    assert text == (ROOT / "docs" / "gate-selftest.md").read_text(), err
-    assert f"**{out.splitlines()[-1]}**" in text and "ab: A/A false alarms" in out.splitlines()[-1]
-    assert "## Pull-request mode" in text and "unmodified processes of the pull-request mode" in text
-
-
 def test_a_self_test_without_ab_runs_says_nothing_of_ab(capsys, tmp_path, monkeypatch):
     """The committed self-test without its ab runs says nothing of ab, and points to the noise page."""
     folder = tmp_path / "selftest"

@@ -110,7 +110,7 @@ def main(args: argparse.Namespace) -> int:
     if args.types != ZooTypes():      # names and K/N against the release the zoo's pytest process runs
         release, installed = zoo_types(tree)
         try:
-            args.types.pick(installed, "--types", release)
+            args.types.pick(list(installed), "--types", release)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     check_output_folder(out, [RUN_JSON], create=True)

@@ -18,6 +18,7 @@ started after it; no process outlives the command.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -68,11 +69,12 @@ _ZOO_TYPES_PROBE = ("import json, transformers\n"
                     "print(json.dumps([transformers.__version__, causal_lm_types()]))")
 
 
-def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0) -> tuple[str, list[str]]:
+@functools.lru_cache(maxsize=8)
+def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0) -> tuple[str, tuple[str, ...]]:
     """The transformers release the zoo's pytest process would run and the zoo's model types of it
     (:func:`cudagraph_bench.models.zoo_types.causal_lm_types`), read in a child process with ``tree``'s ``src``
     first on its path, so that this process imports no transformers and a bad ``--types`` is refused before
-    anything is made.
+    anything is made. Asked once per tree and interpreter in a process (the child takes seconds to import transformers).
 
     Raises:
         UsageError: the child cannot list them (no transformers, a broken install), in one line."""
@@ -88,7 +90,7 @@ def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as exc:
         raise UsageError(f"{python} could not list transformers' causal-LM model types "
                          f"({(detail or type(exc).__name__)[:160]}): install transformers in this environment") from None
-    return str(release), [str(t) for t in types]
+    return str(release), tuple(str(t) for t in types)
 
 
 @dataclass(frozen=True)
