@@ -1,6 +1,7 @@
 """GPU checks of the roofline (:mod:`cudagraph_bench.measure.roofline`): the peak memory bandwidth and the raw
 NVML values it comes from, the memory bandwidth a graphed decode reaches (positive, below the peak), and
-the GPU busy time of one eager forward (positive, below the graph replay's median).
+the GPU busy time of one eager forward (positive, below the graph replay's median; both taken while no other test of
+the session runs, ``gpu_timing``).
 
 Run with ``-s`` to see the values: NVML's maximum memory clock, bus width and current memory clock next to
 the datasheet's peak, and per decode case the bytes per token, ms/token and GB/s. The busy-time test is marked
@@ -89,9 +90,11 @@ def _launch_bound(seq_len: int) -> bool:
 
 
 @pytest.mark.profiles
+@pytest.mark.gpu_timing           # the busy time and the replay median are both timed with the GPU to themselves
 def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, corr_case):
     from cudagraph_bench.capture.graphed import GraphedForward
     from cudagraph_bench.errors import NotGraphableError
+    from cudagraph_bench.measure.kernel_counts import count_case
     from cudagraph_bench.measure.timing import time_call
     from cudagraph_bench.results.roofline_arithmetic import overhead
 
@@ -111,7 +114,7 @@ def test_eager_busy_time_is_positive_and_not_above_the_graph_replay_median(cgb, 
     finally:
         graph.close()
         cgb.release()
-    got = cgb.profiles.get(case.without_variant())      # profiled after this case's replay was timed
+    got = count_case(*case.without_variant(), cgb.model)    # profiled now, right after the replay was timed
     assert got.status == "ok", f"{case.test_id}: not profiled ({got.phase}): {got.reason}"
     over_ms, us_per_node = overhead(replay_ms, got.gpu_busy_ms, got.n_kernels)
     print(f"\n{case.test_id}: busy {got.gpu_busy_ms:.4f} ms ({got.n_kernels} kernels), graph replay median "

@@ -174,3 +174,31 @@ def test_baseline_refuses_a_run_whose_graph_ran_eagerly(tmp_path, capsys):
 def test_a_malformed_replay_field_is_bad_input(tmp_path, capsys, value, phrase):
     err = run_bad_input(capsys, ["gate", with_replay(tmp_path, value), "--no-baseline"])
     assert "benchmarks[" in err and phrase in err and "rerun the benchmarks" in err
+
+
+# --- the committed whole-suite run ----------------------------------------------------------------------------
+
+def test_the_committed_gpu_gate_run_proves_every_graph_case_a_replay():
+    """``make gpu-gate PYTEST_ARGS=--replay-proof`` on the H200: every timed forward and decode case of a captured
+    variant carries its proof, and it passes; a forward graph launched one graph and no kernel outside it (the
+    launch microbenchmark's graph of tiny kernels is not a model's and records none)."""
+    from h200_fixture import committed_doc
+
+    from cudagraph_bench.variants import find
+
+    proven = {}
+    for b in committed_doc("gpu-gate")["benchmarks"]:
+        info = b["extra_info"]
+        kind = find(info["suite"], info["variant"])
+        if kind is None or not kind.captured or info["suite"] not in ("forward", "decode"):
+            assert "replay" not in info, b["name"]
+            continue
+        value = info.get("replay")
+        assert value is not None, f"{b['name']}: no replay proof"
+        assert replay_format_problem(value) is None and replay_problem(value) is None, (b["name"], value)
+        assert value["graph_launches"] == value["expected_graph_launches"] * value["calls"] >= 1
+        if info["suite"] == "forward" and kind.lengths is None:
+            assert (value["graph_launches"], value["kernels_outside_graph"]) == (1, 0), b["name"]
+        proven[info["suite"], info["variant"]] = proven.get((info["suite"], info["variant"]), 0) + 1
+    assert set(proven) == {("forward", "graph"), ("forward", "padded"), ("forward", "bucketed"),
+                           ("decode", "graph")}, proven
