@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cudagraph_bench.capture.host_work import (DeviceConstants, HostWorkWatch, device_tensor_from_host_data,
-                                              find_host_work)
+                                              find_host_work, host_work_in_failed_capture)
 
 DATA = [0.0, -2, 7, True, [3, 1, 4], [0, 2, 4, 6], [5, 4, 3], [[1, 2], [3, 4]], [True, False, True], [1.5, -0.25]]
 
@@ -62,6 +62,13 @@ class HostWork(torch.nn.Module):
             return torch.nonzero(x)
         if self.kind == "to host":
             return x.cpu()
+        if self.kind == "new host tensor to device":
+            return x + torch.zeros(2, 4).to(x)
+        if self.kind == "arange of a device bound":
+            start = x.sum().long()
+            return torch.arange(start, start + 4, device=x.device)
+        if self.kind == "masked_fill by a device value":
+            return torch.masked_fill(x, x > 0, torch.scalar_tensor(-1.0, device=x.device))
         if self.kind == "device ops":
             return torch.softmax(x, -1) * torch.full((), 2.0, device=x.device) + torch.arange(4, device=x.device)
         raise ValueError(self.kind)
@@ -73,14 +80,21 @@ KINDS = {"tensor()": "tensor() of host data copied to the meta device", "list in
          "host index": "aten.index on a host tensor and a device tensor", "item": "a host read of a device value",
          "bool": "a host read of a device value", "nonzero": "a host read of a device value (aten.nonzero",
          "mask index": "a host read of a device value (aten.index by a boolean mask",
-         "to host": "a host read of a device value (Tensor.cpu", "device ops": None}
+         "to host": "a host read of a device value (Tensor.cpu", "device ops": None,
+         "new host tensor to device": "a copy of a host tensor [2, 4] to the device",
+         "arange of a device bound": "a host read of a device value (torch.arange of a bound held in a device tensor",
+         "masked_fill by a device value": "a host read of a device value (aten.masked_fill by a value tensor"}
 
 
+@pytest.mark.parametrize("inference", [False, True], ids=["grad mode", "inference mode"])
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_the_watch_names_each_kind_of_host_work_and_where(kind):
+def test_the_watch_names_each_kind_of_host_work_and_where(kind, inference):
+    """Under inference mode (every forward of the suite) some ops reach the watch whole (``aten.to``, not
+    ``aten._to_copy``): it names the same work."""
     module = HostWork(kind)
     x = torch.ones(2, 4, device="meta")
-    found = find_host_work(lambda: module(x), "meta")
+    with torch.inference_mode(inference):
+        found = find_host_work(lambda: module(x), "meta")
     if KINDS[kind] is None:
         assert found is None
     else:
@@ -114,3 +128,29 @@ def test_the_library_eager_mask_of_older_releases_is_found_and_the_suites_is_cle
     found = find_host_work(lambda: mu.eager_mask(**args), "meta")
     assert found is None or ("tensor() of host data" in found and "masking_utils.py" in found)
     assert find_host_work(lambda: capture_safe_eager_mask(**args), "meta") is None
+
+
+def _capture_error(message):
+    def forward():
+        raise RuntimeError(message)
+
+    try:
+        try:
+            forward()
+        except RuntimeError as exc:
+            raise RuntimeError("operation failed due to a previous error during capture") from exc
+    except RuntimeError as exc:
+        return exc
+
+
+def test_a_capture_broken_by_host_work_names_the_error_and_the_line():
+    """Host work in a kernel's own launcher (``torch.histc``'s) runs below the watch; the failed capture's chain
+    still names it and the innermost frame outside torch."""
+    found = host_work_in_failed_capture(_capture_error(
+        "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor is pinned."))
+    assert found.startswith("Cannot copy between CPU and CUDA tensors during CUDA graph capture at ")
+    assert "tests/test_host_work.py:" in found and found.endswith("(forward)")
+    assert host_work_in_failed_capture(_capture_error("CUDA error: operation not permitted when stream is "
+                                                      "capturing")).startswith("operation not permitted")
+    assert host_work_in_failed_capture(_capture_error("CUDA error: an illegal memory access")) is None
+

@@ -144,7 +144,8 @@ class GraphedForward:
     Raises:
         CudaUnavailableError: CUDA is not available or the model is not on a CUDA device.
         NotGraphableError: the model cannot be captured correctly for ``max_positions`` (before any GPU work),
-            or its forward does host work that a capture forbids (before the capture).
+            or its forward does host work that a capture forbids (before the capture; or, where the work runs
+            inside a kernel's launcher below any watch, when the capture fails on it in a usable context).
         CaptureError: the capture failed; the message names the operation that broke it.
         ValueError: ``warmup_iters < 3``, ``seq_len < 1`` or ``batch < 1``.
     """
@@ -155,7 +156,7 @@ class GraphedForward:
                  max_positions: int | None = None, host_work_check: bool = True):
         import torch
 
-        from cudagraph_bench.capture.host_work import DeviceConstants
+        from cudagraph_bench.capture.host_work import DeviceConstants, host_work_in_failed_capture
 
         if warmup_iters < 3:
             raise ValueError(f"warmup_iters must be >= 3 (got {warmup_iters}): lazy init must finish before capture")
@@ -206,6 +207,10 @@ class GraphedForward:
             except Exception as exc:
                 self._graph = None
                 usable = recover_after_failed_capture(device)
+                found = host_work_in_failed_capture(exc) if usable else None
+                if found:
+                    raise NotGraphableError(f"{type(model).__name__} does host work in its forward that a CUDA "
+                                            f"graph capture forbids, seen by the capture: {found}") from exc
                 raise CaptureError(f"CUDA graph capture failed: {root_cause(exc)}"
                                    + ("" if usable else " (the CUDA context is no longer usable)"),
                                    context_usable=usable) from exc

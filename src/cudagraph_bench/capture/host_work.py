@@ -37,6 +37,8 @@ HOST_READ_METHODS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", 
 #: aten ops that read a device value on the host (a synchronize): forbidden while a stream captures.
 HOST_READ_OPS = ("_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
                  "equal", "is_nonzero")
+#: torch factories whose bounds are Python numbers: a bound given as a device tensor is read on the host.
+RANGE_FACTORIES = ("arange", "range", "linspace", "logspace", "full")
 #: This module's file: its frames are not the model's code when a finding names its source line.
 _OWN_FILE = os.path.abspath(__file__)
 
@@ -231,10 +233,22 @@ def _pageable(t) -> bool:
         return True
 
 
+def _copy_target(args, kwargs):
+    """The device of an ``aten._to_copy`` / ``aten.to`` call: its ``device`` keyword, or a device among its
+    positional arguments (``aten.to.device``), else None (a copy on the source's device)."""
+    import torch
+
+    if kwargs.get("device") is not None:
+        return kwargs["device"]
+    return next((a for a in args[1:] if isinstance(a, torch.device)), None)
+
+
 def _make_watch(device_type: str):
     """The pair of modes of :func:`find_host_work` for ``device_type`` (``"cuda"``, ``"meta"``)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    factories = tuple(getattr(torch, n) for n in RANGE_FACTORIES)
 
     class _FunctionWatch(_function_mode_base()):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -243,6 +257,10 @@ def _make_watch(device_type: str):
             if device is not None and device.type == device_type:
                 raise _HostWorkFound(_describe(f"{getattr(func, '__name__', func)}() of host data copied to the "
                                                f"{device_type} device"))
+            if func in factories and any(isinstance(a, torch.Tensor) and a.device.type == device_type
+                                                for a in (*args, *kwargs.values())):
+                raise _HostWorkFound(_describe(f"a host read of a device value (torch.{func.__name__} of a bound "
+                                               "held in a device tensor: a synchronize)"))
             if _host_index_call(func, args, device_type):
                 raise _HostWorkFound(_describe("a Python list indexing a device tensor (copied to the device)"))
             name = getattr(func, "__name__", "")
@@ -260,12 +278,16 @@ def _make_watch(device_type: str):
             on_host = [t for t in tensors if t.device.type == "cpu"]
             if name in HOST_READ_OPS and on_device:
                 raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name}: a synchronize)"))
+            if name in ("masked_fill", "masked_fill_") and len(args) > 2 and isinstance(args[2], torch.Tensor) \
+                    and args[2].device.type == device_type:
+                raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name} by a value tensor on the "
+                                               "device: its kernel reads the value on the host, a synchronize)"))
             indices = _tensors(args[1]) if name in MASK_INDEX_OPS and len(args) > 1 else []
             if any(t.dtype in (torch.bool, torch.uint8) and t.device.type == device_type for t in indices):
                 raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name} by a boolean mask: "
                                                "a synchronize for the output's size)"))
-            if name == "_to_copy" and tensors:
-                source, target = tensors[0], kwargs.get("device")
+            if name in ("_to_copy", "to") and tensors:      # under inference mode aten.to reaches the mode whole
+                source, target = tensors[0], _copy_target(args, kwargs)
                 target = torch.device(target).type if target is not None else source.device.type
                 if source.device.type == "cpu" and target == device_type and _pageable(source):
                     raise _HostWorkFound(_describe(f"a copy of a host tensor {list(source.shape)} to the device"))
@@ -355,3 +377,35 @@ def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa
             HostWorkWatch(device) as watch, constants:
         run()
     return watch.found
+
+
+#: What CUDA and torch raise when a capture meets host work: a pageable host-to-device copy, or an operation a
+#: capturing stream does not permit (a synchronize, a host read of a device value inside a kernel's launcher).
+CAPTURE_HOST_WORK_ERRORS = ("Cannot copy between CPU and CUDA tensors during CUDA graph capture",
+                            "operation not permitted when stream is capturing")
+
+
+def host_work_in_failed_capture(exc: BaseException) -> str | None:
+    """The host work that broke a capture, from the exception chain of ``torch.cuda.graph``: ``"<error> at
+    transformers/integrations/moe.py:402 (grouped_mm_experts_forward)"`` (the innermost frame of transformers, else
+    the innermost frame outside torch), or None when the capture failed for another reason. Host work inside a
+    kernel's own launcher (``torch.histc``'s bounds, say) runs below any dispatch mode, so only the capture sees it."""
+    seen, root = set(), exc
+    while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
+        seen.add(id(root))
+        root = root.__cause__ or root.__context__
+    text = (str(root).strip().splitlines() or [""])[0]
+    error = next((e for e in CAPTURE_HOST_WORK_ERRORS if e in text), None)
+    if error is None:
+        return None
+    torch_folder = _torch_folder() + os.sep
+    frames = [f for f in traceback.extract_tb(root.__traceback__)
+              if not os.path.abspath(f.filename).startswith(torch_folder) and os.path.abspath(f.filename) != _OWN_FILE]
+    ours = [f for f in frames if "transformers" in f.filename.replace(os.sep, "/").split("/")] or frames
+    if not ours:
+        return error
+    frame = ours[-1]
+    parts = frame.filename.replace(os.sep, "/").split("/")
+    name = "/".join(parts[parts.index("transformers"):]) if "transformers" in parts else frame.filename
+    return f"{error} at {name}:{frame.lineno} ({frame.name})"
+

@@ -254,6 +254,10 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
             continue
         passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
         outcomes[prefill] = (PASSED if passed else FAILED, sentence)
+        if use_graph and not passed:
+            eager = _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype)
+            if eager:
+                outcomes[prefill] = (NOT_GRAPHABLE, eager)
         if prefill == "unpadded" and passed:
             kept = decoder
         else:
@@ -271,6 +275,25 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
     return ZooOutcome(MEASURED, reason, info, timed=lambda: kept.generate(ids, NEW_TOKENS),
                       reference=lambda: plain_generate(model, ids, NEW_TOKENS), tokens_per_call=NEW_TOKENS,
                       close=kept.close)
+
+
+def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype) -> str | None:
+    """Why a failed graphed decode is the static KV cache's and not the graph's: the same steps run eagerly on
+    that cache fail against ``generate`` too (the sentence), or None (they pass, or do not run: the graph's
+    failure stands)."""
+    from cudagraph_bench.capture.decode import GreedyDecoder
+
+    try:
+        decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=False, prefill_buckets=buckets)
+        tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
+        decoder.close()
+    except Exception:   # noqa: BLE001 - no eager verdict: the graph's failure stands
+        return None
+    passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
+    if passed:
+        return None
+    return (f"{type(model).__name__}'s decode steps on the static KV cache a graph needs differ from generate "
+            f"without any graph ({sentence}): its own cache holds state a static cache does not reproduce")
 
 
 def plain_generate(model, ids, new_tokens: int):
