@@ -279,8 +279,10 @@ def test_moe_forward_replay_equals_eager(cgb, dtype):
 
 def test_failed_capture_fails_one_case_and_the_next_capture_works(cgb):
     """A forward that reads a GPU value on the host is refused before capture (NotGraphableError names the
-    operation); one that fails only while the stream captures (a device-to-host copy) raises CaptureError, the CUDA
-    state is restored, and a graph of the same model captured right after equals eager."""
+    operation); one whose host work only the capture meets (a device-to-host copy while the stream captures) is
+    refused by the capture, naming the error and the line; one that fails while capturing for another reason raises
+    CaptureError. Each time the CUDA state is restored, and a graph of the same model captured right after equals
+    eager."""
     import torch
 
     from cudagraph_bench.errors import CaptureError, NotGraphableError
@@ -299,10 +301,20 @@ def test_failed_capture_fails_one_case_and_the_next_capture_works(cgb):
             logits.cpu()                               # a device-to-host copy: forbidden while capturing
         return logits
 
+    def fails_while_capturing(m, ids, mask):
+        logits = model_forward(m, ids, mask)
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("a failure of the forward's own while the stream captures")
+        return logits
+
     with pytest.raises(NotGraphableError, match="host read of a device value"):
         GraphedForward(model, 16, forward=host_read)
-    with pytest.raises(CaptureError, match="capture failed") as info:
+    with pytest.raises(NotGraphableError, match=r"seen by the capture: .* at .*test_decode\.py:\d+ "
+                                                r"\(copy_while_capturing\)"):
         GraphedForward(model, 16, forward=copy_while_capturing)
+    assert cuda_context_usable()
+    with pytest.raises(CaptureError, match="capture failed: RuntimeError: a failure of the forward's own") as info:
+        GraphedForward(model, 16, forward=fails_while_capturing)
     assert info.value.context_usable and cuda_context_usable()
     graph = GraphedForward(model, 16)
     try:

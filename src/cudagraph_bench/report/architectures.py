@@ -50,8 +50,8 @@ def run_entries(run) -> list[Entry]:
 
 
 def merge_entries(entries: list[Entry]) -> dict[tuple[str, str, str], Entry]:
-    """``(transformers, model_type, part) -> Entry``: a GPU run's entry wins over a CPU run's, a later run's over
-    an earlier one of the same kind."""
+    """``(transformers, model_type, part) -> Entry``: a GPU run's entry wins over a CPU run's, a later entry of
+    ``entries`` over an earlier one of the same kind (``cudagraph-bench zoo --from`` orders runs by their datetime)."""
     out: dict[tuple[str, str, str], Entry] = {}
     for entry in entries:
         key = (entry.transformers, entry.model_type, entry.part)
