@@ -25,10 +25,10 @@ def _entry(model_type, part, status, reason, version="5.24.0"):
             "transformers": version, "fullname": f"perf_tests/test_zoo.py::test_zoo_{part}[{model_type}]"}
 
 
-def _run(path, benchmarks=(), failures=(), gpu=None):
+def _run(path, benchmarks=(), failures=(), gpu=None, when="2026-01-02T00:00:00"):
     cuda = {"gpu_name": gpu, "gpu_slug": "some-gpu", "torch": "2.13.0", "transformers": "5.17.0"} if gpu else None
     doc = {"machine_info": {"gpu": gpu, "cuda": cuda}, "commit_info": {"id": "0123456789abcdef"},
-           "datetime": "2026-01-02T00:00:00", "version": "5.1.0", "benchmarks": list(benchmarks),
+           "datetime": when, "version": "5.1.0", "benchmarks": list(benchmarks),
            "cudagraph_bench": {"failures": list(failures)}}
     path.write_bytes(gzip.compress(json.dumps(doc).encode()) if path.suffix == ".gz" else json.dumps(doc).encode())
     return path
@@ -98,6 +98,18 @@ def test_zoo_from_writes_the_page_and_exits_1_on_a_failed_part(runs, tmp_path, c
     assert page.read_text().startswith("# Architectures")
     assert "transformers 5.24.0 decode: 1 measured, 1 not graphable, 1 refused, 1 failed" in capsys.readouterr().out
     assert cli.main(["zoo", "--from", str(runs[0]), "--markdown", str(page)]) == 0
+
+
+def test_zoo_from_takes_the_later_gpu_runs_cell_whatever_the_order_of_the_files(runs, tmp_path, capsys):
+    """A type run again (a later run) replaces the earlier GPU run's cells, in whichever order the files are given."""
+    later = _run(tmp_path / "later.json", gpu="Some GPU", when="2026-01-03T00:00:00",
+                 failures=[_entry("qwen3", "decode", "not graphable", "a static cache does not reproduce its state")])
+    page = tmp_path / "architectures.md"
+    for order in ((later, *runs), (*runs, later)):
+        assert cli.main(["zoo", "--from", *map(str, order), "--markdown", str(page)]) == 0
+        qwen3 = _rows(page.read_text())["qwen3"][0]
+        assert qwen3[1:4] == ["measured", "not graphable", "decode: a static cache does not reproduce its state"]
+    capsys.readouterr()
 
 
 def test_zoo_from_refuses_a_run_without_zoo_entries_and_needs_markdown(tmp_path, capsys):
