@@ -1,12 +1,13 @@
 """A zoo type as a user's checkpoint: its tiny model saved with ``save_pretrained`` and put through the checks every
 ``--models`` folder passes (:func:`zoo_checkpoint`), or the reason it is refused, in one line.
 
-The refusals are the suite's own: :func:`~cudagraph_bench.models.checkpoints.directory_config` (an
-encoder-decoder, a vision, audio or multimodal model, no attention heads: a state-space or recurrent model, no
+The refusals are the suite's own: :func:`~cudagraph_bench.models.checkpoints.directory_config` (a vision,
+audio or multimodal model, no attention heads: a state-space or recurrent model, no
 causal-LM class) and :func:`~cudagraph_bench.models.refusals.check_model` (weights, architectures, attention),
 plus what only the zoo meets: a type whose tiny config or model cannot be built
 (:class:`~cudagraph_bench.models.zoo_types.ZooBuildError`) and the types of
-:data:`~cudagraph_bench.models.zoo_overrides.REFUSED`.
+:data:`~cudagraph_bench.models.zoo_overrides.REFUSED`. An encoder-decoder type (BART, Pegasus) is measured through
+its causal-LM class, its decoder alone, which ``save_pretrained`` writes as a decoder-only checkpoint.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
     path = os.path.join(os.fspath(folder), model_type)
     try:
         save_tiny_config(model_type, folder, config)
-        directory_config(path)                       # refused from its config alone: no model is built
+        # an encoder-decoder type's causal-LM class is its decoder alone (BartForCausalLM), saved as decoder-only:
+        # built and checked as a user's checkpoint of it; any other refusal comes from the config alone
+        if not getattr(config, "is_encoder_decoder", False):
+            directory_config(path)
         save_tiny_model(model_type, folder, tiny_model(model_type, config))
         check_model(path, attn_implementation)
     except (ZooBuildError, UnknownModelError) as exc:
