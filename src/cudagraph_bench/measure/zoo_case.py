@@ -254,10 +254,11 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
             continue
         passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
         outcomes[prefill] = (PASSED if passed else FAILED, sentence)
-        if use_graph and not passed:
-            eager = _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype)
+        if not passed:   # the eager steps on the static cache (the CPU's decoder, or run again here) fail too?
+            eager = (_static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype)
+                     if use_graph else sentence)
             if eager:
-                outcomes[prefill] = (NOT_GRAPHABLE, eager)
+                outcomes[prefill] = (NOT_GRAPHABLE, _static_cache_reason(model, eager))
         if prefill == "unpadded" and passed:
             kept = decoder
         else:
@@ -279,8 +280,8 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
 
 def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype) -> str | None:
     """Why a failed graphed decode is the static KV cache's and not the graph's: the same steps run eagerly on
-    that cache fail against ``generate`` too (the sentence), or None (they pass, or do not run: the graph's
-    failure stands)."""
+    that cache fail against ``generate`` too (their check's sentence), or None (they pass, or do not run: the
+    graph's failure stands)."""
     from cudagraph_bench.capture.decode import GreedyDecoder
 
     try:
@@ -290,8 +291,10 @@ def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64
     except Exception:   # noqa: BLE001 - no eager verdict: the graph's failure stands
         return None
     passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
-    if passed:
-        return None
+    return None if passed else sentence
+
+
+def _static_cache_reason(model, sentence: str) -> str:
     return (f"{type(model).__name__}'s decode steps on the static KV cache a graph needs differ from generate "
             f"without any graph ({sentence}): its own cache holds state a static cache does not reproduce")
 
