@@ -126,3 +126,19 @@ def test_run_entries_read_a_benchmark_and_a_failure(runs):
         ("llama", "forward", "measured"), ("llama", "decode", "measured"), ("qwen3", "forward", "measured"),
         ("qwen3", "decode", "failed")}
     assert all(e.gpu == "Some GPU" for e in entries)
+
+
+def test_every_committed_zoo_run_reads_one_entry_per_type_and_part():
+    """The committed zoo runs (GPU and CPU): each entry a status of the page, each type and part once per run."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    paths = sorted(root.glob("*/zoo/*.json.gz"))
+    assert any(p.parts[-3] == "cpu" for p in paths) and any(p.parts[-3] != "cpu" for p in paths)
+    for path in paths:
+        entries = run_entries(load_run(str(path), records_only=True))
+        keys = [(e.transformers, e.model_type, e.part) for e in entries]
+        assert entries and len(keys) == len(set(keys)), path
+        assert {e.status for e in entries} <= {"measured", "not graphable", "refused", "failed", "awaits GPU"}, path
+        assert all(e.reason for e in entries if e.status in ("not graphable", "refused", "failed")), path
+

@@ -52,7 +52,8 @@ def _load(paths) -> list:
     from cudagraph_bench.results.runfile import load_run
 
     # in the order they ran (pytest-benchmark's ISO datetime): a later run's cell wins over an earlier one's
-    runs = sorted((load_run(str(p), records_only=True) for p in paths), key=lambda r: str(r.data.get("datetime", "")))
+    runs = sorted((load_run(str(p), records_only=True) for p in paths),
+                  key=lambda r: str(r.environment.run_datetime or ""))
     empty = [str(r.path) for r in runs if not run_entries(r)]
     if empty:
         raise UsageError(f"{', '.join(empty)}: no zoo entries (not a run of perf_tests/test_zoo.py --zoo): give the "
