@@ -39,7 +39,8 @@ def test_every_suite_has_one_reference_and_every_check_has_a_reference_of_its_su
 def test_every_builder_is_importable():
     for v in variants.VARIANTS:
         module, _, name = v.builder.partition(":")
-        assert callable(getattr(importlib.import_module(module), name)), v
+        assert v.build_callable() is getattr(importlib.import_module(module), name), v
+        assert callable(v.build_callable()), v
 
 
 def test_lookups_name_the_known_variants():

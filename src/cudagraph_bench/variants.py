@@ -33,6 +33,7 @@ launch graph            exact    the same N launches captured and replayed as on
 from __future__ import annotations
 
 import enum
+import importlib
 from dataclasses import dataclass
 
 #: The suites a benchmark belongs to (its ``extra_info["suite"]``).
@@ -96,6 +97,11 @@ class Variant:
     @property
     def key(self) -> tuple[str, str]:
         return (self.suite, self.name)
+
+    def build_callable(self):
+        """The callable that :attr:`builder` names, imported now: the registry itself imports no torch."""
+        module, _, name = self.builder.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     def __str__(self) -> str:
         return self.name

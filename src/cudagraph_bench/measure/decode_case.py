@@ -193,7 +193,7 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
             return model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=spec.new_tokens,
                                   eos_token_id=None, pad_token_id=0)
         return PreparedDecode(spec, None, run_generate, info, None)
-    decoder = build_decoder(spec, model, info)
+    decoder = kind.build_callable()(spec, model, info)     # the registry's builder: build_decoder
     if plant is not None:
         decoder = plant(decoder)
         info.update(decoder.fields)

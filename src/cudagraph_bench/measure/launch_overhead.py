@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from cudagraph_bench import variants
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 from cudagraph_bench.results.launch_model import (clock_ordering_violations, expected_count, median_ms, speedup,
                                                   us_per_launch)
@@ -127,6 +128,14 @@ def _require_cuda():
     return torch
 
 
+def _launch_variant(name: str) -> variants.Variant:
+    """The registry row of the launch variant ``name``; raises :class:`UsageError` for an unknown name."""
+    kind = variants.find(variants.LAUNCH, name)
+    if kind is None:
+        raise UsageError(f"unknown launch variant {name!r}: use {' or '.join(variants.LAUNCH_NAMES)}")
+    return kind
+
+
 class TinyKernelSequence:
     """N launches of a one-element kernel on a non-default stream: eagerly, and as one CUDA graph.
 
@@ -186,14 +195,8 @@ class TinyKernelSequence:
             self.graph.replay()
 
     def _fn(self, variant: str) -> Callable[[], None]:
-        """The launch loop for the suite's reference variant, one graph replay for the captured one
-        (:mod:`cudagraph_bench.variants`)."""
-        from cudagraph_bench import variants
-
-        kind = variants.find(variants.LAUNCH, variant)
-        if kind is None:
-            raise UsageError(f"unknown launch variant {variant!r}: use {' or '.join(variants.LAUNCH_NAMES)}")
-        return self.run_loop if kind.is_reference else self.replay
+        """The launch loop for the suite's reference variant, one graph replay for the captured one."""
+        return self.run_loop if _launch_variant(variant).is_reference else self.replay
 
     def timed(self, variant: str) -> float:
         """Run one sequence (``"loop"`` or ``"graph"``) bracketed by CUDA events on :attr:`stream`,
@@ -366,7 +369,7 @@ def measure_clocks(n_launches: int, variant: str = "loop", *, repeats: int = 50,
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     own = seq is None
-    seq = TinyKernelSequence(n_launches, device=device) if own else seq
+    seq = _launch_variant(variant).build_callable()(n_launches, device=device) if own else seq
     try:
         for _ in range(warmup):
             seq.clocked(variant)
