@@ -205,6 +205,8 @@ LAUNCH_NAMES = names(LAUNCH)
 #: tables and verdicts by.
 FORWARD_REFERENCE = reference_of(FORWARD).name
 GATED = gated()[0].name
+#: The decode suite's reference (HF ``generate``).
+DECODE_REFERENCE = reference_of(DECODE).name
 #: The launch suite's reference (the loop) and its graph replay.
 LAUNCH_REFERENCE = reference_of(LAUNCH).name
 LAUNCH_GRAPH = next(v.name for v in of_suite(LAUNCH) if not v.is_reference)

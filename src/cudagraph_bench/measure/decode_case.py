@@ -260,7 +260,7 @@ def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, lo
                                     "reason": "graphed decode tokens differ from the eager static-cache loop's"}
     vs_eager = check_decode_against_generate(tokens, logits, eager_tokens, eager_logits,
                                              refs.fp64_logits(spec.model, spec.dtype, ids, eager_tokens), spec.dtype,
-                                             reference_name="static-eager")
+                                             reference_name=spec.variant_spec.reference)
     fields = {"matches_static_eager": vs_eager.identical, "static_eager_check_passed": vs_eager.passed,
               "static_eager_check": vs_eager.summary, "correct": vs_eager.passed,
               "check": "tokens vs static-eager, fp64 rule"}

@@ -311,12 +311,12 @@ def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5
     expected = expected_count(n_launches, 2 * (warmup + repeats))
     with TinyKernelSequence(n_launches, device=device) as seq:
         for _ in range(warmup):
-            seq.timed("loop")
-            seq.timed("graph")
+            seq.timed(variants.LAUNCH_REFERENCE)
+            seq.timed(variants.LAUNCH_GRAPH)
         loop_ms, graph_ms = [], []
         for _ in range(repeats):
-            loop_ms.append(seq.timed("loop"))
-            graph_ms.append(seq.timed("graph"))
+            loop_ms.append(seq.timed(variants.LAUNCH_REFERENCE))
+            graph_ms.append(seq.timed(variants.LAUNCH_GRAPH))
         observed = seq.value()
     return SweepResult(n_launches=n_launches, loop_event_ms=tuple(loop_ms), graph_event_ms=tuple(graph_ms),
                        count_expected=expected, count_observed=observed)
@@ -356,7 +356,7 @@ class ClockResult:
         return clock_ordering_violations(self.issue_ms, self.synced_wall_ms, self.event_ms)
 
 
-def measure_clocks(n_launches: int, variant: str = "loop", *, repeats: int = 50, warmup: int = 5,
+def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *, repeats: int = 50, warmup: int = 5,
                    seq: TinyKernelSequence | None = None, device="cuda") -> ClockResult:
     """Time one variant (``"loop"`` or ``"graph"``) of ``n_launches`` tiny launches by the host clock
     without synchronize (issue time), with synchronize (synced wall) and by CUDA events (device time).
