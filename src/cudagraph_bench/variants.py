@@ -4,8 +4,9 @@ A variant is one way to run a case: the eager forward, its captured graph, the g
 decode loop, a tiny-kernel launch loop. Everything that depends on which variant a case is -- which builder
 makes it, whether it needs a CUDA GPU or torch.compile, whether the launcher runs it in a process of its own,
 what it is checked against and by which rule, whether the gate guards its latency -- is a field of its
-:class:`Variant` here. The plugin, the reports and the gate iterate over :data:`VARIANTS` and read those
-fields; no other module compares a variant's name with a string.
+:class:`Variant` here; a forward, decode or launch case is built by the callable :meth:`Variant.build_callable`
+imports. The plugin, the reports and the gate read those fields, the lookups and the names defined here: no other
+module names a variant with a string literal (``tests/test_registry.py`` scans the package for one).
 
 In the spirit of vLLM's ``CUDAGraphMode`` (``vllm/compilation/cuda_graph.py``) and of torch.utils.benchmark's
 ``TaskSpec``: an enum-like, frozen description instead of string tests spread over the code.
