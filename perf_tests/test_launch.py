@@ -19,6 +19,7 @@ import textwrap
 import pytest
 from child_process import run_script
 
+from cudagraph_bench import variants
 from cudagraph_bench.measure import launch_overhead
 from cudagraph_bench.results import launch_model
 from cudagraph_bench.options import LAUNCH_VARIANTS
@@ -36,12 +37,12 @@ def rounds(request) -> tuple[int, int]:
 
 @pytest.fixture
 def make_sequence():
-    """Factory of :class:`~cudagraph_bench.measure.launch_overhead.TinyKernelSequence`; closes every sequence (drops its
-    graph) at teardown."""
+    """Factory of :class:`~cudagraph_bench.measure.launch_overhead.TinyKernelSequence`, the registry's builder of a
+    launch variant; closes every sequence (drops its graph) at teardown."""
     made = []
 
-    def make(n_launches: int) -> launch_overhead.TinyKernelSequence:
-        seq = launch_overhead.TinyKernelSequence(n_launches)
+    def make(n_launches: int, variant: str = variants.LAUNCH_REFERENCE) -> launch_overhead.TinyKernelSequence:
+        seq = variants.variant(variants.LAUNCH, variant).build_callable()(n_launches)
         made.append(seq)
         return seq
 
@@ -57,7 +58,7 @@ def make_sequence():
 @pytest.mark.parametrize("n_launches", launch_overhead.SWEEP_N)
 def test_launch_overhead(benchmark, make_sequence, rounds, n_launches, variant):
     n_rounds, n_warmup = rounds
-    seq = make_sequence(n_launches)
+    seq = make_sequence(n_launches, variant)
     event_ms: list[float] = []
 
     def one_sequence():

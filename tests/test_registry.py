@@ -1,10 +1,10 @@
-"""The variant registry (:mod:`cudagraph_bench.variants`): a consistent table, every variant of it a parametrized
-case of the suite, the plugin's selection (``--variants``, ``--with-compile``, ``--device cpu``) read from it, and
-no module outside it that compares a variant's name with a string."""
+"""The variant registry (:mod:`cudagraph_bench.variants`): a consistent table whose builders import, every variant
+of it a parametrized case of the suite, the plugin's selection (``--variants``, ``--with-compile``, ``--device cpu``)
+read from it, and no module outside it that names a variant with a string literal."""
 
 import argparse
+import ast
 import importlib
-import re
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,8 @@ def test_every_suite_has_one_reference_and_every_check_has_a_reference_of_its_su
 def test_every_builder_is_importable():
     for v in variants.VARIANTS:
         module, _, name = v.builder.partition(":")
-        assert callable(getattr(importlib.import_module(module), name)), v
+        assert v.build_callable() is getattr(importlib.import_module(module), name), v
+        assert callable(v.build_callable()), v
 
 
 def test_lookups_name_the_known_variants():
@@ -107,30 +108,89 @@ def test_selected_variants_follow_variants_with_compile_and_device():
     assert names(on_cpu, variants.DECODE) == [v.name for v in variants.of_suite(variants.DECODE) if not v.needs_cuda]
 
 
-#: A variant's name compared with a string literal: ``== "graph"``, ``"eager" !=``, ``in ("eager", ...``.
-_NAME = "|".join(re.escape(n) for n in sorted({v.name for v in variants.VARIANTS}, key=len, reverse=True))
-NAME_COMPARED = re.compile(rf"""(?:==|!=)\s*(['"])(?:{_NAME})\1|(['"])(?:{_NAME})\2\s*(?:==|!=)"""
-                           rf"""|\bin\s*[(\[{{]\s*(['"])(?:{_NAME})\3""")
+#: Every name of the registry.
+NAMES = {v.name for v in variants.VARIANTS}
+#: What the registry's docstring and docs/architecture.md state, and the scan below checks.
+CLAIM = "no other module names a variant with a string literal"
+ARCHITECTURE = SRC.parents[1] / "docs" / "architecture.md"
+_CONTAINERS = (ast.Tuple, ast.List, ast.Set, ast.Starred)
 
 
-def test_the_scan_finds_the_comparisons_it_is_for():
-    found = [line for line in ('if variant == "graph":', "x = v != 'eager'", 'if "bucketed" == name:',
-                               'if case.variant in ("eager", "graph"):', "for n in ['compile+graph']:",
-                               'elif name not in {"static-eager"}:')
-             if NAME_COMPARED.search(line)]
-    assert len(found) == 6
-    assert not [line for line in ('if suite == "forward":', 'rows["graph"]', 'variants.GATED == name',
-                                  'note = "graph of 16 tokens"') if NAME_COMPARED.search(line)]
+def _holds_variant(text: str) -> bool:
+    """Whether code (an expression, a parameter or keyword) holds a variant's name: ``variant``, ``case.variant``,
+    ``info["variant"]``, ``kind.name``, ``reference_name``; ``attn_implementation`` or ``mode`` do not."""
+    text = text.lower()
+    return "variant" in text or "reference" in text or text == "name" or text.endswith(".name")
 
 
-def test_no_module_outside_the_registry_compares_a_variant_name_with_a_string():
+def _used_as_variant(inner, outer) -> bool:
+    """Whether ``inner`` (a literal, or the tuple/list/set holding it) is used as a variant by ``outer``."""
+    if isinstance(outer, ast.Compare):
+        return any(_holds_variant(ast.unparse(o)) for o in (outer.left, *outer.comparators) if o is not inner)
+    if isinstance(outer, ast.Dict):
+        return inner in outer.keys
+    if isinstance(outer, ast.Subscript):
+        return inner is outer.slice and _holds_variant(ast.unparse(outer.value))
+    if isinstance(outer, ast.keyword):
+        return _holds_variant(outer.arg or "")
+    if isinstance(outer, ast.arguments):
+        params = [*zip(reversed([*outer.posonlyargs, *outer.args]), reversed(outer.defaults)),
+                  *zip(outer.kwonlyargs, outer.kw_defaults)]
+        return any(default is inner and _holds_variant(p.arg) for p, default in params)
+    if isinstance(outer, (ast.Assign, ast.AnnAssign)):
+        targets = outer.targets if isinstance(outer, ast.Assign) else [outer.target]
+        return any(_holds_variant(ast.unparse(t)) for t in targets)
+    if isinstance(outer, (ast.For, ast.comprehension)):
+        return _holds_variant(ast.unparse(outer.target))
+    return isinstance(outer, ast.Call) and ast.unparse(outer.func).endswith("Case")    # Case(model, ..., variant)
+
+
+def variant_literals(source: str) -> list[int]:
+    """The lines of ``source`` where a string literal of registry variant names (``"graph"``, ``"eager,graph"``)
+    is used as a variant: compared with a variant, a dict key, an index of a variant table, a variant parameter's
+    default, keyword or assignment, a loop over variants, a ``Case``'s variant or a ``--variants`` argument."""
+    tree = ast.parse(source)
+    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    lines = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value
+                and set(node.value.split(",")) <= NAMES):
+            continue
+        inner, outer = node, parent.get(node)
+        before = [None, *getattr(outer, "elts", [])]
+        after_option = node in before and getattr(before[before.index(node) - 1], "value", None) == "--variants"
+        while isinstance(outer, _CONTAINERS):
+            inner, outer = outer, parent.get(outer)
+        if after_option or _used_as_variant(inner, outer):
+            lines.add(node.lineno)
+    return sorted(lines)
+
+
+def test_the_scan_finds_the_literals_it_is_for():
+    found = ['if variant == "graph": pass', "x = kind.name != 'eager'", 'if "bucketed" == name: pass',
+             'if case.variant in ("eager", "graph"): pass', "for variant in ['compile+graph']: pass",
+             'if name not in {"static-eager"}: pass', 'COLORS = {"eager": "gray"}', 'c = VARIANT_COLORS["graph"]',
+             'def f(variant="loop"): pass', 'def f(*, reference_name: str = "generate"): pass',
+             'check(reference_name="static-eager")', 'case = Case(m, d, n, "graph")',
+             'args = ("--variants", "eager,graph", "--models")', 'class V:\n    name = "compile"']
+    assert [line for line in found if not variant_literals(line)] == []
+    assert [line for line in ('if suite == "forward": pass', 'rows["graph"]', 'variants.GATED == name',
+                              'note = "graph of 16 tokens"', 'if attn_implementation == "eager": pass',
+                              'ATTN = ("eager", "sdpa")', 'model.set_experts_implementation("eager")',
+                              'torch.compile(fn, backend="eager")', 'for prefill in ("unpadded", "bucketed"): pass',
+                              'info["compile+graph"] = 1', '"""A docstring names ``graph``."""')
+            if variant_literals(line)] == []
+
+
+def test_no_module_outside_the_registry_names_a_variant_with_a_string_literal():
+    """The claim of the registry's docstring and of docs/architecture.md, checked over the package's source."""
+    for text in (variants.__doc__, ARCHITECTURE.read_text(encoding="utf-8")):
+        assert CLAIM in " ".join(text.lower().split())
     hits = []
     for path in sorted(SRC.rglob("*.py")):
-        if path == SRC / "variants.py":
-            continue
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            code = line.split("#", 1)[0]
-            if NAME_COMPARED.search(code):
-                hits.append(f"{path.relative_to(SRC)}:{number}: {line.strip()}")
-    assert hits == [], "compare with the registry's fields or names (cudagraph_bench.variants) instead:\n" + \
+        if path != SRC / "variants.py":
+            text = path.read_text(encoding="utf-8")
+            lines = text.split("\n")
+            hits += [f"{path.relative_to(SRC)}:{n}: {lines[n - 1].strip()}" for n in variant_literals(text)]
+    assert hits == [], "use the registry's fields, lookups or names (cudagraph_bench.variants) instead:\n" + \
         "\n".join(hits)

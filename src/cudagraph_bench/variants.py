@@ -4,8 +4,9 @@ A variant is one way to run a case: the eager forward, its captured graph, the g
 decode loop, a tiny-kernel launch loop. Everything that depends on which variant a case is -- which builder
 makes it, whether it needs a CUDA GPU or torch.compile, whether the launcher runs it in a process of its own,
 what it is checked against and by which rule, whether the gate guards its latency -- is a field of its
-:class:`Variant` here. The plugin, the reports and the gate iterate over :data:`VARIANTS` and read those
-fields; no other module compares a variant's name with a string.
+:class:`Variant` here; a forward, decode or launch case is built by the callable :meth:`Variant.build_callable`
+imports. The plugin, the reports and the gate read those fields, the lookups and the names defined here: no other
+module names a variant with a string literal (``tests/test_registry.py`` scans the package for one).
 
 In the spirit of vLLM's ``CUDAGraphMode`` (``vllm/compilation/cuda_graph.py``) and of torch.utils.benchmark's
 ``TaskSpec``: an enum-like, frozen description instead of string tests spread over the code.
@@ -33,6 +34,7 @@ launch graph            exact    the same N launches captured and replayed as on
 from __future__ import annotations
 
 import enum
+import importlib
 from dataclasses import dataclass
 
 #: The suites a benchmark belongs to (its ``extra_info["suite"]``).
@@ -96,6 +98,11 @@ class Variant:
     @property
     def key(self) -> tuple[str, str]:
         return (self.suite, self.name)
+
+    def build_callable(self):
+        """The callable that :attr:`builder` names, imported now: the registry itself imports no torch."""
+        module, _, name = self.builder.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     def __str__(self) -> str:
         return self.name
@@ -199,6 +206,8 @@ LAUNCH_NAMES = names(LAUNCH)
 #: tables and verdicts by.
 FORWARD_REFERENCE = reference_of(FORWARD).name
 GATED = gated()[0].name
+#: The decode suite's reference (HF ``generate``).
+DECODE_REFERENCE = reference_of(DECODE).name
 #: The launch suite's reference (the loop) and its graph replay.
 LAUNCH_REFERENCE = reference_of(LAUNCH).name
 LAUNCH_GRAPH = next(v.name for v in of_suite(LAUNCH) if not v.is_reference)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cudagraph_bench.variants import DECODE_REFERENCE
+
 #: dtype name -> ``assert_close`` keyword arguments.
 TOLERANCES = {
     "float32": {"atol": 1e-5, "rtol": 1.3e-6},
@@ -259,7 +261,7 @@ class DecodeCheck:
     worst_step: int
     worst: Fp64Check
     distinct_reference_tokens: int
-    reference_name: str = "generate"
+    reference_name: str = DECODE_REFERENCE
 
     @property
     def passed(self) -> bool:
@@ -283,7 +285,7 @@ class DecodeCheck:
 
 
 def check_decode_against_generate(got, got_logits, reference, reference_logits, fp64_logits,
-                                  dtype=None, *, reference_name: str = "generate") -> DecodeCheck:
+                                  dtype=None, *, reference_name: str = DECODE_REFERENCE) -> DecodeCheck:
     """Compare a greedy decoder with HF ``generate(do_sample=False)``.
 
     Args:

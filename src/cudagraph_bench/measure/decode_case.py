@@ -193,7 +193,7 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
             return model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=spec.new_tokens,
                                   eos_token_id=None, pad_token_id=0)
         return PreparedDecode(spec, None, run_generate, info, None)
-    decoder = build_decoder(spec, model, info)
+    decoder = kind.build_callable()(spec, model, info)     # the registry's builder: build_decoder
     if plant is not None:
         decoder = plant(decoder)
         info.update(decoder.fields)
@@ -260,7 +260,7 @@ def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, lo
                                     "reason": "graphed decode tokens differ from the eager static-cache loop's"}
     vs_eager = check_decode_against_generate(tokens, logits, eager_tokens, eager_logits,
                                              refs.fp64_logits(spec.model, spec.dtype, ids, eager_tokens), spec.dtype,
-                                             reference_name="static-eager")
+                                             reference_name=spec.variant_spec.reference)
     fields = {"matches_static_eager": vs_eager.identical, "static_eager_check_passed": vs_eager.passed,
               "static_eager_check": vs_eager.summary, "correct": vs_eager.passed,
               "check": "tokens vs static-eager, fp64 rule"}

@@ -60,7 +60,7 @@ class ForwardVariant:
     ``last_hidden_state [1, seq_len, hidden]``) is valid until the next call.
 
     Attributes:
-        name: the variant name (a forward row of the registry).
+        name: the variant name (a forward row of the registry), set by :func:`build_variant`.
         seq_len: prompt length in tokens.
         compile_ms: wall ms spent by torch.compile before the timing is stable (first calls beyond
             steady-state calls), or None for variants without torch.compile.
@@ -131,8 +131,6 @@ class CallableVariant(ForwardVariant):
 class EagerVariant(ForwardVariant):
     """The eager forward (no graph, no compile); the reference of every correctness check."""
 
-    name = "eager"
-
     def __init__(self, model, seq_len: int):
         super().__init__(seq_len)
         self._model = model
@@ -171,8 +169,6 @@ class _GraphBacked(ForwardVariant):
 
 class GraphVariant(_GraphBacked):
     """:class:`~cudagraph_bench.capture.graphed.GraphedForward` at exactly ``seq_len`` tokens."""
-
-    name = "graph"
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None, check_data_ptrs: bool = False):
         super().__init__(seq_len)
@@ -320,8 +316,6 @@ class CompileVariant(ForwardVariant):
     Source: PyTorch docs, "CUDAGraph Trees" (torch.compiler_cudagraph_trees).
     """
 
-    name = "compile"
-
     def __init__(self, model, seq_len: int):
         super().__init__(seq_len)
         import torch
@@ -362,8 +356,6 @@ class CompileGraphVariant(_GraphBacked):
     (``compile_ms``). During the capture itself dynamo is set to ``fail_on_recompile``, so a guard
     failure raises instead of compiling inside a stream capture.
     """
-
-    name = "compile+graph"
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE):
         super().__init__(seq_len)
@@ -450,7 +442,7 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         device = next(model.parameters()).device
         if device.type != "cuda":
             raise CudaUnavailableError(f"variant {variant!r} needs the model on a CUDA GPU (it is on {device})")
-    builder = _BUILDERS[kind.builder.rpartition(":")[2]]
+    builder = kind.build_callable()
     if kind.lengths:
         built: ForwardVariant = builder(model, seq_len, lengths=padding_lengths(variant, pad_to, buckets), name=variant,
                                         warmup_iters=warmup_iters, graphs=graphs)
@@ -462,10 +454,5 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         built = builder(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs)
     else:
         built = builder(model, seq_len)
-    built.dtype = dtype
+    built.name, built.dtype = kind.name, dtype
     return built
-
-
-#: The builders the registry names (``Variant.builder``'s callable), by class name.
-_BUILDERS = {cls.__name__: cls for cls in (EagerVariant, GraphVariant, PaddedVariant, CompileVariant,
-                                           CompileGraphVariant)}

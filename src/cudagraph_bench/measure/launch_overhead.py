@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from cudagraph_bench import variants
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 from cudagraph_bench.results.launch_model import (clock_ordering_violations, expected_count, median_ms, speedup,
                                                   us_per_launch)
@@ -127,6 +128,14 @@ def _require_cuda():
     return torch
 
 
+def _launch_variant(name: str) -> variants.Variant:
+    """The registry row of the launch variant ``name``; raises :class:`UsageError` for an unknown name."""
+    kind = variants.find(variants.LAUNCH, name)
+    if kind is None:
+        raise UsageError(f"unknown launch variant {name!r}: use {' or '.join(variants.LAUNCH_NAMES)}")
+    return kind
+
+
 class TinyKernelSequence:
     """N launches of a one-element kernel on a non-default stream: eagerly, and as one CUDA graph.
 
@@ -186,14 +195,8 @@ class TinyKernelSequence:
             self.graph.replay()
 
     def _fn(self, variant: str) -> Callable[[], None]:
-        """The launch loop for the suite's reference variant, one graph replay for the captured one
-        (:mod:`cudagraph_bench.variants`)."""
-        from cudagraph_bench import variants
-
-        kind = variants.find(variants.LAUNCH, variant)
-        if kind is None:
-            raise UsageError(f"unknown launch variant {variant!r}: use {' or '.join(variants.LAUNCH_NAMES)}")
-        return self.run_loop if kind.is_reference else self.replay
+        """The launch loop for the suite's reference variant, one graph replay for the captured one."""
+        return self.run_loop if _launch_variant(variant).is_reference else self.replay
 
     def timed(self, variant: str) -> float:
         """Run one sequence (``"loop"`` or ``"graph"``) bracketed by CUDA events on :attr:`stream`,
@@ -308,12 +311,12 @@ def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5
     expected = expected_count(n_launches, 2 * (warmup + repeats))
     with TinyKernelSequence(n_launches, device=device) as seq:
         for _ in range(warmup):
-            seq.timed("loop")
-            seq.timed("graph")
+            seq.timed(variants.LAUNCH_REFERENCE)
+            seq.timed(variants.LAUNCH_GRAPH)
         loop_ms, graph_ms = [], []
         for _ in range(repeats):
-            loop_ms.append(seq.timed("loop"))
-            graph_ms.append(seq.timed("graph"))
+            loop_ms.append(seq.timed(variants.LAUNCH_REFERENCE))
+            graph_ms.append(seq.timed(variants.LAUNCH_GRAPH))
         observed = seq.value()
     return SweepResult(n_launches=n_launches, loop_event_ms=tuple(loop_ms), graph_event_ms=tuple(graph_ms),
                        count_expected=expected, count_observed=observed)
@@ -353,7 +356,7 @@ class ClockResult:
         return clock_ordering_violations(self.issue_ms, self.synced_wall_ms, self.event_ms)
 
 
-def measure_clocks(n_launches: int, variant: str = "loop", *, repeats: int = 50, warmup: int = 5,
+def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *, repeats: int = 50, warmup: int = 5,
                    seq: TinyKernelSequence | None = None, device="cuda") -> ClockResult:
     """Time one variant (``"loop"`` or ``"graph"``) of ``n_launches`` tiny launches by the host clock
     without synchronize (issue time), with synchronize (synced wall) and by CUDA events (device time).
@@ -366,7 +369,7 @@ def measure_clocks(n_launches: int, variant: str = "loop", *, repeats: int = 50,
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     own = seq is None
-    seq = TinyKernelSequence(n_launches, device=device) if own else seq
+    seq = _launch_variant(variant).build_callable()(n_launches, device=device) if own else seq
     try:
         for _ in range(warmup):
             seq.clocked(variant)

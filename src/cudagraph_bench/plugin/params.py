@@ -83,10 +83,10 @@ def pytest_generate_tests(metafunc):
             _parametrize_cases(metafunc, CASE_ARGNAMES, cases, reason)
     if "corr_case" in names:
         _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
-                           [Case(m, d, n, "graph") for m in models for d in dtypes for n in lengths])
+                           [Case(m, d, n, variants.GATED) for m in models for d in dtypes for n in lengths])
     if "count_case" in names:
         _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
-                           [Case(m, d, n, "eager") for m in models for d in dtypes for n in lengths])
+                           [Case(m, d, n, variants.FORWARD_REFERENCE) for m in models for d in dtypes for n in lengths])
     if "decode_case" in names:
         causal = causal_models(models)
         decode = selected_variants(metafunc.config, variants.DECODE)
@@ -159,13 +159,13 @@ def pad_case(model, dtype, seq_len, variant) -> Case:
 @pytest.fixture
 def corr_case(model, dtype, seq_len) -> Case:
     """A correctness test's case: variant ``graph``."""
-    return Case(model, dtype, seq_len, "graph")
+    return Case(model, dtype, seq_len, variants.GATED)
 
 
 @pytest.fixture
 def count_case(model, dtype, seq_len) -> Case:
     """A kernel-count test's case: variant ``eager``."""
-    return Case(model, dtype, seq_len, "eager")
+    return Case(model, dtype, seq_len, variants.FORWARD_REFERENCE)
 
 
 @pytest.fixture

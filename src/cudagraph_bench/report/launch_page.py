@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.fsio import check_output_folder, figure_png, write_files_atomic
 from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, as_run, graphs_cu_rows, launch_rows,
@@ -77,7 +78,7 @@ def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:
     """Markdown table of the three clocks per (N, variant); None when no row carries clock fields."""
     items = []
     for r in rows:
-        for variant, clocks in (("loop", r.loop_clocks), ("graph", r.graph_clocks)):
+        for variant, clocks in ((variants.LAUNCH_REFERENCE, r.loop_clocks), (variants.LAUNCH_GRAPH, r.graph_clocks)):
             if clocks:
                 items.append({"n_launches": r.n_launches, "variant": variant, **clocks})
     return render_table(CLOCK_COLUMNS, items, fmt="markdown") if items else None

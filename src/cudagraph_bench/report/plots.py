@@ -31,9 +31,9 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import save_figure
 from cudagraph_bench.report.launch_data import LaunchRow
 
-#: One fixed colour per variant, so every plot uses the same legend.
-VARIANT_COLORS = {"eager": "tab:gray", "graph": "tab:blue", "padded": "tab:orange", "bucketed": "tab:purple",
-                  "compile": "tab:green", "compile+graph": "tab:red"}
+#: One fixed colour per forward variant (in the registry's display order), so every plot uses the same legend.
+VARIANT_COLORS = dict(zip(variants.FORWARD_NAMES, ("tab:gray", "tab:blue", "tab:orange", "tab:purple", "tab:green",
+                                                   "tab:red")))
 #: The gate's default target: graph replay cuts median latency by >= 30%, i.e. a speedup of 1/0.7.
 DEFAULT_TARGET_REDUCTION = 0.30
 LATENCY_LABEL = "latency per forward pass (ms)"
@@ -260,8 +260,8 @@ def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path
 
 # --------------------------------------------------------------------------------------------- roofline
 
-#: One fixed colour per decode variant.
-DECODE_VARIANT_COLORS = {"generate": "tab:gray", "static-eager": "tab:orange", "graph": "tab:blue"}
+#: One fixed colour per decode variant (the first three of the registry's display order; the others black).
+DECODE_VARIANT_COLORS = dict(zip(variants.DECODE_NAMES, ("tab:gray", "tab:orange", "tab:blue")))
 
 
 def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
@@ -284,8 +284,8 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
     for ax, (model, dtype) in zip(axes, panels):
         panel = sorted((r for r in rows if (r["model"], r["dtype"]) == (model, dtype)), key=lambda r: r["seq_len"])
         lengths = [r["seq_len"] for r in panel]
-        for key, label, color, style in (("eager_median_ms", "eager median", VARIANT_COLORS["eager"], "-"),
-                                         ("graph_median_ms", "graph median", VARIANT_COLORS["graph"], "-"),
+        for key, label, color, style in (("eager_median_ms", "eager median", VARIANT_COLORS[variants.FORWARD_REFERENCE], "-"),
+                                         ("graph_median_ms", "graph median", VARIANT_COLORS[variants.GATED], "-"),
                                          ("busy_ms", "GPU busy (sum of kernel times)", "black", "--")):
             ys = [r[key] if r.get(key) is not None else float("nan") for r in panel]
             ax.plot(lengths, ys, marker="o", color=color, linestyle=style, label=label)

@@ -20,10 +20,6 @@ from cudagraph_bench.results.roofline_arithmetic import (achieved_gbps, bandwidt
 from cudagraph_bench.results.runfile import Run, measurements
 from cudagraph_bench.table import Column, render_table
 
-#: Sort order of the decode variants in the tables.
-DECODE_ORDER = {"generate": 0, "static-eager": 1, "graph": 2}
-
-
 def decode_roofline_rows(runs: list[Run]) -> list[dict]:
     """One row per decode benchmark with ``bytes_per_token`` in its ``extra_info``, sorted like the
     decode table: ``model, dtype, seq_len`` (prompt tokens), ``new_tokens, variant``, ``weight_mb`` and
@@ -49,8 +45,8 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
                          "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak_gbps,
                          "peak_source": peak["source"] if peak else None, "pct_of_peak": pct_of_peak(gbps, peak_gbps),
                          "floor_ms_per_token": bandwidth_floor_ms(nbytes, peak_gbps)})
-    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], r["new_tokens"], DECODE_ORDER.get(r["variant"], 9),
-                             r["variant"]))
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], r["new_tokens"],
+                             variants.display_rank(variants.DECODE, r["variant"]), r["variant"]))
     return rows
 
 

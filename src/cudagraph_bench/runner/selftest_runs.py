@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudagraph_bench import variants
 from cudagraph_bench.runner.ab import schedule
 from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE, PADDING_MODULE
 from cudagraph_bench.runner.process import PytestRun, run_pytest
@@ -41,6 +42,11 @@ DEFAULT_UNMODIFIED_RUNS = 5
 DEFAULT_DELAYS_PCT = (3.0, 5.0, 10.0)
 #: The delay planted on head in the ab runs (``--ab-delay``, percent): the smallest the gate is tested at.
 DEFAULT_AB_DELAY_PCT = 3.0
+#: The ``--variants`` of the runs: the forward reference and the gated variant, the padded ones, and the compiled
+#: graph the skip-inductor-graphs fault is planted in.
+_GATED_PAIR = f"{variants.FORWARD_REFERENCE},{variants.GATED}"
+_PADDED = ",".join(variants.PADDING_NAMES)
+_COMPILED_GRAPH = next(v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.captured)
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,7 @@ def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=
     only); ``ab_runs``: runs per ab
     group (0: none), each with ``planted_args``, the delay group's with ``delay:<ab_delay>`` planted (:func:`ab_plan`),
     last."""
-    forward = (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *matrix_args)
+    forward = (FORWARD_MODULE, "--benchmark-only", "--variants", _GATED_PAIR, *matrix_args)
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
     planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}",
                            (*forward, *planted_args, "--plant-fault", f"delay:{pct:g}")) for pct in delays]
@@ -73,18 +79,18 @@ def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=
         order += unmodified[i:i + 1] + planted[i:i + 1]
     single = [a for a in _without([*matrix_args, *planted_args], ("--models", "--dtypes"))]
     order.append(SelftestRun("stale-input", "stale-input",
-                             (FORWARD_MODULE, "--benchmark-only", "--variants", "eager,graph", *single,
+                             (FORWARD_MODULE, "--benchmark-only", "--variants", _GATED_PAIR, *single,
                               "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-input")))
     order.append(SelftestRun("stale-mask", "stale-mask",
-                             (PADDING_MODULE, "--benchmark-only", "--variants", "padded,bucketed", *single,
+                             (PADDING_MODULE, "--benchmark-only", "--variants", _PADDED, *single,
                               "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-mask")))
     order.append(SelftestRun("eager-layer", "eager-layer",
-                             (FORWARD_MODULE, "--benchmark-only", "--variants", "graph", *single,
+                             (FORWARD_MODULE, "--benchmark-only", "--variants", variants.GATED, *single,
                               "--models", first_model, "--dtypes", first_dtype, "--replay-proof",
                               "--plant-fault", "eager-layer")))
     lengths = _last_value(single, "--prompt-lengths")
     order.append(SelftestRun("skip-inductor-graphs", "skip-inductor-graphs",
-                             (FORWARD_MODULE, "--benchmark-only", "--variants", "compile+graph", *single,
+                             (FORWARD_MODULE, "--benchmark-only", "--variants", _COMPILED_GRAPH, *single,
                               *(("--prompt-lengths", lengths.split(",")[0]) if lengths else ()),
                               "--models", first_model, "--dtypes", first_dtype, "--replay-proof",
                               "--plant-fault", "skip-inductor-graphs")))
