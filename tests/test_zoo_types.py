@@ -161,3 +161,33 @@ def test_a_model_without_a_position_limit_and_a_causal_head_of_any_name():
     assert recorded_position_limit(tiny_config("xlnet")) is None           # XLNet records -1: relative positions
     config = tiny_config("bert-generation")
     assert config.architectures == ["BertGenerationDecoder"] and names_lm_head(config)
+
+
+def test_decode_state_rebound_in_module_attributes_is_named_and_state_updated_in_place_is_not():
+    """RecurrentGemma replaces its RG-LRU and convolution state tensors at every step (a graph would replay from the
+    captured state); a hybrid whose state lives in transformers' state layers, updated in place, and an attention
+    model keep theirs. The eager decoder still gives generate's tokens; the zoo calls the graph not graphable."""
+    from cudagraph_bench.capture.decode import GreedyDecoder
+    from cudagraph_bench.capture.module_state import state_rebound_by_step
+
+    found = {t: GreedyDecoder(tiny_model(t), 64, use_graph=False).state_outside_cache
+             for t in ("recurrent_gemma", "qwen3_next", "llama")}
+    assert found == {"recurrent_gemma": "RecurrentGemmaRecurrentBlock.conv1d_state, RecurrentGemmaRglru.recurrent_states",
+                     "qwen3_next": None, "llama": None}
+
+    class Rebinds(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.state = torch.zeros(3)
+
+        def forward(self):
+            self.state = self.state + 1          # a new tensor: the attribute is rebound
+
+    class InPlace(Rebinds):
+        def forward(self):
+            self.state.add_(1)
+
+    assert state_rebound_by_step(Rebinds(), lambda m=None: None) is None        # nothing ran: nothing rebound
+    rebinds, in_place = Rebinds(), InPlace()
+    assert state_rebound_by_step(rebinds, rebinds) == "Rebinds.state"
+    assert state_rebound_by_step(in_place, in_place) is None and torch.equal(in_place.state, torch.ones(3))

@@ -39,7 +39,8 @@ until its timing is stable, and captured with dynamo set to ``fail_on_recompile`
 
 from __future__ import annotations
 
-from cudagraph_bench.errors import CompileError, CudaUnavailableError, RequestTooLongError, UsageError
+from cudagraph_bench.errors import (CompileError, CudaUnavailableError, NotGraphableError, RequestTooLongError,
+                                     UsageError)
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_DECODE_STEPS_PER_GRAPH
 
 
@@ -131,8 +132,9 @@ class GreedyDecoder:
         CudaUnavailableError: ``use_graph`` without CUDA.
         NotGraphableError: the model has layers a static cache cannot hold (chunked or sparse attention), a
             window its layer types do not record, state layers and ``prefill_buckets`` (a padded prefill would run
-            through the state), a forward that does not run on the static cache, or RoPE that changes past
-            ``max_cache_len`` positions (before any capture).
+            through the state), a forward that does not run on the static cache, RoPE that changes past
+            ``max_cache_len`` positions, or, with ``use_graph``, decode state kept in module attributes that each
+            step replaces (:mod:`~cudagraph_bench.capture.module_state`; before any capture).
         CompileError: ``compile_mode`` given but dynamo compiled nothing (e.g. ``TORCHDYNAMO_DISABLE=1``).
         CompileTimeout: the compilation ran past ``compile_timeout_s``.
         CaptureError: a capture failed (the message names the operation; a recompile during the capture
@@ -146,6 +148,7 @@ class GreedyDecoder:
         import torch
 
         from cudagraph_bench.capture.buckets import cap_buckets
+        from cudagraph_bench.capture.module_state import state_outside_cache_reason, state_rebound_by_step
         from cudagraph_bench.models.hf_internals import cache_keyword, state_layer_types, static_cache_for_graphs
         from cudagraph_bench.models.presets import max_positions, model_kind
 
@@ -190,6 +193,10 @@ class GreedyDecoder:
         self._out = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)             # [1, max_cache_len]
         with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph or compile
             self._first_step()
+            #: module attributes holding state that a step replaces (a graph cannot follow it), or None
+            self.state_outside_cache = state_rebound_by_step(model, self._decode_step)
+        if use_graph and self.state_outside_cache:
+            raise NotGraphableError(state_outside_cache_reason(model, self.state_outside_cache))
         self._step = self._decode_step
         if compile_mode is not None:
             self._step = self._compile_step(compile_backend, compile_timeout_s)
@@ -245,8 +252,6 @@ class GreedyDecoder:
         Raises:
             NotGraphableError: the model's forward does not run on the static cache (a model whose code keeps its
                 own past, such as XLNet's memories, or slices the keys it is handed by the tokens so far)."""
-        from cudagraph_bench.errors import NotGraphableError
-
         import torch
 
         try:
@@ -422,7 +427,6 @@ def _check_unpadded_state(model) -> None:
 
     Raises:
         NotGraphableError: naming the state layer types."""
-    from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.models.hf_internals import state_layer_types
 
     states = state_layer_types(model.config)

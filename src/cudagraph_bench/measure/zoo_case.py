@@ -222,6 +222,7 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
     """The decode part of a loaded zoo model (module docstring). ``generate(model, ids, n)`` -> HF ``generate``'s
     ``(tokens [1, n], logits)`` (:func:`cudagraph_bench.plugin.references.generate_reference`)."""
     from cudagraph_bench.capture.decode import GreedyDecoder
+    from cudagraph_bench.capture.module_state import state_outside_cache_reason
     from cudagraph_bench.errors import CaptureError, NotGraphableError
 
     (ids,) = _inputs(model, 1, PROMPT_SEED)
@@ -254,6 +255,8 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
             continue
         passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
         outcomes[prefill] = (PASSED if passed else FAILED, sentence)
+        if passed and decoder.state_outside_cache:     # the CPU's eager decoder: a graph would refuse it
+            outcomes[prefill] = (NOT_GRAPHABLE, state_outside_cache_reason(model, decoder.state_outside_cache))
         if not passed:   # the eager steps on the static cache (the CPU's decoder, or run again here) fail too?
             eager = (_static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype)
                      if use_graph else sentence)

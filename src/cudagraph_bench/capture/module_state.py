@@ -1,0 +1,36 @@
+"""Decode state a model keeps in its own module attributes and rebinds at every step, which a CUDA graph cannot
+follow: a captured step reads the tensor the attribute held at capture and writes a new one, so every replay
+starts from the same captured state. RecurrentGemma's RG-LRU (``recurrent_states``) and convolution
+(``conv1d_state``) keep their state that way, beside transformers' ``Cache``; its graphed tokens can still equal
+``generate``'s while the logits drift. A graph needs state updated in place at fixed addresses, as transformers'
+state layers do (``copy_``), the pattern of vLLM's state buffers."""
+
+from __future__ import annotations
+
+
+def _tensor_attributes(model) -> dict:
+    """``(module path, attribute) -> tensor`` of every public plain tensor attribute of ``model``'s modules (not a
+    parameter or buffer: those live in ``_parameters`` / ``_buffers``)."""
+    import torch
+
+    return {(path, name): value for path, module in model.named_modules() for name, value in vars(module).items()
+            if isinstance(value, torch.Tensor) and not name.startswith("_")}
+
+
+def state_rebound_by_step(model, step) -> str | None:
+    """Run ``step()`` (one eager decode step of ``model``) and name the module attributes holding a tensor that it
+    replaced by another (``"RecurrentGemmaRglru.recurrent_states, RecurrentGemmaRecurrentBlock.conv1d_state"``),
+    or None when every such tensor was kept (updated in place, or never touched)."""
+    before = _tensor_attributes(model)
+    step()
+    after = _tensor_attributes(model)
+    rebound = sorted({f"{type(model.get_submodule(path)).__name__}.{name}"
+                      for (path, name), tensor in after.items() if (path, name) in before
+                      and before[path, name] is not tensor})
+    return ", ".join(rebound) or None
+
+
+def state_outside_cache_reason(model, rebound: str) -> str:
+    """The one-line refusal of a graphed decode of ``model`` whose steps rebind ``rebound``."""
+    return (f"{type(model).__name__} keeps decode state in module attributes that each step replaces ({rebound}) "
+            "instead of updating in place: a graph's replays would all start from the state captured")
