@@ -59,6 +59,13 @@ def separate_runs(tmp_path, n):
             for i in range(n)]
 
 
+def failures_run(tmp_path, failures):
+    """The committed checked run with ``cudagraph_bench.failures`` replaced by ``failures``."""
+    doc = read_json(RUN)
+    doc["cudagraph_bench"] = {**(doc.get("cudagraph_bench") or {}), "failures": failures}
+    return write(doc, tmp_path / "failures.json")
+
+
 def missing(tmp_path):
     """An absolute output path two folders below ``tmp_path`` that do not exist."""
     return tmp_path / "missing" / "dir"
@@ -112,6 +119,10 @@ CASES = {
                                             "missing does not exist", ["missing"]),
     "ab -o in missing folders": (lambda t: ["ab", "--base", "HEAD", "--head", "HEAD", "--repo", ROOT, "-o",
                                             missing(t)], "missing does not exist", ["missing"]),
+    "gate, failures a string": (lambda t: ["gate", failures_run(t, "oops"), "--no-baseline"],
+                                "cudagraph_bench.failures must be a list of objects", []),
+    "compare, failures not objects": (lambda t: ["compare", RUN, failures_run(t, [5])],
+                                      "cudagraph_bench.failures must be a list of objects", []),
     "gate --confirm beyond its maximum": (lambda t: ["gate", RUN, "--no-baseline", "--confirm", "9" * 20],
                                           f"expected at most {MAX_CONFIRM} reruns", []),
 }

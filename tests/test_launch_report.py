@@ -672,6 +672,6 @@ def test_forward_runs_of_another_gpu_are_refused_unless_allowed(tmp_path, capsys
     assert not out.exists()
     assert cli.main(["launch-report", str(launch), "--forward", str(other_path), "--allow-gpu-mismatch",
                      "-o", str(out)]) == 0
-    assert f"wrote {out / 'launch-overhead.md'}" in capsys.readouterr().out
+    assert f"wrote {out / 'launch-overhead.md'}" in capsys.readouterr().err
     assert cli.main(["launch-report", str(launch), "-o", str(out)]) == 0
-    assert f"replaced {out / 'launch-overhead.md'}" in capsys.readouterr().out
+    assert f"replaced {out / 'launch-overhead.md'}" in capsys.readouterr().err

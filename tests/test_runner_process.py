@@ -147,3 +147,14 @@ def test_the_command_writes_its_journal_and_leaves_out_what_was_done():
     assert "--benchmark-json=/out/run.part1.json" in cmd and "--journal=/out/run.journal" in cmd
     assert cmd[-2:] == ["--deselect=t::a", "--deselect=t::b"] and "no:cacheprovider" in cmd and "-q" in cmd
     assert process.REPORT_CHARS in cmd          # the log says why tests were skipped
+
+
+def test_a_relative_run_path_is_made_absolute_since_pytest_runs_in_the_checkout(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from cudagraph_bench.runner.process import PytestRun
+
+    monkeypatch.chdir(tmp_path)
+    run = PytestRun(tree=Path("/elsewhere"), json_path=Path("out/zoo/zoo.json"))
+    assert run.json_path == tmp_path / "out" / "zoo" / "zoo.json"
+    assert run.journal_path == tmp_path / "out" / "zoo" / "zoo.journal" and run.log_path.is_absolute()

@@ -112,12 +112,39 @@ def test_zoo_from_takes_the_later_gpu_runs_cell_whatever_the_order_of_the_files(
     capsys.readouterr()
 
 
+def test_zoo_from_orders_runs_by_time_across_time_zones_and_refuses_a_run_given_twice(runs, tmp_path, capsys):
+    """12:30+02:00 is 10:30 UTC: earlier than 11:00 UTC, whatever the text says."""
+    early = _run(tmp_path / "early.json", gpu="Some GPU", when="2026-01-03T12:30:00+02:00",
+                 failures=[_entry("qwen3", "decode", "not graphable", "early")])
+    late = _run(tmp_path / "late.json", gpu="Some GPU", when="2026-01-03T11:00:00+00:00",
+                failures=[_entry("qwen3", "decode", "not graphable", "late")])
+    page = tmp_path / "architectures.md"
+    assert cli.main(["zoo", "--from", *map(str, runs), str(late), str(early), "--markdown", str(page)]) == 0
+    assert _rows(page.read_text())["qwen3"][0][3] == "decode: late"
+    before = page.read_bytes()
+    assert cli.main(["zoo", "--from", str(late), str(tmp_path / "." / "late.json"), "--markdown", str(page)]) == 2
+    assert "given more than once" in capsys.readouterr().err and page.read_bytes() == before
+
+
+def test_zoo_from_into_a_closed_stdout_leaves_the_page_as_it_was(runs, tmp_path, capsys, monkeypatch):
+    import sys
+
+    page = tmp_path / "architectures.md"
+    page.write_text("old page\n")
+    monkeypatch.setattr(sys, "stdout", None)               # what Python gives a process started with >&-
+    assert cli.main(["zoo", "--from", *map(str, runs), "--markdown", str(page)]) == 2
+    assert page.read_text() == "old page\n" and "standard output" in capsys.readouterr().err
+
+
 def test_zoo_from_refuses_a_run_without_zoo_entries_and_needs_markdown(tmp_path, capsys):
     plain = _run(tmp_path / "plain.json", failures=[{"suite": "decode", "status": "failed", "reason": "x"}])
     assert cli.main(["zoo", "--from", str(plain), "--markdown", str(tmp_path / "a.md")]) == 2
     assert "no zoo entries" in capsys.readouterr().err
     assert cli.main(["zoo", "--from", str(plain)]) == 2
     assert "--markdown" in capsys.readouterr().err
+    assert cli.main(["zoo", "--from", str(plain), "--markdown", str(tmp_path / "a.md"), "--types", "llama",
+                     "--device", "cpu", "-o", str(tmp_path / "o")]) == 2
+    assert "runs nothing: drop --types, --device, -o" in capsys.readouterr().err
 
 
 def test_run_entries_read_a_benchmark_and_a_failure(runs):

@@ -13,6 +13,7 @@ and :mod:`cudagraph_bench.report.sanitizer`.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
@@ -82,6 +83,6 @@ def main(args: argparse.Namespace) -> int:
         where = exc.filename or args.out_dir
         raise UsageError(f"cannot write {PAGE_NAME} and {PLOT_NAME} into {args.out_dir} ({where}: "
                          f"{exc.strerror or exc}); no file was written: choose a writable folder with -o") from None
-    print(f"{verb} {page} and {plot}")
+    print(f"{verb} {page} and {plot}", file=sys.stderr)   # as every command that writes files: stdout is for results
     return 0
 

@@ -51,9 +51,12 @@ def _load(paths) -> list:
     from cudagraph_bench.report.architectures import run_entries
     from cudagraph_bench.results.runfile import load_run
 
-    # in the order they ran (pytest-benchmark's ISO datetime): a later run's cell wins over an earlier one's
+    # in the order they ran: a later run's cell wins over an earlier one's
+    same = sorted({str(p) for p in paths if sum(Path(q).resolve() == Path(p).resolve() for q in paths) > 1})
+    if same:
+        raise UsageError(f"{', '.join(same)} given more than once: give each zoo run once")
     runs = sorted((load_run(str(p), records_only=True) for p in paths),
-                  key=lambda r: str(r.environment.run_datetime or ""))
+                  key=lambda r: r.environment.started_at)
     empty = [str(r.path) for r in runs if not run_entries(r)]
     if empty:
         raise UsageError(f"{', '.join(empty)}: no zoo entries (not a run of perf_tests/test_zoo.py --zoo): give the "
@@ -75,13 +78,14 @@ def write_page(paths, markdown, command: str | None = None) -> int:
     check_output_file(markdown, "--markdown", PAGE)
     refuse_overwriting_inputs(markdown, "--markdown", list(paths))
     runs = _load(paths)
-    verb = written_verb(markdown)
-    write_text_atomic(markdown, render_markdown(runs, command=command))
-    print(f"{verb} {markdown}", file=sys.stderr)
+    page = render_markdown(runs, command=command)
     merged = merge_entries([e for run in runs for e in run_entries(run)])
-    for (version, part), counts in sorted(status_counts(merged).items()):
-        listed = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
-        print(f"transformers {version} {part}: {listed}")
+    for (version, part), counts in sorted(status_counts(merged).items()):   # before the page: a stdout that
+        listed = ", ".join(f"{n} {status}" for status, n in counts.items() if n)   # fails leaves it as it was
+        print(f"transformers {version} {part}: {listed}", flush=True)
+    verb = written_verb(markdown)
+    write_text_atomic(markdown, page)
+    print(f"{verb} {markdown}", file=sys.stderr)
     return 1 if any(e.status == FAILED for e in merged.values()) else 0
 
 
@@ -91,6 +95,11 @@ def main(args: argparse.Namespace) -> int:
     from cudagraph_bench.fsio import check_output_folder, refuse_overwriting_inputs
 
     if args.source:
+        ignored = [name for name, given in (("--types", args.types != ZooTypes()), ("--device", args.device != "cuda"),
+                                            ("--with-compile", args.with_compile), ("--deadline-s", args.deadline_s),
+                                            ("-o", str(args.out) != DEFAULT_OUT)) if given]
+        if ignored:
+            raise UsageError(f"--from writes the page from earlier runs and runs nothing: drop {', '.join(ignored)}")
         if args.markdown is None:
             raise UsageError("--from writes the page: give --markdown FILE (e.g. docs/architectures.md)")
         return write_page(args.source, args.markdown)

@@ -254,7 +254,7 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     if not cases:
         raise UsageError(f"no forward case was measured in {min_runs} of the {len(runs)} runs: give runs of the "
                          "same matrix")
-    newest = max(runs, key=lambda r: r.environment.run_datetime or "")
+    newest = max(runs, key=lambda r: r.environment.started_at)
     cross, cross_df = noise.pooled_cross_host_pct(spreads)
     hosts: dict[str, dict] = {}
     for r in runs:

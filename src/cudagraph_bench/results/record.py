@@ -187,6 +187,18 @@ class Environment:
         return self.gpu_uuid
 
     @property
+    def started_at(self):
+        """:attr:`run_datetime` as an aware ``datetime`` (a naive one read as UTC, pytest-benchmark's zone), for
+        ordering runs by when they ran; the earliest possible time when the run did not record a readable one."""
+        import datetime
+
+        try:
+            when = datetime.datetime.fromisoformat(self.run_datetime or "")
+        except ValueError:
+            return datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+        return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+    @property
     def known_commit(self) -> str | None:
         """:attr:`commit_id` where the run recorded the commit it measured; None where it did not, or where
         pytest-benchmark could not read it (its ``{"id": "unknown", "error": ...}`` outside a repository)."""

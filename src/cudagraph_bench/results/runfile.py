@@ -225,6 +225,10 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise InputFileError(f"{path}: '{key}' must be an object, got {type(data[key]).__name__}: "
                                  "rerun the benchmarks to rewrite the file")
+    failures = (data.get("cudagraph_bench") or {}).get("failures")
+    if failures is not None and not (isinstance(failures, list) and all(isinstance(f, dict) for f in failures)):
+        raise InputFileError(f"{path}: cudagraph_bench.failures must be a list of objects (one per case not "
+                             f"measured), got {json.dumps(failures)[:60]}: rerun the benchmarks to rewrite the file")
     check_environment(path, data)
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None

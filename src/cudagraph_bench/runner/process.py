@@ -99,7 +99,8 @@ class PytestRun:
 
     Attributes:
         tree: the checkout whose ``perf_tests`` and ``src`` it runs (its ``src`` goes first on PYTHONPATH).
-        json_path: where its merged ``--benchmark-json`` goes; the journal and the log go next to it.
+        json_path: where its merged ``--benchmark-json`` goes; the journal and the log go next to it (made
+            absolute here: the process runs in ``tree``, not in the caller's folder).
         args: pytest arguments: the test selection and the suite's options (``--models ...``).
         env: environment variables to set (e.g. ``CUDA_VISIBLE_DEVICES``).
         quiet: pass ``-q``.
@@ -110,6 +111,9 @@ class PytestRun:
     args: tuple[str, ...] = ()
     env: dict = field(default_factory=dict)
     quiet: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "json_path", Path(self.json_path).absolute())
 
     @property
     def log_path(self) -> Path:
