@@ -140,6 +140,12 @@ def test_min_runs_lowers_the_requirement(tmp_path, capsys, runs):
     assert all(c["n_runs"] == 3 for c in json.loads(out_path.read_text())["cases"])
 
 
+def test_a_gz_name_is_refused_since_a_baseline_is_plain_json(tmp_path, capsys, runs):
+    rc, out, err = run_cli(capsys, "baseline", *runs[:3], "-o", tmp_path / "b.json.gz", "--min-runs", 3)
+    assert (rc, out) == (2, "") and "a baseline is plain JSON, which gate reads: name it .json" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "b.json.gz").exists()
+
+
 def test_a_case_in_fewer_than_min_runs_runs_is_left_out_with_a_warning(tmp_path, capsys):
     key = ("gpt2", "float32", 16)
     lacking = copy.deepcopy(CHECKED)

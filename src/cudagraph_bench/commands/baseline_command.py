@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from cudagraph_bench.errors import FailedCheckError
+from cudagraph_bench.errors import FailedCheckError, UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import (add_regression_floor_option, add_storage_option, parse_count, parse_multiplier, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
@@ -48,6 +48,9 @@ def main(args: argparse.Namespace) -> int:
     when a run recorded a failed correctness check of any variant; bad input (too few runs, a missing
     check, runs of different GPUs) or an output path that cannot be written raises
     :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is printed or written."""
+    if str(args.output).endswith(".gz"):
+        raise UsageError(f"-o {args.output}: a baseline is plain JSON, which gate reads: name it .json "
+                         "(e.g. baselines/<gpu>.json)")
     runs = [load_run(ref, args.storage) for ref in args.runs]
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
     try:

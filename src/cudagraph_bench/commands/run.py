@@ -328,8 +328,8 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
     print(f"wrote {outdir / 'parts'} (each pytest process's JSON and log)", file=sys.stderr)
     print(f"wrote {outdir / RUN_JSON}", file=sys.stderr)
     if code:
-        print("some cases failed or differ from their reference: see the table, the reasons above and the logs "
-              f"under {outdir / 'parts'}", file=sys.stderr)
+        print("a model was refused, or a case failed or differs from its reference: see the refusals and reasons "
+              f"above, the table and the logs under {outdir / 'parts'}", file=sys.stderr)
     return code
 
 

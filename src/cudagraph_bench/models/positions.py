@@ -61,10 +61,10 @@ def max_positions(model, bound=None) -> int:
 
 
 def prompt_does_not_fit(name: str, limit: int, seq_len: int) -> str:
-    """Why a ``seq_len``-token prompt of model ``name`` is skipped: it is longer than the model's ``limit``
-    positions (:func:`position_limit`). The reason the pytest session skips such a case with, and that
-    ``cudagraph-bench run`` prints."""
-    return f"{name} has {limit} positions: a {seq_len}-token prompt does not fit"
+    """Why a request of ``seq_len`` tokens (the prompt, plus the new tokens of a decode) of model ``name`` is
+    skipped: it is longer than the model's ``limit`` positions (:func:`position_limit`). The reason the pytest
+    session skips such a case with, and that ``cudagraph-bench run`` prints."""
+    return f"{name} has {limit} positions: a request of {seq_len} tokens (prompt and any new tokens) does not fit"
 
 
 def longest_request(prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) -> int:
