@@ -6,6 +6,7 @@ host work on the capture's code path once the suite has moved its host data to t
 model on the ``meta`` device). Every refused one is listed with its reason, and no refusal stops the others."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -358,13 +359,18 @@ EDITED = {
     ("max_position_embeddings", 0): '"max_position_embeddings" is 0, not a position limit',
     ("hidden_size", "wide"): "cannot load config.json (StrictDataclassFieldValidationError: Validation error for "
                              "field 'hidden_size'",
+    ("hidden_act", "wibble"): "its config does not build a LlamaForCausalLM: KeyError: 'wibble' (the value of "
+                              '"hidden_act"): fix config.json or re-save the model with save_pretrained()',
+    ("num_key_value_heads", 0): "does not build a LlamaForCausalLM: ZeroDivisionError: integer division or modulo "
+                                "by zero (at: self.num_key_value_groups = config.num_attention_heads // "
+                                "config.num_key_value_heads)",
 }
 
 
 @pytest.fixture(scope="module")
 def edited_llamas(tmp_path_factory):
-    """``"base"`` -> a tiny Llama's ``save_pretrained`` folder, and each field edit of :data:`EDITED` -> a copy of
-    it whose config.json holds that edit."""
+    """``"base"`` -> a tiny Llama's ``save_pretrained`` folder, and each field edit of :data:`EDITED` (plus
+    ``vocab_size`` 1024 against its 512-row weights) -> a copy of it whose config.json holds that edit."""
     import shutil
 
     import transformers
@@ -375,7 +381,7 @@ def edited_llamas(tmp_path_factory):
                                       num_key_value_heads=2, vocab_size=512)
     transformers.LlamaForCausalLM(config).save_pretrained(root / "base")
     folders = {"base": str(root / "base")}
-    for i, (key, value) in enumerate(EDITED):
+    for i, (key, value) in enumerate([*EDITED, ("vocab_size", 1024)]):
         folder = root / f"{i}-{key}"
         shutil.copytree(root / "base", folder)
         data = json.loads((folder / "config.json").read_text())
@@ -386,7 +392,8 @@ def edited_llamas(tmp_path_factory):
 
 def test_a_hand_edited_config_field_is_that_folders_refusal_naming_the_field(edited_llamas):
     """A dtype torch lacks, zero heads, a position limit that is no whole number >= 1, a value transformers'
-    strict fields refuse: each is its folder's refusal in one line naming the field and the fix; the untouched
+    strict fields refuse, an activation the model does not know, a zero divisor of the model's build: each is its
+    folder's refusal in one line naming the field (or the line that divided by it) and the fix; the untouched
     folder is still measured, wherever it stands in the list."""
     names = [edited_llamas[edit] for edit in EDITED]
     checks = check_models([*names[:3], edited_llamas["base"], *names[3:]])
@@ -413,6 +420,21 @@ def test_only_a_missing_position_limit_means_none():
         check_config_fields("config.json", {field: None})
         check_config_fields("config.json", {field: 1})
     assert recorded_position_limit(transformers.XLNetConfig(n_layer=1, d_model=32, n_head=2)) is None
+
+
+def test_a_weight_shape_the_config_does_not_build_is_a_load_failure_naming_the_weight(edited_llamas):
+    """``vocab_size`` 1024 against 512-row weights passes the checks (they read no weights) and fails the load in
+    one line naming the first weight that differs and both shapes, not transformers' pointer to a logged report."""
+    from cudagraph_bench.errors import UnknownModelError
+    from cudagraph_bench.models.presets import load_model
+
+    folder = edited_llamas["vocab_size", 1024]
+    assert check_models([folder]).accepted == (folder,)
+    with pytest.raises(UnknownModelError) as failure:
+        load_model(folder, "float32", "cpu")
+    assert str(failure.value).startswith(f"{folder}: its weights do not fit its config: ")
+    assert re.search(r"(lm_head|model\.embed_tokens)\.weight is \[512, 64\] in model\.safetensors, \[1024, 64\] in "
+                     r"the model config\.json builds: fix config\.json", str(failure.value))
 
 
 def test_the_pytest_session_and_run_refuse_a_bad_config_field_in_one_line(pytester, edited_llamas, tmp_path, capsys):

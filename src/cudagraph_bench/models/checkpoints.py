@@ -1,6 +1,6 @@
 """``save_pretrained`` directories: the checks a checkpoint passes before any case (a readable ``config.json``
 of a known ``model_type`` whose fields transformers accepts, a decoder-only causal LM or a text encoder, named
-architectures, weights on disk whose safetensors files open) and the class
+architectures, a config that builds its model class, weights on disk whose safetensors files open) and the class
 it loads as. Each check raises :class:`~cudagraph_bench.errors.UnknownModelError` with the reason and
 the fix in one line; :func:`cudagraph_bench.models.refusals.check_models` collects them for every ``--models``
 entry."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from cudagraph_bench.errors import UnknownModelError
-from cudagraph_bench.models.config_checks import FIX, check_config_fields, config_error_reason
+from cudagraph_bench.models.config_checks import FIX, check_builds, check_config_fields, config_error_reason
 
 
 def _first_line(exc: BaseException, width: int = 160) -> str:
@@ -120,7 +120,8 @@ def check_model_directory(path: str):
     """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before
     any case: :func:`directory_config`'s checks, then a class named in ``config.architectures`` (without it
     transformers would load the headless base model and the checkpoint's weights would not match), weights
-    on disk (:data:`WEIGHT_FILES`) and safetensors files whose headers read (:func:`check_safetensors`).
+    on disk (:data:`WEIGHT_FILES`), safetensors files whose headers read (:func:`check_safetensors`) and a
+    config that builds its class (:func:`~cudagraph_bench.models.config_checks.check_builds`, on ``meta``).
 
     Raises:
         UnknownModelError: the reason and the fix, in one line."""
@@ -134,6 +135,7 @@ def check_model_directory(path: str):
         raise UnknownModelError(f"{path}: no weights on disk (none of {', '.join(WEIGHT_FILES)}): save_pretrained() "
                                 "the model into this directory (a config alone has no weights)")
     check_safetensors(path)
+    check_builds(path, config, directory_model_class(config))
     return config
 
 
