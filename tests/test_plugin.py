@@ -1,6 +1,7 @@
 """The pytest plugin, driven through pytester in this process (as pytest-benchmark tests its own plugin)."""
 
 import json
+import os
 
 import pytest
 
@@ -323,3 +324,39 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
     assert errors == [f"ERROR: {all_refused_message([Refusal(str(folder), str(reason.value))])}"]
     assert str(folder) in errors[0] and str(reason.value) in errors[0]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("flag", ["--benchmark-json", "--journal"])
+@pytest.mark.parametrize("where, message", [
+    ("a directory", "{path} is a directory: give a file such as {path}/"),
+    ("a missing folder", "{path}: folder {parent} does not exist: create it first (mkdir -p {parent})"),
+    ("under a file", "{path}: {parent} is a file, not a folder: choose another path for out.json"),
+    ("a read-only folder", "{path} cannot be written: /proc does not take new files"),
+])
+def test_an_output_file_the_session_cannot_write_is_one_usage_error_before_any_test(pytester, tmp_path, flag, where,
+                                                                                      message):
+    """--benchmark-json (written after the last test: a bad path would lose every result) and --journal (opened
+    at configure): a directory, a path in a missing folder, under a file or in a read-only folder (/proc, which
+    refuses new files even to root) stop pytest with one usage error line, before any test, creating nothing."""
+    pytester.makepyfile("def test_x(benchmark):\n    raise AssertionError('must not run')\n")
+    (tmp_path / "file").write_text("")
+    path = {"a directory": tmp_path, "a missing folder": tmp_path / "missing" / "out.json",
+            "under a file": tmp_path / "file" / "out.json", "a read-only folder": "/proc/cgb-out.json"}[where]
+    result = run(pytester, f"{flag}={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: {flag} " + message.format(path=path,
+                                                                                      parent=os.path.dirname(path)))
+    assert "INTERNALERROR" not in result.stdout.str() and sorted(os.listdir(tmp_path)) == ["file"]
+
+
+def test_an_output_file_already_open_is_left_as_it_is(tmp_path):
+    """pytest-benchmark before 5.3 opens --benchmark-json while it parses the command line: an open file is the
+    option's value then, which the check leaves alone (the open succeeded)."""
+    from cudagraph_bench.plugin.output_files import output_file_problem
+
+    with open(tmp_path / "run.json", "wb") as fh:
+        assert output_file_problem(fh, "--benchmark-json", "run.json") is None
+    assert output_file_problem(None, "--journal", "journal.jsonl") is None
+    assert output_file_problem(tmp_path / "run.json", "--benchmark-json", "run.json") is None
+    assert sorted(os.listdir(tmp_path)) == ["run.json"]            # the probe left nothing behind

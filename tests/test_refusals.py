@@ -6,6 +6,7 @@ host work on the capture's code path once the suite has moved its host data to t
 model on the ``meta`` device). Every refused one is listed with its reason, and no refusal stops the others."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -347,3 +348,112 @@ def test_the_pytest_session_runs_the_accepted_models_and_lists_the_refused_ones(
     errors = result.stderr.str()
     assert "every model was refused (2)" in errors and "is an encoder-decoder model" in errors
     assert "unknown model 'typo'" in errors and "Traceback" not in errors
+
+
+#: A hand-edited field of a tiny Llama's config.json -> a part of its refusal (each names the field and the fix).
+EDITED = {
+    ("dtype", "float7"): '"dtype": "float7" is not a torch dtype: set it to the dtype the weights were saved in',
+    ("num_attention_heads", 0): '"num_attention_heads" is 0: a model needs at least 1: fix config.json',
+    ("max_position_embeddings", "big"): '"max_position_embeddings" is "big", not a position limit',
+    ("max_position_embeddings", -1): '"max_position_embeddings" is -1, not a position limit',
+    ("max_position_embeddings", 0): '"max_position_embeddings" is 0, not a position limit',
+    ("hidden_size", "wide"): "cannot load config.json (StrictDataclassFieldValidationError: Validation error for "
+                             "field 'hidden_size'",
+    ("hidden_act", "wibble"): "its config does not build a LlamaForCausalLM: KeyError: 'wibble' (the value of "
+                              '"hidden_act"): fix config.json or re-save the model with save_pretrained()',
+    ("num_key_value_heads", 0): "does not build a LlamaForCausalLM: ZeroDivisionError: integer division or modulo "
+                                "by zero (at: self.num_key_value_groups = config.num_attention_heads // "
+                                "config.num_key_value_heads)",
+}
+
+
+@pytest.fixture(scope="module")
+def edited_llamas(tmp_path_factory):
+    """``"base"`` -> a tiny Llama's ``save_pretrained`` folder, and each field edit of :data:`EDITED` (plus
+    ``vocab_size`` 1024 against its 512-row weights) -> a copy of it whose config.json holds that edit."""
+    import shutil
+
+    import transformers
+
+    root = tmp_path_factory.mktemp("edited")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, vocab_size=512)
+    transformers.LlamaForCausalLM(config).save_pretrained(root / "base")
+    folders = {"base": str(root / "base")}
+    for i, (key, value) in enumerate([*EDITED, ("vocab_size", 1024)]):
+        folder = root / f"{i}-{key}"
+        shutil.copytree(root / "base", folder)
+        data = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**data, key: value}))
+        folders[key, value] = str(folder)
+    return folders
+
+
+def test_a_hand_edited_config_field_is_that_folders_refusal_naming_the_field(edited_llamas):
+    """A dtype torch lacks, zero heads, a position limit that is no whole number >= 1, a value transformers'
+    strict fields refuse, an activation the model does not know, a zero divisor of the model's build: each is its
+    folder's refusal in one line naming the field (or the line that divided by it) and the fix; the untouched
+    folder is still measured, wherever it stands in the list."""
+    names = [edited_llamas[edit] for edit in EDITED]
+    checks = check_models([*names[:3], edited_llamas["base"], *names[3:]])
+    assert checks.accepted == (edited_llamas["base"],) and checks.notes == ()
+    reasons = {r.model: r.reason for r in checks.refused}
+    for edit, part in EDITED.items():
+        assert part in reasons[edited_llamas[edit]] and "\n" not in reasons[edited_llamas[edit]], edit
+    assert all(reason.startswith(model) for model, reason in reasons.items())
+
+
+def test_only_a_missing_position_limit_means_none():
+    """A position field recorded below 1 is no "no limit": the config is refused, while XLNet's -1 (a property of
+    its class, not a field of config.json) and BLOOM's missing field still mean no limit."""
+    import transformers
+
+    from cudagraph_bench.errors import UnknownModelError
+    from cudagraph_bench.models.config_checks import check_config_fields
+    from cudagraph_bench.models.positions import recorded_position_limit
+
+    for field in POSITION_FIELDS:
+        for value in (-1, 0, 1.5, True, "2048"):
+            with pytest.raises(UnknownModelError, match=f'"{field}" is .*, not a position limit'):
+                check_config_fields("config.json", {field: value})
+        check_config_fields("config.json", {field: None})
+        check_config_fields("config.json", {field: 1})
+    assert recorded_position_limit(transformers.XLNetConfig(n_layer=1, d_model=32, n_head=2)) is None
+
+
+def test_a_weight_shape_the_config_does_not_build_is_a_load_failure_naming_the_weight(edited_llamas):
+    """``vocab_size`` 1024 against 512-row weights passes the checks (they read no weights) and fails the load in
+    one line naming the first weight that differs and both shapes, not transformers' pointer to a logged report."""
+    from cudagraph_bench.errors import UnknownModelError
+    from cudagraph_bench.models.presets import load_model
+
+    folder = edited_llamas["vocab_size", 1024]
+    assert check_models([folder]).accepted == (folder,)
+    with pytest.raises(UnknownModelError) as failure:
+        load_model(folder, "float32", "cpu")
+    assert str(failure.value).startswith(f"{folder}: its weights do not fit its config: ")
+    assert re.search(r"(lm_head|model\.embed_tokens)\.weight is \[512, 64\] in model\.safetensors, \[1024, 64\] in "
+                     r"the model config\.json builds: fix config\.json", str(failure.value))
+
+
+def test_the_pytest_session_and_run_refuse_a_bad_config_field_in_one_line(pytester, edited_llamas, tmp_path, capsys):
+    """pytest --collect-only with the edited folders and the untouched one: no INTERNALERROR, the untouched
+    folder's cases are collected and each edited one is listed with its reason; ``cudagraph-bench run`` of one
+    such folder is exit 2 with its reason in one line, and no output folder."""
+    from cudagraph_bench.cli import main as cli_main
+
+    pytester.makepyfile(CASES_TEST)
+    edits = [("dtype", "float7"), ("num_attention_heads", 0), ("max_position_embeddings", "big")]
+    models = ",".join([*(edited_llamas[e] for e in edits), edited_llamas["base"]])
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--collect-only",
+                                          "-q", "--device", "cpu", "--models", models, "--prompt-lengths", "16")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and "INTERNALERROR" not in text and "Traceback" not in text
+    assert f"test_fwd[{edited_llamas['base']}-" in text and "3 model(s) of --models refused" in text
+    assert all(EDITED[e] in text for e in edits)
+    rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--models", edited_llamas["dtype", "float7"],
+                   "--prompt-lengths", "16", "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and EDITED["dtype", "float7"] in err[0]
+    assert not (tmp_path / "o").exists()

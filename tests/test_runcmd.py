@@ -151,6 +151,49 @@ def test_the_command_line_wins_over_the_config(tmp_path):
         assert options(runcmd.matrices(parse(*argv))[0])["--max-time-ms"] == expected
 
 
+#: A value of every matrix key other than its default: the key's TOML value and its command-line text.
+EVERY_KEY = {"models": (["gpt2"], "gpt2"), "prompt_lengths": ([16], "16"), "dtypes": (["float32"], "float32"),
+             "variants": (["eager"], "eager"), "device": ("cpu", "cpu"), "attn_implementation": ("eager", "eager"),
+             "max_positions": (64, "64"), "rounds": (3, "3"), "precision_pct": (0, "0"), "max_rounds": (9, "9"),
+             "max_time_ms": (5, "5"), "warmup_rounds": (1, "1"), "warmup_ms": (0, "0"), "min_time_ms": (1, "1"),
+             "check_inputs": (2, "2"), "compile_mode": ("max-autotune-no-cudagraphs", "max-autotune-no-cudagraphs"),
+             "pad_to": (32, "32"), "buckets": ([16, 32], "16,32")}
+
+
+def test_every_config_key_counts_and_the_command_line_wins_over_it(tmp_path, capsys, monkeypatch):
+    """Defaults < --config < command line, for every key: a config of every key gives the matrix its flags give
+    (``device`` and ``compile_mode`` too, whose string defaults argparse runs through their parsers); each flag
+    given wins over the config, even at its default value. ``device = "cpu"`` in the config is the device the
+    run checks: its eager matrix needs no GPU, and a [[sweep]] of graph is refused with the graph-needs-CUDA line."""
+    import tomllib
+
+    assert set(EVERY_KEY) == {o.dest for o in MATRIX_OPTIONS}
+    text = "".join(f"{key} = {json.dumps(value)}\n" for key, (value, _) in EVERY_KEY.items())
+    assert tomllib.loads(text)
+    path = write_toml(tmp_path, text)
+    flags = [a for o in MATRIX_OPTIONS for a in (o.flag, EVERY_KEY[o.dest][1])]
+    (from_config,) = runcmd.matrices(parse("--config", path))
+    (from_flags,) = runcmd.matrices(parse(*flags))
+    assert from_config == from_flags and options(from_config)["--device"] == "cpu"
+    for o in MATRIX_OPTIONS:
+        default = show_default(o.default) if o.default is not None else None
+        if default is None:
+            continue
+        (matrix,) = runcmd.matrices(parse("--config", path, o.flag, default))
+        (flag_alone,) = runcmd.matrices(parse(o.flag, default))
+        assert (options(matrix).get(o.flag), matrix.variants)[o.dest == "variants"] == \
+            (options(flag_alone).get(o.flag), flag_alone.variants)[o.dest == "variants"], o.flag
+    monkeypatch.setattr(process, "cuda_problem", lambda: "torch.cuda.is_available() is False for python")
+    runcmd.check_device([from_config])                               # on the config's CPU: no GPU needed
+    with pytest.raises(UsageError, match="no CUDA GPU"):
+        runcmd.check_device(runcmd.matrices(parse("--config", path, "--device", "cuda")))
+    path = write_toml(tmp_path, text + '[[sweep]]\nvariants = ["graph"]\n')
+    assert cli_main(["run", "--config", path, "-o", str(tmp_path / "o")]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "graph variants need a CUDA GPU: --device cpu runs only --variants eager (drop graph)" in err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("text, message", [
     ('modles = ["gpt2"]', "unknown key 'modles'"),
     ("prompt_lengths = [16, 0]", "key 'prompt_lengths': prompt lengths must be positive"),

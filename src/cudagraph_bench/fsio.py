@@ -411,7 +411,7 @@ def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, input
             raise UsageError(f"{flag} {output} is the input file {src}: write the output somewhere else")
 
 
-def _probe(folder: Path) -> None:
+def probe_folder(folder: Path) -> None:
     """Create and remove a hidden temporary file in ``folder`` (``os.access`` says yes to root even on
     ``/proc``). Raises OSError when the folder takes no new file."""
     fd, probe = tempfile.mkstemp(dir=folder, prefix=".cudagraph-bench.", suffix=".probe")
@@ -433,7 +433,7 @@ def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
         raise UsageError(f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}")
     check_new_folders(out.parent, flag, out)
     try:
-        _probe(folder)
+        probe_folder(folder)
     except OSError as exc:
         raise UsageError(f"{flag} {out} cannot be written: {folder} does not take new files "
                          f"({exc.strerror or exc}): choose a path in a writable folder") from None
@@ -463,14 +463,14 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
     if not create:
         nearest = folder if folder.is_dir() else _nearest_existing_folder(folder)
         try:
-            _probe(nearest)
+            probe_folder(nearest)
         except OSError as exc:
             raise UsageError(f"{flag} {folder} cannot be written: {nearest} does not take new files "
                              f"({exc.strerror or exc}): give a writable {flag} folder") from None
     if create:
         try:
             make_folders(folder)
-            _probe(folder)
+            probe_folder(folder)
         except OSError as exc:
             raise UsageError(f"cannot write to output folder {folder}: {exc.strerror or exc}: give a writable "
                              f"{flag} folder") from None

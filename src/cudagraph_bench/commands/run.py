@@ -85,7 +85,8 @@ def _given(parse):
 
 class StoreOneName(argparse.Action):
     """argparse's store, except that an option given under two names (``--rounds 5 --iters 7``) is a usage error
-    instead of the last one silently winning."""
+    instead of the last one silently winning. It records the options given on the command line
+    (:func:`given_on_command_line`)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         names = namespace.__dict__.setdefault("_option_names", {})
@@ -129,6 +130,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def _plain(value):
     return value.value if isinstance(value, Given) else value
+
+
+def given_on_command_line(args: argparse.Namespace) -> set[str]:
+    """The dests of the matrix options given on the command line (recorded by :class:`StoreOneName`). Not the
+    values marked :class:`Given`: argparse also runs an option's parser on a default that is a string
+    (``--device``'s ``"cuda"``), which marks it too."""
+    return set(getattr(args, "_option_names", {}))
 
 
 def _as_text(value) -> str:
@@ -202,20 +210,17 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
 
 def matrices(args: argparse.Namespace):
     """The sub-matrices of the command line and ``--config`` (flags given on the command line win over the config,
-    which wins over the defaults; each ``[[sweep]]`` takes the keys it does not set from the top level) as
+    which wins over the defaults, for every key, ``device`` included; each ``[[sweep]]`` takes the keys it does not
+    set from the top level): the one place these values are merged; the rest of ``run`` reads them from here
+    (:func:`matrix_device`). As
     :class:`~cudagraph_bench.runner.matrix_processes.Matrix` values, each with ``--replay-proof`` when given (passed
     to every pytest process, so that a graph that ran eagerly fails its check). Raises :class:`UsageError` for a bad
     config."""
     from cudagraph_bench import variants
     from cudagraph_bench.runner.matrix_processes import Matrix
 
-    values, explicit = {}, set()
-    for dest in _PARSERS:
-        value = getattr(args, dest)
-        if isinstance(value, Given):
-            explicit.add(dest)
-            value = value.value
-        values[dest] = value
+    explicit = given_on_command_line(args) & set(_PARSERS)
+    values = {dest: _plain(getattr(args, dest)) for dest in _PARSERS}
     sweeps, top = [{}], {}
     if args.config:
         top, config_sweeps = load_config(args.config)
@@ -236,8 +241,14 @@ def matrices(args: argparse.Namespace):
     return out
 
 
-def check_device(matrix_list, device: str) -> None:
-    """Refuse variants that need a CUDA GPU without one, before any process starts.
+def matrix_device(matrix) -> str:
+    """The device a sub-matrix of :func:`matrices` runs on (its ``--device``, merged there)."""
+    return dict(matrix.options).get(_FLAGS["device"], "cuda")
+
+
+def check_device(matrix_list) -> None:
+    """Refuse variants that need a CUDA GPU without one, before any process starts (each sub-matrix on its
+    :func:`matrix_device`: the command line's, else the config's, else the default).
 
     Raises:
         UsageError: "graph variants need a CUDA GPU ..." (``--device cpu`` with such a variant, or ``--device
@@ -245,12 +256,13 @@ def check_device(matrix_list, device: str) -> None:
     from cudagraph_bench import variants
     from cudagraph_bench.runner.process import cuda_problem
 
-    needs = sorted({n for m in matrix_list for n in m.variants if variants.variant(variants.FORWARD, n).needs_cuda},
+    on_cpu = [m for m in matrix_list if matrix_device(m) == "cpu"]
+    needs = sorted({n for m in on_cpu for n in m.variants if variants.variant(variants.FORWARD, n).needs_cuda},
                    key=lambda n: variants.display_rank(variants.FORWARD, n))
-    if device == "cpu":
-        if needs:
-            raise UsageError(f"graph variants need a CUDA GPU: --device cpu runs only --variants eager "
-                             f"(drop {', '.join(needs)})")
+    if needs:
+        raise UsageError(f"graph variants need a CUDA GPU: --device cpu runs only --variants eager "
+                         f"(drop {', '.join(needs)})")
+    if len(on_cpu) == len(matrix_list):
         return
     problem = cuda_problem()
     if problem is not None:
@@ -265,8 +277,8 @@ def main(args: argparse.Namespace) -> int:
     from cudagraph_bench.runner.matrix_processes import launch, plan, visible_gpus
 
     matrix_list = matrices(args)
-    device = _plain(args.device)
-    check_device(matrix_list, device)
+    check_device(matrix_list)
+    device = matrix_device(matrix_list[0])
     try:
         gpus = visible_gpus(args.gpus) if args.gpus is not None else ()   # an empty --gpus is an error, not "none"
     except ValueError as exc:

@@ -1,6 +1,7 @@
 """``save_pretrained`` directories: the checks a checkpoint passes before any case (a readable ``config.json``
-of a known ``model_type``, a decoder-only causal LM or a text encoder, named architectures, weights on disk whose
-safetensors files open) and the class it loads as. Each check raises :class:`~cudagraph_bench.errors.UnknownModelError` with the reason and
+of a known ``model_type`` whose fields transformers accepts, a decoder-only causal LM or a text encoder, named
+architectures, a config that builds its model class, weights on disk whose safetensors files open) and the class
+it loads as. Each check raises :class:`~cudagraph_bench.errors.UnknownModelError` with the reason and
 the fix in one line; :func:`cudagraph_bench.models.refusals.check_models` collects them for every ``--models``
 entry."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 
 from cudagraph_bench.errors import UnknownModelError
+from cudagraph_bench.models.config_checks import FIX, check_builds, check_config_fields, config_error_reason
 
 
 def _first_line(exc: BaseException, width: int = 160) -> str:
@@ -21,7 +23,9 @@ def check_config_json(path: str) -> dict:
     """The parsed ``config.json`` of a ``save_pretrained`` directory, checked before transformers reads it.
 
     Raises UnknownModelError naming the cause and the fix: the file cannot be read, is not valid JSON
-    (with the line), is not a JSON object, or names a ``model_type`` this transformers does not know."""
+    (with the line), is not a JSON object, names a ``model_type`` this transformers does not know, or holds a
+    field :func:`~cudagraph_bench.models.config_checks.check_config_fields` refuses (a dtype torch lacks, zero
+    attention heads, a position limit below 1)."""
     import json
 
     import transformers
@@ -45,6 +49,7 @@ def check_config_json(path: str) -> dict:
     if model_type is not None and model_type not in transformers.CONFIG_MAPPING:
         raise UnknownModelError(f"transformers {transformers.__version__} does not know model_type {model_type!r} "
                                 f"of {file}: upgrade transformers or use a supported architecture")
+    check_config_fields(file, data)
     return data
 
 
@@ -52,7 +57,8 @@ def directory_config(path: str):
     """The transformers config of a ``save_pretrained`` directory (offline).
 
     Raises:
-        UnknownModelError: no usable ``config.json``, an encoder-decoder model (T5, BART): the suite
+        UnknownModelError: no usable ``config.json`` (whatever transformers raises while it builds the config is
+            this refusal, naming the field or the line that refused it), an encoder-decoder model (T5, BART): the suite
             measures decoder-only causal LMs and encoders, a vision, audio or multimodal model (ViT, CLIP, LLaVA),
             or a model without attention heads (a state-space or recurrent model such as Mamba or RWKV).
             A config without a position limit but with attention (BLOOM's ALiBi, NoPE) is bounded by the
@@ -63,9 +69,9 @@ def directory_config(path: str):
     check_config_json(path)
     try:
         config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a field transformers refuses, whatever its error type
         raise UnknownModelError(f"{path}: transformers {transformers.__version__} cannot load config.json "
-                                f"({_first_line(exc)}): write the directory with save_pretrained()") from None
+                                f"({config_error_reason(exc)}): {FIX}") from None
     if getattr(config, "is_encoder_decoder", False):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
                                 f"does not measure: use a decoder-only causal LM or an encoder")
@@ -114,7 +120,8 @@ def check_model_directory(path: str):
     """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before
     any case: :func:`directory_config`'s checks, then a class named in ``config.architectures`` (without it
     transformers would load the headless base model and the checkpoint's weights would not match), weights
-    on disk (:data:`WEIGHT_FILES`) and safetensors files whose headers read (:func:`check_safetensors`).
+    on disk (:data:`WEIGHT_FILES`), safetensors files whose headers read (:func:`check_safetensors`) and a
+    config that builds its class (:func:`~cudagraph_bench.models.config_checks.check_builds`, on ``meta``).
 
     Raises:
         UnknownModelError: the reason and the fix, in one line."""
@@ -128,6 +135,7 @@ def check_model_directory(path: str):
         raise UnknownModelError(f"{path}: no weights on disk (none of {', '.join(WEIGHT_FILES)}): save_pretrained() "
                                 "the model into this directory (a config alone has no weights)")
     check_safetensors(path)
+    check_builds(path, config, directory_model_class(config))
     return config
 
 

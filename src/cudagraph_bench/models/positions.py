@@ -25,7 +25,9 @@ PADDING_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl"
 
 def recorded_position_limit(config) -> int | None:
     """The position limit (tokens) that ``config`` records (gpt2 1024, bert-tiny 512; roberta-base 512 of its
-    514 position rows), or None when it records none (ALiBi, NoPE; XLNet's relative positions, recorded as -1)."""
+    514 position rows), or None when it records none (ALiBi, NoPE; XLNet's relative positions, which its class
+    gives as -1). A ``save_pretrained`` directory whose config.json holds a limit below 1 is refused before this is
+    read (:func:`cudagraph_bench.models.config_checks.check_config_fields`)."""
     for field in POSITION_FIELDS:
         value = getattr(config, field, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:   # XLNet's -1: no limit

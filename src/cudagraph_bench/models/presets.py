@@ -252,7 +252,8 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
     Raises:
         UnknownModelError: ``name_or_path`` is neither a preset nor a directory, the directory has
             no weights on disk (no hub access: the message says to download and ``save_pretrained``), or the
-            model's class does not run ``attn_implementation``.
+            model's class does not run ``attn_implementation``, or a directory's weights do not have the shapes
+            its config builds (the first such weight named, in one line).
         UsageError: unknown dtype.
     """
     import torch
@@ -339,6 +340,10 @@ def experts_implementation(model) -> str | None:
 
 
 def _load_directory(path: str, tdtype, device, attn_implementation: str | None = None):
+    """The model of a ``save_pretrained`` directory. A load transformers stops because a weight's shape differs
+    from the one the config builds (``vocab_size`` edited) is UnknownModelError naming that weight and both
+    shapes (:func:`~cudagraph_bench.models.config_checks.weight_shape_mismatch`), not transformers' pointer to
+    a report logged above."""
     import transformers
 
     config = directory_config(path)
@@ -349,6 +354,13 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None =
     except OSError as exc:
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
+    except RuntimeError as exc:     # transformers' "size mismatch ... look at the above report": name the weight
+        from cudagraph_bench.models.config_checks import FIX, weight_shape_mismatch
+
+        mismatch = weight_shape_mismatch(path, config, directory_model_class(config))
+        if mismatch is None:
+            raise
+        raise UnknownModelError(f"{path}: its weights do not fit its config: {mismatch}: {FIX}") from exc
     return model.to(device)
 
 

@@ -7,9 +7,13 @@ refusals listed in the terminal summary and in the run JSON under ``["cudagraph_
 
 Refused: names that are no preset and no ``save_pretrained`` directory, directories that are not a causal LM or
 a text encoder (encoder-decoder, vision/multimodal, state-space models), that lack weights or named
-architectures or whose safetensors weights cannot be read (a truncated file), and models whose class does not run the ``--attn-implementation`` asked for. Not refused:
-classes without SDPA (they run eager attention) and configs without a position limit (ALiBi, NoPE: bounded by
-``--max-positions`` or the longest request, :mod:`cudagraph_bench.models.positions`).
+architectures or whose safetensors weights cannot be read (a truncated file), configs with a field transformers
+or the model refuses (a dtype torch lacks, zero heads, a position limit below 1, an unknown activation: named in
+the reason, :mod:`cudagraph_bench.models.config_checks`), and models whose class does not run the
+``--attn-implementation`` asked for. Whatever a check raises for a bad field is that entry's refusal, never an
+error of the session. Not refused: classes without SDPA (they run eager attention) and configs without a
+position limit (the field missing or null: ALiBi, NoPE; bounded by ``--max-positions`` or the longest request,
+:mod:`cudagraph_bench.models.positions`).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class ModelChecks:
 
 def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
     """The notes of one ``--models`` entry the suite can measure (:class:`ModelChecks`), checked from its config
-    only (no weights are read, no model is built; a preset with its own attention is not even configured, so
+    only (no weights are read, a directory's model is built on the ``meta`` device only; a preset with its own attention is not even configured, so
     that a session of presets does not import transformers to check them).
 
     Raises:

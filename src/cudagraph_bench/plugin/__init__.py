@@ -28,6 +28,8 @@ pytest-benchmark through their public hooks and options only:
 - :mod:`~cudagraph_bench.plugin.output`   ``machine_info``, the run JSON's ``cudagraph_bench`` section, a run JSON
   for a session that measured nothing but recorded failures;
 - :mod:`~cudagraph_bench.plugin.sharding` ``--shard K/N`` and the recorded test durations;
+- :mod:`~cudagraph_bench.plugin.output_files` ``--benchmark-json`` and ``--journal`` checked before any test (a
+  directory, a missing or read-only folder: one usage error, not results lost at the end);
 - :mod:`~cudagraph_bench.plugin.session_journal` ``--journal FILE`` (the tests started and finished, for the
   launcher) and the stop after a broken CUDA context;
 - :mod:`~cudagraph_bench.plugin.zoo_tests` ``--zoo``: the architecture zoo (``perf_tests/test_zoo.py``, collected
@@ -45,6 +47,7 @@ pytest_plugins = [
     "cudagraph_bench.plugin.profiles",
     "cudagraph_bench.plugin.output",
     "cudagraph_bench.plugin.sharding",
+    "cudagraph_bench.plugin.output_files",
     "cudagraph_bench.plugin.session_journal",
     "cudagraph_bench.plugin.zoo_tests",
 ]

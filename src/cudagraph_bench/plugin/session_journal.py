@@ -27,7 +27,15 @@ class Journal:
     the stop after a broken CUDA context."""
 
     def __init__(self, path: str | None):
-        self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
+        """Open ``path`` for appending (checked before by :mod:`cudagraph_bench.plugin.output_files`).
+
+        Raises:
+            pytest.UsageError: it cannot be opened all the same (one line)."""
+        try:
+            self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
+        except OSError as exc:
+            raise pytest.UsageError(f"--journal {path} cannot be written ({exc.strerror or exc}): choose a path "
+                                    "in a writable folder") from None
 
     def write(self, **event) -> None:
         if self._fh is not None:

@@ -1,0 +1,161 @@
+"""The fields of a ``save_pretrained`` directory's ``config.json`` checked before and while transformers reads them,
+so that a hand-edited field is that directory's refusal (:class:`~cudagraph_bench.errors.UnknownModelError`, one
+line naming the field and the fix) and never an error that stops the session:
+
+- before transformers reads the file (:func:`check_config_fields`): a ``dtype`` (or ``torch_dtype``) that names no
+  torch dtype, a count the model cannot have zero of (:data:`POSITIVE_FIELDS`: heads, layers, width, vocabulary),
+  and a position limit (:data:`~cudagraph_bench.models.positions.POSITION_FIELDS`) that is not a whole number
+  >= 1: only a missing or ``null`` limit means "no limit" (ALiBi, NoPE);
+- what transformers raises while it builds the config (:func:`config_error_reason`): its strict field validation,
+  a division by a zero field, any other error, with the field or the source line that refused it;
+- whether the config builds its model class at all (:func:`check_builds`, on the ``meta`` device: no memory, no
+  weights read): an unknown activation (``hidden_act``) and the like;
+- when loading the weights fails on a shape (:func:`weight_shape_mismatch`): the first weight whose shape in the
+  safetensors files differs from the one the config builds, named with both shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from cudagraph_bench.errors import UnknownModelError
+
+#: Config fields that count what a model cannot have none of: a value that is a whole number < 1 is refused.
+POSITIVE_FIELDS = ("num_attention_heads", "n_head", "num_hidden_layers", "n_layer", "hidden_size", "n_embd",
+                   "vocab_size")
+#: The fix every refusal here ends with.
+FIX = "fix config.json or re-save the model with save_pretrained()"
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_config_fields(file: str, data: dict) -> None:
+    """Refuse the fields of the parsed ``config.json`` ``data`` (read from ``file``) that transformers would fail
+    on or the suite would misread (module docstring).
+
+    Raises:
+        UnknownModelError: one line naming the file, the field, its value and the fix."""
+    import torch
+
+    from cudagraph_bench.models.positions import POSITION_FIELDS
+
+    for key in ("dtype", "torch_dtype"):
+        value = data.get(key)
+        if isinstance(value, str) and not isinstance(getattr(torch, value, None), torch.dtype):
+            raise UnknownModelError(f'{file}: "{key}": {json.dumps(value)} is not a torch dtype: set it to the dtype '
+                                    'the weights were saved in ("float32", "bfloat16", "float16") or re-save the '
+                                    "model with save_pretrained()")
+    for key in POSITIVE_FIELDS:
+        value = data.get(key)
+        if _is_whole(value) and value < 1:
+            raise UnknownModelError(f'{file}: "{key}" is {value}: a model needs at least 1: {FIX}')
+    for key in POSITION_FIELDS:
+        value = data.get(key)
+        if value is not None and not (_is_whole(value) and value >= 1):
+            raise UnknownModelError(f'{file}: "{key}" is {json.dumps(value)}, not a position limit (a whole number of '
+                                    "tokens >= 1): set it to the length the model was trained for (a model without a "
+                                    "limit, ALiBi or NoPE, records none)")
+
+
+def _source_line(exc: BaseException) -> str | None:
+    """The source line of the innermost frame of ``exc``'s traceback, stripped (None when there is none)."""
+    import linecache
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    line = (frames[-1].line or linecache.getline(frames[-1].filename, frames[-1].lineno)).strip()
+    return line or None
+
+
+def _one_line(text: str, width: int = 200) -> str:
+    line = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def config_error_reason(exc: BaseException, *, source_line: bool = True) -> str:
+    """What ``exc``, raised while transformers built a config or a model, says, in one line: its type and message
+    (every line of transformers' strict field validation, which names the field) and, for an error that names no
+    field (a division by zero, a missing attribute) unless ``source_line`` is False, the source line that raised
+    it."""
+    text = f"{type(exc).__name__}: {_one_line(str(exc))}" if str(exc).strip() else type(exc).__name__
+    if source_line and "field" not in str(exc).lower():
+        line = _source_line(exc)
+        if line:
+            text += f" (at: {line[:120]})"
+    return text
+
+
+def _fields_holding(config, value) -> list[str]:
+    """The top-level fields of ``config`` (a transformers config) whose value is ``value``."""
+    try:
+        fields = config.to_dict()
+    except Exception:  # noqa: BLE001 - a config that does not serialize names no field
+        return []
+    return [key for key, held in fields.items() if isinstance(held, type(value)) and held == value]
+
+
+def _meta_only(exc: BaseException) -> bool:
+    """True for an error of the ``meta`` device itself (a model that reads a value while it builds), which a real
+    load does not meet: not the config's fault."""
+    return isinstance(exc, (RuntimeError, NotImplementedError)) and "meta" in str(exc).lower()
+
+
+def meta_model(config, model_class):
+    """A ``model_class`` of ``config`` built on the ``meta`` device (no memory, no weights)."""
+    import torch
+
+    with torch.device("meta"):
+        return model_class._from_config(config)
+
+
+def check_builds(path: str, config, model_class) -> None:
+    """Build ``model_class`` from ``config`` on the ``meta`` device, so that a config whose model does not build
+    (``"hidden_act": "wibble"``: ``KeyError: 'wibble'``) is refused before any case. An error of the meta device
+    itself is left for the load to meet.
+
+    Raises:
+        UnknownModelError: ``path``, the class, the error (and the field holding the unknown key) and the fix."""
+    try:
+        meta_model(config, model_class)
+    except Exception as exc:  # noqa: BLE001 - any error of the model's own code
+        if _meta_only(exc):
+            return
+        key = exc.args[0] if isinstance(exc, KeyError) and exc.args else None
+        fields = _fields_holding(config, key) if isinstance(key, str) else []
+        reason = config_error_reason(exc, source_line=not fields)
+        if fields:
+            reason += f' (the value of "{fields[0]}")'
+        raise UnknownModelError(f"{path}: its config does not build a {model_class.__name__}: {reason}: "
+                                f"{FIX}") from None
+
+
+def _shape(dims) -> str:
+    return "[" + ", ".join(str(int(d)) for d in dims) + "]"
+
+
+def weight_shape_mismatch(path: str, config, model_class) -> str | None:
+    """The first weight of ``path``'s safetensors files whose shape differs from the one a ``model_class`` of
+    ``config`` has, as ``"model.embed_tokens.weight is [512, 64] in model.safetensors, [1024, 64] in the model
+    config.json builds"``; None when every weight of the same name matches (or the model does not build on the
+    ``meta`` device)."""
+    from safetensors import safe_open
+
+    from cudagraph_bench.models.checkpoints import safetensors_files
+
+    try:
+        shapes = {name: tuple(t.shape) for name, t in meta_model(config, model_class).state_dict().items()}
+    except Exception:  # noqa: BLE001 - nothing to compare with
+        return None
+    for file in safetensors_files(path):
+        with safe_open(file, framework="pt") as fh:
+            for name in fh.keys():
+                saved = tuple(fh.get_slice(name).get_shape())
+                if name in shapes and shapes[name] != saved:
+                    return (f"{name} is {_shape(saved)} in {os.path.basename(file)}, {_shape(shapes[name])} in the "
+                            "model config.json builds")
+    return None
