@@ -200,8 +200,13 @@ class _HostWorkFound(Exception):
 def _source_line() -> str:
     """``"transformers/models/falcon/modeling_falcon.py:255 (_split_heads)"``: the innermost frame of the stack that
     is neither torch nor this module (the model code that did the host work); ``""`` when there is none."""
+    return _frame_text(traceback.extract_stack())
+
+
+def _frame_text(frames) -> str:
+    """:func:`_source_line` of a list of frames (a stack or a traceback), innermost last."""
     torch_folder = _torch_folder() + os.sep
-    for frame in reversed(traceback.extract_stack()):
+    for frame in reversed(frames):
         filename = os.path.abspath(frame.filename)
         if filename.startswith(torch_folder) or filename == _OWN_FILE:
             continue
@@ -387,8 +392,8 @@ CAPTURE_HOST_WORK_ERRORS = ("Cannot copy between CPU and CUDA tensors during CUD
 
 def host_work_in_failed_capture(exc: BaseException) -> str | None:
     """The host work that broke a capture, from the exception chain of ``torch.cuda.graph``: ``"<error> at
-    transformers/integrations/moe.py:402 (grouped_mm_experts_forward)"`` (the innermost frame of transformers, else
-    the innermost frame outside torch), or None when the capture failed for another reason. Host work inside a
+    transformers/integrations/moe.py:402 (grouped_mm_experts_forward)"`` (its innermost frame outside torch, as
+    :func:`_source_line` names it), or None when the capture failed for another reason. Host work inside a
     kernel's own launcher (``torch.histc``'s bounds, say) runs below any dispatch mode, so only the capture sees it."""
     seen, root = set(), exc
     while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
@@ -398,14 +403,5 @@ def host_work_in_failed_capture(exc: BaseException) -> str | None:
     error = next((e for e in CAPTURE_HOST_WORK_ERRORS if e in text), None)
     if error is None:
         return None
-    torch_folder = _torch_folder() + os.sep
-    frames = [f for f in traceback.extract_tb(root.__traceback__)
-              if not os.path.abspath(f.filename).startswith(torch_folder) and os.path.abspath(f.filename) != _OWN_FILE]
-    ours = [f for f in frames if "transformers" in f.filename.replace(os.sep, "/").split("/")] or frames
-    if not ours:
-        return error
-    frame = ours[-1]
-    parts = frame.filename.replace(os.sep, "/").split("/")
-    name = "/".join(parts[parts.index("transformers"):]) if "transformers" in parts else frame.filename
-    return f"{error} at {name}:{frame.lineno} ({frame.name})"
-
+    where = _frame_text(traceback.extract_tb(root.__traceback__))
+    return f"{error} at {where}" if where else error

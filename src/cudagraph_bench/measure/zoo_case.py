@@ -287,12 +287,15 @@ def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64
     graph's failure stands)."""
     from cudagraph_bench.capture.decode import GreedyDecoder
 
+    decoder = None
     try:
         decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=False, prefill_buckets=buckets)
         tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
-        decoder.close()
     except Exception:   # noqa: BLE001 - no eager verdict: the graph's failure stands
         return None
+    finally:
+        if decoder is not None:
+            decoder.close()
     passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
     return None if passed else sentence
 

@@ -24,26 +24,21 @@ CHECKED = {"benchmark_json": ("--benchmark-json", "run.json"), "journal": ("--jo
 def output_file_problem(path, flag: str, example: str) -> str | None:
     """Why ``path`` (given with ``flag``) cannot be opened for writing, in one line naming the fix; None when it
     can, or when ``path`` is None or an already open file."""
-    from cudagraph_bench.fsio import probe_folder
+    from cudagraph_bench.errors import UsageError
+    from cudagraph_bench.fsio import check_output_file
 
     if path is None or hasattr(path, "write"):
         return None
     out = Path(os.fspath(path))
-    if out.is_dir():
-        return f"{flag} {out} is a directory: give a file such as {out / example}"
-    folder = out.parent
-    if not folder.exists():
-        return (f"{flag} {out}: folder {folder} does not exist: create it first (mkdir -p {folder}) or give a path "
-                "in an existing folder")
-    if not folder.is_dir():
-        return f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}"
+    if not out.is_dir() and not out.parent.exists():        # neither option creates folders
+        return (f"{flag} {out}: folder {out.parent} does not exist: create it first (mkdir -p {out.parent}) or give "
+                "a path in an existing folder")
+    try:
+        check_output_file(out, flag, example)               # a directory, a parent that is a file, no new file
+    except UsageError as exc:
+        return str(exc)
     if out.exists() and not os.access(out, os.W_OK):
         return f"{flag} {out} cannot be written (permission denied): choose a writable file"
-    try:
-        probe_folder(folder)
-    except OSError as exc:
-        return (f"{flag} {out} cannot be written: {folder} does not take new files ({exc.strerror or exc}): "
-                "choose a path in a writable folder")
     return None
 
 
