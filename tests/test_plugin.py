@@ -284,10 +284,10 @@ def test_a_classification_checkpoint_is_collected_as_an_encoder_with_a_warning(p
     assert "PytestConfigWarning" in out and "GPT2ForSequenceClassification is measured as its base model GPT2Model" in out
 
 
-@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "no-positions", "no-model-class", "no-weights"])
+@pytest.mark.parametrize("kind", ["encoder-decoder", "not-json", "recurrent", "no-model-class", "no-weights"])
 def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_path, kind):
-    """--models with only a T5 checkpoint, a config.json that is not JSON, a state-space model (Mamba: no
-    attention, no positions), a config that no model class loads on its own (BLIP's text config) or a causal LM's
+    """--models with only a T5 checkpoint, a config.json that is not JSON, a recurrent model whose state
+    transformers' cache does not hold (RWKV), a config that no model class loads on its own (BLIP's text config) or a causal LM's
     config without its weights: pytest stops before collection with the reason that check_model_directory gives,
     in one line, not a collection traceback (nor an error in every test on a GPU)."""
     from cudagraph_bench.errors import UnknownModelError
@@ -300,10 +300,12 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
         import transformers
 
         transformers.T5Config(d_model=16, d_ff=32, num_layers=1, num_heads=2, vocab_size=64).save_pretrained(folder)
-    elif kind == "no-positions":
+    elif kind == "recurrent":
         import transformers
 
-        transformers.MambaConfig(hidden_size=16, num_hidden_layers=1, vocab_size=64).save_pretrained(folder)
+        transformers.RwkvConfig(hidden_size=16, num_hidden_layers=1, vocab_size=64, attention_hidden_size=16,
+                                intermediate_size=32, context_length=64,
+                                architectures=["RwkvForCausalLM"]).save_pretrained(folder)
     elif kind == "no-model-class":
         import transformers
 

@@ -45,7 +45,6 @@ ACCEPTED = {
 REFUSED = {
     "t5": ("T5Model", "is an encoder-decoder model"),
     "vit": ("ViTConfig", "vision, audio or multimodal model"),
-    "mamba": ("MambaForCausalLM", "has no attention heads"),
     "rwkv": ("RwkvForCausalLM", "has no attention heads"),       # records a context length, still recurrent
     "config-only": ("GPT2Config", "no weights on disk"),
 }
@@ -65,9 +64,6 @@ def _write(kind: str, folder) -> None:
     elif kind == "vit":
         transformers.ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=32).save_pretrained(folder)
-    elif kind == "mamba":
-        transformers.MambaForCausalLM(transformers.MambaConfig(hidden_size=16, num_hidden_layers=1,
-                                                               vocab_size=64)).save_pretrained(folder)
     elif kind == "rwkv":
         transformers.RwkvForCausalLM(transformers.RwkvConfig(hidden_size=16, num_hidden_layers=2, vocab_size=64,
                                                              attention_hidden_size=16, intermediate_size=32,
@@ -92,12 +88,12 @@ def test_every_entry_is_checked_and_no_refusal_stops_the_others(checkpoints, tmp
     """One check of the whole list: the measurable models in their order, every other entry with its reason
     (a typo and a missing directory too), wherever it stands in the list; the bounded one gets a note."""
     names = [checkpoints["t5"], "gpt2", "no-such-preset", *(checkpoints[k] for k in ACCEPTED), checkpoints["vit"],
-             str(tmp_path / "missing"), checkpoints["mamba"], checkpoints["rwkv"], checkpoints["config-only"]]
+             str(tmp_path / "missing"), checkpoints["rwkv"], checkpoints["config-only"]]
     checks = check_models(names)
     assert checks.accepted == ("gpt2", *(checkpoints[k] for k in ACCEPTED))
     reasons = {r.model: r.reason for r in checks.refused}
     assert list(reasons) == [checkpoints["t5"], "no-such-preset", checkpoints["vit"], str(tmp_path / "missing"),
-                             checkpoints["mamba"], checkpoints["rwkv"], checkpoints["config-only"]]
+                             checkpoints["rwkv"], checkpoints["config-only"]]
     for kind, (_, part) in REFUSED.items():
         assert part in reasons[checkpoints[kind]], (kind, reasons[checkpoints[kind]])
     assert reasons["no-such-preset"].startswith("unknown model 'no-such-preset': use a preset (gpt2,")

@@ -31,7 +31,7 @@ def test_the_zoo_is_not_collected_without_its_option():
 
 def test_cudagraph_bench_zoo_records_every_part_and_writes_the_page(tmp_path, monkeypatch, capsys):
     """gpt2's forward is made measurable on the CPU (its eager forward as the "graph": the timing path of a GPU
-    run); its decode awaits the GPU after the eager static-cache steps gave generate's tokens; mamba is refused."""
+    run); its decode awaits the GPU after the eager static-cache steps gave generate's tokens; rwkv is refused."""
     import cudagraph_bench.measure.zoo_case as zoo_case
     from cudagraph_bench.models.presets import model_forward
 
@@ -48,7 +48,7 @@ def test_cudagraph_bench_zoo_records_every_part_and_writes_the_page(tmp_path, mo
     monkeypatch.setattr(zoo_case, "forward_outcome", measurable)
     monkeypatch.setattr(process, "run_process", run_process_in_process)
     out = tmp_path / "zoo"
-    rc = cli_main(["zoo", "--device", "cpu", "--types", "gpt2,mamba", "-o", str(out)])
+    rc = cli_main(["zoo", "--device", "cpu", "--types", "gpt2,rwkv", "-o", str(out)])
     assert rc == 0, (out / "zoo.log").read_text()[-3000:]
     doc = json.loads((out / "zoo.json").read_text())
     (bench,) = doc["benchmarks"]
@@ -62,10 +62,10 @@ def test_cudagraph_bench_zoo_records_every_part_and_writes_the_page(tmp_path, mo
     # rule accepts (which one depends on the CPU kernels of the torch release)
     check = parts[("gpt2", "decode")]["unpadded_prefill"]["check"]
     assert check.startswith("tokens identical to generate") or "a rounding tie" in check, check
-    assert {parts[("mamba", p)]["status"] for p in ("forward", "decode")} == {"refused"}
-    assert "no attention heads" in parts[("mamba", "forward")]["reason"]
+    assert {parts[("rwkv", p)]["status"] for p in ("forward", "decode")} == {"refused"}
+    assert "no attention heads" in parts[("rwkv", "forward")]["reason"]
     page = (out / "architectures.md").read_text()
-    assert "| `gpt2` | measured | awaits GPU run |" in page and "| `mamba` | refused | refused |" in page
+    assert "| `gpt2` | measured | awaits GPU run |" in page and "| `rwkv` | refused | refused |" in page
     assert "transformers" in capsys.readouterr().out
 
 

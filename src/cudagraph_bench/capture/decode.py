@@ -149,7 +149,8 @@ class GreedyDecoder:
 
         from cudagraph_bench.capture.buckets import cap_buckets
         from cudagraph_bench.capture.module_state import state_outside_cache_reason, state_rebound_by_step
-        from cudagraph_bench.models.hf_internals import cache_keyword, state_layer_types, static_cache_for_graphs
+        from cudagraph_bench.models.hf_internals import (attention_windows, cache_keyword, state_layer_types,
+                                                         static_cache_for_graphs)
         from cudagraph_bench.models.presets import max_positions, model_kind
 
         if model_kind(model) != "causal":
@@ -190,6 +191,9 @@ class GreedyDecoder:
         self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
         self._index = torch.zeros(1, dtype=torch.int64, device=dev)                          # [1]
         self._mask = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)            # [1, max_cache_len]
+        # a model of state layers only (Mamba) has no keys to mask, and would multiply its one token's hidden
+        # states by the whole mask; its steps take none, as in its own generate
+        self._step_mask = self._mask if attention_windows(model.config) else None
         self._out = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)             # [1, max_cache_len]
         with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph or compile
             self._first_step()
@@ -237,7 +241,7 @@ class GreedyDecoder:
         work only (no host read), so it can be compiled and captured. Returns the step's logits
         ``[1, vocab]`` (when captured: a static output in the graph pool)."""
         self._mask.index_fill_(1, self._pos, 1)
-        logits = self.model(input_ids=self._token, attention_mask=self._mask, position_ids=self._pos.view(1, 1),
+        logits = self.model(input_ids=self._token, attention_mask=self._step_mask, position_ids=self._pos.view(1, 1),
                             use_cache=True, **{self._cache_kw: self.cache}).logits[:, -1]          # [1, vocab]
         token = logits.argmax(-1, keepdim=True)                                                     # [1, 1]
         self._token.copy_(token)

@@ -11,6 +11,7 @@ import os
 
 from cudagraph_bench.errors import UnknownModelError
 from cudagraph_bench.models.config_checks import FIX, check_builds, check_config_fields, config_error_reason
+from cudagraph_bench.models.hf_internals import state_layer_types
 
 
 def _first_line(exc: BaseException, width: int = 160) -> str:
@@ -59,8 +60,12 @@ def directory_config(path: str):
     Raises:
         UnknownModelError: no usable ``config.json`` (whatever transformers raises while it builds the config is
             this refusal, naming the field or the line that refused it), an encoder-decoder model (T5, BART): the suite
-            measures decoder-only causal LMs and encoders, a vision, audio or multimodal model (ViT, CLIP, LLaVA),
-            or a model without attention heads (a state-space or recurrent model such as Mamba or RWKV).
+            measures decoder-only causal LMs and encoders, a vision or audio model without a causal-LM head
+            (ViT, CLIP, a LLaVA base model), or a recurrent model whose state transformers' cache does not hold
+            (RWKV, xLSTM: no attention heads and no state layer types).
+            A multimodal causal LM (Gemma 3, Llama 4) is measured on text-only requests, input_ids alone: its
+            vision and audio towers are loaded but never run. A model of state layers only (Mamba, Mamba-2)
+            is measured like a hybrid's state layers (:func:`~cudagraph_bench.models.hf_internals.state_layer_types`).
             A config without a position limit but with attention (BLOOM's ALiBi, NoPE) is bounded by the
             request (:mod:`cudagraph_bench.models.positions`); a class without SDPA runs eager attention
             (:mod:`cudagraph_bench.models.attention`)."""
@@ -76,13 +81,14 @@ def directory_config(path: str):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
                                 f"does not measure: use a decoder-only causal LM or an encoder")
     if _not_text_only(config):
-        raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model, which the "
-                                "suite does not measure: it measures text models that take input_ids only; save the "
-                                "text model alone (e.g. from its text_config)")
-    if not has_attention_heads(config):
-        raise UnknownModelError(f"{path}: {config.__class__.__name__} has no attention heads (num_attention_heads): "
-                                "a state-space or recurrent model, which the suite does not measure: use a model with "
-                                "attention layers")
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model without a "
+                                "causal-LM head, which the suite does not measure: it measures text models that take "
+                                "input_ids only; save the text model alone (e.g. from its text_config)")
+    if not has_attention_heads(config) and not state_layer_types(config):
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} has no attention heads (num_attention_heads) "
+                                "and no state layers transformers' cache holds (layer types): a recurrent model "
+                                "that keeps its state in its own outputs, which the suite does not measure: use a "
+                                "model with attention or Mamba layers")
     directory_model_class(config)
     return config
 
@@ -104,11 +110,15 @@ def has_attention_heads(config) -> bool:
 
 
 def _not_text_only(config) -> bool:
-    """True for a vision, audio or multimodal config: it holds a vision or audio sub-config (LLaVA, CLIP,
-    Gemma 3's image-text model) or no ``vocab_size`` (ViT: no token embeddings)."""
+    """True for a config the suite cannot feed text alone: no ``vocab_size`` in it or its text config (ViT: no
+    token embeddings), or a vision or audio sub-config (CLIP, LLaVA) without a causal-LM head in
+    ``architectures``. A multimodal causal LM (Gemma 3's image-text model, Llama 4) takes ``input_ids`` alone and
+    is False."""
     sub_configs = getattr(config, "sub_configs", None) or {}
-    return (any(name in sub_configs for name in ("vision_config", "audio_config"))
-            or getattr(config, "vocab_size", None) is None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if getattr(config, "vocab_size", None) is None and getattr(text, "vocab_size", None) is None:
+        return True
+    return any(name in sub_configs for name in ("vision_config", "audio_config")) and not names_lm_head(config)
 
 
 #: The weight files ``save_pretrained`` writes (transformers.utils ``SAFE_WEIGHTS_NAME``,
@@ -215,13 +225,24 @@ def names_lm_head(config) -> bool:
 
 def directory_model_class(config):
     """The transformers class a ``save_pretrained`` directory of ``config`` loads as (:func:`_load_directory`'s
-    choice: the causal-LM class when ``config.architectures`` names an LM head, else the base model)."""
+    choice): the causal-LM class when ``config.architectures`` names an LM head, else the base model. A causal-LM
+    class the auto mapping does not list for its config (the text decoder of a multimodal family, saved with its
+    text config: ``MllamaForCausalLM``, ``Emu3ForCausalLM``) is the class ``architectures`` names, when that
+    class is built from this config class.
+
+    Raises:
+        UnknownModelError: transformers has no such class for this config."""
     import transformers
 
     causal = names_lm_head(config)
     try:
         return (transformers.MODEL_FOR_CAUSAL_LM_MAPPING if causal else transformers.MODEL_MAPPING)[type(config)]
     except KeyError:
-        raise UnknownModelError(f"transformers {transformers.__version__} has no {'causal-LM' if causal else 'base'} "
-                                f"model class for {config.__class__.__name__}: save the directory with "
-                                "save_pretrained() from a causal LM or an encoder") from None
+        pass
+    named = [getattr(transformers, name, None) for name in (config.architectures or [])] if causal else []
+    for model_class in named:
+        if model_class is not None and getattr(model_class, "config_class", None) is type(config):
+            return model_class
+    raise UnknownModelError(f"transformers {transformers.__version__} has no {'causal-LM' if causal else 'base'} "
+                            f"model class for {config.__class__.__name__}: save the directory with "
+                            "save_pretrained() from a causal LM or an encoder")

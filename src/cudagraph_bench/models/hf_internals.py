@@ -339,12 +339,13 @@ def set_cache_write_position(cache, length: int) -> None:
 
 def cache_keyword(model) -> str:
     """The forward keyword that takes the KV cache: ``cache`` (transformers >= 5.24, where
-    ``past_key_values`` is deprecated) or ``past_key_values`` (older releases, which would silently
-    swallow ``cache=`` in ``**kwargs`` and never write the cache)."""
+    ``past_key_values`` is deprecated), ``past_key_values`` (older releases, which would silently
+    swallow ``cache=`` in ``**kwargs`` and never write the cache), or ``cache_params`` (the Mamba family before
+    5.24, which swallows ``past_key_values`` the same way: every step would run without its state)."""
     import inspect
 
     params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
+    return next((name for name in ("cache", "past_key_values", "cache_params") if name in params), "past_key_values")
 
 
 # --- RoPE ---------------------------------------------------------------------------------------

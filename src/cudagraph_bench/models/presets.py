@@ -344,20 +344,19 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None =
     from the one the config builds (``vocab_size`` edited) is UnknownModelError naming that weight and both
     shapes (:func:`~cudagraph_bench.models.config_checks.weight_shape_mismatch`), not transformers' pointer to
     a report logged above."""
-    import transformers
 
     config = directory_config(path)
-    auto = transformers.AutoModelForCausalLM if names_lm_head(config) else transformers.AutoModel
-    attention = attention_implementation(config, directory_model_class(config), attn_implementation)
+    model_class = directory_model_class(config)
+    attention = attention_implementation(config, model_class, attn_implementation)
     try:
-        model = auto.from_pretrained(path, dtype=tdtype, local_files_only=True, attn_implementation=attention)
+        model = model_class.from_pretrained(path, dtype=tdtype, local_files_only=True, attn_implementation=attention)
     except OSError as exc:
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
     except RuntimeError as exc:     # transformers' "size mismatch ... look at the above report": name the weight
         from cudagraph_bench.models.config_checks import FIX, weight_shape_mismatch
 
-        mismatch = weight_shape_mismatch(path, config, directory_model_class(config))
+        mismatch = weight_shape_mismatch(path, config, model_class)
         if mismatch is None:
             raise
         raise UnknownModelError(f"{path}: its weights do not fit its config: {mismatch}: {FIX}") from exc
@@ -379,7 +378,11 @@ def model_kind(model) -> str:
 
 
 def vocab_size(model) -> int:
-    return int(model.config.vocab_size)
+    """Token ids a model's embeddings take, ``[0, vocab_size)``: its config's, or its text config's in a multimodal
+    model (Gemma 3's image-text config keeps it there)."""
+    config = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return int(getattr(config, "vocab_size", None) or text.vocab_size)
 
 
 def model_forward(model, input_ids: "torch.Tensor", attention_mask: "torch.Tensor | None" = None) -> "torch.Tensor":

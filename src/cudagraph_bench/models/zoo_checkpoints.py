@@ -1,8 +1,8 @@
 """A zoo type as a user's checkpoint: its tiny model saved with ``save_pretrained`` and put through the checks every
 ``--models`` folder passes (:func:`zoo_checkpoint`), or the reason it is refused, in one line.
 
-The refusals are the suite's own: :func:`~cudagraph_bench.models.checkpoints.directory_config` (a vision,
-audio or multimodal model, no attention heads: a state-space or recurrent model, no
+The refusals are the suite's own: :func:`~cudagraph_bench.models.checkpoints.directory_config` (a vision or
+audio model without a causal-LM head, a recurrent model whose state transformers' cache does not hold, no
 causal-LM class) and :func:`~cudagraph_bench.models.refusals.check_model` (weights, architectures, attention),
 plus what only the zoo meets: a type whose tiny config or model cannot be built
 (:class:`~cudagraph_bench.models.zoo_types.ZooBuildError`) and the types of
@@ -32,7 +32,7 @@ def _without_path(reason: str, path: str) -> str:
 
 def default_config_refusal(model_type: str) -> str | None:
     """Why the suite refuses ``model_type`` judged from transformers' default config alone (saved and read back by
-    :func:`~cudagraph_bench.models.checkpoints.directory_config`: encoder-decoder, multimodal, no attention heads),
+    :func:`~cudagraph_bench.models.checkpoints.directory_config`: encoder-decoder, no text input, a recurrent state),
     or None when its config passes or cannot be built (then the build's own reason is the one to give)."""
     from transformers import CONFIG_MAPPING
 
