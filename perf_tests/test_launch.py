@@ -24,13 +24,13 @@ from cudagraph_bench.measure import launch_overhead
 from cudagraph_bench.results import launch_model
 from cudagraph_bench.options import LAUNCH_VARIANTS
 
-ROUNDS = 50            # at least this many measured rounds (more with --rounds)
-WARMUP_ROUNDS = 5      # at least this many warmup rounds (more with --warmup-rounds)
+ROUNDS = 50            # at least this many measured rounds (more with --benchmark-min-rounds)
+WARMUP_ROUNDS = 5      # at least this many warmup rounds (more with --benchmark-warmup-iterations)
 
 
 @pytest.fixture
 def rounds(request) -> tuple[int, int]:
-    """``(rounds, warmup_rounds)``: the suite's ``--rounds`` / ``--warmup-rounds``, at least 50 and 5."""
+    """``(rounds, warmup_rounds)``: the suite's ``--benchmark-min-rounds`` / ``--benchmark-warmup-iterations``, at least 50 and 5."""
     opt = request.config.getoption
     return max(ROUNDS, int(opt("rounds", default=ROUNDS))), max(WARMUP_ROUNDS, int(opt("warmup_rounds", default=WARMUP_ROUNDS)))
 

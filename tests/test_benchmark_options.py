@@ -48,12 +48,20 @@ def test_the_honoured_options_come_from_pytest_addopts_too(pytester, monkeypatch
                                    "call here: set --min-time-ms"),
     (["--benchmark-timer=time.process_time"], "--benchmark-timer is not read by cudagraph-bench's timing"),
     (["--benchmark-calibration-precision=20"], "set --precision-pct"),
-    (["--benchmark-warmup=on"], "set --warmup-rounds and --warmup-ms"),
-    (["--benchmark-min-rounds=7", "--rounds=5"], "--benchmark-min-rounds and --rounds set the same thing: give one"),
-    (["--benchmark-min-rounds=100000000"], "--benchmark-min-rounds 100000000: as --rounds 100000000: expected at most"),
+    (["--benchmark-warmup=on"], "set --benchmark-warmup-iterations and --warmup-ms"),
+    (["--benchmark-min-rounds=100000000"], "--benchmark-min-rounds 100000000: expected at most 100000 rounds"),
+    (["--benchmark-max-time=-2"], "--benchmark-max-time -2: expected seconds >= 0"),
 ])
 def test_the_others_are_refused_with_one_line_naming_the_suite_option(pytester, args, phrase):
     result, info = policy(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and info is None
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
     assert len(errors) == 1 and phrase in errors[0], result.errlines
+
+
+@pytest.mark.parametrize("flag", ["--rounds", "--max-time-ms", "--warmup-rounds"])
+def test_pytest_has_one_switch_per_round_option(pytester, flag):
+    """The suite's names of the round options pytest-benchmark spells are no pytest options: one switch each."""
+    result, info = policy(pytester, flag, "5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and info is None
+    assert f"unrecognized arguments: {flag}" in result.stderr.str()

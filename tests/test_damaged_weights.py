@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from cudagraph_bench.models.refusals import check_models
+from cudagraph_bench.options import pytest_argument
 from in_process import ROOT, run_session
 
 LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
@@ -111,7 +112,8 @@ def test_weights_damaged_after_the_check_fail_their_case_with_a_recorded_one_lin
     folder = tmp_path / "late"
     shutil.copytree(llama_dir, folder)
     out, plugin = tmp_path / "run.json", _DamageAfterCollection(folder / "model.safetensors")
-    rc = run_session([str(ROOT / "perf_tests" / "test_forward_bench.py"), "--benchmark-only", *CPU_MATRIX,
+    matrix = [text for flag, value in zip(CPU_MATRIX[::2], CPU_MATRIX[1::2]) for text in pytest_argument(flag, value)]
+    rc = run_session([str(ROOT / "perf_tests" / "test_forward_bench.py"), "--benchmark-only", *matrix,
                       "--models", str(folder), f"--benchmark-json={out}", "-q"], plugins=[plugin])
     assert rc == pytest.ExitCode.TESTS_FAILED
     (failure,) = json.loads(out.read_text())["cudagraph_bench"]["failures"]

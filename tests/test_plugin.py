@@ -119,7 +119,7 @@ def test_with_compile_adds_decode_variants(pytester):
     (("--models", "gpt3"), f"unknown model 'gpt3': use a preset ({', '.join(PRESET_NAMES)})"),
     (("--prompt-lengths", "16,x"), "prompt lengths must be whole numbers"),
     (("--dtypes", "int8"), "unknown dtype 'int8'"),
-    (("--rounds", "0"), "expected a number >= 1"),
+    (("--benchmark-min-rounds", "0"), "must be at least 1"),       # pytest-benchmark's own check
 ])
 def test_bad_options_are_usage_errors(pytester, args, message):
     pytester.makepyfile("def test_x():\n    pass\n")
@@ -175,8 +175,8 @@ def test_cpus_pins_the_test_process(pytester, cpu_affinity_restored):
     (("--cpus", "60000"), "not available to this process: choose among"),
     (("--cpus", "0-99999999999"), "CPUs are numbered 0 to at most 65535"),     # refused before a range is made
     (("--min-time-ms", "-1"), "expected milliseconds >= 0"),
-    (("--max-time-ms", "-1"), "expected milliseconds >= 0"),
-    (("--max-time-ms", "nan"), "expected a finite number"),
+    (("--benchmark-max-time", "-1"), "--benchmark-max-time -1: expected seconds >= 0"),
+    (("--benchmark-max-time", "nan"), "expected a finite number"),
 ])
 def test_bad_timing_options_are_usage_errors(pytester, args, message):
     pytester.makepyfile("def test_x():\n    pass\n")
@@ -200,10 +200,10 @@ def test_policy(request):
 """
 
 
-@pytest.mark.parametrize("args, expected", [((), None), (("--max-time-ms", "250"), 250.0),
-                                            (("--max-time-ms", "0"), 0.0)])
+@pytest.mark.parametrize("args, expected", [((), None), (("--benchmark-max-time", "0.25"), 250.0),
+                                            (("--benchmark-max-time", "0"), 0.0)])
 def test_max_time_ms_reaches_the_case_spec_and_every_round_policy(pytester, args, expected):
-    """--max-time-ms on the pytest command line (default DEFAULT_MAX_TIME_MS) is the time cap of the forward
+    """--benchmark-max-time (seconds) on the pytest command line (default DEFAULT_MAX_TIME_MS) is the time cap of the forward
     cases' CaseSpec and of the session's round policies, the decode ones (rounds and max_rounds given) too."""
     from cudagraph_bench.options import DEFAULT_MAX_TIME_MS
 

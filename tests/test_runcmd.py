@@ -70,6 +70,20 @@ def test_the_source_scripts_aliases_are_the_shared_options():
         "--models": "distilgpt2", "--dtypes": "bfloat16", "--rounds": "7", "--warmup-rounds": "2"}
 
 
+def test_the_round_options_reach_pytest_in_pytest_benchmarks_spelling():
+    """run keeps --rounds, --max-time-ms and --warmup-rounds; each pytest process gets pytest-benchmark's flag of the
+    same value (seconds for the time cap), and never the suite's name, which pytest does not take."""
+    from cudagraph_bench.runner import matrix_processes
+
+    (matrix,) = runcmd.matrices(parse("--rounds", "7", "--max-time-ms", "250", "--warmup-rounds", "2"))
+    ((part,),) = matrix_processes.plan([matrix])
+    args = list(part.args)
+    given = {flag: args[args.index(flag) + 1] for flag in ("--benchmark-min-rounds", "--benchmark-max-time",
+                                                           "--benchmark-warmup-iterations")}
+    assert given == {"--benchmark-min-rounds": "7", "--benchmark-max-time": "0.25", "--benchmark-warmup-iterations": "2"}
+    assert not {"--rounds", "--max-time-ms", "--warmup-rounds"} & set(args)
+
+
 def test_with_compile_adds_the_compiled_variants():
     (matrix,) = runcmd.matrices(parse("--variants", "eager", "--with-compile"))
     assert matrix.variants == ("eager", *(v.name for v in variants.of_suite(variants.FORWARD) if v.compiled))

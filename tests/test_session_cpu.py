@@ -17,8 +17,8 @@ from in_process import ROOT, run_session
 MODULES = [str(ROOT / "perf_tests" / "test_forward_bench.py"), str(ROOT / "perf_tests" / "test_decode_bench.py")]
 #: Two prompt lengths of eager forwards, one decode request of 4 tokens; 3 rounds each, no time floors.
 MATRIX = ("--device", "cpu", "--prompt-lengths", "8,16", "--dtypes", "float32", "--decode-dtypes", "float32",
-          "--decode-prompt-lengths", "8", "--new-tokens", "4", "--rounds", "3", "--decode-rounds", "3",
-          "--precision-pct", "0", "--warmup-rounds", "1", "--warmup-ms", "0", "--min-time-ms", "0")
+          "--decode-prompt-lengths", "8", "--new-tokens", "4", "--benchmark-min-rounds", "3", "--decode-rounds", "3",
+          "--precision-pct", "0", "--benchmark-warmup-iterations", "1", "--warmup-ms", "0", "--min-time-ms", "0")
 #: The module-scoped sessions are made once: all tests of this module in one pytest-xdist worker
 #: (make test runs --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("cpu-suite-sessions")

@@ -38,7 +38,7 @@ case "$part" in
   suite)   precompile_bytecode   # as a pip install leaves the modules; the committed suite run had it
            bench suite/default-suite-one-gpu perf_tests --durations=10 ;;
   smoke)   bench smoke/smoke perf_tests --models gpt2,bert-tiny,tinyllama-1.1b --prompt-lengths 16,50 \
-             --dtypes float32,bfloat16 --rounds 10 --warmup-rounds 2 --decode-rounds 2 --new-tokens 64 ;;
+             --dtypes float32,bfloat16 --benchmark-min-rounds 10 --benchmark-warmup-iterations 2 --decode-rounds 2 --new-tokens 64 ;;
   compile-sweep) IFS=: read -r m lens <<< "${arg:?MODEL:LENGTHS}"
                  sweep "run-$m-L${lens//,/-}" --models "$m" --prompt-lengths "$lens" --dtypes float32 \
                    --variants eager,graph,padded,compile,compile+graph --pad-to 1024 --rounds 100 --warmup-rounds 10 ;;
@@ -50,7 +50,7 @@ case "$part" in
                     --models "$arg" "${DECODE[@]}" ;;
   served-forward) bench presets/served-forward-bfloat16 perf_tests/test_forward_bench.py --benchmark-only \
                     --models "${arg:-$SERVED}" --dtypes bfloat16 --prompt-lengths 16,128 --variants eager,graph \
-                    --rounds 10 --max-rounds 50 --max-time-ms 200 --warmup-rounds 3 --warmup-ms 20 ;;
+                    --benchmark-min-rounds 10 --max-rounds 50 --benchmark-max-time 0.2 --benchmark-warmup-iterations 3 --warmup-ms 20 ;;
   served-decode) bench "presets/served-decode-bfloat16${arg:+-${arg//,/-}}" perf_tests/test_decode_bench.py \
                    --benchmark-only --models "${arg:-$SERVED}" --decode-dtypes bfloat16 --decode-prompt-lengths 50 \
                    --new-tokens 64 --decode-rounds 3 --with-compile --compile-mode default \

@@ -64,7 +64,7 @@ MATRIX_OPTIONS = (
            "than --precision-pct (default: %(default)s)"),
     Option("--precision-pct", "precision_pct", parse_pct, DEFAULT_PRECISION_PCT,
            "measure until the median's 95%% interval is within this %% of the median, planned from a pilot "
-           "of the first calls; 0: exactly --rounds (default: %(default)s)"),
+           "of the first calls; 0: exactly the fewest rounds (default: %(default)s)"),
     Option("--max-rounds", "max_rounds", parse_max_rounds, DEFAULT_MAX_ROUNDS,
            "most measured rounds that --precision-pct and --min-time-ms may ask for (default: %(default)s)"),
     Option("--max-time-ms", "max_time_ms", parse_ms, DEFAULT_MAX_TIME_MS,
@@ -74,7 +74,7 @@ MATRIX_OPTIONS = (
            "unmeasured calls per benchmark before its measured rounds, the pilot's counted in (default: %(default)s)"),
     Option("--warmup-ms", "warmup_ms", parse_ms, DEFAULT_WARMUP_MS,
            "warm up each benchmark for at least this many ms, the pilot's calls counted in, and at least "
-           "--warmup-rounds calls (default: %(default)s)"),
+           "the fewest warmup calls (default: %(default)s)"),
     Option("--min-time-ms", "min_time_ms", parse_ms, DEFAULT_MIN_TIME_MS,
            "measure each benchmark for at least this many ms (up to --max-rounds rounds); 0: no time floor "
            "(default: %(default)s)"),
@@ -103,6 +103,26 @@ SHARD_OPTIONS = (
            "a previous run's --benchmark-json whose recorded test durations (cudagraph_bench.test_durations_s) "
            "balance --shard (default: count tests)", "FILE"),
 )
+
+
+#: The round options pytest-benchmark has its own flags for. In a pytest session they are spelled its way (the
+#: plugin reads them, :mod:`cudagraph_bench.plugin.benchmark_options`), so that no two switches set one thing;
+#: ``cudagraph-bench run`` and its TOML keep the suite's names and pass them on in that spelling
+#: (:func:`pytest_argument`). Suite flag -> (pytest-benchmark flag, the suite flag's text -> that flag's text).
+PYTEST_BENCHMARK_SPELLING = {
+    "--rounds": ("--benchmark-min-rounds", str),
+    "--max-time-ms": ("--benchmark-max-time", lambda text: repr(float(text) / 1000.0)),
+    "--warmup-rounds": ("--benchmark-warmup-iterations", str),
+}
+
+
+def pytest_argument(flag: str, text: str) -> tuple[str, str]:
+    """A suite option and its value as a pytest session takes them: pytest-benchmark's flag for a round option it
+    spells itself (``("--max-time-ms", "250.0")`` -> ``("--benchmark-max-time", "0.25")``), else unchanged."""
+    if flag not in PYTEST_BENCHMARK_SPELLING:
+        return flag, text
+    pytest_flag, convert = PYTEST_BENCHMARK_SPELLING[flag]
+    return pytest_flag, convert(text)
 
 
 def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
@@ -157,9 +177,12 @@ def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
-    """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI; a
+    """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI, except the
+    round options pytest-benchmark already spells (:data:`PYTEST_BENCHMARK_SPELLING`), left to its flags; a
     bad value is one line, the reason first (:func:`pytest_type`)."""
     for opt in options:
+        if opt.flag in PYTEST_BENCHMARK_SPELLING:
+            continue
         extra = {"metavar": opt.metavar} if opt.metavar else {}
         group.addoption(opt.flag, dest=opt.dest, type=pytest_type(opt.flag, opt.type), default=opt.default,
                         help=opt.help.replace("%(default)s", show_default(opt.default)), **extra)

@@ -94,7 +94,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="GPU delay planted on head in the ab runs, percent of each case's own graph time "
                              f"(default: {DEFAULT_AB_DELAY_PCT:g})")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
-                        help="extra pytest arguments for every run, e.g. \"--models gpt2 --max-time-ms 300\"")
+                        help="extra pytest arguments for every run, e.g. \"--models gpt2 --benchmark-max-time 0.3\"")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
 
 

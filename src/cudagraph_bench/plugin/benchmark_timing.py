@@ -9,8 +9,8 @@ from typing import Callable
 def round_policy(option: Callable[[str], object], *, rounds: int | None = None, warmup: int | None = None,
                  max_rounds: int | None = None):
     """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy` (``option``: pytest's
-    ``config.getoption``), with ``rounds`` / ``warmup`` / ``max_rounds`` replacing ``--rounds`` /
-    ``--warmup-rounds`` / ``--max-rounds`` where given (``--max-time-ms`` applies to every policy)."""
+    ``config.getoption``), with ``rounds`` / ``warmup`` / ``max_rounds`` replacing the fewest rounds, the warmup calls and
+    ``--max-rounds`` where given (the time cap applies to every policy)."""
     from cudagraph_bench.measure.settings import MeasureSettings
 
     settings = MeasureSettings.from_options(option)

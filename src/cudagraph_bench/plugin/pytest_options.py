@@ -120,10 +120,9 @@ def pytest_configure(config):
 
     if not config.getoption("keep_gc", False) and hasattr(config.option, "benchmark_disable_gc"):
         config.option.benchmark_disable_gc = True
-    if hasattr(config.option, "benchmark_min_rounds"):
-        from cudagraph_bench.plugin import benchmark_options
+    from cudagraph_bench.plugin import benchmark_options
 
-        benchmark_options.apply(config)
+    benchmark_options.apply(config)
     try:
         pin_cpus(config.getoption("cpus", None))
     except UsageError as exc:

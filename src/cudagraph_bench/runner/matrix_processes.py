@@ -79,7 +79,7 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
     """The processes of a run, in steps: the processes of one step run side by side (one per GPU), the steps one
     after another. Per sub-matrix, the non-isolated variants, then the isolated ones (registry), each a step.
     ``cpus``: every process pinned to them (``--cpus``), split in equal shares between the GPUs' processes."""
-    from cudagraph_bench.options import format_cpus
+    from cudagraph_bench.options import format_cpus, pytest_argument
 
     steps = []
     for m_index, matrix in enumerate(matrices):
@@ -90,7 +90,7 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
                 continue
             base = [*targets(names), "--benchmark-only", "--variants", ",".join(names)]
             for flag, value in matrix.options:
-                base += [flag, value]
+                base += pytest_argument(flag, value)
             base += matrix.flags
             stem = f"part{m_index + 1}{suffix}" if len(matrices) > 1 else f"part{suffix or '-main'}"
             if not gpus:
