@@ -101,7 +101,7 @@ def test_every_entry_is_checked_and_no_refusal_stops_the_others(checkpoints, tmp
     assert all("\n" not in reason for reason in reasons.values())
     assert [n for n in checks.notes if "records no position limit" in n] == [
         f"{checkpoints['bloom']}: BloomConfig records no position limit ({'/'.join(POSITION_FIELDS)}: ALiBi "
-        "or NoPE attention): its prompts and KV caches are bounded by --max-positions, else by the longest request"]
+        "or NoPE attention): its prompts and caches are bounded by --max-positions, else by the longest request"]
 
 
 def test_a_trained_length_is_a_position_limit_and_alibi_without_one_is_bounded():

@@ -52,3 +52,28 @@ def test_a_multimodal_causal_lm_is_accepted_and_measured_on_text_alone(model_typ
         got, expected = model_forward(loaded, ids), model_forward(tiny_model(model_type), ids)
     assert got.shape == (1, 11, vocab_size(loaded))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-3)
+
+
+def test_a_state_only_model_reads_no_kv_bytes_per_token():
+    """The decode roofline of a Mamba model: its weights, and no per-token KV bytes (it has no attention layer and
+    no head count to size one by); an attention model of the zoo has some."""
+    from cudagraph_bench.measure.roofline import kv_bytes_per_context_token, request_bytes_per_token
+
+    _need("mamba")
+    mamba = tiny_model("mamba")
+    assert kv_bytes_per_context_token(mamba) == []
+    request = request_bytes_per_token(mamba, 9, NEW_TOKENS)
+    weights = sum(p.numel() * p.element_size() for p in mamba.parameters())
+    assert request["kv_bytes_per_token"] == 0 and request["bytes_per_token"] == weights
+    assert kv_bytes_per_context_token(tiny_model("llama"))
+
+
+def test_a_multimodal_config_takes_its_position_limit_from_its_text_config():
+    """Gemma 3's image-text config records its positions in ``text_config``: that is its limit, so a longer prompt
+    is skipped and no note calls it ALiBi or NoPE."""
+    import transformers
+
+    from cudagraph_bench.models.positions import recorded_position_limit
+
+    config = transformers.Gemma3Config(text_config={"max_position_embeddings": 96})
+    assert recorded_position_limit(config) == 96 == config.get_text_config().max_position_embeddings

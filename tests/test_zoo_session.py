@@ -66,6 +66,9 @@ def test_cudagraph_bench_zoo_records_every_part_and_writes_the_page(tmp_path, mo
     assert "no attention heads" in parts[("rwkv", "forward")]["reason"]
     page = (out / "architectures.md").read_text()
     assert "| `gpt2` | measured | awaits GPU run |" in page and "| `rwkv` | refused | refused |" in page
+    log = (out / "zoo.log").read_text()     # pytest names its attempt's file; the log says where it went
+    assert "zoo.part0.json merged into" in log and str(out / "zoo.json") in log
+    assert not list(out.glob("zoo.part*.json"))
     assert "transformers" in capsys.readouterr().out
 
 

@@ -118,15 +118,19 @@ def weight_bytes(model) -> int:
 def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
     """Per KV-cache layer ``(bytes of K and V of one cached token, window in tokens or None)``:
     ``2 x kv_heads x head_dim x element size`` from the config (``num_key_value_heads``, else
-    ``num_attention_heads``; ``head_dim``, else ``hidden_size / num_attention_heads``) and the model's dtype."""
+    ``num_attention_heads``; ``head_dim``, else ``hidden_size / num_attention_heads``) and the model's dtype.
+    Empty for a model of state layers only (Mamba): its fixed-size state is read like a weight, not per token."""
     from cudagraph_bench.models.hf_internals import attention_windows
 
     config = _text_config(model)
+    windows = attention_windows(config)
+    if not windows:
+        return []
     heads = int(config.num_attention_heads)
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
     per_token = 2 * kv_heads * head_dim * _element_size(model)
-    return [(per_token, window) for window in attention_windows(config)]
+    return [(per_token, window) for window in windows]
 
 
 def _kv_bytes(layers: list[tuple[int, int | None]], context_tokens: float) -> float:

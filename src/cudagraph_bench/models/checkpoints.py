@@ -81,9 +81,10 @@ def directory_config(path: str):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} is an encoder-decoder model, which the suite "
                                 f"does not measure: use a decoder-only causal LM or an encoder")
     if _not_text_only(config):
-        raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model without a "
-                                "causal-LM head, which the suite does not measure: it measures text models that take "
-                                "input_ids only; save the text model alone (e.g. from its text_config)")
+        raise UnknownModelError(f"{path}: {config.__class__.__name__} is a vision, audio or multimodal model that "
+                                "config.json does not name as a causal LM of transformers' causal-LM mapping, which "
+                                "the suite does not measure: it measures text models that take input_ids only; save "
+                                "the text model alone (e.g. from its text_config)")
     if not has_attention_heads(config) and not state_layer_types(config):
         raise UnknownModelError(f"{path}: {config.__class__.__name__} has no attention heads (num_attention_heads) "
                                 "and no state layers transformers' cache holds (layer types): a recurrent model "

@@ -26,15 +26,18 @@ PADDING_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl"
 def recorded_position_limit(config) -> int | None:
     """The position limit (tokens) that ``config`` records (gpt2 1024, bert-tiny 512; roberta-base 512 of its
     514 position rows), or None when it records none (ALiBi, NoPE; XLNet's relative positions, which its class
-    gives as -1). A ``save_pretrained`` directory whose config.json holds a limit below 1 is refused before this is
-    read (:func:`cudagraph_bench.models.config_checks.check_config_fields`)."""
-    for field in POSITION_FIELDS:
-        value = getattr(config, field, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:   # XLNet's -1: no limit
-            pad = getattr(config, "pad_token_id", None)
-            offset = pad + 1 if getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS and \
-                isinstance(pad, int) else 0
-            return int(value) - offset
+    gives as -1). A multimodal config's limit is its text config's (Gemma 3's ``text_config``). A
+    ``save_pretrained`` directory whose config.json holds a limit below 1 is refused before this is read
+    (:func:`cudagraph_bench.models.config_checks.check_config_fields`)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    for part in ([config] if text is config else [config, text]):
+        for field in POSITION_FIELDS:
+            value = getattr(part, field, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:   # XLNet's -1: no limit
+                pad = getattr(part, "pad_token_id", None)
+                offset = pad + 1 if getattr(part, "model_type", None) in PADDING_OFFSET_POSITIONS and \
+                    isinstance(pad, int) else 0
+                return int(value) - offset
     return None
 
 

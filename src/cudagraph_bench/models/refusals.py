@@ -64,16 +64,17 @@ def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
             preset_config(name, attn_implementation=attn_implementation)
         return []
     from cudagraph_bench.models.attention import choose_attention
-    from cudagraph_bench.models.checkpoints import check_model_directory, directory_model_class, head_note
+    from cudagraph_bench.models.checkpoints import (check_model_directory, directory_model_class, has_attention_heads,
+                                                    head_note)
     from cudagraph_bench.models.positions import POSITION_FIELDS, recorded_position_limit
 
     config = check_model_directory(name)
     choose_attention(config, directory_model_class(config), attn_implementation)
     notes = [note for note in (head_note(name, config),) if note]
     if recorded_position_limit(config) is None:
+        kind = "no attention: a state-space model" if not has_attention_heads(config) else "ALiBi or NoPE attention"
         notes.append(f"{name}: {config.__class__.__name__} records no position limit ({'/'.join(POSITION_FIELDS)}: "
-                     "ALiBi or NoPE attention): its prompts and KV caches are bounded by --max-positions, else by "
-                     "the longest request")
+                     f"{kind}): its prompts and caches are bounded by --max-positions, else by the longest request")
     return notes
 
 

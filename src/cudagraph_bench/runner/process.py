@@ -338,6 +338,9 @@ def run_pytest(run: PytestRun) -> RunOutcome:
     if doc is None:
         return RunOutcome(rc if rc else 1, None, crashes, run.log_path, skipped)
     write_text_atomic(run.json_path, json.dumps(doc, indent=4))
+    with open(run.log_path, "a", encoding="utf-8") as log:    # pytest's own lines above name the attempts' files
+        print(f"{', '.join(name for name, _ in documents)} merged into {run.json_path} (attempt files removed)",
+              file=log)
     return RunOutcome(1 if crashes and rc == 0 else rc, run.json_path, crashes, run.log_path, skipped)
 
 
