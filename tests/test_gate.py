@@ -740,7 +740,7 @@ def fake_confirm_runs(monkeypatch, factor):
     def run_process(cmd, cwd, env, log):
         json_path = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--benchmark-json=")))
         selected = [a for a in cmd if "::" in a]
-        calls.append((selected, Path(cwd)))
+        calls.append((selected, Path(cwd), list(cmd)))
         doc = scaled(CHECKED, factor, {"graph"})
         doc["benchmarks"] = [b for b in doc["benchmarks"] if b["fullname"] in selected]
         write(doc, json_path)
@@ -764,7 +764,10 @@ def test_confirm_reruns_only_the_regressed_cases_and_judges_all_runs(tmp_path, c
     rc, out, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 4)
     assert rc == expect_rc, out + err
     names = {bench(doc, *key, v)["fullname"] for v in ("eager", "graph")}
-    assert len(calls) == 4 and all(set(sel) == names for sel, _ in calls)  # eager and graph of that case only
+    assert len(calls) == 4 and all(set(sel) == names for sel, _, _ in calls)  # eager and graph of that case only
+    model, dtype, length = key      # the rerun's matrix: that case's model, dtype and length, the gated pair
+    matrix = ["--variants", "eager,graph", "--models", model, "--prompt-lengths", str(length), "--dtypes", dtype]
+    assert all(cmd[cmd.index("--variants"):][:len(matrix)] == matrix for _, _, cmd in calls), " ".join(calls[0][2])
     assert all((tmp_path / "ci" / f"run.confirm-{i}.json").is_file() for i in range(1, 5))
     verdict = "regression confirmed" if expect_rc else "not confirmed"
     assert f"after 4 of 4 confirmation reruns of the regressed cases: {verdict}" in out

@@ -173,3 +173,16 @@ def test_a_refused_pytest_option_is_one_line_with_its_reason_first(pytester):
     lines = [line for line in result.stderr.lines if line.strip()]
     assert lines == [f"ERROR: --models: unknown model 'nosuch': use a preset ({', '.join(PRESET_NAMES)}) "
                      "or a local directory saved with save_pretrained()"]
+
+
+def test_matrix_arguments_is_the_one_serializer_in_table_order_and_pytest_spelling():
+    """A matrix's values (parsed, keyed by dest) become pytest arguments in the option table's order; a round
+    option pytest-benchmark spells goes in its spelling; None is an option not given; an unknown key is an error."""
+    from cudagraph_bench.options import matrix_arguments, parse_prompt_lengths
+
+    values = {"max_time_ms": 250.0, "dtypes": ("bfloat16",), "prompt_lengths": parse_prompt_lengths("16,50"),
+              "models": ("gpt2",), "pad_to": None}
+    assert matrix_arguments(values) == ["--models", "gpt2", "--prompt-lengths", "16,50", "--dtypes", "bfloat16",
+                                        "--benchmark-max-time", "0.25"]
+    with pytest.raises(ValueError, match="not matrix options: seq_len"):
+        matrix_arguments({"seq_len": 16})

@@ -125,6 +125,23 @@ def pytest_argument(flag: str, text: str) -> tuple[str, str]:
     return pytest_flag, convert(text)
 
 
+def matrix_arguments(values: dict) -> list[str]:
+    """The one serializer of a matrix to pytest arguments: each option of :data:`MATRIX_OPTIONS` that ``values``
+    holds (``dest`` -> its parsed value; absent or None: not given, pytest's default holds), in the table's order,
+    as its flag and text (:func:`show_default`), in pytest's spelling (:func:`pytest_argument`).
+
+    Raises:
+        ValueError: a key that is no matrix option's ``dest``."""
+    unknown = sorted(set(values) - {o.dest for o in MATRIX_OPTIONS})
+    if unknown:
+        raise ValueError(f"not matrix options: {', '.join(unknown)}")
+    out = []
+    for opt in MATRIX_OPTIONS:
+        if values.get(opt.dest) is not None:
+            out += pytest_argument(opt.flag, show_default(values[opt.dest]))
+    return out
+
+
 def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
     """``--max-regression PCT``: the floor of the regression tolerance, one option for every command that judges a
     regression (gate, compare, baseline, calibrate, ab). Default None: the baseline's, else the compared figure's

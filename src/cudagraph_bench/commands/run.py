@@ -53,8 +53,7 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder, interrupt_after, write_text_atomic
-from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, parse_cpus, parse_path, parse_variants,
-                                     show_default)
+from cudagraph_bench.options import MATRIX_OPTIONS, add_to_argparse, parse_cpus, parse_path, parse_variants
 
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
@@ -235,15 +234,15 @@ def matrices(args: argparse.Namespace):
             chosen = [n for n in chosen if not variants.variant(variants.FORWARD, n).needs_cuda]
         if args.with_compile:
             chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
-        options = tuple((_FLAGS[k], show_default(v)) for k, v in merged.items() if v is not None)
         flags = ("--replay-proof",) if getattr(args, "replay_proof", False) else ()
-        out.append(Matrix(options, tuple(parse_variants(",".join(chosen))), flags))
+        out.append(Matrix(tuple((k, v) for k, v in merged.items() if v is not None),
+                          tuple(parse_variants(",".join(chosen))), flags))
     return out
 
 
 def matrix_device(matrix) -> str:
     """The device a sub-matrix of :func:`matrices` runs on (its ``--device``, merged there)."""
-    return dict(matrix.options).get(_FLAGS["device"], "cuda")
+    return matrix.value("device", "cuda")
 
 
 def check_device(matrix_list) -> None:

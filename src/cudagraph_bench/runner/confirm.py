@@ -11,6 +11,7 @@ from cudagraph_bench import variants
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.results.runfile import Run, forward_groups, load_run
+from cudagraph_bench.runner.matrix_processes import Matrix
 from cudagraph_bench.runner.process import PytestRun, run_pytest
 from cudagraph_bench.table import plural
 
@@ -29,16 +30,17 @@ def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
     taken = [p for p in paths if p.exists()]
     if taken:
         raise UsageError(f"{taken[0]} exists: move the earlier confirmation runs away (they are never overwritten)")
-    matrix = ["--models", ",".join(dict.fromkeys(c[0] for c in cases)),
-              "--dtypes", ",".join(dict.fromkeys(c[1] for c in cases)),
-              "--prompt-lengths", ",".join(str(n) for n in dict.fromkeys(c[2] for c in cases)),
-              "--variants", ",".join(sorted(names, key=lambda n: variants.display_rank(variants.FORWARD, n)))]
+    matrix = Matrix((("models", tuple(dict.fromkeys(c[0] for c in cases))),
+                     ("dtypes", tuple(dict.fromkeys(c[1] for c in cases))),
+                     ("prompt_lengths", tuple(dict.fromkeys(c[2] for c in cases)))),
+                    tuple(sorted(names, key=lambda n: variants.display_rank(variants.FORWARD, n))))
     tree = checkout_root() or Path.cwd()
     print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {k} separate reruns "
           f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)
     done = []
     for path in paths:
-        outcome = run_pytest(PytestRun(tree, path, (*selection, "--benchmark-only", *matrix)))
+        outcome = run_pytest(PytestRun(tree, path, (*selection, "--benchmark-only", "--variants",
+                                                    ",".join(matrix.variants), *matrix.pytest_args())))
         if outcome.ok:
             done.append(load_run(str(path)))
         else:

@@ -35,12 +35,39 @@ PADDING_MODULE = "perf_tests/test_padding_bench.py"
 
 @dataclass(frozen=True)
 class Matrix:
-    """One sub-matrix: the suite's options as pytest arguments (``{"--models": "gpt2", ...}``), its forward
-    variants (names of the registry) and pytest's flags without a value (``("--replay-proof",)``)."""
+    """One sub-matrix: the values of the matrix options given (``(dest, value)`` pairs, each value as the option's
+    parser of :data:`~cudagraph_bench.options.MATRIX_OPTIONS` returns it, lists as tuples; an option left out takes
+    its default in pytest), its forward variants (names of the registry) and pytest's flags without a value
+    (``("--replay-proof",)``). ``run`` and ``gate --confirm`` build these; :meth:`pytest_args` is the one way to
+    pytest arguments."""
 
-    options: tuple[tuple[str, str], ...]
+    values: tuple[tuple[str, object], ...]
     variants: tuple[str, ...]
     flags: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "values", tuple((dest, tuple(v) if isinstance(v, list) else v)
+                                                 for dest, v in self.values))
+
+    def value(self, dest: str, default=None):
+        """The value given for option ``dest`` (``"device"``), else ``default``."""
+        return dict(self.values).get(dest, default)
+
+    @property
+    def options(self) -> tuple[tuple[str, str], ...]:
+        """The values as the suite's flags and their text (``("--models", "gpt2,bert-tiny")``), as ``run`` takes
+        them."""
+        from cudagraph_bench.options import MATRIX_OPTIONS, show_default
+
+        flags = {o.dest: o.flag for o in MATRIX_OPTIONS}
+        return tuple((flags[dest], show_default(v)) for dest, v in self.values if v is not None)
+
+    def pytest_args(self) -> list[str]:
+        """The values as pytest arguments (:func:`~cudagraph_bench.options.matrix_arguments`), then the flags;
+        the variants are the caller's (a run splits them by isolation)."""
+        from cudagraph_bench.options import matrix_arguments
+
+        return [*matrix_arguments(dict(self.values)), *self.flags]
 
 
 @dataclass(frozen=True)
@@ -79,7 +106,7 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
     """The processes of a run, in steps: the processes of one step run side by side (one per GPU), the steps one
     after another. Per sub-matrix, the non-isolated variants, then the isolated ones (registry), each a step.
     ``cpus``: every process pinned to them (``--cpus``), split in equal shares between the GPUs' processes."""
-    from cudagraph_bench.options import format_cpus, pytest_argument
+    from cudagraph_bench.options import format_cpus
 
     steps = []
     for m_index, matrix in enumerate(matrices):
@@ -88,10 +115,7 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
         for suffix, names in groups:
             if not names:
                 continue
-            base = [*targets(names), "--benchmark-only", "--variants", ",".join(names)]
-            for flag, value in matrix.options:
-                base += pytest_argument(flag, value)
-            base += matrix.flags
+            base = [*targets(names), "--benchmark-only", "--variants", ",".join(names), *matrix.pytest_args()]
             stem = f"part{m_index + 1}{suffix}" if len(matrices) > 1 else f"part{suffix or '-main'}"
             if not gpus:
                 pinned = ["--cpus", format_cpus(cpus)] if cpus else []
