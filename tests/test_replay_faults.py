@@ -19,6 +19,7 @@ from cudagraph_bench.measure.eager_layer import SkippedLayer, output_layer
 from cudagraph_bench.measure.faults import Fault, parse_fault
 from cudagraph_bench.models.presets import model_forward
 from cudagraph_bench.runner import matrix_processes
+from cudagraph_bench.runner.matrix_processes import Matrix
 from cudagraph_bench.runner.selftest_runs import plan
 
 FAULTS = ("eager-layer", "skip-inductor-graphs")
@@ -93,22 +94,26 @@ def test_a_layer_never_skipped_has_nothing_to_run():
 
 # --- the self-test's runs ------------------------------------------------------------------------------------
 
-#: The prompt lengths of the planted runs: the matrix's, then the gated ones (pytest takes the last).
-LENGTHS = ("--prompt-lengths", "16,50,128,512", "--prompt-lengths", "16,50,128")
-
-
 def test_the_self_test_runs_both_faults_with_the_replay_proof():
-    runs = {r.name: r for r in plan(["--models", "gpt2,bert-tiny", "--prompt-lengths", "16,50,128,512"],
-                                    runs=2, delays=(5.0,), first_model="gpt2", first_dtype="float32",
-                                    causal_model="gpt2", planted_args=["--prompt-lengths", "16,50,128"])}
+    """The replay faults go into the first model and the last dtype at the gated lengths (the skipped inductor
+    graphs at the first), each option once, with the replay proof; the matrix's other arguments follow."""
+    matrix = Matrix((("models", ("gpt2", "bert-tiny")), ("dtypes", ("bfloat16", "float32")),
+                     ("prompt_lengths", (16, 50, 128, 512))), ())
+    runs = {r.name: r for r in plan(matrix, extra_args=("-p", "no:cacheprovider"), gated_lengths=(16, 50, 128),
+                                    runs=2, delays=(5.0,))}
+    one = ("--models", "gpt2", "--prompt-lengths", "16,50,128", "--dtypes", "float32", "-p", "no:cacheprovider")
     eager = runs["eager-layer"]
     assert eager.fault == "eager-layer" and eager.args == (
-        "perf_tests/test_forward_bench.py", "--benchmark-only", "--variants", "graph", *LENGTHS, "--models", "gpt2", "--dtypes", "float32", "--replay-proof", "--plant-fault", "eager-layer")
+        "perf_tests/test_forward_bench.py", "--benchmark-only", "--variants", "graph", *one, "--replay-proof",
+        "--plant-fault", "eager-layer")
     skip = runs["skip-inductor-graphs"]
     assert skip.fault == "skip-inductor-graphs" and skip.args == (
-        "perf_tests/test_forward_bench.py", "--benchmark-only", "--variants", "compile+graph", *LENGTHS,
-        "--prompt-lengths", "16", "--models", "gpt2", "--dtypes", "float32",
-        "--replay-proof", "--plant-fault", "skip-inductor-graphs")
+        "perf_tests/test_forward_bench.py", "--benchmark-only", "--variants", "compile+graph", "--models", "gpt2",
+        "--prompt-lengths", "16", "--dtypes", "float32", "-p", "no:cacheprovider", "--replay-proof",
+        "--plant-fault", "skip-inductor-graphs")
+    assert runs["unmodified-1"].args[4:] == ("--models", "gpt2,bert-tiny", "--prompt-lengths", "16,50,128,512",
+                                             "--dtypes", "bfloat16,float32", "-p", "no:cacheprovider")
+    assert runs["wrong-decode"].args[2:4] == ("--models", "gpt2,bert-tiny")
     names = list(runs)
     assert names.index("stale-mask") < names.index("eager-layer") < names.index("skip-inductor-graphs") \
         < names.index("wrong-decode")

@@ -236,6 +236,7 @@ def test_a_given_baseline_judges_two_unmodified_runs_and_the_planted_ones(folder
 
 def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatch):
     from cudagraph_bench.runner import selftest_runs as runner
+    from cudagraph_bench.runner.matrix_processes import Matrix
     from cudagraph_bench.runner.process import PytestRun
 
     ran = []
@@ -250,15 +251,15 @@ def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatc
         return Outcome(run.json_path)
 
     monkeypatch.setattr(runner, "run_pytest", fake_run)
-    plan = runner.plan(["--models", "gpt2"], runs=2, delays=(5.0,), first_model="gpt2", first_dtype="float32",
-                       causal_model=None)
+    matrix = Matrix((("models", ("gpt2",)), ("dtypes", ("float32",)), ("prompt_lengths", (16,))), ())
+    plan = runner.plan(matrix, gated_lengths=(16,), runs=2, delays=(5.0,))
     (tmp_path / "unmodified-1.json").write_text("{}")          # finished before the stop
     (tmp_path / "delay-5.json.part1.json").write_text("{}")   # what a stopped run leaves: not a run
     done = runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=True)
     assert ran == ["delay-5.json", "unmodified-2.json", "stale-input.json", "stale-mask.json", "eager-layer.json",
-                   "skip-inductor-graphs.json"]
+                   "skip-inductor-graphs.json", "wrong-decode.json", "stale-position.json"]
     assert set(done) == {"unmodified-1", "delay-5", "unmodified-2", "stale-input", "stale-mask", "eager-layer",
-                         "skip-inductor-graphs"}
+                         "skip-inductor-graphs", "wrong-decode", "stale-position"}
     ran.clear()
     runner.run_all(tmp_path, tmp_path, plan, log=lambda s: None, resume=False)
     assert len(ran) == len(plan)                                 # without resume every run runs

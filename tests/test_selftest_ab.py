@@ -98,13 +98,14 @@ def test_the_three_groups_run_in_abba_order(k):
 
 
 def test_the_ab_runs_are_the_delay_runs_matrix_with_and_without_the_fault():
+    from cudagraph_bench.runner.matrix_processes import Matrix
     from cudagraph_bench.runner.selftest_runs import plan
 
-    common = dict(runs=2, delays=(5.0,), first_model="gpt2", first_dtype="float32", causal_model="gpt2",
-                  planted_args=["--prompt-lengths", "16,50,128"])
-    without = plan(["--models", "gpt2"], **common)
-    assert plan(["--models", "gpt2"], **common, ab_runs=0) == without
-    runs = plan(["--models", "gpt2"], **common, ab_runs=4, ab_delay=2.5)
+    matrix = Matrix((("models", ("gpt2",)), ("dtypes", ("float32",)), ("prompt_lengths", (16, 50, 128, 512))), ())
+    common = dict(runs=2, delays=(5.0,), gated_lengths=(16, 50, 128))
+    without = plan(matrix, **common)
+    assert plan(matrix, **common, ab_runs=0) == without
+    runs = plan(matrix, **common, ab_runs=4, ab_delay=2.5)
     assert runs[:len(without)] == without and len(runs) == len(without) + 12
     ab = runs[len(without):]
     assert [r.name for r in ab[:6]] == ["ab-base-1", "ab-head-1", "ab-delay-2.5-1", "ab-delay-2.5-2", "ab-head-2",
@@ -268,3 +269,19 @@ def test_the_ab_runs_of_a_self_test_are_found_by_their_names():
              "ab-delay-3", "xab-base-1"]
     base, head, delays = split_ab_runs({n: n for n in names})
     assert (base, head, delays) == (["ab-base-1"], ["ab-head-2"], {2.5: ["ab-delay-2.5-4"], 3.0: ["ab-delay-3-1"]})
+
+
+def test_the_self_tests_pytest_args_are_parsed_once_into_its_matrix():
+    """--pytest-args: the matrix options in it are parsed by their own parsers (the last of one flag wins, as in
+    pytest) over the self-test's defaults; the rest passes on; a bad value is one line; no gated length is refused."""
+    from cudagraph_bench.commands.selftest_command import forward_matrix
+    from cudagraph_bench.errors import UsageError
+    from cudagraph_bench.options import DEFAULT_MODELS
+
+    matrix, rest = forward_matrix(["--prompt-lengths", "512", "--dtypes", "bf16", "--benchmark-max-time", "0.3",
+                                   "--prompt-lengths", "16,50", "-k", "gpt2"])
+    assert matrix.value("prompt_lengths") == (16, 50) and matrix.value("dtypes") == ("bfloat16",)
+    assert matrix.value("models") == tuple(DEFAULT_MODELS) and rest == ["--benchmark-max-time", "0.3", "-k", "gpt2"]
+    with pytest.raises(UsageError, match="prompt lengths must be whole numbers") as refused:
+        forward_matrix(["--prompt-lengths", "16,x"])
+    assert "\n" not in str(refused.value)

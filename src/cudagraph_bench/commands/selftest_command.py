@@ -21,8 +21,8 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, parse_count, parse_nonneg,
-                                     parse_path, parse_prompt_lengths, show_default)
+from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, MATRIX_OPTIONS, parse_count,
+                                     parse_nonneg, parse_path, show_default)
 
 DEFAULT_OUT = "out/selftest"
 #: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``, shown
@@ -98,21 +98,35 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
 
 
-def _matrix(pytest_args: list[str]) -> tuple[list[str], str, str, str]:
-    """The forward matrix's pytest options (the defaults, then ``pytest_args``) and where the wrong-result faults go
-    (the stale input into the first model and last dtype, the wrong decode into the matrix's models: the plugin
-    keeps the causal ones)."""
-    args = ["--models", ",".join(DEFAULT_MODELS), "--dtypes", ",".join(DEFAULT_DTYPES),
-            "--prompt-lengths", ",".join(map(str, DEFAULT_PROMPT_LENGTHS)), *pytest_args]
+def forward_matrix(pytest_args: list[str]):
+    """The forward matrix of the self-test: the defaults of ``--models``, ``--dtypes`` and ``--prompt-lengths``, then
+    every matrix option (:data:`~cudagraph_bench.options.MATRIX_OPTIONS`, ``--variants`` apart: the runs choose
+    theirs) in ``pytest_args``, parsed once by the option's parser, the last of one flag winning as in pytest.
+    Returns ``(Matrix, the other pytest arguments)``.
 
-    models = _last_value(args, "--models") or ""
-    return args, models.split(",")[0], (_last_value(args, "--dtypes") or "bfloat16").split(",")[-1], models
+    Raises:
+        UsageError: a matrix option's value its parser refuses (one line)."""
+    from cudagraph_bench.runner.matrix_processes import Matrix
 
+    parser = argparse.ArgumentParser(prog="--pytest-args", add_help=False, allow_abbrev=False, exit_on_error=False)
+    def parse(opt):
+        def value(text: str):
+            try:
+                return opt.type(text)
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{opt.flag} {text}: {exc}") from None
+        return value
 
-def _last_value(args: list[str], flag: str) -> str | None:
-    """The value of the last ``flag`` in ``args`` (pytest's argparse takes the last), or None."""
-    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
-    return values[-1] if values else None
+    for opt in MATRIX_OPTIONS:
+        if opt.dest != "variants":
+            parser.add_argument(opt.flag, dest=opt.dest, type=parse(opt), default=argparse.SUPPRESS)
+    try:
+        given, rest = parser.parse_known_args(pytest_args)
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"--pytest-args: {exc.message}") from None
+    values = {"models": DEFAULT_MODELS, "dtypes": DEFAULT_DTYPES, "prompt_lengths": DEFAULT_PROMPT_LENGTHS,
+              **vars(given)}
+    return Matrix(tuple(values.items()), ()), rest
 
 
 #: The names of the unmodified runs a ``--from`` folder must hold, as an error message lists them.
@@ -215,14 +229,13 @@ def _plan(args: argparse.Namespace) -> list:
         extra = shlex.split(args.pytest_args)
     except ValueError as exc:
         raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
-    matrix, model, dtype, causal = _matrix(extra)
-    given = _last_value(matrix, "--prompt-lengths")
-    try:
-        lengths = [n for n in parse_prompt_lengths(given) if n <= DEFAULT_MAX_GATED_LEN]
-    except argparse.ArgumentTypeError as exc:
-        raise UsageError(f"--pytest-args: --prompt-lengths {given}: {exc}") from None
-    return plan(matrix, runs=args.runs, delays=args.delays, first_model=model, first_dtype=dtype, causal_model=causal,
-                planted_args=["--prompt-lengths", ",".join(map(str, lengths))], ab_runs=args.ab, ab_delay=args.ab_delay)
+    matrix, rest = forward_matrix(extra)
+    lengths = tuple(n for n in matrix.value("prompt_lengths") if n <= DEFAULT_MAX_GATED_LEN)
+    if not lengths:
+        raise UsageError(f"--pytest-args: --prompt-lengths {show_default(matrix.value('prompt_lengths'))}: no gated "
+                         f"length (at most {DEFAULT_MAX_GATED_LEN} tokens) to plant the faults at: add one")
+    return plan(matrix, extra_args=tuple(rest), gated_lengths=lengths, runs=args.runs, delays=args.delays,
+                ab_runs=args.ab, ab_delay=args.ab_delay)
 
 
 def _measure(args: argparse.Namespace, planned: list) -> list[Path]:

@@ -49,6 +49,11 @@ class Matrix:
         object.__setattr__(self, "values", tuple((dest, tuple(v) if isinstance(v, list) else v)
                                                  for dest, v in self.values))
 
+    def replaced(self, **values) -> "Matrix":
+        """This matrix with the given options' values (``models=("gpt2",)``) in place of its own."""
+        kept = tuple((dest, v) for dest, v in self.values if dest not in values)
+        return Matrix((*kept, *values.items()), self.variants, self.flags)
+
     def value(self, dest: str, default=None):
         """The value given for option ``dest`` (``"device"``), else ``default``."""
         return dict(self.values).get(dest, default)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from cudagraph_bench import variants
 from cudagraph_bench.runner.ab import schedule
-from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE, PADDING_MODULE
+from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE, PADDING_MODULE, Matrix
 from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DECODE_MODULE = "perf_tests/test_decode_bench.py"
@@ -58,48 +58,48 @@ class SelftestRun:
     args: tuple[str, ...]
 
 
-def plan(matrix_args: list[str], *, runs: int = DEFAULT_UNMODIFIED_RUNS, delays=DEFAULT_DELAYS_PCT,
-         first_model: str, first_dtype: str, causal_model: str | None,
-         planted_args: list[str] = (), ab_runs: int = 0,
+def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tuple[int, ...],
+         runs: int = DEFAULT_UNMODIFIED_RUNS, delays=DEFAULT_DELAYS_PCT, ab_runs: int = 0,
          ab_delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
-    """The self-test's runs in the order they run. ``matrix_args``: the pytest options of the gated matrix
-    (``--models ... --prompt-lengths ...``); ``first_model`` / ``first_dtype``: where the stale input and the stale
-    mask are planted; ``causal_model``: the ``--models`` of the wrong-decode and stale-position runs (the plugin keeps
-    their causal LMs; None: no decode fault); ``planted_args``: more options of the planted runs (e.g. only the gated
-    prompt lengths: the unmodified runs are the baseline of every length, the planted ones need the gated cases
-    only); ``ab_runs``: runs per ab
-    group (0: none), each with ``planted_args``, the delay group's with ``delay:<ab_delay>`` planted (:func:`ab_plan`),
-    last."""
-    forward = (FORWARD_MODULE, "--benchmark-only", "--variants", _GATED_PAIR, *matrix_args)
+    """The self-test's runs in the order they run. ``matrix``: the forward matrix of the unmodified runs (its
+    ``models``, ``dtypes`` and ``prompt_lengths`` given); ``extra_args``: more pytest arguments of every forward
+    run; ``gated_lengths``: the prompt lengths of the planted runs (the unmodified runs are the baseline of every
+    length, the planted ones need the gated cases only). The stale input, stale mask, eager layer and skipped
+    inductor graphs go into the first model and the last dtype (the skipped graphs at the first gated length); the
+    wrong decode and stale position into the matrix's models (the plugin keeps their causal LMs). ``ab_runs``:
+    runs per ab group (0: none), at the gated lengths, the delay group's with ``delay:<ab_delay>`` planted
+    (:func:`ab_plan`), last."""
+    models, dtypes = matrix.value("models"), matrix.value("dtypes")
+    planted_matrix = matrix.replaced(prompt_lengths=tuple(gated_lengths))
+    single = planted_matrix.replaced(models=models[:1], dtypes=dtypes[-1:])
+
+    def forward_run(module, names, of, *more):
+        return (module, "--benchmark-only", "--variants", names, *of.pytest_args(), *extra_args, *more)
+
+    forward, gated = forward_run(FORWARD_MODULE, _GATED_PAIR, matrix), forward_run(FORWARD_MODULE, _GATED_PAIR,
+                                                                                  planted_matrix)
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
-    planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}",
-                           (*forward, *planted_args, "--plant-fault", f"delay:{pct:g}")) for pct in delays]
+    planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}", (*gated, "--plant-fault", f"delay:{pct:g}"))
+               for pct in delays]
     order = []
     for i in range(max(len(unmodified), len(planted))):
         order += unmodified[i:i + 1] + planted[i:i + 1]
-    single = [a for a in _without([*matrix_args, *planted_args], ("--models", "--dtypes"))]
     order.append(SelftestRun("stale-input", "stale-input",
-                             (FORWARD_MODULE, "--benchmark-only", "--variants", _GATED_PAIR, *single,
-                              "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-input")))
+                             forward_run(FORWARD_MODULE, _GATED_PAIR, single, "--plant-fault", "stale-input")))
     order.append(SelftestRun("stale-mask", "stale-mask",
-                             (PADDING_MODULE, "--benchmark-only", "--variants", _PADDED, *single,
-                              "--models", first_model, "--dtypes", first_dtype, "--plant-fault", "stale-mask")))
+                             forward_run(PADDING_MODULE, _PADDED, single, "--plant-fault", "stale-mask")))
     order.append(SelftestRun("eager-layer", "eager-layer",
-                             (FORWARD_MODULE, "--benchmark-only", "--variants", variants.GATED, *single,
-                              "--models", first_model, "--dtypes", first_dtype, "--replay-proof",
-                              "--plant-fault", "eager-layer")))
-    lengths = _last_value(single, "--prompt-lengths")
+                             forward_run(FORWARD_MODULE, variants.GATED, single, "--replay-proof",
+                                         "--plant-fault", "eager-layer")))
     order.append(SelftestRun("skip-inductor-graphs", "skip-inductor-graphs",
-                             (FORWARD_MODULE, "--benchmark-only", "--variants", _COMPILED_GRAPH, *single,
-                              *(("--prompt-lengths", lengths.split(",")[0]) if lengths else ()),
-                              "--models", first_model, "--dtypes", first_dtype, "--replay-proof",
-                              "--plant-fault", "skip-inductor-graphs")))
-    if causal_model is not None:
-        for fault in ("wrong-decode", "stale-position"):
-            order.append(SelftestRun(fault, fault,
-                                     (DECODE_MODULE, "--benchmark-only", "--models", causal_model, "--new-tokens", "32",
-                                      "--decode-rounds", "3", "--plant-fault", fault)))
-    return order + ab_plan((*forward, *planted_args), ab_runs, ab_delay)
+                             forward_run(FORWARD_MODULE, _COMPILED_GRAPH,
+                                         single.replaced(prompt_lengths=tuple(gated_lengths[:1])),
+                                         "--replay-proof", "--plant-fault", "skip-inductor-graphs")))
+    for fault in ("wrong-decode", "stale-position"):
+        order.append(SelftestRun(fault, fault,
+                                 (DECODE_MODULE, "--benchmark-only", "--models", ",".join(models), "--new-tokens",
+                                  "32", "--decode-rounds", "3", "--plant-fault", fault)))
+    return order + ab_plan(gated, ab_runs, ab_delay)
 
 
 def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
@@ -111,29 +111,6 @@ def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) 
             "head": lambda i: SelftestRun(f"ab-head-{i}", None, args),
             "delay": lambda i: SelftestRun(f"ab-delay-{delay:g}-{i}", fault, (*args, "--plant-fault", fault))}
     return [made[group](i) for group, i in schedule(k, tuple(made))]
-
-
-def _last_value(args, flag: str) -> str | None:
-    """The value of the last ``flag`` in ``args`` (``--flag V`` or ``--flag=V``: pytest takes the last), or None."""
-    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
-    values += [a.split("=", 1)[1] for a in args if a.startswith(flag + "=")]
-    return values[-1] if values else None
-
-
-def _without(args: list[str], flags: tuple[str, ...]) -> list[str]:
-    """``args`` without the given flags and their values."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in flags:
-            skip = True
-            continue
-        if any(a.startswith(f + "=") for f in flags):
-            continue
-        out.append(a)
-    return out
 
 
 def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print, resume: bool = False) -> dict[str, Path | None]:
