@@ -193,12 +193,29 @@ def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse_or_usage_error
 
 
+def _refuse_run_name(flag: str) -> Callable[[str], Any]:
+    """The parser of a round option's ``run`` name in pytest: refuses it, naming pytest-benchmark's flag."""
+    pytest_flag, convert = PYTEST_BENCHMARK_SPELLING[flag]
+
+    def refuse(text: str):
+        try:
+            example = convert(text)
+        except ValueError:
+            example = "N"
+        raise argparse.ArgumentTypeError(f"{flag} is cudagraph-bench run's name: in pytest it is pytest-benchmark's "
+                                         f"{pytest_flag} (e.g. {pytest_flag} {example})")
+    return refuse
+
+
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
     """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI, except the
-    round options pytest-benchmark already spells (:data:`PYTEST_BENCHMARK_SPELLING`), left to its flags; a
-    bad value is one line, the reason first (:func:`pytest_type`)."""
+    round options pytest-benchmark already spells (:data:`PYTEST_BENCHMARK_SPELLING`), left to its flags: their
+    ``run`` names are kept out of ``--help`` and refused with one line naming that flag; a bad value is one line,
+    the reason first (:func:`pytest_type`)."""
     for opt in options:
         if opt.flag in PYTEST_BENCHMARK_SPELLING:
+            group.addoption(opt.flag, dest=f"run_name_{opt.dest}", type=pytest_type(opt.flag, _refuse_run_name(opt.flag)),
+                            default=None, help=argparse.SUPPRESS)
             continue
         extra = {"metavar": opt.metavar} if opt.metavar else {}
         group.addoption(opt.flag, dest=opt.dest, type=pytest_type(opt.flag, opt.type), default=opt.default,
