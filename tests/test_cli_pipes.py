@@ -212,3 +212,25 @@ def test_help_on_a_full_disk_is_one_line_exit_2():
                               stderr=subprocess.PIPE, text=True, timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "writing to standard output failed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("verdict, expected", [("PASS", 0), ("FAIL", 1), ("missing", 2)])
+@pytest.mark.parametrize("stderr_to", ["closed pipe", "full disk"])
+def test_the_exit_code_does_not_depend_on_where_stderr_goes(tmp_path, verdict, expected, stderr_to):
+    """Diagnostics never change the verdict: stderr into a pipe whose reader is gone (``2>&1 | head``) or onto a
+    full disk (``2>/dev/full``) leaves compare's exit code as it is, with no traceback on stdout."""
+    new = {"PASS": lambda: same_measurements(tmp_path), "FAIL": lambda: slower_graphs(tmp_path),
+           "missing": lambda: tmp_path / "missing.json"}[verdict]()
+    argv = [sys.executable, "-m", "cudagraph_bench", "compare", str(FIXTURE), str(new)]
+    if stderr_to == "full disk":
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full here")
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=full, text=True, timeout=120)
+        rc, out = proc.returncode, proc.stdout
+    else:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc.stderr.close()
+        out = proc.stdout.read()
+        rc = proc.wait(timeout=120)
+    assert rc == expected and "Traceback" not in out, out

@@ -346,6 +346,15 @@ class PipeSafeStdout:
         return getattr(self._stream, name)
 
 
+class PipeSafeStderr(PipeSafeStdout):
+    """Stands in for ``sys.stderr`` while a command runs: diagnostics never change the verdict. A write or flush
+    that the stream refuses (its pipe's reader gone: ``2>&1 | head -1``; a full disk: ``2>/dev/full``) drops the
+    rest of stderr, and the command goes on to the exit code it would have had."""
+
+    def _fail(self, exc: OSError) -> None:
+        self._drop_output()
+
+
 class ClosedStdout:
     """Stands in for a ``sys.stdout`` of ``None`` (file descriptor 1 closed: ``cudagraph-bench gate F >&-``):
     every write raises ``EBADF``, so a closed stdout fails the command as one that cannot be
@@ -390,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         _occupy_closed_stdout()
     guard = PipeSafeStdout(ClosedStdout() if stdout is None else stdout)
     sys.stdout = guard
+    stderr = sys.stderr
+    if stderr is not None:
+        sys.stderr = PipeSafeStderr(stderr)
     try:
         try:
             rc = _main(argv)
@@ -404,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         return 2 if guard.error is not None else rc
     finally:
-        sys.stdout = stdout
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def _main(argv: list[str] | None) -> int:
