@@ -72,3 +72,37 @@ def test_pytest_has_one_switch_per_round_option(pytester, flag, spelled):
                                                    f"(e.g. {spelled})"), result.errlines
     shown = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "--help").stdout.str()
     assert f"{flag} " not in shown and f"{flag}=" not in shown and spelled.split()[0] in shown
+
+
+def test_the_run_json_records_the_round_options_the_suite_used(pytester):
+    """Not given, pytest-benchmark's own record of its options (the JSON's ``options``) holds the suite's values,
+    not pytest-benchmark's unused defaults; given, what was given."""
+    from cudagraph_bench.options import DEFAULT_MAX_TIME_MS, DEFAULT_ROUNDS
+
+    for args, (rounds, max_time_s) in (((), (DEFAULT_ROUNDS, DEFAULT_MAX_TIME_MS / 1000)),
+                                       (("--benchmark-min-rounds=7", "--benchmark-max-time=0.25"), (7, 0.25))):
+        result, _ = policy(pytester, *args)
+        assert result.ret == 0
+        recorded = json.loads((pytester.path / "run.json").read_text())["benchmarks"][0]["options"]
+        assert (recorded["min_rounds"], float(recorded["max_time"])) == (rounds, max_time_s)
+
+
+def test_the_time_cap_converts_between_ms_and_seconds_exactly_and_a_vanishing_one_is_refused():
+    import argparse
+
+    from cudagraph_bench.options import pytest_argument
+    from cudagraph_bench.parsers import ms_as_seconds_text, parse_ms, parse_seconds_as_ms
+
+    for ms in ("500.1", "63.7", "127.4", "1000", "0", "0.001"):
+        assert parse_seconds_as_ms(ms_as_seconds_text(ms)) == float(ms)
+    assert pytest_argument("--max-time-ms", "500.1") == ("--benchmark-max-time", "0.5001")
+    for parse in (parse_ms, parse_seconds_as_ms):
+        with pytest.raises(argparse.ArgumentTypeError, match="too small to tell from 0"):
+            parse("1e-400")
+        assert parse("0") == 0.0
+
+
+def test_a_refused_run_name_gives_an_example_only_with_a_value_that_parses(pytester):
+    result, _ = policy(pytester, "--rounds=abc")
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and errors[0].endswith("(e.g. --benchmark-min-rounds N)"), result.errlines

@@ -23,6 +23,7 @@ from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
     parse_rounds, parse_max_rounds, parse_warmup_rounds, parse_nonneg, parse_confirm, parse_seed,
     parse_multiplier, parse_ms, parse_timeout_s, parse_pct, parse_spread_pct, parse_alpha, parse_attn_implementation,
     parse_max_positions, parse_compile_mode, parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard,
+    parse_seconds_as_ms, ms_as_seconds_text,
     MAX_ROUNDS, MAX_CONFIRM, MAX_SEED, MAX_SHARDS, MAX_SPREAD_PCT)
 
 
@@ -108,11 +109,12 @@ SHARD_OPTIONS = (
 #: The round options pytest-benchmark has its own flags for. In a pytest session they are spelled its way (the
 #: plugin reads them, :mod:`cudagraph_bench.plugin.benchmark_options`), so that no two switches set one thing;
 #: ``cudagraph-bench run`` and its TOML keep the suite's names and pass them on in that spelling
-#: (:func:`pytest_argument`). Suite flag -> (pytest-benchmark flag, the suite flag's text -> that flag's text).
+#: (:func:`pytest_argument`). Suite flag -> (pytest-benchmark flag, the suite flag's text -> that flag's text,
+#: that flag's text -> the suite option's value, by the suite's parser in the flag's own unit).
 PYTEST_BENCHMARK_SPELLING = {
-    "--rounds": ("--benchmark-min-rounds", str),
-    "--max-time-ms": ("--benchmark-max-time", lambda text: repr(float(text) / 1000.0)),
-    "--warmup-rounds": ("--benchmark-warmup-iterations", str),
+    "--rounds": ("--benchmark-min-rounds", str, parse_rounds),
+    "--max-time-ms": ("--benchmark-max-time", ms_as_seconds_text, parse_seconds_as_ms),
+    "--warmup-rounds": ("--benchmark-warmup-iterations", str, parse_warmup_rounds),
 }
 
 
@@ -121,7 +123,7 @@ def pytest_argument(flag: str, text: str) -> tuple[str, str]:
     spells itself (``("--max-time-ms", "250.0")`` -> ``("--benchmark-max-time", "0.25")``), else unchanged."""
     if flag not in PYTEST_BENCHMARK_SPELLING:
         return flag, text
-    pytest_flag, convert = PYTEST_BENCHMARK_SPELLING[flag]
+    pytest_flag, convert, _ = PYTEST_BENCHMARK_SPELLING[flag]
     return pytest_flag, convert(text)
 
 
@@ -195,12 +197,13 @@ def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def _refuse_run_name(flag: str) -> Callable[[str], Any]:
     """The parser of a round option's ``run`` name in pytest: refuses it, naming pytest-benchmark's flag."""
-    pytest_flag, convert = PYTEST_BENCHMARK_SPELLING[flag]
+    pytest_flag, convert, parse = PYTEST_BENCHMARK_SPELLING[flag]
+    run_parse = next(o.type for o in MATRIX_OPTIONS if o.flag == flag)
 
     def refuse(text: str):
         try:
-            example = convert(text)
-        except ValueError:
+            example = convert(str(run_parse(text)))
+        except (argparse.ArgumentTypeError, ValueError, ArithmeticError):
             example = "N"
         raise argparse.ArgumentTypeError(f"{flag} is cudagraph-bench run's name: in pytest it is pytest-benchmark's "
                                          f"{pytest_flag} (e.g. {pytest_flag} {example})")

@@ -127,7 +127,32 @@ def _finite(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if value != value or value in (float("inf"), float("-inf")):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    if value == 0 and _decimal(text) != 0:       # 1e-400: a positive number a float cannot hold, not 0 ("off")
+        raise argparse.ArgumentTypeError(f"{text!r} is too small to tell from 0, which turns the setting off: "
+                                         "give 0, or a larger value")
     return value
+
+
+def _decimal(text: str):
+    """``text`` as an exact ``decimal.Decimal`` (0 for text that is not one)."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return Decimal(str(text).strip())
+    except InvalidOperation:
+        return Decimal(0)
+
+
+def parse_seconds_as_ms(text: str) -> float:
+    """A time cap given in seconds (pytest-benchmark's ``--benchmark-max-time``), finite and >= 0, in
+    milliseconds, converted exactly (``0.5001`` -> ``500.1``, not ``500.09999999999997``)."""
+    _nonnegative(text, "expected seconds")
+    return float(_decimal(text) * 1000)
+
+
+def ms_as_seconds_text(text: str) -> str:
+    """Milliseconds (``"500.1"``) as the seconds ``--benchmark-max-time`` takes (``"0.5001"``), exactly."""
+    return format((_decimal(text) / 1000).normalize(), "f")
 
 
 def parse_reduction_pct(text: str) -> float:

@@ -27,27 +27,15 @@ import shlex
 
 import pytest
 
-def _seconds_as_ms(text: str) -> float:
-    from cudagraph_bench.parsers import parse_timeout_s
+def honoured() -> dict:
+    """pytest-benchmark flag -> (its ``config.option`` dest, the suite's flag, its value's text -> the suite option's
+    value), from :data:`cudagraph_bench.options.PYTEST_BENCHMARK_SPELLING`."""
+    from cudagraph_bench.options import PYTEST_BENCHMARK_SPELLING
 
-    return 1000.0 * parse_timeout_s(text)
-
-
-def _parser(name: str):
-    def parse(text: str):
-        from cudagraph_bench import parsers
-
-        return getattr(parsers, name)(text)
-    return parse
+    return {flag: (flag[2:].replace("-", "_"), suite_flag, parse)
+            for suite_flag, (flag, _, parse) in PYTEST_BENCHMARK_SPELLING.items()}
 
 
-#: pytest-benchmark flag -> (its ``config.option`` dest, the suite option it sets, its value's text -> the suite
-#: option's value, by the suite's parser, in the flag's own unit).
-HONOURED = {
-    "--benchmark-min-rounds": ("benchmark_min_rounds", "--rounds", _parser("parse_rounds")),
-    "--benchmark-max-time": ("benchmark_max_time", "--max-time-ms", _seconds_as_ms),
-    "--benchmark-warmup-iterations": ("benchmark_warmup_iterations", "--warmup-rounds", _parser("parse_warmup_rounds")),
-}
 #: pytest-benchmark flag -> what to use instead, for the options a policy of one call per round has no use for.
 REFUSED = {
     "--benchmark-min-time": "each round is one call here: set --min-time-ms (ms of measured calls per benchmark)",
@@ -68,23 +56,34 @@ def given_flags(config) -> set[str]:
     return {a.split("=", 1)[0] for a in args if a.startswith("--")}
 
 
+def _pytest_benchmark_value(config, flag: str, text: str):
+    """``text`` as pytest-benchmark's own parser of ``flag`` reads it (its type: int, or its seconds' string)."""
+    import pytest_benchmark.utils as utils
+
+    return {"--benchmark-min-rounds": utils.parse_rounds, "--benchmark-max-time": utils.parse_seconds}.get(flag, int)(text)
+
+
 def apply(config) -> None:
     """Set the suite's round options from the pytest-benchmark options given, or to the suite's defaults; refuse
     the options without a counterpart (module docstring).
 
     Raises:
         pytest.UsageError: a refused option, or a value the suite's parser refuses (one line, naming the option)."""
-    from cudagraph_bench.options import MATRIX_OPTIONS
+    from cudagraph_bench.options import MATRIX_OPTIONS, pytest_argument
 
     given = given_flags(config)
     for flag, why in REFUSED.items():
         if flag in given:
             raise pytest.UsageError(f"{flag} is not read by cudagraph-bench's timing: {why}")
     parsers = {o.flag: o for o in MATRIX_OPTIONS}
-    for flag, (dest, suite_flag, parse) in HONOURED.items():
+    for flag, (dest, suite_flag, parse) in honoured().items():
         option = parsers[suite_flag]
         if flag not in given:
             setattr(config.option, option.dest, option.default)
+            # pytest-benchmark records its options in the run JSON ("options": min_rounds, max_time): the suite's
+            # value, in its type, rather than pytest-benchmark's own default that nothing used
+            text = pytest_argument(suite_flag, str(option.default))[1]
+            setattr(config.option, dest, _pytest_benchmark_value(config, flag, text))
             continue
         try:
             setattr(config.option, option.dest, parse(str(config.getoption(dest))))
