@@ -281,7 +281,16 @@ def test_the_self_tests_pytest_args_are_parsed_once_into_its_matrix():
     matrix, rest = forward_matrix(["--prompt-lengths", "512", "--dtypes", "bf16", "--benchmark-max-time", "0.3",
                                    "--prompt-lengths", "16,50", "-k", "gpt2"])
     assert matrix.value("prompt_lengths") == (16, 50) and matrix.value("dtypes") == ("bfloat16",)
-    assert matrix.value("models") == tuple(DEFAULT_MODELS) and rest == ["--benchmark-max-time", "0.3", "-k", "gpt2"]
-    with pytest.raises(UsageError, match="prompt lengths must be whole numbers") as refused:
-        forward_matrix(["--prompt-lengths", "16,x"])
-    assert "\n" not in str(refused.value)
+    assert matrix.value("models") == tuple(DEFAULT_MODELS) and rest == ["-k", "gpt2"]
+    assert matrix.value("max_time_ms") == 300.0 and "--benchmark-max-time" in matrix.pytest_args()
+    for args, phrase in ((["--prompt-lengths", "16,x"], "prompt lengths must be whole numbers"),
+                         (["--benchmark-max-time", "nan"], "--benchmark-max-time nan: expected a finite number"),
+                         (["--benchmark-min-rounds", "0"], "--benchmark-min-rounds 0: expected a number >= 1"),
+                         (["--rounds", "5"], "in pytest it is pytest-benchmark's --benchmark-min-rounds"),
+                         (["--variants", "eager"], "--variants is the self-test's own"),
+                         (["--replay-proof"], "--replay-proof is the self-test's own"),
+                         (["--plant-fault=stale-input"], "--plant-fault is the self-test's own"),
+                         (["--device", "cpu"], "the self-test measures graphs on the GPU")):
+        with pytest.raises(UsageError, match=re.escape(phrase)) as refused:
+            forward_matrix(args)
+        assert "\n" not in str(refused.value) and str(refused.value).startswith("--pytest-args: ")

@@ -195,7 +195,7 @@ def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse_or_usage_error
 
 
-def _refuse_run_name(flag: str) -> Callable[[str], Any]:
+def refuse_run_name(flag: str) -> Callable[[str], Any]:
     """The parser of a round option's ``run`` name in pytest: refuses it, naming pytest-benchmark's flag."""
     pytest_flag, convert, parse = PYTEST_BENCHMARK_SPELLING[flag]
     run_parse = next(o.type for o in MATRIX_OPTIONS if o.flag == flag)
@@ -217,7 +217,7 @@ def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
     the reason first (:func:`pytest_type`)."""
     for opt in options:
         if opt.flag in PYTEST_BENCHMARK_SPELLING:
-            group.addoption(opt.flag, dest=f"run_name_{opt.dest}", type=pytest_type(opt.flag, _refuse_run_name(opt.flag)),
+            group.addoption(opt.flag, dest=f"run_name_{opt.dest}", type=pytest_type(opt.flag, refuse_run_name(opt.flag)),
                             default=None, help=argparse.SUPPRESS)
             continue
         extra = {"metavar": opt.metavar} if opt.metavar else {}

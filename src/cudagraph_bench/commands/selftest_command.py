@@ -21,8 +21,9 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, MATRIX_OPTIONS, parse_count,
-                                     parse_nonneg, parse_path, show_default)
+from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, MATRIX_OPTIONS,
+                                     PYTEST_BENCHMARK_SPELLING, parse_count, parse_nonneg, parse_path,
+                                     refuse_run_name, show_default)
 
 DEFAULT_OUT = "out/selftest"
 #: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``, shown
@@ -98,34 +99,66 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
 
 
+#: pytest options the self-test sets itself in its runs: given in ``--pytest-args`` they are refused, with why.
+OWN_OPTIONS = {
+    "--variants": "each run of the self-test chooses its variants",
+    "--plant-fault": "the self-test plants its faults itself",
+    "--benchmark-json": "each run writes its own JSON into -o",
+    "--journal": "each run keeps its own journal",
+    "--replay-proof": "the runs that need the replay proof take it",
+}
+
+
 def forward_matrix(pytest_args: list[str]):
     """The forward matrix of the self-test: the defaults of ``--models``, ``--dtypes`` and ``--prompt-lengths``, then
-    every matrix option (:data:`~cudagraph_bench.options.MATRIX_OPTIONS`, ``--variants`` apart: the runs choose
-    theirs) in ``pytest_args``, parsed once by the option's parser, the last of one flag winning as in pytest.
-    Returns ``(Matrix, the other pytest arguments)``.
+    every matrix option (:data:`~cudagraph_bench.options.MATRIX_OPTIONS`, in pytest's spelling: the round options
+    as pytest-benchmark's flags) in ``pytest_args``, parsed once by the option's parser, the last of one flag winning
+    as in pytest. Returns ``(Matrix, the other pytest arguments)``.
 
     Raises:
-        UsageError: a matrix option's value its parser refuses (one line)."""
+        UsageError: a matrix option's value its parser refuses, a round option under ``run``'s name, an option the
+            self-test sets itself (:data:`OWN_OPTIONS`) or a device other than ``cuda`` (one line)."""
     from cudagraph_bench.runner.matrix_processes import Matrix
 
     parser = argparse.ArgumentParser(prog="--pytest-args", add_help=False, allow_abbrev=False, exit_on_error=False)
-    def parse(opt):
+    def parse(opt, flag=None, parser_of_flag=None):
         def value(text: str):
             try:
-                return opt.type(text)
+                return (parser_of_flag or opt.type)(text)
             except argparse.ArgumentTypeError as exc:
-                raise argparse.ArgumentTypeError(f"{opt.flag} {text}: {exc}") from None
+                raise argparse.ArgumentTypeError(f"{flag or opt.flag} {text}: {exc}") from None
+        return value
+
+    def refuse(flag: str, why: str):
+        def value(text: str):
+            raise argparse.ArgumentTypeError(f"{flag} is the self-test's own: {why}: leave it out")
         return value
 
     for opt in MATRIX_OPTIONS:
-        if opt.dest != "variants":
+        if opt.dest == "variants":
+            continue
+        if opt.flag in PYTEST_BENCHMARK_SPELLING:
+            flag, _, parse_spelled = PYTEST_BENCHMARK_SPELLING[opt.flag]
+            parser.add_argument(flag, dest=opt.dest, type=parse(opt, flag, parse_spelled), default=argparse.SUPPRESS)
+            parser.add_argument(opt.flag, dest=f"run_name_{opt.dest}", type=refuse_run_name(opt.flag),
+                                default=argparse.SUPPRESS)
+        else:
             parser.add_argument(opt.flag, dest=opt.dest, type=parse(opt), default=argparse.SUPPRESS)
+    for flag, why in OWN_OPTIONS.items():
+        parser.add_argument(flag, dest=f"own_{flag[2:]}", type=refuse(flag, why), default=argparse.SUPPRESS,
+                            **({"nargs": "?", "const": ""} if flag == "--replay-proof" else {}))
     try:
         given, rest = parser.parse_known_args(pytest_args)
     except argparse.ArgumentError as exc:
         raise UsageError(f"--pytest-args: {exc.message}") from None
+    if "own_replay-proof" in vars(given):          # a flag without a value: its parser never ran
+        raise UsageError(f"--pytest-args: --replay-proof is the self-test's own: {OWN_OPTIONS['--replay-proof']}: "
+                         "leave it out")
     values = {"models": DEFAULT_MODELS, "dtypes": DEFAULT_DTYPES, "prompt_lengths": DEFAULT_PROMPT_LENGTHS,
               **vars(given)}
+    if values.get("device", "cuda") != "cuda":
+        raise UsageError(f"--pytest-args: --device {values['device']}: the self-test measures graphs on the GPU: "
+                         "leave --device out")
     return Matrix(tuple(values.items()), ()), rest
 
 
