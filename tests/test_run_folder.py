@@ -35,6 +35,7 @@ def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, 
     assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out)]) == 0
     assert all((out / name).is_file() for name in PLOTS)
     (out / "parts" / "isolated.log").write_text("an earlier process's log\n")
+    (out / "parts" / "notes.txt").write_text("the user's, not a run's\n")
     capsys.readouterr()
 
     def planted(self, case, model):
@@ -47,11 +48,12 @@ def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, 
     (failure,) = doc["cudagraph_bench"]["failures"]
     assert not doc["benchmarks"] and PLANTED in failure["reason"]
     assert json.loads((out / "parts" / "main.json").read_text()) == doc
-    assert sorted(p.name for p in (out / "parts").iterdir()) == ["main.json", "main.log"]
+    assert sorted(p.name for p in (out / "parts").iterdir()) == ["main.json", "main.log", "notes.txt"]
     assert PLANTED in (out / "parts" / "main.log").read_text()
     assert not any((out / name).exists() for name in PLOTS)
     assert all(f"removed {out / name}: an earlier run's plot" in err for name in PLOTS)
-    assert f"wrote {out / 'run.json'}" in err.splitlines()
+    assert f"replaced {out / 'run.json'}" in err.splitlines()     # an earlier run was there
+    assert f"replaced {out / 'parts'} (each pytest process's JSON and log)" in err.splitlines()
 
 
 @pytest.mark.filterwarnings("ignore:Not saving anything")

@@ -321,7 +321,7 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
     then the earlier run's plots and parts this run did not write are removed; the table is printed first
     (:func:`finish`). Returns the exit code. Why: ``gate DIR/run.json`` must never read an earlier run beside
     this one's parts."""
-    from cudagraph_bench.fsio import write_files_atomic
+    from cudagraph_bench.fsio import write_files_atomic, written_verb
 
     scratch_json = scratch / RUN_JSON
     write_text_atomic(scratch_json, json.dumps(doc, indent=4))
@@ -331,13 +331,15 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
                          skipped=skip_counts(outcomes))
     files.update({outdir / name: data for name, data in plots.items()})
     files[outdir / RUN_JSON] = scratch_json.read_bytes()          # last: the run the folder holds
+    verb = {path: written_verb(path) for path in (*(outdir / name for name in plots), outdir / RUN_JSON)}
+    verb[outdir / "parts"] = "replaced" if (outdir / "parts").is_dir() else "wrote"
     with interrupt_after(f"writing {outdir}"):
         write_files_atomic(files)
         _remove_earlier(outdir, [p for p in files if p.parent == outdir and p.name != RUN_JSON], set(files))
     for name in plots:
-        print(f"wrote {outdir / name}", file=sys.stderr)
-    print(f"wrote {outdir / 'parts'} (each pytest process's JSON and log)", file=sys.stderr)
-    print(f"wrote {outdir / RUN_JSON}", file=sys.stderr)
+        print(f"{verb[outdir / name]} {outdir / name}", file=sys.stderr)
+    print(f"{verb[outdir / 'parts']} {outdir / 'parts'} (each pytest process's JSON and log)", file=sys.stderr)
+    print(f"{verb[outdir / RUN_JSON]} {outdir / RUN_JSON}", file=sys.stderr)
     if code:
         print("a model was refused, or a case failed or differs from its reference: see the refusals and reasons "
               f"above, the table and the logs under {outdir / 'parts'}", file=sys.stderr)
@@ -346,7 +348,8 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
 
 def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None:
     """Remove what an earlier run left in ``outdir`` that this run did not write: its plots other than ``plots``
-    and the files under ``parts/`` not in ``written`` (they would not match run.json)."""
+    and the JSON and log files under ``parts/`` not in ``written`` (they would not match run.json); other files
+    there are not a run's and stay."""
     from cudagraph_bench.report import pages as report
 
     for path in report.stale_plots(outdir, plots):
@@ -355,7 +358,7 @@ def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None
     parts = outdir / "parts"
     if parts.is_dir():
         for path in sorted(parts.rglob("*"), reverse=True):
-            if path.is_file() and path not in written:
+            if path.is_file() and path not in written and path.suffix in (".json", ".log"):
                 path.unlink(missing_ok=True)
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
