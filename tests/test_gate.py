@@ -777,15 +777,20 @@ def test_confirm_reruns_only_the_regressed_cases_and_judges_all_runs(tmp_path, c
         assert p < 0.05 and f"{label(key)} graph median" in out
 
 
-def test_confirm_never_overwrites_earlier_confirmation_runs(tmp_path, capsys, baseline, monkeypatch):
+@pytest.mark.parametrize("earlier", ["file", "dangling link"])
+def test_confirm_never_overwrites_earlier_confirmation_runs(tmp_path, capsys, baseline, monkeypatch, earlier):
     key = next(iter(GATED))
     doc = copy.deepcopy(CHECKED)
     scale(bench(doc, *key, "graph"), 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
     run = write(doc, tmp_path / "run.json")
-    (tmp_path / "run.confirm-2.json").write_text("{}")
+    if earlier == "file":
+        (tmp_path / "run.confirm-2.json").write_text("{}")
+    else:                                   # a rerun would write through it, to wherever it points
+        (tmp_path / "run.confirm-2.json").symlink_to(tmp_path / "elsewhere.json")
     calls = fake_confirm_runs(monkeypatch, 1.0)
     rc, _, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 3)
     assert rc == 2 and "run.confirm-2.json exists" in err and not calls
+    assert not (tmp_path / "elsewhere.json").exists()
 
 
 def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, monkeypatch):

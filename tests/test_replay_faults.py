@@ -14,6 +14,7 @@ from h200_fixture import committed_doc, committed_selftest_runs, run_cli, write
 from test_selftest import JITTER, _with_device_figure
 
 from cudagraph_bench.cli import build_parser
+from cudagraph_bench.errors import UsageError
 from cudagraph_bench.commands import run as runcmd
 from cudagraph_bench.measure.eager_layer import SkippedLayer, output_layer
 from cudagraph_bench.measure.faults import Fault, parse_fault
@@ -200,3 +201,10 @@ def test_run_without_replay_proof_passes_no_such_flag():
     (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--variants", "eager,graph"]))
     steps = matrix_processes.plan([matrix])
     assert matrix.flags == () and all("--replay-proof" not in p.args for s in steps for p in s)
+
+
+def test_run_refuses_the_replay_proof_on_the_cpu_before_any_process():
+    (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--device", "cpu", "--variants", "eager",
+                                                           "--replay-proof"]))
+    with pytest.raises(UsageError, match=r"--device cpu has none to prove \(drop --replay-proof\)"):
+        runcmd.check_device([matrix])

@@ -261,6 +261,9 @@ def check_device(matrix_list) -> None:
     if needs:
         raise UsageError(f"graph variants need a CUDA GPU: --device cpu runs only --variants eager "
                          f"(drop {', '.join(needs)})")
+    if any("--replay-proof" in m.flags for m in on_cpu):
+        raise UsageError("--replay-proof profiles graph replays on a CUDA GPU: --device cpu has none to prove "
+                         "(drop --replay-proof)")
     if len(on_cpu) == len(matrix_list):
         return
     problem = cuda_problem()

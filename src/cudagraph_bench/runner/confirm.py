@@ -4,6 +4,7 @@ so that a regression must show in runs that are independent samples of the betwe
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
     names = {v.name for v in variants.gated()} | {v.reference for v in variants.gated()}
     selection = [groups[c][v].name for c in cases for v in sorted(names) if c in groups and v in groups[c]]
     paths = [first.path.with_name(f"{first.path.stem}.confirm-{i}.json") for i in range(1, k + 1)]
-    taken = [p for p in paths if p.exists()]
+    taken = [p for p in paths if os.path.lexists(p)]          # a dangling link too: a rerun would write through it
     if taken:
         raise UsageError(f"{taken[0]} exists: move the earlier confirmation runs away (they are never overwritten)")
     matrix = Matrix((("models", tuple(dict.fromkeys(c[0] for c in cases))),
