@@ -546,3 +546,18 @@ def test_nothing_measured_is_exit_1_and_the_earlier_run_is_left_whole(tmp_path, 
     help_text = " ".join(capsys.readouterr().out.split())
     assert "0 every measured case correct;" in help_text and "or no case was measured" in help_text
     assert "1 a case failed, crashed or differs from its reference" in help_text
+
+
+def test_a_pytest_usage_error_is_said_by_what_argparse_refused(tmp_path):
+    """A process that pytest's own parser stopped (an option from PYTEST_ADDOPTS it does not know) is reported by
+    the line that names the refused argument, not by pytest's usage line."""
+    from types import SimpleNamespace
+
+    log = tmp_path / "main.log"
+    log.write_text("ERROR: usage: python -m pytest [options] [file_or_dir] [file_or_dir] [...]\n"
+                   "python -m pytest: error: unrecognized arguments: --nosuch-flag\n"
+                   "  inifile: None\n  rootdir: /x\n")
+    assert runcmd._usage_error([SimpleNamespace(returncode=4, log_path=log)]) == \
+        "pytest: unrecognized arguments: --nosuch-flag"
+    log.write_text("ERROR: --models nosuch: unknown model 'nosuch'\n")
+    assert runcmd._usage_error([SimpleNamespace(returncode=4, log_path=log)]) == "--models nosuch: unknown model 'nosuch'"

@@ -397,11 +397,16 @@ def _progress(part, outcome, scratch: Path) -> None:
 
 def _usage_error(outcomes) -> str | None:
     """What pytest printed for a usage error (exit 4) of one of the run's processes: its ``ERROR:`` line without
-    the prefix and the indented lines under it (one per refused model); None when no process ended so."""
+    the prefix and the indented lines under it (one per refused model), or for an argument argparse refused, the
+    line that says what (``pytest: unrecognized arguments: --nosuch``); None when no process ended so."""
     for outcome in outcomes:
         if outcome.returncode == 4 and outcome.log_path is not None and outcome.log_path.is_file():
             text = outcome.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
             for i, line in enumerate(text):
+                if line.startswith("ERROR: usage:"):   # argparse's refusal: the usage line, then what it refused
+                    said = next((x for x in text[i + 1:] if ": error: " in x), None)
+                    if said is not None:
+                        return f"pytest: {said.split(': error: ', 1)[1]}"
                 if line.startswith("ERROR: "):
                     more = [x for x in text[i + 1:] if x.startswith("  ") and not x.strip().startswith(("inifile:",
                                                                                                        "rootdir:"))]
