@@ -215,7 +215,7 @@ class GraphedForward:
                                    + ("" if usable else " (the CUDA context is no longer usable)"),
                                    context_usable=usable) from exc
         torch.cuda.synchronize(device)
-        #: warmup + capture (ms), as before the host-work check, which is ``host_work_check_ms`` (ms)
+        #: warmup + capture (ms), without the host-work check, which is ``host_work_check_ms`` (ms)
         self.capture_ms = (time.perf_counter() - start) * 1e3 - self.host_work_check_ms
         self._ptrs = self._data_ptrs()
 

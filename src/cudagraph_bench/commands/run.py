@@ -1,7 +1,7 @@
 """``cudagraph-bench run``: the forward matrix measured by the pytest suite, merged into one run, with its
 table and plots (no torch in this process).
 
-The standalone form of the source spec's ``cuda_graph_benchmark.py``::
+One command for the whole forward benchmark::
 
     cudagraph-bench run --models gpt2 --prompt-lengths 50,128 --dtypes float32 --rounds 100 \\
         --variants eager,graph,padded,compile,compile+graph -o out/run
@@ -57,7 +57,7 @@ from cudagraph_bench.options import MATRIX_OPTIONS, add_to_argparse, parse_cpus,
 
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
-#: Aliases named in the source spec -> dest of the shared option.
+#: Aliases of shared options, as docs/running.md lists them -> dest of the shared option.
 ALIASES = (("--model", "models"), ("--dtype", "dtypes"), ("--iters", "rounds"), ("--warmup", "warmup_rounds"))
 #: Config keys whose value is a list (the others take one value).
 LIST_KEYS = frozenset({"models", "prompt_lengths", "dtypes", "variants", "buckets"})

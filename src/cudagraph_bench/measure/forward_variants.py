@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-# compile helpers shared with the compiled decode step; importable from here as before
+# compile helpers shared with the compiled decode step, re-exported beside the forward builders
 from cudagraph_bench.capture.compiling import STABLE_FACTOR, compile_counters, warm_until_stable  # noqa: F401
 from cudagraph_bench.capture.compiling import SkipReasons, inductor_or_error_patch
 from cudagraph_bench.capture.compiling import no_recompile as _no_recompile

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.attention import choose_attention
-# the checks of save_pretrained directories and the position limits, importable from here as before
+# the checks of save_pretrained directories and the position limits, re-exported beside the loaders
 from cudagraph_bench.models.checkpoints import (WEIGHT_FILES, check_config_json, check_model_directory,  # noqa: F401
                                                 directory_config, directory_model_class, head_note, names_lm_head)
 from cudagraph_bench.models.positions import PADDING_OFFSET_POSITIONS, POSITION_FIELDS, max_positions  # noqa: F401

@@ -1,8 +1,8 @@
 """Plots of forward-pass latency (matplotlib, Agg; no torch, no pyplot global state).
 
 - :func:`latency_comparison`: the latency distribution of every variant, one panel per
-  (model, dtype): a histogram per variant when the panel has one prompt length (the source spec's
-  ``latency_comparison.png``), box plots per variant and prompt length otherwise;
+  (model, dtype): a histogram per variant when the panel has one prompt length
+  (``latency_comparison.png``), box plots per variant and prompt length otherwise;
 - :func:`speedup_vs_length`: speedup of each variant over eager (median eager / median variant)
   against the prompt length (log2 axis), one line per variant, with the 30%-reduction target;
 - :func:`speedup_figure`: the launch-overhead page's speedup and µs per launch against the number of
