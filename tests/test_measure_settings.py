@@ -11,7 +11,7 @@ from cudagraph_bench.cases import Case
 from cudagraph_bench.commands import run as runcmd
 from cudagraph_bench.measure.case import CaseSpec
 from cudagraph_bench.measure.settings import OPTION_FIELDS, MeasureSettings
-from cudagraph_bench.options import MATRIX_OPTIONS, add_to_argparse
+from cudagraph_bench.options import MATRIX_OPTIONS, add_to_argparse, show_default
 
 #: A non-default value of every shared option (the test checks that each one differs from its default).
 FLAGS = ("--rounds", "7", "--warmup-rounds", "2", "--precision-pct", "0.5", "--max-rounds", "50",
@@ -61,7 +61,8 @@ def test_run_gives_the_pytest_session_the_settings_of_its_flags():
     session = Session(config_of(options))
     from_session = session.case_spec(case)
     (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--variants", "eager", *FLAGS]))
-    passed = [text for pair in matrix.options for text in pair]
+    flags = {o.dest: o.flag for o in MATRIX_OPTIONS}
+    passed = [text for dest, v in matrix.values for text in (flags[dest], show_default(v))]
     from_run = Session(config_of(pytest_options(passed))).case_spec(case)
     assert from_run == from_session
     assert from_session.round_policy() == round_policy(session.option) == from_run.round_policy()

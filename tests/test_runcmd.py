@@ -42,7 +42,9 @@ def parse(*argv):
 
 
 def options(matrix: Matrix) -> dict:
-    return dict(matrix.options)
+    """The matrix's values as run's flags and their text (``{"--models": "gpt2,bert-tiny"}``)."""
+    flags = {o.dest: o.flag for o in MATRIX_OPTIONS}
+    return {flags[dest]: show_default(v) for dest, v in matrix.values if v is not None}
 
 
 def write_toml(tmp_path, text):

@@ -197,7 +197,7 @@ def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def refuse_run_name(flag: str) -> Callable[[str], Any]:
     """The parser of a round option's ``run`` name in pytest: refuses it, naming pytest-benchmark's flag."""
-    pytest_flag, convert, parse = PYTEST_BENCHMARK_SPELLING[flag]
+    pytest_flag, convert, _ = PYTEST_BENCHMARK_SPELLING[flag]
     run_parse = next(o.type for o in MATRIX_OPTIONS if o.flag == flag)
 
     def refuse(text: str):

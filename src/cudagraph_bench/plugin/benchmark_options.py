@@ -56,7 +56,7 @@ def given_flags(config) -> set[str]:
     return {a.split("=", 1)[0] for a in args if a.startswith("--")}
 
 
-def _pytest_benchmark_value(config, flag: str, text: str):
+def _pytest_benchmark_value(flag: str, text: str):
     """``text`` as pytest-benchmark's own parser of ``flag`` reads it (its type: int, or its seconds' string)."""
     import pytest_benchmark.utils as utils
 
@@ -83,7 +83,7 @@ def apply(config) -> None:
             # pytest-benchmark records its options in the run JSON ("options": min_rounds, max_time): the suite's
             # value, in its type, rather than pytest-benchmark's own default that nothing used
             text = pytest_argument(suite_flag, str(option.default))[1]
-            setattr(config.option, dest, _pytest_benchmark_value(config, flag, text))
+            setattr(config.option, dest, _pytest_benchmark_value(flag, text))
             continue
         try:
             setattr(config.option, option.dest, parse(str(config.getoption(dest))))

@@ -58,15 +58,6 @@ class Matrix:
         """The value given for option ``dest`` (``"device"``), else ``default``."""
         return dict(self.values).get(dest, default)
 
-    @property
-    def options(self) -> tuple[tuple[str, str], ...]:
-        """The values as the suite's flags and their text (``("--models", "gpt2,bert-tiny")``), as ``run`` takes
-        them."""
-        from cudagraph_bench.options import MATRIX_OPTIONS, show_default
-
-        flags = {o.dest: o.flag for o in MATRIX_OPTIONS}
-        return tuple((flags[dest], show_default(v)) for dest, v in self.values if v is not None)
-
     def pytest_args(self) -> list[str]:
         """The values as pytest arguments (:func:`~cudagraph_bench.options.matrix_arguments`), then the flags;
         the variants are the caller's (a run splits them by isolation)."""
