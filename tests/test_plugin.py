@@ -52,6 +52,19 @@ def run(pytester, *args):
     return pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *args)
 
 
+def test_the_launchers_options_are_accepted_but_not_listed_in_help(pytester, tmp_path):
+    """``--journal`` and ``--zoo-deadline-at`` are set by ``cudagraph-bench run`` and ``zoo``: pytest takes them (the
+    journal gets its lines) while its ``--help`` lists only the options a user types."""
+    help_text = run(pytester, "--help").stdout.str()
+    assert "--models" in help_text and "--replay-proof" in help_text
+    assert "--journal" not in help_text and "--zoo-deadline-at" not in help_text
+    pytester.makepyfile("def test_one():\n    pass\n")
+    journal = tmp_path / "journal.jsonl"
+    result = run(pytester, "-q", "--journal", str(journal), "--zoo-deadline-at", "1")
+    assert result.ret == 0
+    assert [line for line in journal.read_text(encoding="utf-8").splitlines() if "test_one" in line]
+
+
 def test_matrix_parametrization(pytester):
     pytester.makepyfile(CASES_TEST)
     result = run(pytester, "--collect-only", "-q", "--models", "gpt2,bert-tiny", "--prompt-lengths", "50,16",

@@ -8,6 +8,7 @@ written, and the launcher runs the rest in a new process.
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -16,10 +17,10 @@ from cudagraph_bench.journal import EXIT_CUDA_BROKEN, is_fatal_cuda_error
 
 
 def pytest_addoption(parser):
+    """``--journal FILE``: append one JSON line per test started and finished to FILE, what ``cudagraph-bench run``
+    reads to tell the test a crashed pytest process was in. The launcher sets it, so ``--help`` does not list it."""
     parser.getgroup("cudagraph-bench").addoption(
-        "--journal", dest="journal", default=None, metavar="FILE",
-        help="append one JSON line per test started and finished to FILE (what cudagraph-bench run reads to "
-             "tell the test a crashed pytest process was in)")
+        "--journal", dest="journal", default=None, metavar="FILE", help=argparse.SUPPRESS)
 
 
 class Journal:

@@ -15,6 +15,8 @@ never stops the others; ``cudagraph-bench zoo`` restarts the session without a t
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from cudagraph_bench.zoo_keys import (AWAITS_GPU, DTYPE, FAILED, FORWARD, MEASURED, NOT_GRAPHABLE, REFUSED,
@@ -35,10 +37,10 @@ def pytest_addoption(parser):
                     help="the architecture zoo: collect perf_tests/test_zoo.py for these causal-LM model types of the "
                          "installed transformers: all, K/N (every N-th type from the K-th) or type,type,... "
                          "(default: not collected). With --device cpu: the classification a CPU can make")
+    # Tests that would start after this wall-clock time (seconds since the epoch) are skipped, so that a session under
+    # a time limit still writes its run; 0: none. `cudagraph-bench zoo --deadline-s` sets it: not listed in --help.
     group.addoption("--zoo-deadline-at", dest="zoo_deadline_at", type=float, default=0.0, metavar="EPOCH_S",
-                    help="the zoo: tests that would start after this wall-clock time (seconds since the epoch) are "
-                         "skipped (not run, so absent from the run): a session under a time limit still writes its "
-                         "run; 0: no deadline (cudagraph-bench zoo --deadline-s sets it) (default: 0)")
+                    help=argparse.SUPPRESS)
 
 
 def pytest_ignore_collect(collection_path, config):
