@@ -243,12 +243,6 @@ def _layer_types_and_kwargs(config) -> tuple[list[str], list[dict]]:
     return list(layer_types), (list(kwargs) if isinstance(kwargs, list) else [dict(kwargs)] * len(layer_types))
 
 
-def unsupported_layer_types(config) -> list[str]:
-    """The layer types of a causal LM's ``config`` that the suite's static cache cannot hold (chunked, indexed,
-    compressed attention), sorted; empty when it holds them all (:data:`CACHE_LAYER_TYPES`)."""
-    return sorted(set(_layer_types_and_kwargs(config)[0]) - CACHE_LAYER_TYPES)
-
-
 def state_layer_types(config) -> list[str]:
     """The layer types of ``config`` that keep a recurrent or convolution state (:data:`STATE_LAYER_TYPES`,
     :data:`HYBRID_LAYER_TYPES`), sorted; empty for an attention-only model."""

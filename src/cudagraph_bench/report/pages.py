@@ -52,7 +52,7 @@ LATENCY_PNG = "latency_comparison.png"
 SPEEDUP_PNG = "speedup_vs_length.png"
 BUSY_PNG = "busy_time_vs_length.png"
 DECODE_BANDWIDTH_PNG = "decode_bandwidth.png"
-#: Every plot :func:`write_plots` may write (the launch plot is :data:`launch_page.PLOT_NAME`).
+#: Every plot :func:`render_plots` may draw (the launch plot is :data:`launch_page.PLOT_NAME`).
 PLOT_NAMES = (LATENCY_PNG, SPEEDUP_PNG, BUSY_PNG, DECODE_BANDWIDTH_PNG, launch_page.PLOT_NAME)
 
 
@@ -114,11 +114,6 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
     if series is not None:
         makers[launch_page.PLOT_NAME] = lambda d: plots.save_speedup_plot(series, d / launch_page.PLOT_NAME)
     return makers
-
-
-def write_plots(runs: list[Run], outdir: str | os.PathLike) -> list[Path]:
-    """Draw every plot of :func:`plot_makers` into ``outdir``. Returns the paths written."""
-    return [make(Path(outdir)) for make in plot_makers(runs).values()]
 
 
 def render_plots(runs: list[Run]) -> dict[str, bytes]:

@@ -111,11 +111,6 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def stored_ms(value: float) -> float:
-    """A latency in ms rounded as a baseline file stores it (:data:`MEDIAN_DECIMALS` decimals of a ms)."""
-    return round(value, MEDIAN_DECIMALS)
-
-
 def _point(ms: list[Measurement], figure: str = "wall") -> dict:
     """Median of the run medians of ``figure`` (:attr:`~cudagraph_bench.results.record.Measurement.figure`),
     median of the runs' p95s (None without per-round data), the run medians, in ms; for the device figure also
