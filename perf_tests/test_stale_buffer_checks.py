@@ -7,6 +7,8 @@ the benchmarks' own pipeline (:func:`~cudagraph_bench.measure.case.prepare_case`
 - ``stale-mask``: padded and bucketed graphs keeping the mask of their first replay fail (the check runs the
   bucket's shortest prompt first, then longer ones); the same graphs refreshing their mask pass;
 - ``stale-input``: a graph that never copies its input ids fails;
+- a graph whose static input buffer was re-pointed after capture fails its check (the check's replays compare
+  each static buffer's ``data_ptr()`` with the captured one; the timed replays do not);
 - ``stale-position``: a graphed decode that never refreshes its position fails; refreshing it, both checked
   requests pass.
 """
@@ -92,3 +94,25 @@ def test_a_graphed_decode_that_never_refreshes_its_position_fails_its_recorded_c
     finally:
         stale.close()
         cgb.release()
+
+
+def test_a_graph_whose_static_buffer_was_re_pointed_fails_its_check_and_times_unchecked(cgb):
+    import torch
+
+    from cudagraph_bench.cases import Case
+    from cudagraph_bench.measure.case import CaseFailed, prepare_case
+    from cudagraph_bench.measure.forward_variants import build_variant
+
+    model = cgb.model("gpt2", "float32")
+    spec = cgb.case_spec(Case("gpt2", "float32", 16, "graph"))
+    honest = prepare_case(spec, model)
+    try:
+        assert honest.info["correct"] and honest.variant._graph.check_data_ptrs is False
+    finally:
+        honest.close()
+    moved = build_variant(model, "graph", 16)
+    moved._graph._input_ids.set_(torch.zeros_like(moved._graph._input_ids))     # the baked pointer now stale
+    with pytest.raises(CaseFailed) as failed:
+        prepare_case(spec, model, variant=moved)
+    assert failed.value.phase == "check" and "data_ptr() changed since capture" in failed.value.reason
+    cgb.release()

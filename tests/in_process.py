@@ -73,6 +73,8 @@ def run_process_in_process(cmd: list[str], cwd, env: dict, log) -> int:
     as a pytest session in this process, in ``cwd``, its output into the open file ``log``, one session at a
     time (the launcher starts the shards of ``--gpus`` from threads); ``env`` (``CUDA_VISIBLE_DEVICES``,
     ``PYTHONPATH``) does not apply. Returns pytest's exit code."""
+    if cmd[0] == "taskset":                 # pinned (``taskset -c LIST``): this process keeps its CPUs
+        cmd = cmd[3:]
     assert cmd[:3] == [sys.executable, "-m", "pytest"], cmd
     with _ONE_SESSION_AT_A_TIME, contextlib.chdir(cwd), contextlib.redirect_stdout(log), \
             contextlib.redirect_stderr(log):

@@ -417,8 +417,6 @@ def test_bad_input_is_clean(tmp_path, capsys, case):
 
 #: pytest options of the plugin -> what the one line says (pytest's own form: ``ERROR: FLAG VALUE: reason``)
 PYTEST_OPTIONS = {
-    ("--cpus", "abc"): "--cpus abc: bad CPU list item 'abc'",
-    ("--cpus", "0-99999999999"): "CPUs are numbered 0 to at most",
     ("--new-tokens", "0"): "--new-tokens 0: token counts must be positive",
     ("--decode-dtypes", "int8"): "--decode-dtypes int8: unknown dtype 'int8'",
     ("--plant-fault", "bogus"): "--plant-fault bogus: unknown fault 'bogus'",

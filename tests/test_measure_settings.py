@@ -39,7 +39,7 @@ def pytest_options(argv) -> dict:
     """The shared options as the pytest plugin parses them (the same parsers, :func:`add_to_argparse`)."""
     parser = argparse.ArgumentParser()
     add_to_argparse(parser, MATRIX_OPTIONS)
-    return vars(parser.parse_args(list(argv))) | {"check_data_ptrs": False}
+    return vars(parser.parse_args(list(argv)))
 
 
 def config_of(options: dict):

@@ -163,30 +163,29 @@ def test_machine_info_has_cuda_key(pytester, tmp_path, no_gpu):
     assert "cuda" in data["machine_info"] and data["machine_info"]["cuda"] is None
     assert data["machine_info"]["cpu_affinity"]                   # e.g. "0-7"
     (bench,) = data["benchmarks"]
-    assert bench["options"]["disable_gc"] is True                 # gc off while timing, by default
 
 
-def test_keep_gc_leaves_the_garbage_collector_on_while_timing(pytester, tmp_path):
+@pytest.mark.parametrize("given", [False, True])
+def test_benchmark_disable_gc_decides_whether_the_garbage_collector_runs_while_timing(pytester, tmp_path, given):
+    """pytest-benchmark's ``--benchmark-disable-gc`` means what it says (this project's ini ``addopts`` gives it)."""
     pytester.makepyfile("def test_b(benchmark):\n    benchmark(lambda: None)\n")
     out = tmp_path / "run.json"
-    assert run(pytester, "--benchmark-only", f"--benchmark-json={out}", "--keep-gc",
+    flag = ["--benchmark-disable-gc"] if given else []
+    assert run(pytester, "--benchmark-only", f"--benchmark-json={out}", *flag,
                "--benchmark-max-time=0.001").ret == 0
-    assert json.loads(out.read_text())["benchmarks"][0]["options"]["disable_gc"] is False
+    assert json.loads(out.read_text())["benchmarks"][0]["options"]["disable_gc"] is given
 
 
-def test_cpus_pins_the_test_process(pytester, cpu_affinity_restored):
-    import os
+def test_the_projects_ini_turns_the_garbage_collector_off_while_timing():
+    import shlex
+    import tomllib
+    from pathlib import Path
 
-    cpu = min(os.sched_getaffinity(0))
-    pytester.makepyfile(f"import os\ndef test_pinned():\n    assert os.sched_getaffinity(0) == {{{cpu}}}\n")
-    run(pytester, "--cpus", str(cpu)).assert_outcomes(passed=1)
+    ini = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "--benchmark-disable-gc" in shlex.split(ini["addopts"])
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--cpus", "3-1"), "bad CPU range '3-1'"),
-    (("--cpus", "x"), "bad CPU list item 'x'"),
-    (("--cpus", "60000"), "not available to this process: choose among"),
-    (("--cpus", "0-99999999999"), "CPUs are numbered 0 to at most 65535"),     # refused before a range is made
     (("--min-time-ms", "-1"), "expected milliseconds >= 0"),
     (("--benchmark-max-time", "-1"), "--benchmark-max-time -1: expected seconds >= 0"),
     (("--benchmark-max-time", "nan"), "expected a finite number"),

@@ -311,9 +311,9 @@ def test_with_gpus_each_process_is_one_shard_on_its_gpu_and_its_share_of_the_cpu
     assert [p.name for p in step] == ["part-main-gpu0-shard1", "part-main-gpu1-shard2"]
     assert [p.env for p in step] == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
     assert [p.args[p.args.index("--shard") + 1] for p in step] == ["1/2", "2/2"]
-    assert [p.args[p.args.index("--cpus") + 1] for p in step] == ["0-3", "4-7"]
+    assert [p.cpus for p in step] == [(0, 1, 2, 3), (4, 5, 6, 7)]
     (one,) = matrix_processes.plan([matrix], cpus=[0, 1, 2])[0]                # without --gpus: the one process pinned
-    assert one.args[one.args.index("--cpus") + 1] == "0-2" and "--shard" not in one.args
+    assert one.cpus == (0, 1, 2) and "--shard" not in one.args
 
 
 def test_cpu_shares_are_contiguous_and_even():

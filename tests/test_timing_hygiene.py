@@ -335,7 +335,7 @@ def test_benchmark_call_plans_rounds_and_records_warmup_and_gpu_state(monkeypatc
 @pytest.mark.parametrize("disable_gc", [True, False])
 def test_the_pilot_runs_with_the_garbage_collector_as_the_measured_rounds_do(monkeypatch, disable_gc):
     """pytest-benchmark turns the collector off around the measured rounds (``--benchmark-disable-gc``,
-    which the plugin sets unless ``--keep-gc``): the pilot that plans them runs the same way, and the
+    which this project's ini ``addopts`` sets): the pilot that plans them runs the same way, and the
     collector is back on afterwards."""
     from cudagraph_bench.measure import timing
     from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
@@ -477,19 +477,21 @@ def test_format_cpus():
     assert envinfo.format_cpus([3]) == "3" and envinfo.format_cpus([]) == ""
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
-def test_pin_cpus_pins_and_refuses_cpus_it_may_not_use():
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs os.sched_getaffinity")
+def test_cpus_to_pin_a_process_to_are_checked_against_this_processs_cpus(monkeypatch):
+    from cudagraph_bench.runner.process import PytestRun, check_cpus, command
+
     allowed = os.sched_getaffinity(0)
-    assert envinfo.pin_cpus(None) == sorted(allowed)               # no pinning
-    cpu = min(allowed)
-    try:
-        assert envinfo.pin_cpus((cpu,)) == [cpu] and os.sched_getaffinity(0) == {cpu}
-    finally:
-        os.sched_setaffinity(0, allowed)
+    check_cpus(None)
+    check_cpus((min(allowed),))
     with pytest.raises(UsageError, match=rf"--cpus: CPU\(s\) 99999 not available to this process: choose among "
                                          rf"{envinfo.format_cpus(allowed)}$"):
-        envinfo.pin_cpus((cpu, 99999))
-    assert os.sched_getaffinity(0) == allowed
+        check_cpus((min(allowed), 99999))
+    pinned = command(PytestRun(Path("."), Path("x.json"), cpus=(0, 1, 2, 5)), Path("x.json"), [])
+    assert pinned[:4] == ["taskset", "-c", "0-2,5", sys.executable]
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(UsageError, match="--cpus pins with taskset"):
+        check_cpus((min(allowed),))
 
 
 # ---------------------------------------------------------------------------- NVML GPU state

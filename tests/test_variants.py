@@ -231,6 +231,35 @@ def test_a_mismatch_is_prepared_for_timing_but_flagged(tiny):
     assert fake.closed
 
 
+class BufferCheckedGraph:
+    """A CPU stand-in for a :class:`~cudagraph_bench.capture.graphed.GraphedForward`: records, at each replay,
+    whether its static buffers' ``data_ptr()`` check was on."""
+
+    check_data_ptrs = False
+
+    def __init__(self, fake):
+        self.fake, self.checked = fake, []
+        self.static_output = fake.static_output
+
+    def __call__(self, input_ids):
+        self.checked.append(self.check_data_ptrs)
+        return self.fake(input_ids)
+
+    def close(self):
+        self.fake.close()
+
+
+def test_static_buffers_are_checked_on_every_checked_replay_and_not_while_timing(tiny):
+    graph_backed = V.GraphVariant.__new__(V.GraphVariant)
+    V.ForwardVariant.__init__(graph_backed, 8)
+    graph_backed._graph = graph = BufferCheckedGraph(StaticFake(tiny, 8))
+    prepared = C.prepare_case(spec(variant="graph"), tiny, variant=graph_backed)
+    assert prepared.status == "ok" and graph.checked == [True] * 2             # both check inputs: checked
+    prepared.call()
+    assert graph.checked[-1] is False                                         # timed calls: no per-replay check
+    prepared.close()
+
+
 def test_prepare_records_how_correctness_was_decided(tiny, exact_float32):
     prepared = C.prepare_case(spec(variant="padded"), tiny, variant=Float64Fake(tiny, 8))
     assert prepared.status == "ok" and prepared.info["check"] == "fp64-rmse"

@@ -12,8 +12,8 @@ case "$step" in
     ${cpus:+taskset -c "$cpus"} make test VENV="$VENV" > "$OUT/make-test.log" 2>&1; rc=$?
     echo "make test rc=$rc: $(grep -E '(passed|failed)' "$OUT/make-test.log" | tail -1)" ;;
   gpu-gate)
-    make gpu-gate VENV="$VENV" RUN_JSON="$OUT/gpu-gate.json" GATE_ARGS="--markdown $OUT/gpu-gate.md" \
-      PYTEST_ARGS="${cpus:+--cpus $cpus}${REPLAY_PROOF:+ --replay-proof}" > "$OUT/gpu-gate.log" 2>&1; rc=$?
+    ${cpus:+taskset -c "$cpus"} make gpu-gate VENV="$VENV" RUN_JSON="$OUT/gpu-gate.json" \
+      GATE_ARGS="--markdown $OUT/gpu-gate.md" PYTEST_ARGS="${REPLAY_PROOF:+--replay-proof}" > "$OUT/gpu-gate.log" 2>&1; rc=$?
     echo "make gpu-gate rc=$rc: $(grep -E '^gate (PASS|FAIL)' "$OUT/gpu-gate.log" | cut -c1-300)"
     pack "$OUT/gpu-gate.json" ;;
   *) echo "usage: OUT=<dir> bash scripts/device/ci-job.sh test|gpu-gate [GPU] [CPUS]" >&2; exit 2 ;;

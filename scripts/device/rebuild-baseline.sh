@@ -18,8 +18,8 @@ dir="$OUT/forward-repeats"; mkdir -p "$dir"; started=$SECONDS
 for i in $(seq "$first" $((first + runs - 1))); do
   if [ $((SECONDS - started)) -ge "${DEADLINE_S:-480}" ]; then echo "deadline: runs from $i on not started"; break; fi
   run="$dir/forward-$i.json"
-  python3 -m pytest perf_tests/test_forward_bench.py --benchmark-only -q -p no:cacheprovider --variants eager,graph \
-    --prompt-lengths "${LENGTHS:-16,50,128}" --cpus "$cpus" --benchmark-json "$run" > "${run%.json}.log" 2>&1
+  taskset -c "$cpus" python3 -m pytest perf_tests/test_forward_bench.py --benchmark-only -q -p no:cacheprovider \
+    --variants eager,graph --prompt-lengths "${LENGTHS:-16,50,128}" --benchmark-json "$run" > "${run%.json}.log" 2>&1
   echo "run $i rc=$? ($((SECONDS - started)) s): $(tail -1 "${run%.json}.log")"; pack "$run"
   if [ -n "${PLAIN:-}" ] && [ "$i" -lt $((first + PLAIN)) ]; then
     plain="$dir/plain-$i.json"

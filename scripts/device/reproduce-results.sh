@@ -17,7 +17,7 @@ SERVED=qwen3-0.6b,gemma-3-1b,gpt-oss-20b,qwen3-30b-a3b   # presets of what is se
 DECODE=(--decode-dtypes bfloat16 --decode-prompt-lengths 50 --new-tokens 128 --decode-rounds 3)
 bench() {  # bench FOLDER/NAME PYTEST-ARGS...: one pytest session into $OUT/FOLDER/NAME.json.gz (+ .log)
   local run="$OUT/$1.json"; shift; mkdir -p "$(dirname "$run")"
-  python3 -m pytest -p no:cacheprovider -q -rs ${CPUS:+--cpus "$CPUS"} --benchmark-json "$run" \
+  ${CPUS:+taskset -c "$CPUS"} python3 -m pytest -p no:cacheprovider -q -rs --benchmark-json "$run" \
     -W "ignore:Not saving anything" "$@" > "${run%.json}.log" 2>&1
   echo "$part rc=$?: $(tail -1 "${run%.json}.log")"; pack "$run"
 }

@@ -73,36 +73,6 @@ def machine_gpu(machine_info: dict | None) -> str | None:
     return str(cuda["gpu_name"]) if isinstance(cuda, dict) and cuda.get("gpu_name") else None
 
 
-def pin_cpus(cpus, flag: str = "--cpus") -> list[int]:
-    """Pin this process (and threads it starts later) to ``cpus`` with ``os.sched_setaffinity(0, ...)``;
-    ``cpus`` None or empty: no pinning. Returns the CPU set in effect afterwards (sorted CPU numbers).
-
-    Raises:
-        UsageError: a CPU this process may not run on (names the allowed CPUs), or a platform without
-            ``os.sched_setaffinity``.
-    """
-    import os
-
-    from cudagraph_bench.errors import UsageError
-
-    getaffinity = getattr(os, "sched_getaffinity", None)
-    if not cpus:
-        return sorted(getaffinity(0)) if getaffinity else []
-    if getaffinity is None or not hasattr(os, "sched_setaffinity"):
-        raise UsageError(f"{flag} needs os.sched_setaffinity, which this platform lacks: drop {flag}")
-    allowed = getaffinity(0)
-    missing = sorted(set(cpus) - allowed)
-    if missing:
-        raise UsageError(f"{flag}: CPU(s) {format_cpus(missing)} not available to this process: choose among "
-                         f"{format_cpus(allowed)}")
-    try:
-        os.sched_setaffinity(0, set(cpus))
-    except OSError as exc:
-        raise UsageError(f"{flag}: cannot pin to CPUs {format_cpus(cpus)} ({exc.strerror or exc}): choose among "
-                         f"{format_cpus(allowed)}") from None
-    return sorted(getaffinity(0))
-
-
 def cpu_affinity() -> str | None:
     """The CPUs this process may run on, as a CPU list (``"0-7"``; see :func:`format_cpus`), or None where
     ``os.sched_getaffinity`` does not exist. Stored in ``machine_info["cpu_affinity"]``."""

@@ -277,9 +277,11 @@ def main(args: argparse.Namespace) -> int:
     from its reference, or no case was measured) or raises :class:`UsageError` (exit 2)."""
     from cudagraph_bench.paths import checkout_root
     from cudagraph_bench.runner.matrix_processes import launch, plan, visible_gpus
+    from cudagraph_bench.runner.process import check_cpus
 
     matrix_list = matrices(args)
     check_device(matrix_list)
+    check_cpus(_plain(args.cpus))
     device = matrix_device(matrix_list[0])
     try:
         gpus = visible_gpus(args.gpus) if args.gpus is not None else ()   # an empty --gpus is an error, not "none"

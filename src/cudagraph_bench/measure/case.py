@@ -18,7 +18,7 @@ measure import torch.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass
 
 from cudagraph_bench.errors import CudagraphBenchError
 from cudagraph_bench.measure.settings import MeasureSettings
@@ -34,16 +34,13 @@ class CaseSpec(MeasureSettings):
     """Everything needed to measure one forward case: ``model``, ``dtype``, ``seq_len`` (tokens), ``variant``
     (positional or by name), the
     :class:`~cudagraph_bench.measure.settings.MeasureSettings` of the run (keyword-only: the round policy,
-    ``pad_to``, ``buckets``, ``check_inputs``, ``compile_mode``, ``seed``, ``device``) and
-    ``check_data_ptrs`` (keyword-only): debug check of a graph's static buffers before every replay.
+    ``pad_to``, ``buckets``, ``check_inputs``, ``compile_mode``, ``seed``, ``device``).
     """
 
     model: str
     dtype: str
     seq_len: int
     variant: str
-    _: KW_ONLY
-    check_data_ptrs: bool = False
 
     @property
     def variant_spec(self):
@@ -311,8 +308,7 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
     try:
         if variant is None:
             variant = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
-                                    buckets=spec.buckets, check_data_ptrs=spec.check_data_ptrs,
-                                    compile_mode=spec.compile_mode)
+                                    buckets=spec.buckets, compile_mode=spec.compile_mode)
     except Exception as exc:  # a variant's failure is its result, never a crash of the run
         raise CaseFailed("build", describe_exception(exc), exc, info) from exc
     info.update(variant.record())
@@ -321,7 +317,9 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
         if spec.variant_spec.is_reference:
             info["check"] = "reference"
         else:
+            variant.check_buffers(True)
             check = check_against_eager(variant, model, spec, generator)
+            variant.check_buffers(False)
             info.update(correct=check.passed, check=check.method, max_abs_diff=check.max_abs_diff)
             if check.fp64_rmse_ratio is not None:
                 info["fp64_rmse_ratio"] = check.fp64_rmse_ratio

@@ -261,7 +261,7 @@ def plant_forward(fault: Fault, model, spec):
     if fault.kind == "eager-layer":
         from cudagraph_bench.measure.eager_layer import EagerLayerGraph
 
-        graph = EagerLayerGraph(model, spec.seq_len, check_data_ptrs=spec.check_data_ptrs)
+        graph = EagerLayerGraph(model, spec.seq_len)
         return PlantedVariant(spec.variant, spec.seq_len, graph, {"planted_fault": "eager-layer",
                                                                   "eager_layer": graph.layer_name}, graph.capture_ms)
     if fault.kind == "skip-inductor-graphs":
@@ -270,7 +270,7 @@ def plant_forward(fault: Fault, model, spec):
                                  {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms)
         planted.compile_ms, planted.notes = built.compile_ms, built.notes
         return planted
-    built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, check_data_ptrs=spec.check_data_ptrs)
+    built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype)
     return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},
                           built.capture_ms)
 

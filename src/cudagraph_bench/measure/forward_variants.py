@@ -94,6 +94,10 @@ class ForwardVariant:
     def __call__(self, input_ids):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check_buffers(self, on: bool) -> None:
+        """Check, before each replay, that no static buffer's ``data_ptr()`` changed since capture (on during the
+        correctness check, off while timing); no-op for a variant without a graph of its own."""
+
     def close(self) -> None:
         """Release graphs, compiled code and buffers. Idempotent."""
 
@@ -160,6 +164,12 @@ class _GraphBacked(ForwardVariant):
 
     def __call__(self, input_ids):
         return self._graph(input_ids)
+
+    def check_buffers(self, on: bool) -> None:
+        if isinstance(self._graph, ForwardVariant):
+            self._graph.check_buffers(on)
+        elif hasattr(self._graph, "check_data_ptrs"):      # a GraphedForward
+            self._graph.check_data_ptrs = on
 
     def close(self) -> None:
         if self._graph is not None:

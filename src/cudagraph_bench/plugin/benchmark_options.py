@@ -16,7 +16,8 @@ in the ini file's ``addopts``):
 
 Not given, each takes the suite's default (:mod:`cudagraph_bench.defaults`), not pytest-benchmark's. Each value goes
 through the suite option's own parser (:data:`cudagraph_bench.options.MATRIX_OPTIONS`). ``--benchmark-disable-gc``
-is what the suite does by default (``--keep-gc`` turns the collector back on while timing).
+turns the garbage collector off while timing, pilot included; the project's ini ``addopts`` gives it (``-o addopts=``
+keeps the collector on).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_inf
     has just run on the same inputs; ``checked_call_ms``: that run's wall ms, the pilot itself when it is too slow
     for the precision target to add rounds) plans them
     (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`). The garbage collector is off while timing, the
-    pilot included, unless ``--keep-gc``.
+    pilot included, with ``--benchmark-disable-gc``.
 
     ``device_figure``: also the device-side time of back-to-back calls
     (:func:`~cudagraph_bench.measure.timing.back_to_back_ms`): ``extra_info["device_ms"]`` (per-call ms of each

@@ -1,10 +1,9 @@
 """Options of the pytest plugin and what they set up before collection.
 
 - the benchmark matrix and its round policy (:data:`cudagraph_bench.options.MATRIX_OPTIONS`, the same flags,
-  parsers and defaults as ``cudagraph-bench run``), plus the suite's own: ``--with-compile``,
-  ``--check-data-ptrs``, the decode options, ``--cpus``, ``--keep-gc``;
-- timing hygiene: Python's garbage collector off while timing (pytest-benchmark's ``--benchmark-disable-gc``,
-  on by default here; ``--keep-gc`` turns it back on) and the process pinned to ``--cpus``;
+  parsers and defaults as ``cudagraph-bench run``), plus the suite's own: ``--with-compile`` and the decode options;
+- timing hygiene is pytest-benchmark's and the OS's: ``--benchmark-disable-gc`` (in the project's ini ``addopts``)
+  keeps the garbage collector off while timing, ``taskset -c LIST`` pins the process;
 - ``--models``: every entry is checked before collection; one the suite cannot measure is refused with its
   one-line reason (listed at the end and in the run JSON, exit status 1) and the others run;
 - GPU tests (marker ``gpu``) skip with one reason on a machine without CUDA, except the cases of variants that
@@ -17,7 +16,7 @@ import pytest
 
 from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_COMPILE_TUNING,
                                      DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
-                                     add_to_pytest, parse_count, parse_cpus, parse_decode_compile_tuning, parse_dtypes,
+                                     add_to_pytest, parse_count, parse_decode_compile_tuning, parse_dtypes,
                                      parse_prompt_lengths, parse_timeout_s, parse_token_counts)
 from cudagraph_bench.options import pytest_type as _one_line_type   # not a hook: a pytest_ name here would be one
 
@@ -59,8 +58,6 @@ def pytest_addoption(parser):
     group.addoption("--with-compile", action="store_true", default=False,
                     help="also benchmark the torch.compile variants (forward: compile, compile+graph; decode: "
                          "compile+graph, generate-static-compile); slow, off by default")
-    group.addoption("--check-data-ptrs", action="store_true", default=False,
-                    help="debug: before every replay check that the static buffers' data_ptr() never changed")
     group.addoption("--new-tokens", dest="new_tokens", type=parse_token_counts, default=DEFAULT_NEW_TOKENS,
                     help="decode benchmarks: new tokens per request (default: 64,128)")
     group.addoption("--decode-prompt-lengths", dest="decode_prompt_lengths", type=parse_prompt_lengths,
@@ -88,8 +85,6 @@ def pytest_addoption(parser):
                          "coordinate-descent (gpt-fast's: GEMVs become tuned Triton reductions fused with their "
                          "neighbours; a slower compile) or none (inductor's defaults) "
                          f"(default: {DEFAULT_DECODE_COMPILE_TUNING})")
-    group.addoption("--cpus", dest="cpus", type=parse_cpus, default=None, metavar="LIST",
-                    help="pin the test process to these CPUs, e.g. 0-7 or 0,2,4-6 (default: no pinning)")
     group.addoption("--plant-fault", dest="plant_fault", type=_fault, default=None, metavar="FAULT",
                     help="self-test only: plant a known fault into the pipeline: delay:PCT (the gated graph's replay "
                          "PCT %% slower on the GPU), stale-input (the graph replays without copying its input), "
@@ -105,28 +100,15 @@ def pytest_addoption(parser):
                          "into that case's extra_info.replay; a graph that ran eagerly fails its check and the session. "
                          "Taken after all timing because the profiler leaves CUPTI attached, which slows every replay "
                          "timed after it; off by default: it builds and checks each graph case twice")
-    group.addoption("--keep-gc", dest="keep_gc", action="store_true", default=False,
-                    help="keep Python's garbage collector on while timing (default: off while timing, "
-                         "as with --benchmark-disable-gc)")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Garbage collector off while timing (before pytest-benchmark reads its option), pytest-benchmark's calibration
-    options honoured or refused (:mod:`cudagraph_bench.plugin.benchmark_options`), CPU pinning, and the ``--models``
-    folders read."""
-    from cudagraph_bench.envinfo import pin_cpus
-    from cudagraph_bench.errors import UsageError
-
-    if not config.getoption("keep_gc", False) and hasattr(config.option, "benchmark_disable_gc"):
-        config.option.benchmark_disable_gc = True
+    """pytest-benchmark's calibration options honoured or refused (:mod:`cudagraph_bench.plugin.benchmark_options`),
+    and the ``--models`` folders read."""
     from cudagraph_bench.plugin import benchmark_options
 
     benchmark_options.apply(config)
-    try:
-        pin_cpus(config.getoption("cpus", None))
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
     check_matrix_models(config)
 
 

@@ -115,7 +115,7 @@ class Session:
         from cudagraph_bench.measure.case import CaseSpec
 
         return CaseSpec.from_options(self.option, model=case.model, dtype=case.dtype, seq_len=case.seq_len,
-                                     variant=case.variant, check_data_ptrs=self.option("check_data_ptrs"))
+                                     variant=case.variant)
 
     def decode_spec(self, case: DecodeCase):
         """The :class:`~cudagraph_bench.measure.decode_case.DecodeSpec` of a decode case from the options."""

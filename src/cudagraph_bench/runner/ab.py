@@ -15,8 +15,8 @@ Workflow:
    that went from pass to fail fails too.
 
 Interleaving puts both sides under the same drift of clocks, temperature and host load, so what is
-left between them is the code. It does not pin CPUs or lock clocks (``--pytest-args "--cpus 0-7"``
-pins through the plugin). Exit codes: 0 pass, 1 regression or broken check, 2 bad input or a side with
+left between them is the code. It does not pin CPUs or lock clocks (``taskset -c 0-7 cudagraph-bench ab ...``
+pins every process it starts). Exit codes: 0 pass, 1 regression or broken check, 2 bad input or a side with
 no successful run.
 """
 

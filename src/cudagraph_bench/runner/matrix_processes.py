@@ -7,7 +7,7 @@ launcher adds the isolation policy (:mod:`cudagraph_bench.runner.process`):
 - the variants the registry marks ``isolated`` (the torch.compile ones) run in a pytest process of their own,
   apart from the others, so that a compiler crash costs no other case;
 - with ``gpus``, each process is one shard per GPU (``--shard K/N``, ``CUDA_VISIBLE_DEVICES`` = that GPU, an equal
-  share of the CPUs pinned with ``--cpus``), started side by side;
+  share of the CPUs of ``run --cpus``, pinned with ``taskset``), started side by side;
 - each sub-matrix of a ``[[sweep]]`` config is a process of its own.
 
 Every process writes its pytest-benchmark JSON; :func:`launch` merges them
@@ -68,11 +68,12 @@ class Matrix:
 
 @dataclass(frozen=True)
 class Part:
-    """One pytest process of a run: its name (the file stem), arguments and environment."""
+    """One pytest process of a run: its name (the file stem), arguments, environment and the CPUs it is pinned to."""
 
     name: str
     args: tuple[str, ...]
     env: dict = field(default_factory=dict)
+    cpus: tuple[int, ...] = ()
 
 
 def targets(names) -> list[str]:
@@ -101,9 +102,7 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
     """The processes of a run, in steps: the processes of one step run side by side (one per GPU), the steps one
     after another. Per sub-matrix, the non-isolated variants, then the isolated ones (registry), each a step.
-    ``cpus``: every process pinned to them (``--cpus``), split in equal shares between the GPUs' processes."""
-    from cudagraph_bench.options import format_cpus
-
+    ``cpus``: every process pinned to them, split in equal shares between the GPUs' processes."""
     steps = []
     for m_index, matrix in enumerate(matrices):
         kinds = [variants.variant(variants.FORWARD, n) for n in matrix.variants]
@@ -114,14 +113,11 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
             base = [*targets(names), "--benchmark-only", "--variants", ",".join(names), *matrix.pytest_args()]
             stem = f"part{m_index + 1}{suffix}" if len(matrices) > 1 else f"part{suffix or '-main'}"
             if not gpus:
-                pinned = ["--cpus", format_cpus(cpus)] if cpus else []
-                steps.append([Part(stem.replace("part-", ""), (*base, *pinned))])
+                steps.append([Part(stem.replace("part-", ""), tuple(base), cpus=tuple(cpus or ()))])
                 continue
             shares = cpu_shares(sorted(cpus or []), len(gpus))
-            steps.append([Part(f"{stem}-gpu{gpu}-shard{k + 1}", (*base, "--shard", f"{k + 1}/{len(gpus)}",
-                                                                   *(["--cpus", format_cpus(shares[k])]
-                                                                     if shares[k] else [])),
-                               {"CUDA_VISIBLE_DEVICES": str(gpu)})
+            steps.append([Part(f"{stem}-gpu{gpu}-shard{k + 1}", (*base, "--shard", f"{k + 1}/{len(gpus)}"),
+                               {"CUDA_VISIBLE_DEVICES": str(gpu)}, tuple(shares[k]))
                           for k, gpu in enumerate(gpus)])
     return steps
 
@@ -140,7 +136,8 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
         results: dict[str, RunOutcome] = {}
 
         def one(part: Part):
-            results[part.name] = run_pytest(PytestRun(tree, parts_dir / f"{part.name}.json", part.args, part.env))
+            results[part.name] = run_pytest(PytestRun(tree, parts_dir / f"{part.name}.json", part.args, part.env,
+                                                          cpus=part.cpus))
 
         threads = [threading.Thread(target=one, args=(p,)) for p in step]
         for thread in threads:

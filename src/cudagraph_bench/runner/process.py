@@ -93,6 +93,28 @@ def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0
     return str(release), tuple(str(t) for t in types)
 
 
+def check_cpus(cpus, flag: str = "--cpus") -> None:
+    """Check that ``cpus`` (CPU numbers; None or empty: no pinning) can pin a child process with ``taskset -c``.
+
+    Raises:
+        UsageError: a CPU this process may not run on (names the allowed CPUs), or no ``taskset`` on PATH.
+    """
+    import shutil
+
+    from cudagraph_bench.errors import UsageError
+    from cudagraph_bench.options import format_cpus
+
+    if not cpus:
+        return
+    if not hasattr(os, "sched_getaffinity") or shutil.which("taskset") is None:
+        raise UsageError(f"{flag} pins with taskset (util-linux), which this machine lacks: install it or drop {flag}")
+    allowed = os.sched_getaffinity(0)
+    missing = sorted(set(cpus) - allowed)
+    if missing:
+        raise UsageError(f"{flag}: CPU(s) {format_cpus(missing)} not available to this process: choose among "
+                         f"{format_cpus(allowed)}")
+
+
 @dataclass(frozen=True)
 class PytestRun:
     """One pytest process to start.
@@ -104,6 +126,7 @@ class PytestRun:
         args: pytest arguments: the test selection and the suite's options (``--models ...``).
         env: environment variables to set (e.g. ``CUDA_VISIBLE_DEVICES``).
         quiet: pass ``-q``.
+        cpus: CPU numbers the process is pinned to (``taskset -c``); empty: no pinning.
     """
 
     tree: Path
@@ -111,6 +134,7 @@ class PytestRun:
     args: tuple[str, ...] = ()
     env: dict = field(default_factory=dict)
     quiet: bool = True
+    cpus: tuple[int, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "json_path", Path(self.json_path).absolute())
@@ -143,7 +167,10 @@ class RunOutcome:
 
 def command(run: PytestRun, json_path: Path, deselect: list[str]) -> list[str]:
     """The command line of one attempt of ``run`` writing ``json_path``."""
-    return [sys.executable, "-m", "pytest", *run.args, f"--benchmark-json={json_path}",
+    from cudagraph_bench.options import format_cpus
+
+    pinned = ["taskset", "-c", format_cpus(run.cpus)] if run.cpus else []
+    return [*pinned, sys.executable, "-m", "pytest", *run.args, f"--benchmark-json={json_path}",
             f"--journal={run.journal_path}", "-p", "no:cacheprovider", REPORT_CHARS, *(["-q"] if run.quiet else []),
             *[f"--deselect={n}" for n in deselect]]
 
