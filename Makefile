@@ -2,7 +2,7 @@
 #                                make test    (set up + run the tests)
 # Variables (CI and GPU runners override them; the commands stay the same):
 #   TORCH        pip requirement for torch (default: plain "torch"; CPU CI: TORCH=torch==2.13.0); changing it, or
-#                TRANSFORMERS, reinstalls the venv
+#                TRANSFORMERS, reinstalls into the venv in place (pip moves only what changed)
 #   TRANSFORMERS pip requirement that pins transformers inside the supported range (default: the newest
 #                release pip finds; CI also runs TRANSFORMERS=transformers==5.17.0, the oldest)
 #   VENV         virtual environment folder (default .venv)
@@ -53,7 +53,7 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.requirements
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]" $(TRANSFORMERS)
+	$(PY) -m pip install -q -e ".[dev]" $(or $(TRANSFORMERS),--upgrade transformers)
 	@touch $@
 
 setup: $(VENV)/.installed
@@ -116,4 +116,4 @@ gpu-gate: $(VENV)/.installed
 	exit $$grc
 
 clean:
-	rm -rf $(VENV) .venv-transformers-oldest out .benchmarks .pytest_cache
+	rm -rf $(VENV) out .benchmarks .pytest_cache

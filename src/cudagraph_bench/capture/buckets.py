@@ -1,15 +1,6 @@
-"""Padding to a fixed length and per-length bucket graphs sharing one graph memory pool.
-
-A graph replays fixed shapes only. Two ways to serve prompts of any length L with graphs:
-
-- padding: one graph at ``pad_to`` tokens (default 1024); every prompt is right-padded, with an
-  attention mask of 1 on real tokens and 0 on padding (:func:`pad_prompt`);
-- buckets: one graph per bucket length (like the capture sizes of serving engines, e.g. vLLM's
-  ``cudagraph_capture_sizes``); a prompt replays the smallest bucket >= L (:func:`select_bucket`).
-
-Graphs are captured largest first into one shared pool (``torch.cuda.graph_pool_handle()``), as vLLM
-does, so the smaller graphs reuse the largest one's intermediate memory.
-"""
+"""Serving prompts of any length with fixed-shape graphs: right-padding to one length (:func:`pad_prompt`), or
+one graph per bucket length (vLLM's ``cudagraph_capture_sizes``), captured largest first into one shared pool so
+the smaller graphs reuse the largest one's memory."""
 
 from __future__ import annotations
 
@@ -24,8 +15,7 @@ def select_bucket(seq_len: int, buckets) -> int:
 
     Raises:
         RequestTooLongError: ``seq_len`` is above the largest bucket (before any GPU work).
-        UsageError: ``seq_len < 1`` or no buckets.
-    """
+        UsageError: ``seq_len < 1`` or no buckets."""
     if not buckets:
         raise UsageError("no bucket lengths given: pass e.g. --buckets 16,32,64")
     if seq_len < 1:
@@ -57,8 +47,7 @@ def pad_prompt(input_ids, pad_to: int, pad_token_id: int = 0):
         ``(padded_ids [batch, pad_to] int64, attention_mask [batch, pad_to] int64)``; the mask is 1 on
         the L real tokens and 0 on padding.
     Raises:
-        RequestTooLongError: ``L > pad_to``.
-    """
+        RequestTooLongError: ``L > pad_to``."""
     import torch
 
     batch, length = input_ids.shape
@@ -74,9 +63,8 @@ def pad_prompt(input_ids, pad_to: int, pad_token_id: int = 0):
 
 @dataclass(frozen=True)
 class BucketCapture:
-    """What capturing one bucket cost: ``capture_ms`` (warmup + capture wall ms) and the growth of
-    reserved GPU memory in MiB while capturing it (``pool_mib``; the first, largest bucket pays for
-    the shared pool, the smaller ones reuse it)."""
+    """What capturing one bucket cost: ``capture_ms`` (warmup + capture wall ms) and ``pool_mib``, the growth
+    of reserved GPU memory in MiB (the first, largest bucket pays for the shared pool)."""
 
     bucket: int
     capture_ms: float
@@ -85,13 +73,10 @@ class BucketCapture:
 
 class BucketedGraphs:
     """One :class:`~cudagraph_bench.capture.graphed.GraphedForward` (with a static attention mask) per bucket
-    length, captured largest first into one shared graph pool.
+    length, captured largest first into one shared graph pool; ``BucketedGraphs(model, (1024,))`` is "pad to 1024".
 
-    ``__call__(input_ids [1, L])`` pads to the smallest bucket >= L and replays that bucket's graph.
-    It returns a view ``[1, L, ...]`` of the static output at the real positions; the next replay of
-    ANY bucket may overwrite it (the buckets share one pool): ``.clone()`` to keep it.
-
-    ``BucketedGraphs(model, (1024,))`` is the single padded graph ("pad to 1024").
+    ``__call__(input_ids [1, L])`` replays the smallest bucket >= L and returns a view ``[1, L, ...]`` of its
+    static output, which the next replay of ANY bucket may overwrite: ``.clone()`` to keep it.
 
     Args:
         model: causal LM or encoder on a CUDA device.
@@ -100,8 +85,7 @@ class BucketedGraphs:
         pad_token_id: id written to padding positions (masked out).
 
     Raises:
-        RequestTooLongError: (on call) L is above the largest bucket, before any GPU work.
-    """
+        RequestTooLongError: (on call) L is above the largest bucket, before any GPU work."""
 
     def __init__(self, model, buckets, *, warmup_iters: int = 3, pad_token_id: int = 0):
         import torch

@@ -1,9 +1,5 @@
-"""torch.compile helpers shared by the compiled forward variants (:mod:`cudagraph_bench.measure.forward_variants`)
-and the compiled decode step (:mod:`cudagraph_bench.capture.decode`): warming a compiled function until
-its timing is stable (what the warm-up cost beyond steady state was: the compile time), a time limit on
-compiling, dynamo's counters, and a context in which a recompile raises (for the calls made while a CUDA
-graph captures).
-"""
+"""torch.compile helpers of the compiled forward variants and the compiled decode step: warm-up until stable,
+a time limit on compiling, dynamo's counters, and a context in which a recompile raises."""
 
 from __future__ import annotations
 
@@ -21,13 +17,9 @@ STABLE_FACTOR = 1.5
 
 def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, min_calls: int = 2,
                       max_calls: int = 10, factor: float = STABLE_FACTOR) -> tuple[float, list[float]]:
-    """Call ``call()`` (each call synchronized) until two consecutive calls take times within
-    ``factor`` of each other, at least ``min_calls`` and at most ``max_calls`` times.
-
-    Returns ``(excess_ms, times_ms)``: ``times_ms`` the wall ms of every call, ``excess_ms`` what the
-    calls took beyond steady state: ``sum(times_ms) - len(times_ms) * min(last two times)`` (the
-    compilation / recording cost of a torch.compile'd function).
-    """
+    """Call ``call()`` (each then ``sync()``) until two consecutive calls are within ``factor`` of each other,
+    ``min_calls`` to ``max_calls`` times. Returns ``(excess_ms, times_ms)``: the wall ms of every call, and
+    ``sum(times_ms) - len(times_ms) * min(last two)`` (a torch.compile'd function's compile cost)."""
     times: list[float] = []
     for _ in range(max_calls):
         t0 = time.perf_counter()
@@ -45,15 +37,10 @@ def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, m
 @contextlib.contextmanager
 def time_limit(seconds: float | None, what: str, fix: str):
     """Raise :class:`~cudagraph_bench.errors.CompileTimeout` (``"<what> did not finish within <seconds> s;
-    <fix>"``) inside the body once it has run ``seconds`` s of wall time: a compilation that never settles
-    (recompiles, autotuning) becomes that case's recorded failure instead of stopping the whole run.
-
-    The limit is a ``SIGALRM`` timer (``signal.setitimer``), so the exception is raised at the next Python
-    bytecode of the main thread; a library that catches it (dynamo falls back to eager on some errors) or
-    wraps it still ends in ``CompileTimeout``, when the body returns or raises. A timer that was already set
-    (e.g. pytest-timeout's) is put back with the time it had left. No limit when ``seconds`` is None or <= 0, off the main thread, or where ``SIGALRM``
-    does not exist (Windows).
-    """
+    <fix>"``) once the body has run ``seconds`` s of wall time, so a compilation that never settles fails its
+    case instead of the run. A ``SIGALRM`` timer: also raised when a library caught or wrapped it; an earlier
+    timer (pytest-timeout's) is put back. No limit for ``seconds`` None or <= 0, off the main thread, or without
+    ``SIGALRM`` (Windows)."""
     if not seconds or seconds <= 0 or not hasattr(signal, "SIGALRM") \
             or threading.current_thread() is not threading.main_thread():
         yield
@@ -102,8 +89,8 @@ def no_recompile(torch):
 
 
 def inductor_or_error_patch():
-    """Make inductor raise (instead of logging "skipping cudagraphs due to ...") when it cannot use
-    CUDA graphs, so the reason becomes the variant's failure. A no-op on torch without the flag."""
+    """Context in which inductor raises instead of logging "skipping cudagraphs due to ..." (a no-op on torch
+    without the flag), so the reason becomes the variant's failure."""
     import contextlib
 
     import torch._inductor.config as inductor_config
@@ -118,8 +105,7 @@ _CUDAGRAPH_SKIP_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 
 
 class SkipReasons:
-    """Collects inductor's "skipping cudagraphs due to ..." messages while active (a handler on
-    inductor's cudagraphs logger, which does not propagate unless ``TORCH_LOGS`` enables it)."""
+    """Collects inductor's "skipping cudagraphs due to ..." messages while active (in ``messages``)."""
 
     def __init__(self):
         import logging

@@ -1,41 +1,13 @@
-"""Greedy autoregressive decode with a static KV cache: an eager loop, or captured decode steps replayed
-with no host work between them; the step optionally compiled by inductor first.
+"""Greedy decode with a static KV cache: an eager loop, or captured decode steps replayed back to back with no
+host work between them, the step optionally compiled by inductor first (the pattern of gpt-fast's
+``decode_one_token`` under ``torch.compile(mode="reduce-overhead")`` and of vLLM's decode graphs).
 
-The KV cache holds transformers' ``StaticLayer`` s (fixed ``max_cache_len``) for every attention
-layer, and transformers' fixed-shape state layers (convolution and recurrent states, updated in place) for the
-state layers of Mamba, gated delta-net and short-convolution models and hybrids
-(:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`), so every decode step has the
-same shapes and the same buffer addresses, which is what a CUDA graph needs. A model with state layers
-prefills unpadded only: a bucketed prefill's padding would run through its state. Sliding-window layers
-get a full-length layer too: the model's sliding-window mask, built on the device, keeps attention
-inside the window (transformers' own sliding static layer changes its write path with a host-side
-branch once the window is full, which a captured step cannot follow). The pattern is the
-one of gpt-fast (``decode_one_token`` under ``torch.compile(mode="reduce-overhead")``) and of vLLM's
-decode graphs, written here with plain ``torch.cuda.graph``.
-
-One decode step (:meth:`GreedyDecoder._decode_step`) reads and writes only static buffers, on the device:
-
-- ``token [1, 1]`` int64 — the previous token, the step's input; the step writes its argmax here for the
-  next step,
-- ``pos [1]`` int64 — the step's position, passed to the model as ``position_ids [1, 1]``; the step
-  advances it (``add_(1)``). transformers 5 removed the ``cache_position`` argument: a ``StaticLayer``
-  writes at its own device-side counter (``cumulative_length``), which every update (also a replayed
-  one) advances in place. The decoder keeps the two equal and sets the counter to the real prompt
-  length after a padded prefill (:func:`cudagraph_bench.models.hf_internals.set_cache_write_position`),
-- ``mask [1, max_cache_len]`` int64 — 1 on every position written so far; the step sets its own
-  position to 1. It keeps padding written by a bucketed prefill and stale cache slots out of
-  attention: eager HF code skips the causal mask for a 1-token query,
-- ``out [1, max_cache_len]`` int64 and ``index [1]`` int64 — the request's tokens; the step writes its
-  token at ``index`` and advances it.
-
-So the whole decode is ``graph.replay()`` N times with no copy, no position update and no synchronize
-between replays: the same step code runs eagerly (the ``static-eager`` loop, also on the CPU) and
-inside the captures. ``steps_per_graph`` steps are captured in one graph (unrolled), and a 1-step graph
-replays the remainder. With ``compile_mode`` the step is compiled by inductor without inductor's own
-CUDA graphs (``torch.compile(mode="max-autotune-no-cudagraphs" or "default", dynamic=False)``), warmed
-until its timing is stable, and captured with dynamo set to ``fail_on_recompile``, as
-:class:`~cudagraph_bench.measure.forward_variants.CompileGraphVariant` does for a forward pass.
-"""
+The cache (:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`) keeps every step's shapes and
+addresses fixed. One step (:meth:`GreedyDecoder._decode_step`) reads and writes only static device buffers:
+``token [1, 1]`` int64 (input; gets the argmax), ``pos [1]`` int64 (``position_ids``; kept equal to the cache's
+write counter, :func:`cudagraph_bench.models.hf_internals.set_cache_write_position`), ``mask [1, max_cache_len]``
+int64 (1 on every position written: keeps prefill padding and stale slots out of attention), and
+``out [1, max_cache_len]`` / ``index [1]`` int64 (the tokens, and where the next one goes)."""
 
 from __future__ import annotations
 
@@ -50,8 +22,7 @@ def check_request(prompt_len: int, max_new_tokens: int, max_cache_len: int, max_
     Raises:
         UsageError: ``prompt_len < 1`` or ``max_new_tokens < 1``.
         RequestTooLongError: ``prompt_len + max_new_tokens`` exceeds the static KV cache
-            (``max_cache_len``) or the model's positions.
-    """
+            (``max_cache_len``) or the model's positions."""
     if prompt_len < 1 or max_new_tokens < 1:
         raise UsageError(f"need a prompt of >= 1 token and >= 1 new token (got {prompt_len}, {max_new_tokens})")
     total = prompt_len + max_new_tokens
@@ -79,18 +50,10 @@ def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]
 class GreedyDecoder:
     """Greedy generation with a static KV cache; with ``use_graph`` the decode steps are graph replays.
 
-    Workflow: construction allocates the cache and the static buffers, initialises the cache with
-    one eager step, (``compile_mode``) compiles the step and warms it until its timing is stable, and
-    (``use_graph``) captures the bucketed prefill graphs and the decode-step graphs (``steps_per_graph``
-    steps, and 1 step). :meth:`generate` validates the request, resets the cache, runs the prefill
-    (eager on the unpadded prompt, or the smallest bucket's graph on the right-padded prompt with its
-    mask), writes the first token into the static input and the output, then replays the step graphs
-    (:func:`replay_plan`) or calls the step eagerly, and returns a copy of the output.
-
-    Does not: sample (greedy only), stop at EOS (exactly ``max_new_tokens`` tokens, like
-    ``generate(..., eos_token_id=None)``), batch (batch 1), or grow the cache. One compiled decoder at a
-    time: compiling calls ``torch._dynamo.reset()`` (so a long session never reaches dynamo's recompile
-    limit on the shared step code), which drops other compiled functions' code.
+    Construction allocates the cache and buffers, runs one eager step, compiles and warms the step
+    (``compile_mode``) and captures the prefill-bucket and step graphs (``use_graph``). Greedy only, batch 1,
+    exactly ``max_new_tokens`` tokens (no EOS stop), fixed cache. One compiled decoder at a time: compiling
+    calls ``torch._dynamo.reset()``, which drops other compiled functions' code.
 
     Args:
         model: a causal LM on a CUDA device (the eager loop, compiled or not, also runs on the CPU).
@@ -101,8 +64,7 @@ class GreedyDecoder:
             unpadded eager prefill.
         warmup_iters: side-stream warmup passes before each capture.
         steps_per_graph: decode steps captured in one graph (at most ``max_cache_len - 1``; default
-            :data:`~cudagraph_bench.options.DEFAULT_DECODE_STEPS_PER_GRAPH`). The eager loop runs the
-            same plan, so its tokens do not depend on it either.
+            :data:`~cudagraph_bench.options.DEFAULT_DECODE_STEPS_PER_GRAPH`); the eager loop runs the same plan.
         compile_mode: None (eager kernels), or an inductor mode of
             :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES` to compile the step with (prefill stays
             eager). ``compile_ms``: wall ms the warm-up calls took beyond steady state (the compilation).
@@ -122,8 +84,6 @@ class GreedyDecoder:
             made (None without ``compile_mode``); capture_ms: warmup + capture of the step graphs (None
             without ``use_graph``).
 
-    A model whose config records no position limit (ALiBi, NoPE) is bounded by ``max_cache_len``.
-
     Raises:
         UsageError: the model is not a causal LM, ``max_cache_len`` is above its positions,
             ``steps_per_graph < 1``, an unknown ``compile_mode``, ``compile_options`` without ``compile_mode``,
@@ -138,8 +98,7 @@ class GreedyDecoder:
         CompileError: ``compile_mode`` given but dynamo compiled nothing (e.g. ``TORCHDYNAMO_DISABLE=1``).
         CompileTimeout: the compilation ran past ``compile_timeout_s``.
         CaptureError: a capture failed (the message names the operation; a recompile during the capture
-            of a compiled step is one).
-    """
+            of a compiled step is one)."""
 
     def __init__(self, model, max_cache_len: int, *, use_graph: bool = True, prefill_buckets=None,
                  warmup_iters: int = 3, steps_per_graph: int = DEFAULT_DECODE_STEPS_PER_GRAPH,
@@ -225,21 +184,15 @@ class GreedyDecoder:
 
     def _prefill_logits(self, input_ids, cache_position):
         """Prefill ``input_ids [1, L]`` at positions ``cache_position [L]``; returns logits ``[1, L, vocab]``.
-
-        Starts by pointing the cache's write counter at 0, so a captured prefill is idempotent (its
-        warmup passes cannot run the counter past the cache). A model with state layers gets the mask of the
-        prompt's own positions: transformers takes its state layers' padding mask from the mask's last ``L``
-        positions, and the attention layers pad it to the cache length with zeros, as the whole mask has them."""
+        Resets the cache's write counter first, so a captured prefill is idempotent. A model with state layers gets
+        the mask of the prompt's positions only (transformers reads their padding mask from its last ``L``)."""
         self._set_cache_length(0)
         mask = self._mask[:, :input_ids.shape[1]] if self.has_state else self._mask
         return self.model(input_ids=input_ids, attention_mask=mask, position_ids=cache_position.view(1, -1),
                           use_cache=True, **{self._cache_kw: self.cache}).logits
 
     def _decode_step(self):
-        """One decode step on the static buffers (module docstring): the model on ``token [1, 1]`` at ``pos``,
-        its argmax written to ``token`` and to ``out[:, index]``; ``pos`` and ``index`` advanced. Device
-        work only (no host read), so it can be compiled and captured. Returns the step's logits
-        ``[1, vocab]`` (when captured: a static output in the graph pool)."""
+        """One device-only step on the static buffers (module docstring); returns its logits ``[1, vocab]``."""
         self._mask.index_fill_(1, self._pos, 1)
         logits = self.model(input_ids=self._token, attention_mask=self._step_mask, position_ids=self._pos.view(1, 1),
                             use_cache=True, **{self._cache_kw: self.cache}).logits[:, -1]          # [1, vocab]
@@ -251,11 +204,7 @@ class GreedyDecoder:
         return logits
 
     def _first_step(self) -> None:
-        """The decoder's first eager step, which creates the cache's tensors.
-
-        Raises:
-            NotGraphableError: the model's forward does not run on the static cache (a model whose code keeps its
-                own past, such as XLNet's memories, or slices the keys it is handed by the tokens so far)."""
+        """The first eager step, creating the cache's tensors (NotGraphableError: it fails on a static cache)."""
         import torch
 
         try:
@@ -268,12 +217,11 @@ class GreedyDecoder:
                                     f"(the cache a graph needs): {type(exc).__name__}: {first}") from exc
 
     def _run_steps(self, steps: int) -> list:
-        """``steps`` decode steps in a row (eager, compiled, or being captured); their logits ``[1, vocab]``."""
+        """``steps`` decode steps in a row; their logits ``[1, vocab]``."""
         return [self._step() for _ in range(steps)]
 
     def _rewind(self) -> None:
-        """Position 0, output index 0, empty mask and cache write counter 0 (device ops; before each warm-up
-        call, so warm-up passes never run past the cache)."""
+        """Position, output index, mask and cache write counter to 0 (before each warm-up call)."""
         self._set_cache_length(0)
         self._pos.zero_()
         self._index.zero_()
@@ -286,10 +234,7 @@ class GreedyDecoder:
             torch.cuda.synchronize(self.device)
 
     def _compile_step(self, backend: str, timeout_s: float | None = None):
-        """``torch.compile`` the decode step (after ``torch._dynamo.reset()``, under ``compile_options``) and call
-        it, rewound, until its timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`), within ``timeout_s``
-        (:class:`~cudagraph_bench.errors.CompileTimeout` past it); sets ``compile_ms`` and
-        ``graphs_compiled``. Returns the compiled step."""
+        """The decode step compiled and warmed until stable; sets ``compile_ms`` and ``graphs_compiled``."""
         import torch
 
         from cudagraph_bench.capture.compiling import compile_counters, time_limit, warm_until_stable
@@ -314,10 +259,7 @@ class GreedyDecoder:
         return compiled
 
     def _capture_steps(self, steps: int, warmup_iters: int):
-        """A :class:`~cudagraph_bench.capture.graphed.GraphedForward` of ``steps`` decode steps (its own input
-        buffer is unused: the steps read the static ``token``). Every warm-up pass is rewound first; the
-        capture of a compiled step runs under ``fail_on_recompile``. The captured steps' logits are kept in
-        ``self._graph_logits[steps]``."""
+        """A GraphedForward of ``steps`` decode steps; their static logits go to ``self._graph_logits[steps]``."""
         import contextlib
 
         import torch
@@ -342,7 +284,7 @@ class GreedyDecoder:
                               host_work_check=not compiled)
 
     def _set_cache_length(self, length: int) -> None:
-        """Point every cache layer's write counter at ``length`` tokens (after a prefill padded past it)."""
+        """Point every cache layer's write counter at ``length`` tokens."""
         from cudagraph_bench.models.hf_internals import set_cache_write_position
 
         set_cache_write_position(self.cache, length)
@@ -351,15 +293,13 @@ class GreedyDecoder:
         """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids`` ``[1, L]`` int64.
 
         Returns:
-            ``[1, max_new_tokens]`` int64 on the model's device (a copy of the static output; not
-            synchronised); with ``return_logits``, ``(tokens, logits)`` where ``logits`` is a tuple of
-            ``max_new_tokens`` tensors ``[1, vocab]`` in the model dtype, the logits each token was chosen
-            from (copied out of the graphs' static outputs after every replay: for checks, not for timing).
+            ``[1, max_new_tokens]`` int64 on the model's device (a copy; not synchronised); with
+            ``return_logits``, ``(tokens, logits)``, ``logits`` a tuple of ``max_new_tokens`` tensors
+            ``[1, vocab]`` in the model dtype (copied after every replay: for checks, not for timing).
         Raises:
             RequestTooLongError: L + max_new_tokens exceeds the cache or the positions (before GPU work),
                 or L is above the largest prefill bucket.
-            UsageError: batch != 1.
-        """
+            UsageError: batch != 1."""
         import torch
 
         from cudagraph_bench.capture.buckets import pad_prompt, select_bucket
@@ -394,8 +334,7 @@ class GreedyDecoder:
         return (out, tuple(kept)) if return_logits else out
 
     def _decode(self, steps: int, kept: list | None) -> None:
-        """``steps`` decode steps after the prefill, by :func:`replay_plan`: graph replays back to back, or
-        the same steps eagerly; ``kept`` (when not None) gets a copy of every step's logits."""
+        """``steps`` decode steps by :func:`replay_plan`; ``kept`` (when not None) gets every step's logits."""
         for n, count in replay_plan(steps, self.steps_per_graph):
             if self._step_graphs:
                 replay, outputs = self._step_graphs[n].graph.replay, self._graph_logits[n]
@@ -426,11 +365,7 @@ class GreedyDecoder:
 
 
 def _check_unpadded_state(model) -> None:
-    """Refuse a right-padded (bucketed) prefill for a model with recurrent or convolution state layers: the padding
-    tokens after the prompt would run through that state, which no mask takes back out.
-
-    Raises:
-        NotGraphableError: naming the state layer types."""
+    """NotGraphableError for a bucketed prefill of a model with state layers: its padding would run through them."""
     from cudagraph_bench.models.hf_internals import state_layer_types
 
     states = state_layer_types(model.config)
@@ -441,10 +376,8 @@ def _check_unpadded_state(model) -> None:
 
 
 def _check_inductor_fields(options) -> dict:
-    """``options`` as a new dict; raise :class:`~cudagraph_bench.errors.UsageError` (before any compile) when
-    it is not a mapping (e.g. a tuning's name instead of its fields), names a field that
-    ``torch._inductor.config`` does not have, or gives a field a value of another type than the field's
-    default (a bool field set to ``"yes"``; an int is taken for a float field)."""
+    """``options`` as a new dict; UsageError when not a mapping, or naming an unknown inductor field or a value
+    of another type than its default (an int is taken for a float)."""
     from collections.abc import Mapping
 
     import torch
@@ -471,7 +404,7 @@ def _check_inductor_fields(options) -> dict:
 
 
 def _inductor_patch(options: dict):
-    """Context that sets ``torch._inductor.config`` ``options`` and restores them on exit (a no-op for ``{}``)."""
+    """Context that sets ``torch._inductor.config`` ``options`` and restores them on exit."""
     import contextlib
 
     if not options:

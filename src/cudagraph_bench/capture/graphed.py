@@ -1,8 +1,5 @@
-"""Capture one fixed-shape forward pass in a CUDA graph and replay it with new inputs.
-
-Follows the pattern of PyTorch's "CUDA Graphs" notes (``torch.cuda.graph``, whole-network capture)
-and vLLM's ``compilation/cuda_graph.py`` wrapper.
-"""
+"""Capture one fixed-shape forward pass in a CUDA graph and replay it with new inputs (the pattern of PyTorch's
+"CUDA Graphs" notes, whole-network capture, and vLLM's ``compilation/cuda_graph.py`` wrapper)."""
 
 from __future__ import annotations
 
@@ -16,9 +13,8 @@ from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_captu
 from cudagraph_bench.models.presets import model_forward
 
 
-#: One warmup side stream per device, reused by every GraphedForward. cuBLAS keeps a workspace per
-#: (handle, stream) for the life of the process (32 MiB on Hopper), so a new stream per capture leaked
-#: about 34 MiB of reserved memory per graph case in the first H200 run (the plugin's memory ledger).
+#: One warmup side stream per device, reused by every GraphedForward: cuBLAS keeps a workspace (32 MiB on
+#: Hopper) per (handle, stream) for the life of the process.
 _SIDE_STREAMS: dict = {}
 
 
@@ -32,8 +28,8 @@ def _side_stream(device):
 
 
 def root_cause(exc: BaseException, limit: int = 300) -> str:
-    """The first line of the exception that started a chain (``torch.cuda.graph``'s exit raises its own
-    "capture invalidated" error on top of the operation that broke the capture)."""
+    """``"Type: first line"`` of the exception that started ``exc``'s chain, cut to ``limit`` characters
+    (``torch.cuda.graph``'s exit raises its own error on top of the operation that broke the capture)."""
     seen = set()
     while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -69,11 +65,8 @@ def cuda_context_usable(device=None) -> bool:
 def recover_after_failed_capture(device=None) -> bool:
     """Restore the process's CUDA state after a failed capture; returns :func:`cuda_context_usable`.
 
-    A capture that fails on an operation CUDA forbids (a host read of a GPU value, a sync) is ended
-    by ``torch.cuda.graph``'s exit with an error, before the default CUDA generator leaves capture
-    mode; every later random draw then fails ("Offset increment outside graph capture encountered
-    unexpectedly"). The generator gets a fresh copy of its own state (same seed and offset, not
-    capturing) through the public ``graphsafe_set_state``/``clone_state`` pair."""
+    A failed capture leaves the default CUDA generator in capture mode, so every later random draw fails; it
+    gets a fresh copy of its own state (``graphsafe_set_state(clone_state())``)."""
     import torch
 
     index = torch.device(device).index if device is not None else None
@@ -89,37 +82,12 @@ def recover_after_failed_capture(device=None) -> bool:
 class GraphedForward:
     """A forward pass captured once in a CUDA graph and replayed with new inputs.
 
-    Workflow:
-
-    1. allocate static input buffers on the model's device: ``input_ids [batch, seq_len]`` int64 and,
-       when ``with_attention_mask``, ``attention_mask [batch, seq_len]`` int64 (filled with 1);
-    2. warm up ``warmup_iters`` (>= 3) forward passes on a side stream (one per device, reused), so
-       lazy initialisation, cuBLAS handles and autotuning happen outside the capture;
-    3. capture one forward pass with ``torch.cuda.graph`` (into ``pool`` if given, so several graphs
-       can share one graph memory pool); the output tensor allocated during capture becomes the
-       static output buffer. Without a padding mask, HF's SDPA dispatch is kept as in eager mode
-       (:func:`eager_sdpa_dispatch_during_capture`), so replay runs the same kernels as eager;
-    4. ``__call__``: ``copy_`` the new inputs into the static buffers, ``graph.replay()``, return the
-       static output.
-
-    Before the warmup, a model whose RoPE picks its frequencies on the host (``dynamic``,
-    ``longrope``) is checked against ``max_positions`` and runs as plain RoPE during the capture
-    (:func:`~cudagraph_bench.models.hf_internals.static_rope_during_capture`). After the warmup, one more
-    forward runs on the capture's code path under a watch for host work
-    (:func:`~cudagraph_bench.capture.host_work.find_host_work`): host data that the forward turns into device
-    tensors is made on the device (:class:`~cudagraph_bench.capture.host_work.DeviceConstants`, also active
-    during the capture, which keeps the pinned memory its copies read from), and any other host-to-device copy
-    or host read is :class:`NotGraphableError` naming the model's source line, before the capture. A capture
-    that fails raises
-    :class:`CaptureError` after restoring the process's CUDA state
-    (:func:`recover_after_failed_capture`), so that later captures of other cases still work.
-
-    The returned tensor IS the static output buffer: the next replay overwrites it. ``.clone()`` it to
-    keep it. Runs under ``torch.inference_mode()``.
-
-    What it does not do: dynamic shapes (see :mod:`cudagraph_bench.capture.buckets` for padding and buckets),
-    KV caches (see :mod:`cudagraph_bench.capture.decode`), multiple streams, or synchronisation: the caller
-    synchronises before reading results on the host.
+    Allocates static ``input_ids [batch, seq_len]`` int64 (and ``attention_mask``, all ones) buffers, warms up on a
+    side stream, checks the forward for host work (:mod:`cudagraph_bench.capture.host_work`), captures one
+    forward under ``torch.inference_mode()``; a call copies new inputs in and replays. The returned tensor IS
+    the static output: the next replay overwrites it (``.clone()`` to keep). Fixed shapes only
+    (:mod:`cudagraph_bench.capture.buckets`), one stream, no synchronize: the caller synchronises before
+    reading results. A failed capture restores the CUDA state (:func:`recover_after_failed_capture`) first.
 
     Args:
         model: a module on a CUDA device, in eval mode.
@@ -133,13 +101,12 @@ class GraphedForward:
         forward: ``forward(model, input_ids, attention_mask) -> Tensor``; default
             :func:`~cudagraph_bench.models.presets.model_forward`.
         eager_sdpa_dispatch: capture inside
-            :func:`~cudagraph_bench.models.hf_internals.eager_sdpa_dispatch_during_capture` (default). Pass False
-            for a ``torch.compile``-d model: patching module globals could trip dynamo's guards.
+            :func:`~cudagraph_bench.models.hf_internals.eager_sdpa_dispatch_during_capture` (default), so replay
+            runs eager's kernels. Pass False for a ``torch.compile``-d model (dynamo guards on module globals).
         max_positions: the largest position + 1 (tokens) the graph is replayed for (default ``seq_len``;
             a decode step replayed up to a cache of N tokens passes N).
         host_work_check: check the forward for host work and make its host data on the device (default).
-            Pass False for a ``torch.compile``-d forward: dynamo guards on the modes, and inductor's code makes
-            its constants itself.
+            Pass False for a ``torch.compile``-d forward.
 
     Raises:
         CudaUnavailableError: CUDA is not available or the model is not on a CUDA device.
@@ -147,8 +114,7 @@ class GraphedForward:
             or its forward does host work that a capture forbids (before the capture; or, where the work runs
             inside a kernel's launcher below any watch, when the capture fails on it in a usable context).
         CaptureError: the capture failed; the message names the operation that broke it.
-        ValueError: ``warmup_iters < 3``, ``seq_len < 1`` or ``batch < 1``.
-    """
+        ValueError: ``warmup_iters < 3``, ``seq_len < 1`` or ``batch < 1``."""
 
     def __init__(self, model, seq_len: int, *, batch: int = 1, with_attention_mask: bool = False,
                  warmup_iters: int = 3, pool=None, check_data_ptrs: bool = False,
@@ -223,12 +189,7 @@ class GraphedForward:
         return self._forward(self._model, self._input_ids, self._attention_mask)
 
     def _check_host_work(self, model, device, max_positions: int, eager_sdpa_dispatch: bool) -> None:
-        """One forward on the capture's code path under a watch for host work
-        (:func:`~cudagraph_bench.capture.host_work.capture_path_host_work`, with this graph's device constants).
-
-        Raises:
-            NotGraphableError: the forward does host work a capture forbids (the line names it and where).
-            CaptureError: the forward raised on that code path."""
+        """NotGraphableError if one forward on the capture's path does host work; CaptureError if it raises."""
         from cudagraph_bench.capture.host_work import capture_path_host_work
 
         try:
@@ -249,7 +210,7 @@ class GraphedForward:
 
     @property
     def static_input_ids(self):
-        """Static ``[batch, seq_len]`` int64 input buffer baked into the graph (read-only attribute)."""
+        """Static ``[batch, seq_len]`` int64 input buffer baked into the graph."""
         return self._input_ids
 
     @property
@@ -277,15 +238,14 @@ class GraphedForward:
                 f"{list(static.shape)} {static.dtype}: pad to that shape (cudagraph_bench.capture.buckets) or capture another graph")
 
     def __call__(self, input_ids, attention_mask=None):
-        """Copy ``input_ids`` ``[batch, seq_len]`` int64 (and ``attention_mask``) into the static buffers and
-        replay. Returns the static output (overwritten by the next replay).
+        """Copy ``input_ids`` ``[batch, seq_len]`` int64 (and ``attention_mask``; none given: all ones) into the
+        static buffers and replay. Returns the static output (overwritten by the next replay).
 
         Raises:
             ShapeMismatchError: an input's shape or dtype differs from the captured buffer, or a mask is
                 given to a graph captured without one.
             StaticBufferError: ``check_data_ptrs`` is on and a static buffer was re-pointed.
-            RuntimeError: after :meth:`close`.
-        """
+            RuntimeError: after :meth:`close`."""
         import torch
 
         if self._graph is None:

@@ -1,28 +1,11 @@
 """Host work inside a forward pass, which a CUDA graph capture forbids: found before the capture, and the host
 data a forward turns into device tensors made on the device instead.
 
-A capture records device work only. A forward that copies host data to the device (``torch.tensor(0.0,
-device=...)`` in a mask helper, a Python list used as an index, a table left on the host) makes a pageable
-host-to-device copy, which a capture refuses ("Cannot copy between CPU and CUDA tensors during CUDA graph
-capture unless the CPU tensor is pinned"); one that reads a device value on the host (``.item()``,
-``bool(tensor)``, ``nonzero``) needs a synchronize, which a capture refuses too. Two tools, both device-agnostic
-(they run on the CPU with the model on the ``meta`` device, as the tests do):
-
-- :class:`DeviceConstants`, active during the capture: host data that a forward turns into a tensor on the
-  model's device (``torch.tensor`` / ``torch.as_tensor`` / ``torch.asarray`` / ``Tensor.new_tensor`` with a
-  device, a list of ints or bools as an index) is made there by a device op instead: a one-element value by
-  ``torch.full``, an integer progression by ``torch.arange``, anything else from pinned host memory that the
-  graph keeps (a capture may copy from pinned memory). The values are the eager forward's, bit for bit:
-  those are Python constants of the forward, which any capture bakes into the graph;
-- :func:`find_host_work`: one forward on the capture's code path under a dispatch-level watch; the first
-  host-to-device copy from pageable memory, device-to-host copy or host read of a device value, with the model
-  source line that made it, or None. A model with host work that :class:`DeviceConstants` does not remove is
-  not graphable: :class:`~cudagraph_bench.capture.graphed.GraphedForward` raises
-  :class:`~cudagraph_bench.errors.NotGraphableError` with that line before it captures.
-
-The watch follows torch's ``TorchFunctionMode`` / ``TorchDispatchMode`` (``torch.overrides``,
-``torch.utils._python_dispatch``), the mechanism of torch's own ``FakeTensorMode`` and ``DebugMode``.
-"""
+A capture refuses a pageable host-to-device copy (``torch.tensor(0.0, device=...)``, a Python list as an index)
+and a host read of a device value (``.item()``, ``nonzero``: a synchronize). :class:`DeviceConstants` makes such
+host data on the device (the eager forward's values, bit for bit); :func:`find_host_work` names any host work
+left, with its model source line. Both are ``TorchFunctionMode`` / ``TorchDispatchMode`` watches (the mechanism
+of torch's ``FakeTensorMode``) and run on the CPU with a model on ``meta`` too."""
 
 from __future__ import annotations
 
@@ -50,20 +33,17 @@ def _torch_folder() -> str:
 
 
 def _is_host_index(value) -> bool:
-    """True for a (nested) list of Python ints or bools: an index that torch turns into a host tensor and copies
-    to the indexed tensor's device."""
+    """True for a (nested, non-empty) list of Python ints or bools."""
     if not isinstance(value, list) or not value:
         return False
     return all(_is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
 
 
 def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None = None):
-    """A tensor of host ``data`` (a Python scalar or nested list) on ``device``, made without a pageable
+    """``torch.tensor(data, dtype=dtype)`` (a Python scalar or nested list) on ``device``, made without a pageable
     host-to-device copy: ``torch.full`` for one element, ``torch.arange`` for a 1-D integer progression, else a
-    copy from pinned host memory kept in ``kept`` (by dtype and values: the caller keeps it as long as the graph
-    that copies from it, and a capture after a first forward reuses the buffer that forward pinned instead of
-    allocating pinned memory while it captures); None when none applies (no ``kept``, or a device without pinned
-    memory). The values and dtype are those of ``torch.tensor(data, dtype=dtype)``."""
+    copy from pinned memory kept in ``kept`` (by dtype and values; keep it as long as the graph that copies from
+    it); None when none applies (no ``kept``, or a device without pinned memory)."""
     import torch
 
     host = torch.tensor(data, dtype=dtype)
@@ -88,8 +68,7 @@ def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None 
 
 
 def _device_index(index, device, kept: dict):
-    """``index`` (of ``Tensor.__getitem__``/``__setitem__``) with its lists of ints or bools made into device
-    tensors (:func:`device_tensor_from_host_data`); the same object when it holds none or one cannot be made."""
+    """``index`` with its lists of ints or bools made into device tensors (else the same object)."""
     def convert(value):
         if not _is_host_index(value):
             return value
@@ -107,8 +86,7 @@ def _device_index(index, device, kept: dict):
 
 
 def _creation_device(func, args, kwargs):
-    """The device a host-data tensor creation (``torch.tensor`` & co.) puts its result on, or None when the call
-    is not one (tensor data, no device given, not a creation function)."""
+    """The device a ``torch.tensor``-like creation from host data puts its result on, or None."""
     import torch
 
     if func in (torch.tensor, torch.as_tensor, torch.asarray):
@@ -123,8 +101,7 @@ def _creation_device(func, args, kwargs):
 
 
 def _host_index_call(func, args, device_type: str) -> bool:
-    """True for ``Tensor.__getitem__``/``__setitem__`` on a tensor on ``device_type`` with a host list in its
-    index (or a host list as the value set)."""
+    """True for indexing a tensor on ``device_type`` with (or setting) a host list."""
     import torch
 
     if func not in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) or len(args) < 2:
@@ -143,10 +120,9 @@ def _function_mode_base():
 
 
 class DeviceConstants:
-    """A context (a ``TorchFunctionMode``) in which host data that a forward turns into tensors on ``device``
-    is made on the device (module docstring). ``kept``: the pinned host tensors the copies read from, by dtype and
-    values; keep this object as long as a graph captured inside it, and enter it for the forward before the
-    capture too (the capture then copies from the buffers that forward pinned)."""
+    """A context in which host data that a forward turns into tensors on ``device`` is made on the device
+    (:func:`device_tensor_from_host_data`). ``kept``: the pinned host tensors the copies read from; keep this
+    object as long as a graph captured inside it, and enter it for the forward before the capture too."""
 
     def __init__(self, device):
         import torch
@@ -190,7 +166,7 @@ def _make_constants_mode(owner: DeviceConstants):
 
 
 class _HostWorkFound(Exception):
-    """Raised inside the watched forward at its first host work (stops it: on ``meta`` a host read cannot go on)."""
+    """Raised inside the watched forward at its first host work."""
 
     def __init__(self, text: str):
         super().__init__(text)
@@ -198,8 +174,7 @@ class _HostWorkFound(Exception):
 
 
 def _source_line() -> str:
-    """``"transformers/models/falcon/modeling_falcon.py:255 (_split_heads)"``: the innermost frame of the stack that
-    is neither torch nor this module (the model code that did the host work); ``""`` when there is none."""
+    """``"<file>:<line> (<function>)"`` of the innermost frame outside torch and this module, or ``""``."""
     return _frame_text(traceback.extract_stack())
 
 
@@ -239,8 +214,7 @@ def _pageable(t) -> bool:
 
 
 def _copy_target(args, kwargs):
-    """The device of an ``aten._to_copy`` / ``aten.to`` call: its ``device`` keyword, or a device among its
-    positional arguments (``aten.to.device``), else None (a copy on the source's device)."""
+    """The target device of an ``aten._to_copy`` / ``aten.to`` call, or None (the source's device)."""
     import torch
 
     if kwargs.get("device") is not None:
@@ -315,13 +289,9 @@ def _make_watch(device_type: str):
 
 
 def find_host_work(run, device) -> str | None:
-    """Call ``run()`` (one forward, on the capture's code path: inside the contexts the capture will use,
-    :class:`DeviceConstants` last) while watching for host work on ``device``; return the first one found, in
-    one line with the model source line that did it (e.g. ``"a Python list indexing a device tensor (copied to
-    the device) at transformers/models/falcon/modeling_falcon.py:255 (_split_heads)"``), or None. ``run`` stops
-    at the finding. Other exceptions of ``run`` propagate.
-
-    Enter the watch outside :class:`DeviceConstants`: the watch then sees what the constants leave."""
+    """Call ``run()`` (one forward) watching for host work on ``device``; return the first found, as one line with
+    the model source line (``"... at transformers/models/falcon/modeling_falcon.py:255 (_split_heads)"``), or None.
+    ``run`` stops at the finding; its other exceptions propagate. Enter it outside :class:`DeviceConstants`."""
     import torch
 
     kind = torch.device(device).type
@@ -335,9 +305,8 @@ def find_host_work(run, device) -> str | None:
 
 
 class HostWorkWatch:
-    """:func:`find_host_work` as a context for code that enters its own contexts in between: ``with
-    HostWorkWatch(device) as watch, DeviceConstants(device): forward()``, then ``watch.found`` (None or the
-    line). The forward stops at the finding."""
+    """:func:`find_host_work` as a context: ``with HostWorkWatch(device) as watch, DeviceConstants(device):
+    forward()``, then ``watch.found`` (None or the line)."""
 
     def __init__(self, device):
         import torch
@@ -361,12 +330,9 @@ class HostWorkWatch:
 
 def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa_dispatch: bool = True,
                            constants: DeviceConstants | None = None) -> str | None:
-    """:func:`find_host_work` of ``run()`` (one forward of ``model``) on the code path of a capture: inside the
-    contexts :class:`~cudagraph_bench.capture.graphed.GraphedForward` captures in (RoPE without a host branch for
-    ``max_positions`` tokens, SDPA dispatch as in eager mode when ``eager_sdpa_dispatch``, ``constants``: the
-    :class:`DeviceConstants` of the capture, a fresh one when None) and with transformers answering that a
-    stream captures (:func:`~cudagraph_bench.models.hf_internals.capture_code_path`). The same check runs on the
-    GPU before every capture and on the CPU with a model on ``meta`` (the tests). Returns the finding or None.
+    """:func:`find_host_work` of ``run()`` (one forward of ``model``) inside the contexts
+    :class:`~cudagraph_bench.capture.graphed.GraphedForward` captures in (``constants``: the capture's
+    :class:`DeviceConstants`, a fresh one when None). Returns the finding or None.
 
     Raises:
         NotGraphableError: RoPE that changes its frequencies within ``max_positions``.
@@ -384,17 +350,15 @@ def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa
     return watch.found
 
 
-#: What CUDA and torch raise when a capture meets host work: a pageable host-to-device copy, or an operation a
-#: capturing stream does not permit (a synchronize, a host read of a device value inside a kernel's launcher).
+#: What CUDA and torch raise when a capture meets host work (a pageable copy, a synchronize).
 CAPTURE_HOST_WORK_ERRORS = ("Cannot copy between CPU and CUDA tensors during CUDA graph capture",
                             "operation not permitted when stream is capturing")
 
 
 def host_work_in_failed_capture(exc: BaseException) -> str | None:
-    """The host work that broke a capture, from the exception chain of ``torch.cuda.graph``: ``"<error> at
-    transformers/integrations/moe.py:402 (grouped_mm_experts_forward)"`` (its innermost frame outside torch, as
-    :func:`_source_line` names it), or None when the capture failed for another reason. Host work inside a
-    kernel's own launcher (``torch.histc``'s bounds, say) runs below any dispatch mode, so only the capture sees it."""
+    """The host work that broke a capture, from ``torch.cuda.graph``'s exception chain (``"<error> at
+    transformers/integrations/moe.py:402 (grouped_mm_experts_forward)"``), or None for another failure. Catches
+    host work inside a kernel's own launcher, below any dispatch mode."""
     seen, root = set(), exc
     while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
         seen.add(id(root))

@@ -1,16 +1,11 @@
-"""Decode state a model keeps in its own module attributes and rebinds at every step, which a CUDA graph cannot
-follow: a captured step reads the tensor the attribute held at capture and writes a new one, so every replay
-starts from the same captured state. RecurrentGemma's RG-LRU (``recurrent_states``) and convolution
-(``conv1d_state``) keep their state that way, beside transformers' ``Cache``; its graphed tokens can still equal
-``generate``'s while the logits drift. A graph needs state updated in place at fixed addresses, as transformers'
-state layers do (``copy_``), the pattern of vLLM's state buffers."""
+"""Decode state a model keeps in module attributes and rebinds at every step (RecurrentGemma's
+``recurrent_states``, ``conv1d_state``): every replay of a captured step would start from the captured state."""
 
 from __future__ import annotations
 
 
 def _tensor_attributes(model) -> dict:
-    """``(module path, attribute) -> tensor`` of every public plain tensor attribute of ``model``'s modules (not a
-    parameter or buffer: those live in ``_parameters`` / ``_buffers``)."""
+    """``(module path, attribute) -> tensor`` of every public plain tensor attribute of ``model``'s modules."""
     import torch
 
     return {(path, name): value for path, module in model.named_modules() for name, value in vars(module).items()

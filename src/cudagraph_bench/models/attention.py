@@ -1,14 +1,6 @@
-"""The attention implementation a model is measured with: the model's own default, or the one
-``--attn-implementation`` names (:data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS`).
-
-The default is what transformers runs the model class with out of the box: SDPA
-(``torch.nn.functional.scaled_dot_product_attention``) where the class has it, else transformers' eager
-attention; models with attention logit soft-capping (Gemma 2), which SDPA cannot do, run eager attention.
-Eager attention gets transformers' eager mask built on the device
-(:func:`~cudagraph_bench.models.hf_internals.use_capture_safe_eager_mask`), so that it can be captured. Every
-implementation is checked as SDPA is: graph replay against eager on the same weights and attention, decode
-against ``generate``.
-"""
+"""The attention implementation a model is measured with: the model's own default (SDPA where its class has it,
+else eager; eager for Gemma 2's soft-capping), or the one ``--attn-implementation`` names
+(:data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS`)."""
 
 from __future__ import annotations
 
@@ -17,9 +9,8 @@ from cudagraph_bench.options import ATTN_IMPLEMENTATIONS
 
 
 def installed_attention() -> tuple[str, ...]:
-    """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` this environment can run:
-    ``eager`` and ``sdpa`` always, ``flash_attention_2`` with the ``flash-attn`` package on a CUDA machine,
-    ``flex_attention`` with a torch that has it (transformers' own probes)."""
+    """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` this environment can run
+    (transformers' own probes for ``flash_attention_2`` and ``flex_attention``)."""
     import transformers.utils as utils
 
     probes = {"flash_attention_2": utils.is_flash_attn_2_available, "flex_attention": utils.is_torch_flex_attn_available}
@@ -44,17 +35,15 @@ def soft_capped(config) -> bool:
 
 
 def supported_attention(model_class) -> tuple[str, ...]:
-    """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` that transformers runs
-    ``model_class`` with (its class flags; whether they are installed is :func:`installed_attention`)."""
+    """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` ``model_class`` supports."""
     from cudagraph_bench.models.hf_internals import supports_attention
 
     return tuple(name for name in ATTN_IMPLEMENTATIONS if supports_attention(model_class, name))
 
 
 def default_attention(config, model_class=None) -> str:
-    """The model's own attention: ``"eager"`` for attention logit soft-capping (:func:`soft_capped`) or a class
-    without SDPA, else ``"sdpa"``. ``model_class``: the transformers class it loads as (None: assume SDPA, as
-    for the presets, which all have it)."""
+    """The model's own attention: ``"eager"`` for soft-capping or a class without SDPA, else ``"sdpa"``.
+    ``model_class``: the transformers class it loads as (None: assume SDPA)."""
     from cudagraph_bench.models.hf_internals import supports_attention
 
     if soft_capped(config) or (model_class is not None and not supports_attention(model_class, "sdpa")):
@@ -63,9 +52,8 @@ def default_attention(config, model_class=None) -> str:
 
 
 def choose_attention(config, model_class=None, requested: str | None = None) -> str:
-    """The implementation to build ``model_class`` (of ``config``) with: ``requested`` (``--attn-implementation``)
-    when the class runs it, else the model's own (:func:`default_attention`). Eager attention registers the
-    capture-safe eager mask.
+    """The implementation to build ``model_class`` (of ``config``) with: ``requested`` or, when None, the model's
+    own. Eager attention registers the capture-safe eager mask.
 
     Raises:
         UnknownModelError: the class does not run ``requested`` (one line: what it runs, and its default)."""
@@ -88,8 +76,7 @@ def choose_attention(config, model_class=None, requested: str | None = None) -> 
 
 
 def attention_of(model) -> str | None:
-    """The attention implementation a built model runs (``"sdpa"``, ``"eager"``, ...), as transformers set it on
-    its config; recorded per case as ``extra_info["attn_implementation"]``."""
+    """The attention implementation a built model runs (``"sdpa"``, ``"eager"``, ...), or None."""
     config = getattr(model, "config", None)
     value = getattr(config, "_attn_implementation", None)
     return value if isinstance(value, str) else None

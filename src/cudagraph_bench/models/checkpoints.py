@@ -1,9 +1,6 @@
-"""``save_pretrained`` directories: the checks a checkpoint passes before any case (a readable ``config.json``
-of a known ``model_type`` whose fields transformers accepts, a decoder-only causal LM or a text encoder, named
-architectures, a config that builds its model class, weights on disk whose safetensors files open) and the class
-it loads as. Each check raises :class:`~cudagraph_bench.errors.UnknownModelError` with the reason and
-the fix in one line; :func:`cudagraph_bench.models.refusals.check_models` collects them for every ``--models``
-entry."""
+"""``save_pretrained`` directories: the checks a checkpoint passes before any case, each an
+:class:`~cudagraph_bench.errors.UnknownModelError` with the reason and the fix in one line, and the class it
+loads as."""
 
 from __future__ import annotations
 
@@ -15,7 +12,6 @@ from cudagraph_bench.models.hf_internals import state_layer_types
 
 
 def _first_line(exc: BaseException, width: int = 160) -> str:
-    """The first line of an exception's message, cut to ``width`` characters (its type when empty)."""
     line = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
     return line if len(line) <= width else line[: width - 3] + "..."
 
@@ -23,10 +19,8 @@ def _first_line(exc: BaseException, width: int = 160) -> str:
 def check_config_json(path: str) -> dict:
     """The parsed ``config.json`` of a ``save_pretrained`` directory, checked before transformers reads it.
 
-    Raises UnknownModelError naming the cause and the fix: the file cannot be read, is not valid JSON
-    (with the line), is not a JSON object, names a ``model_type`` this transformers does not know, or holds a
-    field :func:`~cudagraph_bench.models.config_checks.check_config_fields` refuses (a dtype torch lacks, zero
-    attention heads, a position limit below 1)."""
+    Raises UnknownModelError: the file cannot be read, is not valid UTF-8 JSON or not an object, names an unknown
+    ``model_type``, or holds a field :func:`~cudagraph_bench.models.config_checks.check_config_fields` refuses."""
     import json
 
     import transformers
@@ -58,17 +52,10 @@ def directory_config(path: str):
     """The transformers config of a ``save_pretrained`` directory (offline).
 
     Raises:
-        UnknownModelError: no usable ``config.json`` (whatever transformers raises while it builds the config is
-            this refusal, naming the field or the line that refused it), an encoder-decoder model (T5, BART): the suite
-            measures decoder-only causal LMs and encoders, a vision or audio model without a causal-LM head
-            (ViT, CLIP, a LLaVA base model), or a recurrent model whose state transformers' cache does not hold
-            (RWKV, xLSTM: no attention heads and no state layer types).
-            A multimodal causal LM (Gemma 3, Llama 4) is measured on text-only requests, input_ids alone: its
-            vision and audio towers are loaded but never run. A model of state layers only (Mamba, Mamba-2)
-            is measured like a hybrid's state layers (:func:`~cudagraph_bench.models.hf_internals.state_layer_types`).
-            A config without a position limit but with attention (BLOOM's ALiBi, NoPE) is bounded by the
-            request (:mod:`cudagraph_bench.models.positions`); a class without SDPA runs eager attention
-            (:mod:`cudagraph_bench.models.attention`)."""
+        UnknownModelError: no usable ``config.json`` (naming the field or line transformers refused), an
+            encoder-decoder model (T5, BART), a vision or audio model without a causal-LM head (ViT, CLIP), or a
+            recurrent model whose state transformers' cache does not hold (RWKV, xLSTM). A multimodal causal LM
+            (Gemma 3, Llama 4) passes and is measured on ``input_ids`` alone."""
     import transformers
 
     check_config_json(path)
@@ -95,10 +82,8 @@ def directory_config(path: str):
 
 
 def has_attention_heads(config) -> bool:
-    """Whether a config records attention heads (``num_attention_heads``, GPT-2's ``n_head`` through its
-    ``attribute_map``, or per layer in a heterogeneous config, whose global value transformers refuses to give),
-    itself or in a sub-config (a text config, a multi-part model's parts); False for none (a state-space or
-    recurrent model: Mamba, RWKV)."""
+    """Whether a config or one of its sub-configs records attention heads (also per layer); False for a
+    state-space or recurrent model (Mamba, RWKV)."""
     subs = [getattr(config, name, None) for name in (getattr(config, "sub_configs", None) or {})]
     for part in (config, *subs):
         try:
@@ -111,10 +96,7 @@ def has_attention_heads(config) -> bool:
 
 
 def _not_text_only(config) -> bool:
-    """True for a config the suite cannot feed text alone: no ``vocab_size`` in it or its text config (ViT: no
-    token embeddings), or a vision or audio sub-config (CLIP, LLaVA) without a causal-LM head in
-    ``architectures``. A multimodal causal LM (Gemma 3's image-text model, Llama 4) takes ``input_ids`` alone and
-    is False."""
+    """True for a config the suite cannot feed text alone (no ``vocab_size``; vision or audio without an LM head)."""
     sub_configs = getattr(config, "sub_configs", None) or {}
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     if getattr(config, "vocab_size", None) is None and getattr(text, "vocab_size", None) is None:
@@ -128,11 +110,9 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 
 
 def check_model_directory(path: str):
-    """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before
-    any case: :func:`directory_config`'s checks, then a class named in ``config.architectures`` (without it
-    transformers would load the headless base model and the checkpoint's weights would not match), weights
-    on disk (:data:`WEIGHT_FILES`), safetensors files whose headers read (:func:`check_safetensors`) and a
-    config that builds its class (:func:`~cudagraph_bench.models.config_checks.check_builds`, on ``meta``).
+    """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before any case:
+    :func:`directory_config`'s checks, named ``architectures``, weights on disk (:data:`WEIGHT_FILES`) whose
+    safetensors headers read, and a config that builds its class on ``meta``.
 
     Raises:
         UnknownModelError: the reason and the fix, in one line."""
@@ -151,9 +131,8 @@ def check_model_directory(path: str):
 
 
 def safetensors_files(path: str) -> list[str]:
-    """The safetensors files a ``save_pretrained`` directory loads from, as transformers picks them:
-    ``model.safetensors``, else every shard its ``model.safetensors.index.json`` maps a weight to (in order);
-    empty when the directory holds neither (its weights are a ``pytorch_model.bin``).
+    """The safetensors files a ``save_pretrained`` directory loads from: ``model.safetensors``, else every shard
+    its index maps a weight to (in order); empty when it holds neither.
 
     Raises:
         UnknownModelError: the index cannot be read as JSON with a ``weight_map`` of file names."""
@@ -179,9 +158,8 @@ def safetensors_files(path: str) -> list[str]:
 
 
 def check_safetensors(path: str) -> None:
-    """Open the header of every safetensors file ``path`` loads from (:func:`safetensors_files`) before any case,
-    so that a truncated or damaged weights file is refused with its name instead of failing inside a test. Reads
-    the header only (``safetensors.safe_open``, which also checks that the file's size is what its header covers).
+    """Open the header of every safetensors file ``path`` loads from, so a truncated or damaged file is refused
+    by name before any case instead of failing inside a test.
 
     Raises:
         UnknownModelError: a file that is missing or cannot be read as safetensors, in one line naming it."""
@@ -200,10 +178,8 @@ def check_safetensors(path: str) -> None:
 
 
 def head_note(path: str, config) -> str | None:
-    """One line for a ``save_pretrained`` directory whose ``config.architectures`` names a head the suite does not
-    build (a classification or masked-LM head: ``Qwen3ForSequenceClassification``, ``BertForMaskedLM``): it is
-    measured as its base model (:func:`directory_model_class`), without the head and without decode benchmarks.
-    None for a causal LM or a base model."""
+    """One line for a directory whose ``config.architectures`` names a head the suite does not build
+    (``BertForMaskedLM``): it is measured as its base model. None for a causal LM or a base model."""
     if names_lm_head(config):
         return None
     base = directory_model_class(config).__name__
@@ -215,9 +191,8 @@ def head_note(path: str, config) -> str | None:
 
 
 def names_lm_head(config) -> bool:
-    """True when ``config.architectures`` names a causal LM head: a class of transformers' causal-LM auto mapping
-    (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ``BertGenerationDecoder``, ``ReformerModelWithLMHead``) or a name
-    ending like one. The directory then loads as a causal LM."""
+    """True when ``config.architectures`` names a causal LM head (a class of transformers' causal-LM auto mapping,
+    or a name ending like one)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     causal = {n for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for n in ((v,) if isinstance(v, str) else v)}
@@ -225,11 +200,9 @@ def names_lm_head(config) -> bool:
 
 
 def directory_model_class(config):
-    """The transformers class a ``save_pretrained`` directory of ``config`` loads as (:func:`_load_directory`'s
-    choice): the causal-LM class when ``config.architectures`` names an LM head, else the base model. A causal-LM
-    class the auto mapping does not list for its config (the text decoder of a multimodal family, saved with its
-    text config: ``MllamaForCausalLM``, ``Emu3ForCausalLM``) is the class ``architectures`` names, when that
-    class is built from this config class.
+    """The transformers class a ``save_pretrained`` directory of ``config`` loads as: the causal-LM class when
+    ``config.architectures`` names an LM head (also one the auto mapping lacks, ``MllamaForCausalLM``), else the
+    base model.
 
     Raises:
         UnknownModelError: transformers has no such class for this config."""

@@ -1,18 +1,6 @@
-"""The fields of a ``save_pretrained`` directory's ``config.json`` checked before and while transformers reads them,
-so that a hand-edited field is that directory's refusal (:class:`~cudagraph_bench.errors.UnknownModelError`, one
-line naming the field and the fix) and never an error that stops the session:
-
-- before transformers reads the file (:func:`check_config_fields`): a ``dtype`` (or ``torch_dtype``) that names no
-  torch dtype, a count the model cannot have zero of (:data:`POSITIVE_FIELDS`: heads, layers, width, vocabulary),
-  and a position limit (:data:`~cudagraph_bench.models.positions.POSITION_FIELDS`) that is not a whole number
-  >= 1: only a missing or ``null`` limit means "no limit" (ALiBi, NoPE);
-- what transformers raises while it builds the config (:func:`config_error_reason`): its strict field validation,
-  a division by a zero field, any other error, with the field or the source line that refused it;
-- whether the config builds its model class at all (:func:`check_builds`, on the ``meta`` device: no memory, no
-  weights read): an unknown activation (``hidden_act``) and the like;
-- when loading the weights fails on a shape (:func:`weight_shape_mismatch`): the first weight whose shape in the
-  safetensors files differs from the one the config builds, named with both shapes.
-"""
+"""The fields of a ``save_pretrained`` directory's ``config.json`` checked before and while transformers reads
+them, so a hand-edited field is that directory's refusal (:class:`~cudagraph_bench.errors.UnknownModelError`, one
+line naming the field and the fix), never an error that stops the session."""
 
 from __future__ import annotations
 
@@ -34,7 +22,8 @@ def _is_whole(value) -> bool:
 
 def check_config_fields(file: str, data: dict) -> None:
     """Refuse the fields of the parsed ``config.json`` ``data`` (read from ``file``) that transformers would fail
-    on or the suite would misread (module docstring).
+    on or the suite would misread: a ``dtype`` torch lacks, a :data:`POSITIVE_FIELDS` count < 1, a position limit
+    that is not a whole number >= 1 (only a missing or ``null`` one means "no limit").
 
     Raises:
         UnknownModelError: one line naming the file, the field, its value and the fix."""
@@ -61,7 +50,6 @@ def check_config_fields(file: str, data: dict) -> None:
 
 
 def _source_line(exc: BaseException) -> str | None:
-    """The source line of the innermost frame of ``exc``'s traceback, stripped (None when there is none)."""
     import linecache
     import traceback
 
@@ -78,10 +66,8 @@ def _one_line(text: str, width: int = 200) -> str:
 
 
 def config_error_reason(exc: BaseException, *, source_line: bool = True) -> str:
-    """What ``exc``, raised while transformers built a config or a model, says, in one line: its type and message
-    (every line of transformers' strict field validation, which names the field) and, for an error that names no
-    field (a division by zero, a missing attribute) unless ``source_line`` is False, the source line that raised
-    it."""
+    """``exc`` (raised while transformers built a config or a model) in one line: its type and message and, when
+    it names no field and ``source_line``, the source line that raised it."""
     text = f"{type(exc).__name__}: {_one_line(str(exc))}" if str(exc).strip() else type(exc).__name__
     if source_line and "field" not in str(exc).lower():
         line = _source_line(exc)
@@ -100,8 +86,7 @@ def _fields_holding(config, value) -> list[str]:
 
 
 def _meta_only(exc: BaseException) -> bool:
-    """True for an error of the ``meta`` device itself (a model that reads a value while it builds), which a real
-    load does not meet: not the config's fault."""
+    """True for an error of the ``meta`` device itself, which a real load does not meet."""
     return isinstance(exc, (RuntimeError, NotImplementedError)) and "meta" in str(exc).lower()
 
 
@@ -114,9 +99,8 @@ def meta_model(config, model_class):
 
 
 def check_builds(path: str, config, model_class) -> None:
-    """Build ``model_class`` from ``config`` on the ``meta`` device, so that a config whose model does not build
-    (``"hidden_act": "wibble"``: ``KeyError: 'wibble'``) is refused before any case. An error of the meta device
-    itself is left for the load to meet.
+    """Build ``model_class`` from ``config`` on the ``meta`` device, so a config whose model does not build
+    (``"hidden_act": "wibble"``) is refused before any case; an error of the meta device itself is let pass.
 
     Raises:
         UnknownModelError: ``path``, the class, the error (and the field holding the unknown key) and the fix."""
@@ -139,10 +123,8 @@ def _shape(dims) -> str:
 
 
 def weight_shape_mismatch(path: str, config, model_class) -> str | None:
-    """The first weight of ``path``'s safetensors files whose shape differs from the one a ``model_class`` of
-    ``config`` has, as ``"model.embed_tokens.weight is [512, 64] in model.safetensors, [1024, 64] in the model
-    config.json builds"``; None when every weight of the same name matches (or the model does not build on the
-    ``meta`` device)."""
+    """The first weight of ``path``'s safetensors files whose shape differs from a ``model_class`` of ``config``,
+    as ``"<name> is [512, 64] in model.safetensors, [1024, 64] in the model config.json builds"``; else None."""
     from safetensors import safe_open
 
     from cudagraph_bench.models.checkpoints import safetensors_files

@@ -1,46 +1,17 @@
-"""Every place where cudagraph-bench touches a transformers internal, in one module.
+"""Every place where cudagraph-bench touches a transformers internal (:data:`INTERNALS`), in one module; the
+function that reaches each says why it needs it:
 
-The suite captures Hugging Face models in CUDA graphs. Where transformers offers a public
-extension point it is used elsewhere (``Cache(layers=...)``, ``StaticLayer``, ``position_ids``,
-``set_experts_implementation``); what remains is listed in :data:`INTERNALS` and reached only
-through the functions of this module:
+- ``masking_utils``' SDPA mask-skip deciders, ``find_packed_sequence_indices``, ``is_tracing``:
+  :func:`eager_sdpa_dispatch_during_capture`;
+- ``cache_utils.StaticLayer.cumulative_length``: :func:`set_cache_write_position`;
+- ``cache_utils.get_layer_types_and_kwargs``, ``STATIC_LAYER_TYPE_MAPPING``,
+  ``LinearAttentionAndStaticFullAttentionLayer``: :func:`static_cache_for_graphs`, :func:`attention_windows`;
+- the ``"eager"`` entry of ``AttentionMaskInterface`` (public ``register``): :func:`use_capture_safe_eager_mask`;
+- ``PreTrainedModel._supports_sdpa`` / ``_supports_flash_attn`` / ``_supports_flex_attn``: :func:`supports_attention`;
+- ``utils.import_utils.is_cuda_stream_capturing``: :func:`capture_code_path`;
+- rotary embeddings' ``rope_type`` attribute: :func:`static_rope_during_capture`.
 
-======================================  ==============================================================
-internal                                why
-======================================  ==============================================================
-``masking_utils._ignore_causal_mask_    while a stream captures, ``is_tracing()`` is True and the mask
-sdpa`` / ``_ignore_bidirectional_mask_  helpers always build an explicit mask; answering the shape-only
-sdpa`` / ``find_packed_sequence_        "may SDPA skip the mask?" question as in eager mode keeps the
-indices`` / ``is_tracing``              captured kernels equal to eager (:func:`eager_sdpa_dispatch_
-                                        during_capture`)
-``cache_utils.StaticLayer.cumulative_   the device-side write counter of a static cache layer: set after
-length``                                a right-padded prefill (:func:`set_cache_write_position`)
-``cache_utils.get_layer_types_and_      which attention each layer runs, to refuse layer types that a
-kwargs`` / ``STATIC_LAYER_TYPE_         full static cache cannot hold and to give state layers transformers'
-MAPPING`` / ``LinearAttentionAnd        own fixed-shape state layers (:func:`static_cache_for_graphs`), and
-StaticFullAttentionLayer``              each layer's window for the KV bytes a decode step reads
-                                        (:func:`attention_windows`)
-``AttentionMaskInterface`` "eager"      transformers' eager-attention mask (Gemma 2's soft-capping needs
-entry (public ``register``)             eager attention) turns its bool mask into 0/-inf through a host
-                                        scalar copied to the GPU, which a capture forbids; the same mask
-                                        is registered built on the device (:func:`use_capture_safe_
-                                        eager_mask`)
-``PreTrainedModel._supports_sdpa`` /    which attention implementations a model class runs: its default
-``_supports_flash_attn`` /              (SDPA where it has it, else eager) and the choices of
-``_supports_flex_attn``                 ``--attn-implementation`` (:func:`supports_attention`)
-``utils.import_utils.is_cuda_stream_    transformers' view of "a stream is capturing" (its ``is_tracing``):
-capturing``                             answered True for one forward before a capture, so that the forward
-                                        checked for host work runs the capture's code path
-                                        (:func:`capture_code_path`)
-rotary embedding ``rope_type``          ``dynamic`` and ``longrope`` RoPE choose their frequencies with a
-attribute                               host-side branch on ``max(position_ids)``; below the original
-                                        positions the branch is the identity, so during a capture the
-                                        module runs as ``default`` (:func:`static_rope_during_capture`)
-======================================  ==============================================================
-
-:func:`check_internals` lists what the installed transformers lacks; ``tests/test_hf_internals.py``
-fails with its message on a release outside :data:`TESTED_RANGE`.
-"""
+:func:`check_internals` lists what the installed transformers lacks."""
 
 from __future__ import annotations
 
@@ -67,9 +38,9 @@ INTERNALS = (
     ("transformers.masking_utils", "AttentionMaskInterface"),
     ("transformers.utils.import_utils", "is_cuda_stream_capturing"),
 )
-#: Class attributes of ``PreTrainedModel`` that say which attention implementation a model class runs.
 #: transformers' own attention (``attn_implementation="eager"``): every class has it; not the eager variant.
 EAGER_ATTENTION = "eager"
+#: Class attributes of ``PreTrainedModel`` that say which attention implementation a model class runs.
 ATTENTION_SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
                            "flex_attention": "_supports_flex_attn"}
 
@@ -115,9 +86,7 @@ def check_internals() -> list[str]:
 
 
 def supports_sdpa(model_class) -> bool:
-    """Whether transformers runs ``model_class`` (a ``PreTrainedModel`` subclass) with
-    ``attn_implementation="sdpa"``; loading one that does not raises a ValueError
-    (``PreTrainedModel._sdpa_can_dispatch``)."""
+    """Whether transformers runs ``model_class`` (a ``PreTrainedModel`` subclass) with SDPA attention."""
     return supports_attention(model_class, "sdpa")
 
 
@@ -132,10 +101,8 @@ def supports_attention(model_class, implementation: str) -> bool:
 
 @contextlib.contextmanager
 def capture_code_path():
-    """A context in which transformers takes the code path of a forward inside a CUDA graph capture: its
-    ``is_cuda_stream_capturing()`` (behind ``is_tracing()``, which picks explicit masks over host-side
-    checks) answers True. For the one forward that is checked for host work before the capture, on the GPU or
-    on the CPU (:func:`cudagraph_bench.capture.host_work.find_host_work`)."""
+    """A context in which transformers takes a capture's code path (``is_cuda_stream_capturing()`` answers True),
+    for the forward checked for host work before the capture."""
     import transformers.utils.import_utils as import_utils
 
     original = import_utils.is_cuda_stream_capturing
@@ -153,19 +120,10 @@ _HF_SKIP_DECIDERS = ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdp
 
 @contextlib.contextmanager
 def eager_sdpa_dispatch_during_capture():
-    """Let HF transformers take its eager SDPA path (``is_causal`` / no mask) while a stream captures.
-
-    transformers' ``is_tracing()`` is True while a CUDA stream is capturing, and then its mask
-    helpers always build an explicit attention mask, so a captured forward would run other SDPA
-    kernels than the same forward in eager mode (different rounding; slower attention). When no
-    padding mask is given, the skip decision depends only on shapes (no device sync), so during
-    capture this context answers it as in eager mode. Likewise the packed-sequence detection that
-    HF runs on ``position_ids`` when there is neither a mask nor a cache: eager mode finds one
-    sequence for the ``arange`` positions the model builds itself (after a host sync, which a
-    capture forbids), so during capture it answers "not packed" directly. With a padding mask or a
-    KV cache, the library's own capture-safe path is left untouched. ``CGB_HF_SDPA_SKIP=0`` turns
-    this off. Only for forwards whose positions are ``arange(seq_len)`` (what GraphedForward runs).
-    """
+    """A context in which HF transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream
+    captures (where ``is_tracing()`` would build an explicit mask), so replay runs eager's kernels: without a
+    padding mask the skip decision is answered as in eager mode and packed-sequence detection answers "not
+    packed". Only for forwards whose positions are ``arange(seq_len)``. ``CGB_HF_SDPA_SKIP=0`` turns it off."""
     try:
         import transformers.masking_utils as mu
     except ImportError:  # pragma: no cover - transformers is a dependency
@@ -204,9 +162,8 @@ def capture_safe_eager_mask(batch_size, q_length, kv_length, q_offset=0, kv_offs
                             attention_mask=None, dtype=None, allow_is_bidirectional_skip=False, use_vmap=False,
                             device="cpu", **kwargs):
     """transformers' ``eager_mask`` (``[batch, 1, q_length, kv_length]`` float: 0 where attended, the dtype's
-    minimum elsewhere, or None when a bidirectional mask can be skipped), built without a host-to-device
-    copy: the library's version converts through ``torch.tensor(0.0, device=...)``, which a CUDA graph
-    capture refuses ("Cannot copy between CPU and CUDA tensors during CUDA graph capture")."""
+    minimum elsewhere, or None when a bidirectional mask can be skipped), built without the library's
+    host-to-device copy, which a capture refuses."""
     import torch
     from transformers.masking_utils import causal_mask_function, sdpa_mask
 
@@ -223,9 +180,7 @@ def capture_safe_eager_mask(batch_size, q_length, kv_length, q_offset=0, kv_offs
 
 
 def use_capture_safe_eager_mask() -> None:
-    """Register :func:`capture_safe_eager_mask` as the mask of eager attention (public
-    ``AttentionMaskInterface.register``), so that eager-attention models can be captured. Same values as
-    the library's mask; idempotent."""
+    """Register :func:`capture_safe_eager_mask` as the mask of eager attention (idempotent)."""
     from transformers.masking_utils import AttentionMaskInterface
 
     AttentionMaskInterface.register("eager", capture_safe_eager_mask)
@@ -234,8 +189,7 @@ def use_capture_safe_eager_mask() -> None:
 # --- static KV cache -----------------------------------------------------------------------------
 
 def _layer_types_and_kwargs(config) -> tuple[list[str], list[dict]]:
-    """transformers' layer types of a decoder ``config`` and one kwargs dict per layer (transformers < 5.24 returns
-    one dict for every layer, >= 5.24 one dict per layer, heterogeneous configs)."""
+    """transformers' layer types of a decoder ``config`` and one kwargs dict per layer."""
     from transformers.cache_utils import get_layer_types_and_kwargs
 
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
@@ -250,26 +204,16 @@ def state_layer_types(config) -> list[str]:
 
 
 def static_cache_for_graphs(model, max_cache_len: int):
-    """A ``Cache`` with one layer per decoder layer of ``model`` whose every tensor keeps its shape and address
-    from step to step, what a CUDA graph needs: a full-length ``StaticLayer`` (``[1, kv_heads, max_cache_len,
-    head_dim]``) for every attention layer, sliding-window layers included; transformers' own fixed-shape state
-    layer (``LinearAttentionLayer``: convolution and recurrent states of a Mamba, gated delta net or short-conv
-    layer, updated in place by ``copy_``) for every state layer; both for a hybrid layer; transformers' empty
-    layer for a layer without attention (an MoE or MLP block). The pattern of vLLM's hybrid models, whose
-    state buffers are allocated once and updated in place under the decode graphs (``FULL_AND_PIECEWISE``).
-
-    transformers' ``StaticSlidingWindowLayer`` keeps only the last ``sliding_window`` positions and
-    picks its write path with a Python-int branch (not full / becoming full / full, then a roll), so a
-    step captured before the window fills writes out of bounds once it is full (a device-side
-    assert). With a full-length layer the write is one ``index_copy_`` at the device-side counter for
-    every position, and the model's sliding-window mask (built on the device from the same counter)
-    keeps attention inside the window: the keys attended are the ones of HF's sliding cache.
+    """A ``Cache`` with one layer per decoder layer of ``model`` whose tensors keep their shape and address from
+    step to step: a full-length ``StaticLayer`` (``[1, kv_heads, max_cache_len, head_dim]``) for every attention
+    layer, transformers' fixed-shape state layer for every state layer, both for a hybrid, an empty layer
+    otherwise (vLLM's hybrid models' pattern). Sliding-window layers get a full-length layer too (the mask keeps
+    the window): transformers' sliding static layer branches on the host once the window is full.
 
     Raises:
         NotGraphableError: a layer type that a fixed-shape cache cannot hold (chunked attention, indexed or
             compressed sparse attention), or a window the model applies that its layer types do not record
-            (:func:`~cudagraph_bench.models.windows.check_windows_recorded`).
-    """
+            (:func:`~cudagraph_bench.models.windows.check_windows_recorded`)."""
     import transformers.cache_utils as cache_utils
     from transformers.cache_utils import Cache, StaticLayer
 
@@ -296,9 +240,8 @@ def static_cache_for_graphs(model, max_cache_len: int):
 
 
 def attention_windows(config) -> list[int | None]:
-    """Per KV-cache layer of a causal LM's ``config`` (attention and hybrid layers; state and MLP-only layers
-    hold no per-token keys and values), the most cached tokens one query attends to: the sliding window
-    (tokens) of a sliding-window layer, None for full attention (the whole context).
+    """Per KV-cache layer (attention and hybrid layers) of a causal LM's ``config``, the most cached tokens one
+    query attends to: the sliding window (tokens), or None for full attention.
 
     Raises:
         NotGraphableError: a layer type other than those :func:`static_cache_for_graphs` holds."""
@@ -313,9 +256,8 @@ def attention_windows(config) -> list[int | None]:
 
 
 def set_cache_write_position(cache, length: int) -> None:
-    """Point every static cache layer's device-side write counter (``cumulative_length``) at ``length``
-    tokens, in place (e.g. after a prefill right-padded past the prompt); layers without keys and values
-    (state and MLP-only layers) have none and are left as they are.
+    """Point every static cache layer's device-side write counter (``cumulative_length``) at ``length`` tokens,
+    in place; layers without keys and values are left as they are.
 
     Raises:
         NotGraphableError: a key/value layer has no device-side counter (unsupported transformers release)."""
@@ -332,10 +274,8 @@ def set_cache_write_position(cache, length: int) -> None:
 
 
 def cache_keyword(model) -> str:
-    """The forward keyword that takes the KV cache: ``cache`` (transformers >= 5.24, where
-    ``past_key_values`` is deprecated), ``past_key_values`` (older releases, which would silently
-    swallow ``cache=`` in ``**kwargs`` and never write the cache), or ``cache_params`` (the Mamba family before
-    5.24, which swallows ``past_key_values`` the same way: every step would run without its state)."""
+    """The forward keyword that takes the KV cache: ``cache`` (transformers >= 5.24), ``past_key_values``, or
+    ``cache_params`` (the Mamba family before 5.24); a wrong one is silently swallowed by ``**kwargs``."""
     import inspect
 
     params = inspect.signature(model.forward).parameters
@@ -365,19 +305,13 @@ def original_rope_positions(module, rope_type: str) -> int | None:
 
 
 def static_rope_during_capture(model, max_position: int):
-    """A context in which ``dynamic``/``longrope`` RoPE modules run as ``default`` RoPE (for a capture).
-
-    Both choose their frequencies with ``if max(position_ids) + 1 > original_positions`` on the host
-    (``transformers.modeling_rope_utils.dynamic_rope_update``), a device-to-host read that a capture
-    forbids. Below the original positions the branch keeps the original frequencies, which the
-    module already holds after an eager warmup; so when every position the graph will ever see is
-    below that limit, skipping the branch is exact. ``max_position``: the largest position + 1 the
-    graph is used for (tokens). The check runs when this function is called, before any GPU work.
+    """A context in which ``dynamic``/``longrope`` RoPE modules run as ``default`` RoPE (for a capture): their
+    host-side branch keeps the original frequencies below the original positions, so skipping it is exact.
+    ``max_position``: the largest position + 1 the graph is used for (tokens); checked at the call.
 
     Raises:
         NotGraphableError: ``max_position`` is past a module's original positions (the frequencies
-            would have to change between replays).
-    """
+            would have to change between replays)."""
     changed = []
     for module in _rope_modules(model):
         rope_type = module.rope_type

@@ -1,6 +1,5 @@
-"""Model presets, built offline from transformers configs with a fixed seed (gpt-fast style: a dict of
-configs). Latency does not depend on weight values, so random init measures the same kernels as a
-trained checkpoint. Any local directory written by ``save_pretrained()`` also loads, offline.
+"""Model presets, built offline from transformers configs with random weights and a fixed seed (gpt-fast style:
+latency does not depend on weight values). Any local ``save_pretrained()`` directory also loads, offline.
 
 Presets (``PRESETS``; parameters counted from the built model, ``tests/test_presets.py`` checks them):
 
@@ -39,20 +38,9 @@ name                kind      shape                                             
                               alternating layers, YaRN RoPE (factor 32)
 ==================  ========  =====================================================  ======  =========  ====================
 
-Every model runs its own attention: SDPA where its transformers class has it, else transformers' eager
-attention (GPT-OSS: its attention sinks), and eager for attention logit soft-capping (Gemma 2), which SDPA
-cannot do; ``--attn-implementation`` picks another (:mod:`cudagraph_bench.models.attention`). The configs use
-transformers 5's field names (``rope_parameters``, ``layer_types``); the published ``config.json`` of the newer
-presets spell ``rope_theta``/``rope_scaling``/``sliding_window_pattern``, which transformers 5 turns into these.
-``qwen3-30b-a3b`` in bfloat16 holds 61 GB of weights and ``gpt-oss-20b`` 42 GB: they need a GPU of that memory
-(H200: 141 GB); their random weights are initialised on the GPU.
-Mixture-of-experts models are built with a graph-safe experts implementation
-(:func:`graph_safe_experts_implementation`): transformers' default grouped GEMM reads its group
-offsets on the host outside bfloat16, which a capture forbids; the choice is recorded per case.
-
-Causal LMs return logits ``[batch, seq_len, vocab]``; encoders return ``last_hidden_state``
-``[batch, seq_len, hidden]`` (see :func:`model_forward`).
-"""
+Each model runs its own attention (:mod:`cudagraph_bench.models.attention`), mixtures of experts a graph-safe
+experts implementation (:func:`graph_safe_experts_implementation`).
+``qwen3-30b-a3b`` (61 GB in bfloat16) and ``gpt-oss-20b`` (42 GB) need a GPU of that memory."""
 
 from __future__ import annotations
 
@@ -209,9 +197,8 @@ def torch_dtype(dtype: "str | torch.dtype") -> "torch.dtype":
 
 
 def preset_config(name: str, overrides: dict | None = None, *, attn_implementation: str | None = None):
-    """The transformers config of a preset, with optional field overrides (tests shrink layers: a preset's
-    ``layer_types`` is cut to overridden ``num_hidden_layers``), its attention set
-    (:func:`attention_implementation`: its own, or ``attn_implementation``).
+    """The transformers config of a preset, with field ``overrides`` (``layer_types`` cut to an overridden
+    ``num_hidden_layers``), its attention set (:func:`attention_implementation`).
 
     Raises:
         UnknownModelError: not a preset, or its class does not run ``attn_implementation``."""
@@ -243,19 +230,14 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
                attn_implementation: str | None = None) -> "torch.nn.Module":
     """Build a preset (random weights, fixed ``seed``) or load a local ``save_pretrained`` directory.
 
-    The model is in ``eval()`` mode, on ``device`` in ``dtype``, with its own attention (SDPA where its class
-    has it, else eager) or ``attn_implementation`` (:mod:`cudagraph_bench.models.attention`). Preset weights
-    are initialised directly on ``device`` (fast on a GPU). Generation stops only at
-    ``max_new_tokens``: ``generation_config.eos_token_id`` is cleared so that HF ``generate`` and the
-    suite's decoders produce the same number of tokens.
+    The model is in ``eval()`` mode, on ``device`` in ``dtype``, with its own attention or ``attn_implementation``.
+    ``generation_config.eos_token_id`` is cleared, so HF ``generate`` stops only at ``max_new_tokens``, as the
+    suite's decoders do.
 
     Raises:
-        UnknownModelError: ``name_or_path`` is neither a preset nor a directory, the directory has
-            no weights on disk (no hub access: the message says to download and ``save_pretrained``), or the
-            model's class does not run ``attn_implementation``, or a directory's weights do not have the shapes
-            its config builds (the first such weight named, in one line).
-        UsageError: unknown dtype.
-    """
+        UnknownModelError: ``name_or_path`` is neither a preset nor a directory, the directory has no weights on
+            disk, the model's class does not run ``attn_implementation``, or a weight does not fit its config.
+        UsageError: unknown dtype, or ``overrides`` for a directory."""
     import torch
 
     tdtype = torch_dtype(dtype)
@@ -287,8 +269,7 @@ def _auto_class(name: str):
 
 
 def attention_implementation(config, model_class=None, requested: str | None = None) -> str:
-    """The attention a model of ``config`` runs (:func:`cudagraph_bench.models.attention.choose_attention`): the
-    model's own, SDPA where its class has it, else eager (Gemma 2's soft-capping too), or ``requested``."""
+    """The attention a model of ``config`` runs: :func:`cudagraph_bench.models.attention.choose_attention`."""
     return choose_attention(config, model_class, requested)
 
 
@@ -304,24 +285,16 @@ def is_mixture_of_experts(model_or_config) -> bool:
 
 
 def graph_safe_experts_implementation(dtype: "str | torch.dtype") -> str:
-    """The transformers experts implementation a CUDA graph can capture, for ``dtype``.
-
-    ``grouped_mm`` (transformers' default) is one grouped GEMM over the tokens sorted by expert,
-    with the group offsets on the device; torch runs it natively in bfloat16 only, and in other
-    dtypes falls back to a loop that reads the offsets on the host (``Cannot copy between CPU and
-    CUDA tensors during CUDA graph capture``). ``batched_mm`` gathers each (token, expert) pair's
-    weights and runs one batched GEMM: no host read in any dtype, but it reads
-    ``tokens x top_k`` expert matrices, so it is the choice only outside bfloat16.
-    """
+    """The transformers experts implementation a CUDA graph can capture, for ``dtype``: ``grouped_mm`` in
+    bfloat16, else ``batched_mm`` (outside bfloat16 torch's grouped GEMM reads its offsets on the host)."""
     import torch
 
     return "grouped_mm" if torch_dtype(dtype) == torch.bfloat16 else "batched_mm"
 
 
 def use_graph_safe_experts(model, dtype) -> None:
-    """Switch a mixture-of-experts model to :func:`graph_safe_experts_implementation` (public
-    ``set_experts_implementation``); other models are left as they are. The same model serves eager
-    and graph variants, so both run the same experts code."""
+    """Switch a mixture-of-experts model to :func:`graph_safe_experts_implementation`; other models are left as
+    they are."""
     if not is_mixture_of_experts(model) or not hasattr(model, "set_experts_implementation"):
         return
     try:
@@ -340,10 +313,7 @@ def experts_implementation(model) -> str | None:
 
 
 def _load_directory(path: str, tdtype, device, attn_implementation: str | None = None):
-    """The model of a ``save_pretrained`` directory. A load transformers stops because a weight's shape differs
-    from the one the config builds (``vocab_size`` edited) is UnknownModelError naming that weight and both
-    shapes (:func:`~cudagraph_bench.models.config_checks.weight_shape_mismatch`), not transformers' pointer to
-    a report logged above."""
+    """The model of a ``save_pretrained`` directory; UnknownModelError naming a weight that does not fit its config."""
 
     config = directory_config(path)
     model_class = directory_model_class(config)
@@ -378,8 +348,7 @@ def model_kind(model) -> str:
 
 
 def vocab_size(model) -> int:
-    """Token ids a model's embeddings take, ``[0, vocab_size)``: its config's, or its text config's in a multimodal
-    model (Gemma 3's image-text config keeps it there)."""
+    """Token ids a model's embeddings take, ``[0, vocab_size)``: its config's, or its text config's."""
     config = model.config
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     return int(getattr(config, "vocab_size", None) or text.vocab_size)
@@ -393,15 +362,14 @@ def model_forward(model, input_ids: "torch.Tensor", attention_mask: "torch.Tenso
         attention_mask: ``[batch, seq_len]`` int64, 1 on real tokens and 0 on padding, or None.
 
     Returns:
-        causal LM: logits ``[batch, seq_len, vocab]``; encoder: last_hidden_state ``[batch, seq_len, hidden]``.
-    """
+        causal LM: logits ``[batch, seq_len, vocab]``; encoder: last_hidden_state ``[batch, seq_len, hidden]``."""
     if model_kind(model) == "causal":
         return model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
     return model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
 def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", generator=None) -> "torch.Tensor":
-    """Uniform random token ids ``[batch, seq_len]`` int64 in ``[0, vocab)`` (never all zeros)."""
+    """Uniform random token ids ``[batch, seq_len]`` int64 in ``[0, vocab)``."""
     import torch
 
     return torch.randint(0, vocab_size(model), (batch, seq_len), device=device, dtype=torch.int64,
@@ -409,16 +377,12 @@ def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", gene
 
 
 def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
-    """:func:`~cudagraph_bench.models.positions.position_limit` (tokens) of a preset (with its config
-    ``overrides``) or a ``save_pretrained``
-    directory, read from its config without building the model: what the pytest session and ``cudagraph-bench
-    run`` skip prompts by and size KV caches from. ``bound``: ``--max-positions``, else the longest request
-    (:func:`~cudagraph_bench.models.positions.longest_request`).
+    """:func:`~cudagraph_bench.models.positions.position_limit` (tokens) of a preset (with config ``overrides``)
+    or a ``save_pretrained`` directory, from its config without building the model (a preset name wins over a
+    folder). ``bound``: ``--max-positions``, else the longest request.
 
     Raises:
-        UnknownModelError: the directory's config cannot be measured (:func:`directory_config`; its weights are
-            checked up front by :func:`check_model_directory` and read when the model loads).
+        UnknownModelError: the directory's config cannot be measured (:func:`directory_config`).
         UsageError: no limit recorded and no ``bound``."""
-    # a preset name wins over a folder of that name, as in load_model
     config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else directory_config(name_or_path)
     return position_limit(config, bound)

@@ -1,20 +1,6 @@
-"""``--models`` checked entry by entry before any case, the same way for the pytest suite and ``cudagraph-bench
-run``: every entry the suite cannot measure is refused with its one-line reason, the others run
-(:func:`check_models`). Only a list in which every entry is refused is a usage error
-(:func:`all_refused_message`); a partly refused one runs the accepted models and ends with a non-zero exit, its
-refusals listed in the terminal summary and in the run JSON under ``["cudagraph_bench"]["refused"]``
-(:func:`refused_json`).
-
-Refused: names that are no preset and no ``save_pretrained`` directory, directories that are not a causal LM or
-a text encoder (encoder-decoder, vision/multimodal, state-space models), that lack weights or named
-architectures or whose safetensors weights cannot be read (a truncated file), configs with a field transformers
-or the model refuses (a dtype torch lacks, zero heads, a position limit below 1, an unknown activation: named in
-the reason, :mod:`cudagraph_bench.models.config_checks`), and models whose class does not run the
-``--attn-implementation`` asked for. Whatever a check raises for a bad field is that entry's refusal, never an
-error of the session. Not refused: classes without SDPA (they run eager attention) and configs without a
-position limit (the field missing or null: ALiBi, NoPE; bounded by ``--max-positions`` or the longest request,
-:mod:`cudagraph_bench.models.positions`).
-"""
+"""``--models`` checked entry by entry before any case, for the pytest suite and ``cudagraph-bench run`` alike:
+an entry the suite cannot measure is refused with its one-line reason and the others run; only a list with every
+entry refused is a usage error, a partly refused one ends with a non-zero exit."""
 
 from __future__ import annotations
 
@@ -47,8 +33,7 @@ class ModelChecks:
 
 def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
     """The notes of one ``--models`` entry the suite can measure (:class:`ModelChecks`), checked from its config
-    only (no weights are read, a directory's model is built on the ``meta`` device only; a preset with its own attention is not even configured, so
-    that a session of presets does not import transformers to check them).
+    only (a directory's model is built on ``meta``; a preset with its own attention imports no transformers).
 
     Raises:
         UnknownModelError: why the suite does not measure it, in one line with the fix."""
@@ -79,8 +64,8 @@ def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
 
 
 def check_models(names, attn_implementation: str | None = None) -> ModelChecks:
-    """Check every entry of ``--models`` (:func:`check_model`) before any case: the accepted ones in their order,
-    every refused one with its reason; one entry's refusal never stops the others' checks.
+    """Check every entry of ``--models`` (:func:`check_model`): the accepted ones in their order, every refused
+    one with its reason.
 
     Raises:
         UsageError: ``attn_implementation`` is not installed here (one line naming what is), before any entry."""
@@ -99,8 +84,7 @@ def check_models(names, attn_implementation: str | None = None) -> ModelChecks:
 
 
 def refusal_lines(refused) -> list[str]:
-    """``"<model>: <reason>"`` per refused entry, for the terminal summary and stderr; a reason that already names
-    the entry (a directory's path, an unknown name) is given as it is."""
+    """``"<model>: <reason>"`` per refused entry (a reason that already names the entry as it is)."""
     return [r.reason if r.model in r.reason else f"{r.model}: {r.reason}" for r in refused]
 
 
@@ -120,6 +104,5 @@ def refused_json(refused) -> list[dict]:
 
 
 def exit_status(status: int, refused) -> int:
-    """The exit status of a session or run that ``refused`` models: ``status``, or 1 where it would be 0
-    (every accepted case passed, but the matrix asked for models the suite did not measure: CI must see it)."""
+    """The exit status of a session or run that ``refused`` models: ``status``, or 1 where it would be 0."""
     return 1 if refused and int(status) == 0 else int(status)

@@ -1,14 +1,5 @@
 """A zoo type as a user's checkpoint: its tiny model saved with ``save_pretrained`` and put through the checks every
-``--models`` folder passes (:func:`zoo_checkpoint`), or the reason it is refused, in one line.
-
-The refusals are the suite's own: :func:`~cudagraph_bench.models.checkpoints.directory_config` (a vision or
-audio model without a causal-LM head, a recurrent model whose state transformers' cache does not hold, no
-causal-LM class) and :func:`~cudagraph_bench.models.refusals.check_model` (weights, architectures, attention),
-plus what only the zoo meets: a type whose tiny config or model cannot be built
-(:class:`~cudagraph_bench.models.zoo_types.ZooBuildError`) and the types of
-:data:`~cudagraph_bench.models.zoo_overrides.REFUSED`. An encoder-decoder type (BART, Pegasus) is measured through
-its causal-LM class, its decoder alone, which ``save_pretrained`` writes as a decoder-only checkpoint.
-"""
+``--models`` folder passes (:func:`zoo_checkpoint`), or the reason it is refused, in one line."""
 
 from __future__ import annotations
 
@@ -24,16 +15,14 @@ class ZooRefused(UnknownModelError):
 
 
 def _without_path(reason: str, path: str) -> str:
-    """``reason`` without the ``"<path>: "`` the directory checks start their messages with (the zoo's folders are
-    temporary; the page names the type instead)."""
+    """``reason`` without the (temporary) ``path``."""
     prefix = f"{path}: "
     return reason[len(prefix):] if reason.startswith(prefix) else reason.replace(path, "<folder>")
 
 
 def default_config_refusal(model_type: str) -> str | None:
-    """Why the suite refuses ``model_type`` judged from transformers' default config alone (saved and read back by
-    :func:`~cudagraph_bench.models.checkpoints.directory_config`: encoder-decoder, no text input, a recurrent state),
-    or None when its config passes or cannot be built (then the build's own reason is the one to give)."""
+    """Why :func:`~cudagraph_bench.models.checkpoints.directory_config` refuses ``model_type``'s default config,
+    or None when it passes or cannot be built."""
     from transformers import CONFIG_MAPPING
 
     from cudagraph_bench.models.checkpoints import directory_config
@@ -55,9 +44,8 @@ def default_config_refusal(model_type: str) -> str | None:
 
 
 def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implementation: str | None = None) -> str:
-    """Build ``model_type``'s tiny model, save it with ``save_pretrained`` into ``folder/<model_type>`` and check
-    that folder as ``--models`` checks a user's (:func:`~cudagraph_bench.models.refusals.check_model`); returns
-    its path, which :func:`~cudagraph_bench.models.presets.load_model` loads offline.
+    """Build ``model_type``'s tiny model, save it into ``folder/<model_type>`` and check that folder as
+    ``--models`` checks a user's; returns its path (an encoder-decoder type: its causal-LM decoder alone).
 
     Raises:
         ZooRefused: why the suite does not measure the type (the tiny config or model does not build, or the
@@ -76,8 +64,7 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
     path = os.path.join(os.fspath(folder), model_type)
     try:
         save_tiny_config(model_type, folder, config)
-        # an encoder-decoder type's causal-LM class is its decoder alone (BartForCausalLM), saved as decoder-only:
-        # built and checked as a user's checkpoint of it; any other refusal comes from the config alone
+        # an encoder-decoder type's causal-LM class (BartForCausalLM) is checked as a user's checkpoint of it
         if not getattr(config, "is_encoder_decoder", False):
             directory_config(path)
         save_tiny_model(model_type, folder, tiny_model(model_type, config))

@@ -1,11 +1,6 @@
-"""The few architectures whose tiny config needs fields the size rules of
-:mod:`cudagraph_bench.models.zoo_sizes` cannot derive, each with the reason. Every other causal-LM type of
-transformers is built from its default config and those rules alone
-(:func:`cudagraph_bench.models.zoo_types.tiny_config`).
-
-An override gives config fields (set after the shrink, before the config is built; a sub-config's fields are
-merged into it). :data:`REFUSED` lists the types that cannot run alone, with the reason.
-"""
+"""The few architectures whose tiny config needs fields the size rules of :mod:`cudagraph_bench.models.zoo_sizes`
+cannot derive (set after the shrink; a sub-config's fields merged into it), and the types that cannot run alone,
+each with the reason."""
 
 from __future__ import annotations
 

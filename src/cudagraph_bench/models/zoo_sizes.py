@@ -1,16 +1,6 @@
-"""The sizes of a tiny model, by config field name: what :func:`shrink_fields` does to the fields of any transformers
-config so that every causal-LM architecture builds in milliseconds and keeps its structure (the same layers, heads
-in the same ratios, the same window and chunk kinds, the same state shapes, only smaller).
-
-A field is shrunk by its name, never grown: widths to :data:`HIDDEN` (heads x head_dim), head counts to
-:data:`HEADS` with key/value heads in the original ratio, ranks, experts, vocabulary and positions to small
-values; sliding windows and attention chunks to :data:`WINDOW` tokens, so that a prompt of a few dozen tokens
-crosses them and the window is exercised, not only recorded. Per-layer lists (``layer_types``,
-``mlp_layer_types``, ...) are cut to the layer count :func:`layer_count` picks: the shortest prefix that still
-holds every kind of layer of the original. The same fields shrink in sub-configs (a text config, a vision
-tower). Constraints that tie fields together (a mamba mixer's heads x head width = expand x hidden) are
-restored by :func:`tie_fields` after the shrink.
-"""
+"""The sizes of a tiny model, by config field name: :func:`shrink_fields` shrinks (never grows) the fields of any
+transformers config so every causal-LM architecture builds in milliseconds and keeps its structure (the same kinds
+of layers, head ratios, windows and state shapes, only smaller)."""
 
 from __future__ import annotations
 
@@ -30,10 +20,8 @@ VOCAB = 512
 POSITIONS = 512
 #: Sliding window / attention chunk (tokens): shorter than a zoo prompt, so the window is exercised.
 WINDOW = 16
-#: Routed experts, and the experts one token is routed to: all of them. A tiny random router has near ties, which
-#: rounding flips between a static and a dynamic KV cache (one step's logits then move far from float64 though the
-#: cache is right, and the decode check cannot tell that from a wrong cache); routing every token to every expert
-#: keeps the routing code and the experts kernels but leaves no choice to flip.
+#: Routed experts, and the experts one token is routed to: all of them, so a tiny random router's near ties leave
+#: no choice for rounding to flip between a static and a dynamic KV cache.
 EXPERTS = 4
 TOP_K = EXPERTS
 #: Low-rank widths (MLA's latent KV and query ranks, LoRA-style adapters).
@@ -68,8 +56,7 @@ MLA_FIELDS = {"qk_rope_head_dim": HEAD_DIM // 2, "qk_nope_head_dim": HEAD_DIM //
 LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers", "encoder_layers",
                       "num_decoder_layers", "num_encoder_layers")
 EXPERT_FIELDS = dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS)
-#: The experts one token is routed to: :data:`TOP_K` whatever the original routes (a smaller top-k would leave a choice
-#: to flip).
+#: The experts one token is routed to: :data:`TOP_K` whatever the original routes.
 TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "num_selected_experts",
                               "moe_k"), TOP_K)
 #: Top-k fields that are no expert routing (the sparse-attention indexer's tokens): shrunk like a size.
@@ -103,8 +90,7 @@ TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_token_ids")
 
 
 def layer_lists(fields: dict, layers: int | None) -> dict[str, list]:
-    """The per-layer lists among ``fields``: lists as long as the layer count ``layers`` (``layer_types``,
-    ``mlp_layer_types``, ``layers_block_type``...), by field name."""
+    """The per-layer lists among ``fields`` (as long as the layer count ``layers``), by field name."""
     if not layers:
         return {}
     return {k: v for k, v in fields.items() if isinstance(v, list) and len(v) == layers and k != "architectures"}
@@ -121,12 +107,9 @@ def covering_prefix(values: list) -> int:
 
 
 def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
-    """The layer count of a tiny model of ``fields``: 2, or the shortest prefix of every per-layer list that keeps
-    each kind of layer of the original (a hybrid's attention layer after its mamba layers), at most
-    :data:`MAX_LAYERS`; twice that when the last ``num_kv_shared_layers`` layers reuse the KV cache of earlier ones
-    (Gemma 3n), so that every kind of layer both writes and reads a shared cache. ``patterns``: more per-layer
-    lists, derived by the config from other fields (Jamba's ``layer_types`` from its attention period and
-    offset)."""
+    """The layer count of a tiny model of ``fields``: 2, or the shortest prefix of every per-layer list (and of
+    ``patterns``, lists the config derives) that keeps each kind of layer, at most :data:`MAX_LAYERS`; twice that
+    with ``num_kv_shared_layers`` (Gemma 3n)."""
     if not original_layers:
         return 2
     lists = [*layer_lists(fields, original_layers).values(),
@@ -139,8 +122,7 @@ def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
 
 
 def _kv_heads(original_heads, original_kv) -> int:
-    """Key/value heads of a tiny model: as many as its query heads for multi-head attention, 1 for multi-query, else
-    half (grouped-query attention kept grouped)."""
+    """Key/value heads of a tiny model: all for multi-head attention, 1 for multi-query, else half."""
     if not isinstance(original_kv, int) or not isinstance(original_heads, int) or original_kv >= original_heads:
         return HEADS
     return 1 if original_kv == 1 else HEADS // 2
@@ -185,10 +167,8 @@ def _shrink_one(name: str, value, fields: dict):
 
 
 def shrink_fields(fields: dict, patterns=()) -> dict:
-    """``fields`` (a config's ``to_dict()``) with every size field of :data:`FIXED`, the head and layer counts,
-    per-layer lists and token ids shrunk; sub-config dicts (``text_config``, ...) and per-layer configs shrink the
-    same way. Fields this does not know by name are kept as they are. ``patterns``: per-layer lists the config
-    derives (:func:`layer_count`)."""
+    """``fields`` (a config's ``to_dict()``) with sizes, head and layer counts, per-layer lists and token ids
+    shrunk, sub-configs too; unknown fields are kept. ``patterns``: see :func:`layer_count`."""
     out = {name: _shrink_one(name, value, fields) for name, value in fields.items() if name != "per_layer_config"}
     count = None
     layers_field = next((k for k in LAYER_COUNT_FIELDS if _is_size(fields.get(k))), None)
@@ -209,15 +189,14 @@ def shrink_fields(fields: dict, patterns=()) -> dict:
 
 
 def _shrink_layer(layer: dict, fields: dict) -> dict:
-    """One per-layer config: its own fields shrunk in the context of the whole config's (its head ratios)."""
+    """One per-layer config shrunk in the context of the whole config."""
     whole = {k: v for k, v in fields.items() if k != "per_layer_config"}
     shrunk = shrink_fields({**whole, **layer})
     return {k: shrunk[k] for k in layer}
 
 
 def _token_ids(value):
-    """Token ids kept inside the tiny vocabulary (an id past it becomes its remainder, so distinct special tokens
-    mostly stay distinct)."""
+    """Token ids kept inside the tiny vocabulary (an id past it becomes its remainder)."""
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -232,10 +211,9 @@ MIXER_HEADS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_hea
 
 
 def tie_fields(out: dict, original: dict) -> dict:
-    """Restore the constraints that tie shrunk fields ``out`` together as they tied the ``original`` ones: a
-    state-space mixer's heads x head width = expand x hidden (Mamba-2, Bamba, NemotronH, Falcon-H1, Zamba), MLA's
-    query/key head = rotary + non-rotary part and a ``head_dim`` that was one of them stays so, a top-k no larger
-    than the experts, one group of state-space heads, a rotary width no wider than the head."""
+    """A copy of ``out`` with the constraints that tied the ``original`` fields restored: a state-space mixer's
+    heads x head width = expand x hidden, MLA's head widths, top-k <= experts, one state-space group, a rotary
+    width no wider than the head."""
     out = dict(out)
     hidden = out.get("hidden_size") if _is_size(out.get("hidden_size")) else HIDDEN
     pairs = [p for p in MIXER_HEADS if p[0] in out and p[1] in out]

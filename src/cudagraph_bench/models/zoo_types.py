@@ -1,13 +1,5 @@
-"""The architecture zoo: every causal-LM model type of the installed transformers (its auto mapping
-``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), each as a tiny random model built from transformers' own default config
-(:func:`tiny_config`: sizes shrunk by field name, :mod:`cudagraph_bench.models.zoo_sizes`; the few overrides of
-:mod:`cudagraph_bench.models.zoo_overrides`) and saved as a ``save_pretrained`` folder
-(:func:`save_tiny_model`) that ``--models`` and :func:`~cudagraph_bench.models.presets.load_model` load offline
-like any user's checkpoint.
-
-A type whose config cannot be built (its default config needs a checkpoint's fields, its model needs an optional
-package) raises :class:`ZooBuildError` with the reason in one line: the zoo lists it as refused with that reason.
-"""
+"""The architecture zoo: every causal-LM model type of the installed transformers as a tiny random model built from
+its default config (:func:`tiny_config`), saved as a ``save_pretrained`` folder that ``--models`` loads offline."""
 
 from __future__ import annotations
 
@@ -22,8 +14,7 @@ ZOO_SEED = 0
 INITIALIZER_RANGE = 0.2
 
 
-#: Per-layer lists some configs derive from other fields (not in ``to_dict()``): a tiny model keeps enough layers
-#: for each kind of layer in them.
+#: Per-layer lists some configs derive from other fields (not in ``to_dict()``).
 DERIVED_LAYER_LISTS = ("layer_types", "layers_block_type")
 
 
@@ -32,8 +23,7 @@ class ZooBuildError(CudagraphBenchError, RuntimeError):
 
 
 def causal_lm_types() -> list[str]:
-    """Every model type of transformers' causal-LM auto mapping (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), sorted:
-    the zoo's list for the installed release."""
+    """Every model type of transformers' causal-LM auto mapping (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), sorted."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
@@ -48,8 +38,7 @@ def causal_lm_class_name(model_type: str) -> str:
 
 
 def _first_line(exc: BaseException, width: int = 200) -> str:
-    """The exception's type and the first line of its message (with the next line when the first only introduces
-    it, as a config validator's does), cut to ``width`` characters."""
+    """``"Type: first line"`` of ``exc`` (two lines when the first ends with ``:``), cut to ``width``."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
     text = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
     text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -57,10 +46,9 @@ def _first_line(exc: BaseException, width: int = 200) -> str:
 
 
 def tiny_fields(model_type: str) -> dict:
-    """The config fields of ``model_type``'s tiny model: its default config's fields, shrunk
-    (:func:`~cudagraph_bench.models.zoo_sizes.shrink_fields`), with its override
-    (:data:`~cudagraph_bench.models.zoo_overrides.OVERRIDES`) on top: what ``from_pretrained`` would read from the
-    ``config.json`` of such a checkpoint.
+    """The config fields of ``model_type``'s tiny model: its default config's, shrunk
+    (:func:`~cudagraph_bench.models.zoo_sizes.shrink_fields`), with its
+    :data:`~cudagraph_bench.models.zoo_overrides.OVERRIDES` entry on top.
 
     Raises:
         ZooBuildError: the type is unknown, or its default config cannot be built."""
@@ -137,7 +125,6 @@ def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
 
 def save_tiny_config(model_type: str, folder: str | os.PathLike, config=None) -> str:
     """Write ``model_type``'s tiny config (``config.json`` only) into ``folder/<model_type>``; returns that path.
-    Enough for the checks that read a config (:func:`~cudagraph_bench.models.checkpoints.directory_config`).
 
     Raises:
         ZooBuildError: the config cannot be built or written."""
@@ -154,10 +141,7 @@ def save_tiny_model(model_type: str, folder: str | os.PathLike, model=None) -> s
 
 
 def _save_pretrained(obj, model_type: str, folder: str | os.PathLike) -> str:
-    """``obj.save_pretrained(folder/<model_type>)`` (a config or a model); returns that path.
-
-    Raises:
-        ZooBuildError: it cannot be saved."""
+    """``obj.save_pretrained(folder/<model_type>)``; returns that path, or raises ZooBuildError."""
     path = os.path.join(os.fspath(folder), model_type)
     try:
         obj.save_pretrained(path)

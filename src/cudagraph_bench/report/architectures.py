@@ -1,13 +1,6 @@
-"""``docs/architectures.md``: every causal-LM model type of the zoo's runs in one table, ``model type | forward |
-decode | reason``, with the forward reduction and the decode speedup where a GPU run measured them, and the
-transformers releases each row holds for. No torch.
-
-The entries come from zoo runs (:mod:`cudagraph_bench.zoo_keys`): a benchmark per measured part, a
-``["cudagraph_bench"]["failures"]`` entry per other part, and the entry the launcher writes for a test that killed
-its process (a failed part, named by its test id). For each release and part a GPU run's entry wins over a CPU
-run's; a CPU run's ``awaits GPU`` becomes the cell ``awaits GPU run``, and the page says which columns a GPU run
-fills. Each status cell is one of ``measured``, ``not graphable``, ``refused``, ``failed``.
-"""
+"""``docs/architectures.md`` (no torch): every causal-LM model type of the zoo's runs
+(:mod:`cudagraph_bench.zoo_keys`) in one table, ``model type | forward | decode | reason``, with the figures a GPU
+run measured and the transformers releases each row holds for; a GPU run's entry wins over a CPU run's."""
 
 from __future__ import annotations
 
@@ -36,9 +29,8 @@ class Entry:
 
 
 def run_entries(run) -> list[Entry]:
-    """The zoo entries of one loaded run (:class:`~cudagraph_bench.results.runfile.Run`): its benchmarks, its
-    failures entries and its crashed tests (:func:`~cudagraph_bench.zoo_keys.read_entry`), in the file's order; the
-    release and the GPU from the entry, else from the run's environment."""
+    """The zoo entries of one loaded :class:`~cudagraph_bench.results.runfile.Run` (benchmarks, then failures
+    entries), in the file's order; release and GPU from the entry, else from the run's environment."""
     env = run.environment
     read = [read_entry(m.extra_info, measured=True) for m in run.measurements.values()]
     section = run.data.get("cudagraph_bench") or {}
@@ -51,7 +43,7 @@ def run_entries(run) -> list[Entry]:
 
 def merge_entries(entries: list[Entry]) -> dict[tuple[str, str, str], Entry]:
     """``(transformers, model_type, part) -> Entry``: a GPU run's entry wins over a CPU run's, a later entry of
-    ``entries`` over an earlier one of the same kind (``cudagraph-bench zoo --from`` orders runs by their datetime)."""
+    ``entries`` over an earlier one of the same kind."""
     out: dict[tuple[str, str, str], Entry] = {}
     for entry in entries:
         key = (entry.transformers, entry.model_type, entry.part)
@@ -138,7 +130,7 @@ def _sources(runs) -> list[str]:
 
 
 def render_markdown(runs, *, command: str | None = None) -> str:
-    """The page (module docstring) of ``runs`` (loaded runs, any mix of GPU and CPU zoo runs and releases)."""
+    """The page of ``runs`` (loaded runs, any mix of GPU and CPU zoo runs and releases)."""
     merged = merge_entries([e for run in runs for e in run_entries(run)])
     versions = sorted({v for v, _, _ in merged}, key=_version_key, reverse=True)
     on_gpu = any(e.gpu for e in merged.values())

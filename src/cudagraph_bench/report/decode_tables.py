@@ -1,11 +1,6 @@
-"""The decode-suite table (no torch): one row per decode benchmark of a set of runs, and one per decode case
-that a run recorded as failed (``["cudagraph_bench"]["failures"]``), with ms/token, tokens/s, the speedup
-over HF ``generate``, the token checks, and for runs with compile variants the compile time and a note
-(compile mode, steps per graph, the reason of a failure). Used by ``cudagraph-bench report``
-(:mod:`cudagraph_bench.report.pages`).
-
-A run without compile variants, failures or notes gets the table of :data:`DECODE_COLUMNS`, unchanged, so
-that pages generated from older runs stay as they were."""
+"""The decode-suite table (no torch): one row per decode benchmark or failed decode case of a set of runs, with
+ms/token, tokens/s, the speedup over HF ``generate`` and the token checks; compile time and a note only where a
+run has compile variants, failures or notes."""
 
 from __future__ import annotations
 
@@ -22,10 +17,8 @@ from cudagraph_bench.table import Column, render_table
 def decode_rows(runs: list[Run]) -> list[dict]:
     """One row per decode benchmark, and per failed decode case that no run measured: ``model, dtype,
     seq_len, new_tokens, variant``, ``ms_per_token``, ``tokens_per_s``, ``speedup_vs_generate`` (generate
-    ms/token / variant ms/token), ``rounds`` (measured requests), ``vs_generate`` and ``vs_static_eager``
-    (:func:`vs_generate`, :func:`vs_static_eager`), ``compile_s``, ``status`` (``ok``, ``mismatch``,
-    ``failed``), ``note`` (:func:`decode_note_cell`) and ``attn_implementation`` (as recorded, else None). A
-    failed case has no timing (None)."""
+    ms/token / variant ms/token), ``rounds``, ``vs_generate``, ``vs_static_eager``, ``compile_s``, ``status``
+    (``ok``, ``mismatch``, ``failed``), ``note`` and ``attn_implementation``. A failed case's timings are None."""
     rows = []
     for m in merged(runs).values():
         if m.suite != "decode":
@@ -68,7 +61,6 @@ def _key_of(row: dict) -> tuple:
 
 
 def _variant_index(variant: str) -> int:
-    """generate, its compiled peer, then the static-cache decoders in the suite's order; unknown ones last."""
     return variants.table_rank(variants.DECODE, variant)
 
 
@@ -86,11 +78,9 @@ def _tie_or_identical(identical: bool, passed: bool, summary: str) -> str:
 
 
 def vs_generate(m: Measurement) -> str:
-    """The decode table's "tokens vs generate" cell of one decode measurement: ``reference`` for
-    ``generate`` itself; ``identical``, ``tie at token K`` (a rounding tie, logits as close to float64 as
-    generate's) or ``FAILS`` from its check (``generate_check_passed``/``matches_generate``/``generate_check``),
-    with the number of distinct tokens generate produced when recorded; ``-`` when the run recorded no
-    check."""
+    """The "tokens vs generate" cell of one decode measurement: ``reference`` for ``generate`` itself;
+    ``identical`` or ``tie at token K`` (with the distinct tokens generate produced, when recorded), or
+    ``FAILS``; ``-`` when the run recorded no check."""
     check = m.check
     if m.case.variant == variants.reference_of(variants.DECODE).name:
         return "reference"
@@ -105,10 +95,8 @@ def vs_generate(m: Measurement) -> str:
 
 
 def vs_static_eager(m: Measurement) -> str:
-    """The "tokens vs static-eager" cell: ``reference`` for ``static-eager``; for ``graph`` (check ``tokens ==
-    static-eager``) ``identical`` or ``DIFFERS``; for ``compile+graph`` (judged by the generate check's rule,
-    ``matches_static_eager``/``static_eager_check_passed``/``static_eager_check``) ``identical``, ``tie at
-    token K`` or ``FAILS``; ``-`` when the run recorded no such check."""
+    """The "tokens vs static-eager" cell: ``reference`` for ``static-eager``; ``identical`` or ``DIFFERS`` for
+    ``graph``; ``identical``, ``tie at token K`` or ``FAILS`` for ``compile+graph``; ``-`` when not recorded."""
     exact = variants.exact_reference(variants.DECODE)
     if exact is not None and m.case.variant == exact.name:
         return "reference"
@@ -123,9 +111,9 @@ def vs_static_eager(m: Measurement) -> str:
 
 
 def decode_note_cell(status: str | None, reason: str | None, details: dict) -> str | None:
-    """The note of a decode row: ``failed: <reason>`` for a case that produced no measurement, else the
-    compile mode (and its inductor tuning), the prefill graph's bucket, ``N steps per graph`` (from ``details``: the benchmark's ``extra_info`` or the failure's
-    other fields) and the reason of a mismatch, as recorded (None when there is nothing to say)."""
+    """The note of a decode row: ``failed: <reason>`` (or ``skipped: ...``) for a case with no measurement, else
+    the compile mode and tuning, prefill bucket, steps per graph (from ``details``) and a mismatch's reason, or
+    None."""
     if status in ("failed", "skipped"):
         return f"{status}: {reason or 'no reason recorded'}"
     parts = []
@@ -186,8 +174,7 @@ COMPILE_DECODE_NOTE = ("`graph` replays its captured steps back to back: each st
 
 
 def with_compile(rows: list[dict]) -> bool:
-    """True when the table needs :data:`DECODE_COLUMNS_WITH_COMPILE`: a compile variant, a failed case or a
-    note."""
+    """True when a row has a compile variant, a status other than ``ok`` or a note."""
     compiled = {v.name for v in variants.of_suite(variants.DECODE) if v.compiled}
     return any(r["variant"] in compiled or r["note"] or r["status"] != "ok" for r in rows)
 

@@ -1,7 +1,5 @@
-"""The tables of the forward suite (no torch): one row per forward case and variant of a set of runs
-(:func:`forward_rows`), the long table of every measurement, the summary table per case (eager vs every
-other variant), and the lines on failed and unchecked cases. Used by ``cudagraph-bench report``
-(:mod:`cudagraph_bench.report.pages`) and by ``cudagraph-bench run`` for its table on stdout."""
+"""The tables of the forward suite (no torch): rows per case and variant (:func:`forward_rows`), the long table,
+the per-case summary, and the lines on failed and unchecked cases."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ _TABLE_STATUS = {"pass": "ok", "fail": "mismatch", "reference": "ok", "unchecked
 
 
 def _status(check: CheckRecord) -> str:
-    """``ok`` / ``mismatch`` / ``failed`` / ``skipped`` as recorded; eager is the reference (``ok``);
-    any other variant whose run recorded no check is ``unchecked``, never assumed correct."""
+    """``ok`` / ``mismatch`` / ``failed`` / ``skipped`` as recorded; eager ``ok``; no check recorded: ``unchecked``."""
     return check.outcome or _TABLE_STATUS[check.status]
 
 
@@ -36,13 +33,10 @@ def forward_rows(runs: list[Run]) -> list[dict]:
     Keys: ``model, dtype, seq_len, variant, status`` (ok / mismatch / failed / skipped),
     ``mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round), ``event_median_ms``,
     ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
-    (eager median / variant median), ``compile_s``, ``capture_ms``, ``pool_left_mib`` (GPU memory the graph left
-    reserved after its release, from the memory ledger; None for the session's first graph case, which also keeps the
-    warmup stream's workspace, and where not recorded), ``max_abs_diff``, ``check``
-    (``strict`` / ``fp64-rmse`` / None in runs that predate it), ``fp64_rmse_ratio``, ``note``,
-    ``spread_pct`` (:func:`~cudagraph_bench.results.stats.middle90_pct` of the rounds; None without per-round data),
-    ``attn_implementation`` (the attention the model ran; None in runs that predate it).
-    """
+    (eager median / variant median), ``compile_s``, ``capture_ms``, ``pool_left_mib`` (MiB the graph left
+    reserved after its release; None where not recorded), ``max_abs_diff``, ``check`` (``strict`` / ``fp64-rmse`` /
+    None), ``fp64_rmse_ratio``, ``note``, ``spread_pct`` (:func:`~cudagraph_bench.results.stats.middle90_pct` of
+    the rounds, or None), ``attn_implementation`` (or None)."""
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == REF}
     left = {k: v for run in runs for k, v in memory_left(run).items()}
@@ -83,7 +77,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
 
 
 def _number(value) -> float | None:
-    """A recorded figure that is one number (the bucketed graphs record one capture time per length), else None."""
+    """A recorded figure that is one number, else None."""
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -111,9 +105,8 @@ LONG_COLUMNS = [
 
 
 def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | None = None) -> str:
-    """All forward measurements (:func:`forward_rows`): mean, median, p95, min, max ms, latency
-    reduction vs eager in percent (positive = faster than eager), compile seconds, correctness, the
-    max abs difference from eager over the check inputs, and a note (the reason of a failure; cut to ``note_width`` characters in text tables)."""
+    """All forward measurements (:func:`forward_rows`) as a table of ``fmt``; the note cut to ``note_width``
+    characters (text tables: 70 by default)."""
     width = note_width if note_width is not None else (70 if fmt == "text" else None)
 
     def cut(text: str) -> str:
@@ -123,12 +116,9 @@ def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | 
 
 
 def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
-    """One row per (model, dtype, seq_len) from :func:`forward_rows`: ``eager_median_ms``,
-    ``eager_p95_ms``, ``eager_spread_pct``, and per other variant ``<v>_median_ms``, ``<v>_p95_ms``,
-    ``<v>_spread_pct``, ``<v>_reduction_pct``;
-    ``fastest``: the variant with the lowest median among those not known to be wrong: status ``ok``
-    (passed its recorded check) or ``unchecked`` (its run recorded no check; the name then gets
-    " (unchecked)"), so a variant that failed its check is never the fastest.
+    """One row per (model, dtype, seq_len) from :func:`forward_rows`: per variant ``<v>_median_ms``,
+    ``<v>_p95_ms``, ``<v>_spread_pct``, ``<v>_reduction_pct``; ``fastest``: the lowest median among variants
+    with status ``ok`` or ``unchecked`` (then named ``"<v> (unchecked)"``).
 
     Returns ``(rows, variants)`` with the variants present, eager first."""
     variants = sorted({r["variant"] for r in rows}, key=lambda v: (variant_index(v), v))
@@ -154,9 +144,8 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 
 def summary_columns(variants: list[str]) -> list[Column]:
-    """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's
-    spread (:func:`~cudagraph_bench.results.stats.middle90_pct`), then the
-    median and reduction of every other variant present, and the fastest variant."""
+    """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's spread, then
+    the median and reduction of every other variant present, and the fastest variant."""
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
     if REF in variants:
         cols.append(Column(f"{REF}_median_ms", f"{REF} median ms", ".3f"))
@@ -203,9 +192,8 @@ def unchecked_line(rows: list[dict]) -> str | None:
 
 
 def attention_note(rows: list[dict]) -> str | None:
-    """One line naming the attention each model ran when the rows (forward or decode) do not all share one:
-    ``"Attention is not the same for every model: eager: gemma-2-2b, gpt-oss-20b; sdpa: gpt2."``; None when
-    every row that recorded it ran the same (or none recorded it), so that such pages stay as they were."""
+    """One line naming the attention each model ran when the rows (forward or decode) do not all share one, else
+    None."""
     by_attention: dict[str, list[str]] = {}
     for r in rows:
         attention = r.get("attn_implementation")

@@ -1,6 +1,4 @@
-"""The README's headline (no torch): one compact table of the forward matrix (eager median, graph median and the
-latency reduction per model, dtype and prompt length) and one of the decode speedups, generated from the runs
-like every other page. The full tables are ``results.md`` (:mod:`cudagraph_bench.report.pages`)."""
+"""The README's headline (no torch): one compact table of the forward matrix and one of the decode speedups."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The launch-overhead numbers of a run (no torch): the N-sweep rows of the launch suite and of
-``perf_tests/cuda/graphs.cu``, the reference row whose µs per launch feeds the launch-overhead model,
-and the predicted vs measured saving of a graph on the forward benchmarks that carry a kernel count
-(:func:`~cudagraph_bench.results.launch_model.predicted_saving_ms`); reading and checking the inputs of
-the launch-overhead page (:func:`load_json_object`, :func:`check_forward_runs`). Rendered by
+"""The launch-overhead numbers of a run (no torch): N-sweep rows, the reference row of the launch-overhead model,
+and the predicted vs measured saving on forward benchmarks with a kernel count; rendered by
 :mod:`cudagraph_bench.report.launch_page`."""
 
 from __future__ import annotations
@@ -28,9 +25,8 @@ LOOP, GRAPH = variants.LAUNCH_REFERENCE, variants.LAUNCH_GRAPH
 
 
 def as_run(run) -> Run:
-    """``run`` itself when it is a :class:`~cudagraph_bench.results.runfile.Run`, else the run document
-    (a dict as ``pytest --benchmark-json`` writes it) as an unvalidated ``Run`` to decode. Raises
-    InputFileError when it is neither."""
+    """``run`` when it is a :class:`~cudagraph_bench.results.runfile.Run`, else the run document (a dict) as an
+    unvalidated ``Run``. Raises InputFileError when it is neither."""
     if isinstance(run, Run):
         return run
     if not (isinstance(run, dict) and isinstance(run.get("benchmarks"), list)):
@@ -41,12 +37,8 @@ def as_run(run) -> Run:
 
 
 def bench_median_ms(m: Measurement) -> tuple[float, str]:
-    """Median time (ms) of one benchmark and the clock it comes from.
-
-    Prefers device time: ``extra_info["event_median_ms"]``, else the median of
-    ``extra_info["cuda_event_ms"]`` (both ``"cuda-event"``); falls back to the median of the
-    synchronized wall rounds (pytest-benchmark's ``stats``) as ``"wall"``.
-    """
+    """``(median ms, clock)`` of one benchmark: ``extra_info["event_median_ms"]``, else the median of
+    ``extra_info["cuda_event_ms"]`` (``"cuda-event"``), else the synchronized wall median (``"wall"``)."""
     value = m.extra_info.get("event_median_ms")
     if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value), "cuda-event"
@@ -60,8 +52,7 @@ def bench_median_ms(m: Measurement) -> tuple[float, str]:
 class LaunchRow:
     """Loop vs graph for one N. Times in ms (medians), ``None`` when that variant was not measured.
 
-    ``loop_clocks`` / ``graph_clocks``: ``{"issue_ms", "synced_wall_ms", "event_ms"}`` medians or None.
-    """
+    ``loop_clocks`` / ``graph_clocks``: ``{"issue_ms", "synced_wall_ms", "event_ms"}`` medians or None."""
 
     n_launches: int
     loop_ms: float | None
@@ -107,8 +98,7 @@ def launch_rows(run) -> list[LaunchRow]:
     the run has none).
 
     Raises InputFileError when a launch benchmark lacks ``n_launches``/``variant``, has an unknown
-    variant, or appears twice for the same (N, variant).
-    """
+    variant, or appears twice for the same (N, variant)."""
     found: dict[int, dict[str, Measurement]] = {}
     for m in measurements(as_run(run)).values():
         if m.suite != "launch":
@@ -168,9 +158,8 @@ def reference_row(rows: list[LaunchRow], reference_n: int = REFERENCE_N) -> Laun
 
 
 def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
-    """Raise UsageError unless ``reference_n`` launches were measured with both loop and graph
-    (an explicit ``--reference-n`` must not silently fall back to another N). The message lists the
-    N values that can be used."""
+    """Raise UsageError (listing the usable N) unless ``reference_n`` launches were measured with both loop and
+    graph: an explicit ``--reference-n`` must not silently fall back to another N."""
     usable = [r.n_launches for r in rows if r.complete]
     choices = (f"use one of {', '.join(map(str, usable))}" if usable else
                "no N of this run was measured with both loop and graph, so no N can feed the model")
@@ -187,14 +176,10 @@ def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
 def saving_rows(run, ref: LaunchRow) -> list[dict]:
     """Predicted vs measured eager-minus-graph saving per forward case (model, dtype, seq_len).
 
-    Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark are
-    listed. ``predicted_saving_ms = n_kernels * (loop - graph µs/launch at ref.n_launches) / 1000``
-    (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`); ``measured_saving_ms`` = eager median - graph
-    median in ms, each from :func:`bench_median_ms`: the CUDA-event median (``extra_info["event_median_ms"]``,
-    else the median of ``extra_info["cuda_event_ms"]``), and only for a benchmark without either the
-    synchronized wall median ``stats.median``; ``clock`` says which (``"cuda-event"``, ``"wall"``, or
-    ``"eager clock/graph clock"`` when they differ). Sorted by (model, dtype, seq_len).
-    """
+    Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark, sorted.
+    ``predicted_saving_ms``: :func:`cudagraph_bench.results.launch_model.predicted_saving_ms` at ``ref``;
+    ``measured_saving_ms``: eager - graph median (ms, :func:`bench_median_ms`); ``clock``: ``"cuda-event"``,
+    ``"wall"``, or ``"eager clock/graph clock"`` when they differ."""
     cases: dict[tuple, dict[str, Measurement]] = {}
     for m in measurements(as_run(run)).values():
         if m.suite == variants.FORWARD and m.case.variant in (variants.FORWARD_REFERENCE, variants.GATED):
@@ -236,9 +221,8 @@ def load_json_object(path: str, what: str) -> dict:
 
 
 def check_forward_runs(runs: list) -> None:
-    """Raise InputFileError when the same run file is given twice, or when two runs hold the same
-    forward case (model, dtype, tokens, variant): the model table must not silently keep one of them.
-    ``runs``: :class:`~cudagraph_bench.results.runfile.Run` objects, in the order given (RUN, then --forward)."""
+    """Raise InputFileError when the same run file is given twice, or when two :class:`~cudagraph_bench.results.
+    runfile.Run` objects hold the same forward case (model, dtype, tokens, variant)."""
     seen: dict[Path, Path] = {}
     for run in runs:
         real = Path(run.path).resolve()

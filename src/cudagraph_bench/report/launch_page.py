@@ -1,20 +1,7 @@
-"""Launch-overhead report (no torch): N-sweep table, speedup-vs-N plot, predicted vs measured saving,
-and the docs page ``docs/launch-overhead.md`` generated from a committed run JSON.
-
-Input is a pytest-benchmark run (the dict of ``--benchmark-json``, or a
-:class:`~cudagraph_bench.results.runfile.Run`) holding launch-suite benchmarks
-(``extra_info.suite == "launch"``, written by ``perf_tests/test_launch.py``) and optionally
-forward-suite ones whose eager variant carries ``extra_info["n_kernels"]``. Optionally also the JSON
-printed by ``perf_tests/cuda/graphs.cu`` and compute-sanitizer logs of its baked-pointer mode.
-
-Every number on the page comes from these files; the prose around them contains none.
-
-``cudagraph-bench launch-report`` (:mod:`cudagraph_bench.commands.launch_report`) writes it with
-:func:`write_launch_page`; the general ``cudagraph-bench report`` command can call
-:func:`render_launch_section` and :func:`~cudagraph_bench.report.plots.save_speedup_plot`. The rows it renders come from
-:mod:`cudagraph_bench.report.launch_data`, the compute-sanitizer findings from
-:mod:`cudagraph_bench.report.sanitizer`, the plot from :mod:`cudagraph_bench.report.plots`.
-"""
+"""Launch-overhead report (no torch): the N-sweep table, predicted vs measured saving, and the page
+``docs/launch-overhead.md`` from a run with launch-suite benchmarks (optionally forward ones with
+``extra_info["n_kernels"]``, ``graphs.cu``'s JSON and compute-sanitizer logs). Every number on the page comes
+from these files; the prose contains none."""
 
 from __future__ import annotations
 
@@ -85,8 +72,8 @@ def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:
 
 
 def saving_table_markdown(rows: list[dict]) -> str:
-    """Markdown predicted-vs-measured table of :func:`saving_rows` (times in ms), with a ``clock``
-    column only when the rows' medians are not all of one clock (all CUDA events or all wall)."""
+    """Markdown predicted-vs-measured table of :func:`saving_rows` (ms), with a ``clock`` column only when the
+    rows' medians are of mixed clocks."""
     extra = [Column("clock", "clock")] if _mixed_clocks(rows) else []
     return render_table(SAVING_COLUMNS + extra, rows, fmt="markdown")
 
@@ -104,10 +91,9 @@ def _fmt(value: float, spec: str) -> str:
 
 def render_launch_section(run, *, reference_n: int = REFERENCE_N, heading_level: int = 2,
                           forward_runs: list | None = None) -> str:
-    """Markdown of the torch N-sweep table and the predicted-vs-measured table (no plot, no prose
-    beyond captions) for embedding in a general report. ``forward_runs``: the runs whose forward
-    cases (eager with ``n_kernels`` + graph) the model is checked on (default: ``run`` itself). Says
-    so in one line when the run holds no launch-suite benchmarks or no forward cases with kernel counts."""
+    """Markdown of the torch N-sweep table and the predicted-vs-measured table, for a general report.
+    ``forward_runs``: the runs whose forward cases the model is checked on (default: ``run``). One line instead
+    when the run holds no launch-suite benchmarks or no forward cases with kernel counts."""
     h = "#" * heading_level
     rows = launch_rows(run)
     if not rows:
@@ -170,8 +156,7 @@ def _measured_saving_caption(savings: list[dict]) -> str:
 
 
 def _shown_speedup(row: LaunchRow) -> float:
-    """The speedup as the tables print it (``.2f``): comparisons in prose use it, so a sentence
-    never calls a step a rise or a fall that the table shows as equal."""
+    """The speedup as the tables print it (``.2f``), so prose never contradicts a table."""
     return float(format(row.speedup, ".2f"))
 
 
@@ -204,15 +189,10 @@ def _speedup_path(points: list[LaunchRow]) -> str:
 
 
 def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
-    """Sentences on how the measured speedup depends on N, written from the rows themselves (so the
-    page never states a trend that its tables contradict). ``series`` maps a label (``"torch"``,
-    ``"CUDA C++"``) to its rows; only rows with a speedup count. Empty string when no series has one.
-
-    Says the speedup at the smallest and the largest N measured (one sentence for all series when
-    they share both N), then per series whether it is monotonic in N with the path of its values,
-    and for every step where the speedup falls (the model of the prose predicts a rise) by what
-    factor loop and graph µs/launch changed there. Values are compared as printed (``.2f``).
-    """
+    """Sentences on how the measured speedup depends on N, written from the rows (as printed, ``.2f``): at the
+    smallest and largest N, whether it is monotonic with the path of its values, and for every fall how loop and
+    graph µs/launch changed. ``series`` maps a label (``"torch"``, ``"CUDA C++"``) to its rows; ``""`` when no
+    row has a speedup."""
     points = {label: [r for r in rows if r.speedup is not None] for label, rows in series.items()}
     points = {label: rows for label, rows in points.items() if rows}
     if not points:
@@ -353,8 +333,7 @@ def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, referenc
             run) the model is checked on (default: ``run`` itself).
 
     Raises InputFileError when the run has no launch-suite benchmarks, or when two forward runs
-    both give a checked case (model, dtype, tokens).
-    """
+    both give a checked case (model, dtype, tokens)."""
     rows = launch_rows(run)
     if not rows:
         raise InputFileError(f"{source} has no launch-suite benchmarks (extra_info suite 'launch'): run "
@@ -471,14 +450,11 @@ def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference
                       graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
                       sanitizer_outcomes: dict[str, dict] | None = None,
                       forward_runs: list | None = None) -> tuple[Path, Path]:
-    """Write ``out_dir/launch-overhead.md`` and ``out_dir/launch_speedup_vs_n.png``, all or nothing:
-    both are rendered and written to temporary files in ``out_dir`` first, then moved into place.
-    Returns ``(page_path, plot_path)``. ``forward_runs``: see :func:`render_launch_page`.
+    """Write ``out_dir/launch-overhead.md`` and ``out_dir/launch_speedup_vs_n.png``, all or nothing. Returns
+    ``(page_path, plot_path)``; other arguments as :func:`render_launch_page`.
 
-    Raises InputFileError when the run has no launch benchmarks (nothing is written), UsageError when
-    ``out_dir`` (or a parent) is a file or the page/plot path is a folder, OSError when the folder
-    cannot be written (no file is left half-written and no existing page is replaced).
-    """
+    Raises InputFileError when the run has no launch benchmarks, UsageError when ``out_dir`` (or a parent) is a
+    file or the page/plot path is a folder, OSError when the folder cannot be written (nothing half-written)."""
     out_dir = Path(out_dir)
     page = render_launch_page(run, source=source, reference_n=reference_n, graphs_cu=graphs_cu,
                               sanitizer=sanitizer, sanitizer_outcomes=sanitizer_outcomes,

@@ -1,28 +1,6 @@
-"""``cudagraph-bench report RUN [RUN ...] -o docs/ [--readme README.md]``: the markdown results and the
-PNG plots of committed run JSONs, so README and docs are regenerated from data, never typed in.
-
-Reads any pytest-benchmark JSON with cudagraph-bench ``extra_info`` (``cudagraph-bench run``'s
-``run.json`` or ``pytest --benchmark-json``); several runs (e.g. one per model, measured in separate
-calls) are merged, a case measured twice is an error unless ``--newest-wins`` (then each forward
-prompt length, all its variants, comes from the newest run that has it). Writes to the output folder:
-
-- ``results.md``: per forward case the eager and graph medians, the latency reduction, the p95s and
-  every other variant present (median and reduction), the fastest variant; all measurements
-  (mean, median, p95, min, max, compile time, correctness); cases that failed with their reasons;
-  the decode suite (ms/token, tokens/s, speedup over ``generate``); the launch suite; where the runs
-  recorded them, the forward GPU busy time and overhead and the decode roofline
-  (:mod:`cudagraph_bench.report.roofline_tables`);
-- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`), and
-  ``busy_time_vs_length.png`` and ``decode_bandwidth.png`` with the roofline tables.
-
-With ``--readme``, the text between ``<!-- results:start -->`` and ``<!-- results:end -->`` is
-replaced by the headline tables (:mod:`cudagraph_bench.report.headline`) and a link to ``results.md`` (atomic
-write). No torch.
-
-The runs are loaded and merged by :mod:`cudagraph_bench.report.runs`, the forward tables are
-:mod:`cudagraph_bench.report.forward_tables`, the decode table :mod:`cudagraph_bench.report.decode_tables`;
-the command is :mod:`cudagraph_bench.commands.report`.
-"""
+"""``cudagraph-bench report RUN [RUN ...] -o docs/ [--readme README.md]`` (no torch): ``results.md`` and its PNG
+plots from committed run JSONs, and with ``--readme`` the headline block between ``<!-- results:start -->`` and
+``<!-- results:end -->``, so README and docs are regenerated from data, never typed in."""
 
 from __future__ import annotations
 
@@ -90,12 +68,8 @@ def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, flo
 
 
 def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
-    """The plots ``runs`` have data for, in page order: file name -> a function that draws it into a folder
-    and returns its path. ``latency_comparison.png`` (when per-round data exists), ``speedup_vs_length.png``
-    (when eager was measured), ``busy_time_vs_length.png`` (when an eager benchmark recorded its GPU busy
-    time), ``decode_bandwidth.png`` (when a decode benchmark recorded its bytes per token) and the launch
-    suite's plot (:mod:`cudagraph_bench.report.launch_page`, when a run has launch benchmarks). Nothing is
-    drawn until a function is called, so the page's links are known without drawing (``report --no-plots``)."""
+    """The plots ``runs`` have data for, in page order: file name -> a function that draws it into a folder and
+    returns its path (nothing is drawn until called, so ``report --no-plots`` still knows the links)."""
     samples, medians = forward_samples(runs)
     gpu = gpu_name(runs)
     makers: dict[str, Callable[[Path], Path]] = {}
@@ -117,16 +91,14 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
 
 
 def render_plots(runs: list[Run]) -> dict[str, bytes]:
-    """Every plot of :func:`plot_makers` as PNG bytes, by file name, in page order: drawn in a scratch folder, so
-    that nothing in the output folder changes until the whole report is written at once."""
+    """Every plot of :func:`plot_makers` as PNG bytes, by file name, in page order (drawn in a scratch folder)."""
     with tempfile.TemporaryDirectory(prefix="cgb-plots-") as scratch:
         return {name: make(Path(scratch)).read_bytes() for name, make in plot_makers(runs).items()}
 
 
 def stale_plots(outdir: str | os.PathLike, written: list[Path]) -> list[Path]:
-    """The plots of an earlier report in ``outdir`` that this one did not write (its runs have no data for
-    them): left there, they would sit beside a results.md that does not show them. The launch plot is
-    left alone where ``launch-report`` wrote its page beside it (that page shows it)."""
+    """The plots of an earlier report in ``outdir`` that this one did not write (the launch plot kept where
+    ``launch-report``'s page beside it shows it)."""
     kept = {Path(p).name for p in written}
     if (Path(outdir) / launch_page.PAGE_NAME).is_file():
         kept.add(launch_page.PLOT_NAME)
@@ -146,8 +118,7 @@ def _provenance(runs: list[Run]) -> list[str]:
 
 
 def _host(env: Environment) -> str:
-    """", host <cpu brand> (<n> cores)" from the run's environment (pytest-benchmark's ``machine_info["cpu"]``),
-    or "" when absent: eager latency is host-bound, so the host is part of what a number means."""
+    """", host <cpu brand> (<n> cores)" from the run's environment, or "" (eager latency is host-bound)."""
     if not env.cpu_brand and env.cpu_count is None:
         return ""
     return ", host " + " ".join(p for p in (env.cpu_brand or "",
@@ -229,9 +200,7 @@ def _attention_lines(rows: list[dict]) -> list[str]:
 
 
 def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path], *, heading: str) -> list[str]:
-    """The decode roofline block (:func:`cudagraph_bench.report.roofline_tables.render_decode_roofline`) under
-    ``heading`` with its plot linked relative to ``base_dir``, as lines; ``[]`` when no decode benchmark
-    recorded its bytes per token."""
+    """The decode roofline block under ``heading``, its plot linked relative to ``base_dir``, as lines (or ``[]``)."""
     table = roofline_tables.render_decode_roofline(runs)
     if table is None:
         return []

@@ -1,21 +1,5 @@
-"""Plots of forward-pass latency (matplotlib, Agg; no torch, no pyplot global state).
-
-- :func:`latency_comparison`: the latency distribution of every variant, one panel per
-  (model, dtype): a histogram per variant when the panel has one prompt length
-  (``latency_comparison.png``), box plots per variant and prompt length otherwise;
-- :func:`speedup_vs_length`: speedup of each variant over eager (median eager / median variant)
-  against the prompt length (log2 axis), one line per variant, with the 30%-reduction target;
-- :func:`speedup_figure`: the launch-overhead page's speedup and µs per launch against the number of
-  launches N (:mod:`cudagraph_bench.report.launch_page`);
-- :func:`busy_vs_length`: the GPU busy time of one eager forward against the eager and graph medians per
-  prompt length (:func:`cudagraph_bench.report.roofline_tables.forward_busy_rows`);
-- :func:`decode_bandwidth`: the memory bandwidth each decode variant reached against the GPU's peak
-  (:func:`cudagraph_bench.report.roofline_tables.decode_roofline_rows`).
-
-Functions return a ``matplotlib.figure.Figure`` (inspect it in tests) and :func:`cudagraph_bench.fsio.save_figure`
-writes it atomically. Inputs are plain mappings keyed by :class:`~cudagraph_bench.cases.Case`, so run files
-of any origin (``cudagraph-bench run``, ``pytest --benchmark-json``) plot the same way.
-"""
+"""The report's plots (matplotlib, Agg; no torch, no pyplot global state): each function returns a
+``matplotlib.figure.Figure``, which :func:`cudagraph_bench.fsio.save_figure` writes atomically."""
 
 from __future__ import annotations
 
@@ -77,7 +61,7 @@ def _suptitle(fig, what: str, gpu: str | None) -> None:
 
 
 def latency_comparison(samples_ms: Mapping[Case, Sequence[float]], *, gpu: str | None = None):
-    """Latency distribution per variant.
+    """Latency distribution per variant: a histogram per variant for one prompt length, else box plots.
 
     Args:
         samples_ms: per-round latencies ``[rounds]`` in ms of each forward case.
@@ -85,8 +69,7 @@ def latency_comparison(samples_ms: Mapping[Case, Sequence[float]], *, gpu: str |
 
     Returns:
         a Figure with one axes per (model, dtype), titled ``"<model> <dtype>"``; each axes has one
-        legend entry per variant. Raises ``ValueError`` when ``samples_ms`` is empty.
-    """
+        legend entry per variant. Raises ``ValueError`` when ``samples_ms`` is empty."""
     if not samples_ms:
         raise ValueError("no forward measurements to plot")
     panels = _panels(samples_ms)
@@ -163,10 +146,8 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
 
     Returns:
         a Figure with one axes per (model, dtype) that has eager medians; x: prompt length in tokens on
-        a log2 axis, y: speedup; one line per variant (eager is the line at 1), broken where the variant
-        has no median at a length of the panel (a marker alone stays visible). Raises ``ValueError``
-        when no case has an eager median.
-    """
+        a log2 axis, y: speedup; one line per variant, broken where it has no median. Raises ``ValueError``
+        when no case has an eager median."""
     eager = {c.without_variant(): m for c, m in medians_ms.items() if c.variant == variants.FORWARD_REFERENCE}
     usable = {c: m for c, m in medians_ms.items() if c.without_variant() in eager and m > 0}
     if not eager:
@@ -209,9 +190,8 @@ US_YLABEL = "overhead per launch (µs, log scale)"
 
 
 def speedup_figure(series: dict[str, list[LaunchRow]]):
-    """Matplotlib figure (no pyplot, Agg): left, speedup vs N; right, µs per launch vs N (loop solid,
-    graph dashed). ``series`` maps a label (``"torch"``, ``"CUDA C++"``) to its rows; rows without
-    both variants are skipped. Log-scale x (base 2) on both axes. Raises UsageError when no series has
+    """Left, speedup vs N launches; right, µs per launch vs N (log2 x). ``series`` maps a label (``"torch"``,
+    ``"CUDA C++"``) to its rows; rows without both variants are skipped. Raises UsageError when no series has
     a complete row."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -273,10 +253,8 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
         gpu: GPU name for the title, or None.
 
     Returns:
-        a Figure; x: prompt length in tokens (log2 axis), y: ms (log axis); lines: eager median, graph
-        median, and the GPU busy time (dashed): the gap from a line down to the busy time is that
-        variant's overhead. Raises ``ValueError`` when ``rows`` is empty.
-    """
+        a Figure; x: prompt length in tokens (log2), y: ms (log); eager and graph medians and the GPU busy
+        time (dashed). Raises ``ValueError`` when ``rows`` is empty."""
     if not rows:
         raise ValueError("no forward case with a GPU busy time to plot")
     panels = sorted({(r["model"], r["dtype"]) for r in rows})
@@ -313,8 +291,7 @@ def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
 
     Returns:
         a Figure with one horizontal bar per benchmark (GB/s, coloured by variant) and a dashed line at
-        each distinct peak. Raises ``ValueError`` when no row has an achieved bandwidth.
-    """
+        each distinct peak. Raises ``ValueError`` when no row has an achieved bandwidth."""
     from matplotlib.figure import Figure
 
     rows = [r for r in rows if r.get("achieved_gbps") is not None]

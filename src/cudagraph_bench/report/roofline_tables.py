@@ -1,14 +1,5 @@
-"""The roofline tables of a results page (no torch): how far each measured variant is from the GPU's limit.
-
-- :func:`decode_roofline_rows`: per decode benchmark that recorded the bytes one token reads
-  (``extra_info["bytes_per_token"]``), the memory bandwidth it reached and its share of the run's peak
-  (:func:`cudagraph_bench.results.roofline_arithmetic.run_peak`);
-- :func:`forward_busy_rows`: per forward case whose eager benchmark recorded its GPU busy time
-  (``extra_info["gpu_busy_ms"]``, with ``n_kernels``), what eager and the graph replay add above it, in
-  total and per kernel.
-
-Runs without those fields give no rows, and the pages leave the tables (and their plots) out.
-"""
+"""The roofline tables of a results page (no torch): decode bandwidth against the GPU's peak, and what eager and the
+graph add above the forward's GPU busy time; runs without those fields give no rows."""
 
 from __future__ import annotations
 
@@ -21,11 +12,10 @@ from cudagraph_bench.results.runfile import Run, measurements
 from cudagraph_bench.table import Column, render_table
 
 def decode_roofline_rows(runs: list[Run]) -> list[dict]:
-    """One row per decode benchmark with ``bytes_per_token`` in its ``extra_info``, sorted like the
-    decode table: ``model, dtype, seq_len`` (prompt tokens), ``new_tokens, variant``, ``weight_mb`` and
-    ``kv_mb_per_token`` (MB = 1e6 bytes), ``ms_per_token`` (the decode table's: median request / new
-    tokens), ``achieved_gbps`` (bytes per token / ms per token), ``peak_gbps`` and ``peak_source`` of
-    the benchmark's run, ``pct_of_peak``, ``floor_ms_per_token`` (the bytes at the peak: the limit)."""
+    """One row per decode benchmark with ``bytes_per_token`` in its ``extra_info``, sorted like the decode
+    table: ``model, dtype, seq_len, new_tokens, variant``, ``weight_mb`` and ``kv_mb_per_token`` (MB = 1e6
+    bytes), ``ms_per_token``, ``achieved_gbps``, ``peak_gbps`` and ``peak_source`` of its run, ``pct_of_peak``,
+    ``floor_ms_per_token`` (the bytes at the peak)."""
     rows = []
     for run in runs:
         peak = run_peak({"cuda": run.environment.cuda_fingerprint})
@@ -117,11 +107,9 @@ def render_decode_roofline(runs: list[Run], fmt: str = "markdown") -> str | None
 
 
 def forward_busy_rows(runs: list[Run]) -> list[dict]:
-    """One row per forward case whose eager benchmark recorded ``gpu_busy_ms``, sorted by model, dtype,
-    prompt length: ``n_kernels``, ``busy_ms``, and for eager and graph ``<v>_median_ms``,
-    ``<v>_overhead_ms`` (median - busy) and ``<v>_us_per_kernel`` (overhead per kernel, µs), plus
-    ``busy_pct_of_graph`` (busy / graph median, percent). Only eager and graph: they run the same kernels,
-    while padded, bucketed and compiled variants run others, whose busy time was not measured."""
+    """One row per forward case whose eager benchmark recorded ``gpu_busy_ms``, sorted: ``n_kernels``,
+    ``busy_ms``, and for eager and graph (the same kernels) ``<v>_median_ms``, ``<v>_overhead_ms`` (median -
+    busy) and ``<v>_us_per_kernel`` (µs), plus ``busy_pct_of_graph`` (percent)."""
     ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
     rows = []
     for case, m in ms.items():

@@ -1,7 +1,5 @@
-"""The runs a results page is made of (no torch): loading them (:func:`load_runs`), merging their
-measurements (:func:`merged`, a case measured twice is an error), or, with ``report --newest-wins``,
-taking each forward prompt length and each other benchmark from the newest run (:func:`supersede`);
-the cases that were not measured, and the GPU the runs were measured on."""
+"""The runs a results page is made of (no torch): loading, merging (:func:`merged`) or, with ``--newest-wins``,
+superseding (:func:`supersede`) them, their unmeasured cases and their GPU."""
 
 from __future__ import annotations
 
@@ -14,9 +12,8 @@ from cudagraph_bench.results.runfile import Measurement, Run, load_run, measurem
 
 
 def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
-    """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or
-    for the same run given twice (the same bytes, or one session's ``--benchmark-json`` file and autosave:
-    :func:`~cudagraph_bench.results.identity.same_run_reason`)."""
+    """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or the same run
+    given twice (:func:`~cudagraph_bench.results.identity.same_run_reason`)."""
     from cudagraph_bench.results.identity import repeated_run
 
     runs = [load_run(ref, storage) for ref in refs]
@@ -28,9 +25,8 @@ def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
 
 
 def run_time(run: Run):
-    """The run's ``datetime`` (:attr:`Environment.run_datetime <cudagraph_bench.results.record.Environment>`)
-    as an aware UTC datetime (a naive one is taken as UTC, as pytest-benchmark writes UTC). Raises
-    InputFileError when it is missing or not ISO 8601."""
+    """The run's ``datetime`` as an aware UTC datetime (naive: UTC). Raises InputFileError when it is missing or
+    not ISO 8601."""
     from datetime import datetime, timezone
 
     raw = run.environment.run_datetime
@@ -58,9 +54,7 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
 
 
 def _group_of(record: Measurement | FailedCase) -> tuple:
-    """What a newer run replaces: a forward prompt length ``("forward", model, dtype, seq_len)`` as a
-    whole (so eager and every variant of a length come from one run), else one benchmark by name (a failed
-    decode case by its test's name, the ``fullname`` its benchmark would have had)."""
+    """What a newer run replaces: a forward prompt length as a whole, else one benchmark by name."""
     if record.case.suite == "forward":
         return ("forward", *record.case.without_variant())
     if isinstance(record, FailedCase):
@@ -72,10 +66,9 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     """``--newest-wins``: when several runs hold the same forward prompt length (model, dtype, L) or
     the same decode/launch benchmark, keep it from the newest run (by its ``datetime``) only.
 
-    A length is replaced whole, measured and failed cases alike, so every reduction still compares
-    variants measured side by side in one run. Returns ``(runs with the replaced entries removed,
-    one line per replaced length/benchmark: "<what>: <older file> -> <newer file>")``; a line also
-    names the variants that only the older runs held at that length ("(drops eager, graph: ...)")."""
+    A length is replaced whole, so every reduction compares variants of one run. Returns ``(runs with the
+    replaced entries removed, one line per replacement: "<what>: <older file> -> <newer file>" and the variants
+    it drops)``."""
     import copy
 
     times = [run_time(run) for run in runs]
@@ -98,7 +91,6 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     out = []
     for i, run in enumerate(runs):
         data = copy.copy(run.data)
-        # measurements(run) holds one record per benchmark, in the file's order
         data["benchmarks"] = [b for b, m in zip(run.benchmarks, measurements(run).values()) if owner[_group_of(m)] == i]
         section = dict(data.get("cudagraph_bench") or {})
         if section.get("failures"):
@@ -123,8 +115,7 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
 
 
 def not_measured(runs: list[Run], suite: str = "forward") -> list[FailedCase]:
-    """Cases of ``suite`` that a run could not measure (:attr:`Run.failures <cudagraph_bench.results.runfile.Run>`:
-    forward cases of ``cudagraph-bench run``, decode cases the pytest plugin recorded)."""
+    """Cases of ``suite`` that a run could not measure (:attr:`Run.failures <cudagraph_bench.results.runfile.Run>`)."""
     return [f for run in runs for f in run.failures if f.case.suite == suite]
 
 

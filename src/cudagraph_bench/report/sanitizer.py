@@ -1,7 +1,5 @@
-"""Reading compute-sanitizer logs of the baked-pointer demo of ``perf_tests/cuda/graphs.cu`` (no torch):
-what memcheck found (:func:`parse_sanitizer_log`), what the program saw (:func:`baked_pointer_outcome`)
-and which case one run hit (:func:`sanitizer_case`); reading the logs and the program's output saved next
-to them (:func:`read_sanitizer_logs`)."""
+"""Reading compute-sanitizer logs of the baked-pointer demo of ``perf_tests/cuda/graphs.cu`` (no torch): what
+memcheck found, what the program saw and which case one run hit."""
 
 from __future__ import annotations
 
@@ -24,10 +22,8 @@ def parse_sanitizer_log(text: str) -> dict:
 
     Returns ``{"invalid_global_writes": int, "invalid_global_reads": int, "error_summary": int | None,
     "first_address": str | None, "first_address_note": str | None}``: counts of ``Invalid __global__
-    write/read`` reports, the number in ``ERROR SUMMARY: N errors`` (None when the log has no summary,
-    e.g. the tool did not run), and the first reported address with the rest of its line
-    (e.g. ``"is out of bounds"``).
-    """
+    write/read`` reports, the number in ``ERROR SUMMARY: N errors`` (None without a summary), and the first
+    reported address with the rest of its line."""
     writes = reads = 0
     for m in _INVALID_RE.finditer(text):
         if m.group(1) == "write":
@@ -66,11 +62,9 @@ def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
     """Which baked-pointer case one compute-sanitizer run hit, and whether memcheck agreed.
 
     ``findings``: :func:`parse_sanitizer_log` of the log; ``bp``: the program's ``baked_pointer``
-    object of the same run (None when its stdout was not saved). Returns ``(case, sentence)`` with
-    ``case`` one of ``"reused"`` (a new allocation got the captured address: the write lands in
-    live memory, memcheck has nothing to flag), ``"not-reused"`` (the write lands in freed memory:
-    memcheck should flag it) or ``"unknown"`` (no program output or no ``aliased_index``).
-    """
+    object of the same run (None when its stdout was not saved). Returns ``(case, sentence)``, ``case``
+    ``"reused"`` (a new allocation got the captured address: nothing to flag), ``"not-reused"`` (memcheck
+    should flag the write) or ``"unknown"``."""
     # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
     writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
     summary = findings["error_summary"]
@@ -118,10 +112,9 @@ def last_json_object(path: Path) -> dict:
 
 
 def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
-    """``(logs, outcomes)`` of the compute-sanitizer logs at ``paths``: file name -> log text, and file
-    name -> graphs.cu's ``baked_pointer`` object where the program's stdout was saved next to the log as
-    the same name with ``.json``. Raises InputFileError when a log cannot be read or lacks
-    :data:`SANITIZER_BANNER` (not a compute-sanitizer log)."""
+    """``(logs, outcomes)`` of the compute-sanitizer logs at ``paths``: file name -> log text, and file name ->
+    graphs.cu's ``baked_pointer`` object from a ``.json`` of the same name beside it. Raises InputFileError
+    when a log cannot be read or lacks :data:`SANITIZER_BANNER`."""
     logs, outcomes = {}, {}
     from cudagraph_bench.fsio import read_input_bytes
 

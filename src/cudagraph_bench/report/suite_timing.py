@@ -1,13 +1,6 @@
-"""The suite's time per part (no torch): for whole-suite runs (one pytest session over ``perf_tests``, one GPU or
-sharded over GPUs), the seconds each test module took, its number of tests, the seconds in tests and
-the session's wall time, one column per run, and each run's wall time against the first run's.
-
-The plugin records these in the run JSON (:mod:`cudagraph_bench.plugin.sharding`): ``cudagraph_bench.time_per_part_s``
-(``{module: seconds}``: setup + call + teardown of its tests; summed over the workers of a sharded run),
-``cudagraph_bench.test_durations_s`` (``{node id: seconds}``) and ``cudagraph_bench.wall_s`` (the session). A
-run recorded by one pytest-xdist worker per GPU (the scheduler older runs used) lists them under
-``machine_info["workers"]`` (:attr:`~cudagraph_bench.results.record.Environment.gpu_workers`).
-"""
+"""The suite's time per part (no torch): for whole-suite runs, the seconds each test module took
+(``cudagraph_bench.time_per_part_s``), its tests, the seconds in tests and the session's wall time
+(``cudagraph_bench.wall_s``), one column per run."""
 
 from __future__ import annotations
 
@@ -40,12 +33,8 @@ def _section(run: Run) -> dict:
 
 
 def run_label(run: Run) -> str:
-    """A column title: the GPU, how the suite ran and when it started (UTC, to the minute, when recorded: runs
-    of the same set-up before and after a change differ there; the commit id need not, a run from a
-    working tree with changes records the commit it started from), e.g. ``"NVIDIA H200, 1 process,
-    2026-11-30 16:23 (s)"`` or ``"2 x NVIDIA H200, 2 GPU workers, 2026-11-30 16:39 (s)"`` (with ``", wall time
-    of the slowest worker"`` before ``(s)`` for a sharded run merged before the controller's session was
-    recorded: its ``wall_s`` leaves out the workers' start-up)."""
+    """A column title: the GPU, how the suite ran and when it started (UTC, to the minute), e.g.
+    ``"NVIDIA H200, 1 process, 2026-11-30 16:23 (s)"``."""
     workers = run.environment.gpu_workers
     gpu = run.environment.gpu_name or "CPU"
     started = run.environment.run_datetime

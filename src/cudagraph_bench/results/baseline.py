@@ -1,43 +1,7 @@
-"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the versioned per-GPU baseline file.
-
-A baseline is built from k >= :data:`~cudagraph_bench.results.noise.MIN_BASELINE_RUNS` separate runs of the
-same code on one GPU type, on one or, better, several machines (separate processes: what moves between runs, and
-between machines, is the noise a gate must tolerate, :mod:`cudagraph_bench.results.noise`). Schema 4::
-
-    schema_version: 4, kind: "cudagraph-bench-baseline", gpu_slug: "nvidia-h200",
-    environment: {cuda: machine_info["cuda"] of the newest run, python, ..., run_datetime},
-    sources: [{file, sha256, run_datetime, node, host, cpu}, ...]      (one per run; host: the GPU's UUID)
-    hosts: [{host, runs, cpu}, ...]
-    thresholds: {min_reduction_pct, max_gated_len, regression_floor_pct, noise_multiplier, alpha,
-                 cross_host_spread_pct, cross_host_df, capture_floor_pct, memory_floor_mib, memory_floor_pct},
-    cases: [{model, dtype, seq_len, gated, min_reduction_pct, n_runs,
-             eager: {median_ms, p95_ms, run_medians_ms: [...]},
-             graph: {median_ms, p95_ms, run_medians_ms: [...], run_hosts: [...], spread_pct,
-                     within_host_spread_pct, within_host_df, cross_host_spread_pct, host_medians_ms},
-             reduction_pct, reduction_range_pct: [low, high],
-             capture_cost: {capture_ms: {median_ms, run_values_ms, eager_calls, run_eager_calls, spread_pct},
-                            pool_left_mib: {median_mib, run_values_mib} or null} or null}, ...]
-
-``median_ms`` is the median of the run medians (the graph's, over several hosts: the geometric mean of the host
-medians, each host weighing the same), ``p95_ms`` the median of the runs' p95s, ``spread_pct`` the between-run spread
-of the graph medians within a host (:func:`cudagraph_bench.results.noise.host_spread`; one host: of all runs),
-``cross_host_spread_pct`` the spread of the case's host medians and ``thresholds.cross_host_spread_pct`` that spread
-pooled over the gated cases; ``reduction_range_pct`` the lowest and highest per-run latency reduction. ``gate``
-allows a graph median to be slower than ``median_ms`` by the case's tolerance (:func:`case_tolerance`): with one
-host, ``max(regression_floor_pct, m * spread_pct * sqrt(1/k + 1/n))`` for n gated runs, where m is
-``noise_multiplier`` or, when null (the default), Student's t quantile of k - 1 degrees of freedom
-(:func:`cudagraph_bench.results.noise.spread_multiplier`); with several hosts, the prediction interval of a new
-host's runs (:func:`cudagraph_bench.results.noise.across_hosts_tolerance_pct`) with the cross-host spread pooled over
-the gated cases: a slower machine is slower for every case (measured on two H200s: the second faster by 0.0-1.3% in
-all 24 gated cases, the plain capture/replay loop by the same), so the cases estimate one spread with one degree of
-freedom each, where one case alone has one. ``capture_cost`` is the graph's capture time and the memory it left
-reserved, judged by :mod:`cudagraph_bench.results.capture_cost` (null: the runs recorded no capture time); schema 3
-files lack it and are read without it. Schema 2 files (one host, no host record) are read as one host.
-Edit a case's ``gated`` or ``min_reduction_pct`` by hand to tune it (:func:`load_baseline` validates them
-as the CLI flags are validated). A run that recorded a failed correctness check, of any variant or suite
-(known peer failures excepted), is refused; a graph case without a recorded check is too, unless
-``--allow-unchecked``. No torch.
-"""
+"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the versioned per-GPU baseline file (no torch),
+built from k >= :data:`~cudagraph_bench.results.noise.MIN_BASELINE_RUNS` separate runs of the same code on one GPU
+type, ideally on several machines, so it holds the noise a gate must tolerate. Its schema and the tolerance rule
+(:func:`case_tolerance`) are in docs/gate.md; a case's ``gated`` and ``min_reduction_pct`` may be edited by hand."""
 
 from __future__ import annotations
 
@@ -90,8 +54,6 @@ class Baseline:
 
 
 def _environment(run: Run) -> dict:
-    """The ``environment`` section of a baseline: the run's :class:`~cudagraph_bench.results.record.Environment`,
-    with its CUDA fingerprint and commit info archived whole."""
     env = run.environment
     return {
         "cuda": env.cuda_fingerprint,
@@ -112,9 +74,8 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 def _point(ms: list[Measurement], figure: str = "wall") -> dict:
-    """Median of the run medians of ``figure`` (:attr:`~cudagraph_bench.results.record.Measurement.figure`),
-    median of the runs' p95s (None without per-round data), the run medians, in ms; for the device figure also
-    ``figure`` and the synchronized wall medians (``wall_run_medians_ms``, the latency reduction's)."""
+    """A stored point of ``ms`` (ms): median of the run medians of ``figure``, median of the p95s, the run medians;
+    for the device figure also the wall run medians."""
     p95s = [m.summary.p95_ms for m in ms if m.summary.p95_ms is not None]
     medians = [m.figure_ms(figure) for m in ms]
     point = {"median_ms": float(np.median(medians)), "p95_ms": float(np.median(p95s)) if p95s else None,
@@ -130,8 +91,7 @@ def wall_medians(point: dict) -> list[float]:
 
 
 def baseline_of(doc: dict, path: Path) -> Baseline:
-    """A :class:`Baseline` of a document :func:`build_baseline` made (not written), as :func:`load_baseline` gives
-    it for a file at ``path``."""
+    """A :class:`Baseline` of a document :func:`build_baseline` made, as :func:`load_baseline` gives it for ``path``."""
     cases = {(str(c["model"]), str(c["dtype"]), int(c["seq_len"])): c for c in doc["cases"]}
     return Baseline(path=path, gpu_slug=str(doc["gpu_slug"]), thresholds=dict(doc["thresholds"]), cases=cases,
                     data=doc)
@@ -155,11 +115,10 @@ def stored_case(case: dict) -> dict:
 
 
 def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: str = "baseline") -> None:
-    """Raise :class:`~cudagraph_bench.errors.FailedCheckError` naming the runs, the cases and their checks
-    when ``runs`` recorded a failed correctness check of any variant or suite, or a case they could not
-    measure with one (:func:`~cudagraph_bench.results.checks.failed_checks`; known peer failures excepted):
-    a wrong result must never become the reference. Raise :class:`UsageError` when a graph benchmark
-    recorded no check (unless ``allow_unchecked``: runs written before checks were recorded)."""
+    """Raise :class:`~cudagraph_bench.errors.FailedCheckError` naming the cases when ``runs`` recorded a failed
+    correctness check (:func:`~cudagraph_bench.results.checks.failed_checks`; known peer failures excepted): a wrong
+    result must never become the reference. Raise :class:`UsageError` when a graph benchmark recorded no check
+    (unless ``allow_unchecked``)."""
     own, _ = own_and_peer(failed_checks(runs))
     if own:
         named = "; ".join(f"{f.text} in {f.path}" for f in own[:SHOWN_ITEMS])
@@ -182,17 +141,14 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
                    noise_multiplier: float = noise.DEFAULT_MULTIPLIER, alpha: float = noise.DEFAULT_ALPHA,
                    max_gated_len: int = DEFAULT_MAX_GATED_LEN, min_runs: int = noise.MIN_BASELINE_RUNS,
                    allow_unchecked: bool = False, rounded: bool = True) -> dict:
-    """Baseline document (schema 2) from ``runs``: separate runs of the same forward matrix on one GPU
-    type. A case is stored when at least ``min_runs`` runs measured its eager and graph variants;
-    ``rounded=False`` keeps the exact values (what ``baseline`` prints). The graph's figure is the device-side one
-    (CUDA events over back-to-back replays) when every run recorded it, else the synchronized wall median;
-    ``regression_floor_pct`` None: that figure's floor (:data:`cudagraph_bench.results.noise.FLOORS_PCT`).
+    """Baseline document (:data:`SCHEMA_VERSION`) from ``runs``, separate runs of the same forward matrix on one
+    GPU type: a case is stored when ``min_runs`` runs measured its eager and graph variants; ``rounded=False`` keeps
+    exact values. The graph's figure is the device-side one when every run recorded it, else the wall median;
+    ``regression_floor_pct`` None: that figure's floor.
 
-    Raises UsageError when fewer than ``min_runs`` runs are given, a file is given twice, the runs
-    are of different GPUs or of none (no ``machine_info["cuda"]["gpu_slug"]``), no case is in
-    ``min_runs`` runs, a run recorded a failed check of any variant (:func:`refuse_wrong_cases`), or a graph
-    benchmark lacks its check (unless ``allow_unchecked``).
-    """
+    Raises UsageError when fewer than ``min_runs`` runs are given, a file is given twice, the runs are of
+    different GPUs or of none, no case is in ``min_runs`` runs, or a graph benchmark lacks its check (unless
+    ``allow_unchecked``); FailedCheckError for a failed check (:func:`refuse_wrong_cases`)."""
     if len(runs) < min_runs:
         raise UsageError(f"a baseline needs at least {min_runs} separate runs of the same matrix, got {len(runs)}: "
                          "run the benchmarks again (a new process each time) and pass every JSON")
@@ -277,17 +233,10 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
 def load_baseline(path: str | Path) -> Baseline:
     """Load and validate a baseline file.
 
-    Raises InputFileError for a missing, empty or invalid file or a folder, for one that is not a regular
-    file (``/dev/zero``), is too large or nests too deep (:func:`cudagraph_bench.fsio.read_input_bytes`,
-    :func:`~cudagraph_bench.fsio.parse_json`), and for every value no baseline of ``cudagraph-bench baseline``
-    holds (:func:`cudagraph_bench.results.baseline_values.check_document`, naming the field and the fix): a
-    schema_version other than 2, 3 or 4 (a schema-1 file was built from one run: rebuild it from k runs) or another
-    kind, a ``gpu_slug`` that is not text or ``sources`` not a list of runs, a case that is no object or lacks a
-    field, a malformed case (key, ``n_runs``, ``gated``, ``min_reduction_pct``, times, figure, spreads, degrees of
-    freedom), machine
-    fields that disagree with each other or with ``hosts``, a malformed threshold. Why: a reader then trusts every
-    value, and a wrong one would change the gate's verdict without a word.
-    """
+    Raises InputFileError for a missing, empty, invalid, irregular, too large or too deeply nested file or a
+    folder, and for every value no baseline of ``cudagraph-bench baseline`` holds
+    (:func:`cudagraph_bench.results.baseline_values.check_document`, naming the field and the fix), so a reader
+    can trust every value."""
     path = Path(path)
     if path.is_dir():
         raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
@@ -314,9 +263,8 @@ def load_baseline(path: str | Path) -> Baseline:
 
 
 def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, allow_gpu_mismatch: bool = False) -> None:
-    """Raise :class:`UsageError` when ``baseline`` is for another GPU than the runs' ``gpu_slug`` (None: runs
-    that recorded no GPU) and not ``allow_gpu_mismatch``: another GPU's medians and noise model would judge
-    the hardware, not the change. ``command`` names what is done with it (``"gate"``, ``"compare"``)."""
+    """Raise :class:`UsageError` when ``baseline`` is for another GPU than the runs' ``gpu_slug`` (None: no GPU)
+    and not ``allow_gpu_mismatch``. ``command`` names what is done with it (``"gate"``, ``"compare"``)."""
     if baseline.gpu_slug != gpu_slug and not allow_gpu_mismatch:
         fix = f"against a baseline of {gpu_slug}" if gpu_slug else f"runs recorded on {baseline.gpu_slug}"
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
@@ -325,9 +273,9 @@ def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, a
 
 def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: float | None = None,
                    figure: str = "wall") -> noise.RegressionCheck:
-    """The regression check of ``new_ms: [n]`` run medians (ms, one host's runs) against a baseline case, by the
-    rule of the module docstring: across hosts when the baseline measured the case on 2+ hosts (a cross-host
-    spread pooled over its gated cases, ``thresholds["cross_host_spread_pct"]``), else within one host.
+    """The regression check of ``new_ms: [n]`` run medians (ms, one host's runs) against a baseline case: across
+    hosts (:func:`~cudagraph_bench.results.noise.check_across_hosts`, the cross-host spread pooled over the gated
+    cases) when the baseline measured it on 2+ hosts, else :func:`~cudagraph_bench.results.noise.check_regression`.
     ``floor_pct`` None: the baseline's ``regression_floor_pct``, else the figure's floor."""
     if floor_pct is not None:
         floor = floor_pct

@@ -1,25 +1,7 @@
 """The values a baseline file may hold (no torch): what :func:`cudagraph_bench.results.baseline.load_baseline` checks
-in a parsed baseline before a reader sees it, so that a hand-edited or corrupted file is one line naming the field
-and the fix (exit 2), never a traceback or a silently changed verdict.
-
-- the header: ``schema_version`` 2 or 3 (a number, not a string) and ``kind`` ``"cudagraph-bench-baseline"``;
-- the ``gpu_slug`` (text) and ``sources`` (one object per run);
-- each case: an object holding every field of :data:`CASE_FIELDS`, its key (names are strings, ``seq_len`` whole
-  tokens), ``n_runs`` (whole runs >= 1, one per graph run median), a hand-edited ``gated`` and ``min_reduction_pct``
-  validated as the CLI flags are, times that are finite and > 0 ms, the graph's ``figure`` (absent, ``"wall"`` or
-  ``"device"``), spreads that are percents in [0, 100] (:func:`~cudagraph_bench.parsers.parse_spread_pct`), degrees of
-  freedom no larger than the runs give;
-- the machines (schema 3): ``hosts`` a list of ``{host, runs, cpu}``, every case's ``graph.run_hosts`` (one per run
-  median, each a machine of ``hosts``), ``graph.host_medians_ms`` one per machine of ``run_hosts`` (a run without a
-  machine counts as one, as :func:`cudagraph_bench.results.noise.host_spread` counts it), and the thresholds'
-  spread across machines present exactly when the cases measured one; a schema-2 file carries none of these fields;
-- the capture cost (schema 4, required there, null allowed): ``capture_ms`` times > 0 ms, one per run, its spread a
-  percent; ``pool_left_mib`` null or MiB that are finite numbers, at least two runs;
-- the thresholds, each parsed by its flag's parser (:data:`THRESHOLD_PARSERS`).
-
-A spread, a machine count or a degree of freedom sets the tolerance of every gated case, so an absurd one (a spread of
-1e6 percent, 10,000 degrees of freedom from 9 runs) would pass any regression: each is refused, never clamped.
-"""
+before a reader sees it, so a hand-edited or corrupted file is one line naming the field and the fix (exit 2), never
+a traceback or a silently changed verdict. An absurd spread or degree of freedom would pass any regression, so each
+is refused, never clamped."""
 
 from __future__ import annotations
 
@@ -54,8 +36,7 @@ THRESHOLD_PARSERS = {"min_reduction_pct": parse_reduction_pct, "regression_floor
 
 
 def regenerate(path) -> str:
-    """The fix every refused baseline names: the command that writes ``path`` again from runs (a baseline is made,
-    never repaired by hand: its fields depend on each other)."""
+    """The fix every refused baseline names: the command that writes ``path`` again from runs."""
     return f"regenerate it with cudagraph-bench baseline RUN1 ... RUN5 -o {path}"
 
 
@@ -70,10 +51,9 @@ def _shown(value) -> str:
 
 
 def check_schema(path: Path, data: dict) -> int:
-    """The ``schema_version`` of a parsed baseline that has one, when this suite reads it (2 or 3), after checking its
-    ``kind``. Raises InputFileError naming the value and the fix: schema 1 (one run, no noise model), a string or
-    another type (``"3"``), an unknown version, a ``kind`` other than :data:`KIND`. Why: another schema's fields
-    would be read with this one's meaning."""
+    """The ``schema_version`` of a parsed baseline, one of :data:`READABLE_SCHEMAS`, after checking its ``kind``.
+    Raises InputFileError naming the value and the fix for schema 1, a non-integer (``"3"``), an unknown version,
+    or a ``kind`` other than :data:`KIND`."""
     version = data["schema_version"]
     if isinstance(version, float) and version.is_integer():
         version = int(version)
@@ -97,12 +77,13 @@ def check_schema(path: Path, data: dict) -> int:
 
 
 def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
-    """``(gpu_slug, cases, thresholds)`` of a parsed baseline that has a ``schema_version`` (checked here by
-    :func:`check_schema`): ``cases`` maps ``(model, dtype, seq_len)`` to the case dict of the file, ``thresholds``
-    the parsed thresholds (floats).
+    """``(gpu_slug, cases, thresholds)`` of a parsed baseline that has a ``schema_version``: ``cases`` maps
+    ``(model, dtype, seq_len)`` to the case dict of the file, ``thresholds`` the parsed thresholds (floats).
 
-    Raises InputFileError (one line naming the field and the fix) for every value of the module docstring that no
-    baseline written by ``cudagraph-bench baseline`` holds: read as it is, it would change the gate's verdict."""
+    Raises InputFileError (one line naming the field and the fix) for any value that no baseline written by
+    ``cudagraph-bench baseline`` holds: header, ``gpu_slug``, ``sources``, cases (fields, key, ``n_runs``,
+    ``gated``, ``min_reduction_pct``, times, figure, spreads, degrees of freedom), machines, capture cost,
+    thresholds."""
     schema = check_schema(path, data)
     try:
         if not isinstance(data["cases"], list):
@@ -173,7 +154,7 @@ def _thresholds(raw: dict) -> dict:
 
 
 def _ms(value) -> bool:
-    """Whether a baseline's time is a number of ms that can be one: finite and > 0."""
+    """Whether a baseline's time (ms) is finite and > 0."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
@@ -198,8 +179,7 @@ def _case_label(index: int, c) -> str:
 
 
 def _check_case_fields(path: Path, index: int, c) -> None:
-    """A case is an object holding every field of :data:`CASE_FIELDS`, its eager and graph points objects
-    holding ``median_ms`` and ``run_medians_ms``. Raises InputFileError naming the case and the field."""
+    """Raise InputFileError unless the case holds every field of :data:`CASE_FIELDS` and its points their times."""
     if not isinstance(c, dict):
         raise _bad(path, f"cases[{index}] is {_shown(c)}, not a case object (model, dtype, seq_len, n_runs, "
                          f"{REF}, {GATED}, ...)")
@@ -217,8 +197,7 @@ def _check_case_fields(path: Path, index: int, c) -> None:
 
 
 def _check_n_runs(path: Path, index: int, key: tuple, c: dict) -> None:
-    """A case's ``n_runs``: the runs that measured its graph, a whole number >= 1 (``9.0`` is read as 9), one per
-    graph run median, as ``cudagraph-bench baseline`` writes it."""
+    """A case's ``n_runs``: a whole number >= 1 (``9.0`` is read as 9), one per graph run median."""
     value, runs = c["n_runs"], len(c[GATED]["run_medians_ms"])
     where = f"cases[{index}] ({case_name(key)})"
     if isinstance(value, float) and value.is_integer():
@@ -230,8 +209,7 @@ def _check_n_runs(path: Path, index: int, key: tuple, c: dict) -> None:
 
 
 def _gpu_slug(path: Path, data: dict) -> str:
-    """The file's ``gpu_slug``: the GPU's key, text such as ``nvidia-h200`` (the name of the file in
-    ``baselines/``); another value is a malformed file, never a baseline of another GPU."""
+    """The file's ``gpu_slug``, text such as ``nvidia-h200``."""
     slug = data.get("gpu_slug")
     if not isinstance(slug, str) or not slug.strip():
         what = _shown(slug) if "gpu_slug" in data else "missing"
@@ -240,7 +218,7 @@ def _gpu_slug(path: Path, data: dict) -> str:
 
 
 def _check_sources(path: Path, data: dict) -> None:
-    """The file's ``sources``: a list of one object per run the baseline was built from (the header counts them)."""
+    """Check the file's ``sources``: a list of one object per run."""
     sources = data.get("sources")
     if not (isinstance(sources, list) and sources and all(isinstance(s, dict) for s in sources)):
         what = _shown(sources) if "sources" in data else "missing"
@@ -290,14 +268,13 @@ def _check_points(path: Path, index: int, key: tuple, c: dict) -> None:
 
 
 def machines_of(run_hosts: list) -> int:
-    """The machines a case's ``run_hosts`` name, a run without one (null) counting as a machine of its own, as
-    :func:`cudagraph_bench.results.noise.host_spread` counts them."""
+    """The machines a case's ``run_hosts`` name, a null counting as a machine of its own (as
+    :func:`cudagraph_bench.results.noise.host_spread` counts them)."""
     return len({h for h in run_hosts if h is not None}) + sum(h is None for h in run_hosts)
 
 
 def _hosts(path: Path, data: dict) -> list[str]:
-    """The machines of a schema-3 file's ``hosts``: a list of ``{host: text, runs: whole number >= 1, cpu: text or
-    null}``, each machine once."""
+    """The machines of a schema-3+ file's ``hosts`` (``{host, runs, cpu}`` objects, each machine once)."""
     hosts = data.get("hosts")
     fix = 'a list of {"host": GPU UUID, "runs": whole number >= 1, "cpu": text or null}'
     if not isinstance(hosts, list):
@@ -319,8 +296,7 @@ def _hosts(path: Path, data: dict) -> list[str]:
 
 
 def _check_machines(path: Path, index: int, key: tuple, c: dict, hosts: list[str]) -> None:
-    """A schema-3 case's machine fields: ``run_hosts`` of both points (the graph's required), one per run median and
-    each a machine of ``hosts``; one ``host_medians_ms`` per machine of the graph's ``run_hosts``."""
+    """A schema-3+ case's ``run_hosts`` (one per run median, each of ``hosts``) and ``host_medians_ms``."""
     where = f"cases[{index}] ({case_name(key)})"
     for variant in (GATED, REF):
         point = c[variant]
@@ -353,9 +329,8 @@ def _refuse_machine_fields(path: Path, fields) -> None:
 
 
 def _check_machine_thresholds(path: Path, cases: dict, thresholds: dict, hosts: list[str]) -> None:
-    """The thresholds' spread across machines against the machines the file records: present when ``hosts`` lists
-    2+ machines and a case was measured on several of them with a spread within one (what ``baseline`` pools over
-    the gated cases), absent otherwise; ``cross_host_df`` beside it and at most cases x machines."""
+    """The thresholds' cross-machine spread: present exactly when the cases measured one, with a ``cross_host_df``
+    of at most cases x machines."""
     cross, df = thresholds.get("cross_host_spread_pct"), thresholds.get("cross_host_df")
     spanning = [key for key, c in cases.items()
                 if machines_of(c[GATED]["run_hosts"]) >= 2 and _repeats_a_machine(c[GATED]["run_hosts"])]
@@ -378,14 +353,13 @@ def _check_machine_thresholds(path: Path, cases: dict, thresholds: dict, hosts: 
 
 
 def _repeats_a_machine(run_hosts: list) -> bool:
-    """Whether a machine of ``run_hosts`` ran 2+ of them: the spread within a machine can then be measured."""
+    """Whether a machine of ``run_hosts`` ran 2+ of them."""
     named = [h for h in run_hosts if h is not None]
     return len(named) > len(set(named))
 
 
 def _case_seq_len(path: Path, index: int, value) -> int:
-    """A case's prompt length in tokens: a whole number >= 1 and <= :data:`MAX_KEY_COUNT` (``50.0`` is read as
-    50)."""
+    """A case's prompt length in tokens, a whole number in [1, :data:`MAX_KEY_COUNT`] (``50.0`` is read as 50)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEY_COUNT:
@@ -415,11 +389,9 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
 
 
 def check_capture_cost(path: Path, index: int, key: tuple, c: dict, *, required: bool) -> None:
-    """A case's ``capture_cost`` (:mod:`cudagraph_bench.results.capture_cost`): null (the runs recorded no capture
-    time), or ``capture_ms: {median_ms, run_values_ms, spread_pct}`` with times > 0 ms and a spread as the graph's,
-    and ``pool_left_mib``: null or ``{median_mib, run_values_mib}`` of finite MiB (2+ runs). ``required``: a schema-4
-    file holds the field in every case. Raises InputFileError naming the field. Why: a time of 0 or a spread of 1e6
-    would pass every capture regression."""
+    """Check a case's ``capture_cost``: null, or ``capture_ms`` times > 0 ms with a percent spread and
+    ``pool_left_mib`` null or finite MiB of 2+ runs (``required``: schema 4). Raises InputFileError naming the
+    field."""
     where = f"cases[{index}] ({case_name(key)})"
     if "capture_cost" not in c:
         if required:

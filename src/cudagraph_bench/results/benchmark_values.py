@@ -1,11 +1,6 @@
 """The values one benchmark of a run may hold (no torch): what :func:`cudagraph_bench.results.runfile.load_run`
-checks in every benchmark before a reader sees it, so that a hand-edited or corrupted file is one line naming the
-benchmark, the field and the fix (exit 2), never a traceback or a silently wrong verdict: stats that are numbers
->= 0 and finite, per-round data of positive finite seconds, a suite that is a string, key fields of the right type
-(names are strings, counts whole numbers up to :data:`MAX_KEY_COUNT`), the registry's variants and dtypes, and times
-in ``extra_info`` that are finite and >= 0, a device-side figure that can be one call's (:data:`DEVICE_TO_WALL`); in a run of this suite, an
-``extra_info`` in every benchmark and the suite's key in every benchmark of its tests (:func:`check_suite_benchmarks`);
-and the run's machine fields that tell runs apart (:func:`check_environment`)."""
+checks before a reader sees it, so a hand-edited or corrupted file is one line naming the benchmark, the field and
+the fix (exit 2), never a traceback or a silently wrong verdict."""
 
 from __future__ import annotations
 
@@ -22,14 +17,10 @@ MAX_ROUND_S = 3600.0
 #: Variants each suite's benchmarks may carry (a renamed variant would silently escape the gate).
 SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launch": LAUNCH_VARIANTS}
 
-#: Largest whole number of a benchmark's key (tokens of a prompt, new tokens, launches per round): no model
-#: takes a billion-token prompt; beyond it a hand-edited value (``10**300``) would overflow the arithmetic.
+#: Largest whole number of a benchmark's key (tokens, new tokens, launches per round); ``10**300`` would overflow.
 MAX_KEY_COUNT = 10**9
-#: Bounds of a benchmark's device-side figure (``extra_info.device_median_ms``, CUDA events around back-to-back calls)
-#: as multiples of its own synchronized wall median (``stats.median``, the same call timed with a synchronize): the
-#: device-side time of one call cannot exceed the synchronized call by that much, nor be a thousandth of it (the
-#: committed H200 runs lie within 0.59 and 1.0). A figure outside was not measured on that call: a corrupted or
-#: hand-edited file, which would put a 300-digit change into the gate or a baseline.
+#: Bounds of a benchmark's device-side figure (``extra_info.device_median_ms``) as multiples of its synchronized
+#: wall median (the committed H200 runs lie within 0.59 and 1.0); outside, the file is corrupted or hand-edited.
 DEVICE_TO_WALL = (1e-3, 10.0)
 #: Fields of ``machine_info.cuda`` that tell runs apart and are read as text: the GPU type (names its baseline) and
 #: the GPU's UUID (the machine), with an example of each; ``commit_info.id`` beside them.
@@ -44,15 +35,12 @@ def is_number(value) -> bool:
 
 
 def _is_timing(key: str) -> bool:
-    """Whether an ``extra_info`` field is a time or a rate (``capture_ms``, ``ms_per_token``, ``tokens_per_s``,
-    ``us_per_launch``): finite and >= 0 in every run."""
+    """Whether an ``extra_info`` field is a time or a rate (``capture_ms``, ``tokens_per_s``, ...)."""
     return key.endswith(("_ms", "_s")) or key.startswith(("ms_per_", "us_per_"))
 
 
 def _check_key_fields(bad, suite: str, info: dict) -> None:
-    """Raise ``bad(...)`` for a key field of ``suite`` that is present with the wrong type: the names (model,
-    dtype, variant) are strings, the counts (seq_len, new_tokens, n_launches) whole numbers in [1,
-    :data:`MAX_KEY_COUNT`]."""
+    """Raise ``bad(...)`` for a key field of ``suite`` of the wrong type (counts: whole, in [1, MAX_KEY_COUNT])."""
     for name in SUITE_KEYS[suite]:
         if name not in info:
             continue
@@ -67,8 +55,7 @@ def _check_key_fields(bad, suite: str, info: dict) -> None:
 
 
 def json_type(value) -> str:
-    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null`` (what an
-    error message names, as the file's author wrote it)."""
+    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``."""
     for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
         if isinstance(value, kind):
             return name
@@ -76,8 +63,7 @@ def json_type(value) -> str:
 
 
 def _check_timings(bad, info: dict) -> None:
-    """Raise ``bad(...)`` for a time or rate of ``extra_info`` (:func:`_is_timing`; a number, or a list or an
-    object of numbers) that is negative, NaN or infinite, or not a number."""
+    """Raise ``bad(...)`` for a time or rate of ``extra_info`` (also in lists and objects) not finite and >= 0."""
     for key, value in info.items():
         if value is None or not _is_timing(key):
             continue
@@ -100,10 +86,10 @@ def _check_timings(bad, info: dict) -> None:
 
 
 def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
-    """One-line InputFileError for values no benchmark can have (hand-edited or corrupted files): stats that
-    are negative or not finite, a suite or a key field of the wrong type (a list, an object, ``10**300``
-    tokens), a negative or non-finite time in ``extra_info``, a device-side figure that is no number > 0 ms or lies
-    outside :data:`DEVICE_TO_WALL` times the wall median, per-round data that is no list of positive seconds."""
+    """One-line InputFileError for values no benchmark can have: stats that are negative or not finite, a suite or
+    key field of the wrong type, an unknown variant or dtype, a negative or non-finite time in ``extra_info``, a
+    device-side figure outside :data:`DEVICE_TO_WALL` times the wall median, per-round data that is no list of
+    positive finite seconds."""
     def bad(what: str):
         return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
 
@@ -157,11 +143,9 @@ def _test_of(i: int, bench: dict) -> str:
 
 
 def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
-    """In a run of this suite (a benchmark's ``extra_info.suite`` names one of :data:`SUITE_KEYS`), raise a one-line
-    InputFileError naming the benchmark and the missing field for a benchmark without ``extra_info`` (pytest-benchmark
-    always writes one), and for one without ``extra_info.suite`` measured by a test whose other benchmarks name a
-    suite (a stripped case of the suite). A benchmark of another test keeps an empty ``extra_info`` and is read by
-    its name. Why: a stripped graph benchmark would otherwise read as a filtered-out variant or a different one."""
+    """In a run of this suite, raise a one-line InputFileError naming the benchmark and the field for a benchmark
+    without ``extra_info``, or without ``extra_info.suite`` where its test's other benchmarks name one (a stripped
+    case would otherwise read as a filtered-out variant)."""
     suites: dict[str, str] = {}
     for i, bench in enumerate(benchmarks):
         info = bench.get("extra_info")
@@ -184,8 +168,7 @@ def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
 
 
 def _check_device_figure(bad, value, wall_ms: float) -> None:
-    """Raise ``bad(...)`` for a device-side figure (``extra_info.device_median_ms``, ms) that is not a number > 0, or
-    not within :data:`DEVICE_TO_WALL` times ``wall_ms``, the benchmark's synchronized wall median (ms, > 0)."""
+    """Raise ``bad(...)`` unless a device-side figure (ms) is > 0 and within DEVICE_TO_WALL times ``wall_ms``."""
     what = "the device-side median of one call"
     if not is_number(value):
         raise bad(f"has extra_info.device_median_ms of type {json_type(value)}, not a number of ms ({what})")
@@ -198,10 +181,8 @@ def _check_device_figure(bad, value, wall_ms: float) -> None:
 
 
 def check_environment(path: Path, data: dict) -> None:
-    """One-line InputFileError (naming the field's place in the file) when a run's fields that tell runs apart are
-    not text: ``machine_info.cuda.gpu_slug`` and ``.gpu_uuid`` (the GPU type and the machine), ``commit_info.id``
-    (the code). Why: read as text they would name a GPU, machine or commit no run has (a machine called
-    ``"['GPU-a', 'GPU-b']"`` in a baseline)."""
+    """One-line InputFileError (naming the field's place in the file) when ``machine_info.cuda.gpu_slug``,
+    ``.gpu_uuid`` or ``commit_info.id``, which tell runs apart, is not text."""
     info = data.get("machine_info")
     cuda = info.get("cuda") if isinstance(info, dict) else None
     commit = data.get("commit_info")

@@ -1,25 +1,7 @@
-"""``cudagraph-bench calibrate RUN...``: measure the regression rule on repeated runs of the same code
-(no torch).
-
-Given N >= 6 separate runs of the same forward matrix on one GPU type (nothing changed between them,
-so every regression the rule reports is a false alarm), for every gated case's graph median:
-
-- **gate, leave one out**: each run in turn is gated against a baseline built from the other N-1 runs, by the
-  gate's own rule (:func:`cudagraph_bench.results.baseline.build_baseline` and
-  :func:`~cudagraph_bench.results.baseline.case_tolerance`: across machines where the other runs came from several):
-  false alarms out of N; then the held-out run's graph median is planted ``+p%`` slower (``--plant``): detection
-  rate;
-- **compare, every ordered pair** of single runs (OLD, NEW), with the noise model of a baseline built
-  from the other N-2 runs: false alarms out of N(N-1), detection of ``+p%`` planted on NEW;
-- **A/B, k against k** (``--ab-runs``, when N >= 2k): every split of the runs into a base and a head
-  group of k, the spread pooled from the two groups and the rank test at ``alpha``: false alarms,
-  detection of ``+p%`` planted on every head run;
-- the **smallest detectable change** of each mode: the smallest planted change (0.5% steps) that
-  every held-out run / pair / split reports.
-
-The output is a table per case and a summary line; ``--markdown FILE`` writes it as a page. The
-planted change multiplies a run's median, which is what a uniformly slower graph does to it.
-"""
+"""``cudagraph-bench calibrate RUN...`` (no torch): measure the regression rule on N >= 6 runs of the same code,
+where every regression is a false alarm: per gated case, false alarms and detection of a planted ``+p%`` for the
+gate (leave one out), ``compare`` (every ordered pair) and A/B (k against k), and each mode's smallest detectable
+change."""
 
 from __future__ import annotations
 
@@ -56,8 +38,7 @@ class ModeResult:
 
 
 def _verdicts(trials: list, plant_pct: float, floor_pct: float, multiplier: float | None, alpha: float) -> list[bool]:
-    """Regression verdicts of the trials with the new medians planted ``+plant_pct``: a trial is (old medians, new
-    medians, spread or None, its degrees of freedom), or a function of the planted factor that gives the verdict."""
+    """Regression verdicts of the trials with the new medians planted ``+plant_pct``."""
     factor = 1.0 + plant_pct / 100.0
     return [trial(factor) if callable(trial) else
             noise.check_regression(trial[0], trial[1] * factor, spread=trial[2], floor_pct=floor_pct,
@@ -88,8 +69,7 @@ def _spread(medians: np.ndarray) -> float | None:
 
 
 def _splits(n: int, k: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Ordered (base, head) splits of ``n`` runs into two disjoint groups of ``k`` (all of them, or a
-    fixed-seed sample of :data:`MAX_SPLITS`)."""
+    """Ordered (base, head) splits of ``n`` runs into groups of ``k`` (at most :data:`MAX_SPLITS`, fixed seed)."""
     combos = []
     for base in itertools.combinations(range(n), k):
         rest = [i for i in range(n) if i not in base]
@@ -180,8 +160,7 @@ def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: 
 
 
 class _GateTrial:
-    """One held-out run's graph figure against the baseline of the others, by the gate's rule; called with a planted
-    factor, gives the verdict. ``tolerance_pct``: the tolerance of the unplanted comparison."""
+    """One held-out run against the baseline of the others; called with a planted factor, gives the verdict."""
 
     def __init__(self, doc: dict, key: tuple, new_ms: float, floor_pct: float):
         self._thresholds, self._new_ms, self._floor_pct = doc["thresholds"], new_ms, floor_pct
@@ -199,8 +178,8 @@ class _GateTrial:
 
 
 def floor_for(runs: list[Run]) -> float:
-    """The tolerance floor of the gated figure these runs record (:data:`cudagraph_bench.results.noise.FLOORS_PCT`):
-    the device-side one when every gated benchmark recorded it, else the wall median's."""
+    """The tolerance floor (percent) of the gated figure these runs record: the device one's when every gated
+    benchmark recorded it, else the wall median's."""
     ms = [m for g in merged_forward_groups(runs).values() for m in g.get(GATED, [])]
     return noise.FLOORS_PCT["device" if ms and all(m.device_ms is not None for m in ms) else "wall"]
 

@@ -1,29 +1,12 @@
-"""What capturing a graph costs, per forward case, in the baseline and the gate (no torch): the graph's capture time
-(``extra_info["capture_ms"]``: warmup + capture wall ms) and the GPU memory its graph left reserved after the case
-released it (the plugin's memory ledger, ``cudagraph_bench.cases[]``: ``reserved_after_mib - reserved_before_mib``).
+"""What capturing a graph costs per forward case, in the baseline and the gate (no torch); both figures move with
+torch and transformers releases, not the replay latency the gate guards:
 
-Why: both move with torch and transformers releases, and neither moves the replay latency the gate guards.
-
-The figures and their rules:
-
-- **capture_ms**, judged in eager calls: one value per run (one capture per case and process), divided by the same
-  run's eager wall median of the case. Capture (warmup + capture) is host-side work like an eager call at batch 1,
-  and both move with the host: between the baseline's committed runs and machines the capture time of a case
-  moved with its eager latency, and their ratio moved less than the capture time (computed in
-  ``tests/test_capture_cost.py``). Compared as the latency is (:func:`cudagraph_bench.results.noise.check_regression`:
-  the median of the runs' ratios against the baseline's, tolerance ``max(CAPTURE_FLOOR_PCT, t x the case's
-  between-run spread of the ratio x sqrt(1/k + 1/n))``), with one difference: a change beyond the tolerance fails
-  only where the rank test applies and agrees (2 or more runs against a baseline of 5 or more); one run beyond it
-  is a warning, since a single case of one run lands well beyond it with no change of code. A change that makes
-  eager faster and leaves capture alone reads as a costlier capture (it is: more eager calls to pay it back).
-- **pool_left_mib**: the reserved memory the case's graph left behind once released (MiB); the session's first
-  graph case is not read (it also keeps the warmup side stream's cuBLAS workspace), nor is each part's first of a
-  merged run. Compared in MiB: a regression is a median above the baseline's by more than
-  ``max(MEMORY_FLOOR_MIB, MEMORY_FLOOR_PCT of the baseline, the range of the baseline's runs)``.
-
-The runs record no size of a live graph pool (the memory the graph holds while it replays): only what stays
-reserved after its release is gated, a pool that is no longer given back.
-"""
+- **capture_ms** (warmup + capture wall ms) in eager calls (over the same run's eager wall median, since both move
+  with the host), compared as latency is (:func:`cudagraph_bench.results.noise.check_regression`), failing only
+  where the rank test applies and agrees; one run beyond the tolerance is a warning;
+- **pool_left_mib**: the reserved memory a released graph left behind (each session's first graph case, which
+  keeps the cuBLAS workspace, not read); a regression is a median above the baseline's by more than
+  ``max(MEMORY_FLOOR_MIB, MEMORY_FLOOR_PCT of the baseline, the range of the baseline's runs)``."""
 
 from __future__ import annotations
 
@@ -38,8 +21,7 @@ from cudagraph_bench.variants import GATED
 
 #: Smallest capture-time tolerance (percent): capture is host-side work and moves with the host.
 CAPTURE_FLOOR_PCT = 20.0
-#: Smallest memory tolerance (MiB): the committed runs left the same memory behind in every run (no spread), and
-#: the caching allocator reserves whole segments of 2 MiB or more, so a pool not given back shows as 2 MiB or more.
+#: Smallest memory tolerance (MiB): the caching allocator reserves whole segments of 2 MiB or more.
 MEMORY_FLOOR_MIB = 1.0
 #: Smallest memory tolerance relative to the baseline (percent).
 MEMORY_FLOOR_PCT = 5.0
@@ -66,9 +48,8 @@ def ledger_id(key: tuple[str, str, int]) -> str:
 
 
 def memory_left(run) -> dict[str, float]:
-    """``{ledger case id: MiB left reserved}`` of a run's graph cases, each session's first left out (a merged run's
-    ``parts`` say how many graph cases each session ran); empty for a run without a ledger or a merged run whose
-    parts do not count its cases; a ledger entry that is not two finite numbers is not read."""
+    """``{ledger case id: MiB left reserved}`` of a run's graph cases, each session's first left out; empty without
+    a ledger (or parts that do not count their cases); malformed entries are skipped."""
     section = run.data.get("cudagraph_bench") or {}
     cases, parts = section.get("cases"), section.get("parts")
     if not isinstance(cases, list):
@@ -88,9 +69,8 @@ def memory_left(run) -> dict[str, float]:
 
 
 def capture_values(pairs: list) -> tuple[list[float], list[float]] | None:
-    """``(capture_ms, capture_ms / eager wall median)`` per run of one graph case (``pairs``: its ``(eager, graph)``
-    measurements, one pair per run), or None when a run lacks ``capture_ms`` or recorded one that is not > 0 (a
-    capture takes time: 0 is no capture)."""
+    """``(capture_ms, capture_ms / eager wall median)`` per run of one graph case (``pairs``: ``(eager, graph)``
+    per run), or None when a run lacks a ``capture_ms`` > 0."""
     values = [g.extra_info.get("capture_ms") for _, g in pairs]
     if not values or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 for v in values):
         return None
@@ -104,11 +84,9 @@ def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
 
 
 def baseline_point(key: tuple, pairs: list, runs_left: list[dict[str, float]]) -> dict | None:
-    """The ``capture_cost`` field of a baseline case (``pairs``: its ``(eager, graph)`` measurements per run):
-    ``capture_ms: {median_ms, run_values_ms, eager_calls, run_eager_calls, spread_pct}`` (``eager_calls``: capture
-    time over the same run's eager wall median; the spread, of those, as the graph's,
-    :func:`~cudagraph_bench.results.noise.spread_pct`) and ``pool_left_mib: {median_mib, run_values_mib}`` (null when
-    fewer than 2 runs recorded it); None when a run lacks ``capture_ms``."""
+    """The ``capture_cost`` field of a baseline case (``pairs``: ``(eager, graph)`` per run): ``capture_ms:
+    {median_ms, run_values_ms, eager_calls, run_eager_calls, spread_pct}`` (spread of the eager calls) and
+    ``pool_left_mib: {median_mib, run_values_mib}`` (None under 2 runs); None when a run lacks ``capture_ms``."""
     got = capture_values(pairs)
     if got is None:
         return None
@@ -176,9 +154,8 @@ class CaptureCheck:
 
 def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | None,
                left: list[float]) -> CaptureCheck | None:
-    """:class:`CaptureCheck` of a graph case's runs (``calls``: capture time in eager calls per run, None when not
-    recorded; ``left``: the runs' memory left reserved, MiB, those recorded) against ``base_case``; None without a
-    baseline case, or when the case has no ``capture_cost`` (a baseline of schema 3 or older: not in the baseline)."""
+    """:class:`CaptureCheck` of a graph case's runs (``calls``: capture time in eager calls per run, or None;
+    ``left``: MiB left reserved, those recorded) against ``base_case``; None without one or its ``capture_cost``."""
     point = (base_case or {}).get(FIELD)
     if not point:
         return None

@@ -1,13 +1,6 @@
-"""The failed correctness checks a run recorded, of every suite and variant, for the verdicts of ``gate``,
-``compare`` and ``baseline`` (no torch).
-
-A run records a check per benchmark (:class:`~cudagraph_bench.results.record.CheckRecord`: each forward
-variant against eager; each decoder against the eager static-cache loop and HF ``generate``) and one per
-case it could not measure (``["cudagraph_bench"]["failures"]``). :func:`failed_checks` lists the failed
-ones. A failure of a peer's code (the registry's peer variants: HF's static-cache
-``torch.compile`` path) is a known peer failure (:attr:`FailedCheck.peer`): reported with its reason, like
-an xfail, and never the suite's failure; every other one fails the verdict.
-"""
+"""The failed correctness checks a run recorded, of every suite and variant and of the cases it could not measure,
+for the verdicts of ``gate``, ``compare`` and ``baseline`` (no torch). A peer's failure (:attr:`FailedCheck.peer`)
+is reported like an xfail; every other one fails the verdict."""
 
 from __future__ import annotations
 
@@ -30,8 +23,7 @@ class FailedCheck:
         variant: the case's variant (None for a benchmark of no suite).
         label: the case, e.g. ``"gpt2 bfloat16 L=50 +64 graph"``.
         check: the recorded check (method, max |diff|, reason, the check against ``generate``).
-        measured: True for a benchmark, False for a case the run could not measure (a failure entry).
-    """
+        measured: True for a benchmark, False for a case the run could not measure (a failure entry)."""
 
     path: Path
     suite: str
@@ -95,10 +87,8 @@ def peer_note(peer: list[FailedCheck]) -> str | None:
 
 
 def replay_note(runs: list[Run]) -> str | None:
-    """The verdict's note on graph benchmarks whose run recorded no replay proof (``extra_info.replay``: runs
-    before it, CPU runs, runs without ``--replay-proof``), e.g. ``"replay not recorded for 4 graph benchmarks
-    (run with --replay-proof on a GPU to prove they replayed): not checked for it"``; None when every one has it.
-    A recorded proof that fails is a failed check (:func:`failed_checks`), never this note."""
+    """The verdict's note on graph benchmarks whose run recorded no replay proof (``extra_info.replay``), or None
+    when every one has it (a failing proof is a failed check, not this note)."""
     missing = 0
     for run in runs:
         for m in run.measurements.values():

@@ -1,32 +1,8 @@
-"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``): per-benchmark change of the
-median between runs; exit 1 on a regression or a correctness check that failed on the NEW side (no torch).
-
-OLD and NEW are pytest-benchmark JSON paths or saved-run ids (``0001`` or the file stem, as
-``--benchmark-autosave`` names them); with ``--old``/``--new`` each side is several separate runs of
-the same code (e.g. an A/B job that measured base and head k times each, interleaved). Benchmarks are
-matched by their cudagraph-bench key (forward: model, dtype, seq_len, variant; decode: + new_tokens;
-launch: n_launches, variant), other benchmarks by full test name. pytest-benchmark's own ``compare``
-cannot fail a build (ionelmc/pytest-benchmark#273); this command can.
-
-The verdict of a benchmark is :func:`cudagraph_bench.results.noise.check_regression` on the run medians of
-each side: the change of the median of run medians must exceed a tolerance calibrated on between-run
-noise (the spread of the GPU's baseline for forward eager/graph cases, else the spread of the given
-runs when a side has 2+ runs, else the floor ``--max-regression``) and, where the sample sizes allow,
-a one-sided Mann-Whitney U test must agree. The within-run bootstrap interval is not used: rounds of
-one run say nothing about the next run.
-
-Only what the suite guards can fail it: the reference variants (:func:`is_reference`: eager,
-HF ``generate``, the static-cache eager loop, the launch loop) are host-bound and move between machines
-and runs, so a slower reference is reported (``slower (reference)``) but fails only with
-``--gate-references``. A gated benchmark of OLD missing in NEW fails the comparison (exit 1) unless
-``--allow-missing``; runs with no benchmark in common are a usage error (exit 2).
-
-Every correctness check NEW recorded is in the verdict, whatever the variant or suite, references included:
-a check that failed in NEW fails the comparison, whether it went from pass to fail or failed in OLD too, and
-so does a case NEW recorded as failed without measuring it (:mod:`cudagraph_bench.results.checks`); a known
-failure of a peer's code (HF's static-cache ``torch.compile`` path) is reported with its reason, like an
-xfail, and does not fail.
-"""
+"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``): per-benchmark change of the median of
+run medians, judged by :func:`cudagraph_bench.results.noise.check_regression` (no torch). Exit 1 on a regression of
+a gated benchmark (references are host-bound: reported, gated only with ``--gate-references``), a failed check on
+the NEW side (a peer's known failure excepted), or a gated benchmark missing in NEW; unlike pytest-benchmark's own
+``compare`` (ionelmc/pytest-benchmark#273), it can fail a build."""
 
 from __future__ import annotations
 
@@ -89,8 +65,7 @@ class Change:
 
     @property
     def wrong(self) -> bool:
-        """NEW recorded a failed correctness check and the benchmark is not a peer's (:attr:`peer`): fails
-        the build, whether OLD failed it too or not."""
+        """NEW recorded a failed correctness check and the benchmark is not a peer's (:attr:`peer`)."""
         return self.new_check == "fail" and not self.peer
 
     @property
@@ -121,9 +96,8 @@ class Change:
 
 
 def is_reference(m: Measurement) -> bool:
-    """Whether ``m`` is of a variant that others are checked against (the registry's references: eager,
-    generate, the launch loop) or the eager static-cache loop the graphed decoders replay: host-bound
-    baselines of the comparison, reported but not gated by default."""
+    """Whether ``m`` is of a reference variant (eager, generate, the launch loop) or the eager static-cache loop:
+    host-bound, reported but not gated by default."""
     row = variants.find(m.suite, m.case.variant)
     exact = variants.exact_reference(m.suite)
     return row is not None and (row.is_reference or (exact is not None and row == exact and not row.captured))
@@ -136,8 +110,8 @@ def is_gated(m: Measurement, gate_references: bool = False) -> bool:
 
 
 def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
-    """The figure a comparison of ``ms`` reads: the baseline's for the gated variant, else the device-side one when
-    every measurement recorded it, else the synchronized wall median (:attr:`Measurement.figure`)."""
+    """The figure a comparison of ``ms`` reads: the baseline's for the gated variant, else ``"device"`` when every
+    measurement recorded it, else ``"wall"``."""
     m = ms[0]
     if m.suite != variants.FORWARD or m.case.variant != GATED:
         return "wall"
@@ -148,9 +122,8 @@ def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
 
 
 def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | None, int | None]:
-    """``(spread percent, degrees of freedom)`` of ``m``'s case in ``baseline``: the stored graph spread,
-    or the spread of the stored eager run medians, with k - 1 degrees of freedom for k runs; ``(None,
-    None)`` for other suites and variants, without a case, or with medians that are not positive."""
+    """``(spread percent, degrees of freedom)`` of ``m``'s forward eager/graph case in ``baseline`` (k - 1 for
+    k runs), else ``(None, None)``."""
     if baseline is None or m.suite != variants.FORWARD or m.case.variant not in (REF, GATED):
         return None, None
     case = baseline.cases.get(m.case.without_variant())
@@ -207,11 +180,8 @@ def _merged(runs: list[Run]) -> dict[tuple, list[Measurement]]:
 def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | None = None,
                  gate_references: bool = False, baseline: Baseline | None = None
                  ) -> tuple[list[Change], list[str], list[str]]:
-    """``(changes of benchmarks in both sides, labels only in OLD, labels only in NEW)``; each side is
-    one run or several separate runs of the same code.
-
-    Raises UsageError when the sides share no benchmark.
-    """
+    """``(changes of benchmarks in both sides, labels only in OLD, labels only in NEW)``; each side is one run
+    or several separate runs of the same code, matched by case key. Raises UsageError when they share none."""
     old_runs = [old] if isinstance(old, Run) else old
     new_runs = [new] if isinstance(new, Run) else new
     a, b = _merged(old_runs), _merged(new_runs)
@@ -227,8 +197,7 @@ def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | 
 
 
 def gated_missing_in_new(old: Run | list[Run], new: Run | list[Run], gate_references: bool = False) -> list[str]:
-    """Labels of OLD's gated benchmarks (:func:`is_gated`) that NEW lacks: they were guarded and are now
-    not compared at all (e.g. NEW lost its graph benchmark)."""
+    """Labels of OLD's gated benchmarks (:func:`is_gated`) that NEW lacks."""
     a = _merged([old] if isinstance(old, Run) else old)
     b = _merged([new] if isinstance(new, Run) else new)
     return [a[k][0].label for k in _sorted_keys(set(a) - set(b)) if is_gated(a[k][0], gate_references)]
@@ -253,12 +222,9 @@ def rows(changes: list[Change]) -> list[dict]:
 
 def summary(changes: list[Change], only_old: list[str], only_new: list[str], missing_gated: list[str] = (),
             allow_missing: bool = False, unmeasured: list[FailedCheck] = ()) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every regressed benchmark, every benchmark whose check went
-    to fail or failed on both sides, every case NEW could not measure with a failed check (``unmeasured``:
-    :func:`unmeasured_failures`), and (failing unless ``allow_missing``) every gated benchmark of OLD
-    missing in NEW. Known peer failures are named with their reason and do not fail. On a pass, the largest
-    change is that of a gated benchmark, and reference variants slower beyond their tolerance are named
-    apart."""
+    """``(passed, one-line summary)`` naming every regressed benchmark, every failed check of NEW (also of
+    ``unmeasured`` cases), and (failing unless ``allow_missing``) every gated benchmark missing in NEW; known
+    peer failures are named and do not fail, slower references are named apart."""
     bad = [c for c in changes if c.regressed]
     broke = [c for c in changes if c.wrong and c.broke]
     still = [c for c in changes if c.wrong and not c.broke]
@@ -308,6 +274,5 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
 
 
 def unmeasured_failures(new: Run | list[Run]) -> list[FailedCheck]:
-    """The cases NEW recorded as failed without measuring them (``["cudagraph_bench"]["failures"]`` entries
-    with a failed check), known peer failures among them: no benchmark of theirs is in the table."""
+    """The cases NEW recorded as failed without measuring them, known peer failures among them."""
     return [f for f in failed_checks([new] if isinstance(new, Run) else new) if not f.measured]

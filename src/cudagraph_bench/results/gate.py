@@ -1,43 +1,10 @@
 """``cudagraph-bench gate RUN...``: the regression gate (no torch; runs on any machine).
 
-For each forward case ``(model, dtype, seq_len)`` of one or more pytest-benchmark runs of the same code
-(separate processes) it pairs the ``eager`` and ``graph`` benchmarks. Exit 1 when
-
-- any recorded correctness check failed (a :class:`~cudagraph_bench.results.record.CheckRecord` of status
-  ``fail``: a fast wrong result is the worst a gate can pass), of any variant: forward graph, padded,
-  bucketed, compile, compile+graph; decode graph, compile+graph and the eager static-cache loop, or a case
-  the run could not measure (:mod:`cudagraph_bench.results.checks`); a known failure of a peer's code (HF's
-  static-cache ``torch.compile`` path) is reported with its reason, like an xfail, and does not fail;
-- a gated case recorded no check at all
-  (unless ``--allow-unchecked``, for runs recorded before checks existed);
-- a gated case (default: prompt length <= 128 tokens) reduces the median latency by less than its
-  threshold (default 30%; per-case ``min_reduction_pct`` / ``gated`` may come from the baseline);
-- a case's graph median (the median of the runs' medians) is slower than the baseline's by more than
-  the case's tolerance, calibrated on between-run noise, and, where enough runs are given, a one-sided
-  Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`);
-- a graph's capture time (loosely) or the memory it left reserved regressed
-  (:mod:`cudagraph_bench.results.capture_cost`).
-
-A case is *marginal* when its 95% interval (one run: percentile bootstrap of its rounds; several runs:
-the range of the per-run reductions) straddles the threshold; the verdict still follows the median. Every gated
-case shows its *margin*, the reduction minus the threshold in points; a margin under :data:`MARGIN_WARN_POINTS`
-is a warning, not a failure: at batch 1 eager is host-bound, so the reduction moves with the runner's CPU (the
-header names it), and a slower or faster runner can take a case across the threshold with no change of code.
-Other variants (padded, bucketed, compile, compile+graph) are shown against eager; their reductions are
-never gated, their checks always are.
-
-One run can only be judged by the ratio, and a single run's median can land far out (another process
-on the host, a different memory layout). With ``--confirm K``, when regressions are the only failures,
-the regressed cases (eager and graph) are run K more times, each a separate pytest process in the
-checkout (:mod:`cudagraph_bench.runner.confirm`), and judged again on all runs, where the rank test then takes
-part: a regression must show in the repeated runs too.
-
-The baseline is ``--baseline FILE``, else ``<gpu_slug>.json`` found by :func:`cudagraph_bench.paths.default_baseline`
-(``$CUDAGRAPH_BENCH_BASELINES``, then the checkout's ``baselines/``), never looked up in the working
-directory; when there is none the gate stops with exit 2 unless ``--no-baseline``. Gating against
-another GPU's baseline is refused unless ``--allow-gpu-mismatch``, and so is a baseline that holds none
-of the run's cases (it would check nothing).
-"""
+Pairs the ``eager`` and ``graph`` benchmarks of each forward case of one or more runs of the same code and fails
+(docs/gate.md) on any failed correctness check (a fast wrong result is the worst a gate can pass; a peer's known
+failure is reported like an xfail), a gated case without a check, a gated reduction below its threshold, or a
+regression against the GPU's baseline (:mod:`cudagraph_bench.results.noise`,
+:mod:`cudagraph_bench.results.capture_cost`). Other variants' reductions are shown, never gated."""
 
 from __future__ import annotations
 
@@ -77,12 +44,10 @@ def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
 class GateVerdict:
     """Gate verdict of one variant of one case over ``n_runs`` runs (times in ms, percents).
 
-    ``median_ms`` / ``eager_median_ms`` are medians of the run medians (synchronized wall time, the latency
-    reduction's); ``device_median_ms`` the median of the runs' device-side figures (None where a run lacks it: the
-    figure the regression check compares with a device-side baseline); ``ci_pct`` the 95% bootstrap
-    interval of one run's reduction, or the range of the per-run reductions of several runs;
-    ``check`` the recorded correctness (``pass``/``fail``/``unchecked``); ``regression`` the check
-    against the baseline (graph variant with a baseline case only)."""
+    ``median_ms`` / ``eager_median_ms``: medians of the run medians (wall time); ``device_median_ms``: median of
+    the runs' device-side figures (None where a run lacks it); ``ci_pct``: the 95% bootstrap interval of one run's
+    reduction, or the range of the per-run reductions; ``check``: ``pass``/``fail``/``unchecked``; ``regression``:
+    the check against the baseline (graph variant with a baseline case only)."""
 
     model: str
     dtype: str
@@ -130,7 +95,8 @@ class GateVerdict:
 
     @property
     def thin_margin(self) -> bool:
-        """Gated, at or above its threshold, by fewer than :data:`MARGIN_WARN_POINTS` points (a warning)."""
+        """Gated, at or above its threshold by fewer than :data:`MARGIN_WARN_POINTS` points (a warning: at batch 1
+        the reduction moves with the runner's CPU)."""
         return self.gated and 0 <= self.margin_pts < MARGIN_WARN_POINTS
 
     @property
@@ -140,7 +106,7 @@ class GateVerdict:
 
     @property
     def regressed(self) -> bool:
-        """Slower than the baseline beyond the case's tolerance (the rank test agreeing), or its capture cost regressed."""
+        """Slower than the baseline beyond its tolerance (the rank test agreeing), or its capture cost regressed."""
         return (self.regression is not None and self.regression.regressed) or (
             self.capture is not None and self.capture.regressed)
 
@@ -167,14 +133,11 @@ class GateVerdict:
 def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = False,
                   no_baseline: bool = False) -> Baseline | None:
     """The baseline to gate ``run`` against: None with ``no_baseline``; ``explicit`` if given; else
-    ``<gpu_slug>.json`` from :func:`cudagraph_bench.paths.default_baseline` (independent of the working
-    directory).
+    ``<gpu_slug>.json`` from :func:`cudagraph_bench.paths.default_baseline`.
 
-    Raises UsageError when no baseline is found (naming where it looked and the fix), when both
-    ``explicit`` and ``no_baseline`` are given, when the baseline is for another GPU and not
-    ``allow_gpu_mismatch``, or when it holds none of the run's forward cases (the regression check
-    would compare nothing); InputFileError when the baseline file is missing, a folder or invalid.
-    """
+    Raises UsageError when no baseline is found, both ``explicit`` and ``no_baseline`` are given, the baseline
+    is for another GPU and not ``allow_gpu_mismatch``, or it holds none of the run's forward cases;
+    InputFileError when the baseline file is missing, a folder or invalid."""
     if no_baseline:
         if explicit is not None:
             raise UsageError("--baseline and --no-baseline contradict each other: give one")
@@ -210,9 +173,8 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
 
 
 def require_baseline_figure(runs: list[Run], baseline: Baseline | None) -> None:
-    """Raise UsageError when a run's graph case that the baseline holds lacks the figure the baseline compares (a
-    device-side baseline and a run of an older plugin, without ``extra_info["device_median_ms"]``): its regression
-    check would be skipped without a word."""
+    """Raise UsageError when a run's graph case that the baseline holds lacks the figure the baseline compares
+    (a device-side baseline and a run without ``extra_info["device_median_ms"]``)."""
     if baseline is None:
         return
     for run in runs:
@@ -228,8 +190,7 @@ def require_baseline_figure(runs: list[Run], baseline: Baseline | None) -> None:
 
 
 def require_graph_variant(run: Run) -> None:
-    """Raise InputFileError when the run's forward benchmarks hold no ``graph`` variant at all (an
-    eager-only run, e.g. ``cudagraph-bench run --device cpu``): there is nothing to gate."""
+    """Raise InputFileError when the run's forward benchmarks hold no ``graph`` variant (nothing to gate)."""
     cases = forward_cases(run)
     if not cases or any(case.variant == GATED for case in cases):
         return
@@ -244,15 +205,11 @@ def require_graph_variant(run: Run) -> None:
 def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_reduction_pct: float | None = None,
              max_regression_pct: float | None = None, max_gated_len: int | None = None,
              allow_unchecked: bool = False) -> list[GateVerdict]:
-    """Gate results of every non-eager forward variant of ``runs`` (one run or several separate runs of
-    the same code), sorted by case.
+    """Gate results of every non-eager forward variant of ``runs`` (separate runs of the same code), by case.
 
-    A threshold given here overrides the baseline's; one left None comes from the baseline's case
-    (``gated``, ``min_reduction_pct``), then the baseline's thresholds, then the defaults (30%, 128
-    tokens). ``max_regression_pct`` overrides the floor of the regression tolerance
-    (:func:`cudagraph_bench.results.noise.tolerance_pct`). Raises InputFileError for a run without forward
-    benchmarks or with eager but no graph.
-    """
+    A threshold left None comes from the baseline's case, then the baseline, then the defaults (30%, 128 tokens);
+    ``max_regression_pct`` overrides the regression tolerance's floor. Raises InputFileError for a run without
+    forward benchmarks or with eager but no graph."""
     runs = [runs] if isinstance(runs, Run) else runs
     th = baseline.thresholds if baseline else {}
     results = []
@@ -296,11 +253,8 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
 
 def _regression(base_case: dict | None, ms: list[Measurement], th: dict,
                 max_regression_pct: float | None) -> noise.RegressionCheck | None:
-    """The gated figure of ``ms`` (one measurement per run) against the baseline case, in the figure the baseline
-    stored (the device-side one, or the synchronized wall median of older baselines), by
-    :func:`~cudagraph_bench.results.baseline.case_tolerance` (across hosts where the baseline measured several);
-    None without a case or when a run lacks that figure. The floor: ``max_regression_pct``, else the baseline's,
-    else the figure's (:data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
+    """``ms`` (one measurement per run) against the baseline case in the figure it stored; None without a case or
+    when a run lacks that figure. Floor: ``max_regression_pct``, else the baseline's, else the figure's."""
     if base_case is None:
         return None
     figure = base_case[GATED].get("figure", "wall")
@@ -340,20 +294,16 @@ def rows(results: list[GateVerdict]) -> list[dict]:
 
 
 def other_failed_checks(runs: list[Run]) -> list[FailedCheck]:
-    """The failed checks of ``runs`` that the forward table does not show (:func:`evaluate` judges the forward
-    benchmarks): decode, launch and other benchmarks, and the cases a run could not measure; known peer
-    failures among them (:attr:`~cudagraph_bench.results.checks.FailedCheck.peer`)."""
+    """The failed checks of ``runs`` that the forward table does not show (decode, launch and other benchmarks,
+    cases a run could not measure), known peer failures among them."""
     return [f for f in failed_checks(runs) if not (f.measured and f.suite == "forward")]
 
 
 def summary(results: list[GateVerdict], baseline: Baseline | None,
             other_failures: list[FailedCheck] = ()) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every failing case: a failed or missing correctness check
-    (of the table's forward variants, and ``other_failures``: :func:`other_failed_checks`), a reduction
-    below its threshold, a regression against the baseline; then, with a baseline, the run's cases it lacks
-    (not checked for regression) and how many of its cases are not in the run; gated cases without a
-    bootstrap interval (no per-round data) are named too, and known peer failures with their reason (they
-    do not fail)."""
+    """``(passed, one-line summary)`` naming every failing case (a failed or missing check, also of
+    ``other_failures``; a reduction below its threshold; a regression), then the cases the baseline lacks or the
+    run lacks, gated cases without a bootstrap interval, and known peer failures (which do not fail)."""
     gated = [r for r in results if r.gated]
     wrong = [r for r in results if r.wrong]
     unchecked = [r for r in results if r.unchecked]
@@ -441,9 +391,7 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
 
 
 def _baseline_machines(runs: list[Run], baseline: Baseline) -> str:
-    """The baseline's machines and their CPUs (``hosts[].cpu``: eager is host-bound, so the reduction margin moves
-    with the CPU; the first header line names the runner's), and whether the runs' machines are among them: "this
-    run's among them" only for one run whose machine is, else how many of the runs' machines are."""
+    """The baseline's machines and their CPUs, and whether (how many of) the runs' machines are among them."""
     if not baseline.hosts:
         return "hosts not recorded"
     cpus = sorted({h["cpu"] for h in baseline.data["hosts"] if h.get("cpu")})
@@ -481,8 +429,7 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
 
 def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
     """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice, the runs are
-    from different GPUs, or they record different commits (runs without commit info are not compared): the gate
-    judges several runs as repeats of one code, and runs of two commits would pool a change into its noise."""
+    from different GPUs, or they record different commits (a change would be pooled into the noise)."""
     runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")
     check_one_gpu(runs, "gate runs of one GPU type at a time")
     commits = {}

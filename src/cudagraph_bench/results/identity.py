@@ -1,16 +1,6 @@
-"""Whether two run files are one run (no torch): the same bytes, or the two files one pytest session wrote.
-
-pytest-benchmark makes a session's ``--benchmark-json`` file and its autosave (``--benchmark-autosave``:
-``.benchmarks/<machine-id>/0001_*.json``) in two calls of its ``pytest_benchmark_generate_json`` hook, one after
-the other. The two files hold the same ``machine_info``, ``commit_info``, ``version`` and benchmarks (names,
-params, options, ``extra_info``, stats), but differ in a few bytes: each is stamped with its own ``datetime``
-(milliseconds apart), the autosave holds the rounds (``stats.data``) only with ``--benchmark-save-data``, and a
-section's clock reading (``cudagraph_bench.wall_s``) differs. So a run is identified by those shared contents (:func:`content_digest`) and its ``datetime``: two files are one run when their bytes are
-the same, or when their contents are, their ``datetime`` stamps lie within :data:`SAME_SESSION_S` of each other
-and the rounds agree where both files hold them (:func:`same_run_reason`). Two sessions never measure the same
-statistics to the last digit; a copy of a run stamped with a ``datetime`` further away is a separate run, and so
-are two runs without benchmarks unless their bytes are the same.
-"""
+"""Whether two run files are one run (no torch): the same bytes, or the two files one pytest session wrote (its
+``--benchmark-json`` and its autosave, which differ only in ``datetime``, rounds and clock readings): the same
+:func:`content_digest`, ``datetime`` stamps within :data:`SAME_SESSION_S` and rounds that agree where both hold them."""
 
 from __future__ import annotations
 
@@ -21,9 +11,7 @@ from typing import Protocol
 
 
 class Run(Protocol):
-    """What this module reads of a loaded run (:class:`cudagraph_bench.results.runfile.Run`, which imports this
-    module): its parsed JSON, its benchmarks, its environment (``run_datetime``), the sha256 of its bytes and
-    :func:`content_digest` of its JSON."""
+    """What this module reads of a loaded :class:`cudagraph_bench.results.runfile.Run`."""
 
     data: dict
     benchmarks: list
@@ -36,9 +24,8 @@ class Run(Protocol):
 SAME_SESSION_S = 30.0
 #: The top-level keys both files of one session hold unchanged (besides the benchmarks and the suite's section).
 SESSION_KEYS = ("machine_info", "commit_info", "version")
-#: Keys of the ``cudagraph_bench`` section that a hook fills with a clock reading when it writes each file: the
-#: only ones the two files of one session differ in; the rest of the section (failures, refusals, kernel counts,
-#: time per part) is the session's and identifies it.
+#: Keys of the ``cudagraph_bench`` section filled with a clock reading as each file is written: the only ones the
+#: two files of one session differ in.
 CLOCK_KEYS = frozenset({"wall_s"})
 
 
@@ -50,8 +37,8 @@ def _without_rounds(bench) -> object:
 
 
 def content_digest(data: dict) -> str | None:
-    """sha256 of what both files of one session hold unchanged (:data:`SESSION_KEYS`, the ``cudagraph_bench``
-    section without its :data:`CLOCK_KEYS` and every benchmark without its rounds), as canonical JSON; None for a run without benchmarks (nothing measured identifies it)."""
+    """sha256 of the canonical JSON of what both files of one session hold unchanged (:data:`SESSION_KEYS`, the
+    ``cudagraph_bench`` section without :data:`CLOCK_KEYS`, benchmarks without rounds); None without benchmarks."""
     benchmarks = data.get("benchmarks") or []
     if not benchmarks:
         return None
@@ -64,8 +51,7 @@ def content_digest(data: dict) -> str | None:
 
 
 def _stamp(raw) -> datetime | None:
-    """A run's ``datetime`` as an aware UTC datetime (a naive one is UTC, as pytest-benchmark writes it), or None
-    when it is missing or not ISO 8601."""
+    """A run's ``datetime`` as an aware UTC datetime (naive: UTC), or None when missing or not ISO 8601."""
     try:
         when = datetime.fromisoformat(str(raw))
     except ValueError:
@@ -86,8 +72,7 @@ def _seconds_apart(a: Run, b: Run) -> float | None:
 
 
 def _same_rounds(a: Run, b: Run) -> bool:
-    """Whether the rounds (``stats.data``) of every benchmark agree where both runs hold them (their benchmarks
-    are otherwise equal, in one order)."""
+    """Whether the rounds (``stats.data``) of every benchmark agree where both runs hold them."""
     for one, other in zip(a.benchmarks, b.benchmarks):
         rounds = [(x.get("stats") or {}).get("data") if isinstance(x, dict) else None for x in (one, other)]
         if rounds[0] is not None and rounds[1] is not None and rounds[0] != rounds[1]:

@@ -1,29 +1,8 @@
-"""One pytest-benchmark document from the runs of one suite split over processes (no torch): the
-shards of a CI matrix (``cudagraph-bench merge``) or the processes of one host (``cudagraph-bench run --gpus``, merged
-by the plugin's xdist controller).
-
-The merged document is what pytest-benchmark itself writes (``machine_info``, ``commit_info``,
-``benchmarks``, ``datetime``, ``version``), so ``gate``, ``report``, ``compare`` and
-``pytest-benchmark compare`` read it like any run:
-
-- ``benchmarks``: every input's, in input order; the same ``fullname`` in two inputs is an error (a
-  test measured twice: the shards overlap);
-- ``machine_info``: the envelope's (the controller's, or the first input's), plus a list of the parts
-  under ``machine_info[entries_key]`` (``"shards"`` or ``"workers"``): where each ran (node, GPU, CPUs),
-  its commit, test and benchmark counts;
-- ``cudagraph_bench``: lists concatenated (memory-ledger ``cases``, ``failures``, ``kernel_counts``; a
-  case's kernel count in two inputs is an error, as a benchmark is),
-  ``test_durations_s`` united, ``graph_cases`` summed, the per-process memory figures as their largest
-  value, other keys (e.g. a ``cudagraph-bench run``'s settings) from the first part that has them, and
-  each part's own figures and shard under ``cudagraph_bench["parts"]``;
-- ``datetime``: the envelope's, else the newest input's (``report --newest-wins`` orders runs by it).
-
-A part may hold no benchmark: the run of a shard (or worker) that ran only the profiling tests records its
-kernel counts, which reach the eager benchmarks of the other parts
-(:func:`~cudagraph_bench.results.record.attach_kernel_counts`), and its shard like any other.
-
-Runs of different GPU models are refused: a merged run is gated against one GPU's baseline.
-"""
+"""One pytest-benchmark document from the runs of one suite split over processes (no torch): CI shards
+(``cudagraph-bench merge``) or one host's processes (``run --gpus``). The result is what pytest-benchmark writes,
+so every reader takes it like any run: benchmarks concatenated (a ``fullname`` twice is an error), the parts
+listed under ``machine_info[entries_key]``, the ``cudagraph_bench`` sections merged (:func:`merge_sections`).
+Runs of different GPU models are refused."""
 
 from __future__ import annotations
 
@@ -38,8 +17,7 @@ from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 LIST_KEYS = ("cases", "kernel_counts", "failures")
 #: Keys added up.
 SUM_KEYS = ("graph_cases",)
-#: Per-process figures (MiB; ``wall_s`` in seconds: the longest part) kept as their largest value; each
-#: part's own value is in ``parts``.
+#: Per-process figures (MiB; ``wall_s`` in seconds) kept as their largest value.
 MAX_KEYS = ("wall_s", "memory_reserved_start_mib", "memory_reserved_end_mib", "max_case_growth_mib",
             "max_case_growth_after_first_mib")
 #: What describes one part only (the shard it ran): kept under ``parts`` alone.
@@ -47,9 +25,8 @@ PART_KEYS = ("shard",)
 
 
 def machine_gpu(machine_info: Mapping | None) -> str | None:
-    """The GPU of a run's ``machine_info`` as :func:`cudagraph_bench.envinfo.machine_gpu` reads it (its
-    ``"gpu"``, else ``["cuda"]["gpu_name"]``; None for a CPU run), without importing that module, which
-    may import torch."""
+    """The GPU of a run's ``machine_info`` (its ``"gpu"``, else ``["cuda"]["gpu_name"]``; None for a CPU run), as
+    :func:`cudagraph_bench.envinfo.machine_gpu` reads it without importing torch."""
     info = machine_info or {}
     cuda = info.get("cuda")
     name = info.get("gpu") or (cuda.get("gpu_name") if isinstance(cuda, Mapping) else None)
@@ -88,9 +65,7 @@ def part_entry(source: str, doc: Mapping) -> dict:
 
 def check_profiled_once(kernel_counts: list, source: str, profiled: dict) -> None:
     """Record in ``profiled`` (``(model, dtype, seq_len)`` -> source) the cases of ``source``'s
-    ``kernel_counts``; raises :class:`UsageError` naming a case that another part profiled too (the parts
-    overlap: only one profile of a case can reach its eager benchmark,
-    :func:`~cudagraph_bench.results.record.attach_kernel_counts`)."""
+    ``kernel_counts``; raises :class:`UsageError` naming a case that another part profiled too."""
     for entry in kernel_counts:
         if not isinstance(entry, Mapping):
             continue
@@ -102,9 +77,10 @@ def check_profiled_once(kernel_counts: list, source: str, profiled: dict) -> Non
 
 
 def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
-    """The ``cudagraph_bench`` sections of ``parts`` as one (see the module docstring). Raises
-    :class:`UsageError` when a test's duration or a case's kernel count is recorded by two parts (the parts
-    overlap)."""
+    """The ``cudagraph_bench`` sections of ``parts`` as one: lists concatenated, ``test_durations_s`` united,
+    counts summed, per-process figures at their largest, other keys from the first part that has them, each
+    part's own figures and shard under ``parts``. Raises :class:`UsageError` when a test's duration or a case's
+    kernel count is recorded by two parts."""
     merged: dict = {}
     owner: dict[str, str] = {}
     profiled: dict[tuple, str] = {}
@@ -149,8 +125,8 @@ def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
 
 def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = None,
                entries_key: str = "shards", entries: list[dict] | None = None) -> dict:
-    """One pytest-benchmark document of ``parts`` (``(source, document)``: a file name or an xdist worker,
-    and its parsed JSON), see the module docstring.
+    """One pytest-benchmark document of ``parts`` (``(source, document)``: a file name or an xdist worker, and
+    its parsed JSON), benchmarks in input order, the ``datetime`` the envelope's or else the newest.
 
     Args:
         envelope: a document whose ``machine_info``, ``commit_info``, ``datetime`` and ``version`` the
@@ -159,8 +135,7 @@ def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = N
         entries: that list; None: :func:`part_entry` of each part.
 
     Raises:
-        UsageError: no parts, parts of different GPU models, or a benchmark (``fullname``) in two parts.
-    """
+        UsageError: no parts, parts of different GPU models, or a benchmark (``fullname``) in two parts."""
     if not parts:
         raise UsageError("nothing to merge: give the runs of every shard")
     check_one_gpu(parts, envelope)
@@ -190,8 +165,8 @@ def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = N
 
 
 def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
-    """The ``--shard K/N`` a run ran as ``(K, N)``: its ``cudagraph_bench.shard``, else the one shard all
-    its parts ran (an older run of pytest-xdist workers keeps it per worker); None when unsharded."""
+    """The ``--shard K/N`` a run ran as ``(K, N)``: its ``cudagraph_bench.shard``, else the one shard all its
+    parts ran; None when unsharded."""
     section = doc.get("cudagraph_bench")
     section = section if isinstance(section, Mapping) else {}
     found = [section.get("shard")] if section.get("shard") else \
@@ -206,9 +181,7 @@ def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
 
 def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
     """Check that the sharded ``parts`` are shards of one ``--shard K/N`` split: raises :class:`UsageError`
-    when two parts ran different N or the same K. Returns the shards ``"K/N"`` missing from the parts (a
-    failed CI job, or a shard that ran no benchmark and recorded nothing: no ``--benchmark-json`` is written
-    then; one that recorded kernel counts or failed cases writes its run, with its shard, all the same)."""
+    when two parts ran different N or the same K. Returns the shards ``"K/N"`` missing from the parts."""
     seen: dict[tuple[int, int], str] = {}
     for source, doc in parts:
         shard = recorded_shard(doc)
@@ -229,7 +202,6 @@ def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
 
 
 def commits_of(parts: list[tuple[str, Mapping]]) -> list[str]:
-    """The distinct commit ids of ``parts`` (``commit_info.id``), in order; more than one means the shards
-    measured different code."""
+    """The distinct commit ids of ``parts`` (``commit_info.id``), in order."""
     return list(dict.fromkeys(str((doc.get("commit_info") or {}).get("id")) for _, doc in parts
                               if (doc.get("commit_info") or {}).get("id")))

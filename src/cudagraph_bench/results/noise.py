@@ -1,31 +1,9 @@
-"""The between-run noise model and the regression rule of ``gate``, ``compare`` and ``ab`` (no torch).
+"""The between-run noise model and the regression rule of ``gate``, ``compare`` and ``ab`` (no torch;
+docs/gate-noise.md). Verdicts are made on run medians, one per process, since rounds of one run share its clock
+and host state: a regression is a change of the median of run medians beyond :func:`tolerance_pct` and, where the
+sample sizes allow, a one-sided Mann-Whitney U p-value below ``alpha`` (:func:`rank_test_p`).
 
-Why run medians, not rounds: the rounds of one run share that run's GPU clock state, host state and
-memory layout, and they are autocorrelated, so a bootstrap over them (a within-run interval of
-±0.1–0.7%) says nothing about where the *next* run's median lands; on an H200 the graph median of a
-0.1 ms case moved by up to ~20% between runs a minute apart. Every regression verdict here is
-therefore made on run medians (one per separate process), with a tolerance calibrated on how much
-run medians of the same code move:
-
-- **spread** of a case: normal-scaled median absolute deviation of the log run medians
-  (``scipy.stats.median_abs_deviation(scale="normal")``), in percent (~ the between-run coefficient
-  of variation, robust to one odd run);
-- **tolerance** of a comparison of ``n_new`` runs against ``n_old`` runs:
-  ``max(floor_pct, multiplier * spread_pct * sqrt(1/n_old + 1/n_new))``: a noisy tiny model gets a
-  wide band, a stable large model a narrow one, never narrower than the floor. The multiplier is by
-  default the one-sided ``1 - DEFAULT_TAIL`` quantile of Student's t with the spread's degrees of
-  freedom (``n_old - 1`` for a baseline's spread): the normal-theory prediction interval of a new
-  run, which widens when the spread comes from few runs (5 runs: 7.2, 10 runs: 4.3, 30 runs: 3.4);
-- **rank test**: one-sided Mann-Whitney U of the NEW run medians against the OLD run medians
-  (``scipy.stats.mannwhitneyu(new, old, alternative="greater")``), used when the two sample sizes
-  can get below ``alpha`` at all (the exact test's smallest p-value is ``1 / C(n_old + n_new, n_new)``:
-  3 against 3 runs cannot, 4 against 4 can);
-- **regression** = the change of the median of run medians exceeds the tolerance AND (when the rank
-  test applies) its p-value is below ``alpha``. With one run on a side only the ratio can decide,
-  against the calibrated tolerance.
-
-Sources: asv ``continuous`` (a ratio threshold and a statistical test over repeated runs); Google
-benchmark ``tools/compare.py`` (Mann-Whitney U over repetitions); T. Kalibera and R. Jones, "Rigorous
+Sources: asv ``continuous``; Google benchmark ``tools/compare.py``; T. Kalibera and R. Jones, "Rigorous
 Benchmarking in Reasonable Time", ISMM 2013 (variation between process runs dominates within-run noise).
 """
 
@@ -38,15 +16,10 @@ from typing import Sequence
 
 import numpy as np
 
-#: Smallest tolerance of a regression check, in percent: below it a change is never a regression. It
-#: covers what a baseline's spread cannot see, the offset between hosts: on two H200 hosts the graph
-#: medians of otherwise stable cases (gpt2, distilgpt2) differed by up to ~6%
-#: (``results/nvidia-h200/forward-repeats``, host h1 against h2); see docs/gate-noise.md.
+#: Smallest tolerance of a regression check of the wall figure, in percent: it covers the offset between hosts,
+#: which a baseline's spread cannot see (up to ~6% between two H200 hosts; docs/gate-noise.md).
 DEFAULT_FLOOR_PCT = 8.0
-#: Smallest tolerance (percent) of the device-side figure (CUDA events over blocks of replays queued behind a held
-#: stream, which the host does not move): below it a change is never a regression. On two H200 machines the figure's
-#: run medians spanned 0.05-1.1% between processes of one machine (4 and 5 processes) and the machines differed by
-#: 0.0-1.3%; the spread measured from a baseline's runs sets the tolerance above this floor (docs/gate-noise.md).
+#: Smallest tolerance (percent) of the device-side figure, which the host does not move (docs/gate-noise.md).
 DEVICE_FLOOR_PCT = 1.0
 #: The floor of each figure a regression check compares (:attr:`cudagraph_bench.results.record.Measurement.figure`).
 FLOORS_PCT = {"device": DEVICE_FLOOR_PCT, "wall": DEFAULT_FLOOR_PCT}
@@ -69,11 +42,9 @@ def _positive(values: Sequence[float], what: str) -> np.ndarray:
 
 
 def spread_pct(run_medians_ms: Sequence[float]) -> float | None:
-    """Between-run spread of one case in percent: ``100 * MAD_normal(log(run_medians_ms))``.
-
-    ``run_medians_ms: [runs]`` medians in ms, one per separate run. None for fewer than 2 runs (one run
-    says nothing about the next). Raises ``ValueError`` for a value that is not a positive number.
-    """
+    """Between-run spread of one case in percent, ``100 * MAD_normal(log(run_medians_ms))`` (~ the between-run
+    coefficient of variation, robust to one odd run). ``run_medians_ms: [runs]`` ms, one per separate run. None
+    for fewer than 2 runs. Raises ``ValueError`` for a value that is not a positive number."""
     from scipy.stats import median_abs_deviation
 
     x = _positive(run_medians_ms, "spread_pct")
@@ -83,9 +54,8 @@ def spread_pct(run_medians_ms: Sequence[float]) -> float | None:
 
 
 def pooled_spread_pct(groups: Sequence[Sequence[float]]) -> float | None:
-    """Spread (percent, as :func:`spread_pct`) of several groups of run medians of the same case, each
-    centred on its own median first (so a real change between the groups is not counted as noise).
-    None when fewer than 2 runs in all are in groups of at least 2."""
+    """Spread (percent, as :func:`spread_pct`) of several groups of run medians of the same case, each centred on
+    its own median first. None when fewer than 2 runs in all are in groups of at least 2."""
     from scipy.stats import median_abs_deviation
 
     residuals = []
@@ -102,12 +72,9 @@ def pooled_spread_pct(groups: Sequence[Sequence[float]]) -> float | None:
 
 @dataclass(frozen=True)
 class HostSpread:
-    """One case's noise over several hosts (percent, log scale as :func:`spread_pct`).
-
-    ``within_pct``: between-run spread within a host, pooled over the hosts (:func:`pooled_spread_pct`), with
-    ``within_df`` degrees of freedom (runs minus hosts of 2+ runs); ``cross_pct``: standard deviation of the hosts'
-    medians (``100 * std(log host medians, ddof=1)``), ``cross_df`` = hosts - 1; ``host_medians_ms``: each host's
-    median, in the order the hosts first appear; ``n_runs``, ``n_hosts``."""
+    """One case's noise over several hosts (percent, log scale as :func:`spread_pct`): ``within_pct`` pooled within
+    hosts (``within_df`` degrees of freedom), ``cross_pct`` = ``100 * std(log host medians, ddof=1)`` (``cross_df``
+    = hosts - 1), ``host_medians_ms`` in the order the hosts first appear."""
 
     within_pct: float | None
     within_df: int
@@ -122,15 +89,13 @@ class HostSpread:
 
     @property
     def center_ms(self) -> float:
-        """The case's centre over hosts: the geometric mean of the host medians (each host weighs the same,
-        whatever its number of runs)."""
+        """The geometric mean of the host medians (ms; each host weighs the same)."""
         return float(np.exp(np.mean(np.log(self.host_medians_ms))))
 
 
 def host_spread(run_medians_ms: Sequence[float], hosts: Sequence[str | None]) -> HostSpread:
-    """:class:`HostSpread` of ``run_medians_ms: [runs]`` (ms) measured on ``hosts: [runs]`` (a run without a host
-    counts as a host of its own: nothing says it shares one). Raises ``ValueError`` for lists of other lengths or a
-    median that is not a positive number."""
+    """:class:`HostSpread` of ``run_medians_ms: [runs]`` (ms) measured on ``hosts: [runs]`` (None: a host of its
+    own). Raises ``ValueError`` for lists of other lengths or a median that is not a positive number."""
     x = _positive(run_medians_ms, "host_spread")
     if len(hosts) != x.size:
         raise ValueError(f"host_spread: {x.size} run medians but {len(hosts)} hosts")
@@ -145,10 +110,8 @@ def host_spread(run_medians_ms: Sequence[float], hosts: Sequence[str | None]) ->
 
 
 def pooled_cross_host_pct(spreads: Sequence[HostSpread]) -> tuple[float | None, int]:
-    """``(spread, df)``: the cross-host spread pooled over cases (root mean square of each case's ``cross_pct``,
-    weighted by its degrees of freedom), and its degrees of freedom (the sum). A host that is slower is slower for
-    every case, so the cases' host differences estimate one spread: two hosts and 24 cases give 24 degrees of freedom
-    where one case alone has 1. ``(None, 0)`` when no case was measured on 2+ hosts."""
+    """``(spread, df)``: the cross-host spread pooled over cases (df-weighted root mean square of ``cross_pct``;
+    a slower host is slower for every case) and the summed degrees of freedom; ``(None, 0)`` without 2+ hosts."""
     usable = [s for s in spreads if s.cross_pct is not None and s.cross_df > 0]
     if not usable:
         return None, 0
@@ -159,14 +122,12 @@ def pooled_cross_host_pct(spreads: Sequence[HostSpread]) -> tuple[float | None, 
 def across_hosts_tolerance_pct(within_pct: float | None, within_df: int, cross_pct: float, cross_df: int,
                                n_hosts: int, n_base: int, n_new: int, *, floor_pct: float = DEFAULT_FLOOR_PCT,
                                tail: float = DEFAULT_TAIL) -> tuple[float, float, float]:
-    """Allowed slow-down (percent) of ``n_new`` runs of a host that is not among the baseline's ``n_hosts`` (``n_base``
+    """Allowed slow-down (percent) of ``n_new`` runs of a host not among the baseline's ``n_hosts`` (``n_base``
     runs) against the baseline's centre: ``max(floor_pct, t * sqrt(cross^2 (1 + 1/n_hosts) + within^2 (1/n_base +
-    1/n_new)))``: the new host's offset, the centre's uncertainty over hosts and runs, the runs' own noise. ``t``:
-    the one-sided ``1 - tail`` quantile of Student's t with the Welch-Satterthwaite degrees of freedom of that sum.
+    1/n_new)))``, ``t`` the one-sided ``1 - tail`` Student's t quantile with Welch-Satterthwaite degrees of freedom.
     Returns ``(tolerance, t, df)``. Raises ``ValueError`` for ``n_base``, ``n_new`` or ``n_hosts`` < 1.
 
-    Source: the prediction interval of a new observation in a one-way random-effects model (hosts random), with
-    the Welch-Satterthwaite approximation for a sum of variance estimates (Satterthwaite, Biometrics Bulletin 2, 1946).
+    Source: the prediction interval of a one-way random-effects model (Satterthwaite, Biometrics Bulletin 2, 1946).
     """
     from scipy.stats import t as student
 
@@ -195,9 +156,9 @@ def spread_multiplier(df: int, multiplier: float | None = DEFAULT_MULTIPLIER, ta
 def tolerance_pct(spread: float | None, n_old: int, n_new: int, *, floor_pct: float = DEFAULT_FLOOR_PCT,
                   multiplier: float | None = DEFAULT_MULTIPLIER, df: int | None = None) -> float:
     """Allowed slow-down (percent) of the median of ``n_new`` run medians against that of ``n_old``:
-    ``max(floor_pct, m * spread * sqrt(1/n_old + 1/n_new))`` with ``m`` = :func:`spread_multiplier`
-    of ``df`` (default ``n_old - 1``, a baseline's spread); ``floor_pct`` alone when the spread is
-    unknown (None). Raises ``ValueError`` for ``n_old`` or ``n_new`` < 1."""
+    ``max(floor_pct, m * spread * sqrt(1/n_old + 1/n_new))``, ``m`` = :func:`spread_multiplier` of ``df``
+    (default ``n_old - 1``), the normal-theory prediction interval of a new run; ``floor_pct`` alone when
+    ``spread`` is None. Raises ``ValueError`` for ``n_old`` or ``n_new`` < 1."""
     if n_old < 1 or n_new < 1:
         raise ValueError(f"need at least one run on each side, got {n_old} and {n_new}")
     if spread is None:
@@ -213,15 +174,23 @@ def smallest_rank_p(n_old: int, n_new: int) -> float:
 
 
 def rank_test_p(old_ms: Sequence[float], new_ms: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
-    """One-sided p-value that NEW run medians are larger than OLD ones (Mann-Whitney U,
-    ``scipy.stats.mannwhitneyu(new, old, alternative="greater")``), or None when the sample sizes
-    cannot get below ``alpha`` (:func:`smallest_rank_p` >= alpha), e.g. one run against five."""
-    from scipy.stats import mannwhitneyu
-
+    """One-sided Mann-Whitney U p-value that NEW run medians are larger than OLD ones, or None when the sample
+    sizes cannot get below ``alpha`` (:func:`smallest_rank_p`; 3 against 3 runs cannot, 4 against 4 can).
+    The test reads only the order and ties of the pooled medians, so it runs on their dense ranks, once per pattern:
+    ``calibrate`` asks for the same few patterns tens of thousands of times."""
     old, new = _positive(old_ms, "rank_test_p old"), _positive(new_ms, "rank_test_p new")
     if smallest_rank_p(old.size, new.size) >= alpha:
         return None
-    return float(mannwhitneyu(new, old, alternative="greater").pvalue)
+    _, dense = np.unique(np.concatenate([new, old]), return_inverse=True)
+    return _rank_p(int(new.size), tuple(dense.tolist()))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _rank_p(n_new: int, dense_ranks: tuple[int, ...]) -> float:
+    from scipy.stats import mannwhitneyu
+
+    ranks = np.asarray(dense_ranks, dtype=float)
+    return float(mannwhitneyu(ranks[:n_new], ranks[n_new:], alternative="greater").pvalue)
 
 
 @dataclass(frozen=True)
@@ -257,8 +226,7 @@ class RegressionCheck:
 
     @property
     def rule_text(self) -> str:
-        """The rule in words, e.g. ``"tolerance max(5%, 7.17 x baseline's between-run spread x sqrt(1/5 + 1/1)),
-        no rank test (...)"``."""
+        """The rule in words, e.g. ``"tolerance max(5%, 7.17 x baseline's ... x sqrt(1/5 + 1/1)), no rank test"``."""
         rank = (f"rank test at alpha {self.alpha:g}" if self.p_value is not None else
                 f"no rank test ({self.n_old} vs {self.n_new} runs cannot get below alpha {self.alpha:g}: ratio only)")
         if self.cross_host_pct is not None:
@@ -292,9 +260,7 @@ def check_across_hosts(old_ms: Sequence[float], old_hosts: Sequence[str | None],
                        cross_df: int, n_hosts: int, floor_pct: float = DEVICE_FLOOR_PCT, alpha: float = DEFAULT_ALPHA,
                        tail: float = DEFAULT_TAIL) -> RegressionCheck:
     """:class:`RegressionCheck` of run medians ``new_ms: [n_new]`` (ms) of one host against a baseline of ``old_ms``
-    measured on ``n_hosts`` hosts (``old_hosts``, per run), centred on ``center_ms`` (the geometric mean of its host
-    medians): the change is ``new median / center_ms``, the tolerance :func:`across_hosts_tolerance_pct`; the rank
-    test as in :func:`check_regression`."""
+    over ``n_hosts`` hosts, centred on ``center_ms`` (ms), with :func:`across_hosts_tolerance_pct`."""
     old, new = _positive(old_ms, "old run medians"), _positive(new_ms, "new run medians")
     tol, m, _ = across_hosts_tolerance_pct(within_pct, within_df, cross_pct, cross_df, n_hosts, int(old.size),
                                            int(new.size), floor_pct=floor_pct, tail=tail)
@@ -312,11 +278,10 @@ def check_regression(old_ms: Sequence[float], new_ms: Sequence[float], *, spread
                      df: int | None = None) -> RegressionCheck:
     """:class:`RegressionCheck` of run medians ``new_ms: [n_new]`` against ``old_ms: [n_old]`` (ms).
 
-    ``spread`` (percent) is the case's between-run spread, e.g. from a baseline built of the ``old_ms``
-    runs (``n_old - 1`` degrees of freedom); when None it is pooled from the two sides
-    (:func:`pooled_spread_pct`, needs 2+ runs on a side), else only the floor applies. ``multiplier``
-    None: :func:`spread_multiplier` of those degrees of freedom (``df`` when the spread came from
-    other runs, e.g. ``k - 1`` of a baseline's k runs). Raises ``ValueError`` for an empty side or a non-positive median.
+    ``spread`` (percent): the case's between-run spread (``df`` degrees of freedom, default ``n_old - 1``); when
+    None it is pooled from the two sides, else only the floor applies. ``multiplier`` None:
+    :func:`spread_multiplier` of those degrees of freedom. Raises ``ValueError`` for an empty side or a
+    non-positive median.
     """
     old, new = _positive(old_ms, "old run medians"), _positive(new_ms, "new run medians")
     source = noise_source or ("baseline" if spread is not None else "none")

@@ -1,11 +1,7 @@
-"""How far the gated device-side figure moves between processes, within one machine and across machines, beside the
-plain capture/replay loop's (``scripts/device/plain_loop``: torch and pytest-benchmark only) in the same jobs (no
-torch).
-
-The target (nvbench's and asv's advice: know the noise before setting a threshold): on each machine, every gated
-device median spans at most the larger of :data:`MAX_SPAN_PCT` and :data:`MAX_SPAN_VS_PLAIN` times the plain loop's
-span on that machine. Span = ``100 * (max - min) / median`` of the run medians (:func:`span_pct`).
-"""
+"""How far the gated device-side figure moves between processes, within and across machines, beside the plain
+capture/replay loop's in the same jobs (no torch). The target (nvbench's and asv's advice: know the noise before
+setting a threshold): on each machine every gated case spans (:func:`span_pct`) at most the larger of
+:data:`MAX_SPAN_PCT` and :data:`MAX_SPAN_VS_PLAIN` times the plain loop's span."""
 
 from __future__ import annotations
 
@@ -34,8 +30,7 @@ def span_pct(values) -> float | None:
 
 
 def host_label(host: str | None) -> str:
-    """A machine as a table names it: the first 8 characters of its GPU's UUID after ``GPU-``, or ``unrecorded``
-    (a run made before runs recorded it)."""
+    """A machine as a table names it: the first 8 characters of its GPU's UUID after ``GPU-``, or ``unrecorded``."""
     return host.removeprefix("GPU-")[:8] if host else "unrecorded"
 
 
@@ -55,10 +50,9 @@ def hosts_of(runs: list[Run]) -> list[str | None]:
 
 
 def spread_rows(harness: list[Run], plain: list[Run] = ()) -> list[dict]:
-    """Per gated case: ``label``; per machine of the ``harness`` runs, the device figure's span within it
-    (``within``: ``{host: span}``) and the plain loop's on the same machine (``plain_within``); ``across``: the span
-    of the machines' medians (harness), ``plain_across`` (the plain loop's); ``ok``: every machine meets the target
-    (module docstring)."""
+    """Per gated case: ``label``, ``within`` / ``plain_within`` (``{host: span}`` of the harness's device figure
+    and of the plain loop), ``across`` / ``plain_across`` (the span of the machines' medians), ``ok`` (every
+    machine meets the target)."""
     harness_cases, plain_cases = _by_case(harness), _by_case(list(plain))
     hosts = hosts_of(harness)
     rows = []

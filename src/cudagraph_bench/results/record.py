@@ -1,26 +1,7 @@
-"""The typed record of a run (no torch): what one pytest-benchmark JSON says, decoded once.
-
-:class:`~cudagraph_bench.results.runfile.Run` reads and validates a file; the first time a reader asks,
-it decodes it with the functions here into
-
-- one :class:`Measurement` per benchmark: its case (the suite's key, :mod:`cudagraph_bench.cases`: a
-  :class:`~cudagraph_bench.cases.Case`, :class:`~cudagraph_bench.cases.DecodeCase`,
-  :class:`~cudagraph_bench.cases.LaunchCase` or :class:`~cudagraph_bench.cases.OtherCase`), its
-  per-round samples in ms and their :class:`~cudagraph_bench.results.stats.Summary`, its recorded
-  correctness check (:class:`CheckRecord`) and the run's :class:`Environment` (one object shared by
-  every measurement of the run), with ``extra_info`` kept for what is specific to a suite (``ms_per_token``,
-  ``n_kernels``, ``capture_ms``, ``cuda_event_ms``, ...);
-- one :class:`FailedCase` per case a ``cudagraph-bench run`` could not measure
-  (``["cudagraph_bench"]["failures"]``);
-- the run's :class:`Environment` (GPU, versions, commit, time, host) from ``machine_info``,
-  ``commit_info``, ``version`` and ``datetime``.
-
-gate, compare, baseline, calibrate and report read these fields; no other module reads the raw
-``extra_info`` keys of a case, a check or the environment. Decoding an entry that is not this suite's
-(no ``extra_info.suite``) gives an ``"other"`` measurement keyed by its test name, so plain
-pytest-benchmark output still loads; the key is read from ``extra_info``, never from ``params``, so runs
-saved with object-valued ``params`` (``"UNSERIALIZABLE[Case(...)]"``) load the same way.
-"""
+"""The typed record of a run (no torch): one pytest-benchmark JSON decoded once into a :class:`Measurement` per
+benchmark, a :class:`FailedCase` per case a run could not measure, and the run's :class:`Environment`. No other
+module reads the raw ``extra_info`` keys of a case, a check or the environment. A benchmark of no suite decodes as
+an ``"other"`` measurement keyed by its test name, so plain pytest-benchmark output still loads."""
 
 from __future__ import annotations
 
@@ -42,16 +23,13 @@ CaseKey = Case | DecodeCase | LaunchCase | OtherCase
 CHECK_STATUSES = ("reference", "pass", "fail", "unchecked")
 #: Recorded case statuses (``extra_info.status``) that mean the variant did not match eager.
 FAILED_OUTCOMES = ("mismatch", "failed")
-#: ``extra_info.check`` of every benchmark of the plain capture/replay loop (``scripts/device/plain_loop``): graph
-#: replays of the gated cases timed with torch and pytest-benchmark only, without an eager variant or a check.
+#: ``extra_info.check`` of every benchmark of the plain capture/replay loop (``scripts/device/plain_loop``).
 PLAIN_LOOP_CHECK = "plain loop (unchecked)"
 
 
 def is_peer(suite: str, variant: str | None) -> bool:
-    """Whether ``variant`` of ``suite`` is a peer's code, not the suite's (the registry's ``peer``: HF ``generate``
-    with a static cache and a ``torch.compile``-d forward). Its failure (e.g. "accessing tensor output of CUDAGraphs
-    that has been overwritten") is a known failure of that peer, reported with its reason like an xfail, never the
-    suite's."""
+    """Whether ``variant`` of ``suite`` is a peer's code (the registry's ``peer``), whose failure is reported like
+    an xfail, never as the suite's."""
     row = variants.find(suite, variant)
     return row is not None and row.peer
 
@@ -61,12 +39,9 @@ class CheckRecord:
     """The correctness check a run recorded for one benchmark (or one case it could not measure).
 
     Attributes:
-        status: ``"reference"`` (eager, what the others are checked against, with no check of its own),
-            ``"pass"`` (``extra_info.correct`` true), ``"fail"`` (``correct`` false, or the case's status
-            ``mismatch``/``failed``) or ``"unchecked"`` (the run recorded no check).
-        method: which rule decided (``extra_info.check``): ``"strict"`` (elementwise ``assert_close``
-            tolerance), ``"fp64-rmse"`` (RMSE against a float64 run), a decode rule such as
-            ``"tokens == static-eager"``; None in runs that predate it.
+        status: one of :data:`CHECK_STATUSES` (:func:`decode_check`).
+        method: which rule decided (``extra_info.check``): ``"strict"``, ``"fp64-rmse"``, a decode rule such as
+            ``"tokens == static-eager"``; or None.
         max_abs_diff: largest |variant - eager| over the check inputs, in the output's units (logits);
             None when not recorded.
         fp64_rmse_ratio: RMSE against float64 / eager's own RMSE against float64 (dimensionless); None
@@ -77,13 +52,9 @@ class CheckRecord:
         generate_check_passed: decode only: the decoder's tokens equal ``generate``'s, or differ only at a
             rounding tie (None when not recorded).
         matches_generate: decode only: the tokens equal ``generate``'s exactly (None when not recorded).
-        generate_check: decode only: the check against ``generate`` in words, e.g. ``"token 9 differs
-            from generate's, a rounding tie: ..."`` (None when not recorded).
-        replay_problem: why the profiled call of a graph variant did not replay its graph (``extra_info.replay``,
-            :func:`~cudagraph_bench.results.replay.replay_problem`), e.g. ``"replay: 0 graph launches and 212
-            kernels outside a graph per call (...): the timed call ran eagerly"``; None when it replayed or the run
-            recorded no replay proof (older runs, CPU runs).
-    """
+        generate_check: decode only: the check against ``generate`` in words (None when not recorded).
+        replay_problem: why the profiled call of a graph variant did not replay its graph
+            (:func:`~cudagraph_bench.results.replay.replay_problem`); None when it replayed or nothing was recorded."""
 
     status: str
     method: str | None = None
@@ -98,8 +69,7 @@ class CheckRecord:
 
     @property
     def detail(self) -> str:
-        """The check in words for error messages, e.g. ``"check strict, max |diff| 3.5"``; a failed check
-        against ``generate`` adds its sentence (``"check vs generate failed: token 9 differs ..."``)."""
+        """The check in words for error messages, e.g. ``"check strict, max |diff| 3.5"``."""
         vs_generate = self.generate_check_passed
         parts = [f"check {self.method}"] if self.method else [] if vs_generate is not None else ["check not recorded"]
         if self.max_abs_diff is not None:
@@ -136,19 +106,14 @@ class Environment:
         commit_dirty: the working tree had uncommitted changes.
         run_datetime: when the run started, ISO 8601 as written (pytest-benchmark writes UTC).
         node: host name (``machine_info.node``).
-        gpu_uuid: the GPU's UUID (``machine_info.cuda.gpu_uuid``, e.g. ``"GPU-5b1c..."``), None for runs that did not
-            record it; :attr:`host` reads it.
+        gpu_uuid: the GPU's UUID (``machine_info.cuda.gpu_uuid``), or None.
         cpu_affinity: the CPUs the process could run on, e.g. ``"0-15"``.
         cpu_brand: the host CPU (``machine_info.cpu.brand_raw``); cpu_count: its cores.
         python_version, python_implementation, system, release, machine: from ``machine_info``.
-        cuda_fingerprint: ``machine_info["cuda"]`` as recorded (GPU, versions, clocks at start), or None;
-            kept whole so a baseline archives exactly what the run recorded.
-        commit_info: ``commit_info`` as recorded (or None), archived whole for the same reason.
-        gpu_workers: the pytest-xdist workers, one per GPU, that recorded an older run (``machine_info["workers"]``);
-            0 for a run in one process or merged from shards.
-        planted_fault: the self-test fault the run planted (``cudagraph_bench.planted_fault``, e.g. ``"delay:5"``),
-            None for a real run.
-    """
+        cuda_fingerprint: ``machine_info["cuda"]`` as recorded, whole (a baseline archives it), or None.
+        commit_info: ``commit_info`` as recorded, whole, or None.
+        gpu_workers: the pytest-xdist workers of an older run (``machine_info["workers"]``), else 0.
+        planted_fault: the self-test fault the run planted (e.g. ``"delay:5"``), None for a real run."""
 
     gpu_name: str | None = None
     gpu_slug: str | None = None
@@ -182,14 +147,12 @@ class Environment:
 
     @property
     def host(self) -> str | None:
-        """The machine a GPU run came from: its GPU's UUID (one GPU is in one machine; host names of cloud machines
-        repeat, e.g. ``vm``), or None when the run did not record it."""
+        """The machine a GPU run came from: its GPU's UUID (cloud host names repeat), or None."""
         return self.gpu_uuid
 
     @property
     def started_at(self):
-        """:attr:`run_datetime` as an aware ``datetime`` (a naive one read as UTC, pytest-benchmark's zone), for
-        ordering runs by when they ran; the earliest possible time when the run did not record a readable one."""
+        """:attr:`run_datetime` as an aware ``datetime`` (naive: UTC); the earliest possible time when unreadable."""
         import datetime
 
         try:
@@ -200,8 +163,7 @@ class Environment:
 
     @property
     def known_commit(self) -> str | None:
-        """:attr:`commit_id` where the run recorded the commit it measured; None where it did not, or where
-        pytest-benchmark could not read it (its ``{"id": "unknown", "error": ...}`` outside a repository)."""
+        """:attr:`commit_id` where the run recorded a readable commit, else None."""
         unread = self.commit_id == "unknown" or "error" in (self.commit_info or {})
         return None if unread else self.commit_id
 
@@ -214,9 +176,8 @@ class Environment:
 
     def versions(self, keys: tuple[str, ...] = ("torch", "cuda_runtime", "driver", "transformers"),
                  labels: dict[str, str] | None = None) -> list[str]:
-        """The software versions of a run header, e.g. ``["torch 2.13.0", "cuda_runtime 12.8"]``: each
-        of ``keys`` (field names of this record) that the run recorded, named by ``labels`` (default:
-        the field name)."""
+        """``"<label> <version>"`` for each of ``keys`` (field names) the run recorded, e.g. ``["torch 2.13.0"]``;
+        ``labels`` default to the field name."""
         labels = labels or {}
         return [f"{labels.get(k, k)} {getattr(self, k)}" for k in keys if getattr(self, k)]
 
@@ -234,10 +195,7 @@ class Measurement:
         summary: statistics in ms (from ``samples_ms``, else from the run's ``stats``; then ``p95_ms`` is None).
         check: the correctness check the run recorded for it.
         environment: the run's environment (the same object for every measurement of a run).
-        extra_info: the benchmark's ``extra_info``, for the fields specific to a suite (``ms_per_token``,
-            ``n_kernels``, ``capture_ms``, ``cuda_event_ms``, ...); its case and check fields are read
-            through ``case`` and ``check``.
-    """
+        extra_info: the benchmark's ``extra_info``, for the fields specific to a suite (``ms_per_token``, ...)."""
 
     suite: str
     case: CaseKey
@@ -260,8 +218,8 @@ class Measurement:
 
     @property
     def device_ms(self) -> float | None:
-        """The device-side median of one call over back-to-back calls (``extra_info["device_median_ms"]``, CUDA
-        events around blocks of calls: the figure the gate guards), or None where the run did not record it."""
+        """The device-side median ms of one call over back-to-back calls (``extra_info["device_median_ms"]``), or
+        None."""
         value = self.extra_info.get("device_median_ms")
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
@@ -287,9 +245,7 @@ class Measurement:
 
 @dataclass(frozen=True)
 class FailedCase:
-    """A case a run could not measure (``["cudagraph_bench"]["failures"]``): a forward case of
-    ``cudagraph-bench run`` (entries without ``suite``), or a decode case the pytest plugin recorded
-    (``suite: "decode"``, :meth:`cudagraph_bench.session.Session.record_failure`).
+    """A forward or decode case a run could not measure (``["cudagraph_bench"]["failures"]``).
 
     Attributes:
         case: its key (:class:`~cudagraph_bench.cases.Case` or :class:`~cudagraph_bench.cases.DecodeCase`).
@@ -298,8 +254,7 @@ class FailedCase:
         check: its recorded check (max |diff|, method, fp64 ratio, reason).
         compile_ms: wall time of the compiling first call in ms, None when not recorded.
         name: the test's node id (the ``fullname`` its benchmark would have had), None when not recorded.
-        details: the entry's other fields as recorded (e.g. ``compile_mode``), for notes.
-    """
+        details: the entry's other fields as recorded (e.g. ``compile_mode``), for notes."""
 
     case: Case | DecodeCase
     status: str
@@ -323,14 +278,10 @@ def _flag(value) -> bool | None:
 
 
 def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD) -> CheckRecord:
-    """The :class:`CheckRecord` of one benchmark's ``extra_info`` (or one failure entry) of a case of
-    ``variant`` (None for a benchmark of no suite): ``fail`` when ``correct`` is false, the status is
-    ``mismatch``/``failed`` or a decoder's check against ``generate`` failed (``generate_check_passed``
-    false); else ``pass`` when ``correct`` is true, or, without ``correct``, when the check against
-    ``generate`` passed (the eager static-cache loop and the peer record only that one); else
-    ``reference`` for eager and ``unchecked`` for any other variant (never assumed correct). A recorded replay
-    proof (``extra_info.replay``) that shows the graph did not replay fails the check whatever the outputs
-    (:func:`~cudagraph_bench.results.replay.replay_problem`); none recorded is no failure."""
+    """The :class:`CheckRecord` of one benchmark's ``extra_info`` (or failure entry) of ``variant``: ``fail`` when
+    ``correct`` is false, the status is ``mismatch``/``failed``, the check against ``generate`` failed or a
+    recorded replay proof shows no replay; else ``pass`` when ``correct`` (or, without it, the generate check)
+    passed; else ``reference`` for a reference variant and ``unchecked`` for any other."""
     correct, outcome = info.get("correct"), info.get("status")
     vs_generate = _flag(info.get("generate_check_passed"))
     replay = info.get("replay")
@@ -399,12 +350,9 @@ def decode_case(path, name: str, info: dict) -> CaseKey:
 
 
 def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> None:
-    """Write each case's kernel count and GPU busy time (``kernel_counts`` entries: ``model``, ``dtype``,
-    ``seq_len`` and the fields, e.g. ``n_kernels``, ``gpu_busy_ms``) into the ``extra_info`` of the eager
-    forward benchmark of that case, in place; a benchmark that has them keeps its own. The profiles of a
-    case may come from another process than its benchmark (another xdist worker or CI shard): the plugin
-    calls this when it writes a run, :func:`cudagraph_bench.results.merge.merge_runs` when it merges runs.
-    Here, since this module owns the raw keys."""
+    """Write each ``kernel_counts`` entry's fields (``n_kernels``, ``gpu_busy_ms``, ...; keyed by ``model``,
+    ``dtype``, ``seq_len``) into the ``extra_info`` of that case's eager forward benchmark, in place, keeping any
+    it has (profiles may come from another process than the benchmark)."""
     fields = {(k.get("model"), k.get("dtype"), k.get("seq_len")):
               {f: v for f, v in k.items() if f not in ("model", "dtype", "seq_len")} for k in kernel_counts}
     for bench in benchmarks:
@@ -415,16 +363,13 @@ def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> N
                 info.setdefault(name, value)
 
 
-#: The lists of a run's ``cudagraph_bench`` section that are worth a run file even when the run measured
-#: no benchmark: the forward profiles (kernel counts, GPU busy times) and the cases that failed or were skipped.
+#: The lists of a run's ``cudagraph_bench`` section that are worth a run file even without benchmarks.
 RECORD_LISTS = ("kernel_counts", "failures")
 
 
 def records_without_benchmarks(section) -> dict[str, int]:
-    """``{list: entries}`` of the :data:`RECORD_LISTS` that a run's ``cudagraph_bench`` section (or the
-    plugin's ledger summary) holds, the empty ones left out: ``{}`` means nothing worth a file without
-    benchmarks. A session that ran only the profiling tests (e.g. one ``--shard K/N``) gives
-    ``{"kernel_counts": N}``."""
+    """``{list: entries}`` of the non-empty :data:`RECORD_LISTS` of a run's ``cudagraph_bench`` section: ``{}``
+    means nothing worth a file without benchmarks."""
     if not isinstance(section, dict):
         return {}
     return {key: len(section[key]) for key in RECORD_LISTS if isinstance(section.get(key), list) and section[key]}
@@ -456,9 +401,8 @@ def decode_measurement(path, index: int, bench: dict, environment: Environment) 
 
 
 def decode_failure(entry) -> FailedCase | None:
-    """The :class:`FailedCase` of one ``["cudagraph_bench"]["failures"]`` entry; None for an entry that
-    names no forward or decode case (not an object, without its suite's key fields, or with a length that
-    is not a whole number)."""
+    """The :class:`FailedCase` of one ``["cudagraph_bench"]["failures"]`` entry; None for an entry that names no
+    forward or decode case."""
     suite = entry.get("suite") or "forward" if isinstance(entry, dict) else None
     if suite not in ("forward", "decode") or not set(SUITE_KEYS[suite]) <= entry.keys():
         return None

@@ -1,23 +1,8 @@
-"""Proof of replay (no torch): did the timed call of a graph variant replay its CUDA graph, or run eagerly?
-
-A graph that silently runs eager (a capture that fell back, a variant whose call path bypasses its graph,
-inductor skipping its cudagraphs with a warning) still gives correct outputs, so the correctness check cannot
-see it; only its latency is wrong (vLLM#36165, pytorch#124506). After timing, the plugin profiles one call of
-each graph variant with ``torch.profiler`` (CUDA activity: CUPTI's runtime and driver API callbacks;
-:mod:`cudagraph_bench.measure.replay_proof`) and records what the host launched during that call in the
-benchmark's ``extra_info["replay"]``:
-
-``{"calls": 1, "graph_launches": n, "kernels_outside_graph": m, "copies_outside_graph": c,
-"expected_graph_launches": e, "kernels_outside_allowed": a}``
-
-all per ``calls`` profiled calls; ``e`` and ``a`` are per call (``a`` null: kernels outside a graph not
-bounded, e.g. a decode request's eager prefill). :func:`replay_problem` is the rule the verdicts of ``gate``,
-``compare`` and ``baseline`` apply to it (through :func:`cudagraph_bench.results.record.decode_check`).
-
-What the count does not see: kernels launched inside a replayed graph (no launch API call: the graph's
-contents are not inspected), work a library launches through an API not listed here, and anything outside
-the profiled call (the timed calls before it are assumed to take the same path).
-"""
+"""Proof of replay (no torch): did the timed call of a graph variant replay its CUDA graph, or run eagerly? A graph
+that silently runs eager still gives correct outputs (vLLM#36165, pytorch#124506), so the plugin profiles one call
+(:mod:`cudagraph_bench.measure.replay_proof`) and records its host launches in ``extra_info["replay"]``
+(:func:`replay_field`), which :func:`replay_problem` judges. Kernels inside a replayed graph make no launch call
+and are not counted."""
 
 from __future__ import annotations
 
@@ -56,13 +41,9 @@ def api_name(name: str) -> str:
 def count_replay(events: Iterable[tuple[str, str]]) -> ReplayCount:
     """Count graph launches, kernel launches and copies among profiler event records ``(name, kind)``.
 
-    ``kind`` is the record's activity type as Kineto names it (``"cuda_runtime"``, ``"cuda_driver"``,
-    ``"kernel"``, ``"gpu_memcpy"``, ...) or, where only the device type is known, ``"cpu"`` / ``"cuda"``
-    (Kineto lists runtime API events on the CPU and kernels on CUDA). Records of a device kind
-    (:data:`DEVICE_KINDS`) are the device side of a launch and never counted; of the others, a name in
-    :data:`GRAPH_LAUNCH_APIS` is a graph launch, in :data:`KERNEL_LAUNCH_APIS` a kernel launched outside a
-    graph, with a :data:`COPY_API_PREFIXES` prefix a copy; other names (aten ops, synchronizes) are ignored.
-    Kernels inside a replayed graph make no launch call and are not counted (module docstring)."""
+    ``kind``: Kineto's activity type (``"cuda_runtime"``, ``"kernel"``, ...) or ``"cpu"`` / ``"cuda"``; records of
+    :data:`DEVICE_KINDS` are never counted. Host calls count by name: :data:`GRAPH_LAUNCH_APIS`,
+    :data:`KERNEL_LAUNCH_APIS`, :data:`COPY_API_PREFIXES`; other names are ignored."""
     graphs = kernels = copies = 0
     for name, kind in events:
         if str(kind).strip().lower() in DEVICE_KINDS:
@@ -79,7 +60,9 @@ def count_replay(events: Iterable[tuple[str, str]]) -> ReplayCount:
 
 def replay_field(count: ReplayCount, *, calls: int, expected_graph_launches: int,
                  kernels_outside_allowed: int | None) -> dict:
-    """The ``extra_info["replay"]`` object of ``count`` over ``calls`` profiled calls (module docstring)."""
+    """The ``extra_info["replay"]`` object of ``count``: ``{"calls", "graph_launches", "kernels_outside_graph",
+    "copies_outside_graph", "expected_graph_launches", "kernels_outside_allowed"}``, counts summed over ``calls``,
+    the expected and allowed ones per call (allowed None: not bounded)."""
     return {"calls": calls, "graph_launches": count.graph_launches,
             "kernels_outside_graph": count.kernels_outside_graph, "copies_outside_graph": count.copies_outside_graph,
             "expected_graph_launches": expected_graph_launches, "kernels_outside_allowed": kernels_outside_allowed}
@@ -96,9 +79,7 @@ def _count(value) -> bool:
 
 
 def replay_format_problem(value) -> str | None:
-    """Why ``extra_info.replay`` is malformed (one phrase naming the field, for the run file's validation),
-    or None: not an object, a required count missing, a count that is not a whole number >= 0 (``calls``:
-    >= 1; ``kernels_outside_allowed`` may be null)."""
+    """Why ``extra_info.replay`` is malformed (one phrase naming the field), or None."""
     if not isinstance(value, dict):
         kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
         return f"extra_info.replay of type {kind}, not an object of launch counts"
@@ -116,13 +97,9 @@ def replay_format_problem(value) -> str | None:
 
 
 def replay_problem(value) -> str | None:
-    """The replay check of one benchmark's ``extra_info.replay`` (a well-formed object,
-    :func:`replay_format_problem`): None when it passes, else the one-line reason.
-
-    Passes when, over ``calls`` profiled calls (default 1), the graph launches equal
-    ``expected_graph_launches`` (default 1) per call and the kernels launched outside a graph are at most
-    ``kernels_outside_allowed`` (default 0; null: not bounded) per call. E.g. ``"replay: 0 graph launches and
-    212 kernels outside a graph per call (expected 1 and 0): the timed call ran eagerly"``."""
+    """The replay check of one well-formed ``extra_info.replay``: None when, per call, the graph launches equal
+    ``expected_graph_launches`` (default 1) and the kernels outside a graph are at most ``kernels_outside_allowed``
+    (default 0; null: not bounded), else the one-line reason."""
     calls = value.get("calls") or 1
     launches, kernels = value["graph_launches"], value["kernels_outside_graph"]
     expected = value.get("expected_graph_launches", 1)
@@ -142,8 +119,8 @@ def replay_problem(value) -> str | None:
 
 
 def replay_text(value) -> str:
-    """The replay proof in words for a check's detail: ``"replay 1 graph launch, 0 kernels outside per call"``,
-    or ``"replay not recorded"`` for None (runs before it, CPU runs)."""
+    """The replay proof in words (``"replay 1 graph launch, 0 kernels outside per call"``), or
+    ``"replay not recorded"`` for None."""
     if value is None:
         return "replay not recorded"
     calls = value.get("calls") or 1

@@ -1,34 +1,14 @@
-"""Roofline arithmetic on recorded numbers (no torch): how far each measured variant is from the GPU's limit.
-
-- Decode is memory-bound at batch 1: every generated token reads the weights once and the KV cache of
-  its context. A decode benchmark records those bytes per token (``extra_info``: ``weight_bytes``,
-  ``kv_bytes_per_token``, ``bytes_per_token``, from :mod:`cudagraph_bench.measure.roofline`), and
-  :func:`achieved_gbps` = ``bytes_per_token / time per token`` is the bandwidth the variant reached, as
-  gpt-fast reports it (``generate.py``: "Bandwidth achieved: model_size * tokens_sec / 1e9 GB/s").
-  :func:`pct_of_peak` compares it with the GPU's peak memory bandwidth.
-- A forward pass at batch 1 and a short prompt is launch-bound: the GPU is busy for the sum of its
-  kernels' durations (``extra_info["gpu_busy_ms"]`` of the eager benchmark, profiled after every timed test of
-  the session, :mod:`cudagraph_bench.measure.kernel_counts`) and idle in between.
-  :func:`overhead` is what a variant's median adds above that busy time, in total and per kernel
-  (``n_kernels``: the kernels of one eager forward, the nodes of the graph that replays them).
-
-The peak memory bandwidth of a run is what the plugin recorded in ``machine_info["cuda"]
-["peak_memory_bandwidth"]`` (NVML, or this table), else this module's :data:`DATASHEET_PEAK_GBPS`
-looked up by the GPU's name (:func:`run_peak`). Units: bytes, ms, GB/s with GB = 1e9 bytes (the
-vendors' datasheets use decimal units).
-"""
+"""Roofline arithmetic on recorded numbers (no torch; bytes, ms, GB/s with GB = 1e9 bytes): decode at batch 1 is
+memory-bound, so :func:`achieved_gbps` is its bandwidth per token as gpt-fast's ``generate.py`` reports it;
+a short forward is launch-bound, so :func:`overhead` is what a variant adds above the GPU's busy time."""
 
 from __future__ import annotations
 
 import math
 
-#: Peak memory bandwidth in GB/s (1e9 bytes/s) per GPU, as torch names the device (lower case), from
-#: NVIDIA's datasheets: H200 SXM and H200 NVL 4.8 TB/s (NVIDIA H200 Tensor Core GPU datasheet); H100 SXM
-#: 3.35 TB/s, H100 PCIe 2 TB/s, H100 NVL 3.9 TB/s (NVIDIA H100 Tensor Core GPU datasheet); A100 80GB SXM
-#: 2,039 GB/s, A100 80GB PCIe 1,935 GB/s, A100 40GB 1,555 GB/s (NVIDIA A100 Tensor Core GPU datasheet);
-#: L40S 864 GB/s (NVIDIA L40S datasheet); L4 300 GB/s (NVIDIA L4 datasheet); A10 600 GB/s (NVIDIA A10
-#: datasheet); V100 SXM2 900 GB/s (NVIDIA V100 datasheet); GeForce RTX 4090 1,008 GB/s (NVIDIA's RTX 4090
-#: specifications: 21 Gbps GDDR6X on a 384-bit bus).
+#: Peak memory bandwidth in GB/s (1e9 bytes/s) per GPU, as torch names the device (lower case), from NVIDIA's
+#: datasheet of each GPU (H200, H100, A100, L40S, L4, A10, V100; the RTX 4090's specifications: 21 Gbps GDDR6X on
+#: a 384-bit bus).
 DATASHEET_PEAK_GBPS = {
     "nvidia h200": 4800.0,
     "nvidia h200 nvl": 4800.0,
@@ -59,10 +39,8 @@ def table_peak_gbps(gpu_name: str | None) -> float | None:
 
 
 def nvml_peak_gbps(max_mem_clock_mhz: float, bus_width_bits: float) -> float:
-    """Peak memory bandwidth in GB/s from NVML's maximum memory clock (``nvmlDeviceGetMaxClockInfo(h,
-    NVML_CLOCK_MEM)``, MHz) and bus width (``nvmlDeviceGetMemoryBusWidth``, bits): ``clock x 2 (double
-    data rate: NVML reports the clock of HBM and GDDR at half the transfer rate) x width / 8`` bytes per
-    µs, i.e. ``MHz x bits x 2 / 8 / 1000`` GB/s. Raises ValueError for a clock or width that is not a
+    """Peak memory bandwidth in GB/s from NVML's maximum memory clock (MHz) and bus width (bits):
+    ``MHz x bits x 2 / 8 / 1000`` (double data rate). Raises ValueError for a clock or width that is not a
     positive finite number."""
     for name, value in (("memory clock", max_mem_clock_mhz), ("bus width", bus_width_bits)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -75,13 +53,10 @@ def choose_peak(gpu_name: str | None, max_mem_clock_mhz: float | None = None,
     """The peak memory bandwidth of a GPU from its NVML readings and/or the datasheet table.
 
     NVML's value (:func:`nvml_peak_gbps`) is taken when both readings are usable and it is within
-    :data:`NVML_TABLE_TOLERANCE` of the table's (or the GPU is not in the table); when they differ by
-    more, the table wins (a clock convention NVML reports differently is not taken on trust). Both are
-    recorded.
+    :data:`NVML_TABLE_TOLERANCE` of the table's (or the GPU is not in the table), else the table's.
 
     Returns ``{"gbps", "source" ("nvml" or "table"), "nvml_gbps", "table_gbps", "nvml_max_mem_clock_mhz",
-    "nvml_bus_width_bits", "gpu_name"}`` (missing values None), or None when neither gives a value.
-    """
+    "nvml_bus_width_bits", "gpu_name"}`` (missing values None), or None when neither gives a value."""
     try:
         nvml = nvml_peak_gbps(max_mem_clock_mhz, bus_width_bits)
     except ValueError:
@@ -140,10 +115,9 @@ def pct_of_peak(gbps: float | None, peak_gbps: float | None) -> float | None:
 
 def overhead(median_ms: float | None, busy_ms: float | None,
              n_kernels: int | None) -> tuple[float | None, float | None]:
-    """``(overhead_ms, overhead_us_per_node)`` of a forward variant above the GPU's busy time:
-    ``median_ms - busy_ms`` (the time the GPU waits for launches, gaps between kernels included), and
-    that in µs per kernel (``overhead_ms x 1000 / n_kernels``; None without a positive kernel count).
-    ``(None, None)`` when the median or the busy time is missing."""
+    """``(overhead_ms, overhead_us_per_node)`` of a forward variant above the GPU's busy time: ``median_ms -
+    busy_ms``, and that in µs per kernel (None without a positive ``n_kernels``); ``(None, None)`` when the median
+    or the busy time is missing."""
     if median_ms is None or not _positive(busy_ms):
         return None, None
     over = median_ms - busy_ms

@@ -1,22 +1,7 @@
-"""Reading and validating pytest-benchmark JSON runs (files or saved-run ids); files are written by
-:mod:`cudagraph_bench.fsio`.
-
-No torch. A run is what ``pytest --benchmark-json=FILE`` writes, or a run saved by
-``--benchmark-autosave`` under ``.benchmarks/<machine-id>/<NNNN>_<commit>_<date>_<time>.json``, named
-by its id (``0001``) or file stem; a file may be gzip-compressed (``run.json.gz``, the unchanged JSON:
-``gunzip -k`` gives the file pytest-benchmark's own ``compare`` reads). :func:`load_run` reads and
-validates the file into a :class:`Run`;
-the run is decoded once, when first asked, into its typed record (:mod:`cudagraph_bench.results.record`):
-``run.measurements`` (one :class:`~cudagraph_bench.results.record.Measurement` per benchmark: case,
-samples in ms, summary, check, environment), ``run.environment`` and ``run.failures``, which every
-reader (gate, compare, baseline, calibrate, report) uses. Per-round data (``stats.data``, seconds,
-present with ``--benchmark-save-data`` or ``--benchmark-json``) is converted to milliseconds. The
-helpers here group the decoded forward measurements (:func:`forward_groups`) and compute reductions
-from them.
-
-Every problem with an input file raises :class:`~cudagraph_bench.errors.InputFileError` with one line
-that names the file and the fix (the CLI exits 2).
-"""
+"""Reading and validating pytest-benchmark JSON runs (no torch): a ``--benchmark-json`` file, plain or
+gzip-compressed, or a saved run named by its id (``0001``) or file stem. :func:`load_run` gives a :class:`Run`,
+decoded once into its typed record (:mod:`cudagraph_bench.results.record`). Every problem with an input file
+raises :class:`~cudagraph_bench.errors.InputFileError` with one line naming the file and the fix (exit 2)."""
 
 from __future__ import annotations
 
@@ -50,8 +35,7 @@ DEFAULT_STORAGE = ".benchmarks"
 _STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
 
 
-#: The key of a run's ``cudagraph_bench`` section that marks the run of a session that was interrupted (Ctrl-C):
-#: its last benchmark may have been cut short and the cases after it are missing (the plugin writes it).
+#: The key of a run's ``cudagraph_bench`` section that marks the run of an interrupted session (Ctrl-C).
 INTERRUPTED = "interrupted"
 _ALLOW_INTERRUPTED = contextvars.ContextVar("allow_interrupted", default=False)
 
@@ -59,8 +43,7 @@ _ALLOW_INTERRUPTED = contextvars.ContextVar("allow_interrupted", default=False)
 @contextlib.contextmanager
 def interrupted_runs_allowed(allowed: bool = True):
     """Within the block, :func:`load_run` reads the runs of interrupted sessions instead of refusing them
-    (``--allow-interrupted`` of the commands that read runs): one switch for every reader, however deep it
-    loads its runs."""
+    (``--allow-interrupted``)."""
     token = _ALLOW_INTERRUPTED.set(allowed)
     try:
         yield
@@ -80,15 +63,9 @@ def interrupted_reason(data: dict) -> str | None:
 
 @dataclass(frozen=True)
 class Run:
-    """A loaded pytest-benchmark run. ``data`` is the parsed JSON; ``sha256`` of the JSON's bytes (for a
-    ``.json.gz`` file, of the decompressed JSON: the same run has one hash however it is stored);
-    :attr:`content_digest` of what identifies the run beyond its bytes (the ``--benchmark-json`` file and the
-    autosave of one session are one run: :mod:`cudagraph_bench.results.identity`).
-
-    The typed record of the run is decoded from ``data`` once, the first time it is asked for, and
-    kept (:mod:`cudagraph_bench.results.record`): :attr:`measurements`, :attr:`environment`,
-    :attr:`failures`. ``data`` is never changed after loading (a run with other benchmarks is a new
-    ``Run``)."""
+    """A loaded pytest-benchmark run: ``data`` the parsed JSON (never changed after loading), ``sha256`` of the
+    (decompressed) JSON's bytes. :attr:`measurements`, :attr:`environment` and :attr:`failures` are decoded once,
+    when first asked for."""
 
     path: Path
     data: dict
@@ -112,8 +89,8 @@ class Run:
 
     @cached_property
     def measurements(self) -> Mapping[tuple, Measurement]:
-        """Every benchmark decoded, keyed by ``(suite, *key)``, in the file's order (read-only).
-        Raises InputFileError on a malformed or duplicate key."""
+        """Every benchmark decoded, keyed by ``(suite, *key)``, in the file's order (read-only); InputFileError
+        on a malformed or duplicate key."""
         out: dict[tuple, Measurement] = {}
         for i, bench in enumerate(self.benchmarks):
             m = decode_measurement(self.path, i, bench, self.environment)
@@ -126,8 +103,7 @@ class Run:
 
     @cached_property
     def failures(self) -> tuple[FailedCase, ...]:
-        """The cases a run could not measure (``["cudagraph_bench"]["failures"]`` entries that name a case:
-        forward cases of ``cudagraph-bench run``, decode cases of the pytest plugin), in the file's order."""
+        """The cases a run could not measure (``["cudagraph_bench"]["failures"]``), in the file's order."""
         section = self.data.get("cudagraph_bench") or {}
         decoded = (decode_failure(f) for f in section.get("failures") or [])
         return tuple(f for f in decoded if f is not None)
@@ -142,10 +118,9 @@ def _ids_in(storage: Path) -> list[Path]:
 
 def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path:
     """Path of a run given as a file path or a saved-run id (``"0001"`` or a file stem under ``storage``;
-    None: :func:`cudagraph_bench.paths.default_storage`, which does not depend on the working directory).
+    None: :func:`cudagraph_bench.paths.default_storage`).
 
-    Raises InputFileError for a missing file, an unknown id (listing the ids found) or an ambiguous id.
-    """
+    Raises InputFileError for a missing file, an unknown id (listing the ids found) or an ambiguous id."""
     path = Path(ref)
     if path.exists():
         return path
@@ -177,21 +152,16 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
 
 
 def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False) -> Run:
-    """Load and validate a pytest-benchmark JSON run (path or saved-run id), plain or gzip-compressed
-    (a ``.gz`` name or gzip's magic bytes; the committed runs are ``.json.gz``).
+    """Load and validate a pytest-benchmark JSON run (path or saved-run id), plain or gzip-compressed.
 
     Args:
         records_only: also accept a run without benchmarks whose ``cudagraph_bench`` section records kernel
-            counts or failed cases (:func:`~cudagraph_bench.results.record.records_without_benchmarks`): the
-            run of a shard that ran only the profiling tests, which ``merge`` joins to the others.
+            counts or failed cases (a profiling-only shard, for ``merge``).
 
-    Raises InputFileError (one line) when the file is missing, not a regular file (``/dev/zero``) or
-    larger than :data:`~cudagraph_bench.fsio.MAX_INPUT_BYTES` (compressed or not), empty, truncated/invalid JSON or
-    gzip, nested deeper than :data:`~cudagraph_bench.fsio.MAX_JSON_DEPTH`, not pytest-benchmark output, holds a
-    benchmark of the suite stripped of its ``extra_info`` or key (:func:`check_suite_benchmarks`), or holds no
-    benchmarks (and, with ``records_only``, no records either), or is the run of an interrupted session
-    (:data:`INTERRUPTED`; read within :func:`interrupted_runs_allowed`).
-    """
+    Raises InputFileError (one line) when the file is missing, irregular, too large (compressed or not), empty,
+    invalid JSON or gzip, nested too deep, not pytest-benchmark output, holds a suite benchmark stripped of its
+    key (:func:`check_suite_benchmarks`), holds no benchmarks (nor, with ``records_only``, records), or is the run
+    of an interrupted session (outside :func:`interrupted_runs_allowed`)."""
     if not str(ref).strip():
         raise InputFileError("expected a run, got an empty string: name a pytest-benchmark JSON file or a saved-run id")
     path = resolve_run_path(ref, storage)
@@ -245,10 +215,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
-    """``raw`` itself, or the bytes of the gzip stream ``raw`` when the file is named ``*.gz`` or starts with
-    gzip's magic bytes, at most :data:`~cudagraph_bench.fsio.MAX_JSON_BYTES` of them: a stream that inflates
-    beyond (a small file of zeros can inflate to gigabytes) is refused after inflating that much, never read
-    whole or parsed; a corrupt or truncated stream raises InputFileError (one line)."""
+    """``raw``, or its gzip stream inflated (``*.gz`` or gzip's magic bytes), refused past
+    :data:`~cudagraph_bench.fsio.MAX_JSON_BYTES`; InputFileError for a corrupt or truncated stream."""
     from cudagraph_bench.fsio import MAX_JSON_BYTES
 
     if not (path.name.endswith(".gz") or raw.startswith(GZIP_MAGIC)):
@@ -266,9 +234,7 @@ def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
 
 
 def _no_benchmarks_error(path: Path, section) -> InputFileError:
-    """The one-line error for a run without benchmarks, naming what it holds instead and what to do: a
-    ``cudagraph-bench run`` whose every case failed, a session that recorded only kernel counts or failed
-    cases (merge it with the runs that hold the benchmarks), or nothing (every benchmark skipped)."""
+    """The one-line error for a run without benchmarks, naming what it holds instead and what to do."""
     section = section if isinstance(section, dict) else {}
     records = records_without_benchmarks(section)
     failures = section.get("failures") if records.get("failures") else []
@@ -305,9 +271,8 @@ PRODUCE_RUN = "run `cudagraph-bench run -o DIR` or `pytest perf_tests --benchmar
 
 
 def require_suite_benchmarks(runs: list[Run]) -> None:
-    """Raise InputFileError when no benchmark of ``runs`` is one of this suite's (``extra_info.suite``
-    forward, decode or launch) and no run records a failed case: plain pytest-benchmark output of other
-    tests, from which no page or verdict can be made."""
+    """Raise InputFileError when no benchmark of ``runs`` is one of this suite's and no run records a failed
+    case."""
     for run in runs:
         if any((b.get("extra_info") or {}).get("suite") in SUITE_KEYS for b in run.benchmarks):
             return
@@ -329,8 +294,7 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
     sorted by key, variants in :data:`~cudagraph_bench.cases.FORWARD_VARIANTS` order.
 
     Raises InputFileError when the run has no forward-suite benchmarks, or when a group lacks the
-    ``eager`` or the ``graph`` variant (the pair every reduction is computed from).
-    """
+    ``eager`` or the ``graph`` variant (the pair every reduction is computed from)."""
     def order(item):
         case = item[0]
         return case.without_variant(), variants.display_rank(variants.FORWARD, case.variant), case.variant
@@ -362,16 +326,14 @@ PLAIN_LOOP_RUN = ("a run of the plain capture/replay loop (scripts/device/plain_
 
 def is_plain_loop_run(run: Run) -> bool:
     """Whether every forward benchmark of ``run`` (and at least one) is the plain capture/replay loop's
-    (:data:`~cudagraph_bench.results.record.PLAIN_LOOP_CHECK`): the noise reference ``calibrate --plain`` and the
-    self-test's page read beside the suite's runs, never a run to gate, compare or build a baseline from."""
+    (:data:`~cudagraph_bench.results.record.PLAIN_LOOP_CHECK`): a noise reference, never a run to gate."""
     forward = forward_cases(run).values()
     return bool(forward) and all(m.check.method == PLAIN_LOOP_CHECK for m in forward)
 
 
 def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[str, list[Measurement]]]:
-    """Forward groups of several runs of the same code (separate processes): ``(model, dtype, seq_len)``
-    -> ``{variant: [Measurement of each run that has it]}``, sorted by key. Each run is validated as
-    :func:`forward_groups` does (raises InputFileError the same way)."""
+    """Forward groups of several runs of the same code: ``(model, dtype, seq_len)`` -> ``{variant:
+    [Measurement of each run that has it]}``, sorted by key; InputFileError as :func:`forward_groups`."""
     merged: dict[tuple[str, str, int], dict[str, list[Measurement]]] = {}
     for run in runs:
         for key, by_variant in forward_groups(run).items():
@@ -386,13 +348,9 @@ def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
     """Median latency reduction of the variant vs eager in percent, from ``(eager, variant)`` pairs of one
     case, one pair per run that measured both, and an interval in percent.
 
-    One pair: the reduction of the two medians and its 95% percentile-bootstrap interval over that run's
-    rounds (None when either side kept no per-round data or fewer than
-    :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds); it says how well that run pins its
-    medians, not where another run lands. Several pairs: the reduction of the medians of the run medians
-    and the range (lowest, highest) of the per-run reductions (:func:`~cudagraph_bench.results.stats.runs_reduction_pct`).
-    Raises ``ValueError`` for no pairs.
-    """
+    One pair: the reduction of the two medians and its 95% bootstrap interval over the rounds (None without
+    enough per-round data). Several pairs: the reduction of the medians of the run medians and the range of the
+    per-run reductions. Raises ``ValueError`` for no pairs."""
     if len(pairs) == 1:
         eager, other = pairs[0]
         red = reduction_pct(eager.summary.median_ms, other.summary.median_ms)
@@ -412,10 +370,8 @@ def check_one_gpu(runs: list[Run], fix: str) -> None:
 
 
 def distinct_runs(runs: list[Run], what: str) -> list[Run]:
-    """``runs`` unchanged; raises :class:`UsageError` when one run is given twice: the same file (same sha256),
-    or the two files of one session (its ``--benchmark-json`` and its autosave:
-    :func:`~cudagraph_bench.results.identity.same_run_reason`). A repeated run would count as two independent
-    runs and narrow the noise model."""
+    """``runs`` unchanged; raises :class:`UsageError` when one run is given twice (the same file, or the two files
+    of one session: :func:`~cudagraph_bench.results.identity.same_run_reason`), which would narrow the noise model."""
     from cudagraph_bench.results.identity import repeated_run
 
     repeat = repeated_run(runs)

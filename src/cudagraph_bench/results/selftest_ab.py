@@ -1,18 +1,7 @@
-"""The pull-request mode (``cudagraph-bench ab``) in the self-test (no torch): its false alarms when base and head
-are the same code, and whether it catches a GPU delay planted on head. The runs are
-:func:`cudagraph_bench.runner.selftest_runs.ab_plan`'s, one job on one GPU:
-
-- ``ab-base-<i>`` and ``ab-head-<i>``: the unmodified checkout, K runs each;
-- ``ab-delay-<pct>-<i>``: head with ``delay:<pct>`` planted on every gated graph (``--plant-fault``), K runs.
-
-Every verdict is ``ab``'s own comparison, :func:`cudagraph_bench.results.compare.compare_runs` of one group against
-another (``compare --old ab-base-* --new ...``), with the given noise model as ``ab --baseline`` reads it; a case
-counts when compare gates it (:attr:`~cudagraph_bench.results.compare.Change.gated`):
-
-- **A/A**: ab-base against ab-head; a gated case flagged as regressed is a false alarm;
-- **detection**: ab-base against each ab-delay group; a gated case flagged as regressed is detected, beside the
-  delay the delay runs measured when they planted it.
-"""
+"""The pull-request mode (``cudagraph-bench ab``) in the self-test (no torch): with ``ab``'s own comparison
+(:func:`cudagraph_bench.results.compare.compare_runs`), its false alarms of ``ab-base-<i>`` against ``ab-head-<i>``
+(the same code, A/A) and its detection of the ``ab-delay-<pct>-<i>`` runs (head with a delay planted on every gated
+graph), over the gated cases."""
 
 from __future__ import annotations
 
@@ -32,9 +21,8 @@ _AB = re.compile(r"ab-(base|head|delay-(\d+(?:\.\d+)?))-\d+")
 
 @dataclass
 class ABCase:
-    """One gated case of the comparisons: ``aa`` ab-base against ab-head (None: no head runs, or not in both), and per
-    planted delay (percent) ab-base against that delay's runs and the delay the runs measured (their median, percent;
-    None: not recorded) with how many of them landed off target."""
+    """One gated case: ``aa`` the A/A change (or None), and per planted delay (percent) the change, the median delay
+    measured (percent, or None) and how many runs landed off target."""
 
     label: str
     aa: Change | None = None
@@ -64,7 +52,7 @@ class ABResult:
 
     @property
     def aa_alarms(self) -> int:
-        """Gated cases the A/A comparison flags as regressed: false alarms, nothing changed."""
+        """Gated cases the A/A comparison flags as regressed (false alarms)."""
         return sum(c.aa is not None and c.aa.regressed for c in self.cases)
 
     def trials(self, pct: float) -> int:
@@ -91,8 +79,7 @@ def split_ab_runs(runs: dict[str, Run]) -> tuple[list[Run], list[Run], dict[floa
 
 
 def _gated(changes: list[Change]) -> dict[str, Change]:
-    """``{case label: change}`` of the gated changes (those that can fail ``ab``); the label without its variant for
-    the forward graph, as the self-test's other tables name a case."""
+    """``{case label: change}`` of the gated changes (the forward graph's label without its variant)."""
     return {(c.label.removesuffix(f" {GATED}") if c.suite == FORWARD else f"{c.suite} {c.label}"): c
             for c in changes if c.gated}
 
@@ -113,11 +100,9 @@ def _measured(runs: list[Run]) -> dict[str, tuple[float | None, int]]:
 
 
 def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
-    """The comparisons of the module docstring on the ab runs among ``runs`` (``{file stem: Run}``); None when there
-    is no ab run. ``baseline``: the loaded :class:`~cudagraph_bench.results.baseline.Baseline` whose noise model the
-    comparisons use, as ``ab --baseline FILE`` does (None: the runs' own spread, as ``ab`` without one). Without
-    ab-base runs there is nothing to compare against: no case. Raises UsageError when two groups share no
-    benchmark (compare's)."""
+    """The comparisons of the module docstring on the ab runs among ``runs`` (``{file stem: Run}``); None without ab
+    runs, no case without ab-base runs. ``baseline``: the :class:`~cudagraph_bench.results.baseline.Baseline` whose
+    noise model to use (None: the runs' own spread). Raises UsageError when two groups share no benchmark."""
     base, head, delays = split_ab_runs(runs)
     if not (base or head or delays):
         return None

@@ -1,21 +1,8 @@
 """The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault and pass on
-every unmodified rerun? The runs are :mod:`cudagraph_bench.runner.selftest_runs`'s.
-
-- the baseline is built from the unmodified runs (:func:`cudagraph_bench.results.baseline.build_baseline`), as
-  ``cudagraph-bench baseline`` builds it;
-- **detection**: each ``delay-<pct>`` run is gated against that baseline with the gate's own rule
-  (:func:`cudagraph_bench.results.gate.evaluate`): per gated case, whether the regression check flags it, the
-  change the gate saw and the delay measured when it was planted;
-- **false alarms of the gate**: each unmodified run gated against a baseline of the other unmodified runs (leave
-  one out);
-- **false alarms over every pair**: ``compare`` of every ordered pair of unmodified runs, with the baseline's noise
-  model (:func:`cudagraph_bench.results.compare.compare_runs`): a regressed gated benchmark is a false alarm;
-- **wrong results**: the ``stale-input``, ``wrong-decode``, ``stale-mask``, ``stale-position``, ``eager-layer`` and
-  ``skip-inductor-graphs`` runs must fail the gate on their recorded checks (the last two on their replay proof)
-  (:func:`cudagraph_bench.results.checks.failed_checks`, every variant's and suite's check, as the gate reads them);
-- **the pull-request mode**, when the folder holds ``ab-*`` runs: ``ab``'s A/A false alarms and its detection of a
-  delay planted on head, with that baseline's noise model (:mod:`cudagraph_bench.results.selftest_ab`).
-"""
+every unmodified rerun? With a baseline of the unmodified runs: detection of each ``delay-<pct>`` run by the gate's
+rule, the gate's false alarms (leave one out) and ``compare``'s over every pair of unmodified runs, every
+wrong-result fault failing the gate on its checks, and ``ab``'s A/A false alarms and detection where ``ab-*`` runs
+are present (:mod:`cudagraph_bench.results.selftest_ab`)."""
 
 from __future__ import annotations
 
@@ -35,8 +22,7 @@ _DELAY = re.compile(r"delay-(\d+(?:\.\d+)?)")
 #: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
 WRONG_RESULT_FAULTS = ("stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer",
                        "skip-inductor-graphs")
-#: The wrong-result faults every self-test plants (the decode ones need a causal LM in the matrix): a folder without
-#: one of them, or without a delay of at least 5%, has not tested what the verdict claims.
+#: The wrong-result faults every self-test plants: a folder without one of them has not tested what it claims.
 ALWAYS_PLANTED = ("stale-input", "stale-mask", "eager-layer", "skip-inductor-graphs")
 #: What each of them plants, in the page's words.
 WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing its static input",
@@ -50,7 +36,7 @@ WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing it
 @dataclass
 class CaseDetection:
     """One gated case: its baseline spread and tolerance, and per planted delay (percent) whether the gate flagged
-    it, the change it saw (percent) and the delay measured when planted (percent)."""
+    it, the change it saw and the delay measured when planted (percent)."""
 
     label: str
     spread_pct: float | None
@@ -87,7 +73,7 @@ class SelftestResult:
 
     def off_target(self, pct: float) -> list[str]:
         """The cases whose planted ``pct`` delay did not land within
-        :data:`~cudagraph_bench.measure.faults.PLANT_TOLERANCE_POINTS` of its target (not a test of the gate)."""
+        :data:`~cudagraph_bench.measure.faults.PLANT_TOLERANCE_POINTS` of its target."""
         return [c.label for c in self.cases if c.on_target.get(pct) is False]
 
     @property
@@ -98,9 +84,8 @@ class SelftestResult:
 
     @property
     def passed_targets(self) -> bool:
-        """No run missing (:attr:`missing`), no false alarm (the gate's, compare's, and ``ab``'s A/A), +5% (or the
-        smallest delay at least 5%) detected in every gated case, every wrong result failing the gate; ``ab``'s
-        detection is reported only."""
+        """No run missing, no false alarm (gate, compare, ``ab``'s A/A), the smallest delay >= 5% detected in every
+        gated case, every wrong result failing the gate (``ab``'s detection is reported only)."""
         five = min((p for p in self.delays if p >= 5), default=None)
         return (not self.missing and self.false_alarms == 0 and all(ok for ok, _ in self.wrong.values())
                 and five is not None and not self.missed(five) and (self.ab is None or self.ab.aa_alarms == 0))
@@ -122,11 +107,8 @@ def _baseline(runs: list[Run], min_runs: int):
 
 def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
     """The verdicts of the module docstring. ``baseline``: a loaded
-    :class:`~cudagraph_bench.results.baseline.Baseline` to gate the delay and unmodified runs against (e.g. the
-    checkout's, built on other hosts), instead of one built from the unmodified runs; the gate false alarms are then
-    each unmodified run against it; the ab runs are compared with its noise model (given or built,
-    :func:`~cudagraph_bench.results.selftest_ab.evaluate_ab`). Raises UsageError for fewer than 5 unmodified runs
-    without ``baseline``, fewer than 2 with one."""
+    :class:`~cudagraph_bench.results.baseline.Baseline` to gate against instead of one built from the unmodified
+    runs. Raises UsageError for fewer than 5 unmodified runs without ``baseline``, fewer than 2 with one."""
     from cudagraph_bench.results import gate
     from cudagraph_bench.results.compare import compare_runs
 
@@ -257,8 +239,6 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
 
 
 def _ab_section(result: SelftestResult) -> list[str]:
-    """The section of the pull-request mode (:func:`~cudagraph_bench.results.selftest_ab.markdown_section`); none
-    without ab runs."""
     if result.ab is None:
         return []
     noise = (f"`{result.baseline}`" if result.baseline else
@@ -267,9 +247,7 @@ def _ab_section(result: SelftestResult) -> list[str]:
 
 
 def _figure_note(runs: dict[str, Run]) -> list[str]:
-    """A paragraph when the unmodified runs' device figure was taken without the held stream (runs made before it:
-    no ``device_hold_ms``): the rule's floor is set for the held figure, so such runs are judged more strictly
-    than their noise allows."""
+    """A paragraph when the unmodified runs' device figure was taken without the held stream."""
     from cudagraph_bench.results.runfile import forward_cases
 
     unmodified, _, _ = split_runs(runs)
@@ -285,10 +263,8 @@ def _figure_note(runs: dict[str, Run]) -> list[str]:
 
 
 def _noise_section(runs: dict[str, Run], plain: list[Run]) -> list[str]:
-    """The spread between processes of the gated device figure (:func:`cudagraph_bench.results.process_spread.
-    spread_rows`): of the unmodified runs beside the plain loop's runs of the same job; without plain-loop runs, of the
-    unmodified ab runs (ab-base and ab-head, one job) when there are at least 5, judged by the target's floor alone;
-    else a pointer to the page that measures it (the spans of a few runs have no reference to be judged by)."""
+    """The spread between processes of the gated device figure: of the unmodified runs beside the plain loop's
+    runs, else of 5+ unmodified ab runs, else a pointer to the page that measures it."""
     from cudagraph_bench.results import process_spread
 
     unmodified, _, _ = split_runs(runs)

@@ -1,19 +1,6 @@
-"""Splitting a collected suite into shards (CI matrix jobs, one per host) and weighing its groups by
-recorded test durations (no torch, no pytest).
-
-A *group* is the unit that is never split: the tests of one model and dtype (parameters ``model`` or
-``causal_model``, and ``dtype``), so that each process builds a model once; a test without those
-parameters belongs to its module's group. Shards get whole groups by greedy longest-processing-time
-(Graham 1969, "Bounds on multiprocessing timing anomalies"; the ``least_duration`` algorithm of
-pytest-split): the heaviest group first, each to the shard with the least seconds so far. A group
-weighs the seconds its tests took in a previous run (``--shard-durations``: setup + call + teardown per
-test, recorded by the plugin under ``cudagraph_bench.test_durations_s``; a test missing there counts
-the median recorded test), else its number of tests. The assignment depends only on the collected
-test ids and the durations, so every CI job computes the same split.
-
-Test ids are pytest node ids without the ``@group`` suffix that pytest-xdist's ``--dist loadgroup``
-appends in its workers (:func:`base_nodeid`), so durations recorded with or without xdist match.
-"""
+"""Splitting a collected suite into shards (CI jobs) by recorded test durations (no torch, no pytest): whole groups
+(one model and dtype, so each process builds a model once) by greedy longest-processing-time (Graham 1969, "Bounds
+on multiprocessing timing anomalies"; pytest-split's ``least_duration``), the same split in every job."""
 
 from __future__ import annotations
 
@@ -30,9 +17,7 @@ MODEL_PARAMS = ("model", "causal_model")
 
 
 def base_nodeid(nodeid: str) -> str:
-    """``nodeid`` without pytest-xdist's loadgroup suffix: ``"t.py::f[a]@gpt2-float32"`` -> ``"t.py::f[a]"``.
-    The suffix is what follows the last ``@`` after the last ``]`` (xdist's own rule, so an ``@`` inside
-    a parameter id stays)."""
+    """``nodeid`` without pytest-xdist's loadgroup suffix: ``"t.py::f[a]@gpt2-float32"`` -> ``"t.py::f[a]"``."""
     at = nodeid.rfind("@")
     return nodeid[:at] if at > nodeid.rfind("]") and at > nodeid.rfind("::") else nodeid
 
@@ -61,13 +46,9 @@ def group_seconds(nodeids: Iterable[str], durations: Mapping[str, float] | None,
 
 def assign_shards(groups: Mapping[str, list[str]], n_shards: int,
                   durations: Mapping[str, float] | None = None) -> list[list[str]]:
-    """Split ``groups`` (group -> its test node ids) into ``n_shards`` lists of group names by greedy
-    longest-processing-time: groups by weight (:func:`group_seconds`), heaviest first and ties by name,
-    each to the shard with the fewest seconds so far (ties: the lowest shard). Shard ``i`` of the result
-    is CI shard ``i + 1``; a shard may be empty when there are fewer groups than shards.
-
-    Raises ``ValueError`` when ``n_shards`` < 1.
-    """
+    """Split ``groups`` (group -> its test node ids) into ``n_shards`` lists of group names: heaviest first (ties
+    by name), each to the shard with the fewest seconds so far (ties: the lowest). Shard ``i`` is CI shard
+    ``i + 1`` and may be empty. Raises ``ValueError`` when ``n_shards`` < 1."""
     if n_shards < 1:
         raise ValueError(f"need at least one shard, got {n_shards}")
     default_s = typical_seconds(durations)
@@ -118,8 +99,8 @@ def load_durations(path: str) -> dict[str, float]:
 
 
 def time_per_part(durations_s: dict[str, float]) -> dict[str, dict]:
-    """Seconds per test module (a part of the suite: the forward benchmarks, the decode tests, ...) from
-    ``{node id: s}``: ``{module path: {"s": seconds, "tests": count}}``, longest first."""
+    """Seconds per test module from ``{node id: s}``: ``{module path: {"s": seconds, "tests": count}}``, longest
+    first."""
     parts: dict[str, dict] = {}
     for nodeid, seconds in durations_s.items():
         part = parts.setdefault(nodeid.split("::", 1)[0], {"s": 0.0, "tests": 0})

@@ -1,14 +1,6 @@
-"""Statistics of per-round latency samples: summaries, latency reduction, bootstrap intervals.
-
-numpy only (no torch), so a CPU machine can gate a GPU run. All latencies are in milliseconds.
-
-The confidence intervals are percentile-bootstrap intervals of a statistic of two *independent*
-samples (eager vs graph rounds, or an old vs a new run): each sample is resampled with replacement on
-its own, the statistic is recomputed from the two resampled medians, and the interval is the
-``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of those bootstrap statistics.
-Source: B. Efron and R. J. Tibshirani, *An Introduction to the Bootstrap*, Chapman & Hall, 1993,
-ch. 13 (the percentile interval) and sec. 8.3 (two-sample problems).
-"""
+"""Statistics of per-round latency samples (ms; numpy and scipy, no torch): summaries, latency reduction, and
+percentile-bootstrap intervals of two independent samples (B. Efron and R. J. Tibshirani, *An Introduction to the
+Bootstrap*, 1993, ch. 13 and sec. 8.3)."""
 
 from __future__ import annotations
 
@@ -17,12 +9,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-#: Bootstrap resamples per interval. Efron & Tibshirani (1993) advise on the order of 1000 or more
-#: resamples for percentile intervals (far more than the ~200 needed for a standard error).
+#: Bootstrap resamples per interval (Efron & Tibshirani advise 1000 or more for percentile intervals).
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
-#: Fewest rounds per sample for which the tools report a bootstrap interval: resampling a handful of
-#: values only restates them (pytest-benchmark's own default minimum is 5 rounds).
+#: Fewest rounds per sample for which the tools report a bootstrap interval.
 MIN_BOOTSTRAP_ROUNDS = 5
 
 
@@ -56,10 +46,8 @@ def _as_samples(samples_ms: Sequence[float] | np.ndarray, what: str = "samples")
 def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
     """Summary of per-round latencies ``samples_ms: [rounds]`` in ms.
 
-    ``p95_ms`` is numpy's default (linear-interpolation) 95th percentile; ``stddev_ms`` is the sample
-    standard deviation (``ddof=1``, like pytest-benchmark), 0 for a single round.
-    Raises ``ValueError`` for an empty sample or a non-finite value.
-    """
+    ``p95_ms``: numpy's linear-interpolation percentile; ``stddev_ms``: ``ddof=1`` (0 for one round). Raises
+    ``ValueError`` for an empty sample or a non-finite value."""
     x = _as_samples(samples_ms)
     return Summary(
         n=int(x.size),
@@ -73,13 +61,8 @@ def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
 
 
 def middle90_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
-    """Width of the middle 90% of the rounds relative to their median, in percent:
-    ``100 * (p95 - p5) / median`` of ``samples_ms: [rounds]`` (numpy's linear-interpolation
-    percentiles). A GPU-bound graph replay is a few percent wide; a host-bound eager forward can be
-    tens of percent, and then a reduction against its median moves between runs.
-
-    Raises ``ValueError`` for an empty sample, a non-finite value or a median <= 0.
-    """
+    """Width of the middle 90% of the rounds relative to their median, in percent: ``100 * (p95 - p5) / median``
+    of ``samples_ms: [rounds]``. Raises ``ValueError`` for an empty sample, a non-finite value or a median <= 0."""
     x = _as_samples(samples_ms)
     median = float(np.median(x))
     if median <= 0:
@@ -89,10 +72,8 @@ def middle90_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
 
 
 def reduction(eager_median_ms: float, graph_median_ms: float) -> float:
-    """Latency reduction as a fraction: ``(eager - graph) / eager`` (0.4 means 40% less time).
-
-    Negative when the graph is slower. Raises ``ValueError`` when ``eager_median_ms <= 0``.
-    """
+    """Latency reduction as a fraction: ``(eager - graph) / eager`` (0.4: 40% less time; negative: slower).
+    Raises ``ValueError`` when ``eager_median_ms <= 0``."""
     if not eager_median_ms > 0:
         raise ValueError(f"eager median must be > 0 ms, got {eager_median_ms}")
     return (eager_median_ms - graph_median_ms) / eager_median_ms
@@ -112,12 +93,9 @@ def reduction_pct(eager_median_ms: float, graph_median_ms: float) -> float:
 
 def runs_reduction_pct(eager_medians_ms: Sequence[float], graph_medians_ms: Sequence[float]
                        ) -> tuple[float, tuple[float, float]]:
-    """Reduction over several separate runs: ``(percent reduction of the median of the eager run medians
-    vs the median of the graph run medians, (lowest, highest) per-run reduction in percent)``, the
-    per-run reductions pairing the i-th eager median with the i-th graph median (up to the shorter list).
-
-    All values in ms. Raises ``ValueError`` for an empty list or an eager median <= 0.
-    """
+    """Reduction over several separate runs (ms): ``(percent reduction of the medians of the run medians,
+    (lowest, highest) per-run reduction)``, pairing the i-th eager and graph medians. Raises ``ValueError`` for
+    an empty list or an eager median <= 0."""
     if not len(eager_medians_ms) or not len(graph_medians_ms):
         raise ValueError("runs_reduction_pct needs at least one eager and one graph run median")
     overall = reduction_pct(float(np.median(eager_medians_ms)), float(np.median(graph_medians_ms)))
@@ -139,9 +117,7 @@ def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.
         n_resamples: bootstrap resamples; seed: seed of ``numpy.random.default_rng`` (same inputs and
             seed give the same interval).
 
-    Returns ``(low, high)``. Raises ``ValueError`` for an empty or non-finite sample or a confidence outside (0, 1).
-    Source: Efron & Tibshirani (1993), *An Introduction to the Bootstrap*, ch. 13, percentile method.
-    """
+    Returns ``(low, high)``. Raises ``ValueError`` for an empty or non-finite sample or a confidence outside (0, 1)."""
     from scipy.stats import bootstrap
 
     if not 0.0 < confidence < 1.0:
@@ -162,6 +138,5 @@ def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[floa
     """Bootstrap interval (fractions) of the median latency reduction ``(eager - graph) / eager``.
 
     ``eager_ms: [rounds]``, ``graph_ms: [rounds]`` per-round latencies in ms; keyword arguments as
-    :func:`bootstrap_ci` (95% percentile interval, fixed seed by default).
-    """
+    :func:`bootstrap_ci` (95% percentile interval, fixed seed by default)."""
     return bootstrap_ci(eager_ms, graph_ms, lambda e, g: (e - g) / e, **kwargs)
