@@ -3,6 +3,7 @@
 
 import gzip
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -145,11 +146,15 @@ def median_ms(b):
     return float(np.median(b["stats"]["data"])) * 1000.0
 
 
+def copy_doc(doc):
+    """A deep copy of a JSON document (a pickle round trip: several times faster than ``copy.deepcopy`` on a run
+    of thousands of rounds)."""
+    return pickle.loads(pickle.dumps(doc, pickle.HIGHEST_PROTOCOL))
+
+
 def checked(doc):
     """Copy of ``doc`` whose graph benchmarks record a passed strict correctness check."""
-    import copy
-
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     for b in forward_benches(doc, "graph"):
         b["extra_info"].update(correct=True, check="strict", max_abs_diff=0.0)
     return doc
@@ -157,9 +162,7 @@ def checked(doc):
 
 def scaled(doc, factor, variants=None):
     """Copy of ``doc`` with every time of the forward benchmarks (of ``variants``, default all) scaled."""
-    import copy
-
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     for b in forward_benches(doc):
         if variants is None or b["extra_info"]["variant"] in variants:
             scale(b, factor)

@@ -4,7 +4,6 @@ on stderr that says what is wrong (the expected words are the ones the command p
 file made, and no input file changed. The runs are a small cut of a committed H200 run (two cases), corrupted one
 way each; every command runs in this process."""
 
-import copy
 import gzip
 import hashlib
 import json
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from h200_fixture import committed_doc, run_bad_input
+from h200_fixture import copy_doc, committed_doc, run_bad_input
 
 from cudagraph_bench.fsio import MAX_JSON_BYTES
 
@@ -238,7 +237,7 @@ def _write(folder: Path, name: str, content) -> Path:
 
 
 def _bad_run(folder: Path, corruption, base=RUN) -> Path:
-    return _write(folder, "bad-run.json", corruption(copy.deepcopy(base)))
+    return _write(folder, "bad-run.json", corruption(copy_doc(base)))
 
 
 def _good_run(folder: Path, i: int = 0) -> Path:

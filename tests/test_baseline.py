@@ -2,7 +2,6 @@
 separate runs, written atomically. Runs are copies of the real H200 fixture scaled by per-run factors the
 tests choose; every expectation is computed here from the fixture's rounds and those factors."""
 
-import copy
 import hashlib
 import json
 import os
@@ -16,7 +15,7 @@ from scipy.stats import median_abs_deviation, t
 from cudagraph_bench.results import capture_cost, noise
 from cudagraph_bench.results.baseline import SCHEMA_VERSION, load_baseline
 from cudagraph_bench.errors import InputFileError
-from h200_fixture import (DOC, bench, checked, committed_doc, committed_run, forward_benches,
+from h200_fixture import (copy_doc, DOC, bench, checked, committed_doc, committed_run, forward_benches,
                           no_default_baseline_fixture, read_json, run_cli, scaled, write, write_runs)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +147,7 @@ def test_a_gz_name_is_refused_since_a_baseline_is_plain_json(tmp_path, capsys, r
 
 def test_a_case_in_fewer_than_min_runs_runs_is_left_out_with_a_warning(tmp_path, capsys):
     key = ("gpt2", "float32", 16)
-    lacking = copy.deepcopy(CHECKED)
+    lacking = copy_doc(CHECKED)
     lacking["benchmarks"] = [b for b in lacking["benchmarks"]
                              if (b["extra_info"]["model"], b["extra_info"]["dtype"], b["extra_info"]["seq_len"]) != key]
     runs = make_runs(tmp_path / "a", EAGER_FACTORS[:4], GRAPH_FACTORS[:4])
@@ -404,7 +403,7 @@ def _case(doc, model, dtype, seq_len):
      r"case gpt2 float32 L=50: gated is 0, not true or false"),
     (lambda d: _case(d, "gpt2", "float32", 50).update(gated=None),
      r"case gpt2 float32 L=50: gated is null, not true or false"),
-    (lambda d: d["cases"].append(copy.deepcopy(_case(d, "gpt2", "float32", 50))),
+    (lambda d: d["cases"].append(copy_doc(_case(d, "gpt2", "float32", 50))),
      r"lists case gpt2 float32 L=50 twice \(cases\[\d+\] and cases\[\d+\]\): delete one of them"),
     (lambda d: _case(d, "gpt2", "float32", 50).update(seq_len=16),  # now equal to the L=16 entry
      r"lists case gpt2 float32 L=16 twice .*: delete one of them"),

@@ -3,7 +3,6 @@ a machine and across machines, and the gate's tolerance for a run of a machine n
 cross-machine part. Runs are copies of the real H200 fixture scaled per run and per machine; every expectation is
 computed here from the fixture's rounds, the factors and scipy."""
 
-import copy
 import json
 import math
 
@@ -13,7 +12,7 @@ from scipy.stats import median_abs_deviation, t
 
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import load_baseline
-from h200_fixture import DOC, bench, checked, run_cli, scaled, write
+from h200_fixture import copy_doc, DOC, bench, checked, run_cli, scaled, write
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
@@ -107,7 +106,7 @@ def test_a_run_of_another_machine_is_gated_with_the_cross_machine_tolerance(tmp_
                                                           b["extra_info"]["seq_len"]) != KEY:
             orig = bench(CHECKED, b["extra_info"]["model"], b["extra_info"]["dtype"], b["extra_info"]["seq_len"],
                          b["extra_info"]["variant"])
-            b["stats"] = copy.deepcopy(orig["stats"])
+            b["stats"] = copy_doc(orig["stats"])
     path = write(new, tmp_path / "new.json")
     rc, out, err = run_cli(capsys, "gate", path, "--baseline", baseline_path)
     line = next(x for x in out.splitlines() if x.startswith("gate "))
@@ -138,7 +137,7 @@ def test_a_case_measured_on_one_machine_of_several_still_covers_the_machines_spr
     from cudagraph_bench.results.baseline import case_tolerance
 
     doc = json.loads(baseline_path.read_text())
-    case = copy.deepcopy(next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == KEY))
+    case = copy_doc(next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == KEY))
     new = [case["graph"]["median_ms"]]
     both = case_tolerance(case, doc["thresholds"], new, floor_pct=0.5, figure="wall").tolerance_pct
     case["graph"]["host_medians_ms"] = case["graph"]["host_medians_ms"][:1]     # as if one machine measured it

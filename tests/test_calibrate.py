@@ -1,7 +1,6 @@
 """``cudagraph-bench calibrate RUN...``: false alarms and detection of planted slow-downs of the regression
 rule on repeated runs, made here from the H200 fixture with per-run factors the tests choose."""
 
-import copy
 import json
 
 import numpy as np
@@ -10,7 +9,8 @@ from scipy.stats import median_abs_deviation, t
 
 from cudagraph_bench.results import noise
 
-from h200_fixture import DOC, bench, checked, median_ms, no_default_baseline_fixture, run_cli, write, write_runs
+from h200_fixture import (copy_doc, DOC, bench, checked, median_ms, no_default_baseline_fixture, run_cli, write,
+                          write_runs)
 
 KEYS = [("gpt2", "float32", 16), ("gpt2", "float32", 50), ("gpt2", "float32", 512)]
 GATED = [k for k in KEYS if k[2] <= 128]
@@ -134,7 +134,7 @@ def test_a_run_given_twice_and_runs_of_two_gpus_are_usage_errors(tmp_path, capsy
     runs = write_runs(tmp_path / "runs", TINY[:6], doc=small_doc())
     rc, _, err = run_cli(capsys, "calibrate", *runs, runs[0])
     assert rc == 2 and "same run" in err
-    other = copy.deepcopy(json.loads(runs[-1].read_text()))
+    other = copy_doc(json.loads(runs[-1].read_text()))
     other["machine_info"]["cuda"]["gpu_slug"] = "nvidia-a100-sxm4-80gb"
     write(other, runs[-1])
     rc, _, err = run_cli(capsys, "calibrate", *runs)

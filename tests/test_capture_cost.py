@@ -3,7 +3,6 @@ calls, and the GPU memory a graph left reserved after its release. Every expecta
 H200 runs of the baseline (``results/nvidia-h200/forward-repeats``, two machines), the committed baseline built from
 them, and the self-test's unmodified runs on a third machine."""
 
-import copy
 import json
 
 import numpy as np
@@ -13,7 +12,7 @@ from cudagraph_bench.results import capture_cost, noise
 from cudagraph_bench.results.baseline import baseline_of, build_baseline
 from cudagraph_bench.results.gate import evaluate
 from cudagraph_bench.results.runfile import load_run
-from h200_fixture import H200_RESULTS, bench, read_json, run_bad_input, run_cli, write
+from h200_fixture import copy_doc, H200_RESULTS, bench, read_json, run_bad_input, run_cli, write
 
 REPEATS = sorted((H200_RESULTS / "forward-repeats").glob("forward-*.json.gz"))
 BASELINE = H200_RESULTS.parents[1] / "baselines" / "nvidia-h200.json"
@@ -248,7 +247,7 @@ def test_capture_check_uses_the_noise_rule():
     key, case = _calmest_case()
     cap = case["capture_cost"]["capture_ms"]
     calls = [x * 1.5 for x in cap["run_eager_calls"][:3]]
-    check = capture_cost.check_case(copy.deepcopy(case), {}, calls, []).capture
+    check = capture_cost.check_case(copy_doc(case), {}, calls, []).capture
     expected = noise.check_regression(cap["run_eager_calls"], calls, spread=cap["spread_pct"],
                                       floor_pct=capture_cost.CAPTURE_FLOOR_PCT)
     assert check.tolerance_pct == expected.tolerance_pct and check.change_pct == expected.change_pct

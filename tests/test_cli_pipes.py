@@ -1,7 +1,6 @@
 """Exit codes never depend on where stdout goes: a reader that closes the pipe early (``| head -1``)
 must not turn a command's verdict into a ``BrokenPipeError`` exit code 2."""
 
-import copy
 import os
 import shutil
 import subprocess
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from h200_fixture import DOC, FIXTURE, TIME_FIELDS, write  # noqa: E402
+from h200_fixture import copy_doc, DOC, FIXTURE, TIME_FIELDS, write  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "cudagraph-bench"
 PIPE_NOISE = ("Broken pipe", "BrokenPipeError", "Exception ignored", "cannot access")
@@ -19,12 +18,12 @@ PIPE_NOISE = ("Broken pipe", "BrokenPipeError", "Exception ignored", "cannot acc
 def same_measurements(tmp_path):
     """A separate run with the fixture's measurements (its own datetime: not the same file, which compare
     refuses as OLD and NEW)."""
-    return write({**copy.deepcopy(DOC), "datetime": "2030-01-01T00:00:00"}, tmp_path / "same.json")
+    return write({**copy_doc(DOC), "datetime": "2030-01-01T00:00:00"}, tmp_path / "same.json")
 
 
 def slower_graphs(tmp_path, factor=1.5):
     """The fixture run with every graph benchmark's times scaled by ``factor`` (a regression)."""
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     for b in doc["benchmarks"]:
         if b["extra_info"].get("variant") == "graph":
             s = b["stats"]

@@ -15,7 +15,8 @@ from scipy.stats import mannwhitneyu, median_abs_deviation, t
 from cudagraph_bench.results import noise
 from cudagraph_bench import paths
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, committed_doc, committed_run, forward_benches, median_ms,
+from h200_fixture import (copy_doc, DOC, FIXTURE, bench, checked, committed_doc, committed_run, forward_benches,
+                          median_ms,
                           no_default_baseline_fixture, plain_copy, read_json, run_cli, scale, scaled, write,
                           write_runs)
 
@@ -60,7 +61,7 @@ def test_identical_measurements_pass(tmp_path, capsys, old):
 
 
 def test_regression_beyond_the_floor_fails_and_names_the_benchmark(tmp_path, capsys, old):
-    new = copy.deepcopy(CHECKED)
+    new = copy_doc(CHECKED)
     victim = random.Random(0).choice(forward_benches(new, "graph"))
     scale(victim, 1.15)
     path = write(new, tmp_path / "new.json")
@@ -75,7 +76,7 @@ def test_regression_beyond_the_floor_fails_and_names_the_benchmark(tmp_path, cap
 
 
 def test_a_change_within_the_floor_passes(tmp_path, capsys, old):
-    new = copy.deepcopy(CHECKED)
+    new = copy_doc(CHECKED)
     victim = bench(new, "gpt2", "float32", 16, "graph")
     scale(victim, 1 + (FLOOR - 1) / 100)
     rc, out, _ = run_cli(capsys, "compare", old, write(new, tmp_path / "new.json"))
@@ -83,7 +84,7 @@ def test_a_change_within_the_floor_passes(tmp_path, capsys, old):
 
 
 def test_a_slower_reference_variant_is_reported_not_failed(tmp_path, capsys, old):
-    new = copy.deepcopy(CHECKED)
+    new = copy_doc(CHECKED)
     eager = forward_benches(new, "eager")[0]
     scale(eager, 1.5)
     path = write(new, tmp_path / "new.json")
@@ -94,7 +95,7 @@ def test_a_slower_reference_variant_is_reported_not_failed(tmp_path, capsys, old
 
 
 def test_faster_and_noise_are_not_failures(tmp_path, capsys, old):
-    new = copy.deepcopy(CHECKED)
+    new = copy_doc(CHECKED)
     faster = forward_benches(new)[0]
     scale(faster, 0.7)
     rng = random.Random(1)
@@ -110,7 +111,7 @@ def test_faster_and_noise_are_not_failures(tmp_path, capsys, old):
 # --- correctness --------------------------------------------------------------------------------------------
 
 def test_a_check_that_went_from_pass_to_fail_fails_and_is_named(tmp_path, capsys, old):
-    new = copy.deepcopy(CHECKED)
+    new = copy_doc(CHECKED)
     victim = bench(new, "gpt2", "float32", 16, "graph")
     victim["extra_info"].update(correct=False, max_abs_diff=3.5)
     path = write(new, tmp_path / "new.json")
@@ -213,7 +214,7 @@ def test_the_gpu_baseline_sets_the_tolerance_when_found(tmp_path, capsys, old, m
     spread = 100 * median_abs_deviation(np.log(medians), scale="normal")
     tol = max(FLOOR, t_multiplier(len(base_factors) - 1) * spread * np.sqrt(2))  # the baseline's k - 1 df
     assert tol > FLOOR + 2
-    new = copy.deepcopy(CHECKED)
+    new = copy_doc(CHECKED)
     scale(bench(new, *key, "graph"), 1 + (FLOOR + tol) / 2 / 100)  # beyond the floor, within the baseline's
     path = write(new, tmp_path / "new.json")
     rc, out, _ = run_cli(capsys, "compare", old, path)
@@ -230,7 +231,7 @@ def test_the_gpu_baseline_sets_the_tolerance_when_found(tmp_path, capsys, old, m
 # --- missing and disjoint benchmarks, usage errors ----------------------------------------------------------
 
 def _without(doc, label):
-    out = copy.deepcopy(doc)
+    out = copy_doc(doc)
     out["benchmarks"] = [b for b in out["benchmarks"]
                          if not (b["extra_info"].get("suite") == "forward" and forward_label(b) == label)]
     assert len(out["benchmarks"]) == len(doc["benchmarks"]) - 1
@@ -239,7 +240,7 @@ def _without(doc, label):
 
 def test_a_gated_benchmark_missing_in_new_fails_unless_allowed(tmp_path, capsys, old):
     new = _without(CHECKED, "gpt2 float32 L=50 graph")
-    extra = copy.deepcopy(bench(new, "gpt2", "float32", 50, "eager"))
+    extra = copy_doc(bench(new, "gpt2", "float32", 50, "eager"))
     extra["extra_info"]["seq_len"] = 77
     new["benchmarks"].append(extra)
     path = write(new, tmp_path / "new.json")
@@ -283,9 +284,9 @@ def test_a_missing_reference_is_counted_and_gated_only_with_gate_references(tmp_
 
 def _suites_doc():
     """A run with decode, launch and plain (non-cudagraph-bench) benchmarks, built from real rounds."""
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     src = doc["benchmarks"][:3]
-    decode, launch, plain = (copy.deepcopy(b) for b in src)
+    decode, launch, plain = (copy_doc(b) for b in src)
     decode["extra_info"] = {"suite": "decode", "model": "gpt2", "dtype": "float32", "seq_len": 3,
                             "new_tokens": 7, "variant": "graph", "ms_per_token": 1.0, "tokens_per_s": 1000.0}
     launch["extra_info"] = {"suite": "launch", "n_launches": 7, "variant": "loop", "us_per_launch": 5.0}
@@ -297,7 +298,7 @@ def _suites_doc():
 
 def test_decode_launch_and_plain_benchmarks_are_keyed(tmp_path, capsys):
     old = _suites_doc()
-    new = copy.deepcopy(old)
+    new = copy_doc(old)
     scale(new["benchmarks"][0], 1.5)
     rc, out, _ = run_cli(capsys, "compare", write(old, tmp_path / "old.json"), write(new, tmp_path / "new.json"))
     assert rc == 1
@@ -330,7 +331,7 @@ def test_malformed_argument_forms_are_usage_errors(tmp_path, capsys, old, form):
 def test_runs_of_different_gpus_are_refused_unless_allowed(tmp_path, capsys, old, other_gpu):
     """A run of another GPU, or one that recorded no GPU, is not compared (the verdict would be the hardware's)
     unless --allow-gpu-mismatch; then the table says so."""
-    other = copy.deepcopy(CHECKED)
+    other = copy_doc(CHECKED)
     if other_gpu:
         other["machine_info"]["cuda"]["gpu_slug"] = other_gpu
     else:
@@ -374,11 +375,11 @@ def one_sessions_files(doc, folder):
     compact) and the autosave under ``folder/.benchmarks`` (another layout, its own ``datetime`` a moment later,
     no rounds without ``--benchmark-save-data``, a hook's clock reading later). Returns ``(json file, storage)``."""
     gap = timedelta(milliseconds=20)
-    autosave = copy.deepcopy(doc)
+    autosave = copy_doc(doc)
     autosave["datetime"] = (datetime.fromisoformat(doc["datetime"]) + gap).isoformat()
     for b in autosave["benchmarks"]:
         del b["stats"]["data"]
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     doc.setdefault("cudagraph_bench", {})["wall_s"] = 1.0
     autosave.setdefault("cudagraph_bench", {})["wall_s"] = 1.0 + gap.total_seconds()
     storage = folder / ".benchmarks"
@@ -404,7 +405,7 @@ def test_the_json_file_and_the_autosave_of_one_session_are_the_same_run(tmp_path
     assert "give each separate run once" in err
     # another session: other statistics, the same statistics stamped later, or (against the file that holds the
     # rounds) the same statistics of rounds in another order
-    reordered = copy.deepcopy(doc)
+    reordered = copy_doc(doc)
     reordered["benchmarks"][0]["stats"]["data"].reverse()
     later = {**doc, "datetime": (datetime.fromisoformat(doc["datetime"]) + timedelta(hours=1)).isoformat()}
     for name, old, other in (("slower", "0001", scaled(doc, 1.01)), ("later", "0001", later),
@@ -506,7 +507,7 @@ def test_an_output_never_replaces_an_input(tmp_path, capsys):
 
 
 def test_one_benchmark_is_singular_and_a_reference_only_pass_says_so(tmp_path, capsys):
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     doc["benchmarks"] = [forward_benches(doc, "eager")[0]]
     old = write(doc, tmp_path / "old.json")
     rc, out, _ = run_cli(capsys, "compare", old, write({**doc, "datetime": "2030-01-01T00:00:00"}, tmp_path / "b.json"))
@@ -519,7 +520,7 @@ def test_one_benchmark_is_singular_and_a_reference_only_pass_says_so(tmp_path, c
 
 
 def test_a_tiny_speed_up_reads_plus_zero_not_minus_zero(tmp_path, capsys, old):
-    new = copy.deepcopy(CHECKED)
+    new = copy_doc(CHECKED)
     victim = forward_benches(new, "graph")[0]
     scale(victim, 0.9999)  # -0.01%
     rc, out, _ = run_cli(capsys, "compare", old, write(new, tmp_path / "new.json"))

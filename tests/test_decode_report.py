@@ -3,7 +3,6 @@ decode run (its gpt2 benchmarks, plus a ``compile+graph`` benchmark made from it
 ``generate-static-compile`` case), ``--newest-wins`` between a failure and a measurement, and a pytest
 session that records a failed decode case through the plugin into its JSON and the report."""
 
-import copy
 import json
 import statistics
 
@@ -14,7 +13,7 @@ from cudagraph_bench.measure.correctness import DecodeCheck, Fp64Check
 from cudagraph_bench.report import decode_tables, forward_tables
 from cudagraph_bench.report.runs import supersede
 from cudagraph_bench.results.runfile import load_run
-from h200_fixture import committed_doc, committed_run
+from h200_fixture import copy_doc, committed_doc, committed_run
 
 
 
@@ -47,7 +46,7 @@ def _derived_doc() -> dict:
     :data:`SPEEDUP_OVER_GRAPH`) and the peer recorded as failed."""
     doc = _committed_gpt2_doc()
     graph = next(b for b in doc["benchmarks"] if b["extra_info"]["variant"] == "graph")
-    compiled = copy.deepcopy(graph)
+    compiled = copy_doc(graph)
     data = [x / SPEEDUP_OVER_GRAPH for x in graph["stats"]["data"]]
     compiled["stats"].update(data=data, min=min(data), max=max(data), mean=statistics.mean(data),
                              median=statistics.median(data))
@@ -138,7 +137,7 @@ def test_newest_wins_between_a_failed_and_a_measured_peer(tmp_path, newer):
     failed = _derived_doc()
     measured = _committed_gpt2_doc()
     generate = next(b for b in measured["benchmarks"] if b["extra_info"]["variant"] == "generate")
-    peer = copy.deepcopy(generate)
+    peer = copy_doc(generate)
     peer["fullname"] = _fullname("generate-static-compile")
     peer["extra_info"].update(variant="generate-static-compile", compile_ms=COMPILE_MS)
     measured["benchmarks"] = [peer]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu, median_abs_deviation, t
 
-from h200_fixture import (DOC, FIXTURE, bench, checked, committed_doc, committed_run, forward_benches, median_ms,
+from h200_fixture import (copy_doc, DOC, FIXTURE, bench, checked, committed_doc, committed_run, forward_benches,
+                          median_ms,
                           no_default_baseline_fixture, read_json, run_cli, scale, scaled, write, write_runs)
 
 from cudagraph_bench.results import noise
@@ -110,7 +111,7 @@ def test_gate_passes_on_the_real_run(tmp_path, capsys, checked_run):
 
 
 def test_gate_fails_when_a_gated_case_drops_below_30_percent(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     key = max(GATED, key=GATED.get)
     eager, graph = bench(doc, *key, "eager"), bench(doc, *key, "graph")
     scale(graph, 0.8 * median_ms(eager) / median_ms(graph))  # graph median -> 80% of eager: 20% reduction
@@ -124,7 +125,7 @@ def test_gate_fails_when_a_gated_case_drops_below_30_percent(tmp_path, capsys):
 
 
 def test_inflating_every_gated_graph_fails_and_names_each_case(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     for key in GATED:
         eager, graph = bench(doc, *key, "eager"), bench(doc, *key, "graph")
         scale(graph, 0.75 * median_ms(eager) / median_ms(graph))
@@ -137,7 +138,7 @@ def test_inflating_every_gated_graph_fails_and_names_each_case(tmp_path, capsys)
 # --- correctness is part of the verdict -------------------------------------------------------------------
 
 def test_a_failed_correctness_check_fails_the_gate_and_names_the_case(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     key = ("gpt2", "float32", 16)
     bench(doc, *key, "graph")["extra_info"].update(correct=False, max_abs_diff=3.5)
     run = write(doc, tmp_path / "wrong.json")
@@ -155,14 +156,14 @@ def test_a_failed_check_of_an_ungated_case_still_fails(tmp_path, capsys):
     long = [k for k in RED if k[2] > 128]
     if not long:
         pytest.skip("fixture has no prompt length > 128")
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     bench(doc, *long[0], "graph")["extra_info"].update(correct=False, max_abs_diff=0.25)
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "wrong.json"), "--no-baseline")
     assert rc == 1 and label(long[0]) in out.splitlines()[-1] and "0.25" in out.splitlines()[-1]
 
 
 def test_a_gated_case_without_a_check_fails_unless_allowed(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     key = min(GATED)
     for field in ("correct", "check", "max_abs_diff"):
         bench(doc, *key, "graph")["extra_info"].pop(field)
@@ -179,7 +180,7 @@ def test_an_ungated_case_without_a_check_does_not_fail(tmp_path, capsys):
     long = [k for k in RED if k[2] > 128]
     if not long:
         pytest.skip("fixture has no prompt length > 128")
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     bench(doc, *long[0], "graph")["extra_info"].pop("correct")
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--no-baseline")
     assert rc == 0, out
@@ -316,7 +317,7 @@ def test_a_run_without_forward_benchmarks_and_without_a_gpu_names_what_it_lacks(
 def test_a_forward_run_without_a_gpu_asks_for_a_baseline_file(tmp_path, capsys):
     """A forward run that records no GPU cannot pick its GPU's baseline: the one-line error says so and names
     --baseline and --no-baseline, not a baseline path with a placeholder GPU."""
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     del doc["machine_info"]["cuda"]
     rc, out, err = run_cli(capsys, "gate", write(doc, tmp_path / "no-gpu.json"))
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
@@ -350,7 +351,7 @@ def test_a_run_given_twice_is_a_usage_error(tmp_path, capsys, checked_run):
 
 
 def test_runs_of_different_gpus_are_a_usage_error(tmp_path, capsys, checked_run):
-    other = copy.deepcopy(CHECKED)
+    other = copy_doc(CHECKED)
     other["machine_info"]["cuda"]["gpu_slug"] = "nvidia-a100-sxm4-80gb"
     rc, out, err = run_cli(capsys, "gate", checked_run, write(other, tmp_path / "a100.json"), "--no-baseline")
     assert rc == 2 and out == "" and "different GPUs" in err and "nvidia-a100-sxm4-80gb" in err
@@ -366,14 +367,14 @@ def test_one_run_regresses_beyond_the_tolerance_and_passes_within(tmp_path, caps
     case = next(c for c in json.loads(baseline.read_text())["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
     assert case["graph"]["spread_pct"] == pytest.approx(spread, abs=1e-3)
     margin = 1.0
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     scale(bench(doc, *key, "graph"), 1 + (tol + margin) / 100)
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "slow.json"), "--baseline", baseline,
                          "--min-reduction", 0)
     assert rc == 1
     assert out.splitlines()[-1] == (f"gate FAIL: {label(key)} graph median {tol + margin:+.1f}% vs baseline "
                                     f"(tolerance {tol:.1f}%)")
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     scale(bench(doc, *key, "graph"), 1 + (tol - margin) / 100)
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "ok.json"), "--baseline", baseline,
                          "--min-reduction", 0)
@@ -383,7 +384,7 @@ def test_one_run_regresses_beyond_the_tolerance_and_passes_within(tmp_path, caps
 def test_a_wider_floor_excuses_the_same_slowdown(tmp_path, capsys, baseline):
     key = ("gpt2", "float32", 50)
     tol = expected_tolerance(expected_spread(key), len(FACTORS), 1)
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     scale(bench(doc, *key, "graph"), 1 + (tol + 2) / 100)
     run = write(doc, tmp_path / "slow.json")
     rc, _, _ = run_cli(capsys, "gate", run, "--baseline", baseline, "--min-reduction", 0)
@@ -420,7 +421,7 @@ def test_regression_of_an_ungated_long_case_also_fails(tmp_path, capsys, baselin
     key = long[0]
     tol = file_tolerances(baseline)[key]
     factor = 1 + 2 * tol / 100
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     scale(bench(doc, *key, "graph"), factor)
     stored = next(c for c in json.loads(baseline.read_text())["cases"]
                   if (c["model"], c["dtype"], c["seq_len"]) == key)["graph"]["median_ms"]
@@ -430,7 +431,7 @@ def test_regression_of_an_ungated_long_case_also_fails(tmp_path, capsys, baselin
 
 
 def test_identical_rerun_passes_against_its_baseline(tmp_path, capsys, baseline):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     rng = random.Random(0)
     for b in doc["benchmarks"]:
         rng.shuffle(b["stats"]["data"])  # same rounds, another order: a rerun with identical timings
@@ -464,7 +465,7 @@ def test_per_case_thresholds_in_the_baseline(tmp_path, capsys, baseline, checked
 
 
 def test_other_gpu_baseline_is_refused_unless_allowed(tmp_path, capsys, baseline):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     doc["machine_info"]["cuda"]["gpu_slug"] = "nvidia-a100-sxm4-80gb"
     doc["machine_info"]["cuda"]["gpu_name"] = "NVIDIA A100-SXM4-80GB"
     run = write(doc, tmp_path / "a100.json")
@@ -485,12 +486,12 @@ def test_a_schema_1_baseline_is_refused_in_one_line(tmp_path, capsys, checked_ru
 
 
 def test_other_variants_are_shown_but_not_gated(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     key = next(iter(GATED))
     present = {b["extra_info"]["variant"] for b in forward_benches(doc)
                if (b["extra_info"]["model"], b["extra_info"]["dtype"], b["extra_info"]["seq_len"]) == key}
     variant = next(v for v in ("padded", "bucketed", "compile", "compile+graph") if v not in present)
-    extra = copy.deepcopy(bench(doc, *key, "eager"))  # as slow as eager: 0% reduction
+    extra = copy_doc(bench(doc, *key, "eager"))  # as slow as eager: 0% reduction
     extra["extra_info"].update(variant=variant, correct=True, check="strict")
     extra["fullname"] += "-" + variant
     doc["benchmarks"].append(extra)
@@ -514,7 +515,7 @@ def _bad_input(tmp_path, case):
         return tmp_path / "trunc.json", "not valid JSON"
     if case == "not pytest-benchmark":
         return write({"results": [1, 2]}, tmp_path / "other.json"), "not pytest-benchmark output"
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     if case == "no benchmarks":
         doc["benchmarks"] = []
         return write(doc, tmp_path / "none.json"), "holds no benchmarks"
@@ -581,7 +582,7 @@ def test_unwritable_markdown_path_is_a_one_line_error(tmp_path, capsys, checked_
 
 def _relabel(doc, keep, dtype):
     """Copy of ``doc`` with the forward benchmarks of dtype ``keep`` only, relabelled as ``dtype``."""
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"].get("dtype") == keep]
     for b in doc["benchmarks"]:
         b["extra_info"]["dtype"] = dtype
@@ -618,7 +619,7 @@ def test_run_cases_without_a_baseline_entry_are_named_in_the_summary(tmp_path, c
     assert out.splitlines()[-1].endswith(
         f"no graph median regressed beyond its tolerance vs {baseline}; {len(dropped)} cases of this run have no "
         f"baseline entry, not checked for regression: {names}")
-    run = copy.deepcopy(CHECKED)
+    run = copy_doc(CHECKED)
     run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["model"] != "bert-tiny"]
     n_bert = len({k for k in RED if k[0] == "bert-tiny"} - set(dropped))
     # gated cases missing on both sides (renamed cases would look so): a failure naming both, unless allowed
@@ -631,7 +632,7 @@ def test_run_cases_without_a_baseline_entry_are_named_in_the_summary(tmp_path, c
 
 
 def test_a_single_gated_case_is_singular(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     doc["benchmarks"] = [bench(doc, "gpt2", "float32", 16, v) for v in ("eager", "graph")]
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "one.json"), "--no-baseline")
     assert rc == 0
@@ -663,7 +664,7 @@ def test_saved_run_id_from_another_storage(tmp_path, capsys, monkeypatch):
 
 
 def test_an_eager_only_cpu_run_says_gating_needs_a_gpu_run(tmp_path, capsys):
-    doc = copy.deepcopy(DOC)  # what cudagraph-bench run --device cpu writes: eager only, no cuda fingerprint
+    doc = copy_doc(DOC)  # what cudagraph-bench run --device cpu writes: eager only, no cuda fingerprint
     doc["machine_info"]["cuda"] = None
     doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"]["variant"] == "eager"]
     for b in doc["benchmarks"]:
@@ -677,7 +678,7 @@ def test_an_eager_only_cpu_run_says_gating_needs_a_gpu_run(tmp_path, capsys):
 
 
 def test_no_interval_from_fewer_rounds_than_the_bootstrap_minimum(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     for b in forward_benches(doc, "graph"):
         b["stats"]["data"] = b["stats"]["data"][:MIN_BOOTSTRAP_ROUNDS - 1]
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "few.json"), "--no-baseline")
@@ -688,7 +689,7 @@ def test_no_interval_from_fewer_rounds_than_the_bootstrap_minimum(tmp_path, caps
 
 
 def test_a_run_without_per_round_data_says_so(tmp_path, capsys):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     for b in doc["benchmarks"]:
         del b["stats"]["data"]
     rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "nodata.json"), "--no-baseline")
@@ -757,7 +758,7 @@ def test_confirm_reruns_only_the_regressed_cases_and_judges_all_runs(tmp_path, c
     key = max(GATED, key=lambda k: GATED[k])  # any gated case; the one with the most room above 30%
     tol = file_tolerances(baseline)[key]
     slow = 1.0 + 2.0 * tol / 100.0  # twice the tolerance: one run regresses on the ratio alone
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     scale(bench(doc, *key, "graph"), slow)
     run = write(doc, tmp_path / "ci" / "run.json")
     calls = fake_confirm_runs(monkeypatch, rerun_factor or slow)
@@ -780,7 +781,7 @@ def test_confirm_reruns_only_the_regressed_cases_and_judges_all_runs(tmp_path, c
 @pytest.mark.parametrize("earlier", ["file", "dangling link"])
 def test_confirm_never_overwrites_earlier_confirmation_runs(tmp_path, capsys, baseline, monkeypatch, earlier):
     key = next(iter(GATED))
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     scale(bench(doc, *key, "graph"), 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
     run = write(doc, tmp_path / "run.json")
     if earlier == "file":
@@ -795,7 +796,7 @@ def test_confirm_never_overwrites_earlier_confirmation_runs(tmp_path, capsys, ba
 
 def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, monkeypatch):
     key = next(iter(GATED))
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     b = bench(doc, *key, "graph")
     scale(b, 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
     b["extra_info"].update(correct=False, max_abs_diff=3.5)
@@ -808,7 +809,7 @@ def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_p
     from cudagraph_bench.runner import process
 
     key = next(iter(GATED))
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     scale(bench(doc, *key, "graph"), 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
     run = write(doc, tmp_path / "run.json")
 
@@ -831,7 +832,7 @@ def test_renamed_gated_cases_fail_the_gate_unless_allowed(tmp_path, capsys):
     doc = committed_doc("forward-repeat")
     part = [b for b in doc["benchmarks"] if b["extra_info"]["model"] == "bert-tiny" and b["extra_info"]["seq_len"] < 128]
     subset = write({**doc, "benchmarks": part}, tmp_path / "subset.json")
-    renamed = copy.deepcopy(part)
+    renamed = copy_doc(part)
     for b in renamed:
         if b["extra_info"]["seq_len"] == 50:
             b["extra_info"]["model"] = "bert-tiny-v2"

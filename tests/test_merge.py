@@ -3,7 +3,6 @@ committed H200 run is split into the shards ``--shard 1/2`` and ``2/2`` would gi
 dtypes, by its recorded seconds), merged back, and every reader of runs must give the merged file the
 verdict and page it gives the original."""
 
-import copy
 import json
 import re
 import subprocess
@@ -16,7 +15,7 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.merge import merge_runs
 from cudagraph_bench.results.shards import DURATIONS_KEY, assign_shards, group_of
 
-from h200_fixture import committed_doc, committed_run, plain_copy, read_json, run_cli, write, write_runs
+from h200_fixture import copy_doc, committed_doc, committed_run, plain_copy, read_json, run_cli, write, write_runs
 
 ORIGINAL = committed_run("forward-checked")
 DOC = read_json(ORIGINAL)
@@ -38,7 +37,7 @@ def split(doc, n=2):
     shards = assign_shards(groups, n, seconds)
     out = []
     for k, keep in enumerate(shards, start=1):
-        part = copy.deepcopy(doc)
+        part = copy_doc(doc)
         part["benchmarks"] = [b for b in doc["benchmarks"] if group_of(b["extra_info"], b["fullname"]) in keep]
         section = part["cudagraph_bench"]
         section["cases"] = [c for c in section["cases"] if case_group(c["case"]) in keep]
@@ -101,7 +100,7 @@ def original(tmp_path):
     """The original run as the merged run's memory ledger is read: each shard's first graph case, which a session of
     its own pays the warmup stream's workspace for, is not read there (``results/capture_cost.py``), so the copy
     leaves those cases out of its ledger beside the session's own first."""
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     firsts = {part["cudagraph_bench"]["cases"][0]["case"] for part in split(DOC)}
     cases = doc["cudagraph_bench"]["cases"]
     doc["cudagraph_bench"]["cases"] = cases[:1] + [c for c in cases[1:] if c["case"] not in firsts]
@@ -148,7 +147,7 @@ def test_pytest_benchmarks_own_compare_reads_the_merged_run(merged, tmp_path):
 
 
 def other_gpu(doc, name):
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     doc["machine_info"]["gpu"] = name
     doc["machine_info"]["cuda"]["gpu_name"] = name
     return doc
@@ -217,7 +216,7 @@ def test_a_kernel_count_profiled_in_another_part_reaches_its_eager_benchmark():
     doc = committed_doc("forward")
     counts = doc["cudagraph_bench"]["kernel_counts"]
     assert counts, "the committed forward run records kernel counts"
-    benches, profiles = copy.deepcopy(doc), copy.deepcopy(doc)
+    benches, profiles = copy_doc(doc), copy_doc(doc)
     for bench in benches["benchmarks"]:
         for field in ("n_kernels", "gpu_busy_ms"):
             bench["extra_info"].pop(field, None)
@@ -238,7 +237,7 @@ def test_a_case_profiled_in_two_parts_is_refused():
     doc = committed_doc("forward")
     counts = doc["cudagraph_bench"]["kernel_counts"]
     assert counts, "the committed forward run records kernel counts"
-    profiles = {**copy.deepcopy(doc), "benchmarks": [], "cudagraph_bench": {"kernel_counts": copy.deepcopy(counts)}}
+    profiles = {**copy_doc(doc), "benchmarks": [], "cudagraph_bench": {"kernel_counts": copy_doc(counts)}}
     first = counts[0]
     with pytest.raises(UsageError, match=f"kernel count of {first['model']} {first['dtype']} L{first['seq_len']} "
                                          "is in run and in profiles: merge runs of disjoint shards"):

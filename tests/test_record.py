@@ -4,7 +4,6 @@ raw JSON says; the decode happens once per run; and no reader outside the decode
 ``extra_info`` / run keys of a case, a check or the environment (read from the source with ``ast``)."""
 
 import ast
-import copy
 import json
 import re
 from dataclasses import asdict
@@ -17,7 +16,7 @@ from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.record import CHECK_STATUSES, FAILED_OUTCOMES, decode_environment
 from cudagraph_bench.results.runfile import forward_cases, load_run, measurements
 
-from h200_fixture import committed_run, read_json
+from h200_fixture import copy_doc, committed_run, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "results" / "nvidia-h200"
@@ -137,7 +136,7 @@ def test_object_valued_params_are_never_read(tmp_path):
     """A run whose params are the older object-valued form decodes to the same records as with plain params."""
     plain = committed_run("forward-one-pipeline")
     doc = read_json(plain)
-    old = copy.deepcopy(doc)
+    old = copy_doc(doc)
     for bench in old["benchmarks"]:
         case = Case.from_extra_info(bench["extra_info"])
         bench["params"] = {"fwd_case": f"UNSERIALIZABLE[{case!r}]"}

@@ -6,13 +6,12 @@ generate, static-eager, graph), the fused decode of tinyllama-1.1b (its compile+
 failure of HF's static-cache compile path as recorded) and a compile sweep (forward compile, compile+graph).
 A temporary copy flips one recorded check to failed."""
 
-import copy
 import json
 import re
 
 import pytest
 
-from h200_fixture import committed_doc, committed_run, no_default_baseline_fixture, run_cli, write
+from h200_fixture import copy_doc, committed_doc, committed_run, no_default_baseline_fixture, run_cli, write
 
 from cudagraph_bench.cases import SUITE_CASES
 from cudagraph_bench.results.noise import MIN_BASELINE_RUNS
@@ -48,16 +47,16 @@ def names(case, text):
 def with_compile(failures=()):
     """The default suite run with the fused run's decode compile+graph benchmark and ``failures`` added: what a
     ``--with-compile`` session of the same code on the same GPU records."""
-    doc = copy.deepcopy(SUITE)
-    doc["benchmarks"].append(copy.deepcopy(first(FUSED, "decode", "compile+graph")))
-    doc.setdefault("cudagraph_bench", {})["failures"] = [copy.deepcopy(f) for f in failures]
+    doc = copy_doc(SUITE)
+    doc["benchmarks"].append(copy_doc(first(FUSED, "decode", "compile+graph")))
+    doc.setdefault("cudagraph_bench", {})["failures"] = [copy_doc(f) for f in failures]
     return doc
 
 
 def flip_forward(base, variant):
     def make():
-        clean = copy.deepcopy(base)
-        bad = copy.deepcopy(clean)
+        clean = copy_doc(base)
+        bad = copy_doc(clean)
         info = first(bad, "forward", variant)["extra_info"]
         info.update(correct=False)
         return clean, bad, label(info), f"check {info['check']}"
@@ -67,7 +66,7 @@ def flip_forward(base, variant):
 def flip_decode(variant, **fields):
     def make():
         clean = with_compile()
-        bad = copy.deepcopy(clean)
+        bad = copy_doc(clean)
         info = first(bad, "decode", variant)["extra_info"]
         info.update(fields)
         words = f"check {info['check']}" if info.get("correct") is False else "check vs generate failed"
@@ -79,8 +78,8 @@ def unmeasured_compile_graph():
     """The decode compile+graph case raised and was recorded as failed (the recorded failure's reason), not measured."""
     clean = with_compile()
     clean["benchmarks"].remove(first(clean, "decode", "compile+graph"))
-    bad = copy.deepcopy(clean)
-    entry = {**copy.deepcopy(PEER_FAILURE), "variant": "compile+graph"}
+    bad = copy_doc(clean)
+    entry = {**copy_doc(PEER_FAILURE), "variant": "compile+graph"}
     bad["cudagraph_bench"]["failures"] = [entry]
     return clean, bad, label({**entry, "suite": "decode"}), entry["reason"]
 

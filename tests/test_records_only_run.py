@@ -8,7 +8,6 @@ The sessions run through pytester in this process; their kernel counts are the c
 run's, recorded by a stand-in for the profiling tests (the real ones need a GPU:
 perf_tests/test_kernel_counts.py)."""
 
-import copy
 import json
 import warnings
 
@@ -17,7 +16,7 @@ import pytest_benchmark
 
 from cudagraph_bench.results.shards import DURATIONS_KEY
 
-from h200_fixture import committed_run, read_json, run_cli, write
+from h200_fixture import copy_doc, committed_run, read_json, run_cli, write
 
 SUITE_RUN = committed_run("suite-one-gpu")
 SUITE = read_json(SUITE_RUN)
@@ -158,7 +157,7 @@ def profiling_shard(profiles, tmp_path):
 def benchmarks_shard(tmp_path, k: int):
     """The committed suite run as shard ``k`` of 2 that profiled nothing: its benchmarks without their kernel
     counts, its section without them."""
-    doc = copy.deepcopy(SUITE)
+    doc = copy_doc(SUITE)
     for bench in doc["benchmarks"]:
         for field in PROFILE_FIELDS:
             bench["extra_info"].pop(field, None)

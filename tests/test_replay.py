@@ -2,11 +2,11 @@
 and how gate, compare and the run file's validation read ``extra_info.replay`` (present and passing, absent,
 failing, malformed) on the real H200 run."""
 
-import copy
 
 import pytest
 
-from h200_fixture import DOC, bench, checked, no_default_baseline_fixture, run_bad_input, run_cli, write, write_runs
+from h200_fixture import (copy_doc, DOC, bench, checked, no_default_baseline_fixture, run_bad_input, run_cli, write,
+                          write_runs)
 
 from cudagraph_bench.results.record import decode_check
 from cudagraph_bench.results.replay import (ReplayCount, api_name, count_replay, replay_field, replay_format_problem,
@@ -125,7 +125,7 @@ def no_default_baseline(tmp_path, monkeypatch):
 
 
 def with_replay(tmp_path, value, name="run.json", variant="graph"):
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     bench(doc, *KEY, variant)["extra_info"]["replay"] = value
     return write(doc, tmp_path / name)
 
@@ -157,7 +157,7 @@ def test_compare_reads_the_same_verdict(tmp_path, capsys):
 
 def test_baseline_refuses_a_run_whose_graph_ran_eagerly(tmp_path, capsys):
     runs = write_runs(tmp_path / "runs", (0.98, 0.99, 1.0, 1.01, 1.02), doc=CHECKED)
-    doc = copy.deepcopy(CHECKED)
+    doc = copy_doc(CHECKED)
     bench(doc, *KEY, "graph")["extra_info"]["replay"] = field(0, 212)
     write(doc, runs[2])                                  # the run of factor 1.0, with the failing proof
     rc, out, err = run_cli(capsys, "baseline", *runs, "-o", tmp_path / "b.json")

@@ -4,13 +4,12 @@ planted, the eager layer's split forward on tiny CPU models (its outputs equal e
 both with ``--replay-proof``, and their verdicts on runs derived from committed H200 runs; and ``cudagraph-bench
 run --replay-proof`` passing the flag to every pytest process."""
 
-import copy
 
 import pytest
 import torch
 import transformers
 
-from h200_fixture import committed_doc, committed_selftest_runs, run_cli, write
+from h200_fixture import copy_doc, committed_doc, committed_selftest_runs, run_cli, write
 from test_selftest import JITTER, _with_device_figure
 
 from cudagraph_bench.cli import build_parser
@@ -130,7 +129,7 @@ def _replay(launches, kernels):
 def _planted(doc, fault, keep, replay):
     """``doc`` with only the benchmarks ``keep(extra_info)`` selects, the graph ones with ``replay`` recorded and
     the fault named, as the plugin writes a planted run."""
-    out = copy.deepcopy(doc)
+    out = copy_doc(doc)
     out["benchmarks"] = [b for b in out["benchmarks"] if keep(b["extra_info"])]
     for bench in out["benchmarks"]:
         if bench["extra_info"]["variant"] != "eager":

@@ -3,7 +3,6 @@ committed H200 decode run given the bytes per token that the presets' configs gi
 table of a committed forward run given busy times, their plots, and runs without these fields rendered
 as before."""
 
-import copy
 import json
 
 import pytest
@@ -16,7 +15,7 @@ from cudagraph_bench.report import roofline_tables
 from cudagraph_bench.results.roofline_arithmetic import choose_peak, table_peak_gbps
 from cudagraph_bench.results.runfile import load_run
 
-from h200_fixture import committed_run, read_json
+from h200_fixture import copy_doc, committed_run, read_json
 
 DECODE = committed_run("decode-checked")
 FORWARD = committed_run("forward")
@@ -27,7 +26,7 @@ ROOFLINE_FIELDS = ("weight_bytes", "kv_bytes_per_token", "bytes_per_token", "con
 def with_decode_bytes(doc: dict) -> dict:
     """Copy of a decode run whose benchmarks carry the bytes per token of their case, computed from the
     preset's config (built on the meta device) as the decode benchmark records them."""
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     models = {}
     for b in doc["benchmarks"]:
         info = b["extra_info"]
@@ -107,7 +106,7 @@ def test_bandwidths_of_a_case_are_ordered_like_its_times_per_token_and_below_the
 
 
 def test_a_recorded_nvml_peak_is_the_one_used(tmp_path, decode_doc):
-    doc = copy.deepcopy(decode_doc)
+    doc = copy_doc(decode_doc)
     gpu = doc["machine_info"]["cuda"]["gpu_name"]
     recorded = choose_peak("Some Future GPU", 1500, 2048)       # not the table's value: its use shows
     doc["machine_info"]["cuda"]["peak_memory_bandwidth"] = recorded
@@ -137,7 +136,7 @@ def test_a_decode_run_without_bytes_has_no_roofline(tmp_path):
 def with_busy_times(doc: dict) -> dict:
     """Copy of a forward run whose eager benchmarks with kernel counts carry a GPU busy time: the fastest
     round of the case's graph replay (a time the GPU certainly needed no more than)."""
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     graphs = {(i["model"], i["dtype"], i["seq_len"]): min(b["stats"]["data"]) * 1e3
               for b in doc["benchmarks"] if (i := b["extra_info"])["variant"] == "graph"}
     for b in doc["benchmarks"]:
@@ -222,7 +221,7 @@ def test_bandwidth_plot_has_a_bar_per_benchmark_and_the_peak(tmp_path, decode_do
 def test_a_cpu_decode_run_names_no_gpu_peak(tmp_path, decode_doc):
     """A CPU run (no ``machine_info.cuda``) has no GPU whose peak bandwidth could be unknown: the page says it is
     a CPU run instead of naming "no CUDA GPU"."""
-    doc = copy.deepcopy(decode_doc)
+    doc = copy_doc(decode_doc)
     doc["machine_info"]["cuda"] = None
     path = tmp_path / "run.json"
     path.write_text(json.dumps(doc))

@@ -1,7 +1,6 @@
 """Reading pytest-benchmark runs: validation errors, saved-run ids, per-round data in ms, gzip-compressed
 runs."""
 
-import copy
 import gzip
 import json
 
@@ -12,7 +11,7 @@ from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
 
-from h200_fixture import DOC, FIXTURE
+from h200_fixture import copy_doc, DOC, FIXTURE
 
 
 def first_forward(doc):
@@ -41,7 +40,7 @@ def test_fixture_loads_with_gpu_slug_and_every_forward_benchmark():
 
 
 def test_run_without_per_round_data_falls_back_to_stats(tmp_path):
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     for b in doc["benchmarks"]:
         del b["stats"]["data"]
     cases = forward_cases(load_run(str(write(doc, tmp_path / "run.json"))))
@@ -138,7 +137,7 @@ def test_truncated_copy_of_the_real_run_is_invalid_json(tmp_path):
 
 
 def test_eager_without_graph_and_duplicates_are_errors(tmp_path):
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     graph = next(b for b in doc["benchmarks"]
                  if b["extra_info"].get("suite") == "forward" and b["extra_info"]["variant"] == "graph")
     doc["benchmarks"].remove(graph)
@@ -146,14 +145,14 @@ def test_eager_without_graph_and_duplicates_are_errors(tmp_path):
     info = graph["extra_info"]
     with pytest.raises(InputFileError, match=f"{info['model']} {info['dtype']} L={info['seq_len']} has eager but no graph"):
         forward_groups(run)
-    doc = copy.deepcopy(DOC)
-    doc["benchmarks"].append(copy.deepcopy(doc["benchmarks"][0]))
+    doc = copy_doc(DOC)
+    doc["benchmarks"].append(copy_doc(doc["benchmarks"][0]))
     with pytest.raises(InputFileError, match="appears twice"):
         measurements(load_run(str(write(doc, tmp_path / "b.json"))))
 
 
 def test_run_without_forward_suite_has_no_groups(tmp_path):
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     for b in doc["benchmarks"]:
         b["extra_info"] = {}
     run = load_run(str(write(doc, tmp_path / "plain.json")))
@@ -163,8 +162,8 @@ def test_run_without_forward_suite_has_no_groups(tmp_path):
 
 
 def test_a_benchmark_of_another_test_without_extra_info_fields_is_read_by_name_beside_the_suite(tmp_path):
-    doc = copy.deepcopy(DOC)
-    plain = copy.deepcopy(doc["benchmarks"][0])
+    doc = copy_doc(DOC)
+    plain = copy_doc(doc["benchmarks"][0])
     plain["extra_info"], plain["fullname"] = {}, "perf_tests/test_misc.py::test_something[a]"
     doc["benchmarks"].append(plain)
     run = load_run(str(write(doc, tmp_path / "mixed.json")))
@@ -173,7 +172,7 @@ def test_a_benchmark_of_another_test_without_extra_info_fields_is_read_by_name_b
 
 
 def test_a_stripped_suite_benchmark_is_refused_naming_it_and_the_missing_field(tmp_path):
-    doc = copy.deepcopy(DOC)
+    doc = copy_doc(DOC)
     index, graph = next((i, b) for i, b in enumerate(doc["benchmarks"])
                         if b["extra_info"].get("suite") == "forward" and b["extra_info"]["variant"] == "graph")
     del graph["extra_info"]
@@ -184,7 +183,7 @@ def test_a_stripped_suite_benchmark_is_refused_naming_it_and_the_missing_field(t
 
 
 def _corrupt(doc, how):
-    doc = copy.deepcopy(doc)
+    doc = copy_doc(doc)
     bench = doc["benchmarks"][0]
     if how == "extra_info":
         bench["extra_info"] = "oops"

@@ -3,14 +3,13 @@ unmodified reruns with a small spread, planted delays on the gated graphs, a sta
 planted runs change what the pipeline would record (the device-side figure, the recorded check), never the
 expectations: those come from the same data."""
 
-import copy
 import json
 import shutil
 
 import numpy as np
 import pytest
 
-from h200_fixture import committed_doc, committed_selftest_runs, run_cli, write
+from h200_fixture import copy_doc, committed_doc, committed_selftest_runs, run_cli, write
 
 #: Spread of the unmodified runs (fractions of the device-side figure) and the delays planted.
 JITTER = (1.0, 1.002, 0.998, 1.001, 0.999)
@@ -20,7 +19,7 @@ DELAYS = (3.0, 5.0, 10.0)
 def _with_device_figure(doc: dict, factor: float, gated_factor: float = 1.0) -> dict:
     """``doc`` with every graph benchmark's device-side figure set to its wall median x ``factor`` x
     ``gated_factor`` (the committed run predates the figure), the rest as recorded."""
-    out = copy.deepcopy(doc)
+    out = copy_doc(doc)
     for bench in out["benchmarks"]:
         info = bench["extra_info"]
         if info.get("suite") == "forward" and info.get("variant") == "graph":
@@ -123,7 +122,7 @@ def test_a_planted_delay_below_the_tolerance_is_reported_missed(folder, capsys, 
     wide.mkdir()
     base = json.loads((folder / "unmodified-1.json").read_text())
     for i, f in enumerate((1.0, 1.04, 0.96, 1.03, 0.97), 1):
-        doc = copy.deepcopy(base)
+        doc = copy_doc(base)
         for bench in doc["benchmarks"]:
             if "device_median_ms" in bench["extra_info"]:
                 bench["extra_info"]["device_median_ms"] *= f

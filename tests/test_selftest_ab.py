@@ -4,7 +4,6 @@ processes of one commit) as ab-base and ab-head. The +3% runs are those head run
 figure 3% slower and the planted fields the plugin records, as tests/test_selftest.py plants its delay runs; every
 expected verdict comes from ``cudagraph-bench compare``, the comparison ``ab`` runs."""
 
-import copy
 import itertools
 import re
 import shutil
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from h200_fixture import H200_RESULTS, committed_selftest_runs, read_json, run_bad_input, run_cli, write
+from h200_fixture import copy_doc, H200_RESULTS, committed_selftest_runs, read_json, run_bad_input, run_cli, write
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "baselines" / "nvidia-h200.json"
@@ -31,7 +30,7 @@ def repeat(i: int) -> dict:
 def planted(doc: dict, pct: float, measured: float, slower: float | None = None) -> dict:
     """``doc`` with every graph's device-side figure ``slower`` % (default ``pct``) slower and the fields a planted
     ``delay:<pct>`` records (the case's and the run's)."""
-    out = copy.deepcopy(doc)
+    out = copy_doc(doc)
     factor = 1 + (pct if slower is None else slower) / 100
     for bench in out["benchmarks"]:
         info = bench["extra_info"]

@@ -11,12 +11,11 @@ the eager static-cache loop (:class:`~cudagraph_bench.capture.decode.GreedyDecod
 and advances the same static position the captured steps do.
 """
 
-import copy
 
 import pytest
 import torch
 
-from h200_fixture import committed_doc, no_default_baseline_fixture, run_cli, write
+from h200_fixture import copy_doc, committed_doc, no_default_baseline_fixture, run_cli, write
 
 from cudagraph_bench.capture.buckets import BucketCapture, BucketedGraphs, cap_buckets
 from cudagraph_bench.measure import case as C
@@ -326,7 +325,7 @@ def test_the_gate_fails_a_run_whose_padded_check_saw_a_stale_mask(tmp_path, caps
     built = padded_variant(model, "bucketed", 50)
     planted = faults.PlantedVariant("bucketed", 50, faults.StaleMaskGraphs(built), {}, None)
     outcome = check(model, "bucketed", 50, planted)
-    doc = copy.deepcopy(committed_doc("gpu-gate"))
+    doc = copy_doc(committed_doc("gpu-gate"))
     bench = next(b for b in doc["benchmarks"] if b["extra_info"].get("variant") == "bucketed"
                  and b["extra_info"]["seq_len"] == 50)
     bench["extra_info"].update(correct=outcome.passed, check=outcome.method, max_abs_diff=outcome.max_abs_diff,
@@ -340,7 +339,7 @@ def test_the_gate_fails_a_run_whose_padded_check_saw_a_stale_mask(tmp_path, caps
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_gate_fails_a_run_whose_decode_check_saw_a_stale_position(tmp_path, capsys, monkeypatch, dtype):
     info = prepared_decode(monkeypatch, dtype, plant=faults.StalePositionDecoder).info
-    doc = copy.deepcopy(committed_doc("gpu-gate"))
+    doc = copy_doc(committed_doc("gpu-gate"))
     bench = next(b for b in doc["benchmarks"] if b["extra_info"].get("suite") == "decode"
                  and b["extra_info"]["variant"] == "graph")
     bench["extra_info"].update({k: info[k] for k in ("correct", "check", "status", "reason", "generate_check_passed",

@@ -3,7 +3,6 @@ committed whole-suite H200 run: every module's seconds and test count as recorde
 (sharded) run's column and wall-time ratio, made from it; a run without a time per part is refused before
 anything is written."""
 
-import copy
 import json
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.report.suite_timing import render_suite_timing, run_label, suite_timing_rows
 from cudagraph_bench.results.runfile import load_run
 
-from h200_fixture import committed_run, read_json
+from h200_fixture import copy_doc, committed_run, read_json
 
 SUITE_RUN = committed_run("suite-one-gpu")
 FORWARD_RUN = committed_run("forward-checked")
@@ -41,7 +40,7 @@ def test_rows_are_the_recorded_seconds_and_test_counts_per_module(recorded):
 
 def test_a_sharded_run_gets_its_own_column_and_its_wall_time_against_the_first(tmp_path, recorded):
     doc = read_json(SUITE_RUN)
-    sharded = copy.deepcopy(doc)
+    sharded = copy_doc(doc)
     sharded["machine_info"]["workers"] = [{"worker": "gw0", "gpu": "0"}, {"worker": "gw1", "gpu": "1"}]
     sharded["cudagraph_bench"]["wall_s"] = recorded["wall_s"] / 2
     path = tmp_path / "sharded.json"
