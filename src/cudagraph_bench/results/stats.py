@@ -4,6 +4,7 @@ Bootstrap*, 1993, ch. 13 and sec. 8.3)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
@@ -138,5 +139,12 @@ def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[floa
     """Bootstrap interval (fractions) of the median latency reduction ``(eager - graph) / eager``.
 
     ``eager_ms: [rounds]``, ``graph_ms: [rounds]`` per-round latencies in ms; keyword arguments as
-    :func:`bootstrap_ci` (95% percentile interval, fixed seed by default)."""
-    return bootstrap_ci(eager_ms, graph_ms, lambda e, g: (e - g) / e, **kwargs)
+    :func:`bootstrap_ci` (95% percentile interval, fixed seed by default). Computed once per samples and options
+    in a process (the same run is gated several times by ``selftest`` and ``gate --confirm``)."""
+    eager, graph = _as_samples(eager_ms), _as_samples(graph_ms)
+    return _reduction_ci(eager.tobytes(), graph.tobytes(), tuple(sorted(kwargs.items())))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _reduction_ci(eager: bytes, graph: bytes, options: tuple) -> tuple[float, float]:
+    return bootstrap_ci(np.frombuffer(eager), np.frombuffer(graph), lambda e, g: (e - g) / e, **dict(options))
