@@ -1,17 +1,6 @@
-"""The key of a measurement, one frozen dataclass per suite, and the names used in benchmark
-``extra_info`` (no torch).
-
-Every benchmark the plugin writes carries ``extra_info`` with at least ``suite`` and the fields of
-its key, so tools that read a pytest-benchmark JSON never parse test names:
-
-- suite ``forward``: ``model, dtype, seq_len, variant`` (+ ``batch``, ``cuda_event_ms`` list): :class:`Case`
-- suite ``decode``:  ``model, dtype, seq_len`` (prompt tokens), ``new_tokens``, ``variant``: :class:`DecodeCase`
-- suite ``launch``:  ``n_launches``, ``variant``: :class:`LaunchCase`
-
-A benchmark of no suite (plain pytest-benchmark output) is keyed by its full test name
-(:class:`OtherCase`). :data:`SUITE_CASES` maps each suite to its key class; the run decoder
-(:mod:`cudagraph_bench.results.record`) builds them with ``from_extra_info``.
-"""
+"""The key of a measurement, one frozen dataclass per suite (:data:`SUITE_CASES`): every benchmark the plugin
+writes carries ``extra_info`` with ``suite`` and the fields of its key, so tools that read a pytest-benchmark JSON
+never parse test names; a benchmark of no suite is keyed by its full test name (:class:`OtherCase`). No torch."""
 
 from __future__ import annotations
 
@@ -24,14 +13,9 @@ from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, L
 
 @dataclass(frozen=True, order=True)
 class Case:
-    """Key of one measured configuration (like ``torch.utils.benchmark``'s task spec).
-
-    Attributes:
-        model: preset name or model path, e.g. ``"gpt2"``.
-        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
-        seq_len: prompt length in tokens (the real, unpadded length).
-        variant: a forward variant of the registry (:data:`cudagraph_bench.variants.FORWARD_NAMES`).
-    """
+    """Key of one forward benchmark (suite ``forward``): ``model`` (preset name or model path), ``dtype``
+    (``"float32"``, ``"bfloat16"`` or ``"float16"``), ``seq_len`` (prompt tokens, unpadded), ``variant`` (a forward
+    variant of the registry)."""
 
     suite: ClassVar[str] = variants.FORWARD
 
@@ -56,8 +40,10 @@ class Case:
 
     @property
     def variant_spec(self) -> variants.Variant:
-        """The registry row of this case's variant (:mod:`cudagraph_bench.variants`). Raises ``KeyError`` for
-        a name the registry does not know."""
+        """The registry row of this case's variant.
+
+        Raises:
+            KeyError: a name the registry does not know."""
         return variants.variant(self.suite, self.variant)
 
     def without_variant(self) -> tuple[str, str, int]:
@@ -70,21 +56,17 @@ class Case:
 
     @classmethod
     def from_extra_info(cls, info: dict) -> "Case":
-        """Inverse of :meth:`extra_info`. Raises ``KeyError`` when a field is missing."""
+        """Inverse of :meth:`extra_info`.
+
+        Raises:
+            KeyError: a field is missing."""
         return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), str(info["variant"]))
 
 
 @dataclass(frozen=True, order=True)
 class DecodeCase:
-    """Key of one greedy-decode benchmark (suite ``decode``).
-
-    Attributes:
-        model: preset name or model path.
-        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
-        seq_len: prompt length in tokens.
-        new_tokens: tokens generated per request.
-        variant: a decode variant of the registry (:data:`cudagraph_bench.variants.DECODE_NAMES`).
-    """
+    """Key of one greedy-decode benchmark (suite ``decode``): ``model``, ``dtype``, ``seq_len`` (prompt tokens),
+    ``new_tokens`` (tokens generated per request), ``variant`` (a decode variant of the registry)."""
 
     suite: ClassVar[str] = variants.DECODE
 
@@ -123,8 +105,10 @@ class DecodeCase:
 
     @classmethod
     def from_extra_info(cls, info: dict) -> "DecodeCase":
-        """The key of a decode benchmark's ``extra_info``. Raises ``KeyError`` when a field is missing,
-        ``ValueError``/``TypeError`` when one is malformed."""
+        """The key of a decode benchmark's ``extra_info``.
+
+        Raises:
+            KeyError, ValueError, TypeError: a field is missing or malformed."""
         return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), int(info["new_tokens"]),
                    str(info["variant"]))
 
@@ -151,15 +135,16 @@ class LaunchCase:
 
     @classmethod
     def from_extra_info(cls, info: dict) -> "LaunchCase":
-        """The key of a launch benchmark's ``extra_info``. Raises ``KeyError`` when a field is missing,
-        ``ValueError``/``TypeError`` when one is malformed."""
+        """The key of a launch benchmark's ``extra_info``.
+
+        Raises:
+            KeyError, ValueError, TypeError: a field is missing or malformed."""
         return cls(int(info["n_launches"]), str(info["variant"]))
 
 
 @dataclass(frozen=True, order=True)
 class OtherCase:
-    """Key of a benchmark of no suite of this project (plain pytest-benchmark output): its full test name.
-    It has no variant (``None``)."""
+    """Key of a benchmark of no suite of this project: its full test name; no variant (``None``)."""
 
     suite: ClassVar[str] = "other"
     variant: ClassVar[None] = None

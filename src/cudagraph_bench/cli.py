@@ -1,12 +1,6 @@
-"""The ``cudagraph-bench`` command: thin argparse front-end over library functions.
-
-Each sub-command lives in its own module under :mod:`cudagraph_bench.commands`, which provides
-``configure_parser(parser)`` and ``main(args) -> int`` and calls the logic of ``runner/``, ``results/``
-and ``report/``; what its ``--help`` tells users (what it does, reads, writes, exit codes) is in
-:data:`DESCRIPTIONS` here. No command imports torch (``run`` and ``ab`` launch pytest processes), so a CPU-only
-machine can gate a run. Errors of type
-:class:`~cudagraph_bench.errors.UsageError` print one line and exit with code 2.
-"""
+"""The ``cudagraph-bench`` command: a thin argparse front-end over :mod:`cudagraph_bench.commands` (one module per
+sub-command), with what each ``--help`` tells users in :data:`DESCRIPTIONS`. No command imports torch, so a
+CPU-only machine can gate a run; a :class:`~cudagraph_bench.errors.UsageError` is one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -224,8 +218,7 @@ DESCRIPTIONS = {
 }
 
 
-#: The commands that read runs: each takes ``--allow-interrupted``, which lets it read the run of an interrupted
-#: session (refused by default: :func:`cudagraph_bench.results.runfile.load_run`).
+#: The commands that read runs: each takes ``--allow-interrupted`` (an interrupted session's run, refused by default).
 RUN_READERS = ("gate", "compare", "baseline", "report", "calibrate", "launch-report", "selftest", "merge")
 
 
@@ -246,9 +239,8 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line (``PROG: error: MESSAGE (see PROG --help)``)
-    and exit code 2, like every other usage error of the tool, instead of the usage block first.
-    Sub-command parsers inherit it (``add_subparsers`` uses the parent's class)."""
+    """An ``ArgumentParser`` whose usage errors are one line (``PROG: error: MESSAGE (see PROG --help)``) and exit
+    code 2, like every other usage error of the tool; sub-command parsers inherit it."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
@@ -291,11 +283,9 @@ def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[
 
 
 class PipeSafeStdout:
-    """Stands in for ``sys.stdout`` while a command runs, so that the exit code never depends on where
-    stdout goes: when the reader of a pipe has gone (``cudagraph-bench compare A B | head -1``), the
-    first write or flush that hits the closed pipe points file descriptor 1 at ``os.devnull`` and the
-    rest of the output is dropped (the Python docs' SIGPIPE recipe), instead of a ``BrokenPipeError``
-    turning the command's verdict into exit code 2. Everything else is delegated to ``stream``."""
+    """Stands in for ``sys.stdout`` while a command runs, so that the exit code never depends on where stdout goes:
+    once the reader of a pipe has gone (``... | head -1``) the rest of the output is dropped (the Python docs'
+    SIGPIPE recipe) instead of a ``BrokenPipeError`` turning the verdict into exit code 2."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -323,15 +313,13 @@ class PipeSafeStdout:
                 self._fail(exc)
 
     def _fail(self, exc: OSError) -> None:
-        """Stdout cannot take the output (a full disk): drop the rest, as for a closed pipe, and raise
-        a one-line :class:`UsageError` (exit 2) saying so; the output is incomplete."""
+        """Stdout cannot take the output (a full disk): drop the rest and raise a one-line :class:`UsageError`."""
         self.error = exc
         self._drop_output()
         raise UsageError(stdout_error_message(exc)) from None
 
     def _drop_output(self) -> None:
-        # from here on, writes (and the interpreter's flush at exit) go to /dev/null: no second
-        # BrokenPipeError, no "Exception ignored" message, no changed exit status
+        # the interpreter's flush at exit goes to /dev/null too: no "Exception ignored" message
         self.broken = True
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -347,18 +335,16 @@ class PipeSafeStdout:
 
 
 class PipeSafeStderr(PipeSafeStdout):
-    """Stands in for ``sys.stderr`` while a command runs: diagnostics never change the verdict. A write or flush
-    that the stream refuses (its pipe's reader gone: ``2>&1 | head -1``; a full disk: ``2>/dev/full``) drops the
-    rest of stderr, and the command goes on to the exit code it would have had."""
+    """Stands in for ``sys.stderr`` while a command runs: a write the stream refuses (a closed pipe, a full disk)
+    drops the rest of stderr, and the exit code is the one the command would have had."""
 
     def _fail(self, exc: OSError) -> None:
         self._drop_output()
 
 
 class ClosedStdout:
-    """Stands in for a ``sys.stdout`` of ``None`` (file descriptor 1 closed: ``cudagraph-bench gate F >&-``):
-    every write raises ``EBADF``, so a closed stdout fails the command as one that cannot be
-    written (exit 2, files not written) instead of ``print`` dropping the output and ``flush`` crashing."""
+    """Stands in for a ``sys.stdout`` of ``None`` (descriptor 1 closed: ``>&-``): every write raises ``EBADF``, so
+    the command fails as with a stdout that cannot be written (exit 2, files not written)."""
 
     def write(self, text: str) -> int:
         raise OSError(errno.EBADF, "standard output is closed")
@@ -371,8 +357,7 @@ class ClosedStdout:
 
 
 def _occupy_closed_stdout() -> None:
-    """Points a closed file descriptor 1 at ``os.devnull``, so that no file the command opens lands on
-    descriptor 1, where a child process would take it for its stdout."""
+    """Point a closed descriptor 1 at ``os.devnull``, so no file the command opens lands there (a child's stdout)."""
     try:
         os.fstat(1)
     except OSError:
@@ -391,9 +376,8 @@ def stdout_error_message(exc: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Returns the exit code: 0 ok, 1 gate/compare failure, 2 usage error (or standard
-    output that cannot be written, e.g. a full disk or a closed descriptor); the same whether stdout is a
-    terminal, a file or a pipe closed early (:class:`PipeSafeStdout`)."""
+    """Entry point. Returns the exit code: 0 ok, 1 the command's check failed, 2 usage error (or a standard output
+    that cannot be written); the same whether stdout is a terminal, a file or a pipe closed early."""
     stdout = sys.stdout
     if stdout is None:  # a closed stdout (or pythonw): its first write or flush fails the command
         _occupy_closed_stdout()

@@ -1,9 +1,5 @@
-"""Environment fingerprint of a GPU run (GPU, driver, CUDA, torch, transformers).
-
-The plugin stores it in pytest-benchmark's ``machine_info["cuda"]`` and the GPU's name also in
-``machine_info["gpu"]`` (:func:`machine_gpu`); baselines are keyed by :func:`gpu_slug` of its
-``gpu_name``. Only :func:`cuda_fingerprint` imports torch.
-"""
+"""Environment fingerprint of a GPU run (GPU, driver, CUDA, torch, transformers), stored in pytest-benchmark's
+``machine_info``; baselines are keyed by :func:`gpu_slug`. Only :func:`cuda_fingerprint` imports torch."""
 
 from __future__ import annotations
 
@@ -35,13 +31,10 @@ def _nvidia_smi_driver() -> str | None:
 
 
 def cuda_fingerprint() -> dict | None:
-    """``machine_info["cuda"]`` for the current process, or ``None`` without a CUDA GPU.
-
-    Keys: ``gpu_name``, ``gpu_slug``, ``gpu_uuid`` (``"GPU-<uuid>"`` of device 0, as nvidia-smi prints it; None
-    where torch does not report it: it tells one machine's GPU from another's, so a baseline can count its hosts),
-    ``compute_capability``, ``gpu_memory_gib``, ``device_count``, ``driver`` (from nvidia-smi, may be None),
-    ``cuda_runtime`` (``torch.version.cuda``), ``cudnn``, ``torch``, ``transformers``.
-    """
+    """``machine_info["cuda"]`` for the current process, or ``None`` without a CUDA GPU: ``gpu_name``,
+    ``gpu_slug``, ``gpu_uuid`` (device 0's ``"GPU-<uuid>"``, None where torch lacks it; a baseline counts its hosts
+    by it), ``compute_capability``, ``gpu_memory_gib``, ``device_count``, ``driver`` (nvidia-smi's, may be None),
+    ``cuda_runtime``, ``cudnn``, ``torch``, ``transformers``."""
     import torch
     import transformers
 
@@ -64,8 +57,8 @@ def cuda_fingerprint() -> dict | None:
 
 
 def machine_gpu(machine_info: dict | None) -> str | None:
-    """The GPU of a run's ``machine_info``: its top-level ``"gpu"`` (e.g. ``"NVIDIA H200"``), else
-    ``["cuda"]["gpu_name"]`` (runs saved before ``"gpu"`` existed); None for a run without a GPU."""
+    """The GPU of a run's ``machine_info``: its ``"gpu"`` (e.g. ``"NVIDIA H200"``), else ``["cuda"]["gpu_name"]``
+    (older runs); None for a run without a GPU."""
     machine_info = machine_info or {}
     if machine_info.get("gpu"):
         return str(machine_info["gpu"])
@@ -74,8 +67,7 @@ def machine_gpu(machine_info: dict | None) -> str | None:
 
 
 def cpu_affinity() -> str | None:
-    """The CPUs this process may run on, as a CPU list (``"0-7"``; see :func:`format_cpus`), or None where
-    ``os.sched_getaffinity`` does not exist. Stored in ``machine_info["cpu_affinity"]``."""
+    """The CPUs this process may run on as a CPU list (``"0-7"``), or None without ``os.sched_getaffinity``."""
     import os
 
     getaffinity = getattr(os, "sched_getaffinity", None)

@@ -15,8 +15,8 @@ class InputFileError(UsageError):
 
 
 class FailedCheckError(UsageError):
-    """The input runs recorded a failed correctness check, so they cannot be a reference (``baseline``
-    exits 1: the runs are readable, their result is wrong). The message names the cases, checks and runs."""
+    """The input runs recorded a failed correctness check, so they cannot be a reference (``baseline`` exits 1:
+    readable runs, a wrong result); the message names the cases, checks and runs."""
 
 
 class UnknownModelError(UsageError):
@@ -32,9 +32,8 @@ class RequestTooLongError(UsageError):
 
 
 class StaticBufferError(RuntimeError, CudagraphBenchError):
-    """A static buffer baked into a captured graph was replaced or re-pointed (``data_ptr()`` changed).
-
-    Replaying would read/write the old address (the baked-pointer hazard); recapture instead."""
+    """A static buffer baked into a captured graph was replaced or re-pointed (``data_ptr()`` changed): a replay
+    would read/write the old address (the baked-pointer hazard); recapture instead."""
 
 
 class CudaUnavailableError(CudagraphBenchError, RuntimeError):
@@ -42,8 +41,8 @@ class CudaUnavailableError(CudagraphBenchError, RuntimeError):
 
 
 class NotGraphableError(CudagraphBenchError, RuntimeError):
-    """The model (or this case of it) cannot be captured correctly; the message gives the reason in one
-    line. Raised up front, before any capture: the case is recorded as failed and the run goes on."""
+    """The model (or this case of it) cannot be captured correctly; raised up front, before any capture, with the
+    reason in one line. The pytest suite records the case as skipped and goes on."""
 
 
 class CaptureError(CudagraphBenchError, RuntimeError):
@@ -63,8 +62,7 @@ class OutputWriteError(CudagraphBenchError, OSError):
 
 class CompileTimeout(CudagraphBenchError, TimeoutError):
     """A compilation (and the warm-up calls that trigger it) ran past its time limit
-    (:func:`cudagraph_bench.capture.compiling.time_limit`); the message names what ran and the option that
-    raises the limit."""
+    (:func:`cudagraph_bench.capture.compiling.time_limit`); the message names the option that raises it."""
 
 
 class CompileError(CudagraphBenchError, RuntimeError):

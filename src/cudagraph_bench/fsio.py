@@ -1,32 +1,8 @@
-"""Reading input files and writing output files, and checking their paths: the one place every command
-reads runs and baselines through and writes through (no torch).
-
-An input is read only when it is a regular file of at most :data:`MAX_INPUT_BYTES` (a device such as
-``/dev/zero``, a pipe or a huge file would fill the memory), and its JSON only when it is at most
-:data:`MAX_JSON_BYTES` long, nests at most :data:`MAX_JSON_DEPTH` levels and holds no number outside a
-float's range (:func:`read_input_bytes`, :func:`parse_json`): each problem is a one-line
-:class:`~cudagraph_bench.errors.InputFileError` (exit 2) that names where in the file it is.
-
-Every file is written atomically: its bytes go to a hidden temporary file in the target's folder, which
-then replaces the target with ``os.replace``. An error (a failing serializer, a full disk) leaves the old
-file as it was and no temporary file behind; a reader never sees a half-written file. Several files can
-be written all or nothing (:func:`write_files_atomic`); a Ctrl-C while they are moved into place takes effect
-once the last one is (:func:`interrupt_after`), so an interrupted command leaves the old files or the new ones.
-
-Output paths are checked before any work is done (a benchmark sweep can take many minutes), each problem
-as a one-line :class:`~cudagraph_bench.errors.UsageError` naming the fix (the CLI exits 2):
-
-- an output that is one of the command's inputs (:func:`refuse_overwriting_inputs`);
-- an output file that is a folder, under a parent that is a file, or in a folder that takes no new files
-  (:func:`check_output_file`);
-- an output folder that is a file or under one, holding a folder where an output file goes, or (it, or
-  the folder it would be made in) not writable (:func:`check_output_folder`);
-- an output whose folders would be made anywhere but one level under a folder that exists, or under
-  the working directory (a relative path): a mistyped ``/nonexistent/dir/gate.md`` never makes folders at
-  the file system's root (:func:`check_new_folders`).
-
-Missing folders that pass that check are created on write, each named on stderr (``created folder X``).
-"""
+"""Reading input files, writing output files and checking their paths: the one place every command reads and
+writes through (no torch). Inputs are read only as regular files of bounded size (:func:`read_input_bytes`) and
+bounded, finite JSON (:func:`parse_json`); every file is written atomically (:func:`write_files_atomic`); output
+paths are checked before any work is done (:func:`check_output_file`, :func:`check_output_folder`,
+:func:`refuse_overwriting_inputs`). Each problem is one line naming the fix (exit 2)."""
 
 from __future__ import annotations
 
@@ -49,17 +25,15 @@ from cudagraph_bench.errors import InputFileError, OutputWriteError, UsageError
 FILE_MODE = 0o644
 #: Largest input file read, in bytes: the committed whole-suite runs with per-round data are a few MB.
 MAX_INPUT_BYTES = 512 * 2**20
-#: Deepest JSON nesting read: pytest-benchmark runs and baselines nest fewer than 10 levels; a deeper file is
-#: not one (and 200,000 levels would overflow the parser's recursion).
+#: Deepest JSON nesting read: runs and baselines nest fewer than 10 levels (200,000 would overflow the parser).
 MAX_JSON_DEPTH = 64
-#: Longest JSON text parsed (a gzip-compressed run inflated): the committed whole-suite runs with per-round data
-#: are under 4 MB; parsing takes up to tens of times the text's size in memory, so a larger text is refused unread.
+#: Longest JSON text parsed (a gzip-compressed run inflated; the committed runs are under 4 MB): parsing takes up
+#: to tens of times the text's size in memory.
 MAX_JSON_BYTES = 64 * 2**20
 #: Largest magnitude of a JSON number read: beyond a float's range no run or baseline holds a number.
 _FLOAT_MAX = sys.float_info.max
 _FLOAT_MAX_INT = int(_FLOAT_MAX)
-#: Digits of the largest float (1.8e308 has 309): a longer integer literal is never converted (Python refuses
-#: to convert one of more than 4,300 digits, and a smaller one of more than 309 is out of range anyway).
+#: Digits of the largest float (1.8e308 has 309): a longer integer literal is never converted.
 _MAX_INT_DIGITS = len(str(_FLOAT_MAX_INT))
 
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
@@ -70,9 +44,9 @@ def check_input_file(path: str | os.PathLike, what: str, fix: str, max_bytes: in
     """Check, before reading it, that ``path`` (``what`` names it, e.g. ``"baseline"``) is a regular file of
     at most ``max_bytes`` bytes; returns its size in bytes.
 
-    Raises :class:`~cudagraph_bench.errors.InputFileError` (one line ending with ``fix``) when it is missing,
-    a folder, not a regular file (``/dev/zero``, a pipe: reading it would never end) or larger than
-    ``max_bytes``, or cannot be looked at."""
+    Raises:
+        InputFileError: (one line ending with ``fix``) it is missing, a folder, not a regular file (``/dev/zero``,
+            a pipe: reading it would never end), larger than ``max_bytes``, or cannot be looked at."""
     path = Path(path)
     try:
         info = path.stat()
@@ -92,9 +66,10 @@ def check_input_file(path: str | os.PathLike, what: str, fix: str, max_bytes: in
 
 
 def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of the input file ``path``, checked first by :func:`check_input_file` (same errors), and
-    read at most ``max_bytes`` of (a file that grows while it is read is refused the same way).
-    Raises InputFileError when it cannot be read."""
+    """The bytes of the input file ``path`` (at most ``max_bytes``), checked first by :func:`check_input_file`.
+
+    Raises:
+        InputFileError: as :func:`check_input_file`, or it cannot be read, or it grew past ``max_bytes``."""
     check_input_file(path, what, fix, max_bytes)
     try:
         with open(path, "rb") as fh:
@@ -108,9 +83,7 @@ def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: in
 
 
 class _OutOfRange:
-    """An integer literal of a JSON text too long for a float (more digits than the largest float has), kept as
-    written (never converted: Python refuses to convert one of more than 4,300 digits) until :func:`parse_json`
-    names where it is."""
+    """A JSON integer literal longer than any float, kept as written until :func:`parse_json` names where it is."""
 
     __slots__ = ("text",)
 
@@ -123,12 +96,11 @@ def _int_literal(text: str):
 
 
 class _Constant(float):
-    """A ``NaN``, ``Infinity`` or ``-Infinity`` token of a JSON text: a float the writer meant, unlike the
-    infinity that a literal beyond a float's range (``1e999``) reads as. The readers judge where it stands."""
+    """A ``NaN``, ``Infinity`` or ``-Infinity`` JSON token: a float the writer meant, unlike ``1e999``'s infinity."""
 
 
 def _shown(value) -> str:
-    """A number beyond a float's range as an error message shows it: whole when short, else its start and length."""
+
     if type(value) is float:
         return "a literal read as infinity"
     text = value.text if type(value) is _OutOfRange else str(value)
@@ -136,8 +108,7 @@ def _shown(value) -> str:
 
 
 def _beyond_float(value) -> bool:
-    """Whether a parsed JSON value is a number no float holds: an integer beyond a float's range, or an infinity
-    that came from a literal (``1e999``), not from an ``Infinity`` token (:class:`_Constant`)."""
+    """Whether a parsed JSON value is a number no float holds (an infinity from a literal, not a :class:`_Constant`)."""
     kind = type(value)
     if kind is float:
         return value - value != 0.0          # only infinity (a literal's NaN does not exist: NaN is a _Constant)
@@ -156,8 +127,7 @@ def json_path(parts) -> str:
 
 
 def _path_to(entry, value) -> list:
-    """The keys from the document's top to ``value``, a child of the container of the walk's ``entry`` (``(node,
-    depth, parent entry)``): found by identity, only when an error names it."""
+    """The keys from the document's top to ``value``, a child of the walk's ``entry`` (``(node, depth, parent)``)."""
     keys = []
     while entry is not None:
         node = entry[0]
@@ -169,13 +139,14 @@ def _path_to(entry, value) -> list:
 
 def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH,
                max_bytes: int = MAX_JSON_BYTES):
-    """``json.loads(raw)`` of the input file ``path``; raises :class:`~cudagraph_bench.errors.InputFileError`
-    (one line ending with ``fix``) when ``raw`` is longer than ``max_bytes`` (refused before parsing: parsing
-    takes many times its size in memory), nests deeper than ``max_depth`` arrays and objects, or holds a
-    number outside a float's range (``1e999``, a 400-digit integer: the message names its place, e.g.
-    ``benchmarks[3].stats.median``). ``NaN`` and ``Infinity`` tokens are read as floats, for the reader to
-    judge where they stand. Invalid JSON raises ``json.JSONDecodeError`` / ``UnicodeDecodeError`` as
-    ``json.loads`` does, for the caller to phrase."""
+    """``json.loads(raw)`` of the input file ``path``; ``NaN`` and ``Infinity`` tokens are read as floats, for the
+    reader to judge.
+
+    Raises:
+        InputFileError: (one line ending with ``fix``) ``raw`` is longer than ``max_bytes`` (refused unparsed),
+            nests deeper than ``max_depth``, or holds a number outside a float's range (named by its place, e.g.
+            ``benchmarks[3].stats.median``).
+        json.JSONDecodeError, UnicodeDecodeError: invalid JSON, as ``json.loads`` raises them."""
     if len(raw) > max_bytes:
         raise InputFileError(f"{what} {path} holds {len(raw):,} bytes of JSON, more than the {max_bytes:,} bytes "
                              f"({max_bytes / 2**20:g} MiB) read at most (no {what} is that large): {fix}")
@@ -209,8 +180,7 @@ def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, m
 
 
 def _plain_numbers(values: list) -> bool:
-    """True for a list of numbers within a float's range (per-round data: thousands of them), told by two passes
-    in C; False when the list may hold anything else, which the walk then looks at one by one."""
+    """True for a list of numbers within a float's range (per-round data), told by two passes in C."""
     try:
         return -_FLOAT_MAX <= min(values) and max(values) <= _FLOAT_MAX
     except (TypeError, ValueError):   # other values than numbers (objects, strings), or no values
@@ -241,10 +211,9 @@ def missing_folders(folder: str | os.PathLike) -> list[Path]:
 
 
 def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.PathLike) -> None:
-    """Raise :class:`UsageError` when writing ``target`` (given with ``flag``) would create the missing
-    ``folder`` anywhere but one level under a folder that exists or, for a relative path, under the
-    working directory: a mistyped absolute path (``/nonexistent/dir/gate.md``) never makes folders at the
-    root of the file system. Creates nothing."""
+    """Raise :class:`UsageError` when writing ``target`` (given with ``flag``) would create the missing ``folder``
+    anywhere but one level under a folder that exists or, for a relative path, under the working directory, so a
+    mistyped ``/nonexistent/dir/gate.md`` never makes folders at the root. Creates nothing."""
     missing = missing_folders(folder)
     if len(missing) <= 1:
         return
@@ -257,8 +226,8 @@ def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.Pat
 
 
 def make_folders(folder: str | os.PathLike) -> list[Path]:
-    """Create ``folder`` and its missing parents, naming each created one on stderr (``created folder X``);
-    returns them, outermost first. Raises OSError as ``Path.mkdir`` does."""
+    """Create ``folder`` and its missing parents, naming each on stderr (``created folder X``); returns them,
+    outermost first. Raises OSError as ``Path.mkdir`` does."""
     made = []
     for p in missing_folders(folder):
         p.mkdir(exist_ok=True)
@@ -268,25 +237,16 @@ def make_folders(folder: str | os.PathLike) -> list[Path]:
 
 
 def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Callable[[], None] | None = None) -> None:
-    """Write ``{path: content}`` all or nothing; ``str`` content is written as UTF-8.
+    """Write ``{path: content}`` all or nothing (``str`` as UTF-8): each to a hidden temporary file in its target's
+    folder (missing folders made by :func:`make_folders`), then all moved into place with ``os.replace``, in order,
+    under :func:`interrupt_after`. A target that is neither a regular file nor a folder (``/dev/stdout``, a pipe) is
+    written through, never replaced. ``ready`` (e.g. printing the verdict) is called once every content is written,
+    before the move: no "wrote" line before a write that fails, and an error of ``ready`` leaves every file as it was.
 
-    Each content goes to a temporary file in its target's folder (missing folders are created, each named
-    on stderr by :func:`make_folders`); only
-    when every one is written are they moved into place with ``os.replace``, in the given order.
-
-    A target that exists and is neither a regular file nor a folder (``/dev/stdout``, a named pipe) is
-    written through, after the temporary files, never replaced.
-
-    ``ready`` (e.g. printing the command's verdict or its "merged ... into FILE" line) is called once every
-    content is written, before the files are moved into place: a line that says a file was written is never
-    printed before a write that fails (``-o /dev/full``), and an error of ``ready`` itself (a standard output
-    that cannot be written) leaves every file as it was.
-
-    Raises UsageError when a target is a folder or a parent of it is a file (nothing is written);
-    OSError (e.g. a full disk) or any other error while writing leaves every target as it was and
-    removes the temporary files; an OSError is raised as :class:`~cudagraph_bench.errors.OutputWriteError`
-    whose ``filename`` is the target being written (not its temporary file).
-    """
+    Raises:
+        UsageError: a target is a folder or a parent of it is a file (nothing is written).
+        OutputWriteError: an OSError while writing (``filename``: the target, not its temporary file); on it or
+            any other error every target is left as it was and the temporary files are removed."""
     targets = {Path(p): (c.encode("utf-8") if isinstance(c, str) else c) for p, c in files.items()}
     for path in targets:
         if path.is_dir():
@@ -325,12 +285,9 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Calla
 
 @contextlib.contextmanager
 def interrupt_after(what: str):
-    """Hold a Ctrl-C (SIGINT) back while the block runs and raise it as ``KeyboardInterrupt`` when the block
-    ends, so that files replaced together are all replaced (``what`` names the work on stderr: ``interrupted:
-    finishing writing the output files first``). Why: a Ctrl-C between two ``os.replace`` calls would leave
-    an output folder with old and new files mixed. Outside the main thread, or where SIGINT is ignored, the
-    block runs as it is (only the main thread can handle a signal); within another such block, the outer one
-    holds the Ctrl-C."""
+    """Hold a Ctrl-C back while the block runs and raise it as ``KeyboardInterrupt`` when it ends (``what`` names
+    the work on stderr), so that files replaced together are never left mixed old and new. Outside the main thread,
+    where SIGINT is ignored, or within another such block, the block runs as it is."""
     current = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     if current in (signal.SIG_IGN, None) or getattr(current, "holds_interrupt", False):   # nested: the outer holds
         yield
@@ -354,8 +311,7 @@ def interrupt_after(what: str):
 
 
 def _is_stream(path: Path) -> bool:
-    """True for an existing target that is not a regular file or folder (``/dev/stdout``, a named pipe, a
-    character device): replacing it would put a regular file in its place, so it is written through."""
+    """True for an existing target that is not a regular file or folder (``/dev/stdout``, a named pipe)."""
     try:
         mode = path.stat().st_mode
     except OSError:
@@ -364,9 +320,7 @@ def _is_stream(path: Path) -> bool:
 
 
 def written_verb(path: str | os.PathLike) -> str:
-    """``"replaced"`` when ``path`` is an existing file (an earlier output that the next write replaces
-    atomically), else ``"wrote"``: call it before writing, so that a command's "wrote FILE" line says when
-    an existing file was replaced."""
+    """``"replaced"`` when ``path`` is an existing file, else ``"wrote"``: call it before writing."""
     return "replaced" if os.path.isfile(path) else "wrote"
 
 
@@ -396,9 +350,8 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
 
 
 def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, inputs: list) -> None:
-    """Raise :class:`UsageError` when ``output`` (given with ``flag``) is one of the ``inputs`` files
-    (None entries are skipped; the same file by another name counts): an output option must never
-    replace a run or baseline it reads. ``output`` None or empty: nothing to check."""
+    """Raise :class:`UsageError` when ``output`` (given with ``flag``; None: nothing to check) is one of the
+    ``inputs`` files (None entries skipped; the same file by another name counts)."""
     if not output:
         return
     out = Path(output)
@@ -412,19 +365,19 @@ def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, input
 
 
 def probe_folder(folder: Path) -> None:
-    """Create and remove a hidden temporary file in ``folder`` (``os.access`` says yes to root even on
-    ``/proc``). Raises OSError when the folder takes no new file."""
+    """Create and remove a hidden temporary file in ``folder`` (``os.access`` says yes to root even on ``/proc``).
+
+    Raises:
+        OSError: the folder takes no new file."""
     fd, probe = tempfile.mkstemp(dir=folder, prefix=".cudagraph-bench.", suffix=".probe")
     os.close(fd)
     os.unlink(probe)
 
 
 def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
-    """Raise :class:`UsageError` (one line, before anything is printed or written) when ``path`` (given
-    with ``flag``) cannot be written by :func:`write_text_atomic`: it is a folder (``example``: a file
-    name to suggest inside it), a parent is a file, its missing folders may not be created
-    (:func:`check_new_folders`), or the nearest existing folder (missing ones are created on write)
-    refuses a new file. Creates nothing."""
+    """Raise :class:`UsageError` when ``path`` (given with ``flag``) cannot be written by :func:`write_text_atomic`:
+    it is a folder (``example``: a file name to suggest inside it), a parent is a file, its missing folders may not
+    be created (:func:`check_new_folders`), or the nearest existing folder refuses a new file. Creates nothing."""
     out = Path(path)
     if out.is_dir():
         raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
@@ -441,16 +394,13 @@ def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
 
 def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str = "-o", *,
                         create: bool = False) -> Path:
-    """Check the output folder ``folder`` (given with ``flag``) that the files ``names`` will be written
-    into, before any work is done; returns it as a Path.
+    """Check the output folder ``folder`` (given with ``flag``) the files ``names`` will be written into, before any
+    work is done; returns it as a Path. ``create``: make it (and missing parents) now; else nothing is made.
 
-    Raises :class:`UsageError` (one line) when ``folder`` or a parent of it is a file, when one of
-    ``names`` is a folder there, when its missing folders may not be created (:func:`check_new_folders`),
-    when the folder (or, while it is missing, the nearest folder it would be made in) takes no new file (a
-    read-only file system), or, with ``create``, when the folder cannot be created (``create`` makes the
-    folder, missing parents included, each named on stderr, and probes it). Without ``create`` nothing is
-    made: a missing folder is created on write.
-    """
+    Raises:
+        UsageError: ``folder`` or a parent is a file, one of ``names`` is a folder there, its missing folders may
+            not be created (:func:`check_new_folders`), it (or the nearest folder it would be made in) takes no
+            new file, or with ``create`` it cannot be created."""
     folder = Path(folder)
     blocker = folder if folder.exists() and not folder.is_dir() else _blocking_file(folder)
     if blocker is not None:
@@ -487,10 +437,8 @@ _FIXES = {
 
 
 def os_error_message(exc: OSError) -> str:
-    """One line for an OSError that reached the command line: what failed on which path (for an
-    :class:`~cudagraph_bench.errors.OutputWriteError`, the target the user gave, never a temporary
-    file), the system's reason and what to do, e.g. ``cannot write /proc/x.md: No such file or
-    directory: choose a path in a writable folder``."""
+    """One line for an OSError that reached the command line: what failed on which path, the system's reason and
+    what to do, e.g. ``cannot write /proc/x.md: No such file or directory: choose a path in a writable folder``."""
     reason = exc.strerror or str(exc) or exc.__class__.__name__
     fix = _FIXES.get(exc.errno, "choose a path in a writable folder")
     verb = "cannot write" if isinstance(exc, OutputWriteError) else "cannot access"

@@ -1,11 +1,7 @@
 """The journal a pytest session writes for the launcher (no torch, no pytest): one JSON line per event, flushed at
-once, so that a process that dies mid-test still says where.
-
-Events: ``{"start": nodeid, "case": {extra_info key}}`` before a test (``case`` only for a benchmark case),
-``{"finish": nodeid}`` after it, ``{"stop": nodeid, "reason": text}`` when the session stops early because that
-test broke the CUDA context (exit code :data:`EXIT_CUDA_BROKEN`). Written by
-:mod:`cudagraph_bench.plugin.session_journal`, read by :mod:`cudagraph_bench.runner.process`.
-"""
+once, so a process that dies mid-test still says where. Events: ``{"start": nodeid, "case": {extra_info key}}``
+(``case`` only for a benchmark case), ``{"finish": nodeid}``, ``{"stop": nodeid, "reason": text}`` when that test
+broke the CUDA context (exit code :data:`EXIT_CUDA_BROKEN`)."""
 
 from __future__ import annotations
 
@@ -24,7 +20,7 @@ def is_fatal_cuda_error(reason: str | None) -> bool:
 
 def read_journal(path) -> tuple[list[str], set[str], dict | None, str | None]:
     """``(started node ids in order, finished node ids, the start event of the test a crash was in or None, the
-    stop reason or None)`` of a journal; a line that is not JSON (a write cut off by the crash) is ignored."""
+    stop reason or None)`` of a journal; a line cut off by the crash is ignored."""
     started, finished, events, stop = [], set(), {}, None
     try:
         with open(path, encoding="utf-8") as fh:

@@ -1,8 +1,6 @@
 """Options defined once, shared by the pytest plugin (``pytest --models ...``) and the CLI
-(``cudagraph-bench run --models ...``): the :class:`Option` table and how it is added to argparse and pytest.
-The names and defaults (:mod:`cudagraph_bench.defaults`) and the parsers (:mod:`cudagraph_bench.parsers`) are
-re-exported here, where every module takes them from. No torch import: option parsing must work anywhere.
-"""
+(``cudagraph-bench run --models ...``): the :class:`Option` table and how it is added to argparse and pytest, with
+the names, defaults and parsers re-exported. No torch import: option parsing must work anywhere."""
 
 from __future__ import annotations
 
@@ -94,7 +92,7 @@ MATRIX_OPTIONS = (
 )
 
 
-#: Options that split a suite over CI jobs (pytest plugin, :mod:`cudagraph_bench.sharding`).
+#: Options that split a suite over CI jobs (:mod:`cudagraph_bench.plugin.sharding`).
 SHARD_OPTIONS = (
     Option("--shard", "shard", parse_shard, None,
            "run only shard K of N (1-based, e.g. 2/4; a CI matrix job each): the tests of one model and dtype "
@@ -106,11 +104,8 @@ SHARD_OPTIONS = (
 )
 
 
-#: The round options pytest-benchmark has its own flags for. In a pytest session they are spelled its way (the
-#: plugin reads them, :mod:`cudagraph_bench.plugin.benchmark_options`), so that no two switches set one thing;
-#: ``cudagraph-bench run`` and its TOML keep the suite's names and pass them on in that spelling
-#: (:func:`pytest_argument`). Suite flag -> (pytest-benchmark flag, the suite flag's text -> that flag's text,
-#: that flag's text -> the suite option's value, by the suite's parser in the flag's own unit).
+#: The round options pytest-benchmark has flags for, spelled its way in pytest so no two switches set one thing:
+#: suite flag -> (pytest-benchmark flag, suite text -> its text, its text -> the suite option's value).
 PYTEST_BENCHMARK_SPELLING = {
     "--rounds": ("--benchmark-min-rounds", str, parse_rounds),
     "--max-time-ms": ("--benchmark-max-time", ms_as_seconds_text, parse_seconds_as_ms),
@@ -129,8 +124,7 @@ def pytest_argument(flag: str, text: str) -> tuple[str, str]:
 
 def matrix_arguments(values: dict) -> list[str]:
     """The one serializer of a matrix to pytest arguments: each option of :data:`MATRIX_OPTIONS` that ``values``
-    holds (``dest`` -> its parsed value; absent or None: not given, pytest's default holds), in the table's order,
-    as its flag and text (:func:`show_default`), in pytest's spelling (:func:`pytest_argument`).
+    holds (``dest`` -> its parsed value; None: not given), in the table's order, in pytest's spelling.
 
     Raises:
         ValueError: a key that is no matrix option's ``dest``."""
@@ -145,10 +139,8 @@ def matrix_arguments(values: dict) -> list[str]:
 
 
 def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
-    """``--max-regression PCT``: the floor of the regression tolerance, one option for every command that judges a
-    regression (gate, compare, baseline, calibrate, ab). Default None: the baseline's, else the compared figure's
-    (3% for the device-side graph figure, 8% for synchronized wall medians,
-    :data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
+    """``--max-regression PCT``: the floor of the regression tolerance, for every command that judges a regression.
+    Default None: the baseline's, else the figure's (:data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
     parser.add_argument("--max-regression", type=parse_regression_pct, default=None, metavar="PCT",
                         help="floor of the regression tolerance in percent; a noisier case gets a multiple of its "
                              "between-run spread (default: the baseline's, else 3 for the device-side graph figure, "
@@ -156,8 +148,7 @@ def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_storage_option(parser: argparse.ArgumentParser) -> None:
-    """``--storage DIR``: where saved-run ids (``0001``) are looked up. The default (None) is resolved by
-    :func:`cudagraph_bench.paths.default_storage`, never against the working directory of a checkout."""
+    """``--storage DIR``: where saved-run ids are looked up (None: :func:`cudagraph_bench.paths.default_storage`)."""
     parser.add_argument("--storage", type=parse_path, default=None, metavar="DIR",
                         help="pytest-benchmark storage folder where saved-run ids are looked up (default: "
                              "$CUDAGRAPH_BENCH_STORAGE, else the checkout's .benchmarks/, else ./.benchmarks)")
@@ -180,9 +171,8 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
 
 
 def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse`` for a pytest option ``flag``, its ``argparse.ArgumentTypeError`` raised as ``pytest.UsageError``
-    with the reason first on one line (``ERROR: --models nosuch: unknown model 'nosuch': use a preset ...``):
-    pytest prints an argparse type error below its usage line, the reason on the second line."""
+    """``parse`` for a pytest option ``flag``, its ``argparse.ArgumentTypeError`` raised as a one-line
+    ``pytest.UsageError``, the reason first (pytest puts an argparse error below its usage line)."""
     import pytest
 
     def parse_or_usage_error(text: str):
@@ -211,10 +201,9 @@ def refuse_run_name(flag: str) -> Callable[[str], Any]:
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
-    """Add options to a pytest option group (the plugin). Same flags, parsers and defaults as the CLI, except the
-    round options pytest-benchmark already spells (:data:`PYTEST_BENCHMARK_SPELLING`), left to its flags: their
-    ``run`` names are kept out of ``--help`` and refused with one line naming that flag; a bad value is one line,
-    the reason first (:func:`pytest_type`)."""
+    """Add options to a pytest option group (the plugin): the CLI's flags, parsers and defaults, except that the
+    round options of :data:`PYTEST_BENCHMARK_SPELLING` are left to pytest-benchmark's flags, their ``run`` names
+    hidden and refused (:func:`refuse_run_name`)."""
     for opt in options:
         if opt.flag in PYTEST_BENCHMARK_SPELLING:
             group.addoption(opt.flag, dest=f"run_name_{opt.dest}", type=pytest_type(opt.flag, refuse_run_name(opt.flag)),

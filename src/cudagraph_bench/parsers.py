@@ -1,7 +1,6 @@
-"""The parsers of the shared options (``--models``, ``--prompt-lengths``, ``--rounds`` ...): each returns the
-parsed value or raises ``argparse.ArgumentTypeError`` with a message that says what to do; argparse turns that into
-exit code 2 for the CLI, pytest into a usage error. No torch import. Read them through
-:mod:`cudagraph_bench.options`, which re-exports them beside the option table."""
+"""The parsers of the shared options, re-exported by :mod:`cudagraph_bench.options`: each returns the parsed value
+or raises ``argparse.ArgumentTypeError`` with a message that says what to do (exit code 2 for the CLI, a usage
+error for pytest). No torch import."""
 
 from __future__ import annotations
 
@@ -22,12 +21,10 @@ def _split(text: str) -> list[str]:
 
 
 def parse_models(text: str) -> tuple[str, ...]:
-    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or local directories (loaded with
-    ``from_pretrained``, offline); a preset name wins over a folder of that name (write ``./gpt2`` for the
-    folder). A name given twice, or a folder given twice under two spellings (``m``, ``m/``, ``./m``), is
-    measured once, under its first spelling. Only the list is checked here; each entry is checked before any
-    case, every refused one listed with its reason while the others run
-    (:func:`cudagraph_bench.models.refusals.check_models`, :func:`model_name_problem`)."""
+    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or local ``save_pretrained`` directories (a preset
+    name wins over a folder of that name: write ``./gpt2``); an entry given twice, under any spelling, is kept once,
+    as first spelt. Only the list is checked here, each entry later
+    (:func:`cudagraph_bench.models.refusals.check_models`)."""
     names = _split(text)
     first: dict[str, str] = {}
     for name in names:
@@ -36,9 +33,9 @@ def parse_models(text: str) -> tuple[str, ...]:
 
 
 def model_name_problem(name: str) -> str | None:
-    """Why ``name`` of ``--models`` names no model the suite can load, in one line with the fix (a file instead
-    of its folder, a missing directory, an unknown name, a directory without ``config.json``); None for a
-    preset or a directory with a ``config.json`` (whose content is checked later). No file is read."""
+    """Why ``name`` of ``--models`` names no model the suite can load (a file instead of its folder, a missing
+    directory, an unknown name, no ``config.json``), one line with the fix; None for a preset or a directory with a
+    ``config.json``. No file is read."""
     if name in PRESET_NAMES:
         return None
     if os.path.isfile(name):
@@ -134,7 +131,7 @@ def _finite(text: str) -> float:
 
 
 def _decimal(text: str):
-    """``text`` as an exact ``decimal.Decimal`` (0 for text that is not one)."""
+
     from decimal import Decimal, InvalidOperation
 
     try:
@@ -144,8 +141,8 @@ def _decimal(text: str):
 
 
 def parse_seconds_as_ms(text: str) -> float:
-    """A time cap given in seconds (pytest-benchmark's ``--benchmark-max-time``), finite and >= 0, in
-    milliseconds, converted exactly (``0.5001`` -> ``500.1``, not ``500.09999999999997``)."""
+    """Seconds (``--benchmark-max-time``), finite and >= 0, as milliseconds converted exactly (``0.5001`` ->
+    ``500.1``)."""
     _nonnegative(text, "expected seconds")
     return float(_decimal(text) * 1000)
 
@@ -176,14 +173,13 @@ def parse_regression_pct(text: str) -> float:
     return _nonnegative(text, "an allowed regression is a percent")
 
 
-#: Largest between-run spread (percent) a baseline may hold: a spread is the normal-scaled MAD of the log run medians,
-#: and beyond 100% the runs' medians differ by more than a factor e: they measured different work, not noise of one.
+#: Largest between-run spread (percent) a baseline may hold: beyond it runs differ by a factor e, not by noise.
 MAX_SPREAD_PCT = 100.0
 
 
 def parse_spread_pct(text: str) -> float:
-    """A between-run spread in percent (a baseline's ``spread_pct``, ``cross_host_spread_pct``), finite and in
-    [0, :data:`MAX_SPREAD_PCT`]: a larger one would widen every tolerance built on it until no regression fails."""
+    """A between-run spread in percent (a baseline's ``spread_pct``, ``cross_host_spread_pct``) in
+    [0, :data:`MAX_SPREAD_PCT`]: a larger one would widen every tolerance until no regression fails."""
     value = _finite(text)
     if not 0 <= value <= MAX_SPREAD_PCT:
         raise argparse.ArgumentTypeError(f"a between-run spread is a percent in [0, {MAX_SPREAD_PCT:g}], got {value:g}"
@@ -228,8 +224,7 @@ MAX_ROUNDS = 100_000
 
 
 def _rounds_at_most_max(value: int, what: str) -> int:
-    """``value`` when it is at most :data:`MAX_ROUNDS`. The message names no default: the suite's and
-    ``cudagraph-bench run``'s differ (``--help`` of each shows its own)."""
+    """``value`` when it is at most :data:`MAX_ROUNDS` (the message names no default: pytest's and ``run``'s differ)."""
     if value > MAX_ROUNDS:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} {what}, got {value}: a run that long "
                                          f"never finishes: give at most {MAX_ROUNDS}")
@@ -257,8 +252,7 @@ def parse_nonneg(text: str) -> int:
     return _whole_number_at_least(text, 0)
 
 
-#: Most confirmation reruns of ``gate --confirm K``: each is a separate pytest process of the regressed cases on
-#: the GPU, and beyond a handful the rank test's verdict no longer changes.
+#: Most confirmation reruns of ``gate --confirm K`` (a pytest process each; beyond a handful the verdict holds).
 MAX_CONFIRM = 20
 
 
@@ -271,8 +265,7 @@ def parse_confirm(text: str) -> int:
     return value
 
 
-#: Largest seed: the inputs' generator is seeded with ``seed * 1_000_003 + seq_len``, which must fit in
-#: a signed 64-bit integer (``torch.Generator.manual_seed``); 2**32 - 1 leaves room for any prompt length.
+#: Largest seed: ``seed * 1_000_003 + seq_len`` must fit a signed 64-bit integer (``torch.Generator.manual_seed``).
 MAX_SEED = 2**32 - 1
 
 
@@ -336,15 +329,14 @@ def parse_decode_compile_tuning(text: str) -> str:
     return text
 
 
-#: Bound of a CPU number (``--cpus``): Linux numbers at most 8192 CPUs; a mistyped ``0-99999999999`` would fill
-#: the memory with CPU numbers before any check.
+#: Bound of a CPU number (``--cpus``; Linux numbers at most 8192): a mistyped ``0-99999999999`` would fill the memory.
 MAX_CPU = 65535
 
 
 def parse_cpus(text: str) -> tuple[int, ...]:
-    """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers, each
-    at most :data:`MAX_CPU`. Only the syntax is checked here; :func:`cudagraph_bench.envinfo.pin_cpus` checks
-    that the CPUs exist."""
+    """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers, each at most
+    :data:`MAX_CPU`. Only the syntax is checked here; :func:`cudagraph_bench.runner.process.check_cpus` checks that
+    this process may run on them."""
     cpus = set()
     for item in _split(text):
         first, sep, last = item.partition("-")
@@ -378,8 +370,7 @@ def format_cpus(cpus) -> str:
     return ",".join(out)
 
 
-#: Most shards ``--shard K/N`` takes: GitHub Actions runs at most 256 jobs per matrix, and the split keeps a
-#: load per shard (a mistyped ``1/100000000`` would fill the memory before a test ran).
+#: Most shards ``--shard K/N`` takes: GitHub Actions' limit of jobs per matrix (``1/100000000`` would fill memory).
 MAX_SHARDS = 256
 
 
@@ -420,8 +411,8 @@ class ZooTypes:
         return ",".join(self.names) if self.names else "all"
 
     def pick(self, installed: list[str], flag: str, release: str) -> list[str]:
-        """The types of ``installed`` (the zoo's list for transformers ``release``, in its order) that this selects,
-        checked against it, so that a name transformers lacks is refused before anything runs.
+        """The types of ``installed`` (the zoo's list for transformers ``release``, in its order) this selects, so
+        that a name transformers lacks is refused before anything runs.
 
         Raises:
             ValueError: one line naming ``flag``: a name that is no causal-LM model type of the release, or a
@@ -443,9 +434,8 @@ class ZooTypes:
 
 def parse_zoo_types(text: str) -> ZooTypes:
     """The zoo's ``--types`` (``cudagraph-bench zoo``) and ``--zoo`` (pytest): ``all``, ``K/N`` (every N-th type
-    from the K-th, ``1 <= K <= N``, for N device commands) or model types separated by commas (each once). Only the
-    form is checked here (no transformers import); the names against the installed release with
-    :meth:`ZooTypes.pick`."""
+    from the K-th, ``1 <= K <= N``) or model types separated by commas (each once). Only the form is checked here;
+    the names by :meth:`ZooTypes.pick`."""
     stripped = text.strip()
     if not stripped:
         raise argparse.ArgumentTypeError(f"empty: {ZOO_TYPES_FIX}")

@@ -1,17 +1,6 @@
-"""Where the tools look for files by default, independent of the working directory (no torch).
-
-A command that looks up a file the user did not name (the GPU's baseline, a saved-run id) resolves it
-against, in order:
-
-1. an environment variable (:data:`BASELINES_ENV`, :data:`STORAGE_ENV`), for installed copies and CI;
-2. the cudagraph-bench checkout this package is imported from (``src/cudagraph_bench`` inside a folder
-   whose ``pyproject.toml`` names the project: an editable install or ``PYTHONPATH=src``);
-3. for saved runs only, pytest-benchmark's own default, ``./.benchmarks`` of the working directory
-   (an installed package has no checkout to look in).
-
-So ``cudagraph-bench gate RUN`` picks ``<checkout>/baselines/<gpu>.json`` from any folder, and says
-where it looked when there is none.
-"""
+"""Where the tools look for files the user did not name (the GPU's baseline, saved runs), whatever the working
+directory: an environment variable (:data:`BASELINES_ENV`, :data:`STORAGE_ENV`), else the checkout this package is
+imported from, else (saved runs only) pytest-benchmark's ``./.benchmarks``. No torch."""
 
 from __future__ import annotations
 
@@ -25,7 +14,8 @@ STORAGE_ENV = "CUDAGRAPH_BENCH_STORAGE"
 
 
 def checkout_root() -> Path | None:
-    """The cudagraph-bench checkout this package is imported from, or None for an installed copy."""
+    """The cudagraph-bench checkout this package is imported from (its ``pyproject.toml`` names the project), or
+    None for an installed copy."""
     root = Path(__file__).resolve().parents[2]
     project = root / "pyproject.toml"
     try:
@@ -52,8 +42,8 @@ def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
     """``(baseline file for gpu_slug or None, the candidate paths looked at)``.
 
     Raises:
-        UsageError: ``$CUDAGRAPH_BENCH_BASELINES`` is set to something that is not a folder (a typo
-            would otherwise fall back to the checkout's baselines without a word)."""
+        UsageError: ``$CUDAGRAPH_BENCH_BASELINES`` is set to something that is not a folder (not silently the
+            checkout's)."""
     from cudagraph_bench.errors import UsageError
 
     env = os.environ.get(BASELINES_ENV, "").strip()

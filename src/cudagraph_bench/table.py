@@ -1,11 +1,5 @@
-"""Aligned terminal tables and GitHub markdown tables from rows of dicts, and the wording shared by the
-verdict lines of ``gate`` and ``compare`` (no torch).
-
-Used by ``gate``, ``compare``, ``baseline`` and ``report``::
-
-    cols = [Column("model", "model"), Column("median_ms", "median ms", ".3f")]
-    print(render_table(cols, [{"model": "gpt2", "median_ms": 1.234}]))
-"""
+"""Aligned terminal tables and GitHub markdown tables from rows of dicts (:func:`render_table`), and the wording
+shared by the commands' verdict lines (no torch)."""
 
 from __future__ import annotations
 
@@ -18,9 +12,8 @@ MISSING = "-"
 
 @dataclass(frozen=True)
 class Column:
-    """One column: ``key`` into each row dict, ``title`` shown in the header, ``fmt`` a format spec
-    (``".2f"``, ``"+.1f"``) or a callable ``value -> str``, ``align`` ``"left"``/``"right"``
-    (default: right when ``fmt`` is a format spec, i.e. for numbers)."""
+    """One column: ``key`` into each row dict, ``title`` shown in the header, ``fmt`` a format spec (``".2f"``) or a
+    callable ``value -> str``, ``align`` ``"left"``/``"right"`` (default: right when ``fmt`` is a format spec)."""
 
     key: str
     title: str
@@ -58,12 +51,12 @@ def _md_cell(text: str) -> str:
 
 
 def render_table(columns: Sequence[Column | tuple | str], rows: Iterable[dict], fmt: str = "text") -> str:
-    """Render ``rows`` (dicts; missing keys show as ``-``) as an aligned text table (``fmt="text"``,
-    header, dashes, one line per row) or a GitHub markdown table (``fmt="markdown"``, ``|`` escaped).
+    """Render ``rows`` (dicts; missing keys show as ``-``) as an aligned text table (``fmt="text"``) or a GitHub
+    markdown table (``fmt="markdown"``, ``|`` escaped), without a trailing newline. ``columns`` items are
+    :class:`Column`, ``(key, title[, fmt[, align]])`` tuples or plain keys.
 
-    ``columns`` items are :class:`Column`, ``(key, title[, fmt[, align]])`` tuples or plain keys.
-    Returns the table without a trailing newline. Raises ``ValueError`` for an unknown ``fmt``.
-    """
+    Raises:
+        ValueError: an unknown ``fmt``."""
     cols = _as_columns(columns)
     cells = [[c.format(row.get(c.key)) for c in cols] for row in rows]
     if fmt == "markdown":

@@ -1,35 +1,9 @@
-"""The variant registry: one table that says what every measured variant is (no torch import).
-
-A variant is one way to run a case: the eager forward, its captured graph, the graph of a padded prompt, a
-decode loop, a tiny-kernel launch loop. Everything that depends on which variant a case is -- which builder
-makes it, whether it needs a CUDA GPU or torch.compile, whether the launcher runs it in a process of its own,
-what it is checked against and by which rule, whether the gate guards its latency -- is a field of its
-:class:`Variant` here; a forward, decode or launch case is built by the callable :meth:`Variant.build_callable`
-imports. The plugin, the reports and the gate read those fields, the lookups and the names defined here: no other
-module names a variant with a string literal (``tests/test_registry.py`` scans the package for one).
-
-In the spirit of vLLM's ``CUDAGraphMode`` (``vllm/compilation/cuda_graph.py``) and of torch.utils.benchmark's
-``TaskSpec``: an enum-like, frozen description instead of string tests spread over the code.
-
-======================  =======  ==========================================================================
-suite / name            checked  what it is
-======================  =======  ==========================================================================
-forward eager           -        ``model(input_ids)`` under ``torch.inference_mode()``: the reference
-forward graph           exact    static buffers, one capture, replay (gated: the 30% rule and the baseline)
-forward padded          fp64     one graph at ``--pad-to`` tokens, prompt right-padded with a mask
-forward bucketed        fp64     one graph per ``--buckets`` length in one pool; smallest bucket >= L
-forward compile         fp64     ``torch.compile(mode="reduce-overhead")`` (inductor's own CUDA graphs)
-forward compile+graph   fp64     ``torch.compile`` without inductor's graphs, captured by the suite
-decode generate         -        HF ``generate(do_sample=False)``: the decode reference
-decode static-eager     fp64     static KV cache, eager loop; checked against ``generate``
-decode graph            exact    captured decode steps replayed back to back; tokens == static-eager
-decode compile+graph    fp64     the decode step compiled by inductor, captured the same way
-decode generate-        fp64     HF ``generate`` with a static cache and ``torch.compile`` (the peer of
-static-compile                   ``compile+graph``; its known failures are xfail, never the suite's)
-launch loop             -        N tiny kernels launched one by one (the launch-overhead reference)
-launch graph            exact    the same N launches captured and replayed as one graph
-======================  =======  ==========================================================================
-"""
+"""The variant registry: one table (:data:`VARIANTS`) that says what every measured variant is, no torch import.
+Everything that depends on which variant a case is (its builder, CUDA, torch.compile, isolation, reference and
+rule, gating) is a field of its :class:`Variant`; the plugin, the reports and the gate read those fields, lookups
+and names: no other module names a variant with a string literal (``tests/test_registry.py`` scans for one). In the
+spirit of vLLM's ``CUDAGraphMode`` and torch.utils.benchmark's ``TaskSpec``. What each variant is: the table of
+docs/measurement.md."""
 
 from __future__ import annotations
 
@@ -47,11 +21,9 @@ class Rule(enum.Enum):
 
     #: it is the reference of its suite: nothing to check.
     REFERENCE = "reference"
-    #: the same kernels as its reference (a replay of them): any difference beyond the dtype's rounding
-    #: tolerance, or a token that differs, is a bug.
+    #: the same kernels as its reference: any difference beyond the dtype's tolerance, or another token, is a bug.
     EXACT = "exact"
-    #: other kernels than its reference: within the dtype's tolerance, or else no farther from a float64 run of
-    #: the same weights than the reference itself (the inductor accuracy rule; per decode step for decode).
+    #: other kernels: within the dtype's tolerance, or no farther from a float64 run than the reference (per step).
     FP64 = "fp64"
 
 
@@ -65,17 +37,16 @@ class Variant:
         builder: ``"module:callable"`` that builds it (imported only when a case is built).
         needs_cuda: it runs only on a CUDA GPU.
         compiled: it uses ``torch.compile`` (measured only with ``--with-compile``; compile time reported).
-        isolated: ``cudagraph-bench run`` measures its cases in a pytest process of their own, so that a
-            crash there (inductor, Triton) cannot take the other cases with it.
+        isolated: ``cudagraph-bench run`` measures its cases in a pytest process of their own (a crash there
+            cannot take the other cases with it).
         captured: the suite captures CUDA graphs for it (the memory ledger checks their pools are released).
         reference: the variant of the same suite it is checked against (None for the reference itself).
         rule: how it is judged against ``reference`` (:class:`Rule`).
         gated: the gate guards its latency (the reduction against the reference and the baseline's tolerance).
-        peer: another project's path (HF ``generate`` + ``torch.compile``): its recorded failures are known
-            failures of that path (xfail), reported but never failing the suite.
+        peer: another project's path (HF ``generate`` + ``torch.compile``): its failures are xfail, reported but
+            never failing the suite.
         lengths: ``"pad_to"`` / ``"buckets"``: it replays graphs captured at these padded lengths; None: at the
-            prompt's own length.
-    """
+            prompt's own length."""
 
     suite: str
     name: str
@@ -170,8 +141,8 @@ def reference_of(suite: str) -> Variant:
 
 
 def exact_reference(suite: str) -> Variant | None:
-    """The variant that ``suite``'s replays are checked against exactly (decode: ``static-eager``, the loop the
-    graphed decoder replays; forward: ``eager``), or None."""
+    """The variant ``suite``'s replays are checked against exactly (forward ``eager``, decode ``static-eager``), or
+    None."""
     ref = next((v.reference for v in VARIANTS if v.suite == suite and v.rule is Rule.EXACT), None)
     return find(suite, ref)
 
@@ -202,8 +173,7 @@ FORWARD_NAMES = names(FORWARD)
 PADDING_NAMES = tuple(v.name for v in of_suite(FORWARD) if v.lengths)
 DECODE_NAMES = names(DECODE)
 LAUNCH_NAMES = names(LAUNCH)
-#: The forward reference (``eager``) and the variant the gate guards (``graph``): the names the readers key their
-#: tables and verdicts by.
+#: The forward reference (``eager``) and the variant the gate guards (``graph``).
 FORWARD_REFERENCE = reference_of(FORWARD).name
 GATED = gated()[0].name
 #: The decode suite's reference (HF ``generate``).

@@ -1,12 +1,7 @@
-"""The architecture zoo's vocabulary, shared by the pipeline that checks each model type (in the pytest process)
-and the page that lists them (no torch): the suite name in a run's ``extra_info``, the two parts of a type, the
-statuses a part ends in, and the request sizes every type is checked at.
-
-A run records one entry per model type and part: a benchmark (``extra_info["suite"] == "zoo"``) when the part
-was measured, else an entry of ``["cudagraph_bench"]["failures"]`` with the same keys and its ``status`` and
-``reason``. The keys: ``suite``, ``model_type``, ``part``, ``status``, ``reason`` (None when measured), and the
-figures of a measured part (:data:`FORWARD_FIGURES`, :data:`DECODE_FIGURES`).
-"""
+"""The architecture zoo's vocabulary, shared by the pipeline that checks each model type and the page that lists
+them (no torch). A run records one entry per model type and part, a benchmark when measured, else a
+``["cudagraph_bench"]["failures"]`` entry, with the keys ``suite``, ``model_type``, ``part``, ``status``, ``reason``
+(None when measured) and a measured part's figures."""
 
 from __future__ import annotations
 
@@ -50,8 +45,7 @@ DECODE_FIGURES = ("generate_ms_per_token", "graph_ms_per_token", "speedup")
 
 
 def is_zoo_entry(entry) -> bool:
-    """True for a benchmark's ``extra_info`` or a failures entry of the zoo (a dict with ``suite == "zoo"``, a
-    ``model_type`` and a ``part``)."""
+    """True for a zoo benchmark's ``extra_info`` or failures entry (``suite == "zoo"``, a ``model_type``, a part)."""
     return (isinstance(entry, dict) and entry.get("suite") == SUITE and isinstance(entry.get("model_type"), str)
             and entry.get("part") in PARTS)
 
@@ -78,9 +72,8 @@ class ZooEntry:
 
 
 def read_entry(entry, *, measured: bool) -> ZooEntry | None:
-    """The :class:`ZooEntry` of a benchmark's ``extra_info`` (``measured``) or of a ``["cudagraph_bench"]["failures"]``
-    entry, or None for an entry of no zoo part (:func:`is_zoo_entry`). A failures entry that names a zoo test
-    but no part (the launcher's entry for a test that killed its process) is that part, failed."""
+    """The :class:`ZooEntry` of a benchmark's ``extra_info`` (``measured``) or of a failures entry, or None for an
+    entry of no zoo part; the launcher's entry for a zoo test that killed its process is that part, failed."""
     if not isinstance(entry, dict):
         return None
     if not is_zoo_entry(entry):

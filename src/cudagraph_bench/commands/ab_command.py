@@ -1,7 +1,5 @@
-"""``cudagraph-bench ab --base REF --head REF``: the command's options and its run (no torch in this
-process). Checking out and measuring the two commits is :mod:`cudagraph_bench.runner.ab`; the two groups
-of runs are then compared as ``cudagraph-bench compare --old ... --new ...`` does
-(:mod:`cudagraph_bench.commands.compare_command`)."""
+"""``cudagraph-bench ab --base REF --head REF``: measure both commits (:mod:`cudagraph_bench.runner.ab`), then
+compare the two groups of runs as ``compare --old ... --new ...`` does. No torch in this process."""
 
 from __future__ import annotations
 
@@ -29,7 +27,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "per side to get below alpha 0.05)")
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the run JSONs and logs; must be new or empty (default: %(default)s)")
-    # the earlier spelling, kept working for existing scripts (not shown in --help)
     parser.add_argument("--out", dest="out", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--repo", type=parse_path, metavar="DIR",
                         help="git repository (default: the checkout this package runs from, else the working "
@@ -55,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
-    check_output_folder(out, [], "-o")   # a missing -o is made one level under a folder that exists, not anywhere
+    check_output_folder(out, [], "-o")
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "ab.md")
     problem = process.cuda_problem()  # before any worktree or benchmark process

@@ -1,5 +1,5 @@
-"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the command's options and its run (no
-torch). The baseline file itself (schema, building, loading) is :mod:`cudagraph_bench.results.baseline`."""
+"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json`` (the file itself:
+:mod:`cudagraph_bench.results.baseline`)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench baseline RUN... -o FILE``. Returns 0, or 1 (one line on stderr, nothing written)
-    when a run recorded a failed correctness check of any variant; bad input (too few runs, a missing
-    check, runs of different GPUs) or an output path that cannot be written raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is printed or written."""
+    """Run ``cudagraph-bench baseline``. Returns 0, or 1 (nothing written) when a run recorded a failed check.
+
+    Raises:
+        UsageError: bad input (too few runs, a missing check, runs of different GPUs) or an output path that
+            cannot be written, before anything is printed or written."""
     if str(args.output).endswith(".gz"):
         raise UsageError(f"-o {args.output}: a baseline is plain JSON, which gate reads: name it .json "
                          "(e.g. baselines/<gpu>.json)")

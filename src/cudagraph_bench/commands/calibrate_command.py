@@ -1,5 +1,5 @@
-"""``cudagraph-bench calibrate RUN...``: the command's options and its run (no torch). The measurement of
-the regression rule itself is :mod:`cudagraph_bench.results.calibrate`."""
+"""``cudagraph-bench calibrate RUN...`` (the measurement of the regression rule:
+:mod:`cudagraph_bench.results.calibrate`)."""
 
 from __future__ import annotations
 
@@ -53,10 +53,9 @@ def _parse_plants(text: str) -> tuple[float, ...]:
 
 
 def refuse_misplaced_runs(runs: list, plain: list) -> None:
-    """Raise :class:`UsageError` when a run is given twice (as RUN and after ``--plain`` included), when a RUN is a run
-    of the plain capture/replay loop (it belongs after ``--plain``), or when a ``--plain`` run is not one (a run of
-    the suite, a zoo run). Why: the loop's runs have no eager benchmark to calibrate the gate on, and the suite's
-    runs shown as the loop's would make the harness look as steady as the loop by construction."""
+    """Raise :class:`UsageError` when a run is given twice, a RUN is a run of the plain capture/replay loop, or a
+    ``--plain`` run is not one. Why: the loop's runs have no eager benchmark to calibrate on, and the suite's shown
+    as the loop's would make the harness look as steady as the loop."""
     distinct_runs([*runs, *plain], "calibrate")
     for run in runs:
         if is_plain_loop_run(run):
@@ -72,10 +71,12 @@ def refuse_misplaced_runs(runs: list, plain: list) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1; bad input
-    raises :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1.
+
+    Raises:
+        UsageError: bad input, before anything is written."""
     runs = [load_run(ref, args.storage) for ref in args.runs]
-    plain = [load_run(ref, args.storage, records_only=True) for ref in args.plain]   # a zoo run: named below
+    plain = [load_run(ref, args.storage, records_only=True) for ref in args.plain]
     refuse_misplaced_runs(runs, plain)
     if args.ab_runs is not None and 2 * args.ab_runs > len(runs):
         raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "
@@ -96,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
 
     if not args.markdown:
         verdict()
-    else:                   # the verdict once the page is written (never before a write that fails), then "wrote"
+    else:                   # the verdict once the page is written, then "wrote"
         page = render_markdown(runs, results, args.plant, line, floor, args.noise_multiplier,
                                noise.DEFAULT_ALPHA, args.ab_runs, plain)
         verb = written_verb(args.markdown)

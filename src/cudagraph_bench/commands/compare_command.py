@@ -1,6 +1,5 @@
-"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``): the command's options and its
-run (no torch). The comparison itself (matching, the noise model, the verdict) is
-:mod:`cudagraph_bench.results.compare`."""
+"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``; the comparison itself:
+:mod:`cudagraph_bench.results.compare`)."""
 
 from __future__ import annotations
 
@@ -57,11 +56,12 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench compare``. Returns the exit code (0 pass, 1 fail); bad input raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written, among it runs of
-    different GPUs (or of a GPU and of none), or a ``--baseline`` of another GPU than NEW's, without
-    ``--allow-gpu-mismatch``, and OLD and NEW that are the same runs (the same files, or one session's
-    ``--benchmark-json`` file and autosave: :func:`~cudagraph_bench.results.identity.same_run_reason`)."""
+    """Run ``cudagraph-bench compare``. Returns 0 (pass) or 1 (fail).
+
+    Raises:
+        UsageError: bad input, before anything is written: runs (or a ``--baseline``) of different GPUs without
+            ``--allow-gpu-mismatch``, or OLD and NEW that are the same runs
+            (:func:`~cudagraph_bench.results.identity.same_run_reason`)."""
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
@@ -104,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
 
     if not args.markdown:
         verdict()
-    else:                   # the verdict once the page is written (never before a write that fails), then "wrote"
+    else:                   # the verdict once the page is written, then "wrote"
         text = "\n".join([verdict_heading("compare", passed), "", head, "",
                           render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
         verb = written_verb(args.markdown)

@@ -1,5 +1,4 @@
-"""``cudagraph-bench gate RUN...``: the command's options and its run (no torch). The gate itself (pairing,
-thresholds, the regression check, the report) is :mod:`cudagraph_bench.results.gate`."""
+"""``cudagraph-bench gate RUN...`` (the gate itself: :mod:`cudagraph_bench.results.gate`)."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def unmatched_gated_cases(results, baseline) -> tuple[list[str], list[str]]:
-    """``(gated cases of the baseline the run lacks, gated graph cases of the run the baseline lacks)`` when
-    there are both (cases renamed, or the matrix changed: the regression check would silently skip them), else
-    two empty lists (a run of a part of the baseline's matrix lacks cases and has nothing new)."""
+    """``(gated cases of the baseline the run lacks, gated graph cases of the run the baseline lacks)`` when there
+    are both (renamed cases, which the regression check would silently skip), else two empty lists."""
     if baseline is None:
         return [], []
     in_run = {(r.model, r.dtype, r.seq_len) for r in results}
@@ -71,8 +69,10 @@ def unmatched_gated_cases(results, baseline) -> tuple[list[str], list[str]]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench gate RUN...``. Returns the exit code (0 pass, 1 fail); bad input raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    """Run ``cudagraph-bench gate RUN...``. Returns 0 (pass) or 1 (fail).
+
+    Raises:
+        UsageError: bad input, before anything is written."""
     runs = load_runs_of_one_gpu(args.runs, args.storage)  # a folder as RUN is refused there, with the file to give
     for run in runs:
         require_graph_variant(run)
@@ -121,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
 
     if markdown is None:
         verdict()
-    else:                   # the verdict once the page is written (never before a write that fails), then "wrote"
+    else:                   # the verdict once the page is written, then "wrote"
         verb = written_verb(args.markdown)
         write_text_atomic(args.markdown, markdown, verdict)
         print(f"{verb} {args.markdown}", file=sys.stderr)

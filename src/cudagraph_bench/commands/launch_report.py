@@ -1,14 +1,5 @@
-"""``cudagraph-bench launch-report``: the command's options and its run (no torch)::
-
-    cudagraph-bench launch-report RUN.json [-o docs/] [--forward FORWARD.json ...]
-        [--graphs-cu graphs_cu.json] [--sanitizer compute_sanitizer_d4.log ...] [--reference-n 512]
-        [--storage .benchmarks]
-
-``-o`` defaults to ``out/launch`` (``scripts/regenerate_docs.sh`` passes ``-o docs``); each forward
-case (model, dtype, tokens, variant) must come from one run only. The page and its plot are
-:mod:`cudagraph_bench.report.launch_page`, the inputs are read by :mod:`cudagraph_bench.report.launch_data`
-and :mod:`cudagraph_bench.report.sanitizer`.
-"""
+"""``cudagraph-bench launch-report RUN [-o DIR] [--forward RUN ...] [--graphs-cu JSON] [--sanitizer LOG ...]`` (the
+page and its plot: :mod:`cudagraph_bench.report.launch_page`)."""
 
 from __future__ import annotations
 
@@ -34,7 +25,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing (one level under a folder that exists, or "
                         "anywhere under the working directory); both are written "
                         "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
-    # the earlier spelling, kept working for existing scripts (not shown in --help)
     parser.add_argument("--out-dir", dest="out_dir", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
     parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
@@ -54,8 +44,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Load the inputs named by ``args``, check them, and write the page and plot into ``args.out_dir``.
-    Returns 0; raises UsageError (exit 2) on bad input or an output folder that cannot be written."""
+    """Load and check the inputs, write the page and plot into ``args.out_dir``. Returns 0.
+
+    Raises:
+        UsageError: bad input or an output folder that cannot be written."""
     run = load_run(args.run, args.storage)
     forward_runs = [run, *(load_run(ref, args.storage) for ref in args.forward)]
     if not args.allow_gpu_mismatch:  # the predicted saving applies RUN's cost per launch to the forward runs

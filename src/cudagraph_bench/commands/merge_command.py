@@ -1,5 +1,4 @@
-"""``cudagraph-bench merge -o OUT.json RUN...``: the command's options and its run (no torch). The
-merging itself is :mod:`cudagraph_bench.results.merge`."""
+"""``cudagraph-bench merge -o OUT.json RUN...`` (the merging itself: :mod:`cudagraph_bench.results.merge`)."""
 
 from __future__ import annotations
 
@@ -25,11 +24,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench merge``. Returns 0 (with a warning when a shard of the runs' ``--shard K/N`` split
-    is missing); bad input, shards of two splits or one shard twice raises
-    :class:`~cudagraph_bench.errors.UsageError` (exit 2) before anything is written."""
+    """Run ``cudagraph-bench merge``. Returns 0 (with a warning when a shard of the split is missing).
+
+    Raises:
+        UsageError: bad input, shards of two splits or one shard twice, before anything is written."""
     check_output_file(args.output, "-o", "merged.json")
-    # a shard that ran only the profiling tests holds kernel counts and no benchmark: merged like the others
     runs = distinct_runs([load_run(r, args.storage, records_only=True) for r in args.runs], "merge")
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
     parts = [(str(r.path), r.data) for r in runs]

@@ -1,5 +1,5 @@
-"""``cudagraph-bench report RUN [RUN ...] -o docs/ [--readme README.md]``: the command's options and its
-run (no torch). The pages and plots themselves are :mod:`cudagraph_bench.report.pages`."""
+"""``cudagraph-bench report RUN [RUN ...] -o DIR [--readme README.md]`` (the pages and plots themselves:
+:mod:`cudagraph_bench.report.pages`)."""
 
 from __future__ import annotations
 
@@ -51,8 +51,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Write results.md and the PNGs (with ``--no-plots`` results.md only) and the README block. Returns 0;
-    bad input raises UsageError."""
+    """Write results.md, the PNGs (not with ``--no-plots``) and the README block. Returns 0.
+
+    Raises:
+        UsageError: bad input, before anything is written."""
     runs = load_runs(args.runs, args.storage)
     suite_runs = load_runs(args.suite_timing, args.storage) if args.suite_timing else []
     if suite_runs:

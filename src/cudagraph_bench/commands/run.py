@@ -1,45 +1,10 @@
-"""``cudagraph-bench run``: the forward matrix measured by the pytest suite, merged into one run, with its
-table and plots (no torch in this process).
-
-One command for the whole forward benchmark::
-
-    cudagraph-bench run --models gpt2 --prompt-lengths 50,128 --dtypes float32 --rounds 100 \\
-        --variants eager,graph,padded,compile,compile+graph -o out/run
-
-It launches ``pytest perf_tests/test_forward_bench.py perf_tests/test_padding_bench.py --benchmark-only`` with the
-same options and defaults as a plain pytest run (:mod:`cudagraph_bench.runner.matrix_processes`: the isolated
-variants in a process of their own, one shard per GPU with ``--gpus``, a crash failing its test only), and writes to
-the ``-o/--output-dir`` folder:
-
-- ``run.json``: the pytest-benchmark JSON of the run (the shards' and processes' runs merged), which ``gate``,
-  ``compare``, ``report`` and pytest-benchmark's own ``compare`` read; cases that could not be measured are
-  under ``["cudagraph_bench"]["failures"]`` with their reason;
-- ``latency_comparison.png`` and ``speedup_vs_length.png`` (:mod:`cudagraph_bench.report.plots`);
-- ``parts/``: each pytest process's JSON and log.
-
-The folder keeps the earlier run or holds this one whole: the processes write into a temporary folder, and only
-once one of them wrote a run (one whose every case failed counts) do its files replace the earlier run's, at once;
-a run that measured nothing leaves the folder untouched and names where its logs are kept.
-
-Matrix from a TOML file (``--config``; flags given on the command line win)::
-
-    models = ["gpt2", "tinyllama-1.1b"]
-    prompt_lengths = [16, 32, 64, 128, 256, 512, 1024]
-    dtypes = ["float32"]
-    variants = ["eager", "graph", "compile", "compile+graph"]
-    rounds = 100
-    [[sweep]]                       # optional: extra sub-matrices, each inheriting the keys above
-    models = ["bert-tiny"]
-    prompt_lengths = [16, 128, 512]
-
-Models of ``--models`` the suite cannot measure are refused by the suite up front, each with its reason on stderr and
-in ``run.json`` (``["cudagraph_bench"]["refused"]``); the others run. Each distinct reason the pytest processes
-skipped tests for (a prompt longer than the model's positions ...) is one ``skipped: REASON (N tests)`` line on
-stderr, whether or not anything was measured.
+"""``cudagraph-bench run``: the forward matrix measured by the pytest suite in processes of
+:mod:`cudagraph_bench.runner.matrix_processes`, merged into ``run.json`` with its table, plots and ``parts/`` (the
+processes' JSON and logs), written into ``-o`` whole or not at all; the matrix from the command line over a TOML
+``--config`` (its keys and ``[[sweep]]`` tables: docs/running.md). No torch in this process.
 
 Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, a model was
-refused, or no case was measured (what was measured is still written); 2 usage error (every model refused).
-"""
+refused, or no case was measured (what was measured is still written); 2 usage error (every model refused)."""
 
 from __future__ import annotations
 
@@ -84,8 +49,7 @@ def _given(parse):
 
 class StoreOneName(argparse.Action):
     """argparse's store, except that an option given under two names (``--rounds 5 --iters 7``) is a usage error
-    instead of the last one silently winning. It records the options given on the command line
-    (:func:`given_on_command_line`)."""
+    instead of the last one silently winning; records the options given (:func:`given_on_command_line`)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         names = namespace.__dict__.setdefault("_option_names", {})
@@ -132,9 +96,8 @@ def _plain(value):
 
 
 def given_on_command_line(args: argparse.Namespace) -> set[str]:
-    """The dests of the matrix options given on the command line (recorded by :class:`StoreOneName`). Not the
-    values marked :class:`Given`: argparse also runs an option's parser on a default that is a string
-    (``--device``'s ``"cuda"``), which marks it too."""
+    """The dests of the matrix options given on the command line (recorded by :class:`StoreOneName`), not the values
+    marked :class:`Given`: argparse also parses a string default (``--device``'s ``"cuda"``)."""
     return set(getattr(args, "_option_names", {}))
 
 
@@ -208,13 +171,12 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
 
 
 def matrices(args: argparse.Namespace):
-    """The sub-matrices of the command line and ``--config`` (flags given on the command line win over the config,
-    which wins over the defaults, for every key, ``device`` included; each ``[[sweep]]`` takes the keys it does not
-    set from the top level): the one place these values are merged; the rest of ``run`` reads them from here
-    (:func:`matrix_device`). As
-    :class:`~cudagraph_bench.runner.matrix_processes.Matrix` values, each with ``--replay-proof`` when given (passed
-    to every pytest process, so that a graph that ran eagerly fails its check). Raises :class:`UsageError` for a bad
-    config."""
+    """The sub-matrices as :class:`~cudagraph_bench.runner.matrix_processes.Matrix` values (with ``--replay-proof``
+    when given): the command line over ``--config`` over the defaults, for every key, each ``[[sweep]]`` taking the
+    keys it does not set from the top level. The one place these values are merged.
+
+    Raises:
+        UsageError: a bad config."""
     from cudagraph_bench import variants
     from cudagraph_bench.runner.matrix_processes import Matrix
 
@@ -246,8 +208,8 @@ def matrix_device(matrix) -> str:
 
 
 def check_device(matrix_list) -> None:
-    """Refuse variants that need a CUDA GPU without one, before any process starts (each sub-matrix on its
-    :func:`matrix_device`: the command line's, else the config's, else the default).
+    """Refuse variants that need a CUDA GPU without one (each sub-matrix on its :func:`matrix_device`), before any
+    process starts.
 
     Raises:
         UsageError: "graph variants need a CUDA GPU ..." (``--device cpu`` with such a variant, or ``--device
@@ -273,8 +235,10 @@ def check_device(matrix_list) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the matrix; write run.json and the PNGs; print the table. Returns 0, 1 (a case failed, crashed or differs
-    from its reference, or no case was measured) or raises :class:`UsageError` (exit 2)."""
+    """Run the matrix; write run.json and the PNGs; print the table. Returns 0 or 1 (module docstring).
+
+    Raises:
+        UsageError: a usage error (exit 2)."""
     from cudagraph_bench.paths import checkout_root
     from cudagraph_bench.runner.matrix_processes import launch, plan, visible_gpus
     from cudagraph_bench.runner.process import check_cpus
@@ -321,11 +285,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
-    """Write the run ``doc`` into ``outdir`` whole: ``run.json``, its plots and ``parts/`` (each process's JSON and
-    log, from ``scratch``) replace the earlier run's files at once (:func:`~cudagraph_bench.fsio.write_files_atomic`),
-    then the earlier run's plots and parts this run did not write are removed; the table is printed first
-    (:func:`finish`). Returns the exit code. Why: ``gate DIR/run.json`` must never read an earlier run beside
-    this one's parts."""
+    """Write the run ``doc`` into ``outdir`` whole: ``run.json``, its plots and ``parts/`` (from ``scratch``) replace
+    the earlier run's files at once, whose other plots and parts are then removed, so ``gate DIR/run.json`` never
+    reads an earlier run beside this one's parts; the table is printed first (:func:`finish`). Returns the exit code."""
     from cudagraph_bench.fsio import write_files_atomic, written_verb
 
     scratch_json = scratch / RUN_JSON
@@ -352,9 +314,8 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
 
 
 def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None:
-    """Remove what an earlier run left in ``outdir`` that this run did not write: its plots other than ``plots``
-    and the JSON and log files under ``parts/`` not in ``written`` (they would not match run.json); other files
-    there are not a run's and stay."""
+    """Remove an earlier run's plots other than ``plots`` and its JSON and log files under ``parts/`` not in
+    ``written``; other files stay."""
     from cudagraph_bench.report import pages as report
 
     for path in report.stale_plots(outdir, plots):
@@ -370,9 +331,7 @@ def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None
 
 
 def skip_counts(outcomes) -> dict[str, int]:
-    """Each distinct reason the run's pytest processes skipped tests for -> how many tests it skipped, over all
-    the processes (:attr:`RunOutcome.skipped <cudagraph_bench.runner.process.RunOutcome>`), in the order first
-    seen."""
+    """Each distinct reason the processes skipped tests for -> how many tests, in the order first seen."""
     out: dict[str, int] = {}
     for outcome in outcomes:
         for reason, n in outcome.skipped.items():
@@ -387,8 +346,7 @@ def print_skips(skipped: dict[str, int]) -> None:
 
 
 def _progress(part, outcome, scratch: Path) -> None:
-    """One line on stderr as a pytest process of the run ends, naming its log where it is while the run goes on
-    (a usage error is said once, by the run itself)."""
+    """One line on stderr as a process ends, naming its log (not for a usage error: the run says it once)."""
     if outcome.returncode == 4:
         return
     state = "ok" if outcome.ok else f"exit {outcome.returncode}"
@@ -398,9 +356,8 @@ def _progress(part, outcome, scratch: Path) -> None:
 
 
 def _usage_error(outcomes) -> str | None:
-    """What pytest printed for a usage error (exit 4) of one of the run's processes: its ``ERROR:`` line without
-    the prefix and the indented lines under it (one per refused model), or for an argument argparse refused, the
-    line that says what (``pytest: unrecognized arguments: --nosuch``); None when no process ended so."""
+    """What pytest printed for a usage error (exit 4) of a process: its ``ERROR:`` line and the indented lines under
+    it, or argparse's refusal (``pytest: unrecognized arguments: --nosuch``); None when no process ended so."""
     for outcome in outcomes:
         if outcome.returncode == 4 and outcome.log_path is not None and outcome.log_path.is_file():
             text = outcome.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -418,12 +375,10 @@ def _usage_error(outcomes) -> str | None:
 
 def finish(json_path: Path, outdir: Path, *, failed: bool,
            skipped: dict[str, int] | None = None) -> tuple[int, dict[str, bytes]]:
-    """Print the table of the run at ``json_path`` (the run ``outdir/run.json`` will hold), with its failures,
-    notes, refusals and ``skipped`` (reason -> tests, :func:`skip_counts`), one line per reason
-    (:func:`print_skips`), and draw its plots aside (none without matplotlib), so that the folder is written at
-    once. Returns ``(exit code, {plot file name: PNG bytes})``: 1 when a pytest process failed (a case
-    failed, crashed or differs from its reference), a model was refused or no benchmark was measured; else 0
-    (skipped tests alone do not fail a run)."""
+    """Print the table of the run at ``json_path`` (what ``outdir/run.json`` will hold) with its failures, notes,
+    refusals and ``skipped`` (:func:`skip_counts`), and draw its plots aside (none without matplotlib). Returns
+    ``(exit code, {plot file name: PNG bytes})``: 1 when ``failed``, a case failed, a model was refused or no
+    benchmark was measured, else 0 (skips alone do not fail a run)."""
     from cudagraph_bench.errors import InputFileError
     from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report

@@ -1,15 +1,6 @@
 """``cudagraph-bench selftest``: plant known faults into the real pipeline on this GPU and show that the gate fails
-on each one and passes on unmodified reruns (no torch in this process; the runs are pytest processes,
-:mod:`cudagraph_bench.runner.selftest_runs`; the verdicts :mod:`cudagraph_bench.results.selftest_verdicts`).
-
-``--from DIR`` evaluates the runs of an earlier self-test again (no GPU): the page is regenerated from them, with
-the spread between processes of the plain capture/replay loop's runs when the folder holds them (``plain-*``).
-``--resume`` continues a self-test that was stopped (a device's time limit, Ctrl-C) in its ``-o`` folder: the runs
-whose JSON is there are kept, the others run. ``--baseline FILE`` gates the planted and unmodified runs against a
-baseline built elsewhere (the checkout's, from other machines) instead of one built from the unmodified runs.
-``--ab K`` adds the pull-request mode's runs (``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``,
-:func:`cudagraph_bench.runner.selftest_runs.ab_plan`) and their comparisons
-(:mod:`cudagraph_bench.results.selftest_ab`)."""
+on each one and passes on unmodified reruns (the runs: :mod:`cudagraph_bench.runner.selftest_runs`; the verdicts:
+:mod:`cudagraph_bench.results.selftest_verdicts`; the options: docs/gate.md). No torch in this process."""
 
 from __future__ import annotations
 
@@ -26,13 +17,11 @@ from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PRO
                                      refuse_run_name, show_default)
 
 DEFAULT_OUT = "out/selftest"
-#: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``, shown
-#: beside the harness's spread between processes.
+#: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``.
 PLAIN_PREFIX = "plain-"
 #: Most unmodified runs (each takes about a minute on one GPU).
 MAX_RUNS = 20
-#: What a run that was stopped mid-way leaves beside its log (``NAME.part<K>.json``,
-#: :func:`cudagraph_bench.runner.process.run_pytest`): not a run, so ``--from`` passes over it.
+#: What a run stopped mid-way leaves beside its log (``NAME.part<K>.json``): not a run, ``--from`` passes over it.
 _PART = re.compile(r"\.part\d+\.json(\.gz)?$")
 
 
@@ -110,14 +99,13 @@ OWN_OPTIONS = {
 
 
 def forward_matrix(pytest_args: list[str]):
-    """The forward matrix of the self-test: the defaults of ``--models``, ``--dtypes`` and ``--prompt-lengths``, then
-    every matrix option (:data:`~cudagraph_bench.options.MATRIX_OPTIONS`, in pytest's spelling: the round options
-    as pytest-benchmark's flags) in ``pytest_args``, parsed once by the option's parser, the last of one flag winning
-    as in pytest. Returns ``(Matrix, the other pytest arguments)``.
+    """The self-test's forward matrix: the default models, dtypes and prompt lengths, then every matrix option in
+    ``pytest_args`` (pytest's spelling), parsed by the option's parser, the last of one flag winning.
+    Returns ``(Matrix, the other pytest arguments)``.
 
     Raises:
         UsageError: a matrix option's value its parser refuses, a round option under ``run``'s name, an option the
-            self-test sets itself (:data:`OWN_OPTIONS`) or a device other than ``cuda`` (one line)."""
+            self-test sets itself (:data:`OWN_OPTIONS`) or a device other than ``cuda``."""
     from cudagraph_bench.runner.matrix_processes import Matrix
 
     parser = argparse.ArgumentParser(prog="--pytest-args", add_help=False, allow_abbrev=False, exit_on_error=False)
@@ -168,12 +156,12 @@ UNMODIFIED_NAMES = "unmodified-1.json[.gz], unmodified-2.json[.gz], ..."
 
 def main(args: argparse.Namespace) -> int:
     """Run ``cudagraph-bench selftest`` (or evaluate ``--from DIR``). Returns 0 when every target is met (``ab``'s A/A
-    false alarms count as false alarms, its detection is reported only), else 1; bad input raises
-    :class:`UsageError` (exit 2) before any run starts or any file is written: an option that another contradicts
-    (``--ab`` or ``--ab-delay`` with ``--from``, ``--ab-delay`` without ``--ab``), an ``--ab`` other than 0 or
-    :data:`~cudagraph_bench.runner.ab.MIN_RANK_RUNS` to :data:`MAX_RUNS`, a ``--from`` folder without unmodified
-    runs, a ``--markdown`` that is one of the runs read or written (or the ``--baseline``), which the page would
-    replace."""
+    false alarms count, its detection is reported only), else 1.
+
+    Raises:
+        UsageError: before any run starts or any file is written: contradicting options, an ``--ab`` out of range, a
+            ``--from`` folder without unmodified runs, a ``--markdown`` naming a run read or written or the
+            ``--baseline``."""
     from cudagraph_bench.results.runfile import load_run
     from cudagraph_bench.results.selftest_verdicts import evaluate_selftest, render_markdown, summary
     from cudagraph_bench.runner.selftest_runs import DEFAULT_UNMODIFIED_RUNS
@@ -253,8 +241,8 @@ def _check_ab(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> list:
-    """The self-test's runs (:func:`cudagraph_bench.runner.selftest_runs.plan`) for the options: the default forward
-    matrix with ``--pytest-args``, the planted runs and the ``--ab`` runs at the gated prompt lengths only."""
+    """The self-test's runs (:func:`cudagraph_bench.runner.selftest_runs.plan`) for the options; the planted and
+    ``--ab`` runs at the gated prompt lengths only."""
     from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
     from cudagraph_bench.runner.selftest_runs import plan
 

@@ -1,11 +1,6 @@
-"""``cudagraph-bench zoo``: the architecture zoo (every causal-LM model type of the installed transformers, see
-:mod:`cudagraph_bench.plugin.zoo_tests`) in one command, and ``docs/architectures.md`` from its runs.
-
-Run mode: ``perf_tests/test_zoo.py --zoo TYPES`` in a watched pytest process
-(:func:`~cudagraph_bench.runner.process.run_pytest`: a test that kills the process is recorded as failed and the
-others run), its run JSON in ``-o DIR`` (``zoo.json``, log next to it) and the page. ``--from RUN...``: the page
-from earlier runs (GPU and CPU runs, one or more transformers releases), no torch.
-"""
+"""``cudagraph-bench zoo``: the architecture zoo (:mod:`cudagraph_bench.plugin.zoo_tests`) in a watched pytest
+process (:func:`~cudagraph_bench.runner.process.run_pytest`), its run and ``docs/architectures.md`` in ``-o DIR``;
+``--from RUN...``: the page from earlier runs, no torch."""
 
 from __future__ import annotations
 
@@ -51,12 +46,11 @@ def _load(paths) -> list:
     from cudagraph_bench.report.architectures import run_entries
     from cudagraph_bench.results.runfile import load_run
 
-    # in the order they ran: a later run's cell wins over an earlier one's
     same = sorted({str(p) for p in paths if sum(Path(q).resolve() == Path(p).resolve() for q in paths) > 1})
     if same:
         raise UsageError(f"{', '.join(same)} given more than once: give each zoo run once")
     runs = sorted((load_run(str(p), records_only=True) for p in paths),
-                  key=lambda r: r.environment.started_at)
+                  key=lambda r: r.environment.started_at)     # a later run's cell wins
     empty = [str(r.path) for r in runs if not run_entries(r)]
     if empty:
         raise UsageError(f"{', '.join(empty)}: no zoo entries (not a run of perf_tests/test_zoo.py --zoo): give the "
@@ -70,7 +64,7 @@ def write_page(paths, markdown, command: str | None = None) -> int:
 
     Raises:
         UsageError / InputFileError: a run that cannot be read or holds no zoo entries, or a ``markdown`` that is one
-        of the runs (the page would replace the run it is made from)."""
+            of the runs."""
     from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
     from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
     from cudagraph_bench.zoo_keys import FAILED
@@ -90,8 +84,11 @@ def write_page(paths, markdown, command: str | None = None) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the zoo (or read ``--from`` runs) and write the page. Returns 0, 1 (a part failed or killed its
-    process, or no run was written) or raises :class:`UsageError` (exit 2)."""
+    """Run the zoo (or read ``--from`` runs) and write the page. Returns 0, or 1 (a part failed or killed its
+    process, or no run was written).
+
+    Raises:
+        UsageError: a usage error (exit 2)."""
     from cudagraph_bench.fsio import check_output_folder, refuse_overwriting_inputs
 
     if args.source:

@@ -1,20 +1,7 @@
-"""The measurement pipeline of a forward case: built, checked and prepared for timing by one code path.
-
-Workflow (:func:`prepare_case`, then the plugin's timing loop, then :meth:`PreparedCase.finish`):
-
-1. build the variant (:func:`~cudagraph_bench.measure.forward_variants.build_variant`, the registry's builder);
-2. check it against eager on ``check_inputs`` fresh random inputs (a padded graph: its shortest, own and longest
-   prompt, :func:`check_lengths`), static output poisoned with NaN (:func:`check_against_eager`: strict, then the
-   fp64 RMSE rule for variants the registry judges by :attr:`~cudagraph_bench.variants.Rule.FP64`);
-3. draw the timing inputs: a pool of :data:`INPUT_POOL` random inputs ``[1, seq_len]``, cycled (every call copies
-   new data into a graph's static input, as a server does);
-4. the plugin times :meth:`PreparedCase.call` (:func:`cudagraph_bench.plugin.benchmark_timing.benchmark_call`);
-5. :meth:`PreparedCase.finish` (a compiled variant must not have recompiled or dropped its graphs while timed)
-   and :meth:`PreparedCase.close`.
-
-Decode cases go through the same steps in :mod:`cudagraph_bench.measure.decode_case`. Only the functions that
-measure import torch.
-"""
+"""The measurement pipeline of a forward case (docs/measurement.md, "The forward pipeline"): :func:`prepare_case`
+builds the variant, checks it against eager and draws the timing inputs; the plugin times :meth:`PreparedCase.call`,
+then :meth:`PreparedCase.finish` and :meth:`PreparedCase.close`. Decode cases take the same steps in
+:mod:`cudagraph_bench.measure.decode_case`. Only the functions that measure import torch."""
 
 from __future__ import annotations
 
@@ -31,11 +18,8 @@ INPUT_POOL = 8
 
 @dataclass
 class CaseSpec(MeasureSettings):
-    """Everything needed to measure one forward case: ``model``, ``dtype``, ``seq_len`` (tokens), ``variant``
-    (positional or by name), the
-    :class:`~cudagraph_bench.measure.settings.MeasureSettings` of the run (keyword-only: the round policy,
-    ``pad_to``, ``buckets``, ``check_inputs``, ``compile_mode``, ``seed``, ``device``).
-    """
+    """One forward case: ``model``, ``dtype``, ``seq_len`` (tokens), ``variant`` (positional or by name), and the
+    run's :class:`~cudagraph_bench.measure.settings.MeasureSettings` (keyword-only)."""
 
     model: str
     dtype: str
@@ -51,9 +35,8 @@ class CaseSpec(MeasureSettings):
 
 
 def describe_exception(exc: BaseException, limit: int = 300) -> str:
-    """``"TypeName: first line of the message"`` cut to ``limit`` characters. When the first line
-    only introduces the cause (ends with ``:``, as in dynamo's ``backend='inductor' raised:``), the
-    next line is kept too."""
+    """``"TypeName: first line of the message"`` cut to ``limit`` characters; a first line ending with ``:``
+    (dynamo's ``backend='inductor' raised:``) keeps the next line too."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     head = lines[0] if lines else ""
     if head.endswith(":") and len(lines) > 1:
@@ -64,15 +47,10 @@ def describe_exception(exc: BaseException, limit: int = 300) -> str:
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """How a variant compared with eager (:func:`check_against_eager`).
-
-    ``max_abs_diff``: max |variant - eager| over the check inputs (output units, e.g. logits); None
-    when the output held NaN.
-    ``method``: ``strict`` (every input within the dtype's ``assert_close`` tolerance) or ``fp64-rmse``
-    (a cross-kernel variant outside it, judged by :func:`~cudagraph_bench.measure.correctness.fp64_rmse_check`).
-    ``fp64_rmse_ratio``: the worst RMSE(variant, fp64) / RMSE(eager, fp64) (``fp64-rmse`` only).
-    ``reason``: why it failed, None when ``passed``.
-    """
+    """How a variant compared with eager (:func:`check_against_eager`): ``max_abs_diff`` (max |variant - eager|
+    in output units; None when the output held NaN), ``method`` (``strict``, or ``fp64-rmse``: judged by
+    :func:`~cudagraph_bench.measure.correctness.fp64_rmse_check`), ``fp64_rmse_ratio`` (the worst
+    RMSE(variant, fp64) / RMSE(eager, fp64); ``fp64-rmse`` only), ``reason`` (None when ``passed``)."""
 
     max_abs_diff: float | None
     method: str
@@ -82,16 +60,9 @@ class CheckOutcome:
 
 
 def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = None) -> list[int]:
-    """Prompt lengths (tokens) of a check's calls, in call order: ``n`` calls at ``seq_len``, or, for a variant
-    whose graph serves the lengths ``check_range``
-    (:attr:`~cudagraph_bench.measure.forward_variants.ForwardVariant.check_range`), its shortest, ``seq_len`` and its
-    longest ascending (each once; then ``seq_len`` again up to ``n`` calls).
-
-    Why: a padded graph whose static mask is not refreshed keeps the mask of an earlier call; only a longer
-    real length after a shorter one (real tokens masked out) or another amount of padding makes that visible, and
-    a causal model's real rows never see the padding of a longer mask. :func:`check_against_eager` makes each
-    prompt after the shortest two blocks of one repeated token each, split at the shortest length: a mask left from
-    the shortest call then drops keys unlike the ones it keeps (random tokens average out over many keys)."""
+    """Prompt lengths (tokens) of a check's calls, in call order: ``n`` calls at ``seq_len``, or for a graph serving
+    the lengths ``check_range`` its shortest, ``seq_len`` and its longest ascending (each once), then ``seq_len`` up
+    to ``n`` calls. Why: a static mask left from an earlier call shows only on a longer prompt after a shorter one."""
     if check_range is None:
         return [seq_len] * n
     distinct = sorted({check_range[0], seq_len, check_range[1]})
@@ -99,22 +70,15 @@ def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = No
 
 
 def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generator) -> CheckOutcome:
-    """Correctness of ``variant`` against the eager forward on fresh random inputs ``[1, L]`` (ids drawn from the
-    whole vocabulary, unlike a graph's capture-time input), one per length of :func:`check_lengths`
-    (``spec.check_inputs`` at ``seq_len``, or for a padded graph its shortest, ``seq_len`` and longest prompt, those
-    after the shortest two blocks of one repeated token each, split at the shortest length):
-    the real rows of the variant's output against eager on the same unpadded prompt. Before each call the
-    variant's static output (if any) is filled with NaN, so a replay that did not write it fails.
-
-    Every input must pass the strict check (``assert_close`` at the dtype tolerance). A variant in
-    the registry judges by :attr:`~cudagraph_bench.variants.Rule.FP64` that does not is judged instead by the fp64 RMSE check on that input
-    (a float64 copy of the model is built once, then dropped): it must not be farther from float64
-    than ``multiplier`` x eager's own distance (see :mod:`cudagraph_bench.measure.correctness`).
+    """Correctness of ``variant`` against the eager forward on fresh random inputs ``[1, L]``, one per length of
+    :func:`check_lengths` (after the shortest: two blocks of one repeated token, split at the shortest length, so a
+    stale mask drops keys unlike the ones it keeps); the variant's static output is filled with NaN before each call.
+    Every input must pass the strict check; a variant of rule :attr:`~cudagraph_bench.variants.Rule.FP64` that does
+    not is judged on that input by the fp64 RMSE rule (:mod:`cudagraph_bench.measure.correctness`).
 
     Returns:
-        :class:`CheckOutcome` (never raises for a numerical mismatch; NaN in the output is a failed
-        outcome whatever the variant); a failure's reason names the call's prompt length when they vary.
-    """
+        :class:`CheckOutcome`, never raising for a numerical mismatch (NaN in the output fails whatever the
+        variant); a failure's reason names the call's prompt length when they vary."""
     import torch
 
     from cudagraph_bench.measure.correctness import (assert_matches_eager, fp64_reference_model, fp64_rmse_check,
@@ -192,22 +156,13 @@ class PreparedCase:
     """A built and checked variant, ready to be timed (:func:`prepare_case`).
 
     Attributes:
-        spec: the :class:`CaseSpec`.
-        variant: the built :class:`~cudagraph_bench.measure.forward_variants.ForwardVariant`.
-        check: the :class:`CheckOutcome` against eager (None for ``eager``, the reference).
+        spec, variant, check: the :class:`CaseSpec`, the built variant, its :class:`CheckOutcome` (None for eager).
         status: ``ok`` or ``mismatch`` (outputs differ from eager: still timed, recorded as wrong).
-        info: the case's ``extra_info`` fields: the variant's own (:meth:`ForwardVariant.record`),
-            ``attn_implementation`` (the attention the model runs), ``experts_implementation`` (MoE models),
-            ``check`` (``reference`` for eager), and for the other
-            variants ``correct``, ``max_abs_diff``, ``fp64_rmse_ratio`` (when that rule ran),
-            ``status``/``reason`` on a mismatch.
-
-    :meth:`call` runs the variant on the next of :data:`INPUT_POOL` random inputs ``[1, seq_len]``. The
-    timing loop reads three more attributes, which a decode case sets otherwise
-    (:class:`~cudagraph_bench.measure.decode_case.PreparedDecode`): ``warm`` (the call has just run on the same
-    inputs: no cold pilot call), ``checked_call_ms`` (that run's wall ms) and ``round_limits`` (``rounds`` /
-    ``warmup`` / ``max_rounds`` replacing the session's).
-    """
+        info: the case's ``extra_info`` fields (the variant's :meth:`ForwardVariant.record`, the attention and
+            experts implementations, the check's fields).
+        warm, checked_call_ms, round_limits: read by the timing loop, set by a decode case
+            (:class:`~cudagraph_bench.measure.decode_case.PreparedDecode`): no cold pilot call, the checked call's
+            wall ms, ``rounds`` / ``warmup`` / ``max_rounds`` replacing the session's."""
 
     warm = False
     checked_call_ms: float | None = None
@@ -219,8 +174,7 @@ class PreparedCase:
         self._inputs = inputs
         self._i = 0
         self._counters = compile_counters() if spec.variant_spec.compiled else None
-        #: a compiled variant's cudagraph skips while timed, set by :meth:`finish`: ``{"count": n, "reasons":
-        #: [inductor's messages]}`` (the counter ``torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]``)
+        #: a compiled variant's cudagraph skips while timed (:meth:`finish`): ``{"count": n, "reasons": [...]}``
         self.cudagraph_skips: dict | None = None
         self._skip_log = None
         if self._counters is not None:
@@ -240,12 +194,10 @@ class PreparedCase:
         return self.variant(ids)
 
     def finish(self) -> list[str]:
-        """After timing: a compiled variant's recompilations while timed become notes (also in
-        ``variant.notes``). Returns the variant's notes.
+        """After timing: a compiled variant's recompilations while timed become notes. Returns the variant's notes.
 
         Raises:
-            VariantFailure: inductor skipped its CUDA graphs while timed (the timing is not a graph replay).
-        """
+            VariantFailure: inductor skipped its CUDA graphs while timed (the timing is not a graph replay)."""
         if self._counters is not None:
             after = compile_counters()
             new_graphs = after["unique_graphs"] - self._counters["unique_graphs"]
@@ -281,22 +233,13 @@ def _case_generator(spec: CaseSpec, device):
 
 
 def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -> PreparedCase:
-    """Steps 1-3 of the pipeline (module docstring): build ``spec.variant`` for ``model``, check it against
-    eager, draw the timing inputs.
-
-    Args:
-        spec: the case; ``model``: from :func:`~cudagraph_bench.models.presets.load_model` (on
-            ``spec.device``).
-        variant: an already built variant to check and time instead of building ``spec.variant`` (e.g. a
-            :class:`~cudagraph_bench.measure.forward_variants.CallableVariant`); the case owns it from here.
-
-    Returns:
-        a :class:`PreparedCase` (close it).
+    """Build ``spec.variant`` for ``model`` (from :func:`~cudagraph_bench.models.presets.load_model`), or take the
+    built ``variant`` (the case owns it from here), check it against eager and draw :data:`INPUT_POOL` timing inputs.
+    Returns a :class:`PreparedCase` (close it).
 
     Raises:
-        CaseFailed: the build or the check raised (phase ``build`` / ``check``; a numerical mismatch is
-            not a failure: it is ``PreparedCase.status == "mismatch"``).
-    """
+        CaseFailed: the build or the check raised (phase ``build`` / ``check``); a numerical mismatch is not a
+            failure but ``PreparedCase.status == "mismatch"``."""
     from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.presets import experts_implementation, random_input_ids
 

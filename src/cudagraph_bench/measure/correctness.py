@@ -1,26 +1,8 @@
-"""Correctness of a variant against eager: dtype-aware tolerances, and an fp64-reference check for
-variants that legitimately run other kernels.
-
-float32 uses ``torch.testing.assert_close``'s defaults (atol 1e-5, rtol 1.3e-6). bfloat16/float16 use
-wider bounds: a captured graph may pick other cuBLAS / SDPA kernels than the eager call (for instance
-HF transformers builds an explicit mask instead of ``is_causal`` while a stream is capturing), and in
-bfloat16 that moves values by a few ulps (one ulp at 4.0 is 0.03; seen on bert-tiny on the H200).
-
-Two checks, chosen by what a variant is allowed to change:
-
-* **strict** (:func:`assert_matches_eager`): ``assert_close`` at the dtype's tolerance. A ``graph``
-  replay runs the eager kernels, so it must pass this (on the H200 it is bit-identical).
-* **fp64 RMSE** (:func:`fp64_rmse_check`), for variants that run *other* kernels (``padded`` attends
-  over 1024 masked positions with another SDPA kernel, ``compile``/``compile+graph`` fuse ops with
-  inductor): elementwise ``atol=1e-5`` then measures only reduction order, not correctness. Instead,
-  the variant's error against a float64 run of the same weights must be at most ``multiplier`` times
-  eager's own error against it (+ ``tol / 10``). This is the accuracy check of PyTorch's inductor
-  benchmarks: ``torch._dynamo.utils.same(ref, res, fp64_ref=...)`` (multiplier 2 for float32, 3 for
-  bfloat16/float16; ``tol`` its default 1e-4 for float32, the dtype's ``atol`` for bfloat16/float16).
-  In float32 eager's own RMSE is tiny, so another kernel's reduction order alone (a 1-token prompt attended
-  over 1024 padded slots) can reach a few times it; ``tol / 10`` absorbs that, while a stale mask moves the
-  logits by orders of magnitude more.
-"""
+"""Correctness of a variant against eager (docs/measurement.md, "Correctness rules"): the strict check
+(:func:`assert_matches_eager`, ``assert_close`` at the dtype's tolerance) for variants running the eager kernels,
+and the fp64 RMSE check (:func:`fp64_rmse_check`) for variants running other kernels, where an elementwise
+tolerance measures only reduction order. Half types get wider tolerances: a captured graph may pick other cuBLAS
+/ SDPA kernels than eager (transformers builds an explicit mask while a stream captures)."""
 
 from __future__ import annotations
 
@@ -49,8 +31,7 @@ def assert_matches_eager(actual, expected, dtype=None) -> None:
     """``torch.testing.assert_close(actual, expected)`` at the dtype's tolerance; NaN never passes.
 
     Raises:
-        AssertionError: with the max abs/rel difference, when a value is outside the tolerance.
-    """
+        AssertionError: with the max abs/rel difference, when a value is outside the tolerance."""
     import torch
 
     torch.testing.assert_close(actual, expected, equal_nan=False, **tolerance(dtype or expected.dtype))
@@ -67,8 +48,7 @@ def max_abs_diff(a, b) -> float:
 #: dtype name -> RMSE multiplier of :func:`fp64_rmse_check` (as in ``torch._dynamo.utils.same``).
 FP64_RMSE_MULTIPLIER = {"float32": 2.0, "bfloat16": 3.0, "float16": 3.0}
 
-#: dtype name -> ``tol`` of :func:`fp64_rmse_check`, whose tenth is the slack above the multiplied RMSE:
-#: ``torch._dynamo.utils.same``'s default 1e-4 for float32, the ``assert_close`` atol for half types.
+#: dtype name -> ``tol`` of :func:`fp64_rmse_check` (a tenth is the slack): ``same``'s 1e-4 for float32, else atol.
 FP64_RMSE_TOL = {"float32": 1e-4, "bfloat16": TOLERANCES["bfloat16"]["atol"], "float16": TOLERANCES["float16"]["atol"]}
 
 
@@ -81,11 +61,8 @@ def rmse(a, b) -> float:
 
 @dataclass(frozen=True)
 class Fp64Check:
-    """Result of :func:`fp64_rmse_check` for one output.
-
-    ``rmse``: RMSE(variant, fp64 reference); ``eager_rmse``: RMSE(eager, fp64 reference);
-    ``limit``: ``multiplier * eager_rmse + tol / 10``; all in the output's units (logits).
-    """
+    """Result of :func:`fp64_rmse_check` for one output, in the output's units (logits): ``rmse`` (variant vs
+    the fp64 reference), ``eager_rmse`` (eager vs it), ``limit`` (``multiplier * eager_rmse + tol / 10``)."""
 
     rmse: float
     eager_rmse: float
@@ -106,20 +83,17 @@ class Fp64Check:
 
 
 def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
-    """Is ``actual`` as close to the float64 reference as eager is?
+    """Is ``actual`` as close to the float64 reference as eager is? The fp64-reference branch of
+    ``torch._dynamo.utils.same`` (PyTorch inductor's accuracy check).
 
     Args:
-        actual: the variant's output, e.g. logits ``[1, seq_len, vocab]`` in the model dtype.
-        eager: the eager output for the same input, same shape.
-        fp64_ref: the same model with its weights upcast to float64, on the same input, same shape.
+        actual, eager: the variant's and eager's outputs on one input, e.g. logits ``[1, seq_len, vocab]``.
+        fp64_ref: the same model's output with its weights upcast to float64, same shape.
         dtype: the model dtype (name or ``torch.dtype``); default ``eager.dtype``.
 
     Returns:
-        :class:`Fp64Check`; ``passed`` when RMSE(actual, fp64) <= m * RMSE(eager, fp64) + tol / 10, with
-        m from :data:`FP64_RMSE_MULTIPLIER` and tol from :data:`FP64_RMSE_TOL`.
-
-    Source: the fp64-reference branch of ``torch._dynamo.utils.same`` (PyTorch inductor accuracy checks).
-    """
+        :class:`Fp64Check`; ``passed`` when RMSE(actual, fp64) <= m * RMSE(eager, fp64) + tol / 10
+        (:data:`FP64_RMSE_MULTIPLIER`, :data:`FP64_RMSE_TOL`)."""
     name = _name(dtype or eager.dtype)
     eager_rmse = rmse(eager, fp64_ref)
     limit = FP64_RMSE_MULTIPLIER[name] * eager_rmse + FP64_RMSE_TOL[name] / 10.0
@@ -127,10 +101,8 @@ def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
 
 
 def fp64_reference_model(model):
-    """A float64 copy of ``model`` (same weights upcast, same device) for the fp64 RMSE checks.
-
-    A mixture-of-experts copy gets the experts implementation that runs in float64. Costs 8 bytes per
-    parameter of device memory until it is dropped."""
+    """A float64 copy of ``model`` (same weights upcast, same device; a mixture of experts gets the experts
+    implementation that runs in float64): 8 bytes per parameter of device memory until dropped."""
     import copy
 
     import torch
@@ -143,22 +115,15 @@ def fp64_reference_model(model):
 
 
 def fp64_decode_logits(model, input_ids, tokens):
-    """Logits of ``model`` run in float64 for every greedy step, teacher-forced on ``tokens``.
-
-    Args:
-        model: a causal LM (any dtype, any device).
-        input_ids: the prompt ``[1, L]`` int64.
-        tokens: the reference's generated tokens ``[1, n]`` int64 (HF ``generate``).
+    """Logits of the causal LM ``model`` run in float64 for every greedy step after the prompt ``input_ids``
+    ``[1, L]`` int64, teacher-forced on the reference's tokens ``[1, n]`` int64.
 
     Returns:
         ``[n, vocab]`` float64 on the CPU: row ``s`` is what a float64 model predicts after the prompt and
         ``tokens[:, :s]``, i.e. the context of greedy step ``s``.
 
-    A float64 copy of the model (:func:`fp64_reference_model`, dropped before returning) where it fits in the
-    device's free memory; else the model itself, each module's weights upcast while it runs
-    (:func:`float64_in_place`): a 21B-parameter bfloat16 model needs 168 GB for the copy, one layer's experts
-    a few GB.
-    """
+    Runs a float64 copy where it fits (:func:`fp64_copy_fits`), else :func:`float64_in_place` (a 21B-parameter
+    model needs 168 GB for the copy)."""
     import torch
 
     device = next(model.parameters()).device
@@ -195,12 +160,10 @@ def fp64_copy_fits(model) -> bool:
 
 
 class float64_in_place:
-    """Context manager: ``model`` runs in float64 without a copy. Each module with parameters has them upcast to
-    float64 just before its forward and restored (the same tensors, bit for bit) just after, so at most one
-    module's float64 weights exist at a time; a mixture-of-experts model runs transformers' ``eager`` experts
-    (a loop over the experts hit: no grouped GEMM, which is bfloat16 only, and no per-token weight gather).
-    Everything is restored on exit, also after an exception. Run the forward under ``torch.no_grad()``, not
-    ``inference_mode`` (a parameter's ``.data`` is swapped)."""
+    """Context manager: ``model`` runs in float64 without a copy; each module's parameters are upcast just before
+    its forward and restored bit for bit just after (a mixture of experts runs transformers' ``eager`` experts,
+    the grouped GEMM being bfloat16 only). Restored on exit, also after an exception. Run the forward under
+    ``torch.no_grad()``, not ``inference_mode`` (a parameter's ``.data`` is swapped)."""
 
     def __init__(self, model):
         self.model, self._handles, self._saved, self._experts = model, [], {}, None
@@ -243,17 +206,12 @@ class float64_in_place:
 
 @dataclass(frozen=True)
 class DecodeCheck:
-    """Greedy decode against HF ``generate``, judged step by step by a float64 run of the same weights.
+    """Greedy decode against a reference decoder, judged step by step by a float64 run of the same weights.
 
-    ``identical``: every token equal. ``first_diff``: index of the first differing token (None when
-    identical). ``steps``: how many steps had their logits compared: every step up to and including
-    ``first_diff``, where both decoders saw the same context. ``worst_step``/``worst``: the step whose
-    :class:`Fp64Check` (ours vs ``generate``'s logits, both against float64) has the largest ratio.
-    ``distinct_reference_tokens``: distinct tokens in ``generate``'s output (random weights can make a
-    model repeat one token; the logits comparison still covers every step then). ``reference_name``: what
-    the reference decoder is, in the summary (``generate``, or ``static-eager`` for a compiled decoder
-    judged against the eager static-cache loop by the same rule).
-    """
+    ``first_diff``: index of the first differing token (None when ``identical``); ``steps``: the steps whose
+    logits were compared (up to and including ``first_diff``, where the contexts agree); ``worst_step``/``worst``:
+    the step whose :class:`Fp64Check` has the largest ratio; ``distinct_reference_tokens``: distinct tokens of the
+    reference's output; ``reference_name``: the reference in the summary (``generate`` or ``static-eager``)."""
 
     identical: bool
     first_diff: int | None
@@ -265,9 +223,8 @@ class DecodeCheck:
 
     @property
     def passed(self) -> bool:
-        """Every compared step's logits are as close to float64 as ``generate``'s (see
-        :func:`fp64_rmse_check`). A differing token at such a step is a rounding tie: both decoders
-        computed the same values to within their dtype's rounding and broke the tie differently."""
+        """Every compared step's logits are as close to float64 as the reference's (:func:`fp64_rmse_check`):
+        a differing token at such a step is a rounding tie."""
         return self.worst.passed
 
     @property
@@ -286,27 +243,19 @@ class DecodeCheck:
 
 def check_decode_against_generate(got, got_logits, reference, reference_logits, fp64_logits,
                                   dtype=None, *, reference_name: str = DECODE_REFERENCE) -> DecodeCheck:
-    """Compare a greedy decoder with HF ``generate(do_sample=False)``.
+    """A :class:`DecodeCheck` of a greedy decoder against HF ``generate(do_sample=False)`` (or another reference
+    decoder, named by ``reference_name``): at every step up to and including the first differing token, our logits
+    must not be farther from float64 than the reference's (inductor's accuracy rule per step, stopping as vLLM's
+    ``check_logprobs_close`` does).
 
     Args:
-        got: our tokens ``[1, n]`` int64; ``got_logits``: the ``n`` logits ``[1, vocab]`` they were chosen from
-            (:meth:`~cudagraph_bench.capture.decode.GreedyDecoder.generate` with ``return_logits=True``).
-        reference, reference_logits: the same from ``generate(..., output_logits=True)``.
+        got, got_logits: our tokens ``[1, n]`` int64 and the ``n`` logits ``[1, vocab]`` they were chosen from.
+        reference, reference_logits: the same from the reference (``generate(..., output_logits=True)``).
         fp64_logits: ``[n, vocab]`` from :func:`fp64_decode_logits` on ``reference``.
         dtype: the model dtype (name or ``torch.dtype``); default: the logits' dtype.
-        reference_name: the reference decoder's name in the summary (another greedy decoder's tokens and
-            logits can be the reference, e.g. the eager static-cache loop's, with ``fp64_logits`` of its tokens).
 
-    Method: at every step up to and including the first differing token (the contexts are identical
-    there), our logits must not be farther from float64 than ``generate``'s own (:func:`fp64_rmse_check`).
-    This is the inductor accuracy rule applied per step, and the stopping rule of vLLM's greedy-output
-    comparison (``check_logprobs_close``: after the first divergence the contexts differ). A static and a
-    dynamic KV cache attend over different lengths with other kernels, so in bfloat16/float16 a token can
-    differ at a tie; a wrong cache, mask or position moves the logits far beyond rounding and fails.
-
-    Returns:
-        :class:`DecodeCheck`. Raises ``ValueError`` when the inputs have different lengths.
-    """
+    Raises:
+        ValueError: the inputs have different lengths."""
     import torch
 
     n = got.shape[-1]

@@ -1,22 +1,8 @@
-"""The measurement pipeline of a decode case: the same steps as a forward case
-(:mod:`cudagraph_bench.measure.case`): build, check, prepare the timed call; the plugin times it.
-
-Each round is one whole greedy request at batch 1 (prefill + ``new_tokens`` decode steps). Variants (the
-registry, :mod:`cudagraph_bench.variants`): ``generate`` (HF generate, the reference), ``static-eager``
-(static KV cache, eager loop), ``graph`` (the decode steps replayed as graphs, ``steps_per_graph`` per graph),
-``compile+graph`` (the step compiled by inductor and captured the same way, its prefill a graph of the prompt
-right-padded to a bucket) and ``generate-static-compile`` (HF generate with a static cache and a compiled
-forward, :mod:`cudagraph_bench.measure.static_generate`, the peer).
-
-Checks: every decoder but ``generate`` is compared with HF ``generate``
-(:func:`~cudagraph_bench.measure.correctness.check_decode_against_generate`: tokens identical, or a rounding tie
-with each step's logits as close to a float64 run as ``generate``'s): ``matches_generate``,
-``generate_check_passed``, ``generate_check``, ``distinct_reference_tokens``. ``graph`` must give the tokens of
-``static-eager`` exactly (same kernels, same cache); ``compile+graph`` runs other kernels and is judged against
-``static-eager`` by the rule of the generate check. ``correct`` is the check against the registry's reference. A
-captured decoder is checked on a second request too (``checked_requests``), which must pass like the first: a static
-buffer that only construction or the first request set (the decode position) is stale by then.
-"""
+"""The measurement pipeline of a decode case, the steps of :mod:`cudagraph_bench.measure.case`: build, check,
+prepare the timed call (one whole greedy request at batch 1). The variants and their checks: docs/measurement.md,
+"Decode". ``correct`` is the check against the registry's reference; every decoder but ``generate`` is also checked
+against ``generate``, and a captured one on a second request (``checked_requests``), where a static buffer set only
+once is stale."""
 
 from __future__ import annotations
 
@@ -27,8 +13,7 @@ from cudagraph_bench.variants import DECODE, Rule, variant
 
 #: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
 DECODE_CACHE_STEP = 256
-#: Seed of the decode benchmarks' prompt: the decode correctness tests draw theirs with it too, so a test and
-#: a benchmark of one model, dtype and prompt length share one ``generate`` reference.
+#: Seed of the decode benchmarks' prompt, shared with the decode tests so both share one ``generate`` reference.
 DECODE_PROMPT_SEED = 11
 
 
@@ -43,8 +28,7 @@ class DecodeSpec:
         compile_mode, compile_timeout_s, compile_tuning: the compiled variants' inductor mode, time limit (s; 0:
             none) and :data:`~cudagraph_bench.options.DECODE_COMPILE_TUNINGS` name.
         buckets: prefill bucket lengths (tokens) of ``compile+graph``.
-        rounds, max_rounds: measured requests, at least / at most.
-    """
+        rounds, max_rounds: measured requests, at least / at most."""
 
     model: str
     dtype: str
@@ -67,8 +51,8 @@ class DecodeSpec:
 
 
 def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
-    """Static KV cache length (tokens) of the decode benchmarks: prompt + the most new tokens, rounded up to a
-    multiple of :data:`DECODE_CACHE_STEP`, at most the model's ``positions``."""
+    """Static KV cache length (tokens): prompt + the most new tokens, rounded up to a multiple of
+    :data:`DECODE_CACHE_STEP`, at most the model's ``positions``."""
     need = prompt_len + max(new_tokens) if not isinstance(new_tokens, int) else prompt_len + new_tokens
     return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
 
@@ -107,7 +91,7 @@ def build_decoder(spec: DecodeSpec, model, info: dict):
         return decoder
     need = spec.seq_len + spec.longest_new_tokens
     cache_len = decode_cache_len(spec.seq_len, spec.longest_new_tokens, max_positions(model, bound=need))   # ALiBi, NoPE
-    # the compiled variant also graphs its prefill (the prompt right-padded to a bucket); the others prefill eagerly
+    # only the compiled variant graphs its prefill
     bucket = decode_prefill_bucket(spec.seq_len, spec.buckets, cache_len) if kind.compiled else None
     decoder = GreedyDecoder(model, cache_len, use_graph=kind.captured, steps_per_graph=spec.steps_per_graph,
                             prefill_buckets=(bucket,) if bucket else None,
@@ -125,22 +109,19 @@ def build_decoder(spec: DecodeSpec, model, info: dict):
 
 
 class PreparedDecode:
-    """A built and checked decoder, ready to be timed: the counterpart of
-    :class:`~cudagraph_bench.measure.case.PreparedCase` (same attributes: ``call``, ``info``, ``failed_check``,
-    ``warm``, ``checked_call_ms``, ``round_limits``, ``finish``, ``close``). Each call is one whole request."""
+    """A built and checked decoder, ready to be timed, with the attributes of
+    :class:`~cudagraph_bench.measure.case.PreparedCase`. Each call is one whole request."""
 
     warm = True     # the checked request (or generate's reference) has just run the same code on the same prompt
 
     def __init__(self, spec: DecodeSpec, decoder, run_request, info: dict, checked_call_ms: float | None):
         self.spec, self.decoder, self._run, self.info = spec, decoder, run_request, info
         self.checked_call_ms = checked_call_ms
-        # no warmup rounds: the pilot's timed requests warm up
         self.round_limits = {"rounds": spec.rounds, "warmup": 0, "max_rounds": spec.max_rounds}
 
     @property
     def failed_check(self) -> str | None:
-        """Why the check against the registry's reference, or a captured decoder's against ``generate``, failed (one
-        line), or None."""
+        """Why the check against the reference or against ``generate`` failed (one line), or None."""
         if self.info.get("correct", True) and self.info.get("generate_check_passed", True):
             return None
         return str(self.info.get("reason") or "check failed")
@@ -159,7 +140,7 @@ class PreparedDecode:
 
 def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDecode:
     """Build the decoder of ``spec``, run one checked request on the prompt ``ids`` ``[1, seq_len]`` int64 and
-    record its checks in ``info`` (module docstring).
+    record its checks in ``info``.
 
     Args:
         refs: the session's :class:`~cudagraph_bench.plugin.references.DecodeReferences`.
@@ -233,10 +214,8 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
 
 
 def _second_request(spec: DecodeSpec, refs, ids, decoder) -> dict:
-    """A captured decoder's second request on the same prompt, judged like the first against the eager static-cache
-    loop (:func:`_check_against_static_eager`): a static buffer that only construction or the first request set
-    (the decode position, the mask, the cache's write counter) is stale by then, as in every timed request.
-    Returns ``checked_requests`` and, when it fails, the failed check's fields with the reason marked so."""
+    """A captured decoder's second request, judged against the eager static-cache loop: a static buffer set only
+    once (the decode position, the mask, the cache's write counter) is stale by then, as in every timed request."""
     tokens, logits = decoder.generate(ids, spec.new_tokens, return_logits=True)
     fields = _check_against_static_eager(spec, refs, ids, decoder, tokens, logits)
     if fields["correct"]:
@@ -245,9 +224,7 @@ def _second_request(spec: DecodeSpec, refs, ids, decoder) -> dict:
 
 
 def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, logits) -> dict:
-    """``graph`` (:attr:`Rule.EXACT`): its tokens equal the eager static-cache loop's (same kernels);
-    ``compile+graph`` (:attr:`Rule.FP64`): judged against that loop by the generate check's rule (other kernels may
-    break a rounding tie differently)."""
+    """Rule EXACT: tokens equal the eager static-cache loop's; rule FP64: that loop's per-step fp64 rule."""
     import torch
 
     from cudagraph_bench.measure.correctness import check_decode_against_generate

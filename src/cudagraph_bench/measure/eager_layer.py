@@ -1,18 +1,6 @@
 """The graph of the self-test's ``eager-layer`` fault: the forward ``graph`` variant with the layer that makes the
-model's output run eagerly, outside the graph, after each replay.
-
-Why: a graph that leaves part of its work to eager kernels gives correct outputs and still clears the latency
-bar, so only the replay proof (``--replay-proof``: kernels launched outside a graph) can catch it; this fault
-shows that it does.
-
-The layer (:func:`output_layer`) is the last module to finish among the blocks of the model's ``nn.ModuleList``\\ s
-and its leaf modules whose output is the forward's output tensor itself: the LM head of a causal LM (gpt2,
-distilgpt2, tinyllama), the last encoder layer of an encoder (bert-tiny). The capture runs the model with that
-layer replaced (:class:`SkippedLayer`): its call keeps its arguments and returns an empty tensor of its output's
-shape, which becomes the graph's static output; after each replay the real layer runs eagerly on the kept
-arguments (graph memory that the replay refreshed) and its output is copied into the static output, so the
-outputs equal eager's.
-"""
+model's output (:func:`output_layer`) run eagerly after each replay, outside the graph, its output copied into the
+static output. Why: such a graph is correct and fast, so only the replay proof (``--replay-proof``) can catch it."""
 
 from __future__ import annotations
 
@@ -44,9 +32,10 @@ def _first_tensor(output):
 
 
 def output_layer(model, input_ids, forward=None) -> OutputLayer:
-    """The :class:`OutputLayer` of ``model`` (module docstring), found by one eager forward of ``input_ids`` with
-    forward hooks on the candidates; ``forward(model, input_ids)`` defaults to
-    :func:`~cudagraph_bench.models.presets.model_forward`.
+    """The :class:`OutputLayer` of ``model``: the last module to finish, among the blocks of its ``nn.ModuleList``\\ s
+    and its leaf modules, whose output is the forward's output tensor itself (the LM head of a causal LM, an encoder's
+    last layer), found by one eager forward of ``input_ids`` (``forward(model, input_ids)``, default
+    :func:`~cudagraph_bench.models.presets.model_forward`) with hooks on the candidates.
 
     Raises:
         ValueError: no block or leaf module returns the forward's output tensor (the model post-processes it)."""
@@ -80,12 +69,10 @@ def output_layer(model, input_ids, forward=None) -> OutputLayer:
 
 
 class SkippedLayer:
-    """``layer`` (an :class:`OutputLayer`) skipped inside :meth:`skipped` and run by :meth:`run`.
-
-    Inside :meth:`skipped`, a call of the layer keeps its arguments and returns ``placeholder`` (an empty tensor
-    of the layer's output shape, made by that call; in an n-tuple with ``None`` after it). :meth:`run` runs the
-    real layer on the kept arguments under ``torch.inference_mode()`` and copies its output into ``placeholder``;
-    it returns ``placeholder``."""
+    """``layer`` (an :class:`OutputLayer`) skipped inside :meth:`skipped`: a call keeps its arguments and returns
+    ``placeholder``, an empty tensor of its output's shape (led an n-tuple of ``None``\\ s when the layer returns one).
+    :meth:`run` runs the real layer on the kept arguments and copies its output into ``placeholder``, and returns
+    ``placeholder``."""
 
     def __init__(self, layer: OutputLayer):
         self.layer = layer
@@ -124,8 +111,8 @@ class SkippedLayer:
 
 
 class EagerLayerGraph:
-    """The forward ``graph`` of ``model`` at ``seq_len`` tokens with its output layer run eagerly after each replay
-    (module docstring); called like the ``graph`` variant, ``layer_name`` names the layer.
+    """The forward ``graph`` of ``model`` at ``seq_len`` tokens with its output layer run eagerly after each replay;
+    called like the ``graph`` variant, ``layer_name`` names the layer.
 
     Raises:
         ValueError: no output layer (:func:`output_layer`), or the captured forward's output is not the skipped

@@ -1,30 +1,7 @@
-"""Known faults planted into the real pipeline, for the gate's self-test (``cudagraph-bench selftest``).
-
-A gate is worth the smallest regression it catches without crying wolf; these faults show what it catches:
-
-- ``delay:PCT``: the gated variant's graph (forward ``graph``) is captured again with a GPU delay kernel after the
-  forward, calibrated to ``PCT`` % of that case's own device time (measured first, in the same process), so every
-  replay is that much slower on the GPU;
-- ``stale-input``: the forward ``graph`` replays without copying the new input into its static input buffer (the
-  classic CUDA graph bug: every call returns the capture input's output);
-- ``wrong-decode``: the graphed decode (decode ``graph``) returns other tokens (its last token changed);
-- ``stale-mask``: the ``padded`` and ``bucketed`` graphs keep the attention mask of their first replay (the copy of
-  each later mask into the static mask skipped; the padded ids are still copied);
-- ``stale-position``: the graphed decodes (decode ``graph``, ``compile+graph``) never refresh their static position
-  between requests: each request's decode steps start where the buffer was left (by the capture's warm-up or the
-  request before), not at the prompt's length;
-- ``eager-layer``: the forward ``graph`` runs the layer that makes its output (the LM head, an encoder's last layer)
-  eagerly after each replay, outside the graph (:mod:`cudagraph_bench.measure.eager_layer`): the outputs stay equal
-  to eager's, only the replay proof (``--replay-proof``: kernels launched outside a graph) catches it;
-- ``skip-inductor-graphs``: the forward ``compile+graph`` calls its compiled forward without replaying its graph
-  (the graph skipped, as inductor skips its CUDA graphs with a warning): correct outputs, no graph launch, caught
-  by the replay proof.
-
-A case with a planted fault records ``extra_info["planted_fault"]`` (and the delay its nominal and measured
-percent), and the run records it in its ``cudagraph_bench`` section, so a run with a fault is never taken for a
-real one (``baseline`` refuses it). The delay kernel is ``torch.cuda._sleep`` (a spin of N GPU cycles, the kernel
-PyTorch's own stream tests use), calibrated in cycles per millisecond with CUDA events.
-"""
+"""Known faults planted into the real pipeline for the gate's self-test (``cudagraph-bench selftest``; each kind
+is described in docs/gate.md, "calibrate and selftest"): a gate is worth the smallest regression it catches without
+crying wolf. A case with a planted fault records ``extra_info["planted_fault"]``, so a run with a fault is never
+taken for a real one (``baseline`` refuses it)."""
 
 from __future__ import annotations
 
@@ -47,11 +24,7 @@ class Fault:
         return f"delay:{self.pct:g}" if self.kind == "delay" else self.kind
 
     def applies_to(self, suite: str, name: str) -> bool:
-        """Whether this fault is planted into a case of ``name`` in ``suite``: the delay into the gated variants,
-        the stale input into the forward variant replayed with the eager kernels, the wrong decode into the decode
-        variant checked exactly against its reference, the stale mask into the padded graphs, the stale position into
-        the graphed decodes, the eager layer into the forward graph, the skipped graphs into the forward
-        ``compile+graph``."""
+        """Whether this fault is planted into a case of variant ``name`` in ``suite``."""
         row = variant(suite, name)
         if self.kind == "skip-inductor-graphs":
             return suite == FORWARD and row.compiled and row.captured
@@ -67,9 +40,7 @@ class Fault:
 
 
 def parse_fault(text: str) -> Fault:
-    """``"delay:5"`` -> ``Fault("delay", 5.0)``; ``"stale-input"``, ``"wrong-decode"``, ``"stale-mask"``,
-    ``"stale-position"``, ``"eager-layer"``, ``"skip-inductor-graphs"``: a fault planted by name, so that the
-    self-test names what it plants.
+    """``"delay:5"`` -> ``Fault("delay", 5.0)``; any other of :data:`KINDS` by its name, without an argument.
 
     Raises:
         ValueError: another kind, or a delay that is not a number in (0, 1000] percent."""
@@ -97,16 +68,12 @@ PLANT_ATTEMPTS = 3
 
 
 def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
-    """The forward ``graph`` variant captured with a GPU delay of ``pct`` % of its own device time after the forward:
-    ``(graph, fields)``, a :class:`~cudagraph_bench.capture.graphed.GraphedForward` and what the case records.
-
-    Workflow: capture the plain graph, measure its device time (:func:`~cudagraph_bench.measure.timing.back_to_back_ms`),
-    close it, capture again with ``torch.cuda._sleep`` of that share after the forward (inside the graph, so the
-    replay itself is slower) and measure again; while the measured delay is more than
-    :data:`PLANT_TOLERANCE_POINTS` from ``pct``, capture again with the delay corrected by the miss, at most
-    :data:`PLANT_ATTEMPTS` captures. ``fields``: ``planted_fault``, ``planted_delay_ms``, ``planted_pct`` (nominal),
-    ``planted_base_ms``, ``planted_measured_pct`` (measured, the last capture), ``planted_attempts`` and
-    ``planted_on_target`` (the measured delay is within the tolerance: the self-test counts only such cases)."""
+    """The forward ``graph`` variant captured with ``torch.cuda._sleep`` of ``pct`` % of its own device time
+    (:func:`~cudagraph_bench.measure.timing.back_to_back_ms` of the plain graph) after the forward, inside the graph;
+    captured again with the miss corrected while the measured delay is more than :data:`PLANT_TOLERANCE_POINTS` off,
+    at most :data:`PLANT_ATTEMPTS` times. Returns ``(graph, fields)``: a
+    :class:`~cudagraph_bench.capture.graphed.GraphedForward` and the ``planted_*`` fields the case records
+    (``planted_on_target``: the measured delay is within the tolerance; the self-test counts only such cases)."""
     import torch
 
     from cudagraph_bench.capture.graphed import GraphedForward
@@ -144,8 +111,7 @@ def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
 
 
 class _FaultyGraph:
-    """A built graph variant with a planted fault in its call: it answers for the variant's static output and
-    releases it on ``close``; subclasses define ``__call__``."""
+    """A built graph variant with a planted fault in its ``__call__`` (defined by subclasses)."""
 
     def __init__(self, built):
         self._built = built
@@ -169,9 +135,7 @@ class StaleInputGraph(_FaultyGraph):
 
 class StaleMaskGraphs(_FaultyGraph):
     """A built ``padded``/``bucketed`` variant (:class:`~cudagraph_bench.measure.forward_variants.PaddedVariant`) whose
-    graphs keep the attention mask of their first replay: every call pads the prompt, copies the padded ids into the
-    bucket graph's static input and replays it, but copies the mask into the static mask on that graph's first
-    replay only (the classic stale-buffer bug of a padded graph)."""
+    graphs copy the padded ids on every call but the mask only on their first replay (a padded graph's stale buffer)."""
 
     def __init__(self, built):
         super().__init__(built)
@@ -202,8 +166,7 @@ class StaleMaskGraphs(_FaultyGraph):
 
 class SkippedGraph(_FaultyGraph):
     """A built ``compile+graph`` variant (:class:`~cudagraph_bench.measure.forward_variants.CompileGraphVariant`) whose
-    calls copy the input into the static input buffer and run the compiled forward on it directly, never replaying
-    the captured graph: the compiled kernels are launched one by one, as when inductor skips its CUDA graphs."""
+    calls run the compiled forward on the static input, never replaying the graph, as when inductor skips its graphs."""
 
     def __call__(self, input_ids):
         import torch
@@ -215,10 +178,9 @@ class SkippedGraph(_FaultyGraph):
 
 
 class PlantedVariant:
-    """A planted fault seen as a forward variant (the interface of
-    :class:`~cudagraph_bench.measure.forward_variants.ForwardVariant`) that the pipeline checks and times like any
-    other: ``planted`` is called and closed, ``fields`` (and ``capture_ms``, ms, when not None) are what it
-    records."""
+    """A planted fault with the interface of :class:`~cudagraph_bench.measure.forward_variants.ForwardVariant`, checked
+    and timed like any other: ``planted`` is called and closed, ``fields`` (and ``capture_ms``, ms, when not None)
+    are what it records."""
 
     def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
         self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
@@ -298,8 +260,7 @@ class WrongDecoder:
 
 
 def wrong_tokens(tokens, vocab_size: int):
-    """``tokens`` ``[1, n]`` int64 with the last token changed to the next id (mod ``vocab_size``): a decode that
-    gives other tokens."""
+    """``tokens`` ``[1, n]`` int64 with the last token changed to the next id (mod ``vocab_size``)."""
     out = tokens.clone()
     out[0, -1] = (out[0, -1] + 1) % vocab_size
     return out
@@ -307,8 +268,7 @@ def wrong_tokens(tokens, vocab_size: int):
 
 class StalePositionDecoder:
     """A graphed decoder (:class:`~cudagraph_bench.capture.decode.GreedyDecoder`) whose requests never refresh the
-    static position: the decode steps of each request start at the position the buffer held before it (where the
-    capture's warm-up or the previous request left it), while the prompt fills the cache as usual."""
+    static position: each request's decode steps start where the capture's warm-up or the previous request left it."""
 
     fields = {"planted_fault": "stale-position"}
 
@@ -320,7 +280,7 @@ class StalePositionDecoder:
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         decoder = self._decoder
-        stale = decoder._pos.clone()                # the static position before this request
+        stale = decoder._pos.clone()
         steps = decoder._decode
 
         def decode(n, kept):

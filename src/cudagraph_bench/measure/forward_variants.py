@@ -1,43 +1,12 @@
-"""The builders of the forward variants behind one interface, and :func:`build_variant`.
-
-Variants (the forward rows of the registry, :mod:`cudagraph_bench.variants`, which says what each one is and
-which class here builds it), all called as ``variant(input_ids [1, seq_len] int64) -> Tensor``:
-
-===================  ==========================================================================
-``eager``            ``model(input_ids)`` under ``torch.inference_mode()`` (the reference)
-``graph``            :class:`~cudagraph_bench.capture.graphed.GraphedForward`: static buffers, capture, replay
-``padded``           one graph at ``pad_to`` tokens (capped at the model's positions); the prompt is
-                     right-padded with an attention mask, the output sliced to the real length
-``bucketed``         one graph per bucket length, captured into one shared pool (as a server holds
-                     them); a prompt replays the smallest bucket >= L (padded like ``padded``)
-``compile``          ``torch.compile(mode="reduce-overhead")``: inductor kernels + inductor's own
-                     CUDA graphs (cudagraph trees)
-``compile+graph``    ``torch.compile`` without inductor's CUDA graphs (mode ``default``, or
-                     ``max-autotune-no-cudagraphs``: fused kernels), then captured and replayed by
-                     the suite's ``GraphedForward``
-===================  ==========================================================================
-
-Use from a benchmark (the pytest suite does exactly this)::
-
-    v = build_variant(model, "compile+graph", seq_len, pad_to=1024, dtype="float32")
-    try:
-        out = v(input_ids)          # [1, seq_len, vocab] (causal) or [1, seq_len, hidden] (encoder)
-        print(v.compile_ms, v.capture_ms)
-    finally:
-        v.close()
-
-The returned tensor is valid until the next call (graph variants return their static output buffer,
-``compile`` returns a cudagraph-tree output that the next call overwrites): ``.clone()`` it to keep it.
-Building a ``compile*`` variant calls ``torch._dynamo.reset()``: build one compiled variant at a time.
-
-The measurement of one case (check against eager, timing) is :mod:`cudagraph_bench.measure.case`.
-"""
+"""The builders of the forward variants (the registry's forward rows, :mod:`cudagraph_bench.variants`; what each
+is: docs/measurement.md) behind one interface, ``variant(input_ids [1, seq_len] int64) -> Tensor``, and
+:func:`build_variant`. The returned tensor is valid until the next call (a static output): ``.clone()`` it to keep
+it. Building a ``compile*`` variant calls ``torch._dynamo.reset()``: build one compiled variant at a time."""
 
 from __future__ import annotations
 
 from typing import Callable, Iterable
 
-# compile helpers shared with the compiled decode step, re-exported beside the forward builders
 from cudagraph_bench.capture.compiling import STABLE_FACTOR, compile_counters, warm_until_stable  # noqa: F401
 from cudagraph_bench.capture.compiling import SkipReasons, inductor_or_error_patch
 from cudagraph_bench.capture.compiling import no_recompile as _no_recompile
@@ -50,24 +19,17 @@ class VariantFailure(CudagraphBenchError, RuntimeError):
     """A variant was built but does not do what it claims (e.g. inductor skipped its CUDA graphs)."""
 
 
-# --------------------------------------------------------------------------------------------------
-# variants
-
-
 class ForwardVariant:
-    """One way to run a fixed-length forward pass. Call ``variant(input_ids)`` with ``input_ids``
-    ``[1, seq_len]`` int64 on the model's device; the result (logits ``[1, seq_len, vocab]`` or
-    ``last_hidden_state [1, seq_len, hidden]``) is valid until the next call.
+    """One way to run a fixed-length forward pass: ``variant(input_ids [1, seq_len] int64)`` on the model's device
+    returns logits ``[1, seq_len, vocab]`` or ``last_hidden_state [1, seq_len, hidden]``, valid until the next call.
 
     Attributes:
-        name: the variant name (a forward row of the registry), set by :func:`build_variant`.
+        name: the registry's variant name, set by :func:`build_variant`.
         seq_len: prompt length in tokens.
-        compile_ms: wall ms spent by torch.compile before the timing is stable (first calls beyond
-            steady-state calls), or None for variants without torch.compile.
+        compile_ms: wall ms torch.compile's first calls took beyond steady state, or None without torch.compile.
         capture_ms: wall ms of warmup + CUDA graph capture, or None without a suite-captured graph.
         pad_to: padded length in tokens (``padded``/``bucketed``), else None.
-        notes: short remarks to show next to the result (e.g. recompilations).
-    """
+        notes: short remarks to show next to the result (e.g. recompilations)."""
 
     name = "?"
 
@@ -80,15 +42,13 @@ class ForwardVariant:
 
     @property
     def static_output(self):
-        """The static output buffer that each replay writes (poisoned with NaN by the correctness
-        check to prove the replay wrote it), or None when the variant has none."""
+        """The static output buffer each replay writes (the check poisons it with NaN), or None."""
         return None
 
     @property
     def check_range(self) -> tuple[int, int] | None:
-        """``(shortest, longest)`` prompt lengths (tokens) that replay the same graph as ``seq_len`` (its padded
-        length or bucket), which the correctness check varies the real length and the padding within, so that a
-        static mask or input left from another call is seen; None: the variant runs at ``seq_len`` only."""
+        """``(shortest, longest)`` prompt lengths (tokens) replaying the same graph as ``seq_len``, which the
+        check varies within (:func:`~cudagraph_bench.measure.case.check_lengths`); None: ``seq_len`` only."""
         return None
 
     def __call__(self, input_ids):  # pragma: no cover - abstract
@@ -116,9 +76,8 @@ class ForwardVariant:
 
 class CallableVariant(ForwardVariant):
     """Any ``fn(input_ids [1, seq_len]) -> Tensor`` (e.g. a hand-built
-    :class:`~cudagraph_bench.capture.graphed.GraphedForward`) seen as a variant, so that
-    :func:`~cudagraph_bench.measure.case.prepare_case` can check and time it like a built one;
-    ``static_output``: the buffer its replays write (poisoned with NaN by the check), or None."""
+    :class:`~cudagraph_bench.capture.graphed.GraphedForward`) as a variant that
+    :func:`~cudagraph_bench.measure.case.prepare_case` checks and times; ``static_output``: the buffer it writes."""
 
     def __init__(self, name: str, fn, seq_len: int, static_output=None):
         super().__init__(seq_len)
@@ -152,9 +111,7 @@ class EagerVariant(ForwardVariant):
 
 
 class _GraphBacked(ForwardVariant):
-    """A variant whose calls replay one captured graph, ``self._graph`` (a
-    :class:`~cudagraph_bench.capture.graphed.GraphedForward`, or a :class:`GraphVariant`): its static
-    output is the graph's, and closing it releases the graph once."""
+    """A variant replaying one graph, ``self._graph`` (a ``GraphedForward`` or a :class:`GraphVariant`)."""
 
     _graph = None
 
@@ -193,25 +150,17 @@ class GraphVariant(_GraphBacked):
 
 
 class PaddedVariant(ForwardVariant):
-    """Graphs at padded lengths, built with :class:`~cudagraph_bench.capture.buckets.BucketedGraphs`
-    (lengths capped at the model's positions). ``padded``: one graph at ``pad_to``; ``bucketed``: one
-    graph per bucket length, all captured (largest first) into one shared pool, as a server holds them,
-    and a prompt replays the smallest bucket >= ``seq_len``. The prompt is right-padded with an
-    attention mask (1 on real tokens); the output is sliced to ``seq_len``.
+    """Graphs at padded lengths (:class:`~cudagraph_bench.capture.buckets.BucketedGraphs`, capped at the model's
+    positions): ``padded`` one at ``pad_to``, ``bucketed`` one per bucket in one shared pool, the prompt replaying the
+    smallest >= ``seq_len``, right-padded with a mask, the output sliced to ``seq_len``.
 
-    ``pad_to``: the length replayed (tokens); ``capture_ms``: warmup + capture of that length's graph;
-    :meth:`record` adds ``bucket``, ``buckets`` and per-length ``capture_ms_by_bucket`` /
-    ``pool_mib_by_bucket`` (memory the shared pool grew by while capturing each length).
-
-    ``graphs``: graphs captured already (:meth:`graphs_for`), replayed instead of capturing new ones, as a
-    server replays its buckets for every prompt; the variant does not own them (its :meth:`close` leaves
-    them to their owner). When an earlier variant replayed them already (e.g. the case of another prompt
-    length of the same model and dtype), :meth:`record` adds ``graphs_reused: true``.
+    ``pad_to``: the length replayed (tokens); ``capture_ms``: warmup + capture of its graph; ``graphs``: graphs
+    captured already (:meth:`graphs_for`), replayed but not owned (:meth:`close` leaves them). :meth:`record` adds
+    ``bucket``, ``buckets``, ``capture_ms_by_bucket``, ``pool_mib_by_bucket`` and ``graphs_reused``.
 
     Raises:
         RequestTooLongError: ``seq_len`` is above the padded length / the largest bucket.
-        ValueError: ``graphs`` hold other lengths than ``lengths`` capped at the model's positions.
-    """
+        ValueError: ``graphs`` hold other lengths than ``lengths`` capped at the model's positions."""
 
     def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3, graphs=None):
         super().__init__(seq_len)
@@ -249,7 +198,7 @@ class PaddedVariant(ForwardVariant):
         from cudagraph_bench.models.presets import max_positions
 
         capped = cap_buckets(lengths, max_positions(model, bound=max(lengths, default=1)))   # ALiBi, NoPE
-        length = select_bucket(seq_len, capped)             # raises before any capture
+        length = select_bucket(seq_len, capped)
         return capped if registry.variant(registry.FORWARD, name).lengths == "buckets" else (length,)
 
     @classmethod
@@ -291,11 +240,7 @@ def _sync(model) -> Callable[[], None]:
 
 
 def _compile_forward(model, seq_len: int, mode: str):
-    """Reset dynamo, then ``torch.compile(forward, mode=mode, dynamic=False)`` of the model's forward.
-
-    Returns ``(compiled, example, counters_before)``: the compiled ``forward(input_ids [1, seq_len] int64)
-    -> logits``, one random example input ``[1, seq_len]`` int64 on the model's device, and
-    :func:`compile_counters` read before compiling (to count the graphs and skips compiling adds)."""
+    """Reset dynamo and compile the model's forward: ``(compiled, example input [1, seq_len], counters before)``."""
     import torch
 
     from cudagraph_bench.models.presets import model_forward, random_input_ids
@@ -312,19 +257,12 @@ def _compile_forward(model, seq_len: int, mode: str):
 
 
 class CompileVariant(ForwardVariant):
-    """``torch.compile(forward, mode="reduce-overhead", dynamic=False)``: inductor kernels replayed
-    in inductor's own CUDA graphs (cudagraph trees).
+    """``torch.compile(forward, mode="reduce-overhead", dynamic=False)``: inductor kernels replayed in inductor's own
+    CUDA graphs (PyTorch docs, "CUDAGraph Trees"), compiled and called until the timing is stable (``compile_ms``).
+    Each call starts a new cudagraph-tree generation, so the next call overwrites the previous output.
 
-    Built by compiling and calling it until the timing is stable (``compile_ms``). When inductor skips
-    its CUDA graphs (it logs "skipping cudagraphs due to mutated inputs" and carries on without
-    graphs), the build raises: inductor is told to raise (``triton.cudagraph_or_error``), and its
-    ``cudagraph_skips`` counter and skip log messages are checked as well; the
-    :class:`VariantFailure` carries inductor's reason.
-
-    Each call starts a new cudagraph-tree generation (``torch.compiler.cudagraph_mark_step_begin()``):
-    the previous output is overwritten by the next call, like a graph's static output.
-    Source: PyTorch docs, "CUDAGraph Trees" (torch.compiler_cudagraph_trees).
-    """
+    Raises:
+        VariantFailure: inductor skipped its CUDA graphs while building (with inductor's reason)."""
 
     def __init__(self, model, seq_len: int):
         super().__init__(seq_len)
@@ -356,16 +294,10 @@ class CompileVariant(ForwardVariant):
 
 
 class CompileGraphVariant(_GraphBacked):
-    """``torch.compile(forward, mode=compile_mode, dynamic=False)`` without inductor's CUDA graphs, captured
-    and replayed by the suite's :class:`~cudagraph_bench.capture.graphed.GraphedForward` with static buffers.
-    ``compile_mode`` (:data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`): ``default`` (kernel fusion, the
-    kernels ``reduce-overhead`` runs) or ``max-autotune-no-cudagraphs`` (also autotuned GEMMs and fusions).
-
-    Compilation happens before capture: the compiled forward is called under
-    ``torch.inference_mode()`` (as ``GraphedForward`` calls it) until the timing is stable
-    (``compile_ms``). During the capture itself dynamo is set to ``fail_on_recompile``, so a guard
-    failure raises instead of compiling inside a stream capture.
-    """
+    """``torch.compile(forward, mode=compile_mode, dynamic=False)`` without inductor's CUDA graphs, warmed until
+    stable (``compile_ms``), then captured and replayed by the suite's
+    :class:`~cudagraph_bench.capture.graphed.GraphedForward`; while capturing, a recompile raises.
+    ``compile_mode``: one of :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES` (else :class:`UsageError`)."""
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE):
         super().__init__(seq_len)
@@ -415,35 +347,27 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
                   buckets: Iterable[int] | None = None, warmup_iters: int = 3,
                   check_data_ptrs: bool = False, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE,
                   graphs=None) -> ForwardVariant:
-    """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens.
+    """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens; returns a :class:`ForwardVariant`
+    (close it).
 
     Args:
-        model: a module from :func:`~cudagraph_bench.models.presets.load_model` (eval mode; on a CUDA device
-            for every variant but ``eager``).
+        model: from :func:`~cudagraph_bench.models.presets.load_model` (on a CUDA device but for ``eager``).
         variant: a forward variant of the registry (:data:`cudagraph_bench.variants.FORWARD_NAMES`).
         seq_len: prompt length in tokens (the real, unpadded length).
         pad_to: padded length in tokens of ``padded`` (default 1024, capped at the model's positions).
-        dtype: the model's dtype name, kept for the caller's records (``variant.dtype``).
+        dtype: the model's dtype name, kept as ``variant.dtype``.
         buckets: bucket lengths in tokens of ``bucketed`` (default :data:`options.DEFAULT_BUCKETS`).
         warmup_iters: side-stream warmup passes before each capture (>= 3).
         compile_mode: inductor mode of ``compile+graph`` (:data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`).
-        check_data_ptrs: ``graph``: before every replay check that the static buffers' ``data_ptr()``
-            never changed (debug; raises on a change).
-        graphs: ``padded``/``bucketed``: graphs captured already for these lengths
-            (:meth:`PaddedVariant.graphs_for`), replayed and not owned (see :class:`PaddedVariant`).
-
-    Returns:
-        a :class:`ForwardVariant`: ``variant(input_ids [1, seq_len] int64) -> Tensor`` (valid until the
-        next call), ``variant.close()``, ``variant.compile_ms`` / ``capture_ms`` / ``pad_to``.
+        check_data_ptrs: ``graph``: check before every replay that no static buffer's ``data_ptr()`` changed.
+        graphs: ``padded``/``bucketed``: graphs captured already (:meth:`PaddedVariant.graphs_for`), not owned.
 
     Raises:
         UsageError: unknown variant.
         CudaUnavailableError: a graph or compile variant on a model that is not on a CUDA device.
         RequestTooLongError: ``seq_len`` above the padded length or the largest bucket.
         VariantFailure: inductor skipped its CUDA graphs (``compile``).
-        Exception: anything torch.compile or the capture raises (the caller reports it).
-    """
-
+        Exception: anything torch.compile or the capture raises (the caller reports it)."""
     try:
         kind = registry.variant(registry.FORWARD, variant)
     except KeyError as exc:

@@ -1,17 +1,12 @@
-"""GPU state through NVML (``nvidia-ml-py``, imported as ``pynvml``): clocks, temperature, power and
-the clocks-event (throttle) reasons of the CUDA device a benchmark runs on.
-
-The plugin reads it before and after every benchmark (``extra_info["gpu_state"]``) so that a run
-measured on a throttled GPU says so. Nothing here raises: without NVML, without a GPU, or when a
-query is not supported, :func:`read_gpu_state` returns None (or None for that one field).
-"""
+"""GPU state through NVML (``nvidia-ml-py``, imported as ``pynvml``): clocks, temperature, power and the
+clocks-event (throttle) reasons of a benchmark's CUDA device, read before and after every benchmark so that a run
+measured on a throttled GPU says so. Nothing here raises: without NVML, a GPU or a query, the reading is None."""
 
 from __future__ import annotations
 
 import warnings
 
-#: NVML clocks-event / throttle reason bits -> names (``nvmlClocksEventReason*`` /
-#: ``nvmlClocksThrottleReason*``; both APIs use the same bits).
+#: NVML clocks-event (throttle) reason bits -> names (``nvmlClocksEventReason*``, the same bits as the older API).
 REASON_BITS = (
     (0x1, "gpu_idle"),
     (0x2, "applications_clocks"),
@@ -109,9 +104,8 @@ def _query(fn, *args, scale: float = 1.0):
 
 
 def nvml_handle(device=None):
-    """``(pynvml module, NVML handle)`` of the CUDA device ``device`` (torch device, index or None: the
-    current device), matched to torch's device by UUID, else PCI bus id, else index; None (never raises)
-    without NVML or without a CUDA GPU."""
+    """``(pynvml module, NVML handle)`` of the CUDA device ``device`` (torch device, index or None: the current
+    one), matched by UUID, else PCI bus id, else index; None (never raises) without NVML or a CUDA GPU."""
     try:
         found = _device_handle(device)
         return None if found is None else found[:2]
@@ -120,8 +114,7 @@ def nvml_handle(device=None):
 
 
 def _device_handle(device):
-    """``(pynvml module, NVML handle, how it was matched)`` of the CUDA device ``device``, or None without
-    NVML or without a CUDA GPU; NVML errors propagate (the callers catch them)."""
+    """``(pynvml, handle, how it was matched)`` or None; NVML errors propagate."""
     import torch
 
     if not torch.cuda.is_available():
@@ -138,11 +131,8 @@ def read_gpu_state(device=None) -> dict | None:
     """One NVML reading of the CUDA device ``device`` (torch device, index or None: the current device).
 
     Returns ``{"sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "clocks_event_reasons",
-    "nvml_match"}``: SM and memory clocks in MHz, GPU temperature in degrees C, power draw in W, the
-    active clocks-event reasons as names (:func:`reason_names`), and how the NVML device was matched to
-    torch's (``uuid``, ``pci`` or ``index``). A field NVML does not support is None. Returns None (never
-    raises) without NVML or without a CUDA GPU.
-    """
+    "nvml_match"}`` (MHz, degrees C, W, :func:`reason_names`, ``uuid``/``pci``/``index``), a field NVML does not
+    support None; None (never raises) without NVML or without a CUDA GPU."""
     try:
         found = _device_handle(device)
         if found is None:

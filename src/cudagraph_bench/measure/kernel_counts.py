@@ -1,18 +1,7 @@
-"""Kernel launches and GPU busy time of one eager forward per case, profiled with ``torch.profiler``.
-
-The launch-overhead model (:func:`cudagraph_bench.results.launch_model.predicted_saving_ms`) needs the number of
-device kernels that one eager forward launches, and the roofline (:mod:`cudagraph_bench.results.roofline_arithmetic`)
-the time the GPU is busy with them (the sum of their durations): what a graph replay could at best come down to.
-
-A profiler session can leave CUPTI attached to the process and add host cost to every later launch (on the H200
-eager gpt2 at 50 tokens went from 6.1 to 7.6 ms after one profiled call; pytorch/pytorch#144455). So the plugin
-runs every test that profiles after every timed test of its session (:mod:`cudagraph_bench.plugin.profiles`):
-nothing is timed once CUPTI is attached.
-
-The forwards of one case are profiled in a single profiler window that records CUDA activity only, a marker
-kernel after each forward telling them apart (:func:`~cudagraph_bench.measure.roofline.profile_forward`,
-:func:`~cudagraph_bench.measure.roofline.split_at_markers`). Only :func:`count_case` imports torch.
-"""
+"""Kernel launches and GPU busy time of one eager forward per case, profiled with ``torch.profiler``: the
+launch-overhead model needs the count, the roofline the busy time (what a graph replay could at best come down to).
+Profiling runs after every timed test (:mod:`cudagraph_bench.plugin.profiles`; CUPTI left attached slows later
+launches, pytorch/pytorch#144455). Only :func:`count_case` imports torch."""
 
 from __future__ import annotations
 
@@ -23,12 +12,9 @@ Key = tuple[str, str, int]   # (model, dtype, seq_len in tokens)
 
 @dataclass
 class KernelCount:
-    """The kernel count of one case's eager forward (JSON-serialisable).
-
-    ``status``: ``ok`` (``n_kernels`` is the count, > 0; ``gpu_busy_ms`` the median over the profiled
-    forwards of the summed kernel durations in ms, > 0) or ``failed`` (not counted: ``reason`` says why,
-    ``phase`` where: ``load``, ``count``).
-    """
+    """The kernel count of one case's eager forward (JSON-serialisable). ``status``: ``ok`` (``n_kernels`` > 0;
+    ``gpu_busy_ms`` > 0, the median of the summed kernel durations in ms) or ``failed`` (``reason``, and
+    ``phase``: ``load`` or ``count``)."""
 
     model: str
     dtype: str
@@ -44,8 +30,7 @@ class KernelCount:
         return (self.model, self.dtype, self.seq_len)
 
     def eager_fields(self) -> dict:
-        """The fields the plugin writes into the eager benchmark's ``extra_info``: ``n_kernels`` and, when
-        timed, ``gpu_busy_ms``."""
+        """The eager benchmark's ``extra_info`` fields: ``n_kernels`` and, when timed, ``gpu_busy_ms``."""
         fields = {"n_kernels": self.n_kernels}
         if self.gpu_busy_ms is not None:
             fields["gpu_busy_ms"] = self.gpu_busy_ms
@@ -64,16 +49,12 @@ def device_problem(device: str) -> str | None:
 
 def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: int = 0,
                repeats: int | None = None) -> KernelCount:
-    """Kernels launched by one eager forward of ``model_name`` (``get_model(name, dtype)``, e.g. the session's
-    model cache) on random ``input_ids [1, seq_len]`` and the GPU busy time of that forward, from ``repeats`` profiled
-    forwards (default :data:`~cudagraph_bench.measure.roofline.DEFAULT_BUSY_REPEATS`,
-    :func:`~cudagraph_bench.measure.roofline.profile_forward`): every forward must launch the same number of
-    kernels, and ``gpu_busy_ms`` is the median of their summed kernel durations.
+    """Kernels launched by one eager forward of ``model_name`` (``get_model(name, dtype)``) on random
+    ``input_ids [1, seq_len]``, and its GPU busy time, from ``repeats`` profiled forwards (default
+    :data:`~cudagraph_bench.measure.roofline.DEFAULT_BUSY_REPEATS`) that must all launch the same number of kernels.
 
-    Never raises: a failure to build the model (phase ``load``), a model on a device other than CUDA, a
-    profiler or CUDA error (``count``), no kernel seen (CUPTI unavailable), counts that differ or no busy
-    time (``count``) are a ``failed`` :class:`KernelCount` with the reason.
-    """
+    Never raises: a failure to build the model (phase ``load``), a device other than CUDA, a profiler or CUDA
+    error, no kernel seen, counts that differ or no busy time (``count``) are a ``failed`` :class:`KernelCount`."""
     import statistics
 
     from cudagraph_bench.measure.case import describe_exception

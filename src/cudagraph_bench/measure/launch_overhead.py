@@ -1,21 +1,8 @@
-"""Launch-overhead microbenchmarks: tiny-kernel loop vs one graph replay, host vs device clocks,
-the baked-pointer hazard, and kernel counting for the launch-overhead model.
-
-The exercises follow the CUDA-graphs practice set of the source course (``shared/seeds/004_*``):
-a one-element kernel launched N times on a non-default stream, eagerly and as one replay of a graph
-that captured the same N launches. The kernel does (almost) no work, so the time measured is launch
-overhead: per launch on the host for the loop, one submission for the graph.
-
-Here the "tiny kernel" is ``counter.add_(1.0)`` on a ``[1]`` float32 CUDA tensor. In the eager loop
-every launch pays PyTorch's dispatcher and Python overhead as well as the CUDA launch, so the torch
-numbers are an upper bound of the raw ``cudaLaunchKernel`` cost that ``perf_tests/cuda/graphs.cu``
-measures.
-
-torch is imported inside functions only; :func:`is_kernel_event` needs no GPU and is unit-tested on CPU.
-
-The arithmetic on the measured times (µs per launch, speedup, the predicted saving of a graph,
-the ordering of the clocks) is :mod:`cudagraph_bench.results.launch_model`.
-"""
+"""Launch-overhead microbenchmarks (docs/launch-overhead.md): a one-element kernel (``counter.add_(1.0)``)
+launched N times on a non-default stream, eagerly and as one graph replay, so the time measured is launch overhead
+(with PyTorch's dispatcher: an upper bound of ``perf_tests/cuda/graphs.cu``'s raw cost); host vs device clocks; the
+baked-pointer hazard; kernel counting. The arithmetic on the times: :mod:`cudagraph_bench.results.launch_model`.
+torch is imported inside functions only."""
 
 from __future__ import annotations
 
@@ -35,9 +22,7 @@ _NON_KERNEL_PREFIXES = ("memcpy", "memset", "stream sync", "event sync", "contex
                         "device sync", "stream wait event", "cuda sync", "profilerstep")
 
 
-# --------------------------------------------------------------------------------------------------
-# kernel counting (torch.profiler)
-# --------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------- kernel counting (torch.profiler)
 
 def _device_type_name(device_type) -> str:
     """``DeviceType.CUDA`` -> ``"cuda"`` (also accepts plain strings, for tests)."""
@@ -46,19 +31,10 @@ def _device_type_name(device_type) -> str:
 
 
 def is_kernel_event(*, device_type, activity_type: str | None, name: str, is_user_annotation: bool = False) -> bool:
-    """Whether one profiler event is a device kernel execution.
-
-    A CUDA-device event of the profiler (``FunctionEvent.device_type == DeviceType.CUDA``) is one of:
-    a kernel (kineto activity type ``"kernel"``), a memcpy (``"gpu_memcpy"``, names ``Memcpy HtoD ...``),
-    a memset (``"gpu_memset"``, ``Memset (Device)``), a GPU-side user annotation
-    (``"gpu_user_annotation"``, the device span of a ``record_function`` range) or, with newer kineto, a
-    synchronization record (``"cuda_sync"``). Only kernels count. Host-side runtime calls
-    (``cudaLaunchKernel``, ``cudaGraphLaunch``) are CPU events and never count.
-
-    When the profiler gives the activity type (``FunctionEvent.activity_type`` of recent torch) it decides;
-    otherwise a CUDA event counts unless it is a user annotation or its name starts with one of the
-    non-kernel prefixes (memcpy, memset, sync records, the ``ProfilerStep#`` span of a schedule).
-    """
+    """Whether one profiler event is a device kernel execution: a CUDA-device event whose kineto activity type is
+    ``"kernel"`` (not a memcpy, memset, GPU user annotation or sync record; host runtime calls never count). Without
+    an activity type (older torch) a CUDA event counts unless it is a user annotation or its name starts with a
+    non-kernel prefix (memcpy, memset, sync records, ``ProfilerStep#``)."""
     if _device_type_name(device_type) != "cuda":
         return False
     if activity_type:
@@ -77,27 +53,14 @@ def count_kernel_events(events: Iterable) -> int:
 
 
 def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
-    """Device kernels that one call of ``fn`` launches, counted with ``torch.profiler``.
-
-    ``fn`` is called ``warmup`` times unprofiled (lazy initialisation, cuBLAS handles), then twice under
-    ``torch.profiler.profile(activities=[CPU, CUDA], schedule=schedule(wait=0, warmup=1, active=1))``:
-    the first profiled call only warms up CUPTI (kineto may drop device records at the start of a
-    session), the second is recorded. Each call ends with ``torch.cuda.synchronize()`` so its kernels
-    are complete before the step ends. Kernels are counted by :func:`count_kernel_events`
-    (memcpy/memset/annotation/sync device records excluded). Kernels replayed from a CUDA graph are
-    counted too.
-
-    Use it on the eager forward, e.g. ``count_kernel_launches(lambda: model_forward(model, ids))``.
-    Profiling can leave CUPTI attached after the session on some torch/CUDA versions (kineto's
-    ``TEARDOWN_CUPTI``, pytorch/pytorch#144455), which adds host cost to every later launch: count
-    kernels after timing, or in a separate process, so the profiler cannot slow later benchmarks.
-    If CUPTI is unavailable (e.g. profiling restricted to admin users) no device records arrive and
-    the count is 0.
+    """Device kernels that one call of ``fn`` launches (graph replays' kernels included), counted with
+    ``torch.profiler``: ``warmup`` unprofiled calls, then one profiled call that warms up CUPTI (kineto may drop the
+    first records) and the recorded one, each synchronized. Count after timing: CUPTI left attached slows later
+    launches (pytorch/pytorch#144455). 0 when CUPTI is unavailable (profiling restricted to admin users).
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
-        ValueError: ``warmup < 0``.
-    """
+        ValueError: ``warmup < 0``."""
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -115,9 +78,7 @@ def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
     return count_kernel_events(prof.events())
 
 
-# --------------------------------------------------------------------------------------------------
-# GPU measurements
-# --------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------- GPU measurements
 
 def _require_cuda():
     import torch
@@ -137,24 +98,13 @@ def _launch_variant(name: str) -> variants.Variant:
 
 
 class TinyKernelSequence:
-    """N launches of a one-element kernel on a non-default stream: eagerly, and as one CUDA graph.
-
-    The kernel is ``counter.add_(1.0)`` on ``counter: [1] float32`` (one element, negligible device
-    work). At construction the sequence is run once eagerly on the stream (warmup: kernel loading
-    happens outside capture), then the same ``n_launches`` launches are captured with
-    ``torch.cuda.graph(graph, stream=stream)`` (capture needs a non-default stream), and the counter
-    is reset to 0. Capture does not execute the kernels.
-
-    Every method issues work on :attr:`stream`; :meth:`value` synchronizes it before reading.
-
-    Args:
-        n_launches: launches per sequence (>= 1).
-        device: CUDA device.
+    """``n_launches`` (>= 1) launches of ``counter.add_(1.0)`` (``counter: [1] float32``) on :attr:`stream`,
+    eagerly and as one CUDA graph captured after one eager warm-up run; the counter starts at 0. Every method issues
+    work on :attr:`stream`; :meth:`value` synchronizes it before reading.
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
-        UsageError: ``n_launches < 1``.
-    """
+        UsageError: ``n_launches < 1``."""
 
     def __init__(self, n_launches: int, *, device="cuda"):
         torch = _require_cuda()
@@ -167,7 +117,7 @@ class TinyKernelSequence:
         self.counter = torch.zeros(1, dtype=torch.float32, device=self.device)
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
-        # The zeros kernel ran on the current stream; order the side stream after it.
+        # the zeros kernel ran on the current stream; order the side stream after it
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         self.graph = None
         self.run_loop()
@@ -195,12 +145,11 @@ class TinyKernelSequence:
             self.graph.replay()
 
     def _fn(self, variant: str) -> Callable[[], None]:
-        """The launch loop for the suite's reference variant, one graph replay for the captured one."""
+
         return self.run_loop if _launch_variant(variant).is_reference else self.replay
 
     def timed(self, variant: str) -> float:
-        """Run one sequence (``"loop"`` or ``"graph"``) bracketed by CUDA events on :attr:`stream`,
-        synchronize the stream, return the event time in ms."""
+        """One sequence (``"loop"`` or ``"graph"``) timed by CUDA events on :attr:`stream`, in ms (synchronized)."""
         fn = self._fn(variant)
         self._start.record(self.stream)
         fn()
@@ -209,12 +158,9 @@ class TinyKernelSequence:
         return self._start.elapsed_time(self._end)
 
     def clocked(self, variant: str) -> tuple[float, float, float]:
-        """One sequence timed by three clocks: ``(issue_ms, synced_wall_ms, event_ms)``.
-
-        The stream is drained first, then ``t0 = perf_counter()``; start event; launches; end event;
-        ``t1`` (issue: no synchronize); ``stream.synchronize()``; ``t2`` (synced wall). The events give
-        the device-side time. See the module docstring for what is guaranteed.
-        """
+        """One sequence timed by three clocks from a drained stream: ``(issue_ms, synced_wall_ms, event_ms)``
+        (host time to issue it, host time until the stream synchronized, CUDA events); the orderings guaranteed
+        between them: :func:`~cudagraph_bench.results.launch_model.clock_ordering_violations`."""
         fn = self._fn(variant)
         self.stream.synchronize()
         t0 = time.perf_counter()
@@ -252,11 +198,8 @@ class TinyKernelSequence:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """Loop vs graph for one N: per-repeat CUDA-event ms ``[repeats]`` and the counter check.
-
-    ``count_observed == count_expected`` checks that every timed loop and replay ran all its kernels
-    (the counter started at 0 before warmup; both are exact integers in float32 below 2**24).
-    """
+    """Loop vs graph for one N: per-repeat CUDA-event ms ``[repeats]``, and the counter, whose
+    ``count_observed == count_expected`` shows every loop and replay ran all its kernels (exact below 2**24)."""
 
     n_launches: int
     loop_event_ms: tuple[float, ...]
@@ -298,14 +241,12 @@ class SweepResult:
 
 
 def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5, device="cuda") -> SweepResult:
-    """Time ``n_launches`` tiny launches as an eager loop and as one graph replay (CUDA events on the
-    non-default stream, stream synchronized after each call). Loop and replay alternate per repeat, so
-    clock or power drift affects both alike. Medians over ``repeats`` after ``warmup`` calls of each.
+    """Time ``n_launches`` tiny launches as an eager loop and as one graph replay (CUDA events, synchronized),
+    alternating per repeat so that clock drift affects both alike: ``repeats`` after ``warmup`` calls of each.
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
-        UsageError: ``repeats < 1``, ``warmup < 0``, or a count above 2**24.
-    """
+        UsageError: ``repeats < 1``, ``warmup < 0``, or a count above 2**24."""
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     expected = expected_count(n_launches, 2 * (warmup + repeats))
@@ -323,10 +264,11 @@ def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5
 
 
 def check_count(seq: TinyKernelSequence, *, loops: int, replays: int) -> tuple[float, int]:
-    """Reset the counter, run ``loops`` eager sequences and ``replays`` graph replays, and return
-    ``(observed, expected)``: the counter value and ``n_launches * (loops + replays)``.
+    """Reset the counter, run ``loops`` eager sequences and ``replays`` graph replays; returns ``(observed,
+    expected)``: the counter and ``n_launches * (loops + replays)``.
 
-    Raises :class:`UsageError` when the expected count is above 2**24 (not exact in float32)."""
+    Raises:
+        UsageError: the expected count is above 2**24 (not exact in float32)."""
     expected = expected_count(seq.n_launches, loops + replays)
     seq.reset()
     for _ in range(loops):
@@ -358,14 +300,12 @@ class ClockResult:
 
 def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *, repeats: int = 50, warmup: int = 5,
                    seq: TinyKernelSequence | None = None, device="cuda") -> ClockResult:
-    """Time one variant (``"loop"`` or ``"graph"``) of ``n_launches`` tiny launches by the host clock
-    without synchronize (issue time), with synchronize (synced wall) and by CUDA events (device time).
-    Uses ``seq`` when given (its counter keeps counting), else a new :class:`TinyKernelSequence`.
+    """Time one variant (``"loop"`` or ``"graph"``) of ``n_launches`` tiny launches by three clocks
+    (:meth:`TinyKernelSequence.clocked`), on ``seq`` when given, else on a new :class:`TinyKernelSequence`.
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
-        UsageError: unknown variant, ``repeats < 1`` or ``warmup < 0``.
-    """
+        UsageError: unknown variant, ``repeats < 1`` or ``warmup < 0``."""
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     own = seq is None
@@ -384,19 +324,10 @@ def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *,
 
 @dataclass(frozen=True)
 class BakedPointerResult:
-    """What a replay writes after the captured buffer was replaced (all values are counter floats).
-
-    Case "rebind" (old buffer kept alive): the graph captured ``n_launches`` ``+1`` launches on ``old``;
-    after one replay ``new`` is allocated and the name is re-pointed to it, then a second replay runs.
-    The graph still writes ``old`` (``old_value == 2 * n_launches``) and never ``new`` (``new_value == 0``).
-
-    Case "free then allocate": another graph captured launches on ``freed``; that tensor is deleted
-    (its block returns to PyTorch's caching allocator, still mapped), ``realloc`` of the same size is
-    allocated, then the graph is replayed. If the allocator handed back the same address
-    (``same_address``) the replay silently writes into ``realloc``, a tensor it never saw
-    (``realloc_value == n_launches``); otherwise ``realloc`` stays 0 and the write lands in a free
-    cached block. Which one happens is the allocator's choice; it is reported, not assumed.
-    """
+    """What a replay writes after the captured buffer was replaced (counter floats). "Rebind": the name re-pointed
+    to a new buffer between two replays, the graph still writes ``old`` (``old_value == 2 * n_launches``,
+    ``new_value == 0``). "Free then allocate": the captured buffer freed and one of the same size allocated; when the
+    allocator hands back the address (``same_address``, reported, not assumed) the replay writes into ``realloc``."""
 
     n_launches: int
     old_ptr: int
@@ -429,18 +360,13 @@ class BakedPointerResult:
 
 
 def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerResult:
-    """Show that a graph keeps writing the address it captured (see :class:`BakedPointerResult`).
-
-    The free-then-allocate case never calls ``torch.cuda.empty_cache()`` (nor captures another graph,
-    which empties the cache) between the free and the replay: the freed block stays mapped in the
-    caching allocator, so the stray write cannot fault and poison the process's CUDA context. The
-    graph is destroyed before returning, so its dangling pointer can never be replayed again. The
-    real ``cudaFree`` case runs in ``perf_tests/cuda/graphs.cu`` under compute-sanitizer.
+    """Show that a graph keeps writing the address it captured (:class:`BakedPointerResult`). Nothing empties the
+    allocator's cache between the free and the replay, so the stray write lands in mapped memory and cannot poison
+    the CUDA context (the real ``cudaFree`` case: ``perf_tests/cuda/graphs.cu`` under compute-sanitizer).
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
-        UsageError: ``n_launches < 1``.
-    """
+        UsageError: ``n_launches < 1``."""
     torch = _require_cuda()
     if n_launches < 1:
         raise UsageError(f"n_launches must be >= 1, got {n_launches}")
@@ -466,7 +392,7 @@ def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerRes
             g.replay()
         stream.synchronize()
 
-    # Case 1: re-point the name, keep the old buffer alive.
+    # rebind: keep the old buffer alive
     d = torch.zeros(1, dtype=torch.float32, device=dev)
     g1 = capture(d)
     replay(g1)
@@ -478,7 +404,7 @@ def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerRes
     g1.reset()
     del old, d, g1
 
-    # Case 2: free the captured buffer, allocate another of the same size, replay.
+    # free then allocate
     e = torch.zeros(1, dtype=torch.float32, device=dev)
     g2 = capture(e)
     freed_ptr = e.data_ptr()

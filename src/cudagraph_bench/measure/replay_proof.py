@@ -1,18 +1,7 @@
-"""Proof of replay: one profiled call of a graph variant after its timing, and the counts it recorded.
-
-A graph variant whose timed call silently runs eagerly passes its correctness check and only its latency is
-wrong (vLLM#36165, pytorch#124506). :func:`proof_fields` profiles one more call of a timed graph variant with
-``torch.profiler`` (CUDA activity: CUPTI's runtime and driver API records) and returns
-``extra_info["replay"]``: its graph launches and the kernels launched outside a graph
-(:func:`cudagraph_bench.results.replay.count_replay`, whose docstring says what the count does not see), with
-what the variant should launch per call (:func:`replay_expectation`). The verdicts judge it
-(:func:`cudagraph_bench.results.replay.replay_problem`).
-
-A profiler session can leave CUPTI attached to the process and add host cost to every later launch
-(pytorch/pytorch#144455; :mod:`cudagraph_bench.measure.kernel_counts`), so the profiled call comes after the
-case's timing, and the plugin takes it only with ``--replay-proof``: every case timed after the first proof
-of a session may carry that cost.
-"""
+"""Proof of replay: one profiled call of a timed graph variant, its graph launches and the kernels launched
+outside a graph (:func:`cudagraph_bench.results.replay.count_replay`) against what it should launch. Why: a graph
+variant that silently runs eagerly passes its check, only its latency is wrong (vLLM#36165, pytorch#124506).
+Taken after timing and only with ``--replay-proof``: CUPTI left attached slows later launches (pytorch#144455)."""
 
 from __future__ import annotations
 
@@ -22,14 +11,12 @@ from cudagraph_bench.results.replay import ReplayCount, count_replay, replay_fie
 from cudagraph_bench.variants import DECODE
 
 #: Kernels a padded or bucketed forward launches outside its graph per call to pad the prompt
-#: (:func:`~cudagraph_bench.capture.buckets.pad_prompt`: ``torch.full``, ``torch.zeros``, the mask's fill, and
-#: the prompt's copy where torch does it with a kernel rather than a memcpy).
+#: (:func:`~cudagraph_bench.capture.buckets.pad_prompt`: full, zeros, the mask's fill, the prompt's copy).
 PAD_INPUT_KERNELS = 4
 
 
 def _kind(record) -> str:
-    """A profiler record's kind for :func:`~cudagraph_bench.results.replay.count_replay`: kineto's activity
-    type where this torch reports it, else the device type (``"cpu"`` for host API calls, ``"cuda"``)."""
+    """Kineto's activity type where this torch reports it, else the device type (``"cpu"``, ``"cuda"``)."""
     from cudagraph_bench.measure.launch_overhead import _device_type_name
 
     kind = getattr(record, "activity_type", None)
@@ -37,18 +24,13 @@ def _kind(record) -> str:
 
 
 def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tuple[str, str]]:
-    """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` on the GPU, under
-    ``torch.inference_mode()`` (as the timed calls run).
-
-    One ``torch.profiler.profile(activities=[CPU, CUDA])`` window (CPU too: some torch versions collect CUPTI's
-    driver API records, Triton's ``cuLaunchKernel``, only with it) with a schedule of one warm-up call (kineto may
-    drop records at the start of a session) and ``calls`` active ones, each followed by
-    ``torch.cuda.synchronize()``.
+    """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` on the GPU under
+    ``torch.inference_mode()``, after one profiled warm-up call, each synchronized. CPU activity is profiled too:
+    some torch versions record CUPTI's driver API calls (Triton's ``cuLaunchKernel``) only with it.
 
     Raises:
         CudaUnavailableError: no CUDA GPU.
-        ValueError: ``calls < 1``.
-    """
+        ValueError: ``calls < 1``."""
     from cudagraph_bench.measure.launch_overhead import _require_cuda
     from cudagraph_bench.measure.roofline import window_records
 
@@ -75,16 +57,11 @@ def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
 
 
 def replay_expectation(prepared) -> tuple[int, int | None] | None:
-    """``(graph launches per call, kernels outside a graph allowed per call or None for unbounded)`` of a
-    prepared case (:class:`~cudagraph_bench.measure.case.PreparedCase` or
-    :class:`~cudagraph_bench.measure.decode_case.PreparedDecode`); None for a variant that captures no graph
-    of the suite's own (eager, ``compile``, the decode references and the peer).
-
-    A forward graph variant launches one graph per call and no kernel outside it (padded and bucketed:
-    :data:`PAD_INPUT_KERNELS` to pad the prompt). A graphed decoder's call is one whole request: one launch per
-    replay of :func:`~cudagraph_bench.capture.decode.replay_plan` over ``new_tokens - 1`` steps, plus one for a
-    prefill graph; its eager prefill and the request's set-up run outside any graph, so those kernels are
-    recorded but not bounded."""
+    """``(graph launches per call, kernels outside a graph allowed per call, None: unbounded)`` of a prepared
+    forward or decode case; None for a variant that captures no graph of the suite's own. A forward graph: one
+    launch, no kernel outside (padded, bucketed: :data:`PAD_INPUT_KERNELS`). A graphed decoder's whole request: the
+    replays of :func:`~cudagraph_bench.capture.decode.replay_plan` over ``new_tokens - 1`` steps, plus a prefill
+    graph's, its set-up outside any graph unbounded."""
     kind = prepared.spec.variant_spec
     if not kind.captured:
         return None
@@ -105,11 +82,10 @@ def replay_expectation(prepared) -> tuple[int, int | None] | None:
 def proof_fields(prepared, *, device: str, enabled: bool, calls: int = 1) -> dict:
     """The ``extra_info`` fields of a timed case's replay proof: ``{"replay": ...}``
     (:func:`~cudagraph_bench.results.replay.replay_field`) for a graph variant on a CUDA device when ``enabled``,
-    else ``{}`` (nothing profiled, no field written: the verdicts read it as not recorded). Call it after timing.
+    else ``{}`` (nothing profiled; read as not recorded). Call it after timing.
 
     Raises:
-        Exception: what the profiled call raises (the case's failure).
-    """
+        Exception: what the profiled call raises (the case's failure)."""
     expected = replay_expectation(prepared)
     if not enabled or expected is None or not str(device).startswith("cuda"):
         return {}

@@ -1,10 +1,5 @@
-"""The measurement settings that a run applies to every case, owned by one dataclass: :class:`MeasureSettings`
-(the round policy, ``compile_mode``, ``pad_to``, ``buckets``, ``check_inputs``, ``seed``, ``device``; defaults
-from :mod:`cudagraph_bench.options`).
-
-:class:`~cudagraph_bench.measure.case.CaseSpec` (one case) inherits its fields (keyword-only, after its own);
-the pytest session builds them from its options (:meth:`MeasureSettings.from_options`). No torch import.
-"""
+"""The measurement settings a run applies to every case, one dataclass (:class:`MeasureSettings`, defaults from
+:mod:`cudagraph_bench.options`), which :class:`~cudagraph_bench.measure.case.CaseSpec` inherits. No torch import."""
 
 from __future__ import annotations
 
@@ -19,15 +14,13 @@ from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFA
 
 @dataclass(kw_only=True)
 class MeasureSettings:
-    """How every case of a run is measured. Keyword-only, so that a subclass keeps its own positional fields.
+    """How every case of a run is measured; keyword-only, so that a subclass keeps its own positional fields.
 
-    ``rounds`` .. ``min_time_ms``: the round policy (:meth:`round_policy`; ``max_time_ms`` and the time floors
-    in ms); ``compile_mode``: the inductor mode of ``compile+graph``; ``pad_to``/``buckets`` in tokens (a
-    tuple, whatever sequence is given); ``check_inputs``: fresh random inputs of the correctness check;
-    ``seed``: of the inputs; ``device``: ``"cuda"`` or ``"cpu"``; ``attn_implementation``: the attention every model
-    runs (None: each model's own); ``max_positions``: the position bound (tokens) of models whose config records none
-    (None: the longest request).
-    """
+    ``rounds`` .. ``min_time_ms``: the round policy (:meth:`round_policy`; times in ms); ``compile_mode``: the
+    inductor mode of ``compile+graph``; ``pad_to``/``buckets`` in tokens (a tuple); ``check_inputs``: fresh random
+    inputs of the correctness check; ``seed``: of the inputs; ``device``: ``"cuda"`` or ``"cpu"``;
+    ``attn_implementation``: the attention every model runs (None: each model's own); ``max_positions``: the position
+    bound (tokens) of models whose config records none (None: the longest request)."""
 
     rounds: int = DEFAULT_ROUNDS
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
@@ -57,9 +50,8 @@ class MeasureSettings:
 
     @classmethod
     def from_options(cls, option: Callable[[str], Any], **kw):
-        """The settings given by command-line options: ``option(dest)`` is the value of each field that is one
-        of :data:`~cudagraph_bench.options.MATRIX_OPTIONS` (pytest's ``config.getoption``); ``kw`` the other
-        fields (of ``cls``, e.g. a :class:`~cudagraph_bench.measure.case.CaseSpec`'s ``model``)."""
+        """The settings given by command-line options: ``option(dest)`` (pytest's ``config.getoption``) gives each of
+        :data:`OPTION_FIELDS`; ``kw`` the other fields of ``cls``."""
         return cls(**{name: option(name) for name in OPTION_FIELDS}, **kw)
 
 

@@ -1,21 +1,10 @@
 """The peer of the compiled graphed decode: HF ``generate`` with a static KV cache and a ``torch.compile``-d
-forward, set up as transformers' guide "LLM inference optimization" (section "Static kv-cache and
-torch.compile") shows it::
+forward, set up as transformers' guide "LLM inference optimization" ("Static kv-cache and torch.compile") does::
 
     model.generation_config.cache_implementation = "static"
     model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-    outputs = model.generate(**input_ids)
 
-On a CUDA device, transformers' ``generate`` also compiles ``model.__call__`` by itself for a static cache
-(``GenerationMixin._valid_auto_compile_criteria``, ``PreTrainedModel.get_compiled_call``, mode
-``reduce-overhead``), so what runs is what a user of the guide gets; nothing here changes it.
-
-:class:`StaticCompiledGenerate` sets the model up like that on the model it is given (the session's shared
-model) and :meth:`~StaticCompiledGenerate.close` puts it back: the forward, the generation config's cache
-implementation, every attribute ``generate`` left on the model (the compiled call and its config that
-``get_compiled_call`` caches, the static cache length of ``_prepare_static_cache``), and dynamo's caches
-(``torch._dynamo.reset()``, which also frees inductor's CUDA graph trees).
-"""
+``generate`` on CUDA also compiles ``model.__call__`` itself for a static cache, as a user of the guide gets."""
 
 from __future__ import annotations
 
@@ -26,25 +15,14 @@ GUIDE_FULLGRAPH = True
 
 class StaticCompiledGenerate:
     """HF ``generate(do_sample=False)`` with ``cache_implementation="static"`` and ``model.forward`` compiled
-    as the guide does (module docstring), for greedy requests at batch 1.
-
-    Use::
-
-        peer = StaticCompiledGenerate(model)
-        try:
-            peer.warm(input_ids, 128)                 # compiles; peer.compile_ms
-            tokens = peer.generate(input_ids, 128)    # [1, 128] int64
-        finally:
-            peer.close()                              # the model is as it was
+    as the guide does, for greedy requests at batch 1: :meth:`warm` compiles, :meth:`generate` runs a request,
+    :meth:`close` puts the model back. Calls ``torch._dynamo.reset()`` on construction and on close: one compiled
+    model at a time.
 
     Args:
         model: a causal LM (the session's model: it is changed until :meth:`close`).
         mode, fullgraph: torch.compile's settings (default the guide's).
-        backend: torch.compile's backend (``"inductor"``; tests on the CPU pass ``"eager"``, then ``mode`` is
-            not passed).
-
-    Calls ``torch._dynamo.reset()`` on construction and on close: one compiled model at a time.
-    """
+        backend: torch.compile's backend (``"inductor"``; with another, e.g. ``"eager"``, ``mode`` is not passed)."""
 
     def __init__(self, model, *, mode: str = GUIDE_COMPILE_MODE, fullgraph: bool = GUIDE_FULLGRAPH,
                  backend: str = "inductor"):
@@ -78,13 +56,10 @@ class StaticCompiledGenerate:
 
     def warm(self, input_ids, max_new_tokens: int, *, timeout_s: float | None = None) -> float:
         """Run requests until their timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`);
-        returns and sets ``compile_ms``, the wall ms they took beyond steady state (compilation, CUDA graph
-        recording).
+        returns and sets ``compile_ms``, the wall ms they took beyond steady state (compiling, graph recording).
 
         Raises:
-            CompileTimeout: the requests ran past ``timeout_s`` wall seconds (None or 0: no limit), e.g. a
-                forward that recompiles at every new length.
-        """
+            CompileTimeout: the requests ran past ``timeout_s`` wall seconds (None or 0: no limit)."""
         import torch
 
         from cudagraph_bench.capture.compiling import time_limit, warm_until_stable
@@ -102,8 +77,8 @@ class StaticCompiledGenerate:
         return self.compile_ms
 
     def close(self) -> None:
-        """Put the model back as it was (its instance attributes, the generation config's cache implementation)
-        and reset dynamo. Idempotent."""
+        """Put the model back (its instance attributes, what ``generate`` cached on it, the generation config's
+        cache implementation) and reset dynamo. Idempotent."""
         if not self._open:
             return
         import torch

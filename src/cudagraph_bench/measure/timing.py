@@ -1,19 +1,7 @@
-"""GPU-correct timing of one call: synchronized wall time plus CUDA-event time, CUDA synchronised in one place.
-
-A CUDA call returns when its kernels are queued, not when they finish. Every timed call goes through a
-:class:`CallTimer`, which records CUDA events around the call on the current stream and then synchronizes: host
-wall time includes the GPU work, and the events give the device-side time of the same call. The gap between the
-two is host overhead that the GPU does not see (launch, Python, synchronisation). On a CPU the timer only calls.
-
-How many calls a benchmark times is planned from a pilot of its first calls (:class:`RoundPolicy`,
-:func:`plan_rounds`): at least ``rounds``, more until the median's 95% interval is expected within
-``precision_pct`` (:func:`rounds_for_precision`), with what that target adds capped at ``max_rounds`` and at
-``max_time_ms`` of calls; time floors ``min_time_ms`` / ``warmup_ms``.
-
-The device-side figure the gate guards (:func:`back_to_back_ms`) times blocks of calls between two events, queued
-behind a held stream as nvbench's blocking kernel does: the host's per-call work (Python, the launch, the
-synchronize) stays out of it, so what is left is the replay's own time, stable between processes.
-"""
+"""GPU-correct timing of one call (docs/measurement.md, "Timing"): every timed call goes through a
+:class:`CallTimer` (CUDA events around it, then a synchronize, so the wall time includes the GPU work); the rounds
+are planned from a pilot (:class:`RoundPolicy`); the device-side figure the gate guards is
+:func:`back_to_back_ms`, with no host time in it."""
 
 from __future__ import annotations
 
@@ -24,19 +12,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-#: Upper bound of the rounds that ``--warmup-ms`` / ``--min-time-ms`` may add (per benchmark, each of
-#: warmup and measured): a 1 us call would otherwise ask for 200k rounds.
+#: Most rounds ``--warmup-ms`` / ``--min-time-ms`` may add (each of warmup and measured): a 1 us call would ask 200k.
 MAX_TIMED_ROUNDS = 20_000
 
 
 class CallTimer:
-    """Wraps ``fn`` so that each call is bracketed by CUDA events and ends with a synchronize: the one place the
-    timing code synchronizes CUDA. On ``device="cpu"`` it only calls ``fn`` (no events).
-
-    Use it as the target of ``benchmark.pedantic`` (pytest-benchmark times the wrapper with its own clock, wall
-    time, synchronized) or of :func:`time_call`; :meth:`event_ms` returns the CUDA-event ms of the calls. Events
-    are created up front (``capacity`` pairs) so the timed region only records them.
-    """
+    """Wraps ``fn`` so that each call is bracketed by CUDA events and ends with a synchronize, the one place the
+    timing code synchronizes CUDA (on ``device="cpu"`` it only calls ``fn``); the target of ``benchmark.pedantic``
+    or :func:`time_call`. ``capacity`` event pairs are created up front, so the timed region only records them."""
 
     def __init__(self, fn: Callable[[], object], capacity: int = 256, *, device: str = "cuda"):
         self._fn = fn
@@ -67,8 +50,7 @@ class CallTimer:
         return out
 
     def event_ms(self, last: int | None = None) -> list[float]:
-        """CUDA-event time (ms) of each call so far, or of the ``last`` calls (the measured rounds); ``[]`` on
-        a CPU."""
+        """CUDA-event time (ms) of each call so far, or of the ``last`` calls; ``[]`` on a CPU."""
         pairs = self._events[: self.calls]
         if last is not None:
             pairs = pairs[-last:] if last else []
@@ -85,8 +67,8 @@ class Timing:
 
 @contextmanager
 def gc_disabled() -> Iterator[None]:
-    """Python's garbage collector off for the block (a collection inside a timed call would add ms to
-    that round only), restored to its previous state after it."""
+    """Python's garbage collector off for the block (a collection inside a timed call would add ms to that round
+    only), then restored to its previous state."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -97,12 +79,11 @@ def gc_disabled() -> Iterator[None]:
 
 
 def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str = "cuda") -> Timing:
-    """Call ``fn`` ``warmup`` times untimed, then ``rounds`` times timed through a :class:`CallTimer` (wall +
-    CUDA events), with the garbage collector off (:func:`gc_disabled`).
+    """Call ``fn`` ``warmup`` times untimed, then ``rounds`` times through a :class:`CallTimer`, garbage collector
+    off.
 
     Raises:
-        ValueError: ``rounds < 1`` or ``warmup < 0``.
-    """
+        ValueError: ``rounds < 1`` or ``warmup < 0``."""
     if rounds < 1 or warmup < 0:
         raise ValueError(f"rounds must be >= 1 and warmup >= 0 (got {rounds}, {warmup})")
     timer = CallTimer(fn, capacity=warmup + rounds, device=device)
@@ -116,30 +97,24 @@ def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str
     return Timing(wall_ms=wall, event_ms=timer.event_ms(last=rounds))
 
 
-#: Calls per block of the device-side figure (:func:`back_to_back_ms`), at most; a slower call gets fewer, so that a
-#: block lasts about :data:`BACK_TO_BACK_BLOCK_MS` of GPU time (at least one call).
+#: Calls per block of :func:`back_to_back_ms`, at most; fewer so that a block lasts about ``BACK_TO_BACK_BLOCK_MS``.
 BACK_TO_BACK_CALLS = 20
 BACK_TO_BACK_BLOCK_MS = 2.0
-#: Blocks of the device-side figure: at least this many, more until :data:`BACK_TO_BACK_BUDGET_MS` of timed calls, at
-#: most :data:`BACK_TO_BACK_MAX_BLOCKS`.
+#: Blocks of the device-side figure: at least this many, more until the budget (ms of calls), at most the max.
 BACK_TO_BACK_MIN_BLOCKS = 10
 BACK_TO_BACK_BUDGET_MS = 200.0
 BACK_TO_BACK_MAX_BLOCKS = 100
-#: The stream is held before each block for this many times the host's time to queue the block, and at least
-#: :data:`HOLD_MIN_MS`: the hold must outlast the queueing on a host that is slower for a moment.
+#: The stream is held before each block for this many times the host's time to queue it, at least
+#: :data:`HOLD_MIN_MS`, so that the hold outlasts the queueing on a host slower for a moment.
 HOLD_FACTOR = 3.0
 HOLD_MIN_MS = 0.1
 
 
 @dataclass(frozen=True)
 class DeviceFigure:
-    """The device-side time of one call (:func:`back_to_back_ms`).
-
-    ``block_ms``: per-call ms of each block (CUDA events around the block / its calls), the blocks whose queueing
-    ended within the hold; ``calls_per_block``; ``hold_ms``: GPU ms the stream was held before each block (the
-    last hold used); ``enqueue_ms``: host ms to queue one call (the median over the blocks; the host's share of a
-    call, which the figure leaves out); ``uncovered_blocks``: blocks dropped because their queueing outlasted the
-    hold (each doubled the hold)."""
+    """The device-side time of one call (:func:`back_to_back_ms`): ``block_ms``, per-call ms of each kept block;
+    ``calls_per_block``; ``hold_ms``, the last hold (GPU ms) before a block; ``enqueue_ms``, host ms to queue one
+    call (median); ``uncovered_blocks``, blocks dropped because their queueing outlasted the hold."""
 
     block_ms: list[float]
     calls_per_block: int
@@ -155,8 +130,7 @@ class DeviceFigure:
         return float(np.median(self.block_ms))
 
     def record(self) -> dict:
-        """The case's ``extra_info`` fields: ``device_ms`` (the blocks), ``device_median_ms``, ``device_calls_per_block``,
-        ``device_hold_ms``, ``host_enqueue_ms`` and ``device_uncovered_blocks``."""
+        """The case's ``extra_info`` fields (``device_ms``: the blocks, ``device_median_ms``, ...)."""
         return {"device_ms": list(self.block_ms), "device_median_ms": self.median_ms,
                 "device_calls_per_block": self.calls_per_block, "device_hold_ms": self.hold_ms,
                 "host_enqueue_ms": self.enqueue_ms, "device_uncovered_blocks": self.uncovered_blocks}
@@ -190,8 +164,8 @@ def sleep_cycles_per_ms() -> float:
 
 
 def hold_stream(ms: float) -> None:
-    """Queue a GPU spin of about ``ms`` milliseconds on the current stream (``torch.cuda._sleep``): the work queued
-    after it starts only when the spin ends, back to back, whatever the host's pace meanwhile."""
+    """Queue a GPU spin of about ``ms`` milliseconds on the current stream (``torch.cuda._sleep``), so the work
+    queued after it runs back to back whatever the host's pace."""
     import torch
 
     torch.cuda._sleep(max(1, int(ms * sleep_cycles_per_ms())))
@@ -200,21 +174,12 @@ def hold_stream(ms: float) -> None:
 def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS,
                     min_blocks: int = BACK_TO_BACK_MIN_BLOCKS, budget_ms: float = BACK_TO_BACK_BUDGET_MS,
                     max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> DeviceFigure | None:
-    """The device-side time of one call of ``fn`` (ms): blocks of calls queued behind a held stream and timed by CUDA
-    events, so that no host time enters the figure.
-
-    Workflow: one call sizes the blocks (``calls`` calls, fewer when they would last beyond
-    :data:`BACK_TO_BACK_BLOCK_MS`); one unheld block measures the host's time to queue a block; then each block is
-    queued behind :func:`hold_stream` of :data:`HOLD_FACTOR` times that (at least :data:`HOLD_MIN_MS`), between two
-    events recorded after the hold: the GPU runs the block's calls back to back, from its own queue. A block whose
-    queueing outlasted the hold (the host time would enter it) is dropped and the hold doubled. At least
-    ``min_blocks`` blocks, more while they sum to less than ``budget_ms`` of calls, at most ``max_blocks``. Garbage
-    collector off.
-
-    Why the hold: without it a block starts with the host's latency to its first launch, one per block; for a call of
-    1-3 ms (one or two calls a block) that latency, which moves with the process's CPU, moved the figure by 2-5%
-    between processes. Source of the method: nvbench's blocking kernel (the stream is held while the measured
-    launches are queued); events around repeated calls as in ``triton.testing.do_bench``.
+    """The device-side time of one call of ``fn`` (ms): blocks of up to ``calls`` calls (about
+    :data:`BACK_TO_BACK_BLOCK_MS` each) queued behind :func:`hold_stream` and timed by CUDA events recorded after the
+    hold, so the GPU runs them back to back and no host time enters the figure (nvbench's blocking kernel). A block
+    whose queueing outlasted the hold is dropped and the hold doubled. ``min_blocks`` to ``max_blocks`` blocks, more
+    while they sum to less than ``budget_ms``. Why: the host's latency to a block's first launch moved the figure of
+    a 1-3 ms call by 2-5% between processes.
 
     Returns a :class:`DeviceFigure`, or None without CUDA."""
     import torch
@@ -233,7 +198,7 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
     enqueue: list[float] = []
     uncovered = 0
     with gc_disabled():
-        t0 = time.perf_counter()                       # warm block, unheld: the host's time to queue a block
+        t0 = time.perf_counter()                       # unheld: the host's time to queue a block
         for _ in range(per_block):
             fn()
         hold_ms = max(HOLD_MIN_MS, HOLD_FACTOR * (time.perf_counter() - t0) * 1e3)
@@ -266,12 +231,10 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
                         enqueue_ms=float(sorted(enqueue)[len(enqueue) // 2]), uncovered_blocks=uncovered)
 
 
-#: Calls of the pilot that plans the rounds (:func:`pilot_call_ms`): at most this many, and no more once
-#: they took ``PILOT_BUDGET_MS`` (or the warmup time floor, when longer: the pilot is warmup too).
+#: Calls of the pilot (:func:`pilot_call_ms`): at most this many, no more once they took the budget (or warmup_ms).
 PILOT_CALLS = 20
 PILOT_BUDGET_MS = 100.0
-#: The fewest timed pilot calls, budget or not: the fewest whose spread :func:`median_ci_pct` can estimate (a
-#: pilot of one slow first call would switch the precision target off for that benchmark).
+#: The fewest timed pilot calls, budget or not: the fewest whose spread :func:`median_ci_pct` can estimate.
 PILOT_MIN_CALLS = 3
 #: Rounds planned per round the pilot's spread asks for: a 20-call pilot's MAD misjudges sigma by ~20%, and
 #: in simulation (normal data) 1.5x brings the measured interval within 1.25x the target ~9 times in 10.
@@ -283,18 +246,10 @@ MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
                   budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS,
                   spread_useless_ms: float | None = None, cold_call: bool = True) -> list[float]:
-    """Wall ms of the pilot calls of ``fn`` (a :class:`CallTimer`, which synchronizes, or ``fn`` followed by
-    ``sync``):
-    one cold call untimed (``cold_call=False``: none, for a ``fn`` the caller has just run, e.g. a decode
-    request whose tokens were checked), then up to ``calls`` timed calls, stopping early once they took ``budget_ms`` in
-    all and there were at least ``min_calls`` of them (``min_calls=1``: a slow call is not repeated), or
-    as soon as one timed call took at least ``spread_useless_ms`` (a call that slow gets no rounds for the
-    precision target, so its spread need not be known: :meth:`RoundPolicy.plan`). These calls are extra
-    warmup, never measured rounds.
-
-    Returns:
-        the timed calls' wall ms, in call order (at least one).
-    """
+    """Wall ms of the pilot calls of ``fn`` (a :class:`CallTimer`, or ``fn`` followed by ``sync``), in call order,
+    at least one: one untimed cold call (unless ``cold_call=False``), then up to ``calls`` timed calls, stopping
+    once they took ``budget_ms`` and were at least ``min_calls``, or once one took ``spread_useless_ms`` (too slow
+    for the precision target to add rounds: :meth:`RoundPolicy.plan`). Warmup, never measured rounds."""
     sync = sync or (lambda: None)
     if cold_call:
         fn()
@@ -313,15 +268,10 @@ def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = No
 
 
 def median_ci_pct(samples_ms) -> float | None:
-    """Half-width of the median's 95% interval, in % of the median, from the asymptotic standard error of
-    the sample median, ``sqrt(pi/2) * sigma / sqrt(n)``, with sigma estimated robustly as the normal-scaled MAD
-    (``scipy.stats.median_abs_deviation(scale="normal")``, so that a few slow outliers do not inflate it) and the
-    normal quantile ``scipy.stats.norm.ppf(0.975)``. Source: the asymptotic variance of the sample median,
-    ``1 / (4 n f(m)^2)``, which for normal data is ``(pi/2) sigma^2 / n`` (e.g. Kendall & Stuart,
-    *The Advanced Theory of Statistics*, vol. 1, sampling distribution of quantiles).
-
-    Returns None for fewer than 3 samples or a median <= 0; 0.0 when every sample is equal.
-    """
+    """Half-width of the median's 95% interval, in % of the median: ``norm.ppf(0.975) * sqrt(pi/2) * sigma /
+    sqrt(n)``, sigma the normal-scaled MAD (robust to a few slow outliers). Source: the asymptotic variance of the
+    sample median, ``(pi/2) sigma^2 / n`` for normal data (Kendall & Stuart, vol. 1). None for fewer than 3 samples
+    or a median <= 0; 0.0 when every sample is equal."""
     import numpy as np
     from scipy import stats
 
@@ -337,12 +287,8 @@ def median_ci_pct(samples_ms) -> float | None:
 
 def rounds_for_precision(pilot_ms, precision_pct: float) -> int:
     """Measured rounds whose median's 95% interval is expected within ``precision_pct`` % of the median
-    (:func:`median_ci_pct` solved for n, with the pilot's median and MAD). 0 when ``precision_pct`` is 0
-    or the pilot has fewer than 3 calls (no spread can be estimated: the other floors decide).
-
-    The planned rounds are :data:`PLAN_SAFETY` times what the pilot's spread asks for. Example: a pilot
-    with median 10 ms and MAD 0.2 ms (sigma ~0.3 ms) at 1% -> about 55 x 1.5 = 82 rounds.
-    """
+    (:func:`median_ci_pct` solved for n, times :data:`PLAN_SAFETY`); 0 when ``precision_pct`` is 0 or the pilot has
+    fewer than 3 calls. E.g. median 10 ms, MAD 0.2 ms at 1% -> about 55 x 1.5 = 82 rounds."""
     ci = median_ci_pct(pilot_ms) if precision_pct > 0 else None
     if ci is None:
         return 0
@@ -352,25 +298,15 @@ def rounds_for_precision(pilot_ms, precision_pct: float) -> int:
 def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: float, min_time_ms: float,
                 max_rounds: int = MAX_TIMED_ROUNDS, pilot_ms=(), precision_pct: float = 0.0,
                 max_time_ms: float = 0.0) -> tuple[int, int]:
-    """Measured and warmup rounds for a call of about ``per_call_ms`` ms: at least ``rounds`` measured
-    rounds, enough of them to take ``min_time_ms`` and enough for the median's 95% interval to be within
-    ``precision_pct`` % (:func:`rounds_for_precision` on ``pilot_ms``); at least ``warmup`` warmup rounds
-    and enough to take ``warmup_ms``. What the time floors and the precision target add stops at
-    ``max_rounds`` each (never below ``rounds`` / ``warmup``); what the precision target adds also stops at
-    ``ceil(max_time_ms / per_call_ms)`` rounds (``max_time_ms`` 0: no time cap). The ``rounds`` and
-    ``min_time_ms`` floors take precedence over the time cap: a ``min_time_ms`` above ``max_time_ms`` still
-    gets its rounds.
-
-    The time cap is judged from ``per_call_ms`` (:class:`RoundPolicy` passes the pilot's fastest call), so
-    calls slower than that take longer than ``max_time_ms`` in all.
+    """Measured and warmup rounds for a call of about ``per_call_ms`` ms: at least ``rounds`` measured rounds,
+    enough to take ``min_time_ms`` and for the median's 95% interval to be within ``precision_pct`` %
+    (:func:`rounds_for_precision` on ``pilot_ms``); at least ``warmup`` warmup rounds, enough to take ``warmup_ms``.
+    What the floors and the target add stops at ``max_rounds``; what the target adds also at
+    ``ceil(max_time_ms / per_call_ms)`` (0: no cap), which the ``rounds`` and ``min_time_ms`` floors win over.
 
     Returns:
         ``(rounds, warmup)``, e.g. a 0.1 ms call with rounds 100, warmup 10, 100 ms warmup, 200 ms minimum
-        -> ``(2000, 1000)``. With a time cap: a 20 ms call whose pilot's spread asks for 1500 rounds, with
-        rounds 20, max_time_ms 1000 and no time floors -> 1000 / 20 = 50 measured rounds; the same with a
-        100 ms call -> 20 (the ``rounds`` floor is above 1000 / 100 = 10); with min_time_ms 3000 on the
-        20 ms call -> 3000 / 20 = 150.
-    """
+        -> ``(2000, 1000)``; a 20 ms call whose spread asks for 1500 rounds, rounds 20, max_time_ms 1000 -> 50."""
     per_call_ms = max(float(per_call_ms), 1e-6)
 
     def by_time(ms: float) -> int:
@@ -385,11 +321,8 @@ def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: floa
 
 @dataclass(frozen=True)
 class RoundPolicy:
-    """How many rounds a benchmark gets (:func:`plan_rounds`): ``rounds`` (floor of measured rounds),
-    ``warmup`` (floor of the calls before the measured rounds, the pilot's included), the time floors
-    ``warmup_ms`` / ``min_time_ms``, the precision target ``precision_pct`` (0: off), ``max_rounds`` (cap of
-    what the floors and the target add) and ``max_time_ms`` (cap, in ms of calls, of what the precision
-    target adds; 0: none)."""
+    """How many rounds a benchmark gets: the arguments of :func:`plan_rounds` (``warmup`` counting the pilot's
+    calls; ``precision_pct`` 0: off; ``max_time_ms`` 0: no cap)."""
 
     rounds: int
     warmup: int
@@ -401,21 +334,12 @@ class RoundPolicy:
 
     def plan(self, fn: Callable[[], object], sync: Callable[[], None] | None = None, *, warm: bool = False,
              checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
-        """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``. The pilot's
-        calls (and its untimed cold call) are calls before the measured rounds like warmup rounds: they count
-        towards both warmup floors, the ``warmup`` rounds and ``warmup_ms``: a call whose pilot made 3 timed
-        calls and its cold call gets ``warmup - 4`` warmup rounds, not ``warmup`` more.
-        ``warm``: the caller has just run ``fn`` (same inputs), so the pilot makes no untimed cold call.
+        """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``, the pilot's calls (and
+        its cold call) counted as warmup rounds. ``warm``: the caller has just run ``fn`` (no cold call).
 
-        The pilot stops after one timed call when that call is so slow that the precision target could add
-        no rounds: at least ``max_time_ms / rounds`` ms (the time cap then allows no more than the ``rounds``
-        floor); with the target off, the pilot's budget alone ends it. A 2 s decode request with 3 rounds
-        and a 1000 ms cap is timed once in the pilot instead of three times.
-
-        ``checked_call_ms`` (with ``warm``): the synchronized wall ms of the call the caller has just made, e.g.
-        a decode request whose tokens were checked (the same work plus copies of its logits). When it is
-        that slow already, it is the pilot (``pilot_ms == [checked_call_ms]``) and ``fn`` is not called: the
-        plan is the ``rounds`` floor either way. Faster, it is ignored and the pilot runs."""
+        The pilot stops after a timed call of at least ``max_time_ms / rounds`` ms (the target could add no
+        rounds). ``checked_call_ms`` (with ``warm``): the wall ms of the caller's own call (a checked decode
+        request); when that slow already it is the pilot and ``fn`` is not called."""
         target = self.precision_pct > 0
         useless = self.max_time_ms / max(1, self.rounds) if target and self.max_time_ms > 0 else None
         if warm and checked_call_ms is not None and useless is not None and checked_call_ms >= useless:

@@ -1,25 +1,6 @@
-"""The checks of one model type of the architecture zoo (:mod:`cudagraph_bench.models.zoo_types`), for each part
-(:mod:`cudagraph_bench.zoo_keys`): what the pytest plugin runs for every type, on a GPU or, as far as a CPU
-allows, on the CPU.
-
-Forward (:func:`forward_outcome`): on a GPU, one forward pass of :data:`~cudagraph_bench.zoo_keys.PROMPT_TOKENS`
-tokens captured (:class:`~cudagraph_bench.capture.graphed.GraphedForward`, whose checks refuse host work and
-host-side RoPE branches up front) and replayed on fresh inputs, each compared with eager with the static output
-poisoned first; then the replay and eager are timed. On the CPU: the eager forward, and the same pre-capture watch
-for host work on a ``meta`` copy of the model (:func:`~cudagraph_bench.capture.host_work.capture_path_host_work`),
-so a model that a GPU would refuse is named before any GPU runs.
-
-Decode (:func:`decode_outcome`): HF ``generate``'s tokens and logits are the reference; the suite's greedy decoder
-(:class:`~cudagraph_bench.capture.decode.GreedyDecoder`: graphed steps on a GPU, the same steps eagerly on the CPU)
-runs with both prefills, unpadded and bucketed, and each is judged against ``generate`` by the rule of the suite's
-decode checks (:func:`~cudagraph_bench.measure.correctness.check_decode_against_generate`); a model the decoder
-refuses up front (a layer type, a window its layer types do not record, a state a padded prefill would corrupt)
-says why. On a GPU the graphed request and ``generate`` are then timed; ``compile+graph`` is checked and timed on
-request.
-
-Each part ends as a :class:`ZooOutcome`: a status of :data:`~cudagraph_bench.zoo_keys.STATUSES`, a one-line reason
-when not measured, the JSON fields for the run, and on a GPU the calls to time.
-"""
+"""The checks of one model type of the architecture zoo (:mod:`cudagraph_bench.models.zoo_types`), per part
+(:mod:`cudagraph_bench.zoo_keys`), on a GPU or, as far as a CPU allows, on the CPU: :func:`forward_outcome` and
+:func:`decode_outcome`, each a :class:`ZooOutcome`."""
 
 from __future__ import annotations
 
@@ -48,11 +29,10 @@ class ZooOutcome:
         status: one of :data:`~cudagraph_bench.zoo_keys.STATUSES`.
         reason: one line naming the layer, op or config field (None when measured or awaiting a GPU without one).
         info: JSON fields for the run's entry (checks, notes, capture times).
-        timed: on a GPU, the graphed call to time (one forward replay; one whole decode request), else None.
-        reference: its eager peer (the eager forward; HF ``generate`` of the same request), else None.
+        timed, reference: on a GPU, the graphed call to time (a forward replay; a whole decode request) and its
+            eager peer (the eager forward; HF ``generate``), else None.
         tokens_per_call: new tokens per call of ``timed`` (1 for a forward pass).
-        close: drops the graphs (call after timing).
-    """
+        close: drops the graphs (call after timing)."""
 
     status: str
     reason: str | None = None
@@ -76,8 +56,7 @@ def first_line(exc: BaseException, width: int = 240) -> str:
 
 def model_code_line(exc: BaseException) -> str | None:
     """``"transformers/models/xlnet/modeling_xlnet.py:123"`` when the innermost frame of ``exc``'s traceback outside
-    torch is a model's own code in transformers (the model refused what it was handed), else None (a fault
-    elsewhere: the suite's, or transformers' shared code)."""
+    torch is a model's own code in transformers (the model refused what it was handed), else None."""
     import os
     import traceback
 
@@ -105,10 +84,8 @@ def _inputs(model, n: int, seed: int, seq_len: int = PROMPT_TOKENS) -> list:
 
 
 def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
-    """The host work a capture of ``model``'s forward would meet, found on the CPU: the pre-capture watch
-    (:func:`~cudagraph_bench.capture.host_work.capture_path_host_work`) over a ``meta`` copy of the model in
-    :data:`~cudagraph_bench.zoo_keys.DTYPE` with the GPU's experts implementation. The finding (one line with the
-    model's source line) or None.
+    """The host work a capture of ``model``'s forward would meet (one line naming the model's source line) or None,
+    found on the CPU by :func:`~cudagraph_bench.capture.host_work.capture_path_host_work` over a ``meta`` copy.
 
     Raises:
         NotGraphableError: RoPE whose frequencies change on the host within ``seq_len`` positions.
@@ -129,8 +106,9 @@ def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
 
 
 def forward_outcome(model, device: str) -> ZooOutcome:
-    """The forward part of a loaded zoo model (module docstring): on ``"cuda"`` checked and ready to time, on
-    ``"cpu"`` classified up front (:data:`~cudagraph_bench.zoo_keys.AWAITS_GPU` when nothing refuses it)."""
+    """The forward part of a loaded zoo model: on ``"cuda"`` captured, checked against eager on fresh inputs with
+    the static output poisoned, and ready to time; on ``"cpu"`` the eager forward and :func:`meta_host_work`, so a
+    model a GPU would refuse is named up front (else :data:`~cudagraph_bench.zoo_keys.AWAITS_GPU`)."""
     import torch
 
     from cudagraph_bench.errors import NotGraphableError
@@ -158,8 +136,7 @@ def forward_outcome(model, device: str) -> ZooOutcome:
 
 
 def _graphed_forward(model, ids) -> ZooOutcome:
-    """Capture, check on :data:`CHECK_INPUTS` fresh inputs against eager (static output poisoned with NaN before
-    each replay), and hand back the replay and the eager forward to time."""
+
     import torch
 
     from cudagraph_bench.capture.graphed import GraphedForward
@@ -195,8 +172,7 @@ def _graphed_forward(model, ids) -> ZooOutcome:
 
 
 def _fp64_logits(model, ids, reference):
-    """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of ``reference``, or ``(None, why)`` when a
-    float64 run of the model is not possible (an op without float64)."""
+    """``(fp64 logits of reference, None)``, or ``(None, why)`` when the model cannot run in float64."""
     from cudagraph_bench.measure.correctness import fp64_decode_logits
 
     try:
@@ -206,8 +182,7 @@ def _fp64_logits(model, ids, reference):
 
 
 def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
-    """Whether a decoder's ``tokens`` and ``logits`` pass against ``generate``'s, and the sentence: the suite's rule
-    with float64 logits; without them (:func:`_fp64_logits` failed), identical tokens."""
+    """``(passed, sentence)`` against ``generate``: the suite's rule, or identical tokens without float64 logits."""
     from cudagraph_bench.measure.correctness import check_decode_against_generate
 
     if fp64 is None:
@@ -219,8 +194,10 @@ def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bo
 
 
 def decode_outcome(model, device: str, generate, *, with_compile: bool = False) -> ZooOutcome:
-    """The decode part of a loaded zoo model (module docstring). ``generate(model, ids, n)`` -> HF ``generate``'s
-    ``(tokens [1, n], logits)`` (:func:`cudagraph_bench.plugin.references.generate_reference`)."""
+    """The decode part of a loaded zoo model: the suite's greedy decoder (graphed on a GPU, eager on the CPU) with
+    both prefills, unpadded and bucketed, each judged against HF ``generate`` by the suite's decode rule; a decoder
+    that refuses the model says why. ``generate(model, ids, n)`` -> ``(tokens [1, n], logits)``
+    (:func:`cudagraph_bench.plugin.references.generate_reference`); ``with_compile``: ``compile+graph`` too."""
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.capture.module_state import state_outside_cache_reason
     from cudagraph_bench.errors import CaptureError, NotGraphableError
@@ -282,9 +259,7 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
 
 
 def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype) -> str | None:
-    """Why a failed graphed decode is the static KV cache's and not the graph's: the same steps run eagerly on
-    that cache fail against ``generate`` too (their check's sentence), or None (they pass, or do not run: the
-    graph's failure stands)."""
+    """The eager steps' failed check on the static cache (the cache's fault, not the graph's), or None."""
     from cudagraph_bench.capture.decode import GreedyDecoder
 
     decoder = None
@@ -306,8 +281,8 @@ def _static_cache_reason(model, sentence: str) -> str:
 
 
 def plain_generate(model, ids, new_tokens: int):
-    """HF ``generate(do_sample=False)`` of ``new_tokens`` tokens after ``ids`` ``[1, L]``, as a user calls it (no
-    logits kept): the peer a graphed request is timed against. Returns ``[1, L + new_tokens]`` int64."""
+    """HF ``generate(do_sample=False)`` of ``new_tokens`` tokens after ``ids`` ``[1, L]`` as a user calls it, the
+    peer a graphed request is timed against: ``[1, L + new_tokens]`` int64."""
     import torch
 
     with torch.inference_mode():
@@ -316,8 +291,7 @@ def plain_generate(model, ids, new_tokens: int):
 
 
 def _host_work_note(model, reason: str | None) -> str | None:
-    """``reason`` with a note when the forward pass does host work a capture forbids (found on a ``meta`` copy): the
-    decode step runs the same layers, so the GPU run is likely to refuse its capture too."""
+    """``reason`` with a note when a one-token forward does host work (the GPU will likely refuse the step)."""
     try:
         found = meta_host_work(model, seq_len=1)
     except Exception:   # noqa: BLE001 - no note then
@@ -329,9 +303,8 @@ def _host_work_note(model, reason: str | None) -> str | None:
 
 
 def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
-    """The decode part's status from its prefills' ``(status, sentence)``: failed when either prefill failed; the
-    unpadded prefill's refusal when it is refused; else measured (on the CPU: awaiting a GPU), with the bucketed
-    prefill's refusal as the reason when only that one is refused."""
+    """The decode part's status from its prefills' ``(status, sentence)``: failed when either failed, the unpadded
+    one's refusal, else measured (CPU: awaiting a GPU), noting a refused bucketed prefill."""
     for prefill in ("unpadded", "bucketed"):
         status, sentence = outcomes[prefill]
         if status == FAILED:
@@ -345,8 +318,8 @@ def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
 
 
 def _compile_graph(model, ids, reference, reference_logits, fp64, dtype) -> dict:
-    """The decode step compiled by inductor and captured, judged against ``generate`` like the graph and timed
-    (ms per token, median of 3 requests); its failure is recorded, never raised."""
+    """``compile+graph``'s decode, judged like the graph and timed (ms per token, CUDA-event median of 3 requests);
+    its failure is recorded, never raised."""
     import numpy as np
 
     from cudagraph_bench.capture.decode import GreedyDecoder

@@ -1,24 +1,8 @@
-"""pytest-benchmark's own options beside the suite's round policy: each means what it says, or is refused.
-
-The suite times every benchmark through ``benchmark.pedantic`` with its own round policy
-(:class:`~cudagraph_bench.measure.timing.RoundPolicy`), which pytest-benchmark's calibration would not reach.
-In a pytest session its flags are the only spelling of the round options they name
-(:data:`cudagraph_bench.options.PYTEST_BENCHMARK_SPELLING`; ``cudagraph-bench run`` passes its ``--rounds``,
-``--max-time-ms`` and ``--warmup-rounds`` on that way). When given (on the command line, in ``PYTEST_ADDOPTS`` or
-in the ini file's ``addopts``):
-
-- ``--benchmark-min-rounds N``: at least N measured rounds (the policy's ``rounds``);
-- ``--benchmark-max-time S``: the most time of measured calls the precision target adds, S seconds
-  (``max_time_ms``);
-- ``--benchmark-warmup-iterations N``: N unmeasured calls before the rounds (``warmup_rounds``);
-- ``--benchmark-min-time``, ``--benchmark-calibration-precision``, ``--benchmark-timer`` and ``--benchmark-warmup``,
-  which have no counterpart in a policy of one call per round, are refused with one line naming the suite's option.
-
-Not given, each takes the suite's default (:mod:`cudagraph_bench.defaults`), not pytest-benchmark's. Each value goes
-through the suite option's own parser (:data:`cudagraph_bench.options.MATRIX_OPTIONS`). ``--benchmark-disable-gc``
-turns the garbage collector off while timing, pilot included; the project's ini ``addopts`` gives it (``-o addopts=``
-keeps the collector on).
-"""
+"""pytest-benchmark's own options beside the suite's round policy: each means what it says, or is refused. In a
+pytest session ``--benchmark-min-rounds``, ``--benchmark-max-time`` and ``--benchmark-warmup-iterations`` are the
+only spelling of the round options they name (:data:`cudagraph_bench.options.PYTEST_BENCHMARK_SPELLING`), read by
+the suite option's parser, the suite's default when not given; the calibration options without a counterpart in a
+policy of one call per round (:data:`REFUSED`) are refused with one line naming the suite's option."""
 
 from __future__ import annotations
 
@@ -66,7 +50,7 @@ def _pytest_benchmark_value(flag: str, text: str):
 
 def apply(config) -> None:
     """Set the suite's round options from the pytest-benchmark options given, or to the suite's defaults; refuse
-    the options without a counterpart (module docstring).
+    :data:`REFUSED`.
 
     Raises:
         pytest.UsageError: a refused option, or a value the suite's parser refuses (one line, naming the option)."""
@@ -81,8 +65,7 @@ def apply(config) -> None:
         option = parsers[suite_flag]
         if flag not in given:
             setattr(config.option, option.dest, option.default)
-            # pytest-benchmark records its options in the run JSON ("options": min_rounds, max_time): the suite's
-            # value, in its type, rather than pytest-benchmark's own default that nothing used
+            # the run JSON's "options" then record the suite's value, not pytest-benchmark's unused default
             text = pytest_argument(suite_flag, str(option.default))[1]
             setattr(config.option, dest, _pytest_benchmark_value(flag, text))
             continue

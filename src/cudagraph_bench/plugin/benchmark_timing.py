@@ -9,8 +9,7 @@ from typing import Callable
 def round_policy(option: Callable[[str], object], *, rounds: int | None = None, warmup: int | None = None,
                  max_rounds: int | None = None):
     """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy` (``option``: pytest's
-    ``config.getoption``), with ``rounds`` / ``warmup`` / ``max_rounds`` replacing the fewest rounds, the warmup calls and
-    ``--max-rounds`` where given (the time cap applies to every policy)."""
+    ``config.getoption``), with ``rounds`` / ``warmup`` / ``max_rounds`` replacing the session's where given."""
     from cudagraph_bench.measure.settings import MeasureSettings
 
     settings = MeasureSettings.from_options(option)
@@ -20,28 +19,17 @@ def round_policy(option: Callable[[str], object], *, rounds: int | None = None, 
 
 def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_info: dict, policy, device: str = "cuda",
                    warm: bool = False, checked_call_ms: float | None = None, device_figure: bool = False) -> list[float]:
-    """Time ``fn`` with ``benchmark.pedantic`` through one :class:`~cudagraph_bench.measure.timing.CallTimer`
-    (every call ends with a synchronize, so the wall time includes the GPU work; the CUDA-event ms of each
-    measured round go to ``extra_info["cuda_event_ms"]``).
+    """Time ``fn`` with ``benchmark.pedantic`` through one :class:`~cudagraph_bench.measure.timing.CallTimer`, the
+    rounds planned by ``policy``'s pilot (``warm``, ``checked_call_ms``:
+    :meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`), the garbage collector off around the pilot too with
+    ``--benchmark-disable-gc``. ``device_figure``: also :func:`~cudagraph_bench.measure.timing.back_to_back_ms`.
 
-    Rounds (``policy``): a pilot of a few calls (``warm``: without its untimed cold call, for an ``fn`` the test
-    has just run on the same inputs; ``checked_call_ms``: that run's wall ms, the pilot itself when it is too slow
-    for the precision target to add rounds) plans them
-    (:meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`). The garbage collector is off while timing, the
-    pilot included, with ``--benchmark-disable-gc``.
+    ``extra_info`` gets ``cuda_event_ms`` and ``event_median_ms`` (on a GPU), the device figure's fields, the
+    timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`), ``gpu_state`` (``{"before", "after"}``
+    NVML readings) and, when either reading has a throttling reason, ``throttled`` (with a
+    :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`).
 
-    ``device_figure``: also the device-side time of back-to-back calls
-    (:func:`~cudagraph_bench.measure.timing.back_to_back_ms`): ``extra_info["device_ms"]`` (per-call ms of each
-    block), ``["device_median_ms"]`` (the figure the gate guards) and how it was taken
-    (:meth:`~cudagraph_bench.measure.timing.DeviceFigure.record`).
-
-    ``extra_info`` also gets the timing's fields (``warmup_rounds``, ``pilot_ms``, ``precision_target_pct``,
-    ``max_time_ms``, ``median_ci95_pct``), ``gpu_state`` (``{"before", "after"}`` NVML readings; None without
-    NVML) and, when either reading has a throttling reason, ``throttled`` plus a
-    :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`.
-
-    Returns the CUDA-event ms of the measured rounds (``[]`` on a CPU).
-    """
+    Returns the CUDA-event ms of the measured rounds (``[]`` on a CPU)."""
     import contextlib
 
     import numpy as np
@@ -56,8 +44,7 @@ def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_inf
     on_gpu = device != "cpu"
     before = read_gpu_state() if on_gpu else None
     timer = CallTimer(fn, device=device)
-    # the pilot runs with the garbage collector as the measured rounds will (pytest-benchmark turns it off
-    # around them): a collection in a pilot call would widen the spread that plans the rounds
+    # a collection in a pilot call would widen the spread that plans the rounds
     gc_off = gc_disabled() if getattr(benchmark, "_disable_gc", False) else contextlib.nullcontext()
     with torch.inference_mode(), gc_off:
         rounds, warmup, pilot = policy.plan(timer, warm=warm, checked_call_ms=checked_call_ms)

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 
 def release(*, everything: bool = False) -> None:
-    """Free what the last case left: a garbage collection (a graph wrapper, its static buffers and its pool can
-    sit in reference cycles), then the caching allocator's free blocks; without CUDA started in this process
-    only the garbage collection.
-
-    The objects that survive the collection are frozen (``gc.freeze``): models, caches, imported modules and
-    pytest's own objects are long-lived, and a full collection over all of them took ~0.4 s per case on the H200
-    image; the next release then scans only what was made since. Nothing is frozen while an exception is
-    propagating (a ``finally`` of a failing case): its frames and tensors stay collectable. ``everything``:
-    unfreeze first, for when long-lived objects were dropped (a model evicted, the session's end)."""
+    """Free what the last case left: a garbage collection (graph pools can sit in reference cycles), then the
+    caching allocator's free blocks (when CUDA started in this process). The survivors are frozen (``gc.freeze``;
+    a full collection over models and modules took ~0.4 s per case), except while an exception propagates.
+    ``everything``: unfreeze first, for when long-lived objects were dropped (a model evicted, the session's end)."""
     import gc
     import sys
 
@@ -54,8 +49,7 @@ class MemoryLedger:
                 "memory_reserved_end_mib": self.end_mib if self.end_mib is not None else self.start_mib,
                 "graph_cases": len(self.cases),
                 "max_case_growth_mib": max(growth, default=0.0),
-                # the first graph case creates the one reused warmup side stream (and its cuBLAS
-                # workspace): growth after it is what a leak per case would show
+                # the first graph case creates the reused warmup stream and its cuBLAS workspace
                 "max_case_growth_after_first_mib": max(growth[1:], default=0.0),
                 "cases": [{"case": c, "reserved_before_mib": b, "reserved_after_mib": a} for c, b, a in self.cases]}
 

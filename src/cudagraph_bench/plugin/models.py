@@ -10,16 +10,10 @@ MODEL_CACHE_SHARE = 0.3
 
 
 class ModelCache:
-    """Models by ``(name, dtype)`` on ``device``, most recently used last.
-
-    Args:
-        device: ``"cuda"`` (cuda:0) or ``"cpu"``.
-        attn_implementation: the attention every model runs (``--attn-implementation``); None: each model's own.
-        on_evict: called with the evicted ``(name, dtype)`` before its model is dropped (e.g. to close graphs
-            that hold its weights), then the caller's memory is released by ``release``.
-        release: frees what an evicted model left (:func:`cudagraph_bench.plugin.memory.release`).
-        share: :data:`MODEL_CACHE_SHARE`.
-    """
+    """Models by ``(name, dtype)`` on ``device`` (``"cuda"``: cuda:0, or ``"cpu"``), most recently used last, all
+    running ``attn_implementation`` (None: each model's own); the weights may take ``share`` of the GPU's memory.
+    ``on_evict`` is called with an evicted ``(name, dtype)`` before its model is dropped (to close its graphs),
+    ``release`` after (:func:`cudagraph_bench.plugin.memory.release`)."""
 
     def __init__(self, device: str = "cuda", *, on_evict: Callable[[tuple[str, str]], None] | None = None,
                  release: Callable[..., None] | None = None, share: float = MODEL_CACHE_SHARE,
@@ -70,10 +64,9 @@ class ModelCache:
 
 
 def position_limit(name: str, cache: ModelCache | None = None, bound=None) -> int:
-    """The position limit (tokens) of model ``name``: the one its built model's config records when the cache
-    holds one, else read from its config without building it; a model whose config records none (ALiBi, NoPE) is
-    bounded by ``bound`` (tokens, or a function that gives them: ``--max-positions``, else the longest request).
-    The one rule is :func:`cudagraph_bench.models.presets.model_position_limit`."""
+    """The position limit (tokens) of model ``name``, from its built model in ``cache`` or else its config
+    (:func:`cudagraph_bench.models.presets.model_position_limit`); a config recording none (ALiBi, NoPE) is bounded
+    by ``bound`` (tokens, or a function giving them: ``--max-positions``, else the longest request)."""
     from cudagraph_bench.models.presets import model_position_limit
     from cudagraph_bench.models.positions import position_limit as config_limit
 

@@ -1,20 +1,7 @@
-"""What the plugin adds to pytest-benchmark's output, through its public hooks only.
-
-- ``machine_info["cuda"]``: GPU name and slug, driver, CUDA, torch and transformers versions, one NVML reading
-  ``gpu_state_at_start`` and the GPU's ``peak_memory_bandwidth`` (GB/s); ``machine_info["gpu"]`` (the GPU's name,
-  None without one); ``machine_info["cpu_affinity"]`` (``pytest_benchmark_update_machine_info``);
-- ``--benchmark-compare`` against a saved run of another GPU is a usage error (pytest-benchmark saves every GPU's
-  runs in one machine-id folder, so its latest run may be another GPU's);
-- ``--benchmark-group-by=param:NAME`` also for benchmarks without that parameter (the launch suite has no
-  ``model``): they group under ``NAME=None``;
-- the run JSON's ``cudagraph_bench`` section: the memory ledger, the failed or skipped cases and the kernel
-  counts, which also reach the matching eager benchmarks' ``extra_info``;
-- a session that ran no benchmark but recorded failed cases or kernel counts still writes ``--benchmark-json``
-  (pytest-benchmark writes nothing then), made by pytest-benchmark's own generating hooks;
-- the run of a session that was interrupted (Ctrl-C) is marked so (``cudagraph_bench.interrupted``): its last
-  benchmark may have been cut short, and every command that reads runs refuses it unless told otherwise
-  (``--allow-interrupted``).
-"""
+"""What the plugin adds to pytest-benchmark's output, through its public hooks only: ``machine_info`` (the GPU,
+its versions, an NVML reading, the peak memory bandwidth, the CPU affinity), the run JSON's ``cudagraph_bench``
+section (memory ledger, failed cases, kernel counts, an interrupted session's mark), a run JSON for a session that
+recorded failures but ran no benchmark, and the terminal summary."""
 
 from __future__ import annotations
 
@@ -24,8 +11,9 @@ import pytest
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    """``machine_info["cuda"]`` is None for a ``--device cpu`` session, also on a GPU machine: it measured no GPU,
-    so its run is never compared or gated as that GPU's."""
+    """``machine_info["cuda"]`` (GPU, driver, CUDA, torch and transformers versions, ``gpu_state_at_start``,
+    ``peak_memory_bandwidth`` in GB/s), ``["gpu"]`` and ``["cpu_affinity"]``. ``cuda`` is None for a
+    ``--device cpu`` session also on a GPU machine, so its run is never compared or gated as that GPU's."""
     from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
 
     on_cpu = config is not None and config.getoption("device", "cuda") == "cpu"
@@ -41,8 +29,8 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 
 def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):
-    """``--benchmark-compare`` against a saved run of another GPU (or of none when this one has one, and the
-    reverse) is a usage error; pytest-benchmark's own hook still warns about any other difference."""
+    """``--benchmark-compare`` against a saved run of another GPU (or of none, or the reverse) is a usage error:
+    pytest-benchmark keeps every GPU's runs in one machine-id folder."""
     from cudagraph_bench.envinfo import machine_gpu
 
     ours, theirs = machine_gpu(machine_info), machine_gpu(compared_benchmark.get("machine_info"))
@@ -55,9 +43,9 @@ def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_benchmark_group_stats(config, benchmarks, group_by):
-    """``--benchmark-group-by=param:NAME`` for benchmarks without that parameter: they get ``NAME=None`` instead
-    of pytest-benchmark's KeyError (new ``params`` dicts; the tests' own are untouched). The checkout's
-    conftest.py exports it, so that pytest-benchmark's standalone ``compare`` groups the same way there."""
+    """``--benchmark-group-by=param:NAME`` for benchmarks without that parameter (the launch suite has no
+    ``model``): they group under ``NAME=None`` instead of pytest-benchmark's KeyError. The checkout's conftest.py
+    exports it for pytest-benchmark's standalone ``compare``."""
     from pytest_benchmark.plugin import pytest_benchmark_group_stats as group_stats
 
     benchmarks = list(benchmarks)   # the standalone compare passes a one-pass iterator
@@ -128,10 +116,9 @@ def json_option_path(config) -> str | None:
 
 
 def write_records_only_json(config) -> str | None:
-    """``--benchmark-json PATH`` of a session that ran no benchmark but recorded failed cases or kernel counts
-    (pytest-benchmark wrote nothing: PATH is missing or empty), written atomically in pytest-benchmark's format
-    with an empty ``benchmarks`` list, so that the failures reach the reports and ``merge``. Nothing is written
-    in an xdist worker or with nothing recorded. Returns the path written, else None."""
+    """Write ``--benchmark-json PATH`` (missing or empty) for a session that ran no benchmark but recorded failed
+    cases or kernel counts, atomically, with an empty ``benchmarks`` list, so the failures reach the reports and
+    ``merge``; not in an xdist worker. Returns the path written, else None."""
     from cudagraph_bench.plugin.session import session_of
 
     path = json_option_path(config)
@@ -152,18 +139,15 @@ def write_records_only_json(config) -> str | None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    """After pytest-benchmark saved (its own wrapper, inside this one): :func:`write_records_only_json`; a session
-    whose ``--models`` had refused entries exits non-zero (:func:`cudagraph_bench.models.refusals.exit_status`), and
-    so does one whose replay proofs failed (:mod:`cudagraph_bench.plugin.replay_proofs`: taken after its last test).
-    When the records-only JSON is written, pytest-benchmark's "Not saving anything" warning, false then, is not
-    shown."""
+    """Mark an interrupted (Ctrl-C) run; exit non-zero when ``--models`` had refused entries or replay proofs failed;
+    after pytest-benchmark saved, :func:`write_records_only_json` (its false "Not saving anything" warning hidden)."""
     import warnings
 
     from cudagraph_bench.models.refusals import exit_status
     from cudagraph_bench.plugin.pytest_options import refused_models
     from cudagraph_bench.plugin.session import session_of
 
-    if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # Ctrl-C: the run is marked before it is written
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         session.config.stash[_INTERRUPTED] = (f"Ctrl-C after {len(benchmarks_run(session.config))} "
                                               "benchmark(s)")
     session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))

@@ -1,14 +1,5 @@
-"""The files a session writes at its end or while it runs, checked before any test: ``--benchmark-json PATH``
-(pytest-benchmark writes it after the last test, so a path it cannot open would lose every result of the session)
-and ``--journal PATH`` (:mod:`cudagraph_bench.plugin.session_journal`, opened at configure). A path that is a
-directory, lies in a folder that does not exist (neither option creates folders), under a file, or in a folder
-that takes no new file (read-only), and an existing file that cannot be written, are a ``pytest.UsageError`` in
-one line naming the option and the fix (pytest's usage-error exit, 4). Nothing is created or truncated: the
-folder is probed with a hidden temporary file, removed at once.
-
-pytest-benchmark before 5.3 opens ``--benchmark-json`` itself while it parses the command line (an open file
-object is the option's value then): that open already succeeded, so there is nothing left to check.
-"""
+"""``--benchmark-json PATH`` and ``--journal PATH`` checked before any test, so a path that cannot be written is a
+usage error (exit 4) and not every result lost at the session's end. Nothing is created or truncated."""
 
 from __future__ import annotations
 
@@ -22,8 +13,9 @@ CHECKED = {"benchmark_json": ("--benchmark-json", "run.json"), "journal": ("--jo
 
 
 def output_file_problem(path, flag: str, example: str) -> str | None:
-    """Why ``path`` (given with ``flag``) cannot be opened for writing, in one line naming the fix; None when it
-    can, or when ``path`` is None or an already open file."""
+    """Why ``path`` (given with ``flag``) cannot be written: a directory, a missing folder (neither option creates
+    folders), a parent that is a file, a folder taking no new file, a read-only file; one line naming the fix. None
+    when it can, or when ``path`` is None or an already open file (pytest-benchmark < 5.3 opened it already)."""
     from cudagraph_bench.errors import UsageError
     from cudagraph_bench.fsio import check_output_file
 
@@ -44,7 +36,7 @@ def output_file_problem(path, flag: str, example: str) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Check :data:`CHECKED` before any test (module docstring); an xdist worker writes neither file.
+    """Check :data:`CHECKED` before any test; an xdist worker writes neither file.
 
     Raises:
         pytest.UsageError: one line naming the option, the path and the fix."""

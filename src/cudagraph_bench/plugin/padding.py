@@ -7,11 +7,8 @@ from typing import Callable
 
 
 class PaddingGraphs:
-    """Holds the :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` of at most one model and dtype.
-
-    Args:
-        release: frees what dropped graphs left (:func:`cudagraph_bench.plugin.memory.release`).
-    """
+    """Holds the :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` of at most one model and dtype;
+    ``release`` frees what dropped graphs left (:func:`cudagraph_bench.plugin.memory.release`)."""
 
     def __init__(self, release: Callable[..., None]):
         self._release = release
@@ -19,10 +16,9 @@ class PaddingGraphs:
         self._graphs: dict = {}
 
     def variant_for(self, spec, model):
-        """The ``padded`` / ``bucketed`` variant of ``spec`` (a :class:`~cudagraph_bench.measure.case.CaseSpec`)
-        replaying the graphs of its model, dtype and lengths (captured now by the first such case): the variant
-        does not own them. The graphs of another model or dtype are closed first (their pools freed). None for a
-        variant that is not padded.
+        """The ``padded`` / ``bucketed`` variant of ``spec`` (a :class:`~cudagraph_bench.measure.case.CaseSpec`),
+        not owning the graphs of its model, dtype and lengths it replays (captured by the first such case); the
+        graphs of another model or dtype are closed first. None for a variant that is not padded.
 
         Raises:
             CaseFailed: phase ``build``: the capture or the variant raised (e.g. a

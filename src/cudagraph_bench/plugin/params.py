@@ -1,20 +1,7 @@
-"""The benchmark matrix as plain test parameters, and the case fixtures built from them.
-
-pytest-benchmark stores a test's parameters as its JSON ``params``; they are plain values (``{"model": "gpt2",
-"dtype": "float32", "seq_len": 16, "variant": "graph"}``, test id ``gpt2-float32-L16-graph``), so that
-``--benchmark-group-by=param:model`` works and every tool reads them. A test asks for one case fixture, whose
-arguments :func:`pytest_generate_tests` parametrizes:
-
-- ``fwd_case``   forward benchmarks: ``model, dtype, seq_len, variant`` (the ``--variants`` without padded lengths);
-- ``pad_case``   padded / bucketed benchmarks: the same, at the lengths of :data:`PAD_LENGTHS`;
-- ``corr_case``  GPU correctness tests: ``model, dtype, seq_len`` (variant graph);
-- ``count_case`` kernel counts: ``model, dtype, seq_len`` (variant eager);
-- ``decode_case`` decode benchmarks: ``model, dtype, seq_len`` (prompt tokens), ``new_tokens, variant``;
-- ``causal_model`` a causal model's name (decode tests).
-
-Which variants run comes from the registry (:mod:`cudagraph_bench.variants`): the torch.compile ones only with
-``--with-compile`` (or named in ``--variants``), and with ``--device cpu`` only those that need no GPU.
-"""
+"""The benchmark matrix as plain test parameters, and the case fixtures built from them. The parameters are plain
+values (pytest-benchmark's JSON ``params``, id ``gpt2-float32-L16-graph``), so that
+``--benchmark-group-by=param:model`` works and every tool reads them; a test asks for one case fixture
+(``fwd_case``, ``pad_case``, ``corr_case``, ``count_case``, ``decode_case``) or ``causal_model``."""
 
 from __future__ import annotations
 
@@ -49,9 +36,8 @@ def selected_variants(config, suite: str) -> tuple[variants.Variant, ...]:
 
 
 def _parametrize_cases(metafunc, argnames, cases: list[Case], empty_reason: str | None = None) -> None:
-    """Parametrize ``argnames`` (a prefix of ``model, dtype, seq_len, variant``) with plain str/int values,
-    one parameter set per case, ids ``Case.test_id`` (``gpt2-float32-L16-graph``). No case: one parameter set
-    skipped with ``empty_reason`` (pytest would otherwise say only "got empty parameter set")."""
+    """Parametrize ``argnames`` (a prefix of ``model, dtype, seq_len, variant``) one set per case, ids
+    ``Case.test_id``; no case: one set skipped with ``empty_reason`` (not pytest's "got empty parameter set")."""
     if not cases and empty_reason:
         metafunc.parametrize(argnames, [pytest.param(*(None,) * len(argnames), id="nothing-to-measure",
                                                      marks=pytest.mark.skip(reason=empty_reason))])
@@ -61,9 +47,8 @@ def _parametrize_cases(metafunc, argnames, cases: list[Case], empty_reason: str 
 
 
 def pytest_generate_tests(metafunc):
-    """The benchmark matrix from the options, as plain parameters. A test asks for one case fixture; asking for
-    two, or also parametrizing ``model``/``dtype``/``seq_len``/``variant`` itself, is a duplicate
-    parametrization error."""
+    """The benchmark matrix from the options, as plain parameters; a test asking for two case fixtures, or also
+    parametrizing ``model``/``dtype``/``seq_len``/``variant`` itself, is a duplicate parametrization error."""
     opt = metafunc.config.getoption
     models, lengths, dtypes = opt("models"), opt("prompt_lengths"), opt("dtypes")
     names = metafunc.fixturenames
@@ -103,9 +88,7 @@ def pytest_generate_tests(metafunc):
 
 
 def _no_forward_variant_reason(config) -> str:
-    """Why the forward benchmarks have no case: no selected variant runs at the prompt's own length, or, with
-    ``--device cpu``, none of ``--variants`` runs without a CUDA GPU (pytest would say only "got empty
-    parameter set")."""
+
     chosen = ",".join(config.getoption("variants"))
     if config.getoption("device") == "cpu":
         cpu = ",".join(v.name for v in variants.of_suite(variants.FORWARD) if not v.needs_cuda)
@@ -123,8 +106,7 @@ def causal_models(models) -> list[str]:
 
 
 def _no_causal_model(models, values):
-    """The one parameter set of a decode test when ``--models`` holds no causal LM: skipped with that
-    reason (pytest would otherwise say only "got empty parameter set")."""
+    """A decode test's one parameter set when ``--models`` holds no causal LM, skipped with that reason."""
     return pytest.param(*(values if isinstance(values, tuple) else (values,)), id="no-causal-model",
                         marks=pytest.mark.skip(reason=f"decode needs a causal LM: --models {','.join(models)} "
                                                       "holds none (encoders such as bert-tiny have no decode)"))
@@ -142,8 +124,7 @@ def case_of_item(item) -> Case | DecodeCase | None:
     return None
 
 
-# The case fixtures: their arguments are parametrized directly by pytest_generate_tests (no fixture of
-# those names exists), so pytest-benchmark's ``params`` hold the plain values, not these objects.
+# The case fixtures' arguments are parametrized by pytest_generate_tests, so ``params`` hold plain values.
 @pytest.fixture
 def fwd_case(model, dtype, seq_len, variant) -> Case:
     """A forward benchmark's :class:`~cudagraph_bench.cases.Case`."""

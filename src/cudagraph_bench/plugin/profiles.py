@@ -1,12 +1,6 @@
-"""Kernel counts and GPU busy times of eager forwards, profiled in the session's own process after every timed
-test.
-
-A profiler session can leave CUPTI attached and add host cost to every later launch (pytorch/pytorch#144455),
-so the tests marked ``profiles`` (they read a case's profile: kernel counts, busy times) run after every other
-test of the session (:func:`pytest_collection_modifyitems`): no timing follows them. Each case is profiled once
-per session (:class:`Profiles`), whichever test asks first; its count then reaches the matching eager benchmark's
-``extra_info`` when the run JSON is written (:func:`cudagraph_bench.results.record.attach_kernel_counts`).
-"""
+"""Kernel counts and GPU busy times of eager forwards, profiled in the session's own process once per case: the
+tests marked ``profiles`` run after every other test, since a profiler can leave CUPTI attached and slow every
+later launch (pytorch/pytorch#144455)."""
 
 from __future__ import annotations
 
@@ -29,19 +23,16 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 class Profiles:
-    """The session's profiles: ``(model, dtype, seq_len) -> KernelCount``, each profiled once.
-
-    Args:
-        model: ``model(name, dtype)`` -> the session's model.
-    """
+    """The session's profiles: ``(model, dtype, seq_len) -> KernelCount``, each profiled once; ``model(name,
+    dtype)`` gives the session's model."""
 
     def __init__(self, model):
         self._model = model
         self.done: dict = {}
 
     def get(self, key: tuple[str, str, int]):
-        """The :class:`~cudagraph_bench.measure.kernel_counts.KernelCount` of ``(model, dtype, seq_len)``
-        (profiled now when it is the first ask; a failure is a ``failed`` count with its reason)."""
+        """The :class:`~cudagraph_bench.measure.kernel_counts.KernelCount` of ``(model, dtype, seq_len)``, profiled
+        at the first ask (a failure is a ``failed`` count)."""
         from cudagraph_bench.measure.kernel_counts import count_case
 
         if key not in self.done:

@@ -1,14 +1,6 @@
-"""Options of the pytest plugin and what they set up before collection.
-
-- the benchmark matrix and its round policy (:data:`cudagraph_bench.options.MATRIX_OPTIONS`, the same flags,
-  parsers and defaults as ``cudagraph-bench run``), plus the suite's own: ``--with-compile`` and the decode options;
-- timing hygiene is pytest-benchmark's and the OS's: ``--benchmark-disable-gc`` (in the project's ini ``addopts``)
-  keeps the garbage collector off while timing, ``taskset -c LIST`` pins the process;
-- ``--models``: every entry is checked before collection; one the suite cannot measure is refused with its
-  one-line reason (listed at the end and in the run JSON, exit status 1) and the others run;
-- GPU tests (marker ``gpu``) skip with one reason on a machine without CUDA, except the cases of variants that
-  need no GPU when ``--device cpu`` runs them.
-"""
+"""Options of the pytest plugin (the matrix of :data:`cudagraph_bench.options.MATRIX_OPTIONS`, shared with
+``cudagraph-bench run``, plus ``--with-compile`` and the decode options) and what they set up before collection:
+the ``--models`` check and the skip of GPU tests without CUDA."""
 
 from __future__ import annotations
 
@@ -21,13 +13,12 @@ from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_C
 from cudagraph_bench.options import pytest_type as _one_line_type   # not a hook: a pytest_ name here would be one
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
-#: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most; the precision target
-#: decides in between).
+#: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most).
 MIN_DECODE_ROUNDS = 3
 
 
 def _fault(text: str):
-    """``--plant-fault``'s parser: :func:`cudagraph_bench.measure.faults.parse_fault` (no torch import)."""
+    """``--plant-fault``'s parser (no torch import)."""
     import argparse
 
     from cudagraph_bench.measure.faults import parse_fault
@@ -39,8 +30,7 @@ def _fault(text: str):
 
 
 class _OneLineValues:
-    """A pytest option group whose options' parsers report a bad value in one line, the reason first
-    (:func:`cudagraph_bench.options.pytest_type`), like the matrix options, instead of pytest's usage block."""
+    """An option group whose parsers report a bad value in one line, like the matrix options."""
 
     def __init__(self, group):
         self._group = group
@@ -126,21 +116,18 @@ MODEL_NOTES = pytest.StashKey[tuple]()
 
 
 def model_notes(config) -> tuple[str, ...]:
-    """One line per accepted ``--models`` entry measured in a way worth saying (a head left out, a position limit
-    taken from the request), for the run JSON (``["cudagraph_bench"]["model_notes"]``); ``()`` when none."""
+    """The notes of :func:`check_matrix_models`, one line each, for the run JSON (``()`` when none)."""
     return config.stash.get(MODEL_NOTES, ())
 
 
 def check_matrix_models(config) -> None:
-    """Check every ``--models`` entry before collection (:func:`cudagraph_bench.models.refusals.check_models`): the
-    session runs the accepted ones (``--models`` becomes them), keeps the refused ones (:func:`refused_models`) for
-    the terminal summary, the run JSON (``["cudagraph_bench"]["refused"]``) and a non-zero exit, and warns the notes
-    (a classification head left out, a position limit taken from the request), which the run JSON keeps too
-    (:func:`model_notes`).
+    """Check every ``--models`` entry before collection (:func:`cudagraph_bench.models.refusals.check_models`):
+    ``--models`` becomes the accepted ones, the refused ones are kept (:func:`refused_models`) for the summary, the
+    run JSON and a non-zero exit, and the notes (a head left out, a position limit taken from the request) are
+    warned and kept (:func:`model_notes`).
 
     Raises:
-        pytest.UsageError: every entry was refused (one line each), or ``--attn-implementation`` is not installed.
-    """
+        pytest.UsageError: every entry was refused (one line each), or ``--attn-implementation`` is not installed."""
     from cudagraph_bench.errors import UsageError
     from cudagraph_bench.models.refusals import all_refused_message, check_models
 

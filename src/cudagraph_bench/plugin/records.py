@@ -1,6 +1,5 @@
-"""What a session records besides its benchmarks: the cases it could not measure and the kernel counts of the
-eager forwards. The plugin writes them into the run JSON's ``cudagraph_bench`` section
-(:mod:`cudagraph_bench.plugin.output`), where the readers find them (:mod:`cudagraph_bench.results.record`)."""
+"""What a session records besides its benchmarks, for the run JSON's ``cudagraph_bench`` section: the cases it
+could not measure and the kernel counts of the eager forwards."""
 
 from __future__ import annotations
 
@@ -14,18 +13,9 @@ class SessionRecords:
         self.kernel_counts: dict[tuple[str, str, int], dict] = {}
 
     def fail(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> dict:
-        """List a case that produced no measurement under ``["cudagraph_bench"]["failures"]``, so that the report
-        shows it with its reason.
-
-        Args:
-            fullname: the test's node id (pytest-benchmark's ``fullname`` of the benchmark it would have been:
-                ``report --newest-wins`` replaces a failure and a benchmark of one name by the newer).
-            key: the case's ``extra_info`` key: ``suite`` plus that suite's fields.
-            reason: one line.
-            status: ``failed`` (default) or ``skipped``.
-            details: more JSON values to keep (``compile_ms``, ``phase``).
-
-        Returns the entry recorded."""
+        """List a case that produced no measurement under ``["cudagraph_bench"]["failures"]`` with its one-line
+        ``reason``, ``status`` (``failed`` or ``skipped``), its ``extra_info`` ``key`` (``suite`` and its fields),
+        ``fullname`` (the test's node id) and ``details`` (``compile_ms``, ``phase``); returns the entry."""
         entry = {**key, "status": status, "reason": reason, "fullname": fullname, **details}
         self.failures.append(entry)
         return entry

@@ -19,12 +19,8 @@ def generate_reference(model, input_ids, new_tokens: int):
 
 
 class DecodeReferences:
-    """The decode references of one session.
-
-    Args:
-        model: ``model(name, dtype)`` -> the session's model (:class:`~cudagraph_bench.plugin.models.ModelCache`).
-        positions: ``positions(name)`` -> the model's position limit (tokens).
-    """
+    """The decode references of one session: ``model(name, dtype)`` gives the session's model,
+    ``positions(name)`` its position limit (tokens)."""
 
     def __init__(self, model: Callable, positions: Callable[[str], int]):
         self._model, self._positions = model, positions
@@ -34,14 +30,10 @@ class DecodeReferences:
 
     def generate(self, name: str, dtype: str, input_ids, new_tokens: int, *, share_up_to: int = 0):
         """HF ``generate`` after ``input_ids`` ``[1, L]``: tokens ``[1, new_tokens]`` int64 and per-step logits
-        (``new_tokens`` tensors ``[1, vocab]``).
-
-        One greedy request per (model, dtype, prompt), of ``new_tokens`` or, when more, of ``share_up_to`` new
-        tokens as far as the model's positions allow (e.g. the most of ``--new-tokens``): a request for fewer
-        tokens is its prefix (greedy steps do not depend on how many follow), so the 64- and 128-token benchmarks
-        of a prompt share one reference."""
+        (``new_tokens`` tensors ``[1, vocab]``), from one greedy request per (model, dtype, prompt) of up to
+        ``share_up_to`` tokens (as far as the positions allow): a shorter request is its prefix."""
         key = (name, dtype, tuple(input_ids.flatten().tolist()))
-        room = self._positions(name) - input_ids.shape[1]     # new tokens that fit the positions
+        room = self._positions(name) - input_ids.shape[1]
         longest = max(new_tokens, min(share_up_to, room))
         if key not in self._generated or self._generated[key][0].shape[1] < new_tokens:
             self._generated[key] = generate_reference(self._model(name, dtype), input_ids, longest)
@@ -49,11 +41,10 @@ class DecodeReferences:
         return tokens[:, :new_tokens], logits[:new_tokens]
 
     def static_eager(self, name: str, dtype: str, input_ids, new_tokens: int, max_cache_len: int, decoder=None):
-        """Tokens ``[1, new_tokens]`` int64 and per-step logits of the eager static-cache loop
-        (:class:`~cudagraph_bench.capture.decode.GreedyDecoder` without graphs, cache of ``max_cache_len``
-        tokens) after ``input_ids`` ``[1, L]``, once per (model, dtype, prompt, new tokens, cache length): by
-        ``decoder`` (such an eager decoder) when given, else by a fresh one. The exact reference of the graphed
-        decoders."""
+        """Tokens ``[1, new_tokens]`` int64 and per-step logits of the eager static-cache loop (a
+        :class:`~cudagraph_bench.capture.decode.GreedyDecoder` without graphs, ``max_cache_len`` tokens of cache:
+        ``decoder`` when given, else a fresh one) after ``input_ids`` ``[1, L]``, computed once: the exact
+        reference of the graphed decoders."""
         from cudagraph_bench.capture.decode import GreedyDecoder
 
         key = (name, dtype, tuple(input_ids.flatten().tolist()), new_tokens, max_cache_len)
@@ -68,11 +59,9 @@ class DecodeReferences:
         return self._static_eager[key]
 
     def fp64_logits(self, name: str, dtype: str, input_ids, tokens):
-        """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of the session's model: ``[n, vocab]``
-        float64 on the CPU for the greedy steps of ``tokens`` ``[1, n]`` after ``input_ids`` ``[1, L]``, once per
-        (model, dtype, prompt, tokens). Row ``s`` depends only on the prompt and ``tokens[:, :s]`` (a causal
-        model), so tokens that begin the session's longer ``generate`` reference of this prompt are answered
-        from that whole reference's logits, computed once."""
+        """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of the session's model, ``[n, vocab]``
+        float64 for ``tokens`` ``[1, n]`` after ``input_ids`` ``[1, L]``, computed once; tokens that begin the
+        longer ``generate`` reference are answered from its logits (row ``s`` depends on ``tokens[:, :s]`` only)."""
         from cudagraph_bench.measure.correctness import fp64_decode_logits
 
         prompt = tuple(input_ids.flatten().tolist())

@@ -1,15 +1,6 @@
 """The ``cgb`` session fixture: :class:`Session` ties the session's parts (models, references, padding graphs,
-memory, records, profiles) to the one measurement pipeline of a case.
-
-:meth:`Session.measure` is the one code path of every forward and decode benchmark: it builds the case's
-variant, checks it against its reference (the registry's rule), draws the inputs
-(:func:`~cudagraph_bench.measure.case.prepare_case`, :func:`~cudagraph_bench.measure.decode_case.prepare_decode`),
-times it (:func:`~cudagraph_bench.plugin.benchmark_timing.benchmark_call`), finishes and releases it. Its isolation
-policy: a model that cannot be graphed is a skip with the reason, recorded in the run JSON; a load, build, check
-or timing that raises is that test's failure, recorded with its phase and reason (a peer's failure is an xfail); a
-check that fails is recorded with the timing and then fails the test; a CUDA error that breaks the process's
-context stops the session (:mod:`cudagraph_bench.plugin.session_journal`), and the launcher runs the rest in a new one.
-"""
+memory, records, profiles) to the one measurement pipeline of a case, :meth:`Session.measure` (its isolation
+policy: docs/measurement.md, "Isolation policy")."""
 
 from __future__ import annotations
 
@@ -21,17 +12,9 @@ from cudagraph_bench.plugin.pytest_options import MIN_DECODE_ROUNDS
 
 
 class Session:
-    """The ``cgb`` fixture: options, the model cache, inputs, references, records.
-
-    Attributes:
-        config: pytest's config; ``device``: ``"cuda"`` or ``"cpu"`` (``--device``).
-        models: :class:`~cudagraph_bench.plugin.models.ModelCache`; ``references``:
-            :class:`~cudagraph_bench.plugin.references.DecodeReferences`; ``padding``:
-            :class:`~cudagraph_bench.plugin.padding.PaddingGraphs`; ``ledger``:
-            :class:`~cudagraph_bench.plugin.memory.MemoryLedger`; ``records``:
-            :class:`~cudagraph_bench.plugin.records.SessionRecords`; ``profiles``:
-            :class:`~cudagraph_bench.plugin.profiles.Profiles`.
-    """
+    """The ``cgb`` fixture: ``config`` (pytest's), ``device`` (``"cuda"`` or ``"cpu"``), and the session's
+    ``models``, ``references``, ``padding``, ``ledger``, ``records``, ``profiles`` and ``proofs`` (None without
+    ``--replay-proof``), the classes of :mod:`cudagraph_bench.plugin`'s modules."""
 
     def __init__(self, config):
         from cudagraph_bench.plugin.models import ModelCache
@@ -69,9 +52,8 @@ class Session:
         return self.models.get(name, dtype)
 
     def position_limit(self, name: str) -> int:
-        """The model's position limit (tokens) (:func:`cudagraph_bench.plugin.models.position_limit`); a model whose
-        config records none (ALiBi, NoPE) is bounded by ``--max-positions``, else by the longest request of the
-        matrix (:func:`cudagraph_bench.models.positions.position_bound`)."""
+        """The model's position limit (tokens) (:func:`cudagraph_bench.plugin.models.position_limit`), bounded by
+        ``--max-positions`` or else the matrix's longest request where the config records none."""
         from cudagraph_bench.models.positions import position_bound
         from cudagraph_bench.plugin.models import position_limit
 
@@ -80,8 +62,7 @@ class Session:
             opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def fits(self, name: str, seq_len: int) -> bool:
-        """Whether a ``seq_len``-token request fits ``name``'s positions (False when this cannot tell: the
-        model's own test reports why)."""
+        """Whether a ``seq_len``-token request fits ``name``'s positions (False when this cannot tell)."""
         try:
             return seq_len <= self.position_limit(name)
         except Exception:
@@ -108,7 +89,6 @@ class Session:
         """Free what the last case left (:func:`cudagraph_bench.plugin.memory.release`)."""
         release(everything=everything)
 
-    # --------------------------------------------------------------------------------- the pipeline
 
     def case_spec(self, case: Case):
         """The :class:`~cudagraph_bench.measure.case.CaseSpec` of a forward case from the session's options."""
@@ -134,8 +114,8 @@ class Session:
         return fault if fault is not None and fault.applies_to(case.suite, case.variant) else None
 
     def _load(self, case):
-        """The case's model (:meth:`model`); a load that raises (weights damaged after the up-front check) is the
-        case's failure in the ``load`` phase, with a one-line reason."""
+        """The case's model; a load that raises is a :class:`~cudagraph_bench.measure.case.CaseFailed` of phase
+        ``load``."""
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
 
         try:
@@ -169,21 +149,19 @@ class Session:
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
     def note_replay(self, case, prepared, extra_info: dict, nodeid: str) -> None:
-        """After timing: a compiled variant's cudagraph skips while timed (``cudagraph_skips``, with inductor's
-        reasons) into ``extra_info``; with ``--replay-proof``, a graph case noted for its proof after the session's
-        timing (:mod:`cudagraph_bench.plugin.replay_proofs`)."""
+        """After timing: a compiled variant's ``cudagraph_skips`` into ``extra_info``; with ``--replay-proof``, a
+        graph case noted for its proof (:mod:`cudagraph_bench.plugin.replay_proofs`)."""
         if getattr(prepared, "cudagraph_skips", None):
             extra_info["cudagraph_skips"] = prepared.cudagraph_skips
         if self.proofs is not None and case.variant_spec.captured and str(self.device).startswith("cuda"):
             self.proofs.note(case, extra_info, nodeid)
 
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
-        """One benchmark of any forward or decode case through the pipeline (module docstring).
-
-        A prompt (plus new tokens) longer than the model's positions and a model that cannot be graphed are
-        skips with the reason; the second is recorded in the run JSON as skipped. A load, build, check or timing
-        that raises fails this test only (recorded with the phase and reason; a peer's failure is an xfail). A failed
-        check against the reference is timed and recorded (``correct: false``), then fails the test."""
+        """One benchmark of any forward or decode case: build, check, time (with
+        :func:`~cudagraph_bench.plugin.benchmark_timing.benchmark_call`), record, release. A request longer than the
+        model's positions and a model that cannot be graphed (recorded) are skips; a load, build, check or timing
+        that raises fails this test only, recorded with its phase (a peer's: xfail); a failed check is timed and
+        recorded, then fails the test."""
         from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
         from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
@@ -220,7 +198,6 @@ class Session:
                               **({"compile_ms": info["compile_ms"]} if info.get("compile_ms") else {}))
             if kind.peer:
                 pytest.xfail(f"{case.variant} failed (recorded in the run JSON): {reason}")
-            # one line: the reason is recorded; the exception it came from is left out of the report
             raise pytest.fail.Exception(f"{case.test_id}: {phase} failed: {reason}", pytrace=False) from None
         finally:
             if prepared is not None:

@@ -1,10 +1,5 @@
 """The session's journal for the launcher (``--journal FILE``, the format of :mod:`cudagraph_bench.journal`), and
-the stop after a broken CUDA context: a test that fails with a sticky CUDA error (an illegal memory access, a
-device-side assert: every later CUDA call of the process fails) while the context no longer runs work
-(:func:`~cudagraph_bench.capture.graphed.cuda_context_usable`) stops the session with exit code
-:data:`~cudagraph_bench.journal.EXIT_CUDA_BROKEN`, naming the test: the benchmarks measured so far are still
-written, and the launcher runs the rest in a new process.
-"""
+the stop after a test that broke the CUDA context (:meth:`Journal.pytest_runtest_logreport`)."""
 
 from __future__ import annotations
 
@@ -17,8 +12,8 @@ from cudagraph_bench.journal import EXIT_CUDA_BROKEN, is_fatal_cuda_error
 
 
 def pytest_addoption(parser):
-    """``--journal FILE``: append one JSON line per test started and finished to FILE, what ``cudagraph-bench run``
-    reads to tell the test a crashed pytest process was in. The launcher sets it, so ``--help`` does not list it."""
+    """``--journal FILE``: one JSON line per test started and finished, which tells ``cudagraph-bench run`` the test
+    a crashed process was in; set by the launcher, so ``--help`` does not list it."""
     parser.getgroup("cudagraph-bench").addoption(
         "--journal", dest="journal", default=None, metavar="FILE", help=argparse.SUPPRESS)
 
@@ -31,7 +26,7 @@ class Journal:
         """Open ``path`` for appending (checked before by :mod:`cudagraph_bench.plugin.output_files`).
 
         Raises:
-            pytest.UsageError: it cannot be opened all the same (one line)."""
+            pytest.UsageError: it cannot be opened all the same."""
         try:
             self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
         except OSError as exc:
@@ -55,7 +50,8 @@ class Journal:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report):
-        """Stop the session after a test that broke the CUDA context (module docstring)."""
+        """Stop the session with :data:`~cudagraph_bench.journal.EXIT_CUDA_BROKEN`, naming the test, after a test
+        failed with a sticky CUDA error while the context runs no more work; what was measured is still written."""
         if not report.failed or not is_fatal_cuda_error(str(report.longrepr)):
             return
         from cudagraph_bench.capture.graphed import cuda_context_usable

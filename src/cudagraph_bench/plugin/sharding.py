@@ -1,18 +1,6 @@
-"""Splitting the suite over processes: ``--shard K/N`` and the test durations every run records.
-
-- ``--shard K/N`` (1-based: one CI matrix job each, or one process per GPU of a host, as ``cudagraph-bench run
-  --gpus`` starts them): keeps the test
-  groups of shard K (:func:`cudagraph_bench.results.shards.assign_shards`: the tests of one model and
-  dtype stay together; balanced by ``--shard-durations FILE``, else by test count) and deselects the
-  rest, after ``-k``/``-m``. ``cudagraph-bench merge`` joins the shards' ``--benchmark-json`` files.
-- Every run records each test's setup + call + teardown seconds in its JSON, under
-  ``cudagraph_bench.test_durations_s`` (``{node id: s}``), and the shard it ran under
-  ``cudagraph_bench.shard``: the next run's ``--shard-durations``.
-- the time per part: every run prints, after the tests, the seconds each test module took (its tests'
-  setup + call + teardown) and the session's wall time, and records them under
-  ``cudagraph_bench.time_per_part_s`` and ``cudagraph_bench.wall_s``
-  (:func:`cudagraph_bench.results.shards.time_per_part`).
-"""
+"""Splitting the suite over processes (CI jobs, or ``cudagraph-bench run --gpus``): ``--shard K/N`` keeps the test
+groups of shard K (:func:`cudagraph_bench.results.shards.assign_shards`), and every run records each test's seconds
+(the next run's ``--shard-durations``), the time per test module and the session's wall time."""
 
 from __future__ import annotations
 
@@ -25,9 +13,8 @@ from cudagraph_bench.options import SHARD_OPTIONS, add_to_pytest
 
 
 class ShardSession:
-    """Per-session state, registered as a plugin (``cudagraph-bench-shard``) so that its report hooks
-    see it: test durations recorded in this process, durations loaded from ``--shard-durations``, the
-    shard, the tests run and the session's start."""
+    """Per-session state, registered as a plugin so that its report hooks see it: test durations recorded here
+    and loaded from ``--shard-durations``, the shard, the tests run and the session's start."""
 
     def __init__(self, durations: dict[str, float] | None):
         self.durations = durations
@@ -110,9 +97,8 @@ def item_group(item) -> str:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """``--shard K/N``: keep the groups of shard K and deselect the rest (last, so after ``-k``/``-m``).
-    ``--shard-durations`` that records none of the collected tests (a run of another suite, or node ids of
-    another rootdir) is a warning: the groups are then balanced by test count."""
+    """``--shard K/N`` (1-based): keep the groups of shard K and deselect the rest (after ``-k``/``-m``); groups are
+    balanced by ``--shard-durations``, and by test count with a warning when it records none of the tests."""
     from cudagraph_bench.results.shards import assign_shards, base_nodeid
 
     state = session_state(config)
@@ -156,8 +142,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_benchmark_update_json(config, benchmarks, output_json):
-    """Record the tests' durations and the shard in the run's ``cudagraph_bench`` section (after the
-    plugin wrote its memory ledger there)."""
+    """Record the tests' durations (``{node id: s}``), the time per part, the wall time and the shard in the run's
+    ``cudagraph_bench`` section."""
     from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 
     state = session_state(config)

@@ -1,17 +1,7 @@
 """The architecture zoo in the pytest session: ``--zoo`` (off by default) collects ``perf_tests/test_zoo.py``, one
-forward and one decode test per causal-LM model type of the installed transformers, and records each type's
-outcome in the run JSON (:mod:`cudagraph_bench.zoo_keys`).
-
-Without ``--zoo`` the module is not even collected: ``make test`` and ``make gpu-gate`` never run it. Each test
-builds its type's tiny checkpoint once per session (:func:`~cudagraph_bench.models.zoo_checkpoints.zoo_checkpoint`),
-loads it through the suite's load path and runs its part (:mod:`cudagraph_bench.measure.zoo_case`). A measured
-part is a benchmark: the graph is timed by pytest-benchmark
-(:func:`~cudagraph_bench.plugin.benchmark_timing.benchmark_call`), its eager peer by the same CUDA-event timer, and
-``extra_info`` holds ``model_type``, ``part``, ``status`` and the figures. Any other outcome is listed under
-``["cudagraph_bench"]["failures"]`` with its status and reason: a refusal or a capture the suite will not make is a
-skip with that reason, a check that failed fails the test, and ``awaits GPU`` (a CPU run) passes. One type's outcome
-never stops the others; ``cudagraph-bench zoo`` restarts the session without a test that killed the process.
-"""
+forward and one decode test per causal-LM model type of the installed transformers, each run on the type's tiny
+checkpoint (:mod:`cudagraph_bench.measure.zoo_case`) and its outcome recorded in the run JSON
+(:mod:`cudagraph_bench.zoo_keys`): a measured part as a benchmark, any other under its ``failures``."""
 
 from __future__ import annotations
 
@@ -37,8 +27,7 @@ def pytest_addoption(parser):
                     help="the architecture zoo: collect perf_tests/test_zoo.py for these causal-LM model types of the "
                          "installed transformers: all, K/N (every N-th type from the K-th) or type,type,... "
                          "(default: not collected). With --device cpu: the classification a CPU can make")
-    # Tests that would start after this wall-clock time (seconds since the epoch) are skipped, so that a session under
-    # a time limit still writes its run; 0: none. `cudagraph-bench zoo --deadline-s` sets it: not listed in --help.
+    # tests that would start after this epoch time are skipped, so a time-limited session still writes its run
     group.addoption("--zoo-deadline-at", dest="zoo_deadline_at", type=float, default=0.0, metavar="EPOCH_S",
                     help=argparse.SUPPRESS)
 
@@ -61,7 +50,7 @@ def pytest_runtest_setup(item):
 
 def selected_types(option) -> list[str]:
     """The model types ``--zoo`` names (a :class:`~cudagraph_bench.parsers.ZooTypes`, or its text), in
-    transformers' order: :meth:`~cudagraph_bench.parsers.ZooTypes.pick` of the zoo's list.
+    transformers' order.
 
     Raises:
         pytest.UsageError: a type that is no causal LM of the installed transformers, or K of ``K/N`` past them."""
@@ -111,7 +100,7 @@ class Zoo:
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory, request) -> Zoo:
     """The session's :class:`Zoo` (checkpoints in a temporary folder). On the CPU torch runs one thread: a tiny model
-    gains nothing from more, and a thread that waits for a descheduled one on a busy machine costs seconds."""
+    gains nothing from more, and waiting for a descheduled thread on a busy machine costs seconds."""
     if request.config.getoption("device", "cuda") == "cpu":
         import torch
 
@@ -129,7 +118,7 @@ def _key(model_type: str, part: str) -> dict:
 
 
 def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> None:
-    """One part of one type, end to end (module docstring): refusal, load, check, timing, record."""
+    """One part of one type, end to end: refusal, load, check, timing, record."""
     from cudagraph_bench.models.zoo_checkpoints import ZooRefused
 
     key = _key(model_type, part)
@@ -152,8 +141,8 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
 
 
 def _outcome(cgb, zoo: Zoo, path: str, part: str, with_compile: bool):
-    """The :class:`~cudagraph_bench.measure.zoo_case.ZooOutcome` of ``part`` for the checkpoint at ``path``; the
-    pipeline's own exception (not the model's) as a failed outcome."""
+    """The :class:`~cudagraph_bench.measure.zoo_case.ZooOutcome` of ``part`` for the checkpoint at ``path``, the
+    pipeline's own exception as a failed one."""
     from cudagraph_bench.measure.zoo_case import EAGER_PHASE, ZooOutcome, decode_outcome, first_line, forward_outcome
     from cudagraph_bench.models.presets import load_model
     from cudagraph_bench.plugin.references import generate_reference
@@ -182,9 +171,8 @@ def _outcome(cgb, zoo: Zoo, path: str, part: str, with_compile: bool):
 
 
 def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
-    """Time a measured part: the graph through pytest-benchmark, its eager peer by :func:`time_call`, and the
-    figures (:data:`~cudagraph_bench.zoo_keys.FORWARD_FIGURES`, :data:`~cudagraph_bench.zoo_keys.DECODE_FIGURES`)
-    from the CUDA-event medians."""
+    """Time a measured part, the graph through pytest-benchmark and its eager peer by :func:`time_call`; the
+    figures (:data:`~cudagraph_bench.zoo_keys.FORWARD_FIGURES`, ``DECODE_FIGURES``) from the CUDA-event medians."""
     import numpy as np
     import torch
 
@@ -211,8 +199,8 @@ def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
 
 
 def _finish(cgb, request, key: dict, status: str, reason: str | None, info: dict) -> None:
-    """Record a part that was not measured and end its test: a skip with the reason (refused, not graphable), a
-    failure (failed), a pass (awaits GPU)."""
+    """Record a part that was not measured and end its test: a skip (refused, not graphable), a failure, or a pass
+    (awaits GPU)."""
     cgb.records.fail(request.node.nodeid, {**key, **info}, reason or "", status=status)
     label = f"{key['model_type']} {key['part']}"
     if status in (REFUSED, NOT_GRAPHABLE):

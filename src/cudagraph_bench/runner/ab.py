@@ -1,24 +1,7 @@
-"""``cudagraph-bench ab --base REF --head REF``: a same-job A/B comparison for pull requests (no torch
-in this process; the benchmarks run in child processes).
-
-Workflow:
-
-1. check out ``--base`` and ``--head`` into two temporary git worktrees of the repository;
-2. run the forward benchmarks (``pytest perf_tests/test_forward_bench.py --benchmark-only``, plus
-   ``--pytest-args``) ``-k`` times for each side, interleaved ABBA (base, head, head, base, ...), each
-   run a separate process on the same GPU (:func:`cudagraph_bench.runner.process.run_pytest`), writing
-   ``OUT/base-<i>.json`` / ``OUT/head-<i>.json`` and a log next to it. A run that fails is recorded (its log
-   says why) and the others go on;
-3. compare the two groups with :mod:`cudagraph_bench.results.compare` (``--old`` base runs ``--new`` head runs):
-   a benchmark regressed only when the change of the median of run medians exceeds its tolerance and
-   the one-sided Mann-Whitney U test of the run medians agrees (:mod:`cudagraph_bench.results.noise`); a check
-   that went from pass to fail fails too.
-
-Interleaving puts both sides under the same drift of clocks, temperature and host load, so what is
-left between them is the code. It does not pin CPUs or lock clocks (``taskset -c 0-7 cudagraph-bench ab ...``
-pins every process it starts). Exit codes: 0 pass, 1 regression or broken check, 2 bad input or a side with
-no successful run.
-"""
+"""``cudagraph-bench ab``'s measurement: ``--base`` and ``--head`` checked out into temporary git worktrees, the
+forward benchmarks run ``k`` times per side in separate pytest processes, interleaved ABBA
+(``OUT/base-<i>.json``, ``OUT/head-<i>.json``, each with its log), so that both sides share the drift of clocks,
+temperature and host load and what is left between them is the code."""
 
 from __future__ import annotations
 
@@ -32,16 +15,14 @@ from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DEFAULT_RUNS = 5
 DEFAULT_OUT = "out/ab"
-#: Fewest runs per side for the one-sided Mann-Whitney U test of the comparison to get below alpha 0.05: its
-#: smallest p-value for k against k runs is 1 / C(2k, k) (:func:`cudagraph_bench.results.noise.smallest_rank_p`),
-#: 0.05 at k = 3, 0.014 at k = 4.
+#: Fewest runs per side for the one-sided Mann-Whitney U test to get below alpha 0.05: its smallest p-value for k
+#: against k runs is 1 / C(2k, k), 0.05 at k = 3, 0.014 at k = 4.
 MIN_RANK_RUNS = 4
 
 
 def schedule(k: int, sides: tuple[str, ...] = ("base", "head")) -> list[tuple[str, int]]:
     """ABBA order of ``k`` runs per side: ``[("base", 1), ("head", 1), ("head", 2), ("base", 2), ...]``; with more
-    ``sides``, each round of one run per side in their order, every other round mirrored (A B C, C B A, ...), so that
-    every side's mean place in the job is the same after each pair of rounds."""
+    ``sides``, every other round mirrored (A B C, C B A, ...), so each side's mean place is the same."""
     order = []
     for i in range(1, k + 1):
         round_ = [(side, i) for side in sides]
@@ -58,7 +39,10 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def resolve_commit(repo: Path, ref: str, flag: str) -> str:
-    """The commit id of ``ref``; raises UsageError naming ``flag`` when git does not know it."""
+    """The commit id of ``ref``.
+
+    Raises:
+        UsageError: git does not know it (naming ``flag``)."""
     proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -67,7 +51,8 @@ def resolve_commit(repo: Path, ref: str, flag: str) -> str:
 
 
 def measure(trees: dict[str, Path], out: Path, k: int, pytest_args: list[str]) -> dict[str, list[Path]]:
-    """Run the :func:`schedule` of ``k`` runs per side; returns the JSON files each side produced."""
+    """Run the :func:`schedule` of ``k`` runs per side (a failed run is reported and the others go on); returns the
+    JSON files each side produced."""
     done: dict[str, list[Path]] = {"base": [], "head": []}
     for side, i in schedule(k):
         json_path = out / f"{side}-{i}.json"
@@ -80,15 +65,17 @@ def measure(trees: dict[str, Path], out: Path, k: int, pytest_args: list[str]) -
 
 
 def repository_root(path: Path) -> Path:
-    """The top folder of the git checkout ``path`` is in; raises UsageError when it is in none."""
+    """The top folder of the git checkout ``path`` is in.
+
+    Raises:
+        UsageError: it is in none."""
     return Path(_git(path, "rev-parse", "--show-toplevel"))
 
 
 def measure_in_worktrees(repo: Path, commits: dict[str, str], out: Path, k: int,
                          pytest_args: list[str]) -> dict[str, list[Path]]:
-    """Check out each side's commit (``{"base": sha, "head": sha}``) into a temporary git worktree of
-    ``repo``, :func:`measure` there, and remove the worktrees again, also when a run fails or the user
-    interrupts; returns the JSON files each side produced."""
+    """Check out each side's commit (``{"base": sha, "head": sha}``) into a temporary git worktree of ``repo``,
+    :func:`measure` there, and remove the worktrees again whatever happens; returns each side's JSON files."""
     with tempfile.TemporaryDirectory(prefix="cgb-ab-") as tmp:
         trees = {side: Path(tmp) / side for side in commits}
         try:

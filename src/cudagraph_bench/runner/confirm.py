@@ -18,10 +18,12 @@ from cudagraph_bench.table import plural
 
 
 def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
-    """Rerun the gated variants and their references (registry) of every regressed case of ``results`` (the
-    gate's verdicts) ``k`` times, each a separate pytest process in the checkout (else the working directory),
-    written next to the first run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is
-    reported on stderr). Raises UsageError when one of those files exists already (never overwritten)."""
+    """Rerun the gated variants and their references of every regressed case of ``results`` (the gate's verdicts)
+    ``k`` times, each a separate pytest process in the checkout (else the working directory), written next to the
+    first run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is reported on stderr).
+
+    Raises:
+        UsageError: one of those files exists already (never overwritten)."""
     first = runs[0]
     groups = forward_groups(first)
     cases = [(r.model, r.dtype, r.seq_len) for r in results if r.regressed]

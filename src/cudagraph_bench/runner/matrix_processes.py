@@ -1,19 +1,6 @@
-"""``cudagraph-bench run``'s measurement: the matrix as pytest processes of the suite, merged into one run.
-
-pytest is the harness: a run is ``pytest perf_tests/test_forward_bench.py perf_tests/test_padding_bench.py
---benchmark-only`` with the matrix's options, the same defaults and the same code path as a plain pytest run. The
-launcher adds the isolation policy (:mod:`cudagraph_bench.runner.process`):
-
-- the variants the registry marks ``isolated`` (the torch.compile ones) run in a pytest process of their own,
-  apart from the others, so that a compiler crash costs no other case;
-- with ``gpus``, each process is one shard per GPU (``--shard K/N``, ``CUDA_VISIBLE_DEVICES`` = that GPU, an equal
-  share of the CPUs of ``run --cpus``, pinned with ``taskset``), started side by side;
-- each sub-matrix of a ``[[sweep]]`` config is a process of its own.
-
-Every process writes its pytest-benchmark JSON; :func:`launch` merges them
-(:func:`cudagraph_bench.results.merge.merge_runs`) into one document: real pytest-benchmark output that
-``gate``, ``compare``, ``report`` and pytest-benchmark's own ``compare`` read.
-"""
+"""``cudagraph-bench run``'s measurement: the matrix as pytest processes of the suite (the same defaults and code
+path as a plain pytest run), merged into one pytest-benchmark run: the registry's isolated variants in a process of
+their own (a compiler crash costs no other case), one shard per GPU with ``gpus``, a process per ``[[sweep]]``."""
 
 from __future__ import annotations
 
@@ -35,11 +22,9 @@ PADDING_MODULE = "perf_tests/test_padding_bench.py"
 
 @dataclass(frozen=True)
 class Matrix:
-    """One sub-matrix: the values of the matrix options given (``(dest, value)`` pairs, each value as the option's
-    parser of :data:`~cudagraph_bench.options.MATRIX_OPTIONS` returns it, lists as tuples; an option left out takes
-    its default in pytest), its forward variants (names of the registry) and pytest's flags without a value
-    (``("--replay-proof",)``). ``run`` and ``gate --confirm`` build these; :meth:`pytest_args` is the one way to
-    pytest arguments."""
+    """One sub-matrix: the matrix options given (``(dest, value)`` pairs, values as the option's parser returns
+    them, lists as tuples; one left out takes pytest's default), its forward variants and pytest's flags without a
+    value (``("--replay-proof",)``); :meth:`pytest_args` is the one way to pytest arguments."""
 
     values: tuple[tuple[str, object], ...]
     variants: tuple[str, ...]
@@ -59,8 +44,8 @@ class Matrix:
         return dict(self.values).get(dest, default)
 
     def pytest_args(self) -> list[str]:
-        """The values as pytest arguments (:func:`~cudagraph_bench.options.matrix_arguments`), then the flags;
-        the variants are the caller's (a run splits them by isolation)."""
+        """The values as pytest arguments (:func:`~cudagraph_bench.options.matrix_arguments`), then the flags; not
+        the variants (a run splits them by isolation)."""
         from cudagraph_bench.options import matrix_arguments
 
         return [*matrix_arguments(dict(self.values)), *self.flags]
@@ -84,8 +69,8 @@ def targets(names) -> list[str]:
 
 
 def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
-    """``cpus`` in ``n`` contiguous, equal shares (the last ones one smaller when they do not divide); each share
-    has at least one CPU (shares repeat CPUs when there are fewer CPUs than shares)."""
+    """``cpus`` in ``n`` contiguous, equal shares (the last ones one smaller when they do not divide), at least one
+    CPU each (repeated when there are fewer CPUs than shares)."""
     if not cpus:
         return [[] for _ in range(n)]
     if len(cpus) < n:
@@ -100,9 +85,8 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
 
 
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
-    """The processes of a run, in steps: the processes of one step run side by side (one per GPU), the steps one
-    after another. Per sub-matrix, the non-isolated variants, then the isolated ones (registry), each a step.
-    ``cpus``: every process pinned to them, split in equal shares between the GPUs' processes."""
+    """The processes of a run in steps, one after another, the processes of a step side by side (one per GPU,
+    ``--shard K/N``, an equal share of ``cpus``): per sub-matrix, the non-isolated variants, then the isolated ones."""
     steps = []
     for m_index, matrix in enumerate(matrices):
         kinds = [variants.variant(variants.FORWARD, n) for n in matrix.variants]
@@ -124,9 +108,8 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
 
 def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tuple[dict | None, list[RunOutcome]]:
     """Run the :func:`plan`'s steps with their output under ``outdir/parts/``; returns the merged document (None
-    when no process wrote one) and each process's outcome. ``log(part, outcome)`` is called as each process ends.
-    A Ctrl-C stops every pytest process and waits for it (:func:`~cudagraph_bench.runner.process.stop_children`)
-    before the ``KeyboardInterrupt`` goes on."""
+    when no process wrote one) and each process's outcome; ``log(part, outcome)`` as each process ends. A Ctrl-C
+    stops every pytest process and waits for it before the ``KeyboardInterrupt`` goes on."""
     from cudagraph_bench.results.merge import merge_runs
 
     parts_dir = outdir / "parts"
@@ -145,7 +128,7 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
         try:
             for thread in threads:
                 thread.join()
-        except KeyboardInterrupt:      # Ctrl-C: the pytest processes end before this one does
+        except KeyboardInterrupt:
             print("interrupted: stopping the pytest processes", file=sys.stderr, flush=True)
             stop_children()
             for thread in threads:
@@ -166,9 +149,11 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
 
 
 def visible_gpus(text: str) -> tuple[str, ...]:
-    """``"0,1"`` -> ``("0", "1")``: GPU indices for ``--gpus``; ``"all"``: every GPU of ``CUDA_VISIBLE_DEVICES``
-    (else of ``nvidia-smi -L``). A GPU named twice is allowed (two shards on one GPU: their timings disturb
-    each other; for trying the merge)."""
+    """``"0,1"`` -> ``("0", "1")``: GPU indices for ``--gpus`` (one named twice is allowed, to try the merge);
+    ``"all"``: every GPU of ``CUDA_VISIBLE_DEVICES``, else of ``nvidia-smi -L``.
+
+    Raises:
+        ValueError: not GPU indices, or ``all`` finds no GPU."""
     import subprocess
 
     text = text.strip()

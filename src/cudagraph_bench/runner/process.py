@@ -1,20 +1,8 @@
-"""One pytest process of the suite, watched: the isolation policy of every launched run.
-
-A separate process is what makes two runs independent samples of the between-run noise
-(:mod:`cudagraph_bench.results.noise`), and what keeps a crash (a segfault in a compiler, a CUDA error that breaks
-the context) from taking other cases with it. :func:`run_pytest` runs ``python -m pytest`` with ``--journal``
-(:mod:`cudagraph_bench.journal`); when the process dies in a test, or stops because that test broke the CUDA
-context, that test is recorded as failed with the reason and the process is started again without it (and without
-the tests a stopped session finished and wrote), up to :data:`MAX_RESTARTS` times. The runs of one call are merged
-into one pytest-benchmark document (:func:`cudagraph_bench.results.merge.merge_runs`). Each process reports why
-it skipped tests in its log (pytest's short summary, ``-rfEs``), which :func:`skip_reasons` reads back for the
-outcome. No torch in this process.
-
-Each pytest process runs in a process group of its own, so that a Ctrl-C of the terminal reaches this process
-only: :func:`stop_children` then interrupts every group (the pytest process and what it started, e.g. compile
-workers), waits for them to end (killing a group that does not end in :data:`STOP_GRACE_S`), and no attempt is
-started after it; no process outlives the command.
-"""
+"""One pytest process of the suite, watched: the isolation policy of every launched run. A separate process makes
+two runs independent samples of the between-run noise and keeps a crash (a compiler's segfault, a broken CUDA
+context) from taking other cases with it (:func:`run_pytest`). Each runs in a process group of its own, so a Ctrl-C
+reaches this process only, which then stops them all (:func:`stop_children`): no process outlives the command.
+No torch in this process."""
 
 from __future__ import annotations
 
@@ -36,8 +24,7 @@ MAX_RESTARTS = 3
 PYTEST_EXIT_CODES = frozenset(range(6))
 #: pytest's short test summary: failures and errors (its default, ``fE``) and the skipped tests with their reasons.
 REPORT_CHARS = "-rfEs"
-#: A line of that summary for skipped tests (folded: one line per location and reason):
-#: ``SKIPPED [count] path:line: reason``.
+#: A line of that summary for skipped tests, one per location and reason: ``SKIPPED [count] path:line: reason``.
 _SKIPPED_LINE = re.compile(r"^SKIPPED \[(\d+)\] [^:]*(?::\d+)?: (.+)$")
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -71,13 +58,12 @@ _ZOO_TYPES_PROBE = ("import json, transformers\n"
 
 @functools.lru_cache(maxsize=8)
 def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0) -> tuple[str, tuple[str, ...]]:
-    """The transformers release the zoo's pytest process would run and the zoo's model types of it
-    (:func:`cudagraph_bench.models.zoo_types.causal_lm_types`), read in a child process with ``tree``'s ``src``
-    first on its path, so that this process imports no transformers and a bad ``--types`` is refused before
-    anything is made. Asked once per tree and interpreter in a process (the child takes seconds to import transformers).
+    """The transformers release the zoo's pytest process would run and its causal-LM model types
+    (:func:`cudagraph_bench.models.zoo_types.causal_lm_types`), read once per tree and interpreter in a child
+    process with ``tree``'s ``src`` first on its path, so this process imports no transformers.
 
     Raises:
-        UsageError: the child cannot list them (no transformers, a broken install), in one line."""
+        UsageError: the child cannot list them (no transformers, a broken install)."""
     from cudagraph_bench.errors import UsageError
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -97,8 +83,7 @@ def check_cpus(cpus, flag: str = "--cpus") -> None:
     """Check that ``cpus`` (CPU numbers; None or empty: no pinning) can pin a child process with ``taskset -c``.
 
     Raises:
-        UsageError: a CPU this process may not run on (names the allowed CPUs), or no ``taskset`` on PATH.
-    """
+        UsageError: a CPU this process may not run on (names the allowed CPUs), or no ``taskset`` on PATH."""
     import shutil
 
     from cudagraph_bench.errors import UsageError
@@ -121,13 +106,11 @@ class PytestRun:
 
     Attributes:
         tree: the checkout whose ``perf_tests`` and ``src`` it runs (its ``src`` goes first on PYTHONPATH).
-        json_path: where its merged ``--benchmark-json`` goes; the journal and the log go next to it (made
-            absolute here: the process runs in ``tree``, not in the caller's folder).
+        json_path: where its merged ``--benchmark-json`` goes, the journal and the log next to it (made absolute:
+            the process runs in ``tree``).
         args: pytest arguments: the test selection and the suite's options (``--models ...``).
-        env: environment variables to set (e.g. ``CUDA_VISIBLE_DEVICES``).
-        quiet: pass ``-q``.
-        cpus: CPU numbers the process is pinned to (``taskset -c``); empty: no pinning.
-    """
+        env: environment variables to set (e.g. ``CUDA_VISIBLE_DEVICES``); ``quiet``: pass ``-q``.
+        cpus: CPU numbers the process is pinned to (``taskset -c``); empty: no pinning."""
 
     tree: Path
     json_path: Path
@@ -151,8 +134,8 @@ class PytestRun:
 @dataclass
 class RunOutcome:
     """What a :class:`PytestRun` gave: ``returncode`` (pytest's last; 1 when a crash was recorded), ``json_path``
-    (None when no benchmark document was written), ``crashes`` (the failure entries of the crashed tests),
-    ``skipped`` (each distinct reason of the skipped tests -> how many tests it skipped, :func:`skip_reasons`)."""
+    (None when no document was written), ``crashes`` (the crashed tests' failure entries), ``skipped``
+    (:func:`skip_reasons`)."""
 
     returncode: int
     json_path: Path | None
@@ -177,8 +160,7 @@ def command(run: PytestRun, json_path: Path, deselect: list[str]) -> list[str]:
 
 def skip_reasons(log_text: str) -> dict[str, int]:
     """Each distinct reason of the tests a pytest log's short summary (:data:`REPORT_CHARS`) lists as skipped ->
-    how many tests it skipped (summed over the locations and the attempts of the log), in the order first seen;
-    empty when the log lists none."""
+    how many tests (over the locations and the attempts), in the order first seen."""
     out: dict[str, int] = {}
     for line in log_text.splitlines():
         found = _SKIPPED_LINE.match(_ANSI_ESCAPE.sub("", line).rstrip())
@@ -188,15 +170,14 @@ def skip_reasons(log_text: str) -> dict[str, int]:
 
 
 def _logged_skips(log_path: Path) -> dict[str, int]:
-    """:func:`skip_reasons` of the log file ``log_path`` (empty when it cannot be read)."""
+
     try:
         return skip_reasons(log_path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return {}
 
 
-#: Seconds an interrupted pytest process group has to end (pytest writes its partial run, marked interrupted)
-#: before it is killed.
+#: Seconds an interrupted pytest process group has to end (writing its partial run) before it is killed.
 STOP_GRACE_S = 20.0
 _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
@@ -208,10 +189,11 @@ class Stopped(Exception):
 
 
 def run_process(cmd: list[str], cwd: Path, env: dict, log) -> int:
-    """Run one attempt's command in ``cwd`` with ``env``, its output into the open file ``log``, in a process
-    group of its own (see the module docstring); its exit code (a negative one for a signal, as
-    :mod:`subprocess` gives it). Raises :class:`Stopped` once :func:`stop_children` ran, and for a process it
-    stopped."""
+    """Run one attempt's command in ``cwd`` with ``env``, its output into the open file ``log``, in a process group
+    of its own; returns its exit code (negative for a signal).
+
+    Raises:
+        Stopped: :func:`stop_children` ran, before or while it ran."""
     with _children_lock:
         if _stopping.is_set():
             raise Stopped
@@ -239,9 +221,9 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def stop_children(grace_s: float = STOP_GRACE_S) -> int:
-    """Stop every pytest process group :func:`run_process` started and wait for each to end: SIGINT first (pytest
-    writes what it measured, marked interrupted), SIGKILL for a group still running after ``grace_s`` seconds.
-    No process is started after it. Returns how many processes were running."""
+    """Stop every pytest process group :func:`run_process` started and wait for each to end: SIGINT (pytest writes
+    what it measured, marked interrupted), then SIGKILL after ``grace_s`` seconds; no process is started after it.
+    Returns how many were running."""
     with _children_lock:
         _stopping.set()
         running = list(_children)
@@ -260,8 +242,7 @@ def stop_children(grace_s: float = STOP_GRACE_S) -> int:
 
 
 def _wait_for_group(pgid: int, timeout_s: float = 5.0) -> None:
-    """Wait until no running process is left in the process group ``pgid`` (a killed process ends a moment after
-    the signal), at most ``timeout_s`` seconds."""
+    """Wait at most ``timeout_s`` seconds until no process of group ``pgid`` runs."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not _group_members(pgid):
@@ -290,8 +271,7 @@ def _group_members(pgid: int) -> list[int]:
 
 
 def allow_new_children() -> None:
-    """Undo :func:`stop_children`'s stop once every thread that might start a process has ended, so that a
-    caller in the same process (a test, a library user) can run again."""
+    """Undo :func:`stop_children`'s stop once every thread that might start a process has ended."""
     _stopping.clear()
 
 
@@ -316,9 +296,10 @@ def _crash_entry(event: dict | None, reason: str) -> dict:
 
 
 def run_pytest(run: PytestRun) -> RunOutcome:
-    """Run ``run``'s pytest process, restarting it after a crash without the crashed test (module docstring);
-    the attempts' documents are merged into ``run.json_path`` with the crashes under
-    ``["cudagraph_bench"]["failures"]``. Output of every attempt goes to ``run.log_path``."""
+    """Run ``run``'s pytest process with ``--journal``; when it dies in a test, or stops after that test broke the
+    CUDA context, the test is recorded as failed and the process started again without it and the tests already
+    written, up to :data:`MAX_RESTARTS` times. The attempts' documents are merged into ``run.json_path`` with the
+    crashes under ``["cudagraph_bench"]["failures"]``; every attempt's output goes to ``run.log_path``."""
     from cudagraph_bench.fsio import write_text_atomic
     from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
 

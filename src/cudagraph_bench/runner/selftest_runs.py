@@ -1,31 +1,7 @@
-"""``cudagraph-bench selftest``'s runs: unmodified reruns of the gated matrix and runs with a known fault planted
-into the real pipeline (``--plant-fault``, :mod:`cudagraph_bench.measure.faults`), each a separate pytest process on
-this GPU (:func:`cudagraph_bench.runner.process.run_pytest`). The verdicts are
-:mod:`cudagraph_bench.results.selftest_verdicts`.
-
-Runs, written to ``OUT/<name>.json`` with a log beside each:
-
-- ``unmodified-1`` .. ``unmodified-N``: the forward benchmarks (eager and graph) of the gated prompt lengths;
-- ``delay-<pct>`` for each ``--delays`` percent: the same, every gated graph replay slowed on the GPU by that share
-  of its own time;
-- ``stale-input``: the graph of the first model and dtype replays without refreshing its static input;
-- ``wrong-decode``: the graphed decode of the matrix's causal models gives other tokens;
-- ``stale-mask``: the padding benchmarks (``padded``, ``bucketed``) of the first model and dtype, their graphs keeping
-  the attention mask of their first replay;
-- ``stale-position``: the graphed decode of the matrix's causal models never refreshing its decode position;
-- ``eager-layer``: the graph of the first model and dtype runs its output layer eagerly after each replay, with
-  ``--replay-proof`` (only the proof can catch it: the outputs are right);
-- ``skip-inductor-graphs``: the ``compile+graph`` of the first model and dtype at the first planted prompt length
-  runs its compiled forward without its graph, with ``--replay-proof`` (named in ``--variants``, it runs without
-  ``--with-compile``, which would add the ``compile`` variant too);
-- with ``ab_runs`` K (``--ab K``), the pull-request mode's groups (``cudagraph-bench ab``), K runs each at the gated
-  prompt lengths, as the delay runs: ``ab-base-<i>`` and ``ab-head-<i>`` unmodified (base and head of an A/A
-  comparison), ``ab-delay-<pct>-<i>`` with ``delay:<pct>`` planted on head only.
-
-Unmodified and planted runs are interleaved (unmodified-1, delay-3, unmodified-2, delay-5, ...), so that a drift of
-the host over the job does not read as a fault; the ab groups run after them in ``ab``'s own ABBA order over three
-groups (base, head, delay, delay, head, base, ...: :func:`cudagraph_bench.runner.ab.schedule`).
-"""
+"""``cudagraph-bench selftest``'s runs (listed in docs/gate.md, "calibrate and selftest"): unmodified reruns of the
+gated matrix and runs with a fault planted (:mod:`cudagraph_bench.measure.faults`), each a separate pytest process on
+this GPU writing ``OUT/<name>.json`` and its log. Unmodified and planted runs are interleaved, so that a drift of the
+host over the job does not read as a fault."""
 
 from __future__ import annotations
 
@@ -63,12 +39,9 @@ def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tup
          ab_delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
     """The self-test's runs in the order they run. ``matrix``: the forward matrix of the unmodified runs (its
     ``models``, ``dtypes`` and ``prompt_lengths`` given); ``extra_args``: more pytest arguments of every forward
-    run; ``gated_lengths``: the prompt lengths of the planted runs (the unmodified runs are the baseline of every
-    length, the planted ones need the gated cases only). The stale input, stale mask, eager layer and skipped
-    inductor graphs go into the first model and the last dtype (the skipped graphs at the first gated length); the
-    wrong decode and stale position into the matrix's models (the plugin keeps their causal LMs). ``ab_runs``:
-    runs per ab group (0: none), at the gated lengths, the delay group's with ``delay:<ab_delay>`` planted
-    (:func:`ab_plan`), last."""
+    run; ``gated_lengths``: the prompt lengths of the planted runs. The forward faults go into the first model and
+    the last dtype (the skipped inductor graphs at the first gated length only), the decode faults into the matrix's
+    models. ``ab_runs``: runs per ab group (0: none), last (:func:`ab_plan`)."""
     models, dtypes = matrix.value("models"), matrix.value("dtypes")
     planted_matrix = matrix.replaced(prompt_lengths=tuple(gated_lengths))
     single = planted_matrix.replaced(models=models[:1], dtypes=dtypes[-1:])
@@ -104,8 +77,7 @@ def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tup
 
 def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
     """The ab groups' ``3 * k`` runs of the pytest arguments ``args`` in :func:`~cudagraph_bench.runner.ab.schedule`'s
-    order: ``ab-base-<i>`` and ``ab-head-<i>`` as given, ``ab-delay-<delay>-<i>`` with ``delay:<delay>`` planted
-    (``--plant-fault``); none for ``k`` 0."""
+    order: ``ab-base-<i>`` and ``ab-head-<i>`` as given, ``ab-delay-<delay>-<i>`` with ``delay:<delay>`` planted."""
     fault = f"delay:{delay:g}"
     made = {"base": lambda i: SelftestRun(f"ab-base-{i}", None, args),
             "head": lambda i: SelftestRun(f"ab-head-{i}", None, args),
@@ -115,8 +87,7 @@ def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) 
 
 def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print, resume: bool = False) -> dict[str, Path | None]:
     """Run ``runs`` one after another (their JSON and logs in ``out``); returns ``{name: JSON path or None}`` (None:
-    the process wrote no run; its log says why). ``resume``: a run whose JSON is already in ``out`` (a finished run
-    of a stopped self-test) is kept, not run again."""
+    no run written; its log says why). ``resume``: a run whose JSON is already in ``out`` is kept, not run again."""
     done = {}
     for i, r in enumerate(runs, 1):
         kept = next((p for p in (out / f"{r.name}.json", out / f"{r.name}.json.gz") if p.is_file()), None)
