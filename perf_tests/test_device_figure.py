@@ -1,5 +1,5 @@
 """GPU tests of the device-side figure the gate guards (:func:`cudagraph_bench.measure.timing.back_to_back_ms`) and of
-the planted delay the self-test measures it with (:func:`cudagraph_bench.measure.faults.capture_delayed`).
+the planted delay the self-test measures it with (:func:`cudagraph_bench.selftest.faults.capture_delayed`).
 
 The figure must be the GPU's own time of a call, whatever the host's: a call whose host work takes four times its
 GPU work must still read its GPU work. Without the held stream it read the host's time.
@@ -58,7 +58,7 @@ def test_device_figure_is_the_gpu_time_whatever_the_host_time():
 def test_planted_delay_lands_on_its_target():
     import torch
 
-    from cudagraph_bench.measure.faults import PLANT_TOLERANCE_POINTS, capture_delayed
+    from cudagraph_bench.selftest.faults import PLANT_TOLERANCE_POINTS, capture_delayed
     from cudagraph_bench.models.presets import load_model
 
     model = load_model("gpt2", "bfloat16", "cuda")

@@ -1,6 +1,6 @@
 """The self-test's ``eager-layer`` fault on the GPU: a gpt2-architecture graph with its LM head run eagerly after each
 replay gives eager's outputs, and the replay proof counts its one graph launch and the kernels launched outside it,
-so its recorded check fails (:mod:`cudagraph_bench.measure.eager_layer`).
+so its recorded check fails (:mod:`cudagraph_bench.selftest.eager_layer`).
 
 In a child process, like ``perf_tests/test_replay_proof.py``: a profiler session can leave CUPTI attached and slow
 the benchmarks timed after it in this session (pytorch/pytorch#144455).
@@ -17,7 +17,7 @@ _SCRIPT = textwrap.dedent("""
     import json
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
-    from cudagraph_bench.measure.eager_layer import EagerLayerGraph
+    from cudagraph_bench.selftest.eager_layer import EagerLayerGraph
     from cudagraph_bench.measure.replay_proof import count_call
     from cudagraph_bench.models.presets import model_forward
     from cudagraph_bench.results.replay import replay_field, replay_problem

@@ -1,6 +1,6 @@
 """A graph whose static buffer is never refreshed fails the check the benchmarks record (GPU, float32 and bfloat16).
 
-The self-test's faults (:mod:`cudagraph_bench.measure.faults`) are planted into real captured graphs and checked by
+The self-test's faults (:mod:`cudagraph_bench.selftest.faults`) are planted into real captured graphs and checked by
 the benchmarks' own pipeline (:func:`~cudagraph_bench.measure.case.prepare_case`,
 :func:`~cudagraph_bench.measure.decode_case.prepare_decode`):
 
@@ -27,7 +27,7 @@ MASK_CASES = [("gpt2", 16, "padded"), ("gpt2", 16, "bucketed"), ("gpt2", 50, "pa
 def _prepared(cgb, model_name, dtype, seq_len, variant, fault=None):
     from cudagraph_bench.cases import Case
     from cudagraph_bench.measure.case import prepare_case
-    from cudagraph_bench.measure.faults import parse_fault, plant_forward
+    from cudagraph_bench.selftest.faults import parse_fault, plant_forward
 
     model = cgb.model(model_name, dtype)
     spec = cgb.case_spec(Case(model_name, dtype, seq_len, variant))
@@ -72,7 +72,7 @@ def test_a_graphed_decode_that_never_refreshes_its_position_fails_its_recorded_c
     from cudagraph_bench.cases import DecodeCase
     from cudagraph_bench.errors import NotGraphableError
     from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
-    from cudagraph_bench.measure.faults import StalePositionDecoder
+    from cudagraph_bench.selftest.faults import StalePositionDecoder
 
     cgb.skip_if_too_long(causal_model, 50 + 32)
     model = cgb.model(causal_model, dtype)

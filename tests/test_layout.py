@@ -31,6 +31,10 @@ ALLOWED = {
     "commands": {"shared", "results", "report", "runner", "commands"},
     "entry": {"shared", "results", "report", "runner", "commands", "entry"},
 }
+#: The self-test's folder holds one feature across the layers: each of its modules keeps the layer of what it does.
+SELFTEST_LAYERS = {"selftest": "shared", "selftest.faults": "measure", "selftest.eager_layer": "measure",
+                   "selftest.planned_runs": "runner", "selftest.verdicts": "results", "selftest.ab_verdicts": "results",
+                   "selftest.command": "commands"}
 #: Layers that import no torch or transformers, not even inside a function, and import only modules that do not
 #: either: the layers that read runs, launch pytest and front the commands, so a CPU-only machine gates a run.
 NO_TORCH_LAYERS = {"results", "report", "runner", "commands", "entry"}
@@ -53,6 +57,8 @@ MODULES = modules()
 
 
 def layer_of(name: str) -> str:
+    if name in SELFTEST_LAYERS:
+        return SELFTEST_LAYERS[name]
     head = name.split(".")[0]
     if "." not in name and head in SHARED | {""}:
         return "shared"
@@ -159,7 +165,7 @@ def _readme_layout_rows() -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("package", ["plugin", "runner", "commands", "report", "measure", "capture", "results",
-                                     "models"])
+                                     "models", "selftest"])
 def test_architecture_layout_table_names_every_module_of_the_layer(package):
     modules = {p.stem for p in (PKG / package).glob("*.py") if p.stem != "__init__"}
     assert modules, package

@@ -15,12 +15,12 @@ from test_selftest import JITTER, _with_device_figure
 from cudagraph_bench.cli import build_parser
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.commands import run as runcmd
-from cudagraph_bench.measure.eager_layer import SkippedLayer, output_layer
-from cudagraph_bench.measure.faults import Fault, parse_fault
+from cudagraph_bench.selftest.eager_layer import SkippedLayer, output_layer
+from cudagraph_bench.selftest.faults import Fault, parse_fault
 from cudagraph_bench.models.presets import model_forward
 from cudagraph_bench.runner import matrix_processes
 from cudagraph_bench.runner.matrix_processes import Matrix
-from cudagraph_bench.runner.selftest_runs import plan
+from cudagraph_bench.selftest.planned_runs import plan
 
 FAULTS = ("eager-layer", "skip-inductor-graphs")
 

@@ -188,7 +188,7 @@ def test_from_a_file_says_it_is_not_a_folder(capsys, tmp_path):
 def test_a_planted_variant_replays_and_closes_what_it_plants_and_records_its_fields():
     """The pipeline's view of a planted fault: calls and ``static_output`` are the planted object's, ``record()``
     is its capture time and fault fields, and closing it closes the planted object (CPU: a stand-in graph)."""
-    from cudagraph_bench.measure.faults import PlantedVariant
+    from cudagraph_bench.selftest.faults import PlantedVariant
 
     class Planted:
         static_output, closed = "out", False
@@ -234,7 +234,7 @@ def test_a_given_baseline_judges_two_unmodified_runs_and_the_planted_ones(folder
 
 
 def test_resume_keeps_the_finished_runs_and_runs_the_others(tmp_path, monkeypatch):
-    from cudagraph_bench.runner import selftest_runs as runner
+    from cudagraph_bench.selftest import planned_runs as runner
     from cudagraph_bench.runner.matrix_processes import Matrix
     from cudagraph_bench.runner.process import PytestRun
 
@@ -275,7 +275,7 @@ def test_a_self_test_without_the_runs_its_verdict_needs_fails_and_names_them(tmp
     verdict names what is missing."""
     from h200_fixture import H200_RESULTS
 
-    from cudagraph_bench.results.selftest_verdicts import ALWAYS_PLANTED
+    from cudagraph_bench.selftest.verdicts import ALWAYS_PLANTED
 
     monkeypatch.chdir(H200_RESULTS.parents[1])
     part = tmp_path / "part"

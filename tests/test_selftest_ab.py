@@ -98,7 +98,7 @@ def test_the_three_groups_run_in_abba_order(k):
 
 def test_the_ab_runs_are_the_delay_runs_matrix_with_and_without_the_fault():
     from cudagraph_bench.runner.matrix_processes import Matrix
-    from cudagraph_bench.runner.selftest_runs import plan
+    from cudagraph_bench.selftest.planned_runs import plan
 
     matrix = Matrix((("models", ("gpt2",)), ("dtypes", ("float32",)), ("prompt_lengths", (16, 50, 128, 512))), ())
     common = dict(runs=2, delays=(5.0,), gated_lengths=(16, 50, 128))
@@ -125,7 +125,7 @@ def test_the_fewest_ab_runs_are_where_the_rank_test_gets_below_alpha():
 
 
 def test_a_stopped_ab_self_test_resumes_and_a_failed_run_does_not_stop_the_rest(tmp_path, monkeypatch):
-    from cudagraph_bench.runner import selftest_runs as runner
+    from cudagraph_bench.selftest import planned_runs as runner
 
     ran = []
 
@@ -163,7 +163,7 @@ def test_a_stopped_ab_self_test_resumes_and_a_failed_run_does_not_stop_the_rest(
     (["--ab", "-1"], "argument --ab: expected a number >= 0, got -1"),
 ])
 def test_bad_ab_options_are_one_line_before_any_run(tmp_path, capsys, monkeypatch, argv, says):
-    from cudagraph_bench.runner import selftest_runs as runner
+    from cudagraph_bench.selftest import planned_runs as runner
 
     monkeypatch.setattr(runner, "run_pytest", lambda run: pytest.fail(f"ran {run}"))
     err = run_bad_input(capsys, ["selftest", "-o", tmp_path / "new", *argv])
@@ -262,7 +262,7 @@ def test_a_self_test_without_ab_runs_says_nothing_of_ab(capsys, tmp_path, monkey
 
 
 def test_the_ab_runs_of_a_self_test_are_found_by_their_names():
-    from cudagraph_bench.results.selftest_ab import split_ab_runs
+    from cudagraph_bench.selftest.ab_verdicts import split_ab_runs
 
     names = ["ab-base-1", "ab-head-2", "ab-delay-3-1", "ab-delay-2.5-4", "unmodified-1", "delay-3", "ab-base",
              "ab-delay-3", "xab-base-1"]
@@ -273,7 +273,7 @@ def test_the_ab_runs_of_a_self_test_are_found_by_their_names():
 def test_the_self_tests_pytest_args_are_parsed_once_into_its_matrix():
     """--pytest-args: the matrix options in it are parsed by their own parsers (the last of one flag wins, as in
     pytest) over the self-test's defaults; the rest passes on; a bad value is one line; no gated length is refused."""
-    from cudagraph_bench.commands.selftest_command import forward_matrix
+    from cudagraph_bench.selftest.command import forward_matrix
     from cudagraph_bench.errors import UsageError
     from cudagraph_bench.options import DEFAULT_MODELS
 

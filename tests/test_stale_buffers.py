@@ -6,7 +6,7 @@ A CUDA graph cannot be captured here, so the graphs are CPU stand-ins with the i
 ``graph.replay()`` that runs the forward on the static buffers): the real
 :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` call path and the real
 :class:`~cudagraph_bench.measure.forward_variants.PaddedVariant` replay them, and the self-test's planted faults
-(:mod:`cudagraph_bench.measure.faults`) plant into them as into the GPU graphs. The graphed decoder's stand-in is
+(:mod:`cudagraph_bench.selftest.faults`) plant into them as into the GPU graphs. The graphed decoder's stand-in is
 the eager static-cache loop (:class:`~cudagraph_bench.capture.decode.GreedyDecoder` without graphs), which reads
 and advances the same static position the captured steps do.
 """
@@ -19,7 +19,7 @@ from h200_fixture import copy_doc, committed_doc, no_default_baseline_fixture, r
 
 from cudagraph_bench.capture.buckets import BucketCapture, BucketedGraphs, cap_buckets
 from cudagraph_bench.measure import case as C
-from cudagraph_bench.measure import faults
+from cudagraph_bench.selftest import faults
 from cudagraph_bench.measure import forward_variants as V
 from cudagraph_bench.models.presets import load_model, model_forward
 
@@ -94,7 +94,7 @@ def padded_variant(model, name, seq_len):
 
 
 class CpuGraphVariant(V._GraphBacked):
-    """The ``graph`` variant over a :class:`CpuGraph` (what :class:`~cudagraph_bench.measure.faults.StaleInputGraph`
+    """The ``graph`` variant over a :class:`CpuGraph` (what :class:`~cudagraph_bench.selftest.faults.StaleInputGraph`
     plants into)."""
 
     name = "graph"

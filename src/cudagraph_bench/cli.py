@@ -39,7 +39,7 @@ COMMANDS = {
             "measure base and head commits interleaved, k runs each, and compare them"),
     "launch-report": ("cudagraph_bench.commands.launch_report",
             "write the launch-overhead page (N sweep, host vs device time, predicted vs measured saving) and its plot"),
-    "selftest": ("cudagraph_bench.commands.selftest_command",
+    "selftest": ("cudagraph_bench.selftest.command",
             "plant known faults (GPU delays, a stale input, mask or position, a wrong decode) into the real pipeline "
             "and show the gate fails on each, passes on reruns"),
     "merge": ("cudagraph_bench.commands.merge_command",

@@ -145,7 +145,7 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
     Args:
         refs: the session's :class:`~cudagraph_bench.plugin.references.DecodeReferences`.
         plant: ``plant(decoder) -> decoder`` that plants a self-test fault
-            (:class:`~cudagraph_bench.measure.faults.WrongDecoder`), or None.
+            (:class:`~cudagraph_bench.selftest.faults.WrongDecoder`), or None.
 
     Raises:
         NotGraphableError: the model cannot be graphed.

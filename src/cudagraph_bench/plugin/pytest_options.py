@@ -21,7 +21,7 @@ def _fault(text: str):
     """``--plant-fault``'s parser (no torch import)."""
     import argparse
 
-    from cudagraph_bench.measure.faults import parse_fault
+    from cudagraph_bench.selftest.faults import parse_fault
 
     try:
         return parse_fault(text)

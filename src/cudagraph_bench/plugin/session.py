@@ -129,7 +129,7 @@ class Session:
         fault = self.planted(case)
         if isinstance(case, DecodeCase):
             from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
-            from cudagraph_bench.measure.faults import plant_decode
+            from cudagraph_bench.selftest.faults import plant_decode
 
             (ids,) = self.inputs(model, case.seq_len, n=1, seed=DECODE_PROMPT_SEED)
             plant = plant_decode(fault, model) if fault is not None else None
@@ -140,7 +140,7 @@ class Session:
         spec = self.case_spec(case)
         built = None
         if fault is not None:
-            from cudagraph_bench.measure.faults import plant_forward
+            from cudagraph_bench.selftest.faults import plant_forward
 
             try:
                 built = plant_forward(fault, model, spec)

@@ -2,7 +2,7 @@
 every unmodified rerun? With a baseline of the unmodified runs: detection of each ``delay-<pct>`` run by the gate's
 rule, the gate's false alarms (leave one out) and ``compare``'s over every pair of unmodified runs, every
 wrong-result fault failing the gate on its checks, and ``ab``'s A/A false alarms and detection where ``ab-*`` runs
-are present (:mod:`cudagraph_bench.results.selftest_ab`)."""
+are present (:mod:`cudagraph_bench.selftest.ab_verdicts`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
 from cudagraph_bench.results.runfile import Run
-from cudagraph_bench.results.selftest_ab import ABResult, evaluate_ab, markdown_section, split_ab_runs, summary_part
+from cudagraph_bench.selftest.ab_verdicts import ABResult, evaluate_ab, markdown_section, split_ab_runs, summary_part
 from cudagraph_bench.table import Column, render_table
 from cudagraph_bench.variants import GATED
 
@@ -73,7 +73,7 @@ class SelftestResult:
 
     def off_target(self, pct: float) -> list[str]:
         """The cases whose planted ``pct`` delay did not land within
-        :data:`~cudagraph_bench.measure.faults.PLANT_TOLERANCE_POINTS` of its target."""
+        :data:`~cudagraph_bench.selftest.faults.PLANT_TOLERANCE_POINTS` of its target."""
         return [c.label for c in self.cases if c.on_target.get(pct) is False]
 
     @property
@@ -186,7 +186,7 @@ def rows(result: SelftestResult) -> list[dict]:
 
 def summary(result: SelftestResult) -> str:
     """One line: false alarms, detection per delay, wrong-result faults, and ``ab``'s
-    (:func:`~cudagraph_bench.results.selftest_ab.summary_part`) when it ran."""
+    (:func:`~cudagraph_bench.selftest.ab_verdicts.summary_part`) when it ran."""
     n = len(result.cases)
     trials = sum(c.gate_trials + c.pair_trials for c in result.cases)
     parts = [f"{n} gated cases, {result.n_unmodified} unmodified runs: {result.false_alarms} false alarms in "

@@ -221,7 +221,7 @@ def plant_forward(fault: Fault, model, spec):
         planted.pad_to = built.pad_to
         return planted
     if fault.kind == "eager-layer":
-        from cudagraph_bench.measure.eager_layer import EagerLayerGraph
+        from cudagraph_bench.selftest.eager_layer import EagerLayerGraph
 
         graph = EagerLayerGraph(model, spec.seq_len)
         return PlantedVariant(spec.variant, spec.seq_len, graph, {"planted_fault": "eager-layer",

@@ -1,5 +1,5 @@
 """``cudagraph-bench selftest``'s runs (listed in docs/gate.md, "calibrate and selftest"): unmodified reruns of the
-gated matrix and runs with a fault planted (:mod:`cudagraph_bench.measure.faults`), each a separate pytest process on
+gated matrix and runs with a fault planted (:mod:`cudagraph_bench.selftest.faults`), each a separate pytest process on
 this GPU writing ``OUT/<name>.json`` and its log. Unmodified and planted runs are interleaved, so that a drift of the
 host over the job does not read as a fault."""
 

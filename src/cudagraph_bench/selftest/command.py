@@ -1,6 +1,6 @@
 """``cudagraph-bench selftest``: plant known faults into the real pipeline on this GPU and show that the gate fails
-on each one and passes on unmodified reruns (the runs: :mod:`cudagraph_bench.runner.selftest_runs`; the verdicts:
-:mod:`cudagraph_bench.results.selftest_verdicts`; the options: docs/gate.md). No torch in this process."""
+on each one and passes on unmodified reruns (the runs: :mod:`cudagraph_bench.selftest.planned_runs`; the verdicts:
+:mod:`cudagraph_bench.selftest.verdicts`; the options: docs/gate.md). No torch in this process."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _percent(text: str) -> float:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     from cudagraph_bench.runner.ab import MIN_RANK_RUNS
-    from cudagraph_bench.runner.selftest_runs import DEFAULT_AB_DELAY_PCT, DEFAULT_DELAYS_PCT, DEFAULT_UNMODIFIED_RUNS
+    from cudagraph_bench.selftest.planned_runs import DEFAULT_AB_DELAY_PCT, DEFAULT_DELAYS_PCT, DEFAULT_UNMODIFIED_RUNS
 
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the runs and their logs; must be new or empty (default: %(default)s)")
@@ -163,8 +163,8 @@ def main(args: argparse.Namespace) -> int:
             ``--from`` folder without unmodified runs, a ``--markdown`` naming a run read or written or the
             ``--baseline``."""
     from cudagraph_bench.results.runfile import load_run
-    from cudagraph_bench.results.selftest_verdicts import evaluate_selftest, render_markdown, summary
-    from cudagraph_bench.runner.selftest_runs import DEFAULT_UNMODIFIED_RUNS
+    from cudagraph_bench.selftest.verdicts import evaluate_selftest, render_markdown, summary
+    from cudagraph_bench.selftest.planned_runs import DEFAULT_UNMODIFIED_RUNS
 
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "gate-selftest.md")
@@ -203,14 +203,14 @@ def main(args: argparse.Namespace) -> int:
     runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
     result = evaluate_selftest(runs, baseline)
     line = summary(result)
-    from cudagraph_bench.results.selftest_verdicts import columns, rows
+    from cudagraph_bench.selftest.verdicts import columns, rows
     from cudagraph_bench.table import render_table
 
     print(render_table(columns(result.delays), rows(result), fmt="text"))
     if result.ab is not None and result.ab.cases:
-        from cudagraph_bench.results import selftest_ab
+        from cudagraph_bench.selftest import ab_verdicts
 
-        print(render_table(selftest_ab.columns(result.ab), selftest_ab.rows(result.ab), fmt="text"))
+        print(render_table(ab_verdicts.columns(result.ab), ab_verdicts.rows(result.ab), fmt="text"))
     for name, (ok, why) in result.wrong.items():
         print(f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}")
     print(line)
@@ -224,7 +224,7 @@ def main(args: argparse.Namespace) -> int:
 def _check_ab(args: argparse.Namespace) -> None:
     """Refuse ``--ab`` / ``--ab-delay`` that cannot run (UsageError naming the fix); set ``--ab-delay``'s default."""
     from cudagraph_bench.runner.ab import MIN_RANK_RUNS
-    from cudagraph_bench.runner.selftest_runs import DEFAULT_AB_DELAY_PCT
+    from cudagraph_bench.selftest.planned_runs import DEFAULT_AB_DELAY_PCT
 
     if args.source and (args.ab or args.ab_delay is not None):
         flag = f"--ab {args.ab}" if args.ab else f"--ab-delay {args.ab_delay:g}"
@@ -241,10 +241,10 @@ def _check_ab(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> list:
-    """The self-test's runs (:func:`cudagraph_bench.runner.selftest_runs.plan`) for the options; the planted and
+    """The self-test's runs (:func:`cudagraph_bench.selftest.planned_runs.plan`) for the options; the planted and
     ``--ab`` runs at the gated prompt lengths only."""
     from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
-    from cudagraph_bench.runner.selftest_runs import plan
+    from cudagraph_bench.selftest.planned_runs import plan
 
     try:
         extra = shlex.split(args.pytest_args)
@@ -262,7 +262,7 @@ def _plan(args: argparse.Namespace) -> list:
 def _measure(args: argparse.Namespace, planned: list) -> list[Path]:
     from cudagraph_bench.paths import checkout_root
     from cudagraph_bench.runner import process
-    from cudagraph_bench.runner.selftest_runs import run_all
+    from cudagraph_bench.selftest.planned_runs import run_all
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
