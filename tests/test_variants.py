@@ -249,11 +249,16 @@ class BufferCheckedGraph:
         self.fake.close()
 
 
-def test_static_buffers_are_checked_on_every_checked_replay_and_not_while_timing(tiny):
+@pytest.mark.parametrize("planted", [False, True])
+def test_static_buffers_are_checked_on_every_checked_replay_and_not_while_timing(tiny, planted):
+    """Also through a self-test fault wrapped around the graph (:class:`~cudagraph_bench.selftest.faults.PlantedVariant`)."""
+    from cudagraph_bench.selftest.faults import PlantedVariant
+
     graph_backed = V.GraphVariant.__new__(V.GraphVariant)
     V.ForwardVariant.__init__(graph_backed, 8)
     graph_backed._graph = graph = BufferCheckedGraph(StaticFake(tiny, 8))
-    prepared = C.prepare_case(spec(variant="graph"), tiny, variant=graph_backed)
+    variant = PlantedVariant("graph", 8, graph_backed, {"planted_fault": "delay:5"}, None) if planted else graph_backed
+    prepared = C.prepare_case(spec(variant="graph"), tiny, variant=variant)
     assert prepared.status == "ok" and graph.checked == [True] * 2             # both check inputs: checked
     prepared.call()
     assert graph.checked[-1] is False                                         # timed calls: no per-replay check

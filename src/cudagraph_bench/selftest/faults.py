@@ -198,6 +198,11 @@ class PlantedVariant:
     def __call__(self, input_ids):
         return self._planted(input_ids)
 
+    def check_buffers(self, on: bool) -> None:
+        check = getattr(self._planted, "check_buffers", None)
+        if check is not None:
+            check(on)
+
     def record(self) -> dict:
         fields = {"capture_ms": self.capture_ms} if self.capture_ms is not None else {}
         return {**fields, **self.fields}
