@@ -16,6 +16,8 @@ from cudagraph_bench.fsio import MAX_INPUT_BYTES, MAX_JSON_DEPTH
 from cudagraph_bench.options import MAX_CONFIRM
 from cudagraph_bench.results.noise import MIN_BASELINE_RUNS
 
+pytestmark = pytest.mark.transformers_free
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = committed_run("forward-checked")
 OTHER_RUN = committed_run("forward")       # a separate run of the same matrix on the same GPU

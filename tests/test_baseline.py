@@ -18,6 +18,8 @@ from cudagraph_bench.errors import InputFileError
 from h200_fixture import (copy_doc, DOC, bench, checked, committed_doc, committed_run, forward_benches,
                           no_default_baseline_fixture, read_json, run_cli, scaled, write, write_runs)
 
+pytestmark = pytest.mark.transformers_free
+
 ROOT = Path(__file__).resolve().parents[1]
 
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]

@@ -14,6 +14,8 @@ from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import load_baseline
 from h200_fixture import copy_doc, DOC, bench, checked, run_cli, scaled, write
 
+pytestmark = pytest.mark.transformers_free
+
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
 #: Graph factors of the runs of each machine: machine B is 2% slower than A, each with its own run-to-run noise.

@@ -12,6 +12,8 @@ from cudagraph_bench.results import noise
 from h200_fixture import (copy_doc, DOC, bench, checked, median_ms, no_default_baseline_fixture, run_cli, write,
                           write_runs)
 
+pytestmark = pytest.mark.transformers_free
+
 KEYS = [("gpt2", "float32", 16), ("gpt2", "float32", 50), ("gpt2", "float32", 512)]
 GATED = [k for k in KEYS if k[2] <= 128]
 #: ten runs that differ by at most 0.9%: nothing changed, so every regression would be a false alarm

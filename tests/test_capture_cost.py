@@ -14,6 +14,8 @@ from cudagraph_bench.results.gate import evaluate
 from cudagraph_bench.results.runfile import load_run
 from h200_fixture import copy_doc, H200_RESULTS, bench, read_json, run_bad_input, run_cli, write
 
+pytestmark = pytest.mark.transformers_free
+
 REPEATS = sorted((H200_RESULTS / "forward-repeats").glob("forward-*.json.gz"))
 BASELINE = H200_RESULTS.parents[1] / "baselines" / "nvidia-h200.json"
 SELFTEST = [H200_RESULTS / "selftest" / f"unmodified-{i}.json.gz" for i in (1, 2)]

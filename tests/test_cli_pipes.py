@@ -11,6 +11,8 @@ import pytest
 
 from h200_fixture import copy_doc, DOC, FIXTURE, TIME_FIELDS, write  # noqa: E402
 
+pytestmark = pytest.mark.transformers_free
+
 SCRIPT = Path(sys.executable).parent / "cudagraph-bench"
 PIPE_NOISE = ("Broken pipe", "BrokenPipeError", "Exception ignored", "cannot access")
 

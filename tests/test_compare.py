@@ -20,6 +20,8 @@ from h200_fixture import (copy_doc, DOC, FIXTURE, bench, checked, committed_doc,
                           no_default_baseline_fixture, plain_copy, read_json, run_cli, scale, scaled, write,
                           write_runs)
 
+pytestmark = pytest.mark.transformers_free
+
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 CHECKED = checked(DOC)
 FLOOR = noise.DEFAULT_FLOOR_PCT

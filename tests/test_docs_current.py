@@ -13,6 +13,8 @@ import pytest
 
 from cudagraph_bench import cli
 
+pytestmark = pytest.mark.transformers_free
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "regenerate_docs.sh"
 #: Pages under docs/ that are written by hand, not by the script.
@@ -56,21 +58,3 @@ def test_docs_are_regenerated_from_the_committed_json(tmp_path, monkeypatch, cap
     for page in sorted(written):
         assert (tree / page).read_text() == (ROOT / page).read_text(), (
             f"{page} differs from what scripts/regenerate_docs.sh makes from results/: run it and commit")
-
-
-#: Hand-written pages that list the model presets: (page, the words that open the list).
-PRESET_LISTS = (("README.md", "**Models**: presets"), ("docs/running.md", "Presets:"))
-
-
-@pytest.mark.parametrize("page, opening", PRESET_LISTS)
-def test_the_pages_that_list_the_presets_name_every_preset_the_cli_accepts(page, opening):
-    """The list runs from its opening words to the presets module it names; each preset in backticks, once."""
-    import re
-
-    from cudagraph_bench.models.presets import PRESETS
-
-    text = (ROOT / page).read_text()
-    assert text.count(opening) == 1, f"{page}: the preset list opens with {opening!r} once"
-    listed = text.split(opening, 1)[1].split("src/cudagraph_bench/models/presets.py", 1)[0]
-    names = re.findall(r"`([^`]+)`", listed)
-    assert sorted(names) == sorted(PRESETS), f"{page} lists {names}, the CLI accepts {list(PRESETS)}"

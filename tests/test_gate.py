@@ -21,6 +21,8 @@ from cudagraph_bench import paths
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 
+pytestmark = pytest.mark.transformers_free
+
 GPU = DOC["machine_info"]["cuda"]["gpu_slug"]
 #: per-run factors of the runs a baseline is built from (median 1.0: the baseline's medians are the fixture's)
 FACTORS = (0.97, 0.985, 1.0, 1.015, 1.03)

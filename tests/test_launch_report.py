@@ -16,6 +16,8 @@ from cudagraph_bench.report import launch_data, plots, sanitizer
 from cudagraph_bench.report import launch_page as lr
 from cudagraph_bench.errors import InputFileError, UsageError
 
+pytestmark = pytest.mark.transformers_free
+
 
 def bench(median_s=0.001, rounds=50, data=None, **info):
     """One pytest-benchmark entry (stats in seconds) with ``extra_info=info``."""

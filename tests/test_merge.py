@@ -17,6 +17,8 @@ from cudagraph_bench.results.shards import DURATIONS_KEY, assign_shards, group_o
 
 from h200_fixture import copy_doc, committed_doc, committed_run, plain_copy, read_json, run_cli, write, write_runs
 
+pytestmark = pytest.mark.transformers_free
+
 ORIGINAL = committed_run("forward-checked")
 DOC = read_json(ORIGINAL)
 BASELINE = Path(__file__).resolve().parents[1] / "baselines" / "nvidia-h200.json"

@@ -8,6 +8,8 @@ from scipy.stats import mannwhitneyu, median_abs_deviation, t
 
 from cudagraph_bench.results import noise
 
+pytestmark = pytest.mark.transformers_free
+
 MEDIANS = [1.00, 1.03, 0.98, 1.10, 1.01, 0.97]
 TAIL = 0.001  # one-sided probability of an unchanged run beyond the tolerance
 

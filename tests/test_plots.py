@@ -11,6 +11,8 @@ from cudagraph_bench.fsio import save_figure
 
 from h200_fixture import FIXTURE, read_json
 
+pytestmark = pytest.mark.transformers_free
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -341,3 +341,20 @@ def test_float64_in_place_gives_the_float64_copys_logits_and_restores_the_model(
     after = model.state_dict()
     assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
     assert experts_implementation(model) == experts
+
+
+#: Hand-written pages that list the model presets: (page, the words that open the list).
+PRESET_LISTS = (("README.md", "**Models**: presets"), ("docs/running.md", "Presets:"))
+
+
+@pytest.mark.parametrize("page, opening", PRESET_LISTS)
+def test_the_pages_that_list_the_presets_name_every_preset_the_cli_accepts(page, opening):
+    """The list runs from its opening words to the presets module it names; each preset in backticks, once."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / page).read_text()
+    assert text.count(opening) == 1, f"{page}: the preset list opens with {opening!r} once"
+    listed = text.split(opening, 1)[1].split("src/cudagraph_bench/models/presets.py", 1)[0]
+    names = re.findall(r"`([^`]+)`", listed)
+    assert sorted(names) == sorted(PRESETS), f"{page} lists {names}, the CLI accepts {list(PRESETS)}"

@@ -18,6 +18,8 @@ from cudagraph_bench.results.runfile import forward_cases, load_run, measurement
 
 from h200_fixture import copy_doc, committed_run, read_json
 
+pytestmark = pytest.mark.transformers_free
+
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "results" / "nvidia-h200"
 #: Every committed pytest-benchmark run of a measured suite: the ``.json.gz`` files (the graphs.cu and

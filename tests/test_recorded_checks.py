@@ -16,6 +16,8 @@ from h200_fixture import copy_doc, committed_doc, committed_run, no_default_base
 from cudagraph_bench.cases import SUITE_CASES
 from cudagraph_bench.results.noise import MIN_BASELINE_RUNS
 
+pytestmark = pytest.mark.transformers_free
+
 SUITE = committed_doc("suite-one-gpu")
 FUSED = committed_doc("decode-fused-tuned-tinyllama")
 COMPILE = committed_doc("compile-sweep")

@@ -12,6 +12,8 @@ from cudagraph_bench.results.record import decode_check
 from cudagraph_bench.results.replay import (ReplayCount, api_name, count_replay, replay_field, replay_format_problem,
                                             replay_problem, replay_text)
 
+pytestmark = pytest.mark.transformers_free
+
 CHECKED = checked(DOC)
 KEY = ("gpt2", "float32", 16)
 LABEL = "gpt2 float32 L=16"

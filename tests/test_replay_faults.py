@@ -207,3 +207,26 @@ def test_run_refuses_the_replay_proof_on_the_cpu_before_any_process():
                                                            "--replay-proof"]))
     with pytest.raises(UsageError, match=r"--device cpu has none to prove \(drop --replay-proof\)"):
         runcmd.check_device([matrix])
+
+
+def test_a_planted_variant_replays_and_closes_what_it_plants_and_records_its_fields():
+    """The pipeline's view of a planted fault: calls and ``static_output`` are the planted object's, ``record()``
+    is its capture time and fault fields, and closing it closes the planted object (CPU: a stand-in graph)."""
+    from cudagraph_bench.selftest.faults import PlantedVariant
+
+    class Planted:
+        static_output, closed = "out", False
+
+        def __call__(self, ids):
+            return ("replayed", ids)
+
+        def close(self):
+            self.closed = True
+
+    planted, fields = Planted(), {"planted_fault": "stale-input"}
+    variant = PlantedVariant("graph", 16, planted, fields, capture_ms=2.5)
+    assert (variant(7), variant.static_output) == (planted(7), planted.static_output)
+    assert variant.record() == {"capture_ms": 2.5, **fields}
+    assert PlantedVariant("graph", 16, planted, fields, capture_ms=None).record() == fields
+    variant.close()
+    assert planted.closed

@@ -18,6 +18,8 @@ from cudagraph_bench.results.runfile import load_run
 
 from h200_fixture import FIXTURE, H200_RESULTS, read_json
 
+pytestmark = pytest.mark.transformers_free
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

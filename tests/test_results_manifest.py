@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.transformers_free
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 #: Most bytes ``results/`` may hold: room for the next runs (a rebuilt baseline, presets) within the GPU call's

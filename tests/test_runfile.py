@@ -13,6 +13,8 @@ from cudagraph_bench.results.runfile import forward_cases, forward_groups, load_
 
 from h200_fixture import copy_doc, DOC, FIXTURE
 
+pytestmark = pytest.mark.transformers_free
+
 
 def first_forward(doc):
     return next(b for b in doc["benchmarks"] if b["extra_info"].get("suite") == "forward")

@@ -11,6 +11,8 @@ import pytest
 
 from h200_fixture import copy_doc, committed_doc, committed_selftest_runs, run_cli, write
 
+pytestmark = pytest.mark.transformers_free
+
 #: Spread of the unmodified runs (fractions of the device-side figure) and the delays planted.
 JITTER = (1.0, 1.002, 0.998, 1.001, 0.999)
 DELAYS = (3.0, 5.0, 10.0)
@@ -183,29 +185,6 @@ def test_from_a_file_says_it_is_not_a_folder(capsys, tmp_path):
     assert rc == 2 and "is not a folder" in err and len(err.strip().splitlines()) == 1
     rc, _, err = run_cli(capsys, "selftest", "--from", tmp_path / "none")
     assert rc == 2 and "no such folder" in err
-
-
-def test_a_planted_variant_replays_and_closes_what_it_plants_and_records_its_fields():
-    """The pipeline's view of a planted fault: calls and ``static_output`` are the planted object's, ``record()``
-    is its capture time and fault fields, and closing it closes the planted object (CPU: a stand-in graph)."""
-    from cudagraph_bench.selftest.faults import PlantedVariant
-
-    class Planted:
-        static_output, closed = "out", False
-
-        def __call__(self, ids):
-            return ("replayed", ids)
-
-        def close(self):
-            self.closed = True
-
-    planted, fields = Planted(), {"planted_fault": "stale-input"}
-    variant = PlantedVariant("graph", 16, planted, fields, capture_ms=2.5)
-    assert (variant(7), variant.static_output) == (planted(7), planted.static_output)
-    assert variant.record() == {"capture_ms": 2.5, **fields}
-    assert PlantedVariant("graph", 16, planted, fields, capture_ms=None).record() == fields
-    variant.close()
-    assert planted.closed
 
 
 def test_a_given_baseline_judges_two_unmodified_runs_and_the_planted_ones(folder, capsys, tmp_path):

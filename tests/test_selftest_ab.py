@@ -13,6 +13,8 @@ import pytest
 
 from h200_fixture import copy_doc, H200_RESULTS, committed_selftest_runs, read_json, run_bad_input, run_cli, write
 
+pytestmark = pytest.mark.transformers_free
+
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "baselines" / "nvidia-h200.json"
 REPEATS = H200_RESULTS / "forward-repeats"

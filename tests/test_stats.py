@@ -7,6 +7,8 @@ import pytest
 
 from cudagraph_bench.results import stats
 
+pytestmark = pytest.mark.transformers_free
+
 
 def test_summarize_literal_numbers():
     s = stats.summarize([5.0, 1.0, 4.0, 2.0, 3.0])

@@ -16,6 +16,8 @@ from cudagraph_bench.results.runfile import load_run
 
 from h200_fixture import copy_doc, committed_run, read_json
 
+pytestmark = pytest.mark.transformers_free
+
 SUITE_RUN = committed_run("suite-one-gpu")
 FORWARD_RUN = committed_run("forward-checked")
 
