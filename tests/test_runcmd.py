@@ -466,6 +466,23 @@ def test_two_gpu_shards_are_merged_into_one_run(tmp_path, capsys, in_process_pyt
         [(f"part-main-gpu0-shard{k}", f"{k}/2", 2) for k in (1, 2)]
 
 
+@pytest.mark.filterwarnings("ignore:Not saving anything")          # true: the second shard measured nothing
+def test_a_shard_that_no_group_fell_to_is_no_failure_of_the_run(tmp_path, capsys, in_process_pytest, tiny_gpt2_dir):
+    """One model and dtype over two shards: the second shard selects no test (pytest's exit 5), the run is whole and
+    exits 0; two shards on one CPU are said to share it."""
+    out = tmp_path / "out"
+    cpu = str(min(os.sched_getaffinity(0)))
+    rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "--gpus", "0,1", "--cpus", cpu,
+                   "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "run: part-main-gpu1-shard2: no test of the matrix in this shard (log: parts/part-main-gpu1-shard2.log)" \
+        in err.splitlines()
+    assert f"note: --cpus {cpu} has fewer CPUs than --gpus has shards: shards share a CPU" in err
+    assert set(forward_cases(load_run(str(out / "run.json")))) == {Case(tiny_gpt2_dir, "float32", 8, "eager")}
+    assert (out / "parts" / "part-main-gpu1-shard2.log").is_file()
+
+
 def test_a_checkpoint_the_launched_pytest_refuses_is_a_usage_error_of_run(tmp_path, capsys, in_process_pytest):
     import transformers
 

@@ -13,10 +13,10 @@ from cudagraph_bench.defaults import (
     FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
     DECODE_COMPILE_TUNINGS)
 
-def _split(text: str) -> list[str]:
+def _split(text: str, example: str = "a,b") -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
-        raise argparse.ArgumentTypeError(f"empty item in {text!r}: give a comma-separated list such as 'a,b'")
+        raise argparse.ArgumentTypeError(f"empty item in {text!r}: give a comma-separated list such as '{example}'")
     return items
 
 
@@ -329,7 +329,7 @@ def parse_decode_compile_tuning(text: str) -> str:
     return text
 
 
-#: Bound of a CPU number (``--cpus``; Linux numbers at most 8192): a mistyped ``0-99999999999`` would fill the memory.
+#: Bound of a CPU number (``--cpus``): a mistyped ``0-99999999999`` would fill the memory before any check.
 MAX_CPU = 65535
 
 
@@ -338,7 +338,7 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     :data:`MAX_CPU`. Only the syntax is checked here; :func:`cudagraph_bench.runner.process.check_cpus` checks that
     this process may run on them."""
     cpus = set()
-    for item in _split(text):
+    for item in _split(text, "0-3,8"):
         first, sep, last = item.partition("-")
         try:
             lo, hi = int(first), int(last if sep else first)

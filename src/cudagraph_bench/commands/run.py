@@ -18,7 +18,8 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder, interrupt_after, write_text_atomic
-from cudagraph_bench.options import MATRIX_OPTIONS, add_to_argparse, parse_cpus, parse_path, parse_variants
+from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, format_cpus, parse_cpus, parse_path,
+                                     parse_variants)
 
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
@@ -257,6 +258,9 @@ def main(args: argparse.Namespace) -> int:
     elif len(set(gpus)) < len(gpus):
         print(f"note: --gpus {args.gpus} names a GPU twice: those shards share it and disturb each other's timing "
               "(use this to try the merge only)", file=sys.stderr)
+    if gpus and args.cpus and len(set(_plain(args.cpus))) < len(gpus):
+        print(f"note: --cpus {format_cpus(_plain(args.cpus))} has fewer CPUs than --gpus has shards: shards share a "
+              "CPU and disturb each other's timing", file=sys.stderr)
     tree = checkout_root()
     if tree is None or not (tree / "perf_tests").is_dir():
         raise UsageError("cudagraph-bench run launches the suite's perf_tests/: run it from a cudagraph-bench "
@@ -267,7 +271,7 @@ def main(args: argparse.Namespace) -> int:
     keep_scratch = False
     try:
         doc, outcomes = launch(tree, scratch, plan(matrix_list, gpus=gpus, cpus=list(_plain(args.cpus) or [])),
-                               log=lambda part, outcome: _progress(part, outcome, scratch))
+                               log=_progress)
         usage = _usage_error(outcomes) if doc is None else None
         if usage:                      # e.g. every model of --models refused: the suite's own reason, nothing made
             raise UsageError(usage)
@@ -294,7 +298,7 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
     write_text_atomic(scratch_json, json.dumps(doc, indent=4))
     parts = sorted(p for p in (scratch / "parts").rglob("*") if p.is_file())
     files = {outdir / "parts" / p.relative_to(scratch / "parts"): p.read_bytes() for p in parts}
-    code, plots = finish(scratch_json, outdir, failed=any(o.returncode != 0 for o in outcomes),
+    code, plots = finish(scratch_json, outdir, failed=any(o.returncode not in (0, NOTHING_SELECTED) for o in outcomes),
                          skipped=skip_counts(outcomes))
     files.update({outdir / name: data for name, data in plots.items()})
     files[outdir / RUN_JSON] = scratch_json.read_bytes()          # last: the run the folder holds
@@ -345,14 +349,20 @@ def print_skips(skipped: dict[str, int]) -> None:
         print(f"skipped: {reason} ({n} test{'' if n == 1 else 's'})", file=sys.stderr)
 
 
-def _progress(part, outcome, scratch: Path) -> None:
-    """One line on stderr as a process ends, naming its log (not for a usage error: the run says it once)."""
+#: pytest's exit code when it selected no test: a ``--gpus`` shard that no group of a small matrix fell to.
+NOTHING_SELECTED = 5
+
+
+def _progress(part, outcome) -> None:
+    """One line on stderr as a process ends, naming its log under the run's ``parts/`` (not for a usage error: the
+    run says it once)."""
     if outcome.returncode == 4:
         return
     state = "ok" if outcome.ok else f"exit {outcome.returncode}"
+    if outcome.returncode == NOTHING_SELECTED:
+        state = "no test of the matrix in this shard"
     crashed = f", {len(outcome.crashes)} crashed test(s) recorded" if outcome.crashes else ""
-    print(f"run: {part.name}: {state}{crashed} (log: {scratch / 'parts' / (part.name + '.log')})", file=sys.stderr,
-          flush=True)
+    print(f"run: {part.name}: {state}{crashed} (log: parts/{part.name}.log)", file=sys.stderr, flush=True)
 
 
 def _usage_error(outcomes) -> str | None:
