@@ -105,3 +105,13 @@ def pytester(_modules_kept_after_pytester, pytester):
     _modules_kept_after_pytester.update({name: module for name, module in sys.modules.items()
                                          if name not in before and not (getattr(module, "__file__", None) or "")
                                          .startswith(own)})
+
+
+@pytest.fixture
+def in_process_pytest(monkeypatch):
+    """The launcher's pytest processes run as sessions in this process (:func:`in_process.run_process_in_process`):
+    no interpreter, torch or transformers start per process."""
+    from cudagraph_bench.runner import process
+    from in_process import run_process_in_process
+
+    monkeypatch.setattr(process, "run_process", run_process_in_process)

@@ -78,7 +78,8 @@ def test_weights_that_do_not_open_are_refused_naming_the_file(llama_dir, tmp_pat
         assert _safe_open_error(bad_file) in refusal.reason
 
 
-def test_run_measures_the_readable_model_and_records_the_damaged_ones_refusal(llama_dir, tmp_path, capsys):
+def test_run_measures_the_readable_model_and_records_the_damaged_ones_refusal(llama_dir, tmp_path, capsys,
+                                                                            in_process_pytest):
     from cudagraph_bench.cli import main as cli_main
 
     folder, bad_file = _damaged(llama_dir, tmp_path, "half")

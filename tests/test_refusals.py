@@ -267,7 +267,8 @@ def test_a_not_graphable_forward_case_is_a_skip_listed_in_the_json(monkeypatch):
                      "reason": f"not graphable: {reason}", "fullname": nodeid, "phase": "build"}
 
 
-def test_run_measures_the_accepted_models_and_lists_the_refused_ones(checkpoints, tmp_path, capsys):
+def test_run_measures_the_accepted_models_and_lists_the_refused_ones(checkpoints, tmp_path, capsys,
+                                                                    in_process_pytest):
     """cudagraph-bench run --models with a preset, a T5 checkpoint, a typo and BLOOM: gpt2 and BLOOM are measured
     (BLOOM bounded by the longest prompt, its attention eager), the two others are listed on stderr and in
     run.json, and the exit code is 1; a list of refused models only is exit 2, one line each."""
@@ -329,8 +330,8 @@ def test_the_pytest_session_runs_the_accepted_models_and_lists_the_refused_ones(
     pytester.makepyfile(CASES_TEST)
     out = tmp_path / "run.json"
     models = f"gpt2,{checkpoints['t5']},typo"
-    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models", models,
-                                           "--prompt-lengths", "16", "--dtypes", "fp32", f"--benchmark-json={out}")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models", models,
+                                          "--prompt-lengths", "16", "--dtypes", "fp32", f"--benchmark-json={out}")
     result.assert_outcomes(passed=3)                   # gpt2 eager and graph, and the timed test
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     text = result.stdout.str()
@@ -338,8 +339,8 @@ def test_the_pytest_session_runs_the_accepted_models_and_lists_the_refused_ones(
     assert [r["model"] for r in refused] == [checkpoints["t5"], "typo"]
     assert "2 model(s) of --models refused" in text
     assert all(line in text for line in refusal_lines([Refusal(r["model"], r["reason"]) for r in refused]))
-    result = pytester.runpytest_subprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models",
-                                           f"{checkpoints['t5']},typo")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models",
+                                          f"{checkpoints['t5']},typo")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = result.stderr.str()
     assert "every model was refused (2)" in errors and "is an encoder-decoder model" in errors

@@ -10,18 +10,11 @@ import pytest
 
 from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.plugin.session import Session
-from cudagraph_bench.runner import process
-from in_process import run_process_in_process
 
 PLOTS = ("latency_comparison.png", "speedup_vs_length.png")
 QUICK = ("--device", "cpu", "--variants", "eager", "--dtypes", "float32", "--rounds", "3", "--precision-pct", "0",
          "--warmup-rounds", "1", "--warmup-ms", "0", "--min-time-ms", "0")
 PLANTED = "planted: this case cannot be built"
-
-
-@pytest.fixture
-def in_process_pytest(monkeypatch):
-    monkeypatch.setattr(process, "run_process", run_process_in_process)
 
 
 def _files(folder: Path) -> dict:
