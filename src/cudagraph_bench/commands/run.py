@@ -246,7 +246,8 @@ def main(args: argparse.Namespace) -> int:
 
     matrix_list = matrices(args)
     check_device(matrix_list)
-    check_cpus(_plain(args.cpus))
+    cpus = list(_plain(args.cpus) or [])
+    check_cpus(cpus)
     device = matrix_device(matrix_list[0])
     try:
         gpus = visible_gpus(args.gpus) if args.gpus is not None else ()   # an empty --gpus is an error, not "none"
@@ -258,8 +259,8 @@ def main(args: argparse.Namespace) -> int:
     elif len(set(gpus)) < len(gpus):
         print(f"note: --gpus {args.gpus} names a GPU twice: those shards share it and disturb each other's timing "
               "(use this to try the merge only)", file=sys.stderr)
-    if gpus and args.cpus and len(set(_plain(args.cpus))) < len(gpus):
-        print(f"note: --cpus {format_cpus(_plain(args.cpus))} has fewer CPUs than --gpus has shards: shards share a "
+    if gpus and cpus and len(cpus) < len(gpus):
+        print(f"note: --cpus {format_cpus(cpus)} has fewer CPUs than --gpus has shards: shards share a "
               "CPU and disturb each other's timing", file=sys.stderr)
     tree = checkout_root()
     if tree is None or not (tree / "perf_tests").is_dir():
@@ -270,7 +271,7 @@ def main(args: argparse.Namespace) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="cgb-run-"))     # the processes' JSON and logs, until the run is whole
     keep_scratch = False
     try:
-        doc, outcomes = launch(tree, scratch, plan(matrix_list, gpus=gpus, cpus=list(_plain(args.cpus) or [])),
+        doc, outcomes = launch(tree, scratch, plan(matrix_list, gpus=gpus, cpus=cpus),
                                log=_progress)
         usage = _usage_error(outcomes) if doc is None else None
         if usage:                      # e.g. every model of --models refused: the suite's own reason, nothing made

@@ -137,15 +137,14 @@ class _GraphBacked(ForwardVariant):
 class GraphVariant(_GraphBacked):
     """:class:`~cudagraph_bench.capture.graphed.GraphedForward` at exactly ``seq_len`` tokens."""
 
-    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None, check_data_ptrs: bool = False):
+    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
         super().__init__(seq_len)
         from cudagraph_bench.capture.graphed import GraphedForward
 
         # a compiled forward (compile+graph) must not see patched HF globals nor torch modes: dynamo guards on them
         kwargs = {"forward": forward, "eager_sdpa_dispatch": False, "host_work_check": False} \
             if forward is not None else {}
-        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs,
-                                     **kwargs)
+        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, **kwargs)
         self.capture_ms = self._graph.capture_ms
 
 
@@ -345,8 +344,7 @@ def padding_lengths(variant: str, pad_to: int | None = None, buckets: Iterable[i
 
 def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = None, dtype: str | None = None,
                   buckets: Iterable[int] | None = None, warmup_iters: int = 3,
-                  check_data_ptrs: bool = False, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE,
-                  graphs=None) -> ForwardVariant:
+                  compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE, graphs=None) -> ForwardVariant:
     """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens; returns a :class:`ForwardVariant`
     (close it).
 
@@ -359,7 +357,6 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         buckets: bucket lengths in tokens of ``bucketed`` (default :data:`options.DEFAULT_BUCKETS`).
         warmup_iters: side-stream warmup passes before each capture (>= 3).
         compile_mode: inductor mode of ``compile+graph`` (:data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`).
-        check_data_ptrs: ``graph``: check before every replay that no static buffer's ``data_ptr()`` changed.
         graphs: ``padded``/``bucketed``: graphs captured already (:meth:`PaddedVariant.graphs_for`), not owned.
 
     Raises:
@@ -385,7 +382,7 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     elif kind.compiled:
         built = builder(model, seq_len)
     elif kind.captured:
-        built = builder(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs)
+        built = builder(model, seq_len, warmup_iters=warmup_iters)
     else:
         built = builder(model, seq_len)
     built.name, built.dtype = kind.name, dtype

@@ -119,7 +119,7 @@ class EagerLayerGraph:
             layer's (then the outputs could not be kept correct).
         Exception: what :class:`~cudagraph_bench.capture.graphed.GraphedForward` raises."""
 
-    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, check_data_ptrs: bool = False):
+    def __init__(self, model, seq_len: int, *, warmup_iters: int = 3):
         import torch
 
         from cudagraph_bench.capture.graphed import GraphedForward
@@ -136,8 +136,7 @@ class EagerLayerGraph:
             with self._skip.skipped():
                 return model_forward(m, input_ids, attention_mask)
 
-        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, check_data_ptrs=check_data_ptrs,
-                                     forward=forward)
+        self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, forward=forward)
         self.capture_ms = self._graph.capture_ms
         if self._graph.static_output.data_ptr() != self._skip.placeholder.data_ptr():
             self._graph.close()
