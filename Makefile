@@ -86,7 +86,7 @@ bench:
 # With pytest-xdist (the dev extra) on TEST_WORKERS workers; --dist loadgroup keeps the tests of a module that share
 # one expensive session (an xdist_group mark) in one worker.
 test: $(VENV)/.installed
-	$(PY) -m pytest tests perf_tests --benchmark-skip -rfEs \
+	$(PY) -m pytest tests perf_tests --benchmark-skip -rfEs -o faulthandler_timeout=600 \
 	  $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup") $(PYTEST_ARGS); \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): check PYTEST_ARGS (-k filters)"; exit 1; fi; exit $$rc
 

@@ -26,7 +26,7 @@ C=$R/compile-sweep
 $CG report $C/run-tinyllama-1.1b-L16-50-128.json.gz $C/run-gpt2-L50-128.json.gz $C/run-gpt2-L512-1024.json.gz \
   $C/run-gpt2-L128-1024.json.gz $C/run-tinyllama-1.1b-L512.json.gz $C/run-tinyllama-1.1b-L1024.json.gz \
   $C/run-tinyllama-1.1b-L128.json.gz $C/run-gpt2-L16.json.gz $C/run-bfloat16-small-models.json.gz \
-  $C/run-bfloat16-tinyllama-1.1b.json.gz --newest-wins -o docs/compile
+  $C/run-bfloat16-tinyllama-1.1b.json.gz --allow overlap -o docs/compile
 $CG report $R/smoke/smoke.json.gz -o docs/smoke
 # Current small LLMs (presets), bfloat16 forward: gemma-2-2b measured again with eager attention (its soft-capping;
 # SDPA cannot), so its prompt lengths come from that run. Decode: one run per preset, checked against generate.
@@ -34,7 +34,7 @@ P=$R/presets
 # The presets of what is served now (qwen3, gemma-3, gpt-oss, qwen3-moe): forward at 16 and 128 tokens, decode with
 # the compiled graph, one run per model.
 $CG report $P/forward-bfloat16.json.gz $P/forward-bfloat16-gemma-2-2b.json.gz $P/decode-bfloat16-*.json.gz \
-  $P/served-forward-bfloat16.json.gz $P/served-decode-bfloat16-*.json.gz --newest-wins -o docs/presets
+  $P/served-forward-bfloat16.json.gz $P/served-decode-bfloat16-*.json.gz --allow overlap -o docs/presets
 L=$R/launch
 $CG launch-report $L/launch.json.gz --forward $R/forward/forward.json.gz -o docs \
   --graphs-cu $L/graphs_cu.json --sanitizer $L/compute_sanitizer_d4.log --sanitizer $L/compute_sanitizer_d8388608.log \

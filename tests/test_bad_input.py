@@ -79,9 +79,9 @@ def readme(tmp_path):
 
 #: case -> (argv from tmp_path, what the one line says, paths under tmp_path that must not exist afterwards)
 CASES = {
-    "gate, empty run name": (lambda t: ["gate", "", "--no-baseline"], "expected a run, got an empty string", []),
+    "gate, empty run name": (lambda t: ["gate", "", "--baseline", "none"], "expected a run, got an empty string", []),
     "compare, empty run name": (lambda t: ["compare", RUN, " "], "expected a run, got an empty string", []),
-    "gate, deep run": (lambda t: ["gate", deep_run(t), "--no-baseline"], f"nests JSON deeper than {MAX_JSON_DEPTH}", []),
+    "gate, deep run": (lambda t: ["gate", deep_run(t), "--baseline", "none"], f"nests JSON deeper than {MAX_JSON_DEPTH}", []),
     "compare, deep run": (lambda t: ["compare", RUN, deep_run(t)], "deep-run.json nests JSON deeper", []),
     "baseline, deep run": (lambda t: ["baseline", deep_run(t), "-o", t / "b.json"], "nests JSON deeper", ["b.json"]),
     "merge, deep run": (lambda t: ["merge", "-o", t / "m.json", deep_run(t)], "nests JSON deeper", ["m.json"]),
@@ -90,7 +90,7 @@ CASES = {
                             "deep-baseline.json nests JSON deeper", []),
     "compare, deep baseline": (lambda t: ["compare", OTHER_RUN, RUN, "--baseline", deep_baseline(t)],
                                "deep-baseline.json nests JSON deeper", []),
-    "gate /dev/zero": (lambda t: ["gate", "/dev/zero", "--no-baseline"],
+    "gate /dev/zero": (lambda t: ["gate", "/dev/zero", "--baseline", "none"],
                        "run /dev/zero is not a regular file (a character device", []),
     "gate --baseline /dev/zero": (lambda t: ["gate", RUN, "--baseline", "/dev/zero"],
                                   "baseline /dev/zero is not a regular file (a character device", []),
@@ -98,12 +98,12 @@ CASES = {
                                   "--readme /dev/full is not a regular file", ["rep"]),
     "report --readme missing": (lambda t: ["report", RUN, "-o", t / "rep", "--readme", t / "nope.md"],
                                 "no such --readme file", ["rep"]),
-    "gate, run above the read cap": (lambda t: ["gate", huge_run(t), "--no-baseline"],
+    "gate, run above the read cap": (lambda t: ["gate", huge_run(t), "--baseline", "none"],
                                      f"is {MAX_INPUT_BYTES + 1:,} bytes, larger than the {MAX_INPUT_BYTES:,} bytes", []),
     "compare --baseline of another GPU": (lambda t: ["compare", OTHER_RUN, RUN, "--baseline", other_gpu_baseline(t)],
                                           "is for GPU nvidia-a100-sxm4-80gb but the run is from nvidia-h200: compare "
-                                          "against a baseline of nvidia-h200, or pass --allow-gpu-mismatch", []),
-    "gate --markdown in missing folders": (lambda t: ["gate", RUN, "--no-baseline", "--markdown",
+                                          "against a baseline of nvidia-h200, or pass --allow gpu-mismatch", []),
+    "gate --markdown in missing folders": (lambda t: ["gate", RUN, "--baseline", "none", "--markdown",
                                                       missing(t) / "gate.md"], "missing does not exist", ["missing"]),
     "compare --markdown in missing folders": (lambda t: ["compare", OTHER_RUN, RUN, "--markdown",
                                                          missing(t) / "c.md"], "missing does not exist", ["missing"]),
@@ -121,11 +121,11 @@ CASES = {
                                             "missing does not exist", ["missing"]),
     "ab -o in missing folders": (lambda t: ["ab", "--base", "HEAD", "--head", "HEAD", "--repo", ROOT, "-o",
                                             missing(t)], "missing does not exist", ["missing"]),
-    "gate, failures a string": (lambda t: ["gate", failures_run(t, "oops"), "--no-baseline"],
+    "gate, failures a string": (lambda t: ["gate", failures_run(t, "oops"), "--baseline", "none"],
                                 "cudagraph_bench.failures must be a list of objects", []),
     "compare, failures not objects": (lambda t: ["compare", RUN, failures_run(t, [5])],
                                       "cudagraph_bench.failures must be a list of objects", []),
-    "gate --confirm beyond its maximum": (lambda t: ["gate", RUN, "--no-baseline", "--confirm", "9" * 20],
+    "gate --confirm beyond its maximum": (lambda t: ["gate", RUN, "--baseline", "none", "--confirm", "9" * 20],
                                           f"expected at most {MAX_CONFIRM} reruns", []),
 }
 
@@ -143,11 +143,11 @@ def test_bad_input_is_one_line_exit_2_and_makes_nothing(tmp_path, capsys, case):
 
 def test_an_output_folder_one_level_under_an_existing_one_is_made_and_named(tmp_path, capsys, monkeypatch):
     md = tmp_path / "new" / "gate.md"
-    rc = cli.main(["gate", str(RUN), "--no-baseline", "--markdown", str(md)])
+    rc = cli.main(["gate", str(RUN), "--baseline", "none", "--markdown", str(md)])
     _, err = capsys.readouterr()
     assert rc == 0 and md.is_file() and f"created folder {md.parent}" in err.splitlines()
     monkeypatch.chdir(tmp_path)                         # relative: any depth under the working directory
-    rc = cli.main(["gate", str(RUN), "--no-baseline", "--markdown", "a/b/gate.md"])
+    rc = cli.main(["gate", str(RUN), "--baseline", "none", "--markdown", "a/b/gate.md"])
     _, err = capsys.readouterr()
     assert rc == 0 and (tmp_path / "a" / "b" / "gate.md").is_file()
     assert [line for line in err.splitlines() if line.startswith("created folder")] == [

@@ -250,7 +250,7 @@ def _bad_baseline(folder: Path, corruption) -> Path:
 
 #: command -> argv for a bad run in folder ``t`` (the good runs it needs beside it are written too)
 RUN_COMMANDS = {
-    "gate": lambda t, bad: ["gate", bad, "--no-baseline"],
+    "gate": lambda t, bad: ["gate", bad, "--baseline", "none"],
     "compare": lambda t, bad: ["compare", _good_run(t), bad],
     "report": lambda t, bad: ["report", bad, "-o", t / "report"],
     "merge": lambda t, bad: ["merge", "-o", t / "merged.json", _good_run(t), bad],
@@ -291,7 +291,8 @@ CASES.update({
     "run --cpus abc": (lambda t: ["run", "--cpus", "abc"], "bad CPU list item 'abc'"),
     "run --cpus 5-1": (lambda t: ["run", "--cpus", "5-1"], "bad CPU range '5-1'"),
     "run --prompt-lengths 0": (lambda t: ["run", "--prompt-lengths", "0"], "prompt lengths must be positive"),
-    "run --rounds 0": (lambda t: ["run", "--rounds", "0"], "expected a number >= 1"),
+    "run -- --benchmark-min-rounds 0": (lambda t: ["run", "--", "--benchmark-min-rounds", "0"],
+                                        "expected a number >= 1"),
     "run --dtypes int8": (lambda t: ["run", "--dtypes", "int8"], "unknown dtype 'int8'"),
     "run --variants gaph": (lambda t: ["run", "--variants", "gaph"], "unknown variant 'gaph'"),
     "run --device tpu": (lambda t: ["run", "--device", "tpu"], "unknown device 'tpu'"),
@@ -306,15 +307,15 @@ CASES.update({
                                        "-o /proc/cgb-report cannot be written"),
     "merge -o on a read-only place": (lambda t: ["merge", "-o", "/proc/cgb.json", _good_run(t)],
                                       "-o /proc/cgb.json cannot be written"),
-    "gate --markdown on a read-only place": (lambda t: ["gate", _good_run(t), "--no-baseline", "--markdown",
+    "gate --markdown on a read-only place": (lambda t: ["gate", _good_run(t), "--baseline", "none", "--markdown",
                                                         "/proc/cgb.md"], "--markdown /proc/cgb.md cannot be written"),
     "merge -o /dev/full": (lambda t: ["merge", "-o", "/dev/full", _good_run(t)], "/dev/full"),
     "gate --confirm 99": (lambda t: ["gate", _good_run(t), "--confirm", "99"], "expected at most 20 reruns"),
     "gate --min-reduction 100": (lambda t: ["gate", _good_run(t), "--min-reduction", "100"], "a percent in [0, 100)"),
     "gate --max-regression nan": (lambda t: ["gate", _good_run(t), "--max-regression", "nan"], "a finite number"),
-    "gate a folder": (lambda t: ["gate", t, "--no-baseline"], "is a folder, not a run JSON"),
-    "gate /dev/zero": (lambda t: ["gate", "/dev/zero", "--no-baseline"], "is not a regular file (a character device"),
-    "gate a missing file": (lambda t: ["gate", t / "nope.json", "--no-baseline"], "no such file"),
+    "gate a folder": (lambda t: ["gate", t, "--baseline", "none"], "is a folder, not a run JSON"),
+    "gate /dev/zero": (lambda t: ["gate", "/dev/zero", "--baseline", "none"], "is not a regular file (a character device"),
+    "gate a missing file": (lambda t: ["gate", t / "nope.json", "--baseline", "none"], "no such file"),
     "compare one run": (lambda t: ["compare", _good_run(t)], "expected OLD NEW (two runs), got 1"),
     "compare a run with itself": (lambda t: ["compare", _good_run(t), _good_run(t)], "are the same run"),
     "gate --baseline a folder": (lambda t: ["gate", _good_run(t), "--baseline", t], "is a folder"),
@@ -356,7 +357,7 @@ CASES.update({
                                                 "-o", t / "b.json"], "plain-1.json.gz is a run of the plain capture/replay loop"),
     "gate a plain-loop run": (lambda t: ["gate", _plain_loop_run(t)], "or pass it to calibrate with --plain"),
     "gate runs of two commits": (lambda t: ["gate", _good_run(t), _write(t, "other.json", {
-        **RUN, "commit_info": {**RUN["commit_info"], "id": "f" * 40}}), "--no-baseline"],
+        **RUN, "commit_info": {**RUN["commit_info"], "id": "f" * 40}}), "--baseline", "none"],
         "the runs are of 2 commits ({commit} in {t}/good-0.json, ffffffffffff in {t}/other.json): gate one commit's "
         "runs at a time; compare OLD NEW compares two"),
     "zoo --from X --markdown X": (lambda t: ["zoo", "--from", _zoo_run(t), "--markdown", t / "zoo.json.gz"],
@@ -381,9 +382,9 @@ CASES.update({
                         "--ab 2: expected 4 to 20 runs per group"),
     "selftest --from DIR --ab 4": (lambda t: ["selftest", "--from", _selftest_folder(t), "--ab", "4"],
                                    "--ab 4 sets the ab runs of a new self-test, but --from evaluates"),
-    "selftest --pytest-args with a bad prompt length": (
-        lambda t: ["selftest", "-o", t / "new", "--pytest-args", "--prompt-lengths 16,x"],
-        "--pytest-args: --prompt-lengths 16,x: prompt lengths must be whole numbers"),
+    "selftest -- with a bad prompt length": (
+        lambda t: ["selftest", "-o", t / "new", "--", "--prompt-lengths", "16,x"],
+        "selftest --: --prompt-lengths 16,x: prompt lengths must be whole numbers"),
 })
 
 
@@ -392,7 +393,7 @@ def _gzip_bomb(folder: Path) -> Path:
     return _write(folder, "bomb.json.gz", gzip.compress(b" " * (MAX_JSON_BYTES + 1), compresslevel=1))
 
 
-CASES["gate: gzip that inflates beyond the bound"] = (lambda t: ["gate", _gzip_bomb(t), "--no-baseline"],
+CASES["gate: gzip that inflates beyond the bound"] = (lambda t: ["gate", _gzip_bomb(t), "--baseline", "none"],
                                                       f"inflates to more than {MAX_JSON_BYTES:,} bytes")
 
 

@@ -181,7 +181,7 @@ def test_a_run_with_a_failed_check_is_refused_naming_the_case_and_the_run(tmp_pa
     bench(bad, "gpt2", "float32", 16, "graph")["extra_info"].update(correct=False, max_abs_diff=3.5)
     write(bad, runs[2])
     out_path = tmp_path / "b.json"
-    for extra in ([], ["--allow-unchecked"]):
+    for extra in ([], ["--allow", "unchecked"]):
         rc, out, err = run_cli(capsys, "baseline", *runs, "-o", out_path, *extra)
         assert rc == 1 and out == "" and len(err.splitlines()) == 1
         assert "gpt2 float32 L=16 graph" in err and str(runs[2]) in err and "3.5" in err
@@ -193,9 +193,9 @@ def test_unchecked_runs_are_refused_unless_allowed(tmp_path, capsys):
     out_path = tmp_path / "b.json"
     rc, out, err = run_cli(capsys, "baseline", *runs, "-o", out_path)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
-    assert "recorded no correctness check" in err and str(runs[0]) in err and "--allow-unchecked" in err
+    assert "recorded no correctness check" in err and str(runs[0]) in err and "--allow unchecked" in err
     assert not out_path.exists()
-    rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path, "--allow-unchecked")
+    rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path, "--allow", "unchecked")
     assert rc == 0, err
     assert len(json.loads(out_path.read_text())["cases"]) == len(forward_benches(DOC, "graph"))
 
@@ -207,7 +207,7 @@ def test_the_committed_repeated_h200_runs_make_a_baseline(tmp_path, capsys):
     out_path = tmp_path / "b.json"
     rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path)
     assert rc == 2 and "recorded no correctness check" in err
-    rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path, "--allow-unchecked")
+    rc, _, err = run_cli(capsys, "baseline", *runs, "-o", out_path, "--allow", "unchecked")
     assert rc == 0, err
     medians = {}
     for p in runs:
@@ -509,11 +509,13 @@ def test_runs_as_saved_run_ids_from_storage(tmp_path, capsys, monkeypatch, runs)
         ids.append(f"000{i + 1}")
     by_path, by_id = tmp_path / "a.json", tmp_path / "b.json"
     assert run_cli(capsys, "baseline", *runs, "-o", by_path)[0] == 0
-    rc, _, err = run_cli(capsys, "baseline", *ids, "--storage", storage, "-o", by_id)
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(storage))
+    rc, _, err = run_cli(capsys, "baseline", *ids, "-o", by_id)
     assert rc == 0, err
     a, b = json.loads(by_path.read_text()), json.loads(by_id.read_text())
     assert [s["file"] for s in b["sources"]] == [f"{i}_abcd_20260101_00000{n}.json" for n, i in enumerate(ids)]
     assert [s["sha256"] for s in a["sources"]] == [s["sha256"] for s in b["sources"]]
     assert {**a, "sources": None} == {**b, "sources": None}
-    rc, out, err = run_cli(capsys, "baseline", *ids, "--storage", tmp_path / "none", "-o", tmp_path / "c.json")
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(tmp_path / "none"))
+    rc, out, err = run_cli(capsys, "baseline", *ids, "-o", tmp_path / "c.json")
     assert rc == 2 and out == "" and "holds no saved runs" in err and not (tmp_path / "c.json").exists()

@@ -63,12 +63,12 @@ def test_the_others_are_refused_with_one_line_naming_the_suite_option(pytester, 
                                            ("--max-time-ms", "--benchmark-max-time 0.005"),
                                            ("--warmup-rounds", "--benchmark-warmup-iterations 5")])
 def test_pytest_has_one_switch_per_round_option(pytester, flag, spelled):
-    """run's names of the round options pytest-benchmark spells set nothing in pytest: one line names its flag,
+    """The TOML names of the round options pytest-benchmark spells set nothing in pytest: one line names its flag,
     and --help lists only that one."""
     result, info = policy(pytester, flag, "5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and info is None
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
-    assert len(errors) == 1 and errors[0].endswith(f"in pytest it is pytest-benchmark's {spelled.split()[0]} "
+    assert len(errors) == 1 and errors[0].endswith(f"on pytest's command line it is pytest-benchmark's {spelled.split()[0]} "
                                                    f"(e.g. {spelled})"), result.errlines
     shown = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "--help").stdout.str()
     assert f"{flag} " not in shown and f"{flag}=" not in shown and spelled.split()[0] in shown

@@ -152,7 +152,7 @@ def test_an_unwritable_markdown_path_is_named_as_given(tmp_path, capsys):
 
     if not os.path.isdir("/proc/self"):
         pytest.skip("needs /proc")
-    rc = cli.main(["gate", str(FIXTURE), "--no-baseline", "--markdown", "/proc/x.md"])
+    rc = cli.main(["gate", str(FIXTURE), "--baseline", "none", "--markdown", "/proc/x.md"])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.splitlines()) == 1
     # refused before the verdict is printed (the path checked first), named as given, never as a temporary file
@@ -164,7 +164,7 @@ def test_an_unwritable_markdown_path_is_named_as_given(tmp_path, capsys):
 def test_a_stdout_that_cannot_be_written_fails_the_command_before_its_file_is_written(tmp_path, command):
     out = tmp_path / "out.json"
     argv = {"merge": ["merge", "-o", str(out), str(FIXTURE)],
-            "gate": ["gate", str(FIXTURE), "--no-baseline", "--markdown", str(out)],
+            "gate": ["gate", str(FIXTURE), "--baseline", "none", "--markdown", str(out)],
             "compare": ["compare", str(FIXTURE), str(same_measurements(tmp_path)), "--markdown", str(out)]}[command]
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-m", "cudagraph_bench", *argv], stdout=full, stderr=subprocess.PIPE,
@@ -185,9 +185,9 @@ def run_with_stdout_closed_by_the_shell(argv):
 def test_a_closed_stdout_is_one_line_exit_2_and_no_file_is_written(tmp_path, command):
     out = tmp_path / "out.json"
     argv = {"merge": ["merge", "-o", out, FIXTURE],
-            "gate": ["gate", FIXTURE, "--no-baseline"],
+            "gate": ["gate", FIXTURE, "--baseline", "none"],
             "compare": ["compare", FIXTURE, same_measurements(tmp_path)],
-            "gate-markdown": ["gate", FIXTURE, "--no-baseline", "--markdown", out],
+            "gate-markdown": ["gate", FIXTURE, "--baseline", "none", "--markdown", out],
             "compare-markdown": ["compare", FIXTURE, same_measurements(tmp_path), "--markdown", out],
             "help": ["gate", "--help"]}[command]
     rc, err = run_with_stdout_closed_by_the_shell(argv)

@@ -251,12 +251,12 @@ def test_a_gated_benchmark_missing_in_new_fails_unless_allowed(tmp_path, capsys,
     assert rc == 1
     line = out.splitlines()[-1]
     assert line.startswith("compare FAIL: ")
-    assert line.endswith("; 1 gated benchmark of OLD missing in NEW (--allow-missing to accept): "
+    assert line.endswith("; 1 gated benchmark of OLD missing in NEW (--allow missing to accept): "
                          "gpt2 float32 L=50 graph; 1 only in OLD; 1 only in NEW")
-    assert "missing in NEW (--allow-missing to accept): gpt2 float32 L=50 graph" in md.read_text()
-    rc, out, _ = run_cli(capsys, "compare", old, path, "--allow-missing")
+    assert "missing in NEW (--allow missing to accept): gpt2 float32 L=50 graph" in md.read_text()
+    rc, out, _ = run_cli(capsys, "compare", old, path, "--allow", "missing")
     assert rc == 0
-    assert "1 gated benchmark of OLD missing in NEW, allowed by --allow-missing: gpt2 float32 L=50 graph" in out
+    assert "1 gated benchmark of OLD missing in NEW, allowed by --allow missing: gpt2 float32 L=50 graph" in out
 
 
 def test_several_missing_gated_benchmarks_are_each_named_and_a_regression_still_fails(tmp_path, capsys, old):
@@ -268,9 +268,9 @@ def test_several_missing_gated_benchmarks_are_each_named_and_a_regression_still_
     line = out.splitlines()[-1]
     assert line.startswith(f"compare FAIL: 1 of {n_benchmarks(DOC) - 2} benchmarks slower beyond their tolerance: "
                            "gpt2 float32 L=16 graph (+50.0%")
-    assert ("; 2 gated benchmarks of OLD missing in NEW (--allow-missing to accept): bert-tiny float32 L=16 graph, "
+    assert ("; 2 gated benchmarks of OLD missing in NEW (--allow missing to accept): bert-tiny float32 L=16 graph, "
             "gpt2 float32 L=50 graph; 2 only in OLD") in line
-    rc, _, _ = run_cli(capsys, "compare", old, path, "--allow-missing")
+    rc, _, _ = run_cli(capsys, "compare", old, path, "--allow", "missing")
     assert rc == 1  # the regression still fails
 
 
@@ -280,7 +280,7 @@ def test_a_missing_reference_is_counted_and_gated_only_with_gate_references(tmp_
     assert rc == 0 and out.splitlines()[-1].endswith("; 1 only in OLD") and "missing in NEW" not in out
     rc, out, _ = run_cli(capsys, "compare", old, path, "--gate-references")
     assert rc == 1
-    assert out.splitlines()[-1].endswith("; 1 gated benchmark of OLD missing in NEW (--allow-missing to accept): "
+    assert out.splitlines()[-1].endswith("; 1 gated benchmark of OLD missing in NEW (--allow missing to accept): "
                                          "gpt2 float32 L=50 eager; 1 only in OLD")
 
 
@@ -332,7 +332,7 @@ def test_malformed_argument_forms_are_usage_errors(tmp_path, capsys, old, form):
 @pytest.mark.parametrize("other_gpu", ["nvidia-a100-sxm4-80gb", None])
 def test_runs_of_different_gpus_are_refused_unless_allowed(tmp_path, capsys, old, other_gpu):
     """A run of another GPU, or one that recorded no GPU, is not compared (the verdict would be the hardware's)
-    unless --allow-gpu-mismatch; then the table says so."""
+    unless --allow gpu-mismatch; then the table says so."""
     other = copy_doc(CHECKED)
     if other_gpu:
         other["machine_info"]["cuda"]["gpu_slug"] = other_gpu
@@ -342,8 +342,8 @@ def test_runs_of_different_gpus_are_refused_unless_allowed(tmp_path, capsys, old
     md = tmp_path / "cmp.md"
     rc, out, err = run_cli(capsys, "compare", old, new, "--markdown", md)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1 and not md.exists()
-    assert "different GPUs" in err and (other_gpu or "no GPU") in err and "--allow-gpu-mismatch" in err
-    rc, out, _ = run_cli(capsys, "compare", old, new, "--allow-gpu-mismatch")
+    assert "different GPUs" in err and (other_gpu or "no GPU") in err and "--allow gpu-mismatch" in err
+    rc, out, _ = run_cli(capsys, "compare", old, new, "--allow", "gpu-mismatch")
     assert rc == 0 and "note: the runs are from different GPUs" in out
 
 
@@ -391,18 +391,19 @@ def one_sessions_files(doc, folder):
     return write(doc, folder / "bench.json"), storage
 
 
-def test_the_json_file_and_the_autosave_of_one_session_are_the_same_run(tmp_path, capsys):
+def test_the_json_file_and_the_autosave_of_one_session_are_the_same_run(tmp_path, capsys, monkeypatch):
     """A session's --benchmark-json file and its autosave differ in a few bytes but are one run: compare refuses
     them (it could not fail), on one side or across; a run of another session still compares."""
     doc = committed_doc("forward")
     bench_json, storage = one_sessions_files(doc, tmp_path)
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(storage))
     n = n_benchmarks(doc)
     for argv in (["0001", bench_json], ["--old", bench_json, "--new", "0001"]):
-        rc, out, err = run_cli(capsys, "compare", *argv, "--storage", storage)
+        rc, out, err = run_cli(capsys, "compare", *argv)
         assert rc == 2 and out == "" and len(err.splitlines()) == 1
         assert f"are the same run (one session's two files: the same {n} benchmarks and statistics" in err
         assert "a comparison of a run with itself cannot fail" in err
-    rc, out, err = run_cli(capsys, "compare", "--old", "0001", bench_json, "--new", bench_json, "--storage", storage)
+    rc, out, err = run_cli(capsys, "compare", "--old", "0001", bench_json, "--new", bench_json)
     assert rc == 2 and out == "" and "are the same run (one session's two files" in err
     assert "give each separate run once" in err
     # another session: other statistics, the same statistics stamped later, or (against the file that holds the
@@ -413,7 +414,7 @@ def test_the_json_file_and_the_autosave_of_one_session_are_the_same_run(tmp_path
     for name, old, other in (("slower", "0001", scaled(doc, 1.01)), ("later", "0001", later),
                              ("reordered", bench_json, reordered)):
         new = write(other, tmp_path / f"{name}.json")
-        rc, out, err = run_cli(capsys, "compare", old, new, "--storage", storage)
+        rc, out, err = run_cli(capsys, "compare", old, new)
         assert rc in (0, 1) and "same run" not in err and f"{n} benchmarks in both" in out, name
 
 
@@ -423,18 +424,19 @@ def test_saved_run_ids_from_storage(tmp_path, capsys, monkeypatch):
     machine = tmp_path / ".benchmarks" / "Linux-CPython-3.12-64bit"
     write(CHECKED, machine / "0001_aaaa_20260101_000000.json")
     write(slower, machine / "0002_bbbb_20260102_000000.json")
-    storage = ("--storage", ".benchmarks")
-    rc, out, _ = run_cli(capsys, "compare", "0001", "0002_bbbb_20260102_000000", *storage)
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(tmp_path / ".benchmarks"))
+    rc, out, _ = run_cli(capsys, "compare", "0001", "0002_bbbb_20260102_000000")
     n_graph = len(forward_benches(DOC, "graph"))
     assert rc == 1 and f"{n_graph} of {n_benchmarks(DOC)} benchmarks slower beyond their tolerance" in out
-    rc, _, _ = run_cli(capsys, "compare", "0002", "0001", *storage)
+    rc, _, _ = run_cli(capsys, "compare", "0002", "0001")
     assert rc == 0
     md = tmp_path / "cmp.md"
-    rc, out, err = run_cli(capsys, "compare", "0001", "0003", *storage, "--markdown", md)
+    rc, out, err = run_cli(capsys, "compare", "0001", "0003", "--markdown", md)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
     assert "unknown saved-run id '0003'" in err and "0001, 0002" in err
     assert not md.exists()
-    rc, _, _ = run_cli(capsys, "compare", "0001", "0002", "--storage", tmp_path / "elsewhere")
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(tmp_path / "elsewhere"))
+    rc, _, _ = run_cli(capsys, "compare", "0001", "0002")
     assert rc == 2
 
 
@@ -500,7 +502,7 @@ def test_an_output_never_replaces_an_input(tmp_path, capsys):
     before = run.read_bytes()
     others = write_runs(tmp_path / "others", (1.01, 1.02, 1.03, 1.04))
     for argv in (["compare", others[0], run, "--markdown", run], ["baseline", run, *others, "-o", run,
-                                                                 "--allow-unchecked"],
+                                                                 "--allow", "unchecked"],
                  ["gate", run, "--baseline", run, "--markdown", run]):
         rc, _, err = run_cli(capsys, *argv)
         assert rc == 2 and len(err.strip().splitlines()) == 1, err

@@ -16,8 +16,10 @@ from in_process import ROOT, run_session
 
 LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
              vocab_size=256, max_position_embeddings=256)
-CPU_MATRIX = ("--device", "cpu", "--variants", "eager", "--prompt-lengths", "8", "--dtypes", "float32", "--rounds",
-              "3", "--precision-pct", "0", "--warmup-rounds", "1", "--warmup-ms", "0")
+CPU_MATRIX = ("--device", "cpu", "--variants", "eager", "--prompt-lengths", "8", "--dtypes", "float32")
+#: ... and the round policy, after ``--`` (last on the command line).
+CPU_ROUNDS = ("--", "--benchmark-min-rounds", "3", "--precision-pct", "0", "--benchmark-warmup-iterations", "1",
+              "--warmup-ms", "0")
 
 
 def _cut(path, size: int) -> None:
@@ -84,7 +86,7 @@ def test_run_measures_the_readable_model_and_records_the_damaged_ones_refusal(ll
 
     folder, bad_file = _damaged(llama_dir, tmp_path, "half")
     out = tmp_path / "o"
-    rc = cli_main(["run", *CPU_MATRIX, "--models", f"{folder},{llama_dir}", "-o", str(out)])
+    rc = cli_main(["run", *CPU_MATRIX, "--models", f"{folder},{llama_dir}", "-o", str(out), *CPU_ROUNDS])
     err = capsys.readouterr().err
     doc = json.loads((out / "run.json").read_text())
     assert rc == 1
@@ -113,7 +115,8 @@ def test_weights_damaged_after_the_check_fail_their_case_with_a_recorded_one_lin
     folder = tmp_path / "late"
     shutil.copytree(llama_dir, folder)
     out, plugin = tmp_path / "run.json", _DamageAfterCollection(folder / "model.safetensors")
-    matrix = [text for flag, value in zip(CPU_MATRIX[::2], CPU_MATRIX[1::2]) for text in pytest_argument(flag, value)]
+    matrix = [*(text for flag, value in zip(CPU_MATRIX[::2], CPU_MATRIX[1::2]) for text in pytest_argument(flag, value)),
+              *CPU_ROUNDS[1:]]
     rc = run_session([str(ROOT / "perf_tests" / "test_forward_bench.py"), "--benchmark-only", *matrix,
                       "--models", str(folder), f"--benchmark-json={out}", "-q"], plugins=[plugin])
     assert rc == pytest.ExitCode.TESTS_FAILED

@@ -1,6 +1,6 @@
 """The decode table with the compile variants and failed cases: rows of a run derived from the committed H200
 decode run (its gpt2 benchmarks, plus a ``compile+graph`` benchmark made from its ``graph`` one and a failed
-``generate-static-compile`` case), ``--newest-wins`` between a failure and a measurement, and a pytest
+``generate-static-compile`` case), ``--allow overlap`` between a failure and a measurement, and a pytest
 session that records a failed decode case through the plugin into its JSON and the report."""
 
 import json
@@ -132,8 +132,8 @@ def test_decode_failures_stay_out_of_the_forward_table(tmp_path):
 
 
 @pytest.mark.parametrize("newer", ["measured", "failed"])
-def test_newest_wins_between_a_failed_and_a_measured_peer(tmp_path, newer):
-    """``--newest-wins``: a failed decode case and a benchmark of the same test replace each other by date."""
+def test_allow_overlap_takes_the_newest_of_a_failed_and_a_measured_peer(tmp_path, newer):
+    """``--allow overlap``: a failed decode case and a benchmark of the same test replace each other by date."""
     failed = _derived_doc()
     measured = _committed_gpt2_doc()
     generate = next(b for b in measured["benchmarks"] if b["extra_info"]["variant"] == "generate")

@@ -99,20 +99,28 @@ def test_without_the_hold_the_same_blocks_read_the_host(gpu):
     assert start.elapsed_time(end) / 20 > 2 * GPU_MS
 
 
-def test_a_block_queued_slower_than_its_hold_is_dropped_and_the_hold_doubled(gpu):
-    from cudagraph_bench.measure.timing import back_to_back_ms
+def test_a_block_queued_slower_than_its_hold_is_dropped_and_the_hold_doubled(gpu, monkeypatch):
+    from cudagraph_bench.measure import timing
 
-    calls = {"n": 0}
+    holds: list[float] = []
+    hold_stream = timing.hold_stream
+
+    def counted_hold(ms):
+        holds.append(ms)
+        hold_stream(ms)
 
     def call():
-        calls["n"] += 1
-        # blocks of 7 or 8 calls after the sizing call and the unheld block: calls 23-29, in the second or third held
-        # block, are ten times slower to queue
-        spin(HOST_MS * (10 if 23 <= calls["n"] <= 29 else 1))
+        # the first call after the second hold queues for twice that hold, whatever the host's pace
+        slow = len(holds) == 2 and not slowed
+        slowed.extend([len(holds)] if slow else [])
+        spin(2 * holds[-1] if slow else HOST_MS)
         gpu.run(GPU_MS)
 
-    figure = back_to_back_ms(call, min_blocks=6, budget_ms=1.0, max_blocks=6)
-    assert figure.uncovered_blocks >= 1 and len(figure.block_ms) == 6
+    slowed: list[int] = []
+    monkeypatch.setattr(timing, "hold_stream", counted_hold)
+    figure = timing.back_to_back_ms(call, min_blocks=6, budget_ms=1.0, max_blocks=6)
+    assert slowed == [2] and figure.uncovered_blocks >= 1 and len(figure.block_ms) == 6
+    assert len(holds) == 6 + figure.uncovered_blocks and holds[2] == 2 * holds[1] and figure.hold_ms == holds[-1]
     assert figure.median_ms == pytest.approx(GPU_MS, rel=1e-6) and max(figure.block_ms) == pytest.approx(GPU_MS)
 
 

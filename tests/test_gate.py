@@ -100,9 +100,9 @@ def test_fixture_has_gated_cases():
 
 def test_gate_passes_on_the_real_run(tmp_path, capsys, checked_run):
     md = tmp_path / "report.md"
-    rc, out, err = run_cli(capsys, "gate", checked_run, "--no-baseline", "--markdown", md)
+    rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--markdown", md)
     assert rc == 0, out + err
-    assert "gate PASS" in out and "--no-baseline: regression check skipped" in out.splitlines()[-1]
+    assert "gate PASS" in out and "--baseline none: regression check skipped" in out.splitlines()[-1]
     lowest = min(GATED, key=GATED.get)
     assert f"lowest reduction {GATED[lowest]:.1f}%: {label(lowest)}" in out
     text = md.read_text()
@@ -118,7 +118,7 @@ def test_gate_fails_when_a_gated_case_drops_below_30_percent(tmp_path, capsys):
     eager, graph = bench(doc, *key, "eager"), bench(doc, *key, "graph")
     scale(graph, 0.8 * median_ms(eager) / median_ms(graph))  # graph median -> 80% of eager: 20% reduction
     md = tmp_path / "report.md"
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--no-baseline", "--markdown", md)
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", "none", "--markdown", md)
     assert rc == 1
     assert f"gate FAIL: {label(key)} reduction 20.0% < 30%" in out
     failing = [line.split()[:4] for line in out.splitlines()[:-1] if "FAIL" in line]
@@ -131,7 +131,7 @@ def test_inflating_every_gated_graph_fails_and_names_each_case(tmp_path, capsys)
     for key in GATED:
         eager, graph = bench(doc, *key, "eager"), bench(doc, *key, "graph")
         scale(graph, 0.75 * median_ms(eager) / median_ms(graph))
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", "none")
     assert rc == 1
     summary = out.splitlines()[-1]
     assert all(f"{label(k)} reduction 25.0% < 30%" in summary for k in GATED)
@@ -144,13 +144,13 @@ def test_a_failed_correctness_check_fails_the_gate_and_names_the_case(tmp_path, 
     key = ("gpt2", "float32", 16)
     bench(doc, *key, "graph")["extra_info"].update(correct=False, max_abs_diff=3.5)
     run = write(doc, tmp_path / "wrong.json")
-    rc, out, _ = run_cli(capsys, "gate", run, "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", run, "--baseline", "none")
     assert rc == 1
     summary = out.splitlines()[-1]
     assert summary.startswith("gate FAIL: ") and label(key) in summary and "3.5" in summary
     assert "WRONG" in next(" ".join(r) for r in graph_rows(out) if r[:3] == [key[0], key[1], str(key[2])])
-    # fast enough (its reduction is untouched) and --allow-unchecked does not excuse a failed check
-    rc, _, _ = run_cli(capsys, "gate", run, "--no-baseline", "--allow-unchecked", "--min-reduction", 0)
+    # fast enough (its reduction is untouched) and --allow unchecked does not excuse a failed check
+    rc, _, _ = run_cli(capsys, "gate", run, "--baseline", "none", "--allow", "unchecked", "--min-reduction", 0)
     assert rc == 1
 
 
@@ -160,7 +160,7 @@ def test_a_failed_check_of_an_ungated_case_still_fails(tmp_path, capsys):
         pytest.skip("fixture has no prompt length > 128")
     doc = copy_doc(CHECKED)
     bench(doc, *long[0], "graph")["extra_info"].update(correct=False, max_abs_diff=0.25)
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "wrong.json"), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "wrong.json"), "--baseline", "none")
     assert rc == 1 and label(long[0]) in out.splitlines()[-1] and "0.25" in out.splitlines()[-1]
 
 
@@ -170,11 +170,11 @@ def test_a_gated_case_without_a_check_fails_unless_allowed(tmp_path, capsys):
     for field in ("correct", "check", "max_abs_diff"):
         bench(doc, *key, "graph")["extra_info"].pop(field)
     run = write(doc, tmp_path / "unchecked.json")
-    rc, out, _ = run_cli(capsys, "gate", run, "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", run, "--baseline", "none")
     assert rc == 1
     summary = out.splitlines()[-1]
     assert "1 gated case recorded no correctness check" in summary and label(key) in summary
-    rc, out, _ = run_cli(capsys, "gate", run, "--no-baseline", "--allow-unchecked")
+    rc, out, _ = run_cli(capsys, "gate", run, "--baseline", "none", "--allow", "unchecked")
     assert rc == 0 and out.splitlines()[-1].startswith("gate PASS")
 
 
@@ -184,14 +184,14 @@ def test_an_ungated_case_without_a_check_does_not_fail(tmp_path, capsys):
         pytest.skip("fixture has no prompt length > 128")
     doc = copy_doc(CHECKED)
     bench(doc, *long[0], "graph")["extra_info"].pop("correct")
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", "none")
     assert rc == 0, out
 
 
 def test_the_unchecked_fixture_fails_and_passes_with_allow_unchecked(capsys):
-    rc, out, _ = run_cli(capsys, "gate", FIXTURE, "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", FIXTURE, "--baseline", "none")
     assert rc == 1 and f"{len(GATED)} gated cases recorded no correctness check" in out.splitlines()[-1]
-    rc, _, _ = run_cli(capsys, "gate", FIXTURE, "--no-baseline", "--allow-unchecked")
+    rc, _, _ = run_cli(capsys, "gate", FIXTURE, "--baseline", "none", "--allow", "unchecked")
     assert rc == 0
 
 
@@ -204,11 +204,11 @@ def test_threshold_override_and_marginal_label(tmp_path, capsys, checked_run):
     lo, hi = stats.reduction_ci(np.asarray(eager["stats"]["data"]) * 1e3, np.asarray(graph["stats"]["data"]) * 1e3)
     threshold = GATED[key] - 1e-6  # just below this case's reduction: passes, interval straddles it
     assert 100 * lo < threshold < 100 * hi
-    rc, out, _ = run_cli(capsys, "gate", checked_run, "--no-baseline", "--min-reduction", threshold)
+    rc, out, _ = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--min-reduction", threshold)
     assert rc == 0
     marginal = re.search(r"(\d+) marginal \(([^)]*)\)", out.splitlines()[-1])
     assert marginal and label(key) in marginal.group(2).split(", ")
-    rc, out, _ = run_cli(capsys, "gate", checked_run, "--no-baseline", "--min-reduction", GATED[key] + 1e-6)
+    rc, out, _ = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--min-reduction", GATED[key] + 1e-6)
     assert rc == 1 and label(key) in out.splitlines()[-1]
 
 
@@ -220,9 +220,9 @@ def test_max_gated_len_extends_the_gate_to_long_prompts(tmp_path, capsys, checke
     if not long[worst] < min(GATED.values()):
         pytest.skip("no long prompt reduces latency less than every short one")
     threshold = (long[worst] + min(GATED.values())) / 2
-    rc, _, _ = run_cli(capsys, "gate", checked_run, "--no-baseline", "--min-reduction", threshold)
+    rc, _, _ = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--min-reduction", threshold)
     assert rc == 0  # long prompts are not gated by default
-    rc, out, _ = run_cli(capsys, "gate", checked_run, "--no-baseline", "--min-reduction", threshold,
+    rc, out, _ = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--min-reduction", threshold,
                          "--max-gated-len", worst[2])
     assert rc == 1 and f"{label(worst)} reduction" in out.splitlines()[-1]
 
@@ -287,18 +287,18 @@ def test_a_baseline_in_the_cwd_is_never_picked(tmp_path, capsys, baseline, monke
     rc, out, err = run_cli(capsys, "gate", checked_run)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
     assert f"no baseline for GPU {GPU}: looked in {no_default_baseline / baseline.name}" in err
-    assert "--no-baseline" in err and "--baseline FILE" in err
+    assert "--baseline none" in err and "--baseline FILE" in err
 
 
-def test_no_baseline_anywhere_is_a_usage_error_unless_no_baseline(tmp_path, capsys, monkeypatch, checked_run):
+def test_no_baseline_anywhere_is_a_usage_error_unless_baseline_none(tmp_path, capsys, monkeypatch, checked_run):
     monkeypatch.delenv(paths.BASELINES_ENV)
     md = tmp_path / "report.md"
     rc, out, err = run_cli(capsys, "gate", checked_run, "--markdown", md)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1 and not md.exists()
-    assert f"no baseline for GPU {GPU}: looked in nowhere" in err and "--no-baseline" in err
-    rc, out, _ = run_cli(capsys, "gate", checked_run, "--no-baseline")
-    assert rc == 0 and out.splitlines()[-1].endswith("--no-baseline: regression check skipped")
-    assert "no baseline (--no-baseline: regression check skipped)" in out.splitlines()[1]
+    assert f"no baseline for GPU {GPU}: looked in nowhere" in err and "--baseline none" in err
+    rc, out, _ = run_cli(capsys, "gate", checked_run, "--baseline", "none")
+    assert rc == 0 and out.splitlines()[-1].endswith("--baseline none: regression check skipped")
+    assert "no baseline (--baseline none: regression check skipped)" in out.splitlines()[1]
 
 
 @pytest.mark.parametrize("name", ["decode-checked", "launch"])
@@ -318,17 +318,12 @@ def test_a_run_without_forward_benchmarks_and_without_a_gpu_names_what_it_lacks(
 
 def test_a_forward_run_without_a_gpu_asks_for_a_baseline_file(tmp_path, capsys):
     """A forward run that records no GPU cannot pick its GPU's baseline: the one-line error says so and names
-    --baseline and --no-baseline, not a baseline path with a placeholder GPU."""
+    --baseline and --baseline none, not a baseline path with a placeholder GPU."""
     doc = copy_doc(CHECKED)
     del doc["machine_info"]["cuda"]
     rc, out, err = run_cli(capsys, "gate", write(doc, tmp_path / "no-gpu.json"))
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
-    assert "records no GPU" in err and "--baseline FILE" in err and "--no-baseline" in err and "<gpu>" not in err
-
-
-def test_baseline_and_no_baseline_together_are_a_usage_error(capsys, baseline, checked_run):
-    rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", baseline, "--no-baseline")
-    assert rc == 2 and out == "" and "--baseline and --no-baseline" in err and len(err.splitlines()) == 1
+    assert "records no GPU" in err and "--baseline FILE" in err and "--baseline none" in err and "<gpu>" not in err
 
 
 # --- several runs ------------------------------------------------------------------------------------------
@@ -336,7 +331,7 @@ def test_baseline_and_no_baseline_together_are_a_usage_error(capsys, baseline, c
 def test_gate_of_several_runs_uses_the_median_of_run_medians(tmp_path, capsys):
     factors = (1.02, 0.99, 1.05)
     runs = write_runs(tmp_path / "runs", factors)
-    rc, out, err = run_cli(capsys, "gate", *runs, "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", *runs, "--baseline", "none")
     assert rc == 0, out + err
     assert out.splitlines()[0].startswith(f"runs {', '.join(str(r) for r in runs)}")
     key = ("gpt2", "float32", 16)
@@ -348,14 +343,14 @@ def test_gate_of_several_runs_uses_the_median_of_run_medians(tmp_path, capsys):
 def test_a_run_given_twice_is_a_usage_error(tmp_path, capsys, checked_run):
     copy_of_it = tmp_path / "copy.json"
     copy_of_it.write_bytes(checked_run.read_bytes())
-    rc, out, err = run_cli(capsys, "gate", checked_run, copy_of_it, "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", checked_run, copy_of_it, "--baseline", "none")
     assert rc == 2 and out == "" and "same run" in err and len(err.splitlines()) == 1
 
 
 def test_runs_of_different_gpus_are_a_usage_error(tmp_path, capsys, checked_run):
     other = copy_doc(CHECKED)
     other["machine_info"]["cuda"]["gpu_slug"] = "nvidia-a100-sxm4-80gb"
-    rc, out, err = run_cli(capsys, "gate", checked_run, write(other, tmp_path / "a100.json"), "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", checked_run, write(other, tmp_path / "a100.json"), "--baseline", "none")
     assert rc == 2 and out == "" and "different GPUs" in err and "nvidia-a100-sxm4-80gb" in err
 
 
@@ -474,9 +469,9 @@ def test_other_gpu_baseline_is_refused_unless_allowed(tmp_path, capsys, baseline
     md = tmp_path / "report.md"
     rc, out, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--markdown", md)
     assert rc == 2 and out == ""
-    assert "--allow-gpu-mismatch" in err and "nvidia-a100-sxm4-80gb" in err and len(err.splitlines()) == 1
+    assert "--allow gpu-mismatch" in err and "nvidia-a100-sxm4-80gb" in err and len(err.splitlines()) == 1
     assert not md.exists()
-    rc, _, _ = run_cli(capsys, "gate", run, "--baseline", baseline, "--allow-gpu-mismatch")
+    rc, _, _ = run_cli(capsys, "gate", run, "--baseline", baseline, "--allow", "gpu-mismatch")
     assert rc == 0
 
 
@@ -497,7 +492,7 @@ def test_other_variants_are_shown_but_not_gated(tmp_path, capsys):
     extra["extra_info"].update(variant=variant, correct=True, check="strict")
     extra["fullname"] += "-" + variant
     doc["benchmarks"].append(extra)
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", "none")
     assert rc == 0, out
     rows = [line.split() for line in out.splitlines() if line.split()[:3] == [key[0], key[1], str(key[2])]]
     assert rows[0][3] == "graph" and variant in [r[3] for r in rows[1:]]
@@ -531,7 +526,7 @@ def _bad_input(tmp_path, case):
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, case):
     path, message = _bad_input(tmp_path, case)
     md = tmp_path / "out" / "report.md"
-    rc, out, err = run_cli(capsys, "gate", path, "--no-baseline", "--markdown", md)
+    rc, out, err = run_cli(capsys, "gate", path, "--baseline", "none", "--markdown", md)
     assert rc == 2
     assert out == "" and len(err.splitlines()) == 1 and message in err
     assert not md.exists() and not md.parent.exists()
@@ -547,9 +542,10 @@ def test_unknown_schema_version_and_unknown_saved_run_id(tmp_path, capsys, basel
     assert not md.exists()
     monkeypatch.chdir(tmp_path)
     write(CHECKED, tmp_path / ".benchmarks" / "Linux-CPython-3.12-64bit" / "0001_abc_20260101_000000.json")
-    rc, out, _ = run_cli(capsys, "gate", "0001", "--baseline", baseline, "--storage", ".benchmarks")
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(tmp_path / ".benchmarks"))
+    rc, out, _ = run_cli(capsys, "gate", "0001", "--baseline", baseline)
     assert rc == 0, out
-    rc, _, err = run_cli(capsys, "gate", "0042", "--no-baseline", "--storage", ".benchmarks", "--markdown", md)
+    rc, _, err = run_cli(capsys, "gate", "0042", "--baseline", "none", "--markdown", md)
     assert rc == 2 and "unknown saved-run id '0042'" in err and "0001" in err
     assert not md.exists()
 
@@ -574,10 +570,10 @@ def test_bad_thresholds_are_usage_errors(capsys, flag, value, message):
 def test_unwritable_markdown_path_is_a_one_line_error(tmp_path, capsys, checked_run):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    rc, out, err = run_cli(capsys, "gate", checked_run, "--no-baseline", "--markdown", blocker / "report.md")
+    rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--markdown", blocker / "report.md")
     assert rc == 2 and len(err.splitlines()) == 1
     assert "is a file, not a folder" in err and "Traceback" not in err
-    rc, out, err = run_cli(capsys, "gate", checked_run, "--no-baseline", "--markdown", tmp_path)
+    rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--markdown", tmp_path)
     assert rc == 2 and len(err.splitlines()) == 1 and f"is a directory: give a file such as {tmp_path / 'gate.md'}" in err
     assert out == ""                                    # refused before the verdict is printed
 
@@ -627,7 +623,7 @@ def test_run_cases_without_a_baseline_entry_are_named_in_the_summary(tmp_path, c
     # gated cases missing on both sides (renamed cases would look so): a failure naming both, unless allowed
     rc, out, _ = run_cli(capsys, "gate", write(run, tmp_path / "no-bert.json"), "--baseline", baseline)
     assert rc == 1 and out.splitlines()[-1].startswith("gate FAIL: ") and "renamed cases escape" in out
-    rc, out, _ = run_cli(capsys, "gate", tmp_path / "no-bert.json", "--baseline", baseline, "--allow-missing")
+    rc, out, _ = run_cli(capsys, "gate", tmp_path / "no-bert.json", "--baseline", baseline, "--allow", "missing")
     assert rc == 0
     assert (f"no graph median regressed beyond its tolerance vs {baseline} ({n_bert} baseline cases not in this "
             f"run); {len(dropped)} cases of this run have no baseline entry") in out.splitlines()[-1]
@@ -636,7 +632,7 @@ def test_run_cases_without_a_baseline_entry_are_named_in_the_summary(tmp_path, c
 def test_a_single_gated_case_is_singular(tmp_path, capsys):
     doc = copy_doc(CHECKED)
     doc["benchmarks"] = [bench(doc, "gpt2", "float32", 16, v) for v in ("eager", "graph")]
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "one.json"), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "one.json"), "--baseline", "none")
     assert rc == 0
     line = out.splitlines()[-1]
     assert line.startswith("gate PASS: 1 gated case reaches its threshold")
@@ -647,21 +643,23 @@ def test_a_folder_as_baseline_or_run_names_the_file_to_give(tmp_path, capsys, ba
     rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", baseline.parent)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
     assert f"--baseline {baseline.parent} is a folder: give a baseline file such as {baseline}" in err
-    rc, out, err = run_cli(capsys, "gate", tmp_path, "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", tmp_path, "--baseline", "none")
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
     assert f"{tmp_path} is a folder, not a run JSON: give a run file, e.g. a file written by pytest " \
            "--benchmark-json=FILE" in err
     write(CHECKED, tmp_path / "out" / "run.json")
-    rc, _, err = run_cli(capsys, "gate", tmp_path / "out", "--no-baseline")
+    rc, _, err = run_cli(capsys, "gate", tmp_path / "out", "--baseline", "none")
     assert rc == 2 and f"give a run file, e.g. {tmp_path / 'out' / 'run.json'}?" in err
 
 
 def test_saved_run_id_from_another_storage(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(CHECKED, tmp_path / "elsewhere" / "Linux-CPython-3.12-64bit" / "0007_abc_20260101_000000.json")
-    rc, _, err = run_cli(capsys, "gate", "0007", "--no-baseline", "--storage", tmp_path / "empty-storage")
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(tmp_path / "empty-storage"))
+    rc, _, err = run_cli(capsys, "gate", "0007", "--baseline", "none")
     assert rc == 2 and "holds no saved runs" in err
-    rc, out, _ = run_cli(capsys, "gate", "0007", "--no-baseline", "--storage", tmp_path / "elsewhere")
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(tmp_path / "elsewhere"))
+    rc, out, _ = run_cli(capsys, "gate", "0007", "--baseline", "none")
     assert rc == 0 and "0007_abc_20260101_000000.json" in out.splitlines()[0]
 
 
@@ -683,7 +681,7 @@ def test_no_interval_from_fewer_rounds_than_the_bootstrap_minimum(tmp_path, caps
     doc = copy_doc(CHECKED)
     for b in forward_benches(doc, "graph"):
         b["stats"]["data"] = b["stats"]["data"][:MIN_BOOTSTRAP_ROUNDS - 1]
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "few.json"), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "few.json"), "--baseline", "none")
     rows = graph_rows(out)
     assert rows and all("[" not in " ".join(r) for r in rows)  # no "[low, high]" interval on any graph row
     assert (f"{len(GATED)} gated cases without a 95% interval (fewer than {MIN_BOOTSTRAP_ROUNDS} rounds of "
@@ -694,7 +692,7 @@ def test_a_run_without_per_round_data_says_so(tmp_path, capsys):
     doc = copy_doc(CHECKED)
     for b in doc["benchmarks"]:
         del b["stats"]["data"]
-    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "nodata.json"), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", write(doc, tmp_path / "nodata.json"), "--baseline", "none")
     assert rc == 0 and f"{len(GATED)} gated cases without a 95% interval" in out.splitlines()[-1]
 
 
@@ -711,9 +709,9 @@ def test_the_committed_repeated_runs_gate_with_allow_unchecked(capsys):
     red = {k[:3]: 100 * (1 - np.median(medians[(*k[:3], "graph")]) / np.median(v))
            for k, v in medians.items() if k[3] == "eager"}
     below = sorted(k for k, v in red.items() if k[2] <= 128 and v < 30)
-    rc, out, _ = run_cli(capsys, "gate", *runs, "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", *runs, "--baseline", "none")
     assert rc == 1 and "recorded no correctness check" in out.splitlines()[-1]
-    rc, out, _ = run_cli(capsys, "gate", *runs, "--no-baseline", "--allow-unchecked")
+    rc, out, _ = run_cli(capsys, "gate", *runs, "--baseline", "none", "--allow", "unchecked")
     assert rc == (1 if below else 0)
     assert "correctness check" not in out.splitlines()[-1]
     lowest = min((k for k in red if k[2] <= 128), key=red.get)
@@ -829,7 +827,7 @@ def test_confirm_with_no_successful_rerun_keeps_the_regression_and_says_so(tmp_p
 
 def test_renamed_gated_cases_fail_the_gate_unless_allowed(tmp_path, capsys):
     """Gated cases of the baseline missing from the run while gated cases of the run have no baseline entry (a
-    model renamed): the regression check would see neither, so the gate fails naming both, unless --allow-missing.
+    model renamed): the regression check would see neither, so the gate fails naming both, unless --allow missing.
     A run of a part of the baseline's matrix (nothing new) passes as before."""
     doc = committed_doc("forward-repeat")
     part = [b for b in doc["benchmarks"] if b["extra_info"]["model"] == "bert-tiny" and b["extra_info"]["seq_len"] < 128]
@@ -846,8 +844,8 @@ def test_renamed_gated_cases_fail_the_gate_unless_allowed(tmp_path, capsys):
     line = capsys.readouterr().out.splitlines()[-1]
     assert line.startswith("gate FAIL: ") and "gated baseline cases not in this run (bert-tiny bfloat16 L=50" in line
     assert "2 gated cases of this run have no baseline entry (bert-tiny-v2 bfloat16 L=50" in line
-    assert "or pass --allow-missing" in line
-    assert cli_main(["gate", str(moved), "--baseline", baseline, "--allow-missing"]) == 0
+    assert "or pass --allow missing" in line
+    assert cli_main(["gate", str(moved), "--baseline", baseline, "--allow", "missing"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith("renamed cases escape the regression check; rebuild "
-                                                             "the baseline for the new names (--allow-missing: not "
+                                                             "the baseline for the new names (--allow missing: not "
                                                              "failed)")

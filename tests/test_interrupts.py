@@ -42,13 +42,13 @@ def test_the_run_of_an_interrupted_session_is_marked_and_refused_unless_allowed(
     assert result.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads(out.read_text())
     assert len(doc["benchmarks"]) == 1 and doc["cudagraph_bench"]["interrupted"] == "Ctrl-C after 1 benchmark(s)"
-    with pytest.raises(InputFileError, match="is the run of an interrupted session .*--allow-interrupted"):
+    with pytest.raises(InputFileError, match="is the run of an interrupted session .*--allow interrupted"):
         load_run(str(out))
     with interrupted_runs_allowed():
         assert len(load_run(str(out)).benchmarks) == 1
     # a reader told to read it keeps the mark: the merged run is refused like the run
     merged = tmp_path / "merged.json"
-    assert cli.main(["merge", "-o", str(merged), str(out), "--allow-interrupted"]) == 0
+    assert cli.main(["merge", "-o", str(merged), str(out), "--allow", "interrupted"]) == 0
     assert cli.main(["merge", "-o", str(tmp_path / "again.json"), str(merged)]) == 2
     assert "interrupted session" in capsys.readouterr().err
 

@@ -619,22 +619,25 @@ def test_baked_pointer_outcome_names_the_call_that_failed():
     assert "synchronize" not in launch_fail
 
 
-def test_storage_resolves_saved_run_ids(tmp_path, capsys):
+def test_storage_resolves_saved_run_ids(tmp_path, capsys, monkeypatch):
     storage = tmp_path / "bench-store"
     (storage / "Linux-CPython-3.12-64bit").mkdir(parents=True)
     saved = write_run(storage / "Linux-CPython-3.12-64bit" / "0001_abc_20260101_000000.json", LAUNCH)
     fwd_saved = write_run(storage / "Linux-CPython-3.12-64bit" / "0002_def_20260102_000000.json", FORWARD)
     out = tmp_path / "out"
-    assert cli.main(["launch-report", "0001", "--forward", "0002", "--storage", str(storage), "-o", str(out)]) == 0
+    monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(storage))
+    assert cli.main(["launch-report", "0001", "--forward", "0002", "-o", str(out)]) == 0
     text = (out / "launch-overhead.md").read_text()
     assert f"source run `{saved} + {fwd_saved}`" in text and "| gpt2 | float32 | 50 | 400 |" in text
-    assert cli.main(["launch-report", "0003", "--storage", str(storage), "-o", str(out)]) == 2
+    assert cli.main(["launch-report", "0003", "-o", str(out)]) == 2
     assert "0003" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        cli.main(["launch-report", "0001", "--storage", "", "-o", str(out)])
+    with pytest.raises(SystemExit) as exc:   # the option is gone: the one line names the variable
+        cli.main(["launch-report", "0001", "--storage", str(storage), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "$CUDAGRAPH_BENCH_STORAGE" in err
 
 
-@pytest.mark.parametrize("flag", ["-o", "--output-dir", "--out-dir"])
+@pytest.mark.parametrize("flag", ["-o", "--output-dir"])
 def test_every_spelling_of_the_output_folder_writes_there(tmp_path, capsys, flag):
     run = write_run(tmp_path / "run.json", LAUNCH)
     out = tmp_path / "pages"
@@ -670,9 +673,9 @@ def test_forward_runs_of_another_gpu_are_refused_unless_allowed(tmp_path, capsys
     out = tmp_path / "docs"
     assert cli.main(["launch-report", str(launch), "--forward", str(other_path), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "the runs are from different GPUs" in err and "--allow-gpu-mismatch" in err
+    assert err.count("\n") == 1 and "the runs are from different GPUs" in err and "--allow gpu-mismatch" in err
     assert not out.exists()
-    assert cli.main(["launch-report", str(launch), "--forward", str(other_path), "--allow-gpu-mismatch",
+    assert cli.main(["launch-report", str(launch), "--forward", str(other_path), "--allow", "gpu-mismatch",
                      "-o", str(out)]) == 0
     assert f"wrote {out / 'launch-overhead.md'}" in capsys.readouterr().err
     assert cli.main(["launch-report", str(launch), "-o", str(out)]) == 0

@@ -11,7 +11,7 @@ from cudagraph_bench.cases import Case
 from cudagraph_bench.commands import run as runcmd
 from cudagraph_bench.measure.case import CaseSpec
 from cudagraph_bench.measure.settings import OPTION_FIELDS, MeasureSettings
-from cudagraph_bench.options import MATRIX_OPTIONS, add_to_argparse, show_default
+from cudagraph_bench.options import MATRIX_OPTIONS, RUN_FLAGS, add_to_argparse, pytest_argument, show_default
 
 #: A non-default value of every shared option (the test checks that each one differs from its default).
 FLAGS = ("--rounds", "7", "--warmup-rounds", "2", "--precision-pct", "0.5", "--max-rounds", "50",
@@ -60,7 +60,10 @@ def test_run_gives_the_pytest_session_the_settings_of_its_flags():
     case = Case("gpt2", "float32", 16, "eager")
     session = Session(config_of(options))
     from_session = session.case_spec(case)
-    (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--variants", "eager", *FLAGS]))
+    pairs = list(zip(FLAGS[::2], FLAGS[1::2]))
+    before = [t for flag, text in pairs if flag in RUN_FLAGS for t in (flag, text)]
+    after = [t for flag, text in pairs if flag not in RUN_FLAGS for t in pytest_argument(flag, text)]
+    (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--variants", "eager", *before, "--", *after]))
     flags = {o.dest: o.flag for o in MATRIX_OPTIONS}
     passed = [text for dest, v in matrix.values for text in (flags[dest], show_default(v))]
     from_run = Session(config_of(pytest_options(passed))).case_spec(case)

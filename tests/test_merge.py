@@ -307,5 +307,5 @@ def test_a_merged_run_named_json_gz_is_written_gzip_compressed(tmp_path, capsys,
     assert run_cli(capsys, "merge", "-o", tmp_path / "m.json", *shard_files)[0] == 0
     assert run_cli(capsys, "merge", "-o", tmp_path / "m.json.gz", *shard_files)[0] == 0
     assert gzip.decompress((tmp_path / "m.json.gz").read_bytes()) == (tmp_path / "m.json").read_bytes()
-    rc, out, err = run_cli(capsys, "gate", tmp_path / "m.json.gz", "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", tmp_path / "m.json.gz", "--baseline", "none")
     assert rc in (0, 1) and "not a valid gzip" not in err, err

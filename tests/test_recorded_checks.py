@@ -112,10 +112,10 @@ def test_a_failed_check_of_any_variant_fails_gate_compare_and_baseline(tmp_path,
     clean, bad, name, check = FLIPS[case]()
     old, new = write(clean, tmp_path / "old.json"), write(bad, tmp_path / "new.json")
 
-    rc, out, err = run_cli(capsys, "gate", new, "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", new, "--baseline", "none")
     line = out.splitlines()[-1]
     assert rc == 1 and line.startswith("gate FAIL: ") and names(name, line) and check in line, (err, line)
-    assert run_cli(capsys, "gate", old, "--no-baseline")[0] == 0      # the flip alone fails it
+    assert run_cli(capsys, "gate", old, "--baseline", "none")[0] == 0      # the flip alone fails it
 
     rc, out, _ = run_cli(capsys, "compare", old, new)
     assert rc == 1 and names(name, out.splitlines()[-1]) and check in out.splitlines()[-1]
@@ -142,7 +142,7 @@ def test_a_known_peer_failure_is_reported_with_its_reason_and_fails_nothing(tmp_
     peer = label({**PEER_FAILURE, "suite": "decode"})
     reason = PEER_FAILURE["reason"]
 
-    rc, out, _ = run_cli(capsys, "gate", path, "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", path, "--baseline", "none")
     line = out.splitlines()[-1]
     assert rc == 0 and line.startswith("gate PASS: ") and "1 known peer failure" in line
     assert names(peer, line) and reason in line

@@ -276,7 +276,7 @@ def test_run_measures_the_accepted_models_and_lists_the_refused_ones(checkpoints
 
     models = ",".join(["gpt2", checkpoints["t5"], "typo", checkpoints["bloom"]])
     rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--models", models, "--prompt-lengths", "8", "--dtypes", "float32",
-                   "--rounds", "3", "--warmup", "0", "-o", str(tmp_path / "o")])
+                   "-o", str(tmp_path / "o"), "--", "--benchmark-min-rounds", "3", "--benchmark-warmup-iterations", "0"])
     err = capsys.readouterr().err
     doc = json.loads((tmp_path / "o" / "run.json").read_text())
     assert rc == 1

@@ -133,13 +133,13 @@ def with_replay(tmp_path, value, name="run.json", variant="graph"):
 
 
 def test_gate_passes_a_replayed_graph_and_notes_the_ones_without_a_proof(tmp_path, capsys):
-    rc, out, err = run_cli(capsys, "gate", with_replay(tmp_path, field()), "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", with_replay(tmp_path, field()), "--baseline", "none")
     assert rc == 0, out + err
     assert "note: replay not recorded for" in err and "--replay-proof" in err
 
 
 def test_gate_fails_a_graph_that_ran_eagerly_and_names_it(tmp_path, capsys):
-    rc, out, _ = run_cli(capsys, "gate", with_replay(tmp_path, field(0, 212)), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", with_replay(tmp_path, field(0, 212)), "--baseline", "none")
     assert rc == 1
     summary = out.splitlines()[-1]
     assert summary.startswith("gate FAIL: ") and LABEL in summary
@@ -147,7 +147,7 @@ def test_gate_fails_a_graph_that_ran_eagerly_and_names_it(tmp_path, capsys):
 
 
 def test_gate_fails_kernels_beyond_what_the_variant_allows(tmp_path, capsys):
-    rc, out, _ = run_cli(capsys, "gate", with_replay(tmp_path, field(1, 9, kernels_outside_allowed=4)), "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", with_replay(tmp_path, field(1, 9, kernels_outside_allowed=4)), "--baseline", "none")
     assert rc == 1 and "part of the call ran outside its graph" in out.splitlines()[-1]
 
 
@@ -174,7 +174,7 @@ def test_baseline_refuses_a_run_whose_graph_ran_eagerly(tmp_path, capsys):
     (None, "has extra_info.replay of type null, not an object of launch counts"),     # null is no proof
 ])
 def test_a_malformed_replay_field_is_bad_input(tmp_path, capsys, value, phrase):
-    err = run_bad_input(capsys, ["gate", with_replay(tmp_path, value), "--no-baseline"])
+    err = run_bad_input(capsys, ["gate", with_replay(tmp_path, value), "--baseline", "none"])
     assert "benchmarks[" in err and phrase in err and "rerun the benchmarks" in err
 
 

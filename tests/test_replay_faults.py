@@ -2,7 +2,7 @@
 replay) and ``skip-inductor-graphs`` (``compile+graph`` without its graph): how they parse and where they are
 planted, the eager layer's split forward on tiny CPU models (its outputs equal eager's), the self-test's runs of
 both with ``--replay-proof``, and their verdicts on runs derived from committed H200 runs; and ``cudagraph-bench
-run --replay-proof`` passing the flag to every pytest process."""
+run -- --replay-proof`` passing the flag to every pytest process."""
 
 
 import pytest
@@ -185,10 +185,10 @@ def test_a_replay_fault_whose_proof_shows_a_clean_replay_passes_the_gate_and_fai
     assert rc == 1 and "eager-layer PASSES the gate" in last and last.startswith("selftest FAIL"), last
 
 
-# --- cudagraph-bench run --replay-proof ------------------------------------------------------------------------
+# --- cudagraph-bench run -- --replay-proof ------------------------------------------------------------------------
 
 def test_run_passes_replay_proof_to_every_pytest_process():
-    args = build_parser().parse_args(["run", "--variants", "eager,graph", "--with-compile", "--replay-proof"])
+    args = build_parser().parse_args(["run", "--variants", "eager,graph", "--", "--with-compile", "--replay-proof"])
     (matrix,) = runcmd.matrices(args)
     assert matrix.flags == ("--replay-proof",)
     steps = matrix_processes.plan([matrix], gpus=("0", "1"))
@@ -203,7 +203,7 @@ def test_run_without_replay_proof_passes_no_such_flag():
 
 
 def test_run_refuses_the_replay_proof_on_the_cpu_before_any_process():
-    (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--device", "cpu", "--variants", "eager",
+    (matrix,) = runcmd.matrices(build_parser().parse_args(["run", "--device", "cpu", "--variants", "eager", "--",
                                                            "--replay-proof"]))
     with pytest.raises(UsageError, match=r"--device cpu has none to prove \(drop --replay-proof\)"):
         runcmd.check_device([matrix])

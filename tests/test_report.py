@@ -181,7 +181,7 @@ def test_a_variant_without_a_recorded_check_is_unchecked_not_correct(tmp_path):
     assert problems[-1].startswith("2 measured case(s) of bucketed, graph carry no correctness check")
 
 
-def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
+def test_allow_overlap_replaces_whole_prompt_lengths_by_the_newest_run(tmp_path, capsys):
     old = run_doc([fwd("gpt2", "float32", 16, "eager", [5.0]), fwd("gpt2", "float32", 16, "graph", [1.0]),
                    fwd("gpt2", "float32", 50, "eager", [6.0]), fwd("gpt2", "float32", 50, "graph", [2.0]),
                    fwd("gpt2", "float32", 50, "padded", [9.0])],
@@ -204,14 +204,14 @@ def test_newest_wins_replaces_whole_prompt_lengths(tmp_path, capsys):
     assert rows[(16, "graph")]["reduction_pct"] == pytest.approx(80.0)
     docs = tmp_path / "docs"
     assert cli_main(["report", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "-o", str(docs)]) == 2
-    assert "--newest-wins" in capsys.readouterr().err
+    assert "--allow overlap" in capsys.readouterr().err
     assert cli_main(["report", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "-o", str(docs),
-                     "--newest-wins"]) == 0
+                     "--allow", "overlap"]) == 0
     assert "- gpt2 float32 L=50: old.json -> new.json (drops padded" in (docs / "results.md").read_text()
     assert "warning: gpt2 float32 L=50: old.json -> new.json (drops padded" in capsys.readouterr().err
 
 
-def test_newest_wins_compares_times_in_utc_and_refuses_what_it_cannot_order(tmp_path, capsys):
+def test_allow_overlap_compares_times_in_utc_and_refuses_what_it_cannot_order(tmp_path, capsys):
     def doc(when, ms):
         d = run_doc([fwd("gpt2", "float32", n, v, [ms]) for n in (16, 128) for v in ("eager", "graph")])
         d["datetime"] = when
@@ -228,7 +228,7 @@ def test_newest_wins_compares_times_in_utc_and_refuses_what_it_cannot_order(tmp_
     for other, message in ((bad, "not an ISO 8601 time"), (same_time, "cannot tell which is newer"),
                            (tmp_path / "b.json", "are the same run")):
         assert cli_main(["report", str(tmp_path / "b.json"), str(other), "-o", str(tmp_path / "d"),
-                         "--newest-wins"]) == 2
+                         "--allow", "overlap"]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "d").exists()
@@ -494,11 +494,11 @@ def test_runs_of_two_gpus_on_one_page_are_refused_unless_allowed(tmp_path, capsy
     a = write(tmp_path, "a.json", forward_pair_doc("test-gpu"))
     b = write(tmp_path, "b.json", forward_pair_doc(other, datetime="2026-01-02"))
     out = tmp_path / "docs"
-    assert cli_main(["report", str(a), str(b), "--newest-wins", "-o", str(out)]) == 2
+    assert cli_main(["report", str(a), str(b), "--allow", "overlap", "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "the runs are from different GPUs" in err and "--allow-gpu-mismatch" in err
+    assert err.count("\n") == 1 and "the runs are from different GPUs" in err and "--allow gpu-mismatch" in err
     assert not out.exists()
-    assert cli_main(["report", str(a), str(b), "--newest-wins", "--allow-gpu-mismatch", "-o", str(out)]) == 0
+    assert cli_main(["report", str(a), str(b), "--allow", "overlap", "--allow", "gpu-mismatch", "-o", str(out)]) == 0
     assert (out / "results.md").is_file()
 
 

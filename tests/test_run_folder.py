@@ -12,8 +12,10 @@ from cudagraph_bench.cli import main as cli_main
 from cudagraph_bench.plugin.session import Session
 
 PLOTS = ("latency_comparison.png", "speedup_vs_length.png")
-QUICK = ("--device", "cpu", "--variants", "eager", "--dtypes", "float32", "--rounds", "3", "--precision-pct", "0",
-         "--warmup-rounds", "1", "--warmup-ms", "0", "--min-time-ms", "0")
+QUICK = ("--device", "cpu", "--variants", "eager", "--dtypes", "float32")
+#: ... and the round policy after ``--``, last on the command line.
+ROUNDS = ("--", "--benchmark-min-rounds", "3", "--precision-pct", "0", "--benchmark-warmup-iterations", "1",
+          "--warmup-ms", "0", "--min-time-ms", "0")
 PLANTED = "planted: this case cannot be built"
 
 
@@ -25,7 +27,7 @@ def _files(folder: Path) -> dict:
 def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, capsys, in_process_pytest,
                                                                       tiny_gpt2_dir, monkeypatch):
     out = tmp_path / "out"
-    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out)]) == 0
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 0
     assert all((out / name).is_file() for name in PLOTS)
     (out / "parts" / "isolated.log").write_text("an earlier process's log\n")
     (out / "parts" / "notes.txt").write_text("the user's, not a run's\n")
@@ -35,7 +37,7 @@ def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, 
         raise RuntimeError(PLANTED)
 
     monkeypatch.setattr(Session, "_prepare", planted)
-    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out)]) == 1
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 1
     err = capsys.readouterr().err
     doc = json.loads((out / "run.json").read_text())
     (failure,) = doc["cudagraph_bench"]["failures"]
@@ -52,7 +54,7 @@ def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, 
 @pytest.mark.filterwarnings("ignore:Not saving anything")
 def test_a_run_that_measured_nothing_makes_no_folder(tmp_path, capsys, in_process_pytest, tiny_gpt2_dir):
     out = tmp_path / "out"
-    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "100000", "-o", str(out)]) == 1
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "100000", "-o", str(out), *ROUNDS]) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.endswith(f"nothing measured, {out} left as it was (exit 1)")
     logs = Path(last.split("see the logs under ", 1)[1].split(")", 1)[0])
@@ -65,7 +67,7 @@ def test_a_write_that_fails_leaves_the_earlier_run_whole(tmp_path, capsys, in_pr
     from cudagraph_bench import fsio
 
     out = tmp_path / "out"
-    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out)]) == 0
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 0
     earlier = _files(out)
     real_replace = fsio.os.replace
     calls = []
@@ -77,7 +79,7 @@ def test_a_write_that_fails_leaves_the_earlier_run_whole(tmp_path, capsys, in_pr
         return real_replace(src, dst)
 
     monkeypatch.setattr(fsio.os, "replace", full_disk_on_the_third)
-    rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "16", "-o", str(out)])
+    rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "16", "-o", str(out), *ROUNDS])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc != 0 and len(calls) == 3 and "No space left on device" in err[-1], err[-3:]
     assert _files(out) == earlier

@@ -23,7 +23,8 @@ from cudagraph_bench.commands import run as runcmd
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.models.positions import prompt_does_not_fit
 from cudagraph_bench.models.presets import model_position_limit
-from cudagraph_bench.options import DEFAULT_VARIANTS, MATRIX_OPTIONS, format_cpus, show_default
+from cudagraph_bench.options import (DEFAULT_VARIANTS, MATRIX_OPTIONS, RUN_FLAGS, format_cpus, pytest_argument,
+                                     show_default)
 from cudagraph_bench.results.runfile import forward_cases, load_run
 from cudagraph_bench.runner import matrix_processes, process
 from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE, PADDING_MODULE, Matrix
@@ -33,8 +34,10 @@ DATA = Path(__file__).parent / "data"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOTS = ("latency_comparison.png", "speedup_vs_length.png")
 #: Few rounds, no time floors: a CPU case of a tiny model in well under a second.
-QUICK = ("--device", "cpu", "--variants", "eager", "--dtypes", "float32", "--rounds", "3", "--precision-pct", "0",
-         "--warmup-rounds", "1", "--warmup-ms", "0", "--min-time-ms", "0")
+QUICK = ("--device", "cpu", "--variants", "eager", "--dtypes", "float32")
+#: ... and the round policy after ``--``, last on the command line.
+ROUNDS = ("--", "--benchmark-min-rounds", "3", "--precision-pct", "0", "--benchmark-warmup-iterations", "1",
+          "--warmup-ms", "0", "--min-time-ms", "0")
 
 
 def parse(*argv):
@@ -59,25 +62,28 @@ def write_toml(tmp_path, text):
 def test_the_defaults_are_the_suites():
     """run launches the suite with the options' own defaults: the pytest run's."""
     (matrix,) = runcmd.matrices(parse())
-    assert options(matrix) == {o.flag: show_default(o.default) for o in MATRIX_OPTIONS
-                               if o.dest != "variants" and o.default is not None}     # None: the option not given
+    assert options(matrix) == {o.flag: show_default(o.default) for o in MATRIX_OPTIONS      # None: not given
+                               if o.dest != "variants" and o.default is not None and o.flag in RUN_FLAGS}
     assert matrix.variants == DEFAULT_VARIANTS
 
 
-def test_the_source_scripts_aliases_are_the_shared_options():
-    a = runcmd.matrices(parse("--model", "distilgpt2", "--dtype", "bf16", "--iters", "7", "--warmup", "2"))
-    b = runcmd.matrices(parse("--models", "distilgpt2", "--dtypes", "bfloat16", "--rounds", "7", "--warmup-rounds", "2"))
-    assert a == b
-    assert {k: options(a[0])[k] for k in ("--models", "--dtypes", "--rounds", "--warmup-rounds")} == {
-        "--models": "distilgpt2", "--dtypes": "bfloat16", "--rounds": "7", "--warmup-rounds": "2"}
+def test_the_round_policy_after_the_double_dash_is_parsed_into_the_matrix_and_the_rest_passed_on():
+    """After ``--``: the round options in pytest's spelling join the matrix (parsed by their own parsers); other
+    pytest arguments go to every process; --with-compile adds the compiled variants."""
+    (matrix,) = runcmd.matrices(parse("--variants", "eager", "--", "--benchmark-min-rounds", "7", "--precision-pct",
+                                      "0.5", "--replay-proof", "-o", "addopts=", "--with-compile"))
+    assert options(matrix)["--rounds"] == "7" and options(matrix)["--precision-pct"] == "0.5"
+    assert matrix.flags == ("--replay-proof", "-o", "addopts=")
+    assert matrix.variants == ("eager", *(v.name for v in variants.of_suite(variants.FORWARD) if v.compiled))
 
 
 def test_the_round_options_reach_pytest_in_pytest_benchmarks_spelling():
-    """run keeps --rounds, --max-time-ms and --warmup-rounds; each pytest process gets pytest-benchmark's flag of the
-    same value (seconds for the time cap), and never the suite's name, which pytest does not take."""
+    """The config's rounds, max_time_ms and warmup_rounds reach each pytest process as pytest-benchmark's flag of the
+    same value (seconds for the time cap), never under the config's name, which pytest does not take."""
     from cudagraph_bench.runner import matrix_processes
 
-    (matrix,) = runcmd.matrices(parse("--rounds", "7", "--max-time-ms", "250", "--warmup-rounds", "2"))
+    (matrix,) = runcmd.matrices(parse("--", "--benchmark-min-rounds", "7", "--benchmark-max-time", "0.25",
+                                      "--benchmark-warmup-iterations", "2"))
     ((part,),) = matrix_processes.plan([matrix])
     args = list(part.args)
     given = {flag: args[args.index(flag) + 1] for flag in ("--benchmark-min-rounds", "--benchmark-max-time",
@@ -86,22 +92,9 @@ def test_the_round_options_reach_pytest_in_pytest_benchmarks_spelling():
     assert not {"--rounds", "--max-time-ms", "--warmup-rounds"} & set(args)
 
 
-def test_with_compile_adds_the_compiled_variants():
-    (matrix,) = runcmd.matrices(parse("--variants", "eager", "--with-compile"))
-    assert matrix.variants == ("eager", *(v.name for v in variants.of_suite(variants.FORWARD) if v.compiled))
-
-
 @pytest.mark.parametrize("argv, message", [
     (["--variants", "eager,graphs"], "unknown variant 'graphs'"),
-    (["--iters", "0"], "expected a number >= 1"),
-    (["--attn-implementation", "paged"], "unknown attention implementation 'paged'"),
-    (["--max-positions", "0"], "expected a number >= 1"),
     (["--prompt-lengths", "16,,32"], "empty item"),
-    (["--rounds", "5", "--iters", "7"], "--rounds and --iters are the same option: give one of them"),
-    (["--model", "gpt2", "--models", "bert-tiny"], "--model and --models are the same option: give one of them"),
-    (["--rounds", "100001"], "expected at most 100000 rounds, got 100001"),
-    (["--max-time-ms", "-1"], "expected milliseconds >= 0, got -1"),
-    (["--warmup", "100001"], "expected at most 100000 warmup rounds, got 100001"),
     (["--cpus", "3-1"], "bad CPU range '3-1'"),
     (["--device", "tpu"], "unknown device 'tpu'"),
     (["-o", ""], "expected a path, got an empty string"),
@@ -114,17 +107,51 @@ def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
     assert len(err) == 1 and message in err[0] and err[0].endswith("(see cudagraph-bench run --help)")
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--", "--benchmark-min-rounds", "0"], "--benchmark-min-rounds 0: expected a number >= 1"),
+    (["--", "--attn-implementation", "paged"], "unknown attention implementation 'paged'"),
+    (["--", "--max-positions", "0"], "--max-positions 0: expected a number >= 1"),
+    (["--models", "gpt2", "--", "--models", "bert-tiny"], "--models given before and after --: give it once"),
+    (["--", "--benchmark-min-rounds", "100001"], "expected at most 100000 rounds, got 100001"),
+    (["--", "--max-time-ms", "1"], "--max-time-ms is the round option's name in a run's TOML config: on pytest's "
+                                   "command line it is pytest-benchmark's --benchmark-max-time"),
+    (["--", "--benchmark-warmup-iterations", "100001"], "expected at most 100000 warmup rounds, got 100001"),
+    (["--", "--shard", "1/2"], "--shard: run --gpus shards the matrix: leave it out"),
+    (["--", "tests"], "pytest's arguments after -- start with an option"),
+])
+def test_bad_pytest_arguments_after_the_double_dash_exit_2_with_one_line_before_anything_runs(argv, message, capsys,
+                                                                                            tmp_path):
+    assert cli_main(["run", "--device", "cpu", "-o", str(tmp_path / "o"), *argv]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("cudagraph-bench run: error: ") and message in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_model_folder_without_a_config_is_a_usage_error(tmp_path, capsys):
     empty = tmp_path / "model"
     empty.mkdir()
-    assert cli_main(["run", *QUICK, "--model", str(empty), "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["run", *QUICK, "--models", str(empty), "-o", str(tmp_path / "o"), *ROUNDS]) == 2
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert "has no config.json" in err
     assert not (tmp_path / "o").exists()
 
 
 def test_an_option_repeated_under_one_name_keeps_the_last_value_like_argparse():
-    assert options(runcmd.matrices(parse("--rounds", "5", "--rounds", "7"))[0])["--rounds"] == "7"
+    assert options(runcmd.matrices(parse("--models", "gpt2", "--models", "bert-tiny"))[0])["--models"] == "bert-tiny"
+    argv = ("--", "--benchmark-min-rounds", "5", "--benchmark-min-rounds", "7")
+    assert options(runcmd.matrices(parse(*argv))[0])["--rounds"] == "7"
+
+
+def command_line(pairs) -> list[str]:
+    """run's argv for ``(matrix option, text)`` pairs: the options that are not run's own after ``--``, in pytest's
+    spelling."""
+    before, after = [], []
+    for opt, text in pairs:
+        if opt.flag in RUN_FLAGS:
+            before += [opt.flag, text]
+        else:
+            after += pytest_argument(opt.flag, text)
+    return [*before, *(["--", *after] if after else [])]
 
 
 def test_the_example_config_expands_its_sweeps():
@@ -138,7 +165,7 @@ def test_the_example_config_expands_its_sweeps():
 
 
 def test_the_compile_sweep_config_measures_the_compiled_variants_in_processes_of_their_own():
-    matrices = runcmd.matrices(parse("--config", str(DATA / "run-compile-sweep.toml"), "--model", "tinyllama-1.1b"))
+    matrices = runcmd.matrices(parse("--config", str(DATA / "run-compile-sweep.toml"), "--models", "tinyllama-1.1b"))
     assert [options(m)["--models"] for m in matrices] == ["tinyllama-1.1b"] * 2
     steps = matrix_processes.plan(matrices)
     assert [[p.name for p in step] for step in steps] == [["part1"], ["part2-isolated"]]
@@ -158,12 +185,12 @@ def test_the_command_line_wins_over_the_config(tmp_path):
     (matrix,) = runcmd.matrices(parse("--config", path))
     assert options(matrix)["--models"] == "gpt2,bert-tiny" and options(matrix)["--rounds"] == "7"
     # given explicitly, even when equal to the default, a flag wins
-    (matrix,) = runcmd.matrices(parse("--config", path, "--model", "gpt2", "--iters", "100"))
+    (matrix,) = runcmd.matrices(parse("--config", path, "--models", "gpt2", "--", "--benchmark-min-rounds", "100"))
     assert options(matrix)["--models"] == "gpt2" and options(matrix)["--rounds"] == "100"
     assert options(matrix)["--prompt-lengths"] == "16,32" and matrix.variants == ("eager",)
     path = write_toml(tmp_path, "max_time_ms = 0")
-    for argv, expected in ((("--max-time-ms", "250"), "250.0"), (("--config", path), "0.0"),
-                           (("--config", path, "--max-time-ms", "40.5"), "40.5")):
+    for argv, expected in ((("--", "--benchmark-max-time", "0.25"), "250.0"), (("--config", path), "0.0"),
+                           (("--config", path, "--", "--benchmark-max-time", "0.0405"), "40.5")):
         assert options(runcmd.matrices(parse(*argv))[0])["--max-time-ms"] == expected
 
 
@@ -187,7 +214,7 @@ def test_every_config_key_counts_and_the_command_line_wins_over_it(tmp_path, cap
     text = "".join(f"{key} = {json.dumps(value)}\n" for key, (value, _) in EVERY_KEY.items())
     assert tomllib.loads(text)
     path = write_toml(tmp_path, text)
-    flags = [a for o in MATRIX_OPTIONS for a in (o.flag, EVERY_KEY[o.dest][1])]
+    flags = command_line((o, EVERY_KEY[o.dest][1]) for o in MATRIX_OPTIONS)
     (from_config,) = runcmd.matrices(parse("--config", path))
     (from_flags,) = runcmd.matrices(parse(*flags))
     assert from_config == from_flags and options(from_config)["--device"] == "cpu"
@@ -195,8 +222,8 @@ def test_every_config_key_counts_and_the_command_line_wins_over_it(tmp_path, cap
         default = show_default(o.default) if o.default is not None else None
         if default is None:
             continue
-        (matrix,) = runcmd.matrices(parse("--config", path, o.flag, default))
-        (flag_alone,) = runcmd.matrices(parse(o.flag, default))
+        (matrix,) = runcmd.matrices(parse("--config", path, *command_line([(o, default)])))
+        (flag_alone,) = runcmd.matrices(parse(*command_line([(o, default)])))
         assert (options(matrix).get(o.flag), matrix.variants)[o.dest == "variants"] == \
             (options(flag_alone).get(o.flag), flag_alone.variants)[o.dest == "variants"], o.flag
     monkeypatch.setattr(process, "cuda_problem", lambda: "torch.cuda.is_available() is False for python")
@@ -259,7 +286,7 @@ def test_the_help_shows_list_defaults_as_typed(capsys):
     with pytest.raises(SystemExit):
         cli_main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "(default: 16,32,64,128,256,512,1024)" in out and "('" not in out
+    assert "(default: 16,50,128,512,1024)" in out and "('" not in out
 
 
 @pytest.mark.parametrize("flag", ["-o", "--output-dir"])
@@ -333,7 +360,7 @@ def test_gpus_are_indices_or_all_the_visible_ones(monkeypatch):
 
 
 def test_a_bad_gpus_value_is_a_usage_error(tmp_path, capsys):
-    assert cli_main(["run", *QUICK, "--gpus", "0,x", "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["run", *QUICK, "--gpus", "0,x", "-o", str(tmp_path / "o"), *ROUNDS]) == 2
     assert "--gpus '0,x': give GPU indices such as 0,1 or 'all'" in capsys.readouterr().err
 
 
@@ -341,12 +368,12 @@ def test_an_output_folder_that_cannot_be_one_is_refused_before_anything_runs(tmp
     monkeypatch.setattr(process, "run_process", lambda *a: pytest.fail("a pytest process was started"))
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert cli_main(["run", *QUICK, "-o", str(blocker / "sub")]) == 2
+    assert cli_main(["run", *QUICK, "-o", str(blocker / "sub"), *ROUNDS]) == 2
     assert f"{blocker} is a file, not a folder" in capsys.readouterr().err
-    assert cli_main(["run", *QUICK, "-o", str(blocker)]) == 2
+    assert cli_main(["run", *QUICK, "-o", str(blocker), *ROUNDS]) == 2
     assert f"{blocker} is a file, not a folder: give -o a folder for run.json" in capsys.readouterr().err
     (tmp_path / "out" / "run.json").mkdir(parents=True)
-    assert cli_main(["run", *QUICK, "-o", str(tmp_path / "out")]) == 2
+    assert cli_main(["run", *QUICK, "-o", str(tmp_path / "out"), *ROUNDS]) == 2
     assert "run.json is a folder" in capsys.readouterr().err
 
 
@@ -354,7 +381,7 @@ def test_run_outside_a_checkout_names_the_pytest_command(tmp_path, capsys, monke
     import cudagraph_bench.paths as paths
 
     monkeypatch.setattr(paths, "checkout_root", lambda: None)
-    assert cli_main(["run", *QUICK, "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["run", *QUICK, "-o", str(tmp_path / "o"), *ROUNDS]) == 2
     assert "run it from a cudagraph-bench checkout" in capsys.readouterr().err
 
 
@@ -370,7 +397,7 @@ def real_run(tmp_path_factory, tiny_gpt2_dir):
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8,16", "--cpus", str(cpu),
-                       "-o", str(out)])
+                       "-o", str(out), *ROUNDS])
     return rc, stdout.getvalue(), stderr.getvalue(), out, cpu
 
 
@@ -432,7 +459,7 @@ def test_a_test_the_pytest_process_dies_in_is_recorded_and_the_rest_still_measur
 
     monkeypatch.setattr(process, "run_process", dies_in_one_test)
     out = tmp_path / "out"
-    rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8,16", "-o", str(out)])
+    rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8,16", "-o", str(out), *ROUNDS])
     err = capsys.readouterr().err
     assert rc == 1 and len(attempts) == 2
     run = load_run(str(out / "run.json"))
@@ -448,7 +475,7 @@ def test_a_test_the_pytest_process_dies_in_is_recorded_and_the_rest_still_measur
 def test_two_gpu_shards_are_merged_into_one_run(tmp_path, capsys, in_process_pytest, tiny_gpt2_dir):
     out = tmp_path / "out"
     rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8,16", "--dtypes",
-                   "float32,bfloat16", "--gpus", "0,0", "-o", str(out)])
+                   "float32,bfloat16", "--gpus", "0,0", "-o", str(out), *ROUNDS])
     err = capsys.readouterr().err
     assert rc == 0, err
     assert "--gpus 0,0 with --device cpu: the 2 shards run side by side on the CPU" in err
@@ -473,7 +500,7 @@ def test_a_shard_that_no_group_fell_to_is_no_failure_of_the_run(tmp_path, capsys
     out = tmp_path / "out"
     cpu = str(min(os.sched_getaffinity(0)))
     rc = cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "--gpus", "0,1", "--cpus", cpu,
-                   "-o", str(out)])
+                   "-o", str(out), *ROUNDS])
     err = capsys.readouterr().err
     assert rc == 0, err
     assert "run: part-main-gpu1-shard2: no test of the matrix in this shard (log: parts/part-main-gpu1-shard2.log)" \
@@ -489,7 +516,7 @@ def test_a_checkpoint_the_launched_pytest_refuses_is_a_usage_error_of_run(tmp_pa
     model_dir = tmp_path / "t5"
     transformers.T5Config(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, vocab_size=64).save_pretrained(
         model_dir)
-    assert cli_main(["run", *QUICK, "--models", str(model_dir), "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["run", *QUICK, "--models", str(model_dir), "-o", str(tmp_path / "o"), *ROUNDS]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("cudagraph-bench run: error: --models: ") and "T5Config is an encoder-decoder model" \
         in err[-1]
@@ -505,7 +532,7 @@ def test_an_unusable_config_json_names_its_cause_and_fix(tmp_path, capsys, in_pr
     text = {"unknown model_type": '{"model_type": "zzz-not-a-model"}', "not JSON": '{\n"model_type": "gpt2",\n',
             "not an object": "[1, 2]"}[bad]
     (model / "config.json").write_text(text)
-    assert cli_main(["run", *QUICK, "--models", str(model), "--prompt-lengths", "8", "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["run", *QUICK, "--models", str(model), "--prompt-lengths", "8", "-o", str(tmp_path / "o"), *ROUNDS]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "Traceback" not in err and "OSError" not in err and "ValueError" not in err
     if bad == "unknown model_type":
@@ -521,7 +548,7 @@ def test_an_unusable_config_json_names_its_cause_and_fix(tmp_path, capsys, in_pr
 
 
 def test_cpus_the_machine_lacks_are_a_usage_error_of_run(tmp_path, capsys, in_process_pytest, cpu_affinity_restored):
-    assert cli_main(["run", *QUICK, "--cpus", "0,60000", "--prompt-lengths", "8", "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["run", *QUICK, "--cpus", "0,60000", "--prompt-lengths", "8", "-o", str(tmp_path / "o"), *ROUNDS]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert (f"--cpus: CPU(s) 60000 not available to this process: choose among "
             f"{format_cpus(os.sched_getaffinity(0))}") in err[-1]
@@ -546,13 +573,13 @@ def test_nothing_measured_is_exit_1_and_the_earlier_run_is_left_whole(tmp_path, 
         assert lines == [f"skipped: {reason} ({skipped[reason]} test{'' if skipped[reason] == 1 else 's'})"]
 
     assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", f"8,{too_long}",
-                     "-o", str(out)]) == 0
+                     "-o", str(out), *ROUNDS]) == 0
     assert [c.seq_len for c in forward_cases(load_run(str(out / "run.json")))] == [8]
     assert all((out / name).exists() for name in PLOTS)
     skip_lines(capsys.readouterr().err, out / "parts")
     earlier = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", str(too_long),
-                     "-o", str(out)]) == 1
+                     "-o", str(out), *ROUNDS]) == 1
     err = capsys.readouterr().err
     last = err.splitlines()[-1]
     assert last.endswith(f"nothing measured, {out} left as it was (exit 1)")

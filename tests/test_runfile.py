@@ -62,7 +62,7 @@ def test_saved_run_ids_resolve_by_number_and_stem(tmp_path):
     assert load_run("0002", storage).path == second
     with pytest.raises(InputFileError, match=r"unknown saved-run id '0007'.*0001, 0002"):
         resolve_run_path("0007", storage)
-    # the machine folder that holds the files works as --storage too
+    # the machine folder that holds the files works as the storage folder too
     assert resolve_run_path("0002", storage / "Linux-CPython-3.12-64bit") == second
 
 
@@ -250,9 +250,9 @@ def test_a_folder_is_not_a_run_and_the_message_names_the_file(tmp_path):
 
 
 def test_storage_that_is_empty_or_a_file_is_named(tmp_path):
-    with pytest.raises(InputFileError, match="--storage is empty"):
+    with pytest.raises(InputFileError, match="the saved-run folder is empty"):
         load_run("0001", storage="")
     f = tmp_path / "f.json"
     f.write_text("{}")
-    with pytest.raises(InputFileError, match="is a file: give the folder"):
+    with pytest.raises(InputFileError, match=r"is a file: set \$CUDAGRAPH_BENCH_STORAGE to the folder"):
         load_run("0001", storage=str(f))

@@ -162,7 +162,7 @@ def test_a_run_with_a_planted_fault_is_never_a_baseline_and_the_gate_names_it(fo
     runs = [folder / f"unmodified-{i}.json" for i in range(1, 5)] + [folder / "delay-5.json"]
     rc, out, err = run_cli(capsys, "baseline", *runs, "-o", tmp_path / "b.json")
     assert rc == 2 and "planted the self-test fault delay:5" in err and not (tmp_path / "b.json").exists()
-    rc, out, _ = run_cli(capsys, "gate", folder / "delay-5.json", "--no-baseline")
+    rc, out, _ = run_cli(capsys, "gate", folder / "delay-5.json", "--baseline", "none")
     assert "self-test run with the planted fault delay:5" in out
 
 

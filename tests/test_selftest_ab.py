@@ -273,7 +273,7 @@ def test_the_ab_runs_of_a_self_test_are_found_by_their_names():
 
 
 def test_the_self_tests_pytest_args_are_parsed_once_into_its_matrix():
-    """--pytest-args: the matrix options in it are parsed by their own parsers (the last of one flag wins, as in
+    """pytest's arguments after --: the matrix options in them are parsed by their own parsers (the last of one flag wins, as in
     pytest) over the self-test's defaults; the rest passes on; a bad value is one line; no gated length is refused."""
     from cudagraph_bench.selftest.command import forward_matrix
     from cudagraph_bench.errors import UsageError
@@ -287,11 +287,12 @@ def test_the_self_tests_pytest_args_are_parsed_once_into_its_matrix():
     for args, phrase in ((["--prompt-lengths", "16,x"], "prompt lengths must be whole numbers"),
                          (["--benchmark-max-time", "nan"], "--benchmark-max-time nan: expected a finite number"),
                          (["--benchmark-min-rounds", "0"], "--benchmark-min-rounds 0: expected a number >= 1"),
-                         (["--rounds", "5"], "in pytest it is pytest-benchmark's --benchmark-min-rounds"),
-                         (["--variants", "eager"], "--variants is the self-test's own"),
-                         (["--replay-proof"], "--replay-proof is the self-test's own"),
-                         (["--plant-fault=stale-input"], "--plant-fault is the self-test's own"),
+                         (["--rounds", "5"], "on pytest's command line it is pytest-benchmark's --benchmark-min-rounds"),
+                         (["tests"], "pytest's arguments after -- start with an option"),
+                         (["--variants", "eager"], "--variants: each run of the self-test chooses its variants: leave it out"),
+                         (["--replay-proof"], "--replay-proof: the runs that need the replay proof take it"),
+                         (["--plant-fault=stale-input"], "--plant-fault: the self-test plants its faults itself"),
                          (["--device", "cpu"], "the self-test measures graphs on the GPU")):
         with pytest.raises(UsageError, match=re.escape(phrase)) as refused:
             forward_matrix(args)
-        assert "\n" not in str(refused.value) and str(refused.value).startswith("--pytest-args: ")
+        assert "\n" not in str(refused.value) and str(refused.value).startswith("selftest --")

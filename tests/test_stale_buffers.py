@@ -330,7 +330,7 @@ def test_the_gate_fails_a_run_whose_padded_check_saw_a_stale_mask(tmp_path, caps
                  and b["extra_info"]["seq_len"] == 50)
     bench["extra_info"].update(correct=outcome.passed, check=outcome.method, max_abs_diff=outcome.max_abs_diff,
                                status="mismatch", reason=outcome.reason)
-    rc, out, err = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", "none")
     line = out.splitlines()[-1]
     assert rc == 1 and line.startswith("gate FAIL: ") and "bucketed failed its correctness check" in line, err
     assert "after 33" in line
@@ -344,6 +344,6 @@ def test_the_gate_fails_a_run_whose_decode_check_saw_a_stale_position(tmp_path, 
                  and b["extra_info"]["variant"] == "graph")
     bench["extra_info"].update({k: info[k] for k in ("correct", "check", "status", "reason", "generate_check_passed",
                                                      "generate_check")})
-    rc, out, err = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--no-baseline")
+    rc, out, err = run_cli(capsys, "gate", write(doc, tmp_path / "run.json"), "--baseline", "none")
     line = out.splitlines()[-1]
     assert rc == 1 and "graph failed its correctness check" in line and "static-cache loop" in line, err

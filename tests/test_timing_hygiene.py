@@ -237,7 +237,7 @@ def test_release_while_an_exception_propagates_freezes_nothing(released_session)
             in_flight = _Cycle()                       # e.g. a tensor the failing frame still holds
             in_flight_ref = weakref.ref(in_flight)
             released_session.release()
-            assert gc.get_freeze_count() == frozen
+            assert gc.get_freeze_count() <= frozen    # none frozen; a frozen object may have died meanwhile
             del in_flight
     released_session.release()
     assert in_flight_ref() is None

@@ -24,7 +24,7 @@ bench() {  # bench FOLDER/NAME PYTEST-ARGS...: one pytest session into $OUT/FOLD
 sweep() {  # sweep NAME cudagraph-bench-run-ARGS...: one `cudagraph-bench run` (the torch.compile variants in a pytest
            # process of their own) into $OUT/compile-sweep/NAME.json.gz
   local name=$1; shift; mkdir -p "$OUT/compile-sweep"
-  python3 -m cudagraph_bench run "$@" ${CPUS:+--cpus "$CPUS"} -o "/tmp/cgb-$name" > "$OUT/compile-sweep/$name.log" 2>&1
+  python3 -m cudagraph_bench run ${CPUS:+--cpus "$CPUS"} -o "/tmp/cgb-$name" "$@" > "$OUT/compile-sweep/$name.log" 2>&1
   echo "$part rc=$?"; cp "/tmp/cgb-$name/run.json" "$OUT/compile-sweep/$name.json" && pack "$OUT/compile-sweep/$name.json"
 }
 case "$part" in
@@ -41,7 +41,8 @@ case "$part" in
              --dtypes float32,bfloat16 --benchmark-min-rounds 10 --benchmark-warmup-iterations 2 --decode-rounds 2 --new-tokens 64 ;;
   compile-sweep) IFS=: read -r m lens <<< "${arg:?MODEL:LENGTHS}"
                  sweep "run-$m-L${lens//,/-}" --models "$m" --prompt-lengths "$lens" --dtypes float32 \
-                   --variants eager,graph,padded,compile,compile+graph --pad-to 1024 --rounds 100 --warmup-rounds 10 ;;
+                   --variants eager,graph,padded,compile,compile+graph \
+                   -- --pad-to 1024 --benchmark-min-rounds 100 --benchmark-warmup-iterations 10 ;;
   compile-sweep-bfloat16) sweep "run-bfloat16-${arg//,/-}" --config scripts/device/compile-sweep-bfloat16.toml \
                             --models "${arg:?MODELS}" ;;
   presets-forward) bench presets/forward-bfloat16 perf_tests/test_forward_bench.py --benchmark-only \

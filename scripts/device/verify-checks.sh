@@ -22,7 +22,7 @@ for name in padded stale-mask eager-layer; do
     eager-layer) args="$fwd --plant-fault eager-layer" ;;
   esac
   $PT $args --replay-proof --benchmark-json="$OUT/$name.json" > "$OUT/$name.log" 2>&1
-  python3 -m cudagraph_bench gate "$OUT/$name.json" --no-baseline >> "$OUT/$name.log" 2>&1
+  python3 -m cudagraph_bench gate "$OUT/$name.json" --baseline none >> "$OUT/$name.log" 2>&1
   echo "$name: gate rc=$?: $(grep -E '^gate (PASS|FAIL)' "$OUT/$name.log" | cut -c1-300)"
   pack "$OUT/$name.json" > /dev/null
 done

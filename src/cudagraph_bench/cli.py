@@ -17,7 +17,8 @@ import textwrap
 from cudagraph_bench import __version__
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import os_error_message
-from cudagraph_bench.options import show_default
+from cudagraph_bench.options import add_allow_option, show_default
+from cudagraph_bench.paths import STORAGE_ENV
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
@@ -62,6 +63,10 @@ EPILOG = (
     "each); "
     "2 usage error or unreadable input (one line on stderr saying what to fix).")
 
+#: Where every command that reads runs looks up a saved-run id (:func:`cudagraph_bench.paths.default_storage`).
+SAVED_RUNS = ("Saved-run ids are looked up in $CUDAGRAPH_BENCH_STORAGE, else the checkout's .benchmarks/, else "
+              "./.benchmarks.")
+
 #: sub-command -> what its ``--help`` says: what it does, what it reads, what it writes, its exit codes.
 DESCRIPTIONS = {
     "run": (
@@ -72,8 +77,10 @@ DESCRIPTIONS = {
         "random inputs (synchronized wall time and CUDA events). torch.compile variants run in a pytest "
         "process of their own; a test the process crashes in is recorded as failed and the rest runs in a new "
         "process. --gpus 0,1 runs one process per GPU, each a shard of the matrix, merged into one run.\n\n"
-        "Input: the options below, or a TOML file (--config) whose keys are the option names; options given "
-        "on the command line win. Needs a CUDA GPU unless --device cpu (eager only). Run it from a "
+        "Input: the options below and pytest's arguments after -- (the round policy, e.g. -- "
+        "--benchmark-min-rounds 50 --precision-pct 0.5), or a TOML file (--config) whose keys are the option "
+        "names (rounds, precision_pct, max_rounds, max_time_ms, warmup_rounds, warmup_ms, min_time_ms among "
+        "them); what the command line gives wins. Needs a CUDA GPU unless --device cpu (eager only). Run it from a "
         "cudagraph-bench checkout.\n\n"
         "Output, in DIR (-o, default out/run): run.json (pytest-benchmark JSON; failed or skipped cases with "
         "their reason under its cudagraph_bench key), latency_comparison.png, speedup_vs_length.png, and "
@@ -86,49 +93,49 @@ DESCRIPTIONS = {
         "benchmarks of one or more runs of the same code and fails when any recorded correctness check "
         "failed (forward graph, padded, bucketed, compile, compile+graph; decode graph, compile+graph; a "
         "known failure of the HF static-cache compile peer is reported, not failed), when a gated graph "
-        "recorded no check (unless --allow-unchecked), when a gated case (prompt length <= "
+        "recorded no check (unless --allow unchecked), when a gated case (prompt length <= "
         "--max-gated-len tokens) cuts median latency by less than --min-reduction percent, when a "
         "graph median is slower than the GPU's baseline by more than its noise-calibrated tolerance, or when "
         "gated baseline cases are missing from the run while gated cases of the run have no baseline entry "
-        "(renamed cases, which the regression check would not see; --allow-missing only names them).\n\n"
+        "(renamed cases, which the regression check would not see; --allow missing only names them).\n\n"
         "Input: RUN, pytest-benchmark JSON paths or saved-run ids (several = separate runs of the same "
         "code); the baseline from --baseline, else <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES or the "
-        "checkout's baselines/.\n\n"
+        "checkout's baselines/. " + SAVED_RUNS + "\n\n"
         "Output: a table per case and a last line `gate PASS: ...` or `gate FAIL: ...` on stdout; "
         "--markdown FILE also writes it as a page.\n\n"
         "Exit codes: 0 pass; 1 fail; 2 usage error, unreadable run, or no baseline found (give --baseline "
-        "FILE or --no-baseline)."),
+        "FILE or --baseline none)."),
     "compare": (
         "Compare two runs, or two groups of separate runs (--old/--new), benchmark by benchmark (no GPU "
         "needed). A benchmark regressed when the change of its median exceeds a tolerance calibrated on "
         "between-run noise (the GPU's baseline, the runs' own spread, or the --max-regression floor) and, "
         "where there are enough runs, a rank test agrees. Reference variants (eager, generate, the launch "
         "loop) are reported but fail only with --gate-references.\n\n"
-        "Input: OLD and NEW, pytest-benchmark JSON paths or saved-run ids (e.g. 0001 0002).\n\n"
+        "Input: OLD and NEW, pytest-benchmark JSON paths or saved-run ids (e.g. 0001 0002). " + SAVED_RUNS + "\n\n"
         "Output: a table of changes and a last line `compare PASS: ...` or `compare FAIL: ...` on stdout; "
         "--markdown FILE also writes it as a page.\n\n"
         "Exit codes: 0 no gated benchmark slower beyond its tolerance; 1 a regression, a correctness check "
         "that failed in NEW (any variant; a known peer failure excepted), or a gated benchmark of OLD "
-        "missing in NEW (unless --allow-missing); "
+        "missing in NEW (unless --allow missing); "
         "2 usage error or runs with no benchmark in common."),
     "baseline": (
         "Build the per-GPU baseline file that gate and compare read: for every forward case, the eager "
         "and graph medians of k >= 5 separate runs of the same code on one GPU type, the between-run "
         "spread of the graph median (its tolerance) and the thresholds. A case measured in fewer than "
         "--min-runs runs is left out; runs with a failed correctness check of any variant are refused.\n\n"
-        "Input: RUN, pytest-benchmark JSON paths or saved-run ids.\n\n"
+        "Input: RUN, pytest-benchmark JSON paths or saved-run ids. " + SAVED_RUNS + "\n\n"
         "Output: the baseline JSON at -o FILE (by convention baselines/<gpu_slug>.json, written "
         "atomically) and a table of its cases on stdout.\n\n"
         "Exit codes: 0 written; 1 a run recorded a failed correctness check (named; nothing written); 2 usage "
         "error (fewer than --min-runs runs, runs of different GPUs, a graph without a recorded check unless "
-        "--allow-unchecked, an unwritable output)."),
+        "--allow unchecked, an unwritable output)."),
     "report": (
         "Render the results of one or more runs as markdown and plots: per forward case the eager and "
         "graph medians, latency reduction, p95s and every other variant, failed cases with their reasons, "
         "and the decode and launch suites when present. Runs are merged; a case measured in two runs is "
-        "an error unless --newest-wins.\n\n"
+        "an error unless --allow overlap.\n\n"
         "Input: RUN, pytest-benchmark JSON paths (run.json of `cudagraph-bench run`, or pytest "
-        "--benchmark-json) or saved-run ids, of one GPU (--allow-gpu-mismatch for several).\n\n"
+        "--benchmark-json) or saved-run ids, of one GPU (--allow gpu-mismatch for several). " + SAVED_RUNS + "\n\n"
         "Output, in DIR (-o, default out/report): results.md, latency_comparison.png, "
         "speedup_vs_length.png and the other plots the runs have data for, replacing an earlier report's "
         "(its plots these runs have no data for are removed); with --readme FILE, the block between its "
@@ -139,7 +146,7 @@ DESCRIPTIONS = {
         "separate runs of the same code: gate (each run against a baseline of the others), compare (every "
         "ordered pair) and A/B (k against k), with graph slow-downs planted at --plant percent.\n\n"
         "Input: RUN, at least 6 pytest-benchmark JSON runs of the same forward matrix on one GPU type "
-        "(paths or saved-run ids).\n\n"
+        "(paths or saved-run ids). " + SAVED_RUNS + "\n\n"
         "Output: a table per case and a summary line on stdout; --markdown FILE also writes it as a "
         "page.\n\n"
         "Exit codes: 0 no false alarm; 1 some mode raised a false alarm on the unchanged runs; 2 usage "
@@ -149,8 +156,8 @@ DESCRIPTIONS = {
         "temporary git worktrees, runs the forward benchmarks k times for each side interleaved (base, "
         "head, head, base, ...), each run a separate pytest process, then compares the two groups as "
         "`compare --old BASE-RUNS --new HEAD-RUNS` does.\n\n"
-        "Input: two commits of the git repository (--repo, default this checkout); --pytest-args are "
-        "added to every run. Needs a CUDA GPU.\n\n"
+        "Input: two commits of the git repository (--repo, default this checkout); pytest's arguments after -- "
+        "go to every run. Needs a CUDA GPU.\n\n"
         "Output, in DIR (-o, default out/ab, must be new or empty): base-<i>.json, head-<i>.json and a log per "
         "run; the comparison table and verdict on stdout (--markdown FILE also writes it).\n\n"
         "Exit codes: 0 pass; 1 a regression or a check that went from pass to fail; 2 usage error or a "
@@ -162,7 +169,7 @@ DESCRIPTIONS = {
         "from the input files.\n\n"
         "Input: RUN, a pytest-benchmark JSON with launch-suite benchmarks (perf_tests/test_launch.py), a "
         "path or saved-run id; optionally --forward runs, the JSON of perf_tests/cuda/graphs.cu "
-        "(--graphs-cu) and compute-sanitizer logs (--sanitizer).\n\n"
+        "(--graphs-cu) and compute-sanitizer logs (--sanitizer). " + SAVED_RUNS + "\n\n"
         "Output, in DIR (-o, default out/launch): launch-overhead.md and launch_speedup_vs_n.png, both "
         "written or neither.\n\n"
         "Exit codes: 0 written; 2 usage error, a run without launch benchmarks, or a forward case found "
@@ -194,7 +201,7 @@ DESCRIPTIONS = {
         "sections merged (memory-ledger cases, failures, kernel counts, test durations), and "
         "machine_info, taken from the first run, lists every shard (file, node, GPU, CPUs, commit, "
         "counts) under machine_info.shards. Runs of different commits are merged with a warning.\n\n"
-        "Input: RUN, pytest-benchmark JSON paths or saved-run ids, all of one GPU model.\n\n"
+        "Input: RUN, pytest-benchmark JSON paths or saved-run ids, all of one GPU model. " + SAVED_RUNS + "\n\n"
         "Output: the merged JSON at -o FILE (written atomically; never one of the RUNs) and one line on "
         "stdout.\n\n"
         "Exit codes: 0 written; 2 usage error: runs of different GPU models, a benchmark or test found in "
@@ -218,8 +225,11 @@ DESCRIPTIONS = {
 }
 
 
-#: The commands that read runs: each takes ``--allow-interrupted`` (an interrupted session's run, refused by default).
+#: The commands that read runs: each takes ``--allow interrupted`` (an interrupted session's run, refused by default).
 RUN_READERS = ("gate", "compare", "baseline", "report", "calibrate", "launch-report", "selftest", "merge")
+#: What ``--allow interrupted`` accepts.
+ALLOW_INTERRUPTED = ("read runs of an interrupted session (Ctrl-C; marked in the run JSON), whose last benchmark may "
+                     "be cut short and whose later cases are missing")
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -230,6 +240,11 @@ class _HelpFormatter(argparse.HelpFormatter):
             action = copy.copy(action)
             action.default = show_default(action.default)
         return super()._expand_help(action)
+
+    def _split_lines(self, text, width):
+        """An option's help keeps its line breaks (``--allow``: a line per word); each line is wrapped."""
+        split = super()._split_lines
+        return [line for part in text.split("\n") for line in split(part, width)]
 
     def _fill_text(self, text, width, indent):
         """Descriptions and epilogs keep their paragraphs (blank-line separated); each is wrapped."""
@@ -259,10 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name])
         module.configure_parser(p)
-        if name in RUN_READERS:
-            p.add_argument("--allow-interrupted", action="store_true",
-                           help="read runs of an interrupted session (Ctrl-C; marked in the run JSON), whose last "
-                                "benchmark may be cut short and whose later cases are missing (default: refused)")
+        # the command's refusals a user may lift (its module's ALLOWANCES), one --allow for all of them
+        allowances = {**({"interrupted": ALLOW_INTERRUPTED} if name in RUN_READERS else {}),
+                      **getattr(module, "ALLOWANCES", {})}
+        if allowances:
+            add_allow_option(p, allowances)
         p.set_defaults(_main=module.main)
         parser.command_parsers[name] = p
     return parser
@@ -270,14 +286,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[str]) -> str:
     """argparse's "unrecognized arguments" message, plus the closest option of ``parser`` to the first
-    unknown option (``--modles`` -> ``did you mean --models?``)."""
+    unknown option (``--modles`` -> ``did you mean --models?``; ``--allow-missing`` -> ``--allow missing``), or
+    for ``--storage`` the variable that took its place."""
     message = f"unrecognized arguments: {' '.join(extra)}"
     known = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
     for item in extra:
         if item.startswith("--"):
-            close = difflib.get_close_matches(item.split("=", 1)[0], known, n=1)
-            if close:
-                message += f"; did you mean {close[0]}?"
+            option = item.split("=", 1)[0]
+            if option == "--storage":
+                message += f"; saved-run ids are looked up in ${STORAGE_ENV}: set it to the folder instead"
+            elif option.startswith("--allow-") and "--allow" in known:
+                message += f"; did you mean --allow {option.removeprefix('--allow-')}?"
+            else:
+                close = difflib.get_close_matches(option, known, n=1)
+                if close:
+                    message += f"; did you mean {close[0]}?"
             break
     return message
 

@@ -138,6 +138,60 @@ def matrix_arguments(values: dict) -> list[str]:
     return out
 
 
+#: The matrix options ``cudagraph-bench run`` takes before ``--``: the matrix's axes and its device. The others
+#: (the round policy, padding, buckets, attention ...) come after ``--`` in pytest's spelling, or from its TOML config.
+RUN_FLAGS = ("--models", "--prompt-lengths", "--dtypes", "--variants", "--device")
+#: How a command takes pytest's arguments after ``--`` (``run``, ``ab``, ``selftest``).
+PYTEST_ARGS_METAVAR = "-- PYTEST_ARGS"
+
+
+def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None = None) -> tuple[dict, list[str]]:
+    """The matrix options among pytest arguments ``args`` (pytest's spelling: pytest-benchmark's flags for the
+    round options), each parsed by its option's parser, the last of one flag winning: ``({dest: value}, the other
+    arguments in order)``. ``own``: flags the caller sets itself -> why; given, they are refused. ``where`` names the
+    arguments in a message (``"run --"``). One parse for ``run``'s and ``selftest``'s arguments after ``--``.
+
+    Raises:
+        UsageError: a value its option's parser refuses, a round option under its TOML name, or an ``own`` flag."""
+    from cudagraph_bench.errors import UsageError
+
+    own = own or {}
+    if args and not args[0].startswith("-"):
+        raise UsageError(f"{where} {args[0]}: pytest's arguments after -- start with an option "
+                         "(e.g. -- --benchmark-min-rounds 50)")
+    parser = argparse.ArgumentParser(prog=where, add_help=False, allow_abbrev=False, exit_on_error=False)
+
+    def checked(flag: str, parse: Callable[[str], Any]):
+        def value(text: str):
+            try:
+                return parse(text)
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{flag} {text}: {exc}") from None
+        return value
+
+    for opt in MATRIX_OPTIONS:
+        if opt.flag in own:
+            continue
+        if opt.flag in PYTEST_BENCHMARK_SPELLING:
+            flag, _, parse_spelled = PYTEST_BENCHMARK_SPELLING[opt.flag]
+            parser.add_argument(flag, dest=opt.dest, type=checked(flag, parse_spelled), default=argparse.SUPPRESS)
+            parser.add_argument(opt.flag, dest=f"toml_name_{opt.dest}", type=refuse_run_name(opt.flag),
+                                default=argparse.SUPPRESS)
+        else:
+            parser.add_argument(opt.flag, dest=opt.dest, type=checked(opt.flag, opt.type), default=argparse.SUPPRESS)
+    for flag in own:
+        parser.add_argument(flag, dest=f"own_{flag}", nargs="?", const="", default=argparse.SUPPRESS)
+    try:
+        given, rest = parser.parse_known_args(args)
+    except argparse.ArgumentError as exc:
+        raise UsageError(f"{where}: {exc.message}") from None
+    values = vars(given)
+    for flag, why in own.items():
+        if f"own_{flag}" in values:
+            raise UsageError(f"{where}: {flag}: {why}: leave it out")
+    return values, rest
+
+
 def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
     """``--max-regression PCT``: the floor of the regression tolerance, for every command that judges a regression.
     Default None: the baseline's, else the figure's (:data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
@@ -147,11 +201,37 @@ def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
                              "8 for wall medians)")
 
 
-def add_storage_option(parser: argparse.ArgumentParser) -> None:
-    """``--storage DIR``: where saved-run ids are looked up (None: :func:`cudagraph_bench.paths.default_storage`)."""
-    parser.add_argument("--storage", type=parse_path, default=None, metavar="DIR",
-                        help="pytest-benchmark storage folder where saved-run ids are looked up (default: "
-                             "$CUDAGRAPH_BENCH_STORAGE, else the checkout's .benchmarks/, else ./.benchmarks)")
+def allow_dest(word: str) -> str:
+    """The namespace attribute ``--allow WORD`` sets True: ``allow_`` and the word, dashes as underscores
+    (``gpu-mismatch`` -> ``allow_gpu_mismatch``), so commands read ``args.allow_gpu_mismatch``."""
+    return "allow_" + word.replace("-", "_")
+
+
+class AllowAction(argparse.Action):
+    """``--allow WORD[,WORD...]``, repeatable: sets :func:`allow_dest` of each word True. A word the command does not
+    honour is a one-line usage error naming those it does; why: one option for every refusal a user may lift."""
+
+    def __init__(self, option_strings, dest, allowances, **kwargs):
+        self.allowances = tuple(allowances)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for word in values.split(","):
+            word = word.strip()
+            if word not in self.allowances:
+                parser.error(f"{option_string} {word or repr(values)}: expected one of "
+                             f"{', '.join(self.allowances)} (comma-separated)")
+            setattr(namespace, allow_dest(word), True)
+
+
+def add_allow_option(parser: argparse.ArgumentParser, allowances: dict[str, str]) -> None:
+    """``--allow WHAT``: lifts the refusals of ``allowances`` (word -> what it accepts, shown in ``--help``), each
+    ``args.allow_<word>`` False by default; one option for every refusal a command lets the user lift."""
+    parser.set_defaults(**{allow_dest(word): False for word in allowances})
+    shown = "\n".join(f"{word}: {text}" for word, text in allowances.items())
+    parser.add_argument("--allow", action=AllowAction, allowances=allowances, default=argparse.SUPPRESS,
+                        metavar="WHAT", help=f"accept what is refused by default (default: nothing); several words "
+                                             f"with commas, or --allow repeated:\n{shown}")
 
 
 def show_default(value: Any) -> str:
@@ -186,7 +266,8 @@ def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def refuse_run_name(flag: str) -> Callable[[str], Any]:
-    """The parser of a round option's ``run`` name in pytest: refuses it, naming pytest-benchmark's flag."""
+    """The parser of a round option's TOML name on pytest's command line: refuses it, naming pytest-benchmark's
+    flag."""
     pytest_flag, convert, _ = PYTEST_BENCHMARK_SPELLING[flag]
     run_parse = next(o.type for o in MATRIX_OPTIONS if o.flag == flag)
 
@@ -195,8 +276,9 @@ def refuse_run_name(flag: str) -> Callable[[str], Any]:
             example = convert(str(run_parse(text)))
         except (argparse.ArgumentTypeError, ValueError, ArithmeticError):
             example = "N"
-        raise argparse.ArgumentTypeError(f"{flag} is cudagraph-bench run's name: in pytest it is pytest-benchmark's "
-                                         f"{pytest_flag} (e.g. {pytest_flag} {example})")
+        raise argparse.ArgumentTypeError(f"{flag} is the round option's name in a run's TOML config: on pytest's "
+                                         f"command line it is pytest-benchmark's {pytest_flag} (e.g. {pytest_flag} "
+                                         f"{example})")
     return refuse
 
 

@@ -55,7 +55,7 @@ def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
 
 
 def default_storage() -> str:
-    """Default ``--storage``: ``$CUDAGRAPH_BENCH_STORAGE``, else the checkout's ``.benchmarks``, else
+    """Where saved-run ids are looked up: ``$CUDAGRAPH_BENCH_STORAGE``, else the checkout's ``.benchmarks``, else
     ``.benchmarks`` of the working directory (pytest-benchmark's default for an installed copy)."""
     if os.environ.get(STORAGE_ENV, "").strip():
         return os.environ[STORAGE_ENV]

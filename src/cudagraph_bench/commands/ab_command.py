@@ -4,13 +4,13 @@ compare the two groups of runs as ``compare --old ... --new ...`` does. No torch
 from __future__ import annotations
 
 import argparse
-import shlex
 from pathlib import Path
 
 from cudagraph_bench.commands import compare_command
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
-from cudagraph_bench.options import add_regression_floor_option, parse_count, parse_path, parse_regression_pct
+from cudagraph_bench.options import (PYTEST_ARGS_METAVAR, add_regression_floor_option, parse_count, parse_path,
+                                     parse_regression_pct)
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.runner.ab import (DEFAULT_OUT, DEFAULT_RUNS, MIN_RANK_RUNS, measure_in_worktrees, repository_root,
                                       resolve_commit)
@@ -27,12 +27,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "per side to get below alpha 0.05)")
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder for the run JSONs and logs; must be new or empty (default: %(default)s)")
-    parser.add_argument("--out", dest="out", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--repo", type=parse_path, metavar="DIR",
                         help="git repository (default: the checkout this package runs from, else the working "
                              "directory)")
-    parser.add_argument("--pytest-args", default="", metavar="ARGS",
-                        help="extra pytest arguments for every run, e.g. \"--models gpt2 --prompt-lengths 16,50\"")
+    parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
+                        help="pytest arguments for every run, after --, e.g. -- --models gpt2 --prompt-lengths 16,50")
     parser.add_argument("--baseline", metavar="FILE", help="noise model for the tolerance (as compare)")
     add_regression_floor_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the comparison as markdown")
@@ -46,10 +45,10 @@ def main(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never "
                          "overwritten)")
-    try:
-        pytest_args = shlex.split(args.pytest_args)
-    except ValueError as exc:
-        raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
+    pytest_args = list(args.pytest_args)
+    if pytest_args and not pytest_args[0].startswith("-"):
+        raise UsageError(f"ab -- {pytest_args[0]}: pytest's arguments after -- start with an option "
+                         "(e.g. -- --models gpt2)")
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     check_output_folder(out, [], "-o")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cudagraph_bench.errors import FailedCheckError, UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_regression_floor_option, add_storage_option, parse_count, parse_multiplier, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import (BASELINE_COLUMNS, DEFAULT_MAX_GATED_LEN,
@@ -26,7 +26,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              f"{noise.MIN_BASELINE_RUNS} (paths or saved-run ids, e.g. 0001)")
     parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
                         help="baseline file to write, by convention baselines/<gpu_slug>.json")
-    add_storage_option(parser)
     parser.add_argument("--min-reduction", type=parse_reduction_pct, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
                         help="per-case minimum median latency reduction stored for gated cases "
                              "(default: %(default)s)")
@@ -38,9 +37,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="cases with prompt length <= this are gated (default: %(default)s)")
     parser.add_argument("--min-runs", type=parse_count, default=noise.MIN_BASELINE_RUNS, metavar="K",
                         help="fewest runs a case must be measured in (default: %(default)s)")
-    parser.add_argument("--allow-unchecked", action="store_true",
-                        help="store graph cases whose run recorded no correctness check (runs recorded before "
-                             "checks existed); a failed check is always refused")
+
+
+#: ``--allow`` words of baseline -> what each accepts (cli adds ``interrupted``).
+ALLOWANCES = {
+    "unchecked": "store graph cases whose run recorded no correctness check (runs recorded before checks existed); "
+                 "a failed check is always refused",
+}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     if str(args.output).endswith(".gz"):
         raise UsageError(f"-o {args.output}: a baseline is plain JSON, which gate reads: name it .json "
                          "(e.g. baselines/<gpu>.json)")
-    runs = [load_run(ref, args.storage) for ref in args.runs]
+    runs = [load_run(ref) for ref in args.runs]
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
     try:
         exact = build_baseline(runs, min_reduction_pct=args.min_reduction, regression_floor_pct=args.max_regression,

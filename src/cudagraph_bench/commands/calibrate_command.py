@@ -8,7 +8,7 @@ import sys
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_regression_floor_option, add_storage_option, parse_count, parse_multiplier, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_path,
                                      parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.calibrate import (DEFAULT_AB_RUNS, floor_for, DEFAULT_PLANTS_PCT, calibrate, columns,
@@ -36,7 +36,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="runs of the plain capture/replay loop (scripts/device/plain_loop) of the same jobs: the "
                              "page shows their spread beside the harness's")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page")
-    add_storage_option(parser)
 
 
 def _parse_plants(text: str) -> tuple[float, ...]:
@@ -75,8 +74,8 @@ def main(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: bad input, before anything is written."""
-    runs = [load_run(ref, args.storage) for ref in args.runs]
-    plain = [load_run(ref, args.storage, records_only=True) for ref in args.plain]
+    runs = [load_run(ref) for ref in args.runs]
+    plain = [load_run(ref, records_only=True) for ref in args.plain]
     refuse_misplaced_runs(runs, plain)
     if args.ab_runs is not None and 2 * args.ab_runs > len(runs):
         raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "

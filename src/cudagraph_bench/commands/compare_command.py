@@ -8,7 +8,7 @@ import sys
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import add_regression_floor_option, add_storage_option, parse_path, parse_regression_pct
+from cudagraph_bench.options import add_regression_floor_option, parse_path, parse_regression_pct
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
 from cudagraph_bench.results.compare import (COLUMNS, compare_runs, gated_missing_in_new,
@@ -30,16 +30,18 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="baseline whose between-run spread sets the tolerance of forward eager/graph cases "
                              "(default: the GPU's baseline where one is found, as for gate)")
     add_regression_floor_option(parser)
-    add_storage_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write a markdown report")
     parser.add_argument("--gate-references", action="store_true",
                         help="also fail when a reference variant (eager, generate, static-eager, loop) is slower; "
                              "by default they are reported only")
-    parser.add_argument("--allow-missing", action="store_true",
-                        help="do not fail when a gated benchmark of OLD is missing in NEW (it is still named)")
-    parser.add_argument("--allow-gpu-mismatch", action="store_true",
-                        help="compare runs recorded on different GPUs (or a GPU run with one that recorded none); "
-                             "the verdict then reflects the hardware, not the change")
+
+
+#: ``--allow`` words of compare -> what each accepts (cli adds ``interrupted``).
+ALLOWANCES = {
+    "missing": "do not fail when a gated benchmark of OLD is missing in NEW (it is still named)",
+    "gpu-mismatch": "compare runs recorded on different GPUs (or a GPU run with one that recorded none); the verdict "
+                    "then reflects the hardware, not the change",
+}
 
 
 def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -60,18 +62,18 @@ def main(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: bad input, before anything is written: runs (or a ``--baseline``) of different GPUs without
-            ``--allow-gpu-mismatch``, or OLD and NEW that are the same runs
+            ``--allow gpu-mismatch``, or OLD and NEW that are the same runs
             (:func:`~cudagraph_bench.results.identity.same_run_reason`)."""
     old_refs, new_refs = _sides(args)
-    old = distinct_runs([load_run(r, args.storage) for r in old_refs], "compare --old")
-    new = distinct_runs([load_run(r, args.storage) for r in new_refs], "compare --new")
+    old = distinct_runs([load_run(r) for r in old_refs], "compare --old")
+    new = distinct_runs([load_run(r) for r in new_refs], "compare --new")
     shared = shared_runs(old, new)       # (groups that share some runs get a note below)
     if len(shared) == len(old) and len(shared_runs(new, old)) == len(new):
         what = (f"OLD {old[0].path} and NEW {new[0].path} are the same run ({same_run_reason(old[0], new[0])})"
                 if len(old) == len(new) == 1 else "--old and --new are the same runs")
         raise UsageError(f"{what}: a comparison of a run with itself cannot fail; compare separate runs")
     if not args.allow_gpu_mismatch:
-        check_one_gpu([*old, *new], "compare runs of one GPU, or pass --allow-gpu-mismatch to compare them anyway")
+        check_one_gpu([*old, *new], "compare runs of one GPU, or pass --allow gpu-mismatch to compare them anyway")
     baseline = None
     if args.baseline:
         baseline = load_baseline(args.baseline)

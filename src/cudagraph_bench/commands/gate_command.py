@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, add_storage_option, parse_confirm, parse_count, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, parse_confirm, parse_count, parse_path,
                                      parse_reduction_pct, parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
@@ -26,10 +26,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="pytest-benchmark JSON of one run, or of several separate runs of the same code "
                              "(paths or saved-run ids, e.g. 0001)")
     parser.add_argument("--baseline", metavar="FILE",
-                        help="baseline file (default: <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES, else in the "
-                             "checkout's baselines/, whatever the working directory)")
-    parser.add_argument("--no-baseline", action="store_true",
-                        help="gate correctness and the reduction threshold only, without a regression check")
+                        help="baseline file, or none: gate correctness and the reduction threshold only, without a "
+                             "regression check (default: <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES, else in the "
+                             "checkout's baselines/, whatever the working directory; a file named none: ./none)")
     parser.add_argument("--min-reduction", type=parse_reduction_pct, metavar="PCT",
                         help=f"minimum median latency reduction of gated cases in percent, overriding the "
                              f"baseline's per-case values (default: baseline's, else {DEFAULT_MIN_REDUCTION_PCT:g})")
@@ -37,23 +36,24 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-gated-len", type=parse_count, metavar="TOKENS",
                         help="gate cases with prompt length <= TOKENS, overriding the baseline's gated flags "
                              f"(default: baseline's, else {DEFAULT_MAX_GATED_LEN})")
-    parser.add_argument("--allow-unchecked", action="store_true",
-                        help="do not fail gated cases whose run recorded no correctness check (runs recorded "
-                             "before checks existed); a failed check always fails")
     parser.add_argument("--confirm", type=parse_confirm, default=0, metavar="K",
                         help=f"when regressions are the only failures, rerun the regressed cases K times, at most "
                              f"{MAX_CONFIRM} (separate "
                              "pytest processes in the checkout, GPU needed) and judge them on all runs with the rank "
                              "test; the runs are written next to RUN as <RUN>.confirm-<i>.json (default: 0, off)")
-    add_storage_option(parser)
-    parser.add_argument("--allow-gpu-mismatch", action="store_true",
-                        help="gate against a baseline recorded on another GPU")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE",
                         help="also write a markdown report (for a CI job summary)")
-    parser.add_argument("--allow-missing", action="store_true",
-                        help="do not fail when gated cases of the baseline are missing from the run while gated "
-                             "cases of the run have no baseline entry (renamed cases, which the regression check "
-                             "would not see); both are still named")
+
+
+#: ``--allow`` words of gate -> what each accepts (cli adds ``interrupted``).
+ALLOWANCES = {
+    "unchecked": "do not fail gated cases whose run recorded no correctness check (runs recorded before checks "
+                 "existed); a failed check always fails",
+    "gpu-mismatch": "gate against a baseline recorded on another GPU",
+    "missing": "do not fail when gated cases of the baseline are missing from the run while gated cases of the run "
+               "have no baseline entry (renamed cases, which the regression check would not see); both are still "
+               "named",
+}
 
 
 def unmatched_gated_cases(results, baseline) -> tuple[list[str], list[str]]:
@@ -73,15 +73,15 @@ def main(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: bad input, before anything is written."""
-    runs = load_runs_of_one_gpu(args.runs, args.storage)  # a folder as RUN is refused there, with the file to give
+    runs = load_runs_of_one_gpu(args.runs)  # a folder as RUN is refused there, with the file to give
     for run in runs:
         require_graph_variant(run)
         forward_groups(run)  # no forward benchmarks (a decode or launch run, another tool's): say so, not "no baseline"
-    baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch, args.no_baseline)
+    baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch)
     require_baseline_figure(runs, baseline)
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "gate.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs), args.baseline,
+    refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs),
                                                             baseline.path if baseline is not None else None])
     results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                        max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
@@ -107,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
         part = (f"{plural(len(missing), 'gated baseline case')} not in this run ({first_items(missing)}) while "
                 f"{plural(len(new), 'gated case')} of this run {'has' if len(new) == 1 else 'have'} no baseline entry "
                 f"({first_items(new)}): renamed cases escape the regression check; rebuild the baseline for the new "
-                "names" + (" (--allow-missing: not failed)" if args.allow_missing else ", or pass --allow-missing"))
+                "names" + (" (--allow missing: not failed)" if args.allow_missing else ", or pass --allow missing"))
         fail = passed and not args.allow_missing
         line = verdict_line("gate", False, [part, line.split(": ", 1)[1]]) if fail else f"{line}; {part}"
         passed = passed and args.allow_missing

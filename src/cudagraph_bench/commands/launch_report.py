@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_input_file, written_verb
-from cudagraph_bench.options import add_storage_option, parse_count, parse_path
+from cudagraph_bench.options import parse_count, parse_path
 from cudagraph_bench.report.launch_data import (REFERENCE_N, check_forward_runs, check_reference_n, launch_rows,
                                                 load_json_object)
 from cudagraph_bench.report.launch_page import DEFAULT_OUT_DIR, PAGE_NAME, PLOT_NAME, write_launch_page
@@ -20,12 +20,11 @@ from cudagraph_bench.results.runfile import check_one_gpu, load_run
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench launch-report RUN``."""
     parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
-                        "id such as 0001 under --storage)")
+                        "id such as 0001)")
     parser.add_argument("-o", "--output-dir", dest="out_dir", type=parse_path, default=DEFAULT_OUT_DIR, metavar="DIR",
                         help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing (one level under a folder that exists, or "
                         "anywhere under the working directory); both are written "
                         "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
-    parser.add_argument("--out-dir", dest="out_dir", type=parse_path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
     parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
                         help="compute-sanitizer log of graphs --baked-pointer-only (repeatable); the program's "
@@ -37,10 +36,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference-n", type=parse_count, default=None, metavar="N",
                         help=f"N (launches, a whole number >= 1) whose µs/launch feeds the model; it must be "
                         f"measured with loop and graph (default: {REFERENCE_N}, else the largest such N)")
-    parser.add_argument("--allow-gpu-mismatch", action="store_true",
-                        help="take --forward runs of another GPU than RUN's (the prediction then uses RUN's cost per "
-                             "launch for the other GPU's forwards; default: an error)")
-    add_storage_option(parser)
+
+
+#: ``--allow`` words of launch-report -> what each accepts (cli adds ``interrupted``).
+ALLOWANCES = {
+    "gpu-mismatch": "take --forward runs of another GPU than RUN's (the prediction then uses RUN's cost per launch "
+                    "for the other GPU's forwards; default: an error)",
+}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -48,10 +50,10 @@ def main(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: bad input or an output folder that cannot be written."""
-    run = load_run(args.run, args.storage)
-    forward_runs = [run, *(load_run(ref, args.storage) for ref in args.forward)]
+    run = load_run(args.run)
+    forward_runs = [run, *(load_run(ref) for ref in args.forward)]
     if not args.allow_gpu_mismatch:  # the predicted saving applies RUN's cost per launch to the forward runs
-        check_one_gpu(forward_runs, "give --forward runs of RUN's GPU, or pass --allow-gpu-mismatch")
+        check_one_gpu(forward_runs, "give --forward runs of RUN's GPU, or pass --allow gpu-mismatch")
     check_forward_runs(forward_runs)
     source = " + ".join(str(r.path) for r in forward_runs)
     reference_n = REFERENCE_N

@@ -8,7 +8,7 @@ import sys
 
 from cudagraph_bench.fsio import (check_output_file, refuse_overwriting_inputs, write_bytes_atomic, write_text_atomic,
                                   written_verb)
-from cudagraph_bench.options import add_storage_option, parse_path
+from cudagraph_bench.options import parse_path
 from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
 
@@ -20,7 +20,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "ran no benchmark but recorded kernel counts or failed cases is a run too)")
     parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
                         help="the merged pytest-benchmark JSON (written atomically; never one of the RUNs)")
-    add_storage_option(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -29,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     Raises:
         UsageError: bad input, shards of two splits or one shard twice, before anything is written."""
     check_output_file(args.output, "-o", "merged.json")
-    runs = distinct_runs([load_run(r, args.storage, records_only=True) for r in args.runs], "merge")
+    runs = distinct_runs([load_run(r, records_only=True) for r in args.runs], "merge")
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
     parts = [(str(r.path), r.data) for r in runs]
     missing = check_shards(parts)

@@ -10,7 +10,7 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
                                   written_verb)
-from cudagraph_bench.options import add_storage_option, parse_path
+from cudagraph_bench.options import parse_path
 from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, plot_makers,
                                           render_plots, render_readme_section, render_results_markdown,
                                           replace_between_markers, stale_plots)
@@ -32,22 +32,23 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--readme", type=parse_path, default=None,
                         help="also replace the block between <!-- results:start --> and <!-- results:end --> "
                              "in this file")
-    add_storage_option(parser)
     parser.add_argument("--suite-timing", action="append", default=[], metavar="RUN",
                         help="a whole-suite run (one pytest session over perf_tests, on one GPU or with "
                              "cudagraph-bench run --gpus) whose time per test module and wall time are shown as a table, one "
                              "column per run; repeat for several (its benchmarks are not added to the tables)")
-    parser.add_argument("--allow-gpu-mismatch", action="store_true",
-                        help="put runs of different GPUs (or of a GPU and the CPU) on one page; their rows share "
-                             "tables without a GPU column (default: an error; make one report per GPU)")
-    parser.add_argument("--newest-wins", action="store_true",
-                        help="when runs overlap, take each forward prompt length (all its variants) and each "
-                             "other benchmark from the newest run, and list what was replaced (default: an "
-                             "overlap is an error)")
     parser.add_argument("--no-plots", action="store_true",
                         help="write results.md (and the README block) only: the pages link the plots a full report "
                              "draws, and the PNGs in DIR are left as they are (a quick check of the text; run "
                              "without it to redraw them)")
+
+
+#: ``--allow`` words of report -> what each accepts (cli adds ``interrupted``).
+ALLOWANCES = {
+    "overlap": "runs that hold the same cases: take each forward prompt length (all its variants) and each other "
+               "benchmark from the newest run, and list what was replaced (default: an overlap is an error)",
+    "gpu-mismatch": "put runs of different GPUs (or of a GPU and the CPU) on one page; their rows share tables "
+                    "without a GPU column (default: an error; make one report per GPU)",
+}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -55,15 +56,15 @@ def main(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: bad input, before anything is written."""
-    runs = load_runs(args.runs, args.storage)
-    suite_runs = load_runs(args.suite_timing, args.storage) if args.suite_timing else []
+    runs = load_runs(args.runs)
+    suite_runs = load_runs(args.suite_timing) if args.suite_timing else []
     if suite_runs:
         render_suite_timing(suite_runs)      # a run without a time per part fails here, before anything is written
     require_suite_benchmarks(runs)   # plain pytest-benchmark output would give a page with a header only
     if not args.allow_gpu_mismatch:  # the latency tables have no GPU column (--suite-timing's table has one)
-        check_one_gpu(runs, "report one GPU's runs per page (one report per GPU), or pass --allow-gpu-mismatch")
+        check_one_gpu(runs, "report one GPU's runs per page (one report per GPU), or pass --allow gpu-mismatch")
     superseded: list[str] = []
-    if args.newest_wins:
+    if args.allow_overlap:
         runs, superseded = supersede(runs)
         for line in superseded:
             if "(drops " in line:

@@ -18,13 +18,18 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_folder, interrupt_after, write_text_atomic
-from cudagraph_bench.options import (MATRIX_OPTIONS, add_to_argparse, format_cpus, parse_cpus, parse_path,
-                                     parse_variants)
+from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
+                                     parse_cpus, parse_path, parse_pytest_matrix, parse_variants)
 
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
-#: Aliases of shared options, as docs/running.md lists them -> dest of the shared option.
-ALIASES = (("--model", "models"), ("--dtype", "dtypes"), ("--iters", "rounds"), ("--warmup", "warmup_rounds"))
+#: pytest options that run sets itself in each process: given after ``--`` they are refused, with why.
+OWN_OPTIONS = {
+    "--variants": "give run's --variants",
+    "--shard": "run --gpus shards the matrix",
+    "--benchmark-json": "run writes run.json into -o",
+    "--journal": "run keeps each process's journal",
+}
 #: Config keys whose value is a list (the others take one value).
 LIST_KEYS = frozenset({"models", "prompt_lengths", "dtypes", "variants", "buckets"})
 #: Keys of a sub-matrix (top level or ``[[sweep]]``).
@@ -48,34 +53,20 @@ def _given(parse):
     return wrapped
 
 
-class StoreOneName(argparse.Action):
-    """argparse's store, except that an option given under two names (``--rounds 5 --iters 7``) is a usage error
-    instead of the last one silently winning; records the options given (:func:`given_on_command_line`)."""
+class RecordGiven(argparse.Action):
+    """argparse's store that also records the options given (:func:`given_on_command_line`)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        names = namespace.__dict__.setdefault("_option_names", {})
-        first = names.setdefault(self.dest, option_string)
-        if first != option_string:
-            parser.error(f"{first} and {option_string} are the same option: give one of them")
+        namespace.__dict__.setdefault("_option_names", {})[self.dest] = option_string
         setattr(namespace, self.dest, values)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    add_to_argparse(parser, MATRIX_OPTIONS, action=StoreOneName)
+    add_to_argparse(parser, [o for o in MATRIX_OPTIONS if o.flag in RUN_FLAGS], action=RecordGiven)
     device = next(a for a in parser._actions if a.dest == "device")
     device.help = ("cuda, or cpu: the eager forward pass only (run measures the forward pass; the CPU's decode "
                    "variants run under pytest perf_tests --device cpu), to try the pipeline on any machine "
                    "(default: %(default)s)")
-    for flag, dest in ALIASES:  # same dest and parser as the shared option; no default of their own
-        parser.add_argument(flag, dest=dest, type=_PARSERS[dest], default=argparse.SUPPRESS, action=StoreOneName,
-                            help=f"alias of {_FLAGS[dest]}")
-    parser.add_argument("--with-compile", action="store_true",
-                        help="also measure the torch.compile variants (compile, compile+graph), as pytest's flag")
-    parser.add_argument("--replay-proof", action="store_true",
-                        help="after timing each graph variant, profile one more call and record its graph launches "
-                             "and the kernels it launched outside a graph; a graph that ran eagerly fails its check "
-                             "(pytest's flag, passed to every process; off by default: the profiler can slow the "
-                             "cases timed after it)")
     parser.add_argument("--config", metavar="TOML", default=None,
                         help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
                              "flags given on the command line win")
@@ -87,6 +78,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "share of the CPUs, merged into one run (default: one process, the visible GPUs)")
     parser.add_argument("--cpus", type=parse_cpus, default=None, metavar="LIST",
                         help="pin the pytest processes to these CPUs, e.g. 0-7 (split between them with --gpus)")
+    parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
+                        help="pytest arguments for every process, after --: the suite's other matrix options "
+                             "(pytest perf_tests --help), e.g. -- --pad-to 512 --benchmark-min-rounds 50 "
+                             "--replay-proof --with-compile; they win over --config")
     for action in parser._actions:  # mark command-line values, so that they win over --config
         if action.type is not None:
             action.type = _given(action.type)
@@ -172,17 +167,27 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
 
 
 def matrices(args: argparse.Namespace):
-    """The sub-matrices as :class:`~cudagraph_bench.runner.matrix_processes.Matrix` values (with ``--replay-proof``
-    when given): the command line over ``--config`` over the defaults, for every key, each ``[[sweep]]`` taking the
-    keys it does not set from the top level. The one place these values are merged.
+    """The sub-matrices as :class:`~cudagraph_bench.runner.matrix_processes.Matrix` values (with the pytest
+    arguments after ``--`` that are no matrix option): the command line (before and after ``--``) over ``--config``
+    over the defaults, for every key, each ``[[sweep]]`` taking the keys it does not set from the top level. The one
+    place these values are merged.
 
     Raises:
-        UsageError: a bad config."""
+        UsageError: a bad config, a bad value after ``--``, or an option given both before and after ``--``."""
     from cudagraph_bench import variants
     from cudagraph_bench.runner.matrix_processes import Matrix
 
-    explicit = given_on_command_line(args) & set(_PARSERS)
-    values = {dest: _plain(getattr(args, dest)) for dest in _PARSERS}
+    after, rest = parse_pytest_matrix(list(args.pytest_args), "run --", OWN_OPTIONS)
+    twice = sorted(given_on_command_line(args) & set(after), key=list(_PARSERS).index)
+    if twice:
+        raise UsageError(f"{_FLAGS[twice[0]]} given before and after --: give it once")
+    explicit = (given_on_command_line(args) | set(after)) & set(_PARSERS)
+    values = {dest: _plain(getattr(args, dest, None)) for dest in _PARSERS} | after
+    if "--with-compile" in rest:            # the forward variants' part of it: run splits variants by isolation
+        rest = [a for a in rest if a != "--with-compile"]
+        with_compile = True
+    else:
+        with_compile = False
     sweeps, top = [{}], {}
     if args.config:
         top, config_sweeps = load_config(args.config)
@@ -195,11 +200,10 @@ def matrices(args: argparse.Namespace):
         chosen = list(merged.pop("variants"))
         if merged.get("device") == "cpu" and not chosen_anywhere:   # the defaults need a GPU: the CPU's own
             chosen = [n for n in chosen if not variants.variant(variants.FORWARD, n).needs_cuda]
-        if args.with_compile:
+        if with_compile:
             chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
-        flags = ("--replay-proof",) if getattr(args, "replay_proof", False) else ()
         out.append(Matrix(tuple((k, v) for k, v in merged.items() if v is not None),
-                          tuple(parse_variants(",".join(chosen))), flags))
+                          tuple(parse_variants(",".join(chosen))), tuple(rest)))
     return out
 
 

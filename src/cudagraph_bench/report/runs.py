@@ -1,4 +1,4 @@
-"""The runs a results page is made of (no torch): loading, merging (:func:`merged`) or, with ``--newest-wins``,
+"""The runs a results page is made of (no torch): loading, merging (:func:`merged`) or, with ``--allow overlap``,
 superseding (:func:`supersede`) them, their unmeasured cases and their GPU."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def run_time(run: Run):
     try:
         when = datetime.fromisoformat(str(raw))
     except ValueError:
-        raise InputFileError(f"{run.path}: 'datetime' is {raw!r}, not an ISO 8601 time: --newest-wins needs "
+        raise InputFileError(f"{run.path}: 'datetime' is {raw!r}, not an ISO 8601 time: --allow overlap needs "
                              "the time each run was made") from None
     return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
 
@@ -48,7 +48,7 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
         for key, m in measurements(run).items():
             if key in out:
                 raise InputFileError(f"{m.label!r} is in both {origin[key]} and {run.path}: "
-                                     "report each case from one run, or pass --newest-wins to keep the newer one")
+                                     "report each case from one run, or pass --allow overlap to keep the newer one")
             out[key], origin[key] = m, run.path
     return out
 
@@ -63,7 +63,7 @@ def _group_of(record: Measurement | FailedCase) -> tuple:
 
 
 def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
-    """``--newest-wins``: when several runs hold the same forward prompt length (model, dtype, L) or
+    """``--allow overlap``: when several runs hold the same forward prompt length (model, dtype, L) or
     the same decode/launch benchmark, keep it from the newest run (by its ``datetime``) only.
 
     A length is replaced whole, so every reduction compares variants of one run. Returns ``(runs with the

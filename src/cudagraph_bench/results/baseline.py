@@ -133,7 +133,7 @@ def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: 
             label = "{} {} L={} {}".format(*key, GATED)
             if m.check.status == "unchecked" and not allow_unchecked:
                 raise UsageError(f"{what}: {label} of {run.path} recorded no correctness check: rerun with the "
-                                 "current plugin, or pass --allow-unchecked for runs recorded before checks existed")
+                                 "current plugin, or pass --allow unchecked for runs recorded before checks existed")
 
 
 def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION_PCT,
@@ -268,7 +268,7 @@ def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, a
     if baseline.gpu_slug != gpu_slug and not allow_gpu_mismatch:
         fix = f"against a baseline of {gpu_slug}" if gpu_slug else f"runs recorded on {baseline.gpu_slug}"
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
-                         f"{gpu_slug or 'no GPU'}: {command} {fix}, or pass --allow-gpu-mismatch to compare anyway")
+                         f"{gpu_slug or 'no GPU'}: {command} {fix}, or pass --allow gpu-mismatch to compare anyway")
 
 
 def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: float | None = None,

@@ -245,7 +245,7 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
                      + ", ".join(f"{c.label} ({c.change_pct:+.1f}% > {c.check.tolerance_pct:.1f}%)" for c in bad))
     if missing_gated:
         parts.append(f"{plural(len(missing_gated), 'gated benchmark')} of OLD missing in "
-                     f"NEW{', allowed by --allow-missing' if allow_missing else ' (--allow-missing to accept)'}: "
+                     f"NEW{', allowed by --allow missing' if allow_missing else ' (--allow missing to accept)'}: "
                      + ", ".join(missing_gated))
     failed = bool(bad or broke or still or own or missing_fails)
     if not (bad or broke or still or own):

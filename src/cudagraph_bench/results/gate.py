@@ -85,7 +85,7 @@ class GateVerdict:
 
     @property
     def unchecked(self) -> bool:
-        """Gated, no correctness check recorded, and not ``--allow-unchecked`` (fails the gate)."""
+        """Gated, no correctness check recorded, and not ``--allow unchecked`` (fails the gate)."""
         return self.gated and self.check == "unchecked" and not self.allow_unchecked
 
     @property
@@ -130,30 +130,31 @@ class GateVerdict:
         return ", ".join(parts)
 
 
-def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = False,
-                  no_baseline: bool = False) -> Baseline | None:
-    """The baseline to gate ``run`` against: None with ``no_baseline``; ``explicit`` if given; else
+#: ``gate --baseline none``: no regression check.
+NO_BASELINE = "none"
+
+
+def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = False) -> Baseline | None:
+    """The baseline to gate ``run`` against: None for :data:`NO_BASELINE`; ``explicit`` if given; else
     ``<gpu_slug>.json`` from :func:`cudagraph_bench.paths.default_baseline`.
 
-    Raises UsageError when no baseline is found, both ``explicit`` and ``no_baseline`` are given, the baseline
-    is for another GPU and not ``allow_gpu_mismatch``, or it holds none of the run's forward cases;
-    InputFileError when the baseline file is missing, a folder or invalid."""
-    if no_baseline:
-        if explicit is not None:
-            raise UsageError("--baseline and --no-baseline contradict each other: give one")
+    Raises UsageError when no baseline is found, the baseline is for another GPU and not ``allow_gpu_mismatch``,
+    or it holds none of the run's forward cases; InputFileError when the baseline file is missing, a folder or
+    invalid."""
+    if explicit == NO_BASELINE:
         return None
     picked = explicit is None
     if explicit is None:
         slug = run.environment.gpu_slug
         if not slug:
             raise UsageError(f"{run.path} records no GPU (no machine_info.cuda.gpu_slug, as this suite's plugin writes "
-                             "on a GPU), so no baseline can be picked: pass --baseline FILE, or --no-baseline to "
+                             "on a GPU), so no baseline can be picked: pass --baseline FILE, or --baseline none to "
                              "check correctness and the reduction threshold only")
         found, tried = default_baseline(slug)
         if found is None:
             where = ", ".join(str(p) for p in tried) or "nowhere (an installed copy has no baselines/ folder)"
             raise UsageError(f"no baseline for GPU {slug}: looked in {where}; pass --baseline FILE, set "
-                             f"$CUDAGRAPH_BENCH_BASELINES to a folder holding {slug}.json, or --no-baseline "
+                             f"$CUDAGRAPH_BENCH_BASELINES to a folder holding {slug}.json, or --baseline none "
                              "to check correctness and the reduction threshold only")
         explicit = str(found)
     if Path(explicit).is_dir():
@@ -318,7 +319,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
     if unchecked:
         parts.append(f"{plural(len(unchecked), 'gated case')} recorded no correctness check "
                      f"({first_items([r.label for r in unchecked])}): rerun with the current plugin, or "
-                     "--allow-unchecked for runs recorded before checks existed")
+                     "--allow unchecked for runs recorded before checks existed")
     parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
     cost_failures, cost_notes = capture_cost.verdict_parts(results)
     parts += cost_failures
@@ -363,7 +364,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
                      f"{MIN_BOOTSTRAP_ROUNDS} rounds of per-round data: pytest --benchmark-json keeps them), so "
                      f"'marginal' cannot be judged: {first_items(no_interval)}")
     if baseline is None:
-        parts.append("--no-baseline: regression check skipped")
+        parts.append("--baseline none: regression check skipped")
     if peer:
         parts.append(peer_note(peer))
     return not failed, verdict_line("gate", not failed, parts)
@@ -382,7 +383,7 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
     if planted:
         what.append(f"self-test run with the planted fault {', '.join(planted)}")
     if baseline is None:
-        return [", ".join(what), "no baseline (--no-baseline: regression check skipped)"]
+        return [", ".join(what), "no baseline (--baseline none: regression check skipped)"]
     reg = next((r.regression for r in results if r.regression is not None), None)
     rule = reg.rule_text if reg else "no case in common"
     base = (f"baseline {baseline.path} (GPU {baseline.gpu_slug}, {plural(baseline.n_runs, 'run')} on "
@@ -427,7 +428,7 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
         ""])
 
 
-def load_runs_of_one_gpu(refs: list[str], storage: str | None) -> list[Run]:
+def load_runs_of_one_gpu(refs: list[str], storage: str | None = None) -> list[Run]:
     """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice, the runs are
     from different GPUs, or they record different commits (a change would be pooled into the noise)."""
     runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")

@@ -23,7 +23,7 @@ from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
-from cudagraph_bench.paths import default_storage
+from cudagraph_bench.paths import STORAGE_ENV, default_storage
 from cudagraph_bench.results.benchmark_values import (  # noqa: F401  (MAX_*, SUITE_VARIANTS: re-exported)
     MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, check_environment, check_suite_benchmarks, is_number)
 from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, Environment, FailedCase, Measurement, decode_environment,
@@ -43,7 +43,7 @@ _ALLOW_INTERRUPTED = contextvars.ContextVar("allow_interrupted", default=False)
 @contextlib.contextmanager
 def interrupted_runs_allowed(allowed: bool = True):
     """Within the block, :func:`load_run` reads the runs of interrupted sessions instead of refusing them
-    (``--allow-interrupted``)."""
+    (``--allow interrupted``)."""
     token = _ALLOW_INTERRUPTED.set(allowed)
     try:
         yield
@@ -127,11 +127,12 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
     if storage is None:
         storage = default_storage()
     if not str(storage).strip():
-        raise InputFileError("--storage is empty: give the folder pytest-benchmark saves runs in (default "
-                             f"{DEFAULT_STORAGE})")
+        raise InputFileError("the saved-run folder is empty: give the folder pytest-benchmark saves runs in "
+                             f"(default {DEFAULT_STORAGE})")
     if Path(storage).is_file():
-        raise InputFileError(f"--storage {storage} is a file: give the folder pytest-benchmark saves runs in "
-                             f"(default {DEFAULT_STORAGE}), or pass the run file itself as RUN")
+        raise InputFileError(f"the saved-run folder {storage} is a file: set ${STORAGE_ENV} to the folder "
+                             f"pytest-benchmark saves runs in (default {DEFAULT_STORAGE}), or pass the run file "
+                             "itself as RUN")
     looks_like_path = ref.endswith((".json", ".json.gz")) or os.sep in ref or "/" in ref
     saved = _ids_in(Path(storage))
     matches = [p for p in saved if p.stem == ref or p.stem.split("_", 1)[0] == ref]
@@ -188,7 +189,7 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
     if interrupted and not _ALLOW_INTERRUPTED.get():
         raise InputFileError(f"{path} is the run of an interrupted session ({interrupted}): its last benchmark may "
                              "have been cut short and the cases after it are missing: rerun the benchmarks, or pass "
-                             "--allow-interrupted to read it anyway")
+                             "--allow interrupted to read it anyway")
     if not data["benchmarks"] and not (records_only and records_without_benchmarks(data.get("cudagraph_bench"))):
         raise _no_benchmarks_error(path, data.get("cudagraph_bench"))
     for key in ("commit_info", "cudagraph_bench"):

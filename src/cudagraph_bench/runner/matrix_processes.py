@@ -122,10 +122,12 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
             results[part.name] = run_pytest(PytestRun(tree, parts_dir / f"{part.name}.json", part.args, part.env,
                                                           cpus=part.cpus))
 
-        threads = [threading.Thread(target=one, args=(p,)) for p in step]
-        for thread in threads:
-            thread.start()
+        threads = [threading.Thread(target=one, args=(p,)) for p in step] if len(step) > 1 else []
         try:
+            if not threads:            # one process: waited for in this thread
+                one(step[0])
+            for thread in threads:
+                thread.start()
             for thread in threads:
                 thread.join()
         except KeyboardInterrupt:

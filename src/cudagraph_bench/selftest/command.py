@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, MATRIX_OPTIONS,
-                                     PYTEST_BENCHMARK_SPELLING, parse_count, parse_nonneg, parse_path,
-                                     refuse_run_name, show_default)
+from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, PYTEST_ARGS_METAVAR,
+                                     parse_count, parse_nonneg, parse_path, parse_pytest_matrix, show_default)
 
 DEFAULT_OUT = "out/selftest"
 #: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``.
@@ -83,12 +81,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ab-delay", type=_percent, default=None, metavar="PCT",
                         help="GPU delay planted on head in the ab runs, percent of each case's own graph time "
                              f"(default: {DEFAULT_AB_DELAY_PCT:g})")
-    parser.add_argument("--pytest-args", default="", metavar="ARGS",
-                        help="extra pytest arguments for every run, e.g. \"--models gpt2 --benchmark-max-time 0.3\"")
+    parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
+                        help="pytest arguments for every run, after --, e.g. -- --models gpt2 --benchmark-max-time 0.3")
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
 
 
-#: pytest options the self-test sets itself in its runs: given in ``--pytest-args`` they are refused, with why.
+#: pytest options the self-test sets itself in its runs: given after ``--`` they are refused, with why.
 OWN_OPTIONS = {
     "--variants": "each run of the self-test chooses its variants",
     "--plant-fault": "the self-test plants its faults itself",
@@ -100,52 +98,18 @@ OWN_OPTIONS = {
 
 def forward_matrix(pytest_args: list[str]):
     """The self-test's forward matrix: the default models, dtypes and prompt lengths, then every matrix option in
-    ``pytest_args`` (pytest's spelling), parsed by the option's parser, the last of one flag winning.
-    Returns ``(Matrix, the other pytest arguments)``.
+    ``pytest_args`` (:func:`~cudagraph_bench.options.parse_pytest_matrix`). Returns ``(Matrix, the other pytest
+    arguments)``.
 
     Raises:
-        UsageError: a matrix option's value its parser refuses, a round option under ``run``'s name, an option the
+        UsageError: a matrix option's value its parser refuses, a round option under its TOML name, an option the
             self-test sets itself (:data:`OWN_OPTIONS`) or a device other than ``cuda``."""
     from cudagraph_bench.runner.matrix_processes import Matrix
 
-    parser = argparse.ArgumentParser(prog="--pytest-args", add_help=False, allow_abbrev=False, exit_on_error=False)
-    def parse(opt, flag=None, parser_of_flag=None):
-        def value(text: str):
-            try:
-                return (parser_of_flag or opt.type)(text)
-            except argparse.ArgumentTypeError as exc:
-                raise argparse.ArgumentTypeError(f"{flag or opt.flag} {text}: {exc}") from None
-        return value
-
-    def refuse(flag: str, why: str):
-        def value(text: str):
-            raise argparse.ArgumentTypeError(f"{flag} is the self-test's own: {why}: leave it out")
-        return value
-
-    for opt in MATRIX_OPTIONS:
-        if opt.dest == "variants":
-            continue
-        if opt.flag in PYTEST_BENCHMARK_SPELLING:
-            flag, _, parse_spelled = PYTEST_BENCHMARK_SPELLING[opt.flag]
-            parser.add_argument(flag, dest=opt.dest, type=parse(opt, flag, parse_spelled), default=argparse.SUPPRESS)
-            parser.add_argument(opt.flag, dest=f"run_name_{opt.dest}", type=refuse_run_name(opt.flag),
-                                default=argparse.SUPPRESS)
-        else:
-            parser.add_argument(opt.flag, dest=opt.dest, type=parse(opt), default=argparse.SUPPRESS)
-    for flag, why in OWN_OPTIONS.items():
-        parser.add_argument(flag, dest=f"own_{flag[2:]}", type=refuse(flag, why), default=argparse.SUPPRESS,
-                            **({"nargs": "?", "const": ""} if flag == "--replay-proof" else {}))
-    try:
-        given, rest = parser.parse_known_args(pytest_args)
-    except argparse.ArgumentError as exc:
-        raise UsageError(f"--pytest-args: {exc.message}") from None
-    if "own_replay-proof" in vars(given):          # a flag without a value: its parser never ran
-        raise UsageError(f"--pytest-args: --replay-proof is the self-test's own: {OWN_OPTIONS['--replay-proof']}: "
-                         "leave it out")
-    values = {"models": DEFAULT_MODELS, "dtypes": DEFAULT_DTYPES, "prompt_lengths": DEFAULT_PROMPT_LENGTHS,
-              **vars(given)}
+    given, rest = parse_pytest_matrix(pytest_args, "selftest --", OWN_OPTIONS)
+    values = {"models": DEFAULT_MODELS, "dtypes": DEFAULT_DTYPES, "prompt_lengths": DEFAULT_PROMPT_LENGTHS, **given}
     if values.get("device", "cuda") != "cuda":
-        raise UsageError(f"--pytest-args: --device {values['device']}: the self-test measures graphs on the GPU: "
+        raise UsageError(f"selftest --: --device {values['device']}: the self-test measures graphs on the GPU: "
                          "leave --device out")
     return Matrix(tuple(values.items()), ()), rest
 
@@ -246,14 +210,10 @@ def _plan(args: argparse.Namespace) -> list:
     from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
     from cudagraph_bench.selftest.planned_runs import plan
 
-    try:
-        extra = shlex.split(args.pytest_args)
-    except ValueError as exc:
-        raise UsageError(f"--pytest-args {args.pytest_args!r}: {exc}: quote it as a shell would") from None
-    matrix, rest = forward_matrix(extra)
+    matrix, rest = forward_matrix(list(args.pytest_args))
     lengths = tuple(n for n in matrix.value("prompt_lengths") if n <= DEFAULT_MAX_GATED_LEN)
     if not lengths:
-        raise UsageError(f"--pytest-args: --prompt-lengths {show_default(matrix.value('prompt_lengths'))}: no gated "
+        raise UsageError(f"selftest --: --prompt-lengths {show_default(matrix.value('prompt_lengths'))}: no gated "
                          f"length (at most {DEFAULT_MAX_GATED_LEN} tokens) to plant the faults at: add one")
     return plan(matrix, extra_args=tuple(rest), gated_lengths=lengths, runs=args.runs, delays=args.delays,
                 ab_runs=args.ab, ab_delay=args.ab_delay)
