@@ -1,7 +1,4 @@
-"""cudagraph-bench: measure, prove and guard what CUDA graph capture/replay buys over eager
-PyTorch / Hugging Face transformers inference for LLMs at batch 1.
-
-Subpackages, one layer each; a module imports only its own layer and those below it (the layers and their
-modules: docs/architecture.md, checked by ``tests/test_layout.py``)."""
+"""cudagraph-bench: measure, prove and guard what CUDA graph capture/replay buys over eager PyTorch / transformers LLM
+inference at batch 1. One layer per subpackage; imports point only down (docs/architecture.md)."""
 
 __version__ = "0.1.0"

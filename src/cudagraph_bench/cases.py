@@ -1,6 +1,5 @@
-"""The key of a measurement, one frozen dataclass per suite (:data:`SUITE_CASES`): every benchmark the plugin
-writes carries ``extra_info`` with ``suite`` and the fields of its key, so tools that read a pytest-benchmark JSON
-never parse test names; a benchmark of no suite is keyed by its full test name (:class:`OtherCase`). No torch."""
+"""The key of a measurement, one frozen dataclass per suite: every benchmark carries ``extra_info`` with ``suite`` and
+its key's fields, so readers never parse test names; a benchmark of no suite is keyed by its test name. No torch."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, L
 
 @dataclass(frozen=True, order=True)
 class Case:
-    """Key of one forward benchmark (suite ``forward``): ``model`` (preset name or model path), ``dtype``
-    (``"float32"``, ``"bfloat16"`` or ``"float16"``), ``seq_len`` (prompt tokens, unpadded), ``variant`` (a forward
-    variant of the registry)."""
+    """Forward benchmark key: ``model`` (preset or path), ``dtype`` (``"float32"``, ``"bfloat16"``, ``"float16"``),
+    ``seq_len`` (prompt tokens, unpadded), ``variant``."""
 
     suite: ClassVar[str] = variants.FORWARD
 
@@ -26,7 +24,7 @@ class Case:
 
     @property
     def label(self) -> str:
-        """Readable key, e.g. ``"gpt2 float32 L=16 graph"``."""
+        """E.g. ``"gpt2 float32 L=16 graph"``."""
         return f"{self.model} {self.dtype} L={self.seq_len} {self.variant}"
 
     @property
@@ -40,10 +38,7 @@ class Case:
 
     @property
     def variant_spec(self) -> variants.Variant:
-        """The registry row of this case's variant.
-
-        Raises:
-            KeyError: a name the registry does not know."""
+        """KeyError for a name the registry does not know."""
         return variants.variant(self.suite, self.variant)
 
     def without_variant(self) -> tuple[str, str, int]:
@@ -56,17 +51,13 @@ class Case:
 
     @classmethod
     def from_extra_info(cls, info: dict) -> "Case":
-        """Inverse of :meth:`extra_info`.
-
-        Raises:
-            KeyError: a field is missing."""
+        """KeyError when a field is missing."""
         return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), str(info["variant"]))
 
 
 @dataclass(frozen=True, order=True)
 class DecodeCase:
-    """Key of one greedy-decode benchmark (suite ``decode``): ``model``, ``dtype``, ``seq_len`` (prompt tokens),
-    ``new_tokens`` (tokens generated per request), ``variant`` (a decode variant of the registry)."""
+    """Decode benchmark key: ``seq_len`` (prompt tokens), ``new_tokens`` (per request), ``variant``."""
 
     suite: ClassVar[str] = variants.DECODE
 
@@ -78,7 +69,7 @@ class DecodeCase:
 
     @property
     def label(self) -> str:
-        """Readable key, e.g. ``"gpt2 bfloat16 L=50 +64 graph"``."""
+        """E.g. ``"gpt2 bfloat16 L=50 +64 graph"``."""
         return f"{self.model} {self.dtype} L={self.seq_len} +{self.new_tokens} {self.variant}"
 
     @property
@@ -105,18 +96,14 @@ class DecodeCase:
 
     @classmethod
     def from_extra_info(cls, info: dict) -> "DecodeCase":
-        """The key of a decode benchmark's ``extra_info``.
-
-        Raises:
-            KeyError, ValueError, TypeError: a field is missing or malformed."""
+        """KeyError, ValueError, TypeError: a field is missing or malformed."""
         return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), int(info["new_tokens"]),
                    str(info["variant"]))
 
 
 @dataclass(frozen=True, order=True)
 class LaunchCase:
-    """Key of one launch-overhead benchmark (suite ``launch``): ``n_launches`` tiny kernels per round,
-    ``variant`` a launch variant of the registry (the eager ``loop`` or one ``graph`` replay)."""
+    """Launch benchmark key: ``n_launches`` tiny kernels per round, ``variant`` (``loop`` or ``graph``)."""
 
     suite: ClassVar[str] = variants.LAUNCH
 
@@ -125,7 +112,7 @@ class LaunchCase:
 
     @property
     def label(self) -> str:
-        """Readable key, e.g. ``"launch n=512 graph"``."""
+        """E.g. ``"launch n=512 graph"``."""
         return f"launch n={self.n_launches} {self.variant}"
 
     @property
@@ -135,16 +122,13 @@ class LaunchCase:
 
     @classmethod
     def from_extra_info(cls, info: dict) -> "LaunchCase":
-        """The key of a launch benchmark's ``extra_info``.
-
-        Raises:
-            KeyError, ValueError, TypeError: a field is missing or malformed."""
+        """KeyError, ValueError, TypeError: a field is missing or malformed."""
         return cls(int(info["n_launches"]), str(info["variant"]))
 
 
 @dataclass(frozen=True, order=True)
 class OtherCase:
-    """Key of a benchmark of no suite of this project: its full test name; no variant (``None``)."""
+    """Key of a benchmark of no suite: its full test name; ``variant`` is None."""
 
     suite: ClassVar[str] = "other"
     variant: ClassVar[None] = None

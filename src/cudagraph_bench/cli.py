@@ -1,6 +1,5 @@
-"""The ``cudagraph-bench`` command: a thin argparse front-end over :mod:`cudagraph_bench.commands` (one module per
-sub-command), with what each ``--help`` tells users in :data:`DESCRIPTIONS`. No command imports torch, so a
-CPU-only machine can gate a run; a :class:`~cudagraph_bench.errors.UsageError` is one line and exit code 2."""
+"""The ``cudagraph-bench`` command: a thin argparse front-end over :mod:`cudagraph_bench.commands`. No command imports
+torch, so a CPU-only machine can gate a run; a UsageError is one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -233,7 +232,7 @@ ALLOW_INTERRUPTED = ("read runs of an interrupted session (Ctrl-C; marked in the
 
 
 class _HelpFormatter(argparse.HelpFormatter):
-    """Shows tuple/list defaults as the user types them (``gpt2,bert-tiny``), not as Python tuples."""
+    """Shows tuple/list defaults as the user types them (``gpt2,bert-tiny``)."""
 
     def _expand_help(self, action):
         if isinstance(action.default, (tuple, list)):
@@ -242,20 +241,19 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._expand_help(action)
 
     def _split_lines(self, text, width):
-        """An option's help keeps its line breaks (``--allow``: a line per word); each line is wrapped."""
+        """An option's help keeps its line breaks; each line is wrapped."""
         split = super()._split_lines
         return [line for part in text.split("\n") for line in split(part, width)]
 
     def _fill_text(self, text, width, indent):
-        """Descriptions and epilogs keep their paragraphs (blank-line separated); each is wrapped."""
+        """Descriptions and epilogs keep their blank-line paragraphs; each is wrapped."""
         wrapper = textwrap.TextWrapper(width, initial_indent=indent, subsequent_indent=indent,
                                        break_on_hyphens=False, break_long_words=False)
         return "\n\n".join(wrapper.fill(" ".join(p.split())) for p in text.split("\n\n"))
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line (``PROG: error: MESSAGE (see PROG --help)``) and exit
-    code 2, like every other usage error of the tool; sub-command parsers inherit it."""
+    """Usage errors are one line (``PROG: error: MESSAGE (see PROG --help)``), exit code 2; sub-parsers inherit it."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
@@ -274,7 +272,6 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name])
         module.configure_parser(p)
-        # the command's refusals a user may lift (its module's ALLOWANCES), one --allow for all of them
         allowances = {**({"interrupted": ALLOW_INTERRUPTED} if name in RUN_READERS else {}),
                       **getattr(module, "ALLOWANCES", {})}
         if allowances:
@@ -285,9 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[str]) -> str:
-    """argparse's "unrecognized arguments" message, plus the closest option of ``parser`` to the first
-    unknown option (``--modles`` -> ``did you mean --models?``; ``--allow-missing`` -> ``--allow missing``), or
-    for ``--storage`` the variable that took its place."""
+    """argparse's message plus the closest option to the first unknown one (``--modles`` -> ``did you mean --models?``),
+    or for ``--storage`` the variable that replaced it."""
     message = f"unrecognized arguments: {' '.join(extra)}"
     known = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
     for item in extra:
@@ -306,9 +302,8 @@ def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[
 
 
 class PipeSafeStdout:
-    """Stands in for ``sys.stdout`` while a command runs, so that the exit code never depends on where stdout goes:
-    once the reader of a pipe has gone (``... | head -1``) the rest of the output is dropped (the Python docs'
-    SIGPIPE recipe) instead of a ``BrokenPipeError`` turning the verdict into exit code 2."""
+    """``sys.stdout`` while a command runs, so the exit code never depends on where stdout goes: once a pipe's reader
+    has gone, the rest is dropped (the Python docs' SIGPIPE recipe) instead of a ``BrokenPipeError`` exiting 2."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -336,7 +331,7 @@ class PipeSafeStdout:
                 self._fail(exc)
 
     def _fail(self, exc: OSError) -> None:
-        """Stdout cannot take the output (a full disk): drop the rest and raise a one-line :class:`UsageError`."""
+        """Drop the rest and raise a one-line UsageError (a full disk)."""
         self.error = exc
         self._drop_output()
         raise UsageError(stdout_error_message(exc)) from None
@@ -358,16 +353,14 @@ class PipeSafeStdout:
 
 
 class PipeSafeStderr(PipeSafeStdout):
-    """Stands in for ``sys.stderr`` while a command runs: a write the stream refuses (a closed pipe, a full disk)
-    drops the rest of stderr, and the exit code is the one the command would have had."""
+    """``sys.stderr`` while a command runs: a refused write drops the rest; the exit code is unchanged."""
 
     def _fail(self, exc: OSError) -> None:
         self._drop_output()
 
 
 class ClosedStdout:
-    """Stands in for a ``sys.stdout`` of ``None`` (descriptor 1 closed: ``>&-``): every write raises ``EBADF``, so
-    the command fails as with a stdout that cannot be written (exit 2, files not written)."""
+    """A ``sys.stdout`` of ``None`` (``>&-``): every write raises ``EBADF``, so the command exits 2."""
 
     def write(self, text: str) -> int:
         raise OSError(errno.EBADF, "standard output is closed")
@@ -380,7 +373,7 @@ class ClosedStdout:
 
 
 def _occupy_closed_stdout() -> None:
-    """Point a closed descriptor 1 at ``os.devnull``, so no file the command opens lands there (a child's stdout)."""
+    """Point a closed descriptor 1 at ``os.devnull``, so no file the command opens lands there."""
     try:
         os.fstat(1)
     except OSError:
@@ -399,8 +392,8 @@ def stdout_error_message(exc: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Returns the exit code: 0 ok, 1 the command's check failed, 2 usage error (or a standard output
-    that cannot be written); the same whether stdout is a terminal, a file or a pipe closed early."""
+    """Entry point. Returns 0 ok, 1 the command's check failed, 2 usage error (or unwritable stdout); the same whether
+    stdout is a terminal, a file or a pipe closed early."""
     stdout = sys.stdout
     if stdout is None:  # a closed stdout (or pythonw): its first write or flush fails the command
         _occupy_closed_stdout()

@@ -1,5 +1,4 @@
-"""The names and defaults every module takes (variants, dtypes, devices, presets, the matrix's defaults), read
-through :mod:`cudagraph_bench.options`, which re-exports them beside the option table. No torch import."""
+"""The names and defaults every module takes, re-exported by :mod:`cudagraph_bench.options`. No torch import."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ DECODE_VARIANTS = _variants.DECODE_NAMES
 LAUNCH_VARIANTS = _variants.LAUNCH_NAMES
 #: Forward variants measured by default: every one but the torch.compile ones (``--with-compile`` adds them).
 DEFAULT_VARIANTS = _variants.names(_variants.FORWARD, compiled=False)
-#: Decode steps captured in one graph (a 1-step graph replays the remainder): beyond 8 the saved replay calls and
-#: gaps (a launch each, against a step of hundreds of kernels) are lost in the noise, capture time still grows.
+#: Decode steps per graph (a 1-step graph replays the remainder): beyond 8 the saving is lost in the noise.
 DEFAULT_DECODE_STEPS_PER_GRAPH = 8
 #: Devices a case can run on: ``cpu`` runs only the variants that need no CUDA GPU, to try the pipeline anywhere.
 DEVICES = ("cuda", "cpu")
@@ -22,8 +20,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 PRESET_NAMES = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b", "smollm2-360m", "qwen2.5-0.5b", "llama-3.2-1b",
                 "gemma-2-2b", "phi-3.5-mini", "mistral-7b", "olmoe-1b-7b", "qwen3-0.6b", "qwen3-30b-a3b",
                 "gemma-3-1b", "gpt-oss-20b")
-#: Attention implementations ``--attn-implementation`` may name (transformers' ``attn_implementation`` values),
-#: checked per model (:mod:`cudagraph_bench.models.attention`).
+#: Attention implementations ``--attn-implementation`` may name (transformers' values), checked per model.
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flex_attention")
 DEFAULT_MODELS = ("gpt2", "distilgpt2", "bert-tiny", "tinyllama-1.1b")
 DEFAULT_PROMPT_LENGTHS = (16, 50, 128, 512, 1024)
@@ -37,21 +34,18 @@ DEFAULT_NEW_TOKENS = (64, 128)
 DEFAULT_ROUNDS = 20
 DEFAULT_PRECISION_PCT = 1.0
 DEFAULT_MAX_ROUNDS = 2000
-#: Time cap (ms) of the rounds the precision target adds (0: none): host-bound eager cases whose drift keeps the
-#: interval wide would otherwise take most of a session's time.
+#: Time cap (ms) of the rounds the precision target adds (0: none), against host-bound cases' drift.
 DEFAULT_MAX_TIME_MS = 1000.0
 DEFAULT_WARMUP_ROUNDS = 10
 #: Time floors (ms) of the warmup (GPU clocks, caches) and of the measured rounds (0: the precision target decides).
 DEFAULT_WARMUP_MS = 100.0
 DEFAULT_MIN_TIME_MS = 0.0
-#: Inductor modes of the ``compile+graph`` variants (inductor's own graphs off: the suite captures): ``default``
-#: (``reduce-overhead``'s kernels, compiled in seconds) and ``max-autotune-no-cudagraphs`` (autotuned: minutes).
+#: Inductor modes of ``compile+graph`` (own graphs off): ``default`` (fast), ``max-autotune-no-cudagraphs`` (minutes).
 COMPILE_GRAPH_MODES = ("default", "max-autotune-no-cudagraphs")
 #: Seconds a decode compile variant may spend compiling and warming up before it is recorded as failed.
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
 DEFAULT_COMPILE_GRAPH_MODE = "default"
-#: Inductor settings of the compiled decode step (``--decode-compile-tuning``): ``coordinate-descent`` is gpt-fast's
-#: (its generate.py): the step's GEMVs become tuned Triton reductions (a slower compile); ``none``: cuBLAS GEMVs.
+#: Compiled decode step settings: ``coordinate-descent`` is gpt-fast's (tuned Triton GEMVs); ``none``: cuBLAS GEMVs.
 DECODE_COMPILE_TUNINGS = {"coordinate-descent": {"coordinate_descent_tuning": True}, "none": {}}
 DEFAULT_DECODE_COMPILE_TUNING = "coordinate-descent"
 #: Fresh random inputs ``[1, seq_len]`` each variant is checked on against eager before it is timed.

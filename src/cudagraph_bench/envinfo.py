@@ -1,5 +1,5 @@
-"""Environment fingerprint of a GPU run (GPU, driver, CUDA, torch, transformers), stored in pytest-benchmark's
-``machine_info``; baselines are keyed by :func:`gpu_slug`. Only :func:`cuda_fingerprint` imports torch."""
+"""Environment fingerprint of a GPU run, stored in ``machine_info``; baselines are keyed by :func:`gpu_slug`. Only
+:func:`cuda_fingerprint` imports torch."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from cudagraph_bench.options import format_cpus  # noqa: F401  (the CPU list for
 
 
 def gpu_slug(gpu_name: str) -> str:
-    """File-name key of a GPU model: ``"NVIDIA H200"`` -> ``"nvidia-h200"``,
-    ``"NVIDIA GeForce RTX 4090"`` -> ``"nvidia-geforce-rtx-4090"``."""
+    """``"NVIDIA GeForce RTX 4090"`` -> ``"nvidia-geforce-rtx-4090"``."""
     slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
     return slug or "unknown-gpu"
 
@@ -31,10 +30,9 @@ def _nvidia_smi_driver() -> str | None:
 
 
 def cuda_fingerprint() -> dict | None:
-    """``machine_info["cuda"]`` for the current process, or ``None`` without a CUDA GPU: ``gpu_name``,
-    ``gpu_slug``, ``gpu_uuid`` (device 0's ``"GPU-<uuid>"``, None where torch lacks it; a baseline counts its hosts
-    by it), ``compute_capability``, ``gpu_memory_gib``, ``device_count``, ``driver`` (nvidia-smi's, may be None),
-    ``cuda_runtime``, ``cudnn``, ``torch``, ``transformers``."""
+    """``machine_info["cuda"]``, or None without a CUDA GPU: ``gpu_name, gpu_slug, gpu_uuid`` (device 0's, None where
+    torch lacks it), ``compute_capability, gpu_memory_gib, device_count, driver`` (may be None), ``cuda_runtime, cudnn,
+    torch, transformers``."""
     import torch
     import transformers
 
@@ -57,8 +55,7 @@ def cuda_fingerprint() -> dict | None:
 
 
 def machine_gpu(machine_info: dict | None) -> str | None:
-    """The GPU of a run's ``machine_info``: its ``"gpu"`` (e.g. ``"NVIDIA H200"``), else ``["cuda"]["gpu_name"]``
-    (older runs); None for a run without a GPU."""
+    """Its ``"gpu"``, else ``["cuda"]["gpu_name"]`` (older runs); None without a GPU."""
     machine_info = machine_info or {}
     if machine_info.get("gpu"):
         return str(machine_info["gpu"])
@@ -67,7 +64,7 @@ def machine_gpu(machine_info: dict | None) -> str | None:
 
 
 def cpu_affinity() -> str | None:
-    """The CPUs this process may run on as a CPU list (``"0-7"``), or None without ``os.sched_getaffinity``."""
+    """A CPU list (``"0-7"``), or None without ``os.sched_getaffinity``."""
     import os
 
     getaffinity = getattr(os, "sched_getaffinity", None)

@@ -1,5 +1,4 @@
-"""Small exception types. The CLI maps :class:`UsageError` (and subclasses) to exit code 2
-with a one-line message; everything here is a plain ``Exception`` so library users can catch it."""
+"""Exception types; the CLI maps UsageError (and subclasses) to exit code 2 with a one-line message."""
 
 
 class CudagraphBenchError(Exception):
@@ -15,8 +14,7 @@ class InputFileError(UsageError):
 
 
 class FailedCheckError(UsageError):
-    """The input runs recorded a failed correctness check, so they cannot be a reference (``baseline`` exits 1:
-    readable runs, a wrong result); the message names the cases, checks and runs."""
+    """The input runs recorded a failed check, so they cannot be a reference (``baseline`` exits 1); names the cases."""
 
 
 class UnknownModelError(UsageError):
@@ -32,8 +30,7 @@ class RequestTooLongError(UsageError):
 
 
 class StaticBufferError(RuntimeError, CudagraphBenchError):
-    """A static buffer baked into a captured graph was replaced or re-pointed (``data_ptr()`` changed): a replay
-    would read/write the old address (the baked-pointer hazard); recapture instead."""
+    """A static buffer of a captured graph was re-pointed: a replay would use the old address; recapture instead."""
 
 
 class CudaUnavailableError(CudagraphBenchError, RuntimeError):
@@ -41,14 +38,11 @@ class CudaUnavailableError(CudagraphBenchError, RuntimeError):
 
 
 class NotGraphableError(CudagraphBenchError, RuntimeError):
-    """The model (or this case of it) cannot be captured correctly; raised up front, before any capture, with the
-    reason in one line. The pytest suite records the case as skipped and goes on."""
+    """The model (or case) cannot be captured correctly; raised before any capture. The suite skips the case."""
 
 
 class CaptureError(CudagraphBenchError, RuntimeError):
-    """A CUDA graph capture failed (an operation the capture forbids: a host read of a GPU value, a copy
-    from pageable memory, a synchronisation). The process's CUDA state was restored
-    (:func:`cudagraph_bench.capture.graphed.recover_after_failed_capture`) unless ``context_usable`` is False."""
+    """A CUDA graph capture failed; the CUDA state was restored unless ``context_usable`` is False."""
 
     def __init__(self, message: str, *, context_usable: bool = True):
         super().__init__(message)
@@ -56,15 +50,12 @@ class CaptureError(CudagraphBenchError, RuntimeError):
 
 
 class OutputWriteError(CudagraphBenchError, OSError):
-    """An output file could not be written (a full disk, a read-only folder): an ``OSError`` whose
-    ``filename`` is the path the user gave, never the temporary file the atomic writer used."""
+    """An output file could not be written; ``filename`` is the path the user gave, never the temporary file."""
 
 
 class CompileTimeout(CudagraphBenchError, TimeoutError):
-    """A compilation (and the warm-up calls that trigger it) ran past its time limit
-    (:func:`cudagraph_bench.capture.compiling.time_limit`); the message names the option that raises it."""
+    """A compilation and its warm-up calls ran past the time limit; the message names the option that sets it."""
 
 
 class CompileError(CudagraphBenchError, RuntimeError):
-    """torch.compile did not compile the function it was given (dynamo disabled, or the function skipped):
-    measuring it would label eager code as compiled. The message names the function and the fix."""
+    """torch.compile compiled nothing (dynamo disabled, or the function skipped); names the function and the fix."""

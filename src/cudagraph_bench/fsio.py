@@ -1,8 +1,6 @@
-"""Reading input files, writing output files and checking their paths: the one place every command reads and
-writes through (no torch). Inputs are read only as regular files of bounded size (:func:`read_input_bytes`) and
-bounded, finite JSON (:func:`parse_json`); every file is written atomically (:func:`write_files_atomic`); output
-paths are checked before any work is done (:func:`check_output_file`, :func:`check_output_folder`,
-:func:`refuse_overwriting_inputs`). Each problem is one line naming the fix (exit 2)."""
+"""Reading input files, writing output files and checking their paths (no torch): inputs as bounded regular files and
+bounded, finite JSON; every write atomic; output paths checked before any work. Each problem is one line naming the fix
+(exit 2)."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ FILE_MODE = 0o644
 MAX_INPUT_BYTES = 512 * 2**20
 #: Deepest JSON nesting read: runs and baselines nest fewer than 10 levels (200,000 would overflow the parser).
 MAX_JSON_DEPTH = 64
-#: Longest JSON text parsed (a gzip-compressed run inflated; the committed runs are under 4 MB): parsing takes up
-#: to tens of times the text's size in memory.
+#: Longest JSON text parsed (a gzip-compressed run inflated); parsing takes up to tens of times its size.
 MAX_JSON_BYTES = 64 * 2**20
 #: Largest magnitude of a JSON number read: beyond a float's range no run or baseline holds a number.
 _FLOAT_MAX = sys.float_info.max
@@ -41,12 +38,9 @@ _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")
 
 
 def check_input_file(path: str | os.PathLike, what: str, fix: str, max_bytes: int = MAX_INPUT_BYTES) -> int:
-    """Check, before reading it, that ``path`` (``what`` names it, e.g. ``"baseline"``) is a regular file of
-    at most ``max_bytes`` bytes; returns its size in bytes.
-
-    Raises:
-        InputFileError: (one line ending with ``fix``) it is missing, a folder, not a regular file (``/dev/zero``,
-            a pipe: reading it would never end), larger than ``max_bytes``, or cannot be looked at."""
+    """Check before reading that ``path`` (``what`` names it) is a regular file of at most ``max_bytes``; returns its
+    size in bytes. Raises InputFileError (one line ending with ``fix``): missing, a folder, not a regular file
+    (``/dev/zero``, a pipe), larger than ``max_bytes``, or cannot be looked at."""
     path = Path(path)
     try:
         info = path.stat()
@@ -66,10 +60,8 @@ def check_input_file(path: str | os.PathLike, what: str, fix: str, max_bytes: in
 
 
 def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of the input file ``path`` (at most ``max_bytes``), checked first by :func:`check_input_file`.
-
-    Raises:
-        InputFileError: as :func:`check_input_file`, or it cannot be read, or it grew past ``max_bytes``."""
+    """The bytes of ``path`` (at most ``max_bytes``). Raises InputFileError as :func:`check_input_file`, or when it
+    cannot be read or grew past ``max_bytes``."""
     check_input_file(path, what, fix, max_bytes)
     try:
         with open(path, "rb") as fh:
@@ -83,7 +75,7 @@ def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: in
 
 
 class _OutOfRange:
-    """A JSON integer literal longer than any float, kept as written until :func:`parse_json` names where it is."""
+    """A JSON integer literal longer than any float, kept until :func:`parse_json` names where it is."""
 
     __slots__ = ("text",)
 
@@ -96,7 +88,7 @@ def _int_literal(text: str):
 
 
 class _Constant(float):
-    """A ``NaN``, ``Infinity`` or ``-Infinity`` JSON token: a float the writer meant, unlike ``1e999``'s infinity."""
+    """A ``NaN``/``Infinity``/``-Infinity`` token: a float the writer meant, unlike ``1e999``'s infinity."""
 
 
 def _shown(value) -> str:
@@ -108,7 +100,6 @@ def _shown(value) -> str:
 
 
 def _beyond_float(value) -> bool:
-    """Whether a parsed JSON value is a number no float holds (an infinity from a literal, not a :class:`_Constant`)."""
     kind = type(value)
     if kind is float:
         return value - value != 0.0          # only infinity (a literal's NaN does not exist: NaN is a _Constant)
@@ -118,8 +109,7 @@ def _beyond_float(value) -> bool:
 
 
 def json_path(parts) -> str:
-    """Where a value is in a JSON document, as a user finds it: ``("benchmarks", 3, "stats", "median")`` ->
-    ``"benchmarks[3].stats.median"``."""
+    """``("benchmarks", 3, "stats", "median")`` -> ``"benchmarks[3].stats.median"``."""
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -127,7 +117,7 @@ def json_path(parts) -> str:
 
 
 def _path_to(entry, value) -> list:
-    """The keys from the document's top to ``value``, a child of the walk's ``entry`` (``(node, depth, parent)``)."""
+    """The keys from the document's top to ``value``."""
     keys = []
     while entry is not None:
         node = entry[0]
@@ -139,14 +129,10 @@ def _path_to(entry, value) -> list:
 
 def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH,
                max_bytes: int = MAX_JSON_BYTES):
-    """``json.loads(raw)`` of the input file ``path``; ``NaN`` and ``Infinity`` tokens are read as floats, for the
-    reader to judge.
-
-    Raises:
-        InputFileError: (one line ending with ``fix``) ``raw`` is longer than ``max_bytes`` (refused unparsed),
-            nests deeper than ``max_depth``, or holds a number outside a float's range (named by its place, e.g.
-            ``benchmarks[3].stats.median``).
-        json.JSONDecodeError, UnicodeDecodeError: invalid JSON, as ``json.loads`` raises them."""
+    """``json.loads(raw)`` of the input file ``path``; ``NaN`` and ``Infinity`` are read as floats. Raises
+    InputFileError (one line ending with ``fix``) when ``raw`` is longer than ``max_bytes`` (unparsed), nests deeper
+    than ``max_depth`` or holds a number beyond a float (named by its place); JSONDecodeError, UnicodeDecodeError as
+    ``json.loads`` does."""
     if len(raw) > max_bytes:
         raise InputFileError(f"{what} {path} holds {len(raw):,} bytes of JSON, more than the {max_bytes:,} bytes "
                              f"({max_bytes / 2**20:g} MiB) read at most (no {what} is that large): {fix}")
@@ -180,7 +166,7 @@ def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, m
 
 
 def _plain_numbers(values: list) -> bool:
-    """True for a list of numbers within a float's range (per-round data), told by two passes in C."""
+    """True for a list of numbers within a float's range, told by two passes in C."""
     try:
         return -_FLOAT_MAX <= min(values) and max(values) <= _FLOAT_MAX
     except (TypeError, ValueError):   # other values than numbers (objects, strings), or no values
@@ -188,7 +174,7 @@ def _plain_numbers(values: list) -> bool:
 
 
 def _blocking_file(path: Path) -> Path | None:
-    """The nearest existing ancestor of ``path`` when it is a file (no folder can be made under it), else None."""
+    """The nearest existing ancestor of ``path`` when it is a file, else None."""
     for folder in path.parents:
         if folder.exists():
             return None if folder.is_dir() else folder
@@ -196,12 +182,12 @@ def _blocking_file(path: Path) -> Path | None:
 
 
 def _nearest_existing_folder(path: Path) -> Path:
-    """The nearest ancestor of ``path`` that exists (the current folder for a relative path)."""
+    """The current folder for a relative path."""
     return next(p for p in path.parents if p.exists() or p == Path(p.anchor or "."))
 
 
 def missing_folders(folder: str | os.PathLike) -> list[Path]:
-    """The folders that writing into ``folder`` would create, outermost first (``[]`` when it exists)."""
+    """Outermost first (``[]`` when ``folder`` exists)."""
     folder, out = Path(folder), []
     for p in (folder, *folder.parents):
         if p.exists() or p == Path(p.anchor or "."):
@@ -211,9 +197,9 @@ def missing_folders(folder: str | os.PathLike) -> list[Path]:
 
 
 def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.PathLike) -> None:
-    """Raise :class:`UsageError` when writing ``target`` (given with ``flag``) would create the missing ``folder``
-    anywhere but one level under a folder that exists or, for a relative path, under the working directory, so a
-    mistyped ``/nonexistent/dir/gate.md`` never makes folders at the root. Creates nothing."""
+    """UsageError when writing ``target`` (given with ``flag``) would create ``folder`` anywhere but one level under an
+    existing folder (or the working directory), so a mistyped ``/nonexistent/dir/gate.md`` never makes folders at the
+    root. Creates nothing."""
     missing = missing_folders(folder)
     if len(missing) <= 1:
         return
@@ -226,8 +212,7 @@ def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.Pat
 
 
 def make_folders(folder: str | os.PathLike) -> list[Path]:
-    """Create ``folder`` and its missing parents, naming each on stderr (``created folder X``); returns them,
-    outermost first. Raises OSError as ``Path.mkdir`` does."""
+    """Create ``folder`` and missing parents, naming each on stderr; returns them. OSError as ``mkdir``."""
     made = []
     for p in missing_folders(folder):
         p.mkdir(exist_ok=True)
@@ -237,16 +222,11 @@ def make_folders(folder: str | os.PathLike) -> list[Path]:
 
 
 def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Callable[[], None] | None = None) -> None:
-    """Write ``{path: content}`` all or nothing (``str`` as UTF-8): each to a hidden temporary file in its target's
-    folder (missing folders made by :func:`make_folders`), then all moved into place with ``os.replace``, in order,
-    under :func:`interrupt_after`. A target that is neither a regular file nor a folder (``/dev/stdout``, a pipe) is
-    written through, never replaced. ``ready`` (e.g. printing the verdict) is called once every content is written,
-    before the move: no "wrote" line before a write that fails, and an error of ``ready`` leaves every file as it was.
-
-    Raises:
-        UsageError: a target is a folder or a parent of it is a file (nothing is written).
-        OutputWriteError: an OSError while writing (``filename``: the target, not its temporary file); on it or
-            any other error every target is left as it was and the temporary files are removed."""
+    """Write ``{path: content}`` all or nothing (``str`` as UTF-8): hidden temporary files beside the targets, moved
+    into place with ``os.replace`` under :func:`interrupt_after`; a target that is no regular file or folder
+    (``/dev/stdout``) is written through. ``ready`` runs once all is written, before the move, so its error leaves every
+    file as it was. UsageError when a target is a folder or a parent a file (nothing written); OutputWriteError for an
+    OSError (``filename``: the target); on any error every target is left as it was and the temporary files removed."""
     targets = {Path(p): (c.encode("utf-8") if isinstance(c, str) else c) for p, c in files.items()}
     for path in targets:
         if path.is_dir():
@@ -285,9 +265,8 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Calla
 
 @contextlib.contextmanager
 def interrupt_after(what: str):
-    """Hold a Ctrl-C back while the block runs and raise it as ``KeyboardInterrupt`` when it ends (``what`` names
-    the work on stderr), so that files replaced together are never left mixed old and new. Outside the main thread,
-    where SIGINT is ignored, or within another such block, the block runs as it is."""
+    """Hold a Ctrl-C back while the block runs and raise it as ``KeyboardInterrupt`` at the end (``what`` names the work
+    on stderr), so files replaced together are never left mixed. Outside the main thread, or nested, a no-op."""
     current = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     if current in (signal.SIG_IGN, None) or getattr(current, "holds_interrupt", False):   # nested: the outer holds
         yield
@@ -311,7 +290,7 @@ def interrupt_after(what: str):
 
 
 def _is_stream(path: Path) -> bool:
-    """True for an existing target that is not a regular file or folder (``/dev/stdout``, a named pipe)."""
+    """An existing target that is not a regular file or folder (``/dev/stdout``, a named pipe)."""
     try:
         mode = path.stat().st_mode
     except OSError:
@@ -325,12 +304,12 @@ def written_verb(path: str | os.PathLike) -> str:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str, ready: Callable[[], None] | None = None) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically; ``ready`` and errors as :func:`write_files_atomic`."""
+    """Errors as :func:`write_files_atomic`."""
     write_files_atomic({path: text}, ready)
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes, ready: Callable[[], None] | None = None) -> None:
-    """Write ``data`` to ``path`` atomically; ``ready`` and errors as :func:`write_files_atomic`."""
+    """Errors as :func:`write_files_atomic`."""
     write_files_atomic({path: data}, ready)
 
 
@@ -342,16 +321,15 @@ def figure_png(fig, dpi: int) -> bytes:
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Write ``fig`` as PNG (``dpi`` dots per inch) to ``path`` atomically (rendered first, so a failing
-    render writes nothing). Returns the path; errors as :func:`write_files_atomic`."""
+    """Write ``fig`` as PNG to ``path`` atomically (rendered first, so a failing render writes nothing); returns the
+    path. Errors as :func:`write_files_atomic`."""
     path = Path(path)
     write_bytes_atomic(path, figure_png(fig, dpi))
     return path
 
 
 def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, inputs: list) -> None:
-    """Raise :class:`UsageError` when ``output`` (given with ``flag``; None: nothing to check) is one of the
-    ``inputs`` files (None entries skipped; the same file by another name counts)."""
+    """UsageError when ``output`` (given with ``flag``) is one of ``inputs``, under any name."""
     if not output:
         return
     out = Path(output)
@@ -365,19 +343,17 @@ def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, input
 
 
 def probe_folder(folder: Path) -> None:
-    """Create and remove a hidden temporary file in ``folder`` (``os.access`` says yes to root even on ``/proc``).
-
-    Raises:
-        OSError: the folder takes no new file."""
+    """Create and remove a temporary file in ``folder`` (``os.access`` says yes to root even on ``/proc``); OSError when
+    the folder takes no new file."""
     fd, probe = tempfile.mkstemp(dir=folder, prefix=".cudagraph-bench.", suffix=".probe")
     os.close(fd)
     os.unlink(probe)
 
 
 def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
-    """Raise :class:`UsageError` when ``path`` (given with ``flag``) cannot be written by :func:`write_text_atomic`:
-    it is a folder (``example``: a file name to suggest inside it), a parent is a file, its missing folders may not
-    be created (:func:`check_new_folders`), or the nearest existing folder refuses a new file. Creates nothing."""
+    """UsageError when ``path`` (given with ``flag``) cannot be written: a folder (``example``: a file name to suggest
+    inside it), a parent is a file, its missing folders may not be created, or the nearest existing folder refuses a new
+    file. Creates nothing."""
     out = Path(path)
     if out.is_dir():
         raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
@@ -394,13 +370,9 @@ def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
 
 def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str = "-o", *,
                         create: bool = False) -> Path:
-    """Check the output folder ``folder`` (given with ``flag``) the files ``names`` will be written into, before any
-    work is done; returns it as a Path. ``create``: make it (and missing parents) now; else nothing is made.
-
-    Raises:
-        UsageError: ``folder`` or a parent is a file, one of ``names`` is a folder there, its missing folders may
-            not be created (:func:`check_new_folders`), it (or the nearest folder it would be made in) takes no
-            new file, or with ``create`` it cannot be created."""
+    """Check the output folder (given with ``flag``) for ``names`` before any work; returns it as a Path. ``create``:
+    make it now, else nothing is made. Raises UsageError: it or a parent is a file, one of ``names`` is a folder there,
+    its missing folders may not be created, it takes no new file, or with ``create`` it cannot be made."""
     folder = Path(folder)
     blocker = folder if folder.exists() and not folder.is_dir() else _blocking_file(folder)
     if blocker is not None:
@@ -437,8 +409,7 @@ _FIXES = {
 
 
 def os_error_message(exc: OSError) -> str:
-    """One line for an OSError that reached the command line: what failed on which path, the system's reason and
-    what to do, e.g. ``cannot write /proc/x.md: No such file or directory: choose a path in a writable folder``."""
+    """One line for an OSError: what failed on which path, the system's reason and what to do."""
     reason = exc.strerror or str(exc) or exc.__class__.__name__
     fix = _FIXES.get(exc.errno, "choose a path in a writable folder")
     verb = "cannot write" if isinstance(exc, OutputWriteError) else "cannot access"

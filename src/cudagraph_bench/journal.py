@@ -1,7 +1,6 @@
-"""The journal a pytest session writes for the launcher (no torch, no pytest): one JSON line per event, flushed at
-once, so a process that dies mid-test still says where. Events: ``{"start": nodeid, "case": {extra_info key}}``
-(``case`` only for a benchmark case), ``{"finish": nodeid}``, ``{"stop": nodeid, "reason": text}`` when that test
-broke the CUDA context (exit code :data:`EXIT_CUDA_BROKEN`)."""
+"""The journal a pytest session writes for the launcher (no torch, no pytest): one flushed JSON line per event, so a
+process dying mid-test still says where: ``{"start": nodeid, "case": {...}}``, ``{"finish": nodeid}``, and ``{"stop":
+nodeid, "reason": text}`` when that test broke the CUDA context (exit :data:`EXIT_CUDA_BROKEN`)."""
 
 from __future__ import annotations
 
@@ -14,13 +13,13 @@ _FATAL_CUDA_MARKERS = ("CUDA error", "device-side assert", "illegal memory acces
 
 
 def is_fatal_cuda_error(reason: str | None) -> bool:
-    """Whether a failure reason looks like a sticky CUDA error (device-side assert, illegal memory access...)."""
+    """A sticky CUDA error (device-side assert, illegal memory access...)."""
     return bool(reason) and any(m.lower() in reason.lower() for m in _FATAL_CUDA_MARKERS)
 
 
 def read_journal(path) -> tuple[list[str], set[str], dict | None, str | None]:
-    """``(started node ids in order, finished node ids, the start event of the test a crash was in or None, the
-    stop reason or None)`` of a journal; a line cut off by the crash is ignored."""
+    """``(started ids in order, finished ids, the crashed test's start event or None, the stop reason or None)``; a line
+    cut off by the crash is ignored."""
     started, finished, events, stop = [], set(), {}, None
     try:
         with open(path, encoding="utf-8") as fh:

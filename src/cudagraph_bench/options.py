@@ -1,6 +1,5 @@
-"""Options defined once, shared by the pytest plugin (``pytest --models ...``) and the CLI
-(``cudagraph-bench run --models ...``): the :class:`Option` table and how it is added to argparse and pytest, with
-the names, defaults and parsers re-exported. No torch import: option parsing must work anywhere."""
+"""Options defined once for the pytest plugin and the CLI: the :class:`Option` table and how it is added to argparse and
+pytest. No torch import: option parsing must work anywhere."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
 
 @dataclass(frozen=True)
 class Option:
-    """One option shared by pytest and the CLI. ``dest`` is the attribute name in both."""
+    """One option shared by pytest and the CLI; ``dest`` is the attribute name in both."""
 
     flag: str
     dest: str
@@ -104,8 +103,7 @@ SHARD_OPTIONS = (
 )
 
 
-#: The round options pytest-benchmark has flags for, spelled its way in pytest so no two switches set one thing:
-#: suite flag -> (pytest-benchmark flag, suite text -> its text, its text -> the suite option's value).
+#: suite flag -> (pytest-benchmark flag, suite text -> its text, its text -> suite value): one switch per setting.
 PYTEST_BENCHMARK_SPELLING = {
     "--rounds": ("--benchmark-min-rounds", str, parse_rounds),
     "--max-time-ms": ("--benchmark-max-time", ms_as_seconds_text, parse_seconds_as_ms),
@@ -114,8 +112,8 @@ PYTEST_BENCHMARK_SPELLING = {
 
 
 def pytest_argument(flag: str, text: str) -> tuple[str, str]:
-    """A suite option and its value as a pytest session takes them: pytest-benchmark's flag for a round option it
-    spells itself (``("--max-time-ms", "250.0")`` -> ``("--benchmark-max-time", "0.25")``), else unchanged."""
+    """pytest-benchmark's flag for a round option it spells itself (``("--max-time-ms", "250.0")`` ->
+    ``("--benchmark-max-time", "0.25")``), else unchanged."""
     if flag not in PYTEST_BENCHMARK_SPELLING:
         return flag, text
     pytest_flag, convert, _ = PYTEST_BENCHMARK_SPELLING[flag]
@@ -123,11 +121,8 @@ def pytest_argument(flag: str, text: str) -> tuple[str, str]:
 
 
 def matrix_arguments(values: dict) -> list[str]:
-    """The one serializer of a matrix to pytest arguments: each option of :data:`MATRIX_OPTIONS` that ``values``
-    holds (``dest`` -> its parsed value; None: not given), in the table's order, in pytest's spelling.
-
-    Raises:
-        ValueError: a key that is no matrix option's ``dest``."""
+    """The one serializer of a matrix to pytest arguments: each :data:`MATRIX_OPTIONS` ``dest`` in ``values`` (None: not
+    given), in table order, pytest's spelling. ValueError for a key that is no matrix option's ``dest``."""
     unknown = sorted(set(values) - {o.dest for o in MATRIX_OPTIONS})
     if unknown:
         raise ValueError(f"not matrix options: {', '.join(unknown)}")
@@ -138,21 +133,16 @@ def matrix_arguments(values: dict) -> list[str]:
     return out
 
 
-#: The matrix options ``cudagraph-bench run`` takes before ``--``: the matrix's axes and its device. The others
-#: (the round policy, padding, buckets, attention ...) come after ``--`` in pytest's spelling, or from its TOML config.
+#: The matrix options ``run`` takes before ``--``; the others come after ``--`` in pytest's spelling, or from TOML.
 RUN_FLAGS = ("--models", "--prompt-lengths", "--dtypes", "--variants", "--device")
 #: How a command takes pytest's arguments after ``--`` (``run``, ``ab``, ``selftest``).
 PYTEST_ARGS_METAVAR = "-- PYTEST_ARGS"
 
 
 def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None = None) -> tuple[dict, list[str]]:
-    """The matrix options among pytest arguments ``args`` (pytest's spelling: pytest-benchmark's flags for the
-    round options), each parsed by its option's parser, the last of one flag winning: ``({dest: value}, the other
-    arguments in order)``. ``own``: flags the caller sets itself -> why; given, they are refused. ``where`` names the
-    arguments in a message (``"run --"``). One parse for ``run``'s and ``selftest``'s arguments after ``--``.
-
-    Raises:
-        UsageError: a value its option's parser refuses, a round option under its TOML name, or an ``own`` flag."""
+    """``({dest: value}, other arguments in order)`` of the matrix options among pytest ``args`` (the last of one flag
+    wins). ``own``: flags the caller sets -> why, refused; ``where`` names the arguments in a message. UsageError: a
+    value its parser refuses, a round option under its TOML name, or an ``own`` flag."""
     from cudagraph_bench.errors import UsageError
 
     own = own or {}
@@ -193,8 +183,7 @@ def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None 
 
 
 def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
-    """``--max-regression PCT``: the floor of the regression tolerance, for every command that judges a regression.
-    Default None: the baseline's, else the figure's (:data:`cudagraph_bench.results.noise.FLOORS_PCT`)."""
+    """``--max-regression PCT``, the regression tolerance's floor; default None: the baseline's, else the figure's."""
     parser.add_argument("--max-regression", type=parse_regression_pct, default=None, metavar="PCT",
                         help="floor of the regression tolerance in percent; a noisier case gets a multiple of its "
                              "between-run spread (default: the baseline's, else 3 for the device-side graph figure, "
@@ -202,14 +191,12 @@ def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
 
 
 def allow_dest(word: str) -> str:
-    """The namespace attribute ``--allow WORD`` sets True: ``allow_`` and the word, dashes as underscores
-    (``gpu-mismatch`` -> ``allow_gpu_mismatch``), so commands read ``args.allow_gpu_mismatch``."""
+    """``gpu-mismatch`` -> ``allow_gpu_mismatch``."""
     return "allow_" + word.replace("-", "_")
 
 
 class AllowAction(argparse.Action):
-    """``--allow WORD[,WORD...]``, repeatable: sets :func:`allow_dest` of each word True. A word the command does not
-    honour is a one-line usage error naming those it does; why: one option for every refusal a user may lift."""
+    """``--allow WORD[,WORD...]``; a word the command does not honour is a one-line usage error."""
 
     def __init__(self, option_strings, dest, allowances, **kwargs):
         self.allowances = tuple(allowances)
@@ -225,8 +212,7 @@ class AllowAction(argparse.Action):
 
 
 def add_allow_option(parser: argparse.ArgumentParser, allowances: dict[str, str]) -> None:
-    """``--allow WHAT``: lifts the refusals of ``allowances`` (word -> what it accepts, shown in ``--help``), each
-    ``args.allow_<word>`` False by default; one option for every refusal a command lets the user lift."""
+    """``--allow WHAT``: one option for every refusal a user may lift (``allowances``: word -> what it accepts)."""
     parser.set_defaults(**{allow_dest(word): False for word in allowances})
     shown = "\n".join(f"{word}: {text}" for word, text in allowances.items())
     parser.add_argument("--allow", action=AllowAction, allowances=allowances, default=argparse.SUPPRESS,
@@ -235,14 +221,13 @@ def add_allow_option(parser: argparse.ArgumentParser, allowances: dict[str, str]
 
 
 def show_default(value: Any) -> str:
-    """A default as a user types it: tuples and lists comma-separated (``gpt2,bert-tiny``)."""
+    """Tuples and lists comma-separated (``gpt2,bert-tiny``)."""
     return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options=MATRIX_OPTIONS,
                     action: type[argparse.Action] | None = None) -> None:
-    """Add options to an ``argparse`` parser (the CLI); ``action``: an ``argparse.Action`` class to store
-    them with (default: argparse's plain store)."""
+    """``action``: an ``argparse.Action`` class to store them with (default: plain store)."""
     for opt in options:
         extra = {"action": action} if action is not None else {}
         if opt.metavar:
@@ -251,8 +236,7 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
 
 
 def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse`` for a pytest option ``flag``, its ``argparse.ArgumentTypeError`` raised as a one-line
-    ``pytest.UsageError``, the reason first (pytest puts an argparse error below its usage line)."""
+    """``parse`` for pytest option ``flag``, raising a one-line ``pytest.UsageError``, the reason first."""
     import pytest
 
     def parse_or_usage_error(text: str):
@@ -266,8 +250,7 @@ def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def refuse_run_name(flag: str) -> Callable[[str], Any]:
-    """The parser of a round option's TOML name on pytest's command line: refuses it, naming pytest-benchmark's
-    flag."""
+    """Refuses a round option's TOML name on pytest's command line, naming pytest-benchmark's flag."""
     pytest_flag, convert, _ = PYTEST_BENCHMARK_SPELLING[flag]
     run_parse = next(o.type for o in MATRIX_OPTIONS if o.flag == flag)
 
@@ -283,9 +266,7 @@ def refuse_run_name(flag: str) -> Callable[[str], Any]:
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
-    """Add options to a pytest option group (the plugin): the CLI's flags, parsers and defaults, except that the
-    round options of :data:`PYTEST_BENCHMARK_SPELLING` are left to pytest-benchmark's flags, their ``run`` names
-    hidden and refused (:func:`refuse_run_name`)."""
+    """Add options to a pytest group; pytest-benchmark spells the round options, their names refused."""
     for opt in options:
         if opt.flag in PYTEST_BENCHMARK_SPELLING:
             group.addoption(opt.flag, dest=f"run_name_{opt.dest}", type=pytest_type(opt.flag, refuse_run_name(opt.flag)),

@@ -21,10 +21,8 @@ def _split(text: str, example: str = "a,b") -> list[str]:
 
 
 def parse_models(text: str) -> tuple[str, ...]:
-    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or local ``save_pretrained`` directories (a preset
-    name wins over a folder of that name: write ``./gpt2``); an entry given twice, under any spelling, is kept once,
-    as first spelt. Only the list is checked here, each entry later
-    (:func:`cudagraph_bench.models.refusals.check_models`)."""
+    """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or ``save_pretrained`` directories (a preset name wins
+    over a folder: write ``./gpt2``); duplicates kept once, as first spelt. Entries are checked later."""
     names = _split(text)
     first: dict[str, str] = {}
     for name in names:
@@ -33,9 +31,7 @@ def parse_models(text: str) -> tuple[str, ...]:
 
 
 def model_name_problem(name: str) -> str | None:
-    """Why ``name`` of ``--models`` names no model the suite can load (a file instead of its folder, a missing
-    directory, an unknown name, no ``config.json``), one line with the fix; None for a preset or a directory with a
-    ``config.json``. No file is read."""
+    """Why ``name`` names no loadable model (one line with the fix), or None. No file is read."""
     if name in PRESET_NAMES:
         return None
     if os.path.isfile(name):
@@ -55,7 +51,7 @@ def model_name_problem(name: str) -> str | None:
 
 
 def _looks_like_a_path(name: str) -> bool:
-    """True for a model name written as a path (``/m``, ``./m``, ``out/m``, ``~/m``): no preset looks so."""
+    """A model name written as a path (``/m``, ``./m``, ``out/m``, ``~/m``): no preset looks so."""
     return name.startswith(("~", ".")) or os.sep in name or (os.altsep or os.sep) in name
 
 
@@ -95,8 +91,7 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
 
 
 def parse_variants(text: str) -> tuple[str, ...]:
-    """``"eager,graph"`` -> ``("eager", "graph")``: forward variants of the registry
-    (:data:`FORWARD_VARIANTS`), in the order given, each once."""
+    """``"eager,graph"`` -> ``("eager", "graph")``: registry forward variants in the order given, each once."""
     items = _split(text)
     for item in items:
         if item not in FORWARD_VARIANTS:
@@ -141,14 +136,13 @@ def _decimal(text: str):
 
 
 def parse_seconds_as_ms(text: str) -> float:
-    """Seconds (``--benchmark-max-time``), finite and >= 0, as milliseconds converted exactly (``0.5001`` ->
-    ``500.1``)."""
+    """Seconds, finite and >= 0, as milliseconds converted exactly (``0.5001`` -> ``500.1``)."""
     _nonnegative(text, "expected seconds")
     return float(_decimal(text) * 1000)
 
 
 def ms_as_seconds_text(text: str) -> str:
-    """Milliseconds (``"500.1"``) as the seconds ``--benchmark-max-time`` takes (``"0.5001"``), exactly."""
+    """Milliseconds (``"500.1"``) as exact seconds text (``"0.5001"``)."""
     return format((_decimal(text) / 1000).normalize(), "f")
 
 
@@ -178,8 +172,7 @@ MAX_SPREAD_PCT = 100.0
 
 
 def parse_spread_pct(text: str) -> float:
-    """A between-run spread in percent (a baseline's ``spread_pct``, ``cross_host_spread_pct``) in
-    [0, :data:`MAX_SPREAD_PCT`]: a larger one would widen every tolerance until no regression fails."""
+    """A between-run spread in percent in [0, :data:`MAX_SPREAD_PCT`]: a larger one would pass every regression."""
     value = _finite(text)
     if not 0 <= value <= MAX_SPREAD_PCT:
         raise argparse.ArgumentTypeError(f"a between-run spread is a percent in [0, {MAX_SPREAD_PCT:g}], got {value:g}"
@@ -224,7 +217,7 @@ MAX_ROUNDS = 100_000
 
 
 def _rounds_at_most_max(value: int, what: str) -> int:
-    """``value`` when it is at most :data:`MAX_ROUNDS` (the message names no default: pytest's and ``run``'s differ)."""
+    """``value`` when at most :data:`MAX_ROUNDS` (the message names no default: pytest's and ``run``'s differ)."""
     if value > MAX_ROUNDS:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} {what}, got {value}: a run that long "
                                          f"never finishes: give at most {MAX_ROUNDS}")
@@ -237,8 +230,7 @@ def parse_rounds(text: str) -> int:
 
 
 def parse_max_rounds(text: str) -> int:
-    """The most measured rounds the precision target and the time floor may ask for: a whole number in
-    [1, :data:`MAX_ROUNDS`]."""
+    """Most rounds the precision target and time floor may ask for, in [1, :data:`MAX_ROUNDS`]."""
     return _rounds_at_most_max(parse_count(text), "rounds")
 
 
@@ -298,8 +290,7 @@ def parse_pct(text: str) -> float:
 
 
 def parse_attn_implementation(text: str) -> str:
-    """An attention implementation of :data:`ATTN_IMPLEMENTATIONS` (``flash`` and ``flex`` as short names);
-    whether it is installed is checked before any case (:mod:`cudagraph_bench.models.attention`)."""
+    """One of :data:`ATTN_IMPLEMENTATIONS` (``flash``, ``flex`` as short names); installation is checked later."""
     name = {"flash": "flash_attention_2", "flash_attention": "flash_attention_2", "flex": "flex_attention"}.get(
         text.strip().lower(), text.strip().lower())
     if name not in ATTN_IMPLEMENTATIONS:
@@ -334,9 +325,8 @@ MAX_CPU = 65535
 
 
 def parse_cpus(text: str) -> tuple[int, ...]:
-    """A CPU list as ``taskset -c`` takes it: ``"0-7"`` or ``"0,2,4-6"`` -> sorted unique CPU numbers, each at most
-    :data:`MAX_CPU`. Only the syntax is checked here; :func:`cudagraph_bench.runner.process.check_cpus` checks that
-    this process may run on them."""
+    """``taskset -c`` syntax (``"0-7"``, ``"0,2,4-6"``) -> sorted unique CPUs, each at most :data:`MAX_CPU`. Syntax
+    only; :func:`cudagraph_bench.runner.process.check_cpus` checks this process may run on them."""
     cpus = set()
     for item in _split(text, "0-3,8"):
         first, sep, last = item.partition("-")
@@ -375,8 +365,7 @@ MAX_SHARDS = 256
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """A CI-matrix shard ``"K/N"`` (1-based, ``1 <= K <= N <=`` :data:`MAX_SHARDS`) -> ``(K, N)``, e.g.
-    ``"2/4"`` -> ``(2, 4)``."""
+    """``"K/N"`` (1-based, ``1 <= K <= N <=`` :data:`MAX_SHARDS`) -> ``(K, N)``."""
     first, sep, last = text.strip().partition("/")
     try:
         index, count = int(first), int(last)
@@ -399,8 +388,7 @@ ZOO_TYPES_FIX = "give all, K/N (every N-th type from the K-th, 1 <= K <= N) or m
 
 @dataclass(frozen=True)
 class ZooTypes:
-    """The zoo's model types as given (:func:`parse_zoo_types`): every one (neither field), every N-th from the
-    K-th (``shard = (K, N)``) or ``names``; ``str()`` is the canonical text, what pytest's ``--zoo`` takes."""
+    """All (neither field), every N-th from the K-th (``shard``) or ``names``; ``str()`` is what ``--zoo`` takes."""
 
     shard: tuple[int, int] | None = None
     names: tuple[str, ...] = ()
@@ -411,12 +399,8 @@ class ZooTypes:
         return ",".join(self.names) if self.names else "all"
 
     def pick(self, installed: list[str], flag: str, release: str) -> list[str]:
-        """The types of ``installed`` (the zoo's list for transformers ``release``, in its order) this selects, so
-        that a name transformers lacks is refused before anything runs.
-
-        Raises:
-            ValueError: one line naming ``flag``: a name that is no causal-LM model type of the release, or a
-                ``K/N`` whose K is past the release's types."""
+        """The types of ``installed`` (the zoo's list for ``release``) this selects. ValueError (one line naming
+        ``flag``): a name that is no causal-LM type of the release, or a K past its types."""
         if self.shard is not None:
             k, n = self.shard
             if k > len(installed):
@@ -433,9 +417,7 @@ class ZooTypes:
 
 
 def parse_zoo_types(text: str) -> ZooTypes:
-    """The zoo's ``--types`` (``cudagraph-bench zoo``) and ``--zoo`` (pytest): ``all``, ``K/N`` (every N-th type
-    from the K-th, ``1 <= K <= N``) or model types separated by commas (each once). Only the form is checked here;
-    the names by :meth:`ZooTypes.pick`."""
+    """``all``, ``K/N`` (``1 <= K <= N``) or comma-separated types, each once; names checked by ``pick``."""
     stripped = text.strip()
     if not stripped:
         raise argparse.ArgumentTypeError(f"empty: {ZOO_TYPES_FIX}")

@@ -1,6 +1,5 @@
-"""Where the tools look for files the user did not name (the GPU's baseline, saved runs), whatever the working
-directory: an environment variable (:data:`BASELINES_ENV`, :data:`STORAGE_ENV`), else the checkout this package is
-imported from, else (saved runs only) pytest-benchmark's ``./.benchmarks``. No torch."""
+"""Where the tools look for files the user did not name: an environment variable, else this package's checkout, else
+(saved runs only) ``./.benchmarks``. No torch."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ STORAGE_ENV = "CUDAGRAPH_BENCH_STORAGE"
 
 
 def checkout_root() -> Path | None:
-    """The cudagraph-bench checkout this package is imported from (its ``pyproject.toml`` names the project), or
-    None for an installed copy."""
+    """The checkout this package is imported from, or None for an installed copy."""
     root = Path(__file__).resolve().parents[2]
     project = root / "pyproject.toml"
     try:
@@ -27,8 +25,7 @@ def checkout_root() -> Path | None:
 
 
 def baseline_dirs() -> list[Path]:
-    """Folders searched for ``<gpu_slug>.json``, first match wins: ``$CUDAGRAPH_BENCH_BASELINES``, then
-    the checkout's ``baselines/``."""
+    """``$CUDAGRAPH_BENCH_BASELINES``, then the checkout's ``baselines/``; first match wins."""
     dirs = []
     if os.environ.get(BASELINES_ENV, "").strip():
         dirs.append(Path(os.environ[BASELINES_ENV]).expanduser())
@@ -39,11 +36,7 @@ def baseline_dirs() -> list[Path]:
 
 
 def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
-    """``(baseline file for gpu_slug or None, the candidate paths looked at)``.
-
-    Raises:
-        UsageError: ``$CUDAGRAPH_BENCH_BASELINES`` is set to something that is not a folder (not silently the
-            checkout's)."""
+    """``(file or None, candidates)``; UsageError when ``$CUDAGRAPH_BENCH_BASELINES`` is no folder."""
     from cudagraph_bench.errors import UsageError
 
     env = os.environ.get(BASELINES_ENV, "").strip()
@@ -55,8 +48,7 @@ def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
 
 
 def default_storage() -> str:
-    """Where saved-run ids are looked up: ``$CUDAGRAPH_BENCH_STORAGE``, else the checkout's ``.benchmarks``, else
-    ``.benchmarks`` of the working directory (pytest-benchmark's default for an installed copy)."""
+    """``$CUDAGRAPH_BENCH_STORAGE``, else the checkout's ``.benchmarks``, else the working directory's."""
     if os.environ.get(STORAGE_ENV, "").strip():
         return os.environ[STORAGE_ENV]
     root = checkout_root()

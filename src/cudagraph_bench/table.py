@@ -1,5 +1,4 @@
-"""Aligned terminal tables and GitHub markdown tables from rows of dicts (:func:`render_table`), and the wording
-shared by the commands' verdict lines (no torch)."""
+"""Aligned text and GitHub markdown tables from rows of dicts, and the wording of the commands' verdict lines."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ MISSING = "-"
 
 @dataclass(frozen=True)
 class Column:
-    """One column: ``key`` into each row dict, ``title`` shown in the header, ``fmt`` a format spec (``".2f"``) or a
-    callable ``value -> str``, ``align`` ``"left"``/``"right"`` (default: right when ``fmt`` is a format spec)."""
+    """``key`` of a row, header ``title``, ``fmt`` (spec or ``value -> str``), ``align`` (spec default: right)."""
 
     key: str
     title: str
@@ -51,12 +49,9 @@ def _md_cell(text: str) -> str:
 
 
 def render_table(columns: Sequence[Column | tuple | str], rows: Iterable[dict], fmt: str = "text") -> str:
-    """Render ``rows`` (dicts; missing keys show as ``-``) as an aligned text table (``fmt="text"``) or a GitHub
-    markdown table (``fmt="markdown"``, ``|`` escaped), without a trailing newline. ``columns`` items are
-    :class:`Column`, ``(key, title[, fmt[, align]])`` tuples or plain keys.
-
-    Raises:
-        ValueError: an unknown ``fmt``."""
+    """``rows`` (missing keys: ``-``) as aligned text (``fmt="text"``) or GitHub markdown (``|`` escaped), without a
+    trailing newline; ``columns``: Column, ``(key, title[, fmt[, align]])`` or keys. ValueError for an unknown
+    ``fmt``."""
     cols = _as_columns(columns)
     cells = [[c.format(row.get(c.key)) for c in cols] for row in rows]
     if fmt == "markdown":
@@ -95,10 +90,10 @@ def verdict_word(passed: bool) -> str:
 
 
 def verdict_line(command: str, passed: bool, parts: Iterable[str]) -> str:
-    """One-line verdict of a command, e.g. ``"gate PASS: 3 gated cases ...; ..."`` (parts joined by "; ")."""
+    """E.g. ``"gate PASS: 3 gated cases ...; ..."`` (parts joined by "; ")."""
     return f"{command} {verdict_word(passed)}: " + "; ".join(parts)
 
 
 def verdict_heading(command: str, passed: bool) -> str:
-    """Markdown heading of a command's report, e.g. ``"## cudagraph-bench gate: PASS"``."""
+    """E.g. ``"## cudagraph-bench gate: PASS"``."""
     return f"## cudagraph-bench {command}: {verdict_word(passed)}"

@@ -1,9 +1,6 @@
-"""The variant registry: one table (:data:`VARIANTS`) that says what every measured variant is, no torch import.
-Everything that depends on which variant a case is (its builder, CUDA, torch.compile, isolation, reference and
-rule, gating) is a field of its :class:`Variant`; the plugin, the reports and the gate read those fields, lookups
-and names: no other module names a variant with a string literal (``tests/test_registry.py`` scans for one). In the
-spirit of vLLM's ``CUDAGraphMode`` and torch.utils.benchmark's ``TaskSpec``. What each variant is: the table of
-docs/measurement.md."""
+"""The variant registry (no torch): :data:`VARIANTS` says what every measured variant is; everything that depends on
+which variant a case is, is a field of its :class:`Variant`. No other module names a variant with a string literal
+(``tests/test_registry.py`` scans for one). In the spirit of vLLM's ``CUDAGraphMode``."""
 
 from __future__ import annotations
 
@@ -29,24 +26,12 @@ class Rule(enum.Enum):
 
 @dataclass(frozen=True)
 class Variant:
-    """One row of the registry.
-
-    Attributes:
-        suite: :data:`FORWARD`, :data:`DECODE` or :data:`LAUNCH`.
-        name: the name stored in ``extra_info["variant"]`` and in test ids (``graph``, ``compile+graph``).
-        builder: ``"module:callable"`` that builds it (imported only when a case is built).
-        needs_cuda: it runs only on a CUDA GPU.
-        compiled: it uses ``torch.compile`` (measured only with ``--with-compile``; compile time reported).
-        isolated: ``cudagraph-bench run`` measures its cases in a pytest process of their own (a crash there
-            cannot take the other cases with it).
-        captured: the suite captures CUDA graphs for it (the memory ledger checks their pools are released).
-        reference: the variant of the same suite it is checked against (None for the reference itself).
-        rule: how it is judged against ``reference`` (:class:`Rule`).
-        gated: the gate guards its latency (the reduction against the reference and the baseline's tolerance).
-        peer: another project's path (HF ``generate`` + ``torch.compile``): its failures are xfail, reported but
-            never failing the suite.
-        lengths: ``"pad_to"`` / ``"buckets"``: it replays graphs captured at these padded lengths; None: at the
-            prompt's own length."""
+    """One row of the registry. ``name``: stored in ``extra_info["variant"]`` and test ids; ``builder``:
+    ``"module:callable"`` (imported only when a case is built); ``compiled``: measured only with ``--with-compile``;
+    ``isolated``: ``run`` gives its cases a pytest process of their own; ``captured``: the memory ledger checks its
+    graph pools are released; ``reference``: what it is checked against (None for the reference); ``gated``: the gate
+    guards its latency; ``peer``: another project's path, failures xfail; ``lengths``: ``"pad_to"`` / ``"buckets"``
+    (padded graphs) or None (the prompt's length)."""
 
     suite: str
     name: str
@@ -71,7 +56,7 @@ class Variant:
         return (self.suite, self.name)
 
     def build_callable(self):
-        """The callable that :attr:`builder` names, imported now: the registry itself imports no torch."""
+        """Imported now: the registry itself imports no torch."""
         module, _, name = self.builder.partition(":")
         return getattr(importlib.import_module(module), name)
 
@@ -110,10 +95,7 @@ _BY_KEY = {v.key: v for v in VARIANTS}
 
 
 def variant(suite: str, name: str) -> Variant:
-    """The registry row of ``name`` in ``suite``.
-
-    Raises:
-        KeyError: no such variant (the message lists the suite's names)."""
+    """KeyError (listing the suite's names) for no such variant."""
     try:
         return _BY_KEY[(suite, name)]
     except KeyError:
@@ -121,12 +103,12 @@ def variant(suite: str, name: str) -> Variant:
 
 
 def find(suite: str, name) -> Variant | None:
-    """The registry row of ``name`` in ``suite``, or None (a benchmark of an unknown or missing variant)."""
+    """None for a benchmark of an unknown or missing variant."""
     return _BY_KEY.get((suite, name))
 
 
 def of_suite(suite: str, *, compiled: bool = True) -> tuple[Variant, ...]:
-    """The variants of ``suite`` in display order; ``compiled=False`` leaves the torch.compile ones out."""
+    """In display order; ``compiled=False`` leaves the torch.compile ones out."""
     return tuple(v for v in VARIANTS if v.suite == suite and (compiled or not v.compiled))
 
 
@@ -141,15 +123,13 @@ def reference_of(suite: str) -> Variant:
 
 
 def exact_reference(suite: str) -> Variant | None:
-    """The variant ``suite``'s replays are checked against exactly (forward ``eager``, decode ``static-eager``), or
-    None."""
+    """Forward ``eager``, decode ``static-eager``, or None."""
     ref = next((v.reference for v in VARIANTS if v.suite == suite and v.rule is Rule.EXACT), None)
     return find(suite, ref)
 
 
 def table_rank(suite: str, name) -> int:
-    """Position of ``name`` in ``suite``'s tables: the reference first, a peer right after it, then the others in
-    display order (unknown names last)."""
+    """The reference first, a peer right after, then display order (unknown names last)."""
     row = find(suite, name)
     if row is None:
         return 10_000
@@ -162,7 +142,7 @@ def gated(suite: str = FORWARD) -> tuple[Variant, ...]:
 
 
 def display_rank(suite: str, name) -> int:
-    """Position of ``name`` in ``suite``'s display order (unknown names last)."""
+    """Unknown names last."""
     order = names(suite)
     return order.index(name) if name in order else len(order)
 

@@ -1,7 +1,5 @@
-"""The architecture zoo's vocabulary, shared by the pipeline that checks each model type and the page that lists
-them (no torch). A run records one entry per model type and part, a benchmark when measured, else a
-``["cudagraph_bench"]["failures"]`` entry, with the keys ``suite``, ``model_type``, ``part``, ``status``, ``reason``
-(None when measured) and a measured part's figures."""
+"""The architecture zoo's vocabulary (no torch). A run records one entry per type and part (a benchmark when measured,
+else a failures entry) with ``suite``, ``model_type``, ``part``, ``status``, ``reason`` and figures."""
 
 from __future__ import annotations
 
@@ -58,9 +56,7 @@ FIGURE_SUFFIXES = ("_ms", "_ms_per_token", "_pct", "speedup")
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """One part of one type as a run recorded it: ``status`` of :data:`STATUSES` (``failed`` for a test that
-    killed its process), ``reason`` (None when measured), the releases it ran with and a measured part's figures
-    (:data:`FORWARD_FIGURES`, :data:`DECODE_FIGURES`)."""
+    """``status``, ``reason`` (None when measured), releases and figures of one part."""
 
     model_type: str
     part: str
@@ -72,8 +68,8 @@ class ZooEntry:
 
 
 def read_entry(entry, *, measured: bool) -> ZooEntry | None:
-    """The :class:`ZooEntry` of a benchmark's ``extra_info`` (``measured``) or of a failures entry, or None for an
-    entry of no zoo part; the launcher's entry for a zoo test that killed its process is that part, failed."""
+    """The entry of a benchmark's ``extra_info`` or a failures entry, or None for no zoo part; a launcher's entry for a
+    killed test is that part, failed."""
     if not isinstance(entry, dict):
         return None
     if not is_zoo_entry(entry):

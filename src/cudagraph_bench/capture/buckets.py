@@ -1,6 +1,5 @@
-"""Serving prompts of any length with fixed-shape graphs: right-padding to one length (:func:`pad_prompt`), or
-one graph per bucket length (vLLM's ``cudagraph_capture_sizes``), captured largest first into one shared pool so
-the smaller graphs reuse the largest one's memory."""
+"""Serving prompts of any length with fixed-shape graphs: right-padding to one length, or one graph per bucket (vLLM's
+``cudagraph_capture_sizes``) captured largest first into one shared pool."""
 
 from __future__ import annotations
 
@@ -11,11 +10,8 @@ from cudagraph_bench.errors import RequestTooLongError, UsageError
 
 
 def select_bucket(seq_len: int, buckets) -> int:
-    """Smallest bucket length >= ``seq_len`` (tokens).
-
-    Raises:
-        RequestTooLongError: ``seq_len`` is above the largest bucket (before any GPU work).
-        UsageError: ``seq_len < 1`` or no buckets."""
+    """Smallest bucket length >= ``seq_len`` (tokens). Raises RequestTooLongError (before any GPU work) above the
+    largest bucket; UsageError for ``seq_len < 1`` or no buckets."""
     if not buckets:
         raise UsageError("no bucket lengths given: pass e.g. --buckets 16,32,64")
     if seq_len < 1:
@@ -28,8 +24,7 @@ def select_bucket(seq_len: int, buckets) -> int:
 
 
 def cap_buckets(buckets, max_positions: int) -> tuple[int, ...]:
-    """Bucket lengths that fit the model's position limit (sorted, unique); ``max_positions`` itself
-    becomes the largest bucket when some requested bucket was above it."""
+    """Sorted unique buckets within ``max_positions``, which becomes the largest when a bucket was above it."""
     if max_positions < 1 or not buckets or min(buckets) < 1:
         raise UsageError(f"need bucket lengths >= 1 and a position limit >= 1 (got {tuple(buckets)}, {max_positions})")
     kept = sorted({b for b in buckets if b <= max_positions})
@@ -39,15 +34,8 @@ def cap_buckets(buckets, max_positions: int) -> tuple[int, ...]:
 
 
 def pad_prompt(input_ids, pad_to: int, pad_token_id: int = 0):
-    """Right-pad a prompt to ``pad_to`` tokens and build its attention mask.
-
-    Args:
-        input_ids: ``[batch, L]`` int64 with ``L <= pad_to``.
-    Returns:
-        ``(padded_ids [batch, pad_to] int64, attention_mask [batch, pad_to] int64)``; the mask is 1 on
-        the L real tokens and 0 on padding.
-    Raises:
-        RequestTooLongError: ``L > pad_to``."""
+    """Right-pad ``input_ids [batch, L]`` int64 to ``pad_to``: ``(padded_ids [batch, pad_to] int64, attention_mask
+    [batch, pad_to] int64)``, mask 1 on real tokens. RequestTooLongError when ``L > pad_to``."""
     import torch
 
     batch, length = input_ids.shape
@@ -63,8 +51,7 @@ def pad_prompt(input_ids, pad_to: int, pad_token_id: int = 0):
 
 @dataclass(frozen=True)
 class BucketCapture:
-    """What capturing one bucket cost: ``capture_ms`` (warmup + capture wall ms) and ``pool_mib``, the growth
-    of reserved GPU memory in MiB (the first, largest bucket pays for the shared pool)."""
+    """``capture_ms`` (warmup + capture wall ms), ``pool_mib`` (reserved growth; the first bucket pays the pool)."""
 
     bucket: int
     capture_ms: float
@@ -72,20 +59,10 @@ class BucketCapture:
 
 
 class BucketedGraphs:
-    """One :class:`~cudagraph_bench.capture.graphed.GraphedForward` (with a static attention mask) per bucket
-    length, captured largest first into one shared graph pool; ``BucketedGraphs(model, (1024,))`` is "pad to 1024".
-
-    ``__call__(input_ids [1, L])`` replays the smallest bucket >= L and returns a view ``[1, L, ...]`` of its
-    static output, which the next replay of ANY bucket may overwrite: ``.clone()`` to keep it.
-
-    Args:
-        model: causal LM or encoder on a CUDA device.
-        buckets: bucket lengths in tokens; capped at the model's positions (:func:`cap_buckets`).
-        warmup_iters: side-stream warmup passes per bucket before capture.
-        pad_token_id: id written to padding positions (masked out).
-
-    Raises:
-        RequestTooLongError: (on call) L is above the largest bucket, before any GPU work."""
+    """One GraphedForward (with a static mask) per bucket, captured largest first into one pool; ``buckets`` capped at
+    the model's positions. ``__call__(input_ids [1, L])`` replays the smallest bucket >= L and returns a view ``[1, L,
+    ...]`` that the next replay of ANY bucket may overwrite. Raises RequestTooLongError (on call, before GPU work) when
+    L is above the largest bucket."""
 
     def __init__(self, model, buckets, *, warmup_iters: int = 3, pad_token_id: int = 0):
         import torch
@@ -113,7 +90,7 @@ class BucketedGraphs:
         return select_bucket(seq_len, self.buckets)
 
     def __call__(self, input_ids):
-        """Replay for ``input_ids`` ``[1, L]`` int64; returns ``[1, L, ...]`` (a view of the static output)."""
+        """``input_ids [1, L]`` int64 -> ``[1, L, ...]`` (a view of the static output)."""
         length = input_ids.shape[1]
         bucket = self.bucket_for(length)
         ids, mask = pad_prompt(input_ids, bucket, self.pad_token_id)

@@ -1,5 +1,4 @@
-"""torch.compile helpers of the compiled forward variants and the compiled decode step: warm-up until stable,
-a time limit on compiling, dynamo's counters, and a context in which a recompile raises."""
+"""torch.compile helpers: warm-up until stable, a compile time limit, dynamo's counters, no-recompile."""
 
 from __future__ import annotations
 
@@ -17,9 +16,9 @@ STABLE_FACTOR = 1.5
 
 def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, min_calls: int = 2,
                       max_calls: int = 10, factor: float = STABLE_FACTOR) -> tuple[float, list[float]]:
-    """Call ``call()`` (each then ``sync()``) until two consecutive calls are within ``factor`` of each other,
-    ``min_calls`` to ``max_calls`` times. Returns ``(excess_ms, times_ms)``: the wall ms of every call, and
-    ``sum(times_ms) - len(times_ms) * min(last two)`` (a torch.compile'd function's compile cost)."""
+    """Call ``call()`` then ``sync()`` until two consecutive calls are within ``factor``, ``min_calls`` to ``max_calls``
+    times. Returns ``(sum(times_ms) - len(times_ms) * min(last two), times_ms)``: the compile cost and every call's
+    ms."""
     times: list[float] = []
     for _ in range(max_calls):
         t0 = time.perf_counter()
@@ -36,11 +35,9 @@ def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, m
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None, what: str, fix: str):
-    """Raise :class:`~cudagraph_bench.errors.CompileTimeout` (``"<what> did not finish within <seconds> s;
-    <fix>"``) once the body has run ``seconds`` s of wall time, so a compilation that never settles fails its
-    case instead of the run. A ``SIGALRM`` timer: also raised when a library caught or wrapped it; an earlier
-    timer (pytest-timeout's) is put back. No limit for ``seconds`` None or <= 0, off the main thread, or without
-    ``SIGALRM`` (Windows)."""
+    """Raise CompileTimeout (``"<what> did not finish within <seconds> s; <fix>"``) once the body ran ``seconds`` s, so
+    a compilation that never settles fails its case. A ``SIGALRM`` timer (an earlier one is put back); no limit for
+    ``seconds`` None or <= 0, off the main thread, or without ``SIGALRM``."""
     if not seconds or seconds <= 0 or not hasattr(signal, "SIGALRM") \
             or threading.current_thread() is not threading.main_thread():
         yield
@@ -72,8 +69,7 @@ def time_limit(seconds: float | None, what: str, fix: str):
 
 
 def compile_counters() -> dict:
-    """dynamo's ``unique_graphs`` (graphs compiled so far, graph breaks and recompiles included) and
-    inductor's ``cudagraph_skips``, read now (compare two readings to count what a compile added)."""
+    """dynamo's ``unique_graphs`` and inductor's ``cudagraph_skips`` now (compare two readings)."""
     from torch._dynamo.utils import counters
 
     return {"unique_graphs": int(counters["stats"]["unique_graphs"]),
@@ -81,7 +77,7 @@ def compile_counters() -> dict:
 
 
 def no_recompile(torch):
-    """Context in which a dynamo recompile raises instead of compiling (``set_stance`` on torch >= 2.6)."""
+    """A dynamo recompile raises instead of compiling (``set_stance`` on torch >= 2.6)."""
     set_stance = getattr(torch.compiler, "set_stance", None)
     if set_stance is not None:
         return set_stance("fail_on_recompile")
@@ -89,8 +85,7 @@ def no_recompile(torch):
 
 
 def inductor_or_error_patch():
-    """Context in which inductor raises instead of logging "skipping cudagraphs due to ..." (a no-op on torch
-    without the flag), so the reason becomes the variant's failure."""
+    """Inductor raises instead of logging "skipping cudagraphs due to ..." (no-op without the flag)."""
     import contextlib
 
     import torch._inductor.config as inductor_config
@@ -105,7 +100,7 @@ _CUDAGRAPH_SKIP_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 
 
 class SkipReasons:
-    """Collects inductor's "skipping cudagraphs due to ..." messages while active (in ``messages``)."""
+    """Collects inductor's "skipping cudagraphs due to ..." messages in ``messages``."""
 
     def __init__(self):
         import logging

@@ -1,12 +1,8 @@
-"""Greedy decode with a static KV cache: an eager loop, or captured decode steps replayed back to back with no
-host work between them, the step optionally compiled by inductor first (the pattern of gpt-fast's
-``decode_one_token`` under ``torch.compile(mode="reduce-overhead")`` and of vLLM's decode graphs).
+"""Greedy decode with a static KV cache: an eager loop, or captured decode steps replayed back to back, optionally
+compiled by inductor first (gpt-fast's ``decode_one_token`` under ``reduce-overhead``; vLLM's decode graphs).
 
-The cache (:func:`cudagraph_bench.models.hf_internals.static_cache_for_graphs`) keeps every step's shapes and
-addresses fixed. One step (:meth:`GreedyDecoder._decode_step`) reads and writes only static device buffers:
-``token [1, 1]`` int64 (input; gets the argmax), ``pos [1]`` int64 (``position_ids``; kept equal to the cache's
-write counter, :func:`cudagraph_bench.models.hf_internals.set_cache_write_position`), ``mask [1, max_cache_len]``
-int64 (1 on every position written: keeps prefill padding and stale slots out of attention), and
+One step reads and writes only static device buffers: ``token [1, 1]`` int64 (gets the argmax), ``pos [1]`` int64
+(``position_ids``, equal to the cache's write counter), ``mask [1, max_cache_len]`` int64 (1 on every written position),
 ``out [1, max_cache_len]`` / ``index [1]`` int64 (the tokens, and where the next one goes)."""
 
 from __future__ import annotations
@@ -17,12 +13,8 @@ from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_DECODE_STEPS_PE
 
 
 def check_request(prompt_len: int, max_new_tokens: int, max_cache_len: int, max_positions: int | None = None) -> None:
-    """Validate a request before any GPU work.
-
-    Raises:
-        UsageError: ``prompt_len < 1`` or ``max_new_tokens < 1``.
-        RequestTooLongError: ``prompt_len + max_new_tokens`` exceeds the static KV cache
-            (``max_cache_len``) or the model's positions."""
+    """Validate a request before any GPU work: UsageError for ``prompt_len < 1`` or ``max_new_tokens < 1``,
+    RequestTooLongError when ``prompt_len + max_new_tokens`` exceeds ``max_cache_len`` or the model's positions."""
     if prompt_len < 1 or max_new_tokens < 1:
         raise UsageError(f"need a prompt of >= 1 token and >= 1 new token (got {prompt_len}, {max_new_tokens})")
     total = prompt_len + max_new_tokens
@@ -36,8 +28,7 @@ def check_request(prompt_len: int, max_new_tokens: int, max_cache_len: int, max_
 
 
 def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]:
-    """How ``steps`` decode steps are replayed: ``((steps_per_graph, full replays), (1, remaining replays))``,
-    without entries of 0 replays (``((1, steps),)`` when ``steps_per_graph`` is 1)."""
+    """``((steps_per_graph, full replays), (1, remaining replays))`` without entries of 0 replays."""
     if steps < 0:
         raise ValueError(f"steps must be >= 0 (got {steps})")
     if steps_per_graph < 1:
@@ -48,57 +39,29 @@ def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]
 
 
 class GreedyDecoder:
-    """Greedy generation with a static KV cache; with ``use_graph`` the decode steps are graph replays.
+    """Greedy generation with a static KV cache; with ``use_graph`` the decode steps are graph replays. Greedy only,
+    batch 1, exactly ``max_new_tokens`` tokens (no EOS stop). One compiled decoder at a time: compiling calls
+    ``torch._dynamo.reset()``.
 
-    Construction allocates the cache and buffers, runs one eager step, compiles and warms the step
-    (``compile_mode``) and captures the prefill-bucket and step graphs (``use_graph``). Greedy only, batch 1,
-    exactly ``max_new_tokens`` tokens (no EOS stop), fixed cache. One compiled decoder at a time: compiling
-    calls ``torch._dynamo.reset()``, which drops other compiled functions' code.
-
-    Args:
-        model: a causal LM on a CUDA device (the eager loop, compiled or not, also runs on the CPU).
-        max_cache_len: static KV cache length in tokens (>= prompt + new tokens of any request).
-        use_graph: capture the decode steps (needs CUDA).
-        prefill_buckets: bucket lengths (tokens): the prompt is right-padded to the smallest bucket
-            >= L and prefilled with its mask (one graph per bucket when ``use_graph``), or None for an
-            unpadded eager prefill.
-        warmup_iters: side-stream warmup passes before each capture.
-        steps_per_graph: decode steps captured in one graph (at most ``max_cache_len - 1``; default
-            :data:`~cudagraph_bench.options.DEFAULT_DECODE_STEPS_PER_GRAPH`); the eager loop runs the same plan.
-        compile_mode: None (eager kernels), or an inductor mode of
-            :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES` to compile the step with (prefill stays
-            eager). ``compile_ms``: wall ms the warm-up calls took beyond steady state (the compilation).
-        compile_backend: torch.compile's backend (``"inductor"``; ``"eager"``/``"aot_eager"`` trace with
-            dynamo without generating kernels, for tests; ``compile_mode`` then only names the variant).
-        compile_timeout_s: wall seconds the compilation and its warm-up calls may take (None or 0: no limit;
-            :func:`~cudagraph_bench.capture.compiling.time_limit`).
-        compile_options: ``torch._inductor.config`` fields set while the step compiles (a value of
-            :data:`~cudagraph_bench.options.DECODE_COMPILE_TUNINGS`, e.g. ``{"coordinate_descent_tuning": True}``,
-            gpt-fast's setting), restored afterwards; None or ``{}``: inductor's defaults.
-
-    Attributes:
-        steps_per_graph: steps per replay of the long graph, as capped; setting it to 1 after construction
-            replays the 1-step graph only (every decoder has one), e.g. to compare the two.
-        compile_options: the inductor fields the step was compiled under (``{}``: inductor's defaults).
-        compile_ms, graphs_compiled: the compilation's wall ms beyond steady state and the dynamo graphs it
-            made (None without ``compile_mode``); capture_ms: warmup + capture of the step graphs (None
-            without ``use_graph``).
+    ``model``: a causal LM on a CUDA device (the eager loop also runs on the CPU). ``max_cache_len``: cache tokens (>=
+    prompt + new tokens of any request). ``prefill_buckets``: the prompt is right-padded to the smallest bucket >= L (a
+    graph each with ``use_graph``); None: an unpadded eager prefill. ``steps_per_graph``: steps per graph (at most
+    ``max_cache_len - 1``; setting it to 1 later replays the 1-step graph only). ``compile_mode``: None, or a mode of
+    :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES` for the step (prefill stays eager); ``compile_backend``
+    ``"eager"``/``"aot_eager"`` trace without kernels, for tests; ``compile_timeout_s`` None or 0: no limit;
+    ``compile_options``: ``torch._inductor.config`` fields set while the step compiles. ``compile_ms``,
+    ``graphs_compiled``, ``capture_ms``: None when not compiled / captured.
 
     Raises:
-        UsageError: the model is not a causal LM, ``max_cache_len`` is above its positions,
-            ``steps_per_graph < 1``, an unknown ``compile_mode``, ``compile_options`` without ``compile_mode``,
-            or ``compile_options`` that are not a mapping, name a field that ``torch._inductor.config`` does
-            not have or give a field a value of another type.
+        UsageError: not a causal LM, ``max_cache_len`` above its positions, ``steps_per_graph < 1``, an unknown
+            ``compile_mode``, ``compile_options`` without ``compile_mode``, not a mapping, or with an unknown field or
+            a value of another type.
         CudaUnavailableError: ``use_graph`` without CUDA.
-        NotGraphableError: the model has layers a static cache cannot hold (chunked or sparse attention), a
-            window its layer types do not record, state layers and ``prefill_buckets`` (a padded prefill would run
-            through the state), a forward that does not run on the static cache, RoPE that changes past
-            ``max_cache_len`` positions, or, with ``use_graph``, decode state kept in module attributes that each
-            step replaces (:mod:`~cudagraph_bench.capture.module_state`; before any capture).
-        CompileError: ``compile_mode`` given but dynamo compiled nothing (e.g. ``TORCHDYNAMO_DISABLE=1``).
-        CompileTimeout: the compilation ran past ``compile_timeout_s``.
-        CaptureError: a capture failed (the message names the operation; a recompile during the capture
-            of a compiled step is one)."""
+        NotGraphableError: layers a static cache cannot hold (chunked or sparse attention), an unrecorded window, state
+            layers with ``prefill_buckets``, a forward that ignores the static cache, RoPE that changes past
+            ``max_cache_len``, or (``use_graph``) decode state in module attributes that each step replaces.
+        CompileError / CompileTimeout: dynamo compiled nothing / compiling ran past ``compile_timeout_s``.
+        CaptureError: a capture failed (a recompile during the capture of a compiled step is one)."""
 
     def __init__(self, model, max_cache_len: int, *, use_graph: bool = True, prefill_buckets=None,
                  warmup_iters: int = 3, steps_per_graph: int = DEFAULT_DECODE_STEPS_PER_GRAPH,
@@ -150,8 +113,7 @@ class GreedyDecoder:
         self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
         self._index = torch.zeros(1, dtype=torch.int64, device=dev)                          # [1]
         self._mask = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)            # [1, max_cache_len]
-        # a model of state layers only (Mamba) has no keys to mask, and would multiply its one token's hidden
-        # states by the whole mask; its steps take none, as in its own generate
+        # a state-only model (Mamba) has no keys to mask; its steps take no mask, as in its own generate
         self._step_mask = self._mask if attention_windows(model.config) else None
         self._out = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)             # [1, max_cache_len]
         with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph or compile
@@ -183,16 +145,15 @@ class GreedyDecoder:
             self.capture_ms = sum(g.capture_ms for g in self._step_graphs.values())
 
     def _prefill_logits(self, input_ids, cache_position):
-        """Prefill ``input_ids [1, L]`` at positions ``cache_position [L]``; returns logits ``[1, L, vocab]``.
-        Resets the cache's write counter first, so a captured prefill is idempotent. A model with state layers gets
-        the mask of the prompt's positions only (transformers reads their padding mask from its last ``L``)."""
+        """Prefill ``input_ids [1, L]`` at ``cache_position [L]`` -> logits ``[1, L, vocab]``; resets the write counter
+        first, so a captured prefill is idempotent."""
         self._set_cache_length(0)
         mask = self._mask[:, :input_ids.shape[1]] if self.has_state else self._mask
         return self.model(input_ids=input_ids, attention_mask=mask, position_ids=cache_position.view(1, -1),
                           use_cache=True, **{self._cache_kw: self.cache}).logits
 
     def _decode_step(self):
-        """One device-only step on the static buffers (module docstring); returns its logits ``[1, vocab]``."""
+        """One device-only step on the static buffers -> logits ``[1, vocab]``."""
         self._mask.index_fill_(1, self._pos, 1)
         logits = self.model(input_ids=self._token, attention_mask=self._step_mask, position_ids=self._pos.view(1, 1),
                             use_cache=True, **{self._cache_kw: self.cache}).logits[:, -1]          # [1, vocab]
@@ -204,7 +165,7 @@ class GreedyDecoder:
         return logits
 
     def _first_step(self) -> None:
-        """The first eager step, creating the cache's tensors (NotGraphableError: it fails on a static cache)."""
+        """The first eager step, creating the cache's tensors (NotGraphableError if it fails on a static cache)."""
         import torch
 
         try:
@@ -217,11 +178,11 @@ class GreedyDecoder:
                                     f"(the cache a graph needs): {type(exc).__name__}: {first}") from exc
 
     def _run_steps(self, steps: int) -> list:
-        """``steps`` decode steps in a row; their logits ``[1, vocab]``."""
+        """Logits ``[1, vocab]`` of ``steps`` steps in a row."""
         return [self._step() for _ in range(steps)]
 
     def _rewind(self) -> None:
-        """Position, output index, mask and cache write counter to 0 (before each warm-up call)."""
+        """Position, output index, mask and cache write counter to 0."""
         self._set_cache_length(0)
         self._pos.zero_()
         self._index.zero_()
@@ -234,7 +195,7 @@ class GreedyDecoder:
             torch.cuda.synchronize(self.device)
 
     def _compile_step(self, backend: str, timeout_s: float | None = None):
-        """The decode step compiled and warmed until stable; sets ``compile_ms`` and ``graphs_compiled``."""
+        """The step compiled and warmed until stable; sets ``compile_ms`` and ``graphs_compiled``."""
         import torch
 
         from cudagraph_bench.capture.compiling import compile_counters, time_limit, warm_until_stable
@@ -259,7 +220,7 @@ class GreedyDecoder:
         return compiled
 
     def _capture_steps(self, steps: int, warmup_iters: int):
-        """A GraphedForward of ``steps`` decode steps; their static logits go to ``self._graph_logits[steps]``."""
+        """A GraphedForward of ``steps`` steps; logits go to ``self._graph_logits[steps]``."""
         import contextlib
 
         import torch
@@ -284,22 +245,15 @@ class GreedyDecoder:
                               host_work_check=not compiled)
 
     def _set_cache_length(self, length: int) -> None:
-        """Point every cache layer's write counter at ``length`` tokens."""
         from cudagraph_bench.models.hf_internals import set_cache_write_position
 
         set_cache_write_position(self.cache, length)
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
-        """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids`` ``[1, L]`` int64.
-
-        Returns:
-            ``[1, max_new_tokens]`` int64 on the model's device (a copy; not synchronised); with
-            ``return_logits``, ``(tokens, logits)``, ``logits`` a tuple of ``max_new_tokens`` tensors
-            ``[1, vocab]`` in the model dtype (copied after every replay: for checks, not for timing).
-        Raises:
-            RequestTooLongError: L + max_new_tokens exceeds the cache or the positions (before GPU work),
-                or L is above the largest prefill bucket.
-            UsageError: batch != 1."""
+        """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids [1, L]`` int64: ``[1, max_new_tokens]``
+        int64 on the model's device (a copy; not synchronised); with ``return_logits``, ``(tokens, logits)``, a tuple of
+        ``[1, vocab]`` in the model dtype. RequestTooLongError (before GPU work) when L + max_new_tokens exceeds the
+        cache or the positions, or L the largest bucket; UsageError when batch != 1."""
         import torch
 
         from cudagraph_bench.capture.buckets import pad_prompt, select_bucket
@@ -334,7 +288,7 @@ class GreedyDecoder:
         return (out, tuple(kept)) if return_logits else out
 
     def _decode(self, steps: int, kept: list | None) -> None:
-        """``steps`` decode steps by :func:`replay_plan`; ``kept`` (when not None) gets every step's logits."""
+        """``steps`` steps by :func:`replay_plan`; ``kept`` (when not None) gets every step's logits."""
         for n, count in replay_plan(steps, self.steps_per_graph):
             if self._step_graphs:
                 replay, outputs = self._step_graphs[n].graph.replay, self._graph_logits[n]
@@ -349,8 +303,7 @@ class GreedyDecoder:
                         kept.extend(t.clone() for t in outputs)
 
     def close(self) -> None:
-        """Drop the graphs (their pool is freed by ``torch.cuda.empty_cache()``), the cache and the compiled
-        step (``torch._dynamo.reset()`` when it was compiled)."""
+        """Drop the graphs, the cache and the compiled step (``torch._dynamo.reset()`` when compiled)."""
         for graph in (*self._prefill_graphs.values(), *self._step_graphs.values()):
             graph.close()
         self._prefill_graphs.clear()
@@ -365,7 +318,7 @@ class GreedyDecoder:
 
 
 def _check_unpadded_state(model) -> None:
-    """NotGraphableError for a bucketed prefill of a model with state layers: its padding would run through them."""
+    """NotGraphableError for a bucketed prefill with state layers: its padding would run through them."""
     from cudagraph_bench.models.hf_internals import state_layer_types
 
     states = state_layer_types(model.config)
@@ -376,8 +329,8 @@ def _check_unpadded_state(model) -> None:
 
 
 def _check_inductor_fields(options) -> dict:
-    """``options`` as a new dict; UsageError when not a mapping, or naming an unknown inductor field or a value
-    of another type than its default (an int is taken for a float)."""
+    """``options`` as a new dict; UsageError when not a mapping, or naming an unknown inductor field or a value of
+    another type than its default (an int is taken for a float)."""
     from collections.abc import Mapping
 
     import torch
@@ -404,7 +357,6 @@ def _check_inductor_fields(options) -> dict:
 
 
 def _inductor_patch(options: dict):
-    """Context that sets ``torch._inductor.config`` ``options`` and restores them on exit."""
     import contextlib
 
     if not options:

@@ -1,5 +1,5 @@
-"""Capture one fixed-shape forward pass in a CUDA graph and replay it with new inputs (the pattern of PyTorch's
-"CUDA Graphs" notes, whole-network capture, and vLLM's ``compilation/cuda_graph.py`` wrapper)."""
+"""Capture one fixed-shape forward in a CUDA graph and replay it with new inputs (PyTorch's "CUDA Graphs" notes,
+whole-network capture; vLLM's ``compilation/cuda_graph.py``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_captu
 from cudagraph_bench.models.presets import model_forward
 
 
-#: One warmup side stream per device, reused by every GraphedForward: cuBLAS keeps a workspace (32 MiB on
-#: Hopper) per (handle, stream) for the life of the process.
+#: One warmup side stream per device: cuBLAS keeps a workspace (32 MiB on Hopper) per (handle, stream) for life.
 _SIDE_STREAMS: dict = {}
 
 
@@ -28,8 +27,7 @@ def _side_stream(device):
 
 
 def root_cause(exc: BaseException, limit: int = 300) -> str:
-    """``"Type: first line"`` of the exception that started ``exc``'s chain, cut to ``limit`` characters
-    (``torch.cuda.graph``'s exit raises its own error on top of the operation that broke the capture)."""
+    """``"Type: first line"`` of the exception that started ``exc``'s chain, cut to ``limit`` characters."""
     seen = set()
     while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -40,8 +38,7 @@ def root_cause(exc: BaseException, limit: int = 300) -> str:
 
 
 def cuda_context_usable(device=None) -> bool:
-    """True when the process can still run CUDA work and capture graphs: a random draw on the default
-    generator, a captured add, its replay and a synchronize all succeed with the right result."""
+    """True when a random draw, a captured add, its replay and a synchronize all succeed with the right result."""
     import torch
 
     try:
@@ -63,10 +60,8 @@ def cuda_context_usable(device=None) -> bool:
 
 
 def recover_after_failed_capture(device=None) -> bool:
-    """Restore the process's CUDA state after a failed capture; returns :func:`cuda_context_usable`.
-
-    A failed capture leaves the default CUDA generator in capture mode, so every later random draw fails; it
-    gets a fresh copy of its own state (``graphsafe_set_state(clone_state())``)."""
+    """Restore the CUDA state after a failed capture (it leaves the default generator in capture mode, so every later
+    random draw fails); returns :func:`cuda_context_usable`."""
     import torch
 
     index = torch.device(device).index if device is not None else None
@@ -80,39 +75,18 @@ def recover_after_failed_capture(device=None) -> bool:
 
 
 class GraphedForward:
-    """A forward pass captured once in a CUDA graph and replayed with new inputs.
-
-    Allocates static ``input_ids [batch, seq_len]`` int64 (and ``attention_mask``, all ones) buffers, warms up on a
-    side stream, checks the forward for host work (:mod:`cudagraph_bench.capture.host_work`), captures one
-    forward under ``torch.inference_mode()``; a call copies new inputs in and replays. The returned tensor IS
-    the static output: the next replay overwrites it (``.clone()`` to keep). Fixed shapes only
-    (:mod:`cudagraph_bench.capture.buckets`), one stream, no synchronize: the caller synchronises before
-    reading results. A failed capture restores the CUDA state (:func:`recover_after_failed_capture`) first.
-
-    Args:
-        model: a module on a CUDA device, in eval mode.
-        seq_len: static sequence length in tokens.
-        batch: static batch size.
-        with_attention_mask: also capture a static ``attention_mask`` input.
-        warmup_iters: side-stream warmup passes before capture (at least 3).
-        pool: a graph memory pool (``torch.cuda.graph_pool_handle()``) shared with other graphs.
-        check_data_ptrs: before each replay, check that no static buffer was re-pointed
-            (``data_ptr()`` changed, e.g. by ``.set_()``); raise :class:`StaticBufferError` if so.
-        forward: ``forward(model, input_ids, attention_mask) -> Tensor``; default
-            :func:`~cudagraph_bench.models.presets.model_forward`.
-        eager_sdpa_dispatch: capture inside
-            :func:`~cudagraph_bench.models.hf_internals.eager_sdpa_dispatch_during_capture` (default), so replay
-            runs eager's kernels. Pass False for a ``torch.compile``-d model (dynamo guards on module globals).
-        max_positions: the largest position + 1 (tokens) the graph is replayed for (default ``seq_len``;
-            a decode step replayed up to a cache of N tokens passes N).
-        host_work_check: check the forward for host work and make its host data on the device (default).
-            Pass False for a ``torch.compile``-d forward.
+    """A forward captured once in a CUDA graph and replayed with new inputs: static ``input_ids [batch, seq_len]`` int64
+    (and an all-ones ``attention_mask``), warmup on a side stream, a host-work check, capture under inference mode. The
+    returned tensor IS the static output (``.clone()`` to keep). Fixed shapes, one stream, no synchronize.
+    ``warmup_iters`` >= 3; ``pool``: shared graph pool; ``check_data_ptrs``: raise StaticBufferError before a replay
+    whose buffer was re-pointed; ``forward(model, input_ids, attention_mask) -> Tensor``; ``eager_sdpa_dispatch`` and
+    ``host_work_check``: False for a compiled forward; ``max_positions``: largest position + 1 replayed (default
+    ``seq_len``).
 
     Raises:
         CudaUnavailableError: CUDA is not available or the model is not on a CUDA device.
-        NotGraphableError: the model cannot be captured correctly for ``max_positions`` (before any GPU work),
-            or its forward does host work that a capture forbids (before the capture; or, where the work runs
-            inside a kernel's launcher below any watch, when the capture fails on it in a usable context).
+        NotGraphableError: the model cannot be captured correctly for ``max_positions`` (before any GPU work), or its
+            forward does host work a capture forbids.
         CaptureError: the capture failed; the message names the operation that broke it.
         ValueError: ``warmup_iters < 3``, ``seq_len < 1`` or ``batch < 1``."""
 
@@ -210,17 +184,17 @@ class GraphedForward:
 
     @property
     def static_input_ids(self):
-        """Static ``[batch, seq_len]`` int64 input buffer baked into the graph."""
+        """``[batch, seq_len]`` int64."""
         return self._input_ids
 
     @property
     def static_attention_mask(self):
-        """Static ``[batch, seq_len]`` int64 mask buffer, or None when captured without a mask."""
+        """``[batch, seq_len]`` int64, or None when captured without a mask."""
         return self._attention_mask
 
     @property
     def static_output(self):
-        """Static output buffer written by every replay (logits or last_hidden_state)."""
+        """Written by every replay (logits or last_hidden_state)."""
         return self._output
 
     @property
@@ -238,14 +212,10 @@ class GraphedForward:
                 f"{list(static.shape)} {static.dtype}: pad to that shape (cudagraph_bench.capture.buckets) or capture another graph")
 
     def __call__(self, input_ids, attention_mask=None):
-        """Copy ``input_ids`` ``[batch, seq_len]`` int64 (and ``attention_mask``; none given: all ones) into the
-        static buffers and replay. Returns the static output (overwritten by the next replay).
-
-        Raises:
-            ShapeMismatchError: an input's shape or dtype differs from the captured buffer, or a mask is
-                given to a graph captured without one.
-            StaticBufferError: ``check_data_ptrs`` is on and a static buffer was re-pointed.
-            RuntimeError: after :meth:`close`."""
+        """Copy ``input_ids [batch, seq_len]`` int64 (and ``attention_mask``; none: all ones) in and replay; returns the
+        static output. Raises ShapeMismatchError for a shape or dtype unlike the captured buffer's, or a mask to a graph
+        without one; StaticBufferError when ``check_data_ptrs`` finds a re-pointed buffer; RuntimeError after
+        :meth:`close`."""
         import torch
 
         if self._graph is None:
@@ -269,7 +239,7 @@ class GraphedForward:
     replay = __call__
 
     def close(self) -> None:
-        """Drop the graph and its buffers so the graph pool can be released (then ``torch.cuda.empty_cache()``)."""
+        """Drop the graph and its buffers so its pool can be released (then ``torch.cuda.empty_cache()``)."""
         self._graph = None
         self._output = None
         self._input_ids = None

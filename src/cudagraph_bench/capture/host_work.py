@@ -1,11 +1,6 @@
-"""Host work inside a forward pass, which a CUDA graph capture forbids: found before the capture, and the host
-data a forward turns into device tensors made on the device instead.
-
-A capture refuses a pageable host-to-device copy (``torch.tensor(0.0, device=...)``, a Python list as an index)
-and a host read of a device value (``.item()``, ``nonzero``: a synchronize). :class:`DeviceConstants` makes such
-host data on the device (the eager forward's values, bit for bit); :func:`find_host_work` names any host work
-left, with its model source line. Both are ``TorchFunctionMode`` / ``TorchDispatchMode`` watches (the mechanism
-of torch's ``FakeTensorMode``) and run on the CPU with a model on ``meta`` too."""
+"""Host work inside a forward, which a CUDA graph capture forbids (a pageable host-to-device copy, a host read of a
+device value): found before the capture with its model source line, and host data made on the device instead. Both are
+``TorchFunctionMode`` / ``TorchDispatchMode`` watches (as torch's ``FakeTensorMode``) and run on ``meta`` too."""
 
 from __future__ import annotations
 
@@ -14,8 +9,7 @@ import traceback
 
 #: aten ops whose boolean-mask index makes the output's size a device value (read on the host).
 MASK_INDEX_OPS = ("index", "index_put", "index_put_", "_index_put_impl_")
-#: ``Tensor`` methods that read a device value on the host (``tensor.item()``, ``bool(tensor)``, ...); on ``meta``
-#: some of them raise before any aten op runs, so they are watched by name too.
+#: ``Tensor`` methods that read a device value on the host (watched by name too: some raise on ``meta``).
 HOST_READ_METHODS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__", "__complex__")
 #: aten ops that read a device value on the host (a synchronize): forbidden while a stream captures.
 HOST_READ_OPS = ("_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
@@ -33,17 +27,15 @@ def _torch_folder() -> str:
 
 
 def _is_host_index(value) -> bool:
-    """True for a (nested, non-empty) list of Python ints or bools."""
     if not isinstance(value, list) or not value:
         return False
     return all(_is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
 
 
 def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None = None):
-    """``torch.tensor(data, dtype=dtype)`` (a Python scalar or nested list) on ``device``, made without a pageable
-    host-to-device copy: ``torch.full`` for one element, ``torch.arange`` for a 1-D integer progression, else a
-    copy from pinned memory kept in ``kept`` (by dtype and values; keep it as long as the graph that copies from
-    it); None when none applies (no ``kept``, or a device without pinned memory)."""
+    """``torch.tensor(data, dtype=dtype)`` on ``device`` without a pageable copy: ``torch.full`` for one element,
+    ``torch.arange`` for a 1-D integer progression, else a copy from pinned memory kept in ``kept`` (keep it as long as
+    the graph); None when none applies (no ``kept``, or no pinned memory)."""
     import torch
 
     host = torch.tensor(data, dtype=dtype)
@@ -68,7 +60,7 @@ def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None 
 
 
 def _device_index(index, device, kept: dict):
-    """``index`` with its lists of ints or bools made into device tensors (else the same object)."""
+    """``index`` with its lists of ints or bools made into device tensors."""
     def convert(value):
         if not _is_host_index(value):
             return value
@@ -86,7 +78,6 @@ def _device_index(index, device, kept: dict):
 
 
 def _creation_device(func, args, kwargs):
-    """The device a ``torch.tensor``-like creation from host data puts its result on, or None."""
     import torch
 
     if func in (torch.tensor, torch.as_tensor, torch.asarray):
@@ -101,7 +92,7 @@ def _creation_device(func, args, kwargs):
 
 
 def _host_index_call(func, args, device_type: str) -> bool:
-    """True for indexing a tensor on ``device_type`` with (or setting) a host list."""
+    """Indexing a tensor on ``device_type`` with (or setting) a host list."""
     import torch
 
     if func not in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) or len(args) < 2:
@@ -120,9 +111,8 @@ def _function_mode_base():
 
 
 class DeviceConstants:
-    """A context in which host data that a forward turns into tensors on ``device`` is made on the device
-    (:func:`device_tensor_from_host_data`). ``kept``: the pinned host tensors the copies read from; keep this
-    object as long as a graph captured inside it, and enter it for the forward before the capture too."""
+    """A context making host data a forward turns into tensors on ``device``. ``kept``: the pinned host tensors the
+    copies read from; keep this object as long as a graph captured inside it."""
 
     def __init__(self, device):
         import torch
@@ -179,7 +169,6 @@ def _source_line() -> str:
 
 
 def _frame_text(frames) -> str:
-    """:func:`_source_line` of a list of frames (a stack or a traceback), innermost last."""
     torch_folder = _torch_folder() + os.sep
     for frame in reversed(frames):
         filename = os.path.abspath(frame.filename)
@@ -214,7 +203,7 @@ def _pageable(t) -> bool:
 
 
 def _copy_target(args, kwargs):
-    """The target device of an ``aten._to_copy`` / ``aten.to`` call, or None (the source's device)."""
+    """None: the source's device."""
     import torch
 
     if kwargs.get("device") is not None:
@@ -223,7 +212,6 @@ def _copy_target(args, kwargs):
 
 
 def _make_watch(device_type: str):
-    """The pair of modes of :func:`find_host_work` for ``device_type`` (``"cuda"``, ``"meta"``)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -289,9 +277,8 @@ def _make_watch(device_type: str):
 
 
 def find_host_work(run, device) -> str | None:
-    """Call ``run()`` (one forward) watching for host work on ``device``; return the first found, as one line with
-    the model source line (``"... at transformers/models/falcon/modeling_falcon.py:255 (_split_heads)"``), or None.
-    ``run`` stops at the finding; its other exceptions propagate. Enter it outside :class:`DeviceConstants`."""
+    """Call ``run()`` (one forward) watching for host work on ``device``; the first found as one line with the model
+    source line, or None. Its other exceptions propagate. Enter it outside :class:`DeviceConstants`."""
     import torch
 
     kind = torch.device(device).type
@@ -305,8 +292,7 @@ def find_host_work(run, device) -> str | None:
 
 
 class HostWorkWatch:
-    """:func:`find_host_work` as a context: ``with HostWorkWatch(device) as watch, DeviceConstants(device):
-    forward()``, then ``watch.found`` (None or the line)."""
+    """``with HostWorkWatch(device) as watch, DeviceConstants(device): forward()``, then ``watch.found``."""
 
     def __init__(self, device):
         import torch
@@ -330,13 +316,8 @@ class HostWorkWatch:
 
 def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa_dispatch: bool = True,
                            constants: DeviceConstants | None = None) -> str | None:
-    """:func:`find_host_work` of ``run()`` (one forward of ``model``) inside the contexts
-    :class:`~cudagraph_bench.capture.graphed.GraphedForward` captures in (``constants``: the capture's
-    :class:`DeviceConstants`, a fresh one when None). Returns the finding or None.
-
-    Raises:
-        NotGraphableError: RoPE that changes its frequencies within ``max_positions``.
-        Exception: whatever ``run`` raises on that path."""
+    """:func:`find_host_work` inside the contexts GraphedForward captures in (``constants`` None: a fresh one). Raises
+    NotGraphableError for RoPE that changes within ``max_positions``, else whatever ``run`` raises."""
     import contextlib
 
     from cudagraph_bench.models.hf_internals import (capture_code_path, eager_sdpa_dispatch_during_capture,
@@ -356,9 +337,8 @@ CAPTURE_HOST_WORK_ERRORS = ("Cannot copy between CPU and CUDA tensors during CUD
 
 
 def host_work_in_failed_capture(exc: BaseException) -> str | None:
-    """The host work that broke a capture, from ``torch.cuda.graph``'s exception chain (``"<error> at
-    transformers/integrations/moe.py:402 (grouped_mm_experts_forward)"``), or None for another failure. Catches
-    host work inside a kernel's own launcher, below any dispatch mode."""
+    """The host work that broke a capture, from its exception chain, or None for another failure: host work inside a
+    kernel's own launcher, below any dispatch mode."""
     seen, root = set(), exc
     while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
         seen.add(id(root))

@@ -1,11 +1,11 @@
-"""Decode state a model keeps in module attributes and rebinds at every step (RecurrentGemma's
-``recurrent_states``, ``conv1d_state``): every replay of a captured step would start from the captured state."""
+"""Decode state a model keeps in module attributes and rebinds every step (RecurrentGemma's ``recurrent_states``): every
+replay of a captured step would start from the captured state."""
 
 from __future__ import annotations
 
 
 def _tensor_attributes(model) -> dict:
-    """``(module path, attribute) -> tensor`` of every public plain tensor attribute of ``model``'s modules."""
+    """``(module path, attribute) -> tensor`` of public plain tensor attributes."""
     import torch
 
     return {(path, name): value for path, module in model.named_modules() for name, value in vars(module).items()
@@ -13,9 +13,7 @@ def _tensor_attributes(model) -> dict:
 
 
 def state_rebound_by_step(model, step) -> str | None:
-    """Run ``step()`` (one eager decode step of ``model``) and name the module attributes holding a tensor that it
-    replaced by another (``"RecurrentGemmaRglru.recurrent_states, RecurrentGemmaRecurrentBlock.conv1d_state"``),
-    or None when every such tensor was kept (updated in place, or never touched)."""
+    """Run ``step()`` (one eager decode step); the attributes whose tensor it replaced, or None."""
     before = _tensor_attributes(model)
     step()
     after = _tensor_attributes(model)

@@ -38,7 +38,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench ab``. Returns compare's exit code; 2 for bad input or a side without runs."""
+    """Returns compare's exit code; 2 for bad input or a side without runs."""
     repo = repository_root(Path(args.repo) if args.repo else (checkout_root() or Path.cwd()))
     commits = {"base": resolve_commit(repo, args.base, "--base"), "head": resolve_commit(repo, args.head, "--head")}
     out = Path(args.out)

@@ -1,5 +1,4 @@
-"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json`` (the file itself:
-:mod:`cudagraph_bench.results.baseline`)."""
+"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``."""
 
 from __future__ import annotations
 
@@ -47,11 +46,8 @@ ALLOWANCES = {
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench baseline``. Returns 0, or 1 (nothing written) when a run recorded a failed check.
-
-    Raises:
-        UsageError: bad input (too few runs, a missing check, runs of different GPUs) or an output path that
-            cannot be written, before anything is printed or written."""
+    """Returns 0, or 1 (nothing written) when a run recorded a failed check. UsageError (too few runs, a missing check,
+    different GPUs, an unwritable output) before anything is printed or written."""
     if str(args.output).endswith(".gz"):
         raise UsageError(f"-o {args.output}: a baseline is plain JSON, which gate reads: name it .json "
                          "(e.g. baselines/<gpu>.json)")

@@ -1,5 +1,4 @@
-"""``cudagraph-bench calibrate RUN...`` (the measurement of the regression rule:
-:mod:`cudagraph_bench.results.calibrate`)."""
+"""``cudagraph-bench calibrate RUN...``."""
 
 from __future__ import annotations
 
@@ -52,9 +51,8 @@ def _parse_plants(text: str) -> tuple[float, ...]:
 
 
 def refuse_misplaced_runs(runs: list, plain: list) -> None:
-    """Raise :class:`UsageError` when a run is given twice, a RUN is a run of the plain capture/replay loop, or a
-    ``--plain`` run is not one. Why: the loop's runs have no eager benchmark to calibrate on, and the suite's shown
-    as the loop's would make the harness look as steady as the loop."""
+    """UsageError when a run is given twice, a RUN is a plain-loop run or a ``--plain`` run is not: the loop has no
+    eager benchmark, and would make the harness look as steady as the loop."""
     distinct_runs([*runs, *plain], "calibrate")
     for run in runs:
         if is_plain_loop_run(run):
@@ -70,10 +68,7 @@ def refuse_misplaced_runs(runs: list, plain: list) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench calibrate``. Returns 0 when no mode raised a false alarm, else 1.
-
-    Raises:
-        UsageError: bad input, before anything is written."""
+    """Returns 0 when no mode raised a false alarm, else 1; UsageError before anything is written."""
     runs = [load_run(ref) for ref in args.runs]
     plain = [load_run(ref, records_only=True) for ref in args.plain]
     refuse_misplaced_runs(runs, plain)

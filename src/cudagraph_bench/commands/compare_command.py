@@ -1,5 +1,4 @@
-"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``; the comparison itself:
-:mod:`cudagraph_bench.results.compare`)."""
+"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``)."""
 
 from __future__ import annotations
 
@@ -58,12 +57,8 @@ def _sides(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench compare``. Returns 0 (pass) or 1 (fail).
-
-    Raises:
-        UsageError: bad input, before anything is written: runs (or a ``--baseline``) of different GPUs without
-            ``--allow gpu-mismatch``, or OLD and NEW that are the same runs
-            (:func:`~cudagraph_bench.results.identity.same_run_reason`)."""
+    """Returns 0 (pass) or 1 (fail). UsageError before anything is written: different GPUs without ``--allow
+    gpu-mismatch``, or OLD and NEW the same runs."""
     old_refs, new_refs = _sides(args)
     old = distinct_runs([load_run(r) for r in old_refs], "compare --old")
     new = distinct_runs([load_run(r) for r in new_refs], "compare --new")

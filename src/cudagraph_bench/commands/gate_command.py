@@ -1,4 +1,4 @@
-"""``cudagraph-bench gate RUN...`` (the gate itself: :mod:`cudagraph_bench.results.gate`)."""
+"""``cudagraph-bench gate RUN...``."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ ALLOWANCES = {
 
 
 def unmatched_gated_cases(results, baseline) -> tuple[list[str], list[str]]:
-    """``(gated cases of the baseline the run lacks, gated graph cases of the run the baseline lacks)`` when there
-    are both (renamed cases, which the regression check would silently skip), else two empty lists."""
+    """``(baseline's gated cases the run lacks, run's gated cases the baseline lacks)`` when both are non-empty (renamed
+    cases the regression check would skip), else two empty lists."""
     if baseline is None:
         return [], []
     in_run = {(r.model, r.dtype, r.seq_len) for r in results}
@@ -69,10 +69,7 @@ def unmatched_gated_cases(results, baseline) -> tuple[list[str], list[str]]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench gate RUN...``. Returns 0 (pass) or 1 (fail).
-
-    Raises:
-        UsageError: bad input, before anything is written."""
+    """Returns 0 (pass) or 1 (fail); UsageError before anything is written."""
     runs = load_runs_of_one_gpu(args.runs)  # a folder as RUN is refused there, with the file to give
     for run in runs:
         require_graph_variant(run)

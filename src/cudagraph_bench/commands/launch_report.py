@@ -1,5 +1,4 @@
-"""``cudagraph-bench launch-report RUN [-o DIR] [--forward RUN ...] [--graphs-cu JSON] [--sanitizer LOG ...]`` (the
-page and its plot: :mod:`cudagraph_bench.report.launch_page`)."""
+"""``cudagraph-bench launch-report RUN [-o DIR] [--forward RUN ...] [--graphs-cu JSON] [--sanitizer LOG ...]``."""
 
 from __future__ import annotations
 
@@ -46,10 +45,7 @@ ALLOWANCES = {
 
 
 def main(args: argparse.Namespace) -> int:
-    """Load and check the inputs, write the page and plot into ``args.out_dir``. Returns 0.
-
-    Raises:
-        UsageError: bad input or an output folder that cannot be written."""
+    """Write the page and plot into ``args.out_dir``; returns 0. UsageError for bad input or an unwritable folder."""
     run = load_run(args.run)
     forward_runs = [run, *(load_run(ref) for ref in args.forward)]
     if not args.allow_gpu_mismatch:  # the predicted saving applies RUN's cost per launch to the forward runs

@@ -1,4 +1,4 @@
-"""``cudagraph-bench merge -o OUT.json RUN...`` (the merging itself: :mod:`cudagraph_bench.results.merge`)."""
+"""``cudagraph-bench merge -o OUT.json RUN...``."""
 
 from __future__ import annotations
 
@@ -23,10 +23,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench merge``. Returns 0 (with a warning when a shard of the split is missing).
-
-    Raises:
-        UsageError: bad input, shards of two splits or one shard twice, before anything is written."""
+    """Returns 0 (warning when a shard is missing); UsageError before anything is written."""
     check_output_file(args.output, "-o", "merged.json")
     runs = distinct_runs([load_run(r, records_only=True) for r in args.runs], "merge")
     refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])

@@ -1,5 +1,4 @@
-"""``cudagraph-bench report RUN [RUN ...] -o DIR [--readme README.md]`` (the pages and plots themselves:
-:mod:`cudagraph_bench.report.pages`)."""
+"""``cudagraph-bench report RUN [RUN ...] -o DIR [--readme README.md]``."""
 
 from __future__ import annotations
 
@@ -52,10 +51,7 @@ ALLOWANCES = {
 
 
 def main(args: argparse.Namespace) -> int:
-    """Write results.md, the PNGs (not with ``--no-plots``) and the README block. Returns 0.
-
-    Raises:
-        UsageError: bad input, before anything is written."""
+    """Write results.md, the PNGs and the README block; returns 0. UsageError before any write."""
     runs = load_runs(args.runs)
     suite_runs = load_runs(args.suite_timing) if args.suite_timing else []
     if suite_runs:

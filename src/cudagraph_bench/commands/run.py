@@ -1,10 +1,9 @@
-"""``cudagraph-bench run``: the forward matrix measured by the pytest suite in processes of
-:mod:`cudagraph_bench.runner.matrix_processes`, merged into ``run.json`` with its table, plots and ``parts/`` (the
-processes' JSON and logs), written into ``-o`` whole or not at all; the matrix from the command line over a TOML
-``--config`` (its keys and ``[[sweep]]`` tables: docs/running.md). No torch in this process.
+"""``cudagraph-bench run``: the forward matrix measured by pytest processes, merged into ``run.json`` with its table,
+plots and ``parts/``, written into ``-o`` whole or not at all; options over a TOML ``--config`` (docs/running.md). No
+torch in this process.
 
-Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, a model was
-refused, or no case was measured (what was measured is still written); 2 usage error (every model refused)."""
+Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, a model was refused,
+or no case was measured (what was measured is still written); 2 usage error (every model refused)."""
 
 from __future__ import annotations
 
@@ -54,8 +53,8 @@ def _given(parse):
 
 
 class RecordGiven(argparse.Action):
-    """argparse's store that also records the options given (:func:`given_on_command_line`)."""
 
+    """argparse's store that also records the options given (:func:`given_on_command_line`)."""
     def __call__(self, parser, namespace, values, option_string=None):
         namespace.__dict__.setdefault("_option_names", {})[self.dest] = option_string
         setattr(namespace, self.dest, values)
@@ -92,8 +91,7 @@ def _plain(value):
 
 
 def given_on_command_line(args: argparse.Namespace) -> set[str]:
-    """The dests of the matrix options given on the command line (recorded by :class:`StoreOneName`), not the values
-    marked :class:`Given`: argparse also parses a string default (``--device``'s ``"cuda"``)."""
+    """Dests of matrix options given on the command line (argparse also parses a string default)."""
     return set(getattr(args, "_option_names", {}))
 
 
@@ -119,12 +117,8 @@ MAX_CONFIG_BYTES = 2**20
 
 
 def load_config(path: str) -> tuple[dict, list[dict]]:
-    """Read a TOML matrix config: ``(top-level settings, [sweep dicts])``, every value parsed by the parser of its
-    command-line flag.
-
-    Raises:
-        UsageError: missing/unreadable file, invalid TOML, an unknown key or a bad value (the message names the
-            file and the key)."""
+    """``(top-level settings, [sweep dicts])`` of a TOML config, each value parsed by its flag's parser. UsageError
+    (naming the file and key): unreadable, invalid TOML, unknown key or bad value."""
     import tomllib
 
     from cudagraph_bench.errors import InputFileError
@@ -167,13 +161,9 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
 
 
 def matrices(args: argparse.Namespace):
-    """The sub-matrices as :class:`~cudagraph_bench.runner.matrix_processes.Matrix` values (with the pytest
-    arguments after ``--`` that are no matrix option): the command line (before and after ``--``) over ``--config``
-    over the defaults, for every key, each ``[[sweep]]`` taking the keys it does not set from the top level. The one
-    place these values are merged.
-
-    Raises:
-        UsageError: a bad config, a bad value after ``--``, or an option given both before and after ``--``."""
+    """The sub-matrices (with the pytest arguments after ``--``): command line over ``--config`` over defaults, each
+    ``[[sweep]]`` taking unset keys from the top level; the one place they are merged. UsageError: a bad config, a bad
+    value after ``--``, or an option given both before and after ``--``."""
     from cudagraph_bench import variants
     from cudagraph_bench.runner.matrix_processes import Matrix
 
@@ -213,12 +203,7 @@ def matrix_device(matrix) -> str:
 
 
 def check_device(matrix_list) -> None:
-    """Refuse variants that need a CUDA GPU without one (each sub-matrix on its :func:`matrix_device`), before any
-    process starts.
-
-    Raises:
-        UsageError: "graph variants need a CUDA GPU ..." (``--device cpu`` with such a variant, or ``--device
-            cuda`` where torch sees no GPU)."""
+    """UsageError for variants that need a CUDA GPU without one, before any process starts."""
     from cudagraph_bench import variants
     from cudagraph_bench.runner.process import cuda_problem
 
@@ -240,10 +225,7 @@ def check_device(matrix_list) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the matrix; write run.json and the PNGs; print the table. Returns 0 or 1 (module docstring).
-
-    Raises:
-        UsageError: a usage error (exit 2)."""
+    """Run the matrix; write run.json and the PNGs; print the table. Returns 0 or 1; UsageError: exit 2."""
     from cudagraph_bench.paths import checkout_root
     from cudagraph_bench.runner.matrix_processes import launch, plan, visible_gpus
     from cudagraph_bench.runner.process import check_cpus
@@ -294,9 +276,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
-    """Write the run ``doc`` into ``outdir`` whole: ``run.json``, its plots and ``parts/`` (from ``scratch``) replace
-    the earlier run's files at once, whose other plots and parts are then removed, so ``gate DIR/run.json`` never
-    reads an earlier run beside this one's parts; the table is printed first (:func:`finish`). Returns the exit code."""
+    """Write ``doc`` into ``outdir`` whole: ``run.json``, plots and ``parts/`` replace the earlier run's at once, its
+    other plots and parts removed, so ``gate DIR/run.json`` never reads an earlier run's parts. Returns the exit
+    code."""
     from cudagraph_bench.fsio import write_files_atomic, written_verb
 
     scratch_json = scratch / RUN_JSON
@@ -323,8 +305,7 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
 
 
 def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None:
-    """Remove an earlier run's plots other than ``plots`` and its JSON and log files under ``parts/`` not in
-    ``written``; other files stay."""
+    """Remove an earlier run's plots not in ``plots`` and ``parts/`` JSON and logs not in ``written``."""
     from cudagraph_bench.report import pages as report
 
     for path in report.stale_plots(outdir, plots):
@@ -340,7 +321,7 @@ def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None
 
 
 def skip_counts(outcomes) -> dict[str, int]:
-    """Each distinct reason the processes skipped tests for -> how many tests, in the order first seen."""
+    """Distinct skip reasons -> how many tests, in the order first seen."""
     out: dict[str, int] = {}
     for outcome in outcomes:
         for reason, n in outcome.skipped.items():
@@ -359,8 +340,7 @@ NOTHING_SELECTED = 5
 
 
 def _progress(part, outcome) -> None:
-    """One line on stderr as a process ends, naming its log under the run's ``parts/`` (not for a usage error: the
-    run says it once)."""
+    """One stderr line as a process ends, naming its log (not for a usage error)."""
     if outcome.returncode == 4:
         return
     state = "ok" if outcome.ok else f"exit {outcome.returncode}"
@@ -371,8 +351,7 @@ def _progress(part, outcome) -> None:
 
 
 def _usage_error(outcomes) -> str | None:
-    """What pytest printed for a usage error (exit 4) of a process: its ``ERROR:`` line and the indented lines under
-    it, or argparse's refusal (``pytest: unrecognized arguments: --nosuch``); None when no process ended so."""
+    """A process's pytest usage error (exit 4) or argparse's refusal; None when none ended so."""
     for outcome in outcomes:
         if outcome.returncode == 4 and outcome.log_path is not None and outcome.log_path.is_file():
             text = outcome.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -390,10 +369,9 @@ def _usage_error(outcomes) -> str | None:
 
 def finish(json_path: Path, outdir: Path, *, failed: bool,
            skipped: dict[str, int] | None = None) -> tuple[int, dict[str, bytes]]:
-    """Print the table of the run at ``json_path`` (what ``outdir/run.json`` will hold) with its failures, notes,
-    refusals and ``skipped`` (:func:`skip_counts`), and draw its plots aside (none without matplotlib). Returns
-    ``(exit code, {plot file name: PNG bytes})``: 1 when ``failed``, a case failed, a model was refused or no
-    benchmark was measured, else 0 (skips alone do not fail a run)."""
+    """Print the run's table with failures, notes, refusals and skips, and draw its plots (none without matplotlib).
+    Returns ``(exit code, {plot file name: PNG bytes})``: 1 when ``failed``, a case failed, a model was refused or
+    nothing was measured, else 0 (skips alone do not fail a run)."""
     from cudagraph_bench.errors import InputFileError
     from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report

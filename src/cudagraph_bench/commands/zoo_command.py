@@ -1,6 +1,5 @@
-"""``cudagraph-bench zoo``: the architecture zoo (:mod:`cudagraph_bench.plugin.zoo_tests`) in a watched pytest
-process (:func:`~cudagraph_bench.runner.process.run_pytest`), its run and ``docs/architectures.md`` in ``-o DIR``;
-``--from RUN...``: the page from earlier runs, no torch."""
+"""``cudagraph-bench zoo``: the architecture zoo in a watched pytest process, its run and ``docs/architectures.md`` in
+``-o DIR``; ``--from RUN...``: the page from earlier runs, no torch."""
 
 from __future__ import annotations
 
@@ -59,12 +58,8 @@ def _load(paths) -> list:
 
 
 def write_page(paths, markdown, command: str | None = None) -> int:
-    """Write the page of the zoo runs at ``paths`` to ``markdown``; print the counts. Returns 1 when a part failed,
-    else 0.
-
-    Raises:
-        UsageError / InputFileError: a run that cannot be read or holds no zoo entries, or a ``markdown`` that is one
-            of the runs."""
+    """Write the page and print counts; 1 when a part failed, else 0. UsageError / InputFileError: an unreadable run,
+    one without zoo entries, or ``markdown`` naming a run."""
     from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
     from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
     from cudagraph_bench.zoo_keys import FAILED
@@ -84,11 +79,7 @@ def write_page(paths, markdown, command: str | None = None) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the zoo (or read ``--from`` runs) and write the page. Returns 0, or 1 (a part failed or killed its
-    process, or no run was written).
-
-    Raises:
-        UsageError: a usage error (exit 2)."""
+    """Returns 0, or 1 (a part failed or killed its process, or no run written); UsageError: exit 2."""
     from cudagraph_bench.fsio import check_output_folder, refuse_overwriting_inputs
 
     if args.source:

@@ -1,7 +1,6 @@
 """The measurement pipeline of a forward case (docs/measurement.md, "The forward pipeline"): :func:`prepare_case`
-builds the variant, checks it against eager and draws the timing inputs; the plugin times :meth:`PreparedCase.call`,
-then :meth:`PreparedCase.finish` and :meth:`PreparedCase.close`. Decode cases take the same steps in
-:mod:`cudagraph_bench.measure.decode_case`. Only the functions that measure import torch."""
+builds, checks and draws inputs; the plugin times :meth:`PreparedCase.call`, then ``finish`` and ``close``. Only the
+functions that measure import torch."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ INPUT_POOL = 8
 
 @dataclass
 class CaseSpec(MeasureSettings):
-    """One forward case: ``model``, ``dtype``, ``seq_len`` (tokens), ``variant`` (positional or by name), and the
-    run's :class:`~cudagraph_bench.measure.settings.MeasureSettings` (keyword-only)."""
+    """One forward case; the run's settings are keyword-only."""
 
     model: str
     dtype: str
@@ -35,8 +33,7 @@ class CaseSpec(MeasureSettings):
 
 
 def describe_exception(exc: BaseException, limit: int = 300) -> str:
-    """``"TypeName: first line of the message"`` cut to ``limit`` characters; a first line ending with ``:``
-    (dynamo's ``backend='inductor' raised:``) keeps the next line too."""
+    """``"TypeName: first line"`` cut to ``limit`` characters; a first line ending with ``:`` keeps the next too."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     head = lines[0] if lines else ""
     if head.endswith(":") and len(lines) > 1:
@@ -47,10 +44,9 @@ def describe_exception(exc: BaseException, limit: int = 300) -> str:
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """How a variant compared with eager (:func:`check_against_eager`): ``max_abs_diff`` (max |variant - eager|
-    in output units; None when the output held NaN), ``method`` (``strict``, or ``fp64-rmse``: judged by
-    :func:`~cudagraph_bench.measure.correctness.fp64_rmse_check`), ``fp64_rmse_ratio`` (the worst
-    RMSE(variant, fp64) / RMSE(eager, fp64); ``fp64-rmse`` only), ``reason`` (None when ``passed``)."""
+    """How a variant compared with eager: ``max_abs_diff`` (in output units; None when the output held NaN), ``method``
+    (``strict`` or ``fp64-rmse``), ``fp64_rmse_ratio`` (worst; ``fp64-rmse`` only), ``reason`` (None when
+    ``passed``)."""
 
     max_abs_diff: float | None
     method: str
@@ -60,9 +56,9 @@ class CheckOutcome:
 
 
 def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = None) -> list[int]:
-    """Prompt lengths (tokens) of a check's calls, in call order: ``n`` calls at ``seq_len``, or for a graph serving
-    the lengths ``check_range`` its shortest, ``seq_len`` and its longest ascending (each once), then ``seq_len`` up
-    to ``n`` calls. Why: a static mask left from an earlier call shows only on a longer prompt after a shorter one."""
+    """Prompt lengths of a check's calls, in order: ``n`` at ``seq_len``, or for a graph serving ``check_range`` its
+    shortest, ``seq_len`` and longest, then ``seq_len`` up to ``n``: a stale static mask shows only on a longer prompt
+    after a shorter one."""
     if check_range is None:
         return [seq_len] * n
     distinct = sorted({check_range[0], seq_len, check_range[1]})
@@ -70,15 +66,10 @@ def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = No
 
 
 def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generator) -> CheckOutcome:
-    """Correctness of ``variant`` against the eager forward on fresh random inputs ``[1, L]``, one per length of
-    :func:`check_lengths` (after the shortest: two blocks of one repeated token, split at the shortest length, so a
-    stale mask drops keys unlike the ones it keeps); the variant's static output is filled with NaN before each call.
-    Every input must pass the strict check; a variant of rule :attr:`~cudagraph_bench.variants.Rule.FP64` that does
-    not is judged on that input by the fp64 RMSE rule (:mod:`cudagraph_bench.measure.correctness`).
-
-    Returns:
-        :class:`CheckOutcome`, never raising for a numerical mismatch (NaN in the output fails whatever the
-        variant); a failure's reason names the call's prompt length when they vary."""
+    """Check ``variant`` against eager on fresh random inputs ``[1, L]``, one per :func:`check_lengths`, its static
+    output NaN-filled before each call. Every input must pass the strict check; a variant of rule FP64 that does not is
+    judged by the fp64 RMSE rule. Returns a :class:`CheckOutcome`, never raising for a numerical mismatch (NaN always
+    fails)."""
     import torch
 
     from cudagraph_bench.measure.correctness import (assert_matches_eager, fp64_reference_model, fp64_rmse_check,
@@ -143,9 +134,8 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
 
 
 class CaseFailed(CudagraphBenchError, RuntimeError):
-    """A case could not be measured: ``phase`` (``load``, ``build``, ``check``, ``timing``) and ``reason`` (one line,
-    :func:`describe_exception`); ``cause`` the original exception (e.g. a
-    :class:`~cudagraph_bench.errors.NotGraphableError`, which the pytest suite reports as a skip)."""
+    """A case could not be measured: ``phase`` (``load``, ``build``, ``check``, ``timing``), ``reason`` (one line),
+    ``cause`` (a NotGraphableError is reported as a skip)."""
 
     def __init__(self, phase: str, reason: str, cause: BaseException | None = None, info: dict | None = None):
         super().__init__(f"{phase}: {reason}")
@@ -153,16 +143,9 @@ class CaseFailed(CudagraphBenchError, RuntimeError):
 
 
 class PreparedCase:
-    """A built and checked variant, ready to be timed (:func:`prepare_case`).
-
-    Attributes:
-        spec, variant, check: the :class:`CaseSpec`, the built variant, its :class:`CheckOutcome` (None for eager).
-        status: ``ok`` or ``mismatch`` (outputs differ from eager: still timed, recorded as wrong).
-        info: the case's ``extra_info`` fields (the variant's :meth:`ForwardVariant.record`, the attention and
-            experts implementations, the check's fields).
-        warm, checked_call_ms, round_limits: read by the timing loop, set by a decode case
-            (:class:`~cudagraph_bench.measure.decode_case.PreparedDecode`): no cold pilot call, the checked call's
-            wall ms, ``rounds`` / ``warmup`` / ``max_rounds`` replacing the session's."""
+    """A built and checked variant, ready to be timed. ``status``: ``ok`` or ``mismatch`` (still timed, recorded as
+    wrong); ``warm``, ``checked_call_ms``, ``round_limits``: set by a decode case (no cold pilot call, the checked
+    call's wall ms, rounds replacing the session's)."""
 
     warm = False
     checked_call_ms: float | None = None
@@ -184,20 +167,17 @@ class PreparedCase:
 
     @property
     def failed_check(self) -> str | None:
-        """Why the recorded check failed (one line), or None when it passed or there was none."""
+        """One line, or None when it passed or there was none."""
         return self.check.reason if self.check is not None and not self.check.passed else None
 
     def call(self):
-        """One call of the variant on the next timing input; returns its output (valid until the next call)."""
+        """One call on the next timing input; the output is valid until the next call."""
         ids = self._inputs[self._i % len(self._inputs)]
         self._i += 1
         return self.variant(ids)
 
     def finish(self) -> list[str]:
-        """After timing: a compiled variant's recompilations while timed become notes. Returns the variant's notes.
-
-        Raises:
-            VariantFailure: inductor skipped its CUDA graphs while timed (the timing is not a graph replay)."""
+        """Recompilations while timed become notes; VariantFailure if inductor skipped its graphs."""
         if self._counters is not None:
             after = compile_counters()
             new_graphs = after["unique_graphs"] - self._counters["unique_graphs"]
@@ -218,7 +198,7 @@ class PreparedCase:
         return log
 
     def close(self) -> None:
-        """Release the variant (graphs, pools, compiled code) and the inputs. Idempotent, never raises."""
+        """Release the variant and the inputs. Idempotent, never raises."""
         self._stop_skip_log()
         if self.variant is not None:
             _close_quietly(self.variant)
@@ -233,13 +213,9 @@ def _case_generator(spec: CaseSpec, device):
 
 
 def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -> PreparedCase:
-    """Build ``spec.variant`` for ``model`` (from :func:`~cudagraph_bench.models.presets.load_model`), or take the
-    built ``variant`` (the case owns it from here), check it against eager and draw :data:`INPUT_POOL` timing inputs.
-    Returns a :class:`PreparedCase` (close it).
-
-    Raises:
-        CaseFailed: the build or the check raised (phase ``build`` / ``check``); a numerical mismatch is not a
-            failure but ``PreparedCase.status == "mismatch"``."""
+    """Build ``spec.variant`` (or take ``variant``, now owned), check it against eager and draw :data:`INPUT_POOL`
+    inputs; close the result. Raises CaseFailed (phase ``build`` / ``check``); a numerical mismatch is ``status ==
+    "mismatch"``, not a failure."""
     from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.presets import experts_implementation, random_input_ids
 
@@ -277,10 +253,7 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
 
 def timing_record(rounds: int, warmup: int, pilot_ms, samples_ms, precision_pct: float, *,
                   max_time_ms: float = 0.0) -> dict:
-    """The timing's ``extra_info`` fields: ``warmup_rounds`` (used), ``pilot_ms`` (the pilot's calls, ms),
-    ``precision_target_pct``, ``max_time_ms`` (the time cap of what the target adds; 0: none) and
-    ``median_ci95_pct`` (half-width of the median's 95% interval, % of the median,
-    :func:`~cudagraph_bench.measure.timing.median_ci_pct`; None below 3 rounds)."""
+    """The timing's ``extra_info`` fields (``median_ci95_pct``: % of the median; None below 3 rounds)."""
     from cudagraph_bench.measure.timing import median_ci_pct
 
     return {"warmup_rounds": warmup, "pilot_ms": [float(x) for x in pilot_ms], "precision_target_pct": precision_pct,

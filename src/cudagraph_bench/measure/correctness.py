@@ -1,8 +1,6 @@
-"""Correctness of a variant against eager (docs/measurement.md, "Correctness rules"): the strict check
-(:func:`assert_matches_eager`, ``assert_close`` at the dtype's tolerance) for variants running the eager kernels,
-and the fp64 RMSE check (:func:`fp64_rmse_check`) for variants running other kernels, where an elementwise
-tolerance measures only reduction order. Half types get wider tolerances: a captured graph may pick other cuBLAS
-/ SDPA kernels than eager (transformers builds an explicit mask while a stream captures)."""
+"""Correctness of a variant against eager (docs/measurement.md, "Correctness rules"): the strict ``assert_close`` check
+for variants running eager's kernels, the fp64 RMSE check for variants running other kernels. Half types get wider
+tolerances: a captured graph may pick other cuBLAS / SDPA kernels than eager."""
 
 from __future__ import annotations
 
@@ -28,10 +26,8 @@ def tolerance(dtype) -> dict:
 
 
 def assert_matches_eager(actual, expected, dtype=None) -> None:
-    """``torch.testing.assert_close(actual, expected)`` at the dtype's tolerance; NaN never passes.
-
-    Raises:
-        AssertionError: with the max abs/rel difference, when a value is outside the tolerance."""
+    """``torch.testing.assert_close`` at the dtype's tolerance; NaN never passes. AssertionError with the max abs/rel
+    difference when a value is outside the tolerance."""
     import torch
 
     torch.testing.assert_close(actual, expected, equal_nan=False, **tolerance(dtype or expected.dtype))
@@ -53,7 +49,7 @@ FP64_RMSE_TOL = {"float32": 1e-4, "bfloat16": TOLERANCES["bfloat16"]["atol"], "f
 
 
 def rmse(a, b) -> float:
-    """Root mean squared difference of two tensors, computed in float64 (NaN when either holds NaN)."""
+    """Root mean squared difference in float64 (NaN when either holds NaN)."""
     import torch
 
     return float(torch.sqrt(torch.mean(torch.square(a.double() - b.double()))))
@@ -61,8 +57,8 @@ def rmse(a, b) -> float:
 
 @dataclass(frozen=True)
 class Fp64Check:
-    """Result of :func:`fp64_rmse_check` for one output, in the output's units (logits): ``rmse`` (variant vs
-    the fp64 reference), ``eager_rmse`` (eager vs it), ``limit`` (``multiplier * eager_rmse + tol / 10``)."""
+    """Result of :func:`fp64_rmse_check` in the output's units (logits): ``rmse`` (variant vs the fp64 reference),
+    ``eager_rmse`` (eager vs it), ``limit`` (``multiplier * eager_rmse + tol / 10``)."""
 
     rmse: float
     eager_rmse: float
@@ -70,30 +66,21 @@ class Fp64Check:
 
     @property
     def passed(self) -> bool:
-        """True when ``rmse <= limit`` (False when either RMSE is NaN)."""
+        """``rmse <= limit`` (False when either RMSE is NaN)."""
         return self.rmse <= self.limit
 
     @property
     def ratio(self) -> float:
-        """``rmse / eager_rmse``: how much farther from float64 the variant is than eager (inf when
-        eager matches float64 exactly and the variant does not)."""
+        """``rmse / eager_rmse`` (inf when eager matches float64 exactly and the variant does not)."""
         if self.eager_rmse > 0:
             return self.rmse / self.eager_rmse
         return 0.0 if self.rmse == 0 else float("inf")
 
 
 def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
-    """Is ``actual`` as close to the float64 reference as eager is? The fp64-reference branch of
-    ``torch._dynamo.utils.same`` (PyTorch inductor's accuracy check).
-
-    Args:
-        actual, eager: the variant's and eager's outputs on one input, e.g. logits ``[1, seq_len, vocab]``.
-        fp64_ref: the same model's output with its weights upcast to float64, same shape.
-        dtype: the model dtype (name or ``torch.dtype``); default ``eager.dtype``.
-
-    Returns:
-        :class:`Fp64Check`; ``passed`` when RMSE(actual, fp64) <= m * RMSE(eager, fp64) + tol / 10
-        (:data:`FP64_RMSE_MULTIPLIER`, :data:`FP64_RMSE_TOL`)."""
+    """Is ``actual`` as close to the float64 reference ``fp64_ref`` as ``eager`` is (same shapes, e.g. logits ``[1,
+    seq_len, vocab]``)? The fp64-reference branch of ``torch._dynamo.utils.same`` (PyTorch inductor's accuracy check):
+    passed when RMSE(actual, fp64) <= m * RMSE(eager, fp64) + tol / 10. ``dtype`` defaults to ``eager.dtype``."""
     name = _name(dtype or eager.dtype)
     eager_rmse = rmse(eager, fp64_ref)
     limit = FP64_RMSE_MULTIPLIER[name] * eager_rmse + FP64_RMSE_TOL[name] / 10.0
@@ -101,8 +88,7 @@ def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
 
 
 def fp64_reference_model(model):
-    """A float64 copy of ``model`` (same weights upcast, same device; a mixture of experts gets the experts
-    implementation that runs in float64): 8 bytes per parameter of device memory until dropped."""
+    """A float64 copy of ``model`` on its device (MoE: experts that run in float64): 8 bytes per parameter."""
     import copy
 
     import torch
@@ -115,15 +101,9 @@ def fp64_reference_model(model):
 
 
 def fp64_decode_logits(model, input_ids, tokens):
-    """Logits of the causal LM ``model`` run in float64 for every greedy step after the prompt ``input_ids``
-    ``[1, L]`` int64, teacher-forced on the reference's tokens ``[1, n]`` int64.
-
-    Returns:
-        ``[n, vocab]`` float64 on the CPU: row ``s`` is what a float64 model predicts after the prompt and
-        ``tokens[:, :s]``, i.e. the context of greedy step ``s``.
-
-    Runs a float64 copy where it fits (:func:`fp64_copy_fits`), else :func:`float64_in_place` (a 21B-parameter
-    model needs 168 GB for the copy)."""
+    """``[n, vocab]`` float64 logits on the CPU of ``model`` run in float64 after the prompt ``input_ids [1, L]`` int64,
+    teacher-forced on the reference's tokens ``[1, n]`` int64: row ``s`` is the context of greedy step ``s``. Upcasts in
+    place where a copy does not fit (a 21B-parameter model needs 168 GB for the copy)."""
     import torch
 
     device = next(model.parameters()).device
@@ -148,8 +128,7 @@ FP64_COPY_SHARE = 0.8
 
 
 def fp64_copy_fits(model) -> bool:
-    """True when a float64 copy of ``model`` (8 bytes per parameter) fits in :data:`FP64_COPY_SHARE` of its
-    CUDA device's free memory (``torch.cuda.mem_get_info``); always True on the CPU."""
+    """A float64 copy fits in :data:`FP64_COPY_SHARE` of the device's free memory; True on CPU."""
     import torch
 
     device = next(model.parameters()).device
@@ -160,10 +139,9 @@ def fp64_copy_fits(model) -> bool:
 
 
 class float64_in_place:
-    """Context manager: ``model`` runs in float64 without a copy; each module's parameters are upcast just before
-    its forward and restored bit for bit just after (a mixture of experts runs transformers' ``eager`` experts,
-    the grouped GEMM being bfloat16 only). Restored on exit, also after an exception. Run the forward under
-    ``torch.no_grad()``, not ``inference_mode`` (a parameter's ``.data`` is swapped)."""
+    """Context manager: ``model`` runs in float64 without a copy, each module's parameters upcast just before its
+    forward and restored bit for bit after (also on exit after an exception). Run under ``torch.no_grad()``, not
+    ``inference_mode`` (a parameter's ``.data`` is swapped)."""
 
     def __init__(self, model):
         self.model, self._handles, self._saved, self._experts = model, [], {}, None
@@ -206,12 +184,9 @@ class float64_in_place:
 
 @dataclass(frozen=True)
 class DecodeCheck:
-    """Greedy decode against a reference decoder, judged step by step by a float64 run of the same weights.
-
-    ``first_diff``: index of the first differing token (None when ``identical``); ``steps``: the steps whose
-    logits were compared (up to and including ``first_diff``, where the contexts agree); ``worst_step``/``worst``:
-    the step whose :class:`Fp64Check` has the largest ratio; ``distinct_reference_tokens``: distinct tokens of the
-    reference's output; ``reference_name``: the reference in the summary (``generate`` or ``static-eager``)."""
+    """Greedy decode against a reference decoder, judged step by step by a float64 run. ``first_diff``: first differing
+    token (None when ``identical``); ``steps``: compared steps, up to and including ``first_diff``;
+    ``worst_step``/``worst``: the step of the largest ratio; ``reference_name``: ``generate`` or ``static-eager``."""
 
     identical: bool
     first_diff: int | None
@@ -223,8 +198,7 @@ class DecodeCheck:
 
     @property
     def passed(self) -> bool:
-        """Every compared step's logits are as close to float64 as the reference's (:func:`fp64_rmse_check`):
-        a differing token at such a step is a rounding tie."""
+        """Each compared step as close to float64 as the reference: a differing token is a tie."""
         return self.worst.passed
 
     @property
@@ -243,19 +217,11 @@ class DecodeCheck:
 
 def check_decode_against_generate(got, got_logits, reference, reference_logits, fp64_logits,
                                   dtype=None, *, reference_name: str = DECODE_REFERENCE) -> DecodeCheck:
-    """A :class:`DecodeCheck` of a greedy decoder against HF ``generate(do_sample=False)`` (or another reference
-    decoder, named by ``reference_name``): at every step up to and including the first differing token, our logits
-    must not be farther from float64 than the reference's (inductor's accuracy rule per step, stopping as vLLM's
-    ``check_logprobs_close`` does).
-
-    Args:
-        got, got_logits: our tokens ``[1, n]`` int64 and the ``n`` logits ``[1, vocab]`` they were chosen from.
-        reference, reference_logits: the same from the reference (``generate(..., output_logits=True)``).
-        fp64_logits: ``[n, vocab]`` from :func:`fp64_decode_logits` on ``reference``.
-        dtype: the model dtype (name or ``torch.dtype``); default: the logits' dtype.
-
-    Raises:
-        ValueError: the inputs have different lengths."""
+    """A :class:`DecodeCheck` of a greedy decoder against HF ``generate(do_sample=False)`` or another reference: up to
+    and including the first differing token, our logits must not be farther from float64 than the reference's
+    (inductor's accuracy rule per step, stopping as vLLM's ``check_logprobs_close`` does). ``got``: tokens ``[1, n]``
+    int64, ``got_logits``: ``n`` logits ``[1, vocab]``, likewise the reference's; ``fp64_logits``: ``[n, vocab]``.
+    Raises ValueError when the inputs have different lengths."""
     import torch
 
     n = got.shape[-1]

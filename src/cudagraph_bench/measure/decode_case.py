@@ -1,8 +1,6 @@
-"""The measurement pipeline of a decode case, the steps of :mod:`cudagraph_bench.measure.case`: build, check,
-prepare the timed call (one whole greedy request at batch 1). The variants and their checks: docs/measurement.md,
-"Decode". ``correct`` is the check against the registry's reference; every decoder but ``generate`` is also checked
-against ``generate``, and a captured one on a second request (``checked_requests``), where a static buffer set only
-once is stale."""
+"""The measurement pipeline of a decode case (docs/measurement.md, "Decode"): build, check, prepare the timed call (one
+greedy request at batch 1). ``correct`` is the check against the registry's reference; every decoder but ``generate`` is
+also checked against ``generate``, and a captured one on a second request, where a buffer set once is stale."""
 
 from __future__ import annotations
 
@@ -19,16 +17,9 @@ DECODE_PROMPT_SEED = 11
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """One decode case and the settings it is built with.
-
-    Attributes:
-        model, dtype, seq_len (prompt tokens), new_tokens, variant: the key (:class:`~cudagraph_bench.cases.DecodeCase`).
-        longest_new_tokens: the most new tokens of the session's requests (sizes the KV cache, shares references).
-        steps_per_graph: decode steps per captured graph.
-        compile_mode, compile_timeout_s, compile_tuning: the compiled variants' inductor mode, time limit (s; 0:
-            none) and :data:`~cudagraph_bench.options.DECODE_COMPILE_TUNINGS` name.
-        buckets: prefill bucket lengths (tokens) of ``compile+graph``.
-        rounds, max_rounds: measured requests, at least / at most."""
+    """One decode case and its settings. ``longest_new_tokens``: the session's most new tokens (sizes the cache, shares
+    references); ``compile_timeout_s`` 0: no limit; ``buckets``: prefill tokens of ``compile+graph``; ``rounds``,
+    ``max_rounds``: measured requests, at least / at most."""
 
     model: str
     dtype: str
@@ -51,16 +42,13 @@ class DecodeSpec:
 
 
 def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
-    """Static KV cache length (tokens): prompt + the most new tokens, rounded up to a multiple of
-    :data:`DECODE_CACHE_STEP`, at most the model's ``positions``."""
+    """Prompt + the most new tokens rounded up to a multiple of :data:`DECODE_CACHE_STEP`, at most ``positions``."""
     need = prompt_len + max(new_tokens) if not isinstance(new_tokens, int) else prompt_len + new_tokens
     return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
 
 
 def decode_prefill_bucket(prompt_len: int, buckets, max_cache_len: int) -> int | None:
-    """The bucket (tokens) a graphed prefill pads a ``prompt_len``-token prompt to: the smallest of ``buckets``
-    capped at the static KV cache that holds the prompt, or None when the prompt is longer than every bucket
-    (then the prefill runs eagerly, unpadded)."""
+    """The smallest of ``buckets`` (capped at the cache) holding the prompt, or None (eager)."""
     from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
     from cudagraph_bench.errors import RequestTooLongError
 
@@ -71,12 +59,8 @@ def decode_prefill_bucket(prompt_len: int, buckets, max_cache_len: int) -> int |
 
 
 def build_decoder(spec: DecodeSpec, model, info: dict):
-    """The decoder of ``spec.variant`` (``compile+graph`` compiled and captured; the peer set up, not yet run),
-    its settings added to ``info``; None for ``generate`` (the model's own method).
-
-    Raises:
-        NotGraphableError: the model cannot be graphed (the case is skipped with the reason).
-        Exception: what compiling or capturing raises (the case's failure)."""
+    """The decoder of ``spec.variant``, its settings added to ``info``; None for ``generate``. Raises NotGraphableError
+    (the case is skipped) or whatever compiling or capturing raises."""
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
     from cudagraph_bench.models.presets import max_positions
@@ -91,7 +75,6 @@ def build_decoder(spec: DecodeSpec, model, info: dict):
         return decoder
     need = spec.seq_len + spec.longest_new_tokens
     cache_len = decode_cache_len(spec.seq_len, spec.longest_new_tokens, max_positions(model, bound=need))   # ALiBi, NoPE
-    # only the compiled variant graphs its prefill
     bucket = decode_prefill_bucket(spec.seq_len, spec.buckets, cache_len) if kind.compiled else None
     decoder = GreedyDecoder(model, cache_len, use_graph=kind.captured, steps_per_graph=spec.steps_per_graph,
                             prefill_buckets=(bucket,) if bucket else None,
@@ -109,8 +92,7 @@ def build_decoder(spec: DecodeSpec, model, info: dict):
 
 
 class PreparedDecode:
-    """A built and checked decoder, ready to be timed, with the attributes of
-    :class:`~cudagraph_bench.measure.case.PreparedCase`. Each call is one whole request."""
+    """A built and checked decoder like PreparedCase; each call is one whole request."""
 
     warm = True     # the checked request (or generate's reference) has just run the same code on the same prompt
 
@@ -121,7 +103,7 @@ class PreparedDecode:
 
     @property
     def failed_check(self) -> str | None:
-        """Why the check against the reference or against ``generate`` failed (one line), or None."""
+        """One line, or None."""
         if self.info.get("correct", True) and self.info.get("generate_check_passed", True):
             return None
         return str(self.info.get("reason") or "check failed")
@@ -139,17 +121,9 @@ class PreparedDecode:
 
 
 def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDecode:
-    """Build the decoder of ``spec``, run one checked request on the prompt ``ids`` ``[1, seq_len]`` int64 and
-    record its checks in ``info``.
-
-    Args:
-        refs: the session's :class:`~cudagraph_bench.plugin.references.DecodeReferences`.
-        plant: ``plant(decoder) -> decoder`` that plants a self-test fault
-            (:class:`~cudagraph_bench.selftest.faults.WrongDecoder`), or None.
-
-    Raises:
-        NotGraphableError: the model cannot be graphed.
-        Exception: building, compiling or the checked request raised (the decoder is closed first)."""
+    """Build the decoder, run one checked request on ``ids [1, seq_len]`` int64 and record its checks in ``info``.
+    ``plant``: ``plant(decoder) -> decoder`` planting a self-test fault, or None. Raises NotGraphableError, or whatever
+    building, compiling or the checked request raised (the decoder closed first)."""
     import torch
 
     from cudagraph_bench.measure.correctness import check_decode_against_generate
@@ -214,8 +188,7 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
 
 
 def _second_request(spec: DecodeSpec, refs, ids, decoder) -> dict:
-    """A captured decoder's second request, judged against the eager static-cache loop: a static buffer set only
-    once (the decode position, the mask, the cache's write counter) is stale by then, as in every timed request."""
+    """Judged against the eager static-cache loop: a buffer set once is stale by now, as in every timed request."""
     tokens, logits = decoder.generate(ids, spec.new_tokens, return_logits=True)
     fields = _check_against_static_eager(spec, refs, ids, decoder, tokens, logits)
     if fields["correct"]:

@@ -1,7 +1,6 @@
-"""The builders of the forward variants (the registry's forward rows, :mod:`cudagraph_bench.variants`; what each
-is: docs/measurement.md) behind one interface, ``variant(input_ids [1, seq_len] int64) -> Tensor``, and
-:func:`build_variant`. The returned tensor is valid until the next call (a static output): ``.clone()`` it to keep
-it. Building a ``compile*`` variant calls ``torch._dynamo.reset()``: build one compiled variant at a time."""
+"""The builders of the forward variants (the registry's forward rows; docs/measurement.md) behind one interface,
+``variant(input_ids [1, seq_len] int64) -> Tensor``, and :func:`build_variant`. The returned tensor is valid until the
+next call; building a ``compile*`` variant calls ``torch._dynamo.reset()``: one compiled variant at a time."""
 
 from __future__ import annotations
 
@@ -20,16 +19,10 @@ class VariantFailure(CudagraphBenchError, RuntimeError):
 
 
 class ForwardVariant:
-    """One way to run a fixed-length forward pass: ``variant(input_ids [1, seq_len] int64)`` on the model's device
-    returns logits ``[1, seq_len, vocab]`` or ``last_hidden_state [1, seq_len, hidden]``, valid until the next call.
-
-    Attributes:
-        name: the registry's variant name, set by :func:`build_variant`.
-        seq_len: prompt length in tokens.
-        compile_ms: wall ms torch.compile's first calls took beyond steady state, or None without torch.compile.
-        capture_ms: wall ms of warmup + CUDA graph capture, or None without a suite-captured graph.
-        pad_to: padded length in tokens (``padded``/``bucketed``), else None.
-        notes: short remarks to show next to the result (e.g. recompilations)."""
+    """One way to run a fixed-length forward: ``variant(input_ids [1, seq_len] int64)`` on the model's device returns
+    logits ``[1, seq_len, vocab]`` or ``last_hidden_state [1, seq_len, hidden]``, valid until the next call.
+    ``compile_ms`` / ``capture_ms``: wall ms beyond steady state / of warmup + capture, None when not compiled /
+    captured; ``pad_to``: padded tokens, else None."""
 
     name = "?"
 
@@ -47,23 +40,20 @@ class ForwardVariant:
 
     @property
     def check_range(self) -> tuple[int, int] | None:
-        """``(shortest, longest)`` prompt lengths (tokens) replaying the same graph as ``seq_len``, which the
-        check varies within (:func:`~cudagraph_bench.measure.case.check_lengths`); None: ``seq_len`` only."""
+        """``(shortest, longest)`` lengths replaying ``seq_len``'s graph; None: ``seq_len`` only."""
         return None
 
     def __call__(self, input_ids):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def check_buffers(self, on: bool) -> None:
-        """Check, before each replay, that no static buffer's ``data_ptr()`` changed since capture (on during the
-        correctness check, off while timing); no-op for a variant without a graph of its own."""
+        """Before each replay check no static buffer's ``data_ptr()`` changed; no-op without a graph."""
 
     def close(self) -> None:
         """Release graphs, compiled code and buffers. Idempotent."""
 
     def record(self) -> dict:
-        """The variant's own fields of a result's ``extra_info``: ``compile_ms``, ``capture_ms`` (ms) and
-        ``pad_to`` (tokens), where set."""
+        """``compile_ms``, ``capture_ms`` (ms) and ``pad_to`` (tokens), where set."""
         fields = (("compile_ms", self.compile_ms), ("capture_ms", self.capture_ms), ("pad_to", self.pad_to))
         return {key: value for key, value in fields if value is not None}
 
@@ -75,9 +65,7 @@ class ForwardVariant:
 
 
 class CallableVariant(ForwardVariant):
-    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` (e.g. a hand-built
-    :class:`~cudagraph_bench.capture.graphed.GraphedForward`) as a variant that
-    :func:`~cudagraph_bench.measure.case.prepare_case` checks and times; ``static_output``: the buffer it writes."""
+    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` as a variant; ``static_output``: the buffer it writes."""
 
     def __init__(self, name: str, fn, seq_len: int, static_output=None):
         super().__init__(seq_len)
@@ -111,7 +99,7 @@ class EagerVariant(ForwardVariant):
 
 
 class _GraphBacked(ForwardVariant):
-    """A variant replaying one graph, ``self._graph`` (a ``GraphedForward`` or a :class:`GraphVariant`)."""
+    """A variant replaying one graph, ``self._graph``."""
 
     _graph = None
 
@@ -149,17 +137,10 @@ class GraphVariant(_GraphBacked):
 
 
 class PaddedVariant(ForwardVariant):
-    """Graphs at padded lengths (:class:`~cudagraph_bench.capture.buckets.BucketedGraphs`, capped at the model's
-    positions): ``padded`` one at ``pad_to``, ``bucketed`` one per bucket in one shared pool, the prompt replaying the
-    smallest >= ``seq_len``, right-padded with a mask, the output sliced to ``seq_len``.
-
-    ``pad_to``: the length replayed (tokens); ``capture_ms``: warmup + capture of its graph; ``graphs``: graphs
-    captured already (:meth:`graphs_for`), replayed but not owned (:meth:`close` leaves them). :meth:`record` adds
-    ``bucket``, ``buckets``, ``capture_ms_by_bucket``, ``pool_mib_by_bucket`` and ``graphs_reused``.
-
-    Raises:
-        RequestTooLongError: ``seq_len`` is above the padded length / the largest bucket.
-        ValueError: ``graphs`` hold other lengths than ``lengths`` capped at the model's positions."""
+    """Graphs at padded lengths, capped at the model's positions: ``padded`` one at ``pad_to``, ``bucketed`` one per
+    bucket in one pool; the prompt replays the smallest >= ``seq_len``, right-padded with a mask, output sliced.
+    ``graphs``: captured already, replayed but not owned. RequestTooLongError when ``seq_len`` is above the padded
+    length / the largest bucket; ValueError when ``graphs`` hold other lengths."""
 
     def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3, graphs=None):
         super().__init__(seq_len)
@@ -183,16 +164,14 @@ class PaddedVariant(ForwardVariant):
 
     @property
     def check_range(self) -> tuple[int, int]:
-        """The lengths that replay this variant's graph: above the next smaller bucket, up to :attr:`pad_to`."""
+        """Above the next smaller bucket, up to :attr:`pad_to`."""
         return self._check_range
 
     @staticmethod
     def graph_lengths(model, lengths, name: str, seq_len: int) -> tuple[int, ...]:
-        """The lengths (tokens) a ``name`` variant captures for a ``seq_len``-token prompt: every bucket of
-        ``lengths`` capped at the model's positions (``bucketed``) or the one padded length (``padded``).
-
-        Raises:
-            RequestTooLongError: ``seq_len`` is above them all."""
+        """The lengths (tokens) a ``name`` variant captures for ``seq_len``: every bucket capped at the positions
+        (``bucketed``) or the one padded length (``padded``). Raises RequestTooLongError when ``seq_len`` is above them
+        all."""
         from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
         from cudagraph_bench.models.presets import max_positions
 
@@ -202,11 +181,8 @@ class PaddedVariant(ForwardVariant):
 
     @classmethod
     def graphs_for(cls, model, lengths, name: str, seq_len: int, *, warmup_iters: int = 3):
-        """Capture the :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` a ``name`` variant of ``lengths``
-        replays for a ``seq_len``-token prompt (:meth:`graph_lengths`); close them when done.
-
-        Raises:
-            RequestTooLongError: ``seq_len`` is above every length, before any capture."""
+        """Capture the graphs a ``name`` variant replays for ``seq_len`` (close them when done). Raises
+        RequestTooLongError, before any capture, when ``seq_len`` is above every length."""
         from cudagraph_bench.capture.buckets import BucketedGraphs
 
         return BucketedGraphs(model, cls.graph_lengths(model, lengths, name, seq_len), warmup_iters=warmup_iters)
@@ -239,7 +215,7 @@ def _sync(model) -> Callable[[], None]:
 
 
 def _compile_forward(model, seq_len: int, mode: str):
-    """Reset dynamo and compile the model's forward: ``(compiled, example input [1, seq_len], counters before)``."""
+    """Reset dynamo and compile the forward: ``(compiled, example input [1, seq_len], counters before)``."""
     import torch
 
     from cudagraph_bench.models.presets import model_forward, random_input_ids
@@ -256,12 +232,9 @@ def _compile_forward(model, seq_len: int, mode: str):
 
 
 class CompileVariant(ForwardVariant):
-    """``torch.compile(forward, mode="reduce-overhead", dynamic=False)``: inductor kernels replayed in inductor's own
-    CUDA graphs (PyTorch docs, "CUDAGraph Trees"), compiled and called until the timing is stable (``compile_ms``).
-    Each call starts a new cudagraph-tree generation, so the next call overwrites the previous output.
-
-    Raises:
-        VariantFailure: inductor skipped its CUDA graphs while building (with inductor's reason)."""
+    """``torch.compile(forward, mode="reduce-overhead", dynamic=False)``: inductor kernels in inductor's own CUDA graphs
+    (PyTorch docs, "CUDAGraph Trees"); each call overwrites the previous output. Raises VariantFailure when inductor
+    skipped its CUDA graphs."""
 
     def __init__(self, model, seq_len: int):
         super().__init__(seq_len)
@@ -293,10 +266,9 @@ class CompileVariant(ForwardVariant):
 
 
 class CompileGraphVariant(_GraphBacked):
-    """``torch.compile(forward, mode=compile_mode, dynamic=False)`` without inductor's CUDA graphs, warmed until
-    stable (``compile_ms``), then captured and replayed by the suite's
-    :class:`~cudagraph_bench.capture.graphed.GraphedForward`; while capturing, a recompile raises.
-    ``compile_mode``: one of :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES` (else :class:`UsageError`)."""
+    """``torch.compile(forward, mode=compile_mode, dynamic=False)`` without inductor's graphs, captured and replayed by
+    the suite's GraphedForward (a recompile while capturing raises). ``compile_mode`` not in
+    :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`: UsageError."""
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE):
         super().__init__(seq_len)
@@ -336,8 +308,7 @@ class CompileGraphVariant(_GraphBacked):
 
 
 def padding_lengths(variant: str, pad_to: int | None = None, buckets: Iterable[int] | None = None) -> tuple[int, ...]:
-    """The lengths (tokens, before the cap at the model's positions) of a variant the registry pads to ``pad_to``
-    (default :data:`options.DEFAULT_PAD_TO`) or to ``buckets`` (default :data:`options.DEFAULT_BUCKETS`)."""
+    """The lengths (tokens, before the cap at the positions) a padding variant uses: ``pad_to`` or ``buckets``."""
     kind = registry.variant(registry.FORWARD, variant)
     return (pad_to or DEFAULT_PAD_TO,) if kind.lengths == "pad_to" else tuple(buckets or DEFAULT_BUCKETS)
 
@@ -345,26 +316,16 @@ def padding_lengths(variant: str, pad_to: int | None = None, buckets: Iterable[i
 def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = None, dtype: str | None = None,
                   buckets: Iterable[int] | None = None, warmup_iters: int = 3,
                   compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE, graphs=None) -> ForwardVariant:
-    """Build one forward variant of ``model`` for prompts of ``seq_len`` tokens; returns a :class:`ForwardVariant`
-    (close it).
-
-    Args:
-        model: from :func:`~cudagraph_bench.models.presets.load_model` (on a CUDA device but for ``eager``).
-        variant: a forward variant of the registry (:data:`cudagraph_bench.variants.FORWARD_NAMES`).
-        seq_len: prompt length in tokens (the real, unpadded length).
-        pad_to: padded length in tokens of ``padded`` (default 1024, capped at the model's positions).
-        dtype: the model's dtype name, kept as ``variant.dtype``.
-        buckets: bucket lengths in tokens of ``bucketed`` (default :data:`options.DEFAULT_BUCKETS`).
-        warmup_iters: side-stream warmup passes before each capture (>= 3).
-        compile_mode: inductor mode of ``compile+graph`` (:data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`).
-        graphs: ``padded``/``bucketed``: graphs captured already (:meth:`PaddedVariant.graphs_for`), not owned.
+    """Build one forward variant of ``model`` (on a CUDA device but for ``eager``) for prompts of ``seq_len`` real
+    tokens (close it). ``pad_to``: tokens of ``padded`` (default 1024, capped at the positions); ``buckets``: tokens of
+    ``bucketed``; ``warmup_iters`` >= 3; ``graphs``: captured already (:meth:`PaddedVariant.graphs_for`), not owned.
 
     Raises:
         UsageError: unknown variant.
-        CudaUnavailableError: a graph or compile variant on a model that is not on a CUDA device.
+        CudaUnavailableError: a graph or compile variant on a model not on a CUDA device.
         RequestTooLongError: ``seq_len`` above the padded length or the largest bucket.
         VariantFailure: inductor skipped its CUDA graphs (``compile``).
-        Exception: anything torch.compile or the capture raises (the caller reports it)."""
+        Exception: anything torch.compile or the capture raises."""
     try:
         kind = registry.variant(registry.FORWARD, variant)
     except KeyError as exc:

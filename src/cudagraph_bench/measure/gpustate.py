@@ -1,6 +1,5 @@
-"""GPU state through NVML (``nvidia-ml-py``, imported as ``pynvml``): clocks, temperature, power and the
-clocks-event (throttle) reasons of a benchmark's CUDA device, read before and after every benchmark so that a run
-measured on a throttled GPU says so. Nothing here raises: without NVML, a GPU or a query, the reading is None."""
+"""GPU state through NVML (``pynvml``): clocks, temperature, power and clocks-event (throttle) reasons, read before and
+after every benchmark so a throttled run says so. Nothing here raises: without NVML, a GPU or a query, None."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ class GpuThrottledWarning(UserWarning):
 
 
 def reason_names(mask: int) -> list[str]:
-    """NVML reason bit mask -> names in bit order, e.g. ``0x24`` -> ``["sw_power_cap", "sw_thermal"]``;
-    ``0`` -> ``["none"]``; unknown bits -> ``"unknown_0x..."``."""
+    """``0x24`` -> ``["sw_power_cap", "sw_thermal"]``; ``0`` -> ``["none"]``; unknown bits -> ``"unknown_0x..."``."""
     mask = int(mask)
     if mask == 0:
         return ["none"]
@@ -47,8 +45,7 @@ def reason_names(mask: int) -> list[str]:
 
 
 def throttle_reasons(*states: dict | None) -> list[str]:
-    """The throttling reasons (anything but :data:`BENIGN_REASONS`) in one or more readings of
-    :func:`read_gpu_state`, sorted and unique; ``[]`` when there are none or no readings."""
+    """Sorted unique reasons other than :data:`BENIGN_REASONS` in the readings; ``[]`` when none."""
     found = set()
     for state in states:
         if state:
@@ -70,7 +67,7 @@ def _init():
 
 
 def _handle(nvml, index: int):
-    """NVML handle of torch's ``cuda:index``: by UUID, else by PCI bus id, else NVML index ``index``."""
+    """By UUID, else PCI bus id, else NVML index."""
     if index in _handles:
         return _handles[index]
     import torch
@@ -104,8 +101,7 @@ def _query(fn, *args, scale: float = 1.0):
 
 
 def nvml_handle(device=None):
-    """``(pynvml module, NVML handle)`` of the CUDA device ``device`` (torch device, index or None: the current
-    one), matched by UUID, else PCI bus id, else index; None (never raises) without NVML or a CUDA GPU."""
+    """``(pynvml, handle)`` of ``device`` (None: current); None (never raises) without NVML or a CUDA GPU."""
     try:
         found = _device_handle(device)
         return None if found is None else found[:2]
@@ -114,7 +110,7 @@ def nvml_handle(device=None):
 
 
 def _device_handle(device):
-    """``(pynvml, handle, how it was matched)`` or None; NVML errors propagate."""
+    """NVML errors propagate."""
     import torch
 
     if not torch.cuda.is_available():
@@ -128,11 +124,8 @@ def _device_handle(device):
 
 
 def read_gpu_state(device=None) -> dict | None:
-    """One NVML reading of the CUDA device ``device`` (torch device, index or None: the current device).
-
-    Returns ``{"sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "clocks_event_reasons",
-    "nvml_match"}`` (MHz, degrees C, W, :func:`reason_names`, ``uuid``/``pci``/``index``), a field NVML does not
-    support None; None (never raises) without NVML or without a CUDA GPU."""
+    """``{"sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "clocks_event_reasons", "nvml_match"}`` (MHz, °C,
+    W) of ``device`` (None: current), unsupported fields None; None (never raises) without NVML or a CUDA GPU."""
     try:
         found = _device_handle(device)
         if found is None:
@@ -154,8 +147,7 @@ def read_gpu_state(device=None) -> dict | None:
 
 
 def warn_if_throttled(case: str, before: dict | None, after: dict | None) -> list[str]:
-    """Emit a :class:`GpuThrottledWarning` naming ``case`` when either reading has a throttling reason;
-    returns those reasons (``[]`` when none)."""
+    """Warn naming ``case`` when either reading has a throttling reason; returns those (``[]`` when none)."""
     reasons = throttle_reasons(before, after)
     if reasons:
         warnings.warn(f"{case}: GPU clocks were limited while timing ({', '.join(reasons)}): its times may be "

@@ -1,7 +1,5 @@
-"""Kernel launches and GPU busy time of one eager forward per case, profiled with ``torch.profiler``: the
-launch-overhead model needs the count, the roofline the busy time (what a graph replay could at best come down to).
-Profiling runs after every timed test (:mod:`cudagraph_bench.plugin.profiles`; CUPTI left attached slows later
-launches, pytorch/pytorch#144455). Only :func:`count_case` imports torch."""
+"""Kernel launches and GPU busy time of one eager forward per case (``torch.profiler``), for the launch-overhead model
+and the roofline; profiled after every timed test (CUPTI left attached slows launches, pytorch#144455)."""
 
 from __future__ import annotations
 
@@ -12,9 +10,8 @@ Key = tuple[str, str, int]   # (model, dtype, seq_len in tokens)
 
 @dataclass
 class KernelCount:
-    """The kernel count of one case's eager forward (JSON-serialisable). ``status``: ``ok`` (``n_kernels`` > 0;
-    ``gpu_busy_ms`` > 0, the median of the summed kernel durations in ms) or ``failed`` (``reason``, and
-    ``phase``: ``load`` or ``count``)."""
+    """JSON-serialisable. ``status`` ``ok`` (``n_kernels`` > 0; ``gpu_busy_ms`` > 0, median summed kernel ms) or
+    ``failed`` (``reason``; ``phase`` ``load`` or ``count``)."""
 
     model: str
     dtype: str
@@ -30,7 +27,7 @@ class KernelCount:
         return (self.model, self.dtype, self.seq_len)
 
     def eager_fields(self) -> dict:
-        """The eager benchmark's ``extra_info`` fields: ``n_kernels`` and, when timed, ``gpu_busy_ms``."""
+        """``n_kernels`` and, when timed, ``gpu_busy_ms``."""
         fields = {"n_kernels": self.n_kernels}
         if self.gpu_busy_ms is not None:
             fields["gpu_busy_ms"] = self.gpu_busy_ms
@@ -41,7 +38,7 @@ class KernelCount:
 
 
 def device_problem(device: str) -> str | None:
-    """Why kernels cannot be counted on ``device`` (the profiler counts CUDA kernels only), or None."""
+    """The profiler counts CUDA kernels only; None when it can."""
     if str(device).startswith("cuda"):
         return None
     return f"kernel counts need a CUDA device (the case runs on {device}): count on a CUDA GPU"
@@ -49,12 +46,8 @@ def device_problem(device: str) -> str | None:
 
 def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: int = 0,
                repeats: int | None = None) -> KernelCount:
-    """Kernels launched by one eager forward of ``model_name`` (``get_model(name, dtype)``) on random
-    ``input_ids [1, seq_len]``, and its GPU busy time, from ``repeats`` profiled forwards (default
-    :data:`~cudagraph_bench.measure.roofline.DEFAULT_BUSY_REPEATS`) that must all launch the same number of kernels.
-
-    Never raises: a failure to build the model (phase ``load``), a device other than CUDA, a profiler or CUDA
-    error, no kernel seen, counts that differ or no busy time (``count``) are a ``failed`` :class:`KernelCount`."""
+    """Kernels of one eager forward on random ``input_ids [1, seq_len]`` and its busy time, from ``repeats`` profiled
+    forwards that must agree on the count. Never raises: every failure is a ``failed`` KernelCount."""
     import statistics
 
     from cudagraph_bench.measure.case import describe_exception

@@ -1,8 +1,6 @@
-"""Launch-overhead microbenchmarks (docs/launch-overhead.md): a one-element kernel (``counter.add_(1.0)``)
-launched N times on a non-default stream, eagerly and as one graph replay, so the time measured is launch overhead
-(with PyTorch's dispatcher: an upper bound of ``perf_tests/cuda/graphs.cu``'s raw cost); host vs device clocks; the
-baked-pointer hazard; kernel counting. The arithmetic on the times: :mod:`cudagraph_bench.results.launch_model`.
-torch is imported inside functions only."""
+"""Launch-overhead microbenchmarks (docs/launch-overhead.md): a one-element kernel (``counter.add_(1.0)``) launched N
+times, eagerly and as one graph replay; host vs device clocks; the baked-pointer hazard; kernel counting. torch is
+imported inside functions only."""
 
 from __future__ import annotations
 
@@ -25,16 +23,14 @@ _NON_KERNEL_PREFIXES = ("memcpy", "memset", "stream sync", "event sync", "contex
 # ---------------------------------------------------------------------- kernel counting (torch.profiler)
 
 def _device_type_name(device_type) -> str:
-    """``DeviceType.CUDA`` -> ``"cuda"`` (also accepts plain strings, for tests)."""
+    """``DeviceType.CUDA`` -> ``"cuda"`` (plain strings too, for tests)."""
     name = getattr(device_type, "name", None) or str(device_type)
     return name.rsplit(".", 1)[-1].lower()
 
 
 def is_kernel_event(*, device_type, activity_type: str | None, name: str, is_user_annotation: bool = False) -> bool:
-    """Whether one profiler event is a device kernel execution: a CUDA-device event whose kineto activity type is
-    ``"kernel"`` (not a memcpy, memset, GPU user annotation or sync record; host runtime calls never count). Without
-    an activity type (older torch) a CUDA event counts unless it is a user annotation or its name starts with a
-    non-kernel prefix (memcpy, memset, sync records, ``ProfilerStep#``)."""
+    """Whether a profiler event is a device kernel: a CUDA event of kineto activity type ``"kernel"``; without an
+    activity type (older torch), a CUDA event that is no user annotation and has no non-kernel name prefix."""
     if _device_type_name(device_type) != "cuda":
         return False
     if activity_type:
@@ -45,22 +41,17 @@ def is_kernel_event(*, device_type, activity_type: str | None, name: str, is_use
 
 
 def count_kernel_events(events: Iterable) -> int:
-    """Number of kernel events (:func:`is_kernel_event`) among profiler ``FunctionEvent``-like objects
-    (attributes ``device_type``, ``name``, optional ``activity_type`` and ``is_user_annotation``)."""
+    """Number of kernel events among profiler ``FunctionEvent``-like objects."""
     return sum(1 for e in events
                if is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
                                   name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False))))
 
 
 def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
-    """Device kernels that one call of ``fn`` launches (graph replays' kernels included), counted with
-    ``torch.profiler``: ``warmup`` unprofiled calls, then one profiled call that warms up CUPTI (kineto may drop the
-    first records) and the recorded one, each synchronized. Count after timing: CUPTI left attached slows later
-    launches (pytorch/pytorch#144455). 0 when CUPTI is unavailable (profiling restricted to admin users).
-
-    Raises:
-        CudaUnavailableError: no CUDA GPU.
-        ValueError: ``warmup < 0``."""
+    """Device kernels one call of ``fn`` launches (graph replays' included), by ``torch.profiler`` after ``warmup``
+    calls and one profiled call that warms CUPTI (kineto may drop the first records). Count after timing: CUPTI left
+    attached slows later launches (pytorch/pytorch#144455). 0 when CUPTI is unavailable. Raises CudaUnavailableError
+    without a GPU, ValueError for ``warmup < 0``."""
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -90,7 +81,7 @@ def _require_cuda():
 
 
 def _launch_variant(name: str) -> variants.Variant:
-    """The registry row of the launch variant ``name``; raises :class:`UsageError` for an unknown name."""
+    """UsageError for an unknown name."""
     kind = variants.find(variants.LAUNCH, name)
     if kind is None:
         raise UsageError(f"unknown launch variant {name!r}: use {' or '.join(variants.LAUNCH_NAMES)}")
@@ -98,13 +89,8 @@ def _launch_variant(name: str) -> variants.Variant:
 
 
 class TinyKernelSequence:
-    """``n_launches`` (>= 1) launches of ``counter.add_(1.0)`` (``counter: [1] float32``) on :attr:`stream`,
-    eagerly and as one CUDA graph captured after one eager warm-up run; the counter starts at 0. Every method issues
-    work on :attr:`stream`; :meth:`value` synchronizes it before reading.
-
-    Raises:
-        CudaUnavailableError: no CUDA GPU.
-        UsageError: ``n_launches < 1``."""
+    """``n_launches`` launches of ``counter.add_(1.0)`` (``counter: [1] float32``, from 0) on :attr:`stream`, eagerly
+    and as one CUDA graph. Raises CudaUnavailableError without a GPU, UsageError for ``n_launches < 1``."""
 
     def __init__(self, n_launches: int, *, device="cuda"):
         torch = _require_cuda()
@@ -131,7 +117,7 @@ class TinyKernelSequence:
         self.reset()
 
     def run_loop(self) -> None:
-        """Issue the ``n_launches`` launches one by one on :attr:`stream` (no synchronize)."""
+        """No synchronize."""
         counter = self.counter
         with self._torch.cuda.stream(self.stream):
             for _ in range(self.n_launches):
@@ -149,7 +135,7 @@ class TinyKernelSequence:
         return self.run_loop if _launch_variant(variant).is_reference else self.replay
 
     def timed(self, variant: str) -> float:
-        """One sequence (``"loop"`` or ``"graph"``) timed by CUDA events on :attr:`stream`, in ms (synchronized)."""
+        """One sequence (``"loop"`` or ``"graph"``) timed by CUDA events, in ms (synchronized)."""
         fn = self._fn(variant)
         self._start.record(self.stream)
         fn()
@@ -158,9 +144,7 @@ class TinyKernelSequence:
         return self._start.elapsed_time(self._end)
 
     def clocked(self, variant: str) -> tuple[float, float, float]:
-        """One sequence timed by three clocks from a drained stream: ``(issue_ms, synced_wall_ms, event_ms)``
-        (host time to issue it, host time until the stream synchronized, CUDA events); the orderings guaranteed
-        between them: :func:`~cudagraph_bench.results.launch_model.clock_ordering_violations`."""
+        """``(issue_ms, synced_wall_ms, event_ms)`` of one sequence from a drained stream."""
         fn = self._fn(variant)
         self.stream.synchronize()
         t0 = time.perf_counter()
@@ -198,8 +182,8 @@ class TinyKernelSequence:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """Loop vs graph for one N: per-repeat CUDA-event ms ``[repeats]``, and the counter, whose
-    ``count_observed == count_expected`` shows every loop and replay ran all its kernels (exact below 2**24)."""
+    """Loop vs graph for one N: per-repeat CUDA-event ms ``[repeats]``; ``count_observed == count_expected`` shows every
+    loop and replay ran all its kernels (exact below 2**24)."""
 
     n_launches: int
     loop_event_ms: tuple[float, ...]
@@ -241,12 +225,9 @@ class SweepResult:
 
 
 def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5, device="cuda") -> SweepResult:
-    """Time ``n_launches`` tiny launches as an eager loop and as one graph replay (CUDA events, synchronized),
-    alternating per repeat so that clock drift affects both alike: ``repeats`` after ``warmup`` calls of each.
-
-    Raises:
-        CudaUnavailableError: no CUDA GPU.
-        UsageError: ``repeats < 1``, ``warmup < 0``, or a count above 2**24."""
+    """Time ``n_launches`` tiny launches as an eager loop and as one graph replay, alternating per repeat so clock drift
+    affects both alike. Raises CudaUnavailableError without a GPU; UsageError for ``repeats < 1``, ``warmup < 0``, or a
+    count above 2**24."""
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     expected = expected_count(n_launches, 2 * (warmup + repeats))
@@ -264,11 +245,8 @@ def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5
 
 
 def check_count(seq: TinyKernelSequence, *, loops: int, replays: int) -> tuple[float, int]:
-    """Reset the counter, run ``loops`` eager sequences and ``replays`` graph replays; returns ``(observed,
-    expected)``: the counter and ``n_launches * (loops + replays)``.
-
-    Raises:
-        UsageError: the expected count is above 2**24 (not exact in float32)."""
+    """``(observed, expected)`` after ``loops`` eager sequences and ``replays`` replays from 0. Raises UsageError when
+    the expected count is above 2**24 (not exact in float32)."""
     expected = expected_count(seq.n_launches, loops + replays)
     seq.reset()
     for _ in range(loops):
@@ -280,7 +258,7 @@ def check_count(seq: TinyKernelSequence, *, loops: int, replays: int) -> tuple[f
 
 @dataclass(frozen=True)
 class ClockResult:
-    """Per-repeat times ``[repeats]`` (ms) of one variant by three clocks; see :meth:`TinyKernelSequence.clocked`."""
+    """Per-repeat times ``[repeats]`` (ms) of one variant by three clocks."""
 
     n_launches: int
     variant: str
@@ -289,23 +267,19 @@ class ClockResult:
     event_ms: tuple[float, ...]
 
     def medians(self) -> dict:
-        """``{"issue_ms", "synced_wall_ms", "event_ms"}`` medians in ms."""
+        """Medians in ms."""
         return {"issue_ms": median_ms(self.issue_ms), "synced_wall_ms": median_ms(self.synced_wall_ms),
                 "event_ms": median_ms(self.event_ms)}
 
     def violations(self) -> list[str]:
-        """Guaranteed orderings that failed (see :func:`clock_ordering_violations`); empty when fine."""
+        """Guaranteed orderings that failed; empty when fine."""
         return clock_ordering_violations(self.issue_ms, self.synced_wall_ms, self.event_ms)
 
 
 def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *, repeats: int = 50, warmup: int = 5,
                    seq: TinyKernelSequence | None = None, device="cuda") -> ClockResult:
-    """Time one variant (``"loop"`` or ``"graph"``) of ``n_launches`` tiny launches by three clocks
-    (:meth:`TinyKernelSequence.clocked`), on ``seq`` when given, else on a new :class:`TinyKernelSequence`.
-
-    Raises:
-        CudaUnavailableError: no CUDA GPU.
-        UsageError: unknown variant, ``repeats < 1`` or ``warmup < 0``."""
+    """Time one variant (``"loop"``/``"graph"``) by three clocks, on ``seq`` or a new sequence. Raises
+    CudaUnavailableError without a GPU; UsageError for an unknown variant, ``repeats < 1`` or ``warmup < 0``."""
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     own = seq is None
@@ -324,10 +298,9 @@ def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *,
 
 @dataclass(frozen=True)
 class BakedPointerResult:
-    """What a replay writes after the captured buffer was replaced (counter floats). "Rebind": the name re-pointed
-    to a new buffer between two replays, the graph still writes ``old`` (``old_value == 2 * n_launches``,
-    ``new_value == 0``). "Free then allocate": the captured buffer freed and one of the same size allocated; when the
-    allocator hands back the address (``same_address``, reported, not assumed) the replay writes into ``realloc``."""
+    """What a replay writes after the captured buffer was replaced (counter floats). Rebind: the graph still writes
+    ``old`` (``old_value == 2 * n_launches``, ``new_value == 0``). Free then allocate: when the allocator hands back the
+    address (``same_address``, reported, not assumed) the replay writes into ``realloc``."""
 
     n_launches: int
     old_ptr: int
@@ -360,13 +333,9 @@ class BakedPointerResult:
 
 
 def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerResult:
-    """Show that a graph keeps writing the address it captured (:class:`BakedPointerResult`). Nothing empties the
-    allocator's cache between the free and the replay, so the stray write lands in mapped memory and cannot poison
-    the CUDA context (the real ``cudaFree`` case: ``perf_tests/cuda/graphs.cu`` under compute-sanitizer).
-
-    Raises:
-        CudaUnavailableError: no CUDA GPU.
-        UsageError: ``n_launches < 1``."""
+    """Show that a graph keeps writing the address it captured. Nothing empties the allocator's cache between the free
+    and the replay, so the stray write lands in mapped memory (the ``cudaFree`` case: ``perf_tests/cuda/graphs.cu``).
+    Raises CudaUnavailableError without a GPU, UsageError for ``n_launches < 1``."""
     torch = _require_cuda()
     if n_launches < 1:
         raise UsageError(f"n_launches must be >= 1, got {n_launches}")
@@ -404,7 +373,6 @@ def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerRes
     g1.reset()
     del old, d, g1
 
-    # free then allocate
     e = torch.zeros(1, dtype=torch.float32, device=dev)
     g2 = capture(e)
     freed_ptr = e.data_ptr()

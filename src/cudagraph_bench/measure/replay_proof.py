@@ -1,7 +1,6 @@
-"""Proof of replay: one profiled call of a timed graph variant, its graph launches and the kernels launched
-outside a graph (:func:`cudagraph_bench.results.replay.count_replay`) against what it should launch. Why: a graph
-variant that silently runs eagerly passes its check, only its latency is wrong (vLLM#36165, pytorch#124506).
-Taken after timing and only with ``--replay-proof``: CUPTI left attached slows later launches (pytorch#144455)."""
+"""Proof of replay: one profiled call of a timed graph variant, its graph launches and kernels outside a graph against
+what it should launch. A graph variant that silently runs eagerly passes its check (vLLM#36165, pytorch#124506). Only
+after timing and with ``--replay-proof``: CUPTI left attached slows launches (pytorch#144455)."""
 
 from __future__ import annotations
 
@@ -10,13 +9,12 @@ from typing import Callable
 from cudagraph_bench.results.replay import ReplayCount, count_replay, replay_field
 from cudagraph_bench.variants import DECODE
 
-#: Kernels a padded or bucketed forward launches outside its graph per call to pad the prompt
-#: (:func:`~cudagraph_bench.capture.buckets.pad_prompt`: full, zeros, the mask's fill, the prompt's copy).
+#: Kernels a padded or bucketed forward launches outside its graph per call to pad the prompt.
 PAD_INPUT_KERNELS = 4
 
 
 def _kind(record) -> str:
-    """Kineto's activity type where this torch reports it, else the device type (``"cpu"``, ``"cuda"``)."""
+    """Kineto's activity type where torch reports it, else the device type."""
     from cudagraph_bench.measure.launch_overhead import _device_type_name
 
     kind = getattr(record, "activity_type", None)
@@ -24,13 +22,9 @@ def _kind(record) -> str:
 
 
 def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tuple[str, str]]:
-    """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` on the GPU under
-    ``torch.inference_mode()``, after one profiled warm-up call, each synchronized. CPU activity is profiled too:
-    some torch versions record CUPTI's driver API calls (Triton's ``cuLaunchKernel``) only with it.
-
-    Raises:
-        CudaUnavailableError: no CUDA GPU.
-        ValueError: ``calls < 1``."""
+    """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` under ``inference_mode`` after one warm-up
+    call (CPU activity too: some torch versions record Triton's ``cuLaunchKernel`` only with it). CudaUnavailableError
+    without a GPU; ValueError for ``calls < 1``."""
     from cudagraph_bench.measure.launch_overhead import _require_cuda
     from cudagraph_bench.measure.roofline import window_records
 
@@ -50,18 +44,15 @@ def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tu
 
 
 def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
-    """Graph launches, kernels and copies launched outside a graph by ``calls`` calls of ``fn``
-    (:func:`profile_call_records`, :func:`~cudagraph_bench.results.replay.count_replay`; summed over the calls).
-    Raises as :func:`profile_call_records`."""
+    """Launches, kernels and copies outside a graph, summed over ``calls`` calls."""
     return count_replay(profile_call_records(fn, calls=calls))
 
 
 def replay_expectation(prepared) -> tuple[int, int | None] | None:
-    """``(graph launches per call, kernels outside a graph allowed per call, None: unbounded)`` of a prepared
-    forward or decode case; None for a variant that captures no graph of the suite's own. A forward graph: one
-    launch, no kernel outside (padded, bucketed: :data:`PAD_INPUT_KERNELS`). A graphed decoder's whole request: the
-    replays of :func:`~cudagraph_bench.capture.decode.replay_plan` over ``new_tokens - 1`` steps, plus a prefill
-    graph's, its set-up outside any graph unbounded."""
+    """``(graph launches per call, kernels outside a graph allowed per call or None: unbounded)``; None for a variant
+    without a graph of the suite's own. A forward graph: one launch, no kernel outside (padded:
+    :data:`PAD_INPUT_KERNELS`). A graphed decode request: :func:`~cudagraph_bench.capture.decode.replay_plan`'s replays
+    plus a prefill graph's."""
     kind = prepared.spec.variant_spec
     if not kind.captured:
         return None
@@ -80,12 +71,7 @@ def replay_expectation(prepared) -> tuple[int, int | None] | None:
 
 
 def proof_fields(prepared, *, device: str, enabled: bool, calls: int = 1) -> dict:
-    """The ``extra_info`` fields of a timed case's replay proof: ``{"replay": ...}``
-    (:func:`~cudagraph_bench.results.replay.replay_field`) for a graph variant on a CUDA device when ``enabled``,
-    else ``{}`` (nothing profiled; read as not recorded). Call it after timing.
-
-    Raises:
-        Exception: what the profiled call raises (the case's failure)."""
+    """``{"replay": ...}`` of a graph variant on CUDA when ``enabled``, else ``{}``. Call after timing."""
     expected = replay_expectation(prepared)
     if not enabled or expected is None or not str(device).startswith("cuda"):
         return {}

@@ -1,8 +1,6 @@
-"""What the roofline of a case needs (docs/measurement.md, "Kernel counts and the roofline"): the bytes one decoded
-token reads at batch 1, counted as gpt-fast's ``generate.py`` counts them (:func:`request_bytes_per_token`), the
-GPU's peak memory bandwidth (:func:`peak_memory_bandwidth_gbps`), and the GPU busy time of an eager forward
-(:func:`profile_forward`). Useful bytes only: a static cache's masked slots are not counted, so the percentage of
-peak says how close a variant comes to moving only what a token needs."""
+"""The roofline inputs of a case (docs/measurement.md, "Kernel counts and the roofline"): bytes one decoded token reads
+at batch 1 (as gpt-fast's ``generate.py`` counts them), the GPU's peak memory bandwidth, and an eager forward's GPU busy
+time. Useful bytes only: a static cache's masked slots are not counted."""
 
 from __future__ import annotations
 
@@ -15,13 +13,11 @@ from cudagraph_bench.results.roofline_arithmetic import choose_peak
 
 #: Profiled calls whose busy times a kernel count takes the median of.
 DEFAULT_BUSY_REPEATS = 5
-#: Relative move of a forward's profiled busy time between processes and clock states, which the checks comparing
-#: a busy time with a replay median or another profile allow (a kernel counted twice moves it far more).
+#: Relative move of a forward's profiled busy time between processes and clock states that busy-time checks allow.
 BUSY_TIME_NOISE = 0.05
 #: Clock cycles of the marker kernel (``torch.cuda._sleep``, under a microsecond) after each profiled call.
 MARKER_CYCLES = 1000
-#: The name of that marker kernel: ATen's ``spin_kernel`` (``aten/src/ATen/cuda/Sleep.cu``), demangled
-#: (``at::cuda::(anonymous namespace)::spin_kernel(long)``) or mangled (``..._111spin_kernelEl``).
+#: The marker kernel's name: ATen's ``spin_kernel`` (``aten/src/ATen/cuda/Sleep.cu``), demangled or mangled.
 _MARKER_NAME = re.compile(r"(?:^|::|\d)spin_kernel(?:\(|E|$)")
 
 
@@ -34,7 +30,7 @@ def _text_config(model_or_config):
 
 
 def _element_size(model) -> int:
-    """Bytes per element of the model's floating-point parameters (the KV cache's dtype too)."""
+    """Also the KV cache's dtype."""
     for p in model.parameters():
         if p.is_floating_point():
             return p.element_size()
@@ -42,8 +38,7 @@ def _element_size(model) -> int:
 
 
 def expert_fraction(model) -> float | None:
-    """``top_k / num_experts`` of a mixture-of-experts model's config (the share of each expert tensor one
-    token reads), or None for a dense model."""
+    """``top_k / num_experts`` of a mixture-of-experts config, or None for a dense model."""
     config = _text_config(model)
     experts = next((getattr(config, f) for f in ("num_experts", "num_local_experts", "n_routed_experts")
                     if getattr(config, f, None)), None)
@@ -57,11 +52,9 @@ def expert_fraction(model) -> float | None:
 
 
 def weight_bytes(model) -> int:
-    """Bytes of weights one decoded token reads: every parameter once (tied tensors once, embedding tables whole,
-    buffers not), the parameters under an ``experts`` module scaled by :func:`expert_fraction`.
-
-    Raises:
-        UsageError: a mixture-of-experts config whose model has no parameter under an ``experts`` module."""
+    """Bytes of weights one decoded token reads: every parameter once (tied once, embeddings whole, buffers not), those
+    under an ``experts`` module scaled by :func:`expert_fraction`. UsageError for a mixture-of-experts config whose
+    model has no parameter under an ``experts`` module."""
     fraction = expert_fraction(model)
     dense, expert = 0, 0
     for name, p in model.named_parameters():   # yields a shared tensor once
@@ -77,10 +70,8 @@ def weight_bytes(model) -> int:
 
 
 def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
-    """Per KV-cache layer ``(bytes of K and V of one cached token, window in tokens or None)``:
-    ``2 x kv_heads x head_dim x element size`` from the config (``num_key_value_heads``, else
-    ``num_attention_heads``; ``head_dim``, else ``hidden_size / num_attention_heads``) and the model's dtype.
-    Empty for a model of state layers only (Mamba): its fixed-size state is read like a weight, not per token."""
+    """Per KV-cache layer ``(bytes of K and V of one cached token, window in tokens or None)``; empty for a model of
+    state layers only (its state is read like a weight)."""
     from cudagraph_bench.models.hf_internals import attention_windows
 
     config = _text_config(model)
@@ -100,15 +91,9 @@ def _kv_bytes(layers: list[tuple[int, int | None]], context_tokens: float) -> fl
 
 
 def decode_bytes_per_token(model, context_tokens: float) -> dict:
-    """Bytes one decoded token reads when it attends to ``context_tokens`` (> 0) cached tokens (itself included).
-    ``model``: a causal LM on any device, ``meta`` too (only shapes and dtypes are read).
-
-    Returns:
-        ``{"weight_bytes", "kv_bytes_per_token", "bytes_per_token", "context_tokens"}``: :func:`weight_bytes`, and
-        the sum over layers of :func:`kv_bytes_per_context_token` x min(context, window).
-
-    Raises:
-        UsageError: ``context_tokens`` not positive, or a model whose weights or layers cannot be counted."""
+    """``{"weight_bytes", "kv_bytes_per_token", "bytes_per_token", "context_tokens"}`` one decoded token reads when it
+    attends to ``context_tokens`` cached tokens (itself included). ``model``: a causal LM on any device, ``meta`` too.
+    UsageError for ``context_tokens`` not positive, or a model whose weights or layers cannot be counted."""
     if not context_tokens > 0:
         raise UsageError(f"context_tokens must be > 0, got {context_tokens!r}")
     weights = weight_bytes(model)
@@ -118,12 +103,8 @@ def decode_bytes_per_token(model, context_tokens: float) -> dict:
 
 
 def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
-    """:func:`decode_bytes_per_token` averaged over one greedy request (the time base of ms/token): the token of
-    step ``k`` (0 to ``new_tokens - 1``) attends to ``prompt_tokens + k`` tokens, ``kv_bytes_per_token`` is the
-    mean over the steps, ``context_tokens`` the mean context ``prompt_tokens + (new_tokens - 1) / 2``.
-
-    Raises:
-        UsageError: ``prompt_tokens < 1`` or ``new_tokens < 1``."""
+    """:func:`decode_bytes_per_token` averaged over one greedy request (step ``k`` attends to ``prompt_tokens + k``);
+    ``context_tokens`` is the mean context. UsageError for ``prompt_tokens < 1`` or ``new_tokens < 1``."""
     if prompt_tokens < 1 or new_tokens < 1:
         raise UsageError(f"need a prompt of >= 1 token and >= 1 new token (got {prompt_tokens}, {new_tokens})")
     layers = kv_bytes_per_context_token(model)
@@ -137,8 +118,7 @@ def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
 
 
 def nvml_memory_readings(nvml, handle) -> dict:
-    """The raw NVML values of the peak: ``max_mem_clock_mhz``, ``bus_width_bits`` and, for comparison,
-    ``mem_clock_mhz`` (the current memory clock); a value NVML does not support is None. Never raises."""
+    """NVML's ``max_mem_clock_mhz``, ``bus_width_bits``, ``mem_clock_mhz`` (None if unsupported)."""
     def query(fn_name, *args):
         fn = getattr(nvml, fn_name, None)
         try:
@@ -152,10 +132,9 @@ def nvml_memory_readings(nvml, handle) -> dict:
 
 
 def peak_memory_bandwidth_gbps(device=None) -> dict | None:
-    """Peak memory bandwidth of the CUDA device ``device`` (torch device, index or None: the current one): NVML's
-    maximum memory clock MHz x bus width bits x 2 / 8, or the vendor datasheet's value when NVML gives none or
-    differs by more than 10% (:func:`~cudagraph_bench.results.roofline_arithmetic.choose_peak`, plus
-    ``nvml_mem_clock_mhz``). None without a CUDA GPU or a value. Never raises."""
+    """Peak memory bandwidth (GB/s) of ``device`` (None: current): NVML's max memory clock MHz x bus width bits x 2 / 8,
+    or the datasheet's value when NVML gives none or differs by more than 10%. None without a CUDA GPU or a value. Never
+    raises."""
     try:
         import torch
 
@@ -187,28 +166,20 @@ def _is_kernel(e) -> bool:
 
 
 def kernel_busy_ms(events: Iterable) -> float:
-    """Sum of the device durations (ms) of the kernel events among profiler ``FunctionEvent``-like objects
-    (``device_type``, ``name``, ``time_range.elapsed_us()``, optional ``activity_type``/``is_user_annotation``):
-    the time the GPU was busy with them, kernels of one stream running one after another."""
+    """Sum of the device durations (ms) of kernel events among ``FunctionEvent``-like objects."""
     return sum(e.time_range.elapsed_us() for e in events if _is_kernel(e)) / 1e3
 
 
 def is_marker_kernel(name: str) -> bool:
-    """Whether a kernel name is the marker :func:`profile_forward` launches between calls (ATen's
-    ``spin_kernel`` of ``torch.cuda._sleep``, demangled or mangled)."""
+    """Whether a kernel name is the marker (ATen's ``spin_kernel``) :func:`profile_forward` launches between calls."""
     return _MARKER_NAME.search(name) is not None
 
 
 def split_at_markers(events: Iterable, *, repeats: int) -> list[tuple[int, float]]:
-    """``[(n_kernels, busy_ms)] * repeats`` in call order (:func:`kernel_busy_ms`) of the calls of a window that ran
-    ``call, marker`` ``1 + repeats`` times, each synchronized (``events``: ``FunctionEvent``-like, in any order, times
-    in µs): its kernels sorted by start and cut at each marker (:func:`is_marker_kernel`, never counted), the first
-    group (the warm-up call, maybe recorded in part) dropped; ``(0, 0.0)`` each without any kernel (no CUPTI).
-
-    Raises:
-        RuntimeError: some kernels but not ``repeats + 1`` markers (kineto dropped device records), or
-            kernels after the last marker.
-        ValueError: ``repeats < 1``."""
+    """``[(n_kernels, busy_ms)] * repeats`` in call order of a window that ran ``call, marker`` ``1 + repeats`` times
+    (``events`` in any order, µs): kernels cut at each marker, the first (warm-up) group dropped; ``(0, 0.0)`` each
+    without any kernel (no CUPTI). RuntimeError: kernels but not ``repeats + 1`` markers, or kernels after the last
+    marker; ValueError: ``repeats < 1``."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     kernels = sorted((e for e in events if _is_kernel(e)), key=lambda e: e.time_range.start)
@@ -232,15 +203,10 @@ def split_at_markers(events: Iterable, *, repeats: int) -> list[tuple[int, float
 
 def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REPEATS,
                     warmup: int = 1) -> list[tuple[int, float]]:
-    """``(kernels, busy ms)`` of each of ``repeats`` profiled calls of ``fn`` on the GPU: ``warmup`` unprofiled
-    calls, then ``1 + repeats`` calls in one CUDA-only profiler window (the first warms up CUPTI, not reported), each
-    followed by a marker kernel (:func:`split_at_markers`). One window without CPU events is several times cheaper
-    than a schedule per call, with the same counts. Call it after timing (CUPTI stays attached, pytorch#144455).
-
-    Raises:
-        CudaUnavailableError: no CUDA GPU.
-        ValueError: ``repeats < 1`` or ``warmup < 0``.
-        RuntimeError: the profiler dropped a marker kernel (:func:`split_at_markers`)."""
+    """``(kernels, busy ms)`` of each of ``repeats`` profiled calls of ``fn``, after ``warmup`` calls, in one CUDA-only
+    profiler window (cheaper than a schedule per call). Call it after timing (CUPTI stays attached, pytorch#144455).
+    Raises CudaUnavailableError without a GPU; ValueError for ``repeats < 1`` or ``warmup < 0``; RuntimeError when the
+    profiler dropped a marker kernel."""
     from cudagraph_bench.measure.launch_overhead import _require_cuda
 
     torch = _require_cuda()
@@ -262,8 +228,7 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
 
 
 class DeviceRecord:
-    """A kineto event (``torch._C._autograd._KinetoEvent``) with the attributes of the ``FunctionEvent`` that
-    ``prof.events()`` would build and :func:`split_at_markers` reads (``activity_type`` None where torch lacks it)."""
+    """A kineto event with the ``FunctionEvent`` attributes :func:`split_at_markers` reads."""
 
     __slots__ = ("name", "device_type", "activity_type", "is_user_annotation", "start", "end")
 
@@ -284,8 +249,7 @@ class DeviceRecord:
 
 
 def window_records(prof) -> list:
-    """The records of a finished profiler window as :class:`DeviceRecord` objects, read straight from kineto's
-    result (else ``prof.events()``): about four times faster than building torch's ``FunctionEvent`` list."""
+    """A finished window's records read straight from kineto (else ``prof.events()``): about 4x faster."""
     result = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     if result is None or not hasattr(result, "events"):
         return list(prof.events())

@@ -1,5 +1,4 @@
-"""The measurement settings a run applies to every case, one dataclass (:class:`MeasureSettings`, defaults from
-:mod:`cudagraph_bench.options`), which :class:`~cudagraph_bench.measure.case.CaseSpec` inherits. No torch import."""
+"""The settings a run applies to every case (:class:`MeasureSettings`). No torch import."""
 
 from __future__ import annotations
 
@@ -14,13 +13,9 @@ from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFA
 
 @dataclass(kw_only=True)
 class MeasureSettings:
-    """How every case of a run is measured; keyword-only, so that a subclass keeps its own positional fields.
-
-    ``rounds`` .. ``min_time_ms``: the round policy (:meth:`round_policy`; times in ms); ``compile_mode``: the
-    inductor mode of ``compile+graph``; ``pad_to``/``buckets`` in tokens (a tuple); ``check_inputs``: fresh random
-    inputs of the correctness check; ``seed``: of the inputs; ``device``: ``"cuda"`` or ``"cpu"``;
-    ``attn_implementation``: the attention every model runs (None: each model's own); ``max_positions``: the position
-    bound (tokens) of models whose config records none (None: the longest request)."""
+    """How every case of a run is measured; keyword-only so subclasses keep their positional fields. Times in ms;
+    ``pad_to``/``buckets`` in tokens; ``attn_implementation`` None: each model's own; ``max_positions`` (tokens) bounds
+    models whose config records none (None: the longest request)."""
 
     rounds: int = DEFAULT_ROUNDS
     warmup_rounds: int = DEFAULT_WARMUP_ROUNDS
@@ -42,16 +37,14 @@ class MeasureSettings:
         self.buckets = tuple(self.buckets)
 
     def round_policy(self, **changes) -> RoundPolicy:
-        """The :class:`~cudagraph_bench.measure.timing.RoundPolicy` of these settings; ``changes``: fields of
-        these settings to replace first (e.g. ``rounds=3``)."""
+        """The RoundPolicy, after replacing ``changes`` fields (e.g. ``rounds=3``)."""
         s = replace(self, **changes) if changes else self
         return RoundPolicy(rounds=s.rounds, warmup=s.warmup_rounds, warmup_ms=s.warmup_ms, min_time_ms=s.min_time_ms,
                            precision_pct=s.precision_pct, max_rounds=s.max_rounds, max_time_ms=s.max_time_ms)
 
     @classmethod
     def from_options(cls, option: Callable[[str], Any], **kw):
-        """The settings given by command-line options: ``option(dest)`` (pytest's ``config.getoption``) gives each of
-        :data:`OPTION_FIELDS`; ``kw`` the other fields of ``cls``."""
+        """``option(dest)`` gives each of :data:`OPTION_FIELDS`; ``kw`` the other fields."""
         return cls(**{name: option(name) for name in OPTION_FIELDS}, **kw)
 
 

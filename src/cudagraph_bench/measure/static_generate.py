@@ -14,15 +14,9 @@ GUIDE_FULLGRAPH = True
 
 
 class StaticCompiledGenerate:
-    """HF ``generate(do_sample=False)`` with ``cache_implementation="static"`` and ``model.forward`` compiled
-    as the guide does, for greedy requests at batch 1: :meth:`warm` compiles, :meth:`generate` runs a request,
-    :meth:`close` puts the model back. Calls ``torch._dynamo.reset()`` on construction and on close: one compiled
-    model at a time.
-
-    Args:
-        model: a causal LM (the session's model: it is changed until :meth:`close`).
-        mode, fullgraph: torch.compile's settings (default the guide's).
-        backend: torch.compile's backend (``"inductor"``; with another, e.g. ``"eager"``, ``mode`` is not passed)."""
+    """HF ``generate(do_sample=False)`` with a static cache and ``model.forward`` compiled as the guide does, greedy at
+    batch 1. Changes ``model`` until :meth:`close`; calls ``torch._dynamo.reset()`` on construction and close: one
+    compiled model at a time. ``backend`` other than ``"inductor"``: ``mode`` is not passed."""
 
     def __init__(self, model, *, mode: str = GUIDE_COMPILE_MODE, fullgraph: bool = GUIDE_FULLGRAPH,
                  backend: str = "inductor"):
@@ -40,9 +34,8 @@ class StaticCompiledGenerate:
         self._open = True
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
-        """``max_new_tokens`` greedy tokens after ``input_ids`` ``[1, L]`` int64 (no EOS stop): ``[1, max_new_tokens]``
-        int64; with ``return_logits``, ``(tokens, logits)``: the per-step logits of ``generate(...,
-        output_logits=True)`` (a tuple of ``[1, vocab]``)."""
+        """``max_new_tokens`` greedy tokens after ``input_ids [1, L]`` int64 (no EOS stop): ``[1, max_new_tokens]``
+        int64; with ``return_logits``, ``(tokens, logits)``, logits a tuple of ``[1, vocab]``."""
         import torch
 
         if not self._open:
@@ -55,11 +48,8 @@ class StaticCompiledGenerate:
         return (out.sequences[:, length:], out.logits) if return_logits else out[:, length:]
 
     def warm(self, input_ids, max_new_tokens: int, *, timeout_s: float | None = None) -> float:
-        """Run requests until their timing is stable (:func:`~cudagraph_bench.capture.compiling.warm_until_stable`);
-        returns and sets ``compile_ms``, the wall ms they took beyond steady state (compiling, graph recording).
-
-        Raises:
-            CompileTimeout: the requests ran past ``timeout_s`` wall seconds (None or 0: no limit)."""
+        """Run requests until their timing is stable; returns and sets ``compile_ms`` (wall ms beyond steady state).
+        CompileTimeout past ``timeout_s`` wall seconds (None or 0: no limit)."""
         import torch
 
         from cudagraph_bench.capture.compiling import time_limit, warm_until_stable
@@ -77,8 +67,7 @@ class StaticCompiledGenerate:
         return self.compile_ms
 
     def close(self) -> None:
-        """Put the model back (its instance attributes, what ``generate`` cached on it, the generation config's
-        cache implementation) and reset dynamo. Idempotent."""
+        """Put the model back and reset dynamo. Idempotent."""
         if not self._open:
             return
         import torch

@@ -1,7 +1,6 @@
-"""GPU-correct timing of one call (docs/measurement.md, "Timing"): every timed call goes through a
-:class:`CallTimer` (CUDA events around it, then a synchronize, so the wall time includes the GPU work); the rounds
-are planned from a pilot (:class:`RoundPolicy`); the device-side figure the gate guards is
-:func:`back_to_back_ms`, with no host time in it."""
+"""GPU-correct timing of one call (docs/measurement.md, "Timing"): every timed call goes through a :class:`CallTimer`
+(CUDA events, then a synchronize); rounds are planned from a pilot (:class:`RoundPolicy`); the gated device-side figure
+is :func:`back_to_back_ms`, with no host time in it."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ MAX_TIMED_ROUNDS = 20_000
 
 
 class CallTimer:
-    """Wraps ``fn`` so that each call is bracketed by CUDA events and ends with a synchronize, the one place the
-    timing code synchronizes CUDA (on ``device="cpu"`` it only calls ``fn``); the target of ``benchmark.pedantic``
-    or :func:`time_call`. ``capacity`` event pairs are created up front, so the timed region only records them."""
+    """Wraps ``fn`` so each call is bracketed by CUDA events and ends with a synchronize, the one place timing code
+    synchronizes CUDA (on ``device="cpu"`` it only calls ``fn``). ``capacity`` event pairs are created up front."""
 
     def __init__(self, fn: Callable[[], object], capacity: int = 256, *, device: str = "cuda"):
         self._fn = fn
@@ -50,7 +48,7 @@ class CallTimer:
         return out
 
     def event_ms(self, last: int | None = None) -> list[float]:
-        """CUDA-event time (ms) of each call so far, or of the ``last`` calls; ``[]`` on a CPU."""
+        """CUDA-event ms of each call so far, or of the ``last`` calls; ``[]`` on a CPU."""
         pairs = self._events[: self.calls]
         if last is not None:
             pairs = pairs[-last:] if last else []
@@ -59,7 +57,7 @@ class CallTimer:
 
 @dataclass(frozen=True)
 class Timing:
-    """Per-call times of the measured rounds: ``wall_ms`` (host clock, synchronized) and ``event_ms``."""
+    """Per-call ms of the measured rounds: ``wall_ms`` (host clock, synchronized) and ``event_ms``."""
 
     wall_ms: list[float]
     event_ms: list[float]
@@ -67,8 +65,7 @@ class Timing:
 
 @contextmanager
 def gc_disabled() -> Iterator[None]:
-    """Python's garbage collector off for the block (a collection inside a timed call would add ms to that round
-    only), then restored to its previous state."""
+    """Garbage collector off for the block (a collection would add ms to one round), then restored."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -79,11 +76,7 @@ def gc_disabled() -> Iterator[None]:
 
 
 def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str = "cuda") -> Timing:
-    """Call ``fn`` ``warmup`` times untimed, then ``rounds`` times through a :class:`CallTimer`, garbage collector
-    off.
-
-    Raises:
-        ValueError: ``rounds < 1`` or ``warmup < 0``."""
+    """``warmup`` untimed calls, then ``rounds`` timed, GC off; ValueError: ``rounds < 1`` or ``warmup < 0``."""
     if rounds < 1 or warmup < 0:
         raise ValueError(f"rounds must be >= 1 and warmup >= 0 (got {rounds}, {warmup})")
     timer = CallTimer(fn, capacity=warmup + rounds, device=device)
@@ -104,17 +97,16 @@ BACK_TO_BACK_BLOCK_MS = 2.0
 BACK_TO_BACK_MIN_BLOCKS = 10
 BACK_TO_BACK_BUDGET_MS = 200.0
 BACK_TO_BACK_MAX_BLOCKS = 100
-#: The stream is held before each block for this many times the host's time to queue it, at least
-#: :data:`HOLD_MIN_MS`, so that the hold outlasts the queueing on a host slower for a moment.
+#: The hold before each block: this many times the host's time to queue it, at least :data:`HOLD_MIN_MS`.
 HOLD_FACTOR = 3.0
 HOLD_MIN_MS = 0.1
 
 
 @dataclass(frozen=True)
 class DeviceFigure:
-    """The device-side time of one call (:func:`back_to_back_ms`): ``block_ms``, per-call ms of each kept block;
-    ``calls_per_block``; ``hold_ms``, the last hold (GPU ms) before a block; ``enqueue_ms``, host ms to queue one
-    call (median); ``uncovered_blocks``, blocks dropped because their queueing outlasted the hold."""
+    """Device-side time of one call: ``block_ms``, per-call ms of each kept block; ``hold_ms``, the last hold (GPU ms);
+    ``enqueue_ms``, host ms to queue one call (median); ``uncovered_blocks``, blocks dropped because their queueing
+    outlasted the hold."""
 
     block_ms: list[float]
     calls_per_block: int
@@ -130,7 +122,7 @@ class DeviceFigure:
         return float(np.median(self.block_ms))
 
     def record(self) -> dict:
-        """The case's ``extra_info`` fields (``device_ms``: the blocks, ``device_median_ms``, ...)."""
+        """The case's ``extra_info`` fields."""
         return {"device_ms": list(self.block_ms), "device_median_ms": self.median_ms,
                 "device_calls_per_block": self.calls_per_block, "device_hold_ms": self.hold_ms,
                 "host_enqueue_ms": self.enqueue_ms, "device_uncovered_blocks": self.uncovered_blocks}
@@ -140,8 +132,7 @@ _CYCLES_PER_MS: dict = {}
 
 
 def sleep_cycles_per_ms() -> float:
-    """GPU cycles of ``torch.cuda._sleep`` per millisecond on the current device, from CUDA events around long
-    sleeps (the median of 5; measured once per process and device)."""
+    """GPU cycles of ``torch.cuda._sleep`` per ms on the current device (median of 5 timed sleeps; once per device)."""
     import statistics
 
     import torch
@@ -164,8 +155,7 @@ def sleep_cycles_per_ms() -> float:
 
 
 def hold_stream(ms: float) -> None:
-    """Queue a GPU spin of about ``ms`` milliseconds on the current stream (``torch.cuda._sleep``), so the work
-    queued after it runs back to back whatever the host's pace."""
+    """Queue a GPU spin of about ``ms`` ms on the current stream, so the work queued after it runs back to back."""
     import torch
 
     torch.cuda._sleep(max(1, int(ms * sleep_cycles_per_ms())))
@@ -174,14 +164,10 @@ def hold_stream(ms: float) -> None:
 def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS,
                     min_blocks: int = BACK_TO_BACK_MIN_BLOCKS, budget_ms: float = BACK_TO_BACK_BUDGET_MS,
                     max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> DeviceFigure | None:
-    """The device-side time of one call of ``fn`` (ms): blocks of up to ``calls`` calls (about
-    :data:`BACK_TO_BACK_BLOCK_MS` each) queued behind :func:`hold_stream` and timed by CUDA events recorded after the
-    hold, so the GPU runs them back to back and no host time enters the figure (nvbench's blocking kernel). A block
-    whose queueing outlasted the hold is dropped and the hold doubled. ``min_blocks`` to ``max_blocks`` blocks, more
-    while they sum to less than ``budget_ms``. Why: the host's latency to a block's first launch moved the figure of
-    a 1-3 ms call by 2-5% between processes.
-
-    Returns a :class:`DeviceFigure`, or None without CUDA."""
+    """Device-side ms of one call of ``fn``: blocks of up to ``calls`` calls queued behind :func:`hold_stream`, timed by
+    CUDA events recorded after the hold, so no host time enters the figure (nvbench's blocking kernel). A block whose
+    queueing outlasted the hold is dropped and the hold doubled. Why: host latency to a block's first launch moved a 1-3
+    ms call by 2-5% between processes. Returns a :class:`DeviceFigure`, or None without CUDA."""
     import torch
 
     if not torch.cuda.is_available():
@@ -236,8 +222,7 @@ PILOT_CALLS = 20
 PILOT_BUDGET_MS = 100.0
 #: The fewest timed pilot calls, budget or not: the fewest whose spread :func:`median_ci_pct` can estimate.
 PILOT_MIN_CALLS = 3
-#: Rounds planned per round the pilot's spread asks for: a 20-call pilot's MAD misjudges sigma by ~20%, and
-#: in simulation (normal data) 1.5x brings the measured interval within 1.25x the target ~9 times in 10.
+#: Rounds planned per round the pilot's spread asks for: a 20-call pilot's MAD misjudges sigma by ~20%.
 PLAN_SAFETY = 1.5
 #: Asymptotic standard error of the sample median relative to sigma/sqrt(n) for normal data: sqrt(pi/2).
 MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
@@ -246,10 +231,9 @@ MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
                   budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS,
                   spread_useless_ms: float | None = None, cold_call: bool = True) -> list[float]:
-    """Wall ms of the pilot calls of ``fn`` (a :class:`CallTimer`, or ``fn`` followed by ``sync``), in call order,
-    at least one: one untimed cold call (unless ``cold_call=False``), then up to ``calls`` timed calls, stopping
-    once they took ``budget_ms`` and were at least ``min_calls``, or once one took ``spread_useless_ms`` (too slow
-    for the precision target to add rounds: :meth:`RoundPolicy.plan`). Warmup, never measured rounds."""
+    """Wall ms of the pilot calls (at least one, in order): one untimed cold call (unless ``cold_call=False``), then up
+    to ``calls`` timed calls, stopping once they took ``budget_ms`` and were at least ``min_calls``, or once one took
+    ``spread_useless_ms``. Warmup, never measured rounds."""
     sync = sync or (lambda: None)
     if cold_call:
         fn()
@@ -268,10 +252,9 @@ def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = No
 
 
 def median_ci_pct(samples_ms) -> float | None:
-    """Half-width of the median's 95% interval, in % of the median: ``norm.ppf(0.975) * sqrt(pi/2) * sigma /
-    sqrt(n)``, sigma the normal-scaled MAD (robust to a few slow outliers). Source: the asymptotic variance of the
-    sample median, ``(pi/2) sigma^2 / n`` for normal data (Kendall & Stuart, vol. 1). None for fewer than 3 samples
-    or a median <= 0; 0.0 when every sample is equal."""
+    """Half-width of the median's 95% interval in % of the median: ``norm.ppf(0.975) * sqrt(pi/2) * sigma / sqrt(n)``,
+    sigma the normal-scaled MAD (Kendall & Stuart, vol. 1: the sample median's asymptotic variance). None for fewer than
+    3 samples or a median <= 0; 0.0 when every sample is equal."""
     import numpy as np
     from scipy import stats
 
@@ -286,9 +269,8 @@ def median_ci_pct(samples_ms) -> float | None:
 
 
 def rounds_for_precision(pilot_ms, precision_pct: float) -> int:
-    """Measured rounds whose median's 95% interval is expected within ``precision_pct`` % of the median
-    (:func:`median_ci_pct` solved for n, times :data:`PLAN_SAFETY`); 0 when ``precision_pct`` is 0 or the pilot has
-    fewer than 3 calls. E.g. median 10 ms, MAD 0.2 ms at 1% -> about 55 x 1.5 = 82 rounds."""
+    """Rounds whose median's 95% interval is expected within ``precision_pct`` % (times :data:`PLAN_SAFETY`); 0 when
+    ``precision_pct`` is 0 or the pilot has fewer than 3 calls."""
     ci = median_ci_pct(pilot_ms) if precision_pct > 0 else None
     if ci is None:
         return 0
@@ -298,15 +280,10 @@ def rounds_for_precision(pilot_ms, precision_pct: float) -> int:
 def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: float, min_time_ms: float,
                 max_rounds: int = MAX_TIMED_ROUNDS, pilot_ms=(), precision_pct: float = 0.0,
                 max_time_ms: float = 0.0) -> tuple[int, int]:
-    """Measured and warmup rounds for a call of about ``per_call_ms`` ms: at least ``rounds`` measured rounds,
-    enough to take ``min_time_ms`` and for the median's 95% interval to be within ``precision_pct`` %
-    (:func:`rounds_for_precision` on ``pilot_ms``); at least ``warmup`` warmup rounds, enough to take ``warmup_ms``.
-    What the floors and the target add stops at ``max_rounds``; what the target adds also at
-    ``ceil(max_time_ms / per_call_ms)`` (0: no cap), which the ``rounds`` and ``min_time_ms`` floors win over.
-
-    Returns:
-        ``(rounds, warmup)``, e.g. a 0.1 ms call with rounds 100, warmup 10, 100 ms warmup, 200 ms minimum
-        -> ``(2000, 1000)``; a 20 ms call whose spread asks for 1500 rounds, rounds 20, max_time_ms 1000 -> 50."""
+    """``(rounds, warmup)`` for a call of about ``per_call_ms`` ms: at least ``rounds``, enough to take ``min_time_ms``
+    and to meet ``precision_pct``; at least ``warmup``, enough to take ``warmup_ms``. What the floors and the target add
+    stops at ``max_rounds``; what the target adds also at ``ceil(max_time_ms / per_call_ms)`` (0: no cap), which the
+    ``rounds`` and ``min_time_ms`` floors win over."""
     per_call_ms = max(float(per_call_ms), 1e-6)
 
     def by_time(ms: float) -> int:
@@ -321,8 +298,7 @@ def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: floa
 
 @dataclass(frozen=True)
 class RoundPolicy:
-    """How many rounds a benchmark gets: the arguments of :func:`plan_rounds` (``warmup`` counting the pilot's
-    calls; ``precision_pct`` 0: off; ``max_time_ms`` 0: no cap)."""
+    """:func:`plan_rounds`'s arguments (``precision_pct`` 0: off; ``max_time_ms`` 0: no cap)."""
 
     rounds: int
     warmup: int
@@ -334,12 +310,9 @@ class RoundPolicy:
 
     def plan(self, fn: Callable[[], object], sync: Callable[[], None] | None = None, *, warm: bool = False,
              checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
-        """Run the pilot (:func:`pilot_call_ms`) and plan: ``(rounds, warmup, pilot_ms)``, the pilot's calls (and
-        its cold call) counted as warmup rounds. ``warm``: the caller has just run ``fn`` (no cold call).
-
-        The pilot stops after a timed call of at least ``max_time_ms / rounds`` ms (the target could add no
-        rounds). ``checked_call_ms`` (with ``warm``): the wall ms of the caller's own call (a checked decode
-        request); when that slow already it is the pilot and ``fn`` is not called."""
+        """Run the pilot and plan: ``(rounds, warmup, pilot_ms)``, the pilot's calls counted as warmup. ``warm``: the
+        caller just ran ``fn`` (no cold call); ``checked_call_ms``: that call's wall ms, which serves as the pilot when
+        already slow enough (``fn`` not called)."""
         target = self.precision_pct > 0
         useless = self.max_time_ms / max(1, self.rounds) if target and self.max_time_ms > 0 else None
         if warm and checked_call_ms is not None and useless is not None and checked_call_ms >= useless:

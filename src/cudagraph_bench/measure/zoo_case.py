@@ -1,6 +1,4 @@
-"""The checks of one model type of the architecture zoo (:mod:`cudagraph_bench.models.zoo_types`), per part
-(:mod:`cudagraph_bench.zoo_keys`), on a GPU or, as far as a CPU allows, on the CPU: :func:`forward_outcome` and
-:func:`decode_outcome`, each a :class:`ZooOutcome`."""
+"""The checks of one model type of the architecture zoo, per part, on a GPU or as far as possible on the CPU."""
 
 from __future__ import annotations
 
@@ -23,16 +21,9 @@ PROMPT_SEED = 7
 
 @dataclass
 class ZooOutcome:
-    """How one part of one type ended.
-
-    Attributes:
-        status: one of :data:`~cudagraph_bench.zoo_keys.STATUSES`.
-        reason: one line naming the layer, op or config field (None when measured or awaiting a GPU without one).
-        info: JSON fields for the run's entry (checks, notes, capture times).
-        timed, reference: on a GPU, the graphed call to time (a forward replay; a whole decode request) and its
-            eager peer (the eager forward; HF ``generate``), else None.
-        tokens_per_call: new tokens per call of ``timed`` (1 for a forward pass).
-        close: drops the graphs (call after timing)."""
+    """How one part of one type ended. ``reason``: one line naming the layer, op or config field (None when measured or
+    awaiting a GPU); ``timed``, ``reference``: on a GPU the graphed call and its eager peer, else None;
+    ``tokens_per_call``: 1 for a forward; ``close``: drops the graphs (after timing)."""
 
     status: str
     reason: str | None = None
@@ -44,7 +35,7 @@ class ZooOutcome:
 
 
 def first_line(exc: BaseException, width: int = 240) -> str:
-    """``"Type: first line of the message"`` of an exception (the root of a chain), cut to ``width`` characters."""
+    """``"Type: first line"`` of the chain's root exception, cut to ``width`` characters."""
     seen = set()
     while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen and not str(exc).strip():
         seen.add(id(exc))
@@ -55,8 +46,7 @@ def first_line(exc: BaseException, width: int = 240) -> str:
 
 
 def model_code_line(exc: BaseException) -> str | None:
-    """``"transformers/models/xlnet/modeling_xlnet.py:123"`` when the innermost frame of ``exc``'s traceback outside
-    torch is a model's own code in transformers (the model refused what it was handed), else None."""
+    """``transformers/models/x/modeling_x.py:123`` when the innermost non-torch frame is model code."""
     import os
     import traceback
 
@@ -84,12 +74,8 @@ def _inputs(model, n: int, seed: int, seq_len: int = PROMPT_TOKENS) -> list:
 
 
 def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
-    """The host work a capture of ``model``'s forward would meet (one line naming the model's source line) or None,
-    found on the CPU by :func:`~cudagraph_bench.capture.host_work.capture_path_host_work` over a ``meta`` copy.
-
-    Raises:
-        NotGraphableError: RoPE whose frequencies change on the host within ``seq_len`` positions.
-        Exception: what the forward raises on ``meta`` (an op without a meta kernel)."""
+    """The host work a capture of the forward would meet (one line) or None, found on a ``meta`` copy. Raises
+    NotGraphableError for RoPE changing on the host within ``seq_len``, else what the forward raises on ``meta``."""
     import copy
 
     import torch
@@ -106,9 +92,8 @@ def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
 
 
 def forward_outcome(model, device: str) -> ZooOutcome:
-    """The forward part of a loaded zoo model: on ``"cuda"`` captured, checked against eager on fresh inputs with
-    the static output poisoned, and ready to time; on ``"cpu"`` the eager forward and :func:`meta_host_work`, so a
-    model a GPU would refuse is named up front (else :data:`~cudagraph_bench.zoo_keys.AWAITS_GPU`)."""
+    """Forward part: on ``"cuda"`` captured, checked against eager with the static output poisoned, ready to time; on
+    ``"cpu"`` the eager forward and :func:`meta_host_work`, so a model a GPU would refuse is named up front."""
     import torch
 
     from cudagraph_bench.errors import NotGraphableError
@@ -172,7 +157,7 @@ def _graphed_forward(model, ids) -> ZooOutcome:
 
 
 def _fp64_logits(model, ids, reference):
-    """``(fp64 logits of reference, None)``, or ``(None, why)`` when the model cannot run in float64."""
+    """``(fp64 logits, None)``, or ``(None, why)`` when the model cannot run in float64."""
     from cudagraph_bench.measure.correctness import fp64_decode_logits
 
     try:
@@ -182,7 +167,7 @@ def _fp64_logits(model, ids, reference):
 
 
 def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
-    """``(passed, sentence)`` against ``generate``: the suite's rule, or identical tokens without float64 logits."""
+    """``(passed, sentence)``: the suite's rule, or identical tokens without float64 logits."""
     from cudagraph_bench.measure.correctness import check_decode_against_generate
 
     if fp64 is None:
@@ -194,10 +179,9 @@ def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bo
 
 
 def decode_outcome(model, device: str, generate, *, with_compile: bool = False) -> ZooOutcome:
-    """The decode part of a loaded zoo model: the suite's greedy decoder (graphed on a GPU, eager on the CPU) with
-    both prefills, unpadded and bucketed, each judged against HF ``generate`` by the suite's decode rule; a decoder
-    that refuses the model says why. ``generate(model, ids, n)`` -> ``(tokens [1, n], logits)``
-    (:func:`cudagraph_bench.plugin.references.generate_reference`); ``with_compile``: ``compile+graph`` too."""
+    """Decode part: the suite's greedy decoder (graphed on a GPU) with unpadded and bucketed prefills, each judged
+    against HF ``generate`` by the suite's rule. ``generate(model, ids, n)`` -> ``(tokens [1, n], logits)``;
+    ``with_compile``: ``compile+graph`` too."""
     from cudagraph_bench.capture.decode import GreedyDecoder
     from cudagraph_bench.capture.module_state import state_outside_cache_reason
     from cudagraph_bench.errors import CaptureError, NotGraphableError
@@ -259,7 +243,7 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
 
 
 def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype) -> str | None:
-    """The eager steps' failed check on the static cache (the cache's fault, not the graph's), or None."""
+    """The eager steps' failed check on the static cache (the cache's fault), or None."""
     from cudagraph_bench.capture.decode import GreedyDecoder
 
     decoder = None
@@ -281,8 +265,7 @@ def _static_cache_reason(model, sentence: str) -> str:
 
 
 def plain_generate(model, ids, new_tokens: int):
-    """HF ``generate(do_sample=False)`` of ``new_tokens`` tokens after ``ids`` ``[1, L]`` as a user calls it, the
-    peer a graphed request is timed against: ``[1, L + new_tokens]`` int64."""
+    """HF ``generate(do_sample=False)`` as a user calls it: ``[1, L + new_tokens]`` int64."""
     import torch
 
     with torch.inference_mode():
@@ -291,7 +274,7 @@ def plain_generate(model, ids, new_tokens: int):
 
 
 def _host_work_note(model, reason: str | None) -> str | None:
-    """``reason`` with a note when a one-token forward does host work (the GPU will likely refuse the step)."""
+    """``reason`` noting host work of a one-token forward (the GPU will likely refuse the step)."""
     try:
         found = meta_host_work(model, seq_len=1)
     except Exception:   # noqa: BLE001 - no note then
@@ -303,8 +286,7 @@ def _host_work_note(model, reason: str | None) -> str | None:
 
 
 def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
-    """The decode part's status from its prefills' ``(status, sentence)``: failed when either failed, the unpadded
-    one's refusal, else measured (CPU: awaiting a GPU), noting a refused bucketed prefill."""
+    """Failed when either prefill failed, the unpadded one's refusal, else measured (CPU: awaiting a GPU)."""
     for prefill in ("unpadded", "bucketed"):
         status, sentence = outcomes[prefill]
         if status == FAILED:
@@ -318,8 +300,7 @@ def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
 
 
 def _compile_graph(model, ids, reference, reference_logits, fp64, dtype) -> dict:
-    """``compile+graph``'s decode, judged like the graph and timed (ms per token, CUDA-event median of 3 requests);
-    its failure is recorded, never raised."""
+    """Judged like the graph and timed (ms per token, CUDA-event median of 3 requests); failures recorded."""
     import numpy as np
 
     from cudagraph_bench.capture.decode import GreedyDecoder

@@ -1,6 +1,5 @@
-"""The attention implementation a model is measured with: the model's own default (SDPA where its class has it,
-else eager; eager for Gemma 2's soft-capping), or the one ``--attn-implementation`` names
-(:data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS`)."""
+"""The attention a model is measured with: its own default (SDPA where its class has it, else eager; eager for Gemma 2's
+soft-capping), or ``--attn-implementation``'s."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from cudagraph_bench.options import ATTN_IMPLEMENTATIONS
 
 
 def installed_attention() -> tuple[str, ...]:
-    """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` this environment can run
-    (transformers' own probes for ``flash_attention_2`` and ``flex_attention``)."""
+    """The implementations this environment can run (transformers' probes for flash and flex)."""
     import transformers.utils as utils
 
     probes = {"flash_attention_2": utils.is_flash_attn_2_available, "flex_attention": utils.is_torch_flex_attn_available}
@@ -18,8 +16,7 @@ def installed_attention() -> tuple[str, ...]:
 
 
 def check_attention_installed(requested: str | None) -> None:
-    """Raise :class:`UsageError` (one line naming what is installed) when ``--attn-implementation`` names an
-    implementation this environment cannot run; None (the models' own) always passes."""
+    """UsageError (naming what is installed) when ``--attn-implementation`` cannot run here; None always passes."""
     if requested is None:
         return
     installed = installed_attention()
@@ -29,7 +26,7 @@ def check_attention_installed(requested: str | None) -> None:
 
 
 def soft_capped(config) -> bool:
-    """True for a model with attention logit soft-capping (Gemma 2), which SDPA cannot do."""
+    """Attention logit soft-capping (Gemma 2), which SDPA cannot do."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return bool(getattr(text, "attn_logit_softcapping", None))
 
@@ -42,8 +39,7 @@ def supported_attention(model_class) -> tuple[str, ...]:
 
 
 def default_attention(config, model_class=None) -> str:
-    """The model's own attention: ``"eager"`` for soft-capping or a class without SDPA, else ``"sdpa"``.
-    ``model_class``: the transformers class it loads as (None: assume SDPA)."""
+    """``"eager"`` for soft-capping or a class without SDPA, else ``"sdpa"`` (``model_class`` None: assume SDPA)."""
     from cudagraph_bench.models.hf_internals import supports_attention
 
     if soft_capped(config) or (model_class is not None and not supports_attention(model_class, "sdpa")):
@@ -52,11 +48,8 @@ def default_attention(config, model_class=None) -> str:
 
 
 def choose_attention(config, model_class=None, requested: str | None = None) -> str:
-    """The implementation to build ``model_class`` (of ``config``) with: ``requested`` or, when None, the model's
-    own. Eager attention registers the capture-safe eager mask.
-
-    Raises:
-        UnknownModelError: the class does not run ``requested`` (one line: what it runs, and its default)."""
+    """``requested``, or the model's own when None; eager registers the capture-safe eager mask. UnknownModelError when
+    the class does not run ``requested``."""
     chosen = default_attention(config, model_class) if requested is None else requested
     if requested is not None and model_class is not None and requested not in supported_attention(model_class):
         import transformers
@@ -76,7 +69,7 @@ def choose_attention(config, model_class=None, requested: str | None = None) -> 
 
 
 def attention_of(model) -> str | None:
-    """The attention implementation a built model runs (``"sdpa"``, ``"eager"``, ...), or None."""
+    """``"sdpa"``, ``"eager"``, ..., or None."""
     config = getattr(model, "config", None)
     value = getattr(config, "_attn_implementation", None)
     return value if isinstance(value, str) else None

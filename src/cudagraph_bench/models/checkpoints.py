@@ -1,6 +1,5 @@
-"""``save_pretrained`` directories: the checks a checkpoint passes before any case, each an
-:class:`~cudagraph_bench.errors.UnknownModelError` with the reason and the fix in one line, and the class it
-loads as."""
+"""``save_pretrained`` directories: the checks a checkpoint passes before any case (each an UnknownModelError with the
+reason and the fix in one line) and the class it loads as."""
 
 from __future__ import annotations
 
@@ -17,10 +16,8 @@ def _first_line(exc: BaseException, width: int = 160) -> str:
 
 
 def check_config_json(path: str) -> dict:
-    """The parsed ``config.json`` of a ``save_pretrained`` directory, checked before transformers reads it.
-
-    Raises UnknownModelError: the file cannot be read, is not valid UTF-8 JSON or not an object, names an unknown
-    ``model_type``, or holds a field :func:`~cudagraph_bench.models.config_checks.check_config_fields` refuses."""
+    """The parsed ``config.json``, checked before transformers reads it. UnknownModelError: unreadable, not UTF-8 JSON
+    or an object, an unknown ``model_type``, or a field the config checks refuse."""
     import json
 
     import transformers
@@ -49,13 +46,9 @@ def check_config_json(path: str) -> dict:
 
 
 def directory_config(path: str):
-    """The transformers config of a ``save_pretrained`` directory (offline).
-
-    Raises:
-        UnknownModelError: no usable ``config.json`` (naming the field or line transformers refused), an
-            encoder-decoder model (T5, BART), a vision or audio model without a causal-LM head (ViT, CLIP), or a
-            recurrent model whose state transformers' cache does not hold (RWKV, xLSTM). A multimodal causal LM
-            (Gemma 3, Llama 4) passes and is measured on ``input_ids`` alone."""
+    """The transformers config of a directory (offline). UnknownModelError: no usable ``config.json``, an
+    encoder-decoder (T5, BART), vision or audio without a causal-LM head (ViT, CLIP), or a recurrent state transformers'
+    cache does not hold (RWKV, xLSTM). A multimodal causal LM passes and is measured on ``input_ids`` alone."""
     import transformers
 
     check_config_json(path)
@@ -82,8 +75,7 @@ def directory_config(path: str):
 
 
 def has_attention_heads(config) -> bool:
-    """Whether a config or one of its sub-configs records attention heads (also per layer); False for a
-    state-space or recurrent model (Mamba, RWKV)."""
+    """Whether a config or a sub-config records attention heads (also per layer); False for Mamba, RWKV."""
     subs = [getattr(config, name, None) for name in (getattr(config, "sub_configs", None) or {})]
     for part in (config, *subs):
         try:
@@ -96,7 +88,7 @@ def has_attention_heads(config) -> bool:
 
 
 def _not_text_only(config) -> bool:
-    """True for a config the suite cannot feed text alone (no ``vocab_size``; vision or audio without an LM head)."""
+    """No ``vocab_size``, or vision or audio without an LM head."""
     sub_configs = getattr(config, "sub_configs", None) or {}
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     if getattr(config, "vocab_size", None) is None and getattr(text, "vocab_size", None) is None:
@@ -104,18 +96,14 @@ def _not_text_only(config) -> bool:
     return any(name in sub_configs for name in ("vision_config", "audio_config")) and not names_lm_head(config)
 
 
-#: The weight files ``save_pretrained`` writes (transformers.utils ``SAFE_WEIGHTS_NAME``,
-#: ``SAFE_WEIGHTS_INDEX_NAME``, ``WEIGHTS_NAME``, ``WEIGHTS_INDEX_NAME``): one of them must be in a model directory.
+#: The weight files ``save_pretrained`` writes: one of them must be in a model directory.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 def check_model_directory(path: str):
-    """The config of a ``save_pretrained`` directory that the suite can load and measure, checked before any case:
-    :func:`directory_config`'s checks, named ``architectures``, weights on disk (:data:`WEIGHT_FILES`) whose
-    safetensors headers read, and a config that builds its class on ``meta``.
-
-    Raises:
-        UnknownModelError: the reason and the fix, in one line."""
+    """The config of a directory the suite can load, checked before any case: :func:`directory_config`'s checks, named
+    ``architectures``, readable weights on disk, and a config that builds its class on ``meta``. UnknownModelError: the
+    reason and the fix, in one line."""
     config = directory_config(path)
     if not config.architectures:
         raise UnknownModelError(f"{path}: config.json names no architectures, so it is unclear whether to load a causal "
@@ -131,11 +119,8 @@ def check_model_directory(path: str):
 
 
 def safetensors_files(path: str) -> list[str]:
-    """The safetensors files a ``save_pretrained`` directory loads from: ``model.safetensors``, else every shard
-    its index maps a weight to (in order); empty when it holds neither.
-
-    Raises:
-        UnknownModelError: the index cannot be read as JSON with a ``weight_map`` of file names."""
+    """``model.safetensors``, else every shard the index maps a weight to (in order); empty when neither.
+    UnknownModelError when the index is no JSON with a ``weight_map`` of file names."""
     import json
 
     single = os.path.join(path, WEIGHT_FILES[0])
@@ -158,11 +143,7 @@ def safetensors_files(path: str) -> list[str]:
 
 
 def check_safetensors(path: str) -> None:
-    """Open the header of every safetensors file ``path`` loads from, so a truncated or damaged file is refused
-    by name before any case instead of failing inside a test.
-
-    Raises:
-        UnknownModelError: a file that is missing or cannot be read as safetensors, in one line naming it."""
+    """UnknownModelError naming a safetensors file whose header is truncated or damaged."""
     from safetensors import safe_open
 
     for name in safetensors_files(path):
@@ -178,8 +159,7 @@ def check_safetensors(path: str) -> None:
 
 
 def head_note(path: str, config) -> str | None:
-    """One line for a directory whose ``config.architectures`` names a head the suite does not build
-    (``BertForMaskedLM``): it is measured as its base model. None for a causal LM or a base model."""
+    """A line when ``architectures`` names a head the suite does not build (measured as base model), or None."""
     if names_lm_head(config):
         return None
     base = directory_model_class(config).__name__
@@ -191,8 +171,7 @@ def head_note(path: str, config) -> str | None:
 
 
 def names_lm_head(config) -> bool:
-    """True when ``config.architectures`` names a causal LM head (a class of transformers' causal-LM auto mapping,
-    or a name ending like one)."""
+    """True when ``config.architectures`` names a causal-LM head (in the auto mapping, or a name ending like one)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     causal = {n for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for n in ((v,) if isinstance(v, str) else v)}
@@ -200,12 +179,7 @@ def names_lm_head(config) -> bool:
 
 
 def directory_model_class(config):
-    """The transformers class a ``save_pretrained`` directory of ``config`` loads as: the causal-LM class when
-    ``config.architectures`` names an LM head (also one the auto mapping lacks, ``MllamaForCausalLM``), else the
-    base model.
-
-    Raises:
-        UnknownModelError: transformers has no such class for this config."""
+    """The causal-LM class for an LM head, else the base model; UnknownModelError when none exists."""
     import transformers
 
     causal = names_lm_head(config)

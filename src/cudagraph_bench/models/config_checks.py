@@ -1,6 +1,5 @@
-"""The fields of a ``save_pretrained`` directory's ``config.json`` checked before and while transformers reads
-them, so a hand-edited field is that directory's refusal (:class:`~cudagraph_bench.errors.UnknownModelError`, one
-line naming the field and the fix), never an error that stops the session."""
+"""The ``config.json`` fields of a ``save_pretrained`` directory checked before and while transformers reads them, so a
+hand-edited field refuses that directory (UnknownModelError, one line) instead of stopping the session."""
 
 from __future__ import annotations
 
@@ -21,12 +20,9 @@ def _is_whole(value) -> bool:
 
 
 def check_config_fields(file: str, data: dict) -> None:
-    """Refuse the fields of the parsed ``config.json`` ``data`` (read from ``file``) that transformers would fail
-    on or the suite would misread: a ``dtype`` torch lacks, a :data:`POSITIVE_FIELDS` count < 1, a position limit
-    that is not a whole number >= 1 (only a missing or ``null`` one means "no limit").
-
-    Raises:
-        UnknownModelError: one line naming the file, the field, its value and the fix."""
+    """Refuse fields transformers would fail on or the suite would misread: an unknown ``dtype``, a
+    :data:`POSITIVE_FIELDS` count < 1, a position limit that is no whole number >= 1 (missing or ``null``: no limit).
+    UnknownModelError naming the file, field, value and fix."""
     import torch
 
     from cudagraph_bench.models.positions import POSITION_FIELDS
@@ -66,8 +62,7 @@ def _one_line(text: str, width: int = 200) -> str:
 
 
 def config_error_reason(exc: BaseException, *, source_line: bool = True) -> str:
-    """``exc`` (raised while transformers built a config or a model) in one line: its type and message and, when
-    it names no field and ``source_line``, the source line that raised it."""
+    """``exc`` in one line: type and message, and the raising source line when it names no field."""
     text = f"{type(exc).__name__}: {_one_line(str(exc))}" if str(exc).strip() else type(exc).__name__
     if source_line and "field" not in str(exc).lower():
         line = _source_line(exc)
@@ -77,7 +72,6 @@ def config_error_reason(exc: BaseException, *, source_line: bool = True) -> str:
 
 
 def _fields_holding(config, value) -> list[str]:
-    """The top-level fields of ``config`` (a transformers config) whose value is ``value``."""
     try:
         fields = config.to_dict()
     except Exception:  # noqa: BLE001 - a config that does not serialize names no field
@@ -86,12 +80,12 @@ def _fields_holding(config, value) -> list[str]:
 
 
 def _meta_only(exc: BaseException) -> bool:
-    """True for an error of the ``meta`` device itself, which a real load does not meet."""
+    """An error of the ``meta`` device itself, which a real load does not meet."""
     return isinstance(exc, (RuntimeError, NotImplementedError)) and "meta" in str(exc).lower()
 
 
 def meta_model(config, model_class):
-    """A ``model_class`` of ``config`` built on the ``meta`` device (no memory, no weights)."""
+    """No memory, no weights."""
     import torch
 
     with torch.device("meta"):
@@ -99,11 +93,8 @@ def meta_model(config, model_class):
 
 
 def check_builds(path: str, config, model_class) -> None:
-    """Build ``model_class`` from ``config`` on the ``meta`` device, so a config whose model does not build
-    (``"hidden_act": "wibble"``) is refused before any case; an error of the meta device itself is let pass.
-
-    Raises:
-        UnknownModelError: ``path``, the class, the error (and the field holding the unknown key) and the fix."""
+    """Build the model on ``meta`` so a config that does not build is refused before any case (meta-only errors pass).
+    UnknownModelError: ``path``, the class, the error (and the field holding an unknown key) and the fix."""
     try:
         meta_model(config, model_class)
     except Exception as exc:  # noqa: BLE001 - any error of the model's own code
@@ -123,8 +114,8 @@ def _shape(dims) -> str:
 
 
 def weight_shape_mismatch(path: str, config, model_class) -> str | None:
-    """The first weight of ``path``'s safetensors files whose shape differs from a ``model_class`` of ``config``,
-    as ``"<name> is [512, 64] in model.safetensors, [1024, 64] in the model config.json builds"``; else None."""
+    """The first safetensors weight whose shape differs from the model ``config`` builds, as ``"<name> is [512, 64] in
+    model.safetensors, [1024, 64] in the model config.json builds"``; else None."""
     from safetensors import safe_open
 
     from cudagraph_bench.models.checkpoints import safetensors_files

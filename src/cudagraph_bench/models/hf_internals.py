@@ -1,17 +1,5 @@
-"""Every place where cudagraph-bench touches a transformers internal (:data:`INTERNALS`), in one module; the
-function that reaches each says why it needs it:
-
-- ``masking_utils``' SDPA mask-skip deciders, ``find_packed_sequence_indices``, ``is_tracing``:
-  :func:`eager_sdpa_dispatch_during_capture`;
-- ``cache_utils.StaticLayer.cumulative_length``: :func:`set_cache_write_position`;
-- ``cache_utils.get_layer_types_and_kwargs``, ``STATIC_LAYER_TYPE_MAPPING``,
-  ``LinearAttentionAndStaticFullAttentionLayer``: :func:`static_cache_for_graphs`, :func:`attention_windows`;
-- the ``"eager"`` entry of ``AttentionMaskInterface`` (public ``register``): :func:`use_capture_safe_eager_mask`;
-- ``PreTrainedModel._supports_sdpa`` / ``_supports_flash_attn`` / ``_supports_flex_attn``: :func:`supports_attention`;
-- ``utils.import_utils.is_cuda_stream_capturing``: :func:`capture_code_path`;
-- rotary embeddings' ``rope_type`` attribute: :func:`static_rope_during_capture`.
-
-:func:`check_internals` lists what the installed transformers lacks."""
+"""Every place where cudagraph-bench touches a transformers internal (:data:`INTERNALS`); the function that reaches each
+says why. :func:`check_internals` lists what the installed transformers lacks."""
 
 from __future__ import annotations
 
@@ -61,8 +49,7 @@ HOST_BRANCH_ROPE_TYPES = ("dynamic", "longrope")
 
 
 def check_internals() -> list[str]:
-    """What the installed transformers lacks of :data:`INTERNALS` and of ``StaticLayer``'s device-side
-    counter, one line each naming the fix (empty when everything is there)."""
+    """One line per internal the installed transformers lacks, naming the fix (empty when everything is there)."""
     import importlib
 
     problems = []
@@ -91,8 +78,7 @@ def supports_sdpa(model_class) -> bool:
 
 
 def supports_attention(model_class, implementation: str) -> bool:
-    """Whether ``model_class`` runs with ``attn_implementation=implementation`` (``eager``: every class; ``sdpa``,
-    ``flash_attention_2``, ``flex_attention``: the class's flag of :data:`ATTENTION_SUPPORT_FLAGS`)."""
+    """``eager``: every class; ``sdpa``, ``flash_attention_2``, ``flex_attention``: the class's flag."""
     if implementation == EAGER_ATTENTION:
         return True
     flag = ATTENTION_SUPPORT_FLAGS.get(implementation)
@@ -101,8 +87,7 @@ def supports_attention(model_class, implementation: str) -> bool:
 
 @contextlib.contextmanager
 def capture_code_path():
-    """A context in which transformers takes a capture's code path (``is_cuda_stream_capturing()`` answers True),
-    for the forward checked for host work before the capture."""
+    """A context in which transformers takes a capture's code path, for the host-work check before the capture."""
     import transformers.utils.import_utils as import_utils
 
     original = import_utils.is_cuda_stream_capturing
@@ -120,10 +105,9 @@ _HF_SKIP_DECIDERS = ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdp
 
 @contextlib.contextmanager
 def eager_sdpa_dispatch_during_capture():
-    """A context in which HF transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream
-    captures (where ``is_tracing()`` would build an explicit mask), so replay runs eager's kernels: without a
-    padding mask the skip decision is answered as in eager mode and packed-sequence detection answers "not
-    packed". Only for forwards whose positions are ``arange(seq_len)``. ``CGB_HF_SDPA_SKIP=0`` turns it off."""
+    """A context in which transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream captures
+    (where ``is_tracing()`` would build an explicit mask), so replay runs eager's kernels. Only for forwards whose
+    positions are ``arange(seq_len)``. ``CGB_HF_SDPA_SKIP=0`` turns it off."""
     try:
         import transformers.masking_utils as mu
     except ImportError:  # pragma: no cover - transformers is a dependency
@@ -161,9 +145,8 @@ def eager_sdpa_dispatch_during_capture():
 def capture_safe_eager_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
                             attention_mask=None, dtype=None, allow_is_bidirectional_skip=False, use_vmap=False,
                             device="cpu", **kwargs):
-    """transformers' ``eager_mask`` (``[batch, 1, q_length, kv_length]`` float: 0 where attended, the dtype's
-    minimum elsewhere, or None when a bidirectional mask can be skipped), built without the library's
-    host-to-device copy, which a capture refuses."""
+    """transformers' ``eager_mask`` (``[batch, 1, q_length, kv_length]`` float, 0 attended, the dtype's minimum
+    elsewhere; None when a bidirectional mask can be skipped) without the host-to-device copy a capture refuses."""
     import torch
     from transformers.masking_utils import causal_mask_function, sdpa_mask
 
@@ -189,7 +172,6 @@ def use_capture_safe_eager_mask() -> None:
 # --- static KV cache -----------------------------------------------------------------------------
 
 def _layer_types_and_kwargs(config) -> tuple[list[str], list[dict]]:
-    """transformers' layer types of a decoder ``config`` and one kwargs dict per layer."""
     from transformers.cache_utils import get_layer_types_and_kwargs
 
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
@@ -198,22 +180,16 @@ def _layer_types_and_kwargs(config) -> tuple[list[str], list[dict]]:
 
 
 def state_layer_types(config) -> list[str]:
-    """The layer types of ``config`` that keep a recurrent or convolution state (:data:`STATE_LAYER_TYPES`,
-    :data:`HYBRID_LAYER_TYPES`), sorted; empty for an attention-only model."""
+    """Sorted state layer types of ``config``; empty for an attention-only model."""
     return sorted(set(_layer_types_and_kwargs(config)[0]) & (STATE_LAYER_TYPES | HYBRID_LAYER_TYPES))
 
 
 def static_cache_for_graphs(model, max_cache_len: int):
-    """A ``Cache`` with one layer per decoder layer of ``model`` whose tensors keep their shape and address from
-    step to step: a full-length ``StaticLayer`` (``[1, kv_heads, max_cache_len, head_dim]``) for every attention
-    layer, transformers' fixed-shape state layer for every state layer, both for a hybrid, an empty layer
-    otherwise (vLLM's hybrid models' pattern). Sliding-window layers get a full-length layer too (the mask keeps
-    the window): transformers' sliding static layer branches on the host once the window is full.
-
-    Raises:
-        NotGraphableError: a layer type that a fixed-shape cache cannot hold (chunked attention, indexed or
-            compressed sparse attention), or a window the model applies that its layer types do not record
-            (:func:`~cudagraph_bench.models.windows.check_windows_recorded`)."""
+    """A ``Cache`` whose tensors keep shape and address from step to step: a full-length ``StaticLayer`` (``[1,
+    kv_heads, max_cache_len, head_dim]``) per attention layer (sliding ones too: the mask keeps the window),
+    transformers' fixed-shape state layer per state layer, both for a hybrid (vLLM's hybrid pattern). Raises
+    NotGraphableError for a layer type a fixed-shape cache cannot hold (chunked, sparse attention) or an unrecorded
+    window."""
     import transformers.cache_utils as cache_utils
     from transformers.cache_utils import Cache, StaticLayer
 
@@ -240,11 +216,8 @@ def static_cache_for_graphs(model, max_cache_len: int):
 
 
 def attention_windows(config) -> list[int | None]:
-    """Per KV-cache layer (attention and hybrid layers) of a causal LM's ``config``, the most cached tokens one
-    query attends to: the sliding window (tokens), or None for full attention.
-
-    Raises:
-        NotGraphableError: a layer type other than those :func:`static_cache_for_graphs` holds."""
+    """Per KV-cache layer of a causal LM's ``config``: the sliding window (tokens), or None for full attention.
+    NotGraphableError for a layer type :func:`static_cache_for_graphs` does not hold."""
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     layer_types, per_layer = _layer_types_and_kwargs(config)
     unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES)
@@ -256,11 +229,8 @@ def attention_windows(config) -> list[int | None]:
 
 
 def set_cache_write_position(cache, length: int) -> None:
-    """Point every static cache layer's device-side write counter (``cumulative_length``) at ``length`` tokens,
-    in place; layers without keys and values are left as they are.
-
-    Raises:
-        NotGraphableError: a key/value layer has no device-side counter (unsupported transformers release)."""
+    """Point every static layer's device-side write counter at ``length`` tokens, in place. NotGraphableError when a
+    key/value layer has no device-side counter (unsupported transformers release)."""
     from transformers.cache_utils import StaticLayer
 
     for layer in cache.layers:
@@ -274,8 +244,7 @@ def set_cache_write_position(cache, length: int) -> None:
 
 
 def cache_keyword(model) -> str:
-    """The forward keyword that takes the KV cache: ``cache`` (transformers >= 5.24), ``past_key_values``, or
-    ``cache_params`` (the Mamba family before 5.24); a wrong one is silently swallowed by ``**kwargs``."""
+    """``cache`` (transformers >= 5.24), ``past_key_values`` or ``cache_params``; ``**kwargs`` eats a wrong one."""
     import inspect
 
     params = inspect.signature(model.forward).parameters
@@ -291,7 +260,7 @@ def _rope_modules(model):
 
 
 def original_rope_positions(module, rope_type: str) -> int | None:
-    """The positions below which a ``dynamic``/``longrope`` RoPE module keeps its original frequencies."""
+    """Below these positions a ``dynamic``/``longrope`` RoPE keeps its original frequencies."""
     config = getattr(module, "config", None)
     params = getattr(config, "rope_parameters", None) or {}
     if isinstance(params, dict) and isinstance(params.get("rope_type"), str):
@@ -305,13 +274,9 @@ def original_rope_positions(module, rope_type: str) -> int | None:
 
 
 def static_rope_during_capture(model, max_position: int):
-    """A context in which ``dynamic``/``longrope`` RoPE modules run as ``default`` RoPE (for a capture): their
-    host-side branch keeps the original frequencies below the original positions, so skipping it is exact.
-    ``max_position``: the largest position + 1 the graph is used for (tokens); checked at the call.
-
-    Raises:
-        NotGraphableError: ``max_position`` is past a module's original positions (the frequencies
-            would have to change between replays)."""
+    """A context in which ``dynamic``/``longrope`` RoPE runs as ``default`` RoPE for a capture, exact below the original
+    positions. ``max_position``: the largest position + 1 the graph is used for. NotGraphableError when it is past a
+    module's original positions."""
     changed = []
     for module in _rope_modules(model):
         rope_type = module.rope_type

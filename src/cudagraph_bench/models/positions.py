@@ -1,23 +1,19 @@
-"""Position limits (tokens) that bound prompts and KV caches. ALiBi ("Train Short, Test Long", Press et al. 2022,
-https://arxiv.org/abs/2108.12409) and NoPE models record none and are bounded by ``--max-positions``, else the
-longest request of the matrix."""
+"""Position limits (tokens) that bound prompts and KV caches. ALiBi (Press et al. 2022, arXiv:2108.12409) and NoPE
+models record none and are bounded by ``--max-positions``, else the matrix's longest request."""
 
 from __future__ import annotations
 
 from cudagraph_bench.errors import UsageError
 
-#: Config fields that hold a model's position limit, first found wins (MPT's ALiBi records its trained length,
-#: ``max_seq_len``, which its attention mask is built for).
+#: Config fields holding a model's position limit, first found wins (MPT's ALiBi: ``max_seq_len``).
 POSITION_FIELDS = ("n_positions", "max_position_embeddings", "max_seq_len")
-#: Text encoders whose position ids start after the padding index: ``pad_token_id + 1`` of their
-#: ``max_position_embeddings`` rows are never reached (roberta-base: 514 rows, 512 tokens).
+#: Encoders whose position ids start after the padding index: ``pad_token_id + 1`` rows are never reached.
 PADDING_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
                                       "data2vec-text"})
 
 
 def recorded_position_limit(config) -> int | None:
-    """The position limit (tokens) that ``config`` (or its text config) records (gpt2 1024; roberta-base 512 of
-    its 514 rows), or None when it records none (ALiBi, NoPE, XLNet's -1)."""
+    """The limit ``config`` (or its text config) records, or None (ALiBi, NoPE, XLNet's -1)."""
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     for part in ([config] if text is config else [config, text]):
         for field in POSITION_FIELDS:
@@ -31,11 +27,7 @@ def recorded_position_limit(config) -> int | None:
 
 
 def position_limit(config, bound=None) -> int:
-    """The position limit (tokens) of a model of ``config``: the one it records, else ``bound`` (tokens, or a
-    function of no arguments that gives it, called only then).
-
-    Raises:
-        UsageError: the config records no limit and no ``bound`` is given."""
+    """The recorded limit, else ``bound`` (tokens, or a callable giving it). UsageError when neither exists."""
     recorded = recorded_position_limit(config)
     if recorded is not None:
         return recorded
@@ -54,17 +46,12 @@ def max_positions(model, bound=None) -> int:
 
 
 def prompt_does_not_fit(name: str, limit: int, seq_len: int) -> str:
-    """The skip reason of a request of ``seq_len`` tokens (prompt plus any new tokens) longer than model
-    ``name``'s ``limit`` positions."""
+    """The skip reason of a request longer than ``limit``."""
     return f"{name} has {limit} positions: a request of {seq_len} tokens (prompt and any new tokens) does not fit"
 
 
 def longest_request(prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) -> int:
-    """The most positions (tokens) one request of a matrix uses: the longest forward prompt, or the longest
-    decode prompt plus the most new tokens, whichever is longer.
-
-    Raises:
-        ValueError: no prompt length at all."""
+    """Most positions one request uses; ValueError without any prompt length."""
     decode = max(decode_prompt_lengths) + max(new_tokens) if decode_prompt_lengths and new_tokens else 0
     longest = max([*prompt_lengths, decode])
     if longest < 1:
@@ -73,5 +60,5 @@ def longest_request(prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) 
 
 
 def position_bound(max_positions_option: int | None, *requests) -> int:
-    """``--max-positions`` when given, else :func:`longest_request` of ``requests`` (its arguments)."""
+    """``--max-positions`` when given, else :func:`longest_request`."""
     return max_positions_option if max_positions_option else longest_request(*requests)

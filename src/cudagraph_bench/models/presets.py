@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.attention import choose_attention
-# the checks of save_pretrained directories and the position limits, re-exported beside the loaders
 from cudagraph_bench.models.checkpoints import (WEIGHT_FILES, check_config_json, check_model_directory,  # noqa: F401
                                                 directory_config, directory_model_class, head_note, names_lm_head)
 from cudagraph_bench.models.positions import PADDING_OFFSET_POSITIONS, POSITION_FIELDS, max_positions  # noqa: F401
@@ -83,8 +82,7 @@ _PHI35_SHORT_FACTOR = [
     2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
     2.749999523162842, 2.8399994373321533]
 
-#: name -> kind + config class (in ``transformers``) + config fields (+ ``source``: the published config
-#: on the Hugging Face hub that the fields were copied from; weights are random).
+#: name -> kind + config class + config fields (+ ``source``: the hub config the fields come from).
 PRESETS: dict[str, dict[str, Any]] = {
     "gpt2": {"kind": "causal", "config_class": "GPT2Config", "source": "openai-community/gpt2",
              "config": dict(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)},
@@ -186,7 +184,7 @@ assert tuple(PRESETS) == PRESET_NAMES  # options.py lists the names without impo
 
 
 def torch_dtype(dtype: "str | torch.dtype") -> "torch.dtype":
-    """``"bfloat16"`` -> ``torch.bfloat16``. Raises :class:`UsageError` for other names."""
+    """``"bfloat16"`` -> ``torch.bfloat16``; UsageError for other names."""
     import torch
 
     if isinstance(dtype, torch.dtype):
@@ -197,11 +195,9 @@ def torch_dtype(dtype: "str | torch.dtype") -> "torch.dtype":
 
 
 def preset_config(name: str, overrides: dict | None = None, *, attn_implementation: str | None = None):
-    """The transformers config of a preset, with field ``overrides`` (``layer_types`` cut to an overridden
-    ``num_hidden_layers``), its attention set (:func:`attention_implementation`).
-
-    Raises:
-        UnknownModelError: not a preset, or its class does not run ``attn_implementation``."""
+    """A preset's transformers config with field ``overrides`` (``layer_types`` cut to an overridden
+    ``num_hidden_layers``) and its attention. Raises UnknownModelError: not a preset, or its class does not run
+    ``attn_implementation``."""
     import transformers
 
     if name not in PRESETS:
@@ -218,7 +214,7 @@ def preset_config(name: str, overrides: dict | None = None, *, attn_implementati
 
 
 def preset_model_class(name: str, config):
-    """The transformers class a preset builds as (its causal-LM class, or the base model of an encoder)."""
+    """Its causal-LM class, or the base model of an encoder."""
     import transformers
 
     mapping = transformers.MODEL_FOR_CAUSAL_LM_MAPPING if PRESETS[name]["kind"] == "causal" else transformers.MODEL_MAPPING
@@ -228,16 +224,10 @@ def preset_model_class(name: str, config):
 def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device: "str | torch.device" = "cuda",
                *, seed: int = 0, overrides: dict | None = None,
                attn_implementation: str | None = None) -> "torch.nn.Module":
-    """Build a preset (random weights, fixed ``seed``) or load a local ``save_pretrained`` directory.
-
-    The model is in ``eval()`` mode, on ``device`` in ``dtype``, with its own attention or ``attn_implementation``.
-    ``generation_config.eos_token_id`` is cleared, so HF ``generate`` stops only at ``max_new_tokens``, as the
-    suite's decoders do.
-
-    Raises:
-        UnknownModelError: ``name_or_path`` is neither a preset nor a directory, the directory has no weights on
-            disk, the model's class does not run ``attn_implementation``, or a weight does not fit its config.
-        UsageError: unknown dtype, or ``overrides`` for a directory."""
+    """Build a preset (random weights, fixed ``seed``) or load a ``save_pretrained`` directory, in ``eval()`` on
+    ``device`` in ``dtype``; ``eos_token_id`` is cleared so ``generate`` stops only at ``max_new_tokens``.
+    UnknownModelError: no preset nor directory, no weights, a class that does not run ``attn_implementation``, or a
+    weight that does not fit; UsageError: unknown dtype, or ``overrides`` for a directory."""
     import torch
 
     tdtype = torch_dtype(dtype)
@@ -285,16 +275,15 @@ def is_mixture_of_experts(model_or_config) -> bool:
 
 
 def graph_safe_experts_implementation(dtype: "str | torch.dtype") -> str:
-    """The transformers experts implementation a CUDA graph can capture, for ``dtype``: ``grouped_mm`` in
-    bfloat16, else ``batched_mm`` (outside bfloat16 torch's grouped GEMM reads its offsets on the host)."""
+    """``grouped_mm`` in bfloat16, else ``batched_mm`` (outside bfloat16 torch's grouped GEMM reads its offsets on the
+    host, which a graph cannot capture)."""
     import torch
 
     return "grouped_mm" if torch_dtype(dtype) == torch.bfloat16 else "batched_mm"
 
 
 def use_graph_safe_experts(model, dtype) -> None:
-    """Switch a mixture-of-experts model to :func:`graph_safe_experts_implementation`; other models are left as
-    they are."""
+    """Switch a mixture-of-experts model to :func:`graph_safe_experts_implementation`; others are left alone."""
     if not is_mixture_of_experts(model) or not hasattr(model, "set_experts_implementation"):
         return
     try:
@@ -304,8 +293,7 @@ def use_graph_safe_experts(model, dtype) -> None:
 
 
 def experts_implementation(model) -> str | None:
-    """The experts implementation a mixture-of-experts model runs (``"grouped_mm"``, ``"batched_mm"``,
-    ``"eager"``), or None for a dense model."""
+    """``"grouped_mm"``, ``"batched_mm"``, ``"eager"``, or None for a dense model."""
     if not is_mixture_of_experts(model):
         return None
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
@@ -313,7 +301,7 @@ def experts_implementation(model) -> str | None:
 
 
 def _load_directory(path: str, tdtype, device, attn_implementation: str | None = None):
-    """The model of a ``save_pretrained`` directory; UnknownModelError naming a weight that does not fit its config."""
+    """UnknownModelError naming a weight that does not fit its config."""
 
     config = directory_config(path)
     model_class = directory_model_class(config)
@@ -334,35 +322,29 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None =
 
 
 def kind_of(name_or_path: str) -> str:
-    """``"causal"`` or ``"encoder"`` for a preset or a ``save_pretrained`` directory, read from its config
-    (no model is built). Raises :class:`UnknownModelError` for anything else."""
+    """``"causal"`` or ``"encoder"`` from the config (no model built); UnknownModelError for anything else."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]["kind"]
     return "causal" if names_lm_head(directory_config(name_or_path)) else "encoder"
 
 
 def model_kind(model) -> str:
-    """``"causal"`` when the model returns logits for next-token prediction, else ``"encoder"``."""
+    """``"causal"`` when the model returns next-token logits, else ``"encoder"``."""
     return "causal" if hasattr(model, "lm_head") or model.__class__.__name__.endswith(("LMHeadModel", "ForCausalLM")) \
         else "encoder"
 
 
 def vocab_size(model) -> int:
-    """Token ids a model's embeddings take, ``[0, vocab_size)``: its config's, or its text config's."""
+    """Token ids a model's embeddings take, ``[0, vocab_size)``."""
     config = model.config
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     return int(getattr(config, "vocab_size", None) or text.vocab_size)
 
 
 def model_forward(model, input_ids: "torch.Tensor", attention_mask: "torch.Tensor | None" = None) -> "torch.Tensor":
-    """One forward pass without a KV cache.
-
-    Args:
-        input_ids: ``[batch, seq_len]`` int64.
-        attention_mask: ``[batch, seq_len]`` int64, 1 on real tokens and 0 on padding, or None.
-
-    Returns:
-        causal LM: logits ``[batch, seq_len, vocab]``; encoder: last_hidden_state ``[batch, seq_len, hidden]``."""
+    """One forward pass without a KV cache. ``input_ids``: ``[batch, seq_len]`` int64; ``attention_mask``: ``[batch,
+    seq_len]`` int64 (1 real, 0 padding) or None. Returns logits ``[batch, seq_len, vocab]`` (causal LM) or
+    last_hidden_state ``[batch, seq_len, hidden]`` (encoder)."""
     if model_kind(model) == "causal":
         return model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
     return model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -377,12 +359,9 @@ def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", gene
 
 
 def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
-    """:func:`~cudagraph_bench.models.positions.position_limit` (tokens) of a preset (with config ``overrides``)
-    or a ``save_pretrained`` directory, from its config without building the model (a preset name wins over a
-    folder). ``bound``: ``--max-positions``, else the longest request.
-
-    Raises:
-        UnknownModelError: the directory's config cannot be measured (:func:`directory_config`).
-        UsageError: no limit recorded and no ``bound``."""
+    """The position limit (tokens) of a preset (with ``overrides``) or a ``save_pretrained`` directory, from its config
+    without building it (a preset name wins over a folder). ``bound``: ``--max-positions``, else the longest request.
+    Raises UnknownModelError when the directory's config cannot be measured, UsageError when no limit is recorded and no
+    ``bound``."""
     config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else directory_config(name_or_path)
     return position_limit(config, bound)

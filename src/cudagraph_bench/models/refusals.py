@@ -1,6 +1,6 @@
-"""``--models`` checked entry by entry before any case, for the pytest suite and ``cudagraph-bench run`` alike:
-an entry the suite cannot measure is refused with its one-line reason and the others run; only a list with every
-entry refused is a usage error, a partly refused one ends with a non-zero exit."""
+"""``--models`` checked entry by entry before any case (pytest suite and ``run`` alike): an unmeasurable entry is
+refused with its one-line reason and the others run; only an all-refused list is a usage error, a partly refused one
+exits non-zero."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from cudagraph_bench.errors import UnknownModelError
 
 @dataclass(frozen=True)
 class Refusal:
-    """A ``--models`` entry the suite does not measure: ``model`` as given, ``reason`` one line with the fix."""
+    """``model`` as given, ``reason`` one line with the fix."""
 
     model: str
     reason: str
@@ -22,9 +22,7 @@ class Refusal:
 
 @dataclass(frozen=True)
 class ModelChecks:
-    """The outcome of :func:`check_models`: ``accepted`` names in their order, ``refused`` entries with their
-    reasons, ``notes``: one line per accepted model measured in a way worth saying (a classification head left
-    out, a position limit taken from the request)."""
+    """``accepted`` names in order, ``refused`` entries, ``notes``: a line per accepted model worth a remark."""
 
     accepted: tuple[str, ...]
     refused: tuple[Refusal, ...] = ()
@@ -32,11 +30,8 @@ class ModelChecks:
 
 
 def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
-    """The notes of one ``--models`` entry the suite can measure (:class:`ModelChecks`), checked from its config
-    only (a directory's model is built on ``meta``; a preset with its own attention imports no transformers).
-
-    Raises:
-        UnknownModelError: why the suite does not measure it, in one line with the fix."""
+    """The notes of one entry the suite can measure, from its config only (a directory's model built on ``meta``).
+    UnknownModelError: why not, in one line with the fix."""
     from cudagraph_bench.options import PRESET_NAMES, model_name_problem
 
     problem = model_name_problem(name)
@@ -64,11 +59,7 @@ def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
 
 
 def check_models(names, attn_implementation: str | None = None) -> ModelChecks:
-    """Check every entry of ``--models`` (:func:`check_model`): the accepted ones in their order, every refused
-    one with its reason.
-
-    Raises:
-        UsageError: ``attn_implementation`` is not installed here (one line naming what is), before any entry."""
+    """Check every entry; UsageError, before any entry, when ``attn_implementation`` is not installed."""
     from cudagraph_bench.models.attention import check_attention_installed
 
     check_attention_installed(attn_implementation)
@@ -89,8 +80,7 @@ def refusal_lines(refused) -> list[str]:
 
 
 def all_refused_message(refused) -> str:
-    """The usage error of a ``--models`` list that holds no model the suite can measure: ``--models: <reason>``
-    for one entry; for more, a head line, then one line per refused entry."""
+    """``--models: <reason>`` for one entry; for more, a head line and a line per entry."""
     lines = refusal_lines(refused)
     if len(lines) == 1:
         return f"--models: {lines[0]}"
@@ -99,10 +89,10 @@ def all_refused_message(refused) -> str:
 
 
 def refused_json(refused) -> list[dict]:
-    """``[{"model": ..., "reason": ...}]``: what the run JSON lists under ``["cudagraph_bench"]["refused"]``."""
+    """What the run JSON lists under ``["cudagraph_bench"]["refused"]``."""
     return [r.as_json() for r in refused]
 
 
 def exit_status(status: int, refused) -> int:
-    """The exit status of a session or run that ``refused`` models: ``status``, or 1 where it would be 0."""
+    """``status``, or 1 where it would be 0 and models were refused."""
     return 1 if refused and int(status) == 0 else int(status)

@@ -1,7 +1,5 @@
-"""Local attention under any config field name. A window that model code applies by itself (GPT-Neo's
-``window_size``) rather than through transformers' masks for windowed layer types is sized from the keys it is
-handed, which over a full-length static cache lands on the wrong positions: :func:`check_windows_recorded`
-refuses it before any decode."""
+"""Local attention under any config field name. A window model code applies itself (GPT-Neo's ``window_size``) is sized
+from the keys it is handed, wrong over a full-length static cache: :func:`check_windows_recorded` refuses it."""
 
 from __future__ import annotations
 
@@ -11,8 +9,7 @@ from cudagraph_bench.errors import NotGraphableError
 
 #: A config field that records a local-attention window or chunk (tokens), whatever the model calls it.
 WINDOW_FIELD = re.compile(r"window|attn_chunk|attention_chunk|local_attention")
-#: Fields that match :data:`WINDOW_FIELD` but hold no window a model applies by itself (switches, layer counts,
-#: and ``sliding_window``, which transformers' own layer types and masks are built from).
+#: Fields matching :data:`WINDOW_FIELD` that hold no self-applied window (switches, counts, ``sliding_window``).
 NOT_A_WINDOW = frozenset({"sliding_window", "use_sliding_window", "max_window_layers", "sliding_window_pattern",
                           "_sliding_window_pattern", "sliding_window_layers", "window_layers",
                           "global_attn_every_n_layers", "local_attention_probs_dropout_prob"})
@@ -21,8 +18,7 @@ WINDOWED_LAYER_TYPES = frozenset({"sliding_attention", "hybrid_sliding", "chunke
 
 
 def window_fields(config) -> dict[str, int]:
-    """The local-attention windows and chunks ``config`` (or its text config) records, field name -> tokens
-    (positive integers; none when ``use_sliding_window=False``)."""
+    """Field name -> window tokens (none when ``use_sliding_window=False``)."""
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     if getattr(config, "use_sliding_window", None) is False:
         return {}
@@ -36,19 +32,14 @@ def window_fields(config) -> dict[str, int]:
 
 
 def unrecorded_windows(config, layer_types, positions: int | None = None) -> dict[str, int]:
-    """The windows of :func:`window_fields` that ``layer_types`` do not record: none when some layer type is
-    windowed, else every window shorter than ``positions``."""
+    """None when some layer type is windowed, else every window shorter than ``positions``."""
     if set(layer_types) & WINDOWED_LAYER_TYPES:
         return {}
     return {name: value for name, value in window_fields(config).items() if positions is None or value < positions}
 
 
 def check_windows_recorded(config, layer_types) -> None:
-    """Refuse a model whose config records a local-attention window that its layer types do not
-    (:func:`unrecorded_windows`, within its position limit).
-
-    Raises:
-        NotGraphableError: naming the config class, the field and its value."""
+    """NotGraphableError (naming class, field, value) for a window the layer types do not record."""
     from cudagraph_bench.models.positions import recorded_position_limit
 
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config

@@ -1,5 +1,4 @@
-"""A zoo type as a user's checkpoint: its tiny model saved with ``save_pretrained`` and put through the checks every
-``--models`` folder passes (:func:`zoo_checkpoint`), or the reason it is refused, in one line."""
+"""A zoo type as a user's checkpoint: saved and put through every ``--models`` check."""
 
 from __future__ import annotations
 
@@ -11,18 +10,16 @@ from cudagraph_bench.models.zoo_types import ZooBuildError
 
 
 class ZooRefused(UnknownModelError):
-    """A zoo type the suite does not measure; the message is the reason in one line (no folder in it)."""
+    """The one-line reason (no folder in it)."""
 
 
 def _without_path(reason: str, path: str) -> str:
-    """``reason`` without the (temporary) ``path``."""
     prefix = f"{path}: "
     return reason[len(prefix):] if reason.startswith(prefix) else reason.replace(path, "<folder>")
 
 
 def default_config_refusal(model_type: str) -> str | None:
-    """Why :func:`~cudagraph_bench.models.checkpoints.directory_config` refuses ``model_type``'s default config,
-    or None when it passes or cannot be built."""
+    """Why ``directory_config`` refuses the type's default config, or None."""
     from transformers import CONFIG_MAPPING
 
     from cudagraph_bench.models.checkpoints import directory_config
@@ -44,12 +41,8 @@ def default_config_refusal(model_type: str) -> str | None:
 
 
 def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implementation: str | None = None) -> str:
-    """Build ``model_type``'s tiny model, save it into ``folder/<model_type>`` and check that folder as
-    ``--models`` checks a user's; returns its path (an encoder-decoder type: its causal-LM decoder alone).
-
-    Raises:
-        ZooRefused: why the suite does not measure the type (the tiny config or model does not build, or the
-            suite's refusal of such a checkpoint), in one line."""
+    """Save the tiny model into ``folder/<model_type>`` and check it as ``--models`` would; returns the path (an
+    encoder-decoder: its causal-LM decoder alone). ZooRefused with the one-line reason."""
     from cudagraph_bench.models.checkpoints import directory_config
     from cudagraph_bench.models.refusals import check_model
     from cudagraph_bench.models.zoo_types import save_tiny_config, save_tiny_model, tiny_config, tiny_model
@@ -64,7 +57,6 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
     path = os.path.join(os.fspath(folder), model_type)
     try:
         save_tiny_config(model_type, folder, config)
-        # an encoder-decoder type's causal-LM class (BartForCausalLM) is checked as a user's checkpoint of it
         if not getattr(config, "is_encoder_decoder", False):
             directory_config(path)
         save_tiny_model(model_type, folder, tiny_model(model_type, config))

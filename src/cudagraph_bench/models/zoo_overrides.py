@@ -1,6 +1,5 @@
-"""The few architectures whose tiny config needs fields the size rules of :mod:`cudagraph_bench.models.zoo_sizes`
-cannot derive (set after the shrink; a sub-config's fields merged into it), and the types that cannot run alone,
-each with the reason."""
+"""The few architectures whose tiny config needs fields the size rules cannot derive (set after the shrink), and the
+types that cannot run alone, each with the reason."""
 
 from __future__ import annotations
 

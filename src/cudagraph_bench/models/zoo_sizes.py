@@ -1,6 +1,5 @@
-"""The sizes of a tiny model, by config field name: :func:`shrink_fields` shrinks (never grows) the fields of any
-transformers config so every causal-LM architecture builds in milliseconds and keeps its structure (the same kinds
-of layers, head ratios, windows and state shapes, only smaller)."""
+"""Tiny model sizes by config field name: :func:`shrink_fields` shrinks (never grows) any transformers config so every
+causal-LM architecture builds in milliseconds with its structure kept."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ VOCAB = 512
 POSITIONS = 512
 #: Sliding window / attention chunk (tokens): shorter than a zoo prompt, so the window is exercised.
 WINDOW = 16
-#: Routed experts, and the experts one token is routed to: all of them, so a tiny random router's near ties leave
-#: no choice for rounding to flip between a static and a dynamic KV cache.
+#: Routed experts and top-k: all of them, so a tiny random router's near ties cannot flip between caches.
 EXPERTS = 4
 TOP_K = EXPERTS
 #: Low-rank widths (MLA's latent KV and query ranks, LoRA-style adapters).
@@ -79,8 +77,7 @@ STATE_FIELDS = {"mamba_d_state": 16, "state_size": 16, "ssm_state_size": 16, "ma
 #: Every field shrunk to a fixed size (the layer and head counts are handled apart).
 FIXED = {**WIDTH_FIELDS, **MLP_FIELDS, **EXPERT_MLP_FIELDS, **HEAD_DIM_FIELDS, **MLA_FIELDS, **EXPERT_FIELDS,
          **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **VOCAB_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS}
-#: Fields a checkpoint must give that a default config leaves None (the model cannot be built without them): the
-#: tiny value they get (key/value heads None: as many as the query heads).
+#: Fields a default config leaves None that a model needs: their tiny value (KV heads None: the query heads).
 REQUIRED = {"head_dim": HEAD_DIM, "num_key_value_heads": HEADS, "n_routed_experts": EXPERTS,
             "num_experts_per_tok": TOP_K, "n_shared_experts": 1}
 #: Keys ``to_dict()`` writes into a sub-config that are no field of it (some sub-config classes refuse them back).
@@ -90,14 +87,14 @@ TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_token_ids")
 
 
 def layer_lists(fields: dict, layers: int | None) -> dict[str, list]:
-    """The per-layer lists among ``fields`` (as long as the layer count ``layers``), by field name."""
+    """The per-layer lists (as long as ``layers``) by field name."""
     if not layers:
         return {}
     return {k: v for k, v in fields.items() if isinstance(v, list) and len(v) == layers and k != "architectures"}
 
 
 def covering_prefix(values: list) -> int:
-    """The length of the shortest prefix of ``values`` that holds every distinct value of it."""
+    """Length of the shortest prefix holding every distinct value."""
     seen, wanted = set(), {repr(v) for v in values}
     for i, v in enumerate(values):
         seen.add(repr(v))
@@ -107,9 +104,8 @@ def covering_prefix(values: list) -> int:
 
 
 def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
-    """The layer count of a tiny model of ``fields``: 2, or the shortest prefix of every per-layer list (and of
-    ``patterns``, lists the config derives) that keeps each kind of layer, at most :data:`MAX_LAYERS`; twice that
-    with ``num_kv_shared_layers`` (Gemma 3n)."""
+    """2, or the shortest prefix of every per-layer list (and ``patterns``) keeping each kind of layer, at most
+    :data:`MAX_LAYERS`; twice that with ``num_kv_shared_layers`` (Gemma 3n)."""
     if not original_layers:
         return 2
     lists = [*layer_lists(fields, original_layers).values(),
@@ -122,7 +118,7 @@ def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
 
 
 def _kv_heads(original_heads, original_kv) -> int:
-    """Key/value heads of a tiny model: all for multi-head attention, 1 for multi-query, else half."""
+    """All for multi-head attention, 1 for multi-query, else half."""
     if not isinstance(original_kv, int) or not isinstance(original_heads, int) or original_kv >= original_heads:
         return HEADS
     return 1 if original_kv == 1 else HEADS // 2
@@ -137,7 +133,7 @@ def _shrunk(value, size):
 
 
 def _shrink_one(name: str, value, fields: dict):
-    """The tiny value of one field ``name`` of ``fields`` (the original config's), or ``value`` itself."""
+    """The tiny value of field ``name``, or ``value`` itself."""
     hidden = fields.get("hidden_size") if _is_size(fields.get("hidden_size")) else None
     if value is None and name in REQUIRED:
         return REQUIRED[name]
@@ -167,8 +163,7 @@ def _shrink_one(name: str, value, fields: dict):
 
 
 def shrink_fields(fields: dict, patterns=()) -> dict:
-    """``fields`` (a config's ``to_dict()``) with sizes, head and layer counts, per-layer lists and token ids
-    shrunk, sub-configs too; unknown fields are kept. ``patterns``: see :func:`layer_count`."""
+    """``fields`` (``to_dict()``) with sizes, counts, lists and token ids shrunk; others kept."""
     out = {name: _shrink_one(name, value, fields) for name, value in fields.items() if name != "per_layer_config"}
     count = None
     layers_field = next((k for k in LAYER_COUNT_FIELDS if _is_size(fields.get(k))), None)
@@ -189,14 +184,13 @@ def shrink_fields(fields: dict, patterns=()) -> dict:
 
 
 def _shrink_layer(layer: dict, fields: dict) -> dict:
-    """One per-layer config shrunk in the context of the whole config."""
     whole = {k: v for k, v in fields.items() if k != "per_layer_config"}
     shrunk = shrink_fields({**whole, **layer})
     return {k: shrunk[k] for k in layer}
 
 
 def _token_ids(value):
-    """Token ids kept inside the tiny vocabulary (an id past it becomes its remainder)."""
+    """An id past the tiny vocabulary becomes its remainder."""
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -211,9 +205,8 @@ MIXER_HEADS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_hea
 
 
 def tie_fields(out: dict, original: dict) -> dict:
-    """A copy of ``out`` with the constraints that tied the ``original`` fields restored: a state-space mixer's
-    heads x head width = expand x hidden, MLA's head widths, top-k <= experts, one state-space group, a rotary
-    width no wider than the head."""
+    """``out`` with ``original``'s tying constraints restored: mixer heads x head width = expand x hidden, MLA widths,
+    top-k <= experts, one state group, rotary width <= head width."""
     out = dict(out)
     hidden = out.get("hidden_size") if _is_size(out.get("hidden_size")) else HIDDEN
     pairs = [p for p in MIXER_HEADS if p[0] in out and p[1] in out]

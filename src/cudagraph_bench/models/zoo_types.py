@@ -1,5 +1,5 @@
-"""The architecture zoo: every causal-LM model type of the installed transformers as a tiny random model built from
-its default config (:func:`tiny_config`), saved as a ``save_pretrained`` folder that ``--models`` loads offline."""
+"""The architecture zoo: every causal-LM model type of the installed transformers as a tiny random model from its
+default config, saved as a ``save_pretrained`` folder that ``--models`` loads offline."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from cudagraph_bench.errors import CudagraphBenchError
 
 #: Seed of a tiny model's random weights (latency does not depend on weight values).
 ZOO_SEED = 0
-#: ``initializer_range`` of a tiny model: wide random logits, so that greedy tokens vary from step to step and a
-#: decode that goes wrong shows in its tokens.
+#: ``initializer_range`` of a tiny model: wide random logits, so greedy tokens vary and a wrong decode shows.
 INITIALIZER_RANGE = 0.2
 
 
@@ -19,18 +18,18 @@ DERIVED_LAYER_LISTS = ("layer_types", "layers_block_type")
 
 
 class ZooBuildError(CudagraphBenchError, RuntimeError):
-    """A model type of the zoo whose tiny config or model cannot be built; the message is the one-line reason."""
+    """A zoo type whose tiny config or model cannot be built; the message is the one-line reason."""
 
 
 def causal_lm_types() -> list[str]:
-    """Every model type of transformers' causal-LM auto mapping (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), sorted."""
+    """Sorted model types of ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
 def causal_lm_class_name(model_type: str) -> str:
-    """The causal-LM class name transformers maps ``model_type`` to (``"LlamaForCausalLM"``)."""
+    """E.g. ``"LlamaForCausalLM"``."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
@@ -38,7 +37,7 @@ def causal_lm_class_name(model_type: str) -> str:
 
 
 def _first_line(exc: BaseException, width: int = 200) -> str:
-    """``"Type: first line"`` of ``exc`` (two lines when the first ends with ``:``), cut to ``width``."""
+    """``"Type: first line"`` (two lines when the first ends with ``:``), cut to ``width``."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
     text = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
     text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -46,12 +45,7 @@ def _first_line(exc: BaseException, width: int = 200) -> str:
 
 
 def tiny_fields(model_type: str) -> dict:
-    """The config fields of ``model_type``'s tiny model: its default config's, shrunk
-    (:func:`~cudagraph_bench.models.zoo_sizes.shrink_fields`), with its
-    :data:`~cudagraph_bench.models.zoo_overrides.OVERRIDES` entry on top.
-
-    Raises:
-        ZooBuildError: the type is unknown, or its default config cannot be built."""
+    """The default config's fields shrunk, with the override on top; ZooBuildError when it cannot be built."""
     from transformers import CONFIG_MAPPING
 
     from cudagraph_bench.models.zoo_overrides import OVERRIDES
@@ -78,7 +72,7 @@ def tiny_fields(model_type: str) -> dict:
 
 
 def _merged(fields: dict, override: dict) -> dict:
-    """``fields`` with ``override`` on top; a sub-config dict is merged field by field, not replaced."""
+    """A sub-config dict is merged field by field, not replaced."""
     out = dict(fields)
     for name, value in override.items():
         out[name] = _merged(out[name], value) if isinstance(value, dict) and isinstance(out.get(name), dict) else value
@@ -86,11 +80,7 @@ def _merged(fields: dict, override: dict) -> dict:
 
 
 def tiny_config(model_type: str):
-    """The transformers config of ``model_type``'s tiny model (:func:`tiny_fields`), its ``architectures`` naming
-    the type's causal-LM class.
-
-    Raises:
-        ZooBuildError: the config cannot be built (the reason in one line)."""
+    """The tiny config, ``architectures`` naming the causal-LM class; ZooBuildError on failure."""
     from transformers import CONFIG_MAPPING
 
     fields = tiny_fields(model_type)
@@ -104,11 +94,8 @@ def tiny_config(model_type: str):
 
 
 def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
-    """A tiny random model of ``model_type`` (its causal-LM class, weights drawn with :data:`ZOO_SEED`), in
-    ``eval()`` mode on ``device``; ``config``: the type's :func:`tiny_config` when None.
-
-    Raises:
-        ZooBuildError: the model cannot be built (a missing optional package, a config its code rejects)."""
+    """A tiny random model (weights by :data:`ZOO_SEED`) in ``eval()`` on ``device``; ``config`` None: the tiny config.
+    ZooBuildError when it cannot be built (a missing optional package, a config its code rejects)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -124,19 +111,12 @@ def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
 
 
 def save_tiny_config(model_type: str, folder: str | os.PathLike, config=None) -> str:
-    """Write ``model_type``'s tiny config (``config.json`` only) into ``folder/<model_type>``; returns that path.
-
-    Raises:
-        ZooBuildError: the config cannot be built or written."""
+    """Write ``config.json`` only into ``folder/<model_type>``; returns that path. ZooBuildError on failure."""
     return _save_pretrained(tiny_config(model_type) if config is None else config, model_type, folder)
 
 
 def save_tiny_model(model_type: str, folder: str | os.PathLike, model=None) -> str:
-    """Write ``model_type``'s tiny model (``model`` or a new :func:`tiny_model`) with ``save_pretrained`` into
-    ``folder/<model_type>``; returns that path, a checkpoint ``--models`` takes.
-
-    Raises:
-        ZooBuildError: the model cannot be built or saved."""
+    """``save_pretrained`` into ``folder/<model_type>``; returns the path. ZooBuildError on failure."""
     return _save_pretrained(tiny_model(model_type) if model is None else model, model_type, folder)
 
 

@@ -1,7 +1,5 @@
-"""The pytest plugin of cudagraph-bench (loaded by the checkout's root ``conftest.py``): every benchmark and GPU
-test of ``perf_tests/`` runs through it. One concept per module, each a pytest plugin of its own loaded through
-:data:`pytest_plugins` (the list of modules: docs/architecture.md); it extends pytest, pytest-xdist and
-pytest-benchmark through their public hooks and options only. :class:`Session` is the ``cgb`` fixture."""
+"""The pytest plugin of cudagraph-bench (loaded by the root ``conftest.py``): one concept per module, each a plugin of
+its own in :data:`pytest_plugins`, through public hooks and options only. :class:`Session` is the ``cgb`` fixture."""
 
 from cudagraph_bench.plugin.pytest_options import GPU_SKIP_REASON
 from cudagraph_bench.plugin.session import Session

@@ -1,8 +1,6 @@
-"""pytest-benchmark's own options beside the suite's round policy: each means what it says, or is refused. In a
-pytest session ``--benchmark-min-rounds``, ``--benchmark-max-time`` and ``--benchmark-warmup-iterations`` are the
-only spelling of the round options they name (:data:`cudagraph_bench.options.PYTEST_BENCHMARK_SPELLING`), read by
-the suite option's parser, the suite's default when not given; the calibration options without a counterpart in a
-policy of one call per round (:data:`REFUSED`) are refused with one line naming the suite's option."""
+"""pytest-benchmark's own options beside the suite's round policy: each means what it says, or is refused. Its
+min-rounds, max-time and warmup-iterations flags are the only pytest spelling of the round options they name; its
+calibration options without use under one call per round (:data:`REFUSED`) are refused in one line."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ import shlex
 import pytest
 
 def honoured() -> dict:
-    """pytest-benchmark flag -> (its ``config.option`` dest, the suite's flag, its value's text -> the suite option's
-    value), from :data:`cudagraph_bench.options.PYTEST_BENCHMARK_SPELLING`."""
+    """pytest-benchmark flag -> (its dest, the suite's flag, its value's text -> the suite option's value)."""
     from cudagraph_bench.options import PYTEST_BENCHMARK_SPELLING
 
     return {flag: (flag[2:].replace("-", "_"), suite_flag, parse)
@@ -31,8 +28,7 @@ REFUSED = {
 
 
 def given_flags(config) -> set[str]:
-    """The long flags given to this pytest run: its arguments, ``PYTEST_ADDOPTS`` and the ini file's ``addopts``
-    (``--flag`` and ``--flag=value`` alike)."""
+    """Long flags given in the arguments, ``PYTEST_ADDOPTS`` and the ini's ``addopts``."""
     args = [*map(str, config.invocation_params.args), *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
     try:
         args += [str(a) for a in config.getini("addopts")]
@@ -42,18 +38,15 @@ def given_flags(config) -> set[str]:
 
 
 def _pytest_benchmark_value(flag: str, text: str):
-    """``text`` as pytest-benchmark's own parser of ``flag`` reads it (its type: int, or its seconds' string)."""
+    """``text`` as pytest-benchmark's parser of ``flag`` reads it."""
     import pytest_benchmark.utils as utils
 
     return {"--benchmark-min-rounds": utils.parse_rounds, "--benchmark-max-time": utils.parse_seconds}.get(flag, int)(text)
 
 
 def apply(config) -> None:
-    """Set the suite's round options from the pytest-benchmark options given, or to the suite's defaults; refuse
-    :data:`REFUSED`.
-
-    Raises:
-        pytest.UsageError: a refused option, or a value the suite's parser refuses (one line, naming the option)."""
+    """Set the suite's round options from pytest-benchmark's given, or to the defaults; pytest.UsageError (one line) for
+    a refused option or a value the suite's parser refuses."""
     from cudagraph_bench.options import MATRIX_OPTIONS, pytest_argument
 
     given = given_flags(config)

@@ -1,5 +1,4 @@
-"""Timing a benchmark: ``benchmark.pedantic`` over the round policy through one
-:class:`~cudagraph_bench.measure.timing.CallTimer`, and the device-side figure of the variants the gate guards."""
+"""Timing a benchmark through one CallTimer, and the gated variants' device-side figure."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ from typing import Callable
 
 def round_policy(option: Callable[[str], object], *, rounds: int | None = None, warmup: int | None = None,
                  max_rounds: int | None = None):
-    """The session's :class:`~cudagraph_bench.measure.timing.RoundPolicy` (``option``: pytest's
-    ``config.getoption``), with ``rounds`` / ``warmup`` / ``max_rounds`` replacing the session's where given."""
+    """The session's RoundPolicy, with ``rounds`` / ``warmup`` / ``max_rounds`` replacing its own where given."""
     from cudagraph_bench.measure.settings import MeasureSettings
 
     settings = MeasureSettings.from_options(option)
@@ -19,17 +17,10 @@ def round_policy(option: Callable[[str], object], *, rounds: int | None = None, 
 
 def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_info: dict, policy, device: str = "cuda",
                    warm: bool = False, checked_call_ms: float | None = None, device_figure: bool = False) -> list[float]:
-    """Time ``fn`` with ``benchmark.pedantic`` through one :class:`~cudagraph_bench.measure.timing.CallTimer`, the
-    rounds planned by ``policy``'s pilot (``warm``, ``checked_call_ms``:
-    :meth:`~cudagraph_bench.measure.timing.RoundPolicy.plan`), the garbage collector off around the pilot too with
-    ``--benchmark-disable-gc``. ``device_figure``: also :func:`~cudagraph_bench.measure.timing.back_to_back_ms`.
-
-    ``extra_info`` gets ``cuda_event_ms`` and ``event_median_ms`` (on a GPU), the device figure's fields, the
-    timing's fields (:func:`~cudagraph_bench.measure.case.timing_record`), ``gpu_state`` (``{"before", "after"}``
-    NVML readings) and, when either reading has a throttling reason, ``throttled`` (with a
-    :class:`~cudagraph_bench.measure.gpustate.GpuThrottledWarning`).
-
-    Returns the CUDA-event ms of the measured rounds (``[]`` on a CPU)."""
+    """Time ``fn`` with ``benchmark.pedantic`` through one CallTimer, rounds planned by ``policy``'s pilot, GC off
+    around the pilot too with ``--benchmark-disable-gc``; ``device_figure``: also the back-to-back figure.
+    ``extra_info`` gets the event times, device figure, timing fields, ``gpu_state`` and, when throttled, ``throttled``
+    (with a warning). Returns the measured rounds' CUDA-event ms (``[]`` on a CPU)."""
     import contextlib
 
     import numpy as np

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 
 def release(*, everything: bool = False) -> None:
-    """Free what the last case left: a garbage collection (graph pools can sit in reference cycles), then the
-    caching allocator's free blocks (when CUDA started in this process). The survivors are frozen (``gc.freeze``;
-    a full collection over models and modules took ~0.4 s per case), except while an exception propagates.
-    ``everything``: unfreeze first, for when long-lived objects were dropped (a model evicted, the session's end)."""
+    """Free what the last case left: gc (pools can sit in cycles), then the allocator's free blocks. Survivors are
+    frozen (``gc.freeze``; full collections took ~0.4 s per case) unless an exception propagates; ``everything``
+    unfreezes first, after long-lived objects were dropped."""
     import gc
     import sys
 
@@ -24,15 +23,14 @@ def release(*, everything: bool = False) -> None:
 
 
 def reserved_mib() -> float:
-    """GPU memory the caching allocator holds (MiB); 0 without CUDA started in this process."""
+    """0 without CUDA started in this process."""
     import torch
 
     return torch.cuda.memory_reserved() / 2**20 if torch.cuda.is_initialized() else 0.0
 
 
 class MemoryLedger:
-    """Reserved GPU memory at the start and end of the session and around each case that captures graphs:
-    a pool that is not released shows as growth that stays (:meth:`summary`)."""
+    """Reserved memory at session start, end and around graph cases: an unreleased pool stays."""
 
     def __init__(self):
         self.start_mib: float | None = None
@@ -43,7 +41,7 @@ class MemoryLedger:
         self.cases.append((case_id, before_mib, after_mib))
 
     def summary(self) -> dict:
-        """The ledger as the run JSON's ``cudagraph_bench`` fields (MiB)."""
+        """The run JSON's ``cudagraph_bench`` fields (MiB)."""
         growth = [after - before for _, before, after in self.cases]
         return {"memory_reserved_start_mib": self.start_mib,
                 "memory_reserved_end_mib": self.end_mib if self.end_mib is not None else self.start_mib,

@@ -1,5 +1,5 @@
-"""The session's one model cache: each model built once per dtype, the least recently used dropped when the
-cached weights pass a share of the GPU's memory (so that 7B presets fit one after another in one session)."""
+"""The session's model cache: each model built once per dtype, the least recently used dropped when the weights pass a
+share of GPU memory (so 7B presets fit one after another)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ MODEL_CACHE_SHARE = 0.3
 
 
 class ModelCache:
-    """Models by ``(name, dtype)`` on ``device`` (``"cuda"``: cuda:0, or ``"cpu"``), most recently used last, all
-    running ``attn_implementation`` (None: each model's own); the weights may take ``share`` of the GPU's memory.
-    ``on_evict`` is called with an evicted ``(name, dtype)`` before its model is dropped (to close its graphs),
-    ``release`` after (:func:`cudagraph_bench.plugin.memory.release`)."""
+    """Models by ``(name, dtype)`` on ``device``, all with ``attn_implementation`` (None: their own). ``on_evict`` runs
+    before an evicted model is dropped (to close its graphs), ``release`` after."""
 
     def __init__(self, device: str = "cuda", *, on_evict: Callable[[tuple[str, str]], None] | None = None,
                  release: Callable[..., None] | None = None, share: float = MODEL_CACHE_SHARE,
@@ -23,8 +21,7 @@ class ModelCache:
         self._models: dict[tuple[str, str], object] = {}
 
     def get(self, name: str, dtype: str):
-        """The model ``name`` (a preset or a ``save_pretrained`` folder) in ``dtype``, built once
-        (:func:`~cudagraph_bench.models.presets.load_model`). Raises what building it raises."""
+        """Built once; raises what building it raises."""
         from cudagraph_bench.models.presets import load_model
 
         key = (name, dtype)
@@ -35,12 +32,11 @@ class ModelCache:
         return self._models[key]
 
     def built(self, name: str):
-        """A model of ``name`` already built (any dtype), or None: what its position limit can be read from."""
+        """A built model of ``name`` (any dtype), or None: for its position limit."""
         return next((m for (n, _), m in self._models.items() if n == name), None)
 
     def _evict_for(self, name: str) -> None:
-        """Drop the least recently used models (never ``name``'s other dtypes first) while the cached weights
-        take more than :attr:`share` of the GPU's memory."""
+        """Drop least recently used models (``name``'s other dtypes last) while the weights exceed :attr:`share`."""
         if self.device != "cuda" or not self._models:
             return
         import torch
@@ -64,9 +60,7 @@ class ModelCache:
 
 
 def position_limit(name: str, cache: ModelCache | None = None, bound=None) -> int:
-    """The position limit (tokens) of model ``name``, from its built model in ``cache`` or else its config
-    (:func:`cudagraph_bench.models.presets.model_position_limit`); a config recording none (ALiBi, NoPE) is bounded
-    by ``bound`` (tokens, or a function giving them: ``--max-positions``, else the longest request)."""
+    """Position limit (tokens) from the model or its config, else ``bound`` (or a callable)."""
     from cudagraph_bench.models.presets import model_position_limit
     from cudagraph_bench.models.positions import position_limit as config_limit
 

@@ -1,7 +1,5 @@
-"""What the plugin adds to pytest-benchmark's output, through its public hooks only: ``machine_info`` (the GPU,
-its versions, an NVML reading, the peak memory bandwidth, the CPU affinity), the run JSON's ``cudagraph_bench``
-section (memory ledger, failed cases, kernel counts, an interrupted session's mark), a run JSON for a session that
-recorded failures but ran no benchmark, and the terminal summary."""
+"""What the plugin adds to pytest-benchmark's output through its public hooks: ``machine_info``, the run JSON's
+``cudagraph_bench`` section, a run JSON for a session with failures but no benchmark, and the terminal summary."""
 
 from __future__ import annotations
 
@@ -11,9 +9,8 @@ import pytest
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    """``machine_info["cuda"]`` (GPU, driver, CUDA, torch and transformers versions, ``gpu_state_at_start``,
-    ``peak_memory_bandwidth`` in GB/s), ``["gpu"]`` and ``["cpu_affinity"]``. ``cuda`` is None for a
-    ``--device cpu`` session also on a GPU machine, so its run is never compared or gated as that GPU's."""
+    """``machine_info["cuda"]`` (GPU, versions, ``gpu_state_at_start``, ``peak_memory_bandwidth`` in GB/s), ``["gpu"]``
+    and ``["cpu_affinity"]``; ``cuda`` is None for ``--device cpu``, so its run is never gated as that GPU's."""
     from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
 
     on_cpu = config is not None and config.getoption("device", "cuda") == "cpu"
@@ -29,8 +26,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 
 def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):
-    """``--benchmark-compare`` against a saved run of another GPU (or of none, or the reverse) is a usage error:
-    pytest-benchmark keeps every GPU's runs in one machine-id folder."""
+    """``--benchmark-compare`` against another GPU's run (or none's) is a usage error."""
     from cudagraph_bench.envinfo import machine_gpu
 
     ours, theirs = machine_gpu(machine_info), machine_gpu(compared_benchmark.get("machine_info"))
@@ -43,9 +39,8 @@ def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_benchmark_group_stats(config, benchmarks, group_by):
-    """``--benchmark-group-by=param:NAME`` for benchmarks without that parameter (the launch suite has no
-    ``model``): they group under ``NAME=None`` instead of pytest-benchmark's KeyError. The checkout's conftest.py
-    exports it for pytest-benchmark's standalone ``compare``."""
+    """``--benchmark-group-by=param:NAME`` for benchmarks without it groups under ``NAME=None`` instead of a KeyError
+    (exported by conftest.py for standalone ``compare``)."""
     from pytest_benchmark.plugin import pytest_benchmark_group_stats as group_stats
 
     benchmarks = list(benchmarks)   # the standalone compare passes a one-pass iterator
@@ -58,7 +53,7 @@ def pytest_benchmark_group_stats(config, benchmarks, group_by):
 
 
 def section_of(config) -> dict | None:
-    """The run JSON's ``cudagraph_bench`` section of this session (None when no test used ``cgb``)."""
+    """None when no test used ``cgb``."""
     from cudagraph_bench.plugin.session import session_of
 
     session = session_of(config)
@@ -97,8 +92,7 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
 
 
 def benchmark_document(config, benchmarks, machine_info) -> dict:
-    """What pytest-benchmark writes for ``--benchmark-json``, made through its public hooks (its
-    ``commit_info``, ``pytest_benchmark_generate_json`` and every ``pytest_benchmark_update_json``)."""
+    """What pytest-benchmark writes for ``--benchmark-json``, made through its public hooks."""
     commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
     config.hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
     doc = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
@@ -108,7 +102,7 @@ def benchmark_document(config, benchmarks, machine_info) -> dict:
 
 
 def json_option_path(config) -> str | None:
-    """``--benchmark-json``'s path (pytest-benchmark < 5.3 gives an open file: its name), or None."""
+    """pytest-benchmark < 5.3 gives an open file: its name; or None."""
     value = config.getoption("benchmark_json", None)
     if value is None:
         return None
@@ -116,9 +110,8 @@ def json_option_path(config) -> str | None:
 
 
 def write_records_only_json(config) -> str | None:
-    """Write ``--benchmark-json PATH`` (missing or empty) for a session that ran no benchmark but recorded failed
-    cases or kernel counts, atomically, with an empty ``benchmarks`` list, so the failures reach the reports and
-    ``merge``; not in an xdist worker. Returns the path written, else None."""
+    """Atomically write ``--benchmark-json PATH`` with no benchmarks for a session that recorded failed cases or kernel
+    counts, so they reach reports and ``merge``; not in an xdist worker. Returns the path, else None."""
     from cudagraph_bench.plugin.session import session_of
 
     path = json_option_path(config)
@@ -139,8 +132,7 @@ def write_records_only_json(config) -> str | None:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    """Mark an interrupted (Ctrl-C) run; exit non-zero when ``--models`` had refused entries or replay proofs failed;
-    after pytest-benchmark saved, :func:`write_records_only_json` (its false "Not saving anything" warning hidden)."""
+    """Mark a Ctrl-C run; exit non-zero on refused models or failed proofs; write records-only JSON."""
     import warnings
 
     from cudagraph_bench.models.refusals import exit_status
@@ -167,13 +159,13 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def benchmarks_run(config) -> list:
-    """The benchmarks pytest-benchmark recorded in this session (empty without its plugin)."""
+    """Empty without pytest-benchmark's plugin."""
     session = getattr(config, "_benchmarksession", None)
     return list(getattr(session, "benchmarks", None) or [])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The memory ledger and the failed or skipped cases with their reasons."""
+    """The memory ledger and failed or skipped cases with reasons."""
     from cudagraph_bench.plugin.pytest_options import refused_models
     from cudagraph_bench.plugin.session import session_of
 

@@ -1,5 +1,5 @@
-"""``--benchmark-json PATH`` and ``--journal PATH`` checked before any test, so a path that cannot be written is a
-usage error (exit 4) and not every result lost at the session's end. Nothing is created or truncated."""
+"""``--benchmark-json`` and ``--journal`` checked before any test, so an unwritable path is a usage error (exit 4), not
+results lost at the end. Nothing is created or truncated."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ CHECKED = {"benchmark_json": ("--benchmark-json", "run.json"), "journal": ("--jo
 
 
 def output_file_problem(path, flag: str, example: str) -> str | None:
-    """Why ``path`` (given with ``flag``) cannot be written: a directory, a missing folder (neither option creates
-    folders), a parent that is a file, a folder taking no new file, a read-only file; one line naming the fix. None
-    when it can, or when ``path`` is None or an already open file (pytest-benchmark < 5.3 opened it already)."""
+    """Why ``path`` cannot be written, one line naming the fix; None when it can, or it is None or an open file."""
     from cudagraph_bench.errors import UsageError
     from cudagraph_bench.fsio import check_output_file
 
@@ -36,10 +34,7 @@ def output_file_problem(path, flag: str, example: str) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Check :data:`CHECKED` before any test; an xdist worker writes neither file.
-
-    Raises:
-        pytest.UsageError: one line naming the option, the path and the fix."""
+    """An xdist worker writes neither file. pytest.UsageError naming the option, path and fix."""
     if hasattr(config, "workerinput"):
         return
     for dest, (flag, example) in CHECKED.items():

@@ -1,5 +1,5 @@
-"""The padded and bucketed graphs that a model's prompt lengths share: captured by the first case of a model,
-dtype and variant, replayed by its other prompt lengths, as a server captures its buckets once."""
+"""Padded and bucketed graphs shared by a model's prompt lengths: captured by the first case of a model, dtype and
+variant, replayed by the others, as a server captures its buckets once."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Callable
 
 
 class PaddingGraphs:
-    """Holds the :class:`~cudagraph_bench.capture.buckets.BucketedGraphs` of at most one model and dtype;
-    ``release`` frees what dropped graphs left (:func:`cudagraph_bench.plugin.memory.release`)."""
+    """The bucketed graphs of at most one model and dtype."""
 
     def __init__(self, release: Callable[..., None]):
         self._release = release
@@ -16,13 +15,9 @@ class PaddingGraphs:
         self._graphs: dict = {}
 
     def variant_for(self, spec, model):
-        """The ``padded`` / ``bucketed`` variant of ``spec`` (a :class:`~cudagraph_bench.measure.case.CaseSpec`),
-        not owning the graphs of its model, dtype and lengths it replays (captured by the first such case); the
-        graphs of another model or dtype are closed first. None for a variant that is not padded.
-
-        Raises:
-            CaseFailed: phase ``build``: the capture or the variant raised (e.g. a
-                :class:`~cudagraph_bench.errors.RequestTooLongError` for a prompt above every length)."""
+        """The padded/bucketed variant of ``spec``, replaying (not owning) graphs shared with its model, dtype and
+        lengths; another model's graphs are closed first. None when not padded. CaseFailed (phase ``build``) when the
+        capture or the variant raised."""
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
         from cudagraph_bench.measure.forward_variants import PaddedVariant, build_variant, padding_lengths
 
@@ -41,7 +36,7 @@ class PaddingGraphs:
             raise CaseFailed("build", describe_exception(exc), exc) from exc
 
     def holds(self, model: str, dtype: str) -> bool:
-        """Whether graphs of this model and dtype are held (they keep its weights' memory in use)."""
+        """They keep the model's weights in use."""
         return any(k[:2] == (model, dtype) for k in self._graphs)
 
     def drop(self) -> None:

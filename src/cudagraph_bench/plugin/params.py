@@ -1,7 +1,5 @@
-"""The benchmark matrix as plain test parameters, and the case fixtures built from them. The parameters are plain
-values (pytest-benchmark's JSON ``params``, id ``gpt2-float32-L16-graph``), so that
-``--benchmark-group-by=param:model`` works and every tool reads them; a test asks for one case fixture
-(``fwd_case``, ``pad_case``, ``corr_case``, ``count_case``, ``decode_case``) or ``causal_model``."""
+"""The benchmark matrix as plain test parameters (pytest-benchmark's ``params``, so ``--benchmark-group-by=param:model``
+works), and the case fixtures built from them."""
 
 from __future__ import annotations
 
@@ -19,9 +17,8 @@ DECODE_ARGNAMES = ("model", "dtype", "seq_len", "new_tokens", "variant")
 
 
 def selected_variants(config, suite: str) -> tuple[variants.Variant, ...]:
-    """The variants of ``suite`` this session measures: forward ones from ``--variants`` (plus the compiled
-    ones with ``--with-compile``), decode ones all but the compiled ones unless ``--with-compile``; with
-    ``--device cpu`` only those that need no CUDA GPU."""
+    """Forward: ``--variants`` (plus compiled with ``--with-compile``); decode: all but compiled unless
+    ``--with-compile``; with ``--device cpu`` only those needing no CUDA GPU."""
     opt = config.getoption
     with_compile = opt("with_compile")
     if suite == variants.FORWARD:
@@ -36,8 +33,7 @@ def selected_variants(config, suite: str) -> tuple[variants.Variant, ...]:
 
 
 def _parametrize_cases(metafunc, argnames, cases: list[Case], empty_reason: str | None = None) -> None:
-    """Parametrize ``argnames`` (a prefix of ``model, dtype, seq_len, variant``) one set per case, ids
-    ``Case.test_id``; no case: one set skipped with ``empty_reason`` (not pytest's "got empty parameter set")."""
+    """One parameter set per case, ids ``Case.test_id``; none: one set skipped with ``empty_reason``."""
     if not cases and empty_reason:
         metafunc.parametrize(argnames, [pytest.param(*(None,) * len(argnames), id="nothing-to-measure",
                                                      marks=pytest.mark.skip(reason=empty_reason))])
@@ -47,8 +43,7 @@ def _parametrize_cases(metafunc, argnames, cases: list[Case], empty_reason: str 
 
 
 def pytest_generate_tests(metafunc):
-    """The benchmark matrix from the options, as plain parameters; a test asking for two case fixtures, or also
-    parametrizing ``model``/``dtype``/``seq_len``/``variant`` itself, is a duplicate parametrization error."""
+    """The matrix as parameters; a test with two case fixtures or its own is a duplicate error."""
     opt = metafunc.config.getoption
     models, lengths, dtypes = opt("models"), opt("prompt_lengths"), opt("dtypes")
     names = metafunc.fixturenames
@@ -106,15 +101,14 @@ def causal_models(models) -> list[str]:
 
 
 def _no_causal_model(models, values):
-    """A decode test's one parameter set when ``--models`` holds no causal LM, skipped with that reason."""
+    """A decode test's one parameter set, skipped, when ``--models`` holds no causal LM."""
     return pytest.param(*(values if isinstance(values, tuple) else (values,)), id="no-causal-model",
                         marks=pytest.mark.skip(reason=f"decode needs a causal LM: --models {','.join(models)} "
                                                       "holds none (encoders such as bert-tiny have no decode)"))
 
 
 def case_of_item(item) -> Case | DecodeCase | None:
-    """The benchmark case a collected test measures (its ``fwd_case``/``pad_case``/``decode_case``
-    parameters), or None for a test of another kind."""
+    """The case a collected test measures, or None for another kind of test."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     names = set(getattr(item, "fixturenames", ()))
     if "decode_case" in names and variants.find(variants.DECODE, params.get("variant")) is not None:
@@ -124,7 +118,6 @@ def case_of_item(item) -> Case | DecodeCase | None:
     return None
 
 
-# The case fixtures' arguments are parametrized by pytest_generate_tests, so ``params`` hold plain values.
 @pytest.fixture
 def fwd_case(model, dtype, seq_len, variant) -> Case:
     """A forward benchmark's :class:`~cudagraph_bench.cases.Case`."""
@@ -133,19 +126,19 @@ def fwd_case(model, dtype, seq_len, variant) -> Case:
 
 @pytest.fixture
 def pad_case(model, dtype, seq_len, variant) -> Case:
-    """A padding benchmark's case: variant ``padded`` or ``bucketed``."""
+    """Variant ``padded`` or ``bucketed``."""
     return Case(model, dtype, seq_len, variant)
 
 
 @pytest.fixture
 def corr_case(model, dtype, seq_len) -> Case:
-    """A correctness test's case: variant ``graph``."""
+    """Variant ``graph``."""
     return Case(model, dtype, seq_len, variants.GATED)
 
 
 @pytest.fixture
 def count_case(model, dtype, seq_len) -> Case:
-    """A kernel-count test's case: variant ``eager``."""
+    """Variant ``eager``."""
     return Case(model, dtype, seq_len, variants.FORWARD_REFERENCE)
 
 

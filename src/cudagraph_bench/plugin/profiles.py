@@ -1,6 +1,5 @@
-"""Kernel counts and GPU busy times of eager forwards, profiled in the session's own process once per case: the
-tests marked ``profiles`` run after every other test, since a profiler can leave CUPTI attached and slow every
-later launch (pytorch/pytorch#144455)."""
+"""Kernel counts and GPU busy times of eager forwards, once per case in the session's process; the ``profiles`` tests
+run last, since CUPTI left attached slows later launches (pytorch#144455)."""
 
 from __future__ import annotations
 
@@ -17,22 +16,20 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """The ``profiles`` tests last, in their collected order (a stable partition)."""
+    """The ``profiles`` tests last, in collected order."""
     items[:] = ([i for i in items if i.get_closest_marker(PROFILES_MARK) is None]
                 + [i for i in items if i.get_closest_marker(PROFILES_MARK) is not None])
 
 
 class Profiles:
-    """The session's profiles: ``(model, dtype, seq_len) -> KernelCount``, each profiled once; ``model(name,
-    dtype)`` gives the session's model."""
+    """``(model, dtype, seq_len) -> KernelCount``, each profiled once; ``model(name, dtype)`` gives the model."""
 
     def __init__(self, model):
         self._model = model
         self.done: dict = {}
 
     def get(self, key: tuple[str, str, int]):
-        """The :class:`~cudagraph_bench.measure.kernel_counts.KernelCount` of ``(model, dtype, seq_len)``, profiled
-        at the first ask (a failure is a ``failed`` count)."""
+        """Profiled at the first ask (a failure is a ``failed`` count)."""
         from cudagraph_bench.measure.kernel_counts import count_case
 
         if key not in self.done:

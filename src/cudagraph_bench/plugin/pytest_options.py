@@ -1,6 +1,5 @@
-"""Options of the pytest plugin (the matrix of :data:`cudagraph_bench.options.MATRIX_OPTIONS`, shared with
-``cudagraph-bench run``, plus ``--with-compile`` and the decode options) and what they set up before collection:
-the ``--models`` check and the skip of GPU tests without CUDA."""
+"""Options of the pytest plugin (the shared matrix plus ``--with-compile`` and decode options) and what they set up
+before collection: the ``--models`` check and the skip of GPU tests without CUDA."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ MIN_DECODE_ROUNDS = 3
 
 
 def _fault(text: str):
-    """``--plant-fault``'s parser (no torch import)."""
     import argparse
 
     from cudagraph_bench.selftest.faults import parse_fault
@@ -30,7 +28,7 @@ def _fault(text: str):
 
 
 class _OneLineValues:
-    """An option group whose parsers report a bad value in one line, like the matrix options."""
+    """Parsers report a bad value in one line, like the matrix options."""
 
     def __init__(self, group):
         self._group = group
@@ -94,8 +92,7 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """pytest-benchmark's calibration options honoured or refused (:mod:`cudagraph_bench.plugin.benchmark_options`),
-    and the ``--models`` folders read."""
+    """pytest-benchmark's calibration options honoured or refused, and the ``--models`` folders read."""
     from cudagraph_bench.plugin import benchmark_options
 
     benchmark_options.apply(config)
@@ -107,7 +104,7 @@ REFUSED = pytest.StashKey[tuple]()
 
 
 def refused_models(config) -> tuple:
-    """The refusals of :func:`check_matrix_models` (``()`` before it ran or when none)."""
+    """``()`` before the check or when none."""
     return config.stash.get(REFUSED, ())
 
 
@@ -116,18 +113,14 @@ MODEL_NOTES = pytest.StashKey[tuple]()
 
 
 def model_notes(config) -> tuple[str, ...]:
-    """The notes of :func:`check_matrix_models`, one line each, for the run JSON (``()`` when none)."""
+    """One line each, for the run JSON (``()`` when none)."""
     return config.stash.get(MODEL_NOTES, ())
 
 
 def check_matrix_models(config) -> None:
-    """Check every ``--models`` entry before collection (:func:`cudagraph_bench.models.refusals.check_models`):
-    ``--models`` becomes the accepted ones, the refused ones are kept (:func:`refused_models`) for the summary, the
-    run JSON and a non-zero exit, and the notes (a head left out, a position limit taken from the request) are
-    warned and kept (:func:`model_notes`).
-
-    Raises:
-        pytest.UsageError: every entry was refused (one line each), or ``--attn-implementation`` is not installed."""
+    """Check every ``--models`` entry before collection: ``--models`` becomes the accepted ones, refusals and notes are
+    kept (summary, run JSON, non-zero exit). pytest.UsageError: every entry refused, or ``--attn-implementation`` not
+    installed."""
     from cudagraph_bench.errors import UsageError
     from cudagraph_bench.models.refusals import all_refused_message, check_models
 
@@ -146,8 +139,7 @@ def check_matrix_models(config) -> None:
 
 
 def runs_on_cpu(item) -> bool:
-    """Whether a ``gpu``-marked test runs under ``--device cpu``: a benchmark case of a variant that needs no
-    CUDA GPU (:attr:`~cudagraph_bench.variants.Variant.needs_cuda`)."""
+    """A ``gpu``-marked benchmark case of a variant that needs no CUDA GPU runs under ``--device cpu``."""
     from cudagraph_bench.plugin.params import case_of_item
 
     case = case_of_item(item)
@@ -155,8 +147,7 @@ def runs_on_cpu(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """GPU tests skip with :data:`GPU_SKIP_REASON` without CUDA; with ``--device cpu`` every GPU test skips but
-    the cases of :func:`runs_on_cpu`."""
+    """GPU tests skip without CUDA; with ``--device cpu`` all but the cases of :func:`runs_on_cpu`."""
     on_cpu = config.getoption("device", "cuda") == "cpu"
     if not on_cpu:
         import torch

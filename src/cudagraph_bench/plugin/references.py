@@ -1,5 +1,5 @@
-"""The references of the decode checks, computed once per session and prompt: HF ``generate``'s tokens and step
-logits, the eager static-cache loop's, and the float64 logits the rounding-tie rule compares with."""
+"""The decode checks' references, once per session and prompt: HF ``generate``'s tokens and logits, the eager
+static-cache loop's, and the float64 logits of the rounding-tie rule."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Callable
 
 
 def generate_reference(model, input_ids, new_tokens: int):
-    """HF ``generate(do_sample=False, eos_token_id=None)``: tokens ``[1, new_tokens]`` int64 after ``input_ids``
-    ``[1, L]`` int64 and the per-step logits (a tuple of ``new_tokens`` tensors ``[1, vocab]``)."""
+    """HF ``generate(do_sample=False, eos_token_id=None)`` after ``input_ids [1, L]`` int64: tokens ``[1, new_tokens]``
+    int64 and a tuple of ``new_tokens`` logits ``[1, vocab]``."""
     import torch
 
     with torch.inference_mode():
@@ -19,8 +19,7 @@ def generate_reference(model, input_ids, new_tokens: int):
 
 
 class DecodeReferences:
-    """The decode references of one session: ``model(name, dtype)`` gives the session's model,
-    ``positions(name)`` its position limit (tokens)."""
+    """``model(name, dtype)`` gives the session's model, ``positions(name)`` its position limit (tokens)."""
 
     def __init__(self, model: Callable, positions: Callable[[str], int]):
         self._model, self._positions = model, positions
@@ -29,9 +28,7 @@ class DecodeReferences:
         self._fp64: dict = {}
 
     def generate(self, name: str, dtype: str, input_ids, new_tokens: int, *, share_up_to: int = 0):
-        """HF ``generate`` after ``input_ids`` ``[1, L]``: tokens ``[1, new_tokens]`` int64 and per-step logits
-        (``new_tokens`` tensors ``[1, vocab]``), from one greedy request per (model, dtype, prompt) of up to
-        ``share_up_to`` tokens (as far as the positions allow): a shorter request is its prefix."""
+        """As :func:`generate_reference`, from one shared request per prompt: a shorter one is its prefix."""
         key = (name, dtype, tuple(input_ids.flatten().tolist()))
         room = self._positions(name) - input_ids.shape[1]
         longest = max(new_tokens, min(share_up_to, room))
@@ -41,10 +38,8 @@ class DecodeReferences:
         return tokens[:, :new_tokens], logits[:new_tokens]
 
     def static_eager(self, name: str, dtype: str, input_ids, new_tokens: int, max_cache_len: int, decoder=None):
-        """Tokens ``[1, new_tokens]`` int64 and per-step logits of the eager static-cache loop (a
-        :class:`~cudagraph_bench.capture.decode.GreedyDecoder` without graphs, ``max_cache_len`` tokens of cache:
-        ``decoder`` when given, else a fresh one) after ``input_ids`` ``[1, L]``, computed once: the exact
-        reference of the graphed decoders."""
+        """Tokens ``[1, new_tokens]`` int64 and logits of the eager static-cache loop (``decoder``, or a fresh one of
+        ``max_cache_len``) after ``input_ids [1, L]``, computed once: the graphed decoders' exact reference."""
         from cudagraph_bench.capture.decode import GreedyDecoder
 
         key = (name, dtype, tuple(input_ids.flatten().tolist()), new_tokens, max_cache_len)
@@ -59,9 +54,8 @@ class DecodeReferences:
         return self._static_eager[key]
 
     def fp64_logits(self, name: str, dtype: str, input_ids, tokens):
-        """:func:`~cudagraph_bench.measure.correctness.fp64_decode_logits` of the session's model, ``[n, vocab]``
-        float64 for ``tokens`` ``[1, n]`` after ``input_ids`` ``[1, L]``, computed once; tokens that begin the
-        longer ``generate`` reference are answered from its logits (row ``s`` depends on ``tokens[:, :s]`` only)."""
+        """``[n, vocab]`` float64 for ``tokens [1, n]`` after ``input_ids [1, L]``, computed once; prefixes of the
+        ``generate`` reference are answered from its logits."""
         from cudagraph_bench.measure.correctness import fp64_decode_logits
 
         prompt = tuple(input_ids.flatten().tolist())

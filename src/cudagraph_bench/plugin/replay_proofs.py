@@ -1,8 +1,6 @@
-"""The session's replay proofs (``--replay-proof``), taken after its last benchmark was timed: CUPTI left attached
-by a profiler (pytorch/pytorch#144455) slows every replay timed after it by a share the size of the gate's
-tolerances. Each noted case is built again as its benchmark built it and one call profiled
-(:func:`~cudagraph_bench.measure.replay_proof.proof_fields`); a failed proof fails the case's recorded check and
-the session's exit status, not the test, which has ended."""
+"""The session's replay proofs (``--replay-proof``), taken after the last benchmark was timed (CUPTI left attached slows
+later replays, pytorch#144455): each noted case rebuilt and one call profiled; a failed proof fails the case's recorded
+check and the exit status, not the ended test."""
 
 from __future__ import annotations
 
@@ -10,10 +8,8 @@ from typing import Callable
 
 
 class ReplayProofs:
-    """The replay proofs of one session: ``prepare(case, model) -> prepared`` (with ``close()``) builds a case,
-    ``model(name, dtype)`` is the session's model cache, ``prove(prepared) -> dict`` the ``extra_info`` fields of one
-    profiled call. ``pending``: ``(case, extra_info, nodeid)`` of each noted case, in the order timed;
-    ``failures``: ``(nodeid, reason)`` of each proof that showed no replay or raised."""
+    """``prepare`` builds a case, ``prove`` gives one profiled call's fields; ``pending``: noted ``(case, extra_info,
+    nodeid)`` in timing order; ``failures``: ``(nodeid, reason)``."""
 
     def __init__(self, prepare: Callable, model: Callable, prove: Callable[[object], dict]):
         self._prepare, self._model, self._prove = prepare, model, prove
@@ -21,12 +17,11 @@ class ReplayProofs:
         self.failures: list[tuple[str, str]] = []
 
     def note(self, case, extra_info: dict, nodeid: str) -> None:
-        """Remember a timed case; ``extra_info`` is its benchmark's own dict (the proof's fields go there)."""
+        """``extra_info`` is the benchmark's own dict (the proof's fields go there)."""
         self.pending.append((case, extra_info, nodeid))
 
     def run(self, release: Callable[[], None]) -> None:
-        """Take every noted proof, grouped by model and dtype, ``release()`` after each; one that raises is that
-        case's failure (``status`` ``failed`` with the reason), and the others go on."""
+        """Take every proof, grouped by model and dtype; one that raises is that case's failure, the others go on."""
         from cudagraph_bench.measure.case import describe_exception
         from cudagraph_bench.results.replay import replay_problem
 

@@ -1,6 +1,5 @@
-"""The ``cgb`` session fixture: :class:`Session` ties the session's parts (models, references, padding graphs,
-memory, records, profiles) to the one measurement pipeline of a case, :meth:`Session.measure` (its isolation
-policy: docs/measurement.md, "Isolation policy")."""
+"""The ``cgb`` session fixture: :class:`Session` ties the session's parts to one measurement pipeline of a case,
+:meth:`Session.measure` (docs/measurement.md, "Isolation policy")."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ from cudagraph_bench.plugin.pytest_options import MIN_DECODE_ROUNDS
 
 
 class Session:
-    """The ``cgb`` fixture: ``config`` (pytest's), ``device`` (``"cuda"`` or ``"cpu"``), and the session's
-    ``models``, ``references``, ``padding``, ``ledger``, ``records``, ``profiles`` and ``proofs`` (None without
-    ``--replay-proof``), the classes of :mod:`cudagraph_bench.plugin`'s modules."""
+    """The ``cgb`` fixture: ``config``, ``device`` (``"cuda"`` or ``"cpu"``), and the session's parts (``proofs`` None
+    without ``--replay-proof``)."""
 
     def __init__(self, config):
         from cudagraph_bench.plugin.models import ModelCache
@@ -48,12 +46,11 @@ class Session:
         return self.config.getoption(name)
 
     def model(self, name: str, dtype: str):
-        """The model ``name`` in ``dtype`` on the session's device, built once per session."""
+        """Built once per session."""
         return self.models.get(name, dtype)
 
     def position_limit(self, name: str) -> int:
-        """The model's position limit (tokens) (:func:`cudagraph_bench.plugin.models.position_limit`), bounded by
-        ``--max-positions`` or else the matrix's longest request where the config records none."""
+        """Bounded by ``--max-positions`` or the longest request where the config records none."""
         from cudagraph_bench.models.positions import position_bound
         from cudagraph_bench.plugin.models import position_limit
 
@@ -62,7 +59,7 @@ class Session:
             opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def fits(self, name: str, seq_len: int) -> bool:
-        """Whether a ``seq_len``-token request fits ``name``'s positions (False when this cannot tell)."""
+        """False when this cannot tell."""
         try:
             return seq_len <= self.position_limit(name)
         except Exception:
@@ -76,7 +73,7 @@ class Session:
             pytest.skip(prompt_does_not_fit(name, limit, seq_len))
 
     def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
-        """``n`` fresh random ``input_ids [1, seq_len]`` int64 on the session's device (fixed seed)."""
+        """``n`` random ``input_ids [1, seq_len]`` int64 on the session's device (fixed seed)."""
         import torch
 
         from cudagraph_bench.models.presets import random_input_ids
@@ -109,13 +106,12 @@ class Session:
                           rounds=min(MIN_DECODE_ROUNDS, opt("decode_rounds")), max_rounds=opt("decode_rounds"))
 
     def planted(self, case):
-        """The self-test fault planted into ``case`` (``--plant-fault``), or None."""
+        """``--plant-fault`` for ``case``, or None."""
         fault = self.option("plant_fault")
         return fault if fault is not None and fault.applies_to(case.suite, case.variant) else None
 
     def _load(self, case):
-        """The case's model; a load that raises is a :class:`~cudagraph_bench.measure.case.CaseFailed` of phase
-        ``load``."""
+        """A load that raises is a CaseFailed of phase ``load``."""
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
 
         try:
@@ -149,18 +145,15 @@ class Session:
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
     def note_replay(self, case, prepared, extra_info: dict, nodeid: str) -> None:
-        """After timing: a compiled variant's ``cudagraph_skips`` into ``extra_info``; with ``--replay-proof``, a
-        graph case noted for its proof (:mod:`cudagraph_bench.plugin.replay_proofs`)."""
+        """``cudagraph_skips`` into ``extra_info``; with ``--replay-proof``, note the case."""
         if getattr(prepared, "cudagraph_skips", None):
             extra_info["cudagraph_skips"] = prepared.cudagraph_skips
         if self.proofs is not None and case.variant_spec.captured and str(self.device).startswith("cuda"):
             self.proofs.note(case, extra_info, nodeid)
 
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
-        """One benchmark of any forward or decode case: build, check, time (with
-        :func:`~cudagraph_bench.plugin.benchmark_timing.benchmark_call`), record, release. A request longer than the
-        model's positions and a model that cannot be graphed (recorded) are skips; a load, build, check or timing
-        that raises fails this test only, recorded with its phase (a peer's: xfail); a failed check is timed and
+        """One benchmark of a forward or decode case: build, check, time, record, release. Too long a request or an
+        ungraphable model is a skip; a raising phase fails this test only (a peer's: xfail); a failed check is timed and
         recorded, then fails the test."""
         from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
@@ -240,5 +233,5 @@ SESSION = pytest.StashKey[Session]()
 
 
 def session_of(config) -> Session | None:
-    """The ``cgb`` session of ``config``, None when no test used it."""
+    """None when no test used it."""
     return config.stash.get(SESSION, None)

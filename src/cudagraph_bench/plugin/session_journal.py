@@ -1,5 +1,4 @@
-"""The session's journal for the launcher (``--journal FILE``, the format of :mod:`cudagraph_bench.journal`), and
-the stop after a test that broke the CUDA context (:meth:`Journal.pytest_runtest_logreport`)."""
+"""The session's journal for the launcher (``--journal FILE``) and the stop after a test that broke the CUDA context."""
 
 from __future__ import annotations
 
@@ -12,21 +11,16 @@ from cudagraph_bench.journal import EXIT_CUDA_BROKEN, is_fatal_cuda_error
 
 
 def pytest_addoption(parser):
-    """``--journal FILE``: one JSON line per test started and finished, which tells ``cudagraph-bench run`` the test
-    a crashed process was in; set by the launcher, so ``--help`` does not list it."""
+    """``--journal FILE``: a JSON line per test started and finished, naming a crashed process's test; hidden."""
     parser.getgroup("cudagraph-bench").addoption(
         "--journal", dest="journal", default=None, metavar="FILE", help=argparse.SUPPRESS)
 
 
 class Journal:
-    """The events of this session (:mod:`cudagraph_bench.journal`), appended to ``path`` (None: none written), and
-    the stop after a broken CUDA context."""
+    """Events appended to ``path`` (None: none written), and the stop after a broken CUDA context."""
 
     def __init__(self, path: str | None):
-        """Open ``path`` for appending (checked before by :mod:`cudagraph_bench.plugin.output_files`).
-
-        Raises:
-            pytest.UsageError: it cannot be opened all the same."""
+        """pytest.UsageError when ``path`` cannot be opened for appending."""
         try:
             self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
         except OSError as exc:
@@ -50,8 +44,7 @@ class Journal:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report):
-        """Stop the session with :data:`~cudagraph_bench.journal.EXIT_CUDA_BROKEN`, naming the test, after a test
-        failed with a sticky CUDA error while the context runs no more work; what was measured is still written."""
+        """Stop with ``EXIT_CUDA_BROKEN`` after a sticky CUDA error; what was measured is still written."""
         if not report.failed or not is_fatal_cuda_error(str(report.longrepr)):
             return
         from cudagraph_bench.capture.graphed import cuda_context_usable

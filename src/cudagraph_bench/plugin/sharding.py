@@ -1,6 +1,5 @@
-"""Splitting the suite over processes (CI jobs, or ``cudagraph-bench run --gpus``): ``--shard K/N`` keeps the test
-groups of shard K (:func:`cudagraph_bench.results.shards.assign_shards`), and every run records each test's seconds
-(the next run's ``--shard-durations``), the time per test module and the session's wall time."""
+"""Splitting the suite over processes (CI jobs, ``run --gpus``): ``--shard K/N`` keeps shard K's test groups, and every
+run records each test's seconds, the time per module and the session's wall time."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from cudagraph_bench.options import SHARD_OPTIONS, add_to_pytest
 
 
 class ShardSession:
-    """Per-session state, registered as a plugin so that its report hooks see it: test durations recorded here
-    and loaded from ``--shard-durations``, the shard, the tests run and the session's start."""
+    """Per-session state, registered as a plugin so its report hooks see it."""
 
     def __init__(self, durations: dict[str, float] | None):
         self.durations = durations
@@ -46,7 +44,7 @@ PLUGIN_NAME = "cudagraph-bench-shard"
 
 
 def session_state(config) -> ShardSession | None:
-    """The :class:`ShardSession` of ``config`` (None before ``pytest_configure``)."""
+    """None before ``pytest_configure``."""
     return config.stash.get(STATE, None)
 
 
@@ -56,7 +54,7 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Load ``--shard-durations`` (a usage error when it records none) and register the session state."""
+    """Load ``--shard-durations`` (usage error when it records none) and register the state."""
     from cudagraph_bench.errors import UsageError
     from cudagraph_bench.results.shards import load_durations
 
@@ -77,14 +75,13 @@ def pytest_unconfigure(config):
 
 
 def params_of(item) -> dict:
-    """The parameters of a collected test (``{}`` for a test without parametrization)."""
+    """``{}`` without parametrization."""
     callspec = getattr(item, "callspec", None)
     return dict(callspec.params) if callspec is not None else {}
 
 
 def item_group(item) -> str:
-    """The test's group: the name of the test's own ``xdist_group`` mark (tests that must run in one process),
-    else :func:`cudagraph_bench.results.shards.group_of` of its parameters."""
+    """Its own ``xdist_group`` mark's name, else the group of its parameters."""
     from cudagraph_bench.results.shards import group_of
 
     mark = item.get_closest_marker("xdist_group")
@@ -97,8 +94,7 @@ def item_group(item) -> str:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """``--shard K/N`` (1-based): keep the groups of shard K and deselect the rest (after ``-k``/``-m``); groups are
-    balanced by ``--shard-durations``, and by test count with a warning when it records none of the tests."""
+    """Keep shard K's groups (after ``-k``/``-m``), balanced by ``--shard-durations``, else by test count."""
     from cudagraph_bench.results.shards import assign_shards, base_nodeid
 
     state = session_state(config)
@@ -127,8 +123,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The time per part of the suite (:func:`cudagraph_bench.results.shards.time_per_part`) and the
-    session's wall time."""
+    """Time per part and the session's wall time."""
     from cudagraph_bench.results.shards import time_per_part
 
     state = session_state(config)
@@ -142,8 +137,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_benchmark_update_json(config, benchmarks, output_json):
-    """Record the tests' durations (``{node id: s}``), the time per part, the wall time and the shard in the run's
-    ``cudagraph_bench`` section."""
+    """Durations, time per part, wall time and shard into the ``cudagraph_bench`` section."""
     from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 
     state = session_state(config)

@@ -1,7 +1,5 @@
-"""The architecture zoo in the pytest session: ``--zoo`` (off by default) collects ``perf_tests/test_zoo.py``, one
-forward and one decode test per causal-LM model type of the installed transformers, each run on the type's tiny
-checkpoint (:mod:`cudagraph_bench.measure.zoo_case`) and its outcome recorded in the run JSON
-(:mod:`cudagraph_bench.zoo_keys`): a measured part as a benchmark, any other under its ``failures``."""
+"""The architecture zoo in the pytest session: ``--zoo`` collects ``perf_tests/test_zoo.py``, a forward and a decode
+test per causal-LM type on its tiny checkpoint; a measured part is a benchmark, any other a failure entry."""
 
 from __future__ import annotations
 
@@ -49,11 +47,7 @@ def pytest_runtest_setup(item):
 
 
 def selected_types(option) -> list[str]:
-    """The model types ``--zoo`` names (a :class:`~cudagraph_bench.parsers.ZooTypes`, or its text), in
-    transformers' order.
-
-    Raises:
-        pytest.UsageError: a type that is no causal LM of the installed transformers, or K of ``K/N`` past them."""
+    """``--zoo``'s types in order; pytest.UsageError for an unknown type or a K past them."""
     import argparse
 
     import transformers
@@ -75,14 +69,14 @@ def pytest_generate_tests(metafunc):
 
 
 class Zoo:
-    """The session's zoo: one folder of tiny checkpoints, each built once; a type's refusal kept with it."""
+    """One folder of tiny checkpoints, each built once; a type's refusal kept with it."""
 
     def __init__(self, folder, device: str, attn_implementation: str | None):
         self.folder, self.device, self.attn_implementation = folder, device, attn_implementation
         self._paths: dict[str, str | Exception] = {}
 
     def checkpoint(self, model_type: str) -> str:
-        """The type's checkpoint folder. Raises :class:`~cudagraph_bench.models.zoo_checkpoints.ZooRefused`."""
+        """Raises ZooRefused."""
         from cudagraph_bench.models.zoo_checkpoints import ZooRefused, zoo_checkpoint
 
         if model_type not in self._paths:
@@ -99,8 +93,7 @@ class Zoo:
 
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory, request) -> Zoo:
-    """The session's :class:`Zoo` (checkpoints in a temporary folder). On the CPU torch runs one thread: a tiny model
-    gains nothing from more, and waiting for a descheduled thread on a busy machine costs seconds."""
+    """The session's zoo in a temporary folder. On the CPU torch runs one thread: a descheduled thread costs seconds."""
     if request.config.getoption("device", "cuda") == "cpu":
         import torch
 
@@ -118,7 +111,7 @@ def _key(model_type: str, part: str) -> dict:
 
 
 def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> None:
-    """One part of one type, end to end: refusal, load, check, timing, record."""
+    """Refusal, load, check, timing, record."""
     from cudagraph_bench.models.zoo_checkpoints import ZooRefused
 
     key = _key(model_type, part)
@@ -141,8 +134,7 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
 
 
 def _outcome(cgb, zoo: Zoo, path: str, part: str, with_compile: bool):
-    """The :class:`~cudagraph_bench.measure.zoo_case.ZooOutcome` of ``part`` for the checkpoint at ``path``, the
-    pipeline's own exception as a failed one."""
+    """The part's outcome, the pipeline's own exception as a failed one."""
     from cudagraph_bench.measure.zoo_case import EAGER_PHASE, ZooOutcome, decode_outcome, first_line, forward_outcome
     from cudagraph_bench.models.presets import load_model
     from cudagraph_bench.plugin.references import generate_reference
@@ -171,8 +163,7 @@ def _outcome(cgb, zoo: Zoo, path: str, part: str, with_compile: bool):
 
 
 def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
-    """Time a measured part, the graph through pytest-benchmark and its eager peer by :func:`time_call`; the
-    figures (:data:`~cudagraph_bench.zoo_keys.FORWARD_FIGURES`, ``DECODE_FIGURES``) from the CUDA-event medians."""
+    """Time the graph by pytest-benchmark and its eager peer by :func:`time_call`."""
     import numpy as np
     import torch
 
@@ -199,8 +190,7 @@ def _time(cgb, benchmark, key: dict, outcome, device: str) -> None:
 
 
 def _finish(cgb, request, key: dict, status: str, reason: str | None, info: dict) -> None:
-    """Record a part that was not measured and end its test: a skip (refused, not graphable), a failure, or a pass
-    (awaits GPU)."""
+    """Record an unmeasured part and end its test: a skip (refused, not graphable), failure, or pass (awaits GPU)."""
     cgb.records.fail(request.node.nodeid, {**key, **info}, reason or "", status=status)
     label = f"{key['model_type']} {key['part']}"
     if status in (REFUSED, NOT_GRAPHABLE):

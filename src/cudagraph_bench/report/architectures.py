@@ -1,6 +1,5 @@
-"""``docs/architectures.md`` (no torch): every causal-LM model type of the zoo's runs
-(:mod:`cudagraph_bench.zoo_keys`) in one table, ``model type | forward | decode | reason``, with the figures a GPU
-run measured and the transformers releases each row holds for; a GPU run's entry wins over a CPU run's."""
+"""``docs/architectures.md`` (no torch): every zoo model type in one table, ``model type | forward | decode | reason``,
+with GPU figures and transformers releases; a GPU run's entry wins over a CPU run's."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ AWAITS_CELL = "awaits GPU run"
 
 @dataclass(frozen=True)
 class Entry:
-    """One part of one type in one run: status, reason, figures, and where it was run (``gpu``: the GPU's name,
-    None on a CPU)."""
+    """One part of one type in one run (``gpu`` None on a CPU)."""
 
     model_type: str
     part: str
@@ -29,8 +27,7 @@ class Entry:
 
 
 def run_entries(run) -> list[Entry]:
-    """The zoo entries of one loaded :class:`~cudagraph_bench.results.runfile.Run` (benchmarks, then failures
-    entries), in the file's order; release and GPU from the entry, else from the run's environment."""
+    """Benchmarks then failures, in file order; release and GPU from the entry, else the run."""
     env = run.environment
     read = [read_entry(m.extra_info, measured=True) for m in run.measurements.values()]
     section = run.data.get("cudagraph_bench") or {}
@@ -42,8 +39,7 @@ def run_entries(run) -> list[Entry]:
 
 
 def merge_entries(entries: list[Entry]) -> dict[tuple[str, str, str], Entry]:
-    """``(transformers, model_type, part) -> Entry``: a GPU run's entry wins over a CPU run's, a later entry of
-    ``entries`` over an earlier one of the same kind."""
+    """A GPU run's entry wins over a CPU run's, a later entry over an earlier one of the same kind."""
     out: dict[tuple[str, str, str], Entry] = {}
     for entry in entries:
         key = (entry.transformers, entry.model_type, entry.part)
@@ -64,7 +60,7 @@ def _escape(text: str) -> str:
 
 
 def _reason(forward: Entry | None, decode: Entry | None) -> str:
-    """The row's reason: once when both parts give the same one, else each part's prefixed with the part."""
+    """Once when both parts agree, else each prefixed with its part."""
     reasons = [(part, e.reason) for part, e in ((FORWARD, forward), (DECODE, decode)) if e is not None and e.reason]
     if len(reasons) == 2 and reasons[0][1] == reasons[1][1]:
         return _escape(reasons[0][1])
@@ -90,8 +86,8 @@ def _version_key(version: str):
 
 
 def table_rows(merged: dict[tuple[str, str, str], Entry]) -> list[list[str]]:
-    """One row per model type and group of releases with the same cells: ``[model type, forward, decode, reason,
-    forward reduction, decode speedup, transformers]``, by model type, newest release first."""
+    """``[model type, forward, decode, reason, forward reduction, decode speedup, transformers]`` per type and group of
+    releases, newest release first."""
     versions = sorted({v for v, _, _ in merged}, key=_version_key, reverse=True)
     types = sorted({t for _, t, _ in merged})
     rows = []
@@ -130,7 +126,7 @@ def _sources(runs) -> list[str]:
 
 
 def render_markdown(runs, *, command: str | None = None) -> str:
-    """The page of ``runs`` (loaded runs, any mix of GPU and CPU zoo runs and releases)."""
+    """Any mix of GPU and CPU zoo runs and releases."""
     merged = merge_entries([e for run in runs for e in run_entries(run)])
     versions = sorted({v for v, _, _ in merged}, key=_version_key, reverse=True)
     on_gpu = any(e.gpu for e in merged.values())

@@ -1,6 +1,5 @@
-"""The decode-suite table (no torch): one row per decode benchmark or failed decode case of a set of runs, with
-ms/token, tokens/s, the speedup over HF ``generate`` and the token checks; compile time and a note only where a
-run has compile variants, failures or notes."""
+"""The decode-suite table (no torch): per decode benchmark or failed case, ms/token, tokens/s, speedup over HF
+``generate`` and token checks; compile time and note only where runs have compile variants, failures or notes."""
 
 from __future__ import annotations
 
@@ -15,10 +14,9 @@ from cudagraph_bench.table import Column, render_table
 
 
 def decode_rows(runs: list[Run]) -> list[dict]:
-    """One row per decode benchmark, and per failed decode case that no run measured: ``model, dtype,
-    seq_len, new_tokens, variant``, ``ms_per_token``, ``tokens_per_s``, ``speedup_vs_generate`` (generate
-    ms/token / variant ms/token), ``rounds``, ``vs_generate``, ``vs_static_eager``, ``compile_s``, ``status``
-    (``ok``, ``mismatch``, ``failed``), ``note`` and ``attn_implementation``. A failed case's timings are None."""
+    """One row per decode benchmark and per unmeasured failed case: ``model, dtype, seq_len, new_tokens, variant,
+    ms_per_token, tokens_per_s, speedup_vs_generate, rounds, vs_generate, vs_static_eager, compile_s, status, note,
+    attn_implementation``; a failed case's timings are None."""
     rows = []
     for m in merged(runs).values():
         if m.suite != "decode":
@@ -78,9 +76,8 @@ def _tie_or_identical(identical: bool, passed: bool, summary: str) -> str:
 
 
 def vs_generate(m: Measurement) -> str:
-    """The "tokens vs generate" cell of one decode measurement: ``reference`` for ``generate`` itself;
-    ``identical`` or ``tie at token K`` (with the distinct tokens generate produced, when recorded), or
-    ``FAILS``; ``-`` when the run recorded no check."""
+    """``reference``, ``identical``, ``tie at token K`` (with generate's distinct tokens when recorded), ``FAILS``, or
+    ``-`` when not recorded."""
     check = m.check
     if m.case.variant == variants.reference_of(variants.DECODE).name:
         return "reference"
@@ -95,8 +92,7 @@ def vs_generate(m: Measurement) -> str:
 
 
 def vs_static_eager(m: Measurement) -> str:
-    """The "tokens vs static-eager" cell: ``reference`` for ``static-eager``; ``identical`` or ``DIFFERS`` for
-    ``graph``; ``identical``, ``tie at token K`` or ``FAILS`` for ``compile+graph``; ``-`` when not recorded."""
+    """``reference``, ``identical``, ``DIFFERS`` (graph), ``tie at token K``, ``FAILS`` (compile+graph), or ``-``."""
     exact = variants.exact_reference(variants.DECODE)
     if exact is not None and m.case.variant == exact.name:
         return "reference"
@@ -111,9 +107,8 @@ def vs_static_eager(m: Measurement) -> str:
 
 
 def decode_note_cell(status: str | None, reason: str | None, details: dict) -> str | None:
-    """The note of a decode row: ``failed: <reason>`` (or ``skipped: ...``) for a case with no measurement, else
-    the compile mode and tuning, prefill bucket, steps per graph (from ``details``) and a mismatch's reason, or
-    None."""
+    """``failed: <reason>`` (or ``skipped: ...``) for an unmeasured case, else compile mode, bucket, steps per graph and
+    a mismatch's reason, or None."""
     if status in ("failed", "skipped"):
         return f"{status}: {reason or 'no reason recorded'}"
     parts = []
@@ -137,8 +132,7 @@ DECODE_COLUMNS = [
     Column("speedup_vs_generate", "speedup vs generate (x)", ".2f"), Column("vs_generate", "tokens vs generate"),
     Column("rounds", "requests", "d"),
 ]
-#: The decode table of runs with compile variants, failures or notes: also the check against the eager
-#: static-cache loop, the compile time and the note.
+#: The decode table with compile variants, failures or notes: also vs static-eager, compile time and note.
 DECODE_COLUMNS_WITH_COMPILE = [
     *DECODE_COLUMNS[:-1], Column("vs_static_eager", "tokens vs static-eager"),
     Column("compile_s", "compile s", ".1f"), DECODE_COLUMNS[-1], Column("note", "note", None, "left"),

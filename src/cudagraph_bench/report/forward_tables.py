@@ -1,5 +1,5 @@
-"""The tables of the forward suite (no torch): rows per case and variant (:func:`forward_rows`), the long table,
-the per-case summary, and the lines on failed and unchecked cases."""
+"""The forward suite's tables (no torch): rows per case and variant, the long table, the per-case summary, and lines on
+failed and unchecked cases."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ _TABLE_STATUS = {"pass": "ok", "fail": "mismatch", "reference": "ok", "unchecked
 
 
 def _status(check: CheckRecord) -> str:
-    """``ok`` / ``mismatch`` / ``failed`` / ``skipped`` as recorded; eager ``ok``; no check recorded: ``unchecked``."""
+    """As recorded; eager ``ok``; no check recorded: ``unchecked``."""
     return check.outcome or _TABLE_STATUS[check.status]
 
 
@@ -28,15 +28,10 @@ def _note(check: CheckRecord, notes) -> str | None:
 
 
 def forward_rows(runs: list[Run]) -> list[dict]:
-    """One row per forward case (measured or not), sorted by model, dtype, prompt length, variant.
-
-    Keys: ``model, dtype, seq_len, variant, status`` (ok / mismatch / failed / skipped),
-    ``mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round), ``event_median_ms``,
-    ``reduction_pct`` (``(eager - variant) / eager`` of the medians, percent), ``speedup``
-    (eager median / variant median), ``compile_s``, ``capture_ms``, ``pool_left_mib`` (MiB the graph left
-    reserved after its release; None where not recorded), ``max_abs_diff``, ``check`` (``strict`` / ``fp64-rmse`` /
-    None), ``fp64_rmse_ratio``, ``note``, ``spread_pct`` (:func:`~cudagraph_bench.results.stats.middle90_pct` of
-    the rounds, or None), ``attn_implementation`` (or None)."""
+    """One row per forward case (measured or not), sorted by model, dtype, prompt length, variant. Keys: ``model,
+    dtype, seq_len, variant, status, mean_ms, median_ms, p95_ms, min_ms, max_ms`` (wall, per round),
+    ``event_median_ms, reduction_pct, speedup, compile_s, capture_ms, pool_left_mib`` (MiB left reserved after
+    release), ``max_abs_diff, check, fp64_rmse_ratio, note, spread_pct, attn_implementation``; None where absent."""
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     eager = {c.without_variant(): m.summary.median_ms for c, m in ms.items() if c.variant == REF}
     left = {k: v for run in runs for k, v in memory_left(run).items()}
@@ -105,8 +100,7 @@ LONG_COLUMNS = [
 
 
 def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | None = None) -> str:
-    """All forward measurements (:func:`forward_rows`) as a table of ``fmt``; the note cut to ``note_width``
-    characters (text tables: 70 by default)."""
+    """``note_width``: characters of the note (text tables: 70 by default)."""
     width = note_width if note_width is not None else (70 if fmt == "text" else None)
 
     def cut(text: str) -> str:
@@ -116,11 +110,8 @@ def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | 
 
 
 def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
-    """One row per (model, dtype, seq_len) from :func:`forward_rows`: per variant ``<v>_median_ms``,
-    ``<v>_p95_ms``, ``<v>_spread_pct``, ``<v>_reduction_pct``; ``fastest``: the lowest median among variants
-    with status ``ok`` or ``unchecked`` (then named ``"<v> (unchecked)"``).
-
-    Returns ``(rows, variants)`` with the variants present, eager first."""
+    """``(rows, variants present, eager first)``: per (model, dtype, seq_len) each variant's median, p95, spread and
+    reduction; ``fastest``: the lowest median of status ``ok`` or ``unchecked`` (then ``"<v> (unchecked)"``)."""
     variants = sorted({r["variant"] for r in rows}, key=lambda v: (variant_index(v), v))
     out: dict[tuple, dict] = {}
     for r in rows:
@@ -144,8 +135,8 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
 
 
 def summary_columns(variants: list[str]) -> list[Column]:
-    """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's spread, then
-    the median and reduction of every other variant present, and the fastest variant."""
+    """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's spread, then the
+    median and reduction of every other variant present, and the fastest variant."""
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
     if REF in variants:
         cols.append(Column(f"{REF}_median_ms", f"{REF} median ms", ".3f"))
@@ -171,8 +162,7 @@ def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
 
 
 def problem_lines(rows: list[dict]) -> list[str]:
-    """``"<case> <variant>: <status>: <reason>"`` for every forward row that failed, was skipped or
-    differs from eager, then one line counting the rows whose run recorded no correctness check."""
+    """``"<case> <variant>: <status>: <reason>"`` per failed, skipped or mismatching row, then the unchecked count."""
     lines = [f"{r['model']} {r['dtype']} L={r['seq_len']} {r['variant']}: {r['status']}"
              + (f": {r['note']}" if r.get("note") else "") for r in rows if r["status"] not in ("ok", "unchecked")]
     unchecked = unchecked_line(rows)
@@ -192,8 +182,7 @@ def unchecked_line(rows: list[dict]) -> str | None:
 
 
 def attention_note(rows: list[dict]) -> str | None:
-    """One line naming the attention each model ran when the rows (forward or decode) do not all share one, else
-    None."""
+    """The attention each model ran when the rows do not all share one, else None."""
     by_attention: dict[str, list[str]] = {}
     for r in rows:
         attention = r.get("attn_implementation")

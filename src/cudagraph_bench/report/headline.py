@@ -14,9 +14,7 @@ DECODE_NOTE = ("Greedy decode at batch 1 (one round = one whole request): ms per
 
 
 def forward_headline(rows: list[dict]) -> str | None:
-    """The pivot of :func:`~cudagraph_bench.report.forward_tables.forward_rows`: one row per model and dtype, one
-    column per prompt length, cells ``eager -> graph ms (-reduction%)``; a graph whose check failed is marked
-    ``WRONG``. None without eager and graph rows."""
+    """Per model and dtype and length: ``eager -> graph ms (-reduction%)`` (``WRONG``: failed check), or None."""
     cells: dict[tuple, dict[int, str]] = {}
     medians = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in rows}
     lengths = sorted({r["seq_len"] for r in rows})
@@ -36,8 +34,7 @@ def forward_headline(rows: list[dict]) -> str | None:
 
 
 def decode_headline(rows: list[dict]) -> str | None:
-    """One row per decode request shape (model, dtype, prompt, new tokens): ``generate`` ms/token, and per other
-    decoder its ms/token and speedup; None without decode rows."""
+    """Per decode request shape: ms/token of each decoder and speedup; None without rows."""
     ref = reference_of(DECODE).name
     by_key: dict[tuple, dict] = {}
     names: list[str] = []

@@ -1,6 +1,5 @@
-"""The launch-overhead numbers of a run (no torch): N-sweep rows, the reference row of the launch-overhead model,
-and the predicted vs measured saving on forward benchmarks with a kernel count; rendered by
-:mod:`cudagraph_bench.report.launch_page`."""
+"""The launch-overhead numbers of a run (no torch): N-sweep rows, the model's reference row, and predicted vs measured
+saving on forward benchmarks with a kernel count."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ LOOP, GRAPH = variants.LAUNCH_REFERENCE, variants.LAUNCH_GRAPH
 
 
 def as_run(run) -> Run:
-    """``run`` when it is a :class:`~cudagraph_bench.results.runfile.Run`, else the run document (a dict) as an
-    unvalidated ``Run``. Raises InputFileError when it is neither."""
+    """``run``, or a run document as an unvalidated ``Run``; InputFileError when neither."""
     if isinstance(run, Run):
         return run
     if not (isinstance(run, dict) and isinstance(run.get("benchmarks"), list)):
@@ -37,8 +35,8 @@ def as_run(run) -> Run:
 
 
 def bench_median_ms(m: Measurement) -> tuple[float, str]:
-    """``(median ms, clock)`` of one benchmark: ``extra_info["event_median_ms"]``, else the median of
-    ``extra_info["cuda_event_ms"]`` (``"cuda-event"``), else the synchronized wall median (``"wall"``)."""
+    """``(median ms, clock)``: ``event_median_ms``, else the median of ``cuda_event_ms`` (``"cuda-event"``), else the
+    wall median (``"wall"``)."""
     value = m.extra_info.get("event_median_ms")
     if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value), "cuda-event"
@@ -50,9 +48,7 @@ def bench_median_ms(m: Measurement) -> tuple[float, str]:
 
 @dataclass(frozen=True)
 class LaunchRow:
-    """Loop vs graph for one N. Times in ms (medians), ``None`` when that variant was not measured.
-
-    ``loop_clocks`` / ``graph_clocks``: ``{"issue_ms", "synced_wall_ms", "event_ms"}`` medians or None."""
+    """Loop vs graph for one N: median ms, None when not measured; ``*_clocks``: the three clock medians or None."""
 
     n_launches: int
     loop_ms: float | None
@@ -68,7 +64,7 @@ class LaunchRow:
 
     @property
     def speedup(self) -> float | None:
-        """``loop_ms / graph_ms``, None when a variant is missing or the graph time is not > 0."""
+        """``loop_ms / graph_ms``; None when a variant is missing or the graph time is not > 0."""
         if not self.complete or not self.graph_ms > 0:
             return None
         return self.loop_ms / self.graph_ms
@@ -94,11 +90,8 @@ def _clocks(info: dict) -> dict | None:
 
 
 def launch_rows(run) -> list[LaunchRow]:
-    """Launch-suite benchmarks of a run as one :class:`LaunchRow` per N, sorted by N (empty list when
-    the run has none).
-
-    Raises InputFileError when a launch benchmark lacks ``n_launches``/``variant``, has an unknown
-    variant, or appears twice for the same (N, variant)."""
+    """One :class:`LaunchRow` per N, sorted. InputFileError when a launch benchmark lacks ``n_launches``/``variant``,
+    has an unknown variant, or appears twice for one (N, variant)."""
     found: dict[int, dict[str, Measurement]] = {}
     for m in measurements(as_run(run)).values():
         if m.suite != "launch":
@@ -124,8 +117,7 @@ def launch_rows(run) -> list[LaunchRow]:
 
 
 def graphs_cu_rows(data: dict) -> list[LaunchRow]:
-    """The N sweep printed by ``perf_tests/cuda/graphs.cu`` as :class:`LaunchRow` (cudaEvent medians).
-    Raises InputFileError when ``data`` has no ``sweep`` list of rows with the expected fields."""
+    """``graphs.cu``'s N sweep (cudaEvent medians); InputFileError without a ``sweep`` list of the expected rows."""
     sweep = data.get("sweep") if isinstance(data, dict) else None
     if not isinstance(sweep, list):
         raise InputFileError("graphs.cu JSON has no 'sweep' list: give the output of a full run "
@@ -148,8 +140,7 @@ def graphs_cu_rows(data: dict) -> list[LaunchRow]:
 
 
 def reference_row(rows: list[LaunchRow], reference_n: int = REFERENCE_N) -> LaunchRow | None:
-    """The row whose µs/launch feeds the model: N == ``reference_n`` if measured with both variants,
-    else the largest N with both; None when no N has both."""
+    """N == ``reference_n`` if measured with both variants, else the largest such N; None when none."""
     complete = [r for r in rows if r.complete]
     for r in complete:
         if r.n_launches == reference_n:
@@ -158,8 +149,7 @@ def reference_row(rows: list[LaunchRow], reference_n: int = REFERENCE_N) -> Laun
 
 
 def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
-    """Raise UsageError (listing the usable N) unless ``reference_n`` launches were measured with both loop and
-    graph: an explicit ``--reference-n`` must not silently fall back to another N."""
+    """UsageError (listing the usable N) unless ``reference_n`` was measured with both: no silent fallback."""
     usable = [r.n_launches for r in rows if r.complete]
     choices = (f"use one of {', '.join(map(str, usable))}" if usable else
                "no N of this run was measured with both loop and graph, so no N can feed the model")
@@ -174,12 +164,8 @@ def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
 
 
 def saving_rows(run, ref: LaunchRow) -> list[dict]:
-    """Predicted vs measured eager-minus-graph saving per forward case (model, dtype, seq_len).
-
-    Only cases with an eager benchmark carrying ``extra_info["n_kernels"]`` and a graph benchmark, sorted.
-    ``predicted_saving_ms``: :func:`cudagraph_bench.results.launch_model.predicted_saving_ms` at ``ref``;
-    ``measured_saving_ms``: eager - graph median (ms, :func:`bench_median_ms`); ``clock``: ``"cuda-event"``,
-    ``"wall"``, or ``"eager clock/graph clock"`` when they differ."""
+    """Predicted vs measured eager-minus-graph saving (ms) per forward case with an eager ``n_kernels`` and a graph
+    benchmark, sorted. ``clock``: ``"cuda-event"``, ``"wall"``, or ``"eager clock/graph clock"`` when they differ."""
     cases: dict[tuple, dict[str, Measurement]] = {}
     for m in measurements(as_run(run)).values():
         if m.suite == variants.FORWARD and m.case.variant in (variants.FORWARD_REFERENCE, variants.GATED):
@@ -204,8 +190,7 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
 
 
 def load_json_object(path: str, what: str) -> dict:
-    """The JSON object in the file at ``path`` (``what`` names it in errors, e.g. "graphs.cu output");
-    raises InputFileError when it cannot be read or holds no JSON object."""
+    """The JSON object at ``path`` (``what`` names it); InputFileError when unreadable or no JSON object."""
     from cudagraph_bench.fsio import parse_json, read_input_bytes
 
     fix = f"give the {what} file"
@@ -221,8 +206,7 @@ def load_json_object(path: str, what: str) -> dict:
 
 
 def check_forward_runs(runs: list) -> None:
-    """Raise InputFileError when the same run file is given twice, or when two :class:`~cudagraph_bench.results.
-    runfile.Run` objects hold the same forward case (model, dtype, tokens, variant)."""
+    """InputFileError when a run file is given twice, or two runs hold the same forward case."""
     seen: dict[Path, Path] = {}
     for run in runs:
         real = Path(run.path).resolve()

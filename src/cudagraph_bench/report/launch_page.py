@@ -1,7 +1,5 @@
-"""Launch-overhead report (no torch): the N-sweep table, predicted vs measured saving, and the page
-``docs/launch-overhead.md`` from a run with launch-suite benchmarks (optionally forward ones with
-``extra_info["n_kernels"]``, ``graphs.cu``'s JSON and compute-sanitizer logs). Every number on the page comes
-from these files; the prose contains none."""
+"""Launch-overhead report (no torch): the N-sweep table, predicted vs measured saving, and ``docs/launch-overhead.md``
+from a run with launch-suite benchmarks. Every number on the page comes from the input files; the prose has none."""
 
 from __future__ import annotations
 
@@ -23,7 +21,6 @@ PLOT_NAME = "launch_speedup_vs_n.png"
 DEFAULT_OUT_DIR = "out/launch"
 
 
-# ------------------------------------------------------------------------------------- tables
 
 LAUNCH_COLUMNS = [
     Column("n_launches", "N", "d"),
@@ -56,13 +53,12 @@ CLOCK_COLUMNS = [
 
 
 def launch_table_markdown(rows: list[LaunchRow]) -> str:
-    """Markdown N-sweep table: N, loop ms, graph ms, speedup, µs/launch loop, µs/launch graph
-    (``-`` where a variant is missing)."""
+    """N, loop ms, graph ms, speedup, µs/launch loop and graph (``-`` where a variant is missing)."""
     return render_table(LAUNCH_COLUMNS, [r.as_dict() for r in rows], fmt="markdown")
 
 
 def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:
-    """Markdown table of the three clocks per (N, variant); None when no row carries clock fields."""
+    """The three clocks per (N, variant); None when no row carries clock fields."""
     items = []
     for r in rows:
         for variant, clocks in ((variants.LAUNCH_REFERENCE, r.loop_clocks), (variants.LAUNCH_GRAPH, r.graph_clocks)):
@@ -72,18 +68,15 @@ def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:
 
 
 def saving_table_markdown(rows: list[dict]) -> str:
-    """Markdown predicted-vs-measured table of :func:`saving_rows` (ms), with a ``clock`` column only when the
-    rows' medians are of mixed clocks."""
+    """Predicted vs measured (ms), with a ``clock`` column only when the medians are of mixed clocks."""
     extra = [Column("clock", "clock")] if _mixed_clocks(rows) else []
     return render_table(SAVING_COLUMNS + extra, rows, fmt="markdown")
 
 
 def _mixed_clocks(rows: list[dict]) -> bool:
-    """True when the medians of :func:`saving_rows` are not all of one clock (all CUDA events or all wall)."""
     return bool(rows) and {r.get("clock") for r in rows} not in ({"cuda-event"}, {"wall"})
 
 
-# ---------------------------------------------------------------------------------------- page
 
 def _fmt(value: float, spec: str) -> str:
     return format(value, spec)
@@ -91,9 +84,8 @@ def _fmt(value: float, spec: str) -> str:
 
 def render_launch_section(run, *, reference_n: int = REFERENCE_N, heading_level: int = 2,
                           forward_runs: list | None = None) -> str:
-    """Markdown of the torch N-sweep table and the predicted-vs-measured table, for a general report.
-    ``forward_runs``: the runs whose forward cases the model is checked on (default: ``run``). One line instead
-    when the run holds no launch-suite benchmarks or no forward cases with kernel counts."""
+    """The N-sweep and predicted-vs-measured tables for a general report (``forward_runs`` default: ``run``); one line
+    when the run holds no launch benchmarks or no forward cases with kernel counts."""
     h = "#" * heading_level
     rows = launch_rows(run)
     if not rows:
@@ -140,7 +132,6 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
 
 
 def _measured_saving_caption(savings: list[dict]) -> str:
-    """How ``measured saving`` of :func:`saving_rows` was computed, naming the clock of its medians."""
     event = ("CUDA-event medians (time between CUDA events recorded on the stream before and after each timed call: "
              "`extra_info[\"event_median_ms\"]`, else the median of `extra_info[\"cuda_event_ms\"]`)")
     wall = "synchronized host wall-time medians (pytest-benchmark `stats.median`)"
@@ -156,12 +147,12 @@ def _measured_saving_caption(savings: list[dict]) -> str:
 
 
 def _shown_speedup(row: LaunchRow) -> float:
-    """The speedup as the tables print it (``.2f``), so prose never contradicts a table."""
+    """As the tables print it (``.2f``), so prose never contradicts a table."""
     return float(format(row.speedup, ".2f"))
 
 
 def _step_direction(a: LaunchRow, b: LaunchRow) -> int:
-    """+1 when the printed speedup rises from row ``a`` to row ``b``, -1 when it falls, 0 when equal."""
+    """+1 when the printed speedup rises from ``a`` to ``b``, -1 when it falls, 0 when equal."""
     sa, sb = _shown_speedup(a), _shown_speedup(b)
     return (sb > sa) - (sb < sa)
 
@@ -189,10 +180,8 @@ def _speedup_path(points: list[LaunchRow]) -> str:
 
 
 def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
-    """Sentences on how the measured speedup depends on N, written from the rows (as printed, ``.2f``): at the
-    smallest and largest N, whether it is monotonic with the path of its values, and for every fall how loop and
-    graph µs/launch changed. ``series`` maps a label (``"torch"``, ``"CUDA C++"``) to its rows; ``""`` when no
-    row has a speedup."""
+    """Sentences on how the printed speedup depends on N: at the ends, whether monotonic, and for every fall how loop
+    and graph µs/launch changed. ``series``: label -> rows; ``""`` when no row has a speedup."""
     points = {label: [r for r in rows if r.speedup is not None] for label, rows in series.items()}
     points = {label: rows for label, rows in points.items() if rows}
     if not points:
@@ -319,21 +308,10 @@ def _run_header(run, source: str) -> str:
 def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, reference_n: int = REFERENCE_N,
                        graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
                        sanitizer_outcomes: dict[str, dict] | None = None, forward_runs: list | None = None) -> str:
-    """The whole ``docs/launch-overhead.md`` as a string.
-
-    Args:
-        run: pytest-benchmark run (dict or :class:`~cudagraph_bench.results.runfile.Run`) with launch-suite
-            benchmarks (and optionally forward ones with ``n_kernels``).
-        source: how the page names the run file (a repository path).
-        plot_name: file name of the PNG next to the page.
-        graphs_cu: parsed JSON of a full ``graphs.cu`` run, or None.
-        sanitizer: ``{log name: log text}`` of compute-sanitizer runs of the baked-pointer mode.
-        sanitizer_outcomes: ``{log name: graphs.cu "baked_pointer" object}`` of the same runs.
-        forward_runs: the runs whose forward cases (eager with ``n_kernels`` + graph, both from one
-            run) the model is checked on (default: ``run`` itself).
-
-    Raises InputFileError when the run has no launch-suite benchmarks, or when two forward runs
-    both give a checked case (model, dtype, tokens)."""
+    """The whole ``docs/launch-overhead.md`` from ``run`` (dict or Run, with launch-suite benchmarks); ``graphs_cu``:
+    parsed ``graphs.cu`` JSON or None; ``sanitizer`` / ``sanitizer_outcomes``: log name -> text / ``baked_pointer``
+    object; ``forward_runs``: runs whose forward cases check the model (default ``run``). InputFileError when the run
+    has no launch benchmarks, or two forward runs give one checked case."""
     rows = launch_rows(run)
     if not rows:
         raise InputFileError(f"{source} has no launch-suite benchmarks (extra_info suite 'launch'): run "
@@ -450,11 +428,9 @@ def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference
                       graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
                       sanitizer_outcomes: dict[str, dict] | None = None,
                       forward_runs: list | None = None) -> tuple[Path, Path]:
-    """Write ``out_dir/launch-overhead.md`` and ``out_dir/launch_speedup_vs_n.png``, all or nothing. Returns
-    ``(page_path, plot_path)``; other arguments as :func:`render_launch_page`.
-
-    Raises InputFileError when the run has no launch benchmarks, UsageError when ``out_dir`` (or a parent) is a
-    file or the page/plot path is a folder, OSError when the folder cannot be written (nothing half-written)."""
+    """Write ``launch-overhead.md`` and ``launch_speedup_vs_n.png`` into ``out_dir``, all or nothing; returns both
+    paths. InputFileError without launch benchmarks; UsageError when ``out_dir`` or a parent is a file or a target a
+    folder; OSError when the folder cannot be written (nothing half-written)."""
     out_dir = Path(out_dir)
     page = render_launch_page(run, source=source, reference_n=reference_n, graphs_cu=graphs_cu,
                               sanitizer=sanitizer, sanitizer_outcomes=sanitizer_outcomes,

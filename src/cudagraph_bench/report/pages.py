@@ -1,6 +1,5 @@
-"""``cudagraph-bench report RUN [RUN ...] -o docs/ [--readme README.md]`` (no torch): ``results.md`` and its PNG
-plots from committed run JSONs, and with ``--readme`` the headline block between ``<!-- results:start -->`` and
-``<!-- results:end -->``, so README and docs are regenerated from data, never typed in."""
+"""``cudagraph-bench report RUN... -o docs/ [--readme README.md]`` (no torch): ``results.md`` and its plots from run
+JSONs, and the README block between ``<!-- results:start -->`` and ``<!-- results:end -->``."""
 
 from __future__ import annotations
 
@@ -34,20 +33,18 @@ DECODE_BANDWIDTH_PNG = "decode_bandwidth.png"
 PLOT_NAMES = (LATENCY_PNG, SPEEDUP_PNG, BUSY_PNG, DECODE_BANDWIDTH_PNG, launch_page.PLOT_NAME)
 
 
-# --------------------------------------------------------------------------------------------------
-# launch suite (the decode table is :mod:`cudagraph_bench.report.decode_tables`)
+# ------------------------------ launch suite
 
 
 def launch_markdown(runs: list[Run]) -> str | None:
-    """The launch-suite section of every run that has launch benchmarks, rendered by
-    :func:`cudagraph_bench.report.launch_page.render_launch_section`; None when no run has any."""
+    """Launch-suite section of every run with launch benchmarks; None when none has any."""
     parts = [launch_page.render_launch_section(run, heading_level=2, forward_runs=runs) for run in runs
              if launch_data.launch_rows(run)]
     return "\n".join(parts) if parts else None
 
 
 def _launch_series(runs: list[Run]) -> dict[str, list] | None:
-    """The launch plot's series (one per run with a complete launch row), or None when no run has one."""
+    """One series per run with a complete launch row, or None."""
     series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
     series = {k: v for k, v in series.items() if any(r.complete for r in v)}
     if not series:
@@ -55,12 +52,11 @@ def _launch_series(runs: list[Run]) -> dict[str, list] | None:
     return {"torch": next(iter(series.values()))} if len(series) == 1 else series
 
 
-# --------------------------------------------------------------------------------------------------
-# plots and documents
+# ------------------------------ plots and documents
 
 
 def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, float]]:
-    """``(per-round samples in ms, medians in ms)`` of the forward cases of ``runs``."""
+    """``(per-round samples in ms, medians in ms)`` of the forward cases."""
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     samples = {c: m.samples_ms for c, m in ms.items() if m.samples_ms is not None}
     medians = {c: m.summary.median_ms for c, m in ms.items()}
@@ -68,8 +64,8 @@ def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, flo
 
 
 def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
-    """The plots ``runs`` have data for, in page order: file name -> a function that draws it into a folder and
-    returns its path (nothing is drawn until called, so ``report --no-plots`` still knows the links)."""
+    """File name -> a function that draws the plot into a folder and returns its path, in page order (lazy, so ``report
+    --no-plots`` still knows the links)."""
     samples, medians = forward_samples(runs)
     gpu = gpu_name(runs)
     makers: dict[str, Callable[[Path], Path]] = {}
@@ -91,14 +87,13 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
 
 
 def render_plots(runs: list[Run]) -> dict[str, bytes]:
-    """Every plot of :func:`plot_makers` as PNG bytes, by file name, in page order (drawn in a scratch folder)."""
+    """PNG bytes by file name, in page order."""
     with tempfile.TemporaryDirectory(prefix="cgb-plots-") as scratch:
         return {name: make(Path(scratch)).read_bytes() for name, make in plot_makers(runs).items()}
 
 
 def stale_plots(outdir: str | os.PathLike, written: list[Path]) -> list[Path]:
-    """The plots of an earlier report in ``outdir`` that this one did not write (the launch plot kept where
-    ``launch-report``'s page beside it shows it)."""
+    """An earlier report's plots this one did not write (the launch page's plot kept)."""
     kept = {Path(p).name for p in written}
     if (Path(outdir) / launch_page.PAGE_NAME).is_file():
         kept.add(launch_page.PLOT_NAME)
@@ -118,7 +113,7 @@ def _provenance(runs: list[Run]) -> list[str]:
 
 
 def _host(env: Environment) -> str:
-    """", host <cpu brand> (<n> cores)" from the run's environment, or "" (eager latency is host-bound)."""
+    """", host <cpu brand> (<n> cores)" or "" (eager latency is host-bound)."""
     if not env.cpu_brand and env.cpu_count is None:
         return ""
     return ", host " + " ".join(p for p in (env.cpu_brand or "",
@@ -155,9 +150,8 @@ def _link(target: Path, base_dir: Path) -> str:
 
 def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[Path],
                             superseded: list[str] | None = None, suite_runs: list[Run] | None = None) -> str:
-    """The full ``results.md`` text (links relative to ``outdir``); ``superseded``: the lines of
-    :func:`supersede`, listed under the source runs; ``suite_runs``: whole-suite runs whose time per part is
-    shown (:mod:`cudagraph_bench.report.suite_timing`), with their provenance."""
+    """The full ``results.md`` (links relative to ``outdir``); ``superseded``: lines listed under the source runs;
+    ``suite_runs``: whole-suite runs whose time per part is shown."""
     out = ["# Results", "", "<!-- generated by `cudagraph-bench report`; edit the data, not this file -->", "",
            "Source runs:", "", *_provenance(runs), ""]
     if superseded:
@@ -194,13 +188,12 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
 
 
 def _attention_lines(rows: list[dict]) -> list[str]:
-    """:func:`~cudagraph_bench.report.forward_tables.attention_note` of ``rows`` and a blank line, or nothing."""
     note = attention_note(rows)
     return [note, ""] if note else []
 
 
 def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path], *, heading: str) -> list[str]:
-    """The decode roofline block under ``heading``, its plot linked relative to ``base_dir``, as lines (or ``[]``)."""
+    """The decode roofline block as lines (or ``[]``), its plot linked relative to ``base_dir``."""
     table = roofline_tables.render_decode_roofline(runs)
     if table is None:
         return []
@@ -210,17 +203,14 @@ def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path],
 
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path],
                           suite_runs: list[Run] | None = None) -> str:
-    """The README block between the markers: the headline tables (:mod:`cudagraph_bench.report.headline`) and
-    the link to ``results.md``, where everything else is (the plots, the roofline, the suite's time per part)."""
+    """The headline tables and the link to ``results.md``."""
     from cudagraph_bench.report.headline import render_headline
 
     return render_headline(runs, _link(outdir / RESULTS_MD, readme_dir), gpu_name(runs))
 
 
 def replace_between_markers(text: str, content: str, *, where: str = "README") -> str:
-    """``text`` with everything between :data:`MARKER_START` and :data:`MARKER_END` replaced by
-    ``content`` (the markers stay). Raises :class:`UsageError` when a marker is missing or they are
-    out of order."""
+    """Replace what is between the markers; UsageError when one is missing or out of order."""
     if text.count(MARKER_START) > 1 or text.count(MARKER_END) > 1:
         raise UsageError(f"{where} has more than one '{MARKER_START}' ... '{MARKER_END}' block: keep one")
     start, end = text.find(MARKER_START), text.find(MARKER_END)

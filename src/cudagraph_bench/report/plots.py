@@ -1,5 +1,4 @@
-"""The report's plots (matplotlib, Agg; no torch, no pyplot global state): each function returns a
-``matplotlib.figure.Figure``, which :func:`cudagraph_bench.fsio.save_figure` writes atomically."""
+"""The report's plots (matplotlib Agg; no torch, no pyplot state): each function returns a Figure."""
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ def _panels(cases) -> list[tuple[str, str]]:
 
 
 def _new_figure(n_panels: int, width: float = 7.0, height: float = 4.2):
-    """A figure with ``n_panels`` axes in a grid of up to 2 columns (unused cells hidden)."""
+    """Up to 2 columns, unused cells hidden."""
     from matplotlib.figure import Figure
 
     ncols = 1 if n_panels == 1 else 2
@@ -48,7 +47,7 @@ def _new_figure(n_panels: int, width: float = 7.0, height: float = 4.2):
 
 
 def _plain_log_ticks(axis) -> None:
-    """Tick labels like ``0.5``, ``2``, ``10`` instead of ``5x10^-1`` on a log axis."""
+    """``0.5``, ``2``, ``10`` instead of ``5x10^-1`` on a log axis."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -61,15 +60,8 @@ def _suptitle(fig, what: str, gpu: str | None) -> None:
 
 
 def latency_comparison(samples_ms: Mapping[Case, Sequence[float]], *, gpu: str | None = None):
-    """Latency distribution per variant: a histogram per variant for one prompt length, else box plots.
-
-    Args:
-        samples_ms: per-round latencies ``[rounds]`` in ms of each forward case.
-        gpu: GPU name for the title (e.g. ``"NVIDIA H200"``), or None.
-
-    Returns:
-        a Figure with one axes per (model, dtype), titled ``"<model> <dtype>"``; each axes has one
-        legend entry per variant. Raises ``ValueError`` when ``samples_ms`` is empty."""
+    """Latency distribution per variant from per-round ``samples_ms`` ``[rounds]`` (ms): a histogram per variant for one
+    prompt length, else box plots; one axes per (model, dtype). ValueError when ``samples_ms`` is empty."""
     if not samples_ms:
         raise ValueError("no forward measurements to plot")
     panels = _panels(samples_ms)
@@ -136,18 +128,9 @@ def _boxes(ax, cases: dict, variants: list[str], lengths: list[int]) -> None:
 
 def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = None,
                       target_reduction: float | None = DEFAULT_TARGET_REDUCTION):
-    """Speedup over eager (``eager median / variant median``) against prompt length.
-
-    Args:
-        medians_ms: median latency in ms of each forward case; cases whose (model, dtype, seq_len) has
-            no eager median are left out.
-        gpu: GPU name for the title, or None.
-        target_reduction: draw the speedup ``1 / (1 - target_reduction)`` as a dashed line (None: no line).
-
-    Returns:
-        a Figure with one axes per (model, dtype) that has eager medians; x: prompt length in tokens on
-        a log2 axis, y: speedup; one line per variant, broken where it has no median. Raises ``ValueError``
-        when no case has an eager median."""
+    """Speedup over eager (``eager median / variant median``) against prompt length (log2), one axes per (model, dtype)
+    with eager medians, a line per variant broken where it has no median; ``target_reduction``: a dashed line at ``1 /
+    (1 - target_reduction)``. ValueError when no case has an eager median."""
     eager = {c.without_variant(): m for c, m in medians_ms.items() if c.variant == variants.FORWARD_REFERENCE}
     usable = {c: m for c, m in medians_ms.items() if c.without_variant() in eager and m > 0}
     if not eager:
@@ -190,9 +173,8 @@ US_YLABEL = "overhead per launch (µs, log scale)"
 
 
 def speedup_figure(series: dict[str, list[LaunchRow]]):
-    """Left, speedup vs N launches; right, µs per launch vs N (log2 x). ``series`` maps a label (``"torch"``,
-    ``"CUDA C++"``) to its rows; rows without both variants are skipped. Raises UsageError when no series has
-    a complete row."""
+    """Left, speedup vs N launches; right, µs per launch vs N (log2 x); ``series``: label -> rows, incomplete rows
+    skipped. UsageError when no series has a complete row."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -231,8 +213,7 @@ def speedup_figure(series: dict[str, list[LaunchRow]]):
 
 
 def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path: str | os.PathLike) -> Path:
-    """Write :func:`speedup_figure` as a PNG at ``path`` (atomically). A plain list of rows is plotted
-    as the series ``"torch"``. Returns the path."""
+    """Write :func:`speedup_figure` atomically (a plain list is series ``"torch"``); returns path."""
     if isinstance(series, list):
         series = {"torch": series}
     return save_figure(speedup_figure(series), Path(path), dpi=PLOT_DPI)
@@ -245,16 +226,8 @@ DECODE_VARIANT_COLORS = dict(zip(variants.DECODE_NAMES, ("tab:gray", "tab:orange
 
 
 def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
-    """GPU busy time vs latency per prompt length, one panel per (model, dtype).
-
-    Args:
-        rows: :func:`~cudagraph_bench.report.roofline_tables.forward_busy_rows` (``busy_ms``, ``eager_median_ms``,
-            ``graph_median_ms`` per ``model, dtype, seq_len``).
-        gpu: GPU name for the title, or None.
-
-    Returns:
-        a Figure; x: prompt length in tokens (log2), y: ms (log); eager and graph medians and the GPU busy
-        time (dashed). Raises ``ValueError`` when ``rows`` is empty."""
+    """Eager and graph medians and GPU busy time (dashed) vs prompt length (log2), ms (log), one panel per (model,
+    dtype). ValueError when ``rows`` is empty."""
     if not rows:
         raise ValueError("no forward case with a GPU busy time to plot")
     panels = sorted({(r["model"], r["dtype"]) for r in rows})
@@ -282,16 +255,8 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
 
 
 def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
-    """Memory bandwidth reached per decode benchmark, against the GPU's peak.
-
-    Args:
-        rows: :func:`~cudagraph_bench.report.roofline_tables.decode_roofline_rows` (``achieved_gbps``,
-            ``peak_gbps``, ``peak_source`` per ``model, dtype, seq_len, new_tokens, variant``).
-        gpu: GPU name for the title, or None.
-
-    Returns:
-        a Figure with one horizontal bar per benchmark (GB/s, coloured by variant) and a dashed line at
-        each distinct peak. Raises ``ValueError`` when no row has an achieved bandwidth."""
+    """One horizontal bar of achieved GB/s per decode benchmark, a dashed line at each distinct peak. ValueError when no
+    row has an achieved bandwidth."""
     from matplotlib.figure import Figure
 
     rows = [r for r in rows if r.get("achieved_gbps") is not None]

@@ -1,5 +1,4 @@
-"""The roofline tables of a results page (no torch): decode bandwidth against the GPU's peak, and what eager and the
-graph add above the forward's GPU busy time; runs without those fields give no rows."""
+"""Roofline tables (no torch): decode bandwidth vs peak, overhead above busy time."""
 
 from __future__ import annotations
 
@@ -12,10 +11,9 @@ from cudagraph_bench.results.runfile import Run, measurements
 from cudagraph_bench.table import Column, render_table
 
 def decode_roofline_rows(runs: list[Run]) -> list[dict]:
-    """One row per decode benchmark with ``bytes_per_token`` in its ``extra_info``, sorted like the decode
-    table: ``model, dtype, seq_len, new_tokens, variant``, ``weight_mb`` and ``kv_mb_per_token`` (MB = 1e6
-    bytes), ``ms_per_token``, ``achieved_gbps``, ``peak_gbps`` and ``peak_source`` of its run, ``pct_of_peak``,
-    ``floor_ms_per_token`` (the bytes at the peak)."""
+    """Per decode benchmark with ``bytes_per_token``: ``model, dtype, seq_len, new_tokens, variant, weight_mb,
+    kv_mb_per_token`` (MB = 1e6 bytes), ``ms_per_token, achieved_gbps, peak_gbps, peak_source, pct_of_peak,
+    floor_ms_per_token``."""
     rows = []
     for run in runs:
         peak = run_peak({"cuda": run.environment.cuda_fingerprint})
@@ -66,8 +64,7 @@ DECODE_ROOFLINE_NOTE = (
 
 
 def peak_lines(runs: list[Run]) -> list[str]:
-    """One line per distinct peak memory bandwidth of ``runs`` that have decode roofline rows: the GPU,
-    the GB/s and where it came from (NVML's readings, or the datasheet table)."""
+    """Per distinct peak: the GPU, GB/s and its source."""
     lines = []
     for run in runs:
         if not any(k[0] == "decode" and m.extra_info.get("bytes_per_token") is not None
@@ -94,7 +91,7 @@ def peak_lines(runs: list[Run]) -> list[str]:
 
 
 def render_decode_roofline(runs: list[Run], fmt: str = "markdown") -> str | None:
-    """The note, the peak line(s) and the decode roofline table of ``runs``, or None without rows."""
+    """Note, peak lines and table, or None without rows."""
     rows = decode_roofline_rows(runs)
     if not rows:
         return None
@@ -102,14 +99,12 @@ def render_decode_roofline(runs: list[Run], fmt: str = "markdown") -> str | None
                       render_table(DECODE_ROOFLINE_COLUMNS, rows, fmt=fmt)])
 
 
-# --------------------------------------------------------------------------------------------------
-# forward: GPU busy time and overhead
+# ------------------------------ forward: GPU busy time and overhead
 
 
 def forward_busy_rows(runs: list[Run]) -> list[dict]:
-    """One row per forward case whose eager benchmark recorded ``gpu_busy_ms``, sorted: ``n_kernels``,
-    ``busy_ms``, and for eager and graph (the same kernels) ``<v>_median_ms``, ``<v>_overhead_ms`` (median -
-    busy) and ``<v>_us_per_kernel`` (µs), plus ``busy_pct_of_graph`` (percent)."""
+    """Per forward case with ``gpu_busy_ms``: ``n_kernels``, ``busy_ms``, eager/graph ``<v>_median_ms``,
+    ``<v>_overhead_ms``, ``<v>_us_per_kernel`` (µs), ``busy_pct_of_graph``."""
     ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
     rows = []
     for case, m in ms.items():
@@ -150,7 +145,7 @@ FORWARD_BUSY_NOTE = (
 
 
 def render_forward_busy(runs: list[Run], fmt: str = "markdown") -> str | None:
-    """The note and the forward busy-time table of ``runs``, or None without rows."""
+    """Note and table, or None without rows."""
     rows = forward_busy_rows(runs)
     if not rows:
         return None

@@ -1,5 +1,4 @@
-"""The runs a results page is made of (no torch): loading, merging (:func:`merged`) or, with ``--allow overlap``,
-superseding (:func:`supersede`) them, their unmeasured cases and their GPU."""
+"""The runs a results page is made of (no torch): loading, merging or superseding them, unmeasured cases, GPU."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from cudagraph_bench.results.runfile import Measurement, Run, load_run, measurem
 
 
 def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
-    """Load run files (paths or saved-run ids). Raises InputFileError (one line) for a bad file or the same run
-    given twice (:func:`~cudagraph_bench.results.identity.same_run_reason`)."""
+    """InputFileError (one line) for a bad file or the same run given twice."""
     from cudagraph_bench.results.identity import repeated_run
 
     runs = [load_run(ref, storage) for ref in refs]
@@ -25,8 +23,7 @@ def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
 
 
 def run_time(run: Run):
-    """The run's ``datetime`` as an aware UTC datetime (naive: UTC). Raises InputFileError when it is missing or
-    not ISO 8601."""
+    """An aware UTC datetime (naive: UTC); InputFileError when missing or not ISO 8601."""
     from datetime import datetime, timezone
 
     raw = run.environment.run_datetime
@@ -39,9 +36,7 @@ def run_time(run: Run):
 
 
 def merged(runs: list[Run]) -> dict[tuple, Measurement]:
-    """All benchmarks of ``runs`` keyed by ``(suite, *key)`` (see :func:`runfile.measurements`).
-
-    Raises InputFileError when two runs hold the same case."""
+    """Keyed by ``(suite, *key)``; InputFileError when two runs hold the same case."""
     out: dict[tuple, Measurement] = {}
     origin: dict[tuple, Path] = {}
     for run in runs:
@@ -54,7 +49,7 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
 
 
 def _group_of(record: Measurement | FailedCase) -> tuple:
-    """What a newer run replaces: a forward prompt length as a whole, else one benchmark by name."""
+    """A forward prompt length as a whole, else one benchmark by name."""
     if record.case.suite == "forward":
         return ("forward", *record.case.without_variant())
     if isinstance(record, FailedCase):
@@ -63,12 +58,8 @@ def _group_of(record: Measurement | FailedCase) -> tuple:
 
 
 def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
-    """``--allow overlap``: when several runs hold the same forward prompt length (model, dtype, L) or
-    the same decode/launch benchmark, keep it from the newest run (by its ``datetime``) only.
-
-    A length is replaced whole, so every reduction compares variants of one run. Returns ``(runs with the
-    replaced entries removed, one line per replacement: "<what>: <older file> -> <newer file>" and the variants
-    it drops)``."""
+    """``--allow overlap``: a forward prompt length or benchmark held by several runs is kept from the newest only (a
+    length whole, so each reduction compares one run's variants). Returns ``(runs, one line per replacement)``."""
     import copy
 
     times = [run_time(run) for run in runs]
@@ -120,13 +111,12 @@ def not_measured(runs: list[Run], suite: str = "forward") -> list[FailedCase]:
 
 
 def gpu_name(runs: list[Run]) -> str | None:
-    """The GPU of the runs (:attr:`Environment.gpu_name <cudagraph_bench.results.record.Environment>`),
-    joined with "/" when they differ."""
+    """Joined with "/" when they differ."""
     names = list(dict.fromkeys(r.environment.gpu_name for r in runs))
     return " / ".join(n for n in names if n) or None
 
 
 
 def variant_index(variant: str) -> int:
-    """Where ``variant`` sorts among the forward variants (the suite's order; unknown ones last)."""
+    """The suite's order; unknown ones last."""
     return FORWARD_VARIANTS.index(variant) if variant in FORWARD_VARIANTS else len(FORWARD_VARIANTS)

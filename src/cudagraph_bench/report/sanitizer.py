@@ -18,12 +18,9 @@ _ADDRESS_RE = re.compile(r"Address (0x[0-9a-fA-F]+)\s+(.*)")
 
 
 def parse_sanitizer_log(text: str) -> dict:
-    """Findings of a ``compute-sanitizer --tool memcheck`` log.
-
-    Returns ``{"invalid_global_writes": int, "invalid_global_reads": int, "error_summary": int | None,
-    "first_address": str | None, "first_address_note": str | None}``: counts of ``Invalid __global__
-    write/read`` reports, the number in ``ERROR SUMMARY: N errors`` (None without a summary), and the first
-    reported address with the rest of its line."""
+    """Findings of a ``compute-sanitizer --tool memcheck`` log: ``{"invalid_global_writes": int, "invalid_global_reads":
+    int, "error_summary": int | None, "first_address": str | None, "first_address_note": str | None}`` (error_summary
+    None without an ``ERROR SUMMARY`` line)."""
     writes = reads = 0
     for m in _INVALID_RE.finditer(text):
         if m.group(1) == "write":
@@ -59,12 +56,9 @@ def baked_pointer_outcome(bp: dict) -> str:
 
 
 def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
-    """Which baked-pointer case one compute-sanitizer run hit, and whether memcheck agreed.
-
-    ``findings``: :func:`parse_sanitizer_log` of the log; ``bp``: the program's ``baked_pointer``
-    object of the same run (None when its stdout was not saved). Returns ``(case, sentence)``, ``case``
-    ``"reused"`` (a new allocation got the captured address: nothing to flag), ``"not-reused"`` (memcheck
-    should flag the write) or ``"unknown"``."""
+    """``(case, sentence)`` of one sanitizer run (``bp`` None when the program's stdout was not saved): ``case``
+    ``"reused"`` (the captured address was reallocated: nothing to flag), ``"not-reused"`` (memcheck should flag the
+    write) or ``"unknown"``."""
     # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
     writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
     summary = findings["error_summary"]
@@ -92,7 +86,7 @@ def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
 
 
 def last_json_object(path: Path) -> dict:
-    """The last line of ``path`` that parses as a JSON object (graphs.cu prints one), else ``{}``."""
+    """The last line parsing as a JSON object, else ``{}``."""
     from cudagraph_bench.errors import InputFileError
     from cudagraph_bench.fsio import read_input_bytes
 
@@ -112,9 +106,8 @@ def last_json_object(path: Path) -> dict:
 
 
 def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
-    """``(logs, outcomes)`` of the compute-sanitizer logs at ``paths``: file name -> log text, and file name ->
-    graphs.cu's ``baked_pointer`` object from a ``.json`` of the same name beside it. Raises InputFileError
-    when a log cannot be read or lacks :data:`SANITIZER_BANNER`."""
+    """``(logs, outcomes)``: file name -> log text, and -> the ``baked_pointer`` object of a same-named ``.json``.
+    InputFileError when a log cannot be read or lacks :data:`SANITIZER_BANNER`."""
     logs, outcomes = {}, {}
     from cudagraph_bench.fsio import read_input_bytes
 

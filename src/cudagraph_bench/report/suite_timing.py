@@ -1,6 +1,5 @@
-"""The suite's time per part (no torch): for whole-suite runs, the seconds each test module took
-(``cudagraph_bench.time_per_part_s``), its tests, the seconds in tests and the session's wall time
-(``cudagraph_bench.wall_s``), one column per run."""
+"""The suite's time per part (no torch): seconds per test module, tests, seconds in tests and session wall time, one
+column per whole-suite run."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ SECTION = "cudagraph_bench"
 
 
 def _section(run: Run) -> dict:
-    """The run's ``cudagraph_bench`` section, checked: ``time_per_part_s`` a non-empty ``{module: s >= 0}``
-    and ``wall_s`` > 0 (the first run's wall time divides the others'). Raises InputFileError."""
+    """InputFileError unless ``time_per_part_s`` is a non-empty ``{module: s >= 0}`` and ``wall_s`` > 0."""
     section = run.data.get(SECTION) or {}
     if not isinstance(section, dict) or not section.get("time_per_part_s") or section.get("wall_s") is None:
         raise InputFileError(f"{run.path} has no time per part (cudagraph_bench.time_per_part_s and wall_s): give a "
@@ -33,15 +31,13 @@ def _section(run: Run) -> dict:
 
 
 def run_label(run: Run) -> str:
-    """A column title: the GPU, how the suite ran and when it started (UTC, to the minute), e.g.
-    ``"NVIDIA H200, 1 process, 2026-11-30 16:23 (s)"``."""
+    """E.g. ``"NVIDIA H200, 1 process, 2026-11-30 16:23 (s)"`` (UTC)."""
     workers = run.environment.gpu_workers
     gpu = run.environment.gpu_name or "CPU"
     started = run.environment.run_datetime
     when = f", {started[:16].replace('T', ' ')}" if started else ""
     if workers:
-        # a merge written before the controller's session was recorded (no slowest_worker_wall_s) holds the
-        # slowest worker's session as wall_s: the workers' start-up is not in it
+        # an older merge (no slowest_worker_wall_s) holds the slowest worker's session as wall_s
         section = run.data.get(SECTION) or {}
         which = "" if "slowest_worker_wall_s" in section else ", wall time of the slowest worker"
         return f"{workers} x {gpu}, {workers} GPU workers{when}{which} (s)"
@@ -49,10 +45,8 @@ def run_label(run: Run) -> str:
 
 
 def suite_timing_rows(runs: list[Run]) -> list[dict]:
-    """One row per test module (in the first run's order: longest first), then ``in tests`` and ``session wall
-    time``, then (several runs) ``wall time vs the first run``: ``part``, ``tests`` (the first run's tests of
-    the module, from its recorded durations) and ``s0``, ``s1``, ... (seconds per run; the ratio row holds
-    ratios). Raises InputFileError for a run without a time per part."""
+    """One row per module (first run's order), then ``in tests``, ``session wall time`` and (several runs) the ratio to
+    the first run: ``part``, ``tests``, ``s0``, ``s1``, ... InputFileError for a run without a time per part."""
     sections = [_section(run) for run in runs]
     tests = Counter(base_nodeid(n).split("::", 1)[0] for n in sections[0].get(DURATIONS_KEY) or {})
     parts = list(sections[0]["time_per_part_s"])
@@ -71,7 +65,7 @@ def suite_timing_rows(runs: list[Run]) -> list[dict]:
 
 
 def render_suite_timing(runs: list[Run], fmt: str = "markdown") -> str:
-    """The table of :func:`suite_timing_rows` (seconds with 1 decimal, ratios with 2)."""
+    """Seconds with 1 decimal, ratios with 2."""
     rows = suite_timing_rows(runs)
 
     def number(value, row):

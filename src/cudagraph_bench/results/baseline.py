@@ -1,7 +1,6 @@
-"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the versioned per-GPU baseline file (no torch),
-built from k >= :data:`~cudagraph_bench.results.noise.MIN_BASELINE_RUNS` separate runs of the same code on one GPU
-type, ideally on several machines, so it holds the noise a gate must tolerate. Its schema and the tolerance rule
-(:func:`case_tolerance`) are in docs/gate.md; a case's ``gated`` and ``min_reduction_pct`` may be edited by hand."""
+"""``cudagraph-bench baseline RUN... -o baselines/<gpu>.json``: the versioned per-GPU baseline (no torch), built from
+separate runs of the same code on one GPU type, ideally several machines, so it holds the noise a gate must tolerate.
+Schema and tolerance rule: docs/gate.md; a case's ``gated`` and ``min_reduction_pct`` may be edited by hand."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ from cudagraph_bench.results.runfile import (MAX_KEY_COUNT, Measurement, Run, di
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
 DEFAULT_MIN_REDUCTION_PCT = 30.0
-#: Floor of the per-case regression tolerance (percent), see :mod:`cudagraph_bench.results.noise`.
 #: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
 DEFAULT_MAX_GATED_LEN = 128
 #: Decimals of a ms that a baseline file keeps of each median and p95 (6: the ns).
@@ -34,7 +32,7 @@ MEDIAN_DECIMALS = 6
 
 @dataclass(frozen=True)
 class Baseline:
-    """A loaded baseline. ``cases`` maps ``(model, dtype, seq_len)`` to the case dict of the file."""
+    """A loaded baseline; ``cases`` maps ``(model, dtype, seq_len)`` to the file's case dict."""
 
     path: Path
     gpu_slug: str
@@ -49,7 +47,7 @@ class Baseline:
 
     @property
     def hosts(self) -> list[str]:
-        """The machines (GPU UUIDs) the baseline's runs came from; empty when its runs recorded none."""
+        """GPU UUIDs the runs came from; empty when none was recorded."""
         return [h["host"] for h in self.data.get("hosts") or [] if isinstance(h, dict) and h.get("host")]
 
 
@@ -74,8 +72,8 @@ def _round(value: float | None, digits: int) -> float | None:
 
 
 def _point(ms: list[Measurement], figure: str = "wall") -> dict:
-    """A stored point of ``ms`` (ms): median of the run medians of ``figure``, median of the p95s, the run medians;
-    for the device figure also the wall run medians."""
+    """A stored point of ``ms``: median of run medians of ``figure``, median of p95s, the run medians (device figure:
+    also the wall run medians)."""
     p95s = [m.summary.p95_ms for m in ms if m.summary.p95_ms is not None]
     medians = [m.figure_ms(figure) for m in ms]
     point = {"median_ms": float(np.median(medians)), "p95_ms": float(np.median(p95s)) if p95s else None,
@@ -86,19 +84,19 @@ def _point(ms: list[Measurement], figure: str = "wall") -> dict:
 
 
 def wall_medians(point: dict) -> list[float]:
-    """The synchronized wall run medians (ms) of a stored point (the device figure keeps them apart)."""
+    """The synchronized wall run medians (ms) of a stored point."""
     return point.get("wall_run_medians_ms") or point["run_medians_ms"]
 
 
 def baseline_of(doc: dict, path: Path) -> Baseline:
-    """A :class:`Baseline` of a document :func:`build_baseline` made, as :func:`load_baseline` gives it for ``path``."""
+    """A :class:`Baseline` of a built document, as :func:`load_baseline` gives it for ``path``."""
     cases = {(str(c["model"]), str(c["dtype"]), int(c["seq_len"])): c for c in doc["cases"]}
     return Baseline(path=path, gpu_slug=str(doc["gpu_slug"]), thresholds=dict(doc["thresholds"]), cases=cases,
                     data=doc)
 
 
 def stored_case(case: dict) -> dict:
-    """A case as the file stores it: times rounded to the ns (6 decimals of a ms), percents to 3 decimals."""
+    """Times rounded to the ns (6 decimals of a ms), percents to 3 decimals."""
     def point(p: dict) -> dict:
         return {**p, "median_ms": _round(p["median_ms"], MEDIAN_DECIMALS), "p95_ms": _round(p["p95_ms"], MEDIAN_DECIMALS),
                 "run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["run_medians_ms"]],
@@ -115,10 +113,9 @@ def stored_case(case: dict) -> dict:
 
 
 def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: str = "baseline") -> None:
-    """Raise :class:`~cudagraph_bench.errors.FailedCheckError` naming the cases when ``runs`` recorded a failed
-    correctness check (:func:`~cudagraph_bench.results.checks.failed_checks`; known peer failures excepted): a wrong
-    result must never become the reference. Raise :class:`UsageError` when a graph benchmark recorded no check
-    (unless ``allow_unchecked``)."""
+    """FailedCheckError naming the cases when ``runs`` recorded a failed check (peers' known failures excepted): a wrong
+    result must never become the reference. UsageError when a graph benchmark recorded no check (unless
+    ``allow_unchecked``)."""
     own, _ = own_and_peer(failed_checks(runs))
     if own:
         named = "; ".join(f"{f.text} in {f.path}" for f in own[:SHOWN_ITEMS])
@@ -141,14 +138,11 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
                    noise_multiplier: float = noise.DEFAULT_MULTIPLIER, alpha: float = noise.DEFAULT_ALPHA,
                    max_gated_len: int = DEFAULT_MAX_GATED_LEN, min_runs: int = noise.MIN_BASELINE_RUNS,
                    allow_unchecked: bool = False, rounded: bool = True) -> dict:
-    """Baseline document (:data:`SCHEMA_VERSION`) from ``runs``, separate runs of the same forward matrix on one
-    GPU type: a case is stored when ``min_runs`` runs measured its eager and graph variants; ``rounded=False`` keeps
-    exact values. The graph's figure is the device-side one when every run recorded it, else the wall median;
-    ``regression_floor_pct`` None: that figure's floor.
-
-    Raises UsageError when fewer than ``min_runs`` runs are given, a file is given twice, the runs are of
-    different GPUs or of none, no case is in ``min_runs`` runs, or a graph benchmark lacks its check (unless
-    ``allow_unchecked``); FailedCheckError for a failed check (:func:`refuse_wrong_cases`)."""
+    """Baseline document from ``runs`` of the same forward matrix on one GPU type: a case is stored when ``min_runs``
+    runs measured its eager and graph; ``rounded=False`` keeps exact values. The graph's figure is device-side when
+    every run recorded it, else wall. Raises UsageError: too few runs, a file twice, different GPUs or none, no case in
+    ``min_runs`` runs, or a graph benchmark without its check (unless ``allow_unchecked``); FailedCheckError for a
+    failed check."""
     if len(runs) < min_runs:
         raise UsageError(f"a baseline needs at least {min_runs} separate runs of the same matrix, got {len(runs)}: "
                          "run the benchmarks again (a new process each time) and pass every JSON")
@@ -231,12 +225,8 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
 
 
 def load_baseline(path: str | Path) -> Baseline:
-    """Load and validate a baseline file.
-
-    Raises InputFileError for a missing, empty, invalid, irregular, too large or too deeply nested file or a
-    folder, and for every value no baseline of ``cudagraph-bench baseline`` holds
-    (:func:`cudagraph_bench.results.baseline_values.check_document`, naming the field and the fix), so a reader
-    can trust every value."""
+    """Load and validate a baseline file. InputFileError for a missing, empty, invalid, irregular, too large or too deep
+    file or a folder, and for every value no ``cudagraph-bench baseline`` writes (naming the field and the fix)."""
     path = Path(path)
     if path.is_dir():
         raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
@@ -263,8 +253,8 @@ def load_baseline(path: str | Path) -> Baseline:
 
 
 def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, allow_gpu_mismatch: bool = False) -> None:
-    """Raise :class:`UsageError` when ``baseline`` is for another GPU than the runs' ``gpu_slug`` (None: no GPU)
-    and not ``allow_gpu_mismatch``. ``command`` names what is done with it (``"gate"``, ``"compare"``)."""
+    """UsageError when ``baseline`` is for another GPU than ``gpu_slug`` (None: no GPU), unless ``allow_gpu_mismatch``;
+    ``command`` names the use (``"gate"``, ``"compare"``)."""
     if baseline.gpu_slug != gpu_slug and not allow_gpu_mismatch:
         fix = f"against a baseline of {gpu_slug}" if gpu_slug else f"runs recorded on {baseline.gpu_slug}"
         raise UsageError(f"baseline {baseline.path} is for GPU {baseline.gpu_slug} but the run is from "
@@ -273,10 +263,8 @@ def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, a
 
 def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: float | None = None,
                    figure: str = "wall") -> noise.RegressionCheck:
-    """The regression check of ``new_ms: [n]`` run medians (ms, one host's runs) against a baseline case: across
-    hosts (:func:`~cudagraph_bench.results.noise.check_across_hosts`, the cross-host spread pooled over the gated
-    cases) when the baseline measured it on 2+ hosts, else :func:`~cudagraph_bench.results.noise.check_regression`.
-    ``floor_pct`` None: the baseline's ``regression_floor_pct``, else the figure's floor."""
+    """Regression check of ``new_ms: [n]`` run medians (ms, one host) against a baseline case: across hosts when it was
+    measured on 2+ hosts, else by the plain rule. ``floor_pct`` None: the baseline's, else the figure's floor."""
     if floor_pct is not None:
         floor = floor_pct
     elif thresholds.get("regression_floor_pct") is not None:
@@ -311,8 +299,7 @@ BASELINE_COLUMNS = [
 
 
 def baseline_rows(doc: dict) -> list[dict]:
-    """Table rows (for :data:`BASELINE_COLUMNS`) of a baseline document; ``tolerance_pct`` is the
-    allowed graph slow-down of one gated run against this baseline."""
+    """``tolerance_pct`` is the allowed graph slow-down of one gated run against this baseline."""
     th = doc["thresholds"]
     rows = []
     for c in doc["cases"]:

@@ -1,7 +1,6 @@
-"""The values a baseline file may hold (no torch): what :func:`cudagraph_bench.results.baseline.load_baseline` checks
-before a reader sees it, so a hand-edited or corrupted file is one line naming the field and the fix (exit 2), never
-a traceback or a silently changed verdict. An absurd spread or degree of freedom would pass any regression, so each
-is refused, never clamped."""
+"""The values a baseline file may hold (no torch), checked before a reader sees it: a bad file is one line naming the
+field and the fix (exit 2). An absurd spread or degree of freedom would pass any regression, so it is refused, never
+clamped."""
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ def regenerate(path) -> str:
 
 
 def case_name(key: tuple[str, str, int]) -> str:
-    """``("gpt2", "float32", 16)`` -> ``"gpt2 float32 L=16"``: a case as every message and table names it."""
+    """``("gpt2", "float32", 16)`` -> ``"gpt2 float32 L=16"``."""
     return "{} {} L={}".format(*key)
 
 
@@ -51,9 +50,8 @@ def _shown(value) -> str:
 
 
 def check_schema(path: Path, data: dict) -> int:
-    """The ``schema_version`` of a parsed baseline, one of :data:`READABLE_SCHEMAS`, after checking its ``kind``.
-    Raises InputFileError naming the value and the fix for schema 1, a non-integer (``"3"``), an unknown version,
-    or a ``kind`` other than :data:`KIND`."""
+    """The ``schema_version`` after checking ``kind``. InputFileError naming the value and the fix for schema 1, a
+    non-integer, an unknown version, or another ``kind``."""
     version = data["schema_version"]
     if isinstance(version, float) and version.is_integer():
         version = int(version)
@@ -77,13 +75,8 @@ def check_schema(path: Path, data: dict) -> int:
 
 
 def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
-    """``(gpu_slug, cases, thresholds)`` of a parsed baseline that has a ``schema_version``: ``cases`` maps
-    ``(model, dtype, seq_len)`` to the case dict of the file, ``thresholds`` the parsed thresholds (floats).
-
-    Raises InputFileError (one line naming the field and the fix) for any value that no baseline written by
-    ``cudagraph-bench baseline`` holds: header, ``gpu_slug``, ``sources``, cases (fields, key, ``n_runs``,
-    ``gated``, ``min_reduction_pct``, times, figure, spreads, degrees of freedom), machines, capture cost,
-    thresholds."""
+    """``(gpu_slug, cases, thresholds)``: ``cases`` maps ``(model, dtype, seq_len)`` to the file's case dict. Raises
+    InputFileError (one line naming the field and the fix) for any value no ``cudagraph-bench baseline`` writes."""
     schema = check_schema(path, data)
     try:
         if not isinstance(data["cases"], list):
@@ -134,7 +127,7 @@ def _bad(path: Path, what: str) -> InputFileError:
 
 
 def _thresholds(raw: dict) -> dict:
-    """The thresholds of a file, each parsed by :data:`THRESHOLD_PARSERS` (null: left out)."""
+    """Null: left out."""
     if not isinstance(raw, dict):
         raise TypeError(f"thresholds must be an object, got {raw!r}")
     thresholds = {}
@@ -154,7 +147,6 @@ def _thresholds(raw: dict) -> dict:
 
 
 def _ms(value) -> bool:
-    """Whether a baseline's time (ms) is finite and > 0."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
@@ -171,7 +163,7 @@ CASE_FIELDS = ("model", "dtype", "seq_len", "n_runs", REF, GATED)
 
 
 def _case_label(index: int, c) -> str:
-    """``cases[3]``, with its key when the case names one (``cases[3] (gpt2 float32 L=16)``)."""
+    """``cases[3] (gpt2 float32 L=16)``."""
     if isinstance(c, dict) and isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) \
             and _whole(c.get("seq_len")):
         return f"cases[{index}] ({case_name((c['model'], c['dtype'], c['seq_len']))})"
@@ -179,7 +171,6 @@ def _case_label(index: int, c) -> str:
 
 
 def _check_case_fields(path: Path, index: int, c) -> None:
-    """Raise InputFileError unless the case holds every field of :data:`CASE_FIELDS` and its points their times."""
     if not isinstance(c, dict):
         raise _bad(path, f"cases[{index}] is {_shown(c)}, not a case object (model, dtype, seq_len, n_runs, "
                          f"{REF}, {GATED}, ...)")
@@ -197,7 +188,7 @@ def _check_case_fields(path: Path, index: int, c) -> None:
 
 
 def _check_n_runs(path: Path, index: int, key: tuple, c: dict) -> None:
-    """A case's ``n_runs``: a whole number >= 1 (``9.0`` is read as 9), one per graph run median."""
+    """A whole number >= 1 (``9.0`` is read as 9)."""
     value, runs = c["n_runs"], len(c[GATED]["run_medians_ms"])
     where = f"cases[{index}] ({case_name(key)})"
     if isinstance(value, float) and value.is_integer():
@@ -209,7 +200,6 @@ def _check_n_runs(path: Path, index: int, key: tuple, c: dict) -> None:
 
 
 def _gpu_slug(path: Path, data: dict) -> str:
-    """The file's ``gpu_slug``, text such as ``nvidia-h200``."""
     slug = data.get("gpu_slug")
     if not isinstance(slug, str) or not slug.strip():
         what = _shown(slug) if "gpu_slug" in data else "missing"
@@ -218,7 +208,6 @@ def _gpu_slug(path: Path, data: dict) -> str:
 
 
 def _check_sources(path: Path, data: dict) -> None:
-    """Check the file's ``sources``: a list of one object per run."""
     sources = data.get("sources")
     if not (isinstance(sources, list) and sources and all(isinstance(s, dict) for s in sources)):
         what = _shown(sources) if "sources" in data else "missing"
@@ -226,7 +215,6 @@ def _check_sources(path: Path, data: dict) -> None:
 
 
 def _check_points(path: Path, index: int, key: tuple, c: dict) -> None:
-    """The times, spreads, degrees of freedom and figure of one case's eager and graph points."""
     where = f"cases[{index}] ({case_name(key)})"
     for variant in (REF, GATED):
         for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
@@ -268,13 +256,12 @@ def _check_points(path: Path, index: int, key: tuple, c: dict) -> None:
 
 
 def machines_of(run_hosts: list) -> int:
-    """The machines a case's ``run_hosts`` name, a null counting as a machine of its own (as
-    :func:`cudagraph_bench.results.noise.host_spread` counts them)."""
+    """A null counts as a machine of its own."""
     return len({h for h in run_hosts if h is not None}) + sum(h is None for h in run_hosts)
 
 
 def _hosts(path: Path, data: dict) -> list[str]:
-    """The machines of a schema-3+ file's ``hosts`` (``{host, runs, cpu}`` objects, each machine once)."""
+    """``{host, runs, cpu}`` objects, each machine once."""
     hosts = data.get("hosts")
     fix = 'a list of {"host": GPU UUID, "runs": whole number >= 1, "cpu": text or null}'
     if not isinstance(hosts, list):
@@ -296,7 +283,6 @@ def _hosts(path: Path, data: dict) -> list[str]:
 
 
 def _check_machines(path: Path, index: int, key: tuple, c: dict, hosts: list[str]) -> None:
-    """A schema-3+ case's ``run_hosts`` (one per run median, each of ``hosts``) and ``host_medians_ms``."""
     where = f"cases[{index}] ({case_name(key)})"
     for variant in (GATED, REF):
         point = c[variant]
@@ -321,7 +307,7 @@ def _check_machines(path: Path, index: int, key: tuple, c: dict, hosts: list[str
 
 
 def _refuse_machine_fields(path: Path, fields) -> None:
-    """Raise for the first of ``fields`` (``(name, value)``) a schema-2 file carries (a value other than null)."""
+    """Raise for the first of ``fields`` a schema-2 file carries (non-null)."""
     for name, value in fields:
         if value is not None:
             raise _bad(path, f"{name} is a schema-3 machine field, but the file says schema_version 2 (one "
@@ -329,8 +315,7 @@ def _refuse_machine_fields(path: Path, fields) -> None:
 
 
 def _check_machine_thresholds(path: Path, cases: dict, thresholds: dict, hosts: list[str]) -> None:
-    """The thresholds' cross-machine spread: present exactly when the cases measured one, with a ``cross_host_df``
-    of at most cases x machines."""
+    """Present exactly when the cases measured one, ``cross_host_df`` at most cases x machines."""
     cross, df = thresholds.get("cross_host_spread_pct"), thresholds.get("cross_host_df")
     spanning = [key for key, c in cases.items()
                 if machines_of(c[GATED]["run_hosts"]) >= 2 and _repeats_a_machine(c[GATED]["run_hosts"])]
@@ -353,13 +338,12 @@ def _check_machine_thresholds(path: Path, cases: dict, thresholds: dict, hosts: 
 
 
 def _repeats_a_machine(run_hosts: list) -> bool:
-    """Whether a machine of ``run_hosts`` ran 2+ of them."""
     named = [h for h in run_hosts if h is not None]
     return len(named) > len(set(named))
 
 
 def _case_seq_len(path: Path, index: int, value) -> int:
-    """A case's prompt length in tokens, a whole number in [1, :data:`MAX_KEY_COUNT`] (``50.0`` is read as 50)."""
+    """A whole number in [1, :data:`MAX_KEY_COUNT`] (``50.0`` is read as 50)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEY_COUNT:
@@ -369,8 +353,7 @@ def _case_seq_len(path: Path, index: int, value) -> int:
 
 
 def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
-    """Raise InputFileError (naming the file, the case and the fix) for a hand-edited ``gated`` that is not
-    a JSON boolean or a ``min_reduction_pct`` that ``--min-reduction`` would refuse."""
+    """InputFileError for a non-boolean ``gated`` or a ``min_reduction_pct`` ``--min-reduction`` would refuse."""
     where = f"baseline {path}, case {case_name(key)}"
     if "gated" in case and not isinstance(case["gated"], bool):
         raise InputFileError(f"{where}: gated is {json.dumps(case['gated'])}, not true or false: write "
@@ -389,9 +372,8 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
 
 
 def check_capture_cost(path: Path, index: int, key: tuple, c: dict, *, required: bool) -> None:
-    """Check a case's ``capture_cost``: null, or ``capture_ms`` times > 0 ms with a percent spread and
-    ``pool_left_mib`` null or finite MiB of 2+ runs (``required``: schema 4). Raises InputFileError naming the
-    field."""
+    """Null, or ``capture_ms`` > 0 ms with a percent spread and ``pool_left_mib`` null or finite MiB of 2+ runs
+    (``required``: schema 4). InputFileError naming the field."""
     where = f"cases[{index}] ({case_name(key)})"
     if "capture_cost" not in c:
         if required:

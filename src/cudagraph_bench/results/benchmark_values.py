@@ -1,6 +1,5 @@
-"""The values one benchmark of a run may hold (no torch): what :func:`cudagraph_bench.results.runfile.load_run`
-checks before a reader sees it, so a hand-edited or corrupted file is one line naming the benchmark, the field and
-the fix (exit 2), never a traceback or a silently wrong verdict."""
+"""The values one benchmark of a run may hold (no torch), checked before a reader sees it: a bad file is one line naming
+the benchmark, the field and the fix (exit 2)."""
 
 from __future__ import annotations
 
@@ -19,28 +18,25 @@ SUITE_VARIANTS = {"forward": FORWARD_VARIANTS, "decode": DECODE_VARIANTS, "launc
 
 #: Largest whole number of a benchmark's key (tokens, new tokens, launches per round); ``10**300`` would overflow.
 MAX_KEY_COUNT = 10**9
-#: Bounds of a benchmark's device-side figure (``extra_info.device_median_ms``) as multiples of its synchronized
-#: wall median (the committed H200 runs lie within 0.59 and 1.0); outside, the file is corrupted or hand-edited.
+#: Bounds of ``extra_info.device_median_ms`` as multiples of the wall median (committed H200 runs: 0.59 to 1.0).
 DEVICE_TO_WALL = (1e-3, 10.0)
-#: Fields of ``machine_info.cuda`` that tell runs apart and are read as text: the GPU type (names its baseline) and
-#: the GPU's UUID (the machine), with an example of each; ``commit_info.id`` beside them.
+#: ``machine_info.cuda`` fields read as text that tell runs apart (GPU type, GPU UUID), with examples.
 _ENVIRONMENT_TEXT = {"gpu_slug": "'nvidia-h200'", "gpu_uuid": "'GPU-5b1c...'", "id": "a commit hash"}
 #: The whole-number fields of the suites' keys and what they count.
 _KEY_COUNTS = {"seq_len": "tokens", "new_tokens": "tokens", "n_launches": "launches"}
 
 
 def is_number(value) -> bool:
-    """A JSON number: an int or a float, never a boolean."""
+    """An int or a float, never a boolean."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_timing(key: str) -> bool:
-    """Whether an ``extra_info`` field is a time or a rate (``capture_ms``, ``tokens_per_s``, ...)."""
     return key.endswith(("_ms", "_s")) or key.startswith(("ms_per_", "us_per_"))
 
 
 def _check_key_fields(bad, suite: str, info: dict) -> None:
-    """Raise ``bad(...)`` for a key field of ``suite`` of the wrong type (counts: whole, in [1, MAX_KEY_COUNT])."""
+    """``bad(...)`` for a key field of the wrong type (counts: whole, in [1, MAX_KEY_COUNT])."""
     for name in SUITE_KEYS[suite]:
         if name not in info:
             continue
@@ -55,7 +51,7 @@ def _check_key_fields(bad, suite: str, info: dict) -> None:
 
 
 def json_type(value) -> str:
-    """The JSON name of a value's type: ``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``."""
+    """``object``, ``array``, ``string``, ``number``, ``boolean`` or ``null``."""
     for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
         if isinstance(value, kind):
             return name
@@ -63,7 +59,7 @@ def json_type(value) -> str:
 
 
 def _check_timings(bad, info: dict) -> None:
-    """Raise ``bad(...)`` for a time or rate of ``extra_info`` (also in lists and objects) not finite and >= 0."""
+    """``bad(...)`` for a time or rate (also nested) not finite and >= 0."""
     for key, value in info.items():
         if value is None or not _is_timing(key):
             continue
@@ -86,10 +82,9 @@ def _check_timings(bad, info: dict) -> None:
 
 
 def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
-    """One-line InputFileError for values no benchmark can have: stats that are negative or not finite, a suite or
-    key field of the wrong type, an unknown variant or dtype, a negative or non-finite time in ``extra_info``, a
-    device-side figure outside :data:`DEVICE_TO_WALL` times the wall median, per-round data that is no list of
-    positive finite seconds."""
+    """One-line InputFileError for values no benchmark can have: bad stats, a key field of the wrong type, an unknown
+    variant or dtype, a bad time in ``extra_info``, a device figure outside :data:`DEVICE_TO_WALL` times the wall
+    median, per-round data that is no list of positive finite seconds."""
     def bad(what: str):
         return InputFileError(f"{path}: benchmarks[{i}] {what}: rerun the benchmarks to rewrite the file")
 
@@ -133,19 +128,18 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
 
 
 def benchmark_name(i: int, bench: dict) -> str:
-    """How messages name ``benchmarks[i]``: its ``fullname``, else its ``name``, else its index."""
+    """Its ``fullname``, else ``name``, else index."""
     return str(bench.get("fullname") or bench.get("name") or f"benchmarks[{i}]")
 
 
 def _test_of(i: int, bench: dict) -> str:
-    """The test function that measured a benchmark: its name without the parameters (``...::test_forward``)."""
+    """``...::test_forward``: the name without parameters."""
     return benchmark_name(i, bench).split("[", 1)[0]
 
 
 def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
-    """In a run of this suite, raise a one-line InputFileError naming the benchmark and the field for a benchmark
-    without ``extra_info``, or without ``extra_info.suite`` where its test's other benchmarks name one (a stripped
-    case would otherwise read as a filtered-out variant)."""
+    """One-line InputFileError for a benchmark without ``extra_info``, or without ``extra_info.suite`` where its test's
+    other benchmarks name one (it would read as a filtered-out variant)."""
     suites: dict[str, str] = {}
     for i, bench in enumerate(benchmarks):
         info = bench.get("extra_info")
@@ -168,7 +162,7 @@ def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
 
 
 def _check_device_figure(bad, value, wall_ms: float) -> None:
-    """Raise ``bad(...)`` unless a device-side figure (ms) is > 0 and within DEVICE_TO_WALL times ``wall_ms``."""
+    """``bad(...)`` unless a device figure (ms) is > 0 and within DEVICE_TO_WALL times ``wall_ms``."""
     what = "the device-side median of one call"
     if not is_number(value):
         raise bad(f"has extra_info.device_median_ms of type {json_type(value)}, not a number of ms ({what})")
@@ -181,8 +175,7 @@ def _check_device_figure(bad, value, wall_ms: float) -> None:
 
 
 def check_environment(path: Path, data: dict) -> None:
-    """One-line InputFileError (naming the field's place in the file) when ``machine_info.cuda.gpu_slug``,
-    ``.gpu_uuid`` or ``commit_info.id``, which tell runs apart, is not text."""
+    """One-line InputFileError when ``machine_info.cuda.gpu_slug``, ``.gpu_uuid`` or ``commit_info.id`` is not text."""
     info = data.get("machine_info")
     cuda = info.get("cuda") if isinstance(info, dict) else None
     commit = data.get("commit_info")

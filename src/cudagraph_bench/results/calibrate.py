@@ -1,7 +1,6 @@
-"""``cudagraph-bench calibrate RUN...`` (no torch): measure the regression rule on N >= 6 runs of the same code,
-where every regression is a false alarm: per gated case, false alarms and detection of a planted ``+p%`` for the
-gate (leave one out), ``compare`` (every ordered pair) and A/B (k against k), and each mode's smallest detectable
-change."""
+"""``cudagraph-bench calibrate RUN...`` (no torch): the regression rule on N >= 6 runs of the same code, where every
+regression is a false alarm: per gated case, false alarms and detection of a planted ``+p%`` for the gate (leave one
+out), ``compare`` (ordered pairs) and A/B (k against k), and each mode's smallest detectable change."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ MAX_SPLITS = 100
 
 @dataclass
 class ModeResult:
-    """False alarms and detections of one mode for one case: ``trials`` comparisons of unchanged runs,
-    ``alarms`` of them regressions; ``detected[p]`` comparisons flagged with ``+p%`` planted;
-    ``smallest_pct`` the smallest planted change every trial flags (None: above the search range)."""
+    """One mode, one case: ``alarms`` of ``trials`` unchanged comparisons; ``detected[p]`` flagged with ``+p%``;
+    ``smallest_pct`` the smallest change every trial flags (None: above the search range)."""
 
     trials: int = 0
     alarms: int = 0
@@ -38,7 +36,6 @@ class ModeResult:
 
 
 def _verdicts(trials: list, plant_pct: float, floor_pct: float, multiplier: float | None, alpha: float) -> list[bool]:
-    """Regression verdicts of the trials with the new medians planted ``+plant_pct``."""
     factor = 1.0 + plant_pct / 100.0
     return [trial(factor) if callable(trial) else
             noise.check_regression(trial[0], trial[1] * factor, spread=trial[2], floor_pct=floor_pct,
@@ -69,7 +66,7 @@ def _spread(medians: np.ndarray) -> float | None:
 
 
 def _splits(n: int, k: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Ordered (base, head) splits of ``n`` runs into groups of ``k`` (at most :data:`MAX_SPLITS`, fixed seed)."""
+    """Ordered (base, head) splits into groups of ``k`` (at most :data:`MAX_SPLITS`, fixed seed)."""
     combos = []
     for base in itertools.combinations(range(n), k):
         rest = [i for i in range(n) if i not in base]
@@ -82,8 +79,7 @@ def _splits(n: int, k: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
 
 @dataclass(frozen=True)
 class CaseCalibration:
-    """Calibration of one gated case: its between-run spread over all runs, the gate's tolerance for one
-    run against the other N-1, and the three modes."""
+    """One gated case: its spread over all runs, the gate's tolerance for one run against N-1, and the three modes."""
 
     model: str
     dtype: str
@@ -104,9 +100,8 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
               floor_pct: float | None = None, multiplier: float | None = noise.DEFAULT_MULTIPLIER,
               alpha: float = noise.DEFAULT_ALPHA, ab_runs: int = DEFAULT_AB_RUNS,
               max_gated_len: int = DEFAULT_MAX_GATED_LEN) -> list[CaseCalibration]:
-    """:class:`CaseCalibration` of every gated forward case (prompt length <= ``max_gated_len``) measured
-    in all ``runs``. Raises UsageError for fewer than ``MIN_BASELINE_RUNS + 1`` runs, a run given twice,
-    runs of different GPUs, or a graph benchmark that failed its correctness check."""
+    """Every gated forward case (prompt length <= ``max_gated_len``) measured in all ``runs``. UsageError for fewer than
+    ``MIN_BASELINE_RUNS + 1`` runs, a run given twice, different GPUs, or a failed graph check."""
     need = noise.MIN_BASELINE_RUNS + 1
     if len(runs) < need:
         raise UsageError(f"calibration needs at least {need} separate runs (a baseline of {need - 1} plus one held "
@@ -131,8 +126,7 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         for i, j in itertools.permutations(range(n), 2):
             rest = np.delete(medians, [i, j])
             pair_trials.append((medians[i:i + 1], medians[j:j + 1], _spread(rest), n - 3))
-        # a planted factor shifts every log median of the head group alike, so the pooled spread is the same for
-        # every plant: computed once per split
+        # a planted factor shifts the head group's log medians alike: the pooled spread is computed once per split
         ab_trials = ([(medians[list(b)], medians[list(h)],
                        noise.pooled_spread_pct([medians[list(b)], medians[list(h)]]), 2 * ab_runs - 2)
                       for b, h in _splits(n, ab_runs)] if n >= 2 * ab_runs else [])
@@ -151,7 +145,7 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
 
 
 def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: float | None, alpha: float) -> dict:
-    """The baseline document of every run but run ``i`` (as ``cudagraph-bench baseline`` builds it, unrounded)."""
+    """The unrounded baseline document of every run but ``i``."""
     from cudagraph_bench.results.baseline import build_baseline
 
     others = runs[:i] + runs[i + 1:]
@@ -160,7 +154,7 @@ def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: 
 
 
 class _GateTrial:
-    """One held-out run against the baseline of the others; called with a planted factor, gives the verdict."""
+    """One held-out run against the others' baseline; called with a planted factor, gives the verdict."""
 
     def __init__(self, doc: dict, key: tuple, new_ms: float, floor_pct: float):
         self._thresholds, self._new_ms, self._floor_pct = doc["thresholds"], new_ms, floor_pct
@@ -178,8 +172,7 @@ class _GateTrial:
 
 
 def floor_for(runs: list[Run]) -> float:
-    """The tolerance floor (percent) of the gated figure these runs record: the device one's when every gated
-    benchmark recorded it, else the wall median's."""
+    """The device figure's floor when every gated benchmark recorded it, else the wall median's."""
     ms = [m for g in merged_forward_groups(runs).values() for m in g.get(GATED, [])]
     return noise.FLOORS_PCT["device" if ms and all(m.device_ms is not None for m in ms) else "wall"]
 
@@ -222,8 +215,7 @@ def rows(results: list[CaseCalibration], plants: tuple[float, ...]) -> list[dict
 
 
 def summary(results: list[CaseCalibration], plants: tuple[float, ...]) -> str:
-    """One line: false alarms of each mode over all cases, and the cases every trial detects at each
-    planted change."""
+    """One line: false alarms per mode, and the cases every trial detects per planted change."""
     def total(attr):
         modes = [getattr(r, attr) for r in results]
         return f"{sum(m.alarms for m in modes)}/{sum(m.trials for m in modes)}"
@@ -242,7 +234,7 @@ def summary(results: list[CaseCalibration], plants: tuple[float, ...]) -> str:
 def render_markdown(runs: list[Run], results: list[CaseCalibration], plants: tuple[float, ...], line: str,
                     floor_pct: float, multiplier: float | None, alpha: float, ab_runs: int,
                     plain: list[Run] = ()) -> str:
-    """The calibration page; ``plain``: runs of the plain capture/replay loop beside ``runs`` (the spread table)."""
+    """The calibration page; ``plain``: plain-loop runs for the spread table."""
     from cudagraph_bench.results import process_spread
 
     env = runs[0].environment

@@ -1,12 +1,7 @@
-"""What capturing a graph costs per forward case, in the baseline and the gate (no torch); both figures move with
-torch and transformers releases, not the replay latency the gate guards:
-
-- **capture_ms** (warmup + capture wall ms) in eager calls (over the same run's eager wall median, since both move
-  with the host), compared as latency is (:func:`cudagraph_bench.results.noise.check_regression`), failing only
-  where the rank test applies and agrees; one run beyond the tolerance is a warning;
-- **pool_left_mib**: the reserved memory a released graph left behind (each session's first graph case, which
-  keeps the cuBLAS workspace, not read); a regression is a median above the baseline's by more than
-  ``max(MEMORY_FLOOR_MIB, MEMORY_FLOOR_PCT of the baseline, the range of the baseline's runs)``."""
+"""What capturing a graph costs per forward case, in the baseline and the gate (no torch): ``capture_ms`` in eager
+calls, judged as latency is (failing only where the rank test agrees; one run beyond is a warning), and
+``pool_left_mib``, the reserved memory a released graph left behind, failing above the baseline's by more than
+``max(MEMORY_FLOOR_MIB, MEMORY_FLOOR_PCT, the baseline's range)``. Both move with torch releases, not replay latency."""
 
 from __future__ import annotations
 
@@ -48,8 +43,8 @@ def ledger_id(key: tuple[str, str, int]) -> str:
 
 
 def memory_left(run) -> dict[str, float]:
-    """``{ledger case id: MiB left reserved}`` of a run's graph cases, each session's first left out; empty without
-    a ledger (or parts that do not count their cases); malformed entries are skipped."""
+    """``{ledger case id: MiB left reserved}`` of the graph cases, each session's first left out (it keeps the cuBLAS
+    workspace); malformed entries skipped."""
     section = run.data.get("cudagraph_bench") or {}
     cases, parts = section.get("cases"), section.get("parts")
     if not isinstance(cases, list):
@@ -69,8 +64,7 @@ def memory_left(run) -> dict[str, float]:
 
 
 def capture_values(pairs: list) -> tuple[list[float], list[float]] | None:
-    """``(capture_ms, capture_ms / eager wall median)`` per run of one graph case (``pairs``: ``(eager, graph)``
-    per run), or None when a run lacks a ``capture_ms`` > 0."""
+    """``(capture_ms, capture_ms / eager wall median)`` per run, or None when a run lacks ``capture_ms`` > 0."""
     values = [g.extra_info.get("capture_ms") for _, g in pairs]
     if not values or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 for v in values):
         return None
@@ -78,15 +72,12 @@ def capture_values(pairs: list) -> tuple[list[float], list[float]] | None:
 
 
 def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
-    """``(memory left reserved per run that recorded it, :func:`capture_values` of ``pairs``)`` of one graph case:
-    ``left`` the runs' :func:`memory_left`."""
+    """``(memory left per run that recorded it, capture values)`` of one graph case."""
     return [r[ledger_id(key)] for r in left if ledger_id(key) in r], capture_values(pairs)
 
 
 def baseline_point(key: tuple, pairs: list, runs_left: list[dict[str, float]]) -> dict | None:
-    """The ``capture_cost`` field of a baseline case (``pairs``: ``(eager, graph)`` per run): ``capture_ms:
-    {median_ms, run_values_ms, eager_calls, run_eager_calls, spread_pct}`` (spread of the eager calls) and
-    ``pool_left_mib: {median_mib, run_values_mib}`` (None under 2 runs); None when a run lacks ``capture_ms``."""
+    """A baseline case's ``capture_cost`` (``pool_left_mib`` None under 2 runs), or None."""
     got = capture_values(pairs)
     if got is None:
         return None
@@ -100,8 +91,7 @@ def baseline_point(key: tuple, pairs: list, runs_left: list[dict[str, float]]) -
 
 
 def stored(point: dict | None) -> dict | None:
-    """:func:`baseline_point` as a baseline file stores it: times to the ns (6 decimals of a ms), the spread to 3
-    decimals."""
+    """Times to the ns (6 decimals of a ms), the spread to 3 decimals."""
     if point is None:
         return None
     cap = point["capture_ms"]
@@ -115,9 +105,8 @@ def stored(point: dict | None) -> dict | None:
 
 @dataclass(frozen=True)
 class CaptureCheck:
-    """One graph case's capture cost against its baseline. ``capture``: the noise check of ``capture_ms`` (None: the
-    runs lack it); ``memory_mib`` / ``memory_base_mib`` / ``memory_tolerance_mib``: the median memory left reserved
-    of the runs and of the baseline, and the allowed growth (None: not recorded on a side)."""
+    """One graph case's capture cost against its baseline; ``capture`` None: no ``capture_ms``; memory fields (MiB) None
+    when not recorded on a side."""
 
     capture: noise.RegressionCheck | None
     memory_mib: float | None = None
@@ -126,13 +115,13 @@ class CaptureCheck:
 
     @property
     def capture_regressed(self) -> bool:
-        """Beyond the tolerance and the rank test applies and agrees."""
+        """Beyond the tolerance, and the rank test applies and agrees."""
         c = self.capture
         return c is not None and c.beyond_tolerance and c.p_value is not None and c.p_value < c.alpha
 
     @property
     def capture_warning(self) -> bool:
-        """Beyond the tolerance in runs the rank test cannot judge (one run): a warning."""
+        """Beyond the tolerance where the rank test cannot judge (one run): a warning."""
         c = self.capture
         return c is not None and c.beyond_tolerance and c.p_value is None
 
@@ -154,8 +143,8 @@ class CaptureCheck:
 
 def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | None,
                left: list[float]) -> CaptureCheck | None:
-    """:class:`CaptureCheck` of a graph case's runs (``calls``: capture time in eager calls per run, or None;
-    ``left``: MiB left reserved, those recorded) against ``base_case``; None without one or its ``capture_cost``."""
+    """``calls``: capture time in eager calls per run or None; ``left``: MiB left reserved. None without a baseline
+    ``capture_cost``."""
     point = (base_case or {}).get(FIELD)
     if not point:
         return None
@@ -174,8 +163,7 @@ def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | No
 
 
 def verdict_parts(results) -> tuple[list[str], list[str]]:
-    """``(failures, notes)`` of the gate's capture-cost checks (``results``: gate verdicts with ``capture``):
-    a line per regressed figure; notes for one-run warnings and for a baseline without the fields."""
+    """``(failures, notes)``: a line per regressed figure; notes for warnings, old baselines."""
     failures, notes = [], []
     for r in results:
         c = r.capture

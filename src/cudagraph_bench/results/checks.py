@@ -1,6 +1,5 @@
-"""The failed correctness checks a run recorded, of every suite and variant and of the cases it could not measure,
-for the verdicts of ``gate``, ``compare`` and ``baseline`` (no torch). A peer's failure (:attr:`FailedCheck.peer`)
-is reported like an xfail; every other one fails the verdict."""
+"""The failed correctness checks a run recorded, of every suite and of unmeasured cases, for ``gate``, ``compare`` and
+``baseline`` (no torch). A peer's failure is reported like an xfail; every other one fails the verdict."""
 
 from __future__ import annotations
 
@@ -15,15 +14,7 @@ from cudagraph_bench.table import first_items, plural
 
 @dataclass(frozen=True)
 class FailedCheck:
-    """One failed check a run recorded.
-
-    Attributes:
-        path: the run file that recorded it.
-        suite: ``"forward"``, ``"decode"``, ``"launch"`` or ``"other"``.
-        variant: the case's variant (None for a benchmark of no suite).
-        label: the case, e.g. ``"gpt2 bfloat16 L=50 +64 graph"``.
-        check: the recorded check (method, max |diff|, reason, the check against ``generate``).
-        measured: True for a benchmark, False for a case the run could not measure (a failure entry)."""
+    """One failed check a run recorded; ``variant`` None for no suite; ``measured`` False for a failure entry."""
 
     path: Path
     suite: str
@@ -34,18 +25,17 @@ class FailedCheck:
 
     @property
     def peer(self) -> bool:
-        """A known failure of a peer's code (:func:`~cudagraph_bench.results.record.is_peer`), not the suite's."""
+        """A known failure of a peer's code, not the suite's."""
         return is_peer(self.suite, self.variant)
 
     @property
     def case(self) -> str:
-        """The case with its suite, e.g. ``"decode gpt2 bfloat16 L=50 +64 graph"`` (forward cases bare)."""
+        """E.g. ``"decode gpt2 bfloat16 L=50 +64 graph"`` (forward cases bare)."""
         return self.label if self.suite == "forward" else f"{self.suite} {self.label}"
 
     @property
     def text(self) -> str:
-        """The failure in words, e.g. ``"decode gpt2 bfloat16 L=50 +64 graph failed its correctness check
-        (check tokens == static-eager, graphed decode tokens differ ...)"``."""
+        """The failure in words."""
         if self.peer:
             return f"{self.case}: {self.check.reason or self.check.detail}"
         if self.measured:
@@ -56,8 +46,7 @@ class FailedCheck:
 
 
 def failed_checks(runs: list[Run]) -> list[FailedCheck]:
-    """Every failed check of ``runs``, benchmarks first, then the cases a run could not measure, in the
-    order of the runs and their files; a case that failed in several runs is listed once (its first run)."""
+    """Benchmarks first, then unmeasured cases, in run and file order; a case failing in several runs once."""
     out: dict[tuple, FailedCheck] = {}
     for run in runs:
         for m in run.measurements.values():
@@ -78,8 +67,7 @@ def own_and_peer(fails: list[FailedCheck]) -> tuple[list[FailedCheck], list[Fail
 
 
 def peer_note(peer: list[FailedCheck]) -> str | None:
-    """The verdict's note on known peer failures (None for none), each with its reason, e.g. ``"1 known peer
-    failure (not the suite's, like an xfail): decode ... generate-static-compile: RuntimeError: ..."``."""
+    """The note on known peer failures with reasons, or None."""
     if not peer:
         return None
     return (f"{plural(len(peer), 'known peer failure')} (not the suite's, like an xfail): "
@@ -87,8 +75,7 @@ def peer_note(peer: list[FailedCheck]) -> str | None:
 
 
 def replay_note(runs: list[Run]) -> str | None:
-    """The verdict's note on graph benchmarks whose run recorded no replay proof (``extra_info.replay``), or None
-    when every one has it (a failing proof is a failed check, not this note)."""
+    """The note on graph benchmarks without a replay proof, or None (a failing proof is a failed check)."""
     missing = 0
     for run in runs:
         for m in run.measurements.values():

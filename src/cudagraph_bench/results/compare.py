@@ -1,8 +1,7 @@
-"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``): per-benchmark change of the median of
-run medians, judged by :func:`cudagraph_bench.results.noise.check_regression` (no torch). Exit 1 on a regression of
-a gated benchmark (references are host-bound: reported, gated only with ``--gate-references``), a failed check on
-the NEW side (a peer's known failure excepted), or a gated benchmark missing in NEW; unlike pytest-benchmark's own
-``compare`` (ionelmc/pytest-benchmark#273), it can fail a build."""
+"""``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``; no torch): per-benchmark change of the median
+of run medians. Exit 1 on a regression of a gated benchmark (references only with ``--gate-references``), a failed check
+in NEW (peers' known failures excepted), or a gated benchmark missing in NEW; unlike pytest-benchmark's ``compare``
+(ionelmc/pytest-benchmark#273), it can fail a build."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ from cudagraph_bench.table import Column, first_items, plural, verdict_line
 
 @dataclass(frozen=True)
 class Change:
-    """Change of one benchmark from OLD to NEW: the regression check of its run medians and the
-    correctness checks recorded on each side (``pass``/``fail``/``unchecked``/``reference``)."""
+    """The regression check of one benchmark's run medians and each side's check status."""
 
     suite: str
     label: str
@@ -55,22 +53,22 @@ class Change:
 
     @property
     def regressed(self) -> bool:
-        """:attr:`slower_beyond_threshold` for a gated benchmark (not a reference variant): fails the build."""
+        """Slower beyond the threshold and gated: fails the build."""
         return self.gated and self.slower_beyond_threshold
 
     @property
     def broke(self) -> bool:
-        """NEW recorded a failed correctness check where OLD did not."""
+        """NEW recorded a failed check where OLD did not."""
         return self.new_check == "fail" and self.old_check != "fail"
 
     @property
     def wrong(self) -> bool:
-        """NEW recorded a failed correctness check and the benchmark is not a peer's (:attr:`peer`)."""
+        """NEW recorded a failed check and the benchmark is not a peer's."""
         return self.new_check == "fail" and not self.peer
 
     @property
     def marginal(self) -> bool:
-        """Median beyond the tolerance, but the rank test does not call it significant."""
+        """Median beyond the tolerance, but not significant by the rank test."""
         return self.check.beyond_tolerance and not self.slower_beyond_threshold
 
     @property
@@ -96,8 +94,7 @@ class Change:
 
 
 def is_reference(m: Measurement) -> bool:
-    """Whether ``m`` is of a reference variant (eager, generate, the launch loop) or the eager static-cache loop:
-    host-bound, reported but not gated by default."""
+    """Reference variant or eager static-cache loop: host-bound, reported but not gated by default."""
     row = variants.find(m.suite, m.case.variant)
     exact = variants.exact_reference(m.suite)
     return row is not None and (row.is_reference or (exact is not None and row == exact and not row.captured))
@@ -110,8 +107,7 @@ def is_gated(m: Measurement, gate_references: bool = False) -> bool:
 
 
 def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
-    """The figure a comparison of ``ms`` reads: the baseline's for the gated variant, else ``"device"`` when every
-    measurement recorded it, else ``"wall"``."""
+    """The baseline's figure for the gated variant, else ``"device"`` when all recorded it, else ``"wall"``."""
     m = ms[0]
     if m.suite != variants.FORWARD or m.case.variant != GATED:
         return "wall"
@@ -122,8 +118,7 @@ def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
 
 
 def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | None, int | None]:
-    """``(spread percent, degrees of freedom)`` of ``m``'s forward eager/graph case in ``baseline`` (k - 1 for
-    k runs), else ``(None, None)``."""
+    """``(spread percent, df)`` of ``m``'s case in ``baseline``, else ``(None, None)``."""
     if baseline is None or m.suite != variants.FORWARD or m.case.variant not in (REF, GATED):
         return None, None
     case = baseline.cases.get(m.case.without_variant())
@@ -140,9 +135,8 @@ def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | 
 
 def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float | None = None,
            gate_references: bool = False, baseline: Baseline | None = None) -> Change:
-    """:class:`Change` of one benchmark measured in the runs ``new`` against ``old`` (one Measurement per run), in
-    the figure of :func:`figure_of`; ``floor_pct`` None: the baseline's floor, else that figure's. A reference
-    variant (:func:`is_reference`) is not gated unless ``gate_references``."""
+    """One benchmark's change, ``new`` against ``old`` (one Measurement per run); ``floor_pct`` None: the baseline's
+    floor, else the figure's."""
     spread, df = baseline_spread(baseline, new[0])
     th = baseline.thresholds if baseline else {}
     figure = figure_of(baseline, [*old, *new])
@@ -180,8 +174,7 @@ def _merged(runs: list[Run]) -> dict[tuple, list[Measurement]]:
 def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | None = None,
                  gate_references: bool = False, baseline: Baseline | None = None
                  ) -> tuple[list[Change], list[str], list[str]]:
-    """``(changes of benchmarks in both sides, labels only in OLD, labels only in NEW)``; each side is one run
-    or several separate runs of the same code, matched by case key. Raises UsageError when they share none."""
+    """``(changes, labels only in OLD, only in NEW)``; UsageError when the sides share none."""
     old_runs = [old] if isinstance(old, Run) else old
     new_runs = [new] if isinstance(new, Run) else new
     a, b = _merged(old_runs), _merged(new_runs)
@@ -222,9 +215,9 @@ def rows(changes: list[Change]) -> list[dict]:
 
 def summary(changes: list[Change], only_old: list[str], only_new: list[str], missing_gated: list[str] = (),
             allow_missing: bool = False, unmeasured: list[FailedCheck] = ()) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every regressed benchmark, every failed check of NEW (also of
-    ``unmeasured`` cases), and (failing unless ``allow_missing``) every gated benchmark missing in NEW; known
-    peer failures are named and do not fail, slower references are named apart."""
+    """``(passed, one-line summary)`` naming every regression, every failed check of NEW, and (unless ``allow_missing``)
+    every gated benchmark missing in NEW; peers' known failures and slower references are named apart and do not
+    fail."""
     bad = [c for c in changes if c.regressed]
     broke = [c for c in changes if c.wrong and c.broke]
     still = [c for c in changes if c.wrong and not c.broke]
@@ -274,5 +267,5 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
 
 
 def unmeasured_failures(new: Run | list[Run]) -> list[FailedCheck]:
-    """The cases NEW recorded as failed without measuring them, known peer failures among them."""
+    """Cases NEW recorded as failed without measuring, known peer failures among them."""
     return [f for f in failed_checks([new] if isinstance(new, Run) else new) if not f.measured]

@@ -1,10 +1,6 @@
-"""``cudagraph-bench gate RUN...``: the regression gate (no torch; runs on any machine).
-
-Pairs the ``eager`` and ``graph`` benchmarks of each forward case of one or more runs of the same code and fails
-(docs/gate.md) on any failed correctness check (a fast wrong result is the worst a gate can pass; a peer's known
-failure is reported like an xfail), a gated case without a check, a gated reduction below its threshold, or a
-regression against the GPU's baseline (:mod:`cudagraph_bench.results.noise`,
-:mod:`cudagraph_bench.results.capture_cost`). Other variants' reductions are shown, never gated."""
+"""``cudagraph-bench gate RUN...``: the regression gate (no torch). Fails (docs/gate.md) on a failed correctness check
+(a peer's known failure is reported like an xfail), a gated case without a check, a gated reduction below its threshold,
+or a regression against the GPU's baseline. Other variants' reductions are shown, never gated."""
 
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ MARGIN_WARN_POINTS = 10.0
 
 
 def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
-    """``(status, detail)`` of one variant over several runs: ``"fail"`` when any run's check failed
-    (with that run's detail), else ``"unchecked"`` when any run recorded none, else the common status."""
+    """``(status, detail)`` over runs: ``fail`` if any failed, else ``unchecked`` if any has none, else common."""
     for status in ("fail", "unchecked"):
         bad = [m for m in ms if m.check.status == status]
         if bad:
@@ -42,12 +37,9 @@ def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """Gate verdict of one variant of one case over ``n_runs`` runs (times in ms, percents).
-
-    ``median_ms`` / ``eager_median_ms``: medians of the run medians (wall time); ``device_median_ms``: median of
-    the runs' device-side figures (None where a run lacks it); ``ci_pct``: the 95% bootstrap interval of one run's
-    reduction, or the range of the per-run reductions; ``check``: ``pass``/``fail``/``unchecked``; ``regression``:
-    the check against the baseline (graph variant with a baseline case only)."""
+    """Gate verdict of one variant of one case over ``n_runs`` runs (ms, percent). ``median_ms`` / ``eager_median_ms``:
+    medians of run medians (wall); ``device_median_ms``: None where a run lacks it; ``ci_pct``: one run's 95% bootstrap
+    interval, or the range of per-run reductions; ``regression``: graph variant with a baseline only."""
 
     model: str
     dtype: str
@@ -80,23 +72,22 @@ class GateVerdict:
 
     @property
     def wrong(self) -> bool:
-        """The variant recorded a failed correctness check (fails the gate, whatever the variant, gated or not)."""
+        """A failed correctness check (fails the gate, gated or not)."""
         return self.variant != REF and self.check == "fail"
 
     @property
     def unchecked(self) -> bool:
-        """Gated, no correctness check recorded, and not ``--allow unchecked`` (fails the gate)."""
+        """Gated, no check recorded, and not ``--allow unchecked`` (fails the gate)."""
         return self.gated and self.check == "unchecked" and not self.allow_unchecked
 
     @property
     def margin_pts(self) -> float | None:
-        """Gated: the reduction minus its threshold, in percentage points (negative: below it); else None."""
+        """Gated: reduction minus threshold in percentage points; else None."""
         return self.reduction_pct - self.min_reduction_pct if self.gated else None
 
     @property
     def thin_margin(self) -> bool:
-        """Gated, at or above its threshold by fewer than :data:`MARGIN_WARN_POINTS` points (a warning: at batch 1
-        the reduction moves with the runner's CPU)."""
+        """Gated, less than :data:`MARGIN_WARN_POINTS` above threshold (a warning: batch 1 moves with the CPU)."""
         return self.gated and 0 <= self.margin_pts < MARGIN_WARN_POINTS
 
     @property
@@ -106,7 +97,7 @@ class GateVerdict:
 
     @property
     def regressed(self) -> bool:
-        """Slower than the baseline beyond its tolerance (the rank test agreeing), or its capture cost regressed."""
+        """Slower than the baseline beyond its tolerance (rank test agreeing), or its capture cost regressed."""
         return (self.regression is not None and self.regression.regressed) or (
             self.capture is not None and self.capture.regressed)
 
@@ -135,12 +126,9 @@ NO_BASELINE = "none"
 
 
 def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = False) -> Baseline | None:
-    """The baseline to gate ``run`` against: None for :data:`NO_BASELINE`; ``explicit`` if given; else
-    ``<gpu_slug>.json`` from :func:`cudagraph_bench.paths.default_baseline`.
-
-    Raises UsageError when no baseline is found, the baseline is for another GPU and not ``allow_gpu_mismatch``,
-    or it holds none of the run's forward cases; InputFileError when the baseline file is missing, a folder or
-    invalid."""
+    """None for :data:`NO_BASELINE`; ``explicit`` if given; else ``<gpu_slug>.json``. UsageError when none is found, it
+    is for another GPU (without ``allow_gpu_mismatch``) or holds none of the run's cases; InputFileError when the file
+    is missing, a folder or invalid."""
     if explicit == NO_BASELINE:
         return None
     picked = explicit is None
@@ -174,8 +162,7 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
 
 
 def require_baseline_figure(runs: list[Run], baseline: Baseline | None) -> None:
-    """Raise UsageError when a run's graph case that the baseline holds lacks the figure the baseline compares
-    (a device-side baseline and a run without ``extra_info["device_median_ms"]``)."""
+    """UsageError when a graph case the baseline holds lacks the baseline's figure (e.g. no ``device_median_ms``)."""
     if baseline is None:
         return
     for run in runs:
@@ -191,7 +178,7 @@ def require_baseline_figure(runs: list[Run], baseline: Baseline | None) -> None:
 
 
 def require_graph_variant(run: Run) -> None:
-    """Raise InputFileError when the run's forward benchmarks hold no ``graph`` variant (nothing to gate)."""
+    """InputFileError when the run's forward benchmarks hold no ``graph`` variant."""
     cases = forward_cases(run)
     if not cases or any(case.variant == GATED for case in cases):
         return
@@ -206,11 +193,9 @@ def require_graph_variant(run: Run) -> None:
 def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_reduction_pct: float | None = None,
              max_regression_pct: float | None = None, max_gated_len: int | None = None,
              allow_unchecked: bool = False) -> list[GateVerdict]:
-    """Gate results of every non-eager forward variant of ``runs`` (separate runs of the same code), by case.
-
-    A threshold left None comes from the baseline's case, then the baseline, then the defaults (30%, 128 tokens);
-    ``max_regression_pct`` overrides the regression tolerance's floor. Raises InputFileError for a run without
-    forward benchmarks or with eager but no graph."""
+    """Gate results of every non-eager forward variant of ``runs``, by case. A threshold left None comes from the
+    baseline's case, the baseline, then the defaults (30%, 128 tokens). InputFileError for a run without forward
+    benchmarks or with eager but no graph."""
     runs = [runs] if isinstance(runs, Run) else runs
     th = baseline.thresholds if baseline else {}
     results = []
@@ -254,8 +239,8 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
 
 def _regression(base_case: dict | None, ms: list[Measurement], th: dict,
                 max_regression_pct: float | None) -> noise.RegressionCheck | None:
-    """``ms`` (one measurement per run) against the baseline case in the figure it stored; None without a case or
-    when a run lacks that figure. Floor: ``max_regression_pct``, else the baseline's, else the figure's."""
+    """``ms`` (one per run) against the baseline case in its figure; None without a case or when a run lacks that
+    figure. Floor: ``max_regression_pct``, else the baseline's, else the figure's."""
     if base_case is None:
         return None
     figure = base_case[GATED].get("figure", "wall")
@@ -295,16 +280,14 @@ def rows(results: list[GateVerdict]) -> list[dict]:
 
 
 def other_failed_checks(runs: list[Run]) -> list[FailedCheck]:
-    """The failed checks of ``runs`` that the forward table does not show (decode, launch and other benchmarks,
-    cases a run could not measure), known peer failures among them."""
+    """Failed checks the forward table does not show (decode, launch, other, unmeasured cases), peers' among them."""
     return [f for f in failed_checks(runs) if not (f.measured and f.suite == "forward")]
 
 
 def summary(results: list[GateVerdict], baseline: Baseline | None,
             other_failures: list[FailedCheck] = ()) -> tuple[bool, str]:
-    """``(passed, one-line summary)`` naming every failing case (a failed or missing check, also of
-    ``other_failures``; a reduction below its threshold; a regression), then the cases the baseline lacks or the
-    run lacks, gated cases without a bootstrap interval, and known peer failures (which do not fail)."""
+    """``(passed, one-line summary)`` naming every failing case, then cases the baseline or run lacks, gated cases
+    without a bootstrap interval, and known peer failures (which do not fail)."""
     gated = [r for r in results if r.gated]
     wrong = [r for r in results if r.wrong]
     unchecked = [r for r in results if r.unchecked]
@@ -392,7 +375,7 @@ def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict
 
 
 def _baseline_machines(runs: list[Run], baseline: Baseline) -> str:
-    """The baseline's machines and their CPUs, and whether (how many of) the runs' machines are among them."""
+    """The baseline's machines and CPUs, and how many of the runs' machines are among them."""
     if not baseline.hosts:
         return "hosts not recorded"
     cpus = sorted({h["cpu"] for h in baseline.data["hosts"] if h.get("cpu")})
@@ -429,8 +412,8 @@ def render_markdown(runs: list[Run], baseline: Baseline | None, results: list[Ga
 
 
 def load_runs_of_one_gpu(refs: list[str], storage: str | None = None) -> list[Run]:
-    """Load ``refs`` (separate runs of the same code); raises UsageError when a file is given twice, the runs are
-    from different GPUs, or they record different commits (a change would be pooled into the noise)."""
+    """Load ``refs``; UsageError when a file is given twice, the runs are from different GPUs, or they record different
+    commits (a change would be pooled into the noise)."""
     runs = distinct_runs([load_run(ref, storage) for ref in refs], "gate")
     check_one_gpu(runs, "gate runs of one GPU type at a time")
     commits = {}

@@ -1,6 +1,5 @@
-"""Whether two run files are one run (no torch): the same bytes, or the two files one pytest session wrote (its
-``--benchmark-json`` and its autosave, which differ only in ``datetime``, rounds and clock readings): the same
-:func:`content_digest`, ``datetime`` stamps within :data:`SAME_SESSION_S` and rounds that agree where both hold them."""
+"""Whether two run files are one run (no torch): the same bytes, or one pytest session's two files (JSON and autosave):
+the same :func:`content_digest`, ``datetime`` within :data:`SAME_SESSION_S`, and agreeing rounds."""
 
 from __future__ import annotations
 
@@ -11,34 +10,31 @@ from typing import Protocol
 
 
 class Run(Protocol):
-    """What this module reads of a loaded :class:`cudagraph_bench.results.runfile.Run`."""
 
+    """What this module reads of a loaded :class:`cudagraph_bench.results.runfile.Run`."""
     data: dict
     benchmarks: list
     environment: object
     sha256: str
     content_digest: str | None
 
-#: Most seconds between the ``datetime`` stamps of the two files of one pytest session (pytest-benchmark writes
-#: them one right after the other; milliseconds apart for the suite's runs).
+#: Most seconds between the ``datetime`` stamps of one session's two files (written one right after the other).
 SAME_SESSION_S = 30.0
 #: The top-level keys both files of one session hold unchanged (besides the benchmarks and the suite's section).
 SESSION_KEYS = ("machine_info", "commit_info", "version")
-#: Keys of the ``cudagraph_bench`` section filled with a clock reading as each file is written: the only ones the
-#: two files of one session differ in.
+#: Keys of the ``cudagraph_bench`` section holding a clock reading: the only ones a session's two files differ in.
 CLOCK_KEYS = frozenset({"wall_s"})
 
 
 def _without_rounds(bench) -> object:
-    """One benchmark entry without its rounds (``stats.data``), which only one of a session's files may hold."""
+    """Without ``stats.data``, which only one of a session's files may hold."""
     if not (isinstance(bench, dict) and isinstance(bench.get("stats"), dict)):
         return bench
     return {**bench, "stats": {k: v for k, v in bench["stats"].items() if k != "data"}}
 
 
 def content_digest(data: dict) -> str | None:
-    """sha256 of the canonical JSON of what both files of one session hold unchanged (:data:`SESSION_KEYS`, the
-    ``cudagraph_bench`` section without :data:`CLOCK_KEYS`, benchmarks without rounds); None without benchmarks."""
+    """sha256 of the canonical JSON both files of a session hold unchanged; None without benchmarks."""
     benchmarks = data.get("benchmarks") or []
     if not benchmarks:
         return None
@@ -51,7 +47,7 @@ def content_digest(data: dict) -> str | None:
 
 
 def _stamp(raw) -> datetime | None:
-    """A run's ``datetime`` as an aware UTC datetime (naive: UTC), or None when missing or not ISO 8601."""
+    """Aware UTC datetime (naive: UTC), or None when missing or not ISO 8601."""
     try:
         when = datetime.fromisoformat(str(raw))
     except ValueError:
@@ -60,8 +56,7 @@ def _stamp(raw) -> datetime | None:
 
 
 def _seconds_apart(a: Run, b: Run) -> float | None:
-    """Seconds between the ``datetime`` stamps of ``a`` and ``b``; 0 for equal stamps (also unreadable ones), None
-    when they differ and one cannot be read."""
+    """0 for equal stamps (also unreadable ones), None when they differ and one cannot be read."""
     raw_a, raw_b = a.environment.run_datetime, b.environment.run_datetime
     if raw_a == raw_b:
         return 0.0
@@ -72,7 +67,6 @@ def _seconds_apart(a: Run, b: Run) -> float | None:
 
 
 def _same_rounds(a: Run, b: Run) -> bool:
-    """Whether the rounds (``stats.data``) of every benchmark agree where both runs hold them."""
     for one, other in zip(a.benchmarks, b.benchmarks):
         rounds = [(x.get("stats") or {}).get("data") if isinstance(x, dict) else None for x in (one, other)]
         if rounds[0] is not None and rounds[1] is not None and rounds[0] != rounds[1]:
@@ -81,9 +75,8 @@ def _same_rounds(a: Run, b: Run) -> bool:
 
 
 def same_run_reason(a: Run, b: Run) -> str | None:
-    """Why ``a`` and ``b`` are one run, in a few words, or None when they are separate runs (module docstring):
-    ``"sha256 <12 hex digits>"`` for the same bytes; for the two files of one session, their benchmarks and how
-    far apart their ``datetime`` stamps are."""
+    """Why ``a`` and ``b`` are one run, in a few words (``"sha256 <12 hex digits>"``, or the session's files and their
+    time apart), or None."""
     if a.sha256 == b.sha256:
         return f"sha256 {a.sha256[:12]}"
     if a.content_digest is None or a.content_digest != b.content_digest:
@@ -102,8 +95,7 @@ def shared_runs(runs: list[Run], others: list[Run]) -> list[Run]:
 
 
 def repeated_run(runs: list[Run]) -> tuple[Run, Run, str] | None:
-    """The first run of ``runs`` that repeats an earlier one: ``(earlier, run, why)`` (:func:`same_run_reason`),
-    or None when every run is separate."""
+    """``(earlier, run, why)`` of the first run repeating an earlier one, or None."""
     for i, run in enumerate(runs):
         for earlier in runs[:i]:
             why = same_run_reason(earlier, run)

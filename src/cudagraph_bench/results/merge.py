@@ -1,8 +1,6 @@
-"""One pytest-benchmark document from the runs of one suite split over processes (no torch): CI shards
-(``cudagraph-bench merge``) or one host's processes (``run --gpus``). The result is what pytest-benchmark writes,
-so every reader takes it like any run: benchmarks concatenated (a ``fullname`` twice is an error), the parts
-listed under ``machine_info[entries_key]``, the ``cudagraph_bench`` sections merged (:func:`merge_sections`).
-Runs of different GPU models are refused."""
+"""One pytest-benchmark document from runs of one suite split over processes (CI shards or ``run --gpus``; no torch):
+benchmarks concatenated (a ``fullname`` twice is an error), parts listed under ``machine_info[entries_key]``,
+``cudagraph_bench`` sections merged. Runs of different GPU models are refused."""
 
 from __future__ import annotations
 
@@ -25,8 +23,7 @@ PART_KEYS = ("shard",)
 
 
 def machine_gpu(machine_info: Mapping | None) -> str | None:
-    """The GPU of a run's ``machine_info`` (its ``"gpu"``, else ``["cuda"]["gpu_name"]``; None for a CPU run), as
-    :func:`cudagraph_bench.envinfo.machine_gpu` reads it without importing torch."""
+    """A run's GPU (``"gpu"``, else ``["cuda"]["gpu_name"]``; None for a CPU run), read without torch."""
     info = machine_info or {}
     cuda = info.get("cuda")
     name = info.get("gpu") or (cuda.get("gpu_name") if isinstance(cuda, Mapping) else None)
@@ -34,8 +31,7 @@ def machine_gpu(machine_info: Mapping | None) -> str | None:
 
 
 def check_one_gpu(parts: list[tuple[str, Mapping]], envelope: Mapping | None = None) -> str | None:
-    """The GPU model every part ran on (None for CPU runs). Raises :class:`UsageError` naming two parts
-    of different GPU models (the envelope counts as a part named ``"this session"``)."""
+    """The GPU model of every part (None for CPU runs); UsageError naming two parts of different models."""
     seen: dict[str | None, str] = {}
     named = ([("this session", envelope)] if envelope is not None else []) + list(parts)
     for source, doc in named:
@@ -48,9 +44,8 @@ def check_one_gpu(parts: list[tuple[str, Mapping]], envelope: Mapping | None = N
 
 
 def part_entry(source: str, doc: Mapping) -> dict:
-    """What ``machine_info[entries_key]`` records of one part: ``source`` (file or worker), ``node``,
-    ``gpu``, ``cpu_affinity``, ``commit``, ``datetime``, ``benchmarks``, ``tests`` (durations recorded)
-    and the ``shard`` (``"K/N"``) when the part ran one."""
+    """``source``, ``node``, ``gpu``, ``cpu_affinity``, ``commit``, ``datetime``, ``benchmarks``, ``tests`` and the
+    ``shard`` when the part ran one."""
     info = doc.get("machine_info") or {}
     section = doc.get("cudagraph_bench") or {}
     shard = section.get("shard") or {}
@@ -64,8 +59,7 @@ def part_entry(source: str, doc: Mapping) -> dict:
 
 
 def check_profiled_once(kernel_counts: list, source: str, profiled: dict) -> None:
-    """Record in ``profiled`` (``(model, dtype, seq_len)`` -> source) the cases of ``source``'s
-    ``kernel_counts``; raises :class:`UsageError` naming a case that another part profiled too."""
+    """Record ``source``'s profiled cases in ``profiled``; UsageError naming a case another part profiled too."""
     for entry in kernel_counts:
         if not isinstance(entry, Mapping):
             continue
@@ -77,9 +71,8 @@ def check_profiled_once(kernel_counts: list, source: str, profiled: dict) -> Non
 
 
 def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
-    """The ``cudagraph_bench`` sections of ``parts`` as one: lists concatenated, ``test_durations_s`` united,
-    counts summed, per-process figures at their largest, other keys from the first part that has them, each
-    part's own figures and shard under ``parts``. Raises :class:`UsageError` when a test's duration or a case's
+    """The sections as one: lists concatenated, durations united, counts summed, per-process figures at their largest,
+    other keys from the first part, each part's own under ``parts``. UsageError when a test's duration or a case's
     kernel count is recorded by two parts."""
     merged: dict = {}
     owner: dict[str, str] = {}
@@ -125,17 +118,9 @@ def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
 
 def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = None,
                entries_key: str = "shards", entries: list[dict] | None = None) -> dict:
-    """One pytest-benchmark document of ``parts`` (``(source, document)``: a file name or an xdist worker, and
-    its parsed JSON), benchmarks in input order, the ``datetime`` the envelope's or else the newest.
-
-    Args:
-        envelope: a document whose ``machine_info``, ``commit_info``, ``datetime`` and ``version`` the
-            merged one takes (the xdist controller's); None: the first part's, with the newest datetime.
-        entries_key: the ``machine_info`` key that lists the parts (``"shards"`` or ``"workers"``).
-        entries: that list; None: :func:`part_entry` of each part.
-
-    Raises:
-        UsageError: no parts, parts of different GPU models, or a benchmark (``fullname``) in two parts."""
+    """One document of ``parts`` (``(source, document)``), benchmarks in input order. ``envelope``: the document whose
+    environment the result takes (None: the first part's, newest datetime); ``entries_key``: ``"shards"`` or
+    ``"workers"``. UsageError: no parts, different GPU models, or a ``fullname`` in two parts."""
     if not parts:
         raise UsageError("nothing to merge: give the runs of every shard")
     check_one_gpu(parts, envelope)
@@ -165,8 +150,7 @@ def merge_runs(parts: list[tuple[str, Mapping]], *, envelope: Mapping | None = N
 
 
 def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
-    """The ``--shard K/N`` a run ran as ``(K, N)``: its ``cudagraph_bench.shard``, else the one shard all its
-    parts ran; None when unsharded."""
+    """``(K, N)`` of the run's ``--shard``, or the one shard all its parts ran; None when unsharded."""
     section = doc.get("cudagraph_bench")
     section = section if isinstance(section, Mapping) else {}
     found = [section.get("shard")] if section.get("shard") else \
@@ -180,8 +164,7 @@ def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
 
 
 def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
-    """Check that the sharded ``parts`` are shards of one ``--shard K/N`` split: raises :class:`UsageError`
-    when two parts ran different N or the same K. Returns the shards ``"K/N"`` missing from the parts."""
+    """The shards ``"K/N"`` missing from ``parts``; UsageError when two parts ran different N or the same K."""
     seen: dict[tuple[int, int], str] = {}
     for source, doc in parts:
         shard = recorded_shard(doc)

@@ -1,11 +1,7 @@
-"""The between-run noise model and the regression rule of ``gate``, ``compare`` and ``ab`` (no torch;
-docs/gate-noise.md). Verdicts are made on run medians, one per process, since rounds of one run share its clock
-and host state: a regression is a change of the median of run medians beyond :func:`tolerance_pct` and, where the
-sample sizes allow, a one-sided Mann-Whitney U p-value below ``alpha`` (:func:`rank_test_p`).
-
-Sources: asv ``continuous``; Google benchmark ``tools/compare.py``; T. Kalibera and R. Jones, "Rigorous
-Benchmarking in Reasonable Time", ISMM 2013 (variation between process runs dominates within-run noise).
-"""
+"""The between-run noise model and regression rule of ``gate``, ``compare`` and ``ab`` (no torch; docs/gate-noise.md): a
+change of the median of run medians beyond :func:`tolerance_pct` and, where sample sizes allow, a one-sided Mann-Whitney
+U p-value below ``alpha``. Sources: asv ``continuous``; Google benchmark ``tools/compare.py``; Kalibera and Jones,
+"Rigorous Benchmarking in Reasonable Time", ISMM 2013."""
 
 from __future__ import annotations
 
@@ -16,15 +12,13 @@ from typing import Sequence
 
 import numpy as np
 
-#: Smallest tolerance of a regression check of the wall figure, in percent: it covers the offset between hosts,
-#: which a baseline's spread cannot see (up to ~6% between two H200 hosts; docs/gate-noise.md).
+#: Smallest tolerance (percent) of the wall figure: the offset between hosts (~6% on H200; docs/gate-noise.md).
 DEFAULT_FLOOR_PCT = 8.0
 #: Smallest tolerance (percent) of the device-side figure, which the host does not move (docs/gate-noise.md).
 DEVICE_FLOOR_PCT = 1.0
 #: The floor of each figure a regression check compares (:attr:`cudagraph_bench.results.record.Measurement.figure`).
 FLOORS_PCT = {"device": DEVICE_FLOOR_PCT, "wall": DEFAULT_FLOOR_PCT}
-#: Fixed multiplier of the spread; None: Student's t quantile (:data:`DEFAULT_TAIL`, the spread's
-#: degrees of freedom).
+#: Fixed multiplier of the spread; None: Student's t quantile (:data:`DEFAULT_TAIL`, the spread's df).
 DEFAULT_MULTIPLIER = None
 #: One-sided probability that an unchanged run exceeds the tolerance under normal noise.
 DEFAULT_TAIL = 0.001
@@ -42,9 +36,8 @@ def _positive(values: Sequence[float], what: str) -> np.ndarray:
 
 
 def spread_pct(run_medians_ms: Sequence[float]) -> float | None:
-    """Between-run spread of one case in percent, ``100 * MAD_normal(log(run_medians_ms))`` (~ the between-run
-    coefficient of variation, robust to one odd run). ``run_medians_ms: [runs]`` ms, one per separate run. None
-    for fewer than 2 runs. Raises ``ValueError`` for a value that is not a positive number."""
+    """Between-run spread in percent, ``100 * MAD_normal(log(run_medians_ms))`` (robust to one odd run) of
+    ``run_medians_ms: [runs]`` ms. None for fewer than 2 runs; ValueError for a value that is not a positive number."""
     from scipy.stats import median_abs_deviation
 
     x = _positive(run_medians_ms, "spread_pct")
@@ -54,8 +47,7 @@ def spread_pct(run_medians_ms: Sequence[float]) -> float | None:
 
 
 def pooled_spread_pct(groups: Sequence[Sequence[float]]) -> float | None:
-    """Spread (percent, as :func:`spread_pct`) of several groups of run medians of the same case, each centred on
-    its own median first. None when fewer than 2 runs in all are in groups of at least 2."""
+    """Spread (percent) of groups of run medians, each centred on its own; None for < 2 runs in groups of 2+."""
     from scipy.stats import median_abs_deviation
 
     residuals = []
@@ -72,9 +64,9 @@ def pooled_spread_pct(groups: Sequence[Sequence[float]]) -> float | None:
 
 @dataclass(frozen=True)
 class HostSpread:
-    """One case's noise over several hosts (percent, log scale as :func:`spread_pct`): ``within_pct`` pooled within
-    hosts (``within_df`` degrees of freedom), ``cross_pct`` = ``100 * std(log host medians, ddof=1)`` (``cross_df``
-    = hosts - 1), ``host_medians_ms`` in the order the hosts first appear."""
+    """One case's noise over hosts (percent, log scale): ``within_pct`` pooled within hosts (``within_df``),
+    ``cross_pct`` = ``100 * std(log host medians, ddof=1)`` (``cross_df`` = hosts - 1), ``host_medians_ms`` in
+    first-seen order."""
 
     within_pct: float | None
     within_df: int
@@ -89,13 +81,13 @@ class HostSpread:
 
     @property
     def center_ms(self) -> float:
-        """The geometric mean of the host medians (ms; each host weighs the same)."""
+        """Geometric mean of the host medians (ms)."""
         return float(np.exp(np.mean(np.log(self.host_medians_ms))))
 
 
 def host_spread(run_medians_ms: Sequence[float], hosts: Sequence[str | None]) -> HostSpread:
-    """:class:`HostSpread` of ``run_medians_ms: [runs]`` (ms) measured on ``hosts: [runs]`` (None: a host of its
-    own). Raises ``ValueError`` for lists of other lengths or a median that is not a positive number."""
+    """:class:`HostSpread` of ``run_medians_ms: [runs]`` (ms) on ``hosts: [runs]`` (None: a host of its own). ValueError
+    for lists of other lengths or a median that is not a positive number."""
     x = _positive(run_medians_ms, "host_spread")
     if len(hosts) != x.size:
         raise ValueError(f"host_spread: {x.size} run medians but {len(hosts)} hosts")
@@ -110,8 +102,7 @@ def host_spread(run_medians_ms: Sequence[float], hosts: Sequence[str | None]) ->
 
 
 def pooled_cross_host_pct(spreads: Sequence[HostSpread]) -> tuple[float | None, int]:
-    """``(spread, df)``: the cross-host spread pooled over cases (df-weighted root mean square of ``cross_pct``;
-    a slower host is slower for every case) and the summed degrees of freedom; ``(None, 0)`` without 2+ hosts."""
+    """``(cross_pct pooled over cases by df-weighted RMS, summed df)``; ``(None, 0)`` without 2+ hosts."""
     usable = [s for s in spreads if s.cross_pct is not None and s.cross_df > 0]
     if not usable:
         return None, 0
@@ -122,13 +113,10 @@ def pooled_cross_host_pct(spreads: Sequence[HostSpread]) -> tuple[float | None, 
 def across_hosts_tolerance_pct(within_pct: float | None, within_df: int, cross_pct: float, cross_df: int,
                                n_hosts: int, n_base: int, n_new: int, *, floor_pct: float = DEFAULT_FLOOR_PCT,
                                tail: float = DEFAULT_TAIL) -> tuple[float, float, float]:
-    """Allowed slow-down (percent) of ``n_new`` runs of a host not among the baseline's ``n_hosts`` (``n_base``
-    runs) against the baseline's centre: ``max(floor_pct, t * sqrt(cross^2 (1 + 1/n_hosts) + within^2 (1/n_base +
-    1/n_new)))``, ``t`` the one-sided ``1 - tail`` Student's t quantile with Welch-Satterthwaite degrees of freedom.
-    Returns ``(tolerance, t, df)``. Raises ``ValueError`` for ``n_base``, ``n_new`` or ``n_hosts`` < 1.
-
-    Source: the prediction interval of a one-way random-effects model (Satterthwaite, Biometrics Bulletin 2, 1946).
-    """
+    """``(tolerance, t, df)``: allowed slow-down (percent) of ``n_new`` runs of a host outside the baseline's
+    ``n_hosts``: ``max(floor_pct, t * sqrt(cross^2 (1 + 1/n_hosts) + within^2 (1/n_base + 1/n_new)))``, ``t`` the
+    one-sided Student's t quantile with Welch-Satterthwaite df; the prediction interval of a one-way random-effects
+    model (Satterthwaite 1946). ValueError for ``n_base``, ``n_new`` or ``n_hosts`` < 1."""
     from scipy.stats import t as student
 
     if min(n_base, n_new, n_hosts) < 1:
@@ -146,8 +134,7 @@ def across_hosts_tolerance_pct(within_pct: float | None, within_df: int, cross_p
 
 @functools.lru_cache(maxsize=1024)
 def spread_multiplier(df: int, multiplier: float | None = DEFAULT_MULTIPLIER, tail: float = DEFAULT_TAIL) -> float:
-    """``multiplier`` when given, else ``scipy.stats.t.ppf(1 - tail, df)`` (df < 1 counts as 1): how
-    many spreads a change must exceed when the spread was estimated with ``df`` degrees of freedom."""
+    """``multiplier`` when given, else ``scipy.stats.t.ppf(1 - tail, df)`` (df < 1 counts as 1)."""
     from scipy.stats import t
 
     return float(multiplier) if multiplier is not None else float(t.ppf(1.0 - tail, max(int(df), 1)))
@@ -155,10 +142,9 @@ def spread_multiplier(df: int, multiplier: float | None = DEFAULT_MULTIPLIER, ta
 
 def tolerance_pct(spread: float | None, n_old: int, n_new: int, *, floor_pct: float = DEFAULT_FLOOR_PCT,
                   multiplier: float | None = DEFAULT_MULTIPLIER, df: int | None = None) -> float:
-    """Allowed slow-down (percent) of the median of ``n_new`` run medians against that of ``n_old``:
-    ``max(floor_pct, m * spread * sqrt(1/n_old + 1/n_new))``, ``m`` = :func:`spread_multiplier` of ``df``
-    (default ``n_old - 1``), the normal-theory prediction interval of a new run; ``floor_pct`` alone when
-    ``spread`` is None. Raises ``ValueError`` for ``n_old`` or ``n_new`` < 1."""
+    """Allowed slow-down (percent) of ``n_new`` run medians against ``n_old``: ``max(floor_pct, m * spread *
+    sqrt(1/n_old + 1/n_new))`` (normal-theory prediction interval), ``floor_pct`` alone when ``spread`` is None.
+    ValueError for ``n_old`` or ``n_new`` < 1."""
     if n_old < 1 or n_new < 1:
         raise ValueError(f"need at least one run on each side, got {n_old} and {n_new}")
     if spread is None:
@@ -168,16 +154,14 @@ def tolerance_pct(spread: float | None, n_old: int, n_new: int, *, floor_pct: fl
 
 
 def smallest_rank_p(n_old: int, n_new: int) -> float:
-    """Smallest p-value the exact one-sided Mann-Whitney U test can give for these sample sizes:
-    ``1 / C(n_old + n_new, n_new)`` (every NEW run slower than every OLD run)."""
+    """``1 / C(n_old + n_new, n_new)``: the exact one-sided Mann-Whitney U test's smallest p-value."""
     return 1.0 / math.comb(n_old + n_new, n_new)
 
 
 def rank_test_p(old_ms: Sequence[float], new_ms: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
-    """One-sided Mann-Whitney U p-value that NEW run medians are larger than OLD ones, or None when the sample
-    sizes cannot get below ``alpha`` (:func:`smallest_rank_p`; 3 against 3 runs cannot, 4 against 4 can).
-    The test reads only the order and ties of the pooled medians, so it runs on their dense ranks, once per pattern:
-    ``calibrate`` asks for the same few patterns tens of thousands of times."""
+    """One-sided Mann-Whitney U p-value that NEW run medians are larger than OLD ones, or None when the sample sizes
+    cannot get below ``alpha`` (3 against 3 cannot, 4 against 4 can). Cached per rank pattern: ``calibrate`` asks for
+    the same few tens of thousands of times."""
     old, new = _positive(old_ms, "rank_test_p old"), _positive(new_ms, "rank_test_p new")
     if smallest_rank_p(old.size, new.size) >= alpha:
         return None
@@ -195,19 +179,9 @@ def _rank_p(n_new: int, dense_ranks: tuple[int, ...]) -> float:
 
 @dataclass(frozen=True)
 class RegressionCheck:
-    """Verdict of one benchmark: NEW run medians against OLD run medians (times in ms, percent).
-
-    Attributes:
-        old_median_ms, new_median_ms: median of the run medians of each side.
-        n_old, n_new: runs on each side.
-        change_pct: ``100 * (new_median_ms / old_median_ms - 1)``.
-        spread_pct: between-run spread used for the tolerance (None: unknown, the floor applies).
-        tolerance_pct: :func:`tolerance_pct` of the spread.
-        p_value: one-sided rank-test p-value, None when the rank test cannot reach ``alpha``.
-        alpha: significance level of the rank test.
-        noise_source: where the spread comes from (``"baseline"``, ``"runs"``, ``"none"``).
-        floor_pct, multiplier: the tolerance's floor and the spread multiplier it used.
-    """
+    """Verdict of one benchmark: NEW run medians against OLD (ms, percent). ``change_pct``: ``100 * (new_median_ms /
+    old_median_ms - 1)``; ``spread_pct`` None: the floor applies; ``p_value`` None: the rank test cannot reach
+    ``alpha``; ``noise_source``: ``"baseline"``, ``"runs"`` or ``"none"``."""
 
     old_median_ms: float
     new_median_ms: float
@@ -259,8 +233,7 @@ def check_across_hosts(old_ms: Sequence[float], old_hosts: Sequence[str | None],
                        new_ms: Sequence[float], *, within_pct: float | None, within_df: int, cross_pct: float,
                        cross_df: int, n_hosts: int, floor_pct: float = DEVICE_FLOOR_PCT, alpha: float = DEFAULT_ALPHA,
                        tail: float = DEFAULT_TAIL) -> RegressionCheck:
-    """:class:`RegressionCheck` of run medians ``new_ms: [n_new]`` (ms) of one host against a baseline of ``old_ms``
-    over ``n_hosts`` hosts, centred on ``center_ms`` (ms), with :func:`across_hosts_tolerance_pct`."""
+    """Check ``new_ms: [n_new]`` (ms) of one host against a baseline over ``n_hosts`` hosts centred on ``center_ms``."""
     old, new = _positive(old_ms, "old run medians"), _positive(new_ms, "new run medians")
     tol, m, _ = across_hosts_tolerance_pct(within_pct, within_df, cross_pct, cross_df, n_hosts, int(old.size),
                                            int(new.size), floor_pct=floor_pct, tail=tail)
@@ -276,13 +249,9 @@ def check_regression(old_ms: Sequence[float], new_ms: Sequence[float], *, spread
                      noise_source: str | None = None, floor_pct: float = DEFAULT_FLOOR_PCT,
                      multiplier: float | None = DEFAULT_MULTIPLIER, alpha: float = DEFAULT_ALPHA,
                      df: int | None = None) -> RegressionCheck:
-    """:class:`RegressionCheck` of run medians ``new_ms: [n_new]`` against ``old_ms: [n_old]`` (ms).
-
-    ``spread`` (percent): the case's between-run spread (``df`` degrees of freedom, default ``n_old - 1``); when
-    None it is pooled from the two sides, else only the floor applies. ``multiplier`` None:
-    :func:`spread_multiplier` of those degrees of freedom. Raises ``ValueError`` for an empty side or a
-    non-positive median.
-    """
+    """Check run medians ``new_ms: [n_new]`` against ``old_ms: [n_old]`` (ms). ``spread`` (percent, ``df`` default
+    ``n_old - 1``): None pools it from the two sides, else only the floor applies. ValueError for an empty side or a
+    non-positive median."""
     old, new = _positive(old_ms, "old run medians"), _positive(new_ms, "new run medians")
     source = noise_source or ("baseline" if spread is not None else "none")
     df = old.size - 1 if df is None else df

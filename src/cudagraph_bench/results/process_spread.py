@@ -1,6 +1,5 @@
-"""How far the gated device-side figure moves between processes, within and across machines, beside the plain
-capture/replay loop's in the same jobs (no torch). The target (nvbench's and asv's advice: know the noise before
-setting a threshold): on each machine every gated case spans (:func:`span_pct`) at most the larger of
+"""How far the gated device-side figure moves between processes, within and across machines, beside the plain loop in
+the same jobs (no torch). Target (nvbench's and asv's advice): each gated case spans at most the larger of
 :data:`MAX_SPAN_PCT` and :data:`MAX_SPAN_VS_PLAIN` times the plain loop's span."""
 
 from __future__ import annotations
@@ -12,17 +11,15 @@ from cudagraph_bench.results.runfile import Run, forward_cases
 from cudagraph_bench.table import Column
 from cudagraph_bench.variants import GATED
 
-#: Target of the gated figure's spread between processes on one machine: at most the larger of this many percent and
-#: :data:`MAX_SPAN_VS_PLAIN` times the plain loop's span on that machine.
+#: Target spread of the gated figure between processes on one machine (percent; see the module docstring).
 MAX_SPAN_PCT, MAX_SPAN_VS_PLAIN = 1.0, 1.5
-#: Figures of the harness whose spread :func:`figure_spans` shows: the synchronized wall median, the CUDA-event median
-#: of the same per-call rounds, the device-side figure (the gated one).
+#: Figures whose spread is shown: the wall median, the CUDA-event median and the device-side (gated) one.
 FIGURES = (("wall", lambda m: m.summary.median_ms), ("event", lambda m: m.extra_info.get("event_median_ms")),
            ("device", lambda m: m.device_ms))
 
 
 def span_pct(values) -> float | None:
-    """``100 * (max - min) / median`` of ``values`` (ms; None entries left out), None for fewer than 2."""
+    """``100 * (max - min) / median`` (ms; None entries left out), None for fewer than 2."""
     values = [v for v in values if v is not None]
     if len(values) < 2:
         return None
@@ -30,12 +27,12 @@ def span_pct(values) -> float | None:
 
 
 def host_label(host: str | None) -> str:
-    """A machine as a table names it: the first 8 characters of its GPU's UUID after ``GPU-``, or ``unrecorded``."""
+    """The first 8 characters of the GPU UUID after ``GPU-``, or ``unrecorded``."""
     return host.removeprefix("GPU-")[:8] if host else "unrecorded"
 
 
 def _by_case(runs: list[Run]) -> dict:
-    """``{(model, dtype, seq_len): [(host, measurement), ...]}`` of the gated graph benchmarks of ``runs``."""
+    """``{(model, dtype, seq_len): [(host, measurement), ...]}`` of gated graph benchmarks."""
     out: dict = {}
     for run in runs:
         for case, m in forward_cases(run).items():
@@ -45,14 +42,13 @@ def _by_case(runs: list[Run]) -> dict:
 
 
 def hosts_of(runs: list[Run]) -> list[str | None]:
-    """The machines of ``runs`` in the order they first appear."""
+    """In first-seen order."""
     return list(dict.fromkeys(r.environment.host for r in runs))
 
 
 def spread_rows(harness: list[Run], plain: list[Run] = ()) -> list[dict]:
-    """Per gated case: ``label``, ``within`` / ``plain_within`` (``{host: span}`` of the harness's device figure
-    and of the plain loop), ``across`` / ``plain_across`` (the span of the machines' medians), ``ok`` (every
-    machine meets the target)."""
+    """Per gated case: ``label``, ``within`` / ``plain_within`` (``{host: span}``), ``across`` / ``plain_across`` (span
+    of the machines' medians), ``ok``."""
     harness_cases, plain_cases = _by_case(harness), _by_case(list(plain))
     hosts = hosts_of(harness)
     rows = []
@@ -83,8 +79,7 @@ def _cells(spans: dict) -> str:
 
 
 def spread_table(rows: list[dict], hosts: list[str | None]) -> tuple[list[Column], list[dict]]:
-    """Columns and rows to render :func:`spread_rows` (one cell per kind, the machines' values side by side in
-    the order of ``hosts``)."""
+    """Columns and rows, machines side by side in ``hosts`` order."""
     names = " / ".join(host_label(h) for h in hosts)
     cols = [Column("label", "case"), Column("within", f"harness device span % ({names})"),
             Column("plain_within", f"plain loop device span % ({names})"), Column("ok", "within target"),

@@ -1,7 +1,6 @@
-"""The typed record of a run (no torch): one pytest-benchmark JSON decoded once into a :class:`Measurement` per
-benchmark, a :class:`FailedCase` per case a run could not measure, and the run's :class:`Environment`. No other
-module reads the raw ``extra_info`` keys of a case, a check or the environment. A benchmark of no suite decodes as
-an ``"other"`` measurement keyed by its test name, so plain pytest-benchmark output still loads."""
+"""The typed record of a run (no torch): a pytest-benchmark JSON decoded once into :class:`Measurement`,
+:class:`FailedCase` and :class:`Environment`; no other module reads the raw ``extra_info`` keys. A benchmark of no suite
+decodes as an ``"other"`` measurement keyed by its test name."""
 
 from __future__ import annotations
 
@@ -28,33 +27,18 @@ PLAIN_LOOP_CHECK = "plain loop (unchecked)"
 
 
 def is_peer(suite: str, variant: str | None) -> bool:
-    """Whether ``variant`` of ``suite`` is a peer's code (the registry's ``peer``), whose failure is reported like
-    an xfail, never as the suite's."""
+    """Whether ``variant`` of ``suite`` is a peer's code, whose failure is reported like an xfail."""
     row = variants.find(suite, variant)
     return row is not None and row.peer
 
 
 @dataclass(frozen=True)
 class CheckRecord:
-    """The correctness check a run recorded for one benchmark (or one case it could not measure).
-
-    Attributes:
-        status: one of :data:`CHECK_STATUSES` (:func:`decode_check`).
-        method: which rule decided (``extra_info.check``): ``"strict"``, ``"fp64-rmse"``, a decode rule such as
-            ``"tokens == static-eager"``; or None.
-        max_abs_diff: largest |variant - eager| over the check inputs, in the output's units (logits);
-            None when not recorded.
-        fp64_rmse_ratio: RMSE against float64 / eager's own RMSE against float64 (dimensionless); None
-            when the fp64 rule was not used.
-        reason: why the case failed or what the check found, as recorded; None when nothing was.
-        outcome: the case's status as recorded when it was not ok (``"mismatch"``, ``"failed"``,
-            ``"skipped"``), else None.
-        generate_check_passed: decode only: the decoder's tokens equal ``generate``'s, or differ only at a
-            rounding tie (None when not recorded).
-        matches_generate: decode only: the tokens equal ``generate``'s exactly (None when not recorded).
-        generate_check: decode only: the check against ``generate`` in words (None when not recorded).
-        replay_problem: why the profiled call of a graph variant did not replay its graph
-            (:func:`~cudagraph_bench.results.replay.replay_problem`); None when it replayed or nothing was recorded."""
+    """The correctness check a run recorded for one benchmark or failed case; a field not recorded is None. ``status``:
+    one of :data:`CHECK_STATUSES`; ``method``: the rule that decided (``extra_info.check``); ``max_abs_diff``: largest
+    |variant - eager| over the check inputs, in logits; ``fp64_rmse_ratio``: RMSE against float64 / eager's own
+    (dimensionless); ``outcome``: the recorded status when not ok; ``generate_check_passed`` (decode): tokens equal
+    ``generate``'s or differ only at a rounding tie; ``matches_generate`` (decode): equal exactly."""
 
     status: str
     method: str | None = None
@@ -91,29 +75,10 @@ class CheckRecord:
 
 @dataclass(frozen=True)
 class Environment:
-    """Where and with what a run was measured, from its ``machine_info``, ``commit_info``, ``version``
-    and ``datetime``. A field the run did not record is None (``commit_dirty``: False).
-
-    Attributes:
-        gpu_name: e.g. ``"NVIDIA H200"``; None for a CPU run (no ``machine_info["cuda"]``).
-        gpu_slug: the GPU's key, e.g. ``"nvidia-h200"`` (names ``baselines/<gpu_slug>.json``).
-        driver: NVIDIA driver version, e.g. ``"580.159.04"``.
-        cuda_runtime: CUDA runtime torch was built with, e.g. ``"13.0"``.
-        torch: torch version, e.g. ``"2.11.0+cu130"``.
-        transformers: transformers version.
-        pytest_benchmark: version of pytest-benchmark that wrote the file (its ``version``).
-        commit_id: git commit of the measured code (``commit_info.id``).
-        commit_dirty: the working tree had uncommitted changes.
-        run_datetime: when the run started, ISO 8601 as written (pytest-benchmark writes UTC).
-        node: host name (``machine_info.node``).
-        gpu_uuid: the GPU's UUID (``machine_info.cuda.gpu_uuid``), or None.
-        cpu_affinity: the CPUs the process could run on, e.g. ``"0-15"``.
-        cpu_brand: the host CPU (``machine_info.cpu.brand_raw``); cpu_count: its cores.
-        python_version, python_implementation, system, release, machine: from ``machine_info``.
-        cuda_fingerprint: ``machine_info["cuda"]`` as recorded, whole (a baseline archives it), or None.
-        commit_info: ``commit_info`` as recorded, whole, or None.
-        gpu_workers: the pytest-xdist workers of an older run (``machine_info["workers"]``), else 0.
-        planted_fault: the self-test fault the run planted (e.g. ``"delay:5"``), None for a real run."""
+    """Where and with what a run was measured; a field the run did not record is None (``commit_dirty``: False).
+    ``gpu_name`` None for a CPU run; ``gpu_slug`` names ``baselines/<gpu_slug>.json``; ``run_datetime``: ISO 8601 as
+    written (UTC); ``cuda_fingerprint``, ``commit_info``: whole, as recorded; ``gpu_workers``: an older run's xdist
+    workers, else 0; ``planted_fault``: the self-test fault planted (e.g. ``"delay:5"``), None for a real run."""
 
     gpu_name: str | None = None
     gpu_slug: str | None = None
@@ -147,7 +112,7 @@ class Environment:
 
     @property
     def host(self) -> str | None:
-        """The machine a GPU run came from: its GPU's UUID (cloud host names repeat), or None."""
+        """The GPU's UUID (cloud host names repeat), or None."""
         return self.gpu_uuid
 
     @property
@@ -169,33 +134,24 @@ class Environment:
 
     @property
     def cpu_text(self) -> str | None:
-        """The runner's CPU as a report names it, e.g. ``"Intel(R) Xeon(R) Platinum 8480C, 16 cores"``, or None."""
+        """E.g. ``"Intel(R) Xeon(R) Platinum 8480C, 16 cores"``, or None."""
         if not self.cpu_brand:
             return None
         return self.cpu_brand + (f", {self.cpu_count} cores" if self.cpu_count else "")
 
     def versions(self, keys: tuple[str, ...] = ("torch", "cuda_runtime", "driver", "transformers"),
                  labels: dict[str, str] | None = None) -> list[str]:
-        """``"<label> <version>"`` for each of ``keys`` (field names) the run recorded, e.g. ``["torch 2.13.0"]``;
-        ``labels`` default to the field name."""
+        """``"<label> <version>"`` for each of ``keys`` recorded; ``labels`` default to the key."""
         labels = labels or {}
         return [f"{labels.get(k, k)} {getattr(self, k)}" for k in keys if getattr(self, k)]
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """One benchmark of a run, decoded.
-
-    Attributes:
-        suite: ``"forward"``, ``"decode"``, ``"launch"``, or ``"other"`` (no cudagraph-bench extra_info).
-        case: the suite's key (:data:`~cudagraph_bench.cases.SUITE_CASES`; ``OtherCase(fullname)`` for "other").
-        label: readable key, e.g. ``"gpt2 float32 L=16 graph"``.
-        name: pytest-benchmark ``fullname``.
-        samples_ms: per-round latencies ``[rounds]`` float64 ms, or ``None`` when the run kept no data.
-        summary: statistics in ms (from ``samples_ms``, else from the run's ``stats``; then ``p95_ms`` is None).
-        check: the correctness check the run recorded for it.
-        environment: the run's environment (the same object for every measurement of a run).
-        extra_info: the benchmark's ``extra_info``, for the fields specific to a suite (``ms_per_token``, ...)."""
+    """One benchmark of a run, decoded. ``suite``: ``"forward"``, ``"decode"``, ``"launch"``, or ``"other"`` (key
+    ``OtherCase(fullname)``); ``samples_ms``: per-round ``[rounds]`` float64 ms, None when the run kept no data;
+    ``summary``: ms (from ``samples_ms``, else the run's ``stats``, then ``p95_ms`` None); ``environment``: shared by
+    every measurement of a run."""
 
     suite: str
     case: CaseKey
@@ -209,7 +165,7 @@ class Measurement:
 
     @property
     def key(self) -> tuple:
-        """The case's fields in order (:data:`~cudagraph_bench.cases.SUITE_KEYS`), or ``(fullname,)``."""
+        """The case's fields in order, or ``(fullname,)``."""
         return astuple(self.case)
 
     @property
@@ -218,8 +174,7 @@ class Measurement:
 
     @property
     def device_ms(self) -> float | None:
-        """The device-side median ms of one call over back-to-back calls (``extra_info["device_median_ms"]``), or
-        None."""
+        """Device-side median ms of one call over back-to-back calls, or None."""
         value = self.extra_info.get("device_median_ms")
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
@@ -229,7 +184,7 @@ class Measurement:
         return "device" if self.device_ms is not None else "wall"
 
     def figure_ms(self, figure: str) -> float | None:
-        """The median of ``figure`` (``"device"`` or ``"wall"``) in ms; None when the run did not record it."""
+        """The median of ``figure`` in ms; None when not recorded."""
         return self.device_ms if figure == "device" else self.summary.median_ms
 
     @property
@@ -245,16 +200,9 @@ class Measurement:
 
 @dataclass(frozen=True)
 class FailedCase:
-    """A forward or decode case a run could not measure (``["cudagraph_bench"]["failures"]``).
-
-    Attributes:
-        case: its key (:class:`~cudagraph_bench.cases.Case` or :class:`~cudagraph_bench.cases.DecodeCase`).
-        status: as recorded: ``"failed"`` (the default when none is), ``"skipped"``, ``"mismatch"``.
-        phase: where it failed (``"build"``, ``"capture"``, ``"check"``, ...), None when not recorded.
-        check: its recorded check (max |diff|, method, fp64 ratio, reason).
-        compile_ms: wall time of the compiling first call in ms, None when not recorded.
-        name: the test's node id (the ``fullname`` its benchmark would have had), None when not recorded.
-        details: the entry's other fields as recorded (e.g. ``compile_mode``), for notes."""
+    """A forward or decode case a run could not measure (a failures entry); a field not recorded is None. ``status``:
+    ``"failed"`` (default), ``"skipped"``, ``"mismatch"``; ``phase``: ``"build"``, ``"capture"``, ``"check"``, ...;
+    ``compile_ms``: the compiling first call's wall ms; ``details``: the entry's other fields."""
 
     case: Case | DecodeCase
     status: str
@@ -278,10 +226,9 @@ def _flag(value) -> bool | None:
 
 
 def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD) -> CheckRecord:
-    """The :class:`CheckRecord` of one benchmark's ``extra_info`` (or failure entry) of ``variant``: ``fail`` when
-    ``correct`` is false, the status is ``mismatch``/``failed``, the check against ``generate`` failed or a
-    recorded replay proof shows no replay; else ``pass`` when ``correct`` (or, without it, the generate check)
-    passed; else ``reference`` for a reference variant and ``unchecked`` for any other."""
+    """The :class:`CheckRecord` of one ``extra_info`` (or failure entry): ``fail`` when ``correct`` is false, the status
+    is ``mismatch``/``failed``, the generate check failed or a replay proof shows no replay; else ``pass`` when
+    ``correct`` (or the generate check) passed; else ``reference`` or ``unchecked``."""
     correct, outcome = info.get("correct"), info.get("status")
     vs_generate = _flag(info.get("generate_check_passed"))
     replay = info.get("replay")
@@ -332,9 +279,8 @@ def decode_environment(data: dict) -> Environment:
 
 
 def decode_case(path, name: str, info: dict) -> CaseKey:
-    """The key of a benchmark from its ``extra_info``: the suite's key class
-    (:data:`~cudagraph_bench.cases.SUITE_CASES`), or ``OtherCase(name)`` for a benchmark of no suite.
-    Raises InputFileError (naming ``path`` and the benchmark) when a key field is missing or malformed."""
+    """The key of a benchmark from its ``extra_info`` (``OtherCase(name)`` for no suite). Raises InputFileError (naming
+    ``path`` and the benchmark) when a key field is missing or malformed."""
     suite = info.get("suite")
     if suite not in SUITE_CASES:
         return OtherCase(name)
@@ -350,9 +296,8 @@ def decode_case(path, name: str, info: dict) -> CaseKey:
 
 
 def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> None:
-    """Write each ``kernel_counts`` entry's fields (``n_kernels``, ``gpu_busy_ms``, ...; keyed by ``model``,
-    ``dtype``, ``seq_len``) into the ``extra_info`` of that case's eager forward benchmark, in place, keeping any
-    it has (profiles may come from another process than the benchmark)."""
+    """Write each ``kernel_counts`` entry's fields into its case's eager forward ``extra_info``, in place, keeping any
+    it has (profiles may come from another process)."""
     fields = {(k.get("model"), k.get("dtype"), k.get("seq_len")):
               {f: v for f, v in k.items() if f not in ("model", "dtype", "seq_len")} for k in kernel_counts}
     for bench in benchmarks:
@@ -368,17 +313,15 @@ RECORD_LISTS = ("kernel_counts", "failures")
 
 
 def records_without_benchmarks(section) -> dict[str, int]:
-    """``{list: entries}`` of the non-empty :data:`RECORD_LISTS` of a run's ``cudagraph_bench`` section: ``{}``
-    means nothing worth a file without benchmarks."""
+    """``{list: entries}`` of the non-empty :data:`RECORD_LISTS`; ``{}`` means nothing worth a file."""
     if not isinstance(section, dict):
         return {}
     return {key: len(section[key]) for key in RECORD_LISTS if isinstance(section.get(key), list) and section[key]}
 
 
 def decode_measurement(path, index: int, bench: dict, environment: Environment) -> Measurement:
-    """The :class:`Measurement` of ``benchmarks[index]`` of the run at ``path`` (a validated entry:
-    numeric ``stats``, per-round ``stats.data`` in seconds when kept). Raises InputFileError for a
-    malformed key or non-numeric per-round data."""
+    """The :class:`Measurement` of ``benchmarks[index]`` (a validated entry; ``stats.data`` in seconds). Raises
+    InputFileError for a malformed key or non-numeric per-round data."""
     info = bench.get("extra_info") or {}
     name = benchmark_name(index, bench)
     case = decode_case(path, name, info)
@@ -401,8 +344,7 @@ def decode_measurement(path, index: int, bench: dict, environment: Environment) 
 
 
 def decode_failure(entry) -> FailedCase | None:
-    """The :class:`FailedCase` of one ``["cudagraph_bench"]["failures"]`` entry; None for an entry that names no
-    forward or decode case."""
+    """The :class:`FailedCase` of one failures entry; None when it names no forward or decode case."""
     suite = entry.get("suite") or "forward" if isinstance(entry, dict) else None
     if suite not in ("forward", "decode") or not set(SUITE_KEYS[suite]) <= entry.keys():
         return None

@@ -1,8 +1,6 @@
-"""Proof of replay (no torch): did the timed call of a graph variant replay its CUDA graph, or run eagerly? A graph
-that silently runs eager still gives correct outputs (vLLM#36165, pytorch#124506), so the plugin profiles one call
-(:mod:`cudagraph_bench.measure.replay_proof`) and records its host launches in ``extra_info["replay"]``
-(:func:`replay_field`), which :func:`replay_problem` judges. Kernels inside a replayed graph make no launch call
-and are not counted."""
+"""Proof of replay (no torch): did the timed call of a graph variant replay its graph or run eagerly (vLLM#36165,
+pytorch#124506)? The plugin records one profiled call's host launches in ``extra_info["replay"]``; kernels inside a
+replayed graph make no launch call and are not counted."""
 
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ _SUFFIX = re.compile(r"(_v\d+)?(_ptsz|_ptds)?$")
 
 @dataclass(frozen=True)
 class ReplayCount:
-    """What the host launched during the profiled calls (counts, summed over the calls)."""
+    """Host launches during the profiled calls, summed."""
 
     graph_launches: int
     kernels_outside_graph: int
@@ -33,17 +31,13 @@ class ReplayCount:
 
 
 def api_name(name: str) -> str:
-    """A host API call's name without CUPTI's version and per-thread-stream suffixes
-    (``"cudaLaunchKernel_v7000"`` -> ``"cudaLaunchKernel"``, ``"cudaMemcpyAsync_ptsz"`` -> ``"cudaMemcpyAsync"``)."""
+    """Without CUPTI's suffixes (``"cudaLaunchKernel_v7000"`` -> ``"cudaLaunchKernel"``)."""
     return _SUFFIX.sub("", str(name).strip())
 
 
 def count_replay(events: Iterable[tuple[str, str]]) -> ReplayCount:
-    """Count graph launches, kernel launches and copies among profiler event records ``(name, kind)``.
-
-    ``kind``: Kineto's activity type (``"cuda_runtime"``, ``"kernel"``, ...) or ``"cpu"`` / ``"cuda"``; records of
-    :data:`DEVICE_KINDS` are never counted. Host calls count by name: :data:`GRAPH_LAUNCH_APIS`,
-    :data:`KERNEL_LAUNCH_APIS`, :data:`COPY_API_PREFIXES`; other names are ignored."""
+    """Count graph launches, kernel launches and copies among ``(name, kind)`` records by host-call name; device kinds
+    never count, unknown names are ignored."""
     graphs = kernels = copies = 0
     for name, kind in events:
         if str(kind).strip().lower() in DEVICE_KINDS:
@@ -60,16 +54,14 @@ def count_replay(events: Iterable[tuple[str, str]]) -> ReplayCount:
 
 def replay_field(count: ReplayCount, *, calls: int, expected_graph_launches: int,
                  kernels_outside_allowed: int | None) -> dict:
-    """The ``extra_info["replay"]`` object of ``count``: ``{"calls", "graph_launches", "kernels_outside_graph",
-    "copies_outside_graph", "expected_graph_launches", "kernels_outside_allowed"}``, counts summed over ``calls``,
-    the expected and allowed ones per call (allowed None: not bounded)."""
+    """``{"calls", "graph_launches", "kernels_outside_graph", "copies_outside_graph", "expected_graph_launches",
+    "kernels_outside_allowed"}``: counts summed over calls, expected/allowed per call (allowed None: unbounded)."""
     return {"calls": calls, "graph_launches": count.graph_launches,
             "kernels_outside_graph": count.kernels_outside_graph, "copies_outside_graph": count.copies_outside_graph,
             "expected_graph_launches": expected_graph_launches, "kernels_outside_allowed": kernels_outside_allowed}
 
 
-#: The fields of ``extra_info["replay"]`` that must be whole numbers >= 0 when present (calls: >= 1), and
-#: whether each is required.
+#: Fields of ``extra_info["replay"]`` that must be whole numbers >= 0 (calls: >= 1), and whether each is required.
 _FIELDS = {"graph_launches": True, "kernels_outside_graph": True, "calls": False, "copies_outside_graph": False,
            "expected_graph_launches": False, "kernels_outside_allowed": False}
 
@@ -79,7 +71,7 @@ def _count(value) -> bool:
 
 
 def replay_format_problem(value) -> str | None:
-    """Why ``extra_info.replay`` is malformed (one phrase naming the field), or None."""
+    """One phrase naming the malformed field, or None."""
     if not isinstance(value, dict):
         kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
         return f"extra_info.replay of type {kind}, not an object of launch counts"
@@ -97,9 +89,8 @@ def replay_format_problem(value) -> str | None:
 
 
 def replay_problem(value) -> str | None:
-    """The replay check of one well-formed ``extra_info.replay``: None when, per call, the graph launches equal
-    ``expected_graph_launches`` (default 1) and the kernels outside a graph are at most ``kernels_outside_allowed``
-    (default 0; null: not bounded), else the one-line reason."""
+    """None when per call graph launches equal ``expected_graph_launches`` (default 1) and kernels outside are at most
+    ``kernels_outside_allowed`` (default 0; null: unbounded), else the one-line reason."""
     calls = value.get("calls") or 1
     launches, kernels = value["graph_launches"], value["kernels_outside_graph"]
     expected = value.get("expected_graph_launches", 1)
@@ -119,8 +110,7 @@ def replay_problem(value) -> str | None:
 
 
 def replay_text(value) -> str:
-    """The replay proof in words (``"replay 1 graph launch, 0 kernels outside per call"``), or
-    ``"replay not recorded"`` for None."""
+    """``"replay 1 graph launch, 0 kernels outside per call"``, or ``"replay not recorded"`` for None."""
     if value is None:
         return "replay not recorded"
     calls = value.get("calls") or 1

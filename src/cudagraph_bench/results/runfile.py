@@ -1,7 +1,6 @@
-"""Reading and validating pytest-benchmark JSON runs (no torch): a ``--benchmark-json`` file, plain or
-gzip-compressed, or a saved run named by its id (``0001``) or file stem. :func:`load_run` gives a :class:`Run`,
-decoded once into its typed record (:mod:`cudagraph_bench.results.record`). Every problem with an input file
-raises :class:`~cudagraph_bench.errors.InputFileError` with one line naming the file and the fix (exit 2)."""
+"""Reading and validating pytest-benchmark JSON runs (no torch): a ``--benchmark-json`` file, plain or gzip, or a saved
+run by id (``0001``) or file stem. Every problem with an input file raises InputFileError with one line naming the file
+and the fix (exit 2)."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ _ALLOW_INTERRUPTED = contextvars.ContextVar("allow_interrupted", default=False)
 
 @contextlib.contextmanager
 def interrupted_runs_allowed(allowed: bool = True):
-    """Within the block, :func:`load_run` reads the runs of interrupted sessions instead of refusing them
-    (``--allow interrupted``)."""
+    """Within the block, :func:`load_run` reads runs of interrupted sessions (``--allow interrupted``)."""
     token = _ALLOW_INTERRUPTED.set(allowed)
     try:
         yield
@@ -52,8 +50,7 @@ def interrupted_runs_allowed(allowed: bool = True):
 
 
 def interrupted_reason(data: dict) -> str | None:
-    """What a run document records about its session's interruption (``cudagraph_bench.interrupted``), in
-    words, or None for a run that finished."""
+    """The run's interruption in words, or None for a run that finished."""
     section = data.get("cudagraph_bench")
     value = section.get(INTERRUPTED) if isinstance(section, dict) else None
     if not value:
@@ -63,9 +60,8 @@ def interrupted_reason(data: dict) -> str | None:
 
 @dataclass(frozen=True)
 class Run:
-    """A loaded pytest-benchmark run: ``data`` the parsed JSON (never changed after loading), ``sha256`` of the
-    (decompressed) JSON's bytes. :attr:`measurements`, :attr:`environment` and :attr:`failures` are decoded once,
-    when first asked for."""
+    """A loaded run: ``data`` the parsed JSON (never changed), ``sha256`` of the decompressed bytes; decoded fields are
+    computed once, when first asked for."""
 
     path: Path
     data: dict
@@ -77,7 +73,7 @@ class Run:
 
     @cached_property
     def content_digest(self) -> str | None:
-        """:func:`~cudagraph_bench.results.identity.content_digest` of the run (None without benchmarks)."""
+        """None without benchmarks."""
         from cudagraph_bench.results.identity import content_digest
 
         return content_digest(self.data)
@@ -89,8 +85,7 @@ class Run:
 
     @cached_property
     def measurements(self) -> Mapping[tuple, Measurement]:
-        """Every benchmark decoded, keyed by ``(suite, *key)``, in the file's order (read-only); InputFileError
-        on a malformed or duplicate key."""
+        """Keyed by ``(suite, *key)``, in file order (read-only); InputFileError on a malformed or duplicate key."""
         out: dict[tuple, Measurement] = {}
         for i, bench in enumerate(self.benchmarks):
             m = decode_measurement(self.path, i, bench, self.environment)
@@ -103,7 +98,7 @@ class Run:
 
     @cached_property
     def failures(self) -> tuple[FailedCase, ...]:
-        """The cases a run could not measure (``["cudagraph_bench"]["failures"]``), in the file's order."""
+        """In file order."""
         section = self.data.get("cudagraph_bench") or {}
         decoded = (decode_failure(f) for f in section.get("failures") or [])
         return tuple(f for f in decoded if f is not None)
@@ -112,15 +107,12 @@ class Run:
 def _ids_in(storage: Path) -> list[Path]:
     if not storage.is_dir():
         return []
-    # pytest-benchmark saves under <storage>/<machine id>/NNNN_*.json; the machine folder itself works too
     return sorted({*storage.glob("*/[0-9][0-9][0-9][0-9]_*.json"), *storage.glob("[0-9][0-9][0-9][0-9]_*.json")})
 
 
 def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path:
-    """Path of a run given as a file path or a saved-run id (``"0001"`` or a file stem under ``storage``;
-    None: :func:`cudagraph_bench.paths.default_storage`).
-
-    Raises InputFileError for a missing file, an unknown id (listing the ids found) or an ambiguous id."""
+    """Path of a run given as a path or saved-run id (``storage`` None: the default). Raises InputFileError for a
+    missing file, an unknown id (listing those found) or an ambiguous id."""
     path = Path(ref)
     if path.exists():
         return path
@@ -153,16 +145,10 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
 
 
 def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False) -> Run:
-    """Load and validate a pytest-benchmark JSON run (path or saved-run id), plain or gzip-compressed.
-
-    Args:
-        records_only: also accept a run without benchmarks whose ``cudagraph_bench`` section records kernel
-            counts or failed cases (a profiling-only shard, for ``merge``).
-
-    Raises InputFileError (one line) when the file is missing, irregular, too large (compressed or not), empty,
-    invalid JSON or gzip, nested too deep, not pytest-benchmark output, holds a suite benchmark stripped of its
-    key (:func:`check_suite_benchmarks`), holds no benchmarks (nor, with ``records_only``, records), or is the run
-    of an interrupted session (outside :func:`interrupted_runs_allowed`)."""
+    """Load and validate a run (path or saved-run id), plain or gzip. ``records_only``: accept a run without benchmarks
+    that records kernel counts or failed cases (for ``merge``). Raises InputFileError (one line): missing, irregular,
+    too large, empty, invalid JSON or gzip, nested too deep, not pytest-benchmark output, a suite benchmark without its
+    key, no benchmarks (nor records), or an interrupted session's run."""
     if not str(ref).strip():
         raise InputFileError("expected a run, got an empty string: name a pytest-benchmark JSON file or a saved-run id")
     path = resolve_run_path(ref, storage)
@@ -216,8 +202,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
-    """``raw``, or its gzip stream inflated (``*.gz`` or gzip's magic bytes), refused past
-    :data:`~cudagraph_bench.fsio.MAX_JSON_BYTES`; InputFileError for a corrupt or truncated stream."""
+    """``raw``, gunzipped if gzip, refused past ``MAX_JSON_BYTES``; InputFileError for a corrupt stream."""
     from cudagraph_bench.fsio import MAX_JSON_BYTES
 
     if not (path.name.endswith(".gz") or raw.startswith(GZIP_MAGIC)):
@@ -235,7 +220,7 @@ def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
 
 
 def _no_benchmarks_error(path: Path, section) -> InputFileError:
-    """The one-line error for a run without benchmarks, naming what it holds instead and what to do."""
+    """One line naming what the run holds instead and what to do."""
     section = section if isinstance(section, dict) else {}
     records = records_without_benchmarks(section)
     failures = section.get("failures") if records.get("failures") else []
@@ -262,8 +247,7 @@ def _no_benchmarks_error(path: Path, section) -> InputFileError:
 
 
 def measurements(run: Run) -> Mapping[tuple, Measurement]:
-    """All benchmarks of a run keyed by ``(suite, *key)``: the run's cached decode
-    (:attr:`Run.measurements`). Raises InputFileError on a malformed or duplicate key."""
+    """:attr:`Run.measurements`; InputFileError on a malformed or duplicate key."""
     return run.measurements
 
 
@@ -272,8 +256,7 @@ PRODUCE_RUN = "run `cudagraph-bench run -o DIR` or `pytest perf_tests --benchmar
 
 
 def require_suite_benchmarks(runs: list[Run]) -> None:
-    """Raise InputFileError when no benchmark of ``runs`` is one of this suite's and no run records a failed
-    case."""
+    """InputFileError when no benchmark of ``runs`` is this suite's and no run records a failed case."""
     for run in runs:
         if any((b.get("extra_info") or {}).get("suite") in SUITE_KEYS for b in run.benchmarks):
             return
@@ -291,11 +274,8 @@ def forward_cases(run: Run) -> dict[Case, Measurement]:
 
 
 def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement]]:
-    """Forward-suite benchmarks grouped by ``(model, dtype, seq_len)`` -> ``{variant: Measurement}``,
-    sorted by key, variants in :data:`~cudagraph_bench.cases.FORWARD_VARIANTS` order.
-
-    Raises InputFileError when the run has no forward-suite benchmarks, or when a group lacks the
-    ``eager`` or the ``graph`` variant (the pair every reduction is computed from)."""
+    """``(model, dtype, seq_len)`` -> ``{variant: Measurement}``, sorted, variants in registry order. InputFileError
+    without forward benchmarks, or when a group lacks ``eager`` or ``graph``."""
     def order(item):
         case = item[0]
         return case.without_variant(), variants.display_rank(variants.FORWARD, case.variant), case.variant
@@ -326,15 +306,13 @@ PLAIN_LOOP_RUN = ("a run of the plain capture/replay loop (scripts/device/plain_
 
 
 def is_plain_loop_run(run: Run) -> bool:
-    """Whether every forward benchmark of ``run`` (and at least one) is the plain capture/replay loop's
-    (:data:`~cudagraph_bench.results.record.PLAIN_LOOP_CHECK`): a noise reference, never a run to gate."""
+    """Whether every (and at least one) forward benchmark is the plain loop's: a noise reference, never gated."""
     forward = forward_cases(run).values()
     return bool(forward) and all(m.check.method == PLAIN_LOOP_CHECK for m in forward)
 
 
 def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[str, list[Measurement]]]:
-    """Forward groups of several runs of the same code: ``(model, dtype, seq_len)`` -> ``{variant:
-    [Measurement of each run that has it]}``, sorted by key; InputFileError as :func:`forward_groups`."""
+    """``(model, dtype, seq_len)`` -> ``{variant: [Measurement per run]}``, sorted; errors as :func:`forward_groups`."""
     merged: dict[tuple[str, str, int], dict[str, list[Measurement]]] = {}
     for run in runs:
         for key, by_variant in forward_groups(run).items():
@@ -346,12 +324,9 @@ def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[st
 
 def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
                         ) -> tuple[float, tuple[float, float] | None]:
-    """Median latency reduction of the variant vs eager in percent, from ``(eager, variant)`` pairs of one
-    case, one pair per run that measured both, and an interval in percent.
-
-    One pair: the reduction of the two medians and its 95% bootstrap interval over the rounds (None without
-    enough per-round data). Several pairs: the reduction of the medians of the run medians and the range of the
-    per-run reductions. Raises ``ValueError`` for no pairs."""
+    """Median latency reduction (percent) of the variant vs eager from ``(eager, variant)`` pairs, one per run, and an
+    interval: one pair, the 95% bootstrap interval over rounds (None without per-round data); several, the range of the
+    per-run reductions. ValueError for no pairs."""
     if len(pairs) == 1:
         eager, other = pairs[0]
         red = reduction_pct(eager.summary.median_ms, other.summary.median_ms)
@@ -363,16 +338,14 @@ def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
 
 
 def check_one_gpu(runs: list[Run], fix: str) -> None:
-    """Raises :class:`UsageError` naming the GPUs when ``runs`` are from different GPUs (a run that recorded
-    none counts as "no GPU"); ``fix`` ends the message with what to do."""
+    """UsageError naming the GPUs when ``runs`` are from different GPUs; ``fix`` ends it."""
     slugs = {r.environment.gpu_slug for r in runs}
     if len(slugs) > 1:
         raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(s or 'no GPU' for s in slugs))}): {fix}")
 
 
 def distinct_runs(runs: list[Run], what: str) -> list[Run]:
-    """``runs`` unchanged; raises :class:`UsageError` when one run is given twice (the same file, or the two files
-    of one session: :func:`~cudagraph_bench.results.identity.same_run_reason`), which would narrow the noise model."""
+    """``runs``; UsageError when a run is given twice (that would narrow the noise model)."""
     from cudagraph_bench.results.identity import repeated_run
 
     repeat = repeated_run(runs)

@@ -1,6 +1,5 @@
-"""Splitting a collected suite into shards (CI jobs) by recorded test durations (no torch, no pytest): whole groups
-(one model and dtype, so each process builds a model once) by greedy longest-processing-time (Graham 1969, "Bounds
-on multiprocessing timing anomalies"; pytest-split's ``least_duration``), the same split in every job."""
+"""Splitting a suite into CI shards by recorded durations (no torch, no pytest): whole groups (one model and dtype) by
+greedy longest-processing-time (Graham 1969; pytest-split's ``least_duration``), the same split in every job."""
 
 from __future__ import annotations
 
@@ -17,14 +16,13 @@ MODEL_PARAMS = ("model", "causal_model")
 
 
 def base_nodeid(nodeid: str) -> str:
-    """``nodeid`` without pytest-xdist's loadgroup suffix: ``"t.py::f[a]@gpt2-float32"`` -> ``"t.py::f[a]"``."""
+    """``"t.py::f[a]@gpt2-float32"`` -> ``"t.py::f[a]"``."""
     at = nodeid.rfind("@")
     return nodeid[:at] if at > nodeid.rfind("]") and at > nodeid.rfind("::") else nodeid
 
 
 def group_of(params: Mapping, nodeid: str) -> str:
-    """The group of a test: ``"<model>-<dtype>"`` from its parameters (``model`` or ``causal_model``,
-    and ``dtype``), e.g. ``"gpt2-float32"``; else its module, e.g. ``"perf_tests/test_launch.py"``."""
+    """``"<model>-<dtype>"`` from its parameters, e.g. ``"gpt2-float32"``; else its module path."""
     model = next((params[p] for p in MODEL_PARAMS if params.get(p) is not None), None)
     if model is not None and params.get("dtype") is not None:
         return f"{model}-{params['dtype']}"
@@ -32,23 +30,21 @@ def group_of(params: Mapping, nodeid: str) -> str:
 
 
 def typical_seconds(durations: Mapping[str, float] | None) -> float:
-    """What a test without a recorded duration counts: the median recorded test (s), or 1 without any
-    (then every group weighs its number of tests)."""
+    """The median recorded test (s), or 1 without any."""
     values = [float(v) for v in (durations or {}).values()]
     return statistics.median(values) if values else 1.0
 
 
 def group_seconds(nodeids: Iterable[str], durations: Mapping[str, float] | None, default_s: float) -> float:
-    """Recorded seconds of a group's tests (``default_s`` for each test without a record)."""
+    """``default_s`` for each test without a record."""
     durations = durations or {}
     return sum(float(durations.get(base_nodeid(n), default_s)) for n in nodeids)
 
 
 def assign_shards(groups: Mapping[str, list[str]], n_shards: int,
                   durations: Mapping[str, float] | None = None) -> list[list[str]]:
-    """Split ``groups`` (group -> its test node ids) into ``n_shards`` lists of group names: heaviest first (ties
-    by name), each to the shard with the fewest seconds so far (ties: the lowest). Shard ``i`` is CI shard
-    ``i + 1`` and may be empty. Raises ``ValueError`` when ``n_shards`` < 1."""
+    """Split ``groups`` into ``n_shards`` lists: heaviest first (ties by name), each to the lightest shard (ties: the
+    lowest). Shard ``i`` is CI shard ``i + 1`` and may be empty. ValueError when ``n_shards`` < 1."""
     if n_shards < 1:
         raise ValueError(f"need at least one shard, got {n_shards}")
     default_s = typical_seconds(durations)
@@ -63,17 +59,14 @@ def assign_shards(groups: Mapping[str, list[str]], n_shards: int,
 
 
 def is_seconds(value, *, positive: bool = False) -> bool:
-    """Whether ``value`` (from a run's JSON) is a finite number of seconds, >= 0 (> 0 with ``positive``)."""
+    """A finite number of seconds, >= 0 (> 0 with ``positive``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
     return value > 0 if positive else value >= 0
 
 
 def durations_of(data: Mapping, source: str) -> dict[str, float]:
-    """The recorded test durations ``{node id: seconds}`` of a run document (pytest-benchmark JSON).
-
-    Raises InputFileError naming ``source`` when the run records none or a value is not a finite
-    number of seconds >= 0."""
+    """``{node id: seconds}`` of a run; InputFileError naming ``source`` when none or a value is no seconds >= 0."""
     section = data.get("cudagraph_bench") if isinstance(data, Mapping) else None
     found = section.get(DURATIONS_KEY) if isinstance(section, Mapping) else None
     if not isinstance(found, Mapping) or not found:
@@ -90,8 +83,7 @@ def durations_of(data: Mapping, source: str) -> dict[str, float]:
 
 
 def load_durations(path: str) -> dict[str, float]:
-    """:func:`durations_of` the pytest-benchmark JSON at ``path`` (read and validated by
-    :func:`~cudagraph_bench.results.runfile.load_run`; raises InputFileError)."""
+    """:func:`durations_of` the run at ``path``; raises InputFileError."""
     from cudagraph_bench.results.runfile import load_run
 
     run = load_run(path)
@@ -99,8 +91,7 @@ def load_durations(path: str) -> dict[str, float]:
 
 
 def time_per_part(durations_s: dict[str, float]) -> dict[str, dict]:
-    """Seconds per test module from ``{node id: s}``: ``{module path: {"s": seconds, "tests": count}}``, longest
-    first."""
+    """``{module path: {"s": seconds, "tests": count}}`` from ``{node id: s}``, longest first."""
     parts: dict[str, dict] = {}
     for nodeid, seconds in durations_s.items():
         part = parts.setdefault(nodeid.split("::", 1)[0], {"s": 0.0, "tests": 0})

@@ -1,6 +1,5 @@
-"""Statistics of per-round latency samples (ms; numpy and scipy, no torch): summaries, latency reduction, and
-percentile-bootstrap intervals of two independent samples (B. Efron and R. J. Tibshirani, *An Introduction to the
-Bootstrap*, 1993, ch. 13 and sec. 8.3)."""
+"""Statistics of per-round latencies (ms; no torch): summaries, latency reduction, and percentile-bootstrap intervals of
+two independent samples (Efron and Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13)."""
 
 from __future__ import annotations
 
@@ -19,9 +18,7 @@ MIN_BOOTSTRAP_ROUNDS = 5
 
 @dataclass(frozen=True)
 class Summary:
-    """Summary of one benchmark's per-round latencies (all in ms; ``n`` rounds).
-
-    ``p95_ms`` is None only when built from a run's aggregate stats without per-round data."""
+    """Summary of ``n`` rounds in ms; ``p95_ms`` is None only when built from aggregate stats without per-round data."""
 
     n: int
     mean_ms: float
@@ -45,10 +42,8 @@ def _as_samples(samples_ms: Sequence[float] | np.ndarray, what: str = "samples")
 
 
 def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
-    """Summary of per-round latencies ``samples_ms: [rounds]`` in ms.
-
-    ``p95_ms``: numpy's linear-interpolation percentile; ``stddev_ms``: ``ddof=1`` (0 for one round). Raises
-    ``ValueError`` for an empty sample or a non-finite value."""
+    """Summary of ``samples_ms: [rounds]`` (ms): numpy's linear-interpolation p95, ``ddof=1`` stddev (0 for one round).
+    ValueError for an empty sample or a non-finite value."""
     x = _as_samples(samples_ms)
     return Summary(
         n=int(x.size),
@@ -62,8 +57,7 @@ def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
 
 
 def middle90_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
-    """Width of the middle 90% of the rounds relative to their median, in percent: ``100 * (p95 - p5) / median``
-    of ``samples_ms: [rounds]``. Raises ``ValueError`` for an empty sample, a non-finite value or a median <= 0."""
+    """``100 * (p95 - p5) / median``; ValueError for an empty, non-finite or median <= 0 sample."""
     x = _as_samples(samples_ms)
     median = float(np.median(x))
     if median <= 0:
@@ -73,8 +67,7 @@ def middle90_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
 
 
 def reduction(eager_median_ms: float, graph_median_ms: float) -> float:
-    """Latency reduction as a fraction: ``(eager - graph) / eager`` (0.4: 40% less time; negative: slower).
-    Raises ``ValueError`` when ``eager_median_ms <= 0``."""
+    """``(eager - graph) / eager`` (negative: slower); ValueError when ``eager_median_ms <= 0``."""
     if not eager_median_ms > 0:
         raise ValueError(f"eager median must be > 0 ms, got {eager_median_ms}")
     return (eager_median_ms - graph_median_ms) / eager_median_ms
@@ -86,17 +79,14 @@ def pct(fraction: float) -> float:
 
 
 def reduction_pct(eager_median_ms: float, graph_median_ms: float) -> float:
-    """Latency reduction in percent: ``100 * (eager - graph) / eager`` (40.0 means 40% less time).
-
-    Raises ``ValueError`` when ``eager_median_ms <= 0``."""
+    """``100 * (eager - graph) / eager``; ValueError when ``eager_median_ms <= 0``."""
     return pct(reduction(eager_median_ms, graph_median_ms))
 
 
 def runs_reduction_pct(eager_medians_ms: Sequence[float], graph_medians_ms: Sequence[float]
                        ) -> tuple[float, tuple[float, float]]:
-    """Reduction over several separate runs (ms): ``(percent reduction of the medians of the run medians,
-    (lowest, highest) per-run reduction)``, pairing the i-th eager and graph medians. Raises ``ValueError`` for
-    an empty list or an eager median <= 0."""
+    """``(percent reduction of the medians of run medians, (lowest, highest) per-run reduction)``, pairing the i-th
+    eager and graph medians (ms). ValueError for an empty list or an eager median <= 0."""
     if not len(eager_medians_ms) or not len(graph_medians_ms):
         raise ValueError("runs_reduction_pct needs at least one eager and one graph run median")
     overall = reduction_pct(float(np.median(eager_medians_ms)), float(np.median(graph_medians_ms)))
@@ -108,17 +98,10 @@ def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.
                  statistic: Callable[[np.ndarray, np.ndarray], np.ndarray], *,
                  confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES,
                  seed: int = DEFAULT_SEED) -> tuple[float, float]:
-    """Percentile-bootstrap interval of ``statistic(median(a), median(b))`` for two independent samples
-    (``scipy.stats.bootstrap``, ``paired=False``, ``method="percentile"``).
-
-    Args:
-        a_ms, b_ms: per-round latencies ``[rounds_a]`` and ``[rounds_b]`` in ms.
-        statistic: vectorised function of the two arrays of bootstrap medians ``[n_resamples]``.
-        confidence: e.g. 0.95 for a 95% interval.
-        n_resamples: bootstrap resamples; seed: seed of ``numpy.random.default_rng`` (same inputs and
-            seed give the same interval).
-
-    Returns ``(low, high)``. Raises ``ValueError`` for an empty or non-finite sample or a confidence outside (0, 1)."""
+    """Percentile-bootstrap ``(low, high)`` of ``statistic(median(a), median(b))`` for independent ``a_ms [rounds_a]``,
+    ``b_ms [rounds_b]`` (ms) (``scipy.stats.bootstrap``, unpaired); ``statistic`` is vectorised over ``[n_resamples]``;
+    same inputs and ``seed`` give the same interval. ValueError for an empty or non-finite sample or a confidence
+    outside (0, 1)."""
     from scipy.stats import bootstrap
 
     if not 0.0 < confidence < 1.0:
@@ -136,11 +119,9 @@ def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.
 
 def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[float] | np.ndarray,
                  **kwargs) -> tuple[float, float]:
-    """Bootstrap interval (fractions) of the median latency reduction ``(eager - graph) / eager``.
-
-    ``eager_ms: [rounds]``, ``graph_ms: [rounds]`` per-round latencies in ms; keyword arguments as
-    :func:`bootstrap_ci` (95% percentile interval, fixed seed by default). Computed once per samples and options
-    in a process (the same run is gated several times by ``selftest`` and ``gate --confirm``)."""
+    """Bootstrap interval (fractions) of ``(eager - graph) / eager`` from ``eager_ms``, ``graph_ms`` ``[rounds]`` (ms),
+    options as :func:`bootstrap_ci`; cached per process (``selftest`` and ``gate --confirm`` gate a run several
+    times)."""
     eager, graph = _as_samples(eager_ms), _as_samples(graph_ms)
     return _reduction_ci(eager.tobytes(), graph.tobytes(), tuple(sorted(kwargs.items())))
 

@@ -1,7 +1,5 @@
-"""``cudagraph-bench ab``'s measurement: ``--base`` and ``--head`` checked out into temporary git worktrees, the
-forward benchmarks run ``k`` times per side in separate pytest processes, interleaved ABBA
-(``OUT/base-<i>.json``, ``OUT/head-<i>.json``, each with its log), so that both sides share the drift of clocks,
-temperature and host load and what is left between them is the code."""
+"""``cudagraph-bench ab``'s measurement: ``--base`` and ``--head`` in temporary git worktrees, forward benchmarks run
+``k`` times per side in separate processes interleaved ABBA, so both sides share clock, temperature and load drift."""
 
 from __future__ import annotations
 
@@ -15,14 +13,12 @@ from cudagraph_bench.runner.process import PytestRun, run_pytest
 
 DEFAULT_RUNS = 5
 DEFAULT_OUT = "out/ab"
-#: Fewest runs per side for the one-sided Mann-Whitney U test to get below alpha 0.05: its smallest p-value for k
-#: against k runs is 1 / C(2k, k), 0.05 at k = 3, 0.014 at k = 4.
+#: Fewest runs per side for the one-sided Mann-Whitney U test to get below alpha 0.05 (1 / C(2k, k)).
 MIN_RANK_RUNS = 4
 
 
 def schedule(k: int, sides: tuple[str, ...] = ("base", "head")) -> list[tuple[str, int]]:
-    """ABBA order of ``k`` runs per side: ``[("base", 1), ("head", 1), ("head", 2), ("base", 2), ...]``; with more
-    ``sides``, every other round mirrored (A B C, C B A, ...), so each side's mean place is the same."""
+    """``[("base", 1), ("head", 1), ("head", 2), ("base", 2), ...]``; with more sides every other round mirrored."""
     order = []
     for i in range(1, k + 1):
         round_ = [(side, i) for side in sides]
@@ -39,10 +35,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def resolve_commit(repo: Path, ref: str, flag: str) -> str:
-    """The commit id of ``ref``.
-
-    Raises:
-        UsageError: git does not know it (naming ``flag``)."""
+    """UsageError (naming ``flag``) when git does not know ``ref``."""
     proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -51,8 +44,7 @@ def resolve_commit(repo: Path, ref: str, flag: str) -> str:
 
 
 def measure(trees: dict[str, Path], out: Path, k: int, pytest_args: list[str]) -> dict[str, list[Path]]:
-    """Run the :func:`schedule` of ``k`` runs per side (a failed run is reported and the others go on); returns the
-    JSON files each side produced."""
+    """Run the schedule (a failed run is reported, the others go on); returns each side's JSON files."""
     done: dict[str, list[Path]] = {"base": [], "head": []}
     for side, i in schedule(k):
         json_path = out / f"{side}-{i}.json"
@@ -65,17 +57,13 @@ def measure(trees: dict[str, Path], out: Path, k: int, pytest_args: list[str]) -
 
 
 def repository_root(path: Path) -> Path:
-    """The top folder of the git checkout ``path`` is in.
-
-    Raises:
-        UsageError: it is in none."""
+    """UsageError when ``path`` is in no git checkout."""
     return Path(_git(path, "rev-parse", "--show-toplevel"))
 
 
 def measure_in_worktrees(repo: Path, commits: dict[str, str], out: Path, k: int,
                          pytest_args: list[str]) -> dict[str, list[Path]]:
-    """Check out each side's commit (``{"base": sha, "head": sha}``) into a temporary git worktree of ``repo``,
-    :func:`measure` there, and remove the worktrees again whatever happens; returns each side's JSON files."""
+    """:func:`measure` in a temporary worktree per side's commit, removed whatever happens; returns the JSON files."""
     with tempfile.TemporaryDirectory(prefix="cgb-ab-") as tmp:
         trees = {side: Path(tmp) / side for side in commits}
         try:

@@ -1,6 +1,5 @@
-"""``cudagraph-bench gate --confirm K``: the regressed cases measured again in ``K`` separate pytest processes,
-so that a regression must show in runs that are independent samples of the between-run noise (the rank test of
-:mod:`cudagraph_bench.results.noise` then judges all runs together)."""
+"""``gate --confirm K``: the regressed cases measured again in ``K`` separate pytest processes, so a regression must
+show in independent samples (the rank test then judges all runs together)."""
 
 from __future__ import annotations
 
@@ -18,12 +17,9 @@ from cudagraph_bench.table import plural
 
 
 def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
-    """Rerun the gated variants and their references of every regressed case of ``results`` (the gate's verdicts)
-    ``k`` times, each a separate pytest process in the checkout (else the working directory), written next to the
-    first run as ``<stem>.confirm-<i>.json``; returns the runs that succeeded (a failed one is reported on stderr).
-
-    Raises:
-        UsageError: one of those files exists already (never overwritten)."""
+    """Rerun every regressed case's gated variants and references ``k`` times, written beside the first run as
+    ``<stem>.confirm-<i>.json``; returns the runs that succeeded. UsageError when such a file exists (never
+    overwritten)."""
     first = runs[0]
     groups = forward_groups(first)
     cases = [(r.model, r.dtype, r.seq_len) for r in results if r.regressed]

@@ -1,6 +1,5 @@
-"""``cudagraph-bench run``'s measurement: the matrix as pytest processes of the suite (the same defaults and code
-path as a plain pytest run), merged into one pytest-benchmark run: the registry's isolated variants in a process of
-their own (a compiler crash costs no other case), one shard per GPU with ``gpus``, a process per ``[[sweep]]``."""
+"""``cudagraph-bench run``'s measurement: the matrix as pytest processes of the suite, merged into one run: isolated
+variants in a process of their own, one shard per GPU with ``gpus``, a process per ``[[sweep]]``."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ PADDING_MODULE = "perf_tests/test_padding_bench.py"
 
 @dataclass(frozen=True)
 class Matrix:
-    """One sub-matrix: the matrix options given (``(dest, value)`` pairs, values as the option's parser returns
-    them, lists as tuples; one left out takes pytest's default), its forward variants and pytest's flags without a
-    value (``("--replay-proof",)``); :meth:`pytest_args` is the one way to pytest arguments."""
+    """One sub-matrix: ``(dest, value)`` pairs given (parsed, lists as tuples; omitted: pytest's default), forward
+    variants, and value-less pytest flags; :meth:`pytest_args` is the one way to pytest arguments."""
 
     values: tuple[tuple[str, object], ...]
     variants: tuple[str, ...]
@@ -35,17 +33,16 @@ class Matrix:
                                                  for dest, v in self.values))
 
     def replaced(self, **values) -> "Matrix":
-        """This matrix with the given options' values (``models=("gpt2",)``) in place of its own."""
+        """This matrix with the given options' values in place of its own."""
         kept = tuple((dest, v) for dest, v in self.values if dest not in values)
         return Matrix((*kept, *values.items()), self.variants, self.flags)
 
     def value(self, dest: str, default=None):
-        """The value given for option ``dest`` (``"device"``), else ``default``."""
+        """The value given for ``dest``, else ``default``."""
         return dict(self.values).get(dest, default)
 
     def pytest_args(self) -> list[str]:
-        """The values as pytest arguments (:func:`~cudagraph_bench.options.matrix_arguments`), then the flags; not
-        the variants (a run splits them by isolation)."""
+        """The values as pytest arguments, then the flags; not the variants (a run splits them by isolation)."""
         from cudagraph_bench.options import matrix_arguments
 
         return [*matrix_arguments(dict(self.values)), *self.flags]
@@ -53,7 +50,7 @@ class Matrix:
 
 @dataclass(frozen=True)
 class Part:
-    """One pytest process of a run: its name (the file stem), arguments, environment and the CPUs it is pinned to."""
+    """One pytest process: name (file stem), arguments, environment, pinned CPUs."""
 
     name: str
     args: tuple[str, ...]
@@ -69,8 +66,7 @@ def targets(names) -> list[str]:
 
 
 def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
-    """``cpus`` in ``n`` contiguous, equal shares (the last ones one smaller when they do not divide), at least one
-    CPU each (repeated when there are fewer CPUs than shares)."""
+    """``cpus`` in ``n`` contiguous near-equal shares, at least one CPU each (repeated when too few)."""
     if not cpus:
         return [[] for _ in range(n)]
     if len(cpus) < n:
@@ -85,8 +81,8 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
 
 
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
-    """The processes of a run in steps, one after another, the processes of a step side by side (one per GPU,
-    ``--shard K/N``, an equal share of ``cpus``): per sub-matrix, the non-isolated variants, then the isolated ones."""
+    """Steps run one after another, each a process per GPU side by side (``--shard K/N``, a share of ``cpus``): per
+    sub-matrix, the non-isolated variants, then the isolated."""
     steps = []
     for m_index, matrix in enumerate(matrices):
         kinds = [variants.variant(variants.FORWARD, n) for n in matrix.variants]
@@ -107,9 +103,9 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
 
 
 def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tuple[dict | None, list[RunOutcome]]:
-    """Run the :func:`plan`'s steps with their output under ``outdir/parts/``; returns the merged document (None
-    when no process wrote one) and each process's outcome; ``log(part, outcome)`` as each process ends. A Ctrl-C
-    stops every pytest process and waits for it before the ``KeyboardInterrupt`` goes on."""
+    """Run the plan with output under ``outdir/parts/``; returns the merged document (None when none was written) and
+    each outcome; ``log(part, outcome)`` as each ends. A Ctrl-C stops and waits for every pytest process, then goes
+    on."""
     from cudagraph_bench.results.merge import merge_runs
 
     parts_dir = outdir / "parts"
@@ -151,11 +147,8 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
 
 
 def visible_gpus(text: str) -> tuple[str, ...]:
-    """``"0,1"`` -> ``("0", "1")``: GPU indices for ``--gpus`` (one named twice is allowed, to try the merge);
-    ``"all"``: every GPU of ``CUDA_VISIBLE_DEVICES``, else of ``nvidia-smi -L``.
-
-    Raises:
-        ValueError: not GPU indices, or ``all`` finds no GPU."""
+    """``"0,1"`` -> ``("0", "1")`` (twice allowed, to try the merge); ``"all"``: every GPU of ``CUDA_VISIBLE_DEVICES``,
+    else ``nvidia-smi -L``. ValueError for non-indices, or ``all`` finding no GPU."""
     import subprocess
 
     text = text.strip()

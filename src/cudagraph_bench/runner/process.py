@@ -1,8 +1,6 @@
-"""One pytest process of the suite, watched: the isolation policy of every launched run. A separate process makes
-two runs independent samples of the between-run noise and keeps a crash (a compiler's segfault, a broken CUDA
-context) from taking other cases with it (:func:`run_pytest`). Each runs in a process group of its own, so a Ctrl-C
-reaches this process only, which then stops them all (:func:`stop_children`): no process outlives the command.
-No torch in this process."""
+"""One watched pytest process of the suite, the isolation policy of every launched run: separate processes make runs
+independent noise samples and keep a crash from taking other cases with it. Each runs in its own process group, so a
+Ctrl-C reaches this process, which stops them all. No torch in this process."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ _CUDA_PROBE = ("import sys\n"
 
 
 def cuda_problem(python: str = sys.executable, timeout_s: float = 300.0) -> str | None:
-    """Why the benchmark processes (``python -m pytest``) would find no CUDA GPU, in a few words, or None when
-    torch sees one. Checked in a child process, so this process imports no torch."""
+    """Why ``python -m pytest`` would find no CUDA GPU, in a few words, or None; checked in a child process."""
     try:
         proc = subprocess.run([python, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -58,12 +55,8 @@ _ZOO_TYPES_PROBE = ("import json, transformers\n"
 
 @functools.lru_cache(maxsize=8)
 def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0) -> tuple[str, tuple[str, ...]]:
-    """The transformers release the zoo's pytest process would run and its causal-LM model types
-    (:func:`cudagraph_bench.models.zoo_types.causal_lm_types`), read once per tree and interpreter in a child
-    process with ``tree``'s ``src`` first on its path, so this process imports no transformers.
-
-    Raises:
-        UsageError: the child cannot list them (no transformers, a broken install)."""
+    """``(release, causal-LM model types)`` of the zoo's pytest process, read once per tree and interpreter in a child
+    process with ``tree``'s ``src`` first on its path. UsageError when the child cannot list them."""
     from cudagraph_bench.errors import UsageError
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -80,10 +73,8 @@ def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0
 
 
 def check_cpus(cpus, flag: str = "--cpus") -> None:
-    """Check that ``cpus`` (CPU numbers; None or empty: no pinning) can pin a child process with ``taskset -c``.
-
-    Raises:
-        UsageError: a CPU this process may not run on (names the allowed CPUs), or no ``taskset`` on PATH."""
+    """Check that ``cpus`` (None or empty: no pinning) can pin a child with ``taskset -c``. UsageError for a CPU this
+    process may not run on (naming the allowed ones) or no ``taskset`` on PATH."""
     import shutil
 
     from cudagraph_bench.errors import UsageError
@@ -102,15 +93,8 @@ def check_cpus(cpus, flag: str = "--cpus") -> None:
 
 @dataclass(frozen=True)
 class PytestRun:
-    """One pytest process to start.
-
-    Attributes:
-        tree: the checkout whose ``perf_tests`` and ``src`` it runs (its ``src`` goes first on PYTHONPATH).
-        json_path: where its merged ``--benchmark-json`` goes, the journal and the log next to it (made absolute:
-            the process runs in ``tree``).
-        args: pytest arguments: the test selection and the suite's options (``--models ...``).
-        env: environment variables to set (e.g. ``CUDA_VISIBLE_DEVICES``); ``quiet``: pass ``-q``.
-        cpus: CPU numbers the process is pinned to (``taskset -c``); empty: no pinning."""
+    """One pytest process to start: ``tree``, the checkout it runs (its ``src`` first on PYTHONPATH); ``json_path``, its
+    merged ``--benchmark-json`` with journal and log beside it (made absolute); ``cpus``, pinned CPUs (empty: none)."""
 
     tree: Path
     json_path: Path
@@ -133,9 +117,8 @@ class PytestRun:
 
 @dataclass
 class RunOutcome:
-    """What a :class:`PytestRun` gave: ``returncode`` (pytest's last; 1 when a crash was recorded), ``json_path``
-    (None when no document was written), ``crashes`` (the crashed tests' failure entries), ``skipped``
-    (:func:`skip_reasons`)."""
+    """``returncode`` (pytest's last; 1 when a crash was recorded), ``json_path`` (None when nothing was written),
+    ``crashes`` (failure entries), ``skipped``."""
 
     returncode: int
     json_path: Path | None
@@ -159,8 +142,7 @@ def command(run: PytestRun, json_path: Path, deselect: list[str]) -> list[str]:
 
 
 def skip_reasons(log_text: str) -> dict[str, int]:
-    """Each distinct reason of the tests a pytest log's short summary (:data:`REPORT_CHARS`) lists as skipped ->
-    how many tests (over the locations and the attempts), in the order first seen."""
+    """Distinct skip reasons of a pytest log's short summary -> how many tests, in the order first seen."""
     out: dict[str, int] = {}
     for line in log_text.splitlines():
         found = _SKIPPED_LINE.match(_ANSI_ESCAPE.sub("", line).rstrip())
@@ -185,15 +167,12 @@ _stopping = threading.Event()
 
 
 class Stopped(Exception):
-    """The command is stopping (:func:`stop_children` ran): no pytest process is started any more."""
+    """The command is stopping: no pytest process is started any more."""
 
 
 def run_process(cmd: list[str], cwd: Path, env: dict, log) -> int:
-    """Run one attempt's command in ``cwd`` with ``env``, its output into the open file ``log``, in a process group
-    of its own; returns its exit code (negative for a signal).
-
-    Raises:
-        Stopped: :func:`stop_children` ran, before or while it ran."""
+    """Run ``command`` in ``cwd`` with ``env``, output into ``log``, in its own process group; returns its exit code
+    (negative for a signal). Raises Stopped when :func:`stop_children` ran, before or while it ran."""
     with _children_lock:
         if _stopping.is_set():
             raise Stopped
@@ -221,9 +200,8 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def stop_children(grace_s: float = STOP_GRACE_S) -> int:
-    """Stop every pytest process group :func:`run_process` started and wait for each to end: SIGINT (pytest writes
-    what it measured, marked interrupted), then SIGKILL after ``grace_s`` seconds; no process is started after it.
-    Returns how many were running."""
+    """Stop every process group :func:`run_process` started: SIGINT (pytest writes what it measured, marked
+    interrupted), SIGKILL after ``grace_s`` seconds; nothing starts after it. Returns how many were running."""
     with _children_lock:
         _stopping.set()
         running = list(_children)
@@ -242,7 +220,6 @@ def stop_children(grace_s: float = STOP_GRACE_S) -> int:
 
 
 def _wait_for_group(pgid: int, timeout_s: float = 5.0) -> None:
-    """Wait at most ``timeout_s`` seconds until no process of group ``pgid`` runs."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not _group_members(pgid):
@@ -251,7 +228,7 @@ def _wait_for_group(pgid: int, timeout_s: float = 5.0) -> None:
 
 
 def _group_members(pgid: int) -> list[int]:
-    """The processes of group ``pgid`` that still run (not zombies), read from /proc; [] where it cannot be read."""
+    """Non-zombie processes of group ``pgid``, from /proc; [] where it cannot be read."""
     out = []
     try:
         entries = os.listdir("/proc")
@@ -276,7 +253,7 @@ def allow_new_children() -> None:
 
 
 def crash_reason(returncode: int, log_tail: str) -> str:
-    """One line: how the process ended (the signal's name, or the exit code) and the last line it printed."""
+    """One line: the signal's name or the exit code, and the last line printed."""
     if returncode < 0:
         try:
             how = f"killed by {signal.Signals(-returncode).name}"
@@ -289,17 +266,16 @@ def crash_reason(returncode: int, log_tail: str) -> str:
 
 
 def _crash_entry(event: dict | None, reason: str) -> dict:
-    """The ``cudagraph_bench.failures`` entry of the test a crash was in (its case key when it had one)."""
     event = event or {}
     return {**(event.get("case") or {}), "status": "failed", "phase": "process", "reason": reason,
             "fullname": event.get("start", "?")}
 
 
 def run_pytest(run: PytestRun) -> RunOutcome:
-    """Run ``run``'s pytest process with ``--journal``; when it dies in a test, or stops after that test broke the
-    CUDA context, the test is recorded as failed and the process started again without it and the tests already
-    written, up to :data:`MAX_RESTARTS` times. The attempts' documents are merged into ``run.json_path`` with the
-    crashes under ``["cudagraph_bench"]["failures"]``; every attempt's output goes to ``run.log_path``."""
+    """Run ``run``'s pytest with ``--journal``; when it dies in a test (or stops after it broke the CUDA context), the
+    test is recorded as failed and the process restarted without it and the tests done, up to :data:`MAX_RESTARTS`
+    times. The documents are merged into ``run.json_path``, crashes under ``["cudagraph_bench"]["failures"]``; output
+    goes to ``run.log_path``."""
     from cudagraph_bench.fsio import write_text_atomic
     from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
 
@@ -353,7 +329,7 @@ def run_pytest(run: PytestRun) -> RunOutcome:
 
 
 def _merged(documents: list[tuple[str, dict]], crashes: list[dict]) -> dict | None:
-    """One document of the attempts, the crashes added to its failures; None without any document."""
+    """None without any document."""
     from cudagraph_bench.results.merge import merge_runs
 
     if not documents:

@@ -1,7 +1,5 @@
-"""The pull-request mode (``cudagraph-bench ab``) in the self-test (no torch): with ``ab``'s own comparison
-(:func:`cudagraph_bench.results.compare.compare_runs`), its false alarms of ``ab-base-<i>`` against ``ab-head-<i>``
-(the same code, A/A) and its detection of the ``ab-delay-<pct>-<i>`` runs (head with a delay planted on every gated
-graph), over the gated cases."""
+"""``cudagraph-bench ab`` in the self-test (no torch): its false alarms of ``ab-base-<i>`` against ``ab-head-<i>`` (A/A)
+and detection of ``ab-delay-<pct>-<i>`` runs (a delay on every gated graph), over the gated cases."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ _AB = re.compile(r"ab-(base|head|delay-(\d+(?:\.\d+)?))-\d+")
 
 @dataclass
 class ABCase:
-    """One gated case: ``aa`` the A/A change (or None), and per planted delay (percent) the change, the median delay
-    measured (percent, or None) and how many runs landed off target."""
+    """``aa``: A/A change or None; per delay: the change, median delay, runs off target."""
 
     label: str
     aa: Change | None = None
@@ -33,8 +30,7 @@ class ABCase:
 
 @dataclass
 class ABResult:
-    """The ab comparisons: ``cases`` (:class:`ABCase`, one per gated case of either comparison) and the runs per
-    group (``n_base``, ``n_head``, ``n_delay[pct]``)."""
+    """``cases`` (one per gated case) and runs per group (``n_base``, ``n_head``, ``n_delay[pct]``)."""
 
     cases: list[ABCase]
     n_base: int
@@ -47,12 +43,12 @@ class ABResult:
 
     @property
     def aa_trials(self) -> int:
-        """Gated cases compared A/A (0: no ab-head runs)."""
+        """0: no ab-head runs."""
         return sum(c.aa is not None for c in self.cases)
 
     @property
     def aa_alarms(self) -> int:
-        """Gated cases the A/A comparison flags as regressed (false alarms)."""
+        """False alarms."""
         return sum(c.aa is not None and c.aa.regressed for c in self.cases)
 
     def trials(self, pct: float) -> int:
@@ -64,8 +60,7 @@ class ABResult:
 
 
 def split_ab_runs(runs: dict[str, Run]) -> tuple[list[Run], list[Run], dict[float, list[Run]]]:
-    """``(ab-base runs, ab-head runs, {delay pct: ab-delay runs})`` by the runs' names (file stems), each group in
-    the order of its names; other names are not ab runs."""
+    """``(ab-base, ab-head, {delay pct: ab-delay})`` runs by file stem, each group in name order."""
     base, head, delay = [], [], {}
     for name, run in sorted(runs.items()):
         m = _AB.fullmatch(name)
@@ -79,13 +74,13 @@ def split_ab_runs(runs: dict[str, Run]) -> tuple[list[Run], list[Run], dict[floa
 
 
 def _gated(changes: list[Change]) -> dict[str, Change]:
-    """``{case label: change}`` of the gated changes (the forward graph's label without its variant)."""
+    """``{case label: change}`` of gated changes."""
     return {(c.label.removesuffix(f" {GATED}") if c.suite == FORWARD else f"{c.suite} {c.label}"): c
             for c in changes if c.gated}
 
 
 def _measured(runs: list[Run]) -> dict[str, tuple[float | None, int]]:
-    """``{case label: (median measured delay percent, runs off target)}`` of the planted graphs of ``runs``."""
+    """``{case label: (median measured delay percent, runs off target)}``."""
     seen: dict[str, list[dict]] = {}
     for run in runs:
         for m in run.measurements.values():
@@ -100,9 +95,8 @@ def _measured(runs: list[Run]) -> dict[str, tuple[float | None, int]]:
 
 
 def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
-    """The comparisons of the module docstring on the ab runs among ``runs`` (``{file stem: Run}``); None without ab
-    runs, no case without ab-base runs. ``baseline``: the :class:`~cudagraph_bench.results.baseline.Baseline` whose
-    noise model to use (None: the runs' own spread). Raises UsageError when two groups share no benchmark."""
+    """The comparisons on the ab runs of ``runs`` (``{file stem: Run}``); None without ab runs. ``baseline`` None: the
+    runs' own spread. UsageError when two groups share no benchmark."""
     base, head, delays = split_ab_runs(runs)
     if not (base or head or delays):
         return None
@@ -138,8 +132,8 @@ def columns(result: ABResult) -> list[Column]:
 
 
 def rows(result: ABResult) -> list[dict]:
-    """One row per gated case: ``FAIL``/``pass`` and the change of the median of run medians (percent) of each
-    comparison, the median of the delays measured (``(N off target)`` when some runs missed theirs)."""
+    """Per gated case: ``FAIL``/``pass`` and the change (percent) of each comparison, the median delay measured (``(N
+    off target)`` when some missed)."""
     out = []
     for c in result.cases:
         row = {"label": c.label, "aa": _verdict(c.aa)}
@@ -153,15 +147,14 @@ def rows(result: ABResult) -> list[dict]:
 
 
 def summary_part(result: ABResult) -> str:
-    """``ab: A/A false alarms a/N; +3% detected d/N`` (the parts that were run) for the self-test's summary line."""
+    """``ab: A/A false alarms a/N; +3% detected d/N`` (the parts that ran)."""
     parts = [f"A/A false alarms {result.aa_alarms}/{result.aa_trials}"] if result.n_base and result.n_head else []
     parts += [f"+{p:g}% detected {result.detected(p)}/{result.trials(p)}" for p in result.delays if result.n_base]
     return "ab: " + ("; ".join(parts) if parts else "no ab-base runs, nothing compared")
 
 
 def markdown_section(result: ABResult, baseline_text: str) -> list[str]:
-    """The page's section "Pull-request mode (`ab`)": what was compared, the table of :func:`rows` and
-    :func:`summary_part`; ``baseline_text``: the noise model in words (markdown)."""
+    """The page section "Pull-request mode (`ab`)"; ``baseline_text``: the noise model in markdown."""
     from cudagraph_bench.table import render_table
 
     groups = [f"{result.n_base} `ab-base-<i>`", f"{result.n_head} `ab-head-<i>`"]

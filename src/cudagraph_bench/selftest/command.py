@@ -1,6 +1,5 @@
-"""``cudagraph-bench selftest``: plant known faults into the real pipeline on this GPU and show that the gate fails
-on each one and passes on unmodified reruns (the runs: :mod:`cudagraph_bench.selftest.planned_runs`; the verdicts:
-:mod:`cudagraph_bench.selftest.verdicts`; the options: docs/gate.md). No torch in this process."""
+"""``cudagraph-bench selftest``: plant known faults into the real pipeline on this GPU and show that the gate fails on
+each and passes on unmodified reruns (docs/gate.md). No torch in this process."""
 
 from __future__ import annotations
 
@@ -97,13 +96,9 @@ OWN_OPTIONS = {
 
 
 def forward_matrix(pytest_args: list[str]):
-    """The self-test's forward matrix: the default models, dtypes and prompt lengths, then every matrix option in
-    ``pytest_args`` (:func:`~cudagraph_bench.options.parse_pytest_matrix`). Returns ``(Matrix, the other pytest
-    arguments)``.
-
-    Raises:
-        UsageError: a matrix option's value its parser refuses, a round option under its TOML name, an option the
-            self-test sets itself (:data:`OWN_OPTIONS`) or a device other than ``cuda``."""
+    """``(Matrix, other pytest arguments)``: default models, dtypes and lengths, then ``pytest_args``' matrix options.
+    UsageError: a refused value, a round option's TOML name, an :data:`OWN_OPTIONS` flag or a device other than
+    ``cuda``."""
     from cudagraph_bench.runner.matrix_processes import Matrix
 
     given, rest = parse_pytest_matrix(pytest_args, "selftest --", OWN_OPTIONS)
@@ -119,13 +114,9 @@ UNMODIFIED_NAMES = "unmodified-1.json[.gz], unmodified-2.json[.gz], ..."
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``cudagraph-bench selftest`` (or evaluate ``--from DIR``). Returns 0 when every target is met (``ab``'s A/A
-    false alarms count, its detection is reported only), else 1.
-
-    Raises:
-        UsageError: before any run starts or any file is written: contradicting options, an ``--ab`` out of range, a
-            ``--from`` folder without unmodified runs, a ``--markdown`` naming a run read or written or the
-            ``--baseline``."""
+    """Run the self-test (or evaluate ``--from DIR``). Returns 0 when every target is met, else 1. UsageError before any
+    run or write: contradicting options, ``--ab`` out of range, ``--from`` without unmodified runs, ``--markdown``
+    naming a run or the ``--baseline``."""
     from cudagraph_bench.results.runfile import load_run
     from cudagraph_bench.selftest.verdicts import evaluate_selftest, render_markdown, summary
     from cudagraph_bench.selftest.planned_runs import DEFAULT_UNMODIFIED_RUNS
@@ -186,7 +177,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _check_ab(args: argparse.Namespace) -> None:
-    """Refuse ``--ab`` / ``--ab-delay`` that cannot run (UsageError naming the fix); set ``--ab-delay``'s default."""
+    """UsageError for an ``--ab`` / ``--ab-delay`` that cannot run; sets ``--ab-delay``'s default."""
     from cudagraph_bench.runner.ab import MIN_RANK_RUNS
     from cudagraph_bench.selftest.planned_runs import DEFAULT_AB_DELAY_PCT
 
@@ -205,8 +196,7 @@ def _check_ab(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> list:
-    """The self-test's runs (:func:`cudagraph_bench.selftest.planned_runs.plan`) for the options; the planted and
-    ``--ab`` runs at the gated prompt lengths only."""
+    """The planned runs; planted and ``--ab`` runs at the gated prompt lengths only."""
     from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
     from cudagraph_bench.selftest.planned_runs import plan
 

@@ -1,6 +1,5 @@
-"""The graph of the self-test's ``eager-layer`` fault: the forward ``graph`` variant with the layer that makes the
-model's output (:func:`output_layer`) run eagerly after each replay, outside the graph, its output copied into the
-static output. Why: such a graph is correct and fast, so only the replay proof (``--replay-proof``) can catch it."""
+"""The self-test's ``eager-layer`` fault: the forward graph with its output layer run eagerly after each replay, outside
+the graph. Such a graph is correct and fast, so only the replay proof can catch it."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class OutputLayer:
-    """The layer that makes a model's output: its qualified ``name``, the ``module``, the ``shape``, ``dtype`` and
-    ``device`` of its output tensor and ``tuple_len`` (0: it returns the tensor; n: an n-tuple led by it)."""
+    """``name``, ``module``, output ``shape``/``dtype``/``device``, ``tuple_len`` (0: the tensor; n: an n-tuple)."""
 
     name: str
     module: object
@@ -32,13 +30,8 @@ def _first_tensor(output):
 
 
 def output_layer(model, input_ids, forward=None) -> OutputLayer:
-    """The :class:`OutputLayer` of ``model``: the last module to finish, among the blocks of its ``nn.ModuleList``\\ s
-    and its leaf modules, whose output is the forward's output tensor itself (the LM head of a causal LM, an encoder's
-    last layer), found by one eager forward of ``input_ids`` (``forward(model, input_ids)``, default
-    :func:`~cudagraph_bench.models.presets.model_forward`) with hooks on the candidates.
-
-    Raises:
-        ValueError: no block or leaf module returns the forward's output tensor (the model post-processes it)."""
+    """The last block or leaf module whose output is the forward's output tensor itself, found by one hooked eager
+    forward of ``input_ids``. ValueError when none returns it (the model post-processes it)."""
     import torch
     from torch import nn
 
@@ -69,10 +62,8 @@ def output_layer(model, input_ids, forward=None) -> OutputLayer:
 
 
 class SkippedLayer:
-    """``layer`` (an :class:`OutputLayer`) skipped inside :meth:`skipped`: a call keeps its arguments and returns
-    ``placeholder``, an empty tensor of its output's shape (led an n-tuple of ``None``\\ s when the layer returns one).
-    :meth:`run` runs the real layer on the kept arguments and copies its output into ``placeholder``, and returns
-    ``placeholder``."""
+    """``layer`` skipped inside :meth:`skipped`: a call keeps its arguments and returns ``placeholder`` (an empty tensor
+    of its output's shape); :meth:`run` runs the real layer and copies into ``placeholder``."""
 
     def __init__(self, layer: OutputLayer):
         self.layer = layer
@@ -111,13 +102,8 @@ class SkippedLayer:
 
 
 class EagerLayerGraph:
-    """The forward ``graph`` of ``model`` at ``seq_len`` tokens with its output layer run eagerly after each replay;
-    called like the ``graph`` variant, ``layer_name`` names the layer.
-
-    Raises:
-        ValueError: no output layer (:func:`output_layer`), or the captured forward's output is not the skipped
-            layer's (then the outputs could not be kept correct).
-        Exception: what :class:`~cudagraph_bench.capture.graphed.GraphedForward` raises."""
+    """The forward graph at ``seq_len`` with its output layer run eagerly after each replay. ValueError: no output
+    layer, or the captured output is not the skipped layer's; else what GraphedForward raises."""
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3):
         import torch

@@ -1,7 +1,6 @@
-"""Known faults planted into the real pipeline for the gate's self-test (``cudagraph-bench selftest``; each kind
-is described in docs/gate.md, "calibrate and selftest"): a gate is worth the smallest regression it catches without
-crying wolf. A case with a planted fault records ``extra_info["planted_fault"]``, so a run with a fault is never
-taken for a real one (``baseline`` refuses it)."""
+"""Known faults planted into the real pipeline for ``cudagraph-bench selftest`` (docs/gate.md, "calibrate and
+selftest"): a gate is worth the smallest regression it catches without crying wolf. A faulted case records
+``extra_info["planted_fault"]``, so ``baseline`` refuses its run."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ KINDS = ("delay", "stale-input", "wrong-decode", "stale-mask", "stale-position",
 
 @dataclass(frozen=True)
 class Fault:
-    """One planted fault: ``kind`` (:data:`KINDS`) and, for ``delay``, ``pct`` (percent of the case's own time)."""
+    """``kind`` (:data:`KINDS`) and, for ``delay``, ``pct`` (percent of the case's own time)."""
 
     kind: str
     pct: float | None = None
@@ -40,10 +39,7 @@ class Fault:
 
 
 def parse_fault(text: str) -> Fault:
-    """``"delay:5"`` -> ``Fault("delay", 5.0)``; any other of :data:`KINDS` by its name, without an argument.
-
-    Raises:
-        ValueError: another kind, or a delay that is not a number in (0, 1000] percent."""
+    """``"delay:5"`` -> ``Fault("delay", 5.0)``; ValueError: another kind, or a delay outside (0, 1000]%."""
     kind, _, arg = text.strip().partition(":")
     if kind not in KINDS:
         raise ValueError(f"unknown fault {text!r}: use delay:PCT (e.g. delay:5), {', '.join(KINDS[1:-1])} or "
@@ -68,12 +64,10 @@ PLANT_ATTEMPTS = 3
 
 
 def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
-    """The forward ``graph`` variant captured with ``torch.cuda._sleep`` of ``pct`` % of its own device time
-    (:func:`~cudagraph_bench.measure.timing.back_to_back_ms` of the plain graph) after the forward, inside the graph;
-    captured again with the miss corrected while the measured delay is more than :data:`PLANT_TOLERANCE_POINTS` off,
-    at most :data:`PLANT_ATTEMPTS` times. Returns ``(graph, fields)``: a
-    :class:`~cudagraph_bench.capture.graphed.GraphedForward` and the ``planted_*`` fields the case records
-    (``planted_on_target``: the measured delay is within the tolerance; the self-test counts only such cases)."""
+    """The forward graph captured with a ``torch.cuda._sleep`` of ``pct`` % of its own device time after the forward,
+    recaptured with the miss corrected while more than :data:`PLANT_TOLERANCE_POINTS` off (at most
+    :data:`PLANT_ATTEMPTS` times). Returns ``(graph, planted_* fields)``; ``planted_on_target``: within the tolerance
+    (the self-test counts only such cases)."""
     import torch
 
     from cudagraph_bench.capture.graphed import GraphedForward
@@ -111,7 +105,7 @@ def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
 
 
 class _FaultyGraph:
-    """A built graph variant with a planted fault in its ``__call__`` (defined by subclasses)."""
+    """A graph variant with a fault in its ``__call__``."""
 
     def __init__(self, built):
         self._built = built
@@ -125,7 +119,7 @@ class _FaultyGraph:
 
 
 class StaleInputGraph(_FaultyGraph):
-    """A built graph variant whose calls replay without copying the new input into the static input buffer."""
+    """Replays without copying the new input into the static buffer."""
 
     def __call__(self, input_ids):
         graph = self._built._graph                 # the GraphedForward the variant replays
@@ -134,8 +128,7 @@ class StaleInputGraph(_FaultyGraph):
 
 
 class StaleMaskGraphs(_FaultyGraph):
-    """A built ``padded``/``bucketed`` variant (:class:`~cudagraph_bench.measure.forward_variants.PaddedVariant`) whose
-    graphs copy the padded ids on every call but the mask only on their first replay (a padded graph's stale buffer)."""
+    """A padded/bucketed variant whose graphs copy the ids every call but the mask only on first replay."""
 
     def __init__(self, built):
         super().__init__(built)
@@ -165,8 +158,7 @@ class StaleMaskGraphs(_FaultyGraph):
 
 
 class SkippedGraph(_FaultyGraph):
-    """A built ``compile+graph`` variant (:class:`~cudagraph_bench.measure.forward_variants.CompileGraphVariant`) whose
-    calls run the compiled forward on the static input, never replaying the graph, as when inductor skips its graphs."""
+    """A ``compile+graph`` variant that runs the compiled forward and never replays, as when inductor skips graphs."""
 
     def __call__(self, input_ids):
         import torch
@@ -178,9 +170,7 @@ class SkippedGraph(_FaultyGraph):
 
 
 class PlantedVariant:
-    """A planted fault with the interface of :class:`~cudagraph_bench.measure.forward_variants.ForwardVariant`, checked
-    and timed like any other: ``planted`` is called and closed, ``fields`` (and ``capture_ms``, ms, when not None)
-    are what it records."""
+    """A planted fault checked and timed like any variant; ``fields`` (and ``capture_ms``) are recorded."""
 
     def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
         self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
@@ -243,7 +233,7 @@ def plant_forward(fault: Fault, model, spec):
 
 
 class WrongDecoder:
-    """A graphed decoder whose requests give other tokens (:func:`wrong_tokens`); everything else is the decoder's."""
+    """A graphed decoder whose requests give other tokens."""
 
     fields = {"planted_fault": "wrong-decode"}
 
@@ -265,15 +255,14 @@ class WrongDecoder:
 
 
 def wrong_tokens(tokens, vocab_size: int):
-    """``tokens`` ``[1, n]`` int64 with the last token changed to the next id (mod ``vocab_size``)."""
+    """``tokens [1, n]`` int64 with the last token changed to the next id (mod ``vocab_size``)."""
     out = tokens.clone()
     out[0, -1] = (out[0, -1] + 1) % vocab_size
     return out
 
 
 class StalePositionDecoder:
-    """A graphed decoder (:class:`~cudagraph_bench.capture.decode.GreedyDecoder`) whose requests never refresh the
-    static position: each request's decode steps start where the capture's warm-up or the previous request left it."""
+    """A graphed decoder that never refreshes the static position between requests."""
 
     fields = {"planted_fault": "stale-position"}
 
@@ -303,8 +292,7 @@ class StalePositionDecoder:
 
 
 def plant_decode(fault: Fault, model):
-    """``plant(decoder) -> decoder`` that plants ``fault`` (``wrong-decode`` or ``stale-position``) into a built
-    decoder of ``model``, for :func:`~cudagraph_bench.measure.decode_case.prepare_decode`."""
+    """``plant(decoder) -> decoder`` planting ``wrong-decode`` or ``stale-position`` into a decoder of ``model``."""
     if fault.kind == "stale-position":
         return StalePositionDecoder
     from cudagraph_bench.models.presets import vocab_size

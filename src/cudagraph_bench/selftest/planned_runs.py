@@ -1,7 +1,5 @@
-"""``cudagraph-bench selftest``'s runs (listed in docs/gate.md, "calibrate and selftest"): unmodified reruns of the
-gated matrix and runs with a fault planted (:mod:`cudagraph_bench.selftest.faults`), each a separate pytest process on
-this GPU writing ``OUT/<name>.json`` and its log. Unmodified and planted runs are interleaved, so that a drift of the
-host over the job does not read as a fault."""
+"""``cudagraph-bench selftest``'s runs (docs/gate.md): unmodified reruns of the gated matrix and planted-fault runs,
+each a pytest process writing ``OUT/<name>.json`` and its log, interleaved so host drift does not read as a fault."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ DEFAULT_UNMODIFIED_RUNS = 5
 DEFAULT_DELAYS_PCT = (3.0, 5.0, 10.0)
 #: The delay planted on head in the ab runs (``--ab-delay``, percent): the smallest the gate is tested at.
 DEFAULT_AB_DELAY_PCT = 3.0
-#: The ``--variants`` of the runs: the forward reference and the gated variant, the padded ones, and the compiled
-#: graph the skip-inductor-graphs fault is planted in.
+#: The runs' ``--variants``: reference, gated, padded, and the compiled graph the skip fault goes into.
 _GATED_PAIR = f"{variants.FORWARD_REFERENCE},{variants.GATED}"
 _PADDED = ",".join(variants.PADDING_NAMES)
 _COMPILED_GRAPH = next(v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.captured)
@@ -27,7 +24,7 @@ _COMPILED_GRAPH = next(v.name for v in variants.of_suite(variants.FORWARD) if v.
 
 @dataclass(frozen=True)
 class SelftestRun:
-    """One run of the self-test: its file stem, the fault planted (None: unmodified) and its pytest arguments."""
+    """File stem, planted fault (None: unmodified) and pytest arguments."""
 
     name: str
     fault: str | None
@@ -37,11 +34,8 @@ class SelftestRun:
 def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tuple[int, ...],
          runs: int = DEFAULT_UNMODIFIED_RUNS, delays=DEFAULT_DELAYS_PCT, ab_runs: int = 0,
          ab_delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
-    """The self-test's runs in the order they run. ``matrix``: the forward matrix of the unmodified runs (its
-    ``models``, ``dtypes`` and ``prompt_lengths`` given); ``extra_args``: more pytest arguments of every forward
-    run; ``gated_lengths``: the prompt lengths of the planted runs. The forward faults go into the first model and
-    the last dtype (the skipped inductor graphs at the first gated length only), the decode faults into the matrix's
-    models. ``ab_runs``: runs per ab group (0: none), last (:func:`ab_plan`)."""
+    """The runs in order. ``gated_lengths``: prompt lengths of planted runs; forward faults go into the first model and
+    last dtype, decode faults into the matrix's models; ``ab_runs`` per ab group (0: none) come last."""
     models, dtypes = matrix.value("models"), matrix.value("dtypes")
     planted_matrix = matrix.replaced(prompt_lengths=tuple(gated_lengths))
     single = planted_matrix.replaced(models=models[:1], dtypes=dtypes[-1:])
@@ -76,8 +70,7 @@ def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tup
 
 
 def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) -> list[SelftestRun]:
-    """The ab groups' ``3 * k`` runs of the pytest arguments ``args`` in :func:`~cudagraph_bench.runner.ab.schedule`'s
-    order: ``ab-base-<i>`` and ``ab-head-<i>`` as given, ``ab-delay-<delay>-<i>`` with ``delay:<delay>`` planted."""
+    """``3 * k`` runs in ABBA order: ``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<delay>-<i>`` (planted)."""
     fault = f"delay:{delay:g}"
     made = {"base": lambda i: SelftestRun(f"ab-base-{i}", None, args),
             "head": lambda i: SelftestRun(f"ab-head-{i}", None, args),
@@ -86,8 +79,7 @@ def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) 
 
 
 def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print, resume: bool = False) -> dict[str, Path | None]:
-    """Run ``runs`` one after another (their JSON and logs in ``out``); returns ``{name: JSON path or None}`` (None:
-    no run written; its log says why). ``resume``: a run whose JSON is already in ``out`` is kept, not run again."""
+    """Run ``runs`` in order into ``out``; ``{name: JSON path or None}``. ``resume``: a run with its JSON is kept."""
     done = {}
     for i, r in enumerate(runs, 1):
         kept = next((p for p in (out / f"{r.name}.json", out / f"{r.name}.json.gz") if p.is_file()), None)

@@ -1,8 +1,6 @@
-"""The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault and pass on
-every unmodified rerun? With a baseline of the unmodified runs: detection of each ``delay-<pct>`` run by the gate's
-rule, the gate's false alarms (leave one out) and ``compare``'s over every pair of unmodified runs, every
-wrong-result fault failing the gate on its checks, and ``ab``'s A/A false alarms and detection where ``ab-*`` runs
-are present (:mod:`cudagraph_bench.selftest.ab_verdicts`)."""
+"""The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault and pass on every
+unmodified rerun? Detection of each ``delay-<pct>`` run, false alarms of the gate (leave one out) and of ``compare``,
+every wrong-result fault failing the gate, and ``ab``'s A/A alarms and detection where ``ab-*`` runs exist."""
 
 from __future__ import annotations
 
@@ -35,8 +33,8 @@ WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing it
 
 @dataclass
 class CaseDetection:
-    """One gated case: its baseline spread and tolerance, and per planted delay (percent) whether the gate flagged
-    it, the change it saw and the delay measured when planted (percent)."""
+    """One gated case: baseline spread and tolerance, and per planted delay (percent) whether the gate flagged it, the
+    change seen and the delay measured."""
 
     label: str
     spread_pct: float | None
@@ -53,9 +51,7 @@ class CaseDetection:
 
 @dataclass
 class SelftestResult:
-    """All verdicts: ``cases`` (:class:`CaseDetection` per gated case), ``wrong`` (fault name -> (the gate failed
-    on it, the failing cases and checks in one line)), the delays planted, the unmodified run count and ``ab``
-    (the pull-request mode's comparisons, None: no ab runs)."""
+    """All verdicts; ``wrong``: fault -> (the gate failed on it, failing cases in one line); ``ab`` None: no ab runs."""
 
     cases: list[CaseDetection]
     wrong: dict[str, tuple[bool, str]]
@@ -72,27 +68,26 @@ class SelftestResult:
         return [c.label for c in self.cases if not c.detected.get(pct)]
 
     def off_target(self, pct: float) -> list[str]:
-        """The cases whose planted ``pct`` delay did not land within
-        :data:`~cudagraph_bench.selftest.faults.PLANT_TOLERANCE_POINTS` of its target."""
+        """Cases whose planted delay missed its target by more than ``PLANT_TOLERANCE_POINTS``."""
         return [c.label for c in self.cases if c.on_target.get(pct) is False]
 
     @property
     def missing(self) -> list[str]:
-        """The runs a verdict needs that are absent: a delay of at least 5%, each of :data:`ALWAYS_PLANTED`."""
+        """Needed runs that are absent: a delay of at least 5%, each of :data:`ALWAYS_PLANTED`."""
         delay = [] if any(p >= 5 for p in self.delays) else ["a delay of at least 5% (delay-5)"]
         return delay + [name for name in ALWAYS_PLANTED if name not in self.wrong]
 
     @property
     def passed_targets(self) -> bool:
-        """No run missing, no false alarm (gate, compare, ``ab``'s A/A), the smallest delay >= 5% detected in every
-        gated case, every wrong result failing the gate (``ab``'s detection is reported only)."""
+        """No run missing, no false alarm, the smallest delay >= 5% detected in every gated case, every wrong result
+        failing the gate (``ab``'s detection is reported only)."""
         five = min((p for p in self.delays if p >= 5), default=None)
         return (not self.missing and self.false_alarms == 0 and all(ok for ok, _ in self.wrong.values())
                 and five is not None and not self.missed(five) and (self.ab is None or self.ab.aa_alarms == 0))
 
 
 def split_runs(runs: dict[str, Run]) -> tuple[list[Run], dict[float, Run], dict[str, Run]]:
-    """``(unmodified runs, {delay pct: run}, {wrong-result fault: run})`` by the runs' names (file stems)."""
+    """``(unmodified runs, {delay pct: run}, {wrong-result fault: run})`` by file stem."""
     unmodified = [r for n, r in sorted(runs.items()) if n.startswith("unmodified-")]
     delays = {float(m.group(1)): r for n, r in runs.items() if (m := _DELAY.fullmatch(n))}
     wrong = {n: r for n, r in runs.items() if n in WRONG_RESULT_FAULTS}
@@ -106,9 +101,8 @@ def _baseline(runs: list[Run], min_runs: int):
 
 
 def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
-    """The verdicts of the module docstring. ``baseline``: a loaded
-    :class:`~cudagraph_bench.results.baseline.Baseline` to gate against instead of one built from the unmodified
-    runs. Raises UsageError for fewer than 5 unmodified runs without ``baseline``, fewer than 2 with one."""
+    """The module's verdicts; ``baseline``: gate against it instead of one built from the unmodified runs. UsageError
+    for fewer than 5 unmodified runs without ``baseline``, fewer than 2 with one."""
     from cudagraph_bench.results import gate
     from cudagraph_bench.results.compare import compare_runs
 
@@ -185,8 +179,7 @@ def rows(result: SelftestResult) -> list[dict]:
 
 
 def summary(result: SelftestResult) -> str:
-    """One line: false alarms, detection per delay, wrong-result faults, and ``ab``'s
-    (:func:`~cudagraph_bench.selftest.ab_verdicts.summary_part`) when it ran."""
+    """One line: false alarms, detection per delay, wrong-result faults, and ``ab``'s when it ran."""
     n = len(result.cases)
     trials = sum(c.gate_trials + c.pair_trials for c in result.cases)
     parts = [f"{n} gated cases, {result.n_unmodified} unmodified runs: {result.false_alarms} false alarms in "
@@ -201,8 +194,7 @@ def summary(result: SelftestResult) -> str:
 
 
 def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, plain: list[Run] = ()) -> str:
-    """The self-test page (``docs/gate-selftest.md``); ``plain``: the plain loop's runs, for the noise table; the
-    section of the pull-request mode when ``result.ab`` holds its comparisons."""
+    """The self-test page; ``plain``: the plain loop's runs, for the noise table."""
     env = next(iter(runs.values())).environment
     hosts = {r.environment.host for r in runs.values()}
     where = (f"all on one {env.gpu_name or env.gpu_slug}" if len(hosts) == 1 else
@@ -263,8 +255,8 @@ def _figure_note(runs: dict[str, Run]) -> list[str]:
 
 
 def _noise_section(runs: dict[str, Run], plain: list[Run]) -> list[str]:
-    """The spread between processes of the gated device figure: of the unmodified runs beside the plain loop's
-    runs, else of 5+ unmodified ab runs, else a pointer to the page that measures it."""
+    """The spread between processes of the gated device figure (unmodified beside plain-loop runs, else 5+ unmodified ab
+    runs, else a pointer)."""
     from cudagraph_bench.results import process_spread
 
     unmodified, _, _ = split_runs(runs)
