@@ -209,11 +209,12 @@ def test_a_folder_that_is_not_a_git_repository_is_a_usage_error(tmp_path, capsys
 
 
 @needs_git
-@pytest.mark.parametrize("bad", ["a path after --", "bad baseline", "markdown into a folder"])
+@pytest.mark.parametrize("bad", ["a path after --", "a bad value after --", "bad baseline", "markdown into a folder"])
 def test_bad_options_are_refused_before_any_run_and_leave_no_output_folder(tmp_path, capsys, monkeypatch, repo, bad):
     calls = fake_runs(monkeypatch)
     out_dir = tmp_path / "ab-out"
     extra = {"a path after --": ["--", "tests"],
+             "a bad value after --": ["--", "--models", "gpt2", "--benchmark-min-rounds", "0"],
              "bad baseline": ["--baseline", tmp_path / "missing.json"],
              "markdown into a folder": ["--markdown", tmp_path]}[bad]
     rc, out, err = run_cli(capsys, "ab", "--repo", repo, "--base", "base", "--head", "head", "-k", 2, "-o", out_dir,

@@ -91,6 +91,19 @@ def test_allow_takes_the_words_its_command_honours_comma_separated_or_repeated(c
     assert exc.value.code == 2 and "did you mean --allow missing?" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, hint", [
+    (["report", "r.json", "--newest-wins"], "did you mean --allow overlap?"),
+    (["gate", "r.json", "--no-baseline"], "did you mean --baseline none?"),
+    (["ab", "--base", "a", "--head", "b", "--pytest-args", "--models gpt2"], "give pytest's arguments after --"),
+    (["compare", "--old", "a", "--new", "b", "--storage", "d"], "looked up in $CUDAGRAPH_BENCH_STORAGE"),
+])
+def test_an_option_that_moved_names_what_to_give_instead(capsys, argv, hint):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and hint in err
+
+
 #: Options a user can meet: every shown option of every command (``--help`` left out), and the plugin's pytest options.
 CLI_OPTION_BUDGET, PYTEST_OPTION_BUDGET = 75, 28
 

@@ -159,3 +159,36 @@ def test_an_interrupted_report_leaves_the_earlier_report_as_it_was(tmp_path, mon
     assert {p.name: p.read_text() for p in out.iterdir()} == {
         "results.md": "earlier report", "latency_comparison.png": "earlier report",
         "speedup_vs_length.png": "earlier report"}
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals reach the main thread")
+def test_sigterm_stops_the_commands_pytest_processes_as_ctrl_c_does(tmp_path, monkeypatch, capsys):
+    """``timeout`` and a cancelled CI job send SIGTERM: the command stops its process group (and the grandchild) as
+    for Ctrl-C, says so in one line and exits 143; the handler it had before is back afterwards."""
+    from cudagraph_bench.commands import run
+
+    pid_file = tmp_path / "grandchild.pid"
+
+    def terminate_once_the_grandchild_runs():
+        deadline = time.monotonic() + 30
+        while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def a_run_that_is_terminated(args):
+        threading.Thread(target=terminate_once_the_grandchild_runs).start()
+        child = CHILD.replace("signal.signal(signal.SIGINT, signal.SIG_IGN)", "")     # ends on SIGINT
+        with open(tmp_path / "log", "w") as log:
+            process.run_process([sys.executable, "-c", child, str(pid_file)], tmp_path, dict(os.environ), log)
+        raise AssertionError("SIGTERM did not stop the command")
+
+    monkeypatch.setattr(run, "main", a_run_that_is_terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        assert cli.main(["run", "--device", "cpu"]) == 128 + signal.SIGTERM
+    finally:
+        process.allow_new_children()
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "cudagraph-bench: terminated (SIGTERM)"
+    assert signal.getsignal(signal.SIGTERM) == before
+    grandchild = int(pid_file.read_text())
+    assert not _alive(grandchild)

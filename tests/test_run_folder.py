@@ -23,6 +23,17 @@ def _files(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+def test_a_folder_that_held_no_run_keeps_its_plots(tmp_path, capsys, in_process_pytest, tiny_gpt2_dir):
+    """A report's folder (plots, no run.json) given as -o: the run adds its files and removes none of the others."""
+    out = tmp_path / "report"
+    out.mkdir()
+    report_plot = out / "decode_bandwidth.png"
+    report_plot.write_bytes(b"a report's plot")
+    assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 0
+    assert report_plot.read_bytes() == b"a report's plot" and (out / "run.json").is_file()
+    assert "removed" not in capsys.readouterr().err
+
+
 @pytest.mark.filterwarnings("ignore:Not saving anything")          # true: the failing session measured nothing
 def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, capsys, in_process_pytest,
                                                                       tiny_gpt2_dir, monkeypatch):

@@ -96,6 +96,12 @@ def test_the_round_options_reach_pytest_in_pytest_benchmarks_spelling():
     (["--variants", "eager,graphs"], "unknown variant 'graphs'"),
     (["--prompt-lengths", "16,,32"], "empty item"),
     (["--cpus", "3-1"], "bad CPU range '3-1'"),
+    (["--rounds", "3"], "unrecognized arguments: --rounds; give it after -- as --benchmark-min-rounds"),
+    (["--pad-to", "64"], "--pad-to is pytest's option: give it after --, e.g. -- --pad-to ..."),
+    (["--replay-proof"], "--replay-proof is pytest's option: give it after --"),
+    (["--iters", "3"], "give it after -- as --benchmark-min-rounds"),
+    (["--out", "x"], "unrecognized arguments: --out ("),                   # no abbreviation of --output-dir
+    (["--config", ""], "expected a path, got an empty string"),
     (["--device", "tpu"], "unknown device 'tpu'"),
     (["-o", ""], "expected a path, got an empty string"),
 ])
@@ -118,6 +124,10 @@ def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
     (["--", "--benchmark-warmup-iterations", "100001"], "expected at most 100000 warmup rounds, got 100001"),
     (["--", "--shard", "1/2"], "--shard: run --gpus shards the matrix: leave it out"),
     (["--", "tests"], "pytest's arguments after -- start with an option"),
+    (["--", "--gpus", "0"], "--gpus: it is run's own option: give it before --"),
+    (["--", "-k", "gpt2", "perf_tests/test_launch.py"], "the command chooses the test modules"),
+    (["--", "--pad-to", "64", "--", "--buckets", "16"], "pytest's arguments come after one --"),
+    (["--", "--warmup-ms", "1e12"], "expected at most 3600000 ms (an hour per benchmark)"),
 ])
 def test_bad_pytest_arguments_after_the_double_dash_exit_2_with_one_line_before_anything_runs(argv, message, capsys,
                                                                                             tmp_path):
@@ -607,3 +617,20 @@ def test_a_pytest_usage_error_is_said_by_what_argparse_refused(tmp_path):
         "pytest: unrecognized arguments: --nosuch-flag"
     log.write_text("ERROR: --models nosuch: unknown model 'nosuch'\n")
     assert runcmd._usage_error([SimpleNamespace(returncode=4, log_path=log)]) == "--models nosuch: unknown model 'nosuch'"
+
+
+def test_on_the_cpu_a_sweep_without_variants_gets_the_cpus_defaults_beside_one_that_names_its_own(tmp_path):
+    """device = "cpu": a [[sweep]] that names no variants gets the defaults that need no GPU, even when another
+    sweep names its own."""
+    path = write_toml(tmp_path, """
+        device = "cpu"
+        [[sweep]]
+        models = ["gpt2"]
+        variants = ["eager"]
+        [[sweep]]
+        models = ["bert-tiny"]
+    """)
+    named, defaulted = runcmd.matrices(parse("--config", path))
+    assert named.variants == ("eager",) and defaulted.variants
+    assert not any(variants.variant(variants.FORWARD, n).needs_cuda for n in defaulted.variants)
+    runcmd.check_device([named, defaulted])

@@ -10,13 +10,15 @@ import errno
 import importlib
 import io
 import os
+import signal
 import sys
 import textwrap
+import threading
 
 from cudagraph_bench import __version__
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import os_error_message
-from cudagraph_bench.options import add_allow_option, show_default
+from cudagraph_bench.options import AFTER_DOUBLE_DASH, PYTEST_BENCHMARK_SPELLING, add_allow_option, show_default
 from cudagraph_bench.paths import STORAGE_ENV
 
 #: sub-command -> (module, one-line help)
@@ -257,6 +259,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)      # ``--out`` is no ``--output-dir``: one spelling per option
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
@@ -281,22 +284,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[str]) -> str:
-    """argparse's message plus the closest option to the first unknown one (``--modles`` -> ``did you mean --models?``),
-    or for ``--storage`` the variable that replaced it."""
+#: Options that moved -> what to give instead, for the commands that had them.
+MOVED = {
+    "--pytest-args": (("ab", "selftest"), "give pytest's arguments after --, e.g. -- --models gpt2"),
+    "--newest-wins": (("report",), "did you mean --allow overlap?"),
+    "--no-baseline": (("gate",), "did you mean --baseline none?"),
+    "--model": (("run",), "did you mean --models?"),
+    "--dtype": (("run",), "did you mean --dtypes?"),
+    "--iters": (("run",), "give it after -- as --benchmark-min-rounds"),
+    "--warmup": (("run",), "give it after -- as --benchmark-warmup-iterations"),
+}
+
+
+def _moved_hint(command: str, option: str, known: list[str]) -> str | None:
+    """What to give instead of an ``option`` that ``command`` does not take but once did, or takes elsewhere."""
+    if option in MOVED and command in MOVED[option][0]:
+        return MOVED[option][1]
+    if option == "--storage" and command in RUN_READERS:
+        return f"saved-run ids are looked up in ${STORAGE_ENV}: set it to the folder instead"
+    if option.startswith("--allow-") and "--allow" in known:
+        return f"did you mean --allow {option.removeprefix('--allow-')}?"
+    if command == "run" and option in PYTEST_BENCHMARK_SPELLING:
+        return f"give it after -- as {PYTEST_BENCHMARK_SPELLING[option][0]}"
+    if command == "run" and (option in AFTER_DOUBLE_DASH or option.startswith("--benchmark-")):
+        return f"{option} is pytest's option: give it after --, e.g. -- {option} ..."
+    return None
+
+
+def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[str], command: str = "") -> str:
+    """argparse's message plus, for the first unknown option, where it went (:data:`MOVED`, run's options after
+    ``--``) or the closest option (``--modles`` -> ``did you mean --models?``)."""
     message = f"unrecognized arguments: {' '.join(extra)}"
     known = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
     for item in extra:
         if item.startswith("--"):
             option = item.split("=", 1)[0]
-            if option == "--storage":
-                message += f"; saved-run ids are looked up in ${STORAGE_ENV}: set it to the folder instead"
-            elif option.startswith("--allow-") and "--allow" in known:
-                message += f"; did you mean --allow {option.removeprefix('--allow-')}?"
-            else:
+            hint = _moved_hint(command, option, known)
+            if hint is None:
                 close = difflib.get_close_matches(option, known, n=1)
-                if close:
-                    message += f"; did you mean {close[0]}?"
+                hint = f"did you mean {close[0]}?" if close else None
+            if hint:
+                message += f"; {hint}"
             break
     return message
 
@@ -419,12 +447,31 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = stdout, stderr
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a CI job cancelled), raised where the command is, so that it stops its pytest processes
+    as for Ctrl-C (:func:`cudagraph_bench.runner.process.stop_children`) instead of leaving them running."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 def _main(argv: list[str] | None) -> int:
+    if threading.current_thread() is not threading.main_thread():
+        return _command(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return _command(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _command(argv: list[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's own parser: "cudagraph-bench run: error: ... (see cudagraph-bench run --help)"
         command_parser = parser.command_parsers.get(args.command, parser)
-        command_parser.error(unrecognized_arguments_message(command_parser, extra))
+        command_parser.error(unrecognized_arguments_message(command_parser, extra, args.command))
     from cudagraph_bench.results.runfile import interrupted_runs_allowed
 
     try:
@@ -436,6 +483,9 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:  # an output path that cannot be written (or an input that cannot be read)
         print(f"cudagraph-bench {args.command}: error: {os_error_message(exc)}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("cudagraph-bench: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("cudagraph-bench: interrupted", file=sys.stderr)
         return 130

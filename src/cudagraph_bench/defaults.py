@@ -52,3 +52,8 @@ DEFAULT_DECODE_COMPILE_TUNING = "coordinate-descent"
 DEFAULT_CHECK_INPUTS = 3
 #: Length (tokens) the padded graph pads every prompt to, capped at the model's positions.
 DEFAULT_PAD_TO = 1024
+
+#: Smallest tolerance (percent) of the wall figure: the offset between hosts (~6% on H200; docs/gate-noise.md).
+DEFAULT_FLOOR_PCT = 8.0
+#: Smallest tolerance (percent) of the device-side figure, which the host does not move (docs/gate-noise.md).
+DEVICE_FLOOR_PCT = 1.0

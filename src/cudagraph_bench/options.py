@@ -13,10 +13,11 @@ from cudagraph_bench.defaults import (  # noqa: F401  (re-exported: the names ev
     DEFAULT_BUCKETS, DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_NEW_TOKENS, DEFAULT_ROUNDS, DEFAULT_PRECISION_PCT,
     DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_WARMUP_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_MIN_TIME_MS,
     COMPILE_GRAPH_MODES, DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_COMPILE_GRAPH_MODE, DECODE_COMPILE_TUNINGS,
-    DEFAULT_DECODE_COMPILE_TUNING, DEFAULT_CHECK_INPUTS, DEFAULT_PAD_TO)
+    DEFAULT_DECODE_COMPILE_TUNING, DEFAULT_CHECK_INPUTS, DEFAULT_PAD_TO, DEFAULT_FLOOR_PCT, DEVICE_FLOOR_PCT)
 from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
     parse_models, model_name_problem, parse_prompt_lengths, parse_buckets, parse_dtypes, parse_variants,
-    parse_device, parse_token_counts, parse_reduction_pct, parse_regression_pct, parse_count, parse_path,
+    parse_device, parse_check_inputs, parse_token_counts, parse_reduction_pct, parse_regression_pct, parse_count,
+    parse_path,
     parse_rounds, parse_max_rounds, parse_warmup_rounds, parse_nonneg, parse_confirm, parse_seed,
     parse_multiplier, parse_ms, parse_timeout_s, parse_pct, parse_spread_pct, parse_alpha, parse_attn_implementation,
     parse_max_positions, parse_compile_mode, parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard,
@@ -76,7 +77,7 @@ MATRIX_OPTIONS = (
     Option("--min-time-ms", "min_time_ms", parse_ms, DEFAULT_MIN_TIME_MS,
            "measure each benchmark for at least this many ms (up to --max-rounds rounds); 0: no time floor "
            "(default: %(default)s)"),
-    Option("--check-inputs", "check_inputs", parse_count, DEFAULT_CHECK_INPUTS,
+    Option("--check-inputs", "check_inputs", parse_check_inputs, DEFAULT_CHECK_INPUTS,
            "fresh random inputs each variant is checked on against eager before it is timed "
            "(default: %(default)s)"),
     Option("--compile-mode", "compile_mode", parse_compile_mode, DEFAULT_COMPILE_GRAPH_MODE,
@@ -135,6 +136,9 @@ def matrix_arguments(values: dict) -> list[str]:
 
 #: The matrix options ``run`` takes before ``--``; the others come after ``--`` in pytest's spelling, or from TOML.
 RUN_FLAGS = ("--models", "--prompt-lengths", "--dtypes", "--variants", "--device")
+#: The suite's pytest options ``run`` passes on after ``--`` (pytest-benchmark's own, ``--benchmark-*``, too).
+AFTER_DOUBLE_DASH = frozenset({*(o.flag for o in MATRIX_OPTIONS if o.flag not in RUN_FLAGS), "--replay-proof",
+                               "--with-compile"})
 #: How a command takes pytest's arguments after ``--`` (``run``, ``ab``, ``selftest``).
 PYTEST_ARGS_METAVAR = "-- PYTEST_ARGS"
 
@@ -175,6 +179,10 @@ def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None 
         given, rest = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:
         raise UsageError(f"{where}: {exc.message}") from None
+    for item in rest:
+        if item == "--" or item.endswith(".py") or "::" in item:
+            raise UsageError(f"{where} ... {item}: the command chooses the test modules, and pytest's arguments come "
+                             "after one --: select cases with the matrix options or -k EXPR")
     values = vars(given)
     for flag, why in own.items():
         if f"own_{flag}" in values:
@@ -186,8 +194,8 @@ def add_regression_floor_option(parser: argparse.ArgumentParser) -> None:
     """``--max-regression PCT``, the regression tolerance's floor; default None: the baseline's, else the figure's."""
     parser.add_argument("--max-regression", type=parse_regression_pct, default=None, metavar="PCT",
                         help="floor of the regression tolerance in percent; a noisier case gets a multiple of its "
-                             "between-run spread (default: the baseline's, else 3 for the device-side graph figure, "
-                             "8 for wall medians)")
+                             f"between-run spread (default: the baseline's, else {DEVICE_FLOOR_PCT:g} for the "
+                             f"device-side graph figure, {DEFAULT_FLOOR_PCT:g} for wall medians)")
 
 
 def allow_dest(word: str) -> str:

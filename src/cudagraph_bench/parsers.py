@@ -135,10 +135,21 @@ def _decimal(text: str):
         return Decimal(0)
 
 
+#: Longest time a round option may ask for (ms): an hour per benchmark.
+MAX_MS = 3_600_000.0
+
+
+def _within_an_hour(ms: float, text: str, unit: str) -> float:
+    if ms > MAX_MS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_MS / (1 if unit == 'ms' else 1000):.0f} {unit} (an hour "
+                                         f"per benchmark), got {text}: a run that long never finishes")
+    return ms
+
+
 def parse_seconds_as_ms(text: str) -> float:
-    """Seconds, finite and >= 0, as milliseconds converted exactly (``0.5001`` -> ``500.1``)."""
+    """Seconds, finite, >= 0 and at most an hour, as milliseconds converted exactly (``0.5001`` -> ``500.1``)."""
     _nonnegative(text, "expected seconds")
-    return float(_decimal(text) * 1000)
+    return _within_an_hour(float(_decimal(text) * 1000), text, "s")
 
 
 def ms_as_seconds_text(text: str) -> str:
@@ -202,6 +213,18 @@ def _whole_number_at_least(text: str, lowest: int) -> int:
 def parse_count(text: str) -> int:
     """A whole number >= 1 (rounds, iterations)."""
     return _whole_number_at_least(text, 1)
+
+
+#: Most fresh inputs a variant is checked on before it is timed.
+MAX_CHECK_INPUTS = 1000
+
+
+def parse_check_inputs(text: str) -> int:
+    """A whole number from 1 to :data:`MAX_CHECK_INPUTS`."""
+    value = _whole_number_at_least(text, 1)
+    if value > MAX_CHECK_INPUTS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_CHECK_INPUTS} inputs, got {value}")
+    return value
 
 
 def parse_path(text: str) -> str:
@@ -275,8 +298,9 @@ def parse_multiplier(text: str) -> float:
 
 
 def parse_ms(text: str) -> float:
-    """A duration in milliseconds, finite and >= 0 (e.g. ``100``; ``0`` turns the time floor or cap off)."""
-    return _nonnegative(text, "expected milliseconds")
+    """A duration in milliseconds, finite, >= 0 and at most an hour (e.g. ``100``; ``0`` turns the time floor or cap
+    off)."""
+    return _within_an_hour(_nonnegative(text, "expected milliseconds"), text, "ms")
 
 
 def parse_timeout_s(text: str) -> float:

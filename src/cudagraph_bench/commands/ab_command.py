@@ -10,12 +10,16 @@ from cudagraph_bench.commands import compare_command
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
 from cudagraph_bench.options import (PYTEST_ARGS_METAVAR, add_regression_floor_option, parse_count, parse_path,
-                                     parse_regression_pct)
+                                     parse_pytest_matrix, parse_regression_pct)
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.runner.ab import (DEFAULT_OUT, DEFAULT_RUNS, MIN_RANK_RUNS, measure_in_worktrees, repository_root,
                                       resolve_commit)
 from cudagraph_bench.runner import process
 from cudagraph_bench.results.baseline import load_baseline
+
+
+#: pytest options ab sets itself in each run: given after ``--`` they are refused, with why.
+OWN_OPTIONS = {"--benchmark-json": "ab writes each run's JSON into -o", "--journal": "ab keeps each run's journal"}
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +36,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "directory)")
     parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
                         help="pytest arguments for every run, after --, e.g. -- --models gpt2 --prompt-lengths 16,50")
-    parser.add_argument("--baseline", metavar="FILE", help="noise model for the tolerance (as compare)")
+    parser.add_argument("--baseline", type=parse_path, metavar="FILE", help="noise model for the tolerance (as compare)")
     add_regression_floor_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the comparison as markdown")
 
@@ -46,9 +50,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never "
                          "overwritten)")
     pytest_args = list(args.pytest_args)
-    if pytest_args and not pytest_args[0].startswith("-"):
-        raise UsageError(f"ab -- {pytest_args[0]}: pytest's arguments after -- start with an option "
-                         "(e.g. -- --models gpt2)")
+    parse_pytest_matrix(pytest_args, "ab --", OWN_OPTIONS)     # a bad value is refused before any run starts
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     check_output_folder(out, [], "-o")

@@ -25,7 +25,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="reference run and run to check: JSON paths or saved-run ids (e.g. 0001 0002)")
     parser.add_argument("--old", nargs="+", metavar="RUN", help="several separate reference runs (instead of OLD)")
     parser.add_argument("--new", nargs="+", metavar="RUN", help="several separate runs to check (instead of NEW)")
-    parser.add_argument("--baseline", metavar="FILE",
+    parser.add_argument("--baseline", type=parse_path, metavar="FILE",
                         help="baseline whose between-run spread sets the tolerance of forward eager/graph cases "
                              "(default: the GPU's baseline where one is found, as for gate)")
     add_regression_floor_option(parser)

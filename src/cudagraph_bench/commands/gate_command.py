@@ -25,7 +25,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="pytest-benchmark JSON of one run, or of several separate runs of the same code "
                              "(paths or saved-run ids, e.g. 0001)")
-    parser.add_argument("--baseline", metavar="FILE",
+    parser.add_argument("--baseline", type=parse_path, metavar="FILE",
                         help="baseline file, or none: gate correctness and the reduction threshold only, without a "
                              "regression check (default: <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES, else in the "
                              "checkout's baselines/, whatever the working directory; a file named none: ./none)")

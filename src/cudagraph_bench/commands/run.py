@@ -28,6 +28,7 @@ OWN_OPTIONS = {
     "--shard": "run --gpus shards the matrix",
     "--benchmark-json": "run writes run.json into -o",
     "--journal": "run keeps each process's journal",
+    **{flag: "it is run's own option: give it before --" for flag in ("--config", "--gpus", "--cpus")},
 }
 #: Config keys whose value is a list (the others take one value).
 LIST_KEYS = frozenset({"models", "prompt_lengths", "dtypes", "variants", "buckets"})
@@ -66,7 +67,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     device.help = ("cuda, or cpu: the eager forward pass only (run measures the forward pass; the CPU's decode "
                    "variants run under pytest perf_tests --device cpu), to try the pipeline on any machine "
                    "(default: %(default)s)")
-    parser.add_argument("--config", metavar="TOML", default=None,
+    parser.add_argument("--config", metavar="TOML", type=parse_path, default=None,
                         help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
                              "flags given on the command line win")
     parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_OUTDIR, metavar="DIR",
@@ -173,22 +174,20 @@ def matrices(args: argparse.Namespace):
         raise UsageError(f"{_FLAGS[twice[0]]} given before and after --: give it once")
     explicit = (given_on_command_line(args) | set(after)) & set(_PARSERS)
     values = {dest: _plain(getattr(args, dest, None)) for dest in _PARSERS} | after
-    if "--with-compile" in rest:            # the forward variants' part of it: run splits variants by isolation
-        rest = [a for a in rest if a != "--with-compile"]
-        with_compile = True
-    else:
-        with_compile = False
+    with_compile = "--with-compile" in rest     # the forward variants' part of it: run splits variants by isolation
+    rest = [a for a in rest if a != "--with-compile"]
     sweeps, top = [{}], {}
-    if args.config:
-        top, config_sweeps = load_config(args.config)
+    config = _plain(args.config)
+    if config:
+        top, config_sweeps = load_config(config)
         values.update({k: v for k, v in top.items() if k not in explicit})
         sweeps = config_sweeps or [{}]
-    chosen_anywhere = "variants" in explicit or (args.config and ("variants" in top or any("variants" in s for s in sweeps)))
     out = []
     for sweep in sweeps:
         merged = {**values, **{k: v for k, v in sweep.items() if k not in explicit}}
         chosen = list(merged.pop("variants"))
-        if merged.get("device") == "cpu" and not chosen_anywhere:   # the defaults need a GPU: the CPU's own
+        chosen_here = "variants" in explicit or "variants" in top or "variants" in sweep
+        if merged.get("device") == "cpu" and not chosen_here:   # the defaults need a GPU: the CPU's own
             chosen = [n for n in chosen if not variants.variant(variants.FORWARD, n).needs_cuda]
         if with_compile:
             chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
@@ -291,9 +290,11 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
     files[outdir / RUN_JSON] = scratch_json.read_bytes()          # last: the run the folder holds
     verb = {path: written_verb(path) for path in (*(outdir / name for name in plots), outdir / RUN_JSON)}
     verb[outdir / "parts"] = "replaced" if (outdir / "parts").is_dir() else "wrote"
+    held_a_run = (outdir / RUN_JSON).is_file()         # else its other plots are no run's: a report's, say
     with interrupt_after(f"writing {outdir}"):
         write_files_atomic(files)
-        _remove_earlier(outdir, [p for p in files if p.parent == outdir and p.name != RUN_JSON], set(files))
+        if held_a_run:
+            _remove_earlier(outdir, [p for p in files if p.parent == outdir and p.name != RUN_JSON], set(files))
     for name in plots:
         print(f"{verb[outdir / name]} {outdir / name}", file=sys.stderr)
     print(f"{verb[outdir / 'parts']} {outdir / 'parts'} (each pytest process's JSON and log)", file=sys.stderr)

@@ -12,10 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-#: Smallest tolerance (percent) of the wall figure: the offset between hosts (~6% on H200; docs/gate-noise.md).
-DEFAULT_FLOOR_PCT = 8.0
-#: Smallest tolerance (percent) of the device-side figure, which the host does not move (docs/gate-noise.md).
-DEVICE_FLOOR_PCT = 1.0
+from cudagraph_bench.defaults import DEFAULT_FLOOR_PCT, DEVICE_FLOOR_PCT
+
 #: The floor of each figure a regression check compares (:attr:`cudagraph_bench.results.record.Measurement.figure`).
 FLOORS_PCT = {"device": DEVICE_FLOOR_PCT, "wall": DEFAULT_FLOOR_PCT}
 #: Fixed multiplier of the spread; None: Student's t quantile (:data:`DEFAULT_TAIL`, the spread's df).

@@ -125,6 +125,9 @@ def main(args: argparse.Namespace) -> int:
         check_output_file(args.markdown, "--markdown", "gate-selftest.md")
     if args.resume and args.source:
         raise UsageError("--resume continues a self-test in its -o folder, --from evaluates one: give one of them")
+    if args.pytest_args and args.source:
+        raise UsageError(f"pytest's arguments after -- go to the runs of a new self-test, but --from evaluates the runs "
+                         f"{args.source} holds: drop them")
     if args.runs is not None and args.source:
         raise UsageError(f"--runs {args.runs} sets the unmodified runs of a new self-test, but --from evaluates the runs "
                          f"{args.source} holds: drop --runs")
