@@ -2,7 +2,7 @@
 commands, and to the pytest plugin's options: each must be clean, that is exit code 2, nothing on stdout, one line
 on stderr that says what is wrong (the expected words are the ones the command prints for it), no traceback, no
 file made, and no input file changed. The runs are a small cut of a committed H200 run (two cases), corrupted one
-way each; every command runs in this process."""
+way each; every command runs in this process. The plugin's options: tests/test_bad_plugin_options.py."""
 
 import gzip
 import hashlib
@@ -15,6 +15,8 @@ import pytest
 from h200_fixture import copy_doc, committed_doc, run_bad_input
 
 from cudagraph_bench.fsio import MAX_JSON_BYTES
+
+pytestmark = pytest.mark.transformers_free
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "baselines" / "nvidia-h200.json"
@@ -415,32 +417,7 @@ def test_bad_input_is_clean(tmp_path, capsys, case):
     assert hashlib.sha256(BASELINE.read_bytes()).hexdigest() == committed
 
 
-#: pytest options of the plugin -> what the one line says (pytest's own form: ``ERROR: FLAG VALUE: reason``)
-PYTEST_OPTIONS = {
-    ("--new-tokens", "0"): "--new-tokens 0: token counts must be positive",
-    ("--decode-dtypes", "int8"): "--decode-dtypes int8: unknown dtype 'int8'",
-    ("--plant-fault", "bogus"): "--plant-fault bogus: unknown fault 'bogus'",
-    ("--plant-fault", "stale-masks"): "--plant-fault stale-masks: unknown fault 'stale-masks'",
-    ("--plant-fault", "stale-mask:1"): "--plant-fault stale-mask:1: fault stale-mask takes no argument",
-    ("--plant-fault", "stale-position:5"): "--plant-fault stale-position:5: fault stale-position takes no argument",
-    ("--plant-fault", "eager-layer:1"): "--plant-fault eager-layer:1: fault eager-layer takes no argument",
-    ("--decode-rounds", "x"): "--decode-rounds x: expected a whole number",
-    ("--decode-compile-tuning", "max"): "--decode-compile-tuning max: unknown decode compile tuning",
-    ("--compile-timeout-s", "-1"): "--compile-timeout-s -1: expected seconds >= 0",
-    ("--models", "nosuch"): "unknown model 'nosuch'",
-    ("--prompt-lengths", "0"): "--prompt-lengths 0: prompt lengths must be positive",
-    ("--shard", "3/2"): "bad shard '3/2'",
-}
-
-
-@pytest.mark.parametrize("option", PYTEST_OPTIONS, ids=" ".join)
-def test_a_bad_plugin_option_is_one_line(pytester, option):
-    pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *option)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    lines = [line for line in result.stderr.lines if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ERROR: ") and PYTEST_OPTIONS[option] in lines[0], lines
-
-
 def test_the_trial_is_large():
+    from test_bad_plugin_options import PYTEST_OPTIONS
+
     assert len(CASES) + len(PYTEST_OPTIONS) >= 150

@@ -10,6 +10,8 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import (check_output_file, check_output_folder, refuse_overwriting_inputs,
                                   write_files_atomic, write_text_atomic)
 
+pytestmark = pytest.mark.transformers_free
+
 
 def test_write_text_atomic_replaces_and_leaves_no_temp_files(tmp_path):
     target = tmp_path / "sub" / "report.md"

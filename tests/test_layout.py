@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.transformers_free
+
 PKG = Path(__file__).resolve().parents[1] / "src" / "cudagraph_bench"
 
 #: Top-level modules every layer may import; they import no layer.

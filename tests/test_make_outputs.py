@@ -26,7 +26,7 @@ if [ -n "$FAKE_RUN" ] && [ -n "${out:-}" ]; then printf "%s" "$FAKE_RUN" > "$out
 exit "${FAKE_RC:-0}"
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+pytestmark = [pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make"), pytest.mark.transformers_free]
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from cudagraph_bench.journal import EXIT_CUDA_BROKEN
 from cudagraph_bench.runner import process
 from cudagraph_bench.runner.process import MAX_RESTARTS, PytestRun, crash_reason, run_pytest
 
+pytestmark = pytest.mark.transformers_free
+
 #: Eager forward cases at 8 and 16 tokens (the 16-token one segfaults the process) and a plain benchmark after.
 CRASHING_SUITE = """
 import os

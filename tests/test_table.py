@@ -4,6 +4,8 @@ import pytest
 
 from cudagraph_bench.table import Column, render_table
 
+pytestmark = pytest.mark.transformers_free
+
 COLS = [Column("model", "model"), Column("median_ms", "median ms", ".2f"), Column("note", "note")]
 ROWS = [{"model": "gpt2", "median_ms": 1.2345, "note": "a|b"},
         {"model": "tinyllama-1.1b", "median_ms": 12.5, "note": None}]

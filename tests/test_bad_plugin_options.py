@@ -1,0 +1,30 @@
+"""The pytest plugin's options given bad values: each is one ``ERROR:`` line naming the option and what is wrong,
+pytest's usage-error exit code (the commands' bad input: tests/test_bad_input_matrix.py)."""
+
+import pytest
+
+#: pytest options of the plugin -> what the one line says (pytest's own form: ``ERROR: FLAG VALUE: reason``)
+PYTEST_OPTIONS = {
+    ("--new-tokens", "0"): "--new-tokens 0: token counts must be positive",
+    ("--decode-dtypes", "int8"): "--decode-dtypes int8: unknown dtype 'int8'",
+    ("--plant-fault", "bogus"): "--plant-fault bogus: unknown fault 'bogus'",
+    ("--plant-fault", "stale-masks"): "--plant-fault stale-masks: unknown fault 'stale-masks'",
+    ("--plant-fault", "stale-mask:1"): "--plant-fault stale-mask:1: fault stale-mask takes no argument",
+    ("--plant-fault", "stale-position:5"): "--plant-fault stale-position:5: fault stale-position takes no argument",
+    ("--plant-fault", "eager-layer:1"): "--plant-fault eager-layer:1: fault eager-layer takes no argument",
+    ("--decode-rounds", "x"): "--decode-rounds x: expected a whole number",
+    ("--decode-compile-tuning", "max"): "--decode-compile-tuning max: unknown decode compile tuning",
+    ("--compile-timeout-s", "-1"): "--compile-timeout-s -1: expected seconds >= 0",
+    ("--models", "nosuch"): "unknown model 'nosuch'",
+    ("--prompt-lengths", "0"): "--prompt-lengths 0: prompt lengths must be positive",
+    ("--shard", "3/2"): "bad shard '3/2'",
+}
+
+
+@pytest.mark.parametrize("option", PYTEST_OPTIONS, ids=" ".join)
+def test_a_bad_plugin_option_is_one_line(pytester, option):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", *option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: ") and PYTEST_OPTIONS[option] in lines[0], lines
