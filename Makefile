@@ -6,6 +6,7 @@
 #   TRANSFORMERS pip requirement that pins transformers inside the supported range (default: the newest
 #                release pip finds; CI also runs TRANSFORMERS=transformers==5.17.0, the oldest)
 #   VENV         virtual environment folder (default .venv)
+#   PIP_ARGS     extra `pip install` arguments of the setup (CI: --no-compile, bytecode written as first imported)
 #   PYTEST_ARGS  extra pytest arguments, e.g. PYTEST_ARGS="--models gpt2 --prompt-lengths 50"
 #   TEST_WORKERS pytest-xdist workers of `make test` (default: one per CPU, at most 8; 0: the tests in one
 #                process; PYTEST_ARGS="-n N" wins too). On a GPU machine the GPU tests of every worker share the GPU
@@ -19,6 +20,7 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch
 TRANSFORMERS ?=
+PIP_ARGS ?=
 PYTEST_ARGS ?=
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 8 ] && n=8; echo $$n)
 RUN_JSON ?= out/bench.json
@@ -52,8 +54,8 @@ $(VENV)/.requirements: FORCE
 $(VENV)/.installed: pyproject.toml $(VENV)/.requirements
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]" $(or $(TRANSFORMERS),--upgrade transformers)
+	$(PY) -m pip install -q $(PIP_ARGS) "$(TORCH)"
+	$(PY) -m pip install -q $(PIP_ARGS) -e ".[dev]" $(or $(TRANSFORMERS),--upgrade transformers)
 	@touch $@
 
 setup: $(VENV)/.installed
