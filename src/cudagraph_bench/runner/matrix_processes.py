@@ -118,9 +118,10 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
             results[part.name] = run_pytest(PytestRun(tree, parts_dir / f"{part.name}.json", part.args, part.env,
                                                           cpus=part.cpus))
 
-        threads = [threading.Thread(target=one, args=(p,)) for p in step] if len(step) > 1 else []
+        alone = len(step) == 1         # one process: waited for in this thread
+        threads = [] if alone else [threading.Thread(target=one, args=(p,)) for p in step]
         try:
-            if not threads:            # one process: waited for in this thread
+            if alone:
                 one(step[0])
             for thread in threads:
                 thread.start()
