@@ -16,11 +16,9 @@ from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import capture_cost, noise, stats
 from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
-from cudagraph_bench.results.baseline_values import (  # noqa: F401  (SCHEMA_VERSION, KIND ...: re-exported)
-    KIND, READABLE_SCHEMAS, SCHEMA_VERSION, THRESHOLD_PARSERS, check_document)
+from cudagraph_bench.results.baseline_values import KIND, SCHEMA_VERSION, check_document
 from cudagraph_bench.results.checks import failed_checks, own_and_peer
-from cudagraph_bench.results.runfile import (MAX_KEY_COUNT, Measurement, Run, distinct_runs, forward_groups,
-                                            merged_forward_groups)
+from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
 DEFAULT_MIN_REDUCTION_PCT = 30.0
@@ -274,12 +272,11 @@ def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: floa
     graph = base_case[GATED]
     alpha = float(thresholds.get("alpha", noise.DEFAULT_ALPHA))
     pooled = thresholds.get("cross_host_spread_pct")
-    hosts = graph.get("run_hosts") or []
     if pooled is not None:          # the baseline measured its machines' spread: a run of another machine
         n_hosts = max(1, len(graph.get("host_medians_ms") or []))
         within = graph.get("within_host_spread_pct")
         return noise.check_across_hosts(
-            graph["run_medians_ms"], hosts, float(graph["median_ms"]), new_ms,
+            graph["run_medians_ms"], float(graph["median_ms"]), new_ms,
             within_pct=within if within is not None else graph.get("spread_pct"),
             within_df=int(graph.get("within_host_df") or len(graph["run_medians_ms"]) - 1),
             cross_pct=float(pooled), cross_df=int(thresholds.get("cross_host_df") or 1), n_hosts=n_hosts,

@@ -10,7 +10,8 @@ from cudagraph_bench.cases import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAU
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.replay import replay_format_problem
 
-_STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
+#: The ``stats`` fields every benchmark of pytest-benchmark output holds.
+STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
 #: Longest plausible round, in seconds: a larger value is a corrupted file, not a latency.
 MAX_ROUND_S = 3600.0
 #: Variants each suite's benchmarks may carry (a renamed variant would silently escape the gate).
@@ -102,7 +103,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
             raise bad(f"has {problem}")
     if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
         raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
-    if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in _STAT_FIELDS) or not stats["median"] > 0:
+    if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in STAT_FIELDS) or not stats["median"] > 0:
         raise bad("has stats that are negative, zero or not finite")
     stddev = stats.get("stddev")
     if stddev is not None and not (is_number(stddev) and math.isfinite(stddev) and stddev >= 0):

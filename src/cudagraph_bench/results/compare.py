@@ -18,8 +18,6 @@ from cudagraph_bench.results.record import is_peer
 from cudagraph_bench.results.runfile import Measurement, Run, measurements
 from cudagraph_bench.table import Column, first_items, plural, verdict_line
 
-#: Variants that are the baselines of comparison rather than what the suite guards.
-
 
 @dataclass(frozen=True)
 class Change:
@@ -35,26 +33,13 @@ class Change:
     peer: bool = False
 
     @property
-    def old_median_ms(self) -> float:
-        return self.check.old_median_ms
-
-    @property
-    def new_median_ms(self) -> float:
-        return self.check.new_median_ms
-
-    @property
     def change_pct(self) -> float:
         return self.check.change_pct
 
     @property
-    def slower_beyond_threshold(self) -> bool:
-        """Slower than the tolerance allows and, where the rank test applies, significantly so."""
-        return self.check.regressed
-
-    @property
     def regressed(self) -> bool:
-        """Slower beyond the threshold and gated: fails the build."""
-        return self.gated and self.slower_beyond_threshold
+        """Slower beyond the threshold (:attr:`noise.RegressionCheck.regressed`) and gated: fails the build."""
+        return self.gated and self.check.regressed
 
     @property
     def broke(self) -> bool:
@@ -69,7 +54,7 @@ class Change:
     @property
     def marginal(self) -> bool:
         """Median beyond the tolerance, but not significant by the rank test."""
-        return self.check.beyond_tolerance and not self.slower_beyond_threshold
+        return self.check.beyond_tolerance and not self.check.regressed
 
     @property
     def status(self) -> str:
@@ -82,7 +67,7 @@ class Change:
             parts.append("WRONG (in OLD and NEW)")
         if self.regressed:
             parts.append("REGRESSION")
-        elif self.slower_beyond_threshold:
+        elif self.check.regressed:
             parts.append("slower (reference)")
         elif self.marginal:
             parts.append("marginal")
@@ -207,7 +192,7 @@ COLUMNS = [
 def rows(changes: list[Change]) -> list[dict]:
     """Table rows for :data:`COLUMNS`."""
     return [{"suite": c.suite, "label": c.label, "runs": f"{c.check.n_old} -> {c.check.n_new}",
-             "old_median_ms": c.old_median_ms, "new_median_ms": c.new_median_ms, "change_pct": c.change_pct,
+             "old_median_ms": c.check.old_median_ms, "new_median_ms": c.check.new_median_ms, "change_pct": c.change_pct,
              "tolerance_pct": c.check.tolerance_pct, "p_value": c.check.p_value,
              "checks": f"{c.old_check} -> {c.new_check}", "status": c.status}
             for c in changes]
@@ -251,7 +236,7 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
             worst = max(changes, key=lambda c: c.change_pct)
             parts.insert(0, f"{n} in both, all reference variants, none gated (largest change "
                             f"{worst.change_pct:+z.1f}%: {worst.label}, a reference; --gate-references gates them)")
-        slower_refs = [c for c in changes if not c.gated and c.slower_beyond_threshold]
+        slower_refs = [c for c in changes if not c.gated and c.check.regressed]
         if slower_refs and gated:
             parts.append(f"{plural(len(slower_refs), 'reference variant')} slower beyond tolerance, not gated: "
                          + first_items([f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs]))

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
-from typing import Protocol
+from typing import TYPE_CHECKING
 
+from cudagraph_bench.results.record import parse_stamp
 
-class Run(Protocol):
-
-    """What this module reads of a loaded :class:`cudagraph_bench.results.runfile.Run`."""
-    data: dict
-    benchmarks: list
-    environment: object
-    sha256: str
-    content_digest: str | None
+if TYPE_CHECKING:
+    from cudagraph_bench.results.runfile import Run
 
 #: Most seconds between the ``datetime`` stamps of one session's two files (written one right after the other).
 SAME_SESSION_S = 30.0
@@ -46,21 +40,12 @@ def content_digest(data: dict) -> str | None:
     return hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()
 
 
-def _stamp(raw) -> datetime | None:
-    """Aware UTC datetime (naive: UTC), or None when missing or not ISO 8601."""
-    try:
-        when = datetime.fromisoformat(str(raw))
-    except ValueError:
-        return None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
-
-
 def _seconds_apart(a: Run, b: Run) -> float | None:
     """0 for equal stamps (also unreadable ones), None when they differ and one cannot be read."""
     raw_a, raw_b = a.environment.run_datetime, b.environment.run_datetime
     if raw_a == raw_b:
         return 0.0
-    when_a, when_b = _stamp(raw_a), _stamp(raw_b)
+    when_a, when_b = parse_stamp(raw_a), parse_stamp(raw_b)
     if when_a is None or when_b is None:
         return None
     return abs((when_a - when_b).total_seconds())

@@ -71,7 +71,6 @@ class HostSpread:
     cross_pct: float | None
     cross_df: int
     host_medians_ms: tuple[float, ...]
-    n_runs: int
 
     @property
     def n_hosts(self) -> int:
@@ -96,7 +95,7 @@ def host_spread(run_medians_ms: Sequence[float], hosts: Sequence[str | None]) ->
     within_df = sum(len(g) - 1 for g in groups.values() if len(g) >= 2)
     medians = tuple(float(np.median(g)) for g in groups.values())
     cross = float(100.0 * np.std(np.log(medians), ddof=1)) if len(medians) >= 2 else None
-    return HostSpread(within, within_df, cross, len(medians) - 1, medians, int(x.size))
+    return HostSpread(within, within_df, cross, len(medians) - 1, medians)
 
 
 def pooled_cross_host_pct(spreads: Sequence[HostSpread]) -> tuple[float | None, int]:
@@ -106,28 +105,6 @@ def pooled_cross_host_pct(spreads: Sequence[HostSpread]) -> tuple[float | None, 
         return None, 0
     df = sum(s.cross_df for s in usable)
     return float(math.sqrt(sum(s.cross_df * s.cross_pct ** 2 for s in usable) / df)), df
-
-
-def across_hosts_tolerance_pct(within_pct: float | None, within_df: int, cross_pct: float, cross_df: int,
-                               n_hosts: int, n_base: int, n_new: int, *, floor_pct: float = DEFAULT_FLOOR_PCT,
-                               tail: float = DEFAULT_TAIL) -> tuple[float, float, float]:
-    """``(tolerance, t, df)``: allowed slow-down (percent) of ``n_new`` runs of a host outside the baseline's
-    ``n_hosts``: ``max(floor_pct, t * sqrt(cross^2 (1 + 1/n_hosts) + within^2 (1/n_base + 1/n_new)))``, ``t`` the
-    one-sided Student's t quantile with Welch-Satterthwaite df; the prediction interval of a one-way random-effects
-    model (Satterthwaite 1946). ValueError for ``n_base``, ``n_new`` or ``n_hosts`` < 1."""
-    from scipy.stats import t as student
-
-    if min(n_base, n_new, n_hosts) < 1:
-        raise ValueError(f"need at least one run and host on each side, got {n_base}, {n_new}, {n_hosts}")
-    cross_var = cross_pct ** 2 * (1.0 + 1.0 / n_hosts)
-    within_var = (within_pct or 0.0) ** 2 * (1.0 / n_base + 1.0 / n_new)
-    total = cross_var + within_var
-    if total <= 0:
-        return floor_pct, float("nan"), float("nan")
-    denominator = cross_var ** 2 / max(cross_df, 1) + (within_var ** 2 / max(within_df, 1) if within_var else 0.0)
-    df = total ** 2 / denominator
-    m = float(student.ppf(1.0 - tail, df))
-    return max(floor_pct, m * math.sqrt(total)), m, df
 
 
 @functools.lru_cache(maxsize=1024)
@@ -201,14 +178,13 @@ class RegressionCheck:
         """The rule in words, e.g. ``"tolerance max(5%, 7.17 x baseline's ... x sqrt(1/5 + 1/1)), no rank test"``."""
         rank = (f"rank test at alpha {self.alpha:g}" if self.p_value is not None else
                 f"no rank test ({self.n_old} vs {self.n_new} runs cannot get below alpha {self.alpha:g}: ratio only)")
+        m = f"{self.multiplier:.2f}" if self.multiplier is not None else "-"
         if self.cross_host_pct is not None:
-            m = f"{self.multiplier:.2f}" if self.multiplier is not None else "-"
             return (f"tolerance max({self.floor_pct:g}%, {m} x sqrt(cross-host spread^2 x (1 + 1/{self.n_hosts} hosts) "
                     f"+ within-host spread^2 x (1/{self.n_old} + 1/{self.n_new}))), cross-host spread pooled over the "
                     f"gated cases, {rank}")
         spread = {"baseline": "baseline's between-run spread", "runs": "between-run spread of these runs",
                   "none": "unknown spread"}[self.noise_source]
-        m = f"{self.multiplier:.2f}" if self.multiplier is not None else "-"
         return (f"tolerance max({self.floor_pct:g}%, {m} x {spread} x "
                 f"sqrt(1/{self.n_old} + 1/{self.n_new})), {rank}")
 
@@ -227,14 +203,28 @@ class RegressionCheck:
         return "ratio" if self.p_value is None else "ratio+rank"
 
 
-def check_across_hosts(old_ms: Sequence[float], old_hosts: Sequence[str | None], center_ms: float,
-                       new_ms: Sequence[float], *, within_pct: float | None, within_df: int, cross_pct: float,
-                       cross_df: int, n_hosts: int, floor_pct: float = DEVICE_FLOOR_PCT, alpha: float = DEFAULT_ALPHA,
+def check_across_hosts(old_ms: Sequence[float], center_ms: float, new_ms: Sequence[float], *,
+                       within_pct: float | None, within_df: int, cross_pct: float, cross_df: int, n_hosts: int,
+                       floor_pct: float = DEVICE_FLOOR_PCT, alpha: float = DEFAULT_ALPHA,
                        tail: float = DEFAULT_TAIL) -> RegressionCheck:
-    """Check ``new_ms: [n_new]`` (ms) of one host against a baseline over ``n_hosts`` hosts centred on ``center_ms``."""
+    """Check ``new_ms: [n_new]`` (ms) of one host outside a baseline of ``old_ms: [n_base]`` over ``n_hosts`` hosts
+    centred on ``center_ms``: tolerance (percent) ``max(floor_pct, t * sqrt(cross^2 (1 + 1/n_hosts) + within^2 (1/n_base
+    + 1/n_new)))``, ``t`` the one-sided Student's t quantile with Welch-Satterthwaite df; the prediction interval of a
+    one-way random-effects model (Satterthwaite 1946). ValueError for an empty side, a non-positive median or
+    ``n_hosts`` < 1."""
+    from scipy.stats import t as student
+
     old, new = _positive(old_ms, "old run medians"), _positive(new_ms, "new run medians")
-    tol, m, _ = across_hosts_tolerance_pct(within_pct, within_df, cross_pct, cross_df, n_hosts, int(old.size),
-                                           int(new.size), floor_pct=floor_pct, tail=tail)
+    if n_hosts < 1:
+        raise ValueError(f"need at least one run and host on each side, got {old.size}, {new.size}, {n_hosts}")
+    cross_var = cross_pct ** 2 * (1.0 + 1.0 / n_hosts)
+    within_var = (within_pct or 0.0) ** 2 * (1.0 / old.size + 1.0 / new.size)
+    total = cross_var + within_var
+    tol, m = floor_pct, float("nan")
+    if total > 0:
+        denominator = cross_var ** 2 / max(cross_df, 1) + (within_var ** 2 / max(within_df, 1) if within_var else 0.0)
+        m = float(student.ppf(1.0 - tail, total ** 2 / denominator))
+        tol = max(floor_pct, m * math.sqrt(total))
     new_median = float(np.median(new))
     return RegressionCheck(
         old_median_ms=float(center_ms), new_median_ms=new_median, n_old=int(old.size), n_new=int(new.size),

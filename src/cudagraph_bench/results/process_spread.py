@@ -13,9 +13,6 @@ from cudagraph_bench.variants import GATED
 
 #: Target spread of the gated figure between processes on one machine (percent; see the module docstring).
 MAX_SPAN_PCT, MAX_SPAN_VS_PLAIN = 1.0, 1.5
-#: Figures whose spread is shown: the wall median, the CUDA-event median and the device-side (gated) one.
-FIGURES = (("wall", lambda m: m.summary.median_ms), ("event", lambda m: m.extra_info.get("event_median_ms")),
-           ("device", lambda m: m.device_ms))
 
 
 def span_pct(values) -> float | None:
@@ -46,6 +43,17 @@ def hosts_of(runs: list[Run]) -> list[str | None]:
     return list(dict.fromkeys(r.environment.host for r in runs))
 
 
+def _per_host(pairs) -> dict:
+    grouped: dict = {}
+    for host, m in pairs:
+        grouped.setdefault(host, []).append(m.device_ms)
+    return grouped
+
+
+def _span_of_medians(per_host: dict) -> float | None:
+    return span_pct([statistics.median(xs) for v in per_host.values() if (xs := [x for x in v if x is not None])])
+
+
 def spread_rows(harness: list[Run], plain: list[Run] = ()) -> list[dict]:
     """Per gated case: ``label``, ``within`` / ``plain_within`` (``{host: span}``), ``across`` / ``plain_across`` (span
     of the machines' medians), ``ok``."""
@@ -53,24 +61,13 @@ def spread_rows(harness: list[Run], plain: list[Run] = ()) -> list[dict]:
     hosts = hosts_of(harness)
     rows = []
     for key in sorted(harness_cases):
-        def per_host(pairs):
-            grouped: dict = {}
-            for host, m in pairs:
-                grouped.setdefault(host, []).append(m.device_ms)
-            return grouped
-
-        mine, loop = per_host(harness_cases[key]), per_host(plain_cases.get(key, []))
+        mine, loop = _per_host(harness_cases[key]), _per_host(plain_cases.get(key, []))
         within = {h: span_pct(mine.get(h, [])) for h in hosts}
         plain_within = {h: span_pct(loop.get(h, [])) for h in hosts}
         ok = all(within[h] is None or within[h] <= max(MAX_SPAN_PCT, MAX_SPAN_VS_PLAIN * (plain_within[h] or 0.0))
                  for h in hosts)
-        medians = [statistics.median([x for x in v if x is not None]) for v in mine.values()
-                   if any(x is not None for x in v)]
-        plain_medians = [statistics.median([x for x in v if x is not None]) for v in loop.values()
-                         if any(x is not None for x in v)]
         rows.append({"label": "{} {} L={}".format(*key), "within": within, "plain_within": plain_within,
-                     "across": span_pct(medians) if len(medians) >= 2 else None,
-                     "plain_across": span_pct(plain_medians) if len(plain_medians) >= 2 else None, "ok": ok})
+                     "across": _span_of_medians(mine), "plain_across": _span_of_medians(loop), "ok": ok})
     return rows
 
 

@@ -5,6 +5,7 @@ decodes as an ``"other"`` measurement keyed by its test name."""
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass, field
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -24,6 +25,15 @@ CHECK_STATUSES = ("reference", "pass", "fail", "unchecked")
 FAILED_OUTCOMES = ("mismatch", "failed")
 #: ``extra_info.check`` of every benchmark of the plain capture/replay loop (``scripts/device/plain_loop``).
 PLAIN_LOOP_CHECK = "plain loop (unchecked)"
+
+
+def parse_stamp(raw) -> datetime | None:
+    """An ISO 8601 stamp as an aware UTC datetime (naive: UTC), or None when missing or unreadable."""
+    try:
+        when = datetime.fromisoformat(str(raw))
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
 
 
 def is_peer(suite: str, variant: str | None) -> bool:
@@ -116,15 +126,9 @@ class Environment:
         return self.gpu_uuid
 
     @property
-    def started_at(self):
+    def started_at(self) -> datetime:
         """:attr:`run_datetime` as an aware ``datetime`` (naive: UTC); the earliest possible time when unreadable."""
-        import datetime
-
-        try:
-            when = datetime.datetime.fromisoformat(self.run_datetime or "")
-        except ValueError:
-            return datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-        return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+        return parse_stamp(self.run_datetime) or datetime.min.replace(tzinfo=timezone.utc)
 
     @property
     def known_commit(self) -> str | None:
@@ -167,10 +171,6 @@ class Measurement:
     def key(self) -> tuple:
         """The case's fields in order, or ``(fullname,)``."""
         return astuple(self.case)
-
-    @property
-    def has_data(self) -> bool:
-        return self.samples_ms is not None
 
     @property
     def device_ms(self) -> float | None:

@@ -107,12 +107,3 @@ def replay_problem(value) -> str | None:
     bound = "any" if allowed is None else str(allowed)
     return (f"replay: {launches} graph launches and {kernels} kernels outside a graph {per} "
             f"(expected {expected} and at most {bound} per call): {why}")
-
-
-def replay_text(value) -> str:
-    """``"replay 1 graph launch, 0 kernels outside per call"``, or ``"replay not recorded"`` for None."""
-    if value is None:
-        return "replay not recorded"
-    calls = value.get("calls") or 1
-    per = "per call" if calls == 1 else f"in {calls} calls"
-    return f"replay {value['graph_launches']} graph launch(es), {value['kernels_outside_graph']} kernels outside {per}"

@@ -23,15 +23,15 @@ from cudagraph_bench.cases import SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.paths import STORAGE_ENV, default_storage
-from cudagraph_bench.results.benchmark_values import (  # noqa: F401  (MAX_*, SUITE_VARIANTS: re-exported)
-    MAX_KEY_COUNT, MAX_ROUND_S, SUITE_VARIANTS, check_benchmark, check_environment, check_suite_benchmarks, is_number)
+from cudagraph_bench.results import identity
+from cudagraph_bench.results.benchmark_values import (STAT_FIELDS, check_benchmark, check_environment,
+                                                      check_suite_benchmarks, is_number)
 from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, Environment, FailedCase, Measurement, decode_environment,
                                             decode_failure, decode_measurement, records_without_benchmarks)
 from cudagraph_bench.results.stats import pct, reduction_ci, reduction_pct, runs_reduction_pct
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
-_STAT_FIELDS = ("min", "max", "mean", "median", "rounds")
 
 
 #: The key of a run's ``cudagraph_bench`` section that marks the run of an interrupted session (Ctrl-C).
@@ -74,9 +74,7 @@ class Run:
     @cached_property
     def content_digest(self) -> str | None:
         """None without benchmarks."""
-        from cudagraph_bench.results.identity import content_digest
-
-        return content_digest(self.data)
+        return identity.content_digest(self.data)
 
     @cached_property
     def environment(self) -> Environment:
@@ -189,9 +187,9 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
     check_environment(path, data)
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None
-        if not (isinstance(stats, dict) and all(is_number(stats.get(f)) for f in _STAT_FIELDS)):
+        if not (isinstance(stats, dict) and all(is_number(stats.get(f)) for f in STAT_FIELDS)):
             raise InputFileError(f"{path}: benchmarks[{i}] has no numeric stats "
-                                 f"({', '.join(_STAT_FIELDS)}): not pytest-benchmark output")
+                                 f"({', '.join(STAT_FIELDS)}): not pytest-benchmark output")
         check_benchmark(path, i, bench, stats)
     check_suite_benchmarks(path, data["benchmarks"])
     return Run(path=path, data=data, sha256=hashlib.sha256(raw).hexdigest())
@@ -346,9 +344,7 @@ def check_one_gpu(runs: list[Run], fix: str) -> None:
 
 def distinct_runs(runs: list[Run], what: str) -> list[Run]:
     """``runs``; UsageError when a run is given twice (that would narrow the noise model)."""
-    from cudagraph_bench.results.identity import repeated_run
-
-    repeat = repeated_run(runs)
+    repeat = identity.repeated_run(runs)
     if repeat:
         earlier, run, why = repeat
         raise UsageError(f"{what}: {run.path} and {earlier.path} are the same run ({why}): give each separate run once")
