@@ -16,7 +16,7 @@ from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import capture_cost, noise, stats
 from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
-from cudagraph_bench.results.baseline_values import KIND, SCHEMA_VERSION, check_document
+from cudagraph_bench.results.baseline_values import KIND, SCHEMA_VERSION, case_name, check_document
 from cudagraph_bench.results.checks import failed_checks, own_and_peer
 from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
@@ -96,14 +96,13 @@ def baseline_of(doc: dict, path: Path) -> Baseline:
 def stored_case(case: dict) -> dict:
     """Times rounded to the ns (6 decimals of a ms), percents to 3 decimals."""
     def point(p: dict) -> dict:
-        return {**p, "median_ms": _round(p["median_ms"], MEDIAN_DECIMALS), "p95_ms": _round(p["p95_ms"], MEDIAN_DECIMALS),
-                "run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["run_medians_ms"]],
-                **({"wall_run_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["wall_run_medians_ms"]]}
-                   if "wall_run_medians_ms" in p else {}),
-                **{k: _round(p[k], 3) for k in ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct")
-                   if k in p},
-                **({"host_medians_ms": [_round(x, MEDIAN_DECIMALS) for x in p["host_medians_ms"]]}
-                   if "host_medians_ms" in p else {})}
+        out = {**p, "median_ms": _round(p["median_ms"], MEDIAN_DECIMALS), "p95_ms": _round(p["p95_ms"], MEDIAN_DECIMALS)}
+        for k in ("run_medians_ms", "wall_run_medians_ms", "host_medians_ms"):
+            if k in p:
+                out[k] = [_round(x, MEDIAN_DECIMALS) for x in p[k]]
+        out.update({k: _round(p[k], 3) for k in ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct")
+                    if k in p})
+        return out
     return {**case, REF: point(case[REF]), GATED: point(case[GATED]),
             "reduction_pct": _round(case["reduction_pct"], 3),
             "reduction_range_pct": [_round(x, 3) for x in case["reduction_range_pct"]],
@@ -122,13 +121,10 @@ def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: 
                                "run with a wrong result; fix the case and rerun")
     for run in runs:
         for key, by_variant in forward_groups(run).items():
-            m = by_variant.get(GATED)
-            if m is None:
-                continue
-            label = "{} {} L={} {}".format(*key, GATED)
-            if m.check.status == "unchecked" and not allow_unchecked:
-                raise UsageError(f"{what}: {label} of {run.path} recorded no correctness check: rerun with the "
-                                 "current plugin, or pass --allow unchecked for runs recorded before checks existed")
+            if GATED in by_variant and by_variant[GATED].check.status == "unchecked" and not allow_unchecked:
+                raise UsageError(f"{what}: {case_name(key)} {GATED} of {run.path} recorded no correctness check: rerun "
+                                 "with the current plugin, or pass --allow unchecked for runs recorded before checks "
+                                 "existed")
 
 
 def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_REDUCTION_PCT,
@@ -228,9 +224,8 @@ def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
     if path.is_dir():
         raise InputFileError(f"baseline {path} is a folder: give a baseline file such as {path / '<gpu-slug>.json'}")
-    raw = read_input_bytes(path, "baseline", "give a baseline file, written with "
-                                             "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
     rebuild = "give a baseline file, written with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json"
+    raw = read_input_bytes(path, "baseline", rebuild)
     if not raw.strip():
         raise InputFileError(f"baseline {path} is empty: {rebuild}")
     if raw[:2] == b"\x1f\x8b":

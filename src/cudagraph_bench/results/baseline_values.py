@@ -94,12 +94,13 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
                 raise InputFileError(f"baseline {path} lists case {case_name(key)} twice (cases[{first}] and "
                                      f"cases[{index}]): delete one of them, or {regenerate(path)}")
             _check_case(path, key, c)
-            _check_points(path, index, key, c)
-            _check_n_runs(path, index, key, c)
+            where = f"cases[{index}] ({case_name(key)})"
+            _check_points(path, index, where, c)
+            _check_n_runs(path, where, c)
             if schema >= 4 or c.get("capture_cost") is not None:
-                check_capture_cost(path, index, key, c, required=schema >= 4)
+                _check_capture_cost(path, where, c, required=schema >= 4)
             if schema >= 3:
-                _check_machines(path, index, key, c, hosts)
+                _check_machines(path, where, c, hosts)
             else:
                 _refuse_machine_fields(path, [(f"cases[{index}].{v}.{f}", c[v].get(f)) for v in (GATED, REF)
                                               for f in MACHINE_FIELDS])
@@ -187,10 +188,9 @@ def _check_case_fields(path: Path, index: int, c) -> None:
                 raise _bad(path, f"{where}: {variant} has no {name}")
 
 
-def _check_n_runs(path: Path, index: int, key: tuple, c: dict) -> None:
+def _check_n_runs(path: Path, where: str, c: dict) -> None:
     """A whole number >= 1 (``9.0`` is read as 9)."""
     value, runs = c["n_runs"], len(c[GATED]["run_medians_ms"])
-    where = f"cases[{index}] ({case_name(key)})"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not _whole(value) or value < 1:
@@ -214,8 +214,7 @@ def _check_sources(path: Path, data: dict) -> None:
         raise _bad(path, f"sources is {what}, not a list of one object per run ({{file, sha256, ...}})")
 
 
-def _check_points(path: Path, index: int, key: tuple, c: dict) -> None:
-    where = f"cases[{index}] ({case_name(key)})"
+def _check_points(path: Path, index: int, where: str, c: dict) -> None:
     for variant in (REF, GATED):
         for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
             value = c[variant][name] if name == "median_ms" else c[variant].get(name)
@@ -282,8 +281,7 @@ def _hosts(path: Path, data: dict) -> list[str]:
     return names
 
 
-def _check_machines(path: Path, index: int, key: tuple, c: dict, hosts: list[str]) -> None:
-    where = f"cases[{index}] ({case_name(key)})"
+def _check_machines(path: Path, where: str, c: dict, hosts: list[str]) -> None:
     for variant in (GATED, REF):
         point = c[variant]
         run_hosts = point.get("run_hosts")
@@ -371,10 +369,9 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
         raise InputFileError(f"{where}: min_reduction_pct: {exc}: {fix}") from None
 
 
-def check_capture_cost(path: Path, index: int, key: tuple, c: dict, *, required: bool) -> None:
+def _check_capture_cost(path: Path, where: str, c: dict, *, required: bool) -> None:
     """Null, or ``capture_ms`` > 0 ms with a percent spread and ``pool_left_mib`` null or finite MiB of 2+ runs
     (``required``: schema 4). InputFileError naming the field."""
-    where = f"cases[{index}] ({case_name(key)})"
     if "capture_cost" not in c:
         if required:
             raise _bad(path, f"{where}: capture_cost is missing: a schema-4 baseline records it in every case (null "

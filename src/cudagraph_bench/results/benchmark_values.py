@@ -92,16 +92,17 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     info = bench.get("extra_info")
     if info is not None and not isinstance(info, dict):
         raise bad(f"has extra_info of type {type(info).__name__}, not an object")
-    if isinstance(info, dict):
-        if info.get("suite") is not None and not isinstance(info["suite"], str):
-            raise bad(f"has extra_info.suite of type {json_type(info['suite'])}, not a string such as 'forward'")
-        if info.get("suite") in SUITE_KEYS:
-            _check_key_fields(bad, info["suite"], info)
-        _check_timings(bad, info)
-        problem = replay_format_problem(info["replay"]) if "replay" in info else None   # null is no proof
-        if problem:
-            raise bad(f"has {problem}")
-    if isinstance(info, dict) and "correct" in info and not isinstance(info["correct"], (bool, type(None))):
+    info = info or {}
+    suite = info.get("suite")
+    if suite is not None and not isinstance(suite, str):
+        raise bad(f"has extra_info.suite of type {json_type(suite)}, not a string such as 'forward'")
+    if suite in SUITE_KEYS:
+        _check_key_fields(bad, suite, info)
+    _check_timings(bad, info)
+    problem = replay_format_problem(info["replay"]) if "replay" in info else None   # null is no proof
+    if problem:
+        raise bad(f"has {problem}")
+    if "correct" in info and not isinstance(info["correct"], (bool, type(None))):
         raise bad(f"has extra_info.correct = {info['correct']!r}, not true/false")
     if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in STAT_FIELDS) or not stats["median"] > 0:
         raise bad("has stats that are negative, zero or not finite")
@@ -110,9 +111,8 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         raise bad(f"has stats.stddev = {stddev!r}, not a finite spread >= 0")
     if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
         raise bad(f"has a round time above {MAX_ROUND_S:g} s")
-    if isinstance(info, dict) and info.get("device_median_ms") is not None:
+    if info.get("device_median_ms") is not None:
         _check_device_figure(bad, info["device_median_ms"], stats["median"] * 1e3)
-    suite = info.get("suite") if isinstance(info, dict) else None
     if suite in SUITE_VARIANTS and "variant" in info and info["variant"] not in SUITE_VARIANTS[suite]:
         raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
     if suite in ("forward", "decode") and "dtype" in info and info["dtype"] not in DTYPES:
@@ -121,8 +121,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     if data is not None:
         if isinstance(data, list) and not data:
             raise bad("has an empty stats.data (no rounds)")
-        if not isinstance(data, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                 and math.isfinite(x) and x > 0 for x in data):
+        if not isinstance(data, list) or not all(is_number(x) and math.isfinite(x) and x > 0 for x in data):
             raise bad("has stats.data that is not a list of positive finite seconds")
         if max(data) > MAX_ROUND_S:
             raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")

@@ -11,7 +11,7 @@ import numpy as np
 
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, refuse_wrong_cases
+from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, build_baseline, case_tolerance, refuse_wrong_cases
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.runfile import Run, distinct_runs, merged_forward_groups
 from cudagraph_bench.table import Column, render_table
@@ -37,7 +37,7 @@ class ModeResult:
 
 def _verdicts(trials: list, plant_pct: float, floor_pct: float, multiplier: float | None, alpha: float) -> list[bool]:
     factor = 1.0 + plant_pct / 100.0
-    return [trial(factor) if callable(trial) else
+    return [trial(factor).regressed if callable(trial) else
             noise.check_regression(trial[0], trial[1] * factor, spread=trial[2], floor_pct=floor_pct,
                                    multiplier=multiplier, alpha=alpha, df=trial[3]).regressed for trial in trials]
 
@@ -59,10 +59,6 @@ def _mode(pairs, plants, floor_pct, multiplier, alpha) -> ModeResult:
             lo = mid + 1
     out.smallest_pct = float(grid[lo]) if lo < len(grid) else None
     return out
-
-
-def _spread(medians: np.ndarray) -> float | None:
-    return noise.spread_pct(medians) if medians.size >= 2 else None
 
 
 def _splits(n: int, k: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -120,18 +116,18 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         if seq_len > max_gated_len or len(graph) < n:
             continue
         medians = np.array([m.gated_ms for m in graph])
-        gate_pairs = [_GateTrial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
+        gate_pairs = [_gate_trial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
                       for i in range(n)]
         pair_trials = []
         for i, j in itertools.permutations(range(n), 2):
             rest = np.delete(medians, [i, j])
-            pair_trials.append((medians[i:i + 1], medians[j:j + 1], _spread(rest), n - 3))
+            pair_trials.append((medians[i:i + 1], medians[j:j + 1], noise.spread_pct(rest), n - 3))
         # a planted factor shifts the head group's log medians alike: the pooled spread is computed once per split
         ab_trials = ([(medians[list(b)], medians[list(h)],
                        noise.pooled_spread_pct([medians[list(b)], medians[list(h)]]), 2 * ab_runs - 2)
                       for b, h in _splits(n, ab_runs)] if n >= 2 * ab_runs else [])
-        spread_all = _spread(medians)
-        tolerances = [t.tolerance_pct for t in gate_pairs]
+        spread_all = noise.spread_pct(medians)
+        tolerances = [trial(1.0).tolerance_pct for trial in gate_pairs]
         out.append(CaseCalibration(
             model=model, dtype=dtype, seq_len=seq_len, n_runs=n, spread_pct=spread_all,
             gate_tolerance_pct=float(np.median(tolerances)),
@@ -146,29 +142,16 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
 
 def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: float | None, alpha: float) -> dict:
     """The unrounded baseline document of every run but ``i``."""
-    from cudagraph_bench.results.baseline import build_baseline
-
     others = runs[:i] + runs[i + 1:]
     return build_baseline(others, min_runs=len(others), allow_unchecked=True, rounded=False, max_gated_len=max_gated_len,
                           noise_multiplier=multiplier, alpha=alpha)
 
 
-class _GateTrial:
-    """One held-out run against the others' baseline; called with a planted factor, gives the verdict."""
-
-    def __init__(self, doc: dict, key: tuple, new_ms: float, floor_pct: float):
-        self._thresholds, self._new_ms, self._floor_pct = doc["thresholds"], new_ms, floor_pct
-        self._case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
-        self.tolerance_pct = self._check(1.0).tolerance_pct
-
-    def _check(self, factor: float):
-        from cudagraph_bench.results.baseline import case_tolerance
-
-        return case_tolerance(self._case, self._thresholds, [self._new_ms * factor], floor_pct=self._floor_pct,
-                              figure=self._case[GATED].get("figure", "wall"))
-
-    def __call__(self, factor: float) -> bool:
-        return self._check(factor).regressed
+def _gate_trial(doc: dict, key: tuple, new_ms: float, floor_pct: float):
+    """One held-out run against the others' baseline: the check of the run with a planted factor."""
+    case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
+    return lambda factor: case_tolerance(case, doc["thresholds"], [new_ms * factor], floor_pct=floor_pct,
+                                         figure=case[GATED].get("figure", "wall"))
 
 
 def floor_for(runs: list[Run]) -> float:

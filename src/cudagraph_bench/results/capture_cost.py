@@ -78,11 +78,10 @@ def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
 
 def baseline_point(key: tuple, pairs: list, runs_left: list[dict[str, float]]) -> dict | None:
     """A baseline case's ``capture_cost`` (``pool_left_mib`` None under 2 runs), or None."""
-    got = capture_values(pairs)
+    left, got = run_figures(key, pairs, runs_left)
     if got is None:
         return None
     values, calls = got
-    left = [r[ledger_id(key)] for r in runs_left if ledger_id(key) in r]
     return {"capture_ms": {"median_ms": float(np.median(values)), "run_values_ms": values,
                            "eager_calls": float(np.median(calls)), "run_eager_calls": calls,
                            "spread_pct": noise.spread_pct(calls)},

@@ -78,17 +78,13 @@ class Change:
         return ", ".join(parts)
 
 
-def is_reference(m: Measurement) -> bool:
-    """Reference variant or eager static-cache loop: host-bound, reported but not gated by default."""
+def is_gated(m: Measurement, gate_references: bool = False) -> bool:
+    """Whether a change of ``m`` can fail the comparison: not a reference variant or eager static-cache loop
+    (host-bound, reported but not gated by default), or ``gate_references``."""
     row = variants.find(m.suite, m.case.variant)
     exact = variants.exact_reference(m.suite)
-    return row is not None and (row.is_reference or (exact is not None and row == exact and not row.captured))
-
-
-def is_gated(m: Measurement, gate_references: bool = False) -> bool:
-    """Whether a change of ``m`` can fail the comparison: not a reference variant (:func:`is_reference`), or
-    ``gate_references``."""
-    return gate_references or not is_reference(m)
+    reference = row is not None and (row.is_reference or (exact is not None and row == exact and not row.captured))
+    return gate_references or not reference
 
 
 def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
@@ -104,9 +100,8 @@ def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
 
 def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | None, int | None]:
     """``(spread percent, df)`` of ``m``'s case in ``baseline``, else ``(None, None)``."""
-    if baseline is None or m.suite != variants.FORWARD or m.case.variant not in (REF, GATED):
-        return None, None
-    case = baseline.cases.get(m.case.without_variant())
+    forward = baseline is not None and m.suite == variants.FORWARD and m.case.variant in (REF, GATED)
+    case = baseline.cases.get(m.case.without_variant()) if forward else None
     if case is None:
         return None, None
     medians = case[m.case.variant].get("run_medians_ms") or []

@@ -15,7 +15,8 @@ from cudagraph_bench.results import capture_cost, noise
 from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline,
                                               case_tolerance, check_baseline_gpu, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.paths import checkout_root, default_baseline
+from cudagraph_bench.results.baseline_values import case_name
+from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_note
 from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, distinct_runs, forward_cases, forward_groups, load_run,
                                      merged_forward_groups, pairs_reduction_pct)
@@ -156,8 +157,8 @@ def find_baseline(run: Run, explicit: str | None, allow_gpu_mismatch: bool = Fal
                if picked else f"regenerate the baseline from runs of this matrix (cudagraph-bench baseline "
                               f"RUN... -o {baseline.path}) or drop --baseline")
         where = f"baseline {baseline.path}" + (" (picked from the run's GPU)" if picked else "")
-        first = "{} {} L={}".format(*keys[0])
-        raise UsageError(f"no case of {run.path} ({plural(len(keys), 'case')}, first {first}) is in {where}: {fix}")
+        raise UsageError(f"no case of {run.path} ({plural(len(keys), 'case')}, first {case_name(keys[0])}) is in "
+                         f"{where}: {fix}")
     return baseline
 
 
@@ -166,10 +167,9 @@ def require_baseline_figure(runs: list[Run], baseline: Baseline | None) -> None:
     if baseline is None:
         return
     for run in runs:
-        missing = [label for key, by_variant in forward_groups(run).items()
+        missing = [case_name(key) for key, by_variant in forward_groups(run).items()
                    if (case := baseline.cases.get(key)) is not None and case[GATED].get("figure") == "device"
-                   and GATED in by_variant and by_variant[GATED].device_ms is None
-                   for label in ["{} {} L={}".format(*key)]]
+                   and GATED in by_variant and by_variant[GATED].device_ms is None]
         if missing:
             raise UsageError(f"{run.path}: {plural(len(missing), 'graph case')} ({first_items(missing)}) recorded no "
                              f"device-side figure (extra_info.device_median_ms), which baseline {baseline.path} "
@@ -267,15 +267,14 @@ def rows(results: list[GateVerdict]) -> list[dict]:
     """Table rows of gate results for :data:`COLUMNS`."""
     out = []
     for r in results:
-        reg = r.regression
-        row = {**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
-               "margin_pts": r.margin_pts,
-               "status": r.status, "baseline_median_ms": reg.old_median_ms if reg else None,
-               "change_pct": reg.change_pct if reg else None, "tolerance_pct": reg.tolerance_pct if reg else None,
-               "p_value": reg.p_value if reg else None,
-               "capture_change_pct": r.capture.capture.change_pct if r.capture and r.capture.capture else None,
-               "capture_tolerance_pct": r.capture.capture.tolerance_pct if r.capture and r.capture.capture else None}
-        out.append(row)
+        reg, cap = r.regression, r.capture.capture if r.capture else None
+        out.append({**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
+                    "margin_pts": r.margin_pts, "status": r.status,
+                    "baseline_median_ms": reg.old_median_ms if reg else None,
+                    "change_pct": reg.change_pct if reg else None, "tolerance_pct": reg.tolerance_pct if reg else None,
+                    "p_value": reg.p_value if reg else None,
+                    "capture_change_pct": cap.change_pct if cap else None,
+                    "capture_tolerance_pct": cap.tolerance_pct if cap else None})
     return out
 
 

@@ -58,7 +58,7 @@ def part_entry(source: str, doc: Mapping) -> dict:
     return entry
 
 
-def check_profiled_once(kernel_counts: list, source: str, profiled: dict) -> None:
+def _check_profiled_once(kernel_counts: list, source: str, profiled: dict) -> None:
     """Record ``source``'s profiled cases in ``profiled``; UsageError naming a case another part profiled too."""
     for entry in kernel_counts:
         if not isinstance(entry, Mapping):
@@ -84,10 +84,9 @@ def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
             continue
         own = {"source": source}
         for key, value in section.items():
-            if key == "kernel_counts" and isinstance(value, list):
-                check_profiled_once(value, source, profiled)
-                merged.setdefault(key, []).extend(copy.deepcopy(value))
-            elif key in LIST_KEYS and isinstance(value, list):
+            if key in LIST_KEYS and isinstance(value, list):
+                if key == "kernel_counts":
+                    _check_profiled_once(value, source, profiled)
                 merged.setdefault(key, []).extend(copy.deepcopy(value))
             elif key == DURATIONS_KEY and isinstance(value, Mapping):
                 for nodeid, seconds in value.items():

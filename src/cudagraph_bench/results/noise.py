@@ -14,7 +14,7 @@ import numpy as np
 
 from cudagraph_bench.defaults import DEFAULT_FLOOR_PCT, DEVICE_FLOOR_PCT
 
-#: The floor of each figure a regression check compares (:attr:`cudagraph_bench.results.record.Measurement.figure`).
+#: The floor of each figure a regression check compares (:meth:`cudagraph_bench.results.record.Measurement.figure_ms`).
 FLOORS_PCT = {"device": DEVICE_FLOOR_PCT, "wall": DEFAULT_FLOOR_PCT}
 #: Fixed multiplier of the spread; None: Student's t quantile (:data:`DEFAULT_TAIL`, the spread's df).
 DEFAULT_MULTIPLIER = None

@@ -178,13 +178,9 @@ class Measurement:
         value = self.extra_info.get("device_median_ms")
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
-    @property
-    def figure(self) -> str:
-        """``"device"`` when :attr:`device_ms` is recorded, else ``"wall"`` (the synchronized wall median)."""
-        return "device" if self.device_ms is not None else "wall"
-
     def figure_ms(self, figure: str) -> float | None:
-        """The median of ``figure`` in ms; None when not recorded."""
+        """The median of ``figure`` (``"device"``: :attr:`device_ms`, ``"wall"``: the synchronized wall median) in ms;
+        None when not recorded."""
         return self.device_ms if figure == "device" else self.summary.median_ms
 
     @property
@@ -246,7 +242,7 @@ def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD)
                        fp64_rmse_ratio=_number(info.get("fp64_rmse_ratio")),
                        reason=str(reason) if reason not in (None, "") else None,
                        outcome=str(outcome) if outcome else None,
-                       generate_check_passed=_flag(info.get("generate_check_passed")),
+                       generate_check_passed=vs_generate,
                        matches_generate=_flag(info.get("matches_generate")),
                        generate_check=_text(info.get("generate_check")), replay_problem=replay_failed)
 
@@ -264,15 +260,14 @@ def decode_environment(data: dict) -> Environment:
     cpu = _mapping(info.get("cpu"))
     count = cpu.get("count")
     return Environment(
-        gpu_name=_text(gpu.get("gpu_name")), gpu_slug=_text(gpu.get("gpu_slug")) or None,
-        driver=_text(gpu.get("driver")), cuda_runtime=_text(gpu.get("cuda_runtime")), torch=_text(gpu.get("torch")),
-        transformers=_text(gpu.get("transformers")), pytest_benchmark=_text(data.get("version")),
-        commit_id=_text((commit or {}).get("id")) or None, commit_dirty=bool((commit or {}).get("dirty")),
-        run_datetime=_text(data.get("datetime")), node=_text(info.get("node")), gpu_uuid=_text(gpu.get("gpu_uuid")) or None,
-        cpu_affinity=_text(info.get("cpu_affinity")), cpu_brand=_text(cpu.get("brand_raw")) or None,
+        **{k: _text(gpu.get(k)) for k in ("gpu_name", "driver", "cuda_runtime", "torch", "transformers")},
+        **{k: _text(info.get(k)) for k in ("node", "cpu_affinity", "python_version", "python_implementation", "system",
+                                           "release", "machine")},
+        gpu_slug=_text(gpu.get("gpu_slug")) or None, gpu_uuid=_text(gpu.get("gpu_uuid")) or None,
+        pytest_benchmark=_text(data.get("version")), commit_id=_text((commit or {}).get("id")) or None,
+        commit_dirty=bool((commit or {}).get("dirty")), run_datetime=_text(data.get("datetime")),
+        cpu_brand=_text(cpu.get("brand_raw")) or None,
         cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-        python_version=_text(info.get("python_version")), python_implementation=_text(info.get("python_implementation")),
-        system=_text(info.get("system")), release=_text(info.get("release")), machine=_text(info.get("machine")),
         cuda_fingerprint=cuda, commit_info=commit,
         gpu_workers=len(info["workers"]) if isinstance(info.get("workers"), list) else 0,
         planted_fault=_text(_mapping(data.get("cudagraph_bench")).get("planted_fault")) or None)

@@ -37,7 +37,7 @@ def table_peak_gbps(gpu_name: str | None) -> float | None:
 def nvml_peak_gbps(max_mem_clock_mhz: float, bus_width_bits: float) -> float:
     """``MHz x bits x 2 / 8 / 1000`` GB/s; ValueError for a clock or width that is not a positive finite number."""
     for name, value in (("memory clock", max_mem_clock_mhz), ("bus width", bus_width_bits)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        if not _positive(value):
             raise ValueError(f"NVML {name} must be a positive number, got {value!r}")
     return max_mem_clock_mhz * bus_width_bits * 2 / 8 / 1000
 
@@ -109,7 +109,3 @@ def overhead(median_ms: float | None, busy_ms: float | None,
     per_node = over * 1000.0 / n_kernels if isinstance(n_kernels, int) and not isinstance(n_kernels, bool) \
         and n_kernels > 0 else None
     return over, per_node
-
-
-__all__ = ["DATASHEET_PEAK_GBPS", "NVML_TABLE_TOLERANCE", "table_peak_gbps", "nvml_peak_gbps", "choose_peak",
-           "run_peak", "achieved_gbps", "bandwidth_floor_ms", "pct_of_peak", "overhead"]
