@@ -49,22 +49,6 @@ class Baseline:
         return [h["host"] for h in self.data.get("hosts") or [] if isinstance(h, dict) and h.get("host")]
 
 
-def _environment(run: Run) -> dict:
-    env = run.environment
-    return {
-        "cuda": env.cuda_fingerprint,
-        "python": env.python_version,
-        "python_implementation": env.python_implementation,
-        "cpu": env.cpu_brand,
-        "system": env.system,
-        "release": env.release,
-        "machine": env.machine,
-        "pytest_benchmark": env.pytest_benchmark,
-        "commit_info": env.commit_info,
-        "run_datetime": env.run_datetime,
-    }
-
-
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -79,11 +63,6 @@ def _point(ms: list[Measurement], figure: str = "wall") -> dict:
     if figure != "wall":
         point.update(figure=figure, wall_run_medians_ms=[m.summary.median_ms for m in ms])
     return point
-
-
-def wall_medians(point: dict) -> list[float]:
-    """The synchronized wall run medians (ms) of a stored point."""
-    return point.get("wall_run_medians_ms") or point["run_medians_ms"]
 
 
 def baseline_of(doc: dict, path: Path) -> Baseline:
@@ -167,7 +146,8 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
                   f"{min(len(eager), len(graph))} of {len(runs)} runs (< {min_runs}): not stored", file=sys.stderr)
             continue
         e_point, g_point = _point(eager), _point(graph, figure)
-        red, per_run_range = stats.runs_reduction_pct(e_point["run_medians_ms"], wall_medians(g_point))
+        red, per_run_range = stats.runs_reduction_pct(e_point["run_medians_ms"],
+                                                      g_point.get("wall_run_medians_ms") or g_point["run_medians_ms"])
         spread = noise.host_spread(g_point["run_medians_ms"], g_point["run_hosts"])
         several = spread.n_hosts >= 2 and spread.within_pct is not None
         g_point.update(spread_pct=spread.within_pct if several else noise.spread_pct(g_point["run_medians_ms"]),
@@ -193,7 +173,7 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     if not cases:
         raise UsageError(f"no forward case was measured in {min_runs} of the {len(runs)} runs: give runs of the "
                          "same matrix")
-    newest = max(runs, key=lambda r: r.environment.started_at)
+    env = max(runs, key=lambda r: r.environment.started_at).environment
     cross, cross_df = noise.pooled_cross_host_pct(spreads)
     hosts: dict[str, dict] = {}
     for r in runs:
@@ -204,8 +184,11 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
-        "gpu_slug": newest.environment.gpu_slug,
-        "environment": _environment(newest),
+        "gpu_slug": env.gpu_slug,
+        "environment": {"cuda": env.cuda_fingerprint, "python": env.python_version,
+                        "python_implementation": env.python_implementation, "cpu": env.cpu_brand, "system": env.system,
+                        "release": env.release, "machine": env.machine, "pytest_benchmark": env.pytest_benchmark,
+                        "commit_info": env.commit_info, "run_datetime": env.run_datetime},
         "sources": [{"file": r.path.name, "sha256": r.sha256, "run_datetime": r.environment.run_datetime,
                      "node": r.environment.node, "host": r.environment.host, "cpu": r.environment.cpu_text}
                     for r in runs],

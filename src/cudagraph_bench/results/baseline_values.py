@@ -107,8 +107,14 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
             cases[key] = c
         if not cases:
             raise ValueError("it holds no cases")
-        gpu = _gpu_slug(path, data)
-        _check_sources(path, data)
+        gpu = data.get("gpu_slug")
+        if not isinstance(gpu, str) or not gpu.strip():
+            what = _shown(gpu) if "gpu_slug" in data else "missing"
+            raise _bad(path, f"gpu_slug is {what}, not the GPU's key as text (such as \"nvidia-h200\")")
+        sources = data.get("sources")
+        if not (isinstance(sources, list) and sources and all(isinstance(s, dict) for s in sources)):
+            what = _shown(sources) if "sources" in data else "missing"
+            raise _bad(path, f"sources is {what}, not a list of one object per run ({{file, sha256, ...}})")
         thresholds = _thresholds(data.get("thresholds", {}))
         if schema >= 3:
             _check_machine_thresholds(path, cases, thresholds, hosts)
@@ -163,19 +169,13 @@ def _whole(value) -> bool:
 CASE_FIELDS = ("model", "dtype", "seq_len", "n_runs", REF, GATED)
 
 
-def _case_label(index: int, c) -> str:
-    """``cases[3] (gpt2 float32 L=16)``."""
-    if isinstance(c, dict) and isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) \
-            and _whole(c.get("seq_len")):
-        return f"cases[{index}] ({case_name((c['model'], c['dtype'], c['seq_len']))})"
-    return f"cases[{index}]"
-
-
 def _check_case_fields(path: Path, index: int, c) -> None:
     if not isinstance(c, dict):
         raise _bad(path, f"cases[{index}] is {_shown(c)}, not a case object (model, dtype, seq_len, n_runs, "
                          f"{REF}, {GATED}, ...)")
-    where = _case_label(index, c)
+    where = f"cases[{index}]"
+    if isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) and _whole(c.get("seq_len")):
+        where += f" ({case_name((c['model'], c['dtype'], c['seq_len']))})"
     for name in CASE_FIELDS:
         if name not in c:
             raise _bad(path, f"{where} has no {name}")
@@ -197,21 +197,6 @@ def _check_n_runs(path: Path, where: str, c: dict) -> None:
         raise _bad(path, f"{where}: n_runs is {_shown(value)}, not a whole number of runs >= 1 (no quotes)")
     if value != runs:
         raise _bad(path, f"{where}: n_runs is {value}, but graph.run_medians_ms holds {runs} run medians (one per run)")
-
-
-def _gpu_slug(path: Path, data: dict) -> str:
-    slug = data.get("gpu_slug")
-    if not isinstance(slug, str) or not slug.strip():
-        what = _shown(slug) if "gpu_slug" in data else "missing"
-        raise _bad(path, f"gpu_slug is {what}, not the GPU's key as text (such as \"nvidia-h200\")")
-    return slug
-
-
-def _check_sources(path: Path, data: dict) -> None:
-    sources = data.get("sources")
-    if not (isinstance(sources, list) and sources and all(isinstance(s, dict) for s in sources)):
-        what = _shown(sources) if "sources" in data else "missing"
-        raise _bad(path, f"sources is {what}, not a list of one object per run ({{file, sha256, ...}})")
 
 
 def _check_points(path: Path, index: int, where: str, c: dict) -> None:

@@ -32,10 +32,6 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _is_timing(key: str) -> bool:
-    return key.endswith(("_ms", "_s")) or key.startswith(("ms_per_", "us_per_"))
-
-
 def _check_key_fields(bad, suite: str, info: dict) -> None:
     """``bad(...)`` for a key field of the wrong type (counts: whole, in [1, MAX_KEY_COUNT])."""
     for name in SUITE_KEYS[suite]:
@@ -62,7 +58,7 @@ def json_type(value) -> str:
 def _check_timings(bad, info: dict) -> None:
     """``bad(...)`` for a time or rate (also nested) not finite and >= 0."""
     for key, value in info.items():
-        if value is None or not _is_timing(key):
+        if value is None or not (key.endswith(("_ms", "_s")) or key.startswith(("ms_per_", "us_per_"))):
             continue
         if type(value) is list and value:        # per-round times: two passes in C when all is well
             try:

@@ -115,7 +115,7 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         graph = by_variant.get(GATED, [])
         if seq_len > max_gated_len or len(graph) < n:
             continue
-        medians = np.array([m.gated_ms for m in graph])
+        medians = np.array([m.device_ms if m.device_ms is not None else m.summary.median_ms for m in graph])
         gate_pairs = [_gate_trial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
                       for i in range(n)]
         pair_trials = []

@@ -87,11 +87,6 @@ class GateVerdict:
         return self.reduction_pct - self.min_reduction_pct if self.gated else None
 
     @property
-    def thin_margin(self) -> bool:
-        """Gated, less than :data:`MARGIN_WARN_POINTS` above threshold (a warning: batch 1 moves with the CPU)."""
-        return self.gated and 0 <= self.margin_pts < MARGIN_WARN_POINTS
-
-    @property
     def marginal(self) -> bool:
         """Gated and the 95% interval straddles the threshold."""
         return bool(self.gated and self.ci_pct and self.ci_pct[0] < self.min_reduction_pct < self.ci_pct[1])
@@ -320,7 +315,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
                          f"{low.reduction_pct:.1f}%: {low.label})")
         else:
             parts.append("no gated cases in this run (nothing checked against the threshold)")
-    thin = [r for r in results if r.thin_margin]
+    thin = [r for r in results if r.gated and 0 <= r.margin_pts < MARGIN_WARN_POINTS]   # batch 1 moves with the CPU
     if thin:
         parts.append(f"warning: {plural(len(thin), 'gated case')} within {MARGIN_WARN_POINTS:g} points of the "
                      f"threshold ({first_items([f'{r.label} {r.margin_pts:+.1f}' for r in thin])}): eager is "

@@ -197,11 +197,6 @@ class RegressionCheck:
         """Slower than the tolerance allows and, where the rank test applies, significantly so."""
         return self.beyond_tolerance and (self.p_value is None or self.p_value < self.alpha)
 
-    @property
-    def rule(self) -> str:
-        """``"ratio+rank"`` when the rank test took part, else ``"ratio"``."""
-        return "ratio" if self.p_value is None else "ratio+rank"
-
 
 def check_across_hosts(old_ms: Sequence[float], center_ms: float, new_ms: Sequence[float], *,
                        within_pct: float | None, within_df: int, cross_pct: float, cross_df: int, n_hosts: int,

@@ -184,11 +184,6 @@ class Measurement:
         return self.device_ms if figure == "device" else self.summary.median_ms
 
     @property
-    def gated_ms(self) -> float:
-        """The figure the gate guards (ms): :attr:`device_ms` where recorded, else the synchronized wall median."""
-        return self.device_ms if self.device_ms is not None else self.summary.median_ms
-
-    @property
     def can_bootstrap(self) -> bool:
         """Per-round data of at least :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
         return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS

@@ -5,7 +5,7 @@ replayed graph make no launch call and are not counted."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Iterable
 
 #: Host API calls that launch a whole CUDA graph (runtime and driver API).
@@ -56,18 +56,13 @@ def replay_field(count: ReplayCount, *, calls: int, expected_graph_launches: int
                  kernels_outside_allowed: int | None) -> dict:
     """``{"calls", "graph_launches", "kernels_outside_graph", "copies_outside_graph", "expected_graph_launches",
     "kernels_outside_allowed"}``: counts summed over calls, expected/allowed per call (allowed None: unbounded)."""
-    return {"calls": calls, "graph_launches": count.graph_launches,
-            "kernels_outside_graph": count.kernels_outside_graph, "copies_outside_graph": count.copies_outside_graph,
-            "expected_graph_launches": expected_graph_launches, "kernels_outside_allowed": kernels_outside_allowed}
+    return {"calls": calls, **asdict(count), "expected_graph_launches": expected_graph_launches,
+            "kernels_outside_allowed": kernels_outside_allowed}
 
 
 #: Fields of ``extra_info["replay"]`` that must be whole numbers >= 0 (calls: >= 1), and whether each is required.
 _FIELDS = {"graph_launches": True, "kernels_outside_graph": True, "calls": False, "copies_outside_graph": False,
            "expected_graph_launches": False, "kernels_outside_allowed": False}
-
-
-def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def replay_format_problem(value) -> str | None:
@@ -83,7 +78,7 @@ def replay_format_problem(value) -> str | None:
         x = value[key]
         if x is None and key == "kernels_outside_allowed":
             continue
-        if not _count(x) or (key == "calls" and x < 1):
+        if not isinstance(x, int) or isinstance(x, bool) or x < (1 if key == "calls" else 0):
             return f"extra_info.replay.{key} = {x!r}, not a whole number >= {1 if key == 'calls' else 0}"
     return None
 

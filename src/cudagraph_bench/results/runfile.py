@@ -49,15 +49,6 @@ def interrupted_runs_allowed(allowed: bool = True):
         _ALLOW_INTERRUPTED.reset(token)
 
 
-def interrupted_reason(data: dict) -> str | None:
-    """The run's interruption in words, or None for a run that finished."""
-    section = data.get("cudagraph_bench")
-    value = section.get(INTERRUPTED) if isinstance(section, dict) else None
-    if not value:
-        return None
-    return value if isinstance(value, str) else "the session was interrupted"
-
-
 @dataclass(frozen=True)
 class Run:
     """A loaded run: ``data`` the parsed JSON (never changed), ``sha256`` of the decompressed bytes; decoded fields are
@@ -102,12 +93,6 @@ class Run:
         return tuple(f for f in decoded if f is not None)
 
 
-def _ids_in(storage: Path) -> list[Path]:
-    if not storage.is_dir():
-        return []
-    return sorted({*storage.glob("*/[0-9][0-9][0-9][0-9]_*.json"), *storage.glob("[0-9][0-9][0-9][0-9]_*.json")})
-
-
 def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path:
     """Path of a run given as a path or saved-run id (``storage`` None: the default). Raises InputFileError for a
     missing file, an unknown id (listing those found) or an ambiguous id."""
@@ -124,7 +109,8 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
                              f"pytest-benchmark saves runs in (default {DEFAULT_STORAGE}), or pass the run file "
                              "itself as RUN")
     looks_like_path = ref.endswith((".json", ".json.gz")) or os.sep in ref or "/" in ref
-    saved = _ids_in(Path(storage))
+    folder, pattern = Path(storage), "[0-9][0-9][0-9][0-9]_*.json"
+    saved = sorted({*folder.glob(f"*/{pattern}"), *folder.glob(pattern)}) if folder.is_dir() else []
     matches = [p for p in saved if p.stem == ref or p.stem.split("_", 1)[0] == ref]
     if matches and not looks_like_path:
         if len(matches) > 1:
@@ -169,8 +155,10 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
             and isinstance(data.get("machine_info"), dict)):
         raise InputFileError(f"{path} is not pytest-benchmark output (needs 'machine_info' and a "
                              "'benchmarks' list): give a file written by pytest --benchmark-json")
-    interrupted = interrupted_reason(data)
+    section = data.get("cudagraph_bench")
+    interrupted = section.get(INTERRUPTED) if isinstance(section, dict) else None
     if interrupted and not _ALLOW_INTERRUPTED.get():
+        interrupted = interrupted if isinstance(interrupted, str) else "the session was interrupted"
         raise InputFileError(f"{path} is the run of an interrupted session ({interrupted}): its last benchmark may "
                              "have been cut short and the cases after it are missing: rerun the benchmarks, or pass "
                              "--allow interrupted to read it anyway")
