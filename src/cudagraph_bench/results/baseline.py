@@ -18,7 +18,8 @@ from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.results.baseline_values import KIND, SCHEMA_VERSION, case_name, check_document
 from cudagraph_bench.results.checks import failed_checks, own_and_peer
-from cudagraph_bench.results.runfile import Measurement, Run, distinct_runs, forward_groups, merged_forward_groups
+from cudagraph_bench.results.runfile import (GZIP_MAGIC, Measurement, Run, distinct_runs, forward_groups,
+                                             merged_forward_groups)
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
 DEFAULT_MIN_REDUCTION_PCT = 30.0
@@ -211,7 +212,7 @@ def load_baseline(path: str | Path) -> Baseline:
     raw = read_input_bytes(path, "baseline", rebuild)
     if not raw.strip():
         raise InputFileError(f"baseline {path} is empty: {rebuild}")
-    if raw[:2] == b"\x1f\x8b":
+    if raw.startswith(GZIP_MAGIC):
         raise InputFileError(f"baseline {path} is gzip-compressed: a baseline is plain JSON; gunzip it, or {rebuild}")
     try:
         data = parse_json(raw, path, "baseline", rebuild)

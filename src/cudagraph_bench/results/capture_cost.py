@@ -63,17 +63,14 @@ def memory_left(run) -> dict[str, float]:
     return out
 
 
-def capture_values(pairs: list) -> tuple[list[float], list[float]] | None:
-    """``(capture_ms, capture_ms / eager wall median)`` per run, or None when a run lacks ``capture_ms`` > 0."""
+def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
+    """``(memory left per run that recorded it, capture values)`` of one graph case's ``(eager, graph)`` pairs; capture
+    values: ``(capture_ms, capture_ms / eager wall median)`` per run, or None when a run lacks ``capture_ms`` > 0."""
+    memory = [r[ledger_id(key)] for r in left if ledger_id(key) in r]
     values = [g.extra_info.get("capture_ms") for _, g in pairs]
     if not values or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 for v in values):
-        return None
-    return [float(v) for v in values], [float(v) / e.summary.median_ms for v, (e, _) in zip(values, pairs)]
-
-
-def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
-    """``(memory left per run that recorded it, capture values)`` of one graph case."""
-    return [r[ledger_id(key)] for r in left if ledger_id(key) in r], capture_values(pairs)
+        return memory, None
+    return memory, ([float(v) for v in values], [float(v) / e.summary.median_ms for v, (e, _) in zip(values, pairs)])
 
 
 def baseline_point(key: tuple, pairs: list, runs_left: list[dict[str, float]]) -> dict | None:

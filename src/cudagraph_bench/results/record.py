@@ -102,7 +102,6 @@ class Environment:
     run_datetime: str | None = None
     node: str | None = None
     gpu_uuid: str | None = None
-    cpu_affinity: str | None = None
     cpu_brand: str | None = None
     cpu_count: int | None = None
     python_version: str | None = None
@@ -256,8 +255,8 @@ def decode_environment(data: dict) -> Environment:
     count = cpu.get("count")
     return Environment(
         **{k: _text(gpu.get(k)) for k in ("gpu_name", "driver", "cuda_runtime", "torch", "transformers")},
-        **{k: _text(info.get(k)) for k in ("node", "cpu_affinity", "python_version", "python_implementation", "system",
-                                           "release", "machine")},
+        **{k: _text(info.get(k)) for k in ("node", "python_version", "python_implementation", "system", "release",
+                                           "machine")},
         gpu_slug=_text(gpu.get("gpu_slug")) or None, gpu_uuid=_text(gpu.get("gpu_uuid")) or None,
         pytest_benchmark=_text(data.get("version")), commit_id=_text((commit or {}).get("id")) or None,
         commit_dirty=bool((commit or {}).get("dirty")), run_datetime=_text(data.get("datetime")),

@@ -237,10 +237,6 @@ def measurements(run: Run) -> Mapping[tuple, Measurement]:
     return run.measurements
 
 
-#: How runs that this suite can read are made (named by every "not a cudagraph-bench run" error).
-PRODUCE_RUN = "run `cudagraph-bench run -o DIR` or `pytest perf_tests --benchmark-only --benchmark-json=FILE`"
-
-
 def require_suite_benchmarks(runs: list[Run]) -> None:
     """InputFileError when no benchmark of ``runs`` is this suite's and no run records a failed case."""
     for run in runs:
@@ -251,7 +247,8 @@ def require_suite_benchmarks(runs: list[Run]) -> None:
     names = " or ".join(str(r.path) for r in runs)
     *first, last = SUITE_KEYS
     raise InputFileError(f"no cudagraph-bench benchmark in {names} (no benchmark's extra_info names the suite "
-                         f"{', '.join(first)} or {last}: plain pytest-benchmark output?): {PRODUCE_RUN}")
+                         f"{', '.join(first)} or {last}: plain pytest-benchmark output?): run `cudagraph-bench run "
+                         "-o DIR` or `pytest perf_tests --benchmark-only --benchmark-json=FILE`")
 
 
 def forward_cases(run: Run) -> dict[Case, Measurement]:
