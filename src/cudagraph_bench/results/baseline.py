@@ -18,8 +18,8 @@ from cudagraph_bench.errors import FailedCheckError, InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.results.baseline_values import KIND, SCHEMA_VERSION, case_name, check_document
 from cudagraph_bench.results.checks import failed_checks, own_and_peer
-from cudagraph_bench.results.runfile import (GZIP_MAGIC, Measurement, Run, distinct_runs, forward_groups,
-                                             merged_forward_groups)
+from cudagraph_bench.results.runfile import (GZIP_MAGIC, Measurement, Run, check_one_gpu, distinct_runs,
+                                             forward_groups, merged_forward_groups)
 from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 
 DEFAULT_MIN_REDUCTION_PCT = 30.0
@@ -121,14 +121,11 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
         raise UsageError(f"a baseline needs at least {min_runs} separate runs of the same matrix, got {len(runs)}: "
                          "run the benchmarks again (a new process each time) and pass every JSON")
     distinct_runs(runs, "baseline")
-    slugs = {r.environment.gpu_slug for r in runs}
-    if None in slugs:
-        cpu = next(r for r in runs if r.environment.gpu_slug is None)
+    cpu = next((r for r in runs if r.environment.gpu_slug is None), None)
+    if cpu is not None:
         raise InputFileError(f"{cpu.path} has no machine_info.cuda.gpu_slug: baselines are per GPU; "
                              "record the run on a GPU with the cudagraph-bench plugin")
-    if len(slugs) > 1:
-        raise UsageError(f"the runs are from different GPUs ({', '.join(sorted(slugs))}): a baseline is per GPU "
-                         "type; build one per GPU")
+    check_one_gpu(runs, "a baseline is per GPU type; build one per GPU")
     planted = [r for r in runs if r.environment.planted_fault]
     if planted:
         raise UsageError(f"{planted[0].path} planted the self-test fault {planted[0].environment.planted_fault}: a "

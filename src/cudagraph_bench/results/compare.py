@@ -206,12 +206,9 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
     missing_fails = bool(missing_gated) and not allow_missing
     n = plural(len(changes), "benchmark")
     parts = []
-    if broke:
-        parts.append(f"{plural(len(broke), 'benchmark')} failed a correctness check that passed "
-                     "before: " + ", ".join(f"{c.label} ({c.new_check_detail})" for c in broke))
-    if still:
-        parts.append(f"{plural(len(still), 'benchmark')} failed a correctness check in NEW, as in OLD: "
-                     + ", ".join(f"{c.label} ({c.new_check_detail})" for c in still))
+    parts += [f"{plural(len(group), 'benchmark')} failed a correctness check {how}: "
+              + ", ".join(f"{c.label} ({c.new_check_detail})" for c in group)
+              for group, how in ((broke, "that passed before"), (still, "in NEW, as in OLD")) if group]
     parts += [f"NEW: {f.text}" for f in own]
     if bad:
         parts.append(f"{len(bad)} of {n} slower beyond their tolerance: "
@@ -235,10 +232,7 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
         if slower_refs and gated:
             parts.append(f"{plural(len(slower_refs), 'reference variant')} slower beyond tolerance, not gated: "
                          + first_items([f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs]))
-    if only_old:
-        parts.append(f"{len(only_old)} only in OLD")
-    if only_new:
-        parts.append(f"{len(only_new)} only in NEW")
+    parts += [f"{len(only)} only in {side}" for only, side in ((only_old, "OLD"), (only_new, "NEW")) if only]
     if peer or peer_changes:
         peer_texts = [f"{c.suite} {c.label}: {c.new_check_detail}" for c in peer_changes] + [f.text for f in peer]
         parts.append(f"{plural(len(peer_texts), 'known peer failure')} in NEW (not the suite's, like an xfail): "

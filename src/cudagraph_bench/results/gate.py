@@ -29,11 +29,8 @@ MARGIN_WARN_POINTS = 10.0
 
 def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
     """``(status, detail)`` over runs: ``fail`` if any failed, else ``unchecked`` if any has none, else common."""
-    for status in ("fail", "unchecked"):
-        bad = [m for m in ms if m.check.status == status]
-        if bad:
-            return status, bad[0].check.detail
-    return ms[0].check.status, ms[0].check.detail
+    worst = next((m for status in ("fail", "unchecked") for m in ms if m.check.status == status), ms[0])
+    return worst.check.status, worst.check.detail
 
 
 @dataclass(frozen=True)
@@ -290,8 +287,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
     marginal = [r for r in results if r.marginal]
     own, peer = own_and_peer(list(other_failures))
     failed = bool(wrong or own or unchecked or below or regressed)
-    parts = []
-    parts += [f"{r.label} {r.variant} failed its correctness check ({r.check_detail})" for r in wrong]
+    parts = [f"{r.label} {r.variant} failed its correctness check ({r.check_detail})" for r in wrong]
     parts += [f.text for f in own]
     if unchecked:
         parts.append(f"{plural(len(unchecked), 'gated case')} recorded no correctness check "
@@ -300,9 +296,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
     parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
     cost_failures, cost_notes = capture_cost.verdict_parts(results)
     parts += cost_failures
-    for r in regressed:
-        if r.regression is None or not r.regression.regressed:
-            continue
+    for r in [r for r in regressed if r.regression is not None and r.regression.regressed]:
         reg = r.regression
         p = f", rank p={reg.p_value:.3f} < {reg.alpha:g}" if reg.p_value is not None else ""
         parts.append(f"{r.label} {r.variant} median {reg.change_pct:+.1f}% vs baseline "
@@ -348,6 +342,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
 
 
 def header(runs: list[Run], baseline: Baseline | None, results: list[GateVerdict]) -> list[str]:
+    """Two lines: what was gated (runs, GPU, versions, commit, CPUs) and the baseline with its rule."""
     env = runs[0].environment
     names = ", ".join(str(r.path) for r in runs)
     what = [f"run{'s' if len(runs) > 1 else ''} {names}", f"GPU {env.gpu_name or env.gpu_slug or 'none'}"]
