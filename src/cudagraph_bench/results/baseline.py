@@ -156,17 +156,12 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
             g_point["median_ms"] = spread.center_ms
             if seq_len <= max_gated_len:
                 spreads.append(spread)
-        case = {
-            "model": model, "dtype": dtype, "seq_len": seq_len,
-            "gated": seq_len <= max_gated_len, "min_reduction_pct": min_reduction_pct, "n_runs": len(graph),
-            REF: e_point, GATED: g_point,
-            "reduction_pct": red,
-            "reduction_range_pct": list(per_run_range),
-            capture_cost.FIELD: capture_cost.baseline_point(
-                (model, dtype, seq_len), [(g[key][REF], g[key][GATED]) for g in per_run
-                                          for key in [(model, dtype, seq_len)] if {REF, GATED} <= set(g.get(key, {}))],
-                runs_left),
-        }
+        key = (model, dtype, seq_len)
+        pairs = [(g[key][REF], g[key][GATED]) for g in per_run if GATED in g.get(key, {})]   # eager is in every group
+        case = {"model": model, "dtype": dtype, "seq_len": seq_len, "gated": seq_len <= max_gated_len,
+                "min_reduction_pct": min_reduction_pct, "n_runs": len(graph), REF: e_point, GATED: g_point,
+                "reduction_pct": red, "reduction_range_pct": list(per_run_range),
+                capture_cost.FIELD: capture_cost.baseline_point(key, pairs, runs_left)}
         cases.append(stored_case(case) if rounded else case)
     if not cases:
         raise UsageError(f"no forward case was measured in {min_runs} of the {len(runs)} runs: give runs of the "

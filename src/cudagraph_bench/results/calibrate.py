@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudagraph_bench.variants import GATED
-from cudagraph_bench.results import noise
+from cudagraph_bench.results import noise, process_spread
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, build_baseline, case_tolerance, refuse_wrong_cases
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.runfile import Run, distinct_runs, merged_forward_groups
@@ -218,8 +218,6 @@ def render_markdown(runs: list[Run], results: list[CaseCalibration], plants: tup
                     floor_pct: float, multiplier: float | None, alpha: float, ab_runs: int,
                     plain: list[Run] = ()) -> str:
     """The calibration page; ``plain``: plain-loop runs for the spread table."""
-    from cudagraph_bench.results import process_spread
-
     env = runs[0].environment
     hosts = process_spread.hosts_of(runs)
     sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, GPU "

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_KEYS, Case
 from cudagraph_bench.errors import InputFileError, UsageError
-from cudagraph_bench.fsio import parse_json, read_input_bytes
+from cudagraph_bench.fsio import MAX_JSON_BYTES, parse_json, read_input_bytes
 from cudagraph_bench.paths import STORAGE_ENV, default_storage
 from cudagraph_bench.results import identity
 from cudagraph_bench.results.benchmark_values import (STAT_FIELDS, check_benchmark, check_environment,
@@ -189,8 +189,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def _decompressed(path: Path, raw: bytes, fix: str) -> bytes:
     """``raw``, gunzipped if gzip, refused past ``MAX_JSON_BYTES``; InputFileError for a corrupt stream."""
-    from cudagraph_bench.fsio import MAX_JSON_BYTES
-
     if not (path.name.endswith(".gz") or raw.startswith(GZIP_MAGIC)):
         return raw
     try:
