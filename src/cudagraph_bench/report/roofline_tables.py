@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from cudagraph_bench import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.report.runs import merged
@@ -9,6 +11,7 @@ from cudagraph_bench.results.roofline_arithmetic import (achieved_gbps, bandwidt
                                                          run_peak)
 from cudagraph_bench.results.runfile import Run, measurements
 from cudagraph_bench.table import Column, render_table
+
 
 def decode_roofline_rows(runs: list[Run]) -> list[dict]:
     """Per decode benchmark with ``bytes_per_token``: ``model, dtype, seq_len, new_tokens, variant, weight_mb,
@@ -22,13 +25,10 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
             info, case = m.extra_info, m.case
             if key[0] != "decode" or info.get("bytes_per_token") is None:
                 continue
-            new_tokens = int(case.new_tokens)
-            ms_per_token = info.get("ms_per_token") or m.summary.median_ms / new_tokens
+            ms_per_token = info.get("ms_per_token") or m.summary.median_ms / case.new_tokens
             nbytes = float(info["bytes_per_token"])
             gbps = achieved_gbps(nbytes, ms_per_token)
-            rows.append({"model": case.model, "dtype": case.dtype, "seq_len": int(case.seq_len),
-                         "new_tokens": new_tokens, "variant": case.variant,
-                         "weight_mb": _mb(info.get("weight_bytes")),
+            rows.append({**asdict(case), "weight_mb": _mb(info.get("weight_bytes")),
                          "kv_mb_per_token": _mb(info.get("kv_bytes_per_token")),
                          "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak_gbps,
                          "peak_source": peak["source"] if peak else None, "pct_of_peak": pct_of_peak(gbps, peak_gbps),
@@ -151,6 +151,3 @@ def render_forward_busy(runs: list[Run], fmt: str = "markdown") -> str | None:
         return None
     return "\n".join([FORWARD_BUSY_NOTE, "", render_table(FORWARD_BUSY_COLUMNS, rows, fmt=fmt)])
 
-
-__all__ = ["decode_roofline_rows", "render_decode_roofline", "peak_lines", "forward_busy_rows",
-           "render_forward_busy", "DECODE_ROOFLINE_COLUMNS", "FORWARD_BUSY_COLUMNS"]
