@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from cudagraph_bench.report.runs import merged, not_measured, variant_index
+from cudagraph_bench.report.runs import merged, not_measured, variant_order
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results.capture_cost import ledger_id, memory_left
@@ -59,7 +59,7 @@ def forward_rows(runs: list[Run]) -> list[dict]:
                      "max_abs_diff": f.check.max_abs_diff, "check": f.check.method,
                      "fp64_rmse_ratio": f.check.fp64_rmse_ratio, "note": f.check.reason, "spread_pct": None,
                      "attn_implementation": f.details.get("attn_implementation")})
-    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], variant_index(r["variant"]), r["variant"]))
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], *variant_order(r["variant"])))
     return rows
 
 
@@ -101,7 +101,7 @@ def render_long_table(rows: list[dict], fmt: str = "text") -> str:
 def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
     """``(rows, variants present, eager first)``: per (model, dtype, seq_len) each variant's median, p95, spread and
     reduction; ``fastest``: the lowest median of status ``ok`` or ``unchecked`` (then ``"<v> (unchecked)"``)."""
-    variants = sorted({r["variant"] for r in rows}, key=lambda v: (variant_index(v), v))
+    variants = sorted({r["variant"] for r in rows}, key=variant_order)
     out: dict[tuple, dict] = {}
     for r in rows:
         key = (r["model"], r["dtype"], r["seq_len"])

@@ -232,16 +232,27 @@ def plant_forward(fault: Fault, model, spec):
                           built.capture_ms)
 
 
-class WrongDecoder:
+class _FaultyDecoder:
+    """A graphed decoder with a fault in its ``generate``; every other attribute is the decoder's."""
+
+    def __init__(self, decoder):
+        self._decoder = decoder
+
+    def __getattr__(self, name):
+        return getattr(self._decoder, name)
+
+    def close(self) -> None:
+        self._decoder.close()
+
+
+class WrongDecoder(_FaultyDecoder):
     """A graphed decoder whose requests give other tokens."""
 
     fields = {"planted_fault": "wrong-decode"}
 
     def __init__(self, decoder, vocab_size: int):
-        self._decoder, self._vocab = decoder, vocab_size
-
-    def __getattr__(self, name):
-        return getattr(self._decoder, name)
+        super().__init__(decoder)
+        self._vocab = vocab_size
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         out = self._decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
@@ -249,9 +260,6 @@ class WrongDecoder:
             tokens, logits = out
             return wrong_tokens(tokens, self._vocab), logits
         return wrong_tokens(out, self._vocab)
-
-    def close(self) -> None:
-        self._decoder.close()
 
 
 def wrong_tokens(tokens, vocab_size: int):
@@ -261,16 +269,10 @@ def wrong_tokens(tokens, vocab_size: int):
     return out
 
 
-class StalePositionDecoder:
+class StalePositionDecoder(_FaultyDecoder):
     """A graphed decoder that never refreshes the static position between requests."""
 
     fields = {"planted_fault": "stale-position"}
-
-    def __init__(self, decoder):
-        self._decoder = decoder
-
-    def __getattr__(self, name):
-        return getattr(self._decoder, name)
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         decoder = self._decoder
@@ -286,9 +288,6 @@ class StalePositionDecoder:
             return decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
         finally:
             del decoder._decode
-
-    def close(self) -> None:
-        self._decoder.close()
 
 
 def plant_decode(fault: Fault, model):
