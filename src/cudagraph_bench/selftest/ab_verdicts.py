@@ -10,7 +10,7 @@ import numpy as np
 
 from cudagraph_bench.results.compare import Change, compare_runs
 from cudagraph_bench.results.runfile import Run
-from cudagraph_bench.table import Column
+from cudagraph_bench.table import Column, render_table
 from cudagraph_bench.variants import FORWARD, GATED
 
 #: ``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``: group and delay percent (None: unmodified).
@@ -123,17 +123,12 @@ def _verdict(ch: Change | None) -> str:
     return "-" if ch is None else f"{'FAIL' if ch.regressed else 'pass'} ({ch.change_pct:+.1f}%)"
 
 
-def columns(result: ABResult) -> list[Column]:
-    """The columns of :func:`rows`: the case, A/A, and per planted delay the measured delay and ab's verdict."""
+def table(result: ABResult, fmt: str) -> str:
+    """Per gated case: A/A, and per planted delay the median delay measured (``(N off target)`` when some missed) and
+    ab's verdict, each ``FAIL``/``pass`` with the change (percent)."""
     cols = [Column("label", "case"), Column("aa", "A/A ab")]
     for p in result.delays:
         cols += [Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"), Column(f"seen_{p:g}", f"+{p:g}% ab")]
-    return cols
-
-
-def rows(result: ABResult) -> list[dict]:
-    """Per gated case: ``FAIL``/``pass`` and the change (percent) of each comparison, the median delay measured (``(N
-    off target)`` when some missed)."""
     out = []
     for c in result.cases:
         row = {"label": c.label, "aa": _verdict(c.aa)}
@@ -143,7 +138,7 @@ def rows(result: ABResult) -> list[dict]:
                                      + (f" ({off} off target)" if off else ""))
             row[f"seen_{p:g}"] = _verdict(c.delayed.get(p))
         out.append(row)
-    return out
+    return render_table(cols, out, fmt=fmt)
 
 
 def summary_part(result: ABResult) -> str:
@@ -155,8 +150,6 @@ def summary_part(result: ABResult) -> str:
 
 def markdown_section(result: ABResult, baseline_text: str) -> list[str]:
     """The page section "Pull-request mode (`ab`)"; ``baseline_text``: the noise model in markdown."""
-    from cudagraph_bench.table import render_table
-
     groups = [f"{result.n_base} `ab-base-<i>`", f"{result.n_head} `ab-head-<i>`"]
     groups += [f"{n} `ab-delay-{p:g}-<i>`" for p, n in result.n_delay.items()]
     delays = ", ".join(f"+{p:g}%" for p in result.delays) or "none"
@@ -170,5 +163,5 @@ def markdown_section(result: ABResult, baseline_text: str) -> list[str]:
             "- A/A: ab-base against ab-head; a FAIL is a false alarm, and fails the self-test;",
             "- planted: ab-base against the delay runs; reported, with no target; planted (measured): the median "
             "over the delay runs of the delay each measured right after its capture.", "",
-            *([render_table(columns(result), rows(result), fmt="markdown"), ""] if result.cases else []),
+            *([table(result, "markdown"), ""] if result.cases else []),
             f"**{summary_part(result)}**", ""]

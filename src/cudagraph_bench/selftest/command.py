@@ -118,7 +118,8 @@ def main(args: argparse.Namespace) -> int:
     run or write: contradicting options, ``--ab`` out of range, ``--from`` without unmodified runs, ``--markdown``
     naming a run or the ``--baseline``."""
     from cudagraph_bench.results.runfile import load_run
-    from cudagraph_bench.selftest.verdicts import evaluate_selftest, render_markdown, summary
+    from cudagraph_bench.selftest import ab_verdicts
+    from cudagraph_bench.selftest.verdicts import evaluate_selftest, render_markdown, summary, table
     from cudagraph_bench.selftest.planned_runs import DEFAULT_UNMODIFIED_RUNS
 
     if args.markdown:
@@ -161,14 +162,9 @@ def main(args: argparse.Namespace) -> int:
     runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
     result = evaluate_selftest(runs, baseline)
     line = summary(result)
-    from cudagraph_bench.selftest.verdicts import columns, rows
-    from cudagraph_bench.table import render_table
-
-    print(render_table(columns(result.delays), rows(result), fmt="text"))
+    print(table(result, "text"))
     if result.ab is not None and result.ab.cases:
-        from cudagraph_bench.selftest import ab_verdicts
-
-        print(render_table(ab_verdicts.columns(result.ab), ab_verdicts.rows(result.ab), fmt="text"))
+        print(ab_verdicts.table(result.ab, "text"))
     for name, (ok, why) in result.wrong.items():
         print(f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}")
     print(line)

@@ -154,15 +154,14 @@ def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
                           baseline=str(given.path) if given is not None else None, ab=evaluate_ab(runs, baseline))
 
 
-def columns(delays: list[float]) -> list[Column]:
+def table(result: SelftestResult, fmt: str) -> str:
+    """Per gated case: baseline spread and tolerance (percent), per planted delay the delay measured and the gate's
+    verdict with the change seen, and the gate's and compare's false alarms."""
     cols = [Column("label", "case"), Column("spread_pct", "spread %", ".2f"),
             Column("tolerance_pct", "tolerance %", ".2f")]
-    for p in delays:
+    for p in result.delays:
         cols += [Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"), Column(f"seen_{p:g}", f"+{p:g}% gate")]
-    return cols + [Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms")]
-
-
-def rows(result: SelftestResult) -> list[dict]:
+    cols += [Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms")]
     out = []
     for c in result.cases:
         row = {"label": c.label, "spread_pct": c.spread_pct, "tolerance_pct": c.tolerance_pct,
@@ -175,7 +174,7 @@ def rows(result: SelftestResult) -> list[dict]:
             row[f"seen_{p:g}"] = ("-" if seen is None else
                                   f"{'FAIL' if c.detected.get(p) else 'pass'} ({seen:+.1f}%)")
         out.append(row)
-    return out
+    return render_table(cols, out, fmt=fmt)
 
 
 def summary(result: SelftestResult) -> str:
@@ -224,7 +223,7 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
         "- planted (measured): the delay the capture added, measured right after it, in the same process; a capture "
         "whose delay lands more than 1 point from its target is captured again with the miss corrected (at most 3 "
         "captures), and one still off target is marked so.", "",
-        render_table(columns(result.delays), rows(result), fmt="markdown"), "",
+        table(result, "markdown"), "",
         *_figure_note(runs),
         "Wrong results:", "", wrong, "", f"**{line}**", "", *_ab_section(result), *_noise_section(runs, plain),
         "Source runs:", "", sources, ""])
