@@ -77,11 +77,6 @@ class LaunchRow:
     def us_per_launch_graph(self) -> float | None:
         return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
 
-    def as_dict(self) -> dict:
-        return {"n_launches": self.n_launches, "loop_ms": self.loop_ms, "graph_ms": self.graph_ms,
-                "speedup": self.speedup, "us_per_launch_loop": self.us_per_launch_loop,
-                "us_per_launch_graph": self.us_per_launch_graph, "clock": self.clock}
-
 
 def _clocks(info: dict) -> dict | None:
     if not all(isinstance(info.get(k), (int, float)) for k in CLOCK_KEYS):

@@ -54,7 +54,8 @@ CLOCK_COLUMNS = [
 
 def launch_table_markdown(rows: list[LaunchRow]) -> str:
     """N, loop ms, graph ms, speedup, µs/launch loop and graph (``-`` where a variant is missing)."""
-    return render_table(LAUNCH_COLUMNS, [r.as_dict() for r in rows], fmt="markdown")
+    return render_table(LAUNCH_COLUMNS, [{c.key: getattr(r, c.key) for c in LAUNCH_COLUMNS} for r in rows],
+                        fmt="markdown")
 
 
 def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:

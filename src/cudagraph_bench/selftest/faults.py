@@ -81,9 +81,8 @@ def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
     finally:
         plain.close()
     target_ms = base_ms * pct / 100.0
-    delay_ms, graph, measured_pct, attempts = target_ms, None, float("nan"), 0
-    while attempts < PLANT_ATTEMPTS:
-        attempts += 1
+    delay_ms, graph, measured_pct = target_ms, None, float("nan")
+    for attempts in range(1, PLANT_ATTEMPTS + 1):
         if graph is not None:
             graph.close()
         cycles = max(1, int(delay_ms * sleep_cycles_per_ms()))
