@@ -109,10 +109,6 @@ def forward_matrix(pytest_args: list[str]):
     return Matrix(tuple(values.items()), ()), rest
 
 
-#: The names of the unmodified runs a ``--from`` folder must hold, as an error message lists them.
-UNMODIFIED_NAMES = "unmodified-1.json[.gz], unmodified-2.json[.gz], ..."
-
-
 def main(args: argparse.Namespace) -> int:
     """Run the self-test (or evaluate ``--from DIR``). Returns 0 when every target is met, else 1. UsageError before any
     run or write: contradicting options, ``--ab`` out of range, ``--from`` without unmodified runs, ``--markdown``
@@ -149,8 +145,9 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--from {folder}: {what}: give the -o folder of an earlier selftest")
         paths = sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.json.gz")] if not _PART.search(p.name))
         if not any(p.name.startswith("unmodified-") for p in paths):
-            raise UsageError(f"--from {folder} holds no unmodified runs ({UNMODIFIED_NAMES}, as selftest -o writes "
-                             "them): give the -o folder of an earlier selftest")
+            raise UsageError(f"--from {folder} holds no unmodified runs (unmodified-1.json[.gz], "
+                             "unmodified-2.json[.gz], ..., as selftest -o writes them): give the -o folder of an "
+                             "earlier selftest")
         refuse_overwriting_inputs(args.markdown, "--markdown", [*paths, args.baseline])
     else:
         planned = _plan(args)

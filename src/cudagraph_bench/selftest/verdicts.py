@@ -200,6 +200,8 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
              f"on {len(hosts)} {env.gpu_name or env.gpu_slug} machines told apart by their GPU's UUID")
     wrong = "\n".join(f"- `{name}`: {'the gate fails' if ok else 'the gate PASSES'}: {why}"
                       for name, (ok, why) in result.wrong.items()) or "- none run"
+    rule = ("each delay run is gated against it with the gate's rule on the device-side graph figure (CUDA events over "
+            "back-to-back replays queued behind a held stream);")
     sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, GPU `{r.environment.host or 'not recorded'}`)"
                         for _, r in sorted(runs.items()))
     return "\n".join([
@@ -209,13 +211,9 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
         "hand. Faults are planted into the real pipeline (`--plant-fault`), not into JSON: the gated graph "
         "captured again with a GPU delay kernel of a share of that case's own device time"
         + "".join(f", {WRONG_RESULT_WORDS[n]}" for n in WRONG_RESULT_FAULTS if n in result.wrong) + ".", "",
-        *([f"- baseline: `{result.baseline}`, built on other machines than these runs'; each delay run is gated "
-           "against it with the gate's rule on the device-side graph figure (CUDA events over back-to-back replays "
-           "queued behind a held stream);",
+        *([f"- baseline: `{result.baseline}`, built on other machines than these runs'; {rule}",
            "- gate false alarms: each unmodified run gated against that baseline;"] if result.baseline else
-          [f"- baseline: the {result.n_unmodified} unmodified runs (`cudagraph-bench baseline`); each delay run is "
-           "gated against it with the gate's rule on the device-side graph figure (CUDA events over back-to-back "
-           "replays queued behind a held stream);",
+          [f"- baseline: the {result.n_unmodified} unmodified runs (`cudagraph-bench baseline`); {rule}",
            f"- gate false alarms: each unmodified run gated against a baseline of the other "
            f"{result.n_unmodified - 1};"]),
         f"- pair false alarms: `compare` of every ordered pair of unmodified runs "
