@@ -100,12 +100,12 @@ REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured r
                   "recorded in the run (strict or fp64-rmse); \"(unchecked)\" marks a winner whose run recorded no "
                   "check. Eager spread % = (p95 - p5) / median of the eager rounds: eager is host-bound, and where its "
                   "spread is wide the reductions against its median move between runs and machines.")
-#: How the "correct" / "check" columns of the long table were decided.
 SUITE_TIMING_NOTE = ("The default suite (every benchmark and GPU test of `perf_tests`, one pytest session, "
                      "`scripts/device/reproduce-results.sh suite`): seconds per test module (setup + call + "
                      "teardown of its tests, summed over the workers of a sharded run), the seconds in tests and "
                      "the session's wall time. The shards of a merged run (`cudagraph-bench run --gpus`, one pytest "
                      "process per GPU) run side by side, so its wall time is below the seconds in tests.")
+#: How the "correct" / "check" columns of the long table were decided.
 CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_close` tolerance of eager "
               "(float32 atol 1e-5, rtol 1.3e-6); `fp64-rmse` = a variant that runs other kernels (padded, bucketed, "
               "compile, compile+graph) outside that tolerance, judged instead by its RMSE against a float64 run of "

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from cudagraph_bench import variants
-from cudagraph_bench.cases import Case
 from cudagraph_bench.report.runs import merged
 from cudagraph_bench.results.roofline_arithmetic import (achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak,
                                                          run_peak)
@@ -105,14 +104,14 @@ def render_decode_roofline(runs: list[Run], fmt: str = "markdown") -> str | None
 def forward_busy_rows(runs: list[Run]) -> list[dict]:
     """Per forward case with ``gpu_busy_ms``: ``n_kernels``, ``busy_ms``, eager/graph ``<v>_median_ms``,
     ``<v>_overhead_ms``, ``<v>_us_per_kernel`` (µs), ``busy_pct_of_graph``."""
-    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     rows = []
     for case, m in ms.items():
         info = m.extra_info
         if case.variant != variants.FORWARD_REFERENCE or info.get("gpu_busy_ms") is None:
             continue
         busy, n = float(info["gpu_busy_ms"]), info.get("n_kernels")
-        graph = ms.get(Case(case.model, case.dtype, case.seq_len, variants.GATED))
+        graph = ms.get(replace(case, variant=variants.GATED))
         row = {"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "n_kernels": n, "busy_ms": busy}
         for variant, measured in ((variants.FORWARD_REFERENCE, m), (variants.GATED, graph)):
             median = measured.summary.median_ms if measured is not None else None

@@ -42,21 +42,9 @@ class ABResult:
         return sorted(self.n_delay)
 
     @property
-    def aa_trials(self) -> int:
-        """0: no ab-head runs."""
-        return sum(c.aa is not None for c in self.cases)
-
-    @property
     def aa_alarms(self) -> int:
         """False alarms."""
         return sum(c.aa is not None and c.aa.regressed for c in self.cases)
-
-    def trials(self, pct: float) -> int:
-        return sum(pct in c.delayed for c in self.cases)
-
-    def detected(self, pct: float) -> int:
-        """Gated cases flagged as regressed with ``pct`` planted on head."""
-        return sum(pct in c.delayed and c.delayed[pct].regressed for c in self.cases)
 
 
 def split_ab_runs(runs: dict[str, Run]) -> tuple[list[Run], list[Run], dict[float, list[Run]]]:
@@ -143,8 +131,13 @@ def table(result: ABResult, fmt: str) -> str:
 
 def summary_part(result: ABResult) -> str:
     """``ab: A/A false alarms a/N; +3% detected d/N`` (the parts that ran)."""
-    parts = [f"A/A false alarms {result.aa_alarms}/{result.aa_trials}"] if result.n_base and result.n_head else []
-    parts += [f"+{p:g}% detected {result.detected(p)}/{result.trials(p)}" for p in result.delays if result.n_base]
+    def flagged(changes: list[Change]) -> str:
+        return f"{sum(ch.regressed for ch in changes)}/{len(changes)}"
+
+    aa = [c.aa for c in result.cases if c.aa is not None]
+    parts = [f"A/A false alarms {flagged(aa)}"] if result.n_base and result.n_head else []
+    parts += [f"+{p:g}% detected {flagged([c.delayed[p] for c in result.cases if p in c.delayed])}"
+              for p in result.delays if result.n_base]
     return "ab: " + ("; ".join(parts) if parts else "no ab-base runs, nothing compared")
 
 
