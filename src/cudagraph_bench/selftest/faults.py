@@ -169,12 +169,14 @@ class SkippedGraph(_FaultyGraph):
 
 
 class PlantedVariant:
-    """A planted fault checked and timed like any variant; ``fields`` (and ``capture_ms``) are recorded."""
+    """A planted fault checked and timed like any variant; ``fields`` (and ``capture_ms``) are recorded; ``pad_to``,
+    ``compile_ms`` and ``notes``: the built variant's, where it has them."""
 
-    def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
+    def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None, *,
+                 pad_to: int | None = None, compile_ms: float | None = None, notes: list[str] | None = None):
         self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
-        self.notes: list[str] = []
-        self.compile_ms, self.pad_to, self.capture_ms = None, None, capture_ms
+        self.notes: list[str] = [] if notes is None else notes
+        self.compile_ms, self.pad_to, self.capture_ms = compile_ms, pad_to, capture_ms
 
     @property
     def static_output(self):
@@ -210,10 +212,8 @@ def plant_forward(fault: Fault, model, spec):
     if fault.kind == "stale-mask":
         built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
                               buckets=spec.buckets)
-        planted = PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
-                                 {**built.record(), "planted_fault": "stale-mask"}, None)
-        planted.pad_to = built.pad_to
-        return planted
+        return PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
+                              {**built.record(), "planted_fault": "stale-mask"}, None, pad_to=built.pad_to)
     if fault.kind == "eager-layer":
         from cudagraph_bench.selftest.eager_layer import EagerLayerGraph
 
@@ -222,10 +222,9 @@ def plant_forward(fault: Fault, model, spec):
                                                                   "eager_layer": graph.layer_name}, graph.capture_ms)
     if fault.kind == "skip-inductor-graphs":
         built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, compile_mode=spec.compile_mode)
-        planted = PlantedVariant(spec.variant, spec.seq_len, SkippedGraph(built),
-                                 {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms)
-        planted.compile_ms, planted.notes = built.compile_ms, built.notes
-        return planted
+        return PlantedVariant(spec.variant, spec.seq_len, SkippedGraph(built),
+                              {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms,
+                              compile_ms=built.compile_ms, notes=built.notes)
     built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype)
     return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},
                           built.capture_ms)
