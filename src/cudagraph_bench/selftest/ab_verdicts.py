@@ -89,19 +89,13 @@ def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
     if not (base or head or delays):
         return None
     cases: dict[str, ABCase] = {}
-
-    def case(label: str) -> ABCase:
-        return cases.setdefault(label, ABCase(label))
-
     if base and head:
         for label, ch in _gated(compare_runs(base, head, baseline=baseline)[0]).items():
-            case(label).aa = ch
-    for pct, delayed in delays.items():
-        if not base:
-            break
+            cases.setdefault(label, ABCase(label)).aa = ch
+    for pct, delayed in delays.items() if base else ():
         measured = _measured(delayed)
         for label, ch in _gated(compare_runs(base, delayed, baseline=baseline)[0]).items():
-            c = case(label)
+            c = cases.setdefault(label, ABCase(label))
             c.delayed[pct] = ch
             c.planted_pct[pct], c.off_target[pct] = measured.get(label, (None, 0))
     return ABResult(list(cases.values()), len(base), len(head), {p: len(r) for p, r in delays.items()})

@@ -3,6 +3,7 @@ each a pytest process writing ``OUT/<name>.json`` and its log, interleaved so ho
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +49,7 @@ def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tup
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
     planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}", (*gated, "--plant-fault", f"delay:{pct:g}"))
                for pct in delays]
-    order = []
-    for i in range(max(len(unmodified), len(planted))):
-        order += unmodified[i:i + 1] + planted[i:i + 1]
+    order = [r for pair in itertools.zip_longest(unmodified, planted) for r in pair if r is not None]
     for fault, module, names, of, more in (
             ("stale-input", FORWARD_MODULE, _GATED_PAIR, single, ()),
             ("stale-mask", PADDING_MODULE, _PADDED, single, ()),
