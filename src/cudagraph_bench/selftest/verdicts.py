@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.selftest.ab_verdicts import ABResult, evaluate_ab, markdown_section, split_ab_runs, summary_part
 from cudagraph_bench.table import Column, render_table
