@@ -118,6 +118,7 @@ CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_cl
               "cores and on inductor's on-disk cache (`/tmp/torchinductor_$USER`), so a second run on the same "
               "machine compiles faster.")
 
+
 def _link(target: Path, base_dir: Path) -> str:
     return Path(os.path.relpath(target, base_dir)).as_posix()
 

@@ -116,7 +116,6 @@ def gpu_name(runs: list[Run]) -> str | None:
     return " / ".join(n for n in names if n) or None
 
 
-
 def variant_order(variant: str) -> tuple[int, str]:
     """Sort key of forward variants: the registry's display order, unknown ones last by name."""
     return display_rank(FORWARD, variant), variant
