@@ -3,27 +3,20 @@ with GPU figures and transformers releases; a GPU run's entry wins over a CPU ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cudagraph_bench.zoo_keys import (AWAITS_GPU, DECODE, FORWARD, MEASURED, NEW_TOKENS, PARTS, PROMPT_TOKENS,
-                                      STATUSES, read_entry)
+                                      STATUSES, ZooEntry, read_entry)
 
 #: The cell of a CPU run's part that nothing refused: the GPU run decides.
 AWAITS_CELL = "awaits GPU run"
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One part of one type in one run (``gpu`` None on a CPU)."""
+class Entry(ZooEntry):
+    """One part of one type in one run: its release known, ``gpu`` the run's (None on a CPU)."""
 
-    model_type: str
-    part: str
-    status: str
-    reason: str | None
-    transformers: str
-    gpu: str | None
-    figures: dict = field(default_factory=dict)
-    torch: str | None = None
+    gpu: str | None = None
 
 
 def run_entries(run) -> list[Entry]:
@@ -34,8 +27,8 @@ def run_entries(run) -> list[Entry]:
     read += [read_entry(e, measured=False) for e in (section.get("failures") or [])]
     entries = [e for e in read if e is not None]
     release = next((e.transformers for e in entries if e.transformers), None) or env.transformers or "?"
-    return [Entry(e.model_type, e.part, e.status, e.reason, e.transformers or release, env.gpu_name, dict(e.figures),
-                  e.torch or env.torch) for e in entries]
+    return [Entry(e.model_type, e.part, e.status, e.reason, e.transformers or release, e.torch or env.torch,
+                  dict(e.figures), env.gpu_name) for e in entries]
 
 
 def merge_entries(entries: list[Entry]) -> dict[tuple[str, str, str], Entry]:
@@ -67,18 +60,9 @@ def _reason(forward: Entry | None, decode: Entry | None) -> str:
     return "; ".join(f"{part}: {_escape(text)}" for part, text in reasons)
 
 
-def _reduction(entry: Entry | None) -> str:
-    if entry is None or entry.status != MEASURED or "reduction_pct" not in entry.figures:
-        return "-"
-    f = entry.figures
-    return f"{f['eager_ms']:.3g} -> {f['graph_ms']:.3g} ms ({-f['reduction_pct']:+.0f}%)"
-
-
-def _speedup(entry: Entry | None) -> str:
-    if entry is None or entry.status != MEASURED or "speedup" not in entry.figures:
-        return "-"
-    f = entry.figures
-    return f"{f['generate_ms_per_token']:.3g} -> {f['graph_ms_per_token']:.3g} ms/token ({f['speedup']:.1f}x)"
+def _figures(entry: Entry | None, key: str) -> dict | None:
+    """The figures of a measured entry that holds ``key``, else None."""
+    return entry.figures if entry is not None and entry.status == MEASURED and key in entry.figures else None
 
 
 def _version_key(version: str):
@@ -97,7 +81,11 @@ def table_rows(merged: dict[tuple[str, str, str], Entry]) -> list[list[str]]:
             forward, decode = merged.get((version, model_type, FORWARD)), merged.get((version, model_type, DECODE))
             if forward is None and decode is None:
                 continue
-            cells = (_cell(forward), _cell(decode), _reason(forward, decode), _reduction(forward), _speedup(decode))
+            f, d = _figures(forward, "reduction_pct"), _figures(decode, "speedup")
+            reduction = f"{f['eager_ms']:.3g} -> {f['graph_ms']:.3g} ms ({-f['reduction_pct']:+.0f}%)" if f else "-"
+            speedup = (f"{d['generate_ms_per_token']:.3g} -> {d['graph_ms_per_token']:.3g} ms/token "
+                       f"({d['speedup']:.1f}x)" if d else "-")
+            cells = (_cell(forward), _cell(decode), _reason(forward, decode), reduction, speedup)
             groups.setdefault(cells, []).append(version)
         for cells, releases in groups.items():
             rows.append([f"`{model_type}`", *cells, ", ".join(releases)])

@@ -4,62 +4,54 @@
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
-from cudagraph_bench.cases import DecodeCase
 from cudagraph_bench import variants
 from cudagraph_bench.report.runs import merged, not_measured
 from cudagraph_bench.results.record import Measurement
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.table import Column, render_table
 
+#: The decode reference, HF ``generate``.
+_GENERATE = variants.reference_of(variants.DECODE).name
+
 
 def decode_rows(runs: list[Run]) -> list[dict]:
     """One row per decode benchmark and per unmeasured failed case: ``model, dtype, seq_len, new_tokens, variant,
     ms_per_token, tokens_per_s, speedup_vs_generate, rounds, vs_generate, vs_static_eager, compile_s, status, note,
     attn_implementation``; a failed case's timings are None."""
+    measured = {m.case: m for m in merged(runs).values() if m.suite == "decode"}
     rows = []
-    for m in merged(runs).values():
-        if m.suite != "decode":
-            continue
+    for case, m in measured.items():
         details = m.extra_info
         ms_per_token = details.get("ms_per_token")
         if ms_per_token is None:
-            ms_per_token = m.summary.median_ms / m.case.new_tokens
+            ms_per_token = m.summary.median_ms / case.new_tokens
         tokens_per_s = details.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
-        rows.append({**_row_key(m.case), "ms_per_token": float(ms_per_token), "tokens_per_s": tokens_per_s,
+        rows.append({**asdict(case), "ms_per_token": float(ms_per_token), "tokens_per_s": tokens_per_s,
                      "rounds": m.summary.n, "vs_generate": vs_generate(m), "vs_static_eager": vs_static_eager(m),
                      "compile_s": _seconds(details.get("compile_ms")), "status": m.check.outcome or "ok",
                      "note": decode_note_cell(m.check.outcome, m.check.reason, details),
                      "attn_implementation": details.get("attn_implementation")})
-    seen = {_key_of(r) for r in rows}
+    seen = set(measured)
     for f in not_measured(runs, "decode"):
-        row = _row_key(f.case)
-        if _key_of(row) in seen:
+        if f.case in seen:
             continue
-        seen.add(_key_of(row))
-        rows.append({**row, **dict.fromkeys(("ms_per_token", "tokens_per_s", "rounds")), "vs_generate": "-",
+        seen.add(f.case)
+        rows.append({**asdict(f.case), **dict.fromkeys(("ms_per_token", "tokens_per_s", "rounds")), "vs_generate": "-",
                      "vs_static_eager": "-", "compile_s": _seconds(f.compile_ms), "status": f.status,
                      "note": decode_note_cell(f.status, f.check.reason, f.details),
                      "attn_implementation": f.details.get("attn_implementation")})
-    generate = {_key_of(r)[:4]: r["ms_per_token"] for r in rows if r["variant"] == variants.reference_of(variants.DECODE).name}
+    generate = {_request(r): r["ms_per_token"] for r in rows if r["variant"] == _GENERATE}
     for r in rows:
-        base = generate.get(_key_of(r)[:4])
+        base = generate.get(_request(r))
         r["speedup_vs_generate"] = base / r["ms_per_token"] if base and r["ms_per_token"] else None
-    rows.sort(key=lambda r: (*_key_of(r)[:4], _variant_index(r["variant"]), r["variant"]))
+    rows.sort(key=lambda r: (*_request(r), variants.table_rank(variants.DECODE, r["variant"]), r["variant"]))
     return rows
 
 
-def _row_key(case: DecodeCase) -> dict:
-    return {"model": case.model, "dtype": case.dtype, "seq_len": int(case.seq_len), "new_tokens": int(case.new_tokens),
-            "variant": case.variant}
-
-
-def _key_of(row: dict) -> tuple:
-    return (row["model"], row["dtype"], row["seq_len"], row["new_tokens"], row["variant"])
-
-
-def _variant_index(variant: str) -> int:
-    return variants.table_rank(variants.DECODE, variant)
+def _request(row: dict) -> tuple:
+    return (row["model"], row["dtype"], row["seq_len"], row["new_tokens"])
 
 
 def _seconds(ms) -> float | None:
@@ -79,7 +71,7 @@ def vs_generate(m: Measurement) -> str:
     """``reference``, ``identical``, ``tie at token K`` (with generate's distinct tokens when recorded), ``FAILS``, or
     ``-`` when not recorded."""
     check = m.check
-    if m.case.variant == variants.reference_of(variants.DECODE).name:
+    if m.case.variant == _GENERATE:
         return "reference"
     if not check.generate_recorded:
         return "-"
@@ -182,6 +174,3 @@ def render_decode_table(rows: list[dict], fmt: str = "markdown") -> str:
     """The decode table of :func:`decode_rows` (its columns chosen by :func:`with_compile`)."""
     return render_table(DECODE_COLUMNS_WITH_COMPILE if with_compile(rows) else DECODE_COLUMNS, rows, fmt=fmt)
 
-
-__all__ = ["DECODE_COLUMNS", "DECODE_COLUMNS_WITH_COMPILE", "DECODE_NOTE", "decode_note",
-           "decode_note_cell", "decode_rows", "render_decode_table", "vs_generate", "vs_static_eager", "with_compile"]

@@ -3,7 +3,9 @@ failed and unchecked cases."""
 
 from __future__ import annotations
 
-from cudagraph_bench.report.runs import merged, not_measured, variant_index
+from dataclasses import asdict
+
+from cudagraph_bench.report.runs import merged, not_measured, variant_order
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results.capture_cost import ledger_id, memory_left
@@ -12,13 +14,8 @@ from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.results.stats import middle90_pct, reduction_pct
 from cudagraph_bench.table import Column, render_table
 
-#: The table's status of a recorded check that names no case status of its own.
+#: The table's status of a recorded check that names no case status of its own (eager ``ok``).
 _TABLE_STATUS = {"pass": "ok", "fail": "mismatch", "reference": "ok", "unchecked": "unchecked"}
-
-
-def _status(check: CheckRecord) -> str:
-    """As recorded; eager ``ok``; no check recorded: ``unchecked``."""
-    return check.outcome or _TABLE_STATUS[check.status]
 
 
 def _note(check: CheckRecord, notes) -> str | None:
@@ -40,39 +37,33 @@ def forward_rows(runs: list[Run]) -> list[dict]:
         info, s, check = m.extra_info, m.summary, m.check
         base = eager.get(case.without_variant())
         rows.append({
-            "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
-            "status": _status(check), "mean_ms": s.mean_ms, "median_ms": s.median_ms, "p95_ms": s.p95_ms,
-            "min_ms": s.min_ms, "max_ms": s.max_ms, "event_median_ms": info.get("event_median_ms"),
+            **asdict(case), "status": check.outcome or _TABLE_STATUS[check.status], "mean_ms": s.mean_ms,
+            "median_ms": s.median_ms, "p95_ms": s.p95_ms, "min_ms": s.min_ms, "max_ms": s.max_ms,
+            "event_median_ms": info.get("event_median_ms"),
             "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
             "capture_ms": _number(info.get("capture_ms")), "max_abs_diff": check.max_abs_diff,
             "pool_left_mib": left.get(ledger_id(case.without_variant())) if case.variant == GATED else None,
-            "check": "reference" if case.variant == REF else check.method,
-            "fp64_rmse_ratio": check.fp64_rmse_ratio,
-            "note": _note(check, info.get("notes")),
-            "spread_pct": _spread(m.samples_ms),
+            "check": "reference" if case.variant == REF else check.method, "fp64_rmse_ratio": check.fp64_rmse_ratio,
+            "note": _note(check, info.get("notes")), "spread_pct": _spread(m.samples_ms),
             "attn_implementation": info.get("attn_implementation"),
         })
-    seen = {(r["model"], r["dtype"], r["seq_len"], r["variant"]) for r in rows}
     for f in not_measured(runs):
-        case = f.case
-        if (case.model, case.dtype, case.seq_len, case.variant) in seen:
+        if f.case in ms:
             continue
         rows.append({**dict.fromkeys(("mean_ms", "median_ms", "p95_ms", "min_ms", "max_ms", "event_median_ms",
                                       "reduction_pct", "speedup", "capture_ms", "pool_left_mib")),
-                     "model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "variant": case.variant,
-                     "status": f.status,
+                     **asdict(f.case), "status": f.status,
                      "compile_s": f.compile_ms / 1e3 if f.compile_ms is not None else None,
                      "max_abs_diff": f.check.max_abs_diff, "check": f.check.method,
                      "fp64_rmse_ratio": f.check.fp64_rmse_ratio, "note": f.check.reason, "spread_pct": None,
                      "attn_implementation": f.details.get("attn_implementation")})
-    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], variant_index(r["variant"]), r["variant"]))
+    rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], *variant_order(r["variant"])))
     return rows
 
 
 def _number(value) -> float | None:
-    """A recorded figure that is one number, else None."""
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -99,12 +90,10 @@ LONG_COLUMNS = [
 ]
 
 
-def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | None = None) -> str:
-    """``note_width``: characters of the note (text tables: 70 by default)."""
-    width = note_width if note_width is not None else (70 if fmt == "text" else None)
-
+def render_long_table(rows: list[dict], fmt: str = "text") -> str:
+    """Every row of :func:`forward_rows`; a text table cuts the note to 70 characters."""
     def cut(text: str) -> str:
-        return text if width is None or len(text) <= width else text[: width - 3] + "..."
+        return text if fmt != "text" or len(text) <= 70 else text[:67] + "..."
 
     return render_table([*LONG_COLUMNS, Column("note", "note", cut, "left")], rows, fmt=fmt)
 
@@ -112,7 +101,7 @@ def render_long_table(rows: list[dict], fmt: str = "text", *, note_width: int | 
 def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
     """``(rows, variants present, eager first)``: per (model, dtype, seq_len) each variant's median, p95, spread and
     reduction; ``fastest``: the lowest median of status ``ok`` or ``unchecked`` (then ``"<v> (unchecked)"``)."""
-    variants = sorted({r["variant"] for r in rows}, key=lambda v: (variant_index(v), v))
+    variants = sorted({r["variant"] for r in rows}, key=variant_order)
     out: dict[tuple, dict] = {}
     for r in rows:
         key = (r["model"], r["dtype"], r["seq_len"])
@@ -134,9 +123,10 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
     return list(out.values()), variants
 
 
-def summary_columns(variants: list[str]) -> list[Column]:
-    """Columns of the summary table: eager and graph median, graph reduction, their p95s and eager's spread, then the
-    median and reduction of every other variant present, and the fastest variant."""
+def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
+    """The per-case summary (see :func:`summary_rows`) of forward rows: eager and graph median, graph reduction, their
+    p95s and eager's spread, then the median and reduction of every other variant present, and the fastest variant."""
+    wide, variants = summary_rows(rows)
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
     if REF in variants:
         cols.append(Column(f"{REF}_median_ms", f"{REF} median ms", ".3f"))
@@ -152,33 +142,19 @@ def summary_columns(variants: list[str]) -> list[Column]:
             cols += [Column(f"{v}_median_ms", f"{v} median ms", ".3f"),
                      Column(f"{v}_reduction_pct", f"{v} reduction %", "+.1f")]
     cols.append(Column("fastest", "fastest", None, "left"))
-    return cols
-
-
-def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
-    """The per-case summary (see :func:`summary_rows`) of forward rows."""
-    wide, variants = summary_rows(rows)
-    return render_table(summary_columns(variants), wide, fmt=fmt)
+    return render_table(cols, wide, fmt=fmt)
 
 
 def problem_lines(rows: list[dict]) -> list[str]:
     """``"<case> <variant>: <status>: <reason>"`` per failed, skipped or mismatching row, then the unchecked count."""
     lines = [f"{r['model']} {r['dtype']} L={r['seq_len']} {r['variant']}: {r['status']}"
              + (f": {r['note']}" if r.get("note") else "") for r in rows if r["status"] not in ("ok", "unchecked")]
-    unchecked = unchecked_line(rows)
-    return lines + ([unchecked] if unchecked else [])
-
-
-def unchecked_line(rows: list[dict]) -> str | None:
-    """One line counting the forward rows whose run recorded no correctness check, or None."""
     unchecked = sorted({r["variant"] for r in rows if r["status"] == "unchecked"})
-    if not unchecked:
-        return None
-    n = sum(r["status"] == "unchecked" for r in rows)
-    return (f"{n} measured case(s) of {', '.join(unchecked)} carry no correctness check in their run JSON "
-            "(benchmark runs recorded before the benchmarks checked against eager; the correctness "
-            "tests in perf_tests/ check graph replays separately)")
-
+    if unchecked:
+        lines.append(f"{sum(r['status'] == 'unchecked' for r in rows)} measured case(s) of {', '.join(unchecked)} "
+                     "carry no correctness check in their run JSON (benchmark runs recorded before the benchmarks "
+                     "checked against eager; the correctness tests in perf_tests/ check graph replays separately)")
+    return lines
 
 
 def attention_note(rows: list[dict]) -> str | None:

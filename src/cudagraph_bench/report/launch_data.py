@@ -3,7 +3,6 @@ saving on forward benchmarks with a kernel count."""
 
 from __future__ import annotations
 
-from cudagraph_bench import variants
 import json
 import math
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.launch_model import predicted_saving_ms
 from cudagraph_bench.results.record import Measurement
@@ -77,11 +77,6 @@ class LaunchRow:
     def us_per_launch_graph(self) -> float | None:
         return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
 
-    def as_dict(self) -> dict:
-        return {"n_launches": self.n_launches, "loop_ms": self.loop_ms, "graph_ms": self.graph_ms,
-                "speedup": self.speedup, "us_per_launch_loop": self.us_per_launch_loop,
-                "us_per_launch_graph": self.us_per_launch_graph, "clock": self.clock}
-
 
 def _clocks(info: dict) -> dict | None:
     if not all(isinstance(info.get(k), (int, float)) for k in CLOCK_KEYS):
@@ -142,10 +137,8 @@ def graphs_cu_rows(data: dict) -> list[LaunchRow]:
 def reference_row(rows: list[LaunchRow], reference_n: int = REFERENCE_N) -> LaunchRow | None:
     """N == ``reference_n`` if measured with both variants, else the largest such N; None when none."""
     complete = [r for r in rows if r.complete]
-    for r in complete:
-        if r.n_launches == reference_n:
-            return r
-    return max(complete, key=lambda r: r.n_launches) if complete else None
+    largest = max(complete, key=lambda r: r.n_launches, default=None)
+    return next((r for r in complete if r.n_launches == reference_n), largest)
 
 
 def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:

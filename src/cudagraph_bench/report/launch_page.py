@@ -3,6 +3,7 @@ from a run with launch-suite benchmarks. Every number on the page comes from the
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -19,7 +20,6 @@ PAGE_NAME = "launch-overhead.md"
 PLOT_NAME = "launch_speedup_vs_n.png"
 #: Where the command writes the page and its plot without ``-o`` (never the committed ``docs/``).
 DEFAULT_OUT_DIR = "out/launch"
-
 
 
 LAUNCH_COLUMNS = [
@@ -54,7 +54,8 @@ CLOCK_COLUMNS = [
 
 def launch_table_markdown(rows: list[LaunchRow]) -> str:
     """N, loop ms, graph ms, speedup, µs/launch loop and graph (``-`` where a variant is missing)."""
-    return render_table(LAUNCH_COLUMNS, [r.as_dict() for r in rows], fmt="markdown")
+    return render_table(LAUNCH_COLUMNS, [{c.key: getattr(r, c.key) for c in LAUNCH_COLUMNS} for r in rows],
+                        fmt="markdown")
 
 
 def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:
@@ -69,32 +70,20 @@ def clocks_table_markdown(rows: list[LaunchRow]) -> str | None:
 
 def saving_table_markdown(rows: list[dict]) -> str:
     """Predicted vs measured (ms), with a ``clock`` column only when the medians are of mixed clocks."""
-    extra = [Column("clock", "clock")] if _mixed_clocks(rows) else []
-    return render_table(SAVING_COLUMNS + extra, rows, fmt="markdown")
+    mixed = bool(rows) and {r.get("clock") for r in rows} not in ({"cuda-event"}, {"wall"})
+    return render_table(SAVING_COLUMNS + ([Column("clock", "clock")] if mixed else []), rows, fmt="markdown")
 
 
-def _mixed_clocks(rows: list[dict]) -> bool:
-    return bool(rows) and {r.get("clock") for r in rows} not in ({"cuda-event"}, {"wall"})
-
-
-
-def _fmt(value: float, spec: str) -> str:
-    return format(value, spec)
-
-
-def render_launch_section(run, *, reference_n: int = REFERENCE_N, heading_level: int = 2,
-                          forward_runs: list | None = None) -> str:
-    """The N-sweep and predicted-vs-measured tables for a general report (``forward_runs`` default: ``run``); one line
-    when the run holds no launch benchmarks or no forward cases with kernel counts."""
-    h = "#" * heading_level
+def render_launch_section(run, *, forward_runs: list | None = None) -> str:
+    """The N-sweep and predicted-vs-measured tables (level-2 heading) for a general report (``forward_runs`` default:
+    ``run``); one line when the run holds no launch benchmarks or no forward cases with kernel counts."""
     rows = launch_rows(run)
     if not rows:
-        return (f"{h} Launch overhead\n\nNo launch-suite benchmarks in this run "
+        return ("## Launch overhead\n\nNo launch-suite benchmarks in this run "
                 "(run `pytest perf_tests/test_launch.py --benchmark-only --benchmark-json=RUN.json`).\n")
-    parts = [f"{h} Launch overhead: N tiny launches, eager loop vs one graph replay\n",
-             f"Medians ({_clock_caption(rows)}); µs/launch = median / N.\n", launch_table_markdown(rows), ""]
-    parts.append(_saving_section(forward_runs or [run], rows, reference_n, h + "#"))
-    return "\n".join(parts)
+    return "\n".join(["## Launch overhead: N tiny launches, eager loop vs one graph replay\n",
+                      f"Medians ({_clock_caption(rows)}); µs/launch = median / N.\n", launch_table_markdown(rows), "",
+                      _saving_section(forward_runs or [run], rows, REFERENCE_N, "###")])
 
 
 def _clock_caption(rows: list[LaunchRow]) -> str:
@@ -117,18 +106,17 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
                                      "give each forward case once")
             origin[key] = name
             savings.append(r)
-    savings.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"]))
-    head = (f"{h} Launch-overhead model: predicted vs measured saving\n\n"
-            f"predicted saving = kernels of one eager forward × (loop − graph µs/launch at N={ref.n_launches}) "
-            f"= kernels × ({_fmt(ref.us_per_launch_loop, '.3f')} − {_fmt(ref.us_per_launch_graph, '.3f')}) µs; "
-            f"{_measured_saving_caption(savings)}.\n")
     if not savings:
         return (f"{h} Launch-overhead model\n\nNot checked here: no forward case of these runs has an eager "
                 "benchmark with kernel counts (`extra_info[\"n_kernels\"]`, recorded by "
                 "`perf_tests/test_kernel_counts.py`) and a graph benchmark; `cudagraph-bench "
                 "launch-report LAUNCH.json --forward RUN.json` checks the model on a run that "
                 "has them.\n")
-    return head + "\n" + saving_table_markdown(savings) + "\n"
+    savings.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"]))
+    return (f"{h} Launch-overhead model: predicted vs measured saving\n\n"
+            f"predicted saving = kernels of one eager forward × (loop − graph µs/launch at N={ref.n_launches}) "
+            f"= kernels × ({ref.us_per_launch_loop:.3f} − {ref.us_per_launch_graph:.3f}) µs; "
+            f"{_measured_saving_caption(savings)}.\n\n{saving_table_markdown(savings)}\n")
 
 
 def _measured_saving_caption(savings: list[dict]) -> str:
@@ -146,34 +134,24 @@ def _measured_saving_caption(savings: list[dict]) -> str:
             f"of {wall}; {both} of {len(savings)} case(s) use CUDA events for both (the clock column says which)")
 
 
-def _shown_speedup(row: LaunchRow) -> float:
-    """As the tables print it (``.2f``), so prose never contradicts a table."""
-    return float(format(row.speedup, ".2f"))
-
-
 def _step_direction(a: LaunchRow, b: LaunchRow) -> int:
-    """+1 when the printed speedup rises from ``a`` to ``b``, -1 when it falls, 0 when equal."""
-    sa, sb = _shown_speedup(a), _shown_speedup(b)
+    """+1 when the speedup as printed (``.2f``, so prose never contradicts a table) rises from ``a`` to ``b``, -1 when
+    it falls, 0 when equal."""
+    sa, sb = (float(f"{r.speedup:.2f}") for r in (a, b))
     return (sb > sa) - (sb < sa)
 
 
 def _x(row: LaunchRow) -> str:
-    return f"{_fmt(row.speedup, '.2f')}× at N={row.n_launches}"
+    return f"{row.speedup:.2f}× at N={row.n_launches}"
 
 
 def _speedup_path(points: list[LaunchRow]) -> str:
     """``"from 2.99× at N=8 it rises to 5.57× at N=64, then falls to ..."`` over ``points`` (>= 2)."""
     verbs = {1: "rises to", -1: "falls to", 0: "stays at"}
-    segments: list[tuple[int, list[LaunchRow]]] = []
-    for a, b in zip(points, points[1:]):
-        d = _step_direction(a, b)
-        if segments and segments[-1][0] == d:
-            segments[-1][1].append(b)
-        else:
-            segments.append((d, [b]))
+    steps = [(_step_direction(a, b), b) for a, b in zip(points, points[1:])]
     parts = []
-    for d, rows in segments:
-        items = [_x(r) for r in rows]
+    for d, segment in itertools.groupby(steps, key=lambda step: step[0]):
+        items = [_x(b) for _, b in segment]
         listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
         parts.append(f"{verbs[d]} {listed}")
     return f"from {_x(points[0])} it " + ", then ".join(parts)
@@ -189,15 +167,13 @@ def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
     out = []
     labels = list(points)
     ends = {(rows[0].n_launches, rows[-1].n_launches) for rows in points.values()}
-    if len(labels) > 1 and len(ends) == 1 and all(len(rows) > 1 for rows in points.values()):
+    shared = len(labels) > 1 and len(ends) == 1 and all(len(rows) > 1 for rows in points.values())
+    if shared:
         (lo, hi), = ends
         out.append(f"On this GPU the speedup at the smallest N measured (N={lo}) was "
-                   + " / ".join(f"{_fmt(points[k][0].speedup, '.2f')}× ({k})" for k in labels)
+                   + " / ".join(f"{points[k][0].speedup:.2f}× ({k})" for k in labels)
                    + f" and at the largest (N={hi}) "
-                   + " / ".join(f"{_fmt(points[k][-1].speedup, '.2f')}×" for k in labels) + ".")
-        shared = True
-    else:
-        shared = False
+                   + " / ".join(f"{points[k][-1].speedup:.2f}×" for k in labels) + ".")
     for i, (label, rows) in enumerate(points.items()):
         lead = "On this GPU the" if i == 0 and not shared else "The"
         if len(rows) == 1:
@@ -208,16 +184,16 @@ def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
         if shared:
             out.append(f"{lead} {label} speedup is {shape}: {_speedup_path(rows)}.")
         else:
-            out.append(f"{lead} {label} speedup was {_fmt(rows[0].speedup, '.2f')}× at the smallest N measured "
-                       f"(N={rows[0].n_launches}) and {_fmt(rows[-1].speedup, '.2f')}× at the largest "
+            out.append(f"{lead} {label} speedup was {rows[0].speedup:.2f}× at the smallest N measured "
+                       f"(N={rows[0].n_launches}) and {rows[-1].speedup:.2f}× at the largest "
                        f"(N={rows[-1].n_launches}); it is {shape}: {_speedup_path(rows)}.")
         falls = [(a, b) for a, b in zip(rows, rows[1:]) if _step_direction(a, b) < 0]
         if falls:
             steps = "; ".join(
-                f"N={a.n_launches} → {b.n_launches}: loop {_fmt(a.us_per_launch_loop, '.3f')} → "
-                f"{_fmt(b.us_per_launch_loop, '.3f')} µs (×{_fmt(b.us_per_launch_loop / a.us_per_launch_loop, '.3f')}), "
-                f"graph {_fmt(a.us_per_launch_graph, '.3f')} → {_fmt(b.us_per_launch_graph, '.3f')} µs "
-                f"(×{_fmt(b.us_per_launch_graph / a.us_per_launch_graph, '.3f')})" for a, b in falls)
+                f"N={a.n_launches} → {b.n_launches}: loop {a.us_per_launch_loop:.3f} → "
+                f"{b.us_per_launch_loop:.3f} µs (×{b.us_per_launch_loop / a.us_per_launch_loop:.3f}), "
+                f"graph {a.us_per_launch_graph:.3f} → {b.us_per_launch_graph:.3f} µs "
+                f"(×{b.us_per_launch_graph / a.us_per_launch_graph:.3f})" for a, b in falls)
             out.append(f"The {label} speedup falls where loop µs/launch changed by a smaller factor than graph "
                        f"µs/launch: {steps}. In the model loop µs/launch is constant and graph µs/launch only "
                        "falls with N, so the speedup only rises; these steps are where this run departs from it.")
@@ -305,7 +281,12 @@ def _run_header(run, source: str) -> str:
     return "; ".join(bits)
 
 
-def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, reference_n: int = REFERENCE_N,
+def _series(rows: list[LaunchRow], graphs_cu: dict | None) -> dict[str, list[LaunchRow]]:
+    """The torch rows, and ``graphs.cu``'s when given: the series of the prose and the plot."""
+    return {"torch": rows, **({"CUDA C++": graphs_cu_rows(graphs_cu)} if graphs_cu is not None else {})}
+
+
+def render_launch_page(run, *, source: str, reference_n: int = REFERENCE_N,
                        graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
                        sanitizer_outcomes: dict[str, dict] | None = None, forward_runs: list | None = None) -> str:
     """The whole ``docs/launch-overhead.md`` from ``run`` (dict or Run, with launch-suite benchmarks); ``graphs_cu``:
@@ -334,22 +315,19 @@ def render_launch_page(run, *, source: str, plot_name: str = PLOT_NAME, referenc
         "",
         launch_table_markdown(rows),
         "",
-        f"![graph replay speedup and µs per launch vs N]({plot_name})",
+        f"![graph replay speedup and µs per launch vs N]({PLOT_NAME})",
         "",
     ]
     ref = reference_row(rows, reference_n)
     if ref is not None:
-        out += [f"At N={ref.n_launches} the eager loop costs {_fmt(ref.us_per_launch_loop, '.3f')} µs per "
-                f"launch and the graph replay {_fmt(ref.us_per_launch_graph, '.3f')} µs per kernel "
-                f"(speedup {_fmt(ref.speedup, '.2f')}×).", ""]
+        out += [f"At N={ref.n_launches} the eager loop costs {ref.us_per_launch_loop:.3f} µs per "
+                f"launch and the graph replay {ref.us_per_launch_graph:.3f} µs per kernel "
+                f"(speedup {ref.speedup:.2f}×).", ""]
     if graphs_cu is not None:
         out += _graphs_cu_section(graphs_cu)
-    series = {"torch": rows}
-    if graphs_cu is not None:
-        series["CUDA C++"] = graphs_cu_rows(graphs_cu)
-    out += ["## How the speedup depends on N", "", _PROSE_WHY_N]
-    summary = speedup_vs_n_summary(series)
-    out += [summary or "No N was measured with both loop and graph variants.", ""]
+    summary = speedup_vs_n_summary(_series(rows, graphs_cu))
+    out += ["## How the speedup depends on N", "", _PROSE_WHY_N,
+            summary or "No N was measured with both loop and graph variants.", ""]
     out += ["## Host issue time vs device time", "", _PROSE_CLOCKS]
     clocks = clocks_table_markdown(rows)
     if clocks:
@@ -435,10 +413,7 @@ def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference
     page = render_launch_page(run, source=source, reference_n=reference_n, graphs_cu=graphs_cu,
                               sanitizer=sanitizer, sanitizer_outcomes=sanitizer_outcomes,
                               forward_runs=forward_runs)
-    series = {"torch": launch_rows(run)}
-    if graphs_cu is not None:
-        series["CUDA C++"] = graphs_cu_rows(graphs_cu)
-    png = figure_png(speedup_figure(series), PLOT_DPI)
+    png = figure_png(speedup_figure(_series(launch_rows(run), graphs_cu)), PLOT_DPI)
     page_path, plot_path = out_dir / PAGE_NAME, out_dir / PLOT_NAME
     check_output_folder(out_dir, [PAGE_NAME, PLOT_NAME])
     write_files_atomic({plot_path: png, page_path: page})

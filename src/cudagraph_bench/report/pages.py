@@ -9,13 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudagraph_bench import variants
-from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.report import launch_data, launch_page, plots, roofline_tables
-from cudagraph_bench.report.decode_tables import (DECODE_COLUMNS, DECODE_NOTE, decode_note,  # noqa: F401
-                                                  decode_rows, render_decode_table, vs_generate)
+from cudagraph_bench.report.decode_tables import (decode_note, decode_rows, render_decode_table,  # noqa: F401
+                                                  vs_generate)
 from cudagraph_bench.report.forward_tables import (attention_note, forward_rows, problem_lines, render_long_table,
-                                                   render_summary_table, unchecked_line)
+                                                   render_summary_table)
+from cudagraph_bench.report.headline import render_headline
 from cudagraph_bench.report.runs import gpu_name, merged
 from cudagraph_bench.report.suite_timing import render_suite_timing
 from cudagraph_bench.fsio import save_figure
@@ -33,40 +33,12 @@ DECODE_BANDWIDTH_PNG = "decode_bandwidth.png"
 PLOT_NAMES = (LATENCY_PNG, SPEEDUP_PNG, BUSY_PNG, DECODE_BANDWIDTH_PNG, launch_page.PLOT_NAME)
 
 
-# ------------------------------ launch suite
-
-
-def launch_markdown(runs: list[Run]) -> str | None:
-    """Launch-suite section of every run with launch benchmarks; None when none has any."""
-    parts = [launch_page.render_launch_section(run, heading_level=2, forward_runs=runs) for run in runs
-             if launch_data.launch_rows(run)]
-    return "\n".join(parts) if parts else None
-
-
-def _launch_series(runs: list[Run]) -> dict[str, list] | None:
-    """One series per run with a complete launch row, or None."""
-    series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
-    series = {k: v for k, v in series.items() if any(r.complete for r in v)}
-    if not series:
-        return None
-    return {"torch": next(iter(series.values()))} if len(series) == 1 else series
-
-
-# ------------------------------ plots and documents
-
-
-def forward_samples(runs: list[Run]) -> tuple[dict[Case, object], dict[Case, float]]:
-    """``(per-round samples in ms, medians in ms)`` of the forward cases."""
-    ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
-    samples = {c: m.samples_ms for c, m in ms.items() if m.samples_ms is not None}
-    medians = {c: m.summary.median_ms for c, m in ms.items()}
-    return samples, medians
-
-
 def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
     """File name -> a function that draws the plot into a folder and returns its path, in page order (lazy, so ``report
     --no-plots`` still knows the links)."""
-    samples, medians = forward_samples(runs)
+    ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
+    samples = {c: m.samples_ms for c, m in ms.items() if m.samples_ms is not None}
+    medians = {c: m.summary.median_ms for c, m in ms.items()}
     gpu = gpu_name(runs)
     makers: dict[str, Callable[[Path], Path]] = {}
     if samples:
@@ -80,8 +52,10 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
     if bandwidth:
         makers[DECODE_BANDWIDTH_PNG] = lambda d: save_figure(plots.decode_bandwidth(bandwidth, gpu=gpu),
                                                              d / DECODE_BANDWIDTH_PNG)
-    series = _launch_series(runs)
-    if series is not None:
+    series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
+    series = {k: v for k, v in series.items() if any(r.complete for r in v)}   # one per run with a complete row
+    if series:
+        series = series if len(series) > 1 else {"torch": next(iter(series.values()))}
         makers[launch_page.PLOT_NAME] = lambda d: plots.save_speedup_plot(series, d / launch_page.PLOT_NAME)
     return makers
 
@@ -126,12 +100,12 @@ REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured r
                   "recorded in the run (strict or fp64-rmse); \"(unchecked)\" marks a winner whose run recorded no "
                   "check. Eager spread % = (p95 - p5) / median of the eager rounds: eager is host-bound, and where its "
                   "spread is wide the reductions against its median move between runs and machines.")
-#: How the "correct" / "check" columns of the long table were decided.
 SUITE_TIMING_NOTE = ("The default suite (every benchmark and GPU test of `perf_tests`, one pytest session, "
                      "`scripts/device/reproduce-results.sh suite`): seconds per test module (setup + call + "
                      "teardown of its tests, summed over the workers of a sharded run), the seconds in tests and "
                      "the session's wall time. The shards of a merged run (`cudagraph-bench run --gpus`, one pytest "
                      "process per GPU) run side by side, so its wall time is below the seconds in tests.")
+#: How the "correct" / "check" columns of the long table were decided.
 CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_close` tolerance of eager "
               "(float32 atol 1e-5, rtol 1.3e-6); `fp64-rmse` = a variant that runs other kernels (padded, bucketed, "
               "compile, compile+graph) outside that tolerance, judged instead by its RMSE against a float64 run of "
@@ -143,6 +117,7 @@ CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_cl
               "which compiles (and for compile+graph autotunes) before anything is timed; it depends on the host's "
               "cores and on inductor's on-disk cache (`/tmp/torchinductor_$USER`), so a second run on the same "
               "machine compiles faster.")
+
 
 def _link(target: Path, base_dir: Path) -> str:
     return Path(os.path.relpath(target, base_dir)).as_posix()
@@ -157,16 +132,19 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
     if superseded:
         out += ["Replaced by a newer run (`--allow overlap`; each prompt length comes whole from one run):", "",
                 *[f"- {line}" for line in superseded], ""]
+
+    def images(*names: str, alt: str | None = None) -> list[str]:
+        """Links to the written plots among ``names`` (alt text ``alt``, else the file name in words), a blank line."""
+        return [f"![{alt or p.stem.replace('_', ' ')}]({_link(p, outdir)})" for p in plots_written
+                if p.name in names] + [""]
+
     rows = forward_rows(runs)
     if rows:
         out += ["## Forward pass", "", REDUCTION_NOTE, "", render_summary_table(rows, "markdown"), ""]
-        out += _attention_lines(rows)
-        out += [f"![{p.stem.replace('_', ' ')}]({_link(p, outdir)})" for p in plots_written
-                if p.name in (LATENCY_PNG, SPEEDUP_PNG)] + [""]
+        out += [*_attention_lines(rows), *images(LATENCY_PNG, SPEEDUP_PNG)]
         busy = roofline_tables.render_forward_busy(runs)
         if busy:
-            out += ["### GPU busy time and overhead", "", busy, ""]
-            out += [f"![busy time vs length]({_link(p, outdir)})" for p in plots_written if p.name == BUSY_PNG] + [""]
+            out += ["### GPU busy time and overhead", "", busy, "", *images(BUSY_PNG)]
         out += ["### All measurements", "", CHECK_NOTE, "", render_long_table(rows, "markdown"), ""]
         problems = problem_lines(rows)
         if problems:
@@ -175,12 +153,12 @@ def render_results_markdown(runs: list[Run], outdir: Path, plots_written: list[P
     if decode:
         out += ["## Decode (greedy, static KV cache)", "", decode_note(decode), "", render_decode_table(decode), ""]
         out += _attention_lines(decode)
-        out += _decode_roofline(runs, outdir, plots_written, heading="### Decode roofline")
-    launch = launch_markdown(runs)
+        roofline = roofline_tables.render_decode_roofline(runs)
+        if roofline is not None:
+            out += ["### Decode roofline", "", roofline, "", *images(DECODE_BANDWIDTH_PNG)]
+    launch = [launch_page.render_launch_section(run, forward_runs=runs) for run in runs if launch_data.launch_rows(run)]
     if launch:
-        out += [launch, ""]
-        out += [f"![launch speedup vs N]({_link(p, outdir)})" for p in plots_written
-                if p.name == launch_page.PLOT_NAME] + [""]
+        out += ["\n".join(launch), "", *images(launch_page.PLOT_NAME, alt="launch speedup vs N")]
     if suite_runs:
         out += ["## Suite time per part", "", SUITE_TIMING_NOTE, "", *_provenance(suite_runs), "",
                 render_suite_timing(suite_runs), ""]
@@ -192,20 +170,9 @@ def _attention_lines(rows: list[dict]) -> list[str]:
     return [note, ""] if note else []
 
 
-def _decode_roofline(runs: list[Run], base_dir: Path, plots_written: list[Path], *, heading: str) -> list[str]:
-    """The decode roofline block as lines (or ``[]``), its plot linked relative to ``base_dir``."""
-    table = roofline_tables.render_decode_roofline(runs)
-    if table is None:
-        return []
-    return [heading, "", table, ""] + [f"![decode bandwidth]({_link(p, base_dir)})" for p in plots_written
-                                       if p.name == DECODE_BANDWIDTH_PNG] + [""]
-
-
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path],
                           suite_runs: list[Run] | None = None) -> str:
     """The headline tables and the link to ``results.md``."""
-    from cudagraph_bench.report.headline import render_headline
-
     return render_headline(runs, _link(outdir / RESULTS_MD, readme_dir), gpu_name(runs))
 
 

@@ -9,10 +9,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from cudagraph_bench.cases import FORWARD_VARIANTS, Case
+from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import save_figure
 from cudagraph_bench.report.launch_data import LaunchRow
+from cudagraph_bench.report.runs import variant_order
 
 #: One fixed colour per forward variant (in the registry's display order), so every plot uses the same legend.
 VARIANT_COLORS = dict(zip(variants.FORWARD_NAMES, ("tab:gray", "tab:blue", "tab:orange", "tab:purple", "tab:green",
@@ -21,12 +22,6 @@ VARIANT_COLORS = dict(zip(variants.FORWARD_NAMES, ("tab:gray", "tab:blue", "tab:
 DEFAULT_TARGET_REDUCTION = 0.30
 LATENCY_LABEL = "latency per forward pass (ms)"
 LENGTH_LABEL = "prompt length (tokens)"
-SPEEDUP_LABEL = "speedup vs eager (x, ratio of medians)"
-
-
-def _variant_order(variants) -> list[str]:
-    known = [v for v in FORWARD_VARIANTS if v in variants]
-    return known + sorted(v for v in variants if v not in FORWARD_VARIANTS)
 
 
 def _panels(cases) -> list[tuple[str, str]]:
@@ -55,6 +50,14 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
 
 
+def _length_axis(ax, lengths: list[int]) -> None:
+    """Prompt lengths on a log2 x axis, one labelled tick per length."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel(LENGTH_LABEL)
+
+
 def _suptitle(fig, what: str, gpu: str | None) -> None:
     fig.suptitle(f"{what}, batch 1" + (f", {gpu}" if gpu else ""))
 
@@ -68,7 +71,7 @@ def latency_comparison(samples_ms: Mapping[Case, Sequence[float]], *, gpu: str |
     fig, axes = _new_figure(len(panels))
     for ax, (model, dtype) in zip(axes, panels):
         cases = {c: np.asarray(v, dtype=float) for c, v in samples_ms.items() if (c.model, c.dtype) == (model, dtype)}
-        variants = _variant_order({c.variant for c in cases})
+        variants = sorted({c.variant for c in cases}, key=variant_order)
         lengths = sorted({c.seq_len for c in cases})
         if len(lengths) == 1:
             _histograms(ax, cases, variants)
@@ -140,21 +143,17 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
     for ax, (model, dtype) in zip(axes, panels):
         cases = {c: m for c, m in usable.items() if (c.model, c.dtype) == (model, dtype)}
         lengths = sorted({c.seq_len for c in cases})
-        for variant in _variant_order({c.variant for c in cases}):
+        for variant in sorted({c.variant for c in cases}, key=variant_order):
             speedup = {c.seq_len: eager[c.without_variant()] / m for c, m in cases.items() if c.variant == variant}
             # a length this variant lacks (failed, skipped) breaks its line instead of being bridged
-            xs = lengths
             ys = [speedup.get(n, float("nan")) for n in lengths]
-            ax.plot(xs, ys, marker="o", color=VARIANT_COLORS.get(variant), label=variant,
+            ax.plot(lengths, ys, marker="o", color=VARIANT_COLORS.get(variant), label=variant,
                     linestyle="--" if variant == variants.FORWARD_REFERENCE else "-")
         if target_reduction is not None:
             ax.axhline(1.0 / (1.0 - target_reduction), color="black", linewidth=0.8, linestyle=":",
                        label=f"target: {target_reduction:.0%} lower median latency")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(n) for n in lengths])
-        ax.minorticks_off()
-        ax.set_xlabel(LENGTH_LABEL)
-        ax.set_ylabel(SPEEDUP_LABEL)
+        _length_axis(ax, lengths)
+        ax.set_ylabel("speedup vs eager (x, ratio of medians)")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.set_title(f"{model} {dtype}")
@@ -167,16 +166,13 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
 
 #: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
 PLOT_DPI = 120
-SPEEDUP_XLABEL = "launches per sequence N (log scale)"
-SPEEDUP_YLABEL = "speedup: loop time / graph replay time (×)"
-US_YLABEL = "overhead per launch (µs, log scale)"
 
 
 def speedup_figure(series: dict[str, list[LaunchRow]]):
     """Left, speedup vs N launches; right, µs per launch vs N (log2 x); ``series``: label -> rows, incomplete rows
     skipped. UsageError when no series has a complete row."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     plotted = {label: [r for r in rows if r.complete and r.speedup is not None] for label, rows in series.items()}
     plotted = {label: rows for label, rows in plotted.items() if rows}
@@ -198,15 +194,13 @@ def speedup_figure(series: dict[str, list[LaunchRow]]):
         ax.set_xticks(all_n)
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(SPEEDUP_XLABEL)
+        ax.set_xlabel("launches per sequence N (log scale)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")
     ax_us.set_yscale("log")
-    ax_us.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax_us.yaxis.set_major_formatter(plain)
-    ax_us.yaxis.set_minor_formatter(NullFormatter())
-    ax_s.set_ylabel(SPEEDUP_YLABEL)
-    ax_us.set_ylabel(US_YLABEL)
+    _plain_log_ticks(ax_us.yaxis)
+    ax_s.set_ylabel("speedup: loop time / graph replay time (×)")
+    ax_us.set_ylabel("overhead per launch (µs, log scale)")
     ax_s.set_title("graph replay speedup vs N")
     ax_us.set_title("launch overhead per kernel")
     return fig
@@ -240,13 +234,10 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
                                          ("busy_ms", "GPU busy (sum of kernel times)", "black", "--")):
             ys = [r[key] if r.get(key) is not None else float("nan") for r in panel]
             ax.plot(lengths, ys, marker="o", color=color, linestyle=style, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(n) for n in lengths])
-        ax.minorticks_off()
+        _length_axis(ax, lengths)
         ax.set_yscale("log")
         _plain_log_ticks(ax.yaxis)
         ax.grid(True, which="major", alpha=0.3)
-        ax.set_xlabel(LENGTH_LABEL)
         ax.set_ylabel(LATENCY_LABEL)
         ax.set_title(f"{model} {dtype}")
         ax.legend(fontsize="small")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
+
 from cudagraph_bench import variants
-from cudagraph_bench.cases import Case
 from cudagraph_bench.report.runs import merged
 from cudagraph_bench.results.roofline_arithmetic import (achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak,
                                                          run_peak)
 from cudagraph_bench.results.runfile import Run, measurements
 from cudagraph_bench.table import Column, render_table
+
 
 def decode_roofline_rows(runs: list[Run]) -> list[dict]:
     """Per decode benchmark with ``bytes_per_token``: ``model, dtype, seq_len, new_tokens, variant, weight_mb,
@@ -22,13 +24,10 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
             info, case = m.extra_info, m.case
             if key[0] != "decode" or info.get("bytes_per_token") is None:
                 continue
-            new_tokens = int(case.new_tokens)
-            ms_per_token = info.get("ms_per_token") or m.summary.median_ms / new_tokens
+            ms_per_token = info.get("ms_per_token") or m.summary.median_ms / case.new_tokens
             nbytes = float(info["bytes_per_token"])
             gbps = achieved_gbps(nbytes, ms_per_token)
-            rows.append({"model": case.model, "dtype": case.dtype, "seq_len": int(case.seq_len),
-                         "new_tokens": new_tokens, "variant": case.variant,
-                         "weight_mb": _mb(info.get("weight_bytes")),
+            rows.append({**asdict(case), "weight_mb": _mb(info.get("weight_bytes")),
                          "kv_mb_per_token": _mb(info.get("kv_bytes_per_token")),
                          "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak_gbps,
                          "peak_source": peak["source"] if peak else None, "pct_of_peak": pct_of_peak(gbps, peak_gbps),
@@ -105,14 +104,14 @@ def render_decode_roofline(runs: list[Run], fmt: str = "markdown") -> str | None
 def forward_busy_rows(runs: list[Run]) -> list[dict]:
     """Per forward case with ``gpu_busy_ms``: ``n_kernels``, ``busy_ms``, eager/graph ``<v>_median_ms``,
     ``<v>_overhead_ms``, ``<v>_us_per_kernel`` (µs), ``busy_pct_of_graph``."""
-    ms = {Case(*k[1:]): m for k, m in merged(runs).items() if k[0] == "forward"}
+    ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     rows = []
     for case, m in ms.items():
         info = m.extra_info
         if case.variant != variants.FORWARD_REFERENCE or info.get("gpu_busy_ms") is None:
             continue
         busy, n = float(info["gpu_busy_ms"]), info.get("n_kernels")
-        graph = ms.get(Case(case.model, case.dtype, case.seq_len, variants.GATED))
+        graph = ms.get(replace(case, variant=variants.GATED))
         row = {"model": case.model, "dtype": case.dtype, "seq_len": case.seq_len, "n_kernels": n, "busy_ms": busy}
         for variant, measured in ((variants.FORWARD_REFERENCE, m), (variants.GATED, graph)):
             median = measured.summary.median_ms if measured is not None else None
@@ -151,6 +150,3 @@ def render_forward_busy(runs: list[Run], fmt: str = "markdown") -> str | None:
         return None
     return "\n".join([FORWARD_BUSY_NOTE, "", render_table(FORWARD_BUSY_COLUMNS, rows, fmt=fmt)])
 
-
-__all__ = ["decode_roofline_rows", "render_decode_roofline", "peak_lines", "forward_busy_rows",
-           "render_forward_busy", "DECODE_ROOFLINE_COLUMNS", "FORWARD_BUSY_COLUMNS"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cudagraph_bench.cases import FORWARD_VARIANTS
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.record import FailedCase, decode_failure
 from cudagraph_bench.results.runfile import Measurement, Run, load_run, measurements
+from cudagraph_bench.variants import FORWARD, display_rank
 
 
 def load_runs(refs: list[str], storage: str | None = None) -> list[Run]:
@@ -99,7 +99,7 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
         line = f"{what}: {', '.join(sorted({runs[j].path.name for j in olds}))} -> {runs[owner[g]].path.name}"
         dropped = set().union(*(variants[(j, g)] for j in olds)) - variants[(owner[g], g)]
         if g[0] == "forward" and dropped:
-            line += (f" (drops {', '.join(sorted(dropped, key=lambda v: (variant_index(v), v)))}: the newer run "
+            line += (f" (drops {', '.join(sorted(dropped, key=variant_order))}: the newer run "
                      "does not hold them at this length; leave it out or rerun the length whole)")
         lines.append(line)
     return out, lines
@@ -116,7 +116,6 @@ def gpu_name(runs: list[Run]) -> str | None:
     return " / ".join(n for n in names if n) or None
 
 
-
-def variant_index(variant: str) -> int:
-    """The suite's order; unknown ones last."""
-    return FORWARD_VARIANTS.index(variant) if variant in FORWARD_VARIANTS else len(FORWARD_VARIANTS)
+def variant_order(variant: str) -> tuple[int, str]:
+    """Sort key of forward variants: the registry's display order, unknown ones last by name."""
+    return display_rank(FORWARD, variant), variant

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 from cudagraph_bench.errors import InputFileError
-
+from cudagraph_bench.fsio import read_input_bytes
 
 #: The line compute-sanitizer writes first, before the program runs: a log without it is another file.
 SANITIZER_BANNER = "========= COMPUTE-SANITIZER"
@@ -21,15 +22,10 @@ def parse_sanitizer_log(text: str) -> dict:
     """Findings of a ``compute-sanitizer --tool memcheck`` log: ``{"invalid_global_writes": int, "invalid_global_reads":
     int, "error_summary": int | None, "first_address": str | None, "first_address_note": str | None}`` (error_summary
     None without an ``ERROR SUMMARY`` line)."""
-    writes = reads = 0
-    for m in _INVALID_RE.finditer(text):
-        if m.group(1) == "write":
-            writes += 1
-        else:
-            reads += 1
+    invalid = Counter(m.group(1) for m in _INVALID_RE.finditer(text))
     summary = _SUMMARY_RE.search(text)
     addr = _ADDRESS_RE.search(text)
-    return {"invalid_global_writes": writes, "invalid_global_reads": reads,
+    return {"invalid_global_writes": invalid["write"], "invalid_global_reads": invalid["read"],
             "error_summary": int(summary.group(1)) if summary else None,
             "first_address": addr.group(1) if addr else None,
             "first_address_note": addr.group(2).strip() if addr else None}
@@ -87,9 +83,6 @@ def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
 
 def last_json_object(path: Path) -> dict:
     """The last line parsing as a JSON object, else ``{}``."""
-    from cudagraph_bench.errors import InputFileError
-    from cudagraph_bench.fsio import read_input_bytes
-
     try:
         lines = read_input_bytes(path, "graphs.cu output", "").decode("utf-8", errors="replace").splitlines()
     except InputFileError:
@@ -109,8 +102,6 @@ def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
     """``(logs, outcomes)``: file name -> log text, and -> the ``baked_pointer`` object of a same-named ``.json``.
     InputFileError when a log cannot be read or lacks :data:`SANITIZER_BANNER`."""
     logs, outcomes = {}, {}
-    from cudagraph_bench.fsio import read_input_bytes
-
     for path in map(Path, paths):
         raw = read_input_bytes(path, "sanitizer log", "give the stderr of `compute-sanitizer --tool memcheck graphs "
                                "--baked-pointer-only`")

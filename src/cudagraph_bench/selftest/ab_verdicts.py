@@ -10,7 +10,7 @@ import numpy as np
 
 from cudagraph_bench.results.compare import Change, compare_runs
 from cudagraph_bench.results.runfile import Run
-from cudagraph_bench.table import Column
+from cudagraph_bench.table import Column, render_table
 from cudagraph_bench.variants import FORWARD, GATED
 
 #: ``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``: group and delay percent (None: unmodified).
@@ -42,21 +42,9 @@ class ABResult:
         return sorted(self.n_delay)
 
     @property
-    def aa_trials(self) -> int:
-        """0: no ab-head runs."""
-        return sum(c.aa is not None for c in self.cases)
-
-    @property
     def aa_alarms(self) -> int:
         """False alarms."""
         return sum(c.aa is not None and c.aa.regressed for c in self.cases)
-
-    def trials(self, pct: float) -> int:
-        return sum(pct in c.delayed for c in self.cases)
-
-    def detected(self, pct: float) -> int:
-        """Gated cases flagged as regressed with ``pct`` planted on head."""
-        return sum(pct in c.delayed and c.delayed[pct].regressed for c in self.cases)
 
 
 def split_ab_runs(runs: dict[str, Run]) -> tuple[list[Run], list[Run], dict[float, list[Run]]]:
@@ -101,19 +89,13 @@ def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
     if not (base or head or delays):
         return None
     cases: dict[str, ABCase] = {}
-
-    def case(label: str) -> ABCase:
-        return cases.setdefault(label, ABCase(label))
-
     if base and head:
         for label, ch in _gated(compare_runs(base, head, baseline=baseline)[0]).items():
-            case(label).aa = ch
-    for pct, delayed in delays.items():
-        if not base:
-            break
+            cases.setdefault(label, ABCase(label)).aa = ch
+    for pct, delayed in delays.items() if base else ():
         measured = _measured(delayed)
         for label, ch in _gated(compare_runs(base, delayed, baseline=baseline)[0]).items():
-            c = case(label)
+            c = cases.setdefault(label, ABCase(label))
             c.delayed[pct] = ch
             c.planted_pct[pct], c.off_target[pct] = measured.get(label, (None, 0))
     return ABResult(list(cases.values()), len(base), len(head), {p: len(r) for p, r in delays.items()})
@@ -123,17 +105,12 @@ def _verdict(ch: Change | None) -> str:
     return "-" if ch is None else f"{'FAIL' if ch.regressed else 'pass'} ({ch.change_pct:+.1f}%)"
 
 
-def columns(result: ABResult) -> list[Column]:
-    """The columns of :func:`rows`: the case, A/A, and per planted delay the measured delay and ab's verdict."""
+def table(result: ABResult, fmt: str) -> str:
+    """Per gated case: A/A, and per planted delay the median delay measured (``(N off target)`` when some missed) and
+    ab's verdict, each ``FAIL``/``pass`` with the change (percent)."""
     cols = [Column("label", "case"), Column("aa", "A/A ab")]
     for p in result.delays:
         cols += [Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"), Column(f"seen_{p:g}", f"+{p:g}% ab")]
-    return cols
-
-
-def rows(result: ABResult) -> list[dict]:
-    """Per gated case: ``FAIL``/``pass`` and the change (percent) of each comparison, the median delay measured (``(N
-    off target)`` when some missed)."""
     out = []
     for c in result.cases:
         row = {"label": c.label, "aa": _verdict(c.aa)}
@@ -143,20 +120,23 @@ def rows(result: ABResult) -> list[dict]:
                                      + (f" ({off} off target)" if off else ""))
             row[f"seen_{p:g}"] = _verdict(c.delayed.get(p))
         out.append(row)
-    return out
+    return render_table(cols, out, fmt=fmt)
 
 
 def summary_part(result: ABResult) -> str:
     """``ab: A/A false alarms a/N; +3% detected d/N`` (the parts that ran)."""
-    parts = [f"A/A false alarms {result.aa_alarms}/{result.aa_trials}"] if result.n_base and result.n_head else []
-    parts += [f"+{p:g}% detected {result.detected(p)}/{result.trials(p)}" for p in result.delays if result.n_base]
+    def flagged(changes: list[Change]) -> str:
+        return f"{sum(ch.regressed for ch in changes)}/{len(changes)}"
+
+    aa = [c.aa for c in result.cases if c.aa is not None]
+    parts = [f"A/A false alarms {flagged(aa)}"] if result.n_base and result.n_head else []
+    parts += [f"+{p:g}% detected {flagged([c.delayed[p] for c in result.cases if p in c.delayed])}"
+              for p in result.delays if result.n_base]
     return "ab: " + ("; ".join(parts) if parts else "no ab-base runs, nothing compared")
 
 
 def markdown_section(result: ABResult, baseline_text: str) -> list[str]:
     """The page section "Pull-request mode (`ab`)"; ``baseline_text``: the noise model in markdown."""
-    from cudagraph_bench.table import render_table
-
     groups = [f"{result.n_base} `ab-base-<i>`", f"{result.n_head} `ab-head-<i>`"]
     groups += [f"{n} `ab-delay-{p:g}-<i>`" for p, n in result.n_delay.items()]
     delays = ", ".join(f"+{p:g}%" for p in result.delays) or "none"
@@ -170,5 +150,5 @@ def markdown_section(result: ABResult, baseline_text: str) -> list[str]:
             "- A/A: ab-base against ab-head; a FAIL is a false alarm, and fails the self-test;",
             "- planted: ab-base against the delay runs; reported, with no target; planted (measured): the median "
             "over the delay runs of the delay each measured right after its capture.", "",
-            *([render_table(columns(result), rows(result), fmt="markdown"), ""] if result.cases else []),
+            *([table(result, "markdown"), ""] if result.cases else []),
             f"**{summary_part(result)}**", ""]

@@ -109,16 +109,13 @@ def forward_matrix(pytest_args: list[str]):
     return Matrix(tuple(values.items()), ()), rest
 
 
-#: The names of the unmodified runs a ``--from`` folder must hold, as an error message lists them.
-UNMODIFIED_NAMES = "unmodified-1.json[.gz], unmodified-2.json[.gz], ..."
-
-
 def main(args: argparse.Namespace) -> int:
     """Run the self-test (or evaluate ``--from DIR``). Returns 0 when every target is met, else 1. UsageError before any
     run or write: contradicting options, ``--ab`` out of range, ``--from`` without unmodified runs, ``--markdown``
     naming a run or the ``--baseline``."""
     from cudagraph_bench.results.runfile import load_run
-    from cudagraph_bench.selftest.verdicts import evaluate_selftest, render_markdown, summary
+    from cudagraph_bench.selftest import ab_verdicts
+    from cudagraph_bench.selftest.verdicts import evaluate_selftest, render_markdown, summary, table
     from cudagraph_bench.selftest.planned_runs import DEFAULT_UNMODIFIED_RUNS
 
     if args.markdown:
@@ -148,8 +145,9 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--from {folder}: {what}: give the -o folder of an earlier selftest")
         paths = sorted(p for p in [*folder.glob("*.json"), *folder.glob("*.json.gz")] if not _PART.search(p.name))
         if not any(p.name.startswith("unmodified-") for p in paths):
-            raise UsageError(f"--from {folder} holds no unmodified runs ({UNMODIFIED_NAMES}, as selftest -o writes "
-                             "them): give the -o folder of an earlier selftest")
+            raise UsageError(f"--from {folder} holds no unmodified runs (unmodified-1.json[.gz], "
+                             "unmodified-2.json[.gz], ..., as selftest -o writes them): give the -o folder of an "
+                             "earlier selftest")
         refuse_overwriting_inputs(args.markdown, "--markdown", [*paths, args.baseline])
     else:
         planned = _plan(args)
@@ -161,14 +159,9 @@ def main(args: argparse.Namespace) -> int:
     runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
     result = evaluate_selftest(runs, baseline)
     line = summary(result)
-    from cudagraph_bench.selftest.verdicts import columns, rows
-    from cudagraph_bench.table import render_table
-
-    print(render_table(columns(result.delays), rows(result), fmt="text"))
+    print(table(result, "text"))
     if result.ab is not None and result.ab.cases:
-        from cudagraph_bench.selftest import ab_verdicts
-
-        print(render_table(ab_verdicts.columns(result.ab), ab_verdicts.rows(result.ab), fmt="text"))
+        print(ab_verdicts.table(result.ab, "text"))
     for name, (ok, why) in result.wrong.items():
         print(f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}")
     print(line)

@@ -81,9 +81,8 @@ def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
     finally:
         plain.close()
     target_ms = base_ms * pct / 100.0
-    delay_ms, graph, measured_pct, attempts = target_ms, None, float("nan"), 0
-    while attempts < PLANT_ATTEMPTS:
-        attempts += 1
+    delay_ms, graph, measured_pct = target_ms, None, float("nan")
+    for attempts in range(1, PLANT_ATTEMPTS + 1):
         if graph is not None:
             graph.close()
         cycles = max(1, int(delay_ms * sleep_cycles_per_ms()))
@@ -170,12 +169,14 @@ class SkippedGraph(_FaultyGraph):
 
 
 class PlantedVariant:
-    """A planted fault checked and timed like any variant; ``fields`` (and ``capture_ms``) are recorded."""
+    """A planted fault checked and timed like any variant; ``fields`` (and ``capture_ms``) are recorded; ``pad_to``,
+    ``compile_ms`` and ``notes``: the built variant's, where it has them."""
 
-    def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
+    def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None, *,
+                 pad_to: int | None = None, compile_ms: float | None = None, notes: list[str] | None = None):
         self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
-        self.notes: list[str] = []
-        self.compile_ms, self.pad_to, self.capture_ms = None, None, capture_ms
+        self.notes: list[str] = [] if notes is None else notes
+        self.compile_ms, self.pad_to, self.capture_ms = compile_ms, pad_to, capture_ms
 
     @property
     def static_output(self):
@@ -211,10 +212,8 @@ def plant_forward(fault: Fault, model, spec):
     if fault.kind == "stale-mask":
         built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
                               buckets=spec.buckets)
-        planted = PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
-                                 {**built.record(), "planted_fault": "stale-mask"}, None)
-        planted.pad_to = built.pad_to
-        return planted
+        return PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
+                              {**built.record(), "planted_fault": "stale-mask"}, None, pad_to=built.pad_to)
     if fault.kind == "eager-layer":
         from cudagraph_bench.selftest.eager_layer import EagerLayerGraph
 
@@ -223,25 +222,35 @@ def plant_forward(fault: Fault, model, spec):
                                                                   "eager_layer": graph.layer_name}, graph.capture_ms)
     if fault.kind == "skip-inductor-graphs":
         built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, compile_mode=spec.compile_mode)
-        planted = PlantedVariant(spec.variant, spec.seq_len, SkippedGraph(built),
-                                 {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms)
-        planted.compile_ms, planted.notes = built.compile_ms, built.notes
-        return planted
+        return PlantedVariant(spec.variant, spec.seq_len, SkippedGraph(built),
+                              {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms,
+                              compile_ms=built.compile_ms, notes=built.notes)
     built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype)
     return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},
                           built.capture_ms)
 
 
-class WrongDecoder:
+class _FaultyDecoder:
+    """A graphed decoder with a fault in its ``generate``; every other attribute is the decoder's."""
+
+    def __init__(self, decoder):
+        self._decoder = decoder
+
+    def __getattr__(self, name):
+        return getattr(self._decoder, name)
+
+    def close(self) -> None:
+        self._decoder.close()
+
+
+class WrongDecoder(_FaultyDecoder):
     """A graphed decoder whose requests give other tokens."""
 
     fields = {"planted_fault": "wrong-decode"}
 
     def __init__(self, decoder, vocab_size: int):
-        self._decoder, self._vocab = decoder, vocab_size
-
-    def __getattr__(self, name):
-        return getattr(self._decoder, name)
+        super().__init__(decoder)
+        self._vocab = vocab_size
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         out = self._decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
@@ -249,9 +258,6 @@ class WrongDecoder:
             tokens, logits = out
             return wrong_tokens(tokens, self._vocab), logits
         return wrong_tokens(out, self._vocab)
-
-    def close(self) -> None:
-        self._decoder.close()
 
 
 def wrong_tokens(tokens, vocab_size: int):
@@ -261,16 +267,10 @@ def wrong_tokens(tokens, vocab_size: int):
     return out
 
 
-class StalePositionDecoder:
+class StalePositionDecoder(_FaultyDecoder):
     """A graphed decoder that never refreshes the static position between requests."""
 
     fields = {"planted_fault": "stale-position"}
-
-    def __init__(self, decoder):
-        self._decoder = decoder
-
-    def __getattr__(self, name):
-        return getattr(self._decoder, name)
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         decoder = self._decoder
@@ -286,9 +286,6 @@ class StalePositionDecoder:
             return decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
         finally:
             del decoder._decode
-
-    def close(self) -> None:
-        self._decoder.close()
 
 
 def plant_decode(fault: Fault, model):

@@ -3,6 +3,7 @@ each a pytest process writing ``OUT/<name>.json`` and its log, interleaved so ho
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,20 +49,14 @@ def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tup
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
     planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}", (*gated, "--plant-fault", f"delay:{pct:g}"))
                for pct in delays]
-    order = []
-    for i in range(max(len(unmodified), len(planted))):
-        order += unmodified[i:i + 1] + planted[i:i + 1]
-    order.append(SelftestRun("stale-input", "stale-input",
-                             forward_run(FORWARD_MODULE, _GATED_PAIR, single, "--plant-fault", "stale-input")))
-    order.append(SelftestRun("stale-mask", "stale-mask",
-                             forward_run(PADDING_MODULE, _PADDED, single, "--plant-fault", "stale-mask")))
-    order.append(SelftestRun("eager-layer", "eager-layer",
-                             forward_run(FORWARD_MODULE, variants.GATED, single, "--replay-proof",
-                                         "--plant-fault", "eager-layer")))
-    order.append(SelftestRun("skip-inductor-graphs", "skip-inductor-graphs",
-                             forward_run(FORWARD_MODULE, _COMPILED_GRAPH,
-                                         single.replaced(prompt_lengths=tuple(gated_lengths[:1])),
-                                         "--replay-proof", "--plant-fault", "skip-inductor-graphs")))
+    order = [r for pair in itertools.zip_longest(unmodified, planted) for r in pair if r is not None]
+    for fault, module, names, of, more in (
+            ("stale-input", FORWARD_MODULE, _GATED_PAIR, single, ()),
+            ("stale-mask", PADDING_MODULE, _PADDED, single, ()),
+            ("eager-layer", FORWARD_MODULE, variants.GATED, single, ("--replay-proof",)),
+            ("skip-inductor-graphs", FORWARD_MODULE, _COMPILED_GRAPH,
+             single.replaced(prompt_lengths=tuple(gated_lengths[:1])), ("--replay-proof",))):
+        order.append(SelftestRun(fault, fault, forward_run(module, names, of, *more, "--plant-fault", fault)))
     for fault in ("wrong-decode", "stale-position"):
         order.append(SelftestRun(fault, fault,
                                  (DECODE_MODULE, "--benchmark-only", "--models", ",".join(models), "--new-tokens",

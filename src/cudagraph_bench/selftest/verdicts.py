@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.selftest.ab_verdicts import ABResult, evaluate_ab, markdown_section, split_ab_runs, summary_part
 from cudagraph_bench.table import Column, render_table
@@ -154,15 +153,14 @@ def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
                           baseline=str(given.path) if given is not None else None, ab=evaluate_ab(runs, baseline))
 
 
-def columns(delays: list[float]) -> list[Column]:
+def table(result: SelftestResult, fmt: str) -> str:
+    """Per gated case: baseline spread and tolerance (percent), per planted delay the delay measured and the gate's
+    verdict with the change seen, and the gate's and compare's false alarms."""
     cols = [Column("label", "case"), Column("spread_pct", "spread %", ".2f"),
             Column("tolerance_pct", "tolerance %", ".2f")]
-    for p in delays:
+    for p in result.delays:
         cols += [Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"), Column(f"seen_{p:g}", f"+{p:g}% gate")]
-    return cols + [Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms")]
-
-
-def rows(result: SelftestResult) -> list[dict]:
+    cols += [Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms")]
     out = []
     for c in result.cases:
         row = {"label": c.label, "spread_pct": c.spread_pct, "tolerance_pct": c.tolerance_pct,
@@ -175,7 +173,7 @@ def rows(result: SelftestResult) -> list[dict]:
             row[f"seen_{p:g}"] = ("-" if seen is None else
                                   f"{'FAIL' if c.detected.get(p) else 'pass'} ({seen:+.1f}%)")
         out.append(row)
-    return out
+    return render_table(cols, out, fmt=fmt)
 
 
 def summary(result: SelftestResult) -> str:
@@ -201,6 +199,8 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
              f"on {len(hosts)} {env.gpu_name or env.gpu_slug} machines told apart by their GPU's UUID")
     wrong = "\n".join(f"- `{name}`: {'the gate fails' if ok else 'the gate PASSES'}: {why}"
                       for name, (ok, why) in result.wrong.items()) or "- none run"
+    rule = ("each delay run is gated against it with the gate's rule on the device-side graph figure (CUDA events over "
+            "back-to-back replays queued behind a held stream);")
     sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, GPU `{r.environment.host or 'not recorded'}`)"
                         for _, r in sorted(runs.items()))
     return "\n".join([
@@ -210,13 +210,9 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
         "hand. Faults are planted into the real pipeline (`--plant-fault`), not into JSON: the gated graph "
         "captured again with a GPU delay kernel of a share of that case's own device time"
         + "".join(f", {WRONG_RESULT_WORDS[n]}" for n in WRONG_RESULT_FAULTS if n in result.wrong) + ".", "",
-        *([f"- baseline: `{result.baseline}`, built on other machines than these runs'; each delay run is gated "
-           "against it with the gate's rule on the device-side graph figure (CUDA events over back-to-back replays "
-           "queued behind a held stream);",
+        *([f"- baseline: `{result.baseline}`, built on other machines than these runs'; {rule}",
            "- gate false alarms: each unmodified run gated against that baseline;"] if result.baseline else
-          [f"- baseline: the {result.n_unmodified} unmodified runs (`cudagraph-bench baseline`); each delay run is "
-           "gated against it with the gate's rule on the device-side graph figure (CUDA events over back-to-back "
-           "replays queued behind a held stream);",
+          [f"- baseline: the {result.n_unmodified} unmodified runs (`cudagraph-bench baseline`); {rule}",
            f"- gate false alarms: each unmodified run gated against a baseline of the other "
            f"{result.n_unmodified - 1};"]),
         f"- pair false alarms: `compare` of every ordered pair of unmodified runs "
@@ -224,7 +220,7 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
         "- planted (measured): the delay the capture added, measured right after it, in the same process; a capture "
         "whose delay lands more than 1 point from its target is captured again with the miss corrected (at most 3 "
         "captures), and one still off target is marked so.", "",
-        render_table(columns(result.delays), rows(result), fmt="markdown"), "",
+        table(result, "markdown"), "",
         *_figure_note(runs),
         "Wrong results:", "", wrong, "", f"**{line}**", "", *_ab_section(result), *_noise_section(runs, plain),
         "Source runs:", "", sources, ""])
