@@ -110,18 +110,9 @@ def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
     return model.eval()
 
 
-def save_tiny_config(model_type: str, folder: str | os.PathLike, config=None) -> str:
-    """Write ``config.json`` only into ``folder/<model_type>``; returns that path. ZooBuildError on failure."""
-    return _save_pretrained(tiny_config(model_type) if config is None else config, model_type, folder)
-
-
-def save_tiny_model(model_type: str, folder: str | os.PathLike, model=None) -> str:
-    """``save_pretrained`` into ``folder/<model_type>``; returns the path. ZooBuildError on failure."""
-    return _save_pretrained(tiny_model(model_type) if model is None else model, model_type, folder)
-
-
-def _save_pretrained(obj, model_type: str, folder: str | os.PathLike) -> str:
-    """``obj.save_pretrained(folder/<model_type>)``; returns that path, or raises ZooBuildError."""
+def save_tiny(obj, model_type: str, folder: str | os.PathLike) -> str:
+    """``obj.save_pretrained(folder/<model_type>)`` (a tiny config writes ``config.json`` only); returns that path, or
+    raises ZooBuildError."""
     path = os.path.join(os.fspath(folder), model_type)
     try:
         obj.save_pretrained(path)

@@ -48,8 +48,6 @@ def pytest_runtest_setup(item):
 
 def selected_types(option) -> list[str]:
     """``--zoo``'s types in order; pytest.UsageError for an unknown type or a K past them."""
-    import argparse
-
     import transformers
 
     from cudagraph_bench.models.zoo_types import causal_lm_types
