@@ -31,9 +31,14 @@ class ModelCache:
         self._models[key] = self._models.pop(key)   # most recently used last
         return self._models[key]
 
-    def built(self, name: str):
-        """A built model of ``name`` (any dtype), or None: for its position limit."""
-        return next((m for (n, _), m in self._models.items() if n == name), None)
+    def position_limit(self, name: str, bound=None) -> int:
+        """Position limit (tokens) from a built model of ``name`` (any dtype) or its config, else ``bound`` (or a
+        callable giving it). UsageError when neither records one."""
+        from cudagraph_bench.models.positions import position_limit
+        from cudagraph_bench.models.presets import model_position_limit
+
+        built = next((m for (n, _), m in self._models.items() if n == name), None)
+        return position_limit(built.config, bound) if built is not None else model_position_limit(name, bound=bound)
 
     def _evict_for(self, name: str) -> None:
         """Drop least recently used models (``name``'s other dtypes last) while the weights exceed :attr:`share`."""
@@ -57,14 +62,3 @@ class ModelCache:
     def clear(self) -> None:
         """Drop every model."""
         self._models.clear()
-
-
-def position_limit(name: str, cache: ModelCache | None = None, bound=None) -> int:
-    """Position limit (tokens) from the model or its config, else ``bound`` (or a callable)."""
-    from cudagraph_bench.models.presets import model_position_limit
-    from cudagraph_bench.models.positions import position_limit as config_limit
-
-    built = cache.built(name) if cache is not None else None
-    if built is not None:
-        return config_limit(built.config, bound)
-    return model_position_limit(name, bound=bound)

@@ -52,10 +52,9 @@ class Session:
     def position_limit(self, name: str) -> int:
         """Bounded by ``--max-positions`` or the longest request where the config records none."""
         from cudagraph_bench.models.positions import position_bound
-        from cudagraph_bench.plugin.models import position_limit
 
         opt = self.option
-        return position_limit(name, self.models, bound=lambda: position_bound(
+        return self.models.position_limit(name, bound=lambda: position_bound(
             opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def skip_if_too_long(self, name: str, seq_len: int) -> None:
