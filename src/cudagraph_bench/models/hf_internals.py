@@ -52,24 +52,18 @@ def check_internals() -> list[str]:
     """One line per internal the installed transformers lacks, naming the fix (empty when everything is there)."""
     import importlib
 
-    problems = []
-    for module_name, attr in INTERNALS:
-        module = importlib.import_module(module_name)
-        if not hasattr(module, attr):
-            problems.append(f"{module_name}.{attr} is missing")
-    if not hasattr(importlib.import_module("transformers").PreTrainedModel, "_supports_sdpa"):
+    import transformers
+    import transformers.cache_utils as cache_utils
+
+    problems = [f"{module}.{attr} is missing" for module, attr in INTERNALS
+                if not hasattr(importlib.import_module(module), attr)]
+    if not hasattr(transformers.PreTrainedModel, "_supports_sdpa"):
         problems.append("transformers.PreTrainedModel._supports_sdpa is missing")
-    cache_utils = importlib.import_module("transformers.cache_utils")
     if hasattr(cache_utils, "StaticLayer"):
         counter = getattr(cache_utils.StaticLayer(max_cache_len=4), "cumulative_length", None)
         if counter is None or isinstance(counter, int):
             problems.append("transformers.cache_utils.StaticLayer has no device-side cumulative_length tensor")
-    if problems:
-        import transformers
-
-        problems = [f"{p} in transformers {transformers.__version__}: install a release in {TESTED_RANGE}"
-                    for p in problems]
-    return problems
+    return [f"{p} in transformers {transformers.__version__}: install a release in {TESTED_RANGE}" for p in problems]
 
 
 def supports_attention(model_class, implementation: str) -> bool:
