@@ -84,22 +84,19 @@ def pytest_configure(config):
     check_matrix_models(config)
 
 
-#: The ``--models`` entries the session refused (:class:`cudagraph_bench.models.refusals.Refusal`), on the config.
-REFUSED = pytest.StashKey[tuple]()
+#: What :func:`check_matrix_models` found (:class:`cudagraph_bench.models.refusals.ModelChecks`), on the config.
+MODEL_CHECKS = pytest.StashKey[object]()
 
 
 def refused_models(config) -> tuple:
-    """``()`` before the check or when none."""
-    return config.stash.get(REFUSED, ())
-
-
-#: The notes of :func:`check_matrix_models` on the accepted models, on the config.
-MODEL_NOTES = pytest.StashKey[tuple]()
+    """The ``--models`` entries refused (:class:`cudagraph_bench.models.refusals.Refusal`); ``()`` before the check or
+    when none."""
+    return config.stash[MODEL_CHECKS].refused if MODEL_CHECKS in config.stash else ()
 
 
 def model_notes(config) -> tuple[str, ...]:
-    """One line each, for the run JSON (``()`` when none)."""
-    return config.stash.get(MODEL_NOTES, ())
+    """One line each on the accepted models, for the run JSON (``()`` when none)."""
+    return config.stash[MODEL_CHECKS].notes if MODEL_CHECKS in config.stash else ()
 
 
 def check_matrix_models(config) -> None:
@@ -117,8 +114,7 @@ def check_matrix_models(config) -> None:
     if models and not checks.accepted:
         raise pytest.UsageError(all_refused_message(checks.refused))
     config.option.models = checks.accepted
-    config.stash[REFUSED] = checks.refused
-    config.stash[MODEL_NOTES] = checks.notes
+    config.stash[MODEL_CHECKS] = checks
     for note in checks.notes:
         config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
 
