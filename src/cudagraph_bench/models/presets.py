@@ -279,9 +279,8 @@ def experts_implementation(model) -> str | None:
     return getattr(config, "_experts_implementation", None) or "eager"
 
 
-def _load_directory(path: str, tdtype, device, attn_implementation: str | None = None):
+def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
     """UnknownModelError naming a weight that does not fit its config."""
-
     config = directory_config(path)
     model_class = directory_model_class(config)
     attention = choose_attention(config, model_class, attn_implementation)

@@ -14,9 +14,8 @@ class ModelCache:
     before an evicted model is dropped (to close its graphs), ``release`` after."""
 
     def __init__(self, device: str = "cuda", *, on_evict: Callable[[tuple[str, str]], None] | None = None,
-                 release: Callable[..., None] | None = None, share: float = MODEL_CACHE_SHARE,
-                 attn_implementation: str | None = None):
-        self.device, self.share, self.attn_implementation = device, share, attn_implementation
+                 release: Callable[..., None] | None = None, attn_implementation: str | None = None):
+        self.device, self.attn_implementation = device, attn_implementation
         self._on_evict, self._release = on_evict, release
         self._models: dict[tuple[str, str], object] = {}
 
@@ -41,7 +40,7 @@ class ModelCache:
         return position_limit(built.config, bound) if built is not None else model_position_limit(name, bound=bound)
 
     def _evict_for(self, name: str) -> None:
-        """Drop least recently used models (``name``'s other dtypes last) while the weights exceed :attr:`share`."""
+        """Drop least recently used models (``name``'s other dtypes last) while the weights exceed the share."""
         if self.device != "cuda" or not self._models:
             return
         import torch
@@ -51,7 +50,7 @@ class ModelCache:
         def cached_bytes():
             return sum(p.numel() * p.element_size() for m in self._models.values() for p in m.parameters())
 
-        while self._models and cached_bytes() > self.share * total:
+        while self._models and cached_bytes() > MODEL_CACHE_SHARE * total:
             victim = next((k for k in self._models if k[0] != name), next(iter(self._models)))
             if self._on_evict is not None:
                 self._on_evict(victim)
