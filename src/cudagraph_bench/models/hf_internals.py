@@ -74,17 +74,13 @@ def supports_attention(model_class, implementation: str) -> bool:
     return bool(flag and getattr(model_class, flag, False))
 
 
-@contextlib.contextmanager
 def capture_code_path():
     """A context in which transformers takes a capture's code path, for the host-work check before the capture."""
+    from unittest import mock
+
     import transformers.utils.import_utils as import_utils
 
-    original = import_utils.is_cuda_stream_capturing
-    import_utils.is_cuda_stream_capturing = lambda: True
-    try:
-        yield
-    finally:
-        import_utils.is_cuda_stream_capturing = original
+    return mock.patch.object(import_utils, "is_cuda_stream_capturing", lambda: True)
 
 
 # --- attention masks during capture -------------------------------------------------------------
