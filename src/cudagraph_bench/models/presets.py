@@ -336,10 +336,10 @@ def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", gene
                          generator=generator)
 
 
-def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
-    """The position limit (tokens) of a preset (with ``overrides``) or a ``save_pretrained`` directory, from its config
-    without building it (a preset name wins over a folder). ``bound``: ``--max-positions``, else the longest request.
-    Raises UnknownModelError when the directory's config cannot be measured, UsageError when no limit is recorded and no
+def model_position_limit(name_or_path: str, *, bound=None) -> int:
+    """The position limit (tokens) of a preset or a ``save_pretrained`` directory, from its config without building it
+    (a preset name wins over a folder). ``bound``: ``--max-positions``, else the longest request. Raises
+    UnknownModelError when the directory's config cannot be measured, UsageError when no limit is recorded and no
     ``bound``."""
-    config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else directory_config(name_or_path)
+    config = preset_config(name_or_path) if name_or_path in PRESETS else directory_config(name_or_path)
     return position_limit(config, bound)

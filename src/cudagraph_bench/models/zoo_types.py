@@ -93,8 +93,8 @@ def tiny_config(model_type: str):
     return config
 
 
-def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
-    """A tiny random model (weights by :data:`ZOO_SEED`) in ``eval()`` on ``device``; ``config`` None: the tiny config.
+def tiny_model(model_type: str, config=None):
+    """A tiny random model (weights by :data:`ZOO_SEED`) in ``eval()`` on the CPU; ``config`` None: the tiny config.
     ZooBuildError when it cannot be built (a missing optional package, a config its code rejects)."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -102,8 +102,8 @@ def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
     config = tiny_config(model_type) if config is None else config
     torch.manual_seed(ZOO_SEED)
     try:
-        with torch.device(device):
-            model = AutoModelForCausalLM.from_config(config, **({"dtype": dtype} if dtype is not None else {}))
+        with torch.device("cpu"):
+            model = AutoModelForCausalLM.from_config(config)
     except Exception as exc:   # noqa: BLE001
         raise ZooBuildError(f"{causal_lm_class_name(model_type)} does not build from its tiny config: "
                             f"{_first_line(exc)}") from None
