@@ -9,7 +9,7 @@ from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, W
                                            directory_config, head_note, load_model, max_positions, model_forward, model_kind,
                                            preset_config, random_input_ids)
 from cudagraph_bench.models.presets import model_position_limit
-from cudagraph_bench.plugin.models import ModelCache, position_limit
+from cudagraph_bench.plugin.models import ModelCache
 
 TINY = {
     "gpt2": dict(n_layer=1, n_embd=32, n_head=2),
@@ -123,9 +123,9 @@ def test_positions_of_learned_position_embeddings_are_the_longest_prompt_that_ru
     # the limit of the plugin and of run, before the model is built (read from config.json), is the built model's
     assert model_position_limit(str(tmp_path)) == limit
     # the plugin's limit before the model is built (read from config.json) is the built model's
-    assert position_limit(str(tmp_path)) == limit
     cache = ModelCache("cpu")
-    assert position_limit(str(tmp_path), cache) == max_positions(cache.get(str(tmp_path), "float32")) == limit
+    assert cache.position_limit(str(tmp_path)) == limit
+    assert cache.position_limit(str(tmp_path)) == max_positions(cache.get(str(tmp_path), "float32")) == limit
     ids = torch.full((1, limit + 1), 5)                       # no padding token: every position is used
     with torch.inference_mode():
         model_forward(model, ids[:, :limit])

@@ -156,7 +156,7 @@ def test_each_architecture_is_measured_with_its_own_attention_and_graphable(chec
     and a decode step on a static cache do no host work on the capture's code path (the model on ``meta``)."""
     from cudagraph_bench.models.attention import attention_of
     from cudagraph_bench.models.checkpoints import directory_model_class
-    from cudagraph_bench.models.hf_internals import supports_sdpa
+    from cudagraph_bench.models.hf_internals import supports_attention
     from cudagraph_bench.models.positions import recorded_position_limit
     from cudagraph_bench.models.presets import model_position_limit
     from cudagraph_bench.models.presets import directory_config, load_model, model_forward
@@ -164,7 +164,7 @@ def test_each_architecture_is_measured_with_its_own_attention_and_graphable(chec
     folder = checkpoints[kind]
     config = directory_config(folder)
     model = load_model(folder, "float32", "meta")
-    assert attention_of(model) == ("sdpa" if supports_sdpa(directory_model_class(config)) else "eager")
+    assert attention_of(model) == ("sdpa" if supports_attention(directory_model_class(config), "sdpa") else "eager")
     recorded = recorded_position_limit(config)
     assert (recorded is None) == (kind == "bloom")
     assert model_position_limit(folder, bound=77) == (recorded or 77)

@@ -45,43 +45,20 @@ def check_config_fields(file: str, data: dict) -> None:
                                     "limit, ALiBi or NoPE, records none)")
 
 
-def _source_line(exc: BaseException) -> str | None:
-    import linecache
+def config_error_reason(exc: BaseException, *, source_line: bool = True) -> str:
+    """``exc`` in one line (message cut to 200 characters): type and message, and the raising source line when it
+    names no field."""
     import traceback
 
+    message = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    message = message if len(message) <= 200 else message[:197] + "..."
+    text = f"{type(exc).__name__}: {message}" if str(exc).strip() else type(exc).__name__
     frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return None
-    line = (frames[-1].line or linecache.getline(frames[-1].filename, frames[-1].lineno)).strip()
-    return line or None
-
-
-def _one_line(text: str, width: int = 200) -> str:
-    line = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def config_error_reason(exc: BaseException, *, source_line: bool = True) -> str:
-    """``exc`` in one line: type and message, and the raising source line when it names no field."""
-    text = f"{type(exc).__name__}: {_one_line(str(exc))}" if str(exc).strip() else type(exc).__name__
-    if source_line and "field" not in str(exc).lower():
-        line = _source_line(exc)
+    if source_line and "field" not in str(exc).lower() and frames:
+        line = (frames[-1].line or "").strip()    # extract_tb reads the source line through linecache
         if line:
             text += f" (at: {line[:120]})"
     return text
-
-
-def _fields_holding(config, value) -> list[str]:
-    try:
-        fields = config.to_dict()
-    except Exception:  # noqa: BLE001 - a config that does not serialize names no field
-        return []
-    return [key for key, held in fields.items() if isinstance(held, type(value)) and held == value]
-
-
-def _meta_only(exc: BaseException) -> bool:
-    """An error of the ``meta`` device itself, which a real load does not meet."""
-    return isinstance(exc, (RuntimeError, NotImplementedError)) and "meta" in str(exc).lower()
 
 
 def meta_model(config, model_class):
@@ -98,10 +75,15 @@ def check_builds(path: str, config, model_class) -> None:
     try:
         meta_model(config, model_class)
     except Exception as exc:  # noqa: BLE001 - any error of the model's own code
-        if _meta_only(exc):
-            return
+        if isinstance(exc, (RuntimeError, NotImplementedError)) and "meta" in str(exc).lower():
+            return      # an error of the meta device itself, which a real load does not meet
         key = exc.args[0] if isinstance(exc, KeyError) and exc.args else None
-        fields = _fields_holding(config, key) if isinstance(key, str) else []
+        fields = []
+        if isinstance(key, str):
+            try:
+                fields = [name for name, held in config.to_dict().items() if isinstance(held, str) and held == key]
+            except Exception:  # noqa: BLE001 - a config that does not serialize names no field
+                pass
         reason = config_error_reason(exc, source_line=not fields)
         if fields:
             reason += f' (the value of "{fields[0]}")'

@@ -52,29 +52,18 @@ def check_internals() -> list[str]:
     """One line per internal the installed transformers lacks, naming the fix (empty when everything is there)."""
     import importlib
 
-    problems = []
-    for module_name, attr in INTERNALS:
-        module = importlib.import_module(module_name)
-        if not hasattr(module, attr):
-            problems.append(f"{module_name}.{attr} is missing")
-    if not hasattr(importlib.import_module("transformers").PreTrainedModel, "_supports_sdpa"):
+    import transformers
+    import transformers.cache_utils as cache_utils
+
+    problems = [f"{module}.{attr} is missing" for module, attr in INTERNALS
+                if not hasattr(importlib.import_module(module), attr)]
+    if not hasattr(transformers.PreTrainedModel, "_supports_sdpa"):
         problems.append("transformers.PreTrainedModel._supports_sdpa is missing")
-    cache_utils = importlib.import_module("transformers.cache_utils")
     if hasattr(cache_utils, "StaticLayer"):
         counter = getattr(cache_utils.StaticLayer(max_cache_len=4), "cumulative_length", None)
         if counter is None or isinstance(counter, int):
             problems.append("transformers.cache_utils.StaticLayer has no device-side cumulative_length tensor")
-    if problems:
-        import transformers
-
-        problems = [f"{p} in transformers {transformers.__version__}: install a release in {TESTED_RANGE}"
-                    for p in problems]
-    return problems
-
-
-def supports_sdpa(model_class) -> bool:
-    """Whether transformers runs ``model_class`` (a ``PreTrainedModel`` subclass) with SDPA attention."""
-    return supports_attention(model_class, "sdpa")
+    return [f"{p} in transformers {transformers.__version__}: install a release in {TESTED_RANGE}" for p in problems]
 
 
 def supports_attention(model_class, implementation: str) -> bool:
@@ -85,17 +74,13 @@ def supports_attention(model_class, implementation: str) -> bool:
     return bool(flag and getattr(model_class, flag, False))
 
 
-@contextlib.contextmanager
 def capture_code_path():
     """A context in which transformers takes a capture's code path, for the host-work check before the capture."""
+    from unittest import mock
+
     import transformers.utils.import_utils as import_utils
 
-    original = import_utils.is_cuda_stream_capturing
-    import_utils.is_cuda_stream_capturing = lambda: True
-    try:
-        yield
-    finally:
-        import_utils.is_cuda_stream_capturing = original
+    return mock.patch.object(import_utils, "is_cuda_stream_capturing", lambda: True)
 
 
 # --- attention masks during capture -------------------------------------------------------------
@@ -108,11 +93,8 @@ def eager_sdpa_dispatch_during_capture():
     """A context in which transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream captures
     (where ``is_tracing()`` would build an explicit mask), so replay runs eager's kernels. Only for forwards whose
     positions are ``arange(seq_len)``. ``CGB_HF_SDPA_SKIP=0`` turns it off."""
-    try:
-        import transformers.masking_utils as mu
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        yield
-        return
+    import transformers.masking_utils as mu
+
     if os.environ.get("CGB_HF_SDPA_SKIP", "1") == "0" or not hasattr(mu, "is_tracing"):
         yield
         return
@@ -179,6 +161,15 @@ def _layer_types_and_kwargs(config) -> tuple[list[str], list[dict]]:
     return list(layer_types), (list(kwargs) if isinstance(kwargs, list) else [dict(kwargs)] * len(layer_types))
 
 
+def _cache_layers(config, only: str) -> tuple[list[str], list[dict]]:
+    """NotGraphableError for a layer type outside :data:`CACHE_LAYER_TYPES`, ``only`` saying what is supported."""
+    layer_types, per_layer = _layer_types_and_kwargs(config)
+    unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES)
+    if unsupported:
+        raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: {only}")
+    return layer_types, per_layer
+
+
 def state_layer_types(config) -> list[str]:
     """Sorted state layer types of ``config``; empty for an attention-only model."""
     return sorted(set(_layer_types_and_kwargs(config)[0]) & (STATE_LAYER_TYPES | HYBRID_LAYER_TYPES))
@@ -196,12 +187,8 @@ def static_cache_for_graphs(model, max_cache_len: int):
     from cudagraph_bench.models.windows import check_windows_recorded
 
     config = model.config.get_text_config(decoder=True)
-    layer_types, per_layer = _layer_types_and_kwargs(config)
-    unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES)
-    if unsupported:
-        raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: graphed decode "
-                                f"supports full and sliding-window attention, state (mamba, linear attention, "
-                                f"short conv) and hybrid layers only")
+    layer_types, per_layer = _cache_layers(config, "graphed decode supports full and sliding-window attention, state "
+                                                   "(mamba, linear attention, short conv) and hybrid layers only")
     check_windows_recorded(config, layer_types)
     layers = []
     for layer_type, kwargs in zip(layer_types, per_layer, strict=True):
@@ -219,11 +206,7 @@ def attention_windows(config) -> list[int | None]:
     """Per KV-cache layer of a causal LM's ``config``: the sliding window (tokens), or None for full attention.
     NotGraphableError for a layer type :func:`static_cache_for_graphs` does not hold."""
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    layer_types, per_layer = _layer_types_and_kwargs(config)
-    unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES)
-    if unsupported:
-        raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: only full and "
-                                f"sliding-window attention layers have a KV-byte model")
+    layer_types, per_layer = _cache_layers(config, "only full and sliding-window attention layers have a KV-byte model")
     return [int(kwargs["sliding_window"]) if t in SLIDING_LAYER_TYPES and kwargs.get("sliding_window") else None
             for t, kwargs in zip(layer_types, per_layer, strict=True) if t in KV_LAYER_TYPES | HYBRID_LAYER_TYPES]
 
@@ -253,21 +236,13 @@ def cache_keyword(model) -> str:
 
 # --- RoPE ---------------------------------------------------------------------------------------
 
-def _rope_modules(model):
-    for module in model.modules():
-        if isinstance(getattr(module, "rope_type", None), str) and hasattr(module, "inv_freq"):
-            yield module
-
-
 def original_rope_positions(module, rope_type: str) -> int | None:
     """Below these positions a ``dynamic``/``longrope`` RoPE keeps its original frequencies."""
     config = getattr(module, "config", None)
     params = getattr(config, "rope_parameters", None) or {}
-    if isinstance(params, dict) and isinstance(params.get("rope_type"), str):
-        value = params.get("original_max_position_embeddings")
-    else:
-        value = None
-    value = value or getattr(config, "original_max_position_embeddings", None)
+    flat = isinstance(params, dict) and isinstance(params.get("rope_type"), str)   # not one dict per layer type
+    value = (params.get("original_max_position_embeddings") if flat else None) or \
+        getattr(config, "original_max_position_embeddings", None)
     if rope_type.startswith("dynamic"):
         value = getattr(module, "original_max_seq_len", None) or value
     return int(value) if value else None
@@ -278,9 +253,10 @@ def static_rope_during_capture(model, max_position: int):
     positions. ``max_position``: the largest position + 1 the graph is used for. NotGraphableError when it is past a
     module's original positions."""
     changed = []
-    for module in _rope_modules(model):
-        rope_type = module.rope_type
-        if not any(rope_type.startswith(t) for t in HOST_BRANCH_ROPE_TYPES):
+    for module in model.modules():
+        rope_type = getattr(module, "rope_type", None)
+        if not isinstance(rope_type, str) or not hasattr(module, "inv_freq") or \
+                not rope_type.startswith(HOST_BRANCH_ROPE_TYPES):
             continue
         limit = original_rope_positions(module, rope_type)
         if limit is None or max_position > limit:

@@ -82,103 +82,100 @@ _PHI35_SHORT_FACTOR = [
     2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
     2.749999523162842, 2.8399994373321533]
 
+
+def _preset(config_class: str, source: str, kind: str = "causal", **config) -> dict[str, Any]:
+    return {"kind": kind, "config_class": config_class, "source": source, "config": config}
+
+
 #: name -> kind + config class + config fields (+ ``source``: the hub config the fields come from).
 PRESETS: dict[str, dict[str, Any]] = {
-    "gpt2": {"kind": "causal", "config_class": "GPT2Config", "source": "openai-community/gpt2",
-             "config": dict(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)},
-    "distilgpt2": {"kind": "causal", "config_class": "GPT2Config", "source": "distilbert/distilgpt2",
-                   "config": dict(n_layer=6, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)},
-    "bert-tiny": {"kind": "encoder", "config_class": "BertConfig", "source": "prajjwal1/bert-tiny",
-                  "config": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2,
-                                 intermediate_size=512, max_position_embeddings=512, vocab_size=30522)},
-    "tinyllama-1.1b": {"kind": "causal", "config_class": "LlamaConfig",
-                       "source": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
-                       "config": dict(num_hidden_layers=22, hidden_size=2048, num_attention_heads=32,
-                                      num_key_value_heads=4, intermediate_size=5632, vocab_size=32000,
-                                      max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0,
-                                      bos_token_id=1, eos_token_id=2)},
-    "smollm2-360m": {"kind": "causal", "config_class": "LlamaConfig", "source": "HuggingFaceTB/SmolLM2-360M",
-                     "config": dict(num_hidden_layers=32, hidden_size=960, num_attention_heads=15, num_key_value_heads=5,
-                                    intermediate_size=2560, vocab_size=49152, max_position_embeddings=8192,
-                                    rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True,
-                                    bos_token_id=0, eos_token_id=0)},
-    "qwen2.5-0.5b": {"kind": "causal", "config_class": "Qwen2Config", "source": "Qwen/Qwen2.5-0.5B",
-                     "config": dict(num_hidden_layers=24, hidden_size=896, num_attention_heads=14, num_key_value_heads=2,
-                                    intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
-                                    rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
-                                    use_sliding_window=False, bos_token_id=151643, eos_token_id=151643)},
-    "llama-3.2-1b": {"kind": "causal", "config_class": "LlamaConfig", "source": "meta-llama/Llama-3.2-1B",
-                     "config": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
-                                    head_dim=64, intermediate_size=8192, vocab_size=128256,
-                                    max_position_embeddings=131072, rms_norm_eps=1e-5, tie_word_embeddings=True,
-                                    rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-                                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
-                                                  "rope_theta": 500000.0},
-                                    rope_theta=500000.0, bos_token_id=128000, eos_token_id=128001)},
-    "gemma-2-2b": {"kind": "causal", "config_class": "Gemma2Config", "source": "google/gemma-2-2b",
-                   "config": dict(num_hidden_layers=26, hidden_size=2304, num_attention_heads=8, num_key_value_heads=4,
-                                  head_dim=256, intermediate_size=9216, vocab_size=256000, max_position_embeddings=8192,
-                                  sliding_window=4096, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
-                                  query_pre_attn_scalar=256, rms_norm_eps=1e-6, rope_theta=10000.0,
-                                  hidden_activation="gelu_pytorch_tanh", bos_token_id=2, eos_token_id=1, pad_token_id=0)},
-    "phi-3.5-mini": {"kind": "causal", "config_class": "Phi3Config", "source": "microsoft/Phi-3.5-mini-instruct",
-                     "config": dict(num_hidden_layers=32, hidden_size=3072, num_attention_heads=32, num_key_value_heads=32,
-                                    intermediate_size=8192, vocab_size=32064, max_position_embeddings=131072,
-                                    original_max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
-                                    rope_scaling={"rope_type": "longrope", "long_factor": _PHI35_LONG_FACTOR,
-                                                  "short_factor": _PHI35_SHORT_FACTOR},
-                                    sliding_window=262144, tie_word_embeddings=False,
-                                    bos_token_id=1, eos_token_id=32000, pad_token_id=32000)},
-    "mistral-7b": {"kind": "causal", "config_class": "MistralConfig", "source": "mistralai/Mistral-7B-v0.1",
-                   "config": dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
-                                  intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
-                                  sliding_window=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
-                                  bos_token_id=1, eos_token_id=2)},
-    "olmoe-1b-7b": {"kind": "causal", "config_class": "OlmoeConfig", "source": "allenai/OLMoE-1B-7B-0924",
-                    "config": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=16, num_key_value_heads=16,
-                                   intermediate_size=1024, num_experts=64, num_experts_per_tok=8, norm_topk_prob=False,
-                                   vocab_size=50304, max_position_embeddings=4096, rms_norm_eps=1e-5,
-                                   rope_theta=10000.0, bos_token_id=None, eos_token_id=50279, pad_token_id=1)},
-    "qwen3-0.6b": {"kind": "causal", "config_class": "Qwen3Config", "source": "Qwen/Qwen3-0.6B",
-                   "config": dict(num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, num_key_value_heads=8,
-                                  head_dim=128, intermediate_size=3072, vocab_size=151936, max_position_embeddings=40960,
-                                  rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-                                  attention_bias=False, use_sliding_window=False, sliding_window=None,
-                                  max_window_layers=28, tie_word_embeddings=True, bos_token_id=151643,
-                                  eos_token_id=151645)},
+    "gpt2": _preset("GPT2Config", "openai-community/gpt2", n_layer=12, n_embd=768, n_head=12, n_positions=1024,
+                    vocab_size=50257),
+    "distilgpt2": _preset("GPT2Config", "distilbert/distilgpt2", n_layer=6, n_embd=768, n_head=12, n_positions=1024,
+                          vocab_size=50257),
+    "bert-tiny": _preset("BertConfig", "prajjwal1/bert-tiny", kind="encoder", num_hidden_layers=2, hidden_size=128,
+                         num_attention_heads=2, intermediate_size=512, max_position_embeddings=512, vocab_size=30522),
+    "tinyllama-1.1b": _preset("LlamaConfig", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", num_hidden_layers=22,
+                              hidden_size=2048, num_attention_heads=32, num_key_value_heads=4, intermediate_size=5632,
+                              vocab_size=32000, max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0,
+                              bos_token_id=1, eos_token_id=2),
+    "smollm2-360m": _preset("LlamaConfig", "HuggingFaceTB/SmolLM2-360M", num_hidden_layers=32, hidden_size=960,
+                            num_attention_heads=15, num_key_value_heads=5, intermediate_size=2560, vocab_size=49152,
+                            max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=100000.0,
+                            tie_word_embeddings=True, bos_token_id=0, eos_token_id=0),
+    "qwen2.5-0.5b": _preset("Qwen2Config", "Qwen/Qwen2.5-0.5B", num_hidden_layers=24, hidden_size=896,
+                            num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864, vocab_size=151936,
+                            max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                            tie_word_embeddings=True, use_sliding_window=False, bos_token_id=151643,
+                            eos_token_id=151643),
+    "llama-3.2-1b": _preset("LlamaConfig", "meta-llama/Llama-3.2-1B", num_hidden_layers=16, hidden_size=2048,
+                            num_attention_heads=32, num_key_value_heads=8, head_dim=64, intermediate_size=8192,
+                            vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                            tie_word_embeddings=True,
+                            rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+                                          "rope_theta": 500000.0},
+                            rope_theta=500000.0, bos_token_id=128000, eos_token_id=128001),
+    "gemma-2-2b": _preset("Gemma2Config", "google/gemma-2-2b", num_hidden_layers=26, hidden_size=2304,
+                          num_attention_heads=8, num_key_value_heads=4, head_dim=256, intermediate_size=9216,
+                          vocab_size=256000, max_position_embeddings=8192, sliding_window=4096,
+                          attn_logit_softcapping=50.0, final_logit_softcapping=30.0, query_pre_attn_scalar=256,
+                          rms_norm_eps=1e-6, rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh", bos_token_id=2,
+                          eos_token_id=1, pad_token_id=0),
+    "phi-3.5-mini": _preset("Phi3Config", "microsoft/Phi-3.5-mini-instruct", num_hidden_layers=32, hidden_size=3072,
+                            num_attention_heads=32, num_key_value_heads=32, intermediate_size=8192, vocab_size=32064,
+                            max_position_embeddings=131072, original_max_position_embeddings=4096, rms_norm_eps=1e-5,
+                            rope_theta=10000.0,
+                            rope_scaling={"rope_type": "longrope", "long_factor": _PHI35_LONG_FACTOR,
+                                          "short_factor": _PHI35_SHORT_FACTOR},
+                            sliding_window=262144, tie_word_embeddings=False, bos_token_id=1, eos_token_id=32000,
+                            pad_token_id=32000),
+    "mistral-7b": _preset("MistralConfig", "mistralai/Mistral-7B-v0.1", num_hidden_layers=32, hidden_size=4096,
+                          num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336, vocab_size=32000,
+                          max_position_embeddings=32768, sliding_window=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+                          bos_token_id=1, eos_token_id=2),
+    "olmoe-1b-7b": _preset("OlmoeConfig", "allenai/OLMoE-1B-7B-0924", num_hidden_layers=16, hidden_size=2048,
+                           num_attention_heads=16, num_key_value_heads=16, intermediate_size=1024, num_experts=64,
+                           num_experts_per_tok=8, norm_topk_prob=False, vocab_size=50304, max_position_embeddings=4096,
+                           rms_norm_eps=1e-5, rope_theta=10000.0, bos_token_id=None, eos_token_id=50279,
+                           pad_token_id=1),
+    "qwen3-0.6b": _preset("Qwen3Config", "Qwen/Qwen3-0.6B", num_hidden_layers=28, hidden_size=1024,
+                          num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=3072,
+                          vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, attention_bias=False,
+                          use_sliding_window=False, sliding_window=None, max_window_layers=28,
+                          tie_word_embeddings=True, bos_token_id=151643, eos_token_id=151645),
     # head_dim is no field of Qwen3MoeConfig in transformers 5.17-5.24: kept as an attribute, which the model reads
-    "qwen3-30b-a3b": {"kind": "causal", "config_class": "Qwen3MoeConfig", "source": "Qwen/Qwen3-30B-A3B",
-                      "config": dict(num_hidden_layers=48, hidden_size=2048, num_attention_heads=32, num_key_value_heads=4,
-                                     head_dim=128, intermediate_size=6144, moe_intermediate_size=768, num_experts=128,
-                                     num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
-                                     vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
-                                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-                                     attention_bias=False, use_sliding_window=False, sliding_window=None,
-                                     router_aux_loss_coef=0.001, tie_word_embeddings=False, bos_token_id=151643,
-                                     eos_token_id=151645)},
+    "qwen3-30b-a3b": _preset("Qwen3MoeConfig", "Qwen/Qwen3-30B-A3B", num_hidden_layers=48, hidden_size=2048,
+                             num_attention_heads=32, num_key_value_heads=4, head_dim=128, intermediate_size=6144,
+                             moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8, norm_topk_prob=True,
+                             decoder_sparse_step=1, mlp_only_layers=[], vocab_size=151936,
+                             max_position_embeddings=40960, rms_norm_eps=1e-6,
+                             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, attention_bias=False,
+                             use_sliding_window=False, sliding_window=None, router_aux_loss_coef=0.001,
+                             tie_word_embeddings=False, bos_token_id=151643, eos_token_id=151645),
     # its config.json: sliding_window_pattern 6 (every 6th layer global), rope_theta 1e6, rope_local_base_freq 1e4
-    "gemma-3-1b": {"kind": "causal", "config_class": "Gemma3TextConfig", "source": "google/gemma-3-1b-it",
-                   "config": dict(num_hidden_layers=26, hidden_size=1152, num_attention_heads=4, num_key_value_heads=1,
-                                  head_dim=256, intermediate_size=6912, vocab_size=262144, max_position_embeddings=32768,
-                                  sliding_window=512,
-                                  layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
-                                               for i in range(26)],
-                                  rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
-                                                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
-                                  query_pre_attn_scalar=256, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
-                                  attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
-                                  bos_token_id=2, eos_token_id=[1, 106], pad_token_id=0)},
+    "gemma-3-1b": _preset("Gemma3TextConfig", "google/gemma-3-1b-it", num_hidden_layers=26, hidden_size=1152,
+                          num_attention_heads=4, num_key_value_heads=1, head_dim=256, intermediate_size=6912,
+                          vocab_size=262144, max_position_embeddings=32768, sliding_window=512,
+                          layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+                                       for i in range(26)],
+                          rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                          query_pre_attn_scalar=256, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+                          attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
+                          bos_token_id=2, eos_token_id=[1, 106], pad_token_id=0),
     # swiglu_limit: a field from transformers 5.24 on (5.17 hard-codes the same 7.0)
-    "gpt-oss-20b": {"kind": "causal", "config_class": "GptOssConfig", "source": "openai/gpt-oss-20b",
-                    "config": dict(num_hidden_layers=24, hidden_size=2880, num_attention_heads=64, num_key_value_heads=8,
-                                   head_dim=64, intermediate_size=2880, num_local_experts=32, num_experts_per_tok=4,
-                                   vocab_size=201088, max_position_embeddings=131072, sliding_window=128,
-                                   layer_types=["sliding_attention", "full_attention"] * 12, rms_norm_eps=1e-5,
-                                   rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
-                                                    "beta_fast": 32.0, "beta_slow": 1.0,
-                                                    "original_max_position_embeddings": 4096, "truncate": False},
-                                   attention_bias=True, hidden_act="silu", swiglu_limit=7.0, router_aux_loss_coef=0.9,
-                                   tie_word_embeddings=False, pad_token_id=199999, eos_token_id=200002)},
+    "gpt-oss-20b": _preset("GptOssConfig", "openai/gpt-oss-20b", num_hidden_layers=24, hidden_size=2880,
+                           num_attention_heads=64, num_key_value_heads=8, head_dim=64, intermediate_size=2880,
+                           num_local_experts=32, num_experts_per_tok=4, vocab_size=201088,
+                           max_position_embeddings=131072, sliding_window=128,
+                           layer_types=["sliding_attention", "full_attention"] * 12, rms_norm_eps=1e-5,
+                           rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
+                                            "beta_fast": 32.0, "beta_slow": 1.0,
+                                            "original_max_position_embeddings": 4096, "truncate": False},
+                           attention_bias=True, hidden_act="silu", swiglu_limit=7.0, router_aux_loss_coef=0.9,
+                           tie_word_embeddings=False, pad_token_id=199999, eos_token_id=200002),
 }
 assert tuple(PRESETS) == PRESET_NAMES  # options.py lists the names without importing transformers
 
@@ -202,23 +199,15 @@ def preset_config(name: str, overrides: dict | None = None, *, attn_implementati
 
     if name not in PRESETS:
         raise UnknownModelError(f"unknown preset {name!r}: use one of {', '.join(PRESETS)}")
-    spec = PRESETS[name]
-    fields = {**spec["config"], **(overrides or {})}
-    if "layer_types" in spec["config"] and "num_hidden_layers" in (overrides or {}) and \
-            "layer_types" not in (overrides or {}):
+    spec, overrides = PRESETS[name], overrides or {}
+    fields = {**spec["config"], **overrides}
+    if "layer_types" in spec["config"] and "num_hidden_layers" in overrides and "layer_types" not in overrides:
         fields["layer_types"] = list(spec["config"]["layer_types"][:overrides["num_hidden_layers"]])
     config = getattr(transformers, spec["config_class"])(**fields)
-    config._attn_implementation = attention_implementation(config, preset_model_class(name, config),
-                                                           attn_implementation)
+    # the causal-LM class, or the base model of an encoder
+    mapping = transformers.MODEL_FOR_CAUSAL_LM_MAPPING if spec["kind"] == "causal" else transformers.MODEL_MAPPING
+    config._attn_implementation = choose_attention(config, mapping[type(config)], attn_implementation)
     return config
-
-
-def preset_model_class(name: str, config):
-    """Its causal-LM class, or the base model of an encoder."""
-    import transformers
-
-    mapping = transformers.MODEL_FOR_CAUSAL_LM_MAPPING if PRESETS[name]["kind"] == "causal" else transformers.MODEL_MAPPING
-    return mapping[type(config)]
 
 
 def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device: "str | torch.device" = "cuda",
@@ -229,14 +218,15 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
     UnknownModelError: no preset nor directory, no weights, a class that does not run ``attn_implementation``, or a
     weight that does not fit; UsageError: unknown dtype, or ``overrides`` for a directory."""
     import torch
+    import transformers
 
     tdtype = torch_dtype(dtype)
     if name_or_path in PRESETS:
         config = preset_config(name_or_path, overrides, attn_implementation=attn_implementation)
+        auto = transformers.AutoModelForCausalLM if PRESETS[name_or_path]["kind"] == "causal" else transformers.AutoModel
         torch.manual_seed(seed)
         with torch.device(device):
-            model = _auto_class(name_or_path).from_config(config, dtype=tdtype,
-                                                          attn_implementation=config._attn_implementation)
+            model = auto.from_config(config, dtype=tdtype, attn_implementation=config._attn_implementation)
     elif os.path.isdir(name_or_path):
         if overrides:
             raise UsageError("config overrides apply to presets only, not to a checkpoint directory")
@@ -250,17 +240,6 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
         model.generation_config.eos_token_id = None
         model.generation_config.pad_token_id = 0
     return model.eval()
-
-
-def _auto_class(name: str):
-    import transformers
-
-    return transformers.AutoModelForCausalLM if PRESETS[name]["kind"] == "causal" else transformers.AutoModel
-
-
-def attention_implementation(config, model_class=None, requested: str | None = None) -> str:
-    """The attention a model of ``config`` runs: :func:`cudagraph_bench.models.attention.choose_attention`."""
-    return choose_attention(config, model_class, requested)
 
 
 #: Config fields that count a mixture of experts' routed experts (Aria's ``moe_num_experts`` too).
@@ -300,12 +279,11 @@ def experts_implementation(model) -> str | None:
     return getattr(config, "_experts_implementation", None) or "eager"
 
 
-def _load_directory(path: str, tdtype, device, attn_implementation: str | None = None):
+def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
     """UnknownModelError naming a weight that does not fit its config."""
-
     config = directory_config(path)
     model_class = directory_model_class(config)
-    attention = attention_implementation(config, model_class, attn_implementation)
+    attention = choose_attention(config, model_class, attn_implementation)
     try:
         model = model_class.from_pretrained(path, dtype=tdtype, local_files_only=True, attn_implementation=attention)
     except OSError as exc:
@@ -358,10 +336,10 @@ def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", gene
                          generator=generator)
 
 
-def model_position_limit(name_or_path: str, *, overrides: dict | None = None, bound=None) -> int:
-    """The position limit (tokens) of a preset (with ``overrides``) or a ``save_pretrained`` directory, from its config
-    without building it (a preset name wins over a folder). ``bound``: ``--max-positions``, else the longest request.
-    Raises UnknownModelError when the directory's config cannot be measured, UsageError when no limit is recorded and no
+def model_position_limit(name_or_path: str, *, bound=None) -> int:
+    """The position limit (tokens) of a preset or a ``save_pretrained`` directory, from its config without building it
+    (a preset name wins over a folder). ``bound``: ``--max-positions``, else the longest request. Raises
+    UnknownModelError when the directory's config cannot be measured, UsageError when no limit is recorded and no
     ``bound``."""
-    config = preset_config(name_or_path, overrides) if name_or_path in PRESETS else directory_config(name_or_path)
+    config = preset_config(name_or_path) if name_or_path in PRESETS else directory_config(name_or_path)
     return position_limit(config, bound)

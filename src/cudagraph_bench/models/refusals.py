@@ -4,7 +4,7 @@ exits non-zero."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 
 from cudagraph_bench.errors import UnknownModelError
 
@@ -16,9 +16,6 @@ class Refusal:
     model: str
     reason: str
 
-    def as_json(self) -> dict:
-        return {"model": self.model, "reason": self.reason}
-
 
 @dataclass(frozen=True)
 class ModelChecks:
@@ -26,7 +23,7 @@ class ModelChecks:
 
     accepted: tuple[str, ...]
     refused: tuple[Refusal, ...] = ()
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
 
 def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
@@ -90,7 +87,7 @@ def all_refused_message(refused) -> str:
 
 def refused_json(refused) -> list[dict]:
     """What the run JSON lists under ``["cudagraph_bench"]["refused"]``."""
-    return [r.as_json() for r in refused]
+    return [asdict(r) for r in refused]
 
 
 def exit_status(status: int, refused) -> int:

@@ -17,33 +17,18 @@ NOT_A_WINDOW = frozenset({"sliding_window", "use_sliding_window", "max_window_la
 WINDOWED_LAYER_TYPES = frozenset({"sliding_attention", "hybrid_sliding", "chunked_attention"})
 
 
-def window_fields(config) -> dict[str, int]:
-    """Field name -> window tokens (none when ``use_sliding_window=False``)."""
-    config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    if getattr(config, "use_sliding_window", None) is False:
-        return {}
-    out = {}
-    for name, value in sorted(config.to_dict().items()):
-        if name in NOT_A_WINDOW or not WINDOW_FIELD.search(name):
-            continue
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            out[name] = value
-    return out
-
-
-def unrecorded_windows(config, layer_types, positions: int | None = None) -> dict[str, int]:
-    """None when some layer type is windowed, else every window shorter than ``positions``."""
-    if set(layer_types) & WINDOWED_LAYER_TYPES:
-        return {}
-    return {name: value for name, value in window_fields(config).items() if positions is None or value < positions}
-
-
 def check_windows_recorded(config, layer_types) -> None:
-    """NotGraphableError (naming class, field, value) for a window the layer types do not record."""
+    """NotGraphableError (naming class, field, value) for a window shorter than the positions that the layer types do
+    not record (no layer type is windowed); none when ``use_sliding_window=False``."""
     from cudagraph_bench.models.positions import recorded_position_limit
 
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    unrecorded = unrecorded_windows(config, layer_types, recorded_position_limit(config))
+    if set(layer_types) & WINDOWED_LAYER_TYPES or getattr(config, "use_sliding_window", None) is False:
+        return
+    positions = recorded_position_limit(config)
+    unrecorded = {name: value for name, value in sorted(config.to_dict().items())
+                  if name not in NOT_A_WINDOW and WINDOW_FIELD.search(name) and isinstance(value, int)
+                  and not isinstance(value, bool) and value > 0 and (positions is None or value < positions)}
     if unrecorded:
         fields = ", ".join(f"{name}={value}" for name, value in unrecorded.items())
         raise NotGraphableError(f"{config.__class__.__name__}.{fields}: a local attention window its model code "

@@ -45,7 +45,7 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
     encoder-decoder: its causal-LM decoder alone). ZooRefused with the one-line reason."""
     from cudagraph_bench.models.checkpoints import directory_config
     from cudagraph_bench.models.refusals import check_model
-    from cudagraph_bench.models.zoo_types import save_tiny_config, save_tiny_model, tiny_config, tiny_model
+    from cudagraph_bench.models.zoo_types import save_tiny, tiny_config, tiny_model
     from cudagraph_bench.models.zoo_overrides import REFUSED
 
     if model_type in REFUSED:
@@ -56,10 +56,10 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
         raise ZooRefused(default_config_refusal(model_type) or str(exc)) from None
     path = os.path.join(os.fspath(folder), model_type)
     try:
-        save_tiny_config(model_type, folder, config)
+        save_tiny(config, model_type, folder)
         if not getattr(config, "is_encoder_decoder", False):
             directory_config(path)
-        save_tiny_model(model_type, folder, tiny_model(model_type, config))
+        save_tiny(tiny_model(model_type, config), model_type, folder)
         check_model(path, attn_implementation)
     except (ZooBuildError, UnknownModelError) as exc:
         raise ZooRefused(_without_path(str(exc), path)) from None

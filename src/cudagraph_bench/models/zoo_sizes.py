@@ -191,13 +191,9 @@ def _shrink_layer(layer: dict, fields: dict) -> dict:
 
 def _token_ids(value):
     """An id past the tiny vocabulary becomes its remainder."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return value % VOCAB if value >= VOCAB else value
     if isinstance(value, list):
         return [_token_ids(v) for v in value]
-    return value
+    return value % VOCAB if _is_size(value) and value >= VOCAB else value
 
 
 #: (heads field, head width field) of a state-space mixer, whose product must be its inner width, expand x hidden.

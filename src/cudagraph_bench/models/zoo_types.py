@@ -93,8 +93,8 @@ def tiny_config(model_type: str):
     return config
 
 
-def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
-    """A tiny random model (weights by :data:`ZOO_SEED`) in ``eval()`` on ``device``; ``config`` None: the tiny config.
+def tiny_model(model_type: str, config=None):
+    """A tiny random model (weights by :data:`ZOO_SEED`) in ``eval()`` on the CPU; ``config`` None: the tiny config.
     ZooBuildError when it cannot be built (a missing optional package, a config its code rejects)."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -102,26 +102,17 @@ def tiny_model(model_type: str, config=None, *, device="cpu", dtype=None):
     config = tiny_config(model_type) if config is None else config
     torch.manual_seed(ZOO_SEED)
     try:
-        with torch.device(device):
-            model = AutoModelForCausalLM.from_config(config, **({"dtype": dtype} if dtype is not None else {}))
+        with torch.device("cpu"):
+            model = AutoModelForCausalLM.from_config(config)
     except Exception as exc:   # noqa: BLE001
         raise ZooBuildError(f"{causal_lm_class_name(model_type)} does not build from its tiny config: "
                             f"{_first_line(exc)}") from None
     return model.eval()
 
 
-def save_tiny_config(model_type: str, folder: str | os.PathLike, config=None) -> str:
-    """Write ``config.json`` only into ``folder/<model_type>``; returns that path. ZooBuildError on failure."""
-    return _save_pretrained(tiny_config(model_type) if config is None else config, model_type, folder)
-
-
-def save_tiny_model(model_type: str, folder: str | os.PathLike, model=None) -> str:
-    """``save_pretrained`` into ``folder/<model_type>``; returns the path. ZooBuildError on failure."""
-    return _save_pretrained(tiny_model(model_type) if model is None else model, model_type, folder)
-
-
-def _save_pretrained(obj, model_type: str, folder: str | os.PathLike) -> str:
-    """``obj.save_pretrained(folder/<model_type>)``; returns that path, or raises ZooBuildError."""
+def save_tiny(obj, model_type: str, folder: str | os.PathLike) -> str:
+    """``obj.save_pretrained(folder/<model_type>)`` (a tiny config writes ``config.json`` only); returns that path, or
+    raises ZooBuildError."""
     path = os.path.join(os.fspath(folder), model_type)
     try:
         obj.save_pretrained(path)

@@ -10,13 +10,6 @@ import shlex
 
 import pytest
 
-def honoured() -> dict:
-    """pytest-benchmark flag -> (its dest, the suite's flag, its value's text -> the suite option's value)."""
-    from cudagraph_bench.options import PYTEST_BENCHMARK_SPELLING
-
-    return {flag: (flag[2:].replace("-", "_"), suite_flag, parse)
-            for suite_flag, (flag, _, parse) in PYTEST_BENCHMARK_SPELLING.items()}
-
 
 #: pytest-benchmark flag -> what to use instead, for the options a policy of one call per round has no use for.
 REFUSED = {
@@ -37,30 +30,27 @@ def given_flags(config) -> set[str]:
     return {a.split("=", 1)[0] for a in args if a.startswith("--")}
 
 
-def _pytest_benchmark_value(flag: str, text: str):
-    """``text`` as pytest-benchmark's parser of ``flag`` reads it."""
-    import pytest_benchmark.utils as utils
-
-    return {"--benchmark-min-rounds": utils.parse_rounds, "--benchmark-max-time": utils.parse_seconds}.get(flag, int)(text)
-
-
 def apply(config) -> None:
     """Set the suite's round options from pytest-benchmark's given, or to the defaults; pytest.UsageError (one line) for
     a refused option or a value the suite's parser refuses."""
-    from cudagraph_bench.options import MATRIX_OPTIONS, pytest_argument
+    import pytest_benchmark.utils as utils
+
+    from cudagraph_bench.options import MATRIX_OPTIONS, PYTEST_BENCHMARK_SPELLING, pytest_argument
 
     given = given_flags(config)
     for flag, why in REFUSED.items():
         if flag in given:
             raise pytest.UsageError(f"{flag} is not read by cudagraph-bench's timing: {why}")
     parsers = {o.flag: o for o in MATRIX_OPTIONS}
-    for flag, (dest, suite_flag, parse) in honoured().items():
-        option = parsers[suite_flag]
+    # how pytest-benchmark's parser of each flag reads its text (--benchmark-warmup-iterations: int)
+    spelled = {"--benchmark-min-rounds": utils.parse_rounds, "--benchmark-max-time": utils.parse_seconds}
+    for suite_flag, (flag, _, parse) in PYTEST_BENCHMARK_SPELLING.items():
+        option, dest = parsers[suite_flag], flag[2:].replace("-", "_")    # pytest-benchmark's dest of its flag
         if flag not in given:
             setattr(config.option, option.dest, option.default)
             # the run JSON's "options" then record the suite's value, not pytest-benchmark's unused default
             text = pytest_argument(suite_flag, str(option.default))[1]
-            setattr(config.option, dest, _pytest_benchmark_value(flag, text))
+            setattr(config.option, dest, spelled.get(flag, int)(text))
             continue
         try:
             setattr(config.option, option.dest, parse(str(config.getoption(dest))))

@@ -14,9 +14,8 @@ class ModelCache:
     before an evicted model is dropped (to close its graphs), ``release`` after."""
 
     def __init__(self, device: str = "cuda", *, on_evict: Callable[[tuple[str, str]], None] | None = None,
-                 release: Callable[..., None] | None = None, share: float = MODEL_CACHE_SHARE,
-                 attn_implementation: str | None = None):
-        self.device, self.share, self.attn_implementation = device, share, attn_implementation
+                 release: Callable[..., None] | None = None, attn_implementation: str | None = None):
+        self.device, self.attn_implementation = device, attn_implementation
         self._on_evict, self._release = on_evict, release
         self._models: dict[tuple[str, str], object] = {}
 
@@ -31,12 +30,17 @@ class ModelCache:
         self._models[key] = self._models.pop(key)   # most recently used last
         return self._models[key]
 
-    def built(self, name: str):
-        """A built model of ``name`` (any dtype), or None: for its position limit."""
-        return next((m for (n, _), m in self._models.items() if n == name), None)
+    def position_limit(self, name: str, bound=None) -> int:
+        """Position limit (tokens) from a built model of ``name`` (any dtype) or its config, else ``bound`` (or a
+        callable giving it). UsageError when neither records one."""
+        from cudagraph_bench.models.positions import position_limit
+        from cudagraph_bench.models.presets import model_position_limit
+
+        built = next((m for (n, _), m in self._models.items() if n == name), None)
+        return position_limit(built.config, bound) if built is not None else model_position_limit(name, bound=bound)
 
     def _evict_for(self, name: str) -> None:
-        """Drop least recently used models (``name``'s other dtypes last) while the weights exceed :attr:`share`."""
+        """Drop least recently used models (``name``'s other dtypes last) while the weights exceed the share."""
         if self.device != "cuda" or not self._models:
             return
         import torch
@@ -46,7 +50,7 @@ class ModelCache:
         def cached_bytes():
             return sum(p.numel() * p.element_size() for m in self._models.values() for p in m.parameters())
 
-        while self._models and cached_bytes() > self.share * total:
+        while self._models and cached_bytes() > MODEL_CACHE_SHARE * total:
             victim = next((k for k in self._models if k[0] != name), next(iter(self._models)))
             if self._on_evict is not None:
                 self._on_evict(victim)
@@ -57,14 +61,3 @@ class ModelCache:
     def clear(self) -> None:
         """Drop every model."""
         self._models.clear()
-
-
-def position_limit(name: str, cache: ModelCache | None = None, bound=None) -> int:
-    """Position limit (tokens) from the model or its config, else ``bound`` (or a callable)."""
-    from cudagraph_bench.models.presets import model_position_limit
-    from cudagraph_bench.models.positions import position_limit as config_limit
-
-    built = cache.built(name) if cache is not None else None
-    if built is not None:
-        return config_limit(built.config, bound)
-    return model_position_limit(name, bound=bound)

@@ -52,24 +52,13 @@ def pytest_benchmark_group_stats(config, benchmarks, group_by):
     return group_stats(config=config, benchmarks=benchmarks, group_by=group_by)
 
 
-def section_of(config) -> dict | None:
-    """None when no test used ``cgb``."""
-    from cudagraph_bench.plugin.session import session_of
-
-    session = session_of(config)
-    if session is None:
-        return None
-    fault = config.getoption("plant_fault", None)
-    return {**session.ledger.summary(), **session.records.summary(),
-            **({"planted_fault": fault.label} if fault is not None else {})}
-
-
 #: Why the session ended early, when it was interrupted (set as it finishes, before pytest-benchmark writes).
 _INTERRUPTED = pytest.StashKey[str]()
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     from cudagraph_bench.plugin.pytest_options import model_notes, refused_models
+    from cudagraph_bench.plugin.session import session_of
     from cudagraph_bench.results.runfile import INTERRUPTED
 
     if _INTERRUPTED in config.stash:
@@ -82,23 +71,16 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         output_json.setdefault("cudagraph_bench", {})["refused"] = refused_json(refused)
     if model_notes(config):
         output_json.setdefault("cudagraph_bench", {})["model_notes"] = list(model_notes(config))
-    section = section_of(config)
-    if section is None:
+    session = session_of(config)
+    if session is None:     # no test used ``cgb``
         return
     from cudagraph_bench.results.record import attach_kernel_counts
 
+    fault = config.getoption("plant_fault", None)
+    section = {**session.ledger.summary(), **session.records.summary(),
+               **({"planted_fault": fault.label} if fault is not None else {})}
     output_json.setdefault("cudagraph_bench", {}).update(section)
     attach_kernel_counts(output_json.get("benchmarks", []), section["kernel_counts"])
-
-
-def benchmark_document(config, benchmarks, machine_info) -> dict:
-    """What pytest-benchmark writes for ``--benchmark-json``, made through its public hooks."""
-    commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
-    config.hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
-    doc = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=benchmarks, include_data=True,
-                                                     machine_info=machine_info, commit_info=commit_info)
-    config.hook.pytest_benchmark_update_json(config=config, benchmarks=benchmarks, output_json=doc)
-    return doc
 
 
 def json_option_path(config) -> str | None:
@@ -124,9 +106,15 @@ def write_records_only_json(config) -> str | None:
 
     from cudagraph_bench.fsio import write_text_atomic
 
+    # what pytest-benchmark writes for --benchmark-json, made through its public hooks
     machine_info = config.hook.pytest_benchmark_generate_machine_info(config=config)
     config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=machine_info)
-    write_text_atomic(path, safe_dumps(benchmark_document(config, [], machine_info), ensure_ascii=True, indent=4))
+    commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    config.hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit_info)
+    doc = config.hook.pytest_benchmark_generate_json(config=config, benchmarks=[], include_data=True,
+                                                     machine_info=machine_info, commit_info=commit_info)
+    config.hook.pytest_benchmark_update_json(config=config, benchmarks=[], output_json=doc)
+    write_text_atomic(path, safe_dumps(doc, ensure_ascii=True, indent=4))
     return path
 
 
@@ -140,8 +128,8 @@ def pytest_sessionfinish(session, exitstatus):
     from cudagraph_bench.plugin.session import session_of
 
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
-        session.config.stash[_INTERRUPTED] = (f"Ctrl-C after {len(benchmarks_run(session.config))} "
-                                              "benchmark(s)")
+        benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
+        session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"
     session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))
     cgb = session_of(session.config)
     if cgb is not None and cgb.proofs is not None and cgb.proofs.failures and session.exitstatus == pytest.ExitCode.OK:
@@ -156,12 +144,6 @@ def pytest_sessionfinish(session, exitstatus):
         if reporter is not None:
             reporter.write_line(f"No benchmark ran; wrote the session's failed cases and kernel counts in: {path}")
     return result
-
-
-def benchmarks_run(config) -> list:
-    """Empty without pytest-benchmark's plugin."""
-    session = getattr(config, "_benchmarksession", None)
-    return list(getattr(session, "benchmarks", None) or [])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -32,10 +32,11 @@ def selected_variants(config, suite: str) -> tuple[variants.Variant, ...]:
     return tuple(chosen)
 
 
-def _parametrize_cases(metafunc, argnames, cases: list[Case], empty_reason: str | None = None) -> None:
-    """One parameter set per case, ids ``Case.test_id``; none: one set skipped with ``empty_reason``."""
+def _parametrize_cases(metafunc, argnames, cases: list, empty_reason: str | None = None,
+                       empty_id: str = "nothing-to-measure") -> None:
+    """One parameter set per case, ids ``Case.test_id``; none: one set ``empty_id`` skipped with ``empty_reason``."""
     if not cases and empty_reason:
-        metafunc.parametrize(argnames, [pytest.param(*(None,) * len(argnames), id="nothing-to-measure",
+        metafunc.parametrize(argnames, [pytest.param(*(None,) * len(argnames), id=empty_id,
                                                      marks=pytest.mark.skip(reason=empty_reason))])
         return
     metafunc.parametrize(argnames, [tuple(getattr(c, name) for name in argnames) for c in cases],
@@ -72,18 +73,15 @@ def pytest_generate_tests(metafunc):
         decode = selected_variants(metafunc.config, variants.DECODE)
         cases = [DecodeCase(m, d, n, k, v.name) for m in causal for d in opt("decode_dtypes")
                  for n in opt("decode_prompt_lengths") for k in opt("new_tokens") for v in decode]
-        if not causal:
-            metafunc.parametrize(DECODE_ARGNAMES, [_no_causal_model(models, (None,) * len(DECODE_ARGNAMES))])
-        else:
-            metafunc.parametrize(DECODE_ARGNAMES, [tuple(getattr(c, a) for a in DECODE_ARGNAMES) for c in cases],
-                                 ids=[c.test_id for c in cases])
+        _parametrize_cases(metafunc, DECODE_ARGNAMES, cases, None if causal else _no_causal_reason(models),
+                           "no-causal-model")
     if "causal_model" in names:
         causal = causal_models(models)
-        metafunc.parametrize("causal_model", causal or [_no_causal_model(models, None)])
+        skipped = pytest.param(None, id="no-causal-model", marks=pytest.mark.skip(reason=_no_causal_reason(models)))
+        metafunc.parametrize("causal_model", causal or [skipped])
 
 
 def _no_forward_variant_reason(config) -> str:
-
     chosen = ",".join(config.getoption("variants"))
     if config.getoption("device") == "cpu":
         cpu = ",".join(v.name for v in variants.of_suite(variants.FORWARD) if not v.needs_cuda)
@@ -100,11 +98,9 @@ def causal_models(models) -> list[str]:
     return [m for m in models if kind_of(m) == "causal"]
 
 
-def _no_causal_model(models, values):
-    """A decode test's one parameter set, skipped, when ``--models`` holds no causal LM."""
-    return pytest.param(*(values if isinstance(values, tuple) else (values,)), id="no-causal-model",
-                        marks=pytest.mark.skip(reason=f"decode needs a causal LM: --models {','.join(models)} "
-                                                      "holds none (encoders such as bert-tiny have no decode)"))
+def _no_causal_reason(models) -> str:
+    return (f"decode needs a causal LM: --models {','.join(models)} holds none (encoders such as bert-tiny have no "
+            "decode)")
 
 
 def case_of_item(item) -> Case | DecodeCase | None:

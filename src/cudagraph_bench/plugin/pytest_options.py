@@ -7,9 +7,8 @@ import pytest
 
 from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_COMPILE_TUNING,
                                      DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
-                                     add_to_pytest, parse_count, parse_decode_compile_tuning, parse_dtypes,
+                                     Option, add_to_pytest, parse_count, parse_decode_compile_tuning, parse_dtypes,
                                      parse_prompt_lengths, parse_timeout_s, parse_token_counts)
-from cudagraph_bench.options import pytest_type as _one_line_type   # not a hook: a pytest_ name here would be one
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 #: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most).
@@ -27,61 +26,47 @@ def _fault(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class _OneLineValues:
-    """Parsers report a bad value in one line, like the matrix options."""
-
-    def __init__(self, group):
-        self._group = group
-
-    def addoption(self, flag: str, **kwargs):
-        if "type" in kwargs:
-            kwargs["type"] = _one_line_type(flag, kwargs["type"])
-        self._group.addoption(flag, **kwargs)
+#: The plugin's own options that take a value, after ``--with-compile`` in ``--help``.
+PLUGIN_OPTIONS = (
+    Option("--new-tokens", "new_tokens", parse_token_counts, DEFAULT_NEW_TOKENS,
+           "decode benchmarks: new tokens per request (default: 64,128)"),
+    Option("--decode-prompt-lengths", "decode_prompt_lengths", parse_prompt_lengths, DEFAULT_DECODE_PROMPT_LENGTHS,
+           "decode benchmarks: prompt lengths in tokens (default: 50); every causal model in --models gets decode "
+           "benchmarks"),
+    Option("--decode-dtypes", "decode_dtypes", parse_dtypes, ("bfloat16",),
+           "decode benchmarks: dtypes (default: bfloat16)"),
+    Option("--decode-rounds", "decode_rounds", parse_count, 8,
+           f"decode benchmarks: at most this many measured requests per variant, at least {MIN_DECODE_ROUNDS} (or "
+           "all N when N is smaller); --precision-pct decides in between (default: 8)"),
+    Option("--decode-steps-per-graph", "decode_steps_per_graph", parse_count, DEFAULT_DECODE_STEPS_PER_GRAPH,
+           f"graphed decode: decode steps captured in one graph, the remainder replayed by a 1-step graph (default: "
+           f"{DEFAULT_DECODE_STEPS_PER_GRAPH})"),
+    Option("--compile-timeout-s", "compile_timeout_s", parse_timeout_s, DEFAULT_COMPILE_TIMEOUT_S,
+           "decode compile variants (compile+graph, generate-static-compile): seconds of compiling and warm-up before "
+           f"the case is recorded as failed with that reason; 0: no limit (default: {DEFAULT_COMPILE_TIMEOUT_S:g})"),
+    Option("--decode-compile-tuning", "decode_compile_tuning", parse_decode_compile_tuning,
+           DEFAULT_DECODE_COMPILE_TUNING,
+           "decode compile+graph: inductor settings the decode step is compiled under: coordinate-descent (gpt-fast's: "
+           "GEMVs become tuned Triton reductions fused with their neighbours; a slower compile) or none (inductor's "
+           f"defaults) (default: {DEFAULT_DECODE_COMPILE_TUNING})"),
+    Option("--plant-fault", "plant_fault", _fault, None,
+           "self-test only: plant a known fault into the pipeline: delay:PCT (the gated graph's replay PCT %% slower "
+           "on the GPU), stale-input (the graph replays without copying its input), wrong-decode (the graphed decode "
+           "gives other tokens), stale-mask (the padded and bucketed graphs keep their first mask), stale-position "
+           "(the graphed decode never refreshes its position), eager-layer (the graph runs its output layer eagerly "
+           "after each replay) or skip-inductor-graphs (compile+graph runs its compiled forward without its graph); "
+           "the last two give correct outputs and fail only with --replay-proof; the run records it and baseline "
+           "refuses it (cudagraph-bench selftest uses this)", "FAULT"),
+)
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
     add_to_pytest(group)
-    group = _OneLineValues(group)
     group.addoption("--with-compile", action="store_true", default=False,
                     help="also benchmark the torch.compile variants (forward: compile, compile+graph; decode: "
                          "compile+graph, generate-static-compile); slow, off by default")
-    group.addoption("--new-tokens", dest="new_tokens", type=parse_token_counts, default=DEFAULT_NEW_TOKENS,
-                    help="decode benchmarks: new tokens per request (default: 64,128)")
-    group.addoption("--decode-prompt-lengths", dest="decode_prompt_lengths", type=parse_prompt_lengths,
-                    default=DEFAULT_DECODE_PROMPT_LENGTHS,
-                    help="decode benchmarks: prompt lengths in tokens (default: 50); every causal model in "
-                         "--models gets decode benchmarks")
-    group.addoption("--decode-dtypes", dest="decode_dtypes", type=parse_dtypes, default=("bfloat16",),
-                    help="decode benchmarks: dtypes (default: bfloat16)")
-    group.addoption("--decode-rounds", dest="decode_rounds", type=parse_count, default=8,
-                    help=f"decode benchmarks: at most this many measured requests per variant, at least "
-                         f"{MIN_DECODE_ROUNDS} (or all N when N is smaller); --precision-pct decides in between "
-                         "(default: 8)")
-    group.addoption("--decode-steps-per-graph", dest="decode_steps_per_graph", type=parse_count,
-                    default=DEFAULT_DECODE_STEPS_PER_GRAPH,
-                    help=f"graphed decode: decode steps captured in one graph, the remainder replayed by a 1-step "
-                         f"graph (default: {DEFAULT_DECODE_STEPS_PER_GRAPH})")
-    group.addoption("--compile-timeout-s", dest="compile_timeout_s", type=parse_timeout_s,
-                    default=DEFAULT_COMPILE_TIMEOUT_S,
-                    help="decode compile variants (compile+graph, generate-static-compile): seconds of compiling "
-                         "and warm-up before the case is recorded as failed with that reason; 0: no limit "
-                         f"(default: {DEFAULT_COMPILE_TIMEOUT_S:g})")
-    group.addoption("--decode-compile-tuning", dest="decode_compile_tuning", type=parse_decode_compile_tuning,
-                    default=DEFAULT_DECODE_COMPILE_TUNING,
-                    help="decode compile+graph: inductor settings the decode step is compiled under: "
-                         "coordinate-descent (gpt-fast's: GEMVs become tuned Triton reductions fused with their "
-                         "neighbours; a slower compile) or none (inductor's defaults) "
-                         f"(default: {DEFAULT_DECODE_COMPILE_TUNING})")
-    group.addoption("--plant-fault", dest="plant_fault", type=_fault, default=None, metavar="FAULT",
-                    help="self-test only: plant a known fault into the pipeline: delay:PCT (the gated graph's replay "
-                         "PCT %% slower on the GPU), stale-input (the graph replays without copying its input), "
-                         "wrong-decode (the graphed decode gives other tokens), stale-mask (the padded and bucketed "
-                         "graphs keep their first mask), stale-position (the graphed decode never refreshes its "
-                         "position), eager-layer (the graph runs its output layer eagerly after each replay) or "
-                         "skip-inductor-graphs (compile+graph runs its compiled forward without its graph); the last "
-                         "two give correct outputs and fail only with --replay-proof; the run records it and baseline "
-                         "refuses it (cudagraph-bench selftest uses this)")
+    add_to_pytest(group, PLUGIN_OPTIONS)
     group.addoption("--replay-proof", dest="replay_proof", action="store_true", default=False,
                     help="after the session's last test, build each timed graph case again and profile one call "
                          "(torch.profiler, CUPTI): its graph launches and the kernels it launched outside a graph go "
@@ -99,22 +84,19 @@ def pytest_configure(config):
     check_matrix_models(config)
 
 
-#: The ``--models`` entries the session refused (:class:`cudagraph_bench.models.refusals.Refusal`), on the config.
-REFUSED = pytest.StashKey[tuple]()
+#: What :func:`check_matrix_models` found (:class:`cudagraph_bench.models.refusals.ModelChecks`), on the config.
+MODEL_CHECKS = pytest.StashKey[object]()
 
 
 def refused_models(config) -> tuple:
-    """``()`` before the check or when none."""
-    return config.stash.get(REFUSED, ())
-
-
-#: The notes of :func:`check_matrix_models` on the accepted models, on the config.
-MODEL_NOTES = pytest.StashKey[tuple]()
+    """The ``--models`` entries refused (:class:`cudagraph_bench.models.refusals.Refusal`); ``()`` before the check or
+    when none."""
+    return config.stash[MODEL_CHECKS].refused if MODEL_CHECKS in config.stash else ()
 
 
 def model_notes(config) -> tuple[str, ...]:
-    """One line each, for the run JSON (``()`` when none)."""
-    return config.stash.get(MODEL_NOTES, ())
+    """One line each on the accepted models, for the run JSON (``()`` when none)."""
+    return config.stash[MODEL_CHECKS].notes if MODEL_CHECKS in config.stash else ()
 
 
 def check_matrix_models(config) -> None:
@@ -132,8 +114,7 @@ def check_matrix_models(config) -> None:
     if models and not checks.accepted:
         raise pytest.UsageError(all_refused_message(checks.refused))
     config.option.models = checks.accepted
-    config.stash[REFUSED] = checks.refused
-    config.stash[MODEL_NOTES] = checks.notes
+    config.stash[MODEL_CHECKS] = checks
     for note in checks.notes:
         config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
 

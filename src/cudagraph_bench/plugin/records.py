@@ -10,12 +10,10 @@ class SessionRecords:
         self.failures: list[dict] = []
         self.kernel_counts: dict[tuple[str, str, int], dict] = {}
 
-    def fail(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> dict:
+    def fail(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> None:
         """List an unmeasured case with its one-line ``reason``, ``status`` (``failed``/``skipped``), ``key``,
-        ``fullname`` and ``details``; returns the entry."""
-        entry = {**key, "status": status, "reason": reason, "fullname": fullname, **details}
-        self.failures.append(entry)
-        return entry
+        ``fullname`` and ``details``."""
+        self.failures.append({**key, "status": status, "reason": reason, "fullname": fullname, **details})
 
     def summary(self) -> dict:
         """The fields of the run JSON's ``cudagraph_bench`` section."""

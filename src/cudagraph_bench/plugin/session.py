@@ -52,18 +52,10 @@ class Session:
     def position_limit(self, name: str) -> int:
         """Bounded by ``--max-positions`` or the longest request where the config records none."""
         from cudagraph_bench.models.positions import position_bound
-        from cudagraph_bench.plugin.models import position_limit
 
         opt = self.option
-        return position_limit(name, self.models, bound=lambda: position_bound(
+        return self.models.position_limit(name, bound=lambda: position_bound(
             opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
-
-    def fits(self, name: str, seq_len: int) -> bool:
-        """False when this cannot tell."""
-        try:
-            return seq_len <= self.position_limit(name)
-        except Exception:
-            return False
 
     def skip_if_too_long(self, name: str, seq_len: int) -> None:
         from cudagraph_bench.models.positions import prompt_does_not_fit
@@ -86,7 +78,6 @@ class Session:
         """Free what the last case left (:func:`cudagraph_bench.plugin.memory.release`)."""
         release(everything=everything)
 
-
     def case_spec(self, case: Case):
         """The :class:`~cudagraph_bench.measure.case.CaseSpec` of a forward case from the session's options."""
         from cudagraph_bench.measure.case import CaseSpec
@@ -105,24 +96,12 @@ class Session:
                           compile_tuning=opt("decode_compile_tuning"), buckets=tuple(opt("buckets")),
                           rounds=min(MIN_DECODE_ROUNDS, opt("decode_rounds")), max_rounds=opt("decode_rounds"))
 
-    def planted(self, case):
-        """``--plant-fault`` for ``case``, or None."""
-        fault = self.option("plant_fault")
-        return fault if fault is not None and fault.applies_to(case.suite, case.variant) else None
-
-    def _load(self, case):
-        """A load that raises is a CaseFailed of phase ``load``."""
-        from cudagraph_bench.measure.case import CaseFailed, describe_exception
-
-        try:
-            return self.model(case.model, case.dtype)
-        except Exception as exc:
-            raise CaseFailed("load", describe_exception(exc), exc) from exc
-
     def _prepare(self, case, model):
         from cudagraph_bench.measure.case import CaseFailed, describe_exception, prepare_case
 
-        fault = self.planted(case)
+        fault = self.option("plant_fault")
+        if fault is not None and not fault.applies_to(case.suite, case.variant):
+            fault = None
         if isinstance(case, DecodeCase):
             from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
             from cudagraph_bench.selftest.faults import plant_decode
@@ -144,13 +123,6 @@ class Session:
                 raise CaseFailed("build", describe_exception(exc), exc) from exc
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
-    def note_replay(self, case, prepared, extra_info: dict, nodeid: str) -> None:
-        """``cudagraph_skips`` into ``extra_info``; with ``--replay-proof``, note the case."""
-        if getattr(prepared, "cudagraph_skips", None):
-            extra_info["cudagraph_skips"] = prepared.cudagraph_skips
-        if self.proofs is not None and case.variant_spec.captured and str(self.device).startswith("cuda"):
-            self.proofs.note(case, extra_info, nodeid)
-
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
         """One benchmark of a forward or decode case: build, check, time, record, release. Too long a request or an
         ungraphable model is a skip; a raising phase fails this test only (a peer's: xfail); a failed check is timed and
@@ -165,7 +137,10 @@ class Session:
         self.skip_if_too_long(case.model, case.seq_len + getattr(case, "new_tokens", 0))
         prepared, info = None, case.extra_info()
         try:
-            model = self._load(case)
+            try:
+                model = self.model(case.model, case.dtype)
+            except Exception as exc:
+                raise CaseFailed("load", describe_exception(exc), exc) from exc
             before = reserved_mib()
             prepared = self._prepare(case, model)
             info.update(prepared.info)
@@ -176,15 +151,16 @@ class Session:
             notes = prepared.finish()
             if notes:
                 benchmark.extra_info["notes"] = notes
-            self.note_replay(case, prepared, benchmark.extra_info, nodeid)
+            if getattr(prepared, "cudagraph_skips", None):
+                benchmark.extra_info["cudagraph_skips"] = prepared.cudagraph_skips
+            if self.proofs is not None and kind.captured and str(self.device).startswith("cuda"):
+                self.proofs.note(case, benchmark.extra_info, nodeid)
         except Exception as exc:
-            cause = exc.cause if isinstance(exc, CaseFailed) else exc
-            phase = exc.phase if isinstance(exc, CaseFailed) else "timing"
-            reason = exc.reason if isinstance(exc, CaseFailed) else describe_exception(exc)
-            if isinstance(exc, CaseFailed):
-                info.update(exc.info)          # what the case recorded before it failed (its attention, ...)
-            if isinstance(cause, (NotGraphableError, RequestTooLongError)):
-                if isinstance(cause, NotGraphableError):
+            failed = exc if isinstance(exc, CaseFailed) else CaseFailed("timing", describe_exception(exc), exc)
+            phase, reason = failed.phase, failed.reason
+            info.update(failed.info)          # what the case recorded before it failed (its attention, ...)
+            if isinstance(failed.cause, (NotGraphableError, RequestTooLongError)):
+                if isinstance(failed.cause, NotGraphableError):
                     self.records.fail(nodeid, info, f"not graphable: {reason}", status="skipped", phase=phase)
                 pytest.skip(f"{case.label}: {reason}")
             self.records.fail(nodeid, info, reason, phase=phase,

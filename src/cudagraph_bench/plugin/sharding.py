@@ -18,7 +18,6 @@ class ShardSession:
         self.durations = durations
         self.ran_s: dict[str, float] = {}   # node id (no xdist suffix) -> setup + call + teardown seconds
         self.shard: dict | None = None
-        self.tests_run = 0
         self.started = time.perf_counter()
 
     def pytest_sessionstart(self, session):
@@ -29,9 +28,6 @@ class ShardSession:
 
         key = base_nodeid(report.nodeid)
         self.ran_s[key] = self.ran_s.get(key, 0.0) + float(report.duration or 0.0)
-
-    def pytest_runtest_logfinish(self, nodeid, location):
-        self.tests_run += 1
 
     @property
     def wall_s(self) -> float:
@@ -88,7 +84,6 @@ def item_group(item) -> str:
     name = mark and (mark.kwargs.get("name") or (mark.args[0] if mark.args else None))
     if name:
         return str(name)
-
     return group_of(params_of(item), item.nodeid)
 
 

@@ -48,8 +48,6 @@ def pytest_runtest_setup(item):
 
 def selected_types(option) -> list[str]:
     """``--zoo``'s types in order; pytest.UsageError for an unknown type or a K past them."""
-    import argparse
-
     import transformers
 
     from cudagraph_bench.models.zoo_types import causal_lm_types
@@ -102,19 +100,15 @@ def zoo(tmp_path_factory, request) -> Zoo:
                request.config.getoption("attn_implementation", None))
 
 
-def _key(model_type: str, part: str) -> dict:
+def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> None:
+    """Refusal, load, check, timing, record."""
     import torch
     import transformers
 
-    return {"suite": SUITE, "model_type": model_type, "part": part, "dtype": DTYPE,
-            "transformers": transformers.__version__, "torch": torch.__version__}
-
-
-def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> None:
-    """Refusal, load, check, timing, record."""
     from cudagraph_bench.models.zoo_checkpoints import ZooRefused
 
-    key = _key(model_type, part)
+    key = {"suite": SUITE, "model_type": model_type, "part": part, "dtype": DTYPE,
+           "transformers": transformers.__version__, "torch": torch.__version__}
     try:
         path = zoo.checkpoint(model_type)
     except ZooRefused as exc:
