@@ -10,7 +10,7 @@ from cudagraph_bench.commands import compare_command
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
 from cudagraph_bench.options import (PYTEST_ARGS_METAVAR, add_regression_floor_option, parse_count, parse_path,
-                                     parse_pytest_matrix, parse_regression_pct)
+                                     parse_pytest_matrix)
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.runner.ab import (DEFAULT_OUT, DEFAULT_RUNS, MIN_RANK_RUNS, measure_in_worktrees, repository_root,
                                       resolve_commit)
