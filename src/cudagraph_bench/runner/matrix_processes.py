@@ -72,12 +72,8 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
     if len(cpus) < n:
         return [[cpus[i % len(cpus)]] for i in range(n)]
     size, extra = divmod(len(cpus), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        out.append(cpus[start:end])
-        start = end
-    return out
+    starts = [i * size + min(i, extra) for i in range(n + 1)]      # the first ``extra`` shares take one more
+    return [cpus[starts[i]:starts[i + 1]] for i in range(n)]
 
 
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
