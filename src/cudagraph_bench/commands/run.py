@@ -1,9 +1,6 @@
 """``cudagraph-bench run``: the forward matrix measured by pytest processes, merged into ``run.json`` with its table,
 plots and ``parts/``, written into ``-o`` whole or not at all; options over a TOML ``--config`` (docs/running.md). No
-torch in this process.
-
-Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, a model was refused,
-or no case was measured (what was measured is still written); 2 usage error (every model refused)."""
+torch in this process."""
 
 from __future__ import annotations
 

@@ -137,9 +137,7 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
                 log(part, outcome)
     docs = [(p.name, json.loads(o.json_path.read_text(encoding="utf-8"))) for p, o in outcomes
             if o.json_path is not None]
-    if not docs:
-        return None, [o for _, o in outcomes]
-    merged = docs[0][1] if len(docs) == 1 else merge_runs(docs, entries_key="parts")
+    merged = merge_runs(docs, entries_key="parts") if len(docs) > 1 else docs[0][1] if docs else None
     return merged, [o for _, o in outcomes]
 
 
