@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -56,7 +57,5 @@ def cuda_fingerprint() -> dict | None:
 
 def cpu_affinity() -> str | None:
     """A CPU list (``"0-7"``), or None without ``os.sched_getaffinity``."""
-    import os
-
     getaffinity = getattr(os, "sched_getaffinity", None)
     return format_cpus(getaffinity(0)) if getaffinity else None

@@ -14,6 +14,7 @@ from cudagraph_bench.defaults import (  # noqa: F401  (re-exported: the names ev
     DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_WARMUP_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_MIN_TIME_MS,
     COMPILE_GRAPH_MODES, DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_COMPILE_GRAPH_MODE, DECODE_COMPILE_TUNINGS,
     DEFAULT_DECODE_COMPILE_TUNING, DEFAULT_CHECK_INPUTS, DEFAULT_PAD_TO, DEFAULT_FLOOR_PCT, DEVICE_FLOOR_PCT)
+from cudagraph_bench.errors import UsageError
 from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
     parse_models, model_name_problem, parse_prompt_lengths, parse_buckets, parse_dtypes, parse_variants,
     parse_device, parse_check_inputs, parse_token_counts, parse_reduction_pct, parse_regression_pct, parse_count,
@@ -145,8 +146,6 @@ def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None 
     """``({dest: value}, other arguments in order)`` of the matrix options among pytest ``args`` (the last of one flag
     wins). ``own``: flags the caller sets -> why, refused; ``where`` names the arguments in a message. UsageError: a
     value its parser refuses, a round option under its TOML name, or an ``own`` flag."""
-    from cudagraph_bench.errors import UsageError
-
     own = own or {}
     if args and not args[0].startswith("-"):
         raise UsageError(f"{where} {args[0]}: pytest's arguments after -- start with an option "

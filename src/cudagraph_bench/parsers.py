@@ -9,6 +9,7 @@ import itertools
 import os
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 from cudagraph_bench.defaults import (
     FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
@@ -127,9 +128,6 @@ def _finite(text: str) -> float:
 
 
 def _decimal(text: str):
-
-    from decimal import Decimal, InvalidOperation
-
     try:
         return Decimal(str(text).strip())
     except InvalidOperation:

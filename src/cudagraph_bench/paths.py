@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cudagraph_bench.errors import UsageError
+
 #: Folder holding ``<gpu_slug>.json`` baselines, overriding the checkout's ``baselines/``.
 BASELINES_ENV = "CUDAGRAPH_BENCH_BASELINES"
 #: Folder of pytest-benchmark saved runs (``--benchmark-storage``), overriding the checkout's ``.benchmarks/``.
@@ -25,8 +27,6 @@ def checkout_root() -> Path | None:
 def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
     """``(file or None, candidates)``: ``<gpu_slug>.json`` in ``$CUDAGRAPH_BENCH_BASELINES``, then in the checkout's
     ``baselines/``; the first found wins. UsageError when ``$CUDAGRAPH_BENCH_BASELINES`` is no folder."""
-    from cudagraph_bench.errors import UsageError
-
     env = os.environ.get(BASELINES_ENV, "").strip()
     if env and not Path(env).expanduser().is_dir():
         raise UsageError(f"${BASELINES_ENV} is {env!r}, which is not a folder: set it to the folder that holds "

@@ -11,8 +11,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_folder, interrupt_after, write_text_atomic
+from cudagraph_bench import variants
+from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
+                                  write_text_atomic, written_verb)
 from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
                                      parse_cpus, parse_path, parse_pytest_matrix, parse_variants)
 
@@ -103,9 +105,6 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
     (naming the file and key): unreadable, invalid TOML, unknown key or bad value."""
     import tomllib
 
-    from cudagraph_bench.errors import InputFileError
-    from cudagraph_bench.fsio import read_input_bytes
-
     if not Path(path).exists():
         raise UsageError(f"config file not found: {path}")
     try:
@@ -131,7 +130,6 @@ def matrices(args: argparse.Namespace):
     """The sub-matrices (with the pytest arguments after ``--``): command line over ``--config`` over defaults, each
     ``[[sweep]]`` taking unset keys from the top level; the one place they are merged. UsageError: a bad config, a bad
     value after ``--``, or an option given both before and after ``--``."""
-    from cudagraph_bench import variants
     from cudagraph_bench.runner.matrix_processes import Matrix
 
     after, rest = parse_pytest_matrix(list(args.pytest_args), "run --", OWN_OPTIONS)
@@ -163,7 +161,6 @@ def matrices(args: argparse.Namespace):
 
 def check_device(matrix_list) -> None:
     """UsageError for variants that need a CUDA GPU without one, before any process starts."""
-    from cudagraph_bench import variants
     from cudagraph_bench.runner.process import cuda_problem
 
     on_cpu = [m for m in matrix_list if m.value("device", "cuda") == "cpu"]
@@ -238,8 +235,6 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
     """Write ``doc`` into ``outdir`` whole: ``run.json``, plots and ``parts/`` replace the earlier run's at once, its
     other plots and parts removed, so ``gate DIR/run.json`` never reads an earlier run's parts. Returns the exit
     code."""
-    from cudagraph_bench.fsio import write_files_atomic, written_verb
-
     scratch_json = scratch / RUN_JSON
     write_text_atomic(scratch_json, json.dumps(doc, indent=4))
     parts = sorted(p for p in (scratch / "parts").rglob("*") if p.is_file())
@@ -333,7 +328,6 @@ def finish(json_path: Path, outdir: Path, *, failed: bool,
     """Print the run's table with failures, notes, refusals and skips, and draw its plots (none without matplotlib).
     Returns ``(exit code, {plot file name: PNG bytes})``: 1 when ``failed``, a case failed, a model was refused or
     nothing was measured, else 0 (skips alone do not fail a run)."""
-    from cudagraph_bench.errors import InputFileError
     from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report
     from cudagraph_bench.results.runfile import load_run

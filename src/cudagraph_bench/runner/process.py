@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import write_text_atomic
+from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
+from cudagraph_bench.options import format_cpus
 
 #: Restarts after crashes before the rest of a run is given up (each crash fails its own test only).
 MAX_RESTARTS = 3
@@ -58,8 +64,6 @@ _ZOO_TYPES_PROBE = ("import json, transformers\n"
 def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0) -> tuple[str, tuple[str, ...]]:
     """``(release, causal-LM model types)`` of the zoo's pytest process, read once per tree and interpreter in a child
     process with ``tree``'s ``src`` first on its path. UsageError when the child cannot list them."""
-    from cudagraph_bench.errors import UsageError
-
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), os.environ.get("PYTHONPATH", "")])}
     detail = ""
     try:
@@ -76,11 +80,6 @@ def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0
 def check_cpus(cpus, flag: str = "--cpus") -> None:
     """Check that ``cpus`` (None or empty: no pinning) can pin a child with ``taskset -c``. UsageError for a CPU this
     process may not run on (naming the allowed ones) or no ``taskset`` on PATH."""
-    import shutil
-
-    from cudagraph_bench.errors import UsageError
-    from cudagraph_bench.options import format_cpus
-
     if not cpus:
         return
     if not hasattr(os, "sched_getaffinity") or shutil.which("taskset") is None:
@@ -133,8 +132,6 @@ class RunOutcome:
 
 def command(run: PytestRun, json_path: Path, deselect: list[str]) -> list[str]:
     """The command line of one attempt of ``run`` writing ``json_path``."""
-    from cudagraph_bench.options import format_cpus
-
     pinned = ["taskset", "-c", format_cpus(run.cpus)] if run.cpus else []
     return [*pinned, sys.executable, "-m", "pytest", *run.args, f"--benchmark-json={json_path}",
             f"--journal={run.journal_path}", "-p", "no:cacheprovider", REPORT_CHARS, "-q",
@@ -260,8 +257,6 @@ def run_pytest(run: PytestRun) -> RunOutcome:
     test is recorded as failed and the process restarted without it and the tests done, up to :data:`MAX_RESTARTS`
     times. The documents are merged into ``run.json_path``, crashes under ``["cudagraph_bench"]["failures"]``; output
     goes to ``run.log_path``."""
-    from cudagraph_bench.fsio import write_text_atomic
-    from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
     from cudagraph_bench.results.merge import merge_runs
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(run.tree / "src"), os.environ.get("PYTHONPATH", "")]),
