@@ -316,18 +316,13 @@ def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[
     """argparse's message plus, for the first unknown option, where it went (:data:`MOVED`, run's options after
     ``--``) or the closest option (``--modles`` -> ``did you mean --models?``)."""
     message = f"unrecognized arguments: {' '.join(extra)}"
+    option = next((item.split("=", 1)[0] for item in extra if item.startswith("--")), None)
+    if option is None:
+        return message
     known = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
-    for item in extra:
-        if item.startswith("--"):
-            option = item.split("=", 1)[0]
-            hint = _moved_hint(command, option, known)
-            if hint is None:
-                close = difflib.get_close_matches(option, known, n=1)
-                hint = f"did you mean {close[0]}?" if close else None
-            if hint:
-                message += f"; {hint}"
-            break
-    return message
+    close = difflib.get_close_matches(option, known, n=1)
+    hint = _moved_hint(command, option, known) or (f"did you mean {close[0]}?" if close else None)
+    return f"{message}; {hint}" if hint else message
 
 
 class PipeSafeStdout:

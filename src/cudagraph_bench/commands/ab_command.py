@@ -65,7 +65,6 @@ def main(args: argparse.Namespace) -> int:
     if empty:
         raise UsageError(f"no {' or '.join(empty)} run succeeded: see the logs in {out}")
     cmp_args = argparse.Namespace(runs=[], old=[str(p) for p in done["base"]], new=[str(p) for p in done["head"]],
-                                  baseline=args.baseline, max_regression=args.max_regression, storage=None,
-                                  markdown=args.markdown, gate_references=False, allow_missing=False,
-                                  allow_gpu_mismatch=False)
+                                  baseline=args.baseline, max_regression=args.max_regression, markdown=args.markdown,
+                                  gate_references=False, allow_missing=False, allow_gpu_mismatch=False)
     return compare_command.main(cmp_args)
