@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import itertools
 import json
 import os
 import signal
@@ -186,12 +187,9 @@ def _nearest_existing_folder(path: Path) -> Path:
 
 def missing_folders(folder: str | os.PathLike) -> list[Path]:
     """Outermost first (``[]`` when ``folder`` exists)."""
-    folder, out = Path(folder), []
-    for p in (folder, *folder.parents):
-        if p.exists() or p == Path(p.anchor or "."):
-            break
-        out.append(p)
-    return out[::-1]
+    folder = Path(folder)
+    missing = itertools.takewhile(lambda p: not (p.exists() or p == Path(p.anchor or ".")), (folder, *folder.parents))
+    return list(missing)[::-1]
 
 
 def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.PathLike) -> None:
@@ -358,10 +356,12 @@ def probe_folder(folder: Path) -> None:
     os.unlink(probe)
 
 
-def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
-    """UsageError when ``path`` (given with ``flag``) cannot be written: a folder (``example``: a file name to suggest
-    inside it), a parent is a file, its missing folders may not be created, or the nearest existing folder refuses a new
-    file. Creates nothing."""
+def check_output_file(path: str | os.PathLike | None, flag: str, example: str, inputs: list = ()) -> None:
+    """UsageError when ``path`` (given with ``flag``; None: not given) cannot be written: a folder (``example``: a file
+    name to suggest inside it), a parent is a file, its missing folders may not be created, the nearest existing folder
+    refuses a new file, or it is one of ``inputs`` under any name. Creates nothing."""
+    if not path:
+        return
     out = Path(path)
     if out.is_dir():
         raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
@@ -374,6 +374,7 @@ def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
     except OSError as exc:
         raise UsageError(f"{flag} {out} cannot be written: {folder} does not take new files "
                          f"({exc.strerror or exc}): choose a path in a writable folder") from None
+    refuse_overwriting_inputs(path, flag, inputs)
 
 
 def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str = "-o", *,

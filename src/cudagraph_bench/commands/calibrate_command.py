@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, print_verdict, refuse_overwriting_inputs
+from cudagraph_bench.fsio import check_output_file, print_verdict
 from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_path,
                                      parse_regression_pct)
 from cudagraph_bench.results import noise
@@ -75,9 +75,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "
                          f"give at most --ab-runs {len(runs) // 2}")
     args.ab_runs = DEFAULT_AB_RUNS if args.ab_runs is None else args.ab_runs
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "calibrate.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in [*runs, *plain]])
+    check_output_file(args.markdown, "--markdown", "calibrate.md", [r.path for r in [*runs, *plain]])
     floor = args.max_regression if args.max_regression is not None else floor_for(runs)
     results = calibrate(runs, plants=args.plant, floor_pct=floor, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)

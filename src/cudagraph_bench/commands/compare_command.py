@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, print_verdict, refuse_overwriting_inputs
+from cudagraph_bench.fsio import check_output_file, print_verdict
 from cudagraph_bench.options import add_regression_floor_option, parse_path
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
@@ -75,10 +75,8 @@ def main(args: argparse.Namespace) -> int:
     elif new[0].environment.gpu_slug:
         found, _ = default_baseline(new[0].environment.gpu_slug)
         baseline = load_baseline(found) if found else None
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "compare.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in (*old, *new)]
-                              + [baseline.path if baseline else None])
+    check_output_file(args.markdown, "--markdown", "compare.md",
+                      [r.path for r in (*old, *new)] + [baseline.path if baseline else None])
     changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
     passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, args.gate_references),
                            args.allow_missing, unmeasured_failures(new))

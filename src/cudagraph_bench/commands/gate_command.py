@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cudagraph_bench.fsio import check_output_file, print_verdict, refuse_overwriting_inputs
+from cudagraph_bench.fsio import check_output_file, print_verdict
 from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, parse_confirm, parse_count, parse_path,
                                      parse_reduction_pct)
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
@@ -75,10 +75,8 @@ def main(args: argparse.Namespace) -> int:
         forward_groups(run)  # no forward benchmarks (a decode or launch run, another tool's): say so, not "no baseline"
     baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch)
     require_baseline_figure(runs, baseline)
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "gate.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs),
-                                                            baseline.path if baseline is not None else None])
+    check_output_file(args.markdown, "--markdown", "gate.md",
+                      [*(r.path for r in runs), baseline.path if baseline is not None else None])
     results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                        max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
     others = other_failed_checks(runs)   # decode and unmeasured cases: every recorded check is in the verdict

@@ -5,6 +5,7 @@ torch in this process."""
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import shutil
 import sys
@@ -278,11 +279,10 @@ def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None
 
 def skip_counts(outcomes) -> dict[str, int]:
     """Distinct skip reasons -> how many tests, in the order first seen."""
-    out: dict[str, int] = {}
+    out: collections.Counter = collections.Counter()
     for outcome in outcomes:
-        for reason, n in outcome.skipped.items():
-            out[reason] = out.get(reason, 0) + n
-    return out
+        out.update(outcome.skipped)
+    return dict(out)
 
 
 def print_skips(skipped: dict[str, int]) -> None:

@@ -63,8 +63,7 @@ def write_page(paths, markdown, command: str | None = None) -> int:
     one without zoo entries, or ``markdown`` naming a run."""
     from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
 
-    check_output_file(markdown, "--markdown", PAGE)
-    refuse_overwriting_inputs(markdown, "--markdown", list(paths))
+    check_output_file(markdown, "--markdown", PAGE, list(paths))
     runs = _load(paths)
     page = render_markdown(runs, command=command)
     merged = merge_entries([e for run in runs for e in run_entries(run)])
