@@ -165,7 +165,6 @@ def parse_reduction_pct(text: str) -> float:
 
 
 def _nonnegative(text: str, what: str, zero: str = "", example: str = "") -> float:
-    """A finite number >= 0; else ``argparse.ArgumentTypeError`` ("``what`` >= 0 ``zero``, got ...``example``")."""
     value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{what} >= 0{zero}, got {value:g}{example}")
@@ -199,7 +198,6 @@ def parse_alpha(text: str) -> float:
 
 
 def _whole_number_at_least(text: str, lowest: int) -> int:
-    """``int(text)`` when it is a whole number >= ``lowest``; else ``argparse.ArgumentTypeError``."""
     try:
         value = int(text)
     except ValueError:
