@@ -54,8 +54,7 @@ def main(args: argparse.Namespace) -> int:
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     check_output_folder(out, [], "-o")
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "ab.md")
+    check_output_file(args.markdown, "--markdown", "ab.md")
     problem = process.cuda_problem()  # before any worktree or benchmark process
     if problem is not None:
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
