@@ -458,11 +458,9 @@ def _command(argv: list[str] | None) -> int:
     try:
         with interrupted_runs_allowed(getattr(args, "allow_interrupted", False)):
             return int(args._main(args) or 0)
-    except UsageError as exc:
-        print(f"cudagraph-bench {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # an output path that cannot be written (or an input that cannot be read)
-        print(f"cudagraph-bench {args.command}: error: {os_error_message(exc)}", file=sys.stderr)
+    except (UsageError, OSError) as exc:  # an OSError: an output path that cannot be written (or an input unread)
+        why = os_error_message(exc) if isinstance(exc, OSError) else exc
+        print(f"cudagraph-bench {args.command}: error: {why}", file=sys.stderr)
         return 2
     except Terminated:
         print("cudagraph-bench: terminated (SIGTERM)", file=sys.stderr)
