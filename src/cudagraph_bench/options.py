@@ -233,21 +233,21 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
 
 def _named(flag: str, parse: Callable[[str], Any], error: type[Exception] = argparse.ArgumentTypeError):
     """``parse`` whose ``ArgumentTypeError`` is raised again as ``error("FLAG TEXT: reason")``."""
-    def parse_or_error(text: str):
+    def value(text: str):
         try:
             return parse(text)
         except argparse.ArgumentTypeError as exc:
             raise error(f"{flag} {text}: {exc}") from None
-
-    parse_or_error.__name__ = getattr(parse, "__name__", "value")
-    return parse_or_error
+    return value
 
 
 def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """``parse`` for pytest option ``flag``, raising a one-line ``pytest.UsageError``, the reason first."""
     import pytest
 
-    return _named(flag, parse, pytest.UsageError)
+    parse_or_usage_error = _named(flag, parse, pytest.UsageError)
+    parse_or_usage_error.__name__ = getattr(parse, "__name__", "value")
+    return parse_or_usage_error
 
 
 def refuse_run_name(flag: str) -> Callable[[str], Any]:
