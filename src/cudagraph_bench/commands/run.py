@@ -17,7 +17,7 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
                                   write_text_atomic, written_verb)
 from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
-                                     parse_cpus, parse_path, parse_pytest_matrix, parse_variants)
+                                     parse_cpus, parse_path, parse_pytest_matrix, parse_variants, show_default)
 
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
@@ -75,11 +75,9 @@ def given_on_command_line(args: argparse.Namespace) -> set[str]:
 
 
 def _as_text(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
     if isinstance(value, bool):
         raise argparse.ArgumentTypeError(f"expected a value, got a boolean ({value})")
-    return str(value)
+    return show_default(value)
 
 
 def _parse_config_table(path: str, where: str, table: dict, known) -> dict:
