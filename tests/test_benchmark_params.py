@@ -12,7 +12,7 @@ import pytest
 from cudagraph_bench import variants
 from cudagraph_bench.plugin import output
 from cudagraph_bench.plugin import params as plugin
-from cudagraph_bench.envinfo import machine_gpu
+from cudagraph_bench.results.merge import machine_gpu
 from h200_fixture import committed_doc, committed_run, plain_copy
 from h200_fixture import COMMITTED_RUNS, H200_RESULTS
 from in_process import collect_perf_tests, run_session

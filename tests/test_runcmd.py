@@ -301,7 +301,7 @@ def test_the_help_shows_list_defaults_as_typed(capsys):
 
 @pytest.mark.parametrize("flag", ["-o", "--output-dir"])
 def test_the_output_folder_is_dash_o_or_output_dir(flag):
-    assert runcmd._plain(parse(flag, "somewhere").outdir) == "somewhere"
+    assert parse(flag, "somewhere").outdir == "somewhere"
 
 
 # ---------------------------------------------------------------------------- the device

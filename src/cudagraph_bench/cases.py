@@ -3,15 +3,39 @@ its key's fields, so readers never parse test names; a benchmark of no suite is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import ClassVar
 
 from cudagraph_bench import variants
 from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401  (vocabulary)
 
 
+class _SuiteKey:
+    """What the keys of the suites share: their variant's registry row, and their fields as ``extra_info``."""
+
+    suite: ClassVar[str]
+
+    @property
+    def variant_spec(self) -> variants.Variant:
+        """The registry row of this case's variant; KeyError for a name the registry does not know."""
+        return variants.variant(self.suite, self.variant)
+
+    def without_variant(self) -> tuple:
+        """The key's fields but the variant, in order (``(model, dtype, seq_len)`` for a forward case)."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name != "variant")
+
+    def extra_info(self) -> dict:
+        """The key as stored in a benchmark's ``extra_info``: ``suite``, the fields in order, ``batch`` 1."""
+        return {"suite": self.suite, **asdict(self), "batch": 1}
+
+    @classmethod
+    def from_extra_info(cls, info: dict):
+        """The key of a benchmark's ``extra_info``; KeyError, ValueError, TypeError: a field is missing or malformed."""
+        return cls(**{f.name: (int if f.type == "int" else str)(info[f.name]) for f in fields(cls)})
+
+
 @dataclass(frozen=True, order=True)
-class Case:
+class Case(_SuiteKey):
     """Forward benchmark key: ``model`` (preset or path), ``dtype`` (``"float32"``, ``"bfloat16"``, ``"float16"``),
     ``seq_len`` (prompt tokens, unpadded), ``variant``."""
 
@@ -36,27 +60,9 @@ class Case:
     def test_id(self) -> str:
         return f"{self.model}-{self.dtype}-L{self.seq_len}-{self.variant}"
 
-    @property
-    def variant_spec(self) -> variants.Variant:
-        """KeyError for a name the registry does not know."""
-        return variants.variant(self.suite, self.variant)
-
-    def without_variant(self) -> tuple[str, str, int]:
-        return (self.model, self.dtype, self.seq_len)
-
-    def extra_info(self) -> dict:
-        """The key as stored in a benchmark's ``extra_info`` (suite ``forward``)."""
-        return {"suite": "forward", "model": self.model, "dtype": self.dtype,
-                "seq_len": self.seq_len, "variant": self.variant, "batch": 1}
-
-    @classmethod
-    def from_extra_info(cls, info: dict) -> "Case":
-        """KeyError when a field is missing."""
-        return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), str(info["variant"]))
-
 
 @dataclass(frozen=True, order=True)
-class DecodeCase:
+class DecodeCase(_SuiteKey):
     """Decode benchmark key: ``seq_len`` (prompt tokens), ``new_tokens`` (per request), ``variant``."""
 
     suite: ClassVar[str] = variants.DECODE
@@ -73,11 +79,6 @@ class DecodeCase:
         return f"{self.model} {self.dtype} L={self.seq_len} +{self.new_tokens} {self.variant}"
 
     @property
-    def variant_spec(self) -> variants.Variant:
-        """The registry row of this case's variant."""
-        return variants.variant(self.suite, self.variant)
-
-    @property
     def group(self) -> str:
         """pytest-benchmark group shared by the variants of one decode request."""
         return f"decode {self.model} {self.dtype} L={self.seq_len} new={self.new_tokens}"
@@ -86,23 +87,9 @@ class DecodeCase:
     def test_id(self) -> str:
         return f"{self.model}-{self.dtype}-L{self.seq_len}-new{self.new_tokens}-{self.variant}"
 
-    def extra_info(self) -> dict:
-        """The key as stored in a benchmark's ``extra_info`` (suite ``decode``)."""
-        return {"suite": "decode", "model": self.model, "dtype": self.dtype, "seq_len": self.seq_len,
-                "new_tokens": self.new_tokens, "variant": self.variant, "batch": 1}
-
-    def without_variant(self) -> tuple[str, str, int, int]:
-        return (self.model, self.dtype, self.seq_len, self.new_tokens)
-
-    @classmethod
-    def from_extra_info(cls, info: dict) -> "DecodeCase":
-        """KeyError, ValueError, TypeError: a field is missing or malformed."""
-        return cls(str(info["model"]), str(info["dtype"]), int(info["seq_len"]), int(info["new_tokens"]),
-                   str(info["variant"]))
-
 
 @dataclass(frozen=True, order=True)
-class LaunchCase:
+class LaunchCase(_SuiteKey):
     """Launch benchmark key: ``n_launches`` tiny kernels per round, ``variant`` (``loop`` or ``graph``)."""
 
     suite: ClassVar[str] = variants.LAUNCH
@@ -114,16 +101,6 @@ class LaunchCase:
     def label(self) -> str:
         """E.g. ``"launch n=512 graph"``."""
         return f"launch n={self.n_launches} {self.variant}"
-
-    @property
-    def variant_spec(self) -> variants.Variant:
-        """The registry row of this case's variant."""
-        return variants.variant(self.suite, self.variant)
-
-    @classmethod
-    def from_extra_info(cls, info: dict) -> "LaunchCase":
-        """KeyError, ValueError, TypeError: a field is missing or malformed."""
-        return cls(int(info["n_launches"]), str(info["variant"]))
 
 
 @dataclass(frozen=True, order=True)

@@ -4,6 +4,7 @@ torch, so a CPU-only machine can gate a run; a UsageError is one line and exit c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import difflib
 import errno
@@ -315,18 +316,13 @@ def unrecognized_arguments_message(parser: argparse.ArgumentParser, extra: list[
     """argparse's message plus, for the first unknown option, where it went (:data:`MOVED`, run's options after
     ``--``) or the closest option (``--modles`` -> ``did you mean --models?``)."""
     message = f"unrecognized arguments: {' '.join(extra)}"
+    option = next((item.split("=", 1)[0] for item in extra if item.startswith("--")), None)
+    if option is None:
+        return message
     known = [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
-    for item in extra:
-        if item.startswith("--"):
-            option = item.split("=", 1)[0]
-            hint = _moved_hint(command, option, known)
-            if hint is None:
-                close = difflib.get_close_matches(option, known, n=1)
-                hint = f"did you mean {close[0]}?" if close else None
-            if hint:
-                message += f"; {hint}"
-            break
-    return message
+    close = difflib.get_close_matches(option, known, n=1)
+    hint = _moved_hint(command, option, known) or (f"did you mean {close[0]}?" if close else None)
+    return f"{message}; {hint}" if hint else message
 
 
 class PipeSafeStdout:
@@ -339,42 +335,39 @@ class PipeSafeStdout:
         #: the first error other than a closed pipe (a full disk: ``> /dev/full``); the command fails with it
         self.error: OSError | None = None
 
-    def write(self, text: str) -> int:
+    def _guarded(self, method: str, *args):
         if not self.broken:
             try:
-                return self._stream.write(text)
+                return getattr(self._stream, method)(*args)
             except BrokenPipeError:
                 self._drop_output()
             except OSError as exc:
                 self._fail(exc)
-        return len(text)
+        return None
+
+    def write(self, text: str) -> int:
+        written = self._guarded("write", text)
+        return len(text) if written is None else written
 
     def flush(self) -> None:
-        if not self.broken:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._drop_output()
-            except OSError as exc:
-                self._fail(exc)
+        self._guarded("flush")
 
     def _fail(self, exc: OSError) -> None:
         """Drop the rest and raise a one-line UsageError (a full disk)."""
         self.error = exc
         self._drop_output()
-        raise UsageError(stdout_error_message(exc)) from None
+        raise UsageError(f"writing to standard output failed: {exc.strerror or exc}: redirect it to a writable file "
+                         "or pipe") from None
 
     def _drop_output(self) -> None:
         # the interpreter's flush at exit goes to /dev/null too: no "Exception ignored" message
         self.broken = True
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a stream without a file descriptor
             devnull = os.open(os.devnull, os.O_WRONLY)
             try:
                 os.dup2(devnull, self._stream.fileno())
             finally:
                 os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # a stream without a file descriptor
-            pass
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -405,18 +398,11 @@ def _occupy_closed_stdout() -> None:
     try:
         os.fstat(1)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             if devnull != 1:
                 os.dup2(devnull, 1)
                 os.close(devnull)
-        except OSError:
-            pass
-
-
-def stdout_error_message(exc: OSError) -> str:
-    """The one line for output that standard output did not take (``> /dev/full``)."""
-    return f"writing to standard output failed: {exc.strerror or exc}: redirect it to a writable file or pipe"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -431,18 +417,13 @@ def main(argv: list[str] | None = None) -> int:
     if stderr is not None:
         sys.stderr = PipeSafeStderr(stderr)
     try:
-        try:
-            rc = _main(argv)
-        except UsageError as exc:  # standard output refused the --help text, before a command ran
-            print(f"cudagraph-bench: error: {exc}", file=sys.stderr)
-            return 2
+        rc = _main(argv)
         if guard.error is None:
-            try:
-                guard.flush()
-            except UsageError as exc:  # the last buffered output did not fit either
-                print(f"cudagraph-bench: error: {exc}", file=sys.stderr)
-                return 2
+            guard.flush()
         return 2 if guard.error is not None else rc
+    except UsageError as exc:  # standard output refused the --help text, or the last buffered output
+        print(f"cudagraph-bench: error: {exc}", file=sys.stderr)
+        return 2
     finally:
         sys.stdout, sys.stderr = stdout, stderr
 
@@ -477,11 +458,9 @@ def _command(argv: list[str] | None) -> int:
     try:
         with interrupted_runs_allowed(getattr(args, "allow_interrupted", False)):
             return int(args._main(args) or 0)
-    except UsageError as exc:
-        print(f"cudagraph-bench {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # an output path that cannot be written (or an input that cannot be read)
-        print(f"cudagraph-bench {args.command}: error: {os_error_message(exc)}", file=sys.stderr)
+    except (UsageError, OSError) as exc:  # an OSError: an output path that cannot be written (or an input unread)
+        why = os_error_message(exc) if isinstance(exc, OSError) else exc
+        print(f"cudagraph-bench {args.command}: error: {why}", file=sys.stderr)
         return 2
     except Terminated:
         print("cudagraph-bench: terminated (SIGTERM)", file=sys.stderr)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -54,18 +55,7 @@ def cuda_fingerprint() -> dict | None:
     }
 
 
-def machine_gpu(machine_info: dict | None) -> str | None:
-    """Its ``"gpu"``, else ``["cuda"]["gpu_name"]`` (older runs); None without a GPU."""
-    machine_info = machine_info or {}
-    if machine_info.get("gpu"):
-        return str(machine_info["gpu"])
-    cuda = machine_info.get("cuda")
-    return str(cuda["gpu_name"]) if isinstance(cuda, dict) and cuda.get("gpu_name") else None
-
-
 def cpu_affinity() -> str | None:
     """A CPU list (``"0-7"``), or None without ``os.sched_getaffinity``."""
-    import os
-
     getaffinity = getattr(os, "sched_getaffinity", None)
     return format_cpus(getaffinity(0)) if getaffinity else None

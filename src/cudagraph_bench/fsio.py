@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import itertools
 import json
 import os
 import signal
@@ -175,10 +176,8 @@ def _plain_numbers(values: list) -> bool:
 
 def _blocking_file(path: Path) -> Path | None:
     """The nearest existing ancestor of ``path`` when it is a file, else None."""
-    for folder in path.parents:
-        if folder.exists():
-            return None if folder.is_dir() else folder
-    return None
+    folder = _nearest_existing_folder(path)
+    return folder if folder.exists() and not folder.is_dir() else None
 
 
 def _nearest_existing_folder(path: Path) -> Path:
@@ -188,12 +187,9 @@ def _nearest_existing_folder(path: Path) -> Path:
 
 def missing_folders(folder: str | os.PathLike) -> list[Path]:
     """Outermost first (``[]`` when ``folder`` exists)."""
-    folder, out = Path(folder), []
-    for p in (folder, *folder.parents):
-        if p.exists() or p == Path(p.anchor or "."):
-            break
-        out.append(p)
-    return out[::-1]
+    folder = Path(folder)
+    missing = itertools.takewhile(lambda p: not (p.exists() or p == Path(p.anchor or ".")), (folder, *folder.parents))
+    return list(missing)[::-1]
 
 
 def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.PathLike) -> None:
@@ -308,9 +304,20 @@ def write_text_atomic(path: str | os.PathLike, text: str, ready: Callable[[], No
     write_files_atomic({path: text}, ready)
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes, ready: Callable[[], None] | None = None) -> None:
-    """Errors as :func:`write_files_atomic`."""
-    write_files_atomic({path: data}, ready)
+def print_verdict(text: str, markdown: str | os.PathLike | None, page: str | None) -> None:
+    """Print a command's verdict ``text`` and flush stdout; with ``markdown``, print it once ``page`` is written there
+    and before the file is replaced (a stdout that cannot be written leaves the file as it was), then ``wrote`` or
+    ``replaced`` ``markdown`` on stderr. Errors as :func:`write_files_atomic`."""
+    def verdict():
+        print(text)
+        sys.stdout.flush()
+
+    if not markdown:
+        verdict()
+        return
+    verb = written_verb(markdown)
+    write_text_atomic(markdown, page, verdict)
+    print(f"{verb} {markdown}", file=sys.stderr)
 
 
 def figure_png(fig, dpi: int) -> bytes:
@@ -323,9 +330,8 @@ def figure_png(fig, dpi: int) -> bytes:
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
     """Write ``fig`` as PNG to ``path`` atomically (rendered first, so a failing render writes nothing); returns the
     path. Errors as :func:`write_files_atomic`."""
-    path = Path(path)
-    write_bytes_atomic(path, figure_png(fig, dpi))
-    return path
+    write_files_atomic({path: figure_png(fig, dpi)})
+    return Path(path)
 
 
 def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, inputs: list) -> None:
@@ -350,10 +356,12 @@ def probe_folder(folder: Path) -> None:
     os.unlink(probe)
 
 
-def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
-    """UsageError when ``path`` (given with ``flag``) cannot be written: a folder (``example``: a file name to suggest
-    inside it), a parent is a file, its missing folders may not be created, or the nearest existing folder refuses a new
-    file. Creates nothing."""
+def check_output_file(path: str | os.PathLike | None, flag: str, example: str, inputs: list = ()) -> None:
+    """UsageError when ``path`` (given with ``flag``; None: not given) cannot be written: a folder (``example``: a file
+    name to suggest inside it), a parent is a file, its missing folders may not be created, the nearest existing folder
+    refuses a new file, or it is one of ``inputs`` under any name. Creates nothing."""
+    if not path:
+        return
     out = Path(path)
     if out.is_dir():
         raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
@@ -366,6 +374,7 @@ def check_output_file(path: str | os.PathLike, flag: str, example: str) -> None:
     except OSError as exc:
         raise UsageError(f"{flag} {out} cannot be written: {folder} does not take new files "
                          f"({exc.strerror or exc}): choose a path in a writable folder") from None
+    refuse_overwriting_inputs(path, flag, inputs)
 
 
 def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str = "-o", *,
@@ -389,7 +398,7 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
         except OSError as exc:
             raise UsageError(f"{flag} {folder} cannot be written: {nearest} does not take new files "
                              f"({exc.strerror or exc}): give a writable {flag} folder") from None
-    if create:
+    else:
         try:
             make_folders(folder)
             probe_folder(folder)

@@ -14,15 +14,14 @@ from cudagraph_bench.defaults import (  # noqa: F401  (re-exported: the names ev
     DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_WARMUP_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_MIN_TIME_MS,
     COMPILE_GRAPH_MODES, DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_COMPILE_GRAPH_MODE, DECODE_COMPILE_TUNINGS,
     DEFAULT_DECODE_COMPILE_TUNING, DEFAULT_CHECK_INPUTS, DEFAULT_PAD_TO, DEFAULT_FLOOR_PCT, DEVICE_FLOOR_PCT)
+from cudagraph_bench.errors import UsageError
 from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
     parse_models, model_name_problem, parse_prompt_lengths, parse_buckets, parse_dtypes, parse_variants,
     parse_device, parse_check_inputs, parse_token_counts, parse_reduction_pct, parse_regression_pct, parse_count,
-    parse_path,
-    parse_rounds, parse_max_rounds, parse_warmup_rounds, parse_nonneg, parse_confirm, parse_seed,
-    parse_multiplier, parse_ms, parse_timeout_s, parse_pct, parse_spread_pct, parse_alpha, parse_attn_implementation,
-    parse_max_positions, parse_compile_mode, parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard,
-    parse_seconds_as_ms, ms_as_seconds_text,
-    MAX_ROUNDS, MAX_CONFIRM, MAX_SEED, MAX_SHARDS, MAX_SPREAD_PCT)
+    parse_path, parse_rounds, parse_warmup_rounds, parse_nonneg, parse_confirm, parse_multiplier, parse_ms,
+    parse_timeout_s, parse_pct, parse_spread_pct, parse_alpha, parse_attn_implementation, parse_compile_mode,
+    parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard, parse_seconds_as_ms, ms_as_seconds_text,
+    MAX_ROUNDS, MAX_CONFIRM, MAX_SHARDS, MAX_SPREAD_PCT)
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ MATRIX_OPTIONS = (
            "attention every model runs: eager, sdpa, flash_attention_2 or flex_attention (where installed); a model "
            "whose transformers class lacks it is refused with the reason (default: each model's own: SDPA where "
            "transformers has it, else eager)", "NAME"),
-    Option("--max-positions", "max_positions", parse_max_positions, None,
+    Option("--max-positions", "max_positions", parse_count, None,
            "position limit (tokens) of models whose config records none (ALiBi such as BLOOM, NoPE): longer prompts "
            "are skipped and KV caches sized from the request (default: the longest request of the matrix)", "N"),
     Option("--rounds", "rounds", parse_rounds, DEFAULT_ROUNDS,
@@ -64,7 +63,7 @@ MATRIX_OPTIONS = (
     Option("--precision-pct", "precision_pct", parse_pct, DEFAULT_PRECISION_PCT,
            "measure until the median's 95%% interval is within this %% of the median, planned from a pilot "
            "of the first calls; 0: exactly the fewest rounds (default: %(default)s)"),
-    Option("--max-rounds", "max_rounds", parse_max_rounds, DEFAULT_MAX_ROUNDS,
+    Option("--max-rounds", "max_rounds", parse_rounds, DEFAULT_MAX_ROUNDS,
            "most measured rounds that --precision-pct and --min-time-ms may ask for (default: %(default)s)"),
     Option("--max-time-ms", "max_time_ms", parse_ms, DEFAULT_MAX_TIME_MS,
            "most ms of measured calls that --precision-pct may add to a benchmark beyond --rounds (the --rounds "
@@ -147,32 +146,21 @@ def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None 
     """``({dest: value}, other arguments in order)`` of the matrix options among pytest ``args`` (the last of one flag
     wins). ``own``: flags the caller sets -> why, refused; ``where`` names the arguments in a message. UsageError: a
     value its parser refuses, a round option under its TOML name, or an ``own`` flag."""
-    from cudagraph_bench.errors import UsageError
-
     own = own or {}
     if args and not args[0].startswith("-"):
         raise UsageError(f"{where} {args[0]}: pytest's arguments after -- start with an option "
                          "(e.g. -- --benchmark-min-rounds 50)")
     parser = argparse.ArgumentParser(prog=where, add_help=False, allow_abbrev=False, exit_on_error=False)
-
-    def checked(flag: str, parse: Callable[[str], Any]):
-        def value(text: str):
-            try:
-                return parse(text)
-            except argparse.ArgumentTypeError as exc:
-                raise argparse.ArgumentTypeError(f"{flag} {text}: {exc}") from None
-        return value
-
     for opt in MATRIX_OPTIONS:
         if opt.flag in own:
             continue
         if opt.flag in PYTEST_BENCHMARK_SPELLING:
             flag, _, parse_spelled = PYTEST_BENCHMARK_SPELLING[opt.flag]
-            parser.add_argument(flag, dest=opt.dest, type=checked(flag, parse_spelled), default=argparse.SUPPRESS)
+            parser.add_argument(flag, dest=opt.dest, type=_named(flag, parse_spelled), default=argparse.SUPPRESS)
             parser.add_argument(opt.flag, dest=f"toml_name_{opt.dest}", type=refuse_run_name(opt.flag),
                                 default=argparse.SUPPRESS)
         else:
-            parser.add_argument(opt.flag, dest=opt.dest, type=checked(opt.flag, opt.type), default=argparse.SUPPRESS)
+            parser.add_argument(opt.flag, dest=opt.dest, type=_named(opt.flag, opt.type), default=argparse.SUPPRESS)
     for flag in own:
         parser.add_argument(flag, dest=f"own_{flag}", nargs="?", const="", default=argparse.SUPPRESS)
     try:
@@ -243,16 +231,21 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
         parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help, **extra)
 
 
+def _named(flag: str, parse: Callable[[str], Any], error: type[Exception] = argparse.ArgumentTypeError):
+    """``parse`` whose ``ArgumentTypeError`` is raised again as ``error("FLAG TEXT: reason")``."""
+    def value(text: str):
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            raise error(f"{flag} {text}: {exc}") from None
+    return value
+
+
 def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """``parse`` for pytest option ``flag``, raising a one-line ``pytest.UsageError``, the reason first."""
     import pytest
 
-    def parse_or_usage_error(text: str):
-        try:
-            return parse(text)
-        except argparse.ArgumentTypeError as exc:
-            raise pytest.UsageError(f"{flag} {text}: {exc}") from None
-
+    parse_or_usage_error = _named(flag, parse, pytest.UsageError)
     parse_or_usage_error.__name__ = getattr(parse, "__name__", "value")
     return parse_or_usage_error
 

@@ -5,9 +5,11 @@ error for pytest). No torch import."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 from cudagraph_bench.defaults import (
     FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
@@ -126,9 +128,6 @@ def _finite(text: str) -> float:
 
 
 def _decimal(text: str):
-
-    from decimal import Decimal, InvalidOperation
-
     try:
         return Decimal(str(text).strip())
     except InvalidOperation:
@@ -166,7 +165,6 @@ def parse_reduction_pct(text: str) -> float:
 
 
 def _nonnegative(text: str, what: str, zero: str = "", example: str = "") -> float:
-    """A finite number >= 0; else ``argparse.ArgumentTypeError`` ("``what`` >= 0 ``zero``, got ...``example``")."""
     value = _finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{what} >= 0{zero}, got {value:g}{example}")
@@ -200,7 +198,6 @@ def parse_alpha(text: str) -> float:
 
 
 def _whole_number_at_least(text: str, lowest: int) -> int:
-    """``int(text)`` when it is a whole number >= ``lowest``; else ``argparse.ArgumentTypeError``."""
     try:
         value = int(text)
     except ValueError:
@@ -252,11 +249,6 @@ def parse_rounds(text: str) -> int:
     return _rounds_at_most_max(parse_count(text), "rounds")
 
 
-def parse_max_rounds(text: str) -> int:
-    """Most rounds the precision target and time floor may ask for, in [1, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_count(text), "rounds")
-
-
 def parse_warmup_rounds(text: str) -> int:
     """Unmeasured warmup rounds: a whole number in [0, :data:`MAX_ROUNDS`]."""
     return _rounds_at_most_max(parse_nonneg(text), "warmup rounds")
@@ -277,18 +269,6 @@ def parse_confirm(text: str) -> int:
     if value > MAX_CONFIRM:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_CONFIRM} reruns, got {value}: each is a separate "
                                          f"pytest process on the GPU; give --confirm 0 to {MAX_CONFIRM}")
-    return value
-
-
-#: Largest seed: ``seed * 1_000_003 + seq_len`` must fit a signed 64-bit integer (``torch.Generator.manual_seed``).
-MAX_SEED = 2**32 - 1
-
-
-def parse_seed(text: str) -> int:
-    """A seed of weights and inputs: a whole number in [0, :data:`MAX_SEED`]."""
-    value = parse_nonneg(text)
-    if value > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"expected a seed in [0, {MAX_SEED}], got {value}: give a smaller seed")
     return value
 
 
@@ -321,11 +301,6 @@ def parse_attn_implementation(text: str) -> str:
         raise argparse.ArgumentTypeError(f"unknown attention implementation {text!r}: use one of "
                                          f"{', '.join(ATTN_IMPLEMENTATIONS)} (or leave it out: each model's own)")
     return name
-
-
-def parse_max_positions(text: str) -> int:
-    """A position bound in tokens, a whole number >= 1 (``--max-positions``)."""
-    return parse_count(text)
 
 
 def parse_compile_mode(text: str) -> str:
@@ -371,15 +346,9 @@ def parse_cpus(text: str) -> tuple[int, ...]:
 
 def format_cpus(cpus) -> str:
     """CPU numbers -> the compact list form ``parse_cpus`` reads: ``{0, 1, 2, 5}`` -> ``"0-2,5"``."""
-    out, run = [], []
-    for cpu in sorted(set(cpus)):
-        if run and cpu == run[-1] + 1:
-            run.append(cpu)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [cpu]
-    if run:
+    out = []
+    for _, consecutive in itertools.groupby(enumerate(sorted(set(cpus))), lambda pair: pair[1] - pair[0]):
+        run = [cpu for _, cpu in consecutive]
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(out)
 

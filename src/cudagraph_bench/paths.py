@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cudagraph_bench.errors import UsageError
+
 #: Folder holding ``<gpu_slug>.json`` baselines, overriding the checkout's ``baselines/``.
 BASELINES_ENV = "CUDAGRAPH_BENCH_BASELINES"
 #: Folder of pytest-benchmark saved runs (``--benchmark-storage``), overriding the checkout's ``.benchmarks/``.
@@ -17,33 +19,23 @@ def checkout_root() -> Path | None:
     root = Path(__file__).resolve().parents[2]
     project = root / "pyproject.toml"
     try:
-        if project.is_file() and 'name = "cudagraph-bench"' in project.read_text(encoding="utf-8"):
-            return root
+        return root if project.is_file() and 'name = "cudagraph-bench"' in project.read_text(encoding="utf-8") else None
     except OSError:
         return None
-    return None
-
-
-def baseline_dirs() -> list[Path]:
-    """``$CUDAGRAPH_BENCH_BASELINES``, then the checkout's ``baselines/``; first match wins."""
-    dirs = []
-    if os.environ.get(BASELINES_ENV, "").strip():
-        dirs.append(Path(os.environ[BASELINES_ENV]).expanduser())
-    root = checkout_root()
-    if root is not None:
-        dirs.append(root / "baselines")
-    return dirs
 
 
 def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
-    """``(file or None, candidates)``; UsageError when ``$CUDAGRAPH_BENCH_BASELINES`` is no folder."""
-    from cudagraph_bench.errors import UsageError
-
+    """``(file or None, candidates)``: ``<gpu_slug>.json`` in ``$CUDAGRAPH_BENCH_BASELINES``, then in the checkout's
+    ``baselines/``; the first found wins. UsageError when ``$CUDAGRAPH_BENCH_BASELINES`` is no folder."""
     env = os.environ.get(BASELINES_ENV, "").strip()
     if env and not Path(env).expanduser().is_dir():
         raise UsageError(f"${BASELINES_ENV} is {env!r}, which is not a folder: set it to the folder that holds "
                          f"{gpu_slug}.json, or unset it to use the checkout's baselines/")
-    tried = [d / f"{gpu_slug}.json" for d in baseline_dirs()]
+    dirs = [Path(os.environ[BASELINES_ENV]).expanduser()] if env else []
+    root = checkout_root()
+    if root is not None:
+        dirs.append(root / "baselines")
+    tried = [d / f"{gpu_slug}.json" for d in dirs]
     return next((p for p in tried if p.is_file()), None), tried
 
 

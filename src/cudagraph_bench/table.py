@@ -23,25 +23,11 @@ class Column:
             return MISSING
         if callable(self.fmt):
             return self.fmt(value)
-        if self.fmt:
-            return format(value, self.fmt)
-        return str(value)
+        return format(value, self.fmt) if self.fmt else str(value)
 
     @property
     def right(self) -> bool:
         return self.align == "right" if self.align else isinstance(self.fmt, str)
-
-
-def _as_columns(columns: Sequence[Column | tuple | str]) -> list[Column]:
-    out = []
-    for c in columns:
-        if isinstance(c, Column):
-            out.append(c)
-        elif isinstance(c, str):
-            out.append(Column(c, c))
-        else:
-            out.append(Column(*c))
-    return out
 
 
 def _md_cell(text: str) -> str:
@@ -52,7 +38,7 @@ def render_table(columns: Sequence[Column | tuple | str], rows: Iterable[dict], 
     """``rows`` (missing keys: ``-``) as aligned text (``fmt="text"``) or GitHub markdown (``|`` escaped), without a
     trailing newline; ``columns``: Column, ``(key, title[, fmt[, align]])`` or keys. ValueError for an unknown
     ``fmt``."""
-    cols = _as_columns(columns)
+    cols = [c if isinstance(c, Column) else Column(c, c) if isinstance(c, str) else Column(*c) for c in columns]
     cells = [[c.format(row.get(c.key)) for c in cols] for row in rows]
     if fmt == "markdown":
         lines = ["| " + " | ".join(_md_cell(c.title) for c in cols) + " |",
@@ -84,16 +70,11 @@ def first_items(items: Sequence[str], shown: int = SHOWN_ITEMS) -> str:
     return ", ".join(items[:shown]) + (", ..." if len(items) > shown else "")
 
 
-def verdict_word(passed: bool) -> str:
-    """``"PASS"`` or ``"FAIL"``."""
-    return "PASS" if passed else "FAIL"
-
-
 def verdict_line(command: str, passed: bool, parts: Iterable[str]) -> str:
     """E.g. ``"gate PASS: 3 gated cases ...; ..."`` (parts joined by "; ")."""
-    return f"{command} {verdict_word(passed)}: " + "; ".join(parts)
+    return f"{command} {'PASS' if passed else 'FAIL'}: " + "; ".join(parts)
 
 
 def verdict_heading(command: str, passed: bool) -> str:
     """E.g. ``"## cudagraph-bench gate: PASS"``."""
-    return f"## cudagraph-bench {command}: {verdict_word(passed)}"
+    return f"## cudagraph-bench {command}: {'PASS' if passed else 'FAIL'}"

@@ -37,17 +37,6 @@ PREFILL_BUCKETS = (16, 64)
 #: dtype every type is checked and timed in on a GPU (the CPU classification too: the same rules).
 DTYPE = "bfloat16"
 
-#: extra_info figures of a measured forward part (ms, CUDA events, medians) and of a measured decode part.
-FORWARD_FIGURES = ("eager_ms", "graph_ms", "reduction_pct")
-DECODE_FIGURES = ("generate_ms_per_token", "graph_ms_per_token", "speedup")
-
-
-def is_zoo_entry(entry) -> bool:
-    """True for a zoo benchmark's ``extra_info`` or failures entry (``suite == "zoo"``, a ``model_type``, a part)."""
-    return (isinstance(entry, dict) and entry.get("suite") == SUITE and isinstance(entry.get("model_type"), str)
-            and entry.get("part") in PARTS)
-
-
 #: The test id of a zoo test: ``perf_tests/test_zoo.py::test_zoo_decode[qwen3_next]``.
 ZOO_TEST_ID = re.compile(r"test_zoo\.py::test_zoo_(forward|decode)\[([^\]]+)\]")
 #: ``extra_info`` keys of a measured part's figures (all of them numbers).
@@ -72,7 +61,7 @@ def read_entry(entry, *, measured: bool) -> ZooEntry | None:
     killed test is that part, failed."""
     if not isinstance(entry, dict):
         return None
-    if not is_zoo_entry(entry):
+    if not (entry.get("suite") == SUITE and isinstance(entry.get("model_type"), str) and entry.get("part") in PARTS):
         found = None if measured else ZOO_TEST_ID.search(str(entry.get("fullname") or ""))
         if found is None:
             return None

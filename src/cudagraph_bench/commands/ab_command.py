@@ -10,7 +10,7 @@ from cudagraph_bench.commands import compare_command
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
 from cudagraph_bench.options import (PYTEST_ARGS_METAVAR, add_regression_floor_option, parse_count, parse_path,
-                                     parse_pytest_matrix, parse_regression_pct)
+                                     parse_pytest_matrix)
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.runner.ab import (DEFAULT_OUT, DEFAULT_RUNS, MIN_RANK_RUNS, measure_in_worktrees, repository_root,
                                       resolve_commit)
@@ -54,8 +54,7 @@ def main(args: argparse.Namespace) -> int:
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     check_output_folder(out, [], "-o")
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "ab.md")
+    check_output_file(args.markdown, "--markdown", "ab.md")
     problem = process.cuda_problem()  # before any worktree or benchmark process
     if problem is not None:
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
@@ -65,7 +64,6 @@ def main(args: argparse.Namespace) -> int:
     if empty:
         raise UsageError(f"no {' or '.join(empty)} run succeeded: see the logs in {out}")
     cmp_args = argparse.Namespace(runs=[], old=[str(p) for p in done["base"]], new=[str(p) for p in done["head"]],
-                                  baseline=args.baseline, max_regression=args.max_regression, storage=None,
-                                  markdown=args.markdown, gate_references=False, allow_missing=False,
-                                  allow_gpu_mismatch=False)
+                                  baseline=args.baseline, max_regression=args.max_regression, markdown=args.markdown,
+                                  gate_references=False, allow_missing=False, allow_gpu_mismatch=False)
     return compare_command.main(cmp_args)

@@ -10,7 +10,7 @@ from pathlib import Path
 from cudagraph_bench.errors import FailedCheckError, UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
 from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_path,
-                                     parse_reduction_pct, parse_regression_pct)
+                                     parse_reduction_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import (BASELINE_COLUMNS, DEFAULT_MAX_GATED_LEN,
                                               DEFAULT_MIN_REDUCTION_PCT, baseline_rows, build_baseline, stored_case)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.fsio import check_output_file, print_verdict
 from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_path,
                                      parse_regression_pct)
 from cudagraph_bench.results import noise
@@ -76,27 +75,14 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "
                          f"give at most --ab-runs {len(runs) // 2}")
     args.ab_runs = DEFAULT_AB_RUNS if args.ab_runs is None else args.ab_runs
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "calibrate.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in [*runs, *plain]])
+    check_output_file(args.markdown, "--markdown", "calibrate.md", [r.path for r in [*runs, *plain]])
     floor = args.max_regression if args.max_regression is not None else floor_for(runs)
     results = calibrate(runs, plants=args.plant, floor_pct=floor, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)
     line = summary(results, args.plant)
-
-    def verdict():
-        print(render_table(columns(args.plant), rows(results, args.plant)))
-        print(line)
-        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
-
-    if not args.markdown:
-        verdict()
-    else:                   # the verdict once the page is written, then "wrote"
-        page = render_markdown(runs, results, args.plant, line, floor, args.noise_multiplier,
-                               noise.DEFAULT_ALPHA, args.ab_runs, plain)
-        verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, page, verdict)
-        print(f"{verb} {args.markdown}", file=sys.stderr)
+    page = render_markdown(runs, results, args.plant, line, floor, args.noise_multiplier, noise.DEFAULT_ALPHA,
+                           args.ab_runs, plain) if args.markdown else None
+    print_verdict(f"{render_table(columns(args.plant), rows(results, args.plant))}\n{line}", args.markdown, page)
     alarms = sum(r.gate.alarms + r.pairs.alarms + r.ab.alarms for r in results)
     return 0 if alarms == 0 else 1
 

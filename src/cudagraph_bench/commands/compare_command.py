@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import add_regression_floor_option, parse_path, parse_regression_pct
+from cudagraph_bench.fsio import check_output_file, print_verdict
+from cudagraph_bench.options import add_regression_floor_option, parse_path
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
 from cudagraph_bench.results.compare import (COLUMNS, compare_runs, gated_missing_in_new,
@@ -76,10 +75,8 @@ def main(args: argparse.Namespace) -> int:
     elif new[0].environment.gpu_slug:
         found, _ = default_baseline(new[0].environment.gpu_slug)
         baseline = load_baseline(found) if found else None
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "compare.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [r.path for r in (*old, *new)]
-                              + [baseline.path if baseline else None])
+    check_output_file(args.markdown, "--markdown", "compare.md",
+                      [r.path for r in (*old, *new)] + [baseline.path if baseline else None])
     changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
     passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, args.gate_references),
                            args.allow_missing, unmeasured_failures(new))
@@ -93,19 +90,8 @@ def main(args: argparse.Namespace) -> int:
         head += "  note: the runs are from different GPUs"
     if shared:
         head += f"  note: OLD and NEW share {len(shared)} of their runs, which cannot change"
-    def verdict():
-        print(head)
-        print(render_table(COLUMNS, rows(changes)))
-        print(line)
-        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
-
-    if not args.markdown:
-        verdict()
-    else:                   # the verdict once the page is written, then "wrote"
-        text = "\n".join([verdict_heading("compare", passed), "", head, "",
-                          render_table(COLUMNS, rows(changes), fmt="markdown"), "", f"**{line}**", ""])
-        verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, text, verdict)
-        print(f"{verb} {args.markdown}", file=sys.stderr)
+    table = render_table(COLUMNS, rows(changes), fmt="markdown")
+    page = "\n".join([verdict_heading("compare", passed), "", head, "", table, "", f"**{line}**", ""])
+    print_verdict("\n".join([head, render_table(COLUMNS, rows(changes)), line]), args.markdown, page)
     return 0 if passed else 1
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.fsio import check_output_file, print_verdict
 from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, parse_confirm, parse_count, parse_path,
-                                     parse_reduction_pct, parse_regression_pct)
-from cudagraph_bench.results import noise
+                                     parse_reduction_pct)
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
 from cudagraph_bench.runner.confirm import confirm_regressions
 from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header, load_runs_of_one_gpu,
@@ -76,10 +75,8 @@ def main(args: argparse.Namespace) -> int:
         forward_groups(run)  # no forward benchmarks (a decode or launch run, another tool's): say so, not "no baseline"
     baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch)
     require_baseline_figure(runs, baseline)
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "gate.md")
-    refuse_overwriting_inputs(args.markdown, "--markdown", [*(r.path for r in runs),
-                                                            baseline.path if baseline is not None else None])
+    check_output_file(args.markdown, "--markdown", "gate.md",
+                      [*(r.path for r in runs), baseline.path if baseline is not None else None])
     results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
                        max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
     others = other_failed_checks(runs)   # decode and unmeasured cases: every recorded check is in the verdict
@@ -109,19 +106,8 @@ def main(args: argparse.Namespace) -> int:
         line = verdict_line("gate", False, [part, line.split(": ", 1)[1]]) if fail else f"{line}; {part}"
         passed = passed and args.allow_missing
     markdown = render_markdown(runs, baseline, results, line, passed) if args.markdown else None
-
-    def verdict():
-        print("\n".join(header(runs, baseline, results)))
-        print(render_table(COLUMNS, rows(results)))
-        print(line)
-        sys.stdout.flush()  # a stdout that cannot be written fails the command before the page is written
-
-    if markdown is None:
-        verdict()
-    else:                   # the verdict once the page is written, then "wrote"
-        verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, markdown, verdict)
-        print(f"{verb} {args.markdown}", file=sys.stderr)
+    print_verdict("\n".join([*header(runs, baseline, results), render_table(COLUMNS, rows(results)), line]),
+                  args.markdown, markdown)
     note = replay_note(runs)
     if note:
         print(f"note: {note}", file=sys.stderr)

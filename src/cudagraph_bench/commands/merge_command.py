@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 
-from cudagraph_bench.fsio import (check_output_file, refuse_overwriting_inputs, write_bytes_atomic, write_text_atomic,
-                                  written_verb)
+from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_files_atomic, written_verb
 from cudagraph_bench.options import parse_path
 from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
@@ -46,11 +46,8 @@ def main(args: argparse.Namespace) -> int:
               f"({gpu}) into {args.output}{' (replaced the file that was there)' if replaced else ''}")
         sys.stdout.flush()  # a stdout that cannot be written (a full disk) fails the command: no file is replaced
 
-    text = json.dumps(merged, ensure_ascii=True, indent=4)
+    data = json.dumps(merged, ensure_ascii=True, indent=4).encode("ascii")
     if str(args.output).endswith(".gz"):      # the form results/ keeps runs in, which every command reads
-        import gzip
-
-        write_bytes_atomic(args.output, gzip.compress(text.encode("ascii"), compresslevel=9, mtime=0), say_merged)
-    else:
-        write_text_atomic(args.output, text, say_merged)
+        data = gzip.compress(data, compresslevel=9, mtime=0)
+    write_files_atomic({args.output: data}, say_merged)
     return 0

@@ -1,24 +1,23 @@
 """``cudagraph-bench run``: the forward matrix measured by pytest processes, merged into ``run.json`` with its table,
 plots and ``parts/``, written into ``-o`` whole or not at all; options over a TOML ``--config`` (docs/running.md). No
-torch in this process.
-
-Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, a model was refused,
-or no case was measured (what was measured is still written); 2 usage error (every model refused)."""
+torch in this process."""
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_folder, interrupt_after, write_text_atomic
+from cudagraph_bench import variants
+from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
+                                  write_text_atomic, written_verb)
 from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
-                                     parse_cpus, parse_path, parse_pytest_matrix, parse_variants)
+                                     parse_cpus, parse_path, parse_pytest_matrix, parse_variants, show_default)
 
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
@@ -38,24 +37,10 @@ _PARSERS = {o.dest: o.type for o in MATRIX_OPTIONS}
 _FLAGS = {o.dest: o.flag for o in MATRIX_OPTIONS}
 
 
-@dataclass(frozen=True)
-class Given:
-    """A value given on the command line (not a default): such values win over ``--config``."""
-
-    value: object
-
-
-def _given(parse):
-    def wrapped(text: str) -> Given:
-        return Given(parse(text))
-
-    wrapped.__name__ = getattr(parse, "__name__", "value")
-    return wrapped
-
-
 class RecordGiven(argparse.Action):
+    """argparse's store that also records the options given (:func:`given_on_command_line`): they win over
+    ``--config``."""
 
-    """argparse's store that also records the options given (:func:`given_on_command_line`)."""
     def __call__(self, parser, namespace, values, option_string=None):
         namespace.__dict__.setdefault("_option_names", {})[self.dest] = option_string
         setattr(namespace, self.dest, values)
@@ -82,13 +67,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="pytest arguments for every process, after --: the suite's other matrix options "
                              "(pytest perf_tests --help), e.g. -- --pad-to 512 --benchmark-min-rounds 50 "
                              "--replay-proof --with-compile; they win over --config")
-    for action in parser._actions:  # mark command-line values, so that they win over --config
-        if action.type is not None:
-            action.type = _given(action.type)
-
-
-def _plain(value):
-    return value.value if isinstance(value, Given) else value
 
 
 def given_on_command_line(args: argparse.Namespace) -> set[str]:
@@ -97,20 +75,24 @@ def given_on_command_line(args: argparse.Namespace) -> set[str]:
 
 
 def _as_text(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
     if isinstance(value, bool):
         raise argparse.ArgumentTypeError(f"expected a value, got a boolean ({value})")
-    return str(value)
+    return show_default(value)
 
 
-def _parse_config_value(path: str, where: str, key: str, value):
-    if isinstance(value, (list, tuple)) and key not in LIST_KEYS:
-        raise UsageError(f"{path}: {where}key '{key}': expected one value, got a list ({value!r})")
-    try:
-        return _PARSERS[key](_as_text(value))
-    except argparse.ArgumentTypeError as exc:
-        raise UsageError(f"{path}: {where}key '{key}': {exc}") from None
+def _parse_config_table(path: str, where: str, table: dict, known) -> dict:
+    """Each value of a config table parsed by its flag's parser; UsageError for a key not ``known`` or a bad value."""
+    out = {}
+    for key, value in table.items():
+        if key not in known:
+            raise UsageError(f"{path}: {where}unknown key '{key}': use one of {', '.join(known)}")
+        if isinstance(value, (list, tuple)) and key not in LIST_KEYS:
+            raise UsageError(f"{path}: {where}key '{key}': expected one value, got a list ({value!r})")
+        try:
+            out[key] = _PARSERS[key](_as_text(value))
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"{path}: {where}key '{key}': {exc}") from None
+    return out
 
 
 #: Largest ``--config`` read, in bytes: a matrix config is a few lines; a larger file (or a device) is not one.
@@ -121,9 +103,6 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
     """``(top-level settings, [sweep dicts])`` of a TOML config, each value parsed by its flag's parser. UsageError
     (naming the file and key): unreadable, invalid TOML, unknown key or bad value."""
     import tomllib
-
-    from cudagraph_bench.errors import InputFileError
-    from cudagraph_bench.fsio import read_input_bytes
 
     if not Path(path).exists():
         raise UsageError(f"config file not found: {path}")
@@ -137,35 +116,19 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path} is not UTF-8 text: save the TOML config as UTF-8") from None
-    known = sorted([*_PARSERS, "sweep"])
-    top = {}
-    for key, value in doc.items():
-        if key == "sweep":
-            continue
-        if key not in _PARSERS:
-            raise UsageError(f"{path}: unknown key '{key}': use one of {', '.join(known)}")
-        top[key] = _parse_config_value(path, "", key, value)
-    raw = doc.get("sweep", [])
-    if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
+    sweeps = doc.pop("sweep", None)
+    top = _parse_config_table(path, "", doc, sorted([*_PARSERS, "sweep"]))
+    if sweeps is not None and (not isinstance(sweeps, list) or not all(isinstance(s, dict) for s in sweeps)):
         raise UsageError(f"{path}: key 'sweep' must be an array of tables ([[sweep]] sections)")
-    if "sweep" in doc and not raw:
+    if sweeps == []:
         raise UsageError(f"{path}: 'sweep' is empty: give at least one [[sweep]] table, or remove the key")
-    sweeps = []
-    for i, table in enumerate(raw):
-        sweep = {}
-        for key, value in table.items():
-            if key not in MATRIX_KEYS:
-                raise UsageError(f"{path}: [[sweep]] #{i + 1}: unknown key '{key}': use one of {', '.join(MATRIX_KEYS)}")
-            sweep[key] = _parse_config_value(path, f"[[sweep]] #{i + 1}: ", key, value)
-        sweeps.append(sweep)
-    return top, sweeps
+    return top, [_parse_config_table(path, f"[[sweep]] #{i + 1}: ", t, MATRIX_KEYS) for i, t in enumerate(sweeps or [])]
 
 
 def matrices(args: argparse.Namespace):
     """The sub-matrices (with the pytest arguments after ``--``): command line over ``--config`` over defaults, each
     ``[[sweep]]`` taking unset keys from the top level; the one place they are merged. UsageError: a bad config, a bad
     value after ``--``, or an option given both before and after ``--``."""
-    from cudagraph_bench import variants
     from cudagraph_bench.runner.matrix_processes import Matrix
 
     after, rest = parse_pytest_matrix(list(args.pytest_args), "run --", OWN_OPTIONS)
@@ -173,13 +136,12 @@ def matrices(args: argparse.Namespace):
     if twice:
         raise UsageError(f"{_FLAGS[twice[0]]} given before and after --: give it once")
     explicit = (given_on_command_line(args) | set(after)) & set(_PARSERS)
-    values = {dest: _plain(getattr(args, dest, None)) for dest in _PARSERS} | after
+    values = {dest: getattr(args, dest, None) for dest in _PARSERS} | after
     with_compile = "--with-compile" in rest     # the forward variants' part of it: run splits variants by isolation
     rest = [a for a in rest if a != "--with-compile"]
     sweeps, top = [{}], {}
-    config = _plain(args.config)
-    if config:
-        top, config_sweeps = load_config(config)
+    if args.config:
+        top, config_sweeps = load_config(args.config)
         values.update({k: v for k, v in top.items() if k not in explicit})
         sweeps = config_sweeps or [{}]
     out = []
@@ -196,17 +158,11 @@ def matrices(args: argparse.Namespace):
     return out
 
 
-def matrix_device(matrix) -> str:
-    """The device a sub-matrix of :func:`matrices` runs on (its ``--device``, merged there)."""
-    return matrix.value("device", "cuda")
-
-
 def check_device(matrix_list) -> None:
     """UsageError for variants that need a CUDA GPU without one, before any process starts."""
-    from cudagraph_bench import variants
     from cudagraph_bench.runner.process import cuda_problem
 
-    on_cpu = [m for m in matrix_list if matrix_device(m) == "cpu"]
+    on_cpu = [m for m in matrix_list if m.value("device", "cuda") == "cpu"]
     needs = sorted({n for m in on_cpu for n in m.variants if variants.variant(variants.FORWARD, n).needs_cuda},
                    key=lambda n: variants.display_rank(variants.FORWARD, n))
     if needs:
@@ -231,9 +187,9 @@ def main(args: argparse.Namespace) -> int:
 
     matrix_list = matrices(args)
     check_device(matrix_list)
-    cpus = list(_plain(args.cpus) or [])
+    cpus = list(args.cpus or [])
     check_cpus(cpus)
-    device = matrix_device(matrix_list[0])
+    device = matrix_list[0].value("device", "cuda")
     try:
         gpus = visible_gpus(args.gpus) if args.gpus is not None else ()   # an empty --gpus is an error, not "none"
     except ValueError as exc:
@@ -251,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
     if tree is None or not (tree / "perf_tests").is_dir():
         raise UsageError("cudagraph-bench run launches the suite's perf_tests/: run it from a cudagraph-bench "
                          "checkout (an editable install), or run pytest perf_tests --benchmark-only there")
-    outdir = Path(_plain(args.outdir))
+    outdir = Path(args.outdir)
     check_output_folder(outdir, [RUN_JSON])     # before anything is measured (writable?); made once something is
     scratch = Path(tempfile.mkdtemp(prefix="cgb-run-"))     # the processes' JSON and logs, until the run is whole
     keep_scratch = False
@@ -278,8 +234,6 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
     """Write ``doc`` into ``outdir`` whole: ``run.json``, plots and ``parts/`` replace the earlier run's at once, its
     other plots and parts removed, so ``gate DIR/run.json`` never reads an earlier run's parts. Returns the exit
     code."""
-    from cudagraph_bench.fsio import write_files_atomic, written_verb
-
     scratch_json = scratch / RUN_JSON
     write_text_atomic(scratch_json, json.dumps(doc, indent=4))
     parts = sorted(p for p in (scratch / "parts").rglob("*") if p.is_file())
@@ -323,11 +277,10 @@ def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None
 
 def skip_counts(outcomes) -> dict[str, int]:
     """Distinct skip reasons -> how many tests, in the order first seen."""
-    out: dict[str, int] = {}
+    out: collections.Counter = collections.Counter()
     for outcome in outcomes:
-        for reason, n in outcome.skipped.items():
-            out[reason] = out.get(reason, 0) + n
-    return out
+        out.update(outcome.skipped)
+    return dict(out)
 
 
 def print_skips(skipped: dict[str, int]) -> None:
@@ -373,7 +326,6 @@ def finish(json_path: Path, outdir: Path, *, failed: bool,
     """Print the run's table with failures, notes, refusals and skips, and draw its plots (none without matplotlib).
     Returns ``(exit code, {plot file name: PNG bytes})``: 1 when ``failed``, a case failed, a model was refused or
     nothing was measured, else 0 (skips alone do not fail a run)."""
-    from cudagraph_bench.errors import InputFileError
     from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report
     from cudagraph_bench.results.runfile import load_run

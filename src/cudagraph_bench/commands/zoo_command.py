@@ -9,7 +9,10 @@ import time
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.parsers import ZooTypes
+from cudagraph_bench.fsio import (check_output_file, check_output_folder, refuse_overwriting_inputs, write_text_atomic,
+                                  written_verb)
+from cudagraph_bench.parsers import ZooTypes, parse_path, parse_timeout_s, parse_zoo_types
+from cudagraph_bench.zoo_keys import FAILED
 
 #: The run JSON of run mode, in ``-o DIR``.
 RUN_JSON = "zoo.json"
@@ -19,8 +22,6 @@ DEFAULT_OUT = "out/zoo"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from cudagraph_bench.parsers import parse_path, parse_timeout_s, parse_zoo_types
-
     parser.add_argument("--types", type=parse_zoo_types, default=ZooTypes(), metavar="TYPES",
                         help="model types: all, K/N (every N-th type from the K-th: N device commands) or "
                              "type,type,... (default: all)")
@@ -60,12 +61,9 @@ def _load(paths) -> list:
 def write_page(paths, markdown, command: str | None = None) -> int:
     """Write the page and print counts; 1 when a part failed, else 0. UsageError / InputFileError: an unreadable run,
     one without zoo entries, or ``markdown`` naming a run."""
-    from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
     from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
-    from cudagraph_bench.zoo_keys import FAILED
 
-    check_output_file(markdown, "--markdown", PAGE)
-    refuse_overwriting_inputs(markdown, "--markdown", list(paths))
+    check_output_file(markdown, "--markdown", PAGE, list(paths))
     runs = _load(paths)
     page = render_markdown(runs, command=command)
     merged = merge_entries([e for run in runs for e in run_entries(run)])
@@ -80,8 +78,6 @@ def write_page(paths, markdown, command: str | None = None) -> int:
 
 def main(args: argparse.Namespace) -> int:
     """Returns 0, or 1 (a part failed or killed its process, or no run written); UsageError: exit 2."""
-    from cudagraph_bench.fsio import check_output_folder, refuse_overwriting_inputs
-
     if args.source:
         ignored = [name for name, given in (("--types", args.types != ZooTypes()), ("--device", args.device != "cuda"),
                                             ("--with-compile", args.with_compile), ("--deadline-s", args.deadline_s),

@@ -11,7 +11,8 @@ import pytest
 def pytest_benchmark_update_machine_info(config, machine_info):
     """``machine_info["cuda"]`` (GPU, versions, ``gpu_state_at_start``, ``peak_memory_bandwidth`` in GB/s), ``["gpu"]``
     and ``["cpu_affinity"]``; ``cuda`` is None for ``--device cpu``, so its run is never gated as that GPU's."""
-    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint, machine_gpu
+    from cudagraph_bench.envinfo import cpu_affinity, cuda_fingerprint
+    from cudagraph_bench.results.merge import machine_gpu
 
     on_cpu = config is not None and config.getoption("device", "cuda") == "cpu"
     machine_info["cuda"] = None if on_cpu else cuda_fingerprint()
@@ -27,7 +28,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):
     """``--benchmark-compare`` against another GPU's run (or none's) is a usage error."""
-    from cudagraph_bench.envinfo import machine_gpu
+    from cudagraph_bench.results.merge import machine_gpu
 
     ours, theirs = machine_gpu(machine_info), machine_gpu(compared_benchmark.get("machine_info"))
     if ours != theirs:

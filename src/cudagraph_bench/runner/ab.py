@@ -26,21 +26,19 @@ def schedule(k: int, sides: tuple[str, ...] = ("base", "head")) -> list[tuple[st
     return order
 
 
-def _git(repo: Path, *args: str) -> str:
+def _git(repo: Path, *args: str, refusal: str | None = None) -> str:
+    """git's output; UsageError (``refusal``, else git's last line of error) when it fails."""
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise UsageError(f"git {' '.join(args)} failed in {repo}: {last}: give --repo a git checkout")
+        raise UsageError(refusal or f"git {' '.join(args)} failed in {repo}: {last}: give --repo a git checkout")
     return proc.stdout.strip()
 
 
 def resolve_commit(repo: Path, ref: str, flag: str) -> str:
     """UsageError (naming ``flag``) when git does not know ``ref``."""
-    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise UsageError(f"{flag} {ref}: not a commit of {repo}: give a branch, tag or commit (git fetch it first)")
-    return proc.stdout.strip()
+    return _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
+                refusal=f"{flag} {ref}: not a commit of {repo}: give a branch, tag or commit (git fetch it first)")
 
 
 def measure(trees: dict[str, Path], out: Path, k: int, pytest_args: list[str]) -> dict[str, list[Path]]:

@@ -29,10 +29,9 @@ def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
     taken = [p for p in paths if os.path.lexists(p)]          # a dangling link too: a rerun would write through it
     if taken:
         raise UsageError(f"{taken[0]} exists: move the earlier confirmation runs away (they are never overwritten)")
-    matrix = Matrix((("models", tuple(dict.fromkeys(c[0] for c in cases))),
-                     ("dtypes", tuple(dict.fromkeys(c[1] for c in cases))),
-                     ("prompt_lengths", tuple(dict.fromkeys(c[2] for c in cases)))),
-                    tuple(sorted(names, key=lambda n: variants.display_rank(variants.FORWARD, n))))
+    values = tuple((dest, tuple(dict.fromkeys(c[i] for c in cases)))
+                   for i, dest in enumerate(("models", "dtypes", "prompt_lengths")))
+    matrix = Matrix(values, tuple(sorted(names, key=lambda n: variants.display_rank(variants.FORWARD, n))))
     tree = checkout_root() or Path.cwd()
     print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {k} separate reruns "
           f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)

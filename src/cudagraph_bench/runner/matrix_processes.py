@@ -72,12 +72,8 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
     if len(cpus) < n:
         return [[cpus[i % len(cpus)]] for i in range(n)]
     size, extra = divmod(len(cpus), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        out.append(cpus[start:end])
-        start = end
-    return out
+    starts = [i * size + min(i, extra) for i in range(n + 1)]      # the first ``extra`` shares take one more
+    return [cpus[starts[i]:starts[i + 1]] for i in range(n)]
 
 
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
@@ -141,9 +137,7 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
                 log(part, outcome)
     docs = [(p.name, json.loads(o.json_path.read_text(encoding="utf-8"))) for p, o in outcomes
             if o.json_path is not None]
-    if not docs:
-        return None, [o for _, o in outcomes]
-    merged = docs[0][1] if len(docs) == 1 else merge_runs(docs, entries_key="parts")
+    merged = merge_runs(docs, entries_key="parts") if len(docs) > 1 else docs[0][1] if docs else None
     return merged, [o for _, o in outcomes]
 
 

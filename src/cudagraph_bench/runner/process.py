@@ -4,10 +4,12 @@ Ctrl-C reaches this process, which stops them all. No torch in this process."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import write_text_atomic
+from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
+from cudagraph_bench.options import format_cpus
 
 #: Restarts after crashes before the rest of a run is given up (each crash fails its own test only).
 MAX_RESTARTS = 3
@@ -57,8 +64,6 @@ _ZOO_TYPES_PROBE = ("import json, transformers\n"
 def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0) -> tuple[str, tuple[str, ...]]:
     """``(release, causal-LM model types)`` of the zoo's pytest process, read once per tree and interpreter in a child
     process with ``tree``'s ``src`` first on its path. UsageError when the child cannot list them."""
-    from cudagraph_bench.errors import UsageError
-
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), os.environ.get("PYTHONPATH", "")])}
     detail = ""
     try:
@@ -75,11 +80,6 @@ def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0
 def check_cpus(cpus, flag: str = "--cpus") -> None:
     """Check that ``cpus`` (None or empty: no pinning) can pin a child with ``taskset -c``. UsageError for a CPU this
     process may not run on (naming the allowed ones) or no ``taskset`` on PATH."""
-    import shutil
-
-    from cudagraph_bench.errors import UsageError
-    from cudagraph_bench.options import format_cpus
-
     if not cpus:
         return
     if not hasattr(os, "sched_getaffinity") or shutil.which("taskset") is None:
@@ -100,7 +100,6 @@ class PytestRun:
     json_path: Path
     args: tuple[str, ...] = ()
     env: dict = field(default_factory=dict)
-    quiet: bool = True
     cpus: tuple[int, ...] = ()
 
     def __post_init__(self):
@@ -133,11 +132,9 @@ class RunOutcome:
 
 def command(run: PytestRun, json_path: Path, deselect: list[str]) -> list[str]:
     """The command line of one attempt of ``run`` writing ``json_path``."""
-    from cudagraph_bench.options import format_cpus
-
     pinned = ["taskset", "-c", format_cpus(run.cpus)] if run.cpus else []
     return [*pinned, sys.executable, "-m", "pytest", *run.args, f"--benchmark-json={json_path}",
-            f"--journal={run.journal_path}", "-p", "no:cacheprovider", REPORT_CHARS, *(["-q"] if run.quiet else []),
+            f"--journal={run.journal_path}", "-p", "no:cacheprovider", REPORT_CHARS, "-q",
             *[f"--deselect={n}" for n in deselect]]
 
 
@@ -149,14 +146,6 @@ def skip_reasons(log_text: str) -> dict[str, int]:
         if found:
             out[found.group(2)] = out.get(found.group(2), 0) + int(found.group(1))
     return out
-
-
-def _logged_skips(log_path: Path) -> dict[str, int]:
-
-    try:
-        return skip_reasons(log_path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return {}
 
 
 #: Seconds an interrupted pytest process group has to end (writing its partial run) before it is killed.
@@ -193,10 +182,8 @@ def run_process(cmd: list[str], cwd: Path, env: dict, log) -> int:
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def stop_children(grace_s: float = STOP_GRACE_S) -> int:
@@ -265,19 +252,12 @@ def crash_reason(returncode: int, log_tail: str) -> str:
     return f"the pytest process died in this test ({how})" + (f": {last[:200]}" if last else "")
 
 
-def _crash_entry(event: dict | None, reason: str) -> dict:
-    event = event or {}
-    return {**(event.get("case") or {}), "status": "failed", "phase": "process", "reason": reason,
-            "fullname": event.get("start", "?")}
-
-
 def run_pytest(run: PytestRun) -> RunOutcome:
     """Run ``run``'s pytest with ``--journal``; when it dies in a test (or stops after it broke the CUDA context), the
     test is recorded as failed and the process restarted without it and the tests done, up to :data:`MAX_RESTARTS`
     times. The documents are merged into ``run.json_path``, crashes under ``["cudagraph_bench"]["failures"]``; output
     goes to ``run.log_path``."""
-    from cudagraph_bench.fsio import write_text_atomic
-    from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
+    from cudagraph_bench.results.merge import merge_runs
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(run.tree / "src"), os.environ.get("PYTHONPATH", "")]),
            "PYTHONUNBUFFERED": "1", **run.env}
@@ -311,31 +291,23 @@ def run_pytest(run: PytestRun) -> RunOutcome:
             if in_flight is None:            # not in a test (start-up, collection): nothing to leave out
                 print(f"{run.json_path.name}: pytest ended outside any test: {reason}", file=log, flush=True)
                 break
-            crashes.append(_crash_entry(in_flight, reason))
+            crashes.append({**(in_flight.get("case") or {}), "status": "failed", "phase": "process", "reason": reason,
+                            "fullname": in_flight.get("start", "?")})
             print(f"{run.json_path.name}: {crashes[-1]['fullname']}: {reason}; starting pytest again without it",
                   file=log, flush=True)
     run.journal_path.unlink(missing_ok=True)
-    skipped = _logged_skips(run.log_path)
-    if not documents and not crashes:
-        return RunOutcome(rc, None, [], run.log_path, skipped)
-    doc = _merged(documents, crashes)
-    if doc is None:
-        return RunOutcome(rc if rc else 1, None, crashes, run.log_path, skipped)
+    try:
+        skipped = skip_reasons(run.log_path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        skipped = {}
+    if not documents:                # a crash recorded without a document is a failure all the same
+        return RunOutcome(rc if rc or not crashes else 1, None, crashes, run.log_path, skipped)
+    doc = documents[0][1] if len(documents) == 1 else merge_runs(documents, entries_key="attempts")
+    if crashes:
+        section = doc.setdefault("cudagraph_bench", {})
+        section["failures"] = [*(section.get("failures") or []), *crashes]
     write_text_atomic(run.json_path, json.dumps(doc, indent=4))
     with open(run.log_path, "a", encoding="utf-8") as log:    # pytest's own lines above name the attempts' files
         print(f"{', '.join(name for name, _ in documents)} merged into {run.json_path} (attempt files removed)",
               file=log)
     return RunOutcome(1 if crashes and rc == 0 else rc, run.json_path, crashes, run.log_path, skipped)
-
-
-def _merged(documents: list[tuple[str, dict]], crashes: list[dict]) -> dict | None:
-    """None without any document."""
-    from cudagraph_bench.results.merge import merge_runs
-
-    if not documents:
-        return None
-    doc = documents[0][1] if len(documents) == 1 else merge_runs(documents, entries_key="attempts")
-    if crashes:
-        section = doc.setdefault("cudagraph_bench", {})
-        section["failures"] = [*(section.get("failures") or []), *crashes]
-    return doc
