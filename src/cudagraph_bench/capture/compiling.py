@@ -33,6 +33,14 @@ def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, m
     return sum(times) - steady * len(times), times
 
 
+def device_sync(device) -> Callable[[], None]:
+    """A function waiting for ``device``'s queued work (``torch.cuda.synchronize``); a no-op off CUDA."""
+    import torch
+
+    device = torch.device(device)
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+
 @contextlib.contextmanager
 def time_limit(seconds: float | None, what: str, fix: str):
     """Raise CompileTimeout (``"<what> did not finish within <seconds> s; <fix>"``) once the body ran ``seconds`` s, so
@@ -86,8 +94,6 @@ def no_recompile(torch):
 
 def inductor_or_error_patch():
     """Inductor raises instead of logging "skipping cudagraphs due to ..." (no-op without the flag)."""
-    import contextlib
-
     import torch._inductor.config as inductor_config
 
     if hasattr(inductor_config.triton, "cudagraph_or_error"):

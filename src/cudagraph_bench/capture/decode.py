@@ -107,7 +107,9 @@ class GreedyDecoder:
         #: the model has recurrent or convolution state layers (mamba, linear attention, short conv)
         self.has_state = bool(state_layer_types(model.config))
         if prefill_buckets and self.has_state:
-            _check_unpadded_state(model)
+            raise NotGraphableError(f"{type(model).__name__} has {', '.join(state_layer_types(model.config))} layers, "
+                                    "whose recurrent or convolution state would take in the padding of a bucketed "
+                                    "prefill: use an unpadded prefill (prefill_buckets=None)")
         dev = self.device
         self._token = torch.zeros(1, 1, dtype=torch.int64, device=dev)                       # [1, 1]
         self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
@@ -188,17 +190,12 @@ class GreedyDecoder:
         self._index.zero_()
         self._mask.zero_()
 
-    def _sync(self) -> None:
-        import torch
-
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def _compile_step(self, backend: str, timeout_s: float | None = None):
         """The step compiled and warmed until stable; sets ``compile_ms`` and ``graphs_compiled``."""
         import torch
+        import torch._inductor.config as inductor_config
 
-        from cudagraph_bench.capture.compiling import compile_counters, time_limit, warm_until_stable
+        from cudagraph_bench.capture.compiling import compile_counters, device_sync, time_limit, warm_until_stable
 
         torch._dynamo.reset()
         before = compile_counters()
@@ -211,8 +208,8 @@ class GreedyDecoder:
                 compiled()
 
         with time_limit(timeout_s, f"compiling the decode step ({self.compile_mode})",
-                        "raise --compile-timeout-s (0: no limit)"), _inductor_patch(self.compile_options):
-            self.compile_ms, _ = warm_until_stable(call, self._sync, min_calls=2)
+                        "raise --compile-timeout-s (0: no limit)"), inductor_config.patch(self.compile_options):
+            self.compile_ms, _ = warm_until_stable(call, device_sync(self.device), min_calls=2)
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled < 1:
             raise CompileError("torch.compile compiled no graph of the decode step (is TORCHDYNAMO_DISABLE set?): "
@@ -317,17 +314,6 @@ class GreedyDecoder:
             torch._dynamo.reset()
 
 
-def _check_unpadded_state(model) -> None:
-    """NotGraphableError for a bucketed prefill with state layers: its padding would run through them."""
-    from cudagraph_bench.models.hf_internals import state_layer_types
-
-    states = state_layer_types(model.config)
-    if states:
-        raise NotGraphableError(f"{type(model).__name__} has {', '.join(states)} layers, whose recurrent or "
-                                "convolution state would take in the padding of a bucketed prefill: use an unpadded "
-                                "prefill (prefill_buckets=None)")
-
-
 def _check_inductor_fields(options) -> dict:
     """``options`` as a new dict; UsageError when not a mapping, or naming an unknown inductor field or a value of
     another type than its default (an int is taken for a float)."""
@@ -355,12 +341,3 @@ def _check_inductor_fields(options) -> dict:
                              f"torch._inductor.config.{name} takes an int")
     return dict(options)
 
-
-def _inductor_patch(options: dict):
-    import contextlib
-
-    if not options:
-        return contextlib.nullcontext()
-    import torch._inductor.config as inductor_config
-
-    return inductor_config.patch(options)

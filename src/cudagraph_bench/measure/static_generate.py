@@ -50,20 +50,12 @@ class StaticCompiledGenerate:
     def warm(self, input_ids, max_new_tokens: int, *, timeout_s: float | None = None) -> float:
         """Run requests until their timing is stable; returns and sets ``compile_ms`` (wall ms beyond steady state).
         CompileTimeout past ``timeout_s`` wall seconds (None or 0: no limit)."""
-        import torch
-
-        from cudagraph_bench.capture.compiling import time_limit, warm_until_stable
-
-        device = input_ids.device
-
-        def sync():
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+        from cudagraph_bench.capture.compiling import device_sync, time_limit, warm_until_stable
 
         with time_limit(timeout_s, f"generate with a static cache and torch.compile(mode={self.mode!r})",
                         "raise --compile-timeout-s (0: no limit)"):
-            self.compile_ms, _ = warm_until_stable(lambda: self.generate(input_ids, max_new_tokens), sync,
-                                                   min_calls=2)
+            self.compile_ms, _ = warm_until_stable(lambda: self.generate(input_ids, max_new_tokens),
+                                                   device_sync(input_ids.device), min_calls=2)
         return self.compile_ms
 
     def close(self) -> None:
