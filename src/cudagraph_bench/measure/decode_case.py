@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from cudagraph_bench.cases import DecodeCase
 from cudagraph_bench.variants import DECODE, Rule, variant
 
 #: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
@@ -16,16 +17,11 @@ DECODE_PROMPT_SEED = 11
 
 
 @dataclass(frozen=True)
-class DecodeSpec:
-    """One decode case and its settings. ``longest_new_tokens``: the session's most new tokens (sizes the cache, shares
-    references); ``compile_timeout_s`` 0: no limit; ``buckets``: prefill tokens of ``compile+graph``; ``rounds``,
-    ``max_rounds``: measured requests, at least / at most."""
+class DecodeSpec(DecodeCase):
+    """One decode case (its key's fields first) and its settings. ``longest_new_tokens``: the session's most new tokens
+    (sizes the cache, shares references); ``compile_timeout_s`` 0: no limit; ``buckets``: prefill tokens of
+    ``compile+graph``; ``rounds``, ``max_rounds``: measured requests, at least / at most."""
 
-    model: str
-    dtype: str
-    seq_len: int
-    new_tokens: int
-    variant: str
     longest_new_tokens: int
     steps_per_graph: int
     compile_mode: str
@@ -34,11 +30,6 @@ class DecodeSpec:
     buckets: tuple[int, ...]
     rounds: int
     max_rounds: int
-
-    @property
-    def variant_spec(self):
-        """The registry row of :attr:`variant`."""
-        return variant(DECODE, self.variant)
 
 
 def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
