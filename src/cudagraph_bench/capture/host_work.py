@@ -163,12 +163,8 @@ class _HostWorkFound(Exception):
         self.text = text
 
 
-def _source_line() -> str:
-    """``"<file>:<line> (<function>)"`` of the innermost frame outside torch and this module, or ``""``."""
-    return _frame_text(traceback.extract_stack())
-
-
 def _frame_text(frames) -> str:
+    """``"<file>:<line> (<function>)"`` of the innermost frame outside torch and this module, or ``""``."""
     torch_folder = _torch_folder() + os.sep
     for frame in reversed(frames):
         filename = os.path.abspath(frame.filename)
@@ -184,7 +180,7 @@ def _frame_text(frames) -> str:
 
 
 def _describe(what: str) -> str:
-    where = _source_line()
+    where = _frame_text(traceback.extract_stack())
     return f"{what} at {where}" if where else what
 
 
@@ -276,23 +272,10 @@ def _make_watch(device_type: str):
     return _FunctionWatch(), _DispatchWatch()
 
 
-def find_host_work(run, device) -> str | None:
-    """Call ``run()`` (one forward) watching for host work on ``device``; the first found as one line with the model
-    source line, or None. Its other exceptions propagate. Enter it outside :class:`DeviceConstants`."""
-    import torch
-
-    kind = torch.device(device).type
-    functions, dispatch = _make_watch(kind)
-    try:
-        with functions, dispatch:
-            run()
-    except _HostWorkFound as found:
-        return found.text
-    return None
-
-
 class HostWorkWatch:
-    """``with HostWorkWatch(device) as watch, DeviceConstants(device): forward()``, then ``watch.found``."""
+    """``with HostWorkWatch(device) as watch, DeviceConstants(device): forward()``, then ``watch.found``: the first host
+    work on ``device`` the forward did, as one line with the model source line, or None. The forward stops there; its
+    other exceptions propagate."""
 
     def __init__(self, device):
         import torch
@@ -316,7 +299,7 @@ class HostWorkWatch:
 
 def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa_dispatch: bool = True,
                            constants: DeviceConstants | None = None) -> str | None:
-    """:func:`find_host_work` inside the contexts GraphedForward captures in (``constants`` None: a fresh one). Raises
+    """The :class:`HostWorkWatch` finding of ``run()`` inside the contexts GraphedForward captures in (``constants`` None: a fresh one). Raises
     NotGraphableError for RoPE that changes within ``max_positions``, else whatever ``run`` raises."""
     import contextlib
 
