@@ -36,9 +36,7 @@ def reason_names(mask: int) -> list[str]:
     if mask == 0:
         return ["none"]
     names = [name for bit, name in REASON_BITS if mask & bit]
-    known = 0
-    for bit, _ in REASON_BITS:
-        known |= bit
+    known = sum(bit for bit, _ in REASON_BITS)     # distinct bits
     if mask & ~known:
         names.append(f"unknown_{mask & ~known:#x}")
     return names

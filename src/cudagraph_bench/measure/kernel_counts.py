@@ -3,7 +3,7 @@ and the roofline; profiled after every timed test (CUPTI left attached slows lau
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 Key = tuple[str, str, int]   # (model, dtype, seq_len in tokens)
 
@@ -32,9 +32,6 @@ class KernelCount:
         if self.gpu_busy_ms is not None:
             fields["gpu_busy_ms"] = self.gpu_busy_ms
         return fields
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def device_problem(device: str) -> str | None:

@@ -28,23 +28,23 @@ def _device_type_name(device_type) -> str:
     return name.rsplit(".", 1)[-1].lower()
 
 
-def is_kernel_event(*, device_type, activity_type: str | None, name: str, is_user_annotation: bool = False) -> bool:
-    """Whether a profiler event is a device kernel: a CUDA event of kineto activity type ``"kernel"``; without an
-    activity type (older torch), a CUDA event that is no user annotation and has no non-kernel name prefix."""
-    if _device_type_name(device_type) != "cuda":
+def is_kernel_event(e) -> bool:
+    """Whether a profiler ``FunctionEvent``-like ``e`` (``device_type``, ``name``, optional ``activity_type`` and
+    ``is_user_annotation``) is a device kernel: a CUDA event of kineto activity type ``"kernel"``; without an activity
+    type (older torch), a CUDA event that is no user annotation and has no non-kernel name prefix."""
+    if _device_type_name(e.device_type) != "cuda":
         return False
+    activity_type = getattr(e, "activity_type", None)
     if activity_type:
         return activity_type.lower() == "kernel"
-    if is_user_annotation:
+    if getattr(e, "is_user_annotation", False):
         return False
-    return not name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
+    return not e.name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
 
 
 def count_kernel_events(events: Iterable) -> int:
     """Number of kernel events among profiler ``FunctionEvent``-like objects."""
-    return sum(1 for e in events
-               if is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
-                                  name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False))))
+    return sum(1 for e in events if is_kernel_event(e))
 
 
 def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
@@ -319,11 +319,6 @@ class BakedPointerResult:
     def rebind_ok(self) -> bool:
         """The graph updated the old buffer (twice) and not the new one."""
         return self.old_value == 2.0 * self.n_launches and self.new_value == 0.0
-
-    @property
-    def realloc_expected_value(self) -> float:
-        """What ``realloc`` must hold after the replay, given where the allocator put it."""
-        return float(self.n_launches) if self.same_address else 0.0
 
     def as_dict(self) -> dict:
         return {"n_launches": self.n_launches, "old_ptr": self.old_ptr, "new_ptr": self.new_ptr,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from cudagraph_bench.measure.launch_overhead import _device_type_name, _require_cuda
+from cudagraph_bench.measure.roofline import window_records
 from cudagraph_bench.results.replay import ReplayCount, count_replay, replay_field
 from cudagraph_bench.variants import DECODE
 
@@ -15,8 +17,6 @@ PAD_INPUT_KERNELS = 4
 
 def _kind(record) -> str:
     """Kineto's activity type where torch reports it, else the device type."""
-    from cudagraph_bench.measure.launch_overhead import _device_type_name
-
     kind = getattr(record, "activity_type", None)
     return str(kind) if kind else _device_type_name(record.device_type)
 
@@ -25,9 +25,6 @@ def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tu
     """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` under ``inference_mode`` after one warm-up
     call (CPU activity too: some torch versions record Triton's ``cuLaunchKernel`` only with it). CudaUnavailableError
     without a GPU; ValueError for ``calls < 1``."""
-    from cudagraph_bench.measure.launch_overhead import _require_cuda
-    from cudagraph_bench.measure.roofline import window_records
-
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile, schedule
 
