@@ -7,8 +7,18 @@ One step reads and writes only static device buffers: ``token [1, 1]`` int64 (ge
 
 from __future__ import annotations
 
+import contextlib
+
+from cudagraph_bench.capture.buckets import cap_buckets, pad_prompt, select_bucket
+from cudagraph_bench.capture.compiling import (compile_counters, device_sync, no_recompile, time_limit,
+                                               warm_until_stable)
+from cudagraph_bench.capture.graphed import GraphedForward
+from cudagraph_bench.capture.module_state import state_outside_cache_reason, state_rebound_by_step
 from cudagraph_bench.errors import (CompileError, CudaUnavailableError, NotGraphableError, RequestTooLongError,
                                      UsageError)
+from cudagraph_bench.models.hf_internals import (attention_windows, cache_keyword, set_cache_write_position,
+                                                 state_layer_types, static_cache_for_graphs)
+from cudagraph_bench.models.presets import max_positions, model_kind
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_DECODE_STEPS_PER_GRAPH
 
 
@@ -68,12 +78,6 @@ class GreedyDecoder:
                  compile_mode: str | None = None, compile_backend: str = "inductor",
                  compile_timeout_s: float | None = None, compile_options: dict | None = None):
         import torch
-
-        from cudagraph_bench.capture.buckets import cap_buckets
-        from cudagraph_bench.capture.module_state import state_outside_cache_reason, state_rebound_by_step
-        from cudagraph_bench.models.hf_internals import (attention_windows, cache_keyword, state_layer_types,
-                                                         static_cache_for_graphs)
-        from cudagraph_bench.models.presets import max_positions, model_kind
 
         if model_kind(model) != "causal":
             raise UsageError("decode needs a causal LM (got an encoder): use a causal preset or checkpoint")
@@ -135,8 +139,6 @@ class GreedyDecoder:
         for bucket in self.buckets:
             self._prefill_pos[bucket] = torch.arange(bucket, device=dev)
         if use_graph:
-            from cudagraph_bench.capture.graphed import GraphedForward
-
             self.pool = torch.cuda.graph_pool_handle()
             for bucket in sorted(self.buckets, reverse=True):
                 self._prefill_graphs[bucket] = GraphedForward(
@@ -149,7 +151,7 @@ class GreedyDecoder:
     def _prefill_logits(self, input_ids, cache_position):
         """Prefill ``input_ids [1, L]`` at ``cache_position [L]`` -> logits ``[1, L, vocab]``; resets the write counter
         first, so a captured prefill is idempotent."""
-        self._set_cache_length(0)
+        set_cache_write_position(self.cache, 0)
         mask = self._mask[:, :input_ids.shape[1]] if self.has_state else self._mask
         return self.model(input_ids=input_ids, attention_mask=mask, position_ids=cache_position.view(1, -1),
                           use_cache=True, **{self._cache_kw: self.cache}).logits
@@ -185,7 +187,7 @@ class GreedyDecoder:
 
     def _rewind(self) -> None:
         """Position, output index, mask and cache write counter to 0."""
-        self._set_cache_length(0)
+        set_cache_write_position(self.cache, 0)
         self._pos.zero_()
         self._index.zero_()
         self._mask.zero_()
@@ -194,8 +196,6 @@ class GreedyDecoder:
         """The step compiled and warmed until stable; sets ``compile_ms`` and ``graphs_compiled``."""
         import torch
         import torch._inductor.config as inductor_config
-
-        from cudagraph_bench.capture.compiling import compile_counters, device_sync, time_limit, warm_until_stable
 
         torch._dynamo.reset()
         before = compile_counters()
@@ -218,12 +218,7 @@ class GreedyDecoder:
 
     def _capture_steps(self, steps: int, warmup_iters: int):
         """A GraphedForward of ``steps`` steps; logits go to ``self._graph_logits[steps]``."""
-        import contextlib
-
         import torch
-
-        from cudagraph_bench.capture.compiling import no_recompile
-        from cudagraph_bench.capture.graphed import GraphedForward
 
         compiled = self.compile_mode is not None
 
@@ -241,19 +236,12 @@ class GreedyDecoder:
                               max_positions=self.max_cache_len, forward=forward, eager_sdpa_dispatch=not compiled,
                               host_work_check=not compiled)
 
-    def _set_cache_length(self, length: int) -> None:
-        from cudagraph_bench.models.hf_internals import set_cache_write_position
-
-        set_cache_write_position(self.cache, length)
-
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids [1, L]`` int64: ``[1, max_new_tokens]``
         int64 on the model's device (a copy; not synchronised); with ``return_logits``, ``(tokens, logits)``, a tuple of
         ``[1, vocab]`` in the model dtype. RequestTooLongError (before GPU work) when L + max_new_tokens exceeds the
         cache or the positions, or L the largest bucket; UsageError when batch != 1."""
         import torch
-
-        from cudagraph_bench.capture.buckets import pad_prompt, select_bucket
 
         if input_ids.dim() != 2 or input_ids.shape[0] != 1:
             raise UsageError(f"input_ids must be [1, L] (batch 1), got {list(input_ids.shape)}")
@@ -273,7 +261,7 @@ class GreedyDecoder:
                     logits = self._prefill_graphs[bucket](padded)[:, length - 1]
                 else:
                     logits = self._prefill_logits(padded, self._prefill_pos[bucket])[:, length - 1]
-                self._set_cache_length(length)   # padding wrote slots L..bucket-1; decode overwrites them
+                set_cache_write_position(self.cache, length)   # padding wrote slots L..bucket-1; decode overwrites them
             token = logits.argmax(-1, keepdim=True)                       # [1, 1]
             self._token.copy_(token)
             self._out[:, :1] = token

@@ -7,6 +7,8 @@ import contextlib
 import time
 from typing import Callable
 
+from cudagraph_bench.capture.host_work import (DeviceConstants, capture_path_host_work,
+                                               host_work_in_failed_capture)
 from cudagraph_bench.errors import (CaptureError, CudaUnavailableError, NotGraphableError, ShapeMismatchError,
                                      StaticBufferError)
 from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_capture, static_rope_during_capture
@@ -96,8 +98,6 @@ class GraphedForward:
                  max_positions: int | None = None, host_work_check: bool = True):
         import torch
 
-        from cudagraph_bench.capture.host_work import DeviceConstants, host_work_in_failed_capture
-
         if warmup_iters < 3:
             raise ValueError(f"warmup_iters must be >= 3 (got {warmup_iters}): lazy init must finish before capture")
         if seq_len < 1 or batch < 1:
@@ -164,8 +164,6 @@ class GraphedForward:
 
     def _check_host_work(self, model, device, max_positions: int, eager_sdpa_dispatch: bool) -> None:
         """NotGraphableError if one forward on the capture's path does host work; CaptureError if it raises."""
-        from cudagraph_bench.capture.host_work import capture_path_host_work
-
         try:
             found = capture_path_host_work(model, self._run, device, max_positions=max_positions,
                                            eager_sdpa_dispatch=eager_sdpa_dispatch, constants=self._constants)

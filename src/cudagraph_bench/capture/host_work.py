@@ -4,8 +4,12 @@ device value): found before the capture with its model source line, and host dat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
+
+from cudagraph_bench.models.hf_internals import (capture_code_path, eager_sdpa_dispatch_during_capture,
+                                                 static_rope_during_capture)
 
 #: aten ops whose boolean-mask index makes the output's size a device value (read on the host).
 MASK_INDEX_OPS = ("index", "index_put", "index_put_", "_index_put_impl_")
@@ -104,12 +108,6 @@ def _host_index_call(func, args, device_type: str) -> bool:
     return any(_is_host_index(v) for v in (*index, *value))
 
 
-def _function_mode_base():
-    from torch.overrides import TorchFunctionMode
-
-    return TorchFunctionMode
-
-
 class DeviceConstants:
     """A context making host data a forward turns into tensors on ``device``. ``kept``: the pinned host tensors the
     copies read from; keep this object as long as a graph captured inside it."""
@@ -131,8 +129,9 @@ class DeviceConstants:
 
 def _make_constants_mode(owner: DeviceConstants):
     import torch
+    from torch.overrides import TorchFunctionMode
 
-    class _ConstantsMode(_function_mode_base()):
+    class _ConstantsMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             device = _creation_device(func, args, kwargs)
@@ -209,11 +208,12 @@ def _copy_target(args, kwargs):
 
 def _make_watch(device_type: str):
     import torch
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
     factories = tuple(getattr(torch, n) for n in RANGE_FACTORIES)
 
-    class _FunctionWatch(_function_mode_base()):
+    class _FunctionWatch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             device = _creation_device(func, args, kwargs)
@@ -301,11 +301,6 @@ def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa
                            constants: DeviceConstants | None = None) -> str | None:
     """The :class:`HostWorkWatch` finding of ``run()`` inside the contexts GraphedForward captures in (``constants`` None: a fresh one). Raises
     NotGraphableError for RoPE that changes within ``max_positions``, else whatever ``run`` raises."""
-    import contextlib
-
-    from cudagraph_bench.models.hf_internals import (capture_code_path, eager_sdpa_dispatch_during_capture,
-                                                     static_rope_during_capture)
-
     dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
     constants = constants if constants is not None else DeviceConstants(device)
     with static_rope_during_capture(model, max_positions), dispatch, capture_code_path(), \

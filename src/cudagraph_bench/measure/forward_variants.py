@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from cudagraph_bench.capture.buckets import BucketedGraphs, cap_buckets, select_bucket
 from cudagraph_bench.capture.compiling import (SkipReasons, compile_counters, device_sync, inductor_or_error_patch,
                                                no_recompile, warm_until_stable)
+from cudagraph_bench.capture.graphed import GraphedForward
 from cudagraph_bench import variants as registry
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
+from cudagraph_bench.models.presets import max_positions, random_input_ids
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_PAD_TO
 
 
@@ -111,8 +114,6 @@ class GraphVariant(_GraphBacked):
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
         super().__init__(seq_len)
-        from cudagraph_bench.capture.graphed import GraphedForward
-
         # a compiled forward (compile+graph) must not see patched HF globals nor torch modes: dynamo guards on them
         kwargs = {"forward": forward, "eager_sdpa_dispatch": False, "host_work_check": False} \
             if forward is not None else {}
@@ -128,8 +129,6 @@ class PaddedVariant(ForwardVariant):
 
     def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3, graphs=None):
         super().__init__(seq_len)
-        from cudagraph_bench.capture.buckets import select_bucket
-
         self.name = name
         capped = self.graph_lengths(model, lengths, name, seq_len)
         length = select_bucket(seq_len, capped)
@@ -156,9 +155,6 @@ class PaddedVariant(ForwardVariant):
         """The lengths (tokens) a ``name`` variant captures for ``seq_len``: every bucket capped at the positions
         (``bucketed``) or the one padded length (``padded``). Raises RequestTooLongError when ``seq_len`` is above them
         all."""
-        from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
-        from cudagraph_bench.models.presets import max_positions
-
         capped = cap_buckets(lengths, max_positions(model, bound=max(lengths, default=1)))   # ALiBi, NoPE
         length = select_bucket(seq_len, capped)
         return capped if registry.variant(registry.FORWARD, name).lengths == "buckets" else (length,)
@@ -167,8 +163,6 @@ class PaddedVariant(ForwardVariant):
     def graphs_for(cls, model, lengths, name: str, seq_len: int, *, warmup_iters: int = 3):
         """Capture the graphs a ``name`` variant replays for ``seq_len`` (close them when done). Raises
         RequestTooLongError, before any capture, when ``seq_len`` is above every length."""
-        from cudagraph_bench.capture.buckets import BucketedGraphs
-
         return BucketedGraphs(model, cls.graph_lengths(model, lengths, name, seq_len), warmup_iters=warmup_iters)
 
     def record(self) -> dict:
@@ -195,7 +189,7 @@ def _compile_forward(model, seq_len: int, mode: str):
     """Reset dynamo and compile the forward: ``(compiled, example input [1, seq_len], counters before)``."""
     import torch
 
-    from cudagraph_bench.models.presets import model_forward, random_input_ids
+    from cudagraph_bench.models.presets import model_forward
 
     torch._dynamo.reset()
     before = compile_counters()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from cudagraph_bench.capture.buckets import select_bucket
+from cudagraph_bench.capture.decode import replay_plan
 from cudagraph_bench.measure.launch_overhead import _device_type_name, _require_cuda
 from cudagraph_bench.measure.roofline import window_records
 from cudagraph_bench.results.replay import ReplayCount, count_replay, replay_field
@@ -55,9 +57,6 @@ def replay_expectation(prepared) -> tuple[int, int | None] | None:
         return None
     if kind.suite != DECODE:
         return 1, (PAD_INPUT_KERNELS if kind.lengths else 0)
-    from cudagraph_bench.capture.buckets import select_bucket
-    from cudagraph_bench.capture.decode import replay_plan
-
     decoder = prepared.decoder
     launches = sum(count for _, count in replay_plan(prepared.spec.new_tokens - 1, decoder.steps_per_graph))
     buckets = getattr(decoder, "buckets", ())

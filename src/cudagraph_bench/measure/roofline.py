@@ -10,6 +10,7 @@ from typing import Callable, Iterable
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.measure.launch_overhead import _require_cuda, is_kernel_event
+from cudagraph_bench.models.hf_internals import attention_windows
 from cudagraph_bench.results.roofline_arithmetic import choose_peak
 
 #: Profiled calls whose busy times a kernel count takes the median of.
@@ -73,8 +74,6 @@ def weight_bytes(model) -> int:
 def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
     """Per KV-cache layer ``(bytes of K and V of one cached token, window in tokens or None)``; empty for a model of
     state layers only (its state is read like a weight)."""
-    from cudagraph_bench.models.hf_internals import attention_windows
-
     config = _text_config(model)
     windows = attention_windows(config)
     if not windows:
