@@ -19,6 +19,16 @@ from cudagraph_bench.models.presets import model_forward
 _SIDE_STREAMS: dict = {}
 
 
+class Closing:
+    """A context manager whose exit calls ``self.close()``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def _side_stream(device):
     import torch
 
@@ -76,7 +86,7 @@ def recover_after_failed_capture(device=None) -> bool:
     return cuda_context_usable(device)
 
 
-class GraphedForward:
+class GraphedForward(Closing):
     """A forward captured once in a CUDA graph and replayed with new inputs: static ``input_ids [batch, seq_len]`` int64
     (and an all-ones ``attention_mask``), warmup on a side stream, a host-work check, capture under inference mode. The
     returned tensor IS the static output (``.clone()`` to keep). Fixed shapes, one stream, no synchronize.
@@ -243,9 +253,3 @@ class GraphedForward:
         self._input_ids = None
         self._attention_mask = None
         self._constants = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -9,7 +9,7 @@ from typing import Iterable
 from cudagraph_bench.capture.buckets import BucketedGraphs, cap_buckets, select_bucket
 from cudagraph_bench.capture.compiling import (SkipReasons, compile_counters, device_sync, inductor_or_error_patch,
                                                no_recompile, warm_until_stable)
-from cudagraph_bench.capture.graphed import GraphedForward
+from cudagraph_bench.capture.graphed import Closing, GraphedForward
 from cudagraph_bench import variants as registry
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
 from cudagraph_bench.models.presets import max_positions, random_input_ids
@@ -20,7 +20,7 @@ class VariantFailure(CudagraphBenchError, RuntimeError):
     """A variant was built but does not do what it claims (e.g. inductor skipped its CUDA graphs)."""
 
 
-class ForwardVariant:
+class ForwardVariant(Closing):
     """One way to run a fixed-length forward: ``variant(input_ids [1, seq_len] int64)`` on the model's device returns
     logits ``[1, seq_len, vocab]`` or ``last_hidden_state [1, seq_len, hidden]``, valid until the next call.
     ``compile_ms`` / ``capture_ms``: wall ms beyond steady state / of warmup + capture, None when not compiled /
@@ -58,12 +58,6 @@ class ForwardVariant:
         """``compile_ms``, ``capture_ms`` (ms) and ``pad_to`` (tokens), where set."""
         fields = (("compile_ms", self.compile_ms), ("capture_ms", self.capture_ms), ("pad_to", self.pad_to))
         return {key: value for key, value in fields if value is not None}
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 class EagerVariant(ForwardVariant):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from cudagraph_bench import variants
+from cudagraph_bench.capture.graphed import Closing
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 from cudagraph_bench.results.launch_model import (clock_ordering_violations, expected_count, median_ms, speedup,
                                                   us_per_launch)
@@ -88,7 +89,7 @@ def _launch_variant(name: str) -> variants.Variant:
     return kind
 
 
-class TinyKernelSequence:
+class TinyKernelSequence(Closing):
     """``n_launches`` launches of ``counter.add_(1.0)`` (``counter: [1] float32``, from 0) on :attr:`stream`, eagerly
     and as one CUDA graph. Raises CudaUnavailableError without a GPU, UsageError for ``n_launches < 1``."""
 
@@ -172,12 +173,6 @@ class TinyKernelSequence:
         if self.graph is not None:
             self.graph.reset()
         self.graph = None
-
-    def __enter__(self) -> "TinyKernelSequence":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 @dataclass(frozen=True)

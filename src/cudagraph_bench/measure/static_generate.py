@@ -8,12 +8,14 @@ forward, set up as transformers' guide "LLM inference optimization" ("Static kv-
 
 from __future__ import annotations
 
+from cudagraph_bench.capture.graphed import Closing
+
 #: The guide's torch.compile settings of the forward.
 GUIDE_COMPILE_MODE = "reduce-overhead"
 GUIDE_FULLGRAPH = True
 
 
-class StaticCompiledGenerate:
+class StaticCompiledGenerate(Closing):
     """HF ``generate(do_sample=False)`` with a static cache and ``model.forward`` compiled as the guide does, greedy at
     batch 1. Changes ``model`` until :meth:`close`; calls ``torch._dynamo.reset()`` on construction and close: one
     compiled model at a time. ``backend`` other than ``"inductor"``: ``mode`` is not passed."""
@@ -71,9 +73,3 @@ class StaticCompiledGenerate:
         self.model.generation_config.cache_implementation = self._saved_cache_implementation
         self._open = False
         torch._dynamo.reset()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
