@@ -109,11 +109,12 @@ class GreedyDecoder:
         self.graphs_compiled: int | None = None
         self.cache = static_cache_for_graphs(model, max_cache_len)
         #: the model has recurrent or convolution state layers (mamba, linear attention, short conv)
-        self.has_state = bool(state_layer_types(model.config))
-        if prefill_buckets and self.has_state:
-            raise NotGraphableError(f"{type(model).__name__} has {', '.join(state_layer_types(model.config))} layers, "
-                                    "whose recurrent or convolution state would take in the padding of a bucketed "
-                                    "prefill: use an unpadded prefill (prefill_buckets=None)")
+        states = state_layer_types(model.config)
+        self.has_state = bool(states)
+        if prefill_buckets and states:
+            raise NotGraphableError(f"{type(model).__name__} has {', '.join(states)} layers, whose recurrent or "
+                                    "convolution state would take in the padding of a bucketed prefill: use an "
+                                    "unpadded prefill (prefill_buckets=None)")
         dev = self.device
         self._token = torch.zeros(1, 1, dtype=torch.int64, device=dev)                       # [1, 1]
         self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
@@ -128,16 +129,13 @@ class GreedyDecoder:
             self.state_outside_cache = state_rebound_by_step(model, self._decode_step)
         if use_graph and self.state_outside_cache:
             raise NotGraphableError(state_outside_cache_reason(model, self.state_outside_cache))
-        self._step = self._decode_step
-        if compile_mode is not None:
-            self._step = self._compile_step(compile_backend, compile_timeout_s)
+        self._step = (self._decode_step if compile_mode is None
+                      else self._compile_step(compile_backend, compile_timeout_s))
         self._step_graphs = {}       # steps per replay -> GraphedForward
         self._graph_logits = {}      # steps per replay -> the static logits [1, vocab] of each captured step
         self._prefill_graphs = {}
-        self._prefill_pos = {}
         self.buckets = cap_buckets(prefill_buckets, max_cache_len) if prefill_buckets else ()
-        for bucket in self.buckets:
-            self._prefill_pos[bucket] = torch.arange(bucket, device=dev)
+        self._prefill_pos = {bucket: torch.arange(bucket, device=dev) for bucket in self.buckets}
         if use_graph:
             self.pool = torch.cuda.graph_pool_handle()
             for bucket in sorted(self.buckets, reverse=True):

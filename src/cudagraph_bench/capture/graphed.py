@@ -244,8 +244,6 @@ class GraphedForward(Closing):
             self._graph.replay()
         return self._output
 
-    replay = __call__
-
     def close(self) -> None:
         """Drop the graph and its buffers so its pool can be released (then ``torch.cuda.empty_cache()``)."""
         self._graph = None

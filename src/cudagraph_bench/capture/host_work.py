@@ -299,8 +299,9 @@ class HostWorkWatch:
 
 def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa_dispatch: bool = True,
                            constants: DeviceConstants | None = None) -> str | None:
-    """The :class:`HostWorkWatch` finding of ``run()`` inside the contexts GraphedForward captures in (``constants`` None: a fresh one). Raises
-    NotGraphableError for RoPE that changes within ``max_positions``, else whatever ``run`` raises."""
+    """The :class:`HostWorkWatch` finding of ``run()`` inside the contexts GraphedForward captures in (``constants``
+    None: a fresh one). Raises NotGraphableError for RoPE that changes within ``max_positions``, else whatever ``run``
+    raises."""
     dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
     constants = constants if constants is not None else DeviceConstants(device)
     with static_rope_during_capture(model, max_positions), dispatch, capture_code_path(), \

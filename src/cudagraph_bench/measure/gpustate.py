@@ -152,7 +152,3 @@ def warn_if_throttled(case: str, before: dict | None, after: dict | None) -> lis
                       "slower than the GPU's; let it cool down or check its power limit, then rerun",
                       GpuThrottledWarning, stacklevel=3)
     return reasons
-
-
-__all__ = ["REASON_BITS", "BENIGN_REASONS", "GpuThrottledWarning", "reason_names", "throttle_reasons",
-           "nvml_handle", "read_gpu_state", "warn_if_throttled"]

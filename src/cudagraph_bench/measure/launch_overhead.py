@@ -132,7 +132,6 @@ class TinyKernelSequence(Closing):
             self.graph.replay()
 
     def _fn(self, variant: str) -> Callable[[], None]:
-
         return self.run_loop if _launch_variant(variant).is_reference else self.replay
 
     def timed(self, variant: str) -> float:
