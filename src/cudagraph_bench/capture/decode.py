@@ -12,7 +12,7 @@ import contextlib
 from cudagraph_bench.capture.buckets import cap_buckets, pad_prompt, select_bucket
 from cudagraph_bench.capture.compiling import (compile_counters, device_sync, no_recompile, time_limit,
                                                warm_until_stable)
-from cudagraph_bench.capture.graphed import GraphedForward
+from cudagraph_bench.capture.graphed import Closing, GraphedForward
 from cudagraph_bench.capture.module_state import state_outside_cache_reason, state_rebound_by_step
 from cudagraph_bench.errors import (CompileError, CudaUnavailableError, NotGraphableError, RequestTooLongError,
                                      UsageError)
@@ -48,7 +48,7 @@ def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]
     return tuple((n, count) for n, count in plan if count)
 
 
-class GreedyDecoder:
+class GreedyDecoder(Closing):
     """Greedy generation with a static KV cache; with ``use_graph`` the decode steps are graph replays. Greedy only,
     batch 1, exactly ``max_new_tokens`` tokens (no EOS stop). One compiled decoder at a time: compiling calls
     ``torch._dynamo.reset()``.

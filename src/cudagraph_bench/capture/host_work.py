@@ -155,11 +155,7 @@ def _make_constants_mode(owner: DeviceConstants):
 
 
 class _HostWorkFound(Exception):
-    """Raised inside the watched forward at its first host work."""
-
-    def __init__(self, text: str):
-        super().__init__(text)
-        self.text = text
+    """Raised inside the watched forward at its first host work, the finding its one argument."""
 
 
 def _frame_text(frames) -> str:
@@ -292,7 +288,7 @@ class HostWorkWatch:
         for mode in reversed(self._modes):
             mode.__exit__(exc_type, exc, tb)
         if isinstance(exc, _HostWorkFound):
-            self.found = exc.text
+            self.found = exc.args[0]
             return True
         return False
 

@@ -159,9 +159,7 @@ class PreparedCase:
         self._counters = compile_counters() if spec.variant_spec.compiled else None
         #: a compiled variant's cudagraph skips while timed (:meth:`finish`): ``{"count": n, "reasons": [...]}``
         self.cudagraph_skips: dict | None = None
-        self._skip_log = None
-        if self._counters is not None:
-            self._skip_log = SkipReasons().__enter__()
+        self._skip_log = SkipReasons().__enter__() if self._counters is not None else None
 
     @property
     def failed_check(self) -> str | None:

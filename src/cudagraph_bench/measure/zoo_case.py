@@ -228,15 +228,11 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
 
 def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype) -> str | None:
     """The eager steps' failed check on the static cache (the cache's fault), or None."""
-    decoder = None
     try:
-        decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=False, prefill_buckets=buckets)
-        tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
+        with GreedyDecoder(model, CACHE_TOKENS, use_graph=False, prefill_buckets=buckets) as decoder:
+            tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
     except Exception:   # noqa: BLE001 - no eager verdict: the graph's failure stands
         return None
-    finally:
-        if decoder is not None:
-            decoder.close()
     passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
     return None if passed else sentence
 
