@@ -78,11 +78,9 @@ def recover_after_failed_capture(device=None) -> bool:
 
     index = torch.device(device).index if device is not None else None
     index = torch.cuda.current_device() if index is None else index
-    try:
+    with contextlib.suppress(Exception):   # recovery is best effort; the probe below decides
         generator = torch.cuda.default_generators[index]
         generator.graphsafe_set_state(generator.clone_state())
-    except Exception:   # noqa: BLE001 - recovery is best effort; the probe below decides
-        pass
     return cuda_context_usable(device)
 
 

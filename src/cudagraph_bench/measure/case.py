@@ -4,6 +4,7 @@ functions that measure import torch."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from cudagraph_bench import variants
@@ -248,14 +249,10 @@ def timing_record(rounds: int, warmup: int, pilot_ms, samples_ms, precision_pct:
 
 
 def _close_quietly(variant: ForwardVariant) -> None:
-    try:
+    with contextlib.suppress(Exception):  # closing must not mask the case's own result
         variant.close()
-    except Exception:  # closing must not mask the case's own result
-        pass
-    try:
+    with contextlib.suppress(Exception):
         import torch
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    except Exception:
-        pass

@@ -3,6 +3,7 @@ after every benchmark so a throttled run says so. Nothing here raises: without N
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 #: NVML clocks-event (throttle) reason bits -> names (``nvmlClocksEventReason*``, the same bits as the older API).
@@ -74,16 +75,12 @@ def _handle(nvml, index: int):
     found = None
     uuid = getattr(props, "uuid", None)
     if uuid is not None:
-        try:
+        with contextlib.suppress(Exception):
             found = (nvml.nvmlDeviceGetHandleByUUID("GPU-" + str(uuid)), "uuid")
-        except Exception:
-            pass
     if found is None and hasattr(props, "pci_bus_id"):
         bus_id = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-        try:
+        with contextlib.suppress(Exception):
             found = (nvml.nvmlDeviceGetHandleByPciBusId(bus_id), "pci")
-        except Exception:
-            pass
     if found is None:
         found = (nvml.nvmlDeviceGetHandleByIndex(index), "index")
     _handles[index] = found

@@ -23,10 +23,10 @@ def _kind(record) -> str:
     return str(kind) if kind else _device_type_name(record.device_type)
 
 
-def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tuple[str, str]]:
-    """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` under ``inference_mode`` after one warm-up
-    call (CPU activity too: some torch versions record Triton's ``cuLaunchKernel`` only with it). CudaUnavailableError
-    without a GPU; ValueError for ``calls < 1``."""
+def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
+    """Launches, kernels and copies outside a graph, summed over ``calls`` profiled calls of ``fn`` under
+    ``inference_mode`` after one warm-up call (CPU activity too: some torch versions record Triton's ``cuLaunchKernel``
+    only with it). CudaUnavailableError without a GPU; ValueError for ``calls < 1``."""
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -39,12 +39,7 @@ def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tu
             fn()
             torch.cuda.synchronize()
             prof.step()
-    return [(r.name, _kind(r)) for r in window_records(prof)]
-
-
-def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
-    """Launches, kernels and copies outside a graph, summed over ``calls`` calls."""
-    return count_replay(profile_call_records(fn, calls=calls))
+    return count_replay([(r.name, _kind(r)) for r in window_records(prof)])
 
 
 def replay_expectation(prepared) -> tuple[int, int | None] | None:
