@@ -205,8 +205,9 @@ class GreedyDecoder(Closing):
                 self._rewind()
                 compiled()
 
+        patch = inductor_config.patch(self.compile_options) if self.compile_options else contextlib.nullcontext()
         with time_limit(timeout_s, f"compiling the decode step ({self.compile_mode})",
-                        "raise --compile-timeout-s (0: no limit)"), inductor_config.patch(self.compile_options):
+                        "raise --compile-timeout-s (0: no limit)"), patch:
             self.compile_ms, _ = warm_until_stable(call, device_sync(self.device), min_calls=2)
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled < 1:
