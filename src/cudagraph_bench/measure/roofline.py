@@ -9,6 +9,7 @@ import statistics
 from typing import Callable, Iterable
 
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.measure.gpustate import _query
 from cudagraph_bench.measure.launch_overhead import _require_cuda, is_kernel_event
 from cudagraph_bench.models.hf_internals import attention_windows
 from cudagraph_bench.results.roofline_arithmetic import choose_peak
@@ -108,13 +109,9 @@ def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
 
 
 def nvml_memory_readings(nvml, handle) -> dict:
-    """NVML's ``max_mem_clock_mhz``, ``bus_width_bits``, ``mem_clock_mhz`` (None if unsupported)."""
-    def query(fn_name, *args):
-        fn = getattr(nvml, fn_name, None)
-        try:
-            return fn(handle, *args) if fn is not None else None
-        except Exception:   # not supported on this GPU / driver
-            return None
+    """NVML's ``max_mem_clock_mhz``, ``bus_width_bits``, ``mem_clock_mhz`` (None if unsupported or missing)."""
+    def query(fn_name, *args):      # a function this pynvml lacks fails (calling None) like an unsupported one
+        return _query(getattr(nvml, fn_name, None), handle, *args)
 
     return {"max_mem_clock_mhz": query("nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_MEM),
             "bus_width_bits": query("nvmlDeviceGetMemoryBusWidth"),
