@@ -206,7 +206,9 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
             eager = (_static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype)
                      if use_graph else sentence)
             if eager:
-                outcomes[prefill] = (NOT_GRAPHABLE, _static_cache_reason(model, eager))
+                outcomes[prefill] = (NOT_GRAPHABLE, f"{type(model).__name__}'s decode steps on the static KV cache a "
+                                     f"graph needs differ from generate without any graph ({eager}): its own cache "
+                                     "holds state a static cache does not reproduce")
         if prefill == "unpadded" and passed:
             kept = decoder
         else:
@@ -235,11 +237,6 @@ def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64
         return None
     passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
     return None if passed else sentence
-
-
-def _static_cache_reason(model, sentence: str) -> str:
-    return (f"{type(model).__name__}'s decode steps on the static KV cache a graph needs differ from generate "
-            f"without any graph ({sentence}): its own cache holds state a static cache does not reproduce")
 
 
 def plain_generate(model, ids, new_tokens: int):
