@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from cudagraph_bench.capture.host_work import (DeviceConstants, HostWorkWatch, device_tensor_from_host_data,
-                                              find_host_work, host_work_in_failed_capture)
+                                              host_work_in_failed_capture)
+
+
+def find_host_work(run, device):
+    """What :class:`HostWorkWatch` finds in ``run()``."""
+    with HostWorkWatch(device) as watch:
+        run()
+    return watch.found
+
 
 DATA = [0.0, -2, 7, True, [3, 1, 4], [0, 2, 4, 6], [5, 4, 3], [[1, 2], [3, 4]], [True, False, True], [1.5, -0.25]]
 

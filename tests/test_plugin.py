@@ -245,8 +245,22 @@ def test_prepared_case_records_the_check_against_eager_for_both_measurement_path
     import torch
 
     from cudagraph_bench.measure.case import INPUT_POOL, CaseSpec, prepare_case
-    from cudagraph_bench.measure.forward_variants import CallableVariant
+    from cudagraph_bench.measure.forward_variants import ForwardVariant
     from cudagraph_bench.models.presets import load_model, model_forward
+
+    class CallableVariant(ForwardVariant):
+        """``fn(input_ids)`` as a variant writing ``static_output``."""
+
+        def __init__(self, name, fn, seq_len, static_output):
+            super().__init__(seq_len)
+            self.name, self._fn, self._static = name, fn, static_output
+
+        @property
+        def static_output(self):
+            return self._static
+
+        def __call__(self, input_ids):
+            return self._fn(input_ids)
 
     tiny = load_model("gpt2", "float32", "cpu", overrides={"n_layer": 1, "n_embd": 32, "n_head": 2,
                                                            "vocab_size": 128})

@@ -123,7 +123,7 @@ def cache_bytes_per_token(model, max_len: int = 32) -> list[int]:
 def test_full_attention_kv_bytes_equal_the_cache_of_the_context(name, dtype, context):
     model = tiny(name, dtype)
     expected = sum(cache_bytes_per_token(model)) * context
-    got = R.decode_bytes_per_token(model, context)
+    got = R.request_bytes_per_token(model, context, 1)      # one step: it attends to the context
     assert got["kv_bytes_per_token"] == expected
     assert got["weight_bytes"] == R.weight_bytes(model)
     assert got["bytes_per_token"] == got["weight_bytes"] + got["kv_bytes_per_token"]
@@ -143,7 +143,7 @@ def test_sliding_window_layers_read_at_most_their_window(context):
     assert attention_windows(model.config) == windows
     expected = sum(b * (context if w is None else min(context, w))
                    for b, w in zip(cache_bytes_per_token(model), windows))
-    assert R.decode_bytes_per_token(model, context)["kv_bytes_per_token"] == expected
+    assert R.request_bytes_per_token(model, context, 1)["kv_bytes_per_token"] == expected
 
 
 @pytest.mark.parametrize("name", ["gemma-2-2b", "mistral-7b", "tinyllama-1.1b"])
@@ -176,14 +176,14 @@ def test_every_layer_of_a_sliding_window_model_reads_its_window():
     model = tiny("mistral-7b")
     window = model.config.sliding_window
     per_layer = cache_bytes_per_token(model)
-    assert R.decode_bytes_per_token(model, 4 * window)["kv_bytes_per_token"] == sum(per_layer) * window
-    assert R.decode_bytes_per_token(model, window - 1)["kv_bytes_per_token"] == sum(per_layer) * (window - 1)
+    assert R.request_bytes_per_token(model, 4 * window, 1)["kv_bytes_per_token"] == sum(per_layer) * window
+    assert R.request_bytes_per_token(model, window - 1, 1)["kv_bytes_per_token"] == sum(per_layer) * (window - 1)
 
 
 @pytest.mark.parametrize("name, prompt, new", [("tinyllama-1.1b", 5, 9), ("gemma-2-2b", 2, 12), ("mistral-7b", 4, 1)])
 def test_a_request_averages_the_kv_bytes_over_its_steps(name, prompt, new):
     model = tiny(name)
-    steps = [R.decode_bytes_per_token(model, prompt + k)["kv_bytes_per_token"] for k in range(new)]
+    steps = [R.request_bytes_per_token(model, prompt + k, 1)["kv_bytes_per_token"] for k in range(new)]
     got = R.request_bytes_per_token(model, prompt, new)
     assert got["kv_bytes_per_token"] == pytest.approx(statistics.fmean(steps), rel=1e-12)
     assert got["context_tokens"] == statistics.fmean(prompt + k for k in range(new))
@@ -193,8 +193,9 @@ def test_a_request_averages_the_kv_bytes_over_its_steps(name, prompt, new):
 def test_without_a_binding_window_the_request_reads_the_kv_of_its_mean_context():
     model = tiny("tinyllama-1.1b")
     got = R.request_bytes_per_token(model, 50, 64)
-    assert got["kv_bytes_per_token"] == pytest.approx(
-        R.decode_bytes_per_token(model, got["context_tokens"])["kv_bytes_per_token"], rel=1e-12)
+    per_token = sum(nbytes for nbytes, window in R.kv_bytes_per_context_token(model) if window is None)
+    assert per_token and len(R.kv_bytes_per_context_token(model)) == model.config.num_hidden_layers
+    assert got["kv_bytes_per_token"] == pytest.approx(per_token * got["context_tokens"], rel=1e-12)
 
 
 def test_bytes_of_a_preset_on_the_meta_device_equal_those_of_the_built_model():
@@ -203,8 +204,7 @@ def test_bytes_of_a_preset_on_the_meta_device_equal_those_of_the_built_model():
     assert R.request_bytes_per_token(on_meta, 7, 9) == R.request_bytes_per_token(on_cpu, 7, 9)
 
 
-@pytest.mark.parametrize("call", [lambda m: R.decode_bytes_per_token(m, 0),
-                                  lambda m: R.request_bytes_per_token(m, 0, 4),
+@pytest.mark.parametrize("call", [lambda m: R.request_bytes_per_token(m, 0, 4),
                                   lambda m: R.request_bytes_per_token(m, 4, 0)])
 def test_empty_contexts_and_requests_are_usage_errors(call):
     with pytest.raises(UsageError):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from cudagraph_bench.capture.graphed import GraphedForward
 from cudagraph_bench.errors import RequestTooLongError, UsageError
+from cudagraph_bench.models.presets import max_positions
 
 
 def select_bucket(seq_len: int, buckets) -> int:
@@ -66,9 +68,6 @@ class BucketedGraphs:
 
     def __init__(self, model, buckets, *, warmup_iters: int = 3, pad_token_id: int = 0):
         import torch
-
-        from cudagraph_bench.models.presets import max_positions
-        from cudagraph_bench.capture.graphed import GraphedForward
 
         self.buckets = cap_buckets(buckets, max_positions(model, bound=max(buckets, default=1)))   # ALiBi, NoPE
         self.pad_token_id = pad_token_id

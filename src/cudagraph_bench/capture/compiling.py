@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 import time
@@ -31,6 +32,14 @@ def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, m
                 break
     steady = min(times[-2:])
     return sum(times) - steady * len(times), times
+
+
+def device_sync(device) -> Callable[[], None]:
+    """A function waiting for ``device``'s queued work (``torch.cuda.synchronize``); a no-op off CUDA."""
+    import torch
+
+    device = torch.device(device)
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
 @contextlib.contextmanager
@@ -86,8 +95,6 @@ def no_recompile(torch):
 
 def inductor_or_error_patch():
     """Inductor raises instead of logging "skipping cudagraphs due to ..." (no-op without the flag)."""
-    import contextlib
-
     import torch._inductor.config as inductor_config
 
     if hasattr(inductor_config.triton, "cudagraph_or_error"):
@@ -99,28 +106,22 @@ def inductor_or_error_patch():
 _CUDAGRAPH_SKIP_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 
 
-class SkipReasons:
-    """Collects inductor's "skipping cudagraphs due to ..." messages in ``messages``."""
+class SkipReasons(logging.Handler):
+    """A context collecting inductor's "skipping cudagraphs due to ..." messages in ``messages``."""
 
     def __init__(self):
-        import logging
-
+        super().__init__(level=logging.WARNING)
         self.messages: list[str] = []
-        outer = self
 
-        class _Handler(logging.Handler):
-            def emit(self, record):
-                outer.messages.append(record.getMessage())
-
-        self._handler = _Handler(level=logging.WARNING)
-        self._logger = logging.getLogger(_CUDAGRAPH_SKIP_LOGGER)
+    def emit(self, record):
+        self.messages.append(record.getMessage())
 
     def __enter__(self):
-        self._logger.addHandler(self._handler)
+        logging.getLogger(_CUDAGRAPH_SKIP_LOGGER).addHandler(self)
         return self
 
     def __exit__(self, *exc):
-        self._logger.removeHandler(self._handler)
+        logging.getLogger(_CUDAGRAPH_SKIP_LOGGER).removeHandler(self)
 
     def text(self) -> str:
         unique = list(dict.fromkeys(m.strip() for m in self.messages if m.strip()))

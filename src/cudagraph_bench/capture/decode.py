@@ -7,8 +7,18 @@ One step reads and writes only static device buffers: ``token [1, 1]`` int64 (ge
 
 from __future__ import annotations
 
+import contextlib
+
+from cudagraph_bench.capture.buckets import cap_buckets, pad_prompt, select_bucket
+from cudagraph_bench.capture.compiling import (compile_counters, device_sync, no_recompile, time_limit,
+                                               warm_until_stable)
+from cudagraph_bench.capture.graphed import Closing, GraphedForward
+from cudagraph_bench.capture.module_state import state_outside_cache_reason, state_rebound_by_step
 from cudagraph_bench.errors import (CompileError, CudaUnavailableError, NotGraphableError, RequestTooLongError,
                                      UsageError)
+from cudagraph_bench.models.hf_internals import (attention_windows, cache_keyword, set_cache_write_position,
+                                                 state_layer_types, static_cache_for_graphs)
+from cudagraph_bench.models.presets import max_positions, model_kind
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_DECODE_STEPS_PER_GRAPH
 
 
@@ -38,7 +48,7 @@ def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]
     return tuple((n, count) for n, count in plan if count)
 
 
-class GreedyDecoder:
+class GreedyDecoder(Closing):
     """Greedy generation with a static KV cache; with ``use_graph`` the decode steps are graph replays. Greedy only,
     batch 1, exactly ``max_new_tokens`` tokens (no EOS stop). One compiled decoder at a time: compiling calls
     ``torch._dynamo.reset()``.
@@ -68,12 +78,6 @@ class GreedyDecoder:
                  compile_mode: str | None = None, compile_backend: str = "inductor",
                  compile_timeout_s: float | None = None, compile_options: dict | None = None):
         import torch
-
-        from cudagraph_bench.capture.buckets import cap_buckets
-        from cudagraph_bench.capture.module_state import state_outside_cache_reason, state_rebound_by_step
-        from cudagraph_bench.models.hf_internals import (attention_windows, cache_keyword, state_layer_types,
-                                                         static_cache_for_graphs)
-        from cudagraph_bench.models.presets import max_positions, model_kind
 
         if model_kind(model) != "causal":
             raise UsageError("decode needs a causal LM (got an encoder): use a causal preset or checkpoint")
@@ -105,9 +109,12 @@ class GreedyDecoder:
         self.graphs_compiled: int | None = None
         self.cache = static_cache_for_graphs(model, max_cache_len)
         #: the model has recurrent or convolution state layers (mamba, linear attention, short conv)
-        self.has_state = bool(state_layer_types(model.config))
-        if prefill_buckets and self.has_state:
-            _check_unpadded_state(model)
+        states = state_layer_types(model.config)
+        self.has_state = bool(states)
+        if prefill_buckets and states:
+            raise NotGraphableError(f"{type(model).__name__} has {', '.join(states)} layers, whose recurrent or "
+                                    "convolution state would take in the padding of a bucketed prefill: use an "
+                                    "unpadded prefill (prefill_buckets=None)")
         dev = self.device
         self._token = torch.zeros(1, 1, dtype=torch.int64, device=dev)                       # [1, 1]
         self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
@@ -122,19 +129,14 @@ class GreedyDecoder:
             self.state_outside_cache = state_rebound_by_step(model, self._decode_step)
         if use_graph and self.state_outside_cache:
             raise NotGraphableError(state_outside_cache_reason(model, self.state_outside_cache))
-        self._step = self._decode_step
-        if compile_mode is not None:
-            self._step = self._compile_step(compile_backend, compile_timeout_s)
+        self._step = (self._decode_step if compile_mode is None
+                      else self._compile_step(compile_backend, compile_timeout_s))
         self._step_graphs = {}       # steps per replay -> GraphedForward
         self._graph_logits = {}      # steps per replay -> the static logits [1, vocab] of each captured step
         self._prefill_graphs = {}
-        self._prefill_pos = {}
         self.buckets = cap_buckets(prefill_buckets, max_cache_len) if prefill_buckets else ()
-        for bucket in self.buckets:
-            self._prefill_pos[bucket] = torch.arange(bucket, device=dev)
+        self._prefill_pos = {bucket: torch.arange(bucket, device=dev) for bucket in self.buckets}
         if use_graph:
-            from cudagraph_bench.capture.graphed import GraphedForward
-
             self.pool = torch.cuda.graph_pool_handle()
             for bucket in sorted(self.buckets, reverse=True):
                 self._prefill_graphs[bucket] = GraphedForward(
@@ -147,7 +149,7 @@ class GreedyDecoder:
     def _prefill_logits(self, input_ids, cache_position):
         """Prefill ``input_ids [1, L]`` at ``cache_position [L]`` -> logits ``[1, L, vocab]``; resets the write counter
         first, so a captured prefill is idempotent."""
-        self._set_cache_length(0)
+        set_cache_write_position(self.cache, 0)
         mask = self._mask[:, :input_ids.shape[1]] if self.has_state else self._mask
         return self.model(input_ids=input_ids, attention_mask=mask, position_ids=cache_position.view(1, -1),
                           use_cache=True, **{self._cache_kw: self.cache}).logits
@@ -183,22 +185,15 @@ class GreedyDecoder:
 
     def _rewind(self) -> None:
         """Position, output index, mask and cache write counter to 0."""
-        self._set_cache_length(0)
+        set_cache_write_position(self.cache, 0)
         self._pos.zero_()
         self._index.zero_()
         self._mask.zero_()
 
-    def _sync(self) -> None:
-        import torch
-
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def _compile_step(self, backend: str, timeout_s: float | None = None):
         """The step compiled and warmed until stable; sets ``compile_ms`` and ``graphs_compiled``."""
         import torch
-
-        from cudagraph_bench.capture.compiling import compile_counters, time_limit, warm_until_stable
+        import torch._inductor.config as inductor_config
 
         torch._dynamo.reset()
         before = compile_counters()
@@ -210,9 +205,10 @@ class GreedyDecoder:
                 self._rewind()
                 compiled()
 
+        patch = inductor_config.patch(self.compile_options) if self.compile_options else contextlib.nullcontext()
         with time_limit(timeout_s, f"compiling the decode step ({self.compile_mode})",
-                        "raise --compile-timeout-s (0: no limit)"), _inductor_patch(self.compile_options):
-            self.compile_ms, _ = warm_until_stable(call, self._sync, min_calls=2)
+                        "raise --compile-timeout-s (0: no limit)"), patch:
+            self.compile_ms, _ = warm_until_stable(call, device_sync(self.device), min_calls=2)
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled < 1:
             raise CompileError("torch.compile compiled no graph of the decode step (is TORCHDYNAMO_DISABLE set?): "
@@ -221,12 +217,7 @@ class GreedyDecoder:
 
     def _capture_steps(self, steps: int, warmup_iters: int):
         """A GraphedForward of ``steps`` steps; logits go to ``self._graph_logits[steps]``."""
-        import contextlib
-
         import torch
-
-        from cudagraph_bench.capture.compiling import no_recompile
-        from cudagraph_bench.capture.graphed import GraphedForward
 
         compiled = self.compile_mode is not None
 
@@ -244,19 +235,12 @@ class GreedyDecoder:
                               max_positions=self.max_cache_len, forward=forward, eager_sdpa_dispatch=not compiled,
                               host_work_check=not compiled)
 
-    def _set_cache_length(self, length: int) -> None:
-        from cudagraph_bench.models.hf_internals import set_cache_write_position
-
-        set_cache_write_position(self.cache, length)
-
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         """Greedy-generate exactly ``max_new_tokens`` tokens after ``input_ids [1, L]`` int64: ``[1, max_new_tokens]``
         int64 on the model's device (a copy; not synchronised); with ``return_logits``, ``(tokens, logits)``, a tuple of
         ``[1, vocab]`` in the model dtype. RequestTooLongError (before GPU work) when L + max_new_tokens exceeds the
         cache or the positions, or L the largest bucket; UsageError when batch != 1."""
         import torch
-
-        from cudagraph_bench.capture.buckets import pad_prompt, select_bucket
 
         if input_ids.dim() != 2 or input_ids.shape[0] != 1:
             raise UsageError(f"input_ids must be [1, L] (batch 1), got {list(input_ids.shape)}")
@@ -276,7 +260,7 @@ class GreedyDecoder:
                     logits = self._prefill_graphs[bucket](padded)[:, length - 1]
                 else:
                     logits = self._prefill_logits(padded, self._prefill_pos[bucket])[:, length - 1]
-                self._set_cache_length(length)   # padding wrote slots L..bucket-1; decode overwrites them
+                set_cache_write_position(self.cache, length)   # padding wrote slots L..bucket-1; decode overwrites them
             token = logits.argmax(-1, keepdim=True)                       # [1, 1]
             self._token.copy_(token)
             self._out[:, :1] = token
@@ -317,17 +301,6 @@ class GreedyDecoder:
             torch._dynamo.reset()
 
 
-def _check_unpadded_state(model) -> None:
-    """NotGraphableError for a bucketed prefill with state layers: its padding would run through them."""
-    from cudagraph_bench.models.hf_internals import state_layer_types
-
-    states = state_layer_types(model.config)
-    if states:
-        raise NotGraphableError(f"{type(model).__name__} has {', '.join(states)} layers, whose recurrent or "
-                                "convolution state would take in the padding of a bucketed prefill: use an unpadded "
-                                "prefill (prefill_buckets=None)")
-
-
 def _check_inductor_fields(options) -> dict:
     """``options`` as a new dict; UsageError when not a mapping, or naming an unknown inductor field or a value of
     another type than its default (an int is taken for a float)."""
@@ -355,12 +328,3 @@ def _check_inductor_fields(options) -> dict:
                              f"torch._inductor.config.{name} takes an int")
     return dict(options)
 
-
-def _inductor_patch(options: dict):
-    import contextlib
-
-    if not options:
-        return contextlib.nullcontext()
-    import torch._inductor.config as inductor_config
-
-    return inductor_config.patch(options)

@@ -7,6 +7,8 @@ import contextlib
 import time
 from typing import Callable
 
+from cudagraph_bench.capture.host_work import (DeviceConstants, capture_path_host_work,
+                                               host_work_in_failed_capture)
 from cudagraph_bench.errors import (CaptureError, CudaUnavailableError, NotGraphableError, ShapeMismatchError,
                                      StaticBufferError)
 from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_capture, static_rope_during_capture
@@ -15,6 +17,16 @@ from cudagraph_bench.models.presets import model_forward
 
 #: One warmup side stream per device: cuBLAS keeps a workspace (32 MiB on Hopper) per (handle, stream) for life.
 _SIDE_STREAMS: dict = {}
+
+
+class Closing:
+    """A context manager whose exit calls ``self.close()``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _side_stream(device):
@@ -66,15 +78,13 @@ def recover_after_failed_capture(device=None) -> bool:
 
     index = torch.device(device).index if device is not None else None
     index = torch.cuda.current_device() if index is None else index
-    try:
+    with contextlib.suppress(Exception):   # recovery is best effort; the probe below decides
         generator = torch.cuda.default_generators[index]
         generator.graphsafe_set_state(generator.clone_state())
-    except Exception:   # noqa: BLE001 - recovery is best effort; the probe below decides
-        pass
     return cuda_context_usable(device)
 
 
-class GraphedForward:
+class GraphedForward(Closing):
     """A forward captured once in a CUDA graph and replayed with new inputs: static ``input_ids [batch, seq_len]`` int64
     (and an all-ones ``attention_mask``), warmup on a side stream, a host-work check, capture under inference mode. The
     returned tensor IS the static output (``.clone()`` to keep). Fixed shapes, one stream, no synchronize.
@@ -95,8 +105,6 @@ class GraphedForward:
                  forward: Callable = model_forward, eager_sdpa_dispatch: bool = True,
                  max_positions: int | None = None, host_work_check: bool = True):
         import torch
-
-        from cudagraph_bench.capture.host_work import DeviceConstants, host_work_in_failed_capture
 
         if warmup_iters < 3:
             raise ValueError(f"warmup_iters must be >= 3 (got {warmup_iters}): lazy init must finish before capture")
@@ -164,8 +172,6 @@ class GraphedForward:
 
     def _check_host_work(self, model, device, max_positions: int, eager_sdpa_dispatch: bool) -> None:
         """NotGraphableError if one forward on the capture's path does host work; CaptureError if it raises."""
-        from cudagraph_bench.capture.host_work import capture_path_host_work
-
         try:
             found = capture_path_host_work(model, self._run, device, max_positions=max_positions,
                                            eager_sdpa_dispatch=eager_sdpa_dispatch, constants=self._constants)
@@ -236,8 +242,6 @@ class GraphedForward:
             self._graph.replay()
         return self._output
 
-    replay = __call__
-
     def close(self) -> None:
         """Drop the graph and its buffers so its pool can be released (then ``torch.cuda.empty_cache()``)."""
         self._graph = None
@@ -245,9 +249,3 @@ class GraphedForward:
         self._input_ids = None
         self._attention_mask = None
         self._constants = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -4,8 +4,12 @@ device value): found before the capture with its model source line, and host dat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
+
+from cudagraph_bench.models.hf_internals import (capture_code_path, eager_sdpa_dispatch_during_capture,
+                                                 static_rope_during_capture)
 
 #: aten ops whose boolean-mask index makes the output's size a device value (read on the host).
 MASK_INDEX_OPS = ("index", "index_put", "index_put_", "_index_put_impl_")
@@ -104,12 +108,6 @@ def _host_index_call(func, args, device_type: str) -> bool:
     return any(_is_host_index(v) for v in (*index, *value))
 
 
-def _function_mode_base():
-    from torch.overrides import TorchFunctionMode
-
-    return TorchFunctionMode
-
-
 class DeviceConstants:
     """A context making host data a forward turns into tensors on ``device``. ``kept``: the pinned host tensors the
     copies read from; keep this object as long as a graph captured inside it."""
@@ -131,8 +129,9 @@ class DeviceConstants:
 
 def _make_constants_mode(owner: DeviceConstants):
     import torch
+    from torch.overrides import TorchFunctionMode
 
-    class _ConstantsMode(_function_mode_base()):
+    class _ConstantsMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             device = _creation_device(func, args, kwargs)
@@ -156,19 +155,11 @@ def _make_constants_mode(owner: DeviceConstants):
 
 
 class _HostWorkFound(Exception):
-    """Raised inside the watched forward at its first host work."""
-
-    def __init__(self, text: str):
-        super().__init__(text)
-        self.text = text
-
-
-def _source_line() -> str:
-    """``"<file>:<line> (<function>)"`` of the innermost frame outside torch and this module, or ``""``."""
-    return _frame_text(traceback.extract_stack())
+    """Raised inside the watched forward at its first host work, the finding its one argument."""
 
 
 def _frame_text(frames) -> str:
+    """``"<file>:<line> (<function>)"`` of the innermost frame outside torch and this module, or ``""``."""
     torch_folder = _torch_folder() + os.sep
     for frame in reversed(frames):
         filename = os.path.abspath(frame.filename)
@@ -184,7 +175,7 @@ def _frame_text(frames) -> str:
 
 
 def _describe(what: str) -> str:
-    where = _source_line()
+    where = _frame_text(traceback.extract_stack())
     return f"{what} at {where}" if where else what
 
 
@@ -213,11 +204,12 @@ def _copy_target(args, kwargs):
 
 def _make_watch(device_type: str):
     import torch
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
     factories = tuple(getattr(torch, n) for n in RANGE_FACTORIES)
 
-    class _FunctionWatch(_function_mode_base()):
+    class _FunctionWatch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             device = _creation_device(func, args, kwargs)
@@ -276,23 +268,10 @@ def _make_watch(device_type: str):
     return _FunctionWatch(), _DispatchWatch()
 
 
-def find_host_work(run, device) -> str | None:
-    """Call ``run()`` (one forward) watching for host work on ``device``; the first found as one line with the model
-    source line, or None. Its other exceptions propagate. Enter it outside :class:`DeviceConstants`."""
-    import torch
-
-    kind = torch.device(device).type
-    functions, dispatch = _make_watch(kind)
-    try:
-        with functions, dispatch:
-            run()
-    except _HostWorkFound as found:
-        return found.text
-    return None
-
-
 class HostWorkWatch:
-    """``with HostWorkWatch(device) as watch, DeviceConstants(device): forward()``, then ``watch.found``."""
+    """``with HostWorkWatch(device) as watch, DeviceConstants(device): forward()``, then ``watch.found``: the first host
+    work on ``device`` the forward did, as one line with the model source line, or None. The forward stops there; its
+    other exceptions propagate."""
 
     def __init__(self, device):
         import torch
@@ -309,20 +288,16 @@ class HostWorkWatch:
         for mode in reversed(self._modes):
             mode.__exit__(exc_type, exc, tb)
         if isinstance(exc, _HostWorkFound):
-            self.found = exc.text
+            self.found = exc.args[0]
             return True
         return False
 
 
 def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa_dispatch: bool = True,
                            constants: DeviceConstants | None = None) -> str | None:
-    """:func:`find_host_work` inside the contexts GraphedForward captures in (``constants`` None: a fresh one). Raises
-    NotGraphableError for RoPE that changes within ``max_positions``, else whatever ``run`` raises."""
-    import contextlib
-
-    from cudagraph_bench.models.hf_internals import (capture_code_path, eager_sdpa_dispatch_during_capture,
-                                                     static_rope_during_capture)
-
+    """The :class:`HostWorkWatch` finding of ``run()`` inside the contexts GraphedForward captures in (``constants``
+    None: a fresh one). Raises NotGraphableError for RoPE that changes within ``max_positions``, else whatever ``run``
+    raises."""
     dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
     constants = constants if constants is not None else DeviceConstants(device)
     with static_rope_during_capture(model, max_positions), dispatch, capture_code_path(), \

@@ -4,12 +4,19 @@ functions that measure import torch."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
+from cudagraph_bench import variants
+from cudagraph_bench.capture.compiling import SkipReasons, compile_counters
 from cudagraph_bench.errors import CudagraphBenchError
+from cudagraph_bench.measure.correctness import (assert_matches_eager, fp64_reference_model, fp64_rmse_check,
+                                                 max_abs_diff)
+from cudagraph_bench.measure.forward_variants import ForwardVariant, VariantFailure, build_variant
 from cudagraph_bench.measure.settings import MeasureSettings
-from cudagraph_bench.measure.forward_variants import ForwardVariant, VariantFailure, build_variant, compile_counters
-from cudagraph_bench.variants import Rule
+from cudagraph_bench.measure.timing import median_ci_pct
+from cudagraph_bench.models.attention import attention_of
+from cudagraph_bench.models.presets import experts_implementation, model_forward, random_input_ids
 
 #: Random inputs ``[1, seq_len]`` the timed calls cycle through.
 INPUT_POOL = 8
@@ -27,8 +34,6 @@ class CaseSpec(MeasureSettings):
     @property
     def variant_spec(self):
         """The registry row of :attr:`variant` (:class:`~cudagraph_bench.variants.Variant`)."""
-        from cudagraph_bench import variants
-
         return variants.variant(variants.FORWARD, self.variant)
 
 
@@ -72,12 +77,8 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
     fails)."""
     import torch
 
-    from cudagraph_bench.measure.correctness import (assert_matches_eager, fp64_reference_model, fp64_rmse_check,
-                                             max_abs_diff)
-    from cudagraph_bench.models.presets import model_forward, random_input_ids
-
     device = next(model.parameters()).device
-    cross_kernel = spec.variant_spec.rule is Rule.FP64
+    cross_kernel = spec.variant_spec.rule is variants.Rule.FP64
     check_range = getattr(variant, "check_range", None)
     lengths = check_lengths(spec.seq_len, spec.check_inputs, check_range)
 
@@ -159,11 +160,7 @@ class PreparedCase:
         self._counters = compile_counters() if spec.variant_spec.compiled else None
         #: a compiled variant's cudagraph skips while timed (:meth:`finish`): ``{"count": n, "reasons": [...]}``
         self.cudagraph_skips: dict | None = None
-        self._skip_log = None
-        if self._counters is not None:
-            from cudagraph_bench.capture.compiling import SkipReasons
-
-            self._skip_log = SkipReasons().__enter__()
+        self._skip_log = SkipReasons().__enter__() if self._counters is not None else None
 
     @property
     def failed_check(self) -> str | None:
@@ -206,21 +203,14 @@ class PreparedCase:
         self._inputs = []
 
 
-def _case_generator(spec: CaseSpec, device):
-    import torch
-
-    return torch.Generator(device=device).manual_seed(spec.seed * 1_000_003 + spec.seq_len)
-
-
 def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -> PreparedCase:
     """Build ``spec.variant`` (or take ``variant``, now owned), check it against eager and draw :data:`INPUT_POOL`
     inputs; close the result. Raises CaseFailed (phase ``build`` / ``check``); a numerical mismatch is ``status ==
     "mismatch"``, not a failure."""
-    from cudagraph_bench.models.attention import attention_of
-    from cudagraph_bench.models.presets import experts_implementation, random_input_ids
+    import torch
 
     device = next(model.parameters()).device
-    generator = _case_generator(spec, device)
+    generator = torch.Generator(device=device).manual_seed(spec.seed * 1_000_003 + spec.seq_len)
     info = {"attn_implementation": attention_of(model)} if attention_of(model) else {}
     if experts_implementation(model) is not None:
         info["experts_implementation"] = experts_implementation(model)
@@ -254,21 +244,15 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
 def timing_record(rounds: int, warmup: int, pilot_ms, samples_ms, precision_pct: float, *,
                   max_time_ms: float = 0.0) -> dict:
     """The timing's ``extra_info`` fields (``median_ci95_pct``: % of the median; None below 3 rounds)."""
-    from cudagraph_bench.measure.timing import median_ci_pct
-
     return {"warmup_rounds": warmup, "pilot_ms": [float(x) for x in pilot_ms], "precision_target_pct": precision_pct,
             "max_time_ms": max_time_ms, "median_ci95_pct": median_ci_pct(samples_ms)}
 
 
 def _close_quietly(variant: ForwardVariant) -> None:
-    try:
+    with contextlib.suppress(Exception):  # closing must not mask the case's own result
         variant.close()
-    except Exception:  # closing must not mask the case's own result
-        pass
-    try:
+    with contextlib.suppress(Exception):
         import torch
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    except Exception:
-        pass

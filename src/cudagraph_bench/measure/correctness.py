@@ -4,8 +4,10 @@ tolerances: a captured graph may pick other cuBLAS / SDPA kernels than eager."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
+from cudagraph_bench.models.presets import experts_implementation, is_mixture_of_experts, use_graph_safe_experts
 from cudagraph_bench.variants import DECODE_REFERENCE
 
 #: dtype name -> ``assert_close`` keyword arguments.
@@ -89,11 +91,7 @@ def fp64_rmse_check(actual, eager, fp64_ref, dtype=None) -> Fp64Check:
 
 def fp64_reference_model(model):
     """A float64 copy of ``model`` on its device (MoE: experts that run in float64): 8 bytes per parameter."""
-    import copy
-
     import torch
-
-    from cudagraph_bench.models.presets import use_graph_safe_experts
 
     model64 = copy.deepcopy(model).to(torch.float64)
     use_graph_safe_experts(model64, torch.float64)
@@ -161,8 +159,6 @@ class float64_in_place:
                 p.data = data
 
     def __enter__(self):
-        from cudagraph_bench.models.presets import experts_implementation, is_mixture_of_experts
-
         if is_mixture_of_experts(self.model) and hasattr(self.model, "set_experts_implementation"):
             self._experts = experts_implementation(self.model)
             self.model.set_experts_implementation("eager")

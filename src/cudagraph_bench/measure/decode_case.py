@@ -7,6 +7,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
+from cudagraph_bench.capture.decode import GreedyDecoder
+from cudagraph_bench.cases import DecodeCase
+from cudagraph_bench.errors import RequestTooLongError
+from cudagraph_bench.measure import correctness
+from cudagraph_bench.measure.roofline import request_bytes_per_token
+from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
+from cudagraph_bench.models.attention import attention_of
+from cudagraph_bench.models.presets import experts_implementation, max_positions
+from cudagraph_bench.options import DECODE_COMPILE_TUNINGS
 from cudagraph_bench.variants import DECODE, Rule, variant
 
 #: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
@@ -16,16 +26,11 @@ DECODE_PROMPT_SEED = 11
 
 
 @dataclass(frozen=True)
-class DecodeSpec:
-    """One decode case and its settings. ``longest_new_tokens``: the session's most new tokens (sizes the cache, shares
-    references); ``compile_timeout_s`` 0: no limit; ``buckets``: prefill tokens of ``compile+graph``; ``rounds``,
-    ``max_rounds``: measured requests, at least / at most."""
+class DecodeSpec(DecodeCase):
+    """One decode case (its key's fields first) and its settings. ``longest_new_tokens``: the session's most new tokens
+    (sizes the cache, shares references); ``compile_timeout_s`` 0: no limit; ``buckets``: prefill tokens of
+    ``compile+graph``; ``rounds``, ``max_rounds``: measured requests, at least / at most."""
 
-    model: str
-    dtype: str
-    seq_len: int
-    new_tokens: int
-    variant: str
     longest_new_tokens: int
     steps_per_graph: int
     compile_mode: str
@@ -34,11 +39,6 @@ class DecodeSpec:
     buckets: tuple[int, ...]
     rounds: int
     max_rounds: int
-
-    @property
-    def variant_spec(self):
-        """The registry row of :attr:`variant`."""
-        return variant(DECODE, self.variant)
 
 
 def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
@@ -49,9 +49,6 @@ def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
 
 def decode_prefill_bucket(prompt_len: int, buckets, max_cache_len: int) -> int | None:
     """The smallest of ``buckets`` (capped at the cache) holding the prompt, or None (eager)."""
-    from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
-    from cudagraph_bench.errors import RequestTooLongError
-
     try:
         return select_bucket(prompt_len, cap_buckets(buckets, max_cache_len))
     except RequestTooLongError:
@@ -61,11 +58,6 @@ def decode_prefill_bucket(prompt_len: int, buckets, max_cache_len: int) -> int |
 def build_decoder(spec: DecodeSpec, model, info: dict):
     """The decoder of ``spec.variant``, its settings added to ``info``; None for ``generate``. Raises NotGraphableError
     (the case is skipped) or whatever compiling or capturing raises."""
-    from cudagraph_bench.capture.decode import GreedyDecoder
-    from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
-    from cudagraph_bench.models.presets import max_positions
-    from cudagraph_bench.options import DECODE_COMPILE_TUNINGS
-
     kind = spec.variant_spec
     if kind.is_reference:
         return None
@@ -126,11 +118,6 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
     building, compiling or the checked request raised (the decoder closed first)."""
     import torch
 
-    from cudagraph_bench.measure.correctness import check_decode_against_generate
-    from cudagraph_bench.measure.roofline import request_bytes_per_token
-    from cudagraph_bench.models.attention import attention_of
-    from cudagraph_bench.models.presets import experts_implementation
-
     kind = spec.variant_spec
     info: dict = {"attn_implementation": attention_of(model)} if attention_of(model) else {}
     if experts_implementation(model) is not None:
@@ -166,9 +153,9 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
         if torch.cuda.is_available() and ids.is_cuda:
             torch.cuda.synchronize()
         checked_ms = (time.perf_counter() - start) * 1e3    # the pilot when it is that slow already
-        vs_generate = check_decode_against_generate(tokens, logits, reference, reference_logits,
-                                                    refs.fp64_logits(spec.model, spec.dtype, ids, reference),
-                                                    spec.dtype)
+        vs_generate = correctness.check_decode_against_generate(
+            tokens, logits, reference, reference_logits, refs.fp64_logits(spec.model, spec.dtype, ids, reference),
+            spec.dtype)
         info.update(matches_generate=vs_generate.identical, generate_check_passed=vs_generate.passed,
                     generate_check=vs_generate.summary, distinct_reference_tokens=vs_generate.distinct_reference_tokens)
         if checked_against_generate:
@@ -200,17 +187,15 @@ def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, lo
     """Rule EXACT: tokens equal the eager static-cache loop's; rule FP64: that loop's per-step fp64 rule."""
     import torch
 
-    from cudagraph_bench.measure.correctness import check_decode_against_generate
-
     eager_tokens, eager_logits = refs.static_eager(spec.model, spec.dtype, ids, spec.new_tokens, decoder.max_cache_len)
     if spec.variant_spec.rule is Rule.EXACT:
         same = bool(torch.equal(tokens, eager_tokens))
         fields = {"correct": same, "check": "tokens == static-eager"}
         return fields if same else {**fields, "status": "mismatch",
                                     "reason": "graphed decode tokens differ from the eager static-cache loop's"}
-    vs_eager = check_decode_against_generate(tokens, logits, eager_tokens, eager_logits,
-                                             refs.fp64_logits(spec.model, spec.dtype, ids, eager_tokens), spec.dtype,
-                                             reference_name=spec.variant_spec.reference)
+    vs_eager = correctness.check_decode_against_generate(
+        tokens, logits, eager_tokens, eager_logits, refs.fp64_logits(spec.model, spec.dtype, ids, eager_tokens),
+        spec.dtype, reference_name=spec.variant_spec.reference)
     fields = {"matches_static_eager": vs_eager.identical, "static_eager_check_passed": vs_eager.passed,
               "static_eager_check": vs_eager.summary, "correct": vs_eager.passed,
               "check": "tokens vs static-eager, fp64 rule"}

@@ -4,13 +4,15 @@ next call; building a ``compile*`` variant calls ``torch._dynamo.reset()``: one 
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Iterable
 
-from cudagraph_bench.capture.compiling import STABLE_FACTOR, compile_counters, warm_until_stable  # noqa: F401
-from cudagraph_bench.capture.compiling import SkipReasons, inductor_or_error_patch
-from cudagraph_bench.capture.compiling import no_recompile as _no_recompile
+from cudagraph_bench.capture.buckets import BucketedGraphs, cap_buckets, select_bucket
+from cudagraph_bench.capture.compiling import (SkipReasons, compile_counters, device_sync, inductor_or_error_patch,
+                                               no_recompile, warm_until_stable)
+from cudagraph_bench.capture.graphed import Closing, GraphedForward
 from cudagraph_bench import variants as registry
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
+from cudagraph_bench.models.presets import max_positions, random_input_ids
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_PAD_TO
 
 
@@ -18,7 +20,7 @@ class VariantFailure(CudagraphBenchError, RuntimeError):
     """A variant was built but does not do what it claims (e.g. inductor skipped its CUDA graphs)."""
 
 
-class ForwardVariant:
+class ForwardVariant(Closing):
     """One way to run a fixed-length forward: ``variant(input_ids [1, seq_len] int64)`` on the model's device returns
     logits ``[1, seq_len, vocab]`` or ``last_hidden_state [1, seq_len, hidden]``, valid until the next call.
     ``compile_ms`` / ``capture_ms``: wall ms beyond steady state / of warmup + capture, None when not compiled /
@@ -56,27 +58,6 @@ class ForwardVariant:
         """``compile_ms``, ``capture_ms`` (ms) and ``pad_to`` (tokens), where set."""
         fields = (("compile_ms", self.compile_ms), ("capture_ms", self.capture_ms), ("pad_to", self.pad_to))
         return {key: value for key, value in fields if value is not None}
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class CallableVariant(ForwardVariant):
-    """Any ``fn(input_ids [1, seq_len]) -> Tensor`` as a variant; ``static_output``: the buffer it writes."""
-
-    def __init__(self, name: str, fn, seq_len: int, static_output=None):
-        super().__init__(seq_len)
-        self.name, self._fn, self._static = name, fn, static_output
-
-    @property
-    def static_output(self):
-        return self._static
-
-    def __call__(self, input_ids):
-        return self._fn(input_ids)
 
 
 class EagerVariant(ForwardVariant):
@@ -127,8 +108,6 @@ class GraphVariant(_GraphBacked):
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
         super().__init__(seq_len)
-        from cudagraph_bench.capture.graphed import GraphedForward
-
         # a compiled forward (compile+graph) must not see patched HF globals nor torch modes: dynamo guards on them
         kwargs = {"forward": forward, "eager_sdpa_dispatch": False, "host_work_check": False} \
             if forward is not None else {}
@@ -144,8 +123,6 @@ class PaddedVariant(ForwardVariant):
 
     def __init__(self, model, seq_len: int, *, lengths, name: str, warmup_iters: int = 3, graphs=None):
         super().__init__(seq_len)
-        from cudagraph_bench.capture.buckets import select_bucket
-
         self.name = name
         capped = self.graph_lengths(model, lengths, name, seq_len)
         length = select_bucket(seq_len, capped)
@@ -172,9 +149,6 @@ class PaddedVariant(ForwardVariant):
         """The lengths (tokens) a ``name`` variant captures for ``seq_len``: every bucket capped at the positions
         (``bucketed``) or the one padded length (``padded``). Raises RequestTooLongError when ``seq_len`` is above them
         all."""
-        from cudagraph_bench.capture.buckets import cap_buckets, select_bucket
-        from cudagraph_bench.models.presets import max_positions
-
         capped = cap_buckets(lengths, max_positions(model, bound=max(lengths, default=1)))   # ALiBi, NoPE
         length = select_bucket(seq_len, capped)
         return capped if registry.variant(registry.FORWARD, name).lengths == "buckets" else (length,)
@@ -183,8 +157,6 @@ class PaddedVariant(ForwardVariant):
     def graphs_for(cls, model, lengths, name: str, seq_len: int, *, warmup_iters: int = 3):
         """Capture the graphs a ``name`` variant replays for ``seq_len`` (close them when done). Raises
         RequestTooLongError, before any capture, when ``seq_len`` is above every length."""
-        from cudagraph_bench.capture.buckets import BucketedGraphs
-
         return BucketedGraphs(model, cls.graph_lengths(model, lengths, name, seq_len), warmup_iters=warmup_iters)
 
     def record(self) -> dict:
@@ -207,18 +179,11 @@ class PaddedVariant(ForwardVariant):
         self._graphs = None
 
 
-def _sync(model) -> Callable[[], None]:
-    import torch
-
-    device = next(model.parameters()).device
-    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-
-
 def _compile_forward(model, seq_len: int, mode: str):
     """Reset dynamo and compile the forward: ``(compiled, example input [1, seq_len], counters before)``."""
     import torch
 
-    from cudagraph_bench.models.presets import model_forward, random_input_ids
+    from cudagraph_bench.models.presets import model_forward
 
     torch._dynamo.reset()
     before = compile_counters()
@@ -243,7 +208,7 @@ class CompileVariant(ForwardVariant):
         self._torch = torch
         self._fn, example, before = _compile_forward(model, seq_len, "reduce-overhead")
         with inductor_or_error_patch(), SkipReasons() as reasons:
-            self.compile_ms, _ = warm_until_stable(lambda: self(example), _sync(model), min_calls=3)
+            self.compile_ms, _ = warm_until_stable(lambda: self(example), device_sync(example.device), min_calls=3)
         after = compile_counters()
         skips = after["cudagraph_skips"] - before["cudagraph_skips"]
         if skips or reasons.messages:
@@ -284,11 +249,11 @@ class CompileGraphVariant(_GraphBacked):
             with torch.inference_mode():
                 return compiled(example)
 
-        self.compile_ms, _ = warm_until_stable(call_example, _sync(model), min_calls=2)
+        self.compile_ms, _ = warm_until_stable(call_example, device_sync(example.device), min_calls=2)
 
         def captured_forward(_model, input_ids, attention_mask=None):
             if torch.cuda.is_current_stream_capturing():
-                with _no_recompile(torch):
+                with no_recompile(torch):
                     return compiled(input_ids)
             return compiled(input_ids)
 
@@ -334,17 +299,11 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
         device = next(model.parameters()).device
         if device.type != "cuda":
             raise CudaUnavailableError(f"variant {variant!r} needs the model on a CUDA GPU (it is on {device})")
-    builder = kind.build_callable()
+    kwargs: dict = {"warmup_iters": warmup_iters} if kind.captured else {}
     if kind.lengths:
-        built: ForwardVariant = builder(model, seq_len, lengths=padding_lengths(variant, pad_to, buckets), name=variant,
-                                        warmup_iters=warmup_iters, graphs=graphs)
+        kwargs.update(lengths=padding_lengths(variant, pad_to, buckets), name=variant, graphs=graphs)
     elif kind.compiled and kind.captured:
-        built = builder(model, seq_len, warmup_iters=warmup_iters, compile_mode=compile_mode)
-    elif kind.compiled:
-        built = builder(model, seq_len)
-    elif kind.captured:
-        built = builder(model, seq_len, warmup_iters=warmup_iters)
-    else:
-        built = builder(model, seq_len)
+        kwargs["compile_mode"] = compile_mode
+    built: ForwardVariant = kind.build_callable()(model, seq_len, **kwargs)
     built.name, built.dtype = kind.name, dtype
     return built

@@ -3,6 +3,7 @@ after every benchmark so a throttled run says so. Nothing here raises: without N
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 #: NVML clocks-event (throttle) reason bits -> names (``nvmlClocksEventReason*``, the same bits as the older API).
@@ -36,9 +37,7 @@ def reason_names(mask: int) -> list[str]:
     if mask == 0:
         return ["none"]
     names = [name for bit, name in REASON_BITS if mask & bit]
-    known = 0
-    for bit, _ in REASON_BITS:
-        known |= bit
+    known = sum(bit for bit, _ in REASON_BITS)     # distinct bits
     if mask & ~known:
         names.append(f"unknown_{mask & ~known:#x}")
     return names
@@ -76,16 +75,12 @@ def _handle(nvml, index: int):
     found = None
     uuid = getattr(props, "uuid", None)
     if uuid is not None:
-        try:
+        with contextlib.suppress(Exception):
             found = (nvml.nvmlDeviceGetHandleByUUID("GPU-" + str(uuid)), "uuid")
-        except Exception:
-            pass
     if found is None and hasattr(props, "pci_bus_id"):
         bus_id = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-        try:
+        with contextlib.suppress(Exception):
             found = (nvml.nvmlDeviceGetHandleByPciBusId(bus_id), "pci")
-        except Exception:
-            pass
     if found is None:
         found = (nvml.nvmlDeviceGetHandleByIndex(index), "index")
     _handles[index] = found
@@ -154,7 +149,3 @@ def warn_if_throttled(case: str, before: dict | None, after: dict | None) -> lis
                       "slower than the GPU's; let it cool down or check its power limit, then rerun",
                       GpuThrottledWarning, stacklevel=3)
     return reasons
-
-
-__all__ = ["REASON_BITS", "BENIGN_REASONS", "GpuThrottledWarning", "reason_names", "throttle_reasons",
-           "nvml_handle", "read_gpu_state", "warn_if_throttled"]

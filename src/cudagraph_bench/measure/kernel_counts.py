@@ -3,7 +3,12 @@ and the roofline; profiled after every timed test (CUPTI left attached slows lau
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import statistics
+from dataclasses import dataclass
+
+from cudagraph_bench.measure import roofline
+from cudagraph_bench.measure.case import describe_exception
+from cudagraph_bench.models.presets import model_forward, random_input_ids
 
 Key = tuple[str, str, int]   # (model, dtype, seq_len in tokens)
 
@@ -33,9 +38,6 @@ class KernelCount:
             fields["gpu_busy_ms"] = self.gpu_busy_ms
         return fields
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def device_problem(device: str) -> str | None:
     """The profiler counts CUDA kernels only; None when it can."""
@@ -48,10 +50,6 @@ def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: in
                repeats: int | None = None) -> KernelCount:
     """Kernels of one eager forward on random ``input_ids [1, seq_len]`` and its busy time, from ``repeats`` profiled
     forwards that must agree on the count. Never raises: every failure is a ``failed`` KernelCount."""
-    import statistics
-
-    from cudagraph_bench.measure.case import describe_exception
-
     def failed(reason: str, phase: str) -> KernelCount:
         return KernelCount(model_name, dtype, seq_len, "failed", reason=reason, phase=phase)
 
@@ -64,9 +62,6 @@ def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: in
         return failed(problem, "count")
     try:
         import torch
-
-        from cudagraph_bench.measure import roofline
-        from cudagraph_bench.models.presets import model_forward, random_input_ids
 
         device = next(model.parameters()).device
         generator = torch.Generator(device=device).manual_seed(seed)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from cudagraph_bench import variants
+from cudagraph_bench.capture.graphed import Closing
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
 from cudagraph_bench.results.launch_model import (clock_ordering_violations, expected_count, median_ms, speedup,
                                                   us_per_launch)
@@ -28,23 +29,23 @@ def _device_type_name(device_type) -> str:
     return name.rsplit(".", 1)[-1].lower()
 
 
-def is_kernel_event(*, device_type, activity_type: str | None, name: str, is_user_annotation: bool = False) -> bool:
-    """Whether a profiler event is a device kernel: a CUDA event of kineto activity type ``"kernel"``; without an
-    activity type (older torch), a CUDA event that is no user annotation and has no non-kernel name prefix."""
-    if _device_type_name(device_type) != "cuda":
+def is_kernel_event(e) -> bool:
+    """Whether a profiler ``FunctionEvent``-like ``e`` (``device_type``, ``name``, optional ``activity_type`` and
+    ``is_user_annotation``) is a device kernel: a CUDA event of kineto activity type ``"kernel"``; without an activity
+    type (older torch), a CUDA event that is no user annotation and has no non-kernel name prefix."""
+    if _device_type_name(e.device_type) != "cuda":
         return False
+    activity_type = getattr(e, "activity_type", None)
     if activity_type:
         return activity_type.lower() == "kernel"
-    if is_user_annotation:
+    if getattr(e, "is_user_annotation", False):
         return False
-    return not name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
+    return not e.name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
 
 
 def count_kernel_events(events: Iterable) -> int:
     """Number of kernel events among profiler ``FunctionEvent``-like objects."""
-    return sum(1 for e in events
-               if is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
-                                  name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False))))
+    return sum(1 for e in events if is_kernel_event(e))
 
 
 def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
@@ -88,7 +89,7 @@ def _launch_variant(name: str) -> variants.Variant:
     return kind
 
 
-class TinyKernelSequence:
+class TinyKernelSequence(Closing):
     """``n_launches`` launches of ``counter.add_(1.0)`` (``counter: [1] float32``, from 0) on :attr:`stream`, eagerly
     and as one CUDA graph. Raises CudaUnavailableError without a GPU, UsageError for ``n_launches < 1``."""
 
@@ -131,7 +132,6 @@ class TinyKernelSequence:
             self.graph.replay()
 
     def _fn(self, variant: str) -> Callable[[], None]:
-
         return self.run_loop if _launch_variant(variant).is_reference else self.replay
 
     def timed(self, variant: str) -> float:
@@ -172,12 +172,6 @@ class TinyKernelSequence:
         if self.graph is not None:
             self.graph.reset()
         self.graph = None
-
-    def __enter__(self) -> "TinyKernelSequence":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 @dataclass(frozen=True)
@@ -319,11 +313,6 @@ class BakedPointerResult:
     def rebind_ok(self) -> bool:
         """The graph updated the old buffer (twice) and not the new one."""
         return self.old_value == 2.0 * self.n_launches and self.new_value == 0.0
-
-    @property
-    def realloc_expected_value(self) -> float:
-        """What ``realloc`` must hold after the replay, given where the allocator put it."""
-        return float(self.n_launches) if self.same_address else 0.0
 
     def as_dict(self) -> dict:
         return {"n_launches": self.n_launches, "old_ptr": self.old_ptr, "new_ptr": self.new_ptr,

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from cudagraph_bench.capture.buckets import select_bucket
+from cudagraph_bench.capture.decode import replay_plan
+from cudagraph_bench.measure.launch_overhead import _device_type_name, _require_cuda
+from cudagraph_bench.measure.roofline import window_records
 from cudagraph_bench.results.replay import ReplayCount, count_replay, replay_field
 from cudagraph_bench.variants import DECODE
 
@@ -15,19 +19,14 @@ PAD_INPUT_KERNELS = 4
 
 def _kind(record) -> str:
     """Kineto's activity type where torch reports it, else the device type."""
-    from cudagraph_bench.measure.launch_overhead import _device_type_name
-
     kind = getattr(record, "activity_type", None)
     return str(kind) if kind else _device_type_name(record.device_type)
 
 
-def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tuple[str, str]]:
-    """``(name, kind)`` of every record of ``calls`` profiled calls of ``fn`` under ``inference_mode`` after one warm-up
-    call (CPU activity too: some torch versions record Triton's ``cuLaunchKernel`` only with it). CudaUnavailableError
-    without a GPU; ValueError for ``calls < 1``."""
-    from cudagraph_bench.measure.launch_overhead import _require_cuda
-    from cudagraph_bench.measure.roofline import window_records
-
+def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
+    """Launches, kernels and copies outside a graph, summed over ``calls`` profiled calls of ``fn`` under
+    ``inference_mode`` after one warm-up call (CPU activity too: some torch versions record Triton's ``cuLaunchKernel``
+    only with it). CudaUnavailableError without a GPU; ValueError for ``calls < 1``."""
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -40,12 +39,7 @@ def profile_call_records(fn: Callable[[], object], *, calls: int = 1) -> list[tu
             fn()
             torch.cuda.synchronize()
             prof.step()
-    return [(r.name, _kind(r)) for r in window_records(prof)]
-
-
-def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
-    """Launches, kernels and copies outside a graph, summed over ``calls`` calls."""
-    return count_replay(profile_call_records(fn, calls=calls))
+    return count_replay([(r.name, _kind(r)) for r in window_records(prof)])
 
 
 def replay_expectation(prepared) -> tuple[int, int | None] | None:
@@ -58,9 +52,6 @@ def replay_expectation(prepared) -> tuple[int, int | None] | None:
         return None
     if kind.suite != DECODE:
         return 1, (PAD_INPUT_KERNELS if kind.lengths else 0)
-    from cudagraph_bench.capture.buckets import select_bucket
-    from cudagraph_bench.capture.decode import replay_plan
-
     decoder = prepared.decoder
     launches = sum(count for _, count in replay_plan(prepared.spec.new_tokens - 1, decoder.steps_per_graph))
     buckets = getattr(decoder, "buckets", ())

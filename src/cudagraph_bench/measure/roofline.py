@@ -9,6 +9,9 @@ import statistics
 from typing import Callable, Iterable
 
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.measure.gpustate import _query
+from cudagraph_bench.measure.launch_overhead import _require_cuda, is_kernel_event
+from cudagraph_bench.models.hf_internals import attention_windows
 from cudagraph_bench.results.roofline_arithmetic import choose_peak
 
 #: Profiled calls whose busy times a kernel count takes the median of.
@@ -72,8 +75,6 @@ def weight_bytes(model) -> int:
 def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
     """Per KV-cache layer ``(bytes of K and V of one cached token, window in tokens or None)``; empty for a model of
     state layers only (its state is read like a weight)."""
-    from cudagraph_bench.models.hf_internals import attention_windows
-
     config = _text_config(model)
     windows = attention_windows(config)
     if not windows:
@@ -90,21 +91,11 @@ def _kv_bytes(layers: list[tuple[int, int | None]], context_tokens: float) -> fl
                for nbytes, window in layers)
 
 
-def decode_bytes_per_token(model, context_tokens: float) -> dict:
-    """``{"weight_bytes", "kv_bytes_per_token", "bytes_per_token", "context_tokens"}`` one decoded token reads when it
-    attends to ``context_tokens`` cached tokens (itself included). ``model``: a causal LM on any device, ``meta`` too.
-    UsageError for ``context_tokens`` not positive, or a model whose weights or layers cannot be counted."""
-    if not context_tokens > 0:
-        raise UsageError(f"context_tokens must be > 0, got {context_tokens!r}")
-    weights = weight_bytes(model)
-    kv = _kv_bytes(kv_bytes_per_context_token(model), context_tokens)
-    return {"weight_bytes": weights, "kv_bytes_per_token": kv, "bytes_per_token": weights + kv,
-            "context_tokens": float(context_tokens)}
-
-
 def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
-    """:func:`decode_bytes_per_token` averaged over one greedy request (step ``k`` attends to ``prompt_tokens + k``);
-    ``context_tokens`` is the mean context. UsageError for ``prompt_tokens < 1`` or ``new_tokens < 1``."""
+    """``{"weight_bytes", "kv_bytes_per_token", "bytes_per_token", "context_tokens"}`` one decoded token of a greedy
+    request reads on average: step ``k`` attends to ``prompt_tokens + k`` cached tokens (itself included);
+    ``context_tokens`` is the mean context. ``model``: a causal LM on any device, ``meta`` too. UsageError for
+    ``prompt_tokens < 1`` or ``new_tokens < 1``, or a model whose weights or layers cannot be counted."""
     if prompt_tokens < 1 or new_tokens < 1:
         raise UsageError(f"need a prompt of >= 1 token and >= 1 new token (got {prompt_tokens}, {new_tokens})")
     layers = kv_bytes_per_context_token(model)
@@ -118,13 +109,9 @@ def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
 
 
 def nvml_memory_readings(nvml, handle) -> dict:
-    """NVML's ``max_mem_clock_mhz``, ``bus_width_bits``, ``mem_clock_mhz`` (None if unsupported)."""
-    def query(fn_name, *args):
-        fn = getattr(nvml, fn_name, None)
-        try:
-            return fn(handle, *args) if fn is not None else None
-        except Exception:   # not supported on this GPU / driver
-            return None
+    """NVML's ``max_mem_clock_mhz``, ``bus_width_bits``, ``mem_clock_mhz`` (None if unsupported or missing)."""
+    def query(fn_name, *args):      # a function this pynvml lacks fails (calling None) like an unsupported one
+        return _query(getattr(nvml, fn_name, None), handle, *args)
 
     return {"max_mem_clock_mhz": query("nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_MEM),
             "bus_width_bits": query("nvmlDeviceGetMemoryBusWidth"),
@@ -157,17 +144,9 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
 # ---------------------------------------------------------------------- GPU busy time (torch.profiler)
 
 
-def _is_kernel(e) -> bool:
-
-    from cudagraph_bench.measure.launch_overhead import is_kernel_event
-
-    return is_kernel_event(device_type=e.device_type, activity_type=getattr(e, "activity_type", None),
-                           name=e.name, is_user_annotation=bool(getattr(e, "is_user_annotation", False)))
-
-
 def kernel_busy_ms(events: Iterable) -> float:
     """Sum of the device durations (ms) of kernel events among ``FunctionEvent``-like objects."""
-    return sum(e.time_range.elapsed_us() for e in events if _is_kernel(e)) / 1e3
+    return sum(e.time_range.elapsed_us() for e in events if is_kernel_event(e)) / 1e3
 
 
 def is_marker_kernel(name: str) -> bool:
@@ -182,7 +161,7 @@ def split_at_markers(events: Iterable, *, repeats: int) -> list[tuple[int, float
     marker; ValueError: ``repeats < 1``."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    kernels = sorted((e for e in events if _is_kernel(e)), key=lambda e: e.time_range.start)
+    kernels = sorted((e for e in events if is_kernel_event(e)), key=lambda e: e.time_range.start)
     if not kernels:      # CUPTI unavailable
         return [(0, 0.0)] * repeats
     groups: list[list] = [[]]
@@ -207,8 +186,6 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
     profiler window (cheaper than a schedule per call). Call it after timing (CUPTI stays attached, pytorch#144455).
     Raises CudaUnavailableError without a GPU; ValueError for ``repeats < 1`` or ``warmup < 0``; RuntimeError when the
     profiler dropped a marker kernel."""
-    from cudagraph_bench.measure.launch_overhead import _require_cuda
-
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile
 

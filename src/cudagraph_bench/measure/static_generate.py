@@ -8,12 +8,14 @@ forward, set up as transformers' guide "LLM inference optimization" ("Static kv-
 
 from __future__ import annotations
 
+from cudagraph_bench.capture.graphed import Closing
+
 #: The guide's torch.compile settings of the forward.
 GUIDE_COMPILE_MODE = "reduce-overhead"
 GUIDE_FULLGRAPH = True
 
 
-class StaticCompiledGenerate:
+class StaticCompiledGenerate(Closing):
     """HF ``generate(do_sample=False)`` with a static cache and ``model.forward`` compiled as the guide does, greedy at
     batch 1. Changes ``model`` until :meth:`close`; calls ``torch._dynamo.reset()`` on construction and close: one
     compiled model at a time. ``backend`` other than ``"inductor"``: ``mode`` is not passed."""
@@ -50,20 +52,12 @@ class StaticCompiledGenerate:
     def warm(self, input_ids, max_new_tokens: int, *, timeout_s: float | None = None) -> float:
         """Run requests until their timing is stable; returns and sets ``compile_ms`` (wall ms beyond steady state).
         CompileTimeout past ``timeout_s`` wall seconds (None or 0: no limit)."""
-        import torch
-
-        from cudagraph_bench.capture.compiling import time_limit, warm_until_stable
-
-        device = input_ids.device
-
-        def sync():
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+        from cudagraph_bench.capture.compiling import device_sync, time_limit, warm_until_stable
 
         with time_limit(timeout_s, f"generate with a static cache and torch.compile(mode={self.mode!r})",
                         "raise --compile-timeout-s (0: no limit)"):
-            self.compile_ms, _ = warm_until_stable(lambda: self.generate(input_ids, max_new_tokens), sync,
-                                                   min_calls=2)
+            self.compile_ms, _ = warm_until_stable(lambda: self.generate(input_ids, max_new_tokens),
+                                                   device_sync(input_ids.device), min_calls=2)
         return self.compile_ms
 
     def close(self) -> None:
@@ -79,9 +73,3 @@ class StaticCompiledGenerate:
         self.model.generation_config.cache_implementation = self._saved_cache_implementation
         self._open = False
         torch._dynamo.reset()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

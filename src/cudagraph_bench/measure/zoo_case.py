@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import copy
+import os
+import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-from cudagraph_bench.zoo_keys import (AWAITS_GPU, CACHE_TOKENS, FAILED, MEASURED, NEW_TOKENS, NOT_GRAPHABLE,
+from cudagraph_bench.capture.decode import GreedyDecoder
+from cudagraph_bench.capture.graphed import GraphedForward
+from cudagraph_bench.capture.host_work import capture_path_host_work
+from cudagraph_bench.capture.module_state import state_outside_cache_reason
+from cudagraph_bench.errors import CaptureError, NotGraphableError
+from cudagraph_bench.measure.correctness import (assert_matches_eager, check_decode_against_generate,
+                                                 fp64_decode_logits, max_abs_diff)
+from cudagraph_bench.measure.timing import time_call
+from cudagraph_bench.models.presets import model_forward, random_input_ids, torch_dtype, use_graph_safe_experts
+from cudagraph_bench.zoo_keys import (AWAITS_GPU, CACHE_TOKENS, DTYPE, FAILED, MEASURED, NEW_TOKENS, NOT_GRAPHABLE,
                                       PREFILL_BUCKETS, PROMPT_TOKENS, REFUSED)
 
 #: A decoder's check against ``generate`` that passed (per prefill; the part is measured when it is timed).
@@ -47,9 +59,6 @@ def first_line(exc: BaseException, width: int = 240) -> str:
 
 def model_code_line(exc: BaseException) -> str | None:
     """``transformers/models/x/modeling_x.py:123`` when the innermost non-torch frame is model code."""
-    import os
-    import traceback
-
     import torch
 
     torch_folder = os.path.dirname(torch.__file__) + os.sep
@@ -66,8 +75,6 @@ def model_code_line(exc: BaseException) -> str | None:
 def _inputs(model, n: int, seed: int, seq_len: int = PROMPT_TOKENS) -> list:
     import torch
 
-    from cudagraph_bench.models.presets import random_input_ids
-
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     return [random_input_ids(model, seq_len, device=device, generator=generator) for _ in range(n)]
@@ -76,13 +83,7 @@ def _inputs(model, n: int, seed: int, seq_len: int = PROMPT_TOKENS) -> list:
 def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
     """The host work a capture of the forward would meet (one line) or None, found on a ``meta`` copy. Raises
     NotGraphableError for RoPE changing on the host within ``seq_len``, else what the forward raises on ``meta``."""
-    import copy
-
     import torch
-
-    from cudagraph_bench.capture.host_work import capture_path_host_work
-    from cudagraph_bench.models.presets import model_forward, torch_dtype, use_graph_safe_experts
-    from cudagraph_bench.zoo_keys import DTYPE
 
     meta = copy.deepcopy(model).to("meta", dtype=torch_dtype(DTYPE))
     use_graph_safe_experts(meta, DTYPE)
@@ -95,9 +96,6 @@ def forward_outcome(model, device: str) -> ZooOutcome:
     """Forward part: on ``"cuda"`` captured, checked against eager with the static output poisoned, ready to time; on
     ``"cpu"`` the eager forward and :func:`meta_host_work`, so a model a GPU would refuse is named up front."""
     import torch
-
-    from cudagraph_bench.errors import NotGraphableError
-    from cudagraph_bench.models.presets import model_forward
 
     (ids,) = _inputs(model, 1, INPUT_SEED - 1)
     try:
@@ -121,13 +119,7 @@ def forward_outcome(model, device: str) -> ZooOutcome:
 
 
 def _graphed_forward(model, ids) -> ZooOutcome:
-
     import torch
-
-    from cudagraph_bench.capture.graphed import GraphedForward
-    from cudagraph_bench.errors import CaptureError, NotGraphableError
-    from cudagraph_bench.measure.correctness import assert_matches_eager, max_abs_diff
-    from cudagraph_bench.models.presets import model_forward
 
     try:
         graph = GraphedForward(model, PROMPT_TOKENS)
@@ -158,8 +150,6 @@ def _graphed_forward(model, ids) -> ZooOutcome:
 
 def _fp64_logits(model, ids, reference):
     """``(fp64 logits, None)``, or ``(None, why)`` when the model cannot run in float64."""
-    from cudagraph_bench.measure.correctness import fp64_decode_logits
-
     try:
         return fp64_decode_logits(model, ids, reference), None
     except Exception as exc:   # noqa: BLE001
@@ -168,8 +158,6 @@ def _fp64_logits(model, ids, reference):
 
 def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
     """``(passed, sentence)``: the suite's rule, or identical tokens without float64 logits."""
-    from cudagraph_bench.measure.correctness import check_decode_against_generate
-
     if fp64 is None:
         same = tokens.cpu().tolist() == reference.cpu().tolist()
         return same, ("tokens identical to generate (no float64 reference)" if same
@@ -182,10 +170,6 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
     """Decode part: the suite's greedy decoder (graphed on a GPU) with unpadded and bucketed prefills, each judged
     against HF ``generate`` by the suite's rule. ``generate(model, ids, n)`` -> ``(tokens [1, n], logits)``;
     ``with_compile``: ``compile+graph`` too."""
-    from cudagraph_bench.capture.decode import GreedyDecoder
-    from cudagraph_bench.capture.module_state import state_outside_cache_reason
-    from cudagraph_bench.errors import CaptureError, NotGraphableError
-
     (ids,) = _inputs(model, 1, PROMPT_SEED)
     try:
         reference, reference_logits = generate(model, ids, NEW_TOKENS)
@@ -222,7 +206,9 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
             eager = (_static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype)
                      if use_graph else sentence)
             if eager:
-                outcomes[prefill] = (NOT_GRAPHABLE, _static_cache_reason(model, eager))
+                outcomes[prefill] = (NOT_GRAPHABLE, f"{type(model).__name__}'s decode steps on the static KV cache a "
+                                     f"graph needs differ from generate without any graph ({eager}): its own cache "
+                                     "holds state a static cache does not reproduce")
         if prefill == "unpadded" and passed:
             kept = decoder
         else:
@@ -244,24 +230,13 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
 
 def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype) -> str | None:
     """The eager steps' failed check on the static cache (the cache's fault), or None."""
-    from cudagraph_bench.capture.decode import GreedyDecoder
-
-    decoder = None
     try:
-        decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=False, prefill_buckets=buckets)
-        tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
+        with GreedyDecoder(model, CACHE_TOKENS, use_graph=False, prefill_buckets=buckets) as decoder:
+            tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
     except Exception:   # noqa: BLE001 - no eager verdict: the graph's failure stands
         return None
-    finally:
-        if decoder is not None:
-            decoder.close()
     passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
     return None if passed else sentence
-
-
-def _static_cache_reason(model, sentence: str) -> str:
-    return (f"{type(model).__name__}'s decode steps on the static KV cache a graph needs differ from generate "
-            f"without any graph ({sentence}): its own cache holds state a static cache does not reproduce")
 
 
 def plain_generate(model, ids, new_tokens: int):
@@ -302,9 +277,6 @@ def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
 def _compile_graph(model, ids, reference, reference_logits, fp64, dtype) -> dict:
     """Judged like the graph and timed (ms per token, CUDA-event median of 3 requests); failures recorded."""
     import numpy as np
-
-    from cudagraph_bench.capture.decode import GreedyDecoder
-    from cudagraph_bench.measure.timing import time_call
 
     decoder = None
     try:
