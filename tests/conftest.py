@@ -1,7 +1,11 @@
 """Fixtures shared by the CPU tests."""
 
+import _imp
+import contextlib
 import os
 import sys
+import threading
+import warnings
 
 import pytest
 
@@ -44,6 +48,26 @@ def no_xdist_worker_environment(monkeypatch):
     whose environment has ``PYTEST_XDIST_WORKER``, and a child inherits that environment."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def import_lock_released():
+    """After each test the main thread holds no global import lock. An exception that a signal handler raises (Ctrl-C,
+    SIGTERM, SIGALRM: the tests of interrupts and time limits) can land in ``importlib``'s
+    ``_ImportLockContext.__exit__`` before it releases the lock; the main thread still imports (the lock is
+    reentrant), but the first import in any other thread of this worker then waits forever (the launcher's shard
+    threads of a later test did). The lock is released here and the test that leaked it named in a warning."""
+    yield
+    if threading.current_thread() is not threading.main_thread() or not _imp.lock_held():
+        return
+    released = 0
+    with contextlib.suppress(RuntimeError):       # held by another thread, which is importing: not leaked here
+        while _imp.lock_held():
+            _imp.release_lock()
+            released += 1
+    if released:
+        warnings.warn(f"the main thread still held the global import lock after this test ({released} level(s)): "
+                      "released", RuntimeWarning, stacklevel=1)
 
 
 @pytest.fixture
