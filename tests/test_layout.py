@@ -173,3 +173,42 @@ def test_architecture_layout_table_names_every_module_of_the_layer(package):
     assert modules, package
     missing = modules - _readme_layout_rows()[package]
     assert not missing, f"docs/architecture.md's layout table, row {package}/, does not name {sorted(missing)}"
+
+
+HAND_WRITTEN_DOCS = ["README.md", "docs/architecture.md", "docs/running.md", "docs/measurement.md", "docs/gate.md",
+                     "docs/ci.md"]
+
+
+def _defined(path: Path, names: list[str]) -> bool:
+    """Whether ``names`` (``["Session", "measure"]``) is a top-level name of the module at ``path`` and, after the
+    first, a member of the class it names (read with ``ast``: functions, classes, assignments, imports)."""
+    scope = ast.parse(path.read_text(encoding="utf-8")).body
+    for name in names:
+        found = None
+        for node in scope:
+            targets = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else \
+                [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)] \
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) else \
+                [a.asname or a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            if name in targets:
+                found = node
+        if found is None:
+            return False
+        scope = getattr(found, "body", [])
+    return True
+
+
+@pytest.mark.parametrize("doc", HAND_WRITTEN_DOCS)
+def test_the_code_a_hand_written_page_names_exists(doc):
+    """Every ``layer/module.name[.member]`` and ``layer/module.py`` in backquotes names a module of the package and,
+    where given, a name defined in it: the pages say where things are, and a fold or a rename keeps them true."""
+    import re
+
+    text = (PKG.parents[1] / doc).read_text(encoding="utf-8")
+    wrong = []
+    for layer, module, rest in re.findall(r"`(?:cudagraph_bench/)?([a-z_]+)/([a-z_]+)(?:\.py|\.([A-Za-z_][\w.]*))?`",
+                                          text):
+        path = PKG / layer / f"{module}.py"
+        if (PKG / layer).is_dir() and not (path.is_file() and (not rest or _defined(path, rest.split(".")))):
+            wrong.append(f"{layer}/{module}{'.' + rest if rest else ''}")
+    assert not wrong, f"{doc} names code that is not there: {wrong}"
