@@ -179,19 +179,24 @@ HAND_WRITTEN_DOCS = ["README.md", "docs/architecture.md", "docs/running.md", "do
                      "docs/ci.md"]
 
 
+def _names(node) -> list[str]:
+    """The names a statement binds: a function, a class, an assignment's plain targets, an import's names."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [t.id for t in targets if isinstance(t, ast.Name)]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name for a in node.names]
+    return []
+
+
 def _defined(path: Path, names: list[str]) -> bool:
     """Whether ``names`` (``["Session", "measure"]``) is a top-level name of the module at ``path`` and, after the
-    first, a member of the class it names (read with ``ast``: functions, classes, assignments, imports)."""
+    first, a member of the class it names (read with ``ast``)."""
     scope = ast.parse(path.read_text(encoding="utf-8")).body
     for name in names:
-        found = None
-        for node in scope:
-            targets = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else \
-                [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)] \
-                if isinstance(node, (ast.Assign, ast.AnnAssign)) else \
-                [a.asname or a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
-            if name in targets:
-                found = node
+        found = next((node for node in scope if name in _names(node)), None)
         if found is None:
             return False
         scope = getattr(found, "body", [])
