@@ -2,6 +2,7 @@
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -206,3 +207,10 @@ def test_an_input_that_is_no_regular_file_too_large_or_too_deep_is_refused_befor
     deeper = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)           # one level beyond: refused
     with pytest.raises(InputFileError, match=f"nests JSON deeper than {MAX_JSON_DEPTH} levels"):
         parse_json(deeper, small, "run", "FIX")
+
+
+def test_the_working_folder_as_output_folder_has_no_parent_and_passes(tmp_path, monkeypatch):
+    """``-o .``: a path without parents (as ``/``) is checked as the folder it is."""
+    monkeypatch.chdir(tmp_path)
+    assert check_output_folder(".", ["results.md"]) == Path(".")
+    assert fsio._blocking_file(Path(".")) is None and fsio._blocking_file(Path("/")) is None

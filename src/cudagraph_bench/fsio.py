@@ -181,8 +181,10 @@ def _blocking_file(path: Path) -> Path | None:
 
 
 def _nearest_existing_folder(path: Path) -> Path:
-    """The current folder for a relative path."""
-    return next(p for p in path.parents if p.exists() or p == Path(p.anchor or "."))
+    """The nearest existing ancestor of ``path``: its anchor or the current folder at the latest (also for ``.``
+    and ``/``, which have no parents)."""
+    top = Path(path.anchor or ".")
+    return next((p for p in path.parents if p.exists() or p == top), top)
 
 
 def missing_folders(folder: str | os.PathLike) -> list[Path]:

@@ -90,8 +90,10 @@ def main(args: argparse.Namespace) -> int:
         head += "  note: the runs are from different GPUs"
     if shared:
         head += f"  note: OLD and NEW share {len(shared)} of their runs, which cannot change"
-    table = render_table(COLUMNS, rows(changes), fmt="markdown")
-    page = "\n".join([verdict_heading("compare", passed), "", head, "", table, "", f"**{line}**", ""])
+    page = None
+    if args.markdown:
+        table = render_table(COLUMNS, rows(changes), fmt="markdown")
+        page = "\n".join([verdict_heading("compare", passed), "", head, "", table, "", f"**{line}**", ""])
     print_verdict("\n".join([head, render_table(COLUMNS, rows(changes)), line]), args.markdown, page)
     return 0 if passed else 1
 

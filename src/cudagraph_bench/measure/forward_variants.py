@@ -12,7 +12,7 @@ from cudagraph_bench.capture.compiling import (SkipReasons, compile_counters, de
 from cudagraph_bench.capture.graphed import Closing, GraphedForward
 from cudagraph_bench import variants as registry
 from cudagraph_bench.errors import CudagraphBenchError, CudaUnavailableError, UsageError
-from cudagraph_bench.models.presets import max_positions, random_input_ids
+from cudagraph_bench.models.presets import max_positions, model_forward, random_input_ids
 from cudagraph_bench.options import COMPILE_GRAPH_MODES, DEFAULT_BUCKETS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_PAD_TO
 
 
@@ -182,8 +182,6 @@ class PaddedVariant(ForwardVariant):
 def _compile_forward(model, seq_len: int, mode: str):
     """Reset dynamo and compile the forward: ``(compiled, example input [1, seq_len], counters before)``."""
     import torch
-
-    from cudagraph_bench.models.presets import model_forward
 
     torch._dynamo.reset()
     before = compile_counters()

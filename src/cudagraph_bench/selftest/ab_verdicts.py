@@ -128,8 +128,8 @@ def summary_part(result: ABResult) -> str:
     def flagged(changes: list[Change]) -> str:
         return f"{sum(ch.regressed for ch in changes)}/{len(changes)}"
 
-    aa = [c.aa for c in result.cases if c.aa is not None]
-    parts = [f"A/A false alarms {flagged(aa)}"] if result.n_base and result.n_head else []
+    n_aa = sum(c.aa is not None for c in result.cases)
+    parts = [f"A/A false alarms {result.aa_alarms}/{n_aa}"] if result.n_base and result.n_head else []
     parts += [f"+{p:g}% detected {flagged([c.delayed[p] for c in result.cases if p in c.delayed])}"
               for p in result.delays if result.n_base]
     return "ab: " + ("; ".join(parts) if parts else "no ab-base runs, nothing compared")
