@@ -33,10 +33,10 @@ def test_summarize_rejects_empty_and_non_finite(bad):
 
 
 def test_reduction_literals():
-    assert stats.reduction(10.0, 6.0) == pytest.approx(0.4)
-    assert stats.reduction(10.0, 12.0) == pytest.approx(-0.2)
+    assert stats.reduction_pct(10.0, 6.0) == pytest.approx(40.0)
+    assert stats.reduction_pct(10.0, 12.0) == pytest.approx(-20.0)
     with pytest.raises(ValueError):
-        stats.reduction(0.0, 1.0)
+        stats.reduction_pct(0.0, 1.0)
 
 
 def test_bootstrap_of_constant_samples_is_the_point():
@@ -58,7 +58,7 @@ def test_bootstrap_is_seeded_and_seed_matters():
     a = stats.reduction_ci(eager, graph)
     assert stats.reduction_ci(eager, graph) == a
     assert stats.reduction_ci(eager, graph, seed=1) != a
-    point = stats.reduction(np.median(eager), np.median(graph))
+    point = stats.reduction_pct(np.median(eager), np.median(graph)) / 100
     assert a[0] < point < a[1]
 
 

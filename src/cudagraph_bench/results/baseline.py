@@ -25,8 +25,11 @@ from cudagraph_bench.table import SHOWN_ITEMS, Column, plural
 DEFAULT_MIN_REDUCTION_PCT = 30.0
 #: Prompt lengths (tokens) up to this are gated by default: launch overhead dominates short prompts.
 DEFAULT_MAX_GATED_LEN = 128
-#: Decimals of a ms that a baseline file keeps of each median and p95 (6: the ns).
-MEDIAN_DECIMALS = 6
+#: Decimals a baseline file keeps of each figure of a case: times (ms) and eager calls to the ns, percents to 3.
+STORED_DECIMALS = {**dict.fromkeys(("median_ms", "p95_ms", "run_medians_ms", "wall_run_medians_ms", "host_medians_ms",
+                                    "run_values_ms", "eager_calls", "run_eager_calls"), 6),
+                   **dict.fromkeys(("spread_pct", "within_host_spread_pct", "cross_host_spread_pct", "reduction_pct",
+                                    "reduction_range_pct"), 3)}
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,6 @@ class Baseline:
         return [h["host"] for h in self.data.get("hosts") or [] if isinstance(h, dict) and h.get("host")]
 
 
-def _round(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def _point(ms: list[Measurement], figure: str = "wall") -> dict:
     """A stored point of ``ms``: median of run medians of ``figure``, median of p95s, the run medians (device figure:
     also the wall run medians)."""
@@ -73,20 +72,13 @@ def baseline_of(doc: dict, path: Path) -> Baseline:
                     data=doc)
 
 
-def stored_case(case: dict) -> dict:
-    """Times rounded to the ns (6 decimals of a ms), percents to 3 decimals."""
-    def point(p: dict) -> dict:
-        out = {**p, "median_ms": _round(p["median_ms"], MEDIAN_DECIMALS), "p95_ms": _round(p["p95_ms"], MEDIAN_DECIMALS)}
-        for k in ("run_medians_ms", "wall_run_medians_ms", "host_medians_ms"):
-            if k in p:
-                out[k] = [_round(x, MEDIAN_DECIMALS) for x in p[k]]
-        out.update({k: _round(p[k], 3) for k in ("spread_pct", "within_host_spread_pct", "cross_host_spread_pct")
-                    if k in p})
-        return out
-    return {**case, REF: point(case[REF]), GATED: point(case[GATED]),
-            "reduction_pct": _round(case["reduction_pct"], 3),
-            "reduction_range_pct": [_round(x, 3) for x in case["reduction_range_pct"]],
-            **({capture_cost.FIELD: capture_cost.stored(case[capture_cost.FIELD])} if capture_cost.FIELD in case else {})}
+def stored_case(case, key: str | None = None):
+    """``case`` (or a value under ``key`` in it) with its figures rounded as :data:`STORED_DECIMALS` says."""
+    if isinstance(case, dict):
+        return {k: stored_case(v, k) for k, v in case.items()}
+    if isinstance(case, list):
+        return [stored_case(v, key) for v in case]
+    return round(case, STORED_DECIMALS[key]) if isinstance(case, float) and key in STORED_DECIMALS else case
 
 
 def refuse_wrong_cases(runs: list[Run], *, allow_unchecked: bool = False, what: str = "baseline") -> None:
@@ -188,7 +180,7 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
         "hosts": list(hosts.values()),
         "thresholds": {"min_reduction_pct": min_reduction_pct, "max_gated_len": max_gated_len,
                        "regression_floor_pct": regression_floor_pct, "noise_multiplier": noise_multiplier,
-                       "alpha": alpha, "cross_host_spread_pct": _round(cross, 3) if rounded else cross,
+                       "alpha": alpha, "cross_host_spread_pct": round(cross, 3) if rounded and cross is not None else cross,
                        "cross_host_df": cross_df if cross is not None else None, **capture_cost.THRESHOLDS},
         "cases": cases,
     }
@@ -231,16 +223,12 @@ def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, a
 
 
 def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: float | None = None,
-                   figure: str = "wall") -> noise.RegressionCheck:
+                   figure: str | None = None) -> noise.RegressionCheck:
     """Regression check of ``new_ms: [n]`` run medians (ms, one host) against a baseline case: across hosts when it was
-    measured on 2+ hosts, else by the plain rule. ``floor_pct`` None: the baseline's, else the figure's floor."""
-    if floor_pct is not None:
-        floor = floor_pct
-    elif thresholds.get("regression_floor_pct") is not None:
-        floor = float(thresholds["regression_floor_pct"])
-    else:           # looked up only when needed: a figure the file never stores raises here, never for the others
-        floor = noise.FLOORS_PCT[figure]
+    measured on 2+ hosts, else by the plain rule. ``floor_pct`` None: the baseline's, else the floor of ``figure``
+    (None: the case's)."""
     graph = base_case[GATED]
+    floor = noise.floor_of(thresholds, figure or graph.get("figure", "wall"), floor_pct)
     alpha = float(thresholds.get("alpha", noise.DEFAULT_ALPHA))
     pooled = thresholds.get("cross_host_spread_pct")
     if pooled is not None:          # the baseline measured its machines' spread: a run of another machine
@@ -272,7 +260,7 @@ def baseline_rows(doc: dict) -> list[dict]:
     rows = []
     for c in doc["cases"]:
         low, high = c["reduction_range_pct"]
-        check = case_tolerance(c, th, [c[GATED]["median_ms"]], figure=c[GATED].get("figure", "wall"))
+        check = case_tolerance(c, th, [c[GATED]["median_ms"]])
         rows.append({"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"], "n_runs": c["n_runs"],
                      "eager_ms": c[REF]["median_ms"], "graph_ms": c[GATED]["median_ms"],
                      "graph_p95_ms": c[GATED]["p95_ms"], "spread_pct": c[GATED].get("spread_pct"),

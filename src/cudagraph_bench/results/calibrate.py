@@ -4,6 +4,7 @@ out), ``compare`` (ordered pairs) and A/B (k against k), and each mode's smalles
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass, field
 
@@ -35,28 +36,20 @@ class ModeResult:
     smallest_pct: float | None = None
 
 
-def _verdicts(trials: list, plant_pct: float, floor_pct: float, multiplier: float | None, alpha: float) -> list[bool]:
-    factor = 1.0 + plant_pct / 100.0
-    return [trial(factor).regressed if callable(trial) else
-            noise.check_regression(trial[0], trial[1] * factor, spread=trial[2], floor_pct=floor_pct,
-                                   multiplier=multiplier, alpha=alpha, df=trial[3]).regressed for trial in trials]
+def _flagged(trials: list, plant_pct: float) -> list[bool]:
+    """Whether each trial (a function of the planted factor giving its check) reports a regression."""
+    return [trial(1.0 + plant_pct / 100.0).regressed for trial in trials]
 
 
-def _mode(pairs, plants, floor_pct, multiplier, alpha) -> ModeResult:
-    out = ModeResult(trials=len(pairs))
-    if not pairs:
+def _mode(trials: list, plants: tuple[float, ...]) -> ModeResult:
+    out = ModeResult(trials=len(trials))
+    if not trials:
         return out
-    out.alarms = sum(_verdicts(pairs, 0.0, floor_pct, multiplier, alpha))
-    out.detected = {p: sum(_verdicts(pairs, p, floor_pct, multiplier, alpha)) for p in plants}
+    out.alarms = sum(_flagged(trials, 0.0))
+    out.detected = {p: sum(_flagged(trials, p)) for p in plants}
     grid = np.arange(SEARCH_STEP_PCT, SEARCH_MAX_PCT + SEARCH_STEP_PCT / 2, SEARCH_STEP_PCT)
-    # detection grows with the planted change: bisect on the grid for the first level every trial flags
-    lo, hi = 0, len(grid)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if all(_verdicts(pairs, float(grid[mid]), floor_pct, multiplier, alpha)):
-            hi = mid
-        else:
-            lo = mid + 1
+    # detection grows with the planted change: bisect for the first level every trial flags
+    lo = bisect.bisect_left(range(len(grid)), True, key=lambda i: all(_flagged(trials, float(grid[i]))))
     out.smallest_pct = float(grid[lo]) if lo < len(grid) else None
     return out
 
@@ -118,22 +111,20 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         medians = np.array([m.device_ms if m.device_ms is not None else m.summary.median_ms for m in graph])
         gate_pairs = [_gate_trial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
                       for i in range(n)]
-        pair_trials = []
-        for i, j in itertools.permutations(range(n), 2):
-            rest = np.delete(medians, [i, j])
-            pair_trials.append((medians[i:i + 1], medians[j:j + 1], noise.spread_pct(rest), n - 3))
+        def trial(old, new, spread, df):
+            return lambda factor: noise.check_regression(old, new * factor, spread=spread, floor_pct=floor_pct,
+                                                         multiplier=multiplier, alpha=alpha, df=df)
+
+        pair_trials = [trial(medians[i:i + 1], medians[j:j + 1], noise.spread_pct(np.delete(medians, [i, j])), n - 3)
+                       for i, j in itertools.permutations(range(n), 2)]
         # a planted factor shifts the head group's log medians alike: the pooled spread is computed once per split
-        ab_trials = ([(medians[list(b)], medians[list(h)],
-                       noise.pooled_spread_pct([medians[list(b)], medians[list(h)]]), 2 * ab_runs - 2)
+        ab_trials = ([trial(medians[list(b)], medians[list(h)],
+                            noise.pooled_spread_pct([medians[list(b)], medians[list(h)]]), 2 * ab_runs - 2)
                       for b, h in _splits(n, ab_runs)] if n >= 2 * ab_runs else [])
-        spread_all = noise.spread_pct(medians)
-        tolerances = [trial(1.0).tolerance_pct for trial in gate_pairs]
         out.append(CaseCalibration(
-            model=model, dtype=dtype, seq_len=seq_len, n_runs=n, spread_pct=spread_all,
-            gate_tolerance_pct=float(np.median(tolerances)),
-            gate=_mode(gate_pairs, plants, floor_pct, multiplier, alpha),
-            pairs=_mode(pair_trials, plants, floor_pct, multiplier, alpha),
-            ab=_mode(ab_trials, plants, floor_pct, multiplier, alpha)))
+            model=model, dtype=dtype, seq_len=seq_len, n_runs=n, spread_pct=noise.spread_pct(medians),
+            gate_tolerance_pct=float(np.median([t(1.0).tolerance_pct for t in gate_pairs])),
+            gate=_mode(gate_pairs, plants), pairs=_mode(pair_trials, plants), ab=_mode(ab_trials, plants)))
     if not out:
         raise UsageError(f"no gated case (prompt length <= {max_gated_len}) is measured in all {n} runs: give runs "
                          "of the same matrix")
@@ -150,8 +141,7 @@ def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: 
 def _gate_trial(doc: dict, key: tuple, new_ms: float, floor_pct: float):
     """One held-out run against the others' baseline: the check of the run with a planted factor."""
     case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
-    return lambda factor: case_tolerance(case, doc["thresholds"], [new_ms * factor], floor_pct=floor_pct,
-                                         figure=case[GATED].get("figure", "wall"))
+    return lambda factor: case_tolerance(case, doc["thresholds"], [new_ms * factor], floor_pct=floor_pct)
 
 
 def floor_for(runs: list[Run]) -> float:

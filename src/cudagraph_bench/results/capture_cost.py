@@ -86,19 +86,6 @@ def baseline_point(key: tuple, pairs: list, runs_left: list[dict[str, float]]) -
                               else None)}
 
 
-def stored(point: dict | None) -> dict | None:
-    """Times to the ns (6 decimals of a ms), the spread to 3 decimals."""
-    if point is None:
-        return None
-    cap = point["capture_ms"]
-    spread = cap["spread_pct"]
-    return {**point, "capture_ms": {"median_ms": round(cap["median_ms"], 6),
-                                    "run_values_ms": [round(v, 6) for v in cap["run_values_ms"]],
-                                    "eager_calls": round(cap["eager_calls"], 6),
-                                    "run_eager_calls": [round(v, 6) for v in cap["run_eager_calls"]],
-                                    "spread_pct": None if spread is None else round(spread, 3)}}
-
-
 @dataclass(frozen=True)
 class CaptureCheck:
     """One graph case's capture cost against its baseline; ``capture`` None: no ``capture_ms``; memory fields (MiB) None

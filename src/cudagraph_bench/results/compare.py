@@ -87,46 +87,38 @@ def is_gated(m: Measurement, gate_references: bool = False) -> bool:
     return gate_references or not reference
 
 
-def figure_of(baseline: Baseline | None, ms: list[Measurement]) -> str:
-    """The baseline's figure for the gated variant, else ``"device"`` when all recorded it, else ``"wall"``."""
+def _baseline_figure_and_spread(baseline: Baseline | None, ms: list[Measurement]
+                                ) -> tuple[str, float | None, int | None]:
+    """``(figure, spread percent, df)`` of the benchmark of ``ms``: the baseline case's figure for the gated variant,
+    else ``"device"`` when all of ``ms`` recorded it, else ``"wall"``; the spread of its case, else None."""
     m = ms[0]
-    if m.suite != variants.FORWARD or m.case.variant != GATED:
-        return "wall"
-    case = baseline.cases.get(m.case.without_variant()) if baseline is not None else None
-    if case is not None:
-        return case[GATED].get("figure", "wall")
-    return "device" if all(x.device_ms is not None for x in ms) else "wall"
-
-
-def baseline_spread(baseline: Baseline | None, m: Measurement) -> tuple[float | None, int | None]:
-    """``(spread percent, df)`` of ``m``'s case in ``baseline``, else ``(None, None)``."""
     forward = baseline is not None and m.suite == variants.FORWARD and m.case.variant in (REF, GATED)
     case = baseline.cases.get(m.case.without_variant()) if forward else None
+    figure = "wall"
+    if m.suite == variants.FORWARD and m.case.variant == GATED:
+        figure = (case[GATED].get("figure", "wall") if case is not None else
+                  "device" if all(x.device_ms is not None for x in ms) else "wall")
     if case is None:
-        return None, None
+        return figure, None, None
     medians = case[m.case.variant].get("run_medians_ms") or []
     if m.case.variant == GATED and case[GATED].get("spread_pct") is not None:
-        return float(case[GATED]["spread_pct"]), len(medians) - 1
+        return figure, float(case[GATED]["spread_pct"]), len(medians) - 1
     try:
-        return (noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (None, None)
+        return (figure, noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (figure, None, None)
     except ValueError:
-        return None, None
+        return figure, None, None
 
 
 def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float | None = None,
            gate_references: bool = False, baseline: Baseline | None = None) -> Change:
     """One benchmark's change, ``new`` against ``old`` (one Measurement per run); ``floor_pct`` None: the baseline's
     floor, else the figure's."""
-    spread, df = baseline_spread(baseline, new[0])
+    figure, spread, df = _baseline_figure_and_spread(baseline, [*old, *new])
     th = baseline.thresholds if baseline else {}
-    figure = figure_of(baseline, [*old, *new])
     if any(m.figure_ms(figure) is None for m in [*old, *new]):
         figure = "wall"
-    if floor_pct is None:
-        floor_pct = float(th["regression_floor_pct"]) if th.get("regression_floor_pct") is not None else \
-            noise.FLOORS_PCT[figure]
     check = noise.check_regression([m.figure_ms(figure) for m in old], [m.figure_ms(figure) for m in new],
-                                   spread=spread, floor_pct=floor_pct,
+                                   spread=spread, floor_pct=noise.floor_of(th, figure, floor_pct),
                                    multiplier=th.get("noise_multiplier", noise.DEFAULT_MULTIPLIER),
                                    alpha=float(th.get("alpha", noise.DEFAULT_ALPHA)), df=df)
     worst_new = next((m for m in new if m.check.status == "fail"), new[0])
@@ -143,9 +135,9 @@ def _sorted_keys(keys: set) -> list:
         return sorted(keys, key=repr)
 
 
-def _merged(runs: list[Run]) -> dict[tuple, list[Measurement]]:
+def _merged(runs: Run | list[Run]) -> dict[tuple, list[Measurement]]:
     out: dict[tuple, list[Measurement]] = {}
-    for run in runs:
+    for run in [runs] if isinstance(runs, Run) else runs:
         for key, m in measurements(run).items():
             out.setdefault(key, []).append(m)
     return out
@@ -155,13 +147,12 @@ def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | 
                  gate_references: bool = False, baseline: Baseline | None = None
                  ) -> tuple[list[Change], list[str], list[str]]:
     """``(changes, labels only in OLD, only in NEW)``; UsageError when the sides share none."""
-    old_runs = [old] if isinstance(old, Run) else old
-    new_runs = [new] if isinstance(new, Run) else new
-    a, b = _merged(old_runs), _merged(new_runs)
+    a, b = _merged(old), _merged(new)
     common = _sorted_keys(set(a) & set(b))
     if not common:
-        raise UsageError(f"{old_runs[0].path} and {new_runs[0].path} share no benchmark: compare runs of the same "
-                         "suite and cases")
+        old_path = (old if isinstance(old, Run) else old[0]).path
+        new_path = (new if isinstance(new, Run) else new[0]).path
+        raise UsageError(f"{old_path} and {new_path} share no benchmark: compare runs of the same suite and cases")
     changes = [change(a[k], b[k], floor_pct=floor_pct, gate_references=gate_references, baseline=baseline)
                for k in common]
     only_old = [a[k][0].label for k in _sorted_keys(set(a) - set(b))]
@@ -171,8 +162,7 @@ def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | 
 
 def gated_missing_in_new(old: Run | list[Run], new: Run | list[Run], gate_references: bool = False) -> list[str]:
     """Labels of OLD's gated benchmarks (:func:`is_gated`) that NEW lacks."""
-    a = _merged([old] if isinstance(old, Run) else old)
-    b = _merged([new] if isinstance(new, Run) else new)
+    a, b = _merged(old), _merged(new)
     return [a[k][0].label for k in _sorted_keys(set(a) - set(b)) if is_gated(a[k][0], gate_references)]
 
 

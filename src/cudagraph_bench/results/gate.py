@@ -195,25 +195,20 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
     left = [capture_cost.memory_left(run) for run in runs]
     for key, by_variant in merged_forward_groups(runs).items():
         base_case = baseline.cases.get(key) if baseline else None
-        if max_gated_len is not None:
-            gated = key[2] <= max_gated_len
-        elif base_case is not None and "gated" in base_case:
-            gated = bool(base_case["gated"])
-        else:
-            gated = key[2] <= int(th.get("max_gated_len", DEFAULT_MAX_GATED_LEN))
-        if min_reduction_pct is not None:
-            threshold = min_reduction_pct
-        elif base_case is not None and base_case.get("min_reduction_pct") is not None:
-            threshold = float(base_case["min_reduction_pct"])
-        else:
-            threshold = float(th.get("min_reduction_pct", DEFAULT_MIN_REDUCTION_PCT))
+        own = base_case or {}
+        gated = (bool(own["gated"]) if max_gated_len is None and "gated" in own else key[2] <= (
+            int(th.get("max_gated_len", DEFAULT_MAX_GATED_LEN)) if max_gated_len is None else max_gated_len))
+        threshold = float(next(v for v in (min_reduction_pct, own.get("min_reduction_pct"),
+                                           th.get("min_reduction_pct"), DEFAULT_MIN_REDUCTION_PCT) if v is not None))
         for variant, ms in by_variant.items():
             if variant == REF:
                 continue
             pairs = [(g[key][REF], g[key][variant]) for g in per_run if variant in g.get(key, {})]
             red, ci = pairs_reduction_pct(pairs)
             is_graph = variant == GATED
-            regression = _regression(base_case, ms, th, max_regression_pct) if is_graph else None
+            new = [m.figure_ms(base_case[GATED].get("figure", "wall")) for m in ms] if base_case and is_graph else []
+            regression = (case_tolerance(base_case, th, new, floor_pct=max_regression_pct)   # None: a run lacks it
+                          if new and None not in new else None)
             check, detail = combined_check(ms)
             mem, captures = capture_cost.run_figures(key, pairs, left) if is_graph else ([], None)
             results.append(GateVerdict(
@@ -227,19 +222,6 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
                 capture_ms=float(np.median(captures[0])) if captures else None,
                 pool_left_mib=float(np.median(mem)) if mem else None))
     return results
-
-
-def _regression(base_case: dict | None, ms: list[Measurement], th: dict,
-                max_regression_pct: float | None) -> noise.RegressionCheck | None:
-    """``ms`` (one per run) against the baseline case in its figure; None without a case or when a run lacks that
-    figure. Floor: ``max_regression_pct``, else the baseline's, else the figure's."""
-    if base_case is None:
-        return None
-    figure = base_case[GATED].get("figure", "wall")
-    new = [m.figure_ms(figure) for m in ms]
-    if any(x is None for x in new):
-        return None
-    return case_tolerance(base_case, th, new, floor_pct=max_regression_pct, figure=figure)
 
 
 COLUMNS = [

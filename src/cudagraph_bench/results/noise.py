@@ -26,6 +26,15 @@ DEFAULT_ALPHA = 0.05
 MIN_BASELINE_RUNS = 5
 
 
+def floor_of(thresholds: dict, figure: str, override: float | None = None) -> float:
+    """``override``, else the baseline's ``regression_floor_pct``, else ``figure``'s floor (looked up only then: a figure
+    the file never stores raises KeyError here, never for the others)."""
+    if override is not None:
+        return override
+    floor = thresholds.get("regression_floor_pct")
+    return float(floor) if floor is not None else FLOORS_PCT[figure]
+
+
 def _positive(values: Sequence[float], what: str) -> np.ndarray:
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0 or not np.all(np.isfinite(x)) or not np.all(x > 0):
@@ -220,12 +229,17 @@ def check_across_hosts(old_ms: Sequence[float], center_ms: float, new_ms: Sequen
         denominator = cross_var ** 2 / max(cross_df, 1) + (within_var ** 2 / max(within_df, 1) if within_var else 0.0)
         m = float(student.ppf(1.0 - tail, total ** 2 / denominator))
         tol = max(floor_pct, m * math.sqrt(total))
+    return _verdict(old, new, float(center_ms), alpha, spread_pct=within_pct, tolerance_pct=tol,
+                    noise_source="baseline", floor_pct=floor_pct, multiplier=m if math.isfinite(m) else None,
+                    cross_host_pct=cross_pct, n_hosts=n_hosts)
+
+
+def _verdict(old: np.ndarray, new: np.ndarray, old_median_ms: float, alpha: float, **rule) -> RegressionCheck:
+    """The check of ``new`` against ``old`` centred on ``old_median_ms``, under ``rule`` (its tolerance and spread)."""
     new_median = float(np.median(new))
-    return RegressionCheck(
-        old_median_ms=float(center_ms), new_median_ms=new_median, n_old=int(old.size), n_new=int(new.size),
-        change_pct=100.0 * (new_median / center_ms - 1.0), spread_pct=within_pct, tolerance_pct=tol,
-        p_value=rank_test_p(old, new, alpha), alpha=alpha, noise_source="baseline", floor_pct=floor_pct,
-        multiplier=m if math.isfinite(m) else None, cross_host_pct=cross_pct, n_hosts=n_hosts)
+    return RegressionCheck(old_median_ms=old_median_ms, new_median_ms=new_median, n_old=int(old.size),
+                           n_new=int(new.size), change_pct=100.0 * (new_median / old_median_ms - 1.0),
+                           p_value=rank_test_p(old, new, alpha), alpha=alpha, **rule)
 
 
 def check_regression(old_ms: Sequence[float], new_ms: Sequence[float], *, spread: float | None = None,
@@ -242,11 +256,7 @@ def check_regression(old_ms: Sequence[float], new_ms: Sequence[float], *, spread
         spread = pooled_spread_pct([old, new])
         source = "runs" if spread is not None else "none"
         df = sum(g.size - 1 for g in (old, new) if g.size >= 2)
-    old_median, new_median = float(np.median(old)), float(np.median(new))
     m = spread_multiplier(df, multiplier) if spread is not None else None
-    return RegressionCheck(
-        old_median_ms=old_median, new_median_ms=new_median, n_old=int(old.size), n_new=int(new.size),
-        change_pct=100.0 * (new_median / old_median - 1.0), spread_pct=spread,
-        tolerance_pct=tolerance_pct(spread, old.size, new.size, floor_pct=floor_pct, multiplier=m),
-        p_value=rank_test_p(old, new, alpha), alpha=alpha, noise_source=source, floor_pct=floor_pct,
-        multiplier=m)
+    return _verdict(old, new, float(np.median(old)), alpha, spread_pct=spread, noise_source=source,
+                    tolerance_pct=tolerance_pct(spread, old.size, new.size, floor_pct=floor_pct, multiplier=m),
+                    floor_pct=floor_pct, multiplier=m)

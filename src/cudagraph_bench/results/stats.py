@@ -4,7 +4,7 @@ two independent samples (Efron and Tibshirani, *An Introduction to the Bootstrap
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -28,9 +28,6 @@ class Summary:
     max_ms: float
     stddev_ms: float
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 def _as_samples(samples_ms: Sequence[float] | np.ndarray, what: str = "samples") -> np.ndarray:
     x = np.asarray(samples_ms, dtype=np.float64).ravel()
@@ -45,15 +42,8 @@ def summarize(samples_ms: Sequence[float] | np.ndarray) -> Summary:
     """Summary of ``samples_ms: [rounds]`` (ms): numpy's linear-interpolation p95, ``ddof=1`` stddev (0 for one round).
     ValueError for an empty sample or a non-finite value."""
     x = _as_samples(samples_ms)
-    return Summary(
-        n=int(x.size),
-        mean_ms=float(x.mean()),
-        median_ms=float(np.median(x)),
-        p95_ms=float(np.percentile(x, 95)),
-        min_ms=float(x.min()),
-        max_ms=float(x.max()),
-        stddev_ms=float(x.std(ddof=1)) if x.size > 1 else 0.0,
-    )
+    return Summary(int(x.size), float(x.mean()), float(np.median(x)), float(np.percentile(x, 95)), float(x.min()),
+                   float(x.max()), float(x.std(ddof=1)) if x.size > 1 else 0.0)
 
 
 def middle90_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
@@ -66,21 +56,11 @@ def middle90_pct(samples_ms: Sequence[float] | np.ndarray) -> float:
     return float(100.0 * (p95 - p5) / median)
 
 
-def reduction(eager_median_ms: float, graph_median_ms: float) -> float:
-    """``(eager - graph) / eager`` (negative: slower); ValueError when ``eager_median_ms <= 0``."""
+def reduction_pct(eager_median_ms: float, graph_median_ms: float) -> float:
+    """``100 * (eager - graph) / eager`` (negative: slower); ValueError when ``eager_median_ms <= 0``."""
     if not eager_median_ms > 0:
         raise ValueError(f"eager median must be > 0 ms, got {eager_median_ms}")
-    return (eager_median_ms - graph_median_ms) / eager_median_ms
-
-
-def pct(fraction: float) -> float:
-    """Fraction -> percent (0.4 -> 40.0)."""
-    return 100.0 * fraction
-
-
-def reduction_pct(eager_median_ms: float, graph_median_ms: float) -> float:
-    """``100 * (eager - graph) / eager``; ValueError when ``eager_median_ms <= 0``."""
-    return pct(reduction(eager_median_ms, graph_median_ms))
+    return 100.0 * (eager_median_ms - graph_median_ms) / eager_median_ms
 
 
 def runs_reduction_pct(eager_medians_ms: Sequence[float], graph_medians_ms: Sequence[float]
