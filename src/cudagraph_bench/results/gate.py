@@ -18,8 +18,8 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.baseline_values import case_name
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_note
-from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, distinct_runs, forward_cases, forward_groups, load_run,
-                                     merged_forward_groups, pairs_reduction_pct)
+from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, distinct_runs, forward_cases,
+                                             forward_groups, load_run, merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
 
@@ -237,19 +237,19 @@ COLUMNS = [
 ]
 
 
+#: Cells of :data:`COLUMNS` read from the regression check and from the capture time's check: (column, attribute).
+REGRESSION_CELLS = (("baseline_median_ms", "old_median_ms"), ("change_pct", "change_pct"),
+                    ("tolerance_pct", "tolerance_pct"), ("p_value", "p_value"))
+CAPTURE_CELLS = (("capture_change_pct", "change_pct"), ("capture_tolerance_pct", "tolerance_pct"))
+
+
 def rows(results: list[GateVerdict]) -> list[dict]:
-    """Table rows of gate results for :data:`COLUMNS`."""
-    out = []
-    for r in results:
-        reg, cap = r.regression, r.capture.capture if r.capture else None
-        out.append({**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
-                    "margin_pts": r.margin_pts, "status": r.status,
-                    "baseline_median_ms": reg.old_median_ms if reg else None,
-                    "change_pct": reg.change_pct if reg else None, "tolerance_pct": reg.tolerance_pct if reg else None,
-                    "p_value": reg.p_value if reg else None,
-                    "capture_change_pct": cap.change_pct if cap else None,
-                    "capture_tolerance_pct": cap.tolerance_pct if cap else None})
-    return out
+    """Table rows of gate results for :data:`COLUMNS` (a cell of a check not made: None)."""
+    return [{**asdict(r), "ci": f"[{r.ci_pct[0]:z.1f}, {r.ci_pct[1]:z.1f}]" if r.ci_pct else None,
+             "margin_pts": r.margin_pts, "status": r.status,
+             **{col: getattr(r.regression, attr, None) for col, attr in REGRESSION_CELLS},
+             **{col: getattr(r.capture and r.capture.capture, attr, None) for col, attr in CAPTURE_CELLS}}
+            for r in results]
 
 
 def other_failed_checks(runs: list[Run]) -> list[FailedCheck]:
@@ -262,24 +262,19 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
     """``(passed, one-line summary)`` naming every failing case, then cases the baseline or run lacks, gated cases
     without a bootstrap interval, and known peer failures (which do not fail)."""
     gated = [r for r in results if r.gated]
-    wrong = [r for r in results if r.wrong]
     unchecked = [r for r in results if r.unchecked]
-    below = [r for r in results if r.below]
-    regressed = [r for r in results if r.regressed]
-    marginal = [r for r in results if r.marginal]
     own, peer = own_and_peer(list(other_failures))
-    failed = bool(wrong or own or unchecked or below or regressed)
-    parts = [f"{r.label} {r.variant} failed its correctness check ({r.check_detail})" for r in wrong]
+    failed = bool(own) or any(r.failed for r in results)
+    parts = [f"{r.label} {r.variant} failed its correctness check ({r.check_detail})" for r in results if r.wrong]
     parts += [f.text for f in own]
     if unchecked:
         parts.append(f"{plural(len(unchecked), 'gated case')} recorded no correctness check "
                      f"({first_items([r.label for r in unchecked])}): rerun with the current plugin, or "
                      "--allow unchecked for runs recorded before checks existed")
-    parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in below]
+    parts += [f"{r.label} reduction {r.reduction_pct:.1f}% < {r.min_reduction_pct:g}%" for r in results if r.below]
     cost_failures, cost_notes = capture_cost.verdict_parts(results)
     parts += cost_failures
-    for r in [r for r in regressed if r.regression is not None and r.regression.regressed]:
-        reg = r.regression
+    for r, reg in ((r, r.regression) for r in results if r.regression is not None and r.regression.regressed):
         p = f", rank p={reg.p_value:.3f} < {reg.alpha:g}" if reg.p_value is not None else ""
         parts.append(f"{r.label} {r.variant} median {reg.change_pct:+.1f}% vs baseline "
                      f"(tolerance {reg.tolerance_pct:.1f}%{p})")
@@ -309,8 +304,9 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
             parts.append(f"{plural(len(no_entry), 'case')} of this run {'has' if len(no_entry) == 1 else 'have'} "
                          f"no baseline entry, not checked for regression: {first_items(no_entry)}")
     parts += cost_notes
+    marginal = [r.label for r in results if r.marginal]
     if marginal:
-        parts.append(f"{len(marginal)} marginal ({', '.join(r.label for r in marginal)})")
+        parts.append(f"{len(marginal)} marginal ({', '.join(marginal)})")
     no_interval = [r.label for r in gated if r.ci_pct is None]
     if no_interval:
         parts.append(f"{plural(len(no_interval), 'gated case')} without a 95% interval (fewer than "

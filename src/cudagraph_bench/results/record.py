@@ -86,8 +86,8 @@ class CheckRecord:
 @dataclass(frozen=True)
 class Environment:
     """Where and with what a run was measured; a field the run did not record is None (``commit_dirty``: False).
-    ``gpu_name`` None for a CPU run; ``gpu_slug`` names ``baselines/<gpu_slug>.json``; ``run_datetime``: ISO 8601 as
-    written (UTC); ``cuda_fingerprint``, ``commit_info``: whole, as recorded; ``gpu_workers``: an older run's xdist
+    ``gpu_name`` None for a CPU run; ``gpu_slug`` names ``baselines/<gpu_slug>.json``; ``host``: the GPU's UUID (cloud
+    host names repeat); ``run_datetime``: ISO 8601 as written (UTC); ``cuda_fingerprint``, ``commit_info``: whole, as recorded; ``gpu_workers``: an older run's xdist
     workers, else 0; ``planted_fault``: the self-test fault planted (e.g. ``"delay:5"``), None for a real run."""
 
     gpu_name: str | None = None
@@ -101,7 +101,7 @@ class Environment:
     commit_dirty: bool = False
     run_datetime: str | None = None
     node: str | None = None
-    gpu_uuid: str | None = None
+    host: str | None = None
     cpu_brand: str | None = None
     cpu_count: int | None = None
     python_version: str | None = None
@@ -118,11 +118,6 @@ class Environment:
     def on_gpu(self) -> bool:
         """The run recorded a CUDA fingerprint (a GPU run)."""
         return self.cuda_fingerprint is not None
-
-    @property
-    def host(self) -> str | None:
-        """The GPU's UUID (cloud host names repeat), or None."""
-        return self.gpu_uuid
 
     @property
     def started_at(self) -> datetime:
@@ -231,10 +226,9 @@ def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD)
     else:
         row = variants.find(suite, variant)
         status = "reference" if row is not None and row.is_reference else "unchecked"
-    reason = info.get("reason")
     return CheckRecord(status=status, method=_text(info.get("check")), max_abs_diff=_number(info.get("max_abs_diff")),
                        fp64_rmse_ratio=_number(info.get("fp64_rmse_ratio")),
-                       reason=str(reason) if reason not in (None, "") else None,
+                       reason=_text(info.get("reason")) or None,
                        outcome=str(outcome) if outcome else None,
                        generate_check_passed=vs_generate,
                        matches_generate=_flag(info.get("matches_generate")),
@@ -257,7 +251,7 @@ def decode_environment(data: dict) -> Environment:
         **{k: _text(gpu.get(k)) for k in ("gpu_name", "driver", "cuda_runtime", "torch", "transformers")},
         **{k: _text(info.get(k)) for k in ("node", "python_version", "python_implementation", "system", "release",
                                            "machine")},
-        gpu_slug=_text(gpu.get("gpu_slug")) or None, gpu_uuid=_text(gpu.get("gpu_uuid")) or None,
+        gpu_slug=_text(gpu.get("gpu_slug")) or None, host=_text(gpu.get("gpu_uuid")) or None,
         pytest_benchmark=_text(data.get("version")), commit_id=_text((commit or {}).get("id")) or None,
         commit_dirty=bool((commit or {}).get("dirty")), run_datetime=_text(data.get("datetime")),
         cpu_brand=_text(cpu.get("brand_raw")) or None,
@@ -309,24 +303,16 @@ def records_without_benchmarks(section) -> dict[str, int]:
 
 
 def decode_measurement(path, index: int, bench: dict, environment: Environment) -> Measurement:
-    """The :class:`Measurement` of ``benchmarks[index]`` (a validated entry; ``stats.data`` in seconds). Raises
-    InputFileError for a malformed key or non-numeric per-round data."""
+    """The :class:`Measurement` of ``benchmarks[index]``, an entry ``check_benchmark`` accepted (``stats.data`` in
+    seconds). Raises InputFileError for a malformed key."""
     info = bench.get("extra_info") or {}
     name = benchmark_name(index, bench)
     case = decode_case(path, name, info)
     stats = bench["stats"]
-    data = stats.get("data")
-    if isinstance(data, list) and data:
-        try:
-            samples = np.asarray(data, dtype=np.float64) * 1000.0
-        except (TypeError, ValueError):
-            raise InputFileError(f"{path}: {name} has non-numeric stats.data") from None
-        summary = summarize(samples)
-    else:
-        samples = None
-        summary = Summary(n=int(stats["rounds"]), mean_ms=stats["mean"] * 1e3, median_ms=stats["median"] * 1e3,
-                          p95_ms=None, min_ms=stats["min"] * 1e3, max_ms=stats["max"] * 1e3,
-                          stddev_ms=float(stats.get("stddev") or 0.0) * 1e3)
+    samples = np.asarray(stats["data"], dtype=np.float64) * 1000.0 if stats.get("data") else None
+    summary = summarize(samples) if samples is not None else Summary(
+        int(stats["rounds"]), stats["mean"] * 1e3, stats["median"] * 1e3, None, stats["min"] * 1e3,
+        stats["max"] * 1e3, float(stats.get("stddev") or 0.0) * 1e3)
     return Measurement(suite=case.suite, case=case, label=case.label, name=name, samples_ms=samples,
                        summary=summary, check=decode_check(info, case.variant, case.suite), environment=environment,
                        extra_info=dict(info))
