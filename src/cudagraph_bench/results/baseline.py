@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,12 +161,8 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
                          "same matrix")
     env = max(runs, key=lambda r: r.environment.started_at).environment
     cross, cross_df = noise.pooled_cross_host_pct(spreads)
-    hosts: dict[str, dict] = {}
-    for r in runs:
-        if r.environment.host:
-            entry = hosts.setdefault(r.environment.host, {"host": r.environment.host, "runs": 0,
-                                                          "cpu": r.environment.cpu_text})
-            entry["runs"] += 1
+    host_runs = Counter(r.environment.host for r in runs if r.environment.host)
+    host_cpu = {r.environment.host: r.environment.cpu_text for r in reversed(runs)}   # each machine's first run's
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
@@ -177,10 +174,11 @@ def build_baseline(runs: list[Run], *, min_reduction_pct: float = DEFAULT_MIN_RE
         "sources": [{"file": r.path.name, "sha256": r.sha256, "run_datetime": r.environment.run_datetime,
                      "node": r.environment.node, "host": r.environment.host, "cpu": r.environment.cpu_text}
                     for r in runs],
-        "hosts": list(hosts.values()),
+        "hosts": [{"host": host, "runs": n, "cpu": host_cpu[host]} for host, n in host_runs.items()],
         "thresholds": {"min_reduction_pct": min_reduction_pct, "max_gated_len": max_gated_len,
                        "regression_floor_pct": regression_floor_pct, "noise_multiplier": noise_multiplier,
-                       "alpha": alpha, "cross_host_spread_pct": round(cross, 3) if rounded and cross is not None else cross,
+                       "alpha": alpha,
+                       "cross_host_spread_pct": round(cross, 3) if rounded and cross is not None else cross,
                        "cross_host_df": cross_df if cross is not None else None, **capture_cost.THRESHOLDS},
         "cases": cases,
     }
@@ -213,7 +211,8 @@ def load_baseline(path: str | Path) -> Baseline:
     return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
 
 
-def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str, allow_gpu_mismatch: bool = False) -> None:
+def check_baseline_gpu(baseline: Baseline, gpu_slug: str | None, command: str,
+                       allow_gpu_mismatch: bool = False) -> None:
     """UsageError when ``baseline`` is for another GPU than ``gpu_slug`` (None: no GPU), unless ``allow_gpu_mismatch``;
     ``command`` names the use (``"gate"``, ``"compare"``)."""
     if baseline.gpu_slug != gpu_slug and not allow_gpu_mismatch:
@@ -249,7 +248,8 @@ BASELINE_COLUMNS = [
     Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L", "d"), Column("n_runs", "runs", "d"),
     Column("eager_ms", "eager ms", ".3f"), Column("graph_ms", "graph ms", ".3f"), Column("figure", "graph figure"),
     Column("graph_p95_ms", "graph p95", ".3f"), Column("spread_pct", "within-host spread %", ".2f"),
-    Column("cross_pct", "cross-host spread %", ".2f"), Column("tolerance_pct", "tolerance %", ".2f"), Column("reduction_pct", "reduction %", ".1f"),
+    Column("cross_pct", "cross-host spread %", ".2f"), Column("tolerance_pct", "tolerance %", ".2f"),
+    Column("reduction_pct", "reduction %", ".1f"),
     Column("range", "per-run reduction %"), Column("gated", "gated"),
 ]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.options import (parse_alpha, parse_count, parse_multiplier, parse_reduction_pct,
                                      parse_regression_pct, parse_spread_pct)
-from cudagraph_bench.results.benchmark_values import MAX_KEY_COUNT, json_type
+from cudagraph_bench.results.benchmark_values import MAX_KEY_COUNT, is_number, is_positive, json_type
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 
@@ -52,9 +52,7 @@ def _shown(value) -> str:
 def check_schema(path: Path, data: dict) -> int:
     """The ``schema_version`` after checking ``kind``. InputFileError naming the value and the fix for schema 1, a
     non-integer, an unknown version, or another ``kind``."""
-    version = data["schema_version"]
-    if isinstance(version, float) and version.is_integer():
-        version = int(version)
+    version = _whole_float_as_int(data["schema_version"])
     if isinstance(version, str):
         raise InputFileError(f"baseline {path}: schema_version is the string {version!r}, not a number: write it "
                              f"without quotes (\"schema_version\": {SCHEMA_VERSION}), or {regenerate(path)}")
@@ -63,7 +61,8 @@ def check_schema(path: Path, data: dict) -> int:
                              f"a schema number such as {SCHEMA_VERSION}: {regenerate(path)}")
     if version == 1:
         raise InputFileError(f"baseline {path} is schema 1, built from a single run (no between-run noise model): "
-                             f"rebuild it from 5 or more separate runs with cudagraph-bench baseline RUN1 ... RUN5 -o {path}")
+                             "rebuild it from 5 or more separate runs with cudagraph-bench baseline RUN1 ... RUN5 "
+                             f"-o {path}")
     if version not in READABLE_SCHEMAS:
         raise InputFileError(f"baseline {path} has unknown schema_version {version!r} (this cudagraph-bench reads "
                              f"{SCHEMA_VERSION}): {regenerate(path)}")
@@ -125,7 +124,8 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
     except InputFileError:
         raise  # already one line naming the case and the fix (InputFileError is a ValueError)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): {regenerate(path)}") from None
+        raise InputFileError(f"baseline {path} is malformed ({type(exc).__name__}: {exc}): "
+                             f"{regenerate(path)}") from None
     return gpu, cases, thresholds
 
 
@@ -142,10 +142,10 @@ def _thresholds(raw: dict) -> dict:
         value = raw.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not is_number(value):
             raise TypeError(f"thresholds.{key} must be a number, got {value!r}")
-        if isinstance(value, float) and value.is_integer() and key in ("max_gated_len", "cross_host_df"):
-            value = int(value)
+        if key in ("max_gated_len", "cross_host_df"):
+            value = _whole_float_as_int(value)
         try:
             thresholds[key] = float(parse(str(value)))
         except argparse.ArgumentTypeError as exc:
@@ -153,16 +153,17 @@ def _thresholds(raw: dict) -> dict:
     return thresholds
 
 
-def _ms(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
 def _finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _whole_float_as_int(value):
+    """``9.0`` read as 9; any other value as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 #: Fields every case of a baseline holds (``cudagraph-bench baseline`` writes each; the readers look each up).
@@ -190,9 +191,7 @@ def _check_case_fields(path: Path, index: int, c) -> None:
 
 def _check_n_runs(path: Path, where: str, c: dict) -> None:
     """A whole number >= 1 (``9.0`` is read as 9)."""
-    value, runs = c["n_runs"], len(c[GATED]["run_medians_ms"])
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
+    value, runs = _whole_float_as_int(c["n_runs"]), len(c[GATED]["run_medians_ms"])
     if not _whole(value) or value < 1:
         raise _bad(path, f"{where}: n_runs is {_shown(value)}, not a whole number of runs >= 1 (no quotes)")
     if value != runs:
@@ -203,17 +202,18 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
     for variant in (REF, GATED):
         for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
             value = c[variant][name] if name == "median_ms" else c[variant].get(name)
-            if not (value is None and name == "p95_ms" or _ms(value)):
+            if not (value is None and name == "p95_ms" or is_positive(value)):
                 raise ValueError(f"cases[{index}].{variant}.{name} is {value!r}, not a finite time > 0 ms")
         medians = c[variant]["run_medians_ms"]
-        if not (isinstance(medians, list) and medians and all(_ms(x) for x in medians)):
+        if not (isinstance(medians, list) and medians and all(is_positive(x) for x in medians)):
             raise ValueError(f"{where}: {variant}.run_medians_ms must be a list of positive finite ms")
     g = c[GATED]
     runs = len(g["run_medians_ms"])
     for field in SPREAD_FIELDS:
         spread = g.get(field)
         if spread is not None and (not _finite_number(spread) or spread < 0 or runs < 2):
-            raise ValueError(f"{where}: graph.{field} must be a finite percent >= 0 from 2 or more run medians, or null")
+            raise ValueError(f"{where}: graph.{field} must be a finite percent >= 0 from 2 or more run medians, "
+                             "or null")
         if spread is not None:
             try:
                 parse_spread_pct(str(spread))
@@ -226,7 +226,7 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
         raise _bad(path, f"{where}: graph.within_host_df is {df}, more than its {runs} run medians give (at most "
                          f"{runs - 1}: each machine's median takes one)")
     host_medians = g.get("host_medians_ms")
-    if host_medians is not None and not (isinstance(host_medians, list) and all(_ms(x) for x in host_medians)):
+    if host_medians is not None and not (isinstance(host_medians, list) and all(is_positive(x) for x in host_medians)):
         raise ValueError(f"{where}: graph.host_medians_ms must be a list of positive ms")
     figure = g.get("figure", "wall")
     if figure not in FIGURES:
@@ -234,7 +234,7 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
                          "(or absent: the synchronized wall median)")
     walls = g.get("wall_run_medians_ms")
     if (figure == "device" or walls is not None) and not (
-            isinstance(walls, list) and len(walls) == runs and all(_ms(x) for x in walls)):
+            isinstance(walls, list) and len(walls) == runs and all(is_positive(x) for x in walls)):
         raise _bad(path, f"{where}: graph.wall_run_medians_ms must list one positive wall median (ms) per run median "
                          "of the device figure (the latency reduction's)")
 
@@ -285,8 +285,9 @@ def _check_machines(path: Path, where: str, c: dict, hosts: list[str]) -> None:
     g = c[GATED]
     machines = machines_of(g["run_hosts"])
     if g.get("host_medians_ms") is not None and len(g["host_medians_ms"]) != machines:
-        raise _bad(path, f"{where}: graph.host_medians_ms holds {len(g['host_medians_ms'])} medians, but graph.run_hosts "
-                         f"names {machines} machine{'s' if machines != 1 else ''} (one median per machine)")
+        raise _bad(path, f"{where}: graph.host_medians_ms holds {len(g['host_medians_ms'])} medians, but "
+                         f"graph.run_hosts names {machines} machine{'s' if machines != 1 else ''} (one median per "
+                         "machine)")
 
 
 def _refuse_machine_fields(path: Path, fields) -> None:
@@ -327,9 +328,8 @@ def _repeats_a_machine(run_hosts: list) -> bool:
 
 def _case_seq_len(path: Path, index: int, value) -> int:
     """A whole number in [1, :data:`MAX_KEY_COUNT`] (``50.0`` is read as 50)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEY_COUNT:
+    value = _whole_float_as_int(value)
+    if not _whole(value) or not 1 <= value <= MAX_KEY_COUNT:
         raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
                              f"is a whole number of tokens >= 1; fix it, or {regenerate(path)}")
     return value
@@ -346,7 +346,7 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
         return
     fix = ("write a percent in [0, 100) such as 30, as --min-reduction takes, or null to use "
            "thresholds.min_reduction_pct")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise InputFileError(f"{where}: min_reduction_pct must be a number, got {json.dumps(value)}: {fix}")
     try:
         parse_reduction_pct(str(value))
@@ -369,10 +369,10 @@ def _check_capture_cost(path: Path, where: str, c: dict, *, required: bool) -> N
         raise _bad(path, f"{where}: capture_cost is {_shown(cost)}, not an object with capture_ms")
     cap = cost["capture_ms"]
     values = cap.get("run_values_ms")
-    if not (isinstance(values, list) and values and all(_ms(x) for x in values)):
+    if not (isinstance(values, list) and values and all(is_positive(x) for x in values)):
         raise _bad(path, f"{where}: capture_cost.capture_ms.run_values_ms is {_shown(values)}, not a list of "
                          "capture times > 0 ms")
-    if not _ms(cap.get("median_ms")):
+    if not is_positive(cap.get("median_ms")):
         raise _bad(path, f"{where}: capture_cost.capture_ms.median_ms is {_shown(cap.get('median_ms'))}, not a "
                          "capture time > 0 ms")
     spread = cap.get("spread_pct")

@@ -32,6 +32,11 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_positive(value) -> bool:
+    """A finite number > 0 (a time, a size)."""
+    return is_number(value) and math.isfinite(value) and value > 0
+
+
 def _check_key_fields(bad, suite: str, info: dict) -> None:
     """``bad(...)`` for a key field of the wrong type (counts: whole, in [1, MAX_KEY_COUNT])."""
     for name in SUITE_KEYS[suite]:
@@ -40,7 +45,8 @@ def _check_key_fields(bad, suite: str, info: dict) -> None:
         value = info[name]
         if name in _KEY_COUNTS:
             if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_KEY_COUNT):
-                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+                text = repr(value)
+                shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
                 raise bad(f"has extra_info.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
                           f"(and at most {MAX_KEY_COUNT:,})")
         elif not isinstance(value, str):
@@ -166,7 +172,8 @@ def _check_device_figure(bad, value, wall_ms: float) -> None:
         raise bad(f"has extra_info.device_median_ms = {value!r}, not a time > 0 ms ({what})")
     low, high = DEVICE_TO_WALL
     if not low <= value / wall_ms <= high:
-        raise bad(f"has extra_info.device_median_ms = {value:.6g} ms, {value / wall_ms:.3g} times its synchronized wall "
+        raise bad(f"has extra_info.device_median_ms = {value:.6g} ms, {value / wall_ms:.3g} times its synchronized "
+                  "wall "
                   f"median ({wall_ms:.6g} ms): {what} lies within {low:g} and {high:g} times the synchronized call")
 
 

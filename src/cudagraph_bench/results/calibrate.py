@@ -134,8 +134,8 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
 def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: float | None, alpha: float) -> dict:
     """The unrounded baseline document of every run but ``i``."""
     others = runs[:i] + runs[i + 1:]
-    return build_baseline(others, min_runs=len(others), allow_unchecked=True, rounded=False, max_gated_len=max_gated_len,
-                          noise_multiplier=multiplier, alpha=alpha)
+    return build_baseline(others, min_runs=len(others), allow_unchecked=True, rounded=False,
+                          max_gated_len=max_gated_len, noise_multiplier=multiplier, alpha=alpha)
 
 
 def _gate_trial(doc: dict, key: tuple, new_ms: float, floor_pct: float):
@@ -150,39 +150,37 @@ def floor_for(runs: list[Run]) -> float:
     return noise.FLOORS_PCT["device" if ms and all(m.device_ms is not None for m in ms) else "wall"]
 
 
-def _rate(mode: ModeResult, p: float) -> str:
-    return f"{mode.detected[p]}/{mode.trials}" if mode.trials else "-"
+#: The three modes: (column key, :class:`CaseCalibration` attribute, name in headers, planted changes shown).
+MODES = (("gate", "gate", "gate", True), ("pair", "pairs", "pair", False), ("ab", "ab", "A/B", True))
+
+
+def _of_trials(mode: ModeResult, count: int) -> str:
+    return f"{count}/{mode.trials}" if mode.trials else "-"
 
 
 def _smallest(mode: ModeResult) -> str:
-    if not mode.trials:
-        return "-"
-    return f"{mode.smallest_pct:g}%" if mode.smallest_pct is not None else f"> {SEARCH_MAX_PCT:g}%"
+    found = f"{mode.smallest_pct:g}%" if mode.smallest_pct is not None else f"> {SEARCH_MAX_PCT:g}%"
+    return found if mode.trials else "-"
 
 
 def columns(plants: tuple[float, ...]) -> list[Column]:
     """Table columns for :func:`rows`."""
-    cols = [Column("label", "case"), Column("spread_pct", "between-run spread %", ".2f"),
+    return [Column("label", "case"), Column("spread_pct", "between-run spread %", ".2f"),
             Column("tol", "gate tolerance %", ".1f"),
-            Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms"),
-            Column("ab_fa", "A/B false alarms")]
-    cols += [Column(f"gate_{p:g}", f"gate +{p:g}%") for p in plants]
-    cols += [Column(f"ab_{p:g}", f"A/B +{p:g}%") for p in plants]
-    cols += [Column("gate_min", "gate detects from"), Column("pair_min", "pair detects from"),
-             Column("ab_min", "A/B detects from")]
-    return cols
+            *(Column(f"{key}_fa", f"{name} false alarms") for key, _, name, _ in MODES),
+            *(Column(f"{key}_{p:g}", f"{name} +{p:g}%") for key, _, name, shown in MODES if shown for p in plants),
+            *(Column(f"{key}_min", f"{name} detects from") for key, _, name, _ in MODES)]
 
 
 def rows(results: list[CaseCalibration], plants: tuple[float, ...]) -> list[dict]:
     """One row per case for :func:`columns`."""
     out = []
     for r in results:
-        row = {"label": r.label, "spread_pct": r.spread_pct, "tol": r.gate_tolerance_pct,
-               "gate_fa": f"{r.gate.alarms}/{r.gate.trials}", "pair_fa": f"{r.pairs.alarms}/{r.pairs.trials}",
-               "ab_fa": f"{r.ab.alarms}/{r.ab.trials}" if r.ab.trials else "-",
-               "gate_min": _smallest(r.gate), "pair_min": _smallest(r.pairs), "ab_min": _smallest(r.ab)}
-        row.update({f"gate_{p:g}": _rate(r.gate, p) for p in plants})
-        row.update({f"ab_{p:g}": _rate(r.ab, p) for p in plants})
+        row = {"label": r.label, "spread_pct": r.spread_pct, "tol": r.gate_tolerance_pct}
+        for key, attr, _, shown in MODES:
+            mode = getattr(r, attr)
+            row.update({f"{key}_fa": _of_trials(mode, mode.alarms), f"{key}_min": _smallest(mode)})
+            row.update({f"{key}_{p:g}": _of_trials(mode, mode.detected.get(p)) for p in plants if shown})
         out.append(row)
     return out
 

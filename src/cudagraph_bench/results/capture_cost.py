@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cudagraph_bench.results import noise
+from cudagraph_bench.results.benchmark_values import is_number
 from cudagraph_bench.table import Column
 from cudagraph_bench.variants import GATED
 
@@ -58,7 +59,7 @@ def memory_left(run) -> dict[str, float]:
         if i in firsts or not isinstance(entry, dict) or not isinstance(entry.get("case"), str):
             continue
         before, after = entry.get("reserved_before_mib"), entry.get("reserved_after_mib")
-        if all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (before, after)):
+        if all(is_number(x) and math.isfinite(x) for x in (before, after)):
             out[entry["case"]] = float(after) - float(before)
     return out
 
@@ -68,7 +69,7 @@ def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
     values: ``(capture_ms, capture_ms / eager wall median)`` per run, or None when a run lacks ``capture_ms`` > 0."""
     memory = [r[ledger_id(key)] for r in left if ledger_id(key) in r]
     values = [g.extra_info.get("capture_ms") for _, g in pairs]
-    if not values or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 for v in values):
+    if not values or any(not (is_number(v) and v > 0) for v in values):
         return memory, None
     return memory, ([float(v) for v in values], [float(v) / e.summary.median_ms for v, (e, _) in zip(values, pairs)])
 

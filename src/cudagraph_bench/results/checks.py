@@ -76,12 +76,9 @@ def peer_note(peer: list[FailedCheck]) -> str | None:
 
 def replay_note(runs: list[Run]) -> str | None:
     """The note on graph benchmarks without a replay proof, or None (a failing proof is a failed check)."""
-    missing = 0
-    for run in runs:
-        for m in run.measurements.values():
-            row = variants.find(m.suite, m.case.variant)
-            if row is not None and row.captured and row.suite != variants.LAUNCH and "replay" not in m.extra_info:
-                missing += 1
+    rows = [(variants.find(m.suite, m.case.variant), m) for run in runs for m in run.measurements.values()]
+    missing = sum(row is not None and row.captured and row.suite != variants.LAUNCH and "replay" not in m.extra_info
+                  for row, m in rows)
     if not missing:
         return None
     return (f"replay not recorded for {plural(missing, 'graph benchmark')} (run with --replay-proof on a GPU to "

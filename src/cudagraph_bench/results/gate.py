@@ -212,7 +212,8 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
             check, detail = combined_check(ms)
             mem, captures = capture_cost.run_figures(key, pairs, left) if is_graph else ([], None)
             results.append(GateVerdict(
-                *key, variant, n_runs=len(ms), eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
+                *key, variant, n_runs=len(ms),
+                eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
                 median_ms=float(np.median([m.summary.median_ms for m in ms])), reduction_pct=red, ci_pct=ci,
                 gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
                 check=check, check_detail=detail, allow_unchecked=allow_unchecked, regression=regression,

@@ -8,6 +8,7 @@ import copy
 from collections.abc import Mapping
 
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.benchmark_values import is_number
 from cudagraph_bench.results.record import attach_kernel_counts
 from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 
@@ -97,7 +98,7 @@ def merge_sections(parts: list[tuple[str, Mapping]]) -> dict:
                     merged.setdefault(DURATIONS_KEY, {})[nodeid] = seconds
             elif key in SUM_KEYS or key in MAX_KEYS:
                 own[key] = value
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if is_number(value):
                     known = merged.get(key)
                     merged[key] = value if known is None else (known + value if key in SUM_KEYS else max(known, value))
             elif key in PART_KEYS:

@@ -27,8 +27,8 @@ MIN_BASELINE_RUNS = 5
 
 
 def floor_of(thresholds: dict, figure: str, override: float | None = None) -> float:
-    """``override``, else the baseline's ``regression_floor_pct``, else ``figure``'s floor (looked up only then: a figure
-    the file never stores raises KeyError here, never for the others)."""
+    """``override``, else the baseline's ``regression_floor_pct``, else ``figure``'s floor (looked up only then: a
+    figure the file never stores raises KeyError here, never for the others)."""
     if override is not None:
         return override
     floor = thresholds.get("regression_floor_pct")

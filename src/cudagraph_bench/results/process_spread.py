@@ -29,25 +29,18 @@ def host_label(host: str | None) -> str:
 
 
 def _by_case(runs: list[Run]) -> dict:
-    """``{(model, dtype, seq_len): [(host, measurement), ...]}`` of gated graph benchmarks."""
+    """``{(model, dtype, seq_len): {host: [device ms or None, per run]}}`` of gated graph benchmarks."""
     out: dict = {}
     for run in runs:
         for case, m in forward_cases(run).items():
             if case.variant == GATED and case.seq_len <= DEFAULT_MAX_GATED_LEN:
-                out.setdefault(case.without_variant(), []).append((run.environment.host, m))
+                out.setdefault(case.without_variant(), {}).setdefault(run.environment.host, []).append(m.device_ms)
     return out
 
 
 def hosts_of(runs: list[Run]) -> list[str | None]:
     """In first-seen order."""
     return list(dict.fromkeys(r.environment.host for r in runs))
-
-
-def _per_host(pairs) -> dict:
-    grouped: dict = {}
-    for host, m in pairs:
-        grouped.setdefault(host, []).append(m.device_ms)
-    return grouped
 
 
 def _span_of_medians(per_host: dict) -> float | None:
@@ -61,7 +54,7 @@ def spread_rows(harness: list[Run], plain: list[Run] = ()) -> list[dict]:
     hosts = hosts_of(harness)
     rows = []
     for key in sorted(harness_cases):
-        mine, loop = _per_host(harness_cases[key]), _per_host(plain_cases.get(key, []))
+        mine, loop = harness_cases[key], plain_cases.get(key, {})
         within = {h: span_pct(mine.get(h, [])) for h in hosts}
         plain_within = {h: span_pct(loop.get(h, [])) for h in hosts}
         ok = all(within[h] is None or within[h] <= max(MAX_SPAN_PCT, MAX_SPAN_VS_PLAIN * (plain_within[h] or 0.0))

@@ -12,7 +12,7 @@ import numpy as np
 from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
 from cudagraph_bench.errors import InputFileError
-from cudagraph_bench.results.benchmark_values import benchmark_name
+from cudagraph_bench.results.benchmark_values import benchmark_name, is_number
 from cudagraph_bench.results.replay import replay_format_problem
 from cudagraph_bench.results.replay import replay_problem as _replay_problem
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
@@ -87,8 +87,9 @@ class CheckRecord:
 class Environment:
     """Where and with what a run was measured; a field the run did not record is None (``commit_dirty``: False).
     ``gpu_name`` None for a CPU run; ``gpu_slug`` names ``baselines/<gpu_slug>.json``; ``host``: the GPU's UUID (cloud
-    host names repeat); ``run_datetime``: ISO 8601 as written (UTC); ``cuda_fingerprint``, ``commit_info``: whole, as recorded; ``gpu_workers``: an older run's xdist
-    workers, else 0; ``planted_fault``: the self-test fault planted (e.g. ``"delay:5"``), None for a real run."""
+    host names repeat); ``run_datetime``: ISO 8601 as written (UTC); ``cuda_fingerprint``, ``commit_info``: whole, as
+    recorded; ``gpu_workers``: an older run's xdist workers, else 0; ``planted_fault``: the self-test fault planted
+    (e.g. ``"delay:5"``), None for a real run."""
 
     gpu_name: str | None = None
     gpu_slug: str | None = None
@@ -170,7 +171,7 @@ class Measurement:
     def device_ms(self) -> float | None:
         """Device-side median ms of one call over back-to-back calls, or None."""
         value = self.extra_info.get("device_median_ms")
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+        return float(value) if is_number(value) and value > 0 else None
 
     def figure_ms(self, figure: str) -> float | None:
         """The median of ``figure`` (``"device"``: :attr:`device_ms`, ``"wall"``: the synchronized wall median) in ms;
@@ -203,7 +204,7 @@ def _text(value) -> str | None:
 
 
 def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return float(value) if is_number(value) else None
 
 
 def _flag(value) -> bool | None:
@@ -287,8 +288,7 @@ def attach_kernel_counts(benchmarks: list[dict], kernel_counts: list[dict]) -> N
         info = bench.get("extra_info") or {}
         if info.get("suite") == variants.FORWARD and info.get("variant") == variants.FORWARD_REFERENCE:
             found = fields.get((info.get("model"), info.get("dtype"), info.get("seq_len")), {})
-            for name, value in found.items():
-                info.setdefault(name, value)
+            info.update({name: value for name, value in found.items() if name not in info})
 
 
 #: The lists of a run's ``cudagraph_bench`` section that are worth a run file even without benchmarks.

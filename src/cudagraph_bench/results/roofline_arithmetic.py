@@ -3,7 +3,7 @@ token as gpt-fast's ``generate.py`` reports it); a short forward is launch-bound
 
 from __future__ import annotations
 
-import math
+from cudagraph_bench.results.benchmark_values import is_positive
 
 #: Peak memory bandwidth in GB/s per GPU (torch's lower-case device name), from NVIDIA's datasheets.
 DATASHEET_PEAK_GBPS = {
@@ -37,7 +37,7 @@ def table_peak_gbps(gpu_name: str | None) -> float | None:
 def nvml_peak_gbps(max_mem_clock_mhz: float, bus_width_bits: float) -> float:
     """``MHz x bits x 2 / 8 / 1000`` GB/s; ValueError for a clock or width that is not a positive finite number."""
     for name, value in (("memory clock", max_mem_clock_mhz), ("bus width", bus_width_bits)):
-        if not _positive(value):
+        if not is_positive(value):
             raise ValueError(f"NVML {name} must be a positive number, got {value!r}")
     return max_mem_clock_mhz * bus_width_bits * 2 / 8 / 1000
 
@@ -69,32 +69,28 @@ def run_peak(machine_info: dict | None) -> dict | None:
     if not isinstance(cuda, dict):
         return None
     recorded = cuda.get("peak_memory_bandwidth")
-    if isinstance(recorded, dict) and _positive(recorded.get("gbps")):
+    if isinstance(recorded, dict) and is_positive(recorded.get("gbps")):
         return recorded
     return choose_peak(cuda.get("gpu_name"))
 
 
-def _positive(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
 def achieved_gbps(bytes_per_token: float, ms_per_token: float) -> float | None:
     """``bytes / (ms x 1e6)`` GB/s; None when either is missing or not positive."""
-    if not (_positive(bytes_per_token) and _positive(ms_per_token)):
+    if not (is_positive(bytes_per_token) and is_positive(ms_per_token)):
         return None
     return bytes_per_token / ms_per_token / 1e6
 
 
 def bandwidth_floor_ms(bytes_per_token: float, peak_gbps: float | None) -> float | None:
     """Least ms per token to read ``bytes_per_token`` at ``peak_gbps``; None without a peak."""
-    if not (_positive(bytes_per_token) and _positive(peak_gbps)):
+    if not (is_positive(bytes_per_token) and is_positive(peak_gbps)):
         return None
     return bytes_per_token / peak_gbps / 1e6
 
 
 def pct_of_peak(gbps: float | None, peak_gbps: float | None) -> float | None:
     """None when either is missing or the peak is not positive."""
-    if gbps is None or not _positive(peak_gbps):
+    if gbps is None or not is_positive(peak_gbps):
         return None
     return 100.0 * gbps / peak_gbps
 
@@ -103,7 +99,7 @@ def overhead(median_ms: float | None, busy_ms: float | None,
              n_kernels: int | None) -> tuple[float | None, float | None]:
     """``(median_ms - busy_ms, that in µs per kernel)`` (second None without positive ``n_kernels``); ``(None, None)``
     when the median or busy time is missing."""
-    if median_ms is None or not _positive(busy_ms):
+    if median_ms is None or not is_positive(busy_ms):
         return None, None
     over = median_ms - busy_ms
     per_node = over * 1000.0 / n_kernels if isinstance(n_kernels, int) and not isinstance(n_kernels, bool) \
