@@ -239,8 +239,7 @@ def case_tolerance(base_case: dict, thresholds: dict, new_ms, *, floor_pct: floa
             within_df=int(graph.get("within_host_df") or len(graph["run_medians_ms"]) - 1),
             cross_pct=float(pooled), cross_df=int(thresholds.get("cross_host_df") or 1), n_hosts=n_hosts,
             floor_pct=floor, alpha=alpha)
-    return noise.check_regression(graph["run_medians_ms"], new_ms, spread=graph.get("spread_pct"),
-                                  noise_source="baseline", floor_pct=floor,
+    return noise.check_regression(graph["run_medians_ms"], new_ms, spread=graph.get("spread_pct"), floor_pct=floor,
                                   multiplier=thresholds.get("noise_multiplier", noise.DEFAULT_MULTIPLIER), alpha=alpha)
 
 
@@ -256,16 +255,10 @@ BASELINE_COLUMNS = [
 
 def baseline_rows(doc: dict) -> list[dict]:
     """``tolerance_pct`` is the allowed graph slow-down of one gated run against this baseline."""
-    th = doc["thresholds"]
-    rows = []
-    for c in doc["cases"]:
-        low, high = c["reduction_range_pct"]
-        check = case_tolerance(c, th, [c[GATED]["median_ms"]])
-        rows.append({"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"], "n_runs": c["n_runs"],
-                     "eager_ms": c[REF]["median_ms"], "graph_ms": c[GATED]["median_ms"],
-                     "graph_p95_ms": c[GATED]["p95_ms"], "spread_pct": c[GATED].get("spread_pct"),
-                     "cross_pct": c[GATED].get("cross_host_spread_pct"),
-                     "figure": c[GATED].get("figure", "wall"), "tolerance_pct": check.tolerance_pct,
-                     "reduction_pct": c["reduction_pct"], "range": f"[{low:.1f}, {high:.1f}]",
-                     "gated": "yes" if c["gated"] else "no"})
-    return rows
+    return [{"model": c["model"], "dtype": c["dtype"], "seq_len": c["seq_len"], "n_runs": c["n_runs"],
+             "eager_ms": c[REF]["median_ms"], "graph_ms": c[GATED]["median_ms"], "graph_p95_ms": c[GATED]["p95_ms"],
+             "spread_pct": c[GATED].get("spread_pct"), "cross_pct": c[GATED].get("cross_host_spread_pct"),
+             "figure": c[GATED].get("figure", "wall"),
+             "tolerance_pct": case_tolerance(c, doc["thresholds"], [c[GATED]["median_ms"]]).tolerance_pct,
+             "reduction_pct": c["reduction_pct"], "range": "[{:.1f}, {:.1f}]".format(*c["reduction_range_pct"]),
+             "gated": "yes" if c["gated"] else "no"} for c in doc["cases"]]

@@ -56,10 +56,8 @@ def _mode(trials: list, plants: tuple[float, ...]) -> ModeResult:
 
 def _splits(n: int, k: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """Ordered (base, head) splits into groups of ``k`` (at most :data:`MAX_SPLITS`, fixed seed)."""
-    combos = []
-    for base in itertools.combinations(range(n), k):
-        rest = [i for i in range(n) if i not in base]
-        combos += [(base, head) for head in itertools.combinations(rest, k)]
+    combos = [(base, head) for base in itertools.combinations(range(n), k)
+              for head in itertools.combinations([i for i in range(n) if i not in base], k)]
     if len(combos) > MAX_SPLITS:
         rng = np.random.default_rng(0)
         combos = [combos[i] for i in sorted(rng.choice(len(combos), MAX_SPLITS, replace=False))]
@@ -103,18 +101,26 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
     out = []
     groups = merged_forward_groups(runs)
     floor_pct = floor_for(runs) if floor_pct is None else floor_pct
-    held_out = [_held_out_baseline(runs, i, max_gated_len, multiplier, alpha) for i in range(n)]
+    held_out = [build_baseline(runs[:i] + runs[i + 1:], min_runs=n - 1, allow_unchecked=True, rounded=False,
+                               max_gated_len=max_gated_len, noise_multiplier=multiplier, alpha=alpha)
+                for i in range(n)]   # each run's leave-one-out baseline, unrounded
+
+    def trial(old, new, spread, df):
+        """The check of ``new`` against ``old`` as a function of the factor planted in ``new``."""
+        return lambda factor: noise.check_regression(old, new * factor, spread=spread, floor_pct=floor_pct,
+                                                     multiplier=multiplier, alpha=alpha, df=df)
+
+    def gate_trial(doc: dict, key: tuple, new_ms: float):
+        """One held-out run against the others' baseline ``doc``, as :func:`trial`."""
+        case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
+        return lambda factor: case_tolerance(case, doc["thresholds"], [new_ms * factor], floor_pct=floor_pct)
+
     for (model, dtype, seq_len), by_variant in groups.items():
         graph = by_variant.get(GATED, [])
         if seq_len > max_gated_len or len(graph) < n:
             continue
         medians = np.array([m.device_ms if m.device_ms is not None else m.summary.median_ms for m in graph])
-        gate_pairs = [_gate_trial(held_out[i], (model, dtype, seq_len), float(medians[i]), floor_pct)
-                      for i in range(n)]
-        def trial(old, new, spread, df):
-            return lambda factor: noise.check_regression(old, new * factor, spread=spread, floor_pct=floor_pct,
-                                                         multiplier=multiplier, alpha=alpha, df=df)
-
+        gate_pairs = [gate_trial(held_out[i], (model, dtype, seq_len), float(medians[i])) for i in range(n)]
         pair_trials = [trial(medians[i:i + 1], medians[j:j + 1], noise.spread_pct(np.delete(medians, [i, j])), n - 3)
                        for i, j in itertools.permutations(range(n), 2)]
         # a planted factor shifts the head group's log medians alike: the pooled spread is computed once per split
@@ -129,19 +135,6 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         raise UsageError(f"no gated case (prompt length <= {max_gated_len}) is measured in all {n} runs: give runs "
                          "of the same matrix")
     return out
-
-
-def _held_out_baseline(runs: list[Run], i: int, max_gated_len: int, multiplier: float | None, alpha: float) -> dict:
-    """The unrounded baseline document of every run but ``i``."""
-    others = runs[:i] + runs[i + 1:]
-    return build_baseline(others, min_runs=len(others), allow_unchecked=True, rounded=False,
-                          max_gated_len=max_gated_len, noise_multiplier=multiplier, alpha=alpha)
-
-
-def _gate_trial(doc: dict, key: tuple, new_ms: float, floor_pct: float):
-    """One held-out run against the others' baseline: the check of the run with a planted factor."""
-    case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
-    return lambda factor: case_tolerance(case, doc["thresholds"], [new_ms * factor], floor_pct=floor_pct)
 
 
 def floor_for(runs: list[Run]) -> float:

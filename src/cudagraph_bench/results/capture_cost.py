@@ -100,14 +100,12 @@ class CaptureCheck:
     @property
     def capture_regressed(self) -> bool:
         """Beyond the tolerance, and the rank test applies and agrees."""
-        c = self.capture
-        return c is not None and c.beyond_tolerance and c.p_value is not None and c.p_value < c.alpha
+        return self.capture is not None and self.capture.regressed and self.capture.p_value is not None
 
     @property
     def capture_warning(self) -> bool:
         """Beyond the tolerance where the rank test cannot judge (one run): a warning."""
-        c = self.capture
-        return c is not None and c.beyond_tolerance and c.p_value is None
+        return self.capture is not None and self.capture.regressed and self.capture.p_value is None
 
     @property
     def memory_change_mib(self) -> float | None:
@@ -136,7 +134,7 @@ def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | No
     cap, capture = point["capture_ms"], None
     if calls is not None:
         capture = noise.check_regression(cap["run_eager_calls"], calls, spread=cap.get("spread_pct"),
-                                         noise_source="baseline", floor_pct=th["capture_floor_pct"],
+                                         floor_pct=th["capture_floor_pct"],
                                          alpha=float(thresholds.get("alpha", noise.DEFAULT_ALPHA)))
     mem = point.get("pool_left_mib")
     if mem is None or not left:

@@ -195,10 +195,9 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
     peer_changes = [c for c in changes if c.new_check == "fail" and c.peer]
     missing_fails = bool(missing_gated) and not allow_missing
     n = plural(len(changes), "benchmark")
-    parts = []
-    parts += [f"{plural(len(group), 'benchmark')} failed a correctness check {how}: "
-              + ", ".join(f"{c.label} ({c.new_check_detail})" for c in group)
-              for group, how in ((broke, "that passed before"), (still, "in NEW, as in OLD")) if group]
+    parts = [f"{plural(len(group), 'benchmark')} failed a correctness check {how}: "
+             + ", ".join(f"{c.label} ({c.new_check_detail})" for c in group)
+             for group, how in ((broke, "that passed before"), (still, "in NEW, as in OLD")) if group]
     parts += [f"NEW: {f.text}" for f in own]
     if bad:
         parts.append(f"{len(bad)} of {n} slower beyond their tolerance: "

@@ -18,19 +18,13 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.baseline_values import case_name
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_note
-from cudagraph_bench.results.runfile import (Measurement, Run, check_one_gpu, distinct_runs, forward_cases,
-                                             forward_groups, load_run, merged_forward_groups, pairs_reduction_pct)
+from cudagraph_bench.results.runfile import (Run, check_one_gpu, distinct_runs, forward_cases, forward_groups,
+                                             load_run, merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
 from cudagraph_bench.table import Column, first_items, plural, render_table, verdict_heading, verdict_line
 
 #: A gated case whose reduction clears its threshold by fewer points than this is named in a warning (no failure).
 MARGIN_WARN_POINTS = 10.0
-
-
-def combined_check(ms: list[Measurement]) -> tuple[str, str | None]:
-    """``(status, detail)`` over runs: ``fail`` if any failed, else ``unchecked`` if any has none, else common."""
-    worst = next((m for status in ("fail", "unchecked") for m in ms if m.check.status == status), ms[0])
-    return worst.check.status, worst.check.detail
 
 
 @dataclass(frozen=True)
@@ -209,14 +203,15 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
             new = [m.figure_ms(base_case[GATED].get("figure", "wall")) for m in ms] if base_case and is_graph else []
             regression = (case_tolerance(base_case, th, new, floor_pct=max_regression_pct)   # None: a run lacks it
                           if new and None not in new else None)
-            check, detail = combined_check(ms)
+            # over runs: any failed check, else any missing one, else the common one
+            worst = next((m for status in ("fail", "unchecked") for m in ms if m.check.status == status), ms[0]).check
             mem, captures = capture_cost.run_figures(key, pairs, left) if is_graph else ([], None)
             results.append(GateVerdict(
                 *key, variant, n_runs=len(ms),
                 eager_median_ms=float(np.median([e.summary.median_ms for e, _ in pairs])),
                 median_ms=float(np.median([m.summary.median_ms for m in ms])), reduction_pct=red, ci_pct=ci,
                 gated=is_graph and gated, min_reduction_pct=threshold if is_graph and gated else None,
-                check=check, check_detail=detail, allow_unchecked=allow_unchecked, regression=regression,
+                check=worst.status, check_detail=worst.detail, allow_unchecked=allow_unchecked, regression=regression,
                 device_median_ms=(float(np.median([m.device_ms for m in ms]))
                                   if all(m.device_ms is not None for m in ms) else None),
                 capture=capture_cost.check_case(base_case, th, captures and captures[1], mem) if is_graph else None,

@@ -81,9 +81,5 @@ def shared_runs(runs: list[Run], others: list[Run]) -> list[Run]:
 
 def repeated_run(runs: list[Run]) -> tuple[Run, Run, str] | None:
     """``(earlier, run, why)`` of the first run repeating an earlier one, or None."""
-    for i, run in enumerate(runs):
-        for earlier in runs[:i]:
-            why = same_run_reason(earlier, run)
-            if why:
-                return earlier, run, why
-    return None
+    return next(((earlier, run, why) for i, run in enumerate(runs) for earlier in runs[:i]
+                 if (why := same_run_reason(earlier, run))), None)

@@ -243,15 +243,13 @@ def _verdict(old: np.ndarray, new: np.ndarray, old_median_ms: float, alpha: floa
 
 
 def check_regression(old_ms: Sequence[float], new_ms: Sequence[float], *, spread: float | None = None,
-                     noise_source: str | None = None, floor_pct: float = DEFAULT_FLOOR_PCT,
-                     multiplier: float | None = DEFAULT_MULTIPLIER, alpha: float = DEFAULT_ALPHA,
-                     df: int | None = None) -> RegressionCheck:
-    """Check run medians ``new_ms: [n_new]`` against ``old_ms: [n_old]`` (ms). ``spread`` (percent, ``df`` default
-    ``n_old - 1``): None pools it from the two sides, else only the floor applies. ValueError for an empty side or a
-    non-positive median."""
+                     floor_pct: float = DEFAULT_FLOOR_PCT, multiplier: float | None = DEFAULT_MULTIPLIER,
+                     alpha: float = DEFAULT_ALPHA, df: int | None = None) -> RegressionCheck:
+    """Check run medians ``new_ms: [n_new]`` against ``old_ms: [n_old]`` (ms). ``spread`` (percent, the baseline's;
+    ``df`` default ``n_old - 1``): None pools it from the two sides, else only the floor applies. ValueError for an
+    empty side or a non-positive median."""
     old, new = _positive(old_ms, "old run medians"), _positive(new_ms, "new run medians")
-    source = noise_source or ("baseline" if spread is not None else "none")
-    df = old.size - 1 if df is None else df
+    source, df = "baseline", old.size - 1 if df is None else df
     if spread is None:
         spread = pooled_spread_pct([old, new])
         source = "runs" if spread is not None else "none"

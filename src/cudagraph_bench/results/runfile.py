@@ -257,13 +257,11 @@ def forward_cases(run: Run) -> dict[Case, Measurement]:
 def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement]]:
     """``(model, dtype, seq_len)`` -> ``{variant: Measurement}``, sorted, variants in registry order. InputFileError
     without forward benchmarks, or when a group lacks ``eager`` or ``graph``."""
-    def order(item):
-        case = item[0]
-        return case.without_variant(), variants.display_rank(variants.FORWARD, case.variant), case.variant
-
     groups: dict[tuple[str, str, int], dict[str, Measurement]] = {}
-    for case, m in sorted(forward_cases(run).items(), key=order):
-        groups.setdefault(case.without_variant(), {})[case.variant] = m
+    cases = forward_cases(run)
+    for case in sorted(cases, key=lambda c: (c.without_variant(), variants.display_rank(variants.FORWARD, c.variant),
+                                             c.variant)):
+        groups.setdefault(case.without_variant(), {})[case.variant] = cases[case]
     if not groups:
         raise InputFileError(f"{run.path} has no forward-suite benchmarks (extra_info suite 'forward'): "
                              "run pytest perf_tests --benchmark-only with the cudagraph-bench plugin")
