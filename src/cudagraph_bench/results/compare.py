@@ -1,7 +1,7 @@
 """``cudagraph-bench compare OLD NEW`` (or ``--old RUN... --new RUN...``; no torch): per-benchmark change of the median
-of run medians. Exit 1 on a regression of a gated benchmark (references only with ``--gate-references``), a failed check
-in NEW (peers' known failures excepted), or a gated benchmark missing in NEW; unlike pytest-benchmark's ``compare``
-(ionelmc/pytest-benchmark#273), it can fail a build."""
+of run medians. Exit 1 (which pytest-benchmark's ``compare`` cannot give) on a regression of a gated benchmark
+(references only with ``--gate-references``), a failed check in NEW (peers' known failures excepted), or a gated
+benchmark missing in NEW."""
 
 from __future__ import annotations
 

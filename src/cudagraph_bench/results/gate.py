@@ -381,8 +381,8 @@ def load_runs_of_one_gpu(refs: list[str], storage: str | None = None) -> list[Ru
     check_one_gpu(runs, "gate runs of one GPU type at a time")
     commits = {}
     for run in runs:
-        if run.environment.known_commit:
-            commits.setdefault(run.environment.known_commit, run)
+        commits.setdefault(run.environment.known_commit, run)
+    commits.pop(None, None)
     if len(commits) > 1:
         (a, first), (b, second) = list(commits.items())[:2]
         raise UsageError(f"the runs are of {len(commits)} commits ({a[:12]} in {first.path}, {b[:12]} in "

@@ -5,9 +5,8 @@ synced_wall`` and ``event <= synced_wall`` hold; ``issue`` vs ``event`` goes eit
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Sequence
-
-import numpy as np
 
 from cudagraph_bench.errors import UsageError
 
@@ -47,10 +46,8 @@ def predicted_saving_ms(n_kernels: int, loop_us_per_launch: float, graph_us_per_
 
 
 def median_ms(values_ms: Sequence[float]) -> float:
-    """numpy's median; ValueError for an empty sequence."""
-    if len(values_ms) == 0:
-        raise ValueError("need at least one time to take a median")
-    return float(np.median(np.asarray(values_ms, dtype=np.float64)))
+    """The median (ms); ValueError (``statistics.StatisticsError``) for an empty sequence."""
+    return float(statistics.median(values_ms))
 
 
 def expected_count(n_launches: int, n_calls: int) -> int:

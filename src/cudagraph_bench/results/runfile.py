@@ -99,8 +99,7 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
     path = Path(ref)
     if path.exists():
         return path
-    if storage is None:
-        storage = default_storage()
+    storage = default_storage() if storage is None else storage
     if not str(storage).strip():
         raise InputFileError("the saved-run folder is empty: give the folder pytest-benchmark saves runs in "
                              f"(default {DEFAULT_STORAGE})")

@@ -91,10 +91,10 @@ def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.
     def of_medians(x, y, axis=-1):
         return statistic(np.median(x, axis=axis), np.median(y, axis=axis))
 
-    result = bootstrap((a, b), of_medians, paired=False, vectorized=True, n_resamples=n_resamples,
-                       method="percentile", confidence_level=confidence, rng=np.random.default_rng(seed))
-    interval = result.confidence_interval
-    return float(interval.low), float(interval.high)
+    low, high = bootstrap((a, b), of_medians, paired=False, vectorized=True, n_resamples=n_resamples,
+                          method="percentile", confidence_level=confidence,
+                          rng=np.random.default_rng(seed)).confidence_interval
+    return float(low), float(high)
 
 
 def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[float] | np.ndarray,
