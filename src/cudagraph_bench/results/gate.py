@@ -190,8 +190,8 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
     for key, by_variant in merged_forward_groups(runs).items():
         base_case = baseline.cases.get(key) if baseline else None
         own = base_case or {}
-        gated = (bool(own["gated"]) if max_gated_len is None and "gated" in own else key[2] <= (
-            int(th.get("max_gated_len", DEFAULT_MAX_GATED_LEN)) if max_gated_len is None else max_gated_len))
+        limit = max_gated_len if max_gated_len is not None else int(th.get("max_gated_len", DEFAULT_MAX_GATED_LEN))
+        gated = bool(own["gated"]) if max_gated_len is None and "gated" in own else key[2] <= limit
         threshold = float(next(v for v in (min_reduction_pct, own.get("min_reduction_pct"),
                                            th.get("min_reduction_pct"), DEFAULT_MIN_REDUCTION_PCT) if v is not None))
         for variant, ms in by_variant.items():
