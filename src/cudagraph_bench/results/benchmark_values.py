@@ -55,10 +55,8 @@ def _check_key_fields(bad, suite: str, info: dict) -> None:
 
 def json_type(value) -> str:
     """``object``, ``array``, ``string``, ``number``, ``boolean`` or ``null``."""
-    for kind, name in ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean")):
-        if isinstance(value, kind):
-            return name
-    return "null" if value is None else "number"
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
 
 
 def _check_timings(bad, info: dict) -> None:
