@@ -96,8 +96,7 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
             where = f"cases[{index}] ({case_name(key)})"
             _check_points(path, index, where, c)
             _check_n_runs(path, where, c)
-            if schema >= 4 or c.get("capture_cost") is not None:
-                _check_capture_cost(path, where, c, required=schema >= 4)
+            _check_capture_cost(path, where, c, required=schema >= 4)
             if schema >= 3:
                 _check_machines(path, where, c, hosts)
             else:
@@ -201,7 +200,7 @@ def _check_n_runs(path: Path, where: str, c: dict) -> None:
 def _check_points(path: Path, index: int, where: str, c: dict) -> None:
     for variant in (REF, GATED):
         for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
-            value = c[variant][name] if name == "median_ms" else c[variant].get(name)
+            value = c[variant].get(name)
             if not (value is None and name == "p95_ms" or is_positive(value)):
                 raise ValueError(f"cases[{index}].{variant}.{name} is {value!r}, not a finite time > 0 ms")
         medians = c[variant]["run_medians_ms"]
@@ -357,12 +356,10 @@ def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
 def _check_capture_cost(path: Path, where: str, c: dict, *, required: bool) -> None:
     """Null, or ``capture_ms`` > 0 ms with a percent spread and ``pool_left_mib`` null or finite MiB of 2+ runs
     (``required``: schema 4). InputFileError naming the field."""
-    if "capture_cost" not in c:
-        if required:
-            raise _bad(path, f"{where}: capture_cost is missing: a schema-4 baseline records it in every case (null "
-                             "when the runs recorded no capture time)")
-        return
-    cost = c["capture_cost"]
+    if required and "capture_cost" not in c:
+        raise _bad(path, f"{where}: capture_cost is missing: a schema-4 baseline records it in every case (null "
+                         "when the runs recorded no capture time)")
+    cost = c.get("capture_cost")
     if cost is None:
         return
     if not isinstance(cost, dict) or not isinstance(cost.get("capture_ms"), dict):
