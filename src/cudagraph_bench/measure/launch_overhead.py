@@ -111,9 +111,7 @@ class TinyKernelSequence(Closing):
         self.stream.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=self.stream):
-            counter = self.counter
-            for _ in range(self.n_launches):
-                counter.add_(1.0)
+            self.run_loop()
         self.graph = graph
         self.reset()
 
@@ -325,53 +323,23 @@ def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerRes
     """Show that a graph keeps writing the address it captured. Nothing empties the allocator's cache between the free
     and the replay, so the stray write lands in mapped memory (the ``cudaFree`` case: ``perf_tests/cuda/graphs.cu``).
     Raises CudaUnavailableError without a GPU, UsageError for ``n_launches < 1``."""
-    torch = _require_cuda()
-    if n_launches < 1:
-        raise UsageError(f"n_launches must be >= 1, got {n_launches}")
-    dev = torch.device(device)
-    stream = torch.cuda.Stream(device=dev)
+    import torch
 
-    def capture(buf):
-        stream.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(stream):          # warm up outside capture
-            buf.add_(1.0)
-        stream.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for _ in range(n_launches):
-                buf.add_(1.0)                    # the address of buf is baked into each kernel node
-        buf.zero_()                              # current stream; capture() synchronized the device
-        torch.cuda.synchronize(dev)
-        return g
-
-    def replay(g):
-        stream.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(stream):
-            g.replay()
-        stream.synchronize()
-
-    # rebind: keep the old buffer alive
-    d = torch.zeros(1, dtype=torch.float32, device=dev)
-    g1 = capture(d)
-    replay(g1)
-    old = d
-    d = torch.zeros(1, dtype=torch.float32, device=dev)      # "d = new buffer": the graph never sees it
-    replay(g1)
-    torch.cuda.synchronize(dev)
-    result_old = (old.data_ptr(), d.data_ptr(), float(old.item()), float(d.item()))
-    g1.reset()
-    del old, d, g1
-
-    e = torch.zeros(1, dtype=torch.float32, device=dev)
-    g2 = capture(e)
-    freed_ptr = e.data_ptr()
-    del e                                      # the last reference: the block goes back to the cache
-    realloc = torch.zeros(1, dtype=torch.float32, device=dev)
-    replay(g2)
-    torch.cuda.synchronize(dev)
-    realloc_value = float(realloc.item())
-    g2.reset()
-    del g2
-    return BakedPointerResult(n_launches=n_launches, old_ptr=result_old[0], new_ptr=result_old[1],
-                              old_value=result_old[2], new_value=result_old[3], freed_ptr=freed_ptr,
-                              realloc_ptr=realloc.data_ptr(), realloc_value=realloc_value)
+    with TinyKernelSequence(n_launches, device=device) as seq:     # rebind: the old buffer stays alive
+        old = seq.counter
+        seq.replay()
+        seq.counter = torch.zeros_like(old)                         # "counter = new buffer": the graph never sees it
+        seq.replay()
+        new_value = seq.value()
+        rebind = {"old_ptr": old.data_ptr(), "new_ptr": seq.counter.data_ptr(), "old_value": float(old.item()),
+                  "new_value": new_value}
+    del old, seq
+    with TinyKernelSequence(n_launches, device=device) as seq:     # free, then allocate
+        freed_ptr = seq.counter.data_ptr()
+        seq.counter = None                                          # the last reference: the block goes back
+        realloc = torch.zeros(1, dtype=torch.float32, device=seq.device)
+        seq.stream.wait_stream(torch.cuda.current_stream(seq.device))
+        seq.replay()
+        seq.stream.synchronize()
+    return BakedPointerResult(n_launches=n_launches, **rebind, freed_ptr=freed_ptr, realloc_ptr=realloc.data_ptr(),
+                              realloc_value=float(realloc.item()))

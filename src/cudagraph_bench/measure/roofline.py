@@ -129,9 +129,8 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
             return None
         from cudagraph_bench.measure.gpustate import nvml_handle
 
-        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
-        name = torch.cuda.get_device_name(torch.cuda.current_device() if index is None else index)
-        found = nvml_handle(index)
+        name = torch.cuda.get_device_name(device)
+        found = nvml_handle(device)
         raw = nvml_memory_readings(*found) if found is not None else {}
         peak = choose_peak(name, raw.get("max_mem_clock_mhz"), raw.get("bus_width_bits"))
         if peak is not None:
@@ -204,30 +203,21 @@ def profile_forward(fn: Callable[[], object], *, repeats: int = DEFAULT_BUSY_REP
     return split_at_markers(window_records(prof), repeats=repeats)
 
 
-class DeviceRecord:
-    """A kineto event with the ``FunctionEvent`` attributes :func:`split_at_markers` reads."""
-
-    __slots__ = ("name", "device_type", "activity_type", "is_user_annotation", "start", "end")
-
-    def __init__(self, event):
-        self.name = event.name()
-        self.device_type = event.device_type()
-        kind = getattr(event, "activity_type", None)          # torch 2.13 has it, 2.11 does not
-        self.activity_type = kind() if callable(kind) else None
-        self.is_user_annotation = bool(event.is_user_annotation())
-        self.start, self.end = event.start_ns() / 1e3, event.end_ns() / 1e3
-
-    @property
-    def time_range(self) -> "DeviceRecord":
-        return self
-
-    def elapsed_us(self) -> float:
-        return self.end - self.start
-
-
 def window_records(prof) -> list:
-    """A finished window's records read straight from kineto (else ``prof.events()``): about 4x faster."""
+    """A finished window's records read straight from kineto (else ``prof.events()``), about 4x faster, with the
+    ``FunctionEvent`` attributes :func:`split_at_markers` reads."""
+    from types import SimpleNamespace
+
+    from torch.autograd.profiler_util import Interval
+
     result = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     if result is None or not hasattr(result, "events"):
         return list(prof.events())
-    return [DeviceRecord(e) for e in result.events()]
+    records = []
+    for e in result.events():
+        kind = getattr(e, "activity_type", None)          # torch 2.13 has it, 2.11 does not
+        records.append(SimpleNamespace(name=e.name(), device_type=e.device_type(),
+                                       activity_type=kind() if callable(kind) else None,
+                                       is_user_annotation=bool(e.is_user_annotation()),
+                                       time_range=Interval(e.start_ns() / 1e3, e.end_ns() / 1e3)))
+    return records
