@@ -54,6 +54,12 @@ class ForwardVariant(Closing):
     def close(self) -> None:
         """Release graphs, compiled code and buffers. Idempotent."""
 
+    def _note_graphs_compiled(self, before: dict) -> None:
+        """Set ``graphs_compiled`` since the counters ``before``; more than one is noted."""
+        self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
+        if self.graphs_compiled > 1:
+            self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
+
     def record(self) -> dict:
         """``compile_ms``, ``capture_ms`` (ms) and ``pad_to`` (tokens), where set."""
         fields = (("compile_ms", self.compile_ms), ("capture_ms", self.capture_ms), ("pad_to", self.pad_to))
@@ -79,31 +85,7 @@ class EagerVariant(ForwardVariant):
         self._model = None
 
 
-class _GraphBacked(ForwardVariant):
-    """A variant replaying one graph, ``self._graph``."""
-
-    _graph = None
-
-    @property
-    def static_output(self):
-        return self._graph.static_output if self._graph is not None else None
-
-    def __call__(self, input_ids):
-        return self._graph(input_ids)
-
-    def check_buffers(self, on: bool) -> None:
-        if isinstance(self._graph, ForwardVariant):
-            self._graph.check_buffers(on)
-        elif hasattr(self._graph, "check_data_ptrs"):      # a GraphedForward
-            self._graph.check_data_ptrs = on
-
-    def close(self) -> None:
-        if self._graph is not None:
-            self._graph.close()
-            self._graph = None
-
-
-class GraphVariant(_GraphBacked):
+class GraphVariant(ForwardVariant):
     """:class:`~cudagraph_bench.capture.graphed.GraphedForward` at exactly ``seq_len`` tokens."""
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
@@ -113,6 +95,22 @@ class GraphVariant(_GraphBacked):
             if forward is not None else {}
         self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, **kwargs)
         self.capture_ms = self._graph.capture_ms
+
+    @property
+    def static_output(self):
+        return self._graph.static_output if self._graph is not None else None
+
+    def __call__(self, input_ids):
+        return self._graph(input_ids)
+
+    def check_buffers(self, on: bool) -> None:
+        if self._graph is not None:
+            self._graph.check_data_ptrs = on
+
+    def close(self) -> None:
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None
 
 
 class PaddedVariant(ForwardVariant):
@@ -207,14 +205,11 @@ class CompileVariant(ForwardVariant):
         self._fn, example, before = _compile_forward(model, seq_len, "reduce-overhead")
         with inductor_or_error_patch(), SkipReasons() as reasons:
             self.compile_ms, _ = warm_until_stable(lambda: self(example), device_sync(example.device), min_calls=3)
-        after = compile_counters()
-        skips = after["cudagraph_skips"] - before["cudagraph_skips"]
+        skips = compile_counters()["cudagraph_skips"] - before["cudagraph_skips"]
         if skips or reasons.messages:
             raise VariantFailure(f"inductor did not use CUDA graphs ({max(skips, 1)} skip(s): {reasons.text()}): "
                                  "not a graph replay")
-        self.graphs_compiled = after["unique_graphs"] - before["unique_graphs"]
-        if self.graphs_compiled > 1:
-            self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
+        self._note_graphs_compiled(before)
 
     def __call__(self, input_ids):
         torch = self._torch
@@ -228,13 +223,12 @@ class CompileVariant(ForwardVariant):
             self._torch._dynamo.reset()  # also frees the cudagraph trees and their memory pool
 
 
-class CompileGraphVariant(_GraphBacked):
+class CompileGraphVariant(GraphVariant):
     """``torch.compile(forward, mode=compile_mode, dynamic=False)`` without inductor's graphs, captured and replayed by
     the suite's GraphedForward (a recompile while capturing raises). ``compile_mode`` not in
     :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`: UsageError."""
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE):
-        super().__init__(seq_len)
         import torch
 
         if compile_mode not in COMPILE_GRAPH_MODES:
@@ -247,7 +241,7 @@ class CompileGraphVariant(_GraphBacked):
             with torch.inference_mode():
                 return compiled(example)
 
-        self.compile_ms, _ = warm_until_stable(call_example, device_sync(example.device), min_calls=2)
+        compile_ms, _ = warm_until_stable(call_example, device_sync(example.device), min_calls=2)
 
         def captured_forward(_model, input_ids, attention_mask=None):
             if torch.cuda.is_current_stream_capturing():
@@ -255,11 +249,9 @@ class CompileGraphVariant(_GraphBacked):
                     return compiled(input_ids)
             return compiled(input_ids)
 
-        self._graph = GraphVariant(model, seq_len, warmup_iters=warmup_iters, forward=captured_forward)
-        self.capture_ms = self._graph.capture_ms
-        self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
-        if self.graphs_compiled > 1:
-            self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
+        super().__init__(model, seq_len, warmup_iters=warmup_iters, forward=captured_forward)
+        self.compile_ms = compile_ms
+        self._note_graphs_compiled(before)
 
     def record(self) -> dict:
         return {**super().record(), "compile_mode": self.compile_mode}
