@@ -160,7 +160,8 @@ class PreparedCase:
         self._counters = compile_counters() if spec.variant_spec.compiled else None
         #: a compiled variant's cudagraph skips while timed (:meth:`finish`): ``{"count": n, "reasons": [...]}``
         self.cudagraph_skips: dict | None = None
-        self._skip_log = SkipReasons().__enter__() if self._counters is not None else None
+        self._logging = contextlib.ExitStack()
+        self._skip_log = self._logging.enter_context(SkipReasons()) if self._counters is not None else None
 
     @property
     def failed_check(self) -> str | None:
@@ -181,22 +182,16 @@ class PreparedCase:
             if new_graphs:
                 self.variant.notes.append(f"recompiled {new_graphs} time(s) while timed")
             skips = after["cudagraph_skips"] - self._counters["cudagraph_skips"]
-            reasons = self._stop_skip_log()
-            self.cudagraph_skips = {"count": skips, "reasons": reasons.messages if reasons else []}
+            self._logging.close()
+            self.cudagraph_skips = {"count": skips, "reasons": self._skip_log.messages}
             if skips > 0:
-                why = reasons.text() if reasons else "reason not logged"
-                raise VariantFailure(f"inductor skipped its CUDA graphs while timed ({skips} skip(s): {why})")
+                raise VariantFailure(f"inductor skipped its CUDA graphs while timed ({skips} skip(s): "
+                                     f"{self._skip_log.text()})")
         return list(self.variant.notes)
-
-    def _stop_skip_log(self):
-        log, self._skip_log = self._skip_log, None
-        if log is not None:
-            log.__exit__(None, None, None)
-        return log
 
     def close(self) -> None:
         """Release the variant and the inputs. Idempotent, never raises."""
-        self._stop_skip_log()
+        self._logging.close()
         if self.variant is not None:
             _close_quietly(self.variant)
             self.variant = None

@@ -27,6 +27,10 @@ class ForwardVariant(Closing):
     captured; ``pad_to``: padded tokens, else None."""
 
     name = "?"
+    #: The static output buffer each replay writes (the check poisons it with NaN), or None.
+    static_output = None
+    #: ``(shortest, longest)`` lengths replaying ``seq_len``'s graph; None: ``seq_len`` only.
+    check_range: tuple[int, int] | None = None
 
     def __init__(self, seq_len: int):
         self.seq_len = seq_len
@@ -34,16 +38,6 @@ class ForwardVariant(Closing):
         self.capture_ms: float | None = None
         self.pad_to: int | None = None
         self.notes: list[str] = []
-
-    @property
-    def static_output(self):
-        """The static output buffer each replay writes (the check poisons it with NaN), or None."""
-        return None
-
-    @property
-    def check_range(self) -> tuple[int, int] | None:
-        """``(shortest, longest)`` lengths replaying ``seq_len``'s graph; None: ``seq_len`` only."""
-        return None
 
     def __call__(self, input_ids):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -135,12 +129,7 @@ class PaddedVariant(ForwardVariant):
         self._graphs = graphs
         self.pad_to = length
         self.capture_ms = next(c.capture_ms for c in self._graphs.captures if c.bucket == length)
-        self._check_range = (max((b for b in capped if b < length), default=0) + 1, length)
-
-    @property
-    def check_range(self) -> tuple[int, int]:
-        """Above the next smaller bucket, up to :attr:`pad_to`."""
-        return self._check_range
+        self.check_range = (max((b for b in capped if b < length), default=0) + 1, length)   # above the next bucket
 
     @staticmethod
     def graph_lengths(model, lengths, name: str, seq_len: int) -> tuple[int, ...]:

@@ -6,20 +6,10 @@ from __future__ import annotations
 import contextlib
 import warnings
 
-#: NVML clocks-event (throttle) reason bits -> names (``nvmlClocksEventReason*``, the same bits as the older API).
-REASON_BITS = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal"),
-    (0x40, "hw_thermal"),
-    (0x80, "hw_power_brake"),
-    (0x100, "display_clocks"),
-    (0x200, "board_limit"),
-    (0x400, "reliability"),
-)
+#: NVML clocks-event (throttle) reason bits 0x1 ... 0x400 -> names (``nvmlClocksEventReason*``, as the older API).
+REASON_BITS = tuple((1 << i, name) for i, name in enumerate((
+    "gpu_idle", "applications_clocks", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal", "hw_thermal",
+    "hw_power_brake", "display_clocks", "board_limit", "reliability")))
 #: Reasons that do not slow a busy GPU down: idle, clocks set by the user, clocks synced with other GPUs.
 BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks", "sync_boost", "none"})
 

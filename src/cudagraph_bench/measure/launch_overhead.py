@@ -20,9 +20,6 @@ SWEEP_N = (8, 64, 512, 4096)
 _NON_KERNEL_PREFIXES = ("memcpy", "memset", "stream sync", "event sync", "context sync",
                         "device sync", "stream wait event", "cuda sync", "profilerstep")
 
-
-# ---------------------------------------------------------------------- kernel counting (torch.profiler)
-
 def _device_type_name(device_type) -> str:
     """``DeviceType.CUDA`` -> ``"cuda"`` (plain strings too, for tests)."""
     name = getattr(device_type, "name", None) or str(device_type)
@@ -48,29 +45,34 @@ def count_kernel_events(events: Iterable) -> int:
     return sum(1 for e in events if is_kernel_event(e))
 
 
-def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
-    """Device kernels one call of ``fn`` launches (graph replays' included), by ``torch.profiler`` after ``warmup``
-    calls and one profiled call that warms CUPTI (kineto may drop the first records). Count after timing: CUPTI left
-    attached slows later launches (pytorch/pytorch#144455). 0 when CUPTI is unavailable. Raises CudaUnavailableError
-    without a GPU, ValueError for ``warmup < 0``."""
+def profile_calls(fn: Callable[[], object], *, calls: int = 1):
+    """The finished ``torch.profiler`` window (CPU and CUDA activity) of ``calls`` calls of ``fn``, after one profiled
+    call that warms CUPTI (kineto may drop the first records). Profile after timing: CUPTI left attached slows later
+    launches (pytorch/pytorch#144455). CudaUnavailableError without a GPU; ValueError for ``calls < 1``."""
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile, schedule
 
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=0, warmup=1, active=calls, repeat=1)) as prof:
+        for _ in range(1 + calls):
+            fn()
+            torch.cuda.synchronize()
+            prof.step()
+    return prof
+
+
+def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
+    """Device kernels one call of ``fn`` launches (graph replays' included), by :func:`profile_calls` after ``warmup``
+    calls; 0 when CUPTI is unavailable. CudaUnavailableError without a GPU, ValueError for ``warmup < 0``."""
+    _require_cuda()
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
-        for _ in range(2):
-            fn()
-            torch.cuda.synchronize()
-            prof.step()
-    return count_kernel_events(prof.events())
-
-
-# ---------------------------------------------------------------------- GPU measurements
+    return count_kernel_events(profile_calls(fn).events())
 
 def _require_cuda():
     import torch
@@ -224,15 +226,11 @@ def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     expected = expected_count(n_launches, 2 * (warmup + repeats))
     with TinyKernelSequence(n_launches, device=device) as seq:
-        for _ in range(warmup):
-            seq.timed(variants.LAUNCH_REFERENCE)
-            seq.timed(variants.LAUNCH_GRAPH)
-        loop_ms, graph_ms = [], []
-        for _ in range(repeats):
-            loop_ms.append(seq.timed(variants.LAUNCH_REFERENCE))
-            graph_ms.append(seq.timed(variants.LAUNCH_GRAPH))
+        pairs = [(seq.timed(variants.LAUNCH_REFERENCE), seq.timed(variants.LAUNCH_GRAPH))
+                 for _ in range(warmup + repeats)][warmup:]
         observed = seq.value()
-    return SweepResult(n_launches=n_launches, loop_event_ms=tuple(loop_ms), graph_event_ms=tuple(graph_ms),
+    loop_ms, graph_ms = zip(*pairs)
+    return SweepResult(n_launches=n_launches, loop_event_ms=loop_ms, graph_event_ms=graph_ms,
                        count_expected=expected, count_observed=observed)
 
 

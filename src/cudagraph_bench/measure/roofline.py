@@ -24,9 +24,6 @@ MARKER_CYCLES = 1000
 _MARKER_NAME = re.compile(r"(?:^|::|\d)spin_kernel(?:\(|E|$)")
 
 
-# ---------------------------------------------------------------------- bytes per decoded token
-
-
 def _text_config(model_or_config):
     config = getattr(model_or_config, "config", model_or_config)
     return config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
@@ -105,9 +102,6 @@ def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
             "context_tokens": prompt_tokens + (new_tokens - 1) / 2}
 
 
-# ---------------------------------------------------------------------- peak memory bandwidth (NVML)
-
-
 def nvml_memory_readings(nvml, handle) -> dict:
     """NVML's ``max_mem_clock_mhz``, ``bus_width_bits``, ``mem_clock_mhz`` (None if unsupported or missing)."""
     def query(fn_name, *args):      # a function this pynvml lacks fails (calling None) like an unsupported one
@@ -138,9 +132,6 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
         return peak
     except Exception:   # a reading must never fail a benchmark session
         return None
-
-
-# ---------------------------------------------------------------------- GPU busy time (torch.profiler)
 
 
 def kernel_busy_ms(events: Iterable) -> float:

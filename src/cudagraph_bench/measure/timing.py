@@ -142,15 +142,10 @@ def sleep_cycles_per_ms() -> float:
         return _CYCLES_PER_MS[key]
     cycles = 20_000_000
     torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
-    times = []
+    timer = CallTimer(lambda: torch.cuda._sleep(cycles), capacity=5)
     for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    _CYCLES_PER_MS[key] = cycles / statistics.median(times)
+        timer()
+    _CYCLES_PER_MS[key] = cycles / statistics.median(timer.event_ms())
     return _CYCLES_PER_MS[key]
 
 
