@@ -17,12 +17,6 @@ from cudagraph_bench.variants import DECODE
 PAD_INPUT_KERNELS = 4
 
 
-def _kind(record) -> str:
-    """Kineto's activity type where torch reports it, else the device type."""
-    kind = getattr(record, "activity_type", None)
-    return str(kind) if kind else _device_type_name(record.device_type)
-
-
 def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
     """Launches, kernels and copies outside a graph, summed over ``calls`` calls of ``fn`` under ``inference_mode`` by
     :func:`~cudagraph_bench.measure.launch_overhead.profile_calls` (CPU activity too: some torch versions record
@@ -30,7 +24,8 @@ def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
     torch = _require_cuda()
     with torch.inference_mode():
         prof = profile_calls(fn, calls=calls)
-    return count_replay([(r.name, _kind(r)) for r in window_records(prof)])
+    return count_replay([(r.name, str(r.activity_type) if getattr(r, "activity_type", None)   # else the device type
+                          else _device_type_name(r.device_type)) for r in window_records(prof)])
 
 
 def replay_expectation(prepared) -> tuple[int, int | None] | None:

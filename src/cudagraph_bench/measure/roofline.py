@@ -83,11 +83,6 @@ def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
     return [(per_token, window) for window in windows]
 
 
-def _kv_bytes(layers: list[tuple[int, int | None]], context_tokens: float) -> float:
-    return sum(nbytes * (context_tokens if window is None else min(context_tokens, window))
-               for nbytes, window in layers)
-
-
 def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
     """``{"weight_bytes", "kv_bytes_per_token", "bytes_per_token", "context_tokens"}`` one decoded token of a greedy
     request reads on average: step ``k`` attends to ``prompt_tokens + k`` cached tokens (itself included);
@@ -97,7 +92,8 @@ def request_bytes_per_token(model, prompt_tokens: int, new_tokens: int) -> dict:
         raise UsageError(f"need a prompt of >= 1 token and >= 1 new token (got {prompt_tokens}, {new_tokens})")
     layers = kv_bytes_per_context_token(model)
     weights = weight_bytes(model)
-    kv = statistics.fmean(_kv_bytes(layers, prompt_tokens + k) for k in range(new_tokens))
+    kv = statistics.fmean(sum(nbytes * (ctx if window is None else min(ctx, window)) for nbytes, window in layers)
+                          for ctx in range(prompt_tokens, prompt_tokens + new_tokens))
     return {"weight_bytes": weights, "kv_bytes_per_token": kv, "bytes_per_token": weights + kv,
             "context_tokens": prompt_tokens + (new_tokens - 1) / 2}
 

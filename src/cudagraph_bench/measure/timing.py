@@ -316,8 +316,5 @@ class RoundPolicy:
             pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms),
                                   min_calls=PILOT_MIN_CALLS if target else 1, spread_useless_ms=useless,
                                   cold_call=not warm)
-        rounds, warmup = plan_rounds(float(min(pilot)), rounds=self.rounds, warmup=self.warmup,
-                                     warmup_ms=self.warmup_ms, min_time_ms=self.min_time_ms,
-                                     max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct,
-                                     max_time_ms=self.max_time_ms)
+        rounds, warmup = plan_rounds(float(min(pilot)), pilot_ms=pilot, **vars(self))
         return rounds, max(0, warmup - len(pilot) - (0 if warm else 1)), pilot
