@@ -263,13 +263,9 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     """Build one forward variant of ``model`` (on a CUDA device but for ``eager``) for prompts of ``seq_len`` real
     tokens (close it). ``pad_to``: tokens of ``padded`` (default 1024, capped at the positions); ``buckets``: tokens of
     ``bucketed``; ``warmup_iters`` >= 3; ``graphs``: captured already (:meth:`PaddedVariant.graphs_for`), not owned.
-
-    Raises:
-        UsageError: unknown variant.
-        CudaUnavailableError: a graph or compile variant on a model not on a CUDA device.
-        RequestTooLongError: ``seq_len`` above the padded length or the largest bucket.
-        VariantFailure: inductor skipped its CUDA graphs (``compile``).
-        Exception: anything torch.compile or the capture raises."""
+    Raises UsageError (unknown variant), CudaUnavailableError (a graph or compile variant off CUDA), RequestTooLongError
+    (``seq_len`` above the padded length or the largest bucket), VariantFailure (``compile`` without inductor's CUDA
+    graphs), or what torch.compile or the capture raises."""
     try:
         kind = registry.variant(registry.FORWARD, variant)
     except KeyError as exc:

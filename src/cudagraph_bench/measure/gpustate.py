@@ -77,35 +77,31 @@ def _handle(nvml, index: int):
     return found
 
 
-def _query(fn, *args, scale: float = 1.0):
+def _query(fn, *args):
     try:
-        value = fn(*args)
+        return fn(*args)
     except Exception:  # not supported on this GPU / driver
         return None
-    return value * scale if scale != 1.0 else value
 
 
 def nvml_handle(device=None):
     """``(pynvml, handle)`` of ``device`` (None: current); None (never raises) without NVML or a CUDA GPU."""
-    try:
-        found = _device_handle(device)
-        return None if found is None else found[:2]
-    except Exception:  # an NVML reading must never fail a benchmark
-        return None
+    found = _device_handle(device)
+    return None if found is None else found[:2]
 
 
 def _device_handle(device):
-    """NVML errors propagate."""
-    import torch
+    """``(pynvml, handle, how it was matched)``, or None as :func:`nvml_handle`."""
+    try:
+        import torch
 
-    if not torch.cuda.is_available():
+        nvml = _init() if torch.cuda.is_available() else None
+        if nvml is None:
+            return None
+        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
+        return nvml, *_handle(nvml, torch.cuda.current_device() if index is None else index)
+    except Exception:  # an NVML reading must never fail a benchmark
         return None
-    nvml = _init()
-    if nvml is None:
-        return None
-    index = device if isinstance(device, int) else None if device is None else torch.device(device).index
-    handle, match = _handle(nvml, torch.cuda.current_device() if index is None else index)
-    return nvml, handle, match
 
 
 def read_gpu_state(device=None) -> dict | None:
@@ -123,7 +119,7 @@ def read_gpu_state(device=None) -> dict | None:
             "sm_clock_mhz": _query(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
             "mem_clock_mhz": _query(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_MEM),
             "temperature_c": _query(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
-            "power_w": _query(nvml.nvmlDeviceGetPowerUsage, handle, scale=1e-3),   # NVML reports mW
+            "power_w": None if (mw := _query(nvml.nvmlDeviceGetPowerUsage, handle)) is None else mw * 1e-3,
             "clocks_event_reasons": None if mask is None else reason_names(mask),
             "nvml_match": match,
         }

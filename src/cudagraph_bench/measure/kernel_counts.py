@@ -57,13 +57,12 @@ def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: in
         model = get_model(model_name, dtype)
     except Exception as exc:
         return failed(describe_exception(exc), "load")
-    problem = device_problem(str(next(model.parameters()).device))
-    if problem is not None:
-        return failed(problem, "count")
+    device = next(model.parameters()).device
+    if device_problem(str(device)) is not None:
+        return failed(device_problem(str(device)), "count")
     try:
         import torch
 
-        device = next(model.parameters()).device
         generator = torch.Generator(device=device).manual_seed(seed)
         ids = random_input_ids(model, seq_len, device=device, generator=generator)
         profiled = roofline.profile_forward(lambda: model_forward(model, ids),

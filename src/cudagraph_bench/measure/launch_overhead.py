@@ -281,9 +281,7 @@ def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *,
     finally:
         if own:
             seq.close()
-    issue, wall, event = (tuple(col) for col in zip(*rows))
-    return ClockResult(n_launches=seq.n_launches, variant=variant, issue_ms=issue, synced_wall_ms=wall,
-                       event_ms=event)
+    return ClockResult(seq.n_launches, variant, *zip(*rows))     # issue, synced wall and event ms
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import os
@@ -209,8 +210,12 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
             decoder.close()
     info.update({f"{prefill}_prefill": {"status": s, "check": r} for prefill, (s, r) in outcomes.items()})
     status, reason = _decode_status(outcomes, device)
-    if status == AWAITS_GPU:
-        reason = _host_work_note(model, reason)
+    if status == AWAITS_GPU:        # host work of a one-token forward: the GPU will likely refuse the step
+        with contextlib.suppress(Exception):
+            if found := meta_host_work(model, seq_len=1):
+                note = (f"a one-token forward does host work a capture forbids ({found}): the GPU run will likely "
+                        "refuse the step")
+                reason = f"{reason}; {note}" if reason else note
     if status != MEASURED or kept is None:
         if kept is not None:
             kept.close()
@@ -240,18 +245,6 @@ def plain_generate(model, ids, new_tokens: int):
     with torch.inference_mode():
         return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new_tokens,
                               eos_token_id=None, pad_token_id=0)
-
-
-def _host_work_note(model, reason: str | None) -> str | None:
-    """``reason`` noting host work of a one-token forward (the GPU will likely refuse the step)."""
-    try:
-        found = meta_host_work(model, seq_len=1)
-    except Exception:   # noqa: BLE001 - no note then
-        return reason
-    if not found:
-        return reason
-    note = f"a one-token forward does host work a capture forbids ({found}): the GPU run will likely refuse the step"
-    return f"{reason}; {note}" if reason else note
 
 
 def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
