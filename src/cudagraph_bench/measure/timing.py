@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import math
+import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,9 +118,7 @@ class DeviceFigure:
     @property
     def median_ms(self) -> float:
         """Median of :attr:`block_ms` (ms), the figure the gate guards."""
-        import numpy as np
-
-        return float(np.median(self.block_ms))
+        return float(statistics.median(self.block_ms))
 
     def record(self) -> dict:
         """The case's ``extra_info`` fields."""
@@ -133,8 +132,6 @@ _CYCLES_PER_MS: dict = {}
 
 def sleep_cycles_per_ms() -> float:
     """GPU cycles of ``torch.cuda._sleep`` per ms on the current device (median of 5 timed sleeps; once per device)."""
-    import statistics
-
     import torch
 
     key = torch.cuda.current_device()
