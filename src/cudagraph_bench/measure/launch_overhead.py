@@ -20,6 +20,7 @@ SWEEP_N = (8, 64, 512, 4096)
 _NON_KERNEL_PREFIXES = ("memcpy", "memset", "stream sync", "event sync", "context sync",
                         "device sync", "stream wait event", "cuda sync", "profilerstep")
 
+
 def _device_type_name(device_type) -> str:
     """``DeviceType.CUDA`` -> ``"cuda"`` (plain strings too, for tests)."""
     name = getattr(device_type, "name", None) or str(device_type)
@@ -73,6 +74,7 @@ def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
     for _ in range(warmup):
         fn()
     return count_kernel_events(profile_calls(fn).events())
+
 
 def _require_cuda():
     import torch
