@@ -35,11 +35,8 @@ def reason_names(mask: int) -> list[str]:
 
 def throttle_reasons(*states: dict | None) -> list[str]:
     """Sorted unique reasons other than :data:`BENIGN_REASONS` in the readings; ``[]`` when none."""
-    found = set()
-    for state in states:
-        if state:
-            found.update(r for r in state.get("clocks_event_reasons") or () if r not in BENIGN_REASONS)
-    return sorted(found)
+    return sorted({r for state in states if state for r in state.get("clocks_event_reasons") or ()
+                   if r not in BENIGN_REASONS})
 
 
 def _init():

@@ -33,10 +33,7 @@ class KernelCount:
 
     def eager_fields(self) -> dict:
         """``n_kernels`` and, when timed, ``gpu_busy_ms``."""
-        fields = {"n_kernels": self.n_kernels}
-        if self.gpu_busy_ms is not None:
-            fields["gpu_busy_ms"] = self.gpu_busy_ms
-        return fields
+        return {"n_kernels": self.n_kernels, **({} if self.gpu_busy_ms is None else {"gpu_busy_ms": self.gpu_busy_ms})}
 
 
 def device_problem(device: str) -> str | None:
