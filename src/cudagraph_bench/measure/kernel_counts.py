@@ -38,9 +38,8 @@ class KernelCount:
 
 def device_problem(device: str) -> str | None:
     """The profiler counts CUDA kernels only; None when it can."""
-    if str(device).startswith("cuda"):
-        return None
-    return f"kernel counts need a CUDA device (the case runs on {device}): count on a CUDA GPU"
+    return None if str(device).startswith("cuda") else (f"kernel counts need a CUDA device (the case runs on {device}): "
+                                                        "count on a CUDA GPU")
 
 
 def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: int = 0,
@@ -55,8 +54,8 @@ def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: in
     except Exception as exc:
         return failed(describe_exception(exc), "load")
     device = next(model.parameters()).device
-    if device_problem(str(device)) is not None:
-        return failed(device_problem(str(device)), "count")
+    if (problem := device_problem(str(device))) is not None:
+        return failed(problem, "count")
     try:
         import torch
 

@@ -264,9 +264,7 @@ def rounds_for_precision(pilot_ms, precision_pct: float) -> int:
     """Rounds whose median's 95% interval is expected within ``precision_pct`` % (times :data:`PLAN_SAFETY`); 0 when
     ``precision_pct`` is 0 or the pilot has fewer than 3 calls."""
     ci = median_ci_pct(pilot_ms) if precision_pct > 0 else None
-    if ci is None:
-        return 0
-    return math.ceil(PLAN_SAFETY * len(pilot_ms) * (ci / precision_pct) ** 2)
+    return 0 if ci is None else math.ceil(PLAN_SAFETY * len(pilot_ms) * (ci / precision_pct) ** 2)
 
 
 def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: float, min_time_ms: float,
