@@ -23,12 +23,17 @@ def _name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def tolerance(dtype) -> dict:
+    """``assert_close`` tolerances for a dtype (name or ``torch.dtype``)."""
+    return dict(TOLERANCES[_name(dtype)])
+
+
 def assert_matches_eager(actual, expected, dtype=None) -> None:
     """``torch.testing.assert_close`` at the dtype's tolerance; NaN never passes. AssertionError with the max abs/rel
     difference when a value is outside the tolerance."""
     import torch
 
-    torch.testing.assert_close(actual, expected, equal_nan=False, **TOLERANCES[_name(dtype or expected.dtype)])
+    torch.testing.assert_close(actual, expected, equal_nan=False, **tolerance(dtype or expected.dtype))
 
 
 def max_abs_diff(a, b) -> float:
