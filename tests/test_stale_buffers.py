@@ -93,14 +93,14 @@ def padded_variant(model, name, seq_len):
     return V.PaddedVariant(model, seq_len, lengths=lengths, name=name, graphs=graphs)
 
 
-class CpuGraphVariant(V._GraphBacked):
+class CpuGraphVariant(V.GraphVariant):
     """The ``graph`` variant over a :class:`CpuGraph` (what :class:`~cudagraph_bench.selftest.faults.StaleInputGraph`
     plants into)."""
 
     name = "graph"
 
     def __init__(self, model, seq_len):
-        super().__init__(seq_len)
+        V.ForwardVariant.__init__(self, seq_len)
         self._graph = CpuGraph(model, seq_len)
 
 

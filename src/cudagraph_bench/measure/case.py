@@ -88,7 +88,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
         return (f" (call {i + 1} of {len(lengths)}: a {lengths[i]}-token prompt in the {check_range[1]}-token graph"
                 + (f", after {', '.join(map(str, lengths[:i]))}-token ones)" if i else ")"))
 
-    worst, strict_error, checks, ref64 = 0.0, None, [], None
+    worst, checks, ref64 = 0.0, [], None     # checks: the fp64 rule's, of the inputs failing the strict one
     try:
         for i, length in enumerate(lengths):
             ids = random_input_ids(model, length, device=device, generator=generator)
@@ -110,7 +110,6 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
                 assert_matches_eager(actual, expected, spec.dtype)
                 continue
             except AssertionError as exc:
-                strict_error = strict_error or exc
                 if not cross_kernel:
                     return CheckOutcome(worst, "strict", False,
                                         reason="outputs differ from eager" + where(i) + ": "
@@ -123,7 +122,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
         del ref64
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    if strict_error is None:
+    if not checks:
         return CheckOutcome(worst, "strict", True)
     bad, i = max(checks, key=lambda c: (not c[0].passed, c[0].ratio))
     ratio = max(c.ratio for c, _ in checks)
@@ -160,7 +159,8 @@ class PreparedCase:
         self._counters = compile_counters() if spec.variant_spec.compiled else None
         #: a compiled variant's cudagraph skips while timed (:meth:`finish`): ``{"count": n, "reasons": [...]}``
         self.cudagraph_skips: dict | None = None
-        self._skip_log = SkipReasons().__enter__() if self._counters is not None else None
+        self._logging = contextlib.ExitStack()
+        self._skip_log = self._logging.enter_context(SkipReasons()) if self._counters is not None else None
 
     @property
     def failed_check(self) -> str | None:
@@ -181,22 +181,16 @@ class PreparedCase:
             if new_graphs:
                 self.variant.notes.append(f"recompiled {new_graphs} time(s) while timed")
             skips = after["cudagraph_skips"] - self._counters["cudagraph_skips"]
-            reasons = self._stop_skip_log()
-            self.cudagraph_skips = {"count": skips, "reasons": reasons.messages if reasons else []}
+            self._logging.close()
+            self.cudagraph_skips = {"count": skips, "reasons": self._skip_log.messages}
             if skips > 0:
-                why = reasons.text() if reasons else "reason not logged"
-                raise VariantFailure(f"inductor skipped its CUDA graphs while timed ({skips} skip(s): {why})")
+                raise VariantFailure(f"inductor skipped its CUDA graphs while timed ({skips} skip(s): "
+                                     f"{self._skip_log.text()})")
         return list(self.variant.notes)
-
-    def _stop_skip_log(self):
-        log, self._skip_log = self._skip_log, None
-        if log is not None:
-            log.__exit__(None, None, None)
-        return log
 
     def close(self) -> None:
         """Release the variant and the inputs. Idempotent, never raises."""
-        self._stop_skip_log()
+        self._logging.close()
         if self.variant is not None:
             _close_quietly(self.variant)
             self.variant = None

@@ -4,6 +4,7 @@ tolerances: a captured graph may pick other cuBLAS / SDPA kernels than eager."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
 
@@ -106,15 +107,12 @@ def fp64_decode_logits(model, input_ids, tokens):
 
     device = next(model.parameters()).device
     context = torch.cat([input_ids, tokens[:, :-1]], dim=1).to(device)            # [1, L + n - 1]
-    if not fp64_copy_fits(model):
-        with float64_in_place(model), torch.no_grad():
-            logits = model(input_ids=context, attention_mask=torch.ones_like(context)).logits
-        return logits[0, input_ids.shape[1] - 1:].to(torch.float64).cpu()
-    model64 = fp64_reference_model(model)
+    model64 = fp64_reference_model(model) if fp64_copy_fits(model) else None
     try:
-        with torch.inference_mode():
-            logits = model64(input_ids=context, attention_mask=torch.ones_like(context)).logits
-        return logits[0, input_ids.shape[1] - 1:].cpu()                              # [n, vocab]
+        with float64_in_place(model) if model64 is None else contextlib.nullcontext(), torch.no_grad():
+            logits = (model if model64 is None else model64)(input_ids=context,
+                                                              attention_mask=torch.ones_like(context)).logits
+        return logits[0, input_ids.shape[1] - 1:].to(torch.float64).cpu()
     finally:
         del model64
         if device.type == "cuda":
@@ -136,46 +134,42 @@ def fp64_copy_fits(model) -> bool:
     return need <= FP64_COPY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
-class float64_in_place:
-    """Context manager: ``model`` runs in float64 without a copy, each module's parameters upcast just before its
-    forward and restored bit for bit after (also on exit after an exception). Run under ``torch.no_grad()``, not
-    ``inference_mode`` (a parameter's ``.data`` is swapped)."""
+@contextlib.contextmanager
+def float64_in_place(model):
+    """``model`` runs in float64 without a copy, each module's parameters upcast just before its forward and restored
+    bit for bit after (also after an exception). Run under ``torch.no_grad()``, not ``inference_mode`` (a parameter's
+    ``.data`` is swapped)."""
+    import torch
 
-    def __init__(self, model):
-        self.model, self._handles, self._saved, self._experts = model, [], {}, None
+    saved: dict = {}
 
-    def _upcast(self, module, args):
-        import torch
-
+    def upcast(module, args):
         for name, p in module.named_parameters(recurse=False):
             if p.is_floating_point() and p.dtype != torch.float64:
-                self._saved[(id(module), name)] = (p, p.data)
+                saved[(id(module), name)] = (p, p.data)
                 p.data = p.data.to(torch.float64)
 
-    def _restore(self, module, args=None, output=None):
+    def restore(module, args, output):
         for name, _ in module.named_parameters(recurse=False):
-            p, data = self._saved.pop((id(module), name), (None, None))
+            p, data = saved.pop((id(module), name), (None, None))
             if p is not None:
                 p.data = data
 
-    def __enter__(self):
-        if is_mixture_of_experts(self.model) and hasattr(self.model, "set_experts_implementation"):
-            self._experts = experts_implementation(self.model)
-            self.model.set_experts_implementation("eager")
-        for m in self.model.modules():
-            if any(True for _ in m.parameters(recurse=False)):
-                self._handles += [m.register_forward_pre_hook(self._upcast), m.register_forward_hook(self._restore)]
-        return self.model
-
-    def __exit__(self, *exc):
-        for h in self._handles:
+    experts = None
+    if is_mixture_of_experts(model) and hasattr(model, "set_experts_implementation"):
+        experts = experts_implementation(model)
+        model.set_experts_implementation("eager")
+    handles = [h for m in model.modules() if any(True for _ in m.parameters(recurse=False))
+               for h in (m.register_forward_pre_hook(upcast), m.register_forward_hook(restore))]
+    try:
+        yield model
+    finally:
+        for h in handles:
             h.remove()
-        for p, data in self._saved.values():
+        for p, data in saved.values():
             p.data = data
-        self._handles, self._saved = [], {}
-        if self._experts is not None:
-            self.model.set_experts_implementation(self._experts)
-        return False
+        if experts is not None:
+            model.set_experts_implementation(experts)
 
 
 @dataclass(frozen=True)

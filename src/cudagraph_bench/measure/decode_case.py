@@ -167,20 +167,15 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
             if not vs_generate.passed and "reason" not in info:
                 info.update(status="mismatch", reason=f"against generate: {vs_generate.summary}")
         if kind.captured and "reason" not in info:
-            info.update(_second_request(spec, refs, ids, decoder))
+            # judged like the first: a buffer set once is stale by now, as in every timed request
+            tokens, logits = decoder.generate(ids, spec.new_tokens, return_logits=True)
+            second = _check_against_static_eager(spec, refs, ids, decoder, tokens, logits)
+            info.update({"checked_requests": 2} if second["correct"] else {
+                **second, "checked_requests": 2, "reason": f"second request on the same decoder: {second['reason']}"})
     except Exception:
         decoder.close()
         raise
     return PreparedDecode(spec, decoder, lambda: decoder.generate(ids, spec.new_tokens), info, checked_ms)
-
-
-def _second_request(spec: DecodeSpec, refs, ids, decoder) -> dict:
-    """Judged against the eager static-cache loop: a buffer set once is stale by now, as in every timed request."""
-    tokens, logits = decoder.generate(ids, spec.new_tokens, return_logits=True)
-    fields = _check_against_static_eager(spec, refs, ids, decoder, tokens, logits)
-    if fields["correct"]:
-        return {"checked_requests": 2}
-    return {**fields, "checked_requests": 2, "reason": f"second request on the same decoder: {fields['reason']}"}
 
 
 def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, logits) -> dict:

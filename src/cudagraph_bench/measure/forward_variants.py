@@ -27,6 +27,10 @@ class ForwardVariant(Closing):
     captured; ``pad_to``: padded tokens, else None."""
 
     name = "?"
+    #: The static output buffer each replay writes (the check poisons it with NaN), or None.
+    static_output = None
+    #: ``(shortest, longest)`` lengths replaying ``seq_len``'s graph; None: ``seq_len`` only.
+    check_range: tuple[int, int] | None = None
 
     def __init__(self, seq_len: int):
         self.seq_len = seq_len
@@ -34,16 +38,6 @@ class ForwardVariant(Closing):
         self.capture_ms: float | None = None
         self.pad_to: int | None = None
         self.notes: list[str] = []
-
-    @property
-    def static_output(self):
-        """The static output buffer each replay writes (the check poisons it with NaN), or None."""
-        return None
-
-    @property
-    def check_range(self) -> tuple[int, int] | None:
-        """``(shortest, longest)`` lengths replaying ``seq_len``'s graph; None: ``seq_len`` only."""
-        return None
 
     def __call__(self, input_ids):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -53,6 +47,12 @@ class ForwardVariant(Closing):
 
     def close(self) -> None:
         """Release graphs, compiled code and buffers. Idempotent."""
+
+    def _note_graphs_compiled(self, before: dict) -> None:
+        """Set ``graphs_compiled`` since the counters ``before``; more than one is noted."""
+        self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
+        if self.graphs_compiled > 1:
+            self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
 
     def record(self) -> dict:
         """``compile_ms``, ``capture_ms`` (ms) and ``pad_to`` (tokens), where set."""
@@ -79,31 +79,7 @@ class EagerVariant(ForwardVariant):
         self._model = None
 
 
-class _GraphBacked(ForwardVariant):
-    """A variant replaying one graph, ``self._graph``."""
-
-    _graph = None
-
-    @property
-    def static_output(self):
-        return self._graph.static_output if self._graph is not None else None
-
-    def __call__(self, input_ids):
-        return self._graph(input_ids)
-
-    def check_buffers(self, on: bool) -> None:
-        if isinstance(self._graph, ForwardVariant):
-            self._graph.check_buffers(on)
-        elif hasattr(self._graph, "check_data_ptrs"):      # a GraphedForward
-            self._graph.check_data_ptrs = on
-
-    def close(self) -> None:
-        if self._graph is not None:
-            self._graph.close()
-            self._graph = None
-
-
-class GraphVariant(_GraphBacked):
+class GraphVariant(ForwardVariant):
     """:class:`~cudagraph_bench.capture.graphed.GraphedForward` at exactly ``seq_len`` tokens."""
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, forward=None):
@@ -113,6 +89,22 @@ class GraphVariant(_GraphBacked):
             if forward is not None else {}
         self._graph = GraphedForward(model, seq_len, warmup_iters=warmup_iters, **kwargs)
         self.capture_ms = self._graph.capture_ms
+
+    @property
+    def static_output(self):
+        return self._graph.static_output if self._graph is not None else None
+
+    def __call__(self, input_ids):
+        return self._graph(input_ids)
+
+    def check_buffers(self, on: bool) -> None:
+        if self._graph is not None:
+            self._graph.check_data_ptrs = on
+
+    def close(self) -> None:
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None
 
 
 class PaddedVariant(ForwardVariant):
@@ -137,12 +129,7 @@ class PaddedVariant(ForwardVariant):
         self._graphs = graphs
         self.pad_to = length
         self.capture_ms = next(c.capture_ms for c in self._graphs.captures if c.bucket == length)
-        self._check_range = (max((b for b in capped if b < length), default=0) + 1, length)
-
-    @property
-    def check_range(self) -> tuple[int, int]:
-        """Above the next smaller bucket, up to :attr:`pad_to`."""
-        return self._check_range
+        self.check_range = (max((b for b in capped if b < length), default=0) + 1, length)   # above the next bucket
 
     @staticmethod
     def graph_lengths(model, lengths, name: str, seq_len: int) -> tuple[int, ...]:
@@ -207,14 +194,11 @@ class CompileVariant(ForwardVariant):
         self._fn, example, before = _compile_forward(model, seq_len, "reduce-overhead")
         with inductor_or_error_patch(), SkipReasons() as reasons:
             self.compile_ms, _ = warm_until_stable(lambda: self(example), device_sync(example.device), min_calls=3)
-        after = compile_counters()
-        skips = after["cudagraph_skips"] - before["cudagraph_skips"]
+        skips = compile_counters()["cudagraph_skips"] - before["cudagraph_skips"]
         if skips or reasons.messages:
             raise VariantFailure(f"inductor did not use CUDA graphs ({max(skips, 1)} skip(s): {reasons.text()}): "
                                  "not a graph replay")
-        self.graphs_compiled = after["unique_graphs"] - before["unique_graphs"]
-        if self.graphs_compiled > 1:
-            self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
+        self._note_graphs_compiled(before)
 
     def __call__(self, input_ids):
         torch = self._torch
@@ -228,13 +212,12 @@ class CompileVariant(ForwardVariant):
             self._torch._dynamo.reset()  # also frees the cudagraph trees and their memory pool
 
 
-class CompileGraphVariant(_GraphBacked):
+class CompileGraphVariant(GraphVariant):
     """``torch.compile(forward, mode=compile_mode, dynamic=False)`` without inductor's graphs, captured and replayed by
     the suite's GraphedForward (a recompile while capturing raises). ``compile_mode`` not in
     :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES`: UsageError."""
 
     def __init__(self, model, seq_len: int, *, warmup_iters: int = 3, compile_mode: str = DEFAULT_COMPILE_GRAPH_MODE):
-        super().__init__(seq_len)
         import torch
 
         if compile_mode not in COMPILE_GRAPH_MODES:
@@ -247,7 +230,7 @@ class CompileGraphVariant(_GraphBacked):
             with torch.inference_mode():
                 return compiled(example)
 
-        self.compile_ms, _ = warm_until_stable(call_example, device_sync(example.device), min_calls=2)
+        compile_ms, _ = warm_until_stable(call_example, device_sync(example.device), min_calls=2)
 
         def captured_forward(_model, input_ids, attention_mask=None):
             if torch.cuda.is_current_stream_capturing():
@@ -255,11 +238,9 @@ class CompileGraphVariant(_GraphBacked):
                     return compiled(input_ids)
             return compiled(input_ids)
 
-        self._graph = GraphVariant(model, seq_len, warmup_iters=warmup_iters, forward=captured_forward)
-        self.capture_ms = self._graph.capture_ms
-        self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
-        if self.graphs_compiled > 1:
-            self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
+        super().__init__(model, seq_len, warmup_iters=warmup_iters, forward=captured_forward)
+        self.compile_ms = compile_ms
+        self._note_graphs_compiled(before)
 
     def record(self) -> dict:
         return {**super().record(), "compile_mode": self.compile_mode}
@@ -282,13 +263,9 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     """Build one forward variant of ``model`` (on a CUDA device but for ``eager``) for prompts of ``seq_len`` real
     tokens (close it). ``pad_to``: tokens of ``padded`` (default 1024, capped at the positions); ``buckets``: tokens of
     ``bucketed``; ``warmup_iters`` >= 3; ``graphs``: captured already (:meth:`PaddedVariant.graphs_for`), not owned.
-
-    Raises:
-        UsageError: unknown variant.
-        CudaUnavailableError: a graph or compile variant on a model not on a CUDA device.
-        RequestTooLongError: ``seq_len`` above the padded length or the largest bucket.
-        VariantFailure: inductor skipped its CUDA graphs (``compile``).
-        Exception: anything torch.compile or the capture raises."""
+    Raises UsageError (unknown variant), CudaUnavailableError (a graph or compile variant off CUDA), RequestTooLongError
+    (``seq_len`` above the padded length or the largest bucket), VariantFailure (``compile`` without inductor's CUDA
+    graphs), or what torch.compile or the capture raises."""
     try:
         kind = registry.variant(registry.FORWARD, variant)
     except KeyError as exc:

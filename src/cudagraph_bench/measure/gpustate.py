@@ -6,20 +6,10 @@ from __future__ import annotations
 import contextlib
 import warnings
 
-#: NVML clocks-event (throttle) reason bits -> names (``nvmlClocksEventReason*``, the same bits as the older API).
-REASON_BITS = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal"),
-    (0x40, "hw_thermal"),
-    (0x80, "hw_power_brake"),
-    (0x100, "display_clocks"),
-    (0x200, "board_limit"),
-    (0x400, "reliability"),
-)
+#: NVML clocks-event (throttle) reason bits 0x1 ... 0x400 -> names (``nvmlClocksEventReason*``, as the older API).
+REASON_BITS = tuple((1 << i, name) for i, name in enumerate((
+    "gpu_idle", "applications_clocks", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal", "hw_thermal",
+    "hw_power_brake", "display_clocks", "board_limit", "reliability")))
 #: Reasons that do not slow a busy GPU down: idle, clocks set by the user, clocks synced with other GPUs.
 BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks", "sync_boost", "none"})
 
@@ -45,11 +35,8 @@ def reason_names(mask: int) -> list[str]:
 
 def throttle_reasons(*states: dict | None) -> list[str]:
     """Sorted unique reasons other than :data:`BENIGN_REASONS` in the readings; ``[]`` when none."""
-    found = set()
-    for state in states:
-        if state:
-            found.update(r for r in state.get("clocks_event_reasons") or () if r not in BENIGN_REASONS)
-    return sorted(found)
+    return sorted({r for state in states if state for r in state.get("clocks_event_reasons") or ()
+                   if r not in BENIGN_REASONS})
 
 
 def _init():
@@ -87,35 +74,31 @@ def _handle(nvml, index: int):
     return found
 
 
-def _query(fn, *args, scale: float = 1.0):
+def _query(fn, *args):
     try:
-        value = fn(*args)
+        return fn(*args)
     except Exception:  # not supported on this GPU / driver
         return None
-    return value * scale if scale != 1.0 else value
 
 
 def nvml_handle(device=None):
     """``(pynvml, handle)`` of ``device`` (None: current); None (never raises) without NVML or a CUDA GPU."""
-    try:
-        found = _device_handle(device)
-        return None if found is None else found[:2]
-    except Exception:  # an NVML reading must never fail a benchmark
-        return None
+    found = _device_handle(device)
+    return None if found is None else found[:2]
 
 
 def _device_handle(device):
-    """NVML errors propagate."""
-    import torch
+    """``(pynvml, handle, how it was matched)``, or None as :func:`nvml_handle`."""
+    try:
+        import torch
 
-    if not torch.cuda.is_available():
+        nvml = _init() if torch.cuda.is_available() else None
+        if nvml is None:
+            return None
+        index = device if isinstance(device, int) else None if device is None else torch.device(device).index
+        return nvml, *_handle(nvml, torch.cuda.current_device() if index is None else index)
+    except Exception:  # an NVML reading must never fail a benchmark
         return None
-    nvml = _init()
-    if nvml is None:
-        return None
-    index = device if isinstance(device, int) else None if device is None else torch.device(device).index
-    handle, match = _handle(nvml, torch.cuda.current_device() if index is None else index)
-    return nvml, handle, match
 
 
 def read_gpu_state(device=None) -> dict | None:
@@ -133,7 +116,7 @@ def read_gpu_state(device=None) -> dict | None:
             "sm_clock_mhz": _query(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
             "mem_clock_mhz": _query(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_MEM),
             "temperature_c": _query(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
-            "power_w": _query(nvml.nvmlDeviceGetPowerUsage, handle, scale=1e-3),   # NVML reports mW
+            "power_w": None if (mw := _query(nvml.nvmlDeviceGetPowerUsage, handle)) is None else mw * 1e-3,
             "clocks_event_reasons": None if mask is None else reason_names(mask),
             "nvml_match": match,
         }

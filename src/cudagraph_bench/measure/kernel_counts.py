@@ -33,17 +33,13 @@ class KernelCount:
 
     def eager_fields(self) -> dict:
         """``n_kernels`` and, when timed, ``gpu_busy_ms``."""
-        fields = {"n_kernels": self.n_kernels}
-        if self.gpu_busy_ms is not None:
-            fields["gpu_busy_ms"] = self.gpu_busy_ms
-        return fields
+        return {"n_kernels": self.n_kernels, **({} if self.gpu_busy_ms is None else {"gpu_busy_ms": self.gpu_busy_ms})}
 
 
 def device_problem(device: str) -> str | None:
     """The profiler counts CUDA kernels only; None when it can."""
-    if str(device).startswith("cuda"):
-        return None
-    return f"kernel counts need a CUDA device (the case runs on {device}): count on a CUDA GPU"
+    return None if str(device).startswith("cuda") else (f"kernel counts need a CUDA device (the case runs on {device}): "
+                                                        "count on a CUDA GPU")
 
 
 def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: int = 0,
@@ -57,13 +53,12 @@ def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: in
         model = get_model(model_name, dtype)
     except Exception as exc:
         return failed(describe_exception(exc), "load")
-    problem = device_problem(str(next(model.parameters()).device))
-    if problem is not None:
+    device = next(model.parameters()).device
+    if (problem := device_problem(str(device))) is not None:
         return failed(problem, "count")
     try:
         import torch
 
-        device = next(model.parameters()).device
         generator = torch.Generator(device=device).manual_seed(seed)
         ids = random_input_ids(model, seq_len, device=device, generator=generator)
         profiled = roofline.profile_forward(lambda: model_forward(model, ids),

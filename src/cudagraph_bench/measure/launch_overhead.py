@@ -21,8 +21,6 @@ _NON_KERNEL_PREFIXES = ("memcpy", "memset", "stream sync", "event sync", "contex
                         "device sync", "stream wait event", "cuda sync", "profilerstep")
 
 
-# ---------------------------------------------------------------------- kernel counting (torch.profiler)
-
 def _device_type_name(device_type) -> str:
     """``DeviceType.CUDA`` -> ``"cuda"`` (plain strings too, for tests)."""
     name = getattr(device_type, "name", None) or str(device_type)
@@ -48,29 +46,35 @@ def count_kernel_events(events: Iterable) -> int:
     return sum(1 for e in events if is_kernel_event(e))
 
 
-def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
-    """Device kernels one call of ``fn`` launches (graph replays' included), by ``torch.profiler`` after ``warmup``
-    calls and one profiled call that warms CUPTI (kineto may drop the first records). Count after timing: CUPTI left
-    attached slows later launches (pytorch/pytorch#144455). 0 when CUPTI is unavailable. Raises CudaUnavailableError
-    without a GPU, ValueError for ``warmup < 0``."""
+def profile_calls(fn: Callable[[], object], *, calls: int = 1):
+    """The finished ``torch.profiler`` window (CPU and CUDA activity) of ``calls`` calls of ``fn``, after one profiled
+    call that warms CUPTI (kineto may drop the first records). Profile after timing: CUPTI left attached slows later
+    launches (pytorch/pytorch#144455). CudaUnavailableError without a GPU; ValueError for ``calls < 1``."""
     torch = _require_cuda()
     from torch.profiler import ProfilerActivity, profile, schedule
 
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=0, warmup=1, active=calls, repeat=1)) as prof:
+        for _ in range(1 + calls):
+            fn()
+            torch.cuda.synchronize()
+            prof.step()
+    return prof
+
+
+def count_kernel_launches(fn: Callable[[], object], *, warmup: int = 1) -> int:
+    """Device kernels one call of ``fn`` launches (graph replays' included), by :func:`profile_calls` after ``warmup``
+    calls; 0 when CUPTI is unavailable. CudaUnavailableError without a GPU, ValueError for ``warmup < 0``."""
+    _require_cuda()
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
-        for _ in range(2):
-            fn()
-            torch.cuda.synchronize()
-            prof.step()
-    return count_kernel_events(prof.events())
+    return count_kernel_events(profile_calls(fn).events())
 
-
-# ---------------------------------------------------------------------- GPU measurements
 
 def _require_cuda():
     import torch
@@ -111,9 +115,7 @@ class TinyKernelSequence(Closing):
         self.stream.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=self.stream):
-            counter = self.counter
-            for _ in range(self.n_launches):
-                counter.add_(1.0)
+            self.run_loop()
         self.graph = graph
         self.reset()
 
@@ -226,15 +228,11 @@ def measure_loop_vs_graph(n_launches: int, *, repeats: int = 50, warmup: int = 5
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     expected = expected_count(n_launches, 2 * (warmup + repeats))
     with TinyKernelSequence(n_launches, device=device) as seq:
-        for _ in range(warmup):
-            seq.timed(variants.LAUNCH_REFERENCE)
-            seq.timed(variants.LAUNCH_GRAPH)
-        loop_ms, graph_ms = [], []
-        for _ in range(repeats):
-            loop_ms.append(seq.timed(variants.LAUNCH_REFERENCE))
-            graph_ms.append(seq.timed(variants.LAUNCH_GRAPH))
+        pairs = [(seq.timed(variants.LAUNCH_REFERENCE), seq.timed(variants.LAUNCH_GRAPH))
+                 for _ in range(warmup + repeats)][warmup:]
         observed = seq.value()
-    return SweepResult(n_launches=n_launches, loop_event_ms=tuple(loop_ms), graph_event_ms=tuple(graph_ms),
+    loop_ms, graph_ms = zip(*pairs)
+    return SweepResult(n_launches=n_launches, loop_event_ms=loop_ms, graph_event_ms=graph_ms,
                        count_expected=expected, count_observed=observed)
 
 
@@ -285,9 +283,7 @@ def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *,
     finally:
         if own:
             seq.close()
-    issue, wall, event = (tuple(col) for col in zip(*rows))
-    return ClockResult(n_launches=seq.n_launches, variant=variant, issue_ms=issue, synced_wall_ms=wall,
-                       event_ms=event)
+    return ClockResult(seq.n_launches, variant, *zip(*rows))     # issue, synced wall and event ms
 
 
 @dataclass(frozen=True)
@@ -325,53 +321,23 @@ def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerRes
     """Show that a graph keeps writing the address it captured. Nothing empties the allocator's cache between the free
     and the replay, so the stray write lands in mapped memory (the ``cudaFree`` case: ``perf_tests/cuda/graphs.cu``).
     Raises CudaUnavailableError without a GPU, UsageError for ``n_launches < 1``."""
-    torch = _require_cuda()
-    if n_launches < 1:
-        raise UsageError(f"n_launches must be >= 1, got {n_launches}")
-    dev = torch.device(device)
-    stream = torch.cuda.Stream(device=dev)
+    import torch
 
-    def capture(buf):
-        stream.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(stream):          # warm up outside capture
-            buf.add_(1.0)
-        stream.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for _ in range(n_launches):
-                buf.add_(1.0)                    # the address of buf is baked into each kernel node
-        buf.zero_()                              # current stream; capture() synchronized the device
-        torch.cuda.synchronize(dev)
-        return g
-
-    def replay(g):
-        stream.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(stream):
-            g.replay()
-        stream.synchronize()
-
-    # rebind: keep the old buffer alive
-    d = torch.zeros(1, dtype=torch.float32, device=dev)
-    g1 = capture(d)
-    replay(g1)
-    old = d
-    d = torch.zeros(1, dtype=torch.float32, device=dev)      # "d = new buffer": the graph never sees it
-    replay(g1)
-    torch.cuda.synchronize(dev)
-    result_old = (old.data_ptr(), d.data_ptr(), float(old.item()), float(d.item()))
-    g1.reset()
-    del old, d, g1
-
-    e = torch.zeros(1, dtype=torch.float32, device=dev)
-    g2 = capture(e)
-    freed_ptr = e.data_ptr()
-    del e                                      # the last reference: the block goes back to the cache
-    realloc = torch.zeros(1, dtype=torch.float32, device=dev)
-    replay(g2)
-    torch.cuda.synchronize(dev)
-    realloc_value = float(realloc.item())
-    g2.reset()
-    del g2
-    return BakedPointerResult(n_launches=n_launches, old_ptr=result_old[0], new_ptr=result_old[1],
-                              old_value=result_old[2], new_value=result_old[3], freed_ptr=freed_ptr,
-                              realloc_ptr=realloc.data_ptr(), realloc_value=realloc_value)
+    with TinyKernelSequence(n_launches, device=device) as seq:     # rebind: the old buffer stays alive
+        old = seq.counter
+        seq.replay()
+        seq.counter = torch.zeros_like(old)                         # "counter = new buffer": the graph never sees it
+        seq.replay()
+        new_value = seq.value()
+        rebind = {"old_ptr": old.data_ptr(), "new_ptr": seq.counter.data_ptr(), "old_value": float(old.item()),
+                  "new_value": new_value}
+    del old, seq
+    with TinyKernelSequence(n_launches, device=device) as seq:     # free, then allocate
+        freed_ptr = seq.counter.data_ptr()
+        seq.counter = None                                          # the last reference: the block goes back
+        realloc = torch.zeros(1, dtype=torch.float32, device=seq.device)
+        seq.stream.wait_stream(torch.cuda.current_stream(seq.device))
+        seq.replay()
+        seq.stream.synchronize()
+    return BakedPointerResult(n_launches=n_launches, **rebind, freed_ptr=freed_ptr, realloc_ptr=realloc.data_ptr(),
+                              realloc_value=float(realloc.item()))

@@ -8,7 +8,7 @@ from typing import Callable
 
 from cudagraph_bench.capture.buckets import select_bucket
 from cudagraph_bench.capture.decode import replay_plan
-from cudagraph_bench.measure.launch_overhead import _device_type_name, _require_cuda
+from cudagraph_bench.measure.launch_overhead import _device_type_name, _require_cuda, profile_calls
 from cudagraph_bench.measure.roofline import window_records
 from cudagraph_bench.results.replay import ReplayCount, count_replay, replay_field
 from cudagraph_bench.variants import DECODE
@@ -17,29 +17,15 @@ from cudagraph_bench.variants import DECODE
 PAD_INPUT_KERNELS = 4
 
 
-def _kind(record) -> str:
-    """Kineto's activity type where torch reports it, else the device type."""
-    kind = getattr(record, "activity_type", None)
-    return str(kind) if kind else _device_type_name(record.device_type)
-
-
 def count_call(fn: Callable[[], object], *, calls: int = 1) -> ReplayCount:
-    """Launches, kernels and copies outside a graph, summed over ``calls`` profiled calls of ``fn`` under
-    ``inference_mode`` after one warm-up call (CPU activity too: some torch versions record Triton's ``cuLaunchKernel``
-    only with it). CudaUnavailableError without a GPU; ValueError for ``calls < 1``."""
+    """Launches, kernels and copies outside a graph, summed over ``calls`` calls of ``fn`` under ``inference_mode`` by
+    :func:`~cudagraph_bench.measure.launch_overhead.profile_calls` (CPU activity too: some torch versions record
+    Triton's ``cuLaunchKernel`` only with it). CudaUnavailableError without a GPU; ValueError for ``calls < 1``."""
     torch = _require_cuda()
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    if calls < 1:
-        raise ValueError(f"calls must be >= 1, got {calls}")
-    torch.cuda.synchronize()
-    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                                         schedule=schedule(wait=0, warmup=1, active=calls, repeat=1)) as prof:
-        for _ in range(1 + calls):
-            fn()
-            torch.cuda.synchronize()
-            prof.step()
-    return count_replay([(r.name, _kind(r)) for r in window_records(prof)])
+    with torch.inference_mode():
+        prof = profile_calls(fn, calls=calls)
+    return count_replay([(r.name, str(r.activity_type) if getattr(r, "activity_type", None)   # else the device type
+                          else _device_type_name(r.device_type)) for r in window_records(prof)])
 
 
 def replay_expectation(prepared) -> tuple[int, int | None] | None:

@@ -1,10 +1,6 @@
-"""The peer of the compiled graphed decode: HF ``generate`` with a static KV cache and a ``torch.compile``-d
-forward, set up as transformers' guide "LLM inference optimization" ("Static kv-cache and torch.compile") does::
-
-    model.generation_config.cache_implementation = "static"
-    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-
-``generate`` on CUDA also compiles ``model.__call__`` itself for a static cache, as a user of the guide gets."""
+"""The peer of the compiled graphed decode: HF ``generate`` with ``cache_implementation = "static"`` and
+``model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)``, as transformers' guide "LLM
+inference optimization" sets it up (``generate`` on CUDA also compiles ``model.__call__`` for a static cache)."""
 
 from __future__ import annotations
 
@@ -24,9 +20,7 @@ class StaticCompiledGenerate(Closing):
                  backend: str = "inductor"):
         import torch
 
-        self.model = model
-        self.mode = mode
-        self.compile_ms: float | None = None
+        self.model, self.mode, self.compile_ms = model, mode, None
         self._saved = dict(vars(model))     # the instance attributes, to put back exactly
         self._saved_cache_implementation = model.generation_config.cache_implementation
         torch._dynamo.reset()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import math
+import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -117,9 +118,7 @@ class DeviceFigure:
     @property
     def median_ms(self) -> float:
         """Median of :attr:`block_ms` (ms), the figure the gate guards."""
-        import numpy as np
-
-        return float(np.median(self.block_ms))
+        return float(statistics.median(self.block_ms))
 
     def record(self) -> dict:
         """The case's ``extra_info`` fields."""
@@ -133,8 +132,6 @@ _CYCLES_PER_MS: dict = {}
 
 def sleep_cycles_per_ms() -> float:
     """GPU cycles of ``torch.cuda._sleep`` per ms on the current device (median of 5 timed sleeps; once per device)."""
-    import statistics
-
     import torch
 
     key = torch.cuda.current_device()
@@ -142,15 +139,10 @@ def sleep_cycles_per_ms() -> float:
         return _CYCLES_PER_MS[key]
     cycles = 20_000_000
     torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
-    times = []
+    timer = CallTimer(lambda: torch.cuda._sleep(cycles), capacity=5)
     for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    _CYCLES_PER_MS[key] = cycles / statistics.median(times)
+        timer()
+    _CYCLES_PER_MS[key] = cycles / statistics.median(timer.event_ms())
     return _CYCLES_PER_MS[key]
 
 
@@ -272,9 +264,7 @@ def rounds_for_precision(pilot_ms, precision_pct: float) -> int:
     """Rounds whose median's 95% interval is expected within ``precision_pct`` % (times :data:`PLAN_SAFETY`); 0 when
     ``precision_pct`` is 0 or the pilot has fewer than 3 calls."""
     ci = median_ci_pct(pilot_ms) if precision_pct > 0 else None
-    if ci is None:
-        return 0
-    return math.ceil(PLAN_SAFETY * len(pilot_ms) * (ci / precision_pct) ** 2)
+    return 0 if ci is None else math.ceil(PLAN_SAFETY * len(pilot_ms) * (ci / precision_pct) ** 2)
 
 
 def plan_rounds(per_call_ms: float, *, rounds: int, warmup: int, warmup_ms: float, min_time_ms: float,
@@ -321,8 +311,5 @@ class RoundPolicy:
             pilot = pilot_call_ms(fn, sync, budget_ms=max(PILOT_BUDGET_MS, self.warmup_ms),
                                   min_calls=PILOT_MIN_CALLS if target else 1, spread_useless_ms=useless,
                                   cold_call=not warm)
-        rounds, warmup = plan_rounds(float(min(pilot)), rounds=self.rounds, warmup=self.warmup,
-                                     warmup_ms=self.warmup_ms, min_time_ms=self.min_time_ms,
-                                     max_rounds=self.max_rounds, pilot_ms=pilot, precision_pct=self.precision_pct,
-                                     max_time_ms=self.max_time_ms)
+        rounds, warmup = plan_rounds(float(min(pilot)), pilot_ms=pilot, **vars(self))
         return rounds, max(0, warmup - len(pilot) - (0 if warm else 1)), pilot

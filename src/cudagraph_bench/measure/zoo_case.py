@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import os
+import statistics
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable
@@ -148,14 +151,6 @@ def _graphed_forward(model, ids) -> ZooOutcome:
                       close=graph.close)
 
 
-def _fp64_logits(model, ids, reference):
-    """``(fp64 logits, None)``, or ``(None, why)`` when the model cannot run in float64."""
-    try:
-        return fp64_decode_logits(model, ids, reference), None
-    except Exception as exc:   # noqa: BLE001
-        return None, first_line(exc)
-
-
 def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
     """``(passed, sentence)``: the suite's rule, or identical tokens without float64 logits."""
     if fp64 is None:
@@ -176,12 +171,14 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
     except Exception as exc:   # noqa: BLE001 - transformers' own generate of the type
         return ZooOutcome(REFUSED, f"HF generate raises {first_line(exc)}: no reference to check a decode against",
                           info={"phase": EAGER_PHASE})
-    fp64, no_fp64 = _fp64_logits(model, ids, reference)
-    dtype = next(model.parameters()).dtype
-    use_graph = device != "cpu"
     info, outcomes, kept = {"prompt_tokens": PROMPT_TOKENS, "new_tokens": NEW_TOKENS}, {}, None
-    if no_fp64:
-        info["note"] = f"no float64 reference ({no_fp64}): tokens compared"
+    try:
+        fp64 = fp64_decode_logits(model, ids, reference)
+    except Exception as exc:   # noqa: BLE001 - the model cannot run in float64
+        fp64, info["note"] = None, f"no float64 reference ({first_line(exc)}): tokens compared"
+    judge = functools.partial(_judge, reference=reference, reference_logits=reference_logits, fp64=fp64,
+                              dtype=next(model.parameters()).dtype)
+    use_graph = device != "cpu"
     for prefill, buckets in (("unpadded", None), ("bucketed", PREFILL_BUCKETS)):
         try:
             decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=use_graph, prefill_buckets=buckets)
@@ -198,13 +195,12 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
                                                  f"{first_line(exc)} at {where}") if where else
                                  (FAILED, first_line(exc)))
             continue
-        passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
+        passed, sentence = judge(tokens, logits)
         outcomes[prefill] = (PASSED if passed else FAILED, sentence)
         if passed and decoder.state_outside_cache:     # the CPU's eager decoder: a graph would refuse it
             outcomes[prefill] = (NOT_GRAPHABLE, state_outside_cache_reason(model, decoder.state_outside_cache))
         if not passed:   # the eager steps on the static cache (the CPU's decoder, or run again here) fail too?
-            eager = (_static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype)
-                     if use_graph else sentence)
+            eager = _static_cache_differs(model, ids, buckets, judge) if use_graph else sentence
             if eager:
                 outcomes[prefill] = (NOT_GRAPHABLE, f"{type(model).__name__}'s decode steps on the static KV cache a "
                                      f"graph needs differ from generate without any graph ({eager}): its own cache "
@@ -215,27 +211,31 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
             decoder.close()
     info.update({f"{prefill}_prefill": {"status": s, "check": r} for prefill, (s, r) in outcomes.items()})
     status, reason = _decode_status(outcomes, device)
-    if status == AWAITS_GPU:
-        reason = _host_work_note(model, reason)
+    if status == AWAITS_GPU:        # host work of a one-token forward: the GPU will likely refuse the step
+        with contextlib.suppress(Exception):
+            if found := meta_host_work(model, seq_len=1):
+                note = (f"a one-token forward does host work a capture forbids ({found}): the GPU run will likely "
+                        "refuse the step")
+                reason = f"{reason}; {note}" if reason else note
     if status != MEASURED or kept is None:
         if kept is not None:
             kept.close()
         return ZooOutcome(status, reason, info)
     if with_compile:
-        info["compile+graph"] = _compile_graph(model, ids, reference, reference_logits, fp64, dtype)
+        info["compile+graph"] = _compile_graph(model, ids, judge)
     return ZooOutcome(MEASURED, reason, info, timed=lambda: kept.generate(ids, NEW_TOKENS),
                       reference=lambda: plain_generate(model, ids, NEW_TOKENS), tokens_per_call=NEW_TOKENS,
                       close=kept.close)
 
 
-def _static_cache_differs(model, ids, buckets, reference, reference_logits, fp64, dtype) -> str | None:
+def _static_cache_differs(model, ids, buckets, judge) -> str | None:
     """The eager steps' failed check on the static cache (the cache's fault), or None."""
     try:
         with GreedyDecoder(model, CACHE_TOKENS, use_graph=False, prefill_buckets=buckets) as decoder:
             tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
     except Exception:   # noqa: BLE001 - no eager verdict: the graph's failure stands
         return None
-    passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
+    passed, sentence = judge(tokens, logits)
     return None if passed else sentence
 
 
@@ -246,18 +246,6 @@ def plain_generate(model, ids, new_tokens: int):
     with torch.inference_mode():
         return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=new_tokens,
                               eos_token_id=None, pad_token_id=0)
-
-
-def _host_work_note(model, reason: str | None) -> str | None:
-    """``reason`` noting host work of a one-token forward (the GPU will likely refuse the step)."""
-    try:
-        found = meta_host_work(model, seq_len=1)
-    except Exception:   # noqa: BLE001 - no note then
-        return reason
-    if not found:
-        return reason
-    note = f"a one-token forward does host work a capture forbids ({found}): the GPU run will likely refuse the step"
-    return f"{reason}; {note}" if reason else note
 
 
 def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
@@ -274,18 +262,16 @@ def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
     return (MEASURED, reason) if device != "cpu" else (AWAITS_GPU, reason)
 
 
-def _compile_graph(model, ids, reference, reference_logits, fp64, dtype) -> dict:
+def _compile_graph(model, ids, judge) -> dict:
     """Judged like the graph and timed (ms per token, CUDA-event median of 3 requests); failures recorded."""
-    import numpy as np
-
     decoder = None
     try:
         decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=True, compile_mode="default")
         tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
-        passed, sentence = _judge(tokens, logits, reference, reference_logits, fp64, dtype)
+        passed, sentence = judge(tokens, logits)
         timing = time_call(lambda: decoder.generate(ids, NEW_TOKENS), rounds=3, warmup=1)
         return {"status": PASSED if passed else FAILED, "check": sentence, "compile_ms": decoder.compile_ms,
-                "ms_per_token": float(np.median(timing.event_ms)) / NEW_TOKENS}
+                "ms_per_token": statistics.median(timing.event_ms) / NEW_TOKENS}
     except Exception as exc:   # noqa: BLE001 - an optional variant: recorded with its reason
         return {"status": FAILED, "check": first_line(exc)}
     finally:

@@ -162,7 +162,7 @@ class SkippedGraph(_FaultyGraph):
     def __call__(self, input_ids):
         import torch
 
-        graphed = self._built._graph._graph       # the GraphedForward around the compiled forward
+        graphed = self._built._graph              # the GraphedForward around the compiled forward
         with torch.inference_mode():
             graphed.static_input_ids.copy_(input_ids)
             return graphed._run()                 # not capturing: the compiled forward itself
