@@ -137,8 +137,7 @@ class GraphedForward(Closing):
                 raise
             except Exception as exc:
                 self._graph = None
-                # a failed capture leaves the default generator capturing, so every later random draw would fail;
-                # its reset is best effort and the probe decides
+                # a failed capture leaves the default generator capturing (best-effort reset; the probe decides)
                 with contextlib.suppress(Exception):
                     generator = torch.cuda.default_generators[_get_device_index(device, optional=True)]
                     generator.graphsafe_set_state(generator.clone_state())
