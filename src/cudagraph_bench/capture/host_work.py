@@ -25,7 +25,8 @@ _OWN_FILE = os.path.abspath(__file__)
 
 
 def _is_host_index(value) -> bool:
-    return isinstance(value, list) and bool(value) and all(_is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
+    return isinstance(value, list) and bool(value) and all(
+        _is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
 
 
 def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None = None):
