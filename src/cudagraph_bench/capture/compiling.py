@@ -26,10 +26,8 @@ def warm_until_stable(call: Callable[[], object], sync: Callable[[], None], *, m
         call()
         sync()
         times.append((time.perf_counter() - t0) * 1e3)
-        if len(times) >= max(min_calls, 2):
-            a, b = times[-2], times[-1]
-            if max(a, b) <= factor * min(a, b):
-                break
+        if len(times) >= max(min_calls, 2) and max(times[-2:]) <= factor * min(times[-2:]):
+            break
     steady = min(times[-2:])
     return sum(times) - steady * len(times), times
 
@@ -87,9 +85,8 @@ def compile_counters() -> dict:
 
 def no_recompile(torch):
     """A dynamo recompile raises instead of compiling (``set_stance`` on torch >= 2.6)."""
-    set_stance = getattr(torch.compiler, "set_stance", None)
-    if set_stance is not None:
-        return set_stance("fail_on_recompile")
+    if hasattr(torch.compiler, "set_stance"):
+        return torch.compiler.set_stance("fail_on_recompile")
     return torch._dynamo.config.patch(error_on_recompile=True)
 
 

@@ -28,13 +28,11 @@ def check_request(prompt_len: int, max_new_tokens: int, max_cache_len: int, max_
     if prompt_len < 1 or max_new_tokens < 1:
         raise UsageError(f"need a prompt of >= 1 token and >= 1 new token (got {prompt_len}, {max_new_tokens})")
     total = prompt_len + max_new_tokens
-    if total > max_cache_len:
-        raise RequestTooLongError(f"prompt ({prompt_len}) + new tokens ({max_new_tokens}) = {total} exceeds the "
-                                  f"static KV cache (max_cache_len={max_cache_len}): build the decoder with a "
-                                  f"larger max_cache_len or ask for fewer tokens")
-    if max_positions is not None and total > max_positions:
-        raise RequestTooLongError(f"prompt ({prompt_len}) + new tokens ({max_new_tokens}) = {total} exceeds the "
-                                  f"model's {max_positions} positions: ask for fewer tokens")
+    for limit, what in ((max_cache_len, f"the static KV cache (max_cache_len={max_cache_len}): build the decoder "
+                                         "with a larger max_cache_len or ask for fewer tokens"),
+                        (max_positions, f"the model's {max_positions} positions: ask for fewer tokens")):
+        if limit is not None and total > limit:
+            raise RequestTooLongError(f"prompt ({prompt_len}) + new tokens ({max_new_tokens}) = {total} exceeds {what}")
 
 
 def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]:
@@ -43,24 +41,22 @@ def replay_plan(steps: int, steps_per_graph: int) -> tuple[tuple[int, int], ...]
         raise ValueError(f"steps must be >= 0 (got {steps})")
     if steps_per_graph < 1:
         raise ValueError(f"steps_per_graph must be >= 1 (got {steps_per_graph})")
-    full, rest = divmod(steps, steps_per_graph)
-    plan = ((steps_per_graph, full), (1, rest)) if steps_per_graph > 1 else ((1, steps),)
-    return tuple((n, count) for n, count in plan if count)
+    full, rest = divmod(steps, steps_per_graph)        # rest is 0 for one step per graph
+    return tuple((n, count) for n, count in ((steps_per_graph, full), (1, rest)) if count)
 
 
 class GreedyDecoder(Closing):
-    """Greedy generation with a static KV cache; with ``use_graph`` the decode steps are graph replays. Greedy only,
-    batch 1, exactly ``max_new_tokens`` tokens (no EOS stop). One compiled decoder at a time: compiling calls
-    ``torch._dynamo.reset()``.
+    """Greedy generation, batch 1, of exactly ``max_new_tokens`` tokens (no EOS stop) with a static KV cache; with
+    ``use_graph`` the decode steps are graph replays. One compiled decoder at a time (compiling resets dynamo).
 
     ``model``: a causal LM on a CUDA device (the eager loop also runs on the CPU). ``max_cache_len``: cache tokens (>=
-    prompt + new tokens of any request). ``prefill_buckets``: the prompt is right-padded to the smallest bucket >= L (a
-    graph each with ``use_graph``); None: an unpadded eager prefill. ``steps_per_graph``: steps per graph (at most
-    ``max_cache_len - 1``; setting it to 1 later replays the 1-step graph only). ``compile_mode``: None, or a mode of
+    prompt + new tokens). ``prefill_buckets``: right-pad the prompt to the smallest bucket >= L (a graph each with
+    ``use_graph``); None: an unpadded eager prefill. ``steps_per_graph``: at most ``max_cache_len - 1`` (set to 1
+    later, only the 1-step graph replays). ``compile_mode``: None or one of
     :data:`~cudagraph_bench.options.COMPILE_GRAPH_MODES` for the step (prefill stays eager); ``compile_backend``
-    ``"eager"``/``"aot_eager"`` trace without kernels, for tests; ``compile_timeout_s`` None or 0: no limit;
-    ``compile_options``: ``torch._inductor.config`` fields set while the step compiles. ``compile_ms``,
-    ``graphs_compiled``, ``capture_ms``: None when not compiled / captured.
+    ``"eager"``/``"aot_eager"`` for tests; ``compile_timeout_s`` None or 0: no limit; ``compile_options``:
+    ``torch._inductor.config`` fields while the step compiles. ``compile_ms``, ``graphs_compiled``, ``capture_ms``:
+    None when not compiled / captured.
 
     Raises:
         UsageError: not a causal LM, ``max_cache_len`` above its positions, ``steps_per_graph < 1``, an unknown
@@ -104,9 +100,7 @@ class GreedyDecoder(Closing):
         self.use_graph = use_graph
         self.steps_per_graph = max(1, min(steps_per_graph, max_cache_len - 1))
         self.compile_mode = compile_mode
-        self.compile_ms: float | None = None
-        self.capture_ms: float | None = None
-        self.graphs_compiled: int | None = None
+        self.compile_ms = self.capture_ms = self.graphs_compiled = None
         self.cache = static_cache_for_graphs(model, max_cache_len)
         #: the model has recurrent or convolution state layers (mamba, linear attention, short conv)
         states = state_layer_types(model.config)
@@ -115,16 +109,20 @@ class GreedyDecoder(Closing):
             raise NotGraphableError(f"{type(model).__name__} has {', '.join(states)} layers, whose recurrent or "
                                     "convolution state would take in the padding of a bucketed prefill: use an "
                                     "unpadded prefill (prefill_buckets=None)")
-        dev = self.device
-        self._token = torch.zeros(1, 1, dtype=torch.int64, device=dev)                       # [1, 1]
-        self._pos = torch.zeros(1, dtype=torch.int64, device=dev)                            # [1]
-        self._index = torch.zeros(1, dtype=torch.int64, device=dev)                          # [1]
-        self._mask = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)            # [1, max_cache_len]
+        self._token, self._pos, self._index, self._mask, self._out = (      # the module docstring's buffers
+            torch.zeros(shape, dtype=torch.int64, device=self.device)
+            for shape in ((1, 1), (1,), (1,), (1, max_cache_len), (1, max_cache_len)))
         # a state-only model (Mamba) has no keys to mask; its steps take no mask, as in its own generate
         self._step_mask = self._mask if attention_windows(model.config) else None
-        self._out = torch.zeros(1, max_cache_len, dtype=torch.int64, device=dev)             # [1, max_cache_len]
         with torch.inference_mode():  # initialise the (lazy) cache tensors eagerly, outside any graph or compile
-            self._first_step()
+            try:
+                self._decode_step()
+            except (MemoryError, torch.OutOfMemoryError, NotGraphableError):
+                raise
+            except Exception as exc:   # noqa: BLE001 - the model's own code refused the static cache
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
+                raise NotGraphableError(f"{type(model).__name__} does not run a decode step on a static KV cache "
+                                        f"(the cache a graph needs): {type(exc).__name__}: {first}") from exc
             #: module attributes holding state that a step replaces (a graph cannot follow it), or None
             self.state_outside_cache = state_rebound_by_step(model, self._decode_step)
         if use_graph and self.state_outside_cache:
@@ -135,7 +133,7 @@ class GreedyDecoder(Closing):
         self._graph_logits = {}      # steps per replay -> the static logits [1, vocab] of each captured step
         self._prefill_graphs = {}
         self.buckets = cap_buckets(prefill_buckets, max_cache_len) if prefill_buckets else ()
-        self._prefill_pos = {bucket: torch.arange(bucket, device=dev) for bucket in self.buckets}
+        self._prefill_pos = {bucket: torch.arange(bucket, device=self.device) for bucket in self.buckets}
         if use_graph:
             self.pool = torch.cuda.graph_pool_handle()
             for bucket in sorted(self.buckets, reverse=True):
@@ -165,19 +163,6 @@ class GreedyDecoder(Closing):
         self._pos.add_(1)
         self._index.add_(1)
         return logits
-
-    def _first_step(self) -> None:
-        """The first eager step, creating the cache's tensors (NotGraphableError if it fails on a static cache)."""
-        import torch
-
-        try:
-            self._decode_step()
-        except (MemoryError, torch.OutOfMemoryError, NotGraphableError):
-            raise
-        except Exception as exc:   # noqa: BLE001 - the model's own code refused the static cache
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
-            raise NotGraphableError(f"{type(self.model).__name__} does not run a decode step on a static KV cache "
-                                    f"(the cache a graph needs): {type(exc).__name__}: {first}") from exc
 
     def _run_steps(self, steps: int) -> list:
         """Logits ``[1, vocab]`` of ``steps`` steps in a row."""
@@ -222,11 +207,10 @@ class GreedyDecoder(Closing):
         compiled = self.compile_mode is not None
 
         def forward(_model, _ids, _mask):
-            if torch.cuda.is_current_stream_capturing():
-                with no_recompile(torch) if compiled else contextlib.nullcontext():
-                    self._graph_logits[steps] = self._run_steps(steps)
-            else:
+            capturing = torch.cuda.is_current_stream_capturing()
+            if not capturing:
                 self._rewind()
+            with no_recompile(torch) if compiled and capturing else contextlib.nullcontext():
                 self._graph_logits[steps] = self._run_steps(steps)
             return self._graph_logits[steps][-1]
 
@@ -274,25 +258,20 @@ class GreedyDecoder(Closing):
     def _decode(self, steps: int, kept: list | None) -> None:
         """``steps`` steps by :func:`replay_plan`; ``kept`` (when not None) gets every step's logits."""
         for n, count in replay_plan(steps, self.steps_per_graph):
-            if self._step_graphs:
-                replay, outputs = self._step_graphs[n].graph.replay, self._graph_logits[n]
-                for _ in range(count):
-                    replay()
-                    if kept is not None:
-                        kept.extend(t.clone() for t in outputs)
-            else:
-                for _ in range(count):
+            graph, outputs = (self._step_graphs[n].graph, self._graph_logits[n]) if self._step_graphs else (None, None)
+            for _ in range(count):
+                if graph is None:
                     outputs = self._run_steps(n)
-                    if kept is not None:
-                        kept.extend(t.clone() for t in outputs)
+                else:
+                    graph.replay()
+                if kept is not None:
+                    kept.extend(t.clone() for t in outputs)
 
     def close(self) -> None:
         """Drop the graphs, the cache and the compiled step (``torch._dynamo.reset()`` when compiled)."""
         for graph in (*self._prefill_graphs.values(), *self._step_graphs.values()):
             graph.close()
-        self._prefill_graphs.clear()
-        self._step_graphs.clear()
-        self._graph_logits.clear()
+        self._prefill_graphs, self._step_graphs, self._graph_logits = {}, {}, {}
         self.cache = None
         if self.compile_mode is not None and self._step is not None:
             import torch
@@ -320,11 +299,9 @@ def _check_inductor_fields(options) -> dict:
         default = getattr(inductor_config, name)
         kind = float if isinstance(default, float) else type(default)
         numeric = kind is float and isinstance(value, int) and not isinstance(value, bool)
-        if default is not None and value is not None and not isinstance(value, kind) and not numeric:
+        bool_for_int = kind is int and isinstance(value, bool)
+        if default is not None and value is not None and (not isinstance(value, kind) and not numeric or bool_for_int):
             raise UsageError(f"compile_options[{name!r}] = {value!r} is a {type(value).__name__}: "
-                             f"torch._inductor.config.{name} takes a {kind.__name__}")
-        if kind is int and isinstance(value, bool) and not isinstance(default, bool):
-            raise UsageError(f"compile_options[{name!r}] = {value!r} is a bool: "
-                             f"torch._inductor.config.{name} takes an int")
+                             f"torch._inductor.config.{name} takes {'an' if bool_for_int else 'a'} {kind.__name__}")
     return dict(options)
 

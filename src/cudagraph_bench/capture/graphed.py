@@ -8,7 +8,7 @@ import time
 from typing import Callable
 
 from cudagraph_bench.capture.host_work import (DeviceConstants, capture_path_host_work,
-                                               host_work_in_failed_capture)
+                                               host_work_in_failed_capture, root_exception)
 from cudagraph_bench.errors import (CaptureError, CudaUnavailableError, NotGraphableError, ShapeMismatchError,
                                      StaticBufferError)
 from cudagraph_bench.models.hf_internals import eager_sdpa_dispatch_during_capture, static_rope_during_capture
@@ -29,21 +29,24 @@ class Closing:
         self.close()
 
 
-def _side_stream(device):
+@contextlib.contextmanager
+def _on_side_stream(device):
+    """The body runs on ``device``'s warmup stream, after the current stream's queued work and before its next."""
     import torch
+    from torch.cuda._utils import _get_device_index
 
-    key = torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
+    key = _get_device_index(device, optional=True)      # None or "cuda": the current device
     if key not in _SIDE_STREAMS:
         _SIDE_STREAMS[key] = torch.cuda.Stream(device=key)
-    return _SIDE_STREAMS[key]
+    _SIDE_STREAMS[key].wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(_SIDE_STREAMS[key]):
+        yield
+    torch.cuda.current_stream(device).wait_stream(_SIDE_STREAMS[key])
 
 
 def root_cause(exc: BaseException, limit: int = 300) -> str:
     """``"Type: first line"`` of the exception that started ``exc``'s chain, cut to ``limit`` characters."""
-    seen = set()
-    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+    exc = root_exception(exc)
     text = (str(exc).strip().splitlines() or [""])[0]
     text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -57,11 +60,8 @@ def cuda_context_usable(device=None) -> bool:
         torch.cuda.synchronize(device)
         x = torch.randint(0, 100, (8,), device=device)
         graph = torch.cuda.CUDAGraph()
-        side = _side_stream(device if device is not None else torch.cuda.current_device())
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
+        with _on_side_stream(device):
             y = x + 1
-        torch.cuda.current_stream(device).wait_stream(side)
         with torch.cuda.graph(graph):
             y = x + 1
         graph.replay()
@@ -69,19 +69,6 @@ def cuda_context_usable(device=None) -> bool:
         return bool(torch.equal(y, x + 1))
     except Exception:   # noqa: BLE001 - any failure means "not usable"
         return False
-
-
-def recover_after_failed_capture(device=None) -> bool:
-    """Restore the CUDA state after a failed capture (it leaves the default generator in capture mode, so every later
-    random draw fails); returns :func:`cuda_context_usable`."""
-    import torch
-
-    index = torch.device(device).index if device is not None else None
-    index = torch.cuda.current_device() if index is None else index
-    with contextlib.suppress(Exception):   # recovery is best effort; the probe below decides
-        generator = torch.cuda.default_generators[index]
-        generator.graphsafe_set_state(generator.clone_state())
-    return cuda_context_usable(device)
 
 
 class GraphedForward(Closing):
@@ -105,6 +92,7 @@ class GraphedForward(Closing):
                  forward: Callable = model_forward, eager_sdpa_dispatch: bool = True,
                  max_positions: int | None = None, host_work_check: bool = True):
         import torch
+        from torch.cuda._utils import _get_device_index
 
         if warmup_iters < 3:
             raise ValueError(f"warmup_iters must be >= 3 (got {warmup_iters}): lazy init must finish before capture")
@@ -129,14 +117,9 @@ class GraphedForward(Closing):
         #: host data the forward makes on the device; holds the pinned memory the graph's copies read from
         self._constants = DeviceConstants(device) if host_work_check else contextlib.nullcontext()
 
-        def dispatch():
-            return eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
-
         start = time.perf_counter()
         with torch.inference_mode():
-            side = _side_stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
+            with _on_side_stream(device):
                 for _ in range(warmup_iters):
                     self._run()
                 if host_work_check:              # timed apart (synchronized): not part of capture_ms
@@ -145,16 +128,20 @@ class GraphedForward(Closing):
                     self._check_host_work(model, device, max_positions or seq_len, eager_sdpa_dispatch)
                     torch.cuda.synchronize(device)
                     self.host_work_check_ms = (time.perf_counter() - checked) * 1e3
-            torch.cuda.current_stream(device).wait_stream(side)
             torch.cuda.synchronize(device)
             try:
-                with rope, dispatch(), self._constants, torch.cuda.graph(self._graph, pool=pool):
+                dispatch = eager_sdpa_dispatch_during_capture() if eager_sdpa_dispatch else contextlib.nullcontext()
+                with rope, dispatch, self._constants, torch.cuda.graph(self._graph, pool=pool):
                     self._output = self._run()
             except NotGraphableError:
                 raise
             except Exception as exc:
                 self._graph = None
-                usable = recover_after_failed_capture(device)
+                # a failed capture leaves the default generator capturing (best-effort reset; the probe decides)
+                with contextlib.suppress(Exception):
+                    generator = torch.cuda.default_generators[_get_device_index(device, optional=True)]
+                    generator.graphsafe_set_state(generator.clone_state())
+                usable = cuda_context_usable(device)
                 found = host_work_in_failed_capture(exc) if usable else None
                 if found:
                     raise NotGraphableError(f"{type(model).__name__} does host work in its forward that a CUDA "
@@ -188,34 +175,21 @@ class GraphedForward(Closing):
         return tuple(t.data_ptr() if t is not None else 0
                      for t in (self._input_ids, self._attention_mask, self._output))
 
-    @property
-    def static_input_ids(self):
-        """``[batch, seq_len]`` int64."""
-        return self._input_ids
-
-    @property
-    def static_attention_mask(self):
-        """``[batch, seq_len]`` int64, or None when captured without a mask."""
-        return self._attention_mask
-
-    @property
-    def static_output(self):
-        """Written by every replay (logits or last_hidden_state)."""
-        return self._output
-
-    @property
-    def graph(self):
-        """The captured ``torch.cuda.CUDAGraph``."""
-        return self._graph
+    # read-only: assigning a static buffer raises AttributeError
+    static_input_ids = property(lambda self: self._input_ids, doc="``[batch, seq_len]`` int64.")
+    static_attention_mask = property(lambda self: self._attention_mask,
+                                     doc="``[batch, seq_len]`` int64, or None when captured without a mask.")
+    static_output = property(lambda self: self._output, doc="Written by every replay (logits or last_hidden_state).")
+    graph = property(lambda self: self._graph, doc="The captured ``torch.cuda.CUDAGraph``.")
 
     def _check_input(self, name: str, value, static) -> None:
         if static is None:
             raise ShapeMismatchError(f"{name} was given but this graph was captured without it: "
                                      f"construct GraphedForward(..., with_attention_mask=True)")
         if tuple(value.shape) != tuple(static.shape) or value.dtype != static.dtype:
-            raise ShapeMismatchError(
-                f"{name} is {list(value.shape)} {value.dtype} but the graph was captured for "
-                f"{list(static.shape)} {static.dtype}: pad to that shape (cudagraph_bench.capture.buckets) or capture another graph")
+            raise ShapeMismatchError(f"{name} is {list(value.shape)} {value.dtype} but the graph was captured for "
+                                     f"{list(static.shape)} {static.dtype}: pad to that shape "
+                                     "(cudagraph_bench.capture.buckets) or capture another graph")
 
     def __call__(self, input_ids, attention_mask=None):
         """Copy ``input_ids [batch, seq_len]`` int64 (and ``attention_mask``; none: all ones) in and replay; returns the
@@ -244,8 +218,4 @@ class GraphedForward(Closing):
 
     def close(self) -> None:
         """Drop the graph and its buffers so its pool can be released (then ``torch.cuda.empty_cache()``)."""
-        self._graph = None
-        self._output = None
-        self._input_ids = None
-        self._attention_mask = None
-        self._constants = None
+        self._graph = self._output = self._input_ids = self._attention_mask = self._constants = None

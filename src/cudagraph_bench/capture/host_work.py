@@ -24,16 +24,9 @@ RANGE_FACTORIES = ("arange", "range", "linspace", "logspace", "full")
 _OWN_FILE = os.path.abspath(__file__)
 
 
-def _torch_folder() -> str:
-    import torch
-
-    return os.path.dirname(torch.__file__)
-
-
 def _is_host_index(value) -> bool:
-    if not isinstance(value, list) or not value:
-        return False
-    return all(_is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
+    return isinstance(value, list) and bool(value) and all(
+        _is_host_index(v) if isinstance(v, list) else isinstance(v, (bool, int)) for v in value)
 
 
 def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None = None):
@@ -48,11 +41,10 @@ def device_tensor_from_host_data(data, *, device, dtype=None, kept: dict | None 
         return torch.full(host.shape, host.item(), dtype=host.dtype, device=device)
     integer = not host.dtype.is_floating_point and not host.dtype.is_complex and host.dtype != torch.bool
     if integer and host.dim() == 1 and host.numel() > 1:
-        step = int(host[1] - host[0])
-        if step != 0 and torch.equal(host, torch.arange(int(host[0]), int(host[0]) + step * host.numel(), step,
-                                                         dtype=host.dtype)):
-            return torch.arange(int(host[0]), int(host[0]) + step * host.numel(), step, dtype=host.dtype,
-                                device=device)
+        start, step = int(host[0]), int(host[1] - host[0])
+        progression = {"start": start, "end": start + step * host.numel(), "step": step, "dtype": host.dtype}
+        if step != 0 and torch.equal(host, torch.arange(**progression)):
+            return torch.arange(**progression, device=device)
     if device.type == "cpu":
         return host
     if kept is None or device.type != "cuda":
@@ -82,15 +74,13 @@ def _device_index(index, device, kept: dict):
 
 
 def _creation_device(func, args, kwargs):
+    """The device a tensor factory call makes a tensor of host data on, or None (another call)."""
     import torch
 
-    if func in (torch.tensor, torch.as_tensor, torch.asarray):
-        if not args or isinstance(args[0], torch.Tensor) or kwargs.get("device") is None:
-            return None
+    if func in (torch.tensor, torch.as_tensor, torch.asarray) and args and not isinstance(args[0], torch.Tensor) \
+            and kwargs.get("device") is not None:
         return torch.device(kwargs["device"])
-    if func is torch.Tensor.new_tensor:
-        if len(args) < 2 or isinstance(args[1], torch.Tensor):
-            return None
+    if func is torch.Tensor.new_tensor and len(args) >= 2 and not isinstance(args[1], torch.Tensor):
         return torch.device(kwargs.get("device") or args[0].device)
     return None
 
@@ -99,9 +89,8 @@ def _host_index_call(func, args, device_type: str) -> bool:
     """Indexing a tensor on ``device_type`` with (or setting) a host list."""
     import torch
 
-    if func not in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) or len(args) < 2:
-        return False
-    if not isinstance(args[0], torch.Tensor) or args[0].device.type != device_type:
+    if func not in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) or len(args) < 2 \
+            or not isinstance(args[0], torch.Tensor) or args[0].device.type != device_type:
         return False
     index = args[1] if isinstance(args[1], tuple) else (args[1],)
     value = [args[2]] if func is torch.Tensor.__setitem__ and len(args) > 2 else []
@@ -160,7 +149,9 @@ class _HostWorkFound(Exception):
 
 def _frame_text(frames) -> str:
     """``"<file>:<line> (<function>)"`` of the innermost frame outside torch and this module, or ``""``."""
-    torch_folder = _torch_folder() + os.sep
+    import torch
+
+    torch_folder = os.path.dirname(torch.__file__) + os.sep
     for frame in reversed(frames):
         filename = os.path.abspath(frame.filename)
         if filename.startswith(torch_folder) or filename == _OWN_FILE:
@@ -172,11 +163,6 @@ def _frame_text(frames) -> str:
                 break
         return f"{filename}:{frame.lineno} ({frame.name})"
     return ""
-
-
-def _describe(what: str) -> str:
-    where = _frame_text(traceback.extract_stack())
-    return f"{what} at {where}" if where else what
 
 
 def _tensors(value):
@@ -193,13 +179,13 @@ def _pageable(t) -> bool:
         return True
 
 
-def _copy_target(args, kwargs):
-    """None: the source's device."""
-    import torch
-
-    if kwargs.get("device") is not None:
-        return kwargs["device"]
-    return next((a for a in args[1:] if isinstance(a, torch.device)), None)
+def _run_unless_host_work(func, args, kwargs, finding):
+    """``func(*args, **kwargs)``, or _HostWorkFound (with the model's source line) when ``finding`` names host work."""
+    found = finding(func, args, kwargs)
+    if found:
+        where = _frame_text(traceback.extract_stack())
+        raise _HostWorkFound(f"{found} at {where}" if where else found)
+    return func(*args, **kwargs)
 
 
 def _make_watch(device_type: str):
@@ -208,62 +194,62 @@ def _make_watch(device_type: str):
     from torch.utils._python_dispatch import TorchDispatchMode
 
     factories = tuple(getattr(torch, n) for n in RANGE_FACTORIES)
+    read = "a host read of a device value"
+
+    def function_finding(func, args, kwargs) -> str | None:
+        device = _creation_device(func, args, kwargs)
+        if device is not None and device.type == device_type:
+            return f"{getattr(func, '__name__', func)}() of host data copied to the {device_type} device"
+        if func in factories and any(isinstance(a, torch.Tensor) and a.device.type == device_type
+                                     for a in (*args, *kwargs.values())):
+            return f"{read} (torch.{func.__name__} of a bound held in a device tensor: a synchronize)"
+        if _host_index_call(func, args, device_type):
+            return "a Python list indexing a device tensor (copied to the device)"
+        name = getattr(func, "__name__", "")
+        if name in HOST_READ_METHODS and args and isinstance(args[0], torch.Tensor) and \
+                args[0].device.type == device_type and getattr(torch.Tensor, name, None) is func:
+            return f"{read} (Tensor.{name}: a synchronize)"
+        return None
+
+    def dispatch_finding(func, args, kwargs) -> str | None:
+        name = func.overloadpacket.__name__
+        tensors = _tensors((args, kwargs))
+        on_device = [t for t in tensors if t.device.type == device_type]
+        if name in HOST_READ_OPS and on_device:
+            return f"{read} (aten.{name}: a synchronize)"
+        if name in ("masked_fill", "masked_fill_") and len(args) > 2 and isinstance(args[2], torch.Tensor) \
+                and args[2].device.type == device_type:
+            return f"{read} (aten.{name} by a value tensor on the device: its kernel reads the value on the host, " \
+                   "a synchronize)"
+        indices = _tensors(args[1]) if name in MASK_INDEX_OPS and len(args) > 1 else []
+        if any(t.dtype in (torch.bool, torch.uint8) and t.device.type == device_type for t in indices):
+            return f"{read} (aten.{name} by a boolean mask: a synchronize for the output's size)"
+        if name in ("_to_copy", "to") and tensors:      # under inference mode aten.to reaches the mode whole
+            source, target = tensors[0], kwargs.get("device")
+            if target is None:       # None: the source's device
+                target = next((a for a in args[1:] if isinstance(a, torch.device)), source.device)
+            target = torch.device(target).type
+            if source.device.type == "cpu" and target == device_type and _pageable(source):
+                return f"a copy of a host tensor {list(source.shape)} to the device"
+            if source.device.type == device_type and target == "cpu":
+                return f"a copy of a device tensor {list(source.shape)} to the host (a synchronize)"
+        elif name == "copy_" and len(tensors) >= 2:
+            target, source = tensors[0], tensors[1]
+            if target.device.type == device_type and source.device.type == "cpu" and _pageable(source):
+                return f"a copy of a host tensor {list(source.shape)} into a device tensor"
+            if target.device.type == "cpu" and source.device.type == device_type:
+                return "a copy of a device tensor to the host (a synchronize)"
+        elif on_device and any(t.dim() > 0 and t.device.type == "cpu" for t in tensors):
+            return f"aten.{name} on a host tensor and a device tensor (the host one is copied to the device)"
+        return None
 
     class _FunctionWatch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            device = _creation_device(func, args, kwargs)
-            if device is not None and device.type == device_type:
-                raise _HostWorkFound(_describe(f"{getattr(func, '__name__', func)}() of host data copied to the "
-                                               f"{device_type} device"))
-            if func in factories and any(isinstance(a, torch.Tensor) and a.device.type == device_type
-                                                for a in (*args, *kwargs.values())):
-                raise _HostWorkFound(_describe(f"a host read of a device value (torch.{func.__name__} of a bound "
-                                               "held in a device tensor: a synchronize)"))
-            if _host_index_call(func, args, device_type):
-                raise _HostWorkFound(_describe("a Python list indexing a device tensor (copied to the device)"))
-            name = getattr(func, "__name__", "")
-            if name in HOST_READ_METHODS and args and isinstance(args[0], torch.Tensor) and \
-                    args[0].device.type == device_type and getattr(torch.Tensor, name, None) is func:
-                raise _HostWorkFound(_describe(f"a host read of a device value (Tensor.{name}: a synchronize)"))
-            return func(*args, **kwargs)
+            return _run_unless_host_work(func, args, kwargs or {}, function_finding)
 
     class _DispatchWatch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = func.overloadpacket.__name__
-            tensors = _tensors((args, kwargs))
-            on_device = [t for t in tensors if t.device.type == device_type]
-            on_host = [t for t in tensors if t.device.type == "cpu"]
-            if name in HOST_READ_OPS and on_device:
-                raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name}: a synchronize)"))
-            if name in ("masked_fill", "masked_fill_") and len(args) > 2 and isinstance(args[2], torch.Tensor) \
-                    and args[2].device.type == device_type:
-                raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name} by a value tensor on the "
-                                               "device: its kernel reads the value on the host, a synchronize)"))
-            indices = _tensors(args[1]) if name in MASK_INDEX_OPS and len(args) > 1 else []
-            if any(t.dtype in (torch.bool, torch.uint8) and t.device.type == device_type for t in indices):
-                raise _HostWorkFound(_describe(f"a host read of a device value (aten.{name} by a boolean mask: "
-                                               "a synchronize for the output's size)"))
-            if name in ("_to_copy", "to") and tensors:      # under inference mode aten.to reaches the mode whole
-                source, target = tensors[0], _copy_target(args, kwargs)
-                target = torch.device(target).type if target is not None else source.device.type
-                if source.device.type == "cpu" and target == device_type and _pageable(source):
-                    raise _HostWorkFound(_describe(f"a copy of a host tensor {list(source.shape)} to the device"))
-                if source.device.type == device_type and target == "cpu":
-                    raise _HostWorkFound(_describe(f"a copy of a device tensor {list(source.shape)} to the host "
-                                                   "(a synchronize)"))
-            elif name == "copy_" and len(tensors) >= 2:
-                target, source = tensors[0], tensors[1]
-                if target.device.type == device_type and source.device.type == "cpu" and _pageable(source):
-                    raise _HostWorkFound(_describe(f"a copy of a host tensor {list(source.shape)} into a device "
-                                                   "tensor"))
-                if target.device.type == "cpu" and source.device.type == device_type:
-                    raise _HostWorkFound(_describe("a copy of a device tensor to the host (a synchronize)"))
-            elif on_device and any(t.dim() > 0 for t in on_host):
-                raise _HostWorkFound(_describe(f"aten.{name} on a host tensor and a device tensor (the host one is "
-                                               "copied to the device)"))
-            return func(*args, **kwargs)
+            return _run_unless_host_work(func, args, kwargs or {}, dispatch_finding)
 
     return _FunctionWatch(), _DispatchWatch()
 
@@ -306,6 +292,15 @@ def capture_path_host_work(model, run, device, *, max_positions: int, eager_sdpa
     return watch.found
 
 
+def root_exception(exc: BaseException) -> BaseException:
+    """The exception that started ``exc``'s chain of causes and contexts."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
 #: What CUDA and torch raise when a capture meets host work (a pageable copy, a synchronize).
 CAPTURE_HOST_WORK_ERRORS = ("Cannot copy between CPU and CUDA tensors during CUDA graph capture",
                             "operation not permitted when stream is capturing")
@@ -314,10 +309,7 @@ CAPTURE_HOST_WORK_ERRORS = ("Cannot copy between CPU and CUDA tensors during CUD
 def host_work_in_failed_capture(exc: BaseException) -> str | None:
     """The host work that broke a capture, from its exception chain, or None for another failure: host work inside a
     kernel's own launcher, below any dispatch mode."""
-    seen, root = set(), exc
-    while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
-        seen.add(id(root))
-        root = root.__cause__ or root.__context__
+    root = root_exception(exc)
     text = (str(root).strip().splitlines() or [""])[0]
     error = next((e for e in CAPTURE_HOST_WORK_ERRORS if e in text), None)
     if error is None:

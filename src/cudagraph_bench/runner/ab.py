@@ -19,11 +19,7 @@ MIN_RANK_RUNS = 4
 
 def schedule(k: int, sides: tuple[str, ...] = ("base", "head")) -> list[tuple[str, int]]:
     """``[("base", 1), ("head", 1), ("head", 2), ("base", 2), ...]``; with more sides every other round mirrored."""
-    order = []
-    for i in range(1, k + 1):
-        round_ = [(side, i) for side in sides]
-        order += round_ if i % 2 else round_[::-1]
-    return order
+    return [(side, i) for i in range(1, k + 1) for side in (sides if i % 2 else sides[::-1])]
 
 
 def _git(repo: Path, *args: str, refusal: str | None = None) -> str:

@@ -71,9 +71,8 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
         return [[] for _ in range(n)]
     if len(cpus) < n:
         return [[cpus[i % len(cpus)]] for i in range(n)]
-    size, extra = divmod(len(cpus), n)
-    starts = [i * size + min(i, extra) for i in range(n + 1)]      # the first ``extra`` shares take one more
-    return [cpus[starts[i]:starts[i + 1]] for i in range(n)]
+    size, extra = divmod(len(cpus), n)          # the first ``extra`` shares take one more
+    return [cpus[i * size + min(i, extra):(i + 1) * size + min(i + 1, extra)] for i in range(n)]
 
 
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
@@ -131,10 +130,9 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
             allow_new_children()
             raise
         for part in step:
-            outcome = results[part.name]
-            outcomes.append((part, outcome))
+            outcomes.append((part, results[part.name]))
             if log is not None:
-                log(part, outcome)
+                log(part, results[part.name])
     docs = [(p.name, json.loads(o.json_path.read_text(encoding="utf-8"))) for p, o in outcomes
             if o.json_path is not None]
     merged = merge_runs(docs, entries_key="parts") if len(docs) > 1 else docs[0][1] if docs else None

@@ -72,8 +72,8 @@ def zoo_types(tree: Path, python: str = sys.executable, timeout_s: float = 300.0
         detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         release, types = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError) as exc:
-        raise UsageError(f"{python} could not list transformers' causal-LM model types "
-                         f"({(detail or type(exc).__name__)[:160]}): install transformers in this environment") from None
+        raise UsageError(f"{python} could not list transformers' causal-LM model types ("
+                         f"{(detail or type(exc).__name__)[:160]}): install transformers in this environment") from None
     return str(release), tuple(str(t) for t in types)
 
 
@@ -105,13 +105,8 @@ class PytestRun:
     def __post_init__(self):
         object.__setattr__(self, "json_path", Path(self.json_path).absolute())
 
-    @property
-    def log_path(self) -> Path:
-        return self.json_path.with_suffix(".log")
-
-    @property
-    def journal_path(self) -> Path:
-        return self.json_path.with_suffix(".journal")
+    log_path = property(lambda self: self.json_path.with_suffix(".log"))
+    journal_path = property(lambda self: self.json_path.with_suffix(".journal"))
 
 
 @dataclass
@@ -202,36 +197,21 @@ def stop_children(grace_s: float = STOP_GRACE_S) -> int:
             _signal_group(proc, signal.SIGKILL)
             proc.wait()
         _signal_group(proc, signal.SIGKILL)      # what the pytest process started and left behind
-        _wait_for_group(proc.pid)
+        gone_by = time.monotonic() + 5.0
+        while _group_alive(proc.pid) and time.monotonic() < gone_by:
+            time.sleep(0.01)
     return len(running)
 
 
-def _wait_for_group(pgid: int, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _group_members(pgid):
-            return
-        time.sleep(0.01)
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Non-zombie processes of group ``pgid``, from /proc; [] where it cannot be read."""
-    out = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+def _group_alive(pgid: int) -> bool:
+    """Whether /proc lists a non-zombie process of group ``pgid`` (False where it cannot be read)."""
+    with contextlib.suppress(OSError):
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError), open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(name))
-    return out
+                if fields[0] != "Z" and int(fields[2]) == pgid:
+                    return True
+    return False
 
 
 def allow_new_children() -> None:
@@ -241,13 +221,8 @@ def allow_new_children() -> None:
 
 def crash_reason(returncode: int, log_tail: str) -> str:
     """One line: the signal's name or the exit code, and the last line printed."""
-    if returncode < 0:
-        try:
-            how = f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            how = f"killed by signal {-returncode}"
-    else:
-        how = f"exit code {returncode}"
+    signal_name = {s.value: s.name for s in signal.Signals}.get(-returncode, f"signal {-returncode}")
+    how = f"killed by {signal_name}" if returncode < 0 else f"exit code {returncode}"
     last = next((line.strip() for line in reversed(log_tail.splitlines()) if line.strip()), "")
     return f"the pytest process died in this test ({how})" + (f": {last[:200]}" if last else "")
 
@@ -296,10 +271,9 @@ def run_pytest(run: PytestRun) -> RunOutcome:
             print(f"{run.json_path.name}: {crashes[-1]['fullname']}: {reason}; starting pytest again without it",
                   file=log, flush=True)
     run.journal_path.unlink(missing_ok=True)
-    try:
+    skipped = {}
+    with contextlib.suppress(OSError):
         skipped = skip_reasons(run.log_path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        skipped = {}
     if not documents:                # a crash recorded without a document is a failure all the same
         return RunOutcome(rc if rc or not crashes else 1, None, crashes, run.log_path, skipped)
     doc = documents[0][1] if len(documents) == 1 else merge_runs(documents, entries_key="attempts")
