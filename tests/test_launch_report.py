@@ -15,6 +15,7 @@ from cudagraph_bench import cli
 from cudagraph_bench.report import launch_data, plots, sanitizer
 from cudagraph_bench.report import launch_page as lr
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import save_figure
 
 pytestmark = pytest.mark.transformers_free
 
@@ -181,7 +182,8 @@ def test_speedup_figure_axes_are_log_x_and_labelled_with_units():
 
 
 def test_save_speedup_plot_writes_png_atomically(tmp_path):
-    path = plots.save_speedup_plot(launch_data.launch_rows(make_run(LAUNCH)), tmp_path / "sub" / "plot.png")
+    figure = plots.speedup_figure({"torch": launch_data.launch_rows(make_run(LAUNCH))})
+    path = save_figure(figure, tmp_path / "sub" / "plot.png", dpi=plots.PLOT_DPI)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in path.parent.iterdir()] == ["plot.png"]
 

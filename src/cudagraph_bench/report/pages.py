@@ -4,7 +4,6 @@ JSONs, and the README block between ``<!-- results:start -->`` and ``<!-- result
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from cudagraph_bench.report.forward_tables import (attention_note, forward_rows,
 from cudagraph_bench.report.headline import render_headline
 from cudagraph_bench.report.runs import gpu_name, merged
 from cudagraph_bench.report.suite_timing import render_suite_timing
-from cudagraph_bench.fsio import save_figure
+from cudagraph_bench.fsio import figure_png
 from cudagraph_bench.results.record import Environment
 from cudagraph_bench.results.runfile import Run
 
@@ -33,37 +32,31 @@ DECODE_BANDWIDTH_PNG = "decode_bandwidth.png"
 PLOT_NAMES = (LATENCY_PNG, SPEEDUP_PNG, BUSY_PNG, DECODE_BANDWIDTH_PNG, launch_page.PLOT_NAME)
 
 
-def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
-    """File name -> a function that draws the plot into a folder and returns its path, in page order (lazy, so ``report
-    --no-plots`` still knows the links)."""
+def plot_makers(runs: list[Run]) -> dict[str, Callable[[], object]]:
+    """File name -> a function drawing that plot's matplotlib Figure, in page order (lazy, so ``report --no-plots``
+    still knows the links)."""
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     samples = {c: m.samples_ms for c, m in ms.items() if m.samples_ms is not None}
     medians = {c: m.summary.median_ms for c, m in ms.items()}
     gpu = gpu_name(runs)
-    makers: dict[str, Callable[[Path], Path]] = {}
-    if samples:
-        makers[LATENCY_PNG] = lambda d: save_figure(plots.latency_comparison(samples, gpu=gpu), d / LATENCY_PNG)
-    if any(c.variant == variants.FORWARD_REFERENCE for c in medians):
-        makers[SPEEDUP_PNG] = lambda d: save_figure(plots.speedup_vs_length(medians, gpu=gpu), d / SPEEDUP_PNG)
     busy = roofline_tables.forward_busy_rows(runs)
-    if busy:
-        makers[BUSY_PNG] = lambda d: save_figure(plots.busy_vs_length(busy, gpu=gpu), d / BUSY_PNG)
     bandwidth = [r for r in roofline_tables.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
-    if bandwidth:
-        makers[DECODE_BANDWIDTH_PNG] = lambda d: save_figure(plots.decode_bandwidth(bandwidth, gpu=gpu),
-                                                             d / DECODE_BANDWIDTH_PNG)
     series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
     series = {k: v for k, v in series.items() if any(r.complete for r in v)}   # one per run with a complete row
-    if series:
-        series = series if len(series) > 1 else {"torch": next(iter(series.values()))}
-        makers[launch_page.PLOT_NAME] = lambda d: plots.save_speedup_plot(series, d / launch_page.PLOT_NAME)
-    return makers
+    if len(series) == 1:
+        series = {"torch": next(iter(series.values()))}
+    makers = {LATENCY_PNG: (samples, lambda: plots.latency_comparison(samples, gpu=gpu)),
+              SPEEDUP_PNG: (any(c.variant == variants.FORWARD_REFERENCE for c in medians),
+                            lambda: plots.speedup_vs_length(medians, gpu=gpu)),
+              BUSY_PNG: (busy, lambda: plots.busy_vs_length(busy, gpu=gpu)),
+              DECODE_BANDWIDTH_PNG: (bandwidth, lambda: plots.decode_bandwidth(bandwidth, gpu=gpu)),
+              launch_page.PLOT_NAME: (series, lambda: plots.speedup_figure(series))}
+    return {name: draw for name, (wanted, draw) in makers.items() if wanted}
 
 
 def render_plots(runs: list[Run]) -> dict[str, bytes]:
     """PNG bytes by file name, in page order."""
-    with tempfile.TemporaryDirectory(prefix="cgb-plots-") as scratch:
-        return {name: make(Path(scratch)).read_bytes() for name, make in plot_makers(runs).items()}
+    return {name: figure_png(draw(), plots.PLOT_DPI) for name, draw in plot_makers(runs).items()}
 
 
 def stale_plots(outdir: str | os.PathLike, written: list[Path]) -> list[Path]:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from cudagraph_bench import variants
-import os
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from cudagraph_bench import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import save_figure
 from cudagraph_bench.report.launch_data import LaunchRow
 from cudagraph_bench.report.runs import variant_order
 
@@ -164,7 +161,7 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
 
 # --------------------------------------------------------------------------------------- launch overhead
 
-#: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
+#: Resolution of every PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
 PLOT_DPI = 120
 
 
@@ -204,13 +201,6 @@ def speedup_figure(series: dict[str, list[LaunchRow]]):
     ax_s.set_title("graph replay speedup vs N")
     ax_us.set_title("launch overhead per kernel")
     return fig
-
-
-def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path: str | os.PathLike) -> Path:
-    """Write :func:`speedup_figure` atomically (a plain list is series ``"torch"``); returns path."""
-    if isinstance(series, list):
-        series = {"torch": series}
-    return save_figure(speedup_figure(series), Path(path), dpi=PLOT_DPI)
 
 
 # --------------------------------------------------------------------------------------------- roofline
