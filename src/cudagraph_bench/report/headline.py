@@ -15,46 +15,39 @@ DECODE_NOTE = ("Greedy decode at batch 1 (one round = one whole request): ms per
 
 def forward_headline(rows: list[dict]) -> str | None:
     """Per model and dtype and length: ``eager -> graph ms (-reduction%)`` (``WRONG``: failed check), or None."""
-    cells: dict[tuple, dict[int, str]] = {}
-    medians = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in rows}
-    lengths = sorted({r["seq_len"] for r in rows})
-    for (model, dtype, n, variant), r in medians.items():
-        eager = medians.get((model, dtype, n, FORWARD_REFERENCE))
+    by_case = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in rows}
+    table: dict[tuple, dict] = {}
+    for (model, dtype, n, variant), r in by_case.items():
+        eager = by_case.get((model, dtype, n, FORWARD_REFERENCE))
         if variant != GATED or eager is None or r.get("median_ms") is None or eager.get("median_ms") is None:
             continue
         mark = "" if r["status"] in ("ok", "unchecked") else " WRONG"
-        cells.setdefault((model, dtype), {})[n] = (f"{eager['median_ms']:.3g} -> {r['median_ms']:.3g} ms "
-                                                    f"({-r['reduction_pct']:+.0f}%){mark}")
-    if not cells:
+        table.setdefault((model, dtype), {"model": model, "dtype": dtype})[f"L{n}"] = (
+            f"{eager['median_ms']:.3g} -> {r['median_ms']:.3g} ms ({-r['reduction_pct']:+.0f}%){mark}")
+    if not table:
         return None
-    cols = [Column("model", "model"), Column("dtype", "dtype")] + [Column(f"L{n}", f"L={n}", align="right")
-                                                                   for n in lengths]
-    table = [{"model": m, "dtype": d, **{f"L{n}": c.get(n, "-") for n in lengths}} for (m, d), c in sorted(cells.items())]
-    return render_table(cols, table, fmt="markdown")
+    cols = [Column("model", "model"), Column("dtype", "dtype"),
+            *(Column(f"L{n}", f"L={n}", align="right") for n in sorted({r["seq_len"] for r in rows}))]
+    return render_table(cols, [table[k] for k in sorted(table)], fmt="markdown")
 
 
 def decode_headline(rows: list[dict]) -> str | None:
     """Per decode request shape: ms/token of each decoder and speedup; None without rows."""
     ref = reference_of(DECODE).name
     by_key: dict[tuple, dict] = {}
-    names: list[str] = []
     for r in rows:
         if r.get("ms_per_token") is None:
             continue
         key = (r["model"], r["dtype"], r["seq_len"], r["new_tokens"])
         row = by_key.setdefault(key, {"model": key[0], "dtype": key[1], "shape": f"{key[2]} + {key[3]}"})
-        if r["variant"] == ref:
-            row[ref] = f"{r['ms_per_token']:.3f}"
-        else:
-            speed = r.get("speedup_vs_generate")
-            row[r["variant"]] = f"{r['ms_per_token']:.3f} ({speed:.1f}x)" if speed else f"{r['ms_per_token']:.3f}"
-            names += [r["variant"]] if r["variant"] not in names else []
+        speed = r.get("speedup_vs_generate") if r["variant"] != ref else None
+        row[r["variant"]] = f"{r['ms_per_token']:.3f}" + (f" ({speed:.1f}x)" if speed else "")
     if not by_key:
         return None
+    names = dict.fromkeys([ref, *(r["variant"] for r in rows if r.get("ms_per_token") is not None)])
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("shape", "prompt + new tokens"),
-            Column(ref, f"{ref} ms/token", align="right")] + [Column(n, f"{n} ms/token", align="right") for n in names]
-    return render_table(cols, [{**dict.fromkeys([ref, *names], "-"), **r} for _, r in sorted(by_key.items())],
-                        fmt="markdown")
+            *(Column(n, f"{n} ms/token", align="right") for n in names)]
+    return render_table(cols, [by_key[k] for k in sorted(by_key)], fmt="markdown")
 
 
 def render_headline(runs, results_link: str, gpu: str | None) -> str:
