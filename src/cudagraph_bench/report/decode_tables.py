@@ -23,7 +23,8 @@ def decode_rows(runs: list[Run]) -> list[dict]:
     measured = {m.case: m for m in merged(runs).values() if m.suite == "decode"}
 
     def row(case, status: str | None, reason: str | None, details: dict, compile_ms, **numbers) -> dict:
-        return {**asdict(case), **numbers, "compile_s": _seconds(compile_ms), "status": status or "ok",
+        return {**asdict(case), **numbers, "status": status or "ok",
+                "compile_s": compile_ms / 1e3 if isinstance(compile_ms, (int, float)) else None,
                 "note": decode_note_cell(status, reason, details),
                 "attn_implementation": details.get("attn_implementation")}
 
@@ -53,10 +54,6 @@ def decode_rows(runs: list[Run]) -> list[dict]:
 
 def _request(row: dict) -> tuple:
     return row["model"], row["dtype"], row["seq_len"], row["new_tokens"]
-
-
-def _seconds(ms) -> float | None:
-    return ms / 1e3 if isinstance(ms, (int, float)) else None
 
 
 def _tie_or_identical(identical: bool, passed: bool, summary: str) -> str:

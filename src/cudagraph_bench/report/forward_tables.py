@@ -36,12 +36,12 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
-            "capture_ms": _number(info.get("capture_ms")), "max_abs_diff": check.max_abs_diff,
+            "capture_ms": capture if type(capture := info.get("capture_ms")) in (int, float) else None,  # no bool
+            "max_abs_diff": check.max_abs_diff,
             "pool_left_mib": left.get(ledger_id(case.without_variant())) if case.variant == GATED else None,
             "check": "reference" if case.variant == REF else check.method, "fp64_rmse_ratio": check.fp64_rmse_ratio,
             "note": "; ".join([*filter(None, [check.reason]), *map(str, info.get("notes") or [])]) or None,
-            "spread_pct": _spread(m.samples_ms),
-            "attn_implementation": info.get("attn_implementation"),
+            "spread_pct": _spread(m.samples_ms), "attn_implementation": info.get("attn_implementation"),
         })
     for f in not_measured(runs):
         if f.case in ms:
@@ -55,10 +55,6 @@ def forward_rows(runs: list[Run]) -> list[dict]:
                      "attn_implementation": f.details.get("attn_implementation")})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], *variant_order(r["variant"])))
     return rows
-
-
-def _number(value) -> float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _spread(samples_ms) -> float | None:
@@ -86,9 +82,7 @@ LONG_COLUMNS = [
 
 def render_long_table(rows: list[dict], fmt: str = "text") -> str:
     """Every row of :func:`forward_rows`; a text table cuts the note to 70 characters."""
-    def cut(text: str) -> str:
-        return text if fmt != "text" or len(text) <= 70 else text[:67] + "..."
-
+    cut = (lambda text: text if len(text) <= 70 else text[:67] + "...") if fmt == "text" else None
     return render_table([*LONG_COLUMNS, Column("note", "note", cut, "left")], rows, fmt=fmt)
 
 
