@@ -11,10 +11,10 @@ from pathlib import Path
 from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.fsio import check_output_folder, figure_png, write_files_atomic
-from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, as_run, graphs_cu_rows, launch_rows,
-                                                reference_row, saving_rows)
+from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, as_run, baked_pointer_outcome,
+                                                graphs_cu_rows, launch_rows, parse_sanitizer_log, reference_row,
+                                                sanitizer_case, saving_rows)
 from cudagraph_bench.report.plots import PLOT_DPI, speedup_figure
-from cudagraph_bench.report.sanitizer import baked_pointer_outcome, parse_sanitizer_log, sanitizer_case
 from cudagraph_bench.table import Column, render_table
 
 PAGE_NAME = "launch-overhead.md"

@@ -81,10 +81,8 @@ def _provenance(runs: list[Run]) -> list[str]:
 
 def _host(env: Environment) -> str:
     """", host <cpu brand> (<n> cores)" or "" (eager latency is host-bound)."""
-    if not env.cpu_brand and env.cpu_count is None:
-        return ""
-    return ", host " + " ".join(p for p in (env.cpu_brand or "",
-                                           f"({env.cpu_count} cores)" if env.cpu_count is not None else "") if p)
+    parts = [p for p in (env.cpu_brand, env.cpu_count is not None and f"({env.cpu_count} cores)") if p]
+    return ", host " + " ".join(parts) if parts else ""
 
 
 REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured rounds (synchronized wall time). "
