@@ -20,7 +20,7 @@ from cudagraph_bench.results.launch_model import predicted_saving_ms
 from cudagraph_bench.results.record import Measurement
 from cudagraph_bench.results.runfile import Run, measurements
 
-#: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
+#: The N whose µs/launch feeds the launch-overhead model (else the largest N measured).
 REFERENCE_N = 512
 CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
 
@@ -82,7 +82,8 @@ class LaunchRow:
         return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
 
 
-def _clocks(info: dict) -> dict | None:
+def _clocks(m: Measurement | None) -> dict | None:
+    info = m.extra_info if m is not None else {}
     if not all(isinstance(info.get(k), (int, float)) for k in CLOCK_KEYS):
         return None
     return {k[len("clock_"):]: float(info[k]) for k in CLOCK_KEYS}
@@ -101,17 +102,13 @@ def launch_rows(run) -> list[LaunchRow]:
                                  "'loop' or 'graph' and N >= 1")
         found.setdefault(n, {})[variant] = m
     rows = []
-    for n in sorted(found):
-        by_variant = found[n]
+    for n, by_variant in sorted(found.items()):
         medians = {v: bench_median_ms(m) for v, m in by_variant.items()}
-        clocks = {v: _clocks(m.extra_info) for v, m in by_variant.items()}
         rounds = [m.summary.n for m in by_variant.values()]
-        kinds = sorted({kind for _, kind in medians.values()})
-        rows.append(LaunchRow(n_launches=n,
-                              loop_ms=medians[LOOP][0] if LOOP in medians else None,
-                              graph_ms=medians[GRAPH][0] if GRAPH in medians else None,
-                              clock="+".join(kinds), rounds=min(rounds) if all(rounds) else None,
-                              loop_clocks=clocks.get(LOOP), graph_clocks=clocks.get(GRAPH)))
+        rows.append(LaunchRow(n, *(medians[v][0] if v in medians else None for v in (LOOP, GRAPH)),
+                              clock="+".join(sorted({kind for _, kind in medians.values()})),
+                              rounds=min(rounds) if all(rounds) else None,
+                              loop_clocks=_clocks(by_variant.get(LOOP)), graph_clocks=_clocks(by_variant.get(GRAPH))))
     return rows
 
 
@@ -202,12 +199,11 @@ def load_json_object(path: str, what: str) -> dict:
 
 def check_forward_runs(runs: list) -> None:
     """InputFileError when a run file is given twice, or two runs hold the same forward case."""
-    seen: dict[Path, Path] = {}
+    seen: set[Path] = set()
     for run in runs:
-        real = Path(run.path).resolve()
-        if real in seen:
+        if Path(run.path).resolve() in seen:
             raise InputFileError(f"{run.path} is given twice (as RUN or --forward): give each forward run once")
-        seen[real] = run.path
+        seen.add(Path(run.path).resolve())
     origin: dict[tuple, Path] = {}
     for run in runs:
         for key, m in measurements(run).items():
