@@ -75,10 +75,8 @@ def vs_generate(m: Measurement) -> str:
         return "-"
     passed = check.generate_check_passed if check.generate_check_passed is not None else check.matches_generate
     text = _tie_or_identical(bool(check.matches_generate), bool(passed), check.generate_check or "")
-    if text == "FAILS":
-        return text
     distinct = m.extra_info.get("distinct_reference_tokens")
-    return f"{text} ({distinct} distinct)" if distinct is not None else text
+    return text if text == "FAILS" or distinct is None else f"{text} ({distinct} distinct)"
 
 
 def vs_static_eager(m: Measurement) -> str:

@@ -163,23 +163,23 @@ def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
         if len(rows) == 1:
             out.append(f"{lead} {label} speedup was measured at one N only: {_x(rows[0])}.")
             continue
-        kinds = {_step_direction(a, b) for a, b in zip(rows, rows[1:])}
-        shape = "not monotonic in N" if (1 in kinds and -1 in kinds) else "monotonic in N"
+        steps = [(_step_direction(a, b), a, b) for a, b in zip(rows, rows[1:])]
+        shape = "not monotonic in N" if {1, -1} <= {d for d, _, _ in steps} else "monotonic in N"
         if shared:
             out.append(f"{lead} {label} speedup is {shape}: {_speedup_path(rows)}.")
         else:
             out.append(f"{lead} {label} speedup was {rows[0].speedup:.2f}× at the smallest N measured "
                        f"(N={rows[0].n_launches}) and {rows[-1].speedup:.2f}× at the largest "
                        f"(N={rows[-1].n_launches}); it is {shape}: {_speedup_path(rows)}.")
-        falls = [(a, b) for a, b in zip(rows, rows[1:]) if _step_direction(a, b) < 0]
+        falls = [(a, b) for d, a, b in steps if d < 0]
         if falls:
-            steps = "; ".join(
+            changes = "; ".join(
                 f"N={a.n_launches} → {b.n_launches}: loop {a.us_per_launch_loop:.3f} → "
                 f"{b.us_per_launch_loop:.3f} µs (×{b.us_per_launch_loop / a.us_per_launch_loop:.3f}), "
                 f"graph {a.us_per_launch_graph:.3f} → {b.us_per_launch_graph:.3f} µs "
                 f"(×{b.us_per_launch_graph / a.us_per_launch_graph:.3f})" for a, b in falls)
             out.append(f"The {label} speedup falls where loop µs/launch changed by a smaller factor than graph "
-                       f"µs/launch: {steps}. In the model loop µs/launch is constant and graph µs/launch only "
+                       f"µs/launch: {changes}. In the model loop µs/launch is constant and graph µs/launch only "
                        "falls with N, so the speedup only rises; these steps are where this run departs from it.")
     return " ".join(out)
 
