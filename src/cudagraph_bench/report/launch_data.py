@@ -308,17 +308,14 @@ def last_json_object(path: Path) -> dict:
 def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
     """``(logs, outcomes)``: file name -> log text, and -> the ``baked_pointer`` object of a same-named ``.json``.
     InputFileError when a log cannot be read or lacks :data:`SANITIZER_BANNER`."""
+    fix = "give the stderr of `compute-sanitizer --tool memcheck graphs --baked-pointer-only`"
     logs, outcomes = {}, {}
     for path in map(Path, paths):
-        raw = read_input_bytes(path, "sanitizer log", "give the stderr of `compute-sanitizer --tool memcheck graphs "
-                               "--baked-pointer-only`")
-        logs[path.name] = raw.decode("utf-8", errors="replace")
+        logs[path.name] = read_input_bytes(path, "sanitizer log", fix).decode("utf-8", errors="replace")
         if SANITIZER_BANNER not in logs[path.name]:
-            raise InputFileError(f"{path} is not a compute-sanitizer log (no {SANITIZER_BANNER!r} line): give the "
-                                 "stderr of `compute-sanitizer --tool memcheck graphs --baked-pointer-only`")
+            raise InputFileError(f"{path} is not a compute-sanitizer log (no {SANITIZER_BANNER!r} line): {fix}")
         stdout = path.with_suffix(".json")          # the program's stdout saved next to the log
-        if stdout.is_file():
-            bp = last_json_object(stdout).get("baked_pointer")
-            if isinstance(bp, dict):
-                outcomes[path.name] = bp
+        bp = last_json_object(stdout).get("baked_pointer") if stdout.is_file() else None
+        if isinstance(bp, dict):
+            outcomes[path.name] = bp
     return logs, outcomes
