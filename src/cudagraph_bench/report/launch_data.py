@@ -165,8 +165,7 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
         if m.suite == variants.FORWARD and m.case.variant in (variants.FORWARD_REFERENCE, variants.GATED):
             cases.setdefault(m.case.without_variant(), {})[m.case.variant] = m
     out = []
-    for key in sorted(cases):
-        by_variant = cases[key]
+    for key, by_variant in sorted(cases.items()):
         eager, graph = by_variant.get(variants.FORWARD_REFERENCE), by_variant.get(variants.GATED)
         n_kernels = eager.extra_info.get("n_kernels") if eager is not None else None
         if eager is None or graph is None or not isinstance(n_kernels, int):

@@ -50,11 +50,8 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
 
 def _group_of(record: Measurement | FailedCase) -> tuple:
     """A forward prompt length as a whole, else one benchmark by name."""
-    if record.case.suite == "forward":
-        return ("forward", *record.case.without_variant())
-    if isinstance(record, FailedCase):
-        return (record.case.suite, record.name)
-    return (record.suite, record.name)
+    suite = record.case.suite
+    return ("forward", *record.case.without_variant()) if suite == "forward" else (suite, record.name)
 
 
 def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
