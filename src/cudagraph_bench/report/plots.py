@@ -44,12 +44,14 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
 
 
-def _length_axis(ax, lengths: list[int]) -> None:
-    """Prompt lengths on a log2 x axis, one labelled tick per length."""
+def _length_panel(ax, lengths: list[int], title: str) -> None:
+    """Prompt lengths on a log2 x axis (one labelled tick per length), the panel's title and its legend."""
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.minorticks_off()
     ax.set_xlabel(LENGTH_LABEL)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
 
 
 def _suptitle(fig, what: str, gpu: str | None) -> None:
@@ -144,12 +146,10 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
         if target_reduction is not None:
             ax.axhline(1.0 / (1.0 - target_reduction), color="black", linewidth=0.8, linestyle=":",
                        label=f"target: {target_reduction:.0%} lower median latency")
-        _length_axis(ax, lengths)
+        _length_panel(ax, lengths, f"{model} {dtype}")
         ax.set_ylabel("speedup vs eager (x, ratio of medians)")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        ax.set_title(f"{model} {dtype}")
-        ax.legend(fontsize="small")
     _suptitle(fig, "Speedup over eager vs prompt length", gpu)
     return fig
 
@@ -219,13 +219,11 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
                 ("busy_ms", "GPU busy (sum of kernel times)", "black", "--")):
             ys = [r[key] if r.get(key) is not None else float("nan") for r in panel]
             ax.plot(lengths, ys, marker="o", color=color, linestyle=style, label=label)
-        _length_axis(ax, lengths)
+        _length_panel(ax, lengths, f"{model} {dtype}")
         ax.set_yscale("log")
         _plain_log_ticks(ax.yaxis)
         ax.grid(True, which="major", alpha=0.3)
         ax.set_ylabel(LATENCY_LABEL)
-        ax.set_title(f"{model} {dtype}")
-        ax.legend(fontsize="small")
     _suptitle(fig, "GPU busy time vs latency", gpu)
     return fig
 
