@@ -251,13 +251,10 @@ next call raise `StaticBufferError` instead of replaying (`test_graphed_forward_
 
 def _run_header(run, source: str) -> str:
     env = as_run(run).environment
-    bits = [f"source run `{source}`"]
-    if env.gpu_name:
-        bits.append(f"GPU {env.gpu_name}")
-    bits += env.versions(("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"})
-    if env.run_datetime:
-        bits.append(f"run at {env.run_datetime}")
-    return "; ".join(bits)
+    bits = [f"source run `{source}`", env.gpu_name and f"GPU {env.gpu_name}",
+            *env.versions(("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"}),
+            env.run_datetime and f"run at {env.run_datetime}"]
+    return "; ".join(filter(None, bits))
 
 
 def _series(rows: list[LaunchRow], graphs_cu: dict | None) -> dict[str, list[LaunchRow]]:
