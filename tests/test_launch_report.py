@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from cudagraph_bench import cli
-from cudagraph_bench.report import launch_data, plots, sanitizer
+from cudagraph_bench.report import launch_data, plots
 from cudagraph_bench.report import launch_page as lr
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import save_figure
 
 pytestmark = pytest.mark.transformers_free
 
@@ -181,7 +182,8 @@ def test_speedup_figure_axes_are_log_x_and_labelled_with_units():
 
 
 def test_save_speedup_plot_writes_png_atomically(tmp_path):
-    path = plots.save_speedup_plot(launch_data.launch_rows(make_run(LAUNCH)), tmp_path / "sub" / "plot.png")
+    figure = plots.speedup_figure({"torch": launch_data.launch_rows(make_run(LAUNCH))})
+    path = save_figure(figure, tmp_path / "sub" / "plot.png", dpi=plots.PLOT_DPI)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in path.parent.iterdir()] == ["plot.png"]
 
@@ -228,20 +230,20 @@ SANITIZER_LOG = """\
 
 
 def test_parse_sanitizer_log():
-    assert sanitizer.parse_sanitizer_log(SANITIZER_LOG) == {
+    assert launch_data.parse_sanitizer_log(SANITIZER_LOG) == {
         "invalid_global_writes": 2, "invalid_global_reads": 0, "error_summary": 2,
         "first_address": "0x7f3a00000000", "first_address_note": "is out of bounds"}
-    clean = sanitizer.parse_sanitizer_log("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")
+    clean = launch_data.parse_sanitizer_log("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")
     assert clean["invalid_global_writes"] == 0 and clean["error_summary"] == 0
-    assert sanitizer.parse_sanitizer_log("")["error_summary"] is None
+    assert launch_data.parse_sanitizer_log("")["error_summary"] is None
 
 
 def test_baked_pointer_outcome_branches():
-    assert "allocation #0" in sanitizer.baked_pointer_outcome(GRAPHS_CU["baked_pointer"])
+    assert "allocation #0" in launch_data.baked_pointer_outcome(GRAPHS_CU["baked_pointer"])
     fault = {"launch_error": "cudaSuccess", "sync_error": "cudaErrorIllegalAddress", "aliased_index": -1}
-    assert "cudaErrorIllegalAddress" in sanitizer.baked_pointer_outcome(fault)
+    assert "cudaErrorIllegalAddress" in launch_data.baked_pointer_outcome(fault)
     silent = {"launch_error": "cudaSuccess", "sync_error": "cudaSuccess", "aliased_index": -1, "d2_value": 0}
-    assert "without a fault" in sanitizer.baked_pointer_outcome(silent)
+    assert "without a fault" in launch_data.baked_pointer_outcome(silent)
 
 
 def test_write_launch_page_from_json_only(tmp_path):
@@ -398,7 +400,7 @@ def committed_sanitizer_inputs():
     logs, outcomes = {}, {}
     for log in sorted(H200.glob("compute_sanitizer_d*.log")):
         logs[log.name] = log.read_text()
-        outcomes[log.name] = sanitizer.last_json_object(log.with_suffix(".json"))["baked_pointer"]
+        outcomes[log.name] = launch_data.last_json_object(log.with_suffix(".json"))["baked_pointer"]
     return logs, outcomes
 
 
@@ -408,7 +410,7 @@ def test_sanitizer_section_states_which_case_each_committed_log_hit():
     text = "\n".join(lr._sanitizer_section(logs, outcomes))
     reused, free, flagged, quiet = [], [], [], []
     for name, log in logs.items():
-        findings = sanitizer.parse_sanitizer_log(log)
+        findings = launch_data.parse_sanitizer_log(log)
         invalid = findings["invalid_global_reads"] + findings["invalid_global_writes"]
         bp = outcomes[name]
         if bp.get("alloc_before_free"):   # every allocation made while d lived: none can reuse its address
@@ -440,17 +442,17 @@ def test_sanitizer_section_states_which_case_each_committed_log_hit():
 
 
 def test_sanitizer_case_branches():
-    clean = sanitizer.parse_sanitizer_log("========= ERROR SUMMARY: 0 errors\n")
-    flagged = sanitizer.parse_sanitizer_log(SANITIZER_LOG)
+    clean = launch_data.parse_sanitizer_log("========= ERROR SUMMARY: 0 errors\n")
+    flagged = launch_data.parse_sanitizer_log(SANITIZER_LOG)
     ok = {"launch_error": "cudaSuccess", "sync_error": "cudaSuccess"}
-    assert sanitizer.sanitizer_case(clean, dict(ok, aliased_index=2))[0] == "reused"
-    assert "allocation #2" in sanitizer.sanitizer_case(clean, dict(ok, aliased_index=2))[1]
-    case, sentence = sanitizer.sanitizer_case(flagged, dict(ok, aliased_index=-1))
+    assert launch_data.sanitizer_case(clean, dict(ok, aliased_index=2))[0] == "reused"
+    assert "allocation #2" in launch_data.sanitizer_case(clean, dict(ok, aliased_index=2))[1]
+    case, sentence = launch_data.sanitizer_case(flagged, dict(ok, aliased_index=-1))
     assert case == "not-reused" and "memcheck flagged it (2 invalid global access(es)), as expected" in sentence
-    case, sentence = sanitizer.sanitizer_case(clean, dict(ok, aliased_index=-1))
+    case, sentence = launch_data.sanitizer_case(clean, dict(ok, aliased_index=-1))
     assert case == "not-reused" and "against what this case predicts" in sentence
-    assert "does not explain" in sanitizer.sanitizer_case(flagged, dict(ok, aliased_index=0))[1]
-    assert sanitizer.sanitizer_case(clean, None)[0] == "unknown"
+    assert "does not explain" in launch_data.sanitizer_case(flagged, dict(ok, aliased_index=0))[1]
+    assert launch_data.sanitizer_case(clean, None)[0] == "unknown"
     # a run without reuse where memcheck flagged the write: the summary says the case was observed
     text = "\n".join(lr._sanitizer_section({"a.log": SANITIZER_LOG}, {"a.log": dict(ok, aliased_index=-1)}))
     assert "no reuse (memcheck should flag the access): 1 of 1. memcheck flagged the access in 1 of the 1" in text
@@ -610,11 +612,11 @@ def test_model_caption_names_the_clock_of_its_medians():
 
 def test_baked_pointer_outcome_names_the_call_that_failed():
     sync_fail = {"launch_error": "cudaSuccess", "sync_error": "cudaErrorLaunchFailure", "aliased_index": -1}
-    text = sanitizer.baked_pointer_outcome(sync_fail)
+    text = launch_data.baked_pointer_outcome(sync_fail)
     assert text.startswith("the replay's launch (`cudaGraphLaunch`) returned cudaSuccess and its synchronize "
                            "(`cudaStreamSynchronize`) cudaErrorLaunchFailure: ")
     assert "cudaSuccess/" not in text and "failed with" not in text
-    launch_fail = sanitizer.baked_pointer_outcome({"launch_error": "cudaErrorInvalidValue", "sync_error": "cudaSuccess"})
+    launch_fail = launch_data.baked_pointer_outcome({"launch_error": "cudaErrorInvalidValue", "sync_error": "cudaSuccess"})
     assert launch_fail.startswith("the replay's launch (`cudaGraphLaunch`) returned cudaErrorInvalidValue,")
     assert "synchronize" not in launch_fail
 

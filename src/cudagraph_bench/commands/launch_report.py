@@ -10,9 +10,8 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_input_file, written_verb
 from cudagraph_bench.options import parse_count, parse_path
 from cudagraph_bench.report.launch_data import (REFERENCE_N, check_forward_runs, check_reference_n, launch_rows,
-                                                load_json_object)
+                                                load_json_object, read_sanitizer_logs)
 from cudagraph_bench.report.launch_page import DEFAULT_OUT_DIR, PAGE_NAME, PLOT_NAME, write_launch_page
-from cudagraph_bench.report.sanitizer import read_sanitizer_logs
 from cudagraph_bench.results.runfile import check_one_gpu, load_run
 
 

@@ -21,27 +21,29 @@ def decode_rows(runs: list[Run]) -> list[dict]:
     ms_per_token, tokens_per_s, speedup_vs_generate, rounds, vs_generate, vs_static_eager, compile_s, status, note,
     attn_implementation``; a failed case's timings are None."""
     measured = {m.case: m for m in merged(runs).values() if m.suite == "decode"}
+
+    def row(case, status: str | None, reason: str | None, details: dict, compile_ms, **numbers) -> dict:
+        return {**asdict(case), **numbers, "status": status or "ok",
+                "compile_s": compile_ms / 1e3 if isinstance(compile_ms, (int, float)) else None,
+                "note": decode_note_cell(status, reason, details),
+                "attn_implementation": details.get("attn_implementation")}
+
     rows = []
     for case, m in measured.items():
         details = m.extra_info
         ms_per_token = details.get("ms_per_token")
         if ms_per_token is None:
             ms_per_token = m.summary.median_ms / case.new_tokens
-        tokens_per_s = details.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None)
-        rows.append({**asdict(case), "ms_per_token": float(ms_per_token), "tokens_per_s": tokens_per_s,
-                     "rounds": m.summary.n, "vs_generate": vs_generate(m), "vs_static_eager": vs_static_eager(m),
-                     "compile_s": _seconds(details.get("compile_ms")), "status": m.check.outcome or "ok",
-                     "note": decode_note_cell(m.check.outcome, m.check.reason, details),
-                     "attn_implementation": details.get("attn_implementation")})
-    seen = set(measured)
+        rows.append(row(case, m.check.outcome, m.check.reason, details, details.get("compile_ms"),
+                        ms_per_token=float(ms_per_token), rounds=m.summary.n, vs_generate=vs_generate(m),
+                        tokens_per_s=details.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None),
+                        vs_static_eager=vs_static_eager(m)))
+    failed: dict = {}
     for f in not_measured(runs, "decode"):
-        if f.case in seen:
-            continue
-        seen.add(f.case)
-        rows.append({**asdict(f.case), **dict.fromkeys(("ms_per_token", "tokens_per_s", "rounds")), "vs_generate": "-",
-                     "vs_static_eager": "-", "compile_s": _seconds(f.compile_ms), "status": f.status,
-                     "note": decode_note_cell(f.status, f.check.reason, f.details),
-                     "attn_implementation": f.details.get("attn_implementation")})
+        if f.case not in measured:
+            failed.setdefault(f.case, f)
+    rows += [row(f.case, f.status, f.check.reason, f.details, f.compile_ms, ms_per_token=None, tokens_per_s=None,
+                 rounds=None, vs_generate="-", vs_static_eager="-") for f in failed.values()]
     generate = {_request(r): r["ms_per_token"] for r in rows if r["variant"] == _GENERATE}
     for r in rows:
         base = generate.get(_request(r))
@@ -51,11 +53,7 @@ def decode_rows(runs: list[Run]) -> list[dict]:
 
 
 def _request(row: dict) -> tuple:
-    return (row["model"], row["dtype"], row["seq_len"], row["new_tokens"])
-
-
-def _seconds(ms) -> float | None:
-    return ms / 1e3 if isinstance(ms, (int, float)) else None
+    return row["model"], row["dtype"], row["seq_len"], row["new_tokens"]
 
 
 def _tie_or_identical(identical: bool, passed: bool, summary: str) -> str:
@@ -77,10 +75,8 @@ def vs_generate(m: Measurement) -> str:
         return "-"
     passed = check.generate_check_passed if check.generate_check_passed is not None else check.matches_generate
     text = _tie_or_identical(bool(check.matches_generate), bool(passed), check.generate_check or "")
-    if text == "FAILS":
-        return text
     distinct = m.extra_info.get("distinct_reference_tokens")
-    return f"{text} ({distinct} distinct)" if distinct is not None else text
+    return text if text == "FAILS" or distinct is None else f"{text} ({distinct} distinct)"
 
 
 def vs_static_eager(m: Measurement) -> str:
@@ -134,29 +130,28 @@ DECODE_COLUMNS_WITH_COMPILE = [
 DECODE_NOTE = ("Greedy decode at batch 1: each round is one whole request (prefill of the prompt + every decode "
                "step); ms/token = median request time / new tokens, tokens/s = its inverse. `generate` is HF "
                "`generate(do_sample=False)` with its default dynamic cache, `static-eager` a StaticCache loop without "
-               "graphs, `graph` the same loop replaying one captured decode step per token. tokens vs generate: `identical`, "
-               "or `tie at token K` where the first differing token's step has logits as close to a float64 run "
-               "of the same weights as generate's (a rounding tie), with how many distinct tokens generate "
-               "produced (random weights can repeat one token; every step's logits are checked then too); "
+               "graphs, `graph` the same loop replaying one captured decode step per token. tokens vs generate: "
+               "`identical`, or `tie at token K` where the first differing token's step has logits as close to a "
+               "float64 run of the same weights as generate's (a rounding tie), with how many distinct tokens "
+               "generate produced (random weights can repeat one token; every step's logits are checked then too); "
                "`-`: the run recorded no check.")
 #: Added to :data:`DECODE_NOTE` above the table of :data:`DECODE_COLUMNS_WITH_COMPILE`.
 COMPILE_DECODE_NOTE = ("`graph` replays its captured steps back to back: each step writes its token into the next "
-                       "step's input and into the output on the GPU, so no host work runs between replays; "
-                       "`N steps per graph` (note) are captured in one graph, the remainder one step per graph. "
-                       "`compile+graph` is the same loop with the decode step compiled by inductor without "
-                       "inductor's own CUDA graphs (its mode and inductor tuning in the note: `coordinate-descent` "
-                       "is gpt-fast's setting, which turns the step's matrix-vector products into tuned Triton "
-                       "reductions fused with their neighbours), captured and replayed like `graph`; its prefill "
-                       "is a graph of the prompt right-padded to the bucket in the note (`prefill graph of N "
-                       "tokens`), else eager. `graph` and `static-eager` prefill eagerly. "
-                       "`generate-static-compile` is HF `generate` with "
+                       "step's input and into the output on the GPU, so no host work runs between replays; `N steps "
+                       "per graph` (note) are captured in one graph, the remainder one step per graph. "
+                       "`compile+graph` is the same loop with the decode step compiled by inductor without inductor's "
+                       "own CUDA graphs (its mode and inductor tuning in the note: `coordinate-descent` is gpt-fast's "
+                       "setting, which turns the step's matrix-vector products into tuned Triton reductions fused "
+                       "with their neighbours), captured and replayed like `graph`; its prefill is a graph of the "
+                       "prompt right-padded to the bucket in the note (`prefill graph of N tokens`), else eager. "
+                       "`graph` and `static-eager` prefill eagerly. `generate-static-compile` is HF `generate` with "
                        "`cache_implementation=\"static\"` and `model.forward = torch.compile(model.forward, "
                        "mode=\"reduce-overhead\", fullgraph=True)`, as transformers' guide \"LLM inference "
                        "optimization\" sets it up. compile s = what the warm-up calls took beyond steady state "
                        "(compilation, autotuning, CUDA graph recording). tokens vs static-eager: `graph` must be "
                        "`identical` (same kernels); `compile+graph` runs other kernels and is judged by the rule of "
-                       "the generate check (`tie at token K` = a rounding tie). A row with no timing failed: its "
-                       "note gives the reason recorded in the run.")
+                       "the generate check (`tie at token K` = a rounding tie). A row with no timing failed: its note "
+                       "gives the reason recorded in the run.")
 
 
 def with_compile(rows: list[dict]) -> bool:

@@ -9,19 +9,12 @@ from cudagraph_bench.report.runs import merged, not_measured, variant_order
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results.capture_cost import ledger_id, memory_left
-from cudagraph_bench.results.record import CheckRecord
 from cudagraph_bench.results.runfile import Run
 from cudagraph_bench.results.stats import middle90_pct, reduction_pct
 from cudagraph_bench.table import Column, render_table
 
 #: The table's status of a recorded check that names no case status of its own (eager ``ok``).
 _TABLE_STATUS = {"pass": "ok", "fail": "mismatch", "reference": "ok", "unchecked": "unchecked"}
-
-
-def _note(check: CheckRecord, notes) -> str | None:
-    parts = [check.reason] if check.reason else []
-    parts += [str(n) for n in notes or []]
-    return "; ".join(parts) or None
 
 
 def forward_rows(runs: list[Run]) -> list[dict]:
@@ -43,11 +36,12 @@ def forward_rows(runs: list[Run]) -> list[dict]:
             "reduction_pct": reduction_pct(base, s.median_ms) if base else None,
             "speedup": base / s.median_ms if base and s.median_ms > 0 else None,
             "compile_s": info["compile_ms"] / 1e3 if info.get("compile_ms") is not None else None,
-            "capture_ms": _number(info.get("capture_ms")), "max_abs_diff": check.max_abs_diff,
+            "capture_ms": capture if type(capture := info.get("capture_ms")) in (int, float) else None,  # no bool
+            "max_abs_diff": check.max_abs_diff,
             "pool_left_mib": left.get(ledger_id(case.without_variant())) if case.variant == GATED else None,
             "check": "reference" if case.variant == REF else check.method, "fp64_rmse_ratio": check.fp64_rmse_ratio,
-            "note": _note(check, info.get("notes")), "spread_pct": _spread(m.samples_ms),
-            "attn_implementation": info.get("attn_implementation"),
+            "note": "; ".join([*filter(None, [check.reason]), *map(str, info.get("notes") or [])]) or None,
+            "spread_pct": _spread(m.samples_ms), "attn_implementation": info.get("attn_implementation"),
         })
     for f in not_measured(runs):
         if f.case in ms:
@@ -61,10 +55,6 @@ def forward_rows(runs: list[Run]) -> list[dict]:
                      "attn_implementation": f.details.get("attn_implementation")})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], *variant_order(r["variant"])))
     return rows
-
-
-def _number(value) -> float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _spread(samples_ms) -> float | None:
@@ -92,9 +82,7 @@ LONG_COLUMNS = [
 
 def render_long_table(rows: list[dict], fmt: str = "text") -> str:
     """Every row of :func:`forward_rows`; a text table cuts the note to 70 characters."""
-    def cut(text: str) -> str:
-        return text if fmt != "text" or len(text) <= 70 else text[:67] + "..."
-
+    cut = (lambda text: text if len(text) <= 70 else text[:67] + "...") if fmt == "text" else None
     return render_table([*LONG_COLUMNS, Column("note", "note", cut, "left")], rows, fmt=fmt)
 
 
@@ -107,13 +95,10 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
         key = (r["model"], r["dtype"], r["seq_len"])
         row = out.setdefault(key, {"model": key[0], "dtype": key[1], "seq_len": key[2], "_ok": {}})
         v = r["variant"]
+        row[f"{v}_median_ms"] = r.get("median_ms")
         if r.get("median_ms") is None:
-            row[f"{v}_median_ms"] = None
             continue
-        row[f"{v}_median_ms"] = r["median_ms"]
-        row[f"{v}_p95_ms"] = r.get("p95_ms")
-        row[f"{v}_spread_pct"] = r.get("spread_pct")
-        row[f"{v}_reduction_pct"] = r.get("reduction_pct")
+        row.update({f"{v}_{field}": r.get(field) for field in ("p95_ms", "spread_pct", "reduction_pct")})
         if r["status"] in ("ok", "unchecked"):
             row["_ok"][v] = (r["median_ms"], r["status"])
     for row in out.values():
@@ -123,26 +108,22 @@ def summary_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
     return list(out.values()), variants
 
 
+#: Per-variant columns of the summary: field -> (title after the variant's name, format).
+_SUMMARY_FIELDS = {"median_ms": ("median ms", ".3f"), "reduction_pct": ("reduction %", "+.1f"),
+                   "p95_ms": ("p95 ms", ".3f"), "spread_pct": ("spread %", ".0f")}
+
+
 def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
     """The per-case summary (see :func:`summary_rows`) of forward rows: eager and graph median, graph reduction, their
     p95s and eager's spread, then the median and reduction of every other variant present, and the fastest variant."""
     wide, variants = summary_rows(rows)
+    shown = [(REF, "median_ms"), (GATED, "median_ms"), (GATED, "reduction_pct"), (REF, "p95_ms"),
+             (REF, "spread_pct"), (GATED, "p95_ms")]
+    shown += [(v, f) for v in variants if v not in (REF, GATED) for f in ("median_ms", "reduction_pct")]
     cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
-    if REF in variants:
-        cols.append(Column(f"{REF}_median_ms", f"{REF} median ms", ".3f"))
-    if GATED in variants:
-        cols += [Column(f"{GATED}_median_ms", f"{GATED} median ms", ".3f"),
-                 Column(f"{GATED}_reduction_pct", f"{GATED} reduction %", "+.1f")]
-    if REF in variants:
-        cols += [Column(f"{REF}_p95_ms", f"{REF} p95 ms", ".3f"), Column(f"{REF}_spread_pct", f"{REF} spread %", ".0f")]
-    if GATED in variants:
-        cols.append(Column(f"{GATED}_p95_ms", f"{GATED} p95 ms", ".3f"))
-    for v in variants:
-        if v not in (REF, GATED):
-            cols += [Column(f"{v}_median_ms", f"{v} median ms", ".3f"),
-                     Column(f"{v}_reduction_pct", f"{v} reduction %", "+.1f")]
-    cols.append(Column("fastest", "fastest", None, "left"))
-    return render_table(cols, wide, fmt=fmt)
+    cols += [Column(f"{v}_{f}", f"{v} {_SUMMARY_FIELDS[f][0]}", _SUMMARY_FIELDS[f][1])
+             for v, f in shown if v in variants]
+    return render_table([*cols, Column("fastest", "fastest", None, "left")], wide, fmt=fmt)
 
 
 def problem_lines(rows: list[dict]) -> list[str]:

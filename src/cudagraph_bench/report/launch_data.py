@@ -1,10 +1,13 @@
-"""The launch-overhead numbers of a run (no torch): N-sweep rows, the model's reference row, and predicted vs measured
-saving on forward benchmarks with a kernel count."""
+"""The launch page's inputs (no torch): a run's N-sweep rows, the model's reference row, predicted vs measured saving
+on forward benchmarks with a kernel count, and what compute-sanitizer and the program saw in the baked-pointer demo of
+``perf_tests/cuda/graphs.cu``."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,11 +15,12 @@ import numpy as np
 
 from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError, UsageError
+from cudagraph_bench.fsio import parse_json, read_input_bytes
 from cudagraph_bench.results.launch_model import predicted_saving_ms
 from cudagraph_bench.results.record import Measurement
 from cudagraph_bench.results.runfile import Run, measurements
 
-#: Sequence length whose µs/launch feeds the launch-overhead model (else the largest N measured).
+#: The N whose µs/launch feeds the launch-overhead model (else the largest N measured).
 REFERENCE_N = 512
 CLOCK_KEYS = ("clock_issue_ms", "clock_synced_wall_ms", "clock_event_ms")
 
@@ -78,7 +82,8 @@ class LaunchRow:
         return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
 
 
-def _clocks(info: dict) -> dict | None:
+def _clocks(m: Measurement | None) -> dict | None:
+    info = m.extra_info if m is not None else {}
     if not all(isinstance(info.get(k), (int, float)) for k in CLOCK_KEYS):
         return None
     return {k[len("clock_"):]: float(info[k]) for k in CLOCK_KEYS}
@@ -97,17 +102,13 @@ def launch_rows(run) -> list[LaunchRow]:
                                  "'loop' or 'graph' and N >= 1")
         found.setdefault(n, {})[variant] = m
     rows = []
-    for n in sorted(found):
-        by_variant = found[n]
+    for n, by_variant in sorted(found.items()):
         medians = {v: bench_median_ms(m) for v, m in by_variant.items()}
-        clocks = {v: _clocks(m.extra_info) for v, m in by_variant.items()}
         rounds = [m.summary.n for m in by_variant.values()]
-        kinds = sorted({kind for _, kind in medians.values()})
-        rows.append(LaunchRow(n_launches=n,
-                              loop_ms=medians[LOOP][0] if LOOP in medians else None,
-                              graph_ms=medians[GRAPH][0] if GRAPH in medians else None,
-                              clock="+".join(kinds), rounds=min(rounds) if all(rounds) else None,
-                              loop_clocks=clocks.get(LOOP), graph_clocks=clocks.get(GRAPH)))
+        rows.append(LaunchRow(n, *(medians[v][0] if v in medians else None for v in (LOOP, GRAPH)),
+                              clock="+".join(sorted({kind for _, kind in medians.values()})),
+                              rounds=min(rounds) if all(rounds) else None,
+                              loop_clocks=_clocks(by_variant.get(LOOP)), graph_clocks=_clocks(by_variant.get(GRAPH))))
     return rows
 
 
@@ -164,8 +165,7 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
         if m.suite == variants.FORWARD and m.case.variant in (variants.FORWARD_REFERENCE, variants.GATED):
             cases.setdefault(m.case.without_variant(), {})[m.case.variant] = m
     out = []
-    for key in sorted(cases):
-        by_variant = cases[key]
+    for key, by_variant in sorted(cases.items()):
         eager, graph = by_variant.get(variants.FORWARD_REFERENCE), by_variant.get(variants.GATED)
         n_kernels = eager.extra_info.get("n_kernels") if eager is not None else None
         if eager is None or graph is None or not isinstance(n_kernels, int):
@@ -184,8 +184,6 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
 
 def load_json_object(path: str, what: str) -> dict:
     """The JSON object at ``path`` (``what`` names it); InputFileError when unreadable or no JSON object."""
-    from cudagraph_bench.fsio import parse_json, read_input_bytes
-
     fix = f"give the {what} file"
     try:
         data = parse_json(read_input_bytes(path, what, fix), path, what, fix)
@@ -200,12 +198,11 @@ def load_json_object(path: str, what: str) -> dict:
 
 def check_forward_runs(runs: list) -> None:
     """InputFileError when a run file is given twice, or two runs hold the same forward case."""
-    seen: dict[Path, Path] = {}
+    seen: set[Path] = set()
     for run in runs:
-        real = Path(run.path).resolve()
-        if real in seen:
+        if Path(run.path).resolve() in seen:
             raise InputFileError(f"{run.path} is given twice (as RUN or --forward): give each forward run once")
-        seen[real] = run.path
+        seen.add(Path(run.path).resolve())
     origin: dict[tuple, Path] = {}
     for run in runs:
         for key, m in measurements(run).items():
@@ -216,3 +213,108 @@ def check_forward_runs(runs: list) -> None:
                                      "give each forward case once (drop one of the files, or pass runs that "
                                      "measured different cases)")
             origin[key] = run.path
+
+
+# ------------------------------------------------------------ compute-sanitizer logs of graphs.cu
+
+#: The line compute-sanitizer writes first, before the program runs: a log without it is another file.
+SANITIZER_BANNER = "========= COMPUTE-SANITIZER"
+_INVALID_RE = re.compile(r"Invalid __global__ (read|write) of size (\d+)")
+_SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
+_ADDRESS_RE = re.compile(r"Address (0x[0-9a-fA-F]+)\s+(.*)")
+
+
+def parse_sanitizer_log(text: str) -> dict:
+    """Findings of a ``compute-sanitizer --tool memcheck`` log: ``{"invalid_global_writes": int, "invalid_global_reads":
+    int, "error_summary": int | None, "first_address": str | None, "first_address_note": str | None}`` (error_summary
+    None without an ``ERROR SUMMARY`` line)."""
+    invalid = Counter(m.group(1) for m in _INVALID_RE.finditer(text))
+    summary = _SUMMARY_RE.search(text)
+    addr = _ADDRESS_RE.search(text)
+    return {"invalid_global_writes": invalid["write"], "invalid_global_reads": invalid["read"],
+            "error_summary": int(summary.group(1)) if summary else None,
+            "first_address": addr.group(1) if addr else None,
+            "first_address_note": addr.group(2).strip() if addr else None}
+
+
+def baked_pointer_outcome(bp: dict) -> str:
+    """One sentence on what the replay after ``cudaFree`` did, from graphs.cu's ``baked_pointer`` object."""
+    launch, sync = bp.get("launch_error"), bp.get("sync_error")
+    if launch != "cudaSuccess":
+        # graphs.cu synchronizes only after a successful cudaGraphLaunch (sync_error is then cudaSuccess)
+        synced = "" if sync == "cudaSuccess" else f" and its synchronize (`cudaStreamSynchronize`) {sync}"
+        return (f"the replay's launch (`cudaGraphLaunch`) returned {launch}{synced}, so the graph did not run "
+                "as captured")
+    if sync != "cudaSuccess":
+        return (f"the replay's launch (`cudaGraphLaunch`) returned cudaSuccess and its synchronize "
+                f"(`cudaStreamSynchronize`) {sync}: the kernel accessed the freed address, which no allocation "
+                "owned any more")
+    aliased = bp.get("aliased_index", -1)
+    if isinstance(aliased, int) and aliased >= 0:
+        return (f"allocation #{aliased} made after the free got the captured address and was silently "
+                f"updated to {bp.get('aliased_value')}; d2 = {bp.get('d2_value')}")
+    return (f"no new allocation got the captured address; the replay wrote freed memory without a fault; "
+            f"d2 = {bp.get('d2_value')}")
+
+
+def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
+    """``(case, sentence)`` of one sanitizer run (``bp`` None when the program's stdout was not saved): ``case``
+    ``"reused"`` (the captured address was reallocated: nothing to flag), ``"not-reused"`` (memcheck should flag the
+    write) or ``"unknown"``."""
+    # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
+    writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
+    summary = findings["error_summary"]
+    aliased = bp.get("aliased_index") if isinstance(bp, dict) else None
+    if not isinstance(aliased, int):
+        return "unknown", ("the program's `aliased_index` is not available (its output was not saved next to "
+                           "the log), so whether a new allocation reused the captured address, and so whether "
+                           "memcheck should flag the write, is not known")
+    if summary is None and not writes:
+        verdict = "memcheck's verdict is missing (no summary in the log)"
+    elif aliased >= 0:
+        verdict = ("memcheck reported no invalid access, as expected in this case"
+                   if writes == 0 else
+                   f"yet memcheck reported {writes} invalid global access(es), which this case does not "
+                   "explain: read the log")
+    else:
+        verdict = (f"memcheck flagged it ({writes} invalid global access(es)), as expected" if writes else
+                   "but memcheck reported no invalid access, against what this case predicts: read the log")
+    if aliased >= 0:
+        return "reused", (f"case observed: the captured address was reused by allocation #{aliased} made after "
+                          "the free, so the replay wrote live memory: memcheck has nothing to flag, and only the "
+                          f"program's own check sees the corruption; {verdict}")
+    return "not-reused", ("case observed: no allocation reused the captured address, so "
+                          f"the replay wrote freed memory, which memcheck should flag; {verdict}")
+
+
+def last_json_object(path: Path) -> dict:
+    """The last line parsing as a JSON object, else ``{}``."""
+    try:
+        lines = read_input_bytes(path, "graphs.cu output", "").decode("utf-8", errors="replace").splitlines()
+    except InputFileError:
+        return {}
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict):
+                return data
+    return {}
+
+
+def read_sanitizer_logs(paths) -> tuple[dict[str, str], dict[str, dict]]:
+    """``(logs, outcomes)``: file name -> log text, and -> the ``baked_pointer`` object of a same-named ``.json``.
+    InputFileError when a log cannot be read or lacks :data:`SANITIZER_BANNER`."""
+    fix = "give the stderr of `compute-sanitizer --tool memcheck graphs --baked-pointer-only`"
+    logs, outcomes = {}, {}
+    for path in map(Path, paths):
+        logs[path.name] = read_input_bytes(path, "sanitizer log", fix).decode("utf-8", errors="replace")
+        if SANITIZER_BANNER not in logs[path.name]:
+            raise InputFileError(f"{path} is not a compute-sanitizer log (no {SANITIZER_BANNER!r} line): {fix}")
+        stdout = path.with_suffix(".json")          # the program's stdout saved next to the log
+        bp = last_json_object(stdout).get("baked_pointer") if stdout.is_file() else None
+        if isinstance(bp, dict):
+            outcomes[path.name] = bp
+    return logs, outcomes

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections import Counter
 from pathlib import Path
 
 from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.fsio import check_output_folder, figure_png, write_files_atomic
-from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, as_run, graphs_cu_rows, launch_rows,
-                                                reference_row, saving_rows)
+from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, as_run, baked_pointer_outcome,
+                                                graphs_cu_rows, launch_rows, parse_sanitizer_log, reference_row,
+                                                sanitizer_case, saving_rows)
 from cudagraph_bench.report.plots import PLOT_DPI, speedup_figure
-from cudagraph_bench.report.sanitizer import baked_pointer_outcome, parse_sanitizer_log, sanitizer_case
 from cudagraph_bench.table import Column, render_table
 
 PAGE_NAME = "launch-overhead.md"
@@ -23,32 +24,20 @@ DEFAULT_OUT_DIR = "out/launch"
 
 
 LAUNCH_COLUMNS = [
-    Column("n_launches", "N", "d"),
-    Column("loop_ms", "loop ms", ".4f"),
-    Column("graph_ms", "graph ms", ".4f"),
-    Column("speedup", "speedup ×", ".2f"),
-    Column("us_per_launch_loop", "µs/launch loop", ".3f"),
+    Column("n_launches", "N", "d"), Column("loop_ms", "loop ms", ".4f"), Column("graph_ms", "graph ms", ".4f"),
+    Column("speedup", "speedup ×", ".2f"), Column("us_per_launch_loop", "µs/launch loop", ".3f"),
     Column("us_per_launch_graph", "µs/launch graph", ".3f"),
 ]
-
 SAVING_COLUMNS = [
-    Column("model", "model"),
-    Column("dtype", "dtype"),
-    Column("seq_len", "tokens", "d"),
-    Column("n_kernels", "kernels", "d"),
-    Column("eager_ms", "eager ms", ".3f"),
-    Column("graph_ms", "graph ms", ".3f"),
+    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "tokens", "d"),
+    Column("n_kernels", "kernels", "d"), Column("eager_ms", "eager ms", ".3f"), Column("graph_ms", "graph ms", ".3f"),
     Column("measured_saving_ms", "measured saving ms", ".3f"),
     Column("predicted_saving_ms", "predicted saving ms", ".3f"),
     Column("measured_over_predicted", "measured / predicted", ".2f"),
 ]
-
 CLOCK_COLUMNS = [
-    Column("n_launches", "N", "d"),
-    Column("variant", "variant"),
-    Column("issue_ms", "host issue ms (no sync)", ".4f"),
-    Column("synced_wall_ms", "host wall ms (synced)", ".4f"),
-    Column("event_ms", "CUDA events ms", ".4f"),
+    Column("n_launches", "N", "d"), Column("variant", "variant"), Column("issue_ms", "host issue ms (no sync)", ".4f"),
+    Column("synced_wall_ms", "host wall ms (synced)", ".4f"), Column("event_ms", "CUDA events ms", ".4f"),
 ]
 
 
@@ -107,11 +96,10 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
             origin[key] = name
             savings.append(r)
     if not savings:
-        return (f"{h} Launch-overhead model\n\nNot checked here: no forward case of these runs has an eager "
-                "benchmark with kernel counts (`extra_info[\"n_kernels\"]`, recorded by "
-                "`perf_tests/test_kernel_counts.py`) and a graph benchmark; `cudagraph-bench "
-                "launch-report LAUNCH.json --forward RUN.json` checks the model on a run that "
-                "has them.\n")
+        return (f"{h} Launch-overhead model\n\nNot checked here: no forward case of these runs has an eager benchmark "
+                "with kernel counts (`extra_info[\"n_kernels\"]`, recorded by `perf_tests/test_kernel_counts.py`) and "
+                "a graph benchmark; `cudagraph-bench launch-report LAUNCH.json --forward RUN.json` checks the model "
+                "on a run that has them.\n")
     savings.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"]))
     return (f"{h} Launch-overhead model: predicted vs measured saving\n\n"
             f"predicted saving = kernels of one eager forward × (loop − graph µs/launch at N={ref.n_launches}) "
@@ -120,23 +108,22 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
 
 
 def _measured_saving_caption(savings: list[dict]) -> str:
+    lead = "measured saving = eager median − graph median, "
     event = ("CUDA-event medians (time between CUDA events recorded on the stream before and after each timed call: "
              "`extra_info[\"event_median_ms\"]`, else the median of `extra_info[\"cuda_event_ms\"]`)")
     wall = "synchronized host wall-time medians (pytest-benchmark `stats.median`)"
     clocks = {r["clock"] for r in savings}
     if clocks == {"cuda-event"}:
-        return (f"measured saving = eager median − graph median, both {event}, not pytest-benchmark's "
-                "wall-time `stats.median`")
+        return f"{lead}both {event}, not pytest-benchmark's wall-time `stats.median`"
     if clocks == {"wall"}:
-        return f"measured saving = eager median − graph median, both {wall}: these benchmarks have no CUDA-event times"
+        return f"{lead}both {wall}: these benchmarks have no CUDA-event times"
     both = sum(r["clock"] == "cuda-event" for r in savings)
-    return (f"measured saving = eager median − graph median, each of {event} where the benchmark has them, else "
-            f"of {wall}; {both} of {len(savings)} case(s) use CUDA events for both (the clock column says which)")
+    return (f"{lead}each of {event} where the benchmark has them, else of {wall}; {both} of {len(savings)} case(s) "
+            "use CUDA events for both (the clock column says which)")
 
 
 def _step_direction(a: LaunchRow, b: LaunchRow) -> int:
-    """+1 when the speedup as printed (``.2f``, so prose never contradicts a table) rises from ``a`` to ``b``, -1 when
-    it falls, 0 when equal."""
+    """+1, -1 or 0 as the speedup as printed (``.2f``, so prose never contradicts a table) rises, falls or stays."""
     sa, sb = (float(f"{r.speedup:.2f}") for r in (a, b))
     return (sb > sa) - (sb < sa)
 
@@ -162,161 +149,142 @@ def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
     and graph µs/launch changed. ``series``: label -> rows; ``""`` when no row has a speedup."""
     points = {label: [r for r in rows if r.speedup is not None] for label, rows in series.items()}
     points = {label: rows for label, rows in points.items() if rows}
-    if not points:
-        return ""
     out = []
-    labels = list(points)
     ends = {(rows[0].n_launches, rows[-1].n_launches) for rows in points.values()}
-    shared = len(labels) > 1 and len(ends) == 1 and all(len(rows) > 1 for rows in points.values())
+    shared = len(points) > 1 and len(ends) == 1 and all(len(rows) > 1 for rows in points.values())
     if shared:
         (lo, hi), = ends
         out.append(f"On this GPU the speedup at the smallest N measured (N={lo}) was "
-                   + " / ".join(f"{points[k][0].speedup:.2f}× ({k})" for k in labels)
+                   + " / ".join(f"{rows[0].speedup:.2f}× ({k})" for k, rows in points.items())
                    + f" and at the largest (N={hi}) "
-                   + " / ".join(f"{points[k][-1].speedup:.2f}×" for k in labels) + ".")
+                   + " / ".join(f"{rows[-1].speedup:.2f}×" for rows in points.values()) + ".")
     for i, (label, rows) in enumerate(points.items()):
         lead = "On this GPU the" if i == 0 and not shared else "The"
         if len(rows) == 1:
             out.append(f"{lead} {label} speedup was measured at one N only: {_x(rows[0])}.")
             continue
-        kinds = {_step_direction(a, b) for a, b in zip(rows, rows[1:])}
-        shape = "not monotonic in N" if (1 in kinds and -1 in kinds) else "monotonic in N"
+        steps = [(_step_direction(a, b), a, b) for a, b in zip(rows, rows[1:])]
+        shape = "not monotonic in N" if {1, -1} <= {d for d, _, _ in steps} else "monotonic in N"
         if shared:
             out.append(f"{lead} {label} speedup is {shape}: {_speedup_path(rows)}.")
         else:
             out.append(f"{lead} {label} speedup was {rows[0].speedup:.2f}× at the smallest N measured "
                        f"(N={rows[0].n_launches}) and {rows[-1].speedup:.2f}× at the largest "
                        f"(N={rows[-1].n_launches}); it is {shape}: {_speedup_path(rows)}.")
-        falls = [(a, b) for a, b in zip(rows, rows[1:]) if _step_direction(a, b) < 0]
+        falls = [(a, b) for d, a, b in steps if d < 0]
         if falls:
-            steps = "; ".join(
+            changes = "; ".join(
                 f"N={a.n_launches} → {b.n_launches}: loop {a.us_per_launch_loop:.3f} → "
                 f"{b.us_per_launch_loop:.3f} µs (×{b.us_per_launch_loop / a.us_per_launch_loop:.3f}), "
                 f"graph {a.us_per_launch_graph:.3f} → {b.us_per_launch_graph:.3f} µs "
                 f"(×{b.us_per_launch_graph / a.us_per_launch_graph:.3f})" for a, b in falls)
             out.append(f"The {label} speedup falls where loop µs/launch changed by a smaller factor than graph "
-                       f"µs/launch: {steps}. In the model loop µs/launch is constant and graph µs/launch only "
+                       f"µs/launch: {changes}. In the model loop µs/launch is constant and graph µs/launch only "
                        "falls with N, so the speedup only rises; these steps are where this run departs from it.")
     return " ".join(out)
 
 
 _PROSE_WHY_N = """\
-The eager loop pays the host cost of every launch: Python and the PyTorch dispatcher (torch version)
-or just the CUDA runtime (C++ version), then `cudaLaunchKernel`; its time is about N × (host cost per
-launch). A graph replay is one `cudaGraphLaunch` whatever N is; what still grows with N is the device
-executing N kernel nodes back to back, which for a one-element kernel typically costs less than a
-host launch. So the replay time is about a constant (the replay call and the synchronization) plus
-N × (device cost per node). In this model the speedup, loop time / replay time, approaches
-(host cost per launch) / (device cost per node) as N grows, which the µs/launch columns at the
-largest N estimate; at small N the replay's constant weighs more against the few kernels it runs,
-which keeps the speedup below that limit. The model only approximates a real run: the measured
-per-launch costs can themselves vary with N, so a measured speedup need not rise at every step of N,
-nor be lowest at the smallest N.
+The eager loop pays the host cost of every launch: Python and the PyTorch dispatcher (torch version) or just the
+CUDA runtime (C++ version), then `cudaLaunchKernel`; its time is about N × (host cost per launch). A graph replay is
+one `cudaGraphLaunch` whatever N is; what still grows with N is the device executing N kernel nodes back to back,
+which for a one-element kernel typically costs less than a host launch. So the replay time is about a constant (the
+replay call and the synchronization) plus N × (device cost per node). In this model the speedup, loop time / replay
+time, approaches (host cost per launch) / (device cost per node) as N grows, which the µs/launch columns at the
+largest N estimate; at small N the replay's constant weighs more against the few kernels it runs, which keeps the
+speedup below that limit. The model only approximates a real run: the measured per-launch costs can themselves vary
+with N, so a measured speedup need not rise at every step of N, nor be lowest at the smallest N.
 """
+
 
 _PROSE_CLOCKS = """\
 Three clocks time the same sequence (`TinyKernelSequence.clocked`, and the same in `graphs.cu`):
 
-- **host issue time**: `time.perf_counter` (C++: `std::chrono::steady_clock`) from before the first
-  launch to after the last, *without* synchronizing. It measures only how long the host took to queue
-  the work; the GPU may still be busy when it stops.
-- **synchronized wall time**: the same clock from the same start, stopped after
-  `stream.synchronize()`: issue time plus waiting for the device.
+- **host issue time**: `time.perf_counter` (C++: `std::chrono::steady_clock`) from before the first launch to after
+  the last, *without* synchronizing: how long the host took to queue the work; the GPU may still be busy when it
+  stops.
+- **synchronized wall time**: the same clock from the same start, stopped after `stream.synchronize()`: issue time
+  plus waiting for the device.
 - **CUDA events** recorded on the stream around the launches: device time between the two events.
 
-Guaranteed, and asserted per repeat by the tests: issue time ≤ synchronized wall time (same clock,
-same start, later stop), and event time ≤ synchronized wall time up to the event timer's resolution
-(the start event is queued after the host clock started; the end event has completed when the
-synchronize returns). Issue time vs event time has no fixed order: an eager loop of tiny kernels
-keeps the GPU waiting for each launch, so both are about the same; a graph replay is issued in one
-call while its kernels run afterwards, so its issue time is far below its event time. A benchmark
-that reads the host clock without synchronizing measures issue overhead, not latency.
+Guaranteed, and asserted per repeat by the tests: issue time ≤ synchronized wall time (same clock, same start, later
+stop), and event time ≤ synchronized wall time up to the event timer's resolution (the start event is queued after
+the host clock started; the end event has completed when the synchronize returns). Issue time vs event time has no
+fixed order: an eager loop of tiny kernels keeps the GPU waiting for each launch, so both are about the same; a
+graph replay is issued in one call while its kernels run afterwards, so its issue time is far below its event time.
+A benchmark that reads the host clock without synchronizing measures issue overhead, not latency.
 """
 
+
 _PROSE_BAKED = """\
-Capture records each kernel with its arguments, and a kernel's arguments are raw device addresses.
-Replaying the graph launches the same kernels with the same addresses: it does not know that a
-Python name, or a C pointer variable, now refers to another buffer.
+Capture records each kernel with its arguments, and a kernel's arguments are raw device addresses. A replay launches
+the same kernels with the same addresses: it does not know that a Python name, or a C pointer variable, now refers
+to another buffer.
 
-- **Re-pointing the name** (`d = torch.zeros(...)`, `d = d2`) while the old buffer lives: the replay
-  keeps updating the old buffer and never the new one (asserted by `test_baked_pointer_hazard` and
-  the keep-alive case of `graphs.cu`).
-- **Freeing the captured buffer**: the replay writes the freed address. If a later allocation got
-  that address, the graph silently corrupts a buffer it never saw, and no tool can tell that write
-  from a legitimate one: compute-sanitizer's memcheck sees a write into live memory and reports
-  nothing. If none did, the replay writes freed memory: that is the case memcheck is expected to
-  report as an invalid global write (without the sanitizer the write may fault with an
-  illegal-address error, or go unnoticed). Which case occurs is up to the allocator: the CUDA
-  allocator may give the freed address to the next allocation, even a smaller one, and PyTorch's
-  caching allocator keeps freed blocks and may hand the same block to the next tensor of that size,
-  so the silent case is easy to hit. The programs record which case occurred instead of assuming
-  one.
+- **Re-pointing the name** (`d = torch.zeros(...)`, `d = d2`) while the old buffer lives: the replay keeps updating
+  the old buffer and never the new one (asserted by `test_baked_pointer_hazard` and the keep-alive case of
+  `graphs.cu`).
+- **Freeing the captured buffer**: the replay writes the freed address. If a later allocation got that address, the
+  graph silently corrupts a buffer it never saw, and no tool can tell that write from a legitimate one:
+  compute-sanitizer's memcheck sees a write into live memory and reports nothing. If none did, the replay writes
+  freed memory: that is the case memcheck is expected to report as an invalid global write (without the sanitizer
+  the write may fault with an illegal-address error, or go unnoticed). Which case occurs is up to the allocator: the
+  CUDA allocator may give the freed address to the next allocation, even a smaller one, and PyTorch's caching
+  allocator may hand a freed block to the next tensor of that size, so the silent case is easy to hit. The programs
+  record which case occurred instead of assuming one.
 
-**The right fix** when a buffer must change is to give the graph the new address, not to hope:
-recapture the graph with the new buffer, or capture a new graph and apply it to the instantiated one
-with `cudaGraphExecUpdate` (it succeeds when only node parameters such as kernel arguments changed
-and the topology is the same, and is much cheaper than a fresh `cudaGraphInstantiate`; a single
-kernel node can also be patched with `cudaGraphExecKernelNodeSetParams`). `torch.cuda.CUDAGraph` has
-no method for either (it only hands out the raw handles, e.g. `raw_cuda_graph_exec()`), so in plain
-PyTorch the fix is recapture.
+**The right fix** when a buffer must change is to give the graph the new address: recapture the graph with the new
+buffer, or capture a new graph and apply it to the instantiated one with `cudaGraphExecUpdate` (it succeeds when
+only node parameters such as kernel arguments changed and the topology is the same, and is much cheaper than a fresh
+`cudaGraphInstantiate`; a single kernel node can also be patched with `cudaGraphExecKernelNodeSetParams`).
+`torch.cuda.CUDAGraph` has no method for either (it only hands out the raw handles, e.g. `raw_cuda_graph_exec()`),
+so in plain PyTorch the fix is recapture.
 
-**How this suite avoids it**: `cudagraph_bench.capture.graphed.GraphedForward` owns its static input and
-output buffers, allocated before capture and never replaced. Callers pass any tensor; it is
-`copy_`'d into the static buffer before each replay, so a new tensor (a new address) per call is
-fine (`test_graphed_forward_copies_fresh_inputs`). The static buffers are read-only properties
-(assigning raises `AttributeError`), and with `check_data_ptrs=True` a static buffer re-pointed by
-`.set_()` or `.resize_()` makes the next call raise `StaticBufferError` instead of replaying
-(`test_graphed_forward_refuses_repointed_buffer_*`).
+**How this suite avoids it**: `cudagraph_bench.capture.graphed.GraphedForward` owns its static input and output
+buffers, allocated before capture and never replaced. Callers pass any tensor; it is `copy_`'d into the static
+buffer before each replay, so a new tensor (a new address) per call is fine
+(`test_graphed_forward_copies_fresh_inputs`). The static buffers are read-only properties (assigning raises
+`AttributeError`), and with `check_data_ptrs=True` a static buffer re-pointed by `.set_()` or `.resize_()` makes the
+next call raise `StaticBufferError` instead of replaying (`test_graphed_forward_refuses_repointed_buffer_*`).
 """
 
 
 def _run_header(run, source: str) -> str:
     env = as_run(run).environment
-    bits = [f"source run `{source}`"]
-    if env.gpu_name:
-        bits.append(f"GPU {env.gpu_name}")
-    bits += env.versions(("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"})
-    if env.run_datetime:
-        bits.append(f"run at {env.run_datetime}")
-    return "; ".join(bits)
+    bits = [f"source run `{source}`", env.gpu_name and f"GPU {env.gpu_name}",
+            *env.versions(("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"}),
+            env.run_datetime and f"run at {env.run_datetime}"]
+    return "; ".join(filter(None, bits))
 
 
 def _series(rows: list[LaunchRow], graphs_cu: dict | None) -> dict[str, list[LaunchRow]]:
-    """The torch rows, and ``graphs.cu``'s when given: the series of the prose and the plot."""
     return {"torch": rows, **({"CUDA C++": graphs_cu_rows(graphs_cu)} if graphs_cu is not None else {})}
 
 
 def render_launch_page(run, *, source: str, reference_n: int = REFERENCE_N,
                        graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
                        sanitizer_outcomes: dict[str, dict] | None = None, forward_runs: list | None = None) -> str:
-    """The whole ``docs/launch-overhead.md`` from ``run`` (dict or Run, with launch-suite benchmarks); ``graphs_cu``:
-    parsed ``graphs.cu`` JSON or None; ``sanitizer`` / ``sanitizer_outcomes``: log name -> text / ``baked_pointer``
-    object; ``forward_runs``: runs whose forward cases check the model (default ``run``). InputFileError when the run
-    has no launch benchmarks, or two forward runs give one checked case."""
+    """The whole ``docs/launch-overhead.md`` from ``run`` (dict or Run); ``graphs_cu``: parsed ``graphs.cu`` JSON;
+    ``sanitizer`` / ``sanitizer_outcomes``: log name -> text / ``baked_pointer`` object; ``forward_runs``: runs whose
+    forward cases check the model (default ``run``). InputFileError without launch benchmarks, or when two forward
+    runs give one checked case."""
     rows = launch_rows(run)
     if not rows:
         raise InputFileError(f"{source} has no launch-suite benchmarks (extra_info suite 'launch'): run "
                              "pytest perf_tests/test_launch.py --benchmark-only --benchmark-json=RUN.json")
     rounds = [r.rounds for r in rows if r.rounds]
     out = [
-        "# Launch overhead: tiny-kernel loop vs CUDA graph replay",
-        "",
-        f"<!-- generated by `cudagraph-bench launch-report` from {source}; do not edit by hand -->",
-        "",
-        f"Generated from the committed raw run: {_run_header(run, source)}.",
-        "",
-        "## N sweep",
-        "",
+        "# Launch overhead: tiny-kernel loop vs CUDA graph replay", "",
+        f"<!-- generated by `cudagraph-bench launch-report` from {source}; do not edit by hand -->", "",
+        f"Generated from the committed raw run: {_run_header(run, source)}.", "",
+        "## N sweep", "",
         "Each row: N launches of a one-element kernel (`counter.add_(1.0)` on a `[1]` float32 tensor) on a "
         "non-default stream, as an eager loop and as one replay of a CUDA graph that captured the same N "
         f"launches (`perf_tests/test_launch.py`). Medians of {min(rounds) if rounds else 'the'} rounds after "
         f"warmup, timed by {_clock_caption(rows)}; every round ends with a stream synchronize. "
-        "µs/launch = median / N. The counter is checked to equal the exact number of launches.",
-        "",
-        launch_table_markdown(rows),
-        "",
-        f"![graph replay speedup and µs per launch vs N]({PLOT_NAME})",
-        "",
+        "µs/launch = median / N. The counter is checked to equal the exact number of launches.", "",
+        launch_table_markdown(rows), "",
+        f"![graph replay speedup and µs per launch vs N]({PLOT_NAME})", "",
     ]
     ref = reference_row(rows, reference_n)
     if ref is not None:
@@ -371,7 +339,7 @@ def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = 
            "rather than the write. Each run below says, from the program's own output (`aliased_index`), which "
            "case it hit.", ""]
     outcomes = outcomes or {}
-    cases = []
+    cases: Counter = Counter()
     for name, text in sorted(logs.items()):
         f = parse_sanitizer_log(text)
         invalid = f["invalid_global_writes"] + f["invalid_global_reads"]
@@ -387,33 +355,24 @@ def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = 
         if isinstance(bp, dict):
             line += f". Program: captured buffer of {bp.get('d_bytes')} bytes; {baked_pointer_outcome(bp)}"
         case, sentence = sanitizer_case(f, bp)
-        cases.append((case, invalid))
+        cases.update([case] + (["flagged"] if case == "not-reused" and invalid else []))
         out.append(f"{line}. {sentence[0].upper()}{sentence[1:]}.")
-    n = len(cases)
-    reused, free, unknown = (sum(c == k for c, _ in cases) for k in ("reused", "not-reused", "unknown"))
-    flagged = sum(c == "not-reused" and w > 0 for c, w in cases)
-    summary = (f"Address reused by a new allocation (memcheck cannot flag the access): {reused} of {n} run(s); "
-               f"no reuse (memcheck should flag the access): {free} of {n}")
-    summary += f"; not known (program output missing): {unknown} of {n}." if unknown else "."
-    if free == 0:
-        summary += " The case where memcheck flags the access was not observed in these runs."
-    else:
-        summary += f" memcheck flagged the access in {flagged} of the {free} run(s) without reuse."
+    n, free = len(logs), cases["not-reused"]
+    summary = (f"Address reused by a new allocation (memcheck cannot flag the access): {cases['reused']} of {n} "
+               f"run(s); no reuse (memcheck should flag the access): {free} of {n}")
+    summary += f"; not known (program output missing): {cases['unknown']} of {n}." if cases["unknown"] else "."
+    summary += (f" memcheck flagged the access in {cases['flagged']} of the {free} run(s) without reuse." if free
+                else " The case where memcheck flags the access was not observed in these runs.")
     return out + ["", summary, ""]
 
 
-def write_launch_page(run, out_dir: str | os.PathLike, *, source: str, reference_n: int = REFERENCE_N,
-                      graphs_cu: dict | None = None, sanitizer: dict[str, str] | None = None,
-                      sanitizer_outcomes: dict[str, dict] | None = None,
-                      forward_runs: list | None = None) -> tuple[Path, Path]:
-    """Write ``launch-overhead.md`` and ``launch_speedup_vs_n.png`` into ``out_dir``, all or nothing; returns both
-    paths. InputFileError without launch benchmarks; UsageError when ``out_dir`` or a parent is a file or a target a
-    folder; OSError when the folder cannot be written (nothing half-written)."""
+def write_launch_page(run, out_dir: str | os.PathLike, **page_options) -> tuple[Path, Path]:
+    """Write the page of :func:`render_launch_page` (``page_options``) and its plot into ``out_dir``, all or nothing;
+    returns both paths. InputFileError without launch benchmarks; UsageError when ``out_dir`` or a parent is a file or
+    a target a folder; OSError when the folder cannot be written (nothing half-written)."""
     out_dir = Path(out_dir)
-    page = render_launch_page(run, source=source, reference_n=reference_n, graphs_cu=graphs_cu,
-                              sanitizer=sanitizer, sanitizer_outcomes=sanitizer_outcomes,
-                              forward_runs=forward_runs)
-    png = figure_png(speedup_figure(_series(launch_rows(run), graphs_cu)), PLOT_DPI)
+    page = render_launch_page(run, **page_options)
+    png = figure_png(speedup_figure(_series(launch_rows(run), page_options.get("graphs_cu"))), PLOT_DPI)
     page_path, plot_path = out_dir / PAGE_NAME, out_dir / PLOT_NAME
     check_output_folder(out_dir, [PAGE_NAME, PLOT_NAME])
     write_files_atomic({plot_path: png, page_path: page})

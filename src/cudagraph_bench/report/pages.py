@@ -4,7 +4,6 @@ JSONs, and the README block between ``<!-- results:start -->`` and ``<!-- result
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,10 +14,10 @@ from cudagraph_bench.report.decode_tables import (decode_note, decode_rows, rend
                                                   vs_generate)
 from cudagraph_bench.report.forward_tables import (attention_note, forward_rows, problem_lines, render_long_table,
                                                    render_summary_table)
-from cudagraph_bench.report.headline import render_headline
 from cudagraph_bench.report.runs import gpu_name, merged
 from cudagraph_bench.report.suite_timing import render_suite_timing
-from cudagraph_bench.fsio import save_figure
+from cudagraph_bench.fsio import figure_png
+from cudagraph_bench.table import Column, render_table
 from cudagraph_bench.results.record import Environment
 from cudagraph_bench.results.runfile import Run
 
@@ -33,37 +32,31 @@ DECODE_BANDWIDTH_PNG = "decode_bandwidth.png"
 PLOT_NAMES = (LATENCY_PNG, SPEEDUP_PNG, BUSY_PNG, DECODE_BANDWIDTH_PNG, launch_page.PLOT_NAME)
 
 
-def plot_makers(runs: list[Run]) -> dict[str, Callable[[Path], Path]]:
-    """File name -> a function that draws the plot into a folder and returns its path, in page order (lazy, so ``report
-    --no-plots`` still knows the links)."""
+def plot_makers(runs: list[Run]) -> dict[str, Callable[[], object]]:
+    """File name -> a function drawing that plot's matplotlib Figure, in page order (lazy, so ``report --no-plots``
+    still knows the links)."""
     ms = {m.case: m for m in merged(runs).values() if m.suite == "forward"}
     samples = {c: m.samples_ms for c, m in ms.items() if m.samples_ms is not None}
     medians = {c: m.summary.median_ms for c, m in ms.items()}
     gpu = gpu_name(runs)
-    makers: dict[str, Callable[[Path], Path]] = {}
-    if samples:
-        makers[LATENCY_PNG] = lambda d: save_figure(plots.latency_comparison(samples, gpu=gpu), d / LATENCY_PNG)
-    if any(c.variant == variants.FORWARD_REFERENCE for c in medians):
-        makers[SPEEDUP_PNG] = lambda d: save_figure(plots.speedup_vs_length(medians, gpu=gpu), d / SPEEDUP_PNG)
     busy = roofline_tables.forward_busy_rows(runs)
-    if busy:
-        makers[BUSY_PNG] = lambda d: save_figure(plots.busy_vs_length(busy, gpu=gpu), d / BUSY_PNG)
     bandwidth = [r for r in roofline_tables.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
-    if bandwidth:
-        makers[DECODE_BANDWIDTH_PNG] = lambda d: save_figure(plots.decode_bandwidth(bandwidth, gpu=gpu),
-                                                             d / DECODE_BANDWIDTH_PNG)
     series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
     series = {k: v for k, v in series.items() if any(r.complete for r in v)}   # one per run with a complete row
-    if series:
-        series = series if len(series) > 1 else {"torch": next(iter(series.values()))}
-        makers[launch_page.PLOT_NAME] = lambda d: plots.save_speedup_plot(series, d / launch_page.PLOT_NAME)
-    return makers
+    if len(series) == 1:
+        series = {"torch": next(iter(series.values()))}
+    makers = {LATENCY_PNG: (samples, lambda: plots.latency_comparison(samples, gpu=gpu)),
+              SPEEDUP_PNG: (any(c.variant == variants.FORWARD_REFERENCE for c in medians),
+                            lambda: plots.speedup_vs_length(medians, gpu=gpu)),
+              BUSY_PNG: (busy, lambda: plots.busy_vs_length(busy, gpu=gpu)),
+              DECODE_BANDWIDTH_PNG: (bandwidth, lambda: plots.decode_bandwidth(bandwidth, gpu=gpu)),
+              launch_page.PLOT_NAME: (series, lambda: plots.speedup_figure(series))}
+    return {name: draw for name, (wanted, draw) in makers.items() if wanted}
 
 
 def render_plots(runs: list[Run]) -> dict[str, bytes]:
     """PNG bytes by file name, in page order."""
-    with tempfile.TemporaryDirectory(prefix="cgb-plots-") as scratch:
-        return {name: make(Path(scratch)).read_bytes() for name, make in plot_makers(runs).items()}
+    return {name: figure_png(draw(), plots.PLOT_DPI) for name, draw in plot_makers(runs).items()}
 
 
 def stale_plots(outdir: str | os.PathLike, written: list[Path]) -> list[Path]:
@@ -88,10 +81,8 @@ def _provenance(runs: list[Run]) -> list[str]:
 
 def _host(env: Environment) -> str:
     """", host <cpu brand> (<n> cores)" or "" (eager latency is host-bound)."""
-    if not env.cpu_brand and env.cpu_count is None:
-        return ""
-    return ", host " + " ".join(p for p in (env.cpu_brand or "",
-                                           f"({env.cpu_count} cores)" if env.cpu_count is not None else "") if p)
+    parts = [p for p in (env.cpu_brand, env.cpu_count is not None and f"({env.cpu_count} cores)") if p]
+    return ", host " + " ".join(parts) if parts else ""
 
 
 REDUCTION_NOTE = ("Latency per forward pass at batch 1: median of the measured rounds (synchronized wall time). "
@@ -117,6 +108,12 @@ CHECK_NOTE = ("check: `strict` = every check input within the dtype's `assert_cl
               "which compiles (and for compile+graph autotunes) before anything is timed; it depends on the host's "
               "cores and on inductor's on-disk cache (`/tmp/torchinductor_$USER`), so a second run on the same "
               "machine compiles faster.")
+#: Above the README's forward and decode headline tables.
+HEADLINE_FORWARD_NOTE = ("Forward pass at batch 1, median of the measured rounds (synchronized wall time): eager -> "
+                         "graph replay, and the latency reduction. Every graph was checked against eager on fresh "
+                         "inputs.")
+HEADLINE_DECODE_NOTE = ("Greedy decode at batch 1 (one round = one whole request): ms per token, and the speedup over "
+                        "HF `generate`; every decoder's tokens checked against `generate`.")
 
 
 def _link(target: Path, base_dir: Path) -> str:
@@ -170,10 +167,57 @@ def _attention_lines(rows: list[dict]) -> list[str]:
     return [note, ""] if note else []
 
 
+def forward_headline(rows: list[dict]) -> str | None:
+    """Per model and dtype and length: ``eager -> graph ms (-reduction%)`` (``WRONG``: failed check), or None."""
+    by_case = {(r["model"], r["dtype"], r["seq_len"], r["variant"]): r for r in rows}
+    table: dict[tuple, dict] = {}
+    for (model, dtype, n, variant), r in by_case.items():
+        eager = by_case.get((model, dtype, n, variants.FORWARD_REFERENCE))
+        if variant != variants.GATED or eager is None or r.get("median_ms") is None or eager.get("median_ms") is None:
+            continue
+        mark = "" if r["status"] in ("ok", "unchecked") else " WRONG"
+        table.setdefault((model, dtype), {"model": model, "dtype": dtype})[f"L{n}"] = (
+            f"{eager['median_ms']:.3g} -> {r['median_ms']:.3g} ms ({-r['reduction_pct']:+.0f}%){mark}")
+    if not table:
+        return None
+    cols = [Column("model", "model"), Column("dtype", "dtype"),
+            *(Column(f"L{n}", f"L={n}", align="right") for n in sorted({r["seq_len"] for r in rows}))]
+    return render_table(cols, [table[k] for k in sorted(table)], fmt="markdown")
+
+
+def decode_headline(rows: list[dict]) -> str | None:
+    """Per decode request shape: ms/token of each decoder and speedup; None without rows."""
+    ref = variants.reference_of(variants.DECODE).name
+    by_key: dict[tuple, dict] = {}
+    for r in rows:
+        if r.get("ms_per_token") is None:
+            continue
+        key = (r["model"], r["dtype"], r["seq_len"], r["new_tokens"])
+        row = by_key.setdefault(key, {"model": key[0], "dtype": key[1], "shape": f"{key[2]} + {key[3]}"})
+        speed = r.get("speedup_vs_generate") if r["variant"] != ref else None
+        row[r["variant"]] = f"{r['ms_per_token']:.3f}" + (f" ({speed:.1f}x)" if speed else "")
+    if not by_key:
+        return None
+    names = dict.fromkeys([ref, *(r["variant"] for r in rows if r.get("ms_per_token") is not None)])
+    cols = [Column("model", "model"), Column("dtype", "dtype"), Column("shape", "prompt + new tokens"),
+            *(Column(n, f"{n} ms/token", align="right") for n in names)]
+    return render_table(cols, [by_key[k] for k in sorted(by_key)], fmt="markdown")
+
+
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path],
                           suite_runs: list[Run] | None = None) -> str:
-    """The headline tables and the link to ``results.md``."""
-    return render_headline(runs, _link(outdir / RESULTS_MD, readme_dir), gpu_name(runs))
+    """The README block: the two headline tables and the link to ``results.md``."""
+    link, gpu = _link(outdir / RESULTS_MD, readme_dir), gpu_name(runs)
+    out = [""]
+    forward = forward_headline(forward_rows(runs))
+    if forward:
+        out += [HEADLINE_FORWARD_NOTE, "", forward, ""]
+    decode = decode_headline(decode_rows(runs))
+    if decode:
+        out += [HEADLINE_DECODE_NOTE, "", decode, ""]
+    out += [f"Every measurement{f' ({gpu})' if gpu else ''}, the padded and bucketed graphs, the roofline, failures "
+            f"and provenance: [{link}]({link}).", ""]
+    return "\n".join(out)
 
 
 def replace_between_markers(text: str, content: str, *, where: str = "README") -> str:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from cudagraph_bench import variants
-import os
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from cudagraph_bench import variants
 from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import save_figure
 from cudagraph_bench.report.launch_data import LaunchRow
 from cudagraph_bench.report.runs import variant_order
 
@@ -24,21 +21,18 @@ LATENCY_LABEL = "latency per forward pass (ms)"
 LENGTH_LABEL = "prompt length (tokens)"
 
 
-def _panels(cases) -> list[tuple[str, str]]:
-    return sorted({(c.model, c.dtype) for c in cases})
-
-
-def _new_figure(n_panels: int, width: float = 7.0, height: float = 4.2):
-    """Up to 2 columns, unused cells hidden."""
+def _panel_figure(pairs) -> tuple:
+    """``(fig, [(axes, (model, dtype))])``: one axes per distinct pair, sorted, up to 2 columns, unused cells hidden."""
     from matplotlib.figure import Figure
 
-    ncols = 1 if n_panels == 1 else 2
-    nrows = -(-n_panels // ncols)
-    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    panels = sorted(set(pairs))
+    ncols = 1 if len(panels) == 1 else 2
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(7.0 * ncols, 4.2 * nrows), layout="constrained")
     grid = list(fig.subplots(nrows, ncols, squeeze=False).ravel())
-    for ax in grid[n_panels:]:
+    for ax in grid[len(panels):]:
         ax.set_visible(False)
-    return fig, grid[:n_panels]
+    return fig, list(zip(grid, panels))
 
 
 def _plain_log_ticks(axis) -> None:
@@ -50,12 +44,14 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
 
 
-def _length_axis(ax, lengths: list[int]) -> None:
-    """Prompt lengths on a log2 x axis, one labelled tick per length."""
+def _length_panel(ax, lengths: list[int], title: str) -> None:
+    """Prompt lengths on a log2 x axis (one labelled tick per length), the panel's title and its legend."""
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.minorticks_off()
     ax.set_xlabel(LENGTH_LABEL)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
 
 
 def _suptitle(fig, what: str, gpu: str | None) -> None:
@@ -67,9 +63,8 @@ def latency_comparison(samples_ms: Mapping[Case, Sequence[float]], *, gpu: str |
     prompt length, else box plots; one axes per (model, dtype). ValueError when ``samples_ms`` is empty."""
     if not samples_ms:
         raise ValueError("no forward measurements to plot")
-    panels = _panels(samples_ms)
-    fig, axes = _new_figure(len(panels))
-    for ax, (model, dtype) in zip(axes, panels):
+    fig, panels = _panel_figure((c.model, c.dtype) for c in samples_ms)
+    for ax, (model, dtype) in panels:
         cases = {c: np.asarray(v, dtype=float) for c, v in samples_ms.items() if (c.model, c.dtype) == (model, dtype)}
         variants = sorted({c.variant for c in cases}, key=variant_order)
         lengths = sorted({c.seq_len for c in cases})
@@ -138,9 +133,8 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
     usable = {c: m for c, m in medians_ms.items() if c.without_variant() in eager and m > 0}
     if not eager:
         raise ValueError("no eager medians: the speedup plot needs the eager variant")
-    panels = _panels(usable)
-    fig, axes = _new_figure(len(panels))
-    for ax, (model, dtype) in zip(axes, panels):
+    fig, panels = _panel_figure((c.model, c.dtype) for c in usable)
+    for ax, (model, dtype) in panels:
         cases = {c: m for c, m in usable.items() if (c.model, c.dtype) == (model, dtype)}
         lengths = sorted({c.seq_len for c in cases})
         for variant in sorted({c.variant for c in cases}, key=variant_order):
@@ -152,19 +146,17 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
         if target_reduction is not None:
             ax.axhline(1.0 / (1.0 - target_reduction), color="black", linewidth=0.8, linestyle=":",
                        label=f"target: {target_reduction:.0%} lower median latency")
-        _length_axis(ax, lengths)
+        _length_panel(ax, lengths, f"{model} {dtype}")
         ax.set_ylabel("speedup vs eager (x, ratio of medians)")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        ax.set_title(f"{model} {dtype}")
-        ax.legend(fontsize="small")
     _suptitle(fig, "Speedup over eager vs prompt length", gpu)
     return fig
 
 
 # --------------------------------------------------------------------------------------- launch overhead
 
-#: Resolution of the PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
+#: Resolution of every PNG (dots per inch), as :func:`cudagraph_bench.fsio.save_figure` writes it.
 PLOT_DPI = 120
 
 
@@ -206,13 +198,6 @@ def speedup_figure(series: dict[str, list[LaunchRow]]):
     return fig
 
 
-def save_speedup_plot(series: dict[str, list[LaunchRow]] | list[LaunchRow], path: str | os.PathLike) -> Path:
-    """Write :func:`speedup_figure` atomically (a plain list is series ``"torch"``); returns path."""
-    if isinstance(series, list):
-        series = {"torch": series}
-    return save_figure(speedup_figure(series), Path(path), dpi=PLOT_DPI)
-
-
 # --------------------------------------------------------------------------------------------- roofline
 
 #: One fixed colour per decode variant (the first three of the registry's display order; the others black).
@@ -224,23 +209,21 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
     dtype). ValueError when ``rows`` is empty."""
     if not rows:
         raise ValueError("no forward case with a GPU busy time to plot")
-    panels = sorted({(r["model"], r["dtype"]) for r in rows})
-    fig, axes = _new_figure(len(panels))
-    for ax, (model, dtype) in zip(axes, panels):
+    fig, panels = _panel_figure((r["model"], r["dtype"]) for r in rows)
+    for ax, (model, dtype) in panels:
         panel = sorted((r for r in rows if (r["model"], r["dtype"]) == (model, dtype)), key=lambda r: r["seq_len"])
         lengths = [r["seq_len"] for r in panel]
-        for key, label, color, style in (("eager_median_ms", "eager median", VARIANT_COLORS[variants.FORWARD_REFERENCE], "-"),
-                                         ("graph_median_ms", "graph median", VARIANT_COLORS[variants.GATED], "-"),
-                                         ("busy_ms", "GPU busy (sum of kernel times)", "black", "--")):
+        for key, label, color, style in (
+                ("eager_median_ms", "eager median", VARIANT_COLORS[variants.FORWARD_REFERENCE], "-"),
+                ("graph_median_ms", "graph median", VARIANT_COLORS[variants.GATED], "-"),
+                ("busy_ms", "GPU busy (sum of kernel times)", "black", "--")):
             ys = [r[key] if r.get(key) is not None else float("nan") for r in panel]
             ax.plot(lengths, ys, marker="o", color=color, linestyle=style, label=label)
-        _length_axis(ax, lengths)
+        _length_panel(ax, lengths, f"{model} {dtype}")
         ax.set_yscale("log")
         _plain_log_ticks(ax.yaxis)
         ax.grid(True, which="major", alpha=0.3)
         ax.set_ylabel(LATENCY_LABEL)
-        ax.set_title(f"{model} {dtype}")
-        ax.legend(fontsize="small")
     _suptitle(fig, "GPU busy time vs latency", gpu)
     return fig
 

@@ -72,30 +72,30 @@ def peak_lines(runs: list[Run]) -> list[str]:
         peak = run_peak({"cuda": run.environment.cuda_fingerprint})
         gpu = run.environment.gpu_name
         if gpu is None:
-            line = "Peak memory bandwidth: none (a CPU run: no GPU peak to hold the bytes per token against)."
+            lines.append("Peak memory bandwidth: none (a CPU run: no GPU peak to hold the bytes per token against).")
         elif peak is None:
-            line = (f"Peak memory bandwidth of {gpu}: unknown (NVML gave none and the GPU is not in the datasheet "
-                    "table).")
+            lines.append(f"Peak memory bandwidth of {gpu}: unknown (NVML gave none and the GPU is not in the "
+                         "datasheet table).")
         elif peak["source"] == "nvml":
-            line = (f"Peak memory bandwidth of {gpu}: {peak['gbps']:.0f} GB/s from NVML (maximum memory clock "
-                    f"{peak['nvml_max_mem_clock_mhz']} MHz x {peak['nvml_bus_width_bits']}-bit bus x 2 / 8)"
-                    + (f"; datasheet {peak['table_gbps']:.0f} GB/s." if peak.get("table_gbps") else "."))
+            lines.append(f"Peak memory bandwidth of {gpu}: {peak['gbps']:.0f} GB/s from NVML (maximum memory clock "
+                         f"{peak['nvml_max_mem_clock_mhz']} MHz x {peak['nvml_bus_width_bits']}-bit bus x 2 / 8)"
+                         + (f"; datasheet {peak['table_gbps']:.0f} GB/s." if peak.get("table_gbps") else "."))
         else:
-            line = (f"Peak memory bandwidth of {gpu}: {peak['gbps']:.0f} GB/s from the vendor datasheet table"
-                    + (f" (NVML's readings gave {peak['nvml_gbps']:.0f} GB/s, more than 10% away)."
-                       if peak.get("nvml_gbps") else "."))
-        if line not in lines:
-            lines.append(line)
-    return lines
+            lines.append(f"Peak memory bandwidth of {gpu}: {peak['gbps']:.0f} GB/s from the vendor datasheet table"
+                         + (f" (NVML's readings gave {peak['nvml_gbps']:.0f} GB/s, more than 10% away)."
+                            if peak.get("nvml_gbps") else "."))
+    return list(dict.fromkeys(lines))
+
+
+def _noted_table(note: list[str], columns: list[Column], rows: list[dict], fmt: str) -> str | None:
+    """The ``note`` paragraphs, then the table of ``rows``; None without rows."""
+    return "\n\n".join([*note, render_table(columns, rows, fmt=fmt)]) if rows else None
 
 
 def render_decode_roofline(runs: list[Run], fmt: str = "markdown") -> str | None:
     """Note, peak lines and table, or None without rows."""
     rows = decode_roofline_rows(runs)
-    if not rows:
-        return None
-    return "\n".join([DECODE_ROOFLINE_NOTE, "", " ".join(peak_lines(runs)), "",
-                      render_table(DECODE_ROOFLINE_COLUMNS, rows, fmt=fmt)])
+    return _noted_table([DECODE_ROOFLINE_NOTE, " ".join(peak_lines(runs))], DECODE_ROOFLINE_COLUMNS, rows, fmt)
 
 
 # ------------------------------ forward: GPU busy time and overhead
@@ -145,8 +145,4 @@ FORWARD_BUSY_NOTE = (
 
 def render_forward_busy(runs: list[Run], fmt: str = "markdown") -> str | None:
     """Note and table, or None without rows."""
-    rows = forward_busy_rows(runs)
-    if not rows:
-        return None
-    return "\n".join([FORWARD_BUSY_NOTE, "", render_table(FORWARD_BUSY_COLUMNS, rows, fmt=fmt)])
-
+    return _noted_table([FORWARD_BUSY_NOTE], FORWARD_BUSY_COLUMNS, forward_busy_rows(runs), fmt)

@@ -50,29 +50,22 @@ def merged(runs: list[Run]) -> dict[tuple, Measurement]:
 
 def _group_of(record: Measurement | FailedCase) -> tuple:
     """A forward prompt length as a whole, else one benchmark by name."""
-    if record.case.suite == "forward":
-        return ("forward", *record.case.without_variant())
-    if isinstance(record, FailedCase):
-        return (record.case.suite, record.name)
-    return (record.suite, record.name)
+    suite = record.case.suite
+    return ("forward", *record.case.without_variant()) if suite == "forward" else (suite, record.name)
 
 
 def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
     """``--allow overlap``: a forward prompt length or benchmark held by several runs is kept from the newest only (a
     length whole, so each reduction compares one run's variants). Returns ``(runs, one line per replacement)``."""
-    import copy
-
     times = [run_time(run) for run in runs]
-    order = sorted(range(len(runs)), key=lambda i: times[i])
     owner: dict[tuple, int] = {}
     lost: dict[tuple, list[int]] = {}
     variants: dict[tuple, set] = {}  # (run index, group) -> forward variants it holds
-    for i in order:
+    for i in sorted(range(len(runs)), key=lambda i: times[i]):
         run = runs[i]
         for record in [*measurements(run).values(), *run.failures]:
             variants.setdefault((i, _group_of(record)), set()).add(str(record.case.variant))
-        groups = {g for (j, g) in variants if j == i}
-        for g in groups:
+        for g in {g for (j, g) in variants if j == i}:
             if g in owner:
                 if times[owner[g]] == times[i]:
                     raise InputFileError(f"{runs[owner[g]].path} and {run.path} overlap and have the same datetime "
@@ -81,8 +74,8 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
             owner[g] = i
     out = []
     for i, run in enumerate(runs):
-        data = copy.copy(run.data)
-        data["benchmarks"] = [b for b, m in zip(run.benchmarks, measurements(run).values()) if owner[_group_of(m)] == i]
+        data = {**run.data, "benchmarks": [b for b, m in zip(run.benchmarks, measurements(run).values())
+                                           if owner[_group_of(m)] == i]}
         section = dict(data.get("cudagraph_bench") or {})
         if section.get("failures"):
             # an entry that names no case is kept as it is: no page lists it
@@ -91,10 +84,8 @@ def supersede(runs: list[Run]) -> tuple[list[Run], list[str]]:
             data["cudagraph_bench"] = section
         out.append(Run(path=run.path, data=data, sha256=run.sha256))
     lines = []
-    def order_key(g: tuple) -> tuple:
-        return tuple((0, x, "") if isinstance(x, int) else (1, 0, str(x)) for x in g)
-
-    for g, olds in sorted(lost.items(), key=lambda kv: order_key(kv[0])):
+    for g, olds in sorted(lost.items(), key=lambda kv: tuple((0, x, "") if isinstance(x, int) else (1, 0, str(x))
+                                                              for x in kv[0])):
         what = f"{g[1]} {g[2]} L={g[3]}" if g[0] == "forward" else f"{g[0]} {g[1]}"
         line = f"{what}: {', '.join(sorted({runs[j].path.name for j in olds}))} -> {runs[owner[g]].path.name}"
         dropped = set().union(*(variants[(j, g)] for j in olds)) - variants[(owner[g], g)]

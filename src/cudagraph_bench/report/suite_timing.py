@@ -49,31 +49,26 @@ def suite_timing_rows(runs: list[Run]) -> list[dict]:
     the first run: ``part``, ``tests``, ``s0``, ``s1``, ... InputFileError for a run without a time per part."""
     sections = [_section(run) for run in runs]
     tests = Counter(base_nodeid(n).split("::", 1)[0] for n in sections[0].get(DURATIONS_KEY) or {})
-    parts = list(sections[0]["time_per_part_s"])
-    parts += [p for s in sections[1:] for p in s["time_per_part_s"] if p not in parts]
-    rows = [{"part": part, "tests": tests.get(part),
-             **{f"s{i}": s["time_per_part_s"].get(part) for i, s in enumerate(sections)}} for part in parts]
-    rows.append({"part": "in tests", "tests": sum(tests.values()) or None,
-                 **{f"s{i}": sum(s["time_per_part_s"].values()) for i, s in enumerate(sections)}})
-    rows.append({"part": "session wall time", "tests": None,
-                 **{f"s{i}": float(s["wall_s"]) for i, s in enumerate(sections)}})
+    parts = list(dict.fromkeys(p for s in sections for p in s["time_per_part_s"]))
+    rows = [*({"part": p, "tests": tests.get(p)} for p in parts),
+            {"part": "in tests", "tests": sum(tests.values()) or None}, {"part": "session wall time", "tests": None}]
     if len(sections) > 1:
-        first = float(sections[0]["wall_s"])
-        rows.append({"part": "wall time vs the first run", "tests": None,
-                     **{f"s{i}": float(s["wall_s"]) / first for i, s in enumerate(sections)}})
+        rows.append({"part": "wall time vs the first run", "tests": None})
+    first = float(sections[0]["wall_s"])
+    for i, s in enumerate(sections):
+        times, wall = s["time_per_part_s"], float(s["wall_s"])
+        for row, value in zip(rows, [*map(times.get, parts), sum(times.values()), wall, wall / first]):
+            row[f"s{i}"] = value
     return rows
 
 
 def render_suite_timing(runs: list[Run], fmt: str = "markdown") -> str:
     """Seconds with 1 decimal, ratios with 2."""
+    keys = [f"s{i}" for i in range(len(runs))]
+    columns = [Column("part", "part"), Column("tests", "tests", align="right"),
+               *(Column(k, run_label(run), align="right") for k, run in zip(keys, runs))]
     rows = suite_timing_rows(runs)
-
-    def number(value, row):
-        if value is None:
-            return "-"
-        return f"{value:.2f}x" if row["part"].startswith("wall time vs") else f"{value:.1f}"
-
-    columns = [Column("part", "part"), Column("tests", "tests", align="right")]
-    columns += [Column(f"s{i}", run_label(run), align="right") for i, run in enumerate(runs)]
-    shown = [{**row, **{f"s{i}": number(row[f"s{i}"], row) for i in range(len(runs))}} for row in rows]
-    return render_table(columns, shown, fmt)
+    for row in rows:
+        spec = "{:.2f}x" if row["part"].startswith("wall time vs") else "{:.1f}"
+        row.update({k: spec.format(row[k]) for k in keys if row[k] is not None})
+    return render_table(columns, rows, fmt)
