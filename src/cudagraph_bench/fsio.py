@@ -75,17 +75,8 @@ def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: in
     return data
 
 
-class _OutOfRange:
+class _OutOfRange(str):
     """A JSON integer literal longer than any float, kept until :func:`parse_json` names where it is."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str):
-        self.text = text
-
-
-def _int_literal(text: str):
-    return int(text) if len(text.lstrip("-")) <= _MAX_INT_DIGITS else _OutOfRange(text)
 
 
 class _Constant(float):
@@ -93,10 +84,9 @@ class _Constant(float):
 
 
 def _shown(value) -> str:
-
     if type(value) is float:
         return "a literal read as infinity"
-    text = value.text if type(value) is _OutOfRange else str(value)
+    text = str(value)
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
 
 
@@ -139,7 +129,8 @@ def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, m
                              f"({max_bytes / 2**20:g} MiB) read at most (no {what} is that large): {fix}")
     too_deep = InputFileError(f"{what} {path} nests JSON deeper than {max_depth} levels, which no {what} does: {fix}")
     try:
-        data = json.loads(raw, parse_int=_int_literal, parse_constant=lambda text: _Constant(text))
+        data = json.loads(raw, parse_constant=_Constant,
+                          parse_int=lambda t: int(t) if len(t.lstrip("-")) <= _MAX_INT_DIGITS else _OutOfRange(t))
     except RecursionError:
         raise too_deep from None
 
@@ -310,15 +301,11 @@ def print_verdict(text: str, markdown: str | os.PathLike | None, page: str | Non
     """Print a command's verdict ``text`` and flush stdout; with ``markdown``, print it once ``page`` is written there
     and before the file is replaced (a stdout that cannot be written leaves the file as it was), then ``wrote`` or
     ``replaced`` ``markdown`` on stderr. Errors as :func:`write_files_atomic`."""
-    def verdict():
-        print(text)
-        sys.stdout.flush()
-
     if not markdown:
-        verdict()
+        print(text, flush=True)
         return
     verb = written_verb(markdown)
-    write_text_atomic(markdown, page, verdict)
+    write_text_atomic(markdown, page, lambda: print(text, flush=True))
     print(f"{verb} {markdown}", file=sys.stderr)
 
 
@@ -341,10 +328,7 @@ def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, input
     if not output:
         return
     out = Path(output)
-    for src in inputs:
-        if src is None:
-            continue
-        src = Path(src)
+    for src in (Path(src) for src in inputs if src is not None):
         same = out.exists() and src.exists() and os.path.samefile(out, src)
         if same or out.resolve() == src.resolve():
             raise UsageError(f"{flag} {output} is the input file {src}: write the output somewhere else")
@@ -393,20 +377,15 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
         if (folder / name).is_dir():
             raise UsageError(f"{folder / name} is a folder: remove it or give another {flag} folder")
     check_new_folders(folder, flag, folder)
-    if not create:
-        nearest = folder if folder.is_dir() else _nearest_existing_folder(folder)
-        try:
-            probe_folder(nearest)
-        except OSError as exc:
-            raise UsageError(f"{flag} {folder} cannot be written: {nearest} does not take new files "
-                             f"({exc.strerror or exc}): give a writable {flag} folder") from None
-    else:
-        try:
+    nearest = folder if create or folder.is_dir() else _nearest_existing_folder(folder)
+    try:
+        if create:
             make_folders(folder)
-            probe_folder(folder)
-        except OSError as exc:
-            raise UsageError(f"cannot write to output folder {folder}: {exc.strerror or exc}: give a writable "
-                             f"{flag} folder") from None
+        probe_folder(nearest)
+    except OSError as exc:
+        raise UsageError((f"cannot write to output folder {folder}: {exc.strerror or exc}" if create else
+                          f"{flag} {folder} cannot be written: {nearest} does not take new files "
+                          f"({exc.strerror or exc})") + f": give a writable {flag} folder") from None
     return folder
 
 
