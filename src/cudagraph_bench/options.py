@@ -4,6 +4,7 @@ pytest. No torch import: option parsing must work anywhere."""
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -226,28 +227,19 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
     """``action``: an ``argparse.Action`` class to store them with (default: plain store)."""
     for opt in options:
         extra = {"action": action} if action is not None else {}
-        if opt.metavar:
-            extra["metavar"] = opt.metavar
-        parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help, **extra)
+        parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help,
+                            metavar=opt.metavar, **extra)
 
 
 def _named(flag: str, parse: Callable[[str], Any], error: type[Exception] = argparse.ArgumentTypeError):
-    """``parse`` whose ``ArgumentTypeError`` is raised again as ``error("FLAG TEXT: reason")``."""
+    """``parse`` (its name kept) whose ``ArgumentTypeError`` is raised again as ``error("FLAG TEXT: reason")``."""
+    @functools.wraps(parse)
     def value(text: str):
         try:
             return parse(text)
         except argparse.ArgumentTypeError as exc:
             raise error(f"{flag} {text}: {exc}") from None
     return value
-
-
-def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse`` for pytest option ``flag``, raising a one-line ``pytest.UsageError``, the reason first."""
-    import pytest
-
-    parse_or_usage_error = _named(flag, parse, pytest.UsageError)
-    parse_or_usage_error.__name__ = getattr(parse, "__name__", "value")
-    return parse_or_usage_error
 
 
 def refuse_run_name(flag: str) -> Callable[[str], Any]:
@@ -267,12 +259,15 @@ def refuse_run_name(flag: str) -> Callable[[str], Any]:
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
-    """Add options to a pytest group; pytest-benchmark spells the round options, their names refused."""
+    """Add options to a pytest group (a bad value: a one-line ``pytest.UsageError``); pytest-benchmark spells the round
+    options, their names refused."""
+    import pytest
+
     for opt in options:
         if opt.flag in PYTEST_BENCHMARK_SPELLING:
-            group.addoption(opt.flag, dest=f"run_name_{opt.dest}", type=pytest_type(opt.flag, refuse_run_name(opt.flag)),
-                            default=None, help=argparse.SUPPRESS)
+            group.addoption(opt.flag, dest=f"run_name_{opt.dest}", default=None, help=argparse.SUPPRESS,
+                            type=_named(opt.flag, refuse_run_name(opt.flag), pytest.UsageError))
             continue
         extra = {"metavar": opt.metavar} if opt.metavar else {}
-        group.addoption(opt.flag, dest=opt.dest, type=pytest_type(opt.flag, opt.type), default=opt.default,
-                        help=opt.help.replace("%(default)s", show_default(opt.default)), **extra)
+        group.addoption(opt.flag, dest=opt.dest, type=_named(opt.flag, opt.type, pytest.UsageError),
+                        default=opt.default, help=opt.help.replace("%(default)s", show_default(opt.default)), **extra)
