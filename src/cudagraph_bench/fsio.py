@@ -107,17 +107,6 @@ def json_path(parts) -> str:
     return out or "the top level"
 
 
-def _path_to(entry, value) -> list:
-    """The keys from the document's top to ``value``."""
-    keys = []
-    while entry is not None:
-        node = entry[0]
-        items = node.items() if type(node) is dict else enumerate(node)
-        keys.append(next(key for key, child in items if child is value))
-        value, entry = node, entry[2]
-    return keys[::-1]
-
-
 def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH,
                max_bytes: int = MAX_JSON_BYTES):
     """``json.loads(raw)`` of the input file ``path``; ``NaN`` and ``Infinity`` are read as floats. Raises
@@ -140,20 +129,19 @@ def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, m
 
     if _beyond_float(data):
         raise refuse((), data)
-    stack = [(data, 1, None)] if type(data) in (dict, list) else []
+    stack = [(data, ())] if type(data) in (dict, list) else []     # (a container, the keys from the top to it)
     while stack:
-        entry = stack.pop()
-        node, depth = entry[0], entry[1]
-        if depth > max_depth:
+        node, keys = stack.pop()
+        if len(keys) >= max_depth:
             raise too_deep
         if type(node) is list and _plain_numbers(node):
             continue
-        for child in (node.values() if type(node) is dict else node):
+        for key, child in (node.items() if type(node) is dict else enumerate(node)):
             kind = type(child)
             if kind is dict or kind is list:
-                stack.append((child, depth + 1, entry))
+                stack.append((child, (*keys, key)))
             elif (kind is float or kind is int or kind is _OutOfRange) and _beyond_float(child):
-                raise refuse(_path_to(entry, child), child)
+                raise refuse((*keys, key), child)
     return data
 
 
@@ -200,14 +188,11 @@ def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.Pat
                      "or give a path in an existing folder")
 
 
-def make_folders(folder: str | os.PathLike) -> list[Path]:
-    """Create ``folder`` and missing parents, naming each on stderr; returns them. OSError as ``mkdir``."""
-    made = []
+def make_folders(folder: str | os.PathLike) -> None:
+    """Create ``folder`` and missing parents, naming each on stderr. OSError as ``mkdir``."""
     for p in missing_folders(folder):
         p.mkdir(exist_ok=True)
-        made.append(p)
         print(f"created folder {p}", file=sys.stderr)
-    return made
 
 
 def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Callable[[], None] | None = None) -> None:
