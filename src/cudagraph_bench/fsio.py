@@ -153,24 +153,23 @@ def _plain_numbers(values: list) -> bool:
         return False
 
 
-def _blocking_file(path: Path) -> Path | None:
-    """The nearest existing ancestor of ``path`` when it is a file, else None."""
-    folder = _nearest_existing_folder(path)
-    return folder if folder.exists() and not folder.is_dir() else None
-
-
-def _nearest_existing_folder(path: Path) -> Path:
-    """The nearest existing ancestor of ``path``: its anchor or the current folder at the latest (also for ``.``
-    and ``/``, which have no parents)."""
+def _nearest_existing(path: Path) -> Path:
+    """``path`` if it exists, else its nearest existing ancestor: its anchor or the current folder at the latest."""
     top = Path(path.anchor or ".")
-    return next((p for p in path.parents if p.exists() or p == top), top)
+    return next((p for p in (path, *path.parents) if p.exists() or p == top), top)
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """:func:`_nearest_existing` of ``path`` when it is a file, else None."""
+    nearest = _nearest_existing(path)
+    return nearest if nearest.exists() and not nearest.is_dir() else None
 
 
 def missing_folders(folder: str | os.PathLike) -> list[Path]:
     """Outermost first (``[]`` when ``folder`` exists)."""
     folder = Path(folder)
-    missing = itertools.takewhile(lambda p: not (p.exists() or p == Path(p.anchor or ".")), (folder, *folder.parents))
-    return list(missing)[::-1]
+    nearest = _nearest_existing(folder)
+    return list(itertools.takewhile(lambda p: p != nearest, (folder, *folder.parents)))[::-1]
 
 
 def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.PathLike) -> None:
@@ -205,7 +204,7 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Calla
     for path in targets:
         if path.is_dir():
             raise UsageError(f"{path} is a folder: give a file path to write")
-        blocker = _blocking_file(path)
+        blocker = _blocking_file(path.parent)
         if blocker is not None:
             raise UsageError(f"{blocker} is a file, not a folder: choose another path for {path.name}")
     streams = {p: d for p, d in targets.items() if _is_stream(p)}
@@ -336,7 +335,7 @@ def check_output_file(path: str | os.PathLike | None, flag: str, example: str, i
     out = Path(path)
     if out.is_dir():
         raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
-    folder = _nearest_existing_folder(out)
+    folder = _nearest_existing(out.parent)
     if not folder.is_dir():
         raise UsageError(f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}")
     check_new_folders(out.parent, flag, out)
@@ -354,7 +353,7 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
     make it now, else nothing is made. Raises UsageError: it or a parent is a file, one of ``names`` is a folder there,
     its missing folders may not be created, it takes no new file, or with ``create`` it cannot be made."""
     folder = Path(folder)
-    blocker = folder if folder.exists() and not folder.is_dir() else _blocking_file(folder)
+    blocker = _blocking_file(folder)
     if blocker is not None:
         raise UsageError(f"{flag} {folder}: {blocker} is a file, not a folder: give {flag} a folder for "
                          f"{' and '.join(names) or 'its files'}")
@@ -362,7 +361,7 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
         if (folder / name).is_dir():
             raise UsageError(f"{folder / name} is a folder: remove it or give another {flag} folder")
     check_new_folders(folder, flag, folder)
-    nearest = folder if create or folder.is_dir() else _nearest_existing_folder(folder)
+    nearest = folder if create else _nearest_existing(folder)
     try:
         if create:
             make_folders(folder)
