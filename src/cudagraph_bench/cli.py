@@ -83,8 +83,8 @@ DESCRIPTIONS = {
         "Output, in DIR (-o, default out/run), replacing an earlier run's files: run.json (pytest-benchmark JSON; "
         "failed or skipped cases with their reason under its cudagraph_bench key), latency_comparison.png, "
         "speedup_vs_length.png and parts/ (each pytest process's JSON and log); a table on stdout.\n\n"
-        "Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, or none "
-        "was measured (what was measured is still written); 2 usage error."),
+        "Exit codes: 0 every measured case correct; 1 a case failed, crashed or differs from its reference, or no "
+        "case was measured (what was measured is still written); 2 usage error."),
     "gate": (
         "The regression gate (no GPU needed). For each forward case it pairs the eager and graph benchmarks of one or "
         "more runs of the same code and fails when: a recorded correctness check failed (forward graph, padded, "

@@ -155,13 +155,11 @@ def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None 
     for opt in MATRIX_OPTIONS:
         if opt.flag in own:
             continue
-        if opt.flag in PYTEST_BENCHMARK_SPELLING:
-            flag, _, parse_spelled = PYTEST_BENCHMARK_SPELLING[opt.flag]
-            parser.add_argument(flag, dest=opt.dest, type=_named(flag, parse_spelled), default=argparse.SUPPRESS)
+        flag, _, parse = PYTEST_BENCHMARK_SPELLING.get(opt.flag, (opt.flag, None, opt.type))
+        parser.add_argument(flag, dest=opt.dest, type=_named(flag, parse), default=argparse.SUPPRESS)
+        if flag != opt.flag:        # pytest-benchmark's spelling of a round option: its TOML name refused
             parser.add_argument(opt.flag, dest=f"toml_name_{opt.dest}", type=refuse_run_name(opt.flag),
                                 default=argparse.SUPPRESS)
-        else:
-            parser.add_argument(opt.flag, dest=opt.dest, type=_named(opt.flag, opt.type), default=argparse.SUPPRESS)
     for flag in own:
         parser.add_argument(flag, dest=f"own_{flag}", nargs="?", const="", default=argparse.SUPPRESS)
     try:
