@@ -387,5 +387,4 @@ def os_error_message(exc: OSError) -> str:
     reason = exc.strerror or str(exc) or exc.__class__.__name__
     fix = _FIXES.get(exc.errno, "choose a path in a writable folder")
     verb = "cannot write" if isinstance(exc, OutputWriteError) else "cannot access"
-    where = exc.filename if exc.filename else "a file"
-    return f"{verb} {where}: {reason}: {fix}"
+    return f"{verb} {exc.filename or 'a file'}: {reason}: {fix}"

@@ -78,8 +78,7 @@ MATRIX_OPTIONS = (
            "measure each benchmark for at least this many ms (up to --max-rounds rounds); 0: no time floor "
            "(default: %(default)s)"),
     Option("--check-inputs", "check_inputs", parse_check_inputs, DEFAULT_CHECK_INPUTS,
-           "fresh random inputs each variant is checked on against eager before it is timed "
-           "(default: %(default)s)"),
+           "fresh random inputs each variant is checked on against eager before it is timed (default: %(default)s)"),
     Option("--compile-mode", "compile_mode", parse_compile_mode, DEFAULT_COMPILE_GRAPH_MODE,
            "inductor mode of the compile+graph variants, forward and decode: default (fusion; the kernels "
            "reduce-overhead runs) or max-autotune-no-cudagraphs (also autotuning; minutes per prompt length) "
