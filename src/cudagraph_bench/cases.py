@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import ClassVar
 
 from cudagraph_bench import variants
-from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401  (vocabulary)
+from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401 (shared)
 
 
 class _SuiteKey:

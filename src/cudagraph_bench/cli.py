@@ -356,8 +356,7 @@ def _devnull_onto(fd: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Returns 0 ok, 1 the command's check failed, 2 usage error (or unwritable stdout); the same whether
-    stdout is a terminal, a file or a pipe closed early."""
+    """Entry point: 0 ok, 1 the command's check failed, 2 usage error or unwritable stdout, wherever stdout goes."""
     stdout, stderr = sys.stdout, sys.stderr
     if stdout is None:  # closed (or pythonw): descriptor 1 gets os.devnull, so no file the command opens lands there
         try:
@@ -381,8 +380,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``timeout``, a CI job cancelled), raised where the command is, so that it stops its pytest processes
-    as for Ctrl-C (:func:`cudagraph_bench.runner.process.stop_children`) instead of leaving them running."""
+    """SIGTERM (``timeout``, a cancelled CI job) raised where the command is, so it stops its pytest processes."""
 
 
 def _raise_terminated(signum, frame):

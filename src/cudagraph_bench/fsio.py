@@ -301,8 +301,7 @@ def figure_png(fig, dpi: int) -> bytes:
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Write ``fig`` as PNG to ``path`` atomically (rendered first, so a failing render writes nothing); returns the
-    path. Errors as :func:`write_files_atomic`."""
+    """``fig`` as PNG at ``path`` (rendered before any write); returns the path. Errors: :func:`write_files_atomic`."""
     write_files_atomic({path: figure_png(fig, dpi)})
     return Path(path)
 
@@ -319,8 +318,7 @@ def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, input
 
 
 def probe_folder(folder: Path) -> None:
-    """Create and remove a temporary file in ``folder`` (``os.access`` says yes to root even on ``/proc``); OSError when
-    the folder takes no new file."""
+    """Create and remove a file in ``folder`` (``os.access`` says yes to root even on ``/proc``); OSError if refused."""
     fd, probe = tempfile.mkstemp(dir=folder, prefix=".cudagraph-bench.", suffix=".probe")
     os.close(fd)
     os.unlink(probe)

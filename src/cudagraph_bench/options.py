@@ -256,8 +256,7 @@ def refuse_run_name(flag: str) -> Callable[[str], Any]:
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
-    """Add options to a pytest group (a bad value: a one-line ``pytest.UsageError``); pytest-benchmark spells the round
-    options, their names refused."""
+    """Add options to a pytest group (a bad value: a one-line ``pytest.UsageError``; a round option's name: refused)."""
     import pytest
 
     for opt in options:

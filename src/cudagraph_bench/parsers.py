@@ -259,8 +259,7 @@ def parse_multiplier(text: str) -> float:
 
 
 def parse_ms(text: str) -> float:
-    """A duration in milliseconds, finite, >= 0 and at most an hour (e.g. ``100``; ``0`` turns the time floor or cap
-    off)."""
+    """Milliseconds, finite, in [0, an hour] (e.g. ``100``; ``0`` turns the time floor or cap off)."""
     return _within_an_hour(_nonnegative(text, "expected milliseconds"), text, "ms")
 
 
