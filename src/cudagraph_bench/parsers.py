@@ -15,6 +15,7 @@ from cudagraph_bench.defaults import (
     FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
     DECODE_COMPILE_TUNINGS)
 
+
 def _split(text: str, example: str = "a,b") -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
@@ -25,9 +26,8 @@ def _split(text: str, example: str = "a,b") -> list[str]:
 def parse_models(text: str) -> tuple[str, ...]:
     """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or ``save_pretrained`` directories (a preset name wins
     over a folder: write ``./gpt2``); duplicates kept once, as first spelt. Entries are checked later."""
-    names = _split(text)
     first: dict[str, str] = {}
-    for name in names:
+    for name in _split(text):
         first.setdefault(name if name in PRESET_NAMES else os.path.realpath(name), name)
     return tuple(first.values())
 
