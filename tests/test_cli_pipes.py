@@ -72,7 +72,7 @@ def test_console_script_piped_into_head_keeps_its_exit_code(tmp_path, verdict, e
 
 
 def test_pipe_safe_stdout_drops_output_after_a_broken_pipe():
-    from cudagraph_bench.cli import PipeSafeStdout
+    from cudagraph_bench.cli import PipeSafeStream
 
     class Closed:
         def __init__(self):
@@ -89,7 +89,7 @@ def test_pipe_safe_stdout_drops_output_after_a_broken_pipe():
             raise ValueError("no file descriptor")
 
     stream = Closed()
-    out = PipeSafeStdout(stream)
+    out = PipeSafeStream(stream)
     assert out.write("abc") == 3 and out.broken
     assert out.write("more") == 4 and stream.calls == 1   # nothing reaches the closed stream again
     out.flush()

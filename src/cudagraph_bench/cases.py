@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import ClassVar
 
 from cudagraph_bench import variants
-from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401  (vocabulary)
+from cudagraph_bench.options import DECODE_VARIANTS, DTYPES, FORWARD_VARIANTS, LAUNCH_VARIANTS  # noqa: F401 (shared)
 
 
 class _SuiteKey:
@@ -33,6 +33,21 @@ class _SuiteKey:
         """The key of a benchmark's ``extra_info``; KeyError, ValueError, TypeError: a field is missing or malformed."""
         return cls(**{f.name: (int if f.type == "int" else str)(info[f.name]) for f in fields(cls)})
 
+    @property
+    def label(self) -> str:
+        """How messages and tables name the case, e.g. ``"gpt2 float32 L=16 graph"``."""
+        return self._LABEL.format_map(vars(self))
+
+    @property
+    def group(self) -> str:
+        """pytest-benchmark group shared by the variants of one request."""
+        return self._GROUP.format_map(vars(self))
+
+    @property
+    def test_id(self) -> str:
+        """The case's pytest parameter id."""
+        return self._TEST_ID.format_map(vars(self))
+
 
 @dataclass(frozen=True, order=True)
 class Case(_SuiteKey):
@@ -41,24 +56,14 @@ class Case(_SuiteKey):
 
     suite: ClassVar[str] = variants.FORWARD
 
+    _LABEL = "{model} {dtype} L={seq_len} {variant}"
+    _GROUP = "{model} {dtype} L={seq_len}"
+    _TEST_ID = "{model}-{dtype}-L{seq_len}-{variant}"
+
     model: str
     dtype: str
     seq_len: int
     variant: str
-
-    @property
-    def label(self) -> str:
-        """E.g. ``"gpt2 float32 L=16 graph"``."""
-        return f"{self.model} {self.dtype} L={self.seq_len} {self.variant}"
-
-    @property
-    def group(self) -> str:
-        """pytest-benchmark group shared by all variants of one (model, dtype, seq_len)."""
-        return f"{self.model} {self.dtype} L={self.seq_len}"
-
-    @property
-    def test_id(self) -> str:
-        return f"{self.model}-{self.dtype}-L{self.seq_len}-{self.variant}"
 
 
 @dataclass(frozen=True, order=True)
@@ -67,25 +72,15 @@ class DecodeCase(_SuiteKey):
 
     suite: ClassVar[str] = variants.DECODE
 
+    _LABEL = "{model} {dtype} L={seq_len} +{new_tokens} {variant}"
+    _GROUP = "decode {model} {dtype} L={seq_len} new={new_tokens}"
+    _TEST_ID = "{model}-{dtype}-L{seq_len}-new{new_tokens}-{variant}"
+
     model: str
     dtype: str
     seq_len: int
     new_tokens: int
     variant: str
-
-    @property
-    def label(self) -> str:
-        """E.g. ``"gpt2 bfloat16 L=50 +64 graph"``."""
-        return f"{self.model} {self.dtype} L={self.seq_len} +{self.new_tokens} {self.variant}"
-
-    @property
-    def group(self) -> str:
-        """pytest-benchmark group shared by the variants of one decode request."""
-        return f"decode {self.model} {self.dtype} L={self.seq_len} new={self.new_tokens}"
-
-    @property
-    def test_id(self) -> str:
-        return f"{self.model}-{self.dtype}-L{self.seq_len}-new{self.new_tokens}-{self.variant}"
 
 
 @dataclass(frozen=True, order=True)
@@ -94,13 +89,10 @@ class LaunchCase(_SuiteKey):
 
     suite: ClassVar[str] = variants.LAUNCH
 
+    _LABEL = "launch n={n_launches} {variant}"
+
     n_launches: int
     variant: str
-
-    @property
-    def label(self) -> str:
-        """E.g. ``"launch n=512 graph"``."""
-        return f"launch n={self.n_launches} {self.variant}"
 
 
 @dataclass(frozen=True, order=True)

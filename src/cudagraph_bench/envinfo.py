@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 
 from cudagraph_bench.options import format_cpus  # noqa: F401  (the CPU list form, shared)
@@ -18,16 +17,12 @@ def gpu_slug(gpu_name: str) -> str:
 
 
 def _nvidia_smi_driver() -> str | None:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
     try:
-        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError):     # no nvidia-smi, or it failed
         return None
-    lines = out.strip().splitlines()
-    return lines[0].strip() if lines else None
+    return next((line.strip() for line in out.splitlines() if line.strip()), None)
 
 
 def cuda_fingerprint() -> dict | None:

@@ -75,17 +75,8 @@ def read_input_bytes(path: str | os.PathLike, what: str, fix: str, max_bytes: in
     return data
 
 
-class _OutOfRange:
+class _OutOfRange(str):
     """A JSON integer literal longer than any float, kept until :func:`parse_json` names where it is."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str):
-        self.text = text
-
-
-def _int_literal(text: str):
-    return int(text) if len(text.lstrip("-")) <= _MAX_INT_DIGITS else _OutOfRange(text)
 
 
 class _Constant(float):
@@ -93,10 +84,9 @@ class _Constant(float):
 
 
 def _shown(value) -> str:
-
     if type(value) is float:
         return "a literal read as infinity"
-    text = value.text if type(value) is _OutOfRange else str(value)
+    text = str(value)
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
 
 
@@ -117,17 +107,6 @@ def json_path(parts) -> str:
     return out or "the top level"
 
 
-def _path_to(entry, value) -> list:
-    """The keys from the document's top to ``value``."""
-    keys = []
-    while entry is not None:
-        node = entry[0]
-        items = node.items() if type(node) is dict else enumerate(node)
-        keys.append(next(key for key, child in items if child is value))
-        value, entry = node, entry[2]
-    return keys[::-1]
-
-
 def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, max_depth: int = MAX_JSON_DEPTH,
                max_bytes: int = MAX_JSON_BYTES):
     """``json.loads(raw)`` of the input file ``path``; ``NaN`` and ``Infinity`` are read as floats. Raises
@@ -139,7 +118,8 @@ def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, m
                              f"({max_bytes / 2**20:g} MiB) read at most (no {what} is that large): {fix}")
     too_deep = InputFileError(f"{what} {path} nests JSON deeper than {max_depth} levels, which no {what} does: {fix}")
     try:
-        data = json.loads(raw, parse_int=_int_literal, parse_constant=lambda text: _Constant(text))
+        data = json.loads(raw, parse_constant=_Constant,
+                          parse_int=lambda t: int(t) if len(t.lstrip("-")) <= _MAX_INT_DIGITS else _OutOfRange(t))
     except RecursionError:
         raise too_deep from None
 
@@ -149,20 +129,19 @@ def parse_json(raw: bytes | str, path: str | os.PathLike, what: str, fix: str, m
 
     if _beyond_float(data):
         raise refuse((), data)
-    stack = [(data, 1, None)] if type(data) in (dict, list) else []
+    stack = [(data, ())] if type(data) in (dict, list) else []     # (a container, the keys from the top to it)
     while stack:
-        entry = stack.pop()
-        node, depth = entry[0], entry[1]
-        if depth > max_depth:
+        node, keys = stack.pop()
+        if len(keys) >= max_depth:
             raise too_deep
         if type(node) is list and _plain_numbers(node):
             continue
-        for child in (node.values() if type(node) is dict else node):
+        for key, child in (node.items() if type(node) is dict else enumerate(node)):
             kind = type(child)
             if kind is dict or kind is list:
-                stack.append((child, depth + 1, entry))
+                stack.append((child, (*keys, key)))
             elif (kind is float or kind is int or kind is _OutOfRange) and _beyond_float(child):
-                raise refuse(_path_to(entry, child), child)
+                raise refuse((*keys, key), child)
     return data
 
 
@@ -174,24 +153,23 @@ def _plain_numbers(values: list) -> bool:
         return False
 
 
-def _blocking_file(path: Path) -> Path | None:
-    """The nearest existing ancestor of ``path`` when it is a file, else None."""
-    folder = _nearest_existing_folder(path)
-    return folder if folder.exists() and not folder.is_dir() else None
-
-
-def _nearest_existing_folder(path: Path) -> Path:
-    """The nearest existing ancestor of ``path``: its anchor or the current folder at the latest (also for ``.``
-    and ``/``, which have no parents)."""
+def _nearest_existing(path: Path) -> Path:
+    """``path`` if it exists, else its nearest existing ancestor: its anchor or the current folder at the latest."""
     top = Path(path.anchor or ".")
-    return next((p for p in path.parents if p.exists() or p == top), top)
+    return next((p for p in (path, *path.parents) if p.exists() or p == top), top)
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """:func:`_nearest_existing` of ``path`` when it is a file, else None."""
+    nearest = _nearest_existing(path)
+    return nearest if nearest.exists() and not nearest.is_dir() else None
 
 
 def missing_folders(folder: str | os.PathLike) -> list[Path]:
     """Outermost first (``[]`` when ``folder`` exists)."""
     folder = Path(folder)
-    missing = itertools.takewhile(lambda p: not (p.exists() or p == Path(p.anchor or ".")), (folder, *folder.parents))
-    return list(missing)[::-1]
+    nearest = _nearest_existing(folder)
+    return list(itertools.takewhile(lambda p: p != nearest, (folder, *folder.parents)))[::-1]
 
 
 def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.PathLike) -> None:
@@ -209,14 +187,11 @@ def check_new_folders(folder: str | os.PathLike, flag: str, target: str | os.Pat
                      "or give a path in an existing folder")
 
 
-def make_folders(folder: str | os.PathLike) -> list[Path]:
-    """Create ``folder`` and missing parents, naming each on stderr; returns them. OSError as ``mkdir``."""
-    made = []
+def make_folders(folder: str | os.PathLike) -> None:
+    """Create ``folder`` and missing parents, naming each on stderr. OSError as ``mkdir``."""
     for p in missing_folders(folder):
         p.mkdir(exist_ok=True)
-        made.append(p)
         print(f"created folder {p}", file=sys.stderr)
-    return made
 
 
 def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Callable[[], None] | None = None) -> None:
@@ -229,7 +204,7 @@ def write_files_atomic(files: dict[str | os.PathLike, bytes | str], ready: Calla
     for path in targets:
         if path.is_dir():
             raise UsageError(f"{path} is a folder: give a file path to write")
-        blocker = _blocking_file(path)
+        blocker = _blocking_file(path.parent)
         if blocker is not None:
             raise UsageError(f"{blocker} is a file, not a folder: choose another path for {path.name}")
     streams = {p: d for p, d in targets.items() if _is_stream(p)}
@@ -310,15 +285,11 @@ def print_verdict(text: str, markdown: str | os.PathLike | None, page: str | Non
     """Print a command's verdict ``text`` and flush stdout; with ``markdown``, print it once ``page`` is written there
     and before the file is replaced (a stdout that cannot be written leaves the file as it was), then ``wrote`` or
     ``replaced`` ``markdown`` on stderr. Errors as :func:`write_files_atomic`."""
-    def verdict():
-        print(text)
-        sys.stdout.flush()
-
     if not markdown:
-        verdict()
+        print(text, flush=True)
         return
     verb = written_verb(markdown)
-    write_text_atomic(markdown, page, verdict)
+    write_text_atomic(markdown, page, lambda: print(text, flush=True))
     print(f"{verb} {markdown}", file=sys.stderr)
 
 
@@ -330,8 +301,7 @@ def figure_png(fig, dpi: int) -> bytes:
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Write ``fig`` as PNG to ``path`` atomically (rendered first, so a failing render writes nothing); returns the
-    path. Errors as :func:`write_files_atomic`."""
+    """``fig`` as PNG at ``path`` (rendered before any write); returns the path. Errors: :func:`write_files_atomic`."""
     write_files_atomic({path: figure_png(fig, dpi)})
     return Path(path)
 
@@ -341,18 +311,14 @@ def refuse_overwriting_inputs(output: str | os.PathLike | None, flag: str, input
     if not output:
         return
     out = Path(output)
-    for src in inputs:
-        if src is None:
-            continue
-        src = Path(src)
+    for src in (Path(src) for src in inputs if src is not None):
         same = out.exists() and src.exists() and os.path.samefile(out, src)
         if same or out.resolve() == src.resolve():
             raise UsageError(f"{flag} {output} is the input file {src}: write the output somewhere else")
 
 
 def probe_folder(folder: Path) -> None:
-    """Create and remove a temporary file in ``folder`` (``os.access`` says yes to root even on ``/proc``); OSError when
-    the folder takes no new file."""
+    """Create and remove a file in ``folder`` (``os.access`` says yes to root even on ``/proc``); OSError if refused."""
     fd, probe = tempfile.mkstemp(dir=folder, prefix=".cudagraph-bench.", suffix=".probe")
     os.close(fd)
     os.unlink(probe)
@@ -367,7 +333,7 @@ def check_output_file(path: str | os.PathLike | None, flag: str, example: str, i
     out = Path(path)
     if out.is_dir():
         raise UsageError(f"{flag} {out} is a directory: give a file such as {out / example}")
-    folder = _nearest_existing_folder(out)
+    folder = _nearest_existing(out.parent)
     if not folder.is_dir():
         raise UsageError(f"{flag} {out}: {folder} is a file, not a folder: choose another path for {out.name}")
     check_new_folders(out.parent, flag, out)
@@ -385,7 +351,7 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
     make it now, else nothing is made. Raises UsageError: it or a parent is a file, one of ``names`` is a folder there,
     its missing folders may not be created, it takes no new file, or with ``create`` it cannot be made."""
     folder = Path(folder)
-    blocker = folder if folder.exists() and not folder.is_dir() else _blocking_file(folder)
+    blocker = _blocking_file(folder)
     if blocker is not None:
         raise UsageError(f"{flag} {folder}: {blocker} is a file, not a folder: give {flag} a folder for "
                          f"{' and '.join(names) or 'its files'}")
@@ -393,20 +359,15 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
         if (folder / name).is_dir():
             raise UsageError(f"{folder / name} is a folder: remove it or give another {flag} folder")
     check_new_folders(folder, flag, folder)
-    if not create:
-        nearest = folder if folder.is_dir() else _nearest_existing_folder(folder)
-        try:
-            probe_folder(nearest)
-        except OSError as exc:
-            raise UsageError(f"{flag} {folder} cannot be written: {nearest} does not take new files "
-                             f"({exc.strerror or exc}): give a writable {flag} folder") from None
-    else:
-        try:
+    nearest = folder if create else _nearest_existing(folder)
+    try:
+        if create:
             make_folders(folder)
-            probe_folder(folder)
-        except OSError as exc:
-            raise UsageError(f"cannot write to output folder {folder}: {exc.strerror or exc}: give a writable "
-                             f"{flag} folder") from None
+        probe_folder(nearest)
+    except OSError as exc:
+        raise UsageError((f"cannot write to output folder {folder}: {exc.strerror or exc}" if create else
+                          f"{flag} {folder} cannot be written: {nearest} does not take new files "
+                          f"({exc.strerror or exc})") + f": give a writable {flag} folder") from None
     return folder
 
 
@@ -424,5 +385,4 @@ def os_error_message(exc: OSError) -> str:
     reason = exc.strerror or str(exc) or exc.__class__.__name__
     fix = _FIXES.get(exc.errno, "choose a path in a writable folder")
     verb = "cannot write" if isinstance(exc, OutputWriteError) else "cannot access"
-    where = exc.filename if exc.filename else "a file"
-    return f"{verb} {where}: {reason}: {fix}"
+    return f"{verb} {exc.filename or 'a file'}: {reason}: {fix}"

@@ -4,6 +4,7 @@ pytest. No torch import: option parsing must work anywhere."""
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -77,8 +78,7 @@ MATRIX_OPTIONS = (
            "measure each benchmark for at least this many ms (up to --max-rounds rounds); 0: no time floor "
            "(default: %(default)s)"),
     Option("--check-inputs", "check_inputs", parse_check_inputs, DEFAULT_CHECK_INPUTS,
-           "fresh random inputs each variant is checked on against eager before it is timed "
-           "(default: %(default)s)"),
+           "fresh random inputs each variant is checked on against eager before it is timed (default: %(default)s)"),
     Option("--compile-mode", "compile_mode", parse_compile_mode, DEFAULT_COMPILE_GRAPH_MODE,
            "inductor mode of the compile+graph variants, forward and decode: default (fusion; the kernels "
            "reduce-overhead runs) or max-autotune-no-cudagraphs (also autotuning; minutes per prompt length) "
@@ -154,13 +154,11 @@ def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None 
     for opt in MATRIX_OPTIONS:
         if opt.flag in own:
             continue
-        if opt.flag in PYTEST_BENCHMARK_SPELLING:
-            flag, _, parse_spelled = PYTEST_BENCHMARK_SPELLING[opt.flag]
-            parser.add_argument(flag, dest=opt.dest, type=_named(flag, parse_spelled), default=argparse.SUPPRESS)
+        flag, _, parse = PYTEST_BENCHMARK_SPELLING.get(opt.flag, (opt.flag, None, opt.type))
+        parser.add_argument(flag, dest=opt.dest, type=_named(flag, parse), default=argparse.SUPPRESS)
+        if flag != opt.flag:        # pytest-benchmark's spelling of a round option: its TOML name refused
             parser.add_argument(opt.flag, dest=f"toml_name_{opt.dest}", type=refuse_run_name(opt.flag),
                                 default=argparse.SUPPRESS)
-        else:
-            parser.add_argument(opt.flag, dest=opt.dest, type=_named(opt.flag, opt.type), default=argparse.SUPPRESS)
     for flag in own:
         parser.add_argument(flag, dest=f"own_{flag}", nargs="?", const="", default=argparse.SUPPRESS)
     try:
@@ -226,28 +224,19 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
     """``action``: an ``argparse.Action`` class to store them with (default: plain store)."""
     for opt in options:
         extra = {"action": action} if action is not None else {}
-        if opt.metavar:
-            extra["metavar"] = opt.metavar
-        parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help, **extra)
+        parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help,
+                            metavar=opt.metavar, **extra)
 
 
 def _named(flag: str, parse: Callable[[str], Any], error: type[Exception] = argparse.ArgumentTypeError):
-    """``parse`` whose ``ArgumentTypeError`` is raised again as ``error("FLAG TEXT: reason")``."""
+    """``parse`` (its name kept) whose ``ArgumentTypeError`` is raised again as ``error("FLAG TEXT: reason")``."""
+    @functools.wraps(parse)
     def value(text: str):
         try:
             return parse(text)
         except argparse.ArgumentTypeError as exc:
             raise error(f"{flag} {text}: {exc}") from None
     return value
-
-
-def pytest_type(flag: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse`` for pytest option ``flag``, raising a one-line ``pytest.UsageError``, the reason first."""
-    import pytest
-
-    parse_or_usage_error = _named(flag, parse, pytest.UsageError)
-    parse_or_usage_error.__name__ = getattr(parse, "__name__", "value")
-    return parse_or_usage_error
 
 
 def refuse_run_name(flag: str) -> Callable[[str], Any]:
@@ -267,12 +256,14 @@ def refuse_run_name(flag: str) -> Callable[[str], Any]:
 
 
 def add_to_pytest(group, options=MATRIX_OPTIONS) -> None:
-    """Add options to a pytest group; pytest-benchmark spells the round options, their names refused."""
+    """Add options to a pytest group (a bad value: a one-line ``pytest.UsageError``; a round option's name: refused)."""
+    import pytest
+
     for opt in options:
         if opt.flag in PYTEST_BENCHMARK_SPELLING:
-            group.addoption(opt.flag, dest=f"run_name_{opt.dest}", type=pytest_type(opt.flag, refuse_run_name(opt.flag)),
-                            default=None, help=argparse.SUPPRESS)
+            group.addoption(opt.flag, dest=f"run_name_{opt.dest}", default=None, help=argparse.SUPPRESS,
+                            type=_named(opt.flag, refuse_run_name(opt.flag), pytest.UsageError))
             continue
         extra = {"metavar": opt.metavar} if opt.metavar else {}
-        group.addoption(opt.flag, dest=opt.dest, type=pytest_type(opt.flag, opt.type), default=opt.default,
-                        help=opt.help.replace("%(default)s", show_default(opt.default)), **extra)
+        group.addoption(opt.flag, dest=opt.dest, type=_named(opt.flag, opt.type, pytest.UsageError),
+                        default=opt.default, help=opt.help.replace("%(default)s", show_default(opt.default)), **extra)

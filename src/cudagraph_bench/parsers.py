@@ -15,6 +15,7 @@ from cudagraph_bench.defaults import (
     FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
     DECODE_COMPILE_TUNINGS)
 
+
 def _split(text: str, example: str = "a,b") -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
@@ -25,9 +26,8 @@ def _split(text: str, example: str = "a,b") -> list[str]:
 def parse_models(text: str) -> tuple[str, ...]:
     """``"gpt2,bert-tiny"`` -> ``("gpt2", "bert-tiny")``: presets or ``save_pretrained`` directories (a preset name wins
     over a folder: write ``./gpt2``); duplicates kept once, as first spelt. Entries are checked later."""
-    names = _split(text)
     first: dict[str, str] = {}
-    for name in names:
+    for name in _split(text):
         first.setdefault(name if name in PRESET_NAMES else os.path.realpath(name), name)
     return tuple(first.values())
 
@@ -40,7 +40,7 @@ def model_name_problem(name: str) -> str | None:
         return (f"{name!r} is a file: give the directory that holds config.json and the weights "
                 f"({os.path.dirname(name) or '.'!r}), as written by save_pretrained()")
     if not os.path.isdir(name):
-        if _looks_like_a_path(name):
+        if name.startswith(("~", ".")) or os.sep in name or (os.altsep or os.sep) in name:   # no preset looks so
             return (f"no directory {os.path.abspath(os.path.expanduser(name))!r} (models load from local "
                     f"directories only, never from a model hub): give a directory written by save_pretrained() "
                     f"or a preset ({', '.join(PRESET_NAMES)})")
@@ -50,11 +50,6 @@ def model_name_problem(name: str) -> str | None:
         return (f"{name!r} has no config.json: give a directory written by save_pretrained() (config.json and "
                 f"weights) or a preset")
     return None
-
-
-def _looks_like_a_path(name: str) -> bool:
-    """A model name written as a path (``/m``, ``./m``, ``out/m``, ``~/m``): no preset looks so."""
-    return name.startswith(("~", ".")) or os.sep in name or (os.altsep or os.sep) in name
 
 
 def _positive_ints(text: str, what: str) -> tuple[int, ...]:
@@ -80,33 +75,28 @@ def parse_buckets(text: str) -> tuple[int, ...]:
     return _positive_ints(text, "bucket lengths")
 
 
+def _known(name: str, choices, what: str, text: str, use: str = "") -> str:
+    """``name`` when in ``choices``, else ``unknown WHAT TEXT: use USE`` (default: one of the choices)."""
+    if name not in choices:
+        raise argparse.ArgumentTypeError(f"unknown {what} {text!r}: use {use or 'one of ' + ', '.join(choices)}")
+    return name
+
+
 def parse_dtypes(text: str) -> tuple[str, ...]:
     """``"float32,bf16"`` -> ``("float32", "bfloat16")``; aliases fp32/bf16/fp16/half."""
     aliases = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
-    out = []
-    for item in _split(text):
-        name = aliases.get(item.lower(), item.lower())
-        if name not in DTYPES:
-            raise argparse.ArgumentTypeError(f"unknown dtype {item!r}: use one of {', '.join(DTYPES)}")
-        out.append(name)
-    return tuple(dict.fromkeys(out))
+    return tuple(dict.fromkeys(_known(aliases.get(t.lower(), t.lower()), DTYPES, "dtype", t) for t in _split(text)))
 
 
 def parse_variants(text: str) -> tuple[str, ...]:
     """``"eager,graph"`` -> ``("eager", "graph")``: registry forward variants in the order given, each once."""
-    items = _split(text)
-    for item in items:
-        if item not in FORWARD_VARIANTS:
-            raise argparse.ArgumentTypeError(f"unknown variant {item!r}: use {', '.join(FORWARD_VARIANTS)}")
-    return tuple(dict.fromkeys(items))
+    use = ", ".join(FORWARD_VARIANTS)
+    return tuple(dict.fromkeys(_known(t, FORWARD_VARIANTS, "variant", t, use) for t in _split(text)))
 
 
 def parse_device(text: str) -> str:
     """``cuda`` or ``cpu`` (:data:`DEVICES`)."""
-    if text not in DEVICES:
-        raise argparse.ArgumentTypeError(f"unknown device {text!r}: use cuda, or cpu to run the variants that need "
-                                         "no GPU")
-    return text
+    return _known(text, DEVICES, "device", text, "cuda, or cpu to run the variants that need no GPU")
 
 
 def parse_token_counts(text: str) -> tuple[int, ...]:
@@ -140,8 +130,8 @@ MAX_MS = 3_600_000.0
 
 def _within_an_hour(ms: float, text: str, unit: str) -> float:
     if ms > MAX_MS:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_MS / (1 if unit == 'ms' else 1000):.0f} {unit} (an hour "
-                                         f"per benchmark), got {text}: a run that long never finishes")
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_MS / (1 if unit == 'ms' else 1000):.0f} {unit} "
+                                         f"(an hour per benchmark), got {text}: a run that long never finishes")
     return ms
 
 
@@ -197,19 +187,22 @@ def parse_alpha(text: str) -> float:
     return value
 
 
-def _whole_number_at_least(text: str, lowest: int) -> int:
+def _whole(text: str, lowest: int, highest: int | None = None, what: str = "", why: str = "") -> int:
+    """``int(text)`` in [lowest, highest]; above ``highest``: ``expected at most HIGHEST WHAT, got VALUE`` + ``why``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < lowest:
         raise argparse.ArgumentTypeError(f"expected a number >= {lowest}, got {value}")
+    if highest is not None and value > highest:
+        raise argparse.ArgumentTypeError(f"expected at most {highest} {what}, got {value}{why}")
     return value
 
 
 def parse_count(text: str) -> int:
     """A whole number >= 1 (rounds, iterations)."""
-    return _whole_number_at_least(text, 1)
+    return _whole(text, 1)
 
 
 #: Most fresh inputs a variant is checked on before it is timed.
@@ -218,10 +211,7 @@ MAX_CHECK_INPUTS = 1000
 
 def parse_check_inputs(text: str) -> int:
     """A whole number from 1 to :data:`MAX_CHECK_INPUTS`."""
-    value = _whole_number_at_least(text, 1)
-    if value > MAX_CHECK_INPUTS:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_CHECK_INPUTS} inputs, got {value}")
-    return value
+    return _whole(text, 1, MAX_CHECK_INPUTS, "inputs")
 
 
 def parse_path(text: str) -> str:
@@ -234,29 +224,23 @@ def parse_path(text: str) -> str:
 
 #: Upper bound of --rounds / --warmup-rounds: beyond it a run would not finish in any CI slot.
 MAX_ROUNDS = 100_000
-
-
-def _rounds_at_most_max(value: int, what: str) -> int:
-    """``value`` when at most :data:`MAX_ROUNDS` (the message names no default: pytest's and ``run``'s differ)."""
-    if value > MAX_ROUNDS:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_ROUNDS} {what}, got {value}: a run that long "
-                                         f"never finishes: give at most {MAX_ROUNDS}")
-    return value
+#: The fix when a round option asks for more (naming no default: pytest's and ``run``'s differ).
+_TOO_MANY_ROUNDS = f": a run that long never finishes: give at most {MAX_ROUNDS}"
 
 
 def parse_rounds(text: str) -> int:
     """Measured rounds: a whole number in [1, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_count(text), "rounds")
+    return _whole(text, 1, MAX_ROUNDS, "rounds", _TOO_MANY_ROUNDS)
 
 
 def parse_warmup_rounds(text: str) -> int:
     """Unmeasured warmup rounds: a whole number in [0, :data:`MAX_ROUNDS`]."""
-    return _rounds_at_most_max(parse_nonneg(text), "warmup rounds")
+    return _whole(text, 0, MAX_ROUNDS, "warmup rounds", _TOO_MANY_ROUNDS)
 
 
 def parse_nonneg(text: str) -> int:
     """A whole number >= 0 (warmup rounds)."""
-    return _whole_number_at_least(text, 0)
+    return _whole(text, 0)
 
 
 #: Most confirmation reruns of ``gate --confirm K`` (a pytest process each; beyond a handful the verdict holds).
@@ -265,11 +249,8 @@ MAX_CONFIRM = 20
 
 def parse_confirm(text: str) -> int:
     """Confirmation reruns of the gate: a whole number in [0, :data:`MAX_CONFIRM`] (0: off)."""
-    value = parse_nonneg(text)
-    if value > MAX_CONFIRM:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_CONFIRM} reruns, got {value}: each is a separate "
-                                         f"pytest process on the GPU; give --confirm 0 to {MAX_CONFIRM}")
-    return value
+    return _whole(text, 0, MAX_CONFIRM, "reruns",
+                  f": each is a separate pytest process on the GPU; give --confirm 0 to {MAX_CONFIRM}")
 
 
 def parse_multiplier(text: str) -> float:
@@ -278,8 +259,7 @@ def parse_multiplier(text: str) -> float:
 
 
 def parse_ms(text: str) -> float:
-    """A duration in milliseconds, finite, >= 0 and at most an hour (e.g. ``100``; ``0`` turns the time floor or cap
-    off)."""
+    """Milliseconds, finite, in [0, an hour] (e.g. ``100``; ``0`` turns the time floor or cap off)."""
     return _within_an_hour(_nonnegative(text, "expected milliseconds"), text, "ms")
 
 
@@ -295,28 +275,21 @@ def parse_pct(text: str) -> float:
 
 def parse_attn_implementation(text: str) -> str:
     """One of :data:`ATTN_IMPLEMENTATIONS` (``flash``, ``flex`` as short names); installation is checked later."""
-    name = {"flash": "flash_attention_2", "flash_attention": "flash_attention_2", "flex": "flex_attention"}.get(
-        text.strip().lower(), text.strip().lower())
-    if name not in ATTN_IMPLEMENTATIONS:
-        raise argparse.ArgumentTypeError(f"unknown attention implementation {text!r}: use one of "
-                                         f"{', '.join(ATTN_IMPLEMENTATIONS)} (or leave it out: each model's own)")
-    return name
+    short = {"flash": "flash_attention_2", "flash_attention": "flash_attention_2", "flex": "flex_attention"}
+    name = short.get(text.strip().lower(), text.strip().lower())
+    return _known(name, ATTN_IMPLEMENTATIONS, "attention implementation", text,
+                  f"one of {', '.join(ATTN_IMPLEMENTATIONS)} (or leave it out: each model's own)")
 
 
 def parse_compile_mode(text: str) -> str:
     """An inductor mode of the ``compile+graph`` variants, one of :data:`COMPILE_GRAPH_MODES`."""
-    if text not in COMPILE_GRAPH_MODES:
-        raise argparse.ArgumentTypeError(f"unknown compile mode {text!r}: use one of {', '.join(COMPILE_GRAPH_MODES)} "
-                                         "(inductor's own CUDA graphs stay off: the suite captures)")
-    return text
+    return _known(text, COMPILE_GRAPH_MODES, "compile mode", text, f"one of {', '.join(COMPILE_GRAPH_MODES)} "
+                  "(inductor's own CUDA graphs stay off: the suite captures)")
 
 
 def parse_decode_compile_tuning(text: str) -> str:
     """A name of :data:`DECODE_COMPILE_TUNINGS` (the inductor settings of the compiled decode step)."""
-    if text not in DECODE_COMPILE_TUNINGS:
-        raise argparse.ArgumentTypeError(f"unknown decode compile tuning {text!r}: use one of "
-                                         f"{', '.join(DECODE_COMPILE_TUNINGS)}")
-    return text
+    return _known(text, DECODE_COMPILE_TUNINGS, "decode compile tuning", text)
 
 
 #: Bound of a CPU number (``--cpus``): a mistyped ``0-99999999999`` would fill the memory before any check.
