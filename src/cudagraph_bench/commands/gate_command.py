@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from cudagraph_bench.fsio import check_output_file, print_verdict
@@ -77,8 +78,10 @@ def main(args: argparse.Namespace) -> int:
     require_baseline_figure(runs, baseline)
     check_output_file(args.markdown, "--markdown", "gate.md",
                       [*(r.path for r in runs), baseline.path if baseline is not None else None])
-    results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
-                       max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
+    judge = functools.partial(evaluate, baseline=baseline, min_reduction_pct=args.min_reduction,
+                              max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
+                              allow_unchecked=args.allow_unchecked)
+    results = judge(runs)
     others = other_failed_checks(runs)   # decode and unmeasured cases: every recorded check is in the verdict
     passed, line = summary(results, baseline, others)
     only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results) and all(
@@ -86,9 +89,7 @@ def main(args: argparse.Namespace) -> int:
     if args.confirm and only_regressions:
         extra = confirm_regressions(runs, results, args.confirm)
         runs = runs + extra
-        results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction,
-                           max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
-                           allow_unchecked=args.allow_unchecked)
+        results = judge(runs)
         passed, line = summary(results, baseline, others)
         if not extra:
             line += (f" (none of the {args.confirm} confirmation reruns produced a run, see the logs next to "

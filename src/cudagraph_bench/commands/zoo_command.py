@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import (check_output_file, check_output_folder, refuse_overwriting_inputs, write_text_atomic,
-                                  written_verb)
+from cudagraph_bench.fsio import check_output_file, check_output_folder, print_verdict, refuse_overwriting_inputs
 from cudagraph_bench.parsers import ZooTypes, parse_path, parse_timeout_s, parse_zoo_types
 from cudagraph_bench.zoo_keys import FAILED
 
@@ -65,14 +64,10 @@ def write_page(paths, markdown, command: str | None = None) -> int:
 
     check_output_file(markdown, "--markdown", PAGE, list(paths))
     runs = _load(paths)
-    page = render_markdown(runs, command=command)
     merged = merge_entries([e for run in runs for e in run_entries(run)])
-    for (version, part), counts in sorted(status_counts(merged).items()):   # before the page: a stdout that
-        listed = ", ".join(f"{n} {status}" for status, n in counts.items() if n)   # fails leaves it as it was
-        print(f"transformers {version} {part}: {listed}", flush=True)
-    verb = written_verb(markdown)
-    write_text_atomic(markdown, page)
-    print(f"{verb} {markdown}", file=sys.stderr)
+    counts = [f"transformers {version} {part}: {', '.join(f'{n} {status}' for status, n in counts.items() if n)}"
+              for (version, part), counts in sorted(status_counts(merged).items())]
+    print_verdict("\n".join(counts), markdown, render_markdown(runs, command=command))
     return 1 if any(e.status == FAILED for e in merged.values()) else 0
 
 
