@@ -55,8 +55,7 @@ def main(args: argparse.Namespace) -> int:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     check_output_folder(out, [], "-o")
     check_output_file(args.markdown, "--markdown", "ab.md")
-    problem = process.cuda_problem()  # before any worktree or benchmark process
-    if problem is not None:
+    if (problem := process.cuda_problem()) is not None:  # before any worktree or benchmark process
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
     check_output_folder(out, [], "-o", create=True)
     done = measure_in_worktrees(repo, commits, out, args.runs, pytest_args)

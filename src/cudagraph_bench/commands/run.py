@@ -162,10 +162,7 @@ def check_device(matrix_list) -> None:
     if any("--replay-proof" in m.flags for m in on_cpu):
         raise UsageError("--replay-proof profiles graph replays on a CUDA GPU: --device cpu has none to prove "
                          "(drop --replay-proof)")
-    if len(on_cpu) == len(matrix_list):
-        return
-    problem = cuda_problem()
-    if problem is not None:
+    if len(on_cpu) < len(matrix_list) and (problem := cuda_problem()) is not None:
         raise UsageError(f"no CUDA GPU ({problem}): run on a GPU machine, or try the pipeline with "
                          "--device cpu --variants eager")
 

@@ -89,10 +89,8 @@ def main(args: argparse.Namespace) -> int:
     if tree is None or not (tree / "perf_tests" / "test_zoo.py").is_file():
         raise UsageError("cudagraph-bench zoo runs the checkout's perf_tests/test_zoo.py: run it from a cudagraph-bench "
                          "checkout (an editable install)")
-    if args.device == "cuda":
-        problem = cuda_problem()
-        if problem:
-            raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
+    if args.device == "cuda" and (problem := cuda_problem()):
+        raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
     refuse_overwriting_inputs(markdown, "--markdown", [out / RUN_JSON])   # the run the page is made from

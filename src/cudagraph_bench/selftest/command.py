@@ -210,8 +210,7 @@ def _measure(args: argparse.Namespace, planned: list) -> list[Path]:
     tree = checkout_root()
     if tree is None:
         raise UsageError("cudagraph-bench selftest launches the suite's perf_tests/: run it from a checkout")
-    problem = process.cuda_problem()
-    if problem is not None:
+    if (problem := process.cuda_problem()) is not None:
         raise UsageError(f"selftest plants faults on a CUDA GPU, but {problem}: run it on the GPU runner")
     out.mkdir(parents=True, exist_ok=True)
     done = run_all(tree, out, planned, log=lambda s: print(s, file=sys.stderr, flush=True), resume=args.resume)

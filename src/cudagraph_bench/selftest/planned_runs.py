@@ -44,8 +44,8 @@ def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tup
     def forward_run(module, names, of, *more):
         return (module, "--benchmark-only", "--variants", names, *of.pytest_args(), *extra_args, *more)
 
-    forward, gated = forward_run(FORWARD_MODULE, _GATED_PAIR, matrix), forward_run(FORWARD_MODULE, _GATED_PAIR,
-                                                                                  planted_matrix)
+    forward = forward_run(FORWARD_MODULE, _GATED_PAIR, matrix)
+    gated = forward_run(FORWARD_MODULE, _GATED_PAIR, planted_matrix)
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
     planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}", (*gated, "--plant-fault", f"delay:{pct:g}"))
                for pct in delays]
