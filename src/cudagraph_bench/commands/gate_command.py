@@ -109,8 +109,7 @@ def main(args: argparse.Namespace) -> int:
     markdown = render_markdown(runs, baseline, results, line, passed) if args.markdown else None
     print_verdict("\n".join([*header(runs, baseline, results), render_table(COLUMNS, rows(results)), line]),
                   args.markdown, markdown)
-    note = replay_note(runs)
-    if note:
+    if note := replay_note(runs):
         print(f"note: {note}", file=sys.stderr)
     return 0 if passed else 1
 
