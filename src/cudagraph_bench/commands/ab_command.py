@@ -36,7 +36,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "directory)")
     parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
                         help="pytest arguments for every run, after --, e.g. -- --models gpt2 --prompt-lengths 16,50")
-    parser.add_argument("--baseline", type=parse_path, metavar="FILE", help="noise model for the tolerance (as compare)")
+    parser.add_argument("--baseline", type=parse_path, metavar="FILE",
+                        help="noise model for the tolerance (as compare)")
     add_regression_floor_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the comparison as markdown")
 

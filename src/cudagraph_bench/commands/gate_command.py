@@ -12,8 +12,8 @@ from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, p
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
 from cudagraph_bench.runner.confirm import confirm_regressions
 from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header, load_runs_of_one_gpu,
-                                          other_failed_checks, render_markdown, require_baseline_figure, require_graph_variant, rows,
-                                          summary)
+                                          other_failed_checks, render_markdown, require_baseline_figure,
+                                          require_graph_variant, rows, summary)
 from cudagraph_bench.results.checks import replay_note
 from cudagraph_bench.results.runfile import forward_groups
 from cudagraph_bench.table import first_items, plural, render_table, verdict_line

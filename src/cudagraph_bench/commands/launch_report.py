@@ -18,11 +18,12 @@ from cudagraph_bench.results.runfile import check_one_gpu, load_run
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench launch-report RUN``."""
-    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
-                        "id such as 0001)")
+    parser.add_argument("run", metavar="RUN",
+                        help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run id such as "
+                        "0001)")
     parser.add_argument("-o", "--output-dir", dest="out_dir", type=parse_path, default=DEFAULT_OUT_DIR, metavar="DIR",
-                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing (one level under a folder that exists, or "
-                        "anywhere under the working directory); both are written "
+                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing (one level under a folder "
+                        "that exists, or anywhere under the working directory); both are written "
                         "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
     parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
     parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],

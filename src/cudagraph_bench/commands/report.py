@@ -33,8 +33,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "in this file")
     parser.add_argument("--suite-timing", action="append", default=[], metavar="RUN",
                         help="a whole-suite run (one pytest session over perf_tests, on one GPU or with "
-                             "cudagraph-bench run --gpus) whose time per test module and wall time are shown as a table, one "
-                             "column per run; repeat for several (its benchmarks are not added to the tables)")
+                             "cudagraph-bench run --gpus) whose time per test module and wall time are shown as a "
+                             "table, one column per run; repeat for several (its benchmarks are not added to the "
+                             "tables)")
     parser.add_argument("--no-plots", action="store_true",
                         help="write results.md (and the README block) only: the pages link the plots a full report "
                              "draws, and the PNGs in DIR are left as they are (a quick check of the text; run "
@@ -79,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     if readme:
         render_readme_section(runs, outdir, readme.resolve().parent, [], suite_runs)
     verbs = {name: written_verb(outdir / name) for name in [RESULTS_MD, *PLOT_NAMES]}
-    plots = {} if args.no_plots else render_plots(runs)   # drawn aside: nothing in DIR changes until the report is whole
+    plots = {} if args.no_plots else render_plots(runs)   # drawn aside: DIR changes once the report is whole
     written = [outdir / name for name in (plot_makers(runs) if args.no_plots else plots)]
     files: dict[Path, bytes | str] = {outdir / name: png for name, png in plots.items()}
     files[results_md] = render_results_markdown(runs, outdir, written, superseded, suite_runs)

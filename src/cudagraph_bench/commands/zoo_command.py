@@ -87,8 +87,8 @@ def main(args: argparse.Namespace) -> int:
 
     tree = checkout_root()
     if tree is None or not (tree / "perf_tests" / "test_zoo.py").is_file():
-        raise UsageError("cudagraph-bench zoo runs the checkout's perf_tests/test_zoo.py: run it from a cudagraph-bench "
-                         "checkout (an editable install)")
+        raise UsageError("cudagraph-bench zoo runs the checkout's perf_tests/test_zoo.py: run it from a "
+                         "cudagraph-bench checkout (an editable install)")
     if args.device == "cuda" and (problem := cuda_problem()):
         raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)

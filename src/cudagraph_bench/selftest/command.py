@@ -29,7 +29,8 @@ MIN_RUNS, MIN_RUNS_WITH_BASELINE = 5, 2
 def _runs(text: str) -> int:
     value = parse_count(text)
     if not MIN_RUNS_WITH_BASELINE <= value <= MAX_RUNS:
-        raise argparse.ArgumentTypeError(f"expected {MIN_RUNS_WITH_BASELINE} to {MAX_RUNS} unmodified runs, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {MIN_RUNS_WITH_BASELINE} to {MAX_RUNS} unmodified runs, "
+                                         f"got {value}")
     return value
 
 
@@ -82,7 +83,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              f"(default: {DEFAULT_AB_DELAY_PCT:g})")
     parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
                         help="pytest arguments for every run, after --, e.g. -- --models gpt2 --benchmark-max-time 0.3")
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE",
+                        help="also write the page (docs/gate-selftest.md)")
 
 
 #: pytest options the self-test sets itself in its runs: given after ``--`` they are refused, with why.
@@ -161,7 +163,8 @@ def main(args: argparse.Namespace) -> int:
     result = evaluate_selftest(runs, baseline)
     line = summary(result)
     ab_lines = [ab_table(result.ab, "text")] if result.ab is not None and result.ab.cases else []
-    wrong = [f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}" for name, (ok, why) in result.wrong.items()]
+    wrong = [f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}"
+             for name, (ok, why) in result.wrong.items()]
     page = render_markdown(runs, result, line, plain) if args.markdown else None
     print_verdict("\n".join([table(result, "text"), *ab_lines, *wrong, line]), args.markdown, page)
     return 0 if result.passed_targets else 1

@@ -73,7 +73,8 @@ def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) 
     return [made[group](i) for group, i in schedule(k, tuple(made))]
 
 
-def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print, resume: bool = False) -> dict[str, Path | None]:
+def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print,
+            resume: bool = False) -> dict[str, Path | None]:
     """Run ``runs`` in order into ``out``; ``{name: JSON path or None}``. ``resume``: a run with its JSON is kept."""
     done = {}
     for i, r in enumerate(runs, 1):
