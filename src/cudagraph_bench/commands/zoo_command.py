@@ -41,10 +41,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"where the page goes (default: DIR/{PAGE} in run mode; required with --from)")
 
 
-def _load(paths) -> list:
-    from cudagraph_bench.report.architectures import run_entries
+def write_page(paths, markdown, command: str | None = None) -> int:
+    """Write the page and print counts; 1 when a part failed, else 0. UsageError / InputFileError: an unreadable run,
+    one given twice or without zoo entries, or ``markdown`` naming a run."""
+    from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
     from cudagraph_bench.results.runfile import load_run
 
+    check_output_file(markdown, "--markdown", PAGE, list(paths))
     same = sorted({str(p) for p in paths if sum(Path(q).resolve() == Path(p).resolve() for q in paths) > 1})
     if same:
         raise UsageError(f"{', '.join(same)} given more than once: give each zoo run once")
@@ -54,16 +57,6 @@ def _load(paths) -> list:
     if empty:
         raise UsageError(f"{', '.join(empty)}: no zoo entries (not a run of perf_tests/test_zoo.py --zoo): give the "
                          f"{RUN_JSON} of cudagraph-bench zoo")
-    return runs
-
-
-def write_page(paths, markdown, command: str | None = None) -> int:
-    """Write the page and print counts; 1 when a part failed, else 0. UsageError / InputFileError: an unreadable run,
-    one without zoo entries, or ``markdown`` naming a run."""
-    from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
-
-    check_output_file(markdown, "--markdown", PAGE, list(paths))
-    runs = _load(paths)
     merged = merge_entries([e for run in runs for e in run_entries(run)])
     counts = [f"transformers {version} {part}: {', '.join(f'{n} {status}' for status, n in counts.items() if n)}"
               for (version, part), counts in sorted(status_counts(merged).items())]

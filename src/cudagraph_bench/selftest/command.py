@@ -115,6 +115,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the self-test (or evaluate ``--from DIR``). Returns 0 when every target is met, else 1. UsageError before any
     run or write: contradicting options, ``--ab`` out of range, ``--from`` without unmodified runs, ``--markdown``
     naming a run or the ``--baseline``."""
+    from cudagraph_bench.results.baseline import load_baseline
     from cudagraph_bench.results.runfile import load_run
     from cudagraph_bench.selftest.verdicts import ab_table, evaluate_selftest, render_markdown, summary, table
     from cudagraph_bench.selftest.planned_runs import DEFAULT_UNMODIFIED_RUNS
@@ -136,11 +137,7 @@ def main(args: argparse.Namespace) -> int:
     if args.runs < MIN_RUNS and args.baseline is None:
         raise UsageError(f"--runs {args.runs}: the unmodified runs are the baseline, which needs {MIN_RUNS}; give "
                          f"--runs {MIN_RUNS} or more, or --baseline FILE")
-    baseline = None
-    if args.baseline is not None:
-        from cudagraph_bench.results.baseline import load_baseline
-
-        baseline = load_baseline(args.baseline)
+    baseline = load_baseline(args.baseline) if args.baseline is not None else None
     if args.source:
         folder = Path(args.source)
         if not folder.is_dir():

@@ -237,9 +237,6 @@ class _FaultyDecoder:
     def __getattr__(self, name):
         return getattr(self._decoder, name)
 
-    def close(self) -> None:
-        self._decoder.close()
-
 
 class WrongDecoder(_FaultyDecoder):
     """A graphed decoder whose requests give other tokens."""
