@@ -35,7 +35,7 @@ ALLOWED = {
 }
 #: The self-test's folder holds one feature across the layers: each of its modules keeps the layer of what it does.
 SELFTEST_LAYERS = {"selftest": "shared", "selftest.faults": "measure", "selftest.eager_layer": "measure",
-                   "selftest.planned_runs": "runner", "selftest.verdicts": "results", "selftest.ab_verdicts": "results",
+                   "selftest.planned_runs": "runner", "selftest.verdicts": "results",
                    "selftest.command": "commands"}
 #: Layers that import no torch or transformers, not even inside a function, and import only modules that do not
 #: either: the layers that read runs, launch pytest and front the commands, so a CPU-only machine gates a run.

@@ -264,7 +264,7 @@ def test_a_self_test_without_ab_runs_says_nothing_of_ab(capsys, tmp_path, monkey
 
 
 def test_the_ab_runs_of_a_self_test_are_found_by_their_names():
-    from cudagraph_bench.selftest.ab_verdicts import split_ab_runs
+    from cudagraph_bench.selftest.verdicts import split_ab_runs
 
     names = ["ab-base-1", "ab-head-2", "ab-delay-3-1", "ab-delay-2.5-4", "unmodified-1", "delay-3", "ab-base",
              "ab-delay-3", "xab-base-1"]

@@ -36,7 +36,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "directory)")
     parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
                         help="pytest arguments for every run, after --, e.g. -- --models gpt2 --prompt-lengths 16,50")
-    parser.add_argument("--baseline", type=parse_path, metavar="FILE", help="noise model for the tolerance (as compare)")
+    parser.add_argument("--baseline", type=parse_path, metavar="FILE",
+                        help="noise model for the tolerance (as compare)")
     add_regression_floor_option(parser)
     parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the comparison as markdown")
 
@@ -55,8 +56,7 @@ def main(args: argparse.Namespace) -> int:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     check_output_folder(out, [], "-o")
     check_output_file(args.markdown, "--markdown", "ab.md")
-    problem = process.cuda_problem()  # before any worktree or benchmark process
-    if problem is not None:
+    if (problem := process.cuda_problem()) is not None:  # before any worktree or benchmark process
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
     check_output_folder(out, [], "-o", create=True)
     done = measure_in_worktrees(repo, commits, out, args.runs, pytest_args)

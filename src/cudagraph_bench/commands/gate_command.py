@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from cudagraph_bench.fsio import check_output_file, print_verdict
@@ -11,8 +12,8 @@ from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, p
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
 from cudagraph_bench.runner.confirm import confirm_regressions
 from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header, load_runs_of_one_gpu,
-                                          other_failed_checks, render_markdown, require_baseline_figure, require_graph_variant, rows,
-                                          summary)
+                                          other_failed_checks, render_markdown, require_baseline_figure,
+                                          require_graph_variant, rows, summary)
 from cudagraph_bench.results.checks import replay_note
 from cudagraph_bench.results.runfile import forward_groups
 from cudagraph_bench.table import first_items, plural, render_table, verdict_line
@@ -77,8 +78,10 @@ def main(args: argparse.Namespace) -> int:
     require_baseline_figure(runs, baseline)
     check_output_file(args.markdown, "--markdown", "gate.md",
                       [*(r.path for r in runs), baseline.path if baseline is not None else None])
-    results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction, max_regression_pct=args.max_regression,
-                       max_gated_len=args.max_gated_len, allow_unchecked=args.allow_unchecked)
+    judge = functools.partial(evaluate, baseline=baseline, min_reduction_pct=args.min_reduction,
+                              max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
+                              allow_unchecked=args.allow_unchecked)
+    results = judge(runs)
     others = other_failed_checks(runs)   # decode and unmeasured cases: every recorded check is in the verdict
     passed, line = summary(results, baseline, others)
     only_regressions = not passed and not any(r.wrong or r.unchecked or r.below for r in results) and all(
@@ -86,9 +89,7 @@ def main(args: argparse.Namespace) -> int:
     if args.confirm and only_regressions:
         extra = confirm_regressions(runs, results, args.confirm)
         runs = runs + extra
-        results = evaluate(runs, baseline, min_reduction_pct=args.min_reduction,
-                           max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
-                           allow_unchecked=args.allow_unchecked)
+        results = judge(runs)
         passed, line = summary(results, baseline, others)
         if not extra:
             line += (f" (none of the {args.confirm} confirmation reruns produced a run, see the logs next to "
@@ -108,8 +109,7 @@ def main(args: argparse.Namespace) -> int:
     markdown = render_markdown(runs, baseline, results, line, passed) if args.markdown else None
     print_verdict("\n".join([*header(runs, baseline, results), render_table(COLUMNS, rows(results)), line]),
                   args.markdown, markdown)
-    note = replay_note(runs)
-    if note:
+    if note := replay_note(runs):
         print(f"note: {note}", file=sys.stderr)
     return 0 if passed else 1
 

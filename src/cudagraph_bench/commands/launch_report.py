@@ -17,11 +17,12 @@ from cudagraph_bench.results.runfile import check_one_gpu, load_run
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``cudagraph-bench launch-report RUN``."""
-    parser.add_argument("run", metavar="RUN", help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run "
-                        "id such as 0001)")
+    parser.add_argument("run", metavar="RUN",
+                        help="pytest-benchmark JSON with launch-suite benchmarks (a path, or a saved-run id such as "
+                        "0001)")
     parser.add_argument("-o", "--output-dir", dest="out_dir", type=parse_path, default=DEFAULT_OUT_DIR, metavar="DIR",
-                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing (one level under a folder that exists, or "
-                        "anywhere under the working directory); both are written "
+                        help=f"folder for {PAGE_NAME} and {PLOT_NAME}, created when missing (one level under a folder "
+                        "that exists, or anywhere under the working directory); both are written "
                         "or neither (default: %(default)s; the committed page is regenerated with -o docs)")
     parser.add_argument("--graphs-cu", metavar="JSON", help="stdout of a full perf_tests/cuda/graphs.cu run")
     parser.add_argument("--sanitizer", metavar="LOG", action="append", default=[],
@@ -50,13 +51,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.allow_gpu_mismatch:  # the predicted saving applies RUN's cost per launch to the forward runs
         check_one_gpu(forward_runs, "give --forward runs of RUN's GPU, or pass --allow gpu-mismatch")
     check_forward_runs(forward_runs)
-    source = " + ".join(str(r.path) for r in forward_runs)
-    reference_n = REFERENCE_N
-    if args.reference_n is not None:
-        rows = launch_rows(run)
-        if rows:                                   # without any, the page reports the missing launch suite
-            check_reference_n(rows, args.reference_n)
-        reference_n = args.reference_n
+    if args.reference_n is not None and (rows := launch_rows(run)):   # without any: the page says the suite is missing
+        check_reference_n(rows, args.reference_n)
     for flag, path in [("--graphs-cu", args.graphs_cu), *(("--sanitizer", log) for log in args.sanitizer)]:
         if path:  # before reading: a device or a pipe would never end, a huge file fill the memory
             check_input_file(path, flag, f"give the file {flag} names (see cudagraph-bench launch-report --help)")
@@ -65,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
     earlier = all(written_verb(Path(args.out_dir) / name) == "replaced" for name in (PAGE_NAME, PLOT_NAME))
     verb = "replaced" if earlier else "wrote"
     try:
-        page, plot = write_launch_page(run, args.out_dir, source=source, reference_n=reference_n,
+        page, plot = write_launch_page(run, args.out_dir, source=" + ".join(str(r.path) for r in forward_runs),
+                                       reference_n=REFERENCE_N if args.reference_n is None else args.reference_n,
                                        graphs_cu=graphs_cu, sanitizer=logs, sanitizer_outcomes=outcomes,
                                        forward_runs=forward_runs)
     except OSError as exc:

@@ -33,8 +33,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "in this file")
     parser.add_argument("--suite-timing", action="append", default=[], metavar="RUN",
                         help="a whole-suite run (one pytest session over perf_tests, on one GPU or with "
-                             "cudagraph-bench run --gpus) whose time per test module and wall time are shown as a table, one "
-                             "column per run; repeat for several (its benchmarks are not added to the tables)")
+                             "cudagraph-bench run --gpus) whose time per test module and wall time are shown as a "
+                             "table, one column per run; repeat for several (its benchmarks are not added to the "
+                             "tables)")
     parser.add_argument("--no-plots", action="store_true",
                         help="write results.md (and the README block) only: the pages link the plots a full report "
                              "draws, and the PNGs in DIR are left as they are (a quick check of the text; run "
@@ -59,15 +60,13 @@ def main(args: argparse.Namespace) -> int:
     require_suite_benchmarks(runs)   # plain pytest-benchmark output would give a page with a header only
     if not args.allow_gpu_mismatch:  # the latency tables have no GPU column (--suite-timing's table has one)
         check_one_gpu(runs, "report one GPU's runs per page (one report per GPU), or pass --allow gpu-mismatch")
-    superseded: list[str] = []
-    if args.allow_overlap:
-        runs, superseded = supersede(runs)
-        for line in superseded:
-            if "(drops " in line:
-                print(f"warning: {line}", file=sys.stderr)
+    runs, superseded = supersede(runs) if args.allow_overlap else (runs, [])
+    for line in superseded:
+        if "(drops " in line:
+            print(f"warning: {line}", file=sys.stderr)
     outdir = Path(args.outdir)
-    readme_text = None
-    if args.readme:
+    readme, readme_text = (Path(args.readme) if args.readme else None), None
+    if readme:
         fix = f"give an existing markdown file with the marker lines {MARKER_START} and {MARKER_END}"
         raw = read_input_bytes(args.readme, "--readme", fix)   # never a device or a pipe: its read would not end
         try:
@@ -78,18 +77,14 @@ def main(args: argparse.Namespace) -> int:
     results_md = check_output_folder(outdir, [RESULTS_MD, *PLOT_NAMES]) / RESULTS_MD
     # render every text once before writing anything: bad data fails here, with nothing half-written
     render_results_markdown(runs, outdir, [], superseded, suite_runs)
-    if readme_text is not None:
-        render_readme_section(runs, outdir, Path(args.readme).resolve().parent, [], suite_runs)
+    if readme:
+        render_readme_section(runs, outdir, readme.resolve().parent, [], suite_runs)
     verbs = {name: written_verb(outdir / name) for name in [RESULTS_MD, *PLOT_NAMES]}
-    if args.no_plots:
-        plots, written = {}, [outdir / name for name in plot_makers(runs)]
-    else:
-        plots = render_plots(runs)          # drawn aside: nothing in DIR changes until the report is whole
-        written = [outdir / name for name in plots]
+    plots = {} if args.no_plots else render_plots(runs)   # drawn aside: DIR changes once the report is whole
+    written = [outdir / name for name in (plot_makers(runs) if args.no_plots else plots)]
     files: dict[Path, bytes | str] = {outdir / name: png for name, png in plots.items()}
     files[results_md] = render_results_markdown(runs, outdir, written, superseded, suite_runs)
-    if readme_text is not None:
-        readme = Path(args.readme)
+    if readme:
         section = render_readme_section(runs, outdir, readme.resolve().parent, [p.resolve() for p in written],
                                         suite_runs)
         files[readme] = replace_between_markers(readme_text, section, where=args.readme)
@@ -103,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"{verbs[Path(path).name]} {path}", file=sys.stderr)
     for path in stale:
         print(f"removed {path}: an earlier report's plot, for which these runs have no data", file=sys.stderr)
-    if readme_text is not None:
+    if readme:
         print(f"updated {readme}", file=sys.stderr)
     return 0
 

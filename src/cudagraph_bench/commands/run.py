@@ -38,8 +38,7 @@ _FLAGS = {o.dest: o.flag for o in MATRIX_OPTIONS}
 
 
 class RecordGiven(argparse.Action):
-    """argparse's store that also records the options given (:func:`given_on_command_line`): they win over
-    ``--config``."""
+    """argparse's store that also records the options given: they win over ``--config``."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         namespace.__dict__.setdefault("_option_names", {})[self.dest] = option_string
@@ -69,17 +68,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "--replay-proof --with-compile; they win over --config")
 
 
-def given_on_command_line(args: argparse.Namespace) -> set[str]:
-    """Dests of matrix options given on the command line (argparse also parses a string default)."""
-    return set(getattr(args, "_option_names", {}))
-
-
-def _as_text(value) -> str:
-    if isinstance(value, bool):
-        raise argparse.ArgumentTypeError(f"expected a value, got a boolean ({value})")
-    return show_default(value)
-
-
 def _parse_config_table(path: str, where: str, table: dict, known) -> dict:
     """Each value of a config table parsed by its flag's parser; UsageError for a key not ``known`` or a bad value."""
     out = {}
@@ -89,7 +77,9 @@ def _parse_config_table(path: str, where: str, table: dict, known) -> dict:
         if isinstance(value, (list, tuple)) and key not in LIST_KEYS:
             raise UsageError(f"{path}: {where}key '{key}': expected one value, got a list ({value!r})")
         try:
-            out[key] = _PARSERS[key](_as_text(value))
+            if isinstance(value, bool):
+                raise argparse.ArgumentTypeError(f"expected a value, got a boolean ({value})")
+            out[key] = _PARSERS[key](show_default(value))
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"{path}: {where}key '{key}': {exc}") from None
     return out
@@ -132,10 +122,11 @@ def matrices(args: argparse.Namespace):
     from cudagraph_bench.runner.matrix_processes import Matrix
 
     after, rest = parse_pytest_matrix(list(args.pytest_args), "run --", OWN_OPTIONS)
-    twice = sorted(given_on_command_line(args) & set(after), key=list(_PARSERS).index)
+    given = set(getattr(args, "_option_names", {}))     # argparse also parses a string default: not given
+    twice = sorted(given & set(after), key=list(_PARSERS).index)
     if twice:
         raise UsageError(f"{_FLAGS[twice[0]]} given before and after --: give it once")
-    explicit = (given_on_command_line(args) | set(after)) & set(_PARSERS)
+    explicit = (given | set(after)) & set(_PARSERS)
     values = {dest: getattr(args, dest, None) for dest in _PARSERS} | after
     with_compile = "--with-compile" in rest     # the forward variants' part of it: run splits variants by isolation
     rest = [a for a in rest if a != "--with-compile"]
@@ -171,10 +162,7 @@ def check_device(matrix_list) -> None:
     if any("--replay-proof" in m.flags for m in on_cpu):
         raise UsageError("--replay-proof profiles graph replays on a CUDA GPU: --device cpu has none to prove "
                          "(drop --replay-proof)")
-    if len(on_cpu) == len(matrix_list):
-        return
-    problem = cuda_problem()
-    if problem is not None:
+    if len(on_cpu) < len(matrix_list) and (problem := cuda_problem()) is not None:
         raise UsageError(f"no CUDA GPU ({problem}): run on a GPU machine, or try the pipeline with "
                          "--device cpu --variants eager")
 
@@ -219,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(usage)
         if doc is None:                # the -o folder keeps the earlier run, untouched; the logs stay in scratch
             keep_scratch = True
-            print_skips(skip_counts(outcomes))
+            print_skips(outcomes)
             print(f"no pytest process wrote a run (see the logs under {scratch / 'parts'}): nothing measured, "
                   f"{outdir} left as it was (exit 1)", file=sys.stderr)
             return 1
@@ -236,23 +224,20 @@ def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:
     code."""
     scratch_json = scratch / RUN_JSON
     write_text_atomic(scratch_json, json.dumps(doc, indent=4))
-    parts = sorted(p for p in (scratch / "parts").rglob("*") if p.is_file())
-    files = {outdir / "parts" / p.relative_to(scratch / "parts"): p.read_bytes() for p in parts}
-    code, plots = finish(scratch_json, outdir, failed=any(o.returncode not in (0, NOTHING_SELECTED) for o in outcomes),
-                         skipped=skip_counts(outcomes))
+    files = {outdir / "parts" / p.relative_to(scratch / "parts"): p.read_bytes()
+             for p in sorted((scratch / "parts").rglob("*")) if p.is_file()}
+    code, plots = finish(scratch_json, outdir, outcomes)
     files.update({outdir / name: data for name, data in plots.items()})
     files[outdir / RUN_JSON] = scratch_json.read_bytes()          # last: the run the folder holds
-    verb = {path: written_verb(path) for path in (*(outdir / name for name in plots), outdir / RUN_JSON)}
-    verb[outdir / "parts"] = "replaced" if (outdir / "parts").is_dir() else "wrote"
+    said = [*(f"{written_verb(outdir / name)} {outdir / name}" for name in plots),
+            f"{'replaced' if (outdir / 'parts').is_dir() else 'wrote'} {outdir / 'parts'} (each pytest process's JSON "
+            "and log)", f"{written_verb(outdir / RUN_JSON)} {outdir / RUN_JSON}"]
     held_a_run = (outdir / RUN_JSON).is_file()         # else its other plots are no run's: a report's, say
     with interrupt_after(f"writing {outdir}"):
         write_files_atomic(files)
         if held_a_run:
-            _remove_earlier(outdir, [p for p in files if p.parent == outdir and p.name != RUN_JSON], set(files))
-    for name in plots:
-        print(f"{verb[outdir / name]} {outdir / name}", file=sys.stderr)
-    print(f"{verb[outdir / 'parts']} {outdir / 'parts'} (each pytest process's JSON and log)", file=sys.stderr)
-    print(f"{verb[outdir / RUN_JSON]} {outdir / RUN_JSON}", file=sys.stderr)
+            _remove_earlier(outdir, [outdir / name for name in plots], set(files))
+    print("\n".join(said), file=sys.stderr)
     if code:
         print("a model was refused, or a case failed or differs from its reference: see the refusals and reasons "
               f"above, the table and the logs under {outdir / 'parts'}", file=sys.stderr)
@@ -275,17 +260,10 @@ def _remove_earlier(outdir: Path, plots: list[Path], written: set[Path]) -> None
                 path.rmdir()
 
 
-def skip_counts(outcomes) -> dict[str, int]:
-    """Distinct skip reasons -> how many tests, in the order first seen."""
-    out: collections.Counter = collections.Counter()
-    for outcome in outcomes:
-        out.update(outcome.skipped)
-    return dict(out)
-
-
-def print_skips(skipped: dict[str, int]) -> None:
-    """One line on stderr per skip reason: ``skipped: REASON (N test(s))``."""
-    for reason, n in skipped.items():
+def print_skips(outcomes) -> None:
+    """One line on stderr per distinct skip reason of the processes, in the order first seen: ``skipped: REASON (N
+    test(s))``."""
+    for reason, n in sum((collections.Counter(o.skipped) for o in outcomes), collections.Counter()).items():
         print(f"skipped: {reason} ({n} test{'' if n == 1 else 's'})", file=sys.stderr)
 
 
@@ -321,11 +299,10 @@ def _usage_error(outcomes) -> str | None:
     return None
 
 
-def finish(json_path: Path, outdir: Path, *, failed: bool,
-           skipped: dict[str, int] | None = None) -> tuple[int, dict[str, bytes]]:
-    """Print the run's table with failures, notes, refusals and skips, and draw its plots (none without matplotlib).
-    Returns ``(exit code, {plot file name: PNG bytes})``: 1 when ``failed``, a case failed, a model was refused or
-    nothing was measured, else 0 (skips alone do not fail a run)."""
+def finish(json_path: Path, outdir: Path, outcomes) -> tuple[int, dict[str, bytes]]:
+    """Print the run's table with failures, notes, refusals and the processes' skips, and draw its plots (none without
+    matplotlib). Returns ``(exit code, {plot file name: PNG bytes})``: 1 when a process failed, a case failed, a model
+    was refused or nothing was measured, else 0 (skips alone do not fail a run)."""
     from cudagraph_bench.report import forward_tables
     from cudagraph_bench.report import pages as report
     from cudagraph_bench.results.runfile import load_run
@@ -333,7 +310,7 @@ def finish(json_path: Path, outdir: Path, *, failed: bool,
     try:
         run = load_run(str(json_path))
     except InputFileError as exc:       # a run whose every case failed holds no benchmark
-        print_skips(skipped or {})
+        print_skips(outcomes)
         print(f"{exc}".replace(str(json_path), str(outdir / RUN_JSON)), file=sys.stderr)
         return 1, {}
     rows = forward_tables.forward_rows([run])
@@ -342,13 +319,14 @@ def finish(json_path: Path, outdir: Path, *, failed: bool,
     print(forward_tables.render_summary_table(rows, fmt="text"))
     for failure in run.failures:
         print(f"{failure.status}: {failure.case.label}: {failure.check.reason}", file=sys.stderr)
-    for note in (run.data.get("cudagraph_bench") or {}).get("model_notes") or []:
+    recorded = run.data.get("cudagraph_bench") or {}
+    for note in recorded.get("model_notes") or []:
         print(f"note: {note}", file=sys.stderr)
-    refused = (run.data.get("cudagraph_bench") or {}).get("refused") or []
+    refused = recorded.get("refused") or []
     for entry in refused:      # as the suite's summary says it: a reason that names the entry is given as it is
         model, reason = str(entry.get("model")), str(entry.get("reason"))
         print(f"refused: {reason if model in reason else f'{model}: {reason}'}", file=sys.stderr)
-    print_skips(skipped or {})
+    print_skips(outcomes)
     plots: dict[str, bytes] = {}
     try:
         import matplotlib  # noqa: F401
@@ -357,4 +335,5 @@ def finish(json_path: Path, outdir: Path, *, failed: bool,
               f"`cudagraph-bench report {outdir / RUN_JSON} -o DIR`", file=sys.stderr)
     else:
         plots = report.render_plots([run])
+    failed = any(o.returncode not in (0, NOTHING_SELECTED) for o in outcomes)
     return (1 if failed or run.failures or refused else 0), plots

@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import (check_output_file, check_output_folder, refuse_overwriting_inputs, write_text_atomic,
-                                  written_verb)
+from cudagraph_bench.fsio import check_output_file, check_output_folder, print_verdict, refuse_overwriting_inputs
 from cudagraph_bench.parsers import ZooTypes, parse_path, parse_timeout_s, parse_zoo_types
 from cudagraph_bench.zoo_keys import FAILED
 
@@ -42,10 +41,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"where the page goes (default: DIR/{PAGE} in run mode; required with --from)")
 
 
-def _load(paths) -> list:
-    from cudagraph_bench.report.architectures import run_entries
+def write_page(paths, markdown, command: str | None = None) -> int:
+    """Write the page and print counts; 1 when a part failed, else 0. UsageError / InputFileError: an unreadable run,
+    one given twice or without zoo entries, or ``markdown`` naming a run."""
+    from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
     from cudagraph_bench.results.runfile import load_run
 
+    check_output_file(markdown, "--markdown", PAGE, list(paths))
     same = sorted({str(p) for p in paths if sum(Path(q).resolve() == Path(p).resolve() for q in paths) > 1})
     if same:
         raise UsageError(f"{', '.join(same)} given more than once: give each zoo run once")
@@ -55,24 +57,10 @@ def _load(paths) -> list:
     if empty:
         raise UsageError(f"{', '.join(empty)}: no zoo entries (not a run of perf_tests/test_zoo.py --zoo): give the "
                          f"{RUN_JSON} of cudagraph-bench zoo")
-    return runs
-
-
-def write_page(paths, markdown, command: str | None = None) -> int:
-    """Write the page and print counts; 1 when a part failed, else 0. UsageError / InputFileError: an unreadable run,
-    one without zoo entries, or ``markdown`` naming a run."""
-    from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
-
-    check_output_file(markdown, "--markdown", PAGE, list(paths))
-    runs = _load(paths)
-    page = render_markdown(runs, command=command)
     merged = merge_entries([e for run in runs for e in run_entries(run)])
-    for (version, part), counts in sorted(status_counts(merged).items()):   # before the page: a stdout that
-        listed = ", ".join(f"{n} {status}" for status, n in counts.items() if n)   # fails leaves it as it was
-        print(f"transformers {version} {part}: {listed}", flush=True)
-    verb = written_verb(markdown)
-    write_text_atomic(markdown, page)
-    print(f"{verb} {markdown}", file=sys.stderr)
+    counts = [f"transformers {version} {part}: {', '.join(f'{n} {status}' for status, n in counts.items() if n)}"
+              for (version, part), counts in sorted(status_counts(merged).items())]
+    print_verdict("\n".join(counts), markdown, render_markdown(runs, command=command))
     return 1 if any(e.status == FAILED for e in merged.values()) else 0
 
 
@@ -92,12 +80,10 @@ def main(args: argparse.Namespace) -> int:
 
     tree = checkout_root()
     if tree is None or not (tree / "perf_tests" / "test_zoo.py").is_file():
-        raise UsageError("cudagraph-bench zoo runs the checkout's perf_tests/test_zoo.py: run it from a cudagraph-bench "
-                         "checkout (an editable install)")
-    if args.device == "cuda":
-        problem = cuda_problem()
-        if problem:
-            raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
+        raise UsageError("cudagraph-bench zoo runs the checkout's perf_tests/test_zoo.py: run it from a "
+                         "cudagraph-bench checkout (an editable install)")
+    if args.device == "cuda" and (problem := cuda_problem()):
+        raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
     refuse_overwriting_inputs(markdown, "--markdown", [out / RUN_JSON])   # the run the page is made from

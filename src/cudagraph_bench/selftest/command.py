@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
+from cudagraph_bench.fsio import check_output_file, print_verdict, refuse_overwriting_inputs
 from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, PYTEST_ARGS_METAVAR,
                                      parse_count, parse_nonneg, parse_path, parse_pytest_matrix, show_default)
 
@@ -29,7 +29,8 @@ MIN_RUNS, MIN_RUNS_WITH_BASELINE = 5, 2
 def _runs(text: str) -> int:
     value = parse_count(text)
     if not MIN_RUNS_WITH_BASELINE <= value <= MAX_RUNS:
-        raise argparse.ArgumentTypeError(f"expected {MIN_RUNS_WITH_BASELINE} to {MAX_RUNS} unmodified runs, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {MIN_RUNS_WITH_BASELINE} to {MAX_RUNS} unmodified runs, "
+                                         f"got {value}")
     return value
 
 
@@ -82,7 +83,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              f"(default: {DEFAULT_AB_DELAY_PCT:g})")
     parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
                         help="pytest arguments for every run, after --, e.g. -- --models gpt2 --benchmark-max-time 0.3")
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page (docs/gate-selftest.md)")
+    parser.add_argument("--markdown", type=parse_path, metavar="FILE",
+                        help="also write the page (docs/gate-selftest.md)")
 
 
 #: pytest options the self-test sets itself in its runs: given after ``--`` they are refused, with why.
@@ -113,31 +115,29 @@ def main(args: argparse.Namespace) -> int:
     """Run the self-test (or evaluate ``--from DIR``). Returns 0 when every target is met, else 1. UsageError before any
     run or write: contradicting options, ``--ab`` out of range, ``--from`` without unmodified runs, ``--markdown``
     naming a run or the ``--baseline``."""
+    from cudagraph_bench.results.baseline import load_baseline
     from cudagraph_bench.results.runfile import load_run
-    from cudagraph_bench.selftest import ab_verdicts
-    from cudagraph_bench.selftest.verdicts import evaluate_selftest, render_markdown, summary, table
+    from cudagraph_bench.selftest.verdicts import ab_table, evaluate_selftest, render_markdown, summary, table
     from cudagraph_bench.selftest.planned_runs import DEFAULT_UNMODIFIED_RUNS
 
     if args.markdown:
         check_output_file(args.markdown, "--markdown", "gate-selftest.md")
     if args.resume and args.source:
         raise UsageError("--resume continues a self-test in its -o folder, --from evaluates one: give one of them")
-    if args.pytest_args and args.source:
-        raise UsageError(f"pytest's arguments after -- go to the runs of a new self-test, but --from evaluates the runs "
-                         f"{args.source} holds: drop them")
-    if args.runs is not None and args.source:
-        raise UsageError(f"--runs {args.runs} sets the unmodified runs of a new self-test, but --from evaluates the runs "
-                         f"{args.source} holds: drop --runs")
+    ab = f"--ab {args.ab}" if args.ab else f"--ab-delay {args.ab_delay:g}" if args.ab_delay is not None else ""
+    for given, what, drop in ((args.pytest_args, "pytest's arguments after -- go to the runs", "them"),
+                              (args.runs is not None, f"--runs {args.runs} sets the unmodified runs", "--runs"),
+                              (ab, f"{ab} sets the ab runs", ab.split(" ")[0])):
+        if given and args.source:
+            held = " (its ab-* runs among them)" if drop.startswith("--ab") else ""
+            raise UsageError(f"{what} of a new self-test, but --from evaluates the runs {args.source} holds{held}: "
+                             f"drop {drop}")
     _check_ab(args)
     args.runs = DEFAULT_UNMODIFIED_RUNS if args.runs is None else args.runs
     if args.runs < MIN_RUNS and args.baseline is None:
         raise UsageError(f"--runs {args.runs}: the unmodified runs are the baseline, which needs {MIN_RUNS}; give "
                          f"--runs {MIN_RUNS} or more, or --baseline FILE")
-    baseline = None
-    if args.baseline is not None:
-        from cudagraph_bench.results.baseline import load_baseline
-
-        baseline = load_baseline(args.baseline)
+    baseline = load_baseline(args.baseline) if args.baseline is not None else None
     if args.source:
         folder = Path(args.source)
         if not folder.is_dir():
@@ -159,16 +159,11 @@ def main(args: argparse.Namespace) -> int:
     runs = {name: r for name, r in loaded.items() if not name.startswith(PLAIN_PREFIX)}
     result = evaluate_selftest(runs, baseline)
     line = summary(result)
-    print(table(result, "text"))
-    if result.ab is not None and result.ab.cases:
-        print(ab_verdicts.table(result.ab, "text"))
-    for name, (ok, why) in result.wrong.items():
-        print(f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}")
-    print(line)
-    if args.markdown:
-        verb = written_verb(args.markdown)
-        write_text_atomic(args.markdown, render_markdown(runs, result, line, plain))
-        print(f"{verb} {args.markdown}", file=sys.stderr)
+    ab_lines = [ab_table(result.ab, "text")] if result.ab is not None and result.ab.cases else []
+    wrong = [f"{name}: {'the gate fails' if ok else 'the gate PASSES'}: {why}"
+             for name, (ok, why) in result.wrong.items()]
+    page = render_markdown(runs, result, line, plain) if args.markdown else None
+    print_verdict("\n".join([table(result, "text"), *ab_lines, *wrong, line]), args.markdown, page)
     return 0 if result.passed_targets else 1
 
 
@@ -177,10 +172,6 @@ def _check_ab(args: argparse.Namespace) -> None:
     from cudagraph_bench.runner.ab import MIN_RANK_RUNS
     from cudagraph_bench.selftest.planned_runs import DEFAULT_AB_DELAY_PCT
 
-    if args.source and (args.ab or args.ab_delay is not None):
-        flag = f"--ab {args.ab}" if args.ab else f"--ab-delay {args.ab_delay:g}"
-        raise UsageError(f"{flag} sets the ab runs of a new self-test, but --from evaluates the runs {args.source} "
-                         f"holds (its ab-* runs among them): drop {flag.split()[0]}")
     if args.ab_delay is not None and not args.ab:
         raise UsageError(f"--ab-delay {args.ab_delay:g} is planted into the ab runs, and there are none: add --ab "
                          f"{MIN_RANK_RUNS}, or drop --ab-delay")
@@ -219,8 +210,7 @@ def _measure(args: argparse.Namespace, planned: list) -> list[Path]:
     tree = checkout_root()
     if tree is None:
         raise UsageError("cudagraph-bench selftest launches the suite's perf_tests/: run it from a checkout")
-    problem = process.cuda_problem()
-    if problem is not None:
+    if (problem := process.cuda_problem()) is not None:
         raise UsageError(f"selftest plants faults on a CUDA GPU, but {problem}: run it on the GPU runner")
     out.mkdir(parents=True, exist_ok=True)
     done = run_all(tree, out, planned, log=lambda s: print(s, file=sys.stderr, flush=True), resume=args.resume)

@@ -8,7 +8,17 @@ from dataclasses import dataclass
 
 from cudagraph_bench.variants import DECODE, FORWARD, Rule, gated, variant
 
-KINDS = ("delay", "stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer", "skip-inductor-graphs")
+#: Each fault's kind -> whether a variant (``row`` of :mod:`cudagraph_bench.variants`) of ``suite`` takes it.
+_PLANTED_INTO = {
+    "delay": lambda suite, row: row in gated(FORWARD),
+    "stale-input": lambda suite, row: suite == FORWARD and row.rule is Rule.EXACT and row.captured,
+    "wrong-decode": lambda suite, row: suite == DECODE and row.rule is Rule.EXACT and row.captured,
+    "stale-mask": lambda suite, row: suite == FORWARD and bool(row.lengths),
+    "stale-position": lambda suite, row: suite == DECODE and row.captured,
+    "eager-layer": lambda suite, row: suite == FORWARD and row.rule is Rule.EXACT and row.captured,
+    "skip-inductor-graphs": lambda suite, row: suite == FORWARD and row.compiled and row.captured,
+}
+KINDS = tuple(_PLANTED_INTO)
 
 
 @dataclass(frozen=True)
@@ -24,18 +34,7 @@ class Fault:
 
     def applies_to(self, suite: str, name: str) -> bool:
         """Whether this fault is planted into a case of variant ``name`` in ``suite``."""
-        row = variant(suite, name)
-        if self.kind == "skip-inductor-graphs":
-            return suite == FORWARD and row.compiled and row.captured
-        if self.kind == "delay":
-            return row in gated(FORWARD)
-        if self.kind == "stale-mask":
-            return suite == FORWARD and bool(row.lengths)
-        if self.kind == "stale-position":
-            return suite == DECODE and row.captured
-        if self.kind in ("stale-input", "eager-layer"):
-            return suite == FORWARD and row.rule is Rule.EXACT and row.captured
-        return suite == DECODE and row.rule is Rule.EXACT and row.captured
+        return _PLANTED_INTO[self.kind](suite, variant(suite, name))
 
 
 def parse_fault(text: str) -> Fault:
@@ -195,8 +194,7 @@ class PlantedVariant:
             check(on)
 
     def record(self) -> dict:
-        fields = {"capture_ms": self.capture_ms} if self.capture_ms is not None else {}
-        return {**fields, **self.fields}
+        return {**({"capture_ms": self.capture_ms} if self.capture_ms is not None else {}), **self.fields}
 
     def close(self) -> None:
         self._planted.close()
@@ -239,9 +237,6 @@ class _FaultyDecoder:
     def __getattr__(self, name):
         return getattr(self._decoder, name)
 
-    def close(self) -> None:
-        self._decoder.close()
-
 
 class WrongDecoder(_FaultyDecoder):
     """A graphed decoder whose requests give other tokens."""
@@ -253,18 +248,11 @@ class WrongDecoder(_FaultyDecoder):
         self._vocab = vocab_size
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
+        """The decoder's tokens ``[1, n]`` (and logits) with the last token changed to the next id (mod the vocab)."""
         out = self._decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
-        if return_logits:
-            tokens, logits = out
-            return wrong_tokens(tokens, self._vocab), logits
-        return wrong_tokens(out, self._vocab)
-
-
-def wrong_tokens(tokens, vocab_size: int):
-    """``tokens [1, n]`` int64 with the last token changed to the next id (mod ``vocab_size``)."""
-    out = tokens.clone()
-    out[0, -1] = (out[0, -1] + 1) % vocab_size
-    return out
+        tokens = (out[0] if return_logits else out).clone()
+        tokens[0, -1] = (tokens[0, -1] + 1) % self._vocab
+        return (tokens, out[1]) if return_logits else tokens
 
 
 class StalePositionDecoder(_FaultyDecoder):

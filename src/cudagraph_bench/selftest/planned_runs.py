@@ -44,8 +44,8 @@ def plan(matrix: Matrix, *, extra_args: tuple[str, ...] = (), gated_lengths: tup
     def forward_run(module, names, of, *more):
         return (module, "--benchmark-only", "--variants", names, *of.pytest_args(), *extra_args, *more)
 
-    forward, gated = forward_run(FORWARD_MODULE, _GATED_PAIR, matrix), forward_run(FORWARD_MODULE, _GATED_PAIR,
-                                                                                  planted_matrix)
+    forward = forward_run(FORWARD_MODULE, _GATED_PAIR, matrix)
+    gated = forward_run(FORWARD_MODULE, _GATED_PAIR, planted_matrix)
     unmodified = [SelftestRun(f"unmodified-{i}", None, forward) for i in range(1, runs + 1)]
     planted = [SelftestRun(f"delay-{pct:g}", f"delay:{pct:g}", (*gated, "--plant-fault", f"delay:{pct:g}"))
                for pct in delays]
@@ -73,7 +73,8 @@ def ab_plan(args: tuple[str, ...], k: int, delay: float = DEFAULT_AB_DELAY_PCT) 
     return [made[group](i) for group, i in schedule(k, tuple(made))]
 
 
-def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print, resume: bool = False) -> dict[str, Path | None]:
+def run_all(tree: Path, out: Path, runs: list[SelftestRun], *, log=print,
+            resume: bool = False) -> dict[str, Path | None]:
     """Run ``runs`` in order into ``out``; ``{name: JSON path or None}``. ``resume``: a run with its JSON is kept."""
     done = {}
     for i, r in enumerate(runs, 1):

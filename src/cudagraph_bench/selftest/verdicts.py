@@ -1,6 +1,7 @@
 """The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault and pass on every
 unmodified rerun? Detection of each ``delay-<pct>`` run, false alarms of the gate (leave one out) and of ``compare``,
-every wrong-result fault failing the gate, and ``ab``'s A/A alarms and detection where ``ab-*`` runs exist."""
+every wrong-result fault failing the gate, and ``ab``'s A/A alarms (``ab-base-<i>`` against ``ab-head-<i>``) and
+detection (``ab-delay-<pct>-<i>``) where ``ab-*`` runs exist."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.results.compare import Change, compare_runs
+from cudagraph_bench.results.noise import RegressionCheck
 from cudagraph_bench.results.runfile import Run
-from cudagraph_bench.selftest.ab_verdicts import ABResult, evaluate_ab, markdown_section, split_ab_runs, summary_part
 from cudagraph_bench.table import Column, render_table
-from cudagraph_bench.variants import GATED
+from cudagraph_bench.variants import FORWARD, GATED
 
 _DELAY = re.compile(r"delay-(\d+(?:\.\d+)?)")
+#: ``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``: group and delay percent (None: unmodified).
+_AB = re.compile(r"ab-(base|head|delay-(\d+(?:\.\d+)?))-\d+")
 #: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
 WRONG_RESULT_FAULTS = ("stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer",
                        "skip-inductor-graphs")
@@ -32,20 +38,48 @@ WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing it
 
 @dataclass
 class CaseDetection:
-    """One gated case: baseline spread and tolerance, and per planted delay (percent) whether the gate flagged it, the
-    change seen and the delay measured."""
+    """One gated case: baseline spread and tolerance (percent); per planted delay (percent) the gate's check and the
+    delay run's ``planted_*`` fields; false alarms of the gate and of ``compare`` over their trials."""
 
     label: str
     spread_pct: float | None
     tolerance_pct: float
-    detected: dict[float, bool] = field(default_factory=dict)
-    change_pct: dict[float, float] = field(default_factory=dict)
-    planted_pct: dict[float, float | None] = field(default_factory=dict)
-    on_target: dict[float, bool | None] = field(default_factory=dict)
+    seen: dict[float, RegressionCheck] = field(default_factory=dict)
+    planted: dict[float, dict] = field(default_factory=dict)
     gate_alarms: int = 0
     gate_trials: int = 0
     pair_alarms: int = 0
     pair_trials: int = 0
+
+
+@dataclass
+class ABCase:
+    """``aa``: A/A change or None; per delay: the change, median delay, runs off target."""
+
+    label: str
+    aa: Change | None = None
+    delayed: dict[float, Change] = field(default_factory=dict)
+    planted_pct: dict[float, float | None] = field(default_factory=dict)
+    off_target: dict[float, int] = field(default_factory=dict)
+
+
+@dataclass
+class ABResult:
+    """``cases`` (one per gated case) and runs per group (``n_base``, ``n_head``, ``n_delay[pct]``)."""
+
+    cases: list[ABCase]
+    n_base: int
+    n_head: int
+    n_delay: dict[float, int]
+
+    @property
+    def delays(self) -> list[float]:
+        return sorted(self.n_delay)
+
+    @property
+    def aa_alarms(self) -> int:
+        """False alarms."""
+        return sum(c.aa is not None and c.aa.regressed for c in self.cases)
 
 
 @dataclass
@@ -64,11 +98,11 @@ class SelftestResult:
         return sum(c.gate_alarms + c.pair_alarms for c in self.cases)
 
     def missed(self, pct: float) -> list[str]:
-        return [c.label for c in self.cases if not c.detected.get(pct)]
+        return [c.label for c in self.cases if pct not in c.seen or not c.seen[pct].regressed]
 
     def off_target(self, pct: float) -> list[str]:
         """Cases whose planted delay missed its target by more than ``PLANT_TOLERANCE_POINTS``."""
-        return [c.label for c in self.cases if c.on_target.get(pct) is False]
+        return [c.label for c in self.cases if c.planted.get(pct, {}).get("planted_on_target") is False]
 
     @property
     def missing(self) -> list[str]:
@@ -93,58 +127,65 @@ def split_runs(runs: dict[str, Run]) -> tuple[list[Run], dict[float, Run], dict[
     return unmodified, dict(sorted(delays.items())), wrong
 
 
+def split_ab_runs(runs: dict[str, Run]) -> tuple[list[Run], list[Run], dict[float, list[Run]]]:
+    """``(ab-base, ab-head, {delay pct: ab-delay})`` runs by file stem, each group in name order."""
+    base, head, delay = [], [], {}
+    for name, run in sorted(runs.items()):
+        if m := _AB.fullmatch(name):
+            if m.group(2) is not None:
+                delay.setdefault(float(m.group(2)), []).append(run)
+            else:
+                (base if m.group(1) == "base" else head).append(run)
+    return base, head, dict(sorted(delay.items()))
+
+
 def _baseline(runs: list[Run], min_runs: int):
     from cudagraph_bench.results.baseline import baseline_of, build_baseline
 
     return baseline_of(build_baseline(runs, min_runs=min_runs), Path("selftest-baseline.json"))
 
 
+def _checked(run: Run, baseline, cases: dict[str, CaseDetection]):
+    """``(case, gate verdict)`` for each case of ``cases`` whose graph ``run``'s gate checked for a regression."""
+    from cudagraph_bench.results import gate
+
+    for verdict in gate.evaluate(run, baseline):
+        if verdict.label in cases and verdict.variant == GATED and verdict.regression is not None:
+            yield cases[verdict.label], verdict
+
+
 def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
     """The module's verdicts; ``baseline``: gate against it instead of one built from the unmodified runs. UsageError
     for fewer than 5 unmodified runs without ``baseline``, fewer than 2 with one."""
     from cudagraph_bench.results import gate
-    from cudagraph_bench.results.compare import compare_runs
+    from cudagraph_bench.results.checks import failed_checks, own_and_peer
 
     unmodified, delays, wrong = split_runs(runs)
     given = baseline
-    if given is None and len(unmodified) < 5:
-        raise UsageError(f"the self-test needs at least 5 unmodified runs (the baseline), got {len(unmodified)}")
-    if given is not None and len(unmodified) < 2:
-        raise UsageError(f"the self-test needs at least 2 unmodified runs (their false alarms), got {len(unmodified)}")
+    need, why = (5, "the baseline") if given is None else (2, "their false alarms")
+    if len(unmodified) < need:
+        raise UsageError(f"the self-test needs at least {need} unmodified runs ({why}), got {len(unmodified)}")
     baseline = given or _baseline(unmodified, 5)
-    cases: dict[str, CaseDetection] = {}
-    for verdict in gate.evaluate(unmodified[0], baseline):   # the tolerance of one new run, as a CI job gates
-        if verdict.variant == GATED and verdict.gated and verdict.regression is not None:
-            reg = verdict.regression
-            cases[verdict.label] = CaseDetection(verdict.label, reg.spread_pct, reg.tolerance_pct)
+    cases = {v.label: CaseDetection(v.label, v.regression.spread_pct, v.regression.tolerance_pct)
+             for v in gate.evaluate(unmodified[0], baseline)   # the tolerance of one new run, as a CI job gates
+             if v.variant == GATED and v.gated and v.regression is not None}
     for pct, run in delays.items():
         planted = {(m.case.model, m.case.dtype, m.case.seq_len): m.extra_info
                    for m in run.measurements.values() if m.suite == "forward" and m.case.variant == GATED}
-        for verdict in gate.evaluate(run, baseline):
-            c = cases.get(verdict.label)
-            if c is None or verdict.variant != GATED or verdict.regression is None:
-                continue
-            c.detected[pct] = verdict.regression.regressed
-            c.change_pct[pct] = verdict.regression.change_pct
-            info = planted.get((verdict.model, verdict.dtype, verdict.seq_len), {})
-            c.planted_pct[pct] = info.get("planted_measured_pct")
-            c.on_target[pct] = info.get("planted_on_target")
+        for c, verdict in _checked(run, baseline, cases):
+            c.seen[pct] = verdict.regression
+            c.planted[pct] = planted.get((verdict.model, verdict.dtype, verdict.seq_len), {})
     for i, held in enumerate(unmodified):
         others = unmodified[:i] + unmodified[i + 1:]
-        for verdict in gate.evaluate(held, given or _baseline(others, len(others))):
-            c = cases.get(verdict.label)
-            if c is not None and verdict.variant == GATED and verdict.regression is not None:
-                c.gate_trials += 1
-                c.gate_alarms += verdict.regression.regressed
+        for c, verdict in _checked(held, given or _baseline(others, len(others)), cases):
+            c.gate_trials += 1
+            c.gate_alarms += verdict.regression.regressed
     for old, new in itertools.permutations(unmodified, 2):
-        changes, _, _ = compare_runs(old, new, baseline=baseline)
-        for ch in changes:
+        for ch in compare_runs(old, new, baseline=baseline)[0]:
             c = cases.get(ch.label.rsplit(" ", 1)[0]) if ch.label.endswith(f" {GATED}") else None
             if c is not None:
                 c.pair_trials += 1
                 c.pair_alarms += ch.check.regressed
-    from cudagraph_bench.results.checks import failed_checks, own_and_peer
-
     verdicts = {}
     for name, run in wrong.items():
         own, _ = own_and_peer(failed_checks([run]))     # what the gate fails on, whatever the suite
@@ -153,27 +194,92 @@ def evaluate_selftest(runs: dict[str, Run], baseline=None) -> SelftestResult:
                           baseline=str(given.path) if given is not None else None, ab=evaluate_ab(runs, baseline))
 
 
+def _gated(changes: list[Change]) -> dict[str, Change]:
+    """``{case label: change}`` of gated changes."""
+    return {(c.label.removesuffix(f" {GATED}") if c.suite == FORWARD else f"{c.suite} {c.label}"): c
+            for c in changes if c.gated}
+
+
+def _measured(runs: list[Run]) -> dict[str, tuple[float | None, int]]:
+    """``{case label: (median measured delay percent, runs off target)}``."""
+    seen: dict[str, list[dict]] = {}
+    for run in runs:
+        for m in run.measurements.values():
+            if m.suite == FORWARD and m.case.variant == GATED and "planted_fault" in m.extra_info:
+                seen.setdefault(m.label.removesuffix(f" {GATED}"), []).append(m.extra_info)
+    out = {}
+    for label, infos in seen.items():
+        values = [i["planted_measured_pct"] for i in infos if i.get("planted_measured_pct") is not None]
+        out[label] = (float(np.median(values)) if values else None,
+                      sum(i.get("planted_on_target") is False for i in infos))
+    return out
+
+
+def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
+    """The comparisons on the ab runs of ``runs`` (``{file stem: Run}``); None without ab runs. ``baseline`` None: the
+    runs' own spread. UsageError when two groups share no benchmark."""
+    base, head, delays = split_ab_runs(runs)
+    if not (base or head or delays):
+        return None
+    cases: dict[str, ABCase] = {}
+    if base and head:
+        for label, ch in _gated(compare_runs(base, head, baseline=baseline)[0]).items():
+            cases.setdefault(label, ABCase(label)).aa = ch
+    for pct, delayed in delays.items() if base else ():
+        measured = _measured(delayed)
+        for label, ch in _gated(compare_runs(base, delayed, baseline=baseline)[0]).items():
+            c = cases.setdefault(label, ABCase(label))
+            c.delayed[pct] = ch
+            c.planted_pct[pct], c.off_target[pct] = measured.get(label, (None, 0))
+    return ABResult(list(cases.values()), len(base), len(head), {p: len(r) for p, r in delays.items()})
+
+
+def _verdict(check) -> str:
+    """``FAIL (+3.1%)`` or ``pass (+0.2%)`` of a regression check; ``-`` without one."""
+    return "-" if check is None else f"{'FAIL' if check.regressed else 'pass'} ({check.change_pct:+.1f}%)"
+
+
+def _planted(measured: float | None, off: str) -> str:
+    return "-" if measured is None else f"{measured:+.1f}%" + (f" ({off})" if off else "")
+
+
+def _delay_columns(delays: list[float], judge: str) -> list[Column]:
+    return [col for p in delays for col in (Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"),
+                                            Column(f"seen_{p:g}", f"+{p:g}% {judge}"))]
+
+
 def table(result: SelftestResult, fmt: str) -> str:
     """Per gated case: baseline spread and tolerance (percent), per planted delay the delay measured and the gate's
     verdict with the change seen, and the gate's and compare's false alarms."""
     cols = [Column("label", "case"), Column("spread_pct", "spread %", ".2f"),
-            Column("tolerance_pct", "tolerance %", ".2f")]
-    for p in result.delays:
-        cols += [Column(f"planted_{p:g}", f"+{p:g}% planted (measured)"), Column(f"seen_{p:g}", f"+{p:g}% gate")]
-    cols += [Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms")]
+            Column("tolerance_pct", "tolerance %", ".2f"), *_delay_columns(result.delays, "gate"),
+            Column("gate_fa", "gate false alarms"), Column("pair_fa", "pair false alarms")]
     out = []
     for c in result.cases:
         row = {"label": c.label, "spread_pct": c.spread_pct, "tolerance_pct": c.tolerance_pct,
                "gate_fa": f"{c.gate_alarms}/{c.gate_trials}", "pair_fa": f"{c.pair_alarms}/{c.pair_trials}"}
         for p in result.delays:
-            measured = c.planted_pct.get(p)
-            row[f"planted_{p:g}"] = (f"{measured:+.1f}%" + (" (off target)" if c.on_target.get(p) is False else "")
-                                     if measured is not None else "-")
-            seen = c.change_pct.get(p)
-            row[f"seen_{p:g}"] = ("-" if seen is None else
-                                  f"{'FAIL' if c.detected.get(p) else 'pass'} ({seen:+.1f}%)")
+            info = c.planted.get(p, {})
+            row[f"planted_{p:g}"] = _planted(info.get("planted_measured_pct"),
+                                             "off target" if info.get("planted_on_target") is False else "")
+            row[f"seen_{p:g}"] = _verdict(c.seen.get(p))
         out.append(row)
     return render_table(cols, out, fmt=fmt)
+
+
+def ab_table(result: ABResult, fmt: str) -> str:
+    """Per gated case: A/A, and per planted delay the median delay measured (``(N off target)`` when some missed) and
+    ab's verdict, each ``FAIL``/``pass`` with the change (percent)."""
+    out = []
+    for c in result.cases:
+        row = {"label": c.label, "aa": _verdict(c.aa)}
+        for p in result.delays:
+            off = c.off_target.get(p, 0)
+            row[f"planted_{p:g}"] = _planted(c.planted_pct.get(p), f"{off} off target" if off else "")
+            row[f"seen_{p:g}"] = _verdict(c.delayed.get(p))
+        out.append(row)
+    return render_table([Column("label", "case"), Column("aa", "A/A ab"), *_delay_columns(result.delays, "ab")], out,
+                        fmt=fmt)
 
 
 def summary(result: SelftestResult) -> str:
@@ -201,8 +307,8 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
                       for name, (ok, why) in result.wrong.items()) or "- none run"
     rule = ("each delay run is gated against it with the gate's rule on the device-side graph figure (CUDA events over "
             "back-to-back replays queued behind a held stream);")
-    sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, GPU `{r.environment.host or 'not recorded'}`)"
-                        for _, r in sorted(runs.items()))
+    sources = "\n".join(f"- `{r.path.name}` ({r.environment.run_datetime}, GPU "
+                        f"`{r.environment.host or 'not recorded'}`)" for _, r in sorted(runs.items()))
     return "\n".join([
         "# The gate's self-test: planted faults and unmodified reruns", "",
         f"Generated by `cudagraph-bench selftest` from the runs below, {where} (torch {env.torch}, transformers "
@@ -226,12 +332,38 @@ def render_markdown(runs: dict[str, Run], result: SelftestResult, line: str, pla
         "Source runs:", "", sources, ""])
 
 
+def summary_part(result: ABResult) -> str:
+    """``ab: A/A false alarms a/N; +3% detected d/N`` (the parts that ran)."""
+    n_aa = sum(c.aa is not None for c in result.cases)
+    parts = [f"A/A false alarms {result.aa_alarms}/{n_aa}"] if result.n_base and result.n_head else []
+    for p in result.delays if result.n_base else ():
+        changes = [c.delayed[p] for c in result.cases if p in c.delayed]
+        parts.append(f"+{p:g}% detected {sum(ch.regressed for ch in changes)}/{len(changes)}")
+    return "ab: " + ("; ".join(parts) if parts else "no ab-base runs, nothing compared")
+
+
 def _ab_section(result: SelftestResult) -> list[str]:
-    if result.ab is None:
+    """The page section "Pull-request mode (`ab`)", when ab runs exist."""
+    ab = result.ab
+    if ab is None:
         return []
     noise = (f"`{result.baseline}`" if result.baseline else
              f"the self-test's baseline of its {result.n_unmodified} unmodified runs")
-    return markdown_section(result.ab, noise)
+    groups = [f"{ab.n_base} `ab-base-<i>`", f"{ab.n_head} `ab-head-<i>`"]
+    groups += [f"{n} `ab-delay-{p:g}-<i>`" for p, n in ab.n_delay.items()]
+    delays = ", ".join(f"+{p:g}%" for p in ab.delays) or "none"
+    return ["## Pull-request mode (`ab`)", "",
+            f"Runs of the same job, each a pytest process of the gated matrix: {', '.join(groups)}, interleaved as "
+            "`ab` interleaves its sides (base, head, delay, delay, head, base, ...). Base and head are both the "
+            f"unmodified checkout; the delay runs plant a GPU delay on head ({delays}, `--plant-fault`). Each "
+            "comparison is `ab`'s own (`compare --old` the base runs `--new` the others: the change of the median of "
+            "run medians beyond its tolerance, and the one-sided rank test agreeing), with the noise model of "
+            f"{noise}.", "",
+            "- A/A: ab-base against ab-head; a FAIL is a false alarm, and fails the self-test;",
+            "- planted: ab-base against the delay runs; reported, with no target; planted (measured): the median "
+            "over the delay runs of the delay each measured right after its capture.", "",
+            *([ab_table(ab, "markdown"), ""] if ab.cases else []),
+            f"**{summary_part(ab)}**", ""]
 
 
 def _figure_note(runs: dict[str, Run]) -> list[str]:
