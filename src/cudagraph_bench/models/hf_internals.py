@@ -11,21 +11,15 @@ from cudagraph_bench.errors import NotGraphableError
 #: transformers releases the suite is tested with (CPU CI runs the oldest and the newest).
 TESTED_RANGE = ">=5.17,<6"
 
-#: (module, attribute) pairs this module reaches into.
-INTERNALS = (
-    ("transformers.masking_utils", "_ignore_causal_mask_sdpa"),
-    ("transformers.masking_utils", "_ignore_bidirectional_mask_sdpa"),
-    ("transformers.masking_utils", "find_packed_sequence_indices"),
-    ("transformers.masking_utils", "is_tracing"),
-    ("transformers.cache_utils", "StaticLayer"),
-    ("transformers.cache_utils", "get_layer_types_and_kwargs"),
-    ("transformers.cache_utils", "STATIC_LAYER_TYPE_MAPPING"),
-    ("transformers.cache_utils", "LinearAttentionAndStaticFullAttentionLayer"),
-    ("transformers.modeling_rope_utils", "dynamic_rope_update"),
-    ("transformers.masking_utils", "sdpa_mask"),
-    ("transformers.masking_utils", "AttentionMaskInterface"),
-    ("transformers.utils.import_utils", "is_cuda_stream_capturing"),
-)
+#: module -> the attributes of it this module reaches into.
+INTERNALS = {
+    "transformers.masking_utils": ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa",
+                                   "find_packed_sequence_indices", "is_tracing", "sdpa_mask", "AttentionMaskInterface"),
+    "transformers.cache_utils": ("StaticLayer", "get_layer_types_and_kwargs", "STATIC_LAYER_TYPE_MAPPING",
+                                 "LinearAttentionAndStaticFullAttentionLayer"),
+    "transformers.modeling_rope_utils": ("dynamic_rope_update",),
+    "transformers.utils.import_utils": ("is_cuda_stream_capturing",),
+}
 #: transformers' own attention (``attn_implementation="eager"``): every class has it; not the eager variant.
 EAGER_ATTENTION = "eager"
 #: Class attributes of ``PreTrainedModel`` that say which attention implementation a model class runs.
@@ -55,7 +49,7 @@ def check_internals() -> list[str]:
     import transformers
     import transformers.cache_utils as cache_utils
 
-    problems = [f"{module}.{attr} is missing" for module, attr in INTERNALS
+    problems = [f"{module}.{attr} is missing" for module, attrs in INTERNALS.items() for attr in attrs
                 if not hasattr(importlib.import_module(module), attr)]
     if not hasattr(transformers.PreTrainedModel, "_supports_sdpa"):
         problems.append("transformers.PreTrainedModel._supports_sdpa is missing")
