@@ -61,9 +61,7 @@ def tiny_fields(model_type: str) -> dict:
             from None
     derived = [getattr(default, name, None) for name in DERIVED_LAYER_LISTS]
     fields = shrink_fields(default.to_dict(), patterns=[d for d in derived if isinstance(d, list)])
-    override = OVERRIDES.get(model_type)
-    if override is not None:
-        fields = _merged(fields, override.fields)
+    fields = _merged(fields, OVERRIDES.get(model_type, ({}, ""))[0])
     fields["initializer_range"] = INITIALIZER_RANGE
     if "is_decoder" in fields:
         fields["is_decoder"] = True          # a causal LM of an encoder family (BERT, RoBERTa) attends causally
