@@ -87,35 +87,24 @@ def eager_sdpa_dispatch_during_capture():
     """A context in which transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream captures
     (where ``is_tracing()`` would build an explicit mask), so replay runs eager's kernels. Only for forwards whose
     positions are ``arange(seq_len)``. ``CGB_HF_SDPA_SKIP=0`` turns it off."""
+    from unittest import mock
+
     import transformers.masking_utils as mu
 
-    if os.environ.get("CGB_HF_SDPA_SKIP", "1") == "0" or not hasattr(mu, "is_tracing"):
-        yield
-        return
-    originals = {name: getattr(mu, name) for name in _HF_SKIP_DECIDERS if hasattr(mu, name)}
-
-    def wrap(original):
+    def untraced(original):
         def decide(padding_mask, *args, **kwargs):
-            if padding_mask is not None:
+            with contextlib.nullcontext() if padding_mask is not None else \
+                    mock.patch.object(mu, "is_tracing", lambda *a, **k: False):
                 return original(padding_mask, *args, **kwargs)
-            is_tracing = mu.is_tracing
-            mu.is_tracing = lambda *a, **k: False
-            try:
-                return original(padding_mask, *args, **kwargs)
-            finally:
-                mu.is_tracing = is_tracing
         return decide
 
-    for name, original in originals.items():
-        setattr(mu, name, wrap(original))
-    if hasattr(mu, "find_packed_sequence_indices"):
-        originals["find_packed_sequence_indices"] = mu.find_packed_sequence_indices
-        mu.find_packed_sequence_indices = lambda *args, **kwargs: None
-    try:
+    with contextlib.ExitStack() as patches:
+        if os.environ.get("CGB_HF_SDPA_SKIP", "1") != "0" and hasattr(mu, "is_tracing"):
+            for name in (n for n in _HF_SKIP_DECIDERS if hasattr(mu, n)):
+                patches.enter_context(mock.patch.object(mu, name, untraced(getattr(mu, name))))
+            if hasattr(mu, "find_packed_sequence_indices"):
+                patches.enter_context(mock.patch.object(mu, "find_packed_sequence_indices", lambda *a, **k: None))
         yield
-    finally:
-        for name, original in originals.items():
-            setattr(mu, name, original)
 
 
 def capture_safe_eager_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
