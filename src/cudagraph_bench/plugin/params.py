@@ -62,12 +62,10 @@ def pytest_generate_tests(metafunc):
                       f"({','.join(v.name for v in forward) or 'none'})" if not padding else
                       f"padding benchmarks: no --prompt-lengths below --pad-to {opt('pad_to')}")
             _parametrize_cases(metafunc, CASE_ARGNAMES, cases, reason)
-    if "corr_case" in names:
-        _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
-                           [Case(m, d, n, variants.GATED) for m in models for d in dtypes for n in lengths])
-    if "count_case" in names:
-        _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
-                           [Case(m, d, n, variants.FORWARD_REFERENCE) for m in models for d in dtypes for n in lengths])
+    for fixture, variant in (("corr_case", variants.GATED), ("count_case", variants.FORWARD_REFERENCE)):
+        if fixture in names:
+            _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
+                               [Case(m, d, n, variant) for m in models for d in dtypes for n in lengths])
     if "decode_case" in names:
         causal = causal_models(models)
         decode = selected_variants(metafunc.config, variants.DECODE)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 
+
+@dataclass
 class SessionRecords:
     """``failures``: per unmeasured case; ``kernel_counts``: key -> ``n_kernels``, ``gpu_busy_ms``."""
 
-    def __init__(self):
-        self.failures: list[dict] = []
-        self.kernel_counts: dict[tuple[str, str, int], dict] = {}
+    failures: list[dict] = field(default_factory=list)
+    kernel_counts: dict[tuple[str, str, int], dict] = field(default_factory=dict)
 
     def fail(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> None:
         """List an unmeasured case with its one-line ``reason``, ``status`` (``failed``/``skipped``), ``key``,

@@ -30,8 +30,7 @@ class Session:
         self.references = DecodeReferences(self.model, self.position_limit)
         self.profiles = Profiles(self.model)
         self.records = SessionRecords()
-        self.ledger = MemoryLedger()
-        self.ledger.start_mib = reserved_mib()
+        self.ledger = MemoryLedger(start_mib=reserved_mib())
         self.proofs = None
         if config.getoption("replay_proof", False):
             from functools import partial
@@ -74,9 +73,7 @@ class Session:
         gen = torch.Generator(device=device).manual_seed(seed)
         return [random_input_ids(model, seq_len, device=device, generator=gen) for _ in range(n)]
 
-    def release(self, *, everything: bool = False) -> None:
-        """Free what the last case left (:func:`cudagraph_bench.plugin.memory.release`)."""
-        release(everything=everything)
+    release = staticmethod(release)
 
     def case_spec(self, case: Case):
         """The :class:`~cudagraph_bench.measure.case.CaseSpec` of a forward case from the session's options."""
@@ -98,29 +95,24 @@ class Session:
 
     def _prepare(self, case, model):
         from cudagraph_bench.measure.case import CaseFailed, describe_exception, prepare_case
+        from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
+        from cudagraph_bench.selftest.faults import plant_decode, plant_forward
 
         fault = self.option("plant_fault")
         if fault is not None and not fault.applies_to(case.suite, case.variant):
             fault = None
-        if isinstance(case, DecodeCase):
-            from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
-            from cudagraph_bench.selftest.faults import plant_decode
-
+        decode = isinstance(case, DecodeCase)
+        if decode:
             (ids,) = self.inputs(model, case.seq_len, n=1, seed=DECODE_PROMPT_SEED)
             plant = plant_decode(fault, model) if fault is not None else None
-            try:
+        else:
+            spec = self.case_spec(case)
+        try:
+            if decode:
                 return prepare_decode(self.decode_spec(case), model, ids, self.references, plant=plant)
-            except Exception as exc:  # the case's failure, with the phase it happened in
-                raise CaseFailed("build", describe_exception(exc), exc) from exc
-        spec = self.case_spec(case)
-        built = None
-        if fault is not None:
-            from cudagraph_bench.selftest.faults import plant_forward
-
-            try:
-                built = plant_forward(fault, model, spec)
-            except Exception as exc:
-                raise CaseFailed("build", describe_exception(exc), exc) from exc
+            built = plant_forward(fault, model, spec) if fault is not None else None
+        except Exception as exc:  # the case's failure, with the phase it happened in
+            raise CaseFailed("build", describe_exception(exc), exc) from exc
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
@@ -176,8 +168,8 @@ class Session:
             self.ledger.record(case.test_id, before, reserved_mib())
         if isinstance(case, DecodeCase):
             median_ms = benchmark.stats.stats.median * 1e3
-            benchmark.extra_info["ms_per_token"] = median_ms / case.new_tokens
-            benchmark.extra_info["tokens_per_s"] = case.new_tokens / (median_ms / 1e3)
+            benchmark.extra_info.update(ms_per_token=median_ms / case.new_tokens,
+                                        tokens_per_s=case.new_tokens / (median_ms / 1e3))
         failed = prepared.failed_check
         if failed is not None:
             if kind.peer:
