@@ -4,14 +4,15 @@ exits non-zero."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from cudagraph_bench.errors import UnknownModelError
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """``model`` as given, ``reason`` one line with the fix."""
+    """``model`` as given, ``reason`` one line with the fix; listed as a dict under the run JSON's
+    ``["cudagraph_bench"]["refused"]``."""
 
     model: str
     reason: str
@@ -83,11 +84,6 @@ def all_refused_message(refused) -> str:
         return f"--models: {lines[0]}"
     return "\n".join([f"--models: every model was refused ({len(lines)}): give at least one the suite can measure",
                       *(f"  {line}" for line in lines)])
-
-
-def refused_json(refused) -> list[dict]:
-    """What the run JSON lists under ``["cudagraph_bench"]["refused"]``."""
-    return [asdict(r) for r in refused]
 
 
 def exit_status(status: int, refused) -> int:

@@ -58,30 +58,25 @@ _INTERRUPTED = pytest.StashKey[str]()
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
-    from cudagraph_bench.plugin.pytest_options import model_notes, refused_models
+    """The ``cudagraph_bench`` section: interruption, refused models and notes, and the ``cgb`` session's records."""
+    from dataclasses import asdict
+
+    from cudagraph_bench.plugin.pytest_options import model_checks
     from cudagraph_bench.plugin.session import session_of
+    from cudagraph_bench.results.record import attach_kernel_counts
     from cudagraph_bench.results.runfile import INTERRUPTED
 
-    if _INTERRUPTED in config.stash:
-        output_json.setdefault("cudagraph_bench", {})[INTERRUPTED] = config.stash[_INTERRUPTED]
-
-    refused = refused_models(config)
-    if refused:
-        from cudagraph_bench.models.refusals import refused_json
-
-        output_json.setdefault("cudagraph_bench", {})["refused"] = refused_json(refused)
-    if model_notes(config):
-        output_json.setdefault("cudagraph_bench", {})["model_notes"] = list(model_notes(config))
-    session = session_of(config)
-    if session is None:     # no test used ``cgb``
-        return
-    from cudagraph_bench.results.record import attach_kernel_counts
-
-    fault = config.getoption("plant_fault", None)
-    section = {**session.ledger.summary(), **session.records.summary(),
-               **({"planted_fault": fault.label} if fault is not None else {})}
-    output_json.setdefault("cudagraph_bench", {}).update(section)
-    attach_kernel_counts(output_json.get("benchmarks", []), section["kernel_counts"])
+    checks, session, fault = model_checks(config), session_of(config), config.getoption("plant_fault", None)
+    section = {**({INTERRUPTED: config.stash[_INTERRUPTED]} if _INTERRUPTED in config.stash else {}),
+               **({"refused": [asdict(r) for r in checks.refused]} if checks.refused else {}),
+               **({"model_notes": list(checks.notes)} if checks.notes else {})}
+    if session is not None:     # a test used ``cgb``
+        section.update({**session.ledger.summary(), **session.records.summary(),
+                        **({"planted_fault": fault.label} if fault is not None else {})})
+    if section:
+        output_json.setdefault("cudagraph_bench", {}).update(section)
+    if session is not None:
+        attach_kernel_counts(output_json.get("benchmarks", []), section["kernel_counts"])
 
 
 def json_option_path(config) -> str | None:
@@ -125,13 +120,13 @@ def pytest_sessionfinish(session, exitstatus):
     import warnings
 
     from cudagraph_bench.models.refusals import exit_status
-    from cudagraph_bench.plugin.pytest_options import refused_models
+    from cudagraph_bench.plugin.pytest_options import model_checks
     from cudagraph_bench.plugin.session import session_of
 
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
         session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"
-    session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))
+    session.exitstatus = exit_status(session.exitstatus, model_checks(session.config).refused)
     cgb = session_of(session.config)
     if cgb is not None and cgb.proofs is not None and cgb.proofs.failures and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -149,10 +144,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The memory ledger and failed or skipped cases with reasons."""
-    from cudagraph_bench.plugin.pytest_options import refused_models
+    from cudagraph_bench.plugin.pytest_options import model_checks
     from cudagraph_bench.plugin.session import session_of
 
-    refused = refused_models(config)
+    refused = model_checks(config).refused
     if refused:
         from cudagraph_bench.models.refusals import refusal_lines
 
