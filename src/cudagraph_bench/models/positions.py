@@ -27,7 +27,8 @@ def recorded_position_limit(config) -> int | None:
 
 
 def position_limit(config, bound=None) -> int:
-    """The recorded limit, else ``bound`` (tokens, or a callable giving it). UsageError when neither exists."""
+    """The recorded limit, else ``bound`` (tokens >= 1, as parsed or derived from the requests, or a callable giving
+    it). UsageError when neither exists."""
     recorded = recorded_position_limit(config)
     if recorded is not None:
         return recorded
@@ -35,8 +36,6 @@ def position_limit(config, bound=None) -> int:
     if bound is None:
         raise UsageError(f"{config.__class__.__name__} records no position limit ({'/'.join(POSITION_FIELDS)}; e.g. "
                          "ALiBi or NoPE attention): give --max-positions N to bound its prompts and KV caches")
-    if bound < 1:
-        raise UsageError(f"a position bound must be >= 1 token (got {bound})")
     return int(bound)
 
 
@@ -50,15 +49,12 @@ def prompt_does_not_fit(name: str, limit: int, seq_len: int) -> str:
     return f"{name} has {limit} positions: a request of {seq_len} tokens (prompt and any new tokens) does not fit"
 
 
-def longest_request(prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) -> int:
-    """Most positions one request uses; ValueError without any prompt length."""
+def position_bound(max_positions_option: int | None, prompt_lengths=(), decode_prompt_lengths=(), new_tokens=()) -> int:
+    """``--max-positions`` when given, else the most positions one request uses; ValueError without either."""
+    if max_positions_option:
+        return max_positions_option
     decode = max(decode_prompt_lengths) + max(new_tokens) if decode_prompt_lengths and new_tokens else 0
     longest = max([*prompt_lengths, decode])
     if longest < 1:
         raise ValueError("a matrix without prompt lengths has no longest request")
     return int(longest)
-
-
-def position_bound(max_positions_option: int | None, *requests) -> int:
-    """``--max-positions`` when given, else :func:`longest_request`."""
-    return max_positions_option if max_positions_option else longest_request(*requests)

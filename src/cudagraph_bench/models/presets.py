@@ -50,10 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.attention import choose_attention
-from cudagraph_bench.models.checkpoints import (WEIGHT_FILES, check_config_json, check_model_directory,  # noqa: F401
-                                                directory_config, directory_model_class, head_note, names_lm_head)
-from cudagraph_bench.models.positions import PADDING_OFFSET_POSITIONS, POSITION_FIELDS, max_positions  # noqa: F401
-from cudagraph_bench.models.positions import position_limit
+from cudagraph_bench.models.checkpoints import directory_config, directory_model_class, names_lm_head
+from cudagraph_bench.models.positions import max_positions, position_limit  # noqa: F401 - max_positions: re-exported
 from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,7 +193,6 @@ def preset_config(name: str, overrides: dict | None = None, *, attn_implementati
     if "layer_types" in spec["config"] and "num_hidden_layers" in overrides and "layer_types" not in overrides:
         fields["layer_types"] = list(spec["config"]["layer_types"][:overrides["num_hidden_layers"]])
     config = getattr(transformers, spec["config_class"])(**fields)
-    # the causal-LM class, or the base model of an encoder
     mapping = transformers.MODEL_FOR_CAUSAL_LM_MAPPING if spec["kind"] == "causal" else transformers.MODEL_MAPPING
     config._attn_implementation = choose_attention(config, mapping[type(config)], attn_implementation)
     return config
