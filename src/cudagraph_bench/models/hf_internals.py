@@ -251,11 +251,10 @@ def static_rope_during_capture(model, max_position: int):
 
 @contextlib.contextmanager
 def _rope_as_default(modules):
-    saved = [(module, module.rope_type) for module in modules]
-    try:
+    from unittest import mock
+
+    with contextlib.ExitStack() as patches:
+        originals = [module.rope_type for module in modules]
         for module in modules:
-            module.rope_type = "default"
-        yield [rope for _, rope in saved]
-    finally:
-        for module, rope_type in saved:
-            module.rope_type = rope_type
+            patches.enter_context(mock.patch.object(module, "rope_type", "default"))
+        yield originals

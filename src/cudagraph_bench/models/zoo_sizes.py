@@ -61,7 +61,6 @@ TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "m
 INDEX_TOP_K_FIELDS = {"index_topk": TOP_K}
 #: Expert groups of group-limited routing (DeepSeek-V3): one group, so any top-k fits.
 GROUP_FIELDS = {"n_group": 1, "num_expert_group": 1, "topk_group": 1, "n_shared_experts": 1, "num_shared_experts": 1}
-VOCAB_FIELDS = dict.fromkeys(("vocab_size",), VOCAB)
 POSITION_FIELDS = dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "n_ctx",
                                  "max_sequence_length", "seq_length", "max_target_positions",
                                  "max_source_positions", "original_max_position_embeddings"), POSITIONS)
@@ -76,7 +75,7 @@ STATE_FIELDS = {"mamba_d_state": 16, "state_size": 16, "ssm_state_size": 16, "ma
                 "linear_head_dim": HEAD_DIM, "mamba_d_ssm": 2 * HIDDEN}
 #: Every field shrunk to a fixed size (the layer and head counts are handled apart).
 FIXED = {**WIDTH_FIELDS, **MLP_FIELDS, **EXPERT_MLP_FIELDS, **HEAD_DIM_FIELDS, **MLA_FIELDS, **EXPERT_FIELDS,
-         **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **VOCAB_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS}
+         **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS}
 #: Fields a default config leaves None that a model needs: their tiny value (KV heads None: the query heads).
 REQUIRED = {"head_dim": HEAD_DIM, "num_key_value_heads": HEADS, "n_routed_experts": EXPERTS,
             "num_experts_per_tok": TOP_K, "n_shared_experts": 1}
@@ -95,12 +94,10 @@ def layer_lists(fields: dict, layers: int | None) -> dict[str, list]:
 
 def covering_prefix(values: list) -> int:
     """Length of the shortest prefix holding every distinct value."""
-    seen, wanted = set(), {repr(v) for v in values}
+    firsts: dict[str, int] = {}
     for i, v in enumerate(values):
-        seen.add(repr(v))
-        if seen == wanted:
-            return i + 1
-    return len(values)
+        firsts.setdefault(repr(v), i)
+    return max(firsts.values(), default=-1) + 1
 
 
 def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
@@ -115,13 +112,6 @@ def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
     if fields.get("num_kv_shared_layers"):
         count = min(original_layers, 2 * min(needed, MAX_LAYERS))
     return count
-
-
-def _kv_heads(original_heads, original_kv) -> int:
-    """All for multi-head attention, 1 for multi-query, else half."""
-    if not isinstance(original_kv, int) or not isinstance(original_heads, int) or original_kv >= original_heads:
-        return HEADS
-    return 1 if original_kv == 1 else HEADS // 2
 
 
 def _is_size(value) -> bool:
@@ -148,9 +138,9 @@ def _shrink_one(name: str, value, fields: dict):
         return _shrunk(value, FIXED[name])
     if name in HEAD_COUNT_FIELDS:
         return _shrunk(value, HEADS)
-    if name in KV_HEAD_FIELDS:
+    if name in KV_HEAD_FIELDS and _is_size(value):     # all for multi-head attention, 1 for multi-query, else half
         heads = next((fields[k] for k in HEAD_COUNT_FIELDS if _is_size(fields.get(k))), None)
-        return _kv_heads(heads, value) if _is_size(value) else value
+        return HEADS if heads is None or value >= heads else 1 if value == 1 else HEADS // 2
     if "vocab_size" in name or name.endswith("_vocab"):
         return _shrunk(value, VOCAB)
     if name.endswith("_per_layer_input"):
