@@ -60,20 +60,7 @@ def pytest_configure(config):
             durations = load_durations(config.getoption("shard_durations"))
         except UsageError as exc:
             raise pytest.UsageError(f"--shard-durations: {exc}") from None
-    state = config.stash[STATE] = ShardSession(durations)
-    config.pluginmanager.register(state, PLUGIN_NAME)
-
-
-def pytest_unconfigure(config):
-    state = session_state(config)
-    if state is not None and config.pluginmanager.is_registered(state):
-        config.pluginmanager.unregister(state)
-
-
-def params_of(item) -> dict:
-    """``{}`` without parametrization."""
-    callspec = getattr(item, "callspec", None)
-    return dict(callspec.params) if callspec is not None else {}
+    config.pluginmanager.register(config.stash.setdefault(STATE, ShardSession(durations)), PLUGIN_NAME)
 
 
 def item_group(item) -> str:
@@ -84,7 +71,7 @@ def item_group(item) -> str:
     name = mark and (mark.kwargs.get("name") or (mark.args[0] if mark.args else None))
     if name:
         return str(name)
-    return group_of(params_of(item), item.nodeid)
+    return group_of(dict(getattr(getattr(item, "callspec", None), "params", {})), item.nodeid)
 
 
 @pytest.hookimpl(trylast=True)
@@ -104,12 +91,12 @@ def pytest_collection_modifyitems(session, config, items):
         return
     index, count = shard
     groups: dict[str, list[str]] = {}
-    of = {id(item): item_group(item) for item in items}
-    for item in items:
-        groups.setdefault(of[id(item)], []).append(base_nodeid(item.nodeid))
+    of = [item_group(item) for item in items]
+    for item, group in zip(items, of):
+        groups.setdefault(group, []).append(base_nodeid(item.nodeid))
     keep = set(assign_shards(groups, count, state.durations)[index - 1])
-    selected = [item for item in items if of[id(item)] in keep]
-    deselected = [item for item in items if of[id(item)] not in keep]
+    selected = [item for item, group in zip(items, of) if group in keep]
+    deselected = [item for item, group in zip(items, of) if group not in keep]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
     items[:] = selected

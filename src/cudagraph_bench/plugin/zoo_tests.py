@@ -32,9 +32,7 @@ def pytest_addoption(parser):
 
 def pytest_ignore_collect(collection_path, config):
     """``perf_tests/test_zoo.py`` is collected only with ``--zoo``."""
-    if collection_path.name == ZOO_MODULE and not config.getoption("zoo", None):
-        return True
-    return None
+    return True if collection_path.name == ZOO_MODULE and not config.getoption("zoo", None) else None
 
 
 def pytest_runtest_setup(item):
