@@ -70,6 +70,5 @@ def choose_attention(config, model_class=None, requested: str | None = None) -> 
 
 def attention_of(model) -> str | None:
     """``"sdpa"``, ``"eager"``, ..., or None."""
-    config = getattr(model, "config", None)
-    value = getattr(config, "_attn_implementation", None)
+    value = getattr(getattr(model, "config", None), "_attn_implementation", None)
     return value if isinstance(value, str) else None

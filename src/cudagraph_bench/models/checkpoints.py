@@ -3,6 +3,7 @@ reason and the fix in one line) and the class it loads as."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from cudagraph_bench.errors import UnknownModelError
@@ -183,10 +184,8 @@ def directory_model_class(config):
     import transformers
 
     causal = names_lm_head(config)
-    try:
+    with contextlib.suppress(KeyError):
         return (transformers.MODEL_FOR_CAUSAL_LM_MAPPING if causal else transformers.MODEL_MAPPING)[type(config)]
-    except KeyError:
-        pass
     named = [getattr(transformers, name, None) for name in (config.architectures or [])] if causal else []
     for model_class in named:
         if model_class is not None and getattr(model_class, "config_class", None) is type(config):

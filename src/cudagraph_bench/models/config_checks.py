@@ -3,6 +3,7 @@ hand-edited field refuses that directory (UnknownModelError, one line) instead o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -80,10 +81,8 @@ def check_builds(path: str, config, model_class) -> None:
         key = exc.args[0] if isinstance(exc, KeyError) and exc.args else None
         fields = []
         if isinstance(key, str):
-            try:
+            with contextlib.suppress(Exception):    # a config that does not serialize names no field
                 fields = [name for name, held in config.to_dict().items() if isinstance(held, str) and held == key]
-            except Exception:  # noqa: BLE001 - a config that does not serialize names no field
-                pass
         reason = config_error_reason(exc, source_line=not fields)
         if fields:
             reason += f' (the value of "{fields[0]}")'

@@ -5,6 +5,7 @@ calibration options without use under one call per round (:data:`REFUSED`) are r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 
@@ -23,10 +24,8 @@ REFUSED = {
 def given_flags(config) -> set[str]:
     """Long flags given in the arguments, ``PYTEST_ADDOPTS`` and the ini's ``addopts``."""
     args = [*map(str, config.invocation_params.args), *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
-    try:
+    with contextlib.suppress(ValueError, KeyError):
         args += [str(a) for a in config.getini("addopts")]
-    except (ValueError, KeyError):
-        pass
     return {a.split("=", 1)[0] for a in args if a.startswith("--")}
 
 

@@ -112,16 +112,13 @@ def case_of_item(item) -> Case | DecodeCase | None:
     return None
 
 
-@pytest.fixture
-def fwd_case(model, dtype, seq_len, variant) -> Case:
-    """A forward benchmark's :class:`~cudagraph_bench.cases.Case`."""
+def forward_case(model, dtype, seq_len, variant) -> Case:
+    """A forward benchmark's :class:`~cudagraph_bench.cases.Case` (``pad_case``: variant ``padded`` or ``bucketed``)."""
     return Case(model, dtype, seq_len, variant)
 
 
-@pytest.fixture
-def pad_case(model, dtype, seq_len, variant) -> Case:
-    """Variant ``padded`` or ``bucketed``."""
-    return Case(model, dtype, seq_len, variant)
+fwd_case = pytest.fixture(forward_case, name="fwd_case")
+pad_case = pytest.fixture(forward_case, name="pad_case")
 
 
 @pytest.fixture
