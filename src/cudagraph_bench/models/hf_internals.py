@@ -7,6 +7,7 @@ import contextlib
 import os
 
 from cudagraph_bench.errors import NotGraphableError
+from cudagraph_bench.models.positions import check_windows_recorded
 
 #: transformers releases the suite is tested with (CPU CI runs the oldest and the newest).
 TESTED_RANGE = ">=5.17,<6"
@@ -160,14 +161,11 @@ def state_layer_types(config) -> list[str]:
 
 def static_cache_for_graphs(model, max_cache_len: int):
     """A ``Cache`` whose tensors keep shape and address from step to step: a full-length ``StaticLayer`` (``[1,
-    kv_heads, max_cache_len, head_dim]``) per attention layer (sliding ones too: the mask keeps the window),
-    transformers' fixed-shape state layer per state layer, both for a hybrid (vLLM's hybrid pattern). Raises
-    NotGraphableError for a layer type a fixed-shape cache cannot hold (chunked, sparse attention) or an unrecorded
-    window."""
+    kv_heads, max_cache_len, head_dim]``) per attention layer (sliding too: the mask keeps the window), a fixed-shape
+    state layer per state layer, both for a hybrid (vLLM's pattern). NotGraphableError: a layer type a fixed-shape
+    cache cannot hold (chunked, sparse attention) or an unrecorded window."""
     import transformers.cache_utils as cache_utils
     from transformers.cache_utils import Cache, StaticLayer
-
-    from cudagraph_bench.models.windows import check_windows_recorded
 
     config = model.config.get_text_config(decoder=True)
     layer_types, per_layer = _cache_layers(config, "graphed decode supports full and sliding-window attention, state "

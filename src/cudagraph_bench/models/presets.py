@@ -44,6 +44,7 @@ experts implementation (:func:`graph_safe_experts_implementation`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from array import array
 from typing import TYPE_CHECKING, Any
@@ -249,12 +250,9 @@ def graph_safe_experts_implementation(dtype: "str | torch.dtype") -> str:
 
 def use_graph_safe_experts(model, dtype) -> None:
     """Switch a mixture-of-experts model to :func:`graph_safe_experts_implementation`; others are left alone."""
-    if not is_mixture_of_experts(model) or not hasattr(model, "set_experts_implementation"):
-        return
-    try:
-        model.set_experts_implementation(graph_safe_experts_implementation(dtype))
-    except (ValueError, KeyError, ImportError):   # an architecture without switchable experts: keep its own
-        pass
+    if is_mixture_of_experts(model) and hasattr(model, "set_experts_implementation"):
+        with contextlib.suppress(ValueError, KeyError, ImportError):   # experts it cannot switch: keep its own
+            model.set_experts_implementation(graph_safe_experts_implementation(dtype))
 
 
 def experts_implementation(model) -> str | None:
@@ -276,7 +274,7 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
     except RuntimeError as exc:     # transformers' "size mismatch ... look at the above report": name the weight
-        from cudagraph_bench.models.config_checks import FIX, weight_shape_mismatch
+        from cudagraph_bench.models.checkpoints import FIX, weight_shape_mismatch
 
         mismatch = weight_shape_mismatch(path, config, model_class)
         if mismatch is None:
@@ -323,9 +321,7 @@ def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", gene
 
 
 def model_position_limit(name_or_path: str, *, bound=None) -> int:
-    """The position limit (tokens) of a preset or a ``save_pretrained`` directory, from its config without building it
-    (a preset name wins over a folder). ``bound``: ``--max-positions``, else the longest request. Raises
-    UnknownModelError when the directory's config cannot be measured, UsageError when no limit is recorded and no
-    ``bound``."""
+    """The position limit (tokens) of a preset (which wins over a folder) or a ``save_pretrained`` directory, from its
+    config alone, else ``bound``. UnknownModelError: a directory it cannot measure; UsageError: neither."""
     config = preset_config(name_or_path) if name_or_path in PRESETS else directory_config(name_or_path)
     return position_limit(config, bound)

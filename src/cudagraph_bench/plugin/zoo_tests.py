@@ -73,7 +73,7 @@ class Zoo:
 
     def checkpoint(self, model_type: str) -> str:
         """Raises ZooRefused."""
-        from cudagraph_bench.models.zoo_checkpoints import ZooRefused, zoo_checkpoint
+        from cudagraph_bench.models.zoo_types import ZooRefused, zoo_checkpoint
 
         if model_type not in self._paths:
             try:
@@ -103,7 +103,7 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
     import torch
     import transformers
 
-    from cudagraph_bench.models.zoo_checkpoints import ZooRefused
+    from cudagraph_bench.models.zoo_types import ZooRefused
 
     key = {"suite": SUITE, "model_type": model_type, "part": part, "dtype": DTYPE,
            "transformers": transformers.__version__, "torch": torch.__version__}
