@@ -143,30 +143,25 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The memory ledger and failed or skipped cases with reasons."""
+    """Refused models, the memory ledger, failed replay proofs and the cases not measured, each with its reasons."""
+    from cudagraph_bench.models.refusals import refusal_lines
     from cudagraph_bench.plugin.pytest_options import model_checks
     from cudagraph_bench.plugin.session import session_of
 
-    refused = model_checks(config).refused
-    if refused:
-        from cudagraph_bench.models.refusals import refusal_lines
-
-        terminalreporter.write_sep("-", f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others "
-                                        "ran; exit status 1)")
-        for line in refusal_lines(refused):
-            terminalreporter.write_line(line)
-    session = session_of(config)
-    if session is None:
-        return
-    if session.ledger.start_mib or session.ledger.cases:
-        terminalreporter.write_sep("-", "cudagraph-bench GPU memory")
-        terminalreporter.write_line(session.ledger.line())
-    if session.proofs is not None and session.proofs.failures:
-        terminalreporter.write_sep("-", f"cudagraph-bench: {len(session.proofs.failures)} replay proof(s) failed, "
-                                        "taken after the session's timing (recorded in the run JSON; exit status 1)")
-        for nodeid, reason in session.proofs.failures:
-            terminalreporter.write_line(f"{nodeid}: {reason}")
-    if session.records.failures:
-        terminalreporter.write_sep("-", "cudagraph-bench cases not measured")
-        for entry in session.records.failures:
-            terminalreporter.write_line(f"{entry['status']}: {entry['fullname']}: {entry['reason']}")
+    refused, session = model_checks(config).refused, session_of(config)
+    proofs = session.proofs.failures if session is not None and session.proofs is not None else []
+    ledger = session is not None and (session.ledger.start_mib or session.ledger.cases)
+    sections = [  # (title, lines): a section is written when it has lines
+        (f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others ran; exit status 1)",
+         refusal_lines(refused)),
+        ("cudagraph-bench GPU memory", [session.ledger.line()] if ledger else []),
+        (f"cudagraph-bench: {len(proofs)} replay proof(s) failed, taken after the session's timing (recorded in the "
+         "run JSON; exit status 1)", [f"{nodeid}: {reason}" for nodeid, reason in proofs]),
+        ("cudagraph-bench cases not measured", [f"{e['status']}: {e['fullname']}: {e['reason']}"
+                                                for e in (session.records.failures if session is not None else [])]),
+    ]
+    for title, lines in sections:
+        if lines:
+            terminalreporter.write_sep("-", title)
+            for line in lines:
+                terminalreporter.write_line(line)
