@@ -77,9 +77,9 @@ def pytest_addoption(parser):
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """pytest-benchmark's calibration options honoured or refused, and the ``--models`` folders read."""
-    from cudagraph_bench.plugin import benchmark_options
+    from cudagraph_bench.plugin.benchmark_timing import apply_benchmark_options
 
-    benchmark_options.apply(config)
+    apply_benchmark_options(config)
     check_matrix_models(config)
 
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Callable
+
 import pytest
 
 from cudagraph_bench.cases import Case, DecodeCase
@@ -10,15 +13,80 @@ from cudagraph_bench.plugin.memory import MemoryLedger, release, reserved_mib
 from cudagraph_bench.plugin.pytest_options import MIN_DECODE_ROUNDS
 
 
+@dataclass
+class SessionRecords:
+    """What a session records besides benchmarks. ``failures``: per unmeasured case; ``kernel_counts``: key ->
+    ``n_kernels``, ``gpu_busy_ms``."""
+
+    failures: list[dict] = field(default_factory=list)
+    kernel_counts: dict[tuple[str, str, int], dict] = field(default_factory=dict)
+
+    def fail(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> None:
+        """List an unmeasured case with its one-line ``reason``, ``status`` (``failed``/``skipped``), ``key``,
+        ``fullname`` and ``details``."""
+        self.failures.append({**key, "status": status, "reason": reason, "fullname": fullname, **details})
+
+    def summary(self) -> dict:
+        """The fields of the run JSON's ``cudagraph_bench`` section."""
+        return {"kernel_counts": [{"model": m, "dtype": d, "seq_len": n, **fields}
+                                  for (m, d, n), fields in sorted(self.kernel_counts.items())],
+                "failures": list(self.failures)}
+
+    def __bool__(self) -> bool:
+        return bool(self.failures or self.kernel_counts)
+
+
+class ReplayProofs:
+    """The session's replay proofs (``--replay-proof``), taken after the last benchmark was timed (CUPTI left attached
+    slows later replays, pytorch#144455); a failed proof fails the case's recorded check and the exit status, not the
+    ended test. ``prepare`` builds a case, ``prove`` gives one profiled call's fields; ``pending``: noted ``(case,
+    extra_info, nodeid)`` in timing order; ``failures``: ``(nodeid, reason)``."""
+
+    def __init__(self, prepare: Callable, model: Callable, prove: Callable[[object], dict]):
+        self._prepare, self._model, self._prove = prepare, model, prove
+        self.pending: list[tuple[object, dict, str]] = []
+        self.failures: list[tuple[str, str]] = []
+
+    def note(self, case, extra_info: dict, nodeid: str) -> None:
+        """``extra_info`` is the benchmark's own dict (the proof's fields go there)."""
+        self.pending.append((case, extra_info, nodeid))
+
+    def run(self, release: Callable[[], None]) -> None:
+        """Take every proof, grouped by model and dtype; one that raises is that case's failure, the others go on."""
+        from cudagraph_bench.measure.case import describe_exception
+        from cudagraph_bench.results.replay import replay_problem
+
+        pending, self.pending = sorted(self.pending, key=lambda p: (p[0].model, p[0].dtype)), []
+        for case, info, nodeid in pending:
+            prepared = None
+            try:
+                prepared = self._prepare(case, self._model(case.model, case.dtype))
+                fields = self._prove(prepared)
+            except Exception as exc:  # the case's failure, never the other proofs'
+                reason = f"replay proof raised: {getattr(exc, 'reason', None) or describe_exception(exc)}"
+                info["status"] = "failed"
+                info["reason"] = "; ".join(r for r in (info.get("reason"), reason) if r)
+                self.failures.append((nodeid, reason))
+            else:
+                info.update(fields)
+                problem = replay_problem(fields["replay"]) if "replay" in fields else None
+                if problem:
+                    self.failures.append((nodeid, problem))
+            finally:
+                try:
+                    if prepared is not None:
+                        prepared.close()
+                finally:
+                    release()
+
+
 class Session:
     """The ``cgb`` fixture: ``config``, ``device`` (``"cuda"`` or ``"cpu"``), and the session's parts (``proofs`` None
     without ``--replay-proof``)."""
 
     def __init__(self, config):
-        from cudagraph_bench.plugin.models import ModelCache
-        from cudagraph_bench.plugin.padding import PaddingGraphs
+        from cudagraph_bench.plugin.models import ModelCache, PaddingGraphs
         from cudagraph_bench.plugin.profiles import Profiles
-        from cudagraph_bench.plugin.records import SessionRecords
         from cudagraph_bench.plugin.references import DecodeReferences
 
         self.config = config
@@ -36,7 +104,6 @@ class Session:
             from functools import partial
 
             from cudagraph_bench.measure.replay_proof import proof_fields
-            from cudagraph_bench.plugin.replay_proofs import ReplayProofs
 
             self.proofs = ReplayProofs(self._prepare, self.model, partial(proof_fields, device=self.device,
                                                                           enabled=True))
