@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from unittest import mock
 
 from cudagraph_bench.errors import NotGraphableError
 from cudagraph_bench.models.positions import check_windows_recorded
@@ -71,8 +72,6 @@ def supports_attention(model_class, implementation: str) -> bool:
 
 def capture_code_path():
     """A context in which transformers takes a capture's code path, for the host-work check before the capture."""
-    from unittest import mock
-
     import transformers.utils.import_utils as import_utils
 
     return mock.patch.object(import_utils, "is_cuda_stream_capturing", lambda: True)
@@ -88,8 +87,6 @@ def eager_sdpa_dispatch_during_capture():
     """A context in which transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream captures
     (where ``is_tracing()`` would build an explicit mask), so replay runs eager's kernels. Only for forwards whose
     positions are ``arange(seq_len)``. ``CGB_HF_SDPA_SKIP=0`` turns it off."""
-    from unittest import mock
-
     import transformers.masking_utils as mu
 
     def untraced(original):
@@ -249,8 +246,6 @@ def static_rope_during_capture(model, max_position: int):
 
 @contextlib.contextmanager
 def _rope_as_default(modules):
-    from unittest import mock
-
     with contextlib.ExitStack() as patches:
         originals = [module.rope_type for module in modules]
         for module in modules:

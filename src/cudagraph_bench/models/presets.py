@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.attention import choose_attention
-from cudagraph_bench.models.checkpoints import directory_config, directory_model_class, names_lm_head
+from cudagraph_bench.models.checkpoints import (FIX, directory_config, directory_model_class, names_lm_head,
+                                                weight_shape_mismatch)
 from cudagraph_bench.models.positions import max_positions, position_limit  # noqa: F401 - max_positions: re-exported
 from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
@@ -274,8 +275,6 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
     except RuntimeError as exc:     # transformers' "size mismatch ... look at the above report": name the weight
-        from cudagraph_bench.models.checkpoints import FIX, weight_shape_mismatch
-
         mismatch = weight_shape_mismatch(path, config, model_class)
         if mismatch is None:
             raise

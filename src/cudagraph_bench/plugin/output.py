@@ -7,6 +7,10 @@ import os
 
 import pytest
 
+from cudagraph_bench.models.refusals import exit_status, refusal_lines
+from cudagraph_bench.plugin.pytest_options import model_checks
+from cudagraph_bench.plugin.session import session_of
+
 
 def pytest_benchmark_update_machine_info(config, machine_info):
     """``machine_info["cuda"]`` (GPU, versions, ``gpu_state_at_start``, ``peak_memory_bandwidth`` in GB/s), ``["gpu"]``
@@ -61,8 +65,6 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     """The ``cudagraph_bench`` section: interruption, refused models and notes, and the ``cgb`` session's records."""
     from dataclasses import asdict
 
-    from cudagraph_bench.plugin.pytest_options import model_checks
-    from cudagraph_bench.plugin.session import session_of
     from cudagraph_bench.results.record import attach_kernel_counts
     from cudagraph_bench.results.runfile import INTERRUPTED
 
@@ -90,8 +92,6 @@ def json_option_path(config) -> str | None:
 def write_records_only_json(config) -> str | None:
     """Atomically write ``--benchmark-json PATH`` with no benchmarks for a session that recorded failed cases or kernel
     counts, so they reach reports and ``merge``; not in an xdist worker. Returns the path, else None."""
-    from cudagraph_bench.plugin.session import session_of
-
     path = json_option_path(config)
     session = session_of(config)
     if path is None or session is None or not session.records or hasattr(config, "workerinput"):
@@ -119,10 +119,6 @@ def pytest_sessionfinish(session, exitstatus):
     """Mark a Ctrl-C run; exit non-zero on refused models or failed proofs; write records-only JSON."""
     import warnings
 
-    from cudagraph_bench.models.refusals import exit_status
-    from cudagraph_bench.plugin.pytest_options import model_checks
-    from cudagraph_bench.plugin.session import session_of
-
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
         session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"
@@ -144,10 +140,6 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Refused models, the memory ledger, failed replay proofs and the cases not measured, each with its reasons."""
-    from cudagraph_bench.models.refusals import refusal_lines
-    from cudagraph_bench.plugin.pytest_options import model_checks
-    from cudagraph_bench.plugin.session import session_of
-
     refused, session = model_checks(config).refused, session_of(config)
     proofs = session.proofs.failures if session is not None and session.proofs is not None else []
     ledger = session is not None and (session.ledger.start_mib or session.ledger.cases)

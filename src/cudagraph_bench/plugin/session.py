@@ -9,6 +9,7 @@ from typing import Callable
 import pytest
 
 from cudagraph_bench.cases import Case, DecodeCase
+from cudagraph_bench.models.positions import position_bound, prompt_does_not_fit
 from cudagraph_bench.plugin.memory import MemoryLedger, release, reserved_mib
 from cudagraph_bench.plugin.pytest_options import MIN_DECODE_ROUNDS
 
@@ -117,15 +118,11 @@ class Session:
 
     def position_limit(self, name: str) -> int:
         """Bounded by ``--max-positions`` or the longest request where the config records none."""
-        from cudagraph_bench.models.positions import position_bound
-
         opt = self.option
         return self.models.position_limit(name, bound=lambda: position_bound(
             opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def skip_if_too_long(self, name: str, seq_len: int) -> None:
-        from cudagraph_bench.models.positions import prompt_does_not_fit
-
         limit = self.position_limit(name)
         if seq_len > limit:
             pytest.skip(prompt_does_not_fit(name, limit, seq_len))
