@@ -9,6 +9,9 @@ import os
 import tempfile
 
 from cudagraph_bench.errors import CudagraphBenchError, UnknownModelError
+from cudagraph_bench.models.checkpoints import directory_config
+from cudagraph_bench.models.refusals import check_model
+from cudagraph_bench.models.zoo_sizes import shrink_fields
 
 #: Seed of a tiny model's random weights (latency does not depend on weight values).
 ZOO_SEED = 0
@@ -116,8 +119,6 @@ def tiny_fields(model_type: str) -> dict:
     """The default config's fields shrunk, with the override on top; ZooBuildError when it cannot be built."""
     from transformers import CONFIG_MAPPING
 
-    from cudagraph_bench.models.zoo_sizes import shrink_fields
-
     if model_type not in CONFIG_MAPPING:
         raise ZooBuildError(f"transformers has no config for model type {model_type!r}")
     config_class = CONFIG_MAPPING[model_type]
@@ -188,8 +189,6 @@ def default_config_refusal(model_type: str) -> str | None:
     """Why ``directory_config`` refuses the type's default config, or None."""
     from transformers import CONFIG_MAPPING
 
-    from cudagraph_bench.models.checkpoints import directory_config
-
     try:
         config = CONFIG_MAPPING[model_type]()
     except Exception:   # noqa: BLE001 - the build's reason is given instead
@@ -209,9 +208,6 @@ def default_config_refusal(model_type: str) -> str | None:
 def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implementation: str | None = None) -> str:
     """Save the tiny model into ``folder/<model_type>`` and check it as ``--models`` would; returns the path (an
     encoder-decoder: its causal-LM decoder alone). ZooRefused with the one-line reason."""
-    from cudagraph_bench.models.checkpoints import directory_config
-    from cudagraph_bench.models.refusals import check_model
-
     if model_type in REFUSED:
         raise ZooRefused(REFUSED[model_type])
     try:
