@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.models.refusals import ModelChecks, all_refused_message, check_models
 from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_COMPILE_TUNING,
                                      DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
                                      Option, add_to_pytest, parse_count, parse_decode_compile_tuning, parse_dtypes,
                                      parse_prompt_lengths, parse_timeout_s, parse_token_counts)
+from cudagraph_bench.plugin.benchmark_timing import apply_benchmark_options
+from cudagraph_bench.plugin.params import case_of_item
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 #: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most).
@@ -77,20 +81,16 @@ def pytest_addoption(parser):
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """pytest-benchmark's calibration options honoured or refused, and the ``--models`` folders read."""
-    from cudagraph_bench.plugin.benchmark_timing import apply_benchmark_options
-
     apply_benchmark_options(config)
     check_matrix_models(config)
 
 
 #: What :func:`check_matrix_models` found (:class:`cudagraph_bench.models.refusals.ModelChecks`), on the config.
-MODEL_CHECKS = pytest.StashKey[object]()
+MODEL_CHECKS = pytest.StashKey[ModelChecks]()
 
 
 def model_checks(config):
     """What :func:`check_matrix_models` found (``refused`` entries, ``notes`` on the accepted); none before it ran."""
-    from cudagraph_bench.models.refusals import ModelChecks
-
     return config.stash.get(MODEL_CHECKS, ModelChecks(()))
 
 
@@ -98,9 +98,6 @@ def check_matrix_models(config) -> None:
     """Check every ``--models`` entry before collection: ``--models`` becomes the accepted ones, refusals and notes are
     kept (summary, run JSON, non-zero exit). pytest.UsageError: every entry refused, or ``--attn-implementation`` not
     installed."""
-    from cudagraph_bench.errors import UsageError
-    from cudagraph_bench.models.refusals import all_refused_message, check_models
-
     models = config.getoption("models", None) or ()
     try:
         checks = check_models(models, config.getoption("attn_implementation", None))
@@ -116,8 +113,6 @@ def check_matrix_models(config) -> None:
 
 def pytest_collection_modifyitems(config, items):
     """GPU tests skip without CUDA; with ``--device cpu`` all but the benchmark cases of variants needing no GPU."""
-    from cudagraph_bench.plugin.params import case_of_item
-
     on_cpu = config.getoption("device", "cuda") == "cpu"
     if not on_cpu:
         import torch

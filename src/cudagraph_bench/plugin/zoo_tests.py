@@ -7,6 +7,8 @@ import argparse
 
 import pytest
 
+from cudagraph_bench.models.zoo_types import ZooRefused, causal_lm_types, zoo_checkpoint
+from cudagraph_bench.parsers import parse_zoo_types
 from cudagraph_bench.zoo_keys import (AWAITS_GPU, DTYPE, FAILED, FORWARD, MEASURED, NOT_GRAPHABLE, REFUSED,
                                       SUITE)
 
@@ -18,8 +20,6 @@ DECODE_ROUNDS, DECODE_WARMUP = 3, 1
 
 
 def pytest_addoption(parser):
-    from cudagraph_bench.parsers import parse_zoo_types
-
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
     group.addoption("--zoo", dest="zoo", type=parse_zoo_types, default=None, metavar="TYPES",
                     help="the architecture zoo: collect perf_tests/test_zoo.py for these causal-LM model types of the "
@@ -48,9 +48,6 @@ def selected_types(option) -> list[str]:
     """``--zoo``'s types in order; pytest.UsageError for an unknown type or a K past them."""
     import transformers
 
-    from cudagraph_bench.models.zoo_types import causal_lm_types
-    from cudagraph_bench.parsers import parse_zoo_types
-
     try:
         selection = parse_zoo_types(option) if isinstance(option, str) else option
         return selection.pick(causal_lm_types(), "--zoo", transformers.__version__)
@@ -73,8 +70,6 @@ class Zoo:
 
     def checkpoint(self, model_type: str) -> str:
         """Raises ZooRefused."""
-        from cudagraph_bench.models.zoo_types import ZooRefused, zoo_checkpoint
-
         if model_type not in self._paths:
             try:
                 self._paths[model_type] = zoo_checkpoint(model_type, self.folder,
@@ -102,8 +97,6 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
     """Refusal, load, check, timing, record."""
     import torch
     import transformers
-
-    from cudagraph_bench.models.zoo_types import ZooRefused
 
     key = {"suite": SUITE, "model_type": model_type, "part": part, "dtype": DTYPE,
            "transformers": transformers.__version__, "torch": torch.__version__}
