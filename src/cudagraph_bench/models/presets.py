@@ -54,6 +54,7 @@ from cudagraph_bench.models.attention import choose_attention
 from cudagraph_bench.models.checkpoints import (FIX, directory_config, directory_model_class, names_lm_head,
                                                 weight_shape_mismatch)
 from cudagraph_bench.models.positions import max_positions, position_limit  # noqa: F401 - max_positions: re-exported
+from cudagraph_bench.models.zoo_sizes import EXPERT_FIELDS
 from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -234,8 +235,6 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
 
 def is_mixture_of_experts(model_or_config) -> bool:
     """True for a mixture-of-experts model (its config counts experts under a name of ``zoo_sizes.EXPERT_FIELDS``)."""
-    from cudagraph_bench.models.zoo_sizes import EXPERT_FIELDS
-
     config = getattr(model_or_config, "config", model_or_config)
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     return any(getattr(config, f, None) for f in EXPERT_FIELDS)

@@ -12,6 +12,8 @@ from typing import Callable
 
 import pytest
 
+from cudagraph_bench.options import MATRIX_OPTIONS, PYTEST_BENCHMARK_SPELLING, pytest_argument
+
 #: pytest-benchmark flag -> what to use instead, for the options a policy of one call per round has no use for.
 REFUSED = {
     "--benchmark-min-time": "each round is one call here: set --min-time-ms (ms of measured calls per benchmark)",
@@ -33,8 +35,6 @@ def apply_benchmark_options(config) -> None:
     """Set the suite's round options from pytest-benchmark's given, or to the defaults; pytest.UsageError (one line) for
     a refused option or a value the suite's parser refuses."""
     import pytest_benchmark.utils as utils
-
-    from cudagraph_bench.options import MATRIX_OPTIONS, PYTEST_BENCHMARK_SPELLING, pytest_argument
 
     given = given_flags(config)
     for flag, why in REFUSED.items():
@@ -74,8 +74,6 @@ def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_inf
     around the pilot too with ``--benchmark-disable-gc``; ``device_figure``: also the back-to-back figure.
     ``extra_info`` gets the event times, device figure, timing fields, ``gpu_state`` and, when throttled, ``throttled``
     (with a warning). Returns the measured rounds' CUDA-event ms (``[]`` on a CPU)."""
-    import contextlib
-
     import numpy as np
     import torch
 

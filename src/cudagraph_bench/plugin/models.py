@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from cudagraph_bench.models.positions import position_limit
+from cudagraph_bench.models.presets import load_model, model_position_limit
+
 #: Largest share of GPU memory that the cached models may hold before the least recently used is dropped.
 MODEL_CACHE_SHARE = 0.3
 
@@ -23,8 +26,6 @@ class ModelCache:
 
     def get(self, name: str, dtype: str):
         """Built once; raises what building it raises."""
-        from cudagraph_bench.models.presets import load_model
-
         key = (name, dtype)
         if key not in self._models:
             self._evict_for(name)
@@ -35,9 +36,6 @@ class ModelCache:
     def position_limit(self, name: str, bound=None) -> int:
         """Position limit (tokens) from a built model of ``name`` (any dtype) or its config, else ``bound`` (or a
         callable giving it). UsageError when neither records one."""
-        from cudagraph_bench.models.positions import position_limit
-        from cudagraph_bench.models.presets import model_position_limit
-
         built = next((m for (n, _), m in self._models.items() if n == name), None)
         return position_limit(built.config, bound) if built is not None else model_position_limit(name, bound=bound)
 

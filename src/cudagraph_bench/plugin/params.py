@@ -7,6 +7,7 @@ import pytest
 
 from cudagraph_bench import variants
 from cudagraph_bench.cases import Case, DecodeCase
+from cudagraph_bench.models.presets import kind_of
 
 #: Prompt lengths (tokens) of the padding benchmarks, among ``--prompt-lengths``.
 PAD_LENGTHS = (16, 50, 128, 512)
@@ -91,8 +92,6 @@ def _no_forward_variant_reason(config) -> str:
 
 def causal_models(models) -> list[str]:
     """The causal LMs among ``models`` (the ones with decode benchmarks)."""
-    from cudagraph_bench.models.presets import kind_of
-
     return [m for m in models if kind_of(m) == "causal"]
 
 

@@ -4,14 +4,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import pytest
 
 from cudagraph_bench.cases import Case, DecodeCase
+from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
 from cudagraph_bench.models.positions import position_bound, prompt_does_not_fit
+from cudagraph_bench.models.presets import random_input_ids
+from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
 from cudagraph_bench.plugin.memory import MemoryLedger, release, reserved_mib
+from cudagraph_bench.plugin.models import ModelCache, PaddingGraphs
+from cudagraph_bench.plugin.profiles import Profiles
 from cudagraph_bench.plugin.pytest_options import MIN_DECODE_ROUNDS
+from cudagraph_bench.plugin.references import DecodeReferences
+from cudagraph_bench.variants import FORWARD, gated
 
 
 @dataclass
@@ -86,10 +94,6 @@ class Session:
     without ``--replay-proof``)."""
 
     def __init__(self, config):
-        from cudagraph_bench.plugin.models import ModelCache, PaddingGraphs
-        from cudagraph_bench.plugin.profiles import Profiles
-        from cudagraph_bench.plugin.references import DecodeReferences
-
         self.config = config
         self.device = config.getoption("device", "cuda")
         self.padding = PaddingGraphs(release)
@@ -102,8 +106,6 @@ class Session:
         self.ledger = MemoryLedger(start_mib=reserved_mib())
         self.proofs = None
         if config.getoption("replay_proof", False):
-            from functools import partial
-
             from cudagraph_bench.measure.replay_proof import proof_fields
 
             self.proofs = ReplayProofs(self._prepare, self.model, partial(proof_fields, device=self.device,
@@ -130,8 +132,6 @@ class Session:
     def inputs(self, model, seq_len: int, n: int, seed: int = 0) -> list:
         """``n`` random ``input_ids [1, seq_len]`` int64 on the session's device (fixed seed)."""
         import torch
-
-        from cudagraph_bench.models.presets import random_input_ids
 
         device = next(model.parameters()).device
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -183,10 +183,7 @@ class Session:
         """One benchmark of a forward or decode case: build, check, time, record, release. Too long a request or an
         ungraphable model is a skip; a raising phase fails this test only (a peer's: xfail); a failed check is timed and
         recorded, then fails the test."""
-        from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
-        from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
-        from cudagraph_bench.variants import FORWARD, gated
 
         kind = case.variant_spec
         nodeid = request.node.nodeid if request is not None else case.test_id

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cudagraph_bench.journal import EXIT_CUDA_BROKEN, is_fatal_cuda_error
+from cudagraph_bench.plugin.params import case_of_item
 
 
 def pytest_addoption(parser):
@@ -30,8 +31,6 @@ class Journal:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        from cudagraph_bench.plugin.params import case_of_item
-
         case = case_of_item(item)
         self.write(start=item.nodeid, **({"case": case.extra_info()} if case is not None else {}))
 
