@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import traceback
 
 from cudagraph_bench.errors import UnknownModelError
 from cudagraph_bench.models.hf_internals import state_layer_types
@@ -50,8 +51,6 @@ def check_config_fields(file: str, data: dict) -> None:
 def config_error_reason(exc: BaseException, *, source_line: bool = True) -> str:
     """``exc`` in one line (message cut to 200 characters): type and message, and the raising source line when it
     names no field."""
-    import traceback
-
     message = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
     message = message if len(message) <= 200 else message[:197] + "..."
     text = f"{type(exc).__name__}: {message}" if str(exc).strip() else type(exc).__name__

@@ -4,6 +4,8 @@ says why. :func:`check_internals` lists what the installed transformers lacks.""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
 import os
 from unittest import mock
 
@@ -46,8 +48,6 @@ HOST_BRANCH_ROPE_TYPES = ("dynamic", "longrope")
 
 def check_internals() -> list[str]:
     """One line per internal the installed transformers lacks, naming the fix (empty when everything is there)."""
-    import importlib
-
     import transformers
     import transformers.cache_utils as cache_utils
 
@@ -206,8 +206,6 @@ def set_cache_write_position(cache, length: int) -> None:
 
 def cache_keyword(model) -> str:
     """``cache`` (transformers >= 5.24), ``past_key_values`` or ``cache_params``; ``**kwargs`` eats a wrong one."""
-    import inspect
-
     params = inspect.signature(model.forward).parameters
     return next((name for name in ("cache", "past_key_values", "cache_params") if name in params), "past_key_values")
 

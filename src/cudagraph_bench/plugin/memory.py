@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import sys
 from dataclasses import dataclass, field
 
 
@@ -9,9 +11,6 @@ def release(*, everything: bool = False) -> None:
     """Free what the last case left: gc (pools can sit in cycles), then the allocator's free blocks. Survivors are
     frozen (``gc.freeze``; full collections took ~0.4 s per case) unless an exception propagates; ``everything``
     unfreezes first, after long-lived objects were dropped."""
-    import gc
-    import sys
-
     import torch
 
     if everything:

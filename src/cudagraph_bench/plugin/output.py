@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import warnings
+from dataclasses import asdict
 
 import pytest
 
@@ -63,8 +65,6 @@ _INTERRUPTED = pytest.StashKey[str]()
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     """The ``cudagraph_bench`` section: interruption, refused models and notes, and the ``cgb`` session's records."""
-    from dataclasses import asdict
-
     from cudagraph_bench.results.record import attach_kernel_counts
     from cudagraph_bench.results.runfile import INTERRUPTED
 
@@ -117,8 +117,6 @@ def write_records_only_json(config) -> str | None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     """Mark a Ctrl-C run; exit non-zero on refused models or failed proofs; write records-only JSON."""
-    import warnings
-
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
         session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"

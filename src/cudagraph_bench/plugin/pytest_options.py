@@ -3,6 +3,8 @@ before collection: the ``--models`` check and the skip of GPU tests without CUDA
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from cudagraph_bench.errors import UsageError
@@ -20,8 +22,6 @@ MIN_DECODE_ROUNDS = 3
 
 
 def _fault(text: str):
-    import argparse
-
     from cudagraph_bench.selftest.faults import parse_fault
 
     try:

@@ -4,6 +4,7 @@ test per causal-LM type on its tiny checkpoint; a measured part is a benchmark, 
 from __future__ import annotations
 
 import argparse
+import time
 
 import pytest
 
@@ -37,8 +38,6 @@ def pytest_ignore_collect(collection_path, config):
 
 def pytest_runtest_setup(item):
     """A zoo test past ``--zoo-deadline-at`` is skipped before it starts."""
-    import time
-
     deadline = item.config.getoption("zoo_deadline_at", 0.0) or 0.0
     if deadline and "zoo_type" in item.fixturenames and time.time() > deadline:
         pytest.skip("not run: past the zoo's deadline (--zoo-deadline-at)")
