@@ -1,5 +1,5 @@
 """pytest-benchmark's own calibration options mean what they say in the suite, or are refused with one line naming
-the suite's option (:mod:`cudagraph_bench.plugin.benchmark_options`): checked through a real pytest session that
+the suite's option (:mod:`cudagraph_bench.plugin.benchmark_timing`): checked through a real pytest session that
 records the round policy its benchmark ran under."""
 
 import json

@@ -317,7 +317,7 @@ def test_a_checkpoint_the_suite_cannot_measure_is_one_usage_error(pytester, tmp_
     config without its weights: pytest stops before collection with the reason that check_model_directory gives,
     in one line, not a collection traceback (nor an error in every test on a GPU)."""
     from cudagraph_bench.errors import UnknownModelError
-    from cudagraph_bench.models.presets import check_model_directory
+    from cudagraph_bench.models.checkpoints import check_model_directory
     from cudagraph_bench.models.refusals import Refusal, all_refused_message
 
     folder = tmp_path / kind

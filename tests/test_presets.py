@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
-from cudagraph_bench.models.presets import (PADDING_OFFSET_POSITIONS, PRESETS, WEIGHT_FILES, check_model_directory,
-                                           directory_config, head_note, load_model, max_positions, model_forward, model_kind,
-                                           preset_config, random_input_ids)
-from cudagraph_bench.models.presets import model_position_limit
+from cudagraph_bench.models.checkpoints import WEIGHT_FILES, check_model_directory, directory_config, head_note
+from cudagraph_bench.models.positions import PADDING_OFFSET_POSITIONS
+from cudagraph_bench.models.presets import (PRESETS, load_model, max_positions, model_forward, model_kind,
+                                           model_position_limit, preset_config, random_input_ids)
 from cudagraph_bench.plugin.models import ModelCache
 
 TINY = {
@@ -288,16 +288,16 @@ def test_a_config_without_a_position_limit_is_bounded_by_the_request_or_max_posi
     longest request), and without one the error names --max-positions; a recorded limit wins over any bound."""
     import transformers
 
-    from cudagraph_bench.models.positions import longest_request, position_bound, position_limit
+    from cudagraph_bench.models.positions import position_bound, position_limit
 
     bloom = transformers.BloomConfig(n_layer=1, hidden_size=16, n_head=2, vocab_size=64)
     with pytest.raises(UsageError, match="BloomConfig records no position limit .*: give --max-positions N"):
         position_limit(bloom)
     assert position_limit(bloom, 300) == 300
     assert position_limit(preset_config("gpt2"), 300) == 1024
-    assert longest_request((16, 50, 128), (50,), (64, 128)) == 178
-    assert longest_request((16, 1024), (50,), (64, 128)) == 1024
-    assert longest_request((16,)) == 16
+    assert position_bound(None, (16, 50, 128), (50,), (64, 128)) == 178
+    assert position_bound(None, (16, 1024), (50,), (64, 128)) == 1024
+    assert position_bound(None, (16,)) == 16
     assert position_bound(None, (16, 50), (50,), (64,)) == 114 and position_bound(4096, (16,)) == 4096
 
 

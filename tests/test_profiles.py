@@ -16,8 +16,7 @@ from cudagraph_bench.models.presets import load_model
 from cudagraph_bench.plugin import output
 from cudagraph_bench.plugin.memory import MemoryLedger
 from cudagraph_bench.plugin.profiles import Profiles
-from cudagraph_bench.plugin.records import SessionRecords
-from cudagraph_bench.plugin.session import SESSION
+from cudagraph_bench.plugin.session import SESSION, SessionRecords
 
 TINY = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0}
 

@@ -407,7 +407,7 @@ def test_only_a_missing_position_limit_means_none():
     import transformers
 
     from cudagraph_bench.errors import UnknownModelError
-    from cudagraph_bench.models.config_checks import check_config_fields
+    from cudagraph_bench.models.checkpoints import check_config_fields
     from cudagraph_bench.models.positions import recorded_position_limit
 
     for field in POSITION_FIELDS:

@@ -1,12 +1,12 @@
-"""The session's replay proofs wait for the end of its timing (:mod:`cudagraph_bench.plugin.replay_proofs`): nothing is
-built or profiled while cases are noted; afterwards each case is built again and proven, one model at a time, its
-fields written into that case's own benchmark dict; a proof that shows no replay or raises fails that case's recorded
-check and is listed, and the other proofs go on."""
+"""The session's replay proofs wait for the end of its timing (:class:`cudagraph_bench.plugin.session.ReplayProofs`):
+nothing is built or profiled while cases are noted; afterwards each case is built again and proven, one model at a
+time, its fields written into that case's own benchmark dict; a proof that shows no replay or raises fails that case's
+recorded check and is listed, and the other proofs go on."""
 
 from types import SimpleNamespace
 
 from cudagraph_bench.cases import Case
-from cudagraph_bench.plugin.replay_proofs import ReplayProofs
+from cudagraph_bench.plugin.session import ReplayProofs
 from cudagraph_bench.results.record import decode_check
 from cudagraph_bench.results.replay import replay_field, replay_problem
 from cudagraph_bench.results.replay import ReplayCount

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cudagraph_bench.models.presets import load_model, model_forward, vocab_size
-from cudagraph_bench.models.zoo_checkpoints import zoo_checkpoint
+from cudagraph_bench.models.zoo_types import zoo_checkpoint
 from cudagraph_bench.models.zoo_types import causal_lm_types, tiny_model
 
 NEW_TOKENS = 12

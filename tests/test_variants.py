@@ -1,6 +1,6 @@
 """Forward variants on CPU: the interface, the correctness check (NaN poisoning, the fp64 rule), a case
 prepared for timing by the pipeline (:func:`~cudagraph_bench.measure.case.prepare_case`), and the padded /
-bucketed graphs a session shares between prompt lengths (:class:`~cudagraph_bench.plugin.padding.PaddingGraphs`)."""
+bucketed graphs a session shares between prompt lengths (:class:`~cudagraph_bench.plugin.models.PaddingGraphs`)."""
 
 import dataclasses
 
@@ -309,11 +309,11 @@ def test_inductor_cudagraph_skip_reasons_are_collected():
 
 def test_padding_cases_of_one_model_replay_the_graphs_its_first_case_captured(monkeypatch, tiny):
     """The session captures the padded / bucketed graphs of a model and dtype once
-    (:class:`~cudagraph_bench.plugin.padding.PaddingGraphs`): the case of another prompt length replays them
+    (:class:`~cudagraph_bench.plugin.models.PaddingGraphs`): the case of another prompt length replays them
     (recorded as ``graphs_reused``), a case's variant never closes them, the padded and the bucketed variant each
     have their own, and the first case of another model closes them."""
     from cudagraph_bench.capture.buckets import BucketCapture
-    from cudagraph_bench.plugin.padding import PaddingGraphs
+    from cudagraph_bench.plugin.models import PaddingGraphs
 
     captured, closed = [], []
 

@@ -4,6 +4,7 @@ soft-capping), or ``--attn-implementation``'s."""
 from __future__ import annotations
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
+from cudagraph_bench.models.hf_internals import EAGER_ATTENTION, supports_attention, use_capture_safe_eager_mask
 from cudagraph_bench.options import ATTN_IMPLEMENTATIONS
 
 
@@ -33,15 +34,11 @@ def soft_capped(config) -> bool:
 
 def supported_attention(model_class) -> tuple[str, ...]:
     """The implementations of :data:`~cudagraph_bench.options.ATTN_IMPLEMENTATIONS` ``model_class`` supports."""
-    from cudagraph_bench.models.hf_internals import supports_attention
-
     return tuple(name for name in ATTN_IMPLEMENTATIONS if supports_attention(model_class, name))
 
 
 def default_attention(config, model_class=None) -> str:
     """``"eager"`` for soft-capping or a class without SDPA, else ``"sdpa"`` (``model_class`` None: assume SDPA)."""
-    from cudagraph_bench.models.hf_internals import supports_attention
-
     if soft_capped(config) or (model_class is not None and not supports_attention(model_class, "sdpa")):
         return "eager"
     return "sdpa"
@@ -61,8 +58,6 @@ def choose_attention(config, model_class=None, requested: str | None = None) -> 
     if requested == "sdpa" and soft_capped(config):
         raise UnknownModelError(f"{config.__class__.__name__} soft-caps its attention logits, which SDPA cannot do: "
                                 "use --attn-implementation eager, or leave it out (its own: eager)")
-    from cudagraph_bench.models.hf_internals import EAGER_ATTENTION, use_capture_safe_eager_mask
-
     if chosen == EAGER_ATTENTION:
         use_capture_safe_eager_mask()
     return chosen
@@ -70,6 +65,5 @@ def choose_attention(config, model_class=None, requested: str | None = None) -> 
 
 def attention_of(model) -> str | None:
     """``"sdpa"``, ``"eager"``, ..., or None."""
-    config = getattr(model, "config", None)
-    value = getattr(config, "_attn_implementation", None)
+    value = getattr(getattr(model, "config", None), "_attn_implementation", None)
     return value if isinstance(value, str) else None

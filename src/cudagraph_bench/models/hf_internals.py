@@ -4,28 +4,26 @@ says why. :func:`check_internals` lists what the installed transformers lacks.""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
 import os
+from unittest import mock
 
 from cudagraph_bench.errors import NotGraphableError
+from cudagraph_bench.models.positions import check_windows_recorded
 
 #: transformers releases the suite is tested with (CPU CI runs the oldest and the newest).
 TESTED_RANGE = ">=5.17,<6"
 
-#: (module, attribute) pairs this module reaches into.
-INTERNALS = (
-    ("transformers.masking_utils", "_ignore_causal_mask_sdpa"),
-    ("transformers.masking_utils", "_ignore_bidirectional_mask_sdpa"),
-    ("transformers.masking_utils", "find_packed_sequence_indices"),
-    ("transformers.masking_utils", "is_tracing"),
-    ("transformers.cache_utils", "StaticLayer"),
-    ("transformers.cache_utils", "get_layer_types_and_kwargs"),
-    ("transformers.cache_utils", "STATIC_LAYER_TYPE_MAPPING"),
-    ("transformers.cache_utils", "LinearAttentionAndStaticFullAttentionLayer"),
-    ("transformers.modeling_rope_utils", "dynamic_rope_update"),
-    ("transformers.masking_utils", "sdpa_mask"),
-    ("transformers.masking_utils", "AttentionMaskInterface"),
-    ("transformers.utils.import_utils", "is_cuda_stream_capturing"),
-)
+#: module -> the attributes of it this module reaches into.
+INTERNALS = {
+    "transformers.masking_utils": ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa",
+                                   "find_packed_sequence_indices", "is_tracing", "sdpa_mask", "AttentionMaskInterface"),
+    "transformers.cache_utils": ("StaticLayer", "get_layer_types_and_kwargs", "STATIC_LAYER_TYPE_MAPPING",
+                                 "LinearAttentionAndStaticFullAttentionLayer"),
+    "transformers.modeling_rope_utils": ("dynamic_rope_update",),
+    "transformers.utils.import_utils": ("is_cuda_stream_capturing",),
+}
 #: transformers' own attention (``attn_implementation="eager"``): every class has it; not the eager variant.
 EAGER_ATTENTION = "eager"
 #: Class attributes of ``PreTrainedModel`` that say which attention implementation a model class runs.
@@ -50,12 +48,10 @@ HOST_BRANCH_ROPE_TYPES = ("dynamic", "longrope")
 
 def check_internals() -> list[str]:
     """One line per internal the installed transformers lacks, naming the fix (empty when everything is there)."""
-    import importlib
-
     import transformers
     import transformers.cache_utils as cache_utils
 
-    problems = [f"{module}.{attr} is missing" for module, attr in INTERNALS
+    problems = [f"{module}.{attr} is missing" for module, attrs in INTERNALS.items() for attr in attrs
                 if not hasattr(importlib.import_module(module), attr)]
     if not hasattr(transformers.PreTrainedModel, "_supports_sdpa"):
         problems.append("transformers.PreTrainedModel._supports_sdpa is missing")
@@ -76,8 +72,6 @@ def supports_attention(model_class, implementation: str) -> bool:
 
 def capture_code_path():
     """A context in which transformers takes a capture's code path, for the host-work check before the capture."""
-    from unittest import mock
-
     import transformers.utils.import_utils as import_utils
 
     return mock.patch.object(import_utils, "is_cuda_stream_capturing", lambda: True)
@@ -95,33 +89,20 @@ def eager_sdpa_dispatch_during_capture():
     positions are ``arange(seq_len)``. ``CGB_HF_SDPA_SKIP=0`` turns it off."""
     import transformers.masking_utils as mu
 
-    if os.environ.get("CGB_HF_SDPA_SKIP", "1") == "0" or not hasattr(mu, "is_tracing"):
-        yield
-        return
-    originals = {name: getattr(mu, name) for name in _HF_SKIP_DECIDERS if hasattr(mu, name)}
-
-    def wrap(original):
+    def untraced(original):
         def decide(padding_mask, *args, **kwargs):
-            if padding_mask is not None:
+            with contextlib.nullcontext() if padding_mask is not None else \
+                    mock.patch.object(mu, "is_tracing", lambda *a, **k: False):
                 return original(padding_mask, *args, **kwargs)
-            is_tracing = mu.is_tracing
-            mu.is_tracing = lambda *a, **k: False
-            try:
-                return original(padding_mask, *args, **kwargs)
-            finally:
-                mu.is_tracing = is_tracing
         return decide
 
-    for name, original in originals.items():
-        setattr(mu, name, wrap(original))
-    if hasattr(mu, "find_packed_sequence_indices"):
-        originals["find_packed_sequence_indices"] = mu.find_packed_sequence_indices
-        mu.find_packed_sequence_indices = lambda *args, **kwargs: None
-    try:
+    with contextlib.ExitStack() as patches:
+        if os.environ.get("CGB_HF_SDPA_SKIP", "1") != "0" and hasattr(mu, "is_tracing"):
+            for name in (n for n in _HF_SKIP_DECIDERS if hasattr(mu, n)):
+                patches.enter_context(mock.patch.object(mu, name, untraced(getattr(mu, name))))
+            if hasattr(mu, "find_packed_sequence_indices"):
+                patches.enter_context(mock.patch.object(mu, "find_packed_sequence_indices", lambda *a, **k: None))
         yield
-    finally:
-        for name, original in originals.items():
-            setattr(mu, name, original)
 
 
 def capture_safe_eager_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
@@ -177,14 +158,11 @@ def state_layer_types(config) -> list[str]:
 
 def static_cache_for_graphs(model, max_cache_len: int):
     """A ``Cache`` whose tensors keep shape and address from step to step: a full-length ``StaticLayer`` (``[1,
-    kv_heads, max_cache_len, head_dim]``) per attention layer (sliding ones too: the mask keeps the window),
-    transformers' fixed-shape state layer per state layer, both for a hybrid (vLLM's hybrid pattern). Raises
-    NotGraphableError for a layer type a fixed-shape cache cannot hold (chunked, sparse attention) or an unrecorded
-    window."""
+    kv_heads, max_cache_len, head_dim]``) per attention layer (sliding too: the mask keeps the window), a fixed-shape
+    state layer per state layer, both for a hybrid (vLLM's pattern). NotGraphableError: a layer type a fixed-shape
+    cache cannot hold (chunked, sparse attention) or an unrecorded window."""
     import transformers.cache_utils as cache_utils
     from transformers.cache_utils import Cache, StaticLayer
-
-    from cudagraph_bench.models.windows import check_windows_recorded
 
     config = model.config.get_text_config(decoder=True)
     layer_types, per_layer = _cache_layers(config, "graphed decode supports full and sliding-window attention, state "
@@ -228,8 +206,6 @@ def set_cache_write_position(cache, length: int) -> None:
 
 def cache_keyword(model) -> str:
     """``cache`` (transformers >= 5.24), ``past_key_values`` or ``cache_params``; ``**kwargs`` eats a wrong one."""
-    import inspect
-
     params = inspect.signature(model.forward).parameters
     return next((name for name in ("cache", "past_key_values", "cache_params") if name in params), "past_key_values")
 
@@ -268,11 +244,8 @@ def static_rope_during_capture(model, max_position: int):
 
 @contextlib.contextmanager
 def _rope_as_default(modules):
-    saved = [(module, module.rope_type) for module in modules]
-    try:
+    with contextlib.ExitStack() as patches:
+        originals = [module.rope_type for module in modules]
         for module in modules:
-            module.rope_type = "default"
-        yield [rope for _, rope in saved]
-    finally:
-        for module, rope_type in saved:
-            module.rope_type = rope_type
+            patches.enter_context(mock.patch.object(module, "rope_type", "default"))
+        yield originals

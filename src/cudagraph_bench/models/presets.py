@@ -44,43 +44,35 @@ experts implementation (:func:`graph_safe_experts_implementation`).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from array import array
 from typing import TYPE_CHECKING, Any
 
 from cudagraph_bench.errors import UnknownModelError, UsageError
 from cudagraph_bench.models.attention import choose_attention
-from cudagraph_bench.models.checkpoints import (WEIGHT_FILES, check_config_json, check_model_directory,  # noqa: F401
-                                                directory_config, directory_model_class, head_note, names_lm_head)
-from cudagraph_bench.models.positions import PADDING_OFFSET_POSITIONS, POSITION_FIELDS, max_positions  # noqa: F401
-from cudagraph_bench.models.positions import position_limit
+from cudagraph_bench.models.checkpoints import (FIX, directory_config, directory_model_class, names_lm_head,
+                                                weight_shape_mismatch)
+from cudagraph_bench.models.positions import max_positions, position_limit  # noqa: F401 - max_positions: re-exported
+from cudagraph_bench.models.zoo_sizes import EXPERT_FIELDS
 from cudagraph_bench.options import DTYPES, PRESET_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-#: Phi-3.5-mini-instruct's LongRoPE rescaling factors (48 per table: head_dim 96 / 2), from its config.json.
-_PHI35_LONG_FACTOR = [
-    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
-    1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863, 3.2300000190734863,
-    4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789, 12.199999809265137,
-    17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
-    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992, 50.340003967285156,
-    50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992, 60.1400032043457,
-    62.61000442504883, 62.62000274658203, 62.71000289916992, 63.1400032043457, 63.1400032043457,
-    63.77000427246094, 63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
-    64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938, 64.4800033569336,
-    64.51000213623047, 64.52999877929688, 64.83999633789062]
-_PHI35_SHORT_FACTOR = [
-    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842, 1.0499999523162842,
-    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979, 1.0999999046325684,
-    1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
-    1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
-    1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745, 2.0199997425079346,
-    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
-    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
-    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
-    2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
-    2.749999523162842, 2.8399994373321533]
+#: Phi-3.5-mini-instruct's LongRoPE rescaling factors (48 per table: head_dim 96 / 2), from its config.json: float32
+#: values, written shortest and widened exactly by ``array("f")``.
+_PHI35_LONG_FACTOR = list(array("f", [
+    1.08, 1.11, 1.14, 1.34, 1.5899999, 1.6, 1.62, 2.6200001, 3.23, 3.23, 4.79, 7.4, 7.7000003, 9.09, 12.2, 17.67,
+    24.460001, 28.570002, 30.420002, 30.840002, 32.590004, 32.930004, 42.320004, 44.960003, 50.340004, 50.450005,
+    57.550003, 57.930004, 58.210003, 60.140003, 62.610004, 62.620003, 62.710003, 63.140003, 63.140003, 63.770004,
+    63.930004, 63.960003, 63.97, 64.03, 64.07, 64.08, 64.12, 64.41, 64.48, 64.51, 64.53, 64.84]))
+_PHI35_SHORT_FACTOR = list(array("f", [
+    1.0, 1.02, 1.03, 1.03, 1.05, 1.05, 1.05, 1.05, 1.05, 1.0699999, 1.0999999, 1.1099999, 1.1599998, 1.1599998,
+    1.1699998, 1.2899998, 1.3399998, 1.6799998, 1.7899998, 1.8199998, 1.8499998, 1.8799998, 1.9099997, 1.9399997,
+    1.9899997, 2.0199997, 2.0199997, 2.0199997, 2.0199997, 2.0199997, 2.0199997, 2.0299997, 2.0299997, 2.0299997,
+    2.0299997, 2.0299997, 2.0299997, 2.0299997, 2.0299997, 2.0299997, 2.0799997, 2.0899997, 2.1899996, 2.2199996,
+    2.5899994, 2.7299995, 2.7499995, 2.8399994]))
 
 
 def _preset(config_class: str, source: str, kind: str = "causal", **config) -> dict[str, Any]:
@@ -204,7 +196,6 @@ def preset_config(name: str, overrides: dict | None = None, *, attn_implementati
     if "layer_types" in spec["config"] and "num_hidden_layers" in overrides and "layer_types" not in overrides:
         fields["layer_types"] = list(spec["config"]["layer_types"][:overrides["num_hidden_layers"]])
     config = getattr(transformers, spec["config_class"])(**fields)
-    # the causal-LM class, or the base model of an encoder
     mapping = transformers.MODEL_FOR_CAUSAL_LM_MAPPING if spec["kind"] == "causal" else transformers.MODEL_MAPPING
     config._attn_implementation = choose_attention(config, mapping[type(config)], attn_implementation)
     return config
@@ -242,15 +233,11 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
     return model.eval()
 
 
-#: Config fields that count a mixture of experts' routed experts (Aria's ``moe_num_experts`` too).
-EXPERT_COUNT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-
-
 def is_mixture_of_experts(model_or_config) -> bool:
-    """True for a mixture-of-experts model (its config counts experts)."""
+    """True for a mixture-of-experts model (its config counts experts under a name of ``zoo_sizes.EXPERT_FIELDS``)."""
     config = getattr(model_or_config, "config", model_or_config)
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return any(getattr(config, f, None) for f in EXPERT_COUNT_FIELDS)
+    return any(getattr(config, f, None) for f in EXPERT_FIELDS)
 
 
 def graph_safe_experts_implementation(dtype: "str | torch.dtype") -> str:
@@ -263,12 +250,9 @@ def graph_safe_experts_implementation(dtype: "str | torch.dtype") -> str:
 
 def use_graph_safe_experts(model, dtype) -> None:
     """Switch a mixture-of-experts model to :func:`graph_safe_experts_implementation`; others are left alone."""
-    if not is_mixture_of_experts(model) or not hasattr(model, "set_experts_implementation"):
-        return
-    try:
-        model.set_experts_implementation(graph_safe_experts_implementation(dtype))
-    except (ValueError, KeyError, ImportError):   # an architecture without switchable experts: keep its own
-        pass
+    if is_mixture_of_experts(model) and hasattr(model, "set_experts_implementation"):
+        with contextlib.suppress(ValueError, KeyError, ImportError):   # experts it cannot switch: keep its own
+            model.set_experts_implementation(graph_safe_experts_implementation(dtype))
 
 
 def experts_implementation(model) -> str | None:
@@ -290,8 +274,6 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
     except RuntimeError as exc:     # transformers' "size mismatch ... look at the above report": name the weight
-        from cudagraph_bench.models.config_checks import FIX, weight_shape_mismatch
-
         mismatch = weight_shape_mismatch(path, config, model_class)
         if mismatch is None:
             raise
@@ -337,9 +319,7 @@ def random_input_ids(model, seq_len: int, *, batch: int = 1, device="cuda", gene
 
 
 def model_position_limit(name_or_path: str, *, bound=None) -> int:
-    """The position limit (tokens) of a preset or a ``save_pretrained`` directory, from its config without building it
-    (a preset name wins over a folder). ``bound``: ``--max-positions``, else the longest request. Raises
-    UnknownModelError when the directory's config cannot be measured, UsageError when no limit is recorded and no
-    ``bound``."""
+    """The position limit (tokens) of a preset (which wins over a folder) or a ``save_pretrained`` directory, from its
+    config alone, else ``bound``. UnknownModelError: a directory it cannot measure; UsageError: neither."""
     config = preset_config(name_or_path) if name_or_path in PRESETS else directory_config(name_or_path)
     return position_limit(config, bound)

@@ -4,14 +4,21 @@ exits non-zero."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from cudagraph_bench.errors import UnknownModelError
+from cudagraph_bench.models.attention import check_attention_installed, choose_attention
+from cudagraph_bench.models.checkpoints import (check_model_directory, directory_model_class, has_attention_heads,
+                                                head_note)
+from cudagraph_bench.models.positions import POSITION_FIELDS, recorded_position_limit
+from cudagraph_bench.models.presets import preset_config
+from cudagraph_bench.options import PRESET_NAMES, model_name_problem
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """``model`` as given, ``reason`` one line with the fix."""
+    """``model`` as given, ``reason`` one line with the fix; listed as a dict under the run JSON's
+    ``["cudagraph_bench"]["refused"]``."""
 
     model: str
     reason: str
@@ -29,22 +36,13 @@ class ModelChecks:
 def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
     """The notes of one entry the suite can measure, from its config only (a directory's model built on ``meta``).
     UnknownModelError: why not, in one line with the fix."""
-    from cudagraph_bench.options import PRESET_NAMES, model_name_problem
-
     problem = model_name_problem(name)
     if problem:
         raise UnknownModelError(problem)
     if name in PRESET_NAMES:
         if attn_implementation is not None:
-            from cudagraph_bench.models.presets import preset_config
-
             preset_config(name, attn_implementation=attn_implementation)
         return []
-    from cudagraph_bench.models.attention import choose_attention
-    from cudagraph_bench.models.checkpoints import (check_model_directory, directory_model_class, has_attention_heads,
-                                                    head_note)
-    from cudagraph_bench.models.positions import POSITION_FIELDS, recorded_position_limit
-
     config = check_model_directory(name)
     choose_attention(config, directory_model_class(config), attn_implementation)
     notes = [note for note in (head_note(name, config),) if note]
@@ -57,8 +55,6 @@ def check_model(name: str, attn_implementation: str | None = None) -> list[str]:
 
 def check_models(names, attn_implementation: str | None = None) -> ModelChecks:
     """Check every entry; UsageError, before any entry, when ``attn_implementation`` is not installed."""
-    from cudagraph_bench.models.attention import check_attention_installed
-
     check_attention_installed(attn_implementation)
     accepted, refused, notes = [], [], []
     for name in names:
@@ -83,11 +79,6 @@ def all_refused_message(refused) -> str:
         return f"--models: {lines[0]}"
     return "\n".join([f"--models: every model was refused ({len(lines)}): give at least one the suite can measure",
                       *(f"  {line}" for line in lines)])
-
-
-def refused_json(refused) -> list[dict]:
-    """What the run JSON lists under ``["cudagraph_bench"]["refused"]``."""
-    return [asdict(r) for r in refused]
 
 
 def exit_status(status: int, refused) -> int:

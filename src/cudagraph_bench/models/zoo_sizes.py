@@ -61,7 +61,6 @@ TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "m
 INDEX_TOP_K_FIELDS = {"index_topk": TOP_K}
 #: Expert groups of group-limited routing (DeepSeek-V3): one group, so any top-k fits.
 GROUP_FIELDS = {"n_group": 1, "num_expert_group": 1, "topk_group": 1, "n_shared_experts": 1, "num_shared_experts": 1}
-VOCAB_FIELDS = dict.fromkeys(("vocab_size",), VOCAB)
 POSITION_FIELDS = dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "n_ctx",
                                  "max_sequence_length", "seq_length", "max_target_positions",
                                  "max_source_positions", "original_max_position_embeddings"), POSITIONS)
@@ -74,9 +73,10 @@ STATE_FIELDS = {"mamba_d_state": 16, "state_size": 16, "ssm_state_size": 16, "ma
                 "mamba_chunk_size": WINDOW, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
                 "linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM, "linear_num_heads": HEADS,
                 "linear_head_dim": HEAD_DIM, "mamba_d_ssm": 2 * HIDDEN}
-#: Every field shrunk to a fixed size (the layer and head counts are handled apart).
+#: Every field shrunk to a fixed size, query head counts too (layer and key/value head counts are handled apart).
 FIXED = {**WIDTH_FIELDS, **MLP_FIELDS, **EXPERT_MLP_FIELDS, **HEAD_DIM_FIELDS, **MLA_FIELDS, **EXPERT_FIELDS,
-         **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **VOCAB_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS}
+         **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS,
+         **dict.fromkeys(HEAD_COUNT_FIELDS, HEADS)}
 #: Fields a default config leaves None that a model needs: their tiny value (KV heads None: the query heads).
 REQUIRED = {"head_dim": HEAD_DIM, "num_key_value_heads": HEADS, "n_routed_experts": EXPERTS,
             "num_experts_per_tok": TOP_K, "n_shared_experts": 1}
@@ -88,19 +88,13 @@ TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_token_ids")
 
 def layer_lists(fields: dict, layers: int | None) -> dict[str, list]:
     """The per-layer lists (as long as ``layers``) by field name."""
-    if not layers:
-        return {}
-    return {k: v for k, v in fields.items() if isinstance(v, list) and len(v) == layers and k != "architectures"}
+    return {k: v for k, v in fields.items()
+            if layers and isinstance(v, list) and len(v) == layers and k != "architectures"}
 
 
 def covering_prefix(values: list) -> int:
-    """Length of the shortest prefix holding every distinct value."""
-    seen, wanted = set(), {repr(v) for v in values}
-    for i, v in enumerate(values):
-        seen.add(repr(v))
-        if seen == wanted:
-            return i + 1
-    return len(values)
+    """Length of the shortest prefix holding every distinct value: 1 + the latest first occurrence of a value."""
+    return max({repr(v): i for i, v in reversed(list(enumerate(values)))}.values(), default=-1) + 1
 
 
 def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
@@ -111,17 +105,7 @@ def layer_count(fields: dict, original_layers: int, patterns=()) -> int:
     lists = [*layer_lists(fields, original_layers).values(),
              *(p for p in patterns if isinstance(p, list) and len(p) == original_layers)]
     needed = max([2, *(covering_prefix(v) for v in lists)])
-    count = min(original_layers, needed, MAX_LAYERS)
-    if fields.get("num_kv_shared_layers"):
-        count = min(original_layers, 2 * min(needed, MAX_LAYERS))
-    return count
-
-
-def _kv_heads(original_heads, original_kv) -> int:
-    """All for multi-head attention, 1 for multi-query, else half."""
-    if not isinstance(original_kv, int) or not isinstance(original_heads, int) or original_kv >= original_heads:
-        return HEADS
-    return 1 if original_kv == 1 else HEADS // 2
+    return min(original_layers, (2 if fields.get("num_kv_shared_layers") else 1) * min(needed, MAX_LAYERS))
 
 
 def _is_size(value) -> bool:
@@ -146,11 +130,9 @@ def _shrink_one(name: str, value, fields: dict):
         return TOP_K if _is_size(value) else value
     if name in FIXED:
         return _shrunk(value, FIXED[name])
-    if name in HEAD_COUNT_FIELDS:
-        return _shrunk(value, HEADS)
-    if name in KV_HEAD_FIELDS:
+    if name in KV_HEAD_FIELDS and _is_size(value):     # all for multi-head attention, 1 for multi-query, else half
         heads = next((fields[k] for k in HEAD_COUNT_FIELDS if _is_size(fields.get(k))), None)
-        return _kv_heads(heads, value) if _is_size(value) else value
+        return HEADS if heads is None or value >= heads else 1 if value == 1 else HEADS // 2
     if "vocab_size" in name or name.endswith("_vocab"):
         return _shrunk(value, VOCAB)
     if name.endswith("_per_layer_input"):

@@ -1,8 +1,61 @@
-"""Timing a benchmark through one CallTimer, and the gated variants' device-side figure."""
+"""pytest-benchmark in the suite: its options honoured (min-rounds, max-time and warmup-iterations: the pytest spelling
+of the round options) or refused in one line (:data:`REFUSED`: calibration without use under one call per round), and
+timing a benchmark through one CallTimer, with the gated variants' device-side figure."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import os
+import shlex
 from typing import Callable
+
+import pytest
+
+from cudagraph_bench.options import MATRIX_OPTIONS, PYTEST_BENCHMARK_SPELLING, pytest_argument
+
+#: pytest-benchmark flag -> what to use instead, for the options a policy of one call per round has no use for.
+REFUSED = {
+    "--benchmark-min-time": "each round is one call here: set --min-time-ms (ms of measured calls per benchmark)",
+    "--benchmark-calibration-precision": "rounds are planned from a pilot of calls here: set --precision-pct",
+    "--benchmark-timer": "each call is timed here by a synchronized perf_counter and CUDA events, not a chosen timer",
+    "--benchmark-warmup": "every benchmark warms up here: set --benchmark-warmup-iterations and --warmup-ms",
+}
+
+
+def given_flags(config) -> set[str]:
+    """Long flags given in the arguments, ``PYTEST_ADDOPTS`` and the ini's ``addopts``."""
+    args = [*map(str, config.invocation_params.args), *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    with contextlib.suppress(ValueError, KeyError):
+        args += [str(a) for a in config.getini("addopts")]
+    return {a.split("=", 1)[0] for a in args if a.startswith("--")}
+
+
+def apply_benchmark_options(config) -> None:
+    """Set the suite's round options from pytest-benchmark's given, or to the defaults; pytest.UsageError (one line) for
+    a refused option or a value the suite's parser refuses."""
+    import pytest_benchmark.utils as utils
+
+    given = given_flags(config)
+    for flag, why in REFUSED.items():
+        if flag in given:
+            raise pytest.UsageError(f"{flag} is not read by cudagraph-bench's timing: {why}")
+    parsers = {o.flag: o for o in MATRIX_OPTIONS}
+    # how pytest-benchmark's parser of each flag reads its text (--benchmark-warmup-iterations: int)
+    spelled = {"--benchmark-min-rounds": utils.parse_rounds, "--benchmark-max-time": utils.parse_seconds}
+    for suite_flag, (flag, _, parse) in PYTEST_BENCHMARK_SPELLING.items():
+        option, dest = parsers[suite_flag], flag[2:].replace("-", "_")    # pytest-benchmark's dest of its flag
+        if flag not in given:
+            setattr(config.option, option.dest, option.default)
+            # the run JSON's "options" then record the suite's value, not pytest-benchmark's unused default
+            text = pytest_argument(suite_flag, str(option.default))[1]
+            setattr(config.option, dest, spelled.get(flag, int)(text))
+            continue
+        try:
+            setattr(config.option, option.dest, parse(str(config.getoption(dest))))
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise pytest.UsageError(f"{flag} {config.getoption(dest)}: {exc}") from None
+
 
 
 def round_policy(option: Callable[[str], object], *, rounds: int | None = None, warmup: int | None = None,
@@ -21,8 +74,6 @@ def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_inf
     around the pilot too with ``--benchmark-disable-gc``; ``device_figure``: also the back-to-back figure.
     ``extra_info`` gets the event times, device figure, timing fields, ``gpu_state`` and, when throttled, ``throttled``
     (with a warning). Returns the measured rounds' CUDA-event ms (``[]`` on a CPU)."""
-    import contextlib
-
     import numpy as np
     import torch
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+from dataclasses import dataclass, field
+
 
 def release(*, everything: bool = False) -> None:
     """Free what the last case left: gc (pools can sit in cycles), then the allocator's free blocks. Survivors are
     frozen (``gc.freeze``; full collections took ~0.4 s per case) unless an exception propagates; ``everything``
     unfreezes first, after long-lived objects were dropped."""
-    import gc
-    import sys
-
     import torch
 
     if everything:
@@ -29,13 +30,13 @@ def reserved_mib() -> float:
     return torch.cuda.memory_reserved() / 2**20 if torch.cuda.is_initialized() else 0.0
 
 
+@dataclass
 class MemoryLedger:
     """Reserved memory at session start, end and around graph cases: an unreleased pool stays."""
 
-    def __init__(self):
-        self.start_mib: float | None = None
-        self.end_mib: float | None = None
-        self.cases: list[tuple[str, float, float]] = []   # (case id, reserved before, after release) MiB
+    start_mib: float | None = None
+    end_mib: float | None = None
+    cases: list[tuple[str, float, float]] = field(default_factory=list)   # (case id, before, after release) MiB
 
     def record(self, case_id: str, before_mib: float, after_mib: float) -> None:
         self.cases.append((case_id, before_mib, after_mib))

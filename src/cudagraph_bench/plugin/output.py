@@ -4,8 +4,14 @@
 from __future__ import annotations
 
 import os
+import warnings
+from dataclasses import asdict
 
 import pytest
+
+from cudagraph_bench.models.refusals import exit_status, refusal_lines
+from cudagraph_bench.plugin.pytest_options import model_checks
+from cudagraph_bench.plugin.session import session_of
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -58,30 +64,21 @@ _INTERRUPTED = pytest.StashKey[str]()
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
-    from cudagraph_bench.plugin.pytest_options import model_notes, refused_models
-    from cudagraph_bench.plugin.session import session_of
+    """The ``cudagraph_bench`` section: interruption, refused models and notes, and the ``cgb`` session's records."""
+    from cudagraph_bench.results.record import attach_kernel_counts
     from cudagraph_bench.results.runfile import INTERRUPTED
 
-    if _INTERRUPTED in config.stash:
-        output_json.setdefault("cudagraph_bench", {})[INTERRUPTED] = config.stash[_INTERRUPTED]
-
-    refused = refused_models(config)
-    if refused:
-        from cudagraph_bench.models.refusals import refused_json
-
-        output_json.setdefault("cudagraph_bench", {})["refused"] = refused_json(refused)
-    if model_notes(config):
-        output_json.setdefault("cudagraph_bench", {})["model_notes"] = list(model_notes(config))
-    session = session_of(config)
-    if session is None:     # no test used ``cgb``
-        return
-    from cudagraph_bench.results.record import attach_kernel_counts
-
-    fault = config.getoption("plant_fault", None)
-    section = {**session.ledger.summary(), **session.records.summary(),
-               **({"planted_fault": fault.label} if fault is not None else {})}
-    output_json.setdefault("cudagraph_bench", {}).update(section)
-    attach_kernel_counts(output_json.get("benchmarks", []), section["kernel_counts"])
+    checks, session, fault = model_checks(config), session_of(config), config.getoption("plant_fault", None)
+    section = {**({INTERRUPTED: config.stash[_INTERRUPTED]} if _INTERRUPTED in config.stash else {}),
+               **({"refused": [asdict(r) for r in checks.refused]} if checks.refused else {}),
+               **({"model_notes": list(checks.notes)} if checks.notes else {})}
+    if session is not None:     # a test used ``cgb``
+        section.update({**session.ledger.summary(), **session.records.summary(),
+                        **({"planted_fault": fault.label} if fault is not None else {})})
+    if section:
+        output_json.setdefault("cudagraph_bench", {}).update(section)
+    if session is not None:
+        attach_kernel_counts(output_json.get("benchmarks", []), section["kernel_counts"])
 
 
 def json_option_path(config) -> str | None:
@@ -95,8 +92,6 @@ def json_option_path(config) -> str | None:
 def write_records_only_json(config) -> str | None:
     """Atomically write ``--benchmark-json PATH`` with no benchmarks for a session that recorded failed cases or kernel
     counts, so they reach reports and ``merge``; not in an xdist worker. Returns the path, else None."""
-    from cudagraph_bench.plugin.session import session_of
-
     path = json_option_path(config)
     session = session_of(config)
     if path is None or session is None or not session.records or hasattr(config, "workerinput"):
@@ -122,16 +117,10 @@ def write_records_only_json(config) -> str | None:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     """Mark a Ctrl-C run; exit non-zero on refused models or failed proofs; write records-only JSON."""
-    import warnings
-
-    from cudagraph_bench.models.refusals import exit_status
-    from cudagraph_bench.plugin.pytest_options import refused_models
-    from cudagraph_bench.plugin.session import session_of
-
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
         session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"
-    session.exitstatus = exit_status(session.exitstatus, refused_models(session.config))
+    session.exitstatus = exit_status(session.exitstatus, model_checks(session.config).refused)
     cgb = session_of(session.config)
     if cgb is not None and cgb.proofs is not None and cgb.proofs.failures and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -148,30 +137,21 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The memory ledger and failed or skipped cases with reasons."""
-    from cudagraph_bench.plugin.pytest_options import refused_models
-    from cudagraph_bench.plugin.session import session_of
-
-    refused = refused_models(config)
-    if refused:
-        from cudagraph_bench.models.refusals import refusal_lines
-
-        terminalreporter.write_sep("-", f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others "
-                                        "ran; exit status 1)")
-        for line in refusal_lines(refused):
-            terminalreporter.write_line(line)
-    session = session_of(config)
-    if session is None:
-        return
-    if session.ledger.start_mib or session.ledger.cases:
-        terminalreporter.write_sep("-", "cudagraph-bench GPU memory")
-        terminalreporter.write_line(session.ledger.line())
-    if session.proofs is not None and session.proofs.failures:
-        terminalreporter.write_sep("-", f"cudagraph-bench: {len(session.proofs.failures)} replay proof(s) failed, "
-                                        "taken after the session's timing (recorded in the run JSON; exit status 1)")
-        for nodeid, reason in session.proofs.failures:
-            terminalreporter.write_line(f"{nodeid}: {reason}")
-    if session.records.failures:
-        terminalreporter.write_sep("-", "cudagraph-bench cases not measured")
-        for entry in session.records.failures:
-            terminalreporter.write_line(f"{entry['status']}: {entry['fullname']}: {entry['reason']}")
+    """Refused models, the memory ledger, failed replay proofs and the cases not measured, each with its reasons."""
+    refused, session = model_checks(config).refused, session_of(config)
+    proofs = session.proofs.failures if session is not None and session.proofs is not None else []
+    ledger = session is not None and (session.ledger.start_mib or session.ledger.cases)
+    sections = [  # (title, lines): a section is written when it has lines
+        (f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others ran; exit status 1)",
+         refusal_lines(refused)),
+        ("cudagraph-bench GPU memory", [session.ledger.line()] if ledger else []),
+        (f"cudagraph-bench: {len(proofs)} replay proof(s) failed, taken after the session's timing (recorded in the "
+         "run JSON; exit status 1)", [f"{nodeid}: {reason}" for nodeid, reason in proofs]),
+        ("cudagraph-bench cases not measured", [f"{e['status']}: {e['fullname']}: {e['reason']}"
+                                                for e in (session.records.failures if session is not None else [])]),
+    ]
+    for title, lines in sections:
+        if lines:
+            terminalreporter.write_sep("-", title)
+            for line in lines:
+                terminalreporter.write_line(line)

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import check_output_file
+
 #: option dest -> (its flag, a file name to suggest inside a directory given by mistake).
 CHECKED = {"benchmark_json": ("--benchmark-json", "run.json"), "journal": ("--journal", "journal.jsonl")}
 
 
 def output_file_problem(path, flag: str, example: str) -> str | None:
     """Why ``path`` cannot be written, one line naming the fix; None when it can, or it is None or an open file."""
-    from cudagraph_bench.errors import UsageError
-    from cudagraph_bench.fsio import check_output_file
-
     if path is None or hasattr(path, "write"):
         return None
     out = Path(os.fspath(path))

@@ -7,6 +7,7 @@ import pytest
 
 from cudagraph_bench import variants
 from cudagraph_bench.cases import Case, DecodeCase
+from cudagraph_bench.models.presets import kind_of
 
 #: Prompt lengths (tokens) of the padding benchmarks, among ``--prompt-lengths``.
 PAD_LENGTHS = (16, 50, 128, 512)
@@ -62,12 +63,10 @@ def pytest_generate_tests(metafunc):
                       f"({','.join(v.name for v in forward) or 'none'})" if not padding else
                       f"padding benchmarks: no --prompt-lengths below --pad-to {opt('pad_to')}")
             _parametrize_cases(metafunc, CASE_ARGNAMES, cases, reason)
-    if "corr_case" in names:
-        _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
-                           [Case(m, d, n, variants.GATED) for m in models for d in dtypes for n in lengths])
-    if "count_case" in names:
-        _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
-                           [Case(m, d, n, variants.FORWARD_REFERENCE) for m in models for d in dtypes for n in lengths])
+    for fixture, variant in (("corr_case", variants.GATED), ("count_case", variants.FORWARD_REFERENCE)):
+        if fixture in names:
+            _parametrize_cases(metafunc, CASE_ARGNAMES[:3],
+                               [Case(m, d, n, variant) for m in models for d in dtypes for n in lengths])
     if "decode_case" in names:
         causal = causal_models(models)
         decode = selected_variants(metafunc.config, variants.DECODE)
@@ -93,8 +92,6 @@ def _no_forward_variant_reason(config) -> str:
 
 def causal_models(models) -> list[str]:
     """The causal LMs among ``models`` (the ones with decode benchmarks)."""
-    from cudagraph_bench.models.presets import kind_of
-
     return [m for m in models if kind_of(m) == "causal"]
 
 
@@ -114,16 +111,13 @@ def case_of_item(item) -> Case | DecodeCase | None:
     return None
 
 
-@pytest.fixture
-def fwd_case(model, dtype, seq_len, variant) -> Case:
-    """A forward benchmark's :class:`~cudagraph_bench.cases.Case`."""
+def forward_case(model, dtype, seq_len, variant) -> Case:
+    """A forward benchmark's :class:`~cudagraph_bench.cases.Case` (``pad_case``: variant ``padded`` or ``bucketed``)."""
     return Case(model, dtype, seq_len, variant)
 
 
-@pytest.fixture
-def pad_case(model, dtype, seq_len, variant) -> Case:
-    """Variant ``padded`` or ``bucketed``."""
-    return Case(model, dtype, seq_len, variant)
+fwd_case = pytest.fixture(forward_case, name="fwd_case")
+pad_case = pytest.fixture(forward_case, name="pad_case")
 
 
 @pytest.fixture

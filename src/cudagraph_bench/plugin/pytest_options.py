@@ -3,12 +3,18 @@ before collection: the ``--models`` check and the skip of GPU tests without CUDA
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+from cudagraph_bench.errors import UsageError
+from cudagraph_bench.models.refusals import ModelChecks, all_refused_message, check_models
 from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_COMPILE_TUNING,
                                      DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
                                      Option, add_to_pytest, parse_count, parse_decode_compile_tuning, parse_dtypes,
                                      parse_prompt_lengths, parse_timeout_s, parse_token_counts)
+from cudagraph_bench.plugin.benchmark_timing import apply_benchmark_options
+from cudagraph_bench.plugin.params import case_of_item
 
 GPU_SKIP_REASON = "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
 #: Fewest measured requests of a decode benchmark (``--decode-rounds`` is the most).
@@ -16,8 +22,6 @@ MIN_DECODE_ROUNDS = 3
 
 
 def _fault(text: str):
-    import argparse
-
     from cudagraph_bench.selftest.faults import parse_fault
 
     try:
@@ -50,13 +54,12 @@ PLUGIN_OPTIONS = (
            "GEMVs become tuned Triton reductions fused with their neighbours; a slower compile) or none (inductor's "
            f"defaults) (default: {DEFAULT_DECODE_COMPILE_TUNING})"),
     Option("--plant-fault", "plant_fault", _fault, None,
-           "self-test only: plant a known fault into the pipeline: delay:PCT (the gated graph's replay PCT %% slower "
-           "on the GPU), stale-input (the graph replays without copying its input), wrong-decode (the graphed decode "
-           "gives other tokens), stale-mask (the padded and bucketed graphs keep their first mask), stale-position "
-           "(the graphed decode never refreshes its position), eager-layer (the graph runs its output layer eagerly "
-           "after each replay) or skip-inductor-graphs (compile+graph runs its compiled forward without its graph); "
-           "the last two give correct outputs and fail only with --replay-proof; the run records it and baseline "
-           "refuses it (cudagraph-bench selftest uses this)", "FAULT"),
+           "self-test only: plant a known fault: delay:PCT (the gated graph's replay PCT %% slower on the GPU), "
+           "stale-input (no input copy before replay), wrong-decode (the graphed decode gives other tokens), "
+           "stale-mask (padded and bucketed graphs keep their first mask), stale-position (the graphed decode keeps "
+           "its position), eager-layer (the output layer runs eagerly after each replay) or skip-inductor-graphs "
+           "(compile+graph runs without its graph), the last two caught only by --replay-proof; the run records it, "
+           "baseline refuses it (cudagraph-bench selftest uses this)", "FAULT"),
 )
 
 
@@ -68,44 +71,33 @@ def pytest_addoption(parser):
                          "compile+graph, generate-static-compile); slow, off by default")
     add_to_pytest(group, PLUGIN_OPTIONS)
     group.addoption("--replay-proof", dest="replay_proof", action="store_true", default=False,
-                    help="after the session's last test, build each timed graph case again and profile one call "
-                         "(torch.profiler, CUPTI): its graph launches and the kernels it launched outside a graph go "
-                         "into that case's extra_info.replay; a graph that ran eagerly fails its check and the session. "
-                         "Taken after all timing because the profiler leaves CUPTI attached, which slows every replay "
-                         "timed after it; off by default: it builds and checks each graph case twice")
+                    help="after the last test, build each timed graph case again and profile one call "
+                         "(torch.profiler, CUPTI): its graph launches and kernels launched outside a graph go into its "
+                         "extra_info.replay; a graph that ran eagerly fails its check and the session. After all "
+                         "timing, since CUPTI stays attached and slows later replays; off by default: it builds each "
+                         "graph case twice")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """pytest-benchmark's calibration options honoured or refused, and the ``--models`` folders read."""
-    from cudagraph_bench.plugin import benchmark_options
-
-    benchmark_options.apply(config)
+    apply_benchmark_options(config)
     check_matrix_models(config)
 
 
 #: What :func:`check_matrix_models` found (:class:`cudagraph_bench.models.refusals.ModelChecks`), on the config.
-MODEL_CHECKS = pytest.StashKey[object]()
+MODEL_CHECKS = pytest.StashKey[ModelChecks]()
 
 
-def refused_models(config) -> tuple:
-    """The ``--models`` entries refused (:class:`cudagraph_bench.models.refusals.Refusal`); ``()`` before the check or
-    when none."""
-    return config.stash[MODEL_CHECKS].refused if MODEL_CHECKS in config.stash else ()
-
-
-def model_notes(config) -> tuple[str, ...]:
-    """One line each on the accepted models, for the run JSON (``()`` when none)."""
-    return config.stash[MODEL_CHECKS].notes if MODEL_CHECKS in config.stash else ()
+def model_checks(config):
+    """What :func:`check_matrix_models` found (``refused`` entries, ``notes`` on the accepted); none before it ran."""
+    return config.stash.get(MODEL_CHECKS, ModelChecks(()))
 
 
 def check_matrix_models(config) -> None:
     """Check every ``--models`` entry before collection: ``--models`` becomes the accepted ones, refusals and notes are
     kept (summary, run JSON, non-zero exit). pytest.UsageError: every entry refused, or ``--attn-implementation`` not
     installed."""
-    from cudagraph_bench.errors import UsageError
-    from cudagraph_bench.models.refusals import all_refused_message, check_models
-
     models = config.getoption("models", None) or ()
     try:
         checks = check_models(models, config.getoption("attn_implementation", None))
@@ -119,16 +111,8 @@ def check_matrix_models(config) -> None:
         config.issue_config_time_warning(pytest.PytestConfigWarning(note), stacklevel=2)
 
 
-def runs_on_cpu(item) -> bool:
-    """A ``gpu``-marked benchmark case of a variant that needs no CUDA GPU runs under ``--device cpu``."""
-    from cudagraph_bench.plugin.params import case_of_item
-
-    case = case_of_item(item)
-    return case is not None and not case.variant_spec.needs_cuda
-
-
 def pytest_collection_modifyitems(config, items):
-    """GPU tests skip without CUDA; with ``--device cpu`` all but the cases of :func:`runs_on_cpu`."""
+    """GPU tests skip without CUDA; with ``--device cpu`` all but the benchmark cases of variants needing no GPU."""
     on_cpu = config.getoption("device", "cuda") == "cpu"
     if not on_cpu:
         import torch
@@ -137,5 +121,6 @@ def pytest_collection_modifyitems(config, items):
             return
     skip = pytest.mark.skip(reason="--device cpu: this test needs the CUDA GPU" if on_cpu else GPU_SKIP_REASON)
     for item in items:
-        if item.get_closest_marker("gpu") is not None and not (on_cpu and runs_on_cpu(item)):
+        case = case_of_item(item) if on_cpu else None
+        if item.get_closest_marker("gpu") is not None and (case is None or case.variant_spec.needs_cuda):
             item.add_marker(skip)

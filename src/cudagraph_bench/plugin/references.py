@@ -23,9 +23,7 @@ class DecodeReferences:
 
     def __init__(self, model: Callable, positions: Callable[[str], int]):
         self._model, self._positions = model, positions
-        self._generated: dict = {}
-        self._static_eager: dict = {}
-        self._fp64: dict = {}
+        self._generated, self._static_eager, self._fp64 = {}, {}, {}    # each reference by its key, computed once
 
     def generate(self, name: str, dtype: str, input_ids, new_tokens: int, *, share_up_to: int = 0):
         """As :func:`generate_reference`, from one shared request per prompt: a shorter one is its prefix."""

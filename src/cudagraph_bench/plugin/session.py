@@ -3,11 +3,90 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
+
 import pytest
 
 from cudagraph_bench.cases import Case, DecodeCase
+from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
+from cudagraph_bench.models.positions import position_bound, prompt_does_not_fit
+from cudagraph_bench.models.presets import random_input_ids
+from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
 from cudagraph_bench.plugin.memory import MemoryLedger, release, reserved_mib
+from cudagraph_bench.plugin.models import ModelCache, PaddingGraphs
+from cudagraph_bench.plugin.profiles import Profiles
 from cudagraph_bench.plugin.pytest_options import MIN_DECODE_ROUNDS
+from cudagraph_bench.plugin.references import DecodeReferences
+from cudagraph_bench.variants import FORWARD, gated
+
+
+@dataclass
+class SessionRecords:
+    """What a session records besides benchmarks. ``failures``: per unmeasured case; ``kernel_counts``: key ->
+    ``n_kernels``, ``gpu_busy_ms``."""
+
+    failures: list[dict] = field(default_factory=list)
+    kernel_counts: dict[tuple[str, str, int], dict] = field(default_factory=dict)
+
+    def fail(self, fullname: str, key: dict, reason: str, *, status: str = "failed", **details) -> None:
+        """List an unmeasured case with its one-line ``reason``, ``status`` (``failed``/``skipped``), ``key``,
+        ``fullname`` and ``details``."""
+        self.failures.append({**key, "status": status, "reason": reason, "fullname": fullname, **details})
+
+    def summary(self) -> dict:
+        """The fields of the run JSON's ``cudagraph_bench`` section."""
+        return {"kernel_counts": [{"model": m, "dtype": d, "seq_len": n, **fields}
+                                  for (m, d, n), fields in sorted(self.kernel_counts.items())],
+                "failures": list(self.failures)}
+
+    def __bool__(self) -> bool:
+        return bool(self.failures or self.kernel_counts)
+
+
+class ReplayProofs:
+    """The session's replay proofs (``--replay-proof``), taken after the last benchmark was timed (CUPTI left attached
+    slows later replays, pytorch#144455); a failed proof fails the case's recorded check and the exit status, not the
+    ended test. ``prepare`` builds a case, ``prove`` gives one profiled call's fields; ``pending``: noted ``(case,
+    extra_info, nodeid)`` in timing order; ``failures``: ``(nodeid, reason)``."""
+
+    def __init__(self, prepare: Callable, model: Callable, prove: Callable[[object], dict]):
+        self._prepare, self._model, self._prove = prepare, model, prove
+        self.pending: list[tuple[object, dict, str]] = []
+        self.failures: list[tuple[str, str]] = []
+
+    def note(self, case, extra_info: dict, nodeid: str) -> None:
+        """``extra_info`` is the benchmark's own dict (the proof's fields go there)."""
+        self.pending.append((case, extra_info, nodeid))
+
+    def run(self, release: Callable[[], None]) -> None:
+        """Take every proof, grouped by model and dtype; one that raises is that case's failure, the others go on."""
+        from cudagraph_bench.measure.case import describe_exception
+        from cudagraph_bench.results.replay import replay_problem
+
+        pending, self.pending = sorted(self.pending, key=lambda p: (p[0].model, p[0].dtype)), []
+        for case, info, nodeid in pending:
+            prepared = None
+            try:
+                prepared = self._prepare(case, self._model(case.model, case.dtype))
+                fields = self._prove(prepared)
+            except Exception as exc:  # the case's failure, never the other proofs'
+                reason = f"replay proof raised: {getattr(exc, 'reason', None) or describe_exception(exc)}"
+                info["status"] = "failed"
+                info["reason"] = "; ".join(r for r in (info.get("reason"), reason) if r)
+                self.failures.append((nodeid, reason))
+            else:
+                info.update(fields)
+                problem = replay_problem(fields["replay"]) if "replay" in fields else None
+                if problem:
+                    self.failures.append((nodeid, problem))
+            finally:
+                try:
+                    if prepared is not None:
+                        prepared.close()
+                finally:
+                    release()
 
 
 class Session:
@@ -15,12 +94,6 @@ class Session:
     without ``--replay-proof``)."""
 
     def __init__(self, config):
-        from cudagraph_bench.plugin.models import ModelCache
-        from cudagraph_bench.plugin.padding import PaddingGraphs
-        from cudagraph_bench.plugin.profiles import Profiles
-        from cudagraph_bench.plugin.records import SessionRecords
-        from cudagraph_bench.plugin.references import DecodeReferences
-
         self.config = config
         self.device = config.getoption("device", "cuda")
         self.padding = PaddingGraphs(release)
@@ -30,14 +103,10 @@ class Session:
         self.references = DecodeReferences(self.model, self.position_limit)
         self.profiles = Profiles(self.model)
         self.records = SessionRecords()
-        self.ledger = MemoryLedger()
-        self.ledger.start_mib = reserved_mib()
+        self.ledger = MemoryLedger(start_mib=reserved_mib())
         self.proofs = None
         if config.getoption("replay_proof", False):
-            from functools import partial
-
             from cudagraph_bench.measure.replay_proof import proof_fields
-            from cudagraph_bench.plugin.replay_proofs import ReplayProofs
 
             self.proofs = ReplayProofs(self._prepare, self.model, partial(proof_fields, device=self.device,
                                                                           enabled=True))
@@ -51,15 +120,11 @@ class Session:
 
     def position_limit(self, name: str) -> int:
         """Bounded by ``--max-positions`` or the longest request where the config records none."""
-        from cudagraph_bench.models.positions import position_bound
-
         opt = self.option
         return self.models.position_limit(name, bound=lambda: position_bound(
             opt("max_positions"), opt("prompt_lengths"), opt("decode_prompt_lengths"), opt("new_tokens")))
 
     def skip_if_too_long(self, name: str, seq_len: int) -> None:
-        from cudagraph_bench.models.positions import prompt_does_not_fit
-
         limit = self.position_limit(name)
         if seq_len > limit:
             pytest.skip(prompt_does_not_fit(name, limit, seq_len))
@@ -68,15 +133,11 @@ class Session:
         """``n`` random ``input_ids [1, seq_len]`` int64 on the session's device (fixed seed)."""
         import torch
 
-        from cudagraph_bench.models.presets import random_input_ids
-
         device = next(model.parameters()).device
         gen = torch.Generator(device=device).manual_seed(seed)
         return [random_input_ids(model, seq_len, device=device, generator=gen) for _ in range(n)]
 
-    def release(self, *, everything: bool = False) -> None:
-        """Free what the last case left (:func:`cudagraph_bench.plugin.memory.release`)."""
-        release(everything=everything)
+    release = staticmethod(release)
 
     def case_spec(self, case: Case):
         """The :class:`~cudagraph_bench.measure.case.CaseSpec` of a forward case from the session's options."""
@@ -98,39 +159,31 @@ class Session:
 
     def _prepare(self, case, model):
         from cudagraph_bench.measure.case import CaseFailed, describe_exception, prepare_case
+        from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
+        from cudagraph_bench.selftest.faults import plant_decode, plant_forward
 
         fault = self.option("plant_fault")
         if fault is not None and not fault.applies_to(case.suite, case.variant):
             fault = None
-        if isinstance(case, DecodeCase):
-            from cudagraph_bench.measure.decode_case import DECODE_PROMPT_SEED, prepare_decode
-            from cudagraph_bench.selftest.faults import plant_decode
-
+        decode = isinstance(case, DecodeCase)
+        if decode:
             (ids,) = self.inputs(model, case.seq_len, n=1, seed=DECODE_PROMPT_SEED)
             plant = plant_decode(fault, model) if fault is not None else None
-            try:
+        else:
+            spec = self.case_spec(case)
+        try:
+            if decode:
                 return prepare_decode(self.decode_spec(case), model, ids, self.references, plant=plant)
-            except Exception as exc:  # the case's failure, with the phase it happened in
-                raise CaseFailed("build", describe_exception(exc), exc) from exc
-        spec = self.case_spec(case)
-        built = None
-        if fault is not None:
-            from cudagraph_bench.selftest.faults import plant_forward
-
-            try:
-                built = plant_forward(fault, model, spec)
-            except Exception as exc:
-                raise CaseFailed("build", describe_exception(exc), exc) from exc
+            built = plant_forward(fault, model, spec) if fault is not None else None
+        except Exception as exc:  # the case's failure, with the phase it happened in
+            raise CaseFailed("build", describe_exception(exc), exc) from exc
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
     def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
         """One benchmark of a forward or decode case: build, check, time, record, release. Too long a request or an
         ungraphable model is a skip; a raising phase fails this test only (a peer's: xfail); a failed check is timed and
         recorded, then fails the test."""
-        from cudagraph_bench.errors import NotGraphableError, RequestTooLongError
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
-        from cudagraph_bench.plugin.benchmark_timing import benchmark_call, round_policy
-        from cudagraph_bench.variants import FORWARD, gated
 
         kind = case.variant_spec
         nodeid = request.node.nodeid if request is not None else case.test_id
@@ -176,8 +229,8 @@ class Session:
             self.ledger.record(case.test_id, before, reserved_mib())
         if isinstance(case, DecodeCase):
             median_ms = benchmark.stats.stats.median * 1e3
-            benchmark.extra_info["ms_per_token"] = median_ms / case.new_tokens
-            benchmark.extra_info["tokens_per_s"] = case.new_tokens / (median_ms / 1e3)
+            benchmark.extra_info.update(ms_per_token=median_ms / case.new_tokens,
+                                        tokens_per_s=case.new_tokens / (median_ms / 1e3))
         failed = prepared.failed_check
         if failed is not None:
             if kind.peer:

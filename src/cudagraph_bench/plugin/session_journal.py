@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cudagraph_bench.journal import EXIT_CUDA_BROKEN, is_fatal_cuda_error
+from cudagraph_bench.plugin.params import case_of_item
 
 
 def pytest_addoption(parser):
@@ -20,12 +21,8 @@ class Journal:
     """Events appended to ``path`` (None: none written), and the stop after a broken CUDA context."""
 
     def __init__(self, path: str | None):
-        """pytest.UsageError when ``path`` cannot be opened for appending."""
-        try:
-            self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
-        except OSError as exc:
-            raise pytest.UsageError(f"--journal {path} cannot be written ({exc.strerror or exc}): choose a path "
-                                    "in a writable folder") from None
+        """``path`` was checked writable before (:mod:`cudagraph_bench.plugin.output_files`)."""
+        self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
 
     def write(self, **event) -> None:
         if self._fh is not None:
@@ -34,8 +31,6 @@ class Journal:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        from cudagraph_bench.plugin.params import case_of_item
-
         case = case_of_item(item)
         self.write(start=item.nodeid, **({"case": case.extra_info()} if case is not None else {}))
 

@@ -8,7 +8,10 @@ import warnings
 
 import pytest
 
+from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import SHARD_OPTIONS, add_to_pytest
+from cudagraph_bench.results.shards import (DURATIONS_KEY, assign_shards, base_nodeid, group_of, load_durations,
+                                            time_per_part)
 
 
 class ShardSession:
@@ -24,8 +27,6 @@ class ShardSession:
         self.started = time.perf_counter()
 
     def pytest_runtest_logreport(self, report):
-        from cudagraph_bench.results.shards import base_nodeid
-
         key = base_nodeid(report.nodeid)
         self.ran_s[key] = self.ran_s.get(key, 0.0) + float(report.duration or 0.0)
 
@@ -51,47 +52,27 @@ def pytest_addoption(parser):
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """Load ``--shard-durations`` (usage error when it records none) and register the state."""
-    from cudagraph_bench.errors import UsageError
-    from cudagraph_bench.results.shards import load_durations
-
     durations = None
     if config.getoption("shard_durations", None):
         try:
             durations = load_durations(config.getoption("shard_durations"))
         except UsageError as exc:
             raise pytest.UsageError(f"--shard-durations: {exc}") from None
-    state = config.stash[STATE] = ShardSession(durations)
-    config.pluginmanager.register(state, PLUGIN_NAME)
-
-
-def pytest_unconfigure(config):
-    state = session_state(config)
-    if state is not None and config.pluginmanager.is_registered(state):
-        config.pluginmanager.unregister(state)
-
-
-def params_of(item) -> dict:
-    """``{}`` without parametrization."""
-    callspec = getattr(item, "callspec", None)
-    return dict(callspec.params) if callspec is not None else {}
+    config.pluginmanager.register(config.stash.setdefault(STATE, ShardSession(durations)), PLUGIN_NAME)
 
 
 def item_group(item) -> str:
     """Its own ``xdist_group`` mark's name, else the group of its parameters."""
-    from cudagraph_bench.results.shards import group_of
-
     mark = item.get_closest_marker("xdist_group")
     name = mark and (mark.kwargs.get("name") or (mark.args[0] if mark.args else None))
     if name:
         return str(name)
-    return group_of(params_of(item), item.nodeid)
+    return group_of(dict(getattr(getattr(item, "callspec", None), "params", {})), item.nodeid)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Keep shard K's groups (after ``-k``/``-m``), balanced by ``--shard-durations``, else by test count."""
-    from cudagraph_bench.results.shards import assign_shards, base_nodeid
-
     state = session_state(config)
     if state is not None and state.durations and items and \
             not any(base_nodeid(item.nodeid) in state.durations for item in items):
@@ -104,12 +85,12 @@ def pytest_collection_modifyitems(session, config, items):
         return
     index, count = shard
     groups: dict[str, list[str]] = {}
-    of = {id(item): item_group(item) for item in items}
-    for item in items:
-        groups.setdefault(of[id(item)], []).append(base_nodeid(item.nodeid))
+    of = [item_group(item) for item in items]
+    for item, group in zip(items, of):
+        groups.setdefault(group, []).append(base_nodeid(item.nodeid))
     keep = set(assign_shards(groups, count, state.durations)[index - 1])
-    selected = [item for item in items if of[id(item)] in keep]
-    deselected = [item for item in items if of[id(item)] not in keep]
+    selected = [item for item, group in zip(items, of) if group in keep]
+    deselected = [item for item, group in zip(items, of) if group not in keep]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
     items[:] = selected
@@ -119,8 +100,6 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Time per part and the session's wall time."""
-    from cudagraph_bench.results.shards import time_per_part
-
     state = session_state(config)
     if state is None or not state.ran_s or hasattr(config, "workerinput"):
         return
@@ -133,8 +112,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.hookimpl(trylast=True)
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     """Durations, time per part, wall time and shard into the ``cudagraph_bench`` section."""
-    from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
-
     state = session_state(config)
     if state is None:
         return

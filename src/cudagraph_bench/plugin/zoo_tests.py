@@ -4,9 +4,12 @@ test per causal-LM type on its tiny checkpoint; a measured part is a benchmark, 
 from __future__ import annotations
 
 import argparse
+import time
 
 import pytest
 
+from cudagraph_bench.models.zoo_types import ZooRefused, causal_lm_types, zoo_checkpoint
+from cudagraph_bench.parsers import parse_zoo_types
 from cudagraph_bench.zoo_keys import (AWAITS_GPU, DTYPE, FAILED, FORWARD, MEASURED, NOT_GRAPHABLE, REFUSED,
                                       SUITE)
 
@@ -18,8 +21,6 @@ DECODE_ROUNDS, DECODE_WARMUP = 3, 1
 
 
 def pytest_addoption(parser):
-    from cudagraph_bench.parsers import parse_zoo_types
-
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
     group.addoption("--zoo", dest="zoo", type=parse_zoo_types, default=None, metavar="TYPES",
                     help="the architecture zoo: collect perf_tests/test_zoo.py for these causal-LM model types of the "
@@ -32,15 +33,11 @@ def pytest_addoption(parser):
 
 def pytest_ignore_collect(collection_path, config):
     """``perf_tests/test_zoo.py`` is collected only with ``--zoo``."""
-    if collection_path.name == ZOO_MODULE and not config.getoption("zoo", None):
-        return True
-    return None
+    return True if collection_path.name == ZOO_MODULE and not config.getoption("zoo", None) else None
 
 
 def pytest_runtest_setup(item):
     """A zoo test past ``--zoo-deadline-at`` is skipped before it starts."""
-    import time
-
     deadline = item.config.getoption("zoo_deadline_at", 0.0) or 0.0
     if deadline and "zoo_type" in item.fixturenames and time.time() > deadline:
         pytest.skip("not run: past the zoo's deadline (--zoo-deadline-at)")
@@ -49,9 +46,6 @@ def pytest_runtest_setup(item):
 def selected_types(option) -> list[str]:
     """``--zoo``'s types in order; pytest.UsageError for an unknown type or a K past them."""
     import transformers
-
-    from cudagraph_bench.models.zoo_types import causal_lm_types
-    from cudagraph_bench.parsers import parse_zoo_types
 
     try:
         selection = parse_zoo_types(option) if isinstance(option, str) else option
@@ -75,8 +69,6 @@ class Zoo:
 
     def checkpoint(self, model_type: str) -> str:
         """Raises ZooRefused."""
-        from cudagraph_bench.models.zoo_checkpoints import ZooRefused, zoo_checkpoint
-
         if model_type not in self._paths:
             try:
                 self._paths[model_type] = zoo_checkpoint(model_type, self.folder,
@@ -104,8 +96,6 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
     """Refusal, load, check, timing, record."""
     import torch
     import transformers
-
-    from cudagraph_bench.models.zoo_checkpoints import ZooRefused
 
     key = {"suite": SUITE, "model_type": model_type, "part": part, "dtype": DTYPE,
            "transformers": transformers.__version__, "torch": torch.__version__}
