@@ -66,7 +66,8 @@ def build_decoder(spec: DecodeSpec, model, info: dict):
         info.update(compile_mode=decoder.mode)
         return decoder
     need = spec.seq_len + spec.longest_new_tokens
-    cache_len = decode_cache_len(spec.seq_len, spec.longest_new_tokens, max_positions(model, bound=need))   # ALiBi, NoPE
+    # max_positions: ALiBi and NoPE models have no position table
+    cache_len = decode_cache_len(spec.seq_len, spec.longest_new_tokens, max_positions(model, bound=need))
     bucket = decode_prefill_bucket(spec.seq_len, spec.buckets, cache_len) if kind.compiled else None
     decoder = GreedyDecoder(model, cache_len, use_graph=kind.captured, steps_per_graph=spec.steps_per_graph,
                             prefill_buckets=(bucket,) if bucket else None,

@@ -38,8 +38,9 @@ class KernelCount:
 
 def device_problem(device: str) -> str | None:
     """The profiler counts CUDA kernels only; None when it can."""
-    return None if str(device).startswith("cuda") else (f"kernel counts need a CUDA device (the case runs on {device}): "
-                                                        "count on a CUDA GPU")
+    if str(device).startswith("cuda"):
+        return None
+    return f"kernel counts need a CUDA device (the case runs on {device}): count on a CUDA GPU"
 
 
 def count_case(model_name: str, dtype: str, seq_len: int, get_model, *, seed: int = 0,

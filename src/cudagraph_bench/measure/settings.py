@@ -6,9 +6,10 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
 from cudagraph_bench.measure.timing import RoundPolicy
-from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE, DEFAULT_MAX_ROUNDS,
-                                     DEFAULT_MAX_TIME_MS, DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO, DEFAULT_PRECISION_PCT,
-                                     DEFAULT_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS, MATRIX_OPTIONS)
+from cudagraph_bench.options import (DEFAULT_BUCKETS, DEFAULT_CHECK_INPUTS, DEFAULT_COMPILE_GRAPH_MODE,
+                                     DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TIME_MS, DEFAULT_MIN_TIME_MS, DEFAULT_PAD_TO,
+                                     DEFAULT_PRECISION_PCT, DEFAULT_ROUNDS, DEFAULT_WARMUP_MS, DEFAULT_WARMUP_ROUNDS,
+                                     MATRIX_OPTIONS)
 
 
 @dataclass(kw_only=True)

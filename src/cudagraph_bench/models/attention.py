@@ -12,7 +12,8 @@ def installed_attention() -> tuple[str, ...]:
     """The implementations this environment can run (transformers' probes for flash and flex)."""
     import transformers.utils as utils
 
-    probes = {"flash_attention_2": utils.is_flash_attn_2_available, "flex_attention": utils.is_torch_flex_attn_available}
+    probes = {"flash_attention_2": utils.is_flash_attn_2_available,
+              "flex_attention": utils.is_torch_flex_attn_available}
     return tuple(name for name in ATTN_IMPLEMENTATIONS if name not in probes or probes[name]())
 
 

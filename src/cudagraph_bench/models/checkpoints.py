@@ -198,7 +198,8 @@ def _not_text_only(config) -> bool:
 
 
 #: The weight files ``save_pretrained`` writes: one of them must be in a model directory.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
 
 
 def check_model_directory(path: str):
@@ -207,8 +208,9 @@ def check_model_directory(path: str):
     reason and the fix, in one line."""
     config = directory_config(path)
     if not config.architectures:
-        raise UnknownModelError(f"{path}: config.json names no architectures, so it is unclear whether to load a causal "
-                                f"LM or an encoder: save the directory with save_pretrained() from the model, or add "
+        raise UnknownModelError(f"{path}: config.json names no architectures, so it is unclear whether to load a "
+                                "causal LM or an encoder: save the directory with save_pretrained() from the model, "
+                                "or add "
                                 f'"architectures": ["{config.__class__.__name__.removesuffix("Config")}ForCausalLM"] '
                                 "(or the base model's class) to config.json")
     if not any(os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES):
@@ -253,8 +255,9 @@ def check_safetensors(path: str) -> None:
             with safe_open(name, framework="pt"):
                 pass
         except Exception as exc:  # noqa: BLE001 - safetensors' own error type, OSError, ...
-            raise UnknownModelError(f"{name}: not a readable safetensors file ({_first_line(exc)}): the file is "
-                                    "truncated or damaged; copy it whole, or save_pretrained() the model again") from None
+            reason = f"{name}: not a readable safetensors file ({_first_line(exc)})"
+            raise UnknownModelError(f"{reason}: the file is truncated or damaged; copy it whole, or save_pretrained() "
+                                    "the model again") from None
 
 
 def head_note(path: str, config) -> str | None:

@@ -214,7 +214,8 @@ def load_model(name_or_path: str, dtype: "str | torch.dtype" = "float32", device
     tdtype = torch_dtype(dtype)
     if name_or_path in PRESETS:
         config = preset_config(name_or_path, overrides, attn_implementation=attn_implementation)
-        auto = transformers.AutoModelForCausalLM if PRESETS[name_or_path]["kind"] == "causal" else transformers.AutoModel
+        causal = PRESETS[name_or_path]["kind"] == "causal"
+        auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
         torch.manual_seed(seed)
         with torch.device(device):
             model = auto.from_config(config, dtype=tdtype, attn_implementation=config._attn_implementation)

@@ -30,8 +30,8 @@ MAX_LAYERS = 8
 #: field name -> the size it shrinks to (at most: a smaller original is kept).
 WIDTH_FIELDS = dict.fromkeys(
     ("hidden_size", "n_embd", "d_model", "embed_dim", "emb_dim", "word_embed_proj_dim", "embedding_size",
-     "input_embedding_size", "output_embedding_size", "attention_hidden_size", "lru_width", "embedding_dim", "hidden_size_global",
-     "adapter_in_dim", "adapter_input_size"), HIDDEN)
+     "input_embedding_size", "output_embedding_size", "attention_hidden_size", "lru_width", "embedding_dim",
+     "hidden_size_global", "adapter_in_dim", "adapter_input_size"), HIDDEN)
 MLP_FIELDS = dict.fromkeys(
     ("intermediate_size", "n_inner", "ffn_dim", "decoder_ffn_dim", "encoder_ffn_dim", "ffn_hidden_size",
      "intermediate_size_mlp", "dense_intermediate_size", "feed_forward_size", "dim_ff", "dff", "d_inner",
@@ -55,8 +55,8 @@ LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", 
                       "num_decoder_layers", "num_encoder_layers")
 EXPERT_FIELDS = dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS)
 #: The experts one token is routed to: :data:`TOP_K` whatever the original routes.
-TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "num_selected_experts",
-                              "moe_k"), TOP_K)
+TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k",
+                              "num_selected_experts", "moe_k"), TOP_K)
 #: Top-k fields that are no expert routing (the sparse-attention indexer's tokens): shrunk like a size.
 INDEX_TOP_K_FIELDS = {"index_topk": TOP_K}
 #: Expert groups of group-limited routing (DeepSeek-V3): one group, so any top-k fits.
@@ -179,7 +179,8 @@ def _token_ids(value):
 
 
 #: (heads field, head width field) of a state-space mixer, whose product must be its inner width, expand x hidden.
-MIXER_HEADS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_head_dim"), ("n_mamba_heads", "mamba_headdim"))
+MIXER_HEADS = (("mamba_n_heads", "mamba_d_head"), ("mamba_num_heads", "mamba_head_dim"),
+               ("n_mamba_heads", "mamba_headdim"))
 
 
 def tie_fields(out: dict, original: dict) -> dict:

@@ -69,7 +69,8 @@ def round_policy(option: Callable[[str], object], *, rounds: int | None = None, 
 
 
 def benchmark_call(benchmark, fn: Callable[[], object], *, group: str, extra_info: dict, policy, device: str = "cuda",
-                   warm: bool = False, checked_call_ms: float | None = None, device_figure: bool = False) -> list[float]:
+                   warm: bool = False, checked_call_ms: float | None = None,
+                   device_figure: bool = False) -> list[float]:
     """Time ``fn`` with ``benchmark.pedantic`` through one CallTimer, rounds planned by ``policy``'s pilot, GC off
     around the pilot too with ``--benchmark-disable-gc``; ``device_figure``: also the back-to-back figure.
     ``extra_info`` gets the event times, device figure, timing fields, ``gpu_state`` and, when throttled, ``throttled``
