@@ -31,11 +31,28 @@ def test_never_reached(benchmark):
 """
 
 
-def test_the_run_of_an_interrupted_session_is_marked_and_refused_unless_allowed(pytester, tmp_path, capsys,
-                                                                               monkeypatch):
+#: The same session with the Ctrl-C in the first round of a benchmark, which has no round to write.
+CUT_OFF_IN_A_BENCHMARK = """
+def test_measured(benchmark):
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+
+def test_ctrl_c(benchmark):
+    def call():
+        raise KeyboardInterrupt
+    benchmark.pedantic(call, rounds=1, iterations=1)
+
+def test_never_reached(benchmark):
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+"""
+
+
+@pytest.mark.parametrize("interrupted", [INTERRUPTED_SESSION, CUT_OFF_IN_A_BENCHMARK],
+                         ids=["between-tests", "inside-a-benchmark"])
+def test_the_run_of_an_interrupted_session_is_marked_and_refused_unless_allowed(interrupted, pytester, tmp_path,
+                                                                               capsys, monkeypatch):
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):   # pytest-benchmark measures in no worker
         monkeypatch.delenv(name, raising=False)
-    pytester.makepyfile(INTERRUPTED_SESSION)
+    pytester.makepyfile(interrupted)
     out = tmp_path / "run.json"
     result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider",
                                           f"--benchmark-json={out}", no_reraise_ctrlc=True)

@@ -119,6 +119,7 @@ def pytest_sessionfinish(session, exitstatus):
     """Mark a Ctrl-C run; exit non-zero on refused models or failed proofs; write records-only JSON."""
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
+        benchmarks[:] = [b for b in benchmarks if b.stats.data]   # one cut off before its first round has no figure
         session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"
     session.exitstatus = exit_status(session.exitstatus, model_checks(session.config).refused)
     cgb = session_of(session.config)
