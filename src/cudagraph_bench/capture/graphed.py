@@ -29,13 +29,20 @@ class Closing:
         self.close()
 
 
+def _cuda_index(device) -> int:
+    """``device``'s CUDA index (None or ``"cuda"``: the current device's)."""
+    import torch
+
+    index = torch.device(device).index if device is not None else None
+    return torch.cuda.current_device() if index is None else index
+
+
 @contextlib.contextmanager
 def _on_side_stream(device):
     """The body runs on ``device``'s warmup stream, after the current stream's queued work and before its next."""
     import torch
-    from torch.cuda._utils import _get_device_index
 
-    key = _get_device_index(device, optional=True)      # None or "cuda": the current device
+    key = _cuda_index(device)
     if key not in _SIDE_STREAMS:
         _SIDE_STREAMS[key] = torch.cuda.Stream(device=key)
     _SIDE_STREAMS[key].wait_stream(torch.cuda.current_stream(device))
@@ -92,7 +99,6 @@ class GraphedForward(Closing):
                  forward: Callable = model_forward, eager_sdpa_dispatch: bool = True,
                  max_positions: int | None = None, host_work_check: bool = True):
         import torch
-        from torch.cuda._utils import _get_device_index
 
         if warmup_iters < 3:
             raise ValueError(f"warmup_iters must be >= 3 (got {warmup_iters}): lazy init must finish before capture")
@@ -139,7 +145,7 @@ class GraphedForward(Closing):
                 self._graph = None
                 # a failed capture leaves the default generator capturing (best-effort reset; the probe decides)
                 with contextlib.suppress(Exception):
-                    generator = torch.cuda.default_generators[_get_device_index(device, optional=True)]
+                    generator = torch.cuda.default_generators[_cuda_index(device)]
                     generator.graphsafe_set_state(generator.clone_state())
                 usable = cuda_context_usable(device)
                 found = host_work_in_failed_capture(exc) if usable else None
