@@ -138,12 +138,15 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Refused models, the memory ledger, failed replay proofs and the cases not measured, each with its reasons."""
+    """Refused models, the memory ledger, failed replay proofs and the cases not measured, each with its reasons (the
+    refused models' line says what the others did and the session's exit status, --collect-only too)."""
     refused, session = model_checks(config).refused, session_of(config)
+    others = "were collected" if config.getoption("collectonly", False) else "ran"
     proofs = session.proofs.failures if session is not None and session.proofs is not None else []
     ledger = session is not None and (session.ledger.start_mib or session.ledger.cases)
     sections = [  # (title, lines): a section is written when it has lines
-        (f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others ran; exit status 1)",
+        (f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others {others}; exit status "
+         f"{exit_status(exitstatus, refused)})",
          refusal_lines(refused)),
         ("cudagraph-bench GPU memory", [session.ledger.line()] if ledger else []),
         (f"cudagraph-bench: {len(proofs)} replay proof(s) failed, taken after the session's timing (recorded in the "
