@@ -58,7 +58,7 @@ def test_the_run_of_an_interrupted_session_is_marked_and_refused_unless_allowed(
                                           f"--benchmark-json={out}", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads(out.read_text())
-    assert len(doc["benchmarks"]) == 1 and doc["cudagraph_bench"]["interrupted"] == "Ctrl-C after 1 benchmark(s)"
+    assert len(doc["benchmarks"]) == 1 and doc["cudagraph_bench"]["interrupted"] == "Ctrl-C after 1 benchmark"
     with pytest.raises(InputFileError, match="is the run of an interrupted session .*--allow interrupted"):
         load_run(str(out))
     with interrupted_runs_allowed():

@@ -12,6 +12,7 @@ import pytest
 from cudagraph_bench.models.refusals import exit_status, refusal_lines
 from cudagraph_bench.plugin.pytest_options import model_checks
 from cudagraph_bench.plugin.session import session_of
+from cudagraph_bench.table import plural
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -120,7 +121,7 @@ def pytest_sessionfinish(session, exitstatus):
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
         benchmarks[:] = [b for b in benchmarks if b.stats.data]   # one cut off before its first round has no figure
-        session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"
+        session.config.stash[_INTERRUPTED] = f"Ctrl-C after {plural(len(benchmarks), 'benchmark')}"
     session.exitstatus = exit_status(session.exitstatus, model_checks(session.config).refused)
     cgb = session_of(session.config)
     if cgb is not None and cgb.proofs is not None and cgb.proofs.failures and session.exitstatus == pytest.ExitCode.OK:
@@ -145,11 +146,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     proofs = session.proofs.failures if session is not None and session.proofs is not None else []
     ledger = session is not None and (session.ledger.start_mib or session.ledger.cases)
     sections = [  # (title, lines): a section is written when it has lines
-        (f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others {others}; exit status "
+        (f"cudagraph-bench: {plural(len(refused), 'model')} of --models refused (the others {others}; exit status "
          f"{exit_status(exitstatus, refused)})",
          refusal_lines(refused)),
         ("cudagraph-bench GPU memory", [session.ledger.line()] if ledger else []),
-        (f"cudagraph-bench: {len(proofs)} replay proof(s) failed, taken after the session's timing (recorded in the "
+        (f"cudagraph-bench: {plural(len(proofs), 'replay proof')} failed, taken after the session's timing (recorded in the "
          "run JSON; exit status 1)", [f"{nodeid}: {reason}" for nodeid, reason in proofs]),
         ("cudagraph-bench cases not measured", [f"{e['status']}: {e['fullname']}: {e['reason']}"
                                                 for e in (session.records.failures if session is not None else [])]),
