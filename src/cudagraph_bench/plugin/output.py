@@ -150,8 +150,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
          f"{exit_status(exitstatus, refused)})",
          refusal_lines(refused)),
         ("cudagraph-bench GPU memory", [session.ledger.line()] if ledger else []),
-        (f"cudagraph-bench: {plural(len(proofs), 'replay proof')} failed, taken after the session's timing (recorded in the "
-         "run JSON; exit status 1)", [f"{nodeid}: {reason}" for nodeid, reason in proofs]),
+        (f"cudagraph-bench: {plural(len(proofs), 'replay proof')} failed, taken after the session's timing (recorded "
+         "in the run JSON; exit status 1)", [f"{nodeid}: {reason}" for nodeid, reason in proofs]),
         ("cudagraph-bench cases not measured", [f"{e['status']}: {e['fullname']}: {e['reason']}"
                                                 for e in (session.records.failures if session is not None else [])]),
     ]
