@@ -106,7 +106,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     terminalreporter.write_sep("-", "cudagraph-bench time per part")
     for part, t in time_per_part(state.ran_s).items():
-        terminalreporter.write_line(f"{t['s']:8.1f} s  {t['tests']:4d} {'test ' if t['tests'] == 1 else 'tests'}  {part}")
+        tests = "test " if t["tests"] == 1 else "tests"
+        terminalreporter.write_line(f"{t['s']:8.1f} s  {t['tests']:4d} {tests}  {part}")
     terminalreporter.write_line(f"{sum(state.ran_s.values()):8.1f} s  in tests; session wall time {state.wall_s:.1f} s")
 
 
