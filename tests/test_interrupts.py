@@ -58,7 +58,16 @@ def test_the_run_of_an_interrupted_session_is_marked_and_refused_unless_allowed(
                                           f"--benchmark-json={out}", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads(out.read_text())
-    assert len(doc["benchmarks"]) == 1 and doc["cudagraph_bench"]["interrupted"] == "Ctrl-C after 1 benchmark(s)"
+    assert len(doc["benchmarks"]) == 1 and doc["cudagraph_bench"]["interrupted"] == "Ctrl-C after 1 benchmark"
+    # the suite's last line, before pytest's KeyboardInterrupt banner, says so
+    lines = result.stdout.lines
+    last = lines[next(i for i, line in enumerate(lines) if "KeyboardInterrupt" in line) - 1]
+    assert last == (f"session interrupted ({doc['cudagraph_bench']['interrupted']}): its run JSON {out} is marked "
+                    "interrupted, which cudagraph-bench's commands refuse unless given --allow interrupted")
+    unsaved = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider",
+                                           no_reraise_ctrlc=True).stdout.lines
+    assert unsaved[next(i for i, line in enumerate(unsaved) if "KeyboardInterrupt" in line) - 1] == \
+        "session interrupted (Ctrl-C after 1 benchmark): no run JSON was written"
     with pytest.raises(InputFileError, match="is the run of an interrupted session .*--allow interrupted"):
         load_run(str(out))
     with interrupted_runs_allowed():

@@ -348,7 +348,7 @@ def test_the_pytest_session_runs_the_accepted_models_and_lists_the_refused_ones(
     text = result.stdout.str()
     refused = json.loads(out.read_text())["cudagraph_bench"]["refused"]
     assert [r["model"] for r in refused] == [checkpoints["t5"], "typo"]
-    assert "2 model(s) of --models refused" in text
+    assert f"2 models of --models refused (the others ran; exit status {int(result.ret)})" in text
     assert all(line in text for line in refusal_lines([Refusal(r["model"], r["reason"]) for r in refused]))
     result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--models",
                                           f"{checkpoints['t5']},typo")
@@ -447,7 +447,8 @@ def test_a_weight_shape_the_config_does_not_build_is_a_load_failure_naming_the_w
 
 def test_the_pytest_session_and_run_refuse_a_bad_config_field_in_one_line(pytester, edited_llamas, tmp_path, capsys):
     """pytest --collect-only with the edited folders and the untouched one: no INTERNALERROR, the untouched
-    folder's cases are collected and each edited one is listed with its reason; ``cudagraph-bench run`` of one
+    folder's cases are collected and each edited one is listed with its reason under a line that says the others
+    were collected (not ran) and the exit status; ``cudagraph-bench run`` of one
     such folder is exit 2 with its reason in one line, and no output folder."""
     from cudagraph_bench.cli import main as cli_main
 
@@ -458,7 +459,8 @@ def test_the_pytest_session_and_run_refuse_a_bad_config_field_in_one_line(pytest
                                           "-q", "--device", "cpu", "--models", models, "--prompt-lengths", "16")
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED and "INTERNALERROR" not in text and "Traceback" not in text
-    assert f"test_fwd[{edited_llamas['base']}-" in text and "3 model(s) of --models refused" in text
+    assert f"test_fwd[{edited_llamas['base']}-" in text and "3 models of --models refused" in text
+    assert f"(the others were collected; exit status {int(result.ret)})" in text and "the others ran" not in text
     assert all(EDITED[e] in text for e in edits)
     rc = cli_main(["run", "--device", "cpu", "--variants", "eager", "--models", edited_llamas["dtype", "float7"],
                    "--prompt-lengths", "16", "-o", str(tmp_path / "o")])

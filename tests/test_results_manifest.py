@@ -1,9 +1,10 @@
 """The committed evidence fits and is listed: every file under ``results/`` has a row in its GPU folder's
-manifest (``results/<gpu>/README.md``) and every row names a file that exists; the runs are stored
-gzip-compressed; ``results/`` stays within the budget that keeps the tree a GPU call ships under 64 MiB."""
+manifest (``results/<gpu>/README.md``) and every row names a file that exists; every ``cudagraph-bench`` command a
+manifest gives parses today; the runs are stored gzip-compressed; ``results/`` stays within its size budget."""
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,32 @@ def test_every_results_file_is_in_its_manifest_and_every_row_exists():
                                       f"{sorted(str(p.relative_to(folder)) for p in present - listed)}: add a row")
         assert not listed - present, (f"{manifest.relative_to(ROOT)} lists files that are not committed: "
                                       f"{sorted(str(p.relative_to(folder)) for p in listed - present)}")
+
+
+#: The manifests' placeholders in commands -> a value of their kind.
+PLACEHOLDERS = {"CPUS": "0-15", "DIR": "out/selftest", "S": "430"}
+
+
+def test_every_cudagraph_bench_command_of_a_manifest_parses(monkeypatch):
+    """Each backquoted ``cudagraph-bench COMMAND ARGS`` goes through the CLI's parser (and ``run``'s matrix: its
+    ``--config`` and the arguments after ``--``), nothing run: a command the CLI refuses reproduces nothing."""
+    from cudagraph_bench.cli import build_parser
+    from cudagraph_bench.commands import run
+    from cudagraph_bench.errors import UsageError
+
+    monkeypatch.chdir(ROOT)         # the commands are given from the checkout's root
+    commands = [(folder, c) for folder in gpu_folders()     # a command with its arguments, not one named in prose
+                for c in re.findall(r"`(cudagraph-bench [a-z-]+ [^`]+)`", (folder / "README.md").read_text("utf-8"))]
+    assert any(" run " in c for _, c in commands)
+    for folder, command in commands:
+        argv = [PLACEHOLDERS.get(word, word) for word in shlex.split(command)[1:]]
+        try:
+            args, extra = build_parser().parse_known_args(argv)
+            assert not extra, f"{folder.name}: {command}: unrecognized {extra}"
+            if args.command == "run":
+                run.matrices(args)
+        except (SystemExit, UsageError) as exc:
+            pytest.fail(f"{folder.name}/README.md: {command}: the CLI refuses it: {exc}")
 
 
 def test_runs_are_stored_compressed():

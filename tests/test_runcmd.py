@@ -374,6 +374,17 @@ def test_a_bad_gpus_value_is_a_usage_error(tmp_path, capsys):
     assert "--gpus '0,x': give GPU indices such as 0,1 or 'all'" in capsys.readouterr().err
 
 
+def test_the_note_of_gpus_on_the_cpu_counts_its_shards_in_words_that_fit_one(tmp_path, capsys, monkeypatch):
+    """One GPU index is one shard, which runs beside no other: the note says so (the folder is refused after it)."""
+    monkeypatch.setattr(process, "run_process", lambda *a: pytest.fail("a pytest process was started"))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for gpus, said in (("0", "its one shard runs on the CPU ("),
+                       ("0,0", "the 2 shards run side by side on the CPU and disturb each other's timing")):
+        assert cli_main(["run", *QUICK, "--gpus", gpus, "-o", str(blocker), *ROUNDS]) == 2
+        assert f"note: --gpus {gpus} with --device cpu: {said}" in capsys.readouterr().err
+
+
 def test_an_output_folder_that_cannot_be_one_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(process, "run_process", lambda *a: pytest.fail("a pytest process was started"))
     blocker = tmp_path / "file"
@@ -478,7 +489,7 @@ def test_a_test_the_pytest_process_dies_in_is_recorded_and_the_rest_still_measur
     assert failure["fullname"] == node and failure["phase"] == "process" and failure["seq_len"] == 16
     assert "killed by SIGSEGV" in failure["reason"] and "Fatal Python error: Segmentation fault" in failure["reason"]
     assert f"failed: {crashed.label}: the pytest process died in this test (killed by SIGSEGV)" in err
-    assert "run: main: exit 1, 1 crashed test(s) recorded" in err
+    assert "run: main: exit 1, 1 crashed test recorded" in err
     assert all((out / name).exists() for name in PLOTS)
 
 

@@ -107,6 +107,16 @@ def test_shard_durations_of_other_tests_are_a_warning(suite, tmp_path):
     assert "records none of the" not in result.stdout.str()
 
 
+def test_a_session_of_one_test_counts_it_as_one_test(pytester, tmp_path):
+    """The time per part and the warning of --shard-durations that records none of it say "1 test"."""
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    other = write({**DOC, "cudagraph_bench": {DURATIONS_KEY: {"suites/other/test_x.py::test_y": 3.0}}},
+                  tmp_path / "other.json")
+    text = run(pytester, "--shard=1/1", f"--shard-durations={other}").stdout.str()
+    assert re.search(r"^ +[0-9.]+ s +1 test +test_one\.py$", text, re.MULTILINE), text
+    assert "records none of the 1 test collected here" in text and "1 tests" not in text
+
+
 def test_every_run_records_its_durations_time_per_part_and_wall_time(suite, tmp_path):
     out = tmp_path / "run.json"
     result = run(suite, f"--benchmark-json={out}")

@@ -11,6 +11,7 @@ from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, w
 from cudagraph_bench.options import parse_path
 from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
+from cudagraph_bench.table import plural
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     gpu = machine_gpu(merged["machine_info"]) or "no GPU"
 
     def say_merged():   # once the file's bytes are written, before it is moved into place
-        print(f"merged {len(merged['benchmarks'])} benchmarks of {len(runs)} run{'s' if len(runs) != 1 else ''} "
+        print(f"merged {plural(len(merged['benchmarks']), 'benchmark')} of {plural(len(runs), 'run')} "
               f"({gpu}) into {args.output}{' (replaced the file that was there)' if replaced else ''}")
         sys.stdout.flush()  # a stdout that cannot be written (a full disk) fails the command: no file is replaced
 

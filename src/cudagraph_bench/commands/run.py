@@ -18,6 +18,7 @@ from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_inp
                                   write_text_atomic, written_verb)
 from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
                                      parse_cpus, parse_path, parse_pytest_matrix, parse_variants, show_default)
+from cudagraph_bench.table import plural
 
 DEFAULT_OUTDIR = "out/run"
 RUN_JSON = "run.json"
@@ -183,8 +184,10 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if gpus and device == "cpu":
-        print(f"note: --gpus {args.gpus} with --device cpu: the {len(gpus)} shards run side by side on the CPU and "
-              "disturb each other's timing (use this to try the merge only; --cpus pins one CPU run)", file=sys.stderr)
+        shards = (f"the {len(gpus)} shards run side by side on the CPU and disturb each other's timing" if len(gpus) > 1
+                  else "its one shard runs on the CPU")
+        print(f"note: --gpus {args.gpus} with --device cpu: {shards} (use this to try the merge only; --cpus pins one "
+              "CPU run)", file=sys.stderr)
     elif len(set(gpus)) < len(gpus):
         print(f"note: --gpus {args.gpus} names a GPU twice: those shards share it and disturb each other's timing "
               "(use this to try the merge only)", file=sys.stderr)
@@ -278,7 +281,7 @@ def _progress(part, outcome) -> None:
     state = "ok" if outcome.ok else f"exit {outcome.returncode}"
     if outcome.returncode == NOTHING_SELECTED:
         state = "no test of the matrix in this shard"
-    crashed = f", {len(outcome.crashes)} crashed test(s) recorded" if outcome.crashes else ""
+    crashed = f", {plural(len(outcome.crashes), 'crashed test')} recorded" if outcome.crashes else ""
     print(f"run: {part.name}: {state}{crashed} (log: parts/{part.name}.log)", file=sys.stderr, flush=True)
 
 

@@ -12,6 +12,7 @@ import pytest
 from cudagraph_bench.models.refusals import exit_status, refusal_lines
 from cudagraph_bench.plugin.pytest_options import model_checks
 from cudagraph_bench.plugin.session import session_of
+from cudagraph_bench.table import plural
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -61,6 +62,8 @@ def pytest_benchmark_group_stats(config, benchmarks, group_by):
 
 #: Why the session ended early, when it was interrupted (set as it finishes, before pytest-benchmark writes).
 _INTERRUPTED = pytest.StashKey[str]()
+#: Set when a run document of an interrupted session got its mark (the summary's last line says whether one did).
+_MARKED = pytest.StashKey[bool]()
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
@@ -72,6 +75,8 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     section = {**({INTERRUPTED: config.stash[_INTERRUPTED]} if _INTERRUPTED in config.stash else {}),
                **({"refused": [asdict(r) for r in checks.refused]} if checks.refused else {}),
                **({"model_notes": list(checks.notes)} if checks.notes else {})}
+    if _INTERRUPTED in config.stash:
+        config.stash[_MARKED] = True
     if session is not None:     # a test used ``cgb``
         section.update({**session.ledger.summary(), **session.records.summary(),
                         **({"planted_fault": fault.label} if fault is not None else {})})
@@ -89,14 +94,21 @@ def json_option_path(config) -> str | None:
     return os.fspath(value) if isinstance(value, (str, os.PathLike)) else str(value.name)
 
 
-def write_records_only_json(config) -> str | None:
-    """Atomically write ``--benchmark-json PATH`` with no benchmarks for a session that recorded failed cases or kernel
-    counts, so they reach reports and ``merge``; not in an xdist worker. Returns the path, else None."""
+def records_only_path(config) -> str | None:
+    """``--benchmark-json PATH`` when the session recorded failed cases or kernel counts and pytest-benchmark wrote no
+    benchmark there (not in an xdist worker), else None: where :func:`write_records_only_json` writes."""
     path = json_option_path(config)
     session = session_of(config)
     if path is None or session is None or not session.records or hasattr(config, "workerinput"):
         return None
-    if os.path.exists(path) and os.path.getsize(path) > 0:
+    return None if os.path.exists(path) and os.path.getsize(path) > 0 else path
+
+
+def write_records_only_json(config) -> str | None:
+    """Atomically write ``--benchmark-json PATH`` with no benchmarks for a session that recorded failed cases or kernel
+    counts, so they reach reports and ``merge``; not in an xdist worker. Returns the path, else None."""
+    path = records_only_path(config)
+    if path is None:
         return None
     from pytest_benchmark.utils import safe_dumps
 
@@ -120,7 +132,7 @@ def pytest_sessionfinish(session, exitstatus):
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
         benchmarks[:] = [b for b in benchmarks if b.stats.data]   # one cut off before its first round has no figure
-        session.config.stash[_INTERRUPTED] = f"Ctrl-C after {len(benchmarks)} benchmark(s)"
+        session.config.stash[_INTERRUPTED] = f"Ctrl-C after {plural(len(benchmarks), 'benchmark')}"
     session.exitstatus = exit_status(session.exitstatus, model_checks(session.config).refused)
     cgb = session_of(session.config)
     if cgb is not None and cgb.proofs is not None and cgb.proofs.failures and session.exitstatus == pytest.ExitCode.OK:
@@ -137,20 +149,32 @@ def pytest_sessionfinish(session, exitstatus):
     return result
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Refused models, the memory ledger, failed replay proofs and the cases not measured, each with its reasons."""
+    """Refused models, the memory ledger, failed replay proofs and the cases not measured, each with its reasons (the
+    refused models' line says what the others did and the session's exit status, --collect-only too); last, after
+    a Ctrl-C, whether the run JSON is marked, since the commands refuse a marked run."""
     refused, session = model_checks(config).refused, session_of(config)
+    others = "were collected" if config.getoption("collectonly", False) else "ran"
     proofs = session.proofs.failures if session is not None and session.proofs is not None else []
     ledger = session is not None and (session.ledger.start_mib or session.ledger.cases)
     sections = [  # (title, lines): a section is written when it has lines
-        (f"cudagraph-bench: {len(refused)} model(s) of --models refused (the others ran; exit status 1)",
+        (f"cudagraph-bench: {plural(len(refused), 'model')} of --models refused (the others {others}; exit status "
+         f"{exit_status(exitstatus, refused)})",
          refusal_lines(refused)),
         ("cudagraph-bench GPU memory", [session.ledger.line()] if ledger else []),
-        (f"cudagraph-bench: {len(proofs)} replay proof(s) failed, taken after the session's timing (recorded in the "
-         "run JSON; exit status 1)", [f"{nodeid}: {reason}" for nodeid, reason in proofs]),
+        (f"cudagraph-bench: {plural(len(proofs), 'replay proof')} failed, taken after the session's timing (recorded "
+         "in the run JSON; exit status 1)", [f"{nodeid}: {reason}" for nodeid, reason in proofs]),
         ("cudagraph-bench cases not measured", [f"{e['status']}: {e['fullname']}: {e['reason']}"
                                                 for e in (session.records.failures if session is not None else [])]),
     ]
+    if _INTERRUPTED in config.stash:
+        path = json_option_path(config)
+        marked = (f"its run JSON{f' {path}' if path else ''} is marked interrupted, which cudagraph-bench's commands "
+                  "refuse unless given --allow interrupted" if config.stash.get(_MARKED, False)
+                  or records_only_path(config) else "no run JSON was written")
+        sections.append(("cudagraph-bench interrupted",
+                         [f"session interrupted ({config.stash[_INTERRUPTED]}): {marked}"]))
     for title, lines in sections:
         if lines:
             terminalreporter.write_sep("-", title)

@@ -12,6 +12,7 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.options import SHARD_OPTIONS, add_to_pytest
 from cudagraph_bench.results.shards import (DURATIONS_KEY, assign_shards, base_nodeid, group_of, load_durations,
                                             time_per_part)
+from cudagraph_bench.table import plural
 
 
 class ShardSession:
@@ -77,7 +78,7 @@ def pytest_collection_modifyitems(session, config, items):
     if state is not None and state.durations and items and \
             not any(base_nodeid(item.nodeid) in state.durations for item in items):
         warnings.warn(pytest.PytestConfigWarning(
-            f"--shard-durations {config.getoption('shard_durations')} records none of the {len(items)} tests "
+            f"--shard-durations {config.getoption('shard_durations')} records none of the {plural(len(items), 'test')} "
             f"collected here (e.g. {base_nodeid(items[0].nodeid)}): the groups are balanced by test count; give a "
             "run of this suite made from the same rootdir"), stacklevel=2)
     shard = config.getoption("shard", None)
@@ -105,7 +106,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     terminalreporter.write_sep("-", "cudagraph-bench time per part")
     for part, t in time_per_part(state.ran_s).items():
-        terminalreporter.write_line(f"{t['s']:8.1f} s  {t['tests']:4d} tests  {part}")
+        tests = "test " if t["tests"] == 1 else "tests"
+        terminalreporter.write_line(f"{t['s']:8.1f} s  {t['tests']:4d} {tests}  {part}")
     terminalreporter.write_line(f"{sum(state.ran_s.values()):8.1f} s  in tests; session wall time {state.wall_s:.1f} s")
 
 

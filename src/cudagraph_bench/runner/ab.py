@@ -10,6 +10,7 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.runner.matrix_processes import FORWARD_MODULE
 from cudagraph_bench.runner.process import PytestRun, run_pytest
+from cudagraph_bench.table import plural
 
 DEFAULT_RUNS = 5
 DEFAULT_OUT = "out/ab"
@@ -63,7 +64,7 @@ def measure_in_worktrees(repo: Path, commits: dict[str, str], out: Path, k: int,
         try:
             for side, sha in commits.items():
                 _git(repo, "worktree", "add", "--detach", str(trees[side]), sha)
-            print(f"ab: base {commits['base'][:12]}, head {commits['head'][:12]}, {k} runs each, "
+            print(f"ab: base {commits['base'][:12]}, head {commits['head'][:12]}, {plural(k, 'run')} each, "
                   f"interleaved; output in {out}", flush=True)
             return measure(trees, out, k, pytest_args)
         finally:

@@ -33,7 +33,7 @@ def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
                    for i, dest in enumerate(("models", "dtypes", "prompt_lengths")))
     matrix = Matrix(values, tuple(sorted(names, key=lambda n: variants.display_rank(variants.FORWARD, n))))
     tree = checkout_root() or Path.cwd()
-    print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {k} separate reruns "
+    print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {plural(k, 'separate rerun')} "
           f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)
     done = []
     for path in paths:
