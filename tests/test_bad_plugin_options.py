@@ -1,6 +1,5 @@
-"""The pytest plugin's options given bad values, and the options it no longer has: each is one ``ERROR:`` line naming
-the option and what is wrong or what to give instead, pytest's usage-error exit code (the commands' bad input:
-tests/test_bad_input_matrix.py)."""
+"""The pytest plugin's options given bad values: each is one ``ERROR:`` line naming the option and what is wrong,
+pytest's usage-error exit code (the commands' bad input: tests/test_bad_input_matrix.py)."""
 
 import pytest
 
@@ -19,11 +18,6 @@ PYTEST_OPTIONS = {
     ("--models", "nosuch"): "unknown model 'nosuch'",
     ("--prompt-lengths", "0"): "--prompt-lengths 0: prompt lengths must be positive",
     ("--shard", "3/2"): "bad shard '3/2'",
-    # options the plugin no longer has, with a value or without: what does their work now
-    ("--gpu-workers", "2"): "--gpu-workers was removed: cudagraph-bench run --gpus 0,1 runs one pytest process per GPU",
-    ("--cpus", "0-7"): "--cpus was removed: pin the pytest run with taskset -c LIST",
-    ("--keep-gc",): "--keep-gc was removed: the collector is off while timing with pytest-benchmark's",
-    ("--check-data-ptrs",): "--check-data-ptrs was removed: every replay of the correctness check now verifies",
 }
 
 

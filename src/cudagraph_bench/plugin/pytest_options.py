@@ -63,29 +63,8 @@ PLUGIN_OPTIONS = (
 )
 
 
-#: Options the plugin no longer has -> what does their work now; each is refused in one line, not hidden in --help.
-REMOVED = {
-    "--gpu-workers": "cudagraph-bench run --gpus 0,1 runs one pytest process per GPU, each a --shard of the suite",
-    "--cpus": "pin the pytest run with taskset -c LIST pytest ..., or give cudagraph-bench run --cpus LIST",
-    "--keep-gc": "the collector is off while timing with pytest-benchmark's --benchmark-disable-gc, which the "
-                 "checkout's addopts gives: -o addopts= keeps it on",
-    "--check-data-ptrs": "every replay of the correctness check now verifies the static buffers' data_ptr()",
-}
-
-
-class _Removed(argparse.Action):
-    """Refuses a :data:`REMOVED` option (and a value given with it) as argparse meets it: pytest's parser has no hook
-    for an unknown option, whose error is its multi-line usage text."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        raise pytest.UsageError(f"{option_string} was removed: {REMOVED[option_string]}")
-
-
 def pytest_addoption(parser):
     group = parser.getgroup("cudagraph-bench", "cudagraph-bench: eager vs CUDA graph replay")
-    for flag in REMOVED:
-        group.addoption(flag, dest=f"removed_{flag[2:].replace('-', '_')}", action=_Removed, nargs="?",
-                        default=None, help=argparse.SUPPRESS)
     add_to_pytest(group)
     group.addoption("--with-compile", action="store_true", default=False,
                     help="also benchmark the torch.compile variants (forward: compile, compile+graph; decode: "
