@@ -115,8 +115,17 @@ def _build_step(what: str):
         raise ZooBuildError(f"{what}: {text if len(text) <= 200 else text[:197] + '...'}") from None
 
 
-def tiny_fields(model_type: str) -> dict:
-    """The default config's fields shrunk, with the override on top; ZooBuildError when it cannot be built."""
+def _merged(fields: dict, override: dict) -> dict:
+    """A sub-config dict is merged field by field, not replaced."""
+    out = dict(fields)
+    for name, value in override.items():
+        out[name] = _merged(out[name], value) if isinstance(value, dict) and isinstance(out.get(name), dict) else value
+    return out
+
+
+def tiny_config(model_type: str):
+    """The default config's fields shrunk, the override on top, ``architectures`` naming the causal-LM class;
+    ZooBuildError when it cannot be built."""
     from transformers import CONFIG_MAPPING
 
     if model_type not in CONFIG_MAPPING:
@@ -131,25 +140,8 @@ def tiny_fields(model_type: str) -> dict:
     if "is_decoder" in fields:
         fields["is_decoder"] = True          # a causal LM of an encoder family (BERT, RoBERTa) attends causally
     drop = {"transformers_version", "model_type", "architectures", "_name_or_path"}
-    return {k: v for k, v in fields.items() if k not in drop}
-
-
-def _merged(fields: dict, override: dict) -> dict:
-    """A sub-config dict is merged field by field, not replaced."""
-    out = dict(fields)
-    for name, value in override.items():
-        out[name] = _merged(out[name], value) if isinstance(value, dict) and isinstance(out.get(name), dict) else value
-    return out
-
-
-def tiny_config(model_type: str):
-    """The tiny config, ``architectures`` naming the causal-LM class; ZooBuildError on failure."""
-    from transformers import CONFIG_MAPPING
-
-    fields = tiny_fields(model_type)
-    config_class = CONFIG_MAPPING[model_type]
     with _build_step(f"the tiny {config_class.__name__} does not build"):
-        config = config_class(**fields)
+        config = config_class(**{k: v for k, v in fields.items() if k not in drop})
     config.architectures = [causal_lm_class_name(model_type)]
     return config
 
