@@ -79,9 +79,6 @@ def capture_code_path():
 
 # --- attention masks during capture -------------------------------------------------------------
 
-_HF_SKIP_DECIDERS = ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa")
-
-
 @contextlib.contextmanager
 def eager_sdpa_dispatch_during_capture():
     """A context in which transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream captures
@@ -98,7 +95,7 @@ def eager_sdpa_dispatch_during_capture():
 
     with contextlib.ExitStack() as patches:
         if os.environ.get("CGB_HF_SDPA_SKIP", "1") != "0" and hasattr(mu, "is_tracing"):
-            for name in (n for n in _HF_SKIP_DECIDERS if hasattr(mu, n)):
+            for name in (n for n in ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa") if hasattr(mu, n)):
                 patches.enter_context(mock.patch.object(mu, name, untraced(getattr(mu, name))))
             if hasattr(mu, "find_packed_sequence_indices"):
                 patches.enter_context(mock.patch.object(mu, "find_packed_sequence_indices", lambda *a, **k: None))

@@ -159,13 +159,10 @@ def tiny_model(model_type: str, config=None):
     return model.eval()
 
 
-def save_tiny(obj, model_type: str, folder: str | os.PathLike) -> str:
-    """``obj.save_pretrained(folder/<model_type>)`` (a tiny config writes ``config.json`` only); returns that path, or
-    raises ZooBuildError."""
-    path = os.path.join(os.fspath(folder), model_type)
+def save_tiny(obj, path: str) -> None:
+    """``obj.save_pretrained(path)`` (a tiny config writes ``config.json`` only); ZooBuildError when it fails."""
     with _build_step(f"the tiny {type(obj).__name__} cannot be saved"):
         obj.save_pretrained(path)
-    return path
 
 
 class ZooRefused(UnknownModelError):
@@ -181,19 +178,14 @@ def default_config_refusal(model_type: str) -> str | None:
     """Why ``directory_config`` refuses the type's default config, or None."""
     from transformers import CONFIG_MAPPING
 
-    try:
-        config = CONFIG_MAPPING[model_type]()
-    except Exception:   # noqa: BLE001 - the build's reason is given instead
-        return None
-    with tempfile.TemporaryDirectory(prefix="cgb-zoo-") as folder:
+    # any other failure (the default config does not build or save) is no refusal of the suite's: the build's reason
+    with tempfile.TemporaryDirectory(prefix="cgb-zoo-") as folder, contextlib.suppress(Exception):
         path = os.path.join(folder, model_type)
         try:
-            config.save_pretrained(path)
+            CONFIG_MAPPING[model_type]().save_pretrained(path)
             directory_config(path)
         except UnknownModelError as exc:
             return _without_path(str(exc), path)
-        except Exception:   # noqa: BLE001 - not a refusal of the suite's
-            return None
     return None
 
 
@@ -208,10 +200,10 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
         raise ZooRefused(default_config_refusal(model_type) or str(exc)) from None
     path = os.path.join(os.fspath(folder), model_type)
     try:
-        save_tiny(config, model_type, folder)
+        save_tiny(config, path)
         if not getattr(config, "is_encoder_decoder", False):
             directory_config(path)
-        save_tiny(tiny_model(model_type, config), model_type, folder)
+        save_tiny(tiny_model(model_type, config), path)
         check_model(path, attn_implementation)
     except (ZooBuildError, UnknownModelError) as exc:
         raise ZooRefused(_without_path(str(exc), path)) from None
