@@ -129,9 +129,8 @@ class GreedyDecoder(Closing):
             raise NotGraphableError(state_outside_cache_reason(model, self.state_outside_cache))
         self._step = (self._decode_step if compile_mode is None
                       else self._compile_step(compile_backend, compile_timeout_s))
-        self._step_graphs = {}       # steps per replay -> GraphedForward
-        self._graph_logits = {}      # steps per replay -> the static logits [1, vocab] of each captured step
-        self._prefill_graphs = {}
+        # steps per replay -> GraphedForward / the static logits [1, vocab] of each captured step; bucket -> prefill
+        self._step_graphs, self._graph_logits, self._prefill_graphs = {}, {}, {}
         self.buckets = cap_buckets(prefill_buckets, max_cache_len) if prefill_buckets else ()
         self._prefill_pos = {bucket: torch.arange(bucket, device=self.device) for bucket in self.buckets}
         if use_graph:

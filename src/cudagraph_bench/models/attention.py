@@ -19,10 +19,7 @@ def installed_attention() -> tuple[str, ...]:
 
 def check_attention_installed(requested: str | None) -> None:
     """UsageError (naming what is installed) when ``--attn-implementation`` cannot run here; None always passes."""
-    if requested is None:
-        return
-    installed = installed_attention()
-    if requested not in installed:
+    if requested is not None and requested not in (installed := installed_attention()):
         raise UsageError(f"--attn-implementation {requested} is not installed here: use one of {', '.join(installed)} "
                          "(or leave it out: each model's own attention)")
 

@@ -10,7 +10,7 @@ import os
 from unittest import mock
 
 from cudagraph_bench.errors import NotGraphableError
-from cudagraph_bench.models.positions import check_windows_recorded
+from cudagraph_bench.models.positions import WINDOWED_LAYER_TYPES, check_windows_recorded
 
 #: transformers releases the suite is tested with (CPU CI runs the oldest and the newest).
 TESTED_RANGE = ">=5.17,<6"
@@ -30,18 +30,12 @@ EAGER_ATTENTION = "eager"
 ATTENTION_SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
                            "flex_attention": "_supports_flex_attn"}
 
-#: Attention layer types a full-length static cache holds (sliding windows are applied by the attention mask).
-KV_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
-#: Layers with a fixed-shape recurrent or convolution state (Mamba, gated delta nets, short convolutions).
-STATE_LAYER_TYPES = frozenset({"linear_attention", "conv"})
-#: Layers with both: a state and attention keys and values.
-HYBRID_LAYER_TYPES = frozenset({"hybrid", "hybrid_sliding"})
-#: Layers without attention or state (an MoE or MLP block; a layer that reads another layer's keys and values).
-NO_CACHE_LAYER_TYPES = frozenset({"dummy", "moe", "mlp"})
-#: Every layer type :func:`static_cache_for_graphs` holds.
-CACHE_LAYER_TYPES = KV_LAYER_TYPES | STATE_LAYER_TYPES | HYBRID_LAYER_TYPES | NO_CACHE_LAYER_TYPES
-#: Layer types whose attention slides over a window.
-SLIDING_LAYER_TYPES = frozenset({"sliding_attention", "hybrid_sliding"})
+#: Every layer type :func:`static_cache_for_graphs` holds -> what it holds of it: ``"kv"`` full-length keys and values
+#: (a sliding window is applied by the attention mask), ``"state"`` a fixed-shape recurrent or convolution state (Mamba,
+#: gated delta nets, short convolutions), ``"hybrid"`` both, None nothing (an MoE or MLP block; a layer that reads
+#: another layer's keys and values).
+CACHE_LAYER_TYPES = {"full_attention": "kv", "sliding_attention": "kv", "linear_attention": "state", "conv": "state",
+                     "hybrid": "hybrid", "hybrid_sliding": "hybrid", "dummy": None, "moe": None, "mlp": None}
 #: RoPE types whose frequencies depend on a host-side branch on the largest position.
 HOST_BRANCH_ROPE_TYPES = ("dynamic", "longrope")
 
@@ -79,9 +73,6 @@ def capture_code_path():
 
 # --- attention masks during capture -------------------------------------------------------------
 
-_HF_SKIP_DECIDERS = ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa")
-
-
 @contextlib.contextmanager
 def eager_sdpa_dispatch_during_capture():
     """A context in which transformers takes its eager SDPA path (``is_causal`` / no mask) while a stream captures
@@ -98,7 +89,7 @@ def eager_sdpa_dispatch_during_capture():
 
     with contextlib.ExitStack() as patches:
         if os.environ.get("CGB_HF_SDPA_SKIP", "1") != "0" and hasattr(mu, "is_tracing"):
-            for name in (n for n in _HF_SKIP_DECIDERS if hasattr(mu, n)):
+            for name in (n for n in ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa") if hasattr(mu, n)):
                 patches.enter_context(mock.patch.object(mu, name, untraced(getattr(mu, name))))
             if hasattr(mu, "find_packed_sequence_indices"):
                 patches.enter_context(mock.patch.object(mu, "find_packed_sequence_indices", lambda *a, **k: None))
@@ -145,7 +136,7 @@ def _layer_types_and_kwargs(config) -> tuple[list[str], list[dict]]:
 def _cache_layers(config, only: str) -> tuple[list[str], list[dict]]:
     """NotGraphableError for a layer type outside :data:`CACHE_LAYER_TYPES`, ``only`` saying what is supported."""
     layer_types, per_layer = _layer_types_and_kwargs(config)
-    unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES)
+    unsupported = sorted(set(layer_types) - CACHE_LAYER_TYPES.keys())
     if unsupported:
         raise NotGraphableError(f"{config.__class__.__name__} has {', '.join(unsupported)} layers: {only}")
     return layer_types, per_layer
@@ -153,7 +144,7 @@ def _cache_layers(config, only: str) -> tuple[list[str], list[dict]]:
 
 def state_layer_types(config) -> list[str]:
     """Sorted state layer types of ``config``; empty for an attention-only model."""
-    return sorted(set(_layer_types_and_kwargs(config)[0]) & (STATE_LAYER_TYPES | HYBRID_LAYER_TYPES))
+    return sorted({t for t in _layer_types_and_kwargs(config)[0] if CACHE_LAYER_TYPES.get(t) in ("state", "hybrid")})
 
 
 def static_cache_for_graphs(model, max_cache_len: int):
@@ -171,9 +162,9 @@ def static_cache_for_graphs(model, max_cache_len: int):
     layers = []
     for layer_type, kwargs in zip(layer_types, per_layer, strict=True):
         states = {"number_of_states": kwargs["number_of_states"]} if "number_of_states" in kwargs else {}
-        if layer_type in KV_LAYER_TYPES:
+        if CACHE_LAYER_TYPES[layer_type] == "kv":
             layers.append(StaticLayer(max_cache_len=max_cache_len))
-        elif layer_type in HYBRID_LAYER_TYPES:       # full length: a sliding window is kept by the mask
+        elif CACHE_LAYER_TYPES[layer_type] == "hybrid":       # full length: a sliding window is kept by the mask
             layers.append(cache_utils.LinearAttentionAndStaticFullAttentionLayer(max_cache_len, **states))
         else:
             layers.append(cache_utils.STATIC_LAYER_TYPE_MAPPING[layer_type](max_cache_len=max_cache_len, **states))
@@ -185,8 +176,8 @@ def attention_windows(config) -> list[int | None]:
     NotGraphableError for a layer type :func:`static_cache_for_graphs` does not hold."""
     config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     layer_types, per_layer = _cache_layers(config, "only full and sliding-window attention layers have a KV-byte model")
-    return [int(kwargs["sliding_window"]) if t in SLIDING_LAYER_TYPES and kwargs.get("sliding_window") else None
-            for t, kwargs in zip(layer_types, per_layer, strict=True) if t in KV_LAYER_TYPES | HYBRID_LAYER_TYPES]
+    return [int(kwargs["sliding_window"]) if t in WINDOWED_LAYER_TYPES and kwargs.get("sliding_window") else None
+            for t, kwargs in zip(layer_types, per_layer, strict=True) if CACHE_LAYER_TYPES[t] in ("kv", "hybrid")]
 
 
 def set_cache_write_position(cache, length: int) -> None:

@@ -9,21 +9,13 @@ HIDDEN = 64
 HEADS = 4
 #: Width of one attention head.
 HEAD_DIM = 16
-#: Width of a dense MLP.
-INTERMEDIATE = 128
-#: Width of one expert's MLP (and of shared experts).
-EXPERT_INTERMEDIATE = 32
 #: Vocabulary (token ids); large enough for every special token id the shrink keeps.
 VOCAB = 512
-#: Position limit (tokens): a decode request of the zoo (prompt + new tokens) fits many times over.
-POSITIONS = 512
 #: Sliding window / attention chunk (tokens): shorter than a zoo prompt, so the window is exercised.
 WINDOW = 16
 #: Routed experts and top-k: all of them, so a tiny random router's near ties cannot flip between caches.
 EXPERTS = 4
 TOP_K = EXPERTS
-#: Low-rank widths (MLA's latent KV and query ranks, LoRA-style adapters).
-RANK = 32
 #: Most layers a tiny model gets while covering every kind of layer of the original.
 MAX_LAYERS = 8
 
@@ -32,14 +24,16 @@ WIDTH_FIELDS = dict.fromkeys(
     ("hidden_size", "n_embd", "d_model", "embed_dim", "emb_dim", "word_embed_proj_dim", "embedding_size",
      "input_embedding_size", "output_embedding_size", "attention_hidden_size", "lru_width", "embedding_dim",
      "hidden_size_global", "adapter_in_dim", "adapter_input_size"), HIDDEN)
+#: Widths of a dense MLP.
 MLP_FIELDS = dict.fromkeys(
     ("intermediate_size", "n_inner", "ffn_dim", "decoder_ffn_dim", "encoder_ffn_dim", "ffn_hidden_size",
      "intermediate_size_mlp", "dense_intermediate_size", "feed_forward_size", "dim_ff", "dff", "d_inner",
-     "mlp_hidden_size", "hidden_dim"), INTERMEDIATE)
+     "mlp_hidden_size", "hidden_dim"), 128)
+#: Widths of one expert's MLP (and of shared experts).
 EXPERT_MLP_FIELDS = dict.fromkeys(
     ("moe_intermediate_size", "shared_expert_intermediate_size", "expert_ffn_hidden_size", "shared_intermediate_size",
      "moe_shared_expert_intermediate_size", "shared_experts_intermediate_size", "expert_intermediate_size"),
-    EXPERT_INTERMEDIATE)
+    32)
 HEAD_COUNT_FIELDS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "decoder_attention_heads",
                      "encoder_attention_heads", "attention_heads", "num_decoder_attention_heads",
                      "num_encoder_attention_heads", "swa_num_attention_heads", "index_n_heads")
@@ -48,22 +42,21 @@ KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"
 HEAD_DIM_FIELDS = dict.fromkeys(
     ("head_dim", "attention_head_dim", "kv_channels", "d_head", "dim_head", "attention_head_size", "swa_head_dim",
      "index_head_dim", "v_head_dim", "qk_head_dim"), HEAD_DIM)
-#: Multi-head latent attention (DeepSeek-V2/V3): the rotary and non-rotary parts of a query/key head.
-MLA_FIELDS = {"qk_rope_head_dim": HEAD_DIM // 2, "qk_nope_head_dim": HEAD_DIM // 2, "kv_lora_rank": RANK,
-              "q_lora_rank": RANK, "o_lora_rank": RANK}
+#: Multi-head latent attention (DeepSeek-V2/V3): the rotary and non-rotary parts of a query/key head, low ranks.
+MLA_FIELDS = {"qk_rope_head_dim": HEAD_DIM // 2, "qk_nope_head_dim": HEAD_DIM // 2, "kv_lora_rank": 32,
+              "q_lora_rank": 32, "o_lora_rank": 32}
 LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers", "encoder_layers",
                       "num_decoder_layers", "num_encoder_layers")
 EXPERT_FIELDS = dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS)
 #: The experts one token is routed to: :data:`TOP_K` whatever the original routes.
 TOP_K_FIELDS = dict.fromkeys(("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k",
                               "num_selected_experts", "moe_k"), TOP_K)
-#: Top-k fields that are no expert routing (the sparse-attention indexer's tokens): shrunk like a size.
-INDEX_TOP_K_FIELDS = {"index_topk": TOP_K}
 #: Expert groups of group-limited routing (DeepSeek-V3): one group, so any top-k fits.
 GROUP_FIELDS = {"n_group": 1, "num_expert_group": 1, "topk_group": 1, "n_shared_experts": 1, "num_shared_experts": 1}
+#: Position limits: a decode request of the zoo (prompt + new tokens) fits many times over.
 POSITION_FIELDS = dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "n_ctx",
                                  "max_sequence_length", "seq_length", "max_target_positions",
-                                 "max_source_positions", "original_max_position_embeddings"), POSITIONS)
+                                 "max_source_positions", "original_max_position_embeddings"), 512)
 #: Windows and chunks of local attention, by whatever name a config gives them.
 WINDOW_FIELDS = dict.fromkeys(("sliding_window", "window_size", "attention_window_size", "sliding_window_size",
                                "local_attention", "attention_chunk_size", "local_attention_window_len",
@@ -73,9 +66,10 @@ STATE_FIELDS = {"mamba_d_state": 16, "state_size": 16, "ssm_state_size": 16, "ma
                 "mamba_chunk_size": WINDOW, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
                 "linear_key_head_dim": HEAD_DIM, "linear_value_head_dim": HEAD_DIM, "linear_num_heads": HEADS,
                 "linear_head_dim": HEAD_DIM, "mamba_d_ssm": 2 * HIDDEN}
-#: Every field shrunk to a fixed size, query head counts too (layer and key/value head counts are handled apart).
+#: Every field shrunk to a fixed size, query head counts and the sparse-attention indexer's top-k (no expert routing)
+#: too (layer and key/value head counts are handled apart).
 FIXED = {**WIDTH_FIELDS, **MLP_FIELDS, **EXPERT_MLP_FIELDS, **HEAD_DIM_FIELDS, **MLA_FIELDS, **EXPERT_FIELDS,
-         **INDEX_TOP_K_FIELDS, **GROUP_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS,
+         "index_topk": TOP_K, **GROUP_FIELDS, **POSITION_FIELDS, **WINDOW_FIELDS, **STATE_FIELDS,
          **dict.fromkeys(HEAD_COUNT_FIELDS, HEADS)}
 #: Fields a default config leaves None that a model needs: their tiny value (KV heads None: the query heads).
 REQUIRED = {"head_dim": HEAD_DIM, "num_key_value_heads": HEADS, "n_routed_experts": EXPERTS,

@@ -115,8 +115,17 @@ def _build_step(what: str):
         raise ZooBuildError(f"{what}: {text if len(text) <= 200 else text[:197] + '...'}") from None
 
 
-def tiny_fields(model_type: str) -> dict:
-    """The default config's fields shrunk, with the override on top; ZooBuildError when it cannot be built."""
+def _merged(fields: dict, override: dict) -> dict:
+    """A sub-config dict is merged field by field, not replaced."""
+    out = dict(fields)
+    for name, value in override.items():
+        out[name] = _merged(out[name], value) if isinstance(value, dict) and isinstance(out.get(name), dict) else value
+    return out
+
+
+def tiny_config(model_type: str):
+    """The default config's fields shrunk, the override on top, ``architectures`` naming the causal-LM class;
+    ZooBuildError when it cannot be built."""
     from transformers import CONFIG_MAPPING
 
     if model_type not in CONFIG_MAPPING:
@@ -131,25 +140,8 @@ def tiny_fields(model_type: str) -> dict:
     if "is_decoder" in fields:
         fields["is_decoder"] = True          # a causal LM of an encoder family (BERT, RoBERTa) attends causally
     drop = {"transformers_version", "model_type", "architectures", "_name_or_path"}
-    return {k: v for k, v in fields.items() if k not in drop}
-
-
-def _merged(fields: dict, override: dict) -> dict:
-    """A sub-config dict is merged field by field, not replaced."""
-    out = dict(fields)
-    for name, value in override.items():
-        out[name] = _merged(out[name], value) if isinstance(value, dict) and isinstance(out.get(name), dict) else value
-    return out
-
-
-def tiny_config(model_type: str):
-    """The tiny config, ``architectures`` naming the causal-LM class; ZooBuildError on failure."""
-    from transformers import CONFIG_MAPPING
-
-    fields = tiny_fields(model_type)
-    config_class = CONFIG_MAPPING[model_type]
     with _build_step(f"the tiny {config_class.__name__} does not build"):
-        config = config_class(**fields)
+        config = config_class(**{k: v for k, v in fields.items() if k not in drop})
     config.architectures = [causal_lm_class_name(model_type)]
     return config
 
@@ -167,13 +159,10 @@ def tiny_model(model_type: str, config=None):
     return model.eval()
 
 
-def save_tiny(obj, model_type: str, folder: str | os.PathLike) -> str:
-    """``obj.save_pretrained(folder/<model_type>)`` (a tiny config writes ``config.json`` only); returns that path, or
-    raises ZooBuildError."""
-    path = os.path.join(os.fspath(folder), model_type)
+def save_tiny(obj, path: str) -> None:
+    """``obj.save_pretrained(path)`` (a tiny config writes ``config.json`` only); ZooBuildError when it fails."""
     with _build_step(f"the tiny {type(obj).__name__} cannot be saved"):
         obj.save_pretrained(path)
-    return path
 
 
 class ZooRefused(UnknownModelError):
@@ -189,19 +178,14 @@ def default_config_refusal(model_type: str) -> str | None:
     """Why ``directory_config`` refuses the type's default config, or None."""
     from transformers import CONFIG_MAPPING
 
-    try:
-        config = CONFIG_MAPPING[model_type]()
-    except Exception:   # noqa: BLE001 - the build's reason is given instead
-        return None
-    with tempfile.TemporaryDirectory(prefix="cgb-zoo-") as folder:
+    # any other failure (the default config does not build or save) is no refusal of the suite's: the build's reason
+    with tempfile.TemporaryDirectory(prefix="cgb-zoo-") as folder, contextlib.suppress(Exception):
         path = os.path.join(folder, model_type)
         try:
-            config.save_pretrained(path)
+            CONFIG_MAPPING[model_type]().save_pretrained(path)
             directory_config(path)
         except UnknownModelError as exc:
             return _without_path(str(exc), path)
-        except Exception:   # noqa: BLE001 - not a refusal of the suite's
-            return None
     return None
 
 
@@ -216,10 +200,10 @@ def zoo_checkpoint(model_type: str, folder: str | os.PathLike, *, attn_implement
         raise ZooRefused(default_config_refusal(model_type) or str(exc)) from None
     path = os.path.join(os.fspath(folder), model_type)
     try:
-        save_tiny(config, model_type, folder)
+        save_tiny(config, path)
         if not getattr(config, "is_encoder_decoder", False):
             directory_config(path)
-        save_tiny(tiny_model(model_type, config), model_type, folder)
+        save_tiny(tiny_model(model_type, config), path)
         check_model(path, attn_implementation)
     except (ZooBuildError, UnknownModelError) as exc:
         raise ZooRefused(_without_path(str(exc), path)) from None
