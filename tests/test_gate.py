@@ -112,6 +112,20 @@ def test_gate_passes_on_the_real_run(tmp_path, capsys, checked_run):
     assert sum(line.startswith("| ") for line in text.splitlines()) == 1 + len(shown)
 
 
+def test_markdown_replaces_a_page_it_wrote_and_never_another_file(tmp_path, capsys, checked_run):
+    """--markdown over a file that is no page of this tool (a run): one line, exit 2, the file kept; over its own
+    earlier page: replaced."""
+    other = write(CHECKED, tmp_path / "other.json")
+    before = other.read_bytes()
+    rc, out, err = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--markdown", other)
+    assert rc == 2 and not out and err.count("\n") == 1 and other.read_bytes() == before
+    assert f"--markdown {other} is not a page that cudagraph-bench wrote" in err and "remove that file first" in err
+    md = tmp_path / "gate.md"
+    for verb in ("wrote", "replaced"):
+        rc, _, err = run_cli(capsys, "gate", checked_run, "--baseline", "none", "--markdown", md)
+        assert rc == 0 and f"{verb} {md}" in err
+
+
 def test_gate_fails_when_a_gated_case_drops_below_30_percent(tmp_path, capsys):
     doc = copy_doc(CHECKED)
     key = max(GATED, key=GATED.get)

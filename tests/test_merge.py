@@ -187,6 +187,17 @@ def test_merge_never_overwrites_an_input(tmp_path, capsys, shard_files):
     assert shard_files[0].read_bytes() == before
 
 
+def test_merge_replaces_its_own_earlier_run_and_never_another_file(tmp_path, capsys, merged, shard_files):
+    rc, out, _ = run_cli(capsys, "merge", "-o", merged, *shard_files)
+    assert rc == 0 and out.rstrip().endswith("(replaced the file that was there)")
+    page = tmp_path / "gate.md"
+    page.write_text("## cudagraph-bench gate: PASS\n")
+    rc, out, err = run_cli(capsys, "merge", "-o", page, *shard_files)
+    assert rc == 2 and not out and err.count("\n") == 1
+    assert f"-o {page} is not a run or baseline that cudagraph-bench wrote" in err and "remove that file" in err
+    assert page.read_text() == "## cudagraph-bench gate: PASS\n"
+
+
 def test_the_same_run_twice_is_refused(tmp_path, capsys, shard_files):
     rc, _, err = run_cli(capsys, "merge", "-o", tmp_path / "m.json", shard_files[0], shard_files[0])
     assert rc == 2 and "are the same run" in err

@@ -518,6 +518,28 @@ def test_a_report_into_an_earlier_reports_folder_says_what_it_replaced_and_remov
     assert BUSY_PNG not in (out / "results.md").read_text()
 
 
+def test_a_report_never_replaces_or_removes_a_page_or_plot_it_did_not_write(tmp_path, capsys):
+    """A results.md or a PNG named like a plot in -o that no report wrote (a matplotlib PNG without the report's mark,
+    too): refused before any write, every file kept, even a PNG the new report would only remove as stale."""
+    from matplotlib.figure import Figure
+    from cudagraph_bench.report.pages import BUSY_PNG
+
+    out = tmp_path / "docs"
+    out.mkdir()
+    run = write(tmp_path, "run.json", forward_pair_doc("test-gpu"))
+    (out / "results.md").write_text("# my notes\n")
+    Figure(figsize=(1, 1)).savefig(out / BUSY_PNG, dpi=10)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert cli_main(["report", str(run), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"-o {out} holds results.md, {BUSY_PNG}, which cudagraph-bench did not write" in err
+    assert err.endswith(": give another -o folder, or remove those files first\n")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    (out / "results.md").unlink()
+    assert cli_main(["report", str(run), "-o", str(out)]) == 2
+    assert f"holds {BUSY_PNG}, which" in capsys.readouterr().err and (out / BUSY_PNG).read_bytes() == before[BUSY_PNG]
+
+
 def test_the_attention_each_model_ran_is_noted_only_where_it_differs(tmp_path):
     """A run whose models ran different attention (gpt-oss its eager, gpt2 SDPA) notes which ran which above the
     tables, and a failure listed as skipped (not graphable) keeps its reason; a run of one attention shows no note,

@@ -7,8 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from cudagraph_bench.cli import main as cli_main
+from cudagraph_bench.fsio import figure_png
 from cudagraph_bench.plugin.session import Session
 
 PLOTS = ("latency_comparison.png", "speedup_vs_length.png")
@@ -28,10 +30,23 @@ def test_a_folder_that_held_no_run_keeps_its_plots(tmp_path, capsys, in_process_
     out = tmp_path / "report"
     out.mkdir()
     report_plot = out / "decode_bandwidth.png"
-    report_plot.write_bytes(b"a report's plot")
+    report_plot.write_bytes(figure_png(Figure(figsize=(1, 1)), 10))           # drawn as a report draws its plots
+    before = report_plot.read_bytes()
     assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 0
-    assert report_plot.read_bytes() == b"a report's plot" and (out / "run.json").is_file()
+    assert report_plot.read_bytes() == before and (out / "run.json").is_file()
     assert "removed" not in capsys.readouterr().err
+
+
+def test_a_plot_named_file_the_tool_did_not_write_is_refused_before_anything_is_measured(tmp_path, capsys):
+    """A PNG named like one of run's plots that no command of this tool drew: refused (exit 2, one line), kept."""
+    out = tmp_path / "out"
+    out.mkdir()
+    Figure(figsize=(1, 1)).savefig(out / PLOTS[0], dpi=10)
+    before = (out / PLOTS[0]).read_bytes()
+    assert cli_main(["run", *QUICK, "--models", "gpt2", "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"-o {out} holds {PLOTS[0]}, which cudagraph-bench did not write" in err
+    assert (out / PLOTS[0]).read_bytes() == before and [p.name for p in out.iterdir()] == [PLOTS[0]]
 
 
 @pytest.mark.filterwarnings("ignore:Not saving anything")          # true: the failing session measured nothing

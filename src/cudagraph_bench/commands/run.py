@@ -198,8 +198,10 @@ def main(args: argparse.Namespace) -> int:
     if tree is None or not (tree / "perf_tests").is_dir():
         raise UsageError("cudagraph-bench run launches the suite's perf_tests/: run it from a cudagraph-bench "
                          "checkout (an editable install), or run pytest perf_tests --benchmark-only there")
+    from cudagraph_bench.report.pages import PLOT_NAMES
+
     outdir = Path(args.outdir)
-    check_output_folder(outdir, [RUN_JSON])     # before anything is measured (writable?); made once something is
+    check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES])   # before anything is measured; made once something is
     scratch = Path(tempfile.mkdtemp(prefix="cgb-run-"))     # the processes' JSON and logs, until the run is whole
     keep_scratch = False
     try:
@@ -214,7 +216,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"no pytest process wrote a run (see the logs under {scratch / 'parts'}): nothing measured, "
                   f"{outdir} left as it was (exit 1)", file=sys.stderr)
             return 1
-        check_output_folder(outdir, [RUN_JSON], create=True)
+        check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES], create=True)
         return _write_run(doc, outcomes, outdir, scratch)
     finally:
         if not keep_scratch:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, check_output_folder, print_verdict, refuse_overwriting_inputs
+from cudagraph_bench.fsio import check_output_file, check_output_folder, print_verdict
 from cudagraph_bench.parsers import ZooTypes, parse_path, parse_timeout_s, parse_zoo_types
 from cudagraph_bench.zoo_keys import FAILED
 
@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
-    refuse_overwriting_inputs(markdown, "--markdown", [out / RUN_JSON])   # the run the page is made from
+    check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON])   # never the run the page is made from
     check_output_folder(out, [RUN_JSON])
     if args.types != ZooTypes():      # names and K/N against the release the zoo's pytest process runs
         release, installed = zoo_types(tree)
