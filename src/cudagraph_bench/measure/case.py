@@ -37,6 +37,12 @@ class CaseSpec(MeasureSettings):
         return variants.variant(variants.FORWARD, self.variant)
 
 
+def model_record(model) -> dict:
+    """``attn_implementation`` and ``experts_implementation`` of ``model``, where it has them."""
+    fields = (("attn_implementation", attention_of(model)), ("experts_implementation", experts_implementation(model)))
+    return {key: value for key, value in fields if value}
+
+
 def describe_exception(exc: BaseException, limit: int = 300) -> str:
     """``"TypeName: first line"`` cut to ``limit`` characters; a first line ending with ``:`` keeps the next too."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -205,9 +211,7 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(spec.seed * 1_000_003 + spec.seq_len)
-    info = {"attn_implementation": attention_of(model)} if attention_of(model) else {}
-    if experts_implementation(model) is not None:
-        info["experts_implementation"] = experts_implementation(model)
+    info = model_record(model)
     try:
         if variant is None:
             variant = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
