@@ -75,12 +75,12 @@ def model_code_line(exc: BaseException) -> str | None:
     return None
 
 
-def _inputs(model, n: int, seed: int, seq_len: int = PROMPT_TOKENS) -> list:
+def _inputs(model, n: int, seed: int) -> list:
     import torch
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
-    return [random_input_ids(model, seq_len, device=device, generator=generator) for _ in range(n)]
+    return [random_input_ids(model, PROMPT_TOKENS, device=device, generator=generator) for _ in range(n)]
 
 
 def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
@@ -145,10 +145,9 @@ def _graphed_forward(model, ids) -> ZooOutcome:
         graph.close()
         return ZooOutcome(FAILED, f"graph replay differs from eager on a fresh input: {first_line(exc)}",
                           info={"phase": "check"})
-    info = {"check": f"replay == eager on {CHECK_INPUTS} fresh inputs", "max_abs_diff": worst,
-            "capture_ms": graph.capture_ms, "seq_len": PROMPT_TOKENS}
-    return ZooOutcome(MEASURED, None, info, timed=lambda: graph(ids), reference=lambda: model_forward(model, ids),
-                      close=graph.close)
+    return ZooOutcome(MEASURED, None, {"check": f"replay == eager on {CHECK_INPUTS} fresh inputs",
+                                       "max_abs_diff": worst, "capture_ms": graph.capture_ms, "seq_len": PROMPT_TOKENS},
+                      timed=lambda: graph(ids), reference=lambda: model_forward(model, ids), close=graph.close)
 
 
 def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
@@ -183,17 +182,12 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
         try:
             decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=use_graph, prefill_buckets=buckets)
             tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
-        except NotGraphableError as exc:
-            outcomes[prefill] = (NOT_GRAPHABLE, str(exc))
-            continue
-        except CaptureError as exc:
-            outcomes[prefill] = (FAILED, first_line(exc))
-            continue
         except Exception as exc:   # noqa: BLE001 - the model's own code on a static cache, or a fault of ours
-            where = model_code_line(exc)
-            outcomes[prefill] = ((NOT_GRAPHABLE, f"{type(model).__name__} does not run on a static KV cache: "
-                                                 f"{first_line(exc)} at {where}") if where else
-                                 (FAILED, first_line(exc)))
+            where = None if isinstance(exc, (NotGraphableError, CaptureError)) else model_code_line(exc)
+            outcomes[prefill] = ((NOT_GRAPHABLE, str(exc)) if isinstance(exc, NotGraphableError)
+                                 else (FAILED, first_line(exc)) if where is None
+                                 else (NOT_GRAPHABLE, f"{type(model).__name__} does not run on a static KV cache: "
+                                                      f"{first_line(exc)} at {where}"))
             continue
         passed, sentence = judge(tokens, logits)
         outcomes[prefill] = (PASSED if passed else FAILED, sentence)
