@@ -21,10 +21,7 @@ class CallTimer:
     synchronizes CUDA (on ``device="cpu"`` it only calls ``fn``). ``capacity`` event pairs are created up front."""
 
     def __init__(self, fn: Callable[[], object], capacity: int = 256, *, device: str = "cuda"):
-        self._fn = fn
-        self.calls = 0
-        self._cuda = None
-        self._events: list = []
+        self._fn, self.calls, self._cuda, self._events = fn, 0, None, []
         if device != "cpu":
             import torch
 
@@ -80,8 +77,7 @@ def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str
     """``warmup`` untimed calls, then ``rounds`` timed, GC off; ValueError: ``rounds < 1`` or ``warmup < 0``."""
     if rounds < 1 or warmup < 0:
         raise ValueError(f"rounds must be >= 1 and warmup >= 0 (got {rounds}, {warmup})")
-    timer = CallTimer(fn, capacity=warmup + rounds, device=device)
-    wall = []
+    timer, wall = CallTimer(fn, capacity=warmup + rounds, device=device), []
     with gc_disabled():
         for i in range(warmup + rounds):
             t0 = time.perf_counter()
@@ -135,14 +131,13 @@ def sleep_cycles_per_ms() -> float:
     import torch
 
     key = torch.cuda.current_device()
-    if key in _CYCLES_PER_MS:
-        return _CYCLES_PER_MS[key]
-    cycles = 20_000_000
-    torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
-    timer = CallTimer(lambda: torch.cuda._sleep(cycles), capacity=5)
-    for _ in range(5):
-        timer()
-    _CYCLES_PER_MS[key] = cycles / statistics.median(timer.event_ms())
+    if key not in _CYCLES_PER_MS:
+        cycles = 20_000_000
+        torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
+        timer = CallTimer(lambda: torch.cuda._sleep(cycles), capacity=5)
+        for _ in range(5):
+            timer()
+        _CYCLES_PER_MS[key] = cycles / statistics.median(timer.event_ms())
     return _CYCLES_PER_MS[key]
 
 
@@ -181,10 +176,8 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
             fn()
         hold_ms = max(HOLD_MIN_MS, HOLD_FACTOR * (time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
-        attempts = 0
-        while len(out) < max_blocks and (len(out) < min_blocks or sum(out) * per_block < budget_ms):
-            attempts += 1
-            if attempts > 2 * max_blocks:
+        for _ in range(2 * max_blocks):
+            if len(out) >= max_blocks or (len(out) >= min_blocks and sum(out) * per_block >= budget_ms):
                 break
             start, end = pairs[len(out)]
             held = time.perf_counter()
@@ -206,7 +199,7 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
     if not out:
         return None
     return DeviceFigure(block_ms=out, calls_per_block=per_block, hold_ms=hold_ms,
-                        enqueue_ms=float(sorted(enqueue)[len(enqueue) // 2]), uncovered_blocks=uncovered)
+                        enqueue_ms=float(statistics.median_high(enqueue)), uncovered_blocks=uncovered)
 
 
 #: Calls of the pilot (:func:`pilot_call_ms`): at most this many, no more once they took the budget (or warmup_ms).
