@@ -54,13 +54,12 @@ class CaseDetection:
 
 @dataclass
 class ABCase:
-    """``aa``: A/A change or None; per delay: the change, median delay, runs off target."""
+    """``aa``: A/A change or None; per delay: the change and ``(median delay measured, runs off target)``."""
 
     label: str
     aa: Change | None = None
     delayed: dict[float, Change] = field(default_factory=dict)
-    planted_pct: dict[float, float | None] = field(default_factory=dict)
-    off_target: dict[float, int] = field(default_factory=dict)
+    planted: dict[float, tuple[float | None, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -229,8 +228,7 @@ def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
         measured = _measured(delayed)
         for label, ch in _gated(compare_runs(base, delayed, baseline=baseline)[0]).items():
             c = cases.setdefault(label, ABCase(label))
-            c.delayed[pct] = ch
-            c.planted_pct[pct], c.off_target[pct] = measured.get(label, (None, 0))
+            c.delayed[pct], c.planted[pct] = ch, measured.get(label, (None, 0))
     return ABResult(list(cases.values()), len(base), len(head), {p: len(r) for p, r in delays.items()})
 
 
@@ -274,8 +272,8 @@ def ab_table(result: ABResult, fmt: str) -> str:
     for c in result.cases:
         row = {"label": c.label, "aa": _verdict(c.aa)}
         for p in result.delays:
-            off = c.off_target.get(p, 0)
-            row[f"planted_{p:g}"] = _planted(c.planted_pct.get(p), f"{off} off target" if off else "")
+            measured, off = c.planted.get(p, (None, 0))
+            row[f"planted_{p:g}"] = _planted(measured, f"{off} off target" if off else "")
             row[f"seen_{p:g}"] = _verdict(c.delayed.get(p))
         out.append(row)
     return render_table([Column("label", "case"), Column("aa", "A/A ab"), *_delay_columns(result.delays, "ab")], out,
