@@ -1,6 +1,6 @@
-"""The builders of the forward variants (the registry's forward rows; docs/measurement.md) behind one interface,
-``variant(input_ids [1, seq_len] int64) -> Tensor``, and :func:`build_variant`. The returned tensor is valid until the
-next call; building a ``compile*`` variant calls ``torch._dynamo.reset()``: one compiled variant at a time."""
+"""The forward variants (the registry's forward rows; docs/measurement.md) behind one interface,
+``variant(input_ids [1, seq_len] int64) -> Tensor``, and :func:`build_variant`. Building a ``compile*`` variant calls
+``torch._dynamo.reset()``: one compiled variant at a time."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class ForwardVariant(Closing):
         """Release graphs, compiled code and buffers. Idempotent."""
 
     def _note_graphs_compiled(self, before: dict) -> None:
-        """Set ``graphs_compiled`` since the counters ``before``; more than one is noted."""
+        """Set ``graphs_compiled`` since the counters ``before``; more than one is a note."""
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled > 1:
             self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
@@ -69,8 +69,6 @@ class EagerVariant(ForwardVariant):
 
     def __call__(self, input_ids):
         import torch
-
-        from cudagraph_bench.models.presets import model_forward
 
         with torch.inference_mode():
             return model_forward(self._model, input_ids)
