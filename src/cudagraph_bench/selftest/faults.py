@@ -193,25 +193,18 @@ def plant_forward(fault: Fault, model, spec):
     if fault.kind == "delay":
         graph, fields = capture_delayed(model, spec.seq_len, fault.pct)
         return PlantedVariant(spec.variant, spec.seq_len, graph, fields, graph.capture_ms)
-    from cudagraph_bench.measure.forward_variants import build_variant
-
-    if fault.kind == "stale-mask":
-        built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
-                              buckets=spec.buckets)
-        return PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
-                              {**built.record(), "planted_fault": "stale-mask"}, None)
     if fault.kind == "eager-layer":
         from cudagraph_bench.selftest.eager_layer import EagerLayerGraph
 
         graph = EagerLayerGraph(model, spec.seq_len)
         return PlantedVariant(spec.variant, spec.seq_len, graph, {"planted_fault": "eager-layer",
                                                                   "eager_layer": graph.layer_name}, graph.capture_ms)
-    if fault.kind == "skip-inductor-graphs":
-        built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, compile_mode=spec.compile_mode)
-        return PlantedVariant(spec.variant, spec.seq_len, SkippedGraph(built),
-                              {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms)
-    built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype)
-    return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},
+    from cudagraph_bench.measure.forward_variants import build_variant
+
+    built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype, buckets=spec.buckets,
+                          compile_mode=spec.compile_mode)
+    faulty = {"stale-mask": StaleMaskGraphs, "skip-inductor-graphs": SkippedGraph}.get(fault.kind, StaleInputGraph)
+    return PlantedVariant(spec.variant, spec.seq_len, faulty(built), {**built.record(), "planted_fault": fault.kind},
                           built.capture_ms)
 
 
