@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import os
 import statistics
 import traceback
@@ -150,16 +149,6 @@ def _graphed_forward(model, ids) -> ZooOutcome:
                       timed=lambda: graph(ids), reference=lambda: model_forward(model, ids), close=graph.close)
 
 
-def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
-    """``(passed, sentence)``: the suite's rule, or identical tokens without float64 logits."""
-    if fp64 is None:
-        same = tokens.cpu().tolist() == reference.cpu().tolist()
-        return same, ("tokens identical to generate (no float64 reference)" if same
-                      else "tokens differ from generate (no float64 reference to judge a rounding tie)")
-    result = check_decode_against_generate(tokens, logits, reference, reference_logits, fp64, dtype)
-    return result.passed, result.summary
-
-
 def decode_outcome(model, device: str, generate, *, with_compile: bool = False) -> ZooOutcome:
     """Decode part: the suite's greedy decoder (graphed on a GPU) with unpadded and bucketed prefills, each judged
     against HF ``generate`` by the suite's rule. ``generate(model, ids, n)`` -> ``(tokens [1, n], logits)``;
@@ -175,8 +164,17 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
         fp64 = fp64_decode_logits(model, ids, reference)
     except Exception as exc:   # noqa: BLE001 - the model cannot run in float64
         fp64, info["note"] = None, f"no float64 reference ({first_line(exc)}): tokens compared"
-    judge = functools.partial(_judge, reference=reference, reference_logits=reference_logits, fp64=fp64,
-                              dtype=next(model.parameters()).dtype)
+    dtype = next(model.parameters()).dtype
+
+    def judge(tokens, logits) -> tuple[bool, str]:
+        """``(passed, sentence)``: the suite's rule, or identical tokens without float64 logits."""
+        if fp64 is None:
+            same = tokens.cpu().tolist() == reference.cpu().tolist()
+            return same, ("tokens identical to generate (no float64 reference)" if same
+                          else "tokens differ from generate (no float64 reference to judge a rounding tie)")
+        result = check_decode_against_generate(tokens, logits, reference, reference_logits, fp64, dtype)
+        return result.passed, result.summary
+
     use_graph = device != "cpu"
     for prefill, buckets in (("unpadded", None), ("bucketed", PREFILL_BUCKETS)):
         try:
