@@ -1,6 +1,5 @@
 """The measurement pipeline of a forward case (docs/measurement.md, "The forward pipeline"): :func:`prepare_case`
-builds, checks and draws inputs; the plugin times :meth:`PreparedCase.call`, then ``finish`` and ``close``. Only the
-functions that measure import torch."""
+builds, checks and draws inputs; the plugin times :meth:`PreparedCase.call`, then ``finish`` and ``close``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The measurement pipeline of a decode case (docs/measurement.md, "Decode"): build, check, prepare the timed call (one
-greedy request at batch 1). ``correct`` is the check against the registry's reference; every decoder but ``generate`` is
-also checked against ``generate``, and a captured one on a second request, where a buffer set once is stale."""
+"""The measurement pipeline of a decode case (docs/measurement.md, "Decode"): build, check against the registry's
+reference (and ``generate``; a captured decoder on a second request too), prepare the timed greedy request."""
 
 from __future__ import annotations
 

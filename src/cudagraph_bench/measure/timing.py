@@ -17,8 +17,8 @@ MAX_TIMED_ROUNDS = 20_000
 
 
 class CallTimer:
-    """Wraps ``fn`` so each call is bracketed by CUDA events and ends with a synchronize, the one place timing code
-    synchronizes CUDA (on ``device="cpu"`` it only calls ``fn``). ``capacity`` event pairs are created up front."""
+    """Each call of ``fn`` between CUDA events, then a synchronize: the one place timing code synchronizes (on
+    ``device="cpu"`` it only calls ``fn``). ``capacity`` event pairs are created up front."""
 
     def __init__(self, fn: Callable[[], object], capacity: int = 256, *, device: str = "cuda"):
         self._fn, self.calls, self._cuda, self._events = fn, 0, None, []
@@ -152,9 +152,9 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
                     min_blocks: int = BACK_TO_BACK_MIN_BLOCKS, budget_ms: float = BACK_TO_BACK_BUDGET_MS,
                     max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> DeviceFigure | None:
     """Device-side ms of one call of ``fn``: blocks of up to ``calls`` calls queued behind :func:`hold_stream`, timed by
-    CUDA events recorded after the hold, so no host time enters the figure (nvbench's blocking kernel). A block whose
-    queueing outlasted the hold is dropped and the hold doubled. Why: host latency to a block's first launch moved a 1-3
-    ms call by 2-5% between processes. Returns a :class:`DeviceFigure`, or None without CUDA."""
+    CUDA events recorded after the hold (nvbench's blocking kernel), since host latency to a block's first launch moved
+    a 1-3 ms call by 2-5% between processes. A block queued for longer than the hold is dropped and the hold doubled.
+    Returns a :class:`DeviceFigure`, or None without CUDA."""
     import torch
 
     if not torch.cuda.is_available():
@@ -216,9 +216,9 @@ MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
                   budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS,
                   spread_useless_ms: float | None = None, cold_call: bool = True) -> list[float]:
-    """Wall ms of the pilot calls (at least one, in order): one untimed cold call (unless ``cold_call=False``), then up
-    to ``calls`` timed calls, stopping once they took ``budget_ms`` and were at least ``min_calls``, or once one took
-    ``spread_useless_ms``. Warmup, never measured rounds."""
+    """Wall ms of the pilot calls (at least one, in order; warmup, never measured): an untimed cold call (unless
+    ``cold_call=False``), then up to ``calls``, stopping once they took ``budget_ms`` and were at least ``min_calls``,
+    or once one took ``spread_useless_ms``."""
     sync = sync or (lambda: None)
     if cold_call:
         fn()
