@@ -20,18 +20,17 @@ from cudagraph_bench.variants import FORWARD, GATED
 _DELAY = re.compile(r"delay-(\d+(?:\.\d+)?)")
 #: ``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``: group and delay percent (None: unmodified).
 _AB = re.compile(r"ab-(base|head|delay-(\d+(?:\.\d+)?))-\d+")
-#: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
-WRONG_RESULT_FAULTS = ("stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer",
-                       "skip-inductor-graphs")
 #: The wrong-result faults every self-test plants: a folder without one of them has not tested what it claims.
 ALWAYS_PLANTED = ("stale-input", "stale-mask", "eager-layer", "skip-inductor-graphs")
-#: What each of them plants, in the page's words.
+#: The faults that give wrong results -> what each plants, in the page's words.
 WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing its static input",
                       "wrong-decode": "a graphed decode that gives other tokens",
                       "stale-mask": "padded and bucketed graphs that keep the attention mask of their first replay",
                       "stale-position": "a graphed decode that never refreshes its position",
                       "eager-layer": "a graph that runs its output layer eagerly after each replay",
                       "skip-inductor-graphs": "a compile+graph that runs its compiled forward without its graph"}
+#: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
+WRONG_RESULT_FAULTS = tuple(WRONG_RESULT_WORDS)
 
 
 @dataclass
