@@ -256,16 +256,12 @@ def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
 
 def _compile_graph(model, ids, judge) -> dict:
     """Judged like the graph and timed (ms per token, CUDA-event median of 3 requests); failures recorded."""
-    decoder = None
     try:
-        decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=True, compile_mode="default")
-        tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
-        passed, sentence = judge(tokens, logits)
-        timing = time_call(lambda: decoder.generate(ids, NEW_TOKENS), rounds=3, warmup=1)
-        return {"status": PASSED if passed else FAILED, "check": sentence, "compile_ms": decoder.compile_ms,
-                "ms_per_token": statistics.median(timing.event_ms) / NEW_TOKENS}
+        with GreedyDecoder(model, CACHE_TOKENS, use_graph=True, compile_mode="default") as decoder:
+            tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
+            passed, sentence = judge(tokens, logits)
+            timing = time_call(lambda: decoder.generate(ids, NEW_TOKENS), rounds=3, warmup=1)
+            return {"status": PASSED if passed else FAILED, "check": sentence, "compile_ms": decoder.compile_ms,
+                    "ms_per_token": statistics.median(timing.event_ms) / NEW_TOKENS}
     except Exception as exc:   # noqa: BLE001 - an optional variant: recorded with its reason
         return {"status": FAILED, "check": first_line(exc)}
-    finally:
-        if decoder is not None:
-            decoder.close()
