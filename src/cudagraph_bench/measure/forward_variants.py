@@ -132,8 +132,7 @@ class PaddedVariant(ForwardVariant):
     @staticmethod
     def graph_lengths(model, lengths, name: str, seq_len: int) -> tuple[int, ...]:
         """The lengths (tokens) a ``name`` variant captures for ``seq_len``: every bucket capped at the positions
-        (``bucketed``) or the one padded length (``padded``). Raises RequestTooLongError when ``seq_len`` is above them
-        all."""
+        (``bucketed``) or the one padded length (``padded``). RequestTooLongError when ``seq_len`` is above them all."""
         capped = cap_buckets(lengths, max_positions(model, bound=max(lengths, default=1)))   # ALiBi, NoPE
         length = select_bucket(seq_len, capped)
         return capped if registry.variant(registry.FORWARD, name).lengths == "buckets" else (length,)
@@ -262,8 +261,8 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     tokens (close it). ``pad_to``: tokens of ``padded`` (default 1024, capped at the positions); ``buckets``: tokens of
     ``bucketed``; ``warmup_iters`` >= 3; ``graphs``: captured already (:meth:`PaddedVariant.graphs_for`), not owned.
     Raises UsageError (unknown variant), CudaUnavailableError (a graph or compile variant off CUDA), RequestTooLongError
-    (``seq_len`` above the padded length or the largest bucket), VariantFailure (``compile`` without inductor's CUDA
-    graphs), or what torch.compile or the capture raises."""
+    (:meth:`PaddedVariant.graph_lengths`), VariantFailure (``compile`` without inductor's CUDA graphs), or what
+    torch.compile or the capture raises."""
     try:
         kind = registry.variant(registry.FORWARD, variant)
     except KeyError as exc:

@@ -102,8 +102,7 @@ HOLD_MIN_MS = 0.1
 @dataclass(frozen=True)
 class DeviceFigure:
     """Device-side time of one call: ``block_ms``, per-call ms of each kept block; ``hold_ms``, the last hold (GPU ms);
-    ``enqueue_ms``, host ms to queue one call (median); ``uncovered_blocks``, blocks dropped because their queueing
-    outlasted the hold."""
+    ``enqueue_ms``, host ms to queue one call (median); ``uncovered_blocks``, blocks queued for longer than the hold."""
 
     block_ms: list[float]
     calls_per_block: int
@@ -294,8 +293,7 @@ class RoundPolicy:
     def plan(self, fn: Callable[[], object], sync: Callable[[], None] | None = None, *, warm: bool = False,
              checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
         """Run the pilot and plan: ``(rounds, warmup, pilot_ms)``, the pilot's calls counted as warmup. ``warm``: the
-        caller just ran ``fn`` (no cold call); ``checked_call_ms``: that call's wall ms, which serves as the pilot when
-        already slow enough (``fn`` not called)."""
+        caller just ran ``fn`` (no cold call); ``checked_call_ms``: that call's wall ms, the pilot when slow enough."""
         target = self.precision_pct > 0
         useless = self.max_time_ms / max(1, self.rounds) if target and self.max_time_ms > 0 else None
         if warm and checked_call_ms is not None and useless is not None and checked_call_ms >= useless:

@@ -164,9 +164,9 @@ class PlantedVariant:
     ``check_range``, ``pad_to``, ``compile_ms`` and ``notes``: the planted object's, where it has them."""
 
     def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
-        self.name, self.seq_len, self._planted, self.fields, self.capture_ms = name, seq_len, planted, fields, capture_ms
+        self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
+        self.capture_ms, self.check_range = capture_ms, getattr(planted, "check_range", None)
         self.notes: list[str] = getattr(planted, "notes", [])
-        self.check_range = getattr(planted, "check_range", None)
         self.compile_ms, self.pad_to = getattr(planted, "compile_ms", None), getattr(planted, "pad_to", None)
 
     @property
