@@ -293,7 +293,7 @@ class FirstRequestPosition(faults.StalePositionDecoder):
 
     def generate(self, *args, **kw):
         self.requests += 1
-        return (self._decoder.generate(*args, **kw) if self.requests == 1 else super().generate(*args, **kw))
+        return (self._built.generate(*args, **kw) if self.requests == 1 else super().generate(*args, **kw))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

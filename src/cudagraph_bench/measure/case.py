@@ -1,6 +1,5 @@
 """The measurement pipeline of a forward case (docs/measurement.md, "The forward pipeline"): :func:`prepare_case`
-builds, checks and draws inputs; the plugin times :meth:`PreparedCase.call`, then ``finish`` and ``close``. Only the
-functions that measure import torch."""
+builds, checks and draws inputs; the plugin times :meth:`PreparedCase.call`, then ``finish`` and ``close``."""
 
 from __future__ import annotations
 
@@ -37,6 +36,12 @@ class CaseSpec(MeasureSettings):
         return variants.variant(variants.FORWARD, self.variant)
 
 
+def model_record(model) -> dict:
+    """``attn_implementation`` and ``experts_implementation`` of ``model``, where it has them."""
+    fields = (("attn_implementation", attention_of(model)), ("experts_implementation", experts_implementation(model)))
+    return {key: value for key, value in fields if value}
+
+
 def describe_exception(exc: BaseException, limit: int = 300) -> str:
     """``"TypeName: first line"`` cut to ``limit`` characters; a first line ending with ``:`` keeps the next too."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -49,9 +54,8 @@ def describe_exception(exc: BaseException, limit: int = 300) -> str:
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """How a variant compared with eager: ``max_abs_diff`` (in output units; None when the output held NaN), ``method``
-    (``strict`` or ``fp64-rmse``), ``fp64_rmse_ratio`` (worst; ``fp64-rmse`` only), ``reason`` (None when
-    ``passed``)."""
+    """How a variant compared with eager: ``max_abs_diff`` (output units; None: the output held NaN), ``method``
+    (``strict`` or ``fp64-rmse``), ``fp64_rmse_ratio`` (worst; ``fp64-rmse`` only), ``reason`` (None if ``passed``)."""
 
     max_abs_diff: float | None
     method: str
@@ -72,9 +76,8 @@ def check_lengths(seq_len: int, n: int, check_range: tuple[int, int] | None = No
 
 def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generator) -> CheckOutcome:
     """Check ``variant`` against eager on fresh random inputs ``[1, L]``, one per :func:`check_lengths`, its static
-    output NaN-filled before each call. Every input must pass the strict check; a variant of rule FP64 that does not is
-    judged by the fp64 RMSE rule. Returns a :class:`CheckOutcome`, never raising for a numerical mismatch (NaN always
-    fails)."""
+    output NaN-filled before each call: the strict check, or for a variant of rule FP64 failing it the fp64 RMSE rule.
+    A :class:`CheckOutcome`, never raising for a numerical mismatch (NaN always fails)."""
     import torch
 
     device = next(model.parameters()).device
@@ -205,9 +208,7 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(spec.seed * 1_000_003 + spec.seq_len)
-    info = {"attn_implementation": attention_of(model)} if attention_of(model) else {}
-    if experts_implementation(model) is not None:
-        info["experts_implementation"] = experts_implementation(model)
+    info = model_record(model)
     try:
         if variant is None:
             variant = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,

@@ -1,6 +1,5 @@
-"""The measurement pipeline of a decode case (docs/measurement.md, "Decode"): build, check, prepare the timed call (one
-greedy request at batch 1). ``correct`` is the check against the registry's reference; every decoder but ``generate`` is
-also checked against ``generate``, and a captured one on a second request, where a buffer set once is stale."""
+"""The measurement pipeline of a decode case (docs/measurement.md, "Decode"): build, check against the registry's
+reference (and ``generate``; a captured decoder on a second request too), prepare the timed greedy request."""
 
 from __future__ import annotations
 
@@ -12,10 +11,10 @@ from cudagraph_bench.capture.decode import GreedyDecoder
 from cudagraph_bench.cases import DecodeCase
 from cudagraph_bench.errors import RequestTooLongError
 from cudagraph_bench.measure import correctness
+from cudagraph_bench.measure.case import model_record
 from cudagraph_bench.measure.roofline import request_bytes_per_token
 from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
-from cudagraph_bench.models.attention import attention_of
-from cudagraph_bench.models.presets import experts_implementation, max_positions
+from cudagraph_bench.models.presets import max_positions
 from cudagraph_bench.options import DECODE_COMPILE_TUNINGS
 from cudagraph_bench.variants import DECODE, Rule, variant
 
@@ -43,7 +42,7 @@ class DecodeSpec(DecodeCase):
 
 def decode_cache_len(prompt_len: int, new_tokens, positions: int) -> int:
     """Prompt + the most new tokens rounded up to a multiple of :data:`DECODE_CACHE_STEP`, at most ``positions``."""
-    need = prompt_len + max(new_tokens) if not isinstance(new_tokens, int) else prompt_len + new_tokens
+    need = prompt_len + (new_tokens if isinstance(new_tokens, int) else max(new_tokens))
     return min(-(-need // DECODE_CACHE_STEP) * DECODE_CACHE_STEP, positions)
 
 
@@ -120,9 +119,7 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
     import torch
 
     kind = spec.variant_spec
-    info: dict = {"attn_implementation": attention_of(model)} if attention_of(model) else {}
-    if experts_implementation(model) is not None:
-        info["experts_implementation"] = experts_implementation(model)
+    info = model_record(model)
     if kind.compiled:
         info["compile_timeout_s"] = spec.compile_timeout_s     # the limit its compilation ran under
     info.update(request_bytes_per_token(model, spec.seq_len, spec.new_tokens))   # the decode roofline's bytes
@@ -157,13 +154,9 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
         vs_generate = correctness.check_decode_against_generate(
             tokens, logits, reference, reference_logits, refs.fp64_logits(spec.model, spec.dtype, ids, reference),
             spec.dtype)
-        info.update(matches_generate=vs_generate.identical, generate_check_passed=vs_generate.passed,
-                    generate_check=vs_generate.summary, distinct_reference_tokens=vs_generate.distinct_reference_tokens)
-        if checked_against_generate:
-            info.update(correct=vs_generate.passed, check="tokens vs generate, fp64 rule")
-            if not vs_generate.passed:
-                info.update(status="mismatch", reason=vs_generate.summary)
-        else:
+        info.update(_fp64_rule_fields(vs_generate, "generate", judged=checked_against_generate,
+                                      distinct_reference_tokens=vs_generate.distinct_reference_tokens))
+        if not checked_against_generate:
             info.update(_check_against_static_eager(spec, refs, ids, decoder, tokens, logits))
             if not vs_generate.passed and "reason" not in info:
                 info.update(status="mismatch", reason=f"against generate: {vs_generate.summary}")
@@ -192,7 +185,17 @@ def _check_against_static_eager(spec: DecodeSpec, refs, ids, decoder, tokens, lo
     vs_eager = correctness.check_decode_against_generate(
         tokens, logits, eager_tokens, eager_logits, refs.fp64_logits(spec.model, spec.dtype, ids, eager_tokens),
         spec.dtype, reference_name=spec.variant_spec.reference)
-    fields = {"matches_static_eager": vs_eager.identical, "static_eager_check_passed": vs_eager.passed,
-              "static_eager_check": vs_eager.summary, "correct": vs_eager.passed,
-              "check": "tokens vs static-eager, fp64 rule"}
-    return fields if vs_eager.passed else {**fields, "status": "mismatch", "reason": vs_eager.summary}
+    return _fp64_rule_fields(vs_eager, "static-eager", judged=True)
+
+
+def _fp64_rule_fields(check, name: str, *, judged: bool, **more) -> dict:
+    """The fields of a decode ``check`` against ``name``; ``judged``: it is the case's ``correct`` (a failure sets
+    ``status`` and ``reason``)."""
+    key = name.replace("-", "_")
+    fields = {f"matches_{key}": check.identical, f"{key}_check_passed": check.passed, f"{key}_check": check.summary,
+              **more}
+    if judged:
+        fields.update(correct=check.passed, check=f"tokens vs {name}, fp64 rule")
+        if not check.passed:
+            fields.update(status="mismatch", reason=check.summary)
+    return fields

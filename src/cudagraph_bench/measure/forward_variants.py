@@ -1,6 +1,6 @@
-"""The builders of the forward variants (the registry's forward rows; docs/measurement.md) behind one interface,
-``variant(input_ids [1, seq_len] int64) -> Tensor``, and :func:`build_variant`. The returned tensor is valid until the
-next call; building a ``compile*`` variant calls ``torch._dynamo.reset()``: one compiled variant at a time."""
+"""The forward variants (the registry's forward rows; docs/measurement.md) behind one interface,
+``variant(input_ids [1, seq_len] int64) -> Tensor``, and :func:`build_variant`. Building a ``compile*`` variant calls
+``torch._dynamo.reset()``: one compiled variant at a time."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class ForwardVariant(Closing):
         """Release graphs, compiled code and buffers. Idempotent."""
 
     def _note_graphs_compiled(self, before: dict) -> None:
-        """Set ``graphs_compiled`` since the counters ``before``; more than one is noted."""
+        """Set ``graphs_compiled`` since the counters ``before``; more than one is a note."""
         self.graphs_compiled = compile_counters()["unique_graphs"] - before["unique_graphs"]
         if self.graphs_compiled > 1:
             self.notes.append(f"{self.graphs_compiled} compiled graphs (graph breaks or recompiles)")
@@ -69,8 +69,6 @@ class EagerVariant(ForwardVariant):
 
     def __call__(self, input_ids):
         import torch
-
-        from cudagraph_bench.models.presets import model_forward
 
         with torch.inference_mode():
             return model_forward(self._model, input_ids)
@@ -134,8 +132,7 @@ class PaddedVariant(ForwardVariant):
     @staticmethod
     def graph_lengths(model, lengths, name: str, seq_len: int) -> tuple[int, ...]:
         """The lengths (tokens) a ``name`` variant captures for ``seq_len``: every bucket capped at the positions
-        (``bucketed``) or the one padded length (``padded``). Raises RequestTooLongError when ``seq_len`` is above them
-        all."""
+        (``bucketed``) or the one padded length (``padded``). RequestTooLongError when ``seq_len`` is above them all."""
         capped = cap_buckets(lengths, max_positions(model, bound=max(lengths, default=1)))   # ALiBi, NoPE
         length = select_bucket(seq_len, capped)
         return capped if registry.variant(registry.FORWARD, name).lengths == "buckets" else (length,)
@@ -264,8 +261,8 @@ def build_variant(model, variant: str, seq_len: int, *, pad_to: int | None = Non
     tokens (close it). ``pad_to``: tokens of ``padded`` (default 1024, capped at the positions); ``buckets``: tokens of
     ``bucketed``; ``warmup_iters`` >= 3; ``graphs``: captured already (:meth:`PaddedVariant.graphs_for`), not owned.
     Raises UsageError (unknown variant), CudaUnavailableError (a graph or compile variant off CUDA), RequestTooLongError
-    (``seq_len`` above the padded length or the largest bucket), VariantFailure (``compile`` without inductor's CUDA
-    graphs), or what torch.compile or the capture raises."""
+    (:meth:`PaddedVariant.graph_lengths`), VariantFailure (``compile`` without inductor's CUDA graphs), or what
+    torch.compile or the capture raises."""
     try:
         kind = registry.variant(registry.FORWARD, variant)
     except KeyError as exc:

@@ -102,9 +102,8 @@ def _device_handle(device):
 
 
 def read_gpu_state(device=None) -> dict | None:
-    """``{"sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "clocks_event_reasons", "nvml_match"}``
-    (MHz, °C, W) of ``device`` (None: current), unsupported fields None; None (never raises) without NVML or a
-    CUDA GPU."""
+    """``{"sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "clocks_event_reasons", "nvml_match"}`` (MHz,
+    °C, W) of ``device`` (None: current), unsupported fields None; None (never raises) without NVML or a CUDA GPU."""
     try:
         found = _device_handle(device)
         if found is None:

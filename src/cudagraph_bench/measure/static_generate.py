@@ -60,10 +60,8 @@ class StaticCompiledGenerate(Closing):
             return
         import torch
 
-        attributes = vars(self.model)
-        for name in set(attributes) - set(self._saved):
-            del attributes[name]
-        attributes.update(self._saved)
+        vars(self.model).clear()
+        vars(self.model).update(self._saved)
         self.model.generation_config.cache_implementation = self._saved_cache_implementation
         self._open = False
         torch._dynamo.reset()

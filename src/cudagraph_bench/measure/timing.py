@@ -17,14 +17,11 @@ MAX_TIMED_ROUNDS = 20_000
 
 
 class CallTimer:
-    """Wraps ``fn`` so each call is bracketed by CUDA events and ends with a synchronize, the one place timing code
-    synchronizes CUDA (on ``device="cpu"`` it only calls ``fn``). ``capacity`` event pairs are created up front."""
+    """Each call of ``fn`` between CUDA events, then a synchronize: the one place timing code synchronizes (on
+    ``device="cpu"`` it only calls ``fn``). ``capacity`` event pairs are created up front."""
 
     def __init__(self, fn: Callable[[], object], capacity: int = 256, *, device: str = "cuda"):
-        self._fn = fn
-        self.calls = 0
-        self._cuda = None
-        self._events: list = []
+        self._fn, self.calls, self._cuda, self._events = fn, 0, None, []
         if device != "cpu":
             import torch
 
@@ -80,8 +77,7 @@ def time_call(fn: Callable[[], object], *, rounds: int, warmup: int, device: str
     """``warmup`` untimed calls, then ``rounds`` timed, GC off; ValueError: ``rounds < 1`` or ``warmup < 0``."""
     if rounds < 1 or warmup < 0:
         raise ValueError(f"rounds must be >= 1 and warmup >= 0 (got {rounds}, {warmup})")
-    timer = CallTimer(fn, capacity=warmup + rounds, device=device)
-    wall = []
+    timer, wall = CallTimer(fn, capacity=warmup + rounds, device=device), []
     with gc_disabled():
         for i in range(warmup + rounds):
             t0 = time.perf_counter()
@@ -106,8 +102,7 @@ HOLD_MIN_MS = 0.1
 @dataclass(frozen=True)
 class DeviceFigure:
     """Device-side time of one call: ``block_ms``, per-call ms of each kept block; ``hold_ms``, the last hold (GPU ms);
-    ``enqueue_ms``, host ms to queue one call (median); ``uncovered_blocks``, blocks dropped because their queueing
-    outlasted the hold."""
+    ``enqueue_ms``, host ms to queue one call (median); ``uncovered_blocks``, blocks queued for longer than the hold."""
 
     block_ms: list[float]
     calls_per_block: int
@@ -135,14 +130,13 @@ def sleep_cycles_per_ms() -> float:
     import torch
 
     key = torch.cuda.current_device()
-    if key in _CYCLES_PER_MS:
-        return _CYCLES_PER_MS[key]
-    cycles = 20_000_000
-    torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
-    timer = CallTimer(lambda: torch.cuda._sleep(cycles), capacity=5)
-    for _ in range(5):
-        timer()
-    _CYCLES_PER_MS[key] = cycles / statistics.median(timer.event_ms())
+    if key not in _CYCLES_PER_MS:
+        cycles = 20_000_000
+        torch.cuda._sleep(cycles)          # warm: clocks up, kernel loaded
+        timer = CallTimer(lambda: torch.cuda._sleep(cycles), capacity=5)
+        for _ in range(5):
+            timer()
+        _CYCLES_PER_MS[key] = cycles / statistics.median(timer.event_ms())
     return _CYCLES_PER_MS[key]
 
 
@@ -157,9 +151,9 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
                     min_blocks: int = BACK_TO_BACK_MIN_BLOCKS, budget_ms: float = BACK_TO_BACK_BUDGET_MS,
                     max_blocks: int = BACK_TO_BACK_MAX_BLOCKS) -> DeviceFigure | None:
     """Device-side ms of one call of ``fn``: blocks of up to ``calls`` calls queued behind :func:`hold_stream`, timed by
-    CUDA events recorded after the hold, so no host time enters the figure (nvbench's blocking kernel). A block whose
-    queueing outlasted the hold is dropped and the hold doubled. Why: host latency to a block's first launch moved a 1-3
-    ms call by 2-5% between processes. Returns a :class:`DeviceFigure`, or None without CUDA."""
+    CUDA events recorded after the hold (nvbench's blocking kernel), since host latency to a block's first launch moved
+    a 1-3 ms call by 2-5% between processes. A block queued for longer than the hold is dropped and the hold doubled.
+    Returns a :class:`DeviceFigure`, or None without CUDA."""
     import torch
 
     if not torch.cuda.is_available():
@@ -181,10 +175,8 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
             fn()
         hold_ms = max(HOLD_MIN_MS, HOLD_FACTOR * (time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
-        attempts = 0
-        while len(out) < max_blocks and (len(out) < min_blocks or sum(out) * per_block < budget_ms):
-            attempts += 1
-            if attempts > 2 * max_blocks:
+        for _ in range(2 * max_blocks):
+            if len(out) >= max_blocks or (len(out) >= min_blocks and sum(out) * per_block >= budget_ms):
                 break
             start, end = pairs[len(out)]
             held = time.perf_counter()
@@ -206,7 +198,7 @@ def back_to_back_ms(fn: Callable[[], object], *, calls: int = BACK_TO_BACK_CALLS
     if not out:
         return None
     return DeviceFigure(block_ms=out, calls_per_block=per_block, hold_ms=hold_ms,
-                        enqueue_ms=float(sorted(enqueue)[len(enqueue) // 2]), uncovered_blocks=uncovered)
+                        enqueue_ms=float(statistics.median_high(enqueue)), uncovered_blocks=uncovered)
 
 
 #: Calls of the pilot (:func:`pilot_call_ms`): at most this many, no more once they took the budget (or warmup_ms).
@@ -223,9 +215,9 @@ MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 def pilot_call_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None, *, calls: int = PILOT_CALLS,
                   budget_ms: float = PILOT_BUDGET_MS, min_calls: int = PILOT_MIN_CALLS,
                   spread_useless_ms: float | None = None, cold_call: bool = True) -> list[float]:
-    """Wall ms of the pilot calls (at least one, in order): one untimed cold call (unless ``cold_call=False``), then up
-    to ``calls`` timed calls, stopping once they took ``budget_ms`` and were at least ``min_calls``, or once one took
-    ``spread_useless_ms``. Warmup, never measured rounds."""
+    """Wall ms of the pilot calls (at least one, in order; warmup, never measured): an untimed cold call (unless
+    ``cold_call=False``), then up to ``calls``, stopping once they took ``budget_ms`` and were at least ``min_calls``,
+    or once one took ``spread_useless_ms``."""
     sync = sync or (lambda: None)
     if cold_call:
         fn()
@@ -301,8 +293,7 @@ class RoundPolicy:
     def plan(self, fn: Callable[[], object], sync: Callable[[], None] | None = None, *, warm: bool = False,
              checked_call_ms: float | None = None) -> tuple[int, int, list[float]]:
         """Run the pilot and plan: ``(rounds, warmup, pilot_ms)``, the pilot's calls counted as warmup. ``warm``: the
-        caller just ran ``fn`` (no cold call); ``checked_call_ms``: that call's wall ms, which serves as the pilot when
-        already slow enough (``fn`` not called)."""
+        caller just ran ``fn`` (no cold call); ``checked_call_ms``: that call's wall ms, the pilot when slow enough."""
         target = self.precision_pct > 0
         useless = self.max_time_ms / max(1, self.rounds) if target and self.max_time_ms > 0 else None
         if warm and checked_call_ms is not None and useless is not None and checked_call_ms >= useless:

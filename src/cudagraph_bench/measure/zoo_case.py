@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import os
 import statistics
 import traceback
@@ -75,12 +74,12 @@ def model_code_line(exc: BaseException) -> str | None:
     return None
 
 
-def _inputs(model, n: int, seed: int, seq_len: int = PROMPT_TOKENS) -> list:
+def _inputs(model, n: int, seed: int) -> list:
     import torch
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
-    return [random_input_ids(model, seq_len, device=device, generator=generator) for _ in range(n)]
+    return [random_input_ids(model, PROMPT_TOKENS, device=device, generator=generator) for _ in range(n)]
 
 
 def meta_host_work(model, seq_len: int = PROMPT_TOKENS) -> str | None:
@@ -145,20 +144,9 @@ def _graphed_forward(model, ids) -> ZooOutcome:
         graph.close()
         return ZooOutcome(FAILED, f"graph replay differs from eager on a fresh input: {first_line(exc)}",
                           info={"phase": "check"})
-    info = {"check": f"replay == eager on {CHECK_INPUTS} fresh inputs", "max_abs_diff": worst,
-            "capture_ms": graph.capture_ms, "seq_len": PROMPT_TOKENS}
-    return ZooOutcome(MEASURED, None, info, timed=lambda: graph(ids), reference=lambda: model_forward(model, ids),
-                      close=graph.close)
-
-
-def _judge(tokens, logits, reference, reference_logits, fp64, dtype) -> tuple[bool, str]:
-    """``(passed, sentence)``: the suite's rule, or identical tokens without float64 logits."""
-    if fp64 is None:
-        same = tokens.cpu().tolist() == reference.cpu().tolist()
-        return same, ("tokens identical to generate (no float64 reference)" if same
-                      else "tokens differ from generate (no float64 reference to judge a rounding tie)")
-    result = check_decode_against_generate(tokens, logits, reference, reference_logits, fp64, dtype)
-    return result.passed, result.summary
+    return ZooOutcome(MEASURED, None, {"check": f"replay == eager on {CHECK_INPUTS} fresh inputs",
+                                       "max_abs_diff": worst, "capture_ms": graph.capture_ms, "seq_len": PROMPT_TOKENS},
+                      timed=lambda: graph(ids), reference=lambda: model_forward(model, ids), close=graph.close)
 
 
 def decode_outcome(model, device: str, generate, *, with_compile: bool = False) -> ZooOutcome:
@@ -176,24 +164,28 @@ def decode_outcome(model, device: str, generate, *, with_compile: bool = False) 
         fp64 = fp64_decode_logits(model, ids, reference)
     except Exception as exc:   # noqa: BLE001 - the model cannot run in float64
         fp64, info["note"] = None, f"no float64 reference ({first_line(exc)}): tokens compared"
-    judge = functools.partial(_judge, reference=reference, reference_logits=reference_logits, fp64=fp64,
-                              dtype=next(model.parameters()).dtype)
+    dtype = next(model.parameters()).dtype
+
+    def judge(tokens, logits) -> tuple[bool, str]:
+        """``(passed, sentence)``: the suite's rule, or identical tokens without float64 logits."""
+        if fp64 is None:
+            same = tokens.cpu().tolist() == reference.cpu().tolist()
+            return same, ("tokens identical to generate (no float64 reference)" if same
+                          else "tokens differ from generate (no float64 reference to judge a rounding tie)")
+        result = check_decode_against_generate(tokens, logits, reference, reference_logits, fp64, dtype)
+        return result.passed, result.summary
+
     use_graph = device != "cpu"
     for prefill, buckets in (("unpadded", None), ("bucketed", PREFILL_BUCKETS)):
         try:
             decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=use_graph, prefill_buckets=buckets)
             tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
-        except NotGraphableError as exc:
-            outcomes[prefill] = (NOT_GRAPHABLE, str(exc))
-            continue
-        except CaptureError as exc:
-            outcomes[prefill] = (FAILED, first_line(exc))
-            continue
         except Exception as exc:   # noqa: BLE001 - the model's own code on a static cache, or a fault of ours
-            where = model_code_line(exc)
-            outcomes[prefill] = ((NOT_GRAPHABLE, f"{type(model).__name__} does not run on a static KV cache: "
-                                                 f"{first_line(exc)} at {where}") if where else
-                                 (FAILED, first_line(exc)))
+            where = None if isinstance(exc, (NotGraphableError, CaptureError)) else model_code_line(exc)
+            outcomes[prefill] = ((NOT_GRAPHABLE, str(exc)) if isinstance(exc, NotGraphableError)
+                                 else (FAILED, first_line(exc)) if where is None
+                                 else (NOT_GRAPHABLE, f"{type(model).__name__} does not run on a static KV cache: "
+                                                      f"{first_line(exc)} at {where}"))
             continue
         passed, sentence = judge(tokens, logits)
         outcomes[prefill] = (PASSED if passed else FAILED, sentence)
@@ -264,16 +256,12 @@ def _decode_status(outcomes: dict, device: str) -> tuple[str, str | None]:
 
 def _compile_graph(model, ids, judge) -> dict:
     """Judged like the graph and timed (ms per token, CUDA-event median of 3 requests); failures recorded."""
-    decoder = None
     try:
-        decoder = GreedyDecoder(model, CACHE_TOKENS, use_graph=True, compile_mode="default")
-        tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
-        passed, sentence = judge(tokens, logits)
-        timing = time_call(lambda: decoder.generate(ids, NEW_TOKENS), rounds=3, warmup=1)
-        return {"status": PASSED if passed else FAILED, "check": sentence, "compile_ms": decoder.compile_ms,
-                "ms_per_token": statistics.median(timing.event_ms) / NEW_TOKENS}
+        with GreedyDecoder(model, CACHE_TOKENS, use_graph=True, compile_mode="default") as decoder:
+            tokens, logits = decoder.generate(ids, NEW_TOKENS, return_logits=True)
+            passed, sentence = judge(tokens, logits)
+            timing = time_call(lambda: decoder.generate(ids, NEW_TOKENS), rounds=3, warmup=1)
+            return {"status": PASSED if passed else FAILED, "check": sentence, "compile_ms": decoder.compile_ms,
+                    "ms_per_token": statistics.median(timing.event_ms) / NEW_TOKENS}
     except Exception as exc:   # noqa: BLE001 - an optional variant: recorded with its reason
         return {"status": FAILED, "check": first_line(exc)}
-    finally:
-        if decoder is not None:
-            decoder.close()

@@ -99,8 +99,7 @@ OWN_OPTIONS = {
 
 def forward_matrix(pytest_args: list[str]):
     """``(Matrix, other pytest arguments)``: default models, dtypes and lengths, then ``pytest_args``' matrix options.
-    UsageError: a refused value, a round option's TOML name, an :data:`OWN_OPTIONS` flag or a device other than
-    ``cuda``."""
+    UsageError: a refused value, a round option's TOML name, an :data:`OWN_OPTIONS` flag or a device but ``cuda``."""
     from cudagraph_bench.runner.matrix_processes import Matrix
 
     given, rest = parse_pytest_matrix(pytest_args, "selftest --", OWN_OPTIONS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from unittest import mock
 
 
 @dataclass(frozen=True)
@@ -74,22 +75,15 @@ class SkippedLayer:
     def skipped(self):
         import torch
 
-        module, layer = self.layer.module, self.layer
-        own = module.__dict__.get("forward")
+        layer = self.layer
 
         def keep(*args, **kwargs):
             self._args, self._kwargs = args, kwargs
             self.placeholder = torch.empty(layer.shape, dtype=layer.dtype, device=layer.device)
             return (self.placeholder, *(None,) * (layer.tuple_len - 1)) if layer.tuple_len else self.placeholder
 
-        module.forward = keep
-        try:
+        with mock.patch.object(layer.module, "forward", keep):    # restores an instance's own forward, or deletes
             yield self
-        finally:
-            if own is None:
-                del module.forward
-            else:
-                module.forward = own
 
     def run(self):
         import torch

@@ -102,21 +102,17 @@ def capture_delayed(model, seq_len: int, pct: float, *, warmup_iters: int = 3):
                    "planted_on_target": abs(measured_pct - pct) <= PLANT_TOLERANCE_POINTS}
 
 
-class _FaultyGraph:
-    """A graph variant with a fault in its ``__call__``."""
+class _Faulty:
+    """A built variant or decoder with a fault in its call; every other attribute is the built one's."""
 
     def __init__(self, built):
         self._built = built
 
-    @property
-    def static_output(self):
-        return self._built.static_output
-
-    def close(self) -> None:
-        self._built.close()
+    def __getattr__(self, name):
+        return getattr(self._built, name)
 
 
-class StaleInputGraph(_FaultyGraph):
+class StaleInputGraph(_Faulty):
     """Replays without copying the new input into the static buffer."""
 
     def __call__(self, input_ids):
@@ -125,16 +121,12 @@ class StaleInputGraph(_FaultyGraph):
         return graph.static_output
 
 
-class StaleMaskGraphs(_FaultyGraph):
+class StaleMaskGraphs(_Faulty):
     """A padded/bucketed variant whose graphs copy the ids every call but the mask only on first replay."""
 
     def __init__(self, built):
         super().__init__(built)
         self._masked = set()
-
-    @property
-    def check_range(self):
-        return self._built.check_range
 
     def __call__(self, input_ids):
         import torch
@@ -155,7 +147,7 @@ class StaleMaskGraphs(_FaultyGraph):
         return graph.static_output[:, :length]
 
 
-class SkippedGraph(_FaultyGraph):
+class SkippedGraph(_Faulty):
     """A ``compile+graph`` variant that runs the compiled forward and never replays, as when inductor skips graphs."""
 
     def __call__(self, input_ids):
@@ -168,22 +160,18 @@ class SkippedGraph(_FaultyGraph):
 
 
 class PlantedVariant:
-    """A planted fault checked and timed like any variant; ``fields`` (and ``capture_ms``) are recorded; ``pad_to``,
-    ``compile_ms`` and ``notes``: the built variant's, where it has them."""
+    """A planted fault checked and timed like any variant; ``fields`` (and ``capture_ms``) are recorded;
+    ``check_range``, ``pad_to``, ``compile_ms`` and ``notes``: the planted object's, where it has them."""
 
-    def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None, *,
-                 pad_to: int | None = None, compile_ms: float | None = None, notes: list[str] | None = None):
+    def __init__(self, name: str, seq_len: int, planted, fields: dict, capture_ms: float | None):
         self.name, self.seq_len, self._planted, self.fields = name, seq_len, planted, fields
-        self.notes: list[str] = [] if notes is None else notes
-        self.compile_ms, self.pad_to, self.capture_ms = compile_ms, pad_to, capture_ms
+        self.capture_ms, self.check_range = capture_ms, getattr(planted, "check_range", None)
+        self.notes: list[str] = getattr(planted, "notes", [])
+        self.compile_ms, self.pad_to = getattr(planted, "compile_ms", None), getattr(planted, "pad_to", None)
 
     @property
     def static_output(self):
         return self._planted.static_output
-
-    @property
-    def check_range(self):
-        return getattr(self._planted, "check_range", None)
 
     def __call__(self, input_ids):
         return self._planted(input_ids)
@@ -205,40 +193,22 @@ def plant_forward(fault: Fault, model, spec):
     if fault.kind == "delay":
         graph, fields = capture_delayed(model, spec.seq_len, fault.pct)
         return PlantedVariant(spec.variant, spec.seq_len, graph, fields, graph.capture_ms)
-    from cudagraph_bench.measure.forward_variants import build_variant
-
-    if fault.kind == "stale-mask":
-        built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype,
-                              buckets=spec.buckets)
-        return PlantedVariant(spec.variant, spec.seq_len, StaleMaskGraphs(built),
-                              {**built.record(), "planted_fault": "stale-mask"}, None, pad_to=built.pad_to)
     if fault.kind == "eager-layer":
         from cudagraph_bench.selftest.eager_layer import EagerLayerGraph
 
         graph = EagerLayerGraph(model, spec.seq_len)
         return PlantedVariant(spec.variant, spec.seq_len, graph, {"planted_fault": "eager-layer",
                                                                   "eager_layer": graph.layer_name}, graph.capture_ms)
-    if fault.kind == "skip-inductor-graphs":
-        built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype, compile_mode=spec.compile_mode)
-        return PlantedVariant(spec.variant, spec.seq_len, SkippedGraph(built),
-                              {**built.record(), "planted_fault": "skip-inductor-graphs"}, built.capture_ms,
-                              compile_ms=built.compile_ms, notes=built.notes)
-    built = build_variant(model, spec.variant, spec.seq_len, dtype=spec.dtype)
-    return PlantedVariant(spec.variant, spec.seq_len, StaleInputGraph(built), {"planted_fault": "stale-input"},
+    from cudagraph_bench.measure.forward_variants import build_variant
+
+    built = build_variant(model, spec.variant, spec.seq_len, pad_to=spec.pad_to, dtype=spec.dtype, buckets=spec.buckets,
+                          compile_mode=spec.compile_mode)
+    faulty = {"stale-mask": StaleMaskGraphs, "skip-inductor-graphs": SkippedGraph}.get(fault.kind, StaleInputGraph)
+    return PlantedVariant(spec.variant, spec.seq_len, faulty(built), {**built.record(), "planted_fault": fault.kind},
                           built.capture_ms)
 
 
-class _FaultyDecoder:
-    """A graphed decoder with a fault in its ``generate``; every other attribute is the decoder's."""
-
-    def __init__(self, decoder):
-        self._decoder = decoder
-
-    def __getattr__(self, name):
-        return getattr(self._decoder, name)
-
-
-class WrongDecoder(_FaultyDecoder):
+class WrongDecoder(_Faulty):
     """A graphed decoder whose requests give other tokens."""
 
     fields = {"planted_fault": "wrong-decode"}
@@ -249,19 +219,19 @@ class WrongDecoder(_FaultyDecoder):
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
         """The decoder's tokens ``[1, n]`` (and logits) with the last token changed to the next id (mod the vocab)."""
-        out = self._decoder.generate(input_ids, max_new_tokens, return_logits=return_logits)
+        out = self._built.generate(input_ids, max_new_tokens, return_logits=return_logits)
         tokens = (out[0] if return_logits else out).clone()
         tokens[0, -1] = (tokens[0, -1] + 1) % self._vocab
         return (tokens, out[1]) if return_logits else tokens
 
 
-class StalePositionDecoder(_FaultyDecoder):
+class StalePositionDecoder(_Faulty):
     """A graphed decoder that never refreshes the static position between requests."""
 
     fields = {"planted_fault": "stale-position"}
 
     def generate(self, input_ids, max_new_tokens: int, *, return_logits: bool = False):
-        decoder = self._decoder
+        decoder = self._built
         stale = decoder._pos.clone()
         steps = decoder._decode
 

@@ -1,7 +1,5 @@
-"""The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault and pass on every
-unmodified rerun? Detection of each ``delay-<pct>`` run, false alarms of the gate (leave one out) and of ``compare``,
-every wrong-result fault failing the gate, and ``ab``'s A/A alarms (``ab-base-<i>`` against ``ab-head-<i>``) and
-detection (``ab-delay-<pct>-<i>``) where ``ab-*`` runs exist."""
+"""The verdicts of ``cudagraph-bench selftest`` (no torch): does the gate fail on every planted fault (delays, wrong
+results, ``ab``'s planted delays) and pass on every unmodified rerun (gate, ``compare``, ``ab``'s A/A)?"""
 
 from __future__ import annotations
 
@@ -22,18 +20,17 @@ from cudagraph_bench.variants import FORWARD, GATED
 _DELAY = re.compile(r"delay-(\d+(?:\.\d+)?)")
 #: ``ab-base-<i>``, ``ab-head-<i>``, ``ab-delay-<pct>-<i>``: group and delay percent (None: unmodified).
 _AB = re.compile(r"ab-(base|head|delay-(\d+(?:\.\d+)?))-\d+")
-#: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
-WRONG_RESULT_FAULTS = ("stale-input", "wrong-decode", "stale-mask", "stale-position", "eager-layer",
-                       "skip-inductor-graphs")
 #: The wrong-result faults every self-test plants: a folder without one of them has not tested what it claims.
 ALWAYS_PLANTED = ("stale-input", "stale-mask", "eager-layer", "skip-inductor-graphs")
-#: What each of them plants, in the page's words.
+#: The faults that give wrong results -> what each plants, in the page's words.
 WRONG_RESULT_WORDS = {"stale-input": "a graph that replays without refreshing its static input",
                       "wrong-decode": "a graphed decode that gives other tokens",
                       "stale-mask": "padded and bucketed graphs that keep the attention mask of their first replay",
                       "stale-position": "a graphed decode that never refreshes its position",
                       "eager-layer": "a graph that runs its output layer eagerly after each replay",
                       "skip-inductor-graphs": "a compile+graph that runs its compiled forward without its graph"}
+#: The self-test runs (file stems) of the faults that give wrong results: each must fail the gate.
+WRONG_RESULT_FAULTS = tuple(WRONG_RESULT_WORDS)
 
 
 @dataclass
@@ -54,13 +51,12 @@ class CaseDetection:
 
 @dataclass
 class ABCase:
-    """``aa``: A/A change or None; per delay: the change, median delay, runs off target."""
+    """``aa``: A/A change or None; per delay: the change and ``(median delay measured, runs off target)``."""
 
     label: str
     aa: Change | None = None
     delayed: dict[float, Change] = field(default_factory=dict)
-    planted_pct: dict[float, float | None] = field(default_factory=dict)
-    off_target: dict[float, int] = field(default_factory=dict)
+    planted: dict[float, tuple[float | None, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -229,8 +225,7 @@ def evaluate_ab(runs: dict[str, Run], baseline=None) -> ABResult | None:
         measured = _measured(delayed)
         for label, ch in _gated(compare_runs(base, delayed, baseline=baseline)[0]).items():
             c = cases.setdefault(label, ABCase(label))
-            c.delayed[pct] = ch
-            c.planted_pct[pct], c.off_target[pct] = measured.get(label, (None, 0))
+            c.delayed[pct], c.planted[pct] = ch, measured.get(label, (None, 0))
     return ABResult(list(cases.values()), len(base), len(head), {p: len(r) for p, r in delays.items()})
 
 
@@ -274,8 +269,8 @@ def ab_table(result: ABResult, fmt: str) -> str:
     for c in result.cases:
         row = {"label": c.label, "aa": _verdict(c.aa)}
         for p in result.delays:
-            off = c.off_target.get(p, 0)
-            row[f"planted_{p:g}"] = _planted(c.planted_pct.get(p), f"{off} off target" if off else "")
+            measured, off = c.planted.get(p, (None, 0))
+            row[f"planted_{p:g}"] = _planted(measured, f"{off} off target" if off else "")
             row[f"seen_{p:g}"] = _verdict(c.delayed.get(p))
         out.append(row)
     return render_table([Column("label", "case"), Column("aa", "A/A ab"), *_delay_columns(result.delays, "ab")], out,
