@@ -16,7 +16,7 @@ import numpy as np
 from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
-from cudagraph_bench.results.launch_model import predicted_saving_ms
+from cudagraph_bench.results.launch_model import LoopVsGraph, predicted_saving_ms
 from cudagraph_bench.results.record import Measurement
 from cudagraph_bench.results.runfile import Run, measurements
 
@@ -51,7 +51,7 @@ def bench_median_ms(m: Measurement) -> tuple[float, str]:
 
 
 @dataclass(frozen=True)
-class LaunchRow:
+class LaunchRow(LoopVsGraph):
     """Loop vs graph for one N: median ms, None when not measured; ``*_clocks``: the three clock medians or None."""
 
     n_launches: int
@@ -61,25 +61,6 @@ class LaunchRow:
     rounds: int | None = None
     loop_clocks: dict | None = None
     graph_clocks: dict | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self.loop_ms is not None and self.graph_ms is not None
-
-    @property
-    def speedup(self) -> float | None:
-        """``loop_ms / graph_ms``; None when a variant is missing or the graph time is not > 0."""
-        if not self.complete or not self.graph_ms > 0:
-            return None
-        return self.loop_ms / self.graph_ms
-
-    @property
-    def us_per_launch_loop(self) -> float | None:
-        return None if self.loop_ms is None else self.loop_ms * 1000.0 / self.n_launches
-
-    @property
-    def us_per_launch_graph(self) -> float | None:
-        return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
 
 
 def _clocks(m: Measurement | None) -> dict | None:
