@@ -41,8 +41,8 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[], object]]:
     gpu = gpu_name(runs)
     busy = roofline_tables.forward_busy_rows(runs)
     bandwidth = [r for r in roofline_tables.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
-    series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
-    series = {k: v for k, v in series.items() if any(r.complete for r in v)}   # one per run with a complete row
+    series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))
+              and any(r.complete for r in rows)}   # one per run with a complete row
     if len(series) == 1:
         series = {"torch": next(iter(series.values()))}
     makers = {LATENCY_PNG: (samples, lambda: plots.latency_comparison(samples, gpu=gpu)),
