@@ -5,6 +5,7 @@ imported inside functions only."""
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
@@ -252,15 +253,11 @@ def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *,
     CudaUnavailableError without a GPU; UsageError for an unknown variant, ``repeats < 1`` or ``warmup < 0``."""
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
-    own = seq is None
-    seq = _launch_variant(variant).build_callable()(n_launches, device=device) if own else seq
-    try:
+    built = _launch_variant(variant).build_callable()
+    with built(n_launches, device=device) if seq is None else nullcontext(seq) as seq:
         for _ in range(warmup):
             seq.clocked(variant)
         rows = [seq.clocked(variant) for _ in range(repeats)]
-    finally:
-        if own:
-            seq.close()
     return ClockResult(seq.n_launches, variant, *zip(*rows))     # issue, synced wall and event ms
 
 

@@ -123,9 +123,7 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
         found = nvml_handle(device)
         raw = nvml_memory_readings(*found) if found is not None else {}
         peak = choose_peak(name, raw.get("max_mem_clock_mhz"), raw.get("bus_width_bits"))
-        if peak is not None:
-            peak["nvml_mem_clock_mhz"] = raw.get("mem_clock_mhz")
-        return peak
+        return peak and {**peak, "nvml_mem_clock_mhz": raw.get("mem_clock_mhz")}
     except Exception:   # a reading must never fail a benchmark session
         return None
 

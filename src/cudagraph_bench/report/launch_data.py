@@ -4,6 +4,7 @@ on forward benchmarks with a kernel count, and what compute-sanitizer and the pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -275,12 +276,8 @@ def last_json_object(path: Path) -> dict:
     except InputFileError:
         return {}
     for line in reversed(lines):
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict):
+        with contextlib.suppress(json.JSONDecodeError):
+            if line.startswith("{") and isinstance(data := json.loads(line), dict):
                 return data
     return {}
 

@@ -18,8 +18,7 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
     floor_ms_per_token``."""
     rows = []
     for run in runs:
-        peak = run_peak({"cuda": run.environment.cuda_fingerprint})
-        peak_gbps = peak["gbps"] if peak else None
+        peak = run_peak({"cuda": run.environment.cuda_fingerprint}) or {}
         for key, m in measurements(run).items():
             info, case = m.extra_info, m.case
             if key[0] != "decode" or info.get("bytes_per_token") is None:
@@ -29,9 +28,9 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
             gbps = achieved_gbps(nbytes, ms_per_token)
             rows.append({**asdict(case), "weight_mb": _mb(info.get("weight_bytes")),
                          "kv_mb_per_token": _mb(info.get("kv_bytes_per_token")),
-                         "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak_gbps,
-                         "peak_source": peak["source"] if peak else None, "pct_of_peak": pct_of_peak(gbps, peak_gbps),
-                         "floor_ms_per_token": bandwidth_floor_ms(nbytes, peak_gbps)})
+                         "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak.get("gbps"),
+                         "peak_source": peak.get("source"), "pct_of_peak": pct_of_peak(gbps, peak.get("gbps")),
+                         "floor_ms_per_token": bandwidth_floor_ms(nbytes, peak.get("gbps"))})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], r["new_tokens"],
                              variants.display_rank(variants.DECODE, r["variant"]), r["variant"]))
     return rows

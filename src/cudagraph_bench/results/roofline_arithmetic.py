@@ -82,10 +82,8 @@ def achieved_gbps(bytes_per_token: float, ms_per_token: float) -> float | None:
 
 
 def bandwidth_floor_ms(bytes_per_token: float, peak_gbps: float | None) -> float | None:
-    """Least ms per token to read ``bytes_per_token`` at ``peak_gbps``; None without a peak."""
-    if not (is_positive(bytes_per_token) and is_positive(peak_gbps)):
-        return None
-    return bytes_per_token / peak_gbps / 1e6
+    """Least ms per token to read ``bytes_per_token`` at ``peak_gbps`` (the same quotient); None without a peak."""
+    return achieved_gbps(bytes_per_token, peak_gbps)
 
 
 def pct_of_peak(gbps: float | None, peak_gbps: float | None) -> float | None:
