@@ -129,10 +129,9 @@ def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
     usable = [r.n_launches for r in rows if r.complete]
     choices = (f"use one of {', '.join(map(str, usable))}" if usable else
                "no N of this run was measured with both loop and graph, so no N can feed the model")
-    measured = {r.n_launches: r for r in rows}
-    if reference_n not in measured:
+    row = next((r for r in rows if r.n_launches == reference_n), None)
+    if row is None:
         raise UsageError(f"--reference-n {reference_n} was not measured: {choices}")
-    row = measured[reference_n]
     if not row.complete:
         only = LOOP if row.loop_ms is not None else GRAPH
         raise UsageError(f"--reference-n {reference_n} was measured with the {only} variant only (the model "
