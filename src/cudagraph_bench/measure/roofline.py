@@ -29,14 +29,6 @@ def _text_config(model_or_config):
     return config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
 
 
-def _element_size(model) -> int:
-    """Also the KV cache's dtype."""
-    for p in model.parameters():
-        if p.is_floating_point():
-            return p.element_size()
-    raise UsageError(f"{type(model).__name__} has no floating-point parameters: give a causal LM")
-
-
 def expert_fraction(model) -> float | None:
     """``top_k / num_experts`` of a mixture-of-experts config, or None for a dense model."""
     config = _text_config(model)
@@ -79,7 +71,10 @@ def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
     heads = int(config.num_attention_heads)
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
-    per_token = 2 * kv_heads * head_dim * _element_size(model)
+    element_size = next((p.element_size() for p in model.parameters() if p.is_floating_point()), None)  # KV's too
+    if element_size is None:
+        raise UsageError(f"{type(model).__name__} has no floating-point parameters: give a causal LM")
+    per_token = 2 * kv_heads * head_dim * element_size
     return [(per_token, window) for window in windows]
 
 

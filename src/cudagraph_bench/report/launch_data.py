@@ -12,12 +12,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
-from cudagraph_bench.results.launch_model import LoopVsGraph, predicted_saving_ms
+from cudagraph_bench.results.launch_model import LoopVsGraph, median_ms, predicted_saving_ms
 from cudagraph_bench.results.record import Measurement
 from cudagraph_bench.results.runfile import Run, measurements
 
@@ -47,7 +45,7 @@ def bench_median_ms(m: Measurement) -> tuple[float, str]:
         return float(value), "cuda-event"
     events = m.extra_info.get("cuda_event_ms")
     if isinstance(events, list) and events:
-        return float(np.median(np.asarray(events, dtype=np.float64))), "cuda-event"
+        return median_ms(events), "cuda-event"
     return m.summary.median_ms, "wall"
 
 
