@@ -36,9 +36,7 @@ def is_kernel_event(e) -> bool:
     activity_type = getattr(e, "activity_type", None)
     if activity_type:
         return activity_type.lower() == "kernel"
-    if getattr(e, "is_user_annotation", False):
-        return False
-    return not e.name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
+    return not getattr(e, "is_user_annotation", False) and not e.name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
 
 
 def count_kernel_events(events: Iterable) -> int:

@@ -221,6 +221,7 @@ def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
     """One horizontal bar of achieved GB/s per decode benchmark, a dashed line at each distinct peak. ValueError when no
     row has an achieved bandwidth."""
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     rows = [r for r in rows if r.get("achieved_gbps") is not None]
     if not rows:
@@ -234,8 +235,6 @@ def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
     ax.set_yticks(ys, labels, fontsize="small")
     for peak, source in sorted({(r["peak_gbps"], r["peak_source"]) for r in rows if r.get("peak_gbps")}):
         ax.axvline(peak, color="black", linestyle="--", linewidth=1.0, label=f"peak {peak:.0f} GB/s ({source})")
-    from matplotlib.patches import Patch
-
     handles = [Patch(color=c, label=v) for v, c in DECODE_VARIANT_COLORS.items()
                if any(r["variant"] == v for r in rows)]
     ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize="small", loc="lower right")

@@ -100,6 +100,4 @@ def overhead(median_ms: float | None, busy_ms: float | None,
     if median_ms is None or not is_positive(busy_ms):
         return None, None
     over = median_ms - busy_ms
-    per_node = over * 1000.0 / n_kernels if isinstance(n_kernels, int) and not isinstance(n_kernels, bool) \
-        and n_kernels > 0 else None
-    return over, per_node
+    return over, over * 1000.0 / n_kernels if type(n_kernels) is int and n_kernels > 0 else None  # no bool
