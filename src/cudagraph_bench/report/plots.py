@@ -97,18 +97,11 @@ def _boxes(ax, cases: dict, variants: list[str], lengths: list[int]) -> None:
 
     by_key = {(c.seq_len, c.variant): v for c, v in cases.items()}
     width = 0.8 / len(variants)
-    for j, variant in enumerate(variants):
-        positions, data = [], []
-        for i, length in enumerate(lengths):
-            sample = by_key.get((length, variant))
-            if sample is not None:
-                positions.append(i - 0.4 + width * (j + 0.5))
-                data.append(sample)
-        if not data:
-            continue
+    for j, variant in enumerate(variants):      # each variant has a sample at one length at least
+        present = [(i, by_key[(n, variant)]) for i, n in enumerate(lengths) if (n, variant) in by_key]
         color = VARIANT_COLORS.get(variant, "black")
-        ax.boxplot(data, positions=positions, widths=width * 0.9, patch_artist=True, showfliers=True,
-                   boxprops={"facecolor": color, "alpha": 0.6},
+        ax.boxplot([sample for _, sample in present], positions=[i - 0.4 + width * (j + 0.5) for i, _ in present],
+                   widths=width * 0.9, patch_artist=True, showfliers=True, boxprops={"facecolor": color, "alpha": 0.6},
                    medianprops={"color": "black", "gid": f"median:{variant}"},
                    flierprops={"markersize": 2, "markeredgecolor": color})
     ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
