@@ -193,11 +193,7 @@ def window_records(prof) -> list:
     result = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     if result is None or not hasattr(result, "events"):
         return list(prof.events())
-    records = []
-    for e in result.events():
-        kind = getattr(e, "activity_type", None)          # torch 2.13 has it, 2.11 does not
-        records.append(SimpleNamespace(name=e.name(), device_type=e.device_type(),
-                                       activity_type=kind() if callable(kind) else None,
-                                       is_user_annotation=bool(e.is_user_annotation()),
-                                       time_range=Interval(e.start_ns() / 1e3, e.end_ns() / 1e3)))
-    return records
+    return [SimpleNamespace(name=e.name(), device_type=e.device_type(),       # activity_type: not in torch 2.11
+                            activity_type=e.activity_type() if callable(getattr(e, "activity_type", None)) else None,
+                            is_user_annotation=bool(e.is_user_annotation()),
+                            time_range=Interval(e.start_ns() / 1e3, e.end_ns() / 1e3)) for e in result.events()]

@@ -140,11 +140,10 @@ def problem_lines(rows: list[dict]) -> list[str]:
 
 def attention_note(rows: list[dict]) -> str | None:
     """The attention each model ran when the rows do not all share one, else None."""
-    by_attention: dict[str, list[str]] = {}
+    by_attention: dict[str, set[str]] = {}
     for r in rows:
-        attention = r.get("attn_implementation")
-        if attention and r["model"] not in by_attention.setdefault(attention, []):
-            by_attention[attention].append(r["model"])
+        if r.get("attn_implementation"):
+            by_attention.setdefault(r["attn_implementation"], set()).add(r["model"])
     if len(by_attention) < 2:
         return None
     parts = [f"{name}: {', '.join(sorted(models))}" for name, models in sorted(by_attention.items())]
