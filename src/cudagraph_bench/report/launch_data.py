@@ -146,8 +146,7 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
     out = []
     for key, by_variant in sorted(cases.items()):
         eager, graph = by_variant.get(variants.FORWARD_REFERENCE), by_variant.get(variants.GATED)
-        n_kernels = eager.extra_info.get("n_kernels") if eager is not None else None
-        if eager is None or graph is None or not isinstance(n_kernels, int):
+        if eager is None or graph is None or not isinstance(n_kernels := eager.extra_info.get("n_kernels"), int):
             continue
         eager_ms, clock_e = bench_median_ms(eager)
         graph_ms, clock_g = bench_median_ms(graph)
@@ -185,9 +184,7 @@ def check_forward_runs(runs: list) -> None:
     origin: dict[tuple, Path] = {}
     for run in runs:
         for key, m in measurements(run).items():
-            if key[0] != "forward":
-                continue
-            if key in origin:
+            if key[0] == "forward" and key in origin:
                 raise InputFileError(f"forward case {m.label!r} is in both {origin[key]} and {run.path}: "
                                      "give each forward case once (drop one of the files, or pass runs that "
                                      "measured different cases)")
