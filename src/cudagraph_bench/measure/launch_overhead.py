@@ -251,8 +251,8 @@ def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *,
     CudaUnavailableError without a GPU; UsageError for an unknown variant, ``repeats < 1`` or ``warmup < 0``."""
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
-    built = _launch_variant(variant).build_callable()
-    with built(n_launches, device=device) if seq is None else nullcontext(seq) as seq:
+    build = _launch_variant(variant).build_callable()
+    with build(n_launches, device=device) if seq is None else nullcontext(seq) as seq:
         for _ in range(warmup):
             seq.clocked(variant)
         rows = [seq.clocked(variant) for _ in range(repeats)]

@@ -169,9 +169,9 @@ def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
             continue
         steps = [(_step_direction(a, b), a, b) for a, b in zip(rows, rows[1:])]
         shape = "not monotonic in N" if {1, -1} <= {d for d, _, _ in steps} else "monotonic in N"
-        ends = "" if shared else (f" was {rows[0].speedup:.2f}× at the smallest N measured (N={rows[0].n_launches}) "
+        span = "" if shared else (f" was {rows[0].speedup:.2f}× at the smallest N measured (N={rows[0].n_launches}) "
                                   f"and {rows[-1].speedup:.2f}× at the largest (N={rows[-1].n_launches}); it")
-        out.append(f"{lead} {label} speedup{ends} is {shape}: {_speedup_path(rows)}.")
+        out.append(f"{lead} {label} speedup{span} is {shape}: {_speedup_path(rows)}.")
         falls = [(a, b) for d, a, b in steps if d < 0]
         if falls:
             changes = "; ".join(
