@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from cudagraph_bench import variants
+from cudagraph_bench.report.decode_tables import DECODE_COLUMNS
+from cudagraph_bench.report.forward_tables import CASE_COLUMNS
 from cudagraph_bench.report.runs import merged
 from cudagraph_bench.results.roofline_arithmetic import (achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak,
                                                          run_peak)
@@ -41,8 +43,7 @@ def _mb(nbytes) -> float | None:
 
 
 DECODE_ROOFLINE_COLUMNS = [
-    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
-    Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
+    *DECODE_COLUMNS[:5],    # the request and the variant, as the decode table names them
     Column("weight_mb", "weights MB/token", ".1f"), Column("kv_mb_per_token", "KV cache MB/token", ".2f"),
     Column("ms_per_token", "ms/token", ".3f"), Column("achieved_gbps", "achieved GB/s", ".1f"),
     Column("pct_of_peak", "% of peak", ".1f"), Column("floor_ms_per_token", "ms/token at peak", ".3f"),
@@ -65,8 +66,7 @@ def peak_lines(runs: list[Run]) -> list[str]:
     """Per distinct peak: the GPU, GB/s and its source."""
     lines = []
     for run in runs:
-        if not any(k[0] == "decode" and m.extra_info.get("bytes_per_token") is not None
-                   for k, m in measurements(run).items()):
+        if not decode_roofline_rows([run]):
             continue
         peak = run_peak({"cuda": run.environment.cuda_fingerprint})
         gpu = run.environment.gpu_name
@@ -124,8 +124,7 @@ def forward_busy_rows(runs: list[Run]) -> list[dict]:
 
 
 FORWARD_BUSY_COLUMNS = [
-    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d"),
-    Column("n_kernels", "kernels", "d"), Column("busy_ms", "GPU busy ms", ".3f"),
+    *CASE_COLUMNS, Column("n_kernels", "kernels", "d"), Column("busy_ms", "GPU busy ms", ".3f"),
     Column("eager_median_ms", "eager median ms", ".3f"), Column("eager_overhead_ms", "eager overhead ms", ".3f"),
     Column("eager_us_per_kernel", "eager overhead µs/kernel", ".2f"),
     Column("graph_median_ms", "graph median ms", ".3f"), Column("graph_overhead_ms", "graph overhead ms", ".3f"),
