@@ -239,19 +239,17 @@ def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
     write) or ``"unknown"``."""
     # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
     writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
-    summary = findings["error_summary"]
     aliased = bp.get("aliased_index") if isinstance(bp, dict) else None
     if not isinstance(aliased, int):
         return "unknown", ("the program's `aliased_index` is not available (its output was not saved next to "
                            "the log), so whether a new allocation reused the captured address, and so whether "
                            "memcheck should flag the write, is not known")
-    if summary is None and not writes:
+    if findings["error_summary"] is None and not writes:
         verdict = "memcheck's verdict is missing (no summary in the log)"
     elif aliased >= 0:
-        verdict = ("memcheck reported no invalid access, as expected in this case"
-                   if writes == 0 else
-                   f"yet memcheck reported {writes} invalid global access(es), which this case does not "
-                   "explain: read the log")
+        verdict = ("memcheck reported no invalid access, as expected in this case" if writes == 0 else
+                   f"yet memcheck reported {writes} invalid global access(es), which this case does not explain: "
+                   "read the log")
     else:
         verdict = (f"memcheck flagged it ({writes} invalid global access(es)), as expected" if writes else
                    "but memcheck reported no invalid access, against what this case predicts: read the log")
