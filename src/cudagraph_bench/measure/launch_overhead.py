@@ -5,14 +5,14 @@ imported inside functions only."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
 from cudagraph_bench import variants
 from cudagraph_bench.capture.graphed import Closing
 from cudagraph_bench.errors import CudaUnavailableError, UsageError
-from cudagraph_bench.results.launch_model import (clock_ordering_violations, expected_count, median_ms, speedup,
-                                                  us_per_launch)
+from cudagraph_bench.results.launch_model import LoopVsGraph, clock_ordering_violations, expected_count, median_ms
 
 #: Default sequence lengths of the N sweep (kernel launches per sequence).
 SWEEP_N = (8, 64, 512, 4096)
@@ -36,9 +36,7 @@ def is_kernel_event(e) -> bool:
     activity_type = getattr(e, "activity_type", None)
     if activity_type:
         return activity_type.lower() == "kernel"
-    if getattr(e, "is_user_annotation", False):
-        return False
-    return not e.name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
+    return not getattr(e, "is_user_annotation", False) and not e.name.strip().lower().startswith(_NON_KERNEL_PREFIXES)
 
 
 def count_kernel_events(events: Iterable) -> int:
@@ -133,21 +131,13 @@ class TinyKernelSequence(Closing):
         with self._torch.cuda.stream(self.stream):
             self.graph.replay()
 
-    def _fn(self, variant: str) -> Callable[[], None]:
-        return self.run_loop if _launch_variant(variant).is_reference else self.replay
-
     def timed(self, variant: str) -> float:
         """One sequence (``"loop"`` or ``"graph"``) timed by CUDA events, in ms (synchronized)."""
-        fn = self._fn(variant)
-        self._start.record(self.stream)
-        fn()
-        self._end.record(self.stream)
-        self.stream.synchronize()
-        return self._start.elapsed_time(self._end)
+        return self.clocked(variant)[2]
 
     def clocked(self, variant: str) -> tuple[float, float, float]:
         """``(issue_ms, synced_wall_ms, event_ms)`` of one sequence from a drained stream."""
-        fn = self._fn(variant)
+        fn = self.run_loop if _launch_variant(variant).is_reference else self.replay
         self.stream.synchronize()
         t0 = time.perf_counter()
         self._start.record(self.stream)
@@ -177,7 +167,7 @@ class TinyKernelSequence(Closing):
 
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(LoopVsGraph):
     """Loop vs graph for one N: per-repeat CUDA-event ms ``[repeats]``; ``count_observed == count_expected`` shows every
     loop and replay ran all its kernels (exact below 2**24)."""
 
@@ -194,18 +184,6 @@ class SweepResult:
     @property
     def graph_ms(self) -> float:
         return median_ms(self.graph_event_ms)
-
-    @property
-    def speedup(self) -> float:
-        return speedup(self.loop_ms, self.graph_ms)
-
-    @property
-    def us_per_launch_loop(self) -> float:
-        return us_per_launch(self.loop_ms, self.n_launches)
-
-    @property
-    def us_per_launch_graph(self) -> float:
-        return us_per_launch(self.graph_ms, self.n_launches)
 
     @property
     def count_ok(self) -> bool:
@@ -260,8 +238,7 @@ class ClockResult:
 
     def medians(self) -> dict:
         """Medians in ms."""
-        return {"issue_ms": median_ms(self.issue_ms), "synced_wall_ms": median_ms(self.synced_wall_ms),
-                "event_ms": median_ms(self.event_ms)}
+        return {k: median_ms(getattr(self, k)) for k in ("issue_ms", "synced_wall_ms", "event_ms")}
 
     def violations(self) -> list[str]:
         """Guaranteed orderings that failed; empty when fine."""
@@ -274,15 +251,11 @@ def measure_clocks(n_launches: int, variant: str = variants.LAUNCH_REFERENCE, *,
     CudaUnavailableError without a GPU; UsageError for an unknown variant, ``repeats < 1`` or ``warmup < 0``."""
     if repeats < 1 or warmup < 0:
         raise UsageError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
-    own = seq is None
-    seq = _launch_variant(variant).build_callable()(n_launches, device=device) if own else seq
-    try:
+    build = _launch_variant(variant).build_callable()
+    with build(n_launches, device=device) if seq is None else nullcontext(seq) as seq:
         for _ in range(warmup):
             seq.clocked(variant)
         rows = [seq.clocked(variant) for _ in range(repeats)]
-    finally:
-        if own:
-            seq.close()
     return ClockResult(seq.n_launches, variant, *zip(*rows))     # issue, synced wall and event ms
 
 
@@ -311,10 +284,7 @@ class BakedPointerResult:
         return self.old_value == 2.0 * self.n_launches and self.new_value == 0.0
 
     def as_dict(self) -> dict:
-        return {"n_launches": self.n_launches, "old_ptr": self.old_ptr, "new_ptr": self.new_ptr,
-                "old_value": self.old_value, "new_value": self.new_value, "rebind_ok": self.rebind_ok,
-                "freed_ptr": self.freed_ptr, "realloc_ptr": self.realloc_ptr,
-                "same_address": self.same_address, "realloc_value": self.realloc_value}
+        return {**asdict(self), "rebind_ok": self.rebind_ok, "same_address": self.same_address}
 
 
 def baked_pointer_demo(n_launches: int = 8, *, device="cuda") -> BakedPointerResult:

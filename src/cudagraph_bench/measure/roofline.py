@@ -29,14 +29,6 @@ def _text_config(model_or_config):
     return config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
 
 
-def _element_size(model) -> int:
-    """Also the KV cache's dtype."""
-    for p in model.parameters():
-        if p.is_floating_point():
-            return p.element_size()
-    raise UsageError(f"{type(model).__name__} has no floating-point parameters: give a causal LM")
-
-
 def expert_fraction(model) -> float | None:
     """``top_k / num_experts`` of a mixture-of-experts config, or None for a dense model."""
     config = _text_config(model)
@@ -79,7 +71,10 @@ def kv_bytes_per_context_token(model) -> list[tuple[int, int | None]]:
     heads = int(config.num_attention_heads)
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
-    per_token = 2 * kv_heads * head_dim * _element_size(model)
+    element_size = next((p.element_size() for p in model.parameters() if p.is_floating_point()), None)  # KV's too
+    if element_size is None:
+        raise UsageError(f"{type(model).__name__} has no floating-point parameters: give a causal LM")
+    per_token = 2 * kv_heads * head_dim * element_size
     return [(per_token, window) for window in windows]
 
 
@@ -123,9 +118,7 @@ def peak_memory_bandwidth_gbps(device=None) -> dict | None:
         found = nvml_handle(device)
         raw = nvml_memory_readings(*found) if found is not None else {}
         peak = choose_peak(name, raw.get("max_mem_clock_mhz"), raw.get("bus_width_bits"))
-        if peak is not None:
-            peak["nvml_mem_clock_mhz"] = raw.get("mem_clock_mhz")
-        return peak
+        return peak and {**peak, "nvml_mem_clock_mhz": raw.get("mem_clock_mhz")}
     except Exception:   # a reading must never fail a benchmark session
         return None
 
@@ -200,11 +193,7 @@ def window_records(prof) -> list:
     result = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     if result is None or not hasattr(result, "events"):
         return list(prof.events())
-    records = []
-    for e in result.events():
-        kind = getattr(e, "activity_type", None)          # torch 2.13 has it, 2.11 does not
-        records.append(SimpleNamespace(name=e.name(), device_type=e.device_type(),
-                                       activity_type=kind() if callable(kind) else None,
-                                       is_user_annotation=bool(e.is_user_annotation()),
-                                       time_range=Interval(e.start_ns() / 1e3, e.end_ns() / 1e3)))
-    return records
+    return [SimpleNamespace(name=e.name(), device_type=e.device_type(),       # activity_type: not in torch 2.11
+                            activity_type=e.activity_type() if callable(getattr(e, "activity_type", None)) else None,
+                            is_user_annotation=bool(e.is_user_annotation()),
+                            time_range=Interval(e.start_ns() / 1e3, e.end_ns() / 1e3)) for e in result.events()]

@@ -44,9 +44,7 @@ def merge_entries(entries: list[Entry]) -> dict[tuple[str, str, str], Entry]:
 
 
 def _cell(entry: Entry | None) -> str:
-    if entry is None:
-        return "-"
-    return AWAITS_CELL if entry.status == AWAITS_GPU else entry.status
+    return "-" if entry is None else AWAITS_CELL if entry.status == AWAITS_GPU else entry.status
 
 
 def _reason(forward: Entry | None, decode: Entry | None) -> str:

@@ -32,8 +32,7 @@ def decode_rows(runs: list[Run]) -> list[dict]:
     for case, m in measured.items():
         details = m.extra_info
         ms_per_token = details.get("ms_per_token")
-        if ms_per_token is None:
-            ms_per_token = m.summary.median_ms / case.new_tokens
+        ms_per_token = m.summary.median_ms / case.new_tokens if ms_per_token is None else ms_per_token
         rows.append(row(case, m.check.outcome, m.check.reason, details, details.get("compile_ms"),
                         ms_per_token=float(ms_per_token), rounds=m.summary.n, vs_generate=vs_generate(m),
                         tokens_per_s=details.get("tokens_per_s") or (1e3 / ms_per_token if ms_per_token else None),

@@ -66,10 +66,12 @@ def _spread(samples_ms) -> float | None:
         return None
 
 
+#: The columns naming a forward case (its prompt length as ``L``), first in every forward table.
+CASE_COLUMNS = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
 LONG_COLUMNS = [
-    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d"),
-    Column("variant", "variant"), Column("mean_ms", "mean ms", ".3f"), Column("median_ms", "median ms", ".3f"),
-    Column("p95_ms", "p95 ms", ".3f"), Column("min_ms", "min ms", ".3f"), Column("max_ms", "max ms", ".3f"),
+    *CASE_COLUMNS, Column("variant", "variant"), Column("mean_ms", "mean ms", ".3f"),
+    Column("median_ms", "median ms", ".3f"), Column("p95_ms", "p95 ms", ".3f"), Column("min_ms", "min ms", ".3f"),
+    Column("max_ms", "max ms", ".3f"),
     Column("reduction_pct", "vs eager %", "+.1f"), Column("compile_s", "compile s", ".1f"),
     Column("capture_ms", "capture ms", ".1f"), Column("pool_left_mib", "graph MiB left", "g"),
     Column("status", "correct", lambda s: {"ok": "yes", "mismatch": "NO", "unchecked": "not recorded"}.get(s, s),
@@ -120,10 +122,9 @@ def render_summary_table(rows: list[dict], fmt: str = "markdown") -> str:
     shown = [(REF, "median_ms"), (GATED, "median_ms"), (GATED, "reduction_pct"), (REF, "p95_ms"),
              (REF, "spread_pct"), (GATED, "p95_ms")]
     shown += [(v, f) for v in variants if v not in (REF, GATED) for f in ("median_ms", "reduction_pct")]
-    cols = [Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d")]
-    cols += [Column(f"{v}_{f}", f"{v} {_SUMMARY_FIELDS[f][0]}", _SUMMARY_FIELDS[f][1])
-             for v, f in shown if v in variants]
-    return render_table([*cols, Column("fastest", "fastest", None, "left")], wide, fmt=fmt)
+    cols = [Column(f"{v}_{f}", f"{v} {_SUMMARY_FIELDS[f][0]}", _SUMMARY_FIELDS[f][1])
+            for v, f in shown if v in variants]
+    return render_table([*CASE_COLUMNS, *cols, Column("fastest", "fastest", None, "left")], wide, fmt=fmt)
 
 
 def problem_lines(rows: list[dict]) -> list[str]:
@@ -140,11 +141,10 @@ def problem_lines(rows: list[dict]) -> list[str]:
 
 def attention_note(rows: list[dict]) -> str | None:
     """The attention each model ran when the rows do not all share one, else None."""
-    by_attention: dict[str, list[str]] = {}
+    by_attention: dict[str, set[str]] = {}
     for r in rows:
-        attention = r.get("attn_implementation")
-        if attention and r["model"] not in by_attention.setdefault(attention, []):
-            by_attention[attention].append(r["model"])
+        if r.get("attn_implementation"):
+            by_attention.setdefault(r["attn_implementation"], set()).add(r["model"])
     if len(by_attention) < 2:
         return None
     parts = [f"{name}: {', '.join(sorted(models))}" for name, models in sorted(by_attention.items())]

@@ -4,6 +4,7 @@ on forward benchmarks with a kernel count, and what compute-sanitizer and the pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -11,12 +12,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import parse_json, read_input_bytes
-from cudagraph_bench.results.launch_model import predicted_saving_ms
+from cudagraph_bench.results.launch_model import LoopVsGraph, median_ms, predicted_saving_ms
 from cudagraph_bench.results.record import Measurement
 from cudagraph_bench.results.runfile import Run, measurements
 
@@ -46,12 +45,12 @@ def bench_median_ms(m: Measurement) -> tuple[float, str]:
         return float(value), "cuda-event"
     events = m.extra_info.get("cuda_event_ms")
     if isinstance(events, list) and events:
-        return float(np.median(np.asarray(events, dtype=np.float64))), "cuda-event"
+        return median_ms(events), "cuda-event"
     return m.summary.median_ms, "wall"
 
 
 @dataclass(frozen=True)
-class LaunchRow:
+class LaunchRow(LoopVsGraph):
     """Loop vs graph for one N: median ms, None when not measured; ``*_clocks``: the three clock medians or None."""
 
     n_launches: int
@@ -61,25 +60,6 @@ class LaunchRow:
     rounds: int | None = None
     loop_clocks: dict | None = None
     graph_clocks: dict | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self.loop_ms is not None and self.graph_ms is not None
-
-    @property
-    def speedup(self) -> float | None:
-        """``loop_ms / graph_ms``; None when a variant is missing or the graph time is not > 0."""
-        if not self.complete or not self.graph_ms > 0:
-            return None
-        return self.loop_ms / self.graph_ms
-
-    @property
-    def us_per_launch_loop(self) -> float | None:
-        return None if self.loop_ms is None else self.loop_ms * 1000.0 / self.n_launches
-
-    @property
-    def us_per_launch_graph(self) -> float | None:
-        return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
 
 
 def _clocks(m: Measurement | None) -> dict | None:
@@ -147,10 +127,9 @@ def check_reference_n(rows: list[LaunchRow], reference_n: int) -> None:
     usable = [r.n_launches for r in rows if r.complete]
     choices = (f"use one of {', '.join(map(str, usable))}" if usable else
                "no N of this run was measured with both loop and graph, so no N can feed the model")
-    measured = {r.n_launches: r for r in rows}
-    if reference_n not in measured:
+    row = next((r for r in rows if r.n_launches == reference_n), None)
+    if row is None:
         raise UsageError(f"--reference-n {reference_n} was not measured: {choices}")
-    row = measured[reference_n]
     if not row.complete:
         only = LOOP if row.loop_ms is not None else GRAPH
         raise UsageError(f"--reference-n {reference_n} was measured with the {only} variant only (the model "
@@ -167,8 +146,7 @@ def saving_rows(run, ref: LaunchRow) -> list[dict]:
     out = []
     for key, by_variant in sorted(cases.items()):
         eager, graph = by_variant.get(variants.FORWARD_REFERENCE), by_variant.get(variants.GATED)
-        n_kernels = eager.extra_info.get("n_kernels") if eager is not None else None
-        if eager is None or graph is None or not isinstance(n_kernels, int):
+        if eager is None or graph is None or not isinstance(n_kernels := eager.extra_info.get("n_kernels"), int):
             continue
         eager_ms, clock_e = bench_median_ms(eager)
         graph_ms, clock_g = bench_median_ms(graph)
@@ -206,9 +184,7 @@ def check_forward_runs(runs: list) -> None:
     origin: dict[tuple, Path] = {}
     for run in runs:
         for key, m in measurements(run).items():
-            if key[0] != "forward":
-                continue
-            if key in origin:
+            if key[0] == "forward" and key in origin:
                 raise InputFileError(f"forward case {m.label!r} is in both {origin[key]} and {run.path}: "
                                      "give each forward case once (drop one of the files, or pass runs that "
                                      "measured different cases)")
@@ -263,19 +239,17 @@ def sanitizer_case(findings: dict, bp: dict | None) -> tuple[str, str]:
     write) or ``"unknown"``."""
     # tiny() does d[0] += 1: memcheck stops the kernel at its first invalid access, the read
     writes = findings["invalid_global_writes"] + findings["invalid_global_reads"]
-    summary = findings["error_summary"]
     aliased = bp.get("aliased_index") if isinstance(bp, dict) else None
     if not isinstance(aliased, int):
         return "unknown", ("the program's `aliased_index` is not available (its output was not saved next to "
                            "the log), so whether a new allocation reused the captured address, and so whether "
                            "memcheck should flag the write, is not known")
-    if summary is None and not writes:
+    if findings["error_summary"] is None and not writes:
         verdict = "memcheck's verdict is missing (no summary in the log)"
     elif aliased >= 0:
-        verdict = ("memcheck reported no invalid access, as expected in this case"
-                   if writes == 0 else
-                   f"yet memcheck reported {writes} invalid global access(es), which this case does not "
-                   "explain: read the log")
+        verdict = ("memcheck reported no invalid access, as expected in this case" if writes == 0 else
+                   f"yet memcheck reported {writes} invalid global access(es), which this case does not explain: "
+                   "read the log")
     else:
         verdict = (f"memcheck flagged it ({writes} invalid global access(es)), as expected" if writes else
                    "but memcheck reported no invalid access, against what this case predicts: read the log")
@@ -294,12 +268,8 @@ def last_json_object(path: Path) -> dict:
     except InputFileError:
         return {}
     for line in reversed(lines):
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict):
+        with contextlib.suppress(json.JSONDecodeError):
+            if line.startswith("{") and isinstance(data := json.loads(line), dict):
                 return data
     return {}
 

@@ -75,10 +75,17 @@ def render_launch_section(run, *, forward_runs: list | None = None) -> str:
                       _saving_section(forward_runs or [run], rows, REFERENCE_N, "###")])
 
 
+#: Per clock of a median: its name in the sweep's caption, and its medians described in the saving's caption.
+_CLOCK_WORDS = {
+    "cuda-event": ("CUDA events on the launching stream",
+                   "CUDA-event medians (time between CUDA events recorded on the stream before and after each timed "
+                   "call: `extra_info[\"event_median_ms\"]`, else the median of `extra_info[\"cuda_event_ms\"]`)"),
+    "wall": ("synchronized host wall time", "synchronized host wall-time medians (pytest-benchmark `stats.median`)"),
+}
+
+
 def _clock_caption(rows: list[LaunchRow]) -> str:
-    clocks = sorted({r.clock for r in rows})
-    names = {"cuda-event": "CUDA events on the launching stream", "wall": "synchronized host wall time"}
-    return ", ".join(names.get(c, c) for c in clocks)
+    return ", ".join(_CLOCK_WORDS[c][0] if c in _CLOCK_WORDS else c for c in sorted({r.clock for r in rows}))
 
 
 def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int, h: str) -> str:
@@ -109,9 +116,7 @@ def _saving_section(forward_runs: list, rows: list[LaunchRow], reference_n: int,
 
 def _measured_saving_caption(savings: list[dict]) -> str:
     lead = "measured saving = eager median − graph median, "
-    event = ("CUDA-event medians (time between CUDA events recorded on the stream before and after each timed call: "
-             "`extra_info[\"event_median_ms\"]`, else the median of `extra_info[\"cuda_event_ms\"]`)")
-    wall = "synchronized host wall-time medians (pytest-benchmark `stats.median`)"
+    event, wall = _CLOCK_WORDS["cuda-event"][1], _CLOCK_WORDS["wall"][1]
     clocks = {r["clock"] for r in savings}
     if clocks == {"cuda-event"}:
         return f"{lead}both {event}, not pytest-benchmark's wall-time `stats.median`"
@@ -147,8 +152,7 @@ def _speedup_path(points: list[LaunchRow]) -> str:
 def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
     """Sentences on how the printed speedup depends on N: at the ends, whether monotonic, and for every fall how loop
     and graph µs/launch changed. ``series``: label -> rows; ``""`` when no row has a speedup."""
-    points = {label: [r for r in rows if r.speedup is not None] for label, rows in series.items()}
-    points = {label: rows for label, rows in points.items() if rows}
+    points = {label: kept for label, rows in series.items() if (kept := [r for r in rows if r.speedup is not None])}
     out = []
     ends = {(rows[0].n_launches, rows[-1].n_launches) for rows in points.values()}
     shared = len(points) > 1 and len(ends) == 1 and all(len(rows) > 1 for rows in points.values())
@@ -165,12 +169,9 @@ def speedup_vs_n_summary(series: dict[str, list[LaunchRow]]) -> str:
             continue
         steps = [(_step_direction(a, b), a, b) for a, b in zip(rows, rows[1:])]
         shape = "not monotonic in N" if {1, -1} <= {d for d, _, _ in steps} else "monotonic in N"
-        if shared:
-            out.append(f"{lead} {label} speedup is {shape}: {_speedup_path(rows)}.")
-        else:
-            out.append(f"{lead} {label} speedup was {rows[0].speedup:.2f}× at the smallest N measured "
-                       f"(N={rows[0].n_launches}) and {rows[-1].speedup:.2f}× at the largest "
-                       f"(N={rows[-1].n_launches}); it is {shape}: {_speedup_path(rows)}.")
+        span = "" if shared else (f" was {rows[0].speedup:.2f}× at the smallest N measured (N={rows[0].n_launches}) "
+                                  f"and {rows[-1].speedup:.2f}× at the largest (N={rows[-1].n_launches}); it")
+        out.append(f"{lead} {label} speedup{span} is {shape}: {_speedup_path(rows)}.")
         falls = [(a, b) for d, a, b in steps if d < 0]
         if falls:
             changes = "; ".join(
@@ -249,14 +250,6 @@ next call raise `StaticBufferError` instead of replaying (`test_graphed_forward_
 """
 
 
-def _run_header(run, source: str) -> str:
-    env = as_run(run).environment
-    bits = [f"source run `{source}`", env.gpu_name and f"GPU {env.gpu_name}",
-            *env.versions(("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"}),
-            env.run_datetime and f"run at {env.run_datetime}"]
-    return "; ".join(filter(None, bits))
-
-
 def _series(rows: list[LaunchRow], graphs_cu: dict | None) -> dict[str, list[LaunchRow]]:
     return {"torch": rows, **({"CUDA C++": graphs_cu_rows(graphs_cu)} if graphs_cu is not None else {})}
 
@@ -272,16 +265,19 @@ def render_launch_page(run, *, source: str, reference_n: int = REFERENCE_N,
     if not rows:
         raise InputFileError(f"{source} has no launch-suite benchmarks (extra_info suite 'launch'): run "
                              "pytest perf_tests/test_launch.py --benchmark-only --benchmark-json=RUN.json")
-    rounds = [r.rounds for r in rows if r.rounds]
+    env = as_run(run).environment
+    header = [f"source run `{source}`", env.gpu_name and f"GPU {env.gpu_name}",
+              *env.versions(("torch", "cuda_runtime", "driver"), {"cuda_runtime": "CUDA"}),
+              env.run_datetime and f"run at {env.run_datetime}"]
     out = [
         "# Launch overhead: tiny-kernel loop vs CUDA graph replay", "",
         f"<!-- generated by `cudagraph-bench launch-report` from {source}; do not edit by hand -->", "",
-        f"Generated from the committed raw run: {_run_header(run, source)}.", "",
+        f"Generated from the committed raw run: {'; '.join(filter(None, header))}.", "",
         "## N sweep", "",
         "Each row: N launches of a one-element kernel (`counter.add_(1.0)` on a `[1]` float32 tensor) on a "
-        "non-default stream, as an eager loop and as one replay of a CUDA graph that captured the same N "
-        f"launches (`perf_tests/test_launch.py`). Medians of {min(rounds) if rounds else 'the'} rounds after "
-        f"warmup, timed by {_clock_caption(rows)}; every round ends with a stream synchronize. "
+        "non-default stream, as an eager loop and as one replay of a CUDA graph that captured the same N launches "
+        f"(`perf_tests/test_launch.py`). Medians of {min((r.rounds for r in rows if r.rounds), default='the')} rounds "
+        f"after warmup, timed by {_clock_caption(rows)}; every round ends with a stream synchronize. "
         "µs/launch = median / N. The counter is checked to equal the exact number of launches.", "",
         launch_table_markdown(rows), "",
         f"![graph replay speedup and µs per launch vs N]({PLOT_NAME})", "",
@@ -297,8 +293,7 @@ def render_launch_page(run, *, source: str, reference_n: int = REFERENCE_N,
     out += ["## How the speedup depends on N", "", _PROSE_WHY_N,
             summary or "No N was measured with both loop and graph variants.", ""]
     out += ["## Host issue time vs device time", "", _PROSE_CLOCKS]
-    clocks = clocks_table_markdown(rows)
-    if clocks:
+    if clocks := clocks_table_markdown(rows):
         out += ["Medians per (N, variant) of the torch run:", "", clocks, ""]
     out += [_saving_section(forward_runs or [run], rows, reference_n, "##").rstrip("\n"), "",
             "The model treats every kernel of an eager forward as one tiny-kernel launch. A real forward "
@@ -338,7 +333,6 @@ def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = 
            "`d[0] += 1`, so memcheck, which stops the kernel at its first invalid access, may report the read "
            "rather than the write. Each run below says, from the program's own output (`aliased_index`), which "
            "case it hit.", ""]
-    outcomes = outcomes or {}
     cases: Counter = Counter()
     for name, text in sorted(logs.items()):
         f = parse_sanitizer_log(text)
@@ -351,7 +345,7 @@ def _sanitizer_section(logs: dict[str, str], outcomes: dict[str, dict] | None = 
                     f"ERROR SUMMARY {f['error_summary']} error(s)")
             if f["first_address"]:
                 line += f"; first address {f['first_address']} {f['first_address_note']}"
-        bp = outcomes.get(name)
+        bp = (outcomes or {}).get(name)
         if isinstance(bp, dict):
             line += f". Program: captured buffer of {bp.get('d_bytes')} bytes; {baked_pointer_outcome(bp)}"
         case, sentence = sanitizer_case(f, bp)

@@ -12,8 +12,8 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.report import launch_data, launch_page, plots, roofline_tables
 from cudagraph_bench.report.decode_tables import (decode_note, decode_rows, render_decode_table,  # noqa: F401
                                                   vs_generate)
-from cudagraph_bench.report.forward_tables import (attention_note, forward_rows, problem_lines, render_long_table,
-                                                   render_summary_table)
+from cudagraph_bench.report.forward_tables import (CASE_COLUMNS, attention_note, forward_rows, problem_lines,
+                                                   render_long_table, render_summary_table)
 from cudagraph_bench.report.runs import gpu_name, merged
 from cudagraph_bench.report.suite_timing import render_suite_timing
 from cudagraph_bench.fsio import figure_png
@@ -41,8 +41,8 @@ def plot_makers(runs: list[Run]) -> dict[str, Callable[[], object]]:
     gpu = gpu_name(runs)
     busy = roofline_tables.forward_busy_rows(runs)
     bandwidth = [r for r in roofline_tables.decode_roofline_rows(runs) if r["achieved_gbps"] is not None]
-    series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))}
-    series = {k: v for k, v in series.items() if any(r.complete for r in v)}   # one per run with a complete row
+    series = {run.path.stem: rows for run in runs if (rows := launch_data.launch_rows(run))
+              and any(r.complete for r in rows)}   # one per run with a complete row
     if len(series) == 1:
         series = {"torch": next(iter(series.values()))}
     makers = {LATENCY_PNG: (samples, lambda: plots.latency_comparison(samples, gpu=gpu)),
@@ -178,11 +178,7 @@ def forward_headline(rows: list[dict]) -> str | None:
         mark = "" if r["status"] in ("ok", "unchecked") else " WRONG"
         table.setdefault((model, dtype), {"model": model, "dtype": dtype})[f"L{n}"] = (
             f"{eager['median_ms']:.3g} -> {r['median_ms']:.3g} ms ({-r['reduction_pct']:+.0f}%){mark}")
-    if not table:
-        return None
-    cols = [Column("model", "model"), Column("dtype", "dtype"),
-            *(Column(f"L{n}", f"L={n}", align="right") for n in sorted({r["seq_len"] for r in rows}))]
-    return render_table(cols, [table[k] for k in sorted(table)], fmt="markdown")
+    return _headline(table, [Column(f"L{n}", f"L={n}", align="right") for n in sorted({r["seq_len"] for r in rows})])
 
 
 def decode_headline(rows: list[dict]) -> str | None:
@@ -196,12 +192,15 @@ def decode_headline(rows: list[dict]) -> str | None:
         row = by_key.setdefault(key, {"model": key[0], "dtype": key[1], "shape": f"{key[2]} + {key[3]}"})
         speed = r.get("speedup_vs_generate") if r["variant"] != ref else None
         row[r["variant"]] = f"{r['ms_per_token']:.3f}" + (f" ({speed:.1f}x)" if speed else "")
-    if not by_key:
-        return None
     names = dict.fromkeys([ref, *(r["variant"] for r in rows if r.get("ms_per_token") is not None)])
-    cols = [Column("model", "model"), Column("dtype", "dtype"), Column("shape", "prompt + new tokens"),
-            *(Column(n, f"{n} ms/token", align="right") for n in names)]
-    return render_table(cols, [by_key[k] for k in sorted(by_key)], fmt="markdown")
+    return _headline(by_key, [Column("shape", "prompt + new tokens"),
+                              *(Column(n, f"{n} ms/token", align="right") for n in names)])
+
+
+def _headline(table: dict[tuple, dict], columns: list[Column]) -> str | None:
+    """``table``'s rows in key order under ``model | dtype`` and ``columns``; None when it is empty."""
+    rows = [table[k] for k in sorted(table)]
+    return render_table([*CASE_COLUMNS[:2], *columns], rows, fmt="markdown") if rows else None
 
 
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path],

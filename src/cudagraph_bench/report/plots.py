@@ -49,8 +49,7 @@ def _length_panel(ax, lengths: list[int], title: str) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.minorticks_off()
-    ax.set_xlabel(LENGTH_LABEL)
-    ax.set_title(title)
+    ax.set(xlabel=LENGTH_LABEL, title=title)
     ax.legend(fontsize="small")
 
 
@@ -89,8 +88,7 @@ def _histograms(ax, cases: dict, variants: list[str]) -> None:
     if log:
         ax.set_xscale("log")
         _plain_log_ticks(ax.xaxis)
-    ax.set_xlabel(LATENCY_LABEL)
-    ax.set_ylabel("rounds (count)")
+    ax.set(xlabel=LATENCY_LABEL, ylabel="rounds (count)")
     ax.legend(title="variant")
 
 
@@ -99,27 +97,17 @@ def _boxes(ax, cases: dict, variants: list[str], lengths: list[int]) -> None:
 
     by_key = {(c.seq_len, c.variant): v for c, v in cases.items()}
     width = 0.8 / len(variants)
-    for j, variant in enumerate(variants):
-        positions, data = [], []
-        for i, length in enumerate(lengths):
-            sample = by_key.get((length, variant))
-            if sample is not None:
-                positions.append(i - 0.4 + width * (j + 0.5))
-                data.append(sample)
-        if not data:
-            continue
+    for j, variant in enumerate(variants):      # each variant has a sample at one length at least
+        present = [(i, by_key[(n, variant)]) for i, n in enumerate(lengths) if (n, variant) in by_key]
         color = VARIANT_COLORS.get(variant, "black")
-        ax.boxplot(data, positions=positions, widths=width * 0.9, patch_artist=True, showfliers=True,
-                   boxprops={"facecolor": color, "alpha": 0.6},
+        ax.boxplot([sample for _, sample in present], positions=[i - 0.4 + width * (j + 0.5) for i, _ in present],
+                   widths=width * 0.9, patch_artist=True, showfliers=True, boxprops={"facecolor": color, "alpha": 0.6},
                    medianprops={"color": "black", "gid": f"median:{variant}"},
                    flierprops={"markersize": 2, "markeredgecolor": color})
     ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
-    ax.set_xlim(-0.6, len(lengths) - 0.4)
-    ax.set_yscale("log")
+    ax.set(xlim=(-0.6, len(lengths) - 0.4), yscale="log", xlabel=LENGTH_LABEL, ylabel=LATENCY_LABEL)
     _plain_log_ticks(ax.yaxis)
     ax.grid(True, axis="y", which="major", alpha=0.3)
-    ax.set_xlabel(LENGTH_LABEL)
-    ax.set_ylabel(LATENCY_LABEL)
     ax.legend(handles=[Patch(facecolor=VARIANT_COLORS.get(v, "black"), alpha=0.6, label=v) for v in variants],
               title="variant", fontsize="small")
 
@@ -147,8 +135,7 @@ def speedup_vs_length(medians_ms: Mapping[Case, float], *, gpu: str | None = Non
             ax.axhline(1.0 / (1.0 - target_reduction), color="black", linewidth=0.8, linestyle=":",
                        label=f"target: {target_reduction:.0%} lower median latency")
         _length_panel(ax, lengths, f"{model} {dtype}")
-        ax.set_ylabel("speedup vs eager (x, ratio of medians)")
-        ax.set_ylim(bottom=0)
+        ax.set(ylabel="speedup vs eager (x, ratio of medians)", ylim=(0, None))
         ax.grid(True, alpha=0.3)
     _suptitle(fig, "Speedup over eager vs prompt length", gpu)
     return fig
@@ -166,8 +153,7 @@ def speedup_figure(series: dict[str, list[LaunchRow]]):
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    plotted = {label: [r for r in rows if r.complete and r.speedup is not None] for label, rows in series.items()}
-    plotted = {label: rows for label, rows in plotted.items() if rows}
+    plotted = {label: kept for label, rows in series.items() if (kept := [r for r in rows if r.speedup is not None])}
     if not plotted:
         raise UsageError("nothing to plot: no N measured with both loop and graph variants")
     fig = Figure(figsize=(11, 4.2), layout="constrained")
@@ -189,12 +175,9 @@ def speedup_figure(series: dict[str, list[LaunchRow]]):
         ax.set_xlabel("launches per sequence N (log scale)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")
-    ax_us.set_yscale("log")
+    ax_us.set(yscale="log", ylabel="overhead per launch (µs, log scale)", title="launch overhead per kernel")
     _plain_log_ticks(ax_us.yaxis)
-    ax_s.set_ylabel("speedup: loop time / graph replay time (×)")
-    ax_us.set_ylabel("overhead per launch (µs, log scale)")
-    ax_s.set_title("graph replay speedup vs N")
-    ax_us.set_title("launch overhead per kernel")
+    ax_s.set(ylabel="speedup: loop time / graph replay time (×)", title="graph replay speedup vs N")
     return fig
 
 
@@ -220,10 +203,9 @@ def busy_vs_length(rows: Sequence[dict], *, gpu: str | None = None):
             ys = [r[key] if r.get(key) is not None else float("nan") for r in panel]
             ax.plot(lengths, ys, marker="o", color=color, linestyle=style, label=label)
         _length_panel(ax, lengths, f"{model} {dtype}")
-        ax.set_yscale("log")
+        ax.set(yscale="log", ylabel=LATENCY_LABEL)
         _plain_log_ticks(ax.yaxis)
         ax.grid(True, which="major", alpha=0.3)
-        ax.set_ylabel(LATENCY_LABEL)
     _suptitle(fig, "GPU busy time vs latency", gpu)
     return fig
 
@@ -232,6 +214,7 @@ def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
     """One horizontal bar of achieved GB/s per decode benchmark, a dashed line at each distinct peak. ValueError when no
     row has an achieved bandwidth."""
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     rows = [r for r in rows if r.get("achieved_gbps") is not None]
     if not rows:
@@ -245,8 +228,6 @@ def decode_bandwidth(rows: Sequence[dict], *, gpu: str | None = None):
     ax.set_yticks(ys, labels, fontsize="small")
     for peak, source in sorted({(r["peak_gbps"], r["peak_source"]) for r in rows if r.get("peak_gbps")}):
         ax.axvline(peak, color="black", linestyle="--", linewidth=1.0, label=f"peak {peak:.0f} GB/s ({source})")
-    from matplotlib.patches import Patch
-
     handles = [Patch(color=c, label=v) for v, c in DECODE_VARIANT_COLORS.items()
                if any(r["variant"] == v for r in rows)]
     ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize="small", loc="lower right")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from cudagraph_bench import variants
+from cudagraph_bench.report.decode_tables import DECODE_COLUMNS
+from cudagraph_bench.report.forward_tables import CASE_COLUMNS
 from cudagraph_bench.report.runs import merged
 from cudagraph_bench.results.roofline_arithmetic import (achieved_gbps, bandwidth_floor_ms, overhead, pct_of_peak,
                                                          run_peak)
@@ -18,8 +20,7 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
     floor_ms_per_token``."""
     rows = []
     for run in runs:
-        peak = run_peak({"cuda": run.environment.cuda_fingerprint})
-        peak_gbps = peak["gbps"] if peak else None
+        peak = run_peak({"cuda": run.environment.cuda_fingerprint}) or {}
         for key, m in measurements(run).items():
             info, case = m.extra_info, m.case
             if key[0] != "decode" or info.get("bytes_per_token") is None:
@@ -29,9 +30,9 @@ def decode_roofline_rows(runs: list[Run]) -> list[dict]:
             gbps = achieved_gbps(nbytes, ms_per_token)
             rows.append({**asdict(case), "weight_mb": _mb(info.get("weight_bytes")),
                          "kv_mb_per_token": _mb(info.get("kv_bytes_per_token")),
-                         "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak_gbps,
-                         "peak_source": peak["source"] if peak else None, "pct_of_peak": pct_of_peak(gbps, peak_gbps),
-                         "floor_ms_per_token": bandwidth_floor_ms(nbytes, peak_gbps)})
+                         "ms_per_token": float(ms_per_token), "achieved_gbps": gbps, "peak_gbps": peak.get("gbps"),
+                         "peak_source": peak.get("source"), "pct_of_peak": pct_of_peak(gbps, peak.get("gbps")),
+                         "floor_ms_per_token": bandwidth_floor_ms(nbytes, peak.get("gbps"))})
     rows.sort(key=lambda r: (r["model"], r["dtype"], r["seq_len"], r["new_tokens"],
                              variants.display_rank(variants.DECODE, r["variant"]), r["variant"]))
     return rows
@@ -42,8 +43,7 @@ def _mb(nbytes) -> float | None:
 
 
 DECODE_ROOFLINE_COLUMNS = [
-    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "prompt tokens", "d"),
-    Column("new_tokens", "new tokens", "d"), Column("variant", "variant"),
+    *DECODE_COLUMNS[:5],    # the request and the variant, as the decode table names them
     Column("weight_mb", "weights MB/token", ".1f"), Column("kv_mb_per_token", "KV cache MB/token", ".2f"),
     Column("ms_per_token", "ms/token", ".3f"), Column("achieved_gbps", "achieved GB/s", ".1f"),
     Column("pct_of_peak", "% of peak", ".1f"), Column("floor_ms_per_token", "ms/token at peak", ".3f"),
@@ -66,8 +66,7 @@ def peak_lines(runs: list[Run]) -> list[str]:
     """Per distinct peak: the GPU, GB/s and its source."""
     lines = []
     for run in runs:
-        if not any(k[0] == "decode" and m.extra_info.get("bytes_per_token") is not None
-                   for k, m in measurements(run).items()):
+        if not decode_roofline_rows([run]):
             continue
         peak = run_peak({"cuda": run.environment.cuda_fingerprint})
         gpu = run.environment.gpu_name
@@ -125,8 +124,7 @@ def forward_busy_rows(runs: list[Run]) -> list[dict]:
 
 
 FORWARD_BUSY_COLUMNS = [
-    Column("model", "model"), Column("dtype", "dtype"), Column("seq_len", "L (tokens)", "d"),
-    Column("n_kernels", "kernels", "d"), Column("busy_ms", "GPU busy ms", ".3f"),
+    *CASE_COLUMNS, Column("n_kernels", "kernels", "d"), Column("busy_ms", "GPU busy ms", ".3f"),
     Column("eager_median_ms", "eager median ms", ".3f"), Column("eager_overhead_ms", "eager overhead ms", ".3f"),
     Column("eager_us_per_kernel", "eager overhead µs/kernel", ".2f"),
     Column("graph_median_ms", "graph median ms", ".3f"), Column("graph_overhead_ms", "graph overhead ms", ".3f"),

@@ -32,10 +32,9 @@ def _section(run: Run) -> dict:
 
 def run_label(run: Run) -> str:
     """E.g. ``"NVIDIA H200, 1 process, 2026-11-30 16:23 (s)"`` (UTC)."""
-    workers = run.environment.gpu_workers
-    gpu = run.environment.gpu_name or "CPU"
-    started = run.environment.run_datetime
-    when = f", {started[:16].replace('T', ' ')}" if started else ""
+    env = run.environment
+    workers, gpu = env.gpu_workers, env.gpu_name or "CPU"
+    when = f", {env.run_datetime[:16].replace('T', ' ')}" if env.run_datetime else ""
     if workers:
         # an older merge (no slowest_worker_wall_s) holds the slowest worker's session as wall_s
         section = run.data.get(SECTION) or {}

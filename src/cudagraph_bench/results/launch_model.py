@@ -33,6 +33,28 @@ def speedup(loop_ms: float, graph_ms: float) -> float:
     return loop_ms / graph_ms
 
 
+class LoopVsGraph:
+    """Loop vs graph medians ``loop_ms`` / ``graph_ms`` (ms, None when not measured) of ``n_launches`` launches, and
+    the numbers derived from them (None where a median is missing)."""
+
+    @property
+    def complete(self) -> bool:
+        return self.loop_ms is not None and self.graph_ms is not None
+
+    @property
+    def speedup(self) -> float | None:
+        """``loop_ms / graph_ms``; None when a median is missing or the graph's is not > 0."""
+        return speedup(self.loop_ms, self.graph_ms) if self.complete and self.graph_ms > 0 else None
+
+    @property
+    def us_per_launch_loop(self) -> float | None:
+        return None if self.loop_ms is None else self.loop_ms * 1000.0 / self.n_launches
+
+    @property
+    def us_per_launch_graph(self) -> float | None:
+        return None if self.graph_ms is None else self.graph_ms * 1000.0 / self.n_launches
+
+
 def predicted_saving_ms(n_kernels: int, loop_us_per_launch: float, graph_us_per_launch: float) -> float:
     """Ms a graph should save on a forward of ``n_kernels`` kernels: ``n_kernels * (loop_us_per_launch -
     graph_us_per_launch) / 1000``, assuming each kernel costs a tiny-kernel launch of host time (real forwards also run

@@ -82,10 +82,8 @@ def achieved_gbps(bytes_per_token: float, ms_per_token: float) -> float | None:
 
 
 def bandwidth_floor_ms(bytes_per_token: float, peak_gbps: float | None) -> float | None:
-    """Least ms per token to read ``bytes_per_token`` at ``peak_gbps``; None without a peak."""
-    if not (is_positive(bytes_per_token) and is_positive(peak_gbps)):
-        return None
-    return bytes_per_token / peak_gbps / 1e6
+    """Least ms per token to read ``bytes_per_token`` at ``peak_gbps`` (the same quotient); None without a peak."""
+    return achieved_gbps(bytes_per_token, peak_gbps)
 
 
 def pct_of_peak(gbps: float | None, peak_gbps: float | None) -> float | None:
@@ -102,6 +100,4 @@ def overhead(median_ms: float | None, busy_ms: float | None,
     if median_ms is None or not is_positive(busy_ms):
         return None, None
     over = median_ms - busy_ms
-    per_node = over * 1000.0 / n_kernels if isinstance(n_kernels, int) and not isinstance(n_kernels, bool) \
-        and n_kernels > 0 else None
-    return over, per_node
+    return over, over * 1000.0 / n_kernels if type(n_kernels) is int and n_kernels > 0 else None  # no bool
