@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import check_output_file, print_verdict, refuse_overwriting_inputs
+from cudagraph_bench.fsio import check_output_file, print_verdict
 from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, PYTEST_ARGS_METAVAR,
                                      parse_count, parse_nonneg, parse_path, parse_pytest_matrix, show_default)
 
@@ -119,8 +119,6 @@ def main(args: argparse.Namespace) -> int:
     from cudagraph_bench.selftest.verdicts import ab_table, evaluate_selftest, render_markdown, summary, table
     from cudagraph_bench.selftest.planned_runs import DEFAULT_UNMODIFIED_RUNS
 
-    if args.markdown:
-        check_output_file(args.markdown, "--markdown", "gate-selftest.md")
     if args.resume and args.source:
         raise UsageError("--resume continues a self-test in its -o folder, --from evaluates one: give one of them")
     ab = f"--ab {args.ab}" if args.ab else f"--ab-delay {args.ab_delay:g}" if args.ab_delay is not None else ""
@@ -147,10 +145,10 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--from {folder} holds no unmodified runs (unmodified-1.json[.gz], "
                              "unmodified-2.json[.gz], ..., as selftest -o writes them): give the -o folder of an "
                              "earlier selftest")
-        refuse_overwriting_inputs(args.markdown, "--markdown", [*paths, args.baseline])
+        check_output_file(args.markdown, "--markdown", "gate-selftest.md", [*paths, args.baseline])
     else:
         planned = _plan(args)
-        refuse_overwriting_inputs(args.markdown, "--markdown", [
+        check_output_file(args.markdown, "--markdown", "gate-selftest.md", [
             args.baseline, *(Path(args.out) / f"{r.name}{ext}" for r in planned for ext in (".json", ".json.gz"))])
         paths = _measure(args, planned)
     loaded = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
