@@ -460,6 +460,21 @@ def test_saved_run_ids_from_storage(tmp_path, capsys, monkeypatch):
     assert rc == 2
 
 
+def test_an_empty_storage_variable_means_what_an_unset_one_means(tmp_path, capsys, monkeypatch):
+    """$CUDAGRAPH_BENCH_STORAGE set to an empty or blank value looks saved-run ids up where an unset one does (as
+    blank $CUDAGRAPH_BENCH_BASELINES does), and --help says so."""
+    from cudagraph_bench.cli import SAVED_RUNS
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CUDAGRAPH_BENCH_STORAGE", raising=False)
+    unset = run_cli(capsys, "compare", "0001", "0002")
+    assert unset[0] == 2 and "saved-run id '0001'" in unset[2]
+    for value in ("", "  "):
+        monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", value)
+        assert run_cli(capsys, "compare", "0001", "0002") == unset
+    assert "$CUDAGRAPH_BENCH_STORAGE, else (unset, or set to an empty value) the checkout's .benchmarks/" in SAVED_RUNS
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "no such file"),
     ("", "is empty"),
