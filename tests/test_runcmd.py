@@ -327,6 +327,18 @@ def test_device_cpu_refuses_every_variant_that_needs_a_gpu_before_anything_runs(
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("chosen", [(), ("--variants", "eager")])
+def test_device_cpu_with_compile_names_the_option_given(capsys, tmp_path, chosen):
+    """``--with-compile`` after ``--`` on the CPU: the one line names the option to drop (and the variants it adds,
+    those of the registry that are compiled), not only the variants the user never typed."""
+    compiled = [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled]
+    assert cli_main(["run", "--device", "cpu", *chosen, "-o", str(tmp_path / "o"), "--", "--with-compile"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.endswith(f"--with-compile adds the torch.compile variants ({', '.join(compiled)}), which need a CUDA "
+                        "GPU: --device cpu runs only --variants eager (drop --with-compile)")
+    assert not (tmp_path / "o").exists()
+
+
 def test_device_cuda_without_a_gpu_is_a_usage_error_that_names_the_cpu_hint(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(process, "cuda_problem", lambda: "torch.cuda.is_available() is False for python")
     assert cli_main(["run", "--variants", "eager,graph", "-o", str(tmp_path / "o")]) == 2

@@ -155,7 +155,11 @@ def matrices(args: argparse.Namespace):
         if merged.get("device") == "cpu" and not chosen_here:   # the defaults need a GPU: the CPU's own
             chosen = [n for n in chosen if not variants.variant(variants.FORWARD, n).needs_cuda]
         if with_compile:
-            chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
+            added = [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
+            if merged.get("device") == "cpu" and any(variants.variant(variants.FORWARD, n).needs_cuda for n in added):
+                raise UsageError(f"--with-compile adds the torch.compile variants ({', '.join(added)}), which need a "
+                                 "CUDA GPU: --device cpu runs only --variants eager (drop --with-compile)")
+            chosen += added
         out.append(Matrix(tuple((k, v) for k, v in merged.items() if v is not None),
                           tuple(parse_variants(",".join(chosen))), tuple(rest)))
     return out
