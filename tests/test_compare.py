@@ -274,6 +274,26 @@ def test_several_missing_gated_benchmarks_are_each_named_and_a_regression_still_
     assert rc == 1  # the regression still fails
 
 
+def test_a_missing_graph_benchmark_is_gated_only_where_the_gate_gates_its_case(tmp_path, capsys, old):
+    """compare calls a missing benchmark gated by the gate's own rule: a graph benchmark of a case the gate leaves
+    ungated (a long prompt) missing in NEW is only counted; one of a case the gate gates fails, named."""
+    from cudagraph_bench.results.gate import evaluate
+    from cudagraph_bench.results.runfile import load_run
+
+    verdicts = [v for v in evaluate(load_run(str(old))) if v.variant == "graph"]
+    gated, free = next(v for v in verdicts if v.gated), next(v for v in verdicts if not v.gated)
+    assert free.seq_len > max(v.seq_len for v in verdicts if v.gated)
+
+    def label(v):
+        return f"{v.model} {v.dtype} L={v.seq_len} graph"
+    rc, out, _ = run_cli(capsys, "compare", old, write(_without(CHECKED, label(free)), tmp_path / "free.json"))
+    assert rc == 0 and out.splitlines()[-1].endswith("; 1 only in OLD") and "missing in NEW" not in out
+    both = write(_without(_without(CHECKED, label(free)), label(gated)), tmp_path / "both.json")
+    rc, out, _ = run_cli(capsys, "compare", old, both)
+    assert rc == 1 and out.splitlines()[-1].endswith(
+        f"; 1 gated benchmark of OLD missing in NEW (--allow missing to accept): {label(gated)}; 2 only in OLD")
+
+
 def test_a_missing_reference_is_counted_and_gated_only_with_gate_references(tmp_path, capsys, old):
     path = write(_without(CHECKED, "gpt2 float32 L=50 eager"), tmp_path / "new.json")
     rc, out, _ = run_cli(capsys, "compare", old, path)
@@ -438,6 +458,21 @@ def test_saved_run_ids_from_storage(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", str(tmp_path / "elsewhere"))
     rc, _, _ = run_cli(capsys, "compare", "0001", "0002")
     assert rc == 2
+
+
+def test_an_empty_storage_variable_means_what_an_unset_one_means(tmp_path, capsys, monkeypatch):
+    """$CUDAGRAPH_BENCH_STORAGE set to an empty or blank value looks saved-run ids up where an unset one does (as
+    blank $CUDAGRAPH_BENCH_BASELINES does), and --help says so."""
+    from cudagraph_bench.cli import SAVED_RUNS
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CUDAGRAPH_BENCH_STORAGE", raising=False)
+    unset = run_cli(capsys, "compare", "0001", "0002")
+    assert unset[0] == 2 and "saved-run id '0001'" in unset[2]
+    for value in ("", "  "):
+        monkeypatch.setenv("CUDAGRAPH_BENCH_STORAGE", value)
+        assert run_cli(capsys, "compare", "0001", "0002") == unset
+    assert "$CUDAGRAPH_BENCH_STORAGE, else (unset, or set to an empty value) the checkout's .benchmarks/" in SAVED_RUNS
 
 
 @pytest.mark.parametrize("content, message", [

@@ -445,6 +445,43 @@ def test_a_weight_shape_the_config_does_not_build_is_a_load_failure_naming_the_w
                      r"the model config\.json builds: fix config\.json", str(failure.value))
 
 
+@pytest.mark.parametrize("edit, shown", [("drop", "missing"), ("drop-text-config", "missing"), (None, "null"),
+                                         (0, "0"), ("512", '"512"')])
+def test_a_multimodal_config_without_its_text_vocabulary_is_refused_naming_the_field(tmp_path, edit, shown):
+    """Gemma 3's image-text config.json whose text model records no vocabulary (or not a whole number >= 1) is its
+    folder's one-line refusal naming ``text_config.vocab_size`` and the fix, at the check and at the load: a missing
+    one would build transformers' default vocabulary and fail the load with transformers' pointer to a logged
+    report, a bad one with its field validation; the saved folder itself is measured."""
+    import shutil
+
+    from cudagraph_bench.errors import UnknownModelError
+    from cudagraph_bench.models.presets import load_model
+    from cudagraph_bench.models.zoo_types import causal_lm_types, zoo_checkpoint
+
+    if "gemma3" not in causal_lm_types():
+        pytest.skip("transformers has no gemma3 here")
+    saved = zoo_checkpoint("gemma3", tmp_path)
+    folder = shutil.copytree(saved, tmp_path / "edited")
+    data = json.loads((folder / "config.json").read_text())
+    if edit == "drop-text-config":
+        del data["text_config"]
+    elif edit == "drop":
+        del data["text_config"]["vocab_size"]
+    else:
+        data["text_config"]["vocab_size"] = edit
+    (folder / "config.json").write_text(json.dumps(data))
+    checks = check_models([str(folder), saved])
+    assert checks.accepted == (saved,)
+    (refusal,) = checks.refused
+    expected = (f'{folder}/config.json: "text_config.vocab_size" is {shown}: a multimodal model is measured on its text '
+                "model, whose vocabulary (the rows of its token embedding, a whole number >= 1) config.json must "
+                "record: set it, or re-save the model with save_pretrained()")
+    assert refusal.reason == expected
+    with pytest.raises(UnknownModelError) as exc:
+        load_model(str(folder), "float32", "cpu")
+    assert str(exc.value) == expected
+
+
 def test_the_pytest_session_and_run_refuse_a_bad_config_field_in_one_line(pytester, edited_llamas, tmp_path, capsys):
     """pytest --collect-only with the edited folders and the untouched one: no INTERNALERROR, the untouched
     folder's cases are collected and each edited one is listed with its reason under a line that says the others

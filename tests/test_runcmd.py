@@ -220,7 +220,7 @@ def test_every_config_key_counts_and_the_command_line_wins_over_it(tmp_path, cap
     run checks: its eager matrix needs no GPU, and a [[sweep]] of graph is refused with the graph-needs-CUDA line."""
     import tomllib
 
-    assert set(EVERY_KEY) == {o.dest for o in MATRIX_OPTIONS}
+    assert set(EVERY_KEY) == {o.dest for o in MATRIX_OPTIONS} == set(runcmd.CONFIG_TYPES)
     text = "".join(f"{key} = {json.dumps(value)}\n" for key, (value, _) in EVERY_KEY.items())
     assert tomllib.loads(text)
     path = write_toml(tmp_path, text)
@@ -257,9 +257,17 @@ def test_every_config_key_counts_and_the_command_line_wins_over_it(tmp_path, cap
     ("sweep = []", "'sweep' is empty: give at least one [[sweep]] table, or remove the key"),
     ("sweep = 3", "key 'sweep' must be an array of tables"),
     ("models = [", "is not valid TOML"),
-    ("rounds = [1]", "key 'rounds': expected one value, got a list"),
+    ("rounds = [1]", "key 'rounds': expected an integer, got a list ([1])"),
     ("max_time_ms = -5", "key 'max_time_ms': expected milliseconds >= 0"),
-    ("check_inputs = true", "key 'check_inputs': expected a value, got a boolean"),
+    ("check_inputs = true", "key 'check_inputs': expected an integer, got a boolean (true)"),
+    ("models = 5", "key 'models': expected a list of strings, got an integer (5)"),
+    ('models = ["gpt2", 5]', "key 'models': expected a list of strings, got an integer (5) in the list"),
+    ('prompt_lengths = "16"', "key 'prompt_lengths': expected a list of integers, got a string (\"16\")"),
+    ('rounds = "20"', "key 'rounds': expected an integer, got a string (\"20\")"),
+    ("pad_to = 1.5", "key 'pad_to': expected an integer, got a number (1.5)"),
+    ("device = 1", "key 'device': expected a string, got an integer (1)"),
+    ("warmup_ms = 1979-05-27", "key 'warmup_ms': expected a number, got a date or time"),
+    ('[[sweep]]\nmodels = "gpt2"', "[[sweep]] #1: key 'models': expected a list of strings, got a string"),
 ])
 def test_a_bad_config_is_one_line_naming_the_file_and_the_key(tmp_path, capsys, text, message):
     path = write_toml(tmp_path, text)
@@ -316,6 +324,18 @@ def test_device_cpu_refuses_every_variant_that_needs_a_gpu_before_anything_runs(
     path = write_toml(tmp_path, 'variants = ["eager", "padded"]')
     assert cli_main(["run", "--device", "cpu", "--config", path, "-o", str(tmp_path / "o")]) == 2
     assert "(drop padded)" in capsys.readouterr().err                # the config's choice is checked too
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("chosen", [(), ("--variants", "eager")])
+def test_device_cpu_with_compile_names_the_option_given(capsys, tmp_path, chosen):
+    """``--with-compile`` after ``--`` on the CPU: the one line names the option to drop (and the variants it adds,
+    those of the registry that are compiled), not only the variants the user never typed."""
+    compiled = [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled]
+    assert cli_main(["run", "--device", "cpu", *chosen, "-o", str(tmp_path / "o"), "--", "--with-compile"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.endswith(f"--with-compile adds the torch.compile variants ({', '.join(compiled)}), which need a CUDA "
+                        "GPU: --device cpu runs only --variants eager (drop --with-compile)")
     assert not (tmp_path / "o").exists()
 
 

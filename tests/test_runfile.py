@@ -11,7 +11,7 @@ from cudagraph_bench.cases import Case
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.runfile import forward_cases, forward_groups, load_run, measurements, resolve_run_path
 
-from h200_fixture import copy_doc, DOC, FIXTURE
+from h200_fixture import committed_run, copy_doc, DOC, FIXTURE, read_json
 
 pytestmark = pytest.mark.transformers_free
 
@@ -256,3 +256,35 @@ def test_storage_that_is_empty_or_a_file_is_named(tmp_path):
     f.write_text("{}")
     with pytest.raises(InputFileError, match=r"is a file: set \$CUDAGRAPH_BENCH_STORAGE to the folder"):
         load_run("0001", storage=str(f))
+
+
+@pytest.mark.parametrize("how, message", [
+    ("text", "benchmarks[0] has params of type string, not an object"),
+    ("seq_len-str", "benchmarks[0] has params.seq_len = '16', not a whole number of tokens >= 1"),
+    ("model-number", "benchmarks[0] has params.model of type number, not a string"),
+    ("no-model", "benchmarks[0] (perf_tests/test_forward_bench.py::test_forward[gpt2-float32-L16-eager]) lacks "
+                 "params.model, which other benchmarks of its test record"),
+])
+def test_malformed_params_are_refused_like_malformed_extra_info(tmp_path, capsys, how, message):
+    """A benchmark's params hold its case's key as pytest-benchmark groups it: params that are no object, a key field
+    of the wrong type, or a lack of a key the other benchmarks of its test have is the one-line refusal that malformed
+    extra_info gets, before the gate reads the run (exit 2); the run as written passes the gate."""
+    from cudagraph_bench.cli import main as cli_main
+
+    doc = copy_doc(read_json(committed_run("forward-repeat")))
+    params = doc["benchmarks"][0]["params"]
+    assert params == {"model": "gpt2", "dtype": "float32", "seq_len": 16, "variant": "eager"}
+    if how == "text":
+        assert cli_main(["gate", str(write(doc, tmp_path / "as-written.json"))]) == 0
+        doc["benchmarks"][0]["params"] = "gpt2-float32-L16-eager"
+    elif how == "no-model":
+        del params["model"]
+    else:
+        params.update({"seq_len-str": {"seq_len": "16"}, "model-number": {"model": 2}}[how])
+    path = write(doc, tmp_path / "run.json")
+    with pytest.raises(InputFileError) as exc:
+        load_run(str(path))
+    assert message in str(exc.value) and len(str(exc.value).splitlines()) == 1
+    capsys.readouterr()
+    assert cli_main(["gate", str(path)]) == 2
+    assert message in capsys.readouterr().err

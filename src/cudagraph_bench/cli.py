@@ -64,8 +64,8 @@ EPILOG = (
     "usage error or unreadable input (one line on stderr saying what to fix).")
 
 #: Where every command that reads runs looks up a saved-run id (:func:`cudagraph_bench.paths.default_storage`).
-SAVED_RUNS = ("Saved-run ids are looked up in $CUDAGRAPH_BENCH_STORAGE, else the checkout's .benchmarks/, else "
-              "./.benchmarks.")
+SAVED_RUNS = ("Saved-run ids are looked up in $CUDAGRAPH_BENCH_STORAGE, else (unset, or set to an empty value) the "
+              "checkout's .benchmarks/, else ./.benchmarks.")
 
 #: sub-command -> what its ``--help`` says: what it does, what it reads, what it writes, its exit codes.
 DESCRIPTIONS = {

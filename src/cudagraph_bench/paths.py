@@ -40,7 +40,8 @@ def default_baseline(gpu_slug: str) -> tuple[Path | None, list[Path]]:
 
 
 def default_storage() -> str:
-    """``$CUDAGRAPH_BENCH_STORAGE``, else the checkout's ``.benchmarks``, else the working directory's."""
+    """``$CUDAGRAPH_BENCH_STORAGE``, else the checkout's ``.benchmarks``, else the working directory's. An empty (or
+    blank) value means unset, as for ``$CUDAGRAPH_BENCH_BASELINES`` and ``$CUDA_VISIBLE_DEVICES``."""
     if os.environ.get(STORAGE_ENV, "").strip():
         return os.environ[STORAGE_ENV]
     root = checkout_root()

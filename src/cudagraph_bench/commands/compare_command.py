@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     check_output_file(args.markdown, "--markdown", "compare.md",
                       [r.path for r in (*old, *new)] + [baseline.path if baseline else None])
     changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
-    passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, args.gate_references),
+    passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, baseline, args.gate_references),
                            args.allow_missing, unmeasured_failures(new))
     def names(runs):
         return ", ".join(str(r.path) for r in runs)

@@ -30,8 +30,13 @@ OWN_OPTIONS = {
     "--journal": "run keeps each process's journal",
     **{flag: "it is run's own option: give it before --" for flag in ("--config", "--gpus", "--cpus")},
 }
-#: Config keys whose value is a list (the others take one value).
-LIST_KEYS = frozenset({"models", "prompt_lengths", "dtypes", "variants", "buckets"})
+#: TOML type of each config key's value: ``[T]`` a list of T's; ``float`` takes an integer too.
+CONFIG_TYPES = {"models": [str], "prompt_lengths": [int], "dtypes": [str], "variants": [str], "device": str,
+                "attn_implementation": str, "max_positions": int, "rounds": int, "precision_pct": float,
+                "max_rounds": int, "max_time_ms": float, "warmup_rounds": int, "warmup_ms": float,
+                "min_time_ms": float, "check_inputs": int, "compile_mode": str, "pad_to": int, "buckets": [int]}
+_TOML_NAMES = {bool: "a boolean", str: "a string", int: "an integer", float: "a number", list: "a list",
+               dict: "a table"}
 #: Keys of a sub-matrix (top level or ``[[sweep]]``).
 MATRIX_KEYS = ("models", "prompt_lengths", "dtypes", "variants")
 _PARSERS = {o.dest: o.type for o in MATRIX_OPTIONS}
@@ -75,11 +80,18 @@ def _parse_config_table(path: str, where: str, table: dict, known) -> dict:
     for key, value in table.items():
         if key not in known:
             raise UsageError(f"{path}: {where}unknown key '{key}': use one of {', '.join(known)}")
-        if isinstance(value, (list, tuple)) and key not in LIST_KEYS:
-            raise UsageError(f"{path}: {where}key '{key}': expected one value, got a list ({value!r})")
+        expected = CONFIG_TYPES[key]
+        many = isinstance(expected, list)
+        kind = expected[0] if many else expected
+        items = value if many and isinstance(value, list) else [value]
+        wrong = [v for v in items if not (type(v) is kind or (kind is float and type(v) is int))]
+        if isinstance(value, list) != many or wrong:
+            shown = value if isinstance(value, list) != many else wrong[0]
+            want = f"a list of {_TOML_NAMES[kind].split()[-1]}s" if many else _TOML_NAMES[kind]
+            raise UsageError(f"{path}: {where}key '{key}': expected {want}, got "
+                             f"{_TOML_NAMES.get(type(shown), 'a date or time')} ({json.dumps(shown, default=str)})"
+                             f"{' in the list' if many and isinstance(value, list) else ''}")
         try:
-            if isinstance(value, bool):
-                raise argparse.ArgumentTypeError(f"expected a value, got a boolean ({value})")
             out[key] = _PARSERS[key](show_default(value))
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"{path}: {where}key '{key}': {exc}") from None
@@ -144,7 +156,11 @@ def matrices(args: argparse.Namespace):
         if merged.get("device") == "cpu" and not chosen_here:   # the defaults need a GPU: the CPU's own
             chosen = [n for n in chosen if not variants.variant(variants.FORWARD, n).needs_cuda]
         if with_compile:
-            chosen += [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
+            added = [v.name for v in variants.of_suite(variants.FORWARD) if v.compiled and v.name not in chosen]
+            if merged.get("device") == "cpu" and any(variants.variant(variants.FORWARD, n).needs_cuda for n in added):
+                raise UsageError(f"--with-compile adds the torch.compile variants ({', '.join(added)}), which need a "
+                                 "CUDA GPU: --device cpu runs only --variants eager (drop --with-compile)")
+            chosen += added
         out.append(Matrix(tuple((k, v) for k, v in merged.items() if v is not None),
                           tuple(parse_variants(",".join(chosen))), tuple(rest)))
     return out

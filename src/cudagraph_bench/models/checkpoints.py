@@ -120,7 +120,8 @@ def _first_line(exc: BaseException, width: int = 160) -> str:
 
 def check_config_json(path: str) -> dict:
     """The parsed ``config.json``, checked before transformers reads it. UnknownModelError: unreadable, not UTF-8 JSON
-    or an object, an unknown ``model_type``, or a field the config checks refuse."""
+    or an object, an unknown ``model_type``, a field the config checks refuse, or a multimodal config whose text model
+    records no vocabulary (transformers would build its class's default, not the weights' own)."""
     import transformers
 
     file = os.path.join(path, "config.json")
@@ -143,6 +144,14 @@ def check_config_json(path: str) -> dict:
         raise UnknownModelError(f"transformers {transformers.__version__} does not know model_type {model_type!r} "
                                 f"of {file}: upgrade transformers or use a supported architecture")
     check_config_fields(file, data)
+    text = data.get("text_config")
+    vocab = text.get("vocab_size") if isinstance(text, dict) else None
+    subs = getattr(transformers.CONFIG_MAPPING[model_type], "sub_configs", {}) if model_type is not None else {}
+    if "text_config" in subs and "vocab_size" not in data and not (_is_whole(vocab) and vocab >= 1):
+        shown = json.dumps(vocab) if isinstance(text, dict) and "vocab_size" in text else "missing"
+        raise UnknownModelError(f'{file}: "text_config.vocab_size" is {shown}: a multimodal model is measured on its '
+                                "text model, whose vocabulary (the rows of its token embedding, a whole number >= 1) "
+                                "config.json must record: set it, or re-save the model with save_pretrained()")
     return data
 
 

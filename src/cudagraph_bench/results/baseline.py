@@ -54,6 +54,18 @@ class Baseline:
         return [h["host"] for h in self.data.get("hosts") or [] if isinstance(h, dict) and h.get("host")]
 
 
+def gated_case(key: tuple[str, str, int], baseline: Baseline | None, max_gated_len: int | None = None) -> bool:
+    """Whether ``gate`` gates the graph of forward case ``key`` (model, dtype, seq_len): the baseline case's own
+    ``gated``, else its prompt length at most ``max_gated_len``, the baseline's, else DEFAULT_MAX_GATED_LEN (a given
+    ``max_gated_len`` wins over the case's mark). The one rule, so that ``compare`` calls gated what ``gate`` gates."""
+    own = (baseline.cases.get(key) if baseline else None) or {}
+    if max_gated_len is None and "gated" in own:
+        return bool(own["gated"])
+    th = baseline.thresholds if baseline else {}
+    return key[2] <= (max_gated_len if max_gated_len is not None else int(th.get("max_gated_len",
+                                                                                 DEFAULT_MAX_GATED_LEN)))
+
+
 def _point(ms: list[Measurement], figure: str = "wall") -> dict:
     """A stored point of ``ms``: median of run medians of ``figure``, median of p95s, the run medians (device figure:
     also the wall run medians)."""

@@ -3,6 +3,7 @@ the benchmark, the field and the fix (exit 2)."""
 
 from __future__ import annotations
 
+import collections
 import math
 from pathlib import Path
 
@@ -37,8 +38,9 @@ def is_positive(value) -> bool:
     return is_number(value) and math.isfinite(value) and value > 0
 
 
-def _check_key_fields(bad, suite: str, info: dict) -> None:
-    """``bad(...)`` for a key field of the wrong type (counts: whole, in [1, MAX_KEY_COUNT])."""
+def _check_key_fields(bad, suite: str, info: dict, where: str = "extra_info") -> None:
+    """``bad(...)`` for a key field of ``where`` (``extra_info`` or ``params``) of the wrong type (counts: whole, in
+    [1, MAX_KEY_COUNT])."""
     for name in SUITE_KEYS[suite]:
         if name not in info:
             continue
@@ -47,10 +49,10 @@ def _check_key_fields(bad, suite: str, info: dict) -> None:
             if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_KEY_COUNT):
                 text = repr(value)
                 shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
-                raise bad(f"has extra_info.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
+                raise bad(f"has {where}.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
                           f"(and at most {MAX_KEY_COUNT:,})")
         elif not isinstance(value, str):
-            raise bad(f"has extra_info.{name} of type {json_type(value)}, not a string")
+            raise bad(f"has {where}.{name} of type {json_type(value)}, not a string")
 
 
 def json_type(value) -> str:
@@ -96,8 +98,12 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     suite = info.get("suite")
     if suite is not None and not isinstance(suite, str):
         raise bad(f"has extra_info.suite of type {json_type(suite)}, not a string such as 'forward'")
+    params = bench.get("params")
+    if params is not None and not isinstance(params, dict):
+        raise bad(f"has params of type {json_type(params)}, not an object (pytest's parameters of the case)")
     if suite in SUITE_KEYS:
         _check_key_fields(bad, suite, info)
+        _check_key_fields(bad, suite, params or {}, "params")       # the same key, as pytest-benchmark groups it
     _check_timings(bad, info)
     problem = replay_format_problem(info["replay"]) if "replay" in info else None   # null is no proof
     if problem:
@@ -139,7 +145,7 @@ def _test_of(i: int, bench: dict) -> str:
 
 def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
     """One-line InputFileError for a benchmark without ``extra_info``, or without ``extra_info.suite`` where its test's
-    other benchmarks name one (it would read as a filtered-out variant)."""
+    other benchmarks name one (it would read as a filtered-out variant), or without a ``params`` key they have."""
     suites: dict[str, str] = {}
     for i, bench in enumerate(benchmarks):
         info = bench.get("extra_info")
@@ -147,9 +153,16 @@ def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
             suites.setdefault(_test_of(i, bench), info["suite"])
     if not suites:
         return
+    params = collections.defaultdict(set)      # pytest gives every case of one test the same parameter names
+    for i, bench in enumerate(benchmarks):
+        params[_test_of(i, bench)].update(bench.get("params") or {})
     for i, bench in enumerate(benchmarks):
         info = bench.get("extra_info")
         fix = "rerun the benchmarks to rewrite the file"
+        lacks = sorted(params[_test_of(i, bench)] - set(bench.get("params") or {}))
+        if lacks:
+            raise InputFileError(f"{path}: benchmarks[{i}] ({benchmark_name(i, bench)}) lacks params."
+                                 f"{', params.'.join(lacks)}, which other benchmarks of its test record: {fix}")
         if info is None:
             raise InputFileError(f"{path}: benchmarks[{i}] ({benchmark_name(i, bench)}) has no extra_info, where this "
                                  f"suite records the case it measured (suite, model, variant, ...): {fix}")

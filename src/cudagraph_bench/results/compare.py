@@ -11,7 +11,7 @@ from cudagraph_bench import variants
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.baseline import Baseline
+from cudagraph_bench.results.baseline import Baseline, gated_case
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer
 from cudagraph_bench.results.record import is_peer
@@ -160,10 +160,16 @@ def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | 
     return changes, only_old, only_new
 
 
-def gated_missing_in_new(old: Run | list[Run], new: Run | list[Run], gate_references: bool = False) -> list[str]:
-    """Labels of OLD's gated benchmarks (:func:`is_gated`) that NEW lacks."""
+def gated_missing_in_new(old: Run | list[Run], new: Run | list[Run], baseline: Baseline | None = None,
+                         gate_references: bool = False) -> list[str]:
+    """Labels of OLD's graph benchmarks (with ``gate_references`` also eager) that NEW lacks, of the forward cases
+    ``gate`` gates by ``baseline``'s rule (:func:`~cudagraph_bench.results.baseline.gated_case`), so that a case
+    called gated is one the gate gates."""
     a, b = _merged(old), _merged(new)
-    return [a[k][0].label for k in _sorted_keys(set(a) - set(b)) if is_gated(a[k][0], gate_references)]
+    shown = (GATED, REF) if gate_references else (GATED,)
+    return [a[k][0].label for k in _sorted_keys(set(a) - set(b))
+            if a[k][0].suite == variants.FORWARD and a[k][0].case.variant in shown
+            and gated_case(a[k][0].case.without_variant(), baseline)]
 
 
 COLUMNS = [

@@ -12,8 +12,8 @@ import numpy as np
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import capture_cost, noise
-from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT, Baseline,
-                                              case_tolerance, check_baseline_gpu, load_baseline)
+from cudagraph_bench.results.baseline import (DEFAULT_MIN_REDUCTION_PCT, Baseline, case_tolerance,
+                                              check_baseline_gpu, gated_case, load_baseline)
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.baseline_values import case_name
 from cudagraph_bench.paths import default_baseline
@@ -190,8 +190,7 @@ def evaluate(runs: Run | list[Run], baseline: Baseline | None = None, *, min_red
     for key, by_variant in merged_forward_groups(runs).items():
         base_case = baseline.cases.get(key) if baseline else None
         own = base_case or {}
-        limit = max_gated_len if max_gated_len is not None else int(th.get("max_gated_len", DEFAULT_MAX_GATED_LEN))
-        gated = bool(own["gated"]) if max_gated_len is None and "gated" in own else key[2] <= limit
+        gated = gated_case(key, baseline, max_gated_len)
         threshold = float(next(v for v in (min_reduction_pct, own.get("min_reduction_pct"),
                                            th.get("min_reduction_pct"), DEFAULT_MIN_REDUCTION_PCT) if v is not None))
         for variant, ms in by_variant.items():
