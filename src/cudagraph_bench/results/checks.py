@@ -47,17 +47,13 @@ class FailedCheck:
 
 def failed_checks(runs: list[Run]) -> list[FailedCheck]:
     """Benchmarks first, then unmeasured cases, in run and file order; a case failing in several runs once."""
+    recorded = [(run, m, True) for run in runs for m in run.measurements.values()]
+    recorded += [(run, f, False) for run in runs for f in run.failures]
     out: dict[tuple, FailedCheck] = {}
-    for run in runs:
-        for m in run.measurements.values():
-            if m.check.status == "fail":
-                out.setdefault((m.suite, m.label, True), FailedCheck(run.path, m.suite, m.case.variant, m.label,
-                                                                     m.check, True))
-    for run in runs:
-        for f in run.failures:
-            if f.check.status == "fail":
-                out.setdefault((f.case.suite, f.case.label, False), FailedCheck(
-                    run.path, f.case.suite, f.case.variant, f.case.label, f.check, False))
+    for run, r, measured in recorded:
+        if r.check.status == "fail":
+            out.setdefault((r.case.suite, r.case.label, measured),
+                           FailedCheck(run.path, r.case.suite, r.case.variant, r.case.label, r.check, measured))
     return list(out.values())
 
 

@@ -5,7 +5,7 @@ benchmark missing in NEW."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from cudagraph_bench import variants
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
@@ -100,13 +100,10 @@ def _baseline_figure_and_spread(baseline: Baseline | None, ms: list[Measurement]
                   "device" if all(x.device_ms is not None for x in ms) else "wall")
     if case is None:
         return figure, None, None
-    medians = case[m.case.variant].get("run_medians_ms") or []
+    medians = case[m.case.variant].get("run_medians_ms") or []    # load_baseline checked them positive
     if m.case.variant == GATED and case[GATED].get("spread_pct") is not None:
         return figure, float(case[GATED]["spread_pct"]), len(medians) - 1
-    try:
-        return (figure, noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (figure, None, None)
-    except ValueError:
-        return figure, None, None
+    return (figure, noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (figure, None, None)
 
 
 def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float | None = None,
@@ -128,16 +125,13 @@ def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float |
                   peer=is_peer(new[0].suite, new[0].case.variant))
 
 
-def _sorted_keys(keys: set) -> list:
-    try:
-        return sorted(keys)
-    except TypeError:
-        return sorted(keys, key=repr)
+def _listed(runs: Run | list[Run]) -> list[Run]:
+    return [runs] if isinstance(runs, Run) else runs
 
 
 def _merged(runs: Run | list[Run]) -> dict[tuple, list[Measurement]]:
     out: dict[tuple, list[Measurement]] = {}
-    for run in [runs] if isinstance(runs, Run) else runs:
+    for run in _listed(runs):
         for key, m in measurements(run).items():
             out.setdefault(key, []).append(m)
     return out
@@ -148,22 +142,21 @@ def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | 
                  ) -> tuple[list[Change], list[str], list[str]]:
     """``(changes, labels only in OLD, only in NEW)``; UsageError when the sides share none."""
     a, b = _merged(old), _merged(new)
-    common = _sorted_keys(set(a) & set(b))
+    common = sorted(set(a) & set(b))     # keys of one suite hold the same types (Case.from_extra_info)
     if not common:
-        old_path = (old if isinstance(old, Run) else old[0]).path
-        new_path = (new if isinstance(new, Run) else new[0]).path
-        raise UsageError(f"{old_path} and {new_path} share no benchmark: compare runs of the same suite and cases")
+        raise UsageError(f"{_listed(old)[0].path} and {_listed(new)[0].path} share no benchmark: compare runs of the "
+                         "same suite and cases")
     changes = [change(a[k], b[k], floor_pct=floor_pct, gate_references=gate_references, baseline=baseline)
                for k in common]
-    only_old = [a[k][0].label for k in _sorted_keys(set(a) - set(b))]
-    only_new = [b[k][0].label for k in _sorted_keys(set(b) - set(a))]
+    only_old = [a[k][0].label for k in sorted(set(a) - set(b))]
+    only_new = [b[k][0].label for k in sorted(set(b) - set(a))]
     return changes, only_old, only_new
 
 
 def gated_missing_in_new(old: Run | list[Run], new: Run | list[Run], gate_references: bool = False) -> list[str]:
     """Labels of OLD's gated benchmarks (:func:`is_gated`) that NEW lacks."""
     a, b = _merged(old), _merged(new)
-    return [a[k][0].label for k in _sorted_keys(set(a) - set(b)) if is_gated(a[k][0], gate_references)]
+    return [a[k][0].label for k in sorted(set(a) - set(b)) if is_gated(a[k][0], gate_references)]
 
 
 COLUMNS = [
@@ -176,11 +169,8 @@ COLUMNS = [
 
 def rows(changes: list[Change]) -> list[dict]:
     """Table rows for :data:`COLUMNS`."""
-    return [{"suite": c.suite, "label": c.label, "runs": f"{c.check.n_old} -> {c.check.n_new}",
-             "old_median_ms": c.check.old_median_ms, "new_median_ms": c.check.new_median_ms, "change_pct": c.change_pct,
-             "tolerance_pct": c.check.tolerance_pct, "p_value": c.check.p_value,
-             "checks": f"{c.old_check} -> {c.new_check}", "status": c.status}
-            for c in changes]
+    return [{**asdict(c.check), "suite": c.suite, "label": c.label, "runs": f"{c.check.n_old} -> {c.check.n_new}",
+             "checks": f"{c.old_check} -> {c.new_check}", "status": c.status} for c in changes]
 
 
 def summary(changes: list[Change], only_old: list[str], only_new: list[str], missing_gated: list[str] = (),
@@ -231,4 +221,4 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
 
 def unmeasured_failures(new: Run | list[Run]) -> list[FailedCheck]:
     """Cases NEW recorded as failed without measuring, known peer failures among them."""
-    return [f for f in failed_checks([new] if isinstance(new, Run) else new) if not f.measured]
+    return [f for f in failed_checks(_listed(new)) if not f.measured]
