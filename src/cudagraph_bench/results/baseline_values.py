@@ -12,7 +12,8 @@ from pathlib import Path
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.options import (parse_alpha, parse_count, parse_multiplier, parse_reduction_pct,
                                      parse_regression_pct, parse_spread_pct)
-from cudagraph_bench.results.benchmark_values import MAX_KEY_COUNT, is_number, is_positive, json_type
+from cudagraph_bench.results.benchmark_values import (MAX_KEY_COUNT, is_number, is_positive, is_whole,
+                                                      json_type, shown)
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 
@@ -45,8 +46,7 @@ def case_name(key: tuple[str, str, int]) -> str:
 
 
 def _shown(value) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+    return shown(json.dumps(value))
 
 
 def check_schema(path: Path, data: dict) -> int:
@@ -56,7 +56,7 @@ def check_schema(path: Path, data: dict) -> int:
     if isinstance(version, str):
         raise InputFileError(f"baseline {path}: schema_version is the string {version!r}, not a number: write it "
                              f"without quotes (\"schema_version\": {SCHEMA_VERSION}), or {regenerate(path)}")
-    if not _whole(version):
+    if not is_whole(version):
         raise InputFileError(f"baseline {path}: schema_version is {_shown(version)} (a JSON {json_type(version)}), not "
                              f"a schema number such as {SCHEMA_VERSION}: {regenerate(path)}")
     if version == 1:
@@ -156,10 +156,6 @@ def _finite_number(value) -> bool:
     return is_number(value) and math.isfinite(value)
 
 
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _whole_float_as_int(value):
     """``9.0`` read as 9; any other value as it is."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -174,7 +170,7 @@ def _check_case_fields(path: Path, index: int, c) -> None:
         raise _bad(path, f"cases[{index}] is {_shown(c)}, not a case object (model, dtype, seq_len, n_runs, "
                          f"{REF}, {GATED}, ...)")
     where = f"cases[{index}]"
-    if isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) and _whole(c.get("seq_len")):
+    if isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) and is_whole(c.get("seq_len")):
         where += f" ({case_name((c['model'], c['dtype'], c['seq_len']))})"
     for name in CASE_FIELDS:
         if name not in c:
@@ -191,7 +187,7 @@ def _check_case_fields(path: Path, index: int, c) -> None:
 def _check_n_runs(path: Path, where: str, c: dict) -> None:
     """A whole number >= 1 (``9.0`` is read as 9)."""
     value, runs = _whole_float_as_int(c["n_runs"]), len(c[GATED]["run_medians_ms"])
-    if not _whole(value) or value < 1:
+    if not is_whole(value) or value < 1:
         raise _bad(path, f"{where}: n_runs is {_shown(value)}, not a whole number of runs >= 1 (no quotes)")
     if value != runs:
         raise _bad(path, f"{where}: n_runs is {value}, but graph.run_medians_ms holds {runs} run medians (one per run)")
@@ -219,7 +215,7 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
             except argparse.ArgumentTypeError as exc:
                 raise _bad(path, f"{where}: graph.{field}: {exc}") from None
     df = g.get("within_host_df")
-    if df is not None and (not _whole(df) or df < 0):
+    if df is not None and (not is_whole(df) or df < 0):
         raise ValueError(f"{where}: graph.within_host_df must be a whole number >= 0, or null")
     if df is not None and df >= runs:
         raise _bad(path, f"{where}: graph.within_host_df is {df}, more than its {runs} run medians give (at most "
@@ -255,7 +251,7 @@ def _hosts(path: Path, data: dict) -> list[str]:
             raise _bad(path, f"hosts[{i}] is {_shown(h)}, not an object: hosts is {fix}")
         if not isinstance(h.get("host"), str) or not h["host"]:
             raise _bad(path, f"hosts[{i}].host is {_shown(h.get('host'))}, not the machine's GPU UUID (text)")
-        if not _whole(h.get("runs")) or h["runs"] < 1:
+        if not is_whole(h.get("runs")) or h["runs"] < 1:
             raise _bad(path, f"hosts[{i}].runs is {_shown(h.get('runs'))}, not a whole number of runs >= 1")
         if h.get("cpu") is not None and not isinstance(h["cpu"], str):
             raise _bad(path, f"hosts[{i}].cpu is {_shown(h['cpu'])}, not text or null")
@@ -328,7 +324,7 @@ def _repeats_a_machine(run_hosts: list) -> bool:
 def _case_seq_len(path: Path, index: int, value) -> int:
     """A whole number in [1, :data:`MAX_KEY_COUNT`] (``50.0`` is read as 50)."""
     value = _whole_float_as_int(value)
-    if not _whole(value) or not 1 <= value <= MAX_KEY_COUNT:
+    if not is_whole(value) or not 1 <= value <= MAX_KEY_COUNT:
         raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
                              f"is a whole number of tokens >= 1; fix it, or {regenerate(path)}")
     return value

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.benchmark_values import is_number
+from cudagraph_bench.results.benchmark_values import is_number, is_whole
 from cudagraph_bench.table import Column
 from cudagraph_bench.variants import GATED
 
@@ -51,7 +51,7 @@ def memory_left(run) -> dict[str, float]:
     if not isinstance(cases, list):
         return {}
     counts = [p.get("graph_cases") if isinstance(p, dict) else None for p in parts or [{"graph_cases": len(cases)}]]
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts) or sum(counts) != len(cases):
+    if not all(is_whole(n) and n >= 0 for n in counts) or sum(counts) != len(cases):
         return {}
     firsts = set(np.cumsum([0, *counts[:-1]]).tolist())
     out = {}

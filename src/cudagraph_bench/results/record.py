@@ -12,7 +12,7 @@ import numpy as np
 from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
 from cudagraph_bench.errors import InputFileError
-from cudagraph_bench.results.benchmark_values import benchmark_name, is_number
+from cudagraph_bench.results.benchmark_values import benchmark_name, is_number, is_whole
 from cudagraph_bench.results.replay import replay_format_problem
 from cudagraph_bench.results.replay import replay_problem as _replay_problem
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
@@ -256,7 +256,7 @@ def decode_environment(data: dict) -> Environment:
         pytest_benchmark=_text(data.get("version")), commit_id=_text((commit or {}).get("id")) or None,
         commit_dirty=bool((commit or {}).get("dirty")), run_datetime=_text(data.get("datetime")),
         cpu_brand=_text(cpu.get("brand_raw")) or None,
-        cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+        cpu_count=count if is_whole(count) else None,
         cuda_fingerprint=cuda, commit_info=commit,
         gpu_workers=len(info["workers"]) if isinstance(info.get("workers"), list) else 0,
         planted_fault=_text(_mapping(data.get("cudagraph_bench")).get("planted_fault")) or None)
