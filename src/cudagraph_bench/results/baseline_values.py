@@ -87,7 +87,11 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
             for name in ("model", "dtype"):
                 if not isinstance(c[name], str):
                     raise ValueError(f"cases[{index}].{name} is {json.dumps(c[name])[:40]}, not a string")
-            key = (str(c["model"]), str(c["dtype"]), _case_seq_len(path, index, c["seq_len"]))
+            seq_len = _whole_float_as_int(c["seq_len"])     # 50.0 is read as 50
+            if not is_whole(seq_len) or not 1 <= seq_len <= MAX_KEY_COUNT:
+                raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(seq_len)}: a prompt "
+                                     f"length is a whole number of tokens >= 1; fix it, or {regenerate(path)}")
+            key = (str(c["model"]), str(c["dtype"]), seq_len)
             if key in cases:
                 first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
                 raise InputFileError(f"baseline {path} lists case {case_name(key)} twice (cases[{first}] and "
@@ -95,7 +99,6 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
             _check_case(path, key, c)
             where = f"cases[{index}] ({case_name(key)})"
             _check_points(path, index, where, c)
-            _check_n_runs(path, where, c)
             _check_capture_cost(path, where, c, required=schema >= 4)
             if schema >= 3:
                 _check_machines(path, where, c, hosts)
@@ -184,16 +187,8 @@ def _check_case_fields(path: Path, index: int, c) -> None:
                 raise _bad(path, f"{where}: {variant} has no {name}")
 
 
-def _check_n_runs(path: Path, where: str, c: dict) -> None:
-    """A whole number >= 1 (``9.0`` is read as 9)."""
-    value, runs = _whole_float_as_int(c["n_runs"]), len(c[GATED]["run_medians_ms"])
-    if not is_whole(value) or value < 1:
-        raise _bad(path, f"{where}: n_runs is {_shown(value)}, not a whole number of runs >= 1 (no quotes)")
-    if value != runs:
-        raise _bad(path, f"{where}: n_runs is {value}, but graph.run_medians_ms holds {runs} run medians (one per run)")
-
-
 def _check_points(path: Path, index: int, where: str, c: dict) -> None:
+    """The times and spreads of both variants, and ``n_runs`` a whole number (``9.0`` is read as 9) of graph runs."""
     for variant in (REF, GATED):
         for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
             value = c[variant].get(name)
@@ -206,14 +201,15 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
     runs = len(g["run_medians_ms"])
     for field in SPREAD_FIELDS:
         spread = g.get(field)
-        if spread is not None and (not _finite_number(spread) or spread < 0 or runs < 2):
+        if spread is None:
+            continue
+        if not _finite_number(spread) or spread < 0 or runs < 2:
             raise ValueError(f"{where}: graph.{field} must be a finite percent >= 0 from 2 or more run medians, "
                              "or null")
-        if spread is not None:
-            try:
-                parse_spread_pct(str(spread))
-            except argparse.ArgumentTypeError as exc:
-                raise _bad(path, f"{where}: graph.{field}: {exc}") from None
+        try:
+            parse_spread_pct(str(spread))
+        except argparse.ArgumentTypeError as exc:
+            raise _bad(path, f"{where}: graph.{field}: {exc}") from None
     df = g.get("within_host_df")
     if df is not None and (not is_whole(df) or df < 0):
         raise ValueError(f"{where}: graph.within_host_df must be a whole number >= 0, or null")
@@ -232,6 +228,11 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
             isinstance(walls, list) and len(walls) == runs and all(is_positive(x) for x in walls)):
         raise _bad(path, f"{where}: graph.wall_run_medians_ms must list one positive wall median (ms) per run median "
                          "of the device figure (the latency reduction's)")
+    n_runs = _whole_float_as_int(c["n_runs"])
+    if not is_whole(n_runs) or n_runs < 1:
+        raise _bad(path, f"{where}: n_runs is {_shown(n_runs)}, not a whole number of runs >= 1 (no quotes)")
+    if n_runs != runs:
+        raise _bad(path, f"{where}: n_runs is {n_runs}, but graph.run_medians_ms holds {runs} run medians (one per run)")
 
 
 def machines_of(run_hosts: list) -> int:
@@ -319,15 +320,6 @@ def _check_machine_thresholds(path: Path, cases: dict, thresholds: dict, hosts: 
 def _repeats_a_machine(run_hosts: list) -> bool:
     named = [h for h in run_hosts if h is not None]
     return len(named) > len(set(named))
-
-
-def _case_seq_len(path: Path, index: int, value) -> int:
-    """A whole number in [1, :data:`MAX_KEY_COUNT`] (``50.0`` is read as 50)."""
-    value = _whole_float_as_int(value)
-    if not is_whole(value) or not 1 <= value <= MAX_KEY_COUNT:
-        raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
-                             f"is a whole number of tokens >= 1; fix it, or {regenerate(path)}")
-    return value
 
 
 def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
