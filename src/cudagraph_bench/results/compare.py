@@ -98,12 +98,10 @@ def _baseline_figure_and_spread(baseline: Baseline | None, ms: list[Measurement]
     if m.suite == variants.FORWARD and m.case.variant == GATED:
         figure = (case[GATED].get("figure", "wall") if case is not None else
                   "device" if all(x.device_ms is not None for x in ms) else "wall")
-    if case is None:
-        return figure, None, None
-    medians = case[m.case.variant].get("run_medians_ms") or []    # load_baseline checked them positive
-    if m.case.variant == GATED and case[GATED].get("spread_pct") is not None:
-        return figure, float(case[GATED]["spread_pct"]), len(medians) - 1
-    return (figure, noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (figure, None, None)
+    medians = case[m.case.variant].get("run_medians_ms") or [] if case is not None else []   # checked positive
+    spread = case[GATED].get("spread_pct") if case is not None and m.case.variant == GATED else None
+    spread = float(spread) if spread is not None else noise.spread_pct(medians) if len(medians) >= 2 else None
+    return figure, spread, len(medians) - 1 if spread is not None else None
 
 
 def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float | None = None,

@@ -52,11 +52,9 @@ def _seconds_apart(a: Run, b: Run) -> float | None:
 
 
 def _same_rounds(a: Run, b: Run) -> bool:
-    for one, other in zip(a.benchmarks, b.benchmarks):
-        rounds = [(x.get("stats") or {}).get("data") if isinstance(x, dict) else None for x in (one, other)]
-        if rounds[0] is not None and rounds[1] is not None and rounds[0] != rounds[1]:
-            return False
-    return True
+    rounds = [[(x.get("stats") or {}).get("data") if isinstance(x, dict) else None for x in pair]
+              for pair in zip(a.benchmarks, b.benchmarks)]
+    return not any(one is not None and other is not None and one != other for one, other in rounds)
 
 
 def same_run_reason(a: Run, b: Run) -> str | None:

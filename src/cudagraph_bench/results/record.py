@@ -227,13 +227,10 @@ def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD)
     else:
         row = variants.find(suite, variant)
         status = "reference" if row is not None and row.is_reference else "unchecked"
-    return CheckRecord(status=status, method=_text(info.get("check")), max_abs_diff=_number(info.get("max_abs_diff")),
-                       fp64_rmse_ratio=_number(info.get("fp64_rmse_ratio")),
-                       reason=_text(info.get("reason")) or None,
-                       outcome=str(outcome) if outcome else None,
-                       generate_check_passed=vs_generate,
-                       matches_generate=_flag(info.get("matches_generate")),
-                       generate_check=_text(info.get("generate_check")), replay_problem=replay_failed)
+    return CheckRecord(status, _text(info.get("check")), _number(info.get("max_abs_diff")),
+                       _number(info.get("fp64_rmse_ratio")), _text(info.get("reason")) or None,
+                       str(outcome) if outcome else None, vs_generate, _flag(info.get("matches_generate")),
+                       _text(info.get("generate_check")), replay_failed)
 
 
 def _mapping(value) -> dict:
