@@ -232,7 +232,8 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
     if not is_whole(n_runs) or n_runs < 1:
         raise _bad(path, f"{where}: n_runs is {_shown(n_runs)}, not a whole number of runs >= 1 (no quotes)")
     if n_runs != runs:
-        raise _bad(path, f"{where}: n_runs is {n_runs}, but graph.run_medians_ms holds {runs} run medians (one per run)")
+        raise _bad(path, f"{where}: n_runs is {n_runs}, but graph.run_medians_ms holds {runs} run medians (one per "
+                         "run)")
 
 
 def machines_of(run_hosts: list) -> int:

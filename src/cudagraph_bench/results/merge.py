@@ -169,13 +169,12 @@ def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
         shard = recorded_shard(doc)
         if shard is None:
             continue
-        other = next(((k, s) for k, s in seen.items() if k[1] != shard[1] or k == shard), None)
-        if other is not None:
-            (k, n), where = other
+        for (k, n), where in seen.items():
             if n != shard[1]:
                 raise UsageError(f"{where} is shard {k}/{n} and {source} is shard {shard[0]}/{shard[1]}: merge the "
                                  "shards of one --shard K/N split (the same N)")
-            raise UsageError(f"{where} and {source} both ran shard {k}/{n}: give each shard's run once")
+            if k == shard[0]:
+                raise UsageError(f"{where} and {source} both ran shard {k}/{n}: give each shard's run once")
         seen[shard] = source
     if not seen:
         return []
