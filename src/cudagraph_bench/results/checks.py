@@ -62,12 +62,10 @@ def own_and_peer(fails: list[FailedCheck]) -> tuple[list[FailedCheck], list[Fail
     return [f for f in fails if not f.peer], [f for f in fails if f.peer]
 
 
-def peer_note(peer: list[FailedCheck]) -> str | None:
-    """The note on known peer failures with reasons, or None."""
-    if not peer:
-        return None
-    return (f"{plural(len(peer), 'known peer failure')} (not the suite's, like an xfail): "
-            + first_items([f.text for f in peer]))
+def peer_notes(texts: list[str], where: str = "") -> list[str]:
+    """The note on known peer failures (``texts``: each with its reason) found ``where``, or none."""
+    return [f"{plural(len(texts), 'known peer failure')}{where} (not the suite's, like an xfail): "
+            + first_items(texts)] if texts else []
 
 
 def replay_note(runs: list[Run]) -> str | None:

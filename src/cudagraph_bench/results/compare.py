@@ -13,7 +13,7 @@ from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import Baseline
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer
+from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_notes
 from cudagraph_bench.results.record import is_peer
 from cudagraph_bench.results.runfile import Measurement, Run, measurements
 from cudagraph_bench.table import Column, first_items, plural, verdict_line
@@ -210,10 +210,8 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
             parts.append(f"{plural(len(slower_refs), 'reference variant')} slower beyond tolerance, not gated: "
                          + first_items([f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs]))
     parts += [f"{len(only)} only in {side}" for only, side in ((only_old, "OLD"), (only_new, "NEW")) if only]
-    if peer or peer_changes:
-        peer_texts = [f"{c.suite} {c.label}: {c.new_check_detail}" for c in peer_changes] + [f.text for f in peer]
-        parts.append(f"{plural(len(peer_texts), 'known peer failure')} in NEW (not the suite's, like an xfail): "
-                     + first_items(peer_texts))
+    parts += peer_notes([f"{c.suite} {c.label}: {c.new_check_detail}" for c in peer_changes] + [f.text for f in peer],
+                        " in NEW")
     return not failed, verdict_line("compare", not failed, parts)
 
 

@@ -17,7 +17,7 @@ from cudagraph_bench.results.baseline import (DEFAULT_MAX_GATED_LEN, DEFAULT_MIN
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.baseline_values import case_name
 from cudagraph_bench.paths import default_baseline
-from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_note
+from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_notes
 from cudagraph_bench.results.runfile import (Run, check_one_gpu, distinct_runs, forward_cases, forward_groups,
                                              load_run, merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
@@ -310,8 +310,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
                      f"'marginal' cannot be judged: {first_items(no_interval)}")
     if baseline is None:
         parts.append("--baseline none: regression check skipped")
-    if peer:
-        parts.append(peer_note(peer))
+    parts += peer_notes([f.text for f in peer])
     return not failed, verdict_line("gate", not failed, parts)
 
 
