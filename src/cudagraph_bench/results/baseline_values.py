@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.options import (parse_alpha, parse_count, parse_multiplier, parse_reduction_pct,
                                      parse_regression_pct, parse_spread_pct)
-from cudagraph_bench.results.benchmark_values import (MAX_KEY_COUNT, is_number, is_positive, is_whole,
-                                                      json_type, shown)
+from cudagraph_bench.results.benchmark_values import (MAX_KEY_COUNT, is_finite, is_number, is_positive,
+                                                      is_whole, json_type, shown)
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 
@@ -155,10 +154,6 @@ def _thresholds(raw: dict) -> dict:
     return thresholds
 
 
-def _finite_number(value) -> bool:
-    return is_number(value) and math.isfinite(value)
-
-
 def _whole_float_as_int(value):
     """``9.0`` read as 9; any other value as it is."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -203,7 +198,7 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
         spread = g.get(field)
         if spread is None:
             continue
-        if not _finite_number(spread) or spread < 0 or runs < 2:
+        if not is_finite(spread) or spread < 0 or runs < 2:
             raise ValueError(f"{where}: graph.{field} must be a finite percent >= 0 from 2 or more run medians, "
                              "or null")
         try:
@@ -364,7 +359,7 @@ def _check_capture_cost(path: Path, where: str, c: dict, *, required: bool) -> N
     spread = cap.get("spread_pct")
     if spread is not None:
         try:
-            if not _finite_number(spread) or len(values) < 2:
+            if not is_finite(spread) or len(values) < 2:
                 raise argparse.ArgumentTypeError("not a finite percent from 2 or more runs")
             parse_spread_pct(str(spread))
         except argparse.ArgumentTypeError as exc:
@@ -373,7 +368,7 @@ def _check_capture_cost(path: Path, where: str, c: dict, *, required: bool) -> N
     if mem is None:
         return
     runs = mem.get("run_values_mib") if isinstance(mem, dict) else None
-    if not (isinstance(runs, list) and len(runs) >= 2 and all(_finite_number(x) for x in runs)
-            and _finite_number(mem.get("median_mib"))):
+    if not (isinstance(runs, list) and len(runs) >= 2 and all(is_finite(x) for x in runs)
+            and is_finite(mem.get("median_mib"))):
         raise _bad(path, f"{where}: capture_cost.pool_left_mib is {_shown(mem)}, not null or "
                          "{median_mib, run_values_mib} of finite MiB from 2 or more runs")

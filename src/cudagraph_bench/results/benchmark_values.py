@@ -42,9 +42,14 @@ def shown(text: str, head: int = 30) -> str:
     return text if len(text) <= 40 else f"{text[:head]}... ({len(text)} characters)"
 
 
+def is_finite(value) -> bool:
+    """A number, neither infinite nor NaN."""
+    return is_number(value) and math.isfinite(value)
+
+
 def is_positive(value) -> bool:
     """A finite number > 0 (a time, a size)."""
-    return is_number(value) and math.isfinite(value) and value > 0
+    return is_finite(value) and value > 0
 
 
 def _check_key_fields(bad, suite: str, info: dict) -> None:
@@ -115,7 +120,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in STAT_FIELDS) or not stats["median"] > 0:
         raise bad("has stats that are negative, zero or not finite")
     stddev = stats.get("stddev")
-    if stddev is not None and not (is_number(stddev) and math.isfinite(stddev) and stddev >= 0):
+    if stddev is not None and not (is_finite(stddev) and stddev >= 0):
         raise bad(f"has stats.stddev = {stddev!r}, not a finite spread >= 0")
     if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
         raise bad(f"has a round time above {MAX_ROUND_S:g} s")
@@ -138,7 +143,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     if data is not None:
         if isinstance(data, list) and not data:
             raise bad("has an empty stats.data (no rounds)")
-        if not isinstance(data, list) or not all(is_number(x) and math.isfinite(x) and x > 0 for x in data):
+        if not isinstance(data, list) or not all(is_positive(x) for x in data):
             raise bad("has stats.data that is not a list of positive finite seconds")
         if max(data) > MAX_ROUND_S:
             raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")

@@ -5,13 +5,12 @@ calls, judged as latency is (failing only where the rank test agrees; one run be
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.benchmark_values import is_number, is_whole
+from cudagraph_bench.results.benchmark_values import is_finite, is_number, is_whole
 from cudagraph_bench.table import Column
 from cudagraph_bench.variants import GATED
 
@@ -54,14 +53,9 @@ def memory_left(run) -> dict[str, float]:
     if not all(is_whole(n) and n >= 0 for n in counts) or sum(counts) != len(cases):
         return {}
     firsts = set(np.cumsum([0, *counts[:-1]]).tolist())
-    out = {}
-    for i, entry in enumerate(cases):
-        if i in firsts or not isinstance(entry, dict) or not isinstance(entry.get("case"), str):
-            continue
-        before, after = entry.get("reserved_before_mib"), entry.get("reserved_after_mib")
-        if all(is_number(x) and math.isfinite(x) for x in (before, after)):
-            out[entry["case"]] = float(after) - float(before)
-    return out
+    return {e["case"]: float(e["reserved_after_mib"]) - float(e["reserved_before_mib"]) for i, e in enumerate(cases)
+            if i not in firsts and isinstance(e, dict) and isinstance(e.get("case"), str)
+            and is_finite(e.get("reserved_before_mib")) and is_finite(e.get("reserved_after_mib"))}
 
 
 def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
