@@ -181,7 +181,6 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
     still = [c for c in changes if c.wrong and not c.broke]
     own, peer = own_and_peer(list(unmeasured))
     peer_changes = [c for c in changes if c.new_check == "fail" and c.peer]
-    missing_fails = bool(missing_gated) and not allow_missing
     n = plural(len(changes), "benchmark")
     parts = [f"{plural(len(group), 'benchmark')} failed a correctness check {how}: "
              + ", ".join(f"{c.label} ({c.new_check_detail})" for c in group)
@@ -194,7 +193,7 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
         parts.append(f"{plural(len(missing_gated), 'gated benchmark')} of OLD missing in "
                      f"NEW{', allowed by --allow missing' if allow_missing else ' (--allow missing to accept)'}: "
                      + ", ".join(missing_gated))
-    failed = bool(bad or broke or still or own or missing_fails)
+    failed = bool(bad or broke or still or own or (missing_gated and not allow_missing))
     if not (bad or broke or still or own):
         gated = [c for c in changes if c.gated]
         if gated:

@@ -217,11 +217,9 @@ def _no_benchmarks_error(path: Path, section) -> InputFileError:
                               f"`cudagraph-bench run` failed or were skipped{first}; see its "
                               "cudagraph_bench.failures and rerun")
     if records:
-        held = []
-        if records.get("kernel_counts"):
-            held.append(f"the kernel counts of {records['kernel_counts']} forward case(s)")
-        if failures:
-            held.append(f"{len(failures)} case(s) that failed or were skipped{first}")
+        held = ([f"the kernel counts of {records['kernel_counts']} forward case(s)"] if "kernel_counts" in records
+                else [])
+        held += [f"{len(failures)} case(s) that failed or were skipped{first}"] if failures else []
         return InputFileError(f"{path} holds no benchmarks, only {' and '.join(held)} (a session that ran no "
                               "benchmark, e.g. a --shard K/N of the profiling tests): merge it with the runs that "
                               "hold the benchmarks first (cudagraph-bench merge -o merged.json RUN...)")
