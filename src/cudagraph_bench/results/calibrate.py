@@ -99,7 +99,6 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
     refuse_wrong_cases(runs, allow_unchecked=True, what="calibrate")
     n = len(runs)
     out = []
-    groups = merged_forward_groups(runs)
     floor_pct = floor_for(runs) if floor_pct is None else floor_pct
     held_out = [build_baseline(runs[:i] + runs[i + 1:], min_runs=n - 1, allow_unchecked=True, rounded=False,
                                max_gated_len=max_gated_len, noise_multiplier=multiplier, alpha=alpha)
@@ -115,7 +114,7 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
         return lambda factor: case_tolerance(case, doc["thresholds"], [new_ms * factor], floor_pct=floor_pct)
 
-    for (model, dtype, seq_len), by_variant in groups.items():
+    for (model, dtype, seq_len), by_variant in merged_forward_groups(runs).items():
         graph = by_variant.get(GATED, [])
         if seq_len > max_gated_len or len(graph) < n:
             continue
