@@ -85,8 +85,7 @@ class GateVerdict:
     @property
     def regressed(self) -> bool:
         """Slower than the baseline beyond its tolerance (rank test agreeing), or its capture cost regressed."""
-        return (self.regression is not None and self.regression.regressed) or (
-            self.capture is not None and self.capture.regressed)
+        return getattr(self.regression, "regressed", False) or getattr(self.capture, "regressed", False)
 
     @property
     def failed(self) -> bool:
@@ -99,13 +98,9 @@ class GateVerdict:
             parts.append("WRONG")
         elif self.check == "unchecked" and self.variant != REF:
             parts.append("UNCHECKED" if self.unchecked else "unchecked")
-        if self.marginal:
-            parts.append("marginal")
-        if self.regression is not None and self.regression.regressed:
-            parts.append("REGRESSION")
-        if self.capture is not None and self.capture.regressed:
-            parts.append("CAPTURE COST")
-        return ", ".join(parts)
+        flags = {"marginal": self.marginal, "REGRESSION": getattr(self.regression, "regressed", False),
+                 "CAPTURE COST": getattr(self.capture, "regressed", False)}
+        return ", ".join(parts + [flag for flag, on in flags.items() if on])
 
 
 #: ``gate --baseline none``: no regression check.
