@@ -58,24 +58,15 @@ class Change:
 
     @property
     def status(self) -> str:
-        parts = []
-        if self.new_check == "fail" and self.peer:
-            parts.append("known peer failure")
-        elif self.broke:
-            parts.append(f"WRONG (check {self.old_check} -> fail)")
-        elif self.new_check == "fail":
-            parts.append("WRONG (in OLD and NEW)")
-        if self.regressed:
-            parts.append("REGRESSION")
-        elif self.check.regressed:
-            parts.append("slower (reference)")
-        elif self.marginal:
-            parts.append("marginal")
-        elif self.change_pct < -self.check.tolerance_pct:
-            parts.append("faster")
-        elif not parts:
-            parts.append("ok")
-        return ", ".join(parts)
+        fail = self.new_check == "fail"     # each ladder: its first word that holds
+        checked = [word for holds, word in ((fail and self.peer, "known peer failure"),
+                                            (self.broke, f"WRONG (check {self.old_check} -> fail)"),
+                                            (fail, "WRONG (in OLD and NEW)")) if holds][:1]
+        speed = [word for holds, word in ((self.regressed, "REGRESSION"), (self.check.regressed, "slower (reference)"),
+                                          (self.marginal, "marginal"),
+                                          (self.change_pct < -self.check.tolerance_pct, "faster"),
+                                          (not checked, "ok")) if holds][:1]
+        return ", ".join(checked + speed)
 
 
 def is_gated(m: Measurement, gate_references: bool = False) -> bool:
