@@ -220,13 +220,10 @@ def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD)
     replay = info.get("replay")
     replay_failed = _replay_problem(replay) if isinstance(replay, dict) and replay_format_problem(replay) is None \
         else None
-    if correct is False or outcome in FAILED_OUTCOMES or vs_generate is False or replay_failed:
-        status = "fail"
-    elif correct is True or (correct is None and vs_generate is True):
-        status = "pass"
-    else:
-        row = variants.find(suite, variant)
-        status = "reference" if row is not None and row.is_reference else "unchecked"
+    row = variants.find(suite, variant)
+    status = ("fail" if correct is False or outcome in FAILED_OUTCOMES or vs_generate is False or replay_failed else
+              "pass" if correct is True or (correct is None and vs_generate is True) else
+              "reference" if row is not None and row.is_reference else "unchecked")
     return CheckRecord(status, _text(info.get("check")), _number(info.get("max_abs_diff")),
                        _number(info.get("fp64_rmse_ratio")), _text(info.get("reason")) or None,
                        str(outcome) if outcome else None, vs_generate, _flag(info.get("matches_generate")),
