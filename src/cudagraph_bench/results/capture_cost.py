@@ -103,9 +103,7 @@ class CaptureCheck:
 
     @property
     def memory_change_mib(self) -> float | None:
-        if self.memory_mib is None or self.memory_base_mib is None:
-            return None
-        return self.memory_mib - self.memory_base_mib
+        return None if self.memory_mib is None else self.memory_mib - self.memory_base_mib   # both or neither
 
     @property
     def memory_regressed(self) -> bool:
@@ -125,11 +123,10 @@ def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | No
     if not point:
         return None
     th = {k: float(thresholds.get(k, v)) for k, v in THRESHOLDS.items()}
-    cap, capture = point["capture_ms"], None
-    if calls is not None:
-        capture = noise.check_regression(cap["run_eager_calls"], calls, spread=cap.get("spread_pct"),
-                                         floor_pct=th["capture_floor_pct"],
-                                         alpha=float(thresholds.get("alpha", noise.DEFAULT_ALPHA)))
+    cap = point["capture_ms"]
+    capture = None if calls is None else noise.check_regression(
+        cap["run_eager_calls"], calls, spread=cap.get("spread_pct"), floor_pct=th["capture_floor_pct"],
+        alpha=float(thresholds.get("alpha", noise.DEFAULT_ALPHA)))
     mem = point.get("pool_left_mib")
     if mem is None or not left:
         return CaptureCheck(capture)
