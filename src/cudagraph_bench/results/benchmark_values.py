@@ -54,10 +54,7 @@ def is_positive(value) -> bool:
 
 def _check_key_fields(bad, suite: str, info: dict) -> None:
     """``bad(...)`` for a key field of the wrong type (counts: whole, in [1, MAX_KEY_COUNT])."""
-    for name in SUITE_KEYS[suite]:
-        if name not in info:
-            continue
-        value = info[name]
+    for name, value in ((n, info[n]) for n in SUITE_KEYS[suite] if n in info):
         if name in _KEY_COUNTS:
             if not (is_whole(value) and 1 <= value <= MAX_KEY_COUNT):
                 raise bad(f"has extra_info.{name} = {shown(repr(value), 20)}, not a whole number of "
