@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cudagraph_bench.results.record import parse_stamp
+from cudagraph_bench.table import plural
 
 if TYPE_CHECKING:
     from cudagraph_bench.results.runfile import Run
@@ -67,9 +68,8 @@ def same_run_reason(a: Run, b: Run) -> str | None:
     apart = _seconds_apart(a, b)
     if apart is None or apart > SAME_SESSION_S or not _same_rounds(a, b):
         return None
-    n = len(a.benchmarks)
-    return (f"one session's two files: the same {n} benchmark{'' if n == 1 else 's'} and statistics, "
-            f"stamped {apart:.3f} s apart")
+    return (f"one session's two files: the same {plural(len(a.benchmarks), 'benchmark')} and statistics, stamped "
+            f"{apart:.3f} s apart")
 
 
 def shared_runs(runs: list[Run], others: list[Run]) -> list[Run]:
