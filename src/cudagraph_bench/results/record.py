@@ -15,7 +15,7 @@ from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.results.benchmark_values import benchmark_name, is_number, is_whole
 from cudagraph_bench.results.replay import replay_format_problem
 from cudagraph_bench.results.replay import replay_problem as _replay_problem
-from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
+from cudagraph_bench.results.stats import Summary, summarize
 
 #: The key of a measurement: one class per suite, :class:`~cudagraph_bench.cases.OtherCase` for no suite.
 CaseKey = Case | DecodeCase | LaunchCase | OtherCase
@@ -177,11 +177,6 @@ class Measurement:
         """The median of ``figure`` (``"device"``: :attr:`device_ms`, ``"wall"``: the synchronized wall median) in ms;
         None when not recorded."""
         return self.device_ms if figure == "device" else self.summary.median_ms
-
-    @property
-    def can_bootstrap(self) -> bool:
-        """Per-round data of at least :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
-        return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from cudagraph_bench.results.benchmark_values import (STAT_FIELDS, check_benchma
                                                       check_suite_benchmarks, is_number)
 from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, Environment, FailedCase, Measurement, decode_environment,
                                             decode_failure, decode_measurement, records_without_benchmarks)
-from cudagraph_bench.results.stats import reduction_ci, reduction_pct, runs_reduction_pct
+from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, reduction_ci, reduction_pct, runs_reduction_pct
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
@@ -304,7 +304,7 @@ def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
     if len(pairs) == 1:
         eager, other = pairs[0]
         red = reduction_pct(eager.summary.median_ms, other.summary.median_ms)
-        if not (eager.can_bootstrap and other.can_bootstrap):
+        if not all(m.samples_ms is not None and len(m.samples_ms) >= MIN_BOOTSTRAP_ROUNDS for m in pairs[0]):
             return red, None
         low, high = reduction_ci(eager.samples_ms, other.samples_ms)
         return red, (100.0 * low, 100.0 * high)
