@@ -290,9 +290,8 @@ def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[st
     merged: dict[tuple[str, str, int], dict[str, list[Measurement]]] = {}
     for run in runs:
         for key, by_variant in forward_groups(run).items():
-            slot = merged.setdefault(key, {})
             for variant, m in by_variant.items():
-                slot.setdefault(variant, []).append(m)
+                merged.setdefault(key, {}).setdefault(variant, []).append(m)
     return dict(sorted(merged.items()))
 
 
