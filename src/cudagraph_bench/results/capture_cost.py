@@ -138,10 +138,7 @@ def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | No
 def verdict_parts(results) -> tuple[list[str], list[str]]:
     """``(failures, notes)``: a line per regressed figure; notes for warnings, old baselines."""
     failures, notes = [], []
-    for r in results:
-        c = r.capture
-        if c is None:
-            continue
+    for r, c in ((r, r.capture) for r in results if r.capture is not None):
         if c.capture_regressed:
             failures.append(f"{r.label} {r.variant} capture_ms {c.capture.change_pct:+.0f}% vs baseline in eager calls "
                             f"(tolerance {c.capture.tolerance_pct:.0f}%, rank p={c.capture.p_value:.3f})")
