@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 from cudagraph_bench.errors import InputFileError
 from cudagraph_bench.options import (parse_alpha, parse_count, parse_multiplier, parse_reduction_pct,
                                      parse_regression_pct, parse_spread_pct)
-from cudagraph_bench.results.benchmark_values import MAX_KEY_COUNT, is_number, is_positive, json_type
+from cudagraph_bench.results.benchmark_values import (MAX_KEY_COUNT, is_finite, is_number, is_positive,
+                                                      is_whole, json_type, shown)
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
 from cudagraph_bench.variants import GATED
 
@@ -45,8 +45,7 @@ def case_name(key: tuple[str, str, int]) -> str:
 
 
 def _shown(value) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+    return shown(json.dumps(value))
 
 
 def check_schema(path: Path, data: dict) -> int:
@@ -56,7 +55,7 @@ def check_schema(path: Path, data: dict) -> int:
     if isinstance(version, str):
         raise InputFileError(f"baseline {path}: schema_version is the string {version!r}, not a number: write it "
                              f"without quotes (\"schema_version\": {SCHEMA_VERSION}), or {regenerate(path)}")
-    if not _whole(version):
+    if not is_whole(version):
         raise InputFileError(f"baseline {path}: schema_version is {_shown(version)} (a JSON {json_type(version)}), not "
                              f"a schema number such as {SCHEMA_VERSION}: {regenerate(path)}")
     if version == 1:
@@ -87,7 +86,11 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
             for name in ("model", "dtype"):
                 if not isinstance(c[name], str):
                     raise ValueError(f"cases[{index}].{name} is {json.dumps(c[name])[:40]}, not a string")
-            key = (str(c["model"]), str(c["dtype"]), _case_seq_len(path, index, c["seq_len"]))
+            seq_len = _whole_float_as_int(c["seq_len"])     # 50.0 is read as 50
+            if not is_whole(seq_len) or not 1 <= seq_len <= MAX_KEY_COUNT:
+                raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(seq_len)}: a prompt "
+                                     f"length is a whole number of tokens >= 1; fix it, or {regenerate(path)}")
+            key = (str(c["model"]), str(c["dtype"]), seq_len)
             if key in cases:
                 first = next(i for i, other in enumerate(data["cases"]) if other is cases[key])
                 raise InputFileError(f"baseline {path} lists case {case_name(key)} twice (cases[{first}] and "
@@ -95,7 +98,6 @@ def check_document(path: Path, data: dict) -> tuple[str, dict, dict]:
             _check_case(path, key, c)
             where = f"cases[{index}] ({case_name(key)})"
             _check_points(path, index, where, c)
-            _check_n_runs(path, where, c)
             _check_capture_cost(path, where, c, required=schema >= 4)
             if schema >= 3:
                 _check_machines(path, where, c, hosts)
@@ -152,14 +154,6 @@ def _thresholds(raw: dict) -> dict:
     return thresholds
 
 
-def _finite_number(value) -> bool:
-    return is_number(value) and math.isfinite(value)
-
-
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _whole_float_as_int(value):
     """``9.0`` read as 9; any other value as it is."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -174,7 +168,7 @@ def _check_case_fields(path: Path, index: int, c) -> None:
         raise _bad(path, f"cases[{index}] is {_shown(c)}, not a case object (model, dtype, seq_len, n_runs, "
                          f"{REF}, {GATED}, ...)")
     where = f"cases[{index}]"
-    if isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) and _whole(c.get("seq_len")):
+    if isinstance(c.get("model"), str) and isinstance(c.get("dtype"), str) and is_whole(c.get("seq_len")):
         where += f" ({case_name((c['model'], c['dtype'], c['seq_len']))})"
     for name in CASE_FIELDS:
         if name not in c:
@@ -188,16 +182,8 @@ def _check_case_fields(path: Path, index: int, c) -> None:
                 raise _bad(path, f"{where}: {variant} has no {name}")
 
 
-def _check_n_runs(path: Path, where: str, c: dict) -> None:
-    """A whole number >= 1 (``9.0`` is read as 9)."""
-    value, runs = _whole_float_as_int(c["n_runs"]), len(c[GATED]["run_medians_ms"])
-    if not _whole(value) or value < 1:
-        raise _bad(path, f"{where}: n_runs is {_shown(value)}, not a whole number of runs >= 1 (no quotes)")
-    if value != runs:
-        raise _bad(path, f"{where}: n_runs is {value}, but graph.run_medians_ms holds {runs} run medians (one per run)")
-
-
 def _check_points(path: Path, index: int, where: str, c: dict) -> None:
+    """The times and spreads of both variants, and ``n_runs`` a whole number (``9.0`` is read as 9) of graph runs."""
     for variant in (REF, GATED):
         for name in ("median_ms", "p95_ms"):   # a p95 may be null (runs without per-round data)
             value = c[variant].get(name)
@@ -210,16 +196,17 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
     runs = len(g["run_medians_ms"])
     for field in SPREAD_FIELDS:
         spread = g.get(field)
-        if spread is not None and (not _finite_number(spread) or spread < 0 or runs < 2):
+        if spread is None:
+            continue
+        if not is_finite(spread) or spread < 0 or runs < 2:
             raise ValueError(f"{where}: graph.{field} must be a finite percent >= 0 from 2 or more run medians, "
                              "or null")
-        if spread is not None:
-            try:
-                parse_spread_pct(str(spread))
-            except argparse.ArgumentTypeError as exc:
-                raise _bad(path, f"{where}: graph.{field}: {exc}") from None
+        try:
+            parse_spread_pct(str(spread))
+        except argparse.ArgumentTypeError as exc:
+            raise _bad(path, f"{where}: graph.{field}: {exc}") from None
     df = g.get("within_host_df")
-    if df is not None and (not _whole(df) or df < 0):
+    if df is not None and (not is_whole(df) or df < 0):
         raise ValueError(f"{where}: graph.within_host_df must be a whole number >= 0, or null")
     if df is not None and df >= runs:
         raise _bad(path, f"{where}: graph.within_host_df is {df}, more than its {runs} run medians give (at most "
@@ -236,6 +223,12 @@ def _check_points(path: Path, index: int, where: str, c: dict) -> None:
             isinstance(walls, list) and len(walls) == runs and all(is_positive(x) for x in walls)):
         raise _bad(path, f"{where}: graph.wall_run_medians_ms must list one positive wall median (ms) per run median "
                          "of the device figure (the latency reduction's)")
+    n_runs = _whole_float_as_int(c["n_runs"])
+    if not is_whole(n_runs) or n_runs < 1:
+        raise _bad(path, f"{where}: n_runs is {_shown(n_runs)}, not a whole number of runs >= 1 (no quotes)")
+    if n_runs != runs:
+        raise _bad(path, f"{where}: n_runs is {n_runs}, but graph.run_medians_ms holds {runs} run medians (one per "
+                         "run)")
 
 
 def machines_of(run_hosts: list) -> int:
@@ -255,7 +248,7 @@ def _hosts(path: Path, data: dict) -> list[str]:
             raise _bad(path, f"hosts[{i}] is {_shown(h)}, not an object: hosts is {fix}")
         if not isinstance(h.get("host"), str) or not h["host"]:
             raise _bad(path, f"hosts[{i}].host is {_shown(h.get('host'))}, not the machine's GPU UUID (text)")
-        if not _whole(h.get("runs")) or h["runs"] < 1:
+        if not is_whole(h.get("runs")) or h["runs"] < 1:
             raise _bad(path, f"hosts[{i}].runs is {_shown(h.get('runs'))}, not a whole number of runs >= 1")
         if h.get("cpu") is not None and not isinstance(h["cpu"], str):
             raise _bad(path, f"hosts[{i}].cpu is {_shown(h['cpu'])}, not text or null")
@@ -325,15 +318,6 @@ def _repeats_a_machine(run_hosts: list) -> bool:
     return len(named) > len(set(named))
 
 
-def _case_seq_len(path: Path, index: int, value) -> int:
-    """A whole number in [1, :data:`MAX_KEY_COUNT`] (``50.0`` is read as 50)."""
-    value = _whole_float_as_int(value)
-    if not _whole(value) or not 1 <= value <= MAX_KEY_COUNT:
-        raise InputFileError(f"baseline {path}: cases[{index}] has seq_len {json.dumps(value)}: a prompt length "
-                             f"is a whole number of tokens >= 1; fix it, or {regenerate(path)}")
-    return value
-
-
 def _check_case(path: Path, key: tuple[str, str, int], case: dict) -> None:
     """InputFileError for a non-boolean ``gated`` or a ``min_reduction_pct`` ``--min-reduction`` would refuse."""
     where = f"baseline {path}, case {case_name(key)}"
@@ -375,7 +359,7 @@ def _check_capture_cost(path: Path, where: str, c: dict, *, required: bool) -> N
     spread = cap.get("spread_pct")
     if spread is not None:
         try:
-            if not _finite_number(spread) or len(values) < 2:
+            if not is_finite(spread) or len(values) < 2:
                 raise argparse.ArgumentTypeError("not a finite percent from 2 or more runs")
             parse_spread_pct(str(spread))
         except argparse.ArgumentTypeError as exc:
@@ -384,7 +368,7 @@ def _check_capture_cost(path: Path, where: str, c: dict, *, required: bool) -> N
     if mem is None:
         return
     runs = mem.get("run_values_mib") if isinstance(mem, dict) else None
-    if not (isinstance(runs, list) and len(runs) >= 2 and all(_finite_number(x) for x in runs)
-            and _finite_number(mem.get("median_mib"))):
+    if not (isinstance(runs, list) and len(runs) >= 2 and all(is_finite(x) for x in runs)
+            and is_finite(mem.get("median_mib"))):
         raise _bad(path, f"{where}: capture_cost.pool_left_mib is {_shown(mem)}, not null or "
                          "{median_mib, run_values_mib} of finite MiB from 2 or more runs")

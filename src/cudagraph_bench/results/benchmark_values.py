@@ -33,24 +33,34 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_whole(value) -> bool:
+    """An int, never a boolean."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def shown(text: str, head: int = 30) -> str:
+    """``text``, or its first ``head`` characters and its length when longer than 40."""
+    return text if len(text) <= 40 else f"{text[:head]}... ({len(text)} characters)"
+
+
+def is_finite(value) -> bool:
+    """A number, neither infinite nor NaN."""
+    return is_number(value) and math.isfinite(value)
+
+
 def is_positive(value) -> bool:
     """A finite number > 0 (a time, a size)."""
-    return is_number(value) and math.isfinite(value) and value > 0
+    return is_finite(value) and value > 0
 
 
 def _check_key_fields(bad, suite: str, info: dict, where: str = "extra_info") -> None:
     """``bad(...)`` for a key field of ``where`` (``extra_info`` or ``params``) of the wrong type (counts: whole, in
     [1, MAX_KEY_COUNT])."""
-    for name in SUITE_KEYS[suite]:
-        if name not in info:
-            continue
-        value = info[name]
+    for name, value in ((n, info[n]) for n in SUITE_KEYS[suite] if n in info):
         if name in _KEY_COUNTS:
-            if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_KEY_COUNT):
-                text = repr(value)
-                shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
-                raise bad(f"has {where}.{name} = {shown}, not a whole number of {_KEY_COUNTS[name]} >= 1 "
-                          f"(and at most {MAX_KEY_COUNT:,})")
+            if not (is_whole(value) and 1 <= value <= MAX_KEY_COUNT):
+                raise bad(f"has {where}.{name} = {shown(repr(value), 20)}, not a whole number of "
+                          f"{_KEY_COUNTS[name]} >= 1 (and at most {MAX_KEY_COUNT:,})")
         elif not isinstance(value, str):
             raise bad(f"has {where}.{name} of type {json_type(value)}, not a string")
 
@@ -113,12 +123,21 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     if not all(math.isfinite(stats[f]) and stats[f] >= 0 for f in STAT_FIELDS) or not stats["median"] > 0:
         raise bad("has stats that are negative, zero or not finite")
     stddev = stats.get("stddev")
-    if stddev is not None and not (is_number(stddev) and math.isfinite(stddev) and stddev >= 0):
+    if stddev is not None and not (is_finite(stddev) and stddev >= 0):
         raise bad(f"has stats.stddev = {stddev!r}, not a finite spread >= 0")
     if any(stats[f] > MAX_ROUND_S for f in ("min", "max", "mean", "median")):
         raise bad(f"has a round time above {MAX_ROUND_S:g} s")
-    if info.get("device_median_ms") is not None:
-        _check_device_figure(bad, info["device_median_ms"], stats["median"] * 1e3)
+    device = info.get("device_median_ms")
+    if device is not None:
+        what, wall_ms, (low, high) = "the device-side median of one call", stats["median"] * 1e3, DEVICE_TO_WALL
+        if not is_number(device):
+            raise bad(f"has extra_info.device_median_ms of type {json_type(device)}, not a number of ms ({what})")
+        if not device > 0:
+            raise bad(f"has extra_info.device_median_ms = {device!r}, not a time > 0 ms ({what})")
+        if not low <= device / wall_ms <= high:
+            raise bad(f"has extra_info.device_median_ms = {device:.6g} ms, {device / wall_ms:.3g} times its "
+                      f"synchronized wall median ({wall_ms:.6g} ms): {what} lies within {low:g} and {high:g} times "
+                      "the synchronized call")
     if suite in SUITE_VARIANTS and "variant" in info and info["variant"] not in SUITE_VARIANTS[suite]:
         raise bad(f"has {suite} variant {info['variant']!r}, not one of {', '.join(SUITE_VARIANTS[suite])}")
     if suite in ("forward", "decode") and "dtype" in info and info["dtype"] not in DTYPES:
@@ -127,7 +146,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
     if data is not None:
         if isinstance(data, list) and not data:
             raise bad("has an empty stats.data (no rounds)")
-        if not isinstance(data, list) or not all(is_number(x) and math.isfinite(x) and x > 0 for x in data):
+        if not isinstance(data, list) or not all(is_positive(x) for x in data):
             raise bad("has stats.data that is not a list of positive finite seconds")
         if max(data) > MAX_ROUND_S:
             raise bad(f"has a round of {max(data):g} s in stats.data, above {MAX_ROUND_S:g} s")
@@ -174,20 +193,6 @@ def check_suite_benchmarks(path: Path, benchmarks: list[dict]) -> None:
                                  f"{suite!r}): {fix}")
 
 
-def _check_device_figure(bad, value, wall_ms: float) -> None:
-    """``bad(...)`` unless a device figure (ms) is > 0 and within DEVICE_TO_WALL times ``wall_ms``."""
-    what = "the device-side median of one call"
-    if not is_number(value):
-        raise bad(f"has extra_info.device_median_ms of type {json_type(value)}, not a number of ms ({what})")
-    if not value > 0:
-        raise bad(f"has extra_info.device_median_ms = {value!r}, not a time > 0 ms ({what})")
-    low, high = DEVICE_TO_WALL
-    if not low <= value / wall_ms <= high:
-        raise bad(f"has extra_info.device_median_ms = {value:.6g} ms, {value / wall_ms:.3g} times its synchronized "
-                  "wall "
-                  f"median ({wall_ms:.6g} ms): {what} lies within {low:g} and {high:g} times the synchronized call")
-
-
 def check_environment(path: Path, data: dict) -> None:
     """One-line InputFileError when ``machine_info.cuda.gpu_slug``, ``.gpu_uuid`` or ``commit_info.id`` is not text."""
     info = data.get("machine_info")
@@ -197,6 +202,5 @@ def check_environment(path: Path, data: dict) -> None:
     fields += [("commit_info", "id", commit.get("id"))] if isinstance(commit, dict) else []
     for section, key, value in fields:
         if value is not None and not isinstance(value, str):
-            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:30]}... ({len(repr(value))} characters)"
-            raise InputFileError(f"{path}: {section}.{key} is {shown} (of type {json_type(value)}), not text such as "
-                                 f"{_ENVIRONMENT_TEXT[key]}: rerun the benchmarks to rewrite the file")
+            raise InputFileError(f"{path}: {section}.{key} is {shown(repr(value))} (of type {json_type(value)}), not "
+                                 f"text such as {_ENVIRONMENT_TEXT[key]}: rerun the benchmarks to rewrite the file")

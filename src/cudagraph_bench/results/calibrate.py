@@ -14,7 +14,7 @@ from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise, process_spread
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, build_baseline, case_tolerance, refuse_wrong_cases
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.runfile import Run, distinct_runs, merged_forward_groups
+from cudagraph_bench.results.runfile import Run, check_one_gpu, distinct_runs, merged_forward_groups
 from cudagraph_bench.table import Column, render_table
 
 DEFAULT_PLANTS_PCT = (5.0, 10.0, 15.0, 30.0)
@@ -25,7 +25,7 @@ SEARCH_MAX_PCT, SEARCH_STEP_PCT = 100.0, 0.5
 MAX_SPLITS = 100
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModeResult:
     """One mode, one case: ``alarms`` of ``trials`` unchanged comparisons; ``detected[p]`` flagged with ``+p%``;
     ``smallest_pct`` the smallest change every trial flags (None: above the search range)."""
@@ -35,6 +35,10 @@ class ModeResult:
     detected: dict[float, int] = field(default_factory=dict)
     smallest_pct: float | None = None
 
+    def cell(self, count: int | None) -> str:
+        """``"count/trials"``, or ``"-"`` for a mode not run."""
+        return f"{count}/{self.trials}" if self.trials else "-"
+
 
 def _flagged(trials: list, plant_pct: float) -> list[bool]:
     """Whether each trial (a function of the planted factor giving its check) reports a regression."""
@@ -42,16 +46,13 @@ def _flagged(trials: list, plant_pct: float) -> list[bool]:
 
 
 def _mode(trials: list, plants: tuple[float, ...]) -> ModeResult:
-    out = ModeResult(trials=len(trials))
     if not trials:
-        return out
-    out.alarms = sum(_flagged(trials, 0.0))
-    out.detected = {p: sum(_flagged(trials, p)) for p in plants}
+        return ModeResult()
     grid = np.arange(SEARCH_STEP_PCT, SEARCH_MAX_PCT + SEARCH_STEP_PCT / 2, SEARCH_STEP_PCT)
     # detection grows with the planted change: bisect for the first level every trial flags
     lo = bisect.bisect_left(range(len(grid)), True, key=lambda i: all(_flagged(trials, float(grid[i]))))
-    out.smallest_pct = float(grid[lo]) if lo < len(grid) else None
-    return out
+    return ModeResult(len(trials), sum(_flagged(trials, 0.0)), {p: sum(_flagged(trials, p)) for p in plants},
+                      float(grid[lo]) if lo < len(grid) else None)
 
 
 def _splits(n: int, k: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -94,12 +95,10 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         raise UsageError(f"calibration needs at least {need} separate runs (a baseline of {need - 1} plus one held "
                          f"out), got {len(runs)}")
     distinct_runs(runs, "calibrate")
-    if len({r.environment.gpu_slug for r in runs}) > 1:
-        raise UsageError("the runs are from different GPU types: calibrate one GPU type at a time")
+    check_one_gpu(runs, "calibrate one GPU type at a time")
     refuse_wrong_cases(runs, allow_unchecked=True, what="calibrate")
     n = len(runs)
     out = []
-    groups = merged_forward_groups(runs)
     floor_pct = floor_for(runs) if floor_pct is None else floor_pct
     held_out = [build_baseline(runs[:i] + runs[i + 1:], min_runs=n - 1, allow_unchecked=True, rounded=False,
                                max_gated_len=max_gated_len, noise_multiplier=multiplier, alpha=alpha)
@@ -115,7 +114,7 @@ def calibrate(runs: list[Run], *, plants: tuple[float, ...] = DEFAULT_PLANTS_PCT
         case = next(c for c in doc["cases"] if (c["model"], c["dtype"], c["seq_len"]) == key)
         return lambda factor: case_tolerance(case, doc["thresholds"], [new_ms * factor], floor_pct=floor_pct)
 
-    for (model, dtype, seq_len), by_variant in groups.items():
+    for (model, dtype, seq_len), by_variant in merged_forward_groups(runs).items():
         graph = by_variant.get(GATED, [])
         if seq_len > max_gated_len or len(graph) < n:
             continue
@@ -147,15 +146,6 @@ def floor_for(runs: list[Run]) -> float:
 MODES = (("gate", "gate", "gate", True), ("pair", "pairs", "pair", False), ("ab", "ab", "A/B", True))
 
 
-def _of_trials(mode: ModeResult, count: int) -> str:
-    return f"{count}/{mode.trials}" if mode.trials else "-"
-
-
-def _smallest(mode: ModeResult) -> str:
-    found = f"{mode.smallest_pct:g}%" if mode.smallest_pct is not None else f"> {SEARCH_MAX_PCT:g}%"
-    return found if mode.trials else "-"
-
-
 def columns(plants: tuple[float, ...]) -> list[Column]:
     """Table columns for :func:`rows`."""
     return [Column("label", "case"), Column("spread_pct", "between-run spread %", ".2f"),
@@ -172,8 +162,9 @@ def rows(results: list[CaseCalibration], plants: tuple[float, ...]) -> list[dict
         row = {"label": r.label, "spread_pct": r.spread_pct, "tol": r.gate_tolerance_pct}
         for key, attr, _, shown in MODES:
             mode = getattr(r, attr)
-            row.update({f"{key}_fa": _of_trials(mode, mode.alarms), f"{key}_min": _smallest(mode)})
-            row.update({f"{key}_{p:g}": _of_trials(mode, mode.detected.get(p)) for p in plants if shown})
+            smallest = f"{mode.smallest_pct:g}%" if mode.smallest_pct is not None else f"> {SEARCH_MAX_PCT:g}%"
+            row.update({f"{key}_fa": mode.cell(mode.alarms), f"{key}_min": smallest if mode.trials else "-"})
+            row.update({f"{key}_{p:g}": mode.cell(mode.detected.get(p)) for p in plants if shown})
         out.append(row)
     return out
 
@@ -209,17 +200,16 @@ def render_markdown(runs: list[Run], results: list[CaseCalibration], plants: tup
     cols, shown = process_spread.spread_table(spread, hosts)
     return "\n".join([
         "# How trustworthy the gate's regression rule is", "",
-        f"Generated by `cudagraph-bench calibrate` from {len(runs)} separate runs of the same code and forward "
-        f"matrix on {env.gpu_name or env.gpu_slug} (torch {env.torch}, transformers "
-        f"{env.transformers}), on {len(hosts)} machine(s) told apart by their GPU's UUID; never edited by hand. "
-        "Nothing changed between the runs, so every regression reported below is a false alarm; the planted changes "
-        "multiply a run's graph median.", "",
+        f"Generated by `cudagraph-bench calibrate` from {len(runs)} separate runs of the same code and forward matrix "
+        f"on {env.gpu_name or env.gpu_slug} (torch {env.torch}, transformers {env.transformers}), on {len(hosts)} "
+        "machine(s) told apart by their GPU's UUID; never edited by hand. Nothing changed between the runs, so every "
+        "regression reported below is a false alarm; the planted changes multiply a run's graph median.", "",
         "## Spread between processes and between machines", "",
         "The gated figure is the device-side time of a graph replay: CUDA events around blocks of replays queued "
-        "behind a held stream (`cudagraph_bench.measure.timing.back_to_back_ms`), so the host's time to queue a "
-        "call never enters it. Span = (max - min) / median of the run medians of one machine's processes; across "
-        "machines: of the machines' medians. The plain loop (`scripts/device/plain_loop`: torch and "
-        "pytest-benchmark only) ran in the same jobs.", "",
+        "behind a held stream (`cudagraph_bench.measure.timing.back_to_back_ms`), so the host's time to queue a call "
+        "never enters it. Span = (max - min) / median of the run medians of one machine's processes; across machines: "
+        "of the machines' medians. The plain loop (`scripts/device/plain_loop`: torch and pytest-benchmark only) ran "
+        "in the same jobs.", "",
         render_table(cols, shown, fmt="markdown"), "", f"**{process_spread.verdict(spread)}.**", "",
         "## False alarms and detection", "",
         f"Rule (`cudagraph_bench.results.baseline.case_tolerance`): a graph median regressed when its change against "
@@ -228,10 +218,10 @@ def render_markdown(runs: list[Run], results: list[CaseCalibration], plants: tup
         "sqrt(1/n_old + 1/n_new))`, spread the normal-scaled MAD of the log run medians, m "
         + (f"{multiplier:g}" if multiplier is not None else
            f"Student's t quantile at {1 - noise.DEFAULT_TAIL:g} with the spread's degrees of freedom") +
-        f". A baseline of several machines: `max({floor_pct:g}%, t x sqrt(cross^2 (1 + 1/machines) + within^2 "
-        "(1/n_old + 1/n_new)))`, the prediction interval of a run of another machine, cross the spread of the "
-        "machines' medians pooled over the gated cases, within the spread inside a machine, t at "
-        f"{1 - noise.DEFAULT_TAIL:g} with Welch-Satterthwaite degrees of freedom.", "",
+        f". A baseline of several machines: `max({floor_pct:g}%, t x sqrt(cross^2 (1 + 1/machines) + within^2 (1/n_old "
+        "+ 1/n_new)))`, the prediction interval of a run of another machine, cross the spread of the machines' "
+        f"medians pooled over the gated cases, within the spread inside a machine, t at {1 - noise.DEFAULT_TAIL:g} "
+        "with Welch-Satterthwaite degrees of freedom.", "",
         f"- gate: each run against a baseline of the other {k - 1} (leave one out, the gate's own rule): {k} trials "
         "per case; the tolerance shown is their median.",
         f"- pair: `compare OLD NEW` of every ordered pair of single runs, noise model from the other {k - 2}: "

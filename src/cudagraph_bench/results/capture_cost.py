@@ -5,13 +5,12 @@ calls, judged as latency is (failing only where the rank test agrees; one run be
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from cudagraph_bench.results import noise
-from cudagraph_bench.results.benchmark_values import is_number
+from cudagraph_bench.results.benchmark_values import is_finite, is_number, is_whole
 from cudagraph_bench.table import Column
 from cudagraph_bench.variants import GATED
 
@@ -51,17 +50,12 @@ def memory_left(run) -> dict[str, float]:
     if not isinstance(cases, list):
         return {}
     counts = [p.get("graph_cases") if isinstance(p, dict) else None for p in parts or [{"graph_cases": len(cases)}]]
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts) or sum(counts) != len(cases):
+    if not all(is_whole(n) and n >= 0 for n in counts) or sum(counts) != len(cases):
         return {}
     firsts = set(np.cumsum([0, *counts[:-1]]).tolist())
-    out = {}
-    for i, entry in enumerate(cases):
-        if i in firsts or not isinstance(entry, dict) or not isinstance(entry.get("case"), str):
-            continue
-        before, after = entry.get("reserved_before_mib"), entry.get("reserved_after_mib")
-        if all(is_number(x) and math.isfinite(x) for x in (before, after)):
-            out[entry["case"]] = float(after) - float(before)
-    return out
+    return {e["case"]: float(e["reserved_after_mib"]) - float(e["reserved_before_mib"]) for i, e in enumerate(cases)
+            if i not in firsts and isinstance(e, dict) and isinstance(e.get("case"), str)
+            and is_finite(e.get("reserved_before_mib")) and is_finite(e.get("reserved_after_mib"))}
 
 
 def run_figures(key: tuple, pairs: list, left: list[dict[str, float]]):
@@ -109,9 +103,7 @@ class CaptureCheck:
 
     @property
     def memory_change_mib(self) -> float | None:
-        if self.memory_mib is None or self.memory_base_mib is None:
-            return None
-        return self.memory_mib - self.memory_base_mib
+        return None if self.memory_mib is None else self.memory_mib - self.memory_base_mib   # both or neither
 
     @property
     def memory_regressed(self) -> bool:
@@ -131,11 +123,10 @@ def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | No
     if not point:
         return None
     th = {k: float(thresholds.get(k, v)) for k, v in THRESHOLDS.items()}
-    cap, capture = point["capture_ms"], None
-    if calls is not None:
-        capture = noise.check_regression(cap["run_eager_calls"], calls, spread=cap.get("spread_pct"),
-                                         floor_pct=th["capture_floor_pct"],
-                                         alpha=float(thresholds.get("alpha", noise.DEFAULT_ALPHA)))
+    cap = point["capture_ms"]
+    capture = None if calls is None else noise.check_regression(
+        cap["run_eager_calls"], calls, spread=cap.get("spread_pct"), floor_pct=th["capture_floor_pct"],
+        alpha=float(thresholds.get("alpha", noise.DEFAULT_ALPHA)))
     mem = point.get("pool_left_mib")
     if mem is None or not left:
         return CaptureCheck(capture)
@@ -147,10 +138,7 @@ def check_case(base_case: dict | None, thresholds: dict, calls: list[float] | No
 def verdict_parts(results) -> tuple[list[str], list[str]]:
     """``(failures, notes)``: a line per regressed figure; notes for warnings, old baselines."""
     failures, notes = [], []
-    for r in results:
-        c = r.capture
-        if c is None:
-            continue
+    for r, c in ((r, r.capture) for r in results if r.capture is not None):
         if c.capture_regressed:
             failures.append(f"{r.label} {r.variant} capture_ms {c.capture.change_pct:+.0f}% vs baseline in eager calls "
                             f"(tolerance {c.capture.tolerance_pct:.0f}%, rank p={c.capture.p_value:.3f})")

@@ -47,17 +47,13 @@ class FailedCheck:
 
 def failed_checks(runs: list[Run]) -> list[FailedCheck]:
     """Benchmarks first, then unmeasured cases, in run and file order; a case failing in several runs once."""
+    recorded = [(run, m, True) for run in runs for m in run.measurements.values()]
+    recorded += [(run, f, False) for run in runs for f in run.failures]
     out: dict[tuple, FailedCheck] = {}
-    for run in runs:
-        for m in run.measurements.values():
-            if m.check.status == "fail":
-                out.setdefault((m.suite, m.label, True), FailedCheck(run.path, m.suite, m.case.variant, m.label,
-                                                                     m.check, True))
-    for run in runs:
-        for f in run.failures:
-            if f.check.status == "fail":
-                out.setdefault((f.case.suite, f.case.label, False), FailedCheck(
-                    run.path, f.case.suite, f.case.variant, f.case.label, f.check, False))
+    for run, r, measured in recorded:
+        if r.check.status == "fail":
+            out.setdefault((r.case.suite, r.case.label, measured),
+                           FailedCheck(run.path, r.case.suite, r.case.variant, r.case.label, r.check, measured))
     return list(out.values())
 
 
@@ -66,12 +62,10 @@ def own_and_peer(fails: list[FailedCheck]) -> tuple[list[FailedCheck], list[Fail
     return [f for f in fails if not f.peer], [f for f in fails if f.peer]
 
 
-def peer_note(peer: list[FailedCheck]) -> str | None:
-    """The note on known peer failures with reasons, or None."""
-    if not peer:
-        return None
-    return (f"{plural(len(peer), 'known peer failure')} (not the suite's, like an xfail): "
-            + first_items([f.text for f in peer]))
+def peer_notes(texts: list[str], where: str = "") -> list[str]:
+    """The note on known peer failures (``texts``: each with its reason) found ``where``, or none."""
+    return [f"{plural(len(texts), 'known peer failure')}{where} (not the suite's, like an xfail): "
+            + first_items(texts)] if texts else []
 
 
 def replay_note(runs: list[Run]) -> str | None:

@@ -5,7 +5,7 @@ benchmark missing in NEW."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from cudagraph_bench import variants
 from cudagraph_bench.variants import FORWARD_REFERENCE as REF
@@ -13,7 +13,7 @@ from cudagraph_bench.variants import GATED
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import Baseline, gated_case
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer
+from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_notes
 from cudagraph_bench.results.record import is_peer
 from cudagraph_bench.results.runfile import Measurement, Run, measurements
 from cudagraph_bench.table import Column, first_items, plural, verdict_line
@@ -58,24 +58,15 @@ class Change:
 
     @property
     def status(self) -> str:
-        parts = []
-        if self.new_check == "fail" and self.peer:
-            parts.append("known peer failure")
-        elif self.broke:
-            parts.append(f"WRONG (check {self.old_check} -> fail)")
-        elif self.new_check == "fail":
-            parts.append("WRONG (in OLD and NEW)")
-        if self.regressed:
-            parts.append("REGRESSION")
-        elif self.check.regressed:
-            parts.append("slower (reference)")
-        elif self.marginal:
-            parts.append("marginal")
-        elif self.change_pct < -self.check.tolerance_pct:
-            parts.append("faster")
-        elif not parts:
-            parts.append("ok")
-        return ", ".join(parts)
+        fail = self.new_check == "fail"     # each ladder: its first word that holds
+        checked = [word for holds, word in ((fail and self.peer, "known peer failure"),
+                                            (self.broke, f"WRONG (check {self.old_check} -> fail)"),
+                                            (fail, "WRONG (in OLD and NEW)")) if holds][:1]
+        speed = [word for holds, word in ((self.regressed, "REGRESSION"), (self.check.regressed, "slower (reference)"),
+                                          (self.marginal, "marginal"),
+                                          (self.change_pct < -self.check.tolerance_pct, "faster"),
+                                          (not checked, "ok")) if holds][:1]
+        return ", ".join(checked + speed)
 
 
 def is_gated(m: Measurement, gate_references: bool = False) -> bool:
@@ -98,15 +89,10 @@ def _baseline_figure_and_spread(baseline: Baseline | None, ms: list[Measurement]
     if m.suite == variants.FORWARD and m.case.variant == GATED:
         figure = (case[GATED].get("figure", "wall") if case is not None else
                   "device" if all(x.device_ms is not None for x in ms) else "wall")
-    if case is None:
-        return figure, None, None
-    medians = case[m.case.variant].get("run_medians_ms") or []
-    if m.case.variant == GATED and case[GATED].get("spread_pct") is not None:
-        return figure, float(case[GATED]["spread_pct"]), len(medians) - 1
-    try:
-        return (figure, noise.spread_pct(medians), len(medians) - 1) if len(medians) >= 2 else (figure, None, None)
-    except ValueError:
-        return figure, None, None
+    medians = case[m.case.variant].get("run_medians_ms") or [] if case is not None else []   # checked positive
+    spread = case[GATED].get("spread_pct") if case is not None and m.case.variant == GATED else None
+    spread = float(spread) if spread is not None else noise.spread_pct(medians) if len(medians) >= 2 else None
+    return figure, spread, len(medians) - 1 if spread is not None else None
 
 
 def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float | None = None,
@@ -128,16 +114,13 @@ def change(old: list[Measurement], new: list[Measurement], *, floor_pct: float |
                   peer=is_peer(new[0].suite, new[0].case.variant))
 
 
-def _sorted_keys(keys: set) -> list:
-    try:
-        return sorted(keys)
-    except TypeError:
-        return sorted(keys, key=repr)
+def _listed(runs: Run | list[Run]) -> list[Run]:
+    return [runs] if isinstance(runs, Run) else runs
 
 
 def _merged(runs: Run | list[Run]) -> dict[tuple, list[Measurement]]:
     out: dict[tuple, list[Measurement]] = {}
-    for run in [runs] if isinstance(runs, Run) else runs:
+    for run in _listed(runs):
         for key, m in measurements(run).items():
             out.setdefault(key, []).append(m)
     return out
@@ -148,15 +131,14 @@ def compare_runs(old: Run | list[Run], new: Run | list[Run], floor_pct: float | 
                  ) -> tuple[list[Change], list[str], list[str]]:
     """``(changes, labels only in OLD, only in NEW)``; UsageError when the sides share none."""
     a, b = _merged(old), _merged(new)
-    common = _sorted_keys(set(a) & set(b))
+    common = sorted(set(a) & set(b))     # keys of one suite hold the same types (Case.from_extra_info)
     if not common:
-        old_path = (old if isinstance(old, Run) else old[0]).path
-        new_path = (new if isinstance(new, Run) else new[0]).path
-        raise UsageError(f"{old_path} and {new_path} share no benchmark: compare runs of the same suite and cases")
+        raise UsageError(f"{_listed(old)[0].path} and {_listed(new)[0].path} share no benchmark: compare runs of the "
+                         "same suite and cases")
     changes = [change(a[k], b[k], floor_pct=floor_pct, gate_references=gate_references, baseline=baseline)
                for k in common]
-    only_old = [a[k][0].label for k in _sorted_keys(set(a) - set(b))]
-    only_new = [b[k][0].label for k in _sorted_keys(set(b) - set(a))]
+    only_old = [a[k][0].label for k in sorted(set(a) - set(b))]
+    only_new = [b[k][0].label for k in sorted(set(b) - set(a))]
     return changes, only_old, only_new
 
 
@@ -167,7 +149,7 @@ def gated_missing_in_new(old: Run | list[Run], new: Run | list[Run], baseline: B
     called gated is one the gate gates."""
     a, b = _merged(old), _merged(new)
     shown = (GATED, REF) if gate_references else (GATED,)
-    return [a[k][0].label for k in _sorted_keys(set(a) - set(b))
+    return [a[k][0].label for k in sorted(set(a) - set(b))
             if a[k][0].suite == variants.FORWARD and a[k][0].case.variant in shown
             and gated_case(a[k][0].case.without_variant(), baseline)]
 
@@ -182,11 +164,8 @@ COLUMNS = [
 
 def rows(changes: list[Change]) -> list[dict]:
     """Table rows for :data:`COLUMNS`."""
-    return [{"suite": c.suite, "label": c.label, "runs": f"{c.check.n_old} -> {c.check.n_new}",
-             "old_median_ms": c.check.old_median_ms, "new_median_ms": c.check.new_median_ms, "change_pct": c.change_pct,
-             "tolerance_pct": c.check.tolerance_pct, "p_value": c.check.p_value,
-             "checks": f"{c.old_check} -> {c.new_check}", "status": c.status}
-            for c in changes]
+    return [{**asdict(c.check), "suite": c.suite, "label": c.label, "runs": f"{c.check.n_old} -> {c.check.n_new}",
+             "checks": f"{c.old_check} -> {c.new_check}", "status": c.status} for c in changes]
 
 
 def summary(changes: list[Change], only_old: list[str], only_new: list[str], missing_gated: list[str] = (),
@@ -199,7 +178,6 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
     still = [c for c in changes if c.wrong and not c.broke]
     own, peer = own_and_peer(list(unmeasured))
     peer_changes = [c for c in changes if c.new_check == "fail" and c.peer]
-    missing_fails = bool(missing_gated) and not allow_missing
     n = plural(len(changes), "benchmark")
     parts = [f"{plural(len(group), 'benchmark')} failed a correctness check {how}: "
              + ", ".join(f"{c.label} ({c.new_check_detail})" for c in group)
@@ -212,7 +190,7 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
         parts.append(f"{plural(len(missing_gated), 'gated benchmark')} of OLD missing in "
                      f"NEW{', allowed by --allow missing' if allow_missing else ' (--allow missing to accept)'}: "
                      + ", ".join(missing_gated))
-    failed = bool(bad or broke or still or own or missing_fails)
+    failed = bool(bad or broke or still or own or (missing_gated and not allow_missing))
     if not (bad or broke or still or own):
         gated = [c for c in changes if c.gated]
         if gated:
@@ -228,13 +206,11 @@ def summary(changes: list[Change], only_old: list[str], only_new: list[str], mis
             parts.append(f"{plural(len(slower_refs), 'reference variant')} slower beyond tolerance, not gated: "
                          + first_items([f"{c.label} ({c.change_pct:+.1f}%)" for c in slower_refs]))
     parts += [f"{len(only)} only in {side}" for only, side in ((only_old, "OLD"), (only_new, "NEW")) if only]
-    if peer or peer_changes:
-        peer_texts = [f"{c.suite} {c.label}: {c.new_check_detail}" for c in peer_changes] + [f.text for f in peer]
-        parts.append(f"{plural(len(peer_texts), 'known peer failure')} in NEW (not the suite's, like an xfail): "
-                     + first_items(peer_texts))
+    parts += peer_notes([f"{c.suite} {c.label}: {c.new_check_detail}" for c in peer_changes] + [f.text for f in peer],
+                        " in NEW")
     return not failed, verdict_line("compare", not failed, parts)
 
 
 def unmeasured_failures(new: Run | list[Run]) -> list[FailedCheck]:
     """Cases NEW recorded as failed without measuring, known peer failures among them."""
-    return [f for f in failed_checks([new] if isinstance(new, Run) else new) if not f.measured]
+    return [f for f in failed_checks(_listed(new)) if not f.measured]

@@ -17,7 +17,7 @@ from cudagraph_bench.results.baseline import (DEFAULT_MIN_REDUCTION_PCT, Baselin
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.results.baseline_values import case_name
 from cudagraph_bench.paths import default_baseline
-from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_note
+from cudagraph_bench.results.checks import FailedCheck, failed_checks, own_and_peer, peer_notes
 from cudagraph_bench.results.runfile import (Run, check_one_gpu, distinct_runs, forward_cases, forward_groups,
                                              load_run, merged_forward_groups, pairs_reduction_pct)
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS
@@ -85,8 +85,7 @@ class GateVerdict:
     @property
     def regressed(self) -> bool:
         """Slower than the baseline beyond its tolerance (rank test agreeing), or its capture cost regressed."""
-        return (self.regression is not None and self.regression.regressed) or (
-            self.capture is not None and self.capture.regressed)
+        return getattr(self.regression, "regressed", False) or getattr(self.capture, "regressed", False)
 
     @property
     def failed(self) -> bool:
@@ -99,13 +98,9 @@ class GateVerdict:
             parts.append("WRONG")
         elif self.check == "unchecked" and self.variant != REF:
             parts.append("UNCHECKED" if self.unchecked else "unchecked")
-        if self.marginal:
-            parts.append("marginal")
-        if self.regression is not None and self.regression.regressed:
-            parts.append("REGRESSION")
-        if self.capture is not None and self.capture.regressed:
-            parts.append("CAPTURE COST")
-        return ", ".join(parts)
+        flags = {"marginal": self.marginal, "REGRESSION": getattr(self.regression, "regressed", False),
+                 "CAPTURE COST": getattr(self.capture, "regressed", False)}
+        return ", ".join(parts + [flag for flag, on in flags.items() if on])
 
 
 #: ``gate --baseline none``: no regression check.
@@ -309,8 +304,7 @@ def summary(results: list[GateVerdict], baseline: Baseline | None,
                      f"'marginal' cannot be judged: {first_items(no_interval)}")
     if baseline is None:
         parts.append("--baseline none: regression check skipped")
-    if peer:
-        parts.append(peer_note(peer))
+    parts += peer_notes([f.text for f in peer])
     return not failed, verdict_line("gate", not failed, parts)
 
 

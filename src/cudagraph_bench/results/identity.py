@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from cudagraph_bench.results.record import parse_stamp
+from cudagraph_bench.table import plural
 
 if TYPE_CHECKING:
     from cudagraph_bench.results.runfile import Run
@@ -40,23 +41,10 @@ def content_digest(data: dict) -> str | None:
     return hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()
 
 
-def _seconds_apart(a: Run, b: Run) -> float | None:
-    """0 for equal stamps (also unreadable ones), None when they differ and one cannot be read."""
-    raw_a, raw_b = a.environment.run_datetime, b.environment.run_datetime
-    if raw_a == raw_b:
-        return 0.0
-    when_a, when_b = parse_stamp(raw_a), parse_stamp(raw_b)
-    if when_a is None or when_b is None:
-        return None
-    return abs((when_a - when_b).total_seconds())
-
-
 def _same_rounds(a: Run, b: Run) -> bool:
-    for one, other in zip(a.benchmarks, b.benchmarks):
-        rounds = [(x.get("stats") or {}).get("data") if isinstance(x, dict) else None for x in (one, other)]
-        if rounds[0] is not None and rounds[1] is not None and rounds[0] != rounds[1]:
-            return False
-    return True
+    rounds = [[(x.get("stats") or {}).get("data") if isinstance(x, dict) else None for x in pair]
+              for pair in zip(a.benchmarks, b.benchmarks)]
+    return not any(one is not None and other is not None and one != other for one, other in rounds)
 
 
 def same_run_reason(a: Run, b: Run) -> str | None:
@@ -66,12 +54,14 @@ def same_run_reason(a: Run, b: Run) -> str | None:
         return f"sha256 {a.sha256[:12]}"
     if a.content_digest is None or a.content_digest != b.content_digest:
         return None
-    apart = _seconds_apart(a, b)
+    raw_a, raw_b = a.environment.run_datetime, b.environment.run_datetime    # equal: 0 s apart, even unreadable
+    when_a, when_b = parse_stamp(raw_a), parse_stamp(raw_b)
+    apart = (0.0 if raw_a == raw_b else None if when_a is None or when_b is None else
+             abs((when_a - when_b).total_seconds()))
     if apart is None or apart > SAME_SESSION_S or not _same_rounds(a, b):
         return None
-    n = len(a.benchmarks)
-    return (f"one session's two files: the same {n} benchmark{'' if n == 1 else 's'} and statistics, "
-            f"stamped {apart:.3f} s apart")
+    return (f"one session's two files: the same {plural(len(a.benchmarks), 'benchmark')} and statistics, stamped "
+            f"{apart:.3f} s apart")
 
 
 def shared_runs(runs: list[Run], others: list[Run]) -> list[Run]:

@@ -8,7 +8,7 @@ import copy
 from collections.abc import Mapping
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.results.benchmark_values import is_number
+from cudagraph_bench.results.benchmark_values import is_number, is_whole
 from cudagraph_bench.results.record import attach_kernel_counts
 from cudagraph_bench.results.shards import DURATIONS_KEY, time_per_part
 
@@ -159,8 +159,7 @@ def recorded_shard(doc: Mapping) -> tuple[int, int] | None:
     if len(pairs) != 1:
         return None
     index, count = pairs.pop()
-    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (index, count))
-    return (index, count) if ok else None
+    return (index, count) if is_whole(index) and is_whole(count) else None
 
 
 def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
@@ -170,13 +169,12 @@ def check_shards(parts: list[tuple[str, Mapping]]) -> list[str]:
         shard = recorded_shard(doc)
         if shard is None:
             continue
-        other = next(((k, s) for k, s in seen.items() if k[1] != shard[1] or k == shard), None)
-        if other is not None:
-            (k, n), where = other
+        for (k, n), where in seen.items():
             if n != shard[1]:
                 raise UsageError(f"{where} is shard {k}/{n} and {source} is shard {shard[0]}/{shard[1]}: merge the "
                                  "shards of one --shard K/N split (the same N)")
-            raise UsageError(f"{where} and {source} both ran shard {k}/{n}: give each shard's run once")
+            if k == shard[0]:
+                raise UsageError(f"{where} and {source} both ran shard {k}/{n}: give each shard's run once")
         seen[shard] = source
     if not seen:
         return []

@@ -27,8 +27,8 @@ MIN_BASELINE_RUNS = 5
 
 
 def floor_of(thresholds: dict, figure: str, override: float | None = None) -> float:
-    """``override``, else the baseline's ``regression_floor_pct``, else ``figure``'s floor (looked up only then: a
-    figure the file never stores raises KeyError here, never for the others)."""
+    """``override``, else the baseline's ``regression_floor_pct``, else ``figure``'s floor (KeyError, only then, for
+    an unknown figure)."""
     if override is not None:
         return override
     floor = thresholds.get("regression_floor_pct")
@@ -144,8 +144,7 @@ def smallest_rank_p(n_old: int, n_new: int) -> float:
 
 def rank_test_p(old_ms: Sequence[float], new_ms: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
     """One-sided Mann-Whitney U p-value that NEW run medians are larger than OLD ones, or None when the sample sizes
-    cannot get below ``alpha`` (3 against 3 cannot, 4 against 4 can). Cached per rank pattern: ``calibrate`` asks for
-    the same few tens of thousands of times."""
+    cannot get below ``alpha`` (3 against 3 cannot, 4 against 4 can). Cached per rank pattern (``calibrate``)."""
     old, new = _positive(old_ms, "rank_test_p old"), _positive(new_ms, "rank_test_p new")
     if smallest_rank_p(old.size, new.size) >= alpha:
         return None
@@ -213,9 +212,8 @@ def check_across_hosts(old_ms: Sequence[float], center_ms: float, new_ms: Sequen
                        tail: float = DEFAULT_TAIL) -> RegressionCheck:
     """Check ``new_ms: [n_new]`` (ms) of one host outside a baseline of ``old_ms: [n_base]`` over ``n_hosts`` hosts
     centred on ``center_ms``: tolerance (percent) ``max(floor_pct, t * sqrt(cross^2 (1 + 1/n_hosts) + within^2 (1/n_base
-    + 1/n_new)))``, ``t`` the one-sided Student's t quantile with Welch-Satterthwaite df; the prediction interval of a
-    one-way random-effects model (Satterthwaite 1946). ValueError for an empty side, a non-positive median or
-    ``n_hosts`` < 1."""
+    + 1/n_new)))``, the one-way random-effects prediction interval, ``t`` with Welch-Satterthwaite df (Satterthwaite
+    1946). ValueError for an empty side, a non-positive median or ``n_hosts`` < 1."""
     from scipy.stats import t as student
 
     old, new = _positive(old_ms, "old run medians"), _positive(new_ms, "new run medians")

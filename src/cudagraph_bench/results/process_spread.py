@@ -71,12 +71,12 @@ def _cells(spans: dict) -> str:
 def spread_table(rows: list[dict], hosts: list[str | None]) -> tuple[list[Column], list[dict]]:
     """Columns and rows, machines side by side in ``hosts`` order."""
     names = " / ".join(host_label(h) for h in hosts)
-    cols = [Column("label", "case"), Column("within", f"harness device span % ({names})"),
-            Column("plain_within", f"plain loop device span % ({names})"), Column("ok", "within target"),
+    cols = [Column("label", "case"), Column("within", f"harness device span % ({names})", _cells),
+            Column("plain_within", f"plain loop device span % ({names})", _cells),
+            Column("ok", "within target", lambda ok: "yes" if ok else "NO"),
             Column("across", "harness across machines %", ".2f"),
             Column("plain_across", "plain loop across machines %", ".2f")]
-    return cols, [{**r, "within": _cells(r["within"]), "plain_within": _cells(r["plain_within"]),
-                   "ok": "yes" if r["ok"] else "NO"} for r in rows]
+    return cols, rows
 
 
 def verdict(rows: list[dict]) -> str:

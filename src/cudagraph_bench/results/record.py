@@ -12,10 +12,10 @@ import numpy as np
 from cudagraph_bench import variants
 from cudagraph_bench.cases import SUITE_CASES, SUITE_KEYS, Case, DecodeCase, LaunchCase, OtherCase
 from cudagraph_bench.errors import InputFileError
-from cudagraph_bench.results.benchmark_values import benchmark_name, is_number
+from cudagraph_bench.results.benchmark_values import benchmark_name, is_number, is_whole
 from cudagraph_bench.results.replay import replay_format_problem
 from cudagraph_bench.results.replay import replay_problem as _replay_problem
-from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, Summary, summarize
+from cudagraph_bench.results.stats import Summary, summarize
 
 #: The key of a measurement: one class per suite, :class:`~cudagraph_bench.cases.OtherCase` for no suite.
 CaseKey = Case | DecodeCase | LaunchCase | OtherCase
@@ -178,11 +178,6 @@ class Measurement:
         None when not recorded."""
         return self.device_ms if figure == "device" else self.summary.median_ms
 
-    @property
-    def can_bootstrap(self) -> bool:
-        """Per-round data of at least :data:`~cudagraph_bench.results.stats.MIN_BOOTSTRAP_ROUNDS` rounds."""
-        return self.samples_ms is not None and len(self.samples_ms) >= MIN_BOOTSTRAP_ROUNDS
-
 
 @dataclass(frozen=True)
 class FailedCase:
@@ -220,20 +215,14 @@ def decode_check(info: dict, variant: str | None, suite: str = variants.FORWARD)
     replay = info.get("replay")
     replay_failed = _replay_problem(replay) if isinstance(replay, dict) and replay_format_problem(replay) is None \
         else None
-    if correct is False or outcome in FAILED_OUTCOMES or vs_generate is False or replay_failed:
-        status = "fail"
-    elif correct is True or (correct is None and vs_generate is True):
-        status = "pass"
-    else:
-        row = variants.find(suite, variant)
-        status = "reference" if row is not None and row.is_reference else "unchecked"
-    return CheckRecord(status=status, method=_text(info.get("check")), max_abs_diff=_number(info.get("max_abs_diff")),
-                       fp64_rmse_ratio=_number(info.get("fp64_rmse_ratio")),
-                       reason=_text(info.get("reason")) or None,
-                       outcome=str(outcome) if outcome else None,
-                       generate_check_passed=vs_generate,
-                       matches_generate=_flag(info.get("matches_generate")),
-                       generate_check=_text(info.get("generate_check")), replay_problem=replay_failed)
+    row = variants.find(suite, variant)
+    status = ("fail" if correct is False or outcome in FAILED_OUTCOMES or vs_generate is False or replay_failed else
+              "pass" if correct is True or (correct is None and vs_generate is True) else
+              "reference" if row is not None and row.is_reference else "unchecked")
+    return CheckRecord(status, _text(info.get("check")), _number(info.get("max_abs_diff")),
+                       _number(info.get("fp64_rmse_ratio")), _text(info.get("reason")) or None,
+                       str(outcome) if outcome else None, vs_generate, _flag(info.get("matches_generate")),
+                       _text(info.get("generate_check")), replay_failed)
 
 
 def _mapping(value) -> dict:
@@ -256,7 +245,7 @@ def decode_environment(data: dict) -> Environment:
         pytest_benchmark=_text(data.get("version")), commit_id=_text((commit or {}).get("id")) or None,
         commit_dirty=bool((commit or {}).get("dirty")), run_datetime=_text(data.get("datetime")),
         cpu_brand=_text(cpu.get("brand_raw")) or None,
-        cpu_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+        cpu_count=count if is_whole(count) else None,
         cuda_fingerprint=cuda, commit_info=commit,
         gpu_workers=len(info["workers"]) if isinstance(info.get("workers"), list) else 0,
         planted_fault=_text(_mapping(data.get("cudagraph_bench")).get("planted_fault")) or None)

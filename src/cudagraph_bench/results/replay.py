@@ -38,18 +38,9 @@ def api_name(name: str) -> str:
 def count_replay(events: Iterable[tuple[str, str]]) -> ReplayCount:
     """Count graph launches, kernel launches and copies among ``(name, kind)`` records by host-call name; device kinds
     never count, unknown names are ignored."""
-    graphs = kernels = copies = 0
-    for name, kind in events:
-        if str(kind).strip().lower() in DEVICE_KINDS:
-            continue
-        api = api_name(name)
-        if api in GRAPH_LAUNCH_APIS:
-            graphs += 1
-        elif api in KERNEL_LAUNCH_APIS:
-            kernels += 1
-        elif api.startswith(COPY_API_PREFIXES):
-            copies += 1
-    return ReplayCount(graphs, kernels, copies)
+    apis = [api_name(name) for name, kind in events if str(kind).strip().lower() not in DEVICE_KINDS]
+    return ReplayCount(sum(a in GRAPH_LAUNCH_APIS for a in apis), sum(a in KERNEL_LAUNCH_APIS for a in apis),
+                       sum(a.startswith(COPY_API_PREFIXES) for a in apis))   # the three sets share no name
 
 
 def replay_field(count: ReplayCount, *, calls: int, expected_graph_launches: int,
@@ -93,12 +84,9 @@ def replay_problem(value) -> str | None:
     if launches == expected * calls and (allowed is None or kernels <= allowed * calls):
         return None
     per = "per call" if calls == 1 else f"in {calls} calls"
-    if launches == 0:
-        why = "the timed call ran eagerly"
-    elif launches != expected * calls:
-        why = f"not the {expected} graph launch(es) per call the variant replays"
-    else:
-        why = "part of the call ran outside its graph"
+    why = ("the timed call ran eagerly" if launches == 0 else
+           f"not the {expected} graph launch(es) per call the variant replays" if launches != expected * calls else
+           "part of the call ran outside its graph")
     bound = "any" if allowed is None else str(allowed)
     return (f"replay: {launches} graph launches and {kernels} kernels outside a graph {per} "
             f"(expected {expected} and at most {bound} per call): {why}")

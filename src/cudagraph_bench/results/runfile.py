@@ -28,7 +28,7 @@ from cudagraph_bench.results.benchmark_values import (STAT_FIELDS, check_benchma
                                                       check_suite_benchmarks, is_number)
 from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, Environment, FailedCase, Measurement, decode_environment,
                                             decode_failure, decode_measurement, records_without_benchmarks)
-from cudagraph_bench.results.stats import reduction_ci, reduction_pct, runs_reduction_pct
+from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, reduction_ci, reduction_pct, runs_reduction_pct
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
 DEFAULT_STORAGE = ".benchmarks"
@@ -217,11 +217,9 @@ def _no_benchmarks_error(path: Path, section) -> InputFileError:
                               f"`cudagraph-bench run` failed or were skipped{first}; see its "
                               "cudagraph_bench.failures and rerun")
     if records:
-        held = []
-        if records.get("kernel_counts"):
-            held.append(f"the kernel counts of {records['kernel_counts']} forward case(s)")
-        if failures:
-            held.append(f"{len(failures)} case(s) that failed or were skipped{first}")
+        held = ([f"the kernel counts of {records['kernel_counts']} forward case(s)"] if "kernel_counts" in records
+                else [])
+        held += [f"{len(failures)} case(s) that failed or were skipped{first}"] if failures else []
         return InputFileError(f"{path} holds no benchmarks, only {' and '.join(held)} (a session that ran no "
                               "benchmark, e.g. a --shard K/N of the profiling tests): merge it with the runs that "
                               "hold the benchmarks first (cudagraph-bench merge -o merged.json RUN...)")
@@ -292,9 +290,8 @@ def merged_forward_groups(runs: list[Run]) -> dict[tuple[str, str, int], dict[st
     merged: dict[tuple[str, str, int], dict[str, list[Measurement]]] = {}
     for run in runs:
         for key, by_variant in forward_groups(run).items():
-            slot = merged.setdefault(key, {})
             for variant, m in by_variant.items():
-                slot.setdefault(variant, []).append(m)
+                merged.setdefault(key, {}).setdefault(variant, []).append(m)
     return dict(sorted(merged.items()))
 
 
@@ -306,7 +303,7 @@ def pairs_reduction_pct(pairs: list[tuple[Measurement, Measurement]]
     if len(pairs) == 1:
         eager, other = pairs[0]
         red = reduction_pct(eager.summary.median_ms, other.summary.median_ms)
-        if not (eager.can_bootstrap and other.can_bootstrap):
+        if not all(m.samples_ms is not None and len(m.samples_ms) >= MIN_BOOTSTRAP_ROUNDS for m in pairs[0]):
             return red, None
         low, high = reduction_ci(eager.samples_ms, other.samples_ms)
         return red, (100.0 * low, 100.0 * high)

@@ -3,11 +3,11 @@ greedy longest-processing-time (Graham 1969; pytest-split's ``least_duration``),
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Mapping
 
 from cudagraph_bench.errors import InputFileError
+from cudagraph_bench.results.benchmark_values import is_finite, is_positive
 
 #: Key of the recorded durations in a run's ``cudagraph_bench`` section: ``{node id: seconds}``.
 DURATIONS_KEY = "test_durations_s"
@@ -60,9 +60,7 @@ def assign_shards(groups: Mapping[str, list[str]], n_shards: int,
 
 def is_seconds(value, *, positive: bool = False) -> bool:
     """A finite number of seconds, >= 0 (> 0 with ``positive``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return False
-    return value > 0 if positive else value >= 0
+    return is_positive(value) if positive else is_finite(value) and value >= 0
 
 
 def durations_of(data: Mapping, source: str) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -74,38 +74,28 @@ def runs_reduction_pct(eager_medians_ms: Sequence[float], graph_medians_ms: Sequ
     return overall, (min(per_run), max(per_run))
 
 
-def bootstrap_ci(a_ms: Sequence[float] | np.ndarray, b_ms: Sequence[float] | np.ndarray,
-                 statistic: Callable[[np.ndarray, np.ndarray], np.ndarray], *,
+def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[float] | np.ndarray, *,
                  confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES,
                  seed: int = DEFAULT_SEED) -> tuple[float, float]:
-    """Percentile-bootstrap ``(low, high)`` of ``statistic(median(a), median(b))`` for independent ``a_ms [rounds_a]``,
-    ``b_ms [rounds_b]`` (ms) (``scipy.stats.bootstrap``, unpaired); ``statistic`` is vectorised over ``[n_resamples]``;
-    same inputs and ``seed`` give the same interval. ValueError for an empty or non-finite sample or a confidence
-    outside (0, 1)."""
-    from scipy.stats import bootstrap
-
+    """Percentile-bootstrap ``(low, high)`` (fractions) of ``(eager - graph) / eager`` of the medians of independent
+    ``eager_ms [rounds_e]``, ``graph_ms [rounds_g]`` (ms) (``scipy.stats.bootstrap``, unpaired); same inputs and
+    ``seed``, same interval. Cached per process (``selftest`` and ``gate --confirm`` gate a run several times).
+    ValueError for an empty or non-finite sample or a confidence outside (0, 1)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    a, b = _as_samples(a_ms), _as_samples(b_ms)
-
-    def of_medians(x, y, axis=-1):
-        return statistic(np.median(x, axis=axis), np.median(y, axis=axis))
-
-    low, high = bootstrap((a, b), of_medians, paired=False, vectorized=True, n_resamples=n_resamples,
-                          method="percentile", confidence_level=confidence,
-                          rng=np.random.default_rng(seed)).confidence_interval
-    return float(low), float(high)
-
-
-def reduction_ci(eager_ms: Sequence[float] | np.ndarray, graph_ms: Sequence[float] | np.ndarray,
-                 **kwargs) -> tuple[float, float]:
-    """Bootstrap interval (fractions) of ``(eager - graph) / eager`` from ``eager_ms``, ``graph_ms`` ``[rounds]`` (ms),
-    options as :func:`bootstrap_ci`; cached per process (``selftest`` and ``gate --confirm`` gate a run several
-    times)."""
     eager, graph = _as_samples(eager_ms), _as_samples(graph_ms)
-    return _reduction_ci(eager.tobytes(), graph.tobytes(), tuple(sorted(kwargs.items())))
+    return _reduction_ci(eager.tobytes(), graph.tobytes(), confidence, n_resamples, seed)
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _reduction_ci(eager: bytes, graph: bytes, options: tuple) -> tuple[float, float]:
-    return bootstrap_ci(np.frombuffer(eager), np.frombuffer(graph), lambda e, g: (e - g) / e, **dict(options))
+def _reduction_ci(eager: bytes, graph: bytes, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    from scipy.stats import bootstrap
+
+    def of_medians(e, g, axis=-1):
+        e, g = np.median(e, axis=axis), np.median(g, axis=axis)
+        return (e - g) / e
+
+    low, high = bootstrap((np.frombuffer(eager), np.frombuffer(graph)), of_medians, paired=False, vectorized=True,
+                          n_resamples=n_resamples, method="percentile", confidence_level=confidence,
+                          rng=np.random.default_rng(seed)).confidence_interval
+    return float(low), float(high)
