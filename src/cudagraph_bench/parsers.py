@@ -99,9 +99,19 @@ def parse_device(text: str) -> str:
     return _known(text, DEVICES, "device", text, "cuda, or cpu to run the variants that need no GPU")
 
 
+#: Most new tokens of one decode request: the largest position limit of any preset. A model that records no limit
+#: (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would decode for days without a word.
+MAX_NEW_TOKENS = 131_072
+
+
 def parse_token_counts(text: str) -> tuple[int, ...]:
-    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request (each > 0)."""
-    return _positive_ints(text, "token counts")
+    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request, each in [1, :data:`MAX_NEW_TOKENS`] (the largest
+    position limit of any preset: a longer request fits no preset and never finishes on a model without a limit)."""
+    counts = _positive_ints(text, "token counts")
+    if counts[-1] > MAX_NEW_TOKENS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_NEW_TOKENS} new tokens (the largest position limit "
+                                         f"of any preset), got {counts[-1]}: a request that long never finishes")
+    return counts
 
 
 def _finite(text: str) -> float:
