@@ -66,9 +66,9 @@ setup: $(VENV)/.installed
 # "Error N" and a script can read by running the recipe's pytest line itself, is pytest's, or 1 when nothing
 # was collected, 2 when nothing was measured. A failed run leaves no empty out/ or .benchmarks/ folder behind.
 # Without an NVIDIA GPU (no nvidia-smi) it says so before installing anything (a CUDA torch would be downloaded
-# only to skip every benchmark), unless PYTEST_ARGS runs the pipeline on the CPU (--device cpu).
+# only to skip every benchmark), unless PYTEST_ARGS runs the pipeline on the CPU (--device cpu or --device=cpu).
 bench:
-	@if ! command -v nvidia-smi >/dev/null 2>&1 && ! printf '%s' '$(PYTEST_ARGS)' | grep -q -- '--device cpu'; then \
+	@if ! command -v nvidia-smi >/dev/null 2>&1 && ! printf '%s' '$(PYTEST_ARGS)' | grep -Eq -- '--device(=| +)cpu'; then \
 	  echo "make bench: no NVIDIA GPU here (nvidia-smi not found): the benchmarks need one. To try the pipeline on the CPU:"; \
 	  echo "  make bench TORCH=torch==2.13.0 PYTEST_ARGS=\"--device cpu --models gpt2 --prompt-lengths 16\""; exit 2; fi
 	@$(CHECK_RUN_JSON)

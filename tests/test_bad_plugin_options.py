@@ -6,6 +6,8 @@ import pytest
 #: pytest options of the plugin -> what the one line says (pytest's own form: ``ERROR: FLAG VALUE: reason``)
 PYTEST_OPTIONS = {
     ("--new-tokens", "0"): "--new-tokens 0: token counts must be positive",
+    ("--new-tokens", "64,99999999"): "--new-tokens 64,99999999: expected at most 131072 new tokens (the largest "
+                                     "position limit of any preset), got 99999999: a request that long never finishes",
     ("--decode-dtypes", "int8"): "--decode-dtypes int8: unknown dtype 'int8'",
     ("--plant-fault", "bogus"): "--plant-fault bogus: unknown fault 'bogus'",
     ("--plant-fault", "stale-masks"): "--plant-fault stale-masks: unknown fault 'stale-masks'",
@@ -28,3 +30,14 @@ def test_a_bad_plugin_option_is_one_line(pytester, option):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     lines = [line for line in result.stderr.lines if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("ERROR: ") and PYTEST_OPTIONS[option] in lines[0], lines
+
+
+def test_the_new_tokens_bound_is_the_largest_position_limit_of_any_preset():
+    """``--new-tokens`` is bounded by the most positions a preset records: every preset can be asked for its whole
+    length, and no more (a model without a limit would decode a larger count for days)."""
+    from cudagraph_bench.models.positions import recorded_position_limit
+    from cudagraph_bench.models.presets import PRESETS, preset_config
+    from cudagraph_bench.options import MAX_NEW_TOKENS, parse_token_counts
+
+    assert MAX_NEW_TOKENS == max(recorded_position_limit(preset_config(name)) or 0 for name in PRESETS)
+    assert parse_token_counts(f"64,{MAX_NEW_TOKENS}") == (64, MAX_NEW_TOKENS)

@@ -167,3 +167,24 @@ def test_session_answers_fp64_logits_of_a_shorter_reference_from_the_longer_one(
     other = (short + 1) % model.config.vocab_size
     assert refs.fp64_logits("tiny", "float32", ids, other).shape == (6, model.config.vocab_size)
     assert len(refs._fp64) == 2
+
+
+def test_a_decode_case_against_generate_logits_holding_nan_fails_naming_them():
+    """NaN logits of ``generate`` prove no decoder correct (its argmax tokens would equal a NaN decoder's): the
+    static-eager case (checked against them) and the generate reference itself fail before any request is timed."""
+    from cudagraph_bench.measure.case import CaseFailed
+    from cudagraph_bench.measure.decode_case import DecodeSpec, prepare_decode
+    from cudagraph_bench.models.presets import max_positions
+    from cudagraph_bench.plugin.references import DecodeReferences
+
+    model = load_model("tinyllama-1.1b", "float32", "cpu", overrides=MODELS["tinyllama-1.1b"])
+    with torch.no_grad():
+        model.model.norm.weight.fill_(float("nan"))
+    refs = DecodeReferences(lambda name, dtype: model, lambda name: max_positions(model))
+    ids = torch.randint(0, 1000, (1, 9), generator=torch.Generator().manual_seed(5))
+    for variant in ("static-eager", "generate"):
+        spec = DecodeSpec("tiny", "float32", 9, 4, variant, longest_new_tokens=4, steps_per_graph=4,
+                          compile_mode="default", compile_timeout_s=0, compile_tuning="none", buckets=(),
+                          rounds=1, max_rounds=1)
+        with pytest.raises(CaseFailed, match=r"^check: generate logits are not finite \(NaN or inf\)"):
+            prepare_decode(spec, model, ids, refs)

@@ -678,7 +678,8 @@ def test_saved_run_id_from_another_storage(tmp_path, capsys, monkeypatch):
 
 
 def test_an_eager_only_cpu_run_says_gating_needs_a_gpu_run(tmp_path, capsys):
-    doc = copy_doc(DOC)  # what cudagraph-bench run --device cpu writes: eager only, no cuda fingerprint
+    """Whatever made the CPU run (``run --device cpu`` or ``make bench``), the line names the CUDA GPU it lacks."""
+    doc = copy_doc(DOC)  # what a --device cpu session writes: eager only, no cuda fingerprint
     doc["machine_info"]["cuda"] = None
     doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"]["variant"] == "eager"]
     for b in doc["benchmarks"]:
@@ -686,9 +687,9 @@ def test_an_eager_only_cpu_run_says_gating_needs_a_gpu_run(tmp_path, capsys):
     run = write(doc, tmp_path / "cpu" / "run.json")
     rc, out, err = run_cli(capsys, "gate", run)
     assert rc == 2 and out == "" and len(err.splitlines()) == 1
-    assert (f"{run} has no graph variant (it is a CPU run, and cudagraph-bench run --device cpu measures eager "
-            "only); gating needs a GPU run with eager and graph") in err
-    assert "filtering" not in err
+    assert (f"{run} has no graph variant (it is a CPU run, which measures eager only: graph replay needs a CUDA "
+            "GPU); gating needs a GPU run with eager and graph") in err
+    assert "filtering" not in err and "cudagraph-bench run --device cpu" not in err
 
 
 def test_no_interval_from_fewer_rounds_than_the_bootstrap_minimum(tmp_path, capsys):

@@ -274,6 +274,19 @@ def test_write_launch_page_without_launch_suite_raises_and_writes_nothing(tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_cpu_run_without_launch_benchmarks_says_they_need_a_cuda_gpu(tmp_path):
+    """The launch tests skip on the CPU: a CPU run's hint names the GPU they need, a GPU run's only the command."""
+    cpu = make_run(FORWARD)
+    cpu["machine_info"]["cuda"] = None
+    with pytest.raises(InputFileError, match="it is a CPU run, and the launch benchmarks need a CUDA GPU: on a GPU "
+                                             "machine, run pytest perf_tests/test_launch.py"):
+        lr.write_launch_page(cpu, tmp_path, source="x.json")
+    gpu = make_run(FORWARD)
+    gpu["machine_info"]["cuda"]["gpu_slug"] = "test-gpu"
+    with pytest.raises(InputFileError, match=r"\(extra_info suite 'launch'\): run pytest perf_tests/test_launch.py"):
+        lr.write_launch_page(gpu, tmp_path, source="x.json")
+
+
 def test_main_writes_page_and_maps_bad_input_to_exit_2(tmp_path, capsys):
     run_path = tmp_path / "run.json"
     run_path.write_text(json.dumps(make_run(LAUNCH)))

@@ -43,9 +43,9 @@ def venv(tmp_path):
 
 #: The make command line of a test: the stand-in venv, the Makefile's defaults of TORCH and TRANSFORMERS (the venv's
 #: record), whatever the make that runs these tests was given.
-def make_argv(target: str, venv: Path, run_json) -> list[str]:
+def make_argv(target: str, venv: Path, run_json, pytest_args: str = "--device cpu") -> list[str]:
     return ["make", "--no-print-directory", "-C", str(ROOT), target, f"VENV={venv}", f"RUN_JSON={run_json}",
-            "PYTEST_ARGS=--device cpu", "TORCH=torch", "TRANSFORMERS="]
+            f"PYTEST_ARGS={pytest_args}", "TORCH=torch", "TRANSFORMERS="]
 
 
 def make_env(**env) -> dict:
@@ -55,9 +55,9 @@ def make_env(**env) -> dict:
     return {**{k: v for k, v in os.environ.items() if k not in outer}, **{k: str(v) for k, v in env.items()}}
 
 
-def make(target: str, venv: Path, run_json, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(make_argv(target, venv, run_json), env=make_env(**env), capture_output=True, text=True,
-                          timeout=60)
+def make(target: str, venv: Path, run_json, pytest_args: str = "--device cpu", **env) -> subprocess.CompletedProcess:
+    return subprocess.run(make_argv(target, venv, run_json, pytest_args), env=make_env(**env), capture_output=True,
+                          text=True, timeout=60)
 
 
 @pytest.mark.parametrize("target", ["bench", "gpu-gate"])
@@ -78,6 +78,20 @@ def test_the_previous_run_is_kept_unless_pytest_ran_to_its_end(tmp_path, venv, t
     assert os.listdir(run_json.parent) == ["bench.json"]                      # no temporary file left
     if kept:
         assert f"pytest exit {rc}" in result.stdout and "kept as it was" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="make bench runs on a machine with nvidia-smi")
+@pytest.mark.parametrize("pytest_args, runs", [
+    ("--device cpu", True), ("--device=cpu", True), ("--models gpt2 --device=cpu --prompt-lengths 16", True),
+    ("--models gpt2", False), ("--device cuda", False),
+])
+def test_make_bench_without_a_gpu_runs_only_a_cpu_run_in_either_spelling(tmp_path, venv, pytest_args, runs):
+    """Without nvidia-smi, make bench runs when PYTEST_ARGS asks for the CPU (``--device cpu`` or ``--device=cpu``,
+    anywhere), else says there is no GPU before anything runs."""
+    run_json = tmp_path / "bench.json"
+    result = make("bench", venv, run_json, pytest_args, FAKE_RUN="new run")
+    assert (result.returncode == 0) == runs and ("no NVIDIA GPU here" in result.stdout) != runs, result.stdout
+    assert run_json.exists() == runs
 
 
 @pytest.mark.parametrize("tests_rc, make_rc", [(0, 0), (5, 0), (1, 1), (2, 2)])

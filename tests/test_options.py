@@ -37,6 +37,19 @@ def test_a_file_instead_of_its_folder_names_the_folder(tmp_path):
     assert "is a file" in reason and repr(str(tmp_path)) in reason
 
 
+def test_a_file_or_folder_config_json_names_only_a_folder_that_holds_a_config_json(tmp_path):
+    """A file beside no config.json, or a config.json that is a folder, points to save_pretrained(), never to a
+    folder that holds no config.json either."""
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "mk.py").write_text("")
+    (tmp_path / "y" / "config.json").mkdir(parents=True)
+    for given in (tmp_path / "x" / "mk.py", tmp_path / "y", tmp_path / "y" / "config.json"):
+        reason = model_name_problem(str(given))
+        assert "give a directory written by save_pretrained() (config.json and weights)" in reason, reason
+        assert f"({str(given.parent)!r})" not in reason and "\n" not in reason
+    assert "config.json' is a folder, not a file" in model_name_problem(str(tmp_path / "y"))
+
+
 def test_every_preset_is_a_model_name():
     assert parse_models(",".join(PRESET_NAMES)) == PRESET_NAMES
     assert all(model_name_problem(name) is None for name in PRESET_NAMES)

@@ -241,10 +241,10 @@ def test_memory_ledger_summary_separates_the_first_graph_case():
 def test_prepared_case_records_the_check_against_eager_for_both_measurement_paths():
     """prepare_case (the one pipeline of the pytest benchmarks and ``run``) records the check's
     extra_info fields; a replay that is off, or never writes its NaN-poisoned static output, is a
-    mismatch that is still timed, not a failure."""
+    mismatch that is still timed, not a failure; eager logits holding NaN fail the case, eager's own too."""
     import torch
 
-    from cudagraph_bench.measure.case import INPUT_POOL, CaseSpec, prepare_case
+    from cudagraph_bench.measure.case import INPUT_POOL, CaseFailed, CaseSpec, prepare_case
     from cudagraph_bench.measure.forward_variants import ForwardVariant
     from cudagraph_bench.models.presets import load_model, model_forward
 
@@ -290,6 +290,13 @@ def test_prepared_case_records_the_check_against_eager_for_both_measurement_path
     # a replay that never writes its static output is caught by the NaN poisoning
     status, info = prepared_info(lambda ids: static)
     assert status == "mismatch" and info["correct"] is False and "NaN" in info["reason"]
+    # NaN eager logits prove nothing: the reference itself and a replay matching it NaN for NaN both fail the case
+    with torch.no_grad():
+        tiny.transformer.ln_f.weight.fill_(float("nan"))
+    for case, variant in ((spec, CallableVariant("graph", replay, 8, static)),
+                          (CaseSpec("gpt2", "float32", 8, "eager", device="cpu"), None)):
+        with pytest.raises(CaseFailed, match=r"^check: eager logits are not finite \(NaN or inf\), .* config\.json"):
+            prepare_case(case, tiny, variant=variant)
 
 
 def test_a_classification_checkpoint_is_collected_as_an_encoder_with_a_warning(pytester, tmp_path):

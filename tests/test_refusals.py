@@ -365,6 +365,7 @@ EDITED = {
     ("max_position_embeddings", "big"): '"max_position_embeddings" is "big", not a position limit',
     ("max_position_embeddings", -1): '"max_position_embeddings" is -1, not a position limit',
     ("max_position_embeddings", 0): '"max_position_embeddings" is 0, not a position limit',
+    ("rms_norm_eps", float("nan")): '"rms_norm_eps" is NaN, not a finite number: fix config.json',
     ("hidden_size", "wide"): "cannot load config.json (StrictDataclassFieldValidationError: Validation error for "
                              "field 'hidden_size'",
     ("hidden_act", "wibble"): "its config does not build a LlamaForCausalLM: KeyError: 'wibble' (the value of "
@@ -399,7 +400,7 @@ def edited_llamas(tmp_path_factory):
 
 
 def test_a_hand_edited_config_field_is_that_folders_refusal_naming_the_field(edited_llamas):
-    """A dtype torch lacks, zero heads, a position limit that is no whole number >= 1, a value transformers'
+    """A dtype torch lacks, zero heads, a position limit that is no whole number >= 1, a NaN epsilon, a value transformers'
     strict fields refuse, an activation the model does not know, a zero divisor of the model's build: each is its
     folder's refusal in one line naming the field (or the line that divided by it) and the fix; the untouched
     folder is still measured, wherever it stands in the list."""

@@ -145,8 +145,13 @@ def test_eager_without_graph_and_duplicates_are_errors(tmp_path):
     doc["benchmarks"].remove(graph)
     run = load_run(str(write(doc, tmp_path / "a.json")))
     info = graph["extra_info"]
-    with pytest.raises(InputFileError, match=f"{info['model']} {info['dtype']} L={info['seq_len']} has eager but no graph"):
+    with pytest.raises(InputFileError, match=f"{info['model']} {info['dtype']} L={info['seq_len']} has eager but no graph"
+                       " benchmark: rerun without filtering out the graph variant"):
         forward_groups(run)
+    doc["machine_info"]["cuda"] = None      # a CPU run cannot measure the graph variant by any filter
+    with pytest.raises(InputFileError, match="has eager but no graph benchmark: the graph variant needs a CUDA GPU and "
+                                             "this is a CPU run: rerun on a GPU machine"):
+        forward_groups(load_run(str(write(doc, tmp_path / "cpu.json"))))
     doc = copy_doc(DOC)
     doc["benchmarks"].append(copy_doc(doc["benchmarks"][0]))
     with pytest.raises(InputFileError, match="appears twice"):

@@ -37,8 +37,11 @@ def model_name_problem(name: str) -> str | None:
     if name in PRESET_NAMES:
         return None
     if os.path.isfile(name):
-        return (f"{name!r} is a file: give the directory that holds config.json and the weights "
-                f"({os.path.dirname(name) or '.'!r}), as written by save_pretrained()")
+        parent = os.path.dirname(name) or "."
+        if os.path.isfile(os.path.join(parent, "config.json")):
+            return (f"{name!r} is a file: give the directory that holds config.json and the weights ({parent!r}), as "
+                    "written by save_pretrained()")
+        return f"{name!r} is a file: give a directory written by save_pretrained() (config.json and weights) or a preset"
     if not os.path.isdir(name):
         if name.startswith(("~", ".")) or os.sep in name or (os.altsep or os.sep) in name:   # no preset looks so
             return (f"no directory {os.path.abspath(os.path.expanduser(name))!r} (models load from local "
@@ -46,7 +49,11 @@ def model_name_problem(name: str) -> str | None:
                     f"or a preset ({', '.join(PRESET_NAMES)})")
         return (f"unknown model {name!r}: use a preset ({', '.join(PRESET_NAMES)}) "
                 f"or a local directory saved with save_pretrained()")
-    if not os.path.isfile(os.path.join(name, "config.json")):
+    config = os.path.join(name, "config.json")
+    if os.path.isdir(config):
+        return (f"{config!r} is a folder, not a file: give a directory written by save_pretrained() (config.json and "
+                "weights) or a preset")
+    if not os.path.isfile(config):
         return (f"{name!r} has no config.json: give a directory written by save_pretrained() (config.json and "
                 f"weights) or a preset")
     return None
@@ -99,9 +106,19 @@ def parse_device(text: str) -> str:
     return _known(text, DEVICES, "device", text, "cuda, or cpu to run the variants that need no GPU")
 
 
+#: Most new tokens of one decode request: the largest position limit of any preset. A model that records no limit
+#: (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would decode for days without a word.
+MAX_NEW_TOKENS = 131_072
+
+
 def parse_token_counts(text: str) -> tuple[int, ...]:
-    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request (each > 0)."""
-    return _positive_ints(text, "token counts")
+    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request, each in [1, :data:`MAX_NEW_TOKENS`] (the largest
+    position limit of any preset: a longer request fits no preset and never finishes on a model without a limit)."""
+    counts = _positive_ints(text, "token counts")
+    if counts[-1] > MAX_NEW_TOKENS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_NEW_TOKENS} new tokens (the largest position limit "
+                                         f"of any preset), got {counts[-1]}: a request that long never finishes")
+    return counts
 
 
 def _finite(text: str) -> float:

@@ -100,6 +100,7 @@ def check_against_eager(variant: ForwardVariant, model, spec: CaseSpec, generato
                 ids[:, lengths[0]:] = ids[:, lengths[0]:lengths[0] + 1].clone()
             with torch.inference_mode():
                 expected = model_forward(model, ids).clone()
+                require_finite(expected)
                 static = variant.static_output
                 if static is not None and static.is_floating_point():
                     static.fill_(float("nan"))
@@ -143,6 +144,17 @@ class CaseFailed(CudagraphBenchError, RuntimeError):
     def __init__(self, phase: str, reason: str, cause: BaseException | None = None, info: dict | None = None):
         super().__init__(f"{phase}: {reason}")
         self.phase, self.reason, self.cause, self.info = phase, reason, cause, dict(info or {})
+
+
+def require_finite(logits, reference: str = "eager") -> None:
+    """CaseFailed (phase ``check``) when the reference's ``logits`` hold NaN or inf: they prove no variant correct,
+    and NaN compared with NaN would pass a token check."""
+    import torch
+
+    if not bool(torch.isfinite(logits).all()):
+        raise CaseFailed("check", f"{reference} logits are not finite (NaN or inf), so no variant can be checked "
+                         "against them: check config.json for a NaN or inf float (such as rms_norm_eps) and the "
+                         "weights for NaN")
 
 
 class PreparedCase:
@@ -230,9 +242,13 @@ def prepare_case(spec: CaseSpec, model, variant: ForwardVariant | None = None) -
             if not check.passed:
                 info.update(status="mismatch", reason=check.reason)
         inputs = [random_input_ids(model, spec.seq_len, device=device, generator=generator) for _ in range(INPUT_POOL)]
+        if check is None:                   # the reference itself: its outputs must be finite to prove anything
+            with torch.inference_mode():
+                require_finite(model_forward(model, inputs[0]))
     except Exception as exc:
         _close_quietly(variant)
-        raise CaseFailed("check", describe_exception(exc), exc, info) from exc
+        reason = exc.reason if isinstance(exc, CaseFailed) else describe_exception(exc)
+        raise CaseFailed("check", reason, exc, info) from exc
     return PreparedCase(spec, variant, check, inputs, info)
 
 

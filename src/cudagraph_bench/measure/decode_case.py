@@ -11,7 +11,7 @@ from cudagraph_bench.capture.decode import GreedyDecoder
 from cudagraph_bench.cases import DecodeCase
 from cudagraph_bench.errors import RequestTooLongError
 from cudagraph_bench.measure import correctness
-from cudagraph_bench.measure.case import model_record
+from cudagraph_bench.measure.case import model_record, require_finite
 from cudagraph_bench.measure.roofline import request_bytes_per_token
 from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
 from cudagraph_bench.models.presets import max_positions
@@ -115,7 +115,8 @@ class PreparedDecode:
 def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDecode:
     """Build the decoder, run one checked request on ``ids [1, seq_len]`` int64 and record its checks in ``info``.
     ``plant``: ``plant(decoder) -> decoder`` planting a self-test fault, or None. Raises NotGraphableError, or whatever
-    building, compiling or the checked request raised (the decoder closed first)."""
+    building, compiling or the checked request raised (the decoder closed first); CaseFailed when ``generate``'s logits
+    are not finite."""
     import torch
 
     kind = spec.variant_spec
@@ -125,6 +126,7 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
     info.update(request_bytes_per_token(model, spec.seq_len, spec.new_tokens))   # the decode roofline's bytes
     reference, reference_logits = refs.generate(spec.model, spec.dtype, ids, spec.new_tokens,   # [1, new_tokens]
                                                 share_up_to=spec.longest_new_tokens)
+    require_finite(torch.cat(reference_logits), "generate")     # else NaN tokens would match NaN tokens
     if kind.is_reference:
         info["check"] = "reference"
         mask = torch.ones_like(ids)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import traceback
 
@@ -26,8 +27,9 @@ def _is_whole(value) -> bool:
 
 def check_config_fields(file: str, data: dict) -> None:
     """Refuse fields transformers would fail on or the suite would misread: an unknown ``dtype``, a
-    :data:`POSITIVE_FIELDS` count < 1, a position limit that is no whole number >= 1 (missing or ``null``: no limit).
-    UnknownModelError naming the file, field, value and fix."""
+    :data:`POSITIVE_FIELDS` count < 1, a NaN or infinite number (top level or one level down: every output would be
+    NaN), a position limit that is no whole number >= 1 (missing or ``null``: no limit). UnknownModelError naming the
+    file, field, value and fix."""
     import torch
 
     for key in ("dtype", "torch_dtype"):
@@ -40,6 +42,10 @@ def check_config_fields(file: str, data: dict) -> None:
         value = data.get(key)
         if _is_whole(value) and value < 1:
             raise UnknownModelError(f'{file}: "{key}" is {value}: a model needs at least 1: {FIX}')
+    nested = [(f"{key}.{inner}", v) for key, sub in data.items() if isinstance(sub, dict) for inner, v in sub.items()]
+    for key, value in [*data.items(), *nested]:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UnknownModelError(f'{file}: "{key}" is {json.dumps(value)}, not a finite number: {FIX}')
     for key in POSITION_FIELDS:
         value = data.get(key)
         if value is not None and not (_is_whole(value) and value >= 1):

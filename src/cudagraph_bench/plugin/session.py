@@ -175,6 +175,8 @@ class Session:
             if decode:
                 return prepare_decode(self.decode_spec(case), model, ids, self.references, plant=plant)
             built = plant_forward(fault, model, spec) if fault is not None else None
+        except CaseFailed:
+            raise
         except Exception as exc:  # the case's failure, with the phase it happened in
             raise CaseFailed("build", describe_exception(exc), exc) from exc
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))

@@ -263,7 +263,9 @@ def render_launch_page(run, *, source: str, reference_n: int = REFERENCE_N,
     runs give one checked case."""
     rows = launch_rows(run)
     if not rows:
-        raise InputFileError(f"{source} has no launch-suite benchmarks (extra_info suite 'launch'): run "
+        where = ("it is a CPU run, and the launch benchmarks need a CUDA GPU: on a GPU machine, run "
+                 if as_run(run).on_cpu else "run ")
+        raise InputFileError(f"{source} has no launch-suite benchmarks (extra_info suite 'launch'): {where}"
                              "pytest perf_tests/test_launch.py --benchmark-only --benchmark-json=RUN.json")
     env = as_run(run).environment
     header = [f"source run `{source}`", env.gpu_name and f"GPU {env.gpu_name}",

@@ -163,8 +163,7 @@ def require_graph_variant(run: Run) -> None:
     cases = forward_cases(run)
     if not cases or any(case.variant == GATED for case in cases):
         return
-    cpu = run.environment.gpu_slug is None or any(m.extra_info.get("device") == "cpu" for m in cases.values())
-    what = ("it is a CPU run, and cudagraph-bench run --device cpu measures eager only" if cpu else
+    what = ("it is a CPU run, which measures eager only: graph replay needs a CUDA GPU" if run.on_cpu else
             f"only {', '.join(sorted({c.variant for c in cases}))}")
     raise InputFileError(f"{run.path} has no graph variant ({what}); gating needs a GPU run with eager and "
                          "graph (cudagraph-bench run --variants eager,graph, or pytest perf_tests --benchmark-only "

@@ -85,6 +85,13 @@ class Run:
             out[full_key] = m
         return MappingProxyType(out)
 
+    @property
+    def on_cpu(self) -> bool:
+        """No GPU recorded, or a benchmark measured with ``--device cpu``: a hint names a CUDA GPU, not a rerun that a
+        CPU cannot do."""
+        return self.environment.gpu_slug is None or any(
+            isinstance(b.get("extra_info"), dict) and b["extra_info"].get("device") == "cpu" for b in self.benchmarks)
+
     @cached_property
     def failures(self) -> tuple[FailedCase, ...]:
         """In file order."""
@@ -266,8 +273,10 @@ def forward_groups(run: Run) -> dict[tuple[str, str, int], dict[str, Measurement
     for (model, dtype, seq_len), by_variant in groups.items():
         for need, other in ((variants.GATED, variants.FORWARD_REFERENCE), (variants.FORWARD_REFERENCE, variants.GATED)):
             if other in by_variant and need not in by_variant:
+                fix = (f"the {need} variant needs a CUDA GPU and this is a CPU run: rerun on a GPU machine"
+                       if need == variants.GATED and run.on_cpu else f"rerun without filtering out the {need} variant")
                 raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has {other} but no {need} "
-                                     f"benchmark: rerun without filtering out the {need} variant")
+                                     f"benchmark: {fix}")
         if variants.FORWARD_REFERENCE not in by_variant:
             raise InputFileError(f"{run.path}: {model} {dtype} L={seq_len} has no eager or graph benchmark "
                                  f"(only {', '.join(by_variant)}): rerun with the eager and graph variants")
