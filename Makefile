@@ -36,7 +36,7 @@ CHECK_RUN_JSON = if [ -e "$(RUN_JSON)" ] && [ ! -f "$(RUN_JSON)" ] || [ -z "$(no
 	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a regular file (a folder, a device or a pipe, which make never \
 replaces): give RUN_JSON a file path such as out/bench.json"; exit 2; fi; \
 	PYTHONPATH=src $(PYTHON) -c 'import sys; from cudagraph_bench.fsio import written_here; \
-	  sys.exit(0 if written_here(sys.argv[1], ".json") else 3)' "$(RUN_JSON)"; rc=$$?; if [ $$rc -eq 3 ]; then \
+	  sys.exit(0 if written_here(sys.argv[1], ".json", "pytest") else 3)' "$(RUN_JSON)"; rc=$$?; if [ $$rc -eq 3 ]; then \
 	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a run that cudagraph-bench wrote, and make never replaces another \
 file: give RUN_JSON another path, or remove that file first"; exit 2; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 NEW_RUN = tmp="$(dir $(RUN_JSON)).$(notdir $(RUN_JSON)).$$$$.new"; trap 'rm -f "$$tmp"' EXIT; trap 'exit 130' INT TERM

@@ -45,7 +45,7 @@ def test_a_plot_named_file_the_tool_did_not_write_is_refused_before_anything_is_
     before = (out / PLOTS[0]).read_bytes()
     assert cli_main(["run", *QUICK, "--models", "gpt2", "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"-o {out} holds {PLOTS[0]}, which cudagraph-bench did not write" in err
+    assert err.count("\n") == 1 and f"-o {out} holds {PLOTS[0]}, which cudagraph-bench run did not write" in err
     assert (out / PLOTS[0]).read_bytes() == before and [p.name for p in out.iterdir()] == [PLOTS[0]]
 
 

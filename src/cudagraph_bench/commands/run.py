@@ -217,7 +217,7 @@ def main(args: argparse.Namespace) -> int:
     from cudagraph_bench.report.pages import PLOT_NAMES
 
     outdir = Path(args.outdir)
-    check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES])   # before anything is measured; made once something is
+    check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES], command="run")   # before anything is measured; made once
     scratch = Path(tempfile.mkdtemp(prefix="cgb-run-"))     # the processes' JSON and logs, until the run is whole
     keep_scratch = False
     try:
@@ -232,7 +232,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"no pytest process wrote a run (see the logs under {scratch / 'parts'}): nothing measured, "
                   f"{outdir} left as it was (exit 1)", file=sys.stderr)
             return 1
-        check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES], create=True)
+        check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES], command="run", create=True)
         return _write_run(doc, outcomes, outdir, scratch)
     finally:
         if not keep_scratch:
