@@ -11,8 +11,9 @@
 #   TEST_WORKERS pytest-xdist workers of `make test` (default: one per CPU, at most 8; 0: the tests in one
 #                process; PYTEST_ARGS="-n N" wins too). On a GPU machine the GPU tests of every worker share the GPU
 #   RUN_JSON     where `make bench` and `make gpu-gate` write the pytest-benchmark JSON (default out/bench.json):
-#                a regular file (a device, a pipe or a folder is refused). pytest writes a temporary file beside
-#                it, renamed into place when pytest ran to its end (exit 0, or 1: some test failed); a usage
+#                a regular file (a device, a pipe or a folder is refused), and an existing one only when it is a
+#                run this tool wrote (any other file is refused before pytest runs). pytest writes a temporary file
+#                beside it, renamed into place when pytest ran to its end (exit 0, or 1: some test failed); a usage
 #                error, an interrupt (Ctrl-C), nothing collected or nothing measured (no GPU) keeps the previous run
 #   GATE_ARGS    extra `cudagraph-bench gate` arguments for `make gpu-gate`, e.g. "--markdown out/gate.md"
 #   CONFIRM      reruns that must confirm a regression the gate finds in the run (default 4; 0: none)
@@ -28,11 +29,17 @@ GATE_ARGS ?=
 CONFIRM ?= 4
 PY := $(VENV)/bin/python
 # Shell lines of bench and gpu-gate: refuse a RUN_JSON that is not a regular file (`rm` or `mv` would replace a
-# device node such as /dev/full); the new run's temporary file beside RUN_JSON, removed on any exit (a Ctrl-C
-# included) unless it was renamed into place; after a run that wrote nothing, no empty file or folder behind
+# device node such as /dev/full), or a file that is no run this tool wrote (fsio.written_here, the rule every output
+# of the tool follows, run from the checkout's src/ before anything is installed); the new run's temporary file
+# beside RUN_JSON, removed on any exit (a Ctrl-C included) unless it was renamed into place; after a run that wrote
+# nothing, no empty file or folder behind
 CHECK_RUN_JSON = if [ -e "$(RUN_JSON)" ] && [ ! -f "$(RUN_JSON)" ] || [ -z "$(notdir $(RUN_JSON))" ]; then \
 	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a regular file (a folder, a device or a pipe, which make never \
-replaces): give RUN_JSON a file path such as out/bench.json"; exit 2; fi
+replaces): give RUN_JSON a file path such as out/bench.json"; exit 2; fi; \
+	PYTHONPATH=src $(PYTHON) -c 'import sys; from cudagraph_bench.fsio import written_here; \
+	  sys.exit(0 if written_here(sys.argv[1], ".json", "pytest") else 3)' "$(RUN_JSON)"; rc=$$?; if [ $$rc -eq 3 ]; then \
+	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a run that cudagraph-bench wrote, and make never replaces another \
+file: give RUN_JSON another path, or remove that file first"; exit 2; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 NEW_RUN = tmp="$(dir $(RUN_JSON)).$(notdir $(RUN_JSON)).$$$$.new"; trap 'rm -f "$$tmp"' EXIT; trap 'exit 130' INT TERM
 DROP_EMPTY_RUN = if [ ! -s "$$tmp" ]; then rm -f "$$tmp"; find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
 	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi

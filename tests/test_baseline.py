@@ -240,6 +240,16 @@ def test_same_runs_give_the_same_baseline(tmp_path, capsys, runs):
     assert a.read_text() == b.read_text()
 
 
+def test_baseline_replaces_a_baseline_and_never_a_run(tmp_path, capsys, runs, good):
+    rc, out, _ = run_cli(capsys, "baseline", *runs, "-o", good)
+    assert rc == 0 and f"replaced {good}" in out
+    run = tmp_path / "myrun.json"
+    run.write_bytes(runs[0].read_bytes())
+    rc, out, err = run_cli(capsys, "baseline", *runs, "-o", run)
+    assert rc == 2 and err.count("\n") == 1 and run.read_bytes() == runs[0].read_bytes()
+    assert f"-o {run} is not a baseline that cudagraph-bench wrote, the only file it replaces" in err
+
+
 def test_a_schema_1_file_is_refused_in_one_line(tmp_path):
     old = write({"schema_version": 1, "gpu_slug": GPU, "cases": [], "thresholds": {}}, tmp_path / "old.json")
     with pytest.raises(InputFileError, match=r"schema 1, built from a single run") as info:

@@ -200,10 +200,11 @@ def test_a_closed_stdout_is_one_line_exit_2_and_no_file_is_written(tmp_path, com
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_a_closed_stdout_leaves_an_existing_output_as_it_was(tmp_path):
     out = tmp_path / "merged.json"
-    out.write_text('{"machine_info": {}, "benchmarks": []}\n')      # an earlier merge's run
+    earlier = '{"machine_info": {"shards": []}, "benchmarks": []}\n'      # an earlier merge's run
+    out.write_text(earlier)
     rc, err = run_with_stdout_closed_by_the_shell(["merge", "-o", out, FIXTURE])
     assert rc == 2 and "standard output is closed" in err, err
-    assert out.read_text() == '{"machine_info": {}, "benchmarks": []}\n'
+    assert out.read_text() == earlier
 
 
 @pytest.mark.skipif(not _is_full_device("/dev/full"), reason="needs /dev/full")

@@ -1,6 +1,7 @@
 """``make bench`` and ``make gpu-gate`` never destroy an output: pytest writes the run beside RUN_JSON and it is
 renamed into place only when pytest ran to its end (exit 0, or 1 when a test failed); a usage error or a Ctrl-C
-keeps the previous run, and a RUN_JSON that is no regular file is refused before anything runs. The venv's python
+keeps the previous run, and a RUN_JSON that is no regular file, or a file that is no run this tool wrote, is refused
+before anything runs. The venv's python
 is a stand-in script (no install, no torch) that plays pytest's part: it writes ``$FAKE_RUN`` to
 ``--benchmark-json`` (when given: gpu-gate's session of correctness tests has none) and exits ``$FAKE_RC``, or waits for a Ctrl-C with ``$FAKE_WAIT``."""
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: A run this tool wrote, as far as the check of an existing RUN_JSON reads it (its first key).
+PREVIOUS_RUN = '{"machine_info": {}, "benchmarks": [], "previous": true}'
 STAND_IN = """#!/bin/sh
 for a in "$@"; do case "$a" in --benchmark-json=*) out="${a#--benchmark-json=}";; --benchmark-skip) skip=1;; esac; done
 if [ -n "${skip:-}" ]; then echo "correctness session"; exit "${FAKE_TESTS_RC:-0}"; fi
@@ -71,10 +74,10 @@ def make(target: str, venv: Path, run_json, pytest_args: str = "--device cpu", *
 def test_the_previous_run_is_kept_unless_pytest_ran_to_its_end(tmp_path, venv, target, rc, written, kept):
     run_json = tmp_path / "out" / "bench.json"
     run_json.parent.mkdir()
-    run_json.write_text("previous run")
+    run_json.write_text(PREVIOUS_RUN)
     result = make(target, venv, run_json, FAKE_RC=rc, FAKE_RUN=written)
     assert result.returncode != 0 or rc == 0, result.stderr
-    assert run_json.read_text() == ("previous run" if kept else "new run")
+    assert run_json.read_text() == (PREVIOUS_RUN if kept else "new run")
     assert os.listdir(run_json.parent) == ["bench.json"]                      # no temporary file left
     if kept:
         assert f"pytest exit {rc}" in result.stdout and "kept as it was" in result.stdout
@@ -118,9 +121,21 @@ def test_a_run_json_that_is_no_regular_file_is_refused_before_anything_runs(tmp_
     assert Path(fifo).exists() and not Path(fifo).is_file() and sorted(os.listdir(tmp_path)) == ["pipe", "venv"]
 
 
+@pytest.mark.parametrize("target", ["bench", "gpu-gate"])
+def test_a_run_json_that_this_tool_did_not_write_is_refused_before_pytest_runs(tmp_path, venv, target):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("my notes")
+    result = make(target, venv, precious, FAKE_RUN="new run")
+    assert result.returncode == 2 and "correctness session" not in result.stdout
+    refusal = [line for line in result.stdout.splitlines() if "is not a run" in line]
+    assert refusal == [f"make {target}: RUN_JSON={precious} is not a run that cudagraph-bench wrote, and make never "
+                       "replaces another file: give RUN_JSON another path, or remove that file first"], result.stdout
+    assert precious.read_text() == "my notes" and sorted(os.listdir(tmp_path)) == ["precious.txt", "venv"]
+
+
 def test_ctrl_c_during_make_bench_keeps_the_previous_run_and_leaves_nothing_behind(tmp_path, venv):
     run_json = tmp_path / "bench.json"
-    run_json.write_text("previous run")
+    run_json.write_text(PREVIOUS_RUN)
     waiting = tmp_path / "waiting"
     proc = subprocess.Popen(make_argv("bench", venv, run_json), env=make_env(FAKE_WAIT=waiting, FAKE_RUN="cut short"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
@@ -131,5 +146,5 @@ def test_ctrl_c_during_make_bench_keeps_the_previous_run_and_leaves_nothing_behi
     os.killpg(proc.pid, signal.SIGINT)                         # what a terminal's Ctrl-C sends
     proc.communicate(timeout=30)
     assert proc.returncode != 0
-    assert run_json.read_text() == "previous run"
+    assert run_json.read_text() == PREVIOUS_RUN
     assert sorted(os.listdir(tmp_path)) == ["bench.json", "venv", "waiting"]   # no temporary run left

@@ -194,8 +194,14 @@ def test_merge_replaces_its_own_earlier_run_and_never_another_file(tmp_path, cap
     page.write_text("## cudagraph-bench gate: PASS\n")
     rc, out, err = run_cli(capsys, "merge", "-o", page, *shard_files)
     assert rc == 2 and not out and err.count("\n") == 1
-    assert f"-o {page} is not a run or baseline that cudagraph-bench wrote" in err and "remove that file" in err
+    assert f"-o {page} is not a merged run that cudagraph-bench merge wrote" in err and "remove that file" in err
     assert page.read_text() == "## cudagraph-bench gate: PASS\n"
+    measured = shard_files[0].read_bytes()                  # a measured run (no machine_info.shards): kept
+    measured_copy = tmp_path / "measured.json"
+    measured_copy.write_bytes(measured)
+    rc, out, err = run_cli(capsys, "merge", "-o", measured_copy, *shard_files)
+    assert rc == 2 and not out and err.count("\n") == 1 and measured_copy.read_bytes() == measured
+    assert f"-o {measured_copy} is not a merged run that cudagraph-bench merge wrote" in err
 
 
 def test_the_same_run_twice_is_refused(tmp_path, capsys, shard_files):

@@ -532,7 +532,8 @@ def test_a_report_never_replaces_or_removes_a_page_or_plot_it_did_not_write(tmp_
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert cli_main(["report", str(run), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"-o {out} holds results.md, {BUSY_PNG}, which cudagraph-bench did not write" in err
+    assert err.count("\n") == 1
+    assert f"-o {out} holds results.md, {BUSY_PNG}, which cudagraph-bench report did not write" in err
     assert err.endswith(": give another -o folder, or remove those files first\n")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     (out / "results.md").unlink()

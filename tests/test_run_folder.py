@@ -45,8 +45,32 @@ def test_a_plot_named_file_the_tool_did_not_write_is_refused_before_anything_is_
     before = (out / PLOTS[0]).read_bytes()
     assert cli_main(["run", *QUICK, "--models", "gpt2", "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"-o {out} holds {PLOTS[0]}, which cudagraph-bench did not write" in err
+    assert err.count("\n") == 1 and f"-o {out} holds {PLOTS[0]}, which cudagraph-bench run did not write" in err
     assert (out / PLOTS[0]).read_bytes() == before and [p.name for p in out.iterdir()] == [PLOTS[0]]
+
+
+def test_parts_that_belong_to_no_run_of_the_tool_are_refused_before_anything_is_measured(tmp_path, capsys,
+                                                                                         in_process_pytest,
+                                                                                         tiny_gpt2_dir):
+    """parts/ of a folder without a run.json (the user's main.log), or a JSON there that is no run beside the tool's
+    run.json: refused (exit 2, one line), every file kept; a run's own parts are replaced (the test below)."""
+    out = tmp_path / "out"
+    (out / "parts").mkdir(parents=True)
+    (out / "parts" / "main.log").write_text("the user's log\n")
+    (out / "parts" / "notes.txt").write_text("never touched\n")
+    before = _files(out)
+    argv = ["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out), *ROUNDS]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"-o {out} holds {Path('parts', 'main.log')}, which belong to no run.json" in err
+    assert _files(out) == before
+    (out / "run.json").write_text('{"machine_info": {}, "benchmarks": []}')       # a run of the tool's
+    (out / "parts" / "main.json").write_text('{"my": "settings"}')
+    before = _files(out)
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"holds {Path('parts', 'main.json')}, which belong to no run.json" in err
+    assert "remove that file first" in err and _files(out) == before
 
 
 @pytest.mark.filterwarnings("ignore:Not saving anything")          # true: the failing session measured nothing

@@ -54,11 +54,11 @@ def main(args: argparse.Namespace) -> int:
     parse_pytest_matrix(pytest_args, "ab --", OWN_OPTIONS)     # a bad value is refused before any run starts
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
-    check_output_folder(out, [], "-o")
-    check_output_file(args.markdown, "--markdown", "ab.md")
+    check_output_folder(out, [], "-o", command="ab")
+    check_output_file(args.markdown, "--markdown", "ab.md", command="compare")   # compare writes the page
     if (problem := process.cuda_problem()) is not None:  # before any worktree or benchmark process
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
-    check_output_folder(out, [], "-o", create=True)
+    check_output_folder(out, [], "-o", command="ab", create=True)
     done = measure_in_worktrees(repo, commits, out, args.runs, pytest_args)
     empty = [side for side, files in done.items() if not files]
     if empty:

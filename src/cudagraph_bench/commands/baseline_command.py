@@ -62,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         return 1
     doc = {**exact, "cases": [stored_case(c) for c in exact["cases"]]}
     out = Path(args.output)
-    check_output_file(out, "-o", doc["gpu_slug"] + ".json")
+    check_output_file(out, "-o", doc["gpu_slug"] + ".json", command="baseline")
     if out.parent.name == "baselines" and out.stem != doc["gpu_slug"]:
         print(f"cudagraph-bench baseline: warning: {out} is named for another GPU; gate looks up "
               f"baselines/{doc['gpu_slug']}.json for this run", file=sys.stderr)

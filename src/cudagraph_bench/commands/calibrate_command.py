@@ -75,7 +75,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--ab-runs {args.ab_runs} needs {2 * args.ab_runs} runs (K per side), got {len(runs)}: "
                          f"give at most --ab-runs {len(runs) // 2}")
     args.ab_runs = DEFAULT_AB_RUNS if args.ab_runs is None else args.ab_runs
-    check_output_file(args.markdown, "--markdown", "calibrate.md", [r.path for r in [*runs, *plain]])
+    check_output_file(args.markdown, "--markdown", "calibrate.md", [r.path for r in [*runs, *plain]],
+                      command="calibrate")
     floor = args.max_regression if args.max_regression is not None else floor_for(runs)
     results = calibrate(runs, plants=args.plant, floor_pct=floor, multiplier=args.noise_multiplier,
                         ab_runs=args.ab_runs)

@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         found, _ = default_baseline(new[0].environment.gpu_slug)
         baseline = load_baseline(found) if found else None
     check_output_file(args.markdown, "--markdown", "compare.md",
-                      [r.path for r in (*old, *new)] + [baseline.path if baseline else None])
+                      [r.path for r in (*old, *new)] + [baseline.path if baseline else None], command="compare")
     changes, only_old, only_new = compare_runs(old, new, args.max_regression, args.gate_references, baseline)
     passed, line = summary(changes, only_old, only_new, gated_missing_in_new(old, new, baseline, args.gate_references),
                            args.allow_missing, unmeasured_failures(new))

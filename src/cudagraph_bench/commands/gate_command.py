@@ -77,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
     baseline = find_baseline(runs[0], args.baseline, args.allow_gpu_mismatch)
     require_baseline_figure(runs, baseline)
     check_output_file(args.markdown, "--markdown", "gate.md",
-                      [*(r.path for r in runs), baseline.path if baseline is not None else None])
+                      [*(r.path for r in runs), baseline.path if baseline is not None else None], command="gate")
     judge = functools.partial(evaluate, baseline=baseline, min_reduction_pct=args.min_reduction,
                               max_regression_pct=args.max_regression, max_gated_len=args.max_gated_len,
                               allow_unchecked=args.allow_unchecked)

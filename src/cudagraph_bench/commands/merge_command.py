@@ -7,7 +7,7 @@ import gzip
 import json
 import sys
 
-from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_files_atomic, written_verb
+from cudagraph_bench.fsio import check_output_file, write_files_atomic, written_verb
 from cudagraph_bench.options import parse_path
 from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
@@ -25,9 +25,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Returns 0 (warning when a shard is missing); UsageError before anything is written."""
-    check_output_file(args.output, "-o", "merged.json")
     runs = distinct_runs([load_run(r, records_only=True) for r in args.runs], "merge")
-    refuse_overwriting_inputs(args.output, "-o", [r.path for r in runs])
+    check_output_file(args.output, "-o", "merged.json", [r.path for r in runs], command="merge")
     parts = [(str(r.path), r.data) for r in runs]
     missing = check_shards(parts)
     merged = merge_runs(parts)

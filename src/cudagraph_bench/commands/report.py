@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
         except UnicodeDecodeError:
             raise UsageError(f"--readme {args.readme} is not UTF-8 text: {fix}") from None
         replace_between_markers(readme_text, "", where=args.readme)  # fail before writing anything
-    results_md = check_output_folder(outdir, [RESULTS_MD, *PLOT_NAMES]) / RESULTS_MD
+    results_md = check_output_folder(outdir, [RESULTS_MD, *PLOT_NAMES], command="report") / RESULTS_MD
     # render every text once before writing anything: bad data fails here, with nothing half-written
     render_results_markdown(runs, outdir, [], superseded, suite_runs)
     if readme:

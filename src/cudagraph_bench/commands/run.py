@@ -15,7 +15,7 @@ from pathlib import Path
 from cudagraph_bench import variants
 from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
-                                  write_text_atomic, written_verb)
+                                  write_text_atomic, written_here, written_verb)
 from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
                                      parse_cpus, parse_path, parse_pytest_matrix, parse_variants, show_default)
 from cudagraph_bench.table import plural
@@ -217,7 +217,8 @@ def main(args: argparse.Namespace) -> int:
     from cudagraph_bench.report.pages import PLOT_NAMES
 
     outdir = Path(args.outdir)
-    check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES])   # before anything is measured; made once something is
+    check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES], command="run")   # before anything is measured; made once
+    _check_parts(outdir)
     scratch = Path(tempfile.mkdtemp(prefix="cgb-run-"))     # the processes' JSON and logs, until the run is whole
     keep_scratch = False
     try:
@@ -232,11 +233,28 @@ def main(args: argparse.Namespace) -> int:
             print(f"no pytest process wrote a run (see the logs under {scratch / 'parts'}): nothing measured, "
                   f"{outdir} left as it was (exit 1)", file=sys.stderr)
             return 1
-        check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES], create=True)
+        check_output_folder(outdir, [RUN_JSON, *PLOT_NAMES], command="run", create=True)
+        _check_parts(outdir)
         return _write_run(doc, outcomes, outdir, scratch)
     finally:
         if not keep_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _check_parts(outdir: Path) -> None:
+    """UsageError when ``outdir/parts`` holds a JSON or log, which a run replaces or removes, that is no part of the
+    run cudagraph-bench wrote there: any when ``outdir`` holds no run of its own, else a JSON that is no run. The
+    parts follow the rule of every other output (:func:`~cudagraph_bench.fsio.written_here`)."""
+    parts = outdir / "parts"
+    held_run = (outdir / RUN_JSON).is_file()       # check_output_folder refused a run.json that is no run
+    found = sorted(parts.rglob("*")) if parts.is_dir() else []
+    foreign = [str(p.relative_to(outdir)) for p in found if p.suffix in (".json", ".log") and p.is_file()
+               and not (held_run and written_here(p, p.suffix, "run"))]
+    if foreign:
+        these = "that file" if len(foreign) == 1 else "those files"
+        raise UsageError(f"-o {outdir} holds {', '.join(foreign)}, which belong to no {RUN_JSON} that cudagraph-bench "
+                         f"run wrote there, and a run replaces only its own parts: give another -o folder, or remove "
+                         f"{these} first")
 
 
 def _write_run(doc: dict, outcomes, outdir: Path, scratch: Path) -> int:

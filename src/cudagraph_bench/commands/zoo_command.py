@@ -47,7 +47,7 @@ def write_page(paths, markdown, command: str | None = None) -> int:
     from cudagraph_bench.report.architectures import merge_entries, render_markdown, run_entries, status_counts
     from cudagraph_bench.results.runfile import load_run
 
-    check_output_file(markdown, "--markdown", PAGE, list(paths))
+    check_output_file(markdown, "--markdown", PAGE, list(paths), command="zoo")
     same = sorted({str(p) for p in paths if sum(Path(q).resolve() == Path(p).resolve() for q in paths) > 1})
     if same:
         raise UsageError(f"{', '.join(same)} given more than once: give each zoo run once")
@@ -86,15 +86,15 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
-    check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON])   # never the run the page is made from
-    check_output_folder(out, [RUN_JSON])
+    check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON], command="zoo")   # never the page's run
+    check_output_folder(out, [RUN_JSON], command="zoo")
     if args.types != ZooTypes():      # names and K/N against the release the zoo's pytest process runs
         release, installed = zoo_types(tree)
         try:
             args.types.pick(list(installed), "--types", release)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    check_output_folder(out, [RUN_JSON], create=True)
+    check_output_folder(out, [RUN_JSON], command="zoo", create=True)
     deadline = f"{time.time() + args.deadline_s:.0f}" if args.deadline_s else "0"
     pytest_args = ("perf_tests/test_zoo.py", "--zoo", str(args.types), "--device", args.device,
                    "--zoo-deadline-at", deadline, *(("--with-compile",) if args.with_compile else ()))

@@ -24,7 +24,7 @@ def output_file_problem(path, flag: str, example: str) -> str | None:
         return (f"{flag} {out}: folder {out.parent} does not exist: create it first (mkdir -p {out.parent}) or give "
                 "a path in an existing folder")
     try:
-        check_output_file(out, flag, example)               # a directory, a parent that is a file, no new file
+        check_output_file(out, flag, example, command="pytest")   # a directory, a parent that is a file, no new file
     except UsageError as exc:
         return str(exc)
     if out.exists() and not os.access(out, os.W_OK):

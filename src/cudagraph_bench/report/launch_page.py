@@ -370,6 +370,6 @@ def write_launch_page(run, out_dir: str | os.PathLike, **page_options) -> tuple[
     page = render_launch_page(run, **page_options)
     png = figure_png(speedup_figure(_series(launch_rows(run), page_options.get("graphs_cu"))), PLOT_DPI)
     page_path, plot_path = out_dir / PAGE_NAME, out_dir / PLOT_NAME
-    check_output_folder(out_dir, [PAGE_NAME, PLOT_NAME])
+    check_output_folder(out_dir, [PAGE_NAME, PLOT_NAME], command="launch-report")
     write_files_atomic({plot_path: png, page_path: page})
     return page_path, plot_path

@@ -145,11 +145,13 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--from {folder} holds no unmodified runs (unmodified-1.json[.gz], "
                              "unmodified-2.json[.gz], ..., as selftest -o writes them): give the -o folder of an "
                              "earlier selftest")
-        check_output_file(args.markdown, "--markdown", "gate-selftest.md", [*paths, args.baseline])
+        check_output_file(args.markdown, "--markdown", "gate-selftest.md", [*paths, args.baseline],
+                          command="selftest")
     else:
         planned = _plan(args)
         check_output_file(args.markdown, "--markdown", "gate-selftest.md", [
-            args.baseline, *(Path(args.out) / f"{r.name}{ext}" for r in planned for ext in (".json", ".json.gz"))])
+            args.baseline, *(Path(args.out) / f"{r.name}{ext}" for r in planned for ext in (".json", ".json.gz"))],
+            command="selftest")
         paths = _measure(args, planned)
     loaded = {p.name.split(".json")[0]: load_run(str(p)) for p in paths}
     plain = [r for name, r in sorted(loaded.items()) if name.startswith(PLAIN_PREFIX)]
