@@ -146,7 +146,7 @@ class CaseFailed(CudagraphBenchError, RuntimeError):
         self.phase, self.reason, self.cause, self.info = phase, reason, cause, dict(info or {})
 
 
-def require_finite(logits, reference: str = "eager") -> None:
+def require_finite(logits, reference: str = variants.FORWARD_REFERENCE) -> None:
     """CaseFailed (phase ``check``) when the reference's ``logits`` hold NaN or inf: they prove no variant correct,
     and NaN compared with NaN would pass a token check."""
     import torch

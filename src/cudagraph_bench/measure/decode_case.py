@@ -16,7 +16,7 @@ from cudagraph_bench.measure.roofline import request_bytes_per_token
 from cudagraph_bench.measure.static_generate import StaticCompiledGenerate
 from cudagraph_bench.models.presets import max_positions
 from cudagraph_bench.options import DECODE_COMPILE_TUNINGS
-from cudagraph_bench.variants import DECODE, Rule, variant
+from cudagraph_bench.variants import DECODE, DECODE_REFERENCE, Rule, variant
 
 #: Static KV cache of the decode benchmarks: at least this many tokens (a multiple of it).
 DECODE_CACHE_STEP = 256
@@ -126,7 +126,7 @@ def prepare_decode(spec: DecodeSpec, model, ids, refs, plant=None) -> PreparedDe
     info.update(request_bytes_per_token(model, spec.seq_len, spec.new_tokens))   # the decode roofline's bytes
     reference, reference_logits = refs.generate(spec.model, spec.dtype, ids, spec.new_tokens,   # [1, new_tokens]
                                                 share_up_to=spec.longest_new_tokens)
-    require_finite(torch.cat(reference_logits), "generate")     # else NaN tokens would match NaN tokens
+    require_finite(torch.cat(reference_logits), DECODE_REFERENCE)     # else NaN tokens would match NaN tokens
     if kind.is_reference:
         info["check"] = "reference"
         mask = torch.ones_like(ids)
