@@ -41,7 +41,8 @@ def model_name_problem(name: str) -> str | None:
         if os.path.isfile(os.path.join(parent, "config.json")):
             return (f"{name!r} is a file: give the directory that holds config.json and the weights ({parent!r}), as "
                     "written by save_pretrained()")
-        return f"{name!r} is a file: give a directory written by save_pretrained() (config.json and weights) or a preset"
+        return (f"{name!r} is a file: give a directory written by save_pretrained() (config.json and weights) or a "
+                "preset")
     if not os.path.isdir(name):
         if name.startswith(("~", ".")) or os.sep in name or (os.altsep or os.sep) in name:   # no preset looks so
             return (f"no directory {os.path.abspath(os.path.expanduser(name))!r} (models load from local "
