@@ -35,19 +35,21 @@ class Option:
     default: Any
     help: str
     metavar: str | None = None
+    #: Type of its value in a ``run --config`` TOML file: ``(T,)`` a list of T's; ``float`` takes an integer too.
+    toml: Any = str
 
 
 #: Options of the benchmark matrix, in the order they are shown in ``--help``.
 MATRIX_OPTIONS = (
     Option("--models", "models", parse_models, DEFAULT_MODELS,
-           "comma-separated presets or local model dirs (default: %(default)s)"),
+           "comma-separated presets or local model dirs (default: %(default)s)", toml=(str,)),
     Option("--prompt-lengths", "prompt_lengths", parse_prompt_lengths, DEFAULT_PROMPT_LENGTHS,
-           "comma-separated prompt lengths in tokens (default: %(default)s)"),
+           "comma-separated prompt lengths in tokens (default: %(default)s)", toml=(int,)),
     Option("--dtypes", "dtypes", parse_dtypes, DEFAULT_DTYPES,
-           "comma-separated dtypes: float32,bfloat16,float16 (default: %(default)s)"),
+           "comma-separated dtypes: float32,bfloat16,float16 (default: %(default)s)", toml=(str,)),
     Option("--variants", "variants", parse_variants, DEFAULT_VARIANTS,
            "comma-separated forward variants: eager,graph,padded,bucketed,compile,compile+graph (default: "
-           "%(default)s; --with-compile adds compile,compile+graph)"),
+           "%(default)s; --with-compile adds compile,compile+graph)", toml=(str,)),
     Option("--device", "device", parse_device, "cuda",
            "cuda, or cpu: only the variants that need no GPU (eager forward, generate and static-eager decode), "
            "to try the pipeline on any machine (default: %(default)s)"),
@@ -57,37 +59,40 @@ MATRIX_OPTIONS = (
            "transformers has it, else eager)", "NAME"),
     Option("--max-positions", "max_positions", parse_count, None,
            "position limit (tokens) of models whose config records none (ALiBi such as BLOOM, NoPE): longer prompts "
-           "are skipped and KV caches sized from the request (default: the longest request of the matrix)", "N"),
+           "are skipped and KV caches sized from the request (default: the longest request of the matrix)", "N",
+           toml=int),
     Option("--rounds", "rounds", parse_rounds, DEFAULT_ROUNDS,
            "at least this many measured rounds per benchmark; more while the median's 95%% interval is wider "
-           "than --precision-pct (default: %(default)s)"),
+           "than --precision-pct (default: %(default)s)", toml=int),
     Option("--precision-pct", "precision_pct", parse_pct, DEFAULT_PRECISION_PCT,
            "measure until the median's 95%% interval is within this %% of the median, planned from a pilot "
-           "of the first calls; 0: exactly the fewest rounds (default: %(default)s)"),
+           "of the first calls; 0: exactly the fewest rounds (default: %(default)s)", toml=float),
     Option("--max-rounds", "max_rounds", parse_rounds, DEFAULT_MAX_ROUNDS,
-           "most measured rounds that --precision-pct and --min-time-ms may ask for (default: %(default)s)"),
+           "most measured rounds that --precision-pct and --min-time-ms may ask for (default: %(default)s)", toml=int),
     Option("--max-time-ms", "max_time_ms", parse_ms, DEFAULT_MAX_TIME_MS,
            "most ms of measured calls that --precision-pct may add to a benchmark beyond --rounds (the --rounds "
-           "floor and --min-time-ms take precedence); 0: no cap (default: %(default)s)"),
+           "floor and --min-time-ms take precedence); 0: no cap (default: %(default)s)", toml=float),
     Option("--warmup-rounds", "warmup_rounds", parse_warmup_rounds, DEFAULT_WARMUP_ROUNDS,
-           "unmeasured calls per benchmark before its measured rounds, the pilot's counted in (default: %(default)s)"),
+           "unmeasured calls per benchmark before its measured rounds, the pilot's counted in (default: %(default)s)",
+           toml=int),
     Option("--warmup-ms", "warmup_ms", parse_ms, DEFAULT_WARMUP_MS,
            "warm up each benchmark for at least this many ms, the pilot's calls counted in, and at least "
-           "the fewest warmup calls (default: %(default)s)"),
+           "the fewest warmup calls (default: %(default)s)", toml=float),
     Option("--min-time-ms", "min_time_ms", parse_ms, DEFAULT_MIN_TIME_MS,
            "measure each benchmark for at least this many ms (up to --max-rounds rounds); 0: no time floor "
-           "(default: %(default)s)"),
+           "(default: %(default)s)", toml=float),
     Option("--check-inputs", "check_inputs", parse_check_inputs, DEFAULT_CHECK_INPUTS,
-           "fresh random inputs each variant is checked on against eager before it is timed (default: %(default)s)"),
+           "fresh random inputs each variant is checked on against eager before it is timed (default: %(default)s)",
+           toml=int),
     Option("--compile-mode", "compile_mode", parse_compile_mode, DEFAULT_COMPILE_GRAPH_MODE,
            "inductor mode of the compile+graph variants, forward and decode: default (fusion; the kernels "
            "reduce-overhead runs) or max-autotune-no-cudagraphs (also autotuning; minutes per prompt length) "
            "(default: %(default)s)"),
     Option("--pad-to", "pad_to", parse_count, DEFAULT_PAD_TO,
            "length (tokens) that the padded graph pads every prompt to, capped at the model's positions "
-           "(default: %(default)s)"),
+           "(default: %(default)s)", toml=int),
     Option("--buckets", "buckets", parse_buckets, DEFAULT_BUCKETS,
-           "bucket lengths in tokens for bucketed graphs (default: %(default)s)"),
+           "bucket lengths in tokens for bucketed graphs (default: %(default)s)", toml=(int,)),
 )
 
 

@@ -30,16 +30,12 @@ OWN_OPTIONS = {
     "--journal": "run keeps each process's journal",
     **{flag: "it is run's own option: give it before --" for flag in ("--config", "--gpus", "--cpus")},
 }
-#: TOML type of each config key's value: ``[T]`` a list of T's; ``float`` takes an integer too.
-CONFIG_TYPES = {"models": [str], "prompt_lengths": [int], "dtypes": [str], "variants": [str], "device": str,
-                "attn_implementation": str, "max_positions": int, "rounds": int, "precision_pct": float,
-                "max_rounds": int, "max_time_ms": float, "warmup_rounds": int, "warmup_ms": float,
-                "min_time_ms": float, "check_inputs": int, "compile_mode": str, "pad_to": int, "buckets": [int]}
 _TOML_NAMES = {bool: "a boolean", str: "a string", int: "an integer", float: "a number", list: "a list",
                dict: "a table"}
 #: Keys of a sub-matrix (top level or ``[[sweep]]``).
 MATRIX_KEYS = ("models", "prompt_lengths", "dtypes", "variants")
 _PARSERS = {o.dest: o.type for o in MATRIX_OPTIONS}
+_TOML_TYPES = {o.dest: o.toml for o in MATRIX_OPTIONS}
 _FLAGS = {o.dest: o.flag for o in MATRIX_OPTIONS}
 
 
@@ -80,8 +76,8 @@ def _parse_config_table(path: str, where: str, table: dict, known) -> dict:
     for key, value in table.items():
         if key not in known:
             raise UsageError(f"{path}: {where}unknown key '{key}': use one of {', '.join(known)}")
-        expected = CONFIG_TYPES[key]
-        many = isinstance(expected, list)
+        expected = _TOML_TYPES[key]
+        many = isinstance(expected, tuple)
         kind = expected[0] if many else expected
         items = value if many and isinstance(value, list) else [value]
         wrong = [v for v in items if not (type(v) is kind or (kind is float and type(v) is int))]
