@@ -126,9 +126,9 @@ def test_check_output_folder(tmp_path, monkeypatch):
 def test_an_existing_output_is_replaced_only_when_the_same_command_wrote_it_as_that_kind(tmp_path):
     """Pages whose generated-by line or verdict heading names the command, plots (by the text chunk figure_png
     writes), baselines by baseline, merged runs (machine_info.shards, read whole) by merge and any run by the other
-    writers (also gzip-compressed) are replaced; any other file, another command's page included, is refused with the
-    fix, for a file and in a folder; a kind the tool has no mark for (a journal), an empty file (mktemp's) and a
-    missing file pass."""
+    writers (also gzip-compressed), a pytest process's log (its first line) and journal (its first event) are
+    replaced; any other file, another command's page included, is refused with the fix, for a file and in a folder; a
+    kind the tool has no mark for (a .jsonl file), an empty file (mktemp's) and a missing file pass."""
     import gzip
     import json
 
@@ -139,7 +139,8 @@ def test_an_existing_output_is_replaced_only_when_the_same_command_wrote_it_as_t
              "gate.md": "## cudagraph-bench gate: FAIL\n\n- run x\n", "notes.md": "# my notes on cudagraph-bench\n",
              "run.json": '{\n    "machine_info": {}, "benchmarks": []}', "base.json": '{"schema_version": 4}',
              "merged.json": merged, "cut.json": merged[:-1], "page.json": "## cudagraph-bench gate: PASS\n",
-             "empty.md": ""}
+             "empty.md": "", "own.log": f"{fsio.LOG_HEADER} zoo.json\n", "my.log": "my notes\n",
+             "own.journal": '{"start": "t::a"}\n', "my.journal": "my notes\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "run.json.gz").write_bytes(gzip.compress(b'{"machine_info": {}}'))
@@ -151,7 +152,8 @@ def test_an_existing_output_is_replaced_only_when_the_same_command_wrote_it_as_t
     own = {("report.md", "report"), ("gate.md", "gate"), ("run.json", "pytest"), ("run.json", "run"),
            ("merged.json", "run"), ("base.json", "baseline"), ("merged.json", "merge"), ("merged.json.gz", "merge"),
            ("run.json.gz", "zoo"), ("plot.png", "report"), ("plot.png", "run"), ("journal.jsonl", "pytest"),
-           ("new.md", "gate"), ("empty.md", "compare"), ("empty.md", "merge")}
+           ("new.md", "gate"), ("empty.md", "compare"), ("empty.md", "merge"), ("own.log", "zoo"),
+           ("own.journal", "zoo")}
     for name, command in own:
         check_output_file(tmp_path / name, "-o", "r" + (Path(name).suffixes or [".md"])[0], command=command)
     foreign = [("notes.md", "page that cudagraph-bench report wrote", "report"),
@@ -166,9 +168,12 @@ def test_an_existing_output_is_replaced_only_when_the_same_command_wrote_it_as_t
                ("base.json", "merged run that cudagraph-bench merge wrote", "merge"),
                ("cut.json", "merged run that cudagraph-bench merge wrote", "merge"),
                ("cut.json.gz", "run that cudagraph-bench wrote", "run"),
-               ("user.png", "plot that cudagraph-bench wrote", "report")]
+               ("user.png", "plot that cudagraph-bench wrote", "report"),
+               ("my.log", "log that cudagraph-bench wrote", "zoo"),
+               ("my.journal", "journal that cudagraph-bench wrote", "zoo")]
     for name, kind, command in foreign:
-        example = "r.json" if "run" in kind or "baseline" in kind else "r.png" if "plot" in kind else "r.md"
+        example = {"page": "r.md", "plot": "r.png", "log": "r.log", "journal": "r.journal"}.get(kind.split()[0],
+                                                                                           "r.json")
         with pytest.raises(UsageError, match=f"^-o {re.escape(str(tmp_path / name))} is not a {kind}, the only "
                                              "file it replaces: give another path, or remove that file first$"):
             check_output_file(tmp_path / name, "-o", example, command=command)

@@ -10,7 +10,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from cudagraph_bench.cli import main as cli_main
-from cudagraph_bench.fsio import figure_png
+from cudagraph_bench.fsio import LOG_HEADER, figure_png
 from cudagraph_bench.plugin.session import Session
 
 PLOTS = ("latency_comparison.png", "speedup_vs_length.png")
@@ -52,8 +52,9 @@ def test_a_plot_named_file_the_tool_did_not_write_is_refused_before_anything_is_
 def test_parts_that_belong_to_no_run_of_the_tool_are_refused_before_anything_is_measured(tmp_path, capsys,
                                                                                          in_process_pytest,
                                                                                          tiny_gpt2_dir):
-    """parts/ of a folder without a run.json (the user's main.log), or a JSON there that is no run beside the tool's
-    run.json: refused (exit 2, one line), every file kept; a run's own parts are replaced (the test below)."""
+    """parts/ of a folder without a run.json (the user's main.log), or beside the tool's run.json a log whose first
+    line is not the tool's or a JSON there that is no run: refused (exit 2, one line), every file kept; a run's own
+    parts are replaced (the test below)."""
     out = tmp_path / "out"
     (out / "parts").mkdir(parents=True)
     (out / "parts" / "main.log").write_text("the user's log\n")
@@ -65,6 +66,12 @@ def test_parts_that_belong_to_no_run_of_the_tool_are_refused_before_anything_is_
     assert err.count("\n") == 1 and f"-o {out} holds {Path('parts', 'main.log')}, which belong to no run.json" in err
     assert _files(out) == before
     (out / "run.json").write_text('{"machine_info": {}, "benchmarks": []}')       # a run of the tool's
+    before = _files(out)
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"holds {Path('parts', 'main.log')}, which belong to no run.json" in err
+    assert _files(out) == before
+    (out / "parts" / "main.log").write_text(f"{LOG_HEADER} main.json\n")            # the log of the tool's process
     (out / "parts" / "main.json").write_text('{"my": "settings"}')
     before = _files(out)
     assert cli_main(argv) == 2
@@ -79,7 +86,7 @@ def test_a_run_whose_every_case_failed_replaces_the_earlier_run_whole(tmp_path, 
     out = tmp_path / "out"
     assert cli_main(["run", *QUICK, "--models", tiny_gpt2_dir, "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 0
     assert all((out / name).is_file() for name in PLOTS)
-    (out / "parts" / "isolated.log").write_text("an earlier process's log\n")
+    (out / "parts" / "isolated.log").write_text(f"{LOG_HEADER} isolated.json\n")   # an earlier process's log
     (out / "parts" / "notes.txt").write_text("the user's, not a run's\n")
     capsys.readouterr()
 

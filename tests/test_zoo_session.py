@@ -131,3 +131,24 @@ def test_a_negative_deadline_is_a_usage_error_before_anything_is_made(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--deadline-s" in err and ">= 0" in err
     assert not out.exists()
+
+
+def test_a_log_or_journal_the_tool_did_not_write_is_refused_and_its_own_are_replaced(tmp_path, monkeypatch, capsys):
+    """-o DIR's zoo.log, zoo.journal and attempt JSON are the watched process's: a file of those names the tool did not
+    write is refused before anything runs (exit 2, one line, kept); the tool's own (a run cut short by a Ctrl-C
+    leaves its journal) are replaced. The process here writes nothing."""
+    monkeypatch.setattr(process, "run_process", lambda cmd, cwd, env, log: 5)
+    out = tmp_path / "zoo"
+    out.mkdir()
+    for name in ("zoo.log", "zoo.journal", "zoo.part0.json"):
+        (out / name).write_text("my notes\n")
+        assert cli_main(["zoo", "--device", "cpu", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"-o {out} holds {name}, which cudagraph-bench zoo did not write" in err, err
+        assert (out / name).read_text() == "my notes\n"
+        (out / name).unlink()
+    assert cli_main(["zoo", "--device", "cpu", "-o", str(out)]) == 1           # no run written: the log says why
+    (out / "zoo.journal").write_text('{"start": "perf_tests/test_zoo.py::t"}\n')
+    assert cli_main(["zoo", "--device", "cpu", "-o", str(out)]) == 1
+    assert [p.name for p in out.iterdir()] == ["zoo.log"]
+    assert "wrote no run" in capsys.readouterr().err

@@ -50,11 +50,16 @@ _OWN_JSON = re.compile(rb'\A\s*\{\s*"(schema_version|machine_info|commit_info|be
 #: Bytes of an existing output read to tell whether this tool wrote it (its marks are all in the first lines, but a
 #: merged run's list of shards closes its machine_info: that run is read whole).
 _HEAD_BYTES = 8192
+#: The first line of every pytest process's log this tool writes (its JSON's name follows), as the PNG's text chunk.
+LOG_HEADER = "cudagraph-bench: the output of the pytest process that writes"
+#: How the journal of a pytest process this tool starts begins (``plugin.session_journal``: its first event).
+_OWN_JOURNAL = b'{"start": '
 #: Output kind (a file suffix) -> what a command writes as that kind ({} its name), for the message refusing another
 #: file; the JSON of baseline and merge is a kind of its own (:func:`written_here`).
 _OWN_KINDS = {".md": "page that cudagraph-bench {} wrote", ".png": "plot that cudagraph-bench wrote",
               ".json": "run that cudagraph-bench wrote", "baseline": "baseline that cudagraph-bench wrote",
-              "merge": "merged run that cudagraph-bench merge wrote"}
+              "merge": "merged run that cudagraph-bench merge wrote", ".log": "log that cudagraph-bench wrote",
+              ".journal": "journal that cudagraph-bench wrote"}
 
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
           (stat.S_ISSOCK, "a socket"))
@@ -333,8 +338,9 @@ def written_here(path: str | os.PathLike, kind: str, command: str) -> bool:
     """Whether ``path``, when it is a regular file, is one ``command`` writes as ``kind`` (a suffix: ``.md`` a page
     whose generated-by line or verdict heading names ``command``; ``.png`` a plot with this tool's text chunk;
     ``.json``, also gzip-compressed, a baseline for ``baseline``, a merged run (``machine_info["shards"]``) for
-    ``merge``, else any run; True for any other kind, an empty file (``mktemp``'s: nothing to lose) and no file), told
-    from its first bytes: an output never replaces a file the user made, nor another command's output."""
+    ``merge``, else any run; ``.log`` a pytest process's log with :data:`LOG_HEADER` first, ``.journal`` its journal;
+    True for any other kind, an empty file (``mktemp``'s: nothing to lose) and no file), told from its first bytes: an
+    output never replaces a file the user made, nor another command's output."""
     if kind not in _OWN_KINDS or not os.path.isfile(path) or os.path.getsize(path) == 0:
         return True
     size = MAX_JSON_BYTES if (kind, command) == (".json", "merge") else _HEAD_BYTES
@@ -346,6 +352,8 @@ def written_here(path: str | os.PathLike, kind: str, command: str) -> bool:
                 head = gzip.GzipFile(fileobj=fh).read(size)
     except (OSError, EOFError, zlib.error):     # unreadable, or a broken gzip stream: not a file this tool wrote
         return False
+    if kind in (".log", ".journal"):
+        return head.startswith(LOG_HEADER.encode() if kind == ".log" else _OWN_JOURNAL)
     if kind == ".png":
         chunk = b"Software\0" + _PNG_SOFTWARE.encode("latin-1")
         return head.startswith(b"\x89PNG") and struct.pack(">I", len(chunk)) + b"tEXt" + chunk in head

@@ -239,8 +239,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _check_parts(outdir: Path) -> None:
     """UsageError when ``outdir/parts`` holds a JSON or log, which a run replaces or removes, that is no part of the
-    run cudagraph-bench wrote there: any when ``outdir`` holds no run of its own, else a JSON that is no run. The
-    parts follow the rule of every other output (:func:`~cudagraph_bench.fsio.written_here`)."""
+    run cudagraph-bench wrote there: any when ``outdir`` holds no run of its own, else a JSON that is no run or a log
+    whose first line is not the tool's. The parts follow the rule of every other output
+    (:func:`~cudagraph_bench.fsio.written_here`)."""
     parts = outdir / "parts"
     held_run = (outdir / RUN_JSON).is_file()       # check_output_folder refused a run.json that is no run
     found = sorted(parts.rglob("*")) if parts.is_dir() else []

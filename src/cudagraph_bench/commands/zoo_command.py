@@ -87,14 +87,15 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
     check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON], command="zoo")   # never the page's run
-    check_output_folder(out, [RUN_JSON], command="zoo")
+    own = [p.name for p in PytestRun(tree, out / RUN_JSON).files()]     # its log and journal too
+    check_output_folder(out, own, command="zoo")
     if args.types != ZooTypes():      # names and K/N against the release the zoo's pytest process runs
         release, installed = zoo_types(tree)
         try:
             args.types.pick(list(installed), "--types", release)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    check_output_folder(out, [RUN_JSON], command="zoo", create=True)
+    check_output_folder(out, own, command="zoo", create=True)
     deadline = f"{time.time() + args.deadline_s:.0f}" if args.deadline_s else "0"
     pytest_args = ("perf_tests/test_zoo.py", "--zoo", str(args.types), "--device", args.device,
                    "--zoo-deadline-at", deadline, *(("--with-compile",) if args.with_compile else ()))

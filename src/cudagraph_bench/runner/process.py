@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
-from cudagraph_bench.fsio import write_text_atomic
+from cudagraph_bench.fsio import LOG_HEADER, write_text_atomic
 from cudagraph_bench.journal import EXIT_CUDA_BROKEN, read_journal
 from cudagraph_bench.options import format_cpus
 
@@ -107,6 +107,14 @@ class PytestRun:
 
     log_path = property(lambda self: self.json_path.with_suffix(".log"))
     journal_path = property(lambda self: self.json_path.with_suffix(".journal"))
+
+    def part_path(self, attempt: int) -> Path:
+        """The JSON of attempt ``attempt`` (0: the first), merged into ``json_path`` and removed."""
+        return self.json_path.with_name(f"{self.json_path.stem}.part{attempt}.json")
+
+    def files(self) -> list[Path]:
+        """Every file the run writes, replaces or removes, for a command to check before it starts."""
+        return [self.json_path, self.log_path, self.journal_path, *map(self.part_path, range(MAX_RESTARTS + 1))]
 
 
 @dataclass
@@ -240,8 +248,9 @@ def run_pytest(run: PytestRun) -> RunOutcome:
         env.pop(name, None)      # pytest-benchmark disables benchmarks in what looks like an xdist worker
     documents, crashes, written, rc = [], [], set(), 0
     with open(run.log_path, "w", encoding="utf-8") as log:
+        print(f"{LOG_HEADER} {run.json_path.name}", file=log)      # the mark of a log this tool wrote
         for attempt in range(MAX_RESTARTS + 1):
-            part = run.json_path.with_name(f"{run.json_path.stem}.part{attempt}.json")
+            part = run.part_path(attempt)
             part.unlink(missing_ok=True)
             run.journal_path.unlink(missing_ok=True)
             deselect = sorted({*written, *(e["fullname"] for e in crashes)})
