@@ -40,6 +40,15 @@ replaces): give RUN_JSON a file path such as out/bench.json"; exit 2; fi; \
 	  sys.exit(0 if written_here(sys.argv[1], ".json", "pytest") else 3)' "$(RUN_JSON)"; rc=$$?; if [ $$rc -eq 3 ]; then \
 	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a run that cudagraph-bench wrote, and make never replaces another \
 file: give RUN_JSON another path, or remove that file first"; exit 2; elif [ $$rc -ne 0 ]; then exit $$rc; fi
+# gpu-gate: an earlier gate's confirmation runs beside RUN_JSON (<stem>.confirm-*.json, never overwritten by `gate
+# --confirm`): checked before pytest runs and removed (with the argument "remove") before the new run is gated, only
+# when every one is a run this tool wrote; any other file of that name is refused, exit 2
+OLD_CONFIRM_RUNS = PYTHONPATH=src $(PYTHON) -c 'import glob, os, sys; from cudagraph_bench.fsio import written_here; \
+	runs = sorted(glob.glob(glob.escape(sys.argv[1]) + ".confirm-*.json")); \
+	other = [p for p in runs if not written_here(p, ".json", "pytest")]; \
+	other and (print(f"make gpu-gate: {other[0]} is not a run that cudagraph-bench wrote, and make never removes \
+another file: move it away, or give RUN_JSON another path"), sys.exit(2)); \
+	[os.remove(p) for p in runs if sys.argv[2:]]' "$(basename $(RUN_JSON))"
 NEW_RUN = tmp="$(dir $(RUN_JSON)).$(notdir $(RUN_JSON)).$$$$.new"; trap 'rm -f "$$tmp"' EXIT; trap 'exit 130' INT TERM
 DROP_EMPTY_RUN = if [ ! -s "$$tmp" ]; then rm -f "$$tmp"; find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
 	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi
@@ -108,13 +117,14 @@ test: $(VENV)/.installed
 # "Error N"; make itself then exits 2).
 gpu-gate: $(VENV)/.installed
 	@$(CHECK_RUN_JSON)
+	@$(OLD_CONFIRM_RUNS)
 	@mkdir -p $(dir $(RUN_JSON))
 	@$(NEW_RUN); set -x; \
 	$(PY) -m pytest perf_tests --benchmark-only --benchmark-json="$$tmp" --benchmark-autosave --benchmark-save-data \
 	  -rfEs --durations=5 -W "ignore:Not saving anything" $(PYTEST_ARGS); \
 	{ rc=$$?; set +x; } 2>/dev/null; $(DROP_EMPTY_RUN); $(KEEP_UNLESS_WHOLE); \
 	if [ ! -s "$$tmp" ]; then echo "make gpu-gate: no benchmark ran (pytest exit $$rc; no CUDA GPU?): nothing to gate"; exit 2; fi; \
-	rm -f $(basename $(RUN_JSON)).confirm-*.json; mv -f "$$tmp" "$(RUN_JSON)"; set -x; \
+	$(OLD_CONFIRM_RUNS) remove || exit $$?; mv -f "$$tmp" "$(RUN_JSON)"; set -x; \
 	$(PY) -m pytest perf_tests --benchmark-skip -rfEs \
 	  $$($(PY) -c 'import xdist' 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup") $(PYTEST_ARGS); \
 	{ trc=$$?; set +x; } 2>/dev/null; if [ $$trc -eq 5 ]; then trc=0; fi; \

@@ -148,3 +148,23 @@ def test_ctrl_c_during_make_bench_keeps_the_previous_run_and_leaves_nothing_behi
     assert proc.returncode != 0
     assert run_json.read_text() == PREVIOUS_RUN
     assert sorted(os.listdir(tmp_path)) == ["bench.json", "venv", "waiting"]   # no temporary run left
+
+
+def test_gpu_gate_removes_only_the_earlier_confirmation_runs_this_tool_wrote(tmp_path, venv):
+    """An earlier gate's confirmation runs beside RUN_JSON are removed before the new run is gated (``gate --confirm``
+    never overwrites one); a file of that pattern the tool did not write is refused before pytest runs (exit 2, one
+    line), every file kept."""
+    run_json = tmp_path / "bench.json"
+    (tmp_path / "bench.confirm-1.json").write_text(PREVIOUS_RUN)
+    (tmp_path / "bench.confirm-notes.json").write_text("my notes")
+    result = make("gpu-gate", venv, run_json, FAKE_RUN="new run")
+    assert result.returncode == 2 and "correctness session" not in result.stdout
+    refusal = [line for line in result.stdout.splitlines() if "is not a run" in line]
+    assert refusal == [f"make gpu-gate: {tmp_path / 'bench.confirm-notes.json'} is not a run that cudagraph-bench "
+                       "wrote, and make never removes another file: move it away, or give RUN_JSON another path"]
+    assert sorted(os.listdir(tmp_path)) == ["bench.confirm-1.json", "bench.confirm-notes.json", "venv"]
+    assert (tmp_path / "bench.confirm-notes.json").read_text() == "my notes"
+    (tmp_path / "bench.confirm-notes.json").unlink()
+    result = make("gpu-gate", venv, run_json, FAKE_RUN="new run")
+    assert result.returncode == 0 and "correctness session" in result.stdout, result.stdout + result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["bench.json", "venv"] and run_json.read_text() == "new run"
