@@ -433,15 +433,18 @@ def test_only_a_missing_position_limit_means_none():
 
 def test_a_weight_shape_the_config_does_not_build_is_a_load_failure_naming_the_weight(edited_llamas):
     """``vocab_size`` 1024 against 512-row weights passes the checks (they read no weights) and fails the load in
-    one line naming the first weight that differs and both shapes, not transformers' pointer to a logged report."""
-    from cudagraph_bench.errors import UnknownModelError
+    one line naming the first weight that differs and both shapes, not transformers' pointer to a logged report,
+    labelled (as a failed case's reason shows it) as a checkpoint that does not match, not an unknown model."""
+    from cudagraph_bench.errors import CheckpointMismatchError
+    from cudagraph_bench.measure.case import describe_exception
     from cudagraph_bench.models.presets import load_model
 
     folder = edited_llamas["vocab_size", 1024]
     assert check_models([folder]).accepted == (folder,)
-    with pytest.raises(UnknownModelError) as failure:
+    with pytest.raises(CheckpointMismatchError) as failure:
         load_model(folder, "float32", "cpu")
     assert str(failure.value).startswith(f"{folder}: its weights do not fit its config: ")
+    assert describe_exception(failure.value).startswith(f"CheckpointMismatchError: {folder}: its weights do not fit")
     assert re.search(r"(lm_head|model\.embed_tokens)\.weight is \[512, 64\] in model\.safetensors, \[1024, 64\] in "
                      r"the model config\.json builds: fix config\.json", str(failure.value))
 

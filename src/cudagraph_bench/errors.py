@@ -21,6 +21,10 @@ class UnknownModelError(UsageError):
     """A model name is neither a preset nor a local ``from_pretrained`` directory with weights."""
 
 
+class CheckpointMismatchError(UnknownModelError):
+    """A ``save_pretrained`` directory's weights do not fit the model its config.json builds (a hand-edited config)."""
+
+
 class ShapeMismatchError(UsageError):
     """An input's shape or dtype differs from the static buffer captured in the graph."""
 

@@ -49,7 +49,7 @@ import os
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from cudagraph_bench.errors import UnknownModelError, UsageError
+from cudagraph_bench.errors import CheckpointMismatchError, UnknownModelError, UsageError
 from cudagraph_bench.models.attention import choose_attention
 from cudagraph_bench.models.checkpoints import (FIX, directory_config, directory_model_class, names_lm_head,
                                                 weight_shape_mismatch)
@@ -265,7 +265,7 @@ def experts_implementation(model) -> str | None:
 
 
 def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
-    """UnknownModelError naming a weight that does not fit its config."""
+    """CheckpointMismatchError naming a weight that does not fit its config."""
     config = directory_config(path)
     model_class = directory_model_class(config)
     attention = choose_attention(config, model_class, attn_implementation)
@@ -278,7 +278,7 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
         mismatch = weight_shape_mismatch(path, config, model_class)
         if mismatch is None:
             raise
-        raise UnknownModelError(f"{path}: its weights do not fit its config: {mismatch}: {FIX}") from exc
+        raise CheckpointMismatchError(f"{path}: its weights do not fit its config: {mismatch}: {FIX}") from exc
     return model.to(device)
 
 
