@@ -115,8 +115,9 @@ def test_check_output_folder(tmp_path, monkeypatch):
     blocker = tmp_path / "blocker"
     blocker.write_text("x")
     for bad in (blocker, blocker / "sub"):
-        with pytest.raises(UsageError, match=f"{blocker} is a file, not a folder: give -o a folder for a.md and b.png"):
-            check_output_folder(bad, ["a.md", "b.png"], create=True, command="report")
+        with pytest.raises(UsageError, match=f"{blocker} is a file, not a folder: give -o a folder for a.md, b.png "
+                                             "and c.png$"):
+            check_output_folder(bad, ["a.md", "b.png", "c.png"], create=True, command="report")
     assert blocker.read_text() == "x"
     monkeypatch.setattr(fsio.tempfile, "mkstemp", lambda **kw: (_ for _ in ()).throw(PermissionError(13, "denied")))
     with pytest.raises(UsageError, match="cannot write to output folder .*: denied: give a writable -o folder"):

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudagraph_bench.errors import InputFileError, OutputWriteError, UsageError
+from cudagraph_bench.table import listed
 
 #: Permissions of every written file (temporary files start as 0600).
 FILE_MODE = 0o644
@@ -428,7 +429,7 @@ def check_output_folder(folder: str | os.PathLike, names: list[str], flag: str =
     blocker = _blocking_file(folder)
     if blocker is not None:
         raise UsageError(f"{flag} {folder}: {blocker} is a file, not a folder: give {flag} a folder for "
-                         f"{' and '.join(names) or 'its files'}")
+                         f"{listed(names) or 'its files'}")
     for name in names:
         if (folder / name).is_dir():
             raise UsageError(f"{folder / name} is a folder: remove it or give another {flag} folder")

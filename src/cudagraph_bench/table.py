@@ -70,6 +70,11 @@ def first_items(items: Sequence[str], shown: int = SHOWN_ITEMS) -> str:
     return ", ".join(items[:shown]) + (", ..." if len(items) > shown else "")
 
 
+def listed(items: Sequence[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``: every item, as a sentence lists them."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), *items[-1:]]))
+
+
 def verdict_line(command: str, passed: bool, parts: Iterable[str]) -> str:
     """E.g. ``"gate PASS: 3 gated cases ...; ..."`` (parts joined by "; ")."""
     return f"{command} {'PASS' if passed else 'FAIL'}: " + "; ".join(parts)

@@ -15,7 +15,7 @@ from cudagraph_bench.report.launch_data import (REFERENCE_N, LaunchRow, as_run, 
                                                 graphs_cu_rows, launch_rows, parse_sanitizer_log, reference_row,
                                                 sanitizer_case, saving_rows)
 from cudagraph_bench.report.plots import PLOT_DPI, speedup_figure
-from cudagraph_bench.table import Column, render_table
+from cudagraph_bench.table import Column, listed, render_table
 
 PAGE_NAME = "launch-overhead.md"
 PLOT_NAME = "launch_speedup_vs_n.png"
@@ -144,8 +144,7 @@ def _speedup_path(points: list[LaunchRow]) -> str:
     parts = []
     for d, segment in itertools.groupby(steps, key=lambda step: step[0]):
         items = [_x(b) for _, b in segment]
-        listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-        parts.append(f"{verbs[d]} {listed}")
+        parts.append(f"{verbs[d]} {listed(items)}")
     return f"from {_x(points[0])} it " + ", then ".join(parts)
 
 
