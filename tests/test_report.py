@@ -285,6 +285,25 @@ def test_report_cli_writes_results_pngs_and_readme_block(tmp_path):
     assert (docs / "latency_comparison.png").read_bytes() == png      # left as it was
 
 
+def test_the_readme_block_of_a_cpu_run_says_its_figures_come_from_a_cpu_run(tmp_path):
+    """A run made with --device cpu (eager only, no CUDA fingerprint) is named as such above its figures; a GPU
+    run's block has no such line."""
+    doc = read_json(FIXTURE)
+    doc["machine_info"]["cuda"] = None
+    doc["benchmarks"] = [b for b in doc["benchmarks"] if b["extra_info"].get("variant") == "eager"]
+    for b in doc["benchmarks"]:
+        b["extra_info"]["device"] = "cpu"
+    run = tmp_path / "cpu.json"
+    run.write_text(json.dumps(doc))
+    line = "These figures come from a CPU run, which measures eager only: graph replay needs a CUDA GPU."
+    for source, said in ((run, True), (FIXTURE, False)):
+        readme = tmp_path / "README.md"
+        readme.write_text(README)
+        assert cli_main(["report", str(source), "-o", str(tmp_path / "docs"), "--readme", str(readme),
+                         "--no-plots"]) == 0
+        assert (line in readme.read_text().splitlines()) == said and ("CPU run" in readme.read_text()) == said
+
+
 def test_readme_without_markers_is_a_usage_error_and_nothing_is_written(tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")

@@ -205,9 +205,13 @@ def _headline(table: dict[tuple, dict], columns: list[Column]) -> str | None:
 
 def render_readme_section(runs: list[Run], outdir: Path, readme_dir: Path, plots_written: list[Path],
                           suite_runs: list[Run] | None = None) -> str:
-    """The README block: the two headline tables and the link to ``results.md``."""
-    link, gpu = _link(outdir / RESULTS_MD, readme_dir), gpu_name(runs)
+    """The README block: the two headline tables and the link to ``results.md``, after a line saying so when figures
+    come from a CPU run (its page says so only among the source runs)."""
+    link, gpu, cpu = _link(outdir / RESULTS_MD, readme_dir), gpu_name(runs), [run.on_cpu for run in runs]
     out = [""]
+    if any(cpu):
+        out += [f"{'These' if all(cpu) else 'Some of these'} figures come from a CPU run, which measures eager only: "
+                "graph replay needs a CUDA GPU.", ""]
     forward = forward_headline(forward_rows(runs))
     if forward:
         out += [HEADLINE_FORWARD_NOTE, "", forward, ""]
