@@ -75,6 +75,19 @@ def test_single_length_gives_histograms_per_variant():
     assert total == sum(len(v) for v in samples.values())
 
 
+def test_a_histogram_counts_rounds_in_whole_numbers():
+    """Few rounds (a short run) leave the default ticks at 0.5 steps; a count of rounds has whole-number ticks."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    samples = {Case("gpt2", "float32", 50, v): np.array(d) for v, d in (("eager", [8.0, 8.1, 8.3]),
+                                                                       ("graph", [2.0, 2.1, 2.05]))}
+    fig = plots.latency_comparison(samples)
+    FigureCanvasAgg(fig).draw()
+    (ax,) = visible_axes(fig)
+    ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+    assert len(ticks) >= 2 and all(t == int(t) for t in ticks), ticks
+
+
 def test_speedup_vs_length_lines_are_eager_over_variant_medians():
     samples = fixture_samples()
     medians = {c: statistics.median(v.tolist()) for c, v in samples.items()}

@@ -78,6 +78,8 @@ def latency_comparison(samples_ms: Mapping[Case, Sequence[float]], *, gpu: str |
 
 
 def _histograms(ax, cases: dict, variants: list[str]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     values = np.concatenate(list(cases.values()))
     lo, hi = float(values.min()), float(values.max())
     log = hi / max(lo, 1e-9) > 8
@@ -89,6 +91,7 @@ def _histograms(ax, cases: dict, variants: list[str]) -> None:
         ax.set_xscale("log")
         _plain_log_ticks(ax.xaxis)
     ax.set(xlabel=LATENCY_LABEL, ylabel="rounds (count)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))         # a count of rounds: whole numbers only
     ax.legend(title="variant")
 
 
