@@ -41,11 +41,6 @@ STATE = pytest.StashKey[ShardSession]()
 PLUGIN_NAME = "cudagraph-bench-shard"
 
 
-def session_state(config) -> ShardSession | None:
-    """None before ``pytest_configure``."""
-    return config.stash.get(STATE, None)
-
-
 def pytest_addoption(parser):
     add_to_pytest(parser.getgroup("cudagraph-bench"), SHARD_OPTIONS)
 
@@ -74,7 +69,7 @@ def item_group(item) -> str:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Keep shard K's groups (after ``-k``/``-m``), balanced by ``--shard-durations``, else by test count."""
-    state = session_state(config)
+    state = config.stash.get(STATE, None)
     if state is not None and state.durations and items and \
             not any(base_nodeid(item.nodeid) in state.durations for item in items):
         warnings.warn(pytest.PytestConfigWarning(
@@ -101,7 +96,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Time per part and the session's wall time."""
-    state = session_state(config)
+    state = config.stash.get(STATE, None)
     if state is None or not state.ran_s or hasattr(config, "workerinput"):
         return
     terminalreporter.write_sep("-", "cudagraph-bench time per part")
@@ -114,12 +109,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.hookimpl(trylast=True)
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     """Durations, time per part, wall time and shard into the ``cudagraph_bench`` section."""
-    state = session_state(config)
+    state = config.stash.get(STATE, None)
     if state is None:
         return
-    section = output_json.get("cudagraph_bench")
-    if not isinstance(section, dict):
-        section = output_json["cudagraph_bench"] = {}
+    section = output_json.setdefault("cudagraph_bench", {})
     section[DURATIONS_KEY] = dict(state.ran_s)
     section["time_per_part_s"] = {part: round(t["s"], 3) for part, t in time_per_part(state.ran_s).items()}
     section["wall_s"] = round(state.wall_s, 3)
