@@ -25,9 +25,8 @@ class Journal:
         self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
 
     def write(self, **event) -> None:
-        if self._fh is not None:
+        if self._fh is not None:     # line-buffered: each event reaches the file as it is written
             self._fh.write(json.dumps(event) + "\n")
-            self._fh.flush()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
