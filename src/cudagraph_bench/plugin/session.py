@@ -97,8 +97,7 @@ class Session:
         self.config = config
         self.device = config.getoption("device", "cuda")
         self.padding = PaddingGraphs(release)
-        self.models = ModelCache(self.device, release=release,
-                                 on_evict=lambda key: self.padding.drop() if self.padding.holds(*key) else None,
+        self.models = ModelCache(self.device, padding=self.padding,
                                  attn_implementation=config.getoption("attn_implementation", None))
         self.references = DecodeReferences(self.model, self.position_limit)
         self.profiles = Profiles(self.model)
