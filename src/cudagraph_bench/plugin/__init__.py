@@ -1,7 +1,6 @@
 """The pytest plugin of cudagraph-bench (loaded by the root ``conftest.py``): one concept per module, each a plugin of
 its own in :data:`pytest_plugins`, through public hooks and options only. :class:`Session` is the ``cgb`` fixture."""
 
-from cudagraph_bench.plugin.pytest_options import GPU_SKIP_REASON
 from cudagraph_bench.plugin.session import Session
 
 #: The plugin's parts, loaded with it.
@@ -17,4 +16,4 @@ pytest_plugins = [
     "cudagraph_bench.plugin.zoo_tests",
 ]
 
-__all__ = ["Session", "GPU_SKIP_REASON"]
+__all__ = ["Session"]

@@ -23,20 +23,16 @@ REFUSED = {
 }
 
 
-def given_flags(config) -> set[str]:
-    """Long flags given in the arguments, ``PYTEST_ADDOPTS`` and the ini's ``addopts``."""
+def apply_benchmark_options(config) -> None:
+    """Set the suite's round options from pytest-benchmark's given (in the arguments, ``PYTEST_ADDOPTS`` or the ini's
+    ``addopts``), or to the defaults; pytest.UsageError (one line) for a refused option or a value the suite's parser
+    refuses."""
+    import pytest_benchmark.utils as utils
+
     args = [*map(str, config.invocation_params.args), *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
     with contextlib.suppress(ValueError, KeyError):
         args += [str(a) for a in config.getini("addopts")]
-    return {a.split("=", 1)[0] for a in args if a.startswith("--")}
-
-
-def apply_benchmark_options(config) -> None:
-    """Set the suite's round options from pytest-benchmark's given, or to the defaults; pytest.UsageError (one line) for
-    a refused option or a value the suite's parser refuses."""
-    import pytest_benchmark.utils as utils
-
-    given = given_flags(config)
+    given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
     for flag, why in REFUSED.items():
         if flag in given:
             raise pytest.UsageError(f"{flag} is not read by cudagraph-bench's timing: {why}")
@@ -55,7 +51,6 @@ def apply_benchmark_options(config) -> None:
             setattr(config.option, option.dest, parse(str(config.getoption(dest))))
         except (argparse.ArgumentTypeError, ValueError) as exc:
             raise pytest.UsageError(f"{flag} {config.getoption(dest)}: {exc}") from None
-
 
 
 def round_policy(option: Callable[[str], object], *, rounds: int | None = None, warmup: int | None = None,

@@ -9,19 +9,19 @@ from typing import Callable
 
 from cudagraph_bench.models.positions import position_limit
 from cudagraph_bench.models.presets import load_model, model_position_limit
+from cudagraph_bench.plugin.memory import release
 
 #: Largest share of GPU memory that the cached models may hold before the least recently used is dropped.
 MODEL_CACHE_SHARE = 0.3
 
 
 class ModelCache:
-    """Models by ``(name, dtype)`` on ``device``, all with ``attn_implementation`` (None: their own). ``on_evict`` runs
-    before an evicted model is dropped (to close its graphs), ``release`` after."""
+    """Models by ``(name, dtype)`` on ``device``, all with ``attn_implementation`` (None: their own). An evicted model's
+    graphs held by ``padding`` are closed before it is dropped, and the memory released after."""
 
-    def __init__(self, device: str = "cuda", *, on_evict: Callable[[tuple[str, str]], None] | None = None,
-                 release: Callable[..., None] | None = None, attn_implementation: str | None = None):
-        self.device, self.attn_implementation = device, attn_implementation
-        self._on_evict, self._release = on_evict, release
+    def __init__(self, device: str = "cuda", *, padding: PaddingGraphs | None = None,
+                 attn_implementation: str | None = None):
+        self.device, self.attn_implementation, self._padding = device, attn_implementation, padding
         self._models: dict[tuple[str, str], object] = {}
 
     def get(self, name: str, dtype: str):
@@ -52,11 +52,10 @@ class ModelCache:
 
         while self._models and cached_bytes() > MODEL_CACHE_SHARE * total:
             victim = next((k for k in self._models if k[0] != name), next(iter(self._models)))
-            if self._on_evict is not None:
-                self._on_evict(victim)
+            if self._padding is not None and self._padding.holds(*victim):
+                self._padding.drop()
             del self._models[victim]
-            if self._release is not None:
-                self._release(everything=True)
+            release(everything=True)
 
     def clear(self) -> None:
         """Drop every model."""

@@ -79,26 +79,21 @@ def pytest_addoption(parser):
                          "graph case twice")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config):
-    """pytest-benchmark's calibration options honoured or refused, and the ``--models`` folders read."""
-    apply_benchmark_options(config)
-    check_matrix_models(config)
-
-
-#: What :func:`check_matrix_models` found (:class:`cudagraph_bench.models.refusals.ModelChecks`), on the config.
+#: What the ``--models`` check found (:class:`cudagraph_bench.models.refusals.ModelChecks`), on the config.
 MODEL_CHECKS = pytest.StashKey[ModelChecks]()
 
 
 def model_checks(config):
-    """What :func:`check_matrix_models` found (``refused`` entries, ``notes`` on the accepted); none before it ran."""
+    """What the ``--models`` check found (``refused`` entries, ``notes`` on the accepted); none before it ran."""
     return config.stash.get(MODEL_CHECKS, ModelChecks(()))
 
 
-def check_matrix_models(config) -> None:
-    """Check every ``--models`` entry before collection: ``--models`` becomes the accepted ones, refusals and notes are
-    kept (summary, run JSON, non-zero exit). pytest.UsageError: every entry refused, or ``--attn-implementation`` not
-    installed."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """pytest-benchmark's calibration options honoured or refused, then every ``--models`` entry checked before
+    collection: ``--models`` becomes the accepted ones, refusals and notes are kept (summary, run JSON, non-zero exit).
+    pytest.UsageError: every entry refused, or ``--attn-implementation`` not installed."""
+    apply_benchmark_options(config)
     models = config.getoption("models", None) or ()
     try:
         checks = check_models(models, config.getoption("attn_implementation", None))

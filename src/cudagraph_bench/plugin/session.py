@@ -97,8 +97,7 @@ class Session:
         self.config = config
         self.device = config.getoption("device", "cuda")
         self.padding = PaddingGraphs(release)
-        self.models = ModelCache(self.device, release=release,
-                                 on_evict=lambda key: self.padding.drop() if self.padding.holds(*key) else None,
+        self.models = ModelCache(self.device, padding=self.padding,
                                  attn_implementation=config.getoption("attn_implementation", None))
         self.references = DecodeReferences(self.model, self.position_limit)
         self.profiles = Profiles(self.model)
@@ -181,14 +180,14 @@ class Session:
             raise CaseFailed("build", describe_exception(exc), exc) from exc
         return prepare_case(spec, model, variant=built or self.padding.variant_for(spec, model))
 
-    def measure(self, benchmark, case: Case | DecodeCase, request=None) -> None:
+    def measure(self, benchmark, case: Case | DecodeCase, request) -> None:
         """One benchmark of a forward or decode case: build, check, time, record, release. Too long a request or an
         ungraphable model is a skip; a raising phase fails this test only (a peer's: xfail); a failed check is timed and
         recorded, then fails the test."""
         from cudagraph_bench.measure.case import CaseFailed, describe_exception
 
         kind = case.variant_spec
-        nodeid = request.node.nodeid if request is not None else case.test_id
+        nodeid = request.node.nodeid
         self.skip_if_too_long(case.model, case.seq_len + getattr(case, "new_tokens", 0))
         prepared, info = None, case.extra_info()
         try:

@@ -25,9 +25,8 @@ class Journal:
         self._fh = open(path, "a", encoding="utf-8", buffering=1) if path else None
 
     def write(self, **event) -> None:
-        if self._fh is not None:
+        if self._fh is not None:     # line-buffered: each event reaches the file as it is written
             self._fh.write(json.dumps(event) + "\n")
-            self._fh.flush()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -52,23 +51,12 @@ class Journal:
         pytest.exit(f"{report.nodeid} broke the CUDA context ({reason}): the other tests need a new process",
                     returncode=EXIT_CUDA_BROKEN)
 
-    def close(self) -> None:
+    def pytest_unconfigure(self, config):
         if self._fh is not None:
             self._fh.close()
-            self._fh = None
-
-
-JOURNAL = pytest.StashKey[Journal]()
 
 
 def pytest_configure(config):
     worker = hasattr(config, "workerinput")     # an xdist worker: its controller keeps the journal
-    journal = config.stash[JOURNAL] = Journal(None if worker else config.getoption("journal", None))
-    config.pluginmanager.register(journal, "cudagraph-bench-journal")
-
-
-def pytest_unconfigure(config):
-    journal = config.stash.get(JOURNAL, None)
-    if journal is not None:
-        config.pluginmanager.unregister(journal)
-        journal.close()
+    config.pluginmanager.register(Journal(None if worker else config.getoption("journal", None)),
+                                  "cudagraph-bench-journal")

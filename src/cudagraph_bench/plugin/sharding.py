@@ -16,7 +16,7 @@ from cudagraph_bench.table import plural
 
 
 class ShardSession:
-    """Per-session state, registered as a plugin so its report hooks see it."""
+    """Per-session state, registered as a plugin with the hooks that read it."""
 
     def __init__(self, durations: dict[str, float] | None):
         self.durations = durations
@@ -36,14 +36,51 @@ class ShardSession:
         """Seconds since the session started."""
         return time.perf_counter() - self.started
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        """Keep shard K's groups (after ``-k``/``-m``), balanced by ``--shard-durations``, else by test count."""
+        if self.durations and items and not any(base_nodeid(item.nodeid) in self.durations for item in items):
+            warnings.warn(pytest.PytestConfigWarning(
+                f"--shard-durations {config.getoption('shard_durations')} records none of the "
+                f"{plural(len(items), 'test')} collected here (e.g. {base_nodeid(items[0].nodeid)}): the groups are "
+                "balanced by test count; give a run of this suite made from the same rootdir"), stacklevel=2)
+        shard = config.getoption("shard", None)
+        if not shard:
+            return
+        index, count = shard
+        groups: dict[str, list[str]] = {}
+        of = [item_group(item) for item in items]
+        for item, group in zip(items, of):
+            groups.setdefault(group, []).append(base_nodeid(item.nodeid))
+        keep = set(assign_shards(groups, count, self.durations)[index - 1])
+        selected = [item for item, group in zip(items, of) if group in keep]
+        deselected = [item for item, group in zip(items, of) if group not in keep]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
+        self.shard = {"index": index, "count": count, "groups": sorted(keep), "tests": len(selected),
+                      "durations_from": config.getoption("shard_durations", None)}
 
-STATE = pytest.StashKey[ShardSession]()
-PLUGIN_NAME = "cudagraph-bench-shard"
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        """Time per part and the session's wall time."""
+        if not self.ran_s or hasattr(config, "workerinput"):
+            return
+        terminalreporter.write_sep("-", "cudagraph-bench time per part")
+        for part, t in time_per_part(self.ran_s).items():
+            tests = "test " if t["tests"] == 1 else "tests"
+            terminalreporter.write_line(f"{t['s']:8.1f} s  {t['tests']:4d} {tests}  {part}")
+        terminalreporter.write_line(f"{sum(self.ran_s.values()):8.1f} s  in tests; session wall time "
+                                    f"{self.wall_s:.1f} s")
 
-
-def session_state(config) -> ShardSession | None:
-    """None before ``pytest_configure``."""
-    return config.stash.get(STATE, None)
+    @pytest.hookimpl(trylast=True)
+    def pytest_benchmark_update_json(self, config, benchmarks, output_json):
+        """Durations, time per part, wall time and shard into the ``cudagraph_bench`` section."""
+        section = output_json.setdefault("cudagraph_bench", {})
+        section[DURATIONS_KEY] = dict(self.ran_s)
+        section["time_per_part_s"] = {part: round(t["s"], 3) for part, t in time_per_part(self.ran_s).items()}
+        section["wall_s"] = round(self.wall_s, 3)
+        if self.shard is not None:
+            section["shard"] = dict(self.shard)
 
 
 def pytest_addoption(parser):
@@ -59,7 +96,7 @@ def pytest_configure(config):
             durations = load_durations(config.getoption("shard_durations"))
         except UsageError as exc:
             raise pytest.UsageError(f"--shard-durations: {exc}") from None
-    config.pluginmanager.register(config.stash.setdefault(STATE, ShardSession(durations)), PLUGIN_NAME)
+    config.pluginmanager.register(ShardSession(durations), "cudagraph-bench-shard")
 
 
 def item_group(item) -> str:
@@ -69,59 +106,3 @@ def item_group(item) -> str:
     if name:
         return str(name)
     return group_of(dict(getattr(getattr(item, "callspec", None), "params", {})), item.nodeid)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session, config, items):
-    """Keep shard K's groups (after ``-k``/``-m``), balanced by ``--shard-durations``, else by test count."""
-    state = session_state(config)
-    if state is not None and state.durations and items and \
-            not any(base_nodeid(item.nodeid) in state.durations for item in items):
-        warnings.warn(pytest.PytestConfigWarning(
-            f"--shard-durations {config.getoption('shard_durations')} records none of the {plural(len(items), 'test')} "
-            f"collected here (e.g. {base_nodeid(items[0].nodeid)}): the groups are balanced by test count; give a "
-            "run of this suite made from the same rootdir"), stacklevel=2)
-    shard = config.getoption("shard", None)
-    if not shard:
-        return
-    index, count = shard
-    groups: dict[str, list[str]] = {}
-    of = [item_group(item) for item in items]
-    for item, group in zip(items, of):
-        groups.setdefault(group, []).append(base_nodeid(item.nodeid))
-    keep = set(assign_shards(groups, count, state.durations)[index - 1])
-    selected = [item for item, group in zip(items, of) if group in keep]
-    deselected = [item for item, group in zip(items, of) if group not in keep]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-    items[:] = selected
-    state.shard = {"index": index, "count": count, "groups": sorted(keep), "tests": len(selected),
-                   "durations_from": config.getoption("shard_durations", None)}
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Time per part and the session's wall time."""
-    state = session_state(config)
-    if state is None or not state.ran_s or hasattr(config, "workerinput"):
-        return
-    terminalreporter.write_sep("-", "cudagraph-bench time per part")
-    for part, t in time_per_part(state.ran_s).items():
-        tests = "test " if t["tests"] == 1 else "tests"
-        terminalreporter.write_line(f"{t['s']:8.1f} s  {t['tests']:4d} {tests}  {part}")
-    terminalreporter.write_line(f"{sum(state.ran_s.values()):8.1f} s  in tests; session wall time {state.wall_s:.1f} s")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_benchmark_update_json(config, benchmarks, output_json):
-    """Durations, time per part, wall time and shard into the ``cudagraph_bench`` section."""
-    state = session_state(config)
-    if state is None:
-        return
-    section = output_json.get("cudagraph_bench")
-    if not isinstance(section, dict):
-        section = output_json["cudagraph_bench"] = {}
-    section[DURATIONS_KEY] = dict(state.ran_s)
-    section["time_per_part_s"] = {part: round(t["s"], 3) for part, t in time_per_part(state.ran_s).items()}
-    section["wall_s"] = round(state.wall_s, 3)
-    if state.shard is not None:
-        section["shard"] = dict(state.shard)

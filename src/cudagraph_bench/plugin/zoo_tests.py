@@ -106,7 +106,7 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
         return
     outcome = None
     try:
-        outcome = _outcome(cgb, zoo, path, part, request.config.getoption("with_compile", False))
+        outcome = _outcome(zoo, path, part, request.config.getoption("with_compile", False))
         if outcome.status == MEASURED:
             _time(cgb, benchmark, key, outcome, zoo.device)
             return
@@ -117,7 +117,7 @@ def run_part(cgb, zoo: Zoo, benchmark, request, model_type: str, part: str) -> N
         cgb.release()
 
 
-def _outcome(cgb, zoo: Zoo, path: str, part: str, with_compile: bool):
+def _outcome(zoo: Zoo, path: str, part: str, with_compile: bool):
     """The part's outcome, the pipeline's own exception as a failed one."""
     from cudagraph_bench.measure.zoo_case import EAGER_PHASE, ZooOutcome, decode_outcome, first_line, forward_outcome
     from cudagraph_bench.models.presets import load_model

@@ -58,13 +58,6 @@ class Part:
     cpus: tuple[int, ...] = ()
 
 
-def targets(names) -> list[str]:
-    """The benchmark modules that hold these forward variants."""
-    kinds = [variants.variant(variants.FORWARD, n) for n in names]
-    return [m for m, wanted in ((FORWARD_MODULE, any(not v.lengths for v in kinds)),
-                                (PADDING_MODULE, any(v.lengths for v in kinds))) if wanted]
-
-
 def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
     """``cpus`` in ``n`` contiguous near-equal shares, at least one CPU each (repeated when too few)."""
     if not cpus:
@@ -77,15 +70,17 @@ def cpu_shares(cpus: list[int], n: int) -> list[list[int]]:
 
 def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] | None = None) -> list[list[Part]]:
     """Steps run one after another, each a process per GPU side by side (``--shard K/N``, a share of ``cpus``): per
-    sub-matrix, the non-isolated variants, then the isolated."""
+    sub-matrix, the non-isolated variants, then the isolated, each in the benchmark modules that hold them."""
     steps = []
     for m_index, matrix in enumerate(matrices):
         kinds = [variants.variant(variants.FORWARD, n) for n in matrix.variants]
-        groups = [("", [v.name for v in kinds if not v.isolated]), ("-isolated", [v.name for v in kinds if v.isolated])]
-        for suffix, names in groups:
-            if not names:
+        groups = [("", [v for v in kinds if not v.isolated]), ("-isolated", [v for v in kinds if v.isolated])]
+        for suffix, group in groups:
+            if not group:
                 continue
-            base = [*targets(names), "--benchmark-only", "--variants", ",".join(names), *matrix.pytest_args()]
+            modules = [m for m, wanted in ((FORWARD_MODULE, any(not v.lengths for v in group)),
+                                           (PADDING_MODULE, any(v.lengths for v in group))) if wanted]
+            base = [*modules, "--benchmark-only", "--variants", ",".join(v.name for v in group), *matrix.pytest_args()]
             stem = f"part{m_index + 1}{suffix}" if len(matrices) > 1 else f"part{suffix or '-main'}"
             if not gpus:
                 steps.append([Part(stem.replace("part-", ""), tuple(base), cpus=tuple(cpus or ()))])
@@ -97,7 +92,7 @@ def plan(matrices: list[Matrix], *, gpus: tuple[str, ...] = (), cpus: list[int] 
     return steps
 
 
-def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tuple[dict | None, list[RunOutcome]]:
+def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log) -> tuple[dict | None, list[RunOutcome]]:
     """Run the plan with output under ``outdir/parts/``; returns the merged document (None when none was written) and
     each outcome; ``log(part, outcome)`` as each ends. A Ctrl-C stops and waits for every pytest process, then goes
     on."""
@@ -131,8 +126,7 @@ def launch(tree: Path, outdir: Path, steps: list[list[Part]], *, log=None) -> tu
             raise
         for part in step:
             outcomes.append((part, results[part.name]))
-            if log is not None:
-                log(part, results[part.name])
+            log(part, results[part.name])
     docs = [(p.name, json.loads(o.json_path.read_text(encoding="utf-8"))) for p, o in outcomes
             if o.json_path is not None]
     merged = merge_runs(docs, entries_key="parts") if len(docs) > 1 else docs[0][1] if docs else None

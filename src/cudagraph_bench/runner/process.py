@@ -199,12 +199,10 @@ def stop_children(grace_s: float = STOP_GRACE_S) -> int:
         _signal_group(proc, signal.SIGINT)
     deadline = time.monotonic() + grace_s
     for proc in running:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
-        _signal_group(proc, signal.SIGKILL)      # what the pytest process started and left behind
+        _signal_group(proc, signal.SIGKILL)      # the process past its grace, and what it started and left behind
+        proc.wait()
         gone_by = time.monotonic() + 5.0
         while _group_alive(proc.pid) and time.monotonic() < gone_by:
             time.sleep(0.01)
