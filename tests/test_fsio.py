@@ -141,7 +141,7 @@ def test_an_existing_output_is_replaced_only_when_the_same_command_wrote_it_as_t
              "run.json": '{\n    "machine_info": {}, "benchmarks": []}', "base.json": '{"schema_version": 4}',
              "merged.json": merged, "cut.json": merged[:-1], "page.json": "## cudagraph-bench gate: PASS\n",
              "empty.md": "", "own.log": f"{fsio.LOG_HEADER} zoo.json\n", "my.log": "my notes\n",
-             "own.journal": '{"start": "t::a"}\n', "my.journal": "my notes\n"}
+             "own.journal": '{"start": "t::a"}\n', "my.journal": "my notes\n", "stopped.journal": '{"stop": "x"}\n'}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "run.json.gz").write_bytes(gzip.compress(b'{"machine_info": {}}'))
@@ -154,7 +154,7 @@ def test_an_existing_output_is_replaced_only_when_the_same_command_wrote_it_as_t
            ("merged.json", "run"), ("base.json", "baseline"), ("merged.json", "merge"), ("merged.json.gz", "merge"),
            ("run.json.gz", "zoo"), ("plot.png", "report"), ("plot.png", "run"), ("journal.jsonl", "pytest"),
            ("new.md", "gate"), ("empty.md", "compare"), ("empty.md", "merge"), ("own.log", "zoo"),
-           ("own.journal", "zoo")}
+           ("own.journal", "zoo"), ("stopped.journal", "zoo")}
     for name, command in own:
         check_output_file(tmp_path / name, "-o", "r" + (Path(name).suffixes or [".md"])[0], command=command)
     foreign = [("notes.md", "page that cudagraph-bench report wrote", "report"),

@@ -810,6 +810,27 @@ def test_confirm_never_overwrites_earlier_confirmation_runs(tmp_path, capsys, ba
     assert not (tmp_path / "elsewhere.json").exists()
 
 
+@pytest.mark.parametrize("whose", ["user", "tool"])
+def test_confirm_replaces_only_the_logs_of_its_own_reruns(tmp_path, capsys, baseline, monkeypatch, whose):
+    """A rerun's log, journal and attempts are replaced or removed by the rerun: the user's file of that name is
+    refused untouched, while the log of an earlier failed rerun (no JSON) is simply replaced."""
+    from cudagraph_bench.fsio import LOG_HEADER
+
+    key = next(iter(GATED))
+    doc = copy_doc(CHECKED)
+    scale(bench(doc, *key, "graph"), 1.0 + 2.0 * file_tolerances(baseline)[key] / 100.0)
+    run = write(doc, tmp_path / "run.json")
+    text = "my notes on the last gate\n" if whose == "user" else f"{LOG_HEADER} run.confirm-1.json\n2 skipped\n"
+    (tmp_path / "run.confirm-1.log").write_text(text)
+    calls = fake_confirm_runs(monkeypatch, 1.0)
+    rc, _, err = run_cli(capsys, "gate", run, "--baseline", baseline, "--confirm", 2)
+    if whose == "user":
+        assert rc == 2 and not calls and "run.confirm-1.log is no file of a cudagraph-bench rerun" in err
+        assert (tmp_path / "run.confirm-1.log").read_text() == text
+    else:
+        assert rc in (0, 1) and calls and "Traceback" not in err
+
+
 def test_confirm_does_not_rerun_when_a_check_failed(tmp_path, capsys, baseline, monkeypatch):
     key = next(iter(GATED))
     doc = copy_doc(CHECKED)

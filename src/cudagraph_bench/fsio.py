@@ -53,8 +53,8 @@ _OWN_JSON = re.compile(rb'\A\s*\{\s*"(schema_version|machine_info|commit_info|be
 _HEAD_BYTES = 8192
 #: The first line of every pytest process's log this tool writes (its JSON's name follows), as the PNG's text chunk.
 LOG_HEADER = "cudagraph-bench: the output of the pytest process that writes"
-#: How the journal of a pytest process this tool starts begins (``plugin.session_journal``: its first event).
-_OWN_JOURNAL = b'{"start": '
+#: How the journal of a pytest process this tool starts begins (``plugin.session_journal``: any of its events).
+_OWN_JOURNAL = re.compile(rb'\{"(start|finish|stop)": ')
 #: Output kind (a file suffix) -> what a command writes as that kind ({} its name), for the message refusing another
 #: file; the JSON of baseline and merge is a kind of its own (:func:`written_here`).
 _OWN_KINDS = {".md": "page that cudagraph-bench {} wrote", ".png": "plot that cudagraph-bench wrote",
@@ -354,7 +354,7 @@ def written_here(path: str | os.PathLike, kind: str, command: str) -> bool:
     except (OSError, EOFError, zlib.error):     # unreadable, or a broken gzip stream: not a file this tool wrote
         return False
     if kind in (".log", ".journal"):
-        return head.startswith(LOG_HEADER.encode() if kind == ".log" else _OWN_JOURNAL)
+        return head.startswith(LOG_HEADER.encode()) if kind == ".log" else _OWN_JOURNAL.match(head) is not None
     if kind == ".png":
         chunk = b"Software\0" + _PNG_SOFTWARE.encode("latin-1")
         return head.startswith(b"\x89PNG") and struct.pack(">I", len(chunk)) + b"tEXt" + chunk in head

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cudagraph_bench import variants
 from cudagraph_bench.errors import UsageError
+from cudagraph_bench.fsio import written_here
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.results.runfile import Run, forward_groups, load_run
 from cudagraph_bench.runner.matrix_processes import Matrix
@@ -26,13 +27,16 @@ def confirm_regressions(runs: list[Run], results, k: int) -> list[Run]:
     names = {v.name for v in variants.gated()} | {v.reference for v in variants.gated()}
     selection = [groups[c][v].name for c in cases for v in sorted(names) if c in groups and v in groups[c]]
     paths = [first.path.with_name(f"{first.path.stem}.confirm-{i}.json") for i in range(1, k + 1)]
+    tree = checkout_root() or Path.cwd()
     taken = [p for p in paths if os.path.lexists(p)]          # a dangling link too: a rerun would write through it
     if taken:
         raise UsageError(f"{taken[0]} exists: move the earlier confirmation runs away (they are never overwritten)")
+    other = [f for p in paths for f in PytestRun(tree, p).files() if not written_here(f, f.suffix, "pytest")]
+    if other:        # the log, journal or attempt of a rerun, which run_pytest replaces or removes
+        raise UsageError(f"{other[0]} is no file of a cudagraph-bench rerun, which would replace it: move it away")
     values = tuple((dest, tuple(dict.fromkeys(c[i] for c in cases)))
                    for i, dest in enumerate(("models", "dtypes", "prompt_lengths")))
     matrix = Matrix(values, tuple(sorted(names, key=lambda n: variants.display_rank(variants.FORWARD, n))))
-    tree = checkout_root() or Path.cwd()
     print(f"gate: {plural(len(cases), 'regressed case')}: confirming with {plural(k, 'separate rerun')} "
           f"({', '.join('{} {} L={}'.format(*c) for c in cases)})", flush=True)
     done = []
