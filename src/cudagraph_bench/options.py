@@ -119,9 +119,7 @@ PYTEST_BENCHMARK_SPELLING = {
 def pytest_argument(flag: str, text: str) -> tuple[str, str]:
     """pytest-benchmark's flag for a round option it spells itself (``("--max-time-ms", "250.0")`` ->
     ``("--benchmark-max-time", "0.25")``), else unchanged."""
-    if flag not in PYTEST_BENCHMARK_SPELLING:
-        return flag, text
-    pytest_flag, convert, _ = PYTEST_BENCHMARK_SPELLING[flag]
+    pytest_flag, convert, _ = PYTEST_BENCHMARK_SPELLING.get(flag, (flag, str, None))
     return pytest_flag, convert(text)
 
 
@@ -147,11 +145,10 @@ AFTER_DOUBLE_DASH = frozenset({*(o.flag for o in MATRIX_OPTIONS if o.flag not in
 PYTEST_ARGS_METAVAR = "-- PYTEST_ARGS"
 
 
-def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str] | None = None) -> tuple[dict, list[str]]:
+def parse_pytest_matrix(args: list[str], where: str, own: dict[str, str]) -> tuple[dict, list[str]]:
     """``({dest: value}, other arguments in order)`` of the matrix options among pytest ``args`` (the last of one flag
     wins). ``own``: flags the caller sets -> why, refused; ``where`` names the arguments in a message. UsageError: a
     value its parser refuses, a round option under its TOML name, or an ``own`` flag."""
-    own = own or {}
     if args and not args[0].startswith("-"):
         raise UsageError(f"{where} {args[0]}: pytest's arguments after -- start with an option "
                          "(e.g. -- --benchmark-min-rounds 50)")
@@ -228,9 +225,8 @@ def add_to_argparse(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o
                     action: type[argparse.Action] | None = None) -> None:
     """``action``: an ``argparse.Action`` class to store them with (default: plain store)."""
     for opt in options:
-        extra = {"action": action} if action is not None else {}
         parser.add_argument(opt.flag, dest=opt.dest, type=opt.type, default=opt.default, help=opt.help,
-                            metavar=opt.metavar, **extra)
+                            metavar=opt.metavar, action=action or "store")
 
 
 def _named(flag: str, parse: Callable[[str], Any], error: type[Exception] = argparse.ArgumentTypeError):
