@@ -251,9 +251,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="cudagraph-bench", description=DESCRIPTION, epilog=EPILOG)
-    parser.command_parsers = {}  # name -> that command's parser, whose error names its own --help
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.command_parsers = sub.choices  # name -> that command's parser, whose error names its own --help
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=DESCRIPTIONS[name])
@@ -263,7 +263,6 @@ def build_parser() -> argparse.ArgumentParser:
         if allowances:
             add_allow_option(p, allowances)
         p.set_defaults(_main=module.main)
-        parser.command_parsers[name] = p
     return parser
 
 
@@ -276,6 +275,7 @@ MOVED = {
     "--dtype": (("run",), "did you mean --dtypes?"),
     "--iters": (("run",), "give it after -- as --benchmark-min-rounds"),
     "--warmup": (("run",), "give it after -- as --benchmark-warmup-iterations"),
+    "--storage": (RUN_READERS, f"saved-run ids are looked up in ${STORAGE_ENV}: set it to the folder instead"),
 }
 
 
@@ -283,8 +283,6 @@ def _moved_hint(command: str, option: str, known: list[str]) -> str | None:
     """What to give instead of an ``option`` that ``command`` does not take but once did, or takes elsewhere."""
     if option in MOVED and command in MOVED[option][0]:
         return MOVED[option][1]
-    if option == "--storage" and command in RUN_READERS:
-        return f"saved-run ids are looked up in ${STORAGE_ENV}: set it to the folder instead"
     if option.startswith("--allow-") and "--allow" in known:
         return f"did you mean --allow {option.removeprefix('--allow-')}?"
     if command == "run" and option in PYTEST_BENCHMARK_SPELLING:
