@@ -109,8 +109,6 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
         raw = read_input_bytes(path, "config", "give a TOML matrix config (as scripts/device/compile-sweep.toml)",
                                MAX_CONFIG_BYTES)
         doc = tomllib.loads(raw.decode("utf-8"))
-    except InputFileError as exc:
-        raise UsageError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
