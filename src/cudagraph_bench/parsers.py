@@ -9,7 +9,7 @@ import itertools
 import os
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from cudagraph_bench.defaults import (
     FORWARD_VARIANTS, DEVICES, DTYPES, PRESET_NAMES, ATTN_IMPLEMENTATIONS, COMPILE_GRAPH_MODES,
@@ -135,11 +135,8 @@ def _finite(text: str) -> float:
     return value
 
 
-def _decimal(text: str):
-    try:
-        return Decimal(str(text).strip())
-    except InvalidOperation:
-        return Decimal(0)
+def _decimal(text: str) -> Decimal:
+    return Decimal(str(text).strip())
 
 
 #: Longest time a round option may ask for (ms): an hour per benchmark.
