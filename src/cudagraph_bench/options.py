@@ -129,11 +129,8 @@ def matrix_arguments(values: dict) -> list[str]:
     unknown = sorted(set(values) - {o.dest for o in MATRIX_OPTIONS})
     if unknown:
         raise ValueError(f"not matrix options: {', '.join(unknown)}")
-    out = []
-    for opt in MATRIX_OPTIONS:
-        if values.get(opt.dest) is not None:
-            out += pytest_argument(opt.flag, show_default(values[opt.dest]))
-    return out
+    return [text for opt in MATRIX_OPTIONS if values.get(opt.dest) is not None
+            for text in pytest_argument(opt.flag, show_default(values[opt.dest]))]
 
 
 #: The matrix options ``run`` takes before ``--``; the others come after ``--`` in pytest's spelling, or from TOML.

@@ -322,7 +322,7 @@ def parse_cpus(text: str) -> tuple[int, ...]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"bad CPU list item {item!r}: give CPU numbers and ranges such as "
                                              "'0-7' or '0,2,4-6'") from None
-        if lo < 0 or hi < lo:
+        if hi < lo:
             raise argparse.ArgumentTypeError(f"bad CPU range {item!r}: give FIRST-LAST with 0 <= FIRST <= LAST, "
                                              "e.g. '0-7'")
         if hi > MAX_CPU:
@@ -347,13 +347,13 @@ MAX_SHARDS = 256
 
 def parse_shard(text: str) -> tuple[int, int]:
     """``"K/N"`` (1-based, ``1 <= K <= N <=`` :data:`MAX_SHARDS`) -> ``(K, N)``."""
-    first, sep, last = text.strip().partition("/")
+    first, _, last = text.strip().partition("/")
     try:
         index, count = int(first), int(last)
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad shard {text!r}: give K/N, this job's shard K of N (1-based), "
                                          "e.g. 1/2") from None
-    if not sep or count < 1 or not 1 <= index <= count:
+    if not 1 <= index <= count:
         raise argparse.ArgumentTypeError(f"bad shard {text!r}: give K/N with 1 <= K <= N, e.g. 1/2 and 2/2")
     if count > MAX_SHARDS:
         raise argparse.ArgumentTypeError(f"bad shard {text!r}: give at most {MAX_SHARDS} shards (a CI matrix job "
