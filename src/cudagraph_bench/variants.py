@@ -5,7 +5,7 @@ which variant a case is, is a field of its :class:`Variant`. No other module nam
 from __future__ import annotations
 
 import enum
-import importlib
+import pkgutil
 from dataclasses import dataclass
 
 #: The suites a benchmark belongs to (its ``extra_info["suite"]``).
@@ -57,8 +57,7 @@ class Variant:
 
     def build_callable(self):
         """Imported now: the registry itself imports no torch."""
-        module, _, name = self.builder.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return pkgutil.resolve_name(self.builder)
 
     def __str__(self) -> str:
         return self.name
