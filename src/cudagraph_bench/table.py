@@ -41,9 +41,8 @@ def render_table(columns: Sequence[Column | tuple | str], rows: Iterable[dict], 
     cols = [c if isinstance(c, Column) else Column(c, c) if isinstance(c, str) else Column(*c) for c in columns]
     cells = [[c.format(row.get(c.key)) for c in cols] for row in rows]
     if fmt == "markdown":
-        lines = ["| " + " | ".join(_md_cell(c.title) for c in cols) + " |",
-                 "|" + "|".join("---:" if c.right else ":---" for c in cols) + "|"]
-        lines += ["| " + " | ".join(_md_cell(v) for v in r) + " |" for r in cells]
+        lines = ["| " + " | ".join(_md_cell(v) for v in r) + " |" for r in [[c.title for c in cols], *cells]]
+        lines.insert(1, "|" + "|".join("---:" if c.right else ":---" for c in cols) + "|")
         return "\n".join(lines)
     if fmt != "text":
         raise ValueError(f"unknown table format {fmt!r}: use 'text' or 'markdown'")
