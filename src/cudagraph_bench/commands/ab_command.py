@@ -50,8 +50,7 @@ def main(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"-o {out} exists and is not an empty folder: choose a new folder (runs are never "
                          "overwritten)")
-    pytest_args = list(args.pytest_args)
-    parse_pytest_matrix(pytest_args, "ab --", OWN_OPTIONS)     # a bad value is refused before any run starts
+    parse_pytest_matrix(args.pytest_args, "ab --", OWN_OPTIONS)     # a bad value is refused before any run starts
     if args.baseline:
         load_baseline(args.baseline)  # a bad noise model is refused before any benchmark runs
     check_output_folder(out, [], "-o", command="ab")
@@ -59,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     if (problem := process.cuda_problem()) is not None:  # before any worktree or benchmark process
         raise UsageError(f"ab measures on a CUDA GPU, but {problem}: run it on a GPU machine")
     check_output_folder(out, [], "-o", command="ab", create=True)
-    done = measure_in_worktrees(repo, commits, out, args.runs, pytest_args)
+    done = measure_in_worktrees(repo, commits, out, args.runs, args.pytest_args)
     empty = [side for side, files in done.items() if not files]
     if empty:
         raise UsageError(f"no {' or '.join(empty)} run succeeded: see the logs in {out}")
