@@ -31,7 +31,8 @@ PY := $(VENV)/bin/python
 # Shell lines of bench and gpu-gate: refuse a RUN_JSON that is not a regular file (`rm` or `mv` would replace a
 # device node such as /dev/full), or a file that is no run this tool wrote (fsio.written_here, the rule every output
 # of the tool follows, run from the checkout's src/ before anything is installed); the new run's temporary file
-# beside RUN_JSON, removed on any exit (a Ctrl-C included) unless it was renamed into place; after a run that wrote
+# beside RUN_JSON, removed on any exit (a Ctrl-C included, which says RUN_JSON was kept) unless it was renamed into
+# place; after a run that wrote
 # nothing, no empty file or folder behind
 CHECK_RUN_JSON = if [ -e "$(RUN_JSON)" ] && [ ! -f "$(RUN_JSON)" ] || [ -z "$(notdir $(RUN_JSON))" ]; then \
 	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a regular file (a folder, a device or a pipe, which make never \
@@ -49,7 +50,8 @@ OLD_CONFIRM_RUNS = PYTHONPATH=src $(PYTHON) -c 'import glob, os, sys; from cudag
 	other and (print(f"make gpu-gate: {other[0]} is not a run that cudagraph-bench wrote, and make never removes \
 another file: move it away, or give RUN_JSON another path"), sys.exit(2)); \
 	[os.remove(p) for p in runs if sys.argv[2:]]' "$(basename $(RUN_JSON))"
-NEW_RUN = tmp="$(dir $(RUN_JSON)).$(notdir $(RUN_JSON)).$$$$.new"; trap 'rm -f "$$tmp"' EXIT; trap 'exit 130' INT TERM
+NEW_RUN = tmp="$(dir $(RUN_JSON)).$(notdir $(RUN_JSON)).$$$$.new"; trap 'rm -f "$$tmp"' EXIT; \
+	trap '[ -e "$$tmp" ] && echo "make $@: interrupted: $(RUN_JSON) kept as it was"; exit 130' INT TERM
 DROP_EMPTY_RUN = if [ ! -s "$$tmp" ]; then rm -f "$$tmp"; find .benchmarks -depth -type d -empty -delete 2>/dev/null; \
 	  rmdir $(dir $(RUN_JSON)) 2>/dev/null; fi
 # exit 0 or 1 (a test failed, the run is whole): the new run replaces RUN_JSON; 2 interrupted, 3 internal error,

@@ -144,8 +144,9 @@ def test_ctrl_c_during_make_bench_keeps_the_previous_run_and_leaves_nothing_behi
     while not waiting.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGINT)                         # what a terminal's Ctrl-C sends
-    proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=30)
     assert proc.returncode != 0
+    assert f"make bench: interrupted: {run_json} kept as it was" in out.decode(), out   # not the temporary run's name
     assert run_json.read_text() == PREVIOUS_RUN
     assert sorted(os.listdir(tmp_path)) == ["bench.json", "venv", "waiting"]   # no temporary run left
 
