@@ -32,8 +32,7 @@ PY := $(VENV)/bin/python
 # device node such as /dev/full), or a file that is no run this tool wrote (fsio.written_here, the rule every output
 # of the tool follows, run from the checkout's src/ before anything is installed); the new run's temporary file
 # beside RUN_JSON, removed on any exit (a Ctrl-C included, which says RUN_JSON was kept) unless it was renamed into
-# place; after a run that wrote
-# nothing, no empty file or folder behind
+# place; after a run that wrote nothing, no empty file or folder behind
 CHECK_RUN_JSON = if [ -e "$(RUN_JSON)" ] && [ ! -f "$(RUN_JSON)" ] || [ -z "$(notdir $(RUN_JSON))" ]; then \
 	  echo "make $@: RUN_JSON=$(RUN_JSON) is not a regular file (a folder, a device or a pipe, which make never \
 replaces): give RUN_JSON a file path such as out/bench.json"; exit 2; fi; \
