@@ -136,11 +136,13 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
     raise InputFileError(f"unknown saved-run id {ref!r}: ids in {storage}/ are {shown}")
 
 
-def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False) -> Run:
+def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False,
+             interrupted_fix: str = "pass --allow interrupted to read it anyway") -> Run:
     """Load and validate a run (path or saved-run id), plain or gzip. ``records_only``: accept a run without benchmarks
     that records kernel counts or failed cases (for ``merge``). Raises InputFileError (one line): missing, irregular,
     too large, empty, invalid JSON or gzip, nested too deep, not pytest-benchmark output, a suite benchmark without its
-    key, no benchmarks (nor records), or an interrupted session's run."""
+    key, no benchmarks (nor records), or an interrupted session's run (its error ends in ``interrupted_fix``, the fix
+    the caller offers)."""
     if not str(ref).strip():
         raise InputFileError("expected a run, got an empty string: name a pytest-benchmark JSON file or a saved-run id")
     path = resolve_run_path(ref, storage)
@@ -168,8 +170,8 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
     if interrupted and not _ALLOW_INTERRUPTED.get():
         interrupted = interrupted if isinstance(interrupted, str) else "the session was interrupted"
         raise InputFileError(f"{path} is the run of an interrupted session ({interrupted}): its last benchmark may "
-                             "have been cut short and the cases after it are missing: rerun the benchmarks, or pass "
-                             "--allow interrupted to read it anyway")
+                             "have been cut short and the cases after it are missing: rerun the benchmarks, or "
+                             f"{interrupted_fix}")
     if not data["benchmarks"] and not (records_only and records_without_benchmarks(data.get("cudagraph_bench"))):
         raise _no_benchmarks_error(path, data.get("cudagraph_bench"))
     for key in ("commit_info", "cudagraph_bench"):

@@ -88,7 +88,7 @@ def load_durations(path: str) -> dict[str, float]:
     """:func:`durations_of` the run at ``path``; raises InputFileError."""
     from cudagraph_bench.results.runfile import load_run
 
-    run = load_run(path)
+    run = load_run(path, interrupted_fix="give --shard-durations the run of a session that ran to its end")
     return durations_of(run.data, str(run.path))
 
 
