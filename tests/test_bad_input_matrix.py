@@ -332,6 +332,10 @@ CASES.update({
     "compare one run": (lambda t: ["compare", _good_run(t)], "expected OLD NEW (two runs), got 1"),
     "compare a run with itself": (lambda t: ["compare", _good_run(t), _good_run(t)], "are the same run"),
     "gate --baseline a folder": (lambda t: ["gate", _good_run(t), "--baseline", t], "is a folder"),
+    "gate --baseline a run": (lambda t: ["gate", _good_run(t), "--baseline", _good_run(t, 1)],
+                              "baseline {t}/good-1.json is a pytest-benchmark run, not a baseline (no schema_version): "
+                              "build a baseline from runs with cudagraph-bench baseline RUN1 ... RUN5 -o FILE and give "
+                              "--baseline FILE, or give --baseline the baseline file"),
     "merge -o an input": (lambda t: ["merge", "-o", _good_run(t), _good_run(t)], "is the input file"),
 })
 
