@@ -136,6 +136,17 @@ RUN_CORRUPTIONS = {
     "extra_info a list": (_set("benchmarks.0.extra_info", []), "has extra_info of type list, not an object"),
     "commit_info as text": (_set("commit_info", "abc"), "'commit_info' must be an object"),
     "cudagraph_bench a list": (_set("cudagraph_bench", []), "'cudagraph_bench' must be an object"),
+    **{f"kernel_counts {what}": (_set("cudagraph_bench.kernel_counts", value),
+                                 f"cudagraph_bench.kernel_counts must be a list of objects (one per case), got {shown}")
+       for what, value, shown in (("a string", "x", '"x"'), ("an object", {"a": 1}, '{"a": 1}'), ("a number", 3, "3"),
+                                  ("a list of numbers", [1], "[1]"), ("null", None, "null"))},
+    **{f"test_durations_s {what}": (_set("cudagraph_bench.test_durations_s", value),
+                                    f"cudagraph_bench.test_durations_s is of type {what}, not an object of seconds")
+       for what, value in (("null", None), ("string", "x"), ("number", 3), ("array", [1]))},
+    "a test duration as text": (_set("cudagraph_bench.test_durations_s", {"t.py::a": "1"}),
+                                "cudagraph_bench.test_durations_s['t.py::a'] = '1' is not seconds >= 0"),
+    "a kernel count as text": (_set("cudagraph_bench.kernel_counts", [{"model": "bert-tiny", "n_kernels": "many"}]),
+                               "cudagraph_bench.kernel_counts[0].n_kernels = 'many', not a whole number of kernels"),
     "benchmarks an object": (_set("benchmarks", {}), "is not pytest-benchmark output"),
     "no machine_info": (lambda doc: {k: v for k, v in doc.items() if k != "machine_info"},
                         "is not pytest-benchmark output"),
@@ -321,6 +332,10 @@ CASES.update({
     "compare one run": (lambda t: ["compare", _good_run(t)], "expected OLD NEW (two runs), got 1"),
     "compare a run with itself": (lambda t: ["compare", _good_run(t), _good_run(t)], "are the same run"),
     "gate --baseline a folder": (lambda t: ["gate", _good_run(t), "--baseline", t], "is a folder"),
+    "gate --baseline a run": (lambda t: ["gate", _good_run(t), "--baseline", _good_run(t, 1)],
+                              "baseline {t}/good-1.json is a pytest-benchmark run, not a baseline (no schema_version): "
+                              "build a baseline from runs with cudagraph-bench baseline RUN1 ... RUN5 -o FILE and give "
+                              "--baseline FILE, or give --baseline the baseline file"),
     "merge -o an input": (lambda t: ["merge", "-o", _good_run(t), _good_run(t)], "is the input file"),
 })
 

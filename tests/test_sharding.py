@@ -93,6 +93,16 @@ def test_shard_durations_without_durations_is_a_usage_error(suite, tmp_path):
     assert "records no test durations (cudagraph_bench.test_durations_s)" in result.stderr.str()
 
 
+def test_shard_durations_of_an_interrupted_session_name_a_fix_pytest_has(suite, tmp_path):
+    doc = {**DOC, "cudagraph_bench": {"interrupted": "Ctrl-C after 2 benchmarks", DURATIONS_KEY: {"t.py::a": 1.0}}}
+    result = run(suite, "--shard=1/2", f"--shard-durations={write(doc, tmp_path / 'cut.json')}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert ("is the run of an interrupted session (Ctrl-C after 2 benchmarks): its last benchmark may have been cut "
+            "short and the cases after it are missing: rerun the benchmarks, or give --shard-durations the run of a "
+            "session that ran to its end") in err and "--allow" not in err
+
+
 def test_shard_durations_of_other_tests_are_a_warning(suite, tmp_path):
     """Durations recorded under other node ids (another suite, another rootdir) would balance nothing."""
     other = write({**DOC, "cudagraph_bench": {DURATIONS_KEY: {"suites/other/test_x.py::test_y": 3.0}}},

@@ -214,11 +214,12 @@ def load_baseline(path: str | Path) -> Baseline:
         raise InputFileError(f"baseline {path} is not valid JSON (not a baseline, or a truncated one): "
                              f"{rebuild}") from None
     if not isinstance(data, dict) or "schema_version" not in data:
-        hint = ("it looks like a pytest-benchmark run: pass it as RUN and this file as --baseline, or write "
-                "a baseline from 5 such runs with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json"
-                if isinstance(data, dict) and "benchmarks" in data else
-                "write one with cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
-        raise InputFileError(f"{path} is not a cudagraph-bench baseline (no schema_version): {hint}")
+        if isinstance(data, dict) and "benchmarks" in data:
+            raise InputFileError(f"baseline {path} is a pytest-benchmark run, not a baseline (no schema_version): "
+                                 "build a baseline from runs with cudagraph-bench baseline RUN1 ... RUN5 -o FILE and "
+                                 "give --baseline FILE, or give --baseline the baseline file (baselines/<gpu>.json)")
+        raise InputFileError(f"{path} is not a cudagraph-bench baseline (no schema_version): write one with "
+                             "cudagraph-bench baseline RUN1 ... RUN5 -o baselines/<gpu>.json")
     gpu, cases, thresholds = check_document(path, data)
     return Baseline(path=path, gpu_slug=gpu, thresholds=thresholds, cases=cases, data=data)
 

@@ -53,6 +53,30 @@ def is_positive(value) -> bool:
     return is_finite(value) and value > 0
 
 
+def _is_amount(value) -> bool:
+    """A finite number >= 0."""
+    return is_finite(value) and value >= 0
+
+
+#: Other ``extra_info`` fields (also of a failed case) that the report formats or computes with: what each must be,
+#: when not null.
+VALUE_FIELDS = {"n_kernels": (lambda v: is_whole(v) and 0 <= v <= MAX_KEY_COUNT, "a whole number of kernels >= 0"),
+                **dict.fromkeys(("weight_bytes", "kv_bytes_per_token", "bytes_per_token"),
+                                (_is_amount, "a number of bytes >= 0")),
+                **dict.fromkeys(("gpu_busy_ms", "ms_per_token"), (_is_amount, "a number of ms >= 0")),
+                "tokens_per_s": (_is_amount, "a number of tokens per second >= 0"),
+                "attn_implementation": (lambda v: isinstance(v, str), "a string such as 'sdpa'")}
+
+
+def value_problem(info: dict, where: str) -> str | None:
+    """``"<where>.<field> = ..., not ..."`` for the first field of :data:`VALUE_FIELDS` that is not what it must
+    be, else None: the report would format or compute with it and crash."""
+    for name, (fits, what) in VALUE_FIELDS.items():
+        if info.get(name) is not None and not fits(info[name]):
+            return f"{where}.{name} = {shown(repr(info[name]), 20)}, not {what}"
+    return None
+
+
 def _check_key_fields(bad, suite: str, info: dict, where: str = "extra_info") -> None:
     """``bad(...)`` for a key field of ``where`` (``extra_info`` or ``params``) of the wrong type (counts: whole, in
     [1, MAX_KEY_COUNT])."""
@@ -115,7 +139,7 @@ def check_benchmark(path: Path, i: int, bench: dict, stats: dict) -> None:
         _check_key_fields(bad, suite, info)
         _check_key_fields(bad, suite, params or {}, "params")       # the same key, as pytest-benchmark groups it
     _check_timings(bad, info)
-    problem = replay_format_problem(info["replay"]) if "replay" in info else None   # null is no proof
+    problem = value_problem(info, "extra_info") or ("replay" in info and replay_format_problem(info["replay"]))
     if problem:
         raise bad(f"has {problem}")
     if "correct" in info and not isinstance(info["correct"], (bool, type(None))):

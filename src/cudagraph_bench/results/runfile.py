@@ -25,9 +25,11 @@ from cudagraph_bench.fsio import MAX_JSON_BYTES, parse_json, read_input_bytes
 from cudagraph_bench.paths import STORAGE_ENV, default_storage
 from cudagraph_bench.results import identity
 from cudagraph_bench.results.benchmark_values import (STAT_FIELDS, check_benchmark, check_environment,
-                                                      check_suite_benchmarks, is_number)
-from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, Environment, FailedCase, Measurement, decode_environment,
-                                            decode_failure, decode_measurement, records_without_benchmarks)
+                                                      check_suite_benchmarks, is_number, value_problem)
+from cudagraph_bench.results.record import (PLAIN_LOOP_CHECK, RECORD_LISTS, Environment, FailedCase, Measurement,
+                                            decode_environment, decode_failure, decode_measurement,
+                                            records_without_benchmarks)
+from cudagraph_bench.results.shards import durations_of
 from cudagraph_bench.results.stats import MIN_BOOTSTRAP_ROUNDS, reduction_ci, reduction_pct, runs_reduction_pct
 
 #: Default storage folder of pytest-benchmark (``--benchmark-storage=file://./.benchmarks``).
@@ -134,11 +136,13 @@ def resolve_run_path(ref: str, storage: str | os.PathLike | None = None) -> Path
     raise InputFileError(f"unknown saved-run id {ref!r}: ids in {storage}/ are {shown}")
 
 
-def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False) -> Run:
+def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only: bool = False,
+             interrupted_fix: str = "pass --allow interrupted to read it anyway") -> Run:
     """Load and validate a run (path or saved-run id), plain or gzip. ``records_only``: accept a run without benchmarks
     that records kernel counts or failed cases (for ``merge``). Raises InputFileError (one line): missing, irregular,
     too large, empty, invalid JSON or gzip, nested too deep, not pytest-benchmark output, a suite benchmark without its
-    key, no benchmarks (nor records), or an interrupted session's run."""
+    key, no benchmarks (nor records), or an interrupted session's run (its error ends in ``interrupted_fix``, the fix
+    the caller offers)."""
     if not str(ref).strip():
         raise InputFileError("expected a run, got an empty string: name a pytest-benchmark JSON file or a saved-run id")
     path = resolve_run_path(ref, storage)
@@ -166,18 +170,24 @@ def load_run(ref: str, storage: str | os.PathLike | None = None, *, records_only
     if interrupted and not _ALLOW_INTERRUPTED.get():
         interrupted = interrupted if isinstance(interrupted, str) else "the session was interrupted"
         raise InputFileError(f"{path} is the run of an interrupted session ({interrupted}): its last benchmark may "
-                             "have been cut short and the cases after it are missing: rerun the benchmarks, or pass "
-                             "--allow interrupted to read it anyway")
+                             "have been cut short and the cases after it are missing: rerun the benchmarks, or "
+                             f"{interrupted_fix}")
     if not data["benchmarks"] and not (records_only and records_without_benchmarks(data.get("cudagraph_bench"))):
         raise _no_benchmarks_error(path, data.get("cudagraph_bench"))
     for key in ("commit_info", "cudagraph_bench"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise InputFileError(f"{path}: '{key}' must be an object, got {type(data[key]).__name__}: "
                                  "rerun the benchmarks to rewrite the file")
-    failures = (data.get("cudagraph_bench") or {}).get("failures")
-    if failures is not None and not (isinstance(failures, list) and all(isinstance(f, dict) for f in failures)):
-        raise InputFileError(f"{path}: cudagraph_bench.failures must be a list of objects (one per case not "
-                             f"measured), got {json.dumps(failures)[:60]}: rerun the benchmarks to rewrite the file")
+    section = data.get("cudagraph_bench") or {}
+    for key in RECORD_LISTS:
+        records = section.get(key, [])
+        if not (isinstance(records, list) and all(isinstance(f, dict) for f in records)):
+            raise InputFileError(f"{path}: cudagraph_bench.{key} must be a list of objects (one per case), got "
+                                 f"{json.dumps(records)[:60]}: rerun the benchmarks to rewrite the file")
+        for j, record in enumerate(records):
+            if problem := value_problem(record, f"cudagraph_bench.{key}[{j}]"):
+                raise InputFileError(f"{path}: {problem}: rerun the benchmarks to rewrite the file")
+    durations_of(data, str(path), required=False)
     check_environment(path, data)
     for i, bench in enumerate(data["benchmarks"]):
         stats = bench.get("stats") if isinstance(bench, dict) else None

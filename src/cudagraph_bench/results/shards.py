@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 
 from cudagraph_bench.errors import InputFileError
-from cudagraph_bench.results.benchmark_values import is_finite, is_positive
+from cudagraph_bench.results.benchmark_values import is_finite, is_positive, json_type
 
 #: Key of the recorded durations in a run's ``cudagraph_bench`` section: ``{node id: seconds}``.
 DURATIONS_KEY = "test_durations_s"
@@ -63,11 +63,15 @@ def is_seconds(value, *, positive: bool = False) -> bool:
     return is_positive(value) if positive else is_finite(value) and value >= 0
 
 
-def durations_of(data: Mapping, source: str) -> dict[str, float]:
-    """``{node id: seconds}`` of a run; InputFileError naming ``source`` when none or a value is no seconds >= 0."""
+def durations_of(data: Mapping, source: str, *, required: bool = True) -> dict[str, float]:
+    """``{node id: seconds}`` of a run; InputFileError naming ``source`` when the record is no object of seconds >= 0,
+    or (``required``: sharding by them) it records none."""
     section = data.get("cudagraph_bench") if isinstance(data, Mapping) else None
-    found = section.get(DURATIONS_KEY) if isinstance(section, Mapping) else None
-    if not isinstance(found, Mapping) or not found:
+    found = section.get(DURATIONS_KEY, {}) if isinstance(section, Mapping) else {}
+    if not isinstance(found, Mapping):
+        raise InputFileError(f"{source}: cudagraph_bench.{DURATIONS_KEY} is of type {json_type(found)}, not an "
+                             "object of seconds per test: rerun the suite to rewrite the file")
+    if required and not found:
         raise InputFileError(f"{source} records no test durations (cudagraph_bench.{DURATIONS_KEY}): give the "
                              "--benchmark-json of a run made with this plugin, or leave --shard-durations out "
                              "to split by test count")
@@ -84,7 +88,7 @@ def load_durations(path: str) -> dict[str, float]:
     """:func:`durations_of` the run at ``path``; raises InputFileError."""
     from cudagraph_bench.results.runfile import load_run
 
-    run = load_run(path)
+    run = load_run(path, interrupted_fix="give --shard-durations the run of a session that ran to its end")
     return durations_of(run.data, str(run.path))
 
 
