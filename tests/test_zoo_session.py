@@ -123,6 +123,19 @@ def test_pytest_zoo_takes_the_same_values_and_refuses_the_same_types():
         assert "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize("value", ["nosuchtype", "llama,t5"])
+def test_pytest_zoo_refuses_an_unknown_type_at_configure_in_one_line(pytester, value):
+    """A type the installed transformers lacks stops pytest with one usage error line before collection, as a
+    malformed value does: no collection error, no claim that the session was interrupted."""
+    pytester.makepyfile(test_zoo="def test_part(zoo_type):\n    raise AssertionError('must not run')\n")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--zoo", value,
+                                          "--device", "cpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: --zoo: ") and "no causal-LM model type" in errors[0]
+    assert "interrupted" not in result.stdout.str().lower() and "collecting" not in result.stdout.str()
+
+
 def test_a_negative_deadline_is_a_usage_error_before_anything_is_made(tmp_path, capsys):
     out = tmp_path / "zoo"
     with pytest.raises(SystemExit) as exc:
