@@ -452,10 +452,10 @@ def test_a_weight_shape_the_config_does_not_build_is_a_load_failure_naming_the_w
                      r"the model config\.json builds: fix config\.json", str(failure.value))
 
 
-@pytest.mark.parametrize("layers, shown", [(4, "model.layers.2.* is in the model config.json builds but not in the "
-                                                "weights (it would be initialised at random)"),
-                                            (1, "model.layers.1.* is in the weights but not in the model config.json "
-                                                "builds (it would be dropped)")])
+@pytest.mark.parametrize("layers, shown", [(4, "model.layers.2.* is missing from the weights (would be initialised at "
+                                                "random)"),
+                                            (1, "model.layers.1.* is not in the model config.json builds (would be "
+                                                "dropped)")])
 def test_weights_the_config_lacks_or_adds_are_a_load_failure_naming_the_first(edited_llamas, checkpoints, layers,
                                                                              shown):
     """A config.json counting more layers than the weights hold (transformers would initialise the rest at random)

@@ -343,9 +343,17 @@ def finish(json_path: Path, outdir: Path, outcomes) -> tuple[int, dict[str, byte
 
     try:
         run = load_run(str(json_path))
-    except InputFileError as exc:       # a run whose every case failed holds no benchmark
+    except InputFileError as exc:       # a run whose every case failed holds no benchmark: say why each failed
         print_skips(outcomes)
-        print(f"{exc}".replace(str(json_path), str(outdir / RUN_JSON)), file=sys.stderr)
+        try:
+            failed = load_run(str(json_path), records_only=True).failures
+        except InputFileError:
+            failed = ()
+        for failure in failed:
+            print(f"{failure.status}: {failure.case.label}: {failure.check.reason}", file=sys.stderr)
+        print(f"{outdir / RUN_JSON} holds no benchmark: every case of this run failed or was skipped (the reasons "
+              f"above, the logs under {outdir / 'parts'}): fix what they name and run again" if failed else
+              f"{exc}".replace(str(json_path), str(outdir / RUN_JSON)), file=sys.stderr)
         return 1, {}
     rows = forward_tables.forward_rows([run])
     print(forward_tables.render_long_table(rows, fmt="text"))

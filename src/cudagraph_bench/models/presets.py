@@ -281,14 +281,11 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
         if mismatch is None:
             raise
         raise CheckpointMismatchError(f"{path}: its weights do not fit its config: {mismatch}: {FIX}") from exc
-    for key, where in (("missing_keys", "in the model config.json builds but not in the weights (it would be "
-                                        "initialised at random)"),
-                       ("unexpected_keys", "in the weights but not in the model config.json builds (it would be "
-                                           "dropped)")):
+    for key, what in (("missing_keys", "missing from the weights (would be initialised at random)"),
+                      ("unexpected_keys", "not in the model config.json builds (would be dropped)")):
         if loaded.get(key):     # tied weights and those the class may lack are not listed by transformers
-            names = sorted(loaded[key])
-            raise CheckpointMismatchError(f"{path}: its weights do not fit its config: {names[0]} is {where}"
-                                          f"{f' ({len(names)} such weights)' if len(names) > 1 else ''}: {FIX}")
+            raise CheckpointMismatchError(f"{path}: its weights do not fit its config: {min(loaded[key])} is {what}: "
+                                          f"{FIX}")
     return model.to(device)
 
 
