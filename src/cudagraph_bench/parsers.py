@@ -5,6 +5,7 @@ error for pytest). No torch import."""
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import re
@@ -229,12 +230,19 @@ def parse_check_inputs(text: str) -> int:
     return _whole(text, 1, MAX_CHECK_INPUTS, "inputs")
 
 
-def parse_path(text: str) -> str:
-    """A file or folder path that is not empty (an empty ``-o ""`` would write into the current folder)."""
+def parse_path(text: str, example: str = "a folder, e.g. out/report") -> str:
+    """A path that is not empty (an empty ``-o ""`` would write into the current folder); an empty one is refused
+    naming ``example``: the kind of path the option takes and one such path (a folder; a file: the partials below)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a path, got an empty string: name a file or folder, e.g. "
-                                         "out/report")
+        raise argparse.ArgumentTypeError(f"expected a path, got an empty string: name {example}")
     return text
+
+
+#: :func:`parse_path` of an option naming a file: a markdown page, a run JSON, a baseline, a TOML config.
+parse_markdown_path = functools.partial(parse_path, example="a markdown file, e.g. out/report.md")
+parse_run_path = functools.partial(parse_path, example="a run JSON, e.g. out/run.json")
+parse_baseline_path = functools.partial(parse_path, example="a baseline, e.g. baselines/<gpu_slug>.json")
+parse_toml_path = functools.partial(parse_path, example="a TOML file, e.g. scripts/device/compile-sweep.toml")
 
 
 #: Upper bound of --rounds / --warmup-rounds: beyond it a run would not finish in any CI slot.

@@ -17,7 +17,8 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
                                   write_text_atomic, written_here, written_verb)
 from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
-                                     parse_cpus, parse_path, parse_pytest_matrix, parse_variants, show_default)
+                                     parse_cpus, parse_path, parse_pytest_matrix, parse_toml_path, parse_variants,
+                                     show_default)
 from cudagraph_bench.table import plural
 
 DEFAULT_OUTDIR = "out/run"
@@ -53,7 +54,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     device.help = ("cuda, or cpu: the eager forward pass only (run measures the forward pass; the CPU's decode "
                    "variants run under pytest perf_tests --device cpu), to try the pipeline on any machine "
                    "(default: %(default)s)")
-    parser.add_argument("--config", metavar="TOML", type=parse_path, default=None,
+    parser.add_argument("--config", metavar="TOML", type=parse_toml_path, default=None,
                         help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
                              "flags given on the command line win")
     parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_OUTDIR, metavar="DIR",
