@@ -87,8 +87,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
-    check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON], command="zoo")   # never the page's run
-    own = [p.name for p in PytestRun(tree, out / RUN_JSON).files()]     # its log and journal too
+    if args.markdown:       # else the page is one of -o's files
+        check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON], command="zoo")   # never the page's run
+    own = [p.name for p in PytestRun(tree, out / RUN_JSON).files()] + ([] if args.markdown else [PAGE])   # log, journal
     check_output_folder(out, own, command="zoo")
     if args.types != ZooTypes():      # names and K/N against the release the zoo's pytest process runs
         release, installed = zoo_types(tree)
