@@ -280,8 +280,10 @@ def test_a_bad_config_is_one_line_naming_the_file_and_the_key(tmp_path, capsys, 
 
 
 def test_a_missing_or_non_utf8_config_is_a_usage_error(tmp_path):
-    with pytest.raises(UsageError, match="config file not found"):
+    with pytest.raises(UsageError) as missing:
         runcmd.matrices(parse("--config", str(tmp_path / "nope.toml")))
+    assert str(missing.value) == (f"no such config file: {tmp_path / 'nope.toml'}: give a TOML matrix config (as "
+                                  "scripts/device/compile-sweep.toml)")
     path = tmp_path / "m.toml"
     path.write_bytes(b"models = ['gpt2']\n# \xff\xfe\n")
     with pytest.raises(UsageError, match="is not UTF-8 text"):

@@ -104,8 +104,6 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
     (naming the file and key): unreadable, invalid TOML, unknown key or bad value."""
     import tomllib
 
-    if not Path(path).exists():
-        raise UsageError(f"config file not found: {path}")
     try:
         raw = read_input_bytes(path, "config", "give a TOML matrix config (as scripts/device/compile-sweep.toml)",
                                MAX_CONFIG_BYTES)
