@@ -293,6 +293,8 @@ CASES.update({
     "run --cpus abc": (lambda t: ["run", "--cpus", "abc"], "bad CPU list item 'abc'"),
     "run --cpus 5-1": (lambda t: ["run", "--cpus", "5-1"], "bad CPU range '5-1'"),
     "run --prompt-lengths 0": (lambda t: ["run", "--prompt-lengths", "0"], "prompt lengths must be positive"),
+    "run --prompt-lengths 1000000000000": (lambda t: ["run", "--prompt-lengths", "1000000000000", "-o", t / "r"],
+                                           "--prompt-lengths: prompt lengths must be at most 131072 tokens"),
     "run -- --benchmark-min-rounds 0": (lambda t: ["run", "--", "--benchmark-min-rounds", "0"],
                                         "expected a number >= 1"),
     "run --dtypes int8": (lambda t: ["run", "--dtypes", "int8"], "unknown dtype 'int8'"),

@@ -74,14 +74,24 @@ def _positive_ints(text: str, what: str) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+def _lengths(text: str, what: str) -> tuple[int, ...]:
+    lengths = _positive_ints(text, what)
+    if lengths[-1] > MAX_NEW_TOKENS:
+        shown = str(lengths[-1]) if len(str(lengths[-1])) <= 24 else f"a number of {len(str(lengths[-1]))} digits"
+        raise argparse.ArgumentTypeError(f"{what} must be at most {MAX_NEW_TOKENS} tokens (the largest position limit "
+                                         f"of any preset), got {shown}: no model takes a prompt that long")
+    return lengths
+
+
 def parse_prompt_lengths(text: str) -> tuple[int, ...]:
-    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each > 0 tokens)."""
-    return _positive_ints(text, "prompt lengths")
+    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each in [1, :data:`MAX_NEW_TOKENS`] tokens: no preset takes
+    more)."""
+    return _lengths(text, "prompt lengths")
 
 
 def parse_buckets(text: str) -> tuple[int, ...]:
-    """``"16,32,64"`` -> ``(16, 32, 64)`` bucket lengths in tokens."""
-    return _positive_ints(text, "bucket lengths")
+    """``"16,32,64"`` -> ``(16, 32, 64)`` bucket lengths in tokens, bounded as prompt lengths."""
+    return _lengths(text, "bucket lengths")
 
 
 def _known(name: str, choices, what: str, text: str, use: str = "") -> str:
@@ -108,8 +118,9 @@ def parse_device(text: str) -> str:
     return _known(text, DEVICES, "device", text, "cuda, or cpu to run the variants that need no GPU")
 
 
-#: Most new tokens of one decode request: the largest position limit of any preset. A model that records no limit
-#: (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would decode for days without a word.
+#: Most new tokens of one decode request, and most tokens of a prompt or bucket: the largest position limit of any
+#: preset. A model that records no limit (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would
+#: decode for days without a word.
 MAX_NEW_TOKENS = 131_072
 
 
