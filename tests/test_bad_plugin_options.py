@@ -19,6 +19,12 @@ PYTEST_OPTIONS = {
     ("--compile-timeout-s", "-1"): "--compile-timeout-s -1: expected seconds >= 0",
     ("--models", "nosuch"): "unknown model 'nosuch'",
     ("--prompt-lengths", "0"): "--prompt-lengths 0: prompt lengths must be positive",
+    ("--prompt-lengths", "99999999999999999999"): "--prompt-lengths 99999999999999999999: prompt lengths must be at "
+                                                  "most 131072 tokens (the largest position limit of any preset), got "
+                                                  "99999999999999999999: no model takes a prompt that long",
+    ("--decode-prompt-lengths", "50,131073"): "--decode-prompt-lengths 50,131073: prompt lengths must be at most 131072",
+    ("--buckets", "16," + "9" * 30): "bucket lengths must be at most 131072 tokens (the largest position limit of any "
+                                      "preset), got a number of 30 digits",
     ("--shard", "3/2"): "bad shard '3/2'",
 }
 
@@ -33,11 +39,12 @@ def test_a_bad_plugin_option_is_one_line(pytester, option):
 
 
 def test_the_new_tokens_bound_is_the_largest_position_limit_of_any_preset():
-    """``--new-tokens`` is bounded by the most positions a preset records: every preset can be asked for its whole
-    length, and no more (a model without a limit would decode a larger count for days)."""
+    """``--new-tokens``, prompt and bucket lengths are bounded by the most positions a preset records: every preset
+    can be asked for its whole length, and no more (a model without a limit would decode a larger count for days)."""
     from cudagraph_bench.models.positions import recorded_position_limit
     from cudagraph_bench.models.presets import PRESETS, preset_config
-    from cudagraph_bench.options import MAX_NEW_TOKENS, parse_token_counts
+    from cudagraph_bench.options import MAX_NEW_TOKENS, parse_buckets, parse_prompt_lengths, parse_token_counts
 
     assert MAX_NEW_TOKENS == max(recorded_position_limit(preset_config(name)) or 0 for name in PRESETS)
     assert parse_token_counts(f"64,{MAX_NEW_TOKENS}") == (64, MAX_NEW_TOKENS)
+    assert parse_prompt_lengths(f"16,{MAX_NEW_TOKENS}") == parse_buckets(f"16,{MAX_NEW_TOKENS}") == (16, MAX_NEW_TOKENS)

@@ -398,6 +398,25 @@ def test_an_output_file_the_session_cannot_write_is_one_usage_error_before_any_t
     assert "INTERNALERROR" not in result.stdout.str() and sorted(os.listdir(tmp_path)) == ["file"]
 
 
+@pytest.mark.parametrize("name", ["README.md", "notes.log", "old.journal"])
+def test_journal_refuses_a_file_the_tool_did_not_write(pytester, tmp_path, name):
+    """--journal appends to its file: a file of the user's (any suffix) is one usage error line before any test and
+    is left as it was, while a journal this tool wrote is taken (the session appends its lines)."""
+    pytester.makepyfile("def test_one():\n    pass\n")
+    user = tmp_path / name
+    user.write_text("# my notes\n", encoding="utf-8")
+    result = run(pytester, f"--journal={user}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == [f"ERROR: --journal {user} is not a journal that cudagraph-bench wrote, the only file it "
+                      "replaces: give another path, or remove that file first"]
+    assert user.read_text(encoding="utf-8") == "# my notes\n"
+    own = tmp_path / "run.journal"
+    own.write_text('{"finish": "earlier::test"}\n', encoding="utf-8")
+    run(pytester, f"--journal={own}").assert_outcomes(passed=1)
+    assert own.read_text(encoding="utf-8").count("\n") == 3        # its line, and the session's start and finish
+
+
 def test_an_output_file_already_open_is_left_as_it_is(tmp_path):
     """pytest-benchmark before 5.3 opens --benchmark-json while it parses the command line: an open file is the
     option's value then, which the check leaves alone (the open succeeded)."""

@@ -6,6 +6,7 @@ host work on the capture's code path once the suite has moved its host data to t
 model on the ``meta`` device). Every refused one is listed with its reason, and no refusal stops the others."""
 
 import json
+import os
 import re
 
 import pytest
@@ -379,7 +380,8 @@ EDITED = {
 @pytest.fixture(scope="module")
 def edited_llamas(tmp_path_factory):
     """``"base"`` -> a tiny Llama's ``save_pretrained`` folder, and each field edit of :data:`EDITED` (plus
-    ``vocab_size`` 1024 against its 512-row weights) -> a copy of it whose config.json holds that edit."""
+    ``vocab_size`` 1024 against its 512-row weights, ``num_hidden_layers`` 4 and 1 against its 2 layers) -> a copy of
+    it whose config.json holds that edit."""
     import shutil
 
     import transformers
@@ -390,7 +392,8 @@ def edited_llamas(tmp_path_factory):
                                       num_key_value_heads=2, vocab_size=512)
     transformers.LlamaForCausalLM(config).save_pretrained(root / "base")
     folders = {"base": str(root / "base")}
-    for i, (key, value) in enumerate([*EDITED, ("vocab_size", 1024)]):
+    edits = [*EDITED, ("vocab_size", 1024), ("num_hidden_layers", 4), ("num_hidden_layers", 1)]
+    for i, (key, value) in enumerate(edits):
         folder = root / f"{i}-{key}"
         shutil.copytree(root / "base", folder)
         data = json.loads((folder / "config.json").read_text())
@@ -447,6 +450,33 @@ def test_a_weight_shape_the_config_does_not_build_is_a_load_failure_naming_the_w
     assert describe_exception(failure.value).startswith(f"CheckpointMismatchError: {folder}: its weights do not fit")
     assert re.search(r"(lm_head|model\.embed_tokens)\.weight is \[512, 64\] in model\.safetensors, \[1024, 64\] in "
                      r"the model config\.json builds: fix config\.json", str(failure.value))
+
+
+@pytest.mark.parametrize("layers, shown", [(4, "model.layers.2.* is missing from the weights (would be initialised at "
+                                                "random)"),
+                                            (1, "model.layers.1.* is not in the model config.json builds (would be "
+                                                "dropped)")])
+def test_weights_the_config_lacks_or_adds_are_a_load_failure_naming_the_first(edited_llamas, checkpoints, layers,
+                                                                             shown):
+    """A config.json counting more layers than the weights hold (transformers would initialise the rest at random)
+    or fewer (it would drop the rest) fails the load in one line naming the first weight and the fix, not a model
+    measured silently; a model whose output layer is tied to its embeddings (GPT-2: no lm_head.weight saved) loads."""
+    from safetensors import safe_open
+
+    from cudagraph_bench.errors import CheckpointMismatchError
+    from cudagraph_bench.models.presets import load_model
+
+    folder = edited_llamas["num_hidden_layers", layers]
+    with pytest.raises(CheckpointMismatchError) as failure:
+        load_model(folder, "float32", "cpu")
+    message = str(failure.value)
+    assert message.startswith(f"{folder}: its weights do not fit its config: ") and "\n" not in message
+    assert re.search(re.escape(shown).replace(r"\*", r"\S+"), message), message
+    assert message.endswith(": fix config.json or re-save the model with save_pretrained()")
+    load_model(edited_llamas["base"], "float32", "cpu")
+    with safe_open(os.path.join(checkpoints["gpt2"], "model.safetensors"), framework="pt") as fh:
+        assert "lm_head.weight" not in fh.keys()
+    assert load_model(checkpoints["gpt2"], "float32", "cpu").config.tie_word_embeddings
 
 
 @pytest.mark.parametrize("edit, shown", [("drop", "missing"), ("drop-text-config", "missing"), (None, "null"),

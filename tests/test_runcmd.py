@@ -280,8 +280,10 @@ def test_a_bad_config_is_one_line_naming_the_file_and_the_key(tmp_path, capsys, 
 
 
 def test_a_missing_or_non_utf8_config_is_a_usage_error(tmp_path):
-    with pytest.raises(UsageError, match="config file not found"):
+    with pytest.raises(UsageError) as missing:
         runcmd.matrices(parse("--config", str(tmp_path / "nope.toml")))
+    assert str(missing.value) == (f"no such config file: {tmp_path / 'nope.toml'}: give a TOML matrix config (as "
+                                  "scripts/device/compile-sweep.toml)")
     path = tmp_path / "m.toml"
     path.write_bytes(b"models = ['gpt2']\n# \xff\xfe\n")
     with pytest.raises(UsageError, match="is not UTF-8 text"):
@@ -633,6 +635,22 @@ def test_nothing_measured_is_exit_1_and_the_earlier_run_is_left_whole(tmp_path, 
     help_text = " ".join(capsys.readouterr().out.split())
     assert "0 every measured case correct;" in help_text and "or no case was measured" in help_text
     assert "1 a case failed, crashed or differs from its reference" in help_text
+
+
+def test_a_run_whose_every_case_failed_points_at_the_failures(tmp_path, capsys, in_process_pytest, tiny_gpt2_dir):
+    """A checkpoint whose config.json counts more layers than its weights hold fails every case: run exits 1 with
+    each case's reason on stderr and a last line that points at them and the logs, not at a merge of shards."""
+    model = shutil.copytree(tiny_gpt2_dir, tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "n_layer": config["n_layer"] + 1}))
+    out = tmp_path / "out"
+    assert cli_main(["run", *QUICK, "--models", str(model), "--prompt-lengths", "8", "-o", str(out), *ROUNDS]) == 1
+    err = capsys.readouterr().err
+    assert "merge" not in err and "a session that ran no benchmark" not in err
+    failed = [line for line in err.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == 1 and "CheckpointMismatchError" in failed[0] and "initialised at random" in failed[0]
+    assert (f"{out / 'run.json'} holds no benchmark: every case of this run failed or was skipped (the reasons "
+            f"above, the logs under {out / 'parts'}): fix what they name and run again") in err.splitlines()
 
 
 def test_a_pytest_usage_error_is_said_by_what_argparse_refused(tmp_path):

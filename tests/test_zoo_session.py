@@ -123,6 +123,19 @@ def test_pytest_zoo_takes_the_same_values_and_refuses_the_same_types():
         assert "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize("value", ["nosuchtype", "llama,t5"])
+def test_pytest_zoo_refuses_an_unknown_type_at_configure_in_one_line(pytester, value):
+    """A type the installed transformers lacks stops pytest with one usage error line before collection, as a
+    malformed value does: no collection error, no claim that the session was interrupted."""
+    pytester.makepyfile(test_zoo="def test_part(zoo_type):\n    raise AssertionError('must not run')\n")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider", "--zoo", value,
+                                          "--device", "cpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: --zoo: ") and "no causal-LM model type" in errors[0]
+    assert "interrupted" not in result.stdout.str().lower() and "collecting" not in result.stdout.str()
+
+
 def test_a_negative_deadline_is_a_usage_error_before_anything_is_made(tmp_path, capsys):
     out = tmp_path / "zoo"
     with pytest.raises(SystemExit) as exc:
@@ -134,13 +147,13 @@ def test_a_negative_deadline_is_a_usage_error_before_anything_is_made(tmp_path, 
 
 
 def test_a_log_or_journal_the_tool_did_not_write_is_refused_and_its_own_are_replaced(tmp_path, monkeypatch, capsys):
-    """-o DIR's zoo.log, zoo.journal and attempt JSON are the watched process's: a file of those names the tool did not
-    write is refused before anything runs (exit 2, one line, kept); the tool's own (a run cut short by a Ctrl-C
-    leaves its journal) are replaced. The process here writes nothing."""
+    """-o DIR's zoo.log, zoo.journal, attempt JSON and page (no --markdown given) are the zoo's: a file of those names
+    the tool did not write is refused before anything runs, naming -o (exit 2, one line, kept); the tool's own (a run
+    cut short by a Ctrl-C leaves its journal) are replaced. The process here writes nothing."""
     monkeypatch.setattr(process, "run_process", lambda cmd, cwd, env, log: 5)
     out = tmp_path / "zoo"
     out.mkdir()
-    for name in ("zoo.log", "zoo.journal", "zoo.part0.json"):
+    for name in ("zoo.log", "zoo.journal", "zoo.part0.json", "architectures.md"):     # the page: not --markdown's
         (out / name).write_text("my notes\n")
         assert cli_main(["zoo", "--device", "cpu", "-o", str(out)]) == 2
         err = capsys.readouterr().err

@@ -19,7 +19,8 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
     parse_models, model_name_problem, parse_prompt_lengths, parse_buckets, parse_dtypes, parse_variants,
     parse_device, parse_check_inputs, parse_token_counts, parse_reduction_pct, parse_regression_pct, parse_count,
-    parse_path, parse_rounds, parse_warmup_rounds, parse_nonneg, parse_confirm, parse_multiplier, parse_ms,
+    parse_path, parse_markdown_path, parse_run_path, parse_baseline_path, parse_toml_path, parse_rounds,
+    parse_warmup_rounds, parse_nonneg, parse_confirm, parse_multiplier, parse_ms,
     parse_timeout_s, parse_pct, parse_spread_pct, parse_alpha, parse_attn_implementation, parse_compile_mode,
     parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard, parse_seconds_as_ms, ms_as_seconds_text,
     MAX_ROUNDS, MAX_CONFIRM, MAX_SHARDS, MAX_SPREAD_PCT, MAX_NEW_TOKENS)
@@ -102,7 +103,7 @@ SHARD_OPTIONS = (
            "run only shard K of N (1-based, e.g. 2/4; a CI matrix job each): the tests of one model and dtype "
            "(else of one module) stay together; groups are spread by --shard-durations, else by test count; "
            "the rest is deselected", "K/N"),
-    Option("--shard-durations", "shard_durations", parse_path, None,
+    Option("--shard-durations", "shard_durations", parse_run_path, None,
            "a previous run's --benchmark-json whose recorded test durations (cudagraph_bench.test_durations_s) "
            "balance --shard (default: count tests)", "FILE"),
 )

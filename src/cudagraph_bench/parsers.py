@@ -5,6 +5,7 @@ error for pytest). No torch import."""
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import re
@@ -73,14 +74,24 @@ def _positive_ints(text: str, what: str) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+def _lengths(text: str, what: str) -> tuple[int, ...]:
+    lengths = _positive_ints(text, what)
+    if lengths[-1] > MAX_NEW_TOKENS:
+        shown = str(lengths[-1]) if len(str(lengths[-1])) <= 24 else f"a number of {len(str(lengths[-1]))} digits"
+        raise argparse.ArgumentTypeError(f"{what} must be at most {MAX_NEW_TOKENS} tokens (the largest position limit "
+                                         f"of any preset), got {shown}: no model takes a prompt that long")
+    return lengths
+
+
 def parse_prompt_lengths(text: str) -> tuple[int, ...]:
-    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each > 0 tokens)."""
-    return _positive_ints(text, "prompt lengths")
+    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each in [1, :data:`MAX_NEW_TOKENS`] tokens: no preset takes
+    more)."""
+    return _lengths(text, "prompt lengths")
 
 
 def parse_buckets(text: str) -> tuple[int, ...]:
-    """``"16,32,64"`` -> ``(16, 32, 64)`` bucket lengths in tokens."""
-    return _positive_ints(text, "bucket lengths")
+    """``"16,32,64"`` -> ``(16, 32, 64)`` bucket lengths in tokens, bounded as prompt lengths."""
+    return _lengths(text, "bucket lengths")
 
 
 def _known(name: str, choices, what: str, text: str, use: str = "") -> str:
@@ -107,8 +118,9 @@ def parse_device(text: str) -> str:
     return _known(text, DEVICES, "device", text, "cuda, or cpu to run the variants that need no GPU")
 
 
-#: Most new tokens of one decode request: the largest position limit of any preset. A model that records no limit
-#: (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would decode for days without a word.
+#: Most new tokens of one decode request, and most tokens of a prompt or bucket: the largest position limit of any
+#: preset. A model that records no limit (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would
+#: decode for days without a word.
 MAX_NEW_TOKENS = 131_072
 
 
@@ -229,12 +241,19 @@ def parse_check_inputs(text: str) -> int:
     return _whole(text, 1, MAX_CHECK_INPUTS, "inputs")
 
 
-def parse_path(text: str) -> str:
-    """A file or folder path that is not empty (an empty ``-o ""`` would write into the current folder)."""
+def parse_path(text: str, example: str = "a folder, e.g. out/report") -> str:
+    """A path that is not empty (an empty ``-o ""`` would write into the current folder); an empty one is refused
+    naming ``example``: the kind of path the option takes and one such path (a folder; a file: the partials below)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a path, got an empty string: name a file or folder, e.g. "
-                                         "out/report")
+        raise argparse.ArgumentTypeError(f"expected a path, got an empty string: name {example}")
     return text
+
+
+#: :func:`parse_path` of an option naming a file: a markdown page, a run JSON, a baseline, a TOML config.
+parse_markdown_path = functools.partial(parse_path, example="a markdown file, e.g. out/report.md")
+parse_run_path = functools.partial(parse_path, example="a run JSON, e.g. out/run.json")
+parse_baseline_path = functools.partial(parse_path, example="a baseline, e.g. baselines/<gpu_slug>.json")
+parse_toml_path = functools.partial(parse_path, example="a TOML file, e.g. scripts/device/compile-sweep.toml")
 
 
 #: Upper bound of --rounds / --warmup-rounds: beyond it a run would not finish in any CI slot.

@@ -9,8 +9,8 @@ from pathlib import Path
 from cudagraph_bench.commands import compare_command
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder
-from cudagraph_bench.options import (PYTEST_ARGS_METAVAR, add_regression_floor_option, parse_count, parse_path,
-                                     parse_pytest_matrix)
+from cudagraph_bench.options import (PYTEST_ARGS_METAVAR, add_regression_floor_option, parse_baseline_path,
+                                     parse_count, parse_markdown_path, parse_path, parse_pytest_matrix)
 from cudagraph_bench.paths import checkout_root
 from cudagraph_bench.runner.ab import (DEFAULT_OUT, DEFAULT_RUNS, MIN_RANK_RUNS, measure_in_worktrees, repository_root,
                                       resolve_commit)
@@ -36,10 +36,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "directory)")
     parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
                         help="pytest arguments for every run, after --, e.g. -- --models gpt2 --prompt-lengths 16,50")
-    parser.add_argument("--baseline", type=parse_path, metavar="FILE",
+    parser.add_argument("--baseline", type=parse_baseline_path, metavar="FILE",
                         help="noise model for the tolerance (as compare)")
     add_regression_floor_option(parser)
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the comparison as markdown")
+    parser.add_argument("--markdown", type=parse_markdown_path, metavar="FILE",
+                        help="also write the comparison as markdown")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cudagraph_bench.errors import FailedCheckError, UsageError
 from cudagraph_bench.fsio import check_output_file, refuse_overwriting_inputs, write_text_atomic, written_verb
-from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_baseline_path,
                                      parse_reduction_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.baseline import (BASELINE_COLUMNS, DEFAULT_MAX_GATED_LEN,
@@ -23,7 +23,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help=f"pytest-benchmark JSON of separate GPU runs of the same matrix, at least "
                              f"{noise.MIN_BASELINE_RUNS} (paths or saved-run ids, e.g. 0001)")
-    parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
+    parser.add_argument("-o", "--output", required=True, type=parse_baseline_path, metavar="FILE",
                         help="baseline file to write, by convention baselines/<gpu_slug>.json")
     parser.add_argument("--min-reduction", type=parse_reduction_pct, default=DEFAULT_MIN_REDUCTION_PCT, metavar="PCT",
                         help="per-case minimum median latency reduction stored for gated cases "

@@ -6,7 +6,7 @@ import argparse
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, print_verdict
-from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_path,
+from cudagraph_bench.options import (add_regression_floor_option, parse_count, parse_multiplier, parse_markdown_path,
                                      parse_regression_pct)
 from cudagraph_bench.results import noise
 from cudagraph_bench.results.calibrate import (DEFAULT_AB_RUNS, floor_for, DEFAULT_PLANTS_PCT, calibrate, columns,
@@ -33,7 +33,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plain", nargs="+", default=[], metavar="RUN",
                         help="runs of the plain capture/replay loop (scripts/device/plain_loop) of the same jobs: the "
                              "page shows their spread beside the harness's")
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write the page")
+    parser.add_argument("--markdown", type=parse_markdown_path, metavar="FILE", help="also write the page")
 
 
 def _parse_plants(text: str) -> tuple[float, ...]:

@@ -6,7 +6,7 @@ import argparse
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, print_verdict
-from cudagraph_bench.options import add_regression_floor_option, parse_path
+from cudagraph_bench.options import add_regression_floor_option, parse_baseline_path, parse_markdown_path
 from cudagraph_bench.paths import default_baseline
 from cudagraph_bench.results.baseline import check_baseline_gpu, load_baseline
 from cudagraph_bench.results.compare import (COLUMNS, compare_runs, gated_missing_in_new,
@@ -24,11 +24,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="reference run and run to check: JSON paths or saved-run ids (e.g. 0001 0002)")
     parser.add_argument("--old", nargs="+", metavar="RUN", help="several separate reference runs (instead of OLD)")
     parser.add_argument("--new", nargs="+", metavar="RUN", help="several separate runs to check (instead of NEW)")
-    parser.add_argument("--baseline", type=parse_path, metavar="FILE",
+    parser.add_argument("--baseline", type=parse_baseline_path, metavar="FILE",
                         help="baseline whose between-run spread sets the tolerance of forward eager/graph cases "
                              "(default: the GPU's baseline where one is found, as for gate)")
     add_regression_floor_option(parser)
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE", help="also write a markdown report")
+    parser.add_argument("--markdown", type=parse_markdown_path, metavar="FILE", help="also write a markdown report")
     parser.add_argument("--gate-references", action="store_true",
                         help="also fail when a reference variant (eager, generate, static-eager, loop) is slower; "
                              "by default they are reported only")

@@ -7,8 +7,8 @@ import functools
 import sys
 
 from cudagraph_bench.fsio import check_output_file, print_verdict
-from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, parse_confirm, parse_count, parse_path,
-                                     parse_reduction_pct)
+from cudagraph_bench.options import (add_regression_floor_option, MAX_CONFIRM, parse_baseline_path, parse_confirm,
+                                     parse_count, parse_markdown_path, parse_reduction_pct)
 from cudagraph_bench.results.baseline import DEFAULT_MAX_GATED_LEN, DEFAULT_MIN_REDUCTION_PCT
 from cudagraph_bench.runner.confirm import confirm_regressions
 from cudagraph_bench.results.gate import (COLUMNS, evaluate, find_baseline, header, load_runs_of_one_gpu,
@@ -25,7 +25,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="pytest-benchmark JSON of one run, or of several separate runs of the same code "
                              "(paths or saved-run ids, e.g. 0001)")
-    parser.add_argument("--baseline", type=parse_path, metavar="FILE",
+    parser.add_argument("--baseline", type=parse_baseline_path, metavar="FILE",
                         help="baseline file, or none: gate correctness and the reduction threshold only, without a "
                              "regression check (default: <gpu_slug>.json in $CUDAGRAPH_BENCH_BASELINES, else in the "
                              "checkout's baselines/, whatever the working directory; a file named none: ./none)")
@@ -41,7 +41,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              f"{MAX_CONFIRM} (separate "
                              "pytest processes in the checkout, GPU needed) and judge them on all runs with the rank "
                              "test; the runs are written next to RUN as <RUN>.confirm-<i>.json (default: 0, off)")
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE",
+    parser.add_argument("--markdown", type=parse_markdown_path, metavar="FILE",
                         help="also write a markdown report (for a CI job summary)")
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 
 from cudagraph_bench.fsio import check_output_file, write_files_atomic, written_verb
-from cudagraph_bench.options import parse_path
+from cudagraph_bench.options import parse_run_path
 from cudagraph_bench.results.merge import check_shards, commits_of, machine_gpu, merge_runs
 from cudagraph_bench.results.runfile import distinct_runs, load_run
 from cudagraph_bench.table import plural
@@ -19,7 +19,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="the runs of the shards: pytest-benchmark JSON paths or saved-run ids (a shard that "
                              "ran no benchmark but recorded kernel counts or failed cases is a run too)")
-    parser.add_argument("-o", "--output", required=True, type=parse_path, metavar="FILE",
+    parser.add_argument("-o", "--output", required=True, type=parse_run_path, metavar="FILE",
                         help="the merged pytest-benchmark JSON (written atomically; never one of the RUNs)")
 
 

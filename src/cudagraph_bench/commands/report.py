@@ -9,7 +9,7 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
                                   written_verb)
-from cudagraph_bench.options import parse_path
+from cudagraph_bench.options import parse_path, parse_markdown_path
 from cudagraph_bench.report.pages import (MARKER_END, MARKER_START, PLOT_NAMES, RESULTS_MD, plot_makers,
                                           render_plots, render_readme_section, render_results_markdown,
                                           replace_between_markers, stale_plots)
@@ -28,7 +28,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_REPORT_DIR, metavar="DIR",
                         help="folder for results.md and the PNGs (default: %(default)s; the committed docs/ "
                              "are written by scripts/regenerate_docs.sh)")
-    parser.add_argument("--readme", type=parse_path, default=None,
+    parser.add_argument("--readme", type=parse_markdown_path, default=None,
                         help="also replace the block between <!-- results:start --> and <!-- results:end --> "
                              "in this file")
     parser.add_argument("--suite-timing", action="append", default=[], metavar="RUN",

@@ -17,7 +17,8 @@ from cudagraph_bench.errors import InputFileError, UsageError
 from cudagraph_bench.fsio import (check_output_folder, interrupt_after, read_input_bytes, write_files_atomic,
                                   write_text_atomic, written_here, written_verb)
 from cudagraph_bench.options import (MATRIX_OPTIONS, PYTEST_ARGS_METAVAR, RUN_FLAGS, add_to_argparse, format_cpus,
-                                     parse_cpus, parse_path, parse_pytest_matrix, parse_variants, show_default)
+                                     parse_cpus, parse_path, parse_pytest_matrix, parse_toml_path, parse_variants,
+                                     show_default)
 from cudagraph_bench.table import plural
 
 DEFAULT_OUTDIR = "out/run"
@@ -53,7 +54,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     device.help = ("cuda, or cpu: the eager forward pass only (run measures the forward pass; the CPU's decode "
                    "variants run under pytest perf_tests --device cpu), to try the pipeline on any machine "
                    "(default: %(default)s)")
-    parser.add_argument("--config", metavar="TOML", type=parse_path, default=None,
+    parser.add_argument("--config", metavar="TOML", type=parse_toml_path, default=None,
                         help="TOML file with the matrix (models, prompt_lengths, dtypes, variants, [[sweep]] ...); "
                              "flags given on the command line win")
     parser.add_argument("-o", "--output-dir", dest="outdir", type=parse_path, default=DEFAULT_OUTDIR, metavar="DIR",
@@ -103,8 +104,6 @@ def load_config(path: str) -> tuple[dict, list[dict]]:
     (naming the file and key): unreadable, invalid TOML, unknown key or bad value."""
     import tomllib
 
-    if not Path(path).exists():
-        raise UsageError(f"config file not found: {path}")
     try:
         raw = read_input_bytes(path, "config", "give a TOML matrix config (as scripts/device/compile-sweep.toml)",
                                MAX_CONFIG_BYTES)
@@ -343,9 +342,17 @@ def finish(json_path: Path, outdir: Path, outcomes) -> tuple[int, dict[str, byte
 
     try:
         run = load_run(str(json_path))
-    except InputFileError as exc:       # a run whose every case failed holds no benchmark
+    except InputFileError as exc:       # a run whose every case failed holds no benchmark: say why each failed
         print_skips(outcomes)
-        print(f"{exc}".replace(str(json_path), str(outdir / RUN_JSON)), file=sys.stderr)
+        try:
+            failed = load_run(str(json_path), records_only=True).failures
+        except InputFileError:
+            failed = ()
+        for failure in failed:
+            print(f"{failure.status}: {failure.case.label}: {failure.check.reason}", file=sys.stderr)
+        print(f"{outdir / RUN_JSON} holds no benchmark: every case of this run failed or was skipped (the reasons "
+              f"above, the logs under {outdir / 'parts'}): fix what they name and run again" if failed else
+              f"{exc}".replace(str(json_path), str(outdir / RUN_JSON)), file=sys.stderr)
         return 1, {}
     rows = forward_tables.forward_rows([run])
     print(forward_tables.render_long_table(rows, fmt="text"))

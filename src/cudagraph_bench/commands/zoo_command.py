@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, check_output_folder, print_verdict
-from cudagraph_bench.parsers import ZooTypes, parse_path, parse_timeout_s, parse_zoo_types
+from cudagraph_bench.parsers import (ZooTypes, parse_markdown_path, parse_path, parse_run_path, parse_timeout_s,
+                                     parse_zoo_types)
 from cudagraph_bench.zoo_keys import FAILED
 
 #: The run JSON of run mode, in ``-o DIR``.
@@ -35,9 +36,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "(default: 0)")
     parser.add_argument("-o", "--output-dir", dest="out", type=parse_path, default=DEFAULT_OUT, metavar="DIR",
                         help=f"run mode: where {RUN_JSON}, its log and {PAGE} go (default: {DEFAULT_OUT})")
-    parser.add_argument("--from", dest="source", nargs="+", type=parse_path, default=None, metavar="RUN",
+    parser.add_argument("--from", dest="source", nargs="+", type=parse_run_path, default=None, metavar="RUN",
                         help="write the page from these zoo runs instead of running (no GPU, no torch)")
-    parser.add_argument("--markdown", type=parse_path, default=None, metavar="FILE",
+    parser.add_argument("--markdown", type=parse_markdown_path, default=None, metavar="FILE",
                         help=f"where the page goes (default: DIR/{PAGE} in run mode; required with --from)")
 
 
@@ -86,8 +87,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"no CUDA GPU ({problem}): run on a GPU, or --device cpu for the CPU classification")
     out = Path(args.out)
     markdown = Path(args.markdown) if args.markdown else out / PAGE
-    check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON], command="zoo")   # never the page's run
-    own = [p.name for p in PytestRun(tree, out / RUN_JSON).files()]     # its log and journal too
+    if args.markdown:       # else the page is one of -o's files
+        check_output_file(markdown, "--markdown", PAGE, [out / RUN_JSON], command="zoo")   # never the page's run
+    own = [p.name for p in PytestRun(tree, out / RUN_JSON).files()] + ([] if args.markdown else [PAGE])   # log, journal
     check_output_folder(out, own, command="zoo")
     if args.types != ZooTypes():      # names and K/N against the release the zoo's pytest process runs
         release, installed = zoo_types(tree)

@@ -265,12 +265,14 @@ def experts_implementation(model) -> str | None:
 
 
 def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
-    """CheckpointMismatchError naming a weight that does not fit its config."""
+    """CheckpointMismatchError naming a weight that does not fit its config: another shape, or one the model lacks or
+    the weights lack (transformers would drop it or initialise it at random, measuring another model)."""
     config = directory_config(path)
     model_class = directory_model_class(config)
     attention = choose_attention(config, model_class, attn_implementation)
     try:
-        model = model_class.from_pretrained(path, dtype=tdtype, local_files_only=True, attn_implementation=attention)
+        model, loaded = model_class.from_pretrained(path, dtype=tdtype, local_files_only=True,
+                                                    attn_implementation=attention, output_loading_info=True)
     except OSError as exc:
         raise UnknownModelError(f"{path}: weights are not on disk ({str(exc).splitlines()[0]}); download them "
                                 f"on a machine with hub access and save_pretrained() into this directory") from None
@@ -279,6 +281,11 @@ def _load_directory(path: str, tdtype, device, attn_implementation: str | None):
         if mismatch is None:
             raise
         raise CheckpointMismatchError(f"{path}: its weights do not fit its config: {mismatch}: {FIX}") from exc
+    for key, what in (("missing_keys", "missing from the weights (would be initialised at random)"),
+                      ("unexpected_keys", "not in the model config.json builds (would be dropped)")):
+        if loaded.get(key):     # tied weights and those the class may lack are not listed by transformers
+            raise CheckpointMismatchError(f"{path}: its weights do not fit its config: {min(loaded[key])} is {what}: "
+                                          f"{FIX}")
     return model.to(device)
 
 

@@ -11,8 +11,9 @@ import pytest
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file
 
-#: option dest -> (its flag, a file name to suggest inside a directory given by mistake).
-CHECKED = {"benchmark_json": ("--benchmark-json", "run.json"), "journal": ("--journal", "journal.jsonl")}
+#: option dest -> (its flag, a file name to suggest inside a directory given by mistake, whose suffix is the kind of
+#: file it replaces: :func:`cudagraph_bench.fsio.written_here`).
+CHECKED = {"benchmark_json": ("--benchmark-json", "run.json"), "journal": ("--journal", "run.journal")}
 
 
 def output_file_problem(path, flag: str, example: str) -> str | None:

@@ -31,6 +31,12 @@ def pytest_addoption(parser):
                     help=argparse.SUPPRESS)
 
 
+def pytest_configure(config):
+    """``--zoo``'s types checked against the installed transformers before collection, as its form is at parsing."""
+    if config.getoption("zoo", None):
+        selected_types(config.getoption("zoo"))
+
+
 def pytest_ignore_collect(collection_path, config):
     """``perf_tests/test_zoo.py`` is collected only with ``--zoo``."""
     return True if collection_path.name == ZOO_MODULE and not config.getoption("zoo", None) else None

@@ -11,7 +11,8 @@ from pathlib import Path
 from cudagraph_bench.errors import UsageError
 from cudagraph_bench.fsio import check_output_file, print_verdict
 from cudagraph_bench.options import (DEFAULT_DTYPES, DEFAULT_MODELS, DEFAULT_PROMPT_LENGTHS, PYTEST_ARGS_METAVAR,
-                                     parse_count, parse_nonneg, parse_path, parse_pytest_matrix, show_default)
+                                     parse_baseline_path, parse_count, parse_markdown_path, parse_nonneg, parse_path,
+                                     parse_pytest_matrix, show_default)
 
 DEFAULT_OUT = "out/selftest"
 #: Runs of the plain capture/replay loop (``scripts/device/plain_loop``) in the folder: ``plain-<i>.json``.
@@ -63,7 +64,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="evaluate the runs of an earlier self-test in DIR instead of running (no GPU needed)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the self-test in the -o folder: keep its finished runs, run the others")
-    parser.add_argument("--baseline", type=parse_path, default=None, metavar="FILE",
+    parser.add_argument("--baseline", type=parse_baseline_path, default=None, metavar="FILE",
                         help="gate the runs against this baseline (e.g. baselines/<gpu>.json, built on other machines) "
                              "instead of one built from the unmodified runs")
     parser.add_argument("--runs", type=_runs, default=None, metavar="N",
@@ -83,7 +84,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              f"(default: {DEFAULT_AB_DELAY_PCT:g})")
     parser.add_argument("pytest_args", nargs="*", metavar=PYTEST_ARGS_METAVAR,
                         help="pytest arguments for every run, after --, e.g. -- --models gpt2 --benchmark-max-time 0.3")
-    parser.add_argument("--markdown", type=parse_path, metavar="FILE",
+    parser.add_argument("--markdown", type=parse_markdown_path, metavar="FILE",
                         help="also write the page (docs/gate-selftest.md)")
 
 
