@@ -79,6 +79,21 @@ def test_the_run_of_an_interrupted_session_is_marked_and_refused_unless_allowed(
     assert "interrupted session" in capsys.readouterr().err
 
 
+def test_a_session_stopped_by_a_collection_error_is_not_called_a_ctrl_c(pytester, monkeypatch):
+    """pytest stops a session whose collection failed with a Ctrl-C's exit status (2): the summary names the errors,
+    and a collection error under --continue-on-collection-errors (the tests run) is no interruption at all."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_a="def test_a():\n    pass\n", test_b="import no_such_module_anywhere\n")
+    result = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "session interrupted (stopped by 1 error during collection): no run JSON was written" in result.stdout.lines
+    assert not any("Ctrl-C" in line for line in result.stdout.lines)
+    going_on = pytester.runpytest_inprocess("-p", "cudagraph_bench.plugin", "-p", "no:cacheprovider",
+                                            "--continue-on-collection-errors")
+    assert going_on.ret == pytest.ExitCode.TESTS_FAILED and "session interrupted" not in going_on.stdout.str()
+
+
 CHILD = """
 import signal, subprocess, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)        # a child that does not end on Ctrl-C: killed after the grace

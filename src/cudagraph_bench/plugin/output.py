@@ -64,6 +64,13 @@ def pytest_benchmark_group_stats(config, benchmarks, group_by):
 _INTERRUPTED = pytest.StashKey[str]()
 #: Set when a run document of an interrupted session got its mark (the summary's last line says whether one did).
 _MARKED = pytest.StashKey[bool]()
+#: Errors while collecting: pytest then stops the session with the exit status of a Ctrl-C (2), before any test.
+_COLLECT_ERRORS = pytest.StashKey[int]()
+
+
+def pytest_collection_finish(session):
+    """Count the collection's errors, so that the session they stop is not called a Ctrl-C."""
+    session.config.stash[_COLLECT_ERRORS] = session.testsfailed
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
@@ -132,7 +139,10 @@ def pytest_sessionfinish(session, exitstatus):
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:     # marked before it is written
         benchmarks = getattr(getattr(session.config, "_benchmarksession", None), "benchmarks", None) or []
         benchmarks[:] = [b for b in benchmarks if b.stats.data]   # one cut off before its first round has no figure
-        session.config.stash[_INTERRUPTED] = f"Ctrl-C after {plural(len(benchmarks), 'benchmark')}"
+        errors = session.config.stash.get(_COLLECT_ERRORS, 0)
+        session.config.stash[_INTERRUPTED] = (f"stopped by {plural(errors, 'error')} during collection" if errors and
+                                              not session.config.option.continue_on_collection_errors else
+                                              f"Ctrl-C after {plural(len(benchmarks), 'benchmark')}")
     session.exitstatus = exit_status(session.exitstatus, model_checks(session.config).refused)
     cgb = session_of(session.config)
     if cgb is not None and cgb.proofs is not None and cgb.proofs.failures and session.exitstatus == pytest.ExitCode.OK:
