@@ -1,6 +1,8 @@
 """Presets build offline from configs; local directories load with from_pretrained; bad names fail clearly."""
 
 
+import json
+
 import pytest
 import torch
 
@@ -358,3 +360,20 @@ def test_the_pages_that_list_the_presets_name_every_preset_the_cli_accepts(page,
     listed = text.split(opening, 1)[1].split("src/cudagraph_bench/models/presets.py", 1)[0]
     names = re.findall(r"`([^`]+)`", listed)
     assert sorted(names) == sorted(PRESETS), f"{page} lists {names}, the CLI accepts {list(PRESETS)}"
+
+
+@pytest.mark.parametrize("layers, weight, what", [(3, "h.2.", "missing from the weights"),
+                                                  (1, "h.1.", "not in the model config.json builds")])
+def test_a_config_whose_layer_count_the_weights_do_not_hold_is_refused(tmp_path, layers, weight, what):
+    """Weights of 2 layers under a config of 3 (one layer would be random) or of 1 (one layer dropped): either way
+    the suite would measure another model than the one on disk, so the load names the first such weight."""
+    import transformers
+
+    from cudagraph_bench.errors import CheckpointMismatchError
+
+    config = preset_config("gpt2", {**TINY["gpt2"], "n_layer": 2})
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "n_layer": layers}))
+    with pytest.raises(CheckpointMismatchError, match=rf"transformer\.{weight}.* is {what}.*save_pretrained"):
+        load_model(str(tmp_path), "float32", "cpu")
