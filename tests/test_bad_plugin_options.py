@@ -43,8 +43,8 @@ def test_the_new_tokens_bound_is_the_largest_position_limit_of_any_preset():
     can be asked for its whole length, and no more (a model without a limit would decode a larger count for days)."""
     from cudagraph_bench.models.positions import recorded_position_limit
     from cudagraph_bench.models.presets import PRESETS, preset_config
-    from cudagraph_bench.options import MAX_NEW_TOKENS, parse_buckets, parse_prompt_lengths, parse_token_counts
+    from cudagraph_bench.options import MAX_TOKENS, parse_buckets, parse_prompt_lengths, parse_token_counts
 
-    assert MAX_NEW_TOKENS == max(recorded_position_limit(preset_config(name)) or 0 for name in PRESETS)
-    assert parse_token_counts(f"64,{MAX_NEW_TOKENS}") == (64, MAX_NEW_TOKENS)
-    assert parse_prompt_lengths(f"16,{MAX_NEW_TOKENS}") == parse_buckets(f"16,{MAX_NEW_TOKENS}") == (16, MAX_NEW_TOKENS)
+    assert MAX_TOKENS == max(recorded_position_limit(preset_config(name)) or 0 for name in PRESETS)
+    assert parse_token_counts(f"64,{MAX_TOKENS}") == (64, MAX_TOKENS)
+    assert parse_prompt_lengths(f"16,{MAX_TOKENS}") == parse_buckets(f"16,{MAX_TOKENS}") == (16, MAX_TOKENS)

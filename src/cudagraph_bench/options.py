@@ -23,7 +23,7 @@ from cudagraph_bench.parsers import (  # noqa: F401  (re-exported)
     parse_warmup_rounds, parse_nonneg, parse_confirm, parse_multiplier, parse_ms,
     parse_timeout_s, parse_pct, parse_spread_pct, parse_alpha, parse_attn_implementation, parse_compile_mode,
     parse_decode_compile_tuning, parse_cpus, format_cpus, parse_shard, parse_seconds_as_ms, ms_as_seconds_text,
-    MAX_ROUNDS, MAX_CONFIRM, MAX_SHARDS, MAX_SPREAD_PCT, MAX_NEW_TOKENS)
+    MAX_ROUNDS, MAX_CONFIRM, MAX_SHARDS, MAX_SPREAD_PCT, MAX_TOKENS)
 
 
 @dataclass(frozen=True)

@@ -74,18 +74,29 @@ def _positive_ints(text: str, what: str) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+#: Most tokens of a prompt, a bucket or one decode request's new tokens: the largest position limit of any preset. A
+#: model that records no limit (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would run for days
+#: without a word.
+MAX_TOKENS = 131_072
+
+
+def _token_counts(text: str, what: str, refusal: str) -> tuple[int, ...]:
+    """:func:`_positive_ints`, each at most :data:`MAX_TOKENS`; ``refusal`` (``{got}`` the largest) otherwise."""
+    counts = _positive_ints(text, what)
+    if counts[-1] > MAX_TOKENS:
+        digits = str(counts[-1])
+        shown = digits if len(digits) <= 24 else f"a number of {len(digits)} digits"
+        raise argparse.ArgumentTypeError(refusal.format(got=shown))
+    return counts
+
+
 def _lengths(text: str, what: str) -> tuple[int, ...]:
-    lengths = _positive_ints(text, what)
-    if lengths[-1] > MAX_NEW_TOKENS:
-        shown = str(lengths[-1]) if len(str(lengths[-1])) <= 24 else f"a number of {len(str(lengths[-1]))} digits"
-        raise argparse.ArgumentTypeError(f"{what} must be at most {MAX_NEW_TOKENS} tokens (the largest position limit "
-                                         f"of any preset), got {shown}: no model takes a prompt that long")
-    return lengths
+    return _token_counts(text, what, f"{what} must be at most {MAX_TOKENS} tokens (the largest position limit of any "
+                                     "preset), got {got}: no model takes a prompt that long")
 
 
 def parse_prompt_lengths(text: str) -> tuple[int, ...]:
-    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each in [1, :data:`MAX_NEW_TOKENS`] tokens: no preset takes
-    more)."""
+    """``"16,50"`` -> ``(16, 50)`` (sorted, unique, each in [1, :data:`MAX_TOKENS`] tokens: no preset takes more)."""
     return _lengths(text, "prompt lengths")
 
 
@@ -118,20 +129,11 @@ def parse_device(text: str) -> str:
     return _known(text, DEVICES, "device", text, "cuda, or cpu to run the variants that need no GPU")
 
 
-#: Most new tokens of one decode request, and most tokens of a prompt or bucket: the largest position limit of any
-#: preset. A model that records no limit (Mamba, ALiBi) is bounded by the request itself, so a mistyped count would
-#: decode for days without a word.
-MAX_NEW_TOKENS = 131_072
-
-
 def parse_token_counts(text: str) -> tuple[int, ...]:
-    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request, each in [1, :data:`MAX_NEW_TOKENS`] (the largest
+    """``"64,128"`` -> ``(64, 128)`` new tokens per decode request, each in [1, :data:`MAX_TOKENS`] (the largest
     position limit of any preset: a longer request fits no preset and never finishes on a model without a limit)."""
-    counts = _positive_ints(text, "token counts")
-    if counts[-1] > MAX_NEW_TOKENS:
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_NEW_TOKENS} new tokens (the largest position limit "
-                                         f"of any preset), got {counts[-1]}: a request that long never finishes")
-    return counts
+    return _token_counts(text, "token counts", f"expected at most {MAX_TOKENS} new tokens (the largest position limit "
+                                               "of any preset), got {got}: a request that long never finishes")
 
 
 def _finite(text: str) -> float:

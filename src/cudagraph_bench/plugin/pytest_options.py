@@ -11,7 +11,7 @@ from cudagraph_bench.errors import UsageError
 from cudagraph_bench.models.refusals import ModelChecks, all_refused_message, check_models
 from cudagraph_bench.options import (DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_DECODE_COMPILE_TUNING,
                                      DEFAULT_DECODE_PROMPT_LENGTHS, DEFAULT_DECODE_STEPS_PER_GRAPH, DEFAULT_NEW_TOKENS,
-                                     MAX_NEW_TOKENS, Option, add_to_pytest, parse_count, parse_decode_compile_tuning,
+                                     MAX_TOKENS, Option, add_to_pytest, parse_count, parse_decode_compile_tuning,
                                      parse_dtypes, parse_prompt_lengths, parse_timeout_s, parse_token_counts)
 from cudagraph_bench.plugin.benchmark_timing import apply_benchmark_options
 from cudagraph_bench.plugin.params import case_of_item
@@ -33,7 +33,7 @@ def _fault(text: str):
 #: The plugin's own options that take a value, after ``--with-compile`` in ``--help``.
 PLUGIN_OPTIONS = (
     Option("--new-tokens", "new_tokens", parse_token_counts, DEFAULT_NEW_TOKENS,
-           f"decode benchmarks: new tokens per request, each at most {MAX_NEW_TOKENS} (the largest position "
+           f"decode benchmarks: new tokens per request, each at most {MAX_TOKENS} (the largest position "
            "limit of any preset) (default: 64,128)"),
     Option("--decode-prompt-lengths", "decode_prompt_lengths", parse_prompt_lengths, DEFAULT_DECODE_PROMPT_LENGTHS,
            "decode benchmarks: prompt lengths in tokens (default: 50); every causal model in --models gets decode "
