@@ -31,10 +31,15 @@ def pytest_addoption(parser):
                     help=argparse.SUPPRESS)
 
 
+#: The model types ``--zoo`` selects, picked once at configure.
+ZOO_TYPES = pytest.StashKey[list]()
+
+
 def pytest_configure(config):
-    """``--zoo``'s types checked against the installed transformers before collection, as its form is at parsing."""
+    """``--zoo``'s types picked from the installed transformers before collection (a usage error for an unknown one,
+    as for its form at parsing), kept for the tests' parameters."""
     if config.getoption("zoo", None):
-        selected_types(config.getoption("zoo"))
+        config.stash[ZOO_TYPES] = selected_types(config.getoption("zoo"))
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -62,7 +67,7 @@ def selected_types(option) -> list[str]:
 
 def pytest_generate_tests(metafunc):
     if "zoo_type" in metafunc.fixturenames:
-        types = selected_types(metafunc.config.getoption("zoo"))
+        types = metafunc.config.stash[ZOO_TYPES]
         metafunc.parametrize("zoo_type", types, ids=types)
 
 
